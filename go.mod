@@ -1,0 +1,3 @@
+module github.com/kfn-dev/kfn
+
+go 1.26.0
