@@ -1,0 +1,141 @@
+package v1alpha2
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// The spec.config keys kfn understands. Values are strings, as in Kyma.
+const (
+	// ConfigMaxInFlightMessages is how many events may be unacknowledged at
+	// once for the Subscription, across all dispatcher replicas. 1 delivers
+	// in order. Default "10" (Kyma's key and default).
+	ConfigMaxInFlightMessages = "maxInFlightMessages"
+	// ConfigMaxDeliver is how many delivery attempts an event gets before it
+	// is dead-lettered. Default "10".
+	ConfigMaxDeliver = "maxDeliver"
+	// ConfigBackoffInitial is the delay before the first redelivery; each
+	// further one doubles it, with jitter, up to ConfigBackoffMax. A Go
+	// duration. Default "1s".
+	ConfigBackoffInitial = "backoffInitial"
+	// ConfigBackoffMax caps the redelivery delay. A Go duration. Default "60s".
+	ConfigBackoffMax = "backoffMax"
+	// ConfigDeadLetter is "true" (default) to keep events that ran out of
+	// attempts in the dead-letter stream, where they can be listed and
+	// replayed, or "false" to drop them.
+	ConfigDeadLetter = "deadLetter"
+)
+
+// Defaults of the delivery settings.
+const (
+	DefaultMaxInFlightMessages = 10
+	DefaultMaxDeliver          = 10
+	DefaultBackoffInitial      = time.Second
+	DefaultBackoffMax          = 60 * time.Second
+	DefaultDeadLetter          = true
+)
+
+// ErrInvalidConfig is wrapped by every error about spec.config.
+var ErrInvalidConfig = errors.New("invalid spec.config")
+
+// Delivery is a Subscription's parsed delivery settings.
+type Delivery struct {
+	// MaxInFlight is the most unacknowledged events at once (>= 1).
+	MaxInFlight int
+	// MaxDeliver is the most delivery attempts per event (>= 1).
+	MaxDeliver int
+	// BackoffInitial is the first redelivery delay (> 0).
+	BackoffInitial time.Duration
+	// BackoffMax caps the redelivery delay (>= BackoffInitial).
+	BackoffMax time.Duration
+	// DeadLetter keeps events that ran out of attempts.
+	DeadLetter bool
+}
+
+// DefaultDelivery returns the settings of a Subscription with no config.
+func DefaultDelivery() Delivery {
+	return Delivery{
+		MaxInFlight:    DefaultMaxInFlightMessages,
+		MaxDeliver:     DefaultMaxDeliver,
+		BackoffInitial: DefaultBackoffInitial,
+		BackoffMax:     DefaultBackoffMax,
+		DeadLetter:     DefaultDeadLetter,
+	}
+}
+
+// Delivery parses spec.config over the defaults. The error wraps
+// ErrInvalidConfig and names the key and what it must be.
+func (s *Subscription) Delivery() (Delivery, error) {
+	return ParseDelivery(s.Spec.Config)
+}
+
+// ParseDelivery parses a spec.config map over the defaults. Keys it does not
+// know are ignored (the CRD refuses unknown keys; Kyma's EventMesh keys pass).
+func ParseDelivery(config map[string]ConfigValue) (Delivery, error) {
+	d := DefaultDelivery()
+	var err error
+	if v, ok := config[ConfigMaxInFlightMessages]; ok {
+		if d.MaxInFlight, err = positiveInt(ConfigMaxInFlightMessages, string(v)); err != nil {
+			return Delivery{}, err
+		}
+	}
+	if v, ok := config[ConfigMaxDeliver]; ok {
+		if d.MaxDeliver, err = positiveInt(ConfigMaxDeliver, string(v)); err != nil {
+			return Delivery{}, err
+		}
+	}
+	if v, ok := config[ConfigBackoffInitial]; ok {
+		if d.BackoffInitial, err = positiveDuration(ConfigBackoffInitial, string(v)); err != nil {
+			return Delivery{}, err
+		}
+	}
+	if v, ok := config[ConfigBackoffMax]; ok {
+		if d.BackoffMax, err = positiveDuration(ConfigBackoffMax, string(v)); err != nil {
+			return Delivery{}, err
+		}
+	}
+	if d.BackoffMax < d.BackoffInitial {
+		return Delivery{}, fmt.Errorf("%w: %s (%s) must not be less than %s (%s)",
+			ErrInvalidConfig, ConfigBackoffMax, d.BackoffMax, ConfigBackoffInitial, d.BackoffInitial)
+	}
+	if v, ok := config[ConfigDeadLetter]; ok {
+		switch v {
+		case "true":
+			d.DeadLetter = true
+		case "false":
+			d.DeadLetter = false
+		default:
+			return Delivery{}, fmt.Errorf("%w: %s must be \"true\" or \"false\", not %q", ErrInvalidConfig, ConfigDeadLetter, v)
+		}
+	}
+	return d, nil
+}
+
+// Backoff returns the delay before redelivery after the given number of
+// failed attempts (1 for the first failure), without jitter: BackoffInitial
+// doubled per further attempt, capped at BackoffMax.
+func (d Delivery) Backoff(failures int) time.Duration {
+	delay := d.BackoffInitial
+	for i := 1; i < failures && delay < d.BackoffMax; i++ {
+		delay *= 2
+	}
+	return min(delay, d.BackoffMax)
+}
+
+func positiveInt(key, v string) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("%w: %s must be a stringified int value of at least 1, not %q", ErrInvalidConfig, key, v)
+	}
+	return n, nil
+}
+
+func positiveDuration(key, v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%w: %s must be a positive duration such as 1s or 5m, not %q", ErrInvalidConfig, key, v)
+	}
+	return d, nil
+}

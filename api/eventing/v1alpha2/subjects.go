@@ -1,0 +1,179 @@
+package v1alpha2
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// SubjectPrefix is the first token of every event subject in JetStream.
+const SubjectPrefix = "kyma"
+
+// DefaultLegacyPrefix is the prefix of Kyma's legacy event types.
+const DefaultLegacyPrefix = "sap.kyma.custom"
+
+// emptySourceToken stands for a source that cleans to nothing (such as "/",
+// a valid CloudEvents source), so its events still have a valid subject.
+const emptySourceToken = "_"
+
+var (
+	invalidSourceChars    = regexp.MustCompile(`[\s.>*/\\]`)
+	invalidTypeChars      = regexp.MustCompile(`[\s>*/\\]`)
+	invalidAppNameChars   = regexp.MustCompile(`\W|_`)
+	invalidLegacyTypeChar = regexp.MustCompile(`[^a-zA-Z0-9.]`)
+)
+
+// ErrInvalidEventType is wrapped by errors about event types and sources
+// that cannot be mapped to a subject.
+var ErrInvalidEventType = errors.New("invalid event type")
+
+// CleanSource removes what a JetStream subject token cannot hold from an
+// event source: whitespace and the characters . > * / \ (Kyma's rule).
+func CleanSource(source string) string {
+	return invalidSourceChars.ReplaceAllString(source, "")
+}
+
+// CleanEventType removes whitespace and the characters > * / \ from an event
+// type (Kyma's rule); dots stay, as subject token separators.
+func CleanEventType(eventType string) string {
+	return invalidTypeChars.ReplaceAllString(eventType, "")
+}
+
+// EventSubject returns the subject an event with the given source and type
+// is stored under: kyma.<clean source>.<clean type>. The error wraps
+// ErrInvalidEventType when the type is empty or has an empty segment.
+func EventSubject(source, eventType string) (string, error) {
+	cleanType := CleanEventType(eventType)
+	if err := checkSegments(cleanType); err != nil {
+		return "", fmt.Errorf("%w %q: %w", ErrInvalidEventType, eventType, err)
+	}
+	return SubjectPrefix + "." + sourceToken(source) + "." + cleanType, nil
+}
+
+// CleanTypes returns the Subscription's types with their cleaned forms, in
+// spec order, for status.types. It is never nil.
+func (s *Subscription) CleanTypes() []EventType {
+	out := make([]EventType, 0, len(s.Spec.Types))
+	for _, t := range s.Spec.Types {
+		clean := t
+		if s.Matching() == TypeMatchingStandard {
+			clean = CleanEventType(t)
+		}
+		out = append(out, EventType{OriginalType: t, CleanType: clean})
+	}
+	return out
+}
+
+// FilterSubjects returns the JetStream subjects the Subscription's consumer
+// filters on, one per type, de-duplicated, in spec order. Standard matching
+// filters on the cleaned source and type; exact matching on the type from
+// any source (the dispatcher then compares the original type exactly, see
+// Matches).
+func (s *Subscription) FilterSubjects() ([]string, error) {
+	seen := make(map[string]bool, len(s.Spec.Types))
+	out := make([]string, 0, len(s.Spec.Types))
+	for _, t := range s.Spec.Types {
+		cleanType := CleanEventType(t)
+		if err := checkSegments(cleanType); err != nil {
+			return nil, fmt.Errorf("%w %q: %w", ErrInvalidEventType, t, err)
+		}
+		subject := SubjectPrefix + ".*." + cleanType
+		if s.Matching() == TypeMatchingStandard {
+			subject = SubjectPrefix + "." + sourceToken(s.Spec.Source) + "." + cleanType
+		}
+		if !seen[subject] {
+			seen[subject] = true
+			out = append(out, subject)
+		}
+	}
+	return out, nil
+}
+
+// Matches reports whether an event with the given source and type is one
+// the Subscription asked for. Subjects already select events; Matches is
+// the exact check behind them (cleaning can map two types to one subject).
+func (s *Subscription) Matches(source, eventType string) bool {
+	if s.Matching() == TypeMatchingExact {
+		for _, t := range s.Spec.Types {
+			if t == eventType {
+				return true
+			}
+		}
+		return false
+	}
+	if sourceToken(source) != sourceToken(s.Spec.Source) {
+		return false
+	}
+	clean := CleanEventType(eventType)
+	for _, t := range s.Spec.Types {
+		if CleanEventType(t) == clean {
+			return true
+		}
+	}
+	return false
+}
+
+// CleanApplicationName removes non-word characters and underscores from a
+// Kyma application name (Kyma's rule for legacy event types).
+func CleanApplicationName(app string) string {
+	return invalidAppNameChars.ReplaceAllString(app, "")
+}
+
+// LegacyEventType builds the cleaned legacy event type of an event published
+// by application app through Kyma's /{app}/v1/events API:
+// <prefix>.<clean app>.<event>.<version>, with every character other than
+// letters, digits and dots removed. An empty prefix is left out.
+func LegacyEventType(prefix, app, event, version string) string {
+	parts := []string{CleanApplicationName(app), event, version}
+	if strings.TrimSpace(prefix) != "" {
+		parts = append([]string{prefix}, parts...)
+	}
+	return invalidLegacyTypeChar.ReplaceAllString(strings.Join(parts, "."), "")
+}
+
+// CleanLegacyEventType parses a full legacy event type,
+// <prefix>.<app>.<businessObject...>.<operation>.<version>, joins the
+// business-object segments into one, and returns it cleaned as
+// LegacyEventType does. The error wraps ErrInvalidEventType when the prefix
+// is missing or fewer than four non-empty segments follow it.
+func CleanLegacyEventType(prefix, eventType string) (string, error) {
+	rest := eventType
+	if prefix != "" {
+		if !strings.HasPrefix(eventType, prefix+".") {
+			return "", fmt.Errorf("%w %q: does not start with the prefix %q", ErrInvalidEventType, eventType, prefix)
+		}
+		rest = strings.TrimPrefix(eventType, prefix+".")
+	}
+	parts := strings.Split(rest, ".")
+	if len(parts) < 4 {
+		return "", fmt.Errorf("%w %q: want <app>.<business object>.<operation>.<version> after the prefix", ErrInvalidEventType, eventType)
+	}
+	for _, p := range parts {
+		if p == "" {
+			return "", fmt.Errorf("%w %q: empty segment", ErrInvalidEventType, eventType)
+		}
+	}
+	n := len(parts)
+	event := strings.Join(parts[1:n-2], "") + "." + parts[n-2]
+	return LegacyEventType(prefix, parts[0], event, parts[n-1]), nil
+}
+
+func sourceToken(source string) string {
+	if t := CleanSource(source); t != "" {
+		return t
+	}
+	return emptySourceToken
+}
+
+func checkSegments(cleanType string) error {
+	if cleanType == "" {
+		return errors.New("empty after cleaning")
+	}
+	for _, seg := range strings.Split(cleanType, ".") {
+		if seg == "" {
+			return errors.New("empty segment")
+		}
+	}
+	return nil
+}
