@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -56,16 +57,27 @@ func Decode(file string, data []byte) ([]Document, error) {
 		if len(bytes.TrimSpace(raw)) == 0 {
 			continue
 		}
-		var content map[string]any
-		if err := yaml.Unmarshal(raw, &content); err != nil {
+		data, err := yaml.YAMLToJSON(raw)
+		if err != nil {
 			return nil, fmt.Errorf("%w: %s (document %d): %w", ErrMalformed, file, n, err)
 		}
-		if content == nil {
+		if string(data) == "null" {
 			continue // only comments
 		}
-		obj := &unstructured.Unstructured{Object: content}
-		if obj.GetKind() == "" || obj.GetAPIVersion() == "" {
+		var head struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+		}
+		if err := json.Unmarshal(data, &head); err != nil {
+			return nil, fmt.Errorf("%w: %s (document %d): not an object: %w", ErrMalformed, file, n, err)
+		}
+		if head.APIVersion == "" || head.Kind == "" {
 			return nil, fmt.Errorf("%w: %s (document %d): apiVersion and kind are required", ErrMalformed, file, n)
+		}
+		// Decode as the API server does: integers stay integers.
+		obj := &unstructured.Unstructured{}
+		if err := obj.UnmarshalJSON(data); err != nil {
+			return nil, fmt.Errorf("%w: %s (document %d): %w", ErrMalformed, file, n, err)
 		}
 		if obj.IsList() {
 			list, err := obj.ToList()

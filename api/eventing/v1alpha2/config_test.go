@@ -1,0 +1,63 @@
+package v1alpha2_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	. "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+)
+
+func TestParseDelivery(t *testing.T) {
+	tests := map[string]struct {
+		config  map[string]ConfigValue
+		want    Delivery
+		wantErr string
+	}{
+		"no config": {config: nil, want: DefaultDelivery()},
+		"kyma default": {
+			config: map[string]ConfigValue{"maxInFlightMessages": "10"},
+			want:   Delivery{MaxInFlight: 10, MaxDeliver: 10, BackoffInitial: time.Second, BackoffMax: time.Minute, DeadLetter: true},
+		},
+		"every key": {
+			config: map[string]ConfigValue{"maxInFlightMessages": "1", "maxDeliver": "3", "backoffInitial": "250ms", "backoffMax": "2s", "deadLetter": "false"},
+			want:   Delivery{MaxInFlight: 1, MaxDeliver: 3, BackoffInitial: 250 * time.Millisecond, BackoffMax: 2 * time.Second, DeadLetter: false},
+		},
+		"eventmesh keys ignored": {
+			config: map[string]ConfigValue{"qos": "AT_LEAST_ONCE", "contentMode": "BINARY"},
+			want:   DefaultDelivery(),
+		},
+		"not an int":          {config: map[string]ConfigValue{"maxInFlightMessages": "ten"}, wantErr: `maxInFlightMessages must be a stringified int value of at least 1, not "ten"`},
+		"zero in flight":      {config: map[string]ConfigValue{"maxInFlightMessages": "0"}, wantErr: "maxInFlightMessages must be"},
+		"negative deliveries": {config: map[string]ConfigValue{"maxDeliver": "-1"}, wantErr: "maxDeliver must be"},
+		"bad duration":        {config: map[string]ConfigValue{"backoffInitial": "soon"}, wantErr: `backoffInitial must be a positive duration such as 1s or 5m, not "soon"`},
+		"zero duration":       {config: map[string]ConfigValue{"backoffMax": "0s"}, wantErr: "backoffMax must be a positive duration"},
+		"max below initial":   {config: map[string]ConfigValue{"backoffInitial": "10s", "backoffMax": "1s"}, wantErr: "backoffMax (1s) must not be less than backoffInitial (10s)"},
+		"bad dead letter":     {config: map[string]ConfigValue{"deadLetter": "yes"}, wantErr: `deadLetter must be "true" or "false", not "yes"`},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := (&Subscription{Spec: SubscriptionSpec{Config: tt.config}}).Delivery()
+			if tt.wantErr != "" {
+				require.ErrorIs(t, err, ErrInvalidConfig)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestBackoffDoublesUpToMax(t *testing.T) {
+	d := Delivery{BackoffInitial: time.Second, BackoffMax: 10 * time.Second}
+	var got []time.Duration
+	for failures := 1; failures <= 6; failures++ {
+		got = append(got, d.Backoff(failures))
+	}
+	assert.Equal(t, []time.Duration{1 * time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second, 10 * time.Second}, got)
+	assert.Equal(t, time.Second, d.Backoff(0), "no failure yet: the initial delay")
+	assert.Equal(t, 10*time.Second, d.Backoff(1000), "no overflow on many failures")
+}

@@ -1,0 +1,259 @@
+package v1alpha2_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	. "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+)
+
+func subscription(matching TypeMatching, source string, types ...string) *Subscription {
+	return &Subscription{
+		ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "default"},
+		Spec:       SubscriptionSpec{TypeMatching: matching, Source: source, Types: types, Sink: "http://fn.default.svc.cluster.local"},
+	}
+}
+
+func TestCleanSource(t *testing.T) {
+	tests := map[string]struct{ in, want string }{
+		"plain":                {"myapp", "myapp"},
+		"dots removed":         {"my.app", "myapp"},
+		"slashes removed":      {"/default/sap.kyma/tunas", "defaultsapkymatunas"},
+		"backslash":            {`a\b`, "ab"},
+		"wildcards":            {"a*b>c", "abc"},
+		"whitespace":           {" a b\tc\n", "abc"},
+		"other chars kept":     {"app-1_x:y", "app-1_x:y"},
+		"uri source":           {"https://example.com/orders", "https:examplecomorders"},
+		"empty stays empty":    {"", ""},
+		"only removable chars": {"/", ""},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			assert.Equal(t, tt.want, CleanSource(tt.in))
+		})
+	}
+}
+
+func TestCleanEventType(t *testing.T) {
+	tests := map[string]struct{ in, want string }{
+		"plain":            {"order.created.v1", "order.created.v1"},
+		"dots kept":        {"a.b.c.d", "a.b.c.d"},
+		"wildcards":        {"order.*.v1", "order..v1"},
+		"gt":               {"order.created>.v1", "order.created.v1"},
+		"slashes":          {"order/created\\x.v1", "ordercreatedx.v1"},
+		"whitespace":       {" order.created .v1", "order.created.v1"},
+		"dash, underscore": {"order-x.created_y.v1", "order-x.created_y.v1"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			assert.Equal(t, tt.want, CleanEventType(tt.in))
+		})
+	}
+}
+
+func TestEventSubject(t *testing.T) {
+	tests := map[string]struct {
+		source, typ, want string
+		wantErr          bool
+	}{
+		"standard":             {source: "myapp", typ: "order.created.v1", want: "kyma.myapp.order.created.v1"},
+		"source cleaned":       {source: "/shop/orders", typ: "order.created.v1", want: "kyma.shoporders.order.created.v1"},
+		"type cleaned":         {source: "app", typ: "order created.v1", want: "kyma.app.ordercreated.v1"},
+		"empty source token":   {source: "/", typ: "order.created.v1", want: "kyma._.order.created.v1"},
+		"single segment type":  {source: "app", typ: "ping", want: "kyma.app.ping"},
+		"empty type":           {source: "app", typ: "", wantErr: true},
+		"type cleans to empty": {source: "app", typ: "**", wantErr: true},
+		"empty segment":        {source: "app", typ: "order..v1", wantErr: true},
+		"segment cleaned away": {source: "app", typ: "order.*.v1", wantErr: true},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := EventSubject(tt.source, tt.typ)
+			if tt.wantErr {
+				require.ErrorIs(t, err, ErrInvalidEventType)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestFilterSubjects(t *testing.T) {
+	tests := map[string]struct {
+		sub  *Subscription
+		want []string
+	}{
+		"standard": {
+			sub:  subscription(TypeMatchingStandard, "my.app", "order.created.v1", "order.updated.v1"),
+			want: []string{"kyma.myapp.order.created.v1", "kyma.myapp.order.updated.v1"},
+		},
+		"standard is the default": {
+			sub:  subscription("", "app", "order.created.v1"),
+			want: []string{"kyma.app.order.created.v1"},
+		},
+		"exact matches any source": {
+			sub:  subscription(TypeMatchingExact, "", "sap.kyma.custom.commerce.order.created.v1"),
+			want: []string{"kyma.*.sap.kyma.custom.commerce.order.created.v1"},
+		},
+		"types that clean alike share a subject": {
+			sub:  subscription(TypeMatchingStandard, "app", "order.created.v1", "order/created.v1", "ordercreated.v1"),
+			want: []string{"kyma.app.order.created.v1", "kyma.app.ordercreated.v1"},
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := tt.sub.FilterSubjects()
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+
+	_, err := subscription(TypeMatchingStandard, "app", "order..v1").FilterSubjects()
+	require.ErrorIs(t, err, ErrInvalidEventType)
+}
+
+// TestSubjectsRoundTrip checks that an event's subject is one the matching
+// Subscription's consumer filters on, for both matching modes.
+func TestSubjectsRoundTrip(t *testing.T) {
+	for _, sub := range []*Subscription{
+		subscription(TypeMatchingStandard, "/shop/orders", "order.created.v1"),
+		subscription(TypeMatchingExact, "", "order.created.v1"),
+	} {
+		subject, err := EventSubject("/shop/orders", "order.created.v1")
+		require.NoError(t, err)
+		filters, err := sub.FilterSubjects()
+		require.NoError(t, err)
+		assert.True(t, subjectMatches(filters[0], subject), "%s should match %s", filters[0], subject)
+		assert.True(t, sub.Matches("/shop/orders", "order.created.v1"))
+	}
+}
+
+func subjectMatches(filter, subject string) bool {
+	f, s := splitTokens(filter), splitTokens(subject)
+	if len(f) != len(s) {
+		return false
+	}
+	for i := range f {
+		if f[i] != "*" && f[i] != s[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func splitTokens(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i == len(s) || s[i] == '.' {
+			out = append(out, s[start:i])
+			start = i + 1
+		}
+	}
+	return out
+}
+
+func TestMatches(t *testing.T) {
+	standard := subscription(TypeMatchingStandard, "my.app", "order.created.v1")
+	exact := subscription(TypeMatchingExact, "", "order.created.v1")
+	tests := map[string]struct {
+		sub          *Subscription
+		source, typ  string
+		wantMatching bool
+	}{
+		"standard, same":                {standard, "my.app", "order.created.v1", true},
+		"standard, source cleans alike": {standard, "myapp", "order.created.v1", true},
+		"standard, other source":        {standard, "other", "order.created.v1", false},
+		"standard, other type":          {standard, "my.app", "order.deleted.v1", false},
+		"standard, type cleans alike":   {standard, "my.app", "order.created .v1", true},
+		"exact, any source":             {exact, "anything", "order.created.v1", true},
+		"exact, type must be identical": {exact, "anything", "order.created .v1", false},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			assert.Equal(t, tt.wantMatching, tt.sub.Matches(tt.source, tt.typ))
+		})
+	}
+}
+
+func TestCleanTypes(t *testing.T) {
+	got := subscription(TypeMatchingStandard, "app", "order created.v1", "order.updated.v1").CleanTypes()
+	assert.Equal(t, []EventType{
+		{OriginalType: "order created.v1", CleanType: "ordercreated.v1"},
+		{OriginalType: "order.updated.v1", CleanType: "order.updated.v1"},
+	}, got)
+	got = subscription(TypeMatchingExact, "", "order created.v1").CleanTypes()
+	assert.Equal(t, []EventType{{OriginalType: "order created.v1", CleanType: "order created.v1"}}, got)
+	assert.NotNil(t, (&Subscription{}).CleanTypes(), "status.types is never null")
+}
+
+func TestLegacyEventType(t *testing.T) {
+	tests := map[string]struct {
+		prefix, app, event, version, want string
+	}{
+		"plain":               {DefaultLegacyPrefix, "commerce", "order.created", "v1", "sap.kyma.custom.commerce.order.created.v1"},
+		"app name cleaned":    {DefaultLegacyPrefix, "my_app-1", "order.created", "v1", "sap.kyma.custom.myapp1.order.created.v1"},
+		"event cleaned":       {DefaultLegacyPrefix, "app", "order-item.created!", "v2", "sap.kyma.custom.app.orderitem.created.v2"},
+		"no prefix":           {"", "app", "order.created", "v1", "app.order.created.v1"},
+		"blank prefix":        {"  ", "app", "order.created", "v1", "app.order.created.v1"},
+		"unicode app removed": {DefaultLegacyPrefix, "äpp", "order.created", "v1", "sap.kyma.custom.pp.order.created.v1"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			assert.Equal(t, tt.want, LegacyEventType(tt.prefix, tt.app, tt.event, tt.version))
+		})
+	}
+}
+
+func TestCleanLegacyEventType(t *testing.T) {
+	tests := map[string]struct {
+		prefix, in, want string
+		wantErr          bool
+	}{
+		"four segments":            {prefix: DefaultLegacyPrefix, in: "sap.kyma.custom.commerce.order.created.v1", want: "sap.kyma.custom.commerce.order.created.v1"},
+		"business object combined": {prefix: DefaultLegacyPrefix, in: "sap.kyma.custom.commerce.sales.order.created.v1", want: "sap.kyma.custom.commerce.salesorder.created.v1"},
+		"app cleaned":              {prefix: DefaultLegacyPrefix, in: "sap.kyma.custom.my_app.order.created.v1", want: "sap.kyma.custom.myapp.order.created.v1"},
+		"segments cleaned":         {prefix: DefaultLegacyPrefix, in: "sap.kyma.custom.app.order-x.created.v1", want: "sap.kyma.custom.app.orderx.created.v1"},
+		"no prefix configured":     {prefix: "", in: "app.order.created.v1", want: "app.order.created.v1"},
+		"missing prefix":           {prefix: DefaultLegacyPrefix, in: "other.app.order.created.v1", wantErr: true},
+		"too few segments":         {prefix: DefaultLegacyPrefix, in: "sap.kyma.custom.app.created.v1", wantErr: true},
+		"empty segment":            {prefix: DefaultLegacyPrefix, in: "sap.kyma.custom.app..created.v1", wantErr: true},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := CleanLegacyEventType(tt.prefix, tt.in)
+			if tt.wantErr {
+				require.ErrorIs(t, err, ErrInvalidEventType)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func FuzzEventSubject(f *testing.F) {
+	f.Add("myapp", "order.created.v1")
+	f.Add("/", "a..b")
+	f.Add("a b*>", "x/y\\z.v1")
+	f.Fuzz(func(t *testing.T, source, typ string) {
+		subject, err := EventSubject(source, typ)
+		if err != nil {
+			return
+		}
+		for _, tok := range splitTokens(subject) {
+			if tok == "" || tok == "*" || tok == ">" {
+				t.Fatalf("subject %q of (%q, %q) has an invalid token", subject, source, typ)
+			}
+		}
+		for _, r := range subject {
+			if r == ' ' || r == '\t' || r == '\n' || r == '\r' {
+				t.Fatalf("subject %q has whitespace", subject)
+			}
+		}
+	})
+}

@@ -1,0 +1,85 @@
+package manifest_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kfn-dev/kfn/api/manifest"
+)
+
+func loadDir(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("..", "testdata", dir, "*.yaml"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	out := map[string][]byte{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		require.NoError(t, err)
+		out[filepath.Base(f)] = data
+	}
+	return out
+}
+
+// wants returns the "# want: " lines at the top of a test manifest.
+func wants(data []byte) []string {
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if w, ok := strings.CutPrefix(line, "# want: "); ok {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+func TestAdmitAcceptsValidManifests(t *testing.T) {
+	a, err := manifest.NewAdmitter()
+	require.NoError(t, err)
+	for name, data := range loadDir(t, "valid") {
+		t.Run(name, func(t *testing.T) {
+			docs, err := manifest.Decode(name, data)
+			require.NoError(t, err)
+			require.Len(t, docs, 1)
+			set := a.Load(context.Background(), docs)
+			require.Empty(t, set.Invalid)
+			require.Equal(t, 1, len(set.Functions)+len(set.Subscriptions))
+			for _, fn := range set.Functions {
+				assert.NotNil(t, fn.Spec.Replicas, "spec.replicas is defaulted")
+				assert.NotEmpty(t, fn.Namespace, "a namespace is set as kubectl would")
+			}
+			for _, sub := range set.Subscriptions {
+				assert.NotEmpty(t, sub.Spec.TypeMatching, "spec.typeMatching is defaulted")
+			}
+		})
+	}
+}
+
+func TestAdmitRefusesInvalidManifests(t *testing.T) {
+	a, err := manifest.NewAdmitter()
+	require.NoError(t, err)
+	files := loadDir(t, "invalid")
+	require.GreaterOrEqual(t, len(files), 40)
+	for name, data := range files {
+		t.Run(name, func(t *testing.T) {
+			want := wants(data)
+			require.NotEmpty(t, want, "a refused manifest must say which message it expects")
+			docs, err := manifest.Decode(name, data)
+			require.NoError(t, err)
+			set := a.Load(context.Background(), docs)
+			require.Empty(t, set.Functions, "nothing of a refused manifest may be admitted")
+			require.Empty(t, set.Subscriptions)
+			require.Len(t, set.Invalid, 1)
+			msg := set.Invalid[0].Error()
+			assert.Contains(t, msg, name+" (document 1)")
+			for _, w := range want {
+				assert.Contains(t, msg, w)
+			}
+		})
+	}
+}

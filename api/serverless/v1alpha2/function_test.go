@@ -1,0 +1,185 @@
+package v1alpha2_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	. "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
+)
+
+func function(mods ...func(*Function)) *Function {
+	f := &Function{
+		ObjectMeta: metav1.ObjectMeta{Name: "fn", Namespace: "default", UID: "uid-1"},
+		Spec: FunctionSpec{
+			Runtime: NodeJS22,
+			Source:  Source{Inline: &InlineSource{Source: "module.exports = { main: () => 1 }"}},
+		},
+	}
+	for _, m := range mods {
+		m(f)
+	}
+	return f
+}
+
+func TestEffectiveResources(t *testing.T) {
+	custom := corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("20m")}}
+	tests := map[string]struct {
+		fn             *Function
+		defaultProfile string
+		wantProfile    string
+		wantReqCPU     string
+		wantLimMem     string
+	}{
+		"default is L": {fn: function(), wantProfile: "L", wantReqCPU: "400m", wantLimMem: "1Gi"},
+		"configured default": {
+			fn: function(), defaultProfile: "XS", wantProfile: "XS", wantReqCPU: "50m", wantLimMem: "256Mi",
+		},
+		"named preset": {
+			fn: function(func(f *Function) {
+				f.Spec.ResourceConfiguration = &ResourceConfiguration{Function: &ResourceRequirements{Profile: "XL"}}
+			}),
+			wantProfile: "XL", wantReqCPU: "800m", wantLimMem: "2Gi",
+		},
+		"custom": {
+			fn: function(func(f *Function) {
+				f.Spec.ResourceConfiguration = &ResourceConfiguration{Function: &ResourceRequirements{Resources: &custom}}
+			}),
+			wantProfile: ProfileCustom, wantReqCPU: "20m",
+		},
+		"build only falls back to the default": {
+			fn: function(func(f *Function) {
+				f.Spec.ResourceConfiguration = &ResourceConfiguration{Build: &ResourceRequirements{Profile: "fast"}}
+			}),
+			wantProfile: "L", wantReqCPU: "400m", wantLimMem: "1Gi",
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			r, profile, err := tt.fn.EffectiveResources(tt.defaultProfile)
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantProfile, profile)
+			assert.Equal(t, tt.wantReqCPU, ptr.To(r.Requests[corev1.ResourceCPU]).String())
+			if tt.wantLimMem != "" {
+				q := r.Limits[corev1.ResourceMemory]
+				assert.Equal(t, 0, q.Cmp(resource.MustParse(tt.wantLimMem)), "limit %s", q.String())
+			}
+		})
+	}
+
+	_, _, err := function().EffectiveResources("XXL")
+	assert.ErrorContains(t, err, `unknown resource profile "XXL": use one of [XS S M L XL]`)
+}
+
+func TestPresetsMatchKyma(t *testing.T) {
+	want := map[string][4]string{
+		"XS": {"50m", "64Mi", "150m", "256Mi"},
+		"S":  {"100m", "128Mi", "200m", "256Mi"},
+		"M":  {"200m", "256Mi", "400m", "512Mi"},
+		"L":  {"400m", "512Mi", "800m", "1024Mi"},
+		"XL": {"800m", "1024Mi", "1600m", "2048Mi"},
+	}
+	for _, p := range Profiles {
+		r, err := PresetResources(p)
+		require.NoError(t, err)
+		w := want[p]
+		for i, q := range []resource.Quantity{r.Requests[corev1.ResourceCPU], r.Requests[corev1.ResourceMemory], r.Limits[corev1.ResourceCPU], r.Limits[corev1.ResourceMemory]} {
+			assert.Equal(t, 0, q.Cmp(resource.MustParse(w[i])), "%s[%d] = %s, want %s", p, i, q.String(), w[i])
+		}
+	}
+}
+
+func TestScalingHelpers(t *testing.T) {
+	fixed := function(func(f *Function) { f.Spec.Replicas = ptr.To[int32](3) })
+	assert.False(t, fixed.Autoscaled())
+	assert.Equal(t, int32(3), fixed.MinReplicas())
+	assert.Equal(t, int32(3), fixed.MaxReplicas())
+	assert.Equal(t, int32(1), function().Replicas(), "unset replicas is the API default, 1")
+
+	zero := function(func(f *Function) {
+		f.Spec.ScaleConfig = &ScaleConfig{MinReplicas: ptr.To[int32](0), MaxReplicas: ptr.To[int32](4), TargetBacklog: ptr.To[int32](7)}
+	})
+	assert.True(t, zero.Autoscaled())
+	assert.True(t, zero.ScalesToZero())
+	assert.Equal(t, int32(0), zero.MinReplicas())
+	assert.Equal(t, int32(4), zero.MaxReplicas())
+	assert.Equal(t, int32(7), zero.TargetBacklog())
+	assert.Equal(t, DefaultTargetConcurrency, zero.TargetConcurrency())
+	assert.Equal(t, DefaultCooldownPeriod, zero.CooldownPeriod())
+}
+
+func TestRuntimes(t *testing.T) {
+	assert.True(t, NodeJS24.IsNodeJS())
+	assert.False(t, NodeJS24.IsPython())
+	assert.True(t, Python312.IsPython())
+	assert.True(t, NodeJS20.Deprecated())
+	assert.False(t, NodeJS22.Deprecated())
+	assert.Len(t, Runtimes, 4)
+}
+
+func TestValidate(t *testing.T) {
+	tests := map[string]struct {
+		fn   *Function
+		want []string
+	}{
+		"valid": {fn: function(func(f *Function) {
+			f.Spec.Labels = map[string]string{"app": "x", "example.com/team": "a-b_c.d"}
+			f.Spec.Annotations = map[string]string{"note": strings.Repeat("x", 1000)}
+		})},
+		"bad label value": {
+			fn:   function(func(f *Function) { f.Spec.Labels = map[string]string{"app": "-x-"} }),
+			want: []string{`spec.labels: Invalid value: "-x-"`},
+		},
+		"annotations too large": {
+			fn:   function(func(f *Function) { f.Spec.Annotations = map[string]string{"big": strings.Repeat("x", 300*1024)} }),
+			want: []string{"spec.annotations: Too long"},
+		},
+		"source too large": {
+			fn:   function(func(f *Function) { f.Spec.Source.Inline.Source = strings.Repeat("x", MaxSourceBytes+1) }),
+			want: []string{"spec.source.inline: Too long"},
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			errs := tt.fn.Validate()
+			if len(tt.want) == 0 {
+				assert.Empty(t, errs)
+				return
+			}
+			for _, w := range tt.want {
+				assert.Contains(t, errs.ToAggregate().Error(), w)
+			}
+		})
+	}
+}
+
+func TestConditions(t *testing.T) {
+	var s FunctionStatus
+	assert.False(t, s.IsReady())
+	for _, c := range ConditionTypes {
+		s.SetCondition(c, metav1.ConditionTrue, ReasonFunctionSpecValidated, "ok", 2)
+	}
+	assert.True(t, s.IsReady())
+	s.SetCondition(ConditionRunning, metav1.ConditionFalse, ReasonDeploymentFailed, strings.Repeat("x", MaxConditionMessageLength+10), 3)
+	assert.False(t, s.IsReady())
+	c := s.Condition(ConditionRunning)
+	require.NotNil(t, c)
+	assert.Len(t, c.Message, MaxConditionMessageLength, "long messages are cut to what the API accepts")
+	assert.Equal(t, int64(3), c.ObservedGeneration)
+	assert.Nil(t, s.Condition("Other"))
+}
+
+func TestToCore(t *testing.T) {
+	assert.Nil(t, ToCore(nil))
+	src := []EnvVar{{Name: "A", Value: "1"}, {Name: "B", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{Key: "k"}}}}
+	got := ToCore(src)
+	assert.Equal(t, []corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "B", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{Key: "k"}}}}, got)
+	got[1].ValueFrom.SecretKeyRef.Key = "changed"
+	assert.Equal(t, "k", src[1].ValueFrom.SecretKeyRef.Key, "ToCore copies")
+}
