@@ -57,7 +57,7 @@ func TestCleanEventType(t *testing.T) {
 func TestEventSubject(t *testing.T) {
 	tests := map[string]struct {
 		source, typ, want string
-		wantErr          bool
+		wantErr           bool
 	}{
 		"standard":             {source: "myapp", typ: "order.created.v1", want: "kyma.myapp.order.created.v1"},
 		"source cleaned":       {source: "/shop/orders", typ: "order.created.v1", want: "kyma.shoporders.order.created.v1"},
