@@ -1,0 +1,176 @@
+package eventstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/textproto"
+	"strconv"
+	"strings"
+
+	"github.com/cloudevents/sdk-go/v2/binding"
+	"github.com/cloudevents/sdk-go/v2/event"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+	"github.com/cloudevents/sdk-go/v2/types"
+	"github.com/nats-io/nats.go"
+)
+
+// Header names of a stored event. Attributes are stored as in the CloudEvents
+// HTTP binary mode, so delivering an event copies headers.
+const (
+	HeaderPrefix      = "ce-"
+	HeaderContentType = "Content-Type"
+	// HeaderTraceParent and HeaderTraceState carry the publisher's W3C trace
+	// context to the sink.
+	HeaderTraceParent = "traceparent"
+	HeaderTraceState  = "tracestate"
+)
+
+// HopsExtension is the CloudEvents extension that counts how many sinks
+// an event passed through as a reply: an event a sink answers with gets
+// the hops of the event it answered plus one.
+const HopsExtension = "kfnhops"
+
+// ErrInvalidEvent is wrapped by every error about an event that cannot be
+// stored: invalid CloudEvent, a type or source that maps to no subject, an
+// attribute value that cannot travel in a header.
+var ErrInvalidEvent = errors.New("invalid event")
+
+// MsgID returns the JetStream message id of an event: its source and id,
+// length-prefixed so that no two (source, id) pairs share a message id.
+func MsgID(source, id string) string {
+	return strconv.Itoa(len(source)) + ":" + source + id
+}
+
+// Encode returns the headers and data of the stored form of a valid event,
+// without subject or message id. traceParent and traceState, when not
+// empty, are the W3C trace context of the request that carried the event.
+// The error wraps ErrInvalidEvent.
+func Encode(e *event.Event, traceParent, traceState string) (nats.Header, []byte, error) {
+	if err := e.Validate(); err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrInvalidEvent, err)
+	}
+	h := make(nats.Header, 8+len(e.Extensions()))
+	set := func(name, value string) error {
+		if i := strings.IndexFunc(value, isControl); i >= 0 {
+			return fmt.Errorf("%w: attribute %s contains a control character at byte %d", ErrInvalidEvent, name, i)
+		}
+		h[HeaderPrefix+name] = []string{value}
+		return nil
+	}
+	attrs := []struct{ name, value string }{
+		{"specversion", e.SpecVersion()},
+		{"id", e.ID()},
+		{"source", e.Source()},
+		{"type", e.Type()},
+		{"subject", e.Subject()},
+		{"dataschema", e.DataSchema()},
+	}
+	if !e.Time().IsZero() {
+		attrs = append(attrs, struct{ name, value string }{"time", types.FormatTime(e.Time())})
+	}
+	for _, a := range attrs {
+		if a.value == "" {
+			continue
+		}
+		if err := set(a.name, a.value); err != nil {
+			return nil, nil, err
+		}
+	}
+	for name, v := range e.Extensions() {
+		s, err := types.Format(v)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: extension %s: %w", ErrInvalidEvent, name, err)
+		}
+		if err := set(name, s); err != nil {
+			return nil, nil, err
+		}
+	}
+	if ct := e.DataContentType(); ct != "" {
+		if strings.IndexFunc(ct, isControl) >= 0 {
+			return nil, nil, fmt.Errorf("%w: datacontenttype contains a control character", ErrInvalidEvent)
+		}
+		h[HeaderContentType] = []string{ct}
+	}
+	if _, ok := e.Extensions()[HeaderTraceParent]; !ok && traceParent != "" && strings.IndexFunc(traceParent, isControl) < 0 {
+		h[HeaderTraceParent] = []string{traceParent}
+		if traceState != "" && strings.IndexFunc(traceState, isControl) < 0 {
+			h[HeaderTraceState] = []string{traceState}
+		}
+	}
+	return h, e.Data(), nil
+}
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+
+// Attribute returns a CloudEvent attribute or extension of a stored event,
+// "" when absent.
+func Attribute(h nats.Header, name string) string {
+	if v := h[HeaderPrefix+name]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// CopyToHTTP writes the stored event's headers into an HTTP request header
+// as a binary-mode CloudEvent: every ce-* attribute, Content-Type and the
+// trace context. JetStream's own headers (Nats-*) are not copied.
+func CopyToHTTP(dst http.Header, src nats.Header) {
+	for k, v := range src {
+		if len(v) == 0 {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(k, HeaderPrefix):
+			dst[canonical(k)] = v[:1:1]
+		case k == HeaderContentType:
+			dst["Content-Type"] = v[:1:1]
+		case k == HeaderTraceParent:
+			dst["Traceparent"] = v[:1:1]
+		case k == HeaderTraceState:
+			dst["Tracestate"] = v[:1:1]
+		}
+	}
+}
+
+var canonicalNames = func() map[string]string {
+	m := map[string]string{}
+	for _, a := range []string{"specversion", "id", "source", "type", "subject", "time", "dataschema", HopsExtension, "eventtypeversion"} {
+		m[HeaderPrefix+a] = textproto.CanonicalMIMEHeaderKey(HeaderPrefix + a)
+	}
+	return m
+}()
+
+func canonical(k string) string {
+	if c, ok := canonicalNames[k]; ok {
+		return c
+	}
+	return textproto.CanonicalMIMEHeaderKey(k)
+}
+
+// Decode parses a stored event back into a CloudEvent. The error wraps
+// ErrInvalidEvent.
+func Decode(h nats.Header, data []byte) (*event.Event, error) {
+	hh := make(http.Header, len(h))
+	CopyToHTTP(hh, h)
+	msg := cehttp.NewMessage(hh, nil)
+	e, err := binding.ToEvent(context.Background(), msg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidEvent, err)
+	}
+	if len(data) > 0 {
+		e.DataEncoded = data
+	}
+	return e, nil
+}
+
+// Hops returns the value of the hop-counter extension, 0 when absent or
+// not a non-negative integer.
+func Hops(h nats.Header) int {
+	n, err := strconv.Atoi(Attribute(h, HopsExtension))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}

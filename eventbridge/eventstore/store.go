@@ -1,0 +1,98 @@
+package eventstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+)
+
+// Errors of Store, one per answer the publisher gives. Every error Store
+// returns wraps exactly one of them or ErrInvalidEvent.
+var (
+	// ErrTooLarge: the event is larger than the stream or NATS accepts.
+	ErrTooLarge = errors.New("event too large")
+	// ErrStorageFull: the event stream is full.
+	ErrStorageFull = errors.New("event storage full")
+	// ErrUnavailable: NATS or the stream cannot be reached or did not answer.
+	ErrUnavailable = errors.New("event storage unavailable")
+)
+
+// Result is what JetStream answered to a stored event.
+type Result struct {
+	// Sequence is the event's sequence number in the stream.
+	Sequence uint64
+	// Duplicate is true when an event with the same message id was already
+	// stored within the de-duplication window; it was not stored again.
+	Duplicate bool
+}
+
+// Store writes events into the event stream and answers only once JetStream
+// has stored them. It is safe for concurrent use.
+type Store struct {
+	js     jetstream.JetStream
+	stream string
+}
+
+// New returns a Store writing into the named event stream through js.
+func New(js jetstream.JetStream, eventStream string) *Store {
+	return &Store{js: js, stream: eventStream}
+}
+
+// Publish stores an event under its subject (kyma.<clean source>.<clean
+// type>) with MsgID(source, id) as message id, so a retried publish within
+// the de-duplication window is stored once. traceParent and traceState are
+// the trace context of the request that carried it, if any.
+func (s *Store) Publish(ctx context.Context, e *event.Event, traceParent, traceState string) (Result, error) {
+	h, data, err := Encode(e, traceParent, traceState)
+	if err != nil {
+		return Result{}, err
+	}
+	subject, err := v1alpha2.EventSubject(e.Source(), e.Type())
+	if err != nil {
+		return Result{}, fmt.Errorf("%w: %w", ErrInvalidEvent, err)
+	}
+	return s.PublishMsg(ctx, &nats.Msg{Subject: subject, Header: h, Data: data}, MsgID(e.Source(), e.ID()))
+}
+
+// PublishMsg stores an already encoded event under msg.Subject with the
+// given message id. It is how dead letters are replayed (to
+// stream.ReplaySubject) and is otherwise like Publish.
+func (s *Store) PublishMsg(ctx context.Context, msg *nats.Msg, msgID string) (Result, error) {
+	ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(s.stream))
+	if err != nil {
+		return Result{}, fmt.Errorf("store event on %s: %w", msg.Subject, Classify(err))
+	}
+	return Result{Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil
+}
+
+// Classify wraps a JetStream publish error in ErrTooLarge, ErrStorageFull or
+// ErrUnavailable.
+func Classify(err error) error {
+	var apiErr *jetstream.APIError
+	switch {
+	case errors.Is(err, nats.ErrMaxPayload):
+		return fmt.Errorf("%w: %w", ErrTooLarge, err)
+	case errors.As(err, &apiErr):
+		switch apiErr.ErrorCode {
+		case jetstream.JSErrCodeStreamMessageExceedsMaximum:
+			return fmt.Errorf("%w: %w", ErrTooLarge, err)
+		case 10023: // insufficient resources: the server or account is out of storage
+			return fmt.Errorf("%w: %w", ErrStorageFull, err)
+		case 10077: // store failed: full when it says maximum bytes or messages exceeded
+			if strings.Contains(apiErr.Description, "maximum") {
+				return fmt.Errorf("%w: %w", ErrStorageFull, err)
+			}
+		}
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
+
+// Stream is the name of the event stream the Store writes into.
+func (s *Store) Stream() string { return s.stream }

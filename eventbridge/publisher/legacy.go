@@ -1,0 +1,283 @@
+package publisher
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/google/uuid"
+
+	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+)
+
+// LegacyRequest is the body of Kyma's POST /{app}/v1/events.
+type LegacyRequest struct {
+	EventType        string          `json:"event-type,omitempty"`
+	EventTypeVersion string          `json:"event-type-version,omitempty"`
+	EventID          string          `json:"event-id,omitempty"`
+	EventTime        string          `json:"event-time,omitempty"`
+	Data             json.RawMessage `json:"data,omitempty"`
+}
+
+// LegacyResponse is the body of a successful legacy publish (200).
+type LegacyResponse struct {
+	EventID string `json:"event-id,omitempty"`
+	Status  string `json:"status"`
+	Reason  string `json:"reason"`
+}
+
+// LegacyError is the body of a failed legacy publish, Kyma's APIError.
+type LegacyError struct {
+	Status   int                 `json:"status,omitempty"`
+	Type     string              `json:"type,omitempty"`
+	Message  string              `json:"message,omitempty"`
+	MoreInfo string              `json:"moreInfo,omitempty"`
+	Details  []LegacyErrorDetail `json:"details,omitempty"`
+}
+
+// LegacyErrorDetail names the field a LegacyError is about.
+type LegacyErrorDetail struct {
+	Field    string `json:"field,omitempty"`
+	Type     string `json:"type,omitempty"`
+	Message  string `json:"message,omitempty"`
+	MoreInfo string `json:"moreInfo,omitempty"`
+}
+
+// Kyma's legacy error types and messages.
+const (
+	legacyTypeBadPayload          = "bad_payload_syntax"
+	legacyTypeRequestBodyTooLarge = "request_body_too_large"
+	legacyTypeValidationViolation = "validation_violation"
+	legacyTypeMissingField        = "missing_field"
+	legacyTypeInvalidField        = "invalid_field"
+	legacyMessageBadPayload       = "Bad payload syntax"
+	legacyMessageTooLarge         = "Request body too large"
+	legacyMessageMissingField     = "Missing field"
+	legacyMessageInvalidField     = "Invalid field"
+)
+
+var (
+	legacyVersion = regexp.MustCompile(`^[a-zA-Z0-9]+$`)
+	legacyEventID = regexp.MustCompile(`^[a-fA-F0-9]{8}-[a-fA-F0-9]{4}-[a-fA-F0-9]{4}-[a-fA-F0-9]{4}-[a-fA-F0-9]{12}$`)
+	nonAlnumDot   = regexp.MustCompile(`[^a-zA-Z0-9.]+`)
+)
+
+func newUUID() string { return uuid.NewString() }
+
+func legacyBadPayload(moreInfo string) *LegacyError {
+	return &LegacyError{Status: http.StatusBadRequest, Type: legacyTypeBadPayload, Message: legacyMessageBadPayload, MoreInfo: moreInfo}
+}
+
+func legacyFieldError(field string, missing bool) *LegacyError {
+	typ, msg := legacyTypeInvalidField, legacyMessageInvalidField
+	if missing {
+		typ, msg = legacyTypeMissingField, legacyMessageMissingField
+	}
+	return &LegacyError{
+		Status:  http.StatusBadRequest,
+		Type:    legacyTypeValidationViolation,
+		Message: msg,
+		Details: []LegacyErrorDetail{{Field: field, Type: typ, Message: msg}},
+	}
+}
+
+// ValidateLegacy checks a legacy request as Kyma does, in Kyma's order, and
+// returns the error body to answer with, or nil.
+func ValidateLegacy(req *LegacyRequest) *LegacyError {
+	switch {
+	case req.EventType == "":
+		return legacyFieldError("event-type", true)
+	case req.EventTypeVersion == "":
+		return legacyFieldError("event-type-version", true)
+	case !legacyVersion.MatchString(req.EventTypeVersion):
+		return legacyFieldError("event-type-version", false)
+	case req.EventTime == "":
+		return legacyFieldError("event-time", true)
+	}
+	if _, err := time.Parse(time.RFC3339, req.EventTime); err != nil {
+		return legacyFieldError("event-time", false)
+	}
+	if req.EventID != "" && !legacyEventID.MatchString(req.EventID) {
+		return legacyFieldError("event-id", false)
+	}
+	data := bytes.TrimSpace(req.Data)
+	if len(data) == 0 || string(data) == "null" || string(data) == `""` {
+		return legacyFieldError("data", true)
+	}
+	return nil
+}
+
+// legacyEvents builds the two CloudEvents Kyma makes of a legacy request:
+// one for standard matching (source: the application, type:
+// <event-type>.<version>) and one for exact matching (source:
+// LegacySource, type: <prefix>.<clean app>.<businessobject>.<operation>.<version>).
+// Both have the same id.
+func (p *Publisher) legacyEvents(app string, req *LegacyRequest) ([]event.Event, error) {
+	t, err := time.Parse(time.RFC3339, req.EventTime)
+	if err != nil {
+		return nil, err
+	}
+	id := req.EventID
+	if id == "" {
+		id = p.newID()
+	}
+	mk := func(source, typ string) (event.Event, error) {
+		e := event.New(event.CloudEventsVersionV1)
+		e.SetID(id)
+		e.SetSource(source)
+		e.SetType(typ)
+		e.SetTime(t)
+		e.SetExtension("eventtypeversion", req.EventTypeVersion)
+		e.SetDataContentType(event.ApplicationJSON)
+		e.DataEncoded = []byte(req.Data)
+		return e, e.Validate()
+	}
+	standard, err := mk(app, req.EventType+"."+req.EventTypeVersion)
+	if err != nil {
+		return nil, err
+	}
+	exactType := v1alpha2.LegacyEventType(p.cfg.LegacyPrefix, app, combineSegments(nonAlnumDot.ReplaceAllString(req.EventType, "")), req.EventTypeVersion)
+	exact, err := mk(p.cfg.LegacySource, exactType)
+	if err != nil {
+		return nil, err
+	}
+	return []event.Event{standard, exact}, nil
+}
+
+// combineSegments joins all but the last dot-separated segment of an event
+// name into one: Account.Order.Created -> AccountOrder.Created.
+func combineSegments(name string) string {
+	parts := strings.Split(name, ".")
+	if len(parts) < 2 {
+		return name
+	}
+	return strings.Join(parts[:len(parts)-1], "") + "." + parts[len(parts)-1]
+}
+
+func (p *Publisher) legacy(w http.ResponseWriter, r *http.Request) {
+	code := p.serveLegacy(w, r)
+	p.metrics.request("v1", code)
+}
+
+func (p *Publisher) serveLegacy(w http.ResponseWriter, r *http.Request) int {
+	app := r.PathValue("app")
+	body, err := p.readBody(w, r)
+	if errors.Is(err, errTooLarge) {
+		return p.legacyFail(w, r, &LegacyError{Status: http.StatusRequestEntityTooLarge, Type: legacyTypeRequestBodyTooLarge, Message: legacyMessageTooLarge, MoreInfo: err.Error()})
+	}
+	if err != nil {
+		return p.legacyFail(w, r, legacyBadPayload(err.Error()))
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return p.legacyFail(w, r, legacyBadPayload(legacyMessageBadPayload))
+	}
+	var req LegacyRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return p.legacyFail(w, r, legacyBadPayload(err.Error()))
+	}
+	if e := ValidateLegacy(&req); e != nil {
+		return p.legacyFail(w, r, e)
+	}
+	events, err := p.legacyEvents(app, &req)
+	if err == nil {
+		for i := range events {
+			if err = p.prepare(&events[i]); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		return p.legacyFail(w, r, legacyBadPayload(err.Error()))
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), p.cfg.StoreTimeout)
+	defer cancel()
+	for i := range events {
+		if _, err := p.store.Publish(ctx, &events[i], r.Header.Get("Traceparent"), r.Header.Get("Tracestate")); err != nil {
+			return p.legacyFail(w, r, &LegacyError{Status: StatusCode(err), Message: err.Error()})
+		}
+	}
+	writeJSON(w, http.StatusOK, LegacyResponse{EventID: events[0].ID()})
+	return http.StatusOK
+}
+
+func (p *Publisher) legacyFail(w http.ResponseWriter, r *http.Request, e *LegacyError) int {
+	p.logFailure(r, e.Status, errors.New(e.Message+" "+e.MoreInfo))
+	writeJSON(w, e.Status, e)
+	return e.Status
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v) // the client went away; nothing to do
+}
+
+// SubscribedEvent is one entry of GET /{app}/v1/events/subscribed.
+type SubscribedEvent struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+// SubscribedEvents is the body of GET /{app}/v1/events/subscribed.
+type SubscribedEvents struct {
+	EventsInfo []SubscribedEvent `json:"eventsInfo"`
+}
+
+// EventsSubscribedBy lists, as Kyma does, the legacy events of application
+// app that some Subscription asks for: standard Subscriptions whose source
+// is app, and exact ones whose types start with <prefix>.<app>. The result
+// is sorted and de-duplicated.
+func EventsSubscribedBy(prefix, app string, subs []v1alpha2.Subscription) []SubscribedEvent {
+	seen := map[SubscribedEvent]bool{}
+	exactPrefix := prefix + "." + app + "."
+	for i := range subs {
+		s := &subs[i]
+		for _, t := range s.Spec.Types {
+			switch {
+			case s.Matching() == v1alpha2.TypeMatchingExact && strings.HasPrefix(t, exactPrefix):
+				t = strings.TrimPrefix(t, exactPrefix)
+			case s.Matching() == v1alpha2.TypeMatchingStandard && s.Spec.Source == app:
+			default:
+				continue
+			}
+			i := strings.LastIndex(t, ".")
+			if i <= 0 {
+				continue
+			}
+			seen[SubscribedEvent{Name: t[:i], Version: t[i+1:]}] = true
+		}
+	}
+	out := make([]SubscribedEvent, 0, len(seen))
+	for e := range seen {
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Name != out[j].Name {
+			return out[i].Name < out[j].Name
+		}
+		return out[i].Version < out[j].Version
+	})
+	return out
+}
+
+func (p *Publisher) subscribed(w http.ResponseWriter, r *http.Request) {
+	var subs []v1alpha2.Subscription
+	if p.subs != nil {
+		var err error
+		if subs, err = p.subs.ListSubscriptions(r.Context()); err != nil {
+			p.log.Warn("list subscriptions failed", "error", err)
+			writeJSON(w, http.StatusInternalServerError, map[string]any{"code": http.StatusInternalServerError, "error": err.Error()})
+			p.metrics.request("subscribed", http.StatusInternalServerError)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, SubscribedEvents{EventsInfo: EventsSubscribedBy(p.cfg.LegacyPrefix, r.PathValue("app"), subs)})
+	p.metrics.request("subscribed", http.StatusOK)
+}

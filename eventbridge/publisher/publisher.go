@@ -1,0 +1,299 @@
+package publisher
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/binding"
+	"github.com/cloudevents/sdk-go/v2/event"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+
+	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/eventbridge/eventstore"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxRequestBytes = 1 << 20
+	DefaultStoreTimeout    = 10 * time.Second
+	DefaultLegacySource    = "kyma"
+)
+
+// ErrInvalidOption is wrapped by errors of New about its options.
+var ErrInvalidOption = errors.New("invalid publisher option")
+
+// EventStore stores events; *eventstore.Store is the implementation.
+type EventStore interface {
+	// Publish stores an event and answers once it is stored. Errors wrap
+	// the sentinels of package eventstore.
+	Publish(ctx context.Context, e *event.Event, traceParent, traceState string) (eventstore.Result, error)
+}
+
+// SubscriptionLister lists the Subscriptions of every namespace, for
+// GET /{app}/v1/events/subscribed.
+type SubscriptionLister interface {
+	ListSubscriptions(ctx context.Context) ([]v1alpha2.Subscription, error)
+}
+
+// ReadyFunc reports whether the publisher can store events now (for
+// /readyz); nil means ready.
+type ReadyFunc func(ctx context.Context) error
+
+// Config configures a Publisher. The zero value of a field means its
+// default.
+type Config struct {
+	// MaxRequestBytes bounds a request body; larger requests get 413.
+	// Default 1 MiB.
+	MaxRequestBytes int64
+	// StoreTimeout bounds the wait for JetStream to store an event; past
+	// it the answer is 503. Default 10s.
+	StoreTimeout time.Duration
+	// LegacyPrefix is the prefix of legacy event types
+	// (sap.kyma.custom by default).
+	LegacyPrefix string
+	// LegacySource is the source of the copy of each legacy event that
+	// exact-matching Subscriptions receive (Kyma publishes legacy events
+	// twice: for standard matching with the application as source, and
+	// for exact matching with the full legacy type). Default "kyma".
+	LegacySource string
+}
+
+// Publisher is the HTTP handler of the publishing API. It is safe for
+// concurrent use.
+type Publisher struct {
+	cfg     Config
+	store   EventStore
+	subs    SubscriptionLister
+	ready   ReadyFunc
+	log     *slog.Logger
+	metrics *Metrics
+	mux     *http.ServeMux
+	newID   func() string
+}
+
+// Option configures New.
+type Option func(*Publisher) error
+
+// WithSubscriptions sets where /{app}/v1/events/subscribed lists
+// Subscriptions from. Without it, that endpoint lists no events.
+func WithSubscriptions(l SubscriptionLister) Option {
+	return func(p *Publisher) error { p.subs = l; return nil }
+}
+
+// WithReady sets the readiness check of /readyz. Without it, /readyz is
+// always 200.
+func WithReady(f ReadyFunc) Option {
+	return func(p *Publisher) error { p.ready = f; return nil }
+}
+
+// WithLogger sets the logger; the default discards.
+func WithLogger(l *slog.Logger) Option {
+	return func(p *Publisher) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil logger", ErrInvalidOption)
+		}
+		p.log = l
+		return nil
+	}
+}
+
+// WithMetrics records request counts into m.
+func WithMetrics(m *Metrics) Option {
+	return func(p *Publisher) error { p.metrics = m; return nil }
+}
+
+// New returns a Publisher storing events into store.
+func New(store EventStore, cfg Config, opts ...Option) (*Publisher, error) {
+	if store == nil {
+		return nil, fmt.Errorf("%w: nil event store", ErrInvalidOption)
+	}
+	if cfg.MaxRequestBytes < 0 {
+		return nil, fmt.Errorf("%w: max request bytes must not be negative", ErrInvalidOption)
+	}
+	if cfg.MaxRequestBytes == 0 {
+		cfg.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if cfg.StoreTimeout <= 0 {
+		cfg.StoreTimeout = DefaultStoreTimeout
+	}
+	if cfg.LegacyPrefix == "" {
+		cfg.LegacyPrefix = v1alpha2.DefaultLegacyPrefix
+	}
+	if cfg.LegacySource == "" {
+		cfg.LegacySource = DefaultLegacySource
+	}
+	p := &Publisher{
+		cfg:   cfg,
+		store: store,
+		log:   slog.New(slog.DiscardHandler),
+		newID: newUUID,
+	}
+	for _, o := range opts {
+		if err := o(p); err != nil {
+			return nil, err
+		}
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /publish", p.publish("publish"))
+	mux.HandleFunc("POST /{app}/v2/events", p.publish("v2"))
+	mux.HandleFunc("POST /{app}/v1/events", p.legacy)
+	mux.HandleFunc("GET /{app}/v1/events/subscribed", p.subscribed)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc("GET /readyz", p.readyz)
+	p.mux = mux
+	return p, nil
+}
+
+// ServeHTTP serves the publishing API.
+func (p *Publisher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.mux.ServeHTTP(w, r)
+}
+
+func (p *Publisher) readyz(w http.ResponseWriter, r *http.Request) {
+	if p.ready != nil {
+		if err := p.ready(r.Context()); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// errTooLarge is returned by readBody when the body is over the limit.
+var errTooLarge = errors.New("request body too large")
+
+// readBody reads the whole body within MaxRequestBytes.
+func (p *Publisher) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if r.ContentLength > p.cfg.MaxRequestBytes {
+		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", errTooLarge, r.ContentLength, p.cfg.MaxRequestBytes)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.cfg.MaxRequestBytes))
+	var maxErr *http.MaxBytesError
+	if errors.As(err, &maxErr) {
+		return nil, fmt.Errorf("%w: the limit is %d bytes", errTooLarge, p.cfg.MaxRequestBytes)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read request body: %w", err)
+	}
+	return body, nil
+}
+
+// publish serves /publish and /{app}/v2/events.
+func (p *Publisher) publish(endpoint string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		code := p.servePublish(w, r)
+		p.metrics.request(endpoint, code)
+	}
+}
+
+func (p *Publisher) servePublish(w http.ResponseWriter, r *http.Request) int {
+	body, err := p.readBody(w, r)
+	if err != nil {
+		return p.fail(w, r, err)
+	}
+	events, err := p.parse(r.Context(), r.Header, body)
+	if err != nil {
+		return p.fail(w, r, err)
+	}
+	for i := range events {
+		if err := p.prepare(&events[i]); err != nil {
+			if len(events) > 1 {
+				err = fmt.Errorf("event %d of the batch: %w", i, err)
+			}
+			return p.fail(w, r, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), p.cfg.StoreTimeout)
+	defer cancel()
+	tp, ts := r.Header.Get("Traceparent"), r.Header.Get("Tracestate")
+	for i := range events {
+		if _, err := p.store.Publish(ctx, &events[i], tp, ts); err != nil {
+			return p.fail(w, r, err)
+		}
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return http.StatusNoContent
+}
+
+// parse reads the CloudEvents of a request: one in binary or structured
+// mode, or a batch.
+func (p *Publisher) parse(ctx context.Context, h http.Header, body []byte) ([]event.Event, error) {
+	if cehttp.IsHTTPBatch(h) {
+		var events []event.Event
+		if err := json.Unmarshal(body, &events); err != nil {
+			return nil, fmt.Errorf("%w: batch: %w", eventstore.ErrInvalidEvent, err)
+		}
+		if len(events) == 0 {
+			return nil, fmt.Errorf("%w: batch: no events", eventstore.ErrInvalidEvent)
+		}
+		return events, nil
+	}
+	msg := cehttp.NewMessage(h, io.NopCloser(bytes.NewReader(body)))
+	e, err := binding.ToEvent(ctx, msg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", eventstore.ErrInvalidEvent, err)
+	}
+	return []event.Event{*e}, nil
+}
+
+// prepare validates an event and cleans a legacy type, as Kyma does for
+// types with the legacy prefix.
+func (p *Publisher) prepare(e *event.Event) error {
+	if err := e.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", eventstore.ErrInvalidEvent, err)
+	}
+	if strings.HasPrefix(e.Type(), p.cfg.LegacyPrefix+".") {
+		clean, err := v1alpha2.CleanLegacyEventType(p.cfg.LegacyPrefix, e.Type())
+		if err != nil {
+			return fmt.Errorf("%w: %w", eventstore.ErrInvalidEvent, err)
+		}
+		e.SetType(clean)
+	}
+	if _, err := v1alpha2.EventSubject(e.Source(), e.Type()); err != nil {
+		return fmt.Errorf("%w: %w", eventstore.ErrInvalidEvent, err)
+	}
+	return nil
+}
+
+// StatusCode maps an error of the publishing path to its HTTP status.
+func StatusCode(err error) int {
+	switch {
+	case errors.Is(err, errTooLarge), errors.Is(err, eventstore.ErrTooLarge):
+		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, eventstore.ErrInvalidEvent):
+		return http.StatusBadRequest
+	case errors.Is(err, eventstore.ErrStorageFull):
+		return http.StatusInsufficientStorage
+	case errors.Is(err, eventstore.ErrUnavailable):
+		return http.StatusServiceUnavailable
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// fail answers a CloudEvents request with the status of err and its text.
+func (p *Publisher) fail(w http.ResponseWriter, r *http.Request, err error) int {
+	code := StatusCode(err)
+	p.logFailure(r, code, err)
+	if code == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	http.Error(w, err.Error(), code)
+	return code
+}
+
+func (p *Publisher) logFailure(r *http.Request, code int, err error) {
+	level := slog.LevelDebug // the client is told; a bad request is its problem
+	if code >= 500 {
+		level = slog.LevelWarn
+	}
+	p.log.Log(r.Context(), level, "publish failed", "path", r.URL.Path, "code", code, "error", err)
+}

@@ -1,0 +1,352 @@
+package publisher_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/eventbridge/eventstore"
+	"github.com/kfn-dev/kfn/eventbridge/internal/natstest"
+	"github.com/kfn-dev/kfn/eventbridge/publisher"
+	"github.com/kfn-dev/kfn/eventbridge/stream"
+)
+
+// env is a publisher over a real JetStream, with a probe consumer that sees
+// every stored event (the event stream keeps events only while a consumer
+// is interested).
+type env struct {
+	nats  *natstest.Server
+	js    jetstream.JetStream
+	srv   *httptest.Server
+	probe jetstream.Consumer
+	reg   *prometheus.Registry
+}
+
+func newEnv(t *testing.T, cfg publisher.Config, modify func(*stream.Config), opts ...publisher.Option) *env {
+	t.Helper()
+	ns := natstest.Start(t)
+	js := ns.JetStream()
+	sc := stream.DefaultConfig()
+	sc.Storage = stream.StorageMemory
+	if modify != nil {
+		modify(&sc)
+	}
+	ctx := context.Background()
+	require.NoError(t, stream.Ensure(ctx, js, sc))
+	probe, err := js.CreateOrUpdateConsumer(ctx, sc.EventStream, jetstream.ConsumerConfig{Durable: "probe", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: -1})
+	require.NoError(t, err)
+	reg := prometheus.NewRegistry()
+	m, err := publisher.NewMetrics(reg)
+	require.NoError(t, err)
+	p, err := publisher.New(eventstore.New(js, sc.EventStream), cfg, append([]publisher.Option{publisher.WithMetrics(m)}, opts...)...)
+	require.NoError(t, err)
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+	return &env{nats: ns, js: js, srv: srv, probe: probe, reg: reg}
+}
+
+type stored struct {
+	Subject string
+	Header  map[string][]string
+	Data    string
+}
+
+// stored returns the events stored so far, waiting briefly for n of them.
+func (e *env) stored(t *testing.T, n int) []stored {
+	t.Helper()
+	var out []stored
+	if n == 0 {
+		info, err := e.probe.Info(context.Background())
+		require.NoError(t, err)
+		require.Zero(t, info.NumPending, "nothing stored")
+		return nil
+	}
+	batch, err := e.probe.Fetch(n, jetstream.FetchMaxWait(2*time.Second))
+	require.NoError(t, err)
+	for m := range batch.Messages() {
+		out = append(out, stored{Subject: m.Subject(), Header: m.Headers(), Data: string(m.Data())})
+	}
+	require.Len(t, out, n)
+	info, err := e.probe.Info(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, info.NumPending, "no more than %d stored", n)
+	return out
+}
+
+func (e *env) post(t *testing.T, path string, header map[string]string, body string) (int, string, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, e.srv.URL+path, strings.NewReader(body))
+	require.NoError(t, err)
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b), resp.Header
+}
+
+func binary(id, typ string) map[string]string {
+	return map[string]string{
+		"Ce-Specversion": "1.0", "Ce-Id": id, "Ce-Source": "shop", "Ce-Type": typ,
+		"Content-Type": "application/json",
+	}
+}
+
+func TestPublishBinary(t *testing.T) {
+	e := newEnv(t, publisher.Config{}, nil)
+	h := binary("e1", "order.created.v1")
+	h["Ce-Myext"] = "x"
+	h["Ce-Time"] = "2026-01-02T03:04:05Z"
+	h["Traceparent"] = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	code, body, _ := e.post(t, "/publish", h, `{"n":1}`)
+	require.Equal(t, http.StatusNoContent, code, body)
+
+	got := e.stored(t, 1)[0]
+	assert.Equal(t, "kyma.shop.order.created.v1", got.Subject)
+	assert.Equal(t, `{"n":1}`, got.Data)
+	assert.Equal(t, []string{"e1"}, got.Header["ce-id"])
+	assert.Equal(t, []string{"x"}, got.Header["ce-myext"])
+	assert.Equal(t, []string{"2026-01-02T03:04:05Z"}, got.Header["ce-time"])
+	assert.Equal(t, []string{"application/json"}, got.Header["Content-Type"])
+	assert.Equal(t, []string{h["Traceparent"]}, got.Header["traceparent"])
+	assert.Equal(t, []string{eventstore.MsgID("shop", "e1")}, got.Header["Nats-Msg-Id"])
+	require.NoError(t, testutil.GatherAndCompare(e.reg, strings.NewReader(`
+# HELP kfn_eventbridge_publish_requests_total Publish requests by endpoint (publish, v2, v1, subscribed) and HTTP status code.
+# TYPE kfn_eventbridge_publish_requests_total counter
+kfn_eventbridge_publish_requests_total{code="204",endpoint="publish"} 1
+`), "kfn_eventbridge_publish_requests_total"))
+}
+
+func TestPublishStructuredAndV2(t *testing.T) {
+	e := newEnv(t, publisher.Config{}, nil)
+	ce := `{"specversion":"1.0","id":"s1","source":"/shop/eu","type":"order.paid.v1","datacontenttype":"application/json","data":{"total":3}}`
+	code, body, _ := e.post(t, "/publish", map[string]string{"Content-Type": "application/cloudevents+json"}, ce)
+	require.Equal(t, http.StatusNoContent, code, body)
+	code, body, _ = e.post(t, "/commerce/v2/events", map[string]string{"Content-Type": "application/cloudevents+json"}, strings.Replace(ce, `"s1"`, `"s2"`, 1))
+	require.Equal(t, http.StatusNoContent, code, body)
+
+	got := e.stored(t, 2)
+	for _, g := range got {
+		assert.Equal(t, "kyma.shopeu.order.paid.v1", g.Subject, "source cleaned into the subject")
+		assert.JSONEq(t, `{"total":3}`, g.Data)
+		assert.Equal(t, []string{"/shop/eu"}, g.Header["ce-source"])
+	}
+}
+
+func TestPublishBatch(t *testing.T) {
+	e := newEnv(t, publisher.Config{}, nil)
+	batch := `[{"specversion":"1.0","id":"b1","source":"shop","type":"order.created.v1","data":"one"},
+	           {"specversion":"1.0","id":"b2","source":"shop","type":"order.paid.v1","data":"two"}]`
+	code, body, _ := e.post(t, "/publish", map[string]string{"Content-Type": "application/cloudevents-batch+json"}, batch)
+	require.Equal(t, http.StatusNoContent, code, body)
+	got := e.stored(t, 2)
+	assert.Equal(t, "kyma.shop.order.created.v1", got[0].Subject)
+	assert.Equal(t, "kyma.shop.order.paid.v1", got[1].Subject)
+
+	// One bad event refuses the whole batch before anything is stored.
+	bad := `[{"specversion":"1.0","id":"b3","source":"shop","type":"order.created.v1"},{"specversion":"1.0","source":"shop","type":"x.y"}]`
+	code, body, _ = e.post(t, "/publish", map[string]string{"Content-Type": "application/cloudevents-batch+json"}, bad)
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Contains(t, body, "event 1 of the batch")
+	assert.Contains(t, body, "id")
+	e.stored(t, 0)
+}
+
+func TestPublishInvalid(t *testing.T) {
+	e := newEnv(t, publisher.Config{}, nil)
+	tests := map[string]struct {
+		header   map[string]string
+		body     string
+		wantBody string
+	}{
+		"not a cloudevent":   {header: map[string]string{"Content-Type": "application/json"}, body: `{}`, wantBody: "invalid event"},
+		"missing id":         {header: map[string]string{"Ce-Specversion": "1.0", "Ce-Source": "s", "Ce-Type": "a.b"}, wantBody: "id"},
+		"missing type":       {header: map[string]string{"Ce-Specversion": "1.0", "Ce-Source": "s", "Ce-Id": "1"}, wantBody: "type"},
+		"unknown version":    {header: map[string]string{"Ce-Specversion": "9.9", "Ce-Source": "s", "Ce-Id": "1", "Ce-Type": "a.b"}, wantBody: "invalid event"},
+		"bad structured":     {header: map[string]string{"Content-Type": "application/cloudevents+json"}, body: `{"specversion":`, wantBody: "invalid event"},
+		"empty type segment": {header: binary("1", "order..v1"), wantBody: "empty segment"},
+		"type cleans away":   {header: binary("1", "*"), wantBody: "empty after cleaning"},
+		"legacy type short":  {header: binary("1", "sap.kyma.custom.app.v1"), wantBody: "after the prefix"},
+		"control character": {
+			header:   map[string]string{"Content-Type": "application/cloudevents+json"},
+			body:     `{"specversion":"1.0","id":"1","source":"s","type":"a.b","subject":"x\ny"}`,
+			wantBody: "attribute subject contains a control character",
+		},
+		"empty batch": {header: map[string]string{"Content-Type": "application/cloudevents-batch+json"}, body: `[]`, wantBody: "no events"},
+		"bad batch":   {header: map[string]string{"Content-Type": "application/cloudevents-batch+json"}, body: `{`, wantBody: "batch"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			code, body, _ := e.post(t, "/publish", tt.header, tt.body)
+			assert.Equal(t, http.StatusBadRequest, code)
+			assert.Contains(t, body, tt.wantBody)
+		})
+	}
+	e.stored(t, 0)
+}
+
+func TestPublishLegacyTypeIsCleaned(t *testing.T) {
+	e := newEnv(t, publisher.Config{}, nil)
+	code, body, _ := e.post(t, "/publish", binary("l1", "sap.kyma.custom.my_app.sales.order.created.v1"), `{}`)
+	require.Equal(t, http.StatusNoContent, code, body)
+	got := e.stored(t, 1)[0]
+	assert.Equal(t, "kyma.shop.sap.kyma.custom.myapp.salesorder.created.v1", got.Subject)
+	assert.Equal(t, []string{"sap.kyma.custom.myapp.salesorder.created.v1"}, got.Header["ce-type"])
+}
+
+func TestPublishTooLarge(t *testing.T) {
+	e := newEnv(t, publisher.Config{MaxRequestBytes: 100}, nil)
+	big := strings.Repeat("x", 101)
+	code, body, _ := e.post(t, "/publish", binary("1", "a.b"), big)
+	assert.Equal(t, http.StatusRequestEntityTooLarge, code)
+	assert.Contains(t, body, "the limit is 100")
+
+	// Without a Content-Length the limit holds while reading.
+	req, err := http.NewRequest(http.MethodPost, e.srv.URL+"/publish", io.MultiReader(strings.NewReader(big)))
+	require.NoError(t, err)
+	for k, v := range binary("2", "a.b") {
+		req.Header.Set(k, v)
+	}
+	req.ContentLength = -1
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
+
+	code, _, _ = e.post(t, "/publish", binary("3", "a.b"), strings.Repeat("x", 100))
+	assert.Equal(t, http.StatusNoContent, code, "exactly the limit is fine")
+	e.stored(t, 1)
+}
+
+func TestPublishTooLargeForStream(t *testing.T) {
+	e := newEnv(t, publisher.Config{MaxRequestBytes: 1 << 20}, func(c *stream.Config) { c.MaxMsgSize = 1000 })
+	code, body, _ := e.post(t, "/publish", binary("1", "a.b"), strings.Repeat("x", 2000))
+	assert.Equal(t, http.StatusRequestEntityTooLarge, code, body)
+	e.stored(t, 0)
+}
+
+func TestPublishDeduplicates(t *testing.T) {
+	e := newEnv(t, publisher.Config{}, nil)
+	for range 3 {
+		code, body, _ := e.post(t, "/publish", binary("same", "order.created.v1"), `{}`)
+		require.Equal(t, http.StatusNoContent, code, body)
+	}
+	h := binary("same", "order.created.v1")
+	h["Ce-Source"] = "other"
+	code, _, _ := e.post(t, "/publish", h, `{}`)
+	require.Equal(t, http.StatusNoContent, code)
+	got := e.stored(t, 2)
+	assert.Equal(t, "kyma.shop.order.created.v1", got[0].Subject)
+	assert.Equal(t, "kyma.other.order.created.v1", got[1].Subject, "same id from another source is another event")
+}
+
+func TestPublishStorageFull(t *testing.T) {
+	e := newEnv(t, publisher.Config{}, func(c *stream.Config) { c.MaxBytes = 4096 })
+	var code int
+	var body string
+	for i := 0; i < 50 && code != http.StatusInsufficientStorage; i++ {
+		code, body, _ = e.post(t, "/publish", binary(fmt.Sprint(i), "a.b"), strings.Repeat("x", 500))
+		require.Contains(t, []int{http.StatusNoContent, http.StatusInsufficientStorage}, code, body)
+	}
+	require.Equal(t, http.StatusInsufficientStorage, code, "the stream filled up")
+	assert.Contains(t, body, "storage full")
+}
+
+func TestPublishNATSUnavailable(t *testing.T) {
+	e := newEnv(t, publisher.Config{StoreTimeout: 200 * time.Millisecond}, nil)
+	e.nats.Shutdown()
+	code, body, h := e.post(t, "/publish", binary("1", "a.b"), `{}`)
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Contains(t, body, "unavailable")
+	assert.Equal(t, "1", h.Get("Retry-After"))
+}
+
+func TestMethodsAndHealth(t *testing.T) {
+	ready := fmt.Errorf("nats: not connected")
+	e := newEnv(t, publisher.Config{}, nil, publisher.WithReady(func(context.Context) error { return ready }))
+	resp, err := http.Get(e.srv.URL + "/publish")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
+
+	resp, err = http.Get(e.srv.URL + "/healthz")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+
+	resp, err = http.Get(e.srv.URL + "/readyz")
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.Contains(t, string(b), "not connected")
+
+	ready = nil
+	resp, err = http.Get(e.srv.URL + "/readyz")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+func TestNewRefusesBadOptions(t *testing.T) {
+	_, err := publisher.New(nil, publisher.Config{})
+	require.ErrorIs(t, err, publisher.ErrInvalidOption)
+	_, err = publisher.New(eventstore.New(nil, "x"), publisher.Config{MaxRequestBytes: -1})
+	require.ErrorIs(t, err, publisher.ErrInvalidOption)
+	_, err = publisher.New(eventstore.New(nil, "x"), publisher.Config{}, publisher.WithLogger(nil))
+	require.ErrorIs(t, err, publisher.ErrInvalidOption)
+}
+
+type subs []v1alpha2.Subscription
+
+func (s subs) ListSubscriptions(context.Context) ([]v1alpha2.Subscription, error) { return s, nil }
+
+func TestSubscribed(t *testing.T) {
+	mk := func(name string, matching v1alpha2.TypeMatching, source string, types ...string) v1alpha2.Subscription {
+		return v1alpha2.Subscription{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+			Spec:       v1alpha2.SubscriptionSpec{TypeMatching: matching, Source: source, Types: types},
+		}
+	}
+	list := subs{
+		mk("a", v1alpha2.TypeMatchingStandard, "commerce", "order.created.v1", "order.created.v2"),
+		mk("b", v1alpha2.TypeMatchingExact, "", "sap.kyma.custom.commerce.customer.created.v1", "sap.kyma.custom.other.x.y.v1"),
+		mk("c", v1alpha2.TypeMatchingStandard, "other", "order.deleted.v1"),
+		mk("d", "", "commerce", "order.created.v1"),
+	}
+	e := newEnv(t, publisher.Config{}, nil, publisher.WithSubscriptions(list))
+	resp, err := http.Get(e.srv.URL + "/commerce/v1/events/subscribed")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var got publisher.SubscribedEvents
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&got))
+	assert.Equal(t, []publisher.SubscribedEvent{
+		{Name: "customer.created", Version: "v1"},
+		{Name: "order.created", Version: "v1"},
+		{Name: "order.created", Version: "v2"},
+	}, got.EventsInfo)
+
+	resp, err = http.Get(e.srv.URL + "/nobody/v1/events/subscribed")
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.JSONEq(t, `{"eventsInfo":[]}`, string(b))
+}
