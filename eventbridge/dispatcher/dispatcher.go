@@ -1,0 +1,300 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/eventbridge/eventstore"
+	"github.com/kfn-dev/kfn/eventbridge/stream"
+)
+
+// Defaults of Config.
+const (
+	DefaultRequestTimeout = 60 * time.Second
+	DefaultMaxHops        = 16
+	DefaultJitter         = 0.2
+	DefaultMaxReplyBytes  = 1 << 20
+	DefaultPullExpiry     = 5 * time.Second
+)
+
+// ErrInvalidOption is wrapped by errors about options of New.
+var ErrInvalidOption = errors.New("invalid dispatcher option")
+
+// Config configures a Dispatcher. A zero field means its default.
+type Config struct {
+	// Streams names the event and dead-letter streams.
+	Streams stream.Config
+	// RequestTimeout bounds one delivery request. Default 60s.
+	RequestTimeout time.Duration
+	// MaxHops bounds reply chains: a reply whose hop count would exceed it
+	// is dropped. Default 16.
+	MaxHops int
+	// Jitter is the random part of each backoff, a fraction in [0,1].
+	// Default 0.2; negative means none.
+	Jitter float64
+	// MaxReplyBytes bounds a sink's CloudEvent reply. Default 1 MiB.
+	MaxReplyBytes int64
+	// PullExpiry is how long one pull request waits on the server; a lost
+	// consumer is noticed within about this time. Default 5s.
+	PullExpiry time.Duration
+}
+
+func (c *Config) defaults() error {
+	if err := c.Streams.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidOption, err)
+	}
+	if c.RequestTimeout < 0 || c.MaxHops < 0 || c.MaxReplyBytes < 0 || c.PullExpiry < 0 || c.Jitter > 1 {
+		return fmt.Errorf("%w: negative duration, size or hop limit, or jitter above 1", ErrInvalidOption)
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.MaxHops == 0 {
+		c.MaxHops = DefaultMaxHops
+	}
+	if c.Jitter == 0 {
+		c.Jitter = DefaultJitter
+	}
+	if c.Jitter < 0 {
+		c.Jitter = 0
+	}
+	if c.MaxReplyBytes == 0 {
+		c.MaxReplyBytes = DefaultMaxReplyBytes
+	}
+	if c.PullExpiry == 0 {
+		c.PullExpiry = DefaultPullExpiry
+	}
+	return nil
+}
+
+// Dispatcher delivers events for a changing set of Subscriptions. Tell it
+// the Subscriptions with Upsert and Remove (any time, from any goroutine);
+// Start runs the deliveries. Several Dispatchers, in one process or many,
+// may serve the same Subscriptions: they share the durable consumers, and
+// JetStream's MaxAckPending bounds the events in flight across all of them.
+type Dispatcher struct {
+	cfg       Config
+	js        jetstream.JetStream
+	store     *eventstore.Store
+	endpoints Endpoints
+	resolver  Resolver
+	client    *http.Client
+	log       *slog.Logger
+	metrics   *Metrics
+
+	mu      sync.Mutex
+	runCtx  context.Context // nil until Start
+	workers map[key]*worker
+	wg      sync.WaitGroup
+}
+
+type key struct{ namespace, name string }
+
+// Option configures New.
+type Option func(*Dispatcher) error
+
+// WithEndpoints sets how sink readiness is known; default AlwaysReady.
+func WithEndpoints(e Endpoints) Option {
+	return func(d *Dispatcher) error {
+		if e == nil {
+			return fmt.Errorf("%w: nil endpoints", ErrInvalidOption)
+		}
+		d.endpoints = e
+		return nil
+	}
+}
+
+// WithResolver sets how sinks map to URLs; default DirectResolver.
+func WithResolver(r Resolver) Option {
+	return func(d *Dispatcher) error {
+		if r == nil {
+			return fmt.Errorf("%w: nil resolver", ErrInvalidOption)
+		}
+		d.resolver = r
+		return nil
+	}
+}
+
+// WithHTTPClient sets the client deliveries use. Its Timeout should be 0:
+// Config.RequestTimeout bounds each request.
+func WithHTTPClient(c *http.Client) Option {
+	return func(d *Dispatcher) error {
+		if c == nil {
+			return fmt.Errorf("%w: nil HTTP client", ErrInvalidOption)
+		}
+		d.client = c
+		return nil
+	}
+}
+
+// WithLogger sets the logger; the default discards.
+func WithLogger(l *slog.Logger) Option {
+	return func(d *Dispatcher) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil logger", ErrInvalidOption)
+		}
+		d.log = l
+		return nil
+	}
+}
+
+// WithMetrics records per-Subscription counters into m.
+func WithMetrics(m *Metrics) Option {
+	return func(d *Dispatcher) error { d.metrics = m; return nil }
+}
+
+// New returns a Dispatcher that pulls through js and publishes replies and
+// dead letters through it.
+func New(js jetstream.JetStream, cfg Config, opts ...Option) (*Dispatcher, error) {
+	if js == nil {
+		return nil, fmt.Errorf("%w: nil JetStream", ErrInvalidOption)
+	}
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	d := &Dispatcher{
+		cfg:       cfg,
+		js:        js,
+		store:     eventstore.New(js, cfg.Streams.EventStream),
+		endpoints: AlwaysReady{},
+		resolver:  DirectResolver,
+		client:    &http.Client{Transport: NewTransport()},
+		log:       slog.New(slog.DiscardHandler),
+		workers:   map[key]*worker{},
+	}
+	for _, o := range opts {
+		if err := o(d); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// NewTransport returns the HTTP transport the dispatcher uses by default:
+// keep-alive connections, many per sink, no proxy, no compression.
+func NewTransport() *http.Transport {
+	return &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        4096,
+		MaxIdleConnsPerHost: 512,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+		ForceAttemptHTTP2:   false,
+	}
+}
+
+// target is what a worker needs of a Subscription; workers restart when it
+// changes.
+type target struct {
+	sub      *v1alpha2.Subscription
+	sink     v1alpha2.Sink
+	delivery v1alpha2.Delivery
+	consumer string
+}
+
+// Upsert starts serving the Subscription, or restarts its worker if what
+// matters for delivery (sink, types, source, matching, config) changed. It
+// does not create the consumer: the Subscription reconciler (or local
+// mode) does, and the worker waits until it exists. The error wraps
+// v1alpha2.ErrInvalidSink or v1alpha2.ErrInvalidConfig, and the
+// Subscription is then not served (a running worker for it stops).
+func (d *Dispatcher) Upsert(sub *v1alpha2.Subscription) error {
+	t, err := newTarget(sub)
+	if err != nil {
+		d.Remove(sub.Namespace, sub.Name)
+		return err
+	}
+	k := key{sub.Namespace, sub.Name}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if w, ok := d.workers[k]; ok {
+		if sameTarget(w.target, t) {
+			return nil
+		}
+		w.stop()
+	}
+	w := &worker{d: d, target: t, done: make(chan struct{})}
+	d.workers[k] = w
+	if d.runCtx != nil {
+		d.startLocked(w)
+	}
+	return nil
+}
+
+func newTarget(sub *v1alpha2.Subscription) (target, error) {
+	sink, err := sub.ValidateSink()
+	if err != nil {
+		return target{}, err
+	}
+	delivery, err := sub.Delivery()
+	if err != nil {
+		return target{}, err
+	}
+	return target{sub: sub.DeepCopy(), sink: sink, delivery: delivery, consumer: stream.ConsumerName(sub.Namespace, sub.Name)}, nil
+}
+
+func sameTarget(a, b target) bool {
+	return a.delivery == b.delivery && a.consumer == b.consumer &&
+		reflect.DeepEqual(a.sub.Spec, b.sub.Spec)
+}
+
+// Remove stops serving the Subscription. Deliveries in progress finish.
+func (d *Dispatcher) Remove(namespace, name string) {
+	k := key{namespace, name}
+	d.mu.Lock()
+	w, ok := d.workers[k]
+	delete(d.workers, k)
+	d.mu.Unlock()
+	if ok {
+		w.stop()
+		d.metrics.forget(namespace, name)
+	}
+}
+
+// Serving reports whether the Subscription is being served.
+func (d *Dispatcher) Serving(namespace, name string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, ok := d.workers[key{namespace, name}]
+	return ok
+}
+
+// Start serves the Subscriptions until ctx is done, then stops pulling,
+// waits for the deliveries in progress, and returns nil. It is a
+// controller-runtime Runnable and may be called once.
+func (d *Dispatcher) Start(ctx context.Context) error {
+	d.mu.Lock()
+	if d.runCtx != nil {
+		d.mu.Unlock()
+		return errors.New("dispatcher already started")
+	}
+	d.runCtx = ctx
+	for _, w := range d.workers {
+		d.startLocked(w)
+	}
+	d.mu.Unlock()
+	<-ctx.Done()
+	d.wg.Wait()
+	return nil
+}
+
+func (d *Dispatcher) startLocked(w *worker) {
+	ctx, cancel := context.WithCancel(d.runCtx)
+	w.cancel = cancel
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		defer close(w.done)
+		w.run(ctx)
+	}()
+}

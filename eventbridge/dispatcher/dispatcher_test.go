@@ -1,0 +1,396 @@
+package dispatcher_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/eventbridge/deadletter"
+	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
+)
+
+func TestDeliversBinaryCloudEvent(t *testing.T) {
+	b := newBridge(t)
+	k := b.newSink("orders", nil)
+	b.subscribe(sub("orders", "orders"))
+	b.publish("shop", "order.created.v1", "e1", "hello")
+
+	require.Eventually(t, func() bool { return k.count() == 1 }, wait, tick)
+	got := k.deliveries()[0]
+	assert.Equal(t, "hello", got.body)
+	assert.Equal(t, "1.0", got.header.Get("Ce-Specversion"))
+	assert.Equal(t, "e1", got.header.Get("Ce-Id"))
+	assert.Equal(t, "shop", got.header.Get("Ce-Source"))
+	assert.Equal(t, "order.created.v1", got.header.Get("Ce-Type"))
+	assert.Equal(t, "text/plain", got.header.Get("Content-Type"))
+	assert.Equal(t, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", got.header.Get("Traceparent"))
+	assert.Empty(t, got.header.Get("Nats-Msg-Id"), "JetStream headers stay inside")
+
+	require.Eventually(t, func() bool { return b.consumerInfo(sub("orders", "orders")).NumAckPending == 0 }, wait, tick, "acknowledged")
+	require.NoError(t, testutil.GatherAndCompare(b.reg, strings.NewReader(`
+# HELP kfn_eventbridge_delivered_total Events delivered to the sink (2xx).
+# TYPE kfn_eventbridge_delivered_total counter
+kfn_eventbridge_delivered_total{namespace="default",subscription="orders"} 1
+`), "kfn_eventbridge_delivered_total"))
+}
+
+func TestMatching(t *testing.T) {
+	b := newBridge(t)
+	std := b.newSink("std", nil)
+	exact := b.newSink("exact", nil)
+	b.subscribe(sub("std", "std", func(s *v1alpha2.Subscription) {
+		s.Spec.Source = "/my.shop"
+		s.Spec.Types = []string{"order.created.v1"}
+	}))
+	b.subscribe(sub("exact", "exact", func(s *v1alpha2.Subscription) {
+		s.Spec.TypeMatching = v1alpha2.TypeMatchingExact
+		s.Spec.Source = ""
+		s.Spec.Types = []string{"sap.kyma.custom.shop.order.created.v1"}
+	}))
+
+	b.publish("/my.shop", "order.created.v1", "1", "std: same source")
+	b.publish("myshop", "order.created.v1", "2", "std: source cleans alike")
+	b.publish("other", "order.created.v1", "3", "nobody: other source")
+	b.publish("/my.shop", "order.deleted.v1", "4", "nobody: other type")
+	b.publish("anyone", "sap.kyma.custom.shop.order.created.v1", "5", "exact: any source")
+	b.publish("anyone", "sap.kyma.custom.shop.order.created.v1*", "6", "nobody: same subject, not the exact type")
+	b.publish("x", "sap.kyma.custom.shop.order.created.v1", "7", "exact")
+
+	require.Eventually(t, func() bool { return std.count() == 2 && exact.count() == 2 }, wait, tick)
+	ids := func(k *sink) []string {
+		var out []string
+		for _, d := range k.deliveries() {
+			out = append(out, d.header.Get("Ce-Id"))
+		}
+		return out
+	}
+	assert.ElementsMatch(t, []string{"1", "2"}, ids(std))
+	assert.ElementsMatch(t, []string{"5", "7"}, ids(exact))
+	require.Eventually(t, func() bool { return b.consumerInfo(sub("exact", "exact")).NumAckPending == 0 }, wait, tick, "the non-matching event is settled too")
+	assert.Equal(t, 2, exact.count())
+}
+
+func TestOrderWithOneInFlight(t *testing.T) {
+	b := newBridge(t)
+	var failures atomic.Int32
+	k := b.newSink("fn", func(n int, r *http.Request, w http.ResponseWriter) {
+		if rand.IntN(4) == 0 { // a quarter of the attempts fail
+			failures.Add(1)
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	})
+	b.subscribe(sub("s", "fn", config("maxInFlightMessages", "1", "maxDeliver", "100", "backoffInitial", "5ms", "backoffMax", "20ms")))
+	const n = 40
+	for i := range n {
+		b.publish("shop", "order.created.v1", strconv.Itoa(i), "")
+	}
+	require.Eventually(t, func() bool { return k.count() == n+int(failures.Load()) }, wait, tick)
+	require.Eventually(t, func() bool { return b.consumerInfo(sub("s", "fn")).NumAckPending == 0 }, wait, tick)
+
+	var acked []int
+	last := -1
+	for _, d := range k.deliveries() {
+		id, _ := strconv.Atoi(d.header.Get("Ce-Id"))
+		require.GreaterOrEqual(t, id, last, "an event never overtakes an earlier one")
+		if id != last {
+			acked = append(acked, id)
+		}
+		last = id
+	}
+	assert.Len(t, acked, n)
+	assert.Equal(t, 1, k.maxInFlight())
+}
+
+func TestInFlightLimitAcrossReplicas(t *testing.T) {
+	b := newBridge(t)
+	release := make(chan struct{})
+	k := b.newSink("fn", func(n int, r *http.Request, w http.ResponseWriter) { <-release })
+	s := sub("s", "fn", config("maxInFlightMessages", "3"))
+	b.subscribe(s)
+	// A second dispatcher replica on its own connection serves the same Subscription.
+	d2, err := dispatcher.New(b.nats.JetStream(), dispatcher.Config{Streams: b.streams, PullExpiry: time.Second},
+		dispatcher.WithResolver(dispatcher.ResolverFunc(b.resolve)))
+	require.NoError(t, err)
+	require.NoError(t, d2.Upsert(s))
+	ctx, cancel := contextWithCancel()
+	done := make(chan struct{})
+	go func() { _ = d2.Start(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	for i := range 12 {
+		b.publish("shop", "order.created.v1", strconv.Itoa(i), "")
+	}
+	require.Eventually(t, func() bool { return k.count() == 3 }, wait, tick)
+	require.Never(t, func() bool { return k.count() > 3 }, 300*time.Millisecond, tick, "never more than maxInFlightMessages across replicas")
+	close(release)
+	require.Eventually(t, func() bool { return k.count() == 12 }, wait, tick)
+	assert.Equal(t, 3, k.maxInFlight())
+}
+
+func TestRetryBackoffThenDeadLetter(t *testing.T) {
+	b := newBridge(t)
+	k := b.newSink("fn", func(n int, r *http.Request, w http.ResponseWriter) {
+		w.WriteHeader(http.StatusInternalServerError)
+	})
+	s := sub("s", "fn", config("maxDeliver", "4", "backoffInitial", "100ms", "backoffMax", "300ms"))
+	b.subscribe(s)
+	b.publish("shop", "order.created.v1", "x", "payload")
+
+	require.Eventually(t, func() bool { return len(b.deadLetters()) == 1 }, wait, tick)
+	got := k.deliveries()
+	require.Len(t, got, 4, "maxDeliver attempts")
+	// Backoff without jitter: 100ms, 200ms, 300ms (capped).
+	for i, want := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 300 * time.Millisecond} {
+		gap := got[i+1].at.Sub(got[i].at)
+		assert.GreaterOrEqual(t, gap, want, "gap %d", i)
+		assert.Less(t, gap, want+250*time.Millisecond, "gap %d", i)
+	}
+	dl := b.deadLetters()[0]
+	assert.Equal(t, "payload", string(dl.Data()))
+	assert.Equal(t, "x", dl.Headers().Get("ce-id"))
+	assert.Equal(t, "500", dl.Headers().Get(deadletter.HeaderStatus))
+	assert.Equal(t, "4", dl.Headers().Get(deadletter.HeaderAttempts))
+	assert.Equal(t, "default", dl.Headers().Get(deadletter.HeaderNamespace))
+	assert.Equal(t, "s", dl.Headers().Get(deadletter.HeaderSubscription))
+	assert.Contains(t, dl.Headers().Get(deadletter.HeaderError), "sink answered 500")
+	assert.Equal(t, "kyma.shop.order.created.v1", dl.Headers().Get(deadletter.HeaderSubject))
+	require.Eventually(t, func() bool { return b.consumerInfo(s).NumAckPending == 0 }, wait, tick, "terminated in the event stream")
+	require.NoError(t, testutil.GatherAndCompare(b.reg, strings.NewReader(`
+# HELP kfn_eventbridge_dead_lettered_total Events moved to the dead-letter stream.
+# TYPE kfn_eventbridge_dead_lettered_total counter
+kfn_eventbridge_dead_lettered_total{namespace="default",subscription="s"} 1
+# HELP kfn_eventbridge_delivery_failures_total Failed delivery attempts.
+# TYPE kfn_eventbridge_delivery_failures_total counter
+kfn_eventbridge_delivery_failures_total{namespace="default",subscription="s"} 4
+`), "kfn_eventbridge_dead_lettered_total", "kfn_eventbridge_delivery_failures_total"))
+}
+
+func TestRetryableStatuses(t *testing.T) {
+	for _, status := range []int{408, 429, 500, 502, 503, 504} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			assert.Equal(t, dispatcher.Retry, dispatcher.Judge(status))
+		})
+	}
+	assert.Equal(t, dispatcher.Retry, dispatcher.Judge(0), "network error")
+	for _, status := range []int{200, 201, 202, 204} {
+		assert.Equal(t, dispatcher.Done, dispatcher.Judge(status))
+	}
+	for _, status := range []int{301, 400, 401, 403, 404, 405, 409, 410, 413, 422} {
+		assert.Equal(t, dispatcher.GiveUp, dispatcher.Judge(status), "%d", status)
+	}
+}
+
+func TestRetryAfterIsHonoured(t *testing.T) {
+	b := newBridge(t)
+	k := b.newSink("fn", func(n int, r *http.Request, w http.ResponseWriter) {
+		if n == 1 {
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
+	})
+	b.subscribe(sub("s", "fn", config("backoffInitial", "10ms")))
+	b.publish("shop", "order.created.v1", "x", "")
+	require.Eventually(t, func() bool { return k.count() == 2 }, wait, tick)
+	got := k.deliveries()
+	assert.GreaterOrEqual(t, got[1].at.Sub(got[0].at), time.Second)
+}
+
+func TestNonRetryable4xxIsDeadLetteredAtOnce(t *testing.T) {
+	b := newBridge(t)
+	k := b.newSink("fn", func(n int, r *http.Request, w http.ResponseWriter) {
+		w.WriteHeader(http.StatusBadRequest)
+	})
+	b.subscribe(sub("s", "fn", config("maxDeliver", "10")))
+	b.publish("shop", "order.created.v1", "x", "")
+	require.Eventually(t, func() bool { return len(b.deadLetters()) == 1 }, wait, tick)
+	assert.Equal(t, 1, k.count(), "not retried")
+	assert.Equal(t, "400", b.deadLetters()[0].Headers().Get(deadletter.HeaderStatus))
+}
+
+func TestDeadLetterOff(t *testing.T) {
+	b := newBridge(t)
+	k := b.newSink("fn", func(n int, r *http.Request, w http.ResponseWriter) { w.WriteHeader(http.StatusNotFound) })
+	s := sub("s", "fn", config("deadLetter", "false"))
+	b.subscribe(s)
+	b.publish("shop", "order.created.v1", "x", "")
+	require.Eventually(t, func() bool { return k.count() == 1 && b.consumerInfo(s).NumAckPending == 0 }, wait, tick)
+	assert.Empty(t, b.deadLetters())
+}
+
+func TestNetworkErrorIsRetried(t *testing.T) {
+	b := newBridge(t)
+	k := b.newSink("fn", nil)
+	url := k.srv.URL
+	var calls atomic.Int32
+	// A second dispatcher, whose resolver first points at a closed port.
+	d, err := dispatcher.New(b.js, dispatcher.Config{Streams: b.streams, Jitter: -1, PullExpiry: time.Second},
+		dispatcher.WithResolver(dispatcher.ResolverFunc(func(v1alpha2.Sink) (string, error) {
+			if calls.Add(1) == 1 {
+				return "http://127.0.0.1:1/", nil
+			}
+			return url, nil
+		})))
+	require.NoError(t, err)
+	s := sub("s", "fn", config("backoffInitial", "10ms"))
+	b.subscribeWith(d, s)
+	b.publish("shop", "order.created.v1", "x", "")
+	require.Eventually(t, func() bool { return k.count() == 1 }, wait, tick)
+	assert.GreaterOrEqual(t, calls.Load(), int32(2))
+}
+
+func TestScaleToZeroWaitsWithoutSpendingAttempts(t *testing.T) {
+	eps := newEndpoints(false)
+	b := newBridge(t, withEndpoints(eps))
+	k := b.newSink("fn", nil)
+	s := sub("s", "fn", config("maxDeliver", "1"))
+	b.subscribe(s)
+	for i := range 5 {
+		b.publish("shop", "order.created.v1", strconv.Itoa(i), "")
+	}
+	require.Never(t, func() bool { return k.count() > 0 }, 500*time.Millisecond, tick)
+	info := b.consumerInfo(s)
+	assert.Equal(t, uint64(5), info.NumPending, "events wait in the stream as backlog")
+	assert.Zero(t, info.NumAckPending, "nothing pulled")
+	assert.Zero(t, info.NumRedelivered)
+
+	eps.set(true)
+	require.Eventually(t, func() bool { return k.count() == 5 }, wait, tick)
+	assert.Empty(t, b.deadLetters(), "maxDeliver 1 was enough: no attempt was spent while at zero")
+
+	// Back to zero: pulling stops again.
+	eps.set(false)
+	time.Sleep(50 * time.Millisecond) // let the worker see the change; nothing to await from outside
+	b.publish("shop", "order.created.v1", "later", "")
+	require.Never(t, func() bool { return k.count() > 5 }, 300*time.Millisecond, tick)
+	eps.set(true)
+	require.Eventually(t, func() bool { return k.count() == 6 }, wait, tick)
+}
+
+func TestOneDeadSinkDoesNotStopOthers(t *testing.T) {
+	b := newBridge(t)
+	hang := make(chan struct{})
+	dead := b.newSink("dead", func(n int, r *http.Request, w http.ResponseWriter) { <-hang })
+	t.Cleanup(func() { close(hang) }) // runs before the sink's Close
+	healthy := b.newSink("healthy", nil)
+	b.subscribe(sub("dead", "dead", config("maxInFlightMessages", "2")))
+	b.subscribe(sub("healthy", "healthy"))
+	for i := range 50 {
+		b.publish("shop", "order.created.v1", strconv.Itoa(i), "")
+	}
+	require.Eventually(t, func() bool { return healthy.count() == 50 }, wait, tick)
+	assert.Equal(t, 2, dead.count())
+}
+
+func TestReplyChaining(t *testing.T) {
+	b := newBridge(t)
+	b.newSink("enricher", func(n int, r *http.Request, w http.ResponseWriter) {
+		w.Header().Set("Ce-Specversion", "1.0")
+		w.Header().Set("Ce-Id", "reply-"+r.Header.Get("Ce-Id"))
+		w.Header().Set("Ce-Source", "enricher")
+		w.Header().Set("Ce-Type", "order.enriched.v1")
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"enriched":true}`)
+	})
+	final := b.newSink("final", nil)
+	b.subscribe(sub("enricher", "enricher"))
+	b.subscribe(sub("final", "final", func(s *v1alpha2.Subscription) {
+		s.Spec.Source = "enricher"
+		s.Spec.Types = []string{"order.enriched.v1"}
+	}))
+	b.publish("shop", "order.created.v1", "o1", "")
+	require.Eventually(t, func() bool { return final.count() == 1 }, wait, tick)
+	got := final.deliveries()[0]
+	assert.Equal(t, "reply-o1", got.header.Get("Ce-Id"))
+	assert.Equal(t, "1", got.header.Get("Ce-Kfnhops"))
+	assert.JSONEq(t, `{"enriched":true}`, got.body)
+	assert.Equal(t, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", got.header.Get("Traceparent"), "trace context carried along the chain")
+}
+
+func TestReplyLoopIsBounded(t *testing.T) {
+	b := newBridge(t, withConfig(func(c *dispatcher.Config) { c.MaxHops = 3 }))
+	// A sink that answers every event with a new event of the type it subscribes to.
+	k := b.newSink("echo", func(n int, r *http.Request, w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "application/cloudevents+json")
+		fmt.Fprintf(w, `{"specversion":"1.0","id":"echo-%d","source":"shop","type":"order.created.v1"}`, n)
+	})
+	s := sub("echo", "echo")
+	b.subscribe(s)
+	b.publish("shop", "order.created.v1", "start", "")
+	require.Eventually(t, func() bool { return k.count() == 4 }, wait, tick, "hops 0, 1, 2, 3")
+	require.Never(t, func() bool { return k.count() > 4 }, 300*time.Millisecond, tick)
+	assert.Equal(t, "3", k.deliveries()[3].header.Get("Ce-Kfnhops"))
+	require.NoError(t, testutil.GatherAndCompare(b.reg, strings.NewReader(`
+# HELP kfn_eventbridge_replies_total CloudEvent replies of sinks by result: published, invalid, hop_limit.
+# TYPE kfn_eventbridge_replies_total counter
+kfn_eventbridge_replies_total{namespace="default",result="hop_limit",subscription="echo"} 1
+kfn_eventbridge_replies_total{namespace="default",result="published",subscription="echo"} 3
+`), "kfn_eventbridge_replies_total"))
+}
+
+func TestInvalidReplyIsDroppedButDeliverySucceeds(t *testing.T) {
+	b := newBridge(t)
+	k := b.newSink("fn", func(n int, r *http.Request, w http.ResponseWriter) {
+		w.Header().Set("Ce-Specversion", "1.0") // no id, source, type
+		w.WriteHeader(http.StatusOK)
+	})
+	s := sub("s", "fn")
+	b.subscribe(s)
+	b.publish("shop", "order.created.v1", "x", "")
+	require.Eventually(t, func() bool { return k.count() == 1 && b.consumerInfo(s).NumAckPending == 0 }, wait, tick)
+	assert.Empty(t, b.deadLetters())
+}
+
+func TestUpsertRefusesInvalidSubscriptions(t *testing.T) {
+	b := newBridge(t)
+	err := b.d.Upsert(sub("s", "fn", func(s *v1alpha2.Subscription) { s.Spec.Sink = "http://fn.other.svc.cluster.local" }))
+	require.ErrorIs(t, err, v1alpha2.ErrInvalidSink)
+	err = b.d.Upsert(sub("s", "fn", config("maxDeliver", "zero")))
+	require.ErrorIs(t, err, v1alpha2.ErrInvalidConfig)
+	assert.False(t, b.d.Serving("default", "s"))
+
+	require.NoError(t, b.d.Upsert(sub("s", "fn")))
+	assert.True(t, b.d.Serving("default", "s"))
+	b.d.Remove("default", "s")
+	assert.False(t, b.d.Serving("default", "s"))
+}
+
+func TestRedeliveryDelay(t *testing.T) {
+	d := v1alpha2.Delivery{BackoffInitial: 100 * time.Millisecond, BackoffMax: time.Second}
+	assert.Equal(t, 100*time.Millisecond, dispatcher.RedeliveryDelay(d, 1, 0, 0))
+	assert.Equal(t, 400*time.Millisecond, dispatcher.RedeliveryDelay(d, 3, 0, 0))
+	assert.Equal(t, 5*time.Second, dispatcher.RedeliveryDelay(d, 3, 0, 5*time.Second), "Retry-After wins when longer")
+	for range 100 {
+		got := dispatcher.RedeliveryDelay(d, 2, 0.2, 0)
+		assert.GreaterOrEqual(t, got, 160*time.Millisecond)
+		assert.LessOrEqual(t, got, 240*time.Millisecond)
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tests := map[string]struct {
+		in   string
+		want time.Duration
+	}{
+		"absent":   {"", 0},
+		"seconds":  {"3", 3 * time.Second},
+		"date":     {"Thu, 01 Jan 2026 00:00:10 GMT", 10 * time.Second},
+		"past":     {"Wed, 31 Dec 2025 00:00:00 GMT", 0},
+		"negative": {"-5", 0},
+		"garbage":  {"soon", 0},
+		"capped":   {"86400", dispatcher.MaxRetryAfter},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) { assert.Equal(t, tt.want, dispatcher.RetryAfter(tt.in, now)) })
+	}
+}

@@ -1,0 +1,15 @@
+// Package dispatcher delivers stored events to Subscription sinks: for each
+// Subscription it pulls from the Subscription's durable JetStream consumer,
+// POSTs each event to the sink as a binary-mode CloudEvent, and settles it:
+// acknowledged on 2xx, redelivered with exponential backoff and jitter on
+// 408, 429, 5xx and network errors (honouring Retry-After), dead-lettered
+// with the reason after the last attempt or on any other status. A sink's
+// CloudEvent reply is published as a new event, with a hop counter bounding
+// loops. While a sink has no ready endpoint the dispatcher does not pull for
+// it, so events wait in the stream, visible as backlog, and no attempt is
+// spent.
+//
+// Where a sink is and whether it is ready are asked through two small
+// interfaces, Resolver and Endpoints, so that the same dispatcher serves a
+// cluster and local mode.
+package dispatcher

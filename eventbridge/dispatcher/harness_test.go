@@ -1,0 +1,274 @@
+package dispatcher_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
+	"github.com/kfn-dev/kfn/eventbridge/eventstore"
+	"github.com/kfn-dev/kfn/eventbridge/internal/natstest"
+	"github.com/kfn-dev/kfn/eventbridge/stream"
+)
+
+// bridge is a dispatcher over a real JetStream, with test sinks.
+type bridge struct {
+	t       *testing.T
+	nats    *natstest.Server
+	js      jetstream.JetStream
+	streams stream.Config
+	store   *eventstore.Store
+	d       *dispatcher.Dispatcher
+	reg     *prometheus.Registry
+	sinks   map[string]*sink // by Service name
+	mu      sync.Mutex
+}
+
+type bridgeOpt func(*dispatcher.Config, *[]dispatcher.Option)
+
+func withEndpoints(e dispatcher.Endpoints) bridgeOpt {
+	return func(_ *dispatcher.Config, o *[]dispatcher.Option) { *o = append(*o, dispatcher.WithEndpoints(e)) }
+}
+
+func withConfig(f func(*dispatcher.Config)) bridgeOpt {
+	return func(c *dispatcher.Config, _ *[]dispatcher.Option) { f(c) }
+}
+
+func newBridge(t *testing.T, opts ...bridgeOpt) *bridge {
+	t.Helper()
+	b := &bridge{t: t, nats: natstest.Start(t), sinks: map[string]*sink{}}
+	b.js = b.nats.JetStream()
+	b.streams = stream.DefaultConfig()
+	b.streams.Storage = stream.StorageMemory
+	require.NoError(t, stream.Ensure(context.Background(), b.js, b.streams))
+	b.store = eventstore.New(b.js, b.streams.EventStream)
+	b.reg = prometheus.NewRegistry()
+	m, err := dispatcher.NewMetrics(b.reg)
+	require.NoError(t, err)
+	cfg := dispatcher.Config{Streams: b.streams, Jitter: -1, RequestTimeout: 5 * time.Second, PullExpiry: time.Second}
+	dopts := []dispatcher.Option{dispatcher.WithMetrics(m), dispatcher.WithResolver(dispatcher.ResolverFunc(b.resolve))}
+	for _, o := range opts {
+		o(&cfg, &dopts)
+	}
+	b.d, err = dispatcher.New(b.js, cfg, dopts...)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.d.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(10 * time.Second):
+			t.Error("dispatcher did not stop within 10s")
+		}
+	})
+	return b
+}
+
+func (b *bridge) resolve(s v1alpha2.Sink) (string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	k, ok := b.sinks[s.Service]
+	if !ok {
+		return "", fmt.Errorf("no test sink %s", s.Service)
+	}
+	return k.srv.URL + s.URL.Path, nil
+}
+
+// subscribe creates the consumer and serves the Subscription.
+func (b *bridge) subscribe(s *v1alpha2.Subscription) {
+	b.t.Helper()
+	cfg, err := stream.ConsumerConfig(s, stream.ConsumerSettings{AckWait: 2 * time.Second})
+	require.NoError(b.t, err)
+	_, err = stream.EnsureConsumer(context.Background(), b.js, b.streams.EventStream, cfg)
+	require.NoError(b.t, err)
+	require.NoError(b.t, b.d.Upsert(s))
+}
+
+func (b *bridge) publish(source, typ, id string, data string) {
+	b.t.Helper()
+	e := event.New()
+	e.SetID(id)
+	e.SetSource(source)
+	e.SetType(typ)
+	require.NoError(b.t, e.SetData("text/plain", data))
+	_, err := b.store.Publish(context.Background(), &e, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "")
+	require.NoError(b.t, err)
+}
+
+func (b *bridge) consumerInfo(s *v1alpha2.Subscription) *jetstream.ConsumerInfo {
+	b.t.Helper()
+	c, err := b.js.Consumer(context.Background(), b.streams.EventStream, stream.ConsumerName(s.Namespace, s.Name))
+	require.NoError(b.t, err)
+	info, err := c.Info(context.Background())
+	require.NoError(b.t, err)
+	return info
+}
+
+// deadLetters returns the dead letters stored so far.
+func (b *bridge) deadLetters() []jetstream.Msg {
+	b.t.Helper()
+	s, err := b.js.Stream(context.Background(), b.streams.DeadLetterStream)
+	require.NoError(b.t, err)
+	info, err := s.Info(context.Background())
+	require.NoError(b.t, err)
+	if info.State.Msgs == 0 {
+		return nil
+	}
+	c, err := s.OrderedConsumer(context.Background(), jetstream.OrderedConsumerConfig{})
+	require.NoError(b.t, err)
+	batch, err := c.Fetch(int(info.State.Msgs), jetstream.FetchMaxWait(2*time.Second))
+	require.NoError(b.t, err)
+	var out []jetstream.Msg
+	for m := range batch.Messages() {
+		out = append(out, m)
+	}
+	return out
+}
+
+// delivery is one request a sink received.
+type delivery struct {
+	at     time.Time
+	header http.Header
+	body   string
+}
+
+// sink is a test HTTP sink whose answers the test decides.
+type sink struct {
+	srv      *httptest.Server
+	mu       sync.Mutex
+	got      []delivery
+	answer   func(n int, r *http.Request, w http.ResponseWriter) // n counts requests from 1
+	inFlight int
+	maxIn    int
+}
+
+// newSink adds a sink for Service name; answer nil means 200.
+func (b *bridge) newSink(name string, answer func(n int, r *http.Request, w http.ResponseWriter)) *sink {
+	k := &sink{answer: answer}
+	k.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		k.mu.Lock()
+		k.got = append(k.got, delivery{at: time.Now(), header: r.Header.Clone(), body: string(body)})
+		n := len(k.got)
+		k.inFlight++
+		k.maxIn = max(k.maxIn, k.inFlight)
+		k.mu.Unlock()
+		defer func() {
+			k.mu.Lock()
+			k.inFlight--
+			k.mu.Unlock()
+		}()
+		if k.answer != nil {
+			k.answer(n, r, w)
+		}
+	}))
+	b.t.Cleanup(k.srv.Close)
+	b.mu.Lock()
+	b.sinks[name] = k
+	b.mu.Unlock()
+	return k
+}
+
+func (k *sink) deliveries() []delivery {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return append([]delivery(nil), k.got...)
+}
+
+func (k *sink) count() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.got)
+}
+
+func (k *sink) maxInFlight() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.maxIn
+}
+
+func sub(name, service string, modify ...func(*v1alpha2.Subscription)) *v1alpha2.Subscription {
+	s := &v1alpha2.Subscription{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+		Spec: v1alpha2.SubscriptionSpec{
+			Sink:   "http://" + service + ".default.svc.cluster.local/events",
+			Source: "shop",
+			Types:  []string{"order.created.v1"},
+		},
+	}
+	for _, m := range modify {
+		m(s)
+	}
+	return s
+}
+
+func config(kv ...string) func(*v1alpha2.Subscription) {
+	return func(s *v1alpha2.Subscription) {
+		if s.Spec.Config == nil {
+			s.Spec.Config = map[string]v1alpha2.ConfigValue{}
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			s.Spec.Config[kv[i]] = v1alpha2.ConfigValue(kv[i+1])
+		}
+	}
+}
+
+// endpoints is a test Endpoints with one switch for every Service.
+type endpoints struct {
+	mu      sync.Mutex
+	ready   bool
+	changed chan struct{}
+}
+
+func newEndpoints(ready bool) *endpoints { return &endpoints{ready: ready, changed: make(chan struct{})} }
+
+func (e *endpoints) Ready(string, string) (bool, <-chan struct{}) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.ready, e.changed
+}
+
+func (e *endpoints) set(ready bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.ready = ready
+	close(e.changed)
+	e.changed = make(chan struct{})
+}
+
+const wait = 10 * time.Second
+const tick = 5 * time.Millisecond
+
+func contextWithCancel() (context.Context, context.CancelFunc) {
+	return context.WithCancel(context.Background())
+}
+
+// subscribeWith creates the consumer and serves the Subscription with
+// another, started, dispatcher.
+func (b *bridge) subscribeWith(d *dispatcher.Dispatcher, s *v1alpha2.Subscription) {
+	b.t.Helper()
+	cfg, err := stream.ConsumerConfig(s, stream.ConsumerSettings{AckWait: 2 * time.Second})
+	require.NoError(b.t, err)
+	_, err = stream.EnsureConsumer(context.Background(), b.js, b.streams.EventStream, cfg)
+	require.NoError(b.t, err)
+	require.NoError(b.t, d.Upsert(s))
+	ctx, cancel := contextWithCancel()
+	done := make(chan struct{})
+	go func() { _ = d.Start(ctx); close(done) }()
+	b.t.Cleanup(func() { cancel(); <-done })
+}

@@ -1,0 +1,369 @@
+package dispatcher
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/binding"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/kfn-dev/kfn/eventbridge/deadletter"
+	"github.com/kfn-dev/kfn/eventbridge/eventstore"
+	"github.com/kfn-dev/kfn/eventbridge/stream"
+)
+
+// worker serves one Subscription.
+type worker struct {
+	d      *Dispatcher
+	target target
+	cancel context.CancelFunc
+	done   chan struct{}
+	log    *slog.Logger
+}
+
+// stop asks the worker to stop; it does not wait.
+func (w *worker) stop() {
+	if w.cancel != nil {
+		w.cancel()
+	}
+}
+
+const (
+	minRebind = 50 * time.Millisecond
+	maxRebind = 5 * time.Second
+)
+
+// run binds to the consumer and consumes while the sink is ready, until
+// ctx is done; then it waits for the deliveries in progress.
+func (w *worker) run(ctx context.Context) {
+	t := w.target
+	w.log = w.d.log.With("namespace", t.sub.Namespace, "subscription", t.sub.Name, "consumer", t.consumer)
+	var inflight sync.WaitGroup
+	defer inflight.Wait()
+	wait := minRebind
+	for ctx.Err() == nil {
+		ready, changed := w.d.endpoints.Ready(t.sink.Namespace, t.sink.Service)
+		if !ready {
+			w.log.Debug("sink has no ready endpoint, not pulling", "service", t.sink.Service)
+			select {
+			case <-changed:
+			case <-ctx.Done():
+			}
+			continue
+		}
+		cons, err := w.d.js.Consumer(ctx, w.d.cfg.Streams.EventStream, t.consumer)
+		if err == nil {
+			err = w.consume(ctx, cons, changed, &inflight)
+		}
+		if err == nil {
+			wait = minRebind
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		level := slog.LevelWarn
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			level = slog.LevelDebug // the reconciler has not created it yet
+		}
+		w.log.Log(ctx, level, "consumer unavailable, retrying", "error", err, "retryIn", wait)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+		}
+		wait = min(wait*2, maxRebind)
+	}
+}
+
+// consume pulls and delivers until ctx is done or readiness may have
+// changed (nil), or the consumer fails (the error).
+func (w *worker) consume(ctx context.Context, cons jetstream.Consumer, changed <-chan struct{}, inflight *sync.WaitGroup) error {
+	ackWait := stream.DefaultAckWait
+	if info := cons.CachedInfo(); info != nil && info.Config.AckWait > 0 {
+		ackWait = info.Config.AckWait
+	}
+	n := w.target.delivery.MaxInFlight
+	it, err := cons.Messages(
+		jetstream.PullMaxMessages(n),
+		jetstream.PullExpiry(w.d.cfg.PullExpiry),
+		jetstream.WithMessagesErrOnMissingHeartbeat(true),
+	)
+	if err != nil {
+		return fmt.Errorf("pull from consumer: %w", err)
+	}
+	stopped := make(chan struct{})
+	defer close(stopped)
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-changed:
+		case <-stopped:
+		}
+		it.Stop()
+	}()
+	sem := make(chan struct{}, n)
+	for {
+		msg, err := it.Next()
+		switch {
+		case errors.Is(err, jetstream.ErrMsgIteratorClosed):
+			return nil
+		case errors.Is(err, jetstream.ErrNoHeartbeat):
+			// Missing heartbeats: NATS restarted or lost the consumer.
+			if _, err := cons.Info(ctx); err != nil {
+				it.Stop()
+				return fmt.Errorf("consumer lost: %w", err)
+			}
+			continue
+		case err != nil:
+			it.Stop()
+			return fmt.Errorf("next event: %w", err)
+		}
+		sem <- struct{}{}
+		inflight.Add(1)
+		go func() {
+			defer inflight.Done()
+			defer func() { <-sem }()
+			w.handle(ctx, msg, ackWait)
+		}()
+	}
+}
+
+// handle delivers one event and settles it.
+func (w *worker) handle(ctx context.Context, msg jetstream.Msg, ackWait time.Duration) {
+	t := w.target
+	meta, err := msg.Metadata()
+	if err != nil {
+		w.log.Error("event without metadata, terminating it", "error", err)
+		_ = msg.Term()
+		return
+	}
+	h := msg.Headers()
+	attempts := int(meta.NumDelivered)
+	log := w.log.With("eventID", eventstore.Attribute(h, "id"), "attempt", attempts)
+	replay := strings.HasPrefix(msg.Subject(), stream.ReplaySubjectPrefix+".")
+	if !replay && !t.sub.Matches(eventstore.Attribute(h, "source"), eventstore.Attribute(h, "type")) {
+		// Cleaning mapped another type onto one of our subjects.
+		w.settle(log, msg.Ack())
+		return
+	}
+	if attempts > t.delivery.MaxDeliver {
+		w.giveUp(ctx, log, msg, meta, 0, "delivery attempts used up before the last attempt was settled")
+		return
+	}
+
+	// Keep the event ours while we wait for the sink and while it works.
+	beat := time.NewTicker(max(ackWait/2, 10*time.Millisecond))
+	defer beat.Stop()
+	if !w.waitReady(ctx, msg, beat.C) {
+		return // stopping: JetStream redelivers it after the ack wait
+	}
+	res := w.post(ctx, msg, beat.C)
+	if res.verdict == Done && res.reply != nil {
+		if err := w.publishReply(ctx, log, h, res.reply, res.replyBody); err != nil {
+			res = result{verdict: Retry, err: err}
+		}
+	}
+	switch res.verdict {
+	case Done:
+		w.d.metrics.inc(counterDelivered, t.sub.Namespace, t.sub.Name)
+		w.settle(log, msg.Ack())
+	case Retry:
+		w.d.metrics.inc(counterFailed, t.sub.Namespace, t.sub.Name)
+		if attempts >= t.delivery.MaxDeliver {
+			w.giveUp(ctx, log, msg, meta, res.status, res.reason())
+			return
+		}
+		delay := RedeliveryDelay(t.delivery, attempts, w.d.cfg.Jitter, res.retryAfter)
+		log.Debug("delivery failed, will retry", "status", res.status, "error", res.reason(), "retryIn", delay)
+		w.settle(log, msg.NakWithDelay(delay))
+	case GiveUp:
+		w.d.metrics.inc(counterFailed, t.sub.Namespace, t.sub.Name)
+		w.giveUp(ctx, log, msg, meta, res.status, res.reason())
+	}
+}
+
+func (w *worker) settle(log *slog.Logger, err error) {
+	if err != nil {
+		// The event comes back after the ack wait: at least once still holds.
+		log.Warn("settling event failed", "error", err)
+	}
+}
+
+// waitReady waits until the sink is ready, keeping the event in progress;
+// false when ctx is done first.
+func (w *worker) waitReady(ctx context.Context, msg jetstream.Msg, beat <-chan time.Time) bool {
+	for {
+		ready, changed := w.d.endpoints.Ready(w.target.sink.Namespace, w.target.sink.Service)
+		if ready {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-beat:
+			_ = msg.InProgress()
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// result is the outcome of one attempt.
+type result struct {
+	verdict    Verdict
+	status     int
+	err        error
+	retryAfter time.Duration
+	reply      http.Header // headers of a 2xx CloudEvent reply, nil if none
+	replyBody  []byte
+}
+
+func (r result) reason() string {
+	if r.err != nil {
+		return r.err.Error()
+	}
+	return fmt.Sprintf("sink answered %d %s", r.status, http.StatusText(r.status))
+}
+
+// post makes one delivery attempt.
+func (w *worker) post(ctx context.Context, msg jetstream.Msg, beat <-chan time.Time) result {
+	url, err := w.d.resolver.Resolve(w.target.sink)
+	if err != nil {
+		return result{verdict: Retry, err: fmt.Errorf("resolve sink: %w", err)}
+	}
+	// A removed Subscription lets its deliveries in progress finish.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.d.cfg.RequestTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, url, bytes.NewReader(msg.Data()))
+	if err != nil {
+		return result{verdict: GiveUp, err: fmt.Errorf("build request to %s: %w", url, err)}
+	}
+	eventstore.CopyToHTTP(req.Header, msg.Headers())
+	type answer struct {
+		resp *http.Response
+		err  error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		resp, err := w.d.client.Do(req)
+		answered <- answer{resp, err}
+	}()
+	var a answer
+	for waiting := true; waiting; {
+		select {
+		case a = <-answered:
+			waiting = false
+		case <-beat:
+			_ = msg.InProgress()
+		}
+	}
+	if a.err != nil {
+		return result{verdict: Retry, err: fmt.Errorf("post to %s: %w", url, a.err)}
+	}
+	resp := a.resp
+	defer resp.Body.Close()
+	r := result{verdict: Judge(resp.StatusCode), status: resp.StatusCode}
+	if r.verdict == Retry {
+		r.retryAfter = RetryAfter(resp.Header.Get("Retry-After"), time.Now())
+	}
+	if r.verdict == Done && isCloudEvent(resp.Header) {
+		body, err := io.ReadAll(io.LimitReader(resp.Body, w.d.cfg.MaxReplyBytes+1))
+		switch {
+		case err != nil:
+			return result{verdict: Retry, err: fmt.Errorf("read reply from %s: %w", url, err)}
+		case int64(len(body)) > w.d.cfg.MaxReplyBytes:
+			w.d.metrics.inc(counterReplies, w.target.sub.Namespace, w.target.sub.Name, "invalid")
+			w.log.Warn("reply too large, dropped", "limit", w.d.cfg.MaxReplyBytes)
+		default:
+			r.reply, r.replyBody = resp.Header, body
+		}
+		return r
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // reuse the connection
+	return r
+}
+
+func isCloudEvent(h http.Header) bool {
+	return h.Get("Ce-Specversion") != "" || strings.HasPrefix(h.Get("Content-Type"), "application/cloudevents+json")
+}
+
+// publishReply stores a sink's CloudEvent reply as a new event, one hop
+// further. An invalid reply or one over the hop limit is dropped (logged
+// and counted) and is no error: the delivery itself succeeded. The error
+// is a failure to store a valid reply.
+func (w *worker) publishReply(ctx context.Context, log *slog.Logger, h map[string][]string, header http.Header, body []byte) error {
+	t := w.target
+	count := func(result string) {
+		w.d.metrics.inc(counterReplies, t.sub.Namespace, t.sub.Name, result)
+	}
+	e, err := binding.ToEvent(ctx, cehttp.NewMessage(header, io.NopCloser(bytes.NewReader(body))))
+	if err == nil {
+		err = e.Validate()
+	}
+	if err != nil {
+		count("invalid")
+		log.Warn("sink replied with an invalid CloudEvent, dropped", "error", err)
+		return nil
+	}
+	hops := eventstore.Hops(h) + 1
+	if hops > w.d.cfg.MaxHops {
+		count("hop_limit")
+		log.Warn("reply over the hop limit, dropped", "replyID", e.ID(), "hops", hops, "maxHops", w.d.cfg.MaxHops)
+		return nil
+	}
+	e.SetExtension(eventstore.HopsExtension, hops)
+	tp, ts := "", ""
+	if v := h[eventstore.HeaderTraceParent]; len(v) > 0 {
+		tp = v[0]
+	}
+	if v := h[eventstore.HeaderTraceState]; len(v) > 0 {
+		ts = v[0]
+	}
+	if _, err := w.d.store.Publish(ctx, e, tp, ts); err != nil {
+		if errors.Is(err, eventstore.ErrInvalidEvent) {
+			count("invalid")
+			log.Warn("sink replied with an event that cannot be stored, dropped", "error", err)
+			return nil
+		}
+		return fmt.Errorf("store reply %s: %w", e.ID(), err)
+	}
+	count("published")
+	return nil
+}
+
+// giveUp dead-letters the event (or drops it when dead-lettering is off)
+// and terminates it. If the dead letter cannot be stored, the event is
+// redelivered later and given up again then.
+func (w *worker) giveUp(ctx context.Context, log *slog.Logger, msg jetstream.Msg, meta *jetstream.MsgMetadata, status int, reason string) {
+	t := w.target
+	if !t.delivery.DeadLetter {
+		w.d.metrics.inc(counterDiscarded, t.sub.Namespace, t.sub.Name)
+		log.Warn("event given up and discarded (deadLetter is off)", "status", status, "error", reason)
+		w.settle(log, msg.TermWithReason(reason))
+		return
+	}
+	f := deadletter.Failure{
+		Namespace: t.sub.Namespace, Subscription: t.sub.Name,
+		Status: status, Error: reason, Attempts: int(meta.NumDelivered),
+		Subject: msg.Subject(), Sequence: meta.Sequence.Stream, At: time.Now(),
+	}
+	dl := eventstore.New(w.d.js, w.d.cfg.Streams.DeadLetterStream)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if _, err := dl.PublishMsg(sctx, deadletter.NewMsg(msg.Headers(), msg.Data(), f), deadletter.MsgID(f)); err != nil {
+		log.Error("storing dead letter failed, will retry", "error", err)
+		w.settle(log, msg.NakWithDelay(RedeliveryDelay(t.delivery, int(meta.NumDelivered), w.d.cfg.Jitter, 0)))
+		return
+	}
+	w.d.metrics.inc(counterDeadLettered, t.sub.Namespace, t.sub.Name)
+	log.Info("event dead-lettered", "status", status, "error", reason)
+	w.settle(log, msg.TermWithReason("dead-lettered: "+reason))
+}
