@@ -235,7 +235,9 @@ type endpoints struct {
 	changed chan struct{}
 }
 
-func newEndpoints(ready bool) *endpoints { return &endpoints{ready: ready, changed: make(chan struct{})} }
+func newEndpoints(ready bool) *endpoints {
+	return &endpoints{ready: ready, changed: make(chan struct{})}
+}
 
 func (e *endpoints) Ready(string, string) (bool, <-chan struct{}) {
 	e.mu.Lock()
