@@ -1,0 +1,349 @@
+package deadletter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/kfn-dev/kfn/eventbridge/eventstore"
+	"github.com/kfn-dev/kfn/eventbridge/stream"
+)
+
+// Errors of Admin.
+var (
+	// ErrNotFound: no dead letter has that sequence.
+	ErrNotFound = errors.New("dead letter not found")
+	// ErrInvalidFilter: the filter cannot select dead letters.
+	ErrInvalidFilter = errors.New("invalid dead-letter filter")
+)
+
+// Limits of List.
+const (
+	DefaultLimit = 100
+	MaxLimit     = 1000
+)
+
+// Letter is one dead letter as the admin API shows it.
+type Letter struct {
+	// Sequence identifies the dead letter in the dead-letter stream.
+	Sequence     uint64    `json:"sequence"`
+	Namespace    string    `json:"namespace"`
+	Subscription string    `json:"subscription"`
+	Status       int       `json:"status"`
+	Error        string    `json:"error"`
+	Attempts     int       `json:"attempts"`
+	FailedAt     time.Time `json:"failedAt"`
+	// Subject is the event's subject in the event stream.
+	Subject string `json:"subject"`
+	// ID, Source and Type are the event's CloudEvent attributes.
+	ID     string `json:"id"`
+	Source string `json:"source"`
+	Type   string `json:"type"`
+	// ContentType and Data are the event's data.
+	ContentType string `json:"contentType,omitempty"`
+	Data        []byte `json:"data,omitempty"`
+}
+
+// Filter selects dead letters.
+type Filter struct {
+	// Namespace and Subscription select one Subscription's dead letters;
+	// both empty select all. Subscription needs Namespace.
+	Namespace, Subscription string
+	// After skips dead letters up to this sequence (for paging).
+	After uint64
+	// Limit is the most returned; DefaultLimit when 0, at most MaxLimit.
+	Limit int
+}
+
+// Admin lists, replays and deletes dead letters. It is safe for concurrent
+// use.
+type Admin struct {
+	js      jetstream.JetStream
+	streams stream.Config
+	events  *eventstore.Store
+}
+
+// NewAdmin returns an Admin over the given streams.
+func NewAdmin(js jetstream.JetStream, streams stream.Config) (*Admin, error) {
+	if err := streams.Validate(); err != nil {
+		return nil, err
+	}
+	return &Admin{js: js, streams: streams, events: eventstore.New(js, streams.EventStream)}, nil
+}
+
+// List returns the dead letters the filter selects, oldest first.
+func (a *Admin) List(ctx context.Context, f Filter) ([]Letter, error) {
+	subject := DeadLetterSubjectPrefixAll
+	switch {
+	case f.Subscription != "" && f.Namespace == "":
+		return nil, fmt.Errorf("%w: a subscription needs its namespace", ErrInvalidFilter)
+	case f.Subscription != "":
+		subject = stream.DeadLetterSubject(stream.ConsumerName(f.Namespace, f.Subscription))
+	}
+	if f.Limit < 0 || f.Limit > MaxLimit {
+		return nil, fmt.Errorf("%w: limit must be between 1 and %d", ErrInvalidFilter, MaxLimit)
+	}
+	if f.Limit == 0 {
+		f.Limit = DefaultLimit
+	}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverAllPolicy}
+	if f.After > 0 {
+		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cfg.OptStartSeq = f.After + 1
+	}
+	c, err := a.js.OrderedConsumer(ctx, a.streams.DeadLetterStream, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("read dead letters: %w", err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read dead letters: %w", err)
+	}
+	out := []Letter{}
+	for want := min(int(info.NumPending), f.Limit*4); len(out) < f.Limit && want > 0; {
+		batch, err := c.Fetch(min(want, 256), jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			return nil, fmt.Errorf("read dead letters: %w", err)
+		}
+		got := 0
+		for m := range batch.Messages() {
+			got++
+			meta, err := m.Metadata()
+			if err != nil {
+				continue
+			}
+			l := letter(meta.Sequence.Stream, m.Headers(), m.Data())
+			if f.Namespace != "" && l.Namespace != f.Namespace {
+				continue
+			}
+			if len(out) < f.Limit {
+				out = append(out, l)
+			}
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+			return nil, fmt.Errorf("read dead letters: %w", err)
+		}
+		if got == 0 {
+			break
+		}
+		want -= got
+	}
+	return out, nil
+}
+
+// DeadLetterSubjectPrefixAll selects every dead letter.
+const DeadLetterSubjectPrefixAll = stream.DeadLetterSubjectPrefix + ".>"
+
+func letter(seq uint64, h nats.Header, data []byte) Letter {
+	status, _ := strconv.Atoi(h.Get(HeaderStatus))
+	attempts, _ := strconv.Atoi(h.Get(HeaderAttempts))
+	at, _ := time.Parse(time.RFC3339Nano, h.Get(HeaderFailedAt))
+	return Letter{
+		Sequence: seq, Namespace: h.Get(HeaderNamespace), Subscription: h.Get(HeaderSubscription),
+		Status: status, Error: h.Get(HeaderError), Attempts: attempts, FailedAt: at,
+		Subject: h.Get(HeaderSubject),
+		ID:      eventstore.Attribute(h, "id"), Source: eventstore.Attribute(h, "source"), Type: eventstore.Attribute(h, "type"),
+		ContentType: h.Get(eventstore.HeaderContentType), Data: data,
+	}
+}
+
+// Get returns one dead letter; the error wraps ErrNotFound when there is
+// none with that sequence.
+func (a *Admin) Get(ctx context.Context, seq uint64) (Letter, error) {
+	m, err := a.get(ctx, seq)
+	if err != nil {
+		return Letter{}, err
+	}
+	return letter(seq, m.Header, m.Data), nil
+}
+
+func (a *Admin) get(ctx context.Context, seq uint64) (*jetstream.RawStreamMsg, error) {
+	s, err := a.js.Stream(ctx, a.streams.DeadLetterStream)
+	if err != nil {
+		return nil, fmt.Errorf("open dead-letter stream: %w", err)
+	}
+	m, err := s.GetMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, fmt.Errorf("%w: sequence %d", ErrNotFound, seq)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get dead letter %d: %w", seq, err)
+	}
+	return m, nil
+}
+
+// Replay publishes a dead letter again to the Subscription it came from,
+// and only to it (on that Subscription's replay subject, which only its
+// consumer filters on), then deletes it from the dead-letter stream. The
+// event gets a fresh set of delivery attempts. A replay repeated after a
+// crash between the two steps is stored once (its message id is derived
+// from the dead letter's sequence).
+func (a *Admin) Replay(ctx context.Context, seq uint64) (Letter, error) {
+	m, err := a.get(ctx, seq)
+	if err != nil {
+		return Letter{}, err
+	}
+	l := letter(seq, m.Header, m.Data)
+	h := make(nats.Header, len(m.Header))
+	for k, v := range m.Header {
+		if !strings.HasPrefix(k, "Kfn-") && !strings.HasPrefix(k, "Nats-") {
+			h[k] = v
+		}
+	}
+	consumer := m.Header.Get(HeaderConsumer)
+	if consumer == "" {
+		consumer = stream.ConsumerName(l.Namespace, l.Subscription)
+	}
+	msg := &nats.Msg{Subject: stream.ReplaySubject(consumer), Header: h, Data: m.Data}
+	if _, err := a.events.PublishMsg(ctx, msg, "replay:"+a.streams.DeadLetterStream+":"+strconv.FormatUint(seq, 10)); err != nil {
+		return Letter{}, fmt.Errorf("replay dead letter %d: %w", seq, err)
+	}
+	if err := a.Delete(ctx, seq); err != nil && !errors.Is(err, ErrNotFound) {
+		return Letter{}, err
+	}
+	return l, nil
+}
+
+// Delete removes a dead letter; the error wraps ErrNotFound when there is
+// none with that sequence.
+func (a *Admin) Delete(ctx context.Context, seq uint64) error {
+	s, err := a.js.Stream(ctx, a.streams.DeadLetterStream)
+	if err != nil {
+		return fmt.Errorf("open dead-letter stream: %w", err)
+	}
+	err = s.DeleteMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) || errors.Is(err, jetstream.ErrMsgDeleteUnsuccessful) {
+		return fmt.Errorf("%w: sequence %d", ErrNotFound, seq)
+	}
+	if err != nil {
+		return fmt.Errorf("delete dead letter %d: %w", seq, err)
+	}
+	return nil
+}
+
+// Handler serves the admin API:
+//
+//	GET    /deadletters?namespace=&subscription=&after=&limit=   list (JSON array of Letter)
+//	GET    /deadletters/{sequence}                               one Letter
+//	POST   /deadletters/{sequence}/replay                        replay one (200 with the Letter)
+//	POST   /deadletters/replay?namespace=&subscription=          replay a Subscription's (up to MaxLimit; {"replayed": n})
+//	DELETE /deadletters/{sequence}                               delete one (204)
+//
+// Errors are JSON {"error": "..."} with 400, 404 or 503.
+func (a *Admin) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /deadletters", a.serveList)
+	mux.HandleFunc("GET /deadletters/{seq}", a.serveOne(func(ctx context.Context, seq uint64) (any, int, error) {
+		l, err := a.Get(ctx, seq)
+		return l, http.StatusOK, err
+	}))
+	mux.HandleFunc("POST /deadletters/{seq}/replay", a.serveOne(func(ctx context.Context, seq uint64) (any, int, error) {
+		l, err := a.Replay(ctx, seq)
+		return l, http.StatusOK, err
+	}))
+	mux.HandleFunc("DELETE /deadletters/{seq}", a.serveOne(func(ctx context.Context, seq uint64) (any, int, error) {
+		return nil, http.StatusNoContent, a.Delete(ctx, seq)
+	}))
+	mux.HandleFunc("POST /deadletters/replay", a.serveReplayAll)
+	return mux
+}
+
+func (a *Admin) serveList(w http.ResponseWriter, r *http.Request) {
+	f, err := parseFilter(r)
+	if err == nil {
+		var out []Letter
+		if out, err = a.List(r.Context(), f); err == nil {
+			writeJSON(w, http.StatusOK, out)
+			return
+		}
+	}
+	writeError(w, err)
+}
+
+func (a *Admin) serveReplayAll(w http.ResponseWriter, r *http.Request) {
+	f, err := parseFilter(r)
+	if err == nil && f.Subscription == "" {
+		err = fmt.Errorf("%w: replaying needs namespace and subscription", ErrInvalidFilter)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	f.Limit = MaxLimit
+	letters, err := a.List(r.Context(), f)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	n := 0
+	for _, l := range letters {
+		if _, err := a.Replay(r.Context(), l.Sequence); err != nil && !errors.Is(err, ErrNotFound) {
+			writeError(w, err)
+			return
+		}
+		n++
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"replayed": n})
+}
+
+func (a *Admin) serveOne(f func(context.Context, uint64) (any, int, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		seq, err := strconv.ParseUint(r.PathValue("seq"), 10, 64)
+		if err != nil || seq == 0 {
+			writeError(w, fmt.Errorf("%w: sequence must be a positive integer, not %q", ErrInvalidFilter, r.PathValue("seq")))
+			return
+		}
+		v, code, err := f(r.Context(), seq)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		if v == nil {
+			w.WriteHeader(code)
+			return
+		}
+		writeJSON(w, code, v)
+	}
+}
+
+func parseFilter(r *http.Request) (Filter, error) {
+	q := r.URL.Query()
+	f := Filter{Namespace: q.Get("namespace"), Subscription: q.Get("subscription")}
+	var err error
+	if v := q.Get("after"); v != "" {
+		if f.After, err = strconv.ParseUint(v, 10, 64); err != nil {
+			return Filter{}, fmt.Errorf("%w: after must be a sequence number, not %q", ErrInvalidFilter, v)
+		}
+	}
+	if v := q.Get("limit"); v != "" {
+		if f.Limit, err = strconv.Atoi(v); err != nil || f.Limit < 1 {
+			return Filter{}, fmt.Errorf("%w: limit must be between 1 and %d, not %q", ErrInvalidFilter, MaxLimit, v)
+		}
+	}
+	return f, nil
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	code := http.StatusServiceUnavailable
+	switch {
+	case errors.Is(err, ErrInvalidFilter):
+		code = http.StatusBadRequest
+	case errors.Is(err, ErrNotFound):
+		code = http.StatusNotFound
+	}
+	writeJSON(w, code, map[string]string{"error": err.Error()})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v) // the client went away; nothing to do
+}
