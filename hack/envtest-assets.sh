@@ -7,7 +7,7 @@
 # The versions are the ones pinned in hack/envtest/go.mod. The binaries live
 # outside the checkout, in
 #   ${KFN_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kfn}/envtest/<k8s-version>-etcd<etcd-version>
-# and are built once (a few minutes on 2 cores). Only the directory is printed
+# and are built once (about 5 minutes on 2 cores). Only the directory is printed
 # on stdout; progress goes to stderr. Concurrent callers wait for one build.
 # Needs only Go (and flock, if present, to avoid building twice).
 set -euo pipefail
@@ -19,7 +19,14 @@ die() { log "error: $*"; exit 1; }
 
 # module_version prints the version that hack/envtest/go.mod requires for $1.
 module_version() {
-	awk -v mod="$1" '$1 == mod && $2 ~ /^v[0-9]/ { print $2; exit }' "$tools_dir/go.mod"
+	local word mod ver
+	while read -r word mod ver _; do
+		[[ $word == require ]] || { ver=$mod; mod=$word; }
+		if [[ $mod == "$1" && $ver == v[0-9]* ]]; then
+			printf '%s\n' "$ver"
+			return
+		fi
+	done <"$tools_dir/go.mod"
 }
 
 k8s_version=$(module_version k8s.io/kubernetes)
@@ -40,7 +47,7 @@ if complete; then
 fi
 
 command -v go >/dev/null 2>&1 || die "go is not on PATH; it is needed to build kube-apiserver and etcd"
-mkdir -p "$parent"
+mkdir -p "$parent" || die "cannot create the cache directory $parent (set KFN_CACHE_DIR to another one)"
 
 # One builder at a time; the others wait here and then find the result.
 if command -v flock >/dev/null 2>&1; then
@@ -58,12 +65,16 @@ if complete; then
 	exit 0
 fi
 
+# Temp directories of builders that died; only the lock holder makes one.
+rm -rf "$parent/.$name.tmp."*
+
 tmp=$(mktemp -d "$parent/.$name.tmp.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
+trap 'exit 1' INT TERM HUP # run the EXIT trap on these too
 chmod 755 "$tmp" # mktemp makes it private; the result is a plain cache directory
 
 log "building kube-apiserver $k8s_version and etcd $etcd_version into $dir"
-log "this happens once per version and takes a few minutes"
+log "this happens once per version and takes about 5 minutes on 2 cores"
 start=$SECONDS
 
 # The version variables are the ones Kubernetes' own build sets, so the server
@@ -79,12 +90,13 @@ done
 
 # GOWORK=off: a go.work elsewhere must not pull this module into another
 # build list. -mod=readonly: the committed go.mod and go.sum are the truth.
+# Its output goes to stderr: stdout carries only the directory.
 (
 	cd "$tools_dir"
 	env -u GOOS -u GOARCH GOWORK=off CGO_ENABLED=0 \
 		go build -mod=readonly -trimpath -ldflags "$ldflags" -o "$tmp/" \
 		k8s.io/kubernetes/cmd/kube-apiserver go.etcd.io/etcd/server/v3
-) || die "go build of kube-apiserver and etcd failed (see above)"
+) >&2 || die "go build of kube-apiserver and etcd failed (see above)"
 
 # go names the etcd main package "server" after its path without /v3.
 mv "$tmp/server" "$tmp/etcd"
