@@ -3,10 +3,8 @@ package testcluster
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 
@@ -67,9 +65,11 @@ func Start(opts ...Option) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	assets, err := resolveAssets()
-	if err != nil {
-		return nil, err
+	assets := o.assetsDir
+	if assets == "" {
+		if assets, err = resolveAssets(); err != nil {
+			return nil, err
+		}
 	}
 
 	dir, err := os.MkdirTemp("", "kfn-testcluster-")
@@ -78,43 +78,18 @@ func Start(opts ...Option) (*Cluster, error) {
 	}
 	wd, err := startWatchdog(dir)
 	if err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, err
+		return nil, errors.Join(err, removeDir(dir))
 	}
-
-	etcdOut := &tailBuffer{max: outputTail}
-	apiOut := &tailBuffer{max: outputTail}
-	env := &envtest.Environment{
-		Scheme:                   scheme,
-		CRDDirectoryPaths:        crdPaths,
-		ErrorIfCRDPathMissing:    true,
-		ControlPlaneStartTimeout: o.startTimeout,
-		ControlPlane: envtest.ControlPlane{
-			Etcd: &envtest.Etcd{
-				Path:    filepath.Join(assets, "etcd"),
-				DataDir: filepath.Join(dir, "etcd"),
-				Out:     outputWriter(etcdOut, os.Stdout),
-				Err:     outputWriter(etcdOut, os.Stderr),
-			},
-			APIServer: &envtest.APIServer{
-				Path:    filepath.Join(assets, "kube-apiserver"),
-				CertDir: filepath.Join(dir, "kube-apiserver"),
-				Out:     outputWriter(apiOut, os.Stdout),
-				Err:     outputWriter(apiOut, os.Stderr),
-			},
-		},
-	}
-	for _, sub := range []string{env.ControlPlane.Etcd.DataDir, env.ControlPlane.APIServer.CertDir} {
-		if err := os.Mkdir(sub, 0o700); err != nil {
-			return nil, errors.Join(fmt.Errorf("create cluster directory: %w", err), wd.kill())
-		}
+	out := &output{etcd: tailBuffer{max: outputTail}, apiServer: tailBuffer{max: outputTail}}
+	env, err := newEnvironment(o, scheme, crdPaths, assets, dir, out)
+	if err != nil {
+		return nil, errors.Join(err, wd.kill())
 	}
 
 	c := &Cluster{Scheme: scheme, env: env, dir: dir, watchdog: wd}
 	cfg, err := env.Start()
 	if err != nil {
-		err = fmt.Errorf("start envtest with binaries from %s: %w%s%s", assets, err,
-			quoteOutput("etcd", etcdOut), quoteOutput("kube-apiserver", apiOut))
+		err = fmt.Errorf("start envtest with binaries from %s: %w%s", assets, err, out)
 		return nil, errors.Join(err, c.Stop())
 	}
 	c.Config = cfg
@@ -169,6 +144,39 @@ func removeDir(dir string) error {
 	return nil
 }
 
+// newEnvironment configures envtest to keep etcd's data and the API
+// server's certificates in dir, where the watchdog looks for them, and to
+// write their output to out.
+func newEnvironment(o *options, scheme *runtime.Scheme, crdPaths []string, assets, dir string, out *output) (*envtest.Environment, error) {
+	etcdDir := filepath.Join(dir, "etcd")
+	apiServerDir := filepath.Join(dir, "kube-apiserver")
+	for _, d := range []string{etcdDir, apiServerDir} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return nil, fmt.Errorf("create cluster directory: %w", err)
+		}
+	}
+	return &envtest.Environment{
+		Scheme:                   scheme,
+		CRDDirectoryPaths:        crdPaths,
+		ErrorIfCRDPathMissing:    true,
+		ControlPlaneStartTimeout: o.startTimeout,
+		ControlPlane: envtest.ControlPlane{
+			Etcd: &envtest.Etcd{
+				Path:    filepath.Join(assets, "etcd"),
+				DataDir: etcdDir,
+				Out:     outputWriter(&out.etcd, os.Stdout),
+				Err:     outputWriter(&out.etcd, os.Stderr),
+			},
+			APIServer: &envtest.APIServer{
+				Path:    filepath.Join(assets, "kube-apiserver"),
+				CertDir: apiServerDir,
+				Out:     outputWriter(&out.apiServer, os.Stdout),
+				Err:     outputWriter(&out.apiServer, os.Stderr),
+			},
+		},
+	}, nil
+}
+
 // newScheme returns a scheme with client-go's built-in types,
 // apiextensions.k8s.io/v1 and the caller's types.
 func newScheme(addToScheme []func(*runtime.Scheme) error) (*runtime.Scheme, error) {
@@ -199,23 +207,4 @@ func crdPaths(o *options) ([]string, error) {
 		}
 	}
 	return append(paths, o.crdPaths...), nil
-}
-
-// outputWriter sends a process's output to tail, and also to the test's
-// own output when KUBEBUILDER_ATTACH_CONTROL_PLANE_OUTPUT=true asks for it,
-// as envtest would.
-func outputWriter(tail *tailBuffer, attached io.Writer) io.Writer {
-	if os.Getenv("KUBEBUILDER_ATTACH_CONTROL_PLANE_OUTPUT") == "true" {
-		return io.MultiWriter(tail, attached)
-	}
-	return tail
-}
-
-// quoteOutput formats the last output of a process for an error message.
-func quoteOutput(name string, tail *tailBuffer) string {
-	out := strings.TrimSpace(tail.String())
-	if out == "" {
-		return ""
-	}
-	return fmt.Sprintf("\n--- last output of %s ---\n%s", name, out)
 }

@@ -179,3 +179,26 @@ func processesMentioning(t *testing.T, s string) []string {
 	}
 	return pids
 }
+
+func TestFailedStartQuotesOutputAndLeavesNothing(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp) // where Start makes the cluster directory
+	assets := t.TempDir()
+	fake := map[string]string{
+		// Answers envtest's --help probe, then fails as a broken etcd would.
+		"etcd":           "#!/bin/sh\n[ \"$1\" = --help ] && exit 0\necho 'etcd: data dir is on fire' >&2\nexit 1\n",
+		"kube-apiserver": "#!/bin/sh\nexit 1\n",
+	}
+	for name, script := range fake {
+		require.NoError(t, os.WriteFile(filepath.Join(assets, name), []byte(script), 0o755))
+	}
+
+	c, err := Start(WithoutKfnCRDs(), func(o *options) error { o.assetsDir = assets; return nil })
+	require.Nil(t, c)
+	require.ErrorContains(t, err, "last output of etcd ---\netcd: data dir is on fire")
+
+	left, err := os.ReadDir(tmp)
+	require.NoError(t, err)
+	require.Empty(t, left, "cluster directory removed")
+	require.Empty(t, processesMentioning(t, tmp))
+}

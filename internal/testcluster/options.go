@@ -28,6 +28,7 @@ const defaultStartTimeout = 60 * time.Second
 type Option func(*options) error
 
 type options struct {
+	assetsDir    string // tests only: binaries to use instead of resolveAssets
 	crdPaths     []string
 	kfnCRDs      bool
 	addToScheme  []func(*runtime.Scheme) error

@@ -2,6 +2,10 @@ package testcluster
 
 import (
 	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"strings"
 	"sync"
 )
 
@@ -37,4 +41,32 @@ func (b *tailBuffer) String() string {
 		}
 	}
 	return string(tail)
+}
+
+// output keeps the last output of etcd and of the API server.
+type output struct {
+	etcd, apiServer tailBuffer
+}
+
+// String quotes the output for an error message, or is empty if there is none.
+func (o *output) String() string {
+	return quote("etcd", &o.etcd) + quote("kube-apiserver", &o.apiServer)
+}
+
+func quote(name string, tail *tailBuffer) string {
+	out := strings.TrimSpace(tail.String())
+	if out == "" {
+		return ""
+	}
+	return fmt.Sprintf("\n--- last output of %s ---\n%s", name, out)
+}
+
+// outputWriter sends a process's output to tail, and also to the test's
+// own output when KUBEBUILDER_ATTACH_CONTROL_PLANE_OUTPUT=true asks for it,
+// as envtest would.
+func outputWriter(tail *tailBuffer, attached io.Writer) io.Writer {
+	if os.Getenv("KUBEBUILDER_ATTACH_CONTROL_PLANE_OUTPUT") == "true" {
+		return io.MultiWriter(tail, attached)
+	}
+	return tail
 }
