@@ -92,6 +92,13 @@ func Start(opts ...Option) (*Cluster, error) {
 		err = fmt.Errorf("start envtest with binaries from %s: %w%s", assets, err, out)
 		return nil, errors.Join(err, c.Stop())
 	}
+	// envtest makes the webhook serving certificates in os.TempDir, and
+	// removes them only in Stop.
+	if certs := env.WebhookInstallOptions.LocalServingCertDir; certs != "" {
+		if err := wd.removeOnKill(certs); err != nil {
+			return nil, errors.Join(err, c.Stop())
+		}
+	}
 	c.Config = cfg
 	c.KubeConfig = env.KubeConfig
 	c.CRDs = env.CRDs

@@ -6,29 +6,41 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 )
 
-// watchdogScript waits for one line on stdin. "stop" means the cluster was
-// stopped cleanly. Anything else, or end of file because the test process
-// died (its end of the pipe is closed by the kernel however it dies), makes
-// it kill every process whose command line mentions the cluster's directory
-// and remove that directory. etcd's --data-dir and kube-apiserver's
-// --cert-dir are inside it, so this finds them even after they were
-// reparented, and never touches anything else. grep reads the pattern from
-// stdin so that its own command line does not match. SIGINT and SIGHUP are
-// ignored so that a Ctrl-C that kills the test binary leaves the watchdog to
-// do its work.
+// watchdogScript reads commands on stdin, one per line:
+//
+//	remove PATH  also remove PATH when killing
+//	stop         the cluster was stopped cleanly: exit
+//	kill         kill and remove now
+//
+// End of file counts as kill: the test process died, and the kernel closed
+// its end of the pipe however it died. Killing means SIGKILL to every process
+// whose command line mentions the cluster's directory, then removing it and
+// the other paths. etcd's --data-dir and kube-apiserver's --cert-dir are in
+// that directory, so this finds them even after they were reparented, and
+// never touches anything else. grep reads the pattern from stdin so that its
+// own command line does not match. SIGINT and SIGHUP are ignored so that a
+// Ctrl-C that kills the test binary leaves the watchdog to do its work.
 const watchdogScript = `trap '' INT HUP
-read -r line
-[ "$line" = stop ] && exit 0
+remove=$KFN_TESTCLUSTER_DIR
+while read -r cmd arg; do
+	case $cmd in
+	stop) exit 0 ;;
+	remove) remove="$remove
+$arg" ;;
+	*) break ;;
+	esac
+done
 printf '%s\n' "$KFN_TESTCLUSTER_DIR" |
 	grep -lsF -f - /proc/[0-9]*/cmdline |
 	while read -r f; do
 		pid=${f#/proc/}
 		kill -KILL "${pid%/cmdline}" 2>/dev/null
 	done
-rm -rf "$KFN_TESTCLUSTER_DIR"
+printf '%s\n' "$remove" | while IFS= read -r path; do rm -rf "$path"; done
 `
 
 // watchdog is a shell process that outlives the test binary just long enough
@@ -59,6 +71,18 @@ func startWatchdog(dir string) (*watchdog, error) {
 	}
 	_ = r.Close() // the child has its copy
 	return &watchdog{cmd: cmd, pipe: w}, nil
+}
+
+// removeOnKill adds path to what the watchdog removes if it has to kill,
+// for temporary files that envtest makes outside the cluster's directory.
+func (d *watchdog) removeOnKill(path string) error {
+	if strings.Contains(path, "\n") {
+		return fmt.Errorf("watchdog: path with a line break: %q", path)
+	}
+	if _, err := io.WriteString(d.pipe, "remove "+path+"\n"); err != nil {
+		return fmt.Errorf("watchdog: %w", err)
+	}
+	return nil
 }
 
 // dismiss tells the watchdog that the processes ended cleanly and waits for

@@ -51,9 +51,14 @@ func TestWatchdogKillsWhenTheTestProcessGoesAway(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 
+	other, err := os.MkdirTemp("", "kfn-watchdog-test-other-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(other) })
+
 	wd, err := startWatchdog(dir)
 	require.NoError(t, err)
 	_, exited := startVictim(t, dir)
+	require.NoError(t, wd.removeOnKill(other))
 
 	// What the kernel does when the test binary dies: its end of the pipe
 	// is closed without a word.
@@ -64,6 +69,10 @@ func TestWatchdogKillsWhenTheTestProcessGoesAway(t *testing.T) {
 		_, err := os.Stat(dir)
 		return os.IsNotExist(err)
 	}, 10*time.Second, 10*time.Millisecond, "cluster directory not removed")
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(other)
+		return os.IsNotExist(err)
+	}, 10*time.Second, 10*time.Millisecond, "path given to removeOnKill not removed")
 	require.NoError(t, wd.cmd.Wait())
 }
 
@@ -75,8 +84,11 @@ func TestWatchdogDismissedLeavesProcessesAlone(t *testing.T) {
 	wd, err := startWatchdog(dir)
 	require.NoError(t, err)
 	_, exited := startVictim(t, dir)
+	other := t.TempDir()
+	require.NoError(t, wd.removeOnKill(other))
 
 	require.NoError(t, wd.dismiss())
 	require.False(t, closed(exited)(), "victim killed by a dismissed watchdog")
 	require.DirExists(t, dir)
+	require.DirExists(t, other)
 }
