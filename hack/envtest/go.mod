@@ -2,10 +2,16 @@ module github.com/kfn-dev/kfn/hack/envtest
 
 go 1.26.0
 
+// Builds kube-apiserver and etcd for envtest; see ../envtest-assets.sh.
+// The tool lines below pin them: etcd is the version that k8s.io/kubernetes's
+// own go.mod requires.
+//
 // k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them
 // with ./staging/src/...; outside its repository they must be pinned to the
-// matching published versions. Keep this list equal to the k8s.io/* v0.0.0
-// requirements in k8s.io/kubernetes's go.mod whenever its version changes.
+// matching published versions (v1.X.Y -> v0.X.Y). Keep this list equal to the
+// k8s.io/* v0.0.0 requirements in k8s.io/kubernetes's go.mod whenever its
+// version changes, then: go get -tool k8s.io/kubernetes/cmd/kube-apiserver@v1.X.Y
+// go.etcd.io/etcd/server/v3@<its etcd> && go mod tidy.
 replace (
 	k8s.io/api => k8s.io/api v0.36.4
 	k8s.io/apiextensions-apiserver => k8s.io/apiextensions-apiserver v0.36.4
