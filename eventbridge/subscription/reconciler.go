@@ -1,0 +1,212 @@
+package subscription
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/eventbridge/stream"
+)
+
+// Finalizer is set on every Subscription so that its consumer is deleted
+// even if the Subscription is deleted while the event bridge is down.
+const Finalizer = "eventing.kfn.dev/jetstream-consumer"
+
+// DefaultResync is how often a Subscription is reconciled without a change,
+// which recreates a consumer that NATS lost.
+const DefaultResync = 30 * time.Second
+
+// ErrServiceNotFound is wrapped when the sink's Service does not exist.
+var ErrServiceNotFound = errors.New("sink Service not found")
+
+// Reconciler reconciles Subscriptions into JetStream consumers and status.
+// Run one at a time (leader election).
+type Reconciler struct {
+	// Client reads Subscriptions and Services and writes status.
+	Client client.Client
+	// JetStream is where consumers live.
+	JetStream jetstream.JetStream
+	// Streams names the event stream (and is re-ensured if NATS lost it).
+	Streams stream.Config
+	// Consumer holds the consumer settings not in the Subscription.
+	Consumer stream.ConsumerSettings
+	// Resync is the period of reconciles without a change; DefaultResync
+	// when zero.
+	Resync time.Duration
+	// Now returns the time for conditions; time.Now when nil.
+	Now func() time.Time
+
+	requeue chan event.GenericEvent
+}
+
+// SetupWithManager registers the reconciler with mgr: it watches
+// Subscriptions and the Services their sinks name.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.requeue = make(chan event.GenericEvent, 1024)
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("subscription").
+		For(&v1alpha2.Subscription{}, builder.WithPredicates()).
+		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.subscriptionsOfService)).
+		WatchesRawSource(source.Channel(r.requeue, &handler.EnqueueRequestForObject{})).
+		Complete(r)
+}
+
+// RequeueAll reconciles every Subscription soon; call it when NATS
+// reconnects, so consumers a new NATS lacks are recreated at once. It
+// never blocks; requests over the buffer wait for the next resync.
+func (r *Reconciler) RequeueAll(ctx context.Context) error {
+	var list v1alpha2.SubscriptionList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return fmt.Errorf("list subscriptions: %w", err)
+	}
+	for i := range list.Items {
+		select {
+		case r.requeue <- event.GenericEvent{Object: &list.Items[i]}:
+		default:
+		}
+	}
+	return nil
+}
+
+func (r *Reconciler) subscriptionsOfService(ctx context.Context, o client.Object) []reconcile.Request {
+	var list v1alpha2.SubscriptionList
+	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list subscriptions for a Service change", "namespace", o.GetNamespace(), "service", o.GetName())
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		if sink, err := v1alpha2.ParseSink(list.Items[i].Spec.Sink); err == nil && sink.Service == o.GetName() {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return out
+}
+
+// Reconcile brings one Subscription's consumer and status in line.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var sub v1alpha2.Subscription
+	if err := r.Client.Get(ctx, req.NamespacedName, &sub); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !sub.DeletionTimestamp.IsZero() {
+		return reconcile.Result{}, r.finalize(ctx, &sub)
+	}
+	if controllerutil.AddFinalizer(&sub, Finalizer) {
+		if err := r.Client.Update(ctx, &sub); err != nil {
+			return reconcile.Result{}, fmt.Errorf("add finalizer: %w", err)
+		}
+	}
+	obs := r.observe(ctx, &sub)
+	if err := r.writeStatus(ctx, &sub, obs); err != nil {
+		return reconcile.Result{}, err
+	}
+	if obs.ConsumerError != nil && obs.SpecError == nil {
+		return reconcile.Result{}, obs.ConsumerError // retried with backoff
+	}
+	return reconcile.Result{RequeueAfter: r.resync()}, nil
+}
+
+func (r *Reconciler) resync() time.Duration {
+	if r.Resync > 0 {
+		return r.Resync
+	}
+	return DefaultResync
+}
+
+// observe validates the Subscription and makes its consumer exist (valid)
+// or not (invalid).
+func (r *Reconciler) observe(ctx context.Context, sub *v1alpha2.Subscription) Observation {
+	name := stream.ConsumerName(sub.Namespace, sub.Name)
+	cfg, err := r.validate(ctx, sub)
+	if err != nil {
+		if derr := stream.DeleteConsumer(ctx, r.JetStream, r.Streams.EventStream, name); derr != nil {
+			ctrl.LoggerFrom(ctx).Error(derr, "delete the consumer of an invalid Subscription")
+		}
+		return Observation{SpecError: err}
+	}
+	_, err = stream.EnsureConsumer(ctx, r.JetStream, r.Streams.EventStream, cfg)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		// NATS lost the stream: recreate it, then the consumer.
+		if err = stream.Ensure(ctx, r.JetStream, r.Streams); err == nil {
+			_, err = stream.EnsureConsumer(ctx, r.JetStream, r.Streams.EventStream, cfg)
+		}
+	}
+	if err != nil {
+		return Observation{ConsumerError: err}
+	}
+	return Observation{Consumer: name}
+}
+
+// validate checks what the CRD cannot: the sink's namespace and Service,
+// the config values and the subjects. It returns the consumer config.
+func (r *Reconciler) validate(ctx context.Context, sub *v1alpha2.Subscription) (jetstream.ConsumerConfig, error) {
+	sink, err := sub.ValidateSink()
+	if err != nil {
+		return jetstream.ConsumerConfig{}, fmt.Errorf("spec.sink: %w", err)
+	}
+	cfg, err := stream.ConsumerConfig(sub, r.Consumer)
+	if err != nil {
+		return jetstream.ConsumerConfig{}, err
+	}
+	var svc corev1.Service
+	err = r.Client.Get(ctx, types.NamespacedName{Namespace: sink.Namespace, Name: sink.Service}, &svc)
+	if apierrors.IsNotFound(err) {
+		return jetstream.ConsumerConfig{}, fmt.Errorf("spec.sink: %w: Service %q does not exist in namespace %q", ErrServiceNotFound, sink.Service, sink.Namespace)
+	}
+	if err != nil {
+		return jetstream.ConsumerConfig{}, fmt.Errorf("spec.sink: look up Service %s/%s: %w", sink.Namespace, sink.Service, err)
+	}
+	return cfg, nil
+}
+
+// writeStatus writes the status computed from obs, only if it changed.
+func (r *Reconciler) writeStatus(ctx context.Context, sub *v1alpha2.Subscription, obs Observation) error {
+	now := time.Now
+	if r.Now != nil {
+		now = r.Now
+	}
+	status := Status(sub, obs, metav1.NewTime(now().Truncate(time.Second)))
+	if apiequality.Semantic.DeepEqual(status, sub.Status) {
+		return nil
+	}
+	// An update, not a merge patch: a patch leaves out ready: false when
+	// the stored status is empty, and the API server requires it.
+	sub.Status = status
+	if err := r.Client.Status().Update(ctx, sub); err != nil {
+		return fmt.Errorf("write status: %w", err)
+	}
+	return nil
+}
+
+// finalize deletes the consumer of a deleted Subscription, then lets it go.
+func (r *Reconciler) finalize(ctx context.Context, sub *v1alpha2.Subscription) error {
+	if !controllerutil.ContainsFinalizer(sub, Finalizer) {
+		return nil
+	}
+	if err := stream.DeleteConsumer(ctx, r.JetStream, r.Streams.EventStream, stream.ConsumerName(sub.Namespace, sub.Name)); err != nil {
+		return err
+	}
+	controllerutil.RemoveFinalizer(sub, Finalizer)
+	if err := r.Client.Update(ctx, sub); err != nil {
+		return fmt.Errorf("remove finalizer: %w", client.IgnoreNotFound(err))
+	}
+	return nil
+}

@@ -1,0 +1,268 @@
+package subscription_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/funcr"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/eventbridge/internal/natstest"
+	"github.com/kfn-dev/kfn/eventbridge/stream"
+	"github.com/kfn-dev/kfn/eventbridge/subscription"
+	"github.com/kfn-dev/kfn/internal/testcluster"
+)
+
+var cluster *testcluster.Cluster
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	ctrl.SetLogger(funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{}))
+	c, err := testcluster.Start(testcluster.WithScheme(v1alpha2.AddToScheme))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() {
+		if err := c.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}()
+	cluster = c
+	return m.Run()
+}
+
+// targets records what the Feeder tells the dispatcher.
+type targets struct {
+	mu      sync.Mutex
+	serving map[string]*v1alpha2.Subscription
+}
+
+func (t *targets) Upsert(s *v1alpha2.Subscription) error {
+	if _, err := s.ValidateSink(); err != nil {
+		t.Remove(s.Namespace, s.Name)
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.serving[s.Namespace+"/"+s.Name] = s.DeepCopy()
+	return nil
+}
+
+func (t *targets) Remove(ns, name string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.serving, ns+"/"+name)
+}
+
+func (t *targets) has(ns, name string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.serving[ns+"/"+name]
+	return ok
+}
+
+type env struct {
+	ns      string
+	nats    *natstest.Server
+	js      jetstream.JetStream
+	streams stream.Config
+	rec     *subscription.Reconciler
+	targets *targets
+	c       client.Client
+}
+
+var nsCounter atomic.Int32
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	e := &env{ns: fmt.Sprintf("test-%d", nsCounter.Add(1)), nats: natstest.Start(t), targets: &targets{serving: map[string]*v1alpha2.Subscription{}}, c: cluster.Client}
+	e.js = e.nats.JetStream()
+	e.streams = stream.DefaultConfig()
+	e.streams.Storage = stream.StorageMemory
+	require.NoError(t, stream.Ensure(context.Background(), e.js, e.streams))
+	require.NoError(t, e.c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}))
+
+	mgr, err := ctrl.NewManager(cluster.Config, ctrl.Options{
+		Scheme:                 cluster.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	require.NoError(t, err)
+	e.rec = &subscription.Reconciler{Client: mgr.GetClient(), JetStream: e.js, Streams: e.streams, Resync: 300 * time.Millisecond}
+	require.NoError(t, e.rec.SetupWithManager(mgr))
+	require.NoError(t, (&subscription.Feeder{Client: mgr.GetClient(), Targets: e.targets}).SetupWithManager(mgr))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	return e
+}
+
+func (e *env) service(t *testing.T, name string) {
+	t.Helper()
+	require.NoError(t, e.c.Create(context.Background(), &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+	}))
+}
+
+func (e *env) subscription(t *testing.T, name, sinkService string, modify ...func(*v1alpha2.Subscription)) *v1alpha2.Subscription {
+	t.Helper()
+	s := &v1alpha2.Subscription{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name},
+		Spec: v1alpha2.SubscriptionSpec{
+			Sink:   fmt.Sprintf("http://%s.%s.svc.cluster.local", sinkService, e.ns),
+			Source: "shop",
+			Types:  []string{"order.created.v1", "order.paid.v1"},
+		},
+	}
+	for _, m := range modify {
+		m(s)
+	}
+	require.NoError(t, e.c.Create(context.Background(), s))
+	return s
+}
+
+func (e *env) get(t *testing.T, name string) *v1alpha2.Subscription {
+	t.Helper()
+	var s v1alpha2.Subscription
+	require.NoError(t, e.c.Get(context.Background(), client.ObjectKey{Namespace: e.ns, Name: name}, &s))
+	return &s
+}
+
+func (e *env) consumer(name string) (*jetstream.ConsumerInfo, error) {
+	c, err := e.js.Consumer(context.Background(), e.streams.EventStream, stream.ConsumerName(e.ns, name))
+	if err != nil {
+		return nil, err
+	}
+	return c.Info(context.Background())
+}
+
+const wait = 20 * time.Second
+const tick = 20 * time.Millisecond
+
+func TestValidSubscriptionBecomesReady(t *testing.T) {
+	e := newEnv(t)
+	e.service(t, "orders")
+	e.subscription(t, "s", "orders", func(s *v1alpha2.Subscription) {
+		s.Spec.Config = map[string]v1alpha2.ConfigValue{"maxInFlightMessages": "4"}
+	})
+
+	require.Eventually(t, func() bool { return e.get(t, "s").Status.Ready }, wait, tick)
+	s := e.get(t, "s")
+	consumer := stream.ConsumerName(e.ns, "s")
+	assert.Equal(t, []v1alpha2.EventType{{OriginalType: "order.created.v1", CleanType: "order.created.v1"}, {OriginalType: "order.paid.v1", CleanType: "order.paid.v1"}}, s.Status.Types)
+	assert.Equal(t, []v1alpha2.JetStreamTypes{{OriginalType: "order.created.v1", ConsumerName: consumer}, {OriginalType: "order.paid.v1", ConsumerName: consumer}}, s.Status.Backend.Types)
+	assert.Contains(t, s.Finalizers, subscription.Finalizer)
+	for _, c := range s.Status.Conditions {
+		assert.Equal(t, corev1.ConditionTrue, c.Status, c.Type)
+	}
+
+	info, err := e.consumer("s")
+	require.NoError(t, err)
+	assert.Equal(t, 4, info.Config.MaxAckPending)
+	assert.Equal(t, []string{"kyma.shop.order.created.v1", "kyma.shop.order.paid.v1", stream.ReplaySubject(consumer)}, info.Config.FilterSubjects)
+	require.Eventually(t, func() bool { return e.targets.has(e.ns, "s") }, wait, tick, "the dispatcher serves it")
+
+	// An update reaches the consumer.
+	s.Spec.Config["maxInFlightMessages"] = "1"
+	s.Spec.Types = []string{"order.shipped.v1"}
+	require.NoError(t, e.c.Update(context.Background(), s))
+	require.Eventually(t, func() bool {
+		info, err := e.consumer("s")
+		return err == nil && info.Config.MaxAckPending == 1 && info.Config.FilterSubjects[0] == "kyma.shop.order.shipped.v1"
+	}, wait, tick)
+	require.Eventually(t, func() bool {
+		st := e.get(t, "s").Status
+		return len(st.Types) == 1 && st.Types[0].OriginalType == "order.shipped.v1"
+	}, wait, tick)
+}
+
+func TestMissingServiceIsNotReadyUntilItExists(t *testing.T) {
+	e := newEnv(t)
+	e.subscription(t, "s", "later")
+	require.Eventually(t, func() bool {
+		c := e.get(t, "s").Status.FindCondition(v1alpha2.ConditionSubscriptionSpecValid)
+		return c != nil && c.Status == corev1.ConditionFalse
+	}, wait, tick)
+	s := e.get(t, "s")
+	assert.False(t, s.Status.Ready)
+	c := s.Status.FindCondition(v1alpha2.ConditionSubscriptionSpecValid)
+	assert.Equal(t, v1alpha2.ReasonSpecInvalid, c.Reason)
+	assert.Contains(t, c.Message, fmt.Sprintf(`Service "later" does not exist in namespace %q`, e.ns))
+	assert.Empty(t, s.Status.Backend.Types)
+	_, err := e.consumer("s")
+	require.ErrorIs(t, err, jetstream.ErrConsumerNotFound, "no consumer for an invalid Subscription")
+
+	e.service(t, "later")
+	require.Eventually(t, func() bool { return e.get(t, "s").Status.Ready }, wait, tick, "a Service appearing re-validates")
+	_, err = e.consumer("s")
+	require.NoError(t, err)
+}
+
+func TestSinkInAnotherNamespaceIsRefused(t *testing.T) {
+	e := newEnv(t)
+	e.service(t, "fn")
+	e.subscription(t, "s", "fn", func(s *v1alpha2.Subscription) { s.Spec.Sink = "http://fn.kube-system.svc.cluster.local" })
+	require.Eventually(t, func() bool {
+		c := e.get(t, "s").Status.FindCondition(v1alpha2.ConditionSubscriptionSpecValid)
+		return c != nil && c.Status == corev1.ConditionFalse
+	}, wait, tick)
+	s := e.get(t, "s")
+	assert.False(t, s.Status.Ready)
+	assert.Contains(t, s.Status.FindCondition(v1alpha2.ConditionSubscriptionSpecValid).Message, `the Service must be in the Subscription's namespace`)
+	require.Never(t, func() bool { return e.targets.has(e.ns, "s") }, 300*time.Millisecond, tick, "never dispatched")
+	_, err := e.consumer("s")
+	require.ErrorIs(t, err, jetstream.ErrConsumerNotFound)
+}
+
+func TestDeletedSubscriptionLosesItsConsumer(t *testing.T) {
+	e := newEnv(t)
+	e.service(t, "fn")
+	e.subscription(t, "s", "fn")
+	require.Eventually(t, func() bool { return e.get(t, "s").Status.Ready }, wait, tick)
+	require.NoError(t, e.c.Delete(context.Background(), e.get(t, "s")))
+	require.Eventually(t, func() bool {
+		err := e.c.Get(context.Background(), client.ObjectKey{Namespace: e.ns, Name: "s"}, &v1alpha2.Subscription{})
+		return apierrors.IsNotFound(err)
+	}, wait, tick, "the finalizer lets go")
+	_, err := e.consumer("s")
+	require.ErrorIs(t, err, jetstream.ErrConsumerNotFound)
+	require.Eventually(t, func() bool { return !e.targets.has(e.ns, "s") }, wait, tick)
+}
+
+func TestConsumerRecreatedAfterNATSLoss(t *testing.T) {
+	e := newEnv(t)
+	e.service(t, "fn")
+	e.subscription(t, "s", "fn")
+	require.Eventually(t, func() bool { return e.get(t, "s").Status.Ready }, wait, tick)
+
+	e.nats.Wipe() // NATS restarted with nothing: no stream, no consumer
+	require.Eventually(t, func() bool { return e.js.Conn().IsConnected() }, wait, tick)
+	require.NoError(t, e.rec.RequeueAll(context.Background()))
+	require.Eventually(t, func() bool { _, err := e.consumer("s"); return err == nil }, wait, tick, "stream and consumer recreated")
+	assert.True(t, e.get(t, "s").Status.Ready)
+}
