@@ -1,0 +1,159 @@
+package endpoints
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+
+	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
+)
+
+type service struct{ namespace, name string }
+
+// Watcher tracks the ready endpoints of every Service. It is safe for
+// concurrent use.
+type Watcher struct {
+	mu      sync.Mutex
+	synced  bool
+	syncCh  chan struct{}              // closed once the initial list is in
+	slices  map[service]map[string]int // ready endpoints per slice
+	changed map[service]chan struct{}  // closed when the Service's readiness flips
+	ready   map[service]bool
+}
+
+var _ dispatcher.Endpoints = (*Watcher)(nil)
+
+// New returns a Watcher that knows nothing until it is fed (see Start or
+// the OnAdd, OnUpdate, OnDelete and MarkSynced methods); until then no
+// Service is ready.
+func New() *Watcher {
+	return &Watcher{
+		syncCh:  make(chan struct{}),
+		slices:  map[service]map[string]int{},
+		changed: map[service]chan struct{}{},
+		ready:   map[service]bool{},
+	}
+}
+
+// Start feeds the Watcher from the EndpointSlice informer of c (a
+// controller-runtime cache, which must be started) and marks it synced once
+// the informer has synced. It returns when ctx is done or the informer
+// cannot be had.
+func (w *Watcher) Start(ctx context.Context, c cache.Cache) error {
+	inf, err := c.GetInformer(ctx, &discoveryv1.EndpointSlice{})
+	if err != nil {
+		return fmt.Errorf("endpointslice informer: %w", err)
+	}
+	reg, err := inf.AddEventHandler(w)
+	if err != nil {
+		return fmt.Errorf("watch endpointslices: %w", err)
+	}
+	defer func() { _ = inf.RemoveEventHandler(reg) }()
+	if !toolscache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+		return ctx.Err()
+	}
+	w.MarkSynced()
+	<-ctx.Done()
+	return nil
+}
+
+// Ready reports whether namespace/name has a ready endpoint. The channel is
+// closed when that flips (or when the Watcher first syncs).
+func (w *Watcher) Ready(namespace, name string) (bool, <-chan struct{}) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.synced {
+		return false, w.syncCh
+	}
+	k := service{namespace, name}
+	ch, ok := w.changed[k]
+	if !ok {
+		ch = make(chan struct{})
+		w.changed[k] = ch
+	}
+	return w.ready[k], ch
+}
+
+// MarkSynced says the initial list of EndpointSlices is in.
+func (w *Watcher) MarkSynced() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.synced {
+		w.synced = true
+		close(w.syncCh)
+	}
+}
+
+// OnAdd records a new EndpointSlice.
+func (w *Watcher) OnAdd(obj any, _ bool) { w.set(obj, false) }
+
+// OnUpdate records a changed EndpointSlice.
+func (w *Watcher) OnUpdate(_, obj any) { w.set(obj, false) }
+
+// OnDelete forgets a deleted EndpointSlice.
+func (w *Watcher) OnDelete(obj any) {
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	w.set(obj, true)
+}
+
+func (w *Watcher) set(obj any, deleted bool) {
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return
+	}
+	name := s.Labels[discoveryv1.LabelServiceName]
+	if name == "" {
+		return
+	}
+	k := service{s.Namespace, name}
+	n := 0
+	if !deleted {
+		n = readyEndpoints(s)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.slices[k] == nil {
+		w.slices[k] = map[string]int{}
+	}
+	if deleted {
+		delete(w.slices[k], s.Name)
+	} else {
+		w.slices[k][s.Name] = n
+	}
+	total := 0
+	for _, c := range w.slices[k] {
+		total += c
+	}
+	if len(w.slices[k]) == 0 {
+		delete(w.slices, k)
+	}
+	if now := total > 0; now != w.ready[k] {
+		if now {
+			w.ready[k] = true
+		} else {
+			delete(w.ready, k)
+		}
+		if ch, ok := w.changed[k]; ok {
+			close(ch)
+			delete(w.changed, k)
+		}
+	}
+}
+
+// readyEndpoints counts the endpoints of a slice that are ready (an unset
+// condition means ready, as the API defines).
+func readyEndpoints(s *discoveryv1.EndpointSlice) int {
+	n := 0
+	for _, e := range s.Endpoints {
+		if e.Conditions.Ready == nil || *e.Conditions.Ready {
+			n++
+		}
+	}
+	return n
+}
