@@ -1,0 +1,200 @@
+package bridge
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
+	"github.com/kfn-dev/kfn/eventbridge/publisher"
+	"github.com/kfn-dev/kfn/eventbridge/stream"
+	"github.com/kfn-dev/kfn/eventbridge/subscription"
+)
+
+// Components the event bridge can run.
+const (
+	ComponentPublisher  = "publisher"
+	ComponentDispatcher = "dispatcher"
+	ComponentReconciler = "reconciler"
+)
+
+// ErrInvalidConfig is wrapped by every error of Config.Validate.
+var ErrInvalidConfig = errors.New("invalid event bridge configuration")
+
+// Config is every setting of the event bridge. DefaultConfig has working
+// values for a cluster; RegisterFlags documents each one as a flag.
+type Config struct {
+	// NATSURL is the NATS server (comma-separated for a cluster).
+	NATSURL string
+	// Listen is the publisher's address (/publish, /{app}/v1/events,
+	// /{app}/v2/events, /healthz, /readyz).
+	Listen string
+	// AdminListen serves the dead-letter admin API (/deadletters...).
+	// Empty disables it.
+	AdminListen string
+	// MetricsListen serves Prometheus metrics on /metrics. Empty disables it.
+	MetricsListen string
+	// Components to run: publisher, dispatcher, reconciler.
+	Components []string
+	// Subscriptions, when set, are manifest files whose Subscriptions are
+	// served without Kubernetes (the reconciler does not run; consumers
+	// are created at start).
+	Subscriptions []string
+	// Resolve maps sink Services, as "<service>.<namespace>", to base URLs
+	// to deliver to instead of the cluster DNS name (for running outside a
+	// cluster). Unlisted sinks are delivered to as written.
+	Resolve map[string]string
+	// Streams configures the event and dead-letter streams.
+	Streams stream.Config
+	// AckWait is the consumers' ack wait: how soon another replica takes
+	// over the events of a dispatcher that died.
+	AckWait time.Duration
+	// Publisher configures the publisher.
+	Publisher publisher.Config
+	// Dispatcher configures the dispatcher (its Streams are set from Streams).
+	Dispatcher dispatcher.Config
+	// Resync is how often each Subscription is reconciled without change.
+	Resync time.Duration
+	// LeaderElection makes one replica at a time run the reconciler.
+	LeaderElection bool
+	// LeaderElectionNamespace holds the leader lease; empty means the
+	// namespace the process runs in.
+	LeaderElectionNamespace string
+	// LogLevel is debug, info, warn or error.
+	LogLevel string
+}
+
+// DefaultConfig returns working defaults.
+func DefaultConfig() Config {
+	return Config{
+		NATSURL:        "nats://127.0.0.1:4222",
+		Listen:         ":8080",
+		AdminListen:    ":8081",
+		MetricsListen:  ":9090",
+		Components:     []string{ComponentPublisher, ComponentDispatcher, ComponentReconciler},
+		Streams:        stream.DefaultConfig(),
+		AckWait:        stream.DefaultAckWait,
+		Publisher:      publisher.Config{MaxRequestBytes: publisher.DefaultMaxRequestBytes, StoreTimeout: publisher.DefaultStoreTimeout},
+		Dispatcher:     dispatcher.Config{RequestTimeout: dispatcher.DefaultRequestTimeout, MaxHops: dispatcher.DefaultMaxHops, Jitter: dispatcher.DefaultJitter},
+		Resync:         subscription.DefaultResync,
+		LeaderElection: true,
+		LogLevel:       "info",
+	}
+}
+
+// RegisterFlags binds every setting to a flag of fs, with the current
+// values as defaults.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.NATSURL, "nats-url", c.NATSURL, "NATS server URL(s), comma-separated")
+	fs.StringVar(&c.Listen, "listen", c.Listen, "address of the publisher (and /healthz, /readyz)")
+	fs.StringVar(&c.AdminListen, "admin-listen", c.AdminListen, "address of the dead-letter admin API; empty disables it")
+	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "address of /metrics; empty disables it")
+	fs.Func("components", "comma-separated components to run: publisher, dispatcher, reconciler (default all)", func(v string) error {
+		c.Components = splitList(v)
+		return nil
+	})
+	fs.Func("subscriptions", "manifest file of Subscriptions to serve without Kubernetes (repeatable); the reconciler then does not run", func(v string) error {
+		c.Subscriptions = append(c.Subscriptions, v)
+		return nil
+	})
+	fs.Func("resolve", "deliver to a sink Service elsewhere: <service>.<namespace>=<base URL> (repeatable; for running outside a cluster)", func(v string) error {
+		k, u, ok := strings.Cut(v, "=")
+		if !ok || k == "" || u == "" {
+			return fmt.Errorf("want <service>.<namespace>=<base URL>, not %q", v)
+		}
+		if c.Resolve == nil {
+			c.Resolve = map[string]string{}
+		}
+		c.Resolve[k] = strings.TrimSuffix(u, "/")
+		return nil
+	})
+	fs.StringVar(&c.Streams.EventStream, "event-stream", c.Streams.EventStream, "name of the event stream")
+	fs.StringVar(&c.Streams.DeadLetterStream, "dead-letter-stream", c.Streams.DeadLetterStream, "name of the dead-letter stream")
+	fs.StringVar(&c.Streams.Storage, "storage", c.Streams.Storage, "stream storage: file or memory")
+	fs.IntVar(&c.Streams.Replicas, "stream-replicas", c.Streams.Replicas, "JetStream replicas of the streams (1..5)")
+	fs.Int64Var(&c.Streams.MaxBytes, "stream-max-bytes", c.Streams.MaxBytes, "size limit of the event stream; when full, publishing answers 507 (-1 unlimited)")
+	fs.Func("stream-max-msg-size", fmt.Sprintf("size limit of one stored event, headers included (-1 unlimited) (default %d)", c.Streams.MaxMsgSize), func(v string) error {
+		var n int32
+		_, err := fmt.Sscan(v, &n)
+		c.Streams.MaxMsgSize = n
+		return err
+	})
+	fs.DurationVar(&c.Streams.Duplicates, "dedup-window", c.Streams.Duplicates, "de-duplication window: a re-published source+id inside it is stored once")
+	fs.DurationVar(&c.Streams.DeadLetterMaxAge, "dead-letter-max-age", c.Streams.DeadLetterMaxAge, "how long dead letters are kept (0 forever)")
+	fs.Int64Var(&c.Streams.DeadLetterMaxBytes, "dead-letter-max-bytes", c.Streams.DeadLetterMaxBytes, "size limit of the dead-letter stream, oldest dropped first (-1 unlimited)")
+	fs.DurationVar(&c.AckWait, "ack-wait", c.AckWait, "consumers' ack wait: how soon another replica retries the events of a dispatcher that died")
+	fs.Int64Var(&c.Publisher.MaxRequestBytes, "max-request-bytes", c.Publisher.MaxRequestBytes, "largest publish request body; larger get 413")
+	fs.DurationVar(&c.Publisher.StoreTimeout, "store-timeout", c.Publisher.StoreTimeout, "how long a publish waits for JetStream before answering 503")
+	fs.StringVar(&c.Publisher.LegacyPrefix, "legacy-event-prefix", "sap.kyma.custom", "prefix of Kyma legacy event types")
+	fs.StringVar(&c.Publisher.LegacySource, "legacy-source", publisher.DefaultLegacySource, "source of the exact-matching copy of legacy events")
+	fs.DurationVar(&c.Dispatcher.RequestTimeout, "request-timeout", c.Dispatcher.RequestTimeout, "timeout of one delivery to a sink")
+	fs.IntVar(&c.Dispatcher.MaxHops, "max-hops", c.Dispatcher.MaxHops, "longest chain of reply events")
+	fs.Float64Var(&c.Dispatcher.Jitter, "backoff-jitter", c.Dispatcher.Jitter, "random fraction of each redelivery backoff (0..1)")
+	fs.DurationVar(&c.Resync, "resync", c.Resync, "period of reconciling each Subscription without change (recreates lost consumers)")
+	fs.BoolVar(&c.LeaderElection, "leader-election", c.LeaderElection, "run the reconciler in one replica at a time")
+	fs.StringVar(&c.LeaderElectionNamespace, "leader-election-namespace", c.LeaderElectionNamespace, "namespace of the leader lease")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Has reports whether the component is to run.
+func (c *Config) Has(component string) bool {
+	for _, x := range c.Components {
+		if x == component {
+			return true
+		}
+	}
+	return false
+}
+
+// Validate returns an error wrapping ErrInvalidConfig that says what to fix.
+func (c *Config) Validate() error {
+	if err := c.Streams.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	if len(c.Components) == 0 {
+		return fmt.Errorf("%w: no component to run", ErrInvalidConfig)
+	}
+	for _, x := range c.Components {
+		switch x {
+		case ComponentPublisher, ComponentDispatcher, ComponentReconciler:
+		default:
+			return fmt.Errorf("%w: unknown component %q (want publisher, dispatcher, reconciler)", ErrInvalidConfig, x)
+		}
+	}
+	if c.NATSURL == "" {
+		return fmt.Errorf("%w: -nats-url is required", ErrInvalidConfig)
+	}
+	if c.Has(ComponentPublisher) && c.Listen == "" {
+		return fmt.Errorf("%w: the publisher needs -listen", ErrInvalidConfig)
+	}
+	if c.AckWait < time.Second {
+		return fmt.Errorf("%w: -ack-wait must be at least 1s, not %s", ErrInvalidConfig, c.AckWait)
+	}
+	if c.Publisher.MaxRequestBytes <= 0 || c.Publisher.StoreTimeout <= 0 {
+		return fmt.Errorf("%w: -max-request-bytes and -store-timeout must be positive", ErrInvalidConfig)
+	}
+	if c.Dispatcher.RequestTimeout <= 0 || c.Dispatcher.MaxHops < 1 || c.Dispatcher.Jitter < 0 || c.Dispatcher.Jitter > 1 {
+		return fmt.Errorf("%w: -request-timeout must be positive, -max-hops at least 1, -backoff-jitter within 0..1", ErrInvalidConfig)
+	}
+	if c.Resync <= 0 {
+		return fmt.Errorf("%w: -resync must be positive", ErrInvalidConfig)
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("%w: -log-level must be debug, info, warn or error, not %q", ErrInvalidConfig, c.LogLevel)
+	}
+	return nil
+}

@@ -1,0 +1,366 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/api/manifest"
+	"github.com/kfn-dev/kfn/eventbridge/deadletter"
+	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
+	"github.com/kfn-dev/kfn/eventbridge/endpoints"
+	"github.com/kfn-dev/kfn/eventbridge/eventstore"
+	"github.com/kfn-dev/kfn/eventbridge/publisher"
+	"github.com/kfn-dev/kfn/eventbridge/stream"
+	"github.com/kfn-dev/kfn/eventbridge/subscription"
+)
+
+// Timeouts of the HTTP servers, bounding slow clients.
+const (
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 30 * time.Second
+	idleTimeout       = 2 * time.Minute
+	shutdownTimeout   = 10 * time.Second
+)
+
+// Run runs the configured components until ctx is done, then shuts them
+// down gracefully and returns nil; an error means a component could not
+// start or failed.
+func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if cfg.Dispatcher.Jitter == 0 {
+		cfg.Dispatcher.Jitter = -1 // 0 means none here; the dispatcher reads 0 as its default
+	}
+	cfg.Dispatcher.Streams = cfg.Streams
+
+	reconnected := make(chan struct{}, 1)
+	nc, err := nats.Connect(cfg.NATSURL,
+		nats.Name("kfn-eventbridge"),
+		nats.MaxReconnects(-1),
+		nats.RetryOnFailedConnect(true),
+		nats.ReconnectWait(250*time.Millisecond),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("disconnected from NATS", "error", err) }),
+		nats.ReconnectHandler(func(*nats.Conn) {
+			log.Info("reconnected to NATS")
+			select {
+			case reconnected <- struct{}{}:
+			default:
+			}
+		}),
+	)
+	if err != nil {
+		return fmt.Errorf("connect to NATS %s: %w", cfg.NATSURL, err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	if err := ensureStreams(ctx, js, cfg.Streams, log); err != nil {
+		return err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	g, ctx := errgroup.WithContext(ctx)
+	var servers []*http.Server
+	serve := func(name, addr string, h http.Handler) {
+		srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout, IdleTimeout: idleTimeout}
+		servers = append(servers, srv)
+		g.Go(func() error {
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return fmt.Errorf("%s: listen on %s: %w", name, addr, err)
+			}
+			log.Info("serving", "server", name, "address", ln.Addr().String())
+			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			return nil
+		})
+	}
+
+	// Kubernetes, unless Subscriptions come from files.
+	var mgr ctrl.Manager
+	var rec *subscription.Reconciler
+	static := len(cfg.Subscriptions) > 0
+	if !static && (cfg.Has(ComponentReconciler) || cfg.Has(ComponentDispatcher) || cfg.Has(ComponentPublisher)) {
+		if mgr, err = newManager(cfg, log); err != nil {
+			return err
+		}
+	}
+
+	var subsLister publisher.SubscriptionLister
+	var staticSubs []*v1alpha2.Subscription
+	if static {
+		if staticSubs, err = loadSubscriptions(ctx, cfg.Subscriptions); err != nil {
+			return err
+		}
+		subsLister = staticLister(staticSubs)
+	} else if mgr != nil {
+		subsLister = subscription.Lister{Client: mgr.GetClient()}
+	}
+
+	if cfg.Has(ComponentPublisher) {
+		pm, err := publisher.NewMetrics(reg)
+		if err != nil {
+			return err
+		}
+		opts := []publisher.Option{
+			publisher.WithLogger(log.With("component", "publisher")),
+			publisher.WithMetrics(pm),
+			publisher.WithReady(func(context.Context) error {
+				if !nc.IsConnected() {
+					return fmt.Errorf("not connected to NATS (%s)", nc.Status())
+				}
+				return nil
+			}),
+		}
+		if subsLister != nil {
+			opts = append(opts, publisher.WithSubscriptions(subsLister))
+		}
+		p, err := publisher.New(eventstore.New(js, cfg.Streams.EventStream), cfg.Publisher, opts...)
+		if err != nil {
+			return err
+		}
+		serve("publisher", cfg.Listen, p)
+	}
+
+	if cfg.Has(ComponentDispatcher) {
+		dm, err := dispatcher.NewMetrics(reg)
+		if err != nil {
+			return err
+		}
+		opts := []dispatcher.Option{
+			dispatcher.WithLogger(log.With("component", "dispatcher")),
+			dispatcher.WithMetrics(dm),
+			dispatcher.WithResolver(StaticResolver(cfg.Resolve)),
+		}
+		if mgr != nil {
+			eps := endpoints.New()
+			opts = append(opts, dispatcher.WithEndpoints(eps))
+			if err := mgr.Add(runnableFunc(func(ctx context.Context) error { return eps.Start(ctx, mgr.GetCache()) })); err != nil {
+				return err
+			}
+		}
+		d, err := dispatcher.New(js, cfg.Dispatcher, opts...)
+		if err != nil {
+			return err
+		}
+		if static {
+			for _, s := range staticSubs {
+				if err := ensureConsumer(ctx, js, cfg, s); err != nil {
+					return err
+				}
+				if err := d.Upsert(s); err != nil {
+					return fmt.Errorf("subscription %s/%s: %w", s.Namespace, s.Name, err)
+				}
+			}
+			g.Go(func() error { return d.Start(ctx) })
+		} else {
+			if err := (&subscription.Feeder{Client: mgr.GetClient(), Targets: d}).SetupWithManager(mgr); err != nil {
+				return fmt.Errorf("set up dispatcher feeder: %w", err)
+			}
+			if err := mgr.Add(runnableFunc(d.Start)); err != nil {
+				return err
+			}
+		}
+	}
+
+	if cfg.Has(ComponentReconciler) && mgr != nil {
+		rec = &subscription.Reconciler{Client: mgr.GetClient(), JetStream: js, Streams: cfg.Streams,
+			Consumer: stream.ConsumerSettings{AckWait: cfg.AckWait}, Resync: cfg.Resync}
+		if err := rec.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("set up subscription reconciler: %w", err)
+		}
+	}
+
+	if cfg.AdminListen != "" {
+		admin, err := deadletter.NewAdmin(js, cfg.Streams)
+		if err != nil {
+			return err
+		}
+		serve("admin", cfg.AdminListen, admin.Handler())
+	}
+	if cfg.MetricsListen != "" {
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+		serve("metrics", cfg.MetricsListen, mux)
+	}
+	if mgr != nil {
+		g.Go(func() error { return mgr.Start(ctx) })
+	}
+
+	// After a reconnect NATS may be a new, empty server: streams first,
+	// then every consumer.
+	g.Go(func() error {
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-reconnected:
+			}
+			if err := ensureStreams(ctx, js, cfg.Streams, log); err != nil {
+				log.Error("recreating streams after a reconnect failed; the next resync retries", "error", err)
+				continue
+			}
+			if rec != nil {
+				if err := rec.RequeueAll(ctx); err != nil {
+					log.Error("requeueing subscriptions after a reconnect failed; the next resync retries", "error", err)
+				}
+			}
+			if static {
+				for _, s := range staticSubs {
+					if err := ensureConsumer(ctx, js, cfg, s); err != nil {
+						log.Error("recreating a consumer after a reconnect failed", "namespace", s.Namespace, "subscription", s.Name, "error", err)
+					}
+				}
+			}
+		}
+	})
+
+	// Graceful shutdown of the HTTP servers when the context ends.
+	g.Go(func() error {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+		defer cancel()
+		for _, s := range servers {
+			_ = s.Shutdown(sctx) // in-flight requests get shutdownTimeout; then they are cut
+		}
+		return nil
+	})
+	return g.Wait()
+}
+
+type runnableFunc func(context.Context) error
+
+func (f runnableFunc) Start(ctx context.Context) error { return f(ctx) }
+
+func ensureStreams(ctx context.Context, js jetstream.JetStream, c stream.Config, log *slog.Logger) error {
+	for wait := 100 * time.Millisecond; ; wait = min(wait*2, 5*time.Second) {
+		err := stream.Ensure(ctx, js, c)
+		if err == nil || errors.Is(err, stream.ErrInvalidConfig) {
+			return err
+		}
+		log.Warn("creating streams failed, retrying", "error", err, "retryIn", wait)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("create streams: %w", err)
+		case <-time.After(wait):
+		}
+	}
+}
+
+func ensureConsumer(ctx context.Context, js jetstream.JetStream, cfg Config, s *v1alpha2.Subscription) error {
+	cc, err := stream.ConsumerConfig(s, stream.ConsumerSettings{AckWait: cfg.AckWait})
+	if err != nil {
+		return fmt.Errorf("subscription %s/%s: %w", s.Namespace, s.Name, err)
+	}
+	_, err = stream.EnsureConsumer(ctx, js, cfg.Streams.EventStream, cc)
+	return err
+}
+
+func newManager(cfg Config, log *slog.Logger) (ctrl.Manager, error) {
+	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
+	restCfg, err := ctrl.GetConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes config (use -subscriptions to run without Kubernetes): %w", err)
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := v1alpha2.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress:  "0",
+		LeaderElection:          cfg.LeaderElection && cfg.Has(ComponentReconciler),
+		LeaderElectionID:        "kfn-eventbridge-reconciler",
+		LeaderElectionNamespace: cfg.LeaderElectionNamespace,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes manager: %w", err)
+	}
+	return mgr, nil
+}
+
+// loadSubscriptions reads Subscriptions from manifest files, admitted as the
+// API server would; any invalid document is an error.
+func loadSubscriptions(ctx context.Context, files []string) ([]*v1alpha2.Subscription, error) {
+	admitter, err := manifest.NewAdmitter()
+	if err != nil {
+		return nil, err
+	}
+	var docs []manifest.Document
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("read subscriptions: %w", err)
+		}
+		d, err := manifest.Decode(f, data)
+		if err != nil {
+			return nil, err
+		}
+		docs = append(docs, d...)
+	}
+	set := admitter.Load(ctx, docs)
+	if len(set.Invalid) > 0 {
+		return nil, errors.Join(set.Invalid...)
+	}
+	for _, s := range set.Subscriptions {
+		if s.Namespace == "" {
+			s.Namespace = "default"
+		}
+	}
+	return set.Subscriptions, nil
+}
+
+type staticLister []*v1alpha2.Subscription
+
+func (l staticLister) ListSubscriptions(context.Context) ([]v1alpha2.Subscription, error) {
+	out := make([]v1alpha2.Subscription, 0, len(l))
+	for _, s := range l {
+		out = append(out, *s)
+	}
+	return out, nil
+}
+
+// StaticResolver delivers to the base URLs of m, keyed "<service>.<namespace>",
+// with the sink's path and query; other sinks as written.
+func StaticResolver(m map[string]string) dispatcher.Resolver {
+	return dispatcher.ResolverFunc(func(sink v1alpha2.Sink) (string, error) {
+		base, ok := m[sink.Service+"."+sink.Namespace]
+		if !ok {
+			return dispatcher.DirectResolver.Resolve(sink)
+		}
+		u := base + sink.URL.EscapedPath()
+		if sink.URL.RawQuery != "" {
+			u += "?" + sink.URL.RawQuery
+		}
+		return u, nil
+	})
+}
