@@ -394,3 +394,14 @@ func TestRetryAfter(t *testing.T) {
 		t.Run(name, func(t *testing.T) { assert.Equal(t, tt.want, dispatcher.RetryAfter(tt.in, now)) })
 	}
 }
+
+func TestSlowSinkKeepsItsEvent(t *testing.T) {
+	b := newBridge(t)
+	k := b.newSink("slow", func(n int, r *http.Request, w http.ResponseWriter) { time.Sleep(1500 * time.Millisecond) })
+	s := sub("s", "slow")
+	b.subscribeAckWait(s, 400*time.Millisecond)
+	b.publish("shop", "order.created.v1", "x", "")
+	require.Eventually(t, func() bool { return b.consumerInfo(s).NumAckPending == 0 && k.count() == 1 }, wait, tick)
+	assert.Zero(t, b.consumerInfo(s).NumRedelivered, "in-progress signals kept the event while the sink worked past the ack wait")
+	assert.Equal(t, 1, k.count())
+}

@@ -92,7 +92,13 @@ func (b *bridge) resolve(s v1alpha2.Sink) (string, error) {
 // subscribe creates the consumer and serves the Subscription.
 func (b *bridge) subscribe(s *v1alpha2.Subscription) {
 	b.t.Helper()
-	cfg, err := stream.ConsumerConfig(s, stream.ConsumerSettings{AckWait: 2 * time.Second})
+	b.subscribeAckWait(s, 2*time.Second)
+}
+
+// subscribeAckWait is subscribe with the consumer's ack wait.
+func (b *bridge) subscribeAckWait(s *v1alpha2.Subscription, ackWait time.Duration) {
+	b.t.Helper()
+	cfg, err := stream.ConsumerConfig(s, stream.ConsumerSettings{AckWait: ackWait})
 	require.NoError(b.t, err)
 	_, err = stream.EnsureConsumer(context.Background(), b.js, b.streams.EventStream, cfg)
 	require.NoError(b.t, err)

@@ -161,12 +161,12 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg, ackWait time.Dur
 	}
 
 	// Keep the event ours while we wait for the sink and while it works.
-	beat := time.NewTicker(max(ackWait/2, 10*time.Millisecond))
-	defer beat.Stop()
-	if !w.waitReady(ctx, msg, beat.C) {
+	stopBeat := keepInProgress(msg, max(ackWait/2, 10*time.Millisecond))
+	defer stopBeat()
+	if !w.waitReady(ctx) {
 		return // stopping: JetStream redelivers it after the ack wait
 	}
-	res := w.post(ctx, msg, beat.C)
+	res := w.post(ctx, msg)
 	if res.verdict == Done && res.reply != nil {
 		if err := w.publishReply(ctx, log, h, res.reply, res.replyBody); err != nil {
 			res = result{verdict: Retry, err: err}
@@ -198,9 +198,31 @@ func (w *worker) settle(log *slog.Logger, err error) {
 	}
 }
 
-// waitReady waits until the sink is ready, keeping the event in progress;
-// false when ctx is done first.
-func (w *worker) waitReady(ctx context.Context, msg jetstream.Msg, beat <-chan time.Time) bool {
+// keepInProgress tells JetStream every interval that the event is still
+// being worked on, until the returned stop is called.
+func keepInProgress(msg jetstream.Msg, interval time.Duration) (stop func()) {
+	var mu sync.Mutex
+	stopped := false
+	var t *time.Timer
+	t = time.AfterFunc(interval, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		_ = msg.InProgress() // if it fails, the event is redelivered: at least once holds
+		t.Reset(interval)
+	})
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		t.Stop()
+	}
+}
+
+// waitReady waits until the sink is ready; false when ctx is done first.
+func (w *worker) waitReady(ctx context.Context) bool {
 	for {
 		ready, changed := w.d.endpoints.Ready(w.target.sink.Namespace, w.target.sink.Service)
 		if ready {
@@ -208,8 +230,6 @@ func (w *worker) waitReady(ctx context.Context, msg jetstream.Msg, beat <-chan t
 		}
 		select {
 		case <-changed:
-		case <-beat:
-			_ = msg.InProgress()
 		case <-ctx.Done():
 			return false
 		}
@@ -234,7 +254,7 @@ func (r result) reason() string {
 }
 
 // post makes one delivery attempt.
-func (w *worker) post(ctx context.Context, msg jetstream.Msg, beat <-chan time.Time) result {
+func (w *worker) post(ctx context.Context, msg jetstream.Msg) result {
 	url, err := w.d.resolver.Resolve(w.target.sink)
 	if err != nil {
 		return result{verdict: Retry, err: fmt.Errorf("resolve sink: %w", err)}
@@ -247,28 +267,10 @@ func (w *worker) post(ctx context.Context, msg jetstream.Msg, beat <-chan time.T
 		return result{verdict: GiveUp, err: fmt.Errorf("build request to %s: %w", url, err)}
 	}
 	eventstore.CopyToHTTP(req.Header, msg.Headers())
-	type answer struct {
-		resp *http.Response
-		err  error
+	resp, err := w.d.client.Do(req)
+	if err != nil {
+		return result{verdict: Retry, err: fmt.Errorf("post to %s: %w", url, err)}
 	}
-	answered := make(chan answer, 1)
-	go func() {
-		resp, err := w.d.client.Do(req)
-		answered <- answer{resp, err}
-	}()
-	var a answer
-	for waiting := true; waiting; {
-		select {
-		case a = <-answered:
-			waiting = false
-		case <-beat:
-			_ = msg.InProgress()
-		}
-	}
-	if a.err != nil {
-		return result{verdict: Retry, err: fmt.Errorf("post to %s: %w", url, a.err)}
-	}
-	resp := a.resp
 	defer resp.Body.Close()
 	r := result{verdict: Judge(resp.StatusCode), status: resp.StatusCode}
 	if r.verdict == Retry {

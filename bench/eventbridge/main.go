@@ -1,0 +1,419 @@
+// Command eventbridge-bench measures the event bridge against a bare
+// pipeline in the same run, on the same machine: 1 KiB CloudEvents, HTTP
+// publish -> JetStream (file storage) -> HTTP delivery to a Go sink, with the
+// load generator in the same process.
+//
+// The bare pipeline does only HTTP -> js.Publish -> pull consumer -> HTTP
+// POST, with no parsing, validation, matching, retries or metrics: the
+// physical limit of this machine for the same hops. The figures that count
+// are the ratios.
+//
+//	go run ./bench/eventbridge [-duration 5s] [-connections 64] [-inflight 256] [-rate 1000]
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
+	"github.com/kfn-dev/kfn/eventbridge/eventstore"
+	"github.com/kfn-dev/kfn/eventbridge/publisher"
+	"github.com/kfn-dev/kfn/eventbridge/stream"
+)
+
+type options struct {
+	duration    time.Duration
+	connections int
+	inflight    int
+	rate        int
+	size        int
+}
+
+func main() {
+	var o options
+	flag.DurationVar(&o.duration, "duration", 5*time.Second, "length of each throughput and latency phase")
+	flag.IntVar(&o.connections, "connections", 64, "concurrent publishing connections in the throughput phase")
+	flag.IntVar(&o.inflight, "inflight", 256, "events in flight to the sink (maxInFlightMessages; the bare pipeline's workers)")
+	flag.IntVar(&o.rate, "rate", 1000, "events/s of the latency phase")
+	flag.IntVar(&o.size, "size", 1024, "event data size in bytes")
+	flag.Parse()
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "eventbridge-bench:", err)
+		os.Exit(1)
+	}
+}
+
+// pipeline is something to publish to whose deliveries reach the sink.
+type pipeline struct {
+	name    string
+	url     string // where the load generator POSTs
+	binary  bool   // send CloudEvents headers
+	cleanup func()
+}
+
+func run(o options) error {
+	dir, err := os.MkdirTemp("", "kfn-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true, MaxPayload: 8 << 20})
+	if err != nil {
+		return err
+	}
+	ns.Start()
+	defer ns.Shutdown()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		return errors.New("nats not ready")
+	}
+	sink := newSink()
+	sinkSrv, sinkURL, err := serve(sink)
+	if err != nil {
+		return err
+	}
+	defer sinkSrv.Close()
+
+	fmt.Printf("event bridge benchmark: %d B events, file storage (default sync), %d publishing connections, %d in flight to the sink, load generator in-process, GOMAXPROCS=%d\n\n",
+		o.size, o.connections, o.inflight, runtimeProcs())
+	type figures struct {
+		throughput float64
+		p50, p99   time.Duration
+		lost       int
+	}
+	results := map[string]figures{}
+	for _, build := range []func(string, string, options) (*pipeline, error){bare, kfn} {
+		p, err := build(ns.ClientURL(), sinkURL, o)
+		if err != nil {
+			return err
+		}
+		// Warm up connections and the file store.
+		if _, err := throughput(p, sink, o, time.Second); err != nil {
+			return err
+		}
+		tp, err := throughput(p, sink, o, o.duration)
+		if err != nil {
+			return err
+		}
+		p50, p99, lost, err := latency(p, sink, o)
+		if err != nil {
+			return err
+		}
+		p.cleanup()
+		results[p.name] = figures{tp, p50, p99, lost}
+		fmt.Printf("%-6s throughput %8.0f events/s   latency at %d/s: p50 %6.2f ms  p99 %6.2f ms  (undelivered %d)\n",
+			p.name, tp, o.rate, ms(p50), ms(p99), lost)
+	}
+	b, k := results["bare"], results["kfn"]
+	fmt.Printf("\nkfn/bare throughput ratio: %.0f%% (target >= 60%%, and >= 10,000 events/s)\n", 100*k.throughput/b.throughput)
+	fmt.Printf("kfn p99 at %d events/s: %.2f ms (target < 5 ms)\n", o.rate, ms(k.p99))
+	return nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func runtimeProcs() int { return runtimeGOMAXPROCS() }
+
+// sink counts deliveries and records publish-to-delivery latency, read from
+// the first 19 bytes of the data (the send time in Unix nanoseconds).
+type sink struct {
+	delivered atomic.Int64
+	mu        sync.Mutex
+	record    bool
+	latencies []time.Duration
+}
+
+func newSink() *sink { return &sink{} }
+
+func (s *sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var buf [19]byte
+	n, _ := io.ReadFull(r.Body, buf[:])
+	_, _ = io.Copy(io.Discard, r.Body)
+	s.delivered.Add(1)
+	s.mu.Lock()
+	if s.record {
+		if sent, err := strconv.ParseInt(string(buf[:n]), 10, 64); err == nil {
+			s.latencies = append(s.latencies, time.Since(time.Unix(0, sent)))
+		}
+	}
+	s.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func serve(h http.Handler) (*http.Server, string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return srv, "http://" + ln.Addr().String(), nil
+}
+
+func payload(size int) []byte {
+	b := bytes.Repeat([]byte("x"), size)
+	stamp(b)
+	return b
+}
+
+func stamp(b []byte) {
+	copy(b, strconv.AppendInt(make([]byte, 0, 19), time.Now().UnixNano(), 10))
+}
+
+var ids atomic.Int64
+
+func newRequest(p *pipeline, body []byte) *http.Request {
+	req, _ := http.NewRequest(http.MethodPost, p.url, bytes.NewReader(body))
+	if p.binary {
+		req.Header.Set("Ce-Specversion", "1.0")
+		req.Header.Set("Ce-Id", strconv.FormatInt(ids.Add(1), 10))
+		req.Header.Set("Ce-Source", "bench")
+		req.Header.Set("Ce-Type", "order.created.v1")
+	}
+	req.Header.Set("Content-Type", "application/octet-stream")
+	return req
+}
+
+var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024, MaxIdleConns: 1024, DisableCompression: true}}
+
+func post(p *pipeline, size int) error {
+	resp, err := client.Do(newRequest(p, payload(size)))
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s: publish answered %d", p.name, resp.StatusCode)
+	}
+	return nil
+}
+
+// throughput publishes as fast as the connections allow for d and returns
+// the delivered events per second, counting until every published event
+// reached the sink.
+func throughput(p *pipeline, s *sink, o options, d time.Duration) (float64, error) {
+	start := s.delivered.Load()
+	var published atomic.Int64
+	var firstErr error
+	var once sync.Once
+	t0 := time.Now()
+	deadline := t0.Add(d)
+	var wg sync.WaitGroup
+	for range o.connections {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				if err := post(p, o.size); err != nil {
+					once.Do(func() { firstErr = err })
+					return
+				}
+				published.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return 0, firstErr
+	}
+	want := start + published.Load()
+	for limit := time.Now().Add(30 * time.Second); s.delivered.Load() < want; time.Sleep(time.Millisecond) {
+		if time.Now().After(limit) {
+			return 0, fmt.Errorf("%s: %d of %d events delivered after 30s", p.name, s.delivered.Load()-start, published.Load())
+		}
+	}
+	return float64(published.Load()) / time.Since(t0).Seconds(), nil
+}
+
+// latency publishes at o.rate for o.duration and returns p50 and p99 of
+// publish-to-delivery time, and how many events were not delivered.
+func latency(p *pipeline, s *sink, o options) (time.Duration, time.Duration, int, error) {
+	s.mu.Lock()
+	s.record, s.latencies = true, nil
+	s.mu.Unlock()
+	start := s.delivered.Load()
+	n := int(o.duration.Seconds() * float64(o.rate))
+	interval := time.Second / time.Duration(o.rate)
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	t0 := time.Now()
+	for i := range n {
+		time.Sleep(time.Until(t0.Add(time.Duration(i) * interval)))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := post(p, o.size); err != nil {
+				failed.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	for limit := time.Now().Add(10 * time.Second); s.delivered.Load()-start < int64(n)-failed.Load() && time.Now().Before(limit); time.Sleep(time.Millisecond) {
+	}
+	s.mu.Lock()
+	lat := slices.Clone(s.latencies)
+	s.record = false
+	s.mu.Unlock()
+	if len(lat) == 0 {
+		return 0, 0, n, fmt.Errorf("%s: nothing delivered", p.name)
+	}
+	slices.Sort(lat)
+	return lat[len(lat)/2], lat[len(lat)*99/100], n - len(lat), nil
+}
+
+// bare is HTTP -> js.Publish -> pull consumer -> HTTP POST, nothing else.
+func bare(natsURL, sinkURL string, o options) (*pipeline, error) {
+	ctx := context.Background()
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "bare", Subjects: []string{"bare.>"}, Storage: jetstream.FileStorage, Retention: jetstream.InterestPolicy}); err != nil {
+		return nil, err
+	}
+	cons, err := js.CreateOrUpdateConsumer(ctx, "bare", jetstream.ConsumerConfig{Durable: "bare", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: o.inflight})
+	if err != nil {
+		return nil, err
+	}
+	srv, url, err := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err == nil {
+			_, err = js.Publish(r.Context(), "bare.events", body)
+		}
+		if err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	if err != nil {
+		return nil, err
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(o.inflight))
+	if err != nil {
+		return nil, err
+	}
+	msgs := make(chan jetstream.Msg, o.inflight)
+	go func() {
+		defer close(msgs)
+		for {
+			m, err := it.Next()
+			if err != nil {
+				return
+			}
+			msgs <- m
+		}
+	}()
+	out := &http.Client{Transport: dispatcher.NewTransport()}
+	var wg sync.WaitGroup
+	for range o.inflight {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for m := range msgs {
+				resp, err := out.Post(sinkURL, "application/octet-stream", bytes.NewReader(m.Data()))
+				if err != nil {
+					_ = m.Nak()
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				_ = m.Ack()
+			}
+		}()
+	}
+	return &pipeline{name: "bare", url: url + "/", cleanup: func() {
+		it.Stop()
+		wg.Wait()
+		srv.Close()
+		nc.Close()
+	}}, nil
+}
+
+// kfn is the event bridge: publisher, streams, consumer, dispatcher.
+func kfn(natsURL, sinkURL string, o options) (*pipeline, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	streams := stream.DefaultConfig()
+	if err := stream.Ensure(ctx, js, streams); err != nil {
+		cancel()
+		return nil, err
+	}
+	sub := &v1alpha2.Subscription{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "bench"},
+		Spec: v1alpha2.SubscriptionSpec{
+			Sink: "http://sink.default.svc.cluster.local/", Source: "bench", Types: []string{"order.created.v1"},
+			Config: map[string]v1alpha2.ConfigValue{v1alpha2.ConfigMaxInFlightMessages: v1alpha2.ConfigValue(strconv.Itoa(o.inflight))},
+		},
+	}
+	cc, err := stream.ConsumerConfig(sub, stream.ConsumerSettings{})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	if _, err := stream.EnsureConsumer(ctx, js, streams.EventStream, cc); err != nil {
+		cancel()
+		return nil, err
+	}
+	d, err := dispatcher.New(js, dispatcher.Config{Streams: streams},
+		dispatcher.WithResolver(dispatcher.ResolverFunc(func(v1alpha2.Sink) (string, error) { return sinkURL, nil })),
+		dispatcher.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	if err := d.Upsert(sub); err != nil {
+		cancel()
+		return nil, err
+	}
+	done := make(chan struct{})
+	go func() { _ = d.Start(ctx); close(done) }()
+	p, err := publisher.New(eventstore.New(js, streams.EventStream), publisher.Config{})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	srv, url, err := serve(p)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return &pipeline{name: "kfn", url: url + "/publish", binary: true, cleanup: func() {
+		cancel()
+		<-done
+		srv.Close()
+		nc.Close()
+	}}, nil
+}
