@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -27,7 +28,9 @@ func run(ctx context.Context, args []string) error {
 	cfg := bridge.DefaultConfig()
 	fs := flag.NewFlagSet("eventbridge", flag.ContinueOnError)
 	cfg.RegisterFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return nil // the usage was printed; asking for it is no failure
+	} else if err != nil {
 		return err
 	}
 	var level slog.Level
