@@ -253,9 +253,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	return g.Wait()
 }
 
+// runnableFunc runs in every replica: the dispatcher and the endpoints
+// watcher are not leader-elected (only the reconciler is).
 type runnableFunc func(context.Context) error
 
 func (f runnableFunc) Start(ctx context.Context) error { return f(ctx) }
+
+func (f runnableFunc) NeedLeaderElection() bool { return false }
 
 func ensureStreams(ctx context.Context, js jetstream.JetStream, c stream.Config, log *slog.Logger) error {
 	for wait := 100 * time.Millisecond; ; wait = min(wait*2, 5*time.Second) {

@@ -64,7 +64,8 @@ const (
 )
 
 var (
-	legacyVersion = regexp.MustCompile(`^[a-zA-Z0-9]+$`)
+	// Kyma matches this unanchored: a version needs one letter or digit.
+	legacyVersion = regexp.MustCompile(`[a-zA-Z0-9]+`)
 	legacyEventID = regexp.MustCompile(`^[a-fA-F0-9]{8}-[a-fA-F0-9]{4}-[a-fA-F0-9]{4}-[a-fA-F0-9]{4}-[a-fA-F0-9]{12}$`)
 	nonAlnumDot   = regexp.MustCompile(`[^a-zA-Z0-9.]+`)
 )

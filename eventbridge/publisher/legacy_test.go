@@ -75,7 +75,7 @@ func TestLegacyErrors(t *testing.T) {
 		"not json":        {body: "{", wantCode: 400, contains: `"type":"bad_payload_syntax"`},
 		"missing type":    {body: without("event-type"), wantCode: 400, wantJSON: field(400, "Missing field", "event-type", "missing_field")},
 		"missing version": {body: without("event-type-version"), wantCode: 400, wantJSON: field(400, "Missing field", "event-type-version", "missing_field")},
-		"bad version":     {body: without("", "event-type-version", `"v-1"`), wantCode: 400, wantJSON: field(400, "Invalid field", "event-type-version", "invalid_field")},
+		"bad version":     {body: without("", "event-type-version", `"-"`), wantCode: 400, wantJSON: field(400, "Invalid field", "event-type-version", "invalid_field")},
 		"missing time":    {body: without("event-time"), wantCode: 400, wantJSON: field(400, "Missing field", "event-time", "missing_field")},
 		"bad time":        {body: without("", "event-time", `"yesterday"`), wantCode: 400, wantJSON: field(400, "Invalid field", "event-time", "invalid_field")},
 		"bad id":          {body: without("", "event-id", `"not-a-uuid"`), wantCode: 400, wantJSON: field(400, "Invalid field", "event-id", "invalid_field")},
