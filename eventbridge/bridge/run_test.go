@@ -1,0 +1,142 @@
+package bridge_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/eventbridge/bridge"
+	"github.com/kfn-dev/kfn/eventbridge/internal/natstest"
+	"github.com/kfn-dev/kfn/internal/testcluster"
+)
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// TestRunInACluster runs the whole event bridge (publisher, reconciler,
+// feeder, dispatcher, EndpointSlice watcher, admin and metrics) against a
+// real API server and NATS: a Subscription becomes ready, an event
+// published over HTTP reaches the sink only once the sink has a ready
+// endpoint, and the metrics count it.
+func TestRunInACluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an API server")
+	}
+	cluster := testcluster.New(t, testcluster.WithScheme(v1alpha2.AddToScheme))
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, os.WriteFile(kubeconfig, cluster.KubeConfig, 0o600))
+	t.Setenv("KUBECONFIG", kubeconfig)
+
+	var got atomic.Int32
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Ce-Type") == "order.created.v1" {
+			got.Add(1)
+		}
+	}))
+	defer sink.Close()
+
+	ns := natstest.Start(t)
+	cfg := bridge.DefaultConfig()
+	cfg.NATSURL = ns.URL()
+	cfg.Listen, cfg.AdminListen, cfg.MetricsListen = freeAddr(t), freeAddr(t), freeAddr(t)
+	cfg.LeaderElection = false
+	cfg.Resolve = map[string]string{"orders.default": sink.URL}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- bridge.Run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			assert.NoError(t, err, "a clean shutdown")
+		case <-time.After(20 * time.Second):
+			t.Error("the event bridge did not stop within 20s")
+		}
+	})
+
+	c := cluster.Client
+	bg := context.Background()
+	require.NoError(t, c.Create(bg, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "orders"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+	}))
+	require.NoError(t, c.Create(bg, &v1alpha2.Subscription{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "orders"},
+		Spec: v1alpha2.SubscriptionSpec{
+			Sink: "http://orders.default.svc.cluster.local", Source: "shop", Types: []string{"order.created.v1"},
+		},
+	}))
+	require.Eventually(t, func() bool {
+		var s v1alpha2.Subscription
+		return c.Get(bg, client.ObjectKey{Namespace: "default", Name: "orders"}, &s) == nil && s.Status.Ready
+	}, 30*time.Second, 20*time.Millisecond, "the Subscription becomes ready")
+
+	publish := func(id string) int {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+cfg.Listen+"/publish", strings.NewReader(`{}`))
+		req.Header.Set("Ce-Specversion", "1.0")
+		req.Header.Set("Ce-Id", id)
+		req.Header.Set("Ce-Source", "shop")
+		req.Header.Set("Ce-Type", "order.created.v1")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusNoContent, publish("1"))
+	require.Never(t, func() bool { return got.Load() > 0 }, 500*time.Millisecond, 20*time.Millisecond,
+		"no ready endpoint (the function is at zero): the event waits")
+
+	// The function scales up: its EndpointSlice gets a ready endpoint.
+	require.NoError(t, c.Create(bg, &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "default", Name: "orders-abc", Labels: map[string]string{discoveryv1.LabelServiceName: "orders"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.7"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+	}))
+	require.Eventually(t, func() bool { return got.Load() == 1 }, 10*time.Second, 10*time.Millisecond, "delivered once the sink is ready")
+
+	resp, err := http.Get("http://" + cfg.MetricsListen + "/metrics")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Contains(t, string(body), `kfn_eventbridge_delivered_total{namespace="default",subscription="orders"} 1`)
+	assert.Contains(t, string(body), `kfn_eventbridge_publish_requests_total{code="204",endpoint="publish"} 1`)
+
+	resp, err = http.Get("http://" + cfg.AdminListen + "/deadletters")
+	require.NoError(t, err)
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.JSONEq(t, `[]`, string(body))
+
+	resp, err = http.Get("http://" + cfg.Listen + "/readyz")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+}
