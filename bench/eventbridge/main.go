@@ -22,6 +22,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"sync"
@@ -46,6 +47,7 @@ type options struct {
 	inflight    int
 	rate        int
 	size        int
+	rounds      int
 }
 
 func main() {
@@ -55,8 +57,23 @@ func main() {
 	flag.IntVar(&o.inflight, "inflight", 256, "events in flight to the sink (maxInFlightMessages; the bare pipeline's workers)")
 	flag.IntVar(&o.rate, "rate", 1000, "events/s of the latency phase")
 	flag.IntVar(&o.size, "size", 1024, "event data size in bytes")
+	flag.IntVar(&o.rounds, "rounds", 2, "alternating rounds of bare and kfn; the best round of each counts (load from other processes only ever slows a round down)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "eventbridge-bench:", err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "eventbridge-bench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(o); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "eventbridge-bench:", err)
 		os.Exit(1)
 	}
@@ -99,28 +116,46 @@ func run(o options) error {
 		p50, p99   time.Duration
 		lost       int
 	}
-	results := map[string]figures{}
+	var pipelines []*pipeline
 	for _, build := range []func(string, string, options) (*pipeline, error){bare, kfn} {
 		p, err := build(ns.ClientURL(), sinkURL, o)
 		if err != nil {
 			return err
 		}
+		defer p.cleanup()
 		// Warm up connections and the file store.
 		if _, err := throughput(p, sink, o, time.Second); err != nil {
 			return err
 		}
-		tp, err := throughput(p, sink, o, o.duration)
-		if err != nil {
-			return err
+		pipelines = append(pipelines, p)
+	}
+	results := map[string]figures{}
+	for round := 1; round <= o.rounds; round++ {
+		for _, p := range pipelines {
+			tp, err := throughput(p, sink, o, o.duration)
+			if err != nil {
+				return err
+			}
+			p50, p99, lost, err := latency(p, sink, o)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("round %d  %-5s throughput %8.0f events/s   latency at %d/s: p50 %6.2f ms  p99 %6.2f ms  (undelivered %d)\n",
+				round, p.name, tp, o.rate, ms(p50), ms(p99), lost)
+			best, seen := results[p.name]
+			if !seen || tp > best.throughput {
+				best.throughput = tp
+			}
+			if !seen || p99 < best.p99 {
+				best.p50, best.p99, best.lost = p50, p99, lost
+			}
+			results[p.name] = best
 		}
-		p50, p99, lost, err := latency(p, sink, o)
-		if err != nil {
-			return err
-		}
-		p.cleanup()
-		results[p.name] = figures{tp, p50, p99, lost}
-		fmt.Printf("%-6s throughput %8.0f events/s   latency at %d/s: p50 %6.2f ms  p99 %6.2f ms  (undelivered %d)\n",
-			p.name, tp, o.rate, ms(p50), ms(p99), lost)
+	}
+	fmt.Println()
+	for _, name := range []string{"bare", "kfn"} {
+		r := results[name]
+		fmt.Printf("best   %-5s throughput %8.0f events/s   latency at %d/s: p50 %6.2f ms  p99 %6.2f ms\n", name, r.throughput, o.rate, ms(r.p50), ms(r.p99))
 	}
 	b, k := results["bare"], results["kfn"]
 	fmt.Printf("\nkfn/bare throughput ratio: %.0f%% (target >= 60%%, and >= 10,000 events/s)\n", 100*k.throughput/b.throughput)
