@@ -1,0 +1,39 @@
+package dispatcher_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
+	"github.com/kfn-dev/kfn/eventbridge/internal/natstest"
+	"github.com/kfn-dev/kfn/eventbridge/stream"
+)
+
+func TestNewRefusesBadOptions(t *testing.T) {
+	js := natstest.Start(t).JetStream()
+	good := dispatcher.Config{Streams: stream.DefaultConfig()}
+	_, err := dispatcher.New(nil, good)
+	require.ErrorIs(t, err, dispatcher.ErrInvalidOption)
+	_, err = dispatcher.New(js, dispatcher.Config{})
+	require.ErrorIs(t, err, dispatcher.ErrInvalidOption, "streams are required")
+	for name, cfg := range map[string]dispatcher.Config{
+		"negative timeout": {Streams: good.Streams, RequestTimeout: -1},
+		"jitter over 1":    {Streams: good.Streams, Jitter: 1.5},
+		"negative hops":    {Streams: good.Streams, MaxHops: -1},
+	} {
+		_, err := dispatcher.New(js, cfg)
+		require.ErrorIs(t, err, dispatcher.ErrInvalidOption, name)
+	}
+	for name, opt := range map[string]dispatcher.Option{
+		"nil endpoints": dispatcher.WithEndpoints(nil),
+		"nil resolver":  dispatcher.WithResolver(nil),
+		"nil client":    dispatcher.WithHTTPClient(nil),
+		"nil logger":    dispatcher.WithLogger(nil),
+	} {
+		_, err := dispatcher.New(js, good, opt)
+		require.ErrorIs(t, err, dispatcher.ErrInvalidOption, name)
+	}
+	_, err = dispatcher.New(js, good)
+	require.NoError(t, err)
+}
