@@ -1189,7 +1189,7 @@ def load_handler(cfg):
     module = importlib.import_module(cfg.module_name)
     handler = getattr(module, cfg.handler_name, None)
     if not callable(handler):
-        raise ConfigError('%s exports no function %r' % (getattr(module, '__file__', cfg.module_name), cfg.handler_name))
+        raise ConfigError('%s exports no function "%s"' % (getattr(module, '__file__', cfg.module_name), cfg.handler_name))
     return handler
 
 
@@ -1203,6 +1203,9 @@ def main():
     _emit_settings['timeout'] = cfg.timeout
     try:
         handler = load_handler(cfg)
+    except ConfigError as err:
+        sys.stderr.write('kfn: load handler: %s\n' % err)
+        return 1
     except Exception:
         import traceback
         sys.stderr.write('kfn: load handler %s from %s:\n%s' % (cfg.module_name, cfg.function_dir, traceback.format_exc()))
