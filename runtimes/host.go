@@ -13,11 +13,11 @@ import (
 	"sync"
 )
 
-//go:embed nodejs/*.cjs nodejs/*.mjs python/*.py
+//go:embed nodejs/*.cjs nodejs/*.mjs python/*.py python/kfnhost/*.py
 var hostFiles embed.FS
 
 // HostFS returns the host files, laid out as WriteHost writes them:
-// nodejs/server.cjs and its modules, python/kfn_main.py and kfn_runtime.py.
+// nodejs/server.cjs and its modules, python/kfn_main.py and the python/kfnhost package.
 func HostFS() fs.FS {
 	return hostFiles
 }
