@@ -245,6 +245,7 @@ function serve(cfg, handler) {
       setImmediate(() => {
         const problem = tracing.start(cfg);
         if (problem) console.error(`kfn: ${problem}`);
+        else console.log(`kfn: tracing: exporting spans to ${cfg.traceCollectorEndpoint}`);
       });
     }
   };

@@ -75,6 +75,8 @@ def main():
             problem = server.tracing.start(cfg)
             if problem:
                 sys.stderr.write('kfn: %s\n' % problem)
+            else:
+                print('kfn: tracing: exporting spans to %s' % cfg.trace_endpoint, flush=True)
         threading.Thread(target=start_tracing, name='kfn-tracing', daemon=True).start()
     serve = server.serve_connection
     Thread = threading.Thread
