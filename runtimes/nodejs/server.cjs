@@ -68,9 +68,29 @@ function sendError(res, status, message, close) {
 
 function serve(cfg, handler) {
   configureEvents({ publisherAddress: cfg.publisherAddress, timeoutMs: cfg.timeoutMs });
+  // Calls in progress, in start order. Every call gets the same timeout, so
+  // this is also deadline order: one timer, set for the oldest call, cuts
+  // all of them, instead of a timer per call.
   const inFlight = new Set();
+  let sweepTimer = null;
   let draining = false;
   let server;
+
+  function scheduleSweep() {
+    if (sweepTimer !== null || inFlight.size === 0) return;
+    const oldest = inFlight.values().next().value;
+    sweepTimer = setTimeout(sweep, Math.max(1, Math.ceil(oldest.deadline - performance.now())));
+  }
+
+  function sweep() {
+    sweepTimer = null;
+    const now = performance.now();
+    for (const call of inFlight) {
+      if (call.deadline > now) break;
+      onTimeout(call); // removes call from inFlight
+    }
+    scheduleSweep();
+  }
 
   const closeIdle = () => server.closeIdleConnections();
 
@@ -80,8 +100,10 @@ function serve(cfg, handler) {
       this.res = res;
       this.scope = scope;
       this.start = performance.now();
+      this.deadline = this.start + cfg.timeoutMs;
       this.done = false;
-      this.timer = setTimeout(onTimeout, cfg.timeoutMs, this);
+      inFlight.add(this);
+      if (sweepTimer === null) scheduleSweep();
       // send is Kyma's third handler argument: sendResponse(body, status, headers).
       this.send = (body, status, headers) => {
         if (headers) for (const k of Object.keys(headers)) res.setHeader(k, headers[k]);
@@ -93,7 +115,6 @@ function serve(cfg, handler) {
     settle() {
       if (this.done) return false;
       this.done = true;
-      clearTimeout(this.timer);
       inFlight.delete(this);
       metrics.observe((performance.now() - this.start) / 1000);
       if (draining) setImmediate(closeIdle);
@@ -139,7 +160,7 @@ function serve(cfg, handler) {
   }
 
   function invoke(req, res, buf) {
-    const scope = tracing.scope(req, pathOf(req.url));
+    const scope = tracing.enabled() ? tracing.scope(req, pathOf(req.url)) : undefined;
     const event = new Event(req, res, scope ? scope.tracer : tracing.noopTracer, scope);
     try {
       fillEvent(event, req, buf);
@@ -157,7 +178,6 @@ function serve(cfg, handler) {
     };
     metrics.call();
     const call = new Call(req, res, scope);
-    inFlight.add(call);
     let out;
     try {
       out = scope ? scope.run(() => handler(event, context, call.send)) : handler(event, context, call.send);

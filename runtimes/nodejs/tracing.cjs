@@ -132,6 +132,11 @@ class Scope {
   }
 }
 
+// enabled reports whether spans are being exported.
+function enabled() {
+  return otel !== undefined;
+}
+
 // scope returns the request's tracing scope, or undefined when tracing is off.
 function scope(req, path) {
   return otel ? new Scope(req, path) : undefined;
@@ -146,4 +151,4 @@ function shutdown(timeoutMs) {
   ]);
 }
 
-module.exports = { noopTracer, start, scope, shutdown };
+module.exports = { noopTracer, start, enabled, scope, shutdown };
