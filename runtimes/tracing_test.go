@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -44,8 +46,8 @@ func (c *collector) all() string {
 	return strings.Join(c.bodies, "\n")
 }
 
-// TestNodeTracingExportsSpans installs the OpenTelemetry SDK from the npm
-// registry (as a runtime image would ship it) and checks that, with
+// TestNodeTracingExportsSpans installs the OpenTelemetry SDK the runtime
+// images ship (nodejs/otel/package.json) from the npm registry and checks that, with
 // TRACE_COLLECTOR_ENDPOINT set, a call is exported as a span in the
 // caller's trace, event.tracer spans join it, and emitCloudEvent passes a
 // child traceparent of the same trace on.
@@ -60,13 +62,10 @@ func TestNodeTracingExportsSpans(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	depsDir, err := inst.Ensure(ctx, rt, `{"dependencies":{
-		"@opentelemetry/api": "^1.9.0",
-		"@opentelemetry/core": "^2.0.0",
-		"@opentelemetry/resources": "^2.0.0",
-		"@opentelemetry/sdk-trace-base": "^2.0.0",
-		"@opentelemetry/exporter-trace-otlp-http": "^0.200.0",
-		"@opentelemetry/context-async-hooks": "^2.0.0"}}`, deps.Registry{})
+	// Exactly the SDK set the runtime images ship.
+	pkg, err := os.ReadFile(filepath.Join("nodejs", "otel", "package.json"))
+	require.NoError(t, err)
+	depsDir, err := inst.Ensure(ctx, rt, string(pkg), deps.Registry{})
 	require.NoError(t, err)
 
 	col := newCollector(t)
