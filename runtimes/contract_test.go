@@ -92,6 +92,22 @@ func contractCases() map[string]contractCase {
 			method: "GET", path: "/echo", status: 200,
 			wantJSON: map[string]any{"kind": "none", "data": nil, "method": "GET", "path": "/echo"},
 		},
+		"empty JSON body": {
+			method: "POST", path: "/echo", header: map[string]string{"Content-Type": "application/json"}, status: 200,
+			check: func(t *testing.T, rt runtimes.Runtime, r response) {
+				var got struct {
+					Kind string `json:"kind"`
+					Data any    `json:"data"`
+				}
+				require.NoError(t, json.Unmarshal([]byte(r.body), &got), r.body)
+				if rt.Language == runtimes.NodeJS {
+					assert.Equal(t, "json", got.Kind, "Node.js: {}, as body-parser gave")
+					assert.Equal(t, map[string]any{}, got.Data)
+				} else {
+					assert.Equal(t, "none", got.Kind, "Python: None, as bottle's request.json gave")
+				}
+			},
+		},
 		"query and header": {
 			method: "GET", path: "/echo?name=Ann%20B&x=1", header: map[string]string{"X-Test": "yes"}, status: 200,
 			wantJSON: map[string]any{"query": map[string]any{"name": "Ann B"}, "header": "yes", "path": "/echo"},
@@ -182,6 +198,11 @@ func contractCases() map[string]contractCase {
 			method: "GET", path: "/express?name=x", header: map[string]string{"X-Test": "y"}, only: runtimes.NodeJS,
 			status: 202, wantHeader: map[string]string{"X-Express": "yes", "Content-Type": "application/json; charset=utf-8"},
 			wantJSON: map[string]any{"q": "x", "got": "y", "params": []any{"express"}, "is": nil, "hostname": "127.0.0.1"},
+		},
+		"req.body and req.is": {
+			method: "POST", path: "/express", header: map[string]string{"Content-Type": "application/json"}, body: `{"k":"v"}`,
+			only: runtimes.NodeJS, status: 202,
+			wantJSON: map[string]any{"body": map[string]any{"k": "v"}, "is": "json"},
 		},
 		"res.send after an await": {
 			method: "GET", path: "/send", only: runtimes.NodeJS, status: 200, wantBody: "sent",

@@ -17,6 +17,8 @@ function fatal(err) {
   process.exit(1);
 }
 
+const EMPTY = Buffer.alloc(0);
+
 function routeIs(url, route) {
   return url.startsWith(route) && (url.length === route.length || url.charCodeAt(route.length) === 63 /* ? */);
 }
@@ -223,7 +225,8 @@ function serve(cfg, handler) {
     }
     if (draining) res.setHeader('Connection', 'close');
     if (!hasBody(req)) {
-      invoke(req, res, undefined);
+      // Content-Length: 0 is an empty body, not no body (as body-parser saw it).
+      invoke(req, res, req.headers['content-length'] === '0' ? EMPTY : undefined);
       return;
     }
     readBody(req, cfg.bodyLimitBytes, (err, buf) => {

@@ -72,6 +72,7 @@ module.exports = {
           params: req.params.path,
           is: req.is('json'),
           hostname: req.hostname,
+          body: req.body === undefined ? null : req.body,
         });
         return undefined;
       case '/send':
