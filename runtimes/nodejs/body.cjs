@@ -18,21 +18,34 @@ function hasBody(req) {
   return cl !== undefined && cl !== '0';
 }
 
+// Bytes of an oversized body read and thrown away after the 413, so that the
+// client receives the answer instead of a connection reset (closing a socket
+// with unread data makes the kernel reset it).
+const DISCARD_LIMIT = 64 << 20;
+
 // readBody calls done(err, buffer). err.status is 413 when the body is over
-// limit bytes; the rest of the body is then discarded, not read into memory.
+// limit bytes: the answer can go out at once, the rest of the body is read
+// and dropped (up to DISCARD_LIMIT more bytes, then the connection is
+// destroyed), never kept in memory. err.close says the connection cannot
+// be reused.
 function readBody(req, limit, done) {
   const declared = Number(req.headers['content-length']);
   if (declared > limit) {
+    const err = new HTTPError(413, `request body of ${declared} bytes is over the limit of ${limit} bytes`);
+    err.close = declared > limit + DISCARD_LIMIT;
     req.resume();
-    done(new HTTPError(413, `request body of ${declared} bytes is over the limit of ${limit} bytes`));
+    done(err);
     return;
   }
   const chunks = [];
   let size = 0;
   let failed = false;
   req.on('data', (chunk) => {
-    if (failed) return;
     size += chunk.length;
+    if (failed) {
+      if (size > limit + DISCARD_LIMIT) req.destroy();
+      return;
+    }
     if (size > limit) {
       failed = true;
       chunks.length = 0;
@@ -47,7 +60,9 @@ function readBody(req, limit, done) {
   req.on('error', (err) => {
     if (!failed) {
       failed = true;
-      done(new HTTPError(400, `read request body: ${err.message}`));
+      const e = new HTTPError(400, `read request body: ${err.message}`);
+      e.close = true;
+      done(e);
     }
   });
 }

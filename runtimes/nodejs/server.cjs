@@ -230,7 +230,7 @@ function serve(cfg, handler) {
       return;
     }
     readBody(req, cfg.bodyLimitBytes, (err, buf) => {
-      if (err) sendError(res, err.status, err.message, true);
+      if (err) sendError(res, err.status, err.message, err.close);
       else invoke(req, res, buf);
     });
   }
