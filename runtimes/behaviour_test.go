@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -71,6 +72,12 @@ func TestHostSurvivesFailures(t *testing.T) {
 		assert.Equal(t, "3", metric(t, m, "function_failures_total"), m)
 		assert.Equal(t, "4", metric(t, m, "function_duration_seconds_count"), m)
 		assert.Contains(t, h.out.String(), "boom", "the error is logged")
+
+		assert.Equal(t, "ok", h.mustDo("GET", "/stray-errors", nil, "").body)
+		require.Eventually(t, func() bool {
+			return strings.Contains(h.out.String(), "late boom")
+		}, 10*time.Second, 5*time.Millisecond, "the stray error is logged")
+		assert.Equal(t, "Hello again", h.mustDo("GET", "/hello", nil, "").body, "the host still serves")
 	})
 }
 

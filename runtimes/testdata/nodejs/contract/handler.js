@@ -53,6 +53,11 @@ module.exports = {
         throw 'custom failure';
       case '/sleep':
         return sleep(Number(req.query.ms)).then(() => 'slept');
+      case '/stray-errors':
+        // Errors no try/catch of the host can reach.
+        setTimeout(() => { throw new Error('late boom'); }, 0);
+        Promise.reject(new Error('unhandled boom'));
+        return 'ok';
       case '/hang':
         return new Promise(() => {});
       case '/block':

@@ -41,6 +41,14 @@ def main(event, context):
     if path == '/sleep':
         time.sleep(int(req.query.ms) / 1000)
         return 'slept'
+    if path == '/stray-errors':
+        # An error in a thread of the handler's own, which the host cannot catch.
+        import threading
+
+        def late():
+            raise RuntimeError('late boom')
+        threading.Thread(target=late).start()
+        return 'ok'
     if path == '/hang':
         time.sleep(3600)
         return 'never'
