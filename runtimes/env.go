@@ -79,13 +79,15 @@ var ErrInvalidConfig = errors.New("invalid host config")
 
 // EnvVar is one environment variable of a host process.
 type EnvVar struct {
-	Name  string
-	Value string
+	Name  string // the variable's name, e.g. FUNC_PORT
+	Value string // its value; may be empty
 }
 
 // Config is what the platform tells a host about the function it serves.
 // Zero values mean the defaults above.
 type Config struct {
+	// FunctionName and Namespace name the Function (context "function-name"
+	// and "namespace").
 	FunctionName string
 	Namespace    string
 	// FunctionDir is the directory with the function's source. Required.
@@ -101,9 +103,10 @@ type Config struct {
 	Timeout time.Duration
 	// BodyLimitMB is the request body limit in MiB; 0 means DefaultBodyLimitMB.
 	BodyLimitMB int
-	// Handler and Module name the handler function and its module.
+	// Handler is the name of the handler function; empty means DefaultHandler.
 	Handler string
-	Module  string
+	// Module is the handler's module name; empty means DefaultModule.
+	Module string
 	// PublisherAddress is the URL for emitCloudEvent.
 	PublisherAddress string
 	// TraceCollectorEndpoint is the OTLP/HTTP traces URL; empty disables export.

@@ -71,27 +71,27 @@ type pair struct {
 
 // Result is one server's figures.
 type Result struct {
-	Name         string        `json:"name"`
-	Language     string        `json:"language"`
-	Anchor       bool          `json:"anchor"`
-	Throughput   []float64     `json:"throughputRounds"`
-	Median       float64       `json:"throughputMedian"`
-	P50          time.Duration `json:"latencyP50"`
-	P99          time.Duration `json:"latencyP99"`
-	Max          time.Duration `json:"latencyMax"`
-	ColdStart    time.Duration `json:"coldStartMedian"`
-	ColdStartP90 time.Duration `json:"coldStartP90"`
+	Name         string        `json:"name"`             // server, e.g. "kfn nodejs22 host"
+	Language     string        `json:"language"`         // nodejs or python
+	Anchor       bool          `json:"anchor"`           // a plain server, not a kfn host
+	Throughput   []float64     `json:"throughputRounds"` // req/s of each round
+	Median       float64       `json:"throughputMedian"` // median of Throughput
+	P50          time.Duration `json:"latencyP50"`       // at the fixed rate
+	P99          time.Duration `json:"latencyP99"`       // at the fixed rate
+	Max          time.Duration `json:"latencyMax"`       // at the fixed rate
+	ColdStart    time.Duration `json:"coldStartMedian"`  // process start to first 200
+	ColdStartP90 time.Duration `json:"coldStartP90"`     // process start to first 200
 }
 
 // Report is everything one run measured.
 type Report struct {
-	Started     time.Time          `json:"started"`
-	CPUs        int                `json:"cpus"`
-	LoadBefore  string             `json:"loadavgBefore"`
-	LoadAfter   string             `json:"loadavgAfter"`
-	Versions    map[string]string  `json:"versions"`
-	Results     []*Result          `json:"results"`
-	Interpreter map[string][]int64 `json:"interpreterStartNanos"`
+	Started     time.Time          `json:"started"`               // when the run began
+	CPUs        int                `json:"cpus"`                  // CPUs of the machine
+	LoadBefore  string             `json:"loadavgBefore"`         // /proc/loadavg at the start
+	LoadAfter   string             `json:"loadavgAfter"`          // /proc/loadavg at the end
+	Versions    map[string]string  `json:"versions"`              // host, node, python versions
+	Results     []*Result          `json:"results"`               // one per server
+	Interpreter map[string][]int64 `json:"interpreterStartNanos"` // bare interpreter start to exit, per language
 }
 
 func run(ctx context.Context, c config, out io.Writer) error {

@@ -32,8 +32,8 @@ const maxOutput = 16 << 10
 // or index URLs, scopes, credentials, trusted hosts). Empty content leaves the
 // installer's own configuration in effect.
 type Registry struct {
-	NPMRC   string
-	PipConf string
+	NPMRC   string // content of an .npmrc file, given to npm as its user config
+	PipConf string // content of a pip.conf file, given to pip as PIP_CONFIG_FILE
 }
 
 // Installer installs dependency sets into a cache directory.
