@@ -29,6 +29,8 @@ const (
 	// DefaultKEDACheckInterval is how often the controller looks for KEDA's
 	// CRDs in the cluster.
 	DefaultKEDACheckInterval = 30 * time.Second
+	// DefaultWorkers is how many Functions are reconciled concurrently.
+	DefaultWorkers = 8
 )
 
 // Config is the Function controller's configuration. Use DefaultConfig and
@@ -61,6 +63,8 @@ type Config struct {
 	// KEDACheckInterval is how often the controller checks whether KEDA's
 	// CRDs are installed.
 	KEDACheckInterval time.Duration
+	// Workers is how many Functions are reconciled at once.
+	Workers int
 }
 
 // DefaultConfig returns the defaults, with kfn's image names.
@@ -84,6 +88,7 @@ func DefaultConfig() Config {
 		HPACPUUtilization:  DefaultHPACPUUtilization,
 		Resync:             DefaultResync,
 		KEDACheckInterval:  DefaultKEDACheckInterval,
+		Workers:            DefaultWorkers,
 	}
 }
 
@@ -101,6 +106,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: HPA CPU utilization %d: want >= 1", ErrInvalidConfig, c.HPACPUUtilization)
 	case c.Resync < time.Second:
 		return fmt.Errorf("%w: resync %s: want >= 1s", ErrInvalidConfig, c.Resync)
+	case c.Workers < 1:
+		return fmt.Errorf("%w: workers %d: want >= 1", ErrInvalidConfig, c.Workers)
 	case c.KEDACheckInterval < 100*time.Millisecond:
 		return fmt.Errorf("%w: KEDA check interval %s: want >= 100ms", ErrInvalidConfig, c.KEDACheckInterval)
 	}
