@@ -74,6 +74,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	st := fn.Status.DeepCopy()
 	res, err := r.reconcile(ctx, fn, st)
 	if werr := r.writeStatus(ctx, fn, st); werr != nil {
+		if apierrors.IsConflict(werr) && err == nil {
+			// The cached Function was stale: reconcile again from the newer one.
+			return ctrl.Result{Requeue: true}, nil
+		}
 		return ctrl.Result{}, errors.Join(err, werr)
 	}
 	return res, err
@@ -429,7 +433,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, fn *v1alpha2.Function, st 
 	before := fn.Status.Conditions
 	orig := fn.DeepCopy()
 	fn.Status = *st
-	if err := r.client.Status().Patch(ctx, fn, client.MergeFrom(orig)); err != nil {
+	// The resourceVersion in the patch makes a write based on a stale
+	// cache fail with a conflict instead of overwriting newer status.
+	if err := r.client.Status().Patch(ctx, fn, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("write status: %w", err)
 	}
 	for _, e := range Transitions(before, st.Conditions) {

@@ -61,7 +61,6 @@ func CacheOptions() cache.Options {
 			&corev1.Service{}:                        by,
 			&autoscalingv2.HorizontalPodAutoscaler{}: by,
 			&corev1.Pod{}:                            by,
-			&kedav1alpha1.ScaledObject{}:             by,
 		},
 	}
 }
