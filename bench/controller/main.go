@@ -26,11 +26,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 	"github.com/kfn-dev/kfn/controller/function"
-	"github.com/kfn-dev/kfn/internal/testcluster"
 )
 
 func main() {
@@ -61,22 +62,22 @@ func run() error {
 		return fmt.Errorf("build controller: %w", err)
 	}
 
-	cluster, err := testcluster.Start(testcluster.WithScheme(function.AddToScheme))
+	env, err := startAPIServer(ctx)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if err := cluster.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
+		if err := env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stop API server:", err)
 		}
 	}()
 	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, cluster.KubeConfig, 0o600); err != nil {
+	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
 		return err
 	}
-	cfg := cluster.Config
+	cfg := env.Config
 	cfg.QPS, cfg.Burst = 2000, 4000
-	c, err := client.New(cfg, client.Options{Scheme: cluster.Scheme})
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
 	if err != nil {
 		return err
 	}
@@ -258,4 +259,35 @@ func tail(path string) string {
 		b = b[len(b)-4000:]
 	}
 	return string(b)
+}
+
+// startAPIServer starts etcd and kube-apiserver with kfn's CRDs. It uses
+// envtest directly rather than internal/testcluster because 1,000
+// ClusterIP Services need a service range larger than envtest's default
+// /24. The binaries come from KUBEBUILDER_ASSETS or hack/envtest-assets.sh
+// (which builds them once, as make test does).
+func startAPIServer(ctx context.Context) (*envtest.Environment, error) {
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		out, err := exec.CommandContext(ctx, "hack/envtest-assets.sh").Output()
+		if err != nil {
+			return nil, fmt.Errorf("find envtest binaries (run from the repository root): %w", err)
+		}
+		assets = strings.TrimSpace(string(out))
+	}
+	scheme := runtime.NewScheme()
+	if err := function.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	env := &envtest.Environment{
+		Scheme:                scheme,
+		BinaryAssetsDirectory: assets,
+		CRDDirectoryPaths:     []string{filepath.Join("charts", "kfn", "crds")},
+		ErrorIfCRDPathMissing: true,
+	}
+	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.96.0.0/16")
+	if _, err := env.Start(); err != nil {
+		return nil, fmt.Errorf("start API server: %w", err)
+	}
+	return env, nil
 }
