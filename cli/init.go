@@ -1,0 +1,147 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
+)
+
+func newInitCommand() *cobra.Command {
+	var (
+		runtime   string
+		dir       string
+		namespace string
+	)
+	cmd := &cobra.Command{
+		Use:   "init NAME",
+		Short: "Write a new function folder (config.yaml, handler, dependencies) with a Subscription example",
+		Long: `init writes a Kyma-CLI-style function folder: config.yaml (the Function and a
+Subscription that delivers 'NAME.requested.v1' events from source 'kfn' to it),
+the handler and an empty dependencies file. 'kfn dev' runs the folder as it is.`,
+		Example: `  kfn init --runtime nodejs22 orders
+  kfn init --runtime python312 --dir functions/notify notify`,
+		Args: exactArgs(1, "the function's NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
+				return usagef("function name %q: %s", name, strings.Join(errs, "; "))
+			}
+			rt := serverlessv1alpha2.Runtime(runtime)
+			if !slices.Contains(serverlessv1alpha2.Runtimes, rt) {
+				return usagef("runtime %q: use one of %v", runtime, serverlessv1alpha2.Runtimes)
+			}
+			if dir == "" {
+				dir = name
+			}
+			files := initFiles(name, namespace, rt)
+			if err := writeNew(dir, files); err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "Wrote %s function %q in %s:\n", rt, name, dir)
+			for _, f := range sortedKeys(files) {
+				fmt.Fprintf(out, "  %s\n", filepath.Join(dir, f))
+			}
+			fmt.Fprintf(out, "Run it with: kfn dev %s\n", filepath.Dir(filepath.Clean(dir)))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&runtime, "runtime", string(serverlessv1alpha2.NodeJS22), fmt.Sprintf("runtime of the function, one of %v", serverlessv1alpha2.Runtimes))
+	cmd.Flags().StringVar(&dir, "dir", "", "folder to write (default ./NAME); it must not exist or be empty")
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "namespace of the function")
+	return cmd
+}
+
+func initFiles(name, namespace string, rt serverlessv1alpha2.Runtime) map[string]string {
+	config := fmt.Sprintf(`# A Kyma-CLI-style function folder, run by 'kfn dev'.
+name: %[1]s
+namespace: %[2]s
+runtime: %[3]s
+source:
+  sourceType: inline
+# Scale from zero on events, up to 3 processes (remove to run one process always).
+scaleConfig:
+  minReplicas: 0
+  maxReplicas: 3
+env:
+  - name: GREETING
+    value: Hello
+# Events of these types from this source are delivered to the function.
+subscriptions:
+  - name: %[1]s
+    source: kfn
+    types:
+      - %[1]s.requested.v1
+schemaVersion: v1
+`, name, namespace, rt)
+	if rt.IsPython() {
+		return map[string]string{
+			"config.yaml": config,
+			"handler.py": `def main(event, context):
+    """Called for each HTTP request and each event; returns the response body."""
+    import os
+    data = event.get("data") or {}
+    name = data.get("name", "world") if isinstance(data, dict) else "world"
+    print(f"{context['function-name']} got type={event.get('ce-type')} data={data}")
+    return {"message": f"{os.environ.get('GREETING', 'Hello')} {name}"}
+`,
+			"requirements.txt": "",
+		}
+	}
+	return map[string]string{
+		"config.yaml": config,
+		"handler.js": `module.exports = {
+  // Called for each HTTP request and each event; the return value is the response body.
+  main: async function (event, context) {
+    const data = event.data || {};
+    console.log(` + "`${context['function-name']} got type=${event['ce-type']} data=${JSON.stringify(data)}`" + `);
+    return { message: ` + "`${process.env.GREETING || 'Hello'} ${data.name || 'world'}`" + ` };
+  },
+};
+`,
+		"package.json": fmt.Sprintf(`{
+  "name": %q,
+  "version": "1.0.0",
+  "dependencies": {}
+}
+`, name),
+	}
+}
+
+// writeNew writes files into dir, which must not exist or be empty; it
+// writes nothing when it refuses.
+func writeNew(dir string, files map[string]string) error {
+	entries, err := os.ReadDir(dir)
+	switch {
+	case err == nil && len(entries) > 0:
+		return fmt.Errorf("%s is not empty: choose another --dir or name", dir)
+	case err != nil && !errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("read %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	for _, name := range sortedKeys(files) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(files[name]), 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

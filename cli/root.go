@@ -1,0 +1,92 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// Streams are where commands read and write.
+type Streams struct {
+	In       io.Reader
+	Out, Err io.Writer
+}
+
+// DefaultAddr is where `kfn dev` serves the publisher, the gateway and its
+// admin API, and where the other commands look for it.
+const DefaultAddr = "http://127.0.0.1:8080"
+
+// addrEnv overrides DefaultAddr for every command.
+const addrEnv = "KFN_ADDR"
+
+// usageError marks an error caused by how kfn was called; Main exits 2.
+type usageError struct{ error }
+
+func usagef(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// NewRoot returns the kfn command with every subcommand.
+func NewRoot(s Streams) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "kfn",
+		Short: "kfn runs Kyma-compatible functions and events, on Kubernetes or on your machine",
+		Long: `kfn runs Kyma Function and Subscription resources: functions in Node.js and
+Python, events through NATS JetStream delivered at least once, scaling on queue
+depth from zero. 'kfn dev' runs all of it on this machine without a cluster.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetIn(s.In)
+	root.SetOut(s.Out)
+	root.SetErr(s.Err)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(
+		newInitCommand(),
+		newPublishCommand(),
+		newInvokeCommand(),
+		newVersionCommand(),
+	)
+	return root
+}
+
+// Main runs kfn with args and returns the process exit code: 0 on success,
+// 1 when the command failed, 2 when it was called wrongly.
+func Main(ctx context.Context, args []string, s Streams) int {
+	root := NewRoot(s)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintln(s.Err, "kfn:", err)
+	var u usageError
+	if errors.As(err, &u) {
+		fmt.Fprintln(s.Err, "Run 'kfn --help' for usage.")
+		return 2
+	}
+	return 1
+}
+
+// addrFlag adds --addr, defaulting to $KFN_ADDR or DefaultAddr.
+func addrFlag(cmd *cobra.Command, addr *string) {
+	def := DefaultAddr
+	if v := os.Getenv(addrEnv); v != "" {
+		def = v
+	}
+	cmd.Flags().StringVar(addr, "addr", def, "address of the kfn publisher and gateway (kfn dev serves both); env "+addrEnv)
+}
+
+// exactArgs is cobra.ExactArgs with a message that names what is missing.
+func exactArgs(n int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usagef("%s needs %s (got %d arguments)", cmd.CommandPath(), what, len(args))
+		}
+		return nil
+	}
+}

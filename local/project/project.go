@@ -1,0 +1,114 @@
+package project
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/kfn-dev/kfn/api/manifest"
+)
+
+// Project is what a directory defines.
+type Project struct {
+	// Dir is the directory that was read.
+	Dir string
+	// Set holds the admitted Functions and Subscriptions, the documents of
+	// other kinds, and one error per refused document or unreadable file.
+	manifest.Set
+	// Files are the files that were read, sorted; a change to any of them
+	// (or a new file) means the project should be read again.
+	Files []string
+}
+
+// skipDir reports whether a directory is never searched: hidden ones (.git,
+// .kfn with local state), dependency trees and Python caches.
+func skipDir(name string) bool {
+	return strings.HasPrefix(name, ".") || name == "node_modules" || name == "__pycache__" || name == "venv"
+}
+
+// IsManifestFile reports whether a file name is one Load reads.
+func IsManifestFile(name string) bool {
+	switch strings.ToLower(filepath.Ext(name)) {
+	case ".yaml", ".yml", ".json":
+		return name != "package.json" && name != "package-lock.json" && name != "tsconfig.json"
+	}
+	return false
+}
+
+// Load reads every manifest and function folder under dir. A file or
+// document that cannot be used is reported in Invalid (with its file, and
+// for manifests the field and reason) and the rest are still loaded; Load
+// itself fails only when dir cannot be read.
+func Load(ctx context.Context, dir string, admitter *manifest.Admitter) (*Project, error) {
+	info, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("read project: %w", err)
+	}
+	if !info.IsDir() {
+		return nil, fmt.Errorf("read project: %s is not a directory", dir)
+	}
+	p := &Project{Dir: dir}
+	var docs []manifest.Document
+	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			p.Invalid = append(p.Invalid, fmt.Errorf("%s: %w", path, err))
+			return nil
+		}
+		if d.IsDir() {
+			if path != dir && skipDir(d.Name()) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !IsManifestFile(d.Name()) {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			p.Invalid = append(p.Invalid, fmt.Errorf("%s: %w", path, err))
+			return nil
+		}
+		p.Files = append(p.Files, path)
+		if d.Name() == ConfigFile && IsFolderConfig(data) {
+			folderDocs, err := ReadFolder(path)
+			if err != nil {
+				p.Invalid = append(p.Invalid, err)
+				return nil
+			}
+			p.Files = append(p.Files, folderSources(filepath.Dir(path))...)
+			docs = append(docs, folderDocs...)
+			return nil
+		}
+		fileDocs, err := manifest.Decode(path, data)
+		if err != nil {
+			p.Invalid = append(p.Invalid, err)
+			return nil
+		}
+		docs = append(docs, fileDocs...)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read project %s: %w", dir, err)
+	}
+	set := admitter.Load(ctx, docs)
+	set.Invalid = append(p.Invalid, set.Invalid...)
+	p.Set = set
+	sort.Strings(p.Files)
+	return p, nil
+}
+
+// folderSources lists the code and dependency files of a function folder,
+// which Load watches besides config.yaml.
+func folderSources(dir string) []string {
+	var out []string
+	for _, name := range []string{"handler.js", "handler.mjs", "handler.cjs", "handler.py", "package.json", "requirements.txt", ".npmrc", "pip.conf"} {
+		if p := filepath.Join(dir, name); exists(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,6 @@
+// Package supervisor runs the local processes of `kfn dev`'s functions:
+// each process gets an inherited listening socket, is used only once its
+// health check answers, is replaced by a new version without dropping
+// requests (start, wait ready, switch, drain the old one), is restarted when
+// it crashes, and never outlives kfn.
+package supervisor

@@ -1,0 +1,212 @@
+package supervisor
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// ErrNotReady is wrapped by WaitReady's error when a process exits or times
+// out before it answers its health check.
+var ErrNotReady = errors.New("process did not become ready")
+
+// Spec is how to run one process of a function.
+type Spec struct {
+	// Argv is the command, executable first. Required.
+	Argv []string
+	// Env is the process environment as KEY=VALUE. The supervisor adds
+	// KFN_LISTEN_FD; nothing of the supervisor's own environment is
+	// inherited except PATH, HOME and the locale.
+	Env []string
+	// Dir is the working directory; empty means the supervisor's.
+	Dir string
+	// HealthPath answers 200 once the process serves; default /healthz.
+	HealthPath string
+}
+
+// listenFDEnv is the variable through which the host learns the inherited
+// socket (runtimes.EnvListenFD); fd 3 is the first of ExtraFiles.
+const listenFDEnv = "KFN_LISTEN_FD=3"
+
+// Process is one running function host.
+type Process struct {
+	cmd     *exec.Cmd
+	addr    string
+	health  string
+	done    chan struct{}
+	exitErr error
+	stderr  *tailBuffer
+}
+
+// Start opens a listening socket on a free loopback port, starts the
+// process with that socket inherited (so it never races for a port), and
+// returns at once; use WaitReady before sending it traffic. Output lines go
+// to out. The process is in its own process group and is killed if the
+// supervisor dies.
+func Start(spec Spec, out io.Writer) (*Process, error) {
+	if len(spec.Argv) == 0 {
+		return nil, errors.New("start process: empty command")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("start %s: listen: %w", spec.Argv[0], err)
+	}
+	file, err := ln.(*net.TCPListener).File()
+	addr := ln.Addr().String()
+	_ = ln.Close() // the duplicate in file keeps the socket open
+	if err != nil {
+		return nil, fmt.Errorf("start %s: socket file: %w", spec.Argv[0], err)
+	}
+	defer file.Close()
+
+	stderr := &tailBuffer{max: 4096}
+	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
+	cmd.Dir = spec.Dir
+	cmd.Env = append(baseEnv(), spec.Env...)
+	cmd.Env = append(cmd.Env, listenFDEnv)
+	cmd.ExtraFiles = []*os.File{file}
+	cmd.Stdout = out
+	cmd.Stderr = io.MultiWriter(out, stderr)
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", spec.Argv[0], err)
+	}
+	health := spec.HealthPath
+	if health == "" {
+		health = "/healthz"
+	}
+	p := &Process{cmd: cmd, addr: addr, health: health, done: make(chan struct{}), stderr: stderr}
+	go func() {
+		p.exitErr = cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// baseEnv is what a function process inherits from kfn: enough to find
+// interpreters and behave, nothing that would make local runs differ from
+// the cluster.
+func baseEnv() []string {
+	var env []string
+	for _, k := range []string{"PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "SYSTEMROOT"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
+
+// Addr is host:port where the process serves.
+func (p *Process) Addr() string { return p.addr }
+
+// PID is the process id.
+func (p *Process) PID() int { return p.cmd.Process.Pid }
+
+// Done is closed when the process has exited. It is always closed
+// eventually after Stop, so it is safe to wait on.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// ExitError is how the process ended, once Done is closed.
+func (p *Process) ExitError() error {
+	select {
+	case <-p.done:
+		return p.exitErr
+	default:
+		return nil
+	}
+}
+
+// WaitReady polls the health path until it answers 200. The error wraps
+// ErrNotReady and quotes the end of the process's stderr when the process
+// exits first or ctx ends first.
+func (p *Process) WaitReady(ctx context.Context) error {
+	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	url := "http://" + p.addr + p.health
+	delay := 5 * time.Millisecond
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return fmt.Errorf("health check: %w", err)
+		}
+		if resp, err := client.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-p.done:
+			return fmt.Errorf("%w: exited (%v): %s", ErrNotReady, p.exitErr, p.stderr.String())
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %w: %s", ErrNotReady, ctx.Err(), p.stderr.String())
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 200*time.Millisecond)
+	}
+}
+
+// Stop asks the process group to finish (SIGTERM: the host drains in-flight
+// requests), and kills it after grace. It returns when the process has
+// exited; the exit caused by the signals is not an error.
+func (p *Process) Stop(grace time.Duration) {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	signalGroup(p.cmd, syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		signalGroup(p.cmd, syscall.SIGKILL)
+		<-p.done
+	}
+	// Whatever the host started in its group goes too.
+	signalGroup(p.cmd, syscall.SIGKILL)
+}
+
+func signalGroup(cmd *exec.Cmd, sig syscall.Signal) {
+	if cmd.Process == nil {
+		return
+	}
+	if err := syscall.Kill(-cmd.Process.Pid, sig); err != nil {
+		_ = cmd.Process.Signal(sig)
+	}
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > t.max {
+		t.buf = t.buf[len(t.buf)-t.max:]
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := bytes.TrimSpace(t.buf)
+	if len(s) == 0 {
+		return "(no output)"
+	}
+	return string(s)
+}

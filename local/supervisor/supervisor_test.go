@@ -1,0 +1,280 @@
+package supervisor_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kfn-dev/kfn/local/supervisor"
+)
+
+// The test binary doubles as a function host: with KFN_TEST_HOST set it
+// serves on the inherited socket like the runtime hosts do. A fake host is
+// used here, not node or python3, because these tests are about process
+// handling (crashes on demand, exit codes, timing), which the real hosts'
+// own tests and the kfn dev end-to-end test cover with real interpreters.
+func TestMain(m *testing.M) {
+	if mode := os.Getenv("KFN_TEST_HOST"); mode != "" {
+		serve(mode)
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func serve(mode string) {
+	if mode == "fail" {
+		fmt.Fprintln(os.Stderr, "SyntaxError: Unexpected token '}'")
+		os.Exit(1)
+	}
+	f := os.NewFile(3, "listener")
+	ln, err := net.FileListener(f)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	version := os.Getenv("VERSION")
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if d, err := time.ParseDuration(r.URL.Query().Get("sleep")); err == nil {
+			time.Sleep(d)
+		}
+		fmt.Fprint(w, version)
+	})
+	srv := &http.Server{Handler: mux}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		fmt.Println("draining")
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}()
+	fmt.Println("serving", version)
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		os.Exit(3)
+	}
+}
+
+func spec(mode, version string) supervisor.Spec {
+	return supervisor.Spec{
+		Argv: []string{os.Args[0], "-test.run=^$"},
+		Env:  []string{"KFN_TEST_HOST=" + mode, "VERSION=" + version},
+	}
+}
+
+func get(t *testing.T, addr, query string) (string, error) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/" + query)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return string(body), err
+}
+
+func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+func TestProcessStartReadyStop(t *testing.T) {
+	var out bytes.Buffer
+	p, err := supervisor.Start(spec("ok", "v1"), supervisor.NewSyncWriter(&out))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, p.WaitReady(ctx))
+	body, err := get(t, p.Addr(), "")
+	require.NoError(t, err)
+	assert.Equal(t, "v1", body)
+
+	p.Stop(5 * time.Second)
+	<-p.Done()
+	assert.False(t, alive(p.PID()))
+	p.Stop(time.Second) // safe after exit
+}
+
+func TestProcessThatFailsReportsItsOutput(t *testing.T) {
+	p, err := supervisor.Start(spec("fail", "v1"), io.Discard)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err = p.WaitReady(ctx)
+	require.ErrorIs(t, err, supervisor.ErrNotReady)
+	assert.Contains(t, err.Error(), "SyntaxError: Unexpected token '}'")
+}
+
+func newPool(t *testing.T, out io.Writer, changes *atomic.Int32) *supervisor.Pool {
+	t.Helper()
+	pool := supervisor.NewPool("default/fn", supervisor.NewSyncWriter(out), supervisor.PoolOptions{
+		DrainDelay: 200 * time.Millisecond,
+		DrainGrace: 5 * time.Second,
+		OnChange: func() {
+			if changes != nil {
+				changes.Add(1)
+			}
+		},
+	})
+	t.Cleanup(pool.Stop)
+	return pool
+}
+
+func TestPoolScalesUpAndDown(t *testing.T) {
+	ctx := context.Background()
+	var out bytes.Buffer
+	pool := newPool(t, &out, nil)
+	require.Error(t, pool.Scale(ctx, 1), "nothing to run before the first Update")
+	require.NoError(t, pool.Update(ctx, spec("ok", "v1")))
+	assert.Empty(t, pool.Endpoints(), "Update at zero replicas starts nothing")
+
+	require.NoError(t, pool.Scale(ctx, 2))
+	eps := pool.Endpoints()
+	require.Len(t, eps, 2)
+	for _, ep := range eps {
+		body, err := get(t, ep, "")
+		require.NoError(t, err)
+		assert.Equal(t, "v1", body)
+	}
+	pids := pool.PIDs()
+
+	require.NoError(t, pool.Scale(ctx, 0))
+	assert.Empty(t, pool.Endpoints())
+	require.Eventually(t, func() bool { return !alive(pids[0]) && !alive(pids[1]) }, 10*time.Second, 10*time.Millisecond)
+	require.Error(t, pool.Scale(ctx, -1))
+}
+
+// TestPoolUpdateDropsNoRequest sends requests without pause while the
+// version changes twice: every request is answered, first by v1, then v2,
+// then v3, never by an error.
+func TestPoolUpdateDropsNoRequest(t *testing.T) {
+	ctx := context.Background()
+	var changes atomic.Int32
+	pool := newPool(t, io.Discard, &changes)
+	require.NoError(t, pool.Update(ctx, spec("ok", "v1")))
+	require.NoError(t, pool.Scale(ctx, 2))
+
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		seen    = map[string]int{}
+		failure error
+		stop    = make(chan struct{})
+	)
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			client := &http.Client{Timeout: 10 * time.Second}
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				eps := pool.Endpoints()
+				if len(eps) == 0 {
+					mu.Lock()
+					failure = errors.New("no endpoint during an update")
+					mu.Unlock()
+					return
+				}
+				resp, err := client.Get("http://" + eps[i%len(eps)] + "/?sleep=5ms")
+				mu.Lock()
+				if err != nil {
+					failure = err
+				} else {
+					body, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					seen[string(body)]++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	require.NoError(t, pool.Update(ctx, spec("ok", "v2")))
+	require.NoError(t, pool.Update(ctx, spec("ok", "v3")))
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return seen["v3"] > 20
+	}, 20*time.Second, 10*time.Millisecond)
+	close(stop)
+	wg.Wait()
+	require.NoError(t, failure)
+	assert.Positive(t, seen["v1"])
+	assert.Positive(t, seen["v2"])
+	assert.GreaterOrEqual(t, changes.Load(), int32(3))
+}
+
+func TestPoolKeepsOldVersionWhenNewOneFails(t *testing.T) {
+	ctx := context.Background()
+	pool := newPool(t, io.Discard, nil)
+	require.NoError(t, pool.Update(ctx, spec("ok", "v1")))
+	require.NoError(t, pool.Scale(ctx, 1))
+	before := pool.Endpoints()
+
+	err := pool.Update(ctx, spec("fail", "v2"))
+	require.ErrorIs(t, err, supervisor.ErrNotReady)
+	assert.Contains(t, err.Error(), "SyntaxError")
+	assert.Equal(t, before, pool.Endpoints(), "the old version keeps serving")
+	assert.ErrorIs(t, pool.LastError(), supervisor.ErrNotReady)
+	body, err := get(t, before[0], "")
+	require.NoError(t, err)
+	assert.Equal(t, "v1", body)
+
+	require.NoError(t, pool.Update(ctx, spec("ok", "v3")), "a fixed version replaces it")
+	assert.NoError(t, pool.LastError())
+}
+
+func TestPoolRestartsACrashedProcess(t *testing.T) {
+	ctx := context.Background()
+	var out bytes.Buffer
+	pool := newPool(t, &out, nil)
+	require.NoError(t, pool.Update(ctx, spec("ok", "v1")))
+	require.NoError(t, pool.Scale(ctx, 1))
+	victim := pool.PIDs()[0]
+	require.NoError(t, syscall.Kill(victim, syscall.SIGKILL))
+
+	require.Eventually(t, func() bool {
+		pids := pool.PIDs()
+		eps := pool.Endpoints()
+		return len(pids) == 1 && pids[0] != victim && len(eps) == 1
+	}, 20*time.Second, 10*time.Millisecond)
+	body, err := get(t, pool.Endpoints()[0], "")
+	require.NoError(t, err)
+	assert.Equal(t, "v1", body)
+}
+
+func TestPoolStopLeavesNoProcess(t *testing.T) {
+	ctx := context.Background()
+	var out bytes.Buffer
+	pool := supervisor.NewPool("default/fn", supervisor.NewSyncWriter(&out), supervisor.PoolOptions{DrainDelay: time.Second})
+	require.NoError(t, pool.Update(ctx, spec("ok", "v1")))
+	require.NoError(t, pool.Scale(ctx, 2))
+	require.NoError(t, pool.Update(ctx, spec("ok", "v2"))) // v1 is draining in the background
+	var pids []int
+	pids = append(pids, pool.PIDs()...)
+	pool.Stop()
+	for _, pid := range pids {
+		assert.False(t, alive(pid), "pid %d outlived Stop", pid)
+	}
+	assert.ErrorIs(t, pool.Scale(ctx, 1), supervisor.ErrStopped)
+	assert.ErrorIs(t, pool.Update(ctx, spec("ok", "v3")), supervisor.ErrStopped)
+	assert.Contains(t, out.String(), "default/fn-1 | serving v1\n", "output lines are prefixed with the process name")
+	assert.True(t, strings.Contains(out.String(), "| draining"))
+}
