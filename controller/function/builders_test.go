@@ -315,7 +315,7 @@ func TestDeploymentGit(t *testing.T) {
 	fetch, install := pod.InitContainers[0], pod.InitContainers[1]
 	assert.Equal(t, function.ContainerFetchSource, fetch.Name)
 	assert.Equal(t, "kfn/kfn:latest", fetch.Image)
-	assert.Equal(t, []string{"controller", "fetch-source"}, fetch.Command)
+	assert.Equal(t, []string{"/usr/local/bin/controller", "fetch-source"}, fetch.Command)
 	assert.Equal(t, []string{"--url=https://git.test/r.git", "--reference=main", "--commit=c0ffee", "--base-dir=fns/g",
 		"--dest=/usr/src/app/function", "--auth-type=basic", "--auth-dir=/etc/kfn/git-auth"}, fetch.Args)
 	assert.False(t, mount(&fetch, runtimes.PodFunctionDir).ReadOnly)

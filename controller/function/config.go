@@ -82,7 +82,7 @@ func DefaultConfig() Config {
 		FieldManager:       DefaultFieldManager,
 		RegistrySecretName: DefaultRegistrySecretName,
 		GitFetchImage:      "kfn/kfn:latest",
-		GitFetchCommand:    []string{"controller", "fetch-source"},
+		GitFetchCommand:    []string{"/usr/local/bin/controller", "fetch-source"},
 		GitPollInterval:    DefaultGitPollInterval,
 		ScalerAddress:      "kfn-scaler.kfn-system.svc.cluster.local:9090",
 		HPACPUUtilization:  DefaultHPACPUUtilization,
