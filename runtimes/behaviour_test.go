@@ -317,6 +317,8 @@ func TestESModuleHandlers(t *testing.T) {
 	}{
 		"export function main in handler.mjs":      {"esm-named", `{"style":"esm-named","name":"esm"}`},
 		"export default { main } with type module": {"esm-default", `{"style":"esm-default","data":{"a":1}}`},
+		"ES module syntax detected in handler.js":  {"esm-detected", `{"style":"esm-detected","name":"esm"}`},
+		"top-level await":                          {"esm-tla", `{"style":"esm-tla","name":"esm"}`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
