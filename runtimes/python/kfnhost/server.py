@@ -17,6 +17,10 @@ MAX_HEADERS = 100
 # Bytes of an oversized request body read and thrown away after the 413, so
 # that the client receives the answer instead of a connection reset.
 DISCARD_LIMIT = 64 << 20
+# Seconds a connection may sit without progress (idle between keep-alive
+# requests, or a stalled read or write) before it is closed. Longer than the
+# usual client idle timeouts (Go: 90 s), like the Node.js host.
+IDLE_TIMEOUT = 120
 
 
 
@@ -170,6 +174,7 @@ class Server:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except OSError:
             pass
+        sock.settimeout(IDLE_TIMEOUT)
         rfile = sock.makefile('rb', 65536)
         remote = addr[0] if isinstance(addr, tuple) else ''
         try:
