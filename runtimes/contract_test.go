@@ -165,6 +165,10 @@ func contractCases() map[string]contractCase {
 			method: "GET", path: "/throw-string", only: runtimes.NodeJS, status: 500, wantBody: "custom failure",
 		},
 		"handler past FUNC_TIMEOUT is a 408": {method: "GET", path: "/hang", status: 408},
+		"header with a line break is a 500": {
+			method: "GET", path: "/bad-header", status: 500, wantHeader: map[string]string{"Injected": ""},
+		},
+		"sys.exit in the handler is a 500": {method: "GET", path: "/exit", only: runtimes.Python, status: 500},
 		"malformed JSON is a 400": {
 			method: "POST", path: "/echo", header: map[string]string{"Content-Type": "application/json"},
 			body: `{"a":`, status: 400,

@@ -32,6 +32,7 @@ function configure(s) {
 
 class Event {
   constructor(req, res, tracer, scope) {
+    this.data = undefined; // set by fillEvent; declared first for a stable object shape
     this.extensions = { request: req, response: res };
     this.tracer = tracer;
     this[kScope] = scope;

@@ -58,6 +58,9 @@ module.exports = {
         setTimeout(() => { throw new Error('late boom'); }, 0);
         Promise.reject(new Error('unhandled boom'));
         return 'ok';
+      case '/bad-header':
+        event.setResponseHeader('X-Bad', 'a\r\nInjected: yes');
+        return 'not sent';
       case '/hang':
         return new Promise(() => {});
       case '/block':

@@ -49,6 +49,12 @@ def main(event, context):
             raise RuntimeError('late boom')
         threading.Thread(target=late).start()
         return 'ok'
+    if path == '/bad-header':
+        event.setResponseHeader('X-Bad', 'a\r\nInjected: yes')
+        return 'not sent'
+    if path == '/exit':
+        import sys
+        sys.exit(3)
     if path == '/hang':
         time.sleep(3600)
         return 'never'
