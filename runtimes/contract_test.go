@@ -208,6 +208,22 @@ func contractCases() map[string]contractCase {
 			only: runtimes.NodeJS, status: 202,
 			wantJSON: map[string]any{"body": map[string]any{"k": "v"}, "is": "json"},
 		},
+		"res.redirect, cookie, append, vary": {
+			method: "GET", path: "/redirect", only: runtimes.NodeJS, status: 301,
+			wantHeader: map[string]string{"Location": "/elsewhere", "Vary": "Accept, Origin"},
+			check: func(t *testing.T, _ runtimes.Runtime, r response) {
+				assert.Equal(t, []string{"one", "two"}, r.header.Values("X-Multi"))
+				cookie := r.header.Get("Set-Cookie")
+				for _, part := range []string{"session=abc", "Max-Age=60", "Path=/", "HttpOnly", "Expires="} {
+					assert.Contains(t, cookie, part)
+				}
+			},
+		},
+		"res.type": {
+			method: "GET", path: "/typed", only: runtimes.NodeJS, status: 200,
+			wantHeader: map[string]string{"Content-Type": "application/json; charset=utf-8"},
+			wantJSON:   map[string]any{"typed": "application/json; charset=utf-8"},
+		},
 		"res.send after an await": {
 			method: "GET", path: "/send", only: runtimes.NodeJS, status: 200, wantBody: "sent",
 			wantHeader: map[string]string{"Content-Type": "text/html; charset=utf-8"},

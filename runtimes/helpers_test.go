@@ -280,6 +280,8 @@ type response struct {
 var client = &http.Client{
 	Timeout:   30 * time.Second,
 	Transport: &http.Transport{MaxIdleConnsPerHost: 16},
+	// Redirects are answers under test, not to be followed.
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 }
 
 // do sends a request to the host and reads the whole answer.

@@ -83,6 +83,15 @@ module.exports = {
           body: req.body === undefined ? null : req.body,
         });
         return undefined;
+      case '/redirect':
+        res.cookie('session', 'abc', { httpOnly: true, maxAge: 60000 });
+        res.append('X-Multi', 'one').append('X-Multi', 'two');
+        res.vary('Accept').vary('Origin');
+        res.redirect(301, '/elsewhere');
+        return undefined;
+      case '/typed':
+        res.type('json');
+        return JSON.stringify({ typed: res.get('Content-Type') });
       case '/send':
         return sleep(1).then(() => { res.send('sent'); });
       case '/callback':
