@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -38,9 +39,9 @@ type config struct {
 
 func main() {
 	var c config
-	flag.DurationVar(&c.duration, "duration", 6*time.Second, "length of one throughput measurement")
+	flag.DurationVar(&c.duration, "duration", 5*time.Second, "length of one throughput measurement")
 	flag.DurationVar(&c.warmup, "warmup", 2*time.Second, "closed-loop load before a server's first measurement")
-	flag.IntVar(&c.rounds, "rounds", 5, "throughput rounds; medians are reported")
+	flag.IntVar(&c.rounds, "rounds", 6, "throughput rounds (even: they alternate which server goes first)")
 	flag.IntVar(&c.conns, "conns", 64, "keep-alive connections of the throughput load")
 	flag.Float64Var(&c.rate, "rate", 50, "requests per second of the latency measurement")
 	flag.DurationVar(&c.latency, "latency", 20*time.Second, "length of the latency measurement")
@@ -353,15 +354,21 @@ func measureColdStarts(ctx context.Context, c config, pairs []pair, results map[
 
 func median(ds []time.Duration) time.Duration { return percentile(ds, 50) }
 
-// pairedRatio is the median over rounds of kfn[i]/anchor[i].
+// pairedRatio is the geometric mean over rounds of kfn[i]/anchor[i]. The
+// rounds alternate which server goes first, so with an even number of
+// rounds a bias towards the first (or second) of a pair cancels out.
 func pairedRatio(kfn, anchor []float64) float64 {
-	var rs []float64
+	sum, n := 0.0, 0
 	for i := range min(len(kfn), len(anchor)) {
-		if anchor[i] > 0 {
-			rs = append(rs, kfn[i]/anchor[i])
+		if anchor[i] > 0 && kfn[i] > 0 {
+			sum += math.Log(kfn[i] / anchor[i])
+			n++
 		}
 	}
-	return medianFloat(rs)
+	if n == 0 {
+		return 0
+	}
+	return math.Exp(sum / float64(n))
 }
 
 func medianFloat(xs []float64) float64 {
@@ -404,7 +411,8 @@ func print(out io.Writer, c config, pairs []pair, results map[string]*Result, re
 
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(out, "throughput: hello world, keep-alive, %d connections, %d rounds of %s; req/s is the median,\n", c.conns, c.rounds, c.duration)
-	fmt.Fprintf(out, "ratio the median of the rounds' kfn/plain ratios (each round measures both back to back)\n")
+	fmt.Fprintf(out, "ratio the geometric mean of the rounds' kfn/plain ratios (each round measures both back to back,\n")
+	fmt.Fprintf(out, "alternating which goes first)\n")
 	fmt.Fprintln(w, "server\treq/s\tratio\ttarget\t\t")
 	for _, p := range pairs {
 		a, k := results[p.anchor.name], results[p.kfn.name]
