@@ -213,7 +213,7 @@ func (h *host) waitReady(bound time.Duration) time.Duration {
 	start := time.Now()
 	deadline := start.Add(bound)
 	for {
-		resp, err := probeClient.Get(h.URL + "/healthz")
+		resp, err := probeClient.Get(h.URL + runtimes.HealthPath)
 		if err == nil {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
