@@ -61,6 +61,22 @@ module.exports = {
       case '/bad-header':
         event.setResponseHeader('X-Bad', 'a\r\nInjected: yes');
         return 'not sent';
+      case '/meet': {
+        // Two calls meet only if they run at the same time: each marks its
+        // arrival and waits (up to 4 s) for the other's mark.
+        const dir = process.env.MARKER_DIR;
+        const { me, other } = req.query;
+        fs.writeFileSync(path.join(dir, me), '');
+        const until = Date.now() + 4000;
+        return new Promise((resolve) => {
+          const check = () => {
+            if (fs.existsSync(path.join(dir, other))) resolve('met');
+            else if (Date.now() > until) resolve('alone');
+            else setTimeout(check, 5);
+          };
+          check();
+        });
+      }
       case '/hang':
         return new Promise(() => {});
       case '/block':
