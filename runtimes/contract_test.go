@@ -165,6 +165,10 @@ func contractCases() map[string]contractCase {
 			method: "GET", path: "/throw-string", only: runtimes.NodeJS, status: 500, wantBody: "custom failure",
 		},
 		"handler past FUNC_TIMEOUT is a 408": {method: "GET", path: "/hang", status: 408},
+		"header with a line break is a 500": {
+			method: "GET", path: "/bad-header", status: 500, wantHeader: map[string]string{"Injected": ""},
+		},
+		"sys.exit in the handler is a 500": {method: "GET", path: "/exit", only: runtimes.Python, status: 500},
 		"malformed JSON is a 400": {
 			method: "POST", path: "/echo", header: map[string]string{"Content-Type": "application/json"},
 			body: `{"a":`, status: 400,
@@ -203,6 +207,22 @@ func contractCases() map[string]contractCase {
 			method: "POST", path: "/express", header: map[string]string{"Content-Type": "application/json"}, body: `{"k":"v"}`,
 			only: runtimes.NodeJS, status: 202,
 			wantJSON: map[string]any{"body": map[string]any{"k": "v"}, "is": "json"},
+		},
+		"res.redirect, cookie, append, vary": {
+			method: "GET", path: "/redirect", only: runtimes.NodeJS, status: 301,
+			wantHeader: map[string]string{"Location": "/elsewhere", "Vary": "Accept, Origin"},
+			check: func(t *testing.T, _ runtimes.Runtime, r response) {
+				assert.Equal(t, []string{"one", "two"}, r.header.Values("X-Multi"))
+				cookie := r.header.Get("Set-Cookie")
+				for _, part := range []string{"session=abc", "Max-Age=60", "Path=/", "HttpOnly", "Expires="} {
+					assert.Contains(t, cookie, part)
+				}
+			},
+		},
+		"res.type": {
+			method: "GET", path: "/typed", only: runtimes.NodeJS, status: 200,
+			wantHeader: map[string]string{"Content-Type": "application/json; charset=utf-8"},
+			wantJSON:   map[string]any{"typed": "application/json; charset=utf-8"},
 		},
 		"res.send after an await": {
 			method: "GET", path: "/send", only: runtimes.NodeJS, status: 200, wantBody: "sent",

@@ -63,6 +63,15 @@ const (
 	DefaultModule      = "handler"
 )
 
+// HTTP paths the host serves itself; every other path goes to the handler.
+const (
+	// HealthPath answers 200 once the handler is loaded (503 while draining):
+	// the readiness and liveness probe.
+	HealthPath = "/healthz"
+	// MetricsPath serves Prometheus text metrics of the function.
+	MetricsPath = "/metrics"
+)
+
 // Paths inside a runtime image and a function pod.
 const (
 	// ImageHostDir is where a runtime image holds the host files, laid out as

@@ -213,7 +213,7 @@ func (h *host) waitReady(bound time.Duration) time.Duration {
 	start := time.Now()
 	deadline := start.Add(bound)
 	for {
-		resp, err := probeClient.Get(h.URL + "/healthz")
+		resp, err := probeClient.Get(h.URL + runtimes.HealthPath)
 		if err == nil {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
@@ -280,6 +280,8 @@ type response struct {
 var client = &http.Client{
 	Timeout:   30 * time.Second,
 	Transport: &http.Transport{MaxIdleConnsPerHost: 16},
+	// Redirects are answers under test, not to be followed.
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 }
 
 // do sends a request to the host and reads the whole answer.

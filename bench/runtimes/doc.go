@@ -4,5 +4,11 @@
 // cold start (process start to the first /healthz 200). It prints a table
 // with the ratios the targets in DESIGN.md are stated in.
 //
-//	go run ./bench/runtimes [-duration 10s] [-rounds 3] [-json out.json]
+//	go run ./bench/runtimes [-duration 5s] [-rounds 6] [-json out.json]
+//
+// The machine is shared with the load generator and, often, with other
+// work: each throughput round measures the plain server and the kfn host
+// back to back (alternating which goes first) and the ratio reported is the
+// geometric mean of the rounds' ratios; latency requests go to the two servers of a
+// language in turns, so noise hits both alike.
 package main

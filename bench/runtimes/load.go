@@ -132,40 +132,50 @@ func throughput(addr string, conns int, d time.Duration) (float64, error) {
 	return float64(n) / elapsed.Seconds(), nil
 }
 
-// latencies sends requests at a fixed rate on one keep-alive connection
-// for d and returns each request's latency. A request held back because the
-// previous answer came late is measured from when it was due, so a slow
-// answer also counts against the requests queued behind it; one sent late
-// only because the generator overslept is measured from when it was sent.
-func latencies(addr string, rate float64, d time.Duration) ([]time.Duration, error) {
-	c, err := dial(addr, "/")
-	if err != nil {
-		return nil, err
-	}
-	defer c.close()
-	interval := time.Duration(float64(time.Second) / rate)
-	n := int(d / interval)
-	out := make([]time.Duration, 0, n)
-	t0 := time.Now()
-	var prevDone time.Time
-	for i := range n {
-		due := t0.Add(time.Duration(i) * interval)
-		if wait := time.Until(due); wait > 0 {
-			time.Sleep(wait)
-		}
-		from := time.Now()
-		if prevDone.After(due) {
-			from = due
-		}
-		status, err := c.do()
+// latencies sends requests at a fixed rate to each of addrs, on one
+// keep-alive connection per server, for d, and returns each server's
+// request latencies. The servers take turns within every interval (at the
+// same rate each), so a noisy machine disturbs all of them alike. A request
+// held back because the previous answer came late is measured from when it
+// was due, so a slow answer also counts against the requests queued behind
+// it; one sent late only because the generator overslept is measured from
+// when it was sent.
+func latencies(addrs []string, rate float64, d time.Duration) ([][]time.Duration, error) {
+	conns := make([]*conn, len(addrs))
+	for i, a := range addrs {
+		c, err := dial(a, "/")
 		if err != nil {
 			return nil, err
 		}
-		if status != 200 {
-			return nil, fmt.Errorf("%w %d", errStatus, status)
+		defer c.close()
+		conns[i] = c
+	}
+	interval := time.Duration(float64(time.Second) / rate)
+	slot := interval / time.Duration(len(addrs))
+	n := int(d / interval)
+	out := make([][]time.Duration, len(addrs))
+	t0 := time.Now()
+	var prevDone time.Time
+	for i := range n {
+		for j, c := range conns {
+			due := t0.Add(time.Duration(i)*interval + time.Duration(j)*slot)
+			if wait := time.Until(due); wait > 0 {
+				time.Sleep(wait)
+			}
+			from := time.Now()
+			if prevDone.After(due) {
+				from = due
+			}
+			status, err := c.do()
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", addrs[j], err)
+			}
+			if status != 200 {
+				return nil, fmt.Errorf("%s: %w %d", addrs[j], errStatus, status)
+			}
+			prevDone = time.Now()
+			out[j] = append(out[j], prevDone.Sub(from))
 		}
-		prevDone = time.Now()
-		out = append(out, prevDone.Sub(from))
 	}
 	return out, nil
 }

@@ -4,8 +4,15 @@
 // incoming request's trace context on.
 
 const http = require('node:http');
-const https = require('node:https');
 const crypto = require('node:crypto');
+
+// node:https (and TLS with it) is loaded on the first emit to an https
+// publisher: it would add milliseconds to every cold start.
+let https;
+function httpsModule() {
+  if (https === undefined) https = require('node:https');
+  return https;
+}
 
 // Headers that carry trace context; copied from the incoming request to an
 // emitted event when no OpenTelemetry SDK produces a child context.
@@ -25,6 +32,7 @@ function configure(s) {
 
 class Event {
   constructor(req, res, tracer, scope) {
+    this.data = undefined; // set by fillEvent; declared first for a stable object shape
     this.extensions = { request: req, response: res };
     this.tracer = tracer;
     this[kScope] = scope;
@@ -139,11 +147,11 @@ function buildMessage(event, type, source, data, attributes) {
 }
 
 function agentFor(protocol) {
-  if (!agents) {
-    agents = {
-      'http:': new http.Agent({ keepAlive: true }),
-      'https:': new https.Agent({ keepAlive: true }),
-    };
+  if (!agents) agents = {};
+  if (!agents[protocol]) {
+    agents[protocol] = protocol === 'https:'
+      ? new (httpsModule().Agent)({ keepAlive: true })
+      : new http.Agent({ keepAlive: true });
   }
   return agents[protocol];
 }
@@ -168,7 +176,11 @@ function emitCloudEvent(event, type, source, data, attributes) {
     }
     const body = message.body;
     if (body !== undefined) message.headers['content-length'] = Buffer.byteLength(body);
-    const mod = url.protocol === 'https:' ? https : http;
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+      reject(new Error(`emitCloudEvent: PUBLISHER_PROXY_ADDRESS ${url.href} is not an http(s) URL`));
+      return;
+    }
+    const mod = url.protocol === 'https:' ? httpsModule() : http;
     const req = mod.request(url, {
       method: 'POST',
       headers: message.headers,

@@ -58,7 +58,17 @@ function parseQuery(qs) {
   return out;
 }
 
+// splitURL returns the path and the query string of a request target,
+// which may be in absolute form (http://host/path?query).
 function splitURL(url) {
+  if (url.charCodeAt(0) !== 47 /* / */) {
+    const scheme = url.indexOf('://');
+    if (scheme !== -1) {
+      const slash = url.indexOf('/', scheme + 3);
+      const q0 = url.indexOf('?', scheme + 3);
+      url = slash === -1 || (q0 !== -1 && q0 < slash) ? '/' + (q0 === -1 ? '' : url.slice(q0)) : url.slice(slash);
+    }
+  }
   const q = url.indexOf('?');
   return q === -1 ? [url, ''] : [url.slice(0, q), url.slice(q + 1)];
 }

@@ -107,10 +107,11 @@ function serve(cfg, handler) {
       inFlight.add(this);
       if (sweepTimer === null) scheduleSweep();
       // send is Kyma's third handler argument: sendResponse(body, status, headers).
+      // As there, a status without a body sends the status text.
       this.send = (body, status, headers) => {
         if (headers) for (const k of Object.keys(headers)) res.setHeader(k, headers[k]);
         if (status) res.statusCode = status;
-        this.finish(body);
+        this.finish(!body && status ? http.STATUS_CODES[status] || String(status) : body);
       };
     }
 

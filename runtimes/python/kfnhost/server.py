@@ -17,7 +17,23 @@ MAX_HEADERS = 100
 # Bytes of an oversized request body read and thrown away after the 413, so
 # that the client receives the answer instead of a connection reset.
 DISCARD_LIMIT = 64 << 20
+# Seconds a connection may sit without progress (idle between keep-alive
+# requests, or a stalled read or write) before it is closed. Longer than the
+# usual client idle timeouts (Go: 90 s), like the Node.js host.
+IDLE_TIMEOUT = 120
 
+
+def check_headers(headers):
+    """Raise ValueError for a response header that cannot be sent: a line
+    break (header injection) or a character outside Latin-1."""
+    for name, value in headers:
+        for text in (name, value):
+            if '\r' in text or '\n' in text:
+                raise ValueError('response header %r: line breaks are not allowed' % name)
+            try:
+                text.encode('latin-1')
+            except UnicodeEncodeError:
+                raise ValueError('response header %r: only Latin-1 characters are allowed' % name) from None
 
 
 class Call:
@@ -170,6 +186,7 @@ class Server:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except OSError:
             pass
+        sock.settimeout(IDLE_TIMEOUT)
         rfile = sock.makefile('rb', 65536)
         remote = addr[0] if isinstance(addr, tuple) else ''
         try:
@@ -337,7 +354,8 @@ class Server:
             pass
 
     def call(self, conn, request, head):
-        cfg = self.cfg
+        """Run the handler for request and answer it. The request is always
+        ended exactly once: here, or by the watchdog at the deadline."""
         response = Response()
         response.headers.append(('Access-Control-Allow-Origin', '*'))
         scope = self.tracing.scope(request)
@@ -347,43 +365,53 @@ class Server:
         except HTTPError as err:
             if scope is not None:
                 scope.end(err.status)
-            self.respond_text(conn, err.status, str(err), head)
-            self.end(conn)
+            try:
+                self.respond_text(conn, err.status, str(err), head)
+            finally:
+                self.end(conn)
             return True
         start = time.monotonic()
-        call = Call(conn, request, start + cfg.timeout, start)
+        call = Call(conn, request, start + self.cfg.timeout, start)
         self.watchdog.add(call)
-        failed = False
         if scope is not None:
             scope.attach()
         try:
-            result = self.handler(event, self.context)
-            status, headers, body = encode_result(result, response)
-        except Exception as err:
-            failed = True
-            error = err
-            if hasattr(err, 'status_code') and hasattr(err, 'body'):
-                # bottle.HTTPError / abort(): an answer, not a crash.
-                status, headers, body = encode_result(err, response)
-                failed = status >= 500
-            else:
-                import traceback
-                sys.stderr.write('kfn: function failed:\n' + traceback.format_exc())
-                status, headers, body = 500, [('Content-Type', 'text/plain; charset=utf-8')], b'Internal server error'
+            status, headers, body, error = self.run_handler(event, response)
         finally:
             if scope is not None:
                 scope.detach()
-        self.watchdog.remove(call)
+            self.watchdog.remove(call)
         if not call.settle():
             return False  # the watchdog answered 408 and closed the connection
-        self.metrics.observe(time.monotonic() - start, failed)
+        self.metrics.observe(time.monotonic() - start, error is not None)
         if scope is not None:
-            scope.end(status, str(error) if failed else None)
+            scope.end(status, str(error) if error is not None else None)
         try:
             self.respond(conn, status, headers, body, head)
         finally:
             self.end(conn)
         return not conn.closing
+
+    def run_handler(self, event, response):
+        """Call the handler and encode its answer; never raises. Returns
+        (status, headers, body, error), error None unless the call failed."""
+        try:
+            result = self.handler(event, dict(self.context))
+            status, headers, body = encode_result(result, response)
+            check_headers(headers)
+            return status, headers, body, None
+        except BaseException as err:  # a handler's sys.exit() must not end the request unanswered
+            if hasattr(err, 'status_code') and hasattr(err, 'body'):
+                # bottle.HTTPError / abort(): an answer, not a crash.
+                try:
+                    status, headers, body = encode_result(err, response)
+                    check_headers(headers)
+                    return status, headers, body, (err if status >= 500 else None)
+                except Exception as encode_err:
+                    err = encode_err
+            import traceback
+            sys.stderr.write('kfn: function failed:\n' + ''.join(traceback.format_exception(err)))
+            return 500, [('Content-Type', 'text/plain; charset=utf-8')], b'Internal server error', err
 
     # -- lifecycle
 

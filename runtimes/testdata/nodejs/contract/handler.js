@@ -58,6 +58,25 @@ module.exports = {
         setTimeout(() => { throw new Error('late boom'); }, 0);
         Promise.reject(new Error('unhandled boom'));
         return 'ok';
+      case '/bad-header':
+        event.setResponseHeader('X-Bad', 'a\r\nInjected: yes');
+        return 'not sent';
+      case '/meet': {
+        // Two calls meet only if they run at the same time: each marks its
+        // arrival and waits (up to 4 s) for the other's mark.
+        const dir = process.env.MARKER_DIR;
+        const { me, other } = req.query;
+        fs.writeFileSync(path.join(dir, me), '');
+        const until = Date.now() + 4000;
+        return new Promise((resolve) => {
+          const check = () => {
+            if (fs.existsSync(path.join(dir, other))) resolve('met');
+            else if (Date.now() > until) resolve('alone');
+            else setTimeout(check, 5);
+          };
+          check();
+        });
+      }
       case '/hang':
         return new Promise(() => {});
       case '/block':
@@ -80,6 +99,15 @@ module.exports = {
           body: req.body === undefined ? null : req.body,
         });
         return undefined;
+      case '/redirect':
+        res.cookie('session', 'abc', { httpOnly: true, maxAge: 60000 });
+        res.append('X-Multi', 'one').append('X-Multi', 'two');
+        res.vary('Accept').vary('Origin');
+        res.redirect(301, '/elsewhere');
+        return undefined;
+      case '/typed':
+        res.type('json');
+        return JSON.stringify({ typed: res.get('Content-Type') });
       case '/send':
         return sleep(1).then(() => { res.send('sent'); });
       case '/callback':

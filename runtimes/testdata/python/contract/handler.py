@@ -49,6 +49,23 @@ def main(event, context):
             raise RuntimeError('late boom')
         threading.Thread(target=late).start()
         return 'ok'
+    if path == '/bad-header':
+        event.setResponseHeader('X-Bad', 'a\r\nInjected: yes')
+        return 'not sent'
+    if path == '/exit':
+        import sys
+        sys.exit(3)
+    if path == '/meet':
+        # Two calls meet only if they run at the same time: each marks its
+        # arrival and waits (up to 4 s) for the other's mark.
+        folder = os.environ['MARKER_DIR']
+        open(os.path.join(folder, req.query.me), 'w').close()
+        until = time.monotonic() + 4
+        while time.monotonic() < until:
+            if os.path.exists(os.path.join(folder, req.query.other)):
+                return 'met'
+            time.sleep(0.005)
+        return 'alone'
     if path == '/hang':
         time.sleep(3600)
         return 'never'
