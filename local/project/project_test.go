@@ -156,3 +156,15 @@ func TestIsFolderConfig(t *testing.T) {
 	assert.False(t, project.IsFolderConfig([]byte("name: x\n")))
 	assert.False(t, project.IsFolderConfig([]byte("[broken")))
 }
+
+// TestExampleShopLoads keeps examples/shop, what `make dev` runs, valid.
+func TestExampleShopLoads(t *testing.T) {
+	p := load(t, filepath.Join("..", "..", "examples", "shop"))
+	require.Empty(t, p.Invalid)
+	names := map[string]bool{}
+	for _, fn := range p.Functions {
+		names[fn.Name] = true
+	}
+	assert.Equal(t, map[string]bool{"orders": true, "fulfil": true, "notify": true}, names)
+	require.Len(t, p.Subscriptions, 2)
+}

@@ -1,0 +1,2 @@
+def main(event, context):
+    return 'hello world'

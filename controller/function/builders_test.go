@@ -1,0 +1,417 @@
+package function_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/utils/ptr"
+
+	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
+	"github.com/kfn-dev/kfn/controller/function"
+	"github.com/kfn-dev/kfn/controller/internal/fntest"
+	"github.com/kfn-dev/kfn/controller/plan"
+	"github.com/kfn-dev/kfn/runtimes"
+)
+
+const pkgJSON = `{"name":"f","dependencies":{"lodash":"^4.17.21"}}`
+
+func testConfig() function.Config {
+	c := function.DefaultConfig()
+	c.ScalerAddress = "scaler.test:9090"
+	return c
+}
+
+// typed converts an apply configuration into the API type it describes.
+func typed[T any](t *testing.T, ac any) *T {
+	t.Helper()
+	b, err := json.Marshal(ac)
+	require.NoError(t, err)
+	var out T
+	require.NoError(t, json.Unmarshal(b, &out))
+	return &out
+}
+
+func planFor(t *testing.T, fn *v1alpha2.Function) plan.Plan {
+	t.Helper()
+	p, err := plan.For(fn, testConfig().Plan)
+	require.NoError(t, err)
+	return p
+}
+
+func deployment(t *testing.T, fn *v1alpha2.Function, setReplicas bool) *appsv1.Deployment {
+	t.Helper()
+	ac, err := function.Deployment(fn, planFor(t, fn), testConfig(), setReplicas, function.FixedReplicas(planFor(t, fn).Scaling))
+	require.NoError(t, err)
+	return typed[appsv1.Deployment](t, ac)
+}
+
+func container(pod corev1.PodSpec, name string) *corev1.Container {
+	for _, cs := range [][]corev1.Container{pod.InitContainers, pod.Containers} {
+		for i := range cs {
+			if cs[i].Name == name {
+				return &cs[i]
+			}
+		}
+	}
+	return nil
+}
+
+func volume(pod corev1.PodSpec, name string) *corev1.Volume {
+	for i := range pod.Volumes {
+		if pod.Volumes[i].Name == name {
+			return &pod.Volumes[i]
+		}
+	}
+	return nil
+}
+
+func mount(c *corev1.Container, path string) *corev1.VolumeMount {
+	for i := range c.VolumeMounts {
+		if c.VolumeMounts[i].MountPath == path {
+			return &c.VolumeMounts[i]
+		}
+	}
+	return nil
+}
+
+func TestConfigMap(t *testing.T) {
+	fn := fntest.Function("hello", "ns", fntest.Source(fntest.HelloJS, pkgJSON))
+	p := planFor(t, fn)
+	cm := typed[corev1.ConfigMap](t, function.ConfigMap(p))
+	assert.Equal(t, "hello", cm.Name)
+	assert.Equal(t, "ns", cm.Namespace)
+	assert.Equal(t, map[string]string{"handler.js": fntest.HelloJS, "package.json": pkgJSON}, cm.Data)
+	assert.Equal(t, p.Source.Hash, cm.Annotations[function.AnnotationSourceHash])
+	assert.Equal(t, "function-controller", cm.Labels[v1alpha2.LabelManagedBy])
+	require.Len(t, cm.OwnerReferences, 1)
+	assert.Equal(t, "Function", cm.OwnerReferences[0].Kind)
+	assert.Equal(t, fn.UID, cm.OwnerReferences[0].UID)
+	assert.True(t, *cm.OwnerReferences[0].Controller)
+
+	envOnly := fntest.Function("hello", "ns", fntest.Source(fntest.HelloJS, pkgJSON), fntest.Env("A", "b"), fntest.Replicas(3), fntest.Profile("XS"))
+	assert.Equal(t, cm, typed[corev1.ConfigMap](t, function.ConfigMap(planFor(t, envOnly))), "only source and dependencies shape the ConfigMap")
+
+	git := fntest.Function("g", "ns", fntest.Git("https://g/r.git", "d", "main", nil), fntest.Resolved("c1"))
+	assert.Nil(t, function.ConfigMap(planFor(t, git)))
+}
+
+func TestService(t *testing.T) {
+	fn := fntest.Function("hello", "ns")
+	svc := typed[corev1.Service](t, function.Service(planFor(t, fn)))
+	assert.Equal(t, "hello", svc.Name)
+	assert.Equal(t, fn.SelectorLabels(), svc.Spec.Selector)
+	require.Len(t, svc.Spec.Ports, 1)
+	assert.Equal(t, int32(80), svc.Spec.Ports[0].Port)
+	assert.Equal(t, int32(8080), svc.Spec.Ports[0].TargetPort.IntVal)
+	assert.Len(t, svc.OwnerReferences, 1)
+}
+
+func TestDeploymentDefaults(t *testing.T) {
+	fn := fntest.Function("hello", "ns")
+	p := planFor(t, fn)
+	d := deployment(t, fn, true)
+	assert.Equal(t, "hello", d.Name)
+	assert.Equal(t, ptr.To[int32](1), d.Spec.Replicas)
+	assert.Equal(t, fn.SelectorLabels(), d.Spec.Selector.MatchLabels)
+	assert.Equal(t, fn.SelectorLabels(), d.Spec.Template.Labels)
+	assert.Equal(t, appsv1.RollingUpdateDeploymentStrategyType, d.Spec.Strategy.Type)
+	assert.Equal(t, int32(0), d.Spec.Strategy.RollingUpdate.MaxUnavailable.IntVal, "an update never takes a ready replica away")
+	assert.Equal(t, p.Source.Hash, d.Spec.Template.Annotations[function.AnnotationSourceHash])
+	assert.NotContains(t, d.Spec.Template.Annotations, function.AnnotationDepsHash)
+
+	pod := d.Spec.Template.Spec
+	assert.Empty(t, pod.InitContainers, "no dependencies, no install step")
+	c := container(pod, "function")
+	require.NotNil(t, c)
+	assert.Equal(t, "kfn/runtime-nodejs22:latest", c.Image)
+	assert.Equal(t, []string{"node", "/opt/kfn/nodejs/server.cjs"}, c.Command)
+	assert.Equal(t, int32(8080), c.Ports[0].ContainerPort)
+	assert.Equal(t, "/healthz", c.ReadinessProbe.HTTPGet.Path)
+	assert.Equal(t, "/healthz", c.LivenessProbe.HTTPGet.Path)
+	assert.True(t, apiequality.Semantic.DeepEqual(p.Resources, c.Resources))
+	assert.Equal(t, len(p.Env), len(c.Env))
+	assert.Equal(t, int64(187), *pod.TerminationGracePeriodSeconds, "timeout 180 s + 5 s + the 2 s preStop sleep")
+	assert.Equal(t, int64(2), c.Lifecycle.PreStop.Sleep.Seconds)
+
+	src := mount(c, runtimes.PodFunctionDir)
+	require.NotNil(t, src)
+	assert.True(t, src.ReadOnly)
+	assert.Equal(t, "hello", volume(pod, src.Name).ConfigMap.Name)
+	tmp := mount(c, "/tmp")
+	require.NotNil(t, tmp)
+	assert.NotNil(t, volume(pod, tmp.Name).EmptyDir)
+	assert.Nil(t, mount(c, runtimes.PodDepsDir))
+
+	// The restricted Pod Security Standard.
+	psc := pod.SecurityContext
+	assert.True(t, *psc.RunAsNonRoot)
+	assert.Equal(t, int64(1000), *psc.RunAsUser)
+	assert.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, psc.SeccompProfile.Type)
+	csc := c.SecurityContext
+	assert.False(t, *csc.AllowPrivilegeEscalation)
+	assert.True(t, *csc.ReadOnlyRootFilesystem)
+	assert.Equal(t, []corev1.Capability{"ALL"}, csc.Capabilities.Drop)
+}
+
+func TestDeploymentSpecFields(t *testing.T) {
+	tests := map[string]struct {
+		mods        []fntest.Modifier
+		setReplicas bool
+		check       func(t *testing.T, d *appsv1.Deployment)
+	}{
+		"fixed replicas": {
+			mods: []fntest.Modifier{fntest.Replicas(3)}, setReplicas: true,
+			check: func(t *testing.T, d *appsv1.Deployment) { assert.Equal(t, int32(3), *d.Spec.Replicas) },
+		},
+		"autoscaled: replicas left to the autoscaler": {
+			mods: []fntest.Modifier{fntest.Scale(1, 5)}, setReplicas: false,
+			check: func(t *testing.T, d *appsv1.Deployment) { assert.Nil(t, d.Spec.Replicas) },
+		},
+		"runtimeImageOverride": {
+			mods: []fntest.Modifier{fntest.ImageOverride("my/image:1")}, setReplicas: true,
+			check: func(t *testing.T, d *appsv1.Deployment) {
+				assert.Equal(t, "my/image:1", container(d.Spec.Template.Spec, "function").Image)
+			},
+		},
+		"env with valueFrom": {
+			mods: []fntest.Modifier{fntest.Env("A", "1"), fntest.EnvFrom("TOKEN", "sec", "tok")}, setReplicas: true,
+			check: func(t *testing.T, d *appsv1.Deployment) {
+				env := container(d.Spec.Template.Spec, "function").Env
+				n := len(env)
+				assert.Equal(t, corev1.EnvVar{Name: "A", Value: "1"}, env[n-2])
+				assert.Equal(t, "TOKEN", env[n-1].Name)
+				assert.Equal(t, "sec", env[n-1].ValueFrom.SecretKeyRef.Name)
+				assert.Equal(t, "tok", env[n-1].ValueFrom.SecretKeyRef.Key)
+			},
+		},
+		"profile": {
+			mods: []fntest.Modifier{fntest.Profile("S")}, setReplicas: true,
+			check: func(t *testing.T, d *appsv1.Deployment) {
+				c := container(d.Spec.Template.Spec, "function")
+				assert.Equal(t, "100m", c.Resources.Requests.Cpu().String())
+				assert.Equal(t, "256Mi", c.Resources.Limits.Memory().String())
+			},
+		},
+		"secret mounts read-only": {
+			mods: []fntest.Modifier{fntest.SecretMount("db-creds", "/etc/db")}, setReplicas: true,
+			check: func(t *testing.T, d *appsv1.Deployment) {
+				pod := d.Spec.Template.Spec
+				m := mount(container(pod, "function"), "/etc/db")
+				require.NotNil(t, m)
+				assert.True(t, m.ReadOnly)
+				assert.Equal(t, "db-creds", volume(pod, m.Name).Secret.SecretName)
+			},
+		},
+		"labels and annotations on the pods": {
+			mods: []fntest.Modifier{fntest.Labels(map[string]string{"team": "a"}), fntest.Annotations(map[string]string{"prometheus.io/scrape": "true"})}, setReplicas: true,
+			check: func(t *testing.T, d *appsv1.Deployment) {
+				assert.Equal(t, "a", d.Spec.Template.Labels["team"])
+				assert.Equal(t, "a", d.Labels["team"])
+				assert.Equal(t, "true", d.Spec.Template.Annotations["prometheus.io/scrape"])
+				assert.NotContains(t, d.Spec.Selector.MatchLabels, "team", "user labels stay out of the immutable selector")
+			},
+		},
+		"user security contexts merge over the defaults": {
+			mods: []fntest.Modifier{
+				fntest.PodSecurity(&corev1.PodSecurityContext{RunAsUser: ptr.To[int64](2000)}),
+				fntest.ContainerSecurity(&corev1.SecurityContext{ReadOnlyRootFilesystem: ptr.To(false), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"NET_BIND_SERVICE"}}}),
+			},
+			setReplicas: true,
+			check: func(t *testing.T, d *appsv1.Deployment) {
+				psc := d.Spec.Template.Spec.SecurityContext
+				assert.Equal(t, int64(2000), *psc.RunAsUser)
+				assert.Equal(t, int64(1000), *psc.RunAsGroup, "unset fields keep the default")
+				assert.True(t, *psc.RunAsNonRoot)
+				csc := container(d.Spec.Template.Spec, "function").SecurityContext
+				assert.False(t, *csc.ReadOnlyRootFilesystem)
+				assert.False(t, *csc.AllowPrivilegeEscalation)
+				assert.Equal(t, []corev1.Capability{"NET_BIND_SERVICE"}, csc.Capabilities.Add)
+			},
+		},
+		"user FUNC_TIMEOUT sizes the grace period": {
+			mods: []fntest.Modifier{fntest.Env("FUNC_TIMEOUT", "10")}, setReplicas: true,
+			check: func(t *testing.T, d *appsv1.Deployment) {
+				assert.Equal(t, int64(17), *d.Spec.Template.Spec.TerminationGracePeriodSeconds)
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			tc.check(t, deployment(t, fntest.Function("hello", "ns", tc.mods...), tc.setReplicas))
+		})
+	}
+}
+
+func TestDeploymentDependencies(t *testing.T) {
+	tests := map[string]struct {
+		fn         *v1alpha2.Function
+		install    []string // substrings of the install script
+		registry   string
+		libEnvName string
+	}{
+		"nodejs": {
+			fn:         fntest.Function("f", "ns", fntest.Source(fntest.HelloJS, pkgJSON)),
+			install:    []string{"cp /usr/src/app/function/package.json /usr/src/app/deps/package.json", "npm install --omit=dev"},
+			registry:   "npm_config_userconfig=/etc/kfn/registry/.npmrc",
+			libEnvName: "NODE_PATH",
+		},
+		"python": {
+			fn:         fntest.Function("f", "ns", fntest.Runtime(v1alpha2.Python312), fntest.Source("def main(e,c): pass\n", "requests\n")),
+			install:    []string{"pip install", "--target /usr/src/app/deps/site-packages -r /usr/src/app/deps/requirements.txt"},
+			registry:   "PIP_CONFIG_FILE=/etc/kfn/registry/pip.conf",
+			libEnvName: "PYTHONPATH",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			p := planFor(t, tc.fn)
+			d := deployment(t, tc.fn, true)
+			pod := d.Spec.Template.Spec
+			require.Len(t, pod.InitContainers, 1)
+			ic := pod.InitContainers[0]
+			assert.Equal(t, function.ContainerInstallDeps, ic.Name)
+			assert.Equal(t, p.Image, ic.Image, "the runtime image has the package manager")
+			script := ic.Command[2]
+			for _, s := range append(tc.install, tc.registry) {
+				assert.Contains(t, script, s)
+			}
+			deps := mount(&ic, runtimes.PodDepsDir)
+			require.NotNil(t, deps)
+			assert.False(t, deps.ReadOnly)
+			reg := mount(&ic, function.RegistryConfigDir)
+			require.NotNil(t, reg)
+			rv := volume(pod, reg.Name).Secret
+			assert.Equal(t, function.DefaultRegistrySecretName, rv.SecretName)
+			assert.True(t, *rv.Optional, "the registry config Secret is used when present")
+			assert.Equal(t, ic.SecurityContext, container(pod, "function").SecurityContext, "init containers are restricted too")
+
+			c := container(pod, "function")
+			fdeps := mount(c, runtimes.PodDepsDir)
+			require.NotNil(t, fdeps)
+			assert.True(t, fdeps.ReadOnly)
+			assert.Nil(t, mount(c, function.RegistryConfigDir), "registry credentials stay out of the function container")
+			found := false
+			for _, e := range c.Env {
+				found = found || e.Name == tc.libEnvName
+			}
+			assert.True(t, found)
+			assert.Equal(t, p.Dependencies.Hash, d.Spec.Template.Annotations[function.AnnotationDepsHash])
+		})
+	}
+}
+
+func TestDeploymentGit(t *testing.T) {
+	fn := fntest.Function("g", "ns", fntest.Git("https://git.test/r.git", "/fns/g", "main", &v1alpha2.RepositoryAuth{Type: "basic", SecretName: "git-creds"}), fntest.Resolved("c0ffee"))
+	d := deployment(t, fn, true)
+	pod := d.Spec.Template.Spec
+	require.Len(t, pod.InitContainers, 2)
+	fetch, install := pod.InitContainers[0], pod.InitContainers[1]
+	assert.Equal(t, function.ContainerFetchSource, fetch.Name)
+	assert.Equal(t, "kfn/kfn:latest", fetch.Image)
+	assert.Equal(t, []string{"/usr/local/bin/controller", "fetch-source"}, fetch.Command)
+	assert.Equal(t, []string{"--url=https://git.test/r.git", "--reference=main", "--commit=c0ffee", "--base-dir=fns/g",
+		"--dest=/usr/src/app/function", "--auth-type=basic", "--auth-dir=/etc/kfn/git-auth"}, fetch.Args)
+	assert.False(t, mount(&fetch, runtimes.PodFunctionDir).ReadOnly)
+	auth := mount(&fetch, function.GitAuthDir)
+	require.NotNil(t, auth)
+	assert.Equal(t, "git-creds", volume(pod, auth.Name).Secret.SecretName)
+	assert.Contains(t, install.Command[2], "if [ ! -f /usr/src/app/function/package.json ]", "a directory without package.json installs nothing")
+
+	c := container(pod, "function")
+	src := mount(c, runtimes.PodFunctionDir)
+	assert.True(t, src.ReadOnly)
+	assert.NotNil(t, volume(pod, src.Name).EmptyDir)
+	assert.Nil(t, mount(c, function.GitAuthDir), "git credentials stay out of the function container")
+
+	moved := fntest.Function("g", "ns", fntest.Git("https://git.test/r.git", "/fns/g", "main", nil), fntest.Resolved("beef"))
+	assert.NotEqual(t, d.Spec.Template.Annotations[function.AnnotationSourceHash],
+		deployment(t, moved, true).Spec.Template.Annotations[function.AnnotationSourceHash], "a new commit rolls the pods")
+}
+
+func TestHorizontalPodAutoscaler(t *testing.T) {
+	tests := map[string]struct {
+		mods []fntest.Modifier
+		want bool
+	}{
+		"fixed replicas":        {mods: nil},
+		"min == max":            {mods: []fntest.Modifier{fntest.Scale(2, 2)}},
+		"scale to zero":         {mods: []fntest.Modifier{fntest.Scale(0, 3)}},
+		"max > min >= 1 scales": {mods: []fntest.Modifier{fntest.Scale(1, 4)}, want: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			ac := function.HorizontalPodAutoscaler(planFor(t, fntest.Function("f", "ns", tc.mods...)), 60)
+			if !tc.want {
+				assert.Nil(t, ac)
+				return
+			}
+			hpa := typed[autoscalingv2.HorizontalPodAutoscaler](t, ac)
+			assert.Equal(t, autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "f"}, hpa.Spec.ScaleTargetRef)
+			assert.Equal(t, int32(1), *hpa.Spec.MinReplicas)
+			assert.Equal(t, int32(4), hpa.Spec.MaxReplicas)
+			assert.Equal(t, corev1.ResourceCPU, hpa.Spec.Metrics[0].Resource.Name)
+			assert.Equal(t, int32(60), *hpa.Spec.Metrics[0].Resource.Target.AverageUtilization)
+			assert.Len(t, hpa.OwnerReferences, 1)
+		})
+	}
+}
+
+func TestScaledObject(t *testing.T) {
+	p := planFor(t, fntest.Function("f", "ns", fntest.Scale(0, 7), fntest.ScaleTargets(4, 2, 30)))
+	so := function.ScaledObject(p, "scaler.test:9090")
+	assert.Equal(t, "f", so.Name)
+	assert.Equal(t, "Deployment", so.Spec.ScaleTargetRef.Kind)
+	assert.Equal(t, "f", so.Spec.ScaleTargetRef.Name)
+	assert.Equal(t, int32(0), *so.Spec.MinReplicaCount)
+	assert.Equal(t, int32(7), *so.Spec.MaxReplicaCount)
+	assert.Equal(t, int32(30), *so.Spec.CooldownPeriod)
+	require.Len(t, so.Spec.Triggers, 1)
+	assert.Equal(t, "external-push", so.Spec.Triggers[0].Type)
+	assert.Equal(t, map[string]string{
+		function.MetadataScalerAddress:     "scaler.test:9090",
+		function.MetadataFunctionNamespace: "ns",
+		function.MetadataFunctionName:      "f",
+		function.MetadataTargetBacklog:     "4",
+		function.MetadataTargetConcurrency: "2",
+	}, so.Spec.Triggers[0].Metadata)
+	assert.Equal(t, p.UID, so.OwnerReferences[0].UID)
+}
+
+func TestChooseAutoscaler(t *testing.T) {
+	tests := map[string]struct {
+		mods             []fntest.Modifier
+		keda, subscribed bool
+		want             function.Autoscaler
+		wantErr          error
+		fixed            int32
+	}{
+		"replicas":                        {mods: []fntest.Modifier{fntest.Replicas(2)}, keda: true, subscribed: true, want: function.AutoscalerNone, fixed: 2},
+		"cpu range without KEDA":          {mods: []fntest.Modifier{fntest.Scale(1, 3)}, want: function.AutoscalerHPA},
+		"cpu range with KEDA, no events":  {mods: []fntest.Modifier{fntest.Scale(1, 3)}, keda: true, want: function.AutoscalerHPA},
+		"subscribed range with KEDA":      {mods: []fntest.Modifier{fntest.Scale(1, 3)}, keda: true, subscribed: true, want: function.AutoscalerKEDA},
+		"subscribed range without KEDA":   {mods: []fntest.Modifier{fntest.Scale(1, 3)}, subscribed: true, want: function.AutoscalerHPA},
+		"scale to zero with KEDA":         {mods: []fntest.Modifier{fntest.Scale(0, 3)}, keda: true, want: function.AutoscalerKEDA},
+		"scale to zero without KEDA":      {mods: []fntest.Modifier{fntest.Scale(0, 3)}, wantErr: function.ErrNeedsKEDA, want: function.AutoscalerNone},
+		"min == max is a fixed count":     {mods: []fntest.Modifier{fntest.Scale(2, 2)}, keda: true, subscribed: true, want: function.AutoscalerNone, fixed: 2},
+		"default is one unscaled replica": {want: function.AutoscalerNone, fixed: 1},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			s := planFor(t, fntest.Function("f", "ns", tc.mods...)).Scaling
+			got, err := function.ChooseAutoscaler(s, tc.keda, tc.subscribed)
+			assert.ErrorIs(t, err, tc.wantErr)
+			assert.Equal(t, tc.want, got)
+			if tc.fixed != 0 {
+				assert.Equal(t, tc.fixed, function.FixedReplicas(s))
+			}
+		})
+	}
+	assert.True(t, strings.Contains(function.ErrNeedsKEDA.Error(), "KEDA"))
+}

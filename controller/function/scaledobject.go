@@ -1,0 +1,87 @@
+package function
+
+import (
+	"fmt"
+	"strconv"
+
+	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kfn-dev/kfn/controller/plan"
+)
+
+// The contract between the ScaledObjects the controller writes and kfn's
+// KEDA external scaler (package scaler): the trigger type and the keys of
+// the trigger's metadata.
+const (
+	// ScalerTriggerType is the type of the one trigger of a Function's
+	// ScaledObject: KEDA's push-capable external scaler.
+	ScalerTriggerType = "external-push"
+	// MetadataScalerAddress is the scaler's gRPC address, host:port.
+	MetadataScalerAddress = "scalerAddress"
+	// MetadataFunctionNamespace is the Function's namespace.
+	MetadataFunctionNamespace = "functionNamespace"
+	// MetadataFunctionName is the Function's name.
+	MetadataFunctionName = "functionName"
+	// MetadataTargetBacklog is the waiting events per replica, a decimal integer.
+	MetadataTargetBacklog = "targetBacklog"
+	// MetadataTargetConcurrency is the concurrent gateway requests per
+	// replica, a decimal integer.
+	MetadataTargetConcurrency = "targetConcurrency"
+)
+
+// ScaledObjectGVK is KEDA's ScaledObject kind.
+var ScaledObjectGVK = kedav1alpha1.SchemeGroupVersion.WithKind("ScaledObject")
+
+// ScaledObject builds the KEDA ScaledObject that scales the Function's
+// Deployment between scaleConfig's minReplicas (0 allowed) and maxReplicas
+// on kfn's scaler, with the Function's cooldown. It is KEDA's own Go type.
+func ScaledObject(p plan.Plan, scalerAddress string) *kedav1alpha1.ScaledObject {
+	s := p.Scaling
+	return &kedav1alpha1.ScaledObject{
+		TypeMeta: metav1.TypeMeta{APIVersion: ScaledObjectGVK.GroupVersion().String(), Kind: ScaledObjectGVK.Kind},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      p.Name,
+			Namespace: p.Namespace,
+			Labels:    ObjectLabels(p),
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "serverless.kyma-project.io/v1alpha2", Kind: "Function", Name: p.Name, UID: p.UID,
+				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+			}},
+		},
+		Spec: kedav1alpha1.ScaledObjectSpec{
+			ScaleTargetRef:  &kedav1alpha1.ScaleTarget{APIVersion: "apps/v1", Kind: "Deployment", Name: p.Name},
+			MinReplicaCount: ptr.To(s.MinReplicas),
+			MaxReplicaCount: ptr.To(s.MaxReplicas),
+			CooldownPeriod:  ptr.To(s.CooldownPeriod),
+			Triggers: []kedav1alpha1.ScaleTriggers{{
+				Type: ScalerTriggerType,
+				Metadata: map[string]string{
+					MetadataScalerAddress:     scalerAddress,
+					MetadataFunctionNamespace: p.Namespace,
+					MetadataFunctionName:      p.Name,
+					MetadataTargetBacklog:     strconv.Itoa(int(s.TargetBacklog)),
+					MetadataTargetConcurrency: strconv.Itoa(int(s.TargetConcurrency)),
+				},
+			}},
+		},
+	}
+}
+
+// applyConfiguration turns a typed object into a server-side apply
+// configuration: its JSON form without status and creation timestamp,
+// which would otherwise claim fields the controller does not set.
+func applyConfiguration(obj runtime.Object) (runtime.ApplyConfiguration, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, fmt.Errorf("convert %T: %w", obj, err)
+	}
+	u := &unstructured.Unstructured{Object: m}
+	delete(u.Object, "status")
+	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+	return client.ApplyConfigurationFromUnstructured(u), nil
+}

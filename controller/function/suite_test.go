@@ -1,0 +1,165 @@
+package function_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
+	"github.com/kfn-dev/kfn/controller/function"
+	"github.com/kfn-dev/kfn/internal/testcluster"
+)
+
+// cluster is the API server every reconciler test uses; the controller
+// runs against it for the whole package, as it would in a cluster.
+var cluster *testcluster.Cluster
+
+// wait bounds every Eventually of these tests.
+const wait = 30 * time.Second
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	c, err := testcluster.Start(testcluster.WithScheme(function.AddToScheme))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() {
+		if err := c.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}()
+	cluster = c
+
+	if os.Getenv("KFN_TEST_LOG") != "" {
+		ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true)))
+	} else {
+		ctrl.SetLogger(logr.Discard())
+	}
+	mgr, err := ctrl.NewManager(c.Config, ctrl.Options{
+		Scheme:                 c.Scheme,
+		Cache:                  function.CacheOptions(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	cfg := testConfig()
+	cfg.GitPollInterval = time.Second
+	cfg.KEDACheckInterval = 200 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r, err := function.NewReconciler(mgr, cfg)
+	if err == nil {
+		err = r.SetupWithManager(ctx, mgr)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	code := m.Run()
+	cancel()
+	if err := <-done; err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+	}
+	return code
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// namespace creates a namespace for one test (envtest never finishes
+// deleting namespaces, so each test has its own).
+func namespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "fn-test-"}}
+	require.NoError(t, cluster.Client.Create(testCtx(t), ns))
+	return ns.Name
+}
+
+// create creates fn without the fixture's fake UID and status.
+func create(t *testing.T, fn *v1alpha2.Function) *v1alpha2.Function {
+	t.Helper()
+	fn.UID = ""
+	fn.Status = v1alpha2.FunctionStatus{}
+	require.NoError(t, cluster.Client.Create(testCtx(t), fn))
+	return fn
+}
+
+// update re-reads the Function, changes it with mutate and writes it,
+// retrying on conflicts.
+func update(t *testing.T, key types.NamespacedName, mutate func(*v1alpha2.Function)) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		fn := &v1alpha2.Function{}
+		if err := cluster.Client.Get(testCtx(t), key, fn); err != nil {
+			return false
+		}
+		mutate(fn)
+		err := cluster.Client.Update(testCtx(t), fn)
+		if err != nil && !apierrors.IsConflict(err) {
+			t.Fatalf("update function: %v", err)
+		}
+		return err == nil
+	}, wait, 20*time.Millisecond)
+}
+
+// get reads obj by key, failing the test on errors other than not found.
+func get(t *testing.T, key types.NamespacedName, obj client.Object) bool {
+	t.Helper()
+	err := cluster.Client.Get(testCtx(t), key, obj)
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatalf("get %T %s: %v", obj, key, err)
+	}
+	return err == nil
+}
+
+// eventually fails the test if check does not return nil within wait,
+// reporting check's last error.
+func eventually(t *testing.T, check func() error) {
+	t.Helper()
+	require.EventuallyWithT(t, func(c *assert.CollectT) { assert.NoError(c, check()) }, wait, 25*time.Millisecond)
+}
+
+// condition waits until the Function's condition has the status and reason.
+func condition(t *testing.T, key types.NamespacedName, ct v1alpha2.ConditionType, status metav1.ConditionStatus, reason v1alpha2.ConditionReason) *v1alpha2.Function {
+	t.Helper()
+	fn := &v1alpha2.Function{}
+	eventually(t, func() error {
+		if !get(t, key, fn) {
+			return errors.New("function not found")
+		}
+		c := fn.Status.Condition(ct)
+		if c == nil {
+			return fmt.Errorf("no %s condition yet: %+v", ct, fn.Status.Conditions)
+		}
+		if c.Status != status || c.Reason != string(reason) || c.ObservedGeneration != fn.Generation {
+			return fmt.Errorf("%s is %s/%s (generation %d of %d): %s", ct, c.Status, c.Reason, c.ObservedGeneration, fn.Generation, c.Message)
+		}
+		return nil
+	})
+	return fn
+}

@@ -1,0 +1,286 @@
+package plan_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
+	"github.com/kfn-dev/kfn/controller/internal/fntest"
+	"github.com/kfn-dev/kfn/controller/plan"
+	"github.com/kfn-dev/kfn/runtimes"
+)
+
+var cfg = plan.Config{
+	Images: map[string]string{
+		"nodejs20": "kfn/runtime-nodejs20", "nodejs22": "kfn/runtime-nodejs22",
+		"nodejs24": "kfn/runtime-nodejs24", "python312": "kfn/runtime-python312",
+	},
+	PublisherAddress:       "http://publisher.kfn-system/publish",
+	TraceCollectorEndpoint: "http://otel:4318/v1/traces",
+}
+
+const pkgJSON = `{"name":"f","dependencies":{"lodash":"^4.17.21"}}`
+
+func env(p plan.Plan) map[string]corev1.EnvVar {
+	out := map[string]corev1.EnvVar{}
+	for _, e := range p.Env {
+		out[e.Name] = e
+	}
+	return out
+}
+
+func TestForDefaults(t *testing.T) {
+	p, err := plan.For(fntest.Function("hello", "ns"), cfg)
+	require.NoError(t, err)
+
+	assert.Equal(t, "nodejs22", p.Runtime.Name)
+	assert.Equal(t, "kfn/runtime-nodejs22", p.Image)
+	assert.Equal(t, []string{"node", "/opt/kfn/nodejs/server.cjs"}, p.Command)
+	assert.Equal(t, int32(8080), p.Port)
+	assert.Equal(t, plan.Probe{Path: "/healthz", Port: 8080, Period: 2 * time.Second, Timeout: time.Second, FailureThreshold: 3}, p.Readiness)
+	assert.Equal(t, "/healthz", p.Liveness.Path)
+	assert.Equal(t, 185*time.Second, p.TerminationGracePeriod)
+	assert.Equal(t, "L", p.Profile)
+	assert.Equal(t, "400m", p.Resources.Requests.Cpu().String())
+	assert.Equal(t, "1Gi", p.Resources.Limits.Memory().String())
+	assert.Equal(t, map[string]string{"handler.js": fntest.HelloJS}, p.Source.Files)
+	assert.Len(t, p.Source.Hash, 64)
+	assert.Nil(t, p.Source.Git)
+	assert.Equal(t, plan.Dependencies{File: "package.json"}, p.Dependencies)
+	assert.False(t, p.Dependencies.Install())
+	assert.Equal(t, plan.Scaling{Replicas: 1, MinReplicas: 1, MaxReplicas: 1, TargetBacklog: 10, TargetConcurrency: 10, CooldownPeriod: 300}, p.Scaling)
+	assert.Equal(t, p.Selector, p.Labels)
+	assert.Equal(t, "hello", p.Selector[v1alpha2.LabelFunctionName])
+	assert.Equal(t, "uid-hello", p.Selector[v1alpha2.LabelUUID])
+
+	e := env(p)
+	for name, want := range map[string]string{
+		"FUNC_NAME": "hello", "SERVICE_NAMESPACE": "ns", "FUNC_RUNTIME": "nodejs22", "FUNC_PORT": "8080",
+		"FUNC_TIMEOUT": "180", "REQ_MB_LIMIT": "1", "KFN_FUNCTION_DIR": runtimes.PodFunctionDir,
+		"PUBLISHER_PROXY_ADDRESS": cfg.PublisherAddress, "TRACE_COLLECTOR_ENDPOINT": cfg.TraceCollectorEndpoint,
+	} {
+		assert.Equal(t, want, e[name].Value, name)
+	}
+	for _, name := range []string{"KFN_DEPS_DIR", "NODE_PATH", "PYTHONPATH", "FUNC_MEMORY_LIMIT"} {
+		assert.NotContains(t, e, name)
+	}
+}
+
+func TestForSpecFields(t *testing.T) {
+	custom := corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("20m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
+	}
+	tests := map[string]struct {
+		mods  []fntest.Modifier
+		check func(t *testing.T, p plan.Plan)
+	}{
+		"runtime python312": {
+			mods: []fntest.Modifier{fntest.Runtime(v1alpha2.Python312), fntest.Source("def main(e, c):\n  return 'hi'\n", "")},
+			check: func(t *testing.T, p plan.Plan) {
+				assert.Equal(t, "kfn/runtime-python312", p.Image)
+				assert.Equal(t, []string{"python3", "-u", "/opt/kfn/python/kfn_main.py"}, p.Command)
+				assert.Contains(t, p.Source.Files, "handler.py")
+				assert.Equal(t, "requirements.txt", p.Dependencies.File)
+				assert.Equal(t, "1Gi", env(p)["FUNC_MEMORY_LIMIT"].Value, "python gets the memory limit")
+			},
+		},
+		"deprecated runtime nodejs20": {
+			mods:  []fntest.Modifier{fntest.Runtime(v1alpha2.NodeJS20)},
+			check: func(t *testing.T, p plan.Plan) { assert.True(t, p.Runtime.Deprecated) },
+		},
+		"runtimeImageOverride wins": {
+			mods:  []fntest.Modifier{fntest.ImageOverride("registry.example/custom:1")},
+			check: func(t *testing.T, p plan.Plan) { assert.Equal(t, "registry.example/custom:1", p.Image) },
+		},
+		"node dependencies": {
+			mods: []fntest.Modifier{fntest.Source(fntest.HelloJS, pkgJSON)},
+			check: func(t *testing.T, p plan.Plan) {
+				assert.Equal(t, pkgJSON, p.Source.Files["package.json"])
+				assert.True(t, p.Dependencies.Needed)
+				assert.Equal(t, pkgJSON, p.Dependencies.Content)
+				assert.Len(t, p.Dependencies.Hash, 64)
+				e := env(p)
+				assert.Equal(t, runtimes.PodDepsDir, e["KFN_DEPS_DIR"].Value)
+				assert.Equal(t, runtimes.PodDepsDir+"/node_modules", e["NODE_PATH"].Value)
+			},
+		},
+		"package.json without dependencies installs nothing but is a source file": {
+			mods: []fntest.Modifier{fntest.Source(fntest.HelloJS, `{"type":"module"}`)},
+			check: func(t *testing.T, p plan.Plan) {
+				assert.Equal(t, `{"type":"module"}`, p.Source.Files["package.json"])
+				assert.False(t, p.Dependencies.Install())
+				assert.Empty(t, p.Dependencies.Hash)
+				assert.NotContains(t, env(p), "KFN_DEPS_DIR")
+			},
+		},
+		"python requirements": {
+			mods: []fntest.Modifier{fntest.Runtime(v1alpha2.Python312), fntest.Source("def main(e,c): pass\n", "requests==2.32.3\n")},
+			check: func(t *testing.T, p plan.Plan) {
+				assert.True(t, p.Dependencies.Needed)
+				assert.Equal(t, runtimes.PodDepsDir+"/site-packages", env(p)["PYTHONPATH"].Value)
+			},
+		},
+		"git source": {
+			mods: []fntest.Modifier{fntest.Git("https://git.example/repo.git", "/fns/hello/", "main", &v1alpha2.RepositoryAuth{Type: "basic", SecretName: "creds"}), fntest.Resolved("0123456789abcdef0123456789abcdef01234567")},
+			check: func(t *testing.T, p plan.Plan) {
+				require.NotNil(t, p.Source.Git)
+				assert.Equal(t, plan.GitSource{URL: "https://git.example/repo.git", BaseDir: "fns/hello", Reference: "main",
+					Commit: "0123456789abcdef0123456789abcdef01234567", Auth: &v1alpha2.RepositoryAuth{Type: "basic", SecretName: "creds"}}, *p.Source.Git)
+				assert.Empty(t, p.Source.Files)
+				assert.True(t, p.Dependencies.FromSource)
+				assert.True(t, p.Dependencies.Install())
+				assert.Equal(t, runtimes.PodDepsDir, env(p)["KFN_DEPS_DIR"].Value)
+			},
+		},
+		"user env overrides platform in place and keeps order": {
+			mods: []fntest.Modifier{fntest.Env("B", "2", "FUNC_TIMEOUT", "30", "A", "1"), fntest.EnvFrom("TOKEN", "s", "k")},
+			check: func(t *testing.T, p plan.Plan) {
+				n := len(p.Env)
+				assert.Equal(t, []string{"B", "A", "TOKEN"}, []string{p.Env[n-3].Name, p.Env[n-2].Name, p.Env[n-1].Name})
+				assert.Equal(t, "s", p.Env[n-1].ValueFrom.SecretKeyRef.Name)
+				count := 0
+				for _, e := range p.Env {
+					if e.Name == "FUNC_TIMEOUT" {
+						count++
+						assert.Equal(t, "30", e.Value)
+					}
+				}
+				assert.Equal(t, 1, count)
+				assert.Equal(t, 35*time.Second, p.TerminationGracePeriod, "grace follows the user's timeout")
+				assert.Len(t, p.UserEnv, 4)
+			},
+		},
+		"non-numeric FUNC_TIMEOUT keeps the default grace period": {
+			mods:  []fntest.Modifier{fntest.Env("FUNC_TIMEOUT", "soon")},
+			check: func(t *testing.T, p plan.Plan) { assert.Equal(t, 185*time.Second, p.TerminationGracePeriod) },
+		},
+		"profile": {
+			mods: []fntest.Modifier{fntest.Profile("XS")},
+			check: func(t *testing.T, p plan.Plan) {
+				assert.Equal(t, "XS", p.Profile)
+				assert.Equal(t, "50m", p.Resources.Requests.Cpu().String())
+			},
+		},
+		"custom resources": {
+			mods: []fntest.Modifier{fntest.Resources(custom)},
+			check: func(t *testing.T, p plan.Plan) {
+				assert.Equal(t, v1alpha2.ProfileCustom, p.Profile)
+				assert.Equal(t, custom, p.Resources)
+			},
+		},
+		"build resources are ignored": {
+			mods: []fntest.Modifier{func(f *v1alpha2.Function) {
+				f.Spec.ResourceConfiguration = &v1alpha2.ResourceConfiguration{Build: &v1alpha2.ResourceRequirements{Profile: "fast"}}
+			}},
+			check: func(t *testing.T, p plan.Plan) { assert.Equal(t, "L", p.Profile) },
+		},
+		"replicas": {
+			mods:  []fntest.Modifier{fntest.Replicas(3)},
+			check: func(t *testing.T, p plan.Plan) { assert.Equal(t, int32(3), p.Scaling.Replicas) },
+		},
+		"scaleConfig": {
+			mods: []fntest.Modifier{fntest.Scale(0, 5), fntest.ScaleTargets(7, 3, 60)},
+			check: func(t *testing.T, p plan.Plan) {
+				assert.Equal(t, plan.Scaling{Autoscaled: true, Replicas: 1, MinReplicas: 0, MaxReplicas: 5, TargetBacklog: 7, TargetConcurrency: 3, CooldownPeriod: 60}, p.Scaling)
+				assert.True(t, p.Scaling.ScalesToZero())
+			},
+		},
+		"secretMounts": {
+			mods: []fntest.Modifier{fntest.SecretMount("b", "/etc/b"), fntest.SecretMount("a", "/etc/a")},
+			check: func(t *testing.T, p plan.Plan) {
+				assert.Equal(t, []v1alpha2.SecretMount{{SecretName: "b", MountPath: "/etc/b"}, {SecretName: "a", MountPath: "/etc/a"}}, p.SecretMounts)
+			},
+		},
+		"labels and annotations": {
+			mods: []fntest.Modifier{fntest.Labels(map[string]string{"team": "a", v1alpha2.LabelFunctionName: "spoof"}), fntest.Annotations(map[string]string{"note": "x"})},
+			check: func(t *testing.T, p plan.Plan) {
+				assert.Equal(t, "a", p.Labels["team"])
+				assert.Equal(t, "hello", p.Labels[v1alpha2.LabelFunctionName], "selector labels win")
+				assert.Equal(t, map[string]string{"note": "x"}, p.Annotations)
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			p, err := plan.For(fntest.Function("hello", "ns", tc.mods...), cfg)
+			require.NoError(t, err)
+			tc.check(t, p)
+		})
+	}
+}
+
+func TestForErrors(t *testing.T) {
+	tests := map[string]struct {
+		fn   *v1alpha2.Function
+		cfg  plan.Config
+		want error
+	}{
+		"unknown runtime":    {fn: fntest.Function("f", "ns", fntest.Runtime("cobol85")), cfg: cfg, want: runtimes.ErrUnknownRuntime},
+		"no image":           {fn: fntest.Function("f", "ns"), cfg: plan.Config{}},
+		"bad default preset": {fn: fntest.Function("f", "ns"), cfg: plan.Config{Images: cfg.Images, DefaultProfile: "XXL"}},
+		"bad package.json":   {fn: fntest.Function("f", "ns", fntest.Source(fntest.HelloJS, "{nope}")), cfg: cfg},
+		"git not resolved":   {fn: fntest.Function("f", "ns", fntest.Git("https://g/r.git", "/", "main", nil)), cfg: cfg, want: plan.ErrUnresolvedCommit},
+		"git resolved for another reference": {
+			fn: fntest.Function("f", "ns", fntest.Git("https://g/r.git", "/", "v1", nil), fntest.Resolved("abc"),
+				fntest.Git("https://g/r.git", "/", "v2", nil)),
+			cfg: cfg, want: plan.ErrUnresolvedCommit,
+		},
+		"no source": {fn: fntest.Function("f", "ns", func(f *v1alpha2.Function) { f.Spec.Source = v1alpha2.Source{} }), cfg: cfg},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := plan.For(tc.fn, tc.cfg)
+			require.ErrorIs(t, err, plan.ErrInvalidFunction)
+			if tc.want != nil {
+				require.True(t, errors.Is(err, tc.want), "%v", err)
+			}
+		})
+	}
+}
+
+func TestSourceHash(t *testing.T) {
+	base := func(mods ...fntest.Modifier) string {
+		p, err := plan.For(fntest.Function("hello", "ns", mods...), cfg)
+		require.NoError(t, err)
+		return p.Source.Hash
+	}
+	h := base()
+	assert.Equal(t, h, base(fntest.Env("A", "1"), fntest.Replicas(4), fntest.Profile("S"), fntest.Labels(map[string]string{"a": "b"})),
+		"env, replicas, resources and labels do not change the source hash")
+	assert.NotEqual(t, h, base(fntest.Source("module.exports = {main: () => 1}", "")))
+	assert.NotEqual(t, h, base(fntest.Source(fntest.HelloJS, pkgJSON)))
+	assert.NotEqual(t, h, base(fntest.Runtime(v1alpha2.NodeJS24)))
+	git := func(commit string) string {
+		return base(fntest.Git("https://g/r.git", "d", "main", nil), fntest.Resolved(commit))
+	}
+	assert.Equal(t, git("c1"), git("c1"))
+	assert.NotEqual(t, git("c1"), git("c2"))
+}
+
+func TestEnvForLocal(t *testing.T) {
+	p, err := plan.For(fntest.Function("hello", "ns", fntest.Source(fntest.HelloJS, pkgJSON), fntest.Env("X", "y")), cfg)
+	require.NoError(t, err)
+	h := p.Host
+	h.FunctionDir, h.DepsDir, h.Port, h.ListenFD = "/home/me/fn", "/cache/deps/abc", 0, 3
+	e, err := p.EnvFor(h)
+	require.NoError(t, err)
+	got := map[string]string{}
+	for _, v := range e {
+		got[v.Name] = v.Value
+	}
+	assert.Equal(t, "/home/me/fn", got["KFN_FUNCTION_DIR"])
+	assert.Equal(t, "/cache/deps/abc/node_modules", got["NODE_PATH"])
+	assert.Equal(t, "3", got["KFN_LISTEN_FD"])
+	assert.Equal(t, "y", got["X"])
+
+	h.FunctionDir = ""
+	_, err = p.EnvFor(h)
+	require.ErrorIs(t, err, runtimes.ErrInvalidConfig)
+}

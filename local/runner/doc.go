@@ -1,0 +1,7 @@
+// Package runner runs `kfn dev`'s Functions as local processes from their
+// Plan, the same plan the controller builds a Deployment from: the
+// function's files are written to a content-addressed directory, its
+// dependencies come from the shared install cache, env valueFrom reads the
+// project's ConfigMaps and Secrets, and each function's processes live in a
+// supervisor pool.
+package runner

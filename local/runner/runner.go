@@ -1,0 +1,418 @@
+package runner
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
+	"github.com/kfn-dev/kfn/controller/plan"
+	"github.com/kfn-dev/kfn/local/supervisor"
+	"github.com/kfn-dev/kfn/runtimes"
+	"github.com/kfn-dev/kfn/runtimes/deps"
+)
+
+// Config is where the runner keeps its files and what functions are told.
+type Config struct {
+	// StateDir holds the host files, function sources and the dependency
+	// cache (the project's .kfn directory). Required.
+	StateDir string
+	// DepsCacheDir holds installed dependency sets; default StateDir/deps.
+	// Sharing it between projects shares installs.
+	DepsCacheDir string
+	// PublisherAddress is PUBLISHER_PROXY_ADDRESS of every function.
+	PublisherAddress string
+	// TraceCollectorEndpoint is TRACE_COLLECTOR_ENDPOINT; empty leaves it unset.
+	TraceCollectorEndpoint string
+	// Registry is the npm/pip configuration for dependency installs.
+	Registry deps.Registry
+	// Objects are the Secrets and ConfigMaps env valueFrom may refer to,
+	// by namespace/name.
+	Objects Objects
+	// Pool tunes every function's process pool (OnChange is set by the runner).
+	Pool supervisor.PoolOptions
+	// OnChange is called when any function's ready endpoints change.
+	OnChange func()
+	// Log receives every function's output (prefixed) and the runner's notes.
+	Log io.Writer
+}
+
+// Objects are ConfigMaps and Secrets a project defines, for valueFrom.
+type Objects struct {
+	ConfigMaps map[string]*corev1.ConfigMap
+	Secrets    map[string]*corev1.Secret
+}
+
+// Function is one function the runner runs.
+type Function struct {
+	// Function is the Function as last applied.
+	Function *serverlessv1alpha2.Function
+	// Plan is its plan.
+	Plan plan.Plan
+	// Pool runs its processes.
+	Pool *supervisor.Pool
+	// Warnings are what does not run locally as it would in a cluster.
+	Warnings []string
+	specHash string
+}
+
+// Runner runs Functions as local processes, each from its Plan: the same
+// plan a cluster's Deployment is built from.
+type Runner struct {
+	cfg       Config
+	installer *deps.Installer
+	hostDir   string
+
+	mu    sync.Mutex
+	fns   map[string]*Function
+	warns map[string]bool // runtime version warnings given once
+}
+
+// New prepares the state directory and writes the runtime hosts into it.
+func New(cfg Config) (*Runner, error) {
+	if cfg.StateDir == "" {
+		return nil, errors.New("runner: a state directory is required")
+	}
+	if cfg.DepsCacheDir == "" {
+		cfg.DepsCacheDir = filepath.Join(cfg.StateDir, "deps")
+	}
+	if cfg.Log == nil {
+		cfg.Log = io.Discard
+	}
+	hostDir, err := runtimes.WriteHost(filepath.Join(cfg.StateDir, "host"))
+	if err != nil {
+		return nil, fmt.Errorf("write the runtime hosts: %w", err)
+	}
+	installer, err := deps.New(cfg.DepsCacheDir)
+	if err != nil {
+		return nil, fmt.Errorf("dependency cache: %w", err)
+	}
+	return &Runner{cfg: cfg, installer: installer, hostDir: hostDir, fns: map[string]*Function{}, warns: map[string]bool{}}, nil
+}
+
+// Key names a function: namespace/name.
+func Key(namespace, name string) string { return namespace + "/" + name }
+
+// Get returns the running function namespace/name, or nil.
+func (r *Runner) Get(namespace, name string) *Function {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.fns[Key(namespace, name)]
+}
+
+// Functions returns every running function, sorted by key.
+func (r *Runner) Functions() []*Function {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*Function, 0, len(r.fns))
+	for _, f := range r.fns {
+		out = append(out, f)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return Key(out[i].Plan.Namespace, out[i].Plan.Name) < Key(out[j].Plan.Namespace, out[j].Plan.Name)
+	})
+	return out
+}
+
+// SetObjects replaces the Secrets and ConfigMaps valueFrom reads; the next
+// Apply uses them.
+func (r *Runner) SetObjects(o Objects) {
+	r.mu.Lock()
+	r.cfg.Objects = o
+	r.mu.Unlock()
+}
+
+// Apply makes the runner run exactly fns: new ones start (with their
+// fixed replicas or minReplicas), changed ones roll to their new version
+// without dropping requests, and removed ones are drained. A function that
+// cannot be prepared or whose new version does not start keeps its old
+// version; its error is returned, the others still apply.
+func (r *Runner) Apply(ctx context.Context, fns []*serverlessv1alpha2.Function) []error {
+	var errs []error
+	want := map[string]bool{}
+	for _, fn := range fns {
+		key := Key(fn.Namespace, fn.Name)
+		want[key] = true
+		if err := r.apply(ctx, fn); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", key, err))
+		}
+	}
+	r.mu.Lock()
+	var gone []*Function
+	for key, f := range r.fns {
+		if !want[key] {
+			gone = append(gone, f)
+			delete(r.fns, key)
+		}
+	}
+	r.mu.Unlock()
+	for _, f := range gone {
+		f.Pool.Stop()
+	}
+	return errs
+}
+
+func (r *Runner) apply(ctx context.Context, fn *serverlessv1alpha2.Function) error {
+	key := Key(fn.Namespace, fn.Name)
+	p, err := plan.For(fn, r.planConfig())
+	if err != nil {
+		return err
+	}
+	spec, warnings, err := r.spec(ctx, p)
+	if err != nil {
+		return err
+	}
+	hash := specHash(spec)
+
+	r.mu.Lock()
+	f, exists := r.fns[key]
+	r.mu.Unlock()
+	if exists && f.specHash == hash {
+		f.Function, f.Plan, f.Warnings = fn, p, warnings
+		return nil
+	}
+	if !exists {
+		opts := r.cfg.Pool
+		opts.OnChange = r.cfg.OnChange
+		f = &Function{Pool: supervisor.NewPool(key, r.cfg.Log, opts)}
+	}
+	if err := f.Pool.Update(ctx, spec); err != nil {
+		if !exists {
+			// Keep it, not running, so its error shows and an edit can fix it.
+			f.Function, f.Plan, f.Warnings = fn, p, warnings
+			r.mu.Lock()
+			r.fns[key] = f
+			r.mu.Unlock()
+		}
+		return err
+	}
+	f.Function, f.Plan, f.Warnings, f.specHash = fn, p, warnings, hash
+	if !exists {
+		r.mu.Lock()
+		r.fns[key] = f
+		r.mu.Unlock()
+		initial := p.Scaling.Replicas
+		if p.Scaling.Autoscaled {
+			initial = p.Scaling.MinReplicas
+		}
+		if err := f.Pool.Scale(ctx, int(initial)); err != nil {
+			return err
+		}
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(r.cfg.Log, "%s | kfn: warning: %s\n", key, w)
+	}
+	return nil
+}
+
+func (r *Runner) planConfig() plan.Config {
+	images := map[string]string{}
+	for _, rt := range runtimes.All() {
+		images[rt.Name] = "local/" + rt.Name // not used locally, but a plan names one
+	}
+	return plan.Config{Images: images, PublisherAddress: r.cfg.PublisherAddress, TraceCollectorEndpoint: r.cfg.TraceCollectorEndpoint}
+}
+
+// spec turns a plan into a process spec: the function's files written to a
+// directory named by their hash, dependencies installed in the shared
+// cache, the host from the state directory, env resolved.
+func (r *Runner) spec(ctx context.Context, p plan.Plan) (supervisor.Spec, []string, error) {
+	var warnings []string
+	if p.Source.Git != nil {
+		return supervisor.Spec{}, nil, errors.New("git sources do not run in kfn dev yet: use an inline source or a function folder")
+	}
+	fnDir := filepath.Join(r.cfg.StateDir, "functions", p.Namespace, p.Name, p.Source.Hash[:16])
+	if err := writeFiles(fnDir, p.Source.Files); err != nil {
+		return supervisor.Spec{}, nil, err
+	}
+	depsDir := ""
+	if p.Dependencies.Needed {
+		dir, err := r.installer.Ensure(ctx, p.Runtime, p.Dependencies.Content, r.cfg.Registry)
+		if err != nil {
+			return supervisor.Spec{}, nil, err
+		}
+		depsDir = dir
+	}
+	h := p.Host
+	h.FunctionDir = fnDir
+	h.DepsDir = depsDir
+	h.Port = 0
+	h.ListenFD = 3
+	env, err := p.EnvFor(h)
+	if err != nil {
+		return supervisor.Spec{}, nil, err
+	}
+	kv, envWarnings := r.resolveEnv(p, env)
+	warnings = append(warnings, envWarnings...)
+	if len(p.SecretMounts) > 0 {
+		warnings = append(warnings, "secretMounts are not mounted locally; read the values from env instead")
+	}
+	if w := r.versionWarning(p.Runtime); w != "" {
+		warnings = append(warnings, w)
+	}
+	return supervisor.Spec{Argv: p.Runtime.Command(r.hostDir), Env: kv, Dir: fnDir, HealthPath: plan.HealthPath}, warnings, nil
+}
+
+// resolveEnv turns EnvVars into KEY=VALUE, resolving valueFrom from the
+// project's ConfigMaps and Secrets and the pod fields that mean something
+// locally.
+func (r *Runner) resolveEnv(p plan.Plan, env []corev1.EnvVar) ([]string, []string) {
+	r.mu.Lock()
+	objs := r.cfg.Objects
+	r.mu.Unlock()
+	var out, warnings []string
+	for _, e := range env {
+		if e.ValueFrom == nil {
+			out = append(out, e.Name+"="+e.Value)
+			continue
+		}
+		v, err := valueFrom(p, objs, e.ValueFrom)
+		if err != nil {
+			warnings = append(warnings, fmt.Sprintf("env %s: %v; left unset", e.Name, err))
+			continue
+		}
+		out = append(out, e.Name+"="+v)
+	}
+	return out, warnings
+}
+
+func valueFrom(p plan.Plan, objs Objects, src *corev1.EnvVarSource) (string, error) {
+	ns := p.Namespace
+	switch {
+	case src.ConfigMapKeyRef != nil:
+		ref := src.ConfigMapKeyRef
+		cm := objs.ConfigMaps[Key(ns, ref.Name)]
+		if cm == nil {
+			return "", fmt.Errorf("ConfigMap %s/%s is not in the project", ns, ref.Name)
+		}
+		if v, ok := cm.Data[ref.Key]; ok {
+			return v, nil
+		}
+		if v, ok := cm.BinaryData[ref.Key]; ok {
+			return string(v), nil
+		}
+		return "", fmt.Errorf("ConfigMap %s/%s has no key %q", ns, ref.Name, ref.Key)
+	case src.SecretKeyRef != nil:
+		ref := src.SecretKeyRef
+		s := objs.Secrets[Key(ns, ref.Name)]
+		if s == nil {
+			return "", fmt.Errorf("Secret %s/%s is not in the project", ns, ref.Name)
+		}
+		if v, ok := s.Data[ref.Key]; ok {
+			return string(v), nil
+		}
+		if v, ok := s.StringData[ref.Key]; ok {
+			return v, nil
+		}
+		return "", fmt.Errorf("Secret %s/%s has no key %q", ns, ref.Name, ref.Key)
+	case src.FieldRef != nil:
+		switch src.FieldRef.FieldPath {
+		case "metadata.name":
+			return p.Name, nil
+		case "metadata.namespace":
+			return p.Namespace, nil
+		case "status.podIP", "status.hostIP":
+			return "127.0.0.1", nil
+		}
+		return "", fmt.Errorf("field %s has no local value", src.FieldRef.FieldPath)
+	case src.ResourceFieldRef != nil:
+		q, ok := p.Resources.Limits[corev1.ResourceName(strings.TrimPrefix(src.ResourceFieldRef.Resource, "limits."))]
+		if !ok {
+			q, ok = p.Resources.Requests[corev1.ResourceName(strings.TrimPrefix(src.ResourceFieldRef.Resource, "requests."))]
+		}
+		if !ok {
+			return "", fmt.Errorf("resource %s is not set", src.ResourceFieldRef.Resource)
+		}
+		return q.String(), nil
+	}
+	return "", errors.New("unsupported valueFrom")
+}
+
+// versionWarning returns a warning, once per runtime, when the local
+// interpreter's version differs from the runtime's.
+func (r *Runner) versionWarning(rt runtimes.Runtime) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.warns[rt.Name] {
+		return ""
+	}
+	r.warns[rt.Name] = true
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, rt.Interpreter, "--version").CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("%s is needed for %s but did not run: %v", rt.Interpreter, rt.Name, err)
+	}
+	got := strings.TrimPrefix(strings.TrimSpace(strings.TrimPrefix(string(out), "Python")), "v")
+	if !strings.HasPrefix(got, rt.Version+".") && got != rt.Version {
+		return fmt.Sprintf("%s runs on %s %s locally (the cluster image has %s); differences are possible", rt.Name, rt.Interpreter, got, rt.Version)
+	}
+	return ""
+}
+
+// Stop drains every function's processes and returns when all have exited.
+func (r *Runner) Stop() {
+	r.mu.Lock()
+	all := r.fns
+	r.fns = map[string]*Function{}
+	r.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, f := range all {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f.Pool.Stop()
+		}()
+	}
+	wg.Wait()
+}
+
+// writeFiles writes a function's files into dir once: the directory name is
+// their hash, so an existing directory already holds them.
+func writeFiles(dir string, files map[string]string) error {
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	tmp := dir + ".tmp-" + fmt.Sprint(os.Getpid())
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return fmt.Errorf("write function files: %w", err)
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(tmp, name), []byte(content), 0o644); err != nil {
+			_ = os.RemoveAll(tmp)
+			return fmt.Errorf("write function files: %w", err)
+		}
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		_ = os.RemoveAll(tmp)
+		if _, statErr := os.Stat(dir); statErr == nil {
+			return nil // another writer won
+		}
+		return fmt.Errorf("write function files: %w", err)
+	}
+	return nil
+}
+
+func specHash(s supervisor.Spec) string {
+	h := sha256.New()
+	for _, part := range [][]string{s.Argv, s.Env, {s.Dir, s.HealthPath}} {
+		for _, v := range part {
+			h.Write([]byte(v))
+			h.Write([]byte{0})
+		}
+		h.Write([]byte{1})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}

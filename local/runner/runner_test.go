@@ -1,0 +1,130 @@
+package runner_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
+	"github.com/kfn-dev/kfn/local/runner"
+	"github.com/kfn-dev/kfn/local/supervisor"
+)
+
+func function(name string, rt serverlessv1alpha2.Runtime, source string, env ...serverlessv1alpha2.EnvVar) *serverlessv1alpha2.Function {
+	return &serverlessv1alpha2.Function{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: serverlessv1alpha2.FunctionSpec{
+			Runtime:  rt,
+			Replicas: ptr.To[int32](1),
+			Env:      env,
+			Source:   serverlessv1alpha2.Source{Inline: &serverlessv1alpha2.InlineSource{Source: source}},
+		},
+	}
+}
+
+func call(t *testing.T, r *runner.Runner, name string) string {
+	t.Helper()
+	f := r.Get("default", name)
+	require.NotNil(t, f)
+	eps := f.Pool.Endpoints()
+	require.NotEmpty(t, eps, "%s has no ready process", name)
+	resp, err := http.Get("http://" + eps[0] + "/")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(body)
+}
+
+func newRunner(t *testing.T, log io.Writer) *runner.Runner {
+	t.Helper()
+	r, err := runner.New(runner.Config{
+		StateDir:         t.TempDir(),
+		PublisherAddress: "http://127.0.0.1:1/publish",
+		Objects: runner.Objects{
+			ConfigMaps: map[string]*corev1.ConfigMap{"default/settings": {Data: map[string]string{"color": "blue"}}},
+			Secrets:    map[string]*corev1.Secret{"default/db": {Data: map[string][]byte{"password": []byte("s3cret")}}},
+		},
+		Pool: supervisor.PoolOptions{DrainDelay: 50 * time.Millisecond, DrainGrace: 5 * time.Second},
+		Log:  supervisor.NewSyncWriter(log),
+	})
+	require.NoError(t, err)
+	t.Cleanup(r.Stop)
+	return r
+}
+
+func TestRunnerRunsUpdatesAndRemovesFunctions(t *testing.T) {
+	ctx := context.Background()
+	var log bytes.Buffer
+	r := newRunner(t, &log)
+
+	node := function("hello", serverlessv1alpha2.NodeJS22, `module.exports = { main: () => "v1 " + process.env.COLOR + " " + process.env.FUNC_NAME }`,
+		serverlessv1alpha2.EnvVar{Name: "COLOR", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "settings"}, Key: "color"}}})
+	py := function("py", serverlessv1alpha2.Python312, "import os\ndef main(event, context):\n    return 'pw=' + os.environ['PW'] + ' ns=' + context['namespace']\n",
+		serverlessv1alpha2.EnvVar{Name: "PW", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "db"}, Key: "password"}}},
+		serverlessv1alpha2.EnvVar{Name: "MISSING", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "nope"}, Key: "x"}}})
+	require.Empty(t, r.Apply(ctx, []*serverlessv1alpha2.Function{node, py}))
+	assert.Equal(t, "v1 blue hello", call(t, r, "hello"))
+	assert.Equal(t, "pw=s3cret ns=default", call(t, r, "py"))
+	assert.Contains(t, r.Get("default", "py").Warnings, "env MISSING: Secret default/nope is not in the project; left unset")
+
+	// Applying the same Functions again restarts nothing.
+	pids := r.Get("default", "hello").Pool.PIDs()
+	require.Empty(t, r.Apply(ctx, []*serverlessv1alpha2.Function{node, py}))
+	assert.Equal(t, pids, r.Get("default", "hello").Pool.PIDs())
+
+	// A source change rolls to the new version.
+	node2 := node.DeepCopy()
+	node2.Spec.Source.Inline.Source = `module.exports = { main: () => "v2" }`
+	require.Empty(t, r.Apply(ctx, []*serverlessv1alpha2.Function{node2, py}))
+	assert.Equal(t, "v2", call(t, r, "hello"))
+
+	// A broken edit keeps v2 serving and reports the syntax error.
+	broken := node.DeepCopy()
+	broken.Spec.Source.Inline.Source = `module.exports = { main: () => "v3" `
+	errs := r.Apply(ctx, []*serverlessv1alpha2.Function{broken, py})
+	require.Len(t, errs, 1)
+	assert.Contains(t, errs[0].Error(), "default/hello")
+	assert.Contains(t, errs[0].Error(), "SyntaxError")
+	assert.Equal(t, "v2", call(t, r, "hello"))
+
+	// Removing a function drains its processes.
+	pyPIDs := r.Get("default", "py").Pool.PIDs()
+	require.Empty(t, r.Apply(ctx, []*serverlessv1alpha2.Function{node2}))
+	assert.Nil(t, r.Get("default", "py"))
+	for _, pid := range pyPIDs {
+		assert.Error(t, syscall.Kill(pid, 0), "pid %d still runs", pid)
+	}
+	assert.Len(t, r.Functions(), 1)
+}
+
+func TestRunnerStartsScaleToZeroFunctionsAtZero(t *testing.T) {
+	ctx := context.Background()
+	r := newRunner(t, io.Discard)
+	fn := function("lazy", serverlessv1alpha2.NodeJS22, `module.exports = { main: () => "up" }`)
+	fn.Spec.ScaleConfig = &serverlessv1alpha2.ScaleConfig{MinReplicas: ptr.To[int32](0), MaxReplicas: ptr.To[int32](2)}
+	require.Empty(t, r.Apply(ctx, []*serverlessv1alpha2.Function{fn}))
+	f := r.Get("default", "lazy")
+	assert.Empty(t, f.Pool.Endpoints())
+	require.NoError(t, f.Pool.Scale(ctx, 1))
+	assert.Equal(t, "up", call(t, r, "lazy"))
+}
+
+func TestRunnerRefusesWhatItCannotRun(t *testing.T) {
+	r := newRunner(t, io.Discard)
+	git := function("git", serverlessv1alpha2.NodeJS22, "")
+	git.Spec.Source = serverlessv1alpha2.Source{GitRepository: &serverlessv1alpha2.GitRepositorySource{URL: "https://example.com/r.git", Repository: serverlessv1alpha2.Repository{BaseDir: "/", Reference: "main"}}}
+	errs := r.Apply(context.Background(), []*serverlessv1alpha2.Function{git})
+	require.Len(t, errs, 1)
+	assert.Contains(t, errs[0].Error(), "default/git")
+}

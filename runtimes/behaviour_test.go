@@ -1,0 +1,346 @@
+package runtimes_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kfn-dev/kfn/runtimes"
+)
+
+// forEachRuntime runs f in parallel for each runtime the contract covers.
+func forEachRuntime(t *testing.T, f func(t *testing.T, rt runtimes.Runtime)) {
+	t.Helper()
+	for _, rt := range testRuntimes(t) {
+		t.Run(rt.Name, func(t *testing.T) {
+			t.Parallel()
+			f(t, rt)
+		})
+	}
+}
+
+// TestSampleFunctionEveryRuntime serves the seed's sample function with
+// every runtime of the catalog.
+func TestSampleFunctionEveryRuntime(t *testing.T) {
+	t.Parallel()
+	for _, rt := range runtimes.All() {
+		t.Run(rt.Name, func(t *testing.T) {
+			t.Parallel()
+			h := startHost(t, rt, fixture(t, rt, "sample"), hostOptions{
+				cfg: runtimes.Config{FunctionName: "my-test-function"},
+				env: map[string]string{"PERSON_NAME": "Kyma"},
+			})
+			r := h.mustDo("GET", "/", nil, "")
+			assert.Equal(t, 200, r.status)
+			assert.Equal(t, "Hello Kyma", r.body)
+		})
+	}
+}
+
+// TestHostSurvivesFailures checks that throwing, rejecting and timing-out
+// handlers leave the host serving, and that they are counted as failures.
+func TestHostSurvivesFailures(t *testing.T) {
+	t.Parallel()
+	forEachRuntime(t, func(t *testing.T, rt runtimes.Runtime) {
+		h := startHost(t, rt, fixture(t, rt, "contract"), hostOptions{
+			cfg: runtimes.Config{Timeout: time.Second},
+			env: map[string]string{"PERSON_NAME": "again"},
+		})
+		assert.Equal(t, 500, h.mustDo("GET", "/throw", nil, "").status)
+		assert.Equal(t, 500, h.mustDo("GET", "/reject", nil, "").status)
+		assert.Equal(t, 408, h.mustDo("GET", "/hang", nil, "").status)
+		r := h.mustDo("GET", "/hello", nil, "")
+		assert.Equal(t, 200, r.status)
+		assert.Equal(t, "Hello again", r.body)
+
+		m := h.mustDo("GET", "/metrics", nil, "").body
+		assert.Equal(t, "4", metric(t, m, "function_calls_total"), m)
+		assert.Equal(t, "3", metric(t, m, "function_failures_total"), m)
+		assert.Equal(t, "4", metric(t, m, "function_duration_seconds_count"), m)
+		assert.Contains(t, h.out.String(), "boom", "the error is logged")
+
+		assert.Equal(t, "ok", h.mustDo("GET", "/stray-errors", nil, "").body)
+		require.Eventually(t, func() bool {
+			return strings.Contains(h.out.String(), "late boom")
+		}, 10*time.Second, 5*time.Millisecond, "the stray error is logged")
+		assert.Equal(t, "Hello again", h.mustDo("GET", "/hello", nil, "").body, "the host still serves")
+	})
+}
+
+func metric(t *testing.T, text, name string) string {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\S+)$`).FindStringSubmatch(text)
+	require.NotNil(t, m, "metric %s missing", name)
+	return m[1]
+}
+
+// TestBodyLimit checks REQ_MB_LIMIT: at the limit is served, above it is a
+// 413, with a declared length and with a chunked body; the host keeps serving.
+func TestBodyLimit(t *testing.T) {
+	t.Parallel()
+	forEachRuntime(t, func(t *testing.T, rt runtimes.Runtime) {
+		h := startHost(t, rt, fixture(t, rt, "contract"), hostOptions{
+			cfg: runtimes.Config{BodyLimitMB: 1},
+			env: map[string]string{"PERSON_NAME": "World"},
+		})
+		const mib = 1 << 20
+		text := map[string]string{"Content-Type": "text/plain"}
+
+		r, err := h.do("POST", "/none", text, bytes.NewReader(bytes.Repeat([]byte("a"), mib)))
+		require.NoError(t, err)
+		assert.Equal(t, 200, r.status, "a body of exactly the limit is served")
+
+		// Bodies much larger than socket buffers: the client is still sending
+		// when the 413 goes out, and must receive it rather than a reset.
+		big := bytes.Repeat([]byte("b"), 16*mib)
+		for range 3 {
+			r, err = h.do("POST", "/none", text, bytes.NewReader(big))
+			require.NoError(t, err, "declared length over the limit")
+			assert.Equal(t, 413, r.status, "declared length over the limit")
+
+			// io.MultiReader hides the length, so the body is sent chunked.
+			r, err = h.do("POST", "/none", text, io.MultiReader(bytes.NewReader(big)))
+			require.NoError(t, err, "chunked body over the limit")
+			assert.Equal(t, 413, r.status, "chunked body over the limit")
+		}
+
+		assert.Equal(t, "Hello World", h.mustDo("GET", "/hello", nil, "").body)
+	})
+}
+
+// publisher is a test event publisher that records what functions emit.
+type publisher struct {
+	*httptest.Server
+	mu     sync.Mutex
+	events []emitted
+}
+
+type emitted struct {
+	header http.Header
+	body   string
+}
+
+func newPublisher(t *testing.T) *publisher {
+	p := &publisher{}
+	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		p.mu.Lock()
+		p.events = append(p.events, emitted{header: r.Header.Clone(), body: string(b)})
+		p.mu.Unlock()
+		if r.Header.Get("Ce-Type") == "fail.me.v1" {
+			http.Error(w, "storage full", http.StatusInsufficientStorage)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(p.Close)
+	return p
+}
+
+func (p *publisher) received() []emitted {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]emitted(nil), p.events...)
+}
+
+// TestEmitCloudEvent checks function-to-function chaining: the event
+// arrives at PUBLISHER_PROXY_ADDRESS as a binary CloudEvent carrying the
+// incoming trace context, and a publisher failure reaches the handler.
+func TestEmitCloudEvent(t *testing.T) {
+	t.Parallel()
+	forEachRuntime(t, func(t *testing.T, rt runtimes.Runtime) {
+		pub := newPublisher(t)
+		h := startHost(t, rt, fixture(t, rt, "contract"), hostOptions{
+			cfg: runtimes.Config{PublisherAddress: pub.URL + "/publish"},
+		})
+		const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+		r := h.mustDo("POST", "/emit", map[string]string{
+			"Traceparent": traceparent, "Tracestate": "kfn=1", "Content-Type": "application/json",
+		}, `{}`)
+		require.Equal(t, 200, r.status, r.body)
+		assert.JSONEq(t, `{"status":204}`, r.body)
+
+		got := pub.received()
+		require.Len(t, got, 1)
+		e := got[0]
+		assert.Equal(t, "1.0", e.header.Get("Ce-Specversion"))
+		assert.Equal(t, "order.created.v1", e.header.Get("Ce-Type"))
+		assert.Equal(t, "kfn-test", e.header.Get("Ce-Source"))
+		assert.Equal(t, "v1", e.header.Get("Ce-Eventtypeversion"))
+		assert.NotEmpty(t, e.header.Get("Ce-Id"))
+		_, err := time.Parse(time.RFC3339, e.header.Get("Ce-Time"))
+		assert.NoError(t, err, "ce-time %q", e.header.Get("Ce-Time"))
+		assert.Equal(t, "application/json", e.header.Get("Content-Type"))
+		assert.Equal(t, traceparent, e.header.Get("Traceparent"))
+		assert.Equal(t, "kfn=1", e.header.Get("Tracestate"))
+		assert.JSONEq(t, `{"x":1}`, e.body)
+
+		r = h.mustDo("POST", "/emit?type=fail.me.v1", nil, "")
+		assert.Equal(t, 502, r.status)
+		var failure struct{ Error string }
+		require.NoError(t, json.Unmarshal([]byte(r.body), &failure), r.body)
+		assert.Contains(t, failure.Error, "507")
+		assert.Contains(t, failure.Error, "storage full")
+	})
+}
+
+// TestConcurrentRequestsOverlap checks that calls run at the same time:
+// two calls that each wait for the other to arrive both succeed, which a
+// host serving one call after the other cannot do.
+func TestConcurrentRequestsOverlap(t *testing.T) {
+	t.Parallel()
+	forEachRuntime(t, func(t *testing.T, rt runtimes.Runtime) {
+		h := startHost(t, rt, fixture(t, rt, "contract"), hostOptions{
+			env: map[string]string{"MARKER_DIR": t.TempDir()},
+		})
+		var wg sync.WaitGroup
+		for _, pair := range [][2]string{{"a", "b"}, {"b", "a"}} {
+			wg.Go(func() {
+				r, err := h.do("GET", fmt.Sprintf("/meet?me=%s&other=%s", pair[0], pair[1]), nil, nil)
+				assert.NoError(t, err)
+				assert.Equal(t, "met", r.body, "call %s did not overlap with the other", pair[0])
+			})
+		}
+		wg.Wait()
+	})
+}
+
+// TestSIGTERMDrains checks graceful shutdown: a call in flight when SIGTERM
+// arrives is completed, new connections are refused, and the host exits 0.
+func TestSIGTERMDrains(t *testing.T) {
+	t.Parallel()
+	forEachRuntime(t, func(t *testing.T, rt runtimes.Runtime) {
+		markers := t.TempDir()
+		h := startHost(t, rt, fixture(t, rt, "contract"), hostOptions{
+			env: map[string]string{"MARKER_DIR": markers},
+		})
+		// An idle keep-alive connection must not hold the host open.
+		require.Equal(t, 200, h.mustDo("GET", "/healthz", nil, "").status)
+
+		type result struct {
+			r   response
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			r, err := h.do("GET", "/block?ms=700", nil, nil)
+			done <- result{r, err}
+		}()
+		require.Eventually(t, func() bool {
+			_, err := os.Stat(filepath.Join(markers, "started"))
+			return err == nil
+		}, 10*time.Second, 5*time.Millisecond, "the call did not start")
+
+		h.signal(syscall.SIGTERM)
+		res := <-done
+		require.NoError(t, res.err)
+		assert.Equal(t, 200, res.r.status)
+		assert.Equal(t, "finished", res.r.body)
+		assert.Equal(t, 0, h.waitExit(10*time.Second), h.out.String())
+		_, err := http.Get(h.URL + "/healthz")
+		assert.Error(t, err, "the host must not accept connections after draining")
+	})
+}
+
+// TestBrokenHandlerExits checks that a handler that cannot be loaded stops
+// the host with a non-zero exit and the reason on its output, instead of a
+// host that is "ready" but fails every call.
+func TestBrokenHandlerExits(t *testing.T) {
+	t.Parallel()
+	forEachRuntime(t, func(t *testing.T, rt runtimes.Runtime) {
+		h := startHost(t, rt, fixture(t, rt, "broken"), hostOptions{noWait: true})
+		assert.Equal(t, 1, h.waitExit(15*time.Second))
+		assert.Contains(t, h.out.String(), "SyntaxError")
+	})
+}
+
+// TestMissingHandlerFunctionExits checks the message for a module without
+// the handler function.
+func TestMissingHandlerFunctionExits(t *testing.T) {
+	t.Parallel()
+	forEachRuntime(t, func(t *testing.T, rt runtimes.Runtime) {
+		h := startHost(t, rt, fixture(t, rt, "sample"), hostOptions{
+			cfg:    runtimes.Config{Handler: "nope"},
+			noWait: true,
+		})
+		assert.Equal(t, 1, h.waitExit(15*time.Second))
+		assert.Contains(t, h.out.String(), `"nope"`)
+	})
+}
+
+// TestCustomModuleAndHandlerNames checks MOD_NAME and FUNC_HANDLER.
+func TestCustomModuleAndHandlerNames(t *testing.T) {
+	t.Parallel()
+	forEachRuntime(t, func(t *testing.T, rt runtimes.Runtime) {
+		h := startHost(t, rt, fixture(t, rt, "custom-names"), hostOptions{
+			cfg: runtimes.Config{Module: "app", Handler: "run"},
+		})
+		assert.Equal(t, "custom names", h.mustDo("GET", "/", nil, "").body)
+	})
+}
+
+// TestListenOnFuncPort checks that the host binds FUNC_PORT when no
+// listening socket is inherited.
+func TestListenOnFuncPort(t *testing.T) {
+	t.Parallel()
+	forEachRuntime(t, func(t *testing.T, rt runtimes.Runtime) {
+		h := startHost(t, rt, fixture(t, rt, "sample"), hostOptions{
+			usePort: true,
+			env:     map[string]string{"PERSON_NAME": "port"},
+		})
+		assert.Equal(t, "Hello port", h.mustDo("GET", "/", nil, "").body)
+	})
+}
+
+// TestESModuleHandlers checks the ES module forms of a Node.js handler.
+func TestESModuleHandlers(t *testing.T) {
+	t.Parallel()
+	rt := lookup(t, "nodejs22")
+	tests := map[string]struct {
+		fixture string
+		want    string
+	}{
+		"export function main in handler.mjs":      {"esm-named", `{"style":"esm-named","name":"esm"}`},
+		"export default { main } with type module": {"esm-default", `{"style":"esm-default","data":{"a":1}}`},
+		"ES module syntax detected in handler.js":  {"esm-detected", `{"style":"esm-detected","name":"esm"}`},
+		"top-level await":                          {"esm-tla", `{"style":"esm-tla","name":"esm"}`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			h := startHost(t, rt, fixture(t, rt, tc.fixture), hostOptions{cfg: runtimes.Config{FunctionName: "esm"}})
+			r := h.mustDo("POST", "/", map[string]string{"Content-Type": "application/json"}, `{"a":1}`)
+			require.Equal(t, 200, r.status, r.body)
+			assert.JSONEq(t, tc.want, r.body)
+		})
+	}
+}
+
+// TestStartsQuickly is a coarse guard on cold start (the benchmark in
+// bench/runtimes measures it properly): process start to the first
+// /healthz 200 well under a second even on a loaded machine.
+func TestStartsQuickly(t *testing.T) {
+	t.Parallel()
+	forEachRuntime(t, func(t *testing.T, rt runtimes.Runtime) {
+		start := time.Now()
+		h := startHost(t, rt, fixture(t, rt, "sample"), hostOptions{noWait: true})
+		h.waitReady(15 * time.Second)
+		elapsed := time.Since(start)
+		t.Logf("%s: process start to first /healthz 200: %s", rt.Name, elapsed)
+		assert.Less(t, elapsed, 2*time.Second)
+	})
+}

@@ -1,0 +1,106 @@
+package runtimes
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+)
+
+// ErrUnknownRuntime is returned by Lookup for a name that is not in the catalog.
+var ErrUnknownRuntime = errors.New("unknown runtime")
+
+// Language is the programming language a runtime's handlers are written in.
+type Language string
+
+// The languages of the catalog.
+const (
+	NodeJS Language = "nodejs"
+	Python Language = "python"
+)
+
+// Runtime is one entry of the catalog: the value of a Function's
+// spec.runtime and how its host is run.
+type Runtime struct {
+	// Name is the spec.runtime value, for example "nodejs22".
+	Name string
+	// Language is the language of the handlers it runs.
+	Language Language
+	// Version is the interpreter version its image ships, for example "22" or "3.12".
+	Version string
+	// Interpreter is the executable that runs the host, looked up in PATH:
+	// "node" or "python3".
+	Interpreter string
+	// Deprecated runtimes are accepted but should be reported as deprecated.
+	Deprecated bool
+}
+
+var catalog = []Runtime{
+	{Name: "nodejs20", Language: NodeJS, Version: "20", Interpreter: "node", Deprecated: true},
+	{Name: "nodejs22", Language: NodeJS, Version: "22", Interpreter: "node"},
+	{Name: "nodejs24", Language: NodeJS, Version: "24", Interpreter: "node"},
+	{Name: "python312", Language: Python, Version: "3.12", Interpreter: "python3"},
+}
+
+// All returns every runtime of the catalog, deprecated ones included, in a
+// fixed order. The slice is a copy; changing it changes nothing here.
+func All() []Runtime {
+	return append([]Runtime(nil), catalog...)
+}
+
+// Lookup returns the runtime called name. For a name that is not in the
+// catalog it returns an error that wraps ErrUnknownRuntime and lists the
+// known names.
+func Lookup(name string) (Runtime, error) {
+	for _, r := range catalog {
+		if r.Name == name {
+			return r, nil
+		}
+	}
+	names := make([]string, len(catalog))
+	for i, r := range catalog {
+		names[i] = r.Name
+	}
+	return Runtime{}, fmt.Errorf("%w %q: want one of %v", ErrUnknownRuntime, name, names)
+}
+
+// Command returns the argv, interpreter first, that starts r's host from a
+// host directory: ImageHostDir inside a runtime image, or the directory
+// WriteHost returned. The host finds everything else in its environment
+// (see Env).
+func (r Runtime) Command(hostDir string) []string {
+	if r.Language == Python {
+		// -u: unbuffered stdout/stderr, so function logs appear at once.
+		return []string{r.Interpreter, "-u", filepath.Join(hostDir, "python", "kfn_main.py")}
+	}
+	return []string{r.Interpreter, filepath.Join(hostDir, "nodejs", "server.cjs")}
+}
+
+// DepsLibDir returns the directory inside an installed dependency directory
+// (as made by package deps) that holds the libraries: node_modules for
+// Node.js, site-packages for Python. It is what NODE_PATH or PYTHONPATH is
+// set to.
+func (r Runtime) DepsLibDir(depsDir string) string {
+	if r.Language == Python {
+		return filepath.Join(depsDir, "site-packages")
+	}
+	return filepath.Join(depsDir, "node_modules")
+}
+
+// DepsFile returns the name of the file that lists a function's
+// dependencies for r: package.json or requirements.txt.
+func (r Runtime) DepsFile() string {
+	if r.Language == Python {
+		return "requirements.txt"
+	}
+	return "package.json"
+}
+
+// SourceFile returns the file name under which the function's source is
+// written into the function directory for the default module name:
+// handler.js or handler.py.
+func (r Runtime) SourceFile() string {
+	if r.Language == Python {
+		return DefaultModule + ".py"
+	}
+	return DefaultModule + ".js"
+}

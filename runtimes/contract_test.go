@@ -1,0 +1,300 @@
+package runtimes_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kfn-dev/kfn/runtimes"
+)
+
+// contractCase is one request to the contract test function and what Kyma's
+// handler contract says must come back.
+type contractCase struct {
+	method string
+	path   string
+	header map[string]string
+	body   string
+	// only restricts the case to one language (Express-style or JavaScript-only features).
+	only runtimes.Language
+
+	status int
+	// body, when set, is the exact response body.
+	wantBody string
+	// wantJSON, when set, are fields the JSON response must contain, compared
+	// after a JSON round trip.
+	wantJSON map[string]any
+	// wantHeader are response headers that must have these values; an empty
+	// value means the header must be absent.
+	wantHeader map[string]string
+	// check runs further assertions.
+	check func(t *testing.T, rt runtimes.Runtime, r response)
+}
+
+func ceHeaders() map[string]string {
+	return map[string]string{
+		"Content-Type":        "application/json",
+		"Ce-Specversion":      "1.0",
+		"Ce-Type":             "order.created",
+		"Ce-Source":           "shop",
+		"Ce-Id":               "A234-1234-1234",
+		"Ce-Eventtypeversion": "v1",
+		"Ce-Time":             "2026-01-02T03:04:05Z",
+	}
+}
+
+var wantCE = map[string]any{
+	"ce-specversion":      "1.0",
+	"ce-type":             "order.created",
+	"ce-source":           "shop",
+	"ce-id":               "A234-1234-1234",
+	"ce-eventtypeversion": "v1",
+	"ce-time":             "2026-01-02T03:04:05Z",
+	"ce-datacontenttype":  "application/json",
+}
+
+func contractCases() map[string]contractCase {
+	cases := map[string]contractCase{
+		"sample function": {
+			method: "GET", path: "/hello", status: 200, wantBody: "Hello World",
+			wantHeader: map[string]string{"Access-Control-Allow-Origin": "*"},
+		},
+		"json data": {
+			method: "POST", path: "/echo", header: map[string]string{"Content-Type": "application/json"},
+			body: `{"a":1,"b":["x"]}`, status: 200,
+			wantJSON: map[string]any{"kind": "json", "data": map[string]any{"a": 1, "b": []any{"x"}}, "ce": map[string]any{}},
+		},
+		"json with charset": {
+			method: "POST", path: "/echo", header: map[string]string{"Content-Type": "application/json; charset=utf-8"},
+			body: `[1,2]`, status: 200,
+			wantJSON: map[string]any{"kind": "json", "data": []any{1, 2}},
+		},
+		"text data": {
+			method: "POST", path: "/echo", header: map[string]string{"Content-Type": "text/plain"},
+			body: "hi there", status: 200,
+			wantJSON: map[string]any{"kind": "text", "data": "hi there"},
+		},
+		"raw data": {
+			method: "POST", path: "/echo", header: map[string]string{"Content-Type": "application/octet-stream"},
+			body: "raw bytes", status: 200,
+			wantJSON: map[string]any{"kind": "bytes", "data": "raw bytes"},
+		},
+		"urlencoded data": {
+			method: "POST", path: "/echo", header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"},
+			body: "a=1&b=hello+world", status: 200,
+			wantJSON: map[string]any{"kind": "json", "data": map[string]any{"a": "1", "b": "hello world"}},
+		},
+		"no body": {
+			method: "GET", path: "/echo", status: 200,
+			wantJSON: map[string]any{"kind": "none", "data": nil, "method": "GET", "path": "/echo"},
+		},
+		"empty JSON body": {
+			method: "POST", path: "/echo", header: map[string]string{"Content-Type": "application/json"}, status: 200,
+			check: func(t *testing.T, rt runtimes.Runtime, r response) {
+				var got struct {
+					Kind string `json:"kind"`
+					Data any    `json:"data"`
+				}
+				require.NoError(t, json.Unmarshal([]byte(r.body), &got), r.body)
+				if rt.Language == runtimes.NodeJS {
+					assert.Equal(t, "json", got.Kind, "Node.js: {}, as body-parser gave")
+					assert.Equal(t, map[string]any{}, got.Data)
+				} else {
+					assert.Equal(t, "none", got.Kind, "Python: None, as bottle's request.json gave")
+				}
+			},
+		},
+		"query and header": {
+			method: "GET", path: "/echo?name=Ann%20B&x=1", header: map[string]string{"X-Test": "yes"}, status: 200,
+			wantJSON: map[string]any{"query": map[string]any{"name": "Ann B"}, "header": "yes", "path": "/echo"},
+		},
+		"context": {
+			method: "GET", path: "/echo", status: 200,
+			check: func(t *testing.T, rt runtimes.Runtime, r response) {
+				var got struct {
+					Context map[string]any `json:"context"`
+				}
+				require.NoError(t, json.Unmarshal([]byte(r.body), &got), r.body)
+				assert.Equal(t, "contract", got.Context["function-name"])
+				assert.Equal(t, "tests", got.Context["namespace"])
+				assert.Equal(t, rt.Name, got.Context["runtime"])
+				assert.EqualValues(t, 3, got.Context["timeout"])
+				assert.EqualValues(t, 1, got.Context["body-size-limit"])
+			},
+		},
+		"binary cloudevent": {
+			method: "POST", path: "/echo", header: ceHeaders(), body: `{"orderId":7}`, status: 200,
+			wantJSON: map[string]any{"kind": "json", "data": map[string]any{"orderId": 7}, "ce": wantCE},
+		},
+		"structured cloudevent": {
+			method: "POST", path: "/echo",
+			header: map[string]string{"Content-Type": "application/cloudevents+json; charset=utf-8"},
+			body: `{"specversion":"1.0","type":"order.created","source":"shop","id":"A234-1234-1234",` +
+				`"eventtypeversion":"v1","time":"2026-01-02T03:04:05Z","datacontenttype":"application/json","data":{"orderId":7}}`,
+			status:   200,
+			wantJSON: map[string]any{"kind": "json", "data": map[string]any{"orderId": 7}, "ce": wantCE},
+		},
+		"structured cloudevent with base64 data": {
+			method: "POST", path: "/echo",
+			header: map[string]string{"Content-Type": "application/cloudevents+json"},
+			body:   `{"specversion":"1.0","type":"t.x","source":"s","id":"1","data_base64":"aGVsbG8="}`,
+			status: 200, wantJSON: map[string]any{"kind": "bytes", "data": "hello"},
+		},
+		"status, header and content type set through the event": {
+			method: "GET", path: "/status", status: 201, wantBody: "created",
+			wantHeader: map[string]string{"X-Custom": "yes", "Content-Type": "application/x-kfn"},
+		},
+		"object is sent as JSON": {
+			method: "GET", path: "/object", status: 200, wantJSON: map[string]any{"ok": true},
+			check: func(t *testing.T, _ runtimes.Runtime, r response) {
+				assert.True(t, strings.HasPrefix(r.header.Get("Content-Type"), "application/json"), r.header.Get("Content-Type"))
+			},
+		},
+		"nothing returned is an empty 200": {method: "GET", path: "/none", status: 200, wantBody: ""},
+		"thrown error is a 500": {
+			method: "GET", path: "/throw", status: 500, wantBody: "Internal server error",
+		},
+		"rejected promise is a 500": {
+			method: "GET", path: "/reject", status: 500, wantBody: "Internal server error",
+		},
+		"thrown string is the body of the 500": {
+			method: "GET", path: "/throw-string", only: runtimes.NodeJS, status: 500, wantBody: "custom failure",
+		},
+		"handler past FUNC_TIMEOUT is a 408": {method: "GET", path: "/hang", status: 408},
+		"header with a line break is a 500": {
+			method: "GET", path: "/bad-header", status: 500, wantHeader: map[string]string{"Injected": ""},
+		},
+		"sys.exit in the handler is a 500": {method: "GET", path: "/exit", only: runtimes.Python, status: 500},
+		"malformed JSON is a 400": {
+			method: "POST", path: "/echo", header: map[string]string{"Content-Type": "application/json"},
+			body: `{"a":`, status: 400,
+		},
+		"malformed structured cloudevent is a 400": {
+			method: "POST", path: "/echo", header: map[string]string{"Content-Type": "application/cloudevents+json"},
+			body: `[1]`, status: 400,
+		},
+		"healthz": {method: "GET", path: "/healthz", status: 200, wantBody: "OK"},
+		"favicon": {method: "GET", path: "/favicon.ico", status: 204},
+		"metrics": {
+			method: "GET", path: "/metrics", status: 200,
+			check: func(t *testing.T, _ runtimes.Runtime, r response) {
+				for _, name := range []string{"function_calls_total ", "function_failures_total ", `function_duration_seconds_bucket{le="+Inf"} `, "function_duration_seconds_count "} {
+					assert.Contains(t, r.body, name)
+				}
+				assert.True(t, strings.HasPrefix(r.header.Get("Content-Type"), "text/plain"))
+			},
+		},
+		"CORS preflight": {
+			method: "OPTIONS", path: "/anything",
+			header: map[string]string{"Origin": "https://ui.example", "Access-Control-Request-Method": "PUT", "Access-Control-Request-Headers": "X-Test"},
+			status: 200,
+			wantHeader: map[string]string{
+				"Access-Control-Allow-Origin": "*", "Access-Control-Allow-Methods": "PUT", "Access-Control-Allow-Headers": "X-Test",
+			},
+		},
+		"HEAD":                               {method: "HEAD", path: "/method", status: 200, wantBody: ""},
+		"event.tracer works without tracing": {method: "GET", path: "/tracer", status: 200, wantBody: "traced"},
+		"Express response helpers": {
+			method: "GET", path: "/express?name=x", header: map[string]string{"X-Test": "y"}, only: runtimes.NodeJS,
+			status: 202, wantHeader: map[string]string{"X-Express": "yes", "Content-Type": "application/json; charset=utf-8"},
+			wantJSON: map[string]any{"q": "x", "got": "y", "params": []any{"express"}, "is": nil, "hostname": "127.0.0.1"},
+		},
+		"req.body and req.is": {
+			method: "POST", path: "/express", header: map[string]string{"Content-Type": "application/json"}, body: `{"k":"v"}`,
+			only: runtimes.NodeJS, status: 202,
+			wantJSON: map[string]any{"body": map[string]any{"k": "v"}, "is": "json"},
+		},
+		"res.redirect, cookie, append, vary": {
+			method: "GET", path: "/redirect", only: runtimes.NodeJS, status: 301,
+			wantHeader: map[string]string{"Location": "/elsewhere", "Vary": "Accept, Origin"},
+			check: func(t *testing.T, _ runtimes.Runtime, r response) {
+				assert.Equal(t, []string{"one", "two"}, r.header.Values("X-Multi"))
+				cookie := r.header.Get("Set-Cookie")
+				for _, part := range []string{"session=abc", "Max-Age=60", "Path=/", "HttpOnly", "Expires="} {
+					assert.Contains(t, cookie, part)
+				}
+			},
+		},
+		"res.type": {
+			method: "GET", path: "/typed", only: runtimes.NodeJS, status: 200,
+			wantHeader: map[string]string{"Content-Type": "application/json; charset=utf-8"},
+			wantJSON:   map[string]any{"typed": "application/json; charset=utf-8"},
+		},
+		"res.send after an await": {
+			method: "GET", path: "/send", only: runtimes.NodeJS, status: 200, wantBody: "sent",
+			wantHeader: map[string]string{"Content-Type": "text/html; charset=utf-8"},
+		},
+		"sendResponse callback": {
+			method: "GET", path: "/callback", only: runtimes.NodeJS, status: 203, wantBody: "via callback",
+			wantHeader: map[string]string{"X-Callback": "yes"},
+		},
+	}
+	for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"} {
+		cases["method "+m] = contractCase{method: m, path: "/method", status: 200, wantBody: m}
+	}
+	return cases
+}
+
+// startContractHost starts the contract test function for rt.
+func startContractHost(t *testing.T, rt runtimes.Runtime) *host {
+	return startHost(t, rt, fixture(t, rt, "contract"), hostOptions{
+		cfg: runtimes.Config{
+			FunctionName: "contract",
+			Namespace:    "tests",
+			Timeout:      3 * time.Second,
+			BodyLimitMB:  1,
+		},
+		env: map[string]string{"PERSON_NAME": "World"},
+	})
+}
+
+// TestContract runs every contract case against each runtime's host, all
+// requests against one host process per runtime, in parallel.
+func TestContract(t *testing.T) {
+	t.Parallel()
+	for _, rt := range testRuntimes(t) {
+		t.Run(rt.Name, func(t *testing.T) {
+			t.Parallel()
+			h := startContractHost(t, rt)
+			for name, tc := range contractCases() {
+				if tc.only != "" && tc.only != rt.Language {
+					continue
+				}
+				t.Run(name, func(t *testing.T) {
+					t.Parallel()
+					r := h.mustDo(tc.method, tc.path, tc.header, tc.body)
+					require.Equal(t, tc.status, r.status, "body: %s", r.body)
+					if tc.wantBody != "" || tc.status == 204 || tc.method == "HEAD" || tc.path == "/none" {
+						assert.Equal(t, tc.wantBody, r.body)
+					}
+					if tc.wantJSON != nil {
+						var got map[string]any
+						require.NoError(t, json.Unmarshal([]byte(r.body), &got), r.body)
+						for k, want := range tc.wantJSON {
+							assert.Equal(t, roundTrip(t, want), got[k], "field %q in %s", k, r.body)
+						}
+					}
+					for k, v := range tc.wantHeader {
+						assert.Equal(t, v, r.header.Get(k), "header %s", k)
+					}
+					if tc.check != nil {
+						tc.check(t, rt, r)
+					}
+				})
+			}
+		})
+	}
+}
+
+// roundTrip returns v as encoding/json decodes it into an any.
+func roundTrip(t *testing.T, v any) any {
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	var out any
+	require.NoError(t, json.Unmarshal(b, &out))
+	return out
+}

@@ -1,0 +1,285 @@
+package deps
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/kfn-dev/kfn/runtimes"
+)
+
+// ErrInstall is wrapped by the error Ensure returns when the package
+// installer (npm or pip) failed; the error text includes its output.
+var ErrInstall = errors.New("install dependencies")
+
+// ErrInvalidOption is wrapped by New for an option it cannot use.
+var ErrInvalidOption = errors.New("invalid deps option")
+
+// maxOutput bounds how much installer output an error carries (its tail).
+const maxOutput = 16 << 10
+
+// Registry configures the package registries an installation uses: the
+// content of an .npmrc file for npm and of a pip.conf file for pip (registry
+// or index URLs, scopes, credentials, trusted hosts). Empty content leaves the
+// installer's own configuration in effect.
+type Registry struct {
+	NPMRC   string // content of an .npmrc file, given to npm as its user config
+	PipConf string // content of a pip.conf file, given to pip as PIP_CONFIG_FILE
+}
+
+// Installer installs dependency sets into a cache directory.
+type Installer struct {
+	cacheDir string
+	npm      string
+	python   string
+	env      []string
+}
+
+// Option configures an Installer.
+type Option func(*Installer) error
+
+// WithNPM sets the npm executable (default "npm", looked up in PATH).
+func WithNPM(path string) Option {
+	return func(i *Installer) error {
+		if path == "" {
+			return fmt.Errorf("%w: empty npm path", ErrInvalidOption)
+		}
+		i.npm = path
+		return nil
+	}
+}
+
+// WithPython sets the Python interpreter whose pip installs Python
+// dependencies (default "python3", looked up in PATH; run as python3 -m pip).
+func WithPython(path string) Option {
+	return func(i *Installer) error {
+		if path == "" {
+			return fmt.Errorf("%w: empty python path", ErrInvalidOption)
+		}
+		i.python = path
+		return nil
+	}
+}
+
+// WithEnv adds environment variables (KEY=value) to the installer processes,
+// on top of the calling process's environment.
+func WithEnv(env ...string) Option {
+	return func(i *Installer) error {
+		for _, kv := range env {
+			if !strings.Contains(kv, "=") {
+				return fmt.Errorf("%w: environment entry %q is not KEY=value", ErrInvalidOption, kv)
+			}
+		}
+		i.env = append(i.env, env...)
+		return nil
+	}
+}
+
+// New returns an Installer that keeps installed dependency sets under
+// cacheDir, which is created when missing.
+func New(cacheDir string, opts ...Option) (*Installer, error) {
+	if cacheDir == "" {
+		return nil, fmt.Errorf("%w: empty cache directory", ErrInvalidOption)
+	}
+	abs, err := filepath.Abs(cacheDir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: cache directory %q: %v", ErrInvalidOption, cacheDir, err)
+	}
+	i := &Installer{cacheDir: abs, npm: "npm", python: "python3"}
+	for _, o := range opts {
+		if err := o(i); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(abs, ".locks"), 0o755); err != nil {
+		return nil, fmt.Errorf("create dependency cache: %w", err)
+	}
+	return i, nil
+}
+
+// Key returns the cache key of a dependency set: the hex SHA-256 of the
+// runtime name, the dependency file and the registry configuration. A
+// different registry may serve different packages under the same names, so
+// it is part of the key.
+func Key(rt runtimes.Runtime, dependencies string, reg Registry) string {
+	h := sha256.New()
+	for _, part := range []string{"kfn-deps-v1", rt.Name, dependencies, reg.NPMRC, reg.PipConf} {
+		fmt.Fprintf(h, "%d:%s\x00", len(part), part)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Needed reports whether a dependency file asks for anything to install: a
+// package.json with at least one entry in "dependencies" or
+// "optionalDependencies", or a requirements.txt with a line that is not
+// blank or a comment. It returns an error for a package.json that is not a
+// JSON object.
+func Needed(rt runtimes.Runtime, dependencies string) (bool, error) {
+	if strings.TrimSpace(dependencies) == "" {
+		return false, nil
+	}
+	if rt.Language == runtimes.Python {
+		for _, line := range strings.Split(dependencies, "\n") {
+			line = strings.TrimSpace(line)
+			if line != "" && !strings.HasPrefix(line, "#") {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+	var pkg struct {
+		Dependencies         map[string]any `json:"dependencies"`
+		OptionalDependencies map[string]any `json:"optionalDependencies"`
+	}
+	if err := json.Unmarshal([]byte(dependencies), &pkg); err != nil {
+		return false, fmt.Errorf("parse package.json: %w", err)
+	}
+	return len(pkg.Dependencies)+len(pkg.OptionalDependencies) > 0, nil
+}
+
+// Ensure returns the directory holding rt's installed dependencies for the
+// given dependency file (package.json or requirements.txt text), installing
+// them first unless an earlier call did. It returns "" and no error when
+// there is nothing to install (see Needed): such a function runs without a
+// dependency directory.
+//
+// The directory is <cache>/<Key(...)>; pass it as runtimes.Config.DepsDir.
+// It contains the dependency file and node_modules/ (Node.js) or
+// site-packages/ (Python); never the registry configuration, which may hold
+// credentials. Callers with the same key wait for one installation. When
+// the installer fails, the error wraps ErrInstall, carries the tail of the
+// installer's output, and nothing is left in the cache. Cancelling ctx stops
+// the installer and the wait for the lock.
+func (i *Installer) Ensure(ctx context.Context, rt runtimes.Runtime, dependencies string, reg Registry) (string, error) {
+	need, err := Needed(rt, dependencies)
+	if err != nil {
+		return "", fmt.Errorf("%w for %s: %w", ErrInstall, rt.Name, err)
+	}
+	if !need {
+		return "", nil
+	}
+	key := Key(rt, dependencies, reg)
+	dir := filepath.Join(i.cacheDir, key)
+	if exists(dir) {
+		return dir, nil
+	}
+	unlock, err := lock(ctx, filepath.Join(i.cacheDir, ".locks", key+".lock"))
+	if err != nil {
+		return "", fmt.Errorf("lock dependency set %s: %w", key[:12], err)
+	}
+	defer unlock()
+	if exists(dir) {
+		return dir, nil // installed by whoever held the lock before us
+	}
+	if err := i.install(ctx, rt, dependencies, reg, key, dir); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+func exists(dir string) bool {
+	_, err := os.Stat(dir)
+	return err == nil
+}
+
+func (i *Installer) install(ctx context.Context, rt runtimes.Runtime, dependencies string, reg Registry, key, dir string) error {
+	tmp, err := os.MkdirTemp(i.cacheDir, ".tmp-"+key[:12]+"-")
+	if err != nil {
+		return fmt.Errorf("%w for %s: %w", ErrInstall, rt.Name, err)
+	}
+	defer os.RemoveAll(tmp) // a no-op after the rename
+	// Registry configuration goes next to, not into, the directory that
+	// becomes the cache entry.
+	confDir, err := os.MkdirTemp(i.cacheDir, ".conf-")
+	if err != nil {
+		return fmt.Errorf("%w for %s: %w", ErrInstall, rt.Name, err)
+	}
+	defer os.RemoveAll(confDir)
+
+	if err := os.WriteFile(filepath.Join(tmp, rt.DepsFile()), []byte(dependencies), 0o644); err != nil {
+		return fmt.Errorf("%w for %s: %w", ErrInstall, rt.Name, err)
+	}
+	var argv []string
+	env := append(os.Environ(), i.env...)
+	if rt.Language == runtimes.Python {
+		argv = []string{i.python, "-m", "pip", "install", "--no-input", "--disable-pip-version-check",
+			"--no-warn-script-location", "--target", rt.DepsLibDir(tmp), "-r", filepath.Join(tmp, rt.DepsFile())}
+		env = append(env, "PIP_CACHE_DIR="+filepath.Join(i.cacheDir, ".pip-cache"))
+		if reg.PipConf != "" {
+			conf := filepath.Join(confDir, "pip.conf")
+			if err := os.WriteFile(conf, []byte(reg.PipConf), 0o600); err != nil {
+				return fmt.Errorf("%w for %s: %w", ErrInstall, rt.Name, err)
+			}
+			env = append(without(env, "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_NO_INDEX", "PIP_FIND_LINKS"), "PIP_CONFIG_FILE="+conf)
+		}
+	} else {
+		argv = []string{i.npm, "install", "--omit=dev", "--no-audit", "--no-fund", "--no-update-notifier"}
+		env = append(env, "npm_config_cache="+filepath.Join(i.cacheDir, ".npm-cache"))
+		if reg.NPMRC != "" {
+			conf := filepath.Join(confDir, ".npmrc")
+			if err := os.WriteFile(conf, []byte(reg.NPMRC), 0o600); err != nil {
+				return fmt.Errorf("%w for %s: %w", ErrInstall, rt.Name, err)
+			}
+			env = append(without(env, "npm_config_registry", "NPM_CONFIG_REGISTRY"), "npm_config_userconfig="+conf)
+		}
+	}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = tmp
+	cmd.Env = env
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	setProcessGroup(cmd)
+	cmd.WaitDelay = 5 * time.Second
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return fmt.Errorf("%w for %s: %s failed after %s: %w\n%s", ErrInstall, rt.Name,
+			strings.Join(argv[:2], " "), time.Since(start).Round(time.Millisecond), err, tail(out.Bytes()))
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		if exists(dir) {
+			return nil // cannot happen while we hold the lock, but is harmless
+		}
+		return fmt.Errorf("%w for %s: %w", ErrInstall, rt.Name, err)
+	}
+	return nil
+}
+
+// without returns env without the named variables.
+func without(env []string, names ...string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		drop := false
+		for _, n := range names {
+			if name == n {
+				drop = true
+				break
+			}
+		}
+		if !drop {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+func tail(b []byte) string {
+	b = bytes.TrimSpace(b)
+	if len(b) > maxOutput {
+		b = append([]byte("...\n"), b[len(b)-maxOutput:]...)
+	}
+	return string(b)
+}

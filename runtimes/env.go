@@ -1,0 +1,213 @@
+package runtimes
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+)
+
+// Environment variables a host reads. Kyma's names are used where Kyma has
+// one; the KFN_ ones are ours. runtimes/README.md documents each.
+const (
+	// EnvFunctionName is the Function's name (context "function-name").
+	EnvFunctionName = "FUNC_NAME"
+	// EnvRuntime is the runtime name, for example "nodejs22" (context "runtime").
+	EnvRuntime = "FUNC_RUNTIME"
+	// EnvNamespace is the Function's namespace (context "namespace").
+	EnvNamespace = "SERVICE_NAMESPACE"
+	// EnvTimeout is the handler timeout in seconds, fractions allowed; a call
+	// that takes longer is answered 408.
+	EnvTimeout = "FUNC_TIMEOUT"
+	// EnvBodyLimitMB is the request body limit in MiB; a larger body is answered 413.
+	EnvBodyLimitMB = "REQ_MB_LIMIT"
+	// EnvPort is the TCP port the host listens on (all interfaces).
+	EnvPort = "FUNC_PORT"
+	// EnvHandler is the name of the handler function in the module.
+	EnvHandler = "FUNC_HANDLER"
+	// EnvModule is the module name: the file <EnvModule>.js/.mjs/.cjs or
+	// <EnvModule>.py in the function directory.
+	EnvModule = "MOD_NAME"
+	// EnvPublisherAddress is the URL emitCloudEvent POSTs events to.
+	EnvPublisherAddress = "PUBLISHER_PROXY_ADDRESS"
+	// EnvTraceCollectorEndpoint is the OTLP/HTTP traces URL; when set and the
+	// OpenTelemetry SDK is installed, spans are exported there.
+	EnvTraceCollectorEndpoint = "TRACE_COLLECTOR_ENDPOINT"
+	// EnvMemoryLimit is passed to Python handlers as context "memory-limit".
+	EnvMemoryLimit = "FUNC_MEMORY_LIMIT"
+	// EnvNodePath makes a function's installed dependencies resolvable by
+	// require() (Node.js).
+	EnvNodePath = "NODE_PATH"
+	// EnvPythonPath makes a function's installed dependencies importable (Python).
+	EnvPythonPath = "PYTHONPATH"
+	// EnvFunctionDir is the directory holding the function's source; it may
+	// be read-only.
+	EnvFunctionDir = "KFN_FUNCTION_DIR"
+	// EnvDepsDir is the directory with the function's installed dependencies
+	// (as made by package deps); unset for a function without dependencies.
+	// It may be read-only.
+	EnvDepsDir = "KFN_DEPS_DIR"
+	// EnvListenFD, when set, is the number of an inherited file descriptor of
+	// a listening TCP socket that the host serves instead of binding EnvPort.
+	// Local mode uses it to keep a port across restarts.
+	EnvListenFD = "KFN_LISTEN_FD"
+)
+
+// Defaults the host applies when a variable is unset.
+const (
+	DefaultPort        = 8080
+	DefaultTimeout     = 180 * time.Second
+	DefaultBodyLimitMB = 1
+	DefaultHandler     = "main"
+	DefaultModule      = "handler"
+)
+
+// HTTP paths the host serves itself; every other path goes to the handler.
+const (
+	// HealthPath answers 200 once the handler is loaded (503 while draining):
+	// the readiness and liveness probe.
+	HealthPath = "/healthz"
+	// MetricsPath serves Prometheus text metrics of the function.
+	MetricsPath = "/metrics"
+)
+
+// Paths inside a runtime image and a function pod.
+const (
+	// ImageHostDir is where a runtime image holds the host files, laid out as
+	// WriteHost writes them.
+	ImageHostDir = "/opt/kfn"
+	// PodFunctionDir is where the controller mounts the function's source.
+	PodFunctionDir = "/usr/src/app/function"
+	// PodDepsDir is where the controller mounts the installed dependencies.
+	PodDepsDir = "/usr/src/app/deps"
+)
+
+// ErrInvalidConfig is wrapped by the errors Env returns for a Config it cannot use.
+var ErrInvalidConfig = errors.New("invalid host config")
+
+// EnvVar is one environment variable of a host process.
+type EnvVar struct {
+	Name  string // the variable's name, e.g. FUNC_PORT
+	Value string // its value; may be empty
+}
+
+// Config is what the platform tells a host about the function it serves.
+// Zero values mean the defaults above.
+type Config struct {
+	// FunctionName and Namespace name the Function (context "function-name"
+	// and "namespace").
+	FunctionName string
+	Namespace    string
+	// FunctionDir is the directory with the function's source. Required.
+	FunctionDir string
+	// DepsDir is the installed dependency directory; empty when the function
+	// has no dependencies.
+	DepsDir string
+	// Port is the port to listen on; 0 means DefaultPort.
+	Port int
+	// ListenFD, when >= 3, is an inherited listening socket to serve instead of Port.
+	ListenFD int
+	// Timeout is the handler timeout; 0 means DefaultTimeout.
+	Timeout time.Duration
+	// BodyLimitMB is the request body limit in MiB; 0 means DefaultBodyLimitMB.
+	BodyLimitMB int
+	// Handler is the name of the handler function; empty means DefaultHandler.
+	Handler string
+	// Module is the handler's module name; empty means DefaultModule.
+	Module string
+	// PublisherAddress is the URL for emitCloudEvent.
+	PublisherAddress string
+	// TraceCollectorEndpoint is the OTLP/HTTP traces URL; empty disables export.
+	TraceCollectorEndpoint string
+	// MemoryLimit is shown to Python handlers as context "memory-limit".
+	MemoryLimit string
+}
+
+// PlatformEnvNames returns the names of every variable Env may set, sorted.
+// A Function's own env must not set these.
+func PlatformEnvNames() []string {
+	names := []string{
+		EnvFunctionName, EnvRuntime, EnvNamespace, EnvTimeout, EnvBodyLimitMB, EnvPort,
+		EnvHandler, EnvModule, EnvPublisherAddress, EnvTraceCollectorEndpoint, EnvMemoryLimit,
+		EnvNodePath, EnvPythonPath, EnvFunctionDir, EnvDepsDir, EnvListenFD,
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Env returns the environment, sorted by name, that makes r's host serve the
+// function described by c. Defaults are written out, so the result fully
+// describes the process. It returns an error wrapping ErrInvalidConfig when
+// c has no FunctionDir or a negative or out-of-range number.
+func (r Runtime) Env(c Config) ([]EnvVar, error) {
+	switch {
+	case c.FunctionDir == "":
+		return nil, fmt.Errorf("%w: function directory is required", ErrInvalidConfig)
+	case c.Port < 0 || c.Port > 65535:
+		return nil, fmt.Errorf("%w: port %d out of range", ErrInvalidConfig, c.Port)
+	case c.ListenFD != 0 && c.ListenFD < 3:
+		return nil, fmt.Errorf("%w: listen fd %d: want >= 3", ErrInvalidConfig, c.ListenFD)
+	case c.Timeout < 0:
+		return nil, fmt.Errorf("%w: negative timeout %s", ErrInvalidConfig, c.Timeout)
+	case c.BodyLimitMB < 0:
+		return nil, fmt.Errorf("%w: negative body limit %d", ErrInvalidConfig, c.BodyLimitMB)
+	}
+	port := c.Port
+	if port == 0 {
+		port = DefaultPort
+	}
+	timeout := c.Timeout
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	limit := c.BodyLimitMB
+	if limit == 0 {
+		limit = DefaultBodyLimitMB
+	}
+	handler := c.Handler
+	if handler == "" {
+		handler = DefaultHandler
+	}
+	module := c.Module
+	if module == "" {
+		module = DefaultModule
+	}
+	env := map[string]string{
+		EnvFunctionName: c.FunctionName,
+		EnvRuntime:      r.Name,
+		EnvNamespace:    c.Namespace,
+		EnvTimeout:      strconv.FormatFloat(timeout.Seconds(), 'f', -1, 64),
+		EnvBodyLimitMB:  strconv.Itoa(limit),
+		EnvPort:         strconv.Itoa(port),
+		EnvHandler:      handler,
+		EnvModule:       module,
+		EnvFunctionDir:  c.FunctionDir,
+	}
+	if c.ListenFD != 0 {
+		env[EnvListenFD] = strconv.Itoa(c.ListenFD)
+	}
+	if c.DepsDir != "" {
+		env[EnvDepsDir] = c.DepsDir
+		if r.Language == Python {
+			env[EnvPythonPath] = r.DepsLibDir(c.DepsDir)
+		} else {
+			env[EnvNodePath] = r.DepsLibDir(c.DepsDir)
+		}
+	}
+	if c.PublisherAddress != "" {
+		env[EnvPublisherAddress] = c.PublisherAddress
+	}
+	if c.TraceCollectorEndpoint != "" {
+		env[EnvTraceCollectorEndpoint] = c.TraceCollectorEndpoint
+	}
+	if c.MemoryLimit != "" {
+		env[EnvMemoryLimit] = c.MemoryLimit
+	}
+	out := make([]EnvVar, 0, len(env))
+	for k, v := range env {
+		out = append(out, EnvVar{Name: k, Value: v})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}

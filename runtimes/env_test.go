@@ -1,0 +1,95 @@
+package runtimes_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kfn-dev/kfn/runtimes"
+)
+
+func envMap(vars []runtimes.EnvVar) map[string]string {
+	m := map[string]string{}
+	for _, v := range vars {
+		m[v.Name] = v.Value
+	}
+	return m
+}
+
+func TestEnv(t *testing.T) {
+	tests := map[string]struct {
+		runtime string
+		cfg     runtimes.Config
+		want    map[string]string
+	}{
+		"defaults are written out": {
+			runtime: "nodejs22",
+			cfg:     runtimes.Config{FunctionName: "orders", Namespace: "shop", FunctionDir: runtimes.PodFunctionDir},
+			want: map[string]string{
+				"FUNC_NAME": "orders", "SERVICE_NAMESPACE": "shop", "FUNC_RUNTIME": "nodejs22",
+				"FUNC_TIMEOUT": "180", "REQ_MB_LIMIT": "1", "FUNC_PORT": "8080",
+				"FUNC_HANDLER": "main", "MOD_NAME": "handler", "KFN_FUNCTION_DIR": "/usr/src/app/function",
+			},
+		},
+		"node dependencies": {
+			runtime: "nodejs24",
+			cfg: runtimes.Config{
+				FunctionDir: "/f", DepsDir: runtimes.PodDepsDir, Timeout: 1500 * time.Millisecond, BodyLimitMB: 4, Port: 9000,
+				PublisherAddress: "http://pub/publish", TraceCollectorEndpoint: "http://otel:4318/v1/traces",
+			},
+			want: map[string]string{
+				"FUNC_NAME": "", "SERVICE_NAMESPACE": "", "FUNC_RUNTIME": "nodejs24",
+				"FUNC_TIMEOUT": "1.5", "REQ_MB_LIMIT": "4", "FUNC_PORT": "9000",
+				"FUNC_HANDLER": "main", "MOD_NAME": "handler", "KFN_FUNCTION_DIR": "/f",
+				"KFN_DEPS_DIR": "/usr/src/app/deps", "NODE_PATH": "/usr/src/app/deps/node_modules",
+				"PUBLISHER_PROXY_ADDRESS": "http://pub/publish", "TRACE_COLLECTOR_ENDPOINT": "http://otel:4318/v1/traces",
+			},
+		},
+		"python dependencies, listen fd, names": {
+			runtime: "python312",
+			cfg: runtimes.Config{
+				FunctionDir: "/f", DepsDir: "/d", ListenFD: 3, Handler: "run", Module: "app", MemoryLimit: "512Mi",
+			},
+			want: map[string]string{
+				"FUNC_NAME": "", "SERVICE_NAMESPACE": "", "FUNC_RUNTIME": "python312",
+				"FUNC_TIMEOUT": "180", "REQ_MB_LIMIT": "1", "FUNC_PORT": "8080",
+				"FUNC_HANDLER": "run", "MOD_NAME": "app", "KFN_FUNCTION_DIR": "/f",
+				"KFN_DEPS_DIR": "/d", "PYTHONPATH": "/d/site-packages", "KFN_LISTEN_FD": "3",
+				"FUNC_MEMORY_LIMIT": "512Mi",
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			vars, err := lookup(t, tc.runtime).Env(tc.cfg)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, envMap(vars))
+			for i := 1; i < len(vars); i++ {
+				assert.Less(t, vars[i-1].Name, vars[i].Name, "sorted by name")
+			}
+			for _, v := range vars {
+				assert.Contains(t, runtimes.PlatformEnvNames(), v.Name)
+			}
+		})
+	}
+}
+
+func TestEnvRejectsBadConfig(t *testing.T) {
+	tests := map[string]runtimes.Config{
+		"no function dir":  {},
+		"port too large":   {FunctionDir: "/f", Port: 70000},
+		"stdio listen fd":  {FunctionDir: "/f", ListenFD: 1},
+		"negative timeout": {FunctionDir: "/f", Timeout: -time.Second},
+		"negative limit":   {FunctionDir: "/f", BodyLimitMB: -1},
+	}
+	for name, cfg := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := lookup(t, "nodejs22").Env(cfg)
+			require.Error(t, err)
+			assert.True(t, errors.Is(err, runtimes.ErrInvalidConfig), err)
+		})
+	}
+}

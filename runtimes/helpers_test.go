@@ -1,0 +1,320 @@
+package runtimes_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kfn-dev/kfn/runtimes"
+)
+
+// hostDir holds the host files written once for the whole test binary.
+var hostDir string
+
+func TestMain(m *testing.M) {
+	root, err := os.MkdirTemp("", "kfn-runtimes-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	hostDir, err = runtimes.WriteHost(root)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(root)
+	os.Exit(code)
+}
+
+var (
+	interpreterMu    sync.Mutex
+	interpreterCache = map[string]string{}
+)
+
+// interpreter returns the absolute path of rt's interpreter. Version-manager
+// shims (pyenv, nvm) are resolved to the real binary, which starts much
+// faster. The test is skipped when the interpreter is not installed.
+func interpreter(t testing.TB, rt runtimes.Runtime) string {
+	t.Helper()
+	interpreterMu.Lock()
+	defer interpreterMu.Unlock()
+	if p, ok := interpreterCache[rt.Interpreter]; ok {
+		return p
+	}
+	path, err := exec.LookPath(rt.Interpreter)
+	if err != nil {
+		t.Skipf("%s not installed: %v", rt.Interpreter, err)
+	}
+	var probe []string
+	if rt.Language == runtimes.Python {
+		probe = []string{"-c", "import sys; print(sys.executable)"}
+	} else {
+		probe = []string{"-p", "process.execPath"}
+	}
+	out, err := exec.Command(path, probe...).Output()
+	if err == nil && strings.TrimSpace(string(out)) != "" {
+		path = strings.TrimSpace(string(out))
+	}
+	interpreterCache[rt.Interpreter] = path
+	return path
+}
+
+// lookup returns the catalog entry, failing the test if it is missing.
+func lookup(t testing.TB, name string) runtimes.Runtime {
+	t.Helper()
+	rt, err := runtimes.Lookup(name)
+	require.NoError(t, err)
+	return rt
+}
+
+// testRuntimes are the runtimes the contract runs against: one per host.
+func testRuntimes(t testing.TB) []runtimes.Runtime {
+	return []runtimes.Runtime{lookup(t, "nodejs22"), lookup(t, "python312")}
+}
+
+// fixture returns the directory of a test function.
+func fixture(t testing.TB, rt runtimes.Runtime, name string) string {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join("testdata", string(rt.Language), name))
+	require.NoError(t, err)
+	return dir
+}
+
+// syncBuffer collects a process's output; safe for concurrent use.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// host is a running host process.
+type host struct {
+	t      testing.TB
+	rt     runtimes.Runtime
+	URL    string
+	cmd    *exec.Cmd
+	out    *syncBuffer
+	exited chan struct{}
+	err    error // the process's exit error, set when exited is closed
+}
+
+type hostOptions struct {
+	cfg runtimes.Config
+	env map[string]string
+	// usePort makes the host bind FUNC_PORT (a free port) instead of
+	// serving an inherited listening socket.
+	usePort bool
+	// noWait returns without waiting for /healthz.
+	noWait bool
+}
+
+// startHost starts rt's host serving the function in fnDir and waits until
+// /healthz answers 200. The process is stopped when the test ends.
+func startHost(t testing.TB, rt runtimes.Runtime, fnDir string, opts hostOptions) *host {
+	t.Helper()
+	cfg := opts.cfg
+	cfg.FunctionDir = fnDir
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := ln.Addr().(*net.TCPAddr).Port
+	var files []*os.File
+	if opts.usePort {
+		cfg.Port = port
+		require.NoError(t, ln.Close())
+	} else {
+		f, err := ln.(*net.TCPListener).File()
+		require.NoError(t, err)
+		require.NoError(t, ln.Close())
+		files = append(files, f)
+		cfg.ListenFD = 3
+	}
+	env, err := rt.Env(cfg)
+	require.NoError(t, err)
+
+	argv := rt.Command(hostDir)
+	cmd := exec.Command(interpreter(t, rt), argv[1:]...)
+	cmd.Env = processEnv(env, opts.env)
+	cmd.ExtraFiles = files
+	out := &syncBuffer{}
+	cmd.Stdout = out
+	cmd.Stderr = out
+	require.NoError(t, cmd.Start())
+	for _, f := range files {
+		f.Close()
+	}
+	h := &host{t: t, rt: rt, URL: fmt.Sprintf("http://127.0.0.1:%d", port), cmd: cmd, out: out, exited: make(chan struct{})}
+	go func() {
+		h.err = cmd.Wait()
+		close(h.exited)
+	}()
+	t.Cleanup(h.stop)
+	if !opts.noWait {
+		h.waitReady(15 * time.Second)
+	}
+	return h
+}
+
+// processEnv is the test process's environment without any platform
+// variable, plus the host's env and extra variables.
+func processEnv(env []runtimes.EnvVar, extra map[string]string) []string {
+	reserved := runtimes.PlatformEnvNames()
+	var out []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(reserved, name) {
+			out = append(out, kv)
+		}
+	}
+	for _, e := range env {
+		out = append(out, e.Name+"="+e.Value)
+	}
+	for k, v := range extra {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+var probeClient = &http.Client{Timeout: time.Second}
+
+// waitReady polls /healthz until it answers 200, the process exits or the
+// bound passes.
+func (h *host) waitReady(bound time.Duration) time.Duration {
+	h.t.Helper()
+	start := time.Now()
+	deadline := start.Add(bound)
+	for {
+		resp, err := probeClient.Get(h.URL + runtimes.HealthPath)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return time.Since(start)
+			}
+		}
+		select {
+		case <-h.exited:
+			h.t.Fatalf("%s host exited before it was ready: %v\n%s", h.rt.Name, h.err, h.out)
+		default:
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("%s host not ready after %s\n%s", h.rt.Name, bound, h.out)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// signal sends sig to the host process.
+func (h *host) signal(sig syscall.Signal) {
+	h.t.Helper()
+	require.NoError(h.t, h.cmd.Process.Signal(sig))
+}
+
+// waitExit waits for the process to exit within bound and returns its exit code.
+func (h *host) waitExit(bound time.Duration) int {
+	h.t.Helper()
+	select {
+	case <-h.exited:
+	case <-time.After(bound):
+		h.t.Fatalf("%s host did not exit within %s\n%s", h.rt.Name, bound, h.out)
+	}
+	var exitErr *exec.ExitError
+	if errors.As(h.err, &exitErr) {
+		return exitErr.ExitCode()
+	}
+	require.NoError(h.t, h.err)
+	return 0
+}
+
+func (h *host) stop() {
+	select {
+	case <-h.exited:
+		return
+	default:
+	}
+	_ = h.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-h.exited:
+	case <-time.After(10 * time.Second):
+		_ = h.cmd.Process.Kill()
+		<-h.exited
+	}
+}
+
+// response is what a test request got back.
+type response struct {
+	status int
+	header http.Header
+	body   string
+}
+
+var client = &http.Client{
+	Timeout:   30 * time.Second,
+	Transport: &http.Transport{MaxIdleConnsPerHost: 16},
+	// Redirects are answers under test, not to be followed.
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
+
+// do sends a request to the host and reads the whole answer.
+func (h *host) do(method, path string, header map[string]string, body io.Reader) (response, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, h.URL+path, body)
+	if err != nil {
+		return response{}, err
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return response{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return response{}, err
+	}
+	return response{status: resp.StatusCode, header: resp.Header, body: string(b)}, nil
+}
+
+// mustDo is do that fails the test on a transport error.
+func (h *host) mustDo(method, path string, header map[string]string, body string) response {
+	h.t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	resp, err := h.do(method, path, header, r)
+	require.NoError(h.t, err, "%s %s\n%s", method, path, h.out)
+	return resp
+}

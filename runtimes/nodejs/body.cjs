@@ -1,0 +1,122 @@
+'use strict';
+// Reading a request body within the size limit, and turning it into Kyma's
+// event.data and ce-* attributes (binary and structured CloudEvents).
+
+const { parseQuery, mediaType } = require('./express.cjs');
+
+class HTTPError extends Error {
+  constructor(status, message) {
+    super(message);
+    this.status = status;
+  }
+}
+
+function hasBody(req) {
+  const h = req.headers;
+  if (h['transfer-encoding'] !== undefined) return true;
+  const cl = h['content-length'];
+  return cl !== undefined && cl !== '0';
+}
+
+// Bytes of an oversized body read and thrown away after the 413, so that the
+// client receives the answer instead of a connection reset (closing a socket
+// with unread data makes the kernel reset it).
+const DISCARD_LIMIT = 64 << 20;
+
+// readBody calls done(err, buffer). err.status is 413 when the body is over
+// limit bytes: the answer can go out at once, the rest of the body is read
+// and dropped (up to DISCARD_LIMIT more bytes, then the connection is
+// destroyed), never kept in memory. err.close says the connection cannot
+// be reused.
+function readBody(req, limit, done) {
+  const declared = Number(req.headers['content-length']);
+  if (declared > limit) {
+    const err = new HTTPError(413, `request body of ${declared} bytes is over the limit of ${limit} bytes`);
+    err.close = declared > limit + DISCARD_LIMIT;
+    req.resume();
+    done(err);
+    return;
+  }
+  const chunks = [];
+  let size = 0;
+  let failed = false;
+  req.on('data', (chunk) => {
+    size += chunk.length;
+    if (failed) {
+      if (size > limit + DISCARD_LIMIT) req.destroy();
+      return;
+    }
+    if (size > limit) {
+      failed = true;
+      chunks.length = 0;
+      done(new HTTPError(413, `request body is over the limit of ${limit} bytes`));
+      return;
+    }
+    chunks.push(chunk);
+  });
+  req.on('end', () => {
+    if (!failed) done(null, chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size));
+  });
+  req.on('error', (err) => {
+    if (!failed) {
+      failed = true;
+      const e = new HTTPError(400, `read request body: ${err.message}`);
+      e.close = true;
+      done(e);
+    }
+  });
+}
+
+function isJSON(type) {
+  return type === 'application/json' || type.endsWith('+json');
+}
+
+function parseJSON(buf, what) {
+  try {
+    return JSON.parse(buf.toString('utf8'));
+  } catch (err) {
+    throw new HTTPError(400, `malformed JSON in ${what}: ${err.message}`);
+  }
+}
+
+// decodeData turns a body into event.data by its media type: JSON parsed,
+// text/* as a string, urlencoded as an object, anything else as a Buffer.
+function decodeData(type, buf) {
+  if (buf === undefined) return undefined;
+  if (isJSON(type)) return buf.length === 0 ? {} : parseJSON(buf, 'request body');
+  if (type.startsWith('text/')) return buf.toString('utf8');
+  if (type === 'application/x-www-form-urlencoded') return parseQuery(buf.toString('utf8'));
+  return buf;
+}
+
+// fillEvent sets event.data, the ce-* attributes and req.body. It throws an
+// HTTPError(400) for malformed JSON.
+function fillEvent(event, req, buf) {
+  const headers = req.headers;
+  const type = mediaType(headers['content-type']);
+  if (type === 'application/cloudevents+json') {
+    const envelope = buf === undefined || buf.length === 0 ? undefined : parseJSON(buf, 'structured CloudEvent');
+    if (envelope === null || typeof envelope !== 'object' || Array.isArray(envelope)) {
+      throw new HTTPError(400, 'a structured CloudEvent must be a JSON object');
+    }
+    for (const key of Object.keys(envelope)) {
+      if (key !== 'data' && key !== 'data_base64') event[`ce-${key}`] = envelope[key];
+    }
+    event.data = envelope.data_base64 !== undefined && envelope.data === undefined
+      ? Buffer.from(String(envelope.data_base64), 'base64')
+      : envelope.data;
+    req.body = envelope;
+    return;
+  }
+  const data = decodeData(type, buf);
+  if (headers['ce-type'] !== undefined && headers['ce-source'] !== undefined) {
+    for (const key of Object.keys(headers)) {
+      if (key.length > 3 && key.startsWith('ce-')) event[key] = headers[key];
+    }
+    if (headers['content-type'] !== undefined) event['ce-datacontenttype'] = headers['content-type'];
+  }
+  event.data = data;
+  req.body = data;
+}
+
+module.exports = { HTTPError, hasBody, readBody, fillEvent, decodeData };

@@ -1,0 +1,41 @@
+'use strict';
+// Reads the host's configuration from the environment (the contract is in
+// runtimes/README.md) and fails early with a clear message on bad values.
+
+const path = require('node:path');
+
+function number(env, name, fallback, { min = 0, integer = false } = {}) {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value < min || (integer && !Number.isInteger(value))) {
+    throw new Error(`invalid ${name}=${JSON.stringify(raw)}: want ${integer ? 'an integer' : 'a number'} >= ${min}`);
+  }
+  return value;
+}
+
+function load(env = process.env) {
+  const timeoutSeconds = number(env, 'FUNC_TIMEOUT', 180, { min: 0.001 });
+  const bodyLimitMB = number(env, 'REQ_MB_LIMIT', 1, { min: 0.000001 });
+  const listenFd = env.KFN_LISTEN_FD ? number(env, 'KFN_LISTEN_FD', 0, { min: 3, integer: true }) : undefined;
+  const functionDir = path.resolve(env.KFN_FUNCTION_DIR || '/usr/src/app/function');
+  return {
+    functionName: env.FUNC_NAME || '',
+    namespace: env.SERVICE_NAMESPACE || '',
+    runtime: env.FUNC_RUNTIME || '',
+    port: number(env, 'FUNC_PORT', 8080, { min: 0, integer: true }),
+    listenFd,
+    functionDir,
+    depsDir: env.KFN_DEPS_DIR ? path.resolve(env.KFN_DEPS_DIR) : '',
+    moduleName: env.MOD_NAME || 'handler',
+    handlerName: env.FUNC_HANDLER || 'main',
+    timeoutSeconds,
+    timeoutMs: Math.max(1, Math.round(timeoutSeconds * 1000)),
+    bodyLimitMB,
+    bodyLimitBytes: Math.max(1, Math.floor(bodyLimitMB * 1024 * 1024)),
+    publisherAddress: env.PUBLISHER_PROXY_ADDRESS || '',
+    traceCollectorEndpoint: env.TRACE_COLLECTOR_ENDPOINT || '',
+  };
+}
+
+module.exports = { load };

@@ -1,0 +1,103 @@
+'use strict';
+// Finding and importing the user's handler module (CommonJS or ES module),
+// and making the function's installed dependencies resolvable from both.
+
+const fs = require('node:fs');
+const path = require('node:path');
+const Module = require('node:module');
+const { pathToFileURL } = require('node:url');
+
+const EXTENSIONS = ['.js', '.mjs', '.cjs'];
+
+function isBare(specifier) {
+  return !specifier.startsWith('.') && !specifier.startsWith('/') && !specifier.includes(':');
+}
+
+function notFound(err) {
+  return err && (err.code === 'ERR_MODULE_NOT_FOUND' || err.code === 'MODULE_NOT_FOUND');
+}
+
+// registerDepsHooks makes bare imports that fail to resolve from the
+// function directory fall back to <depsDir>/node_modules. ES modules ignore
+// NODE_PATH, and the function directory may be read-only, so a resolve hook
+// is the only way to reach dependencies installed elsewhere. CommonJS
+// require() finds them through NODE_PATH, which the platform sets.
+function registerDepsHooks(depsDir) {
+  if (!depsDir) return 'none';
+  const parentURL = pathToFileURL(path.join(depsDir, 'package.json')).href;
+  if (typeof Module.registerHooks === 'function') {
+    Module.registerHooks({
+      resolve(specifier, context, nextResolve) {
+        try {
+          return nextResolve(specifier, context);
+        } catch (err) {
+          if (!notFound(err) || !isBare(specifier)) throw err;
+          return nextResolve(specifier, { ...context, parentURL });
+        }
+      },
+    });
+    return 'registerHooks';
+  }
+  if (typeof Module.register === 'function') {
+    Module.register(pathToFileURL(path.join(__dirname, 'deps-hooks.mjs')).href, { data: { parentURL } });
+    return 'register';
+  }
+  return 'none';
+}
+
+function moduleFile(dir, name) {
+  const candidates = EXTENSIONS.includes(path.extname(name)) ? [name] : EXTENSIONS.map((ext) => name + ext);
+  for (const c of candidates) {
+    const file = path.join(dir, c);
+    if (fs.existsSync(file)) return file;
+  }
+  throw new Error(`no handler module in ${dir}: looked for ${candidates.join(', ')}`);
+}
+
+function pick(ns, name, file) {
+  const def = ns.default;
+  const hasDefault = def !== null && (typeof def === 'object' || typeof def === 'function');
+  if (typeof ns[name] === 'function') {
+    return hasDefault && def[name] === ns[name] ? ns[name].bind(def) : ns[name];
+  }
+  if (hasDefault && typeof def[name] === 'function') return def[name].bind(def);
+  if (typeof def === 'function' && name === 'main') return def;
+  throw new Error(`${file} exports no function "${name}": use module.exports = { ${name} }, export function ${name} or export default { ${name} }`);
+}
+
+// importModule loads a handler module and returns a namespace-like object.
+// CommonJS files are loaded with require(), which skips initialising the
+// ES module loader (several milliseconds of every cold start); anything that
+// turns out to be an ES module is loaded with import(). The fallback only
+// follows errors raised before any code of the module ran (syntax, ESM-only,
+// ESM resolution), so no handler code runs twice.
+async function importModule(file) {
+  if (path.extname(file) !== '.mjs') {
+    try {
+      const exp = require(file);
+      if (exp !== null && typeof exp === 'object' && exp[Symbol.toStringTag] === 'Module') return exp;
+      return { default: exp };
+    } catch (err) {
+      const esm = err instanceof SyntaxError || (err && (err.code === 'ERR_REQUIRE_ESM' ||
+        err.code === 'ERR_REQUIRE_ASYNC_MODULE' || err.code === 'ERR_MODULE_NOT_FOUND'));
+      if (!esm) throw err;
+    }
+  }
+  return import(pathToFileURL(file).href);
+}
+
+// loadHandler imports the handler module and returns its handler function.
+async function loadHandler(cfg) {
+  registerDepsHooks(cfg.depsDir);
+  const file = moduleFile(cfg.functionDir, cfg.moduleName);
+  let ns;
+  try {
+    ns = await importModule(file);
+  } catch (err) {
+    err.message = `import ${file}: ${err.message}`;
+    throw err;
+  }
+  return pick(ns, cfg.handlerName, file);
+}
+
+module.exports = { loadHandler, isBare, notFound };

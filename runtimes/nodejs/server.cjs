@@ -1,0 +1,294 @@
+'use strict';
+// kfn Node.js function host: serves a Kyma handler, main(event, context),
+// over HTTP. Node's own http module only; see runtimes/README.md for the
+// contract (environment, routes, signals).
+
+const http = require('node:http');
+const config = require('./config.cjs');
+const { Request, Response } = require('./express.cjs');
+const { hasBody, readBody, fillEvent } = require('./body.cjs');
+const { Event, configure: configureEvents } = require('./event.cjs');
+const metrics = require('./metrics.cjs');
+const tracing = require('./tracing.cjs');
+const { loadHandler } = require('./load.cjs');
+
+function fatal(err) {
+  console.error(`kfn: ${err && err.stack ? err.stack : err}`);
+  process.exit(1);
+}
+
+const EMPTY = Buffer.alloc(0);
+
+function routeIs(url, route) {
+  return url.startsWith(route) && (url.length === route.length || url.charCodeAt(route.length) === 63 /* ? */);
+}
+
+function pathOf(url) {
+  const q = url.indexOf('?');
+  return q === -1 ? url : url.slice(0, q);
+}
+
+function errorText(err) {
+  return typeof err === 'string' ? err : 'Internal server error';
+}
+
+// writeResult turns a handler's return value into the response the way Kyma
+// does: nothing (or any falsy value) gives an empty body, a string is the
+// body, a Buffer is sent as is, anything else is sent as JSON.
+function writeResult(res, value) {
+  if (res.headersSent) {
+    res.end();
+    return;
+  }
+  if (!value) {
+    res.end();
+    return;
+  }
+  if (typeof value === 'string') {
+    res.end(value);
+    return;
+  }
+  if (typeof value === 'object') {
+    if (Buffer.isBuffer(value) || value instanceof Uint8Array) {
+      res.end(value);
+      return;
+    }
+    const body = JSON.stringify(value);
+    if (!res.hasHeader('content-type')) res.setHeader('Content-Type', 'application/json; charset=utf-8');
+    res.end(body);
+    return;
+  }
+  res.end(String(value));
+}
+
+function sendError(res, status, message, close) {
+  res.statusCode = status;
+  res.setHeader('Content-Type', 'text/plain; charset=utf-8');
+  if (close) res.setHeader('Connection', 'close');
+  res.end(message);
+}
+
+function serve(cfg, handler) {
+  configureEvents({ publisherAddress: cfg.publisherAddress, timeoutMs: cfg.timeoutMs });
+  // Calls in progress, in start order. Every call gets the same timeout, so
+  // this is also deadline order: one timer, set for the oldest call, cuts
+  // all of them, instead of a timer per call.
+  const inFlight = new Set();
+  let sweepTimer = null;
+  let draining = false;
+  let server;
+
+  function scheduleSweep() {
+    if (sweepTimer !== null || inFlight.size === 0) return;
+    const oldest = inFlight.values().next().value;
+    sweepTimer = setTimeout(sweep, Math.max(1, Math.ceil(oldest.deadline - performance.now())));
+  }
+
+  function sweep() {
+    sweepTimer = null;
+    const now = performance.now();
+    for (const call of inFlight) {
+      if (call.deadline > now) break;
+      onTimeout(call); // removes call from inFlight
+    }
+    scheduleSweep();
+  }
+
+  const closeIdle = () => server.closeIdleConnections();
+
+  class Call {
+    constructor(req, res, scope) {
+      this.req = req;
+      this.res = res;
+      this.scope = scope;
+      this.start = performance.now();
+      this.deadline = this.start + cfg.timeoutMs;
+      this.done = false;
+      inFlight.add(this);
+      if (sweepTimer === null) scheduleSweep();
+      // send is Kyma's third handler argument: sendResponse(body, status, headers).
+      // As there, a status without a body sends the status text.
+      this.send = (body, status, headers) => {
+        if (headers) for (const k of Object.keys(headers)) res.setHeader(k, headers[k]);
+        if (status) res.statusCode = status;
+        this.finish(!body && status ? http.STATUS_CODES[status] || String(status) : body);
+      };
+    }
+
+    settle() {
+      if (this.done) return false;
+      this.done = true;
+      inFlight.delete(this);
+      metrics.observe((performance.now() - this.start) / 1000);
+      if (draining) setImmediate(closeIdle);
+      return true;
+    }
+
+    finish(value) {
+      if (!this.settle()) return;
+      const res = this.res;
+      if (!res.writableEnded) {
+        try {
+          writeResult(res, value);
+        } catch (err) {
+          metrics.failure();
+          console.error('kfn: function result could not be sent:', err);
+          if (!res.headersSent) sendError(res, 500, 'Internal server error');
+          else res.destroy();
+        }
+      }
+      if (this.scope) this.scope.end(res.statusCode);
+    }
+
+    fail(err) {
+      if (!this.settle()) return;
+      metrics.failure();
+      console.error('kfn: function failed:', err);
+      const res = this.res;
+      if (!res.headersSent) sendError(res, 500, errorText(err));
+      else if (!res.writableEnded) res.destroy();
+      if (this.scope) this.scope.end(500, String(err && err.message ? err.message : err));
+    }
+  }
+
+  function onTimeout(call) {
+    if (!call.settle()) return;
+    metrics.failure();
+    const res = call.res;
+    console.error(`kfn: function timed out after ${cfg.timeoutSeconds}s: ${call.req.method} ${pathOf(call.req.url)}`);
+    res.on('error', () => {});
+    if (!res.headersSent) sendError(res, 408, 'Request Timeout');
+    else if (!res.writableEnded) res.destroy();
+    if (call.scope) call.scope.end(408, 'timeout');
+  }
+
+  function invoke(req, res, buf) {
+    const scope = tracing.enabled() ? tracing.scope(req, pathOf(req.url)) : undefined;
+    const event = new Event(req, res, scope ? scope.tracer : tracing.noopTracer, scope);
+    try {
+      fillEvent(event, req, buf);
+    } catch (err) {
+      if (scope) scope.end(err.status || 500);
+      sendError(res, err.status || 500, err.message);
+      return;
+    }
+    const context = {
+      'function-name': cfg.functionName,
+      runtime: cfg.runtime,
+      namespace: cfg.namespace,
+      timeout: cfg.timeoutSeconds,
+      'body-size-limit': cfg.bodyLimitMB,
+    };
+    metrics.call();
+    const call = new Call(req, res, scope);
+    let out;
+    try {
+      out = scope ? scope.run(() => handler(event, context, call.send)) : handler(event, context, call.send);
+    } catch (err) {
+      call.fail(err);
+      return;
+    }
+    if (out !== null && typeof out === 'object' && typeof out.then === 'function') {
+      out.then((value) => call.finish(value), (err) => call.fail(err));
+    } else {
+      call.finish(out);
+    }
+  }
+
+  function onRequest(req, res) {
+    const method = req.method;
+    const url = req.url;
+    if (method === 'GET' || method === 'HEAD') {
+      if (routeIs(url, '/healthz')) {
+        if (draining) sendError(res, 503, 'draining', true);
+        else res.end('OK');
+        return;
+      }
+      if (routeIs(url, '/metrics')) {
+        res.setHeader('Content-Type', 'text/plain; version=0.0.4; charset=utf-8');
+        res.end(metrics.render());
+        return;
+      }
+      if (routeIs(url, '/favicon.ico')) {
+        res.statusCode = 204;
+        res.end();
+        return;
+      }
+    }
+    res.setHeader('Access-Control-Allow-Origin', '*');
+    if (method === 'OPTIONS' && req.headers['access-control-request-method'] !== undefined) {
+      // CORS preflight, answered by the host as Kyma's runtime does.
+      res.setHeader('Access-Control-Allow-Methods', req.headers['access-control-request-method']);
+      const h = req.headers['access-control-request-headers'];
+      if (h !== undefined) res.setHeader('Access-Control-Allow-Headers', h);
+      res.end();
+      return;
+    }
+    if (draining) res.setHeader('Connection', 'close');
+    if (!hasBody(req)) {
+      // Content-Length: 0 is an empty body, not no body (as body-parser saw it).
+      invoke(req, res, req.headers['content-length'] === '0' ? EMPTY : undefined);
+      return;
+    }
+    readBody(req, cfg.bodyLimitBytes, (err, buf) => {
+      if (err) sendError(res, err.status, err.message, err.close);
+      else invoke(req, res, buf);
+    });
+  }
+
+  server = http.createServer({ IncomingMessage: Request, ServerResponse: Response }, onRequest);
+  // Idle keep-alive connections stay open longer than the usual client idle
+  // timeouts (Go's 90 s), so a client never sends on a connection the host is
+  // closing.
+  server.keepAliveTimeout = 120000;
+  server.headersTimeout = 125000;
+  server.on('error', fatal);
+
+  function drain(signal) {
+    if (draining) return;
+    draining = true;
+    console.log(`kfn: ${signal}: draining ${inFlight.size} in-flight request(s)`);
+    for (const call of inFlight) {
+      if (!call.res.headersSent) call.res.setHeader('Connection', 'close');
+    }
+    server.close(() => {
+      tracing.shutdown(2000).then(() => process.exit(0));
+    });
+    closeIdle();
+    setTimeout(() => {
+      console.error('kfn: drain did not finish in time, exiting');
+      process.exit(1);
+    }, cfg.timeoutMs + 5000).unref();
+  }
+  process.on('SIGTERM', () => drain('SIGTERM'));
+  process.on('SIGINT', () => drain('SIGINT'));
+
+  const onListening = () => {
+    console.log(`kfn: function ${cfg.functionName || '(unnamed)'} ready on port ${server.address().port}`);
+    if (cfg.traceCollectorEndpoint) {
+      setImmediate(() => {
+        const problem = tracing.start(cfg);
+        if (problem) console.error(`kfn: ${problem}`);
+        else console.log(`kfn: tracing: exporting spans to ${cfg.traceCollectorEndpoint}`);
+      });
+    }
+  };
+  if (cfg.listenFd !== undefined) server.listen({ fd: cfg.listenFd }, onListening);
+  else server.listen(cfg.port, onListening);
+}
+
+function main() {
+  let cfg;
+  try {
+    cfg = config.load();
+  } catch (err) {
+    fatal(err);
+  }
+  // A handler's asynchronous callbacks may throw where no try/catch reaches;
+  // the host logs and keeps serving, as Kyma's runtime does.
+  process.on('uncaughtException', (err) => console.error('kfn: uncaught exception in function:', err));
+  process.on('unhandledRejection', (err) => console.error('kfn: unhandled rejection in function:', err));
+  loadHandler(cfg).then((handler) => serve(cfg, handler), fatal);
+}
+
+main();

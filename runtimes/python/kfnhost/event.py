@@ -1,0 +1,237 @@
+"""The event handed to main(event, context), and emitCloudEvent."""
+
+import json
+import time
+
+from .httpio import HTTPError, media_type
+
+# Headers that carry trace context; copied from the incoming request to an
+# emitted event when no OpenTelemetry SDK produces a child context.
+TRACE_HEADERS = (
+    'traceparent', 'tracestate', 'baggage', 'x-request-id', 'b3',
+    'x-b3-traceid', 'x-b3-spanid', 'x-b3-parentspanid', 'x-b3-sampled', 'x-b3-flags',
+)
+
+
+class CloudEventError(RuntimeError):
+    """emitCloudEvent failed; .response is set when the publisher answered."""
+
+    def __init__(self, message, response=None):
+        RuntimeError.__init__(self, message)
+        self.response = response
+
+
+class PublisherResponse:
+    """The publisher's answer to emitCloudEvent."""
+
+    def __init__(self, status, reason_, headers, content):
+        self.status_code = status
+        self.status = status
+        self.reason = reason_
+        self.headers = headers
+        self.content = content
+
+    @property
+    def text(self):
+        return self.content.decode('utf-8', 'replace')
+
+    @property
+    def ok(self):
+        return 200 <= self.status_code < 300
+
+
+_CE_ATTRIBUTE = frozenset('abcdefghijklmnopqrstuvwxyz0123456789')
+_emit_settings = {'publisher': '', 'timeout': 30.0}
+
+
+def configure_emit(publisher, timeout):
+    """Set where emitCloudEvent publishes and how long it waits."""
+    _emit_settings['publisher'] = publisher
+    _emit_settings['timeout'] = timeout
+
+
+def _default_content_type(data):
+    if data is None:
+        return None
+    if isinstance(data, str):
+        return 'text/plain'
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return 'application/octet-stream'
+    return 'application/json'
+
+
+def _encode_data(data, content_type):
+    if data is None:
+        return None
+    if isinstance(data, str):
+        return data.encode('utf-8')
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return bytes(data)
+    if content_type is None or 'json' in content_type.lower():
+        return json.dumps(data, default=str).encode('utf-8')
+    return str(data).encode('utf-8')
+
+
+class Event(dict):
+    """The event handed to main(event, context): a dict with 'data', the 'ce-*'
+    attributes of a CloudEvent and 'extensions' (request, response)."""
+
+    def __init__(self, request, response, tracer, scope):
+        dict.__init__(self)
+        self['extensions'] = {'request': request, 'response': response}
+        self.tracer = tracer
+        self._scope = scope
+
+    @property
+    def ceHeaders(self):
+        return self
+
+    def setResponseHeader(self, key, value):
+        self['extensions']['response'].set_header(key, value)
+
+    def setResponseContentType(self, content_type):
+        self['extensions']['response'].set_header('Content-Type', content_type)
+
+    def setResponseStatus(self, status):
+        self['extensions']['response'].status = int(status)
+
+    def emitCloudEvent(self, type, source, data, optionalCloudEventAttributes=None):
+        """POST a binary-mode CloudEvent to PUBLISHER_PROXY_ADDRESS, passing the
+        request's trace context on. Returns the publisher's response on 2xx and
+        raises CloudEventError otherwise."""
+        publisher = _emit_settings['publisher']
+        if not publisher:
+            raise CloudEventError('emitCloudEvent: PUBLISHER_PROXY_ADDRESS is not set')
+        if not isinstance(type, str) or not type:
+            raise ValueError('emitCloudEvent: type must be a non-empty string')
+        if not isinstance(source, str) or not source:
+            raise ValueError('emitCloudEvent: source must be a non-empty string')
+        headers = {'ce-specversion': '1.0', 'ce-type': type, 'ce-source': source}
+        content_type = None
+        for name, value in (optionalCloudEventAttributes or {}).items():
+            if value is None:
+                continue
+            key = name.lower()
+            if key in ('specversion', 'type', 'source', 'data'):
+                continue
+            if key == 'datacontenttype':
+                content_type = str(value)
+                continue
+            if not key or len(key) > 20 or not set(key) <= _CE_ATTRIBUTE:
+                raise ValueError('emitCloudEvent: invalid CloudEvent attribute name %r' % name)
+            headers['ce-' + key] = value.isoformat() if hasattr(value, 'isoformat') else str(value)
+        if 'ce-id' not in headers:
+            import uuid
+            headers['ce-id'] = str(uuid.uuid4())
+        if 'ce-time' not in headers:
+            now = time.time()
+            headers['ce-time'] = time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(now)) + '.%03dZ' % (int(now * 1000) % 1000)
+        if content_type is None:
+            content_type = _default_content_type(data)
+        body = _encode_data(data, content_type)
+        if content_type is not None:
+            headers['Content-Type'] = content_type
+        if self._scope is not None:
+            self._scope.inject(headers)
+        else:
+            incoming = self['extensions']['request'].headers
+            for h in TRACE_HEADERS:
+                v = incoming.get(h)
+                if v is not None:
+                    headers[h] = v
+        return _post(publisher, headers, body)
+
+    def publishCloudEvent(self, data):
+        """Deprecated in Kyma: publish a CloudEvent given as a dict."""
+        ce = dict(data or {})
+        return self.emitCloudEvent(ce.pop('type', None), ce.pop('source', None), ce.pop('data', None), ce)
+
+    def buildResponseCloudEvent(self, event_id, event_type, event_data):
+        """Deprecated in Kyma: a CloudEvent dict answering this event."""
+        return {
+            'type': event_type,
+            'source': self.get('ce-source'),
+            'eventtypeversion': self.get('ce-eventtypeversion'),
+            'specversion': self.get('ce-specversion'),
+            'id': event_id,
+            'data': event_data,
+            'datacontenttype': _default_content_type(event_data),
+        }
+
+
+def _post(address, headers, body):
+    from urllib.parse import urlsplit
+    import http.client
+    url = urlsplit(address)
+    if url.scheme == 'https':
+        conn = http.client.HTTPSConnection(url.hostname, url.port, timeout=_emit_settings['timeout'])
+    elif url.scheme == 'http':
+        conn = http.client.HTTPConnection(url.hostname, url.port, timeout=_emit_settings['timeout'])
+    else:
+        raise CloudEventError('emitCloudEvent: PUBLISHER_PROXY_ADDRESS %r is not an http(s) URL' % address)
+    path = (url.path or '/') + ('?' + url.query if url.query else '')
+    try:
+        conn.request('POST', path, body=body, headers=headers)
+        r = conn.getresponse()
+        resp = PublisherResponse(r.status, r.reason, dict(r.getheaders()), r.read())
+    except OSError as err:
+        raise CloudEventError('emitCloudEvent: POST %s: %s' % (address, err)) from err
+    finally:
+        conn.close()
+    if not resp.ok:
+        raise CloudEventError('emitCloudEvent: publisher answered %d %s: %s' % (
+            resp.status_code, resp.reason, resp.text[:512]), resp)
+    return resp
+
+
+def fill_event(event, request):
+    """Set event['data'] and the ce-* attributes; raise HTTPError(400) on
+    malformed JSON."""
+    headers = request.headers
+    body = request._body
+    ct = headers.get('content-type')
+    mt = media_type(ct)
+    if mt == 'application/cloudevents+json':
+        try:
+            envelope = json.loads(body) if body else None
+        except ValueError as err:
+            raise HTTPError(400, 'malformed JSON in structured CloudEvent: %s' % err)
+        if not isinstance(envelope, dict):
+            raise HTTPError(400, 'a structured CloudEvent must be a JSON object')
+        for k, v in envelope.items():
+            if k not in ('data', 'data_base64'):
+                event['ce-' + k] = v
+        if 'data' not in envelope and 'data_base64' in envelope:
+            import base64
+            event['data'] = base64.b64decode(envelope['data_base64'])
+        else:
+            event['data'] = envelope.get('data')
+        request._json = envelope
+        return
+    event['data'] = decode_data(mt, body, request)
+    if 'ce-type' in headers and 'ce-source' in headers:
+        for k, v in headers.items():
+            if k.startswith('ce-') and len(k) > 3:
+                event[k] = v
+        if ct is not None:
+            event['ce-datacontenttype'] = ct
+
+
+def decode_data(mt, body, request):
+    if body is None:
+        return None
+    if mt == 'application/json' or mt.endswith('+json'):
+        if not body:
+            request._json = None
+            return None
+        try:
+            value = json.loads(body)
+        except ValueError as err:
+            raise HTTPError(400, 'malformed JSON in request body: %s' % err)
+        request._json = value
+        return value
+    if mt.startswith('text/'):
+        return body.decode('utf-8', 'replace')
+    if mt == 'application/x-www-form-urlencoded':
+        return request.forms
+    return body

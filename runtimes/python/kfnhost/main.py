@@ -1,0 +1,101 @@
+"""Process lifecycle: configuration, loading the handler, listening, signals."""
+
+import importlib
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+
+from .config import Config, ConfigError
+from .event import configure_emit
+from .server import Server
+
+
+class _Drain(BaseException):
+    """Raised in the main thread by SIGTERM/SIGINT to leave the accept loop."""
+
+
+def listen(cfg):
+    if cfg.listen_fd is not None:
+        sock = socket.socket(fileno=cfg.listen_fd)
+        sock.listen(1024)
+        return sock
+    if socket.has_dualstack_ipv6():
+        return socket.create_server(('', cfg.port), family=socket.AF_INET6, dualstack_ipv6=True, backlog=1024)
+    return socket.create_server(('', cfg.port), backlog=1024)
+
+
+def load_handler(cfg):
+    sys.path.insert(0, cfg.function_dir)
+    if cfg.deps_dir:
+        site = os.path.join(cfg.deps_dir, 'site-packages')
+        if site not in sys.path:
+            sys.path.insert(1, site)
+    module = importlib.import_module(cfg.module_name)
+    handler = getattr(module, cfg.handler_name, None)
+    if not callable(handler):
+        raise ConfigError('%s exports no function "%s"' % (getattr(module, '__file__', cfg.module_name), cfg.handler_name))
+    return handler
+
+
+def main():
+    try:
+        cfg = Config(os.environ)
+    except ConfigError as err:
+        sys.stderr.write('kfn: %s\n' % err)
+        return 1
+    configure_emit(cfg.publisher, cfg.timeout)
+    try:
+        handler = load_handler(cfg)
+    except ConfigError as err:
+        sys.stderr.write('kfn: load handler: %s\n' % err)
+        return 1
+    except Exception:
+        import traceback
+        sys.stderr.write('kfn: load handler %s from %s:\n%s' % (cfg.module_name, cfg.function_dir, traceback.format_exc()))
+        return 1
+    server = Server(cfg, handler)
+
+    def on_signal(signum, frame):
+        raise _Drain()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        lsock = listen(cfg)
+    except OSError as err:
+        sys.stderr.write('kfn: listen on port %s: %s\n' % (cfg.port, err))
+        return 1
+    threading.Thread(target=server.watchdog.run, name='kfn-watchdog', daemon=True).start()
+    print('kfn: function %s ready on port %d' % (cfg.function_name or '(unnamed)', lsock.getsockname()[1]), flush=True)
+    if cfg.trace_endpoint:
+        def start_tracing():
+            problem = server.tracing.start(cfg)
+            if problem:
+                sys.stderr.write('kfn: %s\n' % problem)
+            else:
+                print('kfn: tracing: exporting spans to %s' % cfg.trace_endpoint, flush=True)
+        threading.Thread(target=start_tracing, name='kfn-tracing', daemon=True).start()
+    serve = server.serve_connection
+    Thread = threading.Thread
+    try:
+        while True:
+            try:
+                sock, addr = lsock.accept()
+            except OSError as err:
+                sys.stderr.write('kfn: accept: %s\n' % err)
+                time.sleep(0.01)
+                continue
+            Thread(target=serve, args=(sock, addr), daemon=True).start()
+    except _Drain:
+        pass
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    lsock.close()
+    ok = server.drain()
+    server.tracing.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return 0 if ok else 1

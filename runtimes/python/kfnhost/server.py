@@ -1,0 +1,438 @@
+"""The HTTP/1.1 server: connections, requests, timeouts and draining."""
+
+import socket
+import sys
+import threading
+import time
+
+from .event import Event, fill_event
+from .httpio import Headers, HTTPError, http_date, reason
+from .metrics import Metrics
+from .request import Request, Response
+from .result import encode_result
+from .tracing import NOOP_TRACER, Tracing
+
+MAX_LINE = 65536
+MAX_HEADERS = 100
+# Bytes of an oversized request body read and thrown away after the 413, so
+# that the client receives the answer instead of a connection reset.
+DISCARD_LIMIT = 64 << 20
+# Seconds a connection may sit without progress (idle between keep-alive
+# requests, or a stalled read or write) before it is closed. Longer than the
+# usual client idle timeouts (Go: 90 s), like the Node.js host.
+IDLE_TIMEOUT = 120
+
+
+def check_headers(headers):
+    """Raise ValueError for a response header that cannot be sent: a line
+    break (header injection) or a character outside Latin-1."""
+    for name, value in headers:
+        for text in (name, value):
+            if '\r' in text or '\n' in text:
+                raise ValueError('response header %r: line breaks are not allowed' % name)
+            try:
+                text.encode('latin-1')
+            except UnicodeEncodeError:
+                raise ValueError('response header %r: only Latin-1 characters are allowed' % name) from None
+
+
+class Call:
+    """One handler invocation; whoever settles it first (the handler thread or
+    the watchdog at the deadline) writes the response."""
+
+    __slots__ = ('conn', 'deadline', 'done', 'lock', 'request', 'start')
+
+    def __init__(self, conn, request, deadline, start):
+        self.conn = conn
+        self.request = request
+        self.deadline = deadline
+        self.start = start
+        self.done = False
+        self.lock = threading.Lock()
+
+    def settle(self):
+        with self.lock:
+            if self.done:
+                return False
+            self.done = True
+            return True
+
+
+class Watchdog:
+    """Answers 408 for calls past FUNC_TIMEOUT. Deadlines arrive in order
+    (one timeout for all calls), so the oldest active call is the next to
+    expire and the watchdog sleeps exactly until then."""
+
+    def __init__(self, server):
+        self.server = server
+        self.cond = threading.Condition(threading.Lock())
+        self.active = {}
+
+    def add(self, call):
+        with self.cond:
+            self.active[call] = None
+            if len(self.active) == 1:
+                self.cond.notify()
+
+    def remove(self, call):
+        with self.cond:
+            self.active.pop(call, None)
+
+    def run(self):
+        cond = self.cond
+        while True:
+            with cond:
+                while not self.active:
+                    cond.wait()
+                call = next(iter(self.active))
+                wait = call.deadline - time.monotonic()
+                if wait > 0:
+                    cond.wait(wait)
+                    continue
+                del self.active[call]
+            if call.settle():
+                self.server.expire(call)
+
+
+class Connection:
+    __slots__ = ('sock', 'busy', 'closing')
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.busy = False
+        self.closing = False
+
+
+class Server:
+    def __init__(self, cfg, handler):
+        self.cfg = cfg
+        self.handler = handler
+        self.metrics = Metrics()
+        self.tracing = Tracing()
+        self.watchdog = Watchdog(self)
+        self.lock = threading.Lock()
+        self.idle = threading.Condition(self.lock)
+        self.conns = {}
+        self.busy = 0
+        self.draining = False
+        self.context = {
+            'function-name': cfg.function_name,
+            'namespace': cfg.namespace,
+            'timeout': cfg.timeout,
+            'runtime': cfg.runtime,
+            'memory-limit': cfg.memory_limit,
+            'body-size-limit': cfg.body_limit_mb,
+        }
+
+    # -- connection bookkeeping
+
+    def begin(self, conn):
+        with self.lock:
+            conn.busy = True
+            self.busy += 1
+            if self.draining:
+                conn.closing = True
+
+    def end(self, conn):
+        with self.lock:
+            conn.busy = False
+            self.busy -= 1
+            if self.busy == 0:
+                self.idle.notify_all()
+
+    # -- response writing
+
+    def respond(self, conn, status, headers, body, head=False, close=False):
+        if conn.closing:
+            close = True
+        out = [b'HTTP/1.1 %d %s\r\nDate: ' % (status, reason(status).encode()), http_date()]
+        for k, v in headers:
+            out.append(b'\r\n%s: %s' % (k.encode('latin-1'), v.encode('latin-1')))
+        out.append(b'\r\nContent-Length: %d' % len(body))
+        if close:
+            out.append(b'\r\nConnection: close')
+            conn.closing = True
+        out.append(b'\r\n\r\n')
+        if not head:
+            out.append(body)
+        conn.sock.sendall(b''.join(out))
+
+    def respond_text(self, conn, status, text, head=False, close=False):
+        self.respond(conn, status, [('Content-Type', 'text/plain; charset=utf-8')], text.encode(), head, close)
+
+    def expire(self, call):
+        """Called by the watchdog for a call past its deadline."""
+        conn = call.conn
+        sys.stderr.write('kfn: function timed out after %ss: %s %s\n' % (
+            self.cfg.timeout, call.request.method, call.request.path))
+        self.metrics.observe(time.monotonic() - call.start, True)
+        try:
+            self.respond_text(conn, 408, 'Request Timeout', close=True)
+            conn.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.end(conn)
+
+    # -- request handling
+
+    def serve_connection(self, sock, addr):
+        conn = Connection(sock)
+        with self.lock:
+            if self.draining:
+                sock.close()
+                return
+            self.conns[conn] = None
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            pass
+        sock.settimeout(IDLE_TIMEOUT)
+        rfile = sock.makefile('rb', 65536)
+        remote = addr[0] if isinstance(addr, tuple) else ''
+        try:
+            while not conn.closing:
+                line = rfile.readline(MAX_LINE + 1)
+                if not line:
+                    break
+                if line == b'\r\n' or line == b'\n':
+                    continue
+                self.begin(conn)
+                if not self.serve_request(conn, rfile, line, remote):
+                    break
+        except (OSError, ValueError):
+            pass
+        finally:
+            with self.lock:
+                self.conns.pop(conn, None)
+            try:
+                rfile.close()
+                sock.close()
+            except OSError:
+                pass
+
+    def serve_request(self, conn, rfile, line, remote):
+        """Serve one request whose request line was read; begin() was called.
+        Returns False when the connection must be closed."""
+        ended = False
+        try:
+            parts = line.decode('latin-1').split()
+            if len(parts) != 3 or not parts[2].startswith('HTTP/') or len(line) > MAX_LINE:
+                raise HTTPError(400, 'malformed request line', close=True)
+            method, target, version = parts
+            headers = Headers()
+            count = 0
+            while True:
+                h = rfile.readline(MAX_LINE + 1)
+                if h == b'\r\n' or h == b'\n':
+                    break
+                if not h:
+                    raise OSError('connection closed while reading headers')
+                count += 1
+                if count > MAX_HEADERS or len(h) > MAX_LINE:
+                    raise HTTPError(431, 'request header fields too large', close=True)
+                name, sep, value = h.partition(b':')
+                if not sep:
+                    raise HTTPError(400, 'malformed header line', close=True)
+                name = name.strip().lower().decode('latin-1')
+                value = value.strip().decode('latin-1')
+                prev = dict.get(headers, name)
+                dict.__setitem__(headers, name, value if prev is None else prev + ', ' + value)
+            connection = dict.get(headers, 'connection', '').lower()
+            if version == 'HTTP/1.1':
+                if 'close' in connection:
+                    conn.closing = True
+            elif 'keep-alive' not in connection:
+                conn.closing = True
+            if target.startswith('http://') or target.startswith('https://'):
+                slash = target.find('/', target.find('//') + 2)
+                target = target[slash:] if slash != -1 else '/'
+            head = method == 'HEAD'
+            if method == 'GET' or head:
+                path = target.partition('?')[0]
+                if path == '/healthz':
+                    if self.draining:
+                        self.respond_text(conn, 503, 'draining', head, close=True)
+                    else:
+                        self.respond(conn, 200, [('Content-Type', 'text/plain; charset=utf-8')], b'OK', head)
+                    return True
+                if path == '/metrics':
+                    self.respond(conn, 200, [('Content-Type', 'text/plain; version=0.0.4; charset=utf-8')],
+                                 self.metrics.render(), head)
+                    return True
+                if path == '/favicon.ico':
+                    self.respond(conn, 204, [], b'', head)
+                    return True
+            body = self.read_body(conn, rfile, headers)
+            if method == 'OPTIONS' and 'access-control-request-method' in headers:
+                cors = [('Access-Control-Allow-Origin', '*'),
+                        ('Access-Control-Allow-Methods', headers['access-control-request-method'])]
+                if 'access-control-request-headers' in headers:
+                    cors.append(('Access-Control-Allow-Headers', headers['access-control-request-headers']))
+                self.respond(conn, 200, cors, b'')
+                return True
+            request = Request(method, target, version, headers, body, remote)
+            ended = True  # from here on, the call (or the watchdog) ends the request
+            return self.call(conn, request, head)
+        except HTTPError as err:
+            if not ended:
+                self.respond_text(conn, err.status, str(err), close=err.close)
+                if err.status == 413:
+                    self.discard(conn, rfile)
+            return not err.close
+        finally:
+            if not ended:
+                self.end(conn)
+
+    def read_body(self, conn, rfile, headers):
+        limit = self.cfg.body_limit
+        te = dict.get(headers, 'transfer-encoding')
+        cl = dict.get(headers, 'content-length')
+        if te is not None:
+            if te.lower() != 'chunked':
+                raise HTTPError(501, 'unsupported transfer encoding %s' % te, close=True)
+            self.continue_(conn, headers)
+            return self.read_chunked(rfile, limit)
+        if cl is None:
+            return None
+        try:
+            n = int(cl)
+        except ValueError:
+            raise HTTPError(400, 'malformed Content-Length', close=True)
+        if n < 0:
+            raise HTTPError(400, 'malformed Content-Length', close=True)
+        if n > limit:
+            raise HTTPError(413, 'request body of %d bytes is over the limit of %d bytes' % (n, limit), close=True)
+        if n == 0:
+            return b''
+        self.continue_(conn, headers)
+        data = rfile.read(n)
+        if len(data) != n:
+            raise OSError('connection closed while reading the body')
+        return data
+
+    def continue_(self, conn, headers):
+        if dict.get(headers, 'expect', '').lower() == '100-continue':
+            conn.sock.sendall(b'HTTP/1.1 100 Continue\r\n\r\n')
+
+    def read_chunked(self, rfile, limit):
+        parts = []
+        total = 0
+        while True:
+            line = rfile.readline(1024)
+            try:
+                size = int(line.split(b';', 1)[0].strip(), 16)
+            except ValueError:
+                raise HTTPError(400, 'malformed chunked body', close=True)
+            if size == 0:
+                while True:
+                    t = rfile.readline(MAX_LINE)
+                    if t in (b'\r\n', b'\n', b''):
+                        break
+                return b''.join(parts)
+            total += size
+            if total > limit:
+                raise HTTPError(413, 'request body is over the limit of %d bytes' % limit, close=True)
+            chunk = rfile.read(size)
+            if len(chunk) != size:
+                raise OSError('connection closed while reading the body')
+            parts.append(chunk)
+            rfile.readline(3)
+
+    def discard(self, conn, rfile):
+        """After a 413, read and drop what the client still sends (up to a
+        bound), so that it receives the answer rather than a reset."""
+        try:
+            conn.sock.shutdown(socket.SHUT_WR)
+            conn.sock.settimeout(2)
+            left = DISCARD_LIMIT
+            while left > 0:
+                chunk = rfile.read1(min(left, 65536))
+                if not chunk:
+                    break
+                left -= len(chunk)
+        except OSError:
+            pass
+
+    def call(self, conn, request, head):
+        """Run the handler for request and answer it. The request is always
+        ended exactly once: here, or by the watchdog at the deadline."""
+        response = Response()
+        response.headers.append(('Access-Control-Allow-Origin', '*'))
+        scope = self.tracing.scope(request)
+        event = Event(request, response, scope.tracer if scope is not None else NOOP_TRACER, scope)
+        try:
+            fill_event(event, request)
+        except HTTPError as err:
+            if scope is not None:
+                scope.end(err.status)
+            try:
+                self.respond_text(conn, err.status, str(err), head)
+            finally:
+                self.end(conn)
+            return True
+        start = time.monotonic()
+        call = Call(conn, request, start + self.cfg.timeout, start)
+        self.watchdog.add(call)
+        if scope is not None:
+            scope.attach()
+        try:
+            status, headers, body, error = self.run_handler(event, response)
+        finally:
+            if scope is not None:
+                scope.detach()
+            self.watchdog.remove(call)
+        if not call.settle():
+            return False  # the watchdog answered 408 and closed the connection
+        self.metrics.observe(time.monotonic() - start, error is not None)
+        if scope is not None:
+            scope.end(status, str(error) if error is not None else None)
+        try:
+            self.respond(conn, status, headers, body, head)
+        finally:
+            self.end(conn)
+        return not conn.closing
+
+    def run_handler(self, event, response):
+        """Call the handler and encode its answer; never raises. Returns
+        (status, headers, body, error), error None unless the call failed."""
+        try:
+            result = self.handler(event, dict(self.context))
+            status, headers, body = encode_result(result, response)
+            check_headers(headers)
+            return status, headers, body, None
+        except BaseException as err:  # a handler's sys.exit() must not end the request unanswered
+            if hasattr(err, 'status_code') and hasattr(err, 'body'):
+                # bottle.HTTPError / abort(): an answer, not a crash.
+                try:
+                    status, headers, body = encode_result(err, response)
+                    check_headers(headers)
+                    return status, headers, body, (err if status >= 500 else None)
+                except Exception as encode_err:
+                    err = encode_err
+            import traceback
+            sys.stderr.write('kfn: function failed:\n' + ''.join(traceback.format_exception(err)))
+            return 500, [('Content-Type', 'text/plain; charset=utf-8')], b'Internal server error', err
+
+    # -- lifecycle
+
+    def drain(self):
+        """Stop serving: close idle connections, let busy ones finish their
+        request, and return when none is busy (or after the timeout)."""
+        with self.lock:
+            self.draining = True
+            for conn in list(self.conns):
+                conn.closing = True
+                if not conn.busy:
+                    try:
+                        conn.sock.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+            print('kfn: draining %d in-flight request(s)' % self.busy, flush=True)
+            deadline = time.monotonic() + self.cfg.timeout + 5
+            while self.busy > 0:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    sys.stderr.write('kfn: drain did not finish in time\n')
+                    return False
+                self.idle.wait(left)
+        return True

@@ -1,0 +1,1 @@
+module.exports = { main: function (event) { return event.data ) } };

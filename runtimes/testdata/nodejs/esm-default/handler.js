@@ -1,0 +1,5 @@
+const greeting = 'esm-default';
+
+export default {
+  main: async (event) => ({ style: greeting, data: event.data }),
+};

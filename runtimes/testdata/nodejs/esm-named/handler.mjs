@@ -1,0 +1,3 @@
+export function main(event, context) {
+  return { style: 'esm-named', name: context['function-name'] };
+}

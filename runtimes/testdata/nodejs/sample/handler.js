@@ -1,0 +1,6 @@
+module.exports = {
+  main: function(event, context) {
+    const name = process.env.PERSON_NAME;
+    return 'Hello ' + name;
+  }
+}

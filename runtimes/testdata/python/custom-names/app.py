@@ -1,0 +1,2 @@
+def run(event, context):
+    return 'custom names'
