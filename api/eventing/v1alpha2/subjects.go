@@ -18,6 +18,11 @@ const DefaultLegacyPrefix = "sap.kyma.custom"
 const emptySourceToken = "_"
 
 var (
+	// The characters of the two regexps below (\s is [\t\n\f\r ] in RE2),
+	// to skip the regexps when there is nothing to remove.
+	sourceCharsToRemove = "\t\n\f\r .>*/\\"
+	typeCharsToRemove   = "\t\n\f\r >*/\\"
+
 	invalidSourceChars    = regexp.MustCompile(`[\s.>*/\\]`)
 	invalidTypeChars      = regexp.MustCompile(`[\s>*/\\]`)
 	invalidAppNameChars   = regexp.MustCompile(`\W|_`)
@@ -31,12 +36,18 @@ var ErrInvalidEventType = errors.New("invalid event type")
 // CleanSource removes what a JetStream subject token cannot hold from an
 // event source: whitespace and the characters . > * / \ (Kyma's rule).
 func CleanSource(source string) string {
+	if !strings.ContainsAny(source, sourceCharsToRemove) {
+		return source // the common case, on every publish and delivery: no regexp
+	}
 	return invalidSourceChars.ReplaceAllString(source, "")
 }
 
 // CleanEventType removes whitespace and the characters > * / \ from an event
 // type (Kyma's rule); dots stay, as subject token separators.
 func CleanEventType(eventType string) string {
+	if !strings.ContainsAny(eventType, typeCharsToRemove) {
+		return eventType
+	}
 	return invalidTypeChars.ReplaceAllString(eventType, "")
 }
 
