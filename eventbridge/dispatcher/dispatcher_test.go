@@ -333,6 +333,7 @@ func TestReplyLoopIsBounded(t *testing.T) {
 # HELP kfn_eventbridge_replies_total CloudEvent replies of sinks by result: published, invalid, hop_limit.
 # TYPE kfn_eventbridge_replies_total counter
 kfn_eventbridge_replies_total{namespace="default",result="hop_limit",subscription="echo"} 1
+kfn_eventbridge_replies_total{namespace="default",result="invalid",subscription="echo"} 0
 kfn_eventbridge_replies_total{namespace="default",result="published",subscription="echo"} 3
 `), "kfn_eventbridge_replies_total"))
 }

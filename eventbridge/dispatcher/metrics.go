@@ -49,21 +49,32 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-type counter int
+// counters are one Subscription's counters, looked up once per worker
+// rather than once per event.
+type counters struct {
+	delivered, failed, deadLettered, discarded prometheus.Counter
+	replies                                    map[string]prometheus.Counter
+}
 
-const (
-	counterDelivered counter = iota
-	counterFailed
-	counterDeadLettered
-	counterDiscarded
-	counterReplies
-)
+// noCounter counts nothing (for a nil *Metrics).
+var noCounter = prometheus.NewCounter(prometheus.CounterOpts{Name: "unregistered"})
 
-func (m *Metrics) inc(c counter, labelValues ...string) {
+func (m *Metrics) forSubscription(namespace, name string) *counters {
 	if m == nil {
-		return
+		return &counters{delivered: noCounter, failed: noCounter, deadLettered: noCounter, discarded: noCounter,
+			replies: map[string]prometheus.Counter{"published": noCounter, "invalid": noCounter, "hop_limit": noCounter}}
 	}
-	[]*prometheus.CounterVec{m.delivered, m.failed, m.deadLettered, m.discarded, m.replies}[c].WithLabelValues(labelValues...).Inc()
+	c := &counters{
+		delivered:    m.delivered.WithLabelValues(namespace, name),
+		failed:       m.failed.WithLabelValues(namespace, name),
+		deadLettered: m.deadLettered.WithLabelValues(namespace, name),
+		discarded:    m.discarded.WithLabelValues(namespace, name),
+		replies:      map[string]prometheus.Counter{},
+	}
+	for _, r := range []string{"published", "invalid", "hop_limit"} {
+		c.replies[r] = m.replies.WithLabelValues(namespace, name, r)
+	}
+	return c
 }
 
 func (m *Metrics) forget(namespace, name string) {

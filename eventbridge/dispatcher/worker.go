@@ -28,6 +28,7 @@ type worker struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	log    *slog.Logger
+	count  *counters
 }
 
 // stop asks the worker to stop; it does not wait.
@@ -47,6 +48,7 @@ const (
 func (w *worker) run(ctx context.Context) {
 	t := w.target
 	w.log = w.d.log.With("namespace", t.sub.Namespace, "subscription", t.sub.Name, "consumer", t.consumer)
+	w.count = w.d.metrics.forSubscription(t.sub.Namespace, t.sub.Name)
 	var inflight sync.WaitGroup
 	defer inflight.Wait()
 	wait := minRebind
@@ -174,10 +176,10 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg, ackWait time.Dur
 	}
 	switch res.verdict {
 	case Done:
-		w.d.metrics.inc(counterDelivered, t.sub.Namespace, t.sub.Name)
+		w.count.delivered.Inc()
 		w.settle(log, msg.Ack())
 	case Retry:
-		w.d.metrics.inc(counterFailed, t.sub.Namespace, t.sub.Name)
+		w.count.failed.Inc()
 		if attempts >= t.delivery.MaxDeliver {
 			w.giveUp(ctx, log, msg, meta, res.status, res.reason())
 			return
@@ -186,7 +188,7 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg, ackWait time.Dur
 		log.Debug("delivery failed, will retry", "status", res.status, "error", res.reason(), "retryIn", delay)
 		w.settle(log, msg.NakWithDelay(delay))
 	case GiveUp:
-		w.d.metrics.inc(counterFailed, t.sub.Namespace, t.sub.Name)
+		w.count.failed.Inc()
 		w.giveUp(ctx, log, msg, meta, res.status, res.reason())
 	}
 }
@@ -282,7 +284,7 @@ func (w *worker) post(ctx context.Context, msg jetstream.Msg) result {
 		case err != nil:
 			return result{verdict: Retry, err: fmt.Errorf("read reply from %s: %w", url, err)}
 		case int64(len(body)) > w.d.cfg.MaxReplyBytes:
-			w.d.metrics.inc(counterReplies, w.target.sub.Namespace, w.target.sub.Name, "invalid")
+			w.count.replies["invalid"].Inc()
 			w.log.Warn("reply too large, dropped", "limit", w.d.cfg.MaxReplyBytes)
 		default:
 			r.reply, r.replyBody = resp.Header, body
@@ -302,10 +304,7 @@ func isCloudEvent(h http.Header) bool {
 // and counted) and is no error: the delivery itself succeeded. The error
 // is a failure to store a valid reply.
 func (w *worker) publishReply(ctx context.Context, log *slog.Logger, h map[string][]string, header http.Header, body []byte) error {
-	t := w.target
-	count := func(result string) {
-		w.d.metrics.inc(counterReplies, t.sub.Namespace, t.sub.Name, result)
-	}
+	count := func(result string) { w.count.replies[result].Inc() }
 	e, err := binding.ToEvent(ctx, cehttp.NewMessage(header, io.NopCloser(bytes.NewReader(body))))
 	if err == nil {
 		err = e.Validate()
@@ -347,7 +346,7 @@ func (w *worker) publishReply(ctx context.Context, log *slog.Logger, h map[strin
 func (w *worker) giveUp(ctx context.Context, log *slog.Logger, msg jetstream.Msg, meta *jetstream.MsgMetadata, status int, reason string) {
 	t := w.target
 	if !t.delivery.DeadLetter {
-		w.d.metrics.inc(counterDiscarded, t.sub.Namespace, t.sub.Name)
+		w.count.discarded.Inc()
 		log.Warn("event given up and discarded (deadLetter is off)", "status", status, "error", reason)
 		w.settle(log, msg.TermWithReason(reason))
 		return
@@ -365,7 +364,7 @@ func (w *worker) giveUp(ctx context.Context, log *slog.Logger, msg jetstream.Msg
 		w.settle(log, msg.NakWithDelay(RedeliveryDelay(t.delivery, int(meta.NumDelivered), w.d.cfg.Jitter, 0)))
 		return
 	}
-	w.d.metrics.inc(counterDeadLettered, t.sub.Namespace, t.sub.Name)
+	w.count.deadLettered.Inc()
 	log.Info("event dead-lettered", "status", status, "error", reason)
 	w.settle(log, msg.TermWithReason("dead-lettered: "+reason))
 }
