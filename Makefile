@@ -16,7 +16,10 @@ TESTFLAGS ?= -timeout 30m
 # corpora also run as plain tests).
 FUZZ_TARGETS := \
 	./api/eventing/v1alpha2:FuzzEventSubject \
-	./api/eventing/v1alpha2:FuzzParseSink
+	./api/eventing/v1alpha2:FuzzParseSink \
+	./api/eventing/v1alpha2:FuzzCleanFastPath \
+	./eventbridge/publisher:FuzzPublish \
+	./runtimes:FuzzHostHTTP
 
 .PHONY: help
 help: ## Show the targets.
@@ -32,8 +35,8 @@ fuzz: ## Run each fuzz target for FUZZTIME.
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; fn=$${t##*:}; \
 		echo "fuzz $$pkg $$fn ($(FUZZTIME))"; \
-		$(GO) test $$pkg -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) >/dev/null || \
-			{ $(GO) test $$pkg -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME); exit 1; }; \
+		out=$$($(GO) test $$pkg -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) -parallel 1 2>&1) || \
+			{ echo "$$out"; exit 1; }; \
 	done
 
 .PHONY: envtest
