@@ -1,0 +1,190 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+)
+
+// Default names of kfn's streams.
+const (
+	DefaultEventStream      = "kfn-events"
+	DefaultDeadLetterStream = "kfn-deadletter"
+)
+
+// Subjects kfn uses besides the event subjects (kyma.<source>.<type>).
+const (
+	// ReplaySubjectPrefix starts the subject of an event replayed from the
+	// dead-letter stream to one consumer: ReplaySubjectPrefix.<consumer>.
+	// Only that consumer filters on it, so a replay reaches only the
+	// Subscription the event was dead-lettered from.
+	ReplaySubjectPrefix = "kfn.replay"
+	// DeadLetterSubjectPrefix starts the subject of a dead letter:
+	// DeadLetterSubjectPrefix.<consumer>.
+	DeadLetterSubjectPrefix = "kfn.deadletter"
+)
+
+// Storage names accepted by Config.Storage.
+const (
+	StorageFile   = "file"
+	StorageMemory = "memory"
+)
+
+// ErrInvalidConfig is wrapped by every error of Config.Validate.
+var ErrInvalidConfig = errors.New("invalid stream configuration")
+
+// Config describes the two streams. The zero value is not valid; start from
+// DefaultConfig.
+type Config struct {
+	// EventStream is the name of the stream holding events until every
+	// interested consumer acknowledged them.
+	EventStream string
+	// DeadLetterStream is the name of the stream holding dead letters.
+	DeadLetterStream string
+	// Storage is StorageFile or StorageMemory, for both streams.
+	Storage string
+	// Replicas is the number of JetStream replicas of both streams (1..5).
+	Replicas int
+	// MaxBytes bounds the event stream; when full, publishing fails with
+	// "storage full" instead of dropping stored events. -1 is unlimited.
+	MaxBytes int64
+	// MaxMsgSize bounds one stored event, headers included. -1 is unlimited.
+	MaxMsgSize int32
+	// Duplicates is the de-duplication window: a publish with a message id
+	// already stored within it is acknowledged but not stored again.
+	Duplicates time.Duration
+	// DeadLetterMaxAge is how long dead letters are kept. 0 keeps them
+	// until they are replayed or deleted.
+	DeadLetterMaxAge time.Duration
+	// DeadLetterMaxBytes bounds the dead-letter stream; when full, the
+	// oldest dead letters are discarded. -1 is unlimited.
+	DeadLetterMaxBytes int64
+}
+
+// DefaultConfig returns working defaults: file storage, one replica, a
+// 1 GiB event stream, 2 MiB per event, a 2-minute de-duplication window, and
+// dead letters kept for 7 days within 256 MiB.
+func DefaultConfig() Config {
+	return Config{
+		EventStream:        DefaultEventStream,
+		DeadLetterStream:   DefaultDeadLetterStream,
+		Storage:            StorageFile,
+		Replicas:           1,
+		MaxBytes:           1 << 30,
+		MaxMsgSize:         2 << 20,
+		Duplicates:         2 * time.Minute,
+		DeadLetterMaxAge:   7 * 24 * time.Hour,
+		DeadLetterMaxBytes: 256 << 20,
+	}
+}
+
+// Validate returns an error wrapping ErrInvalidConfig that names the first
+// invalid field.
+func (c Config) Validate() error {
+	switch {
+	case !validName(c.EventStream):
+		return fmt.Errorf("%w: event stream name %q must be non-empty without whitespace, '.', '*', '>', '/' or '\\'", ErrInvalidConfig, c.EventStream)
+	case !validName(c.DeadLetterStream):
+		return fmt.Errorf("%w: dead-letter stream name %q must be non-empty without whitespace, '.', '*', '>', '/' or '\\'", ErrInvalidConfig, c.DeadLetterStream)
+	case c.EventStream == c.DeadLetterStream:
+		return fmt.Errorf("%w: the event and dead-letter streams must have different names", ErrInvalidConfig)
+	case c.Storage != StorageFile && c.Storage != StorageMemory:
+		return fmt.Errorf("%w: storage must be %q or %q, not %q", ErrInvalidConfig, StorageFile, StorageMemory, c.Storage)
+	case c.Replicas < 1 || c.Replicas > 5:
+		return fmt.Errorf("%w: replicas must be between 1 and 5, not %d", ErrInvalidConfig, c.Replicas)
+	case c.MaxBytes == 0 || c.MaxBytes < -1:
+		return fmt.Errorf("%w: max bytes must be positive or -1 (unlimited), not %d", ErrInvalidConfig, c.MaxBytes)
+	case c.MaxMsgSize == 0 || c.MaxMsgSize < -1:
+		return fmt.Errorf("%w: max message size must be positive or -1 (unlimited), not %d", ErrInvalidConfig, c.MaxMsgSize)
+	case c.Duplicates <= 0:
+		return fmt.Errorf("%w: the de-duplication window must be positive, not %s", ErrInvalidConfig, c.Duplicates)
+	case c.DeadLetterMaxAge < 0:
+		return fmt.Errorf("%w: dead-letter max age must not be negative, not %s", ErrInvalidConfig, c.DeadLetterMaxAge)
+	case c.DeadLetterMaxBytes == 0 || c.DeadLetterMaxBytes < -1:
+		return fmt.Errorf("%w: dead-letter max bytes must be positive or -1 (unlimited), not %d", ErrInvalidConfig, c.DeadLetterMaxBytes)
+	}
+	return nil
+}
+
+func validName(name string) bool {
+	return name != "" && !strings.ContainsAny(name, " \t\r\n.*>/\\")
+}
+
+func (c Config) storage() jetstream.StorageType {
+	if c.Storage == StorageMemory {
+		return jetstream.MemoryStorage
+	}
+	return jetstream.FileStorage
+}
+
+// EventStreamConfig returns the JetStream configuration of the event stream:
+// subjects kyma.> and the replay subjects, interest retention (an event is
+// kept until every consumer whose filter matches it acknowledged it), and
+// "discard new" when full, so that a full stream refuses new events rather
+// than losing stored ones.
+func (c Config) EventStreamConfig() jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        c.EventStream,
+		Description: "kfn events, kept until every interested Subscription acknowledged them",
+		Subjects:    []string{v1alpha2.SubjectPrefix + ".>", ReplaySubjectPrefix + ".>"},
+		Retention:   jetstream.InterestPolicy,
+		Discard:     jetstream.DiscardNew,
+		MaxBytes:    c.MaxBytes,
+		MaxMsgs:     -1,
+		MaxMsgSize:  c.MaxMsgSize,
+		Storage:     c.storage(),
+		Replicas:    c.Replicas,
+		Duplicates:  c.Duplicates,
+	}
+}
+
+// DeadLetterStreamConfig returns the JetStream configuration of the
+// dead-letter stream: limits retention, oldest discarded when full.
+func (c Config) DeadLetterStreamConfig() jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        c.DeadLetterStream,
+		Description: "kfn dead letters: events that ran out of delivery attempts",
+		Subjects:    []string{DeadLetterSubjectPrefix + ".>"},
+		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardOld,
+		MaxBytes:    c.DeadLetterMaxBytes,
+		MaxMsgs:     -1,
+		MaxAge:      c.DeadLetterMaxAge,
+		Storage:     c.storage(),
+		Replicas:    c.Replicas,
+		Duplicates:  c.Duplicates,
+	}
+}
+
+// Ensure creates both streams, or updates them to the configuration. It is
+// idempotent and safe to call from several replicas at once. It fails if the
+// configuration is invalid or JetStream refuses the change (for example a
+// change of storage type, which JetStream cannot make in place).
+func Ensure(ctx context.Context, js jetstream.JetStream, c Config) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	for _, sc := range []jetstream.StreamConfig{c.EventStreamConfig(), c.DeadLetterStreamConfig()} {
+		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
+			return fmt.Errorf("create or update stream %s: %w", sc.Name, err)
+		}
+	}
+	return nil
+}
+
+// ReplaySubject is the subject on which events replayed to the given
+// consumer are published.
+func ReplaySubject(consumer string) string {
+	return ReplaySubjectPrefix + "." + consumer
+}
+
+// DeadLetterSubject is the subject of the dead letters of the given consumer.
+func DeadLetterSubject(consumer string) string {
+	return DeadLetterSubjectPrefix + "." + consumer
+}
