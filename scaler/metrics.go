@@ -1,0 +1,93 @@
+package scaler
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the scaler core's Prometheus metrics; the zero value records
+// nothing.
+type metrics struct {
+	refreshSeconds prometheus.Histogram
+	refreshErrors  prometheus.Counter
+	activations    *prometheus.CounterVec
+	functions      prometheus.Gauge
+	active         prometheus.Gauge
+	watcherCount   prometheus.Gauge
+}
+
+// WithMetrics registers the scaler's metrics with reg: kfn_scaler_refresh_seconds,
+// kfn_scaler_refresh_errors_total, kfn_scaler_activations_total{cause},
+// kfn_scaler_functions, kfn_scaler_functions_active and kfn_scaler_watchers.
+func WithMetrics(reg prometheus.Registerer) Option {
+	return func(o *options) error {
+		if reg == nil {
+			return fmt.Errorf("%w: nil metrics registerer", ErrInvalidOption)
+		}
+		m := &metrics{
+			refreshSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+				Name:    "kfn_scaler_refresh_seconds",
+				Help:    "Time to read the backlog of every consumer once.",
+				Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+			}),
+			refreshErrors: prometheus.NewCounter(prometheus.CounterOpts{
+				Name: "kfn_scaler_refresh_errors_total",
+				Help: "Refreshes that could not read the backlog.",
+			}),
+			activations: prometheus.NewCounterVec(prometheus.CounterOpts{
+				Name: "kfn_scaler_activations_total",
+				Help: "Inactive->active transitions of Functions, by what found the work: event, request or backlog.",
+			}, []string{"cause"}),
+			functions: prometheus.NewGauge(prometheus.GaugeOpts{
+				Name: "kfn_scaler_functions",
+				Help: "Functions the scaler tracks.",
+			}),
+			active: prometheus.NewGauge(prometheus.GaugeOpts{
+				Name: "kfn_scaler_functions_active",
+				Help: "Functions active as of the last refresh.",
+			}),
+			watcherCount: prometheus.NewGauge(prometheus.GaugeOpts{
+				Name: "kfn_scaler_watchers",
+				Help: "Open activation watchers (StreamIsActive streams).",
+			}),
+		}
+		for _, c := range []prometheus.Collector{m.refreshSeconds, m.refreshErrors, m.activations, m.functions, m.active, m.watcherCount} {
+			if err := reg.Register(c); err != nil {
+				return fmt.Errorf("%w: register metrics: %w", ErrInvalidOption, err)
+			}
+		}
+		o.metrics = m
+		return nil
+	}
+}
+
+func (m *metrics) observeRefresh(d time.Duration, err error) {
+	if m.refreshSeconds == nil {
+		return
+	}
+	m.refreshSeconds.Observe(d.Seconds())
+	if err != nil {
+		m.refreshErrors.Inc()
+	}
+}
+
+func (m *metrics) activation(cause string) {
+	if m.activations != nil {
+		m.activations.WithLabelValues(cause).Inc()
+	}
+}
+
+func (m *metrics) setFunctions(total, active int) {
+	if m.functions != nil {
+		m.functions.Set(float64(total))
+		m.active.Set(float64(active))
+	}
+}
+
+func (m *metrics) watchers(delta int) {
+	if m.watcherCount != nil {
+		m.watcherCount.Add(float64(delta))
+	}
+}
