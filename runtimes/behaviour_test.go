@@ -344,3 +344,41 @@ func TestStartsQuickly(t *testing.T) {
 		assert.Less(t, elapsed, 2*time.Second)
 	})
 }
+
+// TestPythonOutputIsLineAtomic runs handlers that print at the same time:
+// every line comes out whole, and a line left without a newline ends with
+// the call.
+func TestPythonOutputIsLineAtomic(t *testing.T) {
+	rt := lookup(t, "python312")
+	h := startHost(t, rt, fixture(t, rt, "printer"), hostOptions{})
+	const calls = 8
+	var wg sync.WaitGroup
+	for i := 0; i < calls; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h.mustDo(http.MethodGet, "/", nil, "")
+		}()
+	}
+	wg.Wait()
+	whole := regexp.MustCompile(`^line \d+ \d+ x{200}$`)
+	count := func() (lines, partials int) {
+		for _, line := range strings.Split(h.out.String(), "\n") {
+			switch {
+			case strings.HasPrefix(line, "line "):
+				require.Regexp(t, whole, line, "a line was cut or merged")
+				lines++
+			case line == "partial without newline":
+				partials++
+			case strings.Contains(line, "partial without newline"):
+				t.Fatalf("a partial line was merged: %q", line)
+			}
+		}
+		return lines, partials
+	}
+	// The output pipe may trail the responses: wait for every line.
+	require.Eventually(t, func() bool {
+		lines, partials := count()
+		return lines == calls*20 && partials == calls
+	}, 10*time.Second, 10*time.Millisecond)
+}

@@ -10,6 +10,7 @@ import time
 
 from .config import Config, ConfigError
 from .event import configure_emit
+from .lines import install as install_line_streams
 from .server import Server
 
 
@@ -41,6 +42,7 @@ def load_handler(cfg):
 
 
 def main():
+    install_line_streams(sys)
     try:
         cfg = Config(os.environ)
     except ConfigError as err:

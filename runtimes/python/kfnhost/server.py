@@ -396,7 +396,15 @@ class Server:
         """Call the handler and encode its answer; never raises. Returns
         (status, headers, body, error), error None unless the call failed."""
         try:
-            result = self.handler(event, dict(self.context))
+            try:
+                result = self.handler(event, dict(self.context))
+            finally:
+                # A line the handler left without a newline is written now,
+                # as a line, not held until this thread prints again.
+                for stream in (sys.stdout, sys.stderr):
+                    end_line = getattr(stream, 'end_line', None)
+                    if end_line:
+                        end_line()
             status, headers, body = encode_result(result, response)
             check_headers(headers)
             return status, headers, body, None
