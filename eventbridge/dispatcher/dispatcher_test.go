@@ -406,3 +406,36 @@ func TestSlowSinkKeepsItsEvent(t *testing.T) {
 	assert.Zero(t, b.consumerInfo(s).NumRedelivered, "in-progress signals kept the event while the sink worked past the ack wait")
 	assert.Equal(t, 1, k.count())
 }
+
+// TestReadinessNoiseLosesNoPulledEvent sends readiness notifications that
+// do not change the answer (as when another Service's endpoints change)
+// while events flow through a slow sink: events the dispatcher had already
+// pulled must still be delivered at once, not left for the ack wait (30s).
+func TestReadinessNoiseLosesNoPulledEvent(t *testing.T) {
+	eps := newEndpoints(true)
+	b := newBridge(t, withEndpoints(eps))
+	k := b.newSink("fn", func(n int, r *http.Request, w http.ResponseWriter) {
+		time.Sleep(2 * time.Millisecond)
+		w.WriteHeader(http.StatusOK)
+	})
+	b.subscribeAckWait(sub("s", "fn", config("maxInFlightMessages", "10")), 30*time.Second)
+	stop := make(chan struct{})
+	noise := make(chan struct{})
+	go func() {
+		defer close(noise)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(3 * time.Millisecond):
+				eps.set(true)
+			}
+		}
+	}()
+	for i := range 200 {
+		b.publish("shop", "order.created.v1", strconv.Itoa(i), "")
+	}
+	require.Eventually(t, func() bool { return k.count() >= 200 }, wait, tick, "delivered %d of 200 within %s", k.count(), wait)
+	close(stop)
+	<-noise
+}

@@ -104,14 +104,7 @@ func (w *worker) consume(ctx context.Context, cons jetstream.Consumer, changed <
 	}
 	stopped := make(chan struct{})
 	defer close(stopped)
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-changed:
-		case <-stopped:
-		}
-		it.Stop()
-	}()
+	go w.watchReadiness(ctx, it, changed, stopped)
 	sem := make(chan struct{}, n)
 	for {
 		msg, err := it.Next()
@@ -136,6 +129,35 @@ func (w *worker) consume(ctx context.Context, cons jetstream.Consumer, changed <
 			defer func() { <-sem }()
 			w.handle(ctx, msg, ackWait)
 		}()
+	}
+}
+
+// watchReadiness ends the pulling when the sink stops being ready, ctx
+// ends, or consume returns. A notification that leaves the sink ready (for
+// another Service, or a change of endpoints that keeps one ready) changes
+// nothing: stopping then would drop events already pulled, which JetStream
+// would only redeliver after the ack wait. When the sink is no longer ready
+// the iterator drains: events already pulled still go to handle, which
+// waits for readiness without spending attempts, and no more are pulled.
+func (w *worker) watchReadiness(ctx context.Context, it jetstream.MessagesContext, changed <-chan struct{}, stopped <-chan struct{}) {
+	sink := w.target.sink
+	for {
+		select {
+		case <-ctx.Done():
+			it.Stop()
+			return
+		case <-stopped:
+			it.Stop()
+			return
+		case <-changed:
+			ready, next := w.d.endpoints.Ready(sink.Namespace, sink.Service)
+			if ready {
+				changed = next
+				continue
+			}
+			it.Drain()
+			return
+		}
 	}
 }
 
