@@ -24,9 +24,9 @@ type Project struct {
 	Files []string
 }
 
-// skipDir reports whether a directory is never searched: hidden ones (.git,
+// SkipDir reports whether a directory is never searched: hidden ones (.git,
 // .kfn with local state), dependency trees and Python caches.
-func skipDir(name string) bool {
+func SkipDir(name string) bool {
 	return strings.HasPrefix(name, ".") || name == "node_modules" || name == "__pycache__" || name == "venv"
 }
 
@@ -59,7 +59,7 @@ func Load(ctx context.Context, dir string, admitter *manifest.Admitter) (*Projec
 			return nil
 		}
 		if d.IsDir() {
-			if path != dir && skipDir(d.Name()) {
+			if path != dir && SkipDir(d.Name()) {
 				return filepath.SkipDir
 			}
 			return nil

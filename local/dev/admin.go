@@ -1,0 +1,230 @@
+package dev
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// AdminPrefix is the path prefix of kfn dev's own API. It is not a valid
+// namespace name, so it never collides with the gateway's /{namespace}/{function}.
+const AdminPrefix = "/_kfn"
+
+// Status is what `kfn get` shows: every function and subscription of a
+// running kfn dev.
+type Status struct {
+	// Ready is true once the project has been loaded.
+	Ready bool `json:"ready"`
+	// Addr is where the publisher, gateway and admin API listen.
+	Addr string `json:"addr"`
+	// NATS is the embedded NATS server's URL.
+	NATS string `json:"nats"`
+	// Functions are sorted by namespace and name.
+	Functions []FunctionStatus `json:"functions"`
+	// Subscriptions are sorted by namespace and name.
+	Subscriptions []SubscriptionStatus `json:"subscriptions"`
+	// Errors are the problems of the last load of the project.
+	Errors []string `json:"errors,omitempty"`
+}
+
+// FunctionStatus is one function's state.
+type FunctionStatus struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Runtime   string `json:"runtime"`
+	// Replicas is how many processes are wanted; Ready how many serve.
+	Replicas int `json:"replicas"`
+	Ready    int `json:"ready"`
+	// Autoscaled functions scale between Min and Max on queue depth.
+	Autoscaled bool `json:"autoscaled"`
+	Min        int  `json:"min"`
+	Max        int  `json:"max"`
+	// Backlog is the number of events waiting for the function; InFlight
+	// the gateway's requests in flight; Active whether it has work.
+	Backlog  uint64 `json:"backlog"`
+	InFlight int    `json:"inFlight"`
+	Active   bool   `json:"active"`
+	// Error is the last failure to start the function, if any.
+	Error    string   `json:"error,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// SubscriptionStatus is one subscription's state and delivery counts.
+type SubscriptionStatus struct {
+	Namespace    string   `json:"namespace"`
+	Name         string   `json:"name"`
+	Sink         string   `json:"sink"`
+	Types        []string `json:"types"`
+	Ready        bool     `json:"ready"`
+	Delivered    uint64   `json:"delivered"`
+	Failed       uint64   `json:"failed"`
+	DeadLettered uint64   `json:"deadLettered"`
+}
+
+// Status returns the platform's current state.
+func (p *Platform) Status() Status {
+	p.mu.Lock()
+	st := Status{Ready: p.ready, Addr: p.addr, NATS: p.broker.URL(), Errors: append([]string(nil), p.errors...)}
+	subs := make([]SubscriptionStatus, 0, len(p.subs))
+	for key, s := range p.subs {
+		subs = append(subs, SubscriptionStatus{Namespace: key.Namespace, Name: key.Name, Sink: s.Spec.Sink, Types: s.Spec.Types})
+	}
+	p.mu.Unlock()
+
+	for _, f := range p.runner.Functions() {
+		fs := FunctionStatus{
+			Namespace: f.Plan.Namespace, Name: f.Plan.Name, Runtime: f.Plan.Runtime.Name,
+			Replicas: f.Pool.Replicas(), Ready: len(f.Pool.Endpoints()),
+			Autoscaled: f.Plan.Scaling.Autoscaled, Min: int(f.Plan.Scaling.MinReplicas), Max: int(f.Plan.Scaling.MaxReplicas),
+			Warnings: f.Warnings,
+		}
+		if err := f.Pool.LastError(); err != nil {
+			fs.Error = err.Error()
+		}
+		if s, err := p.scaler.State(types.NamespacedName{Namespace: fs.Namespace, Name: fs.Name}); err == nil {
+			fs.Backlog, fs.InFlight, fs.Active = s.Backlog, s.InFlight, s.Active
+		}
+		st.Functions = append(st.Functions, fs)
+	}
+
+	counts := p.deliveryCounts()
+	for i := range subs {
+		s := &subs[i]
+		s.Ready = p.dispatcher.Serving(s.Namespace, s.Name)
+		c := counts[s.Namespace+"/"+s.Name]
+		s.Delivered, s.Failed, s.DeadLettered = c[0], c[1], c[2]
+	}
+	sort.Slice(subs, func(i, j int) bool { return subs[i].Namespace+"/"+subs[i].Name < subs[j].Namespace+"/"+subs[j].Name })
+	st.Subscriptions = subs
+	return st
+}
+
+// deliveryCounts reads the dispatcher's counters: delivered, failed
+// attempts and dead-lettered, by namespace/subscription.
+func (p *Platform) deliveryCounts() map[string][3]uint64 {
+	out := map[string][3]uint64{}
+	families, err := p.registry.Gather()
+	if err != nil {
+		return out
+	}
+	index := map[string]int{
+		"kfn_eventbridge_delivered_total":         0,
+		"kfn_eventbridge_delivery_failures_total": 1,
+		"kfn_eventbridge_dead_lettered_total":     2,
+	}
+	for _, mf := range families {
+		i, ok := index[mf.GetName()]
+		if !ok {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			key := label(m, "namespace") + "/" + label(m, "subscription")
+			c := out[key]
+			c[i] += uint64(m.GetCounter().GetValue())
+			out[key] = c
+		}
+	}
+	return out
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// handler routes kfn dev's single port: the publisher's endpoints, the
+// admin API under /_kfn, and everything else to the gateway.
+func (p *Platform) handler() http.Handler {
+	admin := http.NewServeMux()
+	admin.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(p.Status())
+	})
+	admin.HandleFunc("GET /logs/{namespace}/{name}", p.serveLogs)
+	admin.Handle("GET /metrics", promhttp.HandlerFor(p.registry, promhttp.HandlerOpts{}))
+	dl := p.deadletter.Handler()
+	admin.Handle("/deadletters", dl)
+	admin.Handle("/deadletters/", dl)
+
+	mux := http.NewServeMux()
+	for _, pattern := range []string{"POST /publish", "POST /{app}/v2/events", "POST /{app}/v1/events", "GET /{app}/v1/events/subscribed", "GET /healthz", "GET /readyz"} {
+		mux.Handle(pattern, p.publisher)
+	}
+	mux.Handle("/", p.gatewayHandler())
+	adminHandler := http.StripPrefix(AdminPrefix, admin)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, AdminPrefix+"/") {
+			adminHandler.ServeHTTP(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// serveLogs writes a function's kept output lines, and with ?follow=1
+// keeps streaming new ones until the client leaves.
+func (p *Platform) serveLogs(w http.ResponseWriter, r *http.Request) {
+	key := r.PathValue("namespace") + "/" + r.PathValue("name")
+	if p.runner.Get(r.PathValue("namespace"), r.PathValue("name")) == nil {
+		http.Error(w, fmt.Sprintf("no function %s: 'kfn get' lists them", key), http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if r.URL.Query().Get("follow") == "" {
+		for _, line := range p.logs.Lines(key) {
+			fmt.Fprintln(w, line)
+		}
+		return
+	}
+	past, next, stop := p.logs.Follow(key)
+	defer stop()
+	bw := bufio.NewWriter(w)
+	flusher, _ := w.(http.Flusher)
+	for _, line := range past {
+		fmt.Fprintln(bw, line)
+	}
+	for {
+		_ = bw.Flush()
+		if flusher != nil {
+			flusher.Flush()
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case line := <-next:
+			fmt.Fprintln(bw, line)
+		case <-time.After(30 * time.Second):
+			// keep idle connections through proxies alive: nothing to send
+		}
+	}
+}
+
+// gatewayHandler is the gateway of kfn dev until eventbridge's gateway is
+// wired: it answers 404 with what to do instead.
+func (p *Platform) gatewayHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		path := strings.TrimPrefix(r.URL.Path, "/")
+		http.Error(w, fmt.Sprintf("no route for /%s: publish events with POST /publish; the admin API is under %s", path, AdminPrefix), http.StatusNotFound)
+	})
+}
+
+// PIDs returns the process ids of namespace/name's processes.
+func (p *Platform) PIDs(namespace, name string) []int {
+	f := p.runner.Get(namespace, name)
+	if f == nil {
+		return nil
+	}
+	return f.Pool.PIDs()
+}

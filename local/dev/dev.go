@@ -1,0 +1,426 @@
+package dev
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/kedacore/keda/v2/pkg/scalers/externalscaler"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"k8s.io/apimachinery/pkg/types"
+
+	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/api/manifest"
+	"github.com/kfn-dev/kfn/eventbridge/deadletter"
+	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
+	"github.com/kfn-dev/kfn/eventbridge/eventstore"
+	"github.com/kfn-dev/kfn/eventbridge/publisher"
+	"github.com/kfn-dev/kfn/eventbridge/stream"
+	"github.com/kfn-dev/kfn/local/autoscaler"
+	"github.com/kfn-dev/kfn/local/broker"
+	"github.com/kfn-dev/kfn/local/project"
+	"github.com/kfn-dev/kfn/local/runner"
+	"github.com/kfn-dev/kfn/local/supervisor"
+	"github.com/kfn-dev/kfn/scaler"
+	scalerserver "github.com/kfn-dev/kfn/scaler/server"
+)
+
+// Config is how `kfn dev` runs. Zero values mean the defaults.
+type Config struct {
+	// Dir is the project directory. Required.
+	Dir string
+	// Addr is where the publisher, the gateway and the admin API listen;
+	// default 127.0.0.1:8080. Port 0 picks a free one.
+	Addr string
+	// NATSPort is the embedded NATS server's client port; 0 picks a free one.
+	NATSPort int
+	// StateDir holds NATS's store, the runtime hosts and function files;
+	// default Dir/.kfn.
+	StateDir string
+	// DepsCacheDir holds installed dependency sets; default StateDir/deps.
+	DepsCacheDir string
+	// Cooldown, when set, replaces every function's scaleConfig.cooldownPeriod
+	// (handy to watch scale-to-zero without waiting minutes).
+	Cooldown time.Duration
+	// PollingInterval is the local autoscaler's polling interval; default 1s.
+	PollingInterval time.Duration
+	// ScaleDownStabilization is the autoscaler's scale-down window; default 10s.
+	ScaleDownStabilization time.Duration
+	// WatchInterval is how often the project's files are checked for
+	// changes; default 500ms. Negative turns watching off.
+	WatchInterval time.Duration
+	// DrainGrace bounds how long a replaced or stopped function process may
+	// finish its requests; default 30s.
+	DrainGrace time.Duration
+	// Output receives function output (each line prefixed with the
+	// function) and kfn's own messages. Required.
+	Output io.Writer
+	// Logger receives kfn's structured logs; default a text logger on Output
+	// at Info level.
+	Logger *slog.Logger
+}
+
+// Platform is a running `kfn dev`: every component of kfn in one process.
+type Platform struct {
+	cfg    Config
+	log    *slog.Logger
+	out    io.Writer
+	addr   string
+	broker *broker.Broker
+	nc     *nats.Conn
+	js     jetstream.JetStream
+
+	streams    stream.Config
+	admitter   *manifest.Admitter
+	runner     *runner.Runner
+	endpoints  *localEndpoints
+	dispatcher *dispatcher.Dispatcher
+	publisher  *publisher.Publisher
+	scaler     *scaler.Scaler
+	autoscaler *autoscaler.Autoscaler
+	registry   *prometheus.Registry
+	deadletter *deadletter.Admin
+	logs       *logBook
+
+	mu      sync.Mutex // guards the fields below
+	project *project.Project
+	subs    map[types.NamespacedName]*eventingv1alpha2.Subscription
+	errors  []string // from the last load
+	ready   bool
+}
+
+// Addr returns host:port of the publisher, gateway and admin API.
+func (p *Platform) Addr() string { return p.addr }
+
+// NATSURL returns the embedded NATS server's client URL.
+func (p *Platform) NATSURL() string { return p.broker.URL() }
+
+// Run starts kfn dev for cfg.Dir and serves until ctx ends, then stops
+// every function process and the broker before it returns. started, if not
+// nil, is called once everything is up and the project is loaded.
+func Run(ctx context.Context, cfg Config, started func(*Platform)) error {
+	p, lis, err := start(cfg)
+	if err != nil {
+		return err
+	}
+	defer p.close()
+
+	g, ctx := errgroup.WithContext(ctx)
+	scalerLis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("listen for the scaler: %w", err)
+	}
+	grpcServer, err := scalerserver.New(p.scaler, scalerserver.WithLogger(p.log.With("component", "scaler")))
+	if err != nil {
+		return fmt.Errorf("scaler server: %w", err)
+	}
+	g.Go(func() error { return p.scaler.Run(ctx) })
+	g.Go(func() error { return grpcServer.Serve(ctx, scalerLis) })
+	g.Go(func() error { return p.dispatcher.Start(ctx) })
+
+	conn, err := grpc.NewClient(scalerLis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return fmt.Errorf("connect to the scaler: %w", err)
+	}
+	defer conn.Close()
+	p.autoscaler = autoscaler.New(conn, autoscaler.Options{
+		PollingInterval:        cfg.PollingInterval,
+		ScaleDownStabilization: cfg.ScaleDownStabilization,
+		Logger:                 p.log.With("component", "autoscaler"),
+	})
+	defer p.autoscaler.Stop()
+	g.Go(func() error {
+		// The autoscaler's streams end before the scaler's server stops, so
+		// its graceful stop has nothing to wait for.
+		<-ctx.Done()
+		p.autoscaler.Stop()
+		return nil
+	})
+
+	srv := &http.Server{Handler: p.handler(), ReadHeaderTimeout: 10 * time.Second}
+	g.Go(func() error {
+		if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serve %s: %w", p.addr, err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return srv.Shutdown(shutdown)
+	})
+
+	p.reload(ctx)
+	p.mu.Lock()
+	p.ready = true
+	p.mu.Unlock()
+	if started != nil {
+		started(p)
+	}
+	if cfg.WatchInterval >= 0 {
+		g.Go(func() error { p.watch(ctx); return nil })
+	}
+	err = g.Wait()
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return err
+}
+
+// start brings up what Run serves: the broker, the streams, and the
+// event bridge, runner and scaler objects.
+func start(cfg Config) (p *Platform, lis net.Listener, err error) {
+	if cfg.Dir == "" {
+		return nil, nil, errors.New("kfn dev: a project directory is required")
+	}
+	if cfg.Output == nil {
+		return nil, nil, errors.New("kfn dev: an output is required")
+	}
+	logs := newLogBook(1000)
+	cfg.Output = supervisor.NewSyncWriter(io.MultiWriter(cfg.Output, logs))
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:8080"
+	}
+	if cfg.StateDir == "" {
+		cfg.StateDir = filepath.Join(cfg.Dir, ".kfn")
+	}
+	if cfg.WatchInterval == 0 {
+		cfg.WatchInterval = 500 * time.Millisecond
+	}
+	if cfg.DrainGrace == 0 {
+		cfg.DrainGrace = 30 * time.Second
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(cfg.Output, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	p = &Platform{cfg: cfg, log: log, out: cfg.Output, logs: logs, subs: map[types.NamespacedName]*eventingv1alpha2.Subscription{}}
+	defer func() {
+		if err != nil {
+			p.close()
+		}
+	}()
+
+	if p.admitter, err = manifest.NewAdmitter(); err != nil {
+		return nil, nil, err
+	}
+	lis, err = net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listen on %s: %w (is another kfn dev running? choose another address with --addr)", cfg.Addr, err)
+	}
+	p.addr = lis.Addr().String()
+	defer func() {
+		if err != nil {
+			_ = lis.Close()
+		}
+	}()
+
+	if p.broker, err = broker.Start(broker.Config{StoreDir: filepath.Join(cfg.StateDir, "nats"), Port: cfg.NATSPort}); err != nil {
+		return nil, nil, err
+	}
+	if p.nc, err = p.broker.Connect(); err != nil {
+		return nil, nil, err
+	}
+	if p.js, err = jetstream.New(p.nc); err != nil {
+		return nil, nil, fmt.Errorf("JetStream: %w", err)
+	}
+	p.streams = stream.DefaultConfig()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err = stream.Ensure(ctx, p.js, p.streams); err != nil {
+		return nil, nil, err
+	}
+
+	p.registry = prometheus.NewRegistry()
+	dispatchMetrics, err := dispatcher.NewMetrics(p.registry)
+	if err != nil {
+		return nil, nil, err
+	}
+	publishMetrics, err := publisher.NewMetrics(p.registry)
+	if err != nil {
+		return nil, nil, err
+	}
+	p.endpoints = newLocalEndpoints()
+	p.runner, err = runner.New(runner.Config{
+		StateDir:         cfg.StateDir,
+		DepsCacheDir:     cfg.DepsCacheDir,
+		PublisherAddress: "http://" + p.addr + "/publish",
+		Pool:             supervisor.PoolOptions{DrainGrace: cfg.DrainGrace},
+		OnChange:         p.endpoints.notify,
+		Log:              cfg.Output,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	p.endpoints.runner = p.runner
+
+	p.publisher, err = publisher.New(eventstore.New(p.js, p.streams.EventStream), publisher.Config{},
+		publisher.WithSubscriptions(p), publisher.WithMetrics(publishMetrics), publisher.WithLogger(log.With("component", "publisher")))
+	if err != nil {
+		return nil, nil, err
+	}
+	p.dispatcher, err = dispatcher.New(p.js, dispatcher.Config{Streams: p.streams},
+		dispatcher.WithEndpoints(p.endpoints), dispatcher.WithResolver(p.endpoints),
+		dispatcher.WithMetrics(dispatchMetrics), dispatcher.WithLogger(log.With("component", "dispatcher")))
+	if err != nil {
+		return nil, nil, err
+	}
+	p.scaler, err = scaler.New(scaler.NewJetStreamReader(p.js, p.streams.EventStream), scaler.NewNATSListener(p.nc),
+		scaler.WithRefreshInterval(500*time.Millisecond), scaler.WithLogger(log.With("component", "scaler")))
+	if err != nil {
+		return nil, nil, err
+	}
+	if p.deadletter, err = deadletter.NewAdmin(p.js, p.streams); err != nil {
+		return nil, nil, err
+	}
+	return p, lis, nil
+}
+
+// close stops every function process, then the broker. Safe on a
+// partly started Platform.
+func (p *Platform) close() {
+	if p.runner != nil {
+		p.runner.Stop()
+	}
+	if p.nc != nil {
+		p.nc.Close()
+	}
+	if p.broker != nil {
+		p.broker.Stop()
+	}
+}
+
+// ListSubscriptions lists the loaded Subscriptions, for the publisher's
+// /{app}/v1/events/subscribed.
+func (p *Platform) ListSubscriptions(context.Context) ([]eventingv1alpha2.Subscription, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]eventingv1alpha2.Subscription, 0, len(p.subs))
+	for _, s := range p.subs {
+		out = append(out, *s)
+	}
+	return out, nil
+}
+
+// reload reads the project and makes every component run what it defines.
+// Problems are printed and kept for the status; they never stop the rest.
+func (p *Platform) reload(ctx context.Context) {
+	proj, err := project.Load(ctx, p.cfg.Dir, p.admitter)
+	if err != nil {
+		fmt.Fprintf(p.out, "kfn: %v\n", err)
+		return
+	}
+	var problems []string
+	for _, e := range proj.Invalid {
+		problems = append(problems, e.Error())
+	}
+	p.runner.SetObjects(objectsOf(proj))
+	for _, e := range p.runner.Apply(ctx, proj.Functions) {
+		problems = append(problems, e.Error())
+	}
+	problems = append(problems, p.applySubscriptions(ctx, proj.Subscriptions)...)
+	p.applyScaling(ctx)
+
+	p.mu.Lock()
+	p.project = proj
+	p.errors = problems
+	p.mu.Unlock()
+	for _, msg := range problems {
+		fmt.Fprintf(p.out, "kfn: error: %s\n", msg)
+	}
+}
+
+// applySubscriptions creates the consumers of new Subscriptions, updates
+// changed ones, and removes the consumers of removed ones (their waiting
+// events go with them, as when a Subscription is deleted in a cluster).
+func (p *Platform) applySubscriptions(ctx context.Context, subs []*eventingv1alpha2.Subscription) []string {
+	var problems []string
+	want := map[types.NamespacedName]*eventingv1alpha2.Subscription{}
+	for _, sub := range subs {
+		key := types.NamespacedName{Namespace: sub.Namespace, Name: sub.Name}
+		if _, err := sub.ValidateSink(); err != nil {
+			problems = append(problems, fmt.Sprintf("Subscription %s: %v", key, err))
+			continue
+		}
+		cc, err := stream.ConsumerConfig(sub, stream.ConsumerSettings{})
+		if err == nil {
+			_, err = stream.EnsureConsumer(ctx, p.js, p.streams.EventStream, cc)
+		}
+		if err == nil {
+			err = p.dispatcher.Upsert(sub)
+		}
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("Subscription %s: %v", key, err))
+			continue
+		}
+		if b, err := scaler.BindingFor(sub); err == nil {
+			p.scaler.SetSubscription(b)
+		} else {
+			problems = append(problems, fmt.Sprintf("Subscription %s: %v", key, err))
+		}
+		want[key] = sub
+	}
+	p.mu.Lock()
+	old := p.subs
+	p.subs = want
+	p.mu.Unlock()
+	for key := range old {
+		if _, ok := want[key]; ok {
+			continue
+		}
+		p.dispatcher.Remove(key.Namespace, key.Name)
+		p.scaler.DeleteSubscription(key)
+		if err := stream.DeleteConsumer(ctx, p.js, p.streams.EventStream, stream.ConsumerName(key.Namespace, key.Name)); err != nil {
+			problems = append(problems, fmt.Sprintf("Subscription %s: delete its consumer: %v", key, err))
+		}
+	}
+	return problems
+}
+
+// applyScaling gives every autoscaled function to the autoscaler, as a
+// ScaledObject with kfn's external-push trigger would give it to KEDA.
+func (p *Platform) applyScaling(ctx context.Context) {
+	var targets []autoscaler.Target
+	for _, f := range p.runner.Functions() {
+		s := f.Plan.Scaling
+		if !s.Autoscaled {
+			continue
+		}
+		cooldown := time.Duration(s.CooldownPeriod) * time.Second
+		if p.cfg.Cooldown > 0 {
+			cooldown = p.cfg.Cooldown
+		}
+		pool := f.Pool
+		targets = append(targets, autoscaler.Target{
+			Ref: &externalscaler.ScaledObjectRef{
+				Name: f.Plan.Name, Namespace: f.Plan.Namespace,
+				ScalerMetadata: map[string]string{
+					scalerserver.MetadataFunctionNamespace: f.Plan.Namespace,
+					scalerserver.MetadataFunctionName:      f.Plan.Name,
+					scalerserver.MetadataTargetBacklog:     strconv.Itoa(int(s.TargetBacklog)),
+					scalerserver.MetadataTargetConcurrency: strconv.Itoa(int(s.TargetConcurrency)),
+				},
+			},
+			Min:      int(s.MinReplicas),
+			Max:      int(s.MaxReplicas),
+			Cooldown: cooldown,
+			Replicas: pool.Replicas,
+			Scale:    pool.Scale,
+		})
+	}
+	p.autoscaler.Set(ctx, targets)
+}

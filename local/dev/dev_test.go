@@ -1,0 +1,195 @@
+package dev_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kfn-dev/kfn/local/dev"
+)
+
+// syncBuffer is a bytes.Buffer safe for the platform's concurrent writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// copyDir copies the example project, so its .kfn state stays in the test.
+func copyDir(t *testing.T, src, dst string) {
+	t.Helper()
+	require.NoError(t, filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		if d.IsDir() {
+			if d.Name() == ".kfn" {
+				return filepath.SkipDir
+			}
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), data, 0o644)
+	}))
+}
+
+func status(t *testing.T, addr string) dev.Status {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + dev.AdminPrefix + "/status")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var st dev.Status
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&st))
+	return st
+}
+
+func function(st dev.Status, name string) dev.FunctionStatus {
+	for _, f := range st.Functions {
+		if f.Name == name {
+			return f
+		}
+	}
+	return dev.FunctionStatus{}
+}
+
+func publish(t *testing.T, addr, typ, id, data string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/publish", strings.NewReader(data))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Ce-Specversion", "1.0")
+	req.Header.Set("Ce-Type", typ)
+	req.Header.Set("Ce-Source", "shop")
+	req.Header.Set("Ce-Id", id)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusNoContent, resp.StatusCode, string(body))
+}
+
+func TestShopChainScalesFromZeroAndBack(t *testing.T) {
+	dir := t.TempDir()
+	copyDir(t, filepath.Join("..", "..", "examples", "shop"), dir)
+	out := &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	started := make(chan *dev.Platform, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- dev.Run(ctx, dev.Config{
+			Dir: dir, Addr: "127.0.0.1:0", Output: out,
+			Cooldown: time.Second, PollingInterval: 100 * time.Millisecond, ScaleDownStabilization: 200 * time.Millisecond,
+			DrainGrace: 5 * time.Second,
+		}, func(p *dev.Platform) { started <- p })
+	}()
+	var p *dev.Platform
+	select {
+	case p = <-started:
+	case err := <-done:
+		t.Fatalf("kfn dev stopped: %v\n%s", err, out.String())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("kfn dev did not start\n%s", out.String())
+	}
+	addr := p.Addr()
+	begin := time.Now()
+	phase := func(name string) { t.Logf("%6.2fs %s", time.Since(begin).Seconds(), name) }
+
+	st := status(t, addr)
+	require.True(t, st.Ready)
+	require.Empty(t, st.Errors, out.String())
+	assert.Equal(t, 1, function(st, "orders").Ready)
+	assert.Equal(t, 1, function(st, "notify").Ready)
+	assert.Equal(t, 0, function(st, "fulfil").Replicas, "fulfil starts at zero")
+
+	const n = 50
+	phase("started")
+	for i := 0; i < n; i++ {
+		publish(t, addr, "order.created.v1", fmt.Sprintf("order-%d", i), fmt.Sprintf(`{"id":"%d","item":"book"}`, i))
+	}
+	phase("published")
+	assert.Eventually(t, func() bool {
+		return strings.Count(out.String(), "| notified order ") >= n
+	}, 60*time.Second, 50*time.Millisecond, "every order reaches notify through fulfil")
+	if t.Failed() {
+		t.Fatalf("status: %+v\noutput:\n%s", status(t, addr), out.String())
+	}
+	for i := 0; i < n; i++ {
+		assert.Contains(t, out.String(), fmt.Sprintf("| notified order %d via email\n", i))
+	}
+
+	phase("notified")
+	// A function answers the delivery after its handler returns, so the
+	// last acknowledgements may follow notify's output.
+	require.Eventually(t, func() bool {
+		st := status(t, addr)
+		for _, s := range st.Subscriptions {
+			if !s.Ready || s.Delivered < n || s.DeadLettered != 0 {
+				return false
+			}
+		}
+		return len(st.Subscriptions) == 2
+	}, 30*time.Second, 50*time.Millisecond, "both subscriptions delivered every event, none dead-lettered: %+v", status(t, addr).Subscriptions)
+	phase("delivered")
+	require.Eventually(t, func() bool { return function(status(t, addr), "fulfil").Replicas == 0 },
+		60*time.Second, 50*time.Millisecond, "fulfil goes back to zero after the cooldown")
+
+	phase("fulfil at zero")
+	// kfn logs reads the kept lines of one function.
+	resp, err := http.Get("http://" + addr + dev.AdminPrefix + "/logs/default/fulfil")
+	require.NoError(t, err)
+	logs, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Contains(t, string(logs), "fulfilling order 7 (book)")
+
+	var pids []int
+	for _, f := range []string{"orders", "notify"} {
+		pids = append(pids, processIDs(t, p, f)...)
+	}
+	require.NotEmpty(t, pids)
+	cancel()
+	select {
+	case err := <-done:
+		phase("stopped")
+		require.NoError(t, err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("kfn dev did not stop")
+	}
+	for _, pid := range pids {
+		assert.Error(t, syscall.Kill(pid, 0), "process %d outlived kfn dev", pid)
+	}
+}
+
+func processIDs(t *testing.T, p *dev.Platform, name string) []int {
+	t.Helper()
+	return p.PIDs("default", name)
+}
