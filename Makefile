@@ -25,6 +25,15 @@ FUZZ_TARGETS := \
 help: ## Show the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
+# The project `make dev` runs, its address, and extra flags for `kfn dev`.
+DEV_DIR ?= examples/shop
+DEV_ADDR ?= 127.0.0.1:8080
+DEV_FLAGS ?=
+
+.PHONY: dev
+dev: build ## Run kfn locally with the example application (kfn dev examples/shop).
+	$(BIN)/kfn dev --addr $(DEV_ADDR) $(DEV_FLAGS) $(DEV_DIR)
+
 .PHONY: test
 test: verify envtest ## Run every test (builds the test API server once, about 4 minutes).
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test $(TESTFLAGS) ./...

@@ -47,6 +47,10 @@ depth from zero. 'kfn dev' runs all of it on this machine without a cluster.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(
 		newInitCommand(),
+		newDevCommand(),
+		newGetCommand(),
+		newLogsCommand(),
+		newDLQCommand(),
 		newPublishCommand(),
 		newInvokeCommand(),
 		newVersionCommand(),

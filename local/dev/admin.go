@@ -62,6 +62,7 @@ type SubscriptionStatus struct {
 	Namespace    string   `json:"namespace"`
 	Name         string   `json:"name"`
 	Sink         string   `json:"sink"`
+	Source       string   `json:"source"`
 	Types        []string `json:"types"`
 	Ready        bool     `json:"ready"`
 	Delivered    uint64   `json:"delivered"`
@@ -75,7 +76,7 @@ func (p *Platform) Status() Status {
 	st := Status{Ready: p.ready, Addr: p.addr, NATS: p.broker.URL(), Errors: append([]string(nil), p.errors...)}
 	subs := make([]SubscriptionStatus, 0, len(p.subs))
 	for key, s := range p.subs {
-		subs = append(subs, SubscriptionStatus{Namespace: key.Namespace, Name: key.Name, Sink: s.Spec.Sink, Types: s.Spec.Types})
+		subs = append(subs, SubscriptionStatus{Namespace: key.Namespace, Name: key.Name, Sink: s.Spec.Sink, Source: s.Spec.Source, Types: s.Spec.Types})
 	}
 	p.mu.Unlock()
 

@@ -85,8 +85,17 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.StateDir == "" {
 		return nil, errors.New("runner: a state directory is required")
 	}
+	// Processes run in their function's directory: every path they get
+	// must be absolute.
+	var err error
+	if cfg.StateDir, err = filepath.Abs(cfg.StateDir); err != nil {
+		return nil, fmt.Errorf("runner: state directory: %w", err)
+	}
 	if cfg.DepsCacheDir == "" {
 		cfg.DepsCacheDir = filepath.Join(cfg.StateDir, "deps")
+	}
+	if cfg.DepsCacheDir, err = filepath.Abs(cfg.DepsCacheDir); err != nil {
+		return nil, fmt.Errorf("runner: dependency cache: %w", err)
 	}
 	if cfg.Log == nil {
 		cfg.Log = io.Discard

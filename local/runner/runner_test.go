@@ -128,3 +128,17 @@ func TestRunnerRefusesWhatItCannotRun(t *testing.T) {
 	require.Len(t, errs, 1)
 	assert.Contains(t, errs[0].Error(), "default/git")
 }
+
+// TestRunnerWithRelativeStateDir runs from a relative state directory, as
+// `kfn dev examples/shop` gives one.
+func TestRunnerWithRelativeStateDir(t *testing.T) {
+	abs := t.TempDir()
+	t.Chdir(abs)
+	r, err := runner.New(runner.Config{StateDir: ".kfn", Log: io.Discard})
+	require.NoError(t, err)
+	t.Cleanup(r.Stop)
+	require.Empty(t, r.Apply(context.Background(), []*serverlessv1alpha2.Function{
+		function("rel", serverlessv1alpha2.NodeJS22, `module.exports = { main: () => "relative ok" }`),
+	}))
+	assert.Equal(t, "relative ok", call(t, r, "rel"))
+}

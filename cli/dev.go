@@ -1,0 +1,166 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/kfn-dev/kfn/local/dev"
+)
+
+func newDevCommand() *cobra.Command {
+	var (
+		addr      string
+		natsPort  int
+		cooldown  time.Duration
+		stateDir  string
+		noWatch   bool
+		plainLogs bool
+	)
+	cmd := &cobra.Command{
+		Use:   "dev [DIR]",
+		Short: "Run the whole platform on this machine for the functions and subscriptions in DIR",
+		Long: `dev runs kfn without Kubernetes: an embedded NATS JetStream (its data in
+DIR/.kfn, kept across restarts), the publisher, gateway and admin API on one
+port, the dispatcher, the scaler and a local autoscaler that drives it as KEDA
+would, and every Function in DIR as local node/python3 processes.
+
+DIR holds Kubernetes manifests (the YAML you would kubectl apply) and
+Kyma-CLI-style function folders (config.yaml beside handler.js or handler.py).
+Edits are applied as you save: a changed function is started, checked and
+switched to without dropping requests; one that fails to start keeps the old
+version running and shows why. Ctrl-C stops every process.`,
+		Example: `  kfn dev examples/shop
+  kfn dev --addr 127.0.0.1:9090 --cooldown 10s .`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return usagef("%s takes at most one DIR (got %d arguments)", cmd.CommandPath(), len(args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir := "."
+			if len(args) == 1 {
+				dir = args[0]
+			}
+			if info, err := os.Stat(dir); err != nil || !info.IsDir() {
+				return usagef("%s is not a directory: give the folder with your functions, e.g. 'kfn dev examples/shop'", dir)
+			}
+			out := cmd.OutOrStdout()
+			tty := isTerminal(out) && !plainLogs
+			cfg := dev.Config{Dir: dir, Addr: addr, NATSPort: natsPort, Cooldown: cooldown, StateDir: stateDir, Output: out}
+			if noWatch {
+				cfg.WatchInterval = -1
+			}
+			started := time.Now()
+			return dev.Run(cmd.Context(), cfg, func(p *dev.Platform) {
+				fmt.Fprintf(out, "kfn dev: %s is up on http://%s in %s (NATS %s)\n", dir, p.Addr(), time.Since(started).Round(time.Millisecond), p.NATSURL())
+				printTry(out, p.Status(), p.Addr())
+				if tty {
+					go liveTable(cmd.Context(), out, p)
+				}
+			})
+		},
+	}
+	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "address of the publisher, gateway and admin API")
+	cmd.Flags().IntVar(&natsPort, "nats-port", 0, "client port of the embedded NATS server (0: a free one)")
+	cmd.Flags().DurationVar(&cooldown, "cooldown", 0, "replace every function's scaleConfig.cooldownPeriod, e.g. 10s to watch scale-to-zero quickly")
+	cmd.Flags().StringVar(&stateDir, "state-dir", "", "where NATS data, function files and installed dependencies live (default DIR/.kfn)")
+	cmd.Flags().BoolVar(&noWatch, "no-watch", false, "do not apply edits to DIR while running")
+	cmd.Flags().BoolVar(&plainLogs, "plain", false, "plain logs only, no status table, even on a terminal")
+	return cmd
+}
+
+// printTry prints commands that exercise what the project defines.
+func printTry(out io.Writer, st dev.Status, addr string) {
+	kfn := "kfn"
+	if strings.Contains(os.Args[0], string(filepath.Separator)) && !strings.Contains(os.Args[0], "go-build") {
+		kfn = os.Args[0]
+		if wd, err := os.Getwd(); err == nil {
+			if rel, err := filepath.Rel(wd, kfn); err == nil && !strings.HasPrefix(rel, "..") {
+				kfn = rel
+			}
+		}
+	}
+	flag := ""
+	if addr != strings.TrimPrefix(DefaultAddr, "http://") {
+		flag = " --addr http://" + addr
+	}
+	sinks := map[string]bool{}
+	for _, s := range st.Subscriptions {
+		sinks[s.Sink] = true
+	}
+	var lines []string
+	for _, f := range st.Functions {
+		// An HTTP function: always running, and no subscription delivers to it.
+		if !f.Autoscaled && !sinks["http://"+f.Name+"."+f.Namespace+".svc.cluster.local"] {
+			lines = append(lines, fmt.Sprintf("curl -X POST http://%s/%s/%s -H 'Content-Type: application/json' -d '{\"id\": \"1\", \"item\": \"book\"}'", addr, f.Namespace, f.Name))
+			break
+		}
+	}
+	if len(st.Subscriptions) > 0 && len(st.Subscriptions[0].Types) > 0 {
+		s := st.Subscriptions[0]
+		lines = append(lines, fmt.Sprintf("%s publish%s --type %s --source %s --data '{\"id\": \"2\", \"item\": \"pen\"}'", kfn, flag, s.Types[0], sourceOf(s)))
+	}
+	lines = append(lines, fmt.Sprintf("%s get%s", kfn, flag))
+	if len(st.Functions) > 0 {
+		f := st.Functions[0]
+		lines = append(lines, fmt.Sprintf("%s logs%s -n %s %s -f", kfn, flag, f.Namespace, f.Name))
+	}
+	fmt.Fprintln(out, "Try:")
+	for _, l := range lines {
+		fmt.Fprintln(out, "  "+l)
+	}
+	for _, e := range st.Errors {
+		fmt.Fprintf(out, "Problem: %s\n", e)
+	}
+}
+
+func sourceOf(s dev.SubscriptionStatus) string {
+	if s.Source != "" {
+		return s.Source
+	}
+	return "kfn"
+}
+
+// liveTable prints the status table whenever what it shows changes (at
+// most every two seconds), between the logs.
+func liveTable(ctx context.Context, out io.Writer, p *dev.Platform) {
+	var last dev.Status
+	ticker := time.NewTicker(2 * time.Second)
+	defer ticker.Stop()
+	for {
+		st := p.Status()
+		view := st
+		for i := range view.Functions {
+			view.Functions[i].Backlog, view.Functions[i].InFlight, view.Functions[i].Active = 0, 0, false
+		}
+		for i := range view.Subscriptions {
+			view.Subscriptions[i].Delivered, view.Subscriptions[i].Failed = 0, 0
+		}
+		if !reflect.DeepEqual(view, last) {
+			last = view
+			fmt.Fprintln(out, "\x1b[1m── kfn dev ─────────────────────────────────────────────\x1b[0m")
+			writeStatus(out, st)
+			fmt.Fprintln(out, "\x1b[1m────────────────────────────────────────────────────────\x1b[0m")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
