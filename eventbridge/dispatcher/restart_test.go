@@ -23,7 +23,15 @@ func TestDeliversAcrossNATSRestart(t *testing.T) {
 	require.Eventually(t, func() bool { return k.count() == 1 }, wait, tick)
 
 	b.nats.Restart()
-	require.Eventually(t, func() bool { return b.js.Conn().IsConnected() }, wait, tick)
+	// Connected is not enough: JetStream recovers its file store first,
+	// which takes a while on a loaded machine.
+	require.Eventually(t, func() bool {
+		if !b.js.Conn().IsConnected() {
+			return false
+		}
+		_, err := b.js.Stream(context.Background(), b.streams.EventStream)
+		return err == nil
+	}, wait, tick)
 	b.publish("shop", "order.created.v1", "after", "")
 	require.Eventually(t, func() bool { return k.count() == 2 }, wait, tick)
 }
@@ -37,7 +45,13 @@ func TestRebindsWhenNATSLostEverything(t *testing.T) {
 	require.Eventually(t, func() bool { return k.count() == 1 }, wait, tick)
 
 	b.nats.Wipe()
-	require.Eventually(t, func() bool { return b.js.Conn().IsConnected() }, wait, tick)
+	require.Eventually(t, func() bool {
+		if !b.js.Conn().IsConnected() {
+			return false
+		}
+		_, err := b.js.AccountInfo(context.Background())
+		return err == nil
+	}, wait, tick)
 	// What the reconciler does after a loss: streams and consumer again.
 	require.NoError(t, stream.Ensure(context.Background(), b.js, b.streams))
 	b.subscribe(s)
