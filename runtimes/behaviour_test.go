@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -381,4 +382,28 @@ func TestPythonOutputIsLineAtomic(t *testing.T) {
 		lines, partials := count()
 		return lines == calls*20 && partials == calls
 	}, 10*time.Second, 10*time.Millisecond)
+}
+
+// TestSIGTERMWithAnUnusedConnection drains with a client connection open
+// that never sent a request (a client dialled, then cancelled its
+// request): the host must not wait for it to time out.
+func TestSIGTERMWithAnUnusedConnection(t *testing.T) {
+	t.Parallel()
+	for _, rt := range testRuntimes(t) {
+		t.Run(rt.Name, func(t *testing.T) {
+			t.Parallel()
+			h := startHost(t, rt, fixture(t, rt, "sample"), hostOptions{})
+			h.mustDo(http.MethodGet, "/", nil, "") // the host serves
+			conn, err := net.Dial("tcp", strings.TrimPrefix(h.URL, "http://"))
+			require.NoError(t, err)
+			defer conn.Close()
+			// Make sure the host has accepted it before the signal.
+			require.Eventually(t, func() bool {
+				r := h.mustDo(http.MethodGet, "/healthz", nil, "")
+				return r.status == http.StatusOK
+			}, 5*time.Second, 10*time.Millisecond)
+			h.signal(syscall.SIGTERM)
+			assert.Equal(t, 0, h.waitExit(5*time.Second))
+		})
+	}
 }

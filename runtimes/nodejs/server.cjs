@@ -94,7 +94,15 @@ function serve(cfg, handler) {
     scheduleSweep();
   }
 
-  const closeIdle = () => server.closeIdleConnections();
+  // Connections that have not carried a request yet. Node's
+  // closeIdleConnections leaves them open (a client may have dialled for a
+  // request it then cancelled), and server.close would wait for them until
+  // the headers timeout; while draining they are closed too.
+  const fresh = new Set();
+  const closeIdle = () => {
+    server.closeIdleConnections();
+    if (draining) for (const socket of fresh) socket.destroy();
+  };
 
   class Call {
     constructor(req, res, scope) {
@@ -196,6 +204,7 @@ function serve(cfg, handler) {
   }
 
   function onRequest(req, res) {
+    fresh.delete(req.socket);
     const method = req.method;
     const url = req.url;
     if (method === 'GET' || method === 'HEAD') {
@@ -243,6 +252,10 @@ function serve(cfg, handler) {
   server.keepAliveTimeout = 120000;
   server.headersTimeout = 125000;
   server.on('error', fatal);
+  server.on('connection', (socket) => {
+    fresh.add(socket);
+    socket.once('close', () => fresh.delete(socket));
+  });
 
   function drain(signal) {
     if (draining) return;
