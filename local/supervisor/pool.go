@@ -346,7 +346,9 @@ func (p *Pool) drainWait(old []*instance) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			in.proc.Stop(p.opts.DrainGrace)
+			if in.proc.Stop(p.opts.DrainGrace) {
+				fmt.Fprintf(p.out, "%s | kfn: pid %d did not finish within %s of SIGTERM; killed\n", p.name, in.proc.PID(), p.opts.DrainGrace)
+			}
 		}()
 	}
 	wg.Wait()

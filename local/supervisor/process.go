@@ -157,22 +157,25 @@ func (p *Process) WaitReady(ctx context.Context) error {
 
 // Stop asks the process group to finish (SIGTERM: the host drains in-flight
 // requests), and kills it after grace. It returns when the process has
-// exited; the exit caused by the signals is not an error.
-func (p *Process) Stop(grace time.Duration) {
+// exited, and reports whether it had to be killed; the exit caused by the
+// signals is not an error.
+func (p *Process) Stop(grace time.Duration) (killed bool) {
 	select {
 	case <-p.done:
-		return
+		return false
 	default:
 	}
 	signalGroup(p.cmd, syscall.SIGTERM)
 	select {
 	case <-p.done:
 	case <-time.After(grace):
+		killed = true
 		signalGroup(p.cmd, syscall.SIGKILL)
 		<-p.done
 	}
 	// Whatever the host started in its group goes too.
 	signalGroup(p.cmd, syscall.SIGKILL)
+	return killed
 }
 
 func signalGroup(cmd *exec.Cmd, sig syscall.Signal) {
