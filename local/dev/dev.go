@@ -120,7 +120,17 @@ func Run(ctx context.Context, cfg Config, started func(*Platform)) error {
 	}
 	defer p.close()
 
-	g, ctx := errgroup.WithContext(ctx)
+	// Two lifetimes: work (delivery, scaling, watching) ends when ctx does;
+	// the servers (publisher, gateway, scaler) keep serving until the
+	// functions have drained, so a handler that is still emitting an event
+	// on its way out reaches the publisher.
+	work, stopWork := context.WithCancel(ctx)
+	defer stopWork()
+	serve, stopServing := context.WithCancel(context.Background())
+	defer stopServing()
+	servers, serve := errgroup.WithContext(serve)
+	workers, work := errgroup.WithContext(work)
+
 	scalerLis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("listen for the scaler: %w", err)
@@ -129,10 +139,22 @@ func Run(ctx context.Context, cfg Config, started func(*Platform)) error {
 	if err != nil {
 		return fmt.Errorf("scaler server: %w", err)
 	}
-	g.Go(func() error { return p.scaler.Run(ctx) })
-	g.Go(func() error { return grpcServer.Serve(ctx, scalerLis) })
-	g.Go(func() error { return p.dispatcher.Start(ctx) })
-	g.Go(func() error { p.gateway.Run(ctx.Done()); return nil })
+	servers.Go(func() error { return p.scaler.Run(serve) })
+	servers.Go(func() error { return grpcServer.Serve(serve, scalerLis) })
+	servers.Go(func() error { p.gateway.Run(serve.Done()); return nil })
+	srv := &http.Server{Handler: p.handler(), ReadHeaderTimeout: 10 * time.Second}
+	servers.Go(func() error {
+		if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serve %s: %w", p.addr, err)
+		}
+		return nil
+	})
+	servers.Go(func() error {
+		<-serve.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return srv.Shutdown(shutdown)
+	})
 
 	conn, err := grpc.NewClient(scalerLis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -145,29 +167,9 @@ func Run(ctx context.Context, cfg Config, started func(*Platform)) error {
 		Logger:                 p.log.With("component", "autoscaler"),
 	})
 	defer p.autoscaler.Stop()
-	g.Go(func() error {
-		// The autoscaler's streams end before the scaler's server stops, so
-		// its graceful stop has nothing to wait for.
-		<-ctx.Done()
-		p.autoscaler.Stop()
-		return nil
-	})
+	workers.Go(func() error { return p.dispatcher.Start(work) })
 
-	srv := &http.Server{Handler: p.handler(), ReadHeaderTimeout: 10 * time.Second}
-	g.Go(func() error {
-		if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("serve %s: %w", p.addr, err)
-		}
-		return nil
-	})
-	g.Go(func() error {
-		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		return srv.Shutdown(shutdown)
-	})
-
-	p.reload(ctx)
+	p.reload(work)
 	p.mu.Lock()
 	p.ready = true
 	p.mu.Unlock()
@@ -175,11 +177,29 @@ func Run(ctx context.Context, cfg Config, started func(*Platform)) error {
 		started(p)
 	}
 	if cfg.WatchInterval >= 0 {
-		g.Go(func() error { p.watch(ctx); return nil })
+		workers.Go(func() error { p.watch(work); return nil })
 	}
-	err = g.Wait()
+
+	// A server failing ends the work too.
+	go func() {
+		select {
+		case <-serve.Done():
+			stopWork()
+		case <-work.Done():
+		}
+	}()
+	<-work.Done()
+	p.autoscaler.Stop()
+	werr := workers.Wait()
+	p.runner.Stop() // drain the functions while the servers still serve
+	stopServing()
+	serr := servers.Wait()
+	return errors.Join(ignoreCanceled(werr), ignoreCanceled(serr))
+}
+
+func ignoreCanceled(err error) error {
 	if errors.Is(err, context.Canceled) {
-		err = nil
+		return nil
 	}
 	return err
 }
