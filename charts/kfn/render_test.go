@@ -136,4 +136,3 @@ func kinds(objs []*unstructured.Unstructured) map[string]int {
 	}
 	return out
 }
-
