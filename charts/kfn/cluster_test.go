@@ -15,12 +15,17 @@ var (
 	clusterOnce sync.Once
 	cluster     *testcluster.Cluster
 	clusterErr  error
+	// binDir holds the component binaries the RBAC tests build.
+	binDir string
 )
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
 	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
 	if cluster != nil {
 		if err := cluster.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "stop test cluster:", err)
