@@ -288,7 +288,7 @@ func TestControllerRBAC(t *testing.T) {
 	// A Subscription to it: KEDA scales it on queue depth instead.
 	sub := &eventingv1alpha2.Subscription{
 		ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: appsNamespace},
-		Spec: eventingv1alpha2.SubscriptionSpec{Sink: "http://orders." + appsNamespace + ".svc.cluster.local", Source: "shop", Types: []string{"order.created.v1"}},
+		Spec:       eventingv1alpha2.SubscriptionSpec{Sink: "http://orders." + appsNamespace + ".svc.cluster.local", Source: "shop", Types: []string{"order.created.v1"}},
 	}
 	require.NoError(t, a.Create(ctx, sub))
 	eventually(t, p, "orders has a ScaledObject and no HPA", func(ctx context.Context) bool {
