@@ -20,6 +20,10 @@ import (
 	"github.com/kfn-dev/kfn/internal/testcluster"
 )
 
+// dryRuns numbers the namespaces of TestDryRunApply (go test -count=N runs
+// it again on the same API server).
+var dryRuns int
+
 // fieldOwner is the field manager of the test's applies (helm's own is "helm").
 const fieldOwner = "helm"
 
@@ -108,9 +112,10 @@ func TestDryRunApply(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cl, warns := warningClient(t, c)
-	for i, vs := range valueSets {
+	for _, vs := range valueSets {
 		t.Run(vs.name, func(t *testing.T) {
-			ns := fmt.Sprintf("kfn-dry-run-%d", i)
+			dryRuns++
+			ns := fmt.Sprintf("kfn-dry-run-%d", dryRuns)
 			restrictedNamespace(t, ctx, c, ns)
 			manifest, err := renderIn(t, ns, vs.values)
 			require.NoError(t, err)

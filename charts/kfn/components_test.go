@@ -3,6 +3,8 @@ package chart_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,9 +38,26 @@ import (
 	"github.com/kfn-dev/kfn/internal/testcluster"
 )
 
-// appsNamespace is where the scenarios put Functions and Subscriptions:
-// not the release's namespace, as in a real installation.
-const appsNamespace = "apps"
+// appsNamespace is where the running scenario puts Functions and
+// Subscriptions: not the release's namespace, as in a real installation.
+// Each scenario gets a new one (useApps), so that go test -count=N works
+// on one API server; the scenarios do not run in parallel.
+var (
+	appsNamespace string
+	appsCount     int
+)
+
+// useApps creates a fresh namespace for the scenario's objects and deletes
+// the component's Lease left by an earlier run, so that every run starts as
+// a first installation does.
+func useApps(t *testing.T, ctx context.Context, a client.Client, lease string) {
+	t.Helper()
+	appsCount++
+	appsNamespace = fmt.Sprintf("apps-%d", appsCount)
+	require.NoError(t, a.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: appsNamespace}}))
+	err := a.Delete(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: releaseNamespace, Name: lease}})
+	require.NoError(t, client.IgnoreNotFound(err))
+}
 
 // installation is the chart installed for real (CRDs, KEDA's ScaledObject
 // CRD, ServiceAccounts and RBAC; no workloads, which nothing would run) and
@@ -91,9 +110,7 @@ func doInstall(t *testing.T, c *testcluster.Cluster) *installation {
 	require.NoError(t, function.AddToScheme(scheme))
 	admin, err := client.New(c.Config, client.Options{Scheme: scheme})
 	require.NoError(t, err)
-	for _, ns := range []string{releaseNamespace, appsNamespace} {
-		require.NoError(t, admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
-	}
+	require.NoError(t, admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: releaseNamespace}}))
 	for _, o := range objs {
 		switch o.GetKind() {
 		case "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding":
@@ -164,6 +181,10 @@ func (p *process) stop(t *testing.T) {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case err := <-p.done:
+		var exit *exec.ExitError
+		if errors.As(err, &exit) && !exit.Exited() && !p.started() {
+			return // SIGTERM before the component installed its handler
+		}
 		if err != nil {
 			t.Errorf("%s exited with %v:\n%s", filepath.Base(p.cmd.Path), err, p.output())
 		}
@@ -173,6 +194,9 @@ func (p *process) stop(t *testing.T) {
 		t.Errorf("%s did not stop on SIGTERM:\n%s", filepath.Base(p.cmd.Path), p.output())
 	}
 }
+
+// started reports whether the component got as far as logging anything.
+func (p *process) started() bool { return p.output() != "" }
 
 func (p *process) output() string {
 	if w, ok := p.cmd.Stdout.(*syncWriter); ok {
@@ -261,6 +285,7 @@ func TestControllerRBAC(t *testing.T) {
 	in := install(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	useApps(t, ctx, in.admin, "kfn-function-controller")
 	kubeconfig, rec := serviceAccountProxy(t, in.cluster, releaseNamespace, "kfn-controller")
 
 	config := filepath.Join(t.TempDir(), "controller.yaml")
@@ -355,6 +380,7 @@ func TestEventBridgeRBAC(t *testing.T) {
 	in := install(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	useApps(t, ctx, in.admin, "kfn-eventbridge-reconciler")
 	kubeconfig, rec := serviceAccountProxy(t, in.cluster, releaseNamespace, "kfn-eventbridge")
 
 	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, MaxPayload: 4 << 20})
