@@ -163,7 +163,7 @@ func (p *Platform) handler() http.Handler {
 	for _, pattern := range []string{"POST /publish", "POST /{app}/v2/events", "POST /{app}/v1/events", "GET /{app}/v1/events/subscribed", "GET /healthz", "GET /readyz"} {
 		mux.Handle(pattern, p.publisher)
 	}
-	mux.Handle("/", p.gatewayHandler())
+	mux.Handle("/", p.gateway)
 	adminHandler := http.StripPrefix(AdminPrefix, admin)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, AdminPrefix+"/") {
@@ -210,15 +210,6 @@ func (p *Platform) serveLogs(w http.ResponseWriter, r *http.Request) {
 			// keep idle connections through proxies alive: nothing to send
 		}
 	}
-}
-
-// gatewayHandler is the gateway of kfn dev until eventbridge's gateway is
-// wired: it answers 404 with what to do instead.
-func (p *Platform) gatewayHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		path := strings.TrimPrefix(r.URL.Path, "/")
-		http.Error(w, fmt.Sprintf("no route for /%s: publish events with POST /publish; the admin API is under %s", path, AdminPrefix), http.StatusNotFound)
-	})
 }
 
 // PIDs returns the process ids of namespace/name's processes.

@@ -27,6 +27,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
+	"github.com/kfn-dev/kfn/eventbridge/gateway"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/eventbridge/stream"
 	"github.com/kfn-dev/kfn/local/autoscaler"
@@ -93,6 +94,7 @@ type Platform struct {
 	autoscaler *autoscaler.Autoscaler
 	registry   *prometheus.Registry
 	deadletter *deadletter.Admin
+	gateway    *gateway.Gateway
 	logs       *logBook
 
 	mu      sync.Mutex // guards the fields below
@@ -130,6 +132,7 @@ func Run(ctx context.Context, cfg Config, started func(*Platform)) error {
 	g.Go(func() error { return p.scaler.Run(ctx) })
 	g.Go(func() error { return grpcServer.Serve(ctx, scalerLis) })
 	g.Go(func() error { return p.dispatcher.Start(ctx) })
+	g.Go(func() error { p.gateway.Run(ctx.Done()); return nil })
 
 	conn, err := grpc.NewClient(scalerLis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -285,6 +288,9 @@ func start(cfg Config) (p *Platform, lis net.Listener, err error) {
 		return nil, nil, err
 	}
 	if p.deadletter, err = deadletter.NewAdmin(p.js, p.streams); err != nil {
+		return nil, nil, err
+	}
+	if p.gateway, err = gateway.New(p.endpoints, p.scaler, gateway.Config{Source: "kfn-dev"}, log.With("component", "gateway"), p.registry); err != nil {
 		return nil, nil, err
 	}
 	return p, lis, nil

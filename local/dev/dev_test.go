@@ -164,8 +164,21 @@ func TestShopChainScalesFromZeroAndBack(t *testing.T) {
 		60*time.Second, 50*time.Millisecond, "fulfil goes back to zero after the cooldown")
 
 	phase("fulfil at zero")
+
+	// A request for a function at zero starts it and waits for it.
+	resp, err := http.Post("http://"+addr+"/default/fulfil", "application/json", strings.NewReader(`{"id":"direct","item":"pen"}`))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, "true", resp.Header.Get("X-Kfn-Cold-Start"), "the request met a cold start")
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), "| notified order direct via email") }, 30*time.Second, 20*time.Millisecond)
+	resp, err = http.Get("http://" + addr + "/default/nope/")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
+	phase("cold start through the gateway")
 	// kfn logs reads the kept lines of one function.
-	resp, err := http.Get("http://" + addr + dev.AdminPrefix + "/logs/default/fulfil")
+	resp, err = http.Get("http://" + addr + dev.AdminPrefix + "/logs/default/fulfil")
 	require.NoError(t, err)
 	logs, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()

@@ -13,7 +13,8 @@ import (
 // localEndpoints answers, from the runner's process pools, the questions a
 // cluster answers with EndpointSlices and Service DNS: is a function's
 // Service ready, and where does http://<fn>.<ns>.svc.cluster.local go.
-// It implements dispatcher.Endpoints and dispatcher.Resolver.
+// It implements dispatcher.Endpoints, dispatcher.Resolver and
+// gateway.Backends.
 type localEndpoints struct {
 	runner *runner.Runner
 
@@ -32,6 +33,11 @@ func (e *localEndpoints) notify() {
 	close(e.changed)
 	e.changed = make(chan struct{})
 	e.mu.Unlock()
+}
+
+// Known reports whether the project defines the function.
+func (e *localEndpoints) Known(namespace, name string) bool {
+	return e.runner != nil && e.runner.Get(namespace, name) != nil
 }
 
 // Ready reports whether the function behind the Service has a ready process.

@@ -1,0 +1,315 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// ColdStartHeader is set to "true" on a response whose request waited for
+// the function to get a ready backend, and to "false" otherwise.
+const ColdStartHeader = "X-Kfn-Cold-Start"
+
+// Backends knows where functions run.
+type Backends interface {
+	// Known reports whether the function exists, so that requests for a
+	// mistyped name are refused at once instead of held.
+	Known(namespace, name string) bool
+	// Ready reports whether the function has a ready backend, and returns
+	// a channel that is closed when that may have changed. The channel is
+	// never nil.
+	Ready(namespace, name string) (ready bool, changed <-chan struct{})
+	// Pick returns host:port of a ready backend.
+	Pick(namespace, name string) (string, error)
+}
+
+// InFlightReporter receives the gateway's requests in flight per function
+// (held ones included), valid for ttl; *scaler.Scaler implements it, and a
+// function that gets requests while at zero is activated at once.
+type InFlightReporter interface {
+	ReportInFlight(src string, counts map[types.NamespacedName]int, ttl time.Duration)
+}
+
+// Config tunes the gateway. Zero values mean the defaults.
+type Config struct {
+	// HoldTimeout is how long a request for a function without a ready
+	// backend waits for one before it is answered 503; default 30s.
+	HoldTimeout time.Duration
+	// MaxHeld bounds the requests waiting at once, over all functions;
+	// past it requests are answered 503 at once. Default 1000.
+	MaxHeld int
+	// RetryAfter is the Retry-After of a 503; default 5s.
+	RetryAfter time.Duration
+	// ReportInterval is how often in-flight counts are reported while
+	// there are any; default 200ms. They are valid for 5 intervals.
+	ReportInterval time.Duration
+	// HostSuffixes route by Host header: <function>.<namespace><suffix>.
+	// Default: .svc.cluster.local and .svc.
+	HostSuffixes []string
+	// Source names this gateway instance in its in-flight reports; default "gateway".
+	Source string
+}
+
+func (c *Config) defaults() {
+	if c.HoldTimeout == 0 {
+		c.HoldTimeout = 30 * time.Second
+	}
+	if c.MaxHeld == 0 {
+		c.MaxHeld = 1000
+	}
+	if c.RetryAfter == 0 {
+		c.RetryAfter = 5 * time.Second
+	}
+	if c.ReportInterval == 0 {
+		c.ReportInterval = 200 * time.Millisecond
+	}
+	if c.HostSuffixes == nil {
+		c.HostSuffixes = []string{".svc.cluster.local", ".svc"}
+	}
+	if c.Source == "" {
+		c.Source = "gateway"
+	}
+}
+
+// ErrInvalidConfig is wrapped by New's errors.
+var ErrInvalidConfig = errors.New("invalid gateway config")
+
+// Gateway proxies HTTP requests to functions: /{namespace}/{function}/path,
+// or any path with Host <function>.<namespace>.svc.cluster.local. A
+// request for a function without a ready backend signals activation and
+// waits, up to HoldTimeout, for one; it is never sent to a backend that is
+// not ready.
+type Gateway struct {
+	cfg      Config
+	backends Backends
+	reporter InFlightReporter
+	log      *slog.Logger
+	proxy    *httputil.ReverseProxy
+	metrics  *metrics
+
+	mu       sync.Mutex
+	inFlight map[types.NamespacedName]int
+	held     int
+	kick     chan struct{} // wakes the reporter
+}
+
+// New makes a gateway. reporter may be nil (no activation, no scaling on
+// requests); reg may be nil (no metrics).
+func New(backends Backends, reporter InFlightReporter, cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Gateway, error) {
+	if backends == nil {
+		return nil, fmt.Errorf("%w: backends are required", ErrInvalidConfig)
+	}
+	if cfg.HoldTimeout < 0 || cfg.MaxHeld < 0 || cfg.RetryAfter < 0 || cfg.ReportInterval < 0 {
+		return nil, fmt.Errorf("%w: durations and limits must not be negative", ErrInvalidConfig)
+	}
+	cfg.defaults()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{cfg: cfg, backends: backends, reporter: reporter, log: log, metrics: m,
+		inFlight: map[types.NamespacedName]int{}, kick: make(chan struct{}, 1)}
+	g.proxy = &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			target := r.In.Context().Value(targetKey{}).(*url.URL)
+			r.SetURL(target)
+			r.Out.URL.Path = r.In.Context().Value(pathKey{}).(string)
+			r.Out.URL.RawPath = ""
+			r.SetXForwarded()
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			g.log.Warn("backend failed", "path", r.URL.Path, "error", err)
+			http.Error(w, "the function's backend failed: "+err.Error(), http.StatusBadGateway)
+		},
+	}
+	return g, nil
+}
+
+type targetKey struct{}
+type pathKey struct{}
+
+// Route returns the function a request is for and the path within it,
+// or ok false when the request names no function.
+func (g *Gateway) Route(r *http.Request) (fn types.NamespacedName, path string, ok bool) {
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	for _, suffix := range g.cfg.HostSuffixes {
+		if name, ns, found := strings.Cut(strings.TrimSuffix(host, suffix), "."); strings.HasSuffix(host, suffix) && found && name != "" && ns != "" && !strings.Contains(ns, ".") {
+			return types.NamespacedName{Namespace: ns, Name: name}, r.URL.Path, true
+		}
+	}
+	parts := strings.SplitN(strings.TrimPrefix(r.URL.Path, "/"), "/", 3)
+	if len(parts) < 2 || parts[0] == "" || parts[1] == "" {
+		return types.NamespacedName{}, "", false
+	}
+	path = "/"
+	if len(parts) == 3 {
+		path += parts[2]
+	}
+	return types.NamespacedName{Namespace: parts[0], Name: parts[1]}, path, true
+}
+
+// ServeHTTP proxies the request to its function.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	fn, path, ok := g.Route(r)
+	if !ok {
+		http.Error(w, "no function in the request: use /{namespace}/{function}/path", http.StatusNotFound)
+		return
+	}
+	if !g.backends.Known(fn.Namespace, fn.Name) {
+		http.Error(w, fmt.Sprintf("no function %s", fn), http.StatusNotFound)
+		return
+	}
+	g.begin(fn)
+	defer g.end(fn)
+
+	cold := false
+	ready, changed := g.backends.Ready(fn.Namespace, fn.Name)
+	if !ready {
+		cold = true
+		if !g.hold(r, fn, changed) {
+			g.metrics.timeouts.Inc()
+			w.Header().Set("Retry-After", strconv.Itoa(int(g.cfg.RetryAfter.Seconds())))
+			http.Error(w, fmt.Sprintf("function %s has no ready backend yet; try again", fn), http.StatusServiceUnavailable)
+			return
+		}
+	}
+	addr, err := g.backends.Pick(fn.Namespace, fn.Name)
+	if err != nil {
+		w.Header().Set("Retry-After", strconv.Itoa(int(g.cfg.RetryAfter.Seconds())))
+		http.Error(w, fmt.Sprintf("function %s: %v", fn, err), http.StatusServiceUnavailable)
+		return
+	}
+	if cold {
+		g.metrics.coldStarts.Inc()
+	}
+	w.Header().Set(ColdStartHeader, strconv.FormatBool(cold))
+	g.metrics.requests.Inc()
+	ctx := context.WithValue(r.Context(), targetKey{}, &url.URL{Scheme: "http", Host: addr})
+	ctx = context.WithValue(ctx, pathKey{}, path)
+	g.proxy.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// hold waits for a ready backend; false after the hold timeout, when the
+// client leaves, or when too many requests are held already.
+func (g *Gateway) hold(r *http.Request, fn types.NamespacedName, changed <-chan struct{}) bool {
+	g.mu.Lock()
+	if g.held >= g.cfg.MaxHeld {
+		g.mu.Unlock()
+		return false
+	}
+	g.held++
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		g.held--
+		g.mu.Unlock()
+	}()
+	timeout := time.NewTimer(g.cfg.HoldTimeout)
+	defer timeout.Stop()
+	for {
+		select {
+		case <-changed:
+			var ready bool
+			if ready, changed = g.backends.Ready(fn.Namespace, fn.Name); ready {
+				return true
+			}
+		case <-timeout.C:
+			return false
+		case <-r.Context().Done():
+			return false
+		}
+	}
+}
+
+// begin counts a request in flight and, for a function that had none,
+// reports at once so that a function at zero is activated now.
+func (g *Gateway) begin(fn types.NamespacedName) {
+	g.mu.Lock()
+	g.inFlight[fn]++
+	first := g.inFlight[fn] == 1
+	counts := g.snapshotLocked()
+	g.mu.Unlock()
+	g.metrics.inFlight.Inc()
+	if first && g.reporter != nil {
+		g.reporter.ReportInFlight(g.cfg.Source, counts, 5*g.cfg.ReportInterval)
+		select {
+		case g.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (g *Gateway) end(fn types.NamespacedName) {
+	g.mu.Lock()
+	if g.inFlight[fn]--; g.inFlight[fn] <= 0 {
+		delete(g.inFlight, fn)
+	}
+	g.mu.Unlock()
+	g.metrics.inFlight.Dec()
+}
+
+func (g *Gateway) snapshotLocked() map[types.NamespacedName]int {
+	out := make(map[types.NamespacedName]int, len(g.inFlight))
+	for k, v := range g.inFlight {
+		out[k] = v
+	}
+	return out
+}
+
+// Held returns how many requests wait for a ready backend now.
+func (g *Gateway) Held() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.held
+}
+
+// InFlight returns the requests in flight per function, held ones included.
+func (g *Gateway) InFlight() map[types.NamespacedName]int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.snapshotLocked()
+}
+
+// Run reports in-flight counts every ReportInterval while there are any
+// (and once more when they drop to none) until stop is closed.
+func (g *Gateway) Run(stop <-chan struct{}) {
+	if g.reporter == nil {
+		<-stop
+		return
+	}
+	ticker := time.NewTicker(g.cfg.ReportInterval)
+	defer ticker.Stop()
+	reported := false
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ticker.C:
+		case <-g.kick:
+		}
+		counts := g.InFlight()
+		if len(counts) == 0 && !reported {
+			continue
+		}
+		g.reporter.ReportInFlight(g.cfg.Source, counts, 5*g.cfg.ReportInterval)
+		reported = len(counts) > 0
+	}
+}

@@ -1,0 +1,265 @@
+package gateway_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kfn-dev/kfn/eventbridge/gateway"
+)
+
+// backends is a Backends whose readiness the test switches; the backends
+// behind it are real HTTP servers.
+type backends struct {
+	mu      sync.Mutex
+	ready   map[string]string // ns/name -> host:port of a ready backend
+	known   map[string]bool
+	changed chan struct{}
+}
+
+func newBackends() *backends {
+	return &backends{ready: map[string]string{}, known: map[string]bool{}, changed: make(chan struct{})}
+}
+
+func (b *backends) Known(ns, name string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.known[ns+"/"+name]
+}
+
+func (b *backends) Ready(ns, name string) (bool, <-chan struct{}) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, ok := b.ready[ns+"/"+name]
+	return ok, b.changed
+}
+
+func (b *backends) Pick(ns, name string) (string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	addr, ok := b.ready[ns+"/"+name]
+	if !ok {
+		return "", io.ErrUnexpectedEOF
+	}
+	return addr, nil
+}
+
+func (b *backends) set(key, addr string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.known[key] = true
+	if addr == "" {
+		delete(b.ready, key)
+	} else {
+		b.ready[key] = addr
+	}
+	close(b.changed)
+	b.changed = make(chan struct{})
+}
+
+// reporter records in-flight reports.
+type reporter struct {
+	mu      sync.Mutex
+	reports []map[types.NamespacedName]int
+}
+
+func (r *reporter) ReportInFlight(_ string, counts map[types.NamespacedName]int, _ time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reports = append(r.reports, counts)
+}
+
+func (r *reporter) sawFunction(fn types.NamespacedName) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.reports {
+		if c[fn] > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+type backend struct {
+	*httptest.Server
+	hits atomic.Int32
+	last atomic.Value // the last request's URI
+}
+
+func newBackend(t *testing.T) *backend {
+	b := &backend{}
+	b.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b.hits.Add(1)
+		b.last.Store(r.URL.RequestURI())
+		_, _ = io.WriteString(w, "hello from "+r.URL.Path)
+	}))
+	t.Cleanup(b.Close)
+	return b
+}
+
+func addr(b *backend) string { return strings.TrimPrefix(b.URL, "http://") }
+
+func newGateway(t *testing.T, bs *backends, rep gateway.InFlightReporter, cfg gateway.Config) *httptest.Server {
+	t.Helper()
+	_, srv := newGatewayWith(t, bs, rep, cfg)
+	return srv
+}
+
+func newGatewayWith(t *testing.T, bs *backends, rep gateway.InFlightReporter, cfg gateway.Config) (*gateway.Gateway, *httptest.Server) {
+	t.Helper()
+	g, err := gateway.New(bs, rep, cfg, nil, nil)
+	require.NoError(t, err)
+	stop := make(chan struct{})
+	go g.Run(stop)
+	t.Cleanup(func() { close(stop) })
+	srv := httptest.NewServer(g)
+	t.Cleanup(srv.Close)
+	return g, srv
+}
+
+func TestRoute(t *testing.T) {
+	g, err := gateway.New(newBackends(), nil, gateway.Config{}, nil, nil)
+	require.NoError(t, err)
+	tests := map[string]struct {
+		host, path, fn, rest string
+		ok                   bool
+	}{
+		"path":              {host: "localhost:8080", path: "/shop/orders/items/1", fn: "shop/orders", rest: "/items/1", ok: true},
+		"path, no rest":     {host: "localhost", path: "/shop/orders", fn: "shop/orders", rest: "/", ok: true},
+		"path, trailing":    {host: "localhost", path: "/shop/orders/", fn: "shop/orders", rest: "/", ok: true},
+		"service host":      {host: "orders.shop.svc.cluster.local", path: "/items", fn: "shop/orders", rest: "/items", ok: true},
+		"service host port": {host: "orders.shop.svc.cluster.local:80", path: "/", fn: "shop/orders", rest: "/", ok: true},
+		"short svc host":    {host: "orders.shop.svc", path: "/x", fn: "shop/orders", rest: "/x", ok: true},
+		"only a namespace":  {host: "localhost", path: "/shop", ok: false},
+		"root":              {host: "localhost", path: "/", ok: false},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodGet, "http://"+tt.host+tt.path, nil)
+			fn, rest, ok := g.Route(r)
+			require.Equal(t, tt.ok, ok)
+			if ok {
+				assert.Equal(t, tt.fn, fn.String())
+				assert.Equal(t, tt.rest, rest)
+			}
+		})
+	}
+}
+
+func TestProxiesToAReadyBackend(t *testing.T) {
+	bs := newBackends()
+	be := newBackend(t)
+	bs.set("shop/orders", addr(be))
+	srv := newGateway(t, bs, nil, gateway.Config{})
+
+	resp, err := http.Post(srv.URL+"/shop/orders/items?id=1", "text/plain", strings.NewReader("x"))
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, "hello from /items", string(body))
+	assert.Equal(t, "/items?id=1", be.last.Load())
+	assert.Equal(t, "false", resp.Header.Get(gateway.ColdStartHeader))
+
+	resp, err = http.Get(srv.URL + "/shop/nope/")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusNotFound, resp.StatusCode, "an unknown function is refused at once")
+}
+
+// TestHoldsUntilABackendIsReady sends a request to a function at zero: the
+// scaler hears of it at once, the request waits without reaching anything,
+// and is forwarded as soon as a backend is ready.
+func TestHoldsUntilABackendIsReady(t *testing.T) {
+	bs := newBackends()
+	bs.set("shop/fulfil", "")
+	rep := &reporter{}
+	srv := newGateway(t, bs, rep, gateway.Config{})
+	be := newBackend(t)
+
+	type result struct {
+		resp *http.Response
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		resp, err := http.Get(srv.URL + "/shop/fulfil/run")
+		done <- result{resp, err}
+	}()
+	fn := types.NamespacedName{Namespace: "shop", Name: "fulfil"}
+	require.Eventually(t, func() bool { return rep.sawFunction(fn) }, 5*time.Second, time.Millisecond, "the scaler is told at once")
+	select {
+	case <-done:
+		t.Fatal("answered before a backend was ready")
+	case <-time.After(50 * time.Millisecond):
+	}
+	assert.Zero(t, be.hits.Load(), "nothing is forwarded while no backend is ready")
+
+	bs.set("shop/fulfil", addr(be))
+	r := <-done
+	require.NoError(t, r.err)
+	defer r.resp.Body.Close()
+	assert.Equal(t, http.StatusOK, r.resp.StatusCode)
+	assert.Equal(t, "true", r.resp.Header.Get(gateway.ColdStartHeader))
+	assert.Equal(t, int32(1), be.hits.Load())
+}
+
+func TestHoldTimesOutWithRetryAfter(t *testing.T) {
+	bs := newBackends()
+	bs.set("shop/fulfil", "")
+	srv := newGateway(t, bs, &reporter{}, gateway.Config{HoldTimeout: 100 * time.Millisecond, RetryAfter: 7 * time.Second})
+	start := time.Now()
+	resp, err := http.Get(srv.URL + "/shop/fulfil/")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.Equal(t, "7", resp.Header.Get("Retry-After"))
+	assert.GreaterOrEqual(t, time.Since(start), 100*time.Millisecond)
+}
+
+func TestHeldRequestsAreBounded(t *testing.T) {
+	bs := newBackends()
+	bs.set("shop/fulfil", "")
+	g, srv := newGatewayWith(t, bs, &reporter{}, gateway.Config{MaxHeld: 2, HoldTimeout: 10 * time.Second})
+	var wg sync.WaitGroup
+	release := make(chan struct{})
+	be := newBackend(t)
+	for i := 0; i < 2; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := http.Get(srv.URL + "/shop/fulfil/")
+			if err == nil {
+				resp.Body.Close()
+			}
+			<-release
+		}()
+	}
+	require.Eventually(t, func() bool { return g.Held() == 2 }, 5*time.Second, time.Millisecond)
+	start := time.Now()
+	resp, err := http.Get(srv.URL + "/shop/fulfil/")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "a third request is refused")
+	assert.Less(t, time.Since(start), 5*time.Second, "at once, not after the hold timeout")
+	bs.set("shop/fulfil", addr(be))
+	close(release)
+	wg.Wait()
+	assert.Equal(t, int32(2), be.hits.Load(), "the held requests went through")
+}
+
+func TestRejectsBadConfig(t *testing.T) {
+	_, err := gateway.New(nil, nil, gateway.Config{}, nil, nil)
+	require.ErrorIs(t, err, gateway.ErrInvalidConfig)
+	_, err = gateway.New(newBackends(), nil, gateway.Config{HoldTimeout: -1}, nil, nil)
+	require.ErrorIs(t, err, gateway.ErrInvalidConfig)
+}
