@@ -14,6 +14,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -112,6 +113,12 @@ func TestDryRunApply(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cl, warns := warningClient(t, c)
+	disc, err := discovery.NewDiscoveryClientForConfig(c.Config)
+	require.NoError(t, err)
+	v, err := disc.ServerVersion()
+	require.NoError(t, err)
+	want := kubeVersion(t)
+	require.Equal(t, want.Major+"."+want.Minor, v.Major+"."+v.Minor, "the chart is rendered for the version of the test's API server")
 	for _, vs := range valueSets {
 		t.Run(vs.name, func(t *testing.T) {
 			dryRuns++

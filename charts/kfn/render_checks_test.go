@@ -354,6 +354,21 @@ func TestNATSConfig(t *testing.T) {
 	}
 }
 
+// TestChartFiles checks that the chart as helm packages it holds the
+// chart and nothing of the Go package beside it (.helmignore).
+func TestChartFiles(t *testing.T) {
+	ch := loadChart(t)
+	var names []string
+	for _, f := range ch.Raw {
+		names = append(names, f.Name)
+		assert.False(t, strings.HasSuffix(f.Name, ".go"), "%s is packaged", f.Name)
+	}
+	for _, want := range []string{"Chart.yaml", "values.yaml", "values.schema.json", "README.md", "templates/NOTES.txt"} {
+		assert.Contains(t, names, want)
+	}
+	assert.Len(t, ch.CRDObjects(), 2)
+}
+
 // TestLint runs helm lint on the chart with every value set; warnings fail
 // too (strict).
 func TestLint(t *testing.T) {
