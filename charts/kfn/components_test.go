@@ -1,0 +1,425 @@
+package chart_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
+	"github.com/kfn-dev/kfn/controller/function"
+	"github.com/kfn-dev/kfn/eventbridge/subscription"
+	"github.com/kfn-dev/kfn/internal/testcluster"
+)
+
+// appsNamespace is where the running scenario puts Functions and
+// Subscriptions: not the release's namespace, as in a real installation.
+// Each scenario gets a new one (useApps), so that go test -count=N works
+// on one API server; the scenarios do not run in parallel.
+var (
+	appsNamespace string
+	appsCount     int
+)
+
+// useApps creates a fresh namespace for the scenario's objects and deletes
+// the component's Lease left by an earlier run, so that every run starts as
+// a first installation does.
+func useApps(t *testing.T, ctx context.Context, a client.Client, lease string) {
+	t.Helper()
+	appsCount++
+	appsNamespace = fmt.Sprintf("apps-%d", appsCount)
+	require.NoError(t, a.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: appsNamespace}}))
+	err := a.Delete(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: releaseNamespace, Name: lease}})
+	require.NoError(t, client.IgnoreNotFound(err))
+}
+
+// installation is the chart installed for real (CRDs, KEDA's ScaledObject
+// CRD, ServiceAccounts and RBAC; no workloads, which nothing would run) and
+// the binaries of the components, built from this repository.
+type installation struct {
+	cluster *testcluster.Cluster
+	objs    []*unstructured.Unstructured
+	admin   client.Client
+	bin     string
+}
+
+var (
+	installOnce sync.Once
+	installed   *installation
+	installErr  string
+)
+
+func install(t *testing.T) *installation {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the components and runs them against an API server")
+	}
+	c := sharedCluster(t)
+	installOnce.Do(func() {
+		ok := t.Run("install", func(t *testing.T) { installed = doInstall(t, c) })
+		if !ok {
+			installErr = "installing the chart failed (see the install subtest)"
+		}
+	})
+	if installed == nil {
+		t.Fatal(installErr)
+	}
+	return installed
+}
+
+func doInstall(t *testing.T, c *testcluster.Cluster) *installation {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	objs := render(t, nil)
+	installCRDs(t, ctx, c, objs)
+
+	kedaDir := goOutput(t, "list", "-m", "-f", "{{.Dir}}", "github.com/kedacore/keda/v2")
+	data, err := os.ReadFile(filepath.Join(kedaDir, "config", "crd", "bases", "keda.sh_scaledobjects.yaml"))
+	require.NoError(t, err, "KEDA's ScaledObject CRD from the module cache")
+	keda := &unstructured.Unstructured{}
+	require.NoError(t, yaml.Unmarshal(data, &keda.Object))
+	installCRDs(t, ctx, c, []*unstructured.Unstructured{keda})
+
+	scheme := runtime.NewScheme()
+	require.NoError(t, function.AddToScheme(scheme))
+	admin, err := client.New(c.Config, client.Options{Scheme: scheme})
+	require.NoError(t, err)
+	require.NoError(t, admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: releaseNamespace}}))
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding":
+			require.NoError(t, c.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()), client.FieldOwner(fieldOwner), client.ForceOwnership),
+				"apply %s %s", o.GetKind(), o.GetName())
+		}
+	}
+
+	// Outlives this subtest; TestMain removes it.
+	bin, err := os.MkdirTemp("", "kfn-chart-bin-")
+	require.NoError(t, err)
+	binDir = bin
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	build := exec.Command(goTool(t), "build", "-o", bin+string(filepath.Separator), "./cmd/controller", "./cmd/eventbridge")
+	build.Dir = root
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "build the components:\n%s", out)
+	return &installation{cluster: c, objs: objs, admin: admin, bin: bin}
+}
+
+func goTool(t testing.TB) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	require.NoError(t, err, "the go command builds the components")
+	return goBin
+}
+
+func goOutput(t testing.TB, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(goTool(t), args...).Output()
+	require.NoError(t, err, "go %s", strings.Join(args, " "))
+	return strings.TrimSpace(string(out))
+}
+
+// process runs one component binary until stop.
+type process struct {
+	cmd  *exec.Cmd
+	out  *bytes.Buffer
+	done chan error
+}
+
+// start runs binary with args, its Kubernetes client pointed at kubeconfig;
+// the test's end stops it if stop was not called.
+func start(t *testing.T, binary, kubeconfig string, args ...string) *process {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	// Without WatchListClient, informers start with a LIST, as they do
+	// against API servers that cannot stream the initial list (the chart
+	// supports Kubernetes from 1.29): the test then needs both the list
+	// and the watch permission it grants.
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "KUBE_FEATURE_WatchListClient=false")
+	out := &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = &syncWriter{w: out}, &syncWriter{w: out}
+	require.NoError(t, cmd.Start())
+	p := &process{cmd: cmd, out: out, done: make(chan error, 1)}
+	go func() { p.done <- cmd.Wait() }()
+	t.Cleanup(func() { p.stop(t) })
+	return p
+}
+
+// stop sends SIGTERM and waits for a clean exit (killing after 20 s).
+func (p *process) stop(t *testing.T) {
+	t.Helper()
+	if p.cmd.ProcessState != nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		var exit *exec.ExitError
+		if errors.As(err, &exit) && !exit.Exited() && !p.started() {
+			return // SIGTERM before the component installed its handler
+		}
+		if err != nil {
+			t.Errorf("%s exited with %v:\n%s", filepath.Base(p.cmd.Path), err, p.output())
+		}
+	case <-time.After(20 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		t.Errorf("%s did not stop on SIGTERM:\n%s", filepath.Base(p.cmd.Path), p.output())
+	}
+}
+
+// started reports whether the component got as far as logging anything.
+func (p *process) started() bool { return p.output() != "" }
+
+func (p *process) output() string {
+	if w, ok := p.cmd.Stdout.(*syncWriter); ok {
+		return w.String()
+	}
+	return ""
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (s *syncWriter) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(b)
+}
+
+func (s *syncWriter) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.String()
+}
+
+// eventually waits for cond, reporting the component's output on timeout.
+func eventually(t *testing.T, p *process, what string, cond func(ctx context.Context) bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for {
+		if cond(ctx) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting until %s; output:\n%s", what, p.output())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func inlineFunction(name string, minReplicas, maxReplicas int32) *v1alpha2.Function {
+	return &v1alpha2.Function{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: appsNamespace},
+		Spec: v1alpha2.FunctionSpec{
+			Runtime:     v1alpha2.Runtime("nodejs22"),
+			Source:      v1alpha2.Source{Inline: &v1alpha2.InlineSource{Source: "module.exports = { main: () => 'ok' }"}},
+			ScaleConfig: &v1alpha2.ScaleConfig{MinReplicas: ptr.To(minReplicas), MaxReplicas: ptr.To(maxReplicas)},
+		},
+	}
+}
+
+func exists(ctx context.Context, c client.Client, obj client.Object, name string) bool {
+	err := c.Get(ctx, client.ObjectKey{Namespace: appsNamespace, Name: name}, obj)
+	return err == nil
+}
+
+func gone(ctx context.Context, c client.Client, obj client.Object, name string) bool {
+	err := c.Get(ctx, client.ObjectKey{Namespace: appsNamespace, Name: name}, obj)
+	return apierrors.IsNotFound(err)
+}
+
+// leaderEvent reports whether the component's "became leader" Event on its
+// Lease is in the release's namespace.
+func leaderEvent(ctx context.Context, c client.Client, lease string) bool {
+	var list corev1.EventList
+	if err := c.List(ctx, &list, client.InNamespace(releaseNamespace)); err != nil {
+		return false
+	}
+	for _, e := range list.Items {
+		if e.InvolvedObject.Kind == "Lease" && e.InvolvedObject.Name == lease {
+			return true
+		}
+	}
+	return false
+}
+
+// TestControllerRBAC runs the controller binary with the chart's rendered
+// config file, as the chart's ServiceAccount, through a Function's life:
+// inline with an HPA, switched to a KEDA ScaledObject by a Subscription,
+// deleted and recreated under the same name (the old children are deleted),
+// a Git Function reading its credentials Secret, and leader election. Then
+// it checks the calls against the chart's grants both ways.
+func TestControllerRBAC(t *testing.T) {
+	in := install(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	useApps(t, ctx, in.admin, "kfn-function-controller")
+	kubeconfig, rec := serviceAccountProxy(t, in.cluster, releaseNamespace, "kfn-controller")
+
+	config := filepath.Join(t.TempDir(), "controller.yaml")
+	cm := typed(t, in.objs).configMaps["kfn-controller"]
+	require.NotNil(t, cm)
+	require.NoError(t, os.WriteFile(config, []byte(cm.Data["controller.yaml"]), 0o600))
+	dep := typed(t, in.objs).deployments["kfn-controller"]
+	args := container(t, dep).Args
+	require.Equal(t, []string{"--config=/etc/kfn/controller.yaml"}, args, "the test runs the rendered config file")
+	p := start(t, filepath.Join(in.bin, "controller"), kubeconfig,
+		"--config="+config, "--metrics-bind-address=0", "--health-probe-bind-address=0")
+
+	a := in.admin
+	eventually(t, p, "the controller leads", func(ctx context.Context) bool {
+		var l coordinationv1.Lease
+		return a.Get(ctx, client.ObjectKey{Namespace: releaseNamespace, Name: "kfn-function-controller"}, &l) == nil
+	})
+
+	// A Function with an HPA.
+	require.NoError(t, a.Create(ctx, inlineFunction("orders", 1, 3)))
+	eventually(t, p, "orders has its children and an HPA", func(ctx context.Context) bool {
+		return exists(ctx, a, &corev1.ConfigMap{}, "orders") && exists(ctx, a, &appsv1.Deployment{}, "orders") &&
+			exists(ctx, a, &corev1.Service{}, "orders") && exists(ctx, a, &autoscalingv2.HorizontalPodAutoscaler{}, "orders")
+	})
+	// A Subscription to it: KEDA scales it on queue depth instead.
+	sub := &eventingv1alpha2.Subscription{
+		ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: appsNamespace},
+		Spec:       eventingv1alpha2.SubscriptionSpec{Sink: "http://orders." + appsNamespace + ".svc.cluster.local", Source: "shop", Types: []string{"order.created.v1"}},
+	}
+	require.NoError(t, a.Create(ctx, sub))
+	eventually(t, p, "orders has a ScaledObject and no HPA", func(ctx context.Context) bool {
+		return exists(ctx, a, &kedav1alpha1.ScaledObject{}, "orders") && gone(ctx, a, &autoscalingv2.HorizontalPodAutoscaler{}, "orders")
+	})
+	// Deleted and created again: the children of the old one go (no
+	// garbage collector runs here, so the controller deletes them).
+	old := &v1alpha2.Function{}
+	require.NoError(t, a.Get(ctx, client.ObjectKey{Namespace: appsNamespace, Name: "orders"}, old))
+	require.NoError(t, a.Delete(ctx, old))
+	eventually(t, p, "the Function is gone", func(ctx context.Context) bool { return gone(ctx, a, &v1alpha2.Function{}, "orders") })
+	fresh := inlineFunction("orders", 1, 3)
+	require.NoError(t, a.Create(ctx, fresh))
+	eventually(t, p, "the new Function owns a new Deployment", func(ctx context.Context) bool {
+		var d appsv1.Deployment
+		if !exists(ctx, a, &d, "orders") {
+			return false
+		}
+		ref := metav1.GetControllerOf(&d)
+		return ref != nil && ref.UID == fresh.UID
+	})
+	// A Git Function reads its credentials Secret (the repository is unreachable).
+	require.NoError(t, a.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "git-creds", Namespace: appsNamespace},
+		StringData: map[string]string{"username": "u", "password": "p"}}))
+	require.NoError(t, a.Create(ctx, &v1alpha2.Function{
+		ObjectMeta: metav1.ObjectMeta{Name: "from-git", Namespace: appsNamespace},
+		Spec: v1alpha2.FunctionSpec{Runtime: v1alpha2.Runtime("python312"), Source: v1alpha2.Source{GitRepository: &v1alpha2.GitRepositorySource{
+			URL:        "http://127.0.0.1:1/repo.git",
+			Auth:       &v1alpha2.RepositoryAuth{Type: v1alpha2.RepositoryAuthBasic, SecretName: "git-creds"},
+			Repository: v1alpha2.Repository{Reference: "main", BaseDir: "/"},
+		}}},
+	}))
+	eventually(t, p, "from-git says its source cannot be fetched", func(ctx context.Context) bool {
+		var fn v1alpha2.Function
+		if !exists(ctx, a, &fn, "from-git") {
+			return false
+		}
+		c := fn.Status.Condition(v1alpha2.ConditionConfigurationReady)
+		return c != nil && c.Status == metav1.ConditionFalse
+	})
+	eventually(t, p, "condition changes are Events", func(ctx context.Context) bool {
+		var list eventsv1.EventList
+		return a.List(ctx, &list, client.InNamespace(appsNamespace)) == nil && len(list.Items) > 0
+	})
+	eventually(t, p, "the leader Event is written and the Lease renewed", func(ctx context.Context) bool {
+		return leaderEvent(ctx, a, "kfn-function-controller") && rec.has("update", "leases", releaseNamespace)
+	})
+	p.stop(t)
+
+	grants := grantsOf(t, in.objs, releaseNamespace, "kfn-controller")
+	checkLeastPrivilege(t, rec.Calls(), grants, map[grant]string{
+		{Group: "events.k8s.io", Resource: "events", Verb: "patch"}: "client-go's event broadcaster patches an Event series when the same event repeats within minutes; the scenario repeats none",
+	})
+}
+
+// TestEventBridgeRBAC runs the eventbridge binary with the chart's rendered
+// arguments (addresses and the NATS URL changed to the test's), as the
+// chart's ServiceAccount, against an embedded NATS: a Subscription to an
+// existing Service gets its finalizer, consumer and status; one to a missing
+// Service gets a False status; a deleted one is finalized; the dispatcher
+// watches EndpointSlices; the reconciler is leader-elected. Then it checks
+// the calls against the chart's grants both ways.
+func TestEventBridgeRBAC(t *testing.T) {
+	in := install(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	useApps(t, ctx, in.admin, "kfn-eventbridge-reconciler")
+	kubeconfig, rec := serviceAccountProxy(t, in.cluster, releaseNamespace, "kfn-eventbridge")
+
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, MaxPayload: 4 << 20})
+	require.NoError(t, err)
+	ns.Start()
+	t.Cleanup(ns.Shutdown)
+	require.True(t, ns.ReadyForConnections(10*time.Second))
+
+	args := container(t, typed(t, in.objs).deployments["kfn-eventbridge"]).Args
+	args = append(append([]string(nil), args...), "-nats-url="+ns.ClientURL(), "-listen=127.0.0.1:0", "-admin-listen=", "-metrics-listen=")
+	p := start(t, filepath.Join(in.bin, "eventbridge"), kubeconfig, args...)
+
+	a := in.admin
+	require.NoError(t, a.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "billing", Namespace: appsNamespace},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}))
+	newSub := func(name, sink string) *eventingv1alpha2.Subscription {
+		return &eventingv1alpha2.Subscription{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: appsNamespace},
+			Spec:       eventingv1alpha2.SubscriptionSpec{Sink: "http://" + sink + "." + appsNamespace + ".svc.cluster.local", Source: "shop", Types: []string{"order.created.v1"}},
+		}
+	}
+	require.NoError(t, a.Create(ctx, newSub("billing", "billing")))
+	require.NoError(t, a.Create(ctx, newSub("nowhere", "missing")))
+	eventually(t, p, "billing is ready with its finalizer", func(ctx context.Context) bool {
+		var s eventingv1alpha2.Subscription
+		return exists(ctx, a, &s, "billing") && s.Status.Ready && slices.Contains(s.Finalizers, subscription.Finalizer)
+	})
+	eventually(t, p, "nowhere has a status that names the missing Service", func(ctx context.Context) bool {
+		var s eventingv1alpha2.Subscription
+		return exists(ctx, a, &s, "nowhere") && !s.Status.Ready && len(s.Status.Conditions) > 0
+	})
+	var billing eventingv1alpha2.Subscription
+	require.NoError(t, a.Get(ctx, client.ObjectKey{Namespace: appsNamespace, Name: "billing"}, &billing))
+	require.NoError(t, a.Delete(ctx, &billing))
+	eventually(t, p, "billing is finalized", func(ctx context.Context) bool { return gone(ctx, a, &eventingv1alpha2.Subscription{}, "billing") })
+	eventually(t, p, "the leader Event is written and the Lease renewed", func(ctx context.Context) bool {
+		return leaderEvent(ctx, a, "kfn-eventbridge-reconciler") && rec.has("update", "leases", releaseNamespace)
+	})
+	p.stop(t)
+
+	checkLeastPrivilege(t, rec.Calls(), grantsOf(t, in.objs, releaseNamespace, "kfn-eventbridge"), nil)
+}

@@ -1,0 +1,114 @@
+package chart_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestValuesRefused gives the chart wrong values and expects helm to refuse
+// them before rendering anything, with a message that names the value and
+// says what is wrong (values.schema.json for single values, the chart's
+// own checks for values that depend on each other).
+func TestValuesRefused(t *testing.T) {
+	tests := map[string]struct {
+		values map[string]any
+		want   []string
+	}{
+		"unknown top-level key (a typo)": {
+			values: map[string]any{"controler": map[string]any{"replicas": 2}},
+			want:   []string{"controler", "additional properties"},
+		},
+		"unknown nested key": {
+			values: map[string]any{"eventbridge": map[string]any{"streams": map[string]any{"maxbytes": 10}}},
+			want:   []string{"maxbytes", "additional properties"},
+		},
+		"replicas not a number": {
+			values: map[string]any{"controller": map[string]any{"replicas": "two"}},
+			want:   []string{"/controller/replicas", "integer"},
+		},
+		"zero replicas": {
+			values: map[string]any{"eventbridge": map[string]any{"replicas": 0}},
+			want:   []string{"/eventbridge/replicas", "minimum"},
+		},
+		"two NATS servers": {
+			values: map[string]any{"nats": map[string]any{"replicas": 2}},
+			want:   []string{"/nats/replicas", "1", "3"},
+		},
+		"unknown profile": {
+			values: map[string]any{"functions": map[string]any{"defaultProfile": "XXL"}},
+			want:   []string{"/functions/defaultProfile", "must be one of 'XS', 'S', 'M', 'L', 'XL'"},
+		},
+		"unknown runtime": {
+			values: map[string]any{"runtimes": map[string]any{"images": map[string]any{"java17": "x/y:1"}}},
+			want:   []string{"java17", "additional properties"},
+		},
+		"bad duration": {
+			values: map[string]any{"eventbridge": map[string]any{"dispatcher": map[string]any{"requestTimeout": "60"}}},
+			want:   []string{"/eventbridge/dispatcher/requestTimeout", "60"},
+		},
+		"stream storage": {
+			values: map[string]any{"eventbridge": map[string]any{"streams": map[string]any{"storage": "disk"}}},
+			want:   []string{"/eventbridge/streams/storage", "file", "memory"},
+		},
+		"stream replicas over 5": {
+			values: map[string]any{"eventbridge": map[string]any{"streams": map[string]any{"replicas": 7}}},
+			want:   []string{"/eventbridge/streams/replicas", "maximum"},
+		},
+		"log level": {
+			values: map[string]any{"eventbridge": map[string]any{"logLevel": "verbose"}},
+			want:   []string{"/eventbridge/logLevel", "must be one of 'debug', 'info', 'warn', 'error'"},
+		},
+		"bad image digest": {
+			values: map[string]any{"image": map[string]any{"digest": "latest"}},
+			want:   []string{"/image/digest"},
+		},
+		"bad resource quantity": {
+			values: map[string]any{"controller": map[string]any{"resources": map[string]any{"limits": map[string]any{"memory": "lots"}}}},
+			want:   []string{"/controller/resources/limits/memory"},
+		},
+		"NATS URL without scheme": {
+			values: map[string]any{"nats": map[string]any{"enabled": false}, "externalNATS": map[string]any{"url": "nats.example:4222"}},
+			want:   []string{"/externalNATS/url"},
+		},
+		"privileged container": {
+			values: map[string]any{"containerSecurityContext": map[string]any{"privileged": true}},
+			want:   []string{"/containerSecurityContext/privileged"},
+		},
+		"root user": {
+			values: map[string]any{"podSecurityContext": map[string]any{"runAsUser": 0}},
+			want:   []string{"/podSecurityContext/runAsUser", "minimum"},
+		},
+		"no NATS at all": {
+			values: map[string]any{"nats": map[string]any{"enabled": false}},
+			want:   []string{"externalNATS.url or externalNATS.existingSecret"},
+		},
+		"more stream replicas than NATS servers": {
+			values: map[string]any{"eventbridge": map[string]any{"streams": map[string]any{"replicas": 3}}},
+			want:   []string{"eventbridge.streams.replicas (3) cannot exceed nats.replicas (1)"},
+		},
+		"NATS max_payload below the largest event": {
+			values: map[string]any{"nats": map[string]any{"maxPayload": 1048576}},
+			want:   []string{"nats.maxPayload (1048576) must be at least eventbridge.streams.maxMsgSize (2097152)"},
+		},
+		"scaler TLS without a certificate": {
+			values: map[string]any{"scaler": map[string]any{"tls": map[string]any{"enabled": true}}},
+			want:   []string{"scaler.tls.existingSecret"},
+		},
+		"client certificates without TLS": {
+			values: map[string]any{"scaler": map[string]any{"tls": map[string]any{"requireClientCert": true}}},
+			want:   []string{"scaler.tls.requireClientCert needs scaler.tls.enabled"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := renderManifest(t, tc.values)
+			require.Error(t, err, "the chart must refuse these values")
+			for _, w := range tc.want {
+				assert.Contains(t, err.Error(), w)
+			}
+			t.Log(err)
+		})
+	}
+}

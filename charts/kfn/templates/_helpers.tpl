@@ -1,0 +1,203 @@
+{{/*
+Names. Every object is named <fullname>-<component>; fullname is the release
+name, or <release>-kfn when the release name does not contain "kfn".
+*/}}
+{{- define "kfn.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "kfn.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "kfn.controller.name" -}}{{ include "kfn.fullname" . }}-controller{{- end }}
+{{- define "kfn.eventbridge.name" -}}{{ include "kfn.fullname" . }}-eventbridge{{- end }}
+{{- define "kfn.publisher.name" -}}{{ include "kfn.fullname" . }}-publisher{{- end }}
+{{- define "kfn.scaler.name" -}}{{ include "kfn.fullname" . }}-scaler{{- end }}
+{{- define "kfn.nats.name" -}}{{ include "kfn.fullname" . }}-nats{{- end }}
+
+{{/* Labels of every object; call with (dict "ctx" $ "component" "controller"). */}}
+{{- define "kfn.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .ctx.Chart.Name .ctx.Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "kfn.selectorLabels" . }}
+app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+app.kubernetes.io/part-of: kfn
+{{- with .ctx.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{- define "kfn.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "kfn.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{/* The server image, pinned by digest when one is given. */}}
+{{- define "kfn.image" -}}
+{{- $tag := default .Chart.AppVersion .Values.image.tag -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.registry }}/{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
+{{ .Values.image.registry }}/{{ .Values.image.repository }}:{{ $tag }}
+{{- end -}}
+{{- end }}
+
+{{/* The runtime images, as a YAML map runtime: image. */}}
+{{- define "kfn.runtimeImages" -}}
+{{- $registry := default .Values.image.registry .Values.runtimes.registry -}}
+{{- $tag := default (default .Chart.AppVersion .Values.image.tag) .Values.runtimes.tag -}}
+{{- range $rt, $img := .Values.runtimes.images }}
+{{- $base := ternary "nodejs22" $rt (eq $rt "nodejs20") }}
+{{ $rt }}: {{ default (printf "%s/runtime-%s:%s" $registry $base $tag) $img | quote }}
+{{- end }}
+{{- end }}
+
+{{/* Addresses inside the cluster. */}}
+{{- define "kfn.publisherAddress" -}}
+{{- $port := ternary "" (printf ":%d" (int .Values.eventbridge.service.port)) (eq (int .Values.eventbridge.service.port) 80) -}}
+{{- default (printf "http://%s.%s.svc.cluster.local%s/publish" (include "kfn.publisher.name" .) .Release.Namespace $port) .Values.functions.publisherAddress -}}
+{{- end }}
+
+{{- define "kfn.scalerAddress" -}}
+{{ include "kfn.scaler.name" . }}.{{ .Release.Namespace }}.svc.cluster.local:{{ .Values.scaler.port }}
+{{- end }}
+
+{{- define "kfn.natsURL" -}}
+{{- if .Values.nats.enabled -}}
+nats://{{ include "kfn.nats.name" . }}.{{ .Release.Namespace }}.svc.cluster.local:4222
+{{- else if .Values.externalNATS.existingSecret -}}
+$(NATS_URL)
+{{- else -}}
+{{ .Values.externalNATS.url }}
+{{- end -}}
+{{- end }}
+
+{{/* The env that carries the NATS URL from a Secret, when there is one. */}}
+{{- define "kfn.natsEnv" -}}
+{{- if and (not .Values.nats.enabled) .Values.externalNATS.existingSecret }}
+- name: NATS_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.externalNATS.existingSecret }}
+      key: {{ .Values.externalNATS.urlKey }}
+{{- end }}
+{{- end }}
+
+{{/*
+Security contexts that meet the restricted Pod Security Standard; the
+values' podSecurityContext / containerSecurityContext are merged over them.
+Call with (dict "ctx" $ "uid" 65532).
+*/}}
+{{- define "kfn.podSecurityContext" -}}
+{{- $base := dict "runAsNonRoot" true "runAsUser" .uid "runAsGroup" .uid "fsGroup" .uid "fsGroupChangePolicy" "OnRootMismatch" "seccompProfile" (dict "type" "RuntimeDefault") -}}
+{{- toYaml (mergeOverwrite $base (deepCopy .ctx.Values.podSecurityContext)) }}
+{{- end }}
+
+{{- define "kfn.containerSecurityContext" -}}
+{{- $base := dict "allowPrivilegeEscalation" false "readOnlyRootFilesystem" true "runAsNonRoot" true "capabilities" (dict "drop" (list "ALL")) "seccompProfile" (dict "type" "RuntimeDefault") -}}
+{{- toYaml (mergeOverwrite $base (deepCopy .ctx.Values.containerSecurityContext)) }}
+{{- end }}
+
+{{/*
+Scheduling of a component: call with (dict "ctx" $ "v" .Values.controller "component" "controller").
+With more than one replica and no affinity of the user's, replicas prefer
+different nodes.
+*/}}
+{{- define "kfn.scheduling" -}}
+{{- with .v.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with .v.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .v.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- if .v.affinity }}
+affinity:
+  {{- toYaml .v.affinity | nindent 2 }}
+{{- else if gt (int .v.replicas) 1 }}
+affinity:
+  podAntiAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 100
+        podAffinityTerm:
+          topologyKey: kubernetes.io/hostname
+          labelSelector:
+            matchLabels:
+              {{- include "kfn.selectorLabels" (dict "ctx" .ctx "component" .component) | nindent 14 }}
+{{- end }}
+{{- with .v.topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{- define "kfn.imagePullSecrets" -}}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+{{- range . }}
+  - name: {{ . }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Checks of values that span several keys (the schema checks each key alone).
+*/}}
+{{- define "kfn.validate" -}}
+{{- if and (not .Values.nats.enabled) (not .Values.externalNATS.url) (not .Values.externalNATS.existingSecret) }}
+{{- fail "nats.enabled is false: set externalNATS.url or externalNATS.existingSecret to the NATS server the event bridge should use" }}
+{{- end }}
+{{- if and .Values.nats.enabled (gt (int .Values.eventbridge.streams.replicas) (int .Values.nats.replicas)) }}
+{{- fail (printf "eventbridge.streams.replicas (%d) cannot exceed nats.replicas (%d): JetStream keeps each replica on a different server" (int .Values.eventbridge.streams.replicas) (int .Values.nats.replicas)) }}
+{{- end }}
+{{- if and .Values.nats.enabled (lt (int64 .Values.nats.maxPayload) (int64 .Values.eventbridge.streams.maxMsgSize)) }}
+{{- fail (printf "nats.maxPayload (%d) must be at least eventbridge.streams.maxMsgSize (%d), or NATS refuses events the stream accepts" (int64 .Values.nats.maxPayload) (int64 .Values.eventbridge.streams.maxMsgSize)) }}
+{{- end }}
+{{- if and .Values.scaler.tls.enabled (not .Values.scaler.tls.existingSecret) }}
+{{- fail "scaler.tls.enabled is true: set scaler.tls.existingSecret to a kubernetes.io/tls Secret with the scaler's certificate" }}
+{{- end }}
+{{- if and .Values.scaler.tls.requireClientCert (not .Values.scaler.tls.enabled) }}
+{{- fail "scaler.tls.requireClientCert needs scaler.tls.enabled" }}
+{{- end }}
+{{- end }}
+
+{{/*
+A Kubernetes quantity (256Mi, 1Gi, 500M) or a number of bytes as a plain
+number of bytes, for the NATS config.
+*/}}
+{{- define "kfn.bytes" -}}
+{{- $s := ternary (toString .) (toString (int64 .)) (kindIs "string" .) -}}
+{{- $units := dict "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 "k" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000 -}}
+{{- $out := "" -}}
+{{- range $suffix, $mul := $units -}}
+{{- if and (not $out) (hasSuffix $suffix $s) (regexMatch "^[0-9]+$" (trimSuffix $suffix $s)) -}}
+{{- $out = mul (int64 (trimSuffix $suffix $s)) $mul | toString -}}
+{{- end -}}
+{{- end -}}
+{{- if not $out -}}
+{{- if not (regexMatch "^[0-9]+$" $s) -}}
+{{- fail (printf "%q is not a number of bytes nor a quantity like 256Mi" $s) -}}
+{{- end -}}
+{{- $out = $s -}}
+{{- end -}}
+{{- $out -}}
+{{- end }}
+
+{{- define "kfn.natsConfigChecksum" -}}
+{{- toJson (list .Values.nats.maxPayload .Values.nats.jetstream .Values.nats.replicas) | sha256sum -}}
+{{- end }}

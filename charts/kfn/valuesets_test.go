@@ -1,0 +1,50 @@
+package chart_test
+
+// valueSet is a set of values the chart is tested with: rendered, linted,
+// dry-run applied, checked against the restricted Pod Security Standard.
+type valueSet struct {
+	name   string
+	values map[string]any
+}
+
+// natsSecret is the Secret holding the external NATS URL in the
+// "external NATS" value set.
+const natsSecret = "nats-credentials"
+
+// valueSets are the installations the chart promises to support.
+var valueSets = []valueSet{
+	{name: "default"},
+	{name: "external NATS", values: map[string]any{
+		"nats":         map[string]any{"enabled": false},
+		"externalNATS": map[string]any{"existingSecret": natsSecret},
+	}},
+	{name: "external NATS by URL", values: map[string]any{
+		"nats":         map[string]any{"enabled": false},
+		"externalNATS": map[string]any{"url": "nats://nats-0.example:4222,nats://nats-1.example:4222"},
+	}},
+	{name: "no KEDA", values: map[string]any{
+		"keda": map[string]any{"enabled": false},
+	}},
+	{name: "HA", values: map[string]any{
+		"nats":        map[string]any{"replicas": 3},
+		"controller":  map[string]any{"replicas": 2},
+		"eventbridge": map[string]any{"replicas": 3, "streams": map[string]any{"replicas": 3}},
+		"scaler":      map[string]any{"replicas": 2},
+	}},
+	{name: "hardened", values: map[string]any{
+		"image":          map[string]any{"digest": "sha256:" + repeat("ab", 32)},
+		"networkPolicy":  map[string]any{"enabled": true},
+		"serviceMonitor": map[string]any{"enabled": true},
+		"scaler":         map[string]any{"tls": map[string]any{"enabled": true, "existingSecret": "kfn-scaler-tls", "requireClientCert": true}},
+		"eventbridge":    map[string]any{"admin": map[string]any{"enabled": false}, "service": map[string]any{"port": 8080}},
+		"runtimes":       map[string]any{"images": map[string]any{"python312": "registry.example/python:3.12-kfn"}},
+	}},
+}
+
+func repeat(s string, n int) string {
+	out := ""
+	for range n {
+		out += s
+	}
+	return out
+}
