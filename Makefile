@@ -71,6 +71,25 @@ verify: ## Fail when code is unformatted, vet complains, or generated files are 
 build: ## Build the binaries under cmd/ into bin/.
 	$(GO) build -o $(BIN)/ ./cmd/...
 
+# Where `make images` tags and `make images-push` pushes the images; their tag
+# is the chart's appVersion, the tag the chart installs by default.
+REGISTRY ?= localhost:5000/kfn
+APP_VERSION = $(shell awk '/^appVersion:/ {gsub(/"/, "", $$2); print $$2}' charts/kfn/Chart.yaml)
+RUNTIME_IMAGES := nodejs22 nodejs24 python312
+
+.PHONY: images
+images: ## Build the server image and the runtime images with Docker (REGISTRY=...).
+	docker build -t $(REGISTRY)/kfn:$(APP_VERSION) --build-arg VERSION=$(APP_VERSION) .
+	@for r in $(RUNTIME_IMAGES); do \
+		echo "docker build -t $(REGISTRY)/runtime-$$r:$(APP_VERSION) -f runtimes/$$r/Dockerfile runtimes"; \
+		docker build -t $(REGISTRY)/runtime-$$r:$(APP_VERSION) -f runtimes/$$r/Dockerfile runtimes; \
+	done
+
+.PHONY: images-push
+images-push: images ## Push the images built by `make images`.
+	docker push $(REGISTRY)/kfn:$(APP_VERSION)
+	@for r in $(RUNTIME_IMAGES); do docker push $(REGISTRY)/runtime-$$r:$(APP_VERSION); done
+
 .PHONY: clean
 clean: ## Remove bin/ (the test API server cache in ~/.cache/kfn stays).
 	rm -rf $(BIN)
