@@ -19,6 +19,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/kfn-dev/kfn/bench/result"
 	"github.com/kfn-dev/kfn/runtimes"
 )
 
@@ -35,6 +36,9 @@ type config struct {
 	starts   int
 	only     string
 	jsonOut  string
+	jsonl    bool
+	deps     bool
+	peer     string
 }
 
 func main() {
@@ -48,11 +52,18 @@ func main() {
 	flag.IntVar(&c.starts, "starts", 10, "cold starts per server; the median is reported")
 	flag.StringVar(&c.only, "only", "", "measure one language only: nodejs or python")
 	flag.StringVar(&c.jsonOut, "json", "", "also write the results as JSON to this file")
+	flag.BoolVar(&c.jsonl, "jsonl", false, "print the figures as JSON lines (package bench/result) on stdout and the table on stderr")
+	flag.BoolVar(&c.deps, "deps", true, "also measure the cold start of a Node.js function with one npm dependency (needs npm and its registry)")
+	flag.StringVar(&c.peer, "peer", "", "NAME=HOST:PORT of a Node.js server started by hand, measured beside plain node:http and the kfn host (throughput and latency)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, c, os.Stdout); err != nil {
+	out, figures := io.Writer(os.Stdout), io.Writer(nil)
+	if c.jsonl {
+		out, figures = os.Stderr, os.Stdout
+	}
+	if err := run(ctx, c, out, result.NewWriter(figures)); err != nil {
 		fmt.Fprintln(os.Stderr, "bench/runtimes:", err)
 		os.Exit(1)
 	}
@@ -95,7 +106,7 @@ type Report struct {
 	Interpreter map[string][]int64 `json:"interpreterStartNanos"` // bare interpreter start to exit, per language
 }
 
-func run(ctx context.Context, c config, out io.Writer) error {
+func run(ctx context.Context, c config, out io.Writer, figures *result.Writer) error {
 	work, err := os.MkdirTemp("", "kfn-bench-runtimes-")
 	if err != nil {
 		return err
@@ -124,8 +135,25 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	if err := measureColdStarts(ctx, c, pairs, results, rep); err != nil {
 		return err
 	}
+	var depStart *depColdStart
+	if c.deps && (c.only == "" || c.only == "nodejs") {
+		if depStart, err = measureDepColdStart(ctx, c, work); err != nil {
+			return err
+		}
+	}
+	if c.peer != "" {
+		if err := measurePeer(ctx, c, pairs, out, figures); err != nil {
+			return err
+		}
+	}
 	rep.LoadAfter = loadavg()
 	print(out, c, pairs, results, rep)
+	if depStart != nil {
+		depStart.print(out)
+	}
+	if err := emit(figures, pairs, results, rep, depStart); err != nil {
+		return err
+	}
 	if c.jsonOut != "" {
 		b, err := json.MarshalIndent(rep, "", "  ")
 		if err != nil {
@@ -145,7 +173,7 @@ func prepare(c config, work string) ([]pair, map[string]string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	for _, name := range []string{"plain_node.js", "plain_python.py", "handler.js", "handler.py"} {
+	for _, name := range []string{"plain_node.js", "plain_python.py", "handler.js", "handler.py", "handler_dep.js"} {
 		b, err := assets.ReadFile("assets/" + name)
 		if err != nil {
 			return nil, nil, err
@@ -153,8 +181,11 @@ func prepare(c config, work string) ([]pair, map[string]string, error) {
 		dir := work
 		switch filepath.Ext(name) {
 		case ".js":
-			if name == "handler.js" {
+			switch name {
+			case "handler.js":
 				dir = filepath.Join(work, "fn-node")
+			case "handler_dep.js":
+				dir, name = filepath.Join(work, "fn-node-dep"), "handler.js"
 			}
 		case ".py":
 			if name == "handler.py" {
@@ -164,7 +195,7 @@ func prepare(c config, work string) ([]pair, map[string]string, error) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, nil, err
 		}
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(name)), b, 0o644); err != nil {
 			return nil, nil, err
 		}
 	}
