@@ -3,9 +3,11 @@
 // as a separate process against it, applies N Functions (default 1,000) and
 // measures the time until every Function has its Deployment and Service and
 // ConfigurationReady True, and the controller's peak resident memory
-// (VmHWM from /proc).
+// (VmHWM from /proc). A list of counts measures each on a fresh API server
+// and controller: the growth curve.
 //
-//	go run ./bench/controller [-functions 1000] [-workers 16]
+//	go run ./bench/controller [-functions 1000] [-workers 16] [-jsonl]
+//	go run ./bench/controller -functions 100,1000,5000
 package main
 
 import (
@@ -13,6 +15,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
+	"github.com/kfn-dev/kfn/bench/result"
 	"github.com/kfn-dev/kfn/controller/function"
 )
 
@@ -42,13 +46,24 @@ func main() {
 }
 
 func run() error {
-	n := flag.Int("functions", 1000, "how many Functions to apply")
+	counts := flag.String("functions", "1000", "how many Functions to apply; a comma-separated list measures each count on a fresh API server")
 	workers := flag.Int("workers", 16, "controller --workers")
-	timeout := flag.Duration("timeout", 5*time.Minute, "give up after this long")
+	timeout := flag.Duration("timeout", 5*time.Minute, "give up on one count after this long")
+	jsonl := flag.Bool("jsonl", false, "print the figures as JSON lines (package bench/result) on stdout and the text on stderr")
 	flag.Parse()
-
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
+	human, figures := io.Writer(os.Stdout), io.Writer(nil)
+	if *jsonl {
+		human, figures = os.Stderr, os.Stdout
+	}
+	out := result.NewWriter(figures)
+	var ns []int
+	for _, f := range strings.Split(*counts, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return fmt.Errorf("-functions: %q is not a count >= 1", f)
+		}
+		ns = append(ns, n)
+	}
 
 	dir, err := os.MkdirTemp("", "kfn-bench-controller-")
 	if err != nil {
@@ -56,15 +71,49 @@ func run() error {
 	}
 	defer os.RemoveAll(dir)
 	bin := filepath.Join(dir, "controller")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/controller")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/controller")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		return fmt.Errorf("build controller: %w", err)
 	}
+	for _, n := range ns {
+		m, err := measure(bin, dir, n, *workers, *timeout, human)
+		if err != nil {
+			return fmt.Errorf("%d Functions: %w", n, err)
+		}
+		figs := []result.Figure{
+			{Name: "controller/functions/time", Unit: "s", Value: m.total.Seconds(), X: float64(n), XLabel: "Functions"},
+			{Name: "controller/functions/peak-rss", Unit: "MiB", Value: mib(m.hwm), X: float64(n), XLabel: "Functions"},
+		}
+		if n == 1000 {
+			figs = append(figs,
+				result.Figure{Name: "controller/reconcile-1000", Unit: "s", Value: m.total.Seconds()},
+				result.Figure{Name: "controller/peak-rss-1000", Unit: "MiB", Value: mib(m.hwm),
+					Anchor: &result.Anchor{Name: "kfn controller idle, before the Functions", Value: mib(m.idle)}})
+		}
+		for _, f := range figs {
+			if err := out.Emit(f); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
 
+// measurement is one count's result; memory in KiB.
+type measurement struct {
+	total          time.Duration
+	idle, hwm, rss int64
+}
+
+// measure starts a fresh API server and controller, applies n Functions and
+// waits until all are reconciled.
+func measure(bin, dir string, n, workers int, timeout time.Duration, human io.Writer) (measurement, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
 	env, err := startAPIServer(ctx)
 	if err != nil {
-		return err
+		return measurement{}, err
 	}
 	defer func() {
 		if err := env.Stop(); err != nil {
@@ -73,30 +122,30 @@ func run() error {
 	}()
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
-		return err
+		return measurement{}, err
 	}
 	cfg := env.Config
 	cfg.QPS, cfg.Burst = 2000, 4000
 	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
 	if err != nil {
-		return err
+		return measurement{}, err
 	}
 	const ns = "bench"
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		return err
+		return measurement{}, err
 	}
 
-	logFile, err := os.Create(filepath.Join(dir, "controller.log"))
+	logFile, err := os.Create(filepath.Join(dir, fmt.Sprintf("controller-%d.log", n)))
 	if err != nil {
-		return err
+		return measurement{}, err
 	}
 	defer logFile.Close()
 	ctl := exec.Command(bin, "--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0",
-		"--workers="+strconv.Itoa(*workers), "--kube-api-qps=1000", "--kube-api-burst=2000")
+		"--workers="+strconv.Itoa(workers), "--kube-api-qps=1000", "--kube-api-burst=2000")
 	ctl.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	ctl.Stdout, ctl.Stderr = logFile, logFile
 	if err := ctl.Start(); err != nil {
-		return fmt.Errorf("start controller: %w", err)
+		return measurement{}, fmt.Errorf("start controller: %w", err)
 	}
 	defer func() {
 		_ = ctl.Process.Signal(os.Interrupt)
@@ -104,42 +153,42 @@ func run() error {
 	}()
 	idle, err := waitRSS(ctl.Process.Pid)
 	if err != nil {
-		return err
+		return measurement{}, err
 	}
 
-	fmt.Printf("applying %d Functions (controller pid %d, %d workers)\n", *n, ctl.Process.Pid, *workers)
+	fmt.Fprintf(human, "applying %d Functions (controller pid %d, %d workers)\n", n, ctl.Process.Pid, workers)
 	start := time.Now()
-	if err := createFunctions(ctx, c, ns, *n); err != nil {
-		return err
+	if err := createFunctions(ctx, c, ns, n); err != nil {
+		return measurement{}, err
 	}
 	created := time.Since(start)
 	var deps, svcs, ready int
 	for {
 		deps, svcs, ready, err = progress(ctx, c, ns)
 		if err != nil {
-			return err
+			return measurement{}, err
 		}
-		if deps >= *n && svcs >= *n && ready >= *n {
+		if deps >= n && svcs >= n && ready >= n {
 			break
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("timed out after %s: %d Deployments, %d Services, %d ConfigurationReady of %d (log: %s)", time.Since(start).Round(time.Millisecond), deps, svcs, ready, *n, tail(logFile.Name()))
+			return measurement{}, fmt.Errorf("timed out after %s: %d Deployments, %d Services, %d ConfigurationReady of %d (log: %s)", time.Since(start).Round(time.Millisecond), deps, svcs, ready, n, tail(logFile.Name()))
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
 	total := time.Since(start)
 	hwm, rss, err := memory(ctl.Process.Pid)
 	if err != nil {
-		return err
+		return measurement{}, err
 	}
-	fmt.Printf("functions:              %d\n", *n)
-	fmt.Printf("all created by:         %s\n", created.Round(time.Millisecond))
-	fmt.Printf("all reconciled after:   %s (target < 60s: %s)\n", total.Round(time.Millisecond), verdict(total < 60*time.Second))
-	fmt.Printf("controller RSS idle:    %.1f MiB\n", mib(idle))
-	fmt.Printf("controller RSS now:     %.1f MiB\n", mib(rss))
-	fmt.Printf("controller peak RSS:    %.1f MiB (VmHWM; target < 150 MiB: %s)\n", mib(hwm), verdict(mib(hwm) < 150))
-	return nil
+	fmt.Fprintf(human, "functions:              %d\n", n)
+	fmt.Fprintf(human, "all created by:         %s\n", created.Round(time.Millisecond))
+	fmt.Fprintf(human, "all reconciled after:   %s (target for 1,000 < 60s: %s)\n", total.Round(time.Millisecond), verdict(total < 60*time.Second))
+	fmt.Fprintf(human, "controller RSS idle:    %.1f MiB\n", mib(idle))
+	fmt.Fprintf(human, "controller RSS now:     %.1f MiB\n", mib(rss))
+	fmt.Fprintf(human, "controller peak RSS:    %.1f MiB (VmHWM; target for 1,000 < 150 MiB: %s)\n", mib(hwm), verdict(mib(hwm) < 150))
+	return measurement{total: total, idle: idle, hwm: hwm, rss: rss}, nil
 }
 
 func verdict(ok bool) string {
