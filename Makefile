@@ -67,6 +67,15 @@ verify: ## Fail when code is unformatted, vet complains, or generated files are 
 		git --no-pager diff --stat -- api charts/kfn/crds; \
 		echo "generated files are stale: run 'make generate' and commit the result"; exit 1; fi
 
+# Repetitions of the benchmark suite (BENCH_QUICK=1: one short repetition).
+BENCH_REPS ?=
+BENCH_QUICK ?=
+
+.PHONY: bench
+bench: envtest ## Measure kfn against its anchors and write BENCHMARKS.md (about 15 min; BENCH_QUICK=1: about 3).
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" BENCH_QUICK=$(BENCH_QUICK) \
+		$(GO) run ./bench/report $(if $(BENCH_REPS),-reps $(BENCH_REPS)) -out BENCHMARKS.md -results bench/results
+
 .PHONY: build
 build: ## Build the binaries under cmd/ into bin/.
 	$(GO) build -o $(BIN)/ ./cmd/...
