@@ -111,7 +111,7 @@ func render(w io.Writer, r report) error {
 		}
 		fmt.Fprintf(&b, "| %s | %s (median, min–max) | repetitions |\n|---|---|---|\n", pts[0].xLabel, pts[0].unit)
 		for _, p := range pts {
-			fmt.Fprintf(&b, "| %s | %s | %d |\n", num(p.x), cell(p.value, ""), p.value.n)
+			fmt.Fprintf(&b, "| %s | %s | %d |\n", thousands(int64(math.Round(p.x))), cell(p.value, ""), p.value.n)
 		}
 		b.WriteString("\n")
 	}

@@ -84,7 +84,7 @@ func TestRender(t *testing.T) {
 		"| Python function cold start, one dependency | not measurable here: PyPI",
 		"| extra/figure | 1.50 events/s | — | — | — |",
 		"![eventbridge/subscriptions/throughput](bench/results/x.png)",
-		"| 1.00 | 9,000 | 1 |",
+		"| 1 | 9,000 | 1 |",
 		"| eventbridge | `go run ./bench/eventbridge -jsonl` | 2 | ok |",
 		"## Peers measured by hand\n\nKyma runtime: measured by hand.\n",
 	} {
