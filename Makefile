@@ -19,7 +19,8 @@ FUZZ_TARGETS := \
 	./api/eventing/v1alpha2:FuzzParseSink \
 	./api/eventing/v1alpha2:FuzzCleanFastPath \
 	./eventbridge/publisher:FuzzPublish \
-	./runtimes:FuzzHostHTTP
+	./runtimes:FuzzHostHTTP \
+	./scaler/trigger:FuzzParse
 
 .PHONY: help
 help: ## Show the targets.

@@ -18,6 +18,7 @@ import (
 	"github.com/kfn-dev/kfn/controller/internal/fntest"
 	"github.com/kfn-dev/kfn/controller/plan"
 	"github.com/kfn-dev/kfn/runtimes"
+	"github.com/kfn-dev/kfn/scaler/trigger"
 )
 
 const pkgJSON = `{"name":"f","dependencies":{"lodash":"^4.17.21"}}`
@@ -375,11 +376,11 @@ func TestScaledObject(t *testing.T) {
 	require.Len(t, so.Spec.Triggers, 1)
 	assert.Equal(t, "external-push", so.Spec.Triggers[0].Type)
 	assert.Equal(t, map[string]string{
-		function.MetadataScalerAddress:     "scaler.test:9090",
-		function.MetadataFunctionNamespace: "ns",
-		function.MetadataFunctionName:      "f",
-		function.MetadataTargetBacklog:     "4",
-		function.MetadataTargetConcurrency: "2",
+		trigger.KeyScalerAddress:     "scaler.test:9090",
+		trigger.KeyFunctionNamespace: "ns",
+		trigger.KeyFunctionName:      "f",
+		trigger.KeyTargetBacklog:     "4",
+		trigger.KeyTargetConcurrency: "2",
 	}, so.Spec.Triggers[0].Metadata)
 	assert.Equal(t, p.UID, so.OwnerReferences[0].UID)
 }
