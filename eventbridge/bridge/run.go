@@ -85,13 +85,23 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 	g, ctx := errgroup.WithContext(ctx)
 	var servers []*http.Server
-	serve := func(name, addr string, h http.Handler) {
+	// serveWhen listens on addr now and serves h once ready is closed (nil:
+	// at once).
+	serveWhen := func(name, addr string, h http.Handler, ready <-chan struct{}) {
 		srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout, IdleTimeout: idleTimeout}
 		servers = append(servers, srv)
 		g.Go(func() error {
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
 				return fmt.Errorf("%s: listen on %s: %w", name, addr, err)
+			}
+			if ready != nil {
+				select {
+				case <-ready:
+				case <-ctx.Done():
+					_ = ln.Close()
+					return nil
+				}
 			}
 			log.Info("serving", "server", name, "address", ln.Addr().String())
 			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
@@ -100,14 +110,24 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return nil
 		})
 	}
+	serve := func(name, addr string, h http.Handler) { serveWhen(name, addr, h, nil) }
 
 	// Kubernetes, unless Subscriptions come from files.
 	var mgr ctrl.Manager
 	var rec *subscription.Reconciler
 	static := len(cfg.Subscriptions) > 0
-	if !static && (cfg.Has(ComponentReconciler) || cfg.Has(ComponentDispatcher) || cfg.Has(ComponentPublisher)) {
+	if !static && (cfg.Has(ComponentReconciler) || cfg.Has(ComponentDispatcher) || cfg.Has(ComponentPublisher) || cfg.Has(ComponentGateway)) {
 		if mgr, err = newManager(cfg, log); err != nil {
 			return err
+		}
+	}
+
+	// One EndpointSlice watcher for the dispatcher and the gateway.
+	var eps *endpoints.Watcher
+	if mgr != nil && (cfg.Has(ComponentDispatcher) || cfg.Has(ComponentGateway)) {
+		eps = endpoints.New()
+		if err := mgr.Add(runnableFunc(func(ctx context.Context) error { return eps.Start(ctx, mgr.GetCache()) })); err != nil {
+			return fmt.Errorf("add endpoints watcher: %w", err)
 		}
 	}
 
@@ -157,12 +177,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			dispatcher.WithMetrics(dm),
 			dispatcher.WithResolver(StaticResolver(cfg.Resolve)),
 		}
-		if mgr != nil {
-			eps := endpoints.New()
+		if eps != nil {
 			opts = append(opts, dispatcher.WithEndpoints(eps))
-			if err := mgr.Add(runnableFunc(func(ctx context.Context) error { return eps.Start(ctx, mgr.GetCache()) })); err != nil {
-				return err
-			}
 		}
 		d, err := dispatcher.New(js, cfg.Dispatcher, opts...)
 		if err != nil {
@@ -194,6 +210,16 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if err := rec.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("set up subscription reconciler: %w", err)
 		}
+	}
+
+	if cfg.Has(ComponentGateway) {
+		gw, err := newGateway(cfg, nc, eps, reg, log.With("component", "gateway"))
+		if err != nil {
+			return err
+		}
+		g.Go(func() error { gw.Run(ctx.Done()); return nil })
+		// Until the EndpointSlices are in, every Function would be unknown.
+		serveWhen("gateway", cfg.GatewayListen, gw, eps.Synced())
 	}
 
 	if cfg.AdminListen != "" {
