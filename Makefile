@@ -12,6 +12,10 @@ FUZZTIME ?= 3s
 # Passed to every `go test`.
 TESTFLAGS ?= -timeout 30m
 
+# Modules of their own inside the repository (heavy test-only dependencies):
+# `make test` and `make verify` run them too.
+NESTED_MODULES := e2e/keda
+
 # Fuzz targets, as package:Target, run briefly by `make test` (their seed
 # corpora also run as plain tests).
 FUZZ_TARGETS := \
@@ -38,6 +42,11 @@ dev: build ## Run kfn locally with the example application (kfn dev examples/sho
 .PHONY: test
 test: verify envtest ## Run every test (builds the test API server once, about 4 minutes).
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test $(TESTFLAGS) ./...
+	@# Nested modules (own go.mod, outside ./... above): the real KEDA's e2e.
+	@for m in $(NESTED_MODULES); do \
+		echo "cd $$m && go test ./..."; \
+		(cd $$m && KUBEBUILDER_ASSETS="$$($(CURDIR)/hack/envtest-assets.sh)" $(GO) test $(TESTFLAGS) ./...); \
+	done
 	$(MAKE) --no-print-directory fuzz
 
 .PHONY: fuzz
@@ -63,6 +72,7 @@ verify: ## Fail when code is unformatted, vet complains, or generated files are 
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 		if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	@for m in $(NESTED_MODULES); do echo "cd $$m && go vet ./..."; (cd $$m && $(GO) vet ./...); done
 	@$(MAKE) --no-print-directory generate >/dev/null
 	@if ! git diff --quiet -- api charts/kfn/crds; then \
 		git --no-pager diff --stat -- api charts/kfn/crds; \
