@@ -326,6 +326,12 @@ func TestControllerRBAC(t *testing.T) {
 	require.NoError(t, a.Get(ctx, client.ObjectKey{Namespace: appsNamespace, Name: "orders"}, old))
 	require.NoError(t, a.Delete(ctx, old))
 	eventually(t, p, "the Function is gone", func(ctx context.Context) bool { return gone(ctx, a, &v1alpha2.Function{}, "orders") })
+	// Waiting for its ScaledObject to go makes the delete certain: a new
+	// Function created at once may be reconciled in the same pass and
+	// adopt the old ScaledObject by server-side apply instead.
+	eventually(t, p, "its ScaledObject is deleted by the controller", func(ctx context.Context) bool {
+		return gone(ctx, a, &kedav1alpha1.ScaledObject{}, "orders")
+	})
 	fresh := inlineFunction("orders", 1, 3)
 	require.NoError(t, a.Create(ctx, fresh))
 	eventually(t, p, "the new Function owns a new Deployment", func(ctx context.Context) bool {
@@ -391,7 +397,7 @@ func TestEventBridgeRBAC(t *testing.T) {
 	require.True(t, ns.ReadyForConnections(10*time.Second))
 
 	args := container(t, typed(t, in.objs).deployments["kfn-eventbridge"]).Args
-	args = append(append([]string(nil), args...), "-nats-url="+ns.ClientURL(), "-listen=127.0.0.1:0", "-admin-listen=", "-metrics-listen=")
+	args = append(append([]string(nil), args...), "-nats-url="+ns.ClientURL(), "-listen=127.0.0.1:0", "-gateway-listen=127.0.0.1:0", "-admin-listen=", "-metrics-listen=")
 	p := start(t, filepath.Join(in.bin, "eventbridge"), kubeconfig, args...)
 
 	a := in.admin

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kfn-dev/kfn/eventbridge/bridge"
@@ -212,7 +213,7 @@ func TestRenderValueSets(t *testing.T) {
 		r := get(t, "default")
 		assert.Equal(t, map[string]int{
 			"CustomResourceDefinition": 2, "ServiceAccount": 3, "ClusterRole": 3, "ClusterRoleBinding": 3, "Role": 2, "RoleBinding": 2,
-			"ConfigMap": 2, "Deployment": 3, "StatefulSet": 1, "Service": 5,
+			"ConfigMap": 2, "Deployment": 3, "StatefulSet": 1, "Service": 6,
 		}, kinds(r.objs))
 		assert.Contains(t, container(t, r.deployments["kfn-eventbridge"]).Args, "-nats-url=nats://kfn-nats.kfn-system.svc.cluster.local:4222")
 		assert.Equal(t, corev1.ClusterIPNone, r.services["kfn-scaler"].Spec.ClusterIP, "KEDA balances over the scaler's pods")
@@ -310,7 +311,16 @@ func TestEventBridgeArgs(t *testing.T) {
 			require.NoError(t, cfg.Validate())
 			assert.True(t, cfg.LeaderElection)
 			assert.Equal(t, releaseNamespace, cfg.LeaderElectionNamespace)
-			assert.ElementsMatch(t, []string{bridge.ComponentPublisher, bridge.ComponentDispatcher, bridge.ComponentReconciler}, cfg.Components)
+			want := []string{bridge.ComponentPublisher, bridge.ComponentDispatcher, bridge.ComponentReconciler}
+			svc, gateway := r.services["kfn-gateway"]
+			if gateway {
+				want = append(want, bridge.ComponentGateway)
+				assert.Equal(t, ":8082", cfg.GatewayListen)
+				assert.Equal(t, intstr.FromString("gateway"), svc.Spec.Ports[0].TargetPort)
+				assert.True(t, slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "gateway" && p.ContainerPort == 8082 }))
+			}
+			assert.Equal(t, vs.name != "external NATS by URL", gateway, "the gateway runs unless eventbridge.gateway.enabled is false")
+			assert.ElementsMatch(t, want, cfg.Components)
 		})
 	}
 }

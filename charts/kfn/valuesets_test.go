@@ -21,6 +21,7 @@ var valueSets = []valueSet{
 	{name: "external NATS by URL", values: map[string]any{
 		"nats":         map[string]any{"enabled": false},
 		"externalNATS": map[string]any{"url": "nats://nats-0.example:4222,nats://nats-1.example:4222"},
+		"eventbridge":  map[string]any{"gateway": map[string]any{"enabled": false}},
 	}},
 	{name: "no KEDA", values: map[string]any{
 		"keda": map[string]any{"enabled": false},
