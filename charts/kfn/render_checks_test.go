@@ -291,6 +291,8 @@ func TestRenderValueSets(t *testing.T) {
 		assert.Contains(t, cfg, `publisherAddress: "http://kfn-publisher.kfn-system.svc.cluster.local:8080/publish"`)
 		assert.Contains(t, cfg, `python312: "registry.example/python:3.12-kfn"`)
 		assert.Contains(t, cfg, `gitFetchImage: "`+digest+`"`)
+		assert.Contains(t, cfg, `scalerAuthentication: "ClusterTriggerAuthentication/kfn-scaler"`, "KEDA gets the scaler's CA from the authentication the controller names")
+		assert.NotContains(t, get(t, "default").configMaps["kfn-controller"].Data["controller.yaml"], "scalerAuthentication", "plain gRPC without scaler.tls")
 	})
 }
 

@@ -21,8 +21,10 @@ var ScaledObjectGVK = kedav1alpha1.SchemeGroupVersion.WithKind("ScaledObject")
 // ScaledObject builds the KEDA ScaledObject that scales the Function's
 // Deployment between scaleConfig's minReplicas (0 allowed) and maxReplicas
 // on kfn's scaler, with the Function's cooldown. Its one trigger is
-// package trigger's contract with the scaler. It is KEDA's own Go type.
-func ScaledObject(p plan.Plan, scalerAddress string) *kedav1alpha1.ScaledObject {
+// package trigger's contract with the scaler; auth, when not nil, is the
+// trigger's authenticationRef (the scaler's TLS settings for KEDA). It is
+// KEDA's own Go type.
+func ScaledObject(p plan.Plan, scalerAddress string, auth *kedav1alpha1.AuthenticationRef) *kedav1alpha1.ScaledObject {
 	s := p.Scaling
 	return &kedav1alpha1.ScaledObject{
 		TypeMeta: metav1.TypeMeta{APIVersion: ScaledObjectGVK.GroupVersion().String(), Kind: ScaledObjectGVK.Kind},
@@ -41,7 +43,8 @@ func ScaledObject(p plan.Plan, scalerAddress string) *kedav1alpha1.ScaledObject 
 			MaxReplicaCount: ptr.To(s.MaxReplicas),
 			CooldownPeriod:  ptr.To(s.CooldownPeriod),
 			Triggers: []kedav1alpha1.ScaleTriggers{{
-				Type: trigger.Type,
+				Type:              trigger.Type,
+				AuthenticationRef: auth.DeepCopy(),
 				Metadata: trigger.Metadata{
 					ScalerAddress:     scalerAddress,
 					Function:          types.NamespacedName{Namespace: p.Namespace, Name: p.Name},
