@@ -36,7 +36,7 @@ DEV_ADDR ?= 127.0.0.1:8080
 DEV_FLAGS ?=
 
 .PHONY: dev
-dev: build ## Run kfn locally with the example application (kfn dev examples/shop).
+dev: kfn ## Run kfn locally with the example application (kfn dev examples/shop).
 	$(BIN)/kfn dev --addr $(DEV_ADDR) $(DEV_FLAGS) $(DEV_DIR)
 
 .PHONY: test
@@ -77,6 +77,10 @@ verify: ## Fail when code is unformatted, vet complains, or generated files are 
 	@if ! git diff --quiet -- api charts/kfn/crds; then \
 		git --no-pager diff --stat -- api charts/kfn/crds; \
 		echo "generated files are stale: run 'make generate' and commit the result"; exit 1; fi
+
+.PHONY: kfn
+kfn: ## Build bin/kfn only (what make dev runs).
+	$(GO) build -o $(BIN)/ ./cmd/kfn
 
 .PHONY: build
 build: ## Build the binaries under cmd/ into bin/.
