@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	v1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge/bridge"
 )
 
@@ -323,6 +324,7 @@ func TestEventBridgeArgs(t *testing.T) {
 			}
 			assert.Equal(t, vs.name != "external NATS by URL", gateway, "the gateway runs unless eventbridge.gateway.enabled is false")
 			assert.ElementsMatch(t, want, cfg.Components)
+			assert.Equal(t, v1alpha2.DefaultDelivery(), cfg.Dispatcher.Delivery, "the chart's delivery defaults are the API's")
 		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	v1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/eventbridge/gateway"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
@@ -93,7 +94,7 @@ func DefaultConfig() Config {
 		Streams:                stream.DefaultConfig(),
 		AckWait:                stream.DefaultAckWait,
 		Publisher:              publisher.Config{MaxRequestBytes: publisher.DefaultMaxRequestBytes, StoreTimeout: publisher.DefaultStoreTimeout},
-		Dispatcher:             dispatcher.Config{RequestTimeout: dispatcher.DefaultRequestTimeout, MaxHops: dispatcher.DefaultMaxHops, Jitter: dispatcher.DefaultJitter},
+		Dispatcher:             dispatcher.Config{RequestTimeout: dispatcher.DefaultRequestTimeout, MaxHops: dispatcher.DefaultMaxHops, Jitter: dispatcher.DefaultJitter, Delivery: v1alpha2.DefaultDelivery()},
 		Resync:                 subscription.DefaultResync,
 		LeaderElection:         true,
 		LogLevel:               "info",
@@ -152,6 +153,11 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Dispatcher.RequestTimeout, "request-timeout", c.Dispatcher.RequestTimeout, "timeout of one delivery to a sink")
 	fs.IntVar(&c.Dispatcher.MaxHops, "max-hops", c.Dispatcher.MaxHops, "longest chain of reply events")
 	fs.Float64Var(&c.Dispatcher.Jitter, "backoff-jitter", c.Dispatcher.Jitter, "random fraction of each redelivery backoff (0..1)")
+	fs.IntVar(&c.Dispatcher.Delivery.MaxInFlight, "default-max-in-flight", c.Dispatcher.Delivery.MaxInFlight, "maxInFlightMessages of Subscriptions whose spec.config does not set it")
+	fs.IntVar(&c.Dispatcher.Delivery.MaxDeliver, "default-max-deliver", c.Dispatcher.Delivery.MaxDeliver, "maxDeliver (delivery attempts per event) of Subscriptions whose spec.config does not set it")
+	fs.DurationVar(&c.Dispatcher.Delivery.BackoffInitial, "default-backoff-initial", c.Dispatcher.Delivery.BackoffInitial, "backoffInitial (first redelivery delay) of Subscriptions whose spec.config does not set it")
+	fs.DurationVar(&c.Dispatcher.Delivery.BackoffMax, "default-backoff-max", c.Dispatcher.Delivery.BackoffMax, "backoffMax (longest redelivery delay) of Subscriptions whose spec.config does not set it")
+	fs.BoolVar(&c.Dispatcher.Delivery.DeadLetter, "default-dead-letter", c.Dispatcher.Delivery.DeadLetter, "deadLetter (keep events that ran out of attempts) of Subscriptions whose spec.config does not set it")
 	fs.DurationVar(&c.Resync, "resync", c.Resync, "period of reconciling each Subscription without change (recreates lost consumers)")
 	fs.BoolVar(&c.LeaderElection, "leader-election", c.LeaderElection, "run the reconciler in one replica at a time")
 	fs.StringVar(&c.LeaderElectionNamespace, "leader-election-namespace", c.LeaderElectionNamespace, "namespace of the leader lease")
@@ -219,6 +225,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Dispatcher.RequestTimeout <= 0 || c.Dispatcher.MaxHops < 1 || c.Dispatcher.Jitter < 0 || c.Dispatcher.Jitter > 1 {
 		return fmt.Errorf("%w: -request-timeout must be positive, -max-hops at least 1, -backoff-jitter within 0..1", ErrInvalidConfig)
+	}
+	if err := c.Dispatcher.Delivery.Validate(); err != nil {
+		return fmt.Errorf("%w: -default-*: %w", ErrInvalidConfig, err)
 	}
 	if c.Resync <= 0 {
 		return fmt.Errorf("%w: -resync must be positive", ErrInvalidConfig)

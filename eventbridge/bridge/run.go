@@ -206,7 +206,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 	if cfg.Has(ComponentReconciler) && mgr != nil {
 		rec = &subscription.Reconciler{Client: mgr.GetClient(), JetStream: js, Streams: cfg.Streams,
-			Consumer: stream.ConsumerSettings{AckWait: cfg.AckWait}, Resync: cfg.Resync}
+			Consumer: stream.ConsumerSettings{AckWait: cfg.AckWait, Defaults: cfg.Dispatcher.Delivery}, Resync: cfg.Resync}
 		if err := rec.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("set up subscription reconciler: %w", err)
 		}
@@ -303,7 +303,7 @@ func ensureStreams(ctx context.Context, js jetstream.JetStream, c stream.Config,
 }
 
 func ensureConsumer(ctx context.Context, js jetstream.JetStream, cfg Config, s *v1alpha2.Subscription) error {
-	cc, err := stream.ConsumerConfig(s, stream.ConsumerSettings{AckWait: cfg.AckWait})
+	cc, err := stream.ConsumerConfig(s, stream.ConsumerSettings{AckWait: cfg.AckWait, Defaults: cfg.Dispatcher.Delivery})
 	if err != nil {
 		return fmt.Errorf("subscription %s/%s: %w", s.Namespace, s.Name, err)
 	}

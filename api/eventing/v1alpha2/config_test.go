@@ -51,6 +51,32 @@ func TestParseDelivery(t *testing.T) {
 	}
 }
 
+func TestDeliveryOverOperatorDefaults(t *testing.T) {
+	defaults := Delivery{MaxInFlight: 4, MaxDeliver: 20, BackoffInitial: 2 * time.Second, BackoffMax: 5 * time.Minute, DeadLetter: false}
+	require.NoError(t, defaults.Validate())
+	sub := &Subscription{Spec: SubscriptionSpec{Config: map[string]ConfigValue{"maxDeliver": "3"}}}
+	got, err := sub.DeliveryOver(defaults)
+	require.NoError(t, err)
+	assert.Equal(t, Delivery{MaxInFlight: 4, MaxDeliver: 3, BackoffInitial: 2 * time.Second, BackoffMax: 5 * time.Minute, DeadLetter: false}, got,
+		"keys the Subscription sets win; the others are the operator's")
+
+	sub.Spec.Config = map[string]ConfigValue{"backoffInitial": "10m"}
+	_, err = sub.DeliveryOver(defaults)
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	assert.Contains(t, err.Error(), "backoffMax (5m0s) must not be less than backoffInitial (10m0s)", "checked against the defaults it is combined with")
+
+	for name, bad := range map[string]Delivery{
+		"no in flight":        {MaxInFlight: 0, MaxDeliver: 1, BackoffInitial: time.Second, BackoffMax: time.Second},
+		"no delivery":         {MaxInFlight: 1, MaxDeliver: 0, BackoffInitial: time.Second, BackoffMax: time.Second},
+		"no backoff":          {MaxInFlight: 1, MaxDeliver: 1, BackoffMax: time.Second},
+		"max below initial":   {MaxInFlight: 1, MaxDeliver: 1, BackoffInitial: time.Minute, BackoffMax: time.Second},
+		"negative in flight":  {MaxInFlight: -1, MaxDeliver: 1, BackoffInitial: time.Second, BackoffMax: time.Second},
+		"negative backoffMax": {MaxInFlight: 1, MaxDeliver: 1, BackoffInitial: time.Second, BackoffMax: -time.Second},
+	} {
+		assert.ErrorIs(t, bad.Validate(), ErrInvalidConfig, name)
+	}
+}
+
 func TestBackoffDoublesUpToMax(t *testing.T) {
 	d := Delivery{BackoffInitial: time.Second, BackoffMax: 10 * time.Second}
 	var got []time.Duration
