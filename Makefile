@@ -9,6 +9,8 @@ GO ?= go
 BIN := $(CURDIR)/bin
 # How long each fuzz target runs under `make test` (longer by hand: make fuzz FUZZTIME=5m).
 FUZZTIME ?= 3s
+# Passed to bench/report, for example BENCHFLAGS="-reps 5 -only eventbridge".
+BENCHFLAGS ?=
 # Passed to every `go test`.
 TESTFLAGS ?= -timeout 30m
 
@@ -57,6 +59,10 @@ fuzz: ## Run each fuzz target for FUZZTIME.
 		out=$$($(GO) test $$pkg -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) -parallel 1 2>&1) || \
 			{ echo "$$out"; exit 1; }; \
 	done
+
+.PHONY: bench
+bench: envtest ## Run every benchmark and write BENCHMARKS.md (about 30 minutes; BENCH_QUICK=1 for a short check).
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) run ./bench/report $(BENCHFLAGS)
 
 .PHONY: envtest
 envtest: ## Build kube-apiserver and etcd for tests into ~/.cache/kfn (only when missing).

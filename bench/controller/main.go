@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
+	"github.com/kfn-dev/kfn/bench/figures"
 	"github.com/kfn-dev/kfn/controller/function"
 )
 
@@ -45,6 +46,7 @@ func run() error {
 	n := flag.Int("functions", 1000, "how many Functions to apply")
 	workers := flag.Int("workers", 16, "controller --workers")
 	timeout := flag.Duration("timeout", 5*time.Minute, "give up after this long")
+	figuresOut := flag.String("figures", "", "also append the results as JSON lines (package bench/figures) to this file")
 	flag.Parse()
 
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
@@ -139,7 +141,16 @@ func run() error {
 	fmt.Printf("controller RSS idle:    %.1f MiB\n", mib(idle))
 	fmt.Printf("controller RSS now:     %.1f MiB\n", mib(rss))
 	fmt.Printf("controller peak RSS:    %.1f MiB (VmHWM; target < 150 MiB: %s)\n", mib(hwm), verdict(mib(hwm) < 150))
-	return nil
+	const group = "controller"
+	var timeTarget, memTarget figures.Target
+	if *n == 1000 {
+		timeTarget = figures.Target{Max: 60, Text: "< 60 s"}
+		memTarget = figures.Target{Max: 150, Text: "< 150 MiB"}
+	}
+	return figures.Append(*figuresOut,
+		figures.Figure{Group: group, Name: fmt.Sprintf("%d Functions to Deployments and status", *n), Unit: "s", Value: total.Seconds(), Target: timeTarget},
+		figures.Figure{Group: group, Name: fmt.Sprintf("peak RSS with %d Functions", *n), Unit: "MiB", Value: mib(hwm), Target: memTarget},
+	)
 }
 
 func verdict(ok bool) string {

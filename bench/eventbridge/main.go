@@ -35,6 +35,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/bench/figures"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
@@ -48,6 +49,7 @@ type options struct {
 	rate        int
 	size        int
 	rounds      int
+	figures     string
 }
 
 func main() {
@@ -59,6 +61,7 @@ func main() {
 	flag.IntVar(&o.size, "size", 1024, "event data size in bytes")
 	flag.IntVar(&o.rounds, "rounds", 2, "alternating rounds of bare and kfn; the best round of each counts (load from other processes only ever slows a round down)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	flag.StringVar(&o.figures, "figures", "", "also append the results as JSON lines (package bench/figures) to this file")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -111,7 +114,7 @@ func run(o options) error {
 
 	fmt.Printf("event bridge benchmark: %d B events, file storage (default sync), %d publishing connections, %d in flight to the sink, load generator in-process, GOMAXPROCS=%d\n\n",
 		o.size, o.connections, o.inflight, runtimeProcs())
-	type figures struct {
+	type result struct {
 		throughput float64
 		p50, p99   time.Duration
 		lost       int
@@ -129,7 +132,7 @@ func run(o options) error {
 		}
 		pipelines = append(pipelines, p)
 	}
-	results := map[string]figures{}
+	results := map[string]result{}
 	for round := 1; round <= o.rounds; round++ {
 		for _, p := range pipelines {
 			tp, err := throughput(p, sink, o, o.duration)
@@ -160,7 +163,16 @@ func run(o options) error {
 	b, k := results["bare"], results["kfn"]
 	fmt.Printf("\nkfn/bare throughput ratio: %.0f%% (target >= 60%%, and >= 10,000 events/s)\n", 100*k.throughput/b.throughput)
 	fmt.Printf("kfn p99 at %d events/s: %.2f ms (target < 5 ms)\n", o.rate, ms(k.p99))
-	return nil
+	const group = "event bridge"
+	return figures.Append(o.figures,
+		figures.Figure{Group: group, Name: fmt.Sprintf("throughput, %d B events", o.size), Unit: "events/s", Value: k.throughput,
+			Anchor: "bare pipeline", AnchorValue: b.throughput,
+			Target: figures.Target{Min: 10000, MinRatio: 0.6, Text: ">= 10,000 events/s and >= 60% of bare"}},
+		figures.Figure{Group: group, Name: fmt.Sprintf("p50 latency at %d events/s", o.rate), Unit: "ms", Value: ms(k.p50),
+			Anchor: "bare pipeline", AnchorValue: ms(b.p50)},
+		figures.Figure{Group: group, Name: fmt.Sprintf("p99 latency at %d events/s", o.rate), Unit: "ms", Value: ms(k.p99),
+			Anchor: "bare pipeline", AnchorValue: ms(b.p99), Target: figures.Target{Max: 5, Text: "< 5 ms"}},
+	)
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

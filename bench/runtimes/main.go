@@ -19,6 +19,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/kfn-dev/kfn/bench/figures"
 	"github.com/kfn-dev/kfn/runtimes"
 )
 
@@ -35,6 +36,7 @@ type config struct {
 	starts   int
 	only     string
 	jsonOut  string
+	figures  string
 }
 
 func main() {
@@ -48,6 +50,7 @@ func main() {
 	flag.IntVar(&c.starts, "starts", 10, "cold starts per server; the median is reported")
 	flag.StringVar(&c.only, "only", "", "measure one language only: nodejs or python")
 	flag.StringVar(&c.jsonOut, "json", "", "also write the results as JSON to this file")
+	flag.StringVar(&c.figures, "figures", "", "also append the results as JSON lines (package bench/figures) to this file")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -126,6 +129,9 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	}
 	rep.LoadAfter = loadavg()
 	print(out, c, pairs, results, rep)
+	if err := figures.Append(c.figures, runtimeFigures(c, pairs, results)...); err != nil {
+		return err
+	}
 	if c.jsonOut != "" {
 		b, err := json.MarshalIndent(rep, "", "  ")
 		if err != nil {
@@ -449,6 +455,31 @@ func print(out io.Writer, c config, pairs []pair, results map[string]*Result, re
 			ms(p.maxColdStart), verdict(k.ColdStart < p.maxColdStart))
 	}
 	w.Flush()
+}
+
+// runtimeFigures are the results in package figures' form: per language,
+// throughput and 50 req/s latency against the plain server, and cold start
+// against the plain server's.
+func runtimeFigures(c config, pairs []pair, results map[string]*Result) []figures.Figure {
+	msf := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	var out []figures.Figure
+	for _, p := range pairs {
+		a, k := results[p.anchor.name], results[p.kfn.name]
+		group := "runtime " + p.language
+		out = append(out,
+			figures.Figure{Group: group, Name: fmt.Sprintf("hello world max throughput, %d connections", c.conns), Unit: "req/s",
+				Value: k.Median, Anchor: a.Name, AnchorValue: a.Median,
+				Target: figures.Target{MinRatio: p.minRatio, Text: fmt.Sprintf(">= %.0f%% of %s", 100*p.minRatio, a.Name)}},
+			figures.Figure{Group: group, Name: fmt.Sprintf("p50 latency at %.0f req/s", c.rate), Unit: "ms",
+				Value: msf(k.P50), Anchor: a.Name, AnchorValue: msf(a.P50)},
+			figures.Figure{Group: group, Name: fmt.Sprintf("p99 latency at %.0f req/s", c.rate), Unit: "ms",
+				Value: msf(k.P99), Anchor: a.Name, AnchorValue: msf(a.P99), Target: figures.Target{Max: 2, Text: "< 2 ms"}},
+			figures.Figure{Group: group, Name: "cold start to first /healthz 200", Unit: "ms",
+				Value: msf(k.ColdStart), Anchor: a.Name, AnchorValue: msf(a.ColdStart),
+				Target: figures.Target{Max: msf(p.maxColdStart), Text: "< " + ms(p.maxColdStart)}},
+		)
+	}
+	return out
 }
 
 var errNoOutput = errors.New("no output")

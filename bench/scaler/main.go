@@ -54,6 +54,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/bench/figures"
 	"github.com/kfn-dev/kfn/eventbridge/stream"
 	"github.com/kfn-dev/kfn/internal/testcluster"
 	"github.com/kfn-dev/kfn/scaler/scalertest"
@@ -70,6 +71,7 @@ type options struct {
 	functions int
 	trials    int
 	window    time.Duration
+	figures   string
 }
 
 func main() {
@@ -80,6 +82,7 @@ func main() {
 	flag.IntVar(&o.functions, "functions", o.functions, "Functions (Subscriptions, consumers, ScaledObjects) the scaler serves")
 	flag.IntVar(&o.trials, "trials", o.trials, "activation trials, one idle Function each (at most -functions)")
 	flag.DurationVar(&o.window, "window", o.window, "length of each cost window (idle, then KEDA-like polling)")
+	flag.StringVar(&o.figures, "figures", "", "also append the results as JSON lines (package bench/figures) to this file")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench/scaler:", err)
@@ -268,7 +271,17 @@ func run(o options) error {
 	l := costLine("cost_polling", "IsActive every 30s and GetMetrics of both metrics every 15s per ScaledObject", o, busy, float64(calls.Load())/busy.wall.Seconds())
 	l["call_errors"] = failures.Load()
 	emit(l)
-	return nil
+	const group = "scaler"
+	return figures.Append(o.figures,
+		figures.Figure{Group: group, Name: fmt.Sprintf("activation p50, first event -> StreamIsActive (%d Functions)", o.functions), Unit: "ms",
+			Value: ms(p50), Anchor: "KEDA polling every 30 s (expected wait)", AnchorValue: ms(15 * time.Second)},
+		figures.Figure{Group: group, Name: fmt.Sprintf("activation p99, first event -> StreamIsActive (%d Functions)", o.functions), Unit: "ms",
+			Value: ms(p99), Anchor: "KEDA polling every 1 s (expected wait)", AnchorValue: ms(990 * time.Millisecond),
+			Target: figures.Target{Max: 50, Text: "< 50 ms"}},
+		figures.Figure{Group: group, Name: fmt.Sprintf("CPU under KEDA-like polling of %d ScaledObjects", o.functions), Unit: "cores",
+			Value: busy.cpu.Seconds() / busy.wall.Seconds()},
+		figures.Figure{Group: group, Name: fmt.Sprintf("peak RSS with %d ScaledObjects", o.functions), Unit: "MiB", Value: mib(busy.peakSeen)},
+	)
 }
 
 // usage is what the scaler process used over a window.
