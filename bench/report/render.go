@@ -102,7 +102,7 @@ func render(m machine, runs []repetition) string {
 				amed, _, _ = stats(s.anchors)
 				anchor = fmt.Sprintf("%s: %s %s", s.anchor, num(amed), s.unit)
 				if amed != 0 {
-					ratio = fmt.Sprintf("%.2f", med/amed)
+					ratio = fmt.Sprintf("%.3g", med/amed)
 				}
 			}
 			result := ""

@@ -34,7 +34,7 @@ func TestRenderMediansRatiosAndVerdicts(t *testing.T) {
 		{program: "scaler", err: "not available: no such directory"},
 	}
 	doc := render(machine{CPUs: 2, CPUModel: "test CPU", Reps: 3, Versions: [][2]string{{"Go", "go1.26"}}}, runs)
-	assert.Contains(t, doc, "| throughput | 10500 events/s [9000–11000] | bare: 13000 events/s | 0.81 | >= 10,000 events/s and >= 60% of bare | pass |")
+	assert.Contains(t, doc, "| throughput | 10500 events/s [9000–11000] | bare: 13000 events/s | 0.808 | >= 10,000 events/s and >= 60% of bare | pass |")
 	assert.Contains(t, doc, "| p99 | 4 ms [3–9] |  |  | < 5 ms | pass |", "the median decides, the spread is shown")
 	assert.Contains(t, doc, "| scaler | - | 0s | error: not available: no such directory |")
 	assert.Contains(t, doc, "2 CPUs, test CPU")

@@ -476,7 +476,7 @@ func runtimeFigures(c config, pairs []pair, results map[string]*Result) []figure
 				Value: msf(k.P99), Anchor: a.Name, AnchorValue: msf(a.P99), Target: figures.Target{Max: 2, Text: "< 2 ms"}},
 			figures.Figure{Group: group, Name: "cold start to first /healthz 200", Unit: "ms",
 				Value: msf(k.ColdStart), Anchor: a.Name, AnchorValue: msf(a.ColdStart),
-				Target: figures.Target{Max: msf(p.maxColdStart), Text: "< " + ms(p.maxColdStart)}},
+				Target: figures.Target{Max: msf(p.maxColdStart), Text: fmt.Sprintf("< %.0f ms", msf(p.maxColdStart))}},
 		)
 	}
 	return out
