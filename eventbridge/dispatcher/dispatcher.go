@@ -25,6 +25,7 @@ const (
 	DefaultJitter         = 0.2
 	DefaultMaxReplyBytes  = 1 << 20
 	DefaultPullExpiry     = 5 * time.Second
+	DefaultBudgetInterval = 2 * time.Second
 )
 
 // ErrInvalidOption is wrapped by errors about options of New.
@@ -47,6 +48,9 @@ type Config struct {
 	// PullExpiry is how long one pull request waits on the server; a lost
 	// consumer is noticed within about this time. Default 5s.
 	PullExpiry time.Duration
+	// BudgetInterval is how often each Subscription's backlog is read
+	// (one consumer info request) to hold it to its maxBacklog. Default 2s.
+	BudgetInterval time.Duration
 	// Delivery holds the delivery settings of the spec.config keys a
 	// Subscription does not set (retries, backoff, dead-lettering); it must
 	// match the stream.ConsumerSettings.Defaults the consumers were made
@@ -84,6 +88,12 @@ func (c *Config) defaults() error {
 	}
 	if c.PullExpiry == 0 {
 		c.PullExpiry = DefaultPullExpiry
+	}
+	if c.BudgetInterval < 0 {
+		return fmt.Errorf("%w: negative budget interval", ErrInvalidOption)
+	}
+	if c.BudgetInterval == 0 {
+		c.BudgetInterval = DefaultBudgetInterval
 	}
 	return nil
 }

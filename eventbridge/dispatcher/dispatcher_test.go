@@ -219,7 +219,7 @@ func TestNonRetryable4xxIsDeadLetteredAtOnce(t *testing.T) {
 
 func TestOperatorDeliveryDefaults(t *testing.T) {
 	b := newBridge(t, withConfig(func(c *dispatcher.Config) {
-		c.Delivery = v1alpha2.Delivery{MaxInFlight: 10, MaxDeliver: 2, BackoffInitial: 10 * time.Millisecond, BackoffMax: 10 * time.Millisecond, DeadLetter: true}
+		c.Delivery = v1alpha2.Delivery{MaxInFlight: 10, MaxDeliver: 2, BackoffInitial: 10 * time.Millisecond, BackoffMax: 10 * time.Millisecond, DeadLetter: true, MaxBacklog: 1000}
 	}))
 	k := b.newSink("fn", func(n int, r *http.Request, w http.ResponseWriter) {
 		w.WriteHeader(http.StatusInternalServerError)

@@ -26,6 +26,12 @@ const (
 	// attempts in the dead-letter stream, where they can be listed and
 	// replayed, or "false" to drop them.
 	ConfigDeadLetter = "deadLetter"
+	// ConfigMaxBacklog is the Subscription's backlog budget: the most events
+	// that may wait for it (pending plus unacknowledged). Past it, the
+	// oldest are dead-lettered (or dropped with deadLetter "false") with the
+	// reason, so that a dead sink cannot fill the shared event stream and
+	// make publishing fail for every Subscription. Default "100000".
+	ConfigMaxBacklog = "maxBacklog"
 )
 
 // Defaults of the delivery settings.
@@ -35,6 +41,7 @@ const (
 	DefaultBackoffInitial      = time.Second
 	DefaultBackoffMax          = 60 * time.Second
 	DefaultDeadLetter          = true
+	DefaultMaxBacklog          = 100000
 )
 
 // ErrInvalidConfig is wrapped by every error about spec.config.
@@ -52,6 +59,9 @@ type Delivery struct {
 	BackoffMax time.Duration
 	// DeadLetter keeps events that ran out of attempts.
 	DeadLetter bool
+	// MaxBacklog is the most events that may wait for the Subscription
+	// (>= MaxInFlight); the oldest past it are given up.
+	MaxBacklog int
 }
 
 // DefaultDelivery returns the settings of a Subscription with no config.
@@ -62,6 +72,7 @@ func DefaultDelivery() Delivery {
 		BackoffInitial: DefaultBackoffInitial,
 		BackoffMax:     DefaultBackoffMax,
 		DeadLetter:     DefaultDeadLetter,
+		MaxBacklog:     DefaultMaxBacklog,
 	}
 }
 
@@ -79,6 +90,9 @@ func (d Delivery) Validate() error {
 	case d.BackoffMax < d.BackoffInitial:
 		return fmt.Errorf("%w: %s (%s) must not be less than %s (%s)",
 			ErrInvalidConfig, ConfigBackoffMax, d.BackoffMax, ConfigBackoffInitial, d.BackoffInitial)
+	case d.MaxBacklog < d.MaxInFlight:
+		return fmt.Errorf("%w: %s (%d) must not be less than %s (%d)",
+			ErrInvalidConfig, ConfigMaxBacklog, d.MaxBacklog, ConfigMaxInFlightMessages, d.MaxInFlight)
 	}
 	return nil
 }
@@ -125,6 +139,11 @@ func ParseDeliveryOver(defaults Delivery, config map[string]ConfigValue) (Delive
 	}
 	if v, ok := config[ConfigBackoffMax]; ok {
 		if d.BackoffMax, err = positiveDuration(ConfigBackoffMax, string(v)); err != nil {
+			return Delivery{}, err
+		}
+	}
+	if v, ok := config[ConfigMaxBacklog]; ok {
+		if d.MaxBacklog, err = positiveInt(ConfigMaxBacklog, string(v)); err != nil {
 			return Delivery{}, err
 		}
 	}
