@@ -1,13 +1,16 @@
 package dispatcher_test
 
 import (
+	"context"
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -93,4 +96,51 @@ func TestBacklogBudgetWhenTheSinkFails(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	t.Logf("highest backlog seen for the dead Subscription: %d (budget 20, publishing 200 at once)", highest)
+}
+
+// TestNoisyNeighbour: one Subscription's sink is down for the whole test
+// while another's is healthy, and events flow at 100/s into an event stream
+// small enough to fill up. With the dead one on a budget, publishing never
+// fails and the healthy one gets every event; the same flow without a
+// budget fills the stream, and publishing fails for everyone (Kyma's 507).
+func TestNoisyNeighbour(t *testing.T) {
+	flow := func(t *testing.T, budget string) (failed int, healthyGot int, b *bridge) {
+		b = newBridge(t, withConfig(fastBudget), withConfig(func(c *dispatcher.Config) {
+			c.Streams.MaxBytes = 256 << 10 // about 200 events of 1 KiB
+		}))
+		b.newSink("dead", func(n int, r *http.Request, w http.ResponseWriter) { w.WriteHeader(http.StatusServiceUnavailable) })
+		healthy := b.newSink("healthy", nil)
+		b.subscribe(sub("dead", "dead", config("maxBacklog", budget, "backoffInitial", "1s", "backoffMax", "1s")))
+		b.subscribe(sub("healthy", "healthy"))
+		data := strings.Repeat("x", 1024)
+		tk := time.NewTicker(10 * time.Millisecond)
+		defer tk.Stop()
+		const events = 400 // 4 s at 100/s: twice what the stream holds
+		for i := range events {
+			<-tk.C
+			e := event.New()
+			e.SetID(strconv.Itoa(i))
+			e.SetSource("shop")
+			e.SetType("order.created.v1")
+			require.NoError(t, e.SetData("text/plain", data))
+			if _, err := b.store.Publish(context.Background(), &e, "", ""); err != nil {
+				failed++
+			}
+		}
+		require.Eventually(t, func() bool { return healthy.count() == events-failed }, wait, tick)
+		return failed, healthy.count(), b
+	}
+
+	t.Run("with a budget", func(t *testing.T) {
+		failed, got, b := flow(t, "50")
+		assert.Zero(t, failed, "publishing never fails because of the dead sink")
+		assert.Equal(t, 400, got)
+		require.Eventually(t, func() bool { return backlog(b, "dead") <= 50 }, wait, tick)
+		t.Logf("dead Subscription: backlog %d, %d dead-lettered over its budget", backlog(b, "dead"), len(b.deadLetters()))
+	})
+	t.Run("without a budget (control)", func(t *testing.T) {
+		failed, got, _ := flow(t, "1000000")
+		assert.Positive(t, failed, "the dead Subscription's events fill the stream: publishing fails for everyone")
+		t.Logf("without a budget: %d of 400 publishes failed, the healthy Subscription got %d", failed, got)
+	})
 }
