@@ -28,8 +28,8 @@ import (
 
 // bins are the binaries the suite runs, built once.
 var bins struct {
-	once                      sync.Once
-	err                       error
+	once                       sync.Once
+	err                        error
 	eventbridge, nats, hostDir string
 }
 
