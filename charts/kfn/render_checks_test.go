@@ -285,6 +285,8 @@ func TestRenderValueSets(t *testing.T) {
 		assert.NotNil(t, scaler.ReadinessProbe.TCPSocket, "the kubelet's gRPC probe cannot speak TLS")
 		eb := container(t, r.deployments["kfn-eventbridge"])
 		assert.Contains(t, eb.Args, "-admin-listen=")
+		assert.Contains(t, eb.Args, "-token-file=/etc/kfn/token/token", "the publisher and gateway require the token")
+		assert.NotContains(t, container(t, get(t, "default").deployments["kfn-eventbridge"]).Args, "-token-file=/etc/kfn/token/token")
 		for _, p := range eb.Ports {
 			assert.NotEqual(t, "admin", p.Name)
 		}

@@ -37,7 +37,7 @@ var valueSets = []valueSet{
 		"networkPolicy":  map[string]any{"enabled": true},
 		"serviceMonitor": map[string]any{"enabled": true},
 		"scaler":         map[string]any{"tls": map[string]any{"enabled": true, "existingSecret": "kfn-scaler-tls", "requireClientCert": true}},
-		"eventbridge":    map[string]any{"admin": map[string]any{"enabled": false}, "service": map[string]any{"port": 8080}},
+		"eventbridge":    map[string]any{"admin": map[string]any{"enabled": false}, "service": map[string]any{"port": 8080}, "token": map[string]any{"existingSecret": "kfn-token"}},
 		"runtimes":       map[string]any{"images": map[string]any{"python312": "registry.example/python:3.12-kfn"}},
 	}},
 }

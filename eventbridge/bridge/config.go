@@ -52,6 +52,9 @@ type Config struct {
 	// GatewayInFlightSubject is the core NATS subject on which the gateway
 	// reports its in-flight requests to the scalers.
 	GatewayInFlightSubject string
+	// TokenFile, when set, names a file holding the bearer token that the
+	// publisher and the gateway require (package auth); empty: none.
+	TokenFile string
 	// Subscriptions, when set, are manifest files whose Subscriptions are
 	// served without Kubernetes (the reconciler does not run; consumers
 	// are created at start).
@@ -116,6 +119,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Gateway.HoldTimeout, "gateway-hold-timeout", c.Gateway.HoldTimeout, "how long the gateway holds a request for a Function without a ready endpoint before answering 503")
 	fs.IntVar(&c.Gateway.MaxHeld, "gateway-max-held", c.Gateway.MaxHeld, "most requests the gateway holds at once; more are answered 503 at once")
 	fs.StringVar(&c.GatewayInFlightSubject, "gateway-inflight-subject", c.GatewayInFlightSubject, "core NATS subject of the gateway's in-flight reports to the scalers (the scaler's -inflight-subject)")
+	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "file with a bearer token (at least 16 characters) the publisher and the gateway require; functions send it from PUBLISHER_TOKEN. Empty: no token")
 	fs.Func("subscriptions", "manifest file of Subscriptions to serve without Kubernetes (repeatable); the reconciler then does not run", func(v string) error {
 		c.Subscriptions = append(c.Subscriptions, v)
 		return nil

@@ -25,6 +25,7 @@ import (
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/api/manifest"
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
+	"github.com/kfn-dev/kfn/eventbridge/auth"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/eventbridge/endpoints"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
@@ -54,6 +55,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	cfg.Dispatcher.Streams = cfg.Streams
 
 	reconnected := make(chan struct{}, 1)
+	var token []byte
+	if cfg.TokenFile != "" {
+		t, err := auth.ReadToken(cfg.TokenFile)
+		if err != nil {
+			return fmt.Errorf("-token-file: %w", err)
+		}
+		token = t
+	}
 	nc, err := nats.Connect(cfg.NATSURL,
 		nats.Name("kfn-eventbridge"),
 		nats.MaxReconnects(-1),
@@ -164,7 +173,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		serve("publisher", cfg.Listen, p)
+		serve("publisher", cfg.Listen, auth.RequireToken(token, p, "/healthz", "/readyz"))
 	}
 
 	if cfg.Has(ComponentDispatcher) {
@@ -219,7 +228,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		g.Go(func() error { gw.Run(ctx.Done()); return nil })
 		// Until the EndpointSlices are in, every Function would be unknown.
-		serveWhen("gateway", cfg.GatewayListen, gw, eps.Synced())
+		serveWhen("gateway", cfg.GatewayListen, auth.RequireToken(token, gw, "/healthz", "/readyz"), eps.Synced())
 	}
 
 	if cfg.AdminListen != "" {
