@@ -10,7 +10,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -32,6 +31,7 @@ import (
 
 	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 	"github.com/kfn-dev/kfn/bench/figures"
+	"github.com/kfn-dev/kfn/bench/procstat"
 	"github.com/kfn-dev/kfn/controller/function"
 )
 
@@ -131,7 +131,7 @@ func run() error {
 		}
 	}
 	total := time.Since(start)
-	hwm, rss, err := memory(ctl.Process.Pid)
+	hwm, rss, err := procstat.Memory(ctl.Process.Pid)
 	if err != nil {
 		return err
 	}
@@ -218,37 +218,12 @@ func progress(ctx context.Context, c client.Client, ns string) (deps, svcs, read
 	return len(dl.Items), len(sl.Items), ready, nil
 }
 
-// memory returns VmHWM and VmRSS of pid in KiB.
-func memory(pid int) (hwm, rss int64, err error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, 0, fmt.Errorf("read controller memory: %w", err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		v, _ := strconv.ParseInt(f[1], 10, 64)
-		switch f[0] {
-		case "VmHWM:":
-			hwm = v
-		case "VmRSS:":
-			rss = v
-		}
-	}
-	if hwm == 0 {
-		return 0, 0, errors.New("no VmHWM in /proc status")
-	}
-	return hwm, rss, nil
-}
-
 // waitRSS waits until the controller has started (its RSS stops growing
 // for a second) and returns that RSS.
 func waitRSS(pid int) (int64, error) {
 	var last int64
 	for range 40 {
-		_, rss, err := memory(pid)
+		_, rss, err := procstat.Memory(pid)
 		if err != nil {
 			return 0, err
 		}

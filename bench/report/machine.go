@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/kfn-dev/kfn/bench/procstat"
 )
 
 // machine is what the report says about where and with what it ran.
@@ -23,7 +25,7 @@ type machine struct {
 }
 
 func describeMachine(ctx context.Context) machine {
-	m := machine{Date: time.Now().UTC(), CPUs: runtime.NumCPU(), CPUModel: cpuModel(), LoadBefore: loadavg()}
+	m := machine{Date: time.Now().UTC(), CPUs: runtime.NumCPU(), CPUModel: cpuModel(), LoadBefore: procstat.LoadAvg()}
 	m.Versions = append(m.Versions,
 		[2]string{"Go", runtime.Version()},
 		[2]string{"Node.js", output(ctx, "node", "--version")},
@@ -55,16 +57,4 @@ func cpuModel() string {
 		}
 	}
 	return "unknown"
-}
-
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
 }

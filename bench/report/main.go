@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kfn-dev/kfn/bench/figures"
+	"github.com/kfn-dev/kfn/bench/procstat"
 )
 
 func main() {
@@ -108,7 +109,7 @@ func run(ctx context.Context, args []string) error {
 			}
 		}
 	}
-	m.LoadAfter = loadavg()
+	m.LoadAfter = procstat.LoadAvg()
 	old, _ := os.ReadFile(*out) // the hand-written section survives
 	doc := render(m, runs) + peers(string(old))
 	if err := os.WriteFile(*out, []byte(doc), 0o644); err != nil {

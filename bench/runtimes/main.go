@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/kfn-dev/kfn/bench/figures"
+	"github.com/kfn-dev/kfn/bench/procstat"
 	"github.com/kfn-dev/kfn/runtimes"
 )
 
@@ -108,7 +109,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rep := &Report{Started: time.Now(), CPUs: runtime.NumCPU(), LoadBefore: loadavg(), Versions: versions,
+	rep := &Report{Started: time.Now(), CPUs: runtime.NumCPU(), LoadBefore: procstat.LoadAvg(), Versions: versions,
 		Interpreter: map[string][]int64{}}
 	results := map[string]*Result{}
 	for _, p := range pairs {
@@ -127,7 +128,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	if err := measureColdStarts(ctx, c, pairs, results, rep); err != nil {
 		return err
 	}
-	rep.LoadAfter = loadavg()
+	rep.LoadAfter = procstat.LoadAvg()
 	print(out, c, pairs, results, rep)
 	if err := figures.Append(c.figures, runtimeFigures(c, pairs, results)...); err != nil {
 		return err
@@ -240,18 +241,6 @@ func version(exe, flag string) string {
 		return "unknown"
 	}
 	return strings.TrimSpace(out)
-}
-
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
 }
 
 // measureServers starts every server once and measures throughput (in

@@ -55,6 +55,7 @@ import (
 
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/bench/figures"
+	"github.com/kfn-dev/kfn/bench/procstat"
 	"github.com/kfn-dev/kfn/eventbridge/stream"
 	"github.com/kfn-dev/kfn/internal/testcluster"
 	"github.com/kfn-dev/kfn/scaler/scalertest"
@@ -297,7 +298,7 @@ func measure(pid int, d time.Duration, load func(context.Context)) (usage, error
 	if err != nil {
 		return usage{}, err
 	}
-	_, rss0, err := memory(pid)
+	_, rss0, err := procstat.Memory(pid)
 	if err != nil {
 		return usage{}, err
 	}
@@ -314,7 +315,7 @@ func measure(pid int, d time.Duration, load func(context.Context)) (usage, error
 		select {
 		case <-ctx.Done():
 		case <-t.C:
-			if _, rss, err := memory(pid); err == nil && rss > peak {
+			if _, rss, err := procstat.Memory(pid); err == nil && rss > peak {
 				peak = rss
 			}
 		}
@@ -324,7 +325,7 @@ func measure(pid int, d time.Duration, load func(context.Context)) (usage, error
 	if err != nil {
 		return usage{}, err
 	}
-	hwm, rss, err := memory(pid)
+	hwm, rss, err := procstat.Memory(pid)
 	if err != nil {
 		return usage{}, err
 	}
@@ -441,31 +442,6 @@ func cpuTime(pid int) (time.Duration, error) {
 	}
 	const ticksPerSecond = 100 // USER_HZ on Linux
 	return time.Duration(utime+stime) * time.Second / ticksPerSecond, nil
-}
-
-// memory returns VmHWM and VmRSS in KiB.
-func memory(pid int) (hwm, rss int64, err error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, 0, err
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		f := strings.Fields(l)
-		if len(f) < 2 {
-			continue
-		}
-		v, _ := strconv.ParseInt(f[1], 10, 64)
-		switch f[0] {
-		case "VmHWM:":
-			hwm = v
-		case "VmRSS:":
-			rss = v
-		}
-	}
-	if hwm == 0 {
-		return 0, 0, errors.New("no VmHWM in /proc status")
-	}
-	return hwm, rss, nil
 }
 
 func freeAddr() string {

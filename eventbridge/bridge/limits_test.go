@@ -32,38 +32,8 @@ func TestPublisherLimits(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for the header timeout")
 	}
-	ns := natstest.Start(t)
-	manifest := filepath.Join(t.TempDir(), "subscriptions.yaml")
-	require.NoError(t, os.WriteFile(manifest, []byte(`apiVersion: eventing.kyma-project.io/v1alpha2
-kind: Subscription
-metadata: {name: orders, namespace: default}
-spec: {sink: "http://orders.default.svc.cluster.local", source: shop, types: [order.created.v1]}
-`), 0o600))
-	cfg := bridge.DefaultConfig()
-	cfg.NATSURL = ns.URL()
-	cfg.Components = []string{bridge.ComponentPublisher}
-	cfg.Subscriptions = []string{manifest}
-	cfg.Listen, cfg.AdminListen, cfg.MetricsListen = freeAddr(t), "", ""
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- bridge.Run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			t.Error("the event bridge did not stop")
-		}
-	})
+	cfg := startPublisher(t, nil)
 	base := "http://" + cfg.Listen
-	require.Eventually(t, func() bool {
-		resp, err := http.Get(base + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, 20*time.Second, 10*time.Millisecond)
 	http.DefaultClient.CloseIdleConnections()
 	baseline := runtime.NumGoroutine()
 
@@ -128,4 +98,46 @@ spec: {sink: "http://orders.default.svc.cluster.local", source: shop, types: [or
 	http.DefaultClient.CloseIdleConnections()
 	require.Eventually(t, func() bool { return runtime.NumGoroutine() <= baseline+5 }, 15*time.Second, 50*time.Millisecond,
 		"goroutines back to the baseline (%d) after the attack", baseline)
+}
+
+// startPublisher runs the event bridge's publisher alone (Subscriptions from
+// a manifest, no Kubernetes) on an embedded NATS, with mod applied to its
+// configuration, and waits until it is ready; it stops with the test.
+func startPublisher(t *testing.T, mod func(*bridge.Config)) bridge.Config {
+	t.Helper()
+	ns := natstest.Start(t)
+	manifest := filepath.Join(t.TempDir(), "subscriptions.yaml")
+	require.NoError(t, os.WriteFile(manifest, []byte(`apiVersion: eventing.kyma-project.io/v1alpha2
+kind: Subscription
+metadata: {name: orders, namespace: default}
+spec: {sink: "http://orders.default.svc.cluster.local", source: shop, types: [order.created.v1]}
+`), 0o600))
+	cfg := bridge.DefaultConfig()
+	cfg.NATSURL = ns.URL()
+	cfg.Components = []string{bridge.ComponentPublisher}
+	cfg.Subscriptions = []string{manifest}
+	cfg.Listen, cfg.AdminListen, cfg.MetricsListen = freeAddr(t), "", ""
+	if mod != nil {
+		mod(&cfg)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- bridge.Run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Error("the event bridge did not stop")
+		}
+	})
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + cfg.Listen + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 20*time.Second, 10*time.Millisecond, "the publisher is ready (probes need no token)")
+	return cfg
 }
