@@ -186,6 +186,9 @@ func TestGatewayInACluster(t *testing.T) {
 	assert.NotEmpty(t, resp.Header.Get("Retry-After"))
 	assert.GreaterOrEqual(t, time.Since(start), cfg.Gateway.HoldTimeout)
 
+	// Slow-loris and garbage: closed by the header timeout, 400, nothing left behind.
+	attack(t, cfg.GatewayListen, "GET /"+ns+"/orders/")()
+
 	resp, err = http.Get("http://" + cfg.MetricsListen + "/metrics")
 	require.NoError(t, err)
 	b, _ = io.ReadAll(resp.Body)

@@ -34,28 +34,7 @@ func TestPublisherLimits(t *testing.T) {
 	}
 	cfg := startPublisher(t, nil)
 	base := "http://" + cfg.Listen
-	http.DefaultClient.CloseIdleConnections()
-	baseline := runtime.NumGoroutine()
-
-	// Slow loris: 50 connections that send part of their headers, then
-	// nothing.
-	var wg sync.WaitGroup
-	closedAfter := make(chan time.Duration, 50)
-	for range 50 {
-		c, err := net.Dial("tcp", cfg.Listen)
-		require.NoError(t, err)
-		_, err = c.Write([]byte("POST /publish HTTP/1.1\r\nHost: x\r\nCe-Id: 1\r\n"))
-		require.NoError(t, err)
-		begin := time.Now()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer c.Close()
-			_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
-			_, _ = io.Copy(io.Discard, c) // returns when the server closes it
-			closedAfter <- time.Since(begin)
-		}()
-	}
+	finish := attack(t, cfg.Listen, "POST /publish")
 
 	// Meanwhile, honest clients are served.
 	post := func(contentType string, body []byte) (int, string) {
@@ -79,25 +58,7 @@ func TestPublisherLimits(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, code)
 	assert.NotEmpty(t, msg, "a 400 says why")
 
-	// Not HTTP at all.
-	c, err := net.Dial("tcp", cfg.Listen)
-	require.NoError(t, err)
-	_, err = c.Write([]byte("\x16\x03\x01\x00\xa5 this is not http\r\n\r\n"))
-	require.NoError(t, err)
-	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	line, err := bufio.NewReader(c).ReadString('\n')
-	require.NoError(t, err)
-	assert.True(t, strings.HasPrefix(line, "HTTP/1.1 400"), "garbage gets 400: %q", line)
-	c.Close()
-
-	wg.Wait()
-	close(closedAfter)
-	for d := range closedAfter {
-		assert.Less(t, d, 15*time.Second, "a slow-loris connection is closed by the header timeout")
-	}
-	http.DefaultClient.CloseIdleConnections()
-	require.Eventually(t, func() bool { return runtime.NumGoroutine() <= baseline+5 }, 15*time.Second, 50*time.Millisecond,
-		"goroutines back to the baseline (%d) after the attack", baseline)
+	finish()
 }
 
 // startPublisher runs the event bridge's publisher alone (Subscriptions from
@@ -140,4 +101,53 @@ spec: {sink: "http://orders.default.svc.cluster.local", source: shop, types: [or
 		return resp.StatusCode == http.StatusOK
 	}, 20*time.Second, 10*time.Millisecond, "the publisher is ready (probes need no token)")
 	return cfg
+}
+
+// attack opens 50 slow-loris connections to the HTTP server at addr (each
+// sends part of a request's headers for path, then nothing) and one that
+// sends no HTTP at all; the returned finish checks that the garbage got
+// 400, that every slow connection was closed by the header timeout, and
+// that the goroutines are back to what they were before.
+func attack(t *testing.T, addr, requestLine string) (finish func()) {
+	t.Helper()
+	http.DefaultClient.CloseIdleConnections()
+	baseline := runtime.NumGoroutine()
+	var wg sync.WaitGroup
+	closedAfter := make(chan time.Duration, 50)
+	for range 50 {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		_, err = c.Write([]byte(requestLine + " HTTP/1.1\r\nHost: x\r\nCe-Id: 1\r\n"))
+		require.NoError(t, err)
+		begin := time.Now()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer c.Close()
+			_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+			_, _ = io.Copy(io.Discard, c) // returns when the server closes it
+			closedAfter <- time.Since(begin)
+		}()
+	}
+	return func() {
+		t.Helper()
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		_, err = c.Write([]byte("\x16\x03\x01\x00\xa5 this is not http\r\n\r\n"))
+		require.NoError(t, err)
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		line, err := bufio.NewReader(c).ReadString('\n')
+		require.NoError(t, err)
+		assert.True(t, strings.HasPrefix(line, "HTTP/1.1 400"), "garbage gets 400: %q", line)
+		c.Close()
+
+		wg.Wait()
+		close(closedAfter)
+		for d := range closedAfter {
+			assert.Less(t, d, 15*time.Second, "a slow-loris connection is closed by the header timeout")
+		}
+		http.DefaultClient.CloseIdleConnections()
+		require.Eventually(t, func() bool { return runtime.NumGoroutine() <= baseline+5 }, 15*time.Second, 50*time.Millisecond,
+			"goroutines back to the baseline (%d) after the attack", baseline)
+	}
 }
