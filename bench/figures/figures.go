@@ -28,6 +28,13 @@ type Figure struct {
 	// Target is what DESIGN.md asks of this figure; the zero Target asks
 	// nothing.
 	Target Target `json:"target,omitzero"`
+	// Series, when set, makes the figure a point (X, Value) of a scaling
+	// curve of that title, plotted by bench/report.
+	Series string `json:"series,omitempty"`
+	// X is the figure's position on its Series' horizontal axis.
+	X float64 `json:"x,omitempty"`
+	// XLabel names the horizontal axis ("Subscriptions").
+	XLabel string `json:"xLabel,omitempty"`
 }
 
 // Target is a goal for a Figure: each bound set (not zero) must hold.

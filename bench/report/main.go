@@ -31,6 +31,10 @@ func main() {
 type program struct {
 	// name is the program's directory under bench/.
 	name string
+	// label tells apart several entries of one program (its name if empty).
+	label string
+	// full says the entry runs only in a full run, not under BENCH_QUICK.
+	full bool
 	// args are its flags for a full run, quick those under BENCH_QUICK.
 	args, quick []string
 	// envtest says the program needs KUBEBUILDER_ASSETS.
@@ -42,7 +46,12 @@ type program struct {
 var programs = []program{
 	{name: "runtimes", quick: []string{"-duration", "1s", "-warmup", "500ms", "-rounds", "2", "-latency", "3s", "-starts", "3"}},
 	{name: "eventbridge", quick: []string{"-duration", "2s", "-rounds", "1"}},
+	{name: "eventbridge", label: "eventbridge-10", args: []string{"-subscriptions", "10"}, quick: []string{"-subscriptions", "10", "-duration", "2s", "-rounds", "1"}},
+	{name: "eventbridge", label: "eventbridge-100", args: []string{"-subscriptions", "100"}, quick: []string{"-subscriptions", "100", "-duration", "2s", "-rounds", "1"}},
+	{name: "eventbridge", label: "eventbridge-1000", args: []string{"-subscriptions", "1000"}, full: true},
 	{name: "controller", envtest: true, quick: []string{"-functions", "100"}},
+	{name: "controller", label: "controller-100", envtest: true, args: []string{"-functions", "100"}, full: true},
+	{name: "controller", label: "controller-5000", envtest: true, args: []string{"-functions", "5000", "-timeout", "15m"}, full: true},
 	{name: "scaler", envtest: true, quick: []string{"-functions", "200", "-trials", "50", "-window", "5s"}},
 	{name: "kfndev", quick: []string{"-starts", "3"}},
 }
@@ -86,20 +95,27 @@ func run(ctx context.Context, args []string) error {
 	m.Quick, m.Reps = quick, reps
 	var runs []repetition
 	for _, p := range selected {
+		label := p.label
+		if label == "" {
+			label = p.name
+		}
+		if quick && p.full {
+			continue
+		}
 		if _, err := os.Stat(filepath.Join("bench", p.name)); err != nil {
-			runs = append(runs, repetition{program: p.name, err: "not available: " + err.Error()})
+			runs = append(runs, repetition{program: label, err: "not available: " + err.Error()})
 			continue
 		}
 		for i := 1; i <= reps; i++ {
-			file := filepath.Join(dir, fmt.Sprintf("%s-%d.jsonl", p.name, i))
+			file := filepath.Join(dir, fmt.Sprintf("%s-%d.jsonl", label, i))
 			flags := p.args
 			if quick {
 				flags = p.quick
 			}
-			fmt.Fprintf(os.Stderr, "bench/report: %s, repetition %d of %d\n", p.name, i, reps)
+			fmt.Fprintf(os.Stderr, "bench/report: %s, repetition %d of %d\n", label, i, reps)
 			begin := time.Now()
 			figs, err := runProgram(ctx, p.name, append(append([]string(nil), flags...), "-figures", file), file)
-			r := repetition{program: p.name, rep: i, took: time.Since(begin), figures: figs}
+			r := repetition{program: label, rep: i, took: time.Since(begin), figures: figs}
 			if err != nil {
 				r.err = err.Error()
 			}
@@ -111,7 +127,11 @@ func run(ctx context.Context, args []string) error {
 	}
 	m.LoadAfter = procstat.LoadAvg()
 	old, _ := os.ReadFile(*out) // the hand-written section survives
-	doc := render(m, runs) + peers(string(old))
+	section, err := renderCurves(runs, filepath.Join("bench", "results"))
+	if err != nil {
+		return err
+	}
+	doc := render(m, runs) + section + peers(string(old))
 	if err := os.WriteFile(*out, []byte(doc), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", *out, err)
 	}
@@ -127,7 +147,7 @@ func choose(only string) ([]program, error) {
 	for _, name := range strings.Split(only, ",") {
 		found := false
 		for _, p := range programs {
-			if p.name == strings.TrimSpace(name) {
+			if p.name == strings.TrimSpace(name) || p.label == strings.TrimSpace(name) {
 				out, found = append(out, p), true
 			}
 		}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -48,4 +50,31 @@ func TestPeersSectionSurvives(t *testing.T) {
 	assert.True(t, strings.HasPrefix(peers(""), peersHeading), "a fresh report gets the heading")
 	old := "# kfn benchmarks\n\nold figures\n\n" + peersHeading + "\n\nKyma nodejs runtime: 9.9k req/s (2026-11-22, by hand)\n"
 	assert.Equal(t, peersHeading+"\n\nKyma nodejs runtime: 9.9k req/s (2026-11-22, by hand)\n", peers(old))
+}
+
+func TestScalingCurves(t *testing.T) {
+	point := func(x, v float64) figures.Figure {
+		return figures.Figure{Group: "controller", Name: "n Functions", Unit: "s", Value: v,
+			Series: "controller time to reconcile N Functions", X: x, XLabel: "Functions"}
+	}
+	runs := []repetition{
+		{program: "controller-100", rep: 1, figures: []figures.Figure{point(100, 3)}},
+		{program: "controller", rep: 1, figures: []figures.Figure{point(1000, 30)}},
+		{program: "controller", rep: 2, figures: []figures.Figure{point(1000, 34)}},
+		{program: "controller-5000", rep: 1, figures: []figures.Figure{point(5000, 160)}},
+	}
+	dir := t.TempDir()
+	section, err := renderCurves(runs, dir)
+	assert.NoError(t, err)
+	assert.Contains(t, section, "### controller time to reconcile N Functions")
+	assert.Contains(t, section, "| 1000 | 32.0 | 30.0–34.0 |")
+	png := filepath.Join(dir, "controller-time-to-reconcile-n-functions.png")
+	assert.Contains(t, section, "![controller time to reconcile N Functions]("+filepath.ToSlash(png)+")")
+	b, err := os.ReadFile(png)
+	assert.NoError(t, err)
+	assert.True(t, strings.HasPrefix(string(b), "\x89PNG"), "a PNG is written")
+
+	none, err := renderCurves(runs[:0], dir)
+	assert.NoError(t, err)
+	assert.Empty(t, none)
 }
