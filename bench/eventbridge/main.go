@@ -208,7 +208,6 @@ func run(o options) error {
 	return figures.Append(o.figures, figs...)
 }
 
-
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func runtimeProcs() int { return runtimeGOMAXPROCS() }
