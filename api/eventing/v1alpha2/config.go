@@ -146,6 +146,10 @@ func ParseDeliveryOver(defaults Delivery, config map[string]ConfigValue) (Delive
 		if d.MaxBacklog, err = positiveInt(ConfigMaxBacklog, string(v)); err != nil {
 			return Delivery{}, err
 		}
+	} else if d.MaxBacklog < d.MaxInFlight {
+		// A default budget never refuses a Kyma manifest with a large
+		// maxInFlightMessages: it grows to hold what may be in flight.
+		d.MaxBacklog = d.MaxInFlight
 	}
 	if err := d.Validate(); err != nil {
 		return Delivery{}, err

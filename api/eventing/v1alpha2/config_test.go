@@ -37,7 +37,11 @@ func TestParseDelivery(t *testing.T) {
 		"max below initial":    {config: map[string]ConfigValue{"backoffInitial": "10s", "backoffMax": "1s"}, wantErr: "backoffMax (1s) must not be less than backoffInitial (10s)"},
 		"zero backlog":         {config: map[string]ConfigValue{"maxBacklog": "0"}, wantErr: "maxBacklog must be a stringified int value of at least 1"},
 		"backlog below flight": {config: map[string]ConfigValue{"maxInFlightMessages": "50", "maxBacklog": "20"}, wantErr: "maxBacklog (20) must not be less than maxInFlightMessages (50)"},
-		"bad dead letter":      {config: map[string]ConfigValue{"deadLetter": "yes"}, wantErr: `deadLetter must be "true" or "false", not "yes"`},
+		"default backlog grows with in flight": {
+			config: map[string]ConfigValue{"maxInFlightMessages": "200000"},
+			want:   Delivery{MaxInFlight: 200000, MaxDeliver: 10, BackoffInitial: time.Second, BackoffMax: time.Minute, DeadLetter: true, MaxBacklog: 200000},
+		},
+		"bad dead letter": {config: map[string]ConfigValue{"deadLetter": "yes"}, wantErr: `deadLetter must be "true" or "false", not "yes"`},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
