@@ -3,19 +3,15 @@
 // as a separate process against it, applies N Functions (default 1,000) and
 // measures the time until every Function has its Deployment and Service and
 // ConfigurationReady True, and the controller's peak resident memory
-// (VmHWM from /proc). A list of counts measures each on a fresh API server
-// and controller: the growth curve.
+// (VmHWM from /proc).
 //
-//	go run ./bench/controller [-functions 1000] [-workers 16] [-jsonl]
-//	go run ./bench/controller -functions 100,1000,5000
+//	go run ./bench/controller [-functions 1000] [-workers 16]
 package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,7 +30,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
-	"github.com/kfn-dev/kfn/bench/result"
+	"github.com/kfn-dev/kfn/bench/figures"
+	"github.com/kfn-dev/kfn/bench/procstat"
 	"github.com/kfn-dev/kfn/controller/function"
 )
 
@@ -46,24 +43,14 @@ func main() {
 }
 
 func run() error {
-	counts := flag.String("functions", "1000", "how many Functions to apply; a comma-separated list measures each count on a fresh API server")
+	n := flag.Int("functions", 1000, "how many Functions to apply")
 	workers := flag.Int("workers", 16, "controller --workers")
-	timeout := flag.Duration("timeout", 5*time.Minute, "give up on one count after this long")
-	jsonl := flag.Bool("jsonl", false, "print the figures as JSON lines (package bench/result) on stdout and the text on stderr")
+	timeout := flag.Duration("timeout", 5*time.Minute, "give up after this long")
+	figuresOut := flag.String("figures", "", "also append the results as JSON lines (package bench/figures) to this file")
 	flag.Parse()
-	human, figures := io.Writer(os.Stdout), io.Writer(nil)
-	if *jsonl {
-		human, figures = os.Stderr, os.Stdout
-	}
-	out := result.NewWriter(figures)
-	var ns []int
-	for _, f := range strings.Split(*counts, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			return fmt.Errorf("-functions: %q is not a count >= 1", f)
-		}
-		ns = append(ns, n)
-	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
 
 	dir, err := os.MkdirTemp("", "kfn-bench-controller-")
 	if err != nil {
@@ -71,49 +58,15 @@ func run() error {
 	}
 	defer os.RemoveAll(dir)
 	bin := filepath.Join(dir, "controller")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/controller")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/controller")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		return fmt.Errorf("build controller: %w", err)
 	}
-	for _, n := range ns {
-		m, err := measure(bin, dir, n, *workers, *timeout, human)
-		if err != nil {
-			return fmt.Errorf("%d Functions: %w", n, err)
-		}
-		figs := []result.Figure{
-			{Name: "controller/functions/time", Unit: "s", Value: m.total.Seconds(), X: float64(n), XLabel: "Functions"},
-			{Name: "controller/functions/peak-rss", Unit: "MiB", Value: mib(m.hwm), X: float64(n), XLabel: "Functions"},
-		}
-		if n == 1000 {
-			figs = append(figs,
-				result.Figure{Name: "controller/reconcile-1000", Unit: "s", Value: m.total.Seconds()},
-				result.Figure{Name: "controller/peak-rss-1000", Unit: "MiB", Value: mib(m.hwm),
-					Anchor: &result.Anchor{Name: "kfn controller idle, before the Functions", Value: mib(m.idle)}})
-		}
-		for _, f := range figs {
-			if err := out.Emit(f); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
 
-// measurement is one count's result; memory in KiB.
-type measurement struct {
-	total          time.Duration
-	idle, hwm, rss int64
-}
-
-// measure starts a fresh API server and controller, applies n Functions and
-// waits until all are reconciled.
-func measure(bin, dir string, n, workers int, timeout time.Duration, human io.Writer) (measurement, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
 	env, err := startAPIServer(ctx)
 	if err != nil {
-		return measurement{}, err
+		return err
 	}
 	defer func() {
 		if err := env.Stop(); err != nil {
@@ -122,30 +75,30 @@ func measure(bin, dir string, n, workers int, timeout time.Duration, human io.Wr
 	}()
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
-		return measurement{}, err
+		return err
 	}
 	cfg := env.Config
 	cfg.QPS, cfg.Burst = 2000, 4000
 	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
 	if err != nil {
-		return measurement{}, err
+		return err
 	}
 	const ns = "bench"
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		return measurement{}, err
+		return err
 	}
 
-	logFile, err := os.Create(filepath.Join(dir, fmt.Sprintf("controller-%d.log", n)))
+	logFile, err := os.Create(filepath.Join(dir, "controller.log"))
 	if err != nil {
-		return measurement{}, err
+		return err
 	}
 	defer logFile.Close()
 	ctl := exec.Command(bin, "--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0",
-		"--workers="+strconv.Itoa(workers), "--kube-api-qps=1000", "--kube-api-burst=2000")
+		"--workers="+strconv.Itoa(*workers), "--kube-api-qps=1000", "--kube-api-burst=2000")
 	ctl.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	ctl.Stdout, ctl.Stderr = logFile, logFile
 	if err := ctl.Start(); err != nil {
-		return measurement{}, fmt.Errorf("start controller: %w", err)
+		return fmt.Errorf("start controller: %w", err)
 	}
 	defer func() {
 		_ = ctl.Process.Signal(os.Interrupt)
@@ -153,42 +106,53 @@ func measure(bin, dir string, n, workers int, timeout time.Duration, human io.Wr
 	}()
 	idle, err := waitRSS(ctl.Process.Pid)
 	if err != nil {
-		return measurement{}, err
+		return err
 	}
 
-	fmt.Fprintf(human, "applying %d Functions (controller pid %d, %d workers)\n", n, ctl.Process.Pid, workers)
+	fmt.Printf("applying %d Functions (controller pid %d, %d workers)\n", *n, ctl.Process.Pid, *workers)
 	start := time.Now()
-	if err := createFunctions(ctx, c, ns, n); err != nil {
-		return measurement{}, err
+	if err := createFunctions(ctx, c, ns, *n); err != nil {
+		return err
 	}
 	created := time.Since(start)
 	var deps, svcs, ready int
 	for {
 		deps, svcs, ready, err = progress(ctx, c, ns)
 		if err != nil {
-			return measurement{}, err
+			return err
 		}
-		if deps >= n && svcs >= n && ready >= n {
+		if deps >= *n && svcs >= *n && ready >= *n {
 			break
 		}
 		select {
 		case <-ctx.Done():
-			return measurement{}, fmt.Errorf("timed out after %s: %d Deployments, %d Services, %d ConfigurationReady of %d (log: %s)", time.Since(start).Round(time.Millisecond), deps, svcs, ready, n, tail(logFile.Name()))
+			return fmt.Errorf("timed out after %s: %d Deployments, %d Services, %d ConfigurationReady of %d (log: %s)", time.Since(start).Round(time.Millisecond), deps, svcs, ready, *n, tail(logFile.Name()))
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
 	total := time.Since(start)
-	hwm, rss, err := memory(ctl.Process.Pid)
+	hwm, rss, err := procstat.Memory(ctl.Process.Pid)
 	if err != nil {
-		return measurement{}, err
+		return err
 	}
-	fmt.Fprintf(human, "functions:              %d\n", n)
-	fmt.Fprintf(human, "all created by:         %s\n", created.Round(time.Millisecond))
-	fmt.Fprintf(human, "all reconciled after:   %s (target for 1,000 < 60s: %s)\n", total.Round(time.Millisecond), verdict(total < 60*time.Second))
-	fmt.Fprintf(human, "controller RSS idle:    %.1f MiB\n", mib(idle))
-	fmt.Fprintf(human, "controller RSS now:     %.1f MiB\n", mib(rss))
-	fmt.Fprintf(human, "controller peak RSS:    %.1f MiB (VmHWM; target for 1,000 < 150 MiB: %s)\n", mib(hwm), verdict(mib(hwm) < 150))
-	return measurement{total: total, idle: idle, hwm: hwm, rss: rss}, nil
+	fmt.Printf("functions:              %d\n", *n)
+	fmt.Printf("all created by:         %s\n", created.Round(time.Millisecond))
+	fmt.Printf("all reconciled after:   %s (target < 60s: %s)\n", total.Round(time.Millisecond), verdict(total < 60*time.Second))
+	fmt.Printf("controller RSS idle:    %.1f MiB\n", mib(idle))
+	fmt.Printf("controller RSS now:     %.1f MiB\n", mib(rss))
+	fmt.Printf("controller peak RSS:    %.1f MiB (VmHWM; target < 150 MiB: %s)\n", mib(hwm), verdict(mib(hwm) < 150))
+	const group = "controller"
+	var timeTarget, memTarget figures.Target
+	if *n == 1000 {
+		timeTarget = figures.Target{Max: 60, Text: "< 60 s"}
+		memTarget = figures.Target{Max: 150, Text: "< 150 MiB"}
+	}
+	return figures.Append(*figuresOut,
+		figures.Figure{Group: group, Name: fmt.Sprintf("%d Functions to Deployments and status", *n), Unit: "s", Value: total.Seconds(), Target: timeTarget,
+			Series: "controller time to reconcile N Functions", X: float64(*n), XLabel: "Functions"},
+		figures.Figure{Group: group, Name: fmt.Sprintf("peak RSS with %d Functions", *n), Unit: "MiB", Value: mib(hwm), Target: memTarget,
+			Series: "controller peak RSS with N Functions", X: float64(*n), XLabel: "Functions"},
+	)
 }
 
 func verdict(ok bool) string {
@@ -256,37 +220,12 @@ func progress(ctx context.Context, c client.Client, ns string) (deps, svcs, read
 	return len(dl.Items), len(sl.Items), ready, nil
 }
 
-// memory returns VmHWM and VmRSS of pid in KiB.
-func memory(pid int) (hwm, rss int64, err error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, 0, fmt.Errorf("read controller memory: %w", err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		v, _ := strconv.ParseInt(f[1], 10, 64)
-		switch f[0] {
-		case "VmHWM:":
-			hwm = v
-		case "VmRSS:":
-			rss = v
-		}
-	}
-	if hwm == 0 {
-		return 0, 0, errors.New("no VmHWM in /proc status")
-	}
-	return hwm, rss, nil
-}
-
 // waitRSS waits until the controller has started (its RSS stops growing
 // for a second) and returns that RSS.
 func waitRSS(pid int) (int64, error) {
 	var last int64
 	for range 40 {
-		_, rss, err := memory(pid)
+		_, rss, err := procstat.Memory(pid)
 		if err != nil {
 			return 0, err
 		}

@@ -25,7 +25,6 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,9 +32,10 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
-	"github.com/kfn-dev/kfn/bench/result"
+	"github.com/kfn-dev/kfn/bench/figures"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
@@ -49,8 +49,8 @@ type options struct {
 	rate        int
 	size        int
 	rounds      int
-	subs        []int
-	jsonl       bool
+	figures     string
+	subs        int
 }
 
 func main() {
@@ -61,24 +61,10 @@ func main() {
 	flag.IntVar(&o.rate, "rate", 1000, "events/s of the latency phase")
 	flag.IntVar(&o.size, "size", 1024, "event data size in bytes")
 	flag.IntVar(&o.rounds, "rounds", 2, "alternating rounds of bare and kfn; the best round of each counts (load from other processes only ever slows a round down)")
-	subs := flag.String("subscriptions", "1,10,100,1000", "Subscription counts of the scaling curve (comma-separated; empty: no curve)")
-	flag.BoolVar(&o.jsonl, "jsonl", false, "print the figures as JSON lines (package bench/result) on stdout and the text on stderr")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	flag.IntVar(&o.subs, "subscriptions", 1, "Subscriptions of the kfn pipeline, one event type each; events are spread over them")
+	flag.StringVar(&o.figures, "figures", "", "also append the results as JSON lines (package bench/figures) to this file")
 	flag.Parse()
-	for _, f := range strings.Split(*subs, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
-		n, err := strconv.Atoi(f)
-		if err != nil || n < 1 {
-			fmt.Fprintf(os.Stderr, "eventbridge-bench: -subscriptions: %q is not a count >= 1\n", f)
-			os.Exit(2)
-		}
-		o.subs = append(o.subs, n)
-	}
-	if o.jsonl {
-		human, figures = os.Stderr, os.Stdout
-	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
@@ -98,60 +84,38 @@ func main() {
 	}
 }
 
-// human receives the text report, figures the JSON lines (none unless -jsonl).
-var (
-	human   io.Writer = os.Stdout
-	figures io.Writer
-)
-
-// measured is what one pipeline achieved.
-type measured struct {
-	throughput float64
-	p50, p99   time.Duration
-	lost       int
-}
-
 // pipeline is something to publish to whose deliveries reach the sink.
 type pipeline struct {
 	name    string
-	url     string   // where the load generator POSTs
-	binary  bool     // send CloudEvents headers
-	types   []string // event types to spread the load over (binary only)
+	url     string // where the load generator POSTs
+	binary  bool   // send CloudEvents headers
+	types   int    // event types to spread the events over (>= 1)
 	cleanup func()
 }
 
-// startNATS starts an embedded JetStream server storing under a fresh
-// directory; stop shuts it down and removes the directory.
-func startNATS() (ns *server.Server, stop func(), err error) {
-	dir, err := os.MkdirTemp("", "kfn-bench-")
-	if err != nil {
-		return nil, nil, err
+// eventType is the i-th event type of a pipeline with n types.
+func eventType(i int64, n int) string {
+	if n <= 1 {
+		return "order.created.v1"
 	}
-	ns, err = server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true, MaxPayload: 8 << 20})
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, nil, fmt.Errorf("nats server: %w", err)
-	}
-	ns.Start()
-	stop = func() {
-		ns.Shutdown()
-		ns.WaitForShutdown()
-		os.RemoveAll(dir)
-	}
-	if !ns.ReadyForConnections(10 * time.Second) {
-		stop()
-		return nil, nil, errors.New("nats not ready")
-	}
-	return ns, stop, nil
+	return fmt.Sprintf("order%d.created.v1", i%int64(n))
 }
 
 func run(o options) error {
-	out := result.NewWriter(figures)
-	ns, stopNATS, err := startNATS()
+	dir, err := os.MkdirTemp("", "kfn-bench-")
 	if err != nil {
 		return err
 	}
-	defer stopNATS()
+	defer os.RemoveAll(dir)
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true, MaxPayload: 8 << 20})
+	if err != nil {
+		return err
+	}
+	ns.Start()
+	defer ns.Shutdown()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		return errors.New("nats not ready")
+	}
 	sink := newSink()
 	sinkSrv, sinkURL, err := serve(sink)
 	if err != nil {
@@ -159,10 +123,15 @@ func run(o options) error {
 	}
 	defer sinkSrv.Close()
 
-	fmt.Fprintf(human, "event bridge benchmark: %d B events, file storage (default sync), %d publishing connections, %d in flight to the sink, load generator in-process, GOMAXPROCS=%d\n\n",
+	fmt.Printf("event bridge benchmark: %d B events, file storage (default sync), %d publishing connections, %d in flight to the sink, load generator in-process, GOMAXPROCS=%d\n\n",
 		o.size, o.connections, o.inflight, runtimeProcs())
+	type result struct {
+		throughput float64
+		p50, p99   time.Duration
+		lost       int
+	}
 	var pipelines []*pipeline
-	for _, build := range []func(string, string, options) (*pipeline, error){bare, kfnOne} {
+	for _, build := range []func(string, string, options) (*pipeline, error){bare, kfn} {
 		p, err := build(ns.ClientURL(), sinkURL, o)
 		if err != nil {
 			return err
@@ -174,8 +143,17 @@ func run(o options) error {
 		}
 		pipelines = append(pipelines, p)
 	}
-	results := map[string]measured{}
+	results := map[string]result{}
+	var raw float64
 	for round := 1; round <= o.rounds; round++ {
+		if o.subs <= 1 {
+			r, err := rawJetStream(ns.ClientURL(), o, o.duration)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("round %d  raw   throughput %8.0f events/s   (JetStream publish -> pull -> ack, no HTTP)\n", round, r)
+			raw = max(raw, r)
+		}
 		for _, p := range pipelines {
 			tp, err := throughput(p, sink, o, o.duration)
 			if err != nil {
@@ -185,7 +163,7 @@ func run(o options) error {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(human, "round %d  %-5s throughput %8.0f events/s   latency at %d/s: p50 %6.2f ms  p99 %6.2f ms  (undelivered %d)\n",
+			fmt.Printf("round %d  %-5s throughput %8.0f events/s   latency at %d/s: p50 %6.2f ms  p99 %6.2f ms  (undelivered %d)\n",
 				round, p.name, tp, o.rate, ms(p50), ms(p99), lost)
 			best, seen := results[p.name]
 			if !seen || tp > best.throughput {
@@ -197,39 +175,37 @@ func run(o options) error {
 			results[p.name] = best
 		}
 	}
-	raw, err := rawJetStream(ns.ClientURL(), o)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(human, "raw JetStream (publish -> pull -> ack, no HTTP): throughput %8.0f events/s   latency at %d/s: p50 %6.2f ms  p99 %6.2f ms\n",
-		raw.throughput, o.rate, ms(raw.p50), ms(raw.p99))
-	fmt.Fprintln(human)
+	fmt.Println()
 	for _, name := range []string{"bare", "kfn"} {
 		r := results[name]
-		fmt.Fprintf(human, "best   %-5s throughput %8.0f events/s   latency at %d/s: p50 %6.2f ms  p99 %6.2f ms\n", name, r.throughput, o.rate, ms(r.p50), ms(r.p99))
+		fmt.Printf("best   %-5s throughput %8.0f events/s   latency at %d/s: p50 %6.2f ms  p99 %6.2f ms\n", name, r.throughput, o.rate, ms(r.p50), ms(r.p99))
 	}
 	b, k := results["bare"], results["kfn"]
-	fmt.Fprintf(human, "\nkfn/bare throughput ratio: %.0f%% (target >= 60%%, and >= 10,000 events/s); kfn/raw JetStream: %.0f%%\n",
-		100*k.throughput/b.throughput, 100*k.throughput/raw.throughput)
-	fmt.Fprintf(human, "kfn p99 at %d events/s: %.2f ms (target < 5 ms)\n", o.rate, ms(k.p99))
-	bareA := func(v float64) *result.Anchor {
-		return &result.Anchor{Name: "bare HTTP->JetStream->HTTP pipeline", Value: v}
+	fmt.Printf("\nkfn/bare throughput ratio: %.0f%% (target >= 60%%, and >= 10,000 events/s)\n", 100*k.throughput/b.throughput)
+	fmt.Printf("kfn p99 at %d events/s: %.2f ms (target < 5 ms)\n", o.rate, ms(k.p99))
+	const group = "event bridge"
+	suffix := ""
+	if o.subs > 1 {
+		suffix = fmt.Sprintf(", %d Subscriptions", o.subs)
 	}
-	rawA := func(v float64) *result.Anchor {
-		return &result.Anchor{Name: "raw JetStream publish->consume", Value: v}
+	figs := []figures.Figure{
+		{Group: group, Name: fmt.Sprintf("throughput, %d B events%s", o.size, suffix), Unit: "events/s", Value: k.throughput,
+			Anchor: "bare pipeline", AnchorValue: b.throughput,
+			Series: "event bridge throughput by Subscriptions", X: float64(max(o.subs, 1)), XLabel: "Subscriptions"},
+		{Group: group, Name: fmt.Sprintf("p99 latency at %d events/s%s", o.rate, suffix), Unit: "ms", Value: ms(k.p99),
+			Anchor: "bare pipeline", AnchorValue: ms(b.p99),
+			Series: fmt.Sprintf("event bridge p99 latency at %d events/s by Subscriptions", o.rate), X: float64(max(o.subs, 1)), XLabel: "Subscriptions"},
 	}
-	for _, f := range []result.Figure{
-		{Name: "eventbridge/throughput", Unit: "events/s", Value: k.throughput, Anchor: bareA(b.throughput)},
-		{Name: "eventbridge/throughput-vs-jetstream", Unit: "events/s", Value: k.throughput, Anchor: rawA(raw.throughput)},
-		{Name: "eventbridge/latency-p50", Unit: "ms", Value: ms(k.p50), Anchor: bareA(ms(b.p50))},
-		{Name: "eventbridge/latency-p99", Unit: "ms", Value: ms(k.p99), Anchor: bareA(ms(b.p99))},
-		{Name: "eventbridge/latency-p99-vs-jetstream", Unit: "ms", Value: ms(k.p99), Anchor: rawA(ms(raw.p99))},
-	} {
-		if err := out.Emit(f); err != nil {
-			return err
-		}
+	if o.subs <= 1 {
+		figs[0].Target = figures.Target{Min: 10000, MinRatio: 0.6, Text: ">= 10,000 events/s and >= 60% of bare"}
+		figs[1].Target = figures.Target{Max: 5, Text: "< 5 ms"}
+		figs = append(figs,
+			figures.Figure{Group: group, Name: fmt.Sprintf("throughput against raw JetStream, %d B events", o.size), Unit: "events/s", Value: k.throughput,
+				Anchor: "raw JetStream (publish, pull, ack; no HTTP)", AnchorValue: raw},
+			figures.Figure{Group: group, Name: fmt.Sprintf("p50 latency at %d events/s", o.rate), Unit: "ms", Value: ms(k.p50),
+				Anchor: "bare pipeline", AnchorValue: ms(b.p50)})
 	}
-	return scaling(o, out)
+	return figures.Append(o.figures, figs...)
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -287,11 +263,11 @@ var ids atomic.Int64
 func newRequest(p *pipeline, body []byte) *http.Request {
 	req, _ := http.NewRequest(http.MethodPost, p.url, bytes.NewReader(body))
 	if p.binary {
-		id := ids.Add(1)
 		req.Header.Set("Ce-Specversion", "1.0")
+		id := ids.Add(1)
 		req.Header.Set("Ce-Id", strconv.FormatInt(id, 10))
 		req.Header.Set("Ce-Source", "bench")
-		req.Header.Set("Ce-Type", p.types[int(id)%len(p.types)])
+		req.Header.Set("Ce-Type", eventType(id, p.types))
 	}
 	req.Header.Set("Content-Type", "application/octet-stream")
 	return req
@@ -458,13 +434,8 @@ func bare(natsURL, sinkURL string, o options) (*pipeline, error) {
 	}}, nil
 }
 
-// kfnOne is the event bridge with one Subscription.
-func kfnOne(natsURL, sinkURL string, o options) (*pipeline, error) {
-	return kfn(natsURL, sinkURL, o, 1)
-}
-
 // kfn is the event bridge: publisher, streams, consumer, dispatcher.
-func kfn(natsURL, sinkURL string, o options, n int) (*pipeline, error) {
+func kfn(natsURL, sinkURL string, o options) (*pipeline, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	nc, err := nats.Connect(natsURL)
 	if err != nil {
@@ -481,8 +452,21 @@ func kfn(natsURL, sinkURL string, o options, n int) (*pipeline, error) {
 		cancel()
 		return nil, err
 	}
-	subs, types := subscriptions(n, o.inflight)
-	for _, sub := range subs {
+	d, err := dispatcher.New(js, dispatcher.Config{Streams: streams},
+		dispatcher.WithResolver(dispatcher.ResolverFunc(func(v1alpha2.Sink) (string, error) { return sinkURL, nil })),
+		dispatcher.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	for i := range max(o.subs, 1) {
+		sub := &v1alpha2.Subscription{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("bench-%d", i)},
+			Spec: v1alpha2.SubscriptionSpec{
+				Sink: "http://sink.default.svc.cluster.local/", Source: "bench", Types: []string{eventType(int64(i), o.subs)},
+				Config: map[string]v1alpha2.ConfigValue{v1alpha2.ConfigMaxInFlightMessages: v1alpha2.ConfigValue(strconv.Itoa(o.inflight))},
+			},
+		}
 		cc, err := stream.ConsumerConfig(sub, stream.ConsumerSettings{})
 		if err != nil {
 			cancel()
@@ -492,15 +476,6 @@ func kfn(natsURL, sinkURL string, o options, n int) (*pipeline, error) {
 			cancel()
 			return nil, err
 		}
-	}
-	d, err := dispatcher.New(js, dispatcher.Config{Streams: streams},
-		dispatcher.WithResolver(dispatcher.ResolverFunc(func(v1alpha2.Sink) (string, error) { return sinkURL, nil })),
-		dispatcher.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	for _, sub := range subs {
 		if err := d.Upsert(sub); err != nil {
 			cancel()
 			return nil, err
@@ -518,7 +493,7 @@ func kfn(natsURL, sinkURL string, o options, n int) (*pipeline, error) {
 		cancel()
 		return nil, err
 	}
-	return &pipeline{name: "kfn", url: url + "/publish", binary: true, types: types, cleanup: func() {
+	return &pipeline{name: "kfn", url: url + "/publish", binary: true, types: o.subs, cleanup: func() {
 		cancel()
 		<-done
 		srv.Close()

@@ -1,8 +1,8 @@
-// Command kfndev measures the cold start of `kfn dev` with the example
-// application: process start to the "is up on" line, which kfn dev prints
-// once the embedded NATS server, publisher, gateway, dispatcher, scaler and
-// every function of the project are running. Each start gets a fresh
-// state directory, so nothing is reused from an earlier start.
+// Command kfndev measures `kfn dev` from a cold start to ready with the
+// example application (examples/shop): a fresh copy of the project each
+// time (no .kfn state, so NATS starts empty), from exec to the "is up"
+// line, after which every function process of the example answers. It
+// also reports Ctrl-C to exit. Run from the repository root:
 //
-//	go run ./bench/kfndev [-dir examples/shop] [-starts 5] [-jsonl]
+//	go run ./bench/kfndev -starts 5
 package main

@@ -6,119 +6,143 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
+	"io/fs"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/kfn-dev/kfn/bench/result"
+	"github.com/kfn-dev/kfn/bench/figures"
 )
 
 func main() {
-	dir := flag.String("dir", "examples/shop", "project kfn dev runs")
 	starts := flag.Int("starts", 5, "cold starts; the median is reported")
-	jsonl := flag.Bool("jsonl", false, "print the figures as JSON lines (package bench/result) on stdout and the text on stderr")
+	figuresOut := flag.String("figures", "", "also append the results as JSON lines (package bench/figures) to this file")
 	flag.Parse()
-	human, figures := io.Writer(os.Stdout), io.Writer(nil)
-	if *jsonl {
-		human, figures = os.Stderr, os.Stdout
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, *dir, *starts, human, result.NewWriter(figures)); err != nil {
+	if err := run(*starts, *figuresOut); err != nil {
 		fmt.Fprintln(os.Stderr, "bench/kfndev:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, dir string, starts int, human io.Writer, out *result.Writer) error {
+func run(starts int, figuresOut string) error {
 	if starts < 1 {
-		return errors.New("-starts must be >= 1")
+		return errors.New("-starts must be at least 1")
 	}
-	work, err := os.MkdirTemp("", "kfn-bench-kfndev-")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "kfn-bench-kfndev-")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(work)
-	bin := filepath.Join(work, "kfn")
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "kfn")
 	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/kfn")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
-		return fmt.Errorf("build kfn: %w", err)
+		return fmt.Errorf("build kfn (run from the repository root): %w", err)
 	}
-	var ds []time.Duration
+	var ready, stop []time.Duration
 	for i := range starts {
-		d, err := coldStart(ctx, bin, dir, filepath.Join(work, fmt.Sprintf("state-%d", i)))
+		project := filepath.Join(dir, fmt.Sprintf("shop-%d", i))
+		if err := copyTree("examples/shop", project); err != nil {
+			return err
+		}
+		r, s, err := once(ctx, bin, project)
 		if err != nil {
 			return fmt.Errorf("start %d: %w", i+1, err)
 		}
-		fmt.Fprintf(human, "start %d: kfn dev %s up after %s\n", i+1, dir, d.Round(time.Millisecond))
-		ds = append(ds, d)
+		fmt.Printf("start %d: ready after %s, stopped %s after Ctrl-C\n", i+1, r.Round(time.Millisecond), s.Round(time.Millisecond))
+		ready, stop = append(ready, r), append(stop, s)
 	}
-	slices.Sort(ds)
-	med := ds[len(ds)/2]
-	fmt.Fprintf(human, "kfn dev cold start to ready (%s, %d starts): median %s, min %s, max %s\n",
-		dir, starts, med.Round(time.Millisecond), ds[0].Round(time.Millisecond), ds[len(ds)-1].Round(time.Millisecond))
-	return out.Emit(result.Figure{Name: "kfndev/cold-start", Unit: "ms", Value: float64(med) / float64(time.Millisecond),
-		Note: "process start to the 'is up on' line, fresh state directory"})
+	mr, ms := median(ready), median(stop)
+	fmt.Printf("kfn dev examples/shop: cold start to ready median %s, Ctrl-C to exit median %s (%d starts)\n",
+		mr.Round(time.Millisecond), ms.Round(time.Millisecond), starts)
+	msf := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	return figures.Append(figuresOut,
+		figures.Figure{Group: "kfn dev", Name: "cold start to ready, examples/shop (3 functions, NATS, publisher, scaler)", Unit: "ms", Value: msf(mr)},
+		figures.Figure{Group: "kfn dev", Name: "Ctrl-C to every process gone", Unit: "ms", Value: msf(ms)},
+	)
 }
 
-// coldStart runs kfn dev on dir with a fresh state directory and returns
-// the time from process start to its "is up on" line; it then stops kfn
-// dev with SIGINT and waits for it to exit.
-func coldStart(ctx context.Context, bin, dir, state string) (time.Duration, error) {
-	cmd := exec.Command(bin, "dev", "--addr", "127.0.0.1:0", "--plain", "--no-watch", "--state-dir", state, dir)
-	stdout, err := cmd.StdoutPipe()
+// once runs kfn dev on project until it is up, then interrupts it; it
+// returns both durations.
+func once(ctx context.Context, bin, project string) (ready, stop time.Duration, err error) {
+	cmd := exec.CommandContext(ctx, bin, "dev", "--addr", "127.0.0.1:0", "--plain", project)
+	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	cmd.Stderr = cmd.Stdout
-	t0 := time.Now()
+	begin := time.Now()
 	if err := cmd.Start(); err != nil {
-		return 0, fmt.Errorf("start kfn dev: %w", err)
+		return 0, 0, err
 	}
 	up := make(chan time.Duration, 1)
+	var tail []string
 	done := make(chan struct{})
-	var log strings.Builder
 	go func() {
 		defer close(done)
-		sc := bufio.NewScanner(stdout)
+		sc := bufio.NewScanner(out)
 		for sc.Scan() {
 			line := sc.Text()
-			if log.Len() < 16<<10 {
-				log.WriteString(line + "\n")
-			}
+			tail = append(tail, line)
 			if strings.Contains(line, " is up on http://") {
-				select {
-				case up <- time.Since(t0):
-				default:
-				}
+				up <- time.Since(begin)
 			}
 		}
-	}()
-	defer func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		_ = cmd.Wait()
 	}()
 	select {
-	case d := <-up:
-		return d, nil
+	case ready = <-up:
 	case <-done:
-		return 0, fmt.Errorf("kfn dev exited before it was up:\n%s", log.String())
+		_ = cmd.Wait()
+		return 0, 0, fmt.Errorf("kfn dev exited before it was up:\n%s", strings.Join(tail, "\n"))
 	case <-time.After(2 * time.Minute):
-		return 0, errors.New("kfn dev not up within 2 minutes")
-	case <-ctx.Done():
-		return 0, ctx.Err()
+		_ = cmd.Process.Kill()
+		<-done
+		_ = cmd.Wait()
+		return 0, 0, errors.New("kfn dev was not up within 2 minutes")
 	}
+	interrupted := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		return 0, 0, err
+	}
+	<-done
+	if err := cmd.Wait(); err != nil {
+		return 0, 0, fmt.Errorf("kfn dev after Ctrl-C: %w", err)
+	}
+	return ready, time.Since(interrupted), nil
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// copyTree copies the example without its .kfn state.
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if d.Name() == ".kfn" {
+				return filepath.SkipDir
+			}
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
+	})
 }

@@ -1,14 +1,10 @@
-// Command report runs every benchmark under bench/ several times, one
-// repetition of the whole suite after another, reads the figures they print
-// as JSON lines (package bench/result), and writes BENCHMARKS.md: for each
-// figure kfn's median with the spread, the anchor measured in the same run,
-// the ratio, the target from DESIGN.md and whether it was met; plus the
-// scaling curves as PNG files and the hand-measured peers section.
+// Command report is `make bench`: it runs every benchmark program under
+// bench/ a few times, reads the figures each repetition appends (package
+// bench/figures), and writes BENCHMARKS.md: per figure kfn's median with
+// the spread of the repetitions, the anchor measured in the same run, the
+// ratio, the target of shared/DESIGN.md and whether the median meets it,
+// under a header naming the machine and the versions measured.
 //
-// It is what `make bench` runs, from the repository root:
-//
-//	go run ./bench/report [-reps 3] [-quick] [-out BENCHMARKS.md] [-results bench/results]
-//
-// Adding a benchmark is one entry in suite (suite.go); adding a target is
-// one entry in targets.
+// BENCH_QUICK=1 runs each program once with short settings, to check the
+// harness in a few minutes; its figures are not the ones to quote.
 package main

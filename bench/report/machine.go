@@ -1,60 +1,60 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"os"
 	"os/exec"
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/kfn-dev/kfn/bench/procstat"
 )
 
-// describeMachine fills in the CPUs and tool versions of this machine;
-// anything it cannot find is "unknown".
+// machine is what the report says about where and with what it ran.
+type machine struct {
+	Date       time.Time
+	CPUs       int
+	CPUModel   string
+	Versions   [][2]string // name, version, in order
+	LoadBefore string
+	LoadAfter  string
+	Quick      bool
+	Reps       int
+}
+
 func describeMachine(ctx context.Context) machine {
-	return machine{
-		cpus:       runtime.NumCPU(),
-		cpuModel:   cpuModel(),
-		goVersion:  output(ctx, "go", "env", "GOVERSION"),
-		node:       output(ctx, "node", "--version"),
-		python:     strings.TrimPrefix(output(ctx, "python3", "--version"), "Python "),
-		natsServer: output(ctx, "go", "list", "-m", "-f", "{{.Version}}", "github.com/nats-io/nats-server/v2"),
-		loadBefore: loadavg(),
-		started:    time.Now(),
+	m := machine{Date: time.Now().UTC(), CPUs: runtime.NumCPU(), CPUModel: cpuModel(), LoadBefore: procstat.LoadAvg()}
+	m.Versions = append(m.Versions,
+		[2]string{"Go", runtime.Version()},
+		[2]string{"Node.js", output(ctx, "node", "--version")},
+		[2]string{"Python", strings.TrimPrefix(output(ctx, "python3", "--version"), "Python ")},
+		[2]string{"nats-server (embedded)", output(ctx, "go", "list", "-m", "-f", "{{.Version}}", "github.com/nats-io/nats-server/v2")},
+		[2]string{"nats.go", output(ctx, "go", "list", "-m", "-f", "{{.Version}}", "github.com/nats-io/nats.go")},
+	)
+	return m
+}
+
+func output(ctx context.Context, name string, args ...string) string {
+	b, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+	if err != nil {
+		return "not found"
 	}
+	return strings.TrimSpace(string(b))
 }
 
 func cpuModel() string {
-	b, err := os.ReadFile("/proc/cpuinfo")
+	f, err := os.Open("/proc/cpuinfo")
 	if err != nil {
 		return "unknown"
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
 			return strings.TrimSpace(v)
 		}
 	}
 	return "unknown"
-}
-
-func output(ctx context.Context, name string, args ...string) string {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, name, args...).Output()
-	if err != nil || len(strings.TrimSpace(string(out))) == 0 {
-		return "unknown"
-	}
-	return strings.TrimSpace(string(out))
-}
-
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
 }

@@ -2,239 +2,163 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"math"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/kfn-dev/kfn/bench/figures"
 )
 
-// machine describes where and with what the run happened.
-type machine struct {
-	cpus                  int
-	cpuModel              string
-	goVersion, node       string
-	python, natsServer    string
-	loadBefore, loadAfter string
-	started               time.Time
-	elapsed               time.Duration
-	reps                  int
-	quick                 bool
+// summary is one figure over every repetition that measured it.
+type summary struct {
+	group, name, unit, anchor string
+	values, anchors           []float64
+	target                    figures.Target
 }
 
-// status is how one benchmark's runs went.
-type status struct {
-	b       benchmark
-	runs    int
-	failed  []string
-	skipped string // why it did not run at all
-	elapsed time.Duration
+// median and spread of xs (sorted copy); zero values for none.
+func stats(xs []float64) (med, lo, hi float64) {
+	if len(xs) == 0 {
+		return 0, 0, 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	med = s[n/2]
+	if n%2 == 0 {
+		med = (s[n/2-1] + s[n/2]) / 2
+	}
+	return med, s[0], s[n-1]
 }
 
-// plotFile is a rendered curve: its figure name and the PNG path relative
-// to the report.
-type plotFile struct {
-	name, path string
-}
-
-// report is everything BENCHMARKS.md shows.
-type report struct {
-	machine  machine
-	statuses []status
-	figures  []*aggregate
-	plots    []plotFile
-	peers    string
-}
-
-// render writes the report as Markdown.
-func render(w io.Writer, r report) error {
-	var b strings.Builder
-	m := r.machine
-	mode := "full"
-	if m.quick {
-		mode = "quick (BENCH_QUICK=1: short measurements, for checking the harness; not figures to quote)"
-	}
-	fmt.Fprintf(&b, "# kfn benchmarks\n\n")
-	fmt.Fprintf(&b, "Written by `make bench` (`go run ./bench/report`); do not edit by hand except the hand-measured peers, which come from `bench/peers.md`.\n\n")
-	fmt.Fprintf(&b, "| | |\n|---|---|\n")
-	fmt.Fprintf(&b, "| date | %s (run took %s) |\n", m.started.UTC().Format("2006-01-02 15:04 MST"), m.elapsed.Round(time.Second))
-	fmt.Fprintf(&b, "| mode | %s, %d repetition(s) of the suite |\n", mode, m.reps)
-	fmt.Fprintf(&b, "| CPUs | %d × %s |\n", m.cpus, m.cpuModel)
-	fmt.Fprintf(&b, "| load average (1, 5, 15 min) | %s before, %s after |\n", m.loadBefore, m.loadAfter)
-	fmt.Fprintf(&b, "| Go | %s |\n| Node.js | %s |\n| Python | %s |\n| nats-server | %s (embedded, Go module) |\n\n",
-		m.goVersion, m.node, m.python, m.natsServer)
-	b.WriteString(conditions)
-
-	b.WriteString("\n## Figures\n\n")
-	b.WriteString("Each cell is the median of the repetitions with the range (min–max) in brackets. The ratio is kfn over the anchor, computed per repetition (the anchor ran in the same process or script, minutes apart at most) and then summarised. \"met\"/\"MISSED\" compares the medians with the target from DESIGN.md.\n\n")
-	b.WriteString("| figure | kfn | anchor, same run | ratio kfn/anchor | target | result |\n|---|---|---|---|---|---|\n")
-	seen := map[string]bool{}
-	byName := map[string]*aggregate{}
-	for _, a := range r.figures {
-		if !a.isCurve() {
-			byName[a.name] = a
-		}
-	}
-	for _, t := range targets {
-		seen[t.name] = true
-		a := byName[t.name]
-		writeRow(&b, t.title, t, a, r.whyMissing(t))
-	}
-	for _, a := range r.figures {
-		if a.isCurve() || seen[a.name] {
-			continue
-		}
-		writeRow(&b, a.name, target{}, a, "")
-	}
-
-	b.WriteString("\n## Scaling curves\n\n")
-	curves := map[string][]*aggregate{}
-	var order []string
-	for _, a := range r.figures {
-		if !a.isCurve() {
-			continue
-		}
-		if _, ok := curves[a.name]; !ok {
-			order = append(order, a.name)
-		}
-		curves[a.name] = append(curves[a.name], a)
-	}
-	if len(order) == 0 {
-		b.WriteString("No curve was measured in this run.\n")
-	}
-	for _, name := range order {
-		pts := curves[name]
-		fmt.Fprintf(&b, "### %s\n\n", name)
-		for _, p := range r.plots {
-			if p.name == name {
-				fmt.Fprintf(&b, "![%s](%s)\n\n", name, p.path)
+// summarize groups the figures of all runs by group and name, in the order
+// they first appear.
+func summarize(runs []repetition) []*summary {
+	var out []*summary
+	byKey := map[string]*summary{}
+	for _, r := range runs {
+		for _, f := range r.figures {
+			k := f.Group + "\x00" + f.Name
+			s, ok := byKey[k]
+			if !ok {
+				s = &summary{group: f.Group, name: f.Name, unit: f.Unit, anchor: f.Anchor, target: f.Target}
+				byKey[k] = s
+				out = append(out, s)
+			}
+			s.values = append(s.values, f.Value)
+			if f.Anchor != "" {
+				s.anchors = append(s.anchors, f.AnchorValue)
 			}
 		}
-		fmt.Fprintf(&b, "| %s | %s (median, min–max) | repetitions |\n|---|---|---|\n", pts[0].xLabel, pts[0].unit)
-		for _, p := range pts {
-			fmt.Fprintf(&b, "| %s | %s | %d |\n", thousands(int64(math.Round(p.x))), cell(p.value, ""), p.value.n)
+	}
+	return out
+}
+
+// render writes BENCHMARKS.md.
+func render(m machine, runs []repetition) string {
+	var b strings.Builder
+	b.WriteString("# kfn benchmarks\n\n")
+	b.WriteString("Written by `make bench` (`go run ./bench/report`); do not edit by hand except the section\n")
+	b.WriteString("\"Peers measured by hand\" at the end, which the harness keeps.\n\n")
+	fmt.Fprintf(&b, "- date: %s\n", m.Date.Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(&b, "- machine: %d CPUs, %s; load average %s before, %s after\n", m.CPUs, m.CPUModel, m.LoadBefore, m.LoadAfter)
+	var vs []string
+	for _, v := range m.Versions {
+		vs = append(vs, v[0]+" "+v[1])
+	}
+	fmt.Fprintf(&b, "- versions: %s\n", strings.Join(vs, ", "))
+	mode := fmt.Sprintf("full run, %d repetitions of each program", m.Reps)
+	if m.Quick {
+		mode = fmt.Sprintf("BENCH_QUICK=1: short settings, %d repetition(s); check the harness with it, do not quote it", m.Reps)
+	}
+	fmt.Fprintf(&b, "- mode: %s\n\n", mode)
+	b.WriteString("Each number is the median of the repetitions, with their range in brackets. The anchor of a\n")
+	b.WriteString("figure is measured by the same program in the same repetition, so the ratio is what counts on\n")
+	b.WriteString("a shared, noisy machine; absolute numbers move with the load of other processes. The result\n")
+	b.WriteString("compares the median with the target of shared/DESIGN.md.\n\n")
+
+	sums := summarize(runs)
+	var groups []string
+	for _, s := range sums {
+		if !slices.Contains(groups, s.group) {
+			groups = append(groups, s.group)
+		}
+	}
+	for _, g := range groups {
+		fmt.Fprintf(&b, "## %s\n\n", g)
+		b.WriteString("| figure | kfn | anchor | ratio | target | result |\n|---|---|---|---|---|---|\n")
+		for _, s := range sums {
+			if s.group != g {
+				continue
+			}
+			med, lo, hi := stats(s.values)
+			kfn := fmt.Sprintf("%s %s", num(med), s.unit)
+			if len(s.values) > 1 {
+				kfn += fmt.Sprintf(" [%s–%s]", num(lo), num(hi))
+			}
+			anchor, ratio := "", ""
+			amed := 0.0
+			if s.anchor != "" && len(s.anchors) > 0 {
+				amed, _, _ = stats(s.anchors)
+				anchor = fmt.Sprintf("%s: %s %s", s.anchor, num(amed), s.unit)
+				if amed != 0 {
+					ratio = fmt.Sprintf("%.3g", med/amed)
+				}
+			}
+			result := ""
+			if s.target.Set() {
+				r := 0.0
+				if amed != 0 {
+					r = med / amed
+				}
+				result = "fail"
+				if s.target.Met(med, r) {
+					result = "pass"
+				}
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", s.name, kfn, anchor, ratio, s.target.Text, result)
 		}
 		b.WriteString("\n")
 	}
 
-	b.WriteString("## Benchmarks run\n\n| benchmark | command | runs | status | time |\n|---|---|---|---|---|\n")
-	for _, s := range r.statuses {
-		st := "ok"
-		switch {
-		case s.skipped != "":
-			st = s.skipped
-		case len(s.failed) > 0:
-			st = fmt.Sprintf("%d failed: %s", len(s.failed), oneLine(s.failed[0]))
+	b.WriteString("## Runs\n\n| program | repetition | took | outcome |\n|---|---|---|---|\n")
+	for _, r := range runs {
+		outcome := fmt.Sprintf("%d figures", len(r.figures))
+		if r.err != "" {
+			outcome = "error: " + r.err
 		}
-		cmdline := "`" + s.b.commandLine(m.quick) + "`"
-		if s.skipped != "" && s.runs == 0 {
-			cmdline = "`go run ./" + s.b.dir + "`"
+		rep := "-"
+		if r.rep > 0 {
+			rep = fmt.Sprint(r.rep)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s |\n", s.b.name, cmdline, s.runs, st, s.elapsed.Round(time.Second))
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", r.program, rep, r.took.Round(time.Second), outcome)
 	}
-
-	b.WriteString("\n## Peers measured by hand\n\n")
-	if strings.TrimSpace(r.peers) == "" {
-		b.WriteString("None recorded (bench/peers.md is missing).\n")
-	} else {
-		b.WriteString(strings.TrimSpace(r.peers) + "\n")
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	b.WriteString("\n")
+	return b.String()
 }
 
-// conditions states how to read the figures.
-const conditions = `Conditions: a shared machine with 2 cores, on which other developers run tests while this runs; the load generators run on the same cores as what they measure. Absolute figures are noisy and low; the ratios against anchors measured in the same run are the figures that count (DESIGN.md). JetStream uses file storage with its default sync (periodic, not per message).
-`
-
-// whyMissing says why a target's figure has no data in this run.
-func (r report) whyMissing(t target) string {
-	if t.missing != "" {
-		return t.missing
-	}
-	prefix, _, _ := strings.Cut(t.name, "/")
-	for _, s := range r.statuses {
-		if s.b.name == prefix && s.skipped != "" {
-			return s.skipped
-		}
-		if s.b.name == prefix && len(s.failed) > 0 && s.runs == len(s.failed) {
-			return "benchmark failed"
-		}
-	}
-	if r.machine.quick {
-		return "not measured in a quick run"
-	}
-	return "not measured"
-}
-
-func writeRow(b *strings.Builder, title string, t target, a *aggregate, missing string) {
-	text := t.text
-	if text == "" {
-		text = "—"
-	}
-	if a == nil || a.value.n == 0 {
-		fmt.Fprintf(b, "| %s | %s | | | %s | |\n", title, missing, text)
-		return
-	}
-	anchor, ratio := "—", "—"
-	if a.anchor.n > 0 {
-		anchor = a.anchorName + ": " + cell(a.anchor, a.unit)
-	}
-	if a.ratio.n > 0 {
-		ratio = cell(a.ratio, "")
-	}
-	fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s |\n", title, cell(a.value, a.unit), anchor, ratio, text, verdict(t, a))
-}
-
-// cell formats a spread: "12,345 events/s (11,002–13,400)".
-func cell(s spread, unit string) string {
-	if s.n == 0 {
-		return "—"
-	}
-	v := num(s.median)
-	if unit != "" {
-		v += " " + unit
-	}
-	if s.n > 1 {
-		v += " (" + num(s.min) + "–" + num(s.max) + ")"
-	}
-	return v
-}
-
-// num formats a number with three significant digits at most below 100
-// and thousands separators above.
-func num(v float64) string {
-	switch a := math.Abs(v); {
-	case a >= 100:
-		return thousands(int64(math.Round(v)))
-	case a >= 10:
-		return fmt.Sprintf("%.1f", v)
+// num prints a figure with the digits that mean something.
+func num(x float64) string {
+	switch {
+	case x >= 1000:
+		return fmt.Sprintf("%.0f", x)
+	case x >= 10:
+		return fmt.Sprintf("%.1f", x)
 	default:
-		return fmt.Sprintf("%.2f", v)
+		return fmt.Sprintf("%.3g", x)
 	}
 }
 
-func thousands(n int64) string {
-	s := fmt.Sprint(n)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var out []byte
-	for i := range len(s) {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			out = append(out, ',')
-		}
-		out = append(out, s[i])
-	}
-	if neg {
-		return "-" + string(out)
-	}
-	return string(out)
-}
+// peersHeading starts the hand-written section of BENCHMARKS.md.
+const peersHeading = "## Peers measured by hand"
 
-func oneLine(s string) string {
-	s = strings.ReplaceAll(strings.TrimSpace(s), "\n", " ")
-	s = strings.ReplaceAll(s, "|", "\\|")
-	if len(s) > 200 {
-		s = s[:200] + "…"
+// peers returns the hand-written section of an earlier report (from its
+// heading to the end), or a heading with a note when there is none.
+func peers(old string) string {
+	if i := strings.Index(old, peersHeading); i >= 0 {
+		return old[i:]
 	}
-	return s
+	return peersHeading + "\n\nNone yet. Peers whose code may not be part of the harness (Kyma's runtimes, KEDA's\n" +
+		"polling, Knative) are measured here by hand, beside kfn on the same machine, with the date, the\n" +
+		"command and the method.\n"
 }
