@@ -13,7 +13,11 @@ import (
 type summary struct {
 	group, name, unit, anchor string
 	values, anchors           []float64
-	target                    figures.Target
+	// ratios are Value/AnchorValue of each repetition: both were measured
+	// minutes apart at most, so their ratio carries less of the other
+	// processes' load than a ratio of medians would.
+	ratios []float64
+	target figures.Target
 }
 
 // median and spread of xs (sorted copy); zero values for none.
@@ -48,6 +52,9 @@ func summarize(runs []repetition) []*summary {
 			s.values = append(s.values, f.Value)
 			if f.Anchor != "" {
 				s.anchors = append(s.anchors, f.AnchorValue)
+				if r := f.Ratio(); r != 0 {
+					s.ratios = append(s.ratios, r)
+				}
 			}
 		}
 	}
@@ -74,8 +81,10 @@ func render(m machine, runs []repetition) string {
 	fmt.Fprintf(&b, "- mode: %s\n\n", mode)
 	b.WriteString("Each number is the median of the repetitions, with their range in brackets. The anchor of a\n")
 	b.WriteString("figure is measured by the same program in the same repetition, so the ratio is what counts on\n")
-	b.WriteString("a shared, noisy machine; absolute numbers move with the load of other processes. The result\n")
-	b.WriteString("compares the median with the target of shared/DESIGN.md.\n\n")
+	b.WriteString("a shared, noisy machine; absolute numbers move with the load of other processes. The ratio is\n")
+	b.WriteString("the median of the repetitions' own ratios (kfn/anchor), with their range. The result compares\n")
+	b.WriteString("the medians with the target of shared/DESIGN.md.\n\n")
+	b.WriteString(conditions)
 
 	sums := summarize(runs)
 	var groups []string
@@ -97,22 +106,26 @@ func render(m machine, runs []repetition) string {
 				kfn += fmt.Sprintf(" [%s–%s]", num(lo), num(hi))
 			}
 			anchor, ratio := "", ""
-			amed := 0.0
+			rmed := 0.0
 			if s.anchor != "" && len(s.anchors) > 0 {
-				amed, _, _ = stats(s.anchors)
+				amed, alo, ahi := stats(s.anchors)
 				anchor = fmt.Sprintf("%s: %s %s", s.anchor, num(amed), s.unit)
-				if amed != 0 {
-					ratio = fmt.Sprintf("%.3g", med/amed)
+				if len(s.anchors) > 1 {
+					anchor += fmt.Sprintf(" [%s–%s]", num(alo), num(ahi))
+				}
+			}
+			if len(s.ratios) > 0 {
+				var rlo, rhi float64
+				rmed, rlo, rhi = stats(s.ratios)
+				ratio = fmt.Sprintf("%.3g", rmed)
+				if len(s.ratios) > 1 {
+					ratio += fmt.Sprintf(" [%.3g–%.3g]", rlo, rhi)
 				}
 			}
 			result := ""
 			if s.target.Set() {
-				r := 0.0
-				if amed != 0 {
-					r = med / amed
-				}
 				result = "fail"
-				if s.target.Met(med, r) {
+				if s.target.Met(med, rmed) {
 					result = "pass"
 				}
 			}
@@ -121,21 +134,34 @@ func render(m machine, runs []repetition) string {
 		b.WriteString("\n")
 	}
 
-	b.WriteString("## Runs\n\n| program | repetition | took | outcome |\n|---|---|---|---|\n")
+	b.WriteString("## Runs\n\n| program | repetition | took | outcome | command |\n|---|---|---|---|---|\n")
 	for _, r := range runs {
 		outcome := fmt.Sprintf("%d figures", len(r.figures))
-		if r.err != "" {
-			outcome = "error: " + r.err
+		switch {
+		case strings.HasPrefix(r.err, "not available"):
+			outcome = r.err
+		case r.err != "":
+			outcome = "error: " + strings.ReplaceAll(r.err, "|", "\\|")
+		}
+		command := ""
+		if r.command != "" {
+			command = "`" + r.command + "`"
 		}
 		rep := "-"
 		if r.rep > 0 {
 			rep = fmt.Sprint(r.rep)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", r.program, rep, r.took.Round(time.Second), outcome)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", r.program, rep, r.took.Round(time.Second), outcome, command)
 	}
 	b.WriteString("\n")
 	return b.String()
 }
+
+// conditions says under what load the figures were taken.
+const conditions = "Conditions: a machine of 2 cores shared with other developers, whose tests run while the\n" +
+	"benchmarks do (see the load average above); every load generator runs on the same 2 cores as what\n" +
+	"it measures. Absolute figures are therefore low and noisy, and targets of DESIGN.md stated in\n" +
+	"absolute numbers (events/s, ms) are for a quiet machine; the ratios are the figures to compare.\n\n"
 
 // num prints a figure with the digits that mean something.
 func num(x float64) string {
