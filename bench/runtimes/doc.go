@@ -11,4 +11,11 @@
 // back to back (alternating which goes first) and the ratio reported is the
 // geometric mean of the rounds' ratios; latency requests go to the two servers of a
 // language in turns, so noise hits both alike.
+//
+// -peer NAME=HOST:PORT also measures a Node.js server someone started by
+// hand (a peer's runtime whose code may not be part of this repository,
+// such as Kyma's) beside plain node:http and the kfn host, with the same
+// load generator; it prints a table and writes no figures:
+//
+//	go run ./bench/runtimes -only nodejs -peer kyma=127.0.0.1:18931
 package main

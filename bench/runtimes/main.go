@@ -39,6 +39,7 @@ type config struct {
 	only     string
 	jsonOut  string
 	figures  string
+	peer     string
 }
 
 func main() {
@@ -53,6 +54,7 @@ func main() {
 	flag.StringVar(&c.only, "only", "", "measure one language only: nodejs or python")
 	flag.StringVar(&c.jsonOut, "json", "", "also write the results as JSON to this file")
 	flag.StringVar(&c.figures, "figures", "", "also append the results as JSON lines (package bench/figures) to this file")
+	flag.StringVar(&c.peer, "peer", "", "NAME=HOST:PORT of a Node.js server started by hand, measured beside plain node:http and the kfn host (throughput and latency only; printed, not written to -figures)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -132,6 +134,11 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	}
 	if err := measureColdStarts(ctx, c, pairs, results, rep); err != nil {
 		return err
+	}
+	if c.peer != "" {
+		if err := measurePeer(ctx, c, pairs, out); err != nil {
+			return err
+		}
 	}
 	rep.LoadAfter = procstat.LoadAvg()
 	print(out, c, pairs, results, rep)
