@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -13,10 +14,12 @@ import (
 	"gonum.org/v1/plot/vg"
 )
 
-// curve is a scaling curve: the median Value at each X of a Series.
+// curve is a scaling curve: the median Value at each X of a Series, and
+// the anchor's when its figures have one.
 type curve struct {
-	title, xLabel, unit string
-	points              map[float64][]float64 // X -> values of every repetition
+	title, xLabel, unit, anchor string
+	points                      map[float64][]float64 // X -> values of every repetition
+	anchors                     map[float64][]float64 // X -> anchor values of every repetition
 }
 
 // curves gathers the figures that belong to a Series, in order of first
@@ -31,11 +34,15 @@ func curves(runs []repetition) []*curve {
 			}
 			c, ok := byTitle[f.Series]
 			if !ok {
-				c = &curve{title: f.Series, xLabel: f.XLabel, unit: f.Unit, points: map[float64][]float64{}}
+				c = &curve{title: f.Series, xLabel: f.XLabel, unit: f.Unit, anchor: f.Anchor,
+					points: map[float64][]float64{}, anchors: map[float64][]float64{}}
 				byTitle[f.Series] = c
 				out = append(out, c)
 			}
 			c.points[f.X] = append(c.points[f.X], f.Value)
+			if f.Anchor != "" && f.Anchor == c.anchor {
+				c.anchors[f.X] = append(c.anchors[f.X], f.AnchorValue)
+			}
 		}
 	}
 	return out
@@ -77,14 +84,29 @@ func plotCurve(c *curve, dir string) (string, error) {
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 	p.Y.Min = 0
-	var pts plotter.XYs
+	var pts, apts plotter.XYs
 	for _, x := range c.xs() {
 		med, _, _ := stats(c.points[x])
 		pts = append(pts, plotter.XY{X: x, Y: med})
+		if as := c.anchors[x]; len(as) > 0 {
+			amed, _, _ := stats(as)
+			apts = append(apts, plotter.XY{X: x, Y: amed})
+		}
 	}
-	if err := plotutil.AddLinePoints(p, "kfn (median)", pts); err != nil {
+	lines := []any{"kfn (median)", pts}
+	if len(apts) > 1 {
+		lines = append(lines, c.anchor+" (median, same run)", apts)
+	}
+	if err := plotutil.AddLinePoints(p, lines...); err != nil {
 		return "", fmt.Errorf("plot %s: %w", c.title, err)
 	}
+	// Room above the highest point for the legend.
+	top := 0.0
+	for _, xy := range append(pts, apts...) {
+		top = max(top, xy.Y)
+	}
+	p.Y.Max = 1.3 * top
+	p.Legend.Top = true
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
@@ -114,10 +136,23 @@ func renderCurves(runs []repetition, dir string) (string, error) {
 			}
 			fmt.Fprintf(&b, "![%s](%s)\n\n", c.title, filepath.ToSlash(path))
 		}
-		fmt.Fprintf(&b, "| %s | %s (median) | range |\n|---|---|---|\n", c.xLabel, c.unit)
+		if c.anchor != "" {
+			fmt.Fprintf(&b, "| %s | kfn, %s (median) | range | repetitions | %s, same run (median) |\n|---|---|---|---|---|\n", c.xLabel, c.unit, c.anchor)
+		} else {
+			fmt.Fprintf(&b, "| %s | kfn, %s (median) | range | repetitions |\n|---|---|---|---|\n", c.xLabel, c.unit)
+		}
 		for _, x := range xs {
 			med, lo, hi := stats(c.points[x])
-			fmt.Fprintf(&b, "| %s | %s | %s–%s |\n", num(x), num(med), num(lo), num(hi))
+			fmt.Fprintf(&b, "| %s | %s | %s–%s | %d |", strconv.FormatFloat(x, 'f', -1, 64), num(med), num(lo), num(hi), len(c.points[x]))
+			if c.anchor != "" {
+				a := ""
+				if as := c.anchors[x]; len(as) > 0 {
+					amed, _, _ := stats(as)
+					a = num(amed)
+				}
+				fmt.Fprintf(&b, " %s |", a)
+			}
+			b.WriteString("\n")
 		}
 		b.WriteString("\n")
 	}

@@ -83,6 +83,18 @@ func TestScalingCurves(t *testing.T) {
 	assert.NoError(t, err)
 	assert.True(t, strings.HasPrefix(string(b), "\x89PNG"), "a PNG is written")
 
+	assert.Contains(t, section, "| 1000 | 32.0 | 30.0–34.0 | 2 |")
+
+	// A curve whose figures have an anchor shows (and plots) it beside kfn.
+	withAnchor := func(x, v, a float64) figures.Figure {
+		return figures.Figure{Group: "event bridge", Name: "throughput", Unit: "events/s", Value: v, Anchor: "bare pipeline", AnchorValue: a,
+			Series: "event bridge throughput by Subscriptions", X: x, XLabel: "Subscriptions"}
+	}
+	section, err = renderCurves([]repetition{{figures: []figures.Figure{withAnchor(1, 9000, 10000), withAnchor(10, 8000, 11000)}}}, dir)
+	assert.NoError(t, err)
+	assert.Contains(t, section, "| Subscriptions | kfn, events/s (median) | range | repetitions | bare pipeline, same run (median) |")
+	assert.Contains(t, section, "| 10 | 8000 | 8000–8000 | 1 | 11000 |")
+
 	none, err := renderCurves(runs[:0], dir)
 	assert.NoError(t, err)
 	assert.Empty(t, none)
