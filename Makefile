@@ -61,7 +61,7 @@ fuzz: ## Run each fuzz target for FUZZTIME.
 	done
 
 .PHONY: bench
-bench: envtest ## Run every benchmark and write BENCHMARKS.md with scaling curves (about 45 minutes; BENCH_QUICK=1 for a short check).
+bench: envtest ## Run every benchmark and write BENCHMARKS.md with scaling curves (about 15 minutes; BENCH_QUICK=1: about 2).
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) run ./bench/report $(BENCHFLAGS)
 
 .PHONY: envtest

@@ -126,6 +126,9 @@ func renderCurves(runs []repetition, dir string) (string, error) {
 	}
 	var b strings.Builder
 	b.WriteString("## Scaling curves\n\n")
+	b.WriteString("Each point is the median of the repetitions that measured it (points that are not also a\n" +
+		"headline figure run once in a full run). Latency is measured at a fixed rate: where the throughput\n" +
+		"at a point is below that rate, events queue and its p99 is mostly time in the queue.\n\n")
 	for _, c := range cs {
 		fmt.Fprintf(&b, "### %s\n\n", c.title)
 		xs := c.xs()
