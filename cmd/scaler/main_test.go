@@ -1,0 +1,239 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	pb "github.com/kedacore/keda/v2/pkg/scalers/externalscaler"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/internal/testcluster"
+	"github.com/kfn-dev/kfn/scaler/inflight"
+	"github.com/kfn-dev/kfn/scaler/scalertest"
+	"github.com/kfn-dev/kfn/scaler/server"
+	"github.com/kfn-dev/kfn/scaler/trigger"
+)
+
+var cluster *testcluster.Cluster
+
+func TestMain(m *testing.M) { os.Exit(testMain(m)) }
+
+func testMain(m *testing.M) int {
+	c, err := testcluster.Start(testcluster.WithScheme(eventingv1alpha2.AddToScheme))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() {
+		if err := c.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}()
+	cluster = c
+	return m.Run()
+}
+
+func TestRunRefusesBadFlagsBeforeDoingAnything(t *testing.T) {
+	tests := map[string]struct {
+		args    []string
+		wantErr string
+	}{
+		"unknown flag":           {args: []string{"-nope"}, wantErr: "flag provided but not defined"},
+		"no NATS":                {args: []string{"-nats-url="}, wantErr: "-nats-url is required"},
+		"no stream":              {args: []string{"-event-stream="}, wantErr: "-event-stream is required"},
+		"cert without key":       {args: []string{"-tls-cert-file=c.pem"}, wantErr: "go together"},
+		"client CA without cert": {args: []string{"-tls-client-ca-file=ca.pem"}, wantErr: "needs -tls-cert-file"},
+		"missing cert files":     {args: []string{"-tls-cert-file=/nonexistent/c.pem", "-tls-key-file=/nonexistent/k.pem"}, wantErr: "TLS file"},
+		"too fast a refresh":     {args: []string{"-refresh-interval=1ms"}, wantErr: "at least 10ms"},
+		"bad log level":          {args: []string{"-log-level=loud"}, wantErr: "-log-level"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			err := run(context.Background(), tt.args)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.wantErr)
+		})
+	}
+	require.NoError(t, run(context.Background(), []string{"-h"}), "help is no failure")
+	cfg := defaultConfig()
+	require.NoError(t, cfg.validate(), "the defaults are valid")
+}
+
+// freeAddr returns a loopback address that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	return addr
+}
+
+// TestServesKEDA runs the scaler as the chart does (the chart's flags)
+// against the test API server and an embedded NATS, and talks to it with
+// KEDA's generated client.
+func TestServesKEDA(t *testing.T) {
+	ctx := context.Background()
+	n := scalertest.StartNATS(t)
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, os.WriteFile(kubeconfig, cluster.KubeConfig, 0o600))
+	t.Setenv("KUBECONFIG", kubeconfig)
+
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "scaler-"}}
+	require.NoError(t, cluster.Client.Create(ctx, ns))
+	sub := scalertest.Subscription(ns.Name, "orders-created", "orders", "shop", "order.created.v1")
+	require.NoError(t, cluster.Client.Create(ctx, sub))
+	n.CreateConsumer(t, sub)
+
+	grpcAddr, metricsAddr := freeAddr(t), freeAddr(t)
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- run(rctx, []string{
+			"-nats-url=" + n.Server.ClientURL(),
+			"-event-stream=" + n.Streams.EventStream,
+			"-listen=" + grpcAddr,
+			"-metrics-listen=" + metricsAddr,
+			"-refresh-interval=100ms",
+			"-log-level=debug",
+		})
+	}()
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			cancel()
+			<-done
+		}
+	})
+
+	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	health := healthpb.NewHealthClient(conn)
+	require.Eventually(t, func() bool {
+		resp, err := health.Check(ctx, &healthpb.HealthCheckRequest{Service: server.ServiceName})
+		return err == nil && resp.Status == healthpb.HealthCheckResponse_SERVING
+	}, 30*time.Second, 20*time.Millisecond, "the scaler serves gRPC health")
+	assert.Equal(t, http.StatusOK, get(t, "http://"+metricsAddr+"/readyz").code)
+
+	keda := pb.NewExternalScalerClient(conn)
+	fn := types.NamespacedName{Namespace: ns.Name, Name: "orders"}
+	ref := &pb.ScaledObjectRef{Name: fn.Name, Namespace: fn.Namespace, ScalerMetadata: trigger.Metadata{
+		ScalerAddress: grpcAddr, Function: fn, TargetBacklog: 5, TargetConcurrency: 2,
+	}.Render()}
+	metric := func(name string) func() (int64, error) {
+		return func() (int64, error) {
+			resp, err := keda.GetMetrics(ctx, &pb.GetMetricsRequest{ScaledObjectRef: ref, MetricName: name})
+			if err != nil {
+				return 0, err
+			}
+			return resp.MetricValues[0].MetricValue, nil
+		}
+	}
+	eventually(t, metric(server.MetricBacklog), 0)
+	spec, err := keda.GetMetricSpec(ctx, ref)
+	require.NoError(t, err)
+	assert.Equal(t, int64(5), spec.MetricSpecs[0].TargetSize)
+
+	// At zero, idle: the first event is pushed to KEDA's stream.
+	active, err := keda.IsActive(ctx, ref)
+	require.NoError(t, err)
+	require.False(t, active.Result)
+	sctx, scancel := context.WithCancel(ctx)
+	defer scancel()
+	stream, err := keda.StreamIsActive(sctx, ref)
+	require.NoError(t, err)
+	// The stream is registered once the server has it; give it a refresh to
+	// have the listener in place, then publish.
+	require.Eventually(t, func() bool {
+		return metricValue(t, "http://"+metricsAddr+"/metrics", "kfn_scaler_watchers") == 1
+	}, 10*time.Second, 10*time.Millisecond)
+	n.Publish(t, "shop", "order.created.v1", "1")
+	got := make(chan bool, 1)
+	go func() {
+		r, err := stream.Recv()
+		got <- err == nil && r.Result
+	}()
+	select {
+	case ok := <-got:
+		require.True(t, ok, "StreamIsActive sends true")
+	case <-time.After(10 * time.Second):
+		t.Fatal("no activation within 10s")
+	}
+	eventually(t, metric(server.MetricBacklog), 1)
+
+	// Gateway requests reported over NATS count, in every replica.
+	pub, err := inflight.NewPublisher(n.Conn, "", nil)
+	require.NoError(t, err)
+	pub.ReportInFlight("eventbridge-0", map[types.NamespacedName]int{fn: 3}, time.Minute)
+	eventually(t, metric(server.MetricConcurrency), 3)
+
+	body := get(t, "http://"+metricsAddr+"/metrics").body
+	for _, m := range []string{"kfn_scaler_refresh_seconds", "kfn_scaler_activations_total", "kfn_scaler_grpc_requests_total", "go_goroutines"} {
+		assert.Contains(t, body, m)
+	}
+
+	// SIGTERM: a clean stop.
+	cancel()
+	stopped = true
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the scaler did not stop within 20s")
+	}
+}
+
+func eventually(t *testing.T, f func() (int64, error), want int64) {
+	t.Helper()
+	var got int64
+	var err error
+	require.Eventually(t, func() bool {
+		got, err = f()
+		return err == nil && got == want
+	}, 10*time.Second, 20*time.Millisecond, "want %d, last %d (%v)", want, got, err)
+}
+
+type response struct {
+	code int
+	body string
+}
+
+func get(t *testing.T, url string) response {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return response{resp.StatusCode, string(b)}
+}
+
+// metricValue returns the value of an unlabelled metric in a Prometheus
+// text page, -1 when absent.
+func metricValue(t *testing.T, url, name string) float64 {
+	t.Helper()
+	var v float64 = -1
+	for _, line := range strings.Split(get(t, url).body, "\n") {
+		if _, err := fmt.Sscanf(line, name+" %g", &v); err == nil {
+			return v
+		}
+	}
+	return -1
+}

@@ -1,0 +1,82 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// maxShedBatch bounds the events one budget check pulls to give up.
+const maxShedBatch = 256
+
+// holdBudget keeps the Subscription's backlog (pending plus unacknowledged
+// events of its consumer) within its maxBacklog until ctx ends: every
+// BudgetInterval it reads the backlog and marks the worker over budget or
+// not. While over budget, handle gives up a failed attempt at once instead
+// of retrying it, and gives up the events it holds for a sink with no ready
+// endpoint; and when the sink has no ready endpoint (nothing is pulled
+// then), the oldest waiting events are pulled here and given up, down to the
+// budget. Given up means dead-lettered with the reason (or dropped with
+// deadLetter "false"), so one dead sink cannot fill the shared event stream
+// and make publishing fail for every Subscription.
+func (w *worker) holdBudget(ctx context.Context) {
+	t := w.target
+	tick := time.NewTicker(w.d.cfg.BudgetInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		cons, err := w.d.js.Consumer(ctx, w.d.cfg.Streams.EventStream, t.consumer)
+		if err != nil {
+			continue // the run loop reports a missing consumer
+		}
+		info, err := cons.Info(ctx)
+		if err != nil {
+			continue
+		}
+		backlog := int(info.NumPending) + info.NumAckPending
+		over := backlog - t.delivery.MaxBacklog
+		w.overBudget.Store(over > 0)
+		if over <= 0 {
+			continue
+		}
+		if ready, _ := w.d.endpoints.Ready(t.sink.Namespace, t.sink.Service); ready {
+			continue // deliveries run: failed attempts are given up at once
+		}
+		if err := w.shed(ctx, cons, min(over, maxShedBatch)); err != nil && ctx.Err() == nil {
+			w.log.Warn("giving up events over the backlog budget failed", "error", err)
+		}
+	}
+}
+
+// shed pulls up to n of the oldest waiting events and gives them up.
+func (w *worker) shed(ctx context.Context, cons jetstream.Consumer, n int) error {
+	batch, err := cons.Fetch(n, jetstream.FetchMaxWait(time.Second))
+	if err != nil {
+		return fmt.Errorf("fetch events over the budget: %w", err)
+	}
+	reason := w.budgetReason("the sink has no ready endpoint")
+	for msg := range batch.Messages() {
+		meta, err := msg.Metadata()
+		if err != nil {
+			_ = msg.Term()
+			continue
+		}
+		w.giveUp(ctx, w.log, msg, meta, 0, reason)
+	}
+	if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+		return fmt.Errorf("fetch events over the budget: %w", err)
+	}
+	return nil
+}
+
+// budgetReason is the dead-letter reason of an event given up over budget.
+func (w *worker) budgetReason(why string) string {
+	return fmt.Sprintf("backlog over maxBacklog (%d) and %s: oldest events given up", w.target.delivery.MaxBacklog, why)
+}

@@ -1,0 +1,146 @@
+package dispatcher_test
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kfn-dev/kfn/eventbridge/deadletter"
+	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
+)
+
+func fastBudget(c *dispatcher.Config) { c.BudgetInterval = 20 * time.Millisecond }
+
+// backlog is what JetStream counts as waiting for the Subscription.
+func backlog(b *bridge, name string) int {
+	info := b.consumerInfo(sub(name, name))
+	return int(info.NumPending) + info.NumAckPending
+}
+
+func TestBacklogBudgetWhileTheSinkHasNoEndpoint(t *testing.T) {
+	eps := newEndpoints(false)
+	b := newBridge(t, withEndpoints(eps), withConfig(fastBudget))
+	k := b.newSink("fn", nil)
+	s := sub("fn", "fn", config("maxInFlightMessages", "2", "maxBacklog", "10"))
+	b.subscribe(s)
+	for i := range 50 {
+		b.publish("shop", "order.created.v1", strconv.Itoa(i), "")
+	}
+	require.Eventually(t, func() bool { return len(b.deadLetters()) == 40 && backlog(b, "fn") == 10 }, wait, tick,
+		"the 40 events over the budget are dead-lettered, 10 wait")
+	var ids []int
+	for _, dl := range b.deadLetters() {
+		id, err := strconv.Atoi(dl.Headers().Get("ce-id"))
+		require.NoError(t, err)
+		ids = append(ids, id)
+		assert.Contains(t, dl.Headers().Get(deadletter.HeaderError), "backlog over maxBacklog (10)")
+	}
+	slices.Sort(ids)
+	assert.Equal(t, 0, ids[0])
+	assert.Equal(t, 39, ids[len(ids)-1], "the oldest go first")
+	assert.Zero(t, k.count())
+
+	eps.set(true)
+	require.Eventually(t, func() bool { return k.count() == 10 }, wait, tick, "the 10 within the budget are delivered")
+	assert.Len(t, b.deadLetters(), 40)
+}
+
+func TestBacklogBudgetWhenTheSinkFails(t *testing.T) {
+	b := newBridge(t, withConfig(fastBudget))
+	failing := b.newSink("dead", func(n int, r *http.Request, w http.ResponseWriter) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
+	healthy := b.newSink("healthy", nil)
+	b.subscribe(sub("dead", "dead", config("maxInFlightMessages", "5", "maxBacklog", "20", "backoffInitial", "1s", "backoffMax", "1s")))
+	b.subscribe(sub("healthy", "healthy"))
+
+	var mu sync.Mutex
+	highest := 0
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			n := backlog(b, "dead")
+			mu.Lock()
+			highest = max(highest, n)
+			mu.Unlock()
+		}
+	}()
+	for i := range 200 {
+		b.publish("shop", "order.created.v1", strconv.Itoa(i), "")
+	}
+	require.Eventually(t, func() bool { return healthy.count() == 200 }, wait, tick, "the healthy Subscription gets everything")
+	require.Eventually(t, func() bool { return backlog(b, "dead") <= 20 }, wait, tick, "the dead one is held to its budget")
+	close(stop)
+	<-done
+	assert.NotEmpty(t, b.deadLetters())
+	for _, dl := range b.deadLetters() {
+		assert.Contains(t, dl.Headers().Get(deadletter.HeaderError), "backlog over maxBacklog (20)")
+	}
+	assert.Positive(t, failing.count())
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("highest backlog seen for the dead Subscription: %d (budget 20, publishing 200 at once)", highest)
+}
+
+// TestNoisyNeighbour: one Subscription's sink is down for the whole test
+// while another's is healthy, and events flow at 100/s into an event stream
+// small enough to fill up. With the dead one on a budget, publishing never
+// fails and the healthy one gets every event; the same flow without a
+// budget fills the stream, and publishing fails for everyone (Kyma's 507).
+func TestNoisyNeighbour(t *testing.T) {
+	flow := func(t *testing.T, budget string) (failed int, healthyGot int, b *bridge) {
+		b = newBridge(t, withConfig(fastBudget), withConfig(func(c *dispatcher.Config) {
+			c.Streams.MaxBytes = 256 << 10 // about 200 events of 1 KiB
+		}))
+		b.newSink("dead", func(n int, r *http.Request, w http.ResponseWriter) { w.WriteHeader(http.StatusServiceUnavailable) })
+		healthy := b.newSink("healthy", nil)
+		b.subscribe(sub("dead", "dead", config("maxBacklog", budget, "backoffInitial", "1s", "backoffMax", "1s")))
+		b.subscribe(sub("healthy", "healthy"))
+		data := strings.Repeat("x", 1024)
+		tk := time.NewTicker(10 * time.Millisecond)
+		defer tk.Stop()
+		const events = 400 // 4 s at 100/s: twice what the stream holds
+		for i := range events {
+			<-tk.C
+			e := event.New()
+			e.SetID(strconv.Itoa(i))
+			e.SetSource("shop")
+			e.SetType("order.created.v1")
+			require.NoError(t, e.SetData("text/plain", data))
+			if _, err := b.store.Publish(context.Background(), &e, "", ""); err != nil {
+				failed++
+			}
+		}
+		require.Eventually(t, func() bool { return healthy.count() == events-failed }, wait, tick)
+		return failed, healthy.count(), b
+	}
+
+	t.Run("with a budget", func(t *testing.T) {
+		failed, got, b := flow(t, "50")
+		assert.Zero(t, failed, "publishing never fails because of the dead sink")
+		assert.Equal(t, 400, got)
+		require.Eventually(t, func() bool { return backlog(b, "dead") <= 50 }, wait, tick)
+		t.Logf("dead Subscription: backlog %d, %d dead-lettered over its budget", backlog(b, "dead"), len(b.deadLetters()))
+	})
+	t.Run("without a budget (control)", func(t *testing.T) {
+		failed, got, _ := flow(t, "1000000")
+		assert.Positive(t, failed, "the dead Subscription's events fill the stream: publishing fails for everyone")
+		t.Logf("without a budget: %d of 400 publishes failed, the healthy Subscription got %d", failed, got)
+	})
+}
