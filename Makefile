@@ -9,8 +9,14 @@ GO ?= go
 BIN := $(CURDIR)/bin
 # How long each fuzz target runs under `make test` (longer by hand: make fuzz FUZZTIME=5m).
 FUZZTIME ?= 3s
+# Passed to bench/report, for example BENCHFLAGS="-reps 5 -only eventbridge".
+BENCHFLAGS ?=
 # Passed to every `go test`.
 TESTFLAGS ?= -timeout 30m
+
+# Modules of their own inside the repository (heavy test-only dependencies):
+# `make test` and `make verify` run them too.
+NESTED_MODULES := e2e/keda
 
 # Fuzz targets, as package:Target, run briefly by `make test` (their seed
 # corpora also run as plain tests).
@@ -19,7 +25,8 @@ FUZZ_TARGETS := \
 	./api/eventing/v1alpha2:FuzzParseSink \
 	./api/eventing/v1alpha2:FuzzCleanFastPath \
 	./eventbridge/publisher:FuzzPublish \
-	./runtimes:FuzzHostHTTP
+	./runtimes:FuzzHostHTTP \
+	./scaler/trigger:FuzzParse
 
 .PHONY: help
 help: ## Show the targets.
@@ -31,12 +38,17 @@ DEV_ADDR ?= 127.0.0.1:8080
 DEV_FLAGS ?=
 
 .PHONY: dev
-dev: build ## Run kfn locally with the example application (kfn dev examples/shop).
+dev: kfn ## Run kfn locally with the example application (kfn dev examples/shop).
 	$(BIN)/kfn dev --addr $(DEV_ADDR) $(DEV_FLAGS) $(DEV_DIR)
 
 .PHONY: test
 test: verify envtest ## Run every test (builds the test API server once, about 4 minutes).
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test $(TESTFLAGS) ./...
+	@# Nested modules (own go.mod, outside ./... above): the real KEDA's e2e.
+	@for m in $(NESTED_MODULES); do \
+		echo "cd $$m && go test ./..."; \
+		(cd $$m && KUBEBUILDER_ASSETS="$$($(CURDIR)/hack/envtest-assets.sh)" $(GO) test $(TESTFLAGS) ./...); \
+	done
 	$(MAKE) --no-print-directory fuzz
 
 .PHONY: fuzz
@@ -47,6 +59,10 @@ fuzz: ## Run each fuzz target for FUZZTIME.
 		out=$$($(GO) test $$pkg -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) -parallel 1 2>&1) || \
 			{ echo "$$out"; exit 1; }; \
 	done
+
+.PHONY: bench
+bench: envtest ## Run every benchmark and write BENCHMARKS.md with scaling curves (about 45 minutes; BENCH_QUICK=1 for a short check).
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) run ./bench/report $(BENCHFLAGS)
 
 .PHONY: envtest
 envtest: ## Build kube-apiserver and etcd for tests into ~/.cache/kfn (only when missing).
@@ -62,10 +78,15 @@ verify: ## Fail when code is unformatted, vet complains, or generated files are 
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 		if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	@for m in $(NESTED_MODULES); do echo "cd $$m && go vet ./..."; (cd $$m && $(GO) vet ./...); done
 	@$(MAKE) --no-print-directory generate >/dev/null
 	@if ! git diff --quiet -- api charts/kfn/crds; then \
 		git --no-pager diff --stat -- api charts/kfn/crds; \
 		echo "generated files are stale: run 'make generate' and commit the result"; exit 1; fi
+
+.PHONY: kfn
+kfn: ## Build bin/kfn only (what make dev runs).
+	$(GO) build -o $(BIN)/ ./cmd/kfn
 
 .PHONY: build
 build: ## Build the binaries under cmd/ into bin/.

@@ -190,12 +190,32 @@ func TestEmitCloudEvent(t *testing.T) {
 		assert.Equal(t, "kfn=1", e.header.Get("Tracestate"))
 		assert.JSONEq(t, `{"x":1}`, e.body)
 
+		assert.Empty(t, e.header.Get("Authorization"), "no token unless PUBLISHER_TOKEN is set")
+
 		r = h.mustDo("POST", "/emit?type=fail.me.v1", nil, "")
 		assert.Equal(t, 502, r.status)
 		var failure struct{ Error string }
 		require.NoError(t, json.Unmarshal([]byte(r.body), &failure), r.body)
 		assert.Contains(t, failure.Error, "507")
 		assert.Contains(t, failure.Error, "storage full")
+	})
+}
+
+// TestEmitCloudEventWithToken checks that a function sends PUBLISHER_TOKEN
+// as a bearer token, for a publisher that requires one.
+func TestEmitCloudEventWithToken(t *testing.T) {
+	t.Parallel()
+	forEachRuntime(t, func(t *testing.T, rt runtimes.Runtime) {
+		pub := newPublisher(t)
+		h := startHost(t, rt, fixture(t, rt, "contract"), hostOptions{
+			cfg: runtimes.Config{PublisherAddress: pub.URL + "/publish"},
+			env: map[string]string{"PUBLISHER_TOKEN": "s3cret"},
+		})
+		r := h.mustDo("POST", "/emit", map[string]string{"Content-Type": "application/json"}, `{}`)
+		require.Equal(t, 200, r.status, r.body)
+		got := pub.received()
+		require.Len(t, got, 1)
+		assert.Equal(t, "Bearer s3cret", got[0].header.Get("Authorization"))
 	})
 }
 

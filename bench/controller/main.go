@@ -10,7 +10,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -31,6 +30,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
+	"github.com/kfn-dev/kfn/bench/figures"
+	"github.com/kfn-dev/kfn/bench/procstat"
 	"github.com/kfn-dev/kfn/controller/function"
 )
 
@@ -45,6 +46,7 @@ func run() error {
 	n := flag.Int("functions", 1000, "how many Functions to apply")
 	workers := flag.Int("workers", 16, "controller --workers")
 	timeout := flag.Duration("timeout", 5*time.Minute, "give up after this long")
+	figuresOut := flag.String("figures", "", "also append the results as JSON lines (package bench/figures) to this file")
 	flag.Parse()
 
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
@@ -129,7 +131,7 @@ func run() error {
 		}
 	}
 	total := time.Since(start)
-	hwm, rss, err := memory(ctl.Process.Pid)
+	hwm, rss, err := procstat.Memory(ctl.Process.Pid)
 	if err != nil {
 		return err
 	}
@@ -139,7 +141,18 @@ func run() error {
 	fmt.Printf("controller RSS idle:    %.1f MiB\n", mib(idle))
 	fmt.Printf("controller RSS now:     %.1f MiB\n", mib(rss))
 	fmt.Printf("controller peak RSS:    %.1f MiB (VmHWM; target < 150 MiB: %s)\n", mib(hwm), verdict(mib(hwm) < 150))
-	return nil
+	const group = "controller"
+	var timeTarget, memTarget figures.Target
+	if *n == 1000 {
+		timeTarget = figures.Target{Max: 60, Text: "< 60 s"}
+		memTarget = figures.Target{Max: 150, Text: "< 150 MiB"}
+	}
+	return figures.Append(*figuresOut,
+		figures.Figure{Group: group, Name: fmt.Sprintf("%d Functions to Deployments and status", *n), Unit: "s", Value: total.Seconds(), Target: timeTarget,
+			Series: "controller time to reconcile N Functions", X: float64(*n), XLabel: "Functions"},
+		figures.Figure{Group: group, Name: fmt.Sprintf("peak RSS with %d Functions", *n), Unit: "MiB", Value: mib(hwm), Target: memTarget,
+			Series: "controller peak RSS with N Functions", X: float64(*n), XLabel: "Functions"},
+	)
 }
 
 func verdict(ok bool) string {
@@ -207,37 +220,12 @@ func progress(ctx context.Context, c client.Client, ns string) (deps, svcs, read
 	return len(dl.Items), len(sl.Items), ready, nil
 }
 
-// memory returns VmHWM and VmRSS of pid in KiB.
-func memory(pid int) (hwm, rss int64, err error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, 0, fmt.Errorf("read controller memory: %w", err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		v, _ := strconv.ParseInt(f[1], 10, 64)
-		switch f[0] {
-		case "VmHWM:":
-			hwm = v
-		case "VmRSS:":
-			rss = v
-		}
-	}
-	if hwm == 0 {
-		return 0, 0, errors.New("no VmHWM in /proc status")
-	}
-	return hwm, rss, nil
-}
-
 // waitRSS waits until the controller has started (its RSS stops growing
 // for a second) and returns that RSS.
 func waitRSS(pid int) (int64, error) {
 	var last int64
 	for range 40 {
-		_, rss, err := memory(pid)
+		_, rss, err := procstat.Memory(pid)
 		if err != nil {
 			return 0, err
 		}

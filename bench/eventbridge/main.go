@@ -35,6 +35,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/bench/figures"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
@@ -48,6 +49,8 @@ type options struct {
 	rate        int
 	size        int
 	rounds      int
+	figures     string
+	subs        int
 }
 
 func main() {
@@ -59,6 +62,8 @@ func main() {
 	flag.IntVar(&o.size, "size", 1024, "event data size in bytes")
 	flag.IntVar(&o.rounds, "rounds", 2, "alternating rounds of bare and kfn; the best round of each counts (load from other processes only ever slows a round down)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	flag.IntVar(&o.subs, "subscriptions", 1, "Subscriptions of the kfn pipeline, one event type each; events are spread over them")
+	flag.StringVar(&o.figures, "figures", "", "also append the results as JSON lines (package bench/figures) to this file")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -84,7 +89,16 @@ type pipeline struct {
 	name    string
 	url     string // where the load generator POSTs
 	binary  bool   // send CloudEvents headers
+	types   int    // event types to spread the events over (>= 1)
 	cleanup func()
+}
+
+// eventType is the i-th event type of a pipeline with n types.
+func eventType(i int64, n int) string {
+	if n <= 1 {
+		return "order.created.v1"
+	}
+	return fmt.Sprintf("order%d.created.v1", i%int64(n))
 }
 
 func run(o options) error {
@@ -111,7 +125,7 @@ func run(o options) error {
 
 	fmt.Printf("event bridge benchmark: %d B events, file storage (default sync), %d publishing connections, %d in flight to the sink, load generator in-process, GOMAXPROCS=%d\n\n",
 		o.size, o.connections, o.inflight, runtimeProcs())
-	type figures struct {
+	type result struct {
 		throughput float64
 		p50, p99   time.Duration
 		lost       int
@@ -129,8 +143,17 @@ func run(o options) error {
 		}
 		pipelines = append(pipelines, p)
 	}
-	results := map[string]figures{}
+	results := map[string]result{}
+	var raw float64
 	for round := 1; round <= o.rounds; round++ {
+		if o.subs <= 1 {
+			r, err := rawJetStream(ns.ClientURL(), o, o.duration)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("round %d  raw   throughput %8.0f events/s   (JetStream publish -> pull -> ack, no HTTP)\n", round, r)
+			raw = max(raw, r)
+		}
 		for _, p := range pipelines {
 			tp, err := throughput(p, sink, o, o.duration)
 			if err != nil {
@@ -160,7 +183,29 @@ func run(o options) error {
 	b, k := results["bare"], results["kfn"]
 	fmt.Printf("\nkfn/bare throughput ratio: %.0f%% (target >= 60%%, and >= 10,000 events/s)\n", 100*k.throughput/b.throughput)
 	fmt.Printf("kfn p99 at %d events/s: %.2f ms (target < 5 ms)\n", o.rate, ms(k.p99))
-	return nil
+	const group = "event bridge"
+	suffix := ""
+	if o.subs > 1 {
+		suffix = fmt.Sprintf(", %d Subscriptions", o.subs)
+	}
+	figs := []figures.Figure{
+		{Group: group, Name: fmt.Sprintf("throughput, %d B events%s", o.size, suffix), Unit: "events/s", Value: k.throughput,
+			Anchor: "bare pipeline", AnchorValue: b.throughput,
+			Series: "event bridge throughput by Subscriptions", X: float64(max(o.subs, 1)), XLabel: "Subscriptions"},
+		{Group: group, Name: fmt.Sprintf("p99 latency at %d events/s%s", o.rate, suffix), Unit: "ms", Value: ms(k.p99),
+			Anchor: "bare pipeline", AnchorValue: ms(b.p99),
+			Series: fmt.Sprintf("event bridge p99 latency at %d events/s by Subscriptions", o.rate), X: float64(max(o.subs, 1)), XLabel: "Subscriptions"},
+	}
+	if o.subs <= 1 {
+		figs[0].Target = figures.Target{Min: 10000, MinRatio: 0.6, Text: ">= 10,000 events/s and >= 60% of bare"}
+		figs[1].Target = figures.Target{Max: 5, Text: "< 5 ms"}
+		figs = append(figs,
+			figures.Figure{Group: group, Name: fmt.Sprintf("throughput against raw JetStream, %d B events", o.size), Unit: "events/s", Value: k.throughput,
+				Anchor: "raw JetStream (publish, pull, ack; no HTTP)", AnchorValue: raw},
+			figures.Figure{Group: group, Name: fmt.Sprintf("p50 latency at %d events/s", o.rate), Unit: "ms", Value: ms(k.p50),
+				Anchor: "bare pipeline", AnchorValue: ms(b.p50)})
+	}
+	return figures.Append(o.figures, figs...)
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -219,9 +264,10 @@ func newRequest(p *pipeline, body []byte) *http.Request {
 	req, _ := http.NewRequest(http.MethodPost, p.url, bytes.NewReader(body))
 	if p.binary {
 		req.Header.Set("Ce-Specversion", "1.0")
-		req.Header.Set("Ce-Id", strconv.FormatInt(ids.Add(1), 10))
+		id := ids.Add(1)
+		req.Header.Set("Ce-Id", strconv.FormatInt(id, 10))
 		req.Header.Set("Ce-Source", "bench")
-		req.Header.Set("Ce-Type", "order.created.v1")
+		req.Header.Set("Ce-Type", eventType(id, p.types))
 	}
 	req.Header.Set("Content-Type", "application/octet-stream")
 	return req
@@ -406,22 +452,6 @@ func kfn(natsURL, sinkURL string, o options) (*pipeline, error) {
 		cancel()
 		return nil, err
 	}
-	sub := &v1alpha2.Subscription{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "bench"},
-		Spec: v1alpha2.SubscriptionSpec{
-			Sink: "http://sink.default.svc.cluster.local/", Source: "bench", Types: []string{"order.created.v1"},
-			Config: map[string]v1alpha2.ConfigValue{v1alpha2.ConfigMaxInFlightMessages: v1alpha2.ConfigValue(strconv.Itoa(o.inflight))},
-		},
-	}
-	cc, err := stream.ConsumerConfig(sub, stream.ConsumerSettings{})
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	if _, err := stream.EnsureConsumer(ctx, js, streams.EventStream, cc); err != nil {
-		cancel()
-		return nil, err
-	}
 	d, err := dispatcher.New(js, dispatcher.Config{Streams: streams},
 		dispatcher.WithResolver(dispatcher.ResolverFunc(func(v1alpha2.Sink) (string, error) { return sinkURL, nil })),
 		dispatcher.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
@@ -429,9 +459,27 @@ func kfn(natsURL, sinkURL string, o options) (*pipeline, error) {
 		cancel()
 		return nil, err
 	}
-	if err := d.Upsert(sub); err != nil {
-		cancel()
-		return nil, err
+	for i := range max(o.subs, 1) {
+		sub := &v1alpha2.Subscription{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("bench-%d", i)},
+			Spec: v1alpha2.SubscriptionSpec{
+				Sink: "http://sink.default.svc.cluster.local/", Source: "bench", Types: []string{eventType(int64(i), o.subs)},
+				Config: map[string]v1alpha2.ConfigValue{v1alpha2.ConfigMaxInFlightMessages: v1alpha2.ConfigValue(strconv.Itoa(o.inflight))},
+			},
+		}
+		cc, err := stream.ConsumerConfig(sub, stream.ConsumerSettings{})
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		if _, err := stream.EnsureConsumer(ctx, js, streams.EventStream, cc); err != nil {
+			cancel()
+			return nil, err
+		}
+		if err := d.Upsert(sub); err != nil {
+			cancel()
+			return nil, err
+		}
 	}
 	done := make(chan struct{})
 	go func() { _ = d.Start(ctx); close(done) }()
@@ -445,7 +493,7 @@ func kfn(natsURL, sinkURL string, o options) (*pipeline, error) {
 		cancel()
 		return nil, err
 	}
-	return &pipeline{name: "kfn", url: url + "/publish", binary: true, cleanup: func() {
+	return &pipeline{name: "kfn", url: url + "/publish", binary: true, types: o.subs, cleanup: func() {
 		cancel()
 		<-done
 		srv.Close()

@@ -19,7 +19,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/kfn-dev/kfn/bench/figures"
+	"github.com/kfn-dev/kfn/bench/procstat"
 	"github.com/kfn-dev/kfn/runtimes"
+	"github.com/kfn-dev/kfn/runtimes/deps"
 )
 
 //go:embed assets
@@ -35,6 +38,7 @@ type config struct {
 	starts   int
 	only     string
 	jsonOut  string
+	figures  string
 }
 
 func main() {
@@ -48,6 +52,7 @@ func main() {
 	flag.IntVar(&c.starts, "starts", 10, "cold starts per server; the median is reported")
 	flag.StringVar(&c.only, "only", "", "measure one language only: nodejs or python")
 	flag.StringVar(&c.jsonOut, "json", "", "also write the results as JSON to this file")
+	flag.StringVar(&c.figures, "figures", "", "also append the results as JSON lines (package bench/figures) to this file")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -68,6 +73,10 @@ type pair struct {
 	// targets from DESIGN.md
 	minRatio     float64
 	maxColdStart time.Duration
+	// withDep, when set, is the kfn host serving a function with one
+	// dependency installed (Node.js only: PyPI is out of reach here); it is
+	// measured for cold start only.
+	withDep *target
 }
 
 // Result is one server's figures.
@@ -105,7 +114,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rep := &Report{Started: time.Now(), CPUs: runtime.NumCPU(), LoadBefore: loadavg(), Versions: versions,
+	rep := &Report{Started: time.Now(), CPUs: runtime.NumCPU(), LoadBefore: procstat.LoadAvg(), Versions: versions,
 		Interpreter: map[string][]int64{}}
 	results := map[string]*Result{}
 	for _, p := range pairs {
@@ -124,8 +133,11 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	if err := measureColdStarts(ctx, c, pairs, results, rep); err != nil {
 		return err
 	}
-	rep.LoadAfter = loadavg()
+	rep.LoadAfter = procstat.LoadAvg()
 	print(out, c, pairs, results, rep)
+	if err := figures.Append(c.figures, runtimeFigures(c, pairs, results)...); err != nil {
+		return err
+	}
 	if c.jsonOut != "" {
 		b, err := json.MarshalIndent(rep, "", "  ")
 		if err != nil {
@@ -178,7 +190,7 @@ func prepare(c config, work string) ([]pair, map[string]string, error) {
 		}
 		versions["node"] = version(node, "--version")
 		rt, _ := runtimes.Lookup("nodejs22")
-		p, err := kfnPair(rt, node, hostDir, filepath.Join(work, "fn-node"), env)
+		p, err := kfnPair(rt, node, hostDir, filepath.Join(work, "fn-node"), "", env)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -186,6 +198,11 @@ func prepare(c config, work string) ([]pair, map[string]string, error) {
 			argv: []string{node, filepath.Join(work, "plain_node.js")}, env: env, ready: "/", portEnv: "PORT"}
 		p.interpreter = []string{node, "-e", "0"}
 		p.minRatio, p.maxColdStart = 0.8, 150*time.Millisecond
+		if dep, err := nodeWithDependency(rt, node, hostDir, work, env); err != nil {
+			fmt.Fprintf(os.Stderr, "bench/runtimes: no cold start with a dependency: %v\n", err)
+		} else {
+			p.withDep = &dep
+		}
 		pairs = append(pairs, p)
 	}
 	if c.only == "" || c.only == "python" {
@@ -195,7 +212,7 @@ func prepare(c config, work string) ([]pair, map[string]string, error) {
 		}
 		versions["python"] = version(python, "--version")
 		rt, _ := runtimes.Lookup("python312")
-		p, err := kfnPair(rt, python, hostDir, filepath.Join(work, "fn-python"), env)
+		p, err := kfnPair(rt, python, hostDir, filepath.Join(work, "fn-python"), "", env)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -211,8 +228,8 @@ func prepare(c config, work string) ([]pair, map[string]string, error) {
 	return pairs, versions, nil
 }
 
-func kfnPair(rt runtimes.Runtime, interpreter, hostDir, fnDir string, env []string) (pair, error) {
-	vars, err := rt.Env(runtimes.Config{FunctionName: "hello", Namespace: "bench", FunctionDir: fnDir})
+func kfnPair(rt runtimes.Runtime, interpreter, hostDir, fnDir, depsDir string, env []string) (pair, error) {
+	vars, err := rt.Env(runtimes.Config{FunctionName: "hello", Namespace: "bench", FunctionDir: fnDir, DepsDir: depsDir})
 	if err != nil {
 		return pair{}, err
 	}
@@ -228,24 +245,49 @@ func kfnPair(rt runtimes.Runtime, interpreter, hostDir, fnDir string, env []stri
 	}}, nil
 }
 
+// depPackage is the one dependency of the "with a dependency" function.
+const depPackage = `{"name":"hello","dependencies":{"lodash":"4.17.21"}}`
+
+// nodeWithDependency installs lodash from the npm registry into a
+// dependency directory (as kfn dev and the controller's install step do)
+// and returns the kfn host serving a handler that requires it.
+func nodeWithDependency(rt runtimes.Runtime, node, hostDir, work string, env []string) (target, error) {
+	fnDir := filepath.Join(work, "fn-node-dep")
+	if err := os.MkdirAll(fnDir, 0o755); err != nil {
+		return target{}, err
+	}
+	handler := "const _ = require('lodash');\nmodule.exports = { main: () => _.join(['hello', 'world'], ' ') };\n"
+	if err := os.WriteFile(filepath.Join(fnDir, "handler.js"), []byte(handler), 0o644); err != nil {
+		return target{}, err
+	}
+	if err := os.WriteFile(filepath.Join(fnDir, "package.json"), []byte(depPackage), 0o644); err != nil {
+		return target{}, err
+	}
+	inst, err := deps.New(filepath.Join(work, "deps"))
+	if err != nil {
+		return target{}, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	depsDir, err := inst.Ensure(ctx, rt, depPackage, deps.Registry{})
+	if err != nil {
+		return target{}, fmt.Errorf("install lodash: %w", err)
+	}
+	p, err := kfnPair(rt, node, hostDir, fnDir, depsDir, env)
+	if err != nil {
+		return target{}, err
+	}
+	t := p.kfn
+	t.name = "kfn " + rt.Name + " host, one dependency"
+	return t, nil
+}
+
 func version(exe, flag string) string {
 	out, err := runToExitOutput(exe, flag)
 	if err != nil {
 		return "unknown"
 	}
 	return strings.TrimSpace(out)
-}
-
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
 }
 
 // measureServers starts every server once and measures throughput (in
@@ -326,7 +368,16 @@ func measureColdStarts(ctx context.Context, c config, pairs []pair, results map[
 			rep.Interpreter[p.language] = append(rep.Interpreter[p.language], int64(d))
 		}
 		fmt.Fprintf(os.Stderr, "  start    %-28s median %s\n", filepath.Base(p.interpreter[0])+" "+strings.Join(p.interpreter[1:], " "), median(floor))
-		for _, t := range []target{p.anchor, p.kfn} {
+		targets := []target{p.anchor, p.kfn}
+		if p.withDep != nil {
+			targets = append(targets, *p.withDep)
+			if _, ok := results[p.withDep.name]; !ok {
+				r := &Result{Name: p.withDep.name, Language: p.language}
+				results[p.withDep.name] = r
+				rep.Results = append(rep.Results, r)
+			}
+		}
+		for _, t := range targets {
 			if s, _, err := start(t, 20*time.Second); err == nil {
 				s.stop()
 			} else {
@@ -447,8 +498,42 @@ func print(out io.Writer, c config, pairs []pair, results map[string]*Result, re
 		fmt.Fprintf(w, "%s\t%s\t%s\t\t\t\n", a.Name, ms(a.ColdStart), ms(a.ColdStartP90))
 		fmt.Fprintf(w, "%s\t%s\t%s\t< %s\t%s\t\n", k.Name, ms(k.ColdStart), ms(k.ColdStartP90),
 			ms(p.maxColdStart), verdict(k.ColdStart < p.maxColdStart))
+		if p.withDep != nil {
+			d := results[p.withDep.name]
+			fmt.Fprintf(w, "%s\t%s\t%s\t\t\t\n", d.Name, ms(d.ColdStart), ms(d.ColdStartP90))
+		}
 	}
 	w.Flush()
+}
+
+// runtimeFigures are the results in package figures' form: per language,
+// throughput and 50 req/s latency against the plain server, and cold start
+// against the plain server's.
+func runtimeFigures(c config, pairs []pair, results map[string]*Result) []figures.Figure {
+	msf := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	var out []figures.Figure
+	for _, p := range pairs {
+		a, k := results[p.anchor.name], results[p.kfn.name]
+		group := "runtime " + p.language
+		out = append(out,
+			figures.Figure{Group: group, Name: fmt.Sprintf("hello world max throughput, %d connections", c.conns), Unit: "req/s",
+				Value: k.Median, Anchor: a.Name, AnchorValue: a.Median,
+				Target: figures.Target{MinRatio: p.minRatio, Text: fmt.Sprintf(">= %.0f%% of %s", 100*p.minRatio, a.Name)}},
+			figures.Figure{Group: group, Name: fmt.Sprintf("p50 latency at %.0f req/s", c.rate), Unit: "ms",
+				Value: msf(k.P50), Anchor: a.Name, AnchorValue: msf(a.P50)},
+			figures.Figure{Group: group, Name: fmt.Sprintf("p99 latency at %.0f req/s", c.rate), Unit: "ms",
+				Value: msf(k.P99), Anchor: a.Name, AnchorValue: msf(a.P99), Target: figures.Target{Max: 2, Text: "< 2 ms"}},
+			figures.Figure{Group: group, Name: "cold start to first /healthz 200", Unit: "ms",
+				Value: msf(k.ColdStart), Anchor: a.Name, AnchorValue: msf(a.ColdStart),
+				Target: figures.Target{Max: msf(p.maxColdStart), Text: fmt.Sprintf("< %.0f ms", msf(p.maxColdStart))}},
+		)
+		if p.withDep != nil {
+			d := results[p.withDep.name]
+			out = append(out, figures.Figure{Group: group, Name: "cold start with one dependency (lodash) to first /healthz 200", Unit: "ms",
+				Value: msf(d.ColdStart), Anchor: k.Name + " without dependencies", AnchorValue: msf(k.ColdStart)})
+		}
+	}
+	return out
 }
 
 var errNoOutput = errors.New("no output")

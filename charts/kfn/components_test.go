@@ -17,6 +17,7 @@ import (
 
 	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -125,7 +126,7 @@ func doInstall(t *testing.T, c *testcluster.Cluster) *installation {
 	binDir = bin
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	require.NoError(t, err)
-	build := exec.Command(goTool(t), "build", "-o", bin+string(filepath.Separator), "./cmd/controller", "./cmd/eventbridge")
+	build := exec.Command(goTool(t), "build", "-o", bin+string(filepath.Separator), "./cmd/controller", "./cmd/eventbridge", "./cmd/scaler")
 	build.Dir = root
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, "build the components:\n%s", out)
@@ -325,6 +326,12 @@ func TestControllerRBAC(t *testing.T) {
 	require.NoError(t, a.Get(ctx, client.ObjectKey{Namespace: appsNamespace, Name: "orders"}, old))
 	require.NoError(t, a.Delete(ctx, old))
 	eventually(t, p, "the Function is gone", func(ctx context.Context) bool { return gone(ctx, a, &v1alpha2.Function{}, "orders") })
+	// Waiting for its ScaledObject to go makes the delete certain: a new
+	// Function created at once may be reconciled in the same pass and
+	// adopt the old ScaledObject by server-side apply instead.
+	eventually(t, p, "its ScaledObject is deleted by the controller", func(ctx context.Context) bool {
+		return gone(ctx, a, &kedav1alpha1.ScaledObject{}, "orders")
+	})
 	fresh := inlineFunction("orders", 1, 3)
 	require.NoError(t, a.Create(ctx, fresh))
 	eventually(t, p, "the new Function owns a new Deployment", func(ctx context.Context) bool {
@@ -390,7 +397,7 @@ func TestEventBridgeRBAC(t *testing.T) {
 	require.True(t, ns.ReadyForConnections(10*time.Second))
 
 	args := container(t, typed(t, in.objs).deployments["kfn-eventbridge"]).Args
-	args = append(append([]string(nil), args...), "-nats-url="+ns.ClientURL(), "-listen=127.0.0.1:0", "-admin-listen=", "-metrics-listen=")
+	args = append(append([]string(nil), args...), "-nats-url="+ns.ClientURL(), "-listen=127.0.0.1:0", "-gateway-listen=127.0.0.1:0", "-admin-listen=", "-metrics-listen=")
 	p := start(t, filepath.Join(in.bin, "eventbridge"), kubeconfig, args...)
 
 	a := in.admin
@@ -422,4 +429,41 @@ func TestEventBridgeRBAC(t *testing.T) {
 	p.stop(t)
 
 	checkLeastPrivilege(t, rec.Calls(), grantsOf(t, in.objs, releaseNamespace, "kfn-eventbridge"), nil)
+}
+
+// TestScalerRBAC runs the scaler binary with the chart's arguments under
+// its ServiceAccount: it lists and watches Subscriptions in every
+// namespace to bind each one's JetStream consumer to the Function its sink
+// names (scaler/kube), and nothing else (no leader election: every replica
+// answers KEDA from its own refresh loop). Its grants are checked against
+// its calls, both ways.
+func TestScalerRBAC(t *testing.T) {
+	in := install(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	useApps(t, ctx, in.admin, "kfn-scaler") // the scaler holds no Lease: nothing to delete
+	kubeconfig, rec := serviceAccountProxy(t, in.cluster, releaseNamespace, "kfn-scaler")
+
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
+	require.NoError(t, err)
+	ns.Start()
+	t.Cleanup(ns.Shutdown)
+	require.True(t, ns.ReadyForConnections(10*time.Second))
+
+	args := container(t, typed(t, in.objs).deployments["kfn-scaler"]).Args
+	args = append(append([]string(nil), args...), "-nats-url="+ns.ClientURL(), "-listen=127.0.0.1:0", "-metrics-listen=")
+	p := start(t, filepath.Join(in.bin, "scaler"), kubeconfig, args...)
+	a := in.admin
+	require.NoError(t, a.Create(ctx, &eventingv1alpha2.Subscription{
+		ObjectMeta: metav1.ObjectMeta{Name: "scaled", Namespace: appsNamespace},
+		Spec:       eventingv1alpha2.SubscriptionSpec{Sink: "http://orders." + appsNamespace + ".svc.cluster.local", Source: "shop", Types: []string{"order.created.v1"}},
+	}))
+	eventually(t, p, "the scaler lists and watches Subscriptions and serves gRPC", func(context.Context) bool {
+		return rec.has("list", "subscriptions", "") && rec.has("watch", "subscriptions", "") && strings.Contains(p.output(), `"server":"grpc"`)
+	})
+	p.stop(t)
+
+	checkLeastPrivilege(t, rec.Calls(), grantsOf(t, in.objs, releaseNamespace, "kfn-scaler"), nil)
+	assert.Empty(t, grantsOf(t, render(t, map[string]any{"keda": map[string]any{"enabled": false}}), releaseNamespace, "kfn-scaler"),
+		"no scaler, no grants, without KEDA")
 }

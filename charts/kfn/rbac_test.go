@@ -191,23 +191,3 @@ func checkLeastPrivilege(t *testing.T, calls []apiCall, grants []grant, unexerci
 		t.Logf("grants:\n%s", strings.Join(gs, "\n"))
 	}
 }
-
-// scalerCalls are the calls kfn's scaler makes to the API server: it
-// lists and watches Subscriptions in every namespace to bind each one's
-// JetStream consumer to the Function its sink names (scaler.BindingFor),
-// and nothing else (it has no leader election: every replica answers KEDA
-// from its own refresh loop). cmd/scaler is not on main yet, so this table
-// stands in for a run; when it lands, TestScalerRBAC should run the binary
-// as TestEventBridgeRBAC does.
-var scalerCalls = []apiCall{
-	{Verb: "list", Group: "eventing.kyma-project.io", Resource: "subscriptions", Code: 200},
-	{Verb: "watch", Group: "eventing.kyma-project.io", Resource: "subscriptions", Code: 200},
-}
-
-// TestScalerRBAC checks the scaler's grants against its table of calls, both ways.
-func TestScalerRBAC(t *testing.T) {
-	objs := render(t, nil)
-	checkLeastPrivilege(t, scalerCalls, grantsOf(t, objs, releaseNamespace, "kfn-scaler"), nil)
-	assert.Empty(t, grantsOf(t, render(t, map[string]any{"keda": map[string]any{"enabled": false}}), releaseNamespace, "kfn-scaler"),
-		"no scaler, no grants, without KEDA")
-}

@@ -21,8 +21,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	v1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge/bridge"
 )
 
@@ -212,7 +214,7 @@ func TestRenderValueSets(t *testing.T) {
 		r := get(t, "default")
 		assert.Equal(t, map[string]int{
 			"CustomResourceDefinition": 2, "ServiceAccount": 3, "ClusterRole": 3, "ClusterRoleBinding": 3, "Role": 2, "RoleBinding": 2,
-			"ConfigMap": 2, "Deployment": 3, "StatefulSet": 1, "Service": 5,
+			"ConfigMap": 2, "Deployment": 3, "StatefulSet": 1, "Service": 6,
 		}, kinds(r.objs))
 		assert.Contains(t, container(t, r.deployments["kfn-eventbridge"]).Args, "-nats-url=nats://kfn-nats.kfn-system.svc.cluster.local:4222")
 		assert.Equal(t, corev1.ClusterIPNone, r.services["kfn-scaler"].Spec.ClusterIP, "KEDA balances over the scaler's pods")
@@ -283,6 +285,8 @@ func TestRenderValueSets(t *testing.T) {
 		assert.NotNil(t, scaler.ReadinessProbe.TCPSocket, "the kubelet's gRPC probe cannot speak TLS")
 		eb := container(t, r.deployments["kfn-eventbridge"])
 		assert.Contains(t, eb.Args, "-admin-listen=")
+		assert.Contains(t, eb.Args, "-token-file=/etc/kfn/token/token", "the publisher and gateway require the token")
+		assert.NotContains(t, container(t, get(t, "default").deployments["kfn-eventbridge"]).Args, "-token-file=/etc/kfn/token/token")
 		for _, p := range eb.Ports {
 			assert.NotEqual(t, "admin", p.Name)
 		}
@@ -290,6 +294,8 @@ func TestRenderValueSets(t *testing.T) {
 		assert.Contains(t, cfg, `publisherAddress: "http://kfn-publisher.kfn-system.svc.cluster.local:8080/publish"`)
 		assert.Contains(t, cfg, `python312: "registry.example/python:3.12-kfn"`)
 		assert.Contains(t, cfg, `gitFetchImage: "`+digest+`"`)
+		assert.Contains(t, cfg, `scalerAuthentication: "ClusterTriggerAuthentication/kfn-scaler"`, "KEDA gets the scaler's CA from the authentication the controller names")
+		assert.NotContains(t, get(t, "default").configMaps["kfn-controller"].Data["controller.yaml"], "scalerAuthentication", "plain gRPC without scaler.tls")
 	})
 }
 
@@ -310,7 +316,17 @@ func TestEventBridgeArgs(t *testing.T) {
 			require.NoError(t, cfg.Validate())
 			assert.True(t, cfg.LeaderElection)
 			assert.Equal(t, releaseNamespace, cfg.LeaderElectionNamespace)
-			assert.ElementsMatch(t, []string{bridge.ComponentPublisher, bridge.ComponentDispatcher, bridge.ComponentReconciler}, cfg.Components)
+			want := []string{bridge.ComponentPublisher, bridge.ComponentDispatcher, bridge.ComponentReconciler}
+			svc, gateway := r.services["kfn-gateway"]
+			if gateway {
+				want = append(want, bridge.ComponentGateway)
+				assert.Equal(t, ":8082", cfg.GatewayListen)
+				assert.Equal(t, intstr.FromString("gateway"), svc.Spec.Ports[0].TargetPort)
+				assert.True(t, slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "gateway" && p.ContainerPort == 8082 }))
+			}
+			assert.Equal(t, vs.name != "external NATS by URL", gateway, "the gateway runs unless eventbridge.gateway.enabled is false")
+			assert.ElementsMatch(t, want, cfg.Components)
+			assert.Equal(t, v1alpha2.DefaultDelivery(), cfg.Dispatcher.Delivery, "the chart's delivery defaults are the API's")
 		})
 	}
 }

@@ -96,6 +96,14 @@ func TestValuesRefused(t *testing.T) {
 			values: map[string]any{"scaler": map[string]any{"tls": map[string]any{"enabled": true}}},
 			want:   []string{"scaler.tls.existingSecret"},
 		},
+		"KEDA authentication of an unknown kind": {
+			values: map[string]any{"scaler": map[string]any{"tls": map[string]any{"kedaAuthentication": map[string]any{"kind": "Secret"}}}},
+			want:   []string{"/scaler/tls/kedaAuthentication/kind", "must be one of"},
+		},
+		"KEDA authentication without a name": {
+			values: map[string]any{"scaler": map[string]any{"tls": map[string]any{"kedaAuthentication": map[string]any{"name": ""}}}},
+			want:   []string{"/scaler/tls/kedaAuthentication/name"},
+		},
 		"client certificates without TLS": {
 			values: map[string]any{"scaler": map[string]any{"tls": map[string]any{"requireClientCert": true}}},
 			want:   []string{"scaler.tls.requireClientCert needs scaler.tls.enabled"},

@@ -21,6 +21,7 @@ var valueSets = []valueSet{
 	{name: "external NATS by URL", values: map[string]any{
 		"nats":         map[string]any{"enabled": false},
 		"externalNATS": map[string]any{"url": "nats://nats-0.example:4222,nats://nats-1.example:4222"},
+		"eventbridge":  map[string]any{"gateway": map[string]any{"enabled": false}},
 	}},
 	{name: "no KEDA", values: map[string]any{
 		"keda": map[string]any{"enabled": false},
@@ -36,7 +37,7 @@ var valueSets = []valueSet{
 		"networkPolicy":  map[string]any{"enabled": true},
 		"serviceMonitor": map[string]any{"enabled": true},
 		"scaler":         map[string]any{"tls": map[string]any{"enabled": true, "existingSecret": "kfn-scaler-tls", "requireClientCert": true}},
-		"eventbridge":    map[string]any{"admin": map[string]any{"enabled": false}, "service": map[string]any{"port": 8080}},
+		"eventbridge":    map[string]any{"admin": map[string]any{"enabled": false}, "service": map[string]any{"port": 8080}, "token": map[string]any{"existingSecret": "kfn-token"}},
 		"runtimes":       map[string]any{"images": map[string]any{"python312": "registry.example/python:3.12-kfn"}},
 	}},
 }

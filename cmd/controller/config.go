@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kfn-dev/kfn/controller/function"
@@ -28,6 +29,7 @@ type options struct {
 	PublisherAddress     string            `json:"publisherAddress"`
 	TraceCollector       string            `json:"traceCollectorEndpoint"`
 	ScalerAddress        string            `json:"scalerAddress"`
+	ScalerAuthentication string            `json:"scalerAuthentication"`
 	RegistrySecretName   string            `json:"registrySecretName"`
 	GitFetchImage        string            `json:"gitFetchImage"`
 	GitFetchCommand      []string          `json:"gitFetchCommand"`
@@ -109,6 +111,7 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&flagged.PublisherAddress, "publisher-address", o.PublisherAddress, "PUBLISHER_PROXY_ADDRESS given to functions")
 	fs.StringVar(&flagged.TraceCollector, "trace-collector-endpoint", "", "TRACE_COLLECTOR_ENDPOINT given to functions; empty: no tracing")
 	fs.StringVar(&flagged.ScalerAddress, "scaler-address", o.ScalerAddress, "host:port of kfn's KEDA external scaler, written into ScaledObjects")
+	fs.StringVar(&flagged.ScalerAuthentication, "scaler-authentication", "", "KEDA (Cluster)TriggerAuthentication with the scaler's TLS settings, as Kind/name (ClusterTriggerAuthentication/kfn-scaler); empty: plain gRPC")
 	fs.StringVar(&flagged.RegistrySecretName, "registry-secret-name", o.RegistrySecretName, "Secret with .npmrc / pip.conf used by dependency installs, when present in the Function's namespace")
 	fs.StringVar(&flagged.GitFetchImage, "git-fetch-image", o.GitFetchImage, "image of the init container that fetches Git sources (kfn's server image)")
 	var fetchCmd string
@@ -162,6 +165,8 @@ func parseOptions(args []string) (options, error) {
 			o.TraceCollector = flagged.TraceCollector
 		case "scaler-address":
 			o.ScalerAddress = flagged.ScalerAddress
+		case "scaler-authentication":
+			o.ScalerAuthentication = flagged.ScalerAuthentication
 		case "registry-secret-name":
 			o.RegistrySecretName = flagged.RegistrySecretName
 		case "git-fetch-image":
@@ -191,6 +196,14 @@ func (o options) functionConfig() function.Config {
 	c.Plan.PublisherAddress = o.PublisherAddress
 	c.Plan.TraceCollectorEndpoint = o.TraceCollector
 	c.ScalerAddress = o.ScalerAddress
+	if o.ScalerAuthentication != "" {
+		// "Kind/name"; a value without a kind fails Config.Validate.
+		kind, name, ok := strings.Cut(o.ScalerAuthentication, "/")
+		if !ok {
+			kind, name = "", o.ScalerAuthentication
+		}
+		c.ScalerAuthentication = &kedav1alpha1.AuthenticationRef{Kind: kind, Name: name}
+	}
 	c.RegistrySecretName = o.RegistrySecretName
 	c.GitFetchImage = o.GitFetchImage
 	c.GitFetchCommand = o.GitFetchCommand

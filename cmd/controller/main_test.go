@@ -32,6 +32,27 @@ func TestOptionsFileThenFlags(t *testing.T) {
 	require.Error(t, err, "unknown keys are refused")
 }
 
+func TestScalerAuthentication(t *testing.T) {
+	o, err := parseOptions(nil)
+	require.NoError(t, err)
+	assert.Nil(t, o.functionConfig().ScalerAuthentication, "plain gRPC by default")
+
+	file := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(file, []byte("scalerAuthentication: ClusterTriggerAuthentication/kfn-scaler\n"), 0o644))
+	o, err = parseOptions([]string{"--config", file})
+	require.NoError(t, err)
+	c := o.functionConfig()
+	require.NoError(t, c.Validate())
+	assert.Equal(t, "ClusterTriggerAuthentication", c.ScalerAuthentication.Kind)
+	assert.Equal(t, "kfn-scaler", c.ScalerAuthentication.Name)
+
+	for _, bad := range []string{"kfn-scaler", "Secret/kfn-scaler", "TriggerAuthentication/", "TriggerAuthentication/Bad_Name"} {
+		o, err := parseOptions([]string{"--scaler-authentication", bad})
+		require.NoError(t, err)
+		require.ErrorContains(t, o.functionConfig().Validate(), "scaler authentication", bad)
+	}
+}
+
 func TestFetchSourceCommand(t *testing.T) {
 	// A local repository (go-git's in-process file transport); the HTTP
 	// and authentication paths are covered by controller/gitsource.

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
+	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -18,6 +20,7 @@ import (
 	"github.com/kfn-dev/kfn/controller/internal/fntest"
 	"github.com/kfn-dev/kfn/controller/plan"
 	"github.com/kfn-dev/kfn/runtimes"
+	"github.com/kfn-dev/kfn/scaler/trigger"
 )
 
 const pkgJSON = `{"name":"f","dependencies":{"lodash":"^4.17.21"}}`
@@ -365,7 +368,7 @@ func TestHorizontalPodAutoscaler(t *testing.T) {
 
 func TestScaledObject(t *testing.T) {
 	p := planFor(t, fntest.Function("f", "ns", fntest.Scale(0, 7), fntest.ScaleTargets(4, 2, 30)))
-	so := function.ScaledObject(p, "scaler.test:9090")
+	so := function.ScaledObject(p, "scaler.test:9090", nil)
 	assert.Equal(t, "f", so.Name)
 	assert.Equal(t, "Deployment", so.Spec.ScaleTargetRef.Kind)
 	assert.Equal(t, "f", so.Spec.ScaleTargetRef.Name)
@@ -375,13 +378,52 @@ func TestScaledObject(t *testing.T) {
 	require.Len(t, so.Spec.Triggers, 1)
 	assert.Equal(t, "external-push", so.Spec.Triggers[0].Type)
 	assert.Equal(t, map[string]string{
-		function.MetadataScalerAddress:     "scaler.test:9090",
-		function.MetadataFunctionNamespace: "ns",
-		function.MetadataFunctionName:      "f",
-		function.MetadataTargetBacklog:     "4",
-		function.MetadataTargetConcurrency: "2",
+		trigger.KeyScalerAddress:     "scaler.test:9090",
+		trigger.KeyFunctionNamespace: "ns",
+		trigger.KeyFunctionName:      "f",
+		trigger.KeyTargetBacklog:     "4",
+		trigger.KeyTargetConcurrency: "2",
 	}, so.Spec.Triggers[0].Metadata)
 	assert.Equal(t, p.UID, so.OwnerReferences[0].UID)
+	assert.Nil(t, so.Spec.Triggers[0].AuthenticationRef, "plain gRPC: no authentication")
+
+	auth := &kedav1alpha1.AuthenticationRef{Kind: "ClusterTriggerAuthentication", Name: "kfn-scaler"}
+	so = function.ScaledObject(p, "scaler.test:9090", auth)
+	assert.Equal(t, auth, so.Spec.Triggers[0].AuthenticationRef, "KEDA reads the scaler's CA and client certificate from it")
+	auth.Name = "changed"
+	assert.Equal(t, "kfn-scaler", so.Spec.Triggers[0].AuthenticationRef.Name, "the builder keeps its own copy")
+}
+
+func TestConfigValidate(t *testing.T) {
+	require.NoError(t, function.DefaultConfig().Validate())
+	for name, mod := range map[string]func(*function.Config){
+		"no field manager":     func(c *function.Config) { c.FieldManager = "" },
+		"no git fetch image":   func(c *function.Config) { c.GitFetchImage = "" },
+		"git poll under 1s":    func(c *function.Config) { c.GitPollInterval = time.Millisecond },
+		"HPA target 0":         func(c *function.Config) { c.HPACPUUtilization = 0 },
+		"resync under 1s":      func(c *function.Config) { c.Resync = 0 },
+		"no workers":           func(c *function.Config) { c.Workers = 0 },
+		"KEDA check too often": func(c *function.Config) { c.KEDACheckInterval = time.Millisecond },
+		"empty runtime image":  func(c *function.Config) { c.Plan.Images["nodejs22"] = "" },
+		"authentication kind": func(c *function.Config) {
+			c.ScalerAuthentication = &kedav1alpha1.AuthenticationRef{Kind: "Secret", Name: "x"}
+		},
+		"authentication no name": func(c *function.Config) {
+			c.ScalerAuthentication = &kedav1alpha1.AuthenticationRef{Kind: "TriggerAuthentication"}
+		},
+		"authentication name": func(c *function.Config) {
+			c.ScalerAuthentication = &kedav1alpha1.AuthenticationRef{Kind: "TriggerAuthentication", Name: "Not_A_Name"}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := function.DefaultConfig()
+			mod(&c)
+			require.ErrorIs(t, c.Validate(), function.ErrInvalidConfig)
+		})
+	}
+	c := function.DefaultConfig()
+	c.ScalerAuthentication = &kedav1alpha1.AuthenticationRef{Kind: "ClusterTriggerAuthentication", Name: "kfn-scaler"}
+	require.NoError(t, c.Validate())
 }
 
 func TestChooseAutoscaler(t *testing.T) {

@@ -3,7 +3,11 @@ package function
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+
+	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kfn-dev/kfn/controller/plan"
 )
@@ -55,6 +59,11 @@ type Config struct {
 	// ScalerAddress is kfn's KEDA external scaler (host:port), written into
 	// every ScaledObject.
 	ScalerAddress string
+	// ScalerAuthentication, when set, is the KEDA TriggerAuthentication or
+	// ClusterTriggerAuthentication every ScaledObject's trigger names, which
+	// gives KEDA the CA (caCert) and client certificate (tlsClientCert,
+	// tlsClientKey) of a scaler that serves TLS. Nil: plain gRPC.
+	ScalerAuthentication *kedav1alpha1.AuthenticationRef
 	// HPACPUUtilization is the HorizontalPodAutoscaler's CPU target in
 	// percent of the requests.
 	HPACPUUtilization int32
@@ -110,6 +119,14 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: workers %d: want >= 1", ErrInvalidConfig, c.Workers)
 	case c.KEDACheckInterval < 100*time.Millisecond:
 		return fmt.Errorf("%w: KEDA check interval %s: want >= 100ms", ErrInvalidConfig, c.KEDACheckInterval)
+	}
+	if a := c.ScalerAuthentication; a != nil {
+		if a.Kind != "TriggerAuthentication" && a.Kind != "ClusterTriggerAuthentication" {
+			return fmt.Errorf("%w: scaler authentication kind %q: want TriggerAuthentication or ClusterTriggerAuthentication", ErrInvalidConfig, a.Kind)
+		}
+		if errs := validation.IsDNS1123Subdomain(a.Name); len(errs) > 0 {
+			return fmt.Errorf("%w: scaler authentication name %q: %s", ErrInvalidConfig, a.Name, strings.Join(errs, "; "))
+		}
 	}
 	for rt, img := range c.Plan.Images {
 		if img == "" {

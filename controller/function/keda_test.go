@@ -23,6 +23,7 @@ import (
 	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 	"github.com/kfn-dev/kfn/controller/function"
 	"github.com/kfn-dev/kfn/controller/internal/fntest"
+	"github.com/kfn-dev/kfn/scaler/trigger"
 )
 
 // installKEDA installs KEDA's CRDs from the keda module in the Go module
@@ -61,8 +62,8 @@ func TestKEDA(t *testing.T) {
 	require.Len(t, so.Spec.Triggers, 1)
 	assert.Equal(t, "external-push", so.Spec.Triggers[0].Type)
 	assert.Equal(t, map[string]string{
-		function.MetadataScalerAddress: "scaler.test:9090", function.MetadataFunctionNamespace: ns,
-		function.MetadataFunctionName: "zero", function.MetadataTargetBacklog: "3", function.MetadataTargetConcurrency: "2",
+		trigger.KeyScalerAddress: "scaler.test:9090", trigger.KeyFunctionNamespace: ns,
+		trigger.KeyFunctionName: "zero", trigger.KeyTargetBacklog: "3", trigger.KeyTargetConcurrency: "2",
 	}, so.Spec.Triggers[0].Metadata)
 	assert.Equal(t, zero.UID, metav1.GetControllerOf(so).UID)
 	d := deploymentOf(t, zkey)

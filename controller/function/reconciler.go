@@ -302,7 +302,7 @@ func (r *Reconciler) applyAutoscaler(ctx context.Context, p plan.Plan, a Autosca
 		if found {
 			current = so
 		}
-		if _, err := r.apply(ctx, ScaledObject(p, r.cfg.ScalerAddress), current, force); err != nil {
+		if _, err := r.apply(ctx, ScaledObject(p, r.cfg.ScalerAddress, r.cfg.ScalerAuthentication), current, force); err != nil {
 			return fmt.Errorf("apply scaledobject: %w", err)
 		}
 	case found:

@@ -2,36 +2,17 @@ package function
 
 import (
 	"fmt"
-	"strconv"
 
 	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kfn-dev/kfn/controller/plan"
-)
-
-// The contract between the ScaledObjects the controller writes and kfn's
-// KEDA external scaler (package scaler): the trigger type and the keys of
-// the trigger's metadata.
-const (
-	// ScalerTriggerType is the type of the one trigger of a Function's
-	// ScaledObject: KEDA's push-capable external scaler.
-	ScalerTriggerType = "external-push"
-	// MetadataScalerAddress is the scaler's gRPC address, host:port.
-	MetadataScalerAddress = "scalerAddress"
-	// MetadataFunctionNamespace is the Function's namespace.
-	MetadataFunctionNamespace = "functionNamespace"
-	// MetadataFunctionName is the Function's name.
-	MetadataFunctionName = "functionName"
-	// MetadataTargetBacklog is the waiting events per replica, a decimal integer.
-	MetadataTargetBacklog = "targetBacklog"
-	// MetadataTargetConcurrency is the concurrent gateway requests per
-	// replica, a decimal integer.
-	MetadataTargetConcurrency = "targetConcurrency"
+	"github.com/kfn-dev/kfn/scaler/trigger"
 )
 
 // ScaledObjectGVK is KEDA's ScaledObject kind.
@@ -39,8 +20,11 @@ var ScaledObjectGVK = kedav1alpha1.SchemeGroupVersion.WithKind("ScaledObject")
 
 // ScaledObject builds the KEDA ScaledObject that scales the Function's
 // Deployment between scaleConfig's minReplicas (0 allowed) and maxReplicas
-// on kfn's scaler, with the Function's cooldown. It is KEDA's own Go type.
-func ScaledObject(p plan.Plan, scalerAddress string) *kedav1alpha1.ScaledObject {
+// on kfn's scaler, with the Function's cooldown. Its one trigger is
+// package trigger's contract with the scaler; auth, when not nil, is the
+// trigger's authenticationRef (the scaler's TLS settings for KEDA). It is
+// KEDA's own Go type.
+func ScaledObject(p plan.Plan, scalerAddress string, auth *kedav1alpha1.AuthenticationRef) *kedav1alpha1.ScaledObject {
 	s := p.Scaling
 	return &kedav1alpha1.ScaledObject{
 		TypeMeta: metav1.TypeMeta{APIVersion: ScaledObjectGVK.GroupVersion().String(), Kind: ScaledObjectGVK.Kind},
@@ -59,14 +43,14 @@ func ScaledObject(p plan.Plan, scalerAddress string) *kedav1alpha1.ScaledObject 
 			MaxReplicaCount: ptr.To(s.MaxReplicas),
 			CooldownPeriod:  ptr.To(s.CooldownPeriod),
 			Triggers: []kedav1alpha1.ScaleTriggers{{
-				Type: ScalerTriggerType,
-				Metadata: map[string]string{
-					MetadataScalerAddress:     scalerAddress,
-					MetadataFunctionNamespace: p.Namespace,
-					MetadataFunctionName:      p.Name,
-					MetadataTargetBacklog:     strconv.Itoa(int(s.TargetBacklog)),
-					MetadataTargetConcurrency: strconv.Itoa(int(s.TargetConcurrency)),
-				},
+				Type:              trigger.Type,
+				AuthenticationRef: auth.DeepCopy(),
+				Metadata: trigger.Metadata{
+					ScalerAddress:     scalerAddress,
+					Function:          types.NamespacedName{Namespace: p.Namespace, Name: p.Name},
+					TargetBacklog:     s.TargetBacklog,
+					TargetConcurrency: s.TargetConcurrency,
+				}.Render(),
 			}},
 		},
 	}

@@ -7,10 +7,13 @@ import (
 	"strings"
 	"time"
 
+	v1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
+	"github.com/kfn-dev/kfn/eventbridge/gateway"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/eventbridge/stream"
 	"github.com/kfn-dev/kfn/eventbridge/subscription"
+	"github.com/kfn-dev/kfn/scaler/inflight"
 )
 
 // Components the event bridge can run.
@@ -18,6 +21,9 @@ const (
 	ComponentPublisher  = "publisher"
 	ComponentDispatcher = "dispatcher"
 	ComponentReconciler = "reconciler"
+	// ComponentGateway is the synchronous HTTP gateway to Functions (see
+	// package gateway); it needs Kubernetes.
+	ComponentGateway = "gateway"
 )
 
 // ErrInvalidConfig is wrapped by every error of Config.Validate.
@@ -36,8 +42,19 @@ type Config struct {
 	AdminListen string
 	// MetricsListen serves Prometheus metrics on /metrics. Empty disables it.
 	MetricsListen string
-	// Components to run: publisher, dispatcher, reconciler.
+	// Components to run: publisher, dispatcher, reconciler, gateway.
 	Components []string
+	// GatewayListen is the gateway's address (component gateway).
+	GatewayListen string
+	// Gateway tunes the gateway (HoldTimeout, MaxHeld; Source is set from
+	// the host name).
+	Gateway gateway.Config
+	// GatewayInFlightSubject is the core NATS subject on which the gateway
+	// reports its in-flight requests to the scalers.
+	GatewayInFlightSubject string
+	// TokenFile, when set, names a file holding the bearer token that the
+	// publisher and the gateway require (package auth); empty: none.
+	TokenFile string
 	// Subscriptions, when set, are manifest files whose Subscriptions are
 	// served without Kubernetes (the reconciler does not run; consumers
 	// are created at start).
@@ -69,18 +86,21 @@ type Config struct {
 // DefaultConfig returns working defaults.
 func DefaultConfig() Config {
 	return Config{
-		NATSURL:        "nats://127.0.0.1:4222",
-		Listen:         ":8080",
-		AdminListen:    ":8081",
-		MetricsListen:  ":9090",
-		Components:     []string{ComponentPublisher, ComponentDispatcher, ComponentReconciler},
-		Streams:        stream.DefaultConfig(),
-		AckWait:        stream.DefaultAckWait,
-		Publisher:      publisher.Config{MaxRequestBytes: publisher.DefaultMaxRequestBytes, StoreTimeout: publisher.DefaultStoreTimeout},
-		Dispatcher:     dispatcher.Config{RequestTimeout: dispatcher.DefaultRequestTimeout, MaxHops: dispatcher.DefaultMaxHops, Jitter: dispatcher.DefaultJitter},
-		Resync:         subscription.DefaultResync,
-		LeaderElection: true,
-		LogLevel:       "info",
+		NATSURL:                "nats://127.0.0.1:4222",
+		Listen:                 ":8080",
+		AdminListen:            ":8081",
+		MetricsListen:          ":9090",
+		Components:             []string{ComponentPublisher, ComponentDispatcher, ComponentReconciler},
+		GatewayListen:          ":8082",
+		Gateway:                gateway.Config{HoldTimeout: gateway.DefaultHoldTimeout, MaxHeld: gateway.DefaultMaxHeld},
+		GatewayInFlightSubject: inflight.DefaultSubject,
+		Streams:                stream.DefaultConfig(),
+		AckWait:                stream.DefaultAckWait,
+		Publisher:              publisher.Config{MaxRequestBytes: publisher.DefaultMaxRequestBytes, StoreTimeout: publisher.DefaultStoreTimeout},
+		Dispatcher:             dispatcher.Config{RequestTimeout: dispatcher.DefaultRequestTimeout, MaxHops: dispatcher.DefaultMaxHops, Jitter: dispatcher.DefaultJitter, Delivery: v1alpha2.DefaultDelivery()},
+		Resync:                 subscription.DefaultResync,
+		LeaderElection:         true,
+		LogLevel:               "info",
 	}
 }
 
@@ -91,10 +111,15 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", c.Listen, "address of the publisher (and /healthz, /readyz)")
 	fs.StringVar(&c.AdminListen, "admin-listen", c.AdminListen, "address of the dead-letter admin API; empty disables it")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "address of /metrics; empty disables it")
-	fs.Func("components", "comma-separated components to run: publisher, dispatcher, reconciler (default all)", func(v string) error {
+	fs.Func("components", "comma-separated components to run: publisher, dispatcher, reconciler, gateway (default publisher,dispatcher,reconciler)", func(v string) error {
 		c.Components = splitList(v)
 		return nil
 	})
+	fs.StringVar(&c.GatewayListen, "gateway-listen", c.GatewayListen, "address of the gateway to Functions (component gateway): /{namespace}/{function}/path, or Host <function>.<namespace>.svc[.cluster.local]")
+	fs.DurationVar(&c.Gateway.HoldTimeout, "gateway-hold-timeout", c.Gateway.HoldTimeout, "how long the gateway holds a request for a Function without a ready endpoint before answering 503")
+	fs.IntVar(&c.Gateway.MaxHeld, "gateway-max-held", c.Gateway.MaxHeld, "most requests the gateway holds at once; more are answered 503 at once")
+	fs.StringVar(&c.GatewayInFlightSubject, "gateway-inflight-subject", c.GatewayInFlightSubject, "core NATS subject of the gateway's in-flight reports to the scalers (the scaler's -inflight-subject)")
+	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "file with a bearer token (at least 16 characters) the publisher and the gateway require; functions send it from PUBLISHER_TOKEN. Empty: no token")
 	fs.Func("subscriptions", "manifest file of Subscriptions to serve without Kubernetes (repeatable); the reconciler then does not run", func(v string) error {
 		c.Subscriptions = append(c.Subscriptions, v)
 		return nil
@@ -132,6 +157,13 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Dispatcher.RequestTimeout, "request-timeout", c.Dispatcher.RequestTimeout, "timeout of one delivery to a sink")
 	fs.IntVar(&c.Dispatcher.MaxHops, "max-hops", c.Dispatcher.MaxHops, "longest chain of reply events")
 	fs.Float64Var(&c.Dispatcher.Jitter, "backoff-jitter", c.Dispatcher.Jitter, "random fraction of each redelivery backoff (0..1)")
+	fs.IntVar(&c.Dispatcher.Delivery.MaxInFlight, "default-max-in-flight", c.Dispatcher.Delivery.MaxInFlight, "maxInFlightMessages of Subscriptions whose spec.config does not set it")
+	fs.IntVar(&c.Dispatcher.Delivery.MaxDeliver, "default-max-deliver", c.Dispatcher.Delivery.MaxDeliver, "maxDeliver (delivery attempts per event) of Subscriptions whose spec.config does not set it")
+	fs.DurationVar(&c.Dispatcher.Delivery.BackoffInitial, "default-backoff-initial", c.Dispatcher.Delivery.BackoffInitial, "backoffInitial (first redelivery delay) of Subscriptions whose spec.config does not set it")
+	fs.DurationVar(&c.Dispatcher.Delivery.BackoffMax, "default-backoff-max", c.Dispatcher.Delivery.BackoffMax, "backoffMax (longest redelivery delay) of Subscriptions whose spec.config does not set it")
+	fs.BoolVar(&c.Dispatcher.Delivery.DeadLetter, "default-dead-letter", c.Dispatcher.Delivery.DeadLetter, "deadLetter (keep events that ran out of attempts) of Subscriptions whose spec.config does not set it")
+	fs.IntVar(&c.Dispatcher.Delivery.MaxBacklog, "default-max-backlog", c.Dispatcher.Delivery.MaxBacklog, "maxBacklog (events that may wait for one Subscription; the oldest past it are dead-lettered) of Subscriptions whose spec.config does not set it")
+	fs.DurationVar(&c.Dispatcher.BudgetInterval, "budget-interval", dispatcher.DefaultBudgetInterval, "how often each Subscription's backlog is checked against its maxBacklog")
 	fs.DurationVar(&c.Resync, "resync", c.Resync, "period of reconciling each Subscription without change (recreates lost consumers)")
 	fs.BoolVar(&c.LeaderElection, "leader-election", c.LeaderElection, "run the reconciler in one replica at a time")
 	fs.StringVar(&c.LeaderElectionNamespace, "leader-election-namespace", c.LeaderElectionNamespace, "namespace of the leader lease")
@@ -168,9 +200,9 @@ func (c *Config) Validate() error {
 	}
 	for _, x := range c.Components {
 		switch x {
-		case ComponentPublisher, ComponentDispatcher, ComponentReconciler:
+		case ComponentPublisher, ComponentDispatcher, ComponentReconciler, ComponentGateway:
 		default:
-			return fmt.Errorf("%w: unknown component %q (want publisher, dispatcher, reconciler)", ErrInvalidConfig, x)
+			return fmt.Errorf("%w: unknown component %q (want publisher, dispatcher, reconciler, gateway)", ErrInvalidConfig, x)
 		}
 	}
 	if c.NATSURL == "" {
@@ -178,6 +210,18 @@ func (c *Config) Validate() error {
 	}
 	if c.Has(ComponentPublisher) && c.Listen == "" {
 		return fmt.Errorf("%w: the publisher needs -listen", ErrInvalidConfig)
+	}
+	if c.Has(ComponentGateway) {
+		switch {
+		case c.GatewayListen == "":
+			return fmt.Errorf("%w: the gateway needs -gateway-listen", ErrInvalidConfig)
+		case len(c.Subscriptions) > 0:
+			return fmt.Errorf("%w: the gateway needs Kubernetes (EndpointSlices); it cannot run with -subscriptions", ErrInvalidConfig)
+		case c.Gateway.HoldTimeout <= 0 || c.Gateway.MaxHeld < 1:
+			return fmt.Errorf("%w: -gateway-hold-timeout must be positive and -gateway-max-held at least 1", ErrInvalidConfig)
+		case c.GatewayInFlightSubject == "":
+			return fmt.Errorf("%w: -gateway-inflight-subject is required", ErrInvalidConfig)
+		}
 	}
 	if c.AckWait < time.Second {
 		return fmt.Errorf("%w: -ack-wait must be at least 1s, not %s", ErrInvalidConfig, c.AckWait)
@@ -187,6 +231,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Dispatcher.RequestTimeout <= 0 || c.Dispatcher.MaxHops < 1 || c.Dispatcher.Jitter < 0 || c.Dispatcher.Jitter > 1 {
 		return fmt.Errorf("%w: -request-timeout must be positive, -max-hops at least 1, -backoff-jitter within 0..1", ErrInvalidConfig)
+	}
+	if err := c.Dispatcher.Delivery.Validate(); err != nil {
+		return fmt.Errorf("%w: -default-*: %w", ErrInvalidConfig, err)
 	}
 	if c.Resync <= 0 {
 		return fmt.Errorf("%w: -resync must be positive", ErrInvalidConfig)

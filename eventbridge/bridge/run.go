@@ -24,6 +24,7 @@ import (
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/api/manifest"
+	"github.com/kfn-dev/kfn/eventbridge/auth"
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/eventbridge/endpoints"
@@ -54,6 +55,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	cfg.Dispatcher.Streams = cfg.Streams
 
 	reconnected := make(chan struct{}, 1)
+	var token []byte
+	if cfg.TokenFile != "" {
+		t, err := auth.ReadToken(cfg.TokenFile)
+		if err != nil {
+			return fmt.Errorf("-token-file: %w", err)
+		}
+		token = t
+	}
 	nc, err := nats.Connect(cfg.NATSURL,
 		nats.Name("kfn-eventbridge"),
 		nats.MaxReconnects(-1),
@@ -85,13 +94,23 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 	g, ctx := errgroup.WithContext(ctx)
 	var servers []*http.Server
-	serve := func(name, addr string, h http.Handler) {
+	// serveWhen listens on addr now and serves h once ready is closed (nil:
+	// at once).
+	serveWhen := func(name, addr string, h http.Handler, ready <-chan struct{}) {
 		srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout, IdleTimeout: idleTimeout}
 		servers = append(servers, srv)
 		g.Go(func() error {
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
 				return fmt.Errorf("%s: listen on %s: %w", name, addr, err)
+			}
+			if ready != nil {
+				select {
+				case <-ready:
+				case <-ctx.Done():
+					_ = ln.Close()
+					return nil
+				}
 			}
 			log.Info("serving", "server", name, "address", ln.Addr().String())
 			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
@@ -100,14 +119,24 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return nil
 		})
 	}
+	serve := func(name, addr string, h http.Handler) { serveWhen(name, addr, h, nil) }
 
 	// Kubernetes, unless Subscriptions come from files.
 	var mgr ctrl.Manager
 	var rec *subscription.Reconciler
 	static := len(cfg.Subscriptions) > 0
-	if !static && (cfg.Has(ComponentReconciler) || cfg.Has(ComponentDispatcher) || cfg.Has(ComponentPublisher)) {
+	if !static && (cfg.Has(ComponentReconciler) || cfg.Has(ComponentDispatcher) || cfg.Has(ComponentPublisher) || cfg.Has(ComponentGateway)) {
 		if mgr, err = newManager(cfg, log); err != nil {
 			return err
+		}
+	}
+
+	// One EndpointSlice watcher for the dispatcher and the gateway.
+	var eps *endpoints.Watcher
+	if mgr != nil && (cfg.Has(ComponentDispatcher) || cfg.Has(ComponentGateway)) {
+		eps = endpoints.New()
+		if err := mgr.Add(runnableFunc(func(ctx context.Context) error { return eps.Start(ctx, mgr.GetCache()) })); err != nil {
+			return fmt.Errorf("add endpoints watcher: %w", err)
 		}
 	}
 
@@ -144,7 +173,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		serve("publisher", cfg.Listen, p)
+		serve("publisher", cfg.Listen, auth.RequireToken(token, p, "/healthz", "/readyz"))
 	}
 
 	if cfg.Has(ComponentDispatcher) {
@@ -157,12 +186,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			dispatcher.WithMetrics(dm),
 			dispatcher.WithResolver(StaticResolver(cfg.Resolve)),
 		}
-		if mgr != nil {
-			eps := endpoints.New()
+		if eps != nil {
 			opts = append(opts, dispatcher.WithEndpoints(eps))
-			if err := mgr.Add(runnableFunc(func(ctx context.Context) error { return eps.Start(ctx, mgr.GetCache()) })); err != nil {
-				return err
-			}
 		}
 		d, err := dispatcher.New(js, cfg.Dispatcher, opts...)
 		if err != nil {
@@ -190,10 +215,20 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 	if cfg.Has(ComponentReconciler) && mgr != nil {
 		rec = &subscription.Reconciler{Client: mgr.GetClient(), JetStream: js, Streams: cfg.Streams,
-			Consumer: stream.ConsumerSettings{AckWait: cfg.AckWait}, Resync: cfg.Resync}
+			Consumer: stream.ConsumerSettings{AckWait: cfg.AckWait, Defaults: cfg.Dispatcher.Delivery}, Resync: cfg.Resync}
 		if err := rec.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("set up subscription reconciler: %w", err)
 		}
+	}
+
+	if cfg.Has(ComponentGateway) {
+		gw, err := newGateway(cfg, nc, eps, reg, log.With("component", "gateway"))
+		if err != nil {
+			return err
+		}
+		g.Go(func() error { gw.Run(ctx.Done()); return nil })
+		// Until the EndpointSlices are in, every Function would be unknown.
+		serveWhen("gateway", cfg.GatewayListen, auth.RequireToken(token, gw, "/healthz", "/readyz"), eps.Synced())
 	}
 
 	if cfg.AdminListen != "" {
@@ -277,7 +312,7 @@ func ensureStreams(ctx context.Context, js jetstream.JetStream, c stream.Config,
 }
 
 func ensureConsumer(ctx context.Context, js jetstream.JetStream, cfg Config, s *v1alpha2.Subscription) error {
-	cc, err := stream.ConsumerConfig(s, stream.ConsumerSettings{AckWait: cfg.AckWait})
+	cc, err := stream.ConsumerConfig(s, stream.ConsumerSettings{AckWait: cfg.AckWait, Defaults: cfg.Dispatcher.Delivery})
 	if err != nil {
 		return fmt.Errorf("subscription %s/%s: %w", s.Namespace, s.Name, err)
 	}

@@ -25,6 +25,7 @@ const (
 	DefaultJitter         = 0.2
 	DefaultMaxReplyBytes  = 1 << 20
 	DefaultPullExpiry     = 5 * time.Second
+	DefaultBudgetInterval = 2 * time.Second
 )
 
 // ErrInvalidOption is wrapped by errors about options of New.
@@ -47,6 +48,14 @@ type Config struct {
 	// PullExpiry is how long one pull request waits on the server; a lost
 	// consumer is noticed within about this time. Default 5s.
 	PullExpiry time.Duration
+	// BudgetInterval is how often each Subscription's backlog is read
+	// (one consumer info request) to hold it to its maxBacklog. Default 2s.
+	BudgetInterval time.Duration
+	// Delivery holds the delivery settings of the spec.config keys a
+	// Subscription does not set (retries, backoff, dead-lettering); it must
+	// match the stream.ConsumerSettings.Defaults the consumers were made
+	// with. The zero value means v1alpha2.DefaultDelivery().
+	Delivery v1alpha2.Delivery
 }
 
 func (c *Config) defaults() error {
@@ -55,6 +64,12 @@ func (c *Config) defaults() error {
 	}
 	if c.RequestTimeout < 0 || c.MaxHops < 0 || c.MaxReplyBytes < 0 || c.PullExpiry < 0 || c.Jitter > 1 {
 		return fmt.Errorf("%w: negative duration, size or hop limit, or jitter above 1", ErrInvalidOption)
+	}
+	if c.Delivery == (v1alpha2.Delivery{}) {
+		c.Delivery = v1alpha2.DefaultDelivery()
+	}
+	if err := c.Delivery.Validate(); err != nil {
+		return fmt.Errorf("%w: delivery defaults: %w", ErrInvalidOption, err)
 	}
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = DefaultRequestTimeout
@@ -73,6 +88,12 @@ func (c *Config) defaults() error {
 	}
 	if c.PullExpiry == 0 {
 		c.PullExpiry = DefaultPullExpiry
+	}
+	if c.BudgetInterval < 0 {
+		return fmt.Errorf("%w: negative budget interval", ErrInvalidOption)
+	}
+	if c.BudgetInterval == 0 {
+		c.BudgetInterval = DefaultBudgetInterval
 	}
 	return nil
 }
@@ -209,7 +230,7 @@ type target struct {
 // v1alpha2.ErrInvalidSink or v1alpha2.ErrInvalidConfig, and the
 // Subscription is then not served (a running worker for it stops).
 func (d *Dispatcher) Upsert(sub *v1alpha2.Subscription) error {
-	t, err := newTarget(sub)
+	t, err := newTarget(sub, d.cfg.Delivery)
 	if err != nil {
 		d.Remove(sub.Namespace, sub.Name)
 		return err
@@ -231,12 +252,12 @@ func (d *Dispatcher) Upsert(sub *v1alpha2.Subscription) error {
 	return nil
 }
 
-func newTarget(sub *v1alpha2.Subscription) (target, error) {
+func newTarget(sub *v1alpha2.Subscription, defaults v1alpha2.Delivery) (target, error) {
 	sink, err := sub.ValidateSink()
 	if err != nil {
 		return target{}, err
 	}
-	delivery, err := sub.Delivery()
+	delivery, err := sub.DeliveryOver(defaults)
 	if err != nil {
 		return target{}, err
 	}

@@ -217,6 +217,22 @@ func TestNonRetryable4xxIsDeadLetteredAtOnce(t *testing.T) {
 	assert.Equal(t, "400", b.deadLetters()[0].Headers().Get(deadletter.HeaderStatus))
 }
 
+func TestOperatorDeliveryDefaults(t *testing.T) {
+	b := newBridge(t, withConfig(func(c *dispatcher.Config) {
+		c.Delivery = v1alpha2.Delivery{MaxInFlight: 10, MaxDeliver: 2, BackoffInitial: 10 * time.Millisecond, BackoffMax: 10 * time.Millisecond, DeadLetter: true, MaxBacklog: 1000}
+	}))
+	k := b.newSink("fn", func(n int, r *http.Request, w http.ResponseWriter) {
+		w.WriteHeader(http.StatusInternalServerError)
+	})
+	b.subscribe(sub("s", "fn"))
+	b.publish("shop", "order.created.v1", "x", "payload")
+	require.Eventually(t, func() bool { return len(b.deadLetters()) == 1 }, wait, tick)
+	assert.Len(t, k.deliveries(), 2, "the operator's maxDeliver applies to a Subscription that sets none")
+
+	_, err := dispatcher.New(b.js, dispatcher.Config{Streams: b.streams, Delivery: v1alpha2.Delivery{MaxInFlight: 1}})
+	require.ErrorIs(t, err, dispatcher.ErrInvalidOption, "invalid delivery defaults are refused")
+}
+
 func TestDeadLetterOff(t *testing.T) {
 	b := newBridge(t)
 	k := b.newSink("fn", func(n int, r *http.Request, w http.ResponseWriter) { w.WriteHeader(http.StatusNotFound) })

@@ -52,8 +52,6 @@ func newBridge(t *testing.T, opts ...bridgeOpt) *bridge {
 	b.js = b.nats.JetStream()
 	b.streams = stream.DefaultConfig()
 	b.streams.Storage = stream.StorageMemory
-	require.NoError(t, stream.Ensure(context.Background(), b.js, b.streams))
-	b.store = eventstore.New(b.js, b.streams.EventStream)
 	b.reg = prometheus.NewRegistry()
 	m, err := dispatcher.NewMetrics(b.reg)
 	require.NoError(t, err)
@@ -62,6 +60,9 @@ func newBridge(t *testing.T, opts ...bridgeOpt) *bridge {
 	for _, o := range opts {
 		o(&cfg, &dopts)
 	}
+	b.streams = cfg.Streams // options may change the streams too
+	require.NoError(t, stream.Ensure(context.Background(), b.js, b.streams))
+	b.store = eventstore.New(b.js, b.streams.EventStream)
 	b.d, err = dispatcher.New(b.js, cfg, dopts...)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/binding"
@@ -29,6 +30,8 @@ type worker struct {
 	done   chan struct{}
 	log    *slog.Logger
 	count  *counters
+	// overBudget is set while the backlog exceeds maxBacklog (holdBudget).
+	overBudget atomic.Bool
 }
 
 // stop asks the worker to stop; it does not wait.
@@ -51,6 +54,7 @@ func (w *worker) run(ctx context.Context) {
 	w.count = w.d.metrics.forSubscription(t.sub.Namespace, t.sub.Name)
 	var inflight sync.WaitGroup
 	defer inflight.Wait()
+	go w.holdBudget(ctx)
 	wait := minRebind
 	for ctx.Err() == nil {
 		ready, changed := w.d.endpoints.Ready(t.sink.Namespace, t.sink.Service)
@@ -187,8 +191,12 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg, ackWait time.Dur
 	// Keep the event ours while we wait for the sink and while it works.
 	stopBeat := keepInProgress(msg, max(ackWait/2, 10*time.Millisecond))
 	defer stopBeat()
-	if !w.waitReady(ctx) {
-		return // stopping: JetStream redelivers it after the ack wait
+	switch w.waitReady(ctx) {
+	case stopping:
+		return // JetStream redelivers it after the ack wait
+	case overBudget:
+		w.giveUp(ctx, log, msg, meta, 0, w.budgetReason("the sink has no ready endpoint"))
+		return
 	}
 	res := w.post(ctx, msg)
 	if res.verdict == Done && res.reply != nil {
@@ -204,6 +212,10 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg, ackWait time.Dur
 		w.count.failed.Inc()
 		if attempts >= t.delivery.MaxDeliver {
 			w.giveUp(ctx, log, msg, meta, res.status, res.reason())
+			return
+		}
+		if w.overBudget.Load() {
+			w.giveUp(ctx, log, msg, meta, res.status, w.budgetReason("the attempt failed: "+res.reason()))
 			return
 		}
 		delay := RedeliveryDelay(t.delivery, attempts, w.d.cfg.Jitter, res.retryAfter)
@@ -245,17 +257,37 @@ func keepInProgress(msg jetstream.Msg, interval time.Duration) (stop func()) {
 	}
 }
 
-// waitReady waits until the sink is ready; false when ctx is done first.
-func (w *worker) waitReady(ctx context.Context) bool {
+// readiness is why waitReady returned.
+type readiness int
+
+const (
+	ready readiness = iota
+	stopping
+	overBudget
+)
+
+// waitReady waits until the sink is ready, ctx is done (stopping), or the
+// Subscription is over its backlog budget while the sink is not ready.
+func (w *worker) waitReady(ctx context.Context) readiness {
+	var poll <-chan time.Time
 	for {
-		ready, changed := w.d.endpoints.Ready(w.target.sink.Namespace, w.target.sink.Service)
-		if ready {
-			return true
+		ok, changed := w.d.endpoints.Ready(w.target.sink.Namespace, w.target.sink.Service)
+		if ok {
+			return ready
+		}
+		if w.overBudget.Load() {
+			return overBudget
+		}
+		if poll == nil {
+			t := time.NewTicker(w.d.cfg.BudgetInterval)
+			defer t.Stop()
+			poll = t.C
 		}
 		select {
 		case <-changed:
+		case <-poll:
 		case <-ctx.Done():
-			return false
+			return stopping
 		}
 	}
 }

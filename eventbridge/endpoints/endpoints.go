@@ -9,6 +9,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
+	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 )
 
@@ -17,12 +18,13 @@ type service struct{ namespace, name string }
 // Watcher tracks the ready endpoints of every Service. It is safe for
 // concurrent use.
 type Watcher struct {
-	mu      sync.Mutex
-	synced  bool
-	syncCh  chan struct{}              // closed once the initial list is in
-	slices  map[service]map[string]int // ready endpoints per slice
-	changed map[service]chan struct{}  // closed when the Service's readiness flips
-	ready   map[service]bool
+	mu       sync.Mutex
+	synced   bool
+	syncCh   chan struct{}                   // closed once the initial list is in
+	slices   map[service]map[string]int      // ready endpoints per slice
+	fnSlices map[service]map[string]struct{} // slices labelled as a Function's
+	changed  map[service]chan struct{}       // closed when the Service's readiness flips
+	ready    map[service]bool
 }
 
 var _ dispatcher.Endpoints = (*Watcher)(nil)
@@ -32,10 +34,11 @@ var _ dispatcher.Endpoints = (*Watcher)(nil)
 // Service is ready.
 func New() *Watcher {
 	return &Watcher{
-		syncCh:  make(chan struct{}),
-		slices:  map[service]map[string]int{},
-		changed: map[service]chan struct{}{},
-		ready:   map[service]bool{},
+		syncCh:   make(chan struct{}),
+		slices:   map[service]map[string]int{},
+		fnSlices: map[service]map[string]struct{}{},
+		changed:  map[service]chan struct{}{},
+		ready:    map[service]bool{},
 	}
 }
 
@@ -77,6 +80,22 @@ func (w *Watcher) Ready(namespace, name string) (bool, <-chan struct{}) {
 	}
 	return w.ready[k], ch
 }
+
+// Function reports whether namespace/name is the Service of a kfn Function:
+// it has an EndpointSlice with the labels kfn's controller puts on a
+// Function's Service (the EndpointSlice controller copies a Service's labels
+// to its slices, and keeps one slice, empty, for a Service at zero
+// replicas). False before the Watcher has synced.
+func (w *Watcher) Function(namespace, name string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.fnSlices[service{namespace, name}]
+	return ok
+}
+
+// Synced returns a channel closed once the initial list of EndpointSlices
+// is in.
+func (w *Watcher) Synced() <-chan struct{} { return w.syncCh }
 
 // MarkSynced says the initial list of EndpointSlices is in.
 func (w *Watcher) MarkSynced() {
@@ -132,6 +151,19 @@ func (w *Watcher) set(obj any, deleted bool) {
 	}
 	if len(w.slices[k]) == 0 {
 		delete(w.slices, k)
+	}
+	isFn := !deleted && s.Labels[serverlessv1alpha2.LabelManagedBy] == serverlessv1alpha2.LabelManagedByValue &&
+		s.Labels[serverlessv1alpha2.LabelFunctionName] == name
+	if isFn {
+		if w.fnSlices[k] == nil {
+			w.fnSlices[k] = map[string]struct{}{}
+		}
+		w.fnSlices[k][s.Name] = struct{}{}
+	} else if w.fnSlices[k] != nil {
+		delete(w.fnSlices[k], s.Name)
+		if len(w.fnSlices[k]) == 0 {
+			delete(w.fnSlices, k)
+		}
 	}
 	if now := total > 0; now != w.ready[k] {
 		if now {

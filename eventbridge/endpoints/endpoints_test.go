@@ -9,6 +9,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
+	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge/endpoints"
 )
 
@@ -68,4 +69,32 @@ func TestReadiness(t *testing.T) {
 
 	w.OnAdd(slice("orphan", ""), false) // no service label: ignored
 	w.OnAdd("not a slice", false)
+}
+
+func TestFunction(t *testing.T) {
+	w := endpoints.New()
+	fnSlice := func(name, service string, ready ...*bool) *discoveryv1.EndpointSlice {
+		s := slice(name, service, ready...)
+		s.Labels[serverlessv1alpha2.LabelManagedBy] = serverlessv1alpha2.LabelManagedByValue
+		s.Labels[serverlessv1alpha2.LabelFunctionName] = service
+		return s
+	}
+	w.OnAdd(fnSlice("fn-a", "fn"), true) // at zero: one empty slice
+	w.OnAdd(slice("db-a", "db", ptr.To(true)), true)
+	w.MarkSynced()
+	assert.True(t, closed(w.Synced()))
+	assert.True(t, w.Function("default", "fn"), "a Function at zero is known")
+	assert.False(t, w.Function("default", "db"), "a Service that is no Function is not")
+	assert.False(t, w.Function("other", "fn"))
+
+	w.OnAdd(fnSlice("fn-b", "fn", ptr.To(true)), false)
+	w.OnDelete(fnSlice("fn-a", "fn"))
+	assert.True(t, w.Function("default", "fn"), "one slice left")
+	unlabelled := slice("fn-b", "fn", ptr.To(true))
+	w.OnUpdate(nil, unlabelled)
+	assert.False(t, w.Function("default", "fn"), "labels removed")
+	w.OnUpdate(nil, fnSlice("fn-b", "fn"))
+	assert.True(t, w.Function("default", "fn"))
+	w.OnDelete(toolscache.DeletedFinalStateUnknown{Obj: fnSlice("fn-b", "fn")})
+	assert.False(t, w.Function("default", "fn"), "all slices gone")
 }

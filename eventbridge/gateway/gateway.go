@@ -42,6 +42,14 @@ type InFlightReporter interface {
 	ReportInFlight(src string, counts map[types.NamespacedName]int, ttl time.Duration)
 }
 
+// Defaults of Config.
+const (
+	// DefaultHoldTimeout is Config.HoldTimeout when unset.
+	DefaultHoldTimeout = 30 * time.Second
+	// DefaultMaxHeld is Config.MaxHeld when unset.
+	DefaultMaxHeld = 1000
+)
+
 // Config tunes the gateway. Zero values mean the defaults.
 type Config struct {
 	// HoldTimeout is how long a request for a function without a ready
@@ -64,10 +72,10 @@ type Config struct {
 
 func (c *Config) defaults() {
 	if c.HoldTimeout == 0 {
-		c.HoldTimeout = 30 * time.Second
+		c.HoldTimeout = DefaultHoldTimeout
 	}
 	if c.MaxHeld == 0 {
-		c.MaxHeld = 1000
+		c.MaxHeld = DefaultMaxHeld
 	}
 	if c.RetryAfter == 0 {
 		c.RetryAfter = 5 * time.Second

@@ -41,6 +41,10 @@ func ConsumerName(namespace, name string) string {
 type ConsumerSettings struct {
 	// AckWait is JetStream's ack wait; DefaultAckWait when zero.
 	AckWait time.Duration
+	// Defaults are the delivery settings of the spec.config keys a
+	// Subscription does not set; the zero value means
+	// v1alpha2.DefaultDelivery().
+	Defaults v1alpha2.Delivery
 }
 
 // ConsumerConfig returns the configuration of the Subscription's durable
@@ -52,7 +56,11 @@ type ConsumerSettings struct {
 // with the events published after them. The error wraps
 // v1alpha2.ErrInvalidConfig or v1alpha2.ErrInvalidEventType.
 func ConsumerConfig(sub *v1alpha2.Subscription, s ConsumerSettings) (jetstream.ConsumerConfig, error) {
-	delivery, err := sub.Delivery()
+	defaults := s.Defaults
+	if defaults == (v1alpha2.Delivery{}) {
+		defaults = v1alpha2.DefaultDelivery()
+	}
+	delivery, err := sub.DeliveryOver(defaults)
 	if err != nil {
 		return jetstream.ConsumerConfig{}, err
 	}

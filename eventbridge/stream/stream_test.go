@@ -131,6 +131,12 @@ func TestConsumerConfig(t *testing.T) {
 	assert.Equal(t, 10, cfg.MaxAckPending, "Kyma's default")
 	assert.Equal(t, time.Second, cfg.AckWait)
 
+	operator := v1alpha2.DefaultDelivery()
+	operator.MaxInFlight = 25
+	cfg, err = stream.ConsumerConfig(sub("x"), stream.ConsumerSettings{Defaults: operator})
+	require.NoError(t, err)
+	assert.Equal(t, 25, cfg.MaxAckPending, "the operator's default when spec.config does not set it")
+
 	_, err = stream.ConsumerConfig(sub("bad", func(s *v1alpha2.Subscription) {
 		s.Spec.Config = map[string]v1alpha2.ConfigValue{"maxInFlightMessages": "0"}
 	}), stream.ConsumerSettings{})

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"time"
 
@@ -37,6 +36,7 @@ import (
 	"github.com/kfn-dev/kfn/local/supervisor"
 	"github.com/kfn-dev/kfn/scaler"
 	scalerserver "github.com/kfn-dev/kfn/scaler/server"
+	"github.com/kfn-dev/kfn/scaler/trigger"
 )
 
 // Config is how `kfn dev` runs. Zero values mean the defaults.
@@ -434,12 +434,11 @@ func (p *Platform) applyScaling(ctx context.Context) {
 		targets = append(targets, autoscaler.Target{
 			Ref: &externalscaler.ScaledObjectRef{
 				Name: f.Plan.Name, Namespace: f.Plan.Namespace,
-				ScalerMetadata: map[string]string{
-					scalerserver.MetadataFunctionNamespace: f.Plan.Namespace,
-					scalerserver.MetadataFunctionName:      f.Plan.Name,
-					scalerserver.MetadataTargetBacklog:     strconv.Itoa(int(s.TargetBacklog)),
-					scalerserver.MetadataTargetConcurrency: strconv.Itoa(int(s.TargetConcurrency)),
-				},
+				ScalerMetadata: trigger.Metadata{
+					Function:          types.NamespacedName{Namespace: f.Plan.Namespace, Name: f.Plan.Name},
+					TargetBacklog:     s.TargetBacklog,
+					TargetConcurrency: s.TargetConcurrency,
+				}.Render(),
 			},
 			Min:      int(s.MinReplicas),
 			Max:      int(s.MaxReplicas),

@@ -34,6 +34,7 @@ function load(env = process.env) {
     bodyLimitMB,
     bodyLimitBytes: Math.max(1, Math.floor(bodyLimitMB * 1024 * 1024)),
     publisherAddress: env.PUBLISHER_PROXY_ADDRESS || '',
+    publisherToken: env.PUBLISHER_TOKEN || '',
     traceCollectorEndpoint: env.TRACE_COLLECTOR_ENDPOINT || '',
   };
 }

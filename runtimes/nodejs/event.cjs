@@ -23,7 +23,7 @@ const TRACE_HEADERS = [
 
 const CE_ATTRIBUTE = /^[a-z0-9]{1,20}$/;
 
-let settings = { publisherAddress: '', timeoutMs: 30000 };
+let settings = { publisherAddress: '', publisherToken: '', timeoutMs: 30000 };
 let agents;
 
 function configure(s) {
@@ -176,6 +176,7 @@ function emitCloudEvent(event, type, source, data, attributes) {
     }
     const body = message.body;
     if (body !== undefined) message.headers['content-length'] = Buffer.byteLength(body);
+    if (settings.publisherToken) message.headers.authorization = `Bearer ${settings.publisherToken}`;
     if (url.protocol !== 'http:' && url.protocol !== 'https:') {
       reject(new Error(`emitCloudEvent: PUBLISHER_PROXY_ADDRESS ${url.href} is not an http(s) URL`));
       return;

@@ -69,7 +69,7 @@ function sendError(res, status, message, close) {
 }
 
 function serve(cfg, handler) {
-  configureEvents({ publisherAddress: cfg.publisherAddress, timeoutMs: cfg.timeoutMs });
+  configureEvents({ publisherAddress: cfg.publisherAddress, publisherToken: cfg.publisherToken, timeoutMs: cfg.timeoutMs });
   // Calls in progress, in start order. Every call gets the same timeout, so
   // this is also deadline order: one timer, set for the oldest call, cuts
   // all of them, instead of a timer per call.

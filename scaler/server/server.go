@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"strconv"
 	"time"
 
 	pb "github.com/kedacore/keda/v2/pkg/scalers/externalscaler"
@@ -20,25 +19,8 @@ import (
 	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/types"
 
-	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 	"github.com/kfn-dev/kfn/scaler"
-)
-
-// Trigger metadata keys of a ScaledObject that points at this scaler (the
-// contract with the controller, which writes them).
-const (
-	// MetadataFunctionNamespace is the Function's namespace (default: the
-	// ScaledObject's).
-	MetadataFunctionNamespace = "functionNamespace"
-	// MetadataFunctionName is the Function's name (default: the
-	// ScaledObject's).
-	MetadataFunctionName = "functionName"
-	// MetadataTargetBacklog is the waiting events per replica (default
-	// serverless v1alpha2 DefaultTargetBacklog).
-	MetadataTargetBacklog = "targetBacklog"
-	// MetadataTargetConcurrency is the gateway requests per replica
-	// (default serverless v1alpha2 DefaultTargetConcurrency).
-	MetadataTargetConcurrency = "targetConcurrency"
+	"github.com/kfn-dev/kfn/scaler/trigger"
 )
 
 // Metric names the server reports; KEDA prefixes them with the trigger
@@ -191,14 +173,11 @@ func (s *Server) StreamIsActive(ref *pb.ScaledObjectRef, stream grpc.ServerStrea
 // GetMetricSpec returns the two metrics and their per-replica targets from
 // the trigger metadata.
 func (s *Server) GetMetricSpec(_ context.Context, ref *pb.ScaledObjectRef) (*pb.GetMetricSpecResponse, error) {
-	backlog, err := target(ref, MetadataTargetBacklog, serverlessv1alpha2.DefaultTargetBacklog)
+	md, err := metadata(ref)
 	if err != nil {
 		return nil, err
 	}
-	concurrency, err := target(ref, MetadataTargetConcurrency, serverlessv1alpha2.DefaultTargetConcurrency)
-	if err != nil {
-		return nil, err
-	}
+	backlog, concurrency := int64(md.TargetBacklog), int64(md.TargetConcurrency)
 	return &pb.GetMetricSpecResponse{MetricSpecs: []*pb.MetricSpec{
 		{MetricName: MetricBacklog, TargetSize: backlog, TargetSizeFloat: float64(backlog)},
 		{MetricName: MetricConcurrency, TargetSize: concurrency, TargetSizeFloat: float64(concurrency)},
@@ -233,33 +212,21 @@ func (s *Server) GetMetrics(_ context.Context, req *pb.GetMetricsRequest) (*pb.G
 
 // function returns the Function a ScaledObjectRef names.
 func function(ref *pb.ScaledObjectRef) (types.NamespacedName, error) {
-	if ref == nil {
-		return types.NamespacedName{}, status.Error(codes.InvalidArgument, "missing scaledObjectRef")
-	}
-	md := ref.GetScalerMetadata()
-	fn := types.NamespacedName{Namespace: md[MetadataFunctionNamespace], Name: md[MetadataFunctionName]}
-	if fn.Namespace == "" {
-		fn.Namespace = ref.GetNamespace()
-	}
-	if fn.Name == "" {
-		fn.Name = ref.GetName()
-	}
-	if fn.Namespace == "" || fn.Name == "" {
-		return fn, status.Errorf(codes.InvalidArgument, "no Function: set %s and %s in the trigger metadata", MetadataFunctionNamespace, MetadataFunctionName)
-	}
-	return fn, nil
+	md, err := metadata(ref)
+	return md.Function, err
 }
 
-func target(ref *pb.ScaledObjectRef, key string, def int32) (int64, error) {
-	v, ok := ref.GetScalerMetadata()[key]
-	if !ok || v == "" {
-		return int64(def), nil
+// metadata parses the trigger metadata of a ScaledObjectRef; a bad one is
+// InvalidArgument.
+func metadata(ref *pb.ScaledObjectRef) (trigger.Metadata, error) {
+	if ref == nil {
+		return trigger.Metadata{}, status.Error(codes.InvalidArgument, "missing scaledObjectRef")
 	}
-	n, err := strconv.ParseInt(v, 10, 32)
-	if err != nil || n < 1 {
-		return 0, status.Errorf(codes.InvalidArgument, "trigger metadata %s=%q: must be an integer >= 1", key, v)
+	md, err := trigger.Parse(ref.GetScalerMetadata(), ref.GetNamespace(), ref.GetName())
+	if err != nil {
+		return md, status.Error(codes.InvalidArgument, err.Error())
 	}
-	return n, nil
+	return md, nil
 }
 
 func grpcError(err error) error {

@@ -22,6 +22,7 @@ import (
 	"github.com/kfn-dev/kfn/scaler"
 	"github.com/kfn-dev/kfn/scaler/scalertest"
 	"github.com/kfn-dev/kfn/scaler/server"
+	"github.com/kfn-dev/kfn/scaler/trigger"
 )
 
 const (
@@ -104,9 +105,9 @@ func (e *env) subscribe(t *testing.T, name, fn string) (*eventingv1alpha2.Subscr
 // controller.
 func ref(fn string, md ...string) *pb.ScaledObjectRef {
 	m := map[string]string{
-		"scalerAddress":                  "kfn-scaler:9090",
-		server.MetadataFunctionNamespace: ns,
-		server.MetadataFunctionName:      fn,
+		"scalerAddress":              "kfn-scaler:9090",
+		trigger.KeyFunctionNamespace: ns,
+		trigger.KeyFunctionName:      fn,
 	}
 	for i := 0; i+1 < len(md); i += 2 {
 		m[md[i]] = md[i+1]
@@ -190,9 +191,9 @@ func TestMetricSpecTargetsFromTriggerMetadata(t *testing.T) {
 		code                 codes.Code
 	}{
 		"defaults from the api package": {backlog: 10, concurrency: 10},
-		"set by the controller":         {md: []string{server.MetadataTargetBacklog, "25", server.MetadataTargetConcurrency, "3"}, backlog: 25, concurrency: 3},
-		"zero target refused":           {md: []string{server.MetadataTargetBacklog, "0"}, code: codes.InvalidArgument},
-		"not a number refused":          {md: []string{server.MetadataTargetConcurrency, "ten"}, code: codes.InvalidArgument},
+		"set by the controller":         {md: []string{trigger.KeyTargetBacklog, "25", trigger.KeyTargetConcurrency, "3"}, backlog: 25, concurrency: 3},
+		"zero target refused":           {md: []string{trigger.KeyTargetBacklog, "0"}, code: codes.InvalidArgument},
+		"not a number refused":          {md: []string{trigger.KeyTargetConcurrency, "ten"}, code: codes.InvalidArgument},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -26,6 +26,12 @@ const (
 	// attempts in the dead-letter stream, where they can be listed and
 	// replayed, or "false" to drop them.
 	ConfigDeadLetter = "deadLetter"
+	// ConfigMaxBacklog is the Subscription's backlog budget: the most events
+	// that may wait for it (pending plus unacknowledged). Past it, the
+	// oldest are dead-lettered (or dropped with deadLetter "false") with the
+	// reason, so that a dead sink cannot fill the shared event stream and
+	// make publishing fail for every Subscription. Default "100000".
+	ConfigMaxBacklog = "maxBacklog"
 )
 
 // Defaults of the delivery settings.
@@ -35,6 +41,7 @@ const (
 	DefaultBackoffInitial      = time.Second
 	DefaultBackoffMax          = 60 * time.Second
 	DefaultDeadLetter          = true
+	DefaultMaxBacklog          = 100000
 )
 
 // ErrInvalidConfig is wrapped by every error about spec.config.
@@ -52,6 +59,9 @@ type Delivery struct {
 	BackoffMax time.Duration
 	// DeadLetter keeps events that ran out of attempts.
 	DeadLetter bool
+	// MaxBacklog is the most events that may wait for the Subscription
+	// (>= MaxInFlight); the oldest past it are given up.
+	MaxBacklog int
 }
 
 // DefaultDelivery returns the settings of a Subscription with no config.
@@ -62,19 +72,55 @@ func DefaultDelivery() Delivery {
 		BackoffInitial: DefaultBackoffInitial,
 		BackoffMax:     DefaultBackoffMax,
 		DeadLetter:     DefaultDeadLetter,
+		MaxBacklog:     DefaultMaxBacklog,
 	}
+}
+
+// Validate reports the first setting out of range, naming its spec.config
+// key; the error wraps ErrInvalidConfig. Every Delivery that ParseDelivery
+// returns is valid; Validate is for defaults from elsewhere (flags).
+func (d Delivery) Validate() error {
+	switch {
+	case d.MaxInFlight < 1:
+		return fmt.Errorf("%w: %s must be at least 1, not %d", ErrInvalidConfig, ConfigMaxInFlightMessages, d.MaxInFlight)
+	case d.MaxDeliver < 1:
+		return fmt.Errorf("%w: %s must be at least 1, not %d", ErrInvalidConfig, ConfigMaxDeliver, d.MaxDeliver)
+	case d.BackoffInitial <= 0:
+		return fmt.Errorf("%w: %s must be positive, not %s", ErrInvalidConfig, ConfigBackoffInitial, d.BackoffInitial)
+	case d.BackoffMax < d.BackoffInitial:
+		return fmt.Errorf("%w: %s (%s) must not be less than %s (%s)",
+			ErrInvalidConfig, ConfigBackoffMax, d.BackoffMax, ConfigBackoffInitial, d.BackoffInitial)
+	case d.MaxBacklog < d.MaxInFlight:
+		return fmt.Errorf("%w: %s (%d) must not be less than %s (%d)",
+			ErrInvalidConfig, ConfigMaxBacklog, d.MaxBacklog, ConfigMaxInFlightMessages, d.MaxInFlight)
+	}
+	return nil
 }
 
 // Delivery parses spec.config over the defaults. The error wraps
 // ErrInvalidConfig and names the key and what it must be.
 func (s *Subscription) Delivery() (Delivery, error) {
-	return ParseDelivery(s.Spec.Config)
+	return ParseDeliveryOver(DefaultDelivery(), s.Spec.Config)
+}
+
+// DeliveryOver parses spec.config over the given defaults (an operator's
+// choice instead of DefaultDelivery), as Delivery does.
+func (s *Subscription) DeliveryOver(defaults Delivery) (Delivery, error) {
+	return ParseDeliveryOver(defaults, s.Spec.Config)
 }
 
 // ParseDelivery parses a spec.config map over the defaults. Keys it does not
 // know are ignored (the CRD refuses unknown keys; Kyma's EventMesh keys pass).
 func ParseDelivery(config map[string]ConfigValue) (Delivery, error) {
-	d := DefaultDelivery()
+	return ParseDeliveryOver(DefaultDelivery(), config)
+}
+
+// ParseDeliveryOver parses a spec.config map over defaults, which must be
+// valid (see Delivery.Validate); a key the map does not set keeps its
+// default. The result is checked as a whole, so a backoffInitial set above
+// the default backoffMax is refused.
+func ParseDeliveryOver(defaults Delivery, config map[string]ConfigValue) (Delivery, error) {
+	d := defaults
 	var err error
 	if v, ok := config[ConfigMaxInFlightMessages]; ok {
 		if d.MaxInFlight, err = positiveInt(ConfigMaxInFlightMessages, string(v)); err != nil {
@@ -96,9 +142,17 @@ func ParseDelivery(config map[string]ConfigValue) (Delivery, error) {
 			return Delivery{}, err
 		}
 	}
-	if d.BackoffMax < d.BackoffInitial {
-		return Delivery{}, fmt.Errorf("%w: %s (%s) must not be less than %s (%s)",
-			ErrInvalidConfig, ConfigBackoffMax, d.BackoffMax, ConfigBackoffInitial, d.BackoffInitial)
+	if v, ok := config[ConfigMaxBacklog]; ok {
+		if d.MaxBacklog, err = positiveInt(ConfigMaxBacklog, string(v)); err != nil {
+			return Delivery{}, err
+		}
+	} else if d.MaxBacklog < d.MaxInFlight {
+		// A default budget never refuses a Kyma manifest with a large
+		// maxInFlightMessages: it grows to hold what may be in flight.
+		d.MaxBacklog = d.MaxInFlight
+	}
+	if err := d.Validate(); err != nil {
+		return Delivery{}, err
 	}
 	if v, ok := config[ConfigDeadLetter]; ok {
 		switch v {

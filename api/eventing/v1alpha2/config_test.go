@@ -19,23 +19,29 @@ func TestParseDelivery(t *testing.T) {
 		"no config": {config: nil, want: DefaultDelivery()},
 		"kyma default": {
 			config: map[string]ConfigValue{"maxInFlightMessages": "10"},
-			want:   Delivery{MaxInFlight: 10, MaxDeliver: 10, BackoffInitial: time.Second, BackoffMax: time.Minute, DeadLetter: true},
+			want:   Delivery{MaxInFlight: 10, MaxDeliver: 10, BackoffInitial: time.Second, BackoffMax: time.Minute, DeadLetter: true, MaxBacklog: 100000},
 		},
 		"every key": {
-			config: map[string]ConfigValue{"maxInFlightMessages": "1", "maxDeliver": "3", "backoffInitial": "250ms", "backoffMax": "2s", "deadLetter": "false"},
-			want:   Delivery{MaxInFlight: 1, MaxDeliver: 3, BackoffInitial: 250 * time.Millisecond, BackoffMax: 2 * time.Second, DeadLetter: false},
+			config: map[string]ConfigValue{"maxInFlightMessages": "1", "maxDeliver": "3", "backoffInitial": "250ms", "backoffMax": "2s", "deadLetter": "false", "maxBacklog": "500"},
+			want:   Delivery{MaxInFlight: 1, MaxDeliver: 3, BackoffInitial: 250 * time.Millisecond, BackoffMax: 2 * time.Second, DeadLetter: false, MaxBacklog: 500},
 		},
 		"eventmesh keys ignored": {
 			config: map[string]ConfigValue{"qos": "AT_LEAST_ONCE", "contentMode": "BINARY"},
 			want:   DefaultDelivery(),
 		},
-		"not an int":          {config: map[string]ConfigValue{"maxInFlightMessages": "ten"}, wantErr: `maxInFlightMessages must be a stringified int value of at least 1, not "ten"`},
-		"zero in flight":      {config: map[string]ConfigValue{"maxInFlightMessages": "0"}, wantErr: "maxInFlightMessages must be"},
-		"negative deliveries": {config: map[string]ConfigValue{"maxDeliver": "-1"}, wantErr: "maxDeliver must be"},
-		"bad duration":        {config: map[string]ConfigValue{"backoffInitial": "soon"}, wantErr: `backoffInitial must be a positive duration such as 1s or 5m, not "soon"`},
-		"zero duration":       {config: map[string]ConfigValue{"backoffMax": "0s"}, wantErr: "backoffMax must be a positive duration"},
-		"max below initial":   {config: map[string]ConfigValue{"backoffInitial": "10s", "backoffMax": "1s"}, wantErr: "backoffMax (1s) must not be less than backoffInitial (10s)"},
-		"bad dead letter":     {config: map[string]ConfigValue{"deadLetter": "yes"}, wantErr: `deadLetter must be "true" or "false", not "yes"`},
+		"not an int":           {config: map[string]ConfigValue{"maxInFlightMessages": "ten"}, wantErr: `maxInFlightMessages must be a stringified int value of at least 1, not "ten"`},
+		"zero in flight":       {config: map[string]ConfigValue{"maxInFlightMessages": "0"}, wantErr: "maxInFlightMessages must be"},
+		"negative deliveries":  {config: map[string]ConfigValue{"maxDeliver": "-1"}, wantErr: "maxDeliver must be"},
+		"bad duration":         {config: map[string]ConfigValue{"backoffInitial": "soon"}, wantErr: `backoffInitial must be a positive duration such as 1s or 5m, not "soon"`},
+		"zero duration":        {config: map[string]ConfigValue{"backoffMax": "0s"}, wantErr: "backoffMax must be a positive duration"},
+		"max below initial":    {config: map[string]ConfigValue{"backoffInitial": "10s", "backoffMax": "1s"}, wantErr: "backoffMax (1s) must not be less than backoffInitial (10s)"},
+		"zero backlog":         {config: map[string]ConfigValue{"maxBacklog": "0"}, wantErr: "maxBacklog must be a stringified int value of at least 1"},
+		"backlog below flight": {config: map[string]ConfigValue{"maxInFlightMessages": "50", "maxBacklog": "20"}, wantErr: "maxBacklog (20) must not be less than maxInFlightMessages (50)"},
+		"default backlog grows with in flight": {
+			config: map[string]ConfigValue{"maxInFlightMessages": "200000"},
+			want:   Delivery{MaxInFlight: 200000, MaxDeliver: 10, BackoffInitial: time.Second, BackoffMax: time.Minute, DeadLetter: true, MaxBacklog: 200000},
+		},
+		"bad dead letter": {config: map[string]ConfigValue{"deadLetter": "yes"}, wantErr: `deadLetter must be "true" or "false", not "yes"`},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -48,6 +54,33 @@ func TestParseDelivery(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, got)
 		})
+	}
+}
+
+func TestDeliveryOverOperatorDefaults(t *testing.T) {
+	defaults := Delivery{MaxInFlight: 4, MaxDeliver: 20, BackoffInitial: 2 * time.Second, BackoffMax: 5 * time.Minute, DeadLetter: false, MaxBacklog: 1000}
+	require.NoError(t, defaults.Validate())
+	sub := &Subscription{Spec: SubscriptionSpec{Config: map[string]ConfigValue{"maxDeliver": "3"}}}
+	got, err := sub.DeliveryOver(defaults)
+	require.NoError(t, err)
+	assert.Equal(t, Delivery{MaxInFlight: 4, MaxDeliver: 3, BackoffInitial: 2 * time.Second, BackoffMax: 5 * time.Minute, DeadLetter: false, MaxBacklog: 1000}, got,
+		"keys the Subscription sets win; the others are the operator's")
+
+	sub.Spec.Config = map[string]ConfigValue{"backoffInitial": "10m"}
+	_, err = sub.DeliveryOver(defaults)
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	assert.Contains(t, err.Error(), "backoffMax (5m0s) must not be less than backoffInitial (10m0s)", "checked against the defaults it is combined with")
+
+	for name, bad := range map[string]Delivery{
+		"no in flight":         {MaxInFlight: 0, MaxDeliver: 1, BackoffInitial: time.Second, BackoffMax: time.Second, MaxBacklog: 1},
+		"backlog below flight": {MaxInFlight: 10, MaxDeliver: 1, BackoffInitial: time.Second, BackoffMax: time.Second, MaxBacklog: 5},
+		"no delivery":          {MaxInFlight: 1, MaxDeliver: 0, BackoffInitial: time.Second, BackoffMax: time.Second},
+		"no backoff":           {MaxInFlight: 1, MaxDeliver: 1, BackoffMax: time.Second},
+		"max below initial":    {MaxInFlight: 1, MaxDeliver: 1, BackoffInitial: time.Minute, BackoffMax: time.Second},
+		"negative in flight":   {MaxInFlight: -1, MaxDeliver: 1, BackoffInitial: time.Second, BackoffMax: time.Second},
+		"negative backoffMax":  {MaxInFlight: 1, MaxDeliver: 1, BackoffInitial: time.Second, BackoffMax: -time.Second},
+	} {
+		assert.ErrorIs(t, bad.Validate(), ErrInvalidConfig, name)
 	}
 }
 

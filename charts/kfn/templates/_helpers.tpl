@@ -22,6 +22,7 @@ name, or <release>-kfn when the release name does not contain "kfn".
 {{- define "kfn.controller.name" -}}{{ include "kfn.fullname" . }}-controller{{- end }}
 {{- define "kfn.eventbridge.name" -}}{{ include "kfn.fullname" . }}-eventbridge{{- end }}
 {{- define "kfn.publisher.name" -}}{{ include "kfn.fullname" . }}-publisher{{- end }}
+{{- define "kfn.gateway.name" -}}{{ include "kfn.fullname" . }}-gateway{{- end }}
 {{- define "kfn.scaler.name" -}}{{ include "kfn.fullname" . }}-scaler{{- end }}
 {{- define "kfn.nats.name" -}}{{ include "kfn.fullname" . }}-nats{{- end }}
 

@@ -43,6 +43,7 @@ class Config:
         self.body_limit = max(1, int(self.body_limit_mb * 1024 * 1024))
         self.memory_limit = env.get('FUNC_MEMORY_LIMIT')
         self.publisher = env.get('PUBLISHER_PROXY_ADDRESS', '')
+        self.publisher_token = env.get('PUBLISHER_TOKEN', '')
         self.trace_endpoint = env.get('TRACE_COLLECTOR_ENDPOINT', '')
         if self.module_name in HOST_MODULES:
             raise ConfigError('MOD_NAME=%s is the name of a host module' % self.module_name)

@@ -41,13 +41,15 @@ class PublisherResponse:
 
 
 _CE_ATTRIBUTE = frozenset('abcdefghijklmnopqrstuvwxyz0123456789')
-_emit_settings = {'publisher': '', 'timeout': 30.0}
+_emit_settings = {'publisher': '', 'timeout': 30.0, 'token': ''}
 
 
-def configure_emit(publisher, timeout):
-    """Set where emitCloudEvent publishes and how long it waits."""
+def configure_emit(publisher, timeout, token=''):
+    """Set where emitCloudEvent publishes, how long it waits, and the bearer
+    token it sends when the publisher requires one (PUBLISHER_TOKEN)."""
     _emit_settings['publisher'] = publisher
     _emit_settings['timeout'] = timeout
+    _emit_settings['token'] = token
 
 
 def _default_content_type(data):
@@ -139,6 +141,8 @@ class Event(dict):
                 v = incoming.get(h)
                 if v is not None:
                     headers[h] = v
+        if _emit_settings['token']:
+            headers['Authorization'] = 'Bearer ' + _emit_settings['token']
         return _post(publisher, headers, body)
 
     def publishCloudEvent(self, data):

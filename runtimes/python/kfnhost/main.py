@@ -48,7 +48,7 @@ def main():
     except ConfigError as err:
         sys.stderr.write('kfn: %s\n' % err)
         return 1
-    configure_emit(cfg.publisher, cfg.timeout)
+    configure_emit(cfg.publisher, cfg.timeout, cfg.publisher_token)
     try:
         handler = load_handler(cfg)
     except ConfigError as err:
