@@ -26,6 +26,7 @@ FUZZ_TARGETS := \
 	./api/eventing/v1alpha2:FuzzCleanFastPath \
 	./eventbridge/publisher:FuzzPublish \
 	./runtimes:FuzzHostHTTP \
+	./runtimes:FuzzHostRequest \
 	./scaler/trigger:FuzzParse
 
 .PHONY: help
