@@ -27,9 +27,11 @@ import (
 const (
 	soakEnv     = "KFN_SOAK"
 	soakRateEnv = "KFN_SOAK_RATE"
-	// soakWarmup is when the memory baseline is taken: buffers, JetStream's
-	// caches and the Node.js heaps have reached their working size.
-	soakWarmup = time.Minute
+	// soakWarmup is when the memory baseline is taken: the publisher's
+	// de-duplication window (2 minutes of message ids in JetStream) is
+	// full, and buffers, caches and the Node.js heaps have reached their
+	// working size.
+	soakWarmup = 3 * time.Minute
 	// soakMaxGrowth is the documented bound: the resident memory of kfn dev
 	// and its function processes together may not grow by more than this
 	// from the end of the warm-up to the end of the run.
