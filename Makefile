@@ -25,6 +25,7 @@ FUZZ_TARGETS := \
 	./api/eventing/v1alpha2:FuzzParseSink \
 	./api/eventing/v1alpha2:FuzzCleanFastPath \
 	./eventbridge/publisher:FuzzPublish \
+	./eventbridge/publisher:FuzzLegacyPublish \
 	./runtimes:FuzzHostHTTP \
 	./runtimes:FuzzHostRequest \
 	./scaler/trigger:FuzzParse
