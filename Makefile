@@ -25,7 +25,9 @@ FUZZ_TARGETS := \
 	./api/eventing/v1alpha2:FuzzParseSink \
 	./api/eventing/v1alpha2:FuzzCleanFastPath \
 	./eventbridge/publisher:FuzzPublish \
+	./eventbridge/publisher:FuzzLegacyPublish \
 	./runtimes:FuzzHostHTTP \
+	./runtimes:FuzzHostRequest \
 	./scaler/trigger:FuzzParse
 
 .PHONY: help

@@ -43,6 +43,14 @@ func TestNATSRestarted(t *testing.T) {
 	})
 }
 
+func TestNATSStoppedCleanlyAndRestarted(t *testing.T) {
+	run(t, func(h *harness) {
+		h.nats.stop(t) // SIGTERM, as a rolling update of NATS does
+		h.awaitNoNATS()
+		h.startNATS()
+	})
+}
+
 func TestFunctionKilled(t *testing.T) {
 	run(t, func(h *harness) {
 		h.function.kill(t)

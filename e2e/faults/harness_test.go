@@ -198,6 +198,17 @@ func (h *harness) startNATS() {
 	})
 }
 
+// awaitNoNATS waits until nothing accepts connections on NATS's port.
+func (h *harness) awaitNoNATS() {
+	h.await("NATS is gone", func() bool {
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", h.natsPort), time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	})
+}
+
 func (h *harness) startDispatcher() {
 	h.dispatcher = start(h.t, "dispatcher", []string{bins.eventbridge, "-components=dispatcher", "-subscriptions=" + h.manifest,
 		"-nats-url=" + h.natsURL(), fmt.Sprintf("-resolve=fn.default=http://127.0.0.1:%d", h.fnPort),

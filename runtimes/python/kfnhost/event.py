@@ -198,7 +198,7 @@ def fill_event(event, request):
     if mt == 'application/cloudevents+json':
         try:
             envelope = json.loads(body) if body else None
-        except ValueError as err:
+        except (ValueError, RecursionError) as err:  # RecursionError: nested too deep
             raise HTTPError(400, 'malformed JSON in structured CloudEvent: %s' % err)
         if not isinstance(envelope, dict):
             raise HTTPError(400, 'a structured CloudEvent must be a JSON object')
@@ -207,7 +207,10 @@ def fill_event(event, request):
                 event['ce-' + k] = v
         if 'data' not in envelope and 'data_base64' in envelope:
             import base64
-            event['data'] = base64.b64decode(envelope['data_base64'])
+            try:
+                event['data'] = base64.b64decode(envelope['data_base64'])
+            except (ValueError, TypeError) as err:  # binascii.Error is a ValueError
+                raise HTTPError(400, 'malformed data_base64 in structured CloudEvent: %s' % err)
         else:
             event['data'] = envelope.get('data')
         request._json = envelope
@@ -230,7 +233,7 @@ def decode_data(mt, body, request):
             return None
         try:
             value = json.loads(body)
-        except ValueError as err:
+        except (ValueError, RecursionError) as err:  # RecursionError: nested too deep
             raise HTTPError(400, 'malformed JSON in request body: %s' % err)
         request._json = value
         return value
