@@ -14,9 +14,15 @@ const maxShedBatch = 256
 
 // holdBudget keeps the Subscription's backlog (pending plus unacknowledged
 // events of its consumer) within its maxBacklog until ctx ends: every
-// BudgetInterval it reads the backlog and marks the worker over budget or
-// not. While over budget, handle gives up a failed attempt at once instead
-// of retrying it, and gives up the events it holds for a sink with no ready
+// BudgetInterval in which an attempt failed, the sink had no ready endpoint
+// or the worker was over budget, it reads the backlog and marks the worker
+// over budget or not. A Subscription whose deliveries succeed is not read at
+// all: the budget only ever gives up events whose sink fails or is gone, and
+// with thousands of Subscriptions a read each per interval would load the
+// broker for nothing.
+//
+// While over budget, handle gives up a failed attempt at once instead of
+// retrying it, and gives up the events it holds for a sink with no ready
 // endpoint; and when the sink has no ready endpoint (nothing is pulled
 // then), the oldest waiting events are pulled here and given up, down to the
 // budget. Given up means dead-lettered with the reason (or dropped with
@@ -26,27 +32,34 @@ func (w *worker) holdBudget(ctx context.Context) {
 	t := w.target
 	tick := time.NewTicker(w.d.cfg.BudgetInterval)
 	defer tick.Stop()
+	var cons jetstream.Consumer
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
-		cons, err := w.d.js.Consumer(ctx, w.d.cfg.Streams.EventStream, t.consumer)
-		if err != nil {
-			continue // the run loop reports a missing consumer
+		ready, _ := w.d.endpoints.Ready(t.sink.Namespace, t.sink.Service)
+		failed := w.failed.Swap(false)
+		if ready && !failed && !w.overBudget.Load() {
+			continue
+		}
+		if cons == nil {
+			c, err := w.d.js.Consumer(ctx, w.d.cfg.Streams.EventStream, t.consumer)
+			if err != nil {
+				continue // the run loop reports a missing consumer
+			}
+			cons = c
 		}
 		info, err := cons.Info(ctx)
 		if err != nil {
+			cons = nil // look it up again: it may have been recreated
 			continue
 		}
 		backlog := int(info.NumPending) + info.NumAckPending
 		over := backlog - t.delivery.MaxBacklog
 		w.overBudget.Store(over > 0)
-		if over <= 0 {
-			continue
-		}
-		if ready, _ := w.d.endpoints.Ready(t.sink.Namespace, t.sink.Service); ready {
+		if over <= 0 || ready {
 			continue // deliveries run: failed attempts are given up at once
 		}
 		if err := w.shed(ctx, cons, min(over, maxShedBatch)); err != nil && ctx.Err() == nil {

@@ -7,15 +7,18 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
+	"github.com/kfn-dev/kfn/eventbridge/stream"
 )
 
 func fastBudget(c *dispatcher.Config) { c.BudgetInterval = 20 * time.Millisecond }
@@ -172,4 +175,35 @@ func TestNoisyNeighbour(t *testing.T) {
 		assert.Positive(t, failed, "the dead Subscription's events fill the stream: publishing fails for everyone")
 		t.Logf("without a budget: %d of 400 publishes failed, the healthy Subscription got %d", failed, len(l))
 	})
+}
+
+// TestBudgetCostsHealthySubscriptionsNothing: the budget reads the backlog
+// of a Subscription only when its sink failed or is not ready, so with
+// thousands of healthy Subscriptions the broker is not asked for thousands of
+// consumer infos every interval. The window is the one in which the failing
+// Subscription's backlog was read several times.
+func TestBudgetCostsHealthySubscriptionsNothing(t *testing.T) {
+	b := newBridge(t, withConfig(fastBudget))
+	healthy := b.newSink("healthy", nil)
+	b.newSink("dead", func(n int, r *http.Request, w http.ResponseWriter) { w.WriteHeader(http.StatusServiceUnavailable) })
+	b.subscribe(sub("healthy", "healthy"))
+	b.subscribe(sub("dead", "dead", config("backoffInitial", "1s", "backoffMax", "1s")))
+	b.publish("shop", "order.created.v1", "first", "")
+	require.Eventually(t, func() bool { return healthy.count() == 1 }, wait, tick)
+
+	infos := func(name string) *atomic.Int64 {
+		var n atomic.Int64
+		nc := b.nats.Connect()
+		_, err := nc.Subscribe("$JS.API.CONSUMER.INFO."+b.streams.EventStream+"."+stream.ConsumerName("default", name), func(*nats.Msg) { n.Add(1) })
+		require.NoError(t, err)
+		require.NoError(t, nc.Flush())
+		return &n
+	}
+	healthyInfos, deadInfos := infos("healthy"), infos("dead")
+	for i := range 20 {
+		b.publish("shop", "order.created.v1", strconv.Itoa(i), "")
+	}
+	require.Eventually(t, func() bool { return healthy.count() == 21 && deadInfos.Load() >= 5 }, wait, tick,
+		"the failing Subscription's backlog is read every budget interval")
+	assert.Zero(t, healthyInfos.Load(), "the healthy Subscription's backlog is never read")
 }

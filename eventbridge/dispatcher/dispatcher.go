@@ -48,8 +48,9 @@ type Config struct {
 	// PullExpiry is how long one pull request waits on the server; a lost
 	// consumer is noticed within about this time. Default 5s.
 	PullExpiry time.Duration
-	// BudgetInterval is how often each Subscription's backlog is read
-	// (one consumer info request) to hold it to its maxBacklog. Default 2s.
+	// BudgetInterval is how often the backlog of a Subscription whose
+	// sink failed or is not ready is read (one consumer info request) to
+	// hold it to its maxBacklog. Default 2s.
 	BudgetInterval time.Duration
 	// Delivery holds the delivery settings of the spec.config keys a
 	// Subscription does not set (retries, backoff, dead-lettering); it must

@@ -32,6 +32,10 @@ type worker struct {
 	count  *counters
 	// overBudget is set while the backlog exceeds maxBacklog (holdBudget).
 	overBudget atomic.Bool
+	// failed is set when an attempt fails; holdBudget reads the backlog
+	// only after one did, while the sink is not ready, or while over
+	// budget, so that healthy Subscriptions cost the broker nothing.
+	failed atomic.Bool
 }
 
 // stop asks the worker to stop; it does not wait.
@@ -210,6 +214,7 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg, ackWait time.Dur
 		w.settle(log, msg.Ack())
 	case Retry:
 		w.count.failed.Inc()
+		w.failed.Store(true)
 		if attempts >= t.delivery.MaxDeliver {
 			w.giveUp(ctx, log, msg, meta, res.status, res.reason())
 			return
