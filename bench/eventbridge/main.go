@@ -8,7 +8,13 @@
 // physical limit of this machine for the same hops. The figures that count
 // are the ratios.
 //
-//	go run ./bench/eventbridge [-duration 5s] [-connections 64] [-inflight 256] [-rate 1000]
+// With -subscriptions N the events are spread over N event types, one
+// Subscription each, and the bare pipeline has N consumers too, one per
+// subject: what JetStream costs per consumer (with interest retention, every
+// acknowledgement asks each consumer of the stream whether it still needs
+// the event) is in both, and the ratio shows what kfn adds.
+//
+//	go run ./bench/eventbridge [-duration 5s] [-connections 64] [-inflight 256] [-rate 1000] [-subscriptions 1]
 package main
 
 import (
@@ -362,6 +368,10 @@ func latency(p *pipeline, s *sink, o options) (time.Duration, time.Duration, int
 }
 
 // bare is HTTP -> js.Publish -> pull consumer -> HTTP POST, nothing else.
+// With several Subscriptions it has one consumer per Subscription, each
+// filtered to its own subject, as kfn has, and publishes round robin over
+// the subjects: the cost that JetStream itself adds per consumer is then in
+// the anchor too.
 func bare(natsURL, sinkURL string, o options) (*pipeline, error) {
 	ctx := context.Background()
 	nc, err := nats.Connect(natsURL)
@@ -375,14 +385,12 @@ func bare(natsURL, sinkURL string, o options) (*pipeline, error) {
 	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "bare", Subjects: []string{"bare.>"}, Storage: jetstream.FileStorage, Retention: jetstream.InterestPolicy}); err != nil {
 		return nil, err
 	}
-	cons, err := js.CreateOrUpdateConsumer(ctx, "bare", jetstream.ConsumerConfig{Durable: "bare", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: o.inflight})
-	if err != nil {
-		return nil, err
-	}
+	subs := max(o.subs, 1)
+	var next atomic.Int64
 	srv, url, err := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)
 		if err == nil {
-			_, err = js.Publish(r.Context(), "bare.events", body)
+			_, err = js.Publish(r.Context(), "bare."+strconv.FormatInt(next.Add(1)%int64(subs), 10), body)
 		}
 		if err != nil {
 			w.WriteHeader(http.StatusServiceUnavailable)
@@ -393,21 +401,33 @@ func bare(natsURL, sinkURL string, o options) (*pipeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(o.inflight))
-	if err != nil {
-		return nil, err
-	}
 	msgs := make(chan jetstream.Msg, o.inflight)
-	go func() {
-		defer close(msgs)
-		for {
-			m, err := it.Next()
-			if err != nil {
-				return
-			}
-			msgs <- m
+	var pulls sync.WaitGroup
+	var its []jetstream.MessagesContext
+	for i := range subs {
+		cons, err := js.CreateOrUpdateConsumer(ctx, "bare", jetstream.ConsumerConfig{Durable: fmt.Sprintf("bare-%d", i),
+			FilterSubject: "bare." + strconv.Itoa(i), AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: o.inflight})
+		if err != nil {
+			return nil, err
 		}
-	}()
+		it, err := cons.Messages(jetstream.PullMaxMessages(o.inflight))
+		if err != nil {
+			return nil, err
+		}
+		its = append(its, it)
+		pulls.Add(1)
+		go func() {
+			defer pulls.Done()
+			for {
+				m, err := it.Next()
+				if err != nil {
+					return
+				}
+				msgs <- m
+			}
+		}()
+	}
+	go func() { pulls.Wait(); close(msgs) }()
 	out := &http.Client{Transport: dispatcher.NewTransport()}
 	var wg sync.WaitGroup
 	for range o.inflight {
@@ -427,7 +447,9 @@ func bare(natsURL, sinkURL string, o options) (*pipeline, error) {
 		}()
 	}
 	return &pipeline{name: "bare", url: url + "/", cleanup: func() {
-		it.Stop()
+		for _, it := range its {
+			it.Stop()
+		}
 		wg.Wait()
 		srv.Close()
 		nc.Close()
