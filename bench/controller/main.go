@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -117,7 +118,7 @@ func run() error {
 	created := time.Since(start)
 	var deps, svcs, ready int
 	for {
-		deps, svcs, ready, err = progress(ctx, c, ns)
+		deps, svcs, ready, err = progress(ctx, c, ns, *n)
 		if err != nil {
 			return err
 		}
@@ -137,10 +138,17 @@ func run() error {
 	}
 	fmt.Printf("functions:              %d\n", *n)
 	fmt.Printf("all created by:         %s\n", created.Round(time.Millisecond))
-	fmt.Printf("all reconciled after:   %s (target < 60s: %s)\n", total.Round(time.Millisecond), verdict(total < 60*time.Second))
+	// DESIGN.md's targets are for 1,000 Functions; other counts are points
+	// of the scaling curve.
+	timeVerdict, memVerdict := "", ""
+	if *n == 1000 {
+		timeVerdict = fmt.Sprintf(" (target < 60s: %s)", verdict(total < 60*time.Second))
+		memVerdict = fmt.Sprintf("; target < 150 MiB: %s", verdict(mib(hwm) < 150))
+	}
+	fmt.Printf("all reconciled after:   %s%s\n", total.Round(time.Millisecond), timeVerdict)
 	fmt.Printf("controller RSS idle:    %.1f MiB\n", mib(idle))
 	fmt.Printf("controller RSS now:     %.1f MiB\n", mib(rss))
-	fmt.Printf("controller peak RSS:    %.1f MiB (VmHWM; target < 150 MiB: %s)\n", mib(hwm), verdict(mib(hwm) < 150))
+	fmt.Printf("controller peak RSS:    %.1f MiB (VmHWM%s)\n", mib(hwm), memVerdict)
 	const group = "controller"
 	var timeTarget, memTarget figures.Target
 	if *n == 1000 {
@@ -199,14 +207,28 @@ func createFunctions(ctx context.Context, c client.Client, ns string, n int) err
 	return <-errs
 }
 
-func progress(ctx context.Context, c client.Client, ns string) (deps, svcs, ready int, err error) {
-	dl := &appsv1.DeploymentList{}
-	if err := c.List(ctx, dl, client.InNamespace(ns)); err != nil {
+// progress counts the Deployments, Services and ConfigurationReady
+// Functions. Deployments and Services are listed as metadata only, and the
+// Functions only once all children exist: full lists of thousands of
+// objects every poll would load the API server the controller is measured
+// against, more the more Functions there are.
+func progress(ctx context.Context, c client.Client, ns string, n int) (deps, svcs, ready int, err error) {
+	count := func(gvk schema.GroupVersionKind) (int, error) {
+		l := &metav1.PartialObjectMetadataList{}
+		l.SetGroupVersionKind(gvk)
+		if err := c.List(ctx, l, client.InNamespace(ns)); err != nil {
+			return 0, fmt.Errorf("list %s: %w", gvk.Kind, err)
+		}
+		return len(l.Items), nil
+	}
+	if deps, err = count(appsv1.SchemeGroupVersion.WithKind("DeploymentList")); err != nil {
 		return 0, 0, 0, err
 	}
-	sl := &corev1.ServiceList{}
-	if err := c.List(ctx, sl, client.InNamespace(ns)); err != nil {
+	if svcs, err = count(corev1.SchemeGroupVersion.WithKind("ServiceList")); err != nil {
 		return 0, 0, 0, err
+	}
+	if deps < n || svcs < n {
+		return deps, svcs, 0, nil
 	}
 	fl := &v1alpha2.FunctionList{}
 	if err := c.List(ctx, fl, client.InNamespace(ns)); err != nil {
@@ -217,7 +239,7 @@ func progress(ctx context.Context, c client.Client, ns string) (deps, svcs, read
 			ready++
 		}
 	}
-	return len(dl.Items), len(sl.Items), ready, nil
+	return deps, svcs, ready, nil
 }
 
 // waitRSS waits until the controller has started (its RSS stops growing
