@@ -20,8 +20,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/stream"
 	"github.com/kfn-dev/kfn/runtimes"
 )
@@ -171,6 +173,23 @@ spec:
 		"-listen=127.0.0.1:" + strconv.Itoa(h.pubPort), "-admin-listen=", "-metrics-listen=", "-log-level=warn"}, nil)
 	h.startDispatcher()
 	h.startFunction()
+	// The consumer starts with the events published after it (DeliverNew,
+	// as Kyma's do): the flow must not begin before the dispatcher made it.
+	h.await("the dispatcher created the Subscription's consumer", func() bool {
+		nc, err := nats.Connect(h.natsURL())
+		if err != nil {
+			return false
+		}
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return false
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err = js.Consumer(ctx, stream.DefaultConfig().EventStream, stream.ConsumerName("default", "orders"))
+		return err == nil
+	})
 	h.await("the publisher is ready", func() bool {
 		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", h.pubPort))
 		if err != nil {
@@ -212,7 +231,7 @@ func (h *harness) awaitNoNATS() {
 func (h *harness) startDispatcher() {
 	h.dispatcher = start(h.t, "dispatcher", []string{bins.eventbridge, "-components=dispatcher", "-subscriptions=" + h.manifest,
 		"-nats-url=" + h.natsURL(), fmt.Sprintf("-resolve=fn.default=http://127.0.0.1:%d", h.fnPort),
-		"-ack-wait=2s", "-request-timeout=1s", "-listen=", "-admin-listen=", "-metrics-listen=", "-log-level=warn"}, nil)
+		"-ack-wait=2s", "-request-timeout=1s", "-listen=", "-admin-listen=", "-metrics-listen=", "-log-level=info"}, nil)
 }
 
 func (h *harness) startFunction() {
@@ -312,6 +331,9 @@ func (h *harness) awaitPublished(n int64) {
 
 // check is the suite's verdict: every acknowledged event reached the
 // function at least once, none was dead-lettered; duplicates are reported.
+// When events are missing it says which, what the dead-letter stream holds
+// and what the consumer still owes, so a failure in CI can be told apart
+// from a slow machine.
 func (h *harness) check() {
 	h.t.Helper()
 	h.mu.Lock()
@@ -319,19 +341,19 @@ func (h *harness) check() {
 	h.mu.Unlock()
 	require.NotEmpty(h.t, acked)
 	var got map[string]int
-	require.Eventually(h.t, func() bool {
+	missing := func() []string {
 		got = h.delivered()
+		var out []string
 		for _, id := range acked {
 			if got[id] == 0 {
-				return false
+				out = append(out, id)
 			}
 		}
-		return true
-	}, 90*time.Second, 50*time.Millisecond, "every acknowledged event reaches the function")
-	dups := 0
-	for _, n := range got {
-		dups += n - 1
+		return out
 	}
+	var lost []string
+	assert.Eventually(h.t, func() bool { lost = missing(); return len(lost) == 0 }, 90*time.Second, 50*time.Millisecond,
+		"every acknowledged event reaches the function")
 	nc, err := nats.Connect(h.natsURL())
 	require.NoError(h.t, err)
 	defer nc.Close()
@@ -339,10 +361,29 @@ func (h *harness) check() {
 	require.NoError(h.t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	dl, err := js.Stream(ctx, stream.DefaultConfig().DeadLetterStream)
+	streams := stream.DefaultConfig()
+	admin, err := deadletter.NewAdmin(js, streams)
 	require.NoError(h.t, err)
-	info, err := dl.Info(ctx)
+	letters, err := admin.List(ctx, deadletter.Filter{})
 	require.NoError(h.t, err)
-	require.Zero(h.t, info.State.Msgs, "nothing dead-lettered")
+	if len(lost) > 0 {
+		h.t.Errorf("%d of %d acknowledged events never reached the function, first %v", len(lost), len(acked), lost[:min(len(lost), 10)])
+		if cons, err := js.Consumer(ctx, streams.EventStream, stream.ConsumerName("default", "orders")); err == nil {
+			if info, err := cons.Info(ctx); err == nil {
+				h.t.Logf("consumer: %d pending, %d unacknowledged, %d redelivered, delivered up to stream sequence %d, acknowledged up to %d",
+					info.NumPending, info.NumAckPending, info.NumRedelivered, info.Delivered.Stream, info.AckFloor.Stream)
+			}
+		}
+	}
+	for _, l := range letters[:min(len(letters), 5)] {
+		h.t.Errorf("dead letter: event %s after %d attempt(s), status %d: %s", l.ID, l.Attempts, l.Status, l.Error)
+	}
+	if h.t.Failed() {
+		h.t.FailNow()
+	}
+	dups := 0
+	for _, n := range got {
+		dups += n - 1
+	}
 	h.t.Logf("%d events acknowledged by the publisher, all delivered; %d duplicate deliveries", len(acked), dups)
 }
