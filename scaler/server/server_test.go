@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -117,11 +118,46 @@ func ref(fn string, md ...string) *pb.ScaledObjectRef {
 
 func (e *env) backlog(t *testing.T, fn string) int64 {
 	t.Helper()
-	resp, err := e.client.GetMetrics(context.Background(), &pb.GetMetricsRequest{ScaledObjectRef: ref(fn), MetricName: server.MetricBacklog})
+	n, err := e.readBacklog(fn)
 	require.NoError(t, err)
-	require.Len(t, resp.MetricValues, 1)
-	assert.Equal(t, float64(resp.MetricValues[0].MetricValue), resp.MetricValues[0].MetricValueFloat)
-	return resp.MetricValues[0].MetricValue
+	return n
+}
+
+// readBacklog asks for fn's backlog metric as KEDA does; unlike backlog it
+// does not fail the test, so conditions awaited with Eventually can use it.
+func (e *env) readBacklog(fn string) (int64, error) {
+	resp, err := e.client.GetMetrics(context.Background(), &pb.GetMetricsRequest{ScaledObjectRef: ref(fn), MetricName: server.MetricBacklog})
+	if err != nil {
+		return 0, err
+	}
+	if len(resp.MetricValues) != 1 {
+		return 0, fmt.Errorf("%d metric values, want 1", len(resp.MetricValues))
+	}
+	v := resp.MetricValues[0]
+	if float64(v.MetricValue) != v.MetricValueFloat {
+		return 0, fmt.Errorf("metric value %d and float %v differ", v.MetricValue, v.MetricValueFloat)
+	}
+	return v.MetricValue, nil
+}
+
+// awaitBacklog refreshes the scaler until fn's backlog is want. JetStream
+// counts a consumer's pending messages from a signal loop of its own, so
+// consumer info read right after a publish is acknowledged can lag behind
+// it (on a loaded machine, for tens of milliseconds); what a refresh reads
+// after acknowledgements and fetches is exact.
+func (e *env) awaitBacklog(t *testing.T, fn string, want int64, msg string) {
+	t.Helper()
+	var got int64
+	var err error
+	assert.Eventually(t, func() bool {
+		if err = e.core.Refresh(context.Background()); err != nil {
+			return false
+		}
+		got, err = e.readBacklog(fn)
+		return err == nil && got == want
+	}, 10*time.Second, 10*time.Millisecond)
+	require.NoError(t, err, msg)
+	require.Equal(t, want, got, "%s: backlog of %s", msg, fn)
 }
 
 func (e *env) active(t *testing.T, fn string) bool {
@@ -146,8 +182,7 @@ func TestMetricsFollowBacklogAsEventsArePublishedAndAcked(t *testing.T) {
 	assert.False(t, e.active(t, "orders"))
 
 	publish(t, e, "orders", 5)
-	e.refresh(t)
-	assert.Equal(t, int64(5), e.backlog(t, "orders"), "5 published, none delivered")
+	e.awaitBacklog(t, "orders", 5, "5 published, none delivered")
 	assert.True(t, e.active(t, "orders"))
 
 	batch, err := c.Fetch(3, jetstream.FetchMaxWait(5*time.Second))
@@ -169,8 +204,7 @@ func TestMetricsFollowBacklogAsEventsArePublishedAndAcked(t *testing.T) {
 
 	require.NoError(t, msgs[2].DoubleAck(context.Background()))
 	publish(t, e, "orders", 1)
-	e.refresh(t)
-	assert.Equal(t, int64(3), e.backlog(t, "orders"), "1 acked, 1 more published")
+	e.awaitBacklog(t, "orders", 3, "1 acked, 1 more published")
 
 	batch, err = c.Fetch(3, jetstream.FetchMaxWait(5*time.Second))
 	require.NoError(t, err)
@@ -216,7 +250,7 @@ func TestFunctionFallsBackToScaledObjectName(t *testing.T) {
 	e := newEnv(t)
 	e.subscribe(t, "orders-created", "orders")
 	publish(t, e, "orders", 2)
-	e.refresh(t)
+	e.awaitBacklog(t, "orders", 2, "2 published")
 	resp, err := e.client.GetMetrics(context.Background(), &pb.GetMetricsRequest{
 		ScaledObjectRef: &pb.ScaledObjectRef{Name: "orders", Namespace: ns, ScalerMetadata: map[string]string{"scalerAddress": "x"}},
 		MetricName:      server.MetricBacklog,
@@ -279,7 +313,7 @@ func TestActivationOncePerTransition(t *testing.T) {
 	for range 3 {
 		e.refresh(t)
 	}
-	assert.Equal(t, int64(4), e.backlog(t, "orders"))
+	e.awaitBacklog(t, "orders", 4, "4 published")
 
 	// Drain: inactive at the next refresh.
 	batch, err := c.Fetch(4, jetstream.FetchMaxWait(5*time.Second))
@@ -326,7 +360,7 @@ func TestStreamOpenedWhileActiveStartsWithTrue(t *testing.T) {
 	e := newEnv(t)
 	e.subscribe(t, "orders-created", "orders")
 	publish(t, e, "orders", 1)
-	e.refresh(t)
+	e.awaitBacklog(t, "orders", 1, "1 published")
 	require.True(t, e.active(t, "orders"))
 	// A reconnecting KEDA learns at once that work is waiting.
 	receive(t, stream(t, e, "orders"), 5*time.Second)
@@ -387,7 +421,16 @@ func TestManyFunctionsOneRefreshLoop(t *testing.T) {
 	go func() { done <- e.core.Run(ctx) }()
 	defer func() { cancel(); require.NoError(t, <-done) }()
 
-	require.Eventually(t, func() bool { return e.reads.n.Load() >= 2 }, 10*time.Second, 10*time.Millisecond)
+	// Every backlog as published (JetStream's pending counts can trail the
+	// publishes briefly; see awaitBacklog), then the questions.
+	require.Eventually(t, func() bool {
+		for i := range functions {
+			if n, err := e.readBacklog("fn-" + itoa(i)); err != nil || n != int64(i%4) {
+				return false
+			}
+		}
+		return e.reads.n.Load() >= 2
+	}, 10*time.Second, 10*time.Millisecond)
 	before := e.reads.n.Load()
 	for i := range functions {
 		assert.Equal(t, int64(i%4), e.backlog(t, "fn-"+itoa(i)), "fn-%d", i)
