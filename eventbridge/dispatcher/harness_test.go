@@ -2,6 +2,7 @@ package dispatcher_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
@@ -126,26 +128,46 @@ func (b *bridge) consumerInfo(s *v1alpha2.Subscription) *jetstream.ConsumerInfo 
 	return info
 }
 
-// deadLetters returns the dead letters stored so far.
-func (b *bridge) deadLetters() []jetstream.Msg {
-	b.t.Helper()
-	s, err := b.js.Stream(context.Background(), b.streams.DeadLetterStream)
-	require.NoError(b.t, err)
-	info, err := s.Info(context.Background())
-	require.NoError(b.t, err)
-	if info.State.Msgs == 0 {
+// deadLetters returns the dead letters stored so far, read by sequence:
+// no consumer is made, so tests can poll it in Eventually as often as they
+// like. An error fails the test without stopping it (it may run in
+// Eventually's goroutine) and reads as no dead letters.
+func (b *bridge) deadLetters() []letter {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := b.js.Stream(ctx, b.streams.DeadLetterStream)
+	if err != nil {
+		b.t.Errorf("dead-letter stream: %v", err)
 		return nil
 	}
-	c, err := s.OrderedConsumer(context.Background(), jetstream.OrderedConsumerConfig{})
-	require.NoError(b.t, err)
-	batch, err := c.Fetch(int(info.State.Msgs), jetstream.FetchMaxWait(2*time.Second))
-	require.NoError(b.t, err)
-	var out []jetstream.Msg
-	for m := range batch.Messages() {
-		out = append(out, m)
+	info, err := s.Info(ctx)
+	if err != nil {
+		b.t.Errorf("dead-letter stream info: %v", err)
+		return nil
+	}
+	var out []letter
+	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue // deleted (replayed)
+		}
+		if err != nil {
+			b.t.Errorf("dead letter %d: %v", seq, err)
+			return nil
+		}
+		out = append(out, letter{m})
 	}
 	return out
 }
+
+// letter is one stored dead letter.
+type letter struct{ raw *jetstream.RawStreamMsg }
+
+// Headers are the dead letter's headers: the event's and the failure's.
+func (l letter) Headers() nats.Header { return l.raw.Header }
+
+// Data is the event's data.
+func (l letter) Data() []byte { return l.raw.Data }
 
 // delivery is one request a sink received.
 type delivery struct {
