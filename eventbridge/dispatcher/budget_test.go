@@ -38,8 +38,12 @@ func TestBacklogBudgetWhileTheSinkHasNoEndpoint(t *testing.T) {
 	for i := range 50 {
 		b.publish("shop", "order.created.v1", strconv.Itoa(i), "")
 	}
-	require.Eventually(t, func() bool { return len(b.deadLetters()) == 40 && backlog(b, "fn") == 10 }, wait, tick,
-		"the 40 events over the budget are dead-lettered, 10 wait")
+	var letters, waiting int
+	assert.Eventually(t, func() bool {
+		letters, waiting = len(b.deadLetters()), backlog(b, "fn")
+		return letters == 40 && waiting == 10
+	}, wait, tick)
+	require.Equal(t, [2]int{40, 10}, [2]int{letters, waiting}, "the 40 events over the budget are dead-lettered, 10 wait")
 	var ids []int
 	for _, dl := range b.deadLetters() {
 		id, err := strconv.Atoi(dl.Headers().Get("ce-id"))

@@ -407,7 +407,7 @@ func (w *worker) giveUp(ctx context.Context, log *slog.Logger, msg jetstream.Msg
 	if !t.delivery.DeadLetter {
 		w.count.discarded.Inc()
 		log.Warn("event given up and discarded (deadLetter is off)", "status", status, "error", reason)
-		w.settle(log, msg.TermWithReason(reason))
+		w.settle(log, w.term(ctx, msg, reason))
 		return
 	}
 	f := deadletter.Failure{
@@ -425,5 +425,28 @@ func (w *worker) giveUp(ctx context.Context, log *slog.Logger, msg jetstream.Msg
 	}
 	w.count.deadLettered.Inc()
 	log.Info("event dead-lettered", "status", status, "error", reason)
-	w.settle(log, msg.TermWithReason("dead-lettered: "+reason))
+	w.settle(log, w.term(ctx, msg, "dead-lettered: "+reason))
+}
+
+// termTimeout bounds the wait for JetStream to confirm a term.
+const termTimeout = 5 * time.Second
+
+// term terminates msg with reason and waits until JetStream confirms it,
+// as DoubleAck does for an ack. nats.go's Msg offers no confirmed term, so
+// the term goes as a request on the message's reply subject, which the
+// server answers once the consumer has processed it. The budget reads the
+// consumer's backlog right after giving events up: a term still on its way
+// would count there as unacknowledged and make it give up one event too
+// many.
+func (w *worker) term(ctx context.Context, msg jetstream.Msg, reason string) error {
+	reply := msg.Reply()
+	if reply == "" {
+		return msg.TermWithReason(reason) // says why it cannot be settled
+	}
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), termTimeout)
+	defer cancel()
+	if _, err := w.d.js.Conn().RequestWithContext(tctx, reply, []byte("+TERM "+reason)); err != nil {
+		return fmt.Errorf("terminate event: %w", err)
+	}
+	return nil
 }
