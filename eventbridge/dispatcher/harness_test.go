@@ -145,8 +145,11 @@ func (b *bridge) deadLetters() []letter {
 		b.t.Errorf("dead-letter stream info: %v", err)
 		return nil
 	}
+	if info.State.Msgs == 0 {
+		return nil
+	}
 	var out []letter
-	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
 		m, err := s.GetMsg(ctx, seq)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue // deleted (replayed)
