@@ -1,0 +1,282 @@
+package singlenode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Cluster is a running single-node cluster. Its fields are set by [Up].
+type Cluster struct {
+	// Config is what the cluster was started with.
+	Config Config
+	// REST reaches the API server as a member of system:masters.
+	REST *rest.Config
+	// Clientset is a client of REST.
+	Clientset kubernetes.Interface
+}
+
+// Up starts a single-node cluster: it removes what an earlier run left
+// (see [Down]), makes the certificates, the bridge and the guard rules,
+// starts etcd, the API server, the controller manager, the scheduler,
+// containerd (and imports images, the pause image among them), the kubelet
+// and kube-proxy, and returns when the node is Ready. logf reports each
+// step (nil: quiet).
+//
+// On error everything it started is stopped again and the error quotes the
+// failing component's log. The cluster runs until [Down], whether or not
+// the calling process lives on.
+func Up(ctx context.Context, cfg Config, images []string, logf func(format string, args ...any)) (*Cluster, error) {
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := Preflight(cfg); err != nil {
+		return nil, err
+	}
+	if err := Down(cfg); err != nil {
+		return nil, fmt.Errorf("remove the previous cluster: %w", err)
+	}
+	c, err := up(ctx, cfg, images, logf)
+	if err != nil {
+		return nil, errors.Join(err, Down(cfg))
+	}
+	return c, nil
+}
+
+func up(ctx context.Context, cfg Config, images []string, logf func(string, ...any)) (*Cluster, error) {
+	start := time.Now()
+	for _, d := range []string{cfg.StateDir, cfg.DataDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("create %s: %w", d, err)
+		}
+	}
+	if err := writePKI(cfg.path("pki"), cfg); err != nil {
+		return nil, err
+	}
+	if err := writeKubeconfigs(cfg); err != nil {
+		return nil, err
+	}
+	if err := writeCNIConfig(cfg); err != nil {
+		return nil, err
+	}
+	if err := setUpNetwork(cfg); err != nil {
+		return nil, err
+	}
+	if err := makeCgroupParent(cgroupParent); err != nil {
+		return nil, err
+	}
+
+	logf("starting etcd and kube-apiserver")
+	if err := startAll(cfg, etcdProcess); err != nil {
+		return nil, err
+	}
+	if err := waitFor(ctx, cfg, "etcd", time.Minute, etcdHealthy(cfg)); err != nil {
+		return nil, err
+	}
+	if err := startAll(cfg, apiServerProcess); err != nil {
+		return nil, err
+	}
+	c, err := connect(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitFor(ctx, cfg, "kube-apiserver", 2*time.Minute, c.apiReady); err != nil {
+		return nil, err
+	}
+
+	logf("starting the controller manager, the scheduler and containerd")
+	if err := startAll(cfg, controllerManagerProcess, schedulerProcess, containerdProcess); err != nil {
+		return nil, err
+	}
+	if err := waitFor(ctx, cfg, "containerd", time.Minute, containerdReady(cfg)); err != nil {
+		return nil, err
+	}
+	if len(images) > 0 {
+		logf("importing %d image archives into containerd", len(images))
+		if err := c.ImportImages(ctx, images...); err != nil {
+			return nil, err
+		}
+	}
+
+	logf("starting the kubelet and kube-proxy")
+	if err := startAll(cfg, kubeletProcess, kubeProxyProcess); err != nil {
+		return nil, err
+	}
+	if err := waitFor(ctx, cfg, "kubelet", 2*time.Minute, c.nodeReady); err != nil {
+		return nil, err
+	}
+	logf("node %s is Ready (%s)", cfg.NodeName, time.Since(start).Round(100*time.Millisecond))
+	return c, nil
+}
+
+// Connect returns a client of the cluster that Up started with cfg, for a
+// process other than the one that called Up.
+func Connect(cfg Config) (*Cluster, error) {
+	c, err := connect(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.apiReady(context.Background()); err != nil {
+		return nil, fmt.Errorf("no cluster at %s: %w", cfg.APIServerURL(), err)
+	}
+	return c, nil
+}
+
+func connect(cfg Config) (*Cluster, error) {
+	rc, err := clientcmd.BuildConfigFromFlags("", cfg.KubeconfigPath())
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", cfg.KubeconfigPath(), err)
+	}
+	rc.QPS, rc.Burst = 100, 200
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("create client: %w", err)
+	}
+	return &Cluster{Config: cfg, REST: rc, Clientset: cs}, nil
+}
+
+// startAll builds and starts each process in turn.
+func startAll(cfg Config, builders ...func(Config) (process, error)) error {
+	for _, b := range builders {
+		p, err := b(cfg)
+		if err != nil {
+			return err
+		}
+		if err := cfg.start(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitFor polls check every 200 ms until it succeeds, d passes, or the
+// component named by name exits; the error then quotes its log.
+func waitFor(ctx context.Context, cfg Config, name string, d time.Duration, check func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var last error
+	for {
+		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+		last = check(cctx)
+		ccancel()
+		if last == nil {
+			return nil
+		}
+		if !cfg.running(name) {
+			return fmt.Errorf("%s exited: %v\n--- %s ---\n%s", name, last, cfg.logPath(name), tail(cfg.logPath(name), 4096))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready after %s: %v\n--- %s ---\n%s", name, d, last, cfg.logPath(name), tail(cfg.logPath(name), 4096))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func etcdHealthy(cfg Config) func(context.Context) error {
+	url := "http://127.0.0.1:" + strconv.Itoa(cfg.EtcdPort) + "/health"
+	return func(ctx context.Context) error {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("etcd health: %s", resp.Status)
+		}
+		return nil
+	}
+}
+
+func (c *Cluster) apiReady(ctx context.Context) error {
+	body, err := c.Clientset.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("readyz: %w: %s", err, strings.TrimSpace(string(body)))
+	}
+	return nil
+}
+
+func containerdReady(cfg Config) func(context.Context) error {
+	return func(ctx context.Context) error {
+		conn, err := (&net.Dialer{}).DialContext(ctx, "unix", cfg.socket())
+		if err != nil {
+			return err
+		}
+		return conn.Close()
+	}
+}
+
+func (c *Cluster) nodeReady(ctx context.Context) error {
+	n, err := c.Clientset.CoreV1().Nodes().Get(ctx, c.Config.NodeName, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			if cond.Status == corev1.ConditionTrue {
+				return nil
+			}
+			return fmt.Errorf("node not ready: %s: %s", cond.Reason, cond.Message)
+		}
+	}
+	return errors.New("node has no Ready condition yet")
+}
+
+// ImportImages imports OCI or Docker image archives into the node's
+// containerd, in the namespace the kubelet uses. An image with the name of
+// one already there replaces it; pods started afterwards run the new one.
+func (c *Cluster) ImportImages(ctx context.Context, archives ...string) error {
+	for _, a := range archives {
+		cmd := exec.CommandContext(ctx, ctrBinary(c.Config), "--address", c.Config.socket(), "--namespace", "k8s.io",
+			"images", "import", a)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("import %s: %w: %s", a, err, tail2(string(out)))
+		}
+	}
+	return nil
+}
+
+// ctrBinary is containerd's command-line client, next to containerd.
+func ctrBinary(cfg Config) string {
+	return filepath.Join(filepath.Dir(cfg.ContainerdBin), "ctr")
+}
+
+// makeCgroupParent creates the cgroup the kubelet puts pods under, in every
+// hierarchy (the kubelet refuses a cgroup root that does not exist). A new
+// cpuset cgroup needs its CPUs and memory nodes copied from its parent.
+func makeCgroupParent(name string) error {
+	for _, h := range cgroupHierarchies() {
+		dir := filepath.Join(h, name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("create cgroup %s: %w", dir, err)
+		}
+		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+			parent, err := os.ReadFile(filepath.Join(h, f))
+			if err != nil {
+				continue // not the cpuset hierarchy
+			}
+			if err := os.WriteFile(filepath.Join(dir, f), parent, 0o644); err != nil {
+				return fmt.Errorf("set %s of cgroup %s: %w", f, dir, err)
+			}
+		}
+	}
+	return nil
+}
