@@ -4,8 +4,14 @@
 # from runtimes/<runtime>/Dockerfile.
 #
 #   docker build -t kfn:dev --build-arg VERSION=$(git describe --always) .
+#
+# GO_IMAGE and BASE_IMAGE name the build and run bases; the defaults are the
+# public images. Where no registry can be reached, hack/cluster/images.sh
+# passes bases it made from Debian packages and the machine's Go.
+ARG GO_IMAGE=golang:1.26
+ARG BASE_IMAGE=gcr.io/distroless/static-debian12:nonroot
 
-FROM golang:1.26 AS build
+FROM ${GO_IMAGE} AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
@@ -15,7 +21,7 @@ RUN CGO_ENABLED=0 go build -trimpath \
       -ldflags "-s -w -X github.com/kfn-dev/kfn/cli.Version=${VERSION}" \
       -o /out/ ./cmd/...
 
-FROM gcr.io/distroless/static-debian12:nonroot
+FROM ${BASE_IMAGE}
 COPY --from=build /out/ /usr/local/bin/
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/kfn"]

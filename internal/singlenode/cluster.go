@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // Cluster is a running single-node cluster. Its fields are set by [Up].
@@ -28,6 +29,9 @@ type Cluster struct {
 	REST *rest.Config
 	// Clientset is a client of REST.
 	Clientset kubernetes.Interface
+	// Client is a controller-runtime client of REST with client-go's
+	// scheme, without a cache.
+	Client client.Client
 }
 
 // Up starts a single-node cluster: it removes what an earlier run left
@@ -122,7 +126,17 @@ func up(ctx context.Context, cfg Config, images []string, logf func(string, ...a
 	if err := waitFor(ctx, cfg, "kubelet", 2*time.Minute, c.nodeReady); err != nil {
 		return nil, err
 	}
-	logf("node %s is Ready (%s)", cfg.NodeName, time.Since(start).Round(100*time.Millisecond))
+	logf("node %s is Ready (%s); starting CoreDNS", cfg.NodeName, time.Since(start).Round(100*time.Millisecond))
+	if err := c.installAddons(ctx); err != nil {
+		return nil, err
+	}
+	if err := waitFor(ctx, cfg, "kubelet", 2*time.Minute, c.coreDNSReady); err != nil {
+		return nil, fmt.Errorf("%w\n%s", err, c.Describe(ctx, "kube-system"))
+	}
+	if err := waitFor(ctx, cfg, "kube-controller-manager", time.Minute, c.defaultServiceAccount); err != nil {
+		return nil, err
+	}
+	logf("cluster ready (%s)", time.Since(start).Round(100*time.Millisecond))
 	return c, nil
 }
 
@@ -149,7 +163,11 @@ func connect(cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create client: %w", err)
 	}
-	return &Cluster{Config: cfg, REST: rc, Clientset: cs}, nil
+	cl, err := client.New(rc, client.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("create client: %w", err)
+	}
+	return &Cluster{Config: cfg, REST: rc, Clientset: cs, Client: cl}, nil
 }
 
 // startAll builds and starts each process in turn.
@@ -238,6 +256,13 @@ func (c *Cluster) nodeReady(ctx context.Context) error {
 		}
 	}
 	return errors.New("node has no Ready condition yet")
+}
+
+// defaultServiceAccount waits for the controller manager to make the
+// default namespace's ServiceAccount, without which no pod is admitted.
+func (c *Cluster) defaultServiceAccount(ctx context.Context) error {
+	_, err := c.Clientset.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
+	return err
 }
 
 // ImportImages imports OCI or Docker image archives into the node's

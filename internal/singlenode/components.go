@@ -118,10 +118,6 @@ func controllerManagerProcess(cfg Config) (process, error) {
 		"--service-cluster-ip-range=" + cfg.ServiceCIDR,
 		"--cluster-cidr=" + cfg.ClusterCIDR,
 		"--allocate-node-cidrs=false",
-		// A single node: PersistentVolumes are directories on it, made by
-		// the controller manager's own host-path provisioner.
-		"--enable-hostpath-provisioner=true",
-		"--pv-recycler-pod-template-filepath-hostpath=",
 		// A test cluster scales back within a minute, not five.
 		"--horizontal-pod-autoscaler-downscale-stabilization=30s",
 		"--horizontal-pod-autoscaler-sync-period=5s",

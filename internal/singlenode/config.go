@@ -87,7 +87,7 @@ func DefaultConfig(binDir, dataDir string) Config {
 		ContainerdBin: "/usr/bin/containerd",
 		RuncBin:       "/usr/sbin/runc",
 		CNIBinDir:     "/usr/lib/cni",
-		PauseImage:    "localhost/kfn-cluster/pause:1",
+		PauseImage:    "localhost/kfn-cluster/pause:kfn",
 	}
 }
 

@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# assets.sh prints the directory that holds every binary of the single-node
+# cluster (internal/singlenode), building what is missing first:
+#
+#   etcd, kube-apiserver          hack/envtest-assets.sh (the envtest build)
+#   kubelet, kube-controller-manager, kube-scheduler, kube-proxy
+#                                 k8s.io/kubernetes, the version of hack/envtest/go.mod
+#   coredns                       hack/cluster/tools/coredns/go.mod
+#   keda, keda-adapter, keda-config/
+#                                 hack/cluster/tools/keda/go.mod (operator, metrics
+#                                 API server, and KEDA's own manifests from its module)
+#   nats-server, pause            kfn's go.mod (nats-server), hack/cluster/pause
+#
+# The directory is ${KFN_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kfn}/cluster/bin-<versions>
+# and is built once per set of versions (about 10 minutes on 2 cores on top
+# of envtest's build). Only the directory goes to stdout; progress to stderr.
+#
+# It also checks the Debian packages the node needs (singlenode.Packages):
+# as root it installs the missing ones with apt-get; otherwise it stops and
+# says which to install.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+log() { printf 'cluster-assets: %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# The node's programs that come from Debian (keep equal to
+# singlenode.Packages), and one file of each to check for.
+declare -A package_file=(
+	[containerd]=/usr/bin/containerd
+	[runc]=/usr/sbin/runc
+	[containernetworking-plugins]=/usr/lib/cni/bridge
+	[iptables]=/usr/sbin/iptables
+	[conntrack]=/usr/sbin/conntrack
+	[iproute2]=/usr/sbin/ip
+)
+missing=()
+for p in "${!package_file[@]}"; do
+	[[ -e ${package_file[$p]} ]] || missing+=("$p")
+done
+if ((${#missing[@]})); then
+	if [[ $(id -u) -ne 0 ]]; then
+		die "the single-node cluster needs the Debian packages ${missing[*]}: install them as root (apt-get install ${missing[*]}), and run it as root"
+	fi
+	log "installing ${missing[*]} with apt-get"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq >&2 || die "apt-get update failed"
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 || die "apt-get install ${missing[*]} failed"
+fi
+
+command -v go >/dev/null 2>&1 || die "go is not on PATH; it is needed to build the cluster's binaries"
+
+# module_version FILE MODULE prints the version FILE's go.mod requires.
+module_version() {
+	awk -v m="$2" '($1 == m || ($1 == "require" && $2 == m)) { v = ($1 == "require") ? $3 : $2; if (v ~ /^v[0-9]/) { print v; exit } }' "$1"
+}
+
+envtest_dir=$("$root/hack/envtest-assets.sh")
+k8s_version=$(module_version "$root/hack/envtest/go.mod" k8s.io/kubernetes)
+coredns_version=$(module_version "$root/hack/cluster/tools/coredns/go.mod" github.com/coredns/coredns)
+keda_version=$(module_version "$root/hack/cluster/tools/keda/go.mod" github.com/kedacore/keda/v2)
+nats_version=$(module_version "$root/go.mod" github.com/nats-io/nats-server/v2)
+for v in k8s_version coredns_version keda_version nats_version; do
+	[[ -n ${!v} ]] || die "cannot read ${v%_version}'s version from its go.mod"
+done
+# The pause program is kfn's own; its hash is part of the name.
+pause_hash=$(sha256sum "$root/hack/cluster/pause/main.go" | cut -c1-8)
+
+cache_root=${KFN_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kfn}
+name="bin-${k8s_version}-coredns${coredns_version}-keda${keda_version}-nats${nats_version}-pause${pause_hash}"
+parent="$cache_root/cluster"
+dir="$parent/$name"
+binaries=(etcd kube-apiserver kubelet kube-controller-manager kube-scheduler kube-proxy coredns keda keda-adapter nats-server pause)
+
+complete() {
+	local b
+	for b in "${binaries[@]}"; do [[ -x $dir/$b ]] || return 1; done
+	[[ -d $dir/keda-config/crd/bases ]]
+}
+
+if complete; then
+	printf '%s\n' "$dir"
+	exit 0
+fi
+
+mkdir -p "$parent" || die "cannot create $parent (set KFN_CACHE_DIR to another directory)"
+if command -v flock >/dev/null 2>&1; then
+	exec 9>"$parent/.$name.lock"
+	if ! flock -n 9; then
+		log "waiting for another build of $name to finish"
+		flock 9
+	fi
+fi
+if complete; then
+	printf '%s\n' "$dir"
+	exit 0
+fi
+rm -rf "$parent/.$name.tmp."*
+tmp=$(mktemp -d "$parent/.$name.tmp.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 1' INT TERM HUP
+chmod 755 "$tmp"
+
+log "building the cluster's binaries into $dir (once per version, about 10 minutes on 2 cores)"
+start=$SECONDS
+
+# build DIR OUT PKG... builds the packages of the module in DIR into OUT.
+build() {
+	local mod=$1 out=$2
+	shift 2
+	(
+		cd "$mod"
+		env -u GOOS -u GOARCH GOWORK=off CGO_ENABLED=0 \
+			go build -mod=readonly -trimpath -ldflags "${LDFLAGS:-"-s -w"}" -o "$out" "$@"
+	) >&2
+}
+
+cp "$envtest_dir/etcd" "$envtest_dir/kube-apiserver" "$tmp/"
+
+minor=${k8s_version#v*.}
+minor=${minor%%.*}
+major=${k8s_version#v}
+major=${major%%.*}
+k8s_ldflags="-s -w"
+for kv in "gitVersion=$k8s_version" "gitMajor=$major" "gitMinor=$minor" "gitTreeState=clean"; do
+	k8s_ldflags+=" -X k8s.io/component-base/version.$kv"
+done
+log "kubelet, kube-controller-manager, kube-scheduler, kube-proxy $k8s_version"
+LDFLAGS=$k8s_ldflags build "$root/hack/envtest" "$tmp/" \
+	k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-controller-manager \
+	k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy ||
+	die "go build of the Kubernetes node binaries failed (see above)"
+
+log "coredns $coredns_version"
+LDFLAGS="-s -w -X github.com/coredns/coredns/coremain.GitCommit=$coredns_version" \
+	build "$root/hack/cluster/tools/coredns" "$tmp/coredns" github.com/coredns/coredns ||
+	die "go build of CoreDNS failed (see above)"
+
+log "keda $keda_version (operator, metrics API server)"
+LDFLAGS="-s -w -X github.com/kedacore/keda/v2/version.Version=$keda_version" \
+	build "$root/hack/cluster/tools/keda" "$tmp/" \
+	github.com/kedacore/keda/v2/cmd/operator github.com/kedacore/keda/v2/cmd/adapter ||
+	die "go build of KEDA failed (see above)"
+mv "$tmp/operator" "$tmp/keda"
+mv "$tmp/adapter" "$tmp/keda-adapter"
+keda_src=$(cd "$root/hack/cluster/tools/keda" && GOWORK=off go list -mod=readonly -m -f '{{.Dir}}' github.com/kedacore/keda/v2) ||
+	die "cannot find KEDA's module directory"
+cp -r "$keda_src/config" "$tmp/keda-config"
+chmod -R u+w "$tmp/keda-config"
+
+log "nats-server $nats_version, pause"
+build "$root" "$tmp/nats-server" github.com/nats-io/nats-server/v2 || die "go build of nats-server failed (see above)"
+build "$root" "$tmp/pause" ./hack/cluster/pause || die "go build of pause failed (see above)"
+
+{
+	printf 'kubernetes %s\ncoredns %s\nkeda %s\nnats-server %s\n' "$k8s_version" "$coredns_version" "$keda_version" "$nats_version"
+} >"$tmp/VERSIONS"
+rm -rf "$dir"
+mv "$tmp" "$dir"
+trap - EXIT
+log "built in $((SECONDS - start))s"
+printf '%s\n' "$dir"

