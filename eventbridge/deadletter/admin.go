@@ -237,7 +237,9 @@ func (a *Admin) Delete(ctx context.Context, seq uint64) error {
 //	POST   /deadletters/replay?namespace=&subscription=          replay a Subscription's (up to MaxLimit; {"replayed": n})
 //	DELETE /deadletters/{sequence}                               delete one (204)
 //
-// Errors are JSON {"error": "..."} with 400, 404 or 503.
+// Errors are JSON {"error": "..."} with 400, 404 or 503. The same routes
+// are served under [PathPrefix] too, where kfn dev serves them, so that
+// `kfn dlq --addr` reaches either.
 func (a *Admin) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /deadletters", a.serveList)
@@ -253,8 +255,15 @@ func (a *Admin) Handler() http.Handler {
 		return nil, http.StatusNoContent, a.Delete(ctx, seq)
 	}))
 	mux.HandleFunc("POST /deadletters/replay", a.serveReplayAll)
-	return mux
+	outer := http.NewServeMux()
+	outer.Handle("/", mux)
+	outer.Handle(PathPrefix+"/", http.StripPrefix(PathPrefix, mux))
+	return outer
 }
+
+// PathPrefix is the path prefix of kfn's own HTTP APIs in kfn dev, which
+// the kfn command puts before every admin path.
+const PathPrefix = "/_kfn"
 
 func (a *Admin) serveList(w http.ResponseWriter, r *http.Request) {
 	f, err := parseFilter(r)

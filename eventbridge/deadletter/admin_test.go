@@ -113,6 +113,10 @@ func TestListAndGet(t *testing.T) {
 	require.Len(t, got, 1)
 	assert.Equal(t, "2", got[0].ID)
 
+	code, prefixed := e.do(t, http.MethodGet, deadletter.PathPrefix+"/deadletters?namespace=default&subscription=b")
+	require.Equal(t, http.StatusOK, code, prefixed)
+	assert.JSONEq(t, body, prefixed, "the kfn command's prefix reaches the same API")
+
 	code, body = e.do(t, http.MethodGet, fmt.Sprintf("/deadletters/%d", all[2].Sequence))
 	require.Equal(t, http.StatusOK, code, body)
 	assert.Contains(t, body, `"namespace":"other"`)

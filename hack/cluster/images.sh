@@ -70,7 +70,9 @@ if command -v flock >/dev/null 2>&1 && ! flock -n 9; then
 fi
 
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# Working containers are removed however the script ends (a failed build
+# leaves its own otherwise, with its file system mounted).
+trap 'bah rm --all >/dev/null 2>&1; rm -rf "$work"' EXIT
 trap 'exit 1' INT TERM HUP
 
 # debian_image PACKAGES prints the name of a Debian base image with
@@ -109,7 +111,7 @@ npm_fetch() {
 # node_image VERSION BASE prints the name of a Node.js base image.
 node_image() {
 	local version=$1 base=$2
-	local ref="localhost/kfn-local/node:$version-$(short_hash "$base $NPM ca")"
+	local ref="localhost/kfn-local/node:$version-$(short_hash "$base $NPM ca quiet")"
 	if ! has_image "$ref"; then
 		log "making $ref"
 		local node npm stage="$work/node-$version"
@@ -202,7 +204,7 @@ bud() {
 	# RUN steps fetch from the Go module proxy and the npm registry
 	# through this machine's network and trust store (which may hold a
 	# proxy's CA that Debian's bundle lacks); neither ends up in a layer.
-	bah bud --quiet --layers --network host -v "$host_cas:/etc/ssl/certs/ca-certificates.crt:ro" \
+	bah bud --quiet --layers --force-rm --network host -v "$host_cas:/etc/ssl/certs/ca-certificates.crt:ro" \
 		-f "$file" -t "$ref" "$@" "$context" >/dev/null ||
 		die "buildah bud $file failed (run it again with the same arguments to see its output)"
 }

@@ -17,7 +17,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
-	"time"
 
 	"github.com/kfn-dev/kfn/internal/clusterinstall"
 	"github.com/kfn-dev/kfn/internal/singlenode"
@@ -37,7 +36,7 @@ func main() {
 }
 
 const usage = `usage: cluster up -bin DIR -images DIR   start the cluster, install KEDA and kfn
-       cluster down [-bin DIR]           stop it and remove every trace`
+       cluster down                      stop it and remove every trace`
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
@@ -60,8 +59,14 @@ func run(ctx context.Context, args []string) error {
 		}
 		return up(ctx, cfg, *images)
 	case "down":
-		if cfg.BinDir == "" {
-			cfg.BinDir = "/nonexistent" // kube-proxy --cleanup is skipped
+		if *bin == "" {
+			// The running cluster's own record, if there is one.
+			saved, err := singlenode.LoadConfig(cfg.StateDir)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "cluster: no running cluster recorded; removing what is left of one anyway")
+			} else {
+				cfg = saved
+			}
 		}
 		return singlenode.Down(cfg)
 	default:
@@ -91,7 +96,11 @@ func up(ctx context.Context, cfg singlenode.Config, imageDir string) error {
 	if err != nil {
 		return err
 	}
-	if err := install(ctx, c, logf); err != nil {
+	root, err := moduleRoot()
+	if err != nil {
+		return errors.Join(err, singlenode.Down(cfg))
+	}
+	if err := clusterinstall.Platform(ctx, c, filepath.Join(root, "charts", "kfn"), logf); err != nil {
 		return errors.Join(err, singlenode.Down(cfg))
 	}
 	fmt.Printf(`
@@ -109,37 +118,6 @@ A first Function (the namespace enforces the restricted Pod Security Standard):
 
 Stop it and remove every trace with: make cluster-down
 `, cfg.KubeconfigPath())
-	return nil
-}
-
-// install installs KEDA and kfn with the images images.sh built.
-func install(ctx context.Context, c *singlenode.Cluster, logf func(string, ...any)) error {
-	keda, err := singlenode.ComponentVersion(c.Config.BinDir, "keda")
-	if err != nil {
-		return err
-	}
-	nats, err := singlenode.ComponentVersion(c.Config.BinDir, "nats-server")
-	if err != nil {
-		return err
-	}
-	logf("installing KEDA %s", keda)
-	start := time.Now()
-	if err := clusterinstall.KEDA(ctx, c, filepath.Join(c.Config.BinDir, "keda-config"), "localhost/kfn-cluster/keda:"+keda); err != nil {
-		return err
-	}
-	logf("installing kfn with its chart (KEDA took %s)", time.Since(start).Round(time.Second))
-	start = time.Now()
-	vals := clusterinstall.LocalValues(clusterinstall.LocalImages{
-		Registry: "localhost/kfn", Tag: "dev", NATSRepository: "localhost/kfn-cluster/nats", NATSTag: nats,
-	})
-	root, err := moduleRoot()
-	if err != nil {
-		return err
-	}
-	if err := clusterinstall.Kfn(ctx, c.Config.KubeconfigPath(), filepath.Join(root, "charts", "kfn"), vals, 5*time.Minute); err != nil {
-		return fmt.Errorf("%w\n%s", err, c.Describe(context.Background(), clusterinstall.Namespace))
-	}
-	logf("kfn installed (%s)", time.Since(start).Round(time.Second))
 	return nil
 }
 

@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	"helm.sh/helm/v4/pkg/kube"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+
+	"github.com/kfn-dev/kfn/internal/singlenode"
 )
 
 // fieldOwner is the field manager of what this package applies itself.
@@ -84,5 +87,32 @@ func Kfn(ctx context.Context, kubeconfig, chartDir string, vals map[string]any, 
 	if _, err := install.RunWithContext(ctx, ch, vals); err != nil {
 		return fmt.Errorf("helm install %s %s: %w", Release, chartDir, err)
 	}
+	return nil
+}
+
+// Platform installs KEDA and then kfn (the chart in chartDir) into the
+// single-node cluster, with the images hack/cluster/images.sh built for the
+// binaries in the cluster's BinDir; logf reports each step.
+func Platform(ctx context.Context, c *singlenode.Cluster, chartDir string, logf func(string, ...any)) error {
+	keda, err := singlenode.ComponentVersion(c.Config.BinDir, "keda")
+	if err != nil {
+		return err
+	}
+	nats, err := singlenode.ComponentVersion(c.Config.BinDir, "nats-server")
+	if err != nil {
+		return err
+	}
+	logf("installing KEDA %s", keda)
+	start := time.Now()
+	if err := KEDA(ctx, c, filepath.Join(c.Config.BinDir, "keda-config"), "localhost/kfn-cluster/keda:"+keda); err != nil {
+		return err
+	}
+	logf("installing kfn with its chart (KEDA took %s)", time.Since(start).Round(time.Second))
+	start = time.Now()
+	vals := LocalValues(LocalImages{Registry: "localhost/kfn", Tag: "dev", NATSRepository: "localhost/kfn-cluster/nats", NATSTag: nats})
+	if err := Kfn(ctx, c.Config.KubeconfigPath(), chartDir, vals, 5*time.Minute); err != nil {
+		return fmt.Errorf("%w\n%s", err, c.Describe(context.Background(), Namespace))
+	}
+	logf("kfn installed (%s)", time.Since(start).Round(time.Second))
 	return nil
 }

@@ -71,6 +71,9 @@ func up(ctx context.Context, cfg Config, images []string, logf func(string, ...a
 			return nil, fmt.Errorf("create %s: %w", d, err)
 		}
 	}
+	if err := SaveConfig(cfg); err != nil {
+		return nil, err
+	}
 	if err := writePKI(cfg.path("pki"), cfg); err != nil {
 		return nil, err
 	}

@@ -83,6 +83,9 @@ func apiServerProcess(cfg Config) (process, error) {
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--authorization-mode=Node,RBAC",
 		"--enable-admission-plugins=NodeRestriction",
+		// As kubeadm does: privileged pods are a matter of Pod Security
+		// admission per namespace, not of the whole cluster.
+		"--allow-privileged=true",
 		// Aggregated API servers (KEDA's metrics server) authenticate the
 		// API server's proxied requests with the front proxy's CA.
 		"--requestheader-client-ca-file=" + f("front-proxy-ca.crt"),

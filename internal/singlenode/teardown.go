@@ -19,12 +19,13 @@ import (
 const cgroupParent = "kfn-cluster"
 
 // kubeletChains are the iptables chains the kubelet makes (its canary, by
-// which it notices a flush, and the hint of which iptables it uses), per
-// table; kube-proxy's --cleanup removes kube-proxy's own.
+// which it notices a flush, the hint of which iptables it uses, and its
+// firewall against remote access to 127.0.0.0/8), per table; kube-proxy's
+// --cleanup removes kube-proxy's own.
 var kubeletChains = map[string][]string{
 	"mangle": {"KUBE-KUBELET-CANARY", "KUBE-IPTABLES-HINT"},
 	"nat":    {"KUBE-KUBELET-CANARY"},
-	"filter": {"KUBE-KUBELET-CANARY"},
+	"filter": {"KUBE-KUBELET-CANARY", "KUBE-FIREWALL"},
 }
 
 // Down stops every process of the cluster described by cfg and removes
@@ -256,14 +257,43 @@ func cleanIptables(cfg Config) error {
 	}
 	for table, chains := range kubeletChains {
 		for _, chain := range chains {
-			if exec.Command("iptables", "-w", "-t", table, "-L", chain, "-n").Run() != nil {
-				continue
-			}
-			errs = append(errs, run("iptables", "-w", "-t", table, "-F", chain))
-			errs = append(errs, run("iptables", "-w", "-t", table, "-X", chain))
+			errs = append(errs, removeChain(table, chain))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// removeChain deletes every rule of table that jumps to chain, then the
+// chain itself. A chain that does not exist is not an error.
+func removeChain(table, chain string) error {
+	if exec.Command("iptables", "-w", "-t", table, "-L", chain, "-n").Run() != nil {
+		return nil
+	}
+	out, err := exec.Command("iptables", "-w", "-t", table, "-S").Output()
+	if err != nil {
+		return fmt.Errorf("iptables -t %s -S: %w", table, err)
+	}
+	var errs []error
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "-A" || f[1] == chain || !jumpsTo(f, chain) {
+			continue
+		}
+		errs = append(errs, run(append([]string{"iptables", "-w", "-t", table, "-D"}, f[1:]...)...))
+	}
+	errs = append(errs, run("iptables", "-w", "-t", table, "-F", chain))
+	errs = append(errs, run("iptables", "-w", "-t", table, "-X", chain))
+	return errors.Join(errs...)
+}
+
+// jumpsTo reports whether the fields of an iptables -S rule jump to chain.
+func jumpsTo(fields []string, chain string) bool {
+	for i := 0; i+1 < len(fields); i++ {
+		if (fields[i] == "-j" || fields[i] == "-g") && fields[i+1] == chain {
+			return true
+		}
+	}
+	return false
 }
 
 // tail2 keeps the last lines of a command's output for an error message.

@@ -12,11 +12,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 )
 
 // AdminPrefix is the path prefix of kfn dev's own API. It is not a valid
 // namespace name, so it never collides with the gateway's /{namespace}/{function}.
-const AdminPrefix = "/_kfn"
+// The event bridge's dead-letter API answers under it too.
+const AdminPrefix = deadletter.PathPrefix
 
 // Status is what `kfn get` shows: every function and subscription of a
 // running kfn dev.

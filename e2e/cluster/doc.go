@@ -1,0 +1,14 @@
+// Package cluster holds kfn's end-to-end tests on a real node: a
+// single-node Kubernetes cluster built from source on this machine
+// (internal/singlenode), KEDA and kfn installed by clusterinstall (kfn with
+// its Helm chart and its own images, built daemonless from its
+// Dockerfiles), and scenarios on real pods: Kyma manifests running and
+// answering through their Services, rolling updates without a failed
+// request, events routed, chained and dead-lettered, scale to zero and
+// back by push, scaling out on backlog, killed pods without lost events,
+// and the restricted Pod Security Standard.
+//
+// It is a module of its own so that go test ./... of the main module does
+// not run it beside the unit tests: make test runs it after them. It needs
+// root; KFN_SKIP_CLUSTER=1 skips it, saying so.
+package cluster

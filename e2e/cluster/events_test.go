@@ -1,0 +1,198 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kfn-dev/kfn/internal/clusterinstall"
+)
+
+// recordingFunction is a Node.js Function that reports each event's id to
+// the recorder as fn, answers status, and, when emitType is set, emits an
+// event of that type with id "<id>-next".
+func recordingFunction(name, fn string, status int, emitType string) string {
+	emit := ""
+	if emitType != "" {
+		emit = fmt.Sprintf(`await event.emitCloudEvent(%q, "shop", event.data, { id: event["ce-id"] + "-next" });`, emitType)
+	}
+	return fmt.Sprintf(`
+apiVersion: serverless.kyma-project.io/v1alpha2
+kind: Function
+metadata:
+  name: %s
+spec:
+  runtime: nodejs22
+  env:
+    - name: RECORDER_URL
+      value: %s
+  source:
+    inline:
+      source: |
+        module.exports = {
+          main: async function (event, context) {
+            await fetch(process.env.RECORDER_URL + "/record", {
+              method: "POST",
+              body: JSON.stringify({ fn: %q, id: event["ce-id"] || "" }),
+            });
+            %s
+            event.extensions.response.status(%d);
+            return "done";
+          }
+        }
+`, name, platform.recorder.URL, fn, emit, status)
+}
+
+// subscription subscribes a Function (its Service in namespace ns) to one
+// event type from source "shop", with extra spec.config keys.
+func subscription(ns, name, sink, typ string, config map[string]string) string {
+	var cfg strings.Builder
+	if len(config) > 0 {
+		cfg.WriteString("  config:\n")
+		for k, v := range config {
+			fmt.Fprintf(&cfg, "    %s: %q\n", k, v)
+		}
+	}
+	return fmt.Sprintf(`
+apiVersion: eventing.kyma-project.io/v1alpha2
+kind: Subscription
+metadata:
+  name: %s
+spec:
+  sink: http://%s.%s.svc.cluster.local
+  source: shop
+  types:
+    - %s
+%s`, name, sink, ns, typ, cfg.String())
+}
+
+// waitSubscriptionReady waits until the Subscription's status is ready.
+func waitSubscriptionReady(t *testing.T, ns, name string) {
+	t.Helper()
+	eventually(t, time.Minute, "subscription "+name+" ready", func() error {
+		out, err := platform.cluster.Clientset.Discovery().RESTClient().Get().
+			AbsPath("/apis/eventing.kyma-project.io/v1alpha2/namespaces", ns, "subscriptions", name).DoRaw(context.Background())
+		if err != nil {
+			return err
+		}
+		var s struct {
+			Status struct {
+				Ready bool `json:"ready"`
+			} `json:"status"`
+		}
+		if err := json.Unmarshal(out, &s); err != nil {
+			return err
+		}
+		if !s.Status.Ready {
+			return fmt.Errorf("not ready: %s", out)
+		}
+		return nil
+	})
+}
+
+// TestEventsReachPodsChainAndDeadLetter publishes CloudEvents to kfn's
+// publisher Service: a Subscription brings each to a function pod, whose
+// emitCloudEvent reaches a second function; a failing function's events end
+// in the dead-letter stream, where `kfn dlq` lists them and replays them
+// once the function is fixed.
+func TestEventsReachPodsChainAndDeadLetter(t *testing.T) {
+	ns := namespace(t, "events")
+	apply(t, ns, recordingFunction("first", "first", 200, "order.checked.v1"))
+	apply(t, ns, recordingFunction("second", "second", 200, ""))
+	apply(t, ns, recordingFunction("broken", "broken", 500, ""))
+	apply(t, ns, subscription(ns, "first", "first", "order.created.v1", nil))
+	apply(t, ns, subscription(ns, "second", "second", "order.checked.v1", nil))
+	apply(t, ns, subscription(ns, "broken", "broken", "order.broken.v1",
+		map[string]string{"maxDeliver": "2", "backoffInitial": "100ms", "backoffMax": "200ms"}))
+	for _, name := range []string{"first", "second", "broken"} {
+		waitRunning(t, ns, name, 3*time.Minute)
+		waitSubscriptionReady(t, ns, name)
+	}
+
+	created := ids(ns+"-created", 20)
+	t.Run("a published event reaches the subscribed function's pod", func(t *testing.T) {
+		for _, id := range created {
+			publish(t, "order.created.v1", "shop", id, `{"n": 1}`)
+		}
+		require.NoError(t, platform.recorder.waitAll(t.Context(), "first", created, 2*time.Minute))
+	})
+	t.Run("emitCloudEvent chains to a second function", func(t *testing.T) {
+		next := make([]string, len(created))
+		for i, id := range created {
+			next[i] = id + "-next"
+		}
+		require.NoError(t, platform.recorder.waitAll(t.Context(), "second", next, 2*time.Minute))
+	})
+
+	broken := ids(ns+"-broken", 3)
+	t.Run("a failing function's events reach the dead-letter stream", func(t *testing.T) {
+		for _, id := range broken {
+			publish(t, "order.broken.v1", "shop", id, `{}`)
+		}
+		eventually(t, 2*time.Minute, "dead letters listed by kfn dlq", func() error {
+			out, err := kfn(t, "dlq", "list", "--subscription", "broken", "-n", ns)
+			if err != nil {
+				return err
+			}
+			for _, id := range broken {
+				if !strings.Contains(out, id) {
+					return fmt.Errorf("%s not listed:\n%s", id, out)
+				}
+			}
+			return nil
+		})
+		counts := platform.recorder.counts("broken")
+		for _, id := range broken {
+			assert.Equal(t, 2, counts[id], "event %s was attempted maxDeliver times", id)
+		}
+	})
+	t.Run("kfn dlq replays them to the fixed function", func(t *testing.T) {
+		apply(t, ns, recordingFunction("broken", "fixed", 200, ""))
+		waitRunning(t, ns, "broken", 3*time.Minute)
+		eventually(t, 2*time.Minute, "the fixed version serves", func() error {
+			code, _, err := get(functionURL(t, ns, "broken"))
+			if err == nil && code != 200 {
+				err = fmt.Errorf("status %d", code)
+			}
+			return err
+		})
+		out, err := kfn(t, "dlq", "replay", "--all", "--subscription", "broken", "-n", ns)
+		require.NoError(t, err, out)
+		require.NoError(t, platform.recorder.waitAll(t.Context(), "fixed", broken, 2*time.Minute))
+	})
+}
+
+// kfn runs bin/kfn with --addr at the event bridge's admin API (a pod's
+// port 8081, which the host reaches on the pod's address).
+func kfn(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	pods, err := platform.cluster.Clientset.CoreV1().Pods(clusterinstall.Namespace).List(t.Context(),
+		metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=eventbridge"})
+	if err != nil {
+		return "", err
+	}
+	addr := ""
+	for _, p := range pods.Items {
+		if p.Status.PodIP != "" && p.DeletionTimestamp == nil {
+			addr = "http://" + p.Status.PodIP + ":8081"
+		}
+	}
+	if addr == "" {
+		return "", fmt.Errorf("no event bridge pod with an address")
+	}
+	cmd := exec.CommandContext(t.Context(), filepath.Join(platform.root, "bin", "kfn"), append(args, "--addr", addr)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("kfn %s: %w: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}

@@ -1,0 +1,43 @@
+package cluster
+
+import (
+	"fmt"
+	"io"
+	"sync"
+	"time"
+)
+
+// coldStarts collects the cold-start figures the scenarios measure, printed
+// after the suite (and read by make bench).
+var coldStarts figures
+
+// figures are named durations measured by the scenarios.
+type figures struct {
+	mu   sync.Mutex
+	rows []figure
+}
+
+type figure struct {
+	kind         string
+	ready, total time.Duration
+}
+
+func (f *figures) add(kind string, ready, total time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rows = append(f.rows, figure{kind, ready, total})
+}
+
+// print writes one line per figure.
+func (f *figures) print(w io.Writer) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, r := range f.rows {
+		switch r.kind {
+		case "event":
+			fmt.Fprintf(w, "cold start from zero, event: published -> pod ready %s, -> delivered %s\n", r.ready.Round(time.Millisecond), r.total.Round(time.Millisecond))
+		case "http":
+			fmt.Fprintf(w, "cold start from zero, HTTP through the gateway: request -> answer %s\n", r.total.Round(time.Millisecond))
+		}
+	}
+}

@@ -1,0 +1,174 @@
+package cluster
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// scalingFunction is a Node.js Function with kfn's scaleConfig that reports
+// each event or request to the recorder and takes delayMs to answer.
+func scalingFunction(name string, minReplicas, maxReplicas, cooldown, targetBacklog, delayMs int) string {
+	return fmt.Sprintf(`
+apiVersion: serverless.kyma-project.io/v1alpha2
+kind: Function
+metadata:
+  name: %[1]s
+spec:
+  runtime: nodejs22
+  scaleConfig:
+    minReplicas: %[2]d
+    maxReplicas: %[3]d
+    cooldownPeriod: %[4]d
+    targetBacklog: %[5]d
+  env:
+    - name: RECORDER_URL
+      value: %[7]s
+  source:
+    inline:
+      source: |
+        module.exports = {
+          main: async function (event, context) {
+            await new Promise((resolve) => setTimeout(resolve, %[6]d));
+            const id = event["ce-id"] || event.extensions.request.query.id || "";
+            await fetch(process.env.RECORDER_URL + "/record", { method: "POST", body: JSON.stringify({ fn: %[1]q, id }) });
+            return "handled " + id;
+          }
+        }
+`, name, minReplicas, maxReplicas, cooldown, targetBacklog, delayMs, platform.recorder.URL)
+}
+
+// replicas returns the Deployment's desired and ready replicas.
+func replicas(ns, name string) (want, ready int32, err error) {
+	d, err := deployment(ns, name)
+	if err != nil {
+		return 0, 0, err
+	}
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
+	return want, d.Status.ReadyReplicas, nil
+}
+
+// waitAtZero waits until the Function's Deployment is at zero replicas and
+// its last pod is gone.
+func waitAtZero(t *testing.T, ns, name string, d time.Duration) {
+	t.Helper()
+	eventually(t, d, name+" at zero", func() error {
+		want, _, err := replicas(ns, name)
+		if err != nil {
+			return err
+		}
+		pods, err := platform.cluster.Clientset.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: functionLabel + "=" + name})
+		if err != nil {
+			return err
+		}
+		if want != 0 || len(pods.Items) != 0 {
+			return fmt.Errorf("%d replicas wanted, %d pods", want, len(pods.Items))
+		}
+		return nil
+	})
+}
+
+// TestScaleToZeroAndBack runs a Function with minReplicas 0: it goes to
+// zero after its cooldown, one published event brings a pod up through
+// kfn's scaler (external-push) and KEDA and is delivered, and an HTTP
+// request for it at zero is held by the gateway and answered.
+func TestScaleToZeroAndBack(t *testing.T) {
+	ns := namespace(t, "zero")
+	apply(t, ns, scalingFunction("zero", 0, 2, 15, 10, 0))
+	apply(t, ns, subscription(ns, "zero", "zero", "order.created.v1", nil))
+	waitSubscriptionReady(t, ns, "zero")
+
+	// KEDA scales to zero from its polling loop (every 30 s by default)
+	// once the cooldown has passed without activity.
+	t.Run("goes to zero after the cooldown", func(t *testing.T) {
+		waitAtZero(t, ns, "zero", 3*time.Minute)
+	})
+
+	t.Run("one event brings a pod up and is delivered", func(t *testing.T) {
+		id := ns + "-wake"
+		start := time.Now()
+		publish(t, "order.created.v1", "shop", id, `{"wake": true}`)
+		var podReady time.Duration
+		eventually(t, 2*time.Minute, "a ready pod", func() error {
+			_, ready, err := replicas(ns, "zero")
+			if err == nil && ready < 1 {
+				err = fmt.Errorf("%d ready", ready)
+			}
+			if err == nil && podReady == 0 {
+				podReady = time.Since(start)
+			}
+			return err
+		})
+		require.NoError(t, platform.recorder.waitAll(t.Context(), "zero", []string{id}, time.Minute))
+		delivered := time.Since(start)
+		t.Logf("cold start by event: published -> pod ready %s -> delivered %s", podReady.Round(time.Millisecond), delivered.Round(time.Millisecond))
+		coldStarts.add("event", podReady, delivered)
+	})
+
+	t.Run("goes back to zero", func(t *testing.T) {
+		waitAtZero(t, ns, "zero", 3*time.Minute)
+	})
+
+	t.Run("a request through the gateway at zero is held and answered", func(t *testing.T) {
+		start := time.Now()
+		code, body, err := get(fmt.Sprintf("%s/%s/zero/?id=%s-http", platform.gateway, ns, ns))
+		elapsed := time.Since(start)
+		require.NoError(t, err)
+		assert.Equal(t, 200, code, body)
+		assert.Equal(t, "handled "+ns+"-http", body)
+		t.Logf("cold start by HTTP through the gateway: %s", elapsed.Round(time.Millisecond))
+		coldStarts.add("http", 0, elapsed)
+	})
+}
+
+// TestBacklogScalesOutAndBack publishes a burst of events to a slow
+// Function: the backlog takes it above one replica through KEDA's HPA (the
+// external metric served by KEDA's metrics API server from kfn's scaler),
+// every event is delivered, and the replicas go back to one.
+func TestBacklogScalesOutAndBack(t *testing.T) {
+	ns := namespace(t, "backlog")
+	apply(t, ns, scalingFunction("slow", 1, 3, 30, 5, 1000))
+	apply(t, ns, subscription(ns, "slow", "slow", "order.created.v1", map[string]string{"maxInFlightMessages": "30"}))
+	waitRunning(t, ns, "slow", 3*time.Minute)
+	waitSubscriptionReady(t, ns, "slow")
+
+	burst := ids(ns, 150)
+	for _, id := range burst {
+		publish(t, "order.created.v1", "shop", id, `{}`)
+	}
+	var most int32
+	t.Run("scales above one replica", func(t *testing.T) {
+		eventually(t, 3*time.Minute, "more than one ready replica", func() error {
+			_, ready, err := replicas(ns, "slow")
+			if err == nil && ready > most {
+				most = ready
+			}
+			if err == nil && ready < 2 {
+				err = fmt.Errorf("%d ready replicas", ready)
+			}
+			return err
+		})
+	})
+	t.Run("delivers every event", func(t *testing.T) {
+		require.NoError(t, platform.recorder.waitAll(t.Context(), "slow", burst, 5*time.Minute))
+	})
+	t.Run("scales back to one", func(t *testing.T) {
+		eventually(t, 4*time.Minute, "back to one replica", func() error {
+			want, ready, err := replicas(ns, "slow")
+			if err == nil && ready > most {
+				most = ready
+			}
+			if err == nil && (want != 1 || ready != 1) {
+				err = fmt.Errorf("%d wanted, %d ready", want, ready)
+			}
+			return err
+		})
+		t.Logf("most ready replicas during the burst: %d", most)
+	})
+}

@@ -1,0 +1,77 @@
+package cluster
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
+	"github.com/kfn-dev/kfn/internal/singlenode"
+)
+
+// TestRestrictedPodSecurity checks both sides of the restricted Pod
+// Security Standard on the real node: a Function whose security context
+// would break it is refused, the namespace really enforces it, and the
+// pods kfn runs are admitted under it (every other scenario's pods too, as
+// each runs in a restricted namespace).
+func TestRestrictedPodSecurity(t *testing.T) {
+	ns := namespace(t, "restricted")
+
+	t.Run("a Function that breaks restricted is refused", func(t *testing.T) {
+		for name, sc := range map[string]string{
+			"privileged": "  containerSecurityContext:\n    privileged: true\n",
+			"root":       "  podSecurityContext:\n    runAsUser: 0\n",
+		} {
+			objs, err := singlenode.DecodeObjects([]byte(`
+apiVersion: serverless.kyma-project.io/v1alpha2
+kind: Function
+metadata:
+  name: bad-` + name + `
+spec:
+  runtime: nodejs22
+` + sc + `  source:
+    inline:
+      source: |
+        module.exports = { main: () => "hi" }
+`))
+			require.NoError(t, err)
+			o := objs[0]
+			o.SetNamespace(ns)
+			err = platform.client.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(o), client.FieldOwner(fieldOwner))
+			require.Error(t, err, name)
+			assert.Contains(t, err.Error(), "SecurityContext", name)
+			_, err = function(ns, "bad-"+name)
+			assert.Error(t, err, "nothing of %s was stored", name)
+		}
+	})
+
+	t.Run("the namespace enforces restricted", func(t *testing.T) {
+		for name, sc := range map[string]*corev1.SecurityContext{
+			"privileged": {Privileged: ptr.To(true)},
+			"plain":      nil, // no runAsNonRoot, seccomp profile, dropped capabilities...
+		} {
+			pod := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: "c", Image: "localhost/kfn-cluster/pause:kfn", SecurityContext: sc,
+				}}},
+			}
+			err := platform.client.Create(context.Background(), pod)
+			require.Error(t, err, name)
+			assert.Contains(t, err.Error(), "violates PodSecurity \"restricted", name)
+		}
+	})
+
+	t.Run("a Function's pod is admitted and runs", func(t *testing.T) {
+		apply(t, ns, kymaPython)
+		fn := waitRunning(t, ns, "hello-python", 3*time.Minute)
+		assert.Equal(t, string(serverlessv1alpha2.ReasonDeploymentReady), condition(fn, serverlessv1alpha2.ConditionRunning).Reason)
+	})
+}
