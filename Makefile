@@ -19,8 +19,10 @@ BENCHFLAGS ?=
 TESTFLAGS ?= -timeout 30m
 
 # Modules of their own inside the repository (heavy test-only dependencies):
-# `make test` and `make verify` run them too.
-NESTED_MODULES := e2e/keda
+# `make verify` vets them all; `make test` runs e2e/keda's tests with the
+# others and e2e/cluster's (the real node) in test-cluster.
+NESTED_MODULES := e2e/keda e2e/cluster
+NESTED_TEST_MODULES := e2e/keda
 
 # Fuzz targets, as package:Target:inputs, run briefly by `make test` (their
 # seed corpora also run as plain tests). The inputs are counts, not durations,
@@ -50,14 +52,39 @@ dev: kfn ## Run kfn locally with the example application (kfn dev examples/shop)
 	$(BIN)/kfn dev --addr $(DEV_ADDR) $(DEV_FLAGS) $(DEV_DIR)
 
 .PHONY: test
-test: verify envtest ## Run every test (builds the test API server once, about 4 minutes).
+test: verify envtest ## Run every test (builds the test API server once, about 4 minutes), the real node's included.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test $(TESTFLAGS) ./...
 	@# Nested modules (own go.mod, outside ./... above): the real KEDA's e2e.
-	@for m in $(NESTED_MODULES); do \
+	@for m in $(NESTED_TEST_MODULES); do \
 		echo "cd $$m && go test ./..."; \
 		(cd $$m && KUBEBUILDER_ASSETS="$$($(CURDIR)/hack/envtest-assets.sh)" $(GO) test $(TESTFLAGS) ./...); \
 	done
 	$(MAKE) --no-print-directory fuzz
+	$(MAKE) --no-print-directory test-cluster
+
+# A single-node cluster from source (see README, "A real node"): the
+# binaries are built once per version into ~/.cache/kfn/cluster, kfn's
+# images on every run.
+CLUSTER_TESTFLAGS ?= -timeout 30m
+
+.PHONY: test-cluster
+test-cluster: ## Run the end-to-end tests on a real node (root; KFN_SKIP_CLUSTER=1 skips them).
+	@if [ "$${KFN_SKIP_CLUSTER:-}" = 1 ]; then \
+		echo "test-cluster: SKIPPED (KFN_SKIP_CLUSTER=1): no kfn pod was run on a real node"; \
+	else \
+		bin=$$(hack/cluster/assets.sh) && images=$$(hack/cluster/images.sh "$$bin") && \
+		echo "cd e2e/cluster && go test $(CLUSTER_TESTFLAGS) ./..." && \
+		cd e2e/cluster && KFN_CLUSTER_BIN="$$bin" KFN_CLUSTER_IMAGES="$$images" $(GO) test $(CLUSTER_TESTFLAGS) ./...; \
+	fi
+
+.PHONY: cluster
+cluster: ## Start a single-node cluster with KEDA and kfn installed (root; prints the kubeconfig).
+	bin=$$(hack/cluster/assets.sh) && images=$$(hack/cluster/images.sh "$$bin") && \
+		$(GO) run ./hack/cluster up -bin "$$bin" -images "$$images"
+
+.PHONY: cluster-down
+cluster-down: ## Stop the cluster of make cluster and remove every trace of it.
+	$(GO) run ./hack/cluster down
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for its number of inputs (or FUZZTIME).

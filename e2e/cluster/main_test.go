@@ -27,6 +27,13 @@ import (
 // test without the node (for example on a machine without root).
 const skipEnv = "KFN_SKIP_CLUSTER"
 
+// binEnv and imagesEnv name directories that hack/cluster/assets.sh and
+// hack/cluster/images.sh printed, when they ran before the tests.
+const (
+	binEnv    = "KFN_CLUSTER_BIN"
+	imagesEnv = "KFN_CLUSTER_IMAGES"
+)
+
 // setupTimeout bounds building the binaries and images (cold: about 20
 // minutes on 2 cores), starting the node and installing KEDA and kfn.
 const setupTimeout = 45 * time.Minute
@@ -97,15 +104,20 @@ func setUp(ctx context.Context) (*env, *singlenode.Config, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	logf("building the cluster's binaries (hack/cluster/assets.sh)")
-	bin, err := script(ctx, root, "hack/cluster/assets.sh")
-	if err != nil {
-		return nil, nil, err
+	// make test-cluster builds both before go test (its -timeout then
+	// bounds the tests only); a plain go test builds them here.
+	bin, images := os.Getenv(binEnv), os.Getenv(imagesEnv)
+	if bin == "" {
+		logf("building the cluster's binaries (hack/cluster/assets.sh)")
+		if bin, err = script(ctx, root, "hack/cluster/assets.sh"); err != nil {
+			return nil, nil, err
+		}
 	}
-	logf("building the images (hack/cluster/images.sh)")
-	images, err := script(ctx, root, "hack/cluster/images.sh", bin)
-	if err != nil {
-		return nil, nil, err
+	if images == "" {
+		logf("building the images (hack/cluster/images.sh)")
+		if images, err = script(ctx, root, "hack/cluster/images.sh", bin); err != nil {
+			return nil, nil, err
+		}
 	}
 	archives, err := filepath.Glob(filepath.Join(images, "*.tar"))
 	if err != nil || len(archives) == 0 {
