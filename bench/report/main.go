@@ -73,6 +73,10 @@ var programs = []program{
 		args:  []string{"-functions", "1000", "-trials", "200", "-window", "10s"},
 		quick: []string{"-functions", "200", "-trials", "50", "-window", "5s"}},
 	{name: "kfndev", args: []string{"-starts", "3"}, quick: []string{"-starts", "2"}},
+	// The real node (root): cold starts from zero and latency through a
+	// Service, beside kfn dev in the same run; about 5 minutes once the
+	// cluster's binaries and images are built (make cluster builds them).
+	{name: "cluster", label: "cluster", reps: 1, full: true, args: []string{"-trials", "3"}},
 }
 
 func run(ctx context.Context, args []string) error {
@@ -84,7 +88,7 @@ func run(ctx context.Context, args []string) error {
 	}
 	fs.IntVar(&reps, "reps", reps, "repetitions of each program (the median is reported)")
 	out := fs.String("out", "BENCHMARKS.md", "the report to write")
-	only := fs.String("only", "", "comma-separated programs to run (default all: runtimes,eventbridge,controller,scaler,kfndev)")
+	only := fs.String("only", "", "comma-separated programs to run (default all: runtimes,eventbridge,controller,scaler,kfndev,cluster)")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 		return nil
 	} else if err != nil {

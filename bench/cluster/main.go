@@ -1,0 +1,153 @@
+// Command cluster measures kfn on a real node (the single-node cluster of
+// internal/singlenode, with KEDA and kfn installed as make cluster does)
+// beside kfn dev measured in the same run with the same function:
+//
+//   - cold start from zero by an event: published -> pod ready -> delivered;
+//   - cold start from zero by an HTTP request through the gateway;
+//   - per-request latency of a warm function pod at 50 requests/s, through
+//     its Service (kube-proxy) and, as the anchor, to the pod's own address.
+//
+// Published anchors for the cold starts (no Knative or KEDA HTTP add-on
+// runs here): Knative Serving's cold start is 2-4 s; the KEDA HTTP
+// add-on's interceptor holds a first request for about as long as a pod
+// takes to become ready. It needs root, and builds what make cluster builds.
+//
+//	go run ./bench/cluster -figures out.jsonl
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kfn-dev/kfn/bench/figures"
+	"github.com/kfn-dev/kfn/internal/clusterinstall"
+	"github.com/kfn-dev/kfn/internal/singlenode"
+)
+
+func main() {
+	singlenode.RunWatchdog()
+	trials := flag.Int("trials", 3, "cold starts of each kind; the median is reported")
+	latency := flag.Duration("latency", 10*time.Second, "how long the latency load runs, at each address")
+	rate := flag.Int("rate", 50, "requests per second of the latency load")
+	figuresOut := flag.String("figures", "", "also append the results as JSON lines (package bench/figures) to this file")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, *trials, *latency, *rate, *figuresOut)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench/cluster:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, trials int, latency time.Duration, rate int, figuresOut string) error {
+	if trials < 1 || rate < 1 || latency <= 0 {
+		return errors.New("-trials and -rate must be at least 1 and -latency positive")
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("the single-node cluster needs root")
+	}
+	root, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(root, "hack", "cluster", "assets.sh")); err != nil {
+		return errors.New("run from the repository root")
+	}
+	// kfn dev first: the anchor of the cold starts, on an idle machine too.
+	dev, err := measureDev(ctx, root, trials)
+	if err != nil {
+		return fmt.Errorf("kfn dev: %w", err)
+	}
+	c, cfg, err := startCluster(ctx, root)
+	if cfg != nil {
+		defer func() {
+			if err := singlenode.Down(*cfg); err != nil {
+				fmt.Fprintln(os.Stderr, "bench/cluster: tear down:", err)
+			}
+		}()
+	}
+	if err != nil {
+		return err
+	}
+	node, err := measureNode(ctx, c, trials, latency, rate)
+	if err != nil {
+		return err
+	}
+	figs := []figures.Figure{
+		{Group: "real node", Name: "cold start from zero by event, published -> pod ready (median)", Unit: "s",
+			Value: node.eventReady.Seconds(), Target: figures.Target{Text: "Knative (published): 2-4 s"}},
+		{Group: "real node", Name: "cold start from zero by event, published -> delivered (median)", Unit: "s",
+			Value: node.eventDelivered.Seconds(), Anchor: "kfn dev, same function", AnchorValue: dev.event.Seconds(),
+			Target: figures.Target{Text: "Knative (published): 2-4 s"}},
+		{Group: "real node", Name: "cold start from zero by HTTP through the gateway (median)", Unit: "s",
+			Value: node.http.Seconds(), Anchor: "kfn dev, same function", AnchorValue: dev.http.Seconds(),
+			Target: figures.Target{Text: "Knative (published): 2-4 s; KEDA HTTP add-on: pod readiness"}},
+		{Group: "real node", Name: fmt.Sprintf("function p50 latency through its Service at %d req/s", rate), Unit: "ms",
+			Value: ms(node.service.p50), Anchor: "the pod's own address", AnchorValue: ms(node.pod.p50)},
+		{Group: "real node", Name: fmt.Sprintf("function p99 latency through its Service at %d req/s", rate), Unit: "ms",
+			Value: ms(node.service.p99), Anchor: "the pod's own address", AnchorValue: ms(node.pod.p99),
+			Target: figures.Target{Max: 2, Text: "< 2 ms (runtime latency target); Kyma (published): ~200 ms p99"}},
+	}
+	for _, f := range figs {
+		fmt.Printf("%-75s %8.3f %s", f.Name, f.Value, f.Unit)
+		if f.Anchor != "" {
+			fmt.Printf("   (%s: %.3f)", f.Anchor, f.AnchorValue)
+		}
+		fmt.Println()
+	}
+	return figures.Append(figuresOut, figs...)
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// startCluster builds the binaries and images, starts the node and installs
+// KEDA and kfn; cfg is set once there is something to tear down.
+func startCluster(ctx context.Context, root string) (*singlenode.Cluster, *singlenode.Config, error) {
+	logf := func(format string, a ...any) { fmt.Fprintf(os.Stderr, "bench/cluster: "+format+"\n", a...) }
+	bin, err := script(ctx, root, "hack/cluster/assets.sh")
+	if err != nil {
+		return nil, nil, err
+	}
+	images, err := script(ctx, root, "hack/cluster/images.sh", bin)
+	if err != nil {
+		return nil, nil, err
+	}
+	archives, _ := filepath.Glob(filepath.Join(images, "*.tar"))
+	cfg := singlenode.DefaultConfig(bin, filepath.Join(filepath.Dir(bin), "data"))
+	wd, err := singlenode.StartWatchdog(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer wd.Dismiss()
+	c, err := singlenode.Up(ctx, cfg, archives, logf)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := clusterinstall.Platform(ctx, c, filepath.Join(root, "charts", "kfn"), logf); err != nil {
+		return nil, &cfg, err
+	}
+	return c, &cfg, nil
+}
+
+// script runs a script of the checkout and returns the last line it prints.
+func script(ctx context.Context, root, name string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(root, name), args...)
+	cmd.Dir = root
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", name, err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return lines[len(lines)-1], nil
+}
