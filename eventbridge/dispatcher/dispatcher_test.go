@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -114,6 +115,8 @@ func TestOrderWithOneInFlight(t *testing.T) {
 func TestInFlightLimitAcrossReplicas(t *testing.T) {
 	b := newBridge(t)
 	release := make(chan struct{})
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
 	k := b.newSink("fn", func(n int, r *http.Request, w http.ResponseWriter) { <-release })
 	s := sub("s", "fn", config("maxInFlightMessages", "3"))
 	b.subscribe(s)
@@ -125,14 +128,18 @@ func TestInFlightLimitAcrossReplicas(t *testing.T) {
 	ctx, cancel := contextWithCancel()
 	done := make(chan struct{})
 	go func() { _ = d2.Start(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	t.Cleanup(func() { cancel(); <-done })
+	// Cleanups run last first: a failing assertion below releases the held
+	// requests before the replica stops and the sink closes, both of which
+	// wait for those requests, so a failure cannot hang the package.
+	t.Cleanup(free)
 
 	for i := range 12 {
 		b.publish("shop", "order.created.v1", strconv.Itoa(i), "")
 	}
 	require.Eventually(t, func() bool { return k.count() == 3 }, wait, tick)
 	require.Never(t, func() bool { return k.count() > 3 }, 300*time.Millisecond, tick, "never more than maxInFlightMessages across replicas")
-	close(release)
+	free()
 	require.Eventually(t, func() bool { return k.count() == 12 }, wait, tick)
 	assert.Equal(t, 3, k.maxInFlight())
 }
