@@ -52,11 +52,13 @@ type scripted struct {
 	backlog float64
 	push    chan bool
 	failing bool
+	polls   int // IsActive calls
 }
 
 func (s *scripted) IsActive(context.Context, *externalscaler.ScaledObjectRef) (*externalscaler.IsActiveResponse, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.polls++
 	if s.failing {
 		return nil, context.DeadlineExceeded
 	}
@@ -86,6 +88,13 @@ func (s *scripted) GetMetrics(context.Context, *externalscaler.GetMetricsRequest
 	return &externalscaler.GetMetricsResponse{MetricValues: []*externalscaler.MetricValue{{MetricName: "backlog", MetricValueFloat: s.backlog}}}, nil
 }
 
+// polled returns how often IsActive was called.
+func (s *scripted) polled() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.polls
+}
+
 func (s *scripted) set(active bool, backlog float64) {
 	s.mu.Lock()
 	s.active, s.backlog = active, backlog
@@ -107,7 +116,12 @@ func dial(t *testing.T, srv externalscaler.ExternalScalerServer) *grpc.ClientCon
 	return conn
 }
 
-type workload struct{ n atomic.Int32 }
+// workload is what a target scales: its replicas, and how often it was
+// told to scale.
+type workload struct {
+	n      atomic.Int32
+	scaled atomic.Int32
+}
 
 func (w *workload) target(minR, maxR int, cooldown time.Duration) autoscaler.Target {
 	return autoscaler.Target{
@@ -116,7 +130,7 @@ func (w *workload) target(minR, maxR int, cooldown time.Duration) autoscaler.Tar
 		Max:      maxR,
 		Cooldown: cooldown,
 		Replicas: func() int { return int(w.n.Load()) },
-		Scale:    func(_ context.Context, n int) error { w.n.Store(int32(n)); return nil },
+		Scale:    func(_ context.Context, n int) error { w.scaled.Add(1); w.n.Store(int32(n)); return nil },
 	}
 }
 
@@ -149,13 +163,14 @@ func TestScalesOutOnBacklogAndBackToZero(t *testing.T) {
 func TestScalerErrorsKeepReplicas(t *testing.T) {
 	srv := &scripted{push: make(chan bool), failing: true}
 	a := autoscaler.New(dial(t, srv), autoscaler.Options{PollingInterval: 5 * time.Millisecond})
+	defer a.Stop()
 	w := &workload{}
 	w.n.Store(3)
 	a.Set(context.Background(), []autoscaler.Target{w.target(0, 5, time.Millisecond)})
-	deadline := time.Now().Add(200 * time.Millisecond)
-	for time.Now().Before(deadline) {
-		require.Equal(t, int32(3), w.n.Load(), "a failing scaler never scales (KEDA's fallback keeps replicas)")
-		time.Sleep(5 * time.Millisecond)
-	}
-	a.Stop()
+	// Each poll past the 1 ms cooldown would scale an inactive target to
+	// zero: twenty failed polls show that errors are not read as inactive.
+	require.Eventually(t, func() bool { return srv.polled() >= 20 }, 5*time.Second, time.Millisecond,
+		"the autoscaler polls the failing scaler")
+	assert.Zero(t, w.scaled.Load(), "a failing scaler never scales (KEDA's fallback keeps replicas)")
+	assert.Equal(t, int32(3), w.n.Load())
 }
