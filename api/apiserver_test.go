@@ -83,10 +83,26 @@ func TestAPIServerAcceptsValidManifests(t *testing.T) {
 	}
 }
 
-func TestAPIServerRefusesInvalidManifests(t *testing.T) {
+// invalidCases is the number of manifests in testdata/invalid. The tests
+// that read them check that they read every one, so a lost case or a
+// narrowed pattern fails instead of quietly testing less; a new case
+// raises it (and api/manifest's own count).
+const invalidCases = 61
+
+// invalidManifests returns the paths of every case in testdata/invalid.
+func invalidManifests(t *testing.T) []string {
+	t.Helper()
+	entries, err := os.ReadDir("testdata/invalid")
+	require.NoError(t, err)
+	require.Equal(t, invalidCases, len(entries), "files in testdata/invalid")
 	files, err := filepath.Glob("testdata/invalid/*.yaml")
 	require.NoError(t, err)
-	require.GreaterOrEqual(t, len(files), 40)
+	require.Equal(t, invalidCases, len(files), "every file in testdata/invalid is a .yaml case")
+	return files
+}
+
+func TestAPIServerRefusesInvalidManifests(t *testing.T) {
+	files := invalidManifests(t)
 	ns := namespace(t)
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
@@ -113,8 +129,7 @@ func TestAPIServerRefusesInvalidManifests(t *testing.T) {
 func TestOfflineAdmissionAgreesWithAPIServer(t *testing.T) {
 	admitter, err := manifest.NewAdmitter()
 	require.NoError(t, err)
-	files, err := filepath.Glob("testdata/invalid/*.yaml")
-	require.NoError(t, err)
+	files := invalidManifests(t)
 	ns := namespace(t)
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {

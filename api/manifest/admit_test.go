@@ -13,11 +13,20 @@ import (
 	"github.com/kfn-dev/kfn/api/manifest"
 )
 
+// invalidCases is the number of manifests in ../testdata/invalid (package
+// api's tests count them too): the invalid-manifest test checks that it
+// read every one, so a lost case or a narrowed pattern fails instead of
+// quietly testing less. A new case raises it.
+const invalidCases = 61
+
 func loadDir(t *testing.T, dir string) map[string][]byte {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join("..", "testdata", dir, "*.yaml"))
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
+	entries, err := os.ReadDir(filepath.Join("..", "testdata", dir))
+	require.NoError(t, err)
+	require.Equal(t, len(entries), len(files), "every file in testdata/%s is a .yaml case", dir)
 	out := map[string][]byte{}
 	for _, f := range files {
 		data, err := os.ReadFile(f)
@@ -64,7 +73,7 @@ func TestAdmitRefusesInvalidManifests(t *testing.T) {
 	a, err := manifest.NewAdmitter()
 	require.NoError(t, err)
 	files := loadDir(t, "invalid")
-	require.GreaterOrEqual(t, len(files), 40)
+	require.Equal(t, invalidCases, len(files), "cases in testdata/invalid")
 	for name, data := range files {
 		t.Run(name, func(t *testing.T) {
 			want := wants(data)
