@@ -23,18 +23,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kfn-dev/kfn/internal/testenv"
 	"github.com/kfn-dev/kfn/runtimes"
 	"github.com/kfn-dev/kfn/runtimes/deps"
 )
-
-func needTool(t *testing.T, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		t.Skipf("%s not installed", name)
-	}
-	return p
-}
 
 // copyFixture copies a test function to a fresh directory, so a test can
 // check that nothing was written into it.
@@ -70,7 +62,7 @@ func TestNPMDependencies(t *testing.T) {
 		t.Skip("needs the npm registry")
 	}
 	t.Parallel()
-	needTool(t, "npm")
+	testenv.LookPath(t, "npm")
 	rt := lookup(t, "nodejs22")
 	inst, err := deps.New(t.TempDir())
 	require.NoError(t, err)
@@ -158,7 +150,7 @@ func npmTarball(t *testing.T, files map[string]string) []byte {
 // imports the package from an ES module handler.
 func TestNPMPrivateRegistry(t *testing.T) {
 	t.Parallel()
-	needTool(t, "npm")
+	testenv.LookPath(t, "npm")
 	rt := lookup(t, "nodejs24")
 	reg := newNPMRegistry(t)
 	host := reg.Listener.Addr().String()
@@ -220,7 +212,7 @@ func TestPipPrivateIndex(t *testing.T) {
 	rt := lookup(t, "python312")
 	python := interpreter(t, rt)
 	if err := exec.Command(python, "-m", "pip", "--version").Run(); err != nil {
-		t.Skipf("pip not available: %v", err)
+		testenv.Missing(t, "pip (python3 -m pip)", err)
 	}
 	name, whl := wheel(t)
 	sum := sha256.Sum256(whl)

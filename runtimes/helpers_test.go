@@ -20,6 +20,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kfn-dev/kfn/internal/testenv"
 	"github.com/kfn-dev/kfn/runtimes"
 )
 
@@ -49,7 +50,8 @@ var (
 
 // interpreter returns the absolute path of rt's interpreter. Version-manager
 // shims (pyenv, nvm) are resolved to the real binary, which starts much
-// faster. The test is skipped when the interpreter is not installed.
+// faster. A missing interpreter skips the test, or fails it under CI=true
+// (package testenv).
 func interpreter(t testing.TB, rt runtimes.Runtime) string {
 	t.Helper()
 	interpreterMu.Lock()
@@ -57,10 +59,7 @@ func interpreter(t testing.TB, rt runtimes.Runtime) string {
 	if p, ok := interpreterCache[rt.Interpreter]; ok {
 		return p
 	}
-	path, err := exec.LookPath(rt.Interpreter)
-	if err != nil {
-		t.Skipf("%s not installed: %v", rt.Interpreter, err)
-	}
+	path := testenv.LookPath(t, rt.Interpreter)
 	var probe []string
 	if rt.Language == runtimes.Python {
 		probe = []string{"-c", "import sys; print(sys.executable)"}

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kfn-dev/kfn/internal/testenv"
 	"github.com/kfn-dev/kfn/runtimes"
 	"github.com/kfn-dev/kfn/runtimes/deps"
 )
@@ -56,7 +57,7 @@ func TestNodeTracingExportsSpans(t *testing.T) {
 		t.Skip("needs the npm registry")
 	}
 	t.Parallel()
-	needTool(t, "npm")
+	testenv.LookPath(t, "npm")
 	rt := lookup(t, "nodejs22")
 	inst, err := deps.New(t.TempDir())
 	require.NoError(t, err)

@@ -48,7 +48,7 @@ func findAssets() (string, error) {
 	cmd.Stderr = os.Stderr // the script's progress; a cold build takes minutes
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("build envtest binaries with %s: %w", script, err)
+		return "", fmt.Errorf("no kube-apiserver and etcd: building them with %s failed: %w", script, err)
 	}
 	dir := strings.TrimSpace(string(out))
 	if err := checkAssets(dir); err != nil {

@@ -17,6 +17,8 @@ import (
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/kfn-dev/kfn/internal/testenv"
 )
 
 // Repo is a repository with a branch main, served at URL.
@@ -29,16 +31,17 @@ type Repo struct {
 
 // New creates an empty repository and serves it until the test ends.
 // With a non-empty user, requests need basic auth with user and password.
-// It skips the test when git's http-backend is not installed.
+// A missing git or http-backend skips the test, or fails it under CI=true
+// (package testenv).
 func New(t testing.TB, user, password string) *Repo {
 	t.Helper()
 	out, err := exec.Command("git", "--exec-path").Output()
 	if err != nil {
-		t.Skipf("git is not installed: %v", err)
+		testenv.Missing(t, "git", err)
 	}
 	backend := filepath.Join(strings.TrimSpace(string(out)), "git-http-backend")
 	if _, err := os.Stat(backend); err != nil {
-		t.Skipf("git http-backend is not installed: %v", err)
+		testenv.Missing(t, "git http-backend", err)
 	}
 	root := t.TempDir()
 	dir := filepath.Join(root, "repo")
