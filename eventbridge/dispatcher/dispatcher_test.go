@@ -271,6 +271,42 @@ func TestNetworkErrorIsRetried(t *testing.T) {
 	assert.GreaterOrEqual(t, calls.Load(), int32(2))
 }
 
+// TestTimedOutDeliveryIsDeliveredAgain: a sink that does not answer within
+// the request timeout has not taken the event, whatever it does later. The
+// attempt counts as failed and the event is delivered again.
+func TestTimedOutDeliveryIsDeliveredAgain(t *testing.T) {
+	b := newBridge(t, withConfig(func(c *dispatcher.Config) { c.RequestTimeout = 200 * time.Millisecond }))
+	gaveUp := make(chan struct{})
+	k := b.newSink("fn", func(n int, r *http.Request, w http.ResponseWriter) {
+		if n == 1 {
+			<-r.Context().Done() // the dispatcher went away without the answer
+			close(gaveUp)
+		}
+	})
+	s := sub("s", "fn", config("backoffInitial", "10ms"))
+	b.subscribe(s)
+	b.publish("shop", "order.created.v1", "x", "")
+
+	select {
+	case <-gaveUp:
+	case <-time.After(wait):
+		t.Fatal("the dispatcher never gave up on the request that outlived the timeout")
+	}
+	require.Eventually(t, func() bool { return k.count() == 2 && b.consumerInfo(s).NumAckPending == 0 }, wait, tick,
+		"delivered again after the timed-out attempt")
+	ids := []string{k.deliveries()[0].header.Get("Ce-Id"), k.deliveries()[1].header.Get("Ce-Id")}
+	assert.Equal(t, []string{"x", "x"}, ids)
+	assert.Empty(t, b.deadLetters())
+	require.NoError(t, testutil.GatherAndCompare(b.reg, strings.NewReader(`
+# HELP kfn_eventbridge_delivered_total Events delivered to the sink (2xx).
+# TYPE kfn_eventbridge_delivered_total counter
+kfn_eventbridge_delivered_total{namespace="default",subscription="s"} 1
+# HELP kfn_eventbridge_delivery_failures_total Failed delivery attempts.
+# TYPE kfn_eventbridge_delivery_failures_total counter
+kfn_eventbridge_delivery_failures_total{namespace="default",subscription="s"} 1
+`), "kfn_eventbridge_delivered_total", "kfn_eventbridge_delivery_failures_total"))
+}
+
 func TestScaleToZeroWaitsWithoutSpendingAttempts(t *testing.T) {
 	eps := newEndpoints(false)
 	b := newBridge(t, withEndpoints(eps))
