@@ -42,7 +42,7 @@ spec:
           main: async function (event, context) {
             await fetch(process.env.RECORDER_URL + "/record", {
               method: "POST",
-              body: JSON.stringify({ fn: %q, id: event["ce-id"] || "" }),
+              body: JSON.stringify({ fn: %q, id: event["ce-id"] || "", pod: require("node:os").hostname() }),
             });
             %s
             event.extensions.response.status(%d);

@@ -24,12 +24,15 @@ type recorder struct {
 
 	mu   sync.Mutex
 	seen map[string]map[string]int // fn -> id -> times
+	pods map[string]map[string]int // fn -> pod -> reports
 }
 
-// record is one report of a function.
+// record is one report of a function: which event or request, handled
+// by which pod (its host name).
 type record struct {
-	Fn string `json:"fn"`
-	ID string `json:"id"`
+	Fn  string `json:"fn"`
+	ID  string `json:"id"`
+	Pod string `json:"pod"`
 }
 
 func startRecorder(nodeIP string) (*recorder, error) {
@@ -37,7 +40,7 @@ func startRecorder(nodeIP string) (*recorder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("recorder: %w", err)
 	}
-	r := &recorder{URL: "http://" + ln.Addr().String(), seen: map[string]map[string]int{}}
+	r := &recorder{URL: "http://" + ln.Addr().String(), seen: map[string]map[string]int{}, pods: map[string]map[string]int{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /record", func(w http.ResponseWriter, req *http.Request) {
 		var rec record
@@ -50,6 +53,10 @@ func startRecorder(nodeIP string) (*recorder, error) {
 			r.seen[rec.Fn] = map[string]int{}
 		}
 		r.seen[rec.Fn][rec.ID]++
+		if r.pods[rec.Fn] == nil {
+			r.pods[rec.Fn] = map[string]int{}
+		}
+		r.pods[rec.Fn][rec.Pod]++
 		r.mu.Unlock()
 		w.WriteHeader(http.StatusNoContent)
 	})
@@ -71,6 +78,17 @@ func (r *recorder) counts(fn string) map[string]int {
 	out := make(map[string]int, len(r.seen[fn]))
 	for id, n := range r.seen[fn] {
 		out[id] = n
+	}
+	return out
+}
+
+// podCounts returns how many reports of fn came from each pod.
+func (r *recorder) podCounts(fn string) map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]int, len(r.pods[fn]))
+	for p, n := range r.pods[fn] {
+		out[p] = n
 	}
 	return out
 }

@@ -35,7 +35,7 @@ spec:
           main: async function (event, context) {
             await new Promise((resolve) => setTimeout(resolve, %[6]d));
             const id = event["ce-id"] || event.extensions.request.query.id || "";
-            await fetch(process.env.RECORDER_URL + "/record", { method: "POST", body: JSON.stringify({ fn: %[1]q, id }) });
+            await fetch(process.env.RECORDER_URL + "/record", { method: "POST", body: JSON.stringify({ fn: %[1]q, id, pod: require("node:os").hostname() }) });
             return "handled " + id;
           }
         }
@@ -157,6 +157,11 @@ func TestBacklogScalesOutAndBack(t *testing.T) {
 	})
 	t.Run("delivers every event", func(t *testing.T) {
 		require.NoError(t, platform.recorder.waitAll(t.Context(), "slow", burst, 5*time.Minute))
+	})
+	t.Run("the added replicas take a share of the events", func(t *testing.T) {
+		pods := platform.recorder.podCounts("slow")
+		t.Logf("events per pod: %v", pods)
+		assert.GreaterOrEqual(t, len(pods), 2, "more than one pod handled events")
 	})
 	t.Run("scales back to one", func(t *testing.T) {
 		eventually(t, 4*time.Minute, "back to one replica", func() error {

@@ -41,9 +41,11 @@ func newGateway(cfg Config, nc *nats.Conn, eps *endpoints.Watcher, reg prometheu
 
 // ClusterBackends are the gateway's backends in a cluster: a Function is
 // known when its Service has an EndpointSlice labelled as a Function's,
-// ready when one of its endpoints is, and reached through its Service's
-// cluster DNS name, <function>.<namespace>.svc.cluster.local:80, which
-// kube-proxy balances over its ready endpoints.
+// ready when one of its endpoints is, and reached at its ready endpoints in
+// turn (each request to the next pod, from the moment it is ready), or
+// through its Service's cluster DNS name,
+// <function>.<namespace>.svc.cluster.local:80, when the endpoints cannot
+// be named.
 type ClusterBackends struct {
 	// Endpoints is the EndpointSlice watcher.
 	Endpoints *endpoints.Watcher
@@ -64,7 +66,8 @@ func (b ClusterBackends) Ready(namespace, name string) (bool, <-chan struct{}) {
 	return b.Endpoints.Ready(namespace, name)
 }
 
-// Pick implements gateway.Backends: the Service's address.
+// Pick implements gateway.Backends: a ready endpoint, or else the
+// Service's address.
 func (b ClusterBackends) Pick(namespace, name string) (string, error) {
 	if base, ok := b.Resolve[name+"."+namespace]; ok {
 		u, err := url.Parse(base)
@@ -72,6 +75,9 @@ func (b ClusterBackends) Pick(namespace, name string) (string, error) {
 			return "", fmt.Errorf("resolve %s.%s=%q: not a base URL", name, namespace, base)
 		}
 		return u.Host, nil
+	}
+	if addr, ok := b.Endpoints.Pick(namespace, name); ok {
+		return addr, nil
 	}
 	return fmt.Sprintf("%s.%s.svc.cluster.local:%d", name, namespace, functionServicePort), nil
 }

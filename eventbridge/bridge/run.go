@@ -184,7 +184,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		opts := []dispatcher.Option{
 			dispatcher.WithLogger(log.With("component", "dispatcher")),
 			dispatcher.WithMetrics(dm),
-			dispatcher.WithResolver(StaticResolver(cfg.Resolve)),
+			dispatcher.WithResolver(ClusterResolver(eps, cfg.Resolve)),
 		}
 		if eps != nil {
 			opts = append(opts, dispatcher.WithEndpoints(eps))
@@ -386,6 +386,31 @@ func (l staticLister) ListSubscriptions(context.Context) ([]v1alpha2.Subscriptio
 		out = append(out, *s)
 	}
 	return out, nil
+}
+
+// ClusterResolver delivers to the base URLs of static (see StaticResolver);
+// else, for an http sink, to the next ready endpoint of its Service that
+// eps names (each delivery to the next pod, not over a connection that
+// kube-proxy pinned to one, and from the moment a pod is ready, not once
+// kube-proxy has written its rules); else to the sink as written. eps may
+// be nil.
+func ClusterResolver(eps *endpoints.Watcher, static map[string]string) dispatcher.Resolver {
+	fallback := StaticResolver(static)
+	if eps == nil {
+		return fallback
+	}
+	return dispatcher.ResolverFunc(func(sink v1alpha2.Sink) (string, error) {
+		if _, ok := static[sink.Service+"."+sink.Namespace]; ok || sink.URL == nil || sink.URL.Scheme != "http" {
+			return fallback.Resolve(sink)
+		}
+		addr, ok := eps.Pick(sink.Namespace, sink.Service)
+		if !ok {
+			return fallback.Resolve(sink)
+		}
+		u := *sink.URL
+		u.Host = addr
+		return u.String(), nil
+	})
 }
 
 // StaticResolver delivers to the base URLs of m, keyed "<service>.<namespace>",

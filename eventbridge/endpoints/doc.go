@@ -1,5 +1,7 @@
 // Package endpoints knows, from the cluster's EndpointSlices, whether a
 // Service has a ready endpoint, and tells the dispatcher the moment that
 // changes; it is the Kubernetes implementation of dispatcher.Endpoints, and
-// tells the gateway which Services are kfn Functions'.
+// tells the gateway which Services are kfn Functions'. It also names the
+// ready endpoints themselves, so that the dispatcher and the gateway send
+// each request to the next pod directly, as Knative's activator does.
 package endpoints

@@ -3,7 +3,11 @@ package endpoints
 import (
 	"context"
 	"fmt"
+	"net"
+	"sort"
+	"strconv"
 	"sync"
+	"sync/atomic"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -22,9 +26,12 @@ type Watcher struct {
 	synced   bool
 	syncCh   chan struct{}                   // closed once the initial list is in
 	slices   map[service]map[string]int      // ready endpoints per slice
+	addrs    map[service]map[string][]string // ready host:port per slice (single-port slices)
+	flat     map[service][]string            // addrs of all slices, sorted
 	fnSlices map[service]map[string]struct{} // slices labelled as a Function's
 	changed  map[service]chan struct{}       // closed when the Service's readiness flips
 	ready    map[service]bool
+	next     atomic.Uint64 // round robin of Pick
 }
 
 var _ dispatcher.Endpoints = (*Watcher)(nil)
@@ -36,6 +43,8 @@ func New() *Watcher {
 	return &Watcher{
 		syncCh:   make(chan struct{}),
 		slices:   map[service]map[string]int{},
+		addrs:    map[service]map[string][]string{},
+		flat:     map[service][]string{},
 		fnSlices: map[service]map[string]struct{}{},
 		changed:  map[service]chan struct{}{},
 		ready:    map[service]bool{},
@@ -79,6 +88,23 @@ func (w *Watcher) Ready(namespace, name string) (bool, <-chan struct{}) {
 		w.changed[k] = ch
 	}
 	return w.ready[k], ch
+}
+
+// Pick returns host:port of a ready endpoint of namespace/name, taking
+// them in turn, so that every request (not every connection, as kube-proxy
+// balances) goes to the next pod, and a pod takes requests from the moment
+// its endpoint is ready, before kube-proxy has written its rules. It
+// reports false when the Service has no ready endpoint it can name: none
+// at all, or a Service whose slices have more than one port (the caller
+// then goes through the Service).
+func (w *Watcher) Pick(namespace, name string) (string, bool) {
+	w.mu.Lock()
+	addrs := w.flat[service{namespace, name}]
+	w.mu.Unlock()
+	if len(addrs) == 0 {
+		return "", false
+	}
+	return addrs[int(w.next.Add(1)%uint64(len(addrs)))], true
 }
 
 // Function reports whether namespace/name is the Service of a kfn Function:
@@ -132,8 +158,10 @@ func (w *Watcher) set(obj any, deleted bool) {
 	}
 	k := service{s.Namespace, name}
 	n := 0
+	var addrs []string
 	if !deleted {
 		n = readyEndpoints(s)
+		addrs = readyAddresses(s)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -145,6 +173,7 @@ func (w *Watcher) set(obj any, deleted bool) {
 	} else {
 		w.slices[k][s.Name] = n
 	}
+	w.setAddrs(k, s.Name, addrs)
 	total := 0
 	for _, c := range w.slices[k] {
 		total += c
@@ -176,6 +205,50 @@ func (w *Watcher) set(obj any, deleted bool) {
 			delete(w.changed, k)
 		}
 	}
+}
+
+// setAddrs records the ready addresses of one slice of k and flattens
+// those of all its slices.
+func (w *Watcher) setAddrs(k service, slice string, addrs []string) {
+	if w.addrs[k] == nil {
+		w.addrs[k] = map[string][]string{}
+	}
+	if len(addrs) == 0 {
+		delete(w.addrs[k], slice)
+	} else {
+		w.addrs[k][slice] = addrs
+	}
+	var flat []string
+	for _, a := range w.addrs[k] {
+		flat = append(flat, a...)
+	}
+	if len(flat) == 0 {
+		delete(w.addrs, k)
+		delete(w.flat, k)
+		return
+	}
+	sort.Strings(flat)
+	w.flat[k] = flat
+}
+
+// readyAddresses returns host:port of the ready endpoints of a slice with
+// exactly one port; for other slices, nil (which port a request is meant
+// for is known only to the Service).
+func readyAddresses(s *discoveryv1.EndpointSlice) []string {
+	if len(s.Ports) != 1 || s.Ports[0].Port == nil {
+		return nil
+	}
+	port := strconv.Itoa(int(*s.Ports[0].Port))
+	var out []string
+	for _, e := range s.Endpoints {
+		if e.Conditions.Ready != nil && !*e.Conditions.Ready {
+			continue
+		}
+		for _, a := range e.Addresses {
+			out = append(out, net.JoinHostPort(a, port))
+		}
+	}
+	return out
 }
 
 // readyEndpoints counts the endpoints of a slice that are ready (an unset

@@ -98,3 +98,43 @@ func TestFunction(t *testing.T) {
 	w.OnDelete(toolscache.DeletedFinalStateUnknown{Obj: fnSlice("fn-b", "fn")})
 	assert.False(t, w.Function("default", "fn"), "all slices gone")
 }
+
+// withAddresses gives a slice one port and an address per endpoint.
+func withAddresses(s *discoveryv1.EndpointSlice, port int32, addrs ...string) *discoveryv1.EndpointSlice {
+	s.Ports = []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(port)}}
+	for i, a := range addrs {
+		s.Endpoints[i].Addresses = []string{a}
+	}
+	return s
+}
+
+func TestPickTakesReadyEndpointsInTurn(t *testing.T) {
+	w := endpoints.New()
+	w.MarkSynced()
+	_, ok := w.Pick("default", "fn")
+	assert.False(t, ok, "no endpoints")
+
+	w.OnAdd(withAddresses(slice("fn-a", "fn", ptr.To(true), ptr.To(false), nil), 8080, "10.0.0.1", "10.0.0.2", "10.0.0.3"), false)
+	w.OnAdd(withAddresses(slice("fn-b", "fn", ptr.To(true)), 8080, "fd00::4"), false)
+	seen := map[string]int{}
+	for range 30 {
+		a, ok := w.Pick("default", "fn")
+		assert.True(t, ok)
+		seen[a]++
+	}
+	assert.Equal(t, map[string]int{"10.0.0.1:8080": 10, "10.0.0.3:8080": 10, "[fd00::4]:8080": 10}, seen,
+		"every ready endpoint in turn, the not-ready one never")
+
+	w.OnDelete(slice("fn-b", "fn"))
+	w.OnUpdate(nil, withAddresses(slice("fn-a", "fn", ptr.To(false), ptr.To(false), ptr.To(false)), 8080, "10.0.0.1", "10.0.0.2", "10.0.0.3"))
+	_, ok = w.Pick("default", "fn")
+	assert.False(t, ok, "scaled to zero")
+
+	multi := withAddresses(slice("db-a", "db", ptr.To(true)), 5432, "10.0.0.9")
+	multi.Ports = append(multi.Ports, discoveryv1.EndpointPort{Name: ptr.To("metrics"), Port: ptr.To[int32](9090)})
+	w.OnAdd(multi, false)
+	ready, _ := w.Ready("default", "db")
+	assert.True(t, ready)
+	_, ok = w.Pick("default", "db")
+	assert.False(t, ok, "which port of several a request is for only the Service knows")
+}
