@@ -19,7 +19,7 @@
 // dispatcher stops pulling and the host drains; slow then fast: a
 // timed-out delivery is not an answer), at most the in-flight window
 // (maxInFlightMessages) per kill, plus 100 ms of acknowledgements when NATS
-// is killed. The flow sends every tenth event twice, as a client whose
+// is killed. The flow sends every fourth event twice, as a client whose
 // answer was lost does, so a broken de-duplication exceeds every bound.
 // "At zero" also checks that no attempt failed while the function had no
 // ready endpoint, and "slow then fast" that every event whose delivery
