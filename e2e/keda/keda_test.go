@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +28,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -58,8 +61,57 @@ type platform struct {
 	cluster *testcluster.Cluster
 	nats    *scalertest.NATS
 	core    *scaler.Scaler
+	// observed is the core as the scaler's gRPC server, and so KEDA, sees
+	// it: it tells KEDA's polls from the external-push stream.
+	observed *observedCore
+	// run runs f until the test ends.
+	run func(f func(context.Context) error)
 }
 
+// observedCore is the scaler's core as KEDA reaches it through the gRPC
+// server, counting how: State answers KEDA's polls (IsActive, GetMetrics),
+// Watch feeds the external-push stream (StreamIsActive), which sends true
+// when it opens on an active Function and on each activation after.
+type observedCore struct {
+	server.Core
+	polls  atomic.Int64 // State calls
+	pushes atomic.Int64 // activations handed to a StreamIsActive stream
+}
+
+var _ server.Core = (*observedCore)(nil)
+
+func (c *observedCore) State(fn types.NamespacedName) (scaler.State, error) {
+	c.polls.Add(1)
+	return c.Core.State(fn)
+}
+
+func (c *observedCore) Watch(fn types.NamespacedName) (bool, <-chan struct{}, func()) {
+	active, in, cancel := c.Core.Watch(fn)
+	if active {
+		c.pushes.Add(1)
+	}
+	out := make(chan struct{}, 1)
+	stop := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-in:
+				c.pushes.Add(1)
+				select {
+				case out <- struct{}{}:
+				default: // merged into the unread one, as the core does
+				}
+			}
+		}
+	}()
+	var once sync.Once
+	return active, out, func() { once.Do(func() { cancel(); close(stop) }) }
+}
+
+// start runs everything but KEDA's operator, which startKEDA runs, so that
+// a test can set what KEDA must find when it first reads a ScaledObject.
 func start(t *testing.T) *platform {
 	t.Helper()
 	ctrl.SetLogger(funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{}))
@@ -80,6 +132,7 @@ func start(t *testing.T) *platform {
 		stops = append(stops, done)
 		go func() { done <- f(ctx) }()
 	}
+	p.run = run
 
 	// kfn's scaler: core, gRPC server, Subscriptions from the API server.
 	var err error
@@ -87,7 +140,8 @@ func start(t *testing.T) *platform {
 		scaler.NewNATSListener(scalertest.Connect(t, p.nats.Server.ClientURL())),
 		scaler.WithRefreshInterval(200*time.Millisecond))
 	require.NoError(t, err)
-	srv, err := server.New(p.core)
+	p.observed = &observedCore{Core: p.core}
+	srv, err := server.New(p.observed)
 	require.NoError(t, err)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -111,13 +165,18 @@ func start(t *testing.T) *platform {
 	run(kfnMgr.Start)
 	require.NoError(t, feeder.Prime(ctx, kfnMgr.GetCache()))
 	run(p.core.Run)
+	return p
+}
 
-	// KEDA's operator: its ScaledObject reconciler and scale handler, wired
-	// as KEDA's own main wires them (no metrics API server: see README).
+// startKEDA runs KEDA's operator: its ScaledObject reconciler and scale
+// handler, wired as KEDA's own main wires them (no metrics API server: see
+// README).
+func (p *platform) startKEDA(t *testing.T) {
+	t.Helper()
 	kedaScheme := runtime.NewScheme()
 	require.NoError(t, clientgoscheme.AddToScheme(kedaScheme))
 	require.NoError(t, kedav1alpha1.AddToScheme(kedaScheme))
-	kedaMgr, err := ctrl.NewManager(cluster.Config, ctrl.Options{
+	kedaMgr, err := ctrl.NewManager(p.cluster.Config, ctrl.Options{
 		Scheme: kedaScheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 	})
 	require.NoError(t, err)
@@ -132,9 +191,8 @@ func start(t *testing.T) *platform {
 		ScaleHandler: handler,
 		EventEmitter: eventemitter.NewEventEmitter(kedaMgr.GetClient(), recorder, "e2e", nil),
 	}).SetupWithManager(kedaMgr, controller.Options{}))
-	run(kedaMgr.Start)
+	p.run(kedaMgr.Start)
 	kedaHandler = handler
-	return p
 }
 
 // kedaHandler is KEDA's scale handler, asked for metrics as KEDA's metrics
@@ -180,7 +238,13 @@ func TestScaleFromZeroAndBackWithKEDA(t *testing.T) {
 	ctx := context.Background()
 	c := p.cluster.Client
 	ns := p.namespace(t)
-	const cooldown = 2
+	const (
+		cooldown = 2
+		// pollEvery is KEDA's polling interval in this test, in seconds:
+		// far above activationBound.
+		pollEvery       = 3600
+		activationBound = 10 * time.Second
+	)
 
 	fn := &serverlessv1alpha2.Function{
 		ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: ns},
@@ -204,20 +268,33 @@ func TestScaleFromZeroAndBackWithKEDA(t *testing.T) {
 		require.Eventually(t, func() bool {
 			return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "orders"}, so) == nil
 		}, 30*time.Second, 20*time.Millisecond, "kfn's controller writes the ScaledObject")
-		assert.Nil(t, so.Spec.PollingInterval, "KEDA's default polling interval, 30s")
+		assert.Nil(t, so.Spec.PollingInterval, "kfn leaves KEDA's default polling interval, 30s")
+		// KEDA polls when its scale loop starts and then every pollingInterval.
+		// At an hour, far above the bound of the next step, only the
+		// external-push stream can activate the Function in time. KEDA
+		// starts after this, so it never runs a loop with another interval.
+		patch := client.MergeFrom(so.DeepCopy())
+		so.Spec.PollingInterval = ptr.To[int32](pollEvery)
+		require.NoError(t, c.Patch(ctx, so, patch))
+		p.startKEDA(t)
 		waitReplicas(t, replicas, 0, 30*time.Second)
 		require.Eventually(t, func() bool {
 			_ = c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "orders"}, so)
 			return len(so.Status.ExternalMetricNames) == 2
 		}, 30*time.Second, 20*time.Millisecond, "KEDA read the metric spec")
+		require.Eventually(t, func() bool { return p.observed.polls.Load() > 0 }, 30*time.Second, 20*time.Millisecond,
+			"KEDA's scale loop made the poll it makes when it starts")
 	})
 
 	t.Run("scales to one on the first event, by push", func(t *testing.T) {
+		polls, pushes := p.observed.polls.Load(), p.observed.pushes.Load()
 		start := time.Now()
 		p.nats.Publish(t, "shop", "order.created.v1", "1")
-		took := waitReplicas(t, replicas, 1, 10*time.Second)
-		t.Logf("event published -> KEDA set replicas to 1: %s (polling every 30s would take 15s on average)", time.Since(start).Round(time.Millisecond))
-		assert.Less(t, took, 10*time.Second)
+		took := waitReplicas(t, replicas, 1, activationBound)
+		t.Logf("event published -> KEDA set replicas to 1: %s, by push (KEDA polls every %ds)", time.Since(start).Round(time.Millisecond), pollEvery)
+		assert.Less(t, took, activationBound)
+		assert.Equal(t, polls, p.observed.polls.Load(), "KEDA did not poll the scaler between the event and the activation")
+		assert.Greater(t, p.observed.pushes.Load(), pushes, "the activation went to KEDA over the external-push stream")
 	})
 
 	t.Run("scales on backlog through the HPA's external metric", func(t *testing.T) {
