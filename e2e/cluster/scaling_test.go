@@ -133,8 +133,11 @@ func TestScaleToZeroAndBack(t *testing.T) {
 // every event is delivered, and the replicas go back to one.
 func TestBacklogScalesOutAndBack(t *testing.T) {
 	ns := namespace(t, "backlog")
-	apply(t, ns, scalingFunction("slow", 1, 3, 30, 5, 1000))
-	apply(t, ns, subscription(ns, "slow", "slow", "order.created.v1", map[string]string{"maxInFlightMessages": "30"}))
+	// One pod takes 5 events/s (10 in flight, 2 s each): the burst lasts
+	// about 30 s on one pod, well past the HPA's first scale-out (its sync
+	// period is 5 s here), so the added pods find events left to take.
+	apply(t, ns, scalingFunction("slow", 1, 3, 30, 5, 2000))
+	apply(t, ns, subscription(ns, "slow", "slow", "order.created.v1", map[string]string{"maxInFlightMessages": "10"}))
 	waitRunning(t, ns, "slow", 3*time.Minute)
 	waitSubscriptionReady(t, ns, "slow")
 
