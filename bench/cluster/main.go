@@ -68,12 +68,13 @@ func run(ctx context.Context, trials int, latency time.Duration, rate int, figur
 	if err != nil {
 		return fmt.Errorf("kfn dev: %w", err)
 	}
-	c, cfg, err := startCluster(ctx, root)
+	c, cfg, wd, err := startCluster(ctx, root)
 	if cfg != nil {
 		defer func() {
 			if err := singlenode.Down(*cfg); err != nil {
 				fmt.Fprintln(os.Stderr, "bench/cluster: tear down:", err)
 			}
+			wd.Dismiss()
 		}()
 	}
 	if err != nil {
@@ -111,32 +112,33 @@ func run(ctx context.Context, trials int, latency time.Duration, rate int, figur
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // startCluster builds the binaries and images, starts the node and installs
-// KEDA and kfn; cfg is set once there is something to tear down.
-func startCluster(ctx context.Context, root string) (*singlenode.Cluster, *singlenode.Config, error) {
+// KEDA and kfn; cfg and the watchdog are set once there is something to
+// tear down (the caller dismisses the watchdog after tearing down).
+func startCluster(ctx context.Context, root string) (*singlenode.Cluster, *singlenode.Config, *singlenode.Watchdog, error) {
 	logf := func(format string, a ...any) { fmt.Fprintf(os.Stderr, "bench/cluster: "+format+"\n", a...) }
 	bin, err := script(ctx, root, "hack/cluster/assets.sh")
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	images, err := script(ctx, root, "hack/cluster/images.sh", bin)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	archives, _ := filepath.Glob(filepath.Join(images, "*.tar"))
 	cfg := singlenode.DefaultConfig(bin, filepath.Join(filepath.Dir(bin), "data"))
 	wd, err := singlenode.StartWatchdog(cfg)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	defer wd.Dismiss()
 	c, err := singlenode.Up(ctx, cfg, archives, logf)
 	if err != nil {
-		return nil, nil, err
+		wd.Dismiss()
+		return nil, nil, nil, err
 	}
 	if err := clusterinstall.Platform(ctx, c, filepath.Join(root, "charts", "kfn"), logf); err != nil {
-		return nil, &cfg, err
+		return nil, &cfg, wd, err
 	}
-	return c, &cfg, nil
+	return c, &cfg, wd, nil
 }
 
 // script runs a script of the checkout and returns the last line it prints.

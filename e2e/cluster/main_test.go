@@ -72,13 +72,16 @@ func run(m *testing.M) int {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	setupCtx, setupCancel := context.WithTimeout(ctx, setupTimeout)
-	e, cfg, err := setUp(setupCtx)
+	e, cfg, wd, err := setUp(setupCtx)
 	setupCancel()
 	if cfg != nil {
 		defer func() {
 			if err := singlenode.Down(*cfg); err != nil {
 				fmt.Fprintln(os.Stderr, "e2e/cluster: tear down:", err)
 			}
+			// Only now: had this process died before, the watchdog
+			// would have torn the cluster down.
+			wd.Dismiss()
 		}()
 	}
 	if err != nil {
@@ -94,15 +97,16 @@ func run(m *testing.M) int {
 
 // setUp builds the binaries and images (once per version; kfn's images on
 // every run), starts the node, installs KEDA and kfn, and returns the
-// cluster's configuration as soon as there is something to tear down.
-func setUp(ctx context.Context) (*env, *singlenode.Config, error) {
+// cluster's configuration and its watchdog as soon as there is something
+// to tear down.
+func setUp(ctx context.Context) (*env, *singlenode.Config, *singlenode.Watchdog, error) {
 	start := time.Now()
 	logf := func(format string, a ...any) {
 		fmt.Fprintf(os.Stderr, "e2e/cluster %6.1fs: "+format+"\n", append([]any{time.Since(start).Seconds()}, a...)...)
 	}
 	root, err := filepath.Abs("../..")
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	// make test-cluster builds both before go test (its -timeout then
 	// bounds the tests only); a plain go test builds them here.
@@ -110,48 +114,47 @@ func setUp(ctx context.Context) (*env, *singlenode.Config, error) {
 	if bin == "" {
 		logf("building the cluster's binaries (hack/cluster/assets.sh)")
 		if bin, err = script(ctx, root, "hack/cluster/assets.sh"); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	if images == "" {
 		logf("building the images (hack/cluster/images.sh)")
 		if images, err = script(ctx, root, "hack/cluster/images.sh", bin); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	archives, err := filepath.Glob(filepath.Join(images, "*.tar"))
 	if err != nil || len(archives) == 0 {
-		return nil, nil, fmt.Errorf("no image archives in %s", images)
+		return nil, nil, nil, fmt.Errorf("no image archives in %s", images)
 	}
 	logf("building bin/kfn")
 	build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(root, "bin")+"/", "./cmd/kfn")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
-		return nil, nil, fmt.Errorf("go build ./cmd/kfn: %w: %s", err, out)
+		return nil, nil, nil, fmt.Errorf("go build ./cmd/kfn: %w: %s", err, out)
 	}
 
 	cfg := singlenode.DefaultConfig(bin, filepath.Join(filepath.Dir(bin), "data"))
 	wd, err := singlenode.StartWatchdog(cfg)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	c, err := singlenode.Up(ctx, cfg, archives, logf)
 	if err != nil {
-		wd.Dismiss()
-		return nil, nil, err
+		wd.Dismiss() // Up tore down what it started
+		return nil, nil, nil, err
 	}
-	// From here on, Down in run tears the cluster down; the watchdog does
-	// it only if this process dies first.
-	defer wd.Dismiss()
+	// From here on, run tears the cluster down and then dismisses the
+	// watchdog, which does it only if this process dies first.
 	if err := clusterinstall.Platform(ctx, c, filepath.Join(root, "charts", "kfn"), logf); err != nil {
-		return nil, &cfg, err
+		return nil, &cfg, wd, err
 	}
 	e, err := newEnv(ctx, c, root)
 	if err != nil {
-		return nil, &cfg, err
+		return nil, &cfg, wd, err
 	}
 	logf("ready: node, CoreDNS, KEDA and kfn")
-	return e, &cfg, nil
+	return e, &cfg, wd, nil
 }
 
 // script runs a script of the checkout and returns the last line it prints
