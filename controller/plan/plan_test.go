@@ -43,7 +43,7 @@ func TestForDefaults(t *testing.T) {
 	assert.Equal(t, "kfn/runtime-nodejs22", p.Image)
 	assert.Equal(t, []string{"node", "/opt/kfn/nodejs/server.cjs"}, p.Command)
 	assert.Equal(t, int32(8080), p.Port)
-	assert.Equal(t, plan.Probe{Path: "/healthz", Port: 8080, Period: 2 * time.Second, Timeout: time.Second, FailureThreshold: 3}, p.Readiness)
+	assert.Equal(t, plan.Probe{Path: "/healthz", Port: 8080, Period: time.Second, Timeout: time.Second, FailureThreshold: 3}, p.Readiness)
 	assert.Equal(t, "/healthz", p.Liveness.Path)
 	assert.Equal(t, 185*time.Second, p.TerminationGracePeriod)
 	assert.Equal(t, "L", p.Profile)
