@@ -49,25 +49,34 @@ func TestMatching(t *testing.T) {
 	b := newBridge(t)
 	std := b.newSink("std", nil)
 	exact := b.newSink("exact", nil)
+	legacy := b.newSink("legacy", nil)
 	b.subscribe(sub("std", "std", func(s *v1alpha2.Subscription) {
 		s.Spec.Source = "/my.shop"
 		s.Spec.Types = []string{"order.created.v1"}
 	}))
+	// As in Kyma, an exact type is <clean source>.<clean type>.
 	b.subscribe(sub("exact", "exact", func(s *v1alpha2.Subscription) {
+		s.Spec.TypeMatching = v1alpha2.TypeMatchingExact
+		s.Spec.Source = ""
+		s.Spec.Types = []string{"myshop.order.created.v1"}
+	}))
+	// A legacy type is matched from any source.
+	b.subscribe(sub("legacy", "legacy", func(s *v1alpha2.Subscription) {
 		s.Spec.TypeMatching = v1alpha2.TypeMatchingExact
 		s.Spec.Source = ""
 		s.Spec.Types = []string{"sap.kyma.custom.shop.order.created.v1"}
 	}))
 
-	b.publish("/my.shop", "order.created.v1", "1", "std: same source")
-	b.publish("myshop", "order.created.v1", "2", "std: source cleans alike")
+	b.publish("/my.shop", "order.created.v1", "1", "std, exact: same source")
+	b.publish("myshop", "order.created.v1", "2", "std, exact: source cleans alike")
 	b.publish("other", "order.created.v1", "3", "nobody: other source")
 	b.publish("/my.shop", "order.deleted.v1", "4", "nobody: other type")
-	b.publish("anyone", "sap.kyma.custom.shop.order.created.v1", "5", "exact: any source")
-	b.publish("anyone", "sap.kyma.custom.shop.order.created.v1*", "6", "nobody: same subject, not the exact type")
-	b.publish("x", "sap.kyma.custom.shop.order.created.v1", "7", "exact")
+	b.publish("anyone", "myshop.order.created.v1", "5", "nobody: the exact type is not the event's type")
+	b.publish("anyone", "sap.kyma.custom.shop.order.created.v1", "6", "legacy: any source")
+	b.publish("anyone", "sap.kyma.custom.shop.order.created.v1*", "7", "nobody: same subject, not the exact type")
+	b.publish("x", "sap.kyma.custom.shop.order.created.v1", "8", "legacy")
 
-	require.Eventually(t, func() bool { return std.count() == 2 && exact.count() == 2 }, wait, tick)
+	require.Eventually(t, func() bool { return std.count() == 2 && exact.count() == 2 && legacy.count() == 2 }, wait, tick)
 	ids := func(k *sink) []string {
 		var out []string
 		for _, d := range k.deliveries() {
@@ -76,8 +85,10 @@ func TestMatching(t *testing.T) {
 		return out
 	}
 	assert.ElementsMatch(t, []string{"1", "2"}, ids(std))
-	assert.ElementsMatch(t, []string{"5", "7"}, ids(exact))
-	require.Eventually(t, func() bool { return b.consumerInfo(sub("exact", "exact")).NumAckPending == 0 }, wait, tick, "the non-matching event is settled too")
+	assert.ElementsMatch(t, []string{"1", "2"}, ids(exact))
+	assert.ElementsMatch(t, []string{"6", "8"}, ids(legacy))
+	require.Eventually(t, func() bool { return b.consumerInfo(sub("legacy", "legacy")).NumAckPending == 0 }, wait, tick, "the non-matching event is settled too")
+	assert.Equal(t, 2, legacy.count())
 	assert.Equal(t, 2, exact.count())
 }
 

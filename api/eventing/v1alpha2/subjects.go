@@ -22,6 +22,9 @@ var (
 	// to skip the regexps when there is nothing to remove.
 	sourceCharsToRemove = "\t\n\f\r .>*/\\"
 	typeCharsToRemove   = "\t\n\f\r >*/\\"
+	// exactTypeForbidden are the characters an exact type cannot hold:
+	// they would make its filter subject a wildcard or invalid.
+	exactTypeForbidden = "\t\n\f\r *>"
 
 	invalidSourceChars    = regexp.MustCompile(`[\s.>*/\\]`)
 	invalidTypeChars      = regexp.MustCompile(`[\s>*/\\]`)
@@ -77,37 +80,110 @@ func (s *Subscription) CleanTypes() []EventType {
 }
 
 // FilterSubjects returns the JetStream subjects the Subscription's consumer
-// filters on, one per type, de-duplicated, in spec order. Standard matching
-// filters on the cleaned source and type; exact matching on the type from
-// any source (the dispatcher then compares the original type exactly, see
-// Matches).
+// filters on, de-duplicated, in spec order. Standard matching filters on
+// the cleaned source and type (kyma.<clean source>.<clean type>). Exact
+// matching follows Kyma, where a type is compared with the stored
+// <clean source>.<clean type> form of an event: the filter is kyma.<type>,
+// so the type names the source too ("shop.order.created.v1" receives type
+// "order.created.v1" from source "shop"). A type with the legacy prefix
+// (sap.kyma.custom), which Kyma stores without a source, is also taken from
+// any source (kyma.*.<type>). Matches is the exact check behind the filters.
 func (s *Subscription) FilterSubjects() ([]string, error) {
 	seen := make(map[string]bool, len(s.Spec.Types))
 	out := make([]string, 0, len(s.Spec.Types))
-	for _, t := range s.Spec.Types {
-		cleanType := CleanEventType(t)
-		if err := checkSegments(cleanType); err != nil {
-			return nil, fmt.Errorf("%w %q: %w", ErrInvalidEventType, t, err)
-		}
-		subject := SubjectPrefix + ".*." + cleanType
-		if s.Matching() == TypeMatchingStandard {
-			subject = SubjectPrefix + "." + sourceToken(s.Spec.Source) + "." + cleanType
-		}
+	add := func(subject string) {
 		if !seen[subject] {
 			seen[subject] = true
 			out = append(out, subject)
 		}
 	}
-	return out, nil
+	for _, t := range s.Spec.Types {
+		if s.Matching() != TypeMatchingExact {
+			cleanType := CleanEventType(t)
+			if err := checkSegments(cleanType); err != nil {
+				return nil, fmt.Errorf("%w %q: %w", ErrInvalidEventType, t, err)
+			}
+			add(SubjectPrefix + "." + sourceToken(s.Spec.Source) + "." + cleanType)
+			continue
+		}
+		// The type is the filter as written. One with / or \ matches
+		// nothing, as in Kyma (stored subjects never hold them); whitespace,
+		// * and > cannot be part of a filter that means the type itself.
+		if strings.ContainsAny(t, exactTypeForbidden) {
+			return nil, fmt.Errorf("%w %q: an exact type must not contain whitespace, '*' or '>'", ErrInvalidEventType, t)
+		}
+		if err := checkSegments(t); err != nil {
+			return nil, fmt.Errorf("%w %q: %w", ErrInvalidEventType, t, err)
+		}
+		add(SubjectPrefix + "." + t)
+		if IsLegacyEventType(t) {
+			add(SubjectPrefix + ".*." + t)
+		}
+	}
+	return withoutCovered(out), nil
+}
+
+// withoutCovered drops the subjects that another subject of the list
+// covers (kyma.x.a.b under kyma.*.a.b): JetStream refuses a consumer whose
+// filter subjects overlap.
+func withoutCovered(subjects []string) []string {
+	out := subjects[:0:0]
+	for i, s := range subjects {
+		covered := false
+		for j, w := range subjects {
+			if i != j && strings.Contains(w, "*") && !strings.Contains(s, "*") && subjectCovers(w, s) {
+				covered = true
+				break
+			}
+		}
+		if !covered {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// subjectCovers reports whether the filter w (with * wildcards) matches the
+// literal subject s.
+func subjectCovers(w, s string) bool {
+	wt, st := strings.Split(w, "."), strings.Split(s, ".")
+	if len(wt) != len(st) {
+		return false
+	}
+	for i := range wt {
+		if wt[i] != "*" && wt[i] != st[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// IsLegacyEventType reports whether an event type starts with Kyma's legacy
+// prefix, sap.kyma.custom. Kyma stores such events without their source.
+func IsLegacyEventType(eventType string) bool {
+	return strings.HasPrefix(eventType, DefaultLegacyPrefix+".")
+}
+
+// ExactKey returns the form of an event that an exact type is compared
+// with, as Kyma stores it: the type itself for a legacy type, else
+// <clean source>.<clean type>.
+func ExactKey(source, eventType string) string {
+	if IsLegacyEventType(eventType) {
+		return eventType
+	}
+	return sourceToken(source) + "." + CleanEventType(eventType)
 }
 
 // Matches reports whether an event with the given source and type is one
 // the Subscription asked for. Subjects already select events; Matches is
 // the exact check behind them (cleaning can map two types to one subject).
+// Standard matching compares cleaned sources and types; exact matching
+// compares each type with ExactKey(source, eventType).
 func (s *Subscription) Matches(source, eventType string) bool {
 	if s.Matching() == TypeMatchingExact {
+		key := ExactKey(source, eventType)
 		for _, t := range s.Spec.Types {
-			if t == eventType {
+			if t == key {
 				return true
 			}
 		}

@@ -1,6 +1,8 @@
 package v1alpha2_test
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -95,9 +97,21 @@ func TestFilterSubjects(t *testing.T) {
 			sub:  subscription("", "app", "order.created.v1"),
 			want: []string{"kyma.app.order.created.v1"},
 		},
-		"exact matches any source": {
+		"exact names the source in the type": {
+			sub:  subscription(TypeMatchingExact, "", "shop.order.created.v1"),
+			want: []string{"kyma.shop.order.created.v1"},
+		},
+		"exact legacy type, from any source too": {
 			sub:  subscription(TypeMatchingExact, "", "sap.kyma.custom.commerce.order.created.v1"),
-			want: []string{"kyma.*.sap.kyma.custom.commerce.order.created.v1"},
+			want: []string{"kyma.sap.kyma.custom.commerce.order.created.v1", "kyma.*.sap.kyma.custom.commerce.order.created.v1"},
+		},
+		"exact subjects never overlap": {
+			sub:  subscription(TypeMatchingExact, "", "sap.kyma.custom.commerce.order.created.v1", "x.sap.kyma.custom.commerce.order.created.v1"),
+			want: []string{"kyma.sap.kyma.custom.commerce.order.created.v1", "kyma.*.sap.kyma.custom.commerce.order.created.v1"},
+		},
+		"exact type with a slash matches nothing": {
+			sub:  subscription(TypeMatchingExact, "", "shop/orders.created.v1"),
+			want: []string{"kyma.shop/orders.created.v1"},
 		},
 		"types that clean alike share a subject": {
 			sub:  subscription(TypeMatchingStandard, "app", "order.created.v1", "order/created.v1", "ordercreated.v1"),
@@ -112,8 +126,16 @@ func TestFilterSubjects(t *testing.T) {
 		})
 	}
 
-	_, err := subscription(TypeMatchingStandard, "app", "order..v1").FilterSubjects()
-	require.ErrorIs(t, err, ErrInvalidEventType)
+	for _, sub := range []*Subscription{
+		subscription(TypeMatchingStandard, "app", "order..v1"),
+		subscription(TypeMatchingExact, "", "shop.order..v1"),
+		subscription(TypeMatchingExact, "", "shop.order.*"),
+		subscription(TypeMatchingExact, "", "shop.order.>"),
+		subscription(TypeMatchingExact, "", "shop.order created.v1"),
+	} {
+		_, err := sub.FilterSubjects()
+		require.ErrorIs(t, err, ErrInvalidEventType, "%v", sub.Spec.Types)
+	}
 }
 
 // TestSubjectsRoundTrip checks that an event's subject is one the matching
@@ -121,7 +143,7 @@ func TestFilterSubjects(t *testing.T) {
 func TestSubjectsRoundTrip(t *testing.T) {
 	for _, sub := range []*Subscription{
 		subscription(TypeMatchingStandard, "/shop/orders", "order.created.v1"),
-		subscription(TypeMatchingExact, "", "order.created.v1"),
+		subscription(TypeMatchingExact, "", "shoporders.order.created.v1"),
 	} {
 		subject, err := EventSubject("/shop/orders", "order.created.v1")
 		require.NoError(t, err)
@@ -159,7 +181,8 @@ func splitTokens(s string) []string {
 
 func TestMatches(t *testing.T) {
 	standard := subscription(TypeMatchingStandard, "my.app", "order.created.v1")
-	exact := subscription(TypeMatchingExact, "", "order.created.v1")
+	exact := subscription(TypeMatchingExact, "", "myapp.order.created.v1")
+	legacy := subscription(TypeMatchingExact, "", "sap.kyma.custom.shop.order.created.v1")
 	tests := map[string]struct {
 		sub          *Subscription
 		source, typ  string
@@ -170,8 +193,14 @@ func TestMatches(t *testing.T) {
 		"standard, other source":        {standard, "other", "order.created.v1", false},
 		"standard, other type":          {standard, "my.app", "order.deleted.v1", false},
 		"standard, type cleans alike":   {standard, "my.app", "order.created .v1", true},
-		"exact, any source":             {exact, "anything", "order.created.v1", true},
-		"exact, type must be identical": {exact, "anything", "order.created .v1", false},
+		"exact, source and type":        {exact, "myapp", "order.created.v1", true},
+		"exact, stored form":            {exact, "my.app", "order.created .v1", true},
+		"exact, other source":           {exact, "anything", "order.created.v1", false},
+		"exact, the type alone":         {exact, "myapp", "myapp.order.created.v1", false},
+		"exact, split elsewhere":        {exact, "myapp.order", "created.v1", false},
+		"exact legacy, any source":      {legacy, "anything", "sap.kyma.custom.shop.order.created.v1", true},
+		"exact legacy, identical only":  {legacy, "anything", "sap.kyma.custom.shop.order.created.v1*", false},
+		"exact legacy, as source+type":  {legacy, "sap", "kyma.custom.shop.order.created.v1", true},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -256,4 +285,60 @@ func FuzzEventSubject(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestExactMatchingAsKyma checks exact matching against Kyma's semantics,
+// rebuilt here from upstream: eventing-publisher-proxy stores an event with
+// a legacy-prefixed type under kyma.<type> and any other under
+// kyma.<clean source>.<clean type> (refusing one whose subject has an empty
+// segment), and eventing-manager's JetStream backend filters an exact type
+// on kyma.<type>, delivering whatever that subject holds. For every pair of
+// event and exact Subscription type, kfn delivers (its filter subjects
+// select the event's subject and Matches accepts it) exactly when Kyma does.
+func TestExactMatchingAsKyma(t *testing.T) {
+	kymaSubject := func(source, typ string) string {
+		if strings.HasPrefix(typ, "sap.kyma.custom.") {
+			return "kyma." + typ
+		}
+		s := "kyma." + CleanSource(source) + "." + CleanEventType(typ)
+		if slices.Contains(strings.Split(s, "."), "") {
+			return ""
+		}
+		return s
+	}
+	sources := []string{"shop", "/shop", "my.shop", "myshop", "sap", "kyma", "other", "shop.order"}
+	types := []string{
+		"order.created.v1", "order created.v1", "order/created.v1", "created.v1", "shop.order.created.v1",
+		"kyma.custom.shop.order.created.v1", "sap.kyma.custom.shop.order.created.v1", "sap.kyma.custom.other.order.created.v1",
+	}
+	exactTypes := []string{
+		"shop.order.created.v1", "myshop.order.created.v1", "shop.ordercreated.v1", "shoporder.created.v1",
+		"sap.kyma.custom.shop.order.created.v1", "shop.shop.order.created.v1", "other.sap.kyma.custom.shop.order.created.v1",
+		"order.created.v1", "shop/x.order.created.v1",
+	}
+	delivered := 0
+	for _, exactType := range exactTypes {
+		sub := subscription(TypeMatchingExact, "", exactType)
+		filters, err := sub.FilterSubjects()
+		require.NoError(t, err)
+		for _, source := range sources {
+			for _, typ := range types {
+				stored := kymaSubject(source, typ)
+				if stored == "" {
+					continue // Kyma refuses the event
+				}
+				kyma := stored == "kyma."+exactType
+				subject, err := EventSubject(source, typ)
+				require.NoError(t, err)
+				selected := slices.ContainsFunc(filters, func(f string) bool { return subjectMatches(f, subject) })
+				kfn := selected && sub.Matches(source, typ)
+				assert.Equal(t, kyma, kfn, "exact type %q, event source %q type %q (Kyma subject %s, kfn subject %s, filters %v)",
+					exactType, source, typ, stored, subject, filters)
+				if kfn {
+					delivered++
+				}
+			}
+		}
+	}
+	assert.Equal(t, 20, delivered, "events delivered over the whole table")
 }

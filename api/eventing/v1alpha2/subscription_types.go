@@ -12,7 +12,9 @@ type TypeMatching string
 const (
 	// TypeMatchingStandard cleans source and types and matches both.
 	TypeMatchingStandard TypeMatching = "standard"
-	// TypeMatchingExact matches the types as written, from any source.
+	// TypeMatchingExact compares each type, as written, with an event's
+	// <clean source>.<clean type> (Kyma's stored form), or with its type
+	// alone for a legacy (sap.kyma.custom) type.
 	TypeMatchingExact TypeMatching = "exact"
 )
 
