@@ -208,7 +208,7 @@ func TestPrinterColumnsAndNames(t *testing.T) {
 		columns    []string
 		shortNames []string
 	}{
-		"functions.serverless.kyma-project.io":   {columns: []string{"Configured", "Built", "Running", "Runtime", "Version", "Age"}, shortNames: []string{"fn", "fns"}},
+		"functions.serverless.kyma-project.io":   {columns: []string{"Configured", "Running", "Runtime", "Version", "Age"}, shortNames: []string{"fn", "fns"}},
 		"subscriptions.eventing.kyma-project.io": {columns: []string{"Ready", "Age"}},
 	}
 	for name, tt := range tests {

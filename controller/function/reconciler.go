@@ -73,6 +73,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	st := fn.Status.DeepCopy()
 	res, err := r.reconcile(ctx, fn, st)
+	st.MirrorBuildReady(fn.Generation)
 	if werr := r.writeStatus(ctx, fn, st); werr != nil {
 		if apierrors.IsConflict(werr) && err == nil {
 			// The cached Function was stale: reconcile again from the newer one.
@@ -139,13 +140,14 @@ func (r *Reconciler) reconcile(ctx context.Context, fn *v1alpha2.Function, st *v
 		configuration(metav1.ConditionFalse, v1alpha2.ReasonInvalidFunctionSpec, err.Error())
 		return ctrl.Result{RequeueAfter: requeue}, nil
 	}
-	configuration(metav1.ConditionTrue, ready, readyMsg)
-
 	key := client.ObjectKeyFromObject(fn)
 	force := r.dueForce(key, fn.UID)
-	if err := r.applyConfigMap(ctx, p, st, force); err != nil {
+	stored, err := r.applyConfigMap(ctx, p, force)
+	if err != nil {
+		configuration(metav1.ConditionFalse, v1alpha2.ReasonConfigMapError, err.Error())
 		return ctrl.Result{}, err
 	}
+	configuration(metav1.ConditionTrue, ready, readyMsg+"; "+stored)
 	change, dep, err := r.applyDeployment(ctx, fn, p, autoscaler, force)
 	if err != nil {
 		mark(Condition{Type: v1alpha2.ConditionRunning, Status: metav1.ConditionFalse, Reason: v1alpha2.ReasonDeploymentFailed, Message: err.Error()})
@@ -175,46 +177,36 @@ func (r *Reconciler) reconcile(ctx context.Context, fn *v1alpha2.Function, st *v
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
-func (r *Reconciler) applyConfigMap(ctx context.Context, p plan.Plan, st *v1alpha2.FunctionStatus, force bool) error {
-	gen := st.ObservedGeneration
+// applyConfigMap writes the source ConfigMap of an inline Function (and
+// deletes one a Git Function no longer needs). It returns where the pods
+// find the source, for the ConfigurationReady message.
+func (r *Reconciler) applyConfigMap(ctx context.Context, p plan.Plan, force bool) (string, error) {
 	existing := &corev1.ConfigMap{}
 	found, err := r.owned(ctx, p, existing)
 	if err != nil {
-		return err
+		return "", err
 	}
 	ac := ConfigMap(p)
 	if ac == nil { // Git: the pod fetches the source
 		if found {
 			if err := r.delete(ctx, existing); err != nil {
-				return err
+				return "", err
 			}
 		}
-		st.SetCondition(v1alpha2.ConditionBuildReady, metav1.ConditionTrue, v1alpha2.ReasonSourceUpdated,
-			fmt.Sprintf("the pods fetch %s at commit %s and install its dependencies, if any", p.Source.Git.URL, p.Source.Git.Commit), gen)
-		return nil
+		return "the pods fetch the source at that commit and install its dependencies, if any", nil
 	}
 	var current client.Object
 	if found {
 		current = existing
 	}
 	if _, err := r.apply(ctx, ac, current, force); err != nil {
-		st.SetCondition(v1alpha2.ConditionBuildReady, metav1.ConditionFalse, v1alpha2.ReasonConfigMapError, err.Error(), gen)
-		return fmt.Errorf("apply configmap: %w", err)
+		return "", fmt.Errorf("apply configmap: %w", err)
 	}
 	msg := fmt.Sprintf("ConfigMap %s holds the source", p.Name)
 	if p.Dependencies.Needed {
 		msg += "; the pods install its dependencies before the function starts"
 	}
-	prev := st.Condition(v1alpha2.ConditionBuildReady)
-	switch {
-	case !found:
-		st.SetCondition(v1alpha2.ConditionBuildReady, metav1.ConditionTrue, v1alpha2.ReasonConfigMapCreated, msg, gen)
-	case existing.Annotations[AnnotationSourceHash] != p.Source.Hash || prev == nil || prev.Status != metav1.ConditionTrue || prev.Reason == string(v1alpha2.ReasonSourceUpdated):
-		st.SetCondition(v1alpha2.ConditionBuildReady, metav1.ConditionTrue, v1alpha2.ReasonConfigMapUpdated, msg, gen)
-	default:
-		st.SetCondition(v1alpha2.ConditionBuildReady, metav1.ConditionTrue, v1alpha2.ConditionReason(prev.Reason), msg, gen)
-	}
-	return nil
+	return msg, nil
 }
 
 func (r *Reconciler) applyDeployment(ctx context.Context, fn *v1alpha2.Function, p plan.Plan, autoscaler Autoscaler, force bool) (RolloutChange, *appsv1.Deployment, error) {

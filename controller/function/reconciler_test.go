@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -73,7 +74,12 @@ func TestCreateInlineFunction(t *testing.T) {
 	got := condition(t, key, v1alpha2.ConditionRunning, metav1.ConditionUnknown, v1alpha2.ReasonDeploymentWaiting)
 	assert.Equal(t, metav1.ConditionTrue, got.Status.Condition(v1alpha2.ConditionConfigurationReady).Status)
 	assert.Equal(t, string(v1alpha2.ReasonFunctionSpecValidated), got.Status.Condition(v1alpha2.ConditionConfigurationReady).Reason)
-	assert.Equal(t, string(v1alpha2.ReasonConfigMapCreated), got.Status.Condition(v1alpha2.ConditionBuildReady).Reason)
+	assert.Contains(t, got.Status.Condition(v1alpha2.ConditionConfigurationReady).Message, "ConfigMap hello holds the source")
+	build := got.Status.Condition(v1alpha2.ConditionBuildReady)
+	require.NotNil(t, build, "the deprecated BuildReady is still written for older clients")
+	assert.Equal(t, metav1.ConditionTrue, build.Status)
+	assert.Equal(t, string(v1alpha2.ReasonFunctionSpecValidated), build.Reason)
+	assert.Equal(t, v1alpha2.BuildReadyMessage, build.Message)
 	assert.Equal(t, v1alpha2.NodeJS22, got.Status.Runtime)
 	assert.Equal(t, "kfn/runtime-nodejs22:latest", got.Status.RuntimeImage)
 	assert.Equal(t, "L", got.Status.FunctionResourceProfile)
@@ -113,7 +119,7 @@ func TestCreateInlineFunction(t *testing.T) {
 				reasons[e.Reason] = true
 			}
 		}
-		for _, r := range []string{"FunctionSpecValidated", "ConfigMapCreated", "DeploymentCreated", "DeploymentReady"} {
+		for _, r := range []string{"FunctionSpecValidated", "DeploymentCreated", "DeploymentReady"} {
 			if !reasons[r] {
 				return fmt.Errorf("no %s event in %v", r, reasons)
 			}
@@ -160,7 +166,7 @@ func TestUpdateRevertAndEnvOnlyChange(t *testing.T) {
 	})
 	require.True(t, get(t, key, cm))
 	assert.Equal(t, v2, cm.Data["handler.js"])
-	condition(t, key, v1alpha2.ConditionBuildReady, metav1.ConditionTrue, v1alpha2.ReasonConfigMapUpdated)
+	condition(t, key, v1alpha2.ConditionBuildReady, metav1.ConditionTrue, v1alpha2.ReasonFunctionSpecValidated)
 
 	// A revert goes back to the first template.
 	update(t, key, func(f *v1alpha2.Function) { f.Spec.Source.Inline.Source = fntest.HelloJS })
@@ -182,11 +188,48 @@ func TestInvalidSpec(t *testing.T) {
 	got := condition(t, key, v1alpha2.ConditionConfigurationReady, metav1.ConditionFalse, v1alpha2.ReasonInvalidFunctionSpec)
 	assert.Contains(t, got.Status.Condition(v1alpha2.ConditionConfigurationReady).Message, "spec.labels")
 	assert.False(t, get(t, key, &appsv1.Deployment{}), "nothing runs for an invalid Function")
+	// What a client of Kyma's build-based releases waits for fails the same way.
+	condition(t, key, v1alpha2.ConditionBuildReady, metav1.ConditionFalse, v1alpha2.ReasonInvalidFunctionSpec)
 
 	// Fixing it makes it run.
 	update(t, key, func(f *v1alpha2.Function) { f.Spec.Labels = map[string]string{"team": "a"} })
 	condition(t, key, v1alpha2.ConditionConfigurationReady, metav1.ConditionTrue, v1alpha2.ReasonFunctionSpecValidated)
+	condition(t, key, v1alpha2.ConditionBuildReady, metav1.ConditionTrue, v1alpha2.ReasonFunctionSpecValidated)
 	deploymentOf(t, key)
+}
+
+// TestStatusForKymaClients reads a Function's status the ways Kyma's
+// clients do: the current API (Busola, the Kyma CLI: ConfigurationReady
+// and Running, ready when all conditions are True, failed when any is
+// False), and a client of the build-based releases that waits for
+// BuildReady. A status written by an older kfn (BuildReady with its own
+// reason) is brought in line.
+func TestStatusForKymaClients(t *testing.T) {
+	ns := namespace(t)
+	fn := create(t, fntest.Function("clients", ns))
+	key := client.ObjectKeyFromObject(fn)
+	markReady(t, key)
+	got := condition(t, key, v1alpha2.ConditionRunning, metav1.ConditionTrue, v1alpha2.ReasonDeploymentReady)
+
+	types := map[string]metav1.ConditionStatus{}
+	for _, c := range got.Status.Conditions {
+		types[c.Type] = c.Status
+	}
+	assert.Equal(t, map[string]metav1.ConditionStatus{"ConfigurationReady": "True", "Running": "True", "BuildReady": "True"}, types,
+		"every condition True: ready for Busola's 'all True' and for kubectl wait --for=condition=BuildReady")
+
+	// An older kfn wrote BuildReady with its ConfigMap reasons.
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		f := &v1alpha2.Function{}
+		if !get(t, key, f) {
+			return errors.New("function not found")
+		}
+		f.Status.SetCondition(v1alpha2.ConditionBuildReady, metav1.ConditionFalse, "ConfigMapError", "from an older kfn", f.Generation)
+		return cluster.Client.Status().Update(testCtx(t), f)
+	}))
+	update(t, key, func(f *v1alpha2.Function) { f.Spec.Env = []v1alpha2.EnvVar{{Name: "WAKE", Value: "1"}} })
+	got = condition(t, key, v1alpha2.ConditionBuildReady, metav1.ConditionTrue, v1alpha2.ReasonFunctionSpecValidated)
+	assert.Equal(t, v1alpha2.BuildReadyMessage, got.Status.Condition(v1alpha2.ConditionBuildReady).Message)
 }
 
 func TestDeleteAndRecreate(t *testing.T) {

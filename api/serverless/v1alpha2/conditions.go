@@ -5,25 +5,29 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// ConditionType names one of a Function's three processing stages.
+// ConditionType names a Function condition.
 type ConditionType string
 
-// The Function condition types, shown as CONFIGURED, BUILT and RUNNING.
+// The Function condition types of Kyma's current (buildless) API, shown as
+// CONFIGURED and RUNNING, and the deprecated BuildReady.
 const (
-	// ConditionConfigurationReady is True once the spec is valid and the
-	// source is resolved and stored.
+	// ConditionConfigurationReady is True once the spec is valid, the
+	// source is resolved and stored (the source ConfigMap written).
 	ConditionConfigurationReady ConditionType = "ConfigurationReady"
-	// ConditionBuildReady is True once the source and dependency artifact is
-	// prepared. kfn builds no image; the artifact is the source ConfigMap and,
-	// with dependencies, their install step.
-	ConditionBuildReady ConditionType = "BuildReady"
 	// ConditionRunning is True once the Deployment has its minimum number of
 	// ready replicas.
 	ConditionRunning ConditionType = "Running"
+	// ConditionBuildReady is deprecated: Kyma's build-based releases had it,
+	// its current API has not. kfn builds no image and keeps writing it only
+	// for clients of those releases (kubectl wait --for=condition=BuildReady,
+	// scripts, older CLIs), as a copy of ConfigurationReady (see
+	// FunctionStatus.MirrorBuildReady). It is not part of ConditionTypes.
+	ConditionBuildReady ConditionType = "BuildReady"
 )
 
-// ConditionTypes lists the condition types in processing order.
-var ConditionTypes = []ConditionType{ConditionConfigurationReady, ConditionBuildReady, ConditionRunning}
+// ConditionTypes lists the condition types of Kyma's current API in
+// processing order: a Function is ready when all are True.
+var ConditionTypes = []ConditionType{ConditionConfigurationReady, ConditionRunning}
 
 // ConditionReason is the machine-readable reason of a Function condition;
 // the names are Kyma's.
@@ -39,11 +43,8 @@ const (
 	ReasonSourceUpdated ConditionReason = "SourceUpdated"
 	// ReasonSourceUpdateFailed (ConfigurationReady False): a Git reference could not be resolved.
 	ReasonSourceUpdateFailed ConditionReason = "SourceUpdateFailed"
-	// ReasonConfigMapCreated (BuildReady True): the source ConfigMap was created.
-	ReasonConfigMapCreated ConditionReason = "ConfigMapCreated"
-	// ReasonConfigMapUpdated (BuildReady True): the source ConfigMap was updated.
-	ReasonConfigMapUpdated ConditionReason = "ConfigMapUpdated"
-	// ReasonConfigMapError (BuildReady False): the source ConfigMap could not be written.
+	// ReasonConfigMapError (ConfigurationReady False, as in Kyma's older
+	// releases): the source ConfigMap could not be written.
 	ReasonConfigMapError ConditionReason = "ConfigMapError"
 	// ReasonDeploymentCreated (Running Unknown): the Deployment was created.
 	ReasonDeploymentCreated ConditionReason = "DeploymentCreated"
@@ -105,4 +106,21 @@ func (s *FunctionStatus) IsReady() bool {
 		}
 	}
 	return true
+}
+
+// BuildReadyMessage is the message of the deprecated BuildReady condition.
+const BuildReadyMessage = "deprecated: kfn builds no image; BuildReady repeats ConfigurationReady for clients of Kyma's build-based releases"
+
+// MirrorBuildReady sets the deprecated BuildReady condition to the status
+// and reason of ConfigurationReady (removing it when there is none), so a
+// client that waits for BuildReady sees what a build-based Kyma would have
+// shown: True once the Function is configured, False with the same reason
+// when it cannot be.
+func (s *FunctionStatus) MirrorBuildReady(generation int64) {
+	c := s.Condition(ConditionConfigurationReady)
+	if c == nil {
+		meta.RemoveStatusCondition(&s.Conditions, string(ConditionBuildReady))
+		return
+	}
+	s.SetCondition(ConditionBuildReady, c.Status, ConditionReason(c.Reason), BuildReadyMessage, generation)
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -173,6 +174,32 @@ func TestConditions(t *testing.T) {
 	assert.Len(t, c.Message, MaxConditionMessageLength, "long messages are cut to what the API accepts")
 	assert.Equal(t, int64(3), c.ObservedGeneration)
 	assert.Nil(t, s.Condition("Other"))
+}
+
+func TestMirrorBuildReady(t *testing.T) {
+	var s FunctionStatus
+	s.MirrorBuildReady(1)
+	assert.Nil(t, s.Condition(ConditionBuildReady), "nothing to mirror yet")
+
+	s.SetCondition(ConditionConfigurationReady, metav1.ConditionFalse, ReasonInvalidFunctionSpec, "spec.env: bad", 2)
+	s.MirrorBuildReady(2)
+	c := s.Condition(ConditionBuildReady)
+	require.NotNil(t, c)
+	assert.Equal(t, metav1.ConditionFalse, c.Status)
+	assert.Equal(t, string(ReasonInvalidFunctionSpec), c.Reason)
+	assert.Equal(t, BuildReadyMessage, c.Message)
+	assert.Equal(t, int64(2), c.ObservedGeneration)
+
+	s.SetCondition(ConditionConfigurationReady, metav1.ConditionTrue, ReasonSourceUpdated, "resolved", 3)
+	s.SetCondition(ConditionRunning, metav1.ConditionTrue, ReasonDeploymentReady, "ready", 3)
+	s.MirrorBuildReady(3)
+	assert.True(t, meta.IsStatusConditionTrue(s.Conditions, string(ConditionBuildReady)))
+	assert.True(t, s.IsReady())
+	assert.Equal(t, []ConditionType{ConditionConfigurationReady, ConditionRunning}, ConditionTypes, "Kyma's current condition types")
+
+	s.Conditions = []metav1.Condition{{Type: string(ConditionBuildReady), Status: metav1.ConditionTrue, Reason: "JobFinished"}}
+	s.MirrorBuildReady(4)
+	assert.Nil(t, s.Condition(ConditionBuildReady), "a stale BuildReady goes with ConfigurationReady")
 }
 
 func TestToCore(t *testing.T) {

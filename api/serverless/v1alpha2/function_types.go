@@ -342,7 +342,9 @@ type FunctionStatus struct {
 	// FunctionResourceProfile is the preset in use, or "custom".
 	// +optional
 	FunctionResourceProfile string `json:"functionResourceProfile,omitempty"`
-	// Conditions are ConfigurationReady, BuildReady and Running.
+	// Conditions are ConfigurationReady and Running, as in Kyma's current
+	// API, and BuildReady, deprecated, a copy of ConfigurationReady kept for
+	// clients of Kyma's build-based releases.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -378,7 +380,6 @@ type GitRepositoryStatus struct {
 // +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.podSelector
 // +kubebuilder:resource:categories={all,kyma-serverless},shortName={fn,fns}
 // +kubebuilder:printcolumn:name="Configured",type="string",JSONPath=".status.conditions[?(@.type=='ConfigurationReady')].status"
-// +kubebuilder:printcolumn:name="Built",type="string",JSONPath=".status.conditions[?(@.type=='BuildReady')].status"
 // +kubebuilder:printcolumn:name="Running",type="string",JSONPath=".status.conditions[?(@.type=='Running')].status"
 // +kubebuilder:printcolumn:name="Runtime",type="string",JSONPath=".spec.runtime"
 // +kubebuilder:printcolumn:name="Version",type="integer",JSONPath=".metadata.generation"
