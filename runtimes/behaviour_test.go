@@ -89,13 +89,14 @@ func metric(t *testing.T, text, name string) string {
 	return m[1]
 }
 
-// TestBodyLimit checks REQ_MB_LIMIT: at the limit is served, above it is a
-// 413, with a declared length and with a chunked body; the host keeps serving.
+// TestBodyLimit checks the body limit (REQ_MB_LIMIT, FUNC_MEMFILE_MAX): at
+// the limit is served, above it is a 413, with a declared length and with a
+// chunked body; the host keeps serving.
 func TestBodyLimit(t *testing.T) {
 	t.Parallel()
 	forEachRuntime(t, func(t *testing.T, rt runtimes.Runtime) {
 		h := startHost(t, rt, fixture(t, rt, "contract"), hostOptions{
-			cfg: runtimes.Config{BodyLimitMB: 1},
+			cfg: runtimes.Config{BodyLimit: 1 << 20},
 			env: map[string]string{"PERSON_NAME": "World"},
 		})
 		const mib = 1 << 20
@@ -120,6 +121,57 @@ func TestBodyLimit(t *testing.T) {
 		}
 
 		assert.Equal(t, "Hello World", h.mustDo("GET", "/hello", nil, "").body)
+	})
+}
+
+// TestBodyLimitAsKyma posts bodies the way a Kyma user's producer does, with
+// the platform's defaults and with the limit a Kyma user sets in spec.env:
+// Node.js takes 1 MiB (REQ_MB_LIMIT, context "body-size-limit" 1, in MiB),
+// Python 100 MiB (FUNC_MEMFILE_MAX, context "body-size-limit" in bytes), as
+// Kyma's runtimes do.
+func TestBodyLimitAsKyma(t *testing.T) {
+	t.Parallel()
+	const mib = 1 << 20
+	jsonBody := func(size int) string {
+		return `{"blob":"` + strings.Repeat("x", size-len(`{"blob":""}`)) + `"}`
+	}
+	post := func(t *testing.T, h *host, size int) response {
+		r, err := h.do("POST", "/echo", map[string]string{"Content-Type": "application/json"}, strings.NewReader(jsonBody(size)))
+		require.NoError(t, err)
+		return r
+	}
+	limitOf := func(t *testing.T, h *host) any {
+		var got struct {
+			Context map[string]any `json:"context"`
+		}
+		r := h.mustDo("GET", "/echo", nil, "")
+		require.NoError(t, json.Unmarshal([]byte(r.body), &got), r.body)
+		return got.Context["body-size-limit"]
+	}
+	forEachRuntime(t, func(t *testing.T, rt runtimes.Runtime) {
+		h := startHost(t, rt, fixture(t, rt, "contract"), hostOptions{env: map[string]string{"PERSON_NAME": "World"}})
+		if rt.Language == runtimes.NodeJS {
+			assert.EqualValues(t, 1, limitOf(t, h), "MiB")
+			assert.Equal(t, 200, post(t, h, mib).status)
+			assert.Equal(t, 413, post(t, h, mib+1).status)
+			return
+		}
+		assert.EqualValues(t, 100*mib, limitOf(t, h), "bytes")
+		r := post(t, h, 24*mib)
+		require.Equal(t, 200, r.status, "a 24 MiB JSON body is parsed, as bottle did up to MEMFILE_MAX")
+		var got struct {
+			Kind string         `json:"kind"`
+			Data map[string]any `json:"data"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(r.body), &got))
+		assert.Equal(t, "json", got.Kind)
+		assert.Len(t, got.Data["blob"], 24*mib-len(`{"blob":""}`))
+
+		// The limit a Kyma user sets for Python, in bytes.
+		small := startHost(t, rt, fixture(t, rt, "contract"), hostOptions{env: map[string]string{"FUNC_MEMFILE_MAX": "2097152"}})
+		assert.EqualValues(t, 2*mib, limitOf(t, small))
+		assert.Equal(t, 200, post(t, small, 2*mib).status)
+		assert.Equal(t, 413, post(t, small, 2*mib+1).status)
 	})
 }
 

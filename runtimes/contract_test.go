@@ -123,7 +123,11 @@ func contractCases() map[string]contractCase {
 				assert.Equal(t, "tests", got.Context["namespace"])
 				assert.Equal(t, rt.Name, got.Context["runtime"])
 				assert.EqualValues(t, 3, got.Context["timeout"])
-				assert.EqualValues(t, 1, got.Context["body-size-limit"])
+				if rt.Language == runtimes.NodeJS {
+					assert.EqualValues(t, 1, got.Context["body-size-limit"], "MiB, as Kyma's Node.js runtime")
+				} else {
+					assert.EqualValues(t, 100<<20, got.Context["body-size-limit"], "bytes, as Kyma's Python runtime")
+				}
 			},
 		},
 		"binary cloudevent": {
@@ -246,7 +250,6 @@ func startContractHost(t *testing.T, rt runtimes.Runtime) *host {
 			FunctionName: "contract",
 			Namespace:    "tests",
 			Timeout:      3 * time.Second,
-			BodyLimitMB:  1,
 		},
 		env: map[string]string{"PERSON_NAME": "World"},
 	})

@@ -20,8 +20,13 @@ const (
 	// EnvTimeout is the handler timeout in seconds, fractions allowed; a call
 	// that takes longer is answered 408.
 	EnvTimeout = "FUNC_TIMEOUT"
-	// EnvBodyLimitMB is the request body limit in MiB; a larger body is answered 413.
+	// EnvBodyLimitMB is the Node.js host's request body limit in MiB
+	// (Kyma's variable and unit); a larger body is answered 413.
 	EnvBodyLimitMB = "REQ_MB_LIMIT"
+	// EnvBodyLimitBytes is the Python host's request body limit in bytes
+	// (Kyma's variable and unit, bottle's MEMFILE_MAX); a larger body is
+	// answered 413.
+	EnvBodyLimitBytes = "FUNC_MEMFILE_MAX"
 	// EnvPort is the TCP port the host listens on (all interfaces).
 	EnvPort = "FUNC_PORT"
 	// EnvHandler is the name of the handler function in the module.
@@ -56,11 +61,15 @@ const (
 
 // Defaults the host applies when a variable is unset.
 const (
-	DefaultPort        = 8080
-	DefaultTimeout     = 180 * time.Second
+	DefaultPort    = 8080
+	DefaultTimeout = 180 * time.Second
+	// DefaultBodyLimitMB is the Node.js body limit, 1 MiB (Kyma's REQ_MB_LIMIT default).
 	DefaultBodyLimitMB = 1
-	DefaultHandler     = "main"
-	DefaultModule      = "handler"
+	// DefaultPythonBodyLimit is the Python body limit in bytes, 100 MiB
+	// (Kyma's FUNC_MEMFILE_MAX default).
+	DefaultPythonBodyLimit = 100 << 20
+	DefaultHandler         = "main"
+	DefaultModule          = "handler"
 )
 
 // HTTP paths the host serves itself; every other path goes to the handler.
@@ -110,8 +119,11 @@ type Config struct {
 	ListenFD int
 	// Timeout is the handler timeout; 0 means DefaultTimeout.
 	Timeout time.Duration
-	// BodyLimitMB is the request body limit in MiB; 0 means DefaultBodyLimitMB.
-	BodyLimitMB int
+	// BodyLimit is the request body limit in bytes; 0 means the runtime's
+	// default (DefaultBodyLimitMB MiB for Node.js, DefaultPythonBodyLimit
+	// for Python). Node.js gets it in MiB (REQ_MB_LIMIT), Python in bytes
+	// (FUNC_MEMFILE_MAX), as in Kyma.
+	BodyLimit int64
 	// Handler is the name of the handler function; empty means DefaultHandler.
 	Handler string
 	// Module is the handler's module name; empty means DefaultModule.
@@ -128,7 +140,7 @@ type Config struct {
 // A Function's own env must not set these.
 func PlatformEnvNames() []string {
 	names := []string{
-		EnvFunctionName, EnvRuntime, EnvNamespace, EnvTimeout, EnvBodyLimitMB, EnvPort,
+		EnvFunctionName, EnvRuntime, EnvNamespace, EnvTimeout, EnvBodyLimitMB, EnvBodyLimitBytes, EnvPort,
 		EnvHandler, EnvModule, EnvPublisherAddress, EnvTraceCollectorEndpoint, EnvMemoryLimit,
 		EnvNodePath, EnvPythonPath, EnvFunctionDir, EnvDepsDir, EnvListenFD,
 	}
@@ -150,8 +162,8 @@ func (r Runtime) Env(c Config) ([]EnvVar, error) {
 		return nil, fmt.Errorf("%w: listen fd %d: want >= 3", ErrInvalidConfig, c.ListenFD)
 	case c.Timeout < 0:
 		return nil, fmt.Errorf("%w: negative timeout %s", ErrInvalidConfig, c.Timeout)
-	case c.BodyLimitMB < 0:
-		return nil, fmt.Errorf("%w: negative body limit %d", ErrInvalidConfig, c.BodyLimitMB)
+	case c.BodyLimit < 0:
+		return nil, fmt.Errorf("%w: negative body limit %d", ErrInvalidConfig, c.BodyLimit)
 	}
 	port := c.Port
 	if port == 0 {
@@ -160,10 +172,6 @@ func (r Runtime) Env(c Config) ([]EnvVar, error) {
 	timeout := c.Timeout
 	if timeout == 0 {
 		timeout = DefaultTimeout
-	}
-	limit := c.BodyLimitMB
-	if limit == 0 {
-		limit = DefaultBodyLimitMB
 	}
 	handler := c.Handler
 	if handler == "" {
@@ -178,11 +186,23 @@ func (r Runtime) Env(c Config) ([]EnvVar, error) {
 		EnvRuntime:      r.Name,
 		EnvNamespace:    c.Namespace,
 		EnvTimeout:      strconv.FormatFloat(timeout.Seconds(), 'f', -1, 64),
-		EnvBodyLimitMB:  strconv.Itoa(limit),
 		EnvPort:         strconv.Itoa(port),
 		EnvHandler:      handler,
 		EnvModule:       module,
 		EnvFunctionDir:  c.FunctionDir,
+	}
+	if r.Language == Python {
+		limit := c.BodyLimit
+		if limit == 0 {
+			limit = DefaultPythonBodyLimit
+		}
+		env[EnvBodyLimitBytes] = strconv.FormatInt(limit, 10)
+	} else {
+		limit := float64(DefaultBodyLimitMB)
+		if c.BodyLimit != 0 {
+			limit = float64(c.BodyLimit) / (1 << 20)
+		}
+		env[EnvBodyLimitMB] = strconv.FormatFloat(limit, 'f', -1, 64)
 	}
 	if c.ListenFD != 0 {
 		env[EnvListenFD] = strconv.Itoa(c.ListenFD)

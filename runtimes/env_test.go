@@ -37,7 +37,7 @@ func TestEnv(t *testing.T) {
 		"node dependencies": {
 			runtime: "nodejs24",
 			cfg: runtimes.Config{
-				FunctionDir: "/f", DepsDir: runtimes.PodDepsDir, Timeout: 1500 * time.Millisecond, BodyLimitMB: 4, Port: 9000,
+				FunctionDir: "/f", DepsDir: runtimes.PodDepsDir, Timeout: 1500 * time.Millisecond, BodyLimit: 4 << 20, Port: 9000,
 				PublisherAddress: "http://pub/publish", TraceCollectorEndpoint: "http://otel:4318/v1/traces",
 			},
 			want: map[string]string{
@@ -48,6 +48,24 @@ func TestEnv(t *testing.T) {
 				"PUBLISHER_PROXY_ADDRESS": "http://pub/publish", "TRACE_COLLECTOR_ENDPOINT": "http://otel:4318/v1/traces",
 			},
 		},
+		"body limits in Kyma's units": {
+			runtime: "nodejs22",
+			cfg:     runtimes.Config{FunctionDir: "/f", BodyLimit: 512 << 10},
+			want: map[string]string{
+				"FUNC_NAME": "", "SERVICE_NAMESPACE": "", "FUNC_RUNTIME": "nodejs22",
+				"FUNC_TIMEOUT": "180", "REQ_MB_LIMIT": "0.5", "FUNC_PORT": "8080",
+				"FUNC_HANDLER": "main", "MOD_NAME": "handler", "KFN_FUNCTION_DIR": "/f",
+			},
+		},
+		"python body limit in bytes": {
+			runtime: "python312",
+			cfg:     runtimes.Config{FunctionDir: "/f", BodyLimit: 5 << 20},
+			want: map[string]string{
+				"FUNC_NAME": "", "SERVICE_NAMESPACE": "", "FUNC_RUNTIME": "python312",
+				"FUNC_TIMEOUT": "180", "FUNC_MEMFILE_MAX": "5242880", "FUNC_PORT": "8080",
+				"FUNC_HANDLER": "main", "MOD_NAME": "handler", "KFN_FUNCTION_DIR": "/f",
+			},
+		},
 		"python dependencies, listen fd, names": {
 			runtime: "python312",
 			cfg: runtimes.Config{
@@ -55,7 +73,7 @@ func TestEnv(t *testing.T) {
 			},
 			want: map[string]string{
 				"FUNC_NAME": "", "SERVICE_NAMESPACE": "", "FUNC_RUNTIME": "python312",
-				"FUNC_TIMEOUT": "180", "REQ_MB_LIMIT": "1", "FUNC_PORT": "8080",
+				"FUNC_TIMEOUT": "180", "FUNC_MEMFILE_MAX": "104857600", "FUNC_PORT": "8080",
 				"FUNC_HANDLER": "run", "MOD_NAME": "app", "KFN_FUNCTION_DIR": "/f",
 				"KFN_DEPS_DIR": "/d", "PYTHONPATH": "/d/site-packages", "KFN_LISTEN_FD": "3",
 				"FUNC_MEMORY_LIMIT": "512Mi",
@@ -83,7 +101,7 @@ func TestEnvRejectsBadConfig(t *testing.T) {
 		"port too large":   {FunctionDir: "/f", Port: 70000},
 		"stdio listen fd":  {FunctionDir: "/f", ListenFD: 1},
 		"negative timeout": {FunctionDir: "/f", Timeout: -time.Second},
-		"negative limit":   {FunctionDir: "/f", BodyLimitMB: -1},
+		"negative limit":   {FunctionDir: "/f", BodyLimit: -1},
 	}
 	for name, cfg := range tests {
 		t.Run(name, func(t *testing.T) {

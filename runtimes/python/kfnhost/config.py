@@ -39,8 +39,9 @@ class Config:
         self.module_name = env.get('MOD_NAME') or 'handler'
         self.handler_name = env.get('FUNC_HANDLER') or 'main'
         self.timeout = _number(env, 'FUNC_TIMEOUT', 180.0, 0.001)
-        self.body_limit_mb = _number(env, 'REQ_MB_LIMIT', 1.0, 0.000001)
-        self.body_limit = max(1, int(self.body_limit_mb * 1024 * 1024))
+        # Kyma's Python variable and unit: bytes, default 100 MiB (bottle's
+        # MEMFILE_MAX). REQ_MB_LIMIT is the Node.js host's.
+        self.body_limit = _number(env, 'FUNC_MEMFILE_MAX', 100 * 1024 * 1024, 1, integer=True)
         self.memory_limit = env.get('FUNC_MEMORY_LIMIT')
         self.publisher = env.get('PUBLISHER_PROXY_ADDRESS', '')
         self.publisher_token = env.get('PUBLISHER_TOKEN', '')

@@ -121,7 +121,7 @@ class Server:
             'timeout': cfg.timeout,
             'runtime': cfg.runtime,
             'memory-limit': cfg.memory_limit,
-            'body-size-limit': cfg.body_limit_mb,
+            'body-size-limit': cfg.body_limit,
         }
 
     # -- connection bookkeeping
