@@ -329,29 +329,71 @@ func TestSIGTERMDrains(t *testing.T) {
 	})
 }
 
-// TestBrokenHandlerExits checks that a handler that cannot be loaded stops
-// the host with a non-zero exit and the reason on its output, instead of a
-// host that is "ready" but fails every call.
-func TestBrokenHandlerExits(t *testing.T) {
+// TestHandlerLoadFailure runs handlers that cannot be loaded, as Kyma users
+// write them (a syntax error, an undeclared dependency, a module that throws
+// while loading, no such handler function). As Kyma's Node.js host does, the
+// host keeps serving: /healthz answers 200 and every call 500 "User function
+// not loaded"; the readiness path answers 500 with the reason, so a pod
+// never takes traffic (nor replaces a working version) without its handler.
+// The reason is on the host's output, CORS preflights and /metrics still
+// work, and SIGTERM still drains and exits 0.
+func TestHandlerLoadFailure(t *testing.T) {
 	t.Parallel()
-	forEachRuntime(t, func(t *testing.T, rt runtimes.Runtime) {
-		h := startHost(t, rt, fixture(t, rt, "broken"), hostOptions{noWait: true})
-		assert.Equal(t, 1, h.waitExit(15*time.Second))
-		assert.Contains(t, h.out.String(), "SyntaxError")
-	})
+	tests := map[string]struct {
+		fixture string
+		cfg     runtimes.Config
+		reason  map[runtimes.Language]string
+	}{
+		"syntax error":       {fixture: "broken", reason: map[runtimes.Language]string{runtimes.NodeJS: "SyntaxError", runtimes.Python: "SyntaxError"}},
+		"missing dependency": {fixture: "missing-dep", reason: map[runtimes.Language]string{runtimes.NodeJS: "kfn-test-no-such-package", runtimes.Python: "ModuleNotFoundError: No module named 'kfn_test_no_such_package'"}},
+		"throws on load":     {fixture: "throws", reason: map[runtimes.Language]string{runtimes.NodeJS: "handler.js: API_KEY is not set", runtimes.Python: "RuntimeError: API_KEY is not set"}},
+		"no such function":   {fixture: "sample", cfg: runtimes.Config{Handler: "nope"}, reason: map[runtimes.Language]string{runtimes.NodeJS: `"nope"`, runtimes.Python: `"nope"`}},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			forEachRuntime(t, func(t *testing.T, rt runtimes.Runtime) {
+				h := startHost(t, rt, fixture(t, rt, tt.fixture), hostOptions{cfg: tt.cfg, noWait: true})
+				h.waitServing(15 * time.Second)
+				reason := tt.reason[rt.Language]
+
+				r := h.mustDo("GET", runtimes.HealthPath, nil, "")
+				assert.Equal(t, 200, r.status, "liveness: the host serves")
+				r = h.mustDo("GET", runtimes.ReadyPath, nil, "")
+				assert.Equal(t, 500, r.status, "readiness: the handler is not loaded")
+				assert.Contains(t, r.body, "User function not loaded: ")
+				assert.Contains(t, r.body, reason)
+
+				for _, call := range []struct{ method, path, body string }{
+					{"GET", "/", ""}, {"POST", "/orders", `{"id":1}`}, {"DELETE", "/x?y=1", ""},
+				} {
+					r = h.mustDo(call.method, call.path, map[string]string{"Content-Type": "application/json"}, call.body)
+					assert.Equal(t, 500, r.status, "%s %s", call.method, call.path)
+					assert.Equal(t, "User function not loaded", r.body, "Kyma's answer")
+				}
+				r = h.mustDo("OPTIONS", "/", map[string]string{"Origin": "https://app", "Access-Control-Request-Method": "POST"}, "")
+				assert.Equal(t, 200, r.status, "CORS preflight")
+				m := h.mustDo("GET", "/metrics", nil, "").body
+				assert.Equal(t, "3", metric(t, m, "function_calls_total"))
+				assert.Equal(t, "3", metric(t, m, "function_failures_total"))
+				assert.Contains(t, h.out.String(), "User function not loaded")
+				assert.Contains(t, h.out.String(), reason, "the reason is logged")
+
+				h.signal(syscall.SIGTERM)
+				assert.Equal(t, 0, h.waitExit(10*time.Second), h.out.String())
+			})
+		})
+	}
 }
 
-// TestMissingHandlerFunctionExits checks the message for a module without
-// the handler function.
-func TestMissingHandlerFunctionExits(t *testing.T) {
+// TestBadHostConfigExits checks that a setting the host cannot run with at
+// all stops it with exit code 1 and the reason, before it listens.
+func TestBadHostConfigExits(t *testing.T) {
 	t.Parallel()
 	forEachRuntime(t, func(t *testing.T, rt runtimes.Runtime) {
-		h := startHost(t, rt, fixture(t, rt, "sample"), hostOptions{
-			cfg:    runtimes.Config{Handler: "nope"},
-			noWait: true,
-		})
+		h := startHost(t, rt, fixture(t, rt, "sample"), hostOptions{env: map[string]string{"FUNC_TIMEOUT": "soon"}, noWait: true})
 		assert.Equal(t, 1, h.waitExit(15*time.Second))
-		assert.Contains(t, h.out.String(), `"nope"`)
+		assert.Contains(t, h.out.String(), "FUNC_TIMEOUT")
 	})
 }
 

@@ -74,9 +74,16 @@ const (
 
 // HTTP paths the host serves itself; every other path goes to the handler.
 const (
-	// HealthPath answers 200 once the handler is loaded (503 while draining):
-	// the readiness and liveness probe.
+	// HealthPath answers 200 while the host serves (503 while draining),
+	// whether or not the handler could be loaded, as in Kyma: the startup
+	// and liveness probe. The host listens only once it tried to load the
+	// handler.
 	HealthPath = "/healthz"
+	// ReadyPath answers 200 once the handler is loaded, 500 "User function
+	// not loaded: <reason>" when it could not be loaded, 503 while
+	// draining: the readiness probe. (A query on /healthz takes no path away
+	// from the handler.)
+	ReadyPath = HealthPath + "?ready"
 	// MetricsPath serves Prometheus text metrics of the function.
 	MetricsPath = "/metrics"
 )

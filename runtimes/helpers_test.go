@@ -205,14 +205,26 @@ func processEnv(env []runtimes.EnvVar, extra map[string]string) []string {
 
 var probeClient = &http.Client{Timeout: time.Second}
 
-// waitReady polls /healthz until it answers 200, the process exits or the
-// bound passes.
+// waitReady polls the readiness path until it answers 200 (the handler is
+// loaded), the process exits or the bound passes.
 func (h *host) waitReady(bound time.Duration) time.Duration {
+	h.t.Helper()
+	return h.waitFor(runtimes.ReadyPath, bound)
+}
+
+// waitServing polls /healthz until it answers 200 (the host serves, with
+// or without its handler), the process exits or the bound passes.
+func (h *host) waitServing(bound time.Duration) time.Duration {
+	h.t.Helper()
+	return h.waitFor(runtimes.HealthPath, bound)
+}
+
+func (h *host) waitFor(path string, bound time.Duration) time.Duration {
 	h.t.Helper()
 	start := time.Now()
 	deadline := start.Add(bound)
 	for {
-		resp, err := probeClient.Get(h.URL + runtimes.HealthPath)
+		resp, err := probeClient.Get(h.URL + path)
 		if err == nil {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()

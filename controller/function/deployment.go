@@ -89,6 +89,7 @@ func Deployment(fn *v1alpha2.Function, p plan.Plan, cfg Config, setReplicas bool
 		WithCommand(p.Command...).
 		WithEnv(envApply(p.Env)...).
 		WithPorts(corev1ac.ContainerPort().WithName("http").WithContainerPort(p.Port).WithProtocol(corev1.ProtocolTCP)).
+		WithStartupProbe(probe(p.Startup)).
 		WithReadinessProbe(probe(p.Readiness)).
 		WithLivenessProbe(probe(p.Liveness)).
 		WithResources(resources(p.Resources)).

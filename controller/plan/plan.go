@@ -31,8 +31,18 @@ var ErrUnresolvedCommit = errors.New("git reference not resolved to a commit")
 // Port is the TCP port a function's host listens on in a pod.
 const Port int32 = runtimes.DefaultPort
 
-// HealthPath is the path of the readiness and liveness probes.
-const HealthPath = "/healthz"
+// HealthPath is the path of the startup and liveness probes: 200 while the
+// host serves, whether or not its handler loaded.
+const HealthPath = runtimes.HealthPath
+
+// ReadyPath is the path of the readiness probe: 200 once the handler is
+// loaded (runtimes/README.md).
+const ReadyPath = runtimes.ReadyPath
+
+// MaxStartup is how long a host may take to load its handler before the
+// startup probe gives up and the container is restarted: Kyma's bound
+// (its startup probe allows 30 failures 5 s apart).
+const MaxStartup = 150 * time.Second
 
 // ShutdownMargin is added to the handler timeout to get the termination
 // grace period: the host finishes the calls in flight, bounded by the
@@ -85,7 +95,12 @@ type Plan struct {
 	Env []corev1.EnvVar
 	// Port is the port the host listens on.
 	Port int32
-	// Readiness and Liveness are the HTTP probes of the host.
+	// Startup, Readiness and Liveness are the HTTP probes of the host. The
+	// host listens once it tried to load the handler, so Startup holds
+	// Liveness off for up to MaxStartup (a slow import is not killed);
+	// Readiness asks for a loaded handler, so a pod whose handler did not
+	// load takes no traffic and never replaces a working version.
+	Startup   Probe
 	Readiness Probe
 	Liveness  Probe
 	// TerminationGracePeriod is how long a stopping replica may take: the
@@ -237,7 +252,10 @@ func For(fn *v1alpha2.Function, cfg Config) (Plan, error) {
 		// from zero is usually probed once before its host listens, and
 		// the next probe is what makes it ready (a 2 s period made cold
 		// starts on the real node 1.2 s or 2.7 s, bench/cluster).
-		Readiness: Probe{Path: HealthPath, Port: Port, Period: time.Second, Timeout: time.Second, FailureThreshold: 3},
+		// Startup every second too: when it succeeds the kubelet probes
+		// readiness at once, so it adds nothing to a cold start.
+		Startup:   Probe{Path: HealthPath, Port: Port, Period: time.Second, Timeout: time.Second, FailureThreshold: int32(MaxStartup / time.Second)},
+		Readiness: Probe{Path: ReadyPath, Port: Port, Period: time.Second, Timeout: time.Second, FailureThreshold: 3},
 		Liveness:  Probe{Path: HealthPath, Port: Port, Period: 10 * time.Second, Timeout: 2 * time.Second, FailureThreshold: 3},
 		Resources: res,
 		Profile:   profile,

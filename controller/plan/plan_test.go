@@ -43,8 +43,13 @@ func TestForDefaults(t *testing.T) {
 	assert.Equal(t, "kfn/runtime-nodejs22", p.Image)
 	assert.Equal(t, []string{"node", "/opt/kfn/nodejs/server.cjs"}, p.Command)
 	assert.Equal(t, int32(8080), p.Port)
-	assert.Equal(t, plan.Probe{Path: "/healthz", Port: 8080, Period: time.Second, Timeout: time.Second, FailureThreshold: 3}, p.Readiness)
-	assert.Equal(t, "/healthz", p.Liveness.Path)
+	assert.Equal(t, plan.Probe{Path: "/healthz?ready", Port: 8080, Period: time.Second, Timeout: time.Second, FailureThreshold: 3}, p.Readiness,
+		"ready once the handler is loaded")
+	assert.Equal(t, "/healthz", p.Liveness.Path, "alive while the host serves")
+	assert.Equal(t, "/healthz", p.Startup.Path)
+	assert.Equal(t, time.Second, p.Startup.Period, "probed as often as readiness: no added cold start")
+	assert.Equal(t, 150*time.Second, p.Startup.Period*time.Duration(p.Startup.FailureThreshold),
+		"a slow import gets Kyma's 150 s before the container is restarted")
 	assert.Equal(t, 185*time.Second, p.TerminationGracePeriod)
 	assert.Equal(t, "L", p.Profile)
 	assert.Equal(t, "400m", p.Resources.Requests.Cpu().String())

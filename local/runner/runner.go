@@ -271,7 +271,7 @@ func (r *Runner) spec(ctx context.Context, p plan.Plan) (supervisor.Spec, []stri
 	if w := r.versionWarning(p.Runtime); w != "" {
 		warnings = append(warnings, w)
 	}
-	return supervisor.Spec{Argv: p.Runtime.Command(r.hostDir), Env: kv, Dir: fnDir, HealthPath: plan.HealthPath}, warnings, nil
+	return supervisor.Spec{Argv: p.Runtime.Command(r.hostDir), Env: kv, Dir: fnDir, HealthPath: p.Readiness.Path}, warnings, nil
 }
 
 // resolveEnv turns EnvVars into KEY=VALUE, resolving valueFrom from the

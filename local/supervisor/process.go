@@ -29,7 +29,9 @@ type Spec struct {
 	Env []string
 	// Dir is the working directory; empty means the supervisor's.
 	Dir string
-	// HealthPath answers 200 once the process serves; default /healthz.
+	// HealthPath answers 200 once the process is ready for traffic, and
+	// 500 (with the reason) when it serves but never will be (a function
+	// host whose handler did not load); default /healthz.
 	HealthPath string
 }
 
@@ -127,7 +129,8 @@ func (p *Process) ExitError() error {
 
 // WaitReady polls the health path until it answers 200. The error wraps
 // ErrNotReady and quotes the end of the process's stderr when the process
-// exits first or ctx ends first.
+// exits first, ctx ends first, or the health path answers 500 (the process
+// will not become ready: its answer is quoted too).
 func (p *Process) WaitReady(ctx context.Context) error {
 	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	url := "http://" + p.addr + p.health
@@ -138,10 +141,13 @@ func (p *Process) WaitReady(ctx context.Context) error {
 			return fmt.Errorf("health check: %w", err)
 		}
 		if resp, err := client.Do(req); err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			switch resp.StatusCode {
+			case http.StatusOK:
 				return nil
+			case http.StatusInternalServerError:
+				return fmt.Errorf("%w: %s: %s", ErrNotReady, bytes.TrimSpace(body), p.stderr.String())
 			}
 		}
 		select {

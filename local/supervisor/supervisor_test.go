@@ -48,8 +48,17 @@ func serve(mode string) {
 		os.Exit(2)
 	}
 	version := os.Getenv("VERSION")
+	if mode == "not-loaded" {
+		fmt.Fprintln(os.Stderr, "kfn: User function not loaded")
+	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if mode == "not-loaded" && r.URL.Query().Has("ready") {
+			http.Error(w, "User function not loaded: SyntaxError: Unexpected token '}'", http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if d, err := time.ParseDuration(r.URL.Query().Get("sleep")); err == nil {
 			time.Sleep(d)
@@ -117,6 +126,24 @@ func TestProcessThatFailsReportsItsOutput(t *testing.T) {
 	err = p.WaitReady(ctx)
 	require.ErrorIs(t, err, supervisor.ErrNotReady)
 	assert.Contains(t, err.Error(), "SyntaxError: Unexpected token '}'")
+}
+
+// TestProcessServingWithoutHandlerIsNotReady checks a host that serves but
+// answers its readiness path 500 (a function whose handler did not load):
+// WaitReady fails at once, with the answer, instead of waiting for its
+// context to end.
+func TestProcessServingWithoutHandlerIsNotReady(t *testing.T) {
+	s := spec("not-loaded", "v1")
+	s.HealthPath = "/healthz?ready"
+	p, err := supervisor.Start(s, io.Discard)
+	require.NoError(t, err)
+	t.Cleanup(func() { p.Stop(5 * time.Second) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = p.WaitReady(ctx)
+	require.ErrorIs(t, err, supervisor.ErrNotReady)
+	assert.NotErrorIs(t, err, context.DeadlineExceeded)
+	assert.Contains(t, err.Error(), "User function not loaded: SyntaxError: Unexpected token '}'")
 }
 
 func newPool(t *testing.T, out io.Writer, changes *atomic.Int32) *supervisor.Pool {

@@ -68,7 +68,21 @@ function sendError(res, status, message, close) {
   res.end(message);
 }
 
-function serve(cfg, handler) {
+// NOT_LOADED is Kyma's answer to a call when the handler could not be loaded.
+const NOT_LOADED = 'User function not loaded';
+
+// isReadyProbe reports whether a /healthz request asks for readiness
+// (/healthz?ready): 200 only once the handler is loaded. Plain /healthz is
+// 200 while the host serves, loaded or not, as in Kyma.
+function isReadyProbe(url) {
+  const q = url.indexOf('?');
+  return q !== -1 && new URLSearchParams(url.slice(q + 1)).has('ready');
+}
+
+// serve serves the handler; handler is null when it could not be loaded
+// (loadError says why): the host then keeps serving, as Kyma's does, and
+// answers every call 500 "User function not loaded" and readiness 500.
+function serve(cfg, handler, loadError) {
   configureEvents({ publisherAddress: cfg.publisherAddress, publisherToken: cfg.publisherToken, timeoutMs: cfg.timeoutMs });
   // Calls in progress, in start order. Every call gets the same timeout, so
   // this is also deadline order: one timer, set for the oldest call, cuts
@@ -171,6 +185,12 @@ function serve(cfg, handler) {
   }
 
   function invoke(req, res, buf) {
+    if (handler === null) {
+      metrics.call();
+      metrics.failure();
+      sendError(res, 500, NOT_LOADED);
+      return;
+    }
     const scope = tracing.enabled() ? tracing.scope(req, pathOf(req.url)) : undefined;
     const event = new Event(req, res, scope ? scope.tracer : tracing.noopTracer, scope);
     try {
@@ -210,6 +230,7 @@ function serve(cfg, handler) {
     if (method === 'GET' || method === 'HEAD') {
       if (routeIs(url, '/healthz')) {
         if (draining) sendError(res, 503, 'draining', true);
+        else if (handler === null && isReadyProbe(url)) sendError(res, 500, `${NOT_LOADED}: ${loadError}`);
         else res.end('OK');
         return;
       }
@@ -277,7 +298,11 @@ function serve(cfg, handler) {
   process.on('SIGINT', () => drain('SIGINT'));
 
   const onListening = () => {
-    console.log(`kfn: function ${cfg.functionName || '(unnamed)'} ready on port ${server.address().port}`);
+    if (handler === null) {
+      console.error(`kfn: function ${cfg.functionName || '(unnamed)'} serving on port ${server.address().port} without its handler: calls are answered 500 "${NOT_LOADED}"`);
+    } else {
+      console.log(`kfn: function ${cfg.functionName || '(unnamed)'} ready on port ${server.address().port}`);
+    }
     if (cfg.traceCollectorEndpoint) {
       setImmediate(() => {
         const problem = tracing.start(cfg);
@@ -301,7 +326,20 @@ function main() {
   // the host logs and keeps serving, as Kyma's runtime does.
   process.on('uncaughtException', (err) => console.error('kfn: uncaught exception in function:', err));
   process.on('unhandledRejection', (err) => console.error('kfn: unhandled rejection in function:', err));
-  loadHandler(cfg).then((handler) => serve(cfg, handler), fatal);
+  // A handler that cannot be loaded (syntax error, missing module, no such
+  // function) does not stop the host: it serves without it, as Kyma's
+  // does, and its readiness says so (runtimes/README.md).
+  loadHandler(cfg).then((handler) => serve(cfg, handler, ''), (err) => {
+    console.error(`kfn: ${NOT_LOADED}: ${err && err.stack ? err.stack : err}`);
+    serve(cfg, null, oneLine(err));
+  });
+}
+
+// oneLine is the first line of an error's text, for the readiness answer.
+function oneLine(err) {
+  const text = String(err && err.name && err.message !== undefined ? `${err.name}: ${err.message}` : err);
+  const nl = text.indexOf('\n');
+  return nl === -1 ? text : text.slice(0, nl);
 }
 
 main();

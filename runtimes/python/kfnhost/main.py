@@ -11,7 +11,7 @@ import time
 from .config import Config, ConfigError
 from .event import configure_emit
 from .lines import install as install_line_streams
-from .server import Server
+from .server import NOT_LOADED, Server
 
 
 class _Drain(BaseException):
@@ -49,16 +49,21 @@ def main():
         sys.stderr.write('kfn: %s\n' % err)
         return 1
     configure_emit(cfg.publisher, cfg.timeout, cfg.publisher_token)
+    # A handler that cannot be loaded does not stop the host: it serves
+    # without it, answering calls 500 "User function not loaded" and its
+    # readiness (/healthz?ready) 500, as Kyma's Node.js host does.
+    handler, load_error = None, ''
     try:
         handler = load_handler(cfg)
-    except ConfigError as err:
-        sys.stderr.write('kfn: load handler: %s\n' % err)
-        return 1
-    except Exception:
+    except (Exception, SystemExit) as err:  # SyntaxError, ImportError, a module's sys.exit() ...
         import traceback
-        sys.stderr.write('kfn: load handler %s from %s:\n%s' % (cfg.module_name, cfg.function_dir, traceback.format_exc()))
-        return 1
-    server = Server(cfg, handler)
+        if isinstance(err, ConfigError):
+            sys.stderr.write('kfn: %s: %s\n' % (NOT_LOADED, err))
+        else:
+            sys.stderr.write('kfn: %s: load %s from %s:\n%s' % (
+                NOT_LOADED, cfg.module_name, cfg.function_dir, ''.join(traceback.format_exception(err))))
+        load_error = ('%s: %s' % (type(err).__name__, err)).split('\n', 1)[0]
+    server = Server(cfg, handler, load_error)
 
     def on_signal(signum, frame):
         raise _Drain()
@@ -71,7 +76,11 @@ def main():
         sys.stderr.write('kfn: listen on port %s: %s\n' % (cfg.port, err))
         return 1
     threading.Thread(target=server.watchdog.run, name='kfn-watchdog', daemon=True).start()
-    print('kfn: function %s ready on port %d' % (cfg.function_name or '(unnamed)', lsock.getsockname()[1]), flush=True)
+    if handler is None:
+        sys.stderr.write('kfn: function %s serving on port %d without its handler: calls are answered 500 "%s"\n' % (
+            cfg.function_name or '(unnamed)', lsock.getsockname()[1], NOT_LOADED))
+    else:
+        print('kfn: function %s ready on port %d' % (cfg.function_name or '(unnamed)', lsock.getsockname()[1]), flush=True)
     if cfg.trace_endpoint:
         def start_tracing():
             problem = server.tracing.start(cfg)

@@ -21,6 +21,16 @@ DISCARD_LIMIT = 64 << 20
 # requests, or a stalled read or write) before it is closed. Longer than the
 # usual client idle timeouts (Go: 90 s), like the Node.js host.
 IDLE_TIMEOUT = 120
+# Kyma's answer to a call when the handler could not be loaded.
+NOT_LOADED = 'User function not loaded'
+
+
+def is_ready_probe(target):
+    """Whether a /healthz request asks for readiness (/healthz?ready): 200
+    only once the handler is loaded. Plain /healthz is 200 while the host
+    serves, loaded or not, as in Kyma."""
+    query = target.partition('?')[2]
+    return any(p.partition('=')[0] == 'ready' for p in query.split('&'))
 
 
 def check_headers(headers):
@@ -104,9 +114,11 @@ class Connection:
 
 
 class Server:
-    def __init__(self, cfg, handler):
+    def __init__(self, cfg, handler, load_error=''):
         self.cfg = cfg
+        # None when the handler could not be loaded; load_error says why.
         self.handler = handler
+        self.load_error = load_error
         self.metrics = Metrics()
         self.tracing = Tracing()
         self.watchdog = Watchdog(self)
@@ -252,6 +264,8 @@ class Server:
                 if path == '/healthz':
                     if self.draining:
                         self.respond_text(conn, 503, 'draining', head, close=True)
+                    elif self.handler is None and is_ready_probe(target):
+                        self.respond_text(conn, 500, '%s: %s' % (NOT_LOADED, self.load_error), head)
                     else:
                         self.respond(conn, 200, [('Content-Type', 'text/plain; charset=utf-8')], b'OK', head)
                     return True
@@ -356,6 +370,13 @@ class Server:
     def call(self, conn, request, head):
         """Run the handler for request and answer it. The request is always
         ended exactly once: here, or by the watchdog at the deadline."""
+        if self.handler is None:
+            self.metrics.observe(0, True)
+            try:
+                self.respond_text(conn, 500, NOT_LOADED, head)
+            finally:
+                self.end(conn)
+            return True
         response = Response()
         response.headers.append(('Access-Control-Allow-Origin', '*'))
         scope = self.tracing.scope(request)
