@@ -397,6 +397,77 @@ func TestBadHostConfigExits(t *testing.T) {
 	})
 }
 
+// configMapVolume lays out the files of dir as a ConfigMap volume does:
+// read-only files in a timestamped directory, ..data linking to it, and a
+// link per file, in a read-only directory.
+func configMapVolume(t *testing.T, dir string) string {
+	t.Helper()
+	vol := t.TempDir()
+	stamp := filepath.Join(vol, "..2026_01_02_03_04_05.000000001")
+	require.NoError(t, os.Mkdir(stamp, 0o755))
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	for _, e := range entries {
+		if e.IsDir() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(stamp, e.Name()), b, 0o444))
+		require.NoError(t, os.Symlink(filepath.Join("..data", e.Name()), filepath.Join(vol, e.Name())))
+	}
+	require.NoError(t, os.Symlink(filepath.Base(stamp), filepath.Join(vol, "..data")))
+	require.NoError(t, os.Chmod(stamp, 0o555))
+	require.NoError(t, os.Chmod(vol, 0o555))
+	t.Cleanup(func() { _ = os.Chmod(vol, 0o755); _ = os.Chmod(stamp, 0o755) })
+	return vol
+}
+
+// TestWritableFunctionDir runs a Kyma handler that writes files next to
+// itself, with the source in a read-only ConfigMap volume (KFN_SOURCE_DIR)
+// copied into an empty function directory (KFN_FUNCTION_DIR), as in a pod:
+// HANDLER_PATH (Node.js) or FUNCTION_PATH (Python) point there, it is the
+// working directory, and the source stays untouched. A second host on the
+// same directory (a restarted container) copies the source again and keeps
+// what the first one wrote.
+func TestWritableFunctionDir(t *testing.T) {
+	t.Parallel()
+	forEachRuntime(t, func(t *testing.T, rt runtimes.Runtime) {
+		source := configMapVolume(t, fixture(t, rt, "writable"))
+		fnDir := t.TempDir()
+		start := func() *host {
+			return startHost(t, rt, fnDir, hostOptions{cfg: runtimes.Config{SourceDir: source}})
+		}
+		h := start()
+		r := h.mustDo("POST", "/", map[string]string{"Content-Type": "application/json"}, `{"order":7}`)
+		require.Equal(t, 200, r.status, r.body+h.out.String())
+		var got map[string]any
+		require.NoError(t, json.Unmarshal([]byte(r.body), &got))
+		if rt.Language == runtimes.NodeJS {
+			assert.Equal(t, filepath.Join(fnDir, "handler.js"), got["handlerPath"])
+		} else {
+			assert.Equal(t, fnDir, got["functionPath"])
+		}
+		assert.Equal(t, fnDir, got["dir"], "the handler runs from the function's directory")
+		assert.Equal(t, fnDir, got["cwd"])
+		assert.Equal(t, map[string]any{"order": float64(7)}, got["cached"])
+		assert.Equal(t, "written", got["relative"])
+		assert.FileExists(t, filepath.Join(fnDir, "cache.json"))
+		assert.NoFileExists(t, filepath.Join(source, "cache.json"), "the source is not written")
+		assert.NoFileExists(t, filepath.Join(fnDir, "..data"), "the volume's bookkeeping is not copied")
+		fi, err := os.Lstat(filepath.Join(fnDir, rt.SourceFile()))
+		require.NoError(t, err)
+		assert.True(t, fi.Mode().IsRegular(), "a copy, not a link")
+		assert.NotZero(t, fi.Mode().Perm()&0o200, "owner-writable, unlike the ConfigMap's file")
+
+		h.signal(syscall.SIGTERM)
+		require.Equal(t, 0, h.waitExit(10*time.Second), h.out.String())
+		again := start()
+		assert.FileExists(t, filepath.Join(fnDir, "cache.json"), "what the function wrote survives a restart")
+		assert.Equal(t, 200, again.mustDo("POST", "/", map[string]string{"Content-Type": "application/json"}, `{"order":8}`).status)
+	})
+}
+
 // TestCustomModuleAndHandlerNames checks MOD_NAME and FUNC_HANDLER.
 func TestCustomModuleAndHandlerNames(t *testing.T) {
 	t.Parallel()

@@ -104,3 +104,14 @@ func (r Runtime) SourceFile() string {
 	}
 	return DefaultModule + ".js"
 }
+
+// FunctionDir returns the function's directory in a pod of r, Kyma's:
+// PodFunctionDir for Node.js, PodPythonFunctionDir for Python. It is an
+// emptyDir the source is copied into, so the function may write next to
+// its files, and the host's working directory.
+func (r Runtime) FunctionDir() string {
+	if r.Language == Python {
+		return PodPythonFunctionDir
+	}
+	return PodFunctionDir
+}

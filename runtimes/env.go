@@ -46,9 +46,14 @@ const (
 	EnvNodePath = "NODE_PATH"
 	// EnvPythonPath makes a function's installed dependencies importable (Python).
 	EnvPythonPath = "PYTHONPATH"
-	// EnvFunctionDir is the directory holding the function's source; it may
-	// be read-only.
+	// EnvFunctionDir is the function's directory: the host loads the handler
+	// from it and runs in it (its working directory). It is writable in a
+	// pod and in kfn dev (with EnvSourceDir), as Kyma's is.
 	EnvFunctionDir = "KFN_FUNCTION_DIR"
+	// EnvSourceDir, when set, is a directory whose files the host copies
+	// into EnvFunctionDir before it loads the handler: the read-only source
+	// (a ConfigMap volume in a pod), copied into a writable directory.
+	EnvSourceDir = "KFN_SOURCE_DIR"
 	// EnvDepsDir is the directory with the function's installed dependencies
 	// (as made by package deps); unset for a function without dependencies.
 	// It may be read-only.
@@ -93,8 +98,17 @@ const (
 	// ImageHostDir is where a runtime image holds the host files, laid out as
 	// WriteHost writes them.
 	ImageHostDir = "/opt/kfn"
-	// PodFunctionDir is where the controller mounts the function's source.
+	// PodFunctionDir is the function's directory in a Node.js pod (Kyma's),
+	// an emptyDir the source is copied into. Runtime.FunctionDir tells
+	// which directory a runtime uses.
 	PodFunctionDir = "/usr/src/app/function"
+	// PodPythonFunctionDir is the function's directory in a Python pod,
+	// Kyma's FUNCTION_PATH.
+	PodPythonFunctionDir = "/kubeless"
+	// PodSourceDir is where the controller mounts an inline Function's
+	// source (its ConfigMap, read-only), which the host copies into the
+	// function's directory.
+	PodSourceDir = "/usr/src/app/source"
 	// PodDepsDir is where the controller mounts the installed dependencies.
 	PodDepsDir = "/usr/src/app/deps"
 )
@@ -115,8 +129,12 @@ type Config struct {
 	// and "namespace").
 	FunctionName string
 	Namespace    string
-	// FunctionDir is the directory with the function's source. Required.
+	// FunctionDir is the function's directory: the source is there, or
+	// copied there from SourceDir. Required.
 	FunctionDir string
+	// SourceDir, when set, is a directory whose files the host copies into
+	// FunctionDir before loading the handler.
+	SourceDir string
 	// DepsDir is the installed dependency directory; empty when the function
 	// has no dependencies.
 	DepsDir string
@@ -149,7 +167,7 @@ func PlatformEnvNames() []string {
 	names := []string{
 		EnvFunctionName, EnvRuntime, EnvNamespace, EnvTimeout, EnvBodyLimitMB, EnvBodyLimitBytes, EnvPort,
 		EnvHandler, EnvModule, EnvPublisherAddress, EnvTraceCollectorEndpoint, EnvMemoryLimit,
-		EnvNodePath, EnvPythonPath, EnvFunctionDir, EnvDepsDir, EnvListenFD,
+		EnvNodePath, EnvPythonPath, EnvFunctionDir, EnvSourceDir, EnvDepsDir, EnvListenFD,
 	}
 	sort.Strings(names)
 	return names
@@ -210,6 +228,9 @@ func (r Runtime) Env(c Config) ([]EnvVar, error) {
 			limit = float64(c.BodyLimit) / (1 << 20)
 		}
 		env[EnvBodyLimitMB] = strconv.FormatFloat(limit, 'f', -1, 64)
+	}
+	if c.SourceDir != "" {
+		env[EnvSourceDir] = c.SourceDir
 	}
 	if c.ListenFD != 0 {
 		env[EnvListenFD] = strconv.Itoa(c.ListenFD)

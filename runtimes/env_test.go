@@ -69,13 +69,13 @@ func TestEnv(t *testing.T) {
 		"python dependencies, listen fd, names": {
 			runtime: "python312",
 			cfg: runtimes.Config{
-				FunctionDir: "/f", DepsDir: "/d", ListenFD: 3, Handler: "run", Module: "app", MemoryLimit: "512Mi",
+				FunctionDir: "/f", SourceDir: "/s", DepsDir: "/d", ListenFD: 3, Handler: "run", Module: "app", MemoryLimit: "512Mi",
 			},
 			want: map[string]string{
 				"FUNC_NAME": "", "SERVICE_NAMESPACE": "", "FUNC_RUNTIME": "python312",
 				"FUNC_TIMEOUT": "180", "FUNC_MEMFILE_MAX": "104857600", "FUNC_PORT": "8080",
 				"FUNC_HANDLER": "run", "MOD_NAME": "app", "KFN_FUNCTION_DIR": "/f",
-				"KFN_DEPS_DIR": "/d", "PYTHONPATH": "/d/site-packages", "KFN_LISTEN_FD": "3",
+				"KFN_DEPS_DIR": "/d", "PYTHONPATH": "/d/site-packages", "KFN_LISTEN_FD": "3", "KFN_SOURCE_DIR": "/s",
 				"FUNC_MEMORY_LIMIT": "512Mi",
 			},
 		},

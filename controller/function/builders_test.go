@@ -148,10 +148,19 @@ func TestDeploymentDefaults(t *testing.T) {
 	assert.Equal(t, int64(187), *pod.TerminationGracePeriodSeconds, "timeout 180 s + 5 s + the 2 s preStop sleep")
 	assert.Equal(t, int64(2), c.Lifecycle.PreStop.Sleep.Seconds)
 
-	src := mount(c, runtimes.PodFunctionDir)
+	// The function's directory is a writable emptyDir, the working
+	// directory; the host copies the read-only ConfigMap into it.
+	fnDir := mount(c, runtimes.PodFunctionDir)
+	require.NotNil(t, fnDir)
+	assert.False(t, fnDir.ReadOnly)
+	assert.NotNil(t, volume(pod, fnDir.Name).EmptyDir)
+	assert.Equal(t, runtimes.PodFunctionDir, c.WorkingDir)
+	src := mount(c, runtimes.PodSourceDir)
 	require.NotNil(t, src)
 	assert.True(t, src.ReadOnly)
 	assert.Equal(t, "hello", volume(pod, src.Name).ConfigMap.Name)
+	assert.Equal(t, runtimes.PodSourceDir, envValue(*c, "KFN_SOURCE_DIR"))
+	assert.Equal(t, runtimes.PodFunctionDir, envValue(*c, "KFN_FUNCTION_DIR"))
 	tmp := mount(c, "/tmp")
 	require.NotNil(t, tmp)
 	assert.NotNil(t, volume(pod, tmp.Name).EmptyDir)
@@ -164,8 +173,43 @@ func TestDeploymentDefaults(t *testing.T) {
 	assert.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, psc.SeccompProfile.Type)
 	csc := c.SecurityContext
 	assert.False(t, *csc.AllowPrivilegeEscalation)
-	assert.True(t, *csc.ReadOnlyRootFilesystem)
+	assert.True(t, *csc.ReadOnlyRootFilesystem, "the root file system stays read-only")
 	assert.Equal(t, []corev1.Capability{"ALL"}, csc.Capabilities.Drop)
+}
+
+// TestDeploymentFunctionDirAsKyma checks the function's directory of each
+// runtime, Kyma's: /usr/src/app/function for Node.js, /kubeless (Kyma's
+// FUNCTION_PATH) for Python, writable, the working directory, and every
+// other path the function container can write is a volume (/tmp): the root
+// file system is read-only.
+func TestDeploymentFunctionDirAsKyma(t *testing.T) {
+	tests := map[string]struct {
+		fn  *v1alpha2.Function
+		dir string
+	}{
+		"nodejs22":  {fntest.Function("n", "ns"), "/usr/src/app/function"},
+		"python312": {fntest.Function("p", "ns", fntest.Runtime(v1alpha2.Python312), fntest.Source("def main(e, c):\n    return 'ok'\n", "")), "/kubeless"},
+		"python312 from git": {fntest.Function("g", "ns", fntest.Runtime(v1alpha2.Python312),
+			fntest.Git("https://git.test/r.git", "fns", "main", nil), fntest.Resolved("c0ffee")), "/kubeless"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			pod := deployment(t, tc.fn, true).Spec.Template.Spec
+			c := container(pod, "function")
+			assert.Equal(t, tc.dir, c.WorkingDir)
+			assert.Equal(t, tc.dir, envValue(*c, "KFN_FUNCTION_DIR"))
+			m := mount(c, tc.dir)
+			require.NotNil(t, m)
+			assert.False(t, m.ReadOnly)
+			assert.NotNil(t, volume(pod, m.Name).EmptyDir)
+			assert.True(t, *c.SecurityContext.ReadOnlyRootFilesystem)
+			for _, vm := range c.VolumeMounts {
+				if !vm.ReadOnly {
+					assert.Contains(t, []string{tc.dir, "/tmp"}, vm.MountPath, "writable mounts")
+				}
+			}
+		})
+	}
 }
 
 func TestDeploymentSpecFields(t *testing.T) {
@@ -266,7 +310,7 @@ func TestDeploymentDependencies(t *testing.T) {
 	}{
 		"nodejs": {
 			fn:         fntest.Function("f", "ns", fntest.Source(fntest.HelloJS, pkgJSON)),
-			install:    []string{"cp /usr/src/app/function/package.json /usr/src/app/deps/package.json", "npm install --omit=dev"},
+			install:    []string{"cp /usr/src/app/source/package.json /usr/src/app/deps/package.json", "npm install --omit=dev"},
 			registry:   "npm_config_userconfig=/etc/kfn/registry/.npmrc",
 			libEnvName: "NODE_PATH",
 		},
@@ -327,6 +371,7 @@ func TestDeploymentGit(t *testing.T) {
 	assert.Equal(t, []string{"--url=https://git.test/r.git", "--reference=main", "--commit=c0ffee", "--base-dir=fns/g",
 		"--dest=/usr/src/app/function", "--auth-type=basic", "--auth-dir=/etc/kfn/git-auth"}, fetch.Args)
 	assert.False(t, mount(&fetch, runtimes.PodFunctionDir).ReadOnly)
+	assert.NotNil(t, mount(&install, runtimes.PodFunctionDir), "the install step reads the fetched package.json")
 	auth := mount(&fetch, function.GitAuthDir)
 	require.NotNil(t, auth)
 	assert.Equal(t, "git-creds", volume(pod, auth.Name).Secret.SecretName)
@@ -334,8 +379,10 @@ func TestDeploymentGit(t *testing.T) {
 
 	c := container(pod, "function")
 	src := mount(c, runtimes.PodFunctionDir)
-	assert.True(t, src.ReadOnly)
+	assert.False(t, src.ReadOnly, "the fetched directory is the function's, writable")
 	assert.NotNil(t, volume(pod, src.Name).EmptyDir)
+	assert.Nil(t, mount(c, runtimes.PodSourceDir), "nothing to copy")
+	assert.Empty(t, envValue(*c, "KFN_SOURCE_DIR"))
 	assert.Nil(t, mount(c, function.GitAuthDir), "git credentials stay out of the function container")
 
 	moved := fntest.Function("g", "ns", fntest.Git("https://git.test/r.git", "/fns/g", "main", nil), fntest.Resolved("beef"))

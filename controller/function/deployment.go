@@ -34,6 +34,7 @@ const (
 	ContainerInstallDeps = "install-dependencies"
 
 	volumeFunction = "function"
+	volumeSource   = "source"
 	volumeDeps     = "dependencies"
 	volumeTmp      = "tmp"
 	volumeRegistry = "registry-config"
@@ -56,9 +57,11 @@ const preStopSleep = 2 * time.Second
 
 // Deployment builds the Function's Deployment from its plan: the runtime
 // image running the host with the plan's argv, env, port, probes and
-// resources; the source mounted read-only (from the ConfigMap, or fetched
-// by an init container for Git); an install init container only when there
-// are dependencies; spec.secretMounts read-only; writable /tmp; the
+// resources; the function's directory a writable emptyDir (as Kyma's), into
+// which the host copies the source from the read-only ConfigMap (or an init
+// container fetches it, for Git), and the working directory; an install
+// init container only when there are dependencies; spec.secretMounts
+// read-only; writable /tmp; the root file system read-only; the
 // restricted Pod Security Standard with the user's security contexts merged
 // over it; rolling updates that never take a ready replica away; and the
 // pod template annotated with the source and dependency hashes so that a
@@ -87,6 +90,7 @@ func Deployment(fn *v1alpha2.Function, p plan.Plan, cfg Config, setReplicas bool
 		WithName(ContainerFunction).
 		WithImage(p.Image).
 		WithCommand(p.Command...).
+		WithWorkingDir(p.Host.FunctionDir).
 		WithEnv(envApply(p.Env)...).
 		WithPorts(corev1ac.ContainerPort().WithName("http").WithContainerPort(p.Port).WithProtocol(corev1.ProtocolTCP)).
 		WithStartupProbe(probe(p.Startup)).
@@ -140,15 +144,16 @@ func Deployment(fn *v1alpha2.Function, p plan.Plan, cfg Config, setReplicas bool
 }
 
 func functionVolumes(p plan.Plan, cfg Config) ([]*corev1ac.VolumeApplyConfiguration, []*corev1ac.VolumeMountApplyConfiguration) {
-	var volumes []*corev1ac.VolumeApplyConfiguration
-	if p.Source.Git != nil {
-		volumes = append(volumes, corev1ac.Volume().WithName(volumeFunction).WithEmptyDir(corev1ac.EmptyDirVolumeSource()))
-	} else {
-		volumes = append(volumes, corev1ac.Volume().WithName(volumeFunction).
-			WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(p.Name).WithDefaultMode(0o444)))
+	volumes := []*corev1ac.VolumeApplyConfiguration{
+		corev1ac.Volume().WithName(volumeFunction).WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
 	}
 	mounts := []*corev1ac.VolumeMountApplyConfiguration{
-		corev1ac.VolumeMount().WithName(volumeFunction).WithMountPath(runtimes.PodFunctionDir).WithReadOnly(true),
+		corev1ac.VolumeMount().WithName(volumeFunction).WithMountPath(p.Host.FunctionDir),
+	}
+	if p.Source.Git == nil {
+		volumes = append(volumes, corev1ac.Volume().WithName(volumeSource).
+			WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(p.Name).WithDefaultMode(0o444)))
+		mounts = append(mounts, corev1ac.VolumeMount().WithName(volumeSource).WithMountPath(runtimes.PodSourceDir).WithReadOnly(true))
 	}
 	if p.Dependencies.Install() {
 		volumes = append(volumes,
@@ -182,10 +187,10 @@ func fetchContainer(p plan.Plan, cfg Config, sc *corev1ac.SecurityContextApplyCo
 		"--reference=" + g.Reference,
 		"--commit=" + g.Commit,
 		"--base-dir=" + g.BaseDir,
-		"--dest=" + runtimes.PodFunctionDir,
+		"--dest=" + p.Host.FunctionDir,
 	}
 	mounts := []*corev1ac.VolumeMountApplyConfiguration{
-		corev1ac.VolumeMount().WithName(volumeFunction).WithMountPath(runtimes.PodFunctionDir),
+		corev1ac.VolumeMount().WithName(volumeFunction).WithMountPath(p.Host.FunctionDir),
 		corev1ac.VolumeMount().WithName(volumeTmp).WithMountPath("/tmp"),
 	}
 	if g.Auth != nil {
@@ -205,11 +210,16 @@ func fetchContainer(p plan.Plan, cfg Config, sc *corev1ac.SecurityContextApplyCo
 }
 
 // installContainer runs the runtime image's package manager, as
-// runtimes/README.md describes, into the dependencies volume. A Git
-// Function's directory may have no dependency file: then it does nothing.
+// runtimes/README.md describes, into the dependencies volume. It reads the
+// dependency file from the source ConfigMap, or from the fetched directory
+// of a Git Function, which may have none: then it does nothing.
 func installContainer(p plan.Plan, sc *corev1ac.SecurityContextApplyConfiguration) *corev1ac.ContainerApplyConfiguration {
 	rt := p.Runtime
-	src := path.Join(runtimes.PodFunctionDir, rt.DepsFile())
+	srcDir, srcVolume := runtimes.PodSourceDir, volumeSource
+	if p.Source.Git != nil {
+		srcDir, srcVolume = p.Host.FunctionDir, volumeFunction
+	}
+	src := path.Join(srcDir, rt.DepsFile())
 	dst := path.Join(runtimes.PodDepsDir, rt.DepsFile())
 	var script []string
 	script = append(script, "set -eu")
@@ -240,7 +250,7 @@ func installContainer(p plan.Plan, sc *corev1ac.SecurityContextApplyConfiguratio
 		).
 		WithResources(resources(p.Resources)).
 		WithVolumeMounts(
-			corev1ac.VolumeMount().WithName(volumeFunction).WithMountPath(runtimes.PodFunctionDir).WithReadOnly(true),
+			corev1ac.VolumeMount().WithName(srcVolume).WithMountPath(srcDir).WithReadOnly(true),
 			corev1ac.VolumeMount().WithName(volumeDeps).WithMountPath(runtimes.PodDepsDir),
 			corev1ac.VolumeMount().WithName(volumeTmp).WithMountPath("/tmp"),
 			corev1ac.VolumeMount().WithName(volumeRegistry).WithMountPath(RegistryConfigDir).WithReadOnly(true),

@@ -277,11 +277,16 @@ func For(fn *v1alpha2.Function, cfg Config) (Plan, error) {
 	p.Host = runtimes.Config{
 		FunctionName:           fn.Name,
 		Namespace:              fn.Namespace,
-		FunctionDir:            runtimes.PodFunctionDir,
+		FunctionDir:            rt.FunctionDir(),
 		Port:                   int(Port),
 		Timeout:                userTimeout(p.UserEnv),
 		PublisherAddress:       cfg.PublisherAddress,
 		TraceCollectorEndpoint: cfg.TraceCollectorEndpoint,
+	}
+	if p.Source.Git == nil {
+		// The ConfigMap is read-only; the host copies it into the
+		// function's writable directory.
+		p.Host.SourceDir = runtimes.PodSourceDir
 	}
 	if p.Dependencies.Install() {
 		p.Host.DepsDir = runtimes.PodDepsDir

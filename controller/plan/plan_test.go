@@ -67,7 +67,7 @@ func TestForDefaults(t *testing.T) {
 	e := env(p)
 	for name, want := range map[string]string{
 		"FUNC_NAME": "hello", "SERVICE_NAMESPACE": "ns", "FUNC_RUNTIME": "nodejs22", "FUNC_PORT": "8080",
-		"FUNC_TIMEOUT": "180", "REQ_MB_LIMIT": "1", "KFN_FUNCTION_DIR": runtimes.PodFunctionDir,
+		"FUNC_TIMEOUT": "180", "REQ_MB_LIMIT": "1", "KFN_FUNCTION_DIR": runtimes.PodFunctionDir, "KFN_SOURCE_DIR": runtimes.PodSourceDir,
 		"PUBLISHER_PROXY_ADDRESS": cfg.PublisherAddress, "TRACE_COLLECTOR_ENDPOINT": cfg.TraceCollectorEndpoint,
 	} {
 		assert.Equal(t, want, e[name].Value, name)
@@ -94,6 +94,9 @@ func TestForSpecFields(t *testing.T) {
 				assert.Contains(t, p.Source.Files, "handler.py")
 				assert.Equal(t, "requirements.txt", p.Dependencies.File)
 				assert.Equal(t, "1Gi", env(p)["FUNC_MEMORY_LIMIT"].Value, "python gets the memory limit")
+				assert.Equal(t, "/kubeless", env(p)["KFN_FUNCTION_DIR"].Value, "Kyma's FUNCTION_PATH")
+				assert.Equal(t, "104857600", env(p)["FUNC_MEMFILE_MAX"].Value, "Kyma's Python body limit, in bytes")
+				assert.NotContains(t, env(p), "REQ_MB_LIMIT")
 			},
 		},
 		"deprecated runtime nodejs20": {

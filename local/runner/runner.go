@@ -11,8 +11,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -74,6 +76,7 @@ type Runner struct {
 	cfg       Config
 	installer *deps.Installer
 	hostDir   string
+	runDir    string // the processes' own directories: <StateDir>/run/<pid>
 
 	mu    sync.Mutex
 	fns   map[string]*Function
@@ -108,7 +111,31 @@ func New(cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dependency cache: %w", err)
 	}
-	return &Runner{cfg: cfg, installer: installer, hostDir: hostDir, fns: map[string]*Function{}, warns: map[string]bool{}}, nil
+	runRoot := filepath.Join(cfg.StateDir, "run")
+	removeStaleRunDirs(runRoot)
+	runDir := filepath.Join(runRoot, strconv.Itoa(os.Getpid()))
+	return &Runner{cfg: cfg, installer: installer, hostDir: hostDir, runDir: runDir, fns: map[string]*Function{}, warns: map[string]bool{}}, nil
+}
+
+// removeStaleRunDirs removes the function directories that earlier kfn dev
+// processes, no longer running, left in root (killed before they could).
+func removeStaleRunDirs(root string) {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() || processAlive(pid) {
+			continue
+		}
+		_ = os.RemoveAll(filepath.Join(root, e.Name()))
+	}
+}
+
+func processAlive(pid int) bool {
+	proc, err := os.FindProcess(pid)
+	return err == nil && proc.Signal(syscall.Signal(0)) == nil
 }
 
 // Key names a function: namespace/name.
@@ -254,7 +281,11 @@ func (r *Runner) spec(ctx context.Context, p plan.Plan) (supervisor.Spec, []stri
 		}
 		depsDir = dir
 	}
+	// fnDir is the source, written once per content; each process gets a
+	// writable function directory of its own with the source copied in, as
+	// a pod's emptyDir (Spec.RunDir replaces the FunctionDir set here).
 	h := p.Host
+	h.SourceDir = fnDir
 	h.FunctionDir = fnDir
 	h.DepsDir = depsDir
 	h.Port = 0
@@ -271,7 +302,14 @@ func (r *Runner) spec(ctx context.Context, p plan.Plan) (supervisor.Spec, []stri
 	if w := r.versionWarning(p.Runtime); w != "" {
 		warnings = append(warnings, w)
 	}
-	return supervisor.Spec{Argv: p.Runtime.Command(r.hostDir), Env: kv, Dir: fnDir, HealthPath: p.Readiness.Path}, warnings, nil
+	return supervisor.Spec{
+		Argv:       p.Runtime.Command(r.hostDir),
+		Env:        kv,
+		Dir:        fnDir,
+		RunDir:     filepath.Join(r.runDir, p.Namespace, p.Name),
+		RunDirEnv:  runtimes.EnvFunctionDir,
+		HealthPath: p.Readiness.Path,
+	}, warnings, nil
 }
 
 // resolveEnv turns EnvVars into KEY=VALUE, resolving valueFrom from the
@@ -386,6 +424,7 @@ func (r *Runner) Stop() {
 		}()
 	}
 	wg.Wait()
+	_ = os.RemoveAll(r.runDir)
 }
 
 // writeFiles writes a function's files into dir once: the directory name is
@@ -416,7 +455,7 @@ func writeFiles(dir string, files map[string]string) error {
 
 func specHash(s supervisor.Spec) string {
 	h := sha256.New()
-	for _, part := range [][]string{s.Argv, s.Env, {s.Dir, s.HealthPath}} {
+	for _, part := range [][]string{s.Argv, s.Env, {s.Dir, s.RunDir, s.RunDirEnv, s.HealthPath}} {
 		for _, v := range part {
 			h.Write([]byte(v))
 			h.Write([]byte{0})

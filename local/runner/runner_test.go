@@ -5,6 +5,8 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -141,4 +143,63 @@ func TestRunnerWithRelativeStateDir(t *testing.T) {
 		function("rel", serverlessv1alpha2.NodeJS22, `module.exports = { main: () => "relative ok" }`),
 	}))
 	assert.Equal(t, "relative ok", call(t, r, "rel"))
+}
+
+// TestFunctionDirIsWritable runs Kyma handlers that write files next to
+// themselves in kfn dev: each process has a directory of its own with the
+// source copied in (as a pod's emptyDir), HANDLER_PATH or FUNCTION_PATH
+// pointing there, its working directory; replicas do not share it, the
+// source stays as written, and it is gone once the process stopped.
+func TestFunctionDirIsWritable(t *testing.T) {
+	ctx := context.Background()
+	var log bytes.Buffer
+	r := newRunner(t, &log)
+	node := function("writer", serverlessv1alpha2.NodeJS22, `const fs = require('fs');
+const path = require('path');
+module.exports = { main: () => {
+  const dir = path.dirname(process.env.HANDLER_PATH);
+  fs.writeFileSync(path.join(dir, 'note.txt'), 'kept');
+  fs.writeFileSync('relative.txt', 'too');
+  return dir + ' ' + process.cwd() + ' ' + fs.readFileSync(path.join(__dirname, 'note.txt'), 'utf8');
+} };
+`)
+	node.Spec.Replicas = ptr.To[int32](2)
+	py := function("pywriter", serverlessv1alpha2.Python312, `import os
+def main(event, context):
+    d = os.environ['FUNCTION_PATH']
+    with open(os.path.join(d, 'note.txt'), 'w') as f:
+        f.write('kept')
+    with open('relative.txt', 'w') as f:
+        f.write('too')
+    with open(os.path.join(os.path.dirname(__file__), 'note.txt')) as f:
+        return d + ' ' + os.getcwd() + ' ' + f.read()
+`)
+	require.Empty(t, r.Apply(ctx, []*serverlessv1alpha2.Function{node, py}), log.String())
+
+	var dirs []string
+	for _, name := range []string{"writer", "pywriter"} {
+		f := r.Get("default", name)
+		for _, ep := range f.Pool.Endpoints() {
+			resp, err := http.Get("http://" + ep + "/")
+			require.NoError(t, err)
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			require.NoError(t, err)
+			require.Equal(t, 200, resp.StatusCode, string(body)+log.String())
+			parts := strings.Fields(string(body))
+			require.Len(t, parts, 3, string(body))
+			assert.Equal(t, parts[0], parts[1], "the function's directory is the working directory")
+			assert.Equal(t, "kept", parts[2])
+			assert.FileExists(t, filepath.Join(parts[0], "relative.txt"))
+			assert.FileExists(t, filepath.Join(parts[0], f.Plan.Runtime.SourceFile()), "the source is copied in")
+			dirs = append(dirs, parts[0])
+		}
+	}
+	require.Len(t, dirs, 3)
+	assert.NotEqual(t, dirs[0], dirs[1], "replicas do not share a directory")
+
+	r.Stop()
+	for _, d := range dirs {
+		assert.NoDirExists(t, d, "removed with the process")
+	}
 }

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -29,6 +31,13 @@ type Spec struct {
 	Env []string
 	// Dir is the working directory; empty means the supervisor's.
 	Dir string
+	// RunDir, when set, gives every process a directory of its own, as a
+	// pod's emptyDir: created empty under RunDir before the process starts,
+	// its working directory (instead of Dir), its path in the variable
+	// RunDirEnv (replacing any value Env has), and removed once the process
+	// has exited.
+	RunDir    string
+	RunDirEnv string
 	// HealthPath answers 200 once the process is ready for traffic, and
 	// 500 (with the reason) when it serves but never will be (a function
 	// host whose handler did not load); default /healthz.
@@ -44,6 +53,7 @@ type Process struct {
 	cmd     *exec.Cmd
 	addr    string
 	health  string
+	runDir  string
 	done    chan struct{}
 	exitErr error
 	stderr  *tailBuffer
@@ -74,25 +84,56 @@ func Start(spec Spec, out io.Writer) (*Process, error) {
 	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
 	cmd.Dir = spec.Dir
 	cmd.Env = append(baseEnv(), spec.Env...)
+	runDir := ""
+	if spec.RunDir != "" {
+		if runDir, err = newRunDir(spec.RunDir); err != nil {
+			return nil, fmt.Errorf("start %s: %w", spec.Argv[0], err)
+		}
+		cmd.Dir = runDir
+		cmd.Env = slices.DeleteFunc(cmd.Env, func(kv string) bool { return strings.HasPrefix(kv, spec.RunDirEnv+"=") })
+		cmd.Env = append(cmd.Env, spec.RunDirEnv+"="+runDir)
+	}
 	cmd.Env = append(cmd.Env, listenFDEnv)
 	cmd.ExtraFiles = []*os.File{file}
 	cmd.Stdout = out
 	cmd.Stderr = io.MultiWriter(out, stderr)
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
+		if runDir != "" {
+			_ = os.RemoveAll(runDir)
+		}
 		return nil, fmt.Errorf("start %s: %w", spec.Argv[0], err)
 	}
 	health := spec.HealthPath
 	if health == "" {
 		health = "/healthz"
 	}
-	p := &Process{cmd: cmd, addr: addr, health: health, done: make(chan struct{}), stderr: stderr}
+	p := &Process{cmd: cmd, addr: addr, health: health, runDir: runDir, done: make(chan struct{}), stderr: stderr}
 	go func() {
 		p.exitErr = cmd.Wait()
+		if runDir != "" {
+			_ = os.RemoveAll(runDir)
+		}
 		close(p.done)
 	}()
 	return p, nil
 }
+
+// newRunDir makes an empty directory of a process's own under parent.
+func newRunDir(parent string) (string, error) {
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return "", fmt.Errorf("run directory: %w", err)
+	}
+	dir, err := os.MkdirTemp(parent, "p-")
+	if err != nil {
+		return "", fmt.Errorf("run directory: %w", err)
+	}
+	return dir, nil
+}
+
+// RunDir is the process's own directory (see Spec.RunDir), "" without one.
+// It is removed once the process has exited (before Done is closed).
+func (p *Process) RunDir() string { return p.runDir }
 
 // baseEnv is what a function process inherits from kfn: enough to find
 // interpreters and behave, nothing that would make local runs differ from

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -58,6 +59,10 @@ func serve(mode string) {
 			return
 		}
 		w.WriteHeader(http.StatusOK)
+	})
+	mux.HandleFunc("/cwd", func(w http.ResponseWriter, r *http.Request) {
+		wd, _ := os.Getwd()
+		fmt.Fprint(w, wd+"\n"+os.Getenv("FN_DIR"))
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if d, err := time.ParseDuration(r.URL.Query().Get("sleep")); err == nil {
@@ -144,6 +149,39 @@ func TestProcessServingWithoutHandlerIsNotReady(t *testing.T) {
 	require.ErrorIs(t, err, supervisor.ErrNotReady)
 	assert.NotErrorIs(t, err, context.DeadlineExceeded)
 	assert.Contains(t, err.Error(), "User function not loaded: SyntaxError: Unexpected token '}'")
+}
+
+// TestProcessRunDir checks that each process gets a directory of its own,
+// empty, as a pod gets an emptyDir: its working directory and in its
+// environment (replacing the spec's value), removed after it exited.
+func TestProcessRunDir(t *testing.T) {
+	parent := filepath.Join(t.TempDir(), "run")
+	s := spec("ok", "v1")
+	s.Env = append(s.Env, "FN_DIR=/placeholder")
+	s.RunDir, s.RunDirEnv = parent, "FN_DIR"
+	var procs []*supervisor.Process
+	for range 2 {
+		p, err := supervisor.Start(s, io.Discard)
+		require.NoError(t, err)
+		t.Cleanup(func() { p.Stop(5 * time.Second) })
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		require.NoError(t, p.WaitReady(ctx))
+		cancel()
+		procs = append(procs, p)
+	}
+	a, b := procs[0].RunDir(), procs[1].RunDir()
+	assert.NotEqual(t, a, b, "one directory per process")
+	for _, p := range procs {
+		assert.Equal(t, parent, filepath.Dir(p.RunDir()))
+		body, err := get(t, p.Addr(), "cwd")
+		require.NoError(t, err)
+		assert.Equal(t, p.RunDir()+"\n"+p.RunDir(), body, "working directory and variable")
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(a, "written"), []byte("x"), 0o644))
+	procs[0].Stop(5 * time.Second)
+	<-procs[0].Done()
+	assert.NoDirExists(t, a, "removed once the process exited")
+	assert.DirExists(t, b)
 }
 
 func newPool(t *testing.T, out io.Writer, changes *atomic.Int32) *supervisor.Pool {

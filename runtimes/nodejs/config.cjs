@@ -26,6 +26,7 @@ function load(env = process.env) {
     port: number(env, 'FUNC_PORT', 8080, { min: 0, integer: true }),
     listenFd,
     functionDir,
+    sourceDir: env.KFN_SOURCE_DIR ? path.resolve(env.KFN_SOURCE_DIR) : '',
     depsDir: env.KFN_DEPS_DIR ? path.resolve(env.KFN_DEPS_DIR) : '',
     moduleName: env.MOD_NAME || 'handler',
     handlerName: env.FUNC_HANDLER || 'main',

@@ -86,10 +86,45 @@ async function importModule(file) {
   return import(pathToFileURL(file).href);
 }
 
-// loadHandler imports the handler module and returns its handler function.
+// copySources copies the regular files of dir from into dir to (the
+// function's writable directory), replacing what is there. Names starting
+// with ".." are a ConfigMap volume's own bookkeeping (..data and its
+// timestamped directory) and are skipped; its files are symbolic links
+// into them, which are followed. Copies are owner-writable whatever the
+// source's mode (a ConfigMap's files are read-only).
+function copySources(from, to) {
+  if (!from || from === to) return;
+  for (const name of fs.readdirSync(from)) {
+    if (name.startsWith('..')) continue;
+    const src = path.join(from, name);
+    let st;
+    try {
+      st = fs.statSync(src);
+    } catch {
+      continue; // a dangling link
+    }
+    if (!st.isFile()) continue;
+    const dst = path.join(to, name);
+    fs.rmSync(dst, { force: true });
+    fs.writeFileSync(dst, fs.readFileSync(src), { mode: 0o644 });
+  }
+}
+
+// loadHandler copies the source into the function's directory (when
+// KFN_SOURCE_DIR is set), makes that the working directory, sets
+// HANDLER_PATH to the handler module (as Kyma does), imports it and returns
+// its handler function.
 async function loadHandler(cfg) {
   registerDepsHooks(cfg.depsDir);
+  try {
+    copySources(cfg.sourceDir, cfg.functionDir);
+  } catch (err) {
+    err.message = `copy the source from ${cfg.sourceDir} into ${cfg.functionDir}: ${err.message}`;
+    throw err;
+  }
+  process.chdir(cfg.functionDir);
   const file = moduleFile(cfg.functionDir, cfg.moduleName);
+  process.env.HANDLER_PATH = file;
   let ns;
   try {
     ns = await importModule(file);

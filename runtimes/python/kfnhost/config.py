@@ -34,6 +34,8 @@ class Config:
         self.port = _number(env, 'FUNC_PORT', 8080, 0, integer=True)
         self.listen_fd = _number(env, 'KFN_LISTEN_FD', None, 3, integer=True)
         self.function_dir = os.path.abspath(env.get('KFN_FUNCTION_DIR') or '/usr/src/app/function')
+        source = env.get('KFN_SOURCE_DIR', '')
+        self.source_dir = os.path.abspath(source) if source else ''
         deps = env.get('KFN_DEPS_DIR', '')
         self.deps_dir = os.path.abspath(deps) if deps else ''
         self.module_name = env.get('MOD_NAME') or 'handler'

@@ -28,7 +28,36 @@ def listen(cfg):
     return socket.create_server(('', cfg.port), backlog=1024)
 
 
+def copy_sources(source, target):
+    """Copy the regular files of source into target (the function's writable
+    directory), replacing what is there. Names starting with '..' are a
+    ConfigMap volume's own bookkeeping and are skipped; its files are
+    symbolic links into them, which are followed."""
+    if not source or os.path.abspath(source) == os.path.abspath(target):
+        return
+    import shutil
+    for name in os.listdir(source):
+        if name.startswith('..'):
+            continue
+        src = os.path.join(source, name)
+        if not os.path.isfile(src):
+            continue
+        dst = os.path.join(target, name)
+        if os.path.lexists(dst):
+            os.unlink(dst)
+        shutil.copyfile(src, dst)
+
+
 def load_handler(cfg):
+    """Copy the source into the function's directory (KFN_SOURCE_DIR), run
+    in it, set FUNCTION_PATH to it (as Kyma does), import the handler module
+    and return its handler function."""
+    try:
+        copy_sources(cfg.source_dir, cfg.function_dir)
+    except OSError as err:
+        raise OSError('copy the source from %s into %s: %s' % (cfg.source_dir, cfg.function_dir, err)) from err
+    os.chdir(cfg.function_dir)
+    os.environ['FUNCTION_PATH'] = cfg.function_dir
     sys.path.insert(0, cfg.function_dir)
     if cfg.deps_dir:
         site = os.path.join(cfg.deps_dir, 'site-packages')
