@@ -94,10 +94,14 @@ func TestRunnerRunsUpdatesAndRemovesFunctions(t *testing.T) {
 	// A broken edit keeps v2 serving and reports the syntax error.
 	broken := node.DeepCopy()
 	broken.Spec.Source.Inline.Source = `module.exports = { main: () => "v3" `
+	// The new host serves without its handler, as Kyma's does; its
+	// readiness says so at once, and the runner stops it.
+	began := time.Now()
 	errs := r.Apply(ctx, []*serverlessv1alpha2.Function{broken, py})
 	require.Len(t, errs, 1)
 	assert.Contains(t, errs[0].Error(), "default/hello")
-	assert.Contains(t, errs[0].Error(), "SyntaxError")
+	assert.Contains(t, errs[0].Error(), "User function not loaded: SyntaxError")
+	assert.Less(t, time.Since(began), 10*time.Second, "failed by its readiness answer, not a timeout")
 	assert.Equal(t, "v2", call(t, r, "hello"))
 
 	// Removing a function drains its processes.
