@@ -165,6 +165,20 @@ func TestForSpecFields(t *testing.T) {
 				assert.Len(t, p.UserEnv, 4)
 			},
 		},
+		"a Kyma user's Python body limit replaces the default": {
+			mods: []fntest.Modifier{fntest.Runtime(v1alpha2.Python312), fntest.Source("def main(e, c):\n  return 'hi'\n", ""),
+				fntest.Env("FUNC_MEMFILE_MAX", "5242880")},
+			check: func(t *testing.T, p plan.Plan) {
+				count := 0
+				for _, e := range p.Env {
+					if e.Name == "FUNC_MEMFILE_MAX" {
+						count++
+						assert.Equal(t, "5242880", e.Value)
+					}
+				}
+				assert.Equal(t, 1, count)
+			},
+		},
 		"non-numeric FUNC_TIMEOUT keeps the default grace period": {
 			mods:  []fntest.Modifier{fntest.Env("FUNC_TIMEOUT", "soon")},
 			check: func(t *testing.T, p plan.Plan) { assert.Equal(t, 185*time.Second, p.TerminationGracePeriod) },
