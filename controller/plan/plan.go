@@ -253,7 +253,7 @@ func For(fn *v1alpha2.Function, cfg Config) (Plan, error) {
 		// the next probe is what makes it ready (a 2 s period made cold
 		// starts on the real node 1.2 s or 2.7 s, bench/cluster).
 		// Startup every second too: when it succeeds the kubelet probes
-		// readiness at once, so it adds nothing to a cold start.
+		// readiness at once, so it adds no probe period to a cold start.
 		Startup:   Probe{Path: HealthPath, Port: Port, Period: time.Second, Timeout: time.Second, FailureThreshold: int32(MaxStartup / time.Second)},
 		Readiness: Probe{Path: ReadyPath, Port: Port, Period: time.Second, Timeout: time.Second, FailureThreshold: 3},
 		Liveness:  Probe{Path: HealthPath, Port: Port, Period: 10 * time.Second, Timeout: 2 * time.Second, FailureThreshold: 3},

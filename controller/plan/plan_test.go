@@ -47,7 +47,7 @@ func TestForDefaults(t *testing.T) {
 		"ready once the handler is loaded")
 	assert.Equal(t, "/healthz", p.Liveness.Path, "alive while the host serves")
 	assert.Equal(t, "/healthz", p.Startup.Path)
-	assert.Equal(t, time.Second, p.Startup.Period, "probed as often as readiness: no added cold start")
+	assert.Equal(t, time.Second, p.Startup.Period, "probed as often as readiness: no probe period added to a cold start")
 	assert.Equal(t, 150*time.Second, p.Startup.Period*time.Duration(p.Startup.FailureThreshold),
 		"a slow import gets Kyma's 150 s before the container is restarted")
 	assert.Equal(t, 185*time.Second, p.TerminationGracePeriod)
