@@ -54,9 +54,16 @@ version running and shows why. Ctrl-C stops every process.`,
 			if info, err := os.Stat(dir); err != nil || !info.IsDir() {
 				return usagef("%s is not a directory: give the folder with your functions, e.g. 'kfn dev examples/shop'", dir)
 			}
+			listen, err := baseURL(addr)
+			if err != nil {
+				return err
+			}
+			if strings.HasPrefix(listen, "https://") {
+				return usagef("--addr %q: kfn dev serves plain HTTP; give host:port or http://host:port", addr)
+			}
 			out := cmd.OutOrStdout()
 			tty := isTerminal(out) && !plainLogs
-			cfg := dev.Config{Dir: dir, Addr: addr, NATSPort: natsPort, Cooldown: cooldown, StateDir: stateDir, Output: out}
+			cfg := dev.Config{Dir: dir, Addr: strings.TrimPrefix(listen, "http://"), NATSPort: natsPort, Cooldown: cooldown, StateDir: stateDir, Output: out}
 			if noWatch {
 				cfg.WatchInterval = -1
 			}
@@ -70,7 +77,7 @@ version running and shows why. Ctrl-C stops every process.`,
 			})
 		},
 	}
-	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "address of the publisher, gateway and admin API")
+	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "address to serve the publisher, gateway and admin API on, host:port or http://host:port")
 	cmd.Flags().IntVar(&natsPort, "nats-port", 0, "client port of the embedded NATS server (0: a free one)")
 	cmd.Flags().DurationVar(&cooldown, "cooldown", 0, "replace every function's scaleConfig.cooldownPeriod, e.g. 10s to watch scale-to-zero quickly")
 	cmd.Flags().StringVar(&stateDir, "state-dir", "", "where NATS data, function files and installed dependencies live (default DIR/.kfn)")
@@ -92,7 +99,7 @@ func printTry(out io.Writer, st dev.Status, addr string) {
 	}
 	flag := ""
 	if addr != strings.TrimPrefix(DefaultAddr, "http://") {
-		flag = " --addr http://" + addr
+		flag = " --addr " + addr
 	}
 	sinks := map[string]bool{}
 	for _, s := range st.Subscriptions {
@@ -148,9 +155,9 @@ func liveTable(ctx context.Context, out io.Writer, p *dev.Platform) {
 		}
 		if !reflect.DeepEqual(view, last) {
 			last = view
-			fmt.Fprintln(out, "\x1b[1m── kfn dev ─────────────────────────────────────────────\x1b[0m")
+			fmt.Fprintln(out, bold("── kfn dev ─────────────────────────────────────────────"))
 			writeStatus(out, st)
-			fmt.Fprintln(out, "\x1b[1m────────────────────────────────────────────────────────\x1b[0m")
+			fmt.Fprintln(out, bold("────────────────────────────────────────────────────────"))
 		}
 		select {
 		case <-ctx.Done():
@@ -158,6 +165,15 @@ func liveTable(ctx context.Context, out io.Writer, p *dev.Platform) {
 		case <-ticker.C:
 		}
 	}
+}
+
+// bold marks text bold for a terminal, unless NO_COLOR is set
+// (https://no-color.org: any non-empty value).
+func bold(text string) string {
+	if os.Getenv("NO_COLOR") != "" {
+		return text
+	}
+	return "\x1b[1m" + text + "\x1b[0m"
 }
 
 func isTerminal(w io.Writer) bool {

@@ -1,8 +1,8 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strconv"
 	"text/tabwriter"
@@ -15,36 +15,46 @@ import (
 func newDLQCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dlq",
-		Short: "List and replay dead-lettered events of a running kfn dev",
+		Short: "List and replay dead-lettered events, of kfn dev or of a cluster",
 		Long: `Events that used up their delivery attempts (spec.config maxDeliver) are kept
 in the dead-letter stream with the reason. 'kfn dlq list' shows them; 'kfn dlq
 replay SEQ' delivers one again to its original subscription only, and 'kfn dlq
-replay --all --subscription NAME' does so for all of one subscription.`,
+replay --all --subscription NAME' does so for all of one subscription. In a
+cluster they reach the admin API of kfn's event bridge through a port-forward.`,
 	}
 	cmd.AddCommand(newDLQListCommand(), newDLQReplayCommand())
 	return cmd
 }
 
 func newDLQListCommand() *cobra.Command {
-	var addr, subscription, namespace string
+	var (
+		target                          targetFlags
+		subscription, namespace, output string
+	)
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List dead-lettered events",
 		Args:  exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
 			q := url.Values{}
 			if subscription != "" {
 				q.Set("subscription", subscription)
-				q.Set("namespace", namespace)
+				q.Set("namespace", target.namespace(cmd, namespace))
 			}
-			resp, err := adminDo(cmd, "GET", addr, "/deadletters?"+q.Encode())
+			ep, err := target.endpoints(cmd)
 			if err != nil {
 				return err
 			}
-			defer resp.Body.Close()
+			defer ep.close()
 			var letters []deadletter.Letter
-			if err := json.NewDecoder(resp.Body).Decode(&letters); err != nil {
-				return fmt.Errorf("read the dead letters: %w", err)
+			if err := adminGet(cmd, ep, "/deadletters?"+q.Encode(), &letters); err != nil {
+				return err
+			}
+			if output != outputTable {
+				return printObject(cmd.OutOrStdout(), output, letters)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "SEQ\tSUBSCRIPTION\tEVENT\tTYPE\tATTEMPTS\tLAST STATUS\tREASON")
@@ -54,16 +64,18 @@ func newDLQListCommand() *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	addrFlag(cmd, &addr)
+	target.add(cmd)
 	cmd.Flags().StringVar(&subscription, "subscription", "", "only this subscription's events")
-	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "namespace of --subscription")
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "namespace of --subscription (in a cluster: the context's by default)")
+	outputFlag(cmd, &output)
 	return cmd
 }
 
 func newDLQReplayCommand() *cobra.Command {
 	var (
-		addr, subscription, namespace string
-		all                           bool
+		target                  targetFlags
+		subscription, namespace string
+		all                     bool
 	)
 	cmd := &cobra.Command{
 		Use:   "replay SEQ | --all --subscription NAME",
@@ -78,6 +90,7 @@ func newDLQReplayCommand() *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			namespace = target.namespace(cmd, namespace)
 			path := "/deadletters/replay?" + url.Values{"namespace": {namespace}, "subscription": {subscription}}.Encode()
 			if !all {
 				seq, err := strconv.ParseUint(args[0], 10, 64)
@@ -86,7 +99,12 @@ func newDLQReplayCommand() *cobra.Command {
 				}
 				path = fmt.Sprintf("/deadletters/%d/replay", seq)
 			}
-			resp, err := adminDo(cmd, "POST", addr, path)
+			ep, err := target.endpoints(cmd)
+			if err != nil {
+				return err
+			}
+			defer ep.close()
+			resp, err := adminDo(cmd, ep, http.MethodPost, path)
 			if err != nil {
 				return err
 			}
@@ -99,9 +117,9 @@ func newDLQReplayCommand() *cobra.Command {
 			return nil
 		},
 	}
-	addrFlag(cmd, &addr)
+	target.add(cmd)
 	cmd.Flags().BoolVar(&all, "all", false, "replay every dead-lettered event of --subscription")
 	cmd.Flags().StringVar(&subscription, "subscription", "", "subscription whose events --all replays")
-	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "namespace of --subscription")
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "namespace of --subscription (in a cluster: the context's by default)")
 	return cmd
 }

@@ -15,35 +15,62 @@ import (
 
 func newGetCommand() *cobra.Command {
 	var (
-		addr   string
-		output string
+		target        targetFlags
+		namespace     string
+		allNamespaces bool
+		output        string
 	)
 	cmd := &cobra.Command{
 		Use:   "get",
-		Short: "Show the functions and subscriptions of a running kfn dev",
+		Short: "Show functions and subscriptions, of kfn dev or of a cluster",
 		Long: `get shows every function (replicas wanted and ready, scaling range, events
-waiting, requests in flight) and every subscription (ready, events delivered,
-failed attempts, dead-lettered) of the kfn dev serving on --addr.`,
+waiting, problems) and every subscription (ready, events delivered, failed
+attempts, dead-lettered): of the kfn dev serving on --addr, or, with a
+kubeconfig, of the cluster's namespace -n (the context's by default; -A for
+all), with the backlog asked of kfn's scaler and the delivery counts read
+from kfn's event bridges through port-forwards.`,
+		Example: `  kfn get
+  kfn get --kubeconfig ~/.kube/config -n shop -o yaml`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "table" && output != "json" {
-				return usagef("--output %q: want table or json", output)
-			}
-			var st dev.Status
-			if err := adminGet(cmd, addr, "/status", &st); err != nil {
+			if err := checkOutput(output); err != nil {
 				return err
 			}
-			if output == "json" {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(st)
+			var st dev.Status
+			if target.inCluster(cmd) {
+				c, err := target.cluster()
+				if err != nil {
+					return err
+				}
+				ns := target.namespace(cmd, namespace)
+				if allNamespaces {
+					ns = ""
+				}
+				if st, err = c.status(cmd.Context(), ns); err != nil {
+					return err
+				}
+			} else {
+				ep, err := target.endpoints(cmd)
+				if err != nil {
+					return err
+				}
+				defer ep.close()
+				if err := adminGet(cmd, ep, "/status", &st); err != nil {
+					return err
+				}
+			}
+			sortStatus(&st)
+			if output != outputTable {
+				return printObject(cmd.OutOrStdout(), output, st)
 			}
 			writeStatus(cmd.OutOrStdout(), st)
 			return nil
 		},
 	}
-	addrFlag(cmd, &addr)
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	target.add(cmd)
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "namespace to show, in a cluster (the context's by default)")
+	cmd.Flags().BoolVarP(&allNamespaces, "all-namespaces", "A", false, "every namespace, in a cluster")
+	outputFlag(cmd, &output)
 	return cmd
 }
 
@@ -85,29 +112,30 @@ func firstLine(s string) string {
 	return line
 }
 
-// adminGet GETs path of kfn dev's admin API and decodes the JSON answer.
-func adminGet(cmd *cobra.Command, addr, path string, into any) error {
-	resp, err := adminDo(cmd, http.MethodGet, addr, path)
+// adminGet GETs path of kfn's admin API and decodes the JSON answer.
+func adminGet(cmd *cobra.Command, ep *endpoints, path string, into any) error {
+	resp, err := adminDo(cmd, ep, http.MethodGet, path)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
 	if err := json.NewDecoder(resp.Body).Decode(into); err != nil {
-		return fmt.Errorf("read the answer of %s: %w", addr, err)
+		return fmt.Errorf("read the answer of %s: %w", ep.where, err)
 	}
 	return nil
 }
 
-// adminDo sends a request to kfn dev's admin API and returns a 2xx answer;
+// adminDo sends a request to kfn's admin API (kfn dev's, or an event
+// bridge's; both answer under dev.AdminPrefix) and returns a 2xx answer;
 // other answers become errors with the server's message.
-func adminDo(cmd *cobra.Command, method, addr, path string) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(cmd.Context(), method, strings.TrimSuffix(addr, "/")+dev.AdminPrefix+path, nil)
+func adminDo(cmd *cobra.Command, ep *endpoints, method, path string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(cmd.Context(), method, ep.admin+dev.AdminPrefix+path, nil)
 	if err != nil {
-		return nil, usagef("--addr %q: %v", addr, err)
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("reach kfn dev at %s: %w (is it running? start it with 'make dev' or 'kfn dev DIR')", addr, err)
+		return nil, ep.unreachable("reach", err)
 	}
 	if resp.StatusCode/100 != 2 {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64*1024))

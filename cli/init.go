@@ -31,8 +31,16 @@ the handler and an empty dependencies file. 'kfn dev' runs the folder as it is.`
 		Args: exactArgs(1, "the function's NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
+			// A path names the folder to write; the function is named
+			// after its last element.
+			if strings.ContainsRune(name, filepath.Separator) {
+				if dir == "" {
+					dir = filepath.Clean(name)
+				}
+				name = filepath.Base(filepath.Clean(name))
+			}
 			if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
-				return usagef("function name %q: %s", name, strings.Join(errs, "; "))
+				return usagef("function name %q: use lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters", name)
 			}
 			rt := serverlessv1alpha2.Runtime(runtime)
 			if !slices.Contains(serverlessv1alpha2.Runtimes, rt) {
@@ -50,11 +58,18 @@ the handler and an empty dependencies file. 'kfn dev' runs the folder as it is.`
 			for _, f := range sortedKeys(files) {
 				fmt.Fprintf(out, "  %s\n", filepath.Join(dir, f))
 			}
-			fmt.Fprintf(out, "Run it with: kfn dev %s\n", filepath.Dir(filepath.Clean(dir)))
+			fmt.Fprintf(out, "Run it with: kfn dev %s\n", filepath.Clean(dir))
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&runtime, "runtime", string(serverlessv1alpha2.NodeJS22), fmt.Sprintf("runtime of the function, one of %v", serverlessv1alpha2.Runtimes))
+	_ = cmd.RegisterFlagCompletionFunc("runtime", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		out := make([]string, len(serverlessv1alpha2.Runtimes))
+		for i, r := range serverlessv1alpha2.Runtimes {
+			out[i] = string(r)
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	})
 	cmd.Flags().StringVar(&dir, "dir", "", "folder to write (default ./NAME); it must not exist or be empty")
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "namespace of the function")
 	return cmd

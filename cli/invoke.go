@@ -15,16 +15,18 @@ const ColdStartHeader = "X-Kfn-Cold-Start"
 
 func newInvokeCommand() *cobra.Command {
 	var (
-		addr, namespace, data, method, path, contentType string
-		headers                                          []string
-		verbose                                          bool
+		target                                     targetFlags
+		namespace, data, method, path, contentType string
+		headers                                    []string
+		verbose                                    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "invoke NAME [--data BODY]",
 		Short: "Call a function over HTTP through the gateway",
 		Long: `invoke sends one HTTP request to a function through the gateway (kfn dev
-serves it on --addr at /NAMESPACE/NAME/PATH) and prints the response body. A
-function scaled to zero is started first; the request waits for it.`,
+serves it on --addr at /NAMESPACE/NAME/PATH; in a cluster it is reached
+through a port-forward to kfn's event bridge) and prints the response body.
+A function scaled to zero is started first; the request waits for it.`,
 		Example: `  kfn invoke orders --data '{"item": "book"}'
   kfn invoke orders -X GET --path /status -v`,
 		Args: exactArgs(1, "the function's NAME"),
@@ -38,7 +40,13 @@ function scaled to zero is started first; the request waits for it.`,
 			if !strings.HasPrefix(path, "/") {
 				path = "/" + path
 			}
-			url := strings.TrimSuffix(addr, "/") + "/" + namespace + "/" + args[0] + path
+			ep, err := target.endpoints(cmd)
+			if err != nil {
+				return err
+			}
+			defer ep.close()
+			namespace = target.namespace(cmd, namespace)
+			url := ep.gateway + "/" + namespace + "/" + args[0] + path
 			req, err := http.NewRequestWithContext(cmd.Context(), strings.ToUpper(method), url, bodyReader(data))
 			if err != nil {
 				return usagef("request: %v", err)
@@ -53,9 +61,10 @@ function scaled to zero is started first; the request waits for it.`,
 				}
 				req.Header.Add(strings.TrimSpace(k), strings.TrimSpace(v))
 			}
+			ep.authorize(req)
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
-				return fmt.Errorf("invoke %s: %w (is 'kfn dev' running? start it with 'make dev' or 'kfn dev DIR')", args[0], err)
+				return ep.unreachable("invoke "+args[0]+" through", err)
 			}
 			defer resp.Body.Close()
 			if verbose {
@@ -75,8 +84,9 @@ function scaled to zero is started first; the request waits for it.`,
 			return nil
 		},
 	}
-	addrFlag(cmd, &addr)
-	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "namespace of the function")
+	target.add(cmd)
+	cmd.ValidArgsFunction = target.completeFunctions
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "namespace of the function (in a cluster: the context's by default)")
 	cmd.Flags().StringVarP(&data, "data", "d", "", "request body (makes the default method POST)")
 	cmd.Flags().StringVarP(&method, "request", "X", "", "HTTP method (default GET, or POST with --data)")
 	cmd.Flags().StringVar(&path, "path", "/", "path within the function")

@@ -18,14 +18,16 @@ import (
 
 func newPublishCommand() *cobra.Command {
 	var (
-		addr, typ, source, data, contentType, id string
-		structured                               bool
+		target                             targetFlags
+		typ, source, data, contentType, id string
+		structured                         bool
 	)
 	cmd := &cobra.Command{
 		Use:   "publish --type TYPE [--source SOURCE] [--data JSON]",
 		Short: "Publish a CloudEvent to the kfn publisher",
 		Long: `publish sends one CloudEvent to the publisher's /publish endpoint (kfn dev
-serves it on --addr) and returns once it is stored. Every Subscription that
+serves it on --addr; in a cluster it is reached through a port-forward to
+kfn's event bridge) and returns once it is stored. Every Subscription that
 matches the event's source and type receives it.`,
 		Example: `  kfn publish --type order.created.v1 --source shop --data '{"id": 42}'
   kfn publish --type ping.v1 --data hello --content-type text/plain`,
@@ -53,9 +55,14 @@ matches the event's source and type receives it.`,
 			if err := event.Validate(); err != nil {
 				return usagef("invalid event: %v", err)
 			}
-			req, err := http.NewRequestWithContext(cmd.Context(), http.MethodPost, strings.TrimSuffix(addr, "/")+"/publish", nil)
+			ep, err := target.endpoints(cmd)
 			if err != nil {
-				return usagef("--addr %q: %v", addr, err)
+				return err
+			}
+			defer ep.close()
+			req, err := http.NewRequestWithContext(cmd.Context(), http.MethodPost, ep.publisher+"/publish", nil)
+			if err != nil {
+				return fmt.Errorf("publish: %w", err)
 			}
 			msg := binding.ToMessage(&event)
 			ctx := cmd.Context()
@@ -67,9 +74,10 @@ matches the event's source and type receives it.`,
 			if err := cehttp.WriteRequest(ctx, msg, req); err != nil {
 				return fmt.Errorf("encode the event: %w", err)
 			}
+			ep.authorize(req)
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
-				return fmt.Errorf("publish to %s: %w (is 'kfn dev' running? start it with 'make dev' or 'kfn dev DIR')", addr, err)
+				return ep.unreachable("publish to", err)
 			}
 			defer resp.Body.Close()
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 64*1024))
@@ -80,7 +88,7 @@ matches the event's source and type receives it.`,
 			return nil
 		},
 	}
-	addrFlag(cmd, &addr)
+	target.add(cmd)
 	cmd.Flags().StringVar(&typ, "type", "", "event type, such as order.created.v1 (required)")
 	cmd.Flags().StringVar(&source, "source", "kfn", "event source")
 	cmd.Flags().StringVar(&data, "data", "", "event data")

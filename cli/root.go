@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/spf13/cobra"
 )
@@ -40,7 +39,17 @@ Python, events through NATS JetStream delivered at least once, scaling on queue
 depth from zero. 'kfn dev' runs all of it on this machine without a cluster.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version(),
+		// A word that is no command is a wrong call (exit 2), not a failure.
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usagef("unknown command %q: 'kfn --help' lists them", args[0])
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
+	root.SetVersionTemplate("kfn {{.Version}}\n")
 	root.SetIn(s.In)
 	root.SetOut(s.Out)
 	root.SetErr(s.Err)
@@ -51,6 +60,7 @@ depth from zero. 'kfn dev' runs all of it on this machine without a cluster.`,
 		newGetCommand(),
 		newLogsCommand(),
 		newDLQCommand(),
+		newApplyCommand(),
 		newPublishCommand(),
 		newInvokeCommand(),
 		newVersionCommand(),
@@ -74,15 +84,6 @@ func Main(ctx context.Context, args []string, s Streams) int {
 		return 2
 	}
 	return 1
-}
-
-// addrFlag adds --addr, defaulting to $KFN_ADDR or DefaultAddr.
-func addrFlag(cmd *cobra.Command, addr *string) {
-	def := DefaultAddr
-	if v := os.Getenv(addrEnv); v != "" {
-		def = v
-	}
-	cmd.Flags().StringVar(addr, "addr", def, "address of the kfn publisher and gateway (kfn dev serves both); env "+addrEnv)
 }
 
 // exactArgs is cobra.ExactArgs with a message that names what is missing.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -12,9 +13,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/kfn-dev/kfn/internal/clusterinstall"
 )
 
 // recordingFunction is a Node.js Function that reports each event's id to
@@ -171,25 +169,13 @@ func TestEventsReachPodsChainAndDeadLetter(t *testing.T) {
 	})
 }
 
-// kfn runs bin/kfn with --addr at the event bridge's admin API (a pod's
-// port 8081, which the host reaches on the pod's address).
+// kfn runs bin/kfn against the cluster (the administrator's kubeconfig):
+// its commands reach kfn's pods through port-forwards, as a user's do.
 func kfn(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	pods, err := platform.cluster.Clientset.CoreV1().Pods(clusterinstall.Namespace).List(t.Context(),
-		metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=eventbridge"})
-	if err != nil {
-		return "", err
-	}
-	addr := ""
-	for _, p := range pods.Items {
-		if p.Status.PodIP != "" && p.DeletionTimestamp == nil {
-			addr = "http://" + p.Status.PodIP + ":8081"
-		}
-	}
-	if addr == "" {
-		return "", fmt.Errorf("no event bridge pod with an address")
-	}
-	cmd := exec.CommandContext(t.Context(), filepath.Join(platform.root, "bin", "kfn"), append(args, "--addr", addr)...)
+	cmd := exec.CommandContext(t.Context(), filepath.Join(platform.root, "bin", "kfn"),
+		append(args, "--kubeconfig", platform.cluster.Config.KubeconfigPath())...)
+	cmd.Env = append(os.Environ(), "KFN_ADDR=", "NO_COLOR=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("kfn %s: %w: %s", strings.Join(args, " "), err, out)

@@ -113,6 +113,13 @@ func IsFolderConfig(data []byte) bool {
 // documents name config.yaml as their file, so messages point there. The
 // error wraps ErrInvalidFolder.
 func ReadFolder(configPath string) ([]manifest.Document, error) {
+	return ReadFolderIn(configPath, "")
+}
+
+// ReadFolderIn is ReadFolder with the objects in namespace (and the
+// Subscriptions' sinks pointing there), whatever config.yaml says; an empty
+// namespace keeps config.yaml's, or "default".
+func ReadFolderIn(configPath, namespace string) ([]manifest.Document, error) {
 	data, err := os.ReadFile(configPath)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidFolder, err)
@@ -123,6 +130,9 @@ func ReadFolder(configPath string) ([]manifest.Document, error) {
 	}
 	if cfg.Name == "" {
 		return nil, fmt.Errorf("%w: %s: name is required", ErrInvalidFolder, configPath)
+	}
+	if namespace != "" {
+		cfg.Namespace = namespace
 	}
 	if cfg.Namespace == "" {
 		cfg.Namespace = "default"
