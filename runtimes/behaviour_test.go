@@ -346,7 +346,7 @@ func TestHandlerLoadFailure(t *testing.T) {
 	}{
 		"syntax error":       {fixture: "broken", reason: map[runtimes.Language]string{runtimes.NodeJS: "SyntaxError", runtimes.Python: "SyntaxError"}},
 		"missing dependency": {fixture: "missing-dep", reason: map[runtimes.Language]string{runtimes.NodeJS: "kfn-test-no-such-package", runtimes.Python: "ModuleNotFoundError: No module named 'kfn_test_no_such_package'"}},
-		"throws on load":     {fixture: "throws", reason: map[runtimes.Language]string{runtimes.NodeJS: "handler.js: API_KEY is not set", runtimes.Python: "RuntimeError: API_KEY is not set"}},
+		"throws on load":     {fixture: "throws", reason: map[runtimes.Language]string{runtimes.NodeJS: "handler.js:2: Error: API_KEY is not set", runtimes.Python: "handler.py:5: RuntimeError: API_KEY is not set"}},
 		"no such function":   {fixture: "sample", cfg: runtimes.Config{Handler: "nope"}, reason: map[runtimes.Language]string{runtimes.NodeJS: `"nope"`, runtimes.Python: `"nope"`}},
 	}
 	for name, tt := range tests {
@@ -377,7 +377,9 @@ func TestHandlerLoadFailure(t *testing.T) {
 				assert.Equal(t, "3", metric(t, m, "function_calls_total"))
 				assert.Equal(t, "3", metric(t, m, "function_failures_total"))
 				assert.Contains(t, h.out.String(), "User function not loaded")
-				assert.Contains(t, h.out.String(), reason, "the reason is logged")
+				// The log has the whole trace; its last part is the message.
+				parts := strings.Split(reason, ": ")
+				assert.Contains(t, h.out.String(), parts[len(parts)-1], "the reason is logged")
 
 				h.signal(syscall.SIGTERM)
 				assert.Equal(t, 0, h.waitExit(10*time.Second), h.out.String())

@@ -90,7 +90,7 @@ func (p *Platform) Status() Status {
 			Autoscaled: f.Plan.Scaling.Autoscaled, Min: int(f.Plan.Scaling.MinReplicas), Max: int(f.Plan.Scaling.MaxReplicas),
 			Warnings: f.Warnings,
 		}
-		if err := f.Pool.LastError(); err != nil {
+		if err := f.Error(); err != nil {
 			fs.Error = err.Error()
 		}
 		if s, err := p.scaler.State(types.NamespacedName{Namespace: fs.Namespace, Name: fs.Name}); err == nil {

@@ -355,6 +355,7 @@ func (p *Platform) reload(ctx context.Context) {
 		problems = append(problems, e.Error())
 	}
 	p.runner.SetObjects(objectsOf(proj))
+	p.runner.SetSources(proj.Sources)
 	for _, e := range p.runner.Apply(ctx, proj.Functions) {
 		problems = append(problems, e.Error())
 	}

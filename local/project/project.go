@@ -22,6 +22,10 @@ type Project struct {
 	// Files are the files that were read, sorted; a change to any of them
 	// (or a new file) means the project should be read again.
 	Files []string
+	// Sources tell where each Function ("namespace/name") was written:
+	// its function folder, or the manifest file of an inline source, so
+	// that messages point at the user's file.
+	Sources map[string]string
 }
 
 // SkipDir reports whether a directory is never searched: hidden ones (.git,
@@ -94,11 +98,33 @@ func Load(ctx context.Context, dir string, admitter *manifest.Admitter) (*Projec
 	if err != nil {
 		return nil, fmt.Errorf("read project %s: %w", dir, err)
 	}
+	p.Sources = sources(docs)
 	set := admitter.Load(ctx, docs)
 	set.Invalid = append(p.Invalid, set.Invalid...)
 	p.Set = set
 	sort.Strings(p.Files)
 	return p, nil
+}
+
+// sources maps the Functions of docs to their folders (for a folder's
+// config.yaml) or manifest files.
+func sources(docs []manifest.Document) map[string]string {
+	out := map[string]string{}
+	for _, d := range docs {
+		if d.Object.GetKind() != "Function" {
+			continue
+		}
+		ns := d.Object.GetNamespace()
+		if ns == "" {
+			ns = "default"
+		}
+		where := d.File
+		if filepath.Base(d.File) == ConfigFile {
+			where = filepath.Dir(d.File)
+		}
+		out[ns+"/"+d.Object.GetName()] = where
+	}
+	return out
 }
 
 // folderSources lists the code and dependency files of a function folder,

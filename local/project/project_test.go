@@ -106,6 +106,13 @@ schemaVersion: v1
 	assert.Contains(t, p.Files, filepath.Join(dir, "fulfil", "handler.js"))
 	assert.Contains(t, p.Files, filepath.Join(dir, "fulfil", "package.json"))
 	assert.NotContains(t, p.Files, filepath.Join(dir, "node_modules", "x.yaml"))
+
+	assert.Equal(t, map[string]string{
+		"default/orders": filepath.Join(dir, "manifests", "app.yaml"),
+		"default/fulfil": filepath.Join(dir, "fulfil"),
+		"shop/notify":    filepath.Join(dir, "notify"),
+		"default/esm":    filepath.Join(dir, "esm"),
+	}, p.Sources, "where each Function was written, for messages")
 }
 
 func TestLoadReportsBadFoldersAndKeepsTheRest(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -67,7 +68,39 @@ type Function struct {
 	Pool *supervisor.Pool
 	// Warnings are what does not run locally as it would in a cluster.
 	Warnings []string
+	// Source is where the user wrote it (see SetSources); empty if unknown.
+	Source   string
 	specHash string
+	// refused is set while the last edit's version failed to start and
+	// the earlier one runs.
+	refused bool
+	runDir  string
+}
+
+// Error is the function's last failure to start (see supervisor.Pool's
+// LastError), with the paths of the processes' own directories turned
+// into the user's folder or manifest file.
+func (f *Function) Error() error {
+	err := f.Pool.LastError()
+	if err == nil {
+		return nil
+	}
+	return errors.New(userPaths(err.Error(), f.runDir, f.Source))
+}
+
+// userPaths replaces the directory of one process of a function
+// (<runDir>/p-<n>, where its source was copied) in msg with source: the
+// function folder, or "<manifest> (inline source)".
+func userPaths(msg, runDir, source string) string {
+	if runDir == "" || source == "" {
+		return msg
+	}
+	re := regexp.MustCompile(regexp.QuoteMeta(runDir+string(filepath.Separator)) + `p-[0-9]+` + regexp.QuoteMeta(string(filepath.Separator)))
+	to := source + string(filepath.Separator)
+	if info, err := os.Stat(source); err == nil && !info.IsDir() {
+		to = source + " (inline source) "
+	}
+	return re.ReplaceAllLiteralString(msg, to)
 }
 
 // Runner runs Functions as local processes, each from its Plan: the same
@@ -77,6 +110,7 @@ type Runner struct {
 	installer *deps.Installer
 	hostDir   string
 	runDir    string // the processes' own directories: <StateDir>/run/<pid>
+	sources   map[string]string
 
 	mu    sync.Mutex
 	fns   map[string]*Function
@@ -107,7 +141,7 @@ func New(cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("write the runtime hosts: %w", err)
 	}
-	installer, err := deps.New(cfg.DepsCacheDir)
+	installer, err := deps.New(cfg.DepsCacheDir, deps.WithProgress(cfg.Log))
 	if err != nil {
 		return nil, fmt.Errorf("dependency cache: %w", err)
 	}
@@ -160,6 +194,14 @@ func (r *Runner) Functions() []*Function {
 		return Key(out[i].Plan.Namespace, out[i].Plan.Name) < Key(out[j].Plan.Namespace, out[j].Plan.Name)
 	})
 	return out
+}
+
+// SetSources says where each function ("namespace/name") was written
+// (project.Project.Sources), for messages; the next Apply uses it.
+func (r *Runner) SetSources(sources map[string]string) {
+	r.mu.Lock()
+	r.sources = sources
+	r.mu.Unlock()
 }
 
 // SetObjects replaces the Secrets and ConfigMaps valueFrom reads; the next
@@ -215,16 +257,28 @@ func (r *Runner) apply(ctx context.Context, fn *serverlessv1alpha2.Function) err
 	r.mu.Lock()
 	f, exists := r.fns[key]
 	r.mu.Unlock()
+	r.mu.Lock()
+	source := r.sources[key]
+	r.mu.Unlock()
 	if exists && f.specHash == hash {
-		f.Function, f.Plan, f.Warnings = fn, p, warnings
+		f.Function, f.Plan, f.Warnings, f.Source = fn, p, warnings, source
+		if f.refused {
+			// An edit that failed was undone: what runs is what is
+			// wanted, and the failure no longer applies.
+			f.refused = false
+			f.Pool.ClearError()
+		}
 		return nil
 	}
 	if !exists {
 		opts := r.cfg.Pool
 		opts.OnChange = r.cfg.OnChange
-		f = &Function{Pool: supervisor.NewPool(key, r.cfg.Log, opts)}
+		f = &Function{Pool: supervisor.NewPool(key, r.cfg.Log, opts), runDir: spec.RunDir}
 	}
+	f.Source = source
 	if err := f.Pool.Update(ctx, spec); err != nil {
+		f.refused = exists
+		err = errors.New(userPaths(err.Error(), spec.RunDir, source))
 		if !exists {
 			// Keep it, not running, so its error shows and an edit can fix it.
 			f.Function, f.Plan, f.Warnings = fn, p, warnings
@@ -234,7 +288,7 @@ func (r *Runner) apply(ctx context.Context, fn *serverlessv1alpha2.Function) err
 		}
 		return err
 	}
-	f.Function, f.Plan, f.Warnings, f.specHash = fn, p, warnings, hash
+	f.Function, f.Plan, f.Warnings, f.specHash, f.refused = fn, p, warnings, hash, false
 	if !exists {
 		r.mu.Lock()
 		r.fns[key] = f

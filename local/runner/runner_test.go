@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -91,7 +92,11 @@ func TestRunnerRunsUpdatesAndRemovesFunctions(t *testing.T) {
 	require.Empty(t, r.Apply(ctx, []*serverlessv1alpha2.Function{node2, py}))
 	assert.Equal(t, "v2", call(t, r, "hello"))
 
-	// A broken edit keeps v2 serving and reports the syntax error.
+	// A broken edit keeps v2 serving and reports the syntax error, once,
+	// at the line of the user's file (the manifest's inline source).
+	manifest := filepath.Join(t.TempDir(), "hello.yaml")
+	require.NoError(t, os.WriteFile(manifest, []byte("kind: Function"), 0o644))
+	r.SetSources(map[string]string{"default/hello": manifest})
 	broken := node.DeepCopy()
 	broken.Spec.Source.Inline.Source = `module.exports = { main: () => "v3" `
 	// The new host serves without its handler, as Kyma's does; its
@@ -99,9 +104,19 @@ func TestRunnerRunsUpdatesAndRemovesFunctions(t *testing.T) {
 	began := time.Now()
 	errs := r.Apply(ctx, []*serverlessv1alpha2.Function{broken, py})
 	require.Len(t, errs, 1)
-	assert.Contains(t, errs[0].Error(), "default/hello")
-	assert.Contains(t, errs[0].Error(), "User function not loaded: SyntaxError")
+	msg := errs[0].Error()
+	assert.Contains(t, msg, "default/hello")
+	assert.Contains(t, msg, "User function not loaded: "+manifest+" (inline source) handler.js:1: SyntaxError: Unexpected end of input")
+	assert.Equal(t, 1, strings.Count(msg, "SyntaxError"), "the reason once: %s", msg)
+	assert.NotContains(t, msg, "/run/", "no path of kfn dev's own copies")
 	assert.Less(t, time.Since(began), 10*time.Second, "failed by its readiness answer, not a timeout")
+	assert.Equal(t, "v2", call(t, r, "hello"))
+	require.Error(t, r.Get("default", "hello").Error())
+	assert.Equal(t, msg, "default/hello: "+r.Get("default", "hello").Error().Error(), "the status shows the same")
+
+	// Undoing the edit (the running version is wanted again) clears it.
+	require.Empty(t, r.Apply(ctx, []*serverlessv1alpha2.Function{node2, py}))
+	assert.NoError(t, r.Get("default", "hello").Error(), "no stale error after the edit is undone")
 	assert.Equal(t, "v2", call(t, r, "hello"))
 
 	// Removing a function drains its processes.

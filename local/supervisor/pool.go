@@ -354,6 +354,10 @@ func (p *Pool) drainWait(old []*instance) {
 	wg.Wait()
 }
 
+// ClearError forgets the last failure: the caller knows it no longer
+// applies (the version that failed to start is not wanted any more).
+func (p *Pool) ClearError() { p.setErr(nil) }
+
 func (p *Pool) setErr(err error) {
 	p.mu.Lock()
 	p.lastErr = err

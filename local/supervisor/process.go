@@ -170,8 +170,8 @@ func (p *Process) ExitError() error {
 
 // WaitReady polls the health path until it answers 200. The error wraps
 // ErrNotReady and quotes the end of the process's stderr when the process
-// exits first, ctx ends first, or the health path answers 500 (the process
-// will not become ready: its answer is quoted too).
+// exits first or ctx ends first, or the health path's answer when it is
+// 500 (the process will not become ready; the host's answer says why).
 func (p *Process) WaitReady(ctx context.Context) error {
 	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	url := "http://" + p.addr + p.health
@@ -188,7 +188,9 @@ func (p *Process) WaitReady(ctx context.Context) error {
 			case http.StatusOK:
 				return nil
 			case http.StatusInternalServerError:
-				return fmt.Errorf("%w: %s: %s", ErrNotReady, bytes.TrimSpace(body), p.stderr.String())
+				// The host says why (its output, the whole trace, is in
+				// the function's log already).
+				return fmt.Errorf("%w: %s", ErrNotReady, bytes.TrimSpace(body))
 			}
 		}
 		select {

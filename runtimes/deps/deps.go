@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,6 +43,7 @@ type Installer struct {
 	npm      string
 	python   string
 	env      []string
+	progress io.Writer
 }
 
 // Option configures an Installer.
@@ -54,6 +56,20 @@ func WithNPM(path string) Option {
 			return fmt.Errorf("%w: empty npm path", ErrInvalidOption)
 		}
 		i.npm = path
+		return nil
+	}
+}
+
+// WithProgress writes what an installation does to w as it happens: a
+// line when it starts, the installer's own output, and a line when it is
+// done, so that a wait of seconds or minutes is not silent. w must be safe
+// for concurrent writes of whole lines.
+func WithProgress(w io.Writer) Option {
+	return func(i *Installer) error {
+		if w == nil {
+			return fmt.Errorf("%w: nil progress writer", ErrInvalidOption)
+		}
+		i.progress = w
 		return nil
 	}
 }
@@ -236,17 +252,33 @@ func (i *Installer) install(ctx context.Context, rt runtimes.Runtime, dependenci
 	cmd.Dir = tmp
 	cmd.Env = env
 	var out bytes.Buffer
-	cmd.Stdout = &out
-	cmd.Stderr = &out
+	var sink io.Writer = &out
+	what := "npm install"
+	if rt.Language == runtimes.Python {
+		what = "pip install"
+	}
+	lines := &lineWriter{w: io.Discard}
+	if i.progress != nil {
+		fmt.Fprintf(i.progress, "kfn: installing the %s dependencies %s with %s\n", rt.Name, key[:12], what)
+		lines = &lineWriter{w: i.progress, prefix: "kfn: " + what + " | "}
+		sink = io.MultiWriter(&out, lines)
+	}
+	cmd.Stdout = sink
+	cmd.Stderr = sink
 	setProcessGroup(cmd)
 	cmd.WaitDelay = 5 * time.Second
 	start := time.Now()
-	if err := cmd.Run(); err != nil {
+	err = cmd.Run()
+	lines.flush()
+	if err != nil {
 		if ctx.Err() != nil {
 			err = ctx.Err()
 		}
 		return fmt.Errorf("%w for %s: %s failed after %s: %w\n%s", ErrInstall, rt.Name,
-			strings.Join(argv[:2], " "), time.Since(start).Round(time.Millisecond), err, tail(out.Bytes()))
+			what, time.Since(start).Round(time.Millisecond), err, tail(out.Bytes()))
+	}
+	if i.progress != nil {
+		fmt.Fprintf(i.progress, "kfn: installed the %s dependencies %s in %s\n", rt.Name, key[:12], time.Since(start).Round(100*time.Millisecond))
 	}
 	if err := os.Rename(tmp, dir); err != nil {
 		if exists(dir) {
@@ -255,6 +287,36 @@ func (i *Installer) install(ctx context.Context, rt runtimes.Runtime, dependenci
 		return fmt.Errorf("%w for %s: %w", ErrInstall, rt.Name, err)
 	}
 	return nil
+}
+
+// lineWriter writes whole lines, each with a prefix, to w.
+type lineWriter struct {
+	w      io.Writer
+	prefix string
+	buf    []byte
+}
+
+func (l *lineWriter) Write(p []byte) (int, error) {
+	l.buf = append(l.buf, p...)
+	for {
+		i := bytes.IndexByte(l.buf, '\n')
+		if i < 0 {
+			break
+		}
+		if line := strings.TrimRight(string(l.buf[:i]), "\r"); strings.TrimSpace(line) != "" {
+			fmt.Fprintf(l.w, "%s%s\n", l.prefix, line)
+		}
+		l.buf = l.buf[i+1:]
+	}
+	return len(p), nil
+}
+
+// flush writes a last line without a newline.
+func (l *lineWriter) flush() {
+	if strings.TrimSpace(string(l.buf)) != "" {
+		fmt.Fprintf(l.w, "%s%s\n", l.prefix, l.buf)
+	}
+	l.buf = nil
 }
 
 // without returns env without the named variables.

@@ -1,6 +1,7 @@
 package deps_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -218,4 +219,43 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	assert.True(t, errors.Is(err, deps.ErrInvalidOption))
 	_, err = deps.New(t.TempDir(), deps.WithEnv("NOEQUALS"))
 	assert.True(t, errors.Is(err, deps.ErrInvalidOption))
+	_, err = deps.New(t.TempDir(), deps.WithProgress(nil))
+	assert.True(t, errors.Is(err, deps.ErrInvalidOption))
+}
+
+// TestEnsureShowsProgress: an installation says when it starts, passes on
+// the installer's output line by line as it comes, and says when it is done.
+func TestEnsureShowsProgress(t *testing.T) {
+	npm, _ := fakeInstaller(t, `echo "added 1 package"
+printf 'audited 1 package'
+mkdir -p node_modules/fake`)
+	var out syncBuffer
+	inst, err := deps.New(t.TempDir(), deps.WithNPM(npm), deps.WithProgress(&out))
+	require.NoError(t, err)
+	_, err = inst.Ensure(context.Background(), runtime(t, "nodejs22"), `{"dependencies":{"fake":"1.0.0"}}`, deps.Registry{})
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	require.Len(t, lines, 4, out.String())
+	assert.Contains(t, lines[0], "kfn: installing the nodejs22 dependencies")
+	assert.Equal(t, "kfn: npm install | added 1 package", lines[1])
+	assert.Equal(t, "kfn: npm install | audited 1 package", lines[2], "a last line without a newline too")
+	assert.Contains(t, lines[3], "kfn: installed the nodejs22 dependencies")
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -129,10 +129,26 @@ async function loadHandler(cfg) {
   try {
     ns = await importModule(file);
   } catch (err) {
-    err.message = `import ${file}: ${err.message}`;
+    if (err instanceof Error) err.message = `${locate(err, file)}: ${err.message}`;
     throw err;
   }
   return pick(ns, cfg.handlerName, file);
+}
+
+// locate names where a load error happened in the handler's own code:
+// file:line of a syntax error (the first line of V8's stack), else the
+// first stack frame in file (an error thrown while the module ran), else
+// the file.
+function locate(err, file) {
+  const stack = String(err.stack || '');
+  const first = stack.slice(0, stack.indexOf('\n') === -1 ? stack.length : stack.indexOf('\n'));
+  if (first.startsWith(file + ':') && /^\d+$/.test(first.slice(file.length + 1))) return first;
+  const at = stack.indexOf(file + ':');
+  if (at !== -1) {
+    const m = /^:(\d+)(?::(\d+))?/.exec(stack.slice(at + file.length));
+    if (m) return `${file}:${m[1]}`;
+  }
+  return file;
 }
 
 module.exports = { loadHandler, isBare, notFound };

@@ -335,9 +335,13 @@ function main() {
   });
 }
 
-// oneLine is the first line of an error's text, for the readiness answer.
+// oneLine is the first line of an error's text, for the readiness answer:
+// "file:line: Name: message" for a load error that names its place in the
+// handler's file (load.cjs), else "Name: message".
 function oneLine(err) {
-  const text = String(err && err.name && err.message !== undefined ? `${err.name}: ${err.message}` : err);
+  let text = String(err && err.name && err.message !== undefined ? `${err.name}: ${err.message}` : err);
+  const at = err && typeof err.message === 'string' ? /^(\/[^:\n]+:\d+): ([^]*)$/.exec(err.message) : null;
+  if (at) text = `${at[1]}: ${err.name}: ${at[2]}`;
   const nl = text.indexOf('\n');
   return nl === -1 ? text : text.slice(0, nl);
 }

@@ -70,6 +70,23 @@ def load_handler(cfg):
     return handler
 
 
+def describe_load_error(err, path):
+    """The one line a readiness answer gives for a handler that did not
+    load: where in the handler's own file (a syntax error's line, else the
+    deepest frame in that file), the error's type and message."""
+    where = path
+    if isinstance(err, SyntaxError) and err.filename:
+        where = '%s:%s' % (err.filename, err.lineno) if err.lineno else err.filename
+        text = '%s: %s' % (type(err).__name__, err.msg)
+    else:
+        import traceback
+        for frame in traceback.extract_tb(err.__traceback__):
+            if frame.filename == path:
+                where = '%s:%s' % (path, frame.lineno)
+        text = '%s: %s' % (type(err).__name__, err)
+    return ('%s: %s' % (where, text)).split('\n', 1)[0]
+
+
 def main():
     install_line_streams(sys)
     try:
@@ -91,7 +108,7 @@ def main():
         else:
             sys.stderr.write('kfn: %s: load %s from %s:\n%s' % (
                 NOT_LOADED, cfg.module_name, cfg.function_dir, ''.join(traceback.format_exception(err))))
-        load_error = ('%s: %s' % (type(err).__name__, err)).split('\n', 1)[0]
+        load_error = describe_load_error(err, os.path.join(cfg.function_dir, cfg.module_name + '.py'))
     server = Server(cfg, handler, load_error)
 
     def on_signal(signum, frame):
