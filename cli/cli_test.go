@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -159,4 +160,23 @@ func TestVersionAndHelp(t *testing.T) {
 	for _, c := range []string{"init", "publish", "invoke", "version"} {
 		assert.Contains(t, out, c)
 	}
+}
+
+// TestInvokeSaysWhenItWaits: an answer that takes over a second (a cold
+// start) is announced on stderr, a quick one is not.
+func TestInvokeSaysWhenItWaits(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/default/slow/" {
+			time.Sleep(1500 * time.Millisecond) // the gateway holding a request during a cold start
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	code, out, errOut := run(t, "invoke", "--addr", srv.URL, "slow")
+	require.Equal(t, 0, code, errOut)
+	assert.Equal(t, "ok", out)
+	assert.Contains(t, errOut, "waiting for default/slow")
+	code, _, errOut = run(t, "invoke", "--addr", srv.URL, "fast")
+	require.Equal(t, 0, code, errOut)
+	assert.NotContains(t, errOut, "waiting")
 }

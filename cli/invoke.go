@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -62,7 +63,13 @@ A function scaled to zero is started first; the request waits for it.`,
 				req.Header.Add(strings.TrimSpace(k), strings.TrimSpace(v))
 			}
 			ep.authorize(req)
+			// A function at zero makes the gateway hold the request while it
+			// starts: say so when the answer takes more than a second.
+			slow := time.AfterFunc(time.Second, func() {
+				fmt.Fprintf(cmd.ErrOrStderr(), "kfn: waiting for %s/%s (a function at zero is being started)...\n", namespace, args[0])
+			})
 			resp, err := http.DefaultClient.Do(req)
+			slow.Stop()
 			if err != nil {
 				return ep.unreachable("invoke "+args[0]+" through", err)
 			}
