@@ -83,11 +83,39 @@ func TestAPIServerAcceptsValidManifests(t *testing.T) {
 	}
 }
 
+// TestAPIServerAcceptsNotReadyManifests checks that the API server stores
+// the Functions Kyma accepts at admission and only reports as not ready
+// (the controller's tests await that condition), and that the offline
+// admission of kfn dev accepts them too.
+func TestAPIServerAcceptsNotReadyManifests(t *testing.T) {
+	admitter, err := manifest.NewAdmitter()
+	require.NoError(t, err)
+	entries, err := os.ReadDir("testdata/not-ready")
+	require.NoError(t, err)
+	require.Equal(t, notReadyCases, len(entries), "files in testdata/not-ready")
+	files, err := filepath.Glob("testdata/not-ready/*.yaml")
+	require.NoError(t, err)
+	require.Equal(t, notReadyCases, len(files), "every file in testdata/not-ready is a .yaml case")
+	ns := namespace(t)
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			obj, want := readManifest(t, f, ns)
+			require.NotEmpty(t, want)
+			require.Empty(t, admitter.Admit(context.Background(), obj.DeepCopy()), "kfn dev admits it")
+			require.NoError(t, cluster.Client.Create(context.Background(), obj), "the API server accepts it, as Kyma's does")
+		})
+	}
+}
+
 // invalidCases is the number of manifests in testdata/invalid. The tests
 // that read them check that they read every one, so a lost case or a
 // narrowed pattern fails instead of quietly testing less; a new case
 // raises it (and api/manifest's own count).
-const invalidCases = 61
+const invalidCases = 45
+
+// notReadyCases is the number of manifests in testdata/not-ready: Functions
+// Kyma accepts and reports as not ready (api/manifest's count too).
+const notReadyCases = 17
 
 // invalidManifests returns the paths of every case in testdata/invalid.
 func invalidManifests(t *testing.T) []string {

@@ -11,13 +11,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kfn-dev/kfn/api/manifest"
+	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 )
 
-// invalidCases is the number of manifests in ../testdata/invalid (package
-// api's tests count them too): the invalid-manifest test checks that it
-// read every one, so a lost case or a narrowed pattern fails instead of
-// quietly testing less. A new case raises it.
-const invalidCases = 61
+// invalidCases and notReadyCases are the numbers of manifests in
+// ../testdata/invalid and ../testdata/not-ready (package api's tests count
+// them too): the tests check that they read every one, so a lost case or a
+// narrowed pattern fails instead of quietly testing less. A new case
+// raises them.
+const (
+	invalidCases  = 45
+	notReadyCases = 17
+)
 
 func loadDir(t *testing.T, dir string) map[string][]byte {
 	t.Helper()
@@ -90,5 +95,40 @@ func TestAdmitRefusesInvalidManifests(t *testing.T) {
 				assert.Contains(t, msg, w)
 			}
 		})
+	}
+}
+
+// TestAdmitAcceptsNotReadyManifests checks the Functions Kyma accepts and
+// only reports as not ready: admitted offline as by the API server, with
+// the problems the controller reports (and kfn dev shows) in Kyma's form.
+func TestAdmitAcceptsNotReadyManifests(t *testing.T) {
+	a, err := manifest.NewAdmitter()
+	require.NoError(t, err)
+	files := loadDir(t, "not-ready")
+	require.Equal(t, notReadyCases, len(files), "cases in testdata/not-ready")
+	for name, data := range files {
+		t.Run(name, func(t *testing.T) {
+			want := wants(data)
+			require.NotEmpty(t, want, "a not-ready manifest must say which problems it expects")
+			docs, err := manifest.Decode(name, data)
+			require.NoError(t, err)
+			set := a.Load(context.Background(), docs)
+			require.Empty(t, set.Invalid, "Kyma accepts this manifest")
+			require.Len(t, set.Functions, 1)
+			assert.Equal(t, want, set.Functions[0].Validate())
+			assert.Equal(t, strings.Join(want, ". "), serverlessv1alpha2.InvalidSpecMessage(set.Functions[0].Validate()))
+		})
+	}
+}
+
+func TestValidManifestsHaveNoProblems(t *testing.T) {
+	a, err := manifest.NewAdmitter()
+	require.NoError(t, err)
+	for name, data := range loadDir(t, "valid") {
+		docs, err := manifest.Decode(name, data)
+		require.NoError(t, err)
+		for _, fn := range a.Load(context.Background(), docs).Functions {
+			assert.Empty(t, fn.Validate(), name)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -96,8 +97,8 @@ func (r *Reconciler) reconcile(ctx context.Context, fn *v1alpha2.Function, st *v
 	st.ObservedGeneration = gen
 	st.Runtime = fn.Spec.Runtime
 
-	if errs := fn.Validate(); len(errs) > 0 {
-		configuration(metav1.ConditionFalse, v1alpha2.ReasonInvalidFunctionSpec, errs.ToAggregate().Error())
+	if problems := fn.Validate(); len(problems) > 0 {
+		configuration(metav1.ConditionFalse, v1alpha2.ReasonInvalidFunctionSpec, v1alpha2.InvalidSpecMessage(problems))
 		return ctrl.Result{}, nil
 	}
 
@@ -105,6 +106,10 @@ func (r *Reconciler) reconcile(ctx context.Context, fn *v1alpha2.Function, st *v
 	planned := fn
 	ready := v1alpha2.ReasonFunctionSpecValidated
 	readyMsg := fmt.Sprintf("Function %s is valid", fn.Name)
+	var notes []string
+	if dup := fn.DuplicateEnv(); len(dup) > 0 {
+		notes = append(notes, fmt.Sprintf("spec.env defines %s more than once: the last definition is used", strings.Join(dup, ", ")))
+	}
 	if g := fn.Spec.Source.GitRepository; g != nil {
 		commit, next, err := r.git.resolve(ctx, fn)
 		if err != nil {
@@ -147,7 +152,7 @@ func (r *Reconciler) reconcile(ctx context.Context, fn *v1alpha2.Function, st *v
 		configuration(metav1.ConditionFalse, v1alpha2.ReasonConfigMapError, err.Error())
 		return ctrl.Result{}, err
 	}
-	configuration(metav1.ConditionTrue, ready, readyMsg+"; "+stored)
+	configuration(metav1.ConditionTrue, ready, strings.Join(append([]string{readyMsg, stored}, notes...), "; "))
 	change, dep, err := r.applyDeployment(ctx, fn, p, autoscaler, force)
 	if err != nil {
 		mark(Condition{Type: v1alpha2.ConditionRunning, Status: metav1.ConditionFalse, Reason: v1alpha2.ReasonDeploymentFailed, Message: err.Error()})

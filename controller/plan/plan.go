@@ -291,6 +291,10 @@ func For(fn *v1alpha2.Function, cfg Config) (Plan, error) {
 	if p.Dependencies.Install() {
 		p.Host.DepsDir = runtimes.PodDepsDir
 	}
+	if rt.Language == runtimes.NodeJS {
+		// The libraries Kyma's images provide, in kfn's runtime images.
+		p.Host.LibsDir = runtimes.ImageNodeLibsDir
+	}
 	if mem, ok := res.Limits[corev1.ResourceMemory]; ok && rt.Language == runtimes.Python {
 		p.Host.MemoryLimit = mem.String()
 	}
@@ -364,11 +368,15 @@ func hash(kind, runtime string, files map[string]string) string {
 }
 
 // userTimeout returns the handler timeout a static FUNC_TIMEOUT of the
-// user's sets (it then also sizes the grace period), or 0.
+// user's sets (it then also sizes the grace period), or 0. Of two
+// definitions, the last counts, as in the container.
 func userTimeout(env []corev1.EnvVar) time.Duration {
-	for _, e := range env {
-		if e.Name != runtimes.EnvTimeout || e.ValueFrom != nil {
+	for _, e := range slices.Backward(env) {
+		if e.Name != runtimes.EnvTimeout {
 			continue
+		}
+		if e.ValueFrom != nil {
+			return 0
 		}
 		s, err := strconv.ParseFloat(strings.TrimSpace(e.Value), 64)
 		if err != nil || s <= 0 || s > 365*24*3600 {
@@ -382,7 +390,7 @@ func userTimeout(env []corev1.EnvVar) time.Duration {
 // EnvFor returns the container environment for host configuration h: the
 // platform variables of Runtime.Env(h), each replaced in place by the
 // user's variable of the same name, then the user's other variables in
-// spec order. Local mode passes its own directories and port. The error
+// spec order; of a name the user defines twice, the last definition. Local mode passes its own directories and port. The error
 // wraps ErrInvalidFunction and runtimes.ErrInvalidConfig.
 func (p Plan) EnvFor(h runtimes.Config) ([]corev1.EnvVar, error) {
 	platform, err := p.Runtime.Env(h)
@@ -403,8 +411,10 @@ func (p Plan) EnvFor(h runtimes.Config) ([]corev1.EnvVar, error) {
 		}
 		out = append(out, corev1.EnvVar{Name: e.Name, Value: e.Value})
 	}
-	for _, e := range p.UserEnv {
-		if !used[e.Name] {
+	for i, e := range p.UserEnv {
+		// A name defined twice (Kyma accepts it) is used as Kubernetes
+		// does: the last definition wins; it keeps its place.
+		if !used[e.Name] && user[e.Name] == i {
 			out = append(out, *e.DeepCopy())
 		}
 	}

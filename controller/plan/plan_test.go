@@ -2,6 +2,7 @@ package plan_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/yaml"
 
 	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 	"github.com/kfn-dev/kfn/controller/internal/fntest"
@@ -305,4 +307,51 @@ func TestEnvForLocal(t *testing.T) {
 	h.FunctionDir = ""
 	_, err = p.EnvFor(h)
 	require.ErrorIs(t, err, runtimes.ErrInvalidConfig)
+}
+
+// A Kyma manifest may define a variable twice (Kyma accepts it): the
+// environment has it once, with the last definition, where Kubernetes
+// would have used it, and a repeated FUNC_TIMEOUT counts by its last value.
+func TestEnvDuplicateNamesLastWins(t *testing.T) {
+	const manifest = `
+apiVersion: serverless.kyma-project.io/v1alpha2
+kind: Function
+metadata:
+  name: twice
+  namespace: default
+spec:
+  runtime: nodejs22
+  env:
+    - name: GREETING
+      value: hello
+    - name: FUNC_TIMEOUT
+      value: "5"
+    - name: OTHER
+      value: x
+    - name: GREETING
+      value: hi
+    - name: FUNC_TIMEOUT
+      value: "20"
+  source:
+    inline:
+      source: "module.exports = { main: () => process.env.GREETING }"
+`
+	var fn v1alpha2.Function
+	require.NoError(t, yaml.Unmarshal([]byte(manifest), &fn))
+	p, err := plan.For(&fn, cfg)
+	require.NoError(t, err)
+	count := map[string]int{}
+	value := map[string]string{}
+	var order []string
+	for _, e := range p.Env {
+		count[e.Name]++
+		value[e.Name] = e.Value
+		order = append(order, e.Name)
+	}
+	assert.Equal(t, 1, count["GREETING"])
+	assert.Equal(t, 1, count["FUNC_TIMEOUT"])
+	assert.Equal(t, "hi", value["GREETING"])
+	assert.Equal(t, "20", value["FUNC_TIMEOUT"], "the platform's FUNC_TIMEOUT is replaced by the last definition")
+	assert.Equal(t, 20*time.Second, p.Host.Timeout)
+	assert.Less(t, slices.Index(order, "OTHER"), slices.Index(order, "GREETING"), "the last definition keeps its place")
 }

@@ -77,6 +77,10 @@ type SubscriptionStatus struct {
 func (p *Platform) Status() Status {
 	p.mu.Lock()
 	st := Status{Ready: p.ready, Addr: p.addr, NATS: p.broker.URL(), Errors: append([]string(nil), p.errors...)}
+	notReady := make(map[string]FunctionStatus, len(p.notReady))
+	for _, f := range p.notReady {
+		notReady[f.Namespace+"/"+f.Name] = f
+	}
 	subs := make([]SubscriptionStatus, 0, len(p.subs))
 	for key, s := range p.subs {
 		subs = append(subs, SubscriptionStatus{Namespace: key.Namespace, Name: key.Name, Sink: s.Spec.Sink, Source: s.Spec.Source, Types: s.Spec.Types})
@@ -93,11 +97,24 @@ func (p *Platform) Status() Status {
 		if err := f.Error(); err != nil {
 			fs.Error = err.Error()
 		}
+		if nr, ok := notReady[fs.Namespace+"/"+fs.Name]; ok {
+			// Edited into a Function that cannot run: the earlier
+			// version keeps running, and the condition says why the edit
+			// is not.
+			fs.Error = nr.Error
+			delete(notReady, fs.Namespace+"/"+fs.Name)
+		}
 		if s, err := p.scaler.State(types.NamespacedName{Namespace: fs.Namespace, Name: fs.Name}); err == nil {
 			fs.Backlog, fs.InFlight, fs.Active = s.Backlog, s.InFlight, s.Active
 		}
 		st.Functions = append(st.Functions, fs)
 	}
+	for _, f := range notReady {
+		st.Functions = append(st.Functions, f)
+	}
+	sort.SliceStable(st.Functions, func(i, j int) bool {
+		return st.Functions[i].Namespace+"/"+st.Functions[i].Name < st.Functions[j].Namespace+"/"+st.Functions[j].Name
+	})
 
 	counts := p.deliveryCounts()
 	for i := range subs {

@@ -23,6 +23,7 @@ import (
 
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/api/manifest"
+	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
@@ -101,6 +102,14 @@ type Platform struct {
 	project *project.Project
 	subs    map[types.NamespacedName]*eventingv1alpha2.Subscription
 	errors  []string // from the last load
+	// notReady are the Functions of the last load that cannot run, as
+	// the controller reports them (ConfigurationReady False); they are
+	// not started.
+	notReady []FunctionStatus
+	// applied are the Functions last given to the runner, by
+	// namespace/name: a Function edited into one that cannot run keeps
+	// running as it was, as its Deployment does in a cluster.
+	applied map[string]*serverlessv1alpha2.Function
 	ready   bool
 }
 
@@ -354,9 +363,24 @@ func (p *Platform) reload(ctx context.Context) {
 	for _, e := range proj.Invalid {
 		problems = append(problems, e.Error())
 	}
+	runnable, notReady := configured(proj.Functions)
+	p.mu.Lock()
+	previous := p.applied
+	p.mu.Unlock()
+	for _, f := range notReady {
+		key := runner.Key(f.Namespace, f.Name)
+		problems = append(problems, key+": "+f.Error)
+		if fn, ok := previous[key]; ok {
+			runnable = append(runnable, fn)
+		}
+	}
+	applied := make(map[string]*serverlessv1alpha2.Function, len(runnable))
+	for _, fn := range runnable {
+		applied[runner.Key(fn.Namespace, fn.Name)] = fn
+	}
 	p.runner.SetObjects(objectsOf(proj))
 	p.runner.SetSources(proj.Sources)
-	for _, e := range p.runner.Apply(ctx, proj.Functions) {
+	for _, e := range p.runner.Apply(ctx, runnable) {
 		problems = append(problems, e.Error())
 	}
 	problems = append(problems, p.applySubscriptions(ctx, proj.Subscriptions)...)
@@ -365,10 +389,36 @@ func (p *Platform) reload(ctx context.Context) {
 	p.mu.Lock()
 	p.project = proj
 	p.errors = problems
+	p.notReady = notReady
+	p.applied = applied
 	p.mu.Unlock()
 	for _, msg := range problems {
 		fmt.Fprintf(p.out, "kfn: error: %s\n", msg)
 	}
+}
+
+// configured splits the Functions into those that can run and those the
+// controller would report as ConfigurationReady False with reason
+// InvalidFunctionSpec (Function.Validate: the checks Kyma makes after
+// admission). Those are not started; their status carries the condition
+// as `kfn get` shows it for a cluster.
+func configured(fns []*serverlessv1alpha2.Function) ([]*serverlessv1alpha2.Function, []FunctionStatus) {
+	var runnable []*serverlessv1alpha2.Function
+	var notReady []FunctionStatus
+	for _, fn := range fns {
+		problems := fn.Validate()
+		if len(problems) == 0 {
+			runnable = append(runnable, fn)
+			continue
+		}
+		notReady = append(notReady, FunctionStatus{
+			Namespace: fn.Namespace, Name: fn.Name, Runtime: string(fn.Spec.Runtime),
+			Autoscaled: fn.Autoscaled(), Min: int(fn.MinReplicas()), Max: int(fn.MaxReplicas()),
+			Error: fmt.Sprintf("%s: %s: %s", serverlessv1alpha2.ConditionConfigurationReady, serverlessv1alpha2.ReasonInvalidFunctionSpec,
+				serverlessv1alpha2.InvalidSpecMessage(problems)),
+		})
+	}
+	return runnable, notReady
 }
 
 // applySubscriptions creates the consumers of new Subscriptions, updates

@@ -1,6 +1,7 @@
 package v1alpha2_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -125,39 +126,136 @@ func TestRuntimes(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
+	resources := func(req, lim corev1.ResourceList) func(*Function) {
+		return func(f *Function) {
+			f.Spec.ResourceConfiguration = &ResourceConfiguration{Function: &ResourceRequirements{
+				Resources: &corev1.ResourceRequirements{Requests: req, Limits: lim},
+			}}
+		}
+	}
+	list := func(kv ...string) corev1.ResourceList {
+		l := corev1.ResourceList{}
+		for i := 0; i < len(kv); i += 2 {
+			l[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+		}
+		return l
+	}
+	git := func(url string) func(*Function) {
+		return func(f *Function) {
+			f.Spec.Source = Source{GitRepository: &GitRepositorySource{URL: url, Repository: Repository{BaseDir: "/", Reference: "main"}}}
+		}
+	}
+	mounts := func(m ...SecretMount) func(*Function) { return func(f *Function) { f.Spec.SecretMounts = m } }
 	tests := map[string]struct {
 		fn   *Function
-		want []string
+		want []string // the problems, exactly, in order
 	}{
 		"valid": {fn: function(func(f *Function) {
 			f.Spec.Labels = map[string]string{"app": "x", "example.com/team": "a-b_c.d"}
 			f.Spec.Annotations = map[string]string{"note": strings.Repeat("x", 1000)}
+			f.Spec.Env = []EnvVar{{Name: "A", Value: "1"}, {Name: "my.env-name", Value: "2"}, {Name: "A", Value: "3"}}
+			f.Spec.SecretMounts = []SecretMount{{SecretName: "creds", MountPath: "/secrets/creds"}, {SecretName: "more", MountPath: "/secrets/more"}}
+			f.Spec.Source.Inline.Dependencies = "  {\"name\": \"f\"}\n"
+		}, resources(list("cpu", "10m", "memory", "16Mi"), list("cpu", "10m", "memory", "16Mi")))},
+		"valid with only some quantities": {fn: function(resources(list("memory", "64Mi"), list("cpu", "100m")))},
+		"many labels": {fn: function(func(f *Function) {
+			f.Spec.Labels = map[string]string{}
+			for i := range 100 {
+				f.Spec.Labels[fmt.Sprintf("l%d", i)] = "v"
+			}
 		})},
 		"bad label value": {
 			fn:   function(func(f *Function) { f.Spec.Labels = map[string]string{"app": "-x-"} }),
-			want: []string{`spec.labels: Invalid value: "-x-"`},
+			want: []string{`spec.labels: Invalid value: "-x-": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')`},
 		},
 		"annotations too large": {
 			fn:   function(func(f *Function) { f.Spec.Annotations = map[string]string{"big": strings.Repeat("x", 300*1024)} }),
-			want: []string{"spec.annotations: Too long"},
+			want: []string{"spec.annotations: Too long: may not be more than 262144 bytes"},
 		},
 		"source too large": {
 			fn:   function(func(f *Function) { f.Spec.Source.Inline.Source = strings.Repeat("x", MaxSourceBytes+1) }),
-			want: []string{"spec.source.inline: Too long"},
+			want: []string{fmt.Sprintf("spec.source.inline: Too long: may not be more than %d bytes", MaxSourceBytes)},
+		},
+		"env names, Kyma's first then kfn's": {
+			fn: function(func(f *Function) {
+				f.Spec.Env = []EnvVar{{Name: "KFN_LISTEN_FD"}, {Name: "1BAD"}, {Name: "ALSO BAD"}}
+			}),
+			want: []string{
+				"spec.env: 1BAD. Err: a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or '.', and must not start with a digit (e.g. 'my.env-name',  or 'MY_ENV.NAME',  or 'MyEnvName1', regex used for validation is '[-._a-zA-Z][-._a-zA-Z0-9]*')",
+				"spec.env: KFN_LISTEN_FD: names starting with KFN_ are reserved for kfn's runtime hosts",
+			},
+		},
+		"node dependencies not a package.json": {
+			fn:   function(func(f *Function) { f.Spec.Source.Inline.Dependencies = "lodash==4" }),
+			want: []string{"invalid source.inline.dependencies value: deps should start with '{' and end with '}'"},
+		},
+		"python dependencies are requirements": {
+			fn: function(func(f *Function) { f.Spec.Runtime = Python312; f.Spec.Source.Inline.Dependencies = "requests==2.31.0" }),
+		},
+		"secret mounts": {
+			fn: function(mounts(
+				SecretMount{SecretName: "My_Secret", MountPath: "/a"},
+				SecretMount{SecretName: "creds", MountPath: "relative"},
+				SecretMount{SecretName: "creds", MountPath: "/a/"},
+				SecretMount{SecretName: "other", MountPath: "/x/../etc"},
+				SecretMount{SecretName: "third", MountPath: "/c:d"},
+			)),
+			want: []string{
+				"invalid spec.secretMounts: [a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*') secretNames should be unique]",
+				"spec.secretMounts[1].mountPath: relative: must be an absolute path",
+				"spec.secretMounts[2].mountPath: /a/: mount paths must be unique",
+				"spec.secretMounts[3].mountPath: /x/../etc: must not contain '..'",
+				"spec.secretMounts[4].mountPath: /c:d: must not contain ':'",
+			},
+		},
+		"git URL forms Kyma and kfn accept": {fn: function(git("https://github.com/kyma-project/examples.git"))},
+		"git SSH form":                      {fn: function(git("git@github.com:kyma-project/examples.git"))},
+		"git ssh URL":                       {fn: function(git("ssh://git@github.com/kyma-project/examples.git"))},
+		"git URL Kyma refuses": {
+			fn:   function(git("github.com/kyma-project/examples.git")),
+			want: []string{`source.gitRepository.URL: parse "github.com/kyma-project/examples.git": invalid URI for request`},
+		},
+		"git URL kfn refuses": {
+			fn:   function(git("file:///etc/repo")),
+			want: []string{"source.gitRepository.URL: file:///etc/repo: must be an http(s)://, git:// or ssh:// URL, or the SSH form user@host:path"},
+		},
+		"resources below Kyma's minimum": {
+			fn: function(resources(list("cpu", "5m", "memory", "8Mi"), list("cpu", "9m", "memory", "15Mi"))),
+			want: []string{
+				"Function limits cpu(9m) should be higher than minimal value (10m)",
+				"Function limits memory(15Mi) should be higher than minimal value (16Mi)",
+				"Function request cpu(5m) should be higher than minimal value (10m)",
+				"Function request memory(8Mi) should be higher than minimal value (16Mi)",
+			},
+		},
+		"requests over limits": {
+			fn: function(resources(list("cpu", "200m", "memory", "512Mi"), list("cpu", "100m", "memory", "256Mi"))),
+			want: []string{
+				"Function limits cpu(100m) should be higher than requests cpu(200m)",
+				"Function limits memory(256Mi) should be higher than requests memory(512Mi)",
+			},
+		},
+		"scale range upside down": {
+			fn: function(func(f *Function) {
+				f.Spec.ScaleConfig = &ScaleConfig{MinReplicas: ptr.To[int32](5), MaxReplicas: ptr.To[int32](2)}
+			}),
+			want: []string{"spec.scaleConfig: minReplicas (5) must not be greater than maxReplicas (2)"},
 		},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			errs := tt.fn.Validate()
-			if len(tt.want) == 0 {
-				assert.Empty(t, errs)
-				return
-			}
-			for _, w := range tt.want {
-				assert.Contains(t, errs.ToAggregate().Error(), w)
-			}
+			assert.Equal(t, tt.want, tt.fn.Validate())
 		})
 	}
+	assert.Equal(t, "a. b", InvalidSpecMessage([]string{"a", "b"}), "joined as Kyma joins them")
+}
+
+func TestDuplicateEnv(t *testing.T) {
+	fn := function(func(f *Function) {
+		f.Spec.Env = []EnvVar{{Name: "A"}, {Name: "B"}, {Name: "A"}, {Name: "B"}, {Name: "A"}, {Name: "C"}}
+	})
+	assert.Equal(t, []string{"A", "B"}, fn.DuplicateEnv())
+	assert.Empty(t, function().DuplicateEnv())
 }
 
 func TestConditions(t *testing.T) {

@@ -30,8 +30,6 @@ func (r Runtime) IsPython() bool { return len(r) > 6 && r[:6] == "python" }
 func (r Runtime) Deprecated() bool { return r == NodeJS20 }
 
 // FunctionSpec is the desired state of a Function.
-//
-// +kubebuilder:validation:XValidation:rule="!has(self.source.inline) || !has(self.source.inline.dependencies) || !self.runtime.startsWith('nodejs') || (self.source.inline.dependencies.trim().size() == 0 || (self.source.inline.dependencies.trim().startsWith('{') && self.source.inline.dependencies.trim().endsWith('}')))",message="a Node.js Function's dependencies must be a package.json document, starting with '{' and ending with '}'",fieldPath=".source.inline.dependencies"
 type FunctionSpec struct {
 	// Runtime is the language runtime of the Function: nodejs22, nodejs24,
 	// python312, or nodejs20 (deprecated).
@@ -39,7 +37,6 @@ type FunctionSpec struct {
 
 	// RuntimeImageOverride replaces the runtime image the platform would use.
 	// +optional
-	// +kubebuilder:validation:MaxLength=512
 	RuntimeImageOverride string `json:"runtimeImageOverride,omitempty"`
 
 	// Source is the Function's code: exactly one of inline and gitRepository.
@@ -72,14 +69,12 @@ type FunctionSpec struct {
 	ContainerSecurityContext *corev1.SecurityContext `json:"containerSecurityContext,omitempty"`
 
 	// Env are environment variables of the Function's container, as static
-	// values or references to ConfigMaps, Secrets and fields. Names the
-	// runtime reserves are refused.
+	// values or references to ConfigMaps, Secrets and fields. The names
+	// Kyma reserves are refused; other problems (an invalid name, a name
+	// starting with KFN_) show as ConfigurationReady False. A name defined
+	// twice is used as Kubernetes does: the last definition wins.
 	// +optional
-	// +kubebuilder:validation:MaxItems=256
-	// +kubebuilder:validation:XValidation:rule="self.all(e, !(e.name in ['FUNC_RUNTIME','FUNC_HANDLER','FUNC_PORT','FUNC_HANDLER_SOURCE','FUNC_HANDLER_DEPENDENCIES','MOD_NAME','NODE_PATH','PYTHONPATH']) && !e.name.startsWith('KFN_'))",message="these names are reserved and cannot be used: FUNC_RUNTIME, FUNC_HANDLER, FUNC_PORT, FUNC_HANDLER_SOURCE, FUNC_HANDLER_DEPENDENCIES, MOD_NAME, NODE_PATH, PYTHONPATH and any name starting with KFN_"
-	// +kubebuilder:validation:XValidation:rule="self.all(e, e.name.matches('^[-._a-zA-Z][-._a-zA-Z0-9]*$'))",message="a name must consist of letters, digits, '_', '-' or '.', and must not start with a digit"
-	// +listType=map
-	// +listMapKey=name
+	// +kubebuilder:validation:XValidation:rule="self.all(e, !(e.name in ['FUNC_RUNTIME','FUNC_HANDLER','FUNC_PORT','FUNC_HANDLER_SOURCE','FUNC_HANDLER_DEPENDENCIES','MOD_NAME','NODE_PATH','PYTHONPATH']))",message="these names are reserved and cannot be used: FUNC_RUNTIME, FUNC_HANDLER, FUNC_PORT, FUNC_HANDLER_SOURCE, FUNC_HANDLER_DEPENDENCIES, MOD_NAME, NODE_PATH, PYTHONPATH"
 	Env []EnvVar `json:"env,omitempty"`
 
 	// ResourceConfiguration sets the Function's compute resources, by preset
@@ -107,38 +102,32 @@ type FunctionSpec struct {
 	Template *Template `json:"template,omitempty"`
 
 	// SecretMounts mount Secrets of the Function's namespace read-only into
-	// the container.
+	// the container. Secret names and mount paths must be unique; a problem
+	// with them shows as ConfigurationReady False.
 	// +optional
-	// +listType=map
-	// +listMapKey=secretName
-	// +kubebuilder:validation:MaxItems=64
-	// +kubebuilder:validation:XValidation:rule="self.all(m, self.exists_one(o, o.mountPath == m.mountPath))",message="mount paths must be unique"
 	SecretMounts []SecretMount `json:"secretMounts,omitempty"`
 
-	// Labels are added to the Function's pods.
+	// Labels are added to the Function's pods. Keys starting with
+	// serverless.kyma-project.io/ are refused; keys and values Kubernetes
+	// would refuse on a pod show as ConfigurationReady False.
 	// +optional
-	// +kubebuilder:validation:MaxProperties=64
 	// +kubebuilder:validation:XValidation:rule="!self.exists(k, k.startsWith('serverless.kyma-project.io/'))",message="keys starting with serverless.kyma-project.io/ are reserved"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$') && k.split('/')[k.split('/').size()-1].size() <= 63 && k.size() <= 317)",message="a key must be a qualified name: an optional DNS subdomain prefix and '/', then at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, size(self[k]) < 64)",message="label values cannot be longer than 63 characters"
 	Labels map[string]string `json:"labels,omitempty"`
 
-	// Annotations are added to the Function's pods.
+	// Annotations are added to the Function's pods. Keys starting with
+	// serverless.kyma-project.io/ and proxy.istio.io/config are refused;
+	// annotations Kubernetes would refuse on a pod show as
+	// ConfigurationReady False.
 	// +optional
-	// +kubebuilder:validation:MaxProperties=64
 	// +kubebuilder:validation:XValidation:rule="!self.exists(k, k.startsWith('serverless.kyma-project.io/'))",message="keys starting with serverless.kyma-project.io/ are reserved"
 	// +kubebuilder:validation:XValidation:rule="!self.exists(k, k == 'proxy.istio.io/config')",message="the key proxy.istio.io/config is not allowed"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$') && k.split('/')[k.split('/').size()-1].size() <= 63 && k.size() <= 317)",message="a key must be a qualified name: an optional DNS subdomain prefix and '/', then at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
 	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
-// EnvVar is a corev1.EnvVar whose name is bounded in length, so the API
-// server can afford the CEL rules on spec.env. Its JSON form is identical
-// to corev1.EnvVar.
+// EnvVar is an environment variable of the Function's container. Its JSON
+// form is identical to corev1.EnvVar.
 type EnvVar struct {
 	// Name of the environment variable.
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=256
 	Name string `json:"name"`
 
 	// Value of the variable; ignored when valueFrom is set.
@@ -166,12 +155,11 @@ type Source struct {
 type InlineSource struct {
 	// Source is the handler's code (handler.js or handler.py).
 	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=1048576
 	Source string `json:"source"`
 
-	// Dependencies is package.json for Node.js or requirements.txt for Python.
+	// Dependencies is package.json for Node.js (a JSON object: starting
+	// with '{' and ending with '}') or requirements.txt for Python.
 	// +optional
-	// +kubebuilder:validation:MaxLength=262144
 	Dependencies string `json:"dependencies,omitempty"`
 }
 
@@ -181,10 +169,7 @@ type InlineSource struct {
 // +kubebuilder:validation:XValidation:rule="has(self.reference) && self.reference.trim().size() != 0",message="reference is required and cannot be empty"
 type GitRepositorySource struct {
 	// URL of the repository: http(s)://, git://, ssh:// or the SSH form
-	// user@host:path.
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=2048
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(https?|git|ssh)://[^\\\\s/?#]+(/[^\\\\s]*)?$') || self.matches('^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^\\\\s]+$')",message="must be an http(s)://, git:// or ssh:// URL, or the SSH form user@host:path"
+	// user@host:path. Another form shows as ConfigurationReady False.
 	URL string `json:"url"`
 
 	// Auth names the Secret with the credentials. Required for SSH.
@@ -198,12 +183,10 @@ type GitRepositorySource struct {
 type Repository struct {
 	// BaseDir is the directory of the repository that holds the code.
 	// +optional
-	// +kubebuilder:validation:MaxLength=1024
 	BaseDir string `json:"baseDir,omitempty"`
 
 	// Reference is a branch, tag or commit.
 	// +optional
-	// +kubebuilder:validation:MaxLength=256
 	Reference string `json:"reference,omitempty"`
 }
 
@@ -225,7 +208,6 @@ type RepositoryAuth struct {
 	Type RepositoryAuthType `json:"type"`
 
 	// SecretName is a Secret in the Function's namespace.
-	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:XValidation:rule="self.trim().size() != 0",message="secretName is required and cannot be empty"
 	SecretName string `json:"secretName"`
 }
@@ -250,14 +232,12 @@ type ResourceConfiguration struct {
 	// +kubebuilder:validation:XValidation:rule="!has(self.profile) || self.profile in ['local-dev','slow','normal','fast']",message="must be one of local-dev, slow, normal, fast",fieldPath=".profile"
 	Build *ResourceRequirements `json:"build,omitempty"`
 
-	// Function is the Function container's resources.
+	// Function is the Function container's resources. Requests and
+	// limits below Kyma's minimum (10m CPU, 16Mi memory) and requests above
+	// limits show as ConfigurationReady False.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="has(self.profile) != has(self.resources)",message="use either profile or resources, not both"
 	// +kubebuilder:validation:XValidation:rule="!has(self.profile) || self.profile in ['XS','S','M','L','XL']",message="must be one of XS, S, M, L, XL",fieldPath=".profile"
-	// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.requests) || !('cpu' in self.resources.requests) || quantity(string(self.resources.requests['cpu'])).compareTo(quantity('10m')) >= 0",message="requests.cpu must be at least 10m",fieldPath=".resources"
-	// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.requests) || !('memory' in self.resources.requests) || quantity(string(self.resources.requests['memory'])).compareTo(quantity('16Mi')) >= 0",message="requests.memory must be at least 16Mi",fieldPath=".resources"
-	// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.requests) || !has(self.resources.limits) || !('cpu' in self.resources.requests) || !('cpu' in self.resources.limits) || quantity(string(self.resources.requests['cpu'])).compareTo(quantity(string(self.resources.limits['cpu']))) <= 0",message="requests.cpu must not exceed limits.cpu",fieldPath=".resources"
-	// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.requests) || !has(self.resources.limits) || !('memory' in self.resources.requests) || !('memory' in self.resources.limits) || quantity(string(self.resources.requests['memory'])).compareTo(quantity(string(self.resources.limits['memory']))) <= 0",message="requests.memory must not exceed limits.memory",fieldPath=".resources"
 	Function *ResourceRequirements `json:"function,omitempty"`
 }
 
@@ -273,9 +253,8 @@ type ResourceRequirements struct {
 }
 
 // ScaleConfig is the Function's autoscaling range and, as kfn additions,
-// its queue-depth scaling knobs.
-//
-// +kubebuilder:validation:XValidation:rule="self.minReplicas <= self.maxReplicas",message="minReplicas must be less than or equal to maxReplicas"
+// its queue-depth scaling knobs. A minReplicas above maxReplicas shows as
+// ConfigurationReady False.
 type ScaleConfig struct {
 	// MinReplicas is the fewest pods. 0 lets the Function scale to zero
 	// (needs KEDA in the cluster); Kyma accepts only 1 and more.
@@ -307,18 +286,15 @@ type ScaleConfig struct {
 
 // SecretMount mounts a Secret read-only into the Function's container.
 type SecretMount struct {
-	// SecretName is a Secret in the Function's namespace.
+	// SecretName is a Secret in the Function's namespace (a DNS-1123
+	// subdomain).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="must be a DNS-1123 subdomain: lower-case letters, digits, '-' and '.'"
 	SecretName string `json:"secretName"`
 
-	// MountPath is the absolute directory the Secret's keys appear in.
+	// MountPath is the absolute directory the Secret's keys appear in
+	// (without '..' or ':').
 	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=1024
-	// +kubebuilder:validation:XValidation:rule="self.startsWith('/')",message="must be an absolute path"
-	// +kubebuilder:validation:XValidation:rule="!self.split('/').exists(s, s == '..')",message="must not contain '..'"
-	// +kubebuilder:validation:XValidation:rule="!self.contains(':')",message="must not contain ':'"
 	MountPath string `json:"mountPath"`
 }
 

@@ -1,0 +1,97 @@
+package dev_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kfn-dev/kfn/internal/testenv"
+	"github.com/kfn-dev/kfn/local/dev"
+)
+
+// A Function Kyma accepts but reports as not ready (a Kyma user's
+// manifest from api/testdata/not-ready) shows in kfn dev as the controller
+// reports it in a cluster: ConfigurationReady, InvalidFunctionSpec and
+// Kyma's message, and is not started. A running Function edited into one
+// keeps running as it was, as its Deployment does, and shows the condition.
+func TestNotReadyFunctionShowsItsCondition(t *testing.T) {
+	testenv.LookPath(t, "python3")
+	dir := t.TempDir()
+	data, err := os.ReadFile(filepath.Join("..", "..", "api", "testdata", "not-ready", "fn-memory-request-too-small.yaml"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "small.yaml"), data, 0o644))
+	const good = `apiVersion: serverless.kyma-project.io/v1alpha2
+kind: Function
+metadata:
+  name: hello
+spec:
+  runtime: python312
+  resourceConfiguration:
+    function:
+      resources:
+        requests:
+          cpu: %CPU%
+          memory: 64Mi
+  source:
+    inline:
+      source: |
+        def main(event, context):
+            return "hi"
+`
+	hello := filepath.Join(dir, "hello.yaml")
+	require.NoError(t, os.WriteFile(hello, []byte(strings.ReplaceAll(good, "%CPU%", "50m")), 0o644))
+
+	out := &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	started := make(chan *dev.Platform, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- dev.Run(ctx, dev.Config{Dir: dir, Addr: "127.0.0.1:0", Output: out, WatchInterval: 50 * time.Millisecond},
+			func(p *dev.Platform) { started <- p })
+	}()
+	var p *dev.Platform
+	select {
+	case p = <-started:
+	case err := <-done:
+		t.Fatalf("kfn dev stopped: %v\n%s", err, out.String())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("kfn dev did not start\n%s", out.String())
+	}
+	defer func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(60 * time.Second):
+			t.Error("kfn dev did not stop")
+		}
+	}()
+
+	const small = "ConfigurationReady: InvalidFunctionSpec: Function request memory(8Mi) should be higher than minimal value (16Mi)"
+	st := status(t, p.Addr())
+	f := function(st, "fn-memory-request-too-small")
+	assert.Equal(t, small, f.Error)
+	assert.Equal(t, "nodejs22", f.Runtime)
+	assert.Zero(t, f.Replicas, "not started")
+	assert.Contains(t, st.Errors, "default/fn-memory-request-too-small: "+small)
+	assert.Contains(t, out.String(), "kfn: error: default/fn-memory-request-too-small: "+small)
+	require.Eventually(t, func() bool { return function(status(t, p.Addr()), "hello").Ready == 1 }, 30*time.Second, 20*time.Millisecond, out.String())
+	assert.Empty(t, function(status(t, p.Addr()), "hello").Error)
+
+	require.NoError(t, os.WriteFile(hello, []byte(strings.ReplaceAll(good, "%CPU%", "5m")), 0o644))
+	const tiny = "ConfigurationReady: InvalidFunctionSpec: Function request cpu(5m) should be higher than minimal value (10m)"
+	require.Eventually(t, func() bool { return function(status(t, p.Addr()), "hello").Error == tiny }, 30*time.Second, 20*time.Millisecond, out.String())
+	f = function(status(t, p.Addr()), "hello")
+	assert.Equal(t, 1, f.Ready, "the version that ran keeps running")
+	names := []string{}
+	for _, fn := range status(t, p.Addr()).Functions {
+		names = append(names, fn.Name)
+	}
+	assert.Equal(t, []string{"fn-memory-request-too-small", "hello"}, names, "each Function once, sorted")
+}
