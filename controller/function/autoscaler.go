@@ -3,6 +3,9 @@ package function
 import (
 	"errors"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 	"github.com/kfn-dev/kfn/controller/plan"
 )
 
@@ -24,7 +27,9 @@ const (
 )
 
 // ChooseAutoscaler decides who owns a Function's replicas:
-//   - no scaleConfig: nobody; spec.replicas is applied;
+//   - no scaleConfig: nobody; spec.replicas is applied (an autoscaler of
+//     the user's that targets the Function sets it, as in Kyma; the
+//     reconciler then passes Scaling.Fixed());
 //   - minReplicas 0: KEDA, or ErrNeedsKEDA when KEDA is not installed;
 //   - maxReplicas > minReplicas >= 1: KEDA when installed and a
 //     Subscription's sink is the Function (scaling on queue depth), else
@@ -55,4 +60,13 @@ func FixedReplicas(s plan.Scaling) int32 {
 		return s.MinReplicas
 	}
 	return s.Replicas
+}
+
+// TargetsFunction reports whether the scale target of an autoscaler (an
+// HPA's or a KEDA ScaledObject's scaleTargetRef) is a Function, of any
+// version: such an autoscaler scales the Function through its scale
+// subresource, that is, it sets spec.replicas.
+func TargetsFunction(apiVersion, kind string) bool {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	return err == nil && kind == "Function" && gv.Group == v1alpha2.GroupVersion.Group
 }

@@ -508,4 +508,31 @@ func TestChooseAutoscaler(t *testing.T) {
 		})
 	}
 	assert.True(t, strings.Contains(function.ErrNeedsKEDA.Error(), "KEDA"))
+
+	// Fixed: an autoscaler of the user's sets spec.replicas; scaleConfig
+	// is left out, even scale to zero without KEDA.
+	s := planFor(t, fntest.Function("f", "ns", fntest.Scale(0, 3), fntest.Replicas(4))).Scaling.Fixed()
+	got, err := function.ChooseAutoscaler(s, false, true)
+	require.NoError(t, err)
+	assert.Equal(t, function.AutoscalerNone, got)
+	assert.Equal(t, int32(4), function.FixedReplicas(s))
+	assert.False(t, s.ScalesToZero())
+}
+
+func TestTargetsFunction(t *testing.T) {
+	tests := map[string]struct {
+		apiVersion, kind string
+		want             bool
+	}{
+		"kubectl autoscale function": {"serverless.kyma-project.io/v1alpha2", "Function", true},
+		"another version":            {"serverless.kyma-project.io/v1alpha1", "Function", true},
+		"kfn's own HPA":              {"apps/v1", "Deployment", false},
+		"another group's Function":   {"example.com/v1", "Function", false},
+		"another kind of the group":  {"serverless.kyma-project.io/v1alpha2", "GitRepository", false},
+		"KEDA's default target":      {"", "", false},
+		"bad apiVersion":             {"a/b/c", "Function", false},
+	}
+	for name, tc := range tests {
+		assert.Equal(t, tc.want, function.TargetsFunction(tc.apiVersion, tc.kind), name)
+	}
 }

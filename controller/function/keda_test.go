@@ -16,6 +16,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -111,6 +112,56 @@ func TestKEDA(t *testing.T) {
 	// Deleting the Function deletes its ScaledObject.
 	require.NoError(t, cluster.Client.Delete(testCtx(t), zero))
 	waitGone(t, testCtx(t), zkey, &kedav1alpha1.ScaledObject{})
+
+	userScaledObject(t, ns)
+}
+
+// userScaledObject follows Kyma's "Use External Scalers" tutorial with
+// KEDA: a ScaledObject named after the Function, whose target is the
+// Function, scales it through spec.replicas, down to zero too. kfn leaves
+// it as the user made it and, while it exists, makes no ScaledObject of
+// its own even for a Function whose scaleConfig asks to scale to zero.
+func userScaledObject(t *testing.T, ns string) {
+	so := &kedav1alpha1.ScaledObject{
+		ObjectMeta: metav1.ObjectMeta{Name: "scaled-function", Namespace: ns},
+		Spec: kedav1alpha1.ScaledObjectSpec{
+			ScaleTargetRef:  &kedav1alpha1.ScaleTarget{APIVersion: "serverless.kyma-project.io/v1alpha2", Kind: "Function", Name: "scaled-function"},
+			MinReplicaCount: ptr.To[int32](0),
+			MaxReplicaCount: ptr.To[int32](5),
+			Triggers:        []kedav1alpha1.ScaleTriggers{{Type: "cpu", MetricType: autoscalingv2.UtilizationMetricType, Metadata: map[string]string{"value": "50"}}},
+		},
+	}
+	require.NoError(t, cluster.Client.Create(testCtx(t), so))
+	key := applyManifest(t, ns, `
+apiVersion: serverless.kyma-project.io/v1alpha2
+kind: Function
+metadata:
+  name: scaled-function
+spec:
+  runtime: nodejs24
+  replicas: 1
+  scaleConfig:
+    minReplicas: 0
+    maxReplicas: 3
+  source:
+    inline:
+      source: |
+        module.exports = { main: function (event, context) { return 'Hello World!' } }
+`)
+	got := condition(t, key, v1alpha2.ConditionConfigurationReady, metav1.ConditionTrue, v1alpha2.ReasonFunctionSpecValidated)
+	assert.Contains(t, got.Status.Condition(v1alpha2.ConditionConfigurationReady).Message,
+		"ScaledObject scaled-function scales the Function through spec.replicas; spec.scaleConfig is ignored while it does")
+	deploymentReplicas(t, key, 1)
+	mine := &kedav1alpha1.ScaledObject{}
+	require.True(t, get(t, key, mine))
+	assert.Nil(t, metav1.GetControllerOf(mine), "the user's ScaledObject is not taken over")
+	assert.Equal(t, "cpu", mine.Spec.Triggers[0].Type)
+
+	// KEDA scales the Function to zero through the scale subresource.
+	scaleFunction(t, key, 0)
+	deploymentReplicas(t, key, 0)
+	markReady(t, key)
+	condition(t, key, v1alpha2.ConditionRunning, metav1.ConditionTrue, v1alpha2.ReasonDeploymentReady)
 }
 
 // hasReplicasField reports whether the controller's field manager owns

@@ -133,6 +133,20 @@ func (r *Reconciler) reconcile(ctx context.Context, fn *v1alpha2.Function, st *v
 	st.FunctionResourceProfile = p.Profile
 	st.PodSelector = labels.SelectorFromSet(p.Selector).String()
 
+	external, err := r.externalScaler(ctx, fn)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if external != "" {
+		// As in Kyma: spec.replicas decides, and that autoscaler sets it
+		// through the scale subresource; kfn's own autoscaler would fight it.
+		note := external + " scales the Function through spec.replicas"
+		if fn.Spec.ScaleConfig != nil {
+			note += "; spec.scaleConfig is ignored while it does"
+		}
+		notes = append(notes, note)
+		p.Scaling = p.Scaling.Fixed()
+	}
 	kedaInstalled := r.keda.installed()
 	subscribed := false
 	if kedaInstalled && p.Scaling.Autoscaled && p.Scaling.MinReplicas >= 1 {
@@ -163,6 +177,10 @@ func (r *Reconciler) reconcile(ctx context.Context, fn *v1alpha2.Function, st *v
 		return ctrl.Result{}, err
 	}
 	if err := r.applyAutoscaler(ctx, p, autoscaler, force); err != nil {
+		// No condition of Kyma's fits an autoscaler that cannot be
+		// written (an HPA of someone else's with the Function's name):
+		// say it on the Function, where kubectl describe shows it.
+		r.recorder.Eventf(fn, nil, corev1.EventTypeWarning, "AutoscalerFailed", "Reconcile", "%s", err.Error())
 		return ctrl.Result{}, err
 	}
 	if force {
@@ -267,7 +285,7 @@ func (r *Reconciler) applyService(ctx context.Context, p plan.Plan, force bool) 
 
 func (r *Reconciler) applyAutoscaler(ctx context.Context, p plan.Plan, a Autoscaler, force bool) error {
 	hpa := &autoscalingv2.HorizontalPodAutoscaler{}
-	found, err := r.owned(ctx, p, hpa)
+	found, err := r.ownedOrForeign(ctx, p, hpa, a == AutoscalerHPA)
 	if err != nil {
 		return err
 	}
@@ -289,7 +307,7 @@ func (r *Reconciler) applyAutoscaler(ctx context.Context, p plan.Plan, a Autosca
 		return nil
 	}
 	so := &kedav1alpha1.ScaledObject{}
-	found, err = r.owned(ctx, p, so)
+	found, err = r.ownedOrForeign(ctx, p, so, a == AutoscalerKEDA)
 	if err != nil {
 		return err
 	}
@@ -326,6 +344,56 @@ func (r *Reconciler) owned(ctx context.Context, p plan.Plan, obj client.Object) 
 		return false, fmt.Errorf("%T %s/%s exists and is not managed by kfn: delete or rename it", obj, p.Namespace, p.Name)
 	}
 	return false, r.delete(ctx, obj)
+}
+
+// ownedOrForeign is owned for an autoscaler, which a user may have made
+// with the Function's name (kubectl autoscale function NAME): when kfn does
+// not need its own (need false), such an object is left alone and reported
+// as not found; when it does, owned's error names the conflict.
+func (r *Reconciler) ownedOrForeign(ctx context.Context, p plan.Plan, obj client.Object, need bool) (bool, error) {
+	if !need {
+		if err := r.client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, obj); err != nil {
+			if apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			return false, fmt.Errorf("get %T %s: %w", obj, p.Name, err)
+		}
+		ref := metav1.GetControllerOf(obj)
+		if (ref == nil || ref.UID != p.UID) && obj.GetLabels()[v1alpha2.LabelManagedBy] != v1alpha2.LabelManagedByValue {
+			return false, nil
+		}
+	}
+	return r.owned(ctx, p, obj)
+}
+
+// externalScaler names the autoscaler someone other than kfn pointed at
+// the Function, a HorizontalPodAutoscaler or a KEDA ScaledObject whose
+// scaleTargetRef is the Function, or returns "" when there is none.
+func (r *Reconciler) externalScaler(ctx context.Context, fn *v1alpha2.Function) (string, error) {
+	hpas := &autoscalingv2.HorizontalPodAutoscalerList{}
+	if err := r.client.List(ctx, hpas, client.InNamespace(fn.Namespace), client.MatchingFields{scaleTargetIndex: fn.Name}); err != nil {
+		return "", fmt.Errorf("list horizontalpodautoscalers: %w", err)
+	}
+	for i := range hpas.Items {
+		if ref := metav1.GetControllerOf(&hpas.Items[i]); ref == nil || ref.UID != fn.UID {
+			return "HorizontalPodAutoscaler " + hpas.Items[i].Name, nil
+		}
+	}
+	if !r.keda.watching() {
+		return "", nil
+	}
+	sos := &kedav1alpha1.ScaledObjectList{}
+	if err := r.client.List(ctx, sos, client.InNamespace(fn.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return "", fmt.Errorf("list scaledobjects: %w", err)
+	}
+	for i := range sos.Items {
+		so := &sos.Items[i]
+		t := so.Spec.ScaleTargetRef
+		if t != nil && t.Name == fn.Name && TargetsFunction(t.APIVersion, t.Kind) {
+			return "ScaledObject " + so.Name, nil
+		}
+	}
+	return "", nil
 }
 
 // apply applies ac with server-side apply unless current (nil when there

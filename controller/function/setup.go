@@ -35,6 +35,10 @@ const ControllerName = "function"
 // points at, in their own namespace.
 const sinkIndex = "kfn.sink.service"
 
+// scaleTargetIndex indexes HorizontalPodAutoscalers by the name of the
+// Function they scale through its scale subresource, in their namespace.
+const scaleTargetIndex = "kfn.scaletarget.function"
+
 // AddToScheme registers every type the controller reads or writes:
 // client-go's, kfn's Function and Subscription, and KEDA's ScaledObject.
 func AddToScheme(s *runtime.Scheme) error {
@@ -51,16 +55,17 @@ func AddToScheme(s *runtime.Scheme) error {
 // CacheOptions restricts the manager's cache of the kinds the controller
 // makes (and of Pods) to objects labelled as kfn's, and drops managed
 // fields from everything cached, which bounds the controller's memory.
+// HorizontalPodAutoscalers are all cached: one a user points at a Function
+// (kubectl autoscale function) decides its replicas, as in Kyma.
 func CacheOptions() cache.Options {
 	by := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{v1alpha2.LabelManagedBy: v1alpha2.LabelManagedByValue})}
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.ConfigMap{}:                      by,
-			&appsv1.Deployment{}:                     by,
-			&corev1.Service{}:                        by,
-			&autoscalingv2.HorizontalPodAutoscaler{}: by,
-			&corev1.Pod{}:                            by,
+			&corev1.ConfigMap{}:  by,
+			&appsv1.Deployment{}: by,
+			&corev1.Service{}:    by,
+			&corev1.Pod{}:        by,
 		},
 	}
 }
@@ -101,7 +106,8 @@ func NewReconciler(mgr ctrl.Manager, cfg Config) (*Reconciler, error) {
 
 // SetupWithManager registers the controller: it watches Functions (spec
 // changes), the children they own, their Pods, the Subscriptions whose sinks
-// name them, and KEDA's ScaledObjects once KEDA is installed.
+// name them, autoscalers of the user's whose scale target is a Function,
+// and KEDA's ScaledObjects once KEDA is installed.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	err := mgr.GetFieldIndexer().IndexField(ctx, &eventingv1alpha2.Subscription{}, sinkIndex, func(o client.Object) []string {
 		sub, ok := o.(*eventingv1alpha2.Subscription)
@@ -117,6 +123,16 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	if err != nil {
 		return fmt.Errorf("index subscriptions by sink: %w", err)
 	}
+	err = mgr.GetFieldIndexer().IndexField(ctx, &autoscalingv2.HorizontalPodAutoscaler{}, scaleTargetIndex, func(o client.Object) []string {
+		hpa, ok := o.(*autoscalingv2.HorizontalPodAutoscaler)
+		if !ok || !TargetsFunction(hpa.Spec.ScaleTargetRef.APIVersion, hpa.Spec.ScaleTargetRef.Kind) {
+			return nil
+		}
+		return []string{hpa.Spec.ScaleTargetRef.Name}
+	})
+	if err != nil {
+		return fmt.Errorf("index horizontalpodautoscalers by function: %w", err)
+	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&v1alpha2.Function{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
@@ -124,12 +140,14 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.Service{}).
 		Owns(&autoscalingv2.HorizontalPodAutoscaler{}).
+		Watches(&autoscalingv2.HorizontalPodAutoscaler{}, handler.EnqueueRequestsFromMapFunc(scaleTargetToFunction)).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToFunction)).
 		Watches(&eventingv1alpha2.Subscription{}, handler.EnqueueRequestsFromMapFunc(subscriptionToFunction)).
 		WatchesRawSource(source.Channel(r.keda.events, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.cfg.Workers})
 	if r.keda.installed() {
-		b = b.Owns(&kedav1alpha1.ScaledObject{})
+		b = b.Owns(&kedav1alpha1.ScaledObject{}).
+			Watches(&kedav1alpha1.ScaledObject{}, handler.EnqueueRequestsFromMapFunc(scaleTargetToFunction))
 		r.keda.watched.Store(true)
 	}
 	c, err := b.Build(r)
@@ -137,8 +155,11 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		return fmt.Errorf("build controller: %w", err)
 	}
 	r.keda.watch = func() error {
-		return c.Watch(source.Kind(mgr.GetCache(), client.Object(&kedav1alpha1.ScaledObject{}),
-			handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &v1alpha2.Function{}, handler.OnlyControllerOwner())))
+		if err := c.Watch(source.Kind(mgr.GetCache(), client.Object(&kedav1alpha1.ScaledObject{}),
+			handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &v1alpha2.Function{}, handler.OnlyControllerOwner()))); err != nil {
+			return err
+		}
+		return c.Watch(source.Kind(mgr.GetCache(), client.Object(&kedav1alpha1.ScaledObject{}), handler.EnqueueRequestsFromMapFunc(scaleTargetToFunction)))
 	}
 	r.keda.list = func(ctx context.Context) ([]client.Object, error) {
 		fns := &v1alpha2.FunctionList{}
@@ -160,6 +181,25 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 func podToFunction(_ context.Context, o client.Object) []reconcile.Request {
 	name := o.GetLabels()[v1alpha2.LabelFunctionName]
 	if name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+}
+
+// scaleTargetToFunction maps an autoscaler whose scale target is a
+// Function (an HPA or a KEDA ScaledObject of the user's) to that Function.
+func scaleTargetToFunction(_ context.Context, o client.Object) []reconcile.Request {
+	var apiVersion, kind, name string
+	switch a := o.(type) {
+	case *autoscalingv2.HorizontalPodAutoscaler:
+		apiVersion, kind, name = a.Spec.ScaleTargetRef.APIVersion, a.Spec.ScaleTargetRef.Kind, a.Spec.ScaleTargetRef.Name
+	case *kedav1alpha1.ScaledObject:
+		if a.Spec.ScaleTargetRef == nil {
+			return nil
+		}
+		apiVersion, kind, name = a.Spec.ScaleTargetRef.APIVersion, a.Spec.ScaleTargetRef.Kind, a.Spec.ScaleTargetRef.Name
+	}
+	if name == "" || !TargetsFunction(apiVersion, kind) {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}

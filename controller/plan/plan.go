@@ -217,6 +217,16 @@ type Scaling struct {
 // ScalesToZero reports whether the Function may run no replica at all.
 func (s Scaling) ScalesToZero() bool { return s.Autoscaled && s.MinReplicas == 0 }
 
+// Fixed returns the scaling of the same Function with scaleConfig left
+// out: exactly Replicas, as Kyma runs every Function. The controller uses
+// it when an autoscaler someone else made scales the Function through
+// spec.replicas.
+func (s Scaling) Fixed() Scaling {
+	s.Autoscaled = false
+	s.MinReplicas, s.MaxReplicas = s.Replicas, s.Replicas
+	return s
+}
+
 // For computes the Plan of fn. It reads fn's spec, plus, for a Git source,
 // status.gitRepository.commit, which counts only when status.gitRepository
 // names the same URL, base directory and reference as the spec (the
