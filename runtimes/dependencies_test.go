@@ -262,3 +262,83 @@ func TestPipPrivateIndex(t *testing.T) {
 	assert.ErrorIs(t, err, deps.ErrInstall)
 	assert.Contains(t, err.Error(), "no-such-package")
 }
+
+// TestKymaLibraries installs the libraries Kyma's Node.js images provide
+// (runtimes.NodeLibraries, from the npm registry, as the images and kfn
+// dev do) and runs Kyma handlers that require or import them without a
+// package.json; a function's own dependency of the same name wins, and a
+// handler that names none of them loads none of them.
+func TestKymaLibraries(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the npm registry")
+	}
+	t.Parallel()
+	testenv.LookPath(t, "npm")
+	rt := lookup(t, "nodejs22")
+	inst, err := deps.New(t.TempDir())
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel) // the parallel subtests install too
+	libsDir, err := inst.Ensure(ctx, rt, runtimes.NodeLibraries(), deps.Registry{})
+	require.NoError(t, err)
+
+	t.Run("CommonJS require", func(t *testing.T) {
+		t.Parallel()
+		h := startHost(t, rt, copyFixture(t, rt, "kyma-libs"), hostOptions{cfg: runtimes.Config{LibsDir: libsDir}})
+		r := h.mustDo("GET", "/", nil, "")
+		require.Equal(t, 200, r.status, "%s\n%s", r.body, h.out)
+		assert.JSONEq(t, `{"axios":"function","cloudevents":"order.created.v1","express":"function","otel":"function","axiosVersion":"1.21.1"}`, r.body)
+	})
+	t.Run("ES module import", func(t *testing.T) {
+		t.Parallel()
+		h := startHost(t, rt, copyFixture(t, rt, "kyma-libs-esm"), hostOptions{cfg: runtimes.Config{LibsDir: libsDir}})
+		r := h.mustDo("GET", "/", nil, "")
+		require.Equal(t, 200, r.status, "%s\n%s", r.body, h.out)
+		assert.JSONEq(t, `{"axios":"function","cloudevents":"t.v1"}`, r.body)
+	})
+	t.Run("the function's own version wins", func(t *testing.T) {
+		t.Parallel()
+		own, err := inst.Ensure(ctx, rt, `{"dependencies":{"axios":"1.6.0"}}`, deps.Registry{})
+		require.NoError(t, err)
+		h := startHost(t, rt, copyFixture(t, rt, "kyma-libs"), hostOptions{cfg: runtimes.Config{DepsDir: own, LibsDir: libsDir}})
+		r := h.mustDo("GET", "/", nil, "")
+		require.Equal(t, 200, r.status, "%s\n%s", r.body, h.out)
+		assert.Contains(t, r.body, `"axiosVersion":"1.6.0"`)
+	})
+	t.Run("nothing is loaded that the handler does not name", func(t *testing.T) {
+		t.Parallel()
+		h := startHost(t, rt, copyFixture(t, rt, "no-libs"), hostOptions{cfg: runtimes.Config{LibsDir: libsDir}})
+		r := h.mustDo("GET", "/", nil, "")
+		require.Equal(t, 200, r.status, "%s\n%s", r.body, h.out)
+		assert.Equal(t, "0", r.body)
+	})
+}
+
+// TestKymaPythonLibraries runs a Kyma handler that imports the libraries
+// Kyma's Python image provides, with the machine's python3: where they are
+// installed (the runtime image) it answers; where one is missing (PyPI
+// cannot be reached here) the readiness answer names it and says how to
+// install it, instead of a bare ModuleNotFoundError.
+func TestKymaPythonLibraries(t *testing.T) {
+	t.Parallel()
+	rt := lookup(t, "python312")
+	missing := ""
+	for _, lib := range []string{"bottle", "cloudevents", "prometheus_client", "requests"} {
+		if exec.Command(testenv.LookPath(t, "python3"), "-c", "import "+lib).Run() != nil {
+			missing = lib
+			break
+		}
+	}
+	h := startHost(t, rt, copyFixture(t, rt, "kyma-libs"), hostOptions{noWait: true})
+	h.waitServing(15 * time.Second)
+	r := h.mustDo("GET", runtimes.ReadyPath, nil, "")
+	if missing == "" {
+		require.Equal(t, 200, r.status, r.body)
+		r = h.mustDo("GET", "/", nil, "")
+		assert.JSONEq(t, `{"bottle":"bottle","cloudevents":"cloudevents","prometheus_client":"prometheus_client","requests":"requests"}`, r.body)
+		return
+	}
+	assert.Equal(t, 500, r.status)
+	assert.Contains(t, r.body, "No module named '"+missing+"'")
+	assert.Contains(t, r.body, "Kyma's Python image provides "+missing+": install it for this python3 with 'pip install ")
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -58,6 +59,11 @@ const (
 	// (as made by package deps); unset for a function without dependencies.
 	// It may be read-only.
 	EnvDepsDir = "KFN_DEPS_DIR"
+	// EnvLibsDir is the directory of the libraries Kyma's runtime images
+	// provide (NodeLibraries; its node_modules): a handler may require them
+	// without declaring them, and they resolve after the function's own
+	// dependencies (Node.js).
+	EnvLibsDir = "KFN_LIBS_DIR"
 	// EnvListenFD, when set, is the number of an inherited file descriptor of
 	// a listening TCP socket that the host serves instead of binding EnvPort.
 	// Local mode uses it to keep a port across restarts.
@@ -111,6 +117,10 @@ const (
 	PodSourceDir = "/usr/src/app/source"
 	// PodDepsDir is where the controller mounts the installed dependencies.
 	PodDepsDir = "/usr/src/app/deps"
+	// ImageNodeLibsDir is where a Node.js runtime image holds the libraries
+	// Kyma's images provide (NodeLibraries), as an installed dependency
+	// directory.
+	ImageNodeLibsDir = "/opt/kfn/nodejs/libs"
 )
 
 // ErrInvalidConfig is wrapped by the errors Env returns for a Config it cannot use.
@@ -138,6 +148,9 @@ type Config struct {
 	// DepsDir is the installed dependency directory; empty when the function
 	// has no dependencies.
 	DepsDir string
+	// LibsDir is the installed directory of NodeLibraries (Node.js only);
+	// empty when there is none. They resolve after DepsDir's.
+	LibsDir string
 	// Port is the port to listen on; 0 means DefaultPort.
 	Port int
 	// ListenFD, when >= 3, is an inherited listening socket to serve instead of Port.
@@ -167,7 +180,7 @@ func PlatformEnvNames() []string {
 	names := []string{
 		EnvFunctionName, EnvRuntime, EnvNamespace, EnvTimeout, EnvBodyLimitMB, EnvBodyLimitBytes, EnvPort,
 		EnvHandler, EnvModule, EnvPublisherAddress, EnvTraceCollectorEndpoint, EnvMemoryLimit,
-		EnvNodePath, EnvPythonPath, EnvFunctionDir, EnvSourceDir, EnvDepsDir, EnvListenFD,
+		EnvNodePath, EnvPythonPath, EnvFunctionDir, EnvSourceDir, EnvDepsDir, EnvLibsDir, EnvListenFD,
 	}
 	sort.Strings(names)
 	return names
@@ -242,6 +255,16 @@ func (r Runtime) Env(c Config) ([]EnvVar, error) {
 		} else {
 			env[EnvNodePath] = r.DepsLibDir(c.DepsDir)
 		}
+	}
+	if c.LibsDir != "" && r.Language == NodeJS {
+		env[EnvLibsDir] = c.LibsDir
+		// require() looks in NODE_PATH's directories in order: the
+		// function's own dependencies first.
+		paths := []string{r.DepsLibDir(c.LibsDir)}
+		if p := env[EnvNodePath]; p != "" {
+			paths = append([]string{p}, paths...)
+		}
+		env[EnvNodePath] = strings.Join(paths, ":")
 	}
 	if c.PublisherAddress != "" {
 		env[EnvPublisherAddress] = c.PublisherAddress

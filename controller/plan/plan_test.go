@@ -71,10 +71,12 @@ func TestForDefaults(t *testing.T) {
 		"FUNC_NAME": "hello", "SERVICE_NAMESPACE": "ns", "FUNC_RUNTIME": "nodejs22", "FUNC_PORT": "8080",
 		"FUNC_TIMEOUT": "180", "REQ_MB_LIMIT": "1", "KFN_FUNCTION_DIR": runtimes.PodFunctionDir, "KFN_SOURCE_DIR": runtimes.PodSourceDir,
 		"PUBLISHER_PROXY_ADDRESS": cfg.PublisherAddress, "TRACE_COLLECTOR_ENDPOINT": cfg.TraceCollectorEndpoint,
+		// The libraries Kyma's images provide, in kfn's Node.js image.
+		"KFN_LIBS_DIR": runtimes.ImageNodeLibsDir, "NODE_PATH": runtimes.ImageNodeLibsDir + "/node_modules",
 	} {
 		assert.Equal(t, want, e[name].Value, name)
 	}
-	for _, name := range []string{"KFN_DEPS_DIR", "NODE_PATH", "PYTHONPATH", "FUNC_MEMORY_LIMIT"} {
+	for _, name := range []string{"KFN_DEPS_DIR", "PYTHONPATH", "FUNC_MEMORY_LIMIT"} {
 		assert.NotContains(t, e, name)
 	}
 }
@@ -118,7 +120,8 @@ func TestForSpecFields(t *testing.T) {
 				assert.Len(t, p.Dependencies.Hash, 64)
 				e := env(p)
 				assert.Equal(t, runtimes.PodDepsDir, e["KFN_DEPS_DIR"].Value)
-				assert.Equal(t, runtimes.PodDepsDir+"/node_modules", e["NODE_PATH"].Value)
+				assert.Equal(t, runtimes.PodDepsDir+"/node_modules:"+runtimes.ImageNodeLibsDir+"/node_modules", e["NODE_PATH"].Value,
+					"the function's own dependencies resolve before the libraries Kyma's images provide")
 			},
 		},
 		"package.json without dependencies installs nothing but is a source file": {
@@ -292,7 +295,7 @@ func TestEnvForLocal(t *testing.T) {
 	p, err := plan.For(fntest.Function("hello", "ns", fntest.Source(fntest.HelloJS, pkgJSON), fntest.Env("X", "y")), cfg)
 	require.NoError(t, err)
 	h := p.Host
-	h.FunctionDir, h.DepsDir, h.Port, h.ListenFD = "/home/me/fn", "/cache/deps/abc", 0, 3
+	h.FunctionDir, h.DepsDir, h.LibsDir, h.Port, h.ListenFD = "/home/me/fn", "/cache/deps/abc", "", 0, 3
 	e, err := p.EnvFor(h)
 	require.NoError(t, err)
 	got := map[string]string{}

@@ -187,3 +187,57 @@ spec:
 	assert.Positive(t, answers["v1"])
 	assert.Positive(t, answers["v2"])
 }
+
+// TestKymaLibrariesInTheImages runs Kyma handlers that use the libraries
+// Kyma's runtime images provide without declaring them: axios,
+// cloudevents, express and @opentelemetry/api on Node.js; requests, bottle
+// and prometheus_client on Python (Debian's, in the image built here without
+// PyPI; cloudevents is not packaged by Debian).
+func TestKymaLibrariesInTheImages(t *testing.T) {
+	ns := namespace(t, "libs")
+	apply(t, ns, `
+apiVersion: serverless.kyma-project.io/v1alpha2
+kind: Function
+metadata:
+  name: node-libs
+spec:
+  runtime: nodejs22
+  source:
+    inline:
+      source: |
+        const axios = require("axios");
+        const { CloudEvent } = require("cloudevents");
+        const express = require("express");
+        const { trace } = require("@opentelemetry/api");
+        module.exports = {
+          main: () => [typeof axios.get, new CloudEvent({ type: "a.v1", source: "s" }).type, typeof express.Router, typeof trace.getTracer].join(" ")
+        }
+---
+apiVersion: serverless.kyma-project.io/v1alpha2
+kind: Function
+metadata:
+  name: python-libs
+spec:
+  runtime: python312
+  source:
+    inline:
+      source: |
+        import bottle, prometheus_client, requests
+        def main(event, context):
+            return " ".join([bottle.__name__, prometheus_client.__name__, requests.__name__])
+`)
+	for name, want := range map[string]string{
+		"node-libs":   "function a.v1 function function",
+		"python-libs": "bottle prometheus_client requests",
+	} {
+		waitRunning(t, ns, name, 3*time.Minute)
+		url := functionURL(t, ns, name)
+		eventually(t, 30*time.Second, name+" answers", func() error {
+			code, body, err := get(url)
+			if err == nil && (code != 200 || strings.TrimSpace(body) != want) {
+				err = fmt.Errorf("%d %q, want %q", code, body, want)
+			}
+			return err
+		})
+	}
+}

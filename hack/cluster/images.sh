@@ -50,7 +50,9 @@ MIRROR=${KFN_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 # What every base has: certificates for TLS clients, and the C++ runtime
 # that Node.js links against.
 BASE_PACKAGES=ca-certificates,libstdc++6
-PYTHON_PACKAGES=python3
+# Debian's versions of the libraries Kyma's Python image provides (Debian has
+# no cloudevents): the python312 Dockerfile installs them from PyPI otherwise.
+PYTHON_PACKAGES=python3,python3-requests,python3-bottle,python3-prometheus-client
 
 cache_root=${KFN_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kfn}
 out="$cache_root/cluster/images"
@@ -220,7 +222,7 @@ bud localhost/kfn/kfn:dev "$root/Dockerfile" "$root" \
 bud localhost/kfn/runtime-nodejs22:dev "$root/runtimes/nodejs22/Dockerfile" "$root/runtimes" --build-arg BASE_IMAGE="$node22"
 bud localhost/kfn/runtime-nodejs24:dev "$root/runtimes/nodejs24/Dockerfile" "$root/runtimes" --build-arg BASE_IMAGE="$node24"
 bud localhost/kfn/runtime-python312:dev "$root/runtimes/python312/Dockerfile" "$root/runtimes" \
-	--build-arg BASE_IMAGE="$python" --build-arg TRACING=false
+	--build-arg BASE_IMAGE="$python" --build-arg PYPI=false
 for ref in localhost/kfn/kfn:dev localhost/kfn/runtime-nodejs22:dev localhost/kfn/runtime-nodejs24:dev localhost/kfn/runtime-python312:dev; do
 	name=${ref#localhost/kfn/}
 	export_image "$ref" "$out/${name%%:*}.tar"

@@ -88,6 +88,23 @@ func (f *Function) Error() error {
 	return errors.New(userPaths(err.Error(), f.runDir, f.Source))
 }
 
+// mentionsNodeLibrary reports whether a function's source files name one
+// of the libraries Kyma's Node.js images provide.
+func mentionsNodeLibrary(p plan.Plan) bool {
+	for _, content := range p.Source.Files {
+		if runtimes.MentionsNodeLibrary(content) {
+			return true
+		}
+	}
+	return false
+}
+
+// firstLine is the first line of s.
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
 // userPaths replaces the directory of one process of a function
 // (<runDir>/p-<n>, where its source was copied) in msg with source: the
 // function folder, or "<manifest> (inline source)".
@@ -335,10 +352,24 @@ func (r *Runner) spec(ctx context.Context, p plan.Plan) (supervisor.Spec, []stri
 		}
 		depsDir = dir
 	}
+	// The libraries Kyma's Node.js images provide, installed once into the
+	// dependency cache, for a handler that names one of them (a runtime
+	// image has them; installing them for every function would make a
+	// first start wait on npm for nothing).
+	libsDir := ""
+	if p.Runtime.Language == runtimes.NodeJS && mentionsNodeLibrary(p) {
+		dir, err := r.installer.Ensure(ctx, p.Runtime, runtimes.NodeLibraries(), r.cfg.Registry)
+		if err != nil {
+			warnings = append(warnings, fmt.Sprintf("the libraries Kyma's runtime images provide (%s) could not be installed, so a require of them fails: %v",
+				strings.Join(runtimes.NodeLibraryNames(), ", "), firstLine(err.Error())))
+		}
+		libsDir = dir
+	}
 	// fnDir is the source, written once per content; each process gets a
 	// writable function directory of its own with the source copied in, as
 	// a pod's emptyDir (Spec.RunDir replaces the FunctionDir set here).
 	h := p.Host
+	h.LibsDir = libsDir
 	h.SourceDir = fnDir
 	h.FunctionDir = fnDir
 	h.DepsDir = depsDir

@@ -28,6 +28,7 @@ function load(env = process.env) {
     functionDir,
     sourceDir: env.KFN_SOURCE_DIR ? path.resolve(env.KFN_SOURCE_DIR) : '',
     depsDir: env.KFN_DEPS_DIR ? path.resolve(env.KFN_DEPS_DIR) : '',
+    libsDir: env.KFN_LIBS_DIR ? path.resolve(env.KFN_LIBS_DIR) : '',
     moduleName: env.MOD_NAME || 'handler',
     handlerName: env.FUNC_HANDLER || 'main',
     timeoutSeconds,

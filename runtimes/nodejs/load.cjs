@@ -18,13 +18,15 @@ function notFound(err) {
 }
 
 // registerDepsHooks makes bare imports that fail to resolve from the
-// function directory fall back to <depsDir>/node_modules. ES modules ignore
-// NODE_PATH, and the function directory may be read-only, so a resolve hook
-// is the only way to reach dependencies installed elsewhere. CommonJS
-// require() finds them through NODE_PATH, which the platform sets.
-function registerDepsHooks(depsDir) {
-  if (!depsDir) return 'none';
-  const parentURL = pathToFileURL(path.join(depsDir, 'package.json')).href;
+// function directory fall back to <depsDir>/node_modules, then to
+// <libsDir>/node_modules (the libraries Kyma's images provide). ES modules
+// ignore NODE_PATH, and the function directory may be read-only, so a
+// resolve hook is the only way to reach dependencies installed elsewhere.
+// CommonJS require() finds them through NODE_PATH, which the platform sets
+// in the same order.
+function registerDepsHooks(depsDir, libsDir) {
+  const parents = [depsDir, libsDir].filter(Boolean).map((d) => pathToFileURL(path.join(d, 'package.json')).href);
+  if (parents.length === 0) return 'none';
   if (typeof Module.registerHooks === 'function') {
     Module.registerHooks({
       resolve(specifier, context, nextResolve) {
@@ -32,14 +34,20 @@ function registerDepsHooks(depsDir) {
           return nextResolve(specifier, context);
         } catch (err) {
           if (!notFound(err) || !isBare(specifier)) throw err;
-          return nextResolve(specifier, { ...context, parentURL });
+          for (let i = 0; ; i++) {
+            try {
+              return nextResolve(specifier, { ...context, parentURL: parents[i] });
+            } catch (again) {
+              if (i === parents.length - 1 || !notFound(again)) throw again;
+            }
+          }
         }
       },
     });
     return 'registerHooks';
   }
   if (typeof Module.register === 'function') {
-    Module.register(pathToFileURL(path.join(__dirname, 'deps-hooks.mjs')).href, { data: { parentURL } });
+    Module.register(pathToFileURL(path.join(__dirname, 'deps-hooks.mjs')).href, { data: { parents } });
     return 'register';
   }
   return 'none';
@@ -115,7 +123,7 @@ function copySources(from, to) {
 // HANDLER_PATH to the handler module (as Kyma does), imports it and returns
 // its handler function.
 async function loadHandler(cfg) {
-  registerDepsHooks(cfg.depsDir);
+  registerDepsHooks(cfg.depsDir, cfg.libsDir);
   try {
     copySources(cfg.sourceDir, cfg.functionDir);
   } catch (err) {

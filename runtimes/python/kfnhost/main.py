@@ -70,6 +70,25 @@ def load_handler(cfg):
     return handler
 
 
+# The libraries Kyma's Python image provides to handlers (libs/requirements.txt),
+# and the Debian package of each, where there is one.
+KYMA_LIBRARIES = {'requests': 'python3-requests', 'bottle': 'python3-bottle',
+                  'cloudevents': None, 'prometheus_client': 'python3-prometheus-client'}
+
+
+def library_hint(err):
+    """How to get a library Kyma's image provides that is missing here (kfn
+    dev, or an image built without PyPI), or ''."""
+    name = getattr(err, 'name', None) or ''
+    top = name.split('.', 1)[0]
+    if not isinstance(err, ModuleNotFoundError) or top not in KYMA_LIBRARIES:
+        return ''
+    hint = " (Kyma's Python image provides %s: install it for this python3 with 'pip install %s'" % (top, top.replace('_', '-'))
+    if KYMA_LIBRARIES[top]:
+        hint += ", or on Debian 'apt-get install %s'" % KYMA_LIBRARIES[top]
+    return hint + ')'
+
+
 def describe_load_error(err, path):
     """The one line a readiness answer gives for a handler that did not
     load: where in the handler's own file (a syntax error's line, else the
@@ -84,7 +103,7 @@ def describe_load_error(err, path):
             if frame.filename == path:
                 where = '%s:%s' % (path, frame.lineno)
         text = '%s: %s' % (type(err).__name__, err)
-    return ('%s: %s' % (where, text)).split('\n', 1)[0]
+    return ('%s: %s' % (where, text)).split('\n', 1)[0] + library_hint(err)
 
 
 def main():
