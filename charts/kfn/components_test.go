@@ -106,6 +106,13 @@ func doInstall(t *testing.T, c *testcluster.Cluster) *installation {
 	keda := &unstructured.Unstructured{}
 	require.NoError(t, yaml.Unmarshal(data, &keda.Object))
 	installCRDs(t, ctx, c, []*unstructured.Unstructured{keda})
+	// Kyma's Application CRD (its shape, from the event bridge's tests): the
+	// event bridge watches Applications where it is served.
+	data, err = os.ReadFile(filepath.Join("..", "..", "eventbridge", "applications", "testdata", "application-crd.yaml"))
+	require.NoError(t, err)
+	app := &unstructured.Unstructured{}
+	require.NoError(t, yaml.Unmarshal(data, &app.Object))
+	installCRDs(t, ctx, c, []*unstructured.Unstructured{app})
 
 	scheme := runtime.NewScheme()
 	require.NoError(t, function.AddToScheme(scheme))
@@ -426,6 +433,7 @@ func TestEventBridgeRBAC(t *testing.T) {
 	eventually(t, p, "the leader Event is written and the Lease renewed", func(ctx context.Context) bool {
 		return leaderEvent(ctx, a, "kfn-eventbridge-reconciler") && rec.has("update", "leases", releaseNamespace)
 	})
+	eventually(t, p, "Kyma Applications are watched", func(context.Context) bool { return rec.has("watch", "applications", "") })
 	p.stop(t)
 
 	checkLeastPrivilege(t, rec.Calls(), grantsOf(t, in.objs, releaseNamespace, "kfn-eventbridge"), nil)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	v1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/eventbridge/applications"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/eventbridge/gateway"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
@@ -70,6 +71,14 @@ type Config struct {
 	AckWait time.Duration
 	// Publisher configures the publisher.
 	Publisher publisher.Config
+	// KymaApplications makes the publisher route the events of Kyma
+	// Applications by their application-type label, as Kyma's publisher
+	// does, once the Application CRD is served (looked for every
+	// ApplicationCheckInterval until then). Needs Kubernetes.
+	KymaApplications bool
+	// ApplicationCheckInterval is how often the Application CRD is looked
+	// for until it is served.
+	ApplicationCheckInterval time.Duration
 	// Dispatcher configures the dispatcher (its Streams are set from Streams).
 	Dispatcher dispatcher.Config
 	// Resync is how often each Subscription is reconciled without change.
@@ -86,21 +95,23 @@ type Config struct {
 // DefaultConfig returns working defaults.
 func DefaultConfig() Config {
 	return Config{
-		NATSURL:                "nats://127.0.0.1:4222",
-		Listen:                 ":8080",
-		AdminListen:            ":8081",
-		MetricsListen:          ":9090",
-		Components:             []string{ComponentPublisher, ComponentDispatcher, ComponentReconciler},
-		GatewayListen:          ":8082",
-		Gateway:                gateway.Config{HoldTimeout: gateway.DefaultHoldTimeout, MaxHeld: gateway.DefaultMaxHeld},
-		GatewayInFlightSubject: inflight.DefaultSubject,
-		Streams:                stream.DefaultConfig(),
-		AckWait:                stream.DefaultAckWait,
-		Publisher:              publisher.Config{MaxRequestBytes: publisher.DefaultMaxRequestBytes, StoreTimeout: publisher.DefaultStoreTimeout},
-		Dispatcher:             dispatcher.Config{RequestTimeout: dispatcher.DefaultRequestTimeout, MaxHops: dispatcher.DefaultMaxHops, Jitter: dispatcher.DefaultJitter, Delivery: v1alpha2.DefaultDelivery()},
-		Resync:                 subscription.DefaultResync,
-		LeaderElection:         true,
-		LogLevel:               "info",
+		NATSURL:                  "nats://127.0.0.1:4222",
+		Listen:                   ":8080",
+		AdminListen:              ":8081",
+		MetricsListen:            ":9090",
+		Components:               []string{ComponentPublisher, ComponentDispatcher, ComponentReconciler},
+		GatewayListen:            ":8082",
+		Gateway:                  gateway.Config{HoldTimeout: gateway.DefaultHoldTimeout, MaxHeld: gateway.DefaultMaxHeld},
+		GatewayInFlightSubject:   inflight.DefaultSubject,
+		Streams:                  stream.DefaultConfig(),
+		AckWait:                  stream.DefaultAckWait,
+		Publisher:                publisher.Config{MaxRequestBytes: publisher.DefaultMaxRequestBytes, StoreTimeout: publisher.DefaultStoreTimeout},
+		KymaApplications:         true,
+		ApplicationCheckInterval: applications.DefaultCheckInterval,
+		Dispatcher:               dispatcher.Config{RequestTimeout: dispatcher.DefaultRequestTimeout, MaxHops: dispatcher.DefaultMaxHops, Jitter: dispatcher.DefaultJitter, Delivery: v1alpha2.DefaultDelivery()},
+		Resync:                   subscription.DefaultResync,
+		LeaderElection:           true,
+		LogLevel:                 "info",
 	}
 }
 
@@ -154,6 +165,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Publisher.StoreTimeout, "store-timeout", c.Publisher.StoreTimeout, "how long a publish waits for JetStream before answering 503")
 	fs.StringVar(&c.Publisher.LegacyPrefix, "legacy-event-prefix", "sap.kyma.custom", "prefix of Kyma legacy event types")
 	fs.StringVar(&c.Publisher.LegacySource, "legacy-source", publisher.DefaultLegacySource, "source of the exact-matching copy of legacy events")
+	fs.BoolVar(&c.KymaApplications, "kyma-applications", c.KymaApplications, "route the events of Kyma Applications (applicationconnector.kyma-project.io) by their application-type label, as Kyma's publisher does, once that CRD is served")
+	fs.DurationVar(&c.ApplicationCheckInterval, "application-check-interval", c.ApplicationCheckInterval, "how often the Application CRD is looked for until it is served")
 	fs.DurationVar(&c.Dispatcher.RequestTimeout, "request-timeout", c.Dispatcher.RequestTimeout, "timeout of one delivery to a sink")
 	fs.IntVar(&c.Dispatcher.MaxHops, "max-hops", c.Dispatcher.MaxHops, "longest chain of reply events")
 	fs.Float64Var(&c.Dispatcher.Jitter, "backoff-jitter", c.Dispatcher.Jitter, "random fraction of each redelivery backoff (0..1)")
@@ -237,6 +250,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Resync <= 0 {
 		return fmt.Errorf("%w: -resync must be positive", ErrInvalidConfig)
+	}
+	if c.KymaApplications && c.ApplicationCheckInterval <= 0 {
+		return fmt.Errorf("%w: -application-check-interval must be positive", ErrInvalidConfig)
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

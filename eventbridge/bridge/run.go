@@ -18,12 +18,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/api/manifest"
+	"github.com/kfn-dev/kfn/eventbridge/applications"
 	"github.com/kfn-dev/kfn/eventbridge/auth"
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
@@ -168,6 +170,17 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		if subsLister != nil {
 			opts = append(opts, publisher.WithSubscriptions(subsLister))
+		}
+		if mgr != nil && cfg.KymaApplications {
+			disc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+			if err != nil {
+				return fmt.Errorf("discovery client: %w", err)
+			}
+			apps := applications.New(disc, cfg.ApplicationCheckInterval, log.With("component", "publisher"))
+			if err := mgr.Add(runnableFunc(func(ctx context.Context) error { return apps.Start(ctx, mgr.GetCache()) })); err != nil {
+				return fmt.Errorf("add application watcher: %w", err)
+			}
+			opts = append(opts, publisher.WithApplications(apps))
 		}
 		p, err := publisher.New(eventstore.New(js, cfg.Streams.EventStream), cfg.Publisher, opts...)
 		if err != nil {

@@ -182,7 +182,7 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg, ackWait time.Dur
 	attempts := int(meta.NumDelivered)
 	log := w.log.With("eventID", eventstore.Attribute(h, "id"), "attempt", attempts)
 	replay := strings.HasPrefix(msg.Subject(), stream.ReplaySubjectPrefix+".")
-	if !replay && !t.sub.Matches(eventstore.Attribute(h, "source"), eventstore.Attribute(h, "type")) {
+	if !replay && !t.sub.Matches(eventstore.RouteSource(h), eventstore.Attribute(h, "type")) {
 		// Cleaning mapped another type onto one of our subjects.
 		w.settle(log, msg.Ack())
 		return

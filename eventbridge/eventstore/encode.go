@@ -27,6 +27,13 @@ const (
 	HeaderTraceState  = "tracestate"
 )
 
+// HeaderRouteSource holds the source an event is routed by when it is not
+// the event's own: Kyma's publisher routes an event whose source names a
+// Kyma Application by that Application's application-type label, while
+// the subscriber still sees the event's source. It is kfn's, not an
+// attribute: CopyToHTTP does not deliver it.
+const HeaderRouteSource = "Kfn-Route-Source"
+
 // HopsExtension is the CloudEvents extension that counts how many sinks
 // an event passed through as a reply: an event a sink answers with gets
 // the hops of the event it answered plus one.
@@ -111,6 +118,15 @@ func Attribute(h nats.Header, name string) string {
 		return v[0]
 	}
 	return ""
+}
+
+// RouteSource returns the source a stored event is routed and matched by:
+// HeaderRouteSource when set, else its ce-source.
+func RouteSource(h nats.Header) string {
+	if v := h[HeaderRouteSource]; len(v) > 0 && v[0] != "" {
+		return v[0]
+	}
+	return Attribute(h, "source")
 }
 
 // CopyToHTTP writes the stored event's headers into an HTTP request header

@@ -50,11 +50,27 @@ func New(js jetstream.JetStream, eventStream string) *Store {
 // the de-duplication window is stored once. traceParent and traceState are
 // the trace context of the request that carried it, if any.
 func (s *Store) Publish(ctx context.Context, e *event.Event, traceParent, traceState string) (Result, error) {
+	return s.PublishRouted(ctx, e, "", traceParent, traceState)
+}
+
+// PublishRouted is Publish for an event routed by routeSource rather than
+// by its own source: its subject is kyma.<clean routeSource>.<clean type>
+// and routeSource is stored in the HeaderRouteSource header, which
+// Subscriptions are matched with (RouteSource) and which is not delivered.
+// The event keeps its source. An empty routeSource, or the event's own
+// source, is Publish.
+func (s *Store) PublishRouted(ctx context.Context, e *event.Event, routeSource, traceParent, traceState string) (Result, error) {
 	h, data, err := Encode(e, traceParent, traceState)
 	if err != nil {
 		return Result{}, err
 	}
-	subject, err := v1alpha2.EventSubject(e.Source(), e.Type())
+	if routeSource == e.Source() {
+		routeSource = ""
+	}
+	if routeSource != "" {
+		h[HeaderRouteSource] = []string{routeSource}
+	}
+	subject, err := v1alpha2.EventSubject(RouteSource(h), e.Type())
 	if err != nil {
 		return Result{}, fmt.Errorf("%w: %w", ErrInvalidEvent, err)
 	}

@@ -115,15 +115,17 @@ func ValidateLegacy(req *LegacyRequest) *LegacyError {
 	return nil
 }
 
-// legacyEvents builds the two CloudEvents Kyma makes of a legacy request:
-// one for standard matching (source: the application, type:
-// <event-type>.<version>) and one for exact matching (source:
-// LegacySource, type: <prefix>.<clean app>.<businessobject>.<operation>.<version>).
-// Both have the same id.
-func (p *Publisher) legacyEvents(app string, req *LegacyRequest) ([]event.Event, error) {
+// legacyEvents builds the two CloudEvents Kyma makes of a legacy request,
+// with the source each is routed by ("" for its own): one for standard
+// matching (source: the application, type: <event-type>.<version>, routed
+// by the Application's type when an Application of that name has one) and
+// one for exact matching (source: LegacySource, type: <prefix>.<clean app
+// or its type>.<businessobject>.<operation>.<version>). Both have the same
+// id.
+func (p *Publisher) legacyEvents(app string, req *LegacyRequest) ([]event.Event, []string, error) {
 	t, err := time.Parse(time.RFC3339, req.EventTime)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	id := req.EventID
 	if id == "" {
@@ -142,14 +144,26 @@ func (p *Publisher) legacyEvents(app string, req *LegacyRequest) ([]event.Event,
 	}
 	standard, err := mk(app, req.EventType+"."+req.EventTypeVersion)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	exactType := v1alpha2.LegacyEventType(p.cfg.LegacyPrefix, app, combineSegments(nonAlnumDot.ReplaceAllString(req.EventType, "")), req.EventTypeVersion)
+	appType, found := p.applicationType(app)
+	route, exactApp := "", app
+	if found {
+		route, exactApp = appType, appType
+	}
+	exactType := v1alpha2.LegacyEventType(p.cfg.LegacyPrefix, exactApp, combineSegments(nonAlnumDot.ReplaceAllString(req.EventType, "")), req.EventTypeVersion)
 	exact, err := mk(p.cfg.LegacySource, exactType)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return []event.Event{standard, exact}, nil
+	events := []event.Event{standard, exact}
+	routes := []string{route, ""}
+	for i := range events {
+		if err := checkSubject(&events[i], routes[i]); err != nil {
+			return nil, nil, err
+		}
+	}
+	return events, routes, nil
 }
 
 // combineSegments joins all but the last dot-separated segment of an event
@@ -186,21 +200,14 @@ func (p *Publisher) serveLegacy(w http.ResponseWriter, r *http.Request) int {
 	if e := ValidateLegacy(&req); e != nil {
 		return p.legacyFail(w, r, e)
 	}
-	events, err := p.legacyEvents(app, &req)
-	if err == nil {
-		for i := range events {
-			if err = p.prepare(&events[i]); err != nil {
-				break
-			}
-		}
-	}
+	events, routes, err := p.legacyEvents(app, &req)
 	if err != nil {
 		return p.legacyFail(w, r, legacyBadPayload(err.Error()))
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), p.cfg.StoreTimeout)
 	defer cancel()
 	for i := range events {
-		if _, err := p.store.Publish(ctx, &events[i], r.Header.Get("Traceparent"), r.Header.Get("Tracestate")); err != nil {
+		if _, err := p.store.PublishRouted(ctx, &events[i], routes[i], r.Header.Get("Traceparent"), r.Header.Get("Tracestate")); err != nil {
 			return p.legacyFail(w, r, &LegacyError{Status: StatusCode(err), Message: err.Error()})
 		}
 	}

@@ -32,6 +32,10 @@ func (s *keepStore) Publish(_ context.Context, e *event.Event, tp, ts string) (e
 	return eventstore.Result{}, nil
 }
 
+func (s *keepStore) PublishRouted(ctx context.Context, e *event.Event, _, tp, ts string) (eventstore.Result, error) {
+	return s.Publish(ctx, e, tp, ts)
+}
+
 // FuzzLegacyPublish sends Kyma's legacy event format (POST /{app}/v1/events)
 // built from random fields, so that the fuzzer reaches the validation and
 // type building behind the JSON parser (FuzzPublish's random bodies rarely

@@ -35,6 +35,17 @@ type EventStore interface {
 	// Publish stores an event and answers once it is stored. Errors wrap
 	// the sentinels of package eventstore.
 	Publish(ctx context.Context, e *event.Event, traceParent, traceState string) (eventstore.Result, error)
+	// PublishRouted is Publish for an event routed (stored under the
+	// subject of, and matched with) routeSource instead of its source.
+	PublishRouted(ctx context.Context, e *event.Event, routeSource, traceParent, traceState string) (eventstore.Result, error)
+}
+
+// Applications looks up Kyma Applications (applicationconnector.kyma-project.io)
+// by name; *applications.Watcher is the implementation.
+type Applications interface {
+	// TypeOrName returns the Application's application-type label, or its
+	// name when it has none, and false when there is no such Application.
+	TypeOrName(name string) (string, bool)
 }
 
 // SubscriptionLister lists the Subscriptions of every namespace, for
@@ -71,6 +82,7 @@ type Config struct {
 type Publisher struct {
 	cfg     Config
 	store   EventStore
+	apps    Applications
 	subs    SubscriptionLister
 	ready   ReadyFunc
 	log     *slog.Logger
@@ -86,6 +98,15 @@ type Option func(*Publisher) error
 // Subscriptions from. Without it, that endpoint lists no events.
 func WithSubscriptions(l SubscriptionLister) Option {
 	return func(p *Publisher) error { p.subs = l; return nil }
+}
+
+// WithApplications routes the events of Kyma Applications as Kyma's
+// publisher does when Applications exist: an event whose source (or, for
+// a legacy event, whose application) names an Application is routed by the
+// Application's application-type label when it has one (see publishing).
+// Without it, no source names an Application.
+func WithApplications(a Applications) Option {
+	return func(p *Publisher) error { p.apps = a; return nil }
 }
 
 // WithReady sets the readiness check of /readyz. Without it, /readyz is
@@ -203,8 +224,9 @@ func (p *Publisher) servePublish(w http.ResponseWriter, r *http.Request) int {
 	if err != nil {
 		return p.fail(w, r, err)
 	}
+	routes := make([]string, len(events))
 	for i := range events {
-		if err := p.prepare(&events[i]); err != nil {
+		if routes[i], err = p.prepare(&events[i]); err != nil {
 			if len(events) > 1 {
 				err = fmt.Errorf("event %d of the batch: %w", i, err)
 			}
@@ -215,7 +237,7 @@ func (p *Publisher) servePublish(w http.ResponseWriter, r *http.Request) int {
 	defer cancel()
 	tp, ts := r.Header.Get("Traceparent"), r.Header.Get("Tracestate")
 	for i := range events {
-		if _, err := p.store.Publish(ctx, &events[i], tp, ts); err != nil {
+		if _, err := p.store.PublishRouted(ctx, &events[i], routes[i], tp, ts); err != nil {
 			return p.fail(w, r, err)
 		}
 	}
@@ -244,20 +266,50 @@ func (p *Publisher) parse(ctx context.Context, h http.Header, body []byte) ([]ev
 	return []event.Event{*e}, nil
 }
 
-// prepare validates an event and cleans a legacy type, as Kyma does for
-// types with the legacy prefix.
-func (p *Publisher) prepare(e *event.Event) error {
+// prepare validates a published event as Kyma's publisher does and
+// returns the source to route it by ("" for its own). A type with the
+// legacy prefix is cleaned, its application replaced by the Application's
+// type when an Application of that name has one; any other event whose
+// source names an Application is routed by the Application's type.
+func (p *Publisher) prepare(e *event.Event) (string, error) {
 	if err := e.Validate(); err != nil {
-		return fmt.Errorf("%w: %w", eventstore.ErrInvalidEvent, err)
+		return "", fmt.Errorf("%w: %w", eventstore.ErrInvalidEvent, err)
 	}
+	route := ""
 	if strings.HasPrefix(e.Type(), p.cfg.LegacyPrefix+".") {
-		clean, err := v1alpha2.CleanLegacyEventType(p.cfg.LegacyPrefix, e.Type())
+		app, name, version, err := v1alpha2.ParseLegacyEventType(p.cfg.LegacyPrefix, e.Type())
 		if err != nil {
-			return fmt.Errorf("%w: %w", eventstore.ErrInvalidEvent, err)
+			return "", fmt.Errorf("%w: %w", eventstore.ErrInvalidEvent, err)
 		}
-		e.SetType(clean)
+		if t, ok := p.applicationType(app); ok {
+			app = t
+		}
+		e.SetType(v1alpha2.LegacyEventType(p.cfg.LegacyPrefix, app, name, version))
+	} else if t, ok := p.applicationType(e.Source()); ok {
+		route = t
 	}
-	if _, err := v1alpha2.EventSubject(e.Source(), e.Type()); err != nil {
+	if err := checkSubject(e, route); err != nil {
+		return "", err
+	}
+	return route, nil
+}
+
+// applicationType returns the application type of the Application called
+// name (its application-type label, or its name), when there is one.
+func (p *Publisher) applicationType(name string) (string, bool) {
+	if p.apps == nil || name == "" {
+		return "", false
+	}
+	return p.apps.TypeOrName(name)
+}
+
+// checkSubject checks that an event maps to a subject when routed by route
+// (its own source when "").
+func checkSubject(e *event.Event, route string) error {
+	if route == "" {
+		route = e.Source()
+	}
+	if _, err := v1alpha2.EventSubject(route, e.Type()); err != nil {
 		return fmt.Errorf("%w: %w", eventstore.ErrInvalidEvent, err)
 	}
 	return nil

@@ -225,25 +225,40 @@ func LegacyEventType(prefix, app, event, version string) string {
 // LegacyEventType does. The error wraps ErrInvalidEventType when the prefix
 // is missing or fewer than four non-empty segments follow it.
 func CleanLegacyEventType(prefix, eventType string) (string, error) {
+	app, event, version, err := ParseLegacyEventType(prefix, eventType)
+	if err != nil {
+		return "", err
+	}
+	return LegacyEventType(prefix, app, event, version), nil
+}
+
+// ParseLegacyEventType splits a full legacy event type,
+// <prefix>.<app>.<businessObject...>.<operation>.<version>, into the
+// application as written, the event (the business-object segments joined
+// into one, a dot, the operation) and the version, so that the application
+// can be replaced (by an Application's application-type label, as Kyma's
+// publisher does) before LegacyEventType cleans the whole. The error wraps
+// ErrInvalidEventType when the prefix is missing or fewer than four
+// non-empty segments follow it.
+func ParseLegacyEventType(prefix, eventType string) (app, event, version string, err error) {
 	rest := eventType
 	if prefix != "" {
 		if !strings.HasPrefix(eventType, prefix+".") {
-			return "", fmt.Errorf("%w %q: does not start with the prefix %q", ErrInvalidEventType, eventType, prefix)
+			return "", "", "", fmt.Errorf("%w %q: does not start with the prefix %q", ErrInvalidEventType, eventType, prefix)
 		}
 		rest = strings.TrimPrefix(eventType, prefix+".")
 	}
 	parts := strings.Split(rest, ".")
 	if len(parts) < 4 {
-		return "", fmt.Errorf("%w %q: want <app>.<business object>.<operation>.<version> after the prefix", ErrInvalidEventType, eventType)
+		return "", "", "", fmt.Errorf("%w %q: want <app>.<business object>.<operation>.<version> after the prefix", ErrInvalidEventType, eventType)
 	}
 	for _, p := range parts {
 		if p == "" {
-			return "", fmt.Errorf("%w %q: empty segment", ErrInvalidEventType, eventType)
+			return "", "", "", fmt.Errorf("%w %q: empty segment", ErrInvalidEventType, eventType)
 		}
 	}
 	n := len(parts)
-	event := strings.Join(parts[1:n-2], "") + "." + parts[n-2]
-	return LegacyEventType(prefix, parts[0], event, parts[n-1]), nil
+	return parts[0], strings.Join(parts[1:n-2], "") + "." + parts[n-2], parts[n-1], nil
 }
 
 func sourceToken(source string) string {

@@ -202,3 +202,44 @@ number of bytes, for the NATS config.
 {{- define "kfn.natsConfigChecksum" -}}
 {{- toJson (list .Values.nats.maxPayload .Values.nats.jetstream .Values.nats.replicas) | sha256sum -}}
 {{- end }}
+
+{{/*
+kfn.kymaAlias decides whether the chart makes Kyma's publisher address,
+eventing-publisher-proxy.<kymaPublisherAlias.namespace>: it prints "service"
+(a Service selecting the event bridge: the release is in that namespace),
+"externalName" (an ExternalName Service there, pointing at this release's
+publisher), or a sentence saying why not. With enabled "auto" it is made
+when the namespace is the release's, or exists (Helm's lookup, at install
+and upgrade; `helm template` sees no cluster), and holds no Service of that
+name of someone else's (Kyma's own publisher); an ExternalName alias answers
+on port 80 only, so it also needs eventbridge.service.port 80. With true it
+is made (the namespace must exist); with false never.
+*/}}
+{{- define "kfn.kymaAlias" -}}
+{{- $a := .Values.kymaPublisherAlias -}}
+{{- $mode := toString $a.enabled -}}
+{{- $here := eq $a.namespace .Release.Namespace -}}
+{{- $port80 := eq (int .Values.eventbridge.service.port) 80 -}}
+{{- if eq $mode "false" -}}
+disabled (kymaPublisherAlias.enabled=false)
+{{- else if eq $mode "true" -}}
+{{- if and (not $here) (not $port80) -}}
+{{- fail (printf "kymaPublisherAlias: an alias in namespace %s is an ExternalName Service, which answers on port 80 only: set eventbridge.service.port to 80, or kymaPublisherAlias.enabled to false or auto" $a.namespace) -}}
+{{- end -}}
+{{- ternary "service" "externalName" $here -}}
+{{- else -}}
+{{- $existing := lookup "v1" "Service" $a.namespace "eventing-publisher-proxy" -}}
+{{- $theirs := and $existing (ne (index ($existing.metadata.annotations | default dict) "meta.helm.sh/release-name" | default "") .Release.Name) -}}
+{{- if $theirs -}}
+not made: namespace {{ $a.namespace }} has a Service eventing-publisher-proxy of its own (Kyma's publisher?)
+{{- else if $here -}}
+service
+{{- else if not (lookup "v1" "Namespace" "" $a.namespace) -}}
+not made: namespace {{ $a.namespace }} does not exist (create it and upgrade, or set kymaPublisherAlias.enabled=true once it does)
+{{- else if not $port80 -}}
+not made: an ExternalName alias answers on port 80 only and eventbridge.service.port is {{ .Values.eventbridge.service.port }}
+{{- else -}}
+externalName
+{{- end -}}
+{{- end -}}
+{{- end }}
