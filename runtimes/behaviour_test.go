@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -82,11 +83,56 @@ func TestHostSurvivesFailures(t *testing.T) {
 	})
 }
 
+// TestKymaMetricNames checks the metrics as dashboards written for Kyma
+// read them: Kyma's Node.js runtime exports function_duration_miliseconds
+// (sic: its name) in milliseconds, its Python runtime labels calls,
+// failures and durations with the request's method.
+func TestKymaMetricNames(t *testing.T) {
+	t.Parallel()
+	forEachRuntime(t, func(t *testing.T, rt runtimes.Runtime) {
+		h := startHost(t, rt, fixture(t, rt, "contract"), hostOptions{env: map[string]string{"PERSON_NAME": "World"}})
+		assert.Equal(t, 200, h.mustDo("GET", "/sleep?ms=30", nil, "").status)
+		assert.Equal(t, 200, h.mustDo("GET", "/hello", nil, "").status)
+		assert.Equal(t, 500, h.mustDo("POST", "/throw", nil, "").status)
+		m := h.mustDo("GET", "/metrics", nil, "").body
+		switch rt.Language {
+		case runtimes.NodeJS:
+			assert.Equal(t, "3", metric(t, m, "function_duration_miliseconds_count"), m)
+			assert.Contains(t, m, `function_duration_miliseconds_bucket{le="10000"} 3`, "OpenTelemetry's default boundaries, in ms")
+			assert.Contains(t, m, `function_duration_miliseconds_bucket{le="0"} 0`)
+			sum, err := strconv.ParseFloat(metric(t, m, "function_duration_miliseconds_sum"), 64)
+			require.NoError(t, err)
+			assert.GreaterOrEqual(t, sum, 30.0, "milliseconds, not seconds")
+			assert.Equal(t, "3", metric(t, m, "function_calls_total"))
+			assert.Equal(t, "1", metric(t, m, "function_failures_total"))
+		case runtimes.Python:
+			for series, want := range map[string]string{
+				`function_calls_total{method="GET"}`:                        "2",
+				`function_calls_total{method="POST"}`:                       "1",
+				`function_failures_total{method="GET"}`:                     "0",
+				`function_failures_total{method="POST"}`:                    "1",
+				`function_duration_seconds_count{method="GET"}`:             "2",
+				`function_duration_seconds_bucket{method="POST",le="+Inf"}`: "1",
+			} {
+				assert.Contains(t, m, series+" "+want+"\n", m)
+			}
+		}
+	})
+}
+
+// metric returns the value of a metric in the Prometheus text format,
+// summed over its series (Python's are labelled by method, as Kyma's).
 func metric(t *testing.T, text, name string) string {
 	t.Helper()
-	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\S+)$`).FindStringSubmatch(text)
-	require.NotNil(t, m, "metric %s missing", name)
-	return m[1]
+	ms := regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(name)+`(?:\{[^}]*\})? (\S+)$`).FindAllStringSubmatch(text, -1)
+	require.NotEmpty(t, ms, "metric %s missing", name)
+	sum := 0.0
+	for _, m := range ms {
+		v, err := strconv.ParseFloat(m[1], 64)
+		require.NoError(t, err, "metric %s", name)
+		sum += v
+	}
+	return strconv.FormatFloat(sum, 'f', -1, 64)
 }
 
 // TestBodyLimit checks the body limit (REQ_MB_LIMIT, FUNC_MEMFILE_MAX): at

@@ -121,10 +121,13 @@ type Plan struct {
 
 	// Selector are the labels that select the Function's pods.
 	Selector map[string]string
-	// Labels are the pod labels: the Function's spec.labels and Selector
-	// (Selector wins).
+	// Labels are the pod labels, as Kyma's: the Function's spec.labels,
+	// Selector, and v1alpha2.LabelAppName the Function's name (each later
+	// one wins).
 	Labels map[string]string
-	// Annotations are the pod annotations from spec.annotations.
+	// Annotations are the pod annotations, as Kyma's: Istio's
+	// holdApplicationUntilProxyStarts, spec.annotations over it, and
+	// Istio's native sidecar over both.
 	Annotations map[string]string
 
 	// Scaling is the replica range.
@@ -273,12 +276,7 @@ func For(fn *v1alpha2.Function, cfg Config) (Plan, error) {
 		Scaling:   scaling(fn),
 	}
 	p.SecretMounts = slices.Clone(fn.Spec.SecretMounts)
-	p.Labels = maps.Clone(fn.Spec.Labels)
-	if p.Labels == nil {
-		p.Labels = map[string]string{}
-	}
-	maps.Copy(p.Labels, p.Selector)
-	p.Annotations = maps.Clone(fn.Spec.Annotations)
+	p.Labels, p.Annotations = podMetadata(fn, p.Selector)
 
 	if err := p.setSource(fn); err != nil {
 		return Plan{}, err
@@ -317,6 +315,19 @@ func For(fn *v1alpha2.Function, cfg Config) (Plan, error) {
 		return Plan{}, err
 	}
 	return p, nil
+}
+
+// podMetadata returns the labels and annotations of fn's pods as Kyma
+// makes them (see Plan.Labels and Plan.Annotations).
+func podMetadata(fn *v1alpha2.Function, selector map[string]string) (labels, annotations map[string]string) {
+	labels = make(map[string]string, len(fn.Spec.Labels)+len(selector)+1)
+	maps.Copy(labels, fn.Spec.Labels)
+	maps.Copy(labels, selector)
+	labels[v1alpha2.LabelAppName] = fn.Name
+	annotations = map[string]string{v1alpha2.AnnotationIstioProxyConfig: v1alpha2.IstioProxyConfigHoldApplication}
+	maps.Copy(annotations, fn.Spec.Annotations)
+	annotations[v1alpha2.AnnotationIstioNativeSidecar] = "true"
+	return labels, annotations
 }
 
 func scaling(fn *v1alpha2.Function) Scaling {

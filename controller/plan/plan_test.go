@@ -2,6 +2,7 @@ package plan_test
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -62,7 +63,13 @@ func TestForDefaults(t *testing.T) {
 	assert.Equal(t, plan.Dependencies{File: "package.json"}, p.Dependencies)
 	assert.False(t, p.Dependencies.Install())
 	assert.Equal(t, plan.Scaling{Replicas: 1, MinReplicas: 1, MaxReplicas: 1, TargetBacklog: 10, TargetConcurrency: 10, CooldownPeriod: 300}, p.Scaling)
-	assert.Equal(t, p.Selector, p.Labels)
+	wantLabels := maps.Clone(p.Selector)
+	wantLabels["app.kubernetes.io/name"] = "hello"
+	assert.Equal(t, wantLabels, p.Labels, "Kyma's pod labels")
+	assert.Equal(t, map[string]string{
+		"proxy.istio.io/config":          `{ "holdApplicationUntilProxyStarts": true }`,
+		"sidecar.istio.io/nativeSidecar": "true",
+	}, p.Annotations, "Kyma's pod annotations for Istio")
 	assert.Equal(t, "hello", p.Selector[v1alpha2.LabelFunctionName])
 	assert.Equal(t, "uid-hello", p.Selector[v1alpha2.LabelUUID])
 
@@ -230,7 +237,22 @@ func TestForSpecFields(t *testing.T) {
 			check: func(t *testing.T, p plan.Plan) {
 				assert.Equal(t, "a", p.Labels["team"])
 				assert.Equal(t, "hello", p.Labels[v1alpha2.LabelFunctionName], "selector labels win")
-				assert.Equal(t, map[string]string{"note": "x"}, p.Annotations)
+				assert.Equal(t, "x", p.Annotations["note"])
+			},
+		},
+		// As Kyma's deployment builder: the Function's name is the pod's
+		// app.kubernetes.io/name whatever spec.labels says; spec.annotations
+		// may replace Istio's proxy config but not the native sidecar.
+		"Kyma's app label and Istio annotations win or yield as in Kyma": {
+			mods: []fntest.Modifier{
+				fntest.Labels(map[string]string{"app.kubernetes.io/name": "shop", "app.kubernetes.io/part-of": "shop"}),
+				fntest.Annotations(map[string]string{"proxy.istio.io/config": "{}", "sidecar.istio.io/nativeSidecar": "false"}),
+			},
+			check: func(t *testing.T, p plan.Plan) {
+				assert.Equal(t, "hello", p.Labels["app.kubernetes.io/name"])
+				assert.Equal(t, "shop", p.Labels["app.kubernetes.io/part-of"])
+				assert.Equal(t, "{}", p.Annotations["proxy.istio.io/config"])
+				assert.Equal(t, "true", p.Annotations["sidecar.istio.io/nativeSidecar"])
 			},
 		},
 	}

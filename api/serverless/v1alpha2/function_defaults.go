@@ -22,6 +22,26 @@ const (
 	LabelResource = "serverless.kyma-project.io/resource"
 	// LabelResourceDeployment is the value of LabelResource on the pods.
 	LabelResourceDeployment = "deployment"
+	// LabelAppName is the Function's name on its pods, as Kyma sets it
+	// (over a spec.labels value of the same key): Kyma's dashboards and
+	// Istio's telemetry group pods by it.
+	LabelAppName = "app.kubernetes.io/name"
+)
+
+// Pod annotations Kyma sets on every Function pod, for Istio.
+const (
+	// AnnotationIstioProxyConfig holds back the function's container until
+	// an injected Istio proxy runs, so that its first calls (a Git fetch,
+	// emitCloudEvent) do not fail; spec.annotations may replace it.
+	AnnotationIstioProxyConfig = "proxy.istio.io/config"
+	// IstioProxyConfigHoldApplication is Kyma's value of
+	// AnnotationIstioProxyConfig.
+	IstioProxyConfigHoldApplication = `{ "holdApplicationUntilProxyStarts": true }`
+	// AnnotationIstioNativeSidecar asks Istio for its proxy as a native
+	// sidecar (an init container that keeps running), so that init
+	// containers (the Git fetch, the dependency install) reach the network
+	// too. Always "true", whatever spec.annotations says, as in Kyma.
+	AnnotationIstioNativeSidecar = "sidecar.istio.io/nativeSidecar"
 )
 
 // Resource presets: Kyma's names and values.

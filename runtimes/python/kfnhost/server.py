@@ -177,7 +177,7 @@ class Server:
         conn = call.conn
         sys.stderr.write('kfn: function timed out after %ss: %s %s\n' % (
             self.cfg.timeout, call.request.method, call.request.path))
-        self.metrics.observe(time.monotonic() - call.start, True)
+        self.metrics.observe(call.request.method, time.monotonic() - call.start, True)
         try:
             self.respond_text(conn, 408, 'Request Timeout', close=True)
             conn.sock.shutdown(socket.SHUT_RDWR)
@@ -371,7 +371,7 @@ class Server:
         """Run the handler for request and answer it. The request is always
         ended exactly once: here, or by the watchdog at the deadline."""
         if self.handler is None:
-            self.metrics.observe(0, True)
+            self.metrics.observe(request.method, 0, True)
             try:
                 self.respond_text(conn, 500, NOT_LOADED, head)
             finally:
@@ -404,7 +404,7 @@ class Server:
             self.watchdog.remove(call)
         if not call.settle():
             return False  # the watchdog answered 408 and closed the connection
-        self.metrics.observe(time.monotonic() - start, error is not None)
+        self.metrics.observe(request.method, time.monotonic() - start, error is not None)
         if scope is not None:
             scope.end(status, str(error) if error is not None else None)
         try:
