@@ -52,7 +52,7 @@ dev: kfn ## Run kfn locally with the example application (kfn dev examples/shop)
 	$(BIN)/kfn dev --addr $(DEV_ADDR) $(DEV_FLAGS) $(DEV_DIR)
 
 .PHONY: test
-test: verify envtest ## Run every test (builds the test API server once, about 4 minutes), the real node's included.
+test: verify envtest test-packages ## Run every test (builds the test API server once, about 4 minutes), the real node's included.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test $(TESTFLAGS) ./...
 	@# Nested modules (own go.mod, outside ./... above): the real KEDA's e2e.
 	@for m in $(NESTED_TEST_MODULES); do \
@@ -99,6 +99,10 @@ fuzz: ## Run each fuzz target for its number of inputs (or FUZZTIME).
 .PHONY: bench
 bench: envtest ## Run every benchmark and write BENCHMARKS.md with scaling curves (about 15 minutes; BENCH_QUICK=1: about 2).
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) run ./bench/report $(BENCHFLAGS)
+
+.PHONY: test-packages
+test-packages: ## Install the Debian packages the tests use when missing (root: apt-get; else says what is missing).
+	@hack/test-packages.sh
 
 .PHONY: envtest
 envtest: ## Build kube-apiserver and etcd for tests into ~/.cache/kfn (only when missing).

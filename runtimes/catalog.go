@@ -32,13 +32,37 @@ type Runtime struct {
 	Interpreter string
 	// Deprecated runtimes are accepted but should be reported as deprecated.
 	Deprecated bool
+	// API is the handler contract the runtime's handlers are written
+	// against: EventAPI (main(event, context)) or RequestAPI (Kyma's newer
+	// runtimes: main(req, res) in Node.js, main() with Flask's request in
+	// Python, and the sdk module).
+	API HandlerAPI
 }
 
+// HandlerAPI is a handler contract of Kyma's runtimes (runtimes/README.md).
+type HandlerAPI string
+
+// The handler contracts.
+const (
+	// EventAPI is main(event, context): the handler gets the event's data,
+	// its ce-* attributes, the request and response in event.extensions and
+	// emitCloudEvent on the event; its return value is the answer.
+	EventAPI HandlerAPI = "event"
+	// RequestAPI is Kyma's newer contract (nodejs26, python314): Node.js
+	// handlers are main(req, res) with Express's request and response and
+	// write the answer themselves; Python handlers are main() with Flask's
+	// request and return a Flask answer; both import the sdk module for
+	// CloudEvents, tracing and the function's metadata.
+	RequestAPI HandlerAPI = "request"
+)
+
 var catalog = []Runtime{
-	{Name: "nodejs20", Language: NodeJS, Version: "20", Interpreter: "node", Deprecated: true},
-	{Name: "nodejs22", Language: NodeJS, Version: "22", Interpreter: "node"},
-	{Name: "nodejs24", Language: NodeJS, Version: "24", Interpreter: "node"},
-	{Name: "python312", Language: Python, Version: "3.12", Interpreter: "python3"},
+	{Name: "nodejs20", Language: NodeJS, Version: "20", Interpreter: "node", Deprecated: true, API: EventAPI},
+	{Name: "nodejs22", Language: NodeJS, Version: "22", Interpreter: "node", API: EventAPI},
+	{Name: "nodejs24", Language: NodeJS, Version: "24", Interpreter: "node", API: EventAPI},
+	{Name: "nodejs26", Language: NodeJS, Version: "26", Interpreter: "node", API: RequestAPI},
+	{Name: "python312", Language: Python, Version: "3.12", Interpreter: "python3", API: EventAPI},
+	{Name: "python314", Language: Python, Version: "3.14", Interpreter: "python3", API: RequestAPI},
 }
 
 // All returns every runtime of the catalog, deprecated ones included, in a
@@ -106,11 +130,12 @@ func (r Runtime) SourceFile() string {
 }
 
 // FunctionDir returns the function's directory in a pod of r, Kyma's:
-// PodFunctionDir for Node.js, PodPythonFunctionDir for Python. It is an
-// emptyDir the source is copied into, so the function may write next to
-// its files, and the host's working directory.
+// PodPythonFunctionDir for python312, PodFunctionDir for the others
+// (python314 included, as Kyma moves it there). It is an emptyDir the
+// source is copied into, so the function may write next to its files,
+// and the host's working directory.
 func (r Runtime) FunctionDir() string {
-	if r.Language == Python {
+	if r.Language == Python && r.API == EventAPI {
 		return PodPythonFunctionDir
 	}
 	return PodFunctionDir

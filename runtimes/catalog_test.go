@@ -14,13 +14,16 @@ func TestLookup(t *testing.T) {
 	tests := map[string]struct {
 		name       string
 		language   runtimes.Language
+		api        runtimes.HandlerAPI
 		deprecated bool
 		wantErr    bool
 	}{
-		"nodejs20 is deprecated": {name: "nodejs20", language: runtimes.NodeJS, deprecated: true},
-		"nodejs22":               {name: "nodejs22", language: runtimes.NodeJS},
-		"nodejs24":               {name: "nodejs24", language: runtimes.NodeJS},
-		"python312":              {name: "python312", language: runtimes.Python},
+		"nodejs20 is deprecated": {name: "nodejs20", language: runtimes.NodeJS, deprecated: true, api: runtimes.EventAPI},
+		"nodejs22":               {name: "nodejs22", language: runtimes.NodeJS, api: runtimes.EventAPI},
+		"nodejs24":               {name: "nodejs24", language: runtimes.NodeJS, api: runtimes.EventAPI},
+		"nodejs26":               {name: "nodejs26", language: runtimes.NodeJS, api: runtimes.RequestAPI},
+		"python312":              {name: "python312", language: runtimes.Python, api: runtimes.EventAPI},
+		"python314":              {name: "python314", language: runtimes.Python, api: runtimes.RequestAPI},
 		"python39 is gone":       {name: "python39", wantErr: true},
 		"empty":                  {name: "", wantErr: true},
 	}
@@ -37,13 +40,14 @@ func TestLookup(t *testing.T) {
 			assert.Equal(t, tc.name, rt.Name)
 			assert.Equal(t, tc.language, rt.Language)
 			assert.Equal(t, tc.deprecated, rt.Deprecated)
+			assert.Equal(t, tc.api, rt.API)
 		})
 	}
 }
 
 func TestAllIsACopy(t *testing.T) {
 	all := runtimes.All()
-	require.Len(t, all, 4)
+	require.Len(t, all, 6)
 	all[0].Name = "changed"
 	assert.Equal(t, "nodejs20", runtimes.All()[0].Name)
 }
@@ -71,4 +75,18 @@ func TestDepsLayout(t *testing.T) {
 	assert.Equal(t, "requirements.txt", py.DepsFile())
 	assert.Equal(t, "handler.js", node.SourceFile())
 	assert.Equal(t, "handler.py", py.SourceFile())
+}
+
+func TestFunctionDir(t *testing.T) {
+	tests := map[string]string{
+		"nodejs22":  runtimes.PodFunctionDir,
+		"nodejs26":  runtimes.PodFunctionDir,
+		"python312": runtimes.PodPythonFunctionDir, // Kyma's /kubeless
+		"python314": runtimes.PodFunctionDir,       // Kyma moves python314 next to Node.js
+	}
+	for name, want := range tests {
+		t.Run(name, func(t *testing.T) {
+			assert.Equal(t, want, lookup(t, name).FunctionDir())
+		})
+	}
 }

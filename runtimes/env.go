@@ -3,6 +3,7 @@ package runtimes
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,6 +29,14 @@ const (
 	// (Kyma's variable and unit, bottle's MEMFILE_MAX); a larger body is
 	// answered 413.
 	EnvBodyLimitBytes = "FUNC_MEMFILE_MAX"
+	// EnvBodyLimit is the request body limit in MiB of the RequestAPI
+	// runtimes (nodejs26, python314: Kyma's newer name and unit; Kyma's
+	// "MB" are MiB, as body-parser and Flask count them); a larger body is
+	// answered 413. sdk.getBodySizeLimit reports it.
+	EnvBodyLimit = "FUNC_BODY_MB_LIMIT"
+	// EnvHandlerAPI is the handler contract the host serves: "event"
+	// (EventAPI) or "request" (RequestAPI).
+	EnvHandlerAPI = "KFN_HANDLER_API"
 	// EnvPort is the TCP port the host listens on (all interfaces).
 	EnvPort = "FUNC_PORT"
 	// EnvHandler is the name of the handler function in the module.
@@ -79,8 +88,13 @@ const (
 	// DefaultPythonBodyLimit is the Python body limit in bytes, 100 MiB
 	// (Kyma's FUNC_MEMFILE_MAX default).
 	DefaultPythonBodyLimit = 100 << 20
-	DefaultHandler         = "main"
-	DefaultModule          = "handler"
+	// DefaultRequestBodyLimitMB is the body limit of nodejs26 in MiB, and
+	// DefaultRequestPythonBodyLimitMB python314's (Kyma's
+	// FUNC_BODY_MB_LIMIT defaults).
+	DefaultRequestBodyLimitMB       = 1
+	DefaultRequestPythonBodyLimitMB = 100
+	DefaultHandler                  = "main"
+	DefaultModule                   = "handler"
 )
 
 // HTTP paths the host serves itself; every other path goes to the handler.
@@ -117,11 +131,40 @@ const (
 	PodSourceDir = "/usr/src/app/source"
 	// PodDepsDir is where the controller mounts the installed dependencies.
 	PodDepsDir = "/usr/src/app/deps"
+	// NodeModulesDir is the directory, under a host directory, that holds
+	// the modules the Node.js host provides to RequestAPI handlers as
+	// packages (sdk): NODE_PATH lists it after the function's dependencies.
+	NodeModulesDir = "nodejs/modules"
 	// ImageNodeLibsDir is where a Node.js runtime image holds the libraries
 	// Kyma's images provide (NodeLibraries), as an installed dependency
 	// directory.
 	ImageNodeLibsDir = "/opt/kfn/nodejs/libs"
 )
+
+// bodyLimit returns the variable and value that tell r's host its body
+// limit of limit bytes (0: the runtime's default), in Kyma's unit.
+func (r Runtime) bodyLimit(limit int64) (string, string) {
+	mib := func(def int) string {
+		v := float64(def)
+		if limit != 0 {
+			v = float64(limit) / (1 << 20)
+		}
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	}
+	switch {
+	case r.API == RequestAPI && r.Language == Python:
+		return EnvBodyLimit, mib(DefaultRequestPythonBodyLimitMB)
+	case r.API == RequestAPI:
+		return EnvBodyLimit, mib(DefaultRequestBodyLimitMB)
+	case r.Language == Python:
+		if limit == 0 {
+			limit = DefaultPythonBodyLimit
+		}
+		return EnvBodyLimitBytes, strconv.FormatInt(limit, 10)
+	default:
+		return EnvBodyLimitMB, mib(DefaultBodyLimitMB)
+	}
+}
 
 // ErrInvalidConfig is wrapped by the errors Env returns for a Config it cannot use.
 var ErrInvalidConfig = errors.New("invalid host config")
@@ -151,6 +194,10 @@ type Config struct {
 	// LibsDir is the installed directory of NodeLibraries (Node.js only);
 	// empty when there is none. They resolve after DepsDir's.
 	LibsDir string
+	// HostDir is the host directory Runtime.Command is given; empty means
+	// ImageHostDir. A Node.js RequestAPI handler resolves the sdk module
+	// from it (NodeModulesDir), after its own dependencies and LibsDir.
+	HostDir string
 	// Port is the port to listen on; 0 means DefaultPort.
 	Port int
 	// ListenFD, when >= 3, is an inherited listening socket to serve instead of Port.
@@ -159,8 +206,10 @@ type Config struct {
 	Timeout time.Duration
 	// BodyLimit is the request body limit in bytes; 0 means the runtime's
 	// default (DefaultBodyLimitMB MiB for Node.js, DefaultPythonBodyLimit
-	// for Python). Node.js gets it in MiB (REQ_MB_LIMIT), Python in bytes
-	// (FUNC_MEMFILE_MAX), as in Kyma.
+	// for Python; for RequestAPI runtimes DefaultRequestBodyLimitMB and
+	// DefaultRequestPythonBodyLimitMB MiB). Each gets it in Kyma's
+	// variable and unit: Node.js in MiB (REQ_MB_LIMIT), Python in bytes
+	// (FUNC_MEMFILE_MAX), RequestAPI runtimes in MiB (FUNC_BODY_MB_LIMIT).
 	BodyLimit int64
 	// Handler is the name of the handler function; empty means DefaultHandler.
 	Handler string
@@ -178,8 +227,8 @@ type Config struct {
 // A Function's own env must not set these.
 func PlatformEnvNames() []string {
 	names := []string{
-		EnvFunctionName, EnvRuntime, EnvNamespace, EnvTimeout, EnvBodyLimitMB, EnvBodyLimitBytes, EnvPort,
-		EnvHandler, EnvModule, EnvPublisherAddress, EnvTraceCollectorEndpoint, EnvMemoryLimit,
+		EnvFunctionName, EnvRuntime, EnvNamespace, EnvTimeout, EnvBodyLimitMB, EnvBodyLimitBytes, EnvBodyLimit,
+		EnvHandlerAPI, EnvPort, EnvHandler, EnvModule, EnvPublisherAddress, EnvTraceCollectorEndpoint, EnvMemoryLimit,
 		EnvNodePath, EnvPythonPath, EnvFunctionDir, EnvSourceDir, EnvDepsDir, EnvLibsDir, EnvListenFD,
 	}
 	sort.Strings(names)
@@ -229,19 +278,9 @@ func (r Runtime) Env(c Config) ([]EnvVar, error) {
 		EnvModule:       module,
 		EnvFunctionDir:  c.FunctionDir,
 	}
-	if r.Language == Python {
-		limit := c.BodyLimit
-		if limit == 0 {
-			limit = DefaultPythonBodyLimit
-		}
-		env[EnvBodyLimitBytes] = strconv.FormatInt(limit, 10)
-	} else {
-		limit := float64(DefaultBodyLimitMB)
-		if c.BodyLimit != 0 {
-			limit = float64(c.BodyLimit) / (1 << 20)
-		}
-		env[EnvBodyLimitMB] = strconv.FormatFloat(limit, 'f', -1, 64)
-	}
+	name, value := r.bodyLimit(c.BodyLimit)
+	env[name] = value
+	env[EnvHandlerAPI] = string(r.API)
 	if c.SourceDir != "" {
 		env[EnvSourceDir] = c.SourceDir
 	}
@@ -256,15 +295,28 @@ func (r Runtime) Env(c Config) ([]EnvVar, error) {
 			env[EnvNodePath] = r.DepsLibDir(c.DepsDir)
 		}
 	}
-	if c.LibsDir != "" && r.Language == NodeJS {
-		env[EnvLibsDir] = c.LibsDir
+	if r.Language == NodeJS {
 		// require() looks in NODE_PATH's directories in order: the
-		// function's own dependencies first.
-		paths := []string{r.DepsLibDir(c.LibsDir)}
+		// function's own dependencies first, then the libraries Kyma's
+		// images provide, then the host's sdk module.
+		var paths []string
 		if p := env[EnvNodePath]; p != "" {
-			paths = append([]string{p}, paths...)
+			paths = append(paths, p)
 		}
-		env[EnvNodePath] = strings.Join(paths, ":")
+		if c.LibsDir != "" {
+			env[EnvLibsDir] = c.LibsDir
+			paths = append(paths, r.DepsLibDir(c.LibsDir))
+		}
+		if r.API == RequestAPI {
+			host := c.HostDir
+			if host == "" {
+				host = ImageHostDir
+			}
+			paths = append(paths, filepath.Join(host, NodeModulesDir))
+		}
+		if len(paths) > 0 {
+			env[EnvNodePath] = strings.Join(paths, ":")
+		}
 	}
 	if c.PublisherAddress != "" {
 		env[EnvPublisherAddress] = c.PublisherAddress

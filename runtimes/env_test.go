@@ -29,7 +29,7 @@ func TestEnv(t *testing.T) {
 			runtime: "nodejs22",
 			cfg:     runtimes.Config{FunctionName: "orders", Namespace: "shop", FunctionDir: runtimes.PodFunctionDir},
 			want: map[string]string{
-				"FUNC_NAME": "orders", "SERVICE_NAMESPACE": "shop", "FUNC_RUNTIME": "nodejs22",
+				"FUNC_NAME": "orders", "SERVICE_NAMESPACE": "shop", "FUNC_RUNTIME": "nodejs22", "KFN_HANDLER_API": "event",
 				"FUNC_TIMEOUT": "180", "REQ_MB_LIMIT": "1", "FUNC_PORT": "8080",
 				"FUNC_HANDLER": "main", "MOD_NAME": "handler", "KFN_FUNCTION_DIR": "/usr/src/app/function",
 			},
@@ -41,7 +41,7 @@ func TestEnv(t *testing.T) {
 				PublisherAddress: "http://pub/publish", TraceCollectorEndpoint: "http://otel:4318/v1/traces",
 			},
 			want: map[string]string{
-				"FUNC_NAME": "", "SERVICE_NAMESPACE": "", "FUNC_RUNTIME": "nodejs24",
+				"FUNC_NAME": "", "SERVICE_NAMESPACE": "", "FUNC_RUNTIME": "nodejs24", "KFN_HANDLER_API": "event",
 				"FUNC_TIMEOUT": "1.5", "REQ_MB_LIMIT": "4", "FUNC_PORT": "9000",
 				"FUNC_HANDLER": "main", "MOD_NAME": "handler", "KFN_FUNCTION_DIR": "/f",
 				"KFN_DEPS_DIR": "/usr/src/app/deps", "NODE_PATH": "/usr/src/app/deps/node_modules",
@@ -52,7 +52,7 @@ func TestEnv(t *testing.T) {
 			runtime: "nodejs22",
 			cfg:     runtimes.Config{FunctionDir: "/f", BodyLimit: 512 << 10},
 			want: map[string]string{
-				"FUNC_NAME": "", "SERVICE_NAMESPACE": "", "FUNC_RUNTIME": "nodejs22",
+				"FUNC_NAME": "", "SERVICE_NAMESPACE": "", "FUNC_RUNTIME": "nodejs22", "KFN_HANDLER_API": "event",
 				"FUNC_TIMEOUT": "180", "REQ_MB_LIMIT": "0.5", "FUNC_PORT": "8080",
 				"FUNC_HANDLER": "main", "MOD_NAME": "handler", "KFN_FUNCTION_DIR": "/f",
 			},
@@ -61,7 +61,7 @@ func TestEnv(t *testing.T) {
 			runtime: "python312",
 			cfg:     runtimes.Config{FunctionDir: "/f", BodyLimit: 5 << 20},
 			want: map[string]string{
-				"FUNC_NAME": "", "SERVICE_NAMESPACE": "", "FUNC_RUNTIME": "python312",
+				"FUNC_NAME": "", "SERVICE_NAMESPACE": "", "FUNC_RUNTIME": "python312", "KFN_HANDLER_API": "event",
 				"FUNC_TIMEOUT": "180", "FUNC_MEMFILE_MAX": "5242880", "FUNC_PORT": "8080",
 				"FUNC_HANDLER": "main", "MOD_NAME": "handler", "KFN_FUNCTION_DIR": "/f",
 			},
@@ -72,11 +72,42 @@ func TestEnv(t *testing.T) {
 				FunctionDir: "/f", SourceDir: "/s", DepsDir: "/d", ListenFD: 3, Handler: "run", Module: "app", MemoryLimit: "512Mi",
 			},
 			want: map[string]string{
-				"FUNC_NAME": "", "SERVICE_NAMESPACE": "", "FUNC_RUNTIME": "python312",
+				"FUNC_NAME": "", "SERVICE_NAMESPACE": "", "FUNC_RUNTIME": "python312", "KFN_HANDLER_API": "event",
 				"FUNC_TIMEOUT": "180", "FUNC_MEMFILE_MAX": "104857600", "FUNC_PORT": "8080",
 				"FUNC_HANDLER": "run", "MOD_NAME": "app", "KFN_FUNCTION_DIR": "/f",
 				"KFN_DEPS_DIR": "/d", "PYTHONPATH": "/d/site-packages", "KFN_LISTEN_FD": "3", "KFN_SOURCE_DIR": "/s",
 				"FUNC_MEMORY_LIMIT": "512Mi",
+			},
+		},
+		"nodejs26: Kyma's body limit variable, the sdk module after the libraries": {
+			runtime: "nodejs26",
+			cfg:     runtimes.Config{FunctionDir: "/f", DepsDir: "/d", LibsDir: "/l", BodyLimit: 3 << 20},
+			want: map[string]string{
+				"FUNC_NAME": "", "SERVICE_NAMESPACE": "", "FUNC_RUNTIME": "nodejs26", "KFN_HANDLER_API": "request",
+				"FUNC_TIMEOUT": "180", "FUNC_BODY_MB_LIMIT": "3", "FUNC_PORT": "8080",
+				"FUNC_HANDLER": "main", "MOD_NAME": "handler", "KFN_FUNCTION_DIR": "/f",
+				"KFN_DEPS_DIR": "/d", "KFN_LIBS_DIR": "/l",
+				"NODE_PATH": "/d/node_modules:/l/node_modules:/opt/kfn/nodejs/modules",
+			},
+		},
+		"nodejs26 in kfn dev: the sdk module from the host directory": {
+			runtime: "nodejs26",
+			cfg:     runtimes.Config{FunctionDir: "/f", HostDir: "/cache/host/1234"},
+			want: map[string]string{
+				"FUNC_NAME": "", "SERVICE_NAMESPACE": "", "FUNC_RUNTIME": "nodejs26", "KFN_HANDLER_API": "request",
+				"FUNC_TIMEOUT": "180", "FUNC_BODY_MB_LIMIT": "1", "FUNC_PORT": "8080",
+				"FUNC_HANDLER": "main", "MOD_NAME": "handler", "KFN_FUNCTION_DIR": "/f",
+				"NODE_PATH": "/cache/host/1234/nodejs/modules",
+			},
+		},
+		"python314: body limit in MB, default 100": {
+			runtime: "python314",
+			cfg:     runtimes.Config{FunctionDir: "/f", DepsDir: "/d"},
+			want: map[string]string{
+				"FUNC_NAME": "", "SERVICE_NAMESPACE": "", "FUNC_RUNTIME": "python314", "KFN_HANDLER_API": "request",
+				"FUNC_TIMEOUT": "180", "FUNC_BODY_MB_LIMIT": "100", "FUNC_PORT": "8080",
+				"FUNC_HANDLER": "main", "MOD_NAME": "handler", "KFN_FUNCTION_DIR": "/f",
+				"KFN_DEPS_DIR": "/d", "PYTHONPATH": "/d/site-packages",
 			},
 		},
 	}

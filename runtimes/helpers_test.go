@@ -56,7 +56,11 @@ func interpreter(t testing.TB, rt runtimes.Runtime) string {
 	t.Helper()
 	interpreterMu.Lock()
 	defer interpreterMu.Unlock()
-	if p, ok := interpreterCache[rt.Interpreter]; ok {
+	key := rt.Interpreter
+	if rt.Language == runtimes.Python && rt.API == runtimes.RequestAPI {
+		key += "+flask"
+	}
+	if p, ok := interpreterCache[key]; ok {
 		return p
 	}
 	path := testenv.LookPath(t, rt.Interpreter)
@@ -70,8 +74,28 @@ func interpreter(t testing.TB, rt runtimes.Runtime) string {
 	if err == nil && strings.TrimSpace(string(out)) != "" {
 		path = strings.TrimSpace(string(out))
 	}
-	interpreterCache[rt.Interpreter] = path
+	if key != rt.Interpreter {
+		path = flaskPython(t, path)
+	}
+	interpreterCache[key] = path
 	return path
+}
+
+// flaskPython returns a python3 that imports Flask, which python314's host
+// needs: first, else Debian's /usr/bin/python3 (make test installs
+// python3-flask there when it is missing: hack/test-packages.sh).
+func flaskPython(t testing.TB, first string) string {
+	t.Helper()
+	var err error
+	for _, p := range []string{first, "/usr/bin/python3"} {
+		var out []byte
+		if out, err = exec.Command(p, "-c", "import flask").CombinedOutput(); err == nil {
+			return p
+		}
+		err = fmt.Errorf("%s: %w: %s", p, err, strings.TrimSpace(string(out)))
+	}
+	testenv.Missing(t, "Flask for python3 (Debian: python3-flask)", err)
+	return ""
 }
 
 // lookup returns the catalog entry, failing the test if it is missing.
@@ -87,10 +111,16 @@ func testRuntimes(t testing.TB) []runtimes.Runtime {
 	return []runtimes.Runtime{lookup(t, "nodejs22"), lookup(t, "python312")}
 }
 
-// fixture returns the directory of a test function.
+// fixture returns the directory of a test function: testdata/<language>
+// for the event API, testdata/<runtime> (nodejs26, python314) for the
+// request API.
 func fixture(t testing.TB, rt runtimes.Runtime, name string) string {
 	t.Helper()
-	dir, err := filepath.Abs(filepath.Join("testdata", string(rt.Language), name))
+	group := string(rt.Language)
+	if rt.API == runtimes.RequestAPI {
+		group = rt.Name
+	}
+	dir, err := filepath.Abs(filepath.Join("testdata", group, name))
 	require.NoError(t, err)
 	return dir
 }
@@ -132,6 +162,9 @@ type hostOptions struct {
 	usePort bool
 	// noWait returns without waiting for /healthz.
 	noWait bool
+	// interpreterArgs come before the host's own arguments (python3 -S:
+	// no site-packages).
+	interpreterArgs []string
 }
 
 // startHost starts rt's host serving the function in fnDir and waits until
@@ -140,6 +173,7 @@ func startHost(t testing.TB, rt runtimes.Runtime, fnDir string, opts hostOptions
 	t.Helper()
 	cfg := opts.cfg
 	cfg.FunctionDir = fnDir
+	cfg.HostDir = hostDir
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 5 * time.Second
 	}
@@ -161,7 +195,7 @@ func startHost(t testing.TB, rt runtimes.Runtime, fnDir string, opts hostOptions
 	require.NoError(t, err)
 
 	argv := rt.Command(hostDir)
-	cmd := exec.Command(interpreter(t, rt), argv[1:]...)
+	cmd := exec.Command(interpreter(t, rt), append(slices.Clone(opts.interpreterArgs), argv[1:]...)...)
 	cmd.Env = processEnv(env, opts.env)
 	cmd.ExtraFiles = files
 	out := &syncBuffer{}

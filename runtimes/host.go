@@ -13,11 +13,13 @@ import (
 	"sync"
 )
 
-//go:embed nodejs/*.cjs nodejs/*.mjs python/*.py python/kfnhost/*.py
+//go:embed nodejs/*.cjs nodejs/*.mjs nodejs/modules/sdk/* python/*.py python/kfnhost/*.py python/api/*.py
 var hostFiles embed.FS
 
 // HostFS returns the host files, laid out as WriteHost writes them:
-// nodejs/server.cjs and its modules, python/kfn_main.py and the python/kfnhost package.
+// nodejs/server.cjs and its modules (nodejs/modules/sdk, the sdk package of
+// nodejs26 handlers), python/kfn_main.py, the python/kfnhost package and
+// python/api/sdk.py (the sdk module of python314 handlers).
 func HostFS() fs.FS {
 	return hostFiles
 }

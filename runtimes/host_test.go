@@ -56,7 +56,10 @@ func TestWriteHostConcurrentAndIdempotent(t *testing.T) {
 }
 
 func TestHostFilesEmbedded(t *testing.T) {
-	for _, p := range []string{"nodejs/server.cjs", "nodejs/deps-hooks.mjs", "python/kfn_main.py", "python/kfnhost/server.py"} {
+	for _, p := range []string{
+		"nodejs/server.cjs", "nodejs/deps-hooks.mjs", "nodejs/sdk.cjs", "nodejs/modules/sdk/index.cjs", "nodejs/modules/sdk/package.json",
+		"python/kfn_main.py", "python/kfnhost/server.py", "python/kfnhost/requestapi.py", "python/api/sdk.py",
+	} {
 		_, err := fs.Stat(runtimes.HostFS(), p)
 		assert.NoError(t, err, p)
 	}

@@ -369,6 +369,7 @@ func (r *Runner) spec(ctx context.Context, p plan.Plan) (supervisor.Spec, []stri
 	// writable function directory of its own with the source copied in, as
 	// a pod's emptyDir (Spec.RunDir replaces the FunctionDir set here).
 	h := p.Host
+	h.HostDir = r.hostDir
 	h.LibsDir = libsDir
 	h.SourceDir = fnDir
 	h.FunctionDir = fnDir

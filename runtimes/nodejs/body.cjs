@@ -119,4 +119,20 @@ function fillEvent(event, req, buf) {
   req.body = data;
 }
 
-module.exports = { HTTPError, hasBody, readBody, fillEvent, decodeData };
+// requestBody is req.body of a request-API (nodejs26) call, as the body
+// parsers of Kyma's runtime leave it: JSON (any JSON value) for
+// application/json and application/cloudevents+json, a string for text/*,
+// an object for a urlencoded form, a Buffer for anything else, undefined
+// without a body. It throws an HTTPError(400) for malformed JSON.
+function requestBody(req, buf) {
+  if (buf === undefined) return undefined;
+  const type = mediaType(req.headers['content-type']);
+  if (type === 'application/json' || type === 'application/cloudevents+json') {
+    return buf.length === 0 ? {} : parseJSON(buf, 'request body');
+  }
+  if (type.startsWith('text/')) return buf.toString('utf8');
+  if (type === 'application/x-www-form-urlencoded') return parseQuery(buf.toString('utf8'));
+  return buf;
+}
+
+module.exports = { HTTPError, hasBody, readBody, fillEvent, decodeData, requestBody };

@@ -14,12 +14,20 @@ function number(env, name, fallback, { min = 0, integer = false } = {}) {
   return value;
 }
 
+// The handler contracts (KFN_HANDLER_API): main(event, context), or
+// nodejs26's main(req, res) with the sdk module.
+const APIS = ['event', 'request'];
+
 function load(env = process.env) {
+  const api = env.KFN_HANDLER_API || 'event';
+  if (!APIS.includes(api)) throw new Error(`invalid KFN_HANDLER_API=${JSON.stringify(api)}: want one of ${APIS.join(', ')}`);
   const timeoutSeconds = number(env, 'FUNC_TIMEOUT', 180, { min: 0.001 });
-  const bodyLimitMB = number(env, 'REQ_MB_LIMIT', 1, { min: 0.000001 });
+  // Kyma's variable of each contract, both in MB (MiB, as body-parser counts).
+  const bodyLimitMB = number(env, api === 'request' ? 'FUNC_BODY_MB_LIMIT' : 'REQ_MB_LIMIT', 1, { min: 0.000001 });
   const listenFd = env.KFN_LISTEN_FD ? number(env, 'KFN_LISTEN_FD', 0, { min: 3, integer: true }) : undefined;
   const functionDir = path.resolve(env.KFN_FUNCTION_DIR || '/usr/src/app/function');
   return {
+    api,
     functionName: env.FUNC_NAME || '',
     namespace: env.SERVICE_NAMESPACE || '',
     runtime: env.FUNC_RUNTIME || '',

@@ -2,12 +2,15 @@
 // (registered with module.register, they run on Node's loader thread): a bare
 // import that cannot be resolved from the importing file is resolved again
 // from the function's dependency directory, then from the directory of the
-// libraries Kyma's images provide. See load.cjs.
+// libraries Kyma's images provide, then from the host's own modules (sdk,
+// for nodejs26 handlers). See load.cjs.
 
 let parents = [];
+let modules = {};
 
 export function initialize(data) {
   parents = data.parents || [];
+  modules = data.modules || {};
 }
 
 function isBare(specifier) {
@@ -18,13 +21,17 @@ export async function resolve(specifier, context, nextResolve) {
   try {
     return await nextResolve(specifier, context);
   } catch (err) {
-    if (err?.code !== 'ERR_MODULE_NOT_FOUND' || !isBare(specifier) || parents.length === 0) throw err;
-    for (let i = 0; ; i++) {
+    if (err?.code !== 'ERR_MODULE_NOT_FOUND' || !isBare(specifier)) throw err;
+    let last = err;
+    for (const parentURL of parents) {
       try {
-        return await nextResolve(specifier, { ...context, parentURL: parents[i] });
+        return await nextResolve(specifier, { ...context, parentURL });
       } catch (again) {
-        if (i === parents.length - 1 || again?.code !== 'ERR_MODULE_NOT_FOUND') throw again;
+        if (again?.code !== 'ERR_MODULE_NOT_FOUND') throw again;
+        last = again;
       }
     }
+    if (Object.hasOwn(modules, specifier)) return { url: modules[specifier], format: 'commonjs', shortCircuit: true };
+    throw last;
   }
 }

@@ -47,7 +47,7 @@ const kScope = Symbol('traceScope');
 Object.defineProperties(Event.prototype, {
   emitCloudEvent: {
     get() {
-      return (type, source, data, attributes) => emitCloudEvent(this, type, source, data, attributes);
+      return (type, source, data, attributes) => emitCloudEvent(traceOf(this), type, source, data, attributes);
     },
   },
   setResponseHeader: {
@@ -73,7 +73,7 @@ Object.defineProperties(Event.prototype, {
     get() {
       return (ce) => {
         const { type, source, data, ...rest } = ce || {};
-        return emitCloudEvent(this, type, source, data, rest);
+        return emitCloudEvent(traceOf(this), type, source, data, rest);
       };
     },
   },
@@ -93,6 +93,12 @@ Object.defineProperties(Event.prototype, {
   },
 });
 
+// traceOf is where an event's emitted events take their trace context
+// from: the call's tracing scope, else the incoming request's headers.
+function traceOf(event) {
+  return { scope: event[kScope], headers: event.extensions.request.headers };
+}
+
 function defaultContentType(data) {
   if (data === undefined || data === null) return undefined;
   if (typeof data === 'string') return 'text/plain';
@@ -108,8 +114,12 @@ function encodeData(data, contentType) {
   return String(data);
 }
 
-// buildHeaders returns the binary-mode CloudEvent headers and body.
-function buildMessage(event, type, source, data, attributes) {
+// buildMessage returns the binary-mode CloudEvent headers and body of an
+// event emitted in the call that trace describes ({scope, headers}: the
+// call's tracing scope, else the incoming request's headers, whose trace
+// headers are passed on). It throws a TypeError for an invalid type,
+// source or attribute name.
+function buildMessage(trace, type, source, data, attributes) {
   if (typeof type !== 'string' || type === '') throw new TypeError('emitCloudEvent: type must be a non-empty string');
   if (typeof source !== 'string' || source === '') throw new TypeError('emitCloudEvent: source must be a non-empty string');
   const headers = {
@@ -134,11 +144,10 @@ function buildMessage(event, type, source, data, attributes) {
   if (contentType === undefined) contentType = defaultContentType(data);
   const body = encodeData(data, contentType);
   if (contentType !== undefined) headers['content-type'] = contentType;
-  const scope = event[kScope];
-  if (scope) {
-    scope.inject(headers);
-  } else {
-    const incoming = event.extensions.request.headers;
+  if (trace.scope) {
+    trace.scope.inject(headers);
+  } else if (trace.headers) {
+    const incoming = trace.headers;
     for (const h of TRACE_HEADERS) {
       if (incoming[h] !== undefined) headers[h] = incoming[h];
     }
@@ -158,18 +167,28 @@ function agentFor(protocol) {
 
 // emitCloudEvent resolves with {status, statusText, headers, data} when the
 // publisher answers 2xx and rejects with an Error (err.response set when the
-// publisher answered) otherwise.
-function emitCloudEvent(event, type, source, data, attributes) {
+// publisher answered) otherwise, an invalid event included.
+function emitCloudEvent(trace, type, source, data, attributes) {
+  let message;
+  try {
+    message = buildMessage(trace, type, source, data, attributes);
+  } catch (err) {
+    return Promise.reject(err);
+  }
+  return post(message);
+}
+
+// post sends a message of buildMessage to the publisher; it resolves and
+// rejects as emitCloudEvent does.
+function post(message) {
   return new Promise((resolve, reject) => {
     if (!settings.publisherAddress) {
       reject(new Error('emitCloudEvent: PUBLISHER_PROXY_ADDRESS is not set'));
       return;
     }
     let url;
-    let message;
     try {
       url = new URL(settings.publisherAddress);
-      message = buildMessage(event, type, source, data, attributes);
     } catch (err) {
       reject(err);
       return;
@@ -213,4 +232,4 @@ function emitCloudEvent(event, type, source, data, attributes) {
   });
 }
 
-module.exports = { Event, configure, TRACE_HEADERS };
+module.exports = { Event, configure, buildMessage, post, TRACE_HEADERS };

@@ -17,16 +17,24 @@ function notFound(err) {
   return err && (err.code === 'ERR_MODULE_NOT_FOUND' || err.code === 'MODULE_NOT_FOUND');
 }
 
+// The modules the host provides to request-API (nodejs26) handlers as
+// packages, by name: resolved last, so a function's own dependency of the
+// same name wins, as in Kyma's image.
+const HOST_MODULES = { sdk: path.join(__dirname, 'modules', 'sdk', 'index.cjs') };
+
 // registerDepsHooks makes bare imports that fail to resolve from the
 // function directory fall back to <depsDir>/node_modules, then to
-// <libsDir>/node_modules (the libraries Kyma's images provide). ES modules
-// ignore NODE_PATH, and the function directory may be read-only, so a
-// resolve hook is the only way to reach dependencies installed elsewhere.
-// CommonJS require() finds them through NODE_PATH, which the platform sets
-// in the same order.
-function registerDepsHooks(depsDir, libsDir) {
+// <libsDir>/node_modules (the libraries Kyma's images provide), then, with
+// hostModules, to the host's own modules (sdk). ES modules ignore
+// NODE_PATH, and the function directory may be read-only, so a resolve hook
+// is the only way to reach dependencies installed elsewhere. CommonJS
+// require() finds them through NODE_PATH, which the platform sets in the
+// same order.
+function registerDepsHooks(depsDir, libsDir, hostModules) {
   const parents = [depsDir, libsDir].filter(Boolean).map((d) => pathToFileURL(path.join(d, 'package.json')).href);
-  if (parents.length === 0) return 'none';
+  const modules = {};
+  if (hostModules) for (const [name, file] of Object.entries(HOST_MODULES)) modules[name] = pathToFileURL(file).href;
+  if (parents.length === 0 && !hostModules) return 'none';
   if (typeof Module.registerHooks === 'function') {
     Module.registerHooks({
       resolve(specifier, context, nextResolve) {
@@ -34,20 +42,24 @@ function registerDepsHooks(depsDir, libsDir) {
           return nextResolve(specifier, context);
         } catch (err) {
           if (!notFound(err) || !isBare(specifier)) throw err;
-          for (let i = 0; ; i++) {
+          let last = err;
+          for (const parentURL of parents) {
             try {
-              return nextResolve(specifier, { ...context, parentURL: parents[i] });
+              return nextResolve(specifier, { ...context, parentURL });
             } catch (again) {
-              if (i === parents.length - 1 || !notFound(again)) throw again;
+              if (!notFound(again)) throw again;
+              last = again;
             }
           }
+          if (Object.hasOwn(modules, specifier)) return { url: modules[specifier], format: 'commonjs', shortCircuit: true };
+          throw last;
         }
       },
     });
     return 'registerHooks';
   }
   if (typeof Module.register === 'function') {
-    Module.register(pathToFileURL(path.join(__dirname, 'deps-hooks.mjs')).href, { data: { parents } });
+    Module.register(pathToFileURL(path.join(__dirname, 'deps-hooks.mjs')).href, { data: { parents, modules } });
     return 'register';
   }
   return 'none';
@@ -120,10 +132,11 @@ function copySources(from, to) {
 
 // loadHandler copies the source into the function's directory (when
 // KFN_SOURCE_DIR is set), makes that the working directory, sets
-// HANDLER_PATH to the handler module (as Kyma does), imports it and returns
-// its handler function.
+// HANDLER_PATH as Kyma does (the handler module; for nodejs26 the
+// function's directory), imports the module and returns its handler
+// function.
 async function loadHandler(cfg) {
-  registerDepsHooks(cfg.depsDir, cfg.libsDir);
+  registerDepsHooks(cfg.depsDir, cfg.libsDir, cfg.api === 'request');
   try {
     copySources(cfg.sourceDir, cfg.functionDir);
   } catch (err) {
@@ -132,7 +145,7 @@ async function loadHandler(cfg) {
   }
   process.chdir(cfg.functionDir);
   const file = moduleFile(cfg.functionDir, cfg.moduleName);
-  process.env.HANDLER_PATH = file;
+  process.env.HANDLER_PATH = cfg.api === 'request' ? cfg.functionDir : file;
   let ns;
   try {
     ns = await importModule(file);

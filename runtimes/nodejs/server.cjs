@@ -1,16 +1,18 @@
 'use strict';
-// kfn Node.js function host: serves a Kyma handler, main(event, context),
-// over HTTP. Node's own http module only; see runtimes/README.md for the
+// kfn Node.js function host: serves a Kyma handler over HTTP, main(event,
+// context), or nodejs26's main(req, res) with the sdk module (the request
+// API). Node's own http module only; see runtimes/README.md for the
 // contract (environment, routes, signals).
 
 const http = require('node:http');
 const config = require('./config.cjs');
 const { Request, Response } = require('./express.cjs');
-const { hasBody, readBody, fillEvent } = require('./body.cjs');
+const { hasBody, readBody, fillEvent, requestBody } = require('./body.cjs');
 const { Event, configure: configureEvents } = require('./event.cjs');
 const metrics = require('./metrics.cjs');
 const tracing = require('./tracing.cjs');
 const { loadHandler } = require('./load.cjs');
+const sdk = require('./sdk.cjs');
 
 function fatal(err) {
   console.error(`kfn: ${err && err.stack ? err.stack : err}`);
@@ -84,6 +86,7 @@ function isReadyProbe(url) {
 // answers every call 500 "User function not loaded" and readiness 500.
 function serve(cfg, handler, loadError) {
   configureEvents({ publisherAddress: cfg.publisherAddress, publisherToken: cfg.publisherToken, timeoutMs: cfg.timeoutMs });
+  sdk.configure(cfg);
   // Calls in progress, in start order. Every call gets the same timeout, so
   // this is also deadline order: one timer, set for the oldest call, cuts
   // all of them, instead of a timer per call.
@@ -126,6 +129,7 @@ function serve(cfg, handler, loadError) {
       this.start = performance.now();
       this.deadline = this.start + cfg.timeoutMs;
       this.done = false;
+      this.timedOut = false;
       inFlight.add(this);
       if (sweepTimer === null) scheduleSweep();
       // send is Kyma's third handler argument: sendResponse(body, status, headers).
@@ -162,8 +166,23 @@ function serve(cfg, handler, loadError) {
       if (this.scope) this.scope.end(res.statusCode);
     }
 
-    fail(err) {
+    // ended settles a request-API call once its response is complete, or
+    // its connection closed: the handler writes the answer itself.
+    ended() {
       if (!this.settle()) return;
+      if (this.scope) this.scope.end(this.res.statusCode);
+    }
+
+    fail(err) {
+      if (!this.settle()) {
+        // A request-API handler may fail after it answered (or after its
+        // 408): counted and logged all the same, as Kyma's runtime does.
+        if (cfg.api === 'request' && !this.timedOut) {
+          metrics.failure();
+          console.error('kfn: function failed:', err);
+        }
+        return;
+      }
       metrics.failure();
       console.error('kfn: function failed:', err);
       const res = this.res;
@@ -175,6 +194,7 @@ function serve(cfg, handler, loadError) {
 
   function onTimeout(call) {
     if (!call.settle()) return;
+    call.timedOut = true;
     metrics.failure();
     const res = call.res;
     console.error(`kfn: function timed out after ${cfg.timeoutSeconds}s: ${call.req.method} ${pathOf(call.req.url)}`);
@@ -184,11 +204,16 @@ function serve(cfg, handler, loadError) {
     if (call.scope) call.scope.end(408, 'timeout');
   }
 
+  function notLoaded(res) {
+    metrics.call();
+    metrics.failure();
+    sendError(res, 500, NOT_LOADED);
+  }
+
+  // invoke calls main(event, context) and answers with its result.
   function invoke(req, res, buf) {
     if (handler === null) {
-      metrics.call();
-      metrics.failure();
-      sendError(res, 500, NOT_LOADED);
+      notLoaded(res);
       return;
     }
     const scope = tracing.enabled() ? tracing.scope(req, pathOf(req.url)) : undefined;
@@ -222,6 +247,41 @@ function serve(cfg, handler, loadError) {
       call.finish(out);
     }
   }
+
+  // invokeRequest calls a request-API handler, main(req, res), which
+  // answers through res; its return value is not used, a throw or a
+  // rejection is a 500 unless it already answered.
+  function invokeRequest(req, res, buf) {
+    if (handler === null) {
+      notLoaded(res);
+      return;
+    }
+    try {
+      req.body = requestBody(req, buf);
+    } catch (err) {
+      sendError(res, err.status || 500, err.message);
+      return;
+    }
+    const scope = tracing.enabled() ? tracing.scope(req, pathOf(req.url)) : undefined;
+    metrics.call();
+    const call = new Call(req, res, scope);
+    const ended = () => call.ended();
+    res.once('finish', ended);
+    res.once('close', ended);
+    const run = scope ? () => scope.run(() => handler(req, res)) : () => handler(req, res);
+    let out;
+    try {
+      out = sdk.runCall(req, scope, run);
+    } catch (err) {
+      call.fail(err);
+      return;
+    }
+    if (out !== null && typeof out === 'object' && typeof out.then === 'function') {
+      out.then(undefined, (err) => call.fail(err));
+    }
+  }
+
+  const dispatch = cfg.api === 'request' ? invokeRequest : invoke;
 
   function onRequest(req, res) {
     fresh.delete(req.socket);
@@ -257,12 +317,12 @@ function serve(cfg, handler, loadError) {
     if (draining) res.setHeader('Connection', 'close');
     if (!hasBody(req)) {
       // Content-Length: 0 is an empty body, not no body (as body-parser saw it).
-      invoke(req, res, req.headers['content-length'] === '0' ? EMPTY : undefined);
+      dispatch(req, res, req.headers['content-length'] === '0' ? EMPTY : undefined);
       return;
     }
     readBody(req, cfg.bodyLimitBytes, (err, buf) => {
       if (err) sendError(res, err.status, err.message, err.close);
-      else invoke(req, res, buf);
+      else dispatch(req, res, buf);
     });
   }
 

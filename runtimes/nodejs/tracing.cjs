@@ -137,6 +137,12 @@ function enabled() {
   return otel !== undefined;
 }
 
+// tracer returns the SDK's tracer when spans are exported, else a no-op
+// tracer.
+function tracer() {
+  return otel ? otel.tracer : noopTracer;
+}
+
 // scope returns the request's tracing scope, or undefined when tracing is off.
 function scope(req, path) {
   return otel ? new Scope(req, path) : undefined;
@@ -151,4 +157,4 @@ function shutdown(timeoutMs) {
   ]);
 }
 
-module.exports = { noopTracer, start, enabled, scope, shutdown };
+module.exports = { noopTracer, start, enabled, tracer, scope, shutdown };

@@ -5,6 +5,9 @@ import os
 # Module names the host itself uses; a function module may not have them.
 HOST_MODULES = ('kfnhost', 'kfn_main')
 
+# The handler contracts (KFN_HANDLER_API).
+APIS = ('event', 'request')
+
 
 class ConfigError(Exception):
     """A configuration value from the environment is invalid."""
@@ -41,9 +44,21 @@ class Config:
         self.module_name = env.get('MOD_NAME') or 'handler'
         self.handler_name = env.get('FUNC_HANDLER') or 'main'
         self.timeout = _number(env, 'FUNC_TIMEOUT', 180.0, 0.001)
-        # Kyma's Python variable and unit: bytes, default 100 MiB (bottle's
-        # MEMFILE_MAX). REQ_MB_LIMIT is the Node.js host's.
-        self.body_limit = _number(env, 'FUNC_MEMFILE_MAX', 100 * 1024 * 1024, 1, integer=True)
+        # The handler contract: main(event, context), or python314's main()
+        # with Flask's request and the sdk module.
+        self.api = env.get('KFN_HANDLER_API') or 'event'
+        if self.api not in APIS:
+            raise ConfigError('invalid KFN_HANDLER_API=%r: want one of %s' % (self.api, ', '.join(APIS)))
+        if self.api == 'request':
+            # python314's variable and unit: MB (MiB, as Flask counts
+            # them), default 100.
+            self.body_limit_mb = _number(env, 'FUNC_BODY_MB_LIMIT', 100.0, 0.000001)
+            self.body_limit = max(1, int(self.body_limit_mb * 1024 * 1024))
+        else:
+            # Kyma's python312 variable and unit: bytes, default 100 MiB
+            # (bottle's MEMFILE_MAX). REQ_MB_LIMIT is the Node.js host's.
+            self.body_limit = _number(env, 'FUNC_MEMFILE_MAX', 100 * 1024 * 1024, 1, integer=True)
+            self.body_limit_mb = self.body_limit / (1024 * 1024)
         self.memory_limit = env.get('FUNC_MEMORY_LIMIT')
         self.publisher = env.get('PUBLISHER_PROXY_ADDRESS', '')
         self.publisher_token = env.get('PUBLISHER_TOKEN', '')

@@ -101,49 +101,8 @@ class Event(dict):
         """POST a binary-mode CloudEvent to PUBLISHER_PROXY_ADDRESS, passing the
         request's trace context on. Returns the publisher's response on 2xx and
         raises CloudEventError otherwise."""
-        publisher = _emit_settings['publisher']
-        if not publisher:
-            raise CloudEventError('emitCloudEvent: PUBLISHER_PROXY_ADDRESS is not set')
-        if not isinstance(type, str) or not type:
-            raise ValueError('emitCloudEvent: type must be a non-empty string')
-        if not isinstance(source, str) or not source:
-            raise ValueError('emitCloudEvent: source must be a non-empty string')
-        headers = {'ce-specversion': '1.0', 'ce-type': type, 'ce-source': source}
-        content_type = None
-        for name, value in (optionalCloudEventAttributes or {}).items():
-            if value is None:
-                continue
-            key = name.lower()
-            if key in ('specversion', 'type', 'source', 'data'):
-                continue
-            if key == 'datacontenttype':
-                content_type = str(value)
-                continue
-            if not key or len(key) > 20 or not set(key) <= _CE_ATTRIBUTE:
-                raise ValueError('emitCloudEvent: invalid CloudEvent attribute name %r' % name)
-            headers['ce-' + key] = value.isoformat() if hasattr(value, 'isoformat') else str(value)
-        if 'ce-id' not in headers:
-            import uuid
-            headers['ce-id'] = str(uuid.uuid4())
-        if 'ce-time' not in headers:
-            now = time.time()
-            headers['ce-time'] = time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(now)) + '.%03dZ' % (int(now * 1000) % 1000)
-        if content_type is None:
-            content_type = _default_content_type(data)
-        body = _encode_data(data, content_type)
-        if content_type is not None:
-            headers['Content-Type'] = content_type
-        if self._scope is not None:
-            self._scope.inject(headers)
-        else:
-            incoming = self['extensions']['request'].headers
-            for h in TRACE_HEADERS:
-                v = incoming.get(h)
-                if v is not None:
-                    headers[h] = v
-        if _emit_settings['token']:
-            headers['Authorization'] = 'Bearer ' + _emit_settings['token']
-        return _post(publisher, headers, body)
+        return emit(self._scope, self['extensions']['request'].headers, type, source, data,
+                    optionalCloudEventAttributes)
 
     def publishCloudEvent(self, data):
         """Deprecated in Kyma: publish a CloudEvent given as a dict."""
@@ -161,6 +120,56 @@ class Event(dict):
             'data': event_data,
             'datacontenttype': _default_content_type(event_data),
         }
+
+
+def emit(scope, incoming, type, source, data, attributes=None):
+    """POST a binary-mode CloudEvent to PUBLISHER_PROXY_ADDRESS with the trace
+    context of the call it is emitted in: scope's (the call's span), else
+    the trace headers of incoming (the request's headers, or None). Returns
+    the publisher's response on 2xx; raises ValueError for an invalid type,
+    source or attribute name and CloudEventError when it cannot publish."""
+    publisher = _emit_settings['publisher']
+    if not publisher:
+        raise CloudEventError('emitCloudEvent: PUBLISHER_PROXY_ADDRESS is not set')
+    if not isinstance(type, str) or not type:
+        raise ValueError('emitCloudEvent: type must be a non-empty string')
+    if not isinstance(source, str) or not source:
+        raise ValueError('emitCloudEvent: source must be a non-empty string')
+    headers = {'ce-specversion': '1.0', 'ce-type': type, 'ce-source': source}
+    content_type = None
+    for name, value in (attributes or {}).items():
+        if value is None:
+            continue
+        key = name.lower()
+        if key in ('specversion', 'type', 'source', 'data'):
+            continue
+        if key == 'datacontenttype':
+            content_type = str(value)
+            continue
+        if not key or len(key) > 20 or not set(key) <= _CE_ATTRIBUTE:
+            raise ValueError('emitCloudEvent: invalid CloudEvent attribute name %r' % name)
+        headers['ce-' + key] = value.isoformat() if hasattr(value, 'isoformat') else str(value)
+    if 'ce-id' not in headers:
+        import uuid
+        headers['ce-id'] = str(uuid.uuid4())
+    if 'ce-time' not in headers:
+        now = time.time()
+        headers['ce-time'] = time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(now)) + '.%03dZ' % (int(now * 1000) % 1000)
+    if content_type is None:
+        content_type = _default_content_type(data)
+    body = _encode_data(data, content_type)
+    if content_type is not None:
+        headers['Content-Type'] = content_type
+    if scope is not None:
+        scope.inject(headers)
+    elif incoming is not None:
+        for h in TRACE_HEADERS:
+            v = incoming.get(h)
+            if v is not None:
+                headers[h] = v
+    if _emit_settings['token']:
+        headers['Authorization'] = 'Bearer ' + _emit_settings['token']
+    return _post(publisher, headers, body)
 
 
 def _post(address, headers, body):

@@ -12,6 +12,7 @@ from .config import Config, ConfigError
 from .event import configure_emit
 from .lines import install as install_line_streams
 from .server import NOT_LOADED, Server
+from .tracing import Tracing
 
 
 class _Drain(BaseException):
@@ -48,10 +49,22 @@ def copy_sources(source, target):
         shutil.copyfile(src, dst)
 
 
+def configure_sdk(cfg, tracing):
+    """Put the sdk module python314 handlers import (import sdk) first on
+    sys.path, as Kyma's runtime does, and configure it."""
+    from .requestapi import api_dir
+    sys.path.insert(0, api_dir())
+    import sdk
+    timeout = int(cfg.timeout) if cfg.timeout == int(cfg.timeout) else cfg.timeout
+    limit = int(cfg.body_limit_mb) if cfg.body_limit_mb == int(cfg.body_limit_mb) else cfg.body_limit_mb
+    sdk._configure(cfg.function_name, cfg.namespace, cfg.runtime, timeout, limit, tracing.tracer)
+
+
 def load_handler(cfg):
     """Copy the source into the function's directory (KFN_SOURCE_DIR), run
     in it, set FUNCTION_PATH to it (as Kyma does), import the handler module
-    and return its handler function."""
+    and return its handler function: main(event, context), or for the
+    request API an App that runs main() in Flask."""
     try:
         copy_sources(cfg.source_dir, cfg.function_dir)
     except OSError as err:
@@ -63,17 +76,24 @@ def load_handler(cfg):
         site = os.path.join(cfg.deps_dir, 'site-packages')
         if site not in sys.path:
             sys.path.insert(1, site)
+    if cfg.api == 'request':
+        from .requestapi import import_flask
+        import_flask()
     module = importlib.import_module(cfg.module_name)
     handler = getattr(module, cfg.handler_name, None)
     if not callable(handler):
         raise ConfigError('%s exports no function "%s"' % (getattr(module, '__file__', cfg.module_name), cfg.handler_name))
+    if cfg.api == 'request':
+        from .requestapi import App
+        return App(handler, cfg)
     return handler
 
 
 # The libraries Kyma's Python image provides to handlers (libs/requirements.txt),
 # and the Debian package of each, where there is one.
 KYMA_LIBRARIES = {'requests': 'python3-requests', 'bottle': 'python3-bottle',
-                  'cloudevents': None, 'prometheus_client': 'python3-prometheus-client'}
+                  'cloudevents': None, 'prometheus_client': 'python3-prometheus-client',
+                  'flask': 'python3-flask'}
 
 
 def library_hint(err):
@@ -114,11 +134,14 @@ def main():
         sys.stderr.write('kfn: %s\n' % err)
         return 1
     configure_emit(cfg.publisher, cfg.timeout, cfg.publisher_token)
+    tracing = Tracing()
     # A handler that cannot be loaded does not stop the host: it serves
     # without it, answering calls 500 "User function not loaded" and its
     # readiness (/healthz?ready) 500, as Kyma's Node.js host does.
     handler, load_error = None, ''
     try:
+        if cfg.api == 'request':
+            configure_sdk(cfg, tracing)
         handler = load_handler(cfg)
     except (Exception, SystemExit) as err:  # SyntaxError, ImportError, a module's sys.exit() ...
         import traceback
@@ -128,7 +151,7 @@ def main():
             sys.stderr.write('kfn: %s: load %s from %s:\n%s' % (
                 NOT_LOADED, cfg.module_name, cfg.function_dir, ''.join(traceback.format_exception(err))))
         load_error = describe_load_error(err, os.path.join(cfg.function_dir, cfg.module_name + '.py'))
-    server = Server(cfg, handler, load_error)
+    server = Server(cfg, handler, load_error, tracing)
 
     def on_signal(signum, frame):
         raise _Drain()

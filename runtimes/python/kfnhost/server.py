@@ -9,6 +9,7 @@ from .event import Event, fill_event
 from .httpio import Headers, HTTPError, http_date, reason
 from .metrics import Metrics
 from .request import Request, Response
+from .requestapi import INTERNAL_ERROR, TIMEOUT_TEXT
 from .result import encode_result
 from .tracing import NOOP_TRACER, Tracing
 
@@ -114,13 +115,15 @@ class Connection:
 
 
 class Server:
-    def __init__(self, cfg, handler, load_error=''):
+    def __init__(self, cfg, handler, load_error='', tracing=None):
         self.cfg = cfg
         # None when the handler could not be loaded; load_error says why.
+        # For the request API (cfg.api), a requestapi.App.
         self.handler = handler
         self.load_error = load_error
+        self.request_api = cfg.api == 'request'
         self.metrics = Metrics()
-        self.tracing = Tracing()
+        self.tracing = tracing if tracing is not None else Tracing()
         self.watchdog = Watchdog(self)
         self.lock = threading.Lock()
         self.idle = threading.Condition(self.lock)
@@ -154,13 +157,15 @@ class Server:
 
     # -- response writing
 
-    def respond(self, conn, status, headers, body, head=False, close=False):
+    def respond(self, conn, status, headers, body, head=False, close=False, length=None):
+        """Write an answer; length is its Content-Length when it is not
+        len(body) (a HEAD answer whose body was never made)."""
         if conn.closing:
             close = True
         out = [b'HTTP/1.1 %d %s\r\nDate: ' % (status, reason(status).encode()), http_date()]
         for k, v in headers:
             out.append(b'\r\n%s: %s' % (k.encode('latin-1'), v.encode('latin-1')))
-        out.append(b'\r\nContent-Length: %d' % len(body))
+        out.append(b'\r\nContent-Length: %d' % (len(body) if length is None else length))
         if close:
             out.append(b'\r\nConnection: close')
             conn.closing = True
@@ -179,7 +184,7 @@ class Server:
             self.cfg.timeout, call.request.method, call.request.path))
         self.metrics.observe(call.request.method, time.monotonic() - call.start, True)
         try:
-            self.respond_text(conn, 408, 'Request Timeout', close=True)
+            self.respond_text(conn, 408, TIMEOUT_TEXT if self.request_api else 'Request Timeout', close=True)
             conn.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
@@ -277,7 +282,9 @@ class Server:
                     self.respond(conn, 204, [], b'', head)
                     return True
             body = self.read_body(conn, rfile, headers)
-            if method == 'OPTIONS' and 'access-control-request-method' in headers:
+            # CORS preflights are answered by the host, as Kyma's runtimes
+            # do, but for python314, whose handler gets OPTIONS itself.
+            if method == 'OPTIONS' and 'access-control-request-method' in headers and not self.request_api:
                 cors = [('Access-Control-Allow-Origin', '*'),
                         ('Access-Control-Allow-Methods', headers['access-control-request-method'])]
                 if 'access-control-request-headers' in headers:
@@ -286,6 +293,8 @@ class Server:
                 return True
             request = Request(method, target, version, headers, body, remote)
             ended = True  # from here on, the call (or the watchdog) ends the request
+            if self.request_api:
+                return self.call_request(conn, request, head)
             return self.call(conn, request, head)
         except HTTPError as err:
             if not ended:
@@ -412,6 +421,61 @@ class Server:
         finally:
             self.end(conn)
         return not conn.closing
+
+    def call_request(self, conn, request, head):
+        """Run a request-API handler (main() in Flask) for request and
+        answer it, as call does."""
+        if self.handler is None:
+            self.metrics.observe(request.method, 0, True)
+            try:
+                self.respond_text(conn, 500, NOT_LOADED, head)
+            finally:
+                self.end(conn)
+            return True
+        scope = self.tracing.scope(request)
+        start = time.monotonic()
+        call = Call(conn, request, start + self.cfg.timeout, start)
+        self.watchdog.add(call)
+        import sdk
+        sdk._enter(request, scope)
+        if scope is not None:
+            scope.attach()
+        try:
+            status, headers, body, length, error = self.run_app(request)
+        finally:
+            if scope is not None:
+                scope.detach()
+            sdk._leave()
+            self.watchdog.remove(call)
+        if not call.settle():
+            return False  # the watchdog answered 408 and closed the connection
+        self.metrics.observe(request.method, time.monotonic() - start, error is not None)
+        if scope is not None:
+            scope.end(status, str(error) if error is not None else None)
+        try:
+            self.respond(conn, status, headers, body, head, length=length)
+        finally:
+            self.end(conn)
+        return not conn.closing
+
+    def run_app(self, request):
+        """Run the handler's Flask app; never raises. Returns (status,
+        headers, body, length, error), error what main() raised, or None."""
+        try:
+            try:
+                status, headers, body, length, error = self.handler.call(request)
+            finally:
+                for stream in (sys.stdout, sys.stderr):
+                    end_line = getattr(stream, 'end_line', None)
+                    if end_line:
+                        end_line()
+            check_headers(headers)
+            return status, headers, body, length, error
+        except BaseException as err:  # the app itself failed, or a header cannot be sent
+            import traceback
+            sys.stderr.write('kfn: function failed:\n' + ''.join(traceback.format_exception(err)))
+            body = INTERNAL_ERROR.encode()
+            return 500, [('Content-Type', 'text/plain; charset=utf-8')], body, len(body), err
 
     def run_handler(self, event, response):
         """Call the handler and encode its answer; never raises. Returns

@@ -65,6 +65,10 @@ class Tracing:
         self.otel = (context, propagate, trace, provider, provider.get_tracer('io.kfn.runtime'))
         return None
 
+    def tracer(self):
+        """The SDK's tracer while spans are exported, else a no-op tracer."""
+        return self.otel[4] if self.otel is not None else NOOP_TRACER
+
     def scope(self, request):
         if self.otel is None:
             return None

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# test-packages.sh installs the Debian packages the tests use when they are
+# missing, so that `make test` on a fresh machine needs nothing by hand:
+#
+#   python3-flask   Flask for python314's host (Kyma's python314 runs
+#                   handlers in Flask; PyPI cannot be reached here, Debian's
+#                   package can), used with Debian's /usr/bin/python3
+#
+# As root with apt-get it installs what is missing (once); otherwise it
+# says what is missing and leaves it to the tests, which skip (or, under
+# CI=true, fail) and name the tool (internal/testenv).
+set -euo pipefail
+
+PACKAGES=(python3-flask)
+
+log() { printf 'test-packages: %s\n' "$*" >&2; }
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+((${#missing[@]})) || exit 0
+if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
+	log "missing ${missing[*]}: install them (apt-get install ${missing[*]}); the tests that need them skip, or fail under CI=true"
+	exit 0
+fi
+log "installing ${missing[*]} with apt-get"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >&2 || { log "apt-get update failed"; exit 1; }
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 || { log "apt-get install ${missing[*]} failed"; exit 1; }

@@ -1,0 +1,5 @@
+import os
+
+
+def main():
+    return 'Hello ' + os.getenv('PERSON_NAME')
