@@ -53,25 +53,32 @@ func (c *collector) all() string {
 // caller's trace, event.tracer spans join it, and emitCloudEvent passes a
 // child traceparent of the same trace on.
 func TestNodeTracingExportsSpans(t *testing.T) {
+	t.Parallel()
+	testNodeTracing(t, "nodejs22", "contract", "/tracer")
+}
+
+// TestNodeJS26TracingExportsSpans is TestNodeTracingExportsSpans for
+// nodejs26: the tracer of sdk.getTracer() joins the call's trace, and the
+// sdk's emitCloudEvent passes a child traceparent on.
+func TestNodeJS26TracingExportsSpans(t *testing.T) {
+	t.Parallel()
+	testNodeTracing(t, "nodejs26", "kyma", "/span")
+}
+
+// testNodeTracing installs the OpenTelemetry SDK and checks the spans of
+// runtime's fixture: GET spanPath makes a span "work" with the function's
+// tracer, GET /emit emits an event.
+func testNodeTracing(t *testing.T, runtime, fixtureName, spanPath string) {
 	if testing.Short() {
 		t.Skip("needs the npm registry")
 	}
-	t.Parallel()
 	testenv.LookPath(t, "npm")
-	rt := lookup(t, "nodejs22")
-	inst, err := deps.New(t.TempDir())
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	// Exactly the SDK set the runtime images ship.
-	pkg, err := os.ReadFile(filepath.Join("nodejs", "otel", "package.json"))
-	require.NoError(t, err)
-	depsDir, err := inst.Ensure(ctx, rt, string(pkg), deps.Registry{})
-	require.NoError(t, err)
+	rt := lookup(t, runtime)
+	depsDir := nodeTracingSDK(t)
 
 	col := newCollector(t)
 	pub := newPublisher(t)
-	h := startHost(t, rt, fixture(t, rt, "contract"), hostOptions{cfg: runtimes.Config{
+	h := startHost(t, rt, fixture(t, rt, fixtureName), hostOptions{cfg: runtimes.Config{
 		FunctionName:           "traced",
 		DepsDir:                depsDir,
 		PublisherAddress:       pub.URL,
@@ -84,7 +91,7 @@ func TestNodeTracingExportsSpans(t *testing.T) {
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 	const parent = "00f067aa0ba902b7"
 	hdr := map[string]string{"Traceparent": "00-" + traceID + "-" + parent + "-01"}
-	require.Equal(t, 200, h.mustDo("GET", "/tracer", hdr, "").status)
+	require.Equal(t, 200, h.mustDo("GET", spanPath, hdr, "").status)
 	r := h.mustDo("GET", "/emit", hdr, "")
 	require.Equal(t, 200, r.status, r.body)
 
@@ -100,4 +107,32 @@ func TestNodeTracingExportsSpans(t *testing.T) {
 		return strings.Contains(all, traceID) && strings.Contains(all, `"work"`) && strings.Contains(all, "GET /emit")
 	}, 20*time.Second, 20*time.Millisecond, "spans not exported; collector got:\n%s\nhost:\n%s", col.all(), h.out)
 	assert.Contains(t, col.all(), `"traced"`, "service.name is the function name")
+}
+
+var (
+	nodeSDKOnce sync.Once
+	nodeSDKDir  string
+	nodeSDKErr  error
+)
+
+// nodeTracingSDK installs, once per test binary, exactly the OpenTelemetry
+// SDK set the runtime images ship (nodejs/otel/package.json) from the npm
+// registry and returns the installed dependency directory.
+func nodeTracingSDK(t *testing.T) string {
+	t.Helper()
+	nodeSDKOnce.Do(func() {
+		var inst *deps.Installer
+		if inst, nodeSDKErr = deps.New(filepath.Join(os.TempDir(), "kfn-runtimes-test-otel")); nodeSDKErr != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		var pkg []byte
+		if pkg, nodeSDKErr = os.ReadFile(filepath.Join("nodejs", "otel", "package.json")); nodeSDKErr != nil {
+			return
+		}
+		nodeSDKDir, nodeSDKErr = inst.Ensure(ctx, lookup(t, "nodejs22"), string(pkg), deps.Registry{})
+	})
+	require.NoError(t, nodeSDKErr)
+	return nodeSDKDir
 }
