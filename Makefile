@@ -136,7 +136,7 @@ build: ## Build the binaries under cmd/ into bin/.
 # is the chart's appVersion, the tag the chart installs by default.
 REGISTRY ?= localhost:5000/kfn
 APP_VERSION = $(shell awk '/^appVersion:/ {gsub(/"/, "", $$2); print $$2}' charts/kfn/Chart.yaml)
-RUNTIME_IMAGES := nodejs22 nodejs24 python312
+RUNTIME_IMAGES := nodejs22 nodejs24 nodejs26 python312 python314
 
 .PHONY: images
 images: ## Build the server image and the runtime images with Docker (REGISTRY=...).

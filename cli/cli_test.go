@@ -28,7 +28,7 @@ func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
 
 func TestInitWritesFoldersKfnDevLoads(t *testing.T) {
 	root := t.TempDir()
-	for _, rt := range []string{"nodejs22", "nodejs24", "python312"} {
+	for _, rt := range []string{"nodejs22", "nodejs24", "nodejs26", "python312", "python314"} {
 		code, out, errOut := run(t, "init", "--runtime", rt, "--dir", filepath.Join(root, "fn-"+rt), "fn-"+rt)
 		require.Equal(t, 0, code, errOut)
 		assert.Contains(t, out, "Wrote "+rt+" function")
@@ -38,8 +38,8 @@ func TestInitWritesFoldersKfnDevLoads(t *testing.T) {
 	p, err := project.Load(context.Background(), root, a)
 	require.NoError(t, err)
 	require.Empty(t, p.Invalid)
-	require.Len(t, p.Functions, 3)
-	require.Len(t, p.Subscriptions, 3)
+	require.Len(t, p.Functions, 5)
+	require.Len(t, p.Subscriptions, 5)
 	for _, fn := range p.Functions {
 		assert.True(t, fn.ScalesToZero())
 		assert.NotEmpty(t, fn.Spec.Source.Inline.Source)

@@ -97,6 +97,46 @@ subscriptions:
       - %[1]s.requested.v1
 schemaVersion: v1
 `, name, namespace, rt)
+	switch rt {
+	case serverlessv1alpha2.NodeJS26:
+		return map[string]string{
+			"config.yaml": config,
+			"handler.js": `const { getCloudEvent, getFunctionName } = require('sdk');
+
+module.exports = {
+  // Called for each HTTP request and each event, with Express's request and
+  // response; answer through res.
+  main: function (req, res) {
+    const event = getCloudEvent(req);
+    const data = (event ? event.data : req.body) || {};
+    console.log(` + "`${getFunctionName()} got type=${event ? event.type : undefined} data=${JSON.stringify(data)}`" + `);
+    res.json({ message: ` + "`${process.env.GREETING || 'Hello'} ${data.name || 'world'}`" + ` });
+  },
+};
+`,
+			"package.json": nodePackage(name),
+		}
+	case serverlessv1alpha2.Python314:
+		return map[string]string{
+			"config.yaml": config,
+			"handler.py": `import os
+
+import flask
+
+import sdk
+
+
+def main():
+    """Called for each HTTP request and each event; flask.request is the request."""
+    event = sdk.get_cloud_event()
+    data = (event.get_data() if event else flask.request.get_json(silent=True)) or {}
+    name = data.get("name", "world") if isinstance(data, dict) else "world"
+    print(f"{sdk.get_function_name()} got type={event.get_type() if event else None} data={data}")
+    return {"message": f"{os.environ.get('GREETING', 'Hello')} {name}"}
+`,
+			"requirements.txt": "",
+		}
+	}
 	if rt.IsPython() {
 		return map[string]string{
 			"config.yaml": config,
@@ -122,13 +162,17 @@ schemaVersion: v1
   },
 };
 `,
-		"package.json": fmt.Sprintf(`{
+		"package.json": nodePackage(name),
+	}
+}
+
+func nodePackage(name string) string {
+	return fmt.Sprintf(`{
   "name": %q,
   "version": "1.0.0",
   "dependencies": {}
 }
-`, name),
-	}
+`, name)
 }
 
 // writeNew writes files into dir, which must not exist or be empty; it

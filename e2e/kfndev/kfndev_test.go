@@ -92,10 +92,19 @@ var upLine = regexp.MustCompile(`is up on http://(\S+) `)
 // startDev runs `kfn dev` on dir and waits until it says it is up.
 func startDev(t *testing.T, dir string, extra ...string) *devProcess {
 	t.Helper()
+	return startDevEnv(t, dir, nil, extra...)
+}
+
+// startDevEnv is startDev with env added to kfn dev's environment.
+func startDevEnv(t *testing.T, dir string, env []string, extra ...string) *devProcess {
+	t.Helper()
 	bin, err := kfnBinary()
 	require.NoError(t, err)
 	args := append([]string{"dev", "--addr", "127.0.0.1:0", "--plain"}, extra...)
 	cmd := exec.Command(bin, append(args, dir)...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	cmd.Stderr = cmd.Stdout

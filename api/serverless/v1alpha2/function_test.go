@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	. "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
+	"github.com/kfn-dev/kfn/runtimes"
 )
 
 func function(mods ...func(*Function)) *Function {
@@ -122,7 +123,13 @@ func TestRuntimes(t *testing.T) {
 	assert.True(t, Python312.IsPython())
 	assert.True(t, NodeJS20.Deprecated())
 	assert.False(t, NodeJS22.Deprecated())
-	assert.Len(t, Runtimes, 4)
+	assert.True(t, NodeJS26.IsNodeJS())
+	assert.True(t, Python314.IsPython())
+	var catalog []Runtime
+	for _, rt := range runtimes.All() {
+		catalog = append(catalog, Runtime(rt.Name))
+	}
+	assert.ElementsMatch(t, catalog, Runtimes, "the API accepts exactly the runtimes the hosts serve")
 }
 
 func TestValidate(t *testing.T) {

@@ -6,19 +6,24 @@ import (
 )
 
 // Runtime names the language runtime a Function runs on.
-// +kubebuilder:validation:Enum=nodejs20;nodejs22;nodejs24;python312
+// +kubebuilder:validation:Enum=nodejs20;nodejs22;nodejs24;nodejs26;python312;python314
 type Runtime string
 
 // The runtimes kfn serves. NodeJS20 is accepted but deprecated, as in Kyma.
+// NodeJS26 and Python314 are Kyma's newest, with its newer handler API
+// (main(req, res), main() with Flask, the sdk module).
 const (
 	NodeJS20  Runtime = "nodejs20"
 	NodeJS22  Runtime = "nodejs22"
 	NodeJS24  Runtime = "nodejs24"
+	NodeJS26  Runtime = "nodejs26"
 	Python312 Runtime = "python312"
+	Python314 Runtime = "python314"
 )
 
-// Runtimes lists every runtime the API accepts, newest Node.js first.
-var Runtimes = []Runtime{NodeJS24, NodeJS22, Python312, NodeJS20}
+// Runtimes lists every runtime the API accepts: the main(event, context)
+// ones, newest Node.js first, then Kyma's newest, then the deprecated one.
+var Runtimes = []Runtime{NodeJS24, NodeJS22, Python312, NodeJS26, Python314, NodeJS20}
 
 // IsNodeJS reports whether r is one of the Node.js runtimes.
 func (r Runtime) IsNodeJS() bool { return len(r) > 6 && r[:6] == "nodejs" }
@@ -32,7 +37,9 @@ func (r Runtime) Deprecated() bool { return r == NodeJS20 }
 // FunctionSpec is the desired state of a Function.
 type FunctionSpec struct {
 	// Runtime is the language runtime of the Function: nodejs22, nodejs24,
-	// python312, or nodejs20 (deprecated).
+	// python312 (handlers main(event, context)), nodejs26, python314
+	// (Kyma's newer handler API: main(req, res) and main() with Flask, and
+	// the sdk module), or nodejs20 (deprecated).
 	Runtime Runtime `json:"runtime"`
 
 	// RuntimeImageOverride replaces the runtime image the platform would use.
