@@ -113,6 +113,10 @@ type Dispatcher struct {
 	client    *http.Client
 	log       *slog.Logger
 	metrics   *Metrics
+	// observers are told every delivery step; tallies count them, by key
+	// (a *tally each), for Counts (observer.go).
+	observers []Observer
+	tallies   sync.Map
 
 	mu      sync.Mutex
 	runCtx  context.Context // nil until Start
@@ -280,6 +284,7 @@ func (d *Dispatcher) Remove(namespace, name string) {
 	if ok {
 		w.stop()
 		d.metrics.forget(namespace, name)
+		d.tallies.Delete(k)
 	}
 }
 

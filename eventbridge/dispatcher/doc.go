@@ -11,5 +11,8 @@
 //
 // Where a sink is and whether it is ready are asked through two small
 // interfaces, Resolver and Endpoints, so that the same dispatcher serves a
-// cluster and local mode.
+// cluster and local mode. Every step of a delivery (an attempt and its
+// outcome, an event given up) is counted for Counts, a typed view of the
+// same numbers as the Prometheus counters, and told to the Observers added
+// with WithObserver (observer.go).
 package dispatcher

@@ -30,6 +30,7 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		"nil resolver":  dispatcher.WithResolver(nil),
 		"nil client":    dispatcher.WithHTTPClient(nil),
 		"nil logger":    dispatcher.WithLogger(nil),
+		"nil observer":  dispatcher.WithObserver(nil),
 	} {
 		_, err := dispatcher.New(js, good, opt)
 		require.ErrorIs(t, err, dispatcher.ErrInvalidOption, name)

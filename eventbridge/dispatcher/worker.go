@@ -202,12 +202,14 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg, ackWait time.Dur
 		w.giveUp(ctx, log, msg, meta, 0, w.budgetReason("the sink has no ready endpoint"))
 		return
 	}
+	began := time.Now()
 	res := w.post(ctx, msg)
 	if res.verdict == Done && res.reply != nil {
 		if err := w.publishReply(ctx, log, h, res.reply, res.replyBody); err != nil {
 			res = result{verdict: Retry, err: err}
 		}
 	}
+	w.observeAttempt(msg, meta, res, began)
 	switch res.verdict {
 	case Done:
 		w.count.delivered.Inc()
@@ -406,6 +408,7 @@ func (w *worker) giveUp(ctx context.Context, log *slog.Logger, msg jetstream.Msg
 	t := w.target
 	if !t.delivery.DeadLetter {
 		w.count.discarded.Inc()
+		w.observeGiveUp(msg, meta, Discarded, status, reason)
 		log.Warn("event given up and discarded (deadLetter is off)", "status", status, "error", reason)
 		w.settle(log, w.term(ctx, msg, reason))
 		return
@@ -424,6 +427,7 @@ func (w *worker) giveUp(ctx context.Context, log *slog.Logger, msg jetstream.Msg
 		return
 	}
 	w.count.deadLettered.Inc()
+	w.observeGiveUp(msg, meta, DeadLettered, status, reason)
 	log.Info("event dead-lettered", "status", status, "error", reason)
 	w.settle(log, w.term(ctx, msg, "dead-lettered: "+reason))
 }
