@@ -2,6 +2,7 @@ package dev
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -10,10 +11,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
+	"github.com/kfn-dev/kfn/eventbridge/stream"
 )
 
 // AdminPrefix is the path prefix of kfn dev's own API. It is not a valid
@@ -62,15 +63,18 @@ type FunctionStatus struct {
 
 // SubscriptionStatus is one subscription's state and delivery counts.
 type SubscriptionStatus struct {
-	Namespace    string   `json:"namespace"`
-	Name         string   `json:"name"`
-	Sink         string   `json:"sink"`
-	Source       string   `json:"source"`
-	Types        []string `json:"types"`
-	Ready        bool     `json:"ready"`
-	Delivered    uint64   `json:"delivered"`
-	Failed       uint64   `json:"failed"`
-	DeadLettered uint64   `json:"deadLettered"`
+	Namespace string   `json:"namespace"`
+	Name      string   `json:"name"`
+	Sink      string   `json:"sink"`
+	Source    string   `json:"source"`
+	Types     []string `json:"types"`
+	Ready     bool     `json:"ready"`
+	// Backlog is the number of events waiting for the Subscription:
+	// pending and unacknowledged in its consumer.
+	Backlog      uint64 `json:"backlog"`
+	Delivered    uint64 `json:"delivered"`
+	Failed       uint64 `json:"failed"`
+	DeadLettered uint64 `json:"deadLettered"`
 }
 
 // Status returns the platform's current state.
@@ -116,53 +120,27 @@ func (p *Platform) Status() Status {
 		return st.Functions[i].Namespace+"/"+st.Functions[i].Name < st.Functions[j].Namespace+"/"+st.Functions[j].Name
 	})
 
-	counts := p.deliveryCounts()
+	backlogs, err := p.backlogs()
 	for i := range subs {
 		s := &subs[i]
-		s.Ready = p.dispatcher.Serving(s.Namespace, s.Name)
-		c := counts[s.Namespace+"/"+s.Name]
-		s.Delivered, s.Failed, s.DeadLettered = c[0], c[1], c[2]
+		c, served := p.dispatcher.Counts(s.Namespace, s.Name)
+		s.Ready = served
+		s.Delivered, s.Failed, s.DeadLettered = c.Delivered, c.Failed, c.DeadLettered
+		if err == nil {
+			s.Backlog = backlogs[stream.ConsumerName(s.Namespace, s.Name)]
+		}
 	}
 	sort.Slice(subs, func(i, j int) bool { return subs[i].Namespace+"/"+subs[i].Name < subs[j].Namespace+"/"+subs[j].Name })
 	st.Subscriptions = subs
 	return st
 }
 
-// deliveryCounts reads the dispatcher's counters: delivered, failed
-// attempts and dead-lettered, by namespace/subscription.
-func (p *Platform) deliveryCounts() map[string][3]uint64 {
-	out := map[string][3]uint64{}
-	families, err := p.registry.Gather()
-	if err != nil {
-		return out
-	}
-	index := map[string]int{
-		"kfn_eventbridge_delivered_total":         0,
-		"kfn_eventbridge_delivery_failures_total": 1,
-		"kfn_eventbridge_dead_lettered_total":     2,
-	}
-	for _, mf := range families {
-		i, ok := index[mf.GetName()]
-		if !ok {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			key := label(m, "namespace") + "/" + label(m, "subscription")
-			c := out[key]
-			c[i] += uint64(m.GetCounter().GetValue())
-			out[key] = c
-		}
-	}
-	return out
-}
-
-func label(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
+// backlogs reads the backlog of every Subscription's consumer, by consumer
+// name, in one request to JetStream.
+func (p *Platform) backlogs() (map[string]uint64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return p.backlogReader.Backlogs(ctx)
 }
 
 // handler routes kfn dev's single port: the publisher's endpoints, the

@@ -92,11 +92,13 @@ type Platform struct {
 	dispatcher *dispatcher.Dispatcher
 	publisher  *publisher.Publisher
 	scaler     *scaler.Scaler
-	autoscaler *autoscaler.Autoscaler
-	registry   *prometheus.Registry
-	deadletter *deadletter.Admin
-	gateway    *gateway.Gateway
-	logs       *logBook
+	// backlogReader reads the Subscriptions' backlogs for Status.
+	backlogReader *scaler.JetStreamReader
+	autoscaler    *autoscaler.Autoscaler
+	registry      *prometheus.Registry
+	deadletter    *deadletter.Admin
+	gateway       *gateway.Gateway
+	logs          *logBook
 
 	mu      sync.Mutex // guards the fields below
 	project *project.Project
@@ -271,6 +273,7 @@ func start(cfg Config) (p *Platform, lis net.Listener, err error) {
 		return nil, nil, fmt.Errorf("JetStream: %w", err)
 	}
 	p.streams = stream.DefaultConfig()
+	p.backlogReader = scaler.NewJetStreamReader(p.js, p.streams.EventStream)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err = stream.Ensure(ctx, p.js, p.streams); err != nil {

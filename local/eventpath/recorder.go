@@ -1,0 +1,222 @@
+package eventpath
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
+	"github.com/kfn-dev/kfn/eventbridge/eventstore"
+	"github.com/kfn-dev/kfn/eventbridge/stream"
+)
+
+// DefaultMaxEvents is how many events a Recorder keeps by default.
+const DefaultMaxEvents = 1000
+
+// maxSteps bounds the attempts kept per delivery: the first and the last
+// ones; Delivery.Attempts still counts them all.
+const maxSteps = 10
+
+// ref names an event by its CloudEvent source and id.
+type ref struct{ source, id string }
+
+// record is what is known of one stored event.
+type record struct {
+	seq        uint64
+	ref        ref
+	typ        string
+	subject    string
+	stored     time.Time // zero until the stream's copy is seen
+	traceID    trace.TraceID
+	parent     trace.SpanID // the span id of its stored traceparent
+	replay     bool
+	deliveries []*delivery
+}
+
+// delivery is what is known of one event's delivery to one Subscription.
+type delivery struct {
+	namespace, subscription, function string
+	attempts                          int
+	steps                             []Attempt
+	outcome                           dispatcher.Outcome
+	reason                            string
+	reply                             *ref
+	updated                           time.Time
+}
+
+// attemptSpan is what Transport noted of one delivery attempt.
+type attemptSpan struct {
+	event    ref
+	function string
+}
+
+// Recorder keeps the recent events of kfn dev and how they travelled. Feed
+// it with Follow (the stored events), as the dispatcher's Observer (the
+// delivery steps), and through Transport and TraceRoots (the links); read
+// it with Chains. Safe for concurrent use.
+type Recorder struct {
+	max     int
+	changes chan struct{}
+
+	mu        sync.Mutex
+	events    map[uint64]*record
+	seqs      []uint64 // of events, ascending
+	spans     map[trace.SpanID]attemptSpan
+	spanOrder []trace.SpanID // oldest first
+}
+
+var _ dispatcher.Observer = (*Recorder)(nil)
+
+// New returns a Recorder that keeps the last maxEvents events (by stream
+// sequence); DefaultMaxEvents when maxEvents is 0. The error is for a
+// negative maxEvents.
+func New(maxEvents int) (*Recorder, error) {
+	if maxEvents < 0 {
+		return nil, fmt.Errorf("eventpath: events to keep must not be negative, got %d", maxEvents)
+	}
+	if maxEvents == 0 {
+		maxEvents = DefaultMaxEvents
+	}
+	return &Recorder{
+		max: maxEvents, changes: make(chan struct{}, 1),
+		events: map[uint64]*record{}, spans: map[trace.SpanID]attemptSpan{},
+	}, nil
+}
+
+// Changes returns a channel that receives a value after what Chains returns
+// may have changed; changes made while a value is unread merge into it. It
+// is meant for one reader.
+func (r *Recorder) Changes() <-chan struct{} { return r.changes }
+
+func (r *Recorder) changed() {
+	select {
+	case r.changes <- struct{}{}:
+	default:
+	}
+}
+
+// Follow records every event stored in the stream named streamName through
+// js from now on, reading headers only, until stop is called or ctx ends.
+// The error is the failure to start reading.
+func (r *Recorder) Follow(ctx context.Context, js jetstream.JetStream, streamName string) (stop func(), err error) {
+	c, err := js.OrderedConsumer(ctx, streamName, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverNewPolicy, HeadersOnly: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("follow stream %s: %w", streamName, err)
+	}
+	cc, err := c.Consume(func(m jetstream.Msg) {
+		meta, err := m.Metadata()
+		if err != nil {
+			return // not a stream message: nothing to record
+		}
+		h := m.Headers()
+		tp := ""
+		if v := h[eventstore.HeaderTraceParent]; len(v) > 0 {
+			tp = v[0]
+		}
+		r.stored(meta.Sequence.Stream, meta.Timestamp, m.Subject(),
+			dispatcher.EventRef{ID: eventstore.Attribute(h, "id"), Source: eventstore.Attribute(h, "source"), Type: eventstore.Attribute(h, "type")}, tp)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("follow stream %s: %w", streamName, err)
+	}
+	done := make(chan struct{})
+	var once sync.Once
+	stop = func() { once.Do(func() { close(done); cc.Stop() }) }
+	go func() {
+		select {
+		case <-ctx.Done():
+			stop()
+		case <-done:
+		}
+	}()
+	return stop, nil
+}
+
+// stored records an event the stream holds.
+func (r *Recorder) stored(seq uint64, at time.Time, subject string, e dispatcher.EventRef, traceParent string) {
+	r.mu.Lock()
+	rec := r.recordLocked(seq, e, traceParent)
+	rec.stored, rec.subject = at, subject
+	rec.replay = strings.HasPrefix(subject, stream.ReplaySubjectPrefix+".")
+	r.mu.Unlock()
+	r.changed()
+}
+
+// Observe records a delivery step; it implements dispatcher.Observer.
+func (r *Recorder) Observe(s dispatcher.Step) {
+	r.mu.Lock()
+	rec := r.recordLocked(s.Sequence, s.Event, s.TraceParent)
+	d := rec.deliveryLocked(s.Namespace, s.Subscription)
+	d.function = s.SinkNamespace + "/" + s.SinkService
+	d.outcome, d.updated = s.Outcome, s.At
+	switch s.Outcome {
+	case dispatcher.Delivered, dispatcher.Failed:
+		d.attempts = max(d.attempts, s.Attempt)
+		d.reason = s.Error
+		a := Attempt{Number: s.Attempt, Outcome: s.Outcome, Status: s.Status, Error: s.Error, Duration: s.Duration, At: s.At}
+		if len(d.steps) == maxSteps {
+			d.steps = slices.Delete(d.steps, maxSteps/2, maxSteps/2+1) // keep the first and the latest
+		}
+		d.steps = append(d.steps, a)
+		if s.Reply != nil {
+			d.reply = &ref{source: s.Reply.Source, id: s.Reply.ID}
+		}
+	default: // given up
+		d.reason = s.Error
+	}
+	r.mu.Unlock()
+	r.changed()
+}
+
+// attempted records the span id Transport gave a delivery attempt.
+func (r *Recorder) attempted(span trace.SpanID, e ref, function string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.spans[span] = attemptSpan{event: e, function: function}
+	r.spanOrder = append(r.spanOrder, span)
+	// Emitted events arrive within a delivery; keep a few spans per event.
+	if len(r.spanOrder) > 4*r.max {
+		drop := len(r.spanOrder) - 4*r.max
+		for _, old := range r.spanOrder[:drop] {
+			delete(r.spans, old)
+		}
+		r.spanOrder = slices.Delete(r.spanOrder, 0, drop)
+	}
+}
+
+// recordLocked returns the record of seq, making it (and evicting the
+// oldest beyond max) when it is new.
+func (r *Recorder) recordLocked(seq uint64, e dispatcher.EventRef, traceParent string) *record {
+	if rec, ok := r.events[seq]; ok {
+		return rec
+	}
+	sc := spanContext(traceParent, "")
+	rec := &record{seq: seq, ref: ref{source: e.Source, id: e.ID}, typ: e.Type, traceID: sc.TraceID(), parent: sc.SpanID()}
+	r.events[seq] = rec
+	i, _ := slices.BinarySearch(r.seqs, seq)
+	r.seqs = slices.Insert(r.seqs, i, seq)
+	for len(r.seqs) > r.max {
+		delete(r.events, r.seqs[0])
+		r.seqs = r.seqs[1:]
+	}
+	return rec
+}
+
+func (rec *record) deliveryLocked(namespace, subscription string) *delivery {
+	for _, d := range rec.deliveries {
+		if d.namespace == namespace && d.subscription == subscription {
+			return d
+		}
+	}
+	d := &delivery{namespace: namespace, subscription: subscription}
+	rec.deliveries = append(rec.deliveries, d)
+	return d
+}

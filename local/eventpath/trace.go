@@ -1,0 +1,139 @@
+package eventpath
+
+import (
+	"context"
+	crand "crypto/rand"
+	"net/http"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/kfn-dev/kfn/eventbridge/eventstore"
+	"github.com/kfn-dev/kfn/eventbridge/publisher"
+)
+
+// traceContext reads and writes W3C traceparent and tracestate.
+var traceContext = propagation.TraceContext{}
+
+// spanContext parses a traceparent (and tracestate); the result is invalid
+// when traceParent is empty or malformed.
+func spanContext(traceParent, traceState string) trace.SpanContext {
+	if traceParent == "" {
+		return trace.SpanContext{}
+	}
+	carrier := propagation.MapCarrier{"traceparent": traceParent}
+	if traceState != "" {
+		carrier["tracestate"] = traceState
+	}
+	return trace.SpanContextFromContext(traceContext.Extract(context.Background(), carrier))
+}
+
+// format writes sc as traceparent and tracestate.
+func format(sc trace.SpanContext) (traceParent, traceState string) {
+	carrier := propagation.MapCarrier{}
+	traceContext.Inject(trace.ContextWithRemoteSpanContext(context.Background(), sc), carrier)
+	return carrier["traceparent"], carrier["tracestate"]
+}
+
+// newSpanID returns a random, valid span id.
+func newSpanID() trace.SpanID {
+	var id trace.SpanID
+	for !id.IsValid() {
+		_, _ = crand.Read(id[:]) // never fails (crypto/rand)
+	}
+	return id
+}
+
+// newTraceID returns a random, valid trace id.
+func newTraceID() trace.TraceID {
+	var id trace.TraceID
+	for !id.IsValid() {
+		_, _ = crand.Read(id[:])
+	}
+	return id
+}
+
+// traceRoots is the event store of TraceRoots.
+type traceRoots struct {
+	next publisher.EventStore
+}
+
+var _ publisher.EventStore = traceRoots{}
+
+// TraceRoots wraps the publisher's event store: an event published without
+// a valid traceparent is stored with a new one, the root of a new trace
+// (not sampled: nothing recorded a span for it), as a tracing server does
+// for a request without trace context. The functions it reaches then pass
+// that trace on to the events they emit. Events with trace context are
+// stored as they come.
+func TraceRoots(next publisher.EventStore) publisher.EventStore {
+	return traceRoots{next: next}
+}
+
+// Publish implements publisher.EventStore.
+func (s traceRoots) Publish(ctx context.Context, e *event.Event, traceParent, traceState string) (eventstore.Result, error) {
+	traceParent, traceState = rootIfNone(traceParent, traceState)
+	return s.next.Publish(ctx, e, traceParent, traceState)
+}
+
+// PublishRouted implements publisher.EventStore.
+func (s traceRoots) PublishRouted(ctx context.Context, e *event.Event, routeSource, traceParent, traceState string) (eventstore.Result, error) {
+	traceParent, traceState = rootIfNone(traceParent, traceState)
+	return s.next.PublishRouted(ctx, e, routeSource, traceParent, traceState)
+}
+
+func rootIfNone(traceParent, traceState string) (string, string) {
+	if spanContext(traceParent, traceState).IsValid() {
+		return traceParent, traceState
+	}
+	tp, _ := format(trace.NewSpanContext(trace.SpanContextConfig{TraceID: newTraceID(), SpanID: newSpanID()}))
+	return tp, ""
+}
+
+// FunctionAt names the function ("namespace/name") whose process listens on
+// host (host:port of a delivery's URL); false when none does.
+type FunctionAt func(host string) (string, bool)
+
+// transport is the RoundTripper of Transport.
+type transport struct {
+	r          *Recorder
+	next       http.RoundTripper
+	functionAt FunctionAt
+}
+
+// Transport wraps the RoundTripper of the dispatcher's HTTP client: each
+// delivery attempt of an event with a valid traceparent is sent with a new
+// span id, a child of the event's (trace id, flags and tracestate kept),
+// and the Recorder notes which event went to which function under that span
+// id. An event a function emits while handling the attempt carries that
+// span id as its parent, which links it to the delivery. Requests without
+// trace context pass unchanged.
+func (r *Recorder) Transport(next http.RoundTripper, functionAt FunctionAt) http.RoundTripper {
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	return &transport{r: r, next: next, functionAt: functionAt}
+}
+
+// RoundTrip implements http.RoundTripper. It does not modify req: the
+// attempt goes out as a clone with its own traceparent.
+func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	sc := spanContext(req.Header.Get("Traceparent"), req.Header.Get("Tracestate"))
+	if !sc.IsValid() {
+		return t.next.RoundTrip(req)
+	}
+	attempt := sc.WithSpanID(newSpanID())
+	out := req.Clone(req.Context())
+	tp, ts := format(attempt)
+	out.Header.Set("Traceparent", tp)
+	if ts != "" {
+		out.Header.Set("Tracestate", ts)
+	}
+	fn := ""
+	if t.functionAt != nil {
+		fn, _ = t.functionAt(req.URL.Host)
+	}
+	t.r.attempted(attempt.SpanID(), ref{source: req.Header.Get("Ce-Source"), id: req.Header.Get("Ce-Id")}, fn)
+	return t.next.RoundTrip(out)
+}
