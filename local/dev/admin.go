@@ -144,7 +144,8 @@ func (p *Platform) backlogs() (map[string]uint64, error) {
 }
 
 // handler routes kfn dev's single port: the publisher's endpoints, the
-// admin API under /_kfn, and everything else to the gateway.
+// admin API and the web view (ViewPath) under /_kfn, and everything else
+// to the gateway.
 func (p *Platform) handler() http.Handler {
 	admin := http.NewServeMux()
 	admin.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
@@ -156,6 +157,8 @@ func (p *Platform) handler() http.Handler {
 	dl := p.deadletter.Handler()
 	admin.Handle("/deadletters", dl)
 	admin.Handle("/deadletters/", dl)
+	admin.Handle(viewRoute, http.StripPrefix(strings.TrimSuffix(viewRoute, "/"), p.view.Handler()))
+	admin.HandleFunc("GET /{$}", redirectToView)
 
 	mux := http.NewServeMux()
 	for _, pattern := range []string{"POST /publish", "POST /{app}/v2/events", "POST /{app}/v1/events", "GET /{app}/v1/events/subscribed", "GET /healthz", "GET /readyz"} {
@@ -166,6 +169,10 @@ func (p *Platform) handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, AdminPrefix+"/") {
 			adminHandler.ServeHTTP(w, r)
+			return
+		}
+		if r.URL.Path == AdminPrefix && r.Method == http.MethodGet {
+			redirectToView(w, r)
 			return
 		}
 		mux.ServeHTTP(w, r)

@@ -32,9 +32,11 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/stream"
 	"github.com/kfn-dev/kfn/local/autoscaler"
 	"github.com/kfn-dev/kfn/local/broker"
+	"github.com/kfn-dev/kfn/local/eventpath"
 	"github.com/kfn-dev/kfn/local/project"
 	"github.com/kfn-dev/kfn/local/runner"
 	"github.com/kfn-dev/kfn/local/supervisor"
+	"github.com/kfn-dev/kfn/local/webview"
 	"github.com/kfn-dev/kfn/scaler"
 	scalerserver "github.com/kfn-dev/kfn/scaler/server"
 	"github.com/kfn-dev/kfn/scaler/trigger"
@@ -99,6 +101,9 @@ type Platform struct {
 	deadletter    *deadletter.Admin
 	gateway       *gateway.Gateway
 	logs          *logBook
+	// events records the path of recent events for view, the web view.
+	events *eventpath.Recorder
+	view   *webview.View
 
 	mu      sync.Mutex // guards the fields below
 	project *project.Project
@@ -153,6 +158,14 @@ func Run(ctx context.Context, cfg Config, started func(*Platform)) error {
 	servers.Go(func() error { return p.scaler.Run(serve) })
 	servers.Go(func() error { return grpcServer.Serve(serve, scalerLis) })
 	servers.Go(func() error { p.gateway.Run(serve.Done()); return nil })
+	// Follow the event stream before serving, so that the web view misses
+	// no event published to kfn dev.
+	stopFollowing, err := p.events.Follow(serve, p.js, p.streams.EventStream)
+	if err != nil {
+		return err
+	}
+	defer stopFollowing()
+	servers.Go(func() error { return p.view.Run(serve) })
 	srv := &http.Server{Handler: p.handler(), ReadHeaderTimeout: 10 * time.Second}
 	servers.Go(func() error {
 		if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
@@ -303,14 +316,21 @@ func start(cfg Config) (p *Platform, lis net.Listener, err error) {
 	}
 	p.endpoints.runner = p.runner
 
-	p.publisher, err = publisher.New(eventstore.New(p.js, p.streams.EventStream), publisher.Config{},
+	if p.events, err = eventpath.New(0); err != nil {
+		return nil, nil, err
+	}
+	// Events published without trace context start a trace, and each
+	// delivery attempt gets a span id of its own, so the web view can link
+	// the events a function emits to the delivery it was handling.
+	p.publisher, err = publisher.New(eventpath.TraceRoots(eventstore.New(p.js, p.streams.EventStream)), publisher.Config{},
 		publisher.WithSubscriptions(p), publisher.WithMetrics(publishMetrics), publisher.WithLogger(log.With("component", "publisher")))
 	if err != nil {
 		return nil, nil, err
 	}
 	p.dispatcher, err = dispatcher.New(p.js, dispatcher.Config{Streams: p.streams},
 		dispatcher.WithEndpoints(p.endpoints), dispatcher.WithResolver(p.endpoints),
-		dispatcher.WithMetrics(dispatchMetrics), dispatcher.WithLogger(log.With("component", "dispatcher")))
+		dispatcher.WithMetrics(dispatchMetrics), dispatcher.WithLogger(log.With("component", "dispatcher")),
+		dispatcher.WithObserver(p.events), dispatcher.WithHTTPClient(&http.Client{Transport: p.events.Transport(dispatcher.NewTransport(), p.functionAt)}))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -323,6 +343,9 @@ func start(cfg Config) (p *Platform, lis net.Listener, err error) {
 		return nil, nil, err
 	}
 	if p.gateway, err = gateway.New(p.endpoints, p.scaler, gateway.Config{Source: "kfn-dev"}, log.With("component", "gateway"), p.registry); err != nil {
+		return nil, nil, err
+	}
+	if p.view, err = webview.New(webview.SourceFunc(p.viewPlatform), p.deadletter, p.events, webview.Options{}); err != nil {
 		return nil, nil, err
 	}
 	return p, lis, nil

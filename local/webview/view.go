@@ -1,0 +1,282 @@
+package webview
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"time"
+
+	"github.com/kfn-dev/kfn/eventbridge/deadletter"
+	"github.com/kfn-dev/kfn/local/eventpath"
+)
+
+//go:embed static
+var static embed.FS
+
+// Source is what the view reads of a running kfn dev.
+type Source interface {
+	// Platform returns the functions and Subscriptions now.
+	Platform(ctx context.Context) Platform
+}
+
+// SourceFunc adapts a function to Source.
+type SourceFunc func(ctx context.Context) Platform
+
+// Platform calls f.
+func (f SourceFunc) Platform(ctx context.Context) Platform { return f(ctx) }
+
+// DeadLetters lists dead letters; *deadletter.Admin implements it.
+type DeadLetters interface {
+	List(ctx context.Context, f deadletter.Filter) ([]deadletter.Letter, error)
+}
+
+// Defaults of Options.
+const (
+	DefaultInterval       = time.Second
+	DefaultMinInterval    = 250 * time.Millisecond
+	DefaultMaxChains      = 50
+	DefaultMaxDeadLetters = 100
+	// keepAlive is how often an idle event stream gets a comment, so that
+	// proxies keep it open.
+	keepAlive = 15 * time.Second
+)
+
+// ErrInvalidOption is wrapped by New's errors.
+var ErrInvalidOption = errors.New("invalid web view option")
+
+// Options tune a View. Zero values mean the defaults.
+type Options struct {
+	// Interval is how often the state is read again while a page is open,
+	// for what changes without an event (replicas, backlog). Default 1s.
+	Interval time.Duration
+	// MinInterval is the least time between two updates sent to the pages,
+	// however fast events come. Default 250ms.
+	MinInterval time.Duration
+	// MaxChains bounds the event chains shown. Default 50.
+	MaxChains int
+	// MaxDeadLetters bounds the dead letters shown (the oldest first, as
+	// `kfn dlq list` lists them). Default 100.
+	MaxDeadLetters int
+}
+
+func (o *Options) defaults() error {
+	if o.Interval < 0 || o.MinInterval < 0 || o.MaxChains < 0 || o.MaxDeadLetters < 0 {
+		return fmt.Errorf("%w: intervals and bounds must not be negative", ErrInvalidOption)
+	}
+	if o.MaxDeadLetters > deadletter.MaxLimit {
+		return fmt.Errorf("%w: at most %d dead letters can be shown", ErrInvalidOption, deadletter.MaxLimit)
+	}
+	if o.Interval == 0 {
+		o.Interval = DefaultInterval
+	}
+	if o.MinInterval == 0 {
+		o.MinInterval = DefaultMinInterval
+	}
+	if o.MaxChains == 0 {
+		o.MaxChains = DefaultMaxChains
+	}
+	if o.MaxDeadLetters == 0 {
+		o.MaxDeadLetters = DefaultMaxDeadLetters
+	}
+	return nil
+}
+
+// View serves the page and keeps the pages that show it current. Create it
+// with New, serve Handler, and run Run.
+type View struct {
+	src     Source
+	letters DeadLetters
+	rec     *eventpath.Recorder
+	o       Options
+
+	join  chan chan []byte
+	leave chan chan []byte
+	done  chan struct{} // closed when Run returns
+}
+
+// New returns a View of src, letters and the events rec records.
+func New(src Source, letters DeadLetters, rec *eventpath.Recorder, o Options) (*View, error) {
+	if src == nil || letters == nil || rec == nil {
+		return nil, fmt.Errorf("%w: a source, dead letters and a recorder are required", ErrInvalidOption)
+	}
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	return &View{
+		src: src, letters: letters, rec: rec, o: o,
+		join: make(chan chan []byte), leave: make(chan chan []byte), done: make(chan struct{}),
+	}, nil
+}
+
+// State reads the state the page shows now.
+func (v *View) State(ctx context.Context) State {
+	p := v.src.Platform(ctx)
+	st := State{
+		Addr: p.Addr, Functions: p.Functions, Subscriptions: p.Subscriptions, Problems: p.Problems,
+		Chains: v.rec.Chains(v.o.MaxChains), DeadLetters: []DeadLetter{},
+	}
+	for i := range st.Functions {
+		st.Functions[i].State = st.Functions[i].Classify()
+	}
+	letters, err := v.letters.List(ctx, deadletter.Filter{Limit: v.o.MaxDeadLetters + 1})
+	if err != nil {
+		st.Problems = append(st.Problems, fmt.Sprintf("dead letters: %v", err))
+	}
+	if len(letters) > v.o.MaxDeadLetters {
+		letters, st.MoreDeadLetters = letters[:v.o.MaxDeadLetters], true
+	}
+	for _, l := range letters {
+		st.DeadLetters = append(st.DeadLetters, deadLetterOf(l))
+	}
+	if st.Functions == nil {
+		st.Functions = []Function{}
+	}
+	if st.Subscriptions == nil {
+		st.Subscriptions = []Subscription{}
+	}
+	if st.Chains == nil {
+		st.Chains = []eventpath.Chain{}
+	}
+	return st
+}
+
+// Handler serves, relative to where it is mounted (the path must end in
+// a slash, as the page's links are relative):
+//
+//	GET /           the page (index.html, app.js, style.css)
+//	GET /state      the State as JSON
+//	GET /events     the State as a Server-Sent Events stream: an event
+//	                "state" now and after every change
+func (v *View) Handler() http.Handler {
+	files, err := fs.Sub(static, "static")
+	if err != nil {
+		panic(err) // the embedded folder is part of the binary
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /", http.FileServerFS(files))
+	mux.HandleFunc("GET /state", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(v.State(r.Context())) // the client went away
+	})
+	mux.HandleFunc("GET /events", v.serveEvents)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Cache-Control", "no-cache")
+		// The page loads nothing from elsewhere, and may not.
+		h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// serveEvents streams the state to one page until it leaves or the view
+// stops.
+func (v *View) serveEvents(w http.ResponseWriter, r *http.Request) {
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming is not supported here", http.StatusInternalServerError)
+		return
+	}
+	updates := make(chan []byte, 1)
+	select {
+	case v.join <- updates:
+	case <-v.done:
+		http.Error(w, "kfn dev is stopping", http.StatusServiceUnavailable)
+		return
+	case <-r.Context().Done():
+		return
+	}
+	defer func() {
+		select {
+		case v.leave <- updates:
+		case <-v.done:
+		}
+	}()
+	w.Header().Set("Content-Type", "text/event-stream")
+	// A page whose stream broke reconnects after 1s.
+	fmt.Fprint(w, "retry: 1000\n\n")
+	flusher.Flush()
+	idle := time.NewTicker(keepAlive)
+	defer idle.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-v.done:
+			return
+		case state := <-updates:
+			if _, err := fmt.Fprintf(w, "event: state\ndata: %s\n\n", state); err != nil {
+				return
+			}
+		case <-idle.C:
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+				return
+			}
+		}
+		flusher.Flush()
+	}
+}
+
+// Run keeps the pages current until ctx ends: while at least one is open,
+// it reads the state when the recorded events change and every Interval,
+// at most every MinInterval, and sends it to every page when it differs
+// from the last one sent. A page that joins gets the last state at once.
+// It returns nil when ctx ends, after which every stream ends.
+func (v *View) Run(ctx context.Context) error {
+	defer close(v.done)
+	pages := map[chan []byte]struct{}{}
+	var last []byte
+	var lastRead time.Time
+	dirty := false
+	tick := time.NewTicker(v.o.Interval)
+	defer tick.Stop()
+	soon := time.NewTimer(0)
+	<-soon.C
+	armed := false
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case p := <-v.join:
+			pages[p] = struct{}{}
+			if last != nil {
+				p <- last
+			}
+			dirty = true
+		case p := <-v.leave:
+			delete(pages, p)
+		case <-v.rec.Changes():
+			dirty = true
+		case <-tick.C:
+			dirty = true
+		case <-soon.C:
+			armed = false
+		}
+		if !dirty || len(pages) == 0 || armed {
+			continue
+		}
+		if wait := v.o.MinInterval - time.Since(lastRead); wait > 0 {
+			soon.Reset(wait)
+			armed = true
+			continue
+		}
+		dirty, lastRead = false, time.Now()
+		state, err := json.Marshal(v.State(ctx))
+		if err != nil || bytes.Equal(state, last) {
+			continue // State has nothing json cannot encode; unchanged: nothing to send
+		}
+		last = state
+		for p := range pages {
+			select { // a page that has not taken the last state gets the newer one instead
+			case <-p:
+			default:
+			}
+			p <- state
+		}
+	}
+}

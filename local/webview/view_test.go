@@ -1,0 +1,256 @@
+package webview_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kfn-dev/kfn/eventbridge/deadletter"
+	"github.com/kfn-dev/kfn/eventbridge/stream"
+	"github.com/kfn-dev/kfn/local/broker"
+	"github.com/kfn-dev/kfn/local/eventpath"
+	"github.com/kfn-dev/kfn/local/webview"
+)
+
+func TestClassify(t *testing.T) {
+	tests := map[string]struct {
+		f    webview.Function
+		want webview.FunctionState
+	}{
+		"all ready":                 {webview.Function{Replicas: 2, Ready: 2}, webview.Running},
+		"starting":                  {webview.Function{Replicas: 2, Ready: 1}, webview.Scaling},
+		"stopping":                  {webview.Function{Replicas: 1, Ready: 2}, webview.Scaling},
+		"autoscaled at zero":        {webview.Function{Autoscaled: true}, webview.ScaledToZero},
+		"replicas 0":                {webview.Function{}, webview.Stopped},
+		"invalid spec":              {webview.Function{Error: "ConfigurationReady: InvalidFunctionSpec: ..."}, webview.NotReady},
+		"invalid, old one running":  {webview.Function{Replicas: 1, Ready: 1, Error: "ConfigurationReady: ..."}, webview.NotReady},
+		"last replica draining":     {webview.Function{Autoscaled: true, Ready: 1}, webview.Scaling},
+		"failed to start, retrying": {webview.Function{Replicas: 1, Error: "start: exit status 1"}, webview.NotReady},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			assert.Equal(t, tc.want, tc.f.Classify())
+		})
+	}
+}
+
+// fixture is a View over a real JetStream (its dead letters), a real
+// Recorder, and a platform the test sets.
+type fixture struct {
+	view    *webview.View
+	srv     *httptest.Server
+	js      jetstream.JetStream
+	streams stream.Config
+	reads   atomic.Int64
+
+	mu       sync.Mutex
+	platform webview.Platform
+}
+
+func newFixture(t *testing.T, o webview.Options) *fixture {
+	t.Helper()
+	b, err := broker.Start(broker.Config{StoreDir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(b.Stop)
+	nc, err := b.Connect()
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	f := &fixture{streams: stream.DefaultConfig()}
+	f.streams.Storage = stream.StorageMemory
+	f.js, err = jetstream.New(nc)
+	require.NoError(t, err)
+	require.NoError(t, stream.Ensure(context.Background(), f.js, f.streams))
+	admin, err := deadletter.NewAdmin(f.js, f.streams)
+	require.NoError(t, err)
+	rec, err := eventpath.New(0)
+	require.NoError(t, err)
+	f.view, err = webview.New(webview.SourceFunc(func(context.Context) webview.Platform {
+		f.reads.Add(1)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.platform
+	}), admin, rec, o)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.view.Run(ctx) }()
+	f.srv = httptest.NewServer(http.StripPrefix("/ui", f.view.Handler()))
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+		f.srv.Close()
+	})
+	return f
+}
+
+func (f *fixture) set(p webview.Platform) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.platform = p
+}
+
+// events reads a page's event stream: states arrive on the channel.
+func (f *fixture) events(t *testing.T) <-chan webview.State {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.srv.URL+"/ui/events", nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+	states := make(chan webview.State, 100)
+	go func() {
+		defer resp.Body.Close()
+		defer close(states)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 1<<22)
+		event := ""
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "event: "):
+				event = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: ") && event == "state":
+				var st webview.State
+				if json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &st) == nil {
+					states <- st
+				}
+			}
+		}
+	}()
+	return states
+}
+
+func next(t *testing.T, states <-chan webview.State) webview.State {
+	t.Helper()
+	select {
+	case st, ok := <-states:
+		require.True(t, ok, "the stream ended")
+		return st
+	case <-time.After(10 * time.Second):
+		t.Fatal("no state within 10s")
+		return webview.State{}
+	}
+}
+
+func TestEventStreamSendsTheStateWhenItChangesOnly(t *testing.T) {
+	f := newFixture(t, webview.Options{Interval: 20 * time.Millisecond, MinInterval: time.Millisecond})
+	f.set(webview.Platform{Addr: "127.0.0.1:8080", Functions: []webview.Function{{Namespace: "default", Name: "orders", Replicas: 1}}})
+	states := f.events(t)
+
+	st := next(t, states)
+	assert.Equal(t, "127.0.0.1:8080", st.Addr)
+	require.Len(t, st.Functions, 1)
+	assert.Equal(t, webview.Scaling, st.Functions[0].State, "the view classifies the functions")
+	assert.Empty(t, st.DeadLetters)
+	assert.Empty(t, st.Chains)
+
+	// Read again and again, unchanged: nothing more is sent.
+	reads := f.reads.Load()
+	require.Eventually(t, func() bool { return f.reads.Load() >= reads+5 }, 10*time.Second, 5*time.Millisecond)
+	assert.Empty(t, states, "an unchanged state is not sent again")
+
+	f.set(webview.Platform{Addr: "127.0.0.1:8080", Functions: []webview.Function{{Namespace: "default", Name: "orders", Replicas: 1, Ready: 1}}})
+	st = next(t, states)
+	assert.Equal(t, webview.Running, st.Functions[0].State, "a change arrives within the interval")
+
+	// A second page gets the last state at once.
+	assert.Equal(t, webview.Running, next(t, f.events(t)).Functions[0].State)
+}
+
+func TestEventStreamShowsDeadLetters(t *testing.T) {
+	f := newFixture(t, webview.Options{Interval: 20 * time.Millisecond, MinInterval: time.Millisecond, MaxDeadLetters: 2})
+	states := f.events(t)
+	assert.Empty(t, next(t, states).DeadLetters)
+	for i, data := range []string{`{"id":"1"}`, strings.Repeat("é", 150), "\xff\xfe binary"} {
+		msg := deadletter.NewMsg(nil, []byte(data), deadletter.Failure{
+			Namespace: "default", Subscription: "payments", Status: 500, Error: "sink answered 500", Attempts: 2,
+			Sequence: uint64(i + 1), At: time.Now(),
+		})
+		msg.Header.Set("ce-id", "o-"+string(rune('1'+i)))
+		_, err := f.js.PublishMsg(context.Background(), msg)
+		require.NoError(t, err)
+	}
+	var st webview.State
+	require.Eventually(t, func() bool { st = next(t, states); return st.MoreDeadLetters }, 10*time.Second, time.Millisecond)
+	require.Len(t, st.DeadLetters, 2, "three dead letters, two shown")
+	first := st.DeadLetters[0]
+	assert.Equal(t, "o-1", first.ID)
+	assert.Equal(t, "default", first.Namespace)
+	assert.Equal(t, "payments", first.Subscription)
+	assert.Equal(t, 500, first.Status)
+	assert.Equal(t, 2, first.Attempts)
+	assert.Equal(t, `{"id":"1"}`, first.Data)
+	assert.Equal(t, strings.Repeat("é", 100)+"…", st.DeadLetters[1].Data, "long data is cut at a character")
+}
+
+func TestPageAndBadRequests(t *testing.T) {
+	f := newFixture(t, webview.Options{})
+	tests := map[string]struct {
+		method, path string
+		code         int
+		contains     string
+	}{
+		"the page":           {http.MethodGet, "/ui/", http.StatusOK, `<script src="app.js"`},
+		"its script":         {http.MethodGet, "/ui/app.js", http.StatusOK, "new EventSource('events')"},
+		"its style":          {http.MethodGet, "/ui/style.css", http.StatusOK, ".badge"},
+		"the state":          {http.MethodGet, "/ui/state", http.StatusOK, `"functions":[]`},
+		"no such file":       {http.MethodGet, "/ui/nope.js", http.StatusNotFound, ""},
+		"posting the state":  {http.MethodPost, "/ui/state", http.StatusMethodNotAllowed, ""},
+		"posting the events": {http.MethodPost, "/ui/events", http.StatusMethodNotAllowed, ""},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			req, err := http.NewRequest(tc.method, f.srv.URL+tc.path, nil)
+			require.NoError(t, err)
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			assert.Equal(t, tc.code, resp.StatusCode)
+			assert.Contains(t, string(body), tc.contains)
+			assert.Contains(t, resp.Header.Get("Content-Security-Policy"), "default-src 'self'", "nothing from elsewhere")
+		})
+	}
+}
+
+func TestNewRefusesBadOptions(t *testing.T) {
+	rec, err := eventpath.New(0)
+	require.NoError(t, err)
+	src := webview.SourceFunc(func(context.Context) webview.Platform { return webview.Platform{} })
+	var letters webview.DeadLetters = &deadletter.Admin{}
+	tests := map[string]struct {
+		src     webview.Source
+		letters webview.DeadLetters
+		rec     *eventpath.Recorder
+		o       webview.Options
+	}{
+		"no source":             {nil, letters, rec, webview.Options{}},
+		"no dead letters":       {src, nil, rec, webview.Options{}},
+		"no recorder":           {src, letters, nil, webview.Options{}},
+		"negative interval":     {src, letters, rec, webview.Options{Interval: -time.Second}},
+		"negative min interval": {src, letters, rec, webview.Options{MinInterval: -1}},
+		"negative chains":       {src, letters, rec, webview.Options{MaxChains: -1}},
+		"too many dead letters": {src, letters, rec, webview.Options{MaxDeadLetters: deadletter.MaxLimit + 1}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := webview.New(tc.src, tc.letters, tc.rec, tc.o)
+			require.ErrorIs(t, err, webview.ErrInvalidOption)
+		})
+	}
+}
