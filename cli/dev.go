@@ -31,7 +31,9 @@ func newDevCommand() *cobra.Command {
 		Long: `dev runs kfn without Kubernetes: an embedded NATS JetStream (its data in
 DIR/.kfn, kept across restarts), the publisher, gateway and admin API on one
 port, the dispatcher, the scaler and a local autoscaler that drives it as KEDA
-would, and every Function in DIR as local node/python3 processes.
+would, and every Function in DIR as local node/python3 processes. A live web
+view of the functions, Subscriptions, recent events and dead letters is at
+http://ADDR/_kfn/ui/ (the address it prints when it is up).
 
 DIR holds Kubernetes manifests (the YAML you would kubectl apply) and
 Kyma-CLI-style function folders (config.yaml beside handler.js or handler.py).
@@ -70,6 +72,7 @@ version running and shows why. Ctrl-C stops every process.`,
 			started := time.Now()
 			return dev.Run(cmd.Context(), cfg, func(p *dev.Platform) {
 				fmt.Fprintf(out, "kfn dev: %s is up on http://%s in %s (NATS %s)\n", dir, p.Addr(), time.Since(started).Round(time.Millisecond), p.NATSURL())
+				fmt.Fprintf(out, "Web view: http://%s%s (functions, Subscriptions, events and dead letters, live)\n", p.Addr(), dev.ViewPath)
 				printTry(out, p.Status(), p.Addr())
 				if tty {
 					go liveTable(cmd.Context(), out, p)
