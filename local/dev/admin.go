@@ -164,7 +164,7 @@ func (p *Platform) handler() http.Handler {
 	for _, pattern := range []string{"POST /publish", "POST /{app}/v2/events", "POST /{app}/v1/events", "GET /{app}/v1/events/subscribed", "GET /healthz", "GET /readyz"} {
 		mux.Handle(pattern, p.publisher)
 	}
-	mux.Handle("/", p.gateway)
+	mux.Handle("/", p.events.Calls(p.gateway, p.route))
 	adminHandler := http.StripPrefix(AdminPrefix, admin)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, AdminPrefix+"/") {

@@ -52,6 +52,13 @@ func (p *Platform) functionAt(host string) (string, bool) {
 	return "", false
 }
 
+// route names the function a gateway request is for, for the event
+// recorder's links.
+func (p *Platform) route(r *http.Request) (string, bool) {
+	fn, _, ok := p.gateway.Route(r)
+	return fn.String(), ok
+}
+
 // redirectToView sends a browser that asks for kfn dev's admin root to the
 // web view.
 func redirectToView(w http.ResponseWriter, r *http.Request) {

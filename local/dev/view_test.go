@@ -200,6 +200,10 @@ func TestWebViewFollowsTheShopChain(t *testing.T) {
 			assert.Len(t, c.Events, 1, "w2 starts its chain alone")
 		}
 	}
+	w1 := findEvent(st.Chains, "order-w1")
+	require.NotNil(t, w1, "orders emitted order-w1")
+	assert.Equal(t, eventpath.Emitted, w1.Origin)
+	assert.Equal(t, &eventpath.Call{Function: "default/orders", Request: "POST /default/orders"}, w1.Call, "emitted for the gateway's request")
 	st = await(t, states, "the delivery counts", func(st webview.State) bool {
 		for _, s := range st.Subscriptions {
 			if s.Delivered < 2 {

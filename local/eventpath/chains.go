@@ -19,7 +19,8 @@ const (
 	// Published: by a producer outside kfn dev, or by a function in a way
 	// that cannot be linked (a handler that traces with a span of its own).
 	Published Origin = "published"
-	// Emitted: by the function that was handling the parent delivery.
+	// Emitted: by the function that was handling the parent delivery, or,
+	// for an event that starts a chain (Call set), an HTTP request.
 	Emitted Origin = "emitted"
 	// Reply: the CloudEvent the sink of the parent delivery answered with.
 	Reply Origin = "reply"
@@ -52,11 +53,22 @@ type Event struct {
 	// were seen (it was stored before kfn dev started).
 	Stored time.Time `json:"stored,omitzero"`
 	Origin Origin    `json:"origin"`
+	// Call is the HTTP request whose handling emitted the event, when a
+	// function emitted it while handling one through kfn dev's gateway.
+	Call *Call `json:"call,omitempty"`
 	// Deliveries are its deliveries to Subscriptions, by namespace and
 	// name (one whose first attempt is under way may lack the name).
 	Deliveries []*Delivery `json:"deliveries"`
 	// Replays are the event stored again from the dead-letter stream.
 	Replays []*Event `json:"replays,omitempty"`
+}
+
+// Call is an HTTP request to a function.
+type Call struct {
+	// Function is the function as "namespace/name".
+	Function string `json:"function"`
+	// Request is the request's method and path.
+	Request string `json:"request"`
 }
 
 // Delivery is an event's delivery to one Subscription.
@@ -203,6 +215,11 @@ func (l *linker) link(rec *record, e *Event) bool {
 	}
 	span, ok := l.spans[rec.parent]
 	if !ok {
+		return false
+	}
+	if span.request != "" {
+		// Emitted for an HTTP request: it starts its chain.
+		e.Origin, e.Call = Emitted, &Call{Function: span.function, Request: span.request}
 		return false
 	}
 	parent, ok := l.before(span.event, rec.seq)

@@ -11,7 +11,8 @@
 // trace context a new trace, and Transport gives each delivery attempt a
 // span id of its own (a child of the event's context), so the traceparent
 // an emitted event arrives with names the very attempt, and so the
-// function and the event, it came from. Events whose origin is not known
+// function and the event, it came from. Calls does the same for HTTP
+// requests to functions through the gateway. Events whose origin is not known
 // (published from outside, or emitted by a handler that started a span of
 // its own) start a chain, grouped with the other events of their trace.
 package eventpath

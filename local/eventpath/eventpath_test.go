@@ -305,3 +305,56 @@ func TestTransportPassesRequestsWithoutTraceContext(t *testing.T) {
 	}
 	assert.Empty(t, rec.Chains(0))
 }
+
+func TestEventsEmittedForAnHTTPRequestNameIt(t *testing.T) {
+	p := newPipeline(t, 0)
+	p.function("fn", nil)
+	p.subscribe("fn", "fn", "order.created.v1")
+	var got http.Header
+	// Stands for the gateway and the function behind it, which emits as
+	// the runtime hosts do.
+	function := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.Header.Clone()
+		if r.URL.Path == "/default/orders" {
+			require.NoError(t, publishTo(p.pub.URL, "order.created.v1", "from-http", r.Header.Get("Traceparent")))
+		}
+		w.WriteHeader(http.StatusAccepted)
+	})
+	route := func(r *http.Request) (string, bool) {
+		parts := strings.Split(r.URL.Path, "/")
+		if len(parts) < 3 || parts[2] == "" {
+			return "", false
+		}
+		return parts[1] + "/" + parts[2], true
+	}
+	gw := httptest.NewServer(p.rec.Calls(function, route))
+	defer gw.Close()
+
+	resp, err := http.Post(gw.URL+"/", "text/plain", nil)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Empty(t, got.Get("Traceparent"), "a request for no function passes unchanged")
+
+	resp, err = http.Post(gw.URL+"/default/orders", "application/json", strings.NewReader("{}"))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+	assert.Regexp(t, `^00-[0-9a-f]{32}-[0-9a-f]{16}-00$`, got.Get("Traceparent"), "a new trace for a request without one")
+	chains := eventually(t, p.rec, `chain (1)
+  emitted from-http
+    -> fn at default/fn: delivered after 1 [200]
+`)
+	assert.Equal(t, &eventpath.Call{Function: "default/orders", Request: "POST /default/orders"}, chains[0].Events[0].Call)
+	assert.Equal(t, got.Get("Traceparent")[3:35], chains[0].TraceID)
+
+	const outside = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	req, err := http.NewRequest(http.MethodPost, gw.URL+"/default/orders/", nil)
+	require.NoError(t, err)
+	req.Header.Set("Traceparent", outside)
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	tp := got.Get("Traceparent")
+	assert.Equal(t, outside[:36], tp[:36], "the caller's trace goes on")
+	assert.NotEqual(t, outside, tp, "under a span id of the request's own")
+}

@@ -50,10 +50,12 @@ type delivery struct {
 	updated                           time.Time
 }
 
-// attemptSpan is what Transport noted of one delivery attempt.
+// attemptSpan is what Transport noted of one delivery attempt, or Calls
+// of one HTTP request to a function (request set, event zero).
 type attemptSpan struct {
 	event    ref
 	function string
+	request  string
 }
 
 // Recorder keeps the recent events of kfn dev and how they travelled. Feed
@@ -176,11 +178,12 @@ func (r *Recorder) Observe(s dispatcher.Step) {
 	r.changed()
 }
 
-// attempted records the span id Transport gave a delivery attempt.
-func (r *Recorder) attempted(span trace.SpanID, e ref, function string) {
+// attempted records the span id Transport gave a delivery attempt, or
+// Calls an HTTP request.
+func (r *Recorder) attempted(span trace.SpanID, a attemptSpan) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.spans[span] = attemptSpan{event: e, function: function}
+	r.spans[span] = a
 	r.spanOrder = append(r.spanOrder, span)
 	// Emitted events arrive within a delivery; keep a few spans per event.
 	if len(r.spanOrder) > 4*r.max {

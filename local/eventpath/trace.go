@@ -125,15 +125,51 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	attempt := sc.WithSpanID(newSpanID())
 	out := req.Clone(req.Context())
-	tp, ts := format(attempt)
-	out.Header.Set("Traceparent", tp)
-	if ts != "" {
-		out.Header.Set("Tracestate", ts)
-	}
+	setTraceContext(out.Header, attempt)
 	fn := ""
 	if t.functionAt != nil {
 		fn, _ = t.functionAt(req.URL.Host)
 	}
-	t.r.attempted(attempt.SpanID(), ref{source: req.Header.Get("Ce-Source"), id: req.Header.Get("Ce-Id")}, fn)
+	t.r.attempted(attempt.SpanID(), attemptSpan{event: ref{source: req.Header.Get("Ce-Source"), id: req.Header.Get("Ce-Id")}, function: fn})
 	return t.next.RoundTrip(out)
+}
+
+// setTraceContext sets the traceparent and tracestate of sc in h.
+func setTraceContext(h http.Header, sc trace.SpanContext) {
+	tp, ts := format(sc)
+	h.Set("Traceparent", tp)
+	h.Del("Tracestate")
+	if ts != "" {
+		h.Set("Tracestate", ts)
+	}
+}
+
+// Route names the function ("namespace/name") an HTTP request is for; false
+// when it names none.
+type Route func(r *http.Request) (function string, ok bool)
+
+// Calls wraps kfn dev's gateway: each HTTP request for a function goes on
+// with a span id of its own, a child of the request's trace context or the
+// root of a new trace (not sampled), and the Recorder notes the function
+// and the request under it. An event the function emits while handling
+// the request carries that span id, so it shows as emitted by the function
+// for that request. Requests for no function pass unchanged.
+func (r *Recorder) Calls(next http.Handler, route Route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		fn, ok := route(req)
+		if !ok {
+			next.ServeHTTP(w, req)
+			return
+		}
+		sc := spanContext(req.Header.Get("Traceparent"), req.Header.Get("Tracestate"))
+		if sc.IsValid() {
+			sc = sc.WithSpanID(newSpanID())
+		} else {
+			sc = trace.NewSpanContext(trace.SpanContextConfig{TraceID: newTraceID(), SpanID: newSpanID()})
+		}
+		out := req.Clone(req.Context())
+		setTraceContext(out.Header, sc)
+		r.attempted(sc.SpanID(), attemptSpan{function: fn, request: req.Method + " " + req.URL.Path})
+		next.ServeHTTP(w, out)
+	})
 }

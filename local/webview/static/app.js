@@ -130,6 +130,7 @@ function renderEvent(e) {
     h('span', { class: 'type mono' }, e.type),
     h('span', { class: 'mono muted' }, e.id),
     h('span', { class: 'muted' }, 'from ' + e.source),
+    e.call ? h('span', { class: 'muted' }, 'by ' + e.call.function + ' for ', h('span', { class: 'mono' }, e.call.request)) : null,
     e.stored ? h('span', { class: 'muted' }, time(e.stored)) : null);
   const children = [...deliveries, ...replays];
   if (deliveries.length === 0 && e.origin !== 'replay') {
