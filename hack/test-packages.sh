@@ -5,13 +5,16 @@
 #   python3-flask   Flask for python314's host (Kyma's python314 runs
 #                   handlers in Flask; PyPI cannot be reached here, Debian's
 #                   package can), used with Debian's /usr/bin/python3
+#   chromium        the headless browser of kfn dev's web view test
+#                   (e2e/kfndev TestWebView), driven with chromedp
+#   fonts-dejavu-core  a font for the text of its screenshot
 #
 # As root with apt-get it installs what is missing (once); otherwise it
 # says what is missing and leaves it to the tests, which skip (or, under
 # CI=true, fail) and name the tool (internal/testenv).
 set -euo pipefail
 
-PACKAGES=(python3-flask)
+PACKAGES=(python3-flask chromium fonts-dejavu-core)
 
 log() { printf 'test-packages: %s\n' "$*" >&2; }
 

@@ -7,5 +7,7 @@
 // Function runs as local processes from the same plan as in a cluster.
 // Sink URLs such as http://orders.default.svc.cluster.local resolve to those
 // processes. Edits to the project are picked up and applied without
-// dropping requests.
+// dropping requests. A live web view (package webview, at ViewPath) shows
+// the functions, Subscriptions, dead letters and the path of recent events
+// (package eventpath).
 package dev

@@ -105,7 +105,7 @@ function renderDeadLetters(letters, more) {
   for (const seq of replaying.keys()) if (!present.has(seq)) replaying.delete(seq);
   fill('deadletters', letters.map((l) => {
     const state = replaying.get(l.sequence);
-    const why = (l.status ? l.status + ': ' : '') + (l.error || '');
+    const why = l.error || (l.status ? 'status ' + l.status : '');
     return h('tr', { 'data-seq': l.sequence },
       h('td', { class: 'num mono' }, l.sequence),
       h('td', { class: 'name' }, name(l.namespace, l.subscription)),
