@@ -15,6 +15,7 @@ import (
 
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/stream"
+	"github.com/kfn-dev/kfn/local/devstatus"
 )
 
 // AdminPrefix is the path prefix of kfn dev's own API. It is not a valid
@@ -22,60 +23,14 @@ import (
 // The event bridge's dead-letter API answers under it too.
 const AdminPrefix = deadletter.PathPrefix
 
-// Status is what `kfn get` shows: every function and subscription of a
-// running kfn dev.
-type Status struct {
-	// Ready is true once the project has been loaded.
-	Ready bool `json:"ready"`
-	// Addr is where the publisher, gateway and admin API listen.
-	Addr string `json:"addr"`
-	// NATS is the embedded NATS server's URL.
-	NATS string `json:"nats"`
-	// Functions are sorted by namespace and name.
-	Functions []FunctionStatus `json:"functions"`
-	// Subscriptions are sorted by namespace and name.
-	Subscriptions []SubscriptionStatus `json:"subscriptions"`
-	// Errors are the problems of the last load of the project.
-	Errors []string `json:"errors,omitempty"`
-}
+// Status is what `kfn get` and the web view show of a running kfn dev.
+type Status = devstatus.Status
 
 // FunctionStatus is one function's state.
-type FunctionStatus struct {
-	Namespace string `json:"namespace"`
-	Name      string `json:"name"`
-	Runtime   string `json:"runtime"`
-	// Replicas is how many processes are wanted; Ready how many serve.
-	Replicas int `json:"replicas"`
-	Ready    int `json:"ready"`
-	// Autoscaled functions scale between Min and Max on queue depth.
-	Autoscaled bool `json:"autoscaled"`
-	Min        int  `json:"min"`
-	Max        int  `json:"max"`
-	// Backlog is the number of events waiting for the function; InFlight
-	// the gateway's requests in flight; Active whether it has work.
-	Backlog  uint64 `json:"backlog"`
-	InFlight int    `json:"inFlight"`
-	Active   bool   `json:"active"`
-	// Error is the last failure to start the function, if any.
-	Error    string   `json:"error,omitempty"`
-	Warnings []string `json:"warnings,omitempty"`
-}
+type FunctionStatus = devstatus.Function
 
-// SubscriptionStatus is one subscription's state and delivery counts.
-type SubscriptionStatus struct {
-	Namespace string   `json:"namespace"`
-	Name      string   `json:"name"`
-	Sink      string   `json:"sink"`
-	Source    string   `json:"source"`
-	Types     []string `json:"types"`
-	Ready     bool     `json:"ready"`
-	// Backlog is the number of events waiting for the Subscription:
-	// pending and unacknowledged in its consumer.
-	Backlog      uint64 `json:"backlog"`
-	Delivered    uint64 `json:"delivered"`
-	Failed       uint64 `json:"failed"`
-	DeadLettered uint64 `json:"deadLettered"`
-}
+// SubscriptionStatus is one Subscription's state and delivery counts.
+type SubscriptionStatus = devstatus.Subscription
 
 // Status returns the platform's current state.
 func (p *Platform) Status() Status {

@@ -345,7 +345,7 @@ func start(cfg Config) (p *Platform, lis net.Listener, err error) {
 	if p.gateway, err = gateway.New(p.endpoints, p.scaler, gateway.Config{Source: "kfn-dev"}, log.With("component", "gateway"), p.registry); err != nil {
 		return nil, nil, err
 	}
-	if p.view, err = webview.New(webview.SourceFunc(p.viewPlatform), p.deadletter, p.events, webview.Options{}); err != nil {
+	if p.view, err = webview.New(p, p.deadletter, p.events, webview.Options{}); err != nil {
 		return nil, nil, err
 	}
 	return p, lis, nil

@@ -5,30 +5,23 @@ import (
 	"unicode/utf8"
 
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
+	"github.com/kfn-dev/kfn/local/devstatus"
 	"github.com/kfn-dev/kfn/local/eventpath"
 )
 
 // State is everything the page shows, as the view sends it.
 type State struct {
 	// Addr is where kfn dev serves the publisher, the gateway and the view.
-	Addr          string            `json:"addr"`
-	Functions     []Function        `json:"functions"`
-	Subscriptions []Subscription    `json:"subscriptions"`
-	Chains        []eventpath.Chain `json:"chains"`
-	DeadLetters   []DeadLetter      `json:"deadLetters"`
+	Addr          string                   `json:"addr"`
+	Functions     []Function               `json:"functions"`
+	Subscriptions []devstatus.Subscription `json:"subscriptions"`
+	Chains        []eventpath.Chain        `json:"chains"`
+	DeadLetters   []DeadLetter             `json:"deadLetters"`
 	// MoreDeadLetters is set when there are more dead letters than shown.
 	MoreDeadLetters bool `json:"moreDeadLetters,omitempty"`
 	// Problems are the problems of the project's last load, and a failure
-	// to read part of this state.
+	// to read the dead letters.
 	Problems []string `json:"problems,omitempty"`
-}
-
-// Platform is what kfn dev reports of its functions and Subscriptions.
-type Platform struct {
-	Addr          string
-	Functions     []Function
-	Subscriptions []Subscription
-	Problems      []string
 }
 
 // FunctionState is what a function is doing, in a word.
@@ -45,36 +38,21 @@ const (
 	// Stopped: a function whose replicas are 0.
 	Stopped FunctionState = "stopped"
 	// NotReady: the function cannot run as defined, or failed to start;
-	// Reason says why (ConfigurationReady's problem, as a cluster reports it).
+	// its Error says why (ConfigurationReady's problem, as a cluster
+	// reports it).
 	NotReady FunctionState = "not ready"
 )
 
-// Function is one function's state.
+// Function is one function's state, with what it is doing in a word.
 type Function struct {
-	Namespace string `json:"namespace"`
-	Name      string `json:"name"`
-	Runtime   string `json:"runtime"`
-	// Replicas are wanted; Ready serve.
-	Replicas int `json:"replicas"`
-	Ready    int `json:"ready"`
-	// Autoscaled functions scale between Min and Max.
-	Autoscaled bool `json:"autoscaled"`
-	Min        int  `json:"min"`
-	Max        int  `json:"max"`
-	// Backlog is the events waiting for it; InFlight its gateway requests.
-	Backlog  uint64 `json:"backlog"`
-	InFlight int    `json:"inFlight"`
-	// Error is why it cannot run or failed to start, if it did.
-	Error    string   `json:"error,omitempty"`
-	Warnings []string `json:"warnings,omitempty"`
-	// State is computed by the view from the fields above (Classify).
+	devstatus.Function
 	State FunctionState `json:"state"`
 }
 
-// Classify returns what the function is doing: NotReady when it has an
-// Error, else Stopped or ScaledToZero without replicas, Scaling while the
-// ready replicas differ from the wanted ones, and Running.
-func (f Function) Classify() FunctionState {
+// Classify returns what f is doing: NotReady when it has an Error, else
+// Stopped or ScaledToZero without replicas, Scaling while the ready
+// replicas differ from the wanted ones, and Running.
+func Classify(f devstatus.Function) FunctionState {
 	switch {
 	case f.Error != "":
 		return NotReady
@@ -87,20 +65,6 @@ func (f Function) Classify() FunctionState {
 	default:
 		return Running
 	}
-}
-
-// Subscription is one Subscription's state and delivery counts.
-type Subscription struct {
-	Namespace string   `json:"namespace"`
-	Name      string   `json:"name"`
-	Sink      string   `json:"sink"`
-	Types     []string `json:"types"`
-	// Ready is whether the dispatcher serves it.
-	Ready        bool   `json:"ready"`
-	Backlog      uint64 `json:"backlog"`
-	Delivered    uint64 `json:"delivered"`
-	Failed       uint64 `json:"failed"`
-	DeadLettered uint64 `json:"deadLettered"`
 }
 
 // DeadLetter is one dead letter, with the start of its data.

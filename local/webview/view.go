@@ -12,23 +12,25 @@ import (
 	"time"
 
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
+	"github.com/kfn-dev/kfn/local/devstatus"
 	"github.com/kfn-dev/kfn/local/eventpath"
 )
 
 //go:embed static
 var static embed.FS
 
-// Source is what the view reads of a running kfn dev.
+// Source is what the view reads of a running kfn dev; *dev.Platform
+// implements it.
 type Source interface {
-	// Platform returns the functions and Subscriptions now.
-	Platform(ctx context.Context) Platform
+	// Status returns the functions and Subscriptions now.
+	Status() devstatus.Status
 }
 
 // SourceFunc adapts a function to Source.
-type SourceFunc func(ctx context.Context) Platform
+type SourceFunc func() devstatus.Status
 
-// Platform calls f.
-func (f SourceFunc) Platform(ctx context.Context) Platform { return f(ctx) }
+// Status calls f.
+func (f SourceFunc) Status() devstatus.Status { return f() }
 
 // DeadLetters lists dead letters; *deadletter.Admin implements it.
 type DeadLetters interface {
@@ -115,13 +117,13 @@ func New(src Source, letters DeadLetters, rec *eventpath.Recorder, o Options) (*
 
 // State reads the state the page shows now.
 func (v *View) State(ctx context.Context) State {
-	p := v.src.Platform(ctx)
+	p := v.src.Status()
 	st := State{
-		Addr: p.Addr, Functions: p.Functions, Subscriptions: p.Subscriptions, Problems: p.Problems,
+		Addr: p.Addr, Functions: make([]Function, 0, len(p.Functions)), Subscriptions: p.Subscriptions, Problems: p.Errors,
 		Chains: v.rec.Chains(v.o.MaxChains), DeadLetters: []DeadLetter{},
 	}
-	for i := range st.Functions {
-		st.Functions[i].State = st.Functions[i].Classify()
+	for _, f := range p.Functions {
+		st.Functions = append(st.Functions, Function{Function: f, State: Classify(f)})
 	}
 	letters, err := v.letters.List(ctx, deadletter.Filter{Limit: v.o.MaxDeadLetters + 1})
 	if err != nil {
@@ -133,11 +135,8 @@ func (v *View) State(ctx context.Context) State {
 	for _, l := range letters {
 		st.DeadLetters = append(st.DeadLetters, deadLetterOf(l))
 	}
-	if st.Functions == nil {
-		st.Functions = []Function{}
-	}
 	if st.Subscriptions == nil {
-		st.Subscriptions = []Subscription{}
+		st.Subscriptions = []devstatus.Subscription{}
 	}
 	if st.Chains == nil {
 		st.Chains = []eventpath.Chain{}

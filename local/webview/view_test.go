@@ -20,28 +20,29 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/stream"
 	"github.com/kfn-dev/kfn/local/broker"
+	"github.com/kfn-dev/kfn/local/devstatus"
 	"github.com/kfn-dev/kfn/local/eventpath"
 	"github.com/kfn-dev/kfn/local/webview"
 )
 
 func TestClassify(t *testing.T) {
 	tests := map[string]struct {
-		f    webview.Function
+		f    devstatus.Function
 		want webview.FunctionState
 	}{
-		"all ready":                 {webview.Function{Replicas: 2, Ready: 2}, webview.Running},
-		"starting":                  {webview.Function{Replicas: 2, Ready: 1}, webview.Scaling},
-		"stopping":                  {webview.Function{Replicas: 1, Ready: 2}, webview.Scaling},
-		"autoscaled at zero":        {webview.Function{Autoscaled: true}, webview.ScaledToZero},
-		"replicas 0":                {webview.Function{}, webview.Stopped},
-		"invalid spec":              {webview.Function{Error: "ConfigurationReady: InvalidFunctionSpec: ..."}, webview.NotReady},
-		"invalid, old one running":  {webview.Function{Replicas: 1, Ready: 1, Error: "ConfigurationReady: ..."}, webview.NotReady},
-		"last replica draining":     {webview.Function{Autoscaled: true, Ready: 1}, webview.Scaling},
-		"failed to start, retrying": {webview.Function{Replicas: 1, Error: "start: exit status 1"}, webview.NotReady},
+		"all ready":                 {devstatus.Function{Replicas: 2, Ready: 2}, webview.Running},
+		"starting":                  {devstatus.Function{Replicas: 2, Ready: 1}, webview.Scaling},
+		"stopping":                  {devstatus.Function{Replicas: 1, Ready: 2}, webview.Scaling},
+		"autoscaled at zero":        {devstatus.Function{Autoscaled: true}, webview.ScaledToZero},
+		"replicas 0":                {devstatus.Function{}, webview.Stopped},
+		"invalid spec":              {devstatus.Function{Error: "ConfigurationReady: InvalidFunctionSpec: ..."}, webview.NotReady},
+		"invalid, old one running":  {devstatus.Function{Replicas: 1, Ready: 1, Error: "ConfigurationReady: ..."}, webview.NotReady},
+		"last replica draining":     {devstatus.Function{Autoscaled: true, Ready: 1}, webview.Scaling},
+		"failed to start, retrying": {devstatus.Function{Replicas: 1, Error: "start: exit status 1"}, webview.NotReady},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			assert.Equal(t, tc.want, tc.f.Classify())
+			assert.Equal(t, tc.want, webview.Classify(tc.f))
 		})
 	}
 }
@@ -55,8 +56,8 @@ type fixture struct {
 	streams stream.Config
 	reads   atomic.Int64
 
-	mu       sync.Mutex
-	platform webview.Platform
+	mu     sync.Mutex
+	status devstatus.Status
 }
 
 func newFixture(t *testing.T, o webview.Options) *fixture {
@@ -76,11 +77,11 @@ func newFixture(t *testing.T, o webview.Options) *fixture {
 	require.NoError(t, err)
 	rec, err := eventpath.New(0)
 	require.NoError(t, err)
-	f.view, err = webview.New(webview.SourceFunc(func(context.Context) webview.Platform {
+	f.view, err = webview.New(webview.SourceFunc(func() devstatus.Status {
 		f.reads.Add(1)
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		return f.platform
+		return f.status
 	}), admin, rec, o)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -95,10 +96,10 @@ func newFixture(t *testing.T, o webview.Options) *fixture {
 	return f
 }
 
-func (f *fixture) set(p webview.Platform) {
+func (f *fixture) set(st devstatus.Status) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.platform = p
+	f.status = st
 }
 
 // events reads a page's event stream: states arrive on the channel.
@@ -149,7 +150,7 @@ func next(t *testing.T, states <-chan webview.State) webview.State {
 
 func TestEventStreamSendsTheStateWhenItChangesOnly(t *testing.T) {
 	f := newFixture(t, webview.Options{Interval: 20 * time.Millisecond, MinInterval: time.Millisecond})
-	f.set(webview.Platform{Addr: "127.0.0.1:8080", Functions: []webview.Function{{Namespace: "default", Name: "orders", Replicas: 1}}})
+	f.set(devstatus.Status{Addr: "127.0.0.1:8080", Functions: []devstatus.Function{{Namespace: "default", Name: "orders", Replicas: 1}}})
 	states := f.events(t)
 
 	st := next(t, states)
@@ -164,7 +165,7 @@ func TestEventStreamSendsTheStateWhenItChangesOnly(t *testing.T) {
 	require.Eventually(t, func() bool { return f.reads.Load() >= reads+5 }, 10*time.Second, 5*time.Millisecond)
 	assert.Empty(t, states, "an unchanged state is not sent again")
 
-	f.set(webview.Platform{Addr: "127.0.0.1:8080", Functions: []webview.Function{{Namespace: "default", Name: "orders", Replicas: 1, Ready: 1}}})
+	f.set(devstatus.Status{Addr: "127.0.0.1:8080", Functions: []devstatus.Function{{Namespace: "default", Name: "orders", Replicas: 1, Ready: 1}}})
 	st = next(t, states)
 	assert.Equal(t, webview.Running, st.Functions[0].State, "a change arrives within the interval")
 
@@ -231,7 +232,7 @@ func TestPageAndBadRequests(t *testing.T) {
 func TestNewRefusesBadOptions(t *testing.T) {
 	rec, err := eventpath.New(0)
 	require.NoError(t, err)
-	src := webview.SourceFunc(func(context.Context) webview.Platform { return webview.Platform{} })
+	src := webview.SourceFunc(func() devstatus.Status { return devstatus.Status{} })
 	var letters webview.DeadLetters = &deadletter.Admin{}
 	tests := map[string]struct {
 		src     webview.Source
