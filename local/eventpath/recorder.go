@@ -70,7 +70,8 @@ type Recorder struct {
 	events    map[uint64]*record
 	seqs      []uint64 // of events, ascending
 	spans     map[trace.SpanID]attemptSpan
-	spanOrder []trace.SpanID // oldest first
+	spanOrder []trace.SpanID // a ring of the spans' ids, spanNext the oldest
+	spanNext  int
 }
 
 var _ dispatcher.Observer = (*Recorder)(nil)
@@ -88,6 +89,9 @@ func New(maxEvents int) (*Recorder, error) {
 	return &Recorder{
 		max: maxEvents, changes: make(chan struct{}, 1),
 		events: map[uint64]*record{}, spans: map[trace.SpanID]attemptSpan{},
+		// Emitted events arrive within a delivery; a few spans per event
+		// are plenty.
+		spanOrder: make([]trace.SpanID, 4*maxEvents),
 	}, nil
 }
 
@@ -144,8 +148,9 @@ func (r *Recorder) Follow(ctx context.Context, js jetstream.JetStream, streamNam
 
 // stored records an event the stream holds.
 func (r *Recorder) stored(seq uint64, at time.Time, subject string, e dispatcher.EventRef, traceParent string) {
+	sc := spanContext(traceParent, "") // outside the lock: it allocates
 	r.mu.Lock()
-	rec := r.recordLocked(seq, e, traceParent)
+	rec := r.recordLocked(seq, e, sc)
 	rec.stored, rec.subject = at, subject
 	rec.replay = strings.HasPrefix(subject, stream.ReplaySubjectPrefix+".")
 	r.mu.Unlock()
@@ -154,8 +159,9 @@ func (r *Recorder) stored(seq uint64, at time.Time, subject string, e dispatcher
 
 // Observe records a delivery step; it implements dispatcher.Observer.
 func (r *Recorder) Observe(s dispatcher.Step) {
+	sc := spanContext(s.TraceParent, "")
 	r.mu.Lock()
-	rec := r.recordLocked(s.Sequence, s.Event, s.TraceParent)
+	rec := r.recordLocked(s.Sequence, s.Event, sc)
 	d := rec.deliveryLocked(s.Namespace, s.Subscription)
 	d.function = s.SinkNamespace + "/" + s.SinkService
 	d.outcome, d.updated = s.Outcome, s.At
@@ -183,25 +189,18 @@ func (r *Recorder) Observe(s dispatcher.Step) {
 func (r *Recorder) attempted(span trace.SpanID, a attemptSpan) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	delete(r.spans, r.spanOrder[r.spanNext]) // the oldest, if the ring is full
 	r.spans[span] = a
-	r.spanOrder = append(r.spanOrder, span)
-	// Emitted events arrive within a delivery; keep a few spans per event.
-	if len(r.spanOrder) > 4*r.max {
-		drop := len(r.spanOrder) - 4*r.max
-		for _, old := range r.spanOrder[:drop] {
-			delete(r.spans, old)
-		}
-		r.spanOrder = slices.Delete(r.spanOrder, 0, drop)
-	}
+	r.spanOrder[r.spanNext] = span
+	r.spanNext = (r.spanNext + 1) % len(r.spanOrder)
 }
 
 // recordLocked returns the record of seq, making it (and evicting the
-// oldest beyond max) when it is new.
-func (r *Recorder) recordLocked(seq uint64, e dispatcher.EventRef, traceParent string) *record {
+// oldest beyond max) when it is new; sc is the event's trace context.
+func (r *Recorder) recordLocked(seq uint64, e dispatcher.EventRef, sc trace.SpanContext) *record {
 	if rec, ok := r.events[seq]; ok {
 		return rec
 	}
-	sc := spanContext(traceParent, "")
 	rec := &record{seq: seq, ref: ref{source: e.Source, id: e.ID}, typ: e.Type, traceID: sc.TraceID(), parent: sc.SpanID()}
 	r.events[seq] = rec
 	i, _ := slices.BinarySearch(r.seqs, seq)
