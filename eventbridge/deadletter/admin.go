@@ -103,6 +103,9 @@ func (a *Admin) List(ctx context.Context, f Filter) ([]Letter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read dead letters: %w", err)
 	}
+	// The server would keep the consumer for minutes after the last read:
+	// remove it, so that listing often (kfn dev's web view) leaves none.
+	defer a.deleteConsumer(c)
 	info, err := c.Info(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read dead letters: %w", err)
@@ -137,6 +140,18 @@ func (a *Admin) List(ctx context.Context, f Filter) ([]Letter, error) {
 		want -= got
 	}
 	return out, nil
+}
+
+// deleteConsumer removes the server's consumer behind the ordered consumer
+// c; a failure leaves it to expire on its own.
+func (a *Admin) deleteConsumer(c jetstream.Consumer) {
+	info := c.CachedInfo()
+	if info == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = a.js.DeleteConsumer(ctx, a.streams.DeadLetterStream, info.Name)
 }
 
 // DeadLetterSubjectPrefixAll selects every dead letter.

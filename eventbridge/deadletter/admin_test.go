@@ -207,3 +207,19 @@ func TestReplayAllAndDelete(t *testing.T) {
 	code, _ = e.do(t, http.MethodDelete, fmt.Sprintf("/deadletters/%d", left[0].Sequence))
 	assert.Equal(t, http.StatusNotFound, code)
 }
+
+func TestListLeavesNoConsumer(t *testing.T) {
+	e := newEnv(t)
+	for i := range 3 {
+		e.bury(t, "default", "s", fmt.Sprint(i), uint64(i+1))
+	}
+	for _, f := range []deadletter.Filter{{}, {Limit: 1}, {Namespace: "default", Subscription: "s", After: 1}, {Namespace: "other"}} {
+		_, err := e.admin.List(context.Background(), f)
+		require.NoError(t, err)
+	}
+	s, err := e.js.Stream(context.Background(), e.streams.DeadLetterStream)
+	require.NoError(t, err)
+	info, err := s.Info(context.Background())
+	require.NoError(t, err)
+	assert.Zero(t, info.State.Consumers, "listing often (the web view) leaves no consumer behind")
+}
