@@ -120,7 +120,7 @@ func (p *Platform) handler() http.Handler {
 		mux.Handle(pattern, p.publisher)
 	}
 	mux.Handle("/", p.events.Calls(p.gateway, p.route))
-	adminHandler := http.StripPrefix(AdminPrefix, admin)
+	adminHandler := guardAdmin(http.StripPrefix(AdminPrefix, admin))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, AdminPrefix+"/") {
 			adminHandler.ServeHTTP(w, r)
