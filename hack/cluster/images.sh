@@ -205,7 +205,8 @@ python=$(debian_image "$BASE_PACKAGES,$PYTHON_PACKAGES")
 python314=$(debian_image "$BASE_PACKAGES,$PYTHON314_PACKAGES" "$PYTHON314_SUITE")
 node22=$(node_image "$NODE22" "$debian")
 node24=$(node_image "$NODE24" "$debian")
-node26=$(node_image "$NODE26" "$debian")
+# Node.js 26's build links libatomic.
+node26=$(node_image "$NODE26" "$(debian_image "$BASE_PACKAGES,libatomic1")")
 golang=$(go_image "$debian")
 
 # KEDA's manifests run /keda and /keda-adapter; the chart runs nats-server
