@@ -4,6 +4,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kfn-dev/kfn/controller/function"
+	"github.com/kfn-dev/kfn/internal/logging"
 )
 
 // options is the controller's whole configuration: the config file, then
@@ -37,6 +40,7 @@ type options struct {
 	HPACPUUtilization    int32             `json:"hpaCPUUtilization"`
 	Resync               duration          `json:"resync"`
 	KEDACheckInterval    duration          `json:"kedaCheckInterval"`
+	LogLevel             string            `json:"logLevel"`
 	LogDevelopment       bool              `json:"logDevelopment"`
 	configFile           string
 	runtimeImageOverride imageFlag
@@ -121,7 +125,8 @@ func parseOptions(args []string) (options, error) {
 	fs.IntVar(&hpa, "hpa-cpu-utilization", int(o.HPACPUUtilization), "CPU target of HorizontalPodAutoscalers, percent of requests")
 	fs.DurationVar(&flagged.Resync.Duration, "resync", o.Resync.Duration, "how often every Function is reconciled and re-applied without a change")
 	fs.DurationVar(&flagged.KEDACheckInterval.Duration, "keda-check-interval", o.KEDACheckInterval.Duration, "how often to check whether KEDA's CRDs are installed")
-	fs.BoolVar(&flagged.LogDevelopment, "log-development", false, "human-readable logs instead of JSON")
+	fs.StringVar(&flagged.LogLevel, "log-level", "info", "log level: "+logging.Levels+" (with --log-development: debug)")
+	fs.BoolVar(&flagged.LogDevelopment, "log-development", false, "text logs (the same keys as key=value) instead of JSON, at level debug unless a log level is set; kept for the zap flag it replaces")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
@@ -181,11 +186,37 @@ func parseOptions(args []string) (options, error) {
 			o.Resync = flagged.Resync
 		case "keda-check-interval":
 			o.KEDACheckInterval = flagged.KEDACheckInterval
+		case "log-level":
+			o.LogLevel = flagged.LogLevel
 		case "log-development":
 			o.LogDevelopment = flagged.LogDevelopment
 		}
 	})
+	if o.LogLevel == "" { // neither the file nor a flag chose one
+		o.LogLevel = "info"
+		if o.LogDevelopment {
+			o.LogLevel = "debug" // what zap's development mode logged
+		}
+	}
+	if _, err := logging.ParseLevel(o.LogLevel); err != nil {
+		return options{}, fmt.Errorf("log level: %w", err)
+	}
 	return o, nil
+}
+
+// newLogger returns the controller's logger in kfn's layout (package
+// logging), writing to w; controller-runtime's own logs go through it too
+// (see run).
+func (o options) newLogger(w io.Writer) (*slog.Logger, error) {
+	format := logging.JSON
+	if o.LogDevelopment {
+		format = logging.Text
+	}
+	log, err := logging.New(w, o.LogLevel, format)
+	if err != nil {
+		return nil, err
+	}
+	return logging.Component(log, "controller"), nil
 }
 
 // functionConfig is the reconciler's part of the options.

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/signal"
@@ -19,10 +20,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/kfn-dev/kfn/controller/function"
+	"github.com/kfn-dev/kfn/internal/logging"
 )
 
 func main() {
@@ -43,12 +44,17 @@ func dispatch(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return run(ctx, o)
+	return run(ctx, o, os.Stderr)
 }
 
-// run starts the manager and returns when ctx ends or the manager fails.
-func run(ctx context.Context, o options) error {
-	ctrl.SetLogger(zap.New(zap.UseDevMode(o.LogDevelopment)))
+// run starts the manager, logging to stderr, and returns when ctx ends or
+// the manager fails.
+func run(ctx context.Context, o options, stderr io.Writer) error {
+	slogger, err := o.newLogger(stderr)
+	if err != nil {
+		return err
+	}
+	ctrl.SetLogger(logging.Logr(slogger))
 	log := ctrl.Log.WithName("setup")
 	cfg := o.functionConfig()
 	if err := cfg.Validate(); err != nil {

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +16,8 @@ import (
 
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/kfn-dev/kfn/internal/logging"
 )
 
 func TestOptionsFileThenFlags(t *testing.T) {
@@ -83,4 +89,58 @@ func TestFetchSourceCommand(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(dest, "handler.js"))
 	require.NoError(t, err)
 	assert.Equal(t, "hi", string(b))
+}
+
+// TestLoggerLayout checks the controller's logs as run sets them up: kfn's
+// layout (package logging) with component "controller", controller-runtime's
+// logr lines bridged into it, the level from --log-level or the config
+// file, and --log-development as the text form at debug.
+func TestLoggerLayout(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(file, []byte("logLevel: warn\n"), 0o644))
+	tests := map[string]struct {
+		args      []string
+		wantLines int // of the three lines logged: info, V(1), error
+		text      bool
+	}{
+		"default info":       {args: nil, wantLines: 2},
+		"debug":              {args: []string{"--log-level=debug"}, wantLines: 3},
+		"file warn":          {args: []string{"--config", file}, wantLines: 1},
+		"flag over file":     {args: []string{"--config", file, "--log-level=info"}, wantLines: 2},
+		"development":        {args: []string{"--log-development"}, wantLines: 3, text: true},
+		"development, error": {args: []string{"--log-development", "--log-level=error"}, wantLines: 1, text: true},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			o, err := parseOptions(tt.args)
+			require.NoError(t, err)
+			var buf bytes.Buffer
+			slogger, err := o.newLogger(&buf)
+			require.NoError(t, err)
+			log := logging.Logr(slogger).WithName("setup")
+			log.Info("starting", "workers", 8)
+			log.V(1).Info("detail")
+			log.Error(errors.New("no cache"), "failed")
+			out := strings.Split(strings.TrimSpace(buf.String()), "\n")
+			require.Len(t, out, tt.wantLines, buf.String())
+			last := out[len(out)-1]
+			if tt.text {
+				assert.Contains(t, last, `level=ERROR msg=failed component=controller logger=setup error="no cache"`)
+				return
+			}
+			var m map[string]any
+			require.NoError(t, json.Unmarshal([]byte(last), &m), last)
+			for _, k := range []string{"time", "level", "msg", "component", "logger", "error"} {
+				assert.Contains(t, m, k)
+			}
+			assert.Equal(t, "controller", m["component"])
+			assert.Equal(t, "ERROR", m["level"])
+			assert.Equal(t, "no cache", m["error"])
+		})
+	}
+	_, err := parseOptions([]string{"--log-level=verbose"})
+	require.ErrorIs(t, err, logging.ErrInvalidLevel)
+	require.NoError(t, os.WriteFile(file, []byte("logLevel: loud\n"), 0o644))
+	_, err = parseOptions([]string{"--config", file})
+	require.ErrorIs(t, err, logging.ErrInvalidLevel)
 }

@@ -9,22 +9,25 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/kfn-dev/kfn/eventbridge/bridge"
+	"github.com/kfn-dev/kfn/internal/logging"
 )
 
 func main() {
-	if err := run(context.Background(), os.Args[1:]); err != nil {
+	if err := run(context.Background(), os.Args[1:], os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "eventbridge:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, args []string) error {
+// run parses args and runs the event bridge, logging to stderr, until ctx
+// ends or a signal comes; nil after a clean stop and for -h.
+func run(ctx context.Context, args []string, stderr io.Writer) error {
 	cfg := bridge.DefaultConfig()
 	fs := flag.NewFlagSet("eventbridge", flag.ContinueOnError)
 	cfg.RegisterFlags(fs)
@@ -33,11 +36,10 @@ func run(ctx context.Context, args []string) error {
 	} else if err != nil {
 		return err
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+	log, err := logging.New(stderr, cfg.LogLevel, logging.JSON)
+	if err != nil {
 		return fmt.Errorf("-log-level: %w", err)
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return bridge.Run(ctx, cfg, log)

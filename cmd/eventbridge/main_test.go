@@ -2,12 +2,24 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kfn-dev/kfn/eventbridge/bridge"
+	"github.com/kfn-dev/kfn/internal/logging/logtest"
 )
 
 func TestRunRefusesBadFlagsBeforeDoingAnything(t *testing.T) {
@@ -27,15 +39,96 @@ func TestRunRefusesBadFlagsBeforeDoingAnything(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			err := run(context.Background(), tt.args)
+			err := run(context.Background(), tt.args, io.Discard)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.wantErr)
 		})
 	}
-	require.NoError(t, run(context.Background(), []string{"-h"}), "help is no failure")
+	require.NoError(t, run(context.Background(), []string{"-h"}, io.Discard), "help is no failure")
 }
 
 func TestDefaultConfigIsValid(t *testing.T) {
 	cfg := bridge.DefaultConfig()
 	require.NoError(t, cfg.Validate())
+}
+
+// TestLogsInTheLayout runs the event bridge without Kubernetes (a
+// Subscription from a file, a real embedded NATS) through one failed and
+// one successful delivery, and checks that every line it logs is in kfn's
+// layout, and that the delivery lines name the event, the Subscription and
+// the function.
+func TestLogsInTheLayout(t *testing.T) {
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	require.NoError(t, err)
+	ns.Start()
+	t.Cleanup(ns.Shutdown)
+	require.True(t, ns.ReadyForConnections(10*time.Second))
+
+	var calls atomic.Int32
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if calls.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer sink.Close()
+	manifest := filepath.Join(t.TempDir(), "subscriptions.yaml")
+	require.NoError(t, os.WriteFile(manifest, []byte(`apiVersion: eventing.kyma-project.io/v1alpha2
+kind: Subscription
+metadata: {name: orders, namespace: default}
+spec:
+  sink: http://orders.default.svc.cluster.local
+  source: shop
+  types: [order.created.v1]
+  config: {backoffInitial: 10ms, backoffMax: 10ms}
+`), 0o600))
+	listen := freeAddr(t)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var logs logtest.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{
+			"-components=publisher,dispatcher", "-subscriptions=" + manifest, "-nats-url=" + ns.ClientURL(),
+			"-resolve=orders.default=" + sink.URL, "-storage=memory", "-listen=" + listen,
+			"-admin-listen=", "-metrics-listen=", "-log-level=debug",
+		}, &logs)
+	}()
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), `"server":"publisher"`) }, 30*time.Second, 10*time.Millisecond)
+	req, err := http.NewRequest(http.MethodPost, "http://"+listen+"/publish", strings.NewReader(`{}`))
+	require.NoError(t, err)
+	for k, v := range map[string]string{"Ce-Specversion": "1.0", "Ce-Id": "e-1", "Ce-Source": "shop", "Ce-Type": "order.created.v1", "Content-Type": "application/json"} {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusNoContent, resp.StatusCode)
+	require.Eventually(t, func() bool { return calls.Load() == 2 }, 10*time.Second, 10*time.Millisecond, "delivered on the second attempt")
+	cancel()
+	require.NoError(t, <-done)
+
+	lines := logtest.CheckLayout(t, logs.String(), "eventbridge", "publisher", "dispatcher")
+	retried := false
+	for _, l := range lines {
+		if l.String("msg") != "delivery failed, will retry" {
+			continue
+		}
+		retried = true
+		assert.Equal(t, "dispatcher", l.String("component"))
+		assert.Equal(t, "e-1", l.String("eventID"))
+		assert.Equal(t, "default", l.String("namespace"))
+		assert.Equal(t, "orders", l.String("subscription"))
+		assert.Equal(t, "orders", l.String("function"))
+	}
+	assert.True(t, retried, "the failed attempt is logged at debug:\n%s", logs.String())
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return fmt.Sprint(l.Addr())
 }

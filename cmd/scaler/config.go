@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kfn-dev/kfn/eventbridge/stream"
+	"github.com/kfn-dev/kfn/internal/logging"
 	"github.com/kfn-dev/kfn/scaler"
 	"github.com/kfn-dev/kfn/scaler/inflight"
 )
@@ -51,7 +52,7 @@ func (c *config) registerFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.TLSClientCAFile, "tls-client-ca-file", c.TLSClientCAFile, "require client certificates signed by these CAs (PEM); needs -tls-cert-file")
 	fs.DurationVar(&c.RefreshInterval, "refresh-interval", c.RefreshInterval, "how often the backlog of every consumer is read (at least 10ms)")
 	fs.StringVar(&c.InFlightSubject, "inflight-subject", c.InFlightSubject, "core NATS subject of the gateway's in-flight reports (the event bridge's -gateway-inflight-subject)")
-	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: "+logging.Levels)
 }
 
 // validate returns an error wrapping errInvalidConfig that says what to fix.
@@ -72,10 +73,8 @@ func (c *config) validate() error {
 	case c.InFlightSubject == "":
 		return fmt.Errorf("%w: -inflight-subject is required", errInvalidConfig)
 	}
-	switch c.LogLevel {
-	case "debug", "info", "warn", "error":
-	default:
-		return fmt.Errorf("%w: -log-level must be debug, info, warn or error, not %q", errInvalidConfig, c.LogLevel)
+	if _, err := logging.ParseLevel(c.LogLevel); err != nil {
+		return fmt.Errorf("%w: -log-level: %w", errInvalidConfig, err)
 	}
 	return nil
 }

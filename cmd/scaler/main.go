@@ -11,6 +11,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -20,7 +21,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,6 +32,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/internal/logging"
 	"github.com/kfn-dev/kfn/scaler"
 	"github.com/kfn-dev/kfn/scaler/inflight"
 	"github.com/kfn-dev/kfn/scaler/kube"
@@ -40,7 +41,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:])
+	err := run(ctx, os.Args[1:], os.Stderr)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "scaler:", err)
@@ -54,9 +55,10 @@ const (
 	shutdownTimeout   = 5 * time.Second
 )
 
-// run parses args and runs the scaler until ctx ends; it returns nil after
-// a clean shutdown (and for -h), an error when it cannot start or fails.
-func run(ctx context.Context, args []string) error {
+// run parses args and runs the scaler, logging to stderr, until ctx ends;
+// it returns nil after a clean shutdown (and for -h), an error when it
+// cannot start or fails.
+func run(ctx context.Context, args []string, stderr io.Writer) error {
 	cfg := defaultConfig()
 	fs := flag.NewFlagSet("scaler", flag.ContinueOnError)
 	cfg.registerFlags(fs)
@@ -68,12 +70,12 @@ func run(ctx context.Context, args []string) error {
 	if err := cfg.validate(); err != nil {
 		return err
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+	root, err := logging.New(stderr, cfg.LogLevel, logging.JSON)
+	if err != nil {
 		return fmt.Errorf("-log-level: %w", err)
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
+	log := logging.Component(root, "scaler")
+	ctrl.SetLogger(logging.Logr(log))
 
 	var serverOpts []server.Option
 	if cfg.TLSCertFile != "" {
@@ -105,12 +107,12 @@ func run(ctx context.Context, args []string) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	core, err := scaler.New(scaler.NewJetStreamReader(js, cfg.EventStream), scaler.NewNATSListener(nc),
 		scaler.WithRefreshInterval(cfg.RefreshInterval),
-		scaler.WithLogger(log.With("component", "scaler")),
+		scaler.WithLogger(logging.Component(root, "scaler")),
 		scaler.WithMetrics(reg))
 	if err != nil {
 		return err
 	}
-	srv, err := server.New(core, append(serverOpts, server.WithMetrics(reg), server.WithLogger(log.With("component", "grpc")))...)
+	srv, err := server.New(core, append(serverOpts, server.WithMetrics(reg), server.WithLogger(logging.Component(root, "grpc")))...)
 	if err != nil {
 		return err
 	}
@@ -123,7 +125,7 @@ func run(ctx context.Context, args []string) error {
 	if err := feeder.SetupWithManager(mgr); err != nil {
 		return err
 	}
-	stopInFlight, err := inflight.Subscribe(nc, cfg.InFlightSubject, core, log.With("component", "inflight"))
+	stopInFlight, err := inflight.Subscribe(nc, cfg.InFlightSubject, core, logging.Component(root, "inflight"))
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/internal/logging/logtest"
 	"github.com/kfn-dev/kfn/internal/testcluster"
 	"github.com/kfn-dev/kfn/scaler/inflight"
 	"github.com/kfn-dev/kfn/scaler/scalertest"
@@ -65,12 +66,12 @@ func TestRunRefusesBadFlagsBeforeDoingAnything(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			err := run(context.Background(), tt.args)
+			err := run(context.Background(), tt.args, io.Discard)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.wantErr)
 		})
 	}
-	require.NoError(t, run(context.Background(), []string{"-h"}), "help is no failure")
+	require.NoError(t, run(context.Background(), []string{"-h"}, io.Discard), "help is no failure")
 	cfg := defaultConfig()
 	require.NoError(t, cfg.validate(), "the defaults are valid")
 }
@@ -104,6 +105,7 @@ func TestServesKEDA(t *testing.T) {
 	grpcAddr, metricsAddr := freeAddr(t), freeAddr(t)
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
+	var logs logtest.Buffer
 	go func() {
 		done <- run(rctx, []string{
 			"-nats-url=" + n.Server.ClientURL(),
@@ -112,7 +114,7 @@ func TestServesKEDA(t *testing.T) {
 			"-metrics-listen=" + metricsAddr,
 			"-refresh-interval=100ms",
 			"-log-level=debug",
-		})
+		}, &logs)
 	}()
 	stopped := false
 	t.Cleanup(func() {
@@ -198,6 +200,7 @@ func TestServesKEDA(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the scaler did not stop within 20s")
 	}
+	logtest.CheckLayout(t, logs.String(), "scaler", "grpc", "inflight")
 }
 
 func eventually(t *testing.T, f func() (int64, error), want int64) {

@@ -14,6 +14,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/eventbridge/stream"
 	"github.com/kfn-dev/kfn/eventbridge/subscription"
+	"github.com/kfn-dev/kfn/internal/logging"
 	"github.com/kfn-dev/kfn/scaler/inflight"
 )
 
@@ -180,7 +181,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Resync, "resync", c.Resync, "period of reconciling each Subscription without change (recreates lost consumers)")
 	fs.BoolVar(&c.LeaderElection, "leader-election", c.LeaderElection, "run the reconciler in one replica at a time")
 	fs.StringVar(&c.LeaderElectionNamespace, "leader-election-namespace", c.LeaderElectionNamespace, "namespace of the leader lease")
-	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: "+logging.Levels)
 }
 
 func splitList(v string) []string {
@@ -254,10 +255,8 @@ func (c *Config) Validate() error {
 	if c.KymaApplications && c.ApplicationCheckInterval <= 0 {
 		return fmt.Errorf("%w: -application-check-interval must be positive", ErrInvalidConfig)
 	}
-	switch c.LogLevel {
-	case "debug", "info", "warn", "error":
-	default:
-		return fmt.Errorf("%w: -log-level must be debug, info, warn or error, not %q", ErrInvalidConfig, c.LogLevel)
+	if _, err := logging.ParseLevel(c.LogLevel); err != nil {
+		return fmt.Errorf("%w: -log-level: %w", ErrInvalidConfig, err)
 	}
 	return nil
 }

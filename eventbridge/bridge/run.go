@@ -10,7 +10,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,6 +33,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/eventbridge/stream"
 	"github.com/kfn-dev/kfn/eventbridge/subscription"
+	"github.com/kfn-dev/kfn/internal/logging"
 )
 
 // Timeouts of the HTTP servers, bounding slow clients.
@@ -46,11 +46,14 @@ const (
 
 // Run runs the configured components until ctx is done, then shuts them
 // down gracefully and returns nil; an error means a component could not
-// start or failed.
-func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+// start or failed. root is the logger without a component (package
+// logging): each component logs with its own name, and lines about the
+// process as a whole with "eventbridge".
+func Run(ctx context.Context, cfg Config, root *slog.Logger) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	log := logging.Component(root, "eventbridge")
 	if cfg.Dispatcher.Jitter == 0 {
 		cfg.Dispatcher.Jitter = -1 // 0 means none here; the dispatcher reads 0 as its default
 	}
@@ -159,7 +162,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return err
 		}
 		opts := []publisher.Option{
-			publisher.WithLogger(log.With("component", "publisher")),
+			publisher.WithLogger(logging.Component(root, "publisher")),
 			publisher.WithMetrics(pm),
 			publisher.WithReady(func(context.Context) error {
 				if !nc.IsConnected() {
@@ -176,7 +179,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			if err != nil {
 				return fmt.Errorf("discovery client: %w", err)
 			}
-			apps := applications.New(disc, cfg.ApplicationCheckInterval, log.With("component", "publisher"))
+			apps := applications.New(disc, cfg.ApplicationCheckInterval, logging.Component(root, "publisher"))
 			if err := mgr.Add(runnableFunc(func(ctx context.Context) error { return apps.Start(ctx, mgr.GetCache()) })); err != nil {
 				return fmt.Errorf("add application watcher: %w", err)
 			}
@@ -195,7 +198,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return err
 		}
 		opts := []dispatcher.Option{
-			dispatcher.WithLogger(log.With("component", "dispatcher")),
+			dispatcher.WithLogger(logging.Component(root, "dispatcher")),
 			dispatcher.WithMetrics(dm),
 			dispatcher.WithResolver(ClusterResolver(eps, cfg.Resolve)),
 		}
@@ -235,7 +238,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 
 	if cfg.Has(ComponentGateway) {
-		gw, err := newGateway(cfg, nc, eps, reg, log.With("component", "gateway"))
+		gw, err := newGateway(cfg, nc, eps, reg, logging.Component(root, "gateway"))
 		if err != nil {
 			return err
 		}
@@ -334,7 +337,7 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, cfg Config, s *
 }
 
 func newManager(cfg Config, log *slog.Logger) (ctrl.Manager, error) {
-	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
+	ctrl.SetLogger(logging.Logr(log))
 	restCfg, err := ctrl.GetConfig()
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes config (use -subscriptions to run without Kubernetes): %w", err)

@@ -81,7 +81,7 @@ func (w *worker) shed(ctx context.Context, cons jetstream.Consumer, n int) error
 			_ = msg.Term()
 			continue
 		}
-		w.giveUp(ctx, w.log, msg, meta, 0, reason)
+		w.giveUp(ctx, w.eventLog(msg.Headers(), meta), msg, meta, 0, reason)
 	}
 	if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
 		return fmt.Errorf("fetch events over the budget: %w", err)

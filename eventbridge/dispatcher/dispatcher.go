@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
@@ -117,6 +118,7 @@ type Dispatcher struct {
 	// (a *tally each), for Counts (observer.go).
 	observers []Observer
 	tallies   sync.Map
+	tracer    trace.Tracer // nil: no spans
 
 	mu      sync.Mutex
 	runCtx  context.Context // nil until Start

@@ -44,6 +44,10 @@ func withEndpoints(e dispatcher.Endpoints) bridgeOpt {
 	return func(_ *dispatcher.Config, o *[]dispatcher.Option) { *o = append(*o, dispatcher.WithEndpoints(e)) }
 }
 
+func withOption(opt dispatcher.Option) bridgeOpt {
+	return func(_ *dispatcher.Config, o *[]dispatcher.Option) { *o = append(*o, opt) }
+}
+
 func withConfig(f func(*dispatcher.Config)) bridgeOpt {
 	return func(c *dispatcher.Config, _ *[]dispatcher.Option) { f(c) }
 }

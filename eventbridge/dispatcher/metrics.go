@@ -4,24 +4,37 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics are the dispatcher's per-Subscription Prometheus counters. A nil
+// Metrics are the dispatcher's per-Subscription Prometheus metrics. A nil
 // *Metrics records nothing.
 type Metrics struct {
-	delivered    *prometheus.CounterVec
-	failed       *prometheus.CounterVec
-	deadLettered *prometheus.CounterVec
-	discarded    *prometheus.CounterVec
-	replies      *prometheus.CounterVec
+	delivered        *prometheus.CounterVec
+	failed           *prometheus.CounterVec
+	deadLettered     *prometheus.CounterVec
+	discarded        *prometheus.CounterVec
+	replies          *prometheus.CounterVec
+	deliveryDuration *prometheus.HistogramVec
+	eventAge         *prometheus.HistogramVec
 }
 
-// NewMetrics registers, with reg, counters labelled by namespace and
+// Buckets of the histograms, in seconds. A delivery is a request to a
+// function nearby: from a millisecond to the default request timeout of a
+// minute. An event's age spans from the sub-millisecond of a healthy
+// pipeline to the hour of a long retry schedule or a sink that was down.
+var (
+	DeliveryDurationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
+	EventAgeBuckets         = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
+)
+
+// NewMetrics registers, with reg, metrics labelled by namespace and
 // subscription:
 //
-//	kfn_eventbridge_delivered_total          events the sink acknowledged (2xx)
-//	kfn_eventbridge_delivery_failures_total  failed delivery attempts
-//	kfn_eventbridge_dead_lettered_total      events moved to the dead-letter stream
-//	kfn_eventbridge_discarded_total          events dropped after the last attempt (deadLetter: "false")
-//	kfn_eventbridge_replies_total{result}    sink replies: published, invalid, hop_limit
+//	kfn_eventbridge_delivered_total            events the sink acknowledged (2xx)
+//	kfn_eventbridge_delivery_failures_total    failed delivery attempts
+//	kfn_eventbridge_dead_lettered_total        events moved to the dead-letter stream
+//	kfn_eventbridge_discarded_total            events dropped after the last attempt (deadLetter: "false")
+//	kfn_eventbridge_replies_total{result}      sink replies: published, invalid, hop_limit
+//	kfn_eventbridge_delivery_duration_seconds  histogram: each attempt, request to answer
+//	kfn_eventbridge_event_age_seconds          histogram: each delivered event, stored to the start of the attempt that delivered it
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	labels := []string{"namespace", "subscription"}
 	m := &Metrics{
@@ -40,8 +53,16 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		replies: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kfn_eventbridge_replies_total", Help: "CloudEvent replies of sinks by result: published, invalid, hop_limit.",
 		}, append(labels, "result")),
+		deliveryDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "kfn_eventbridge_delivery_duration_seconds", Help: "Delivery attempts, from the request to the sink to its answer (or failure).",
+			Buckets: DeliveryDurationBuckets,
+		}, labels),
+		eventAge: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "kfn_eventbridge_event_age_seconds", Help: "Age of delivered events: from being stored to the start of the attempt that delivered them (time in the stream, retries and backoff included).",
+			Buckets: EventAgeBuckets,
+		}, labels),
 	}
-	for _, c := range []prometheus.Collector{m.delivered, m.failed, m.deadLettered, m.discarded, m.replies} {
+	for _, c := range []prometheus.Collector{m.delivered, m.failed, m.deadLettered, m.discarded, m.replies, m.deliveryDuration, m.eventAge} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -49,27 +70,34 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-// counters are one Subscription's counters, looked up once per worker
+// counters are one Subscription's metrics, looked up once per worker
 // rather than once per event.
 type counters struct {
 	delivered, failed, deadLettered, discarded prometheus.Counter
 	replies                                    map[string]prometheus.Counter
+	deliveryDuration, eventAge                 prometheus.Observer
 }
 
-// noCounter counts nothing (for a nil *Metrics).
-var noCounter = prometheus.NewCounter(prometheus.CounterOpts{Name: "unregistered"})
+// Nothing, for a nil *Metrics: a counter and a histogram never registered.
+var (
+	noCounter   = prometheus.NewCounter(prometheus.CounterOpts{Name: "unregistered"})
+	noHistogram = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "unregistered"})
+)
 
 func (m *Metrics) forSubscription(namespace, name string) *counters {
 	if m == nil {
 		return &counters{delivered: noCounter, failed: noCounter, deadLettered: noCounter, discarded: noCounter,
-			replies: map[string]prometheus.Counter{"published": noCounter, "invalid": noCounter, "hop_limit": noCounter}}
+			replies:          map[string]prometheus.Counter{"published": noCounter, "invalid": noCounter, "hop_limit": noCounter},
+			deliveryDuration: noHistogram, eventAge: noHistogram}
 	}
 	c := &counters{
-		delivered:    m.delivered.WithLabelValues(namespace, name),
-		failed:       m.failed.WithLabelValues(namespace, name),
-		deadLettered: m.deadLettered.WithLabelValues(namespace, name),
-		discarded:    m.discarded.WithLabelValues(namespace, name),
-		replies:      map[string]prometheus.Counter{},
+		delivered:        m.delivered.WithLabelValues(namespace, name),
+		failed:           m.failed.WithLabelValues(namespace, name),
+		deadLettered:     m.deadLettered.WithLabelValues(namespace, name),
+		discarded:        m.discarded.WithLabelValues(namespace, name),
+		replies:          map[string]prometheus.Counter{},
+		deliveryDuration: m.deliveryDuration.WithLabelValues(namespace, name),
+		eventAge:         m.eventAge.WithLabelValues(namespace, name),
 	}
 	for _, r := range []string{"published", "invalid", "hop_limit"} {
 		c.replies[r] = m.replies.WithLabelValues(namespace, name, r)
@@ -84,5 +112,8 @@ func (m *Metrics) forget(namespace, name string) {
 	l := prometheus.Labels{"namespace": namespace, "subscription": name}
 	for _, c := range []*prometheus.CounterVec{m.delivered, m.failed, m.deadLettered, m.discarded, m.replies} {
 		c.DeletePartialMatch(l)
+	}
+	for _, h := range []*prometheus.HistogramVec{m.deliveryDuration, m.eventAge} {
+		h.DeletePartialMatch(l)
 	}
 }

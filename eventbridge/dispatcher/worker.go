@@ -15,11 +15,14 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/binding"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/codes"
 
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/stream"
+	"github.com/kfn-dev/kfn/eventbridge/tracing"
 )
 
 // worker serves one Subscription.
@@ -54,7 +57,7 @@ const (
 // ctx is done; then it waits for the deliveries in progress.
 func (w *worker) run(ctx context.Context) {
 	t := w.target
-	w.log = w.d.log.With("namespace", t.sub.Namespace, "subscription", t.sub.Name, "consumer", t.consumer)
+	w.log = w.d.log.With("namespace", t.sub.Namespace, "subscription", t.sub.Name, "function", t.sink.Service, "consumer", t.consumer)
 	w.count = w.d.metrics.forSubscription(t.sub.Namespace, t.sub.Name)
 	var inflight sync.WaitGroup
 	defer inflight.Wait()
@@ -180,7 +183,7 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg, ackWait time.Dur
 	}
 	h := msg.Headers()
 	attempts := int(meta.NumDelivered)
-	log := w.log.With("eventID", eventstore.Attribute(h, "id"), "attempt", attempts)
+	log := w.eventLog(h, meta)
 	replay := strings.HasPrefix(msg.Subject(), stream.ReplaySubjectPrefix+".")
 	if !replay && !t.sub.Matches(eventstore.RouteSource(h), eventstore.Attribute(h, "type")) {
 		// Cleaning mapped another type onto one of our subjects.
@@ -202,17 +205,20 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg, ackWait time.Dur
 		w.giveUp(ctx, log, msg, meta, 0, w.budgetReason("the sink has no ready endpoint"))
 		return
 	}
-	began := time.Now()
-	res := w.post(ctx, msg)
+	ctx, at := w.startAttempt(ctx, msg, meta, attempts)
+	defer at.end(w.giveUpOutcome()) // unless delivered or retried
+	res := w.post(ctx, log, msg, at)
 	if res.verdict == Done && res.reply != nil {
 		if err := w.publishReply(ctx, log, h, res.reply, res.replyBody); err != nil {
+			at.failed(err)
 			res = result{verdict: Retry, err: err}
 		}
 	}
-	w.observeAttempt(msg, meta, res, began)
+	w.observeAttempt(msg, meta, res, at.start)
 	switch res.verdict {
 	case Done:
 		w.count.delivered.Inc()
+		at.delivered(meta.Timestamp)
 		w.settle(log, msg.Ack())
 	case Retry:
 		w.count.failed.Inc()
@@ -227,6 +233,7 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg, ackWait time.Dur
 		}
 		delay := RedeliveryDelay(t.delivery, attempts, w.d.cfg.Jitter, res.retryAfter)
 		log.Debug("delivery failed, will retry", "status", res.status, "error", res.reason(), "retryIn", delay)
+		at.retry(delay)
 		w.settle(log, msg.NakWithDelay(delay))
 	case GiveUp:
 		w.count.failed.Inc()
@@ -316,12 +323,28 @@ func (r result) reason() string {
 	return fmt.Sprintf("sink answered %d %s", r.status, http.StatusText(r.status))
 }
 
-// post makes one delivery attempt.
-func (w *worker) post(ctx context.Context, msg jetstream.Msg) result {
+// eventLog is the logger of one event's delivery: the worker's keys
+// (namespace, subscription, function, consumer) and the event's id and
+// attempt.
+func (w *worker) eventLog(h nats.Header, meta *jetstream.MsgMetadata) *slog.Logger {
+	return w.log.With("eventID", eventstore.Attribute(h, "id"), "attempt", int(meta.NumDelivered))
+}
+
+// post makes one delivery attempt, recorded by at.
+func (w *worker) post(ctx context.Context, log *slog.Logger, msg jetstream.Msg, at *attempt) result {
 	url, err := w.d.resolver.Resolve(w.target.sink)
 	if err != nil {
-		return result{verdict: Retry, err: fmt.Errorf("resolve sink: %w", err)}
+		res := result{verdict: Retry, err: fmt.Errorf("resolve sink: %w", err)}
+		at.answered(res, "")
+		return res
 	}
+	res := w.send(ctx, log, msg, url)
+	at.answered(res, url)
+	return res
+}
+
+// send POSTs the event to url and reads the answer.
+func (w *worker) send(ctx context.Context, log *slog.Logger, msg jetstream.Msg, url string) result {
 	// A removed Subscription lets its deliveries in progress finish.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.d.cfg.RequestTimeout)
 	defer cancel()
@@ -330,6 +353,7 @@ func (w *worker) post(ctx context.Context, msg jetstream.Msg) result {
 		return result{verdict: GiveUp, err: fmt.Errorf("build request to %s: %w", url, err)}
 	}
 	eventstore.CopyToHTTP(req.Header, msg.Headers())
+	w.inject(ctx, req.Header)
 	resp, err := w.d.client.Do(req)
 	if err != nil {
 		return result{verdict: Retry, err: fmt.Errorf("post to %s: %w", url, err)}
@@ -346,7 +370,7 @@ func (w *worker) post(ctx context.Context, msg jetstream.Msg) result {
 			return result{verdict: Retry, err: fmt.Errorf("read reply from %s: %w", url, err)}
 		case int64(len(body)) > w.d.cfg.MaxReplyBytes:
 			w.count.replies["invalid"].Inc()
-			w.log.Warn("reply too large, dropped", "limit", w.d.cfg.MaxReplyBytes)
+			log.Warn("reply too large, dropped", "limit", w.d.cfg.MaxReplyBytes)
 		default:
 			r.reply, r.replyBody = resp.Header, body
 		}
@@ -376,28 +400,27 @@ func (w *worker) publishReply(ctx context.Context, log *slog.Logger, h map[strin
 		return nil
 	}
 	hops := eventstore.Hops(h) + 1
+	ctx, tp, ts, end := w.replyContext(ctx, h, e.ID(), e.Type(), hops)
 	if hops > w.d.cfg.MaxHops {
 		count("hop_limit")
+		end("hop_limit", nil)
 		log.Warn("reply over the hop limit, dropped", "replyID", e.ID(), "hops", hops, "maxHops", w.d.cfg.MaxHops)
 		return nil
 	}
 	e.SetExtension(eventstore.HopsExtension, hops)
-	tp, ts := "", ""
-	if v := h[eventstore.HeaderTraceParent]; len(v) > 0 {
-		tp = v[0]
-	}
-	if v := h[eventstore.HeaderTraceState]; len(v) > 0 {
-		ts = v[0]
-	}
 	if _, err := w.d.store.Publish(ctx, e, tp, ts); err != nil {
 		if errors.Is(err, eventstore.ErrInvalidEvent) {
 			count("invalid")
+			end("invalid", nil)
 			log.Warn("sink replied with an event that cannot be stored, dropped", "error", err)
 			return nil
 		}
-		return fmt.Errorf("store reply %s: %w", e.ID(), err)
+		err = fmt.Errorf("store reply %s: %w", e.ID(), err)
+		end("failed", err)
+		return err
 	}
 	count("published")
+	end("published", nil)
 	return nil
 }
 
@@ -406,9 +429,16 @@ func (w *worker) publishReply(ctx context.Context, log *slog.Logger, h map[strin
 // redelivered later and given up again then.
 func (w *worker) giveUp(ctx context.Context, log *slog.Logger, msg jetstream.Msg, meta *jetstream.MsgMetadata, status int, reason string) {
 	t := w.target
+	span := w.deadLetterSpan(ctx, msg, meta, status, reason)
+	if span != nil {
+		defer span.End()
+	}
 	if !t.delivery.DeadLetter {
 		w.count.discarded.Inc()
 		w.observeGiveUp(msg, meta, Discarded, status, reason)
+		if span != nil {
+			span.SetAttributes(tracing.Outcome.String(tracing.OutcomeDiscarded))
+		}
 		log.Warn("event given up and discarded (deadLetter is off)", "status", status, "error", reason)
 		w.settle(log, w.term(ctx, msg, reason))
 		return
@@ -422,12 +452,19 @@ func (w *worker) giveUp(ctx context.Context, log *slog.Logger, msg jetstream.Msg
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if _, err := dl.PublishMsg(sctx, deadletter.NewMsg(msg.Headers(), msg.Data(), f), deadletter.MsgID(f)); err != nil {
+		if span != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, "storing the dead letter failed")
+		}
 		log.Error("storing dead letter failed, will retry", "error", err)
 		w.settle(log, msg.NakWithDelay(RedeliveryDelay(t.delivery, int(meta.NumDelivered), w.d.cfg.Jitter, 0)))
 		return
 	}
 	w.count.deadLettered.Inc()
 	w.observeGiveUp(msg, meta, DeadLettered, status, reason)
+	if span != nil {
+		span.SetAttributes(tracing.Outcome.String(tracing.OutcomeDeadLetter))
+	}
 	log.Info("event dead-lettered", "status", status, "error", reason)
 	w.settle(log, w.term(ctx, msg, "dead-lettered: "+reason))
 }

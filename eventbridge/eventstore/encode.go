@@ -25,6 +25,9 @@ const (
 	// context to the sink.
 	HeaderTraceParent = "traceparent"
 	HeaderTraceState  = "tracestate"
+	// HeaderBaggage carries the W3C baggage of the publishing request to
+	// the sink (stored when the event bridge traces, see Store).
+	HeaderBaggage = "baggage"
 )
 
 // HeaderRouteSource holds the source an event is routed by when it is not
@@ -131,7 +134,8 @@ func RouteSource(h nats.Header) string {
 
 // CopyToHTTP writes the stored event's headers into an HTTP request header
 // as a binary-mode CloudEvent: every ce-* attribute, Content-Type and the
-// trace context. JetStream's own headers (Nats-*) are not copied.
+// trace context (traceparent, tracestate, baggage). JetStream's own headers
+// (Nats-*) are not copied.
 func CopyToHTTP(dst http.Header, src nats.Header) {
 	for k, v := range src {
 		if len(v) == 0 {
@@ -146,6 +150,8 @@ func CopyToHTTP(dst http.Header, src nats.Header) {
 			dst["Traceparent"] = v[:1:1]
 		case k == HeaderTraceState:
 			dst["Tracestate"] = v[:1:1]
+		case k == HeaderBaggage:
+			dst["Baggage"] = v[:1:1]
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/baggage"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 )
@@ -59,10 +60,16 @@ func (s *Store) Publish(ctx context.Context, e *event.Event, traceParent, traceS
 // Subscriptions are matched with (RouteSource) and which is not delivered.
 // The event keeps its source. An empty routeSource, or the event's own
 // source, is Publish.
+//
+// The W3C baggage in ctx (go.opentelemetry.io/otel/baggage), if any, is
+// stored with the event (HeaderBaggage) and goes with it to the sinks.
 func (s *Store) PublishRouted(ctx context.Context, e *event.Event, routeSource, traceParent, traceState string) (Result, error) {
 	h, data, err := Encode(e, traceParent, traceState)
 	if err != nil {
 		return Result{}, err
+	}
+	if b := baggage.FromContext(ctx); b.Len() > 0 {
+		h[HeaderBaggage] = []string{b.String()}
 	}
 	if routeSource == e.Source() {
 		routeSource = ""

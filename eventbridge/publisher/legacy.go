@@ -176,11 +176,7 @@ func combineSegments(name string) string {
 	return strings.Join(parts[:len(parts)-1], "") + "." + parts[len(parts)-1]
 }
 
-func (p *Publisher) legacy(w http.ResponseWriter, r *http.Request) {
-	code := p.serveLegacy(w, r)
-	p.metrics.request("v1", code)
-}
-
+// serveLegacy serves /{app}/v1/events and returns the status it answered.
 func (p *Publisher) serveLegacy(w http.ResponseWriter, r *http.Request) int {
 	app := r.PathValue("app")
 	body, err := p.readBody(w, r)
@@ -204,10 +200,12 @@ func (p *Publisher) serveLegacy(w http.ResponseWriter, r *http.Request) int {
 	if err != nil {
 		return p.legacyFail(w, r, legacyBadPayload(err.Error()))
 	}
+	annotate(r, events[:1]) // the second is the same event for exact matching
 	ctx, cancel := context.WithTimeout(r.Context(), p.cfg.StoreTimeout)
 	defer cancel()
+	tp, ts := p.traceContext(r)
 	for i := range events {
-		if _, err := p.store.PublishRouted(ctx, &events[i], routes[i], r.Header.Get("Traceparent"), r.Header.Get("Tracestate")); err != nil {
+		if _, err := p.store.PublishRouted(ctx, &events[i], routes[i], tp, ts); err != nil {
 			return p.legacyFail(w, r, &LegacyError{Status: StatusCode(err), Message: err.Error()})
 		}
 	}

@@ -2,6 +2,7 @@ package publisher
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -10,26 +11,58 @@ import (
 // nothing.
 type Metrics struct {
 	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
 }
 
+// PublishDurationBuckets are the buckets of
+// kfn_eventbridge_publish_duration_seconds: from the fraction of a
+// millisecond JetStream takes to store an event to the 10 s store timeout.
+var PublishDurationBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+
 // NewMetrics registers the publisher's metrics with reg:
-// kfn_eventbridge_publish_requests_total{endpoint,code}.
+//
+//	kfn_eventbridge_publish_requests_total{endpoint,code}      every publish request
+//	kfn_eventbridge_publish_duration_seconds{endpoint}         histogram: requests whose events were stored (2xx), received to answered
+//
+// The endpoint is publish, v2, v1 or subscribed. Publishing happens before
+// an event is matched with Subscriptions, so these have no Subscription
+// label; the dispatcher's metrics do.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kfn_eventbridge_publish_requests_total",
 			Help: "Publish requests by endpoint (publish, v2, v1, subscribed) and HTTP status code.",
 		}, []string{"endpoint", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "kfn_eventbridge_publish_duration_seconds",
+			Help:    "Publish requests whose events were stored (2xx), from receiving the request to answering it, by endpoint.",
+			Buckets: PublishDurationBuckets,
+		}, []string{"endpoint"}),
 	}
-	if err := reg.Register(m.requests); err != nil {
-		return nil, err
+	for _, c := range []prometheus.Collector{m.requests, m.duration} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
 	}
 	return m, nil
 }
 
+// request counts a request answered with code.
 func (m *Metrics) request(endpoint string, code int) {
 	if m == nil {
 		return
 	}
 	m.requests.WithLabelValues(endpoint, strconv.Itoa(code)).Inc()
+}
+
+// published counts a publish request answered with code, and times it
+// when its events were stored.
+func (m *Metrics) published(endpoint string, code int, took time.Duration) {
+	if m == nil {
+		return
+	}
+	m.request(endpoint, code)
+	if code >= 200 && code < 300 {
+		m.duration.WithLabelValues(endpoint).Observe(took.Seconds())
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/binding"
 	"github.com/cloudevents/sdk-go/v2/event"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
@@ -87,6 +88,7 @@ type Publisher struct {
 	ready   ReadyFunc
 	log     *slog.Logger
 	metrics *Metrics
+	tracer  trace.Tracer // nil: no spans
 	mux     *http.ServeMux
 	newID   func() string
 }
@@ -163,9 +165,9 @@ func New(store EventStore, cfg Config, opts ...Option) (*Publisher, error) {
 		}
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /publish", p.publish("publish"))
-	mux.HandleFunc("POST /{app}/v2/events", p.publish("v2"))
-	mux.HandleFunc("POST /{app}/v1/events", p.legacy)
+	mux.HandleFunc("POST /publish", p.instrument("publish", "POST /publish", p.servePublish))
+	mux.HandleFunc("POST /{app}/v2/events", p.instrument("v2", "POST /{app}/v2/events", p.servePublish))
+	mux.HandleFunc("POST /{app}/v1/events", p.instrument("v1", "POST /{app}/v1/events", p.serveLegacy))
 	mux.HandleFunc("GET /{app}/v1/events/subscribed", p.subscribed)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("GET /readyz", p.readyz)
@@ -207,14 +209,8 @@ func (p *Publisher) readBody(w http.ResponseWriter, r *http.Request) ([]byte, er
 	return body, nil
 }
 
-// publish serves /publish and /{app}/v2/events.
-func (p *Publisher) publish(endpoint string) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		code := p.servePublish(w, r)
-		p.metrics.request(endpoint, code)
-	}
-}
-
+// servePublish serves /publish and /{app}/v2/events and returns the status
+// it answered.
 func (p *Publisher) servePublish(w http.ResponseWriter, r *http.Request) int {
 	body, err := p.readBody(w, r)
 	if err != nil {
@@ -224,6 +220,7 @@ func (p *Publisher) servePublish(w http.ResponseWriter, r *http.Request) int {
 	if err != nil {
 		return p.fail(w, r, err)
 	}
+	annotate(r, events)
 	routes := make([]string, len(events))
 	for i := range events {
 		if routes[i], err = p.prepare(&events[i]); err != nil {
@@ -235,7 +232,7 @@ func (p *Publisher) servePublish(w http.ResponseWriter, r *http.Request) int {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), p.cfg.StoreTimeout)
 	defer cancel()
-	tp, ts := r.Header.Get("Traceparent"), r.Header.Get("Tracestate")
+	tp, ts := p.traceContext(r)
 	for i := range events {
 		if _, err := p.store.PublishRouted(ctx, &events[i], routes[i], tp, ts); err != nil {
 			return p.fail(w, r, err)

@@ -1,0 +1,82 @@
+package publisher
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/kfn-dev/kfn/eventbridge/eventstore"
+	"github.com/kfn-dev/kfn/eventbridge/tracing"
+)
+
+// WithTracerProvider makes the publisher record a server span for each
+// publish request, named after its route ("POST /publish", "POST
+// /{app}/v2/events", "POST /{app}/v1/events"), child of the request's W3C
+// trace context (traceparent, tracestate; its baggage is kept), with the
+// event's id, type and source (or the batch size) and the status code. The
+// span's context, not the request's, is stored with the events, so their
+// deliveries are its children. Without it no span is made and the request's
+// trace context is stored as it came.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(p *Publisher) error {
+		if tp != nil {
+			p.tracer = tp.Tracer("github.com/kfn-dev/kfn/eventbridge/publisher")
+		}
+		return nil
+	}
+}
+
+// instrument serves a publishing endpoint through serve, which returns the
+// status it answered: the request is counted under endpoint, timed when it
+// stored its events (2xx), and traced under the route's span name.
+func (p *Publisher) instrument(endpoint, route string, serve func(http.ResponseWriter, *http.Request) int) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		var span trace.Span
+		if p.tracer != nil {
+			ctx := tracing.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+			ctx, span = p.tracer.Start(ctx, route, trace.WithSpanKind(trace.SpanKindServer),
+				trace.WithAttributes(semconv.HTTPRequestMethodPost, semconv.HTTPRoute(route[len("POST "):])))
+			r = r.WithContext(ctx)
+		}
+		code := serve(w, r)
+		if span != nil {
+			span.SetAttributes(semconv.HTTPResponseStatusCode(code))
+			if code >= 500 {
+				span.SetStatus(codes.Error, http.StatusText(code))
+			}
+			span.End()
+		}
+		p.metrics.published(endpoint, code, time.Since(start))
+	}
+}
+
+// traceContext is the trace context to store with the events of r: its
+// span's when tracing is on, else the request's own headers.
+func (p *Publisher) traceContext(r *http.Request) (traceParent, traceState string) {
+	if p.tracer == nil {
+		return r.Header.Get("Traceparent"), r.Header.Get("Tracestate")
+	}
+	c := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(r.Context(), c)
+	return c[eventstore.HeaderTraceParent], c[eventstore.HeaderTraceState]
+}
+
+// annotate records the events of a request on its span: the event's id,
+// type and source, or the size of a batch.
+func annotate(r *http.Request, events []event.Event) {
+	span := trace.SpanFromContext(r.Context())
+	if !span.IsRecording() {
+		return
+	}
+	span.SetAttributes(semconv.MessagingBatchMessageCount(len(events)))
+	if len(events) == 1 {
+		e := &events[0]
+		span.SetAttributes(semconv.CloudEventsEventID(e.ID()), semconv.CloudEventsEventType(e.Type()), semconv.CloudEventsEventSource(e.Source()))
+	}
+}
