@@ -34,6 +34,7 @@ func TestRunRefusesBadFlagsBeforeDoingAnything(t *testing.T) {
 		"bad resolve":         {args: []string{"-resolve=fn"}, wantErr: "want <service>.<namespace>=<base URL>"},
 		"short ack wait":      {args: []string{"-ack-wait=10ms"}, wantErr: "-ack-wait must be at least 1s"},
 		"bad log level":       {args: []string{"-log-level=loud"}, wantErr: "log-level"},
+		"bad trace endpoint":  {args: []string{"-trace-endpoint=collector:4318"}, wantErr: "-trace-endpoint must be an http(s) URL"},
 		"no delivery":         {args: []string{"-default-max-deliver=0"}, wantErr: "maxDeliver must be at least 1"},
 		"backoff max < init":  {args: []string{"-default-backoff-initial=10s", "-default-backoff-max=1s"}, wantErr: "backoffMax (1s) must not be less than backoffInitial (10s)"},
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -91,6 +92,11 @@ type Config struct {
 	LeaderElectionNamespace string
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
+	// TraceEndpoint is the OTLP/HTTP traces URL spans are exported to
+	// (http://collector:4318/v1/traces); empty: the standard
+	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT, and
+	// without them no tracing (package tracing).
+	TraceEndpoint string
 }
 
 // DefaultConfig returns working defaults.
@@ -182,6 +188,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.LeaderElection, "leader-election", c.LeaderElection, "run the reconciler in one replica at a time")
 	fs.StringVar(&c.LeaderElectionNamespace, "leader-election-namespace", c.LeaderElectionNamespace, "namespace of the leader lease")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: "+logging.Levels)
+	fs.StringVar(&c.TraceEndpoint, "trace-endpoint", c.TraceEndpoint, "OTLP/HTTP traces URL to export spans to, e.g. http://otel-collector:4318/v1/traces; empty: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT if set, else no tracing")
 }
 
 func splitList(v string) []string {
@@ -257,6 +264,11 @@ func (c *Config) Validate() error {
 	}
 	if _, err := logging.ParseLevel(c.LogLevel); err != nil {
 		return fmt.Errorf("%w: -log-level: %w", ErrInvalidConfig, err)
+	}
+	if c.TraceEndpoint != "" {
+		if u, err := url.Parse(c.TraceEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("%w: -trace-endpoint must be an http(s) URL such as http://otel-collector:4318/v1/traces, not %q", ErrInvalidConfig, c.TraceEndpoint)
+		}
 	}
 	return nil
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/eventbridge/stream"
 	"github.com/kfn-dev/kfn/eventbridge/subscription"
+	"github.com/kfn-dev/kfn/eventbridge/tracing"
 	"github.com/kfn-dev/kfn/internal/logging"
 )
 
@@ -96,6 +97,21 @@ func Run(ctx context.Context, cfg Config, root *slog.Logger) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	traces, err := tracing.Start(ctx, tracing.Config{Endpoint: cfg.TraceEndpoint})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+		defer cancel()
+		if err := traces.Shutdown(sctx); err != nil {
+			log.Warn("exporting the last spans failed", "error", err)
+		}
+	}()
+	if traces.Enabled {
+		log.Info("tracing", "endpoint", cfg.TraceEndpoint)
+	}
 
 	g, ctx := errgroup.WithContext(ctx)
 	var servers []*http.Server
@@ -174,6 +190,9 @@ func Run(ctx context.Context, cfg Config, root *slog.Logger) error {
 		if subsLister != nil {
 			opts = append(opts, publisher.WithSubscriptions(subsLister))
 		}
+		if traces.Enabled {
+			opts = append(opts, publisher.WithTracerProvider(traces))
+		}
 		if mgr != nil && cfg.KymaApplications {
 			disc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
 			if err != nil {
@@ -204,6 +223,9 @@ func Run(ctx context.Context, cfg Config, root *slog.Logger) error {
 		}
 		if eps != nil {
 			opts = append(opts, dispatcher.WithEndpoints(eps))
+		}
+		if traces.Enabled {
+			opts = append(opts, dispatcher.WithTracerProvider(traces))
 		}
 		d, err := dispatcher.New(js, cfg.Dispatcher, opts...)
 		if err != nil {
