@@ -53,12 +53,13 @@ func TestDefaultConfigIsValid(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 }
 
-// TestLogsInTheLayout runs the event bridge without Kubernetes (a
+// TestLogsAndMetrics runs the event bridge without Kubernetes (a
 // Subscription from a file, a real embedded NATS) through one failed and
 // one successful delivery, and checks that every line it logs is in kfn's
-// layout, and that the delivery lines name the event, the Subscription and
-// the function.
-func TestLogsInTheLayout(t *testing.T) {
+// layout, that the delivery lines name the event, the Subscription and
+// the function, and that /metrics has the latency histograms and the
+// backlog gauge.
+func TestLogsAndMetrics(t *testing.T) {
 	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
 	require.NoError(t, err)
 	ns.Start()
@@ -84,7 +85,7 @@ spec:
   types: [order.created.v1]
   config: {backoffInitial: 10ms, backoffMax: 10ms}
 `), 0o600))
-	listen := freeAddr(t)
+	listen, metrics := freeAddr(t), freeAddr(t)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var logs logtest.Buffer
@@ -93,7 +94,7 @@ spec:
 		done <- run(ctx, []string{
 			"-components=publisher,dispatcher", "-subscriptions=" + manifest, "-nats-url=" + ns.ClientURL(),
 			"-resolve=orders.default=" + sink.URL, "-storage=memory", "-listen=" + listen,
-			"-admin-listen=", "-metrics-listen=", "-log-level=debug",
+			"-admin-listen=", "-metrics-listen=" + metrics, "-log-level=debug",
 		}, &logs)
 	}()
 	require.Eventually(t, func() bool { return strings.Contains(logs.String(), `"server":"publisher"`) }, 30*time.Second, 10*time.Millisecond)
@@ -107,6 +108,27 @@ spec:
 	resp.Body.Close()
 	require.Equal(t, http.StatusNoContent, resp.StatusCode)
 	require.Eventually(t, func() bool { return calls.Load() == 2 }, 10*time.Second, 10*time.Millisecond, "delivered on the second attempt")
+	sub := `{namespace="default",subscription="orders"}`
+	var page string
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + metrics + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		page = string(b)
+		return strings.Contains(page, "kfn_eventbridge_backlog"+sub+" 0")
+	}, 10*time.Second, 10*time.Millisecond, "the backlog drains to 0")
+	for _, want := range []string{
+		`kfn_eventbridge_publish_duration_seconds_count{endpoint="publish"} 1`,
+		"kfn_eventbridge_delivery_duration_seconds_count" + sub + " 2",
+		"kfn_eventbridge_event_age_seconds_count" + sub + " 1",
+		"kfn_eventbridge_backlog_budget" + sub + " 100000",
+		"kfn_eventbridge_dispatcher_ready 1",
+	} {
+		assert.Contains(t, page, want)
+	}
 	cancel()
 	require.NoError(t, <-done)
 

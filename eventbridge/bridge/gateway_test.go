@@ -193,6 +193,11 @@ func TestGatewayInACluster(t *testing.T) {
 	require.NoError(t, err)
 	b, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
-	assert.Contains(t, string(b), "kfn_gateway_cold_starts_total 1")
-	assert.Contains(t, string(b), "kfn_gateway_timeouts_total 1")
+	page := string(b)
+	fnLabels := func(name string) string { return `{function="` + name + `",namespace="` + ns + `"}` }
+	assert.Contains(t, page, "kfn_gateway_cold_starts_total"+fnLabels("orders")+" 1", "per function")
+	assert.Contains(t, page, "kfn_gateway_requests_total"+fnLabels("orders")+" 2")
+	assert.Contains(t, page, "kfn_gateway_request_duration_seconds_count"+fnLabels("orders")+" 2")
+	assert.Contains(t, page, "kfn_gateway_timeouts_total"+fnLabels("idle")+" 1")
+	assert.NotContains(t, page, `function="nope"`, "an unknown function gets no series")
 }

@@ -231,6 +231,9 @@ func Run(ctx context.Context, cfg Config, root *slog.Logger) error {
 		if err != nil {
 			return err
 		}
+		if err := reg.Register(d.Collector()); err != nil {
+			return fmt.Errorf("register the backlog metrics: %w", err)
+		}
 		if static {
 			for _, s := range staticSubs {
 				if err := ensureConsumer(ctx, js, cfg, s); err != nil {

@@ -185,15 +185,17 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("no function %s", fn), http.StatusNotFound)
 		return
 	}
-	g.begin(fn)
-	defer g.end(fn)
+	start := time.Now()
+	m := g.metrics.of(fn)
+	g.begin(fn, m)
+	defer g.end(fn, m)
 
 	cold := false
 	ready, changed := g.backends.Ready(fn.Namespace, fn.Name)
 	if !ready {
 		cold = true
 		if !g.hold(r, fn, changed) {
-			g.metrics.timeouts.Inc()
+			m.timeouts.Inc()
 			w.Header().Set("Retry-After", strconv.Itoa(int(g.cfg.RetryAfter.Seconds())))
 			http.Error(w, fmt.Sprintf("function %s has no ready backend yet; try again", fn), http.StatusServiceUnavailable)
 			return
@@ -206,13 +208,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if cold {
-		g.metrics.coldStarts.Inc()
+		m.coldStarts.Inc()
 	}
 	w.Header().Set(ColdStartHeader, strconv.FormatBool(cold))
-	g.metrics.requests.Inc()
+	m.requests.Inc()
 	ctx := context.WithValue(r.Context(), targetKey{}, &url.URL{Scheme: "http", Host: addr})
 	ctx = context.WithValue(ctx, pathKey{}, path)
 	g.proxy.ServeHTTP(w, r.WithContext(ctx))
+	m.duration.Observe(time.Since(start).Seconds())
 }
 
 // hold waits for a ready backend; false after the hold timeout, when the
@@ -249,13 +252,13 @@ func (g *Gateway) hold(r *http.Request, fn types.NamespacedName, changed <-chan 
 
 // begin counts a request in flight and, for a function that had none,
 // reports at once so that a function at zero is activated now.
-func (g *Gateway) begin(fn types.NamespacedName) {
+func (g *Gateway) begin(fn types.NamespacedName, m function) {
 	g.mu.Lock()
 	g.inFlight[fn]++
 	first := g.inFlight[fn] == 1
 	counts := g.snapshotLocked()
 	g.mu.Unlock()
-	g.metrics.inFlight.Inc()
+	m.inFlight.Inc()
 	if first && g.reporter != nil {
 		g.reporter.ReportInFlight(g.cfg.Source, counts, 5*g.cfg.ReportInterval)
 		select {
@@ -265,13 +268,13 @@ func (g *Gateway) begin(fn types.NamespacedName) {
 	}
 }
 
-func (g *Gateway) end(fn types.NamespacedName) {
+func (g *Gateway) end(fn types.NamespacedName, m function) {
 	g.mu.Lock()
 	if g.inFlight[fn]--; g.inFlight[fn] <= 0 {
 		delete(g.inFlight, fn)
 	}
 	g.mu.Unlock()
-	g.metrics.inFlight.Dec()
+	m.inFlight.Dec()
 }
 
 func (g *Gateway) snapshotLocked() map[types.NamespacedName]int {

@@ -1,0 +1,128 @@
+package dispatcher
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// backlogReadTimeout bounds the consumer listing of one scrape.
+const backlogReadTimeout = 5 * time.Second
+
+// Collector returns a Prometheus collector that reads, at scrape time, the
+// state of the Subscriptions the dispatcher serves:
+//
+//	kfn_eventbridge_backlog{namespace,subscription}         events waiting: the consumer's pending plus unacknowledged events
+//	kfn_eventbridge_backlog_budget{namespace,subscription}  the Subscription's maxBacklog
+//	kfn_eventbridge_dispatcher_ready                        1 while the dispatcher runs and is connected to NATS, else 0
+//	kfn_eventbridge_backlog_read_errors_total               scrapes that could not list the consumers
+//
+// One scrape costs one listing of the event stream's consumers (one
+// JetStream API request per 256 consumers), however many Subscriptions
+// there are; nothing is read per event. Every dispatcher replica reports
+// the same backlog: aggregate with max by (namespace, subscription).
+func (d *Dispatcher) Collector() prometheus.Collector {
+	return &backlogCollector{
+		d: d,
+		backlog: prometheus.NewDesc("kfn_eventbridge_backlog",
+			"Events waiting for the Subscription: its consumer's pending plus unacknowledged events, read at scrape time.",
+			[]string{"namespace", "subscription"}, nil),
+		budget: prometheus.NewDesc("kfn_eventbridge_backlog_budget",
+			"The Subscription's maxBacklog: past it the oldest waiting events of a failing sink are dead-lettered.",
+			[]string{"namespace", "subscription"}, nil),
+		ready: prometheus.NewDesc("kfn_eventbridge_dispatcher_ready",
+			"1 while this dispatcher runs and is connected to NATS, else 0.", nil, nil),
+		errors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kfn_eventbridge_backlog_read_errors_total",
+			Help: "Scrapes whose listing of the consumers failed (the backlog is then missing from them).",
+		}),
+	}
+}
+
+type backlogCollector struct {
+	d                      *Dispatcher
+	backlog, budget, ready *prometheus.Desc
+	errors                 prometheus.Counter
+
+	mu     sync.Mutex
+	stream jetstream.Stream // the event stream, looked up once
+}
+
+var _ prometheus.Collector = (*backlogCollector)(nil)
+
+// Describe implements prometheus.Collector.
+func (c *backlogCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.backlog
+	ch <- c.budget
+	ch <- c.ready
+	c.errors.Describe(ch)
+}
+
+// Collect implements prometheus.Collector.
+func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
+	d := c.d
+	d.mu.Lock()
+	started := d.runCtx != nil
+	served := make(map[string]target, len(d.workers))
+	for _, w := range d.workers {
+		served[w.target.consumer] = w.target
+	}
+	d.mu.Unlock()
+	connected := d.js.Conn().IsConnected()
+	ready := 0.0
+	if started && connected {
+		ready = 1
+	}
+	ch <- prometheus.MustNewConstMetric(c.ready, prometheus.GaugeValue, ready)
+	for _, t := range served {
+		ch <- prometheus.MustNewConstMetric(c.budget, prometheus.GaugeValue, float64(t.delivery.MaxBacklog), t.sub.Namespace, t.sub.Name)
+	}
+	switch {
+	case len(served) == 0:
+	case !connected:
+		c.errors.Inc() // asking now would hold the scrape until the timeout
+	default:
+		if err := c.collectBacklog(ch, served); err != nil {
+			c.errors.Inc()
+			d.log.Warn("reading the backlog for metrics failed", "error", err)
+		}
+	}
+	c.errors.Collect(ch)
+}
+
+// collectBacklog lists the event stream's consumers once and reports the
+// backlog of those of served Subscriptions.
+func (c *backlogCollector) collectBacklog(ch chan<- prometheus.Metric, served map[string]target) error {
+	ctx, cancel := context.WithTimeout(context.Background(), backlogReadTimeout)
+	defer cancel()
+	c.mu.Lock()
+	s := c.stream
+	c.mu.Unlock()
+	if s == nil {
+		var err error
+		if s, err = c.d.js.Stream(ctx, c.d.cfg.Streams.EventStream); err != nil {
+			return err
+		}
+		c.mu.Lock()
+		c.stream = s
+		c.mu.Unlock()
+	}
+	list := s.ListConsumers(ctx)
+	for info := range list.Info() {
+		t, ok := served[info.Name]
+		if !ok {
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, float64(info.NumPending)+float64(info.NumAckPending), t.sub.Namespace, t.sub.Name)
+	}
+	if err := list.Err(); err != nil {
+		c.mu.Lock()
+		c.stream = nil // it may have been recreated
+		c.mu.Unlock()
+		return err
+	}
+	return nil
+}

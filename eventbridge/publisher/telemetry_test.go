@@ -1,0 +1,141 @@
+package publisher_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/kfn-dev/kfn/eventbridge/publisher"
+)
+
+// publishDurations returns the observation count of
+// kfn_eventbridge_publish_duration_seconds per endpoint.
+func (e *env) publishDurations(t *testing.T) map[string]uint64 {
+	t.Helper()
+	mfs, err := e.reg.Gather()
+	require.NoError(t, err)
+	out := map[string]uint64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "kfn_eventbridge_publish_duration_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			out[label(m, "endpoint")] = m.GetHistogram().GetSampleCount()
+		}
+	}
+	return out
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// TestPublishDuration: requests whose events were stored are timed, per
+// endpoint; refused ones are only counted.
+func TestPublishDuration(t *testing.T) {
+	e := newEnv(t, publisher.Config{}, nil)
+	code, body, _ := e.post(t, "/publish", binary("e1", "order.created.v1"), `{}`)
+	require.Equal(t, http.StatusNoContent, code, body)
+	code, _, _ = e.post(t, "/publish", binary("", "order.created.v1"), `{}`)
+	require.Equal(t, http.StatusBadRequest, code)
+	code, body, _ = e.post(t, "/app/v1/events", map[string]string{"Content-Type": "application/json"},
+		`{"event-type":"order.created","event-type-version":"v1","event-time":"2026-01-02T03:04:05Z","data":{}}`)
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Equal(t, map[string]uint64{"publish": 1, "v1": 1}, e.publishDurations(t))
+}
+
+// TestPublishSpans: with a tracer provider, each publish request is a
+// server span, child of the request's traceparent, and the stored trace
+// context is the span's; a request the store refuses is an error span.
+func TestPublishSpans(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	e := newEnv(t, publisher.Config{}, nil, publisher.WithTracerProvider(tp))
+
+	const incoming = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	tests := map[string]struct {
+		path   string
+		header map[string]string
+		body   string
+		route  string
+		code   int
+		stored int
+	}{
+		"binary": {path: "/publish", header: binary("e1", "order.created.v1"), body: `{}`, route: "POST /publish", code: http.StatusNoContent, stored: 1},
+		"v2":     {path: "/app/v2/events", header: binary("e2", "order.created.v1"), body: `{}`, route: "POST /{app}/v2/events", code: http.StatusNoContent, stored: 1},
+		"legacy": {path: "/app/v1/events", header: map[string]string{"Content-Type": "application/json"}, route: "POST /{app}/v1/events", code: http.StatusOK, stored: 2,
+			body: `{"event-type":"order.created","event-type-version":"v1","event-id":"3f2504e0-4f89-11d3-9a0c-0305e82c3301","event-time":"2026-01-02T03:04:05Z","data":{}}`},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			exp.Reset()
+			tt.header["Traceparent"] = incoming
+			code, body, _ := e.post(t, tt.path, tt.header, tt.body)
+			require.Equal(t, tt.code, code, body)
+			spans := exp.GetSpans()
+			require.Len(t, spans, 1)
+			sp := spans[0]
+			assert.Equal(t, tt.route, sp.Name)
+			assert.Equal(t, trace.SpanKindServer, sp.SpanKind)
+			assert.Equal(t, "0af7651916cd43dd8448eb211c80319c", sp.SpanContext.TraceID().String())
+			assert.Equal(t, "b7ad6b7169203331", sp.Parent.SpanID().String())
+			assert.Equal(t, int64(tt.code), attrInt(sp, "http.response.status_code"))
+			assert.Equal(t, codes.Unset, sp.Status.Code)
+			stored := e.stored(t, tt.stored)
+			want := "00-0af7651916cd43dd8448eb211c80319c-" + sp.SpanContext.SpanID().String() + "-01"
+			for _, s := range stored {
+				assert.Equal(t, []string{want}, s.Header["traceparent"], "the span's context is stored, not the request's")
+			}
+		})
+	}
+}
+
+// TestPublishSpanOfAFailedStore: a publish JetStream does not take is an
+// error span with its status code.
+func TestPublishSpanOfAFailedStore(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	e := newEnv(t, publisher.Config{StoreTimeout: 200 * time.Millisecond}, nil, publisher.WithTracerProvider(tp))
+	e.nats.Shutdown()
+	code, _, _ := e.post(t, "/publish", binary("e1", "order.created.v1"), `{}`)
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	spans := exp.GetSpans()
+	require.Len(t, spans, 1)
+	assert.Equal(t, codes.Error, spans[0].Status.Code)
+	assert.Equal(t, int64(http.StatusServiceUnavailable), attrInt(spans[0], "http.response.status_code"))
+	assert.Equal(t, "e1", attrString(spans[0], "cloudevents.event_id"))
+}
+
+func attrInt(sp tracetest.SpanStub, key string) int64 {
+	for _, kv := range sp.Attributes {
+		if string(kv.Key) == key {
+			return kv.Value.AsInt64()
+		}
+	}
+	return -1
+}
+
+func attrString(sp tracetest.SpanStub, key string) string {
+	for _, kv := range sp.Attributes {
+		if string(kv.Key) == key {
+			return kv.Value.AsString()
+		}
+	}
+	return ""
+}
