@@ -73,6 +73,27 @@ func TestInitRefusesBadInput(t *testing.T) {
 	assert.Len(t, entries, 1, "a refused init writes nothing")
 }
 
+func TestDevRefusesBadLogFlags(t *testing.T) {
+	dir := t.TempDir()
+	tests := map[string]struct {
+		args     []string
+		contains string
+	}{
+		"level":  {args: []string{"dev", "--log-level", "loud", dir}, contains: "--log-level: invalid log level"},
+		"format": {args: []string{"dev", "--log-format", "yaml", dir}, contains: "--log-format: invalid log format"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			code, _, errOut := run(t, tt.args...)
+			assert.Equal(t, 2, code)
+			assert.Contains(t, errOut, tt.contains)
+			entries, err := os.ReadDir(dir)
+			require.NoError(t, err)
+			assert.Empty(t, entries, "nothing started")
+		})
+	}
+}
+
 func TestPublishSendsABinaryCloudEvent(t *testing.T) {
 	var got *http.Request
 	var body []byte

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/kfn-dev/kfn/internal/logging"
 	"github.com/kfn-dev/kfn/local/dev"
 )
 
@@ -24,6 +26,8 @@ func newDevCommand() *cobra.Command {
 		stateDir  string
 		noWatch   bool
 		plainLogs bool
+		logLevel  string
+		logFormat string
 	)
 	cmd := &cobra.Command{
 		Use:   "dev [DIR]",
@@ -64,8 +68,12 @@ version running and shows why. Ctrl-C stops every process.`,
 				return usagef("--addr %q: kfn dev serves plain HTTP; give host:port or http://host:port", addr)
 			}
 			out := cmd.OutOrStdout()
+			log, err := devLogger(out, logLevel, logFormat)
+			if err != nil {
+				return usagef("%v", err)
+			}
 			tty := isTerminal(out) && !plainLogs
-			cfg := dev.Config{Dir: dir, Addr: strings.TrimPrefix(listen, "http://"), NATSPort: natsPort, Cooldown: cooldown, StateDir: stateDir, Output: out}
+			cfg := dev.Config{Dir: dir, Addr: strings.TrimPrefix(listen, "http://"), NATSPort: natsPort, Cooldown: cooldown, StateDir: stateDir, Output: out, Logger: log}
 			if noWatch {
 				cfg.WatchInterval = -1
 			}
@@ -86,7 +94,24 @@ version running and shows why. Ctrl-C stops every process.`,
 	cmd.Flags().StringVar(&stateDir, "state-dir", "", "where NATS data, function files and installed dependencies live (default DIR/.kfn)")
 	cmd.Flags().BoolVar(&noWatch, "no-watch", false, "do not apply edits to DIR while running")
 	cmd.Flags().BoolVar(&plainLogs, "plain", false, "plain logs only, no status table, even on a terminal")
+	cmd.Flags().StringVar(&logLevel, "log-level", "info", "level of kfn's own logs: "+logging.Levels)
+	cmd.Flags().StringVar(&logFormat, "log-format", "json", "kfn's own logs as json (the layout of kfn's servers in a cluster) or text (the same keys as key=value)")
 	return cmd
+}
+
+// devLogger is the logger of kfn dev's components, in the layout of kfn's
+// servers (package logging), on out beside the functions' output. Each
+// component adds its name.
+func devLogger(out io.Writer, level, format string) (*slog.Logger, error) {
+	f, err := logging.ParseFormat(format)
+	if err != nil {
+		return nil, fmt.Errorf("--log-format: %w", err)
+	}
+	log, err := logging.New(out, level, f)
+	if err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	return log, nil
 }
 
 // printTry prints commands that exercise what the project defines.

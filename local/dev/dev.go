@@ -30,6 +30,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/gateway"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/eventbridge/stream"
+	"github.com/kfn-dev/kfn/internal/logging"
 	"github.com/kfn-dev/kfn/local/autoscaler"
 	"github.com/kfn-dev/kfn/local/broker"
 	"github.com/kfn-dev/kfn/local/eventpath"
@@ -72,8 +73,8 @@ type Config struct {
 	// Output receives function output (each line prefixed with the
 	// function) and kfn's own messages. Required.
 	Output io.Writer
-	// Logger receives kfn's structured logs; default a text logger on Output
-	// at Info level.
+	// Logger receives kfn's structured logs (each component adds its name);
+	// default kfn's JSON layout (package logging) on Output at Info level.
 	Logger *slog.Logger
 }
 
@@ -253,7 +254,7 @@ func start(cfg Config) (p *Platform, lis net.Listener, err error) {
 	}
 	log := cfg.Logger
 	if log == nil {
-		log = slog.New(slog.NewTextHandler(cfg.Output, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		log = slog.New(logging.NewHandler(cfg.Output, slog.LevelInfo, logging.JSON))
 	}
 	p = &Platform{cfg: cfg, log: log, out: cfg.Output, logs: logs, subs: map[types.NamespacedName]*eventingv1alpha2.Subscription{}}
 	defer func() {
