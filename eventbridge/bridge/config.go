@@ -95,7 +95,7 @@ type Config struct {
 	// TraceEndpoint is the OTLP/HTTP traces URL spans are exported to
 	// (http://collector:4318/v1/traces); empty: the standard
 	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT, and
-	// without them no tracing (package tracing).
+	// without them no tracing (package tracing/otlp).
 	TraceEndpoint string
 }
 

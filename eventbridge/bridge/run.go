@@ -33,7 +33,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/eventbridge/stream"
 	"github.com/kfn-dev/kfn/eventbridge/subscription"
-	"github.com/kfn-dev/kfn/eventbridge/tracing"
+	"github.com/kfn-dev/kfn/eventbridge/tracing/otlp"
 	"github.com/kfn-dev/kfn/internal/logging"
 )
 
@@ -98,7 +98,7 @@ func Run(ctx context.Context, cfg Config, root *slog.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	traces, err := tracing.Start(ctx, tracing.Config{Endpoint: cfg.TraceEndpoint})
+	traces, err := otlp.Start(ctx, otlp.Config{Endpoint: cfg.TraceEndpoint})
 	if err != nil {
 		return err
 	}

@@ -1,21 +1,8 @@
 package tracing
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"os"
-	"strings"
-	"time"
-
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
-	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // Propagator is the trace propagation of the event bridge: W3C trace
@@ -52,91 +39,3 @@ const (
 	OutcomeDeadLetter = "dead_letter"
 	OutcomeDiscarded  = "discarded"
 )
-
-// Config says where spans go.
-type Config struct {
-	// Endpoint is the OTLP/HTTP traces URL, as
-	// http://collector:4318/v1/traces. Empty: the standard variables
-	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT
-	// decide, and without them tracing is off.
-	Endpoint string
-	// ServiceName is the service.name of the spans unless
-	// OTEL_SERVICE_NAME says otherwise.
-	ServiceName string
-}
-
-// Enabled reports whether spans are to be exported: an endpoint is set
-// (c.Endpoint or the standard variables), OTEL_SDK_DISABLED is not true and
-// OTEL_TRACES_EXPORTER is not none.
-func (c Config) Enabled() bool {
-	if strings.EqualFold(os.Getenv("OTEL_SDK_DISABLED"), "true") || strings.EqualFold(os.Getenv("OTEL_TRACES_EXPORTER"), "none") {
-		return false
-	}
-	return c.Endpoint != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != ""
-}
-
-// ErrInvalidConfig is wrapped by Start's errors about its Config.
-var ErrInvalidConfig = errors.New("invalid tracing configuration")
-
-// Provider is a tracer provider and how to stop it.
-type Provider struct {
-	trace.TracerProvider
-	// Enabled is true when spans are exported (Config.Enabled).
-	Enabled bool
-	// shutdown flushes and stops the exporter.
-	shutdown func(context.Context) error
-}
-
-// Shutdown exports the spans not yet exported and stops, within ctx.
-func (p Provider) Shutdown(ctx context.Context) error {
-	if p.shutdown == nil {
-		return nil
-	}
-	return p.shutdown(ctx)
-}
-
-// Start returns the tracer provider for c: when c.Enabled, the SDK's, with
-// a batch span processor exporting over OTLP/HTTP (the exporter reads the
-// standard OTEL_EXPORTER_OTLP_* variables for what c does not set:
-// headers, timeout, compression, certificates), the sampler of
-// OTEL_TRACES_SAMPLER (default: parent-based, always on) and the resource
-// of OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME; otherwise a no-op
-// provider, whose spans cost nothing measurable. Nothing is sent before the
-// first span ends.
-func Start(ctx context.Context, c Config) (Provider, error) {
-	if !c.Enabled() {
-		return Provider{TracerProvider: noop.NewTracerProvider()}, nil
-	}
-	var opts []otlptracehttp.Option
-	if c.Endpoint != "" {
-		if !strings.HasPrefix(c.Endpoint, "http://") && !strings.HasPrefix(c.Endpoint, "https://") {
-			return Provider{}, fmt.Errorf("%w: trace endpoint %q is not an http(s) URL", ErrInvalidConfig, c.Endpoint)
-		}
-		opts = append(opts, otlptracehttp.WithEndpointURL(c.Endpoint))
-	}
-	exp, err := otlptracehttp.New(ctx, opts...)
-	if err != nil {
-		return Provider{}, fmt.Errorf("OTLP trace exporter: %w", err)
-	}
-	return NewProvider(ctx, c.ServiceName, sdktrace.NewBatchSpanProcessor(exp, sdktrace.WithBatchTimeout(time.Second)))
-}
-
-// NewProvider returns an SDK tracer provider sending every span to
-// processor, with the resource Start gives (service.name serviceName
-// unless OTEL_SERVICE_NAME is set). Tests and benchmarks pass their own
-// processor and exporter.
-func NewProvider(ctx context.Context, serviceName string, processor sdktrace.SpanProcessor) (Provider, error) {
-	if serviceName == "" {
-		serviceName = "kfn-eventbridge"
-	}
-	res, err := resource.New(ctx,
-		resource.WithAttributes(semconv.ServiceName(serviceName)),
-		resource.WithTelemetrySDK(),
-		resource.WithFromEnv(), // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win
-	)
-	if err != nil {
-		return Provider{}, fmt.Errorf("trace resource: %w", err)
-	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithSpanProcessor(processor))
-	return Provider{TracerProvider: tp, Enabled: true, shutdown: tp.Shutdown}, nil
-}

@@ -1,4 +1,4 @@
-package tracing_test
+package otlp_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/kfn-dev/kfn/eventbridge/tracing"
+	"github.com/kfn-dev/kfn/eventbridge/tracing/otlp"
 )
 
 // collector is an OTLP/HTTP receiver: it keeps the span names and the
@@ -81,7 +81,7 @@ func TestExportsOverOTLP(t *testing.T) {
 			c := &collector{}
 			srv := httptest.NewServer(c)
 			defer srv.Close()
-			var cfg tracing.Config
+			var cfg otlp.Config
 			switch {
 			case tt.flag:
 				cfg.Endpoint = srv.URL + "/v1/traces"
@@ -94,7 +94,7 @@ func TestExportsOverOTLP(t *testing.T) {
 				t.Setenv("OTEL_SERVICE_NAME", tt.serviceName)
 			}
 			require.True(t, cfg.Enabled())
-			p, err := tracing.Start(context.Background(), cfg)
+			p, err := otlp.Start(context.Background(), cfg)
 			require.NoError(t, err)
 			require.True(t, p.Enabled)
 			_, span := p.Tracer("test").Start(context.Background(), "deliver default/orders")
@@ -123,7 +123,7 @@ func TestOffWithoutEndpoint(t *testing.T) {
 			for k, v := range env {
 				t.Setenv(k, v)
 			}
-			p, err := tracing.Start(context.Background(), tracing.Config{})
+			p, err := otlp.Start(context.Background(), otlp.Config{})
 			require.NoError(t, err)
 			assert.False(t, p.Enabled)
 			_, span := p.Tracer("test").Start(context.Background(), "x")
@@ -136,6 +136,6 @@ func TestOffWithoutEndpoint(t *testing.T) {
 
 func TestRefusesAnEndpointThatIsNoURL(t *testing.T) {
 	clearEnv(t)
-	_, err := tracing.Start(context.Background(), tracing.Config{Endpoint: "collector:4318"})
-	require.ErrorIs(t, err, tracing.ErrInvalidConfig)
+	_, err := otlp.Start(context.Background(), otlp.Config{Endpoint: "collector:4318"})
+	require.ErrorIs(t, err, otlp.ErrInvalidConfig)
 }
