@@ -134,10 +134,11 @@ func TestDryRunApply(t *testing.T) {
 			var skipped []string
 			for _, o := range objs {
 				key := o.GetKind() + "/" + o.GetName()
-				if o.GetKind() == "ServiceMonitor" {
+				if o.GetAPIVersion() == "monitoring.coreos.com/v1" {
 					// The Prometheus Operator's CRDs are not in the module
 					// cache (no Go module of this repository ships them):
-					// TestServiceMonitorsSelectMetricsPorts checks these.
+					// TestServiceMonitorsSelectMetricsPorts and
+					// TestMonitoringObjects check these.
 					skipped = append(skipped, key)
 					continue
 				}
@@ -178,7 +179,7 @@ func TestDryRunApply(t *testing.T) {
 // ServiceMonitors: each selects exactly one rendered Service in the
 // release's namespace, and that Service has the port it scrapes.
 func TestServiceMonitorsSelectMetricsPorts(t *testing.T) {
-	r := typed(t, render(t, map[string]any{"serviceMonitor": map[string]any{"enabled": true}}))
+	r := typed(t, render(t, map[string]any{"serviceMonitor": map[string]any{"enabled": true}, "nats": map[string]any{"exporter": map[string]any{"enabled": true}}}))
 	n := 0
 	for _, o := range r.objs {
 		if o.GetKind() != "ServiceMonitor" {
@@ -207,5 +208,5 @@ func TestServiceMonitorsSelectMetricsPorts(t *testing.T) {
 		}
 		assert.Len(t, matched, 1, "ServiceMonitor %s scrapes port %q of exactly one Service", o.GetName(), port)
 	}
-	assert.Equal(t, 3, n)
+	assert.Equal(t, 4, n, "controller, event bridge, scaler, NATS exporter")
 }

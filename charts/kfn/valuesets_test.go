@@ -32,6 +32,17 @@ var valueSets = []valueSet{
 		"eventbridge": map[string]any{"replicas": 3, "streams": map[string]any{"replicas": 3}},
 		"scaler":      map[string]any{"replicas": 2},
 	}},
+	{name: "observability", values: map[string]any{
+		"serviceMonitor":   map[string]any{"enabled": true},
+		"podMonitor":       map[string]any{"enabled": true},
+		"prometheusRule":   map[string]any{"enabled": true},
+		"grafanaDashboard": map[string]any{"enabled": true},
+		"nats":             map[string]any{"exporter": map[string]any{"enabled": true}},
+		"networkPolicy":    map[string]any{"enabled": true},
+		"functions":        map[string]any{"traceCollectorEndpoint": "http://otel-collector.monitoring:4318/v1/traces"},
+		"eventbridge":      map[string]any{"tracing": map[string]any{"sampler": "parentbased_traceidratio", "samplerArg": "0.25"}},
+		"controller":       map[string]any{"logLevel": "debug"},
+	}},
 	{name: "hardened", values: map[string]any{
 		"image":          map[string]any{"digest": "sha256:" + repeat("ab", 32)},
 		"networkPolicy":  map[string]any{"enabled": true},
