@@ -8,13 +8,19 @@
 // physical limit of this machine for the same hops. The figures that count
 // are the ratios.
 //
+// With -observability it measures instead what metrics and traces cost:
+// the same kfn pipeline with Prometheus metrics (scraped every second) and
+// OpenTelemetry spans (every span sampled, a batch processor exporting to
+// a discarding exporter) beside the pipeline without them, built afresh
+// on the same NATS server for every run, in alternating order.
+//
 // With -subscriptions N the events are spread over N event types, one
 // Subscription each, and the bare pipeline has N consumers too, one per
 // subject: what JetStream costs per consumer (with interest retention, every
 // acknowledgement asks each consumer of the stream whether it still needs
 // the event) is in both, and the ratio shows what kfn adds.
 //
-//	go run ./bench/eventbridge [-duration 5s] [-connections 64] [-inflight 256] [-rate 1000] [-subscriptions 1]
+//	go run ./bench/eventbridge [-duration 5s] [-connections 64] [-inflight 256] [-rate 1000] [-subscriptions 1] [-observability]
 package main
 
 import (
@@ -57,6 +63,7 @@ type options struct {
 	rounds      int
 	figures     string
 	subs        int
+	observe     string
 }
 
 func main() {
@@ -70,6 +77,7 @@ func main() {
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.IntVar(&o.subs, "subscriptions", 1, "Subscriptions of the kfn pipeline, one event type each; events are spread over them")
 	flag.StringVar(&o.figures, "figures", "", "also append the results as JSON lines (package bench/figures) to this file")
+	flag.StringVar(&o.observe, "observability", "", "measure kfn with metrics and traces (both), or only metrics or traces, against kfn without them, instead of kfn against the bare pipeline")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -131,13 +139,16 @@ func run(o options) error {
 
 	fmt.Printf("event bridge benchmark: %d B events, file storage (default sync), %d publishing connections, %d in flight to the sink, load generator in-process, GOMAXPROCS=%d\n\n",
 		o.size, o.connections, o.inflight, runtimeProcs())
+	if o.observe != "" {
+		return observability(ns.ClientURL(), sink, sinkURL, o)
+	}
 	type result struct {
 		throughput float64
 		p50, p99   time.Duration
 		lost       int
 	}
 	var pipelines []*pipeline
-	for _, build := range []func(string, string, options) (*pipeline, error){bare, kfn} {
+	for _, build := range []func(string, string, options) (*pipeline, error){bare, plainKfn} {
 		p, err := build(ns.ClientURL(), sinkURL, o)
 		if err != nil {
 			return err
@@ -456,8 +467,14 @@ func bare(natsURL, sinkURL string, o options) (*pipeline, error) {
 	}}, nil
 }
 
-// kfn is the event bridge: publisher, streams, consumer, dispatcher.
-func kfn(natsURL, sinkURL string, o options) (*pipeline, error) {
+// plainKfn is the event bridge without metrics or traces.
+func plainKfn(natsURL, sinkURL string, o options) (*pipeline, error) {
+	return kfn(natsURL, sinkURL, o, nil)
+}
+
+// kfn is the event bridge: publisher, streams, consumer, dispatcher; with
+// obs, also its metrics and traces.
+func kfn(natsURL, sinkURL string, o options, obs *telemetry) (*pipeline, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	nc, err := nats.Connect(natsURL)
 	if err != nil {
@@ -474,12 +491,29 @@ func kfn(natsURL, sinkURL string, o options) (*pipeline, error) {
 		cancel()
 		return nil, err
 	}
-	d, err := dispatcher.New(js, dispatcher.Config{Streams: streams},
+	dopts := []dispatcher.Option{
 		dispatcher.WithResolver(dispatcher.ResolverFunc(func(v1alpha2.Sink) (string, error) { return sinkURL, nil })),
-		dispatcher.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+		dispatcher.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
+	}
+	var popts []publisher.Option
+	if obs != nil && obs.reg != nil {
+		dopts = append(dopts, dispatcher.WithMetrics(obs.dispatcher))
+		popts = append(popts, publisher.WithMetrics(obs.publisher))
+	}
+	if obs != nil && obs.traces.Enabled {
+		dopts = append(dopts, dispatcher.WithTracerProvider(obs.traces))
+		popts = append(popts, publisher.WithTracerProvider(obs.traces))
+	}
+	d, err := dispatcher.New(js, dispatcher.Config{Streams: streams}, dopts...)
 	if err != nil {
 		cancel()
 		return nil, err
+	}
+	if obs != nil && obs.reg != nil {
+		if err := obs.reg.Register(d.Collector()); err != nil {
+			cancel()
+			return nil, err
+		}
 	}
 	for i := range max(o.subs, 1) {
 		sub := &v1alpha2.Subscription{
@@ -505,7 +539,7 @@ func kfn(natsURL, sinkURL string, o options) (*pipeline, error) {
 	}
 	done := make(chan struct{})
 	go func() { _ = d.Start(ctx); close(done) }()
-	p, err := publisher.New(eventstore.New(js, streams.EventStream), publisher.Config{})
+	p, err := publisher.New(eventstore.New(js, streams.EventStream), publisher.Config{}, popts...)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -515,10 +549,18 @@ func kfn(natsURL, sinkURL string, o options) (*pipeline, error) {
 		cancel()
 		return nil, err
 	}
-	return &pipeline{name: "kfn", url: url + "/publish", binary: true, types: o.subs, cleanup: func() {
+	name := "kfn"
+	if obs != nil {
+		name = "kfn+obs"
+		go obs.scrape(ctx)
+	}
+	return &pipeline{name: name, url: url + "/publish", binary: true, types: o.subs, cleanup: func() {
 		cancel()
 		<-done
 		srv.Close()
+		if obs != nil {
+			obs.close()
+		}
 		nc.Close()
 	}}, nil
 }

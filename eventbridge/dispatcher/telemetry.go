@@ -25,12 +25,14 @@ import (
 // delivery attempt a client span "deliver <namespace>/<subscription>",
 // child of the trace context stored with the event (the publisher's
 // span), whose context goes to the sink as traceparent (so the function's
-// own span is its child); on an event's first attempt a span "wait
-// <namespace>/<subscription>" from the moment it was stored to the
-// attempt; "reply <namespace>/<subscription>" for a sink's reply event
-// published (its stored trace context); and "dead-letter
-// <namespace>/<subscription>" for an event given up. Without it no span is
-// made and the stored trace context goes to the sink unchanged.
+// own span is its child), with the event's id, the attempt, the status
+// code and the outcome (and, after a failure, the retry delay); on an
+// event's first attempt a span "wait <namespace>/<subscription>" from the
+// moment it was stored to the attempt; "reply <namespace>/<subscription>"
+// for a sink's reply event published (its stored trace context); and
+// "dead-letter <namespace>/<subscription>" for an event given up, with the
+// reason. Without it no span is made and the stored trace context goes to
+// the sink unchanged.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(d *Dispatcher) error {
 		if tp != nil {
@@ -71,20 +73,15 @@ func (w *worker) eventContext(ctx context.Context, h nats.Header) context.Contex
 	return tracing.Propagator.Extract(ctx, headerCarrier(h))
 }
 
-// spanName names a span of this worker's Subscription.
-func (w *worker) spanName(what string) string {
-	return what + " " + w.target.sub.Namespace + "/" + w.target.sub.Name
-}
+// spanNames are the names of a worker's spans: what they do and the
+// Subscription, "deliver default/orders". The Subscription is in the name,
+// not in attributes: the SDK's cost grows with every attribute, and span
+// names are what trace search starts from.
+type spanNames struct{ wait, deliver, reply, deadLetter string }
 
-// subscriptionAttributes are the attributes every span of the worker has.
-func (w *worker) subscriptionAttributes() []attribute.KeyValue {
-	t := w.target
-	return []attribute.KeyValue{
-		tracing.Namespace.String(t.sub.Namespace),
-		tracing.Subscription.String(t.sub.Name),
-		tracing.Function.String(t.sink.Service),
-		semconv.MessagingConsumerGroupName(t.consumer),
-	}
+func newSpanNames(namespace, name string) spanNames {
+	sub := " " + namespace + "/" + name
+	return spanNames{wait: "wait" + sub, deliver: "deliver" + sub, reply: "reply" + sub, deadLetter: "dead-letter" + sub}
 }
 
 // attempt is one delivery attempt being recorded; the zero span (tracing
@@ -107,19 +104,12 @@ func (w *worker) startAttempt(ctx context.Context, msg jetstream.Msg, meta *jets
 	}
 	h := msg.Headers()
 	parent := w.eventContext(ctx, h)
-	events := []attribute.KeyValue{
-		semconv.CloudEventsEventID(eventstore.Attribute(h, "id")),
-		semconv.CloudEventsEventType(eventstore.Attribute(h, "type")),
-		semconv.CloudEventsEventSource(eventstore.Attribute(h, "source")),
-		semconv.MessagingDestinationName(msg.Subject()),
-	}
 	if attempts == 1 && !meta.Timestamp.IsZero() && meta.Timestamp.Before(a.start) {
-		_, wait := w.d.tracer.Start(parent, w.spanName("wait"), trace.WithTimestamp(meta.Timestamp),
-			trace.WithAttributes(append(w.subscriptionAttributes(), events...)...))
+		_, wait := w.d.tracer.Start(parent, w.names.wait, trace.WithTimestamp(meta.Timestamp))
 		wait.End(trace.WithTimestamp(a.start))
 	}
-	ctx, a.span = w.d.tracer.Start(parent, w.spanName("deliver"), trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(append(append(w.subscriptionAttributes(), events...), tracing.Attempt.Int(attempts), semconv.HTTPRequestMethodPost)...))
+	ctx, a.span = w.d.tracer.Start(parent, w.names.deliver, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(semconv.CloudEventsEventID(eventstore.Attribute(h, "id")), tracing.Attempt.Int(attempts)))
 	return ctx, a
 }
 
@@ -133,13 +123,10 @@ func (w *worker) inject(ctx context.Context, h http.Header) {
 
 // answered records what the sink answered: the delivery latency, and the
 // status on the span.
-func (a *attempt) answered(res result, url string) {
+func (a *attempt) answered(res result) {
 	a.w.count.deliveryDuration.Observe(time.Since(a.start).Seconds())
 	if a.span == nil {
 		return
-	}
-	if url != "" {
-		a.span.SetAttributes(semconv.URLFull(url))
 	}
 	if res.status != 0 {
 		a.span.SetAttributes(semconv.HTTPResponseStatusCode(res.status))
@@ -208,15 +195,16 @@ func (w *worker) deadLetterSpan(ctx context.Context, msg jetstream.Msg, meta *je
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		ctx = w.eventContext(ctx, msg.Headers())
 	}
-	attrs := append(w.subscriptionAttributes(),
+	attrs := []attribute.KeyValue{
 		semconv.CloudEventsEventID(eventstore.Attribute(msg.Headers(), "id")),
 		tracing.Attempt.Int(int(meta.NumDelivered)),
 		tracing.Reason.String(reason),
-		semconv.MessagingDestinationName(w.d.cfg.Streams.DeadLetterStream))
+		semconv.MessagingDestinationName(w.d.cfg.Streams.DeadLetterStream),
+	}
 	if status != 0 {
 		attrs = append(attrs, semconv.HTTPResponseStatusCode(status))
 	}
-	_, span := w.d.tracer.Start(ctx, w.spanName("dead-letter"), trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
+	_, span := w.d.tracer.Start(ctx, w.names.deadLetter, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
 	return span
 }
 
@@ -228,8 +216,8 @@ func (w *worker) replyContext(ctx context.Context, h nats.Header, id, typ string
 	if w.d.tracer == nil {
 		return ctx, headerCarrier(h).Get(eventstore.HeaderTraceParent), headerCarrier(h).Get(eventstore.HeaderTraceState), func(string, error) {}
 	}
-	ctx, span := w.d.tracer.Start(ctx, w.spanName("reply"), trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(append(w.subscriptionAttributes(), semconv.CloudEventsEventID(id), semconv.CloudEventsEventType(typ), tracing.Hops.Int(hops))...))
+	ctx, span := w.d.tracer.Start(ctx, w.names.reply, trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(semconv.CloudEventsEventID(id), semconv.CloudEventsEventType(typ), tracing.Hops.Int(hops)))
 	carrier := propagation.MapCarrier{}
 	tracing.Propagator.Inject(ctx, carrier)
 	return ctx, carrier[eventstore.HeaderTraceParent], carrier[eventstore.HeaderTraceState], func(result string, err error) {

@@ -186,8 +186,6 @@ func TestSpanTreeOfAChainedEvent(t *testing.T) {
 				assert.Equal(t, trace.SpanKindClient, d.SpanKind)
 				assert.Equal(t, int64(i+1), attr(d, tracing.Attempt).AsInt64())
 				assert.Equal(t, "e-1", attr(d, "cloudevents.event_id").AsString())
-				assert.Equal(t, "fn-a", attr(d, tracing.Function).AsString())
-				assert.Equal(t, "a", attr(d, tracing.Subscription).AsString())
 			}
 			assert.Equal(t, int64(503), attr(failed, "http.response.status_code").AsInt64())
 			assert.Equal(t, codes.Error, failed.Status.Code)

@@ -33,6 +33,7 @@ type worker struct {
 	done   chan struct{}
 	log    *slog.Logger
 	count  *counters
+	names  spanNames
 	// overBudget is set while the backlog exceeds maxBacklog (holdBudget).
 	overBudget atomic.Bool
 	// failed is set when an attempt fails; holdBudget reads the backlog
@@ -59,6 +60,7 @@ func (w *worker) run(ctx context.Context) {
 	t := w.target
 	w.log = w.d.log.With("namespace", t.sub.Namespace, "subscription", t.sub.Name, "function", t.sink.Service, "consumer", t.consumer)
 	w.count = w.d.metrics.forSubscription(t.sub.Namespace, t.sub.Name)
+	w.names = newSpanNames(t.sub.Namespace, t.sub.Name)
 	var inflight sync.WaitGroup
 	defer inflight.Wait()
 	go w.holdBudget(ctx)
@@ -335,11 +337,11 @@ func (w *worker) post(ctx context.Context, log *slog.Logger, msg jetstream.Msg, 
 	url, err := w.d.resolver.Resolve(w.target.sink)
 	if err != nil {
 		res := result{verdict: Retry, err: fmt.Errorf("resolve sink: %w", err)}
-		at.answered(res, "")
+		at.answered(res)
 		return res
 	}
 	res := w.send(ctx, log, msg, url)
-	at.answered(res, url)
+	at.answered(res)
 	return res
 }
 

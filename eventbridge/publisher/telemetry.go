@@ -18,7 +18,7 @@ import (
 // publish request, named after its route ("POST /publish", "POST
 // /{app}/v2/events", "POST /{app}/v1/events"), child of the request's W3C
 // trace context (traceparent, tracestate; its baggage is kept), with the
-// event's id, type and source (or the batch size) and the status code. The
+// event's id and type (or the batch size) and the status code. The
 // span's context, not the request's, is stored with the events, so their
 // deliveries are its children. Without it no span is made and the request's
 // trace context is stored as it came.
@@ -40,8 +40,7 @@ func (p *Publisher) instrument(endpoint, route string, serve func(http.ResponseW
 		var span trace.Span
 		if p.tracer != nil {
 			ctx := tracing.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-			ctx, span = p.tracer.Start(ctx, route, trace.WithSpanKind(trace.SpanKindServer),
-				trace.WithAttributes(semconv.HTTPRequestMethodPost, semconv.HTTPRoute(route[len("POST "):])))
+			ctx, span = p.tracer.Start(ctx, route, trace.WithSpanKind(trace.SpanKindServer))
 			r = r.WithContext(ctx)
 		}
 		code := serve(w, r)
@@ -74,9 +73,9 @@ func annotate(r *http.Request, events []event.Event) {
 	if !span.IsRecording() {
 		return
 	}
-	span.SetAttributes(semconv.MessagingBatchMessageCount(len(events)))
-	if len(events) == 1 {
-		e := &events[0]
-		span.SetAttributes(semconv.CloudEventsEventID(e.ID()), semconv.CloudEventsEventType(e.Type()), semconv.CloudEventsEventSource(e.Source()))
+	if len(events) > 1 {
+		span.SetAttributes(semconv.MessagingBatchMessageCount(len(events)))
+		return
 	}
+	span.SetAttributes(semconv.CloudEventsEventID(events[0].ID()), semconv.CloudEventsEventType(events[0].Type()))
 }

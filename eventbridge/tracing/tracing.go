@@ -10,13 +10,9 @@ import (
 var Propagator propagation.TextMapPropagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 
 // Attribute keys of kfn's spans beside OpenTelemetry's semantic
-// conventions (cloudevents.*, http.*, messaging.*).
+// conventions (cloudevents.*, http.*, messaging.*). The Subscription of a
+// span is in its name ("deliver <namespace>/<subscription>").
 const (
-	// Namespace and Subscription name the Subscription a delivery is for.
-	Namespace    = attribute.Key("kfn.namespace")
-	Subscription = attribute.Key("kfn.subscription")
-	// Function is the sink's Service: the Function a delivery goes to.
-	Function = attribute.Key("kfn.function")
 	// Attempt is the delivery attempt, from 1.
 	Attempt = attribute.Key("kfn.attempt")
 	// Outcome is what became of an attempt: delivered, retry, dead_letter
