@@ -58,6 +58,10 @@ var programs = []program{
 	{name: "eventbridge",
 		args:  []string{"-rounds", "2", "-duration", "3s"},
 		quick: []string{"-rounds", "1", "-duration", "2s"}},
+	// What metrics and traces cost: kfn with them beside kfn without them.
+	{name: "eventbridge", label: "eventbridge-observability",
+		args:  []string{"-observability", "both", "-rounds", "3", "-duration", "2s"},
+		quick: []string{"-observability", "both", "-rounds", "2", "-duration", "2s"}},
 	{name: "eventbridge", label: "eventbridge-10", reps: 1,
 		args:  []string{"-subscriptions", "10", "-rounds", "1", "-duration", "3s"},
 		quick: []string{"-subscriptions", "10", "-rounds", "1", "-duration", "2s"}},
