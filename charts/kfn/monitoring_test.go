@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -15,7 +14,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -48,6 +46,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/gateway"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/eventbridge/stream"
+	"github.com/kfn-dev/kfn/internal/logging/logtest"
 	"github.com/kfn-dev/kfn/internal/testenv"
 	"github.com/kfn-dev/kfn/runtimes"
 	"github.com/kfn-dev/kfn/scaler"
@@ -560,7 +559,7 @@ func hostMetrics(t *testing.T, rt runtimes.Runtime, hostDir string) []string {
 	for _, e := range env {
 		cmd.Env = append(cmd.Env, e.Name+"="+e.Value)
 	}
-	var out syncBuf
+	var out logtest.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
@@ -590,23 +589,3 @@ func hostMetrics(t *testing.T, rt runtimes.Runtime, hostDir string) []string {
 	require.Contains(t, names, "function_calls_total")
 	return names
 }
-
-// syncBuf is a process's output, safe to read while it writes.
-type syncBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-var _ io.Writer = (*syncBuf)(nil)

@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// gauge returns the value of a gauge (or counter) with the given labels in
-// b's registry, -1 when absent.
-func (b *bridge) gauge(name string, labels map[string]string) float64 {
+// metric returns the metric of that name with the given labels in b's
+// registry, nil when absent.
+func (b *bridge) metric(name string, labels map[string]string) *dto.Metric {
 	b.t.Helper()
 	mfs, err := b.reg.Gather()
 	require.NoError(b.t, err)
@@ -23,33 +23,35 @@ func (b *bridge) gauge(name string, labels map[string]string) float64 {
 		}
 		for _, m := range mf.GetMetric() {
 			if hasLabels(m, labels) {
-				if m.GetCounter() != nil {
-					return m.GetCounter().GetValue()
-				}
-				return m.GetGauge().GetValue()
+				return m
 			}
 		}
 	}
-	return -1
+	return nil
 }
 
-// histogramCount returns how many observations a histogram with the given
-// labels has in b's registry, -1 when absent.
+// gauge returns the value of a gauge (or counter), -1 when absent.
+func (b *bridge) gauge(name string, labels map[string]string) float64 {
+	b.t.Helper()
+	switch m := b.metric(name, labels); {
+	case m == nil:
+		return -1
+	case m.GetCounter() != nil:
+		return m.GetCounter().GetValue()
+	default:
+		return m.GetGauge().GetValue()
+	}
+}
+
+// histogramCount returns how many observations a histogram has, -1 when
+// absent.
 func (b *bridge) histogramCount(name string, labels map[string]string) int {
 	b.t.Helper()
-	mfs, err := b.reg.Gather()
-	require.NoError(b.t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if hasLabels(m, labels) {
-				return int(m.GetHistogram().GetSampleCount())
-			}
-		}
+	m := b.metric(name, labels)
+	if m == nil {
+		return -1
 	}
-	return -1
+	return int(m.GetHistogram().GetSampleCount())
 }
 
 func hasLabels(m *dto.Metric, want map[string]string) bool {
