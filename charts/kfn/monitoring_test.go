@@ -528,7 +528,7 @@ func functionMetrics(t *testing.T) []string {
 	seen := map[runtimes.Language]bool{}
 	var names []string
 	for _, rt := range runtimes.All() {
-		if rt.Deprecated || seen[rt.Language] {
+		if rt.Deprecated || rt.API != runtimes.EventAPI || seen[rt.Language] {
 			continue
 		}
 		seen[rt.Language] = true
