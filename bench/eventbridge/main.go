@@ -75,6 +75,7 @@ func main() {
 	flag.IntVar(&o.size, "size", 1024, "event data size in bytes")
 	flag.IntVar(&o.rounds, "rounds", 2, "alternating rounds of bare and kfn; the best round of each counts (load from other processes only ever slows a round down)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	memprofile := flag.String("memprofile", "", "write a profile of the memory allocated during the whole run to this file")
 	flag.IntVar(&o.subs, "subscriptions", 1, "Subscriptions of the kfn pipeline, one event type each; events are spread over them")
 	flag.StringVar(&o.figures, "figures", "", "also append the results as JSON lines (package bench/figures) to this file")
 	flag.StringVar(&o.observe, "observability", "", "measure kfn with metrics and traces (both), or only metrics or traces, against kfn without them, instead of kfn against the bare pipeline")
@@ -95,6 +96,12 @@ func main() {
 		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "eventbridge-bench:", err)
 		os.Exit(1)
+	}
+	if *memprofile != "" {
+		if err := writeHeapProfile(*memprofile); err != nil {
+			fmt.Fprintln(os.Stderr, "eventbridge-bench:", err)
+			os.Exit(1)
+		}
 	}
 }
 
@@ -563,4 +570,18 @@ func kfn(natsURL, sinkURL string, o options, obs *telemetry) (*pipeline, error) 
 		}
 		nc.Close()
 	}}, nil
+}
+
+// writeHeapProfile writes the allocation profile (alloc_space shows what
+// the run allocated) to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("write memory profile: %w", err)
+	}
+	return f.Close()
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -123,14 +124,16 @@ func observability(natsURL string, s *sink, sinkURL string, o options) error {
 				p.cleanup()
 				return err
 			}
-			cpu0 := cpuTime()
+			cpu0, alloc0 := cpuTime(), allocated()
 			before := s.delivered.Load()
 			tp, err := throughput(p, s, o, o.duration)
 			if err != nil {
 				p.cleanup()
 				return err
 			}
-			cpuPerEvent := (cpuTime() - cpu0) / time.Duration(max(s.delivered.Load()-before, 1))
+			events := max(s.delivered.Load()-before, 1)
+			cpuPerEvent := (cpuTime() - cpu0) / time.Duration(events)
+			allocPerEvent := float64(allocated()-alloc0) / float64(events)
 			_, p99, lost, err := latency(p, s, o)
 			p.cleanup()
 			if err != nil {
@@ -140,8 +143,8 @@ func observability(natsURL string, s *sink, sinkURL string, o options) error {
 			if obs != nil {
 				spans = obs.exported.spans
 			}
-			fmt.Printf("round %d  %-7s throughput %8.0f events/s  CPU %5.1f µs/event   latency at %d/s: p99 %6.2f ms  (undelivered %d, spans exported %d)\n",
-				round, p.name, tp, float64(cpuPerEvent)/float64(time.Microsecond), o.rate, ms(p99), lost, spans)
+			fmt.Printf("round %d  %-7s throughput %8.0f events/s  CPU %5.1f µs/event  allocated %5.1f KiB/event   latency at %d/s: p99 %6.2f ms  (undelivered %d, spans exported %d)\n",
+				round, p.name, tp, float64(cpuPerEvent)/float64(time.Microsecond), allocPerEvent/1024, o.rate, ms(p99), lost, spans)
 			got[observed] = tp
 			r, seen := best[p.name]
 			if !seen || tp > r.throughput {
@@ -177,4 +180,11 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// allocated is the bytes this process allocated so far.
+func allocated() uint64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.TotalAlloc
 }
