@@ -95,12 +95,14 @@ version running and shows why. Ctrl-C stops every process.`,
 	cmd.Flags().BoolVar(&noWatch, "no-watch", false, "do not apply edits to DIR while running")
 	cmd.Flags().BoolVar(&plainLogs, "plain", false, "plain logs only, no status table, even on a terminal")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "level of kfn's own logs: "+logging.Levels)
-	cmd.Flags().StringVar(&logFormat, "log-format", "json", "kfn's own logs as json (the layout of kfn's servers in a cluster) or text (the same keys as key=value)")
+	cmd.Flags().StringVar(&logFormat, "log-format", "text", "kfn's own logs as text (key=value, beside the functions' output) or json (the lines kfn's servers write in a cluster); the keys are the same")
 	return cmd
 }
 
 // devLogger is the logger of kfn dev's components, in the layout of kfn's
-// servers (package logging), on out beside the functions' output. Each
+// servers (package logging), on out beside the functions' output: by
+// default as text, the same keys as key=value, which reads better between
+// the functions' lines in a terminal; as JSON for a machine. Each
 // component adds its name.
 func devLogger(out io.Writer, level, format string) (*slog.Logger, error) {
 	f, err := logging.ParseFormat(format)

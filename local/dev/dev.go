@@ -74,7 +74,7 @@ type Config struct {
 	// function) and kfn's own messages. Required.
 	Output io.Writer
 	// Logger receives kfn's structured logs (each component adds its name);
-	// default kfn's JSON layout (package logging) on Output at Info level.
+	// default kfn's layout (package logging) as text on Output at Info level.
 	Logger *slog.Logger
 }
 
@@ -254,7 +254,7 @@ func start(cfg Config) (p *Platform, lis net.Listener, err error) {
 	}
 	log := cfg.Logger
 	if log == nil {
-		log = slog.New(logging.NewHandler(cfg.Output, slog.LevelInfo, logging.JSON))
+		log = slog.New(logging.NewHandler(cfg.Output, slog.LevelInfo, logging.Text))
 	}
 	p = &Platform{cfg: cfg, log: log, out: cfg.Output, logs: logs, subs: map[types.NamespacedName]*eventingv1alpha2.Subscription{}}
 	defer func() {
