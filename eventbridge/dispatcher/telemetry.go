@@ -218,9 +218,9 @@ func (w *worker) replyContext(ctx context.Context, h nats.Header, id, typ string
 	}
 	ctx, span := w.d.tracer.Start(ctx, w.names.reply, trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(semconv.CloudEventsEventID(id), semconv.CloudEventsEventType(typ), tracing.Hops.Int(hops)))
-	carrier := propagation.MapCarrier{}
-	tracing.Propagator.Inject(ctx, carrier)
-	return ctx, carrier[eventstore.HeaderTraceParent], carrier[eventstore.HeaderTraceState], func(result string, err error) {
+	var tc tracing.TraceContext
+	propagation.TraceContext{}.Inject(ctx, &tc)
+	return ctx, tc.Parent, tc.State, func(result string, err error) {
 		span.SetAttributes(tracing.Result.String(result))
 		if err != nil {
 			span.RecordError(err)

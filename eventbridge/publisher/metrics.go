@@ -55,14 +55,30 @@ func (m *Metrics) request(endpoint string, code int) {
 	m.requests.WithLabelValues(endpoint, strconv.Itoa(code)).Inc()
 }
 
+// endpointMetrics are one endpoint's metrics, looked up once.
+type endpointMetrics struct {
+	m        *Metrics
+	endpoint string
+	duration prometheus.Observer
+}
+
+// forEndpoint returns the endpoint's metrics; they record nothing for a
+// nil *Metrics.
+func (m *Metrics) forEndpoint(endpoint string) endpointMetrics {
+	if m == nil {
+		return endpointMetrics{}
+	}
+	return endpointMetrics{m: m, endpoint: endpoint, duration: m.duration.WithLabelValues(endpoint)}
+}
+
 // published counts a publish request answered with code, and times it
 // when its events were stored.
-func (m *Metrics) published(endpoint string, code int, took time.Duration) {
-	if m == nil {
+func (e endpointMetrics) published(code int, took time.Duration) {
+	if e.m == nil {
 		return
 	}
-	m.request(endpoint, code)
+	e.m.request(e.endpoint, code)
 	if code >= 200 && code < 300 {
-		m.duration.WithLabelValues(endpoint).Observe(took.Seconds())
+		e.duration.Observe(took.Seconds())
 	}
 }

@@ -10,7 +10,6 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/tracing"
 )
 
@@ -35,6 +34,7 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 // status it answered: the request is counted under endpoint, timed when it
 // stored its events (2xx), and traced under the route's span name.
 func (p *Publisher) instrument(endpoint, route string, serve func(http.ResponseWriter, *http.Request) int) http.HandlerFunc {
+	m := p.metrics.forEndpoint(endpoint)
 	return func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		var span trace.Span
@@ -51,7 +51,7 @@ func (p *Publisher) instrument(endpoint, route string, serve func(http.ResponseW
 			}
 			span.End()
 		}
-		p.metrics.published(endpoint, code, time.Since(start))
+		m.published(code, time.Since(start))
 	}
 }
 
@@ -61,9 +61,9 @@ func (p *Publisher) traceContext(r *http.Request) (traceParent, traceState strin
 	if p.tracer == nil {
 		return r.Header.Get("Traceparent"), r.Header.Get("Tracestate")
 	}
-	c := propagation.MapCarrier{}
-	propagation.TraceContext{}.Inject(r.Context(), c)
-	return c[eventstore.HeaderTraceParent], c[eventstore.HeaderTraceState]
+	var c tracing.TraceContext
+	propagation.TraceContext{}.Inject(r.Context(), &c)
+	return c.Parent, c.State
 }
 
 // annotate records the events of a request on its span: the event's id,

@@ -35,3 +35,29 @@ const (
 	OutcomeDeadLetter = "dead_letter"
 	OutcomeDiscarded  = "discarded"
 )
+
+// TraceContext receives the W3C trace context of a context without a map:
+// Propagator.Inject(ctx, &tc) (or propagation.TraceContext{}.Inject) sets
+// Parent and State, the traceparent and tracestate to store with an event.
+type TraceContext struct {
+	Parent, State string
+}
+
+var _ propagation.TextMapCarrier = (*TraceContext)(nil)
+
+// Get returns nothing: a TraceContext is only written to.
+func (*TraceContext) Get(string) string { return "" }
+
+// Set keeps traceparent and tracestate, and ignores other keys (baggage is
+// stored from the context, see eventstore.Store).
+func (c *TraceContext) Set(key, value string) {
+	switch key {
+	case "traceparent":
+		c.Parent = value
+	case "tracestate":
+		c.State = value
+	}
+}
+
+// Keys returns nothing: a TraceContext is only written to.
+func (*TraceContext) Keys() []string { return nil }
