@@ -108,8 +108,10 @@ func (w *worker) startAttempt(ctx context.Context, msg jetstream.Msg, meta *jets
 		_, wait := w.d.tracer.Start(parent, w.names.wait, trace.WithTimestamp(meta.Timestamp))
 		wait.End(trace.WithTimestamp(a.start))
 	}
-	ctx, a.span = w.d.tracer.Start(parent, w.names.deliver, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(semconv.CloudEventsEventID(eventstore.Attribute(h, "id")), tracing.Attempt.Int(attempts)))
+	ctx, a.span = w.d.tracer.Start(parent, w.names.deliver, trace.WithSpanKind(trace.SpanKindClient))
+	if a.span.IsRecording() { // a trace not sampled costs no attributes
+		a.span.SetAttributes(semconv.CloudEventsEventID(eventstore.Attribute(h, "id")), tracing.Attempt.Int(attempts))
+	}
 	return ctx, a
 }
 
@@ -125,7 +127,7 @@ func (w *worker) inject(ctx context.Context, h http.Header) {
 // status on the span.
 func (a *attempt) answered(res result) {
 	a.w.count.deliveryDuration.Observe(time.Since(a.start).Seconds())
-	if a.span == nil {
+	if a.span == nil || !a.span.IsRecording() {
 		return
 	}
 	if res.status != 0 {
@@ -151,7 +153,7 @@ func (a *attempt) delivered(stored time.Time) {
 
 // retry records a failed attempt to be retried after delay.
 func (a *attempt) retry(delay time.Duration) {
-	if a.span != nil {
+	if a.span != nil && a.span.IsRecording() {
 		a.span.SetAttributes(tracing.RetryDelay.Int64(delay.Milliseconds()))
 	}
 	a.end(tracing.OutcomeRetry)
@@ -171,7 +173,9 @@ func (a *attempt) end(outcome string) {
 	if a.span == nil {
 		return
 	}
-	a.span.SetAttributes(tracing.Outcome.String(outcome))
+	if a.span.IsRecording() {
+		a.span.SetAttributes(tracing.Outcome.String(outcome))
+	}
 	a.span.End()
 	a.span = nil
 }

@@ -259,3 +259,35 @@ func TestNoSpansWithoutTracing(t *testing.T) {
 	require.Eventually(t, func() bool { return k.count() == 1 }, wait, tick)
 	assert.Equal(t, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", k.deliveries()[0].header.Get("Traceparent"))
 }
+
+// TestUnsampledTracesPropagate: with a sampler that records nothing, no
+// span is exported, and the sink still gets a traceparent of the event's
+// trace (not sampled), so a function's own spans stay out of it too.
+func TestUnsampledTracesPropagate(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.NeverSample())))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	b := newBridge(t, withOption(dispatcher.WithTracerProvider(tp)))
+	p, err := publisher.New(b.store, publisher.Config{}, publisher.WithTracerProvider(tp))
+	require.NoError(t, err)
+	pub := httptest.NewServer(p)
+	defer pub.Close()
+	k := b.newSink("fn", nil)
+	b.subscribe(sub("s", "fn"))
+
+	req, _ := http.NewRequest(http.MethodPost, pub.URL+"/publish", strings.NewReader("{}"))
+	for key, v := range map[string]string{"Ce-Specversion": "1.0", "Ce-Id": "e-1", "Ce-Source": "shop", "Ce-Type": "order.created.v1", "Content-Type": "application/json"} {
+		req.Header.Set(key, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusNoContent, resp.StatusCode)
+	require.Eventually(t, func() bool { return k.count() == 1 }, wait, tick)
+	got := k.deliveries()[0].header
+	require.NotEmpty(t, got.Get("Traceparent"), "the sink gets a traceparent")
+	sc := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), propagation.HeaderCarrier(got)))
+	assert.True(t, sc.IsValid())
+	assert.False(t, sc.IsSampled(), "not sampled")
+	assert.Empty(t, exp.GetSpans())
+}

@@ -44,11 +44,13 @@ func (p *Publisher) instrument(endpoint, route string, serve func(http.ResponseW
 			r = r.WithContext(ctx)
 		}
 		code := serve(w, r)
-		if span != nil {
+		if span != nil && span.IsRecording() {
 			span.SetAttributes(semconv.HTTPResponseStatusCode(code))
 			if code >= 500 {
 				span.SetStatus(codes.Error, http.StatusText(code))
 			}
+		}
+		if span != nil {
 			span.End()
 		}
 		m.published(code, time.Since(start))
