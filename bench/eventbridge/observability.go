@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -113,6 +114,7 @@ func observability(natsURL string, s *sink, sinkURL string, o options) error {
 		spans      int
 	}
 	best := map[string]result{}
+	cpu := map[string][]float64{} // µs per event, every round
 	var ratios []float64
 	for round := 1; round <= o.rounds; round++ {
 		order := []bool{false, true}
@@ -158,6 +160,7 @@ func observability(natsURL string, s *sink, sinkURL string, o options) error {
 			fmt.Printf("round %d  %-7s throughput %8.0f events/s  CPU %5.1f µs/event  allocated %5.1f KiB/event   latency at %d/s: p99 %6.2f ms  (undelivered %d, spans exported %d)\n",
 				round, p.name, tp, float64(cpuPerEvent)/float64(time.Microsecond), allocPerEvent/1024, o.rate, ms(p99), lost, spans)
 			got[observed] = tp
+			cpu[p.name] = append(cpu[p.name], float64(cpuPerEvent)/float64(time.Microsecond))
 			r, seen := best[p.name]
 			if !seen || tp > r.throughput {
 				r.throughput, r.spans = tp, spans
@@ -179,7 +182,11 @@ func observability(natsURL string, s *sink, sinkURL string, o options) error {
 	}
 	fmt.Printf("\nwith/without %s, throughput: %.3f (best rounds; per round %.3f) (target >= 0.95: they cost under 5%%)\n", what, ratio, ratios)
 	const group = "event bridge"
+	plainCPU, observedCPU := median(cpu["kfn"]), median(cpu["kfn+obs"])
+	fmt.Printf("CPU per event (median of rounds): %.1f µs with, %.1f µs without: %.3f\n", observedCPU, plainCPU, observedCPU/plainCPU)
 	return figures.Append(o.figures,
+		figures.Figure{Group: group, Name: fmt.Sprintf("CPU per event with %s (NATS, pipeline and load generator)", what), Unit: "µs", Value: observedCPU,
+			Anchor: "the same pipeline without them", AnchorValue: plainCPU},
 		figures.Figure{Group: group, Name: fmt.Sprintf("throughput with %s, %d B events", what, o.size), Unit: "events/s", Value: observed.throughput,
 			Anchor: "the same pipeline without them", AnchorValue: plain.throughput,
 			Target: figures.Target{MinRatio: 0.95, Text: ">= 95% of the run without (they cost < 5%)"}},
@@ -203,4 +210,17 @@ func allocated() uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.TotalAlloc
+}
+
+// median of xs (0 for none).
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[len(s)/2]
 }

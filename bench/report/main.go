@@ -60,10 +60,10 @@ var programs = []program{
 		quick: []string{"-rounds", "1", "-duration", "2s"}},
 	// What metrics and traces cost: kfn with them beside kfn without them.
 	{name: "eventbridge", label: "eventbridge-observability",
-		args:  []string{"-observability", "both", "-rounds", "3", "-duration", "2s"},
+		args:  []string{"-observability", "both", "-rounds", "5", "-duration", "2s"},
 		quick: []string{"-observability", "both", "-rounds", "2", "-duration", "2s"}},
 	{name: "eventbridge", label: "eventbridge-observability-sampled", reps: 1,
-		args:  []string{"-observability", "both", "-sample", "0.1", "-rounds", "3", "-duration", "2s"},
+		args:  []string{"-observability", "both", "-sample", "0.1", "-rounds", "5", "-duration", "2s"},
 		quick: []string{"-observability", "both", "-sample", "0.1", "-rounds", "2", "-duration", "2s"}},
 	{name: "eventbridge", label: "eventbridge-10", reps: 1,
 		args:  []string{"-subscriptions", "10", "-rounds", "1", "-duration", "3s"},
