@@ -90,8 +90,10 @@ func (t *telemetry) close() {
 // observability measures kfn with its metrics and traces against kfn
 // without them: each round builds both pipelines afresh on the same NATS
 // server, one after the other (the order alternates between rounds), warms
-// each up and measures its throughput and its latency at o.rate. The best
-// round of each counts, as in the main benchmark.
+// each up and measures its throughput, the CPU time and bytes allocated
+// per event meanwhile, and its latency at o.rate. The figures are the
+// medians over the rounds: unlike the main benchmark's best round, a ratio
+// of two best rounds mostly measures which variant got the luckier round.
 func observability(natsURL string, s *sink, sinkURL string, o options) error {
 	switch o.observe {
 	case "both", "metrics", "traces":
@@ -108,13 +110,8 @@ func observability(natsURL string, s *sink, sinkURL string, o options) error {
 		os.Setenv("OTEL_TRACES_SAMPLER_ARG", strconv.FormatFloat(o.sample, 'g', -1, 64))
 		sampled = fmt.Sprintf("%g of traces sampled", o.sample)
 	}
-	type result struct {
-		throughput float64
-		p99        time.Duration
-		spans      int
-	}
-	best := map[string]result{}
-	cpu := map[string][]float64{} // µs per event, every round
+	type series struct{ throughput, cpu, alloc, p99 []float64 }
+	runs := map[bool]*series{false: {}, true: {}}
 	var ratios []float64
 	for round := 1; round <= o.rounds; round++ {
 		order := []bool{false, true}
@@ -123,76 +120,86 @@ func observability(natsURL string, s *sink, sinkURL string, o options) error {
 		}
 		got := map[bool]float64{}
 		for _, observed := range order {
-			var obs *telemetry
-			if observed {
-				var err error
-				if obs, err = newTelemetry(o.observe); err != nil {
-					return err
-				}
-			}
-			p, err := kfn(natsURL, sinkURL, o, obs)
+			r, err := observeRun(natsURL, s, sinkURL, o, observed)
 			if err != nil {
 				return err
-			}
-			if _, err := throughput(p, s, o, time.Second); err != nil {
-				p.cleanup()
-				return err
-			}
-			cpu0, alloc0 := cpuTime(), allocated()
-			before := s.delivered.Load()
-			tp, err := throughput(p, s, o, o.duration)
-			if err != nil {
-				p.cleanup()
-				return err
-			}
-			events := max(s.delivered.Load()-before, 1)
-			cpuPerEvent := (cpuTime() - cpu0) / time.Duration(events)
-			allocPerEvent := float64(allocated()-alloc0) / float64(events)
-			_, p99, lost, err := latency(p, s, o)
-			p.cleanup()
-			if err != nil {
-				return err
-			}
-			spans := 0
-			if obs != nil {
-				spans = obs.exported.spans
 			}
 			fmt.Printf("round %d  %-7s throughput %8.0f events/s  CPU %5.1f µs/event  allocated %5.1f KiB/event   latency at %d/s: p99 %6.2f ms  (undelivered %d, spans exported %d)\n",
-				round, p.name, tp, float64(cpuPerEvent)/float64(time.Microsecond), allocPerEvent/1024, o.rate, ms(p99), lost, spans)
-			got[observed] = tp
-			cpu[p.name] = append(cpu[p.name], float64(cpuPerEvent)/float64(time.Microsecond))
-			r, seen := best[p.name]
-			if !seen || tp > r.throughput {
-				r.throughput, r.spans = tp, spans
-			}
-			if !seen || p99 < r.p99 {
-				r.p99 = p99
-			}
-			best[p.name] = r
+				round, r.name, r.throughput, r.cpu, r.alloc/1024, o.rate, ms(r.p99), r.lost, r.spans)
+			got[observed] = r.throughput
+			sr := runs[observed]
+			sr.throughput = append(sr.throughput, r.throughput)
+			sr.cpu = append(sr.cpu, r.cpu)
+			sr.alloc = append(sr.alloc, r.alloc)
+			sr.p99 = append(sr.p99, ms(r.p99))
 		}
 		ratios = append(ratios, got[true]/got[false])
 	}
-	plain, observed := best["kfn"], best["kfn+obs"]
-	ratio := observed.throughput / plain.throughput
-	fmt.Printf("\nbest   kfn      throughput %8.0f events/s   p99 %6.2f ms\n", plain.throughput, ms(plain.p99))
-	fmt.Printf("best   kfn+obs  throughput %8.0f events/s   p99 %6.2f ms\n", observed.throughput, ms(observed.p99))
+	plain, observed := runs[false], runs[true]
 	what := map[string]string{"both": "metrics and traces", "metrics": "metrics", "traces": "traces"}[o.observe]
 	if o.observe != "metrics" {
 		what += " (" + sampled + ")"
 	}
-	fmt.Printf("\nwith/without %s, throughput: %.3f (best rounds; per round %.3f) (target >= 0.95: they cost under 5%%)\n", what, ratio, ratios)
+	fmt.Printf("\nmedian of %d rounds   without: %8.0f events/s  %5.1f µs/event  %5.1f KiB/event   with: %8.0f events/s  %5.1f µs/event  %5.1f KiB/event\n",
+		o.rounds, median(plain.throughput), median(plain.cpu), median(plain.alloc)/1024, median(observed.throughput), median(observed.cpu), median(observed.alloc)/1024)
+	fmt.Printf("with/without %s: throughput %.3f (rounds paired: %.3f, median %.3f), CPU per event %.3f (target: throughput >= 0.95, they cost under 5%%)\n",
+		what, median(observed.throughput)/median(plain.throughput), ratios, median(ratios), median(observed.cpu)/median(plain.cpu))
 	const group = "event bridge"
-	plainCPU, observedCPU := median(cpu["kfn"]), median(cpu["kfn+obs"])
-	fmt.Printf("CPU per event (median of rounds): %.1f µs with, %.1f µs without: %.3f\n", observedCPU, plainCPU, observedCPU/plainCPU)
 	return figures.Append(o.figures,
-		figures.Figure{Group: group, Name: fmt.Sprintf("CPU per event with %s (NATS, pipeline and load generator)", what), Unit: "µs", Value: observedCPU,
-			Anchor: "the same pipeline without them", AnchorValue: plainCPU},
-		figures.Figure{Group: group, Name: fmt.Sprintf("throughput with %s, %d B events", what, o.size), Unit: "events/s", Value: observed.throughput,
-			Anchor: "the same pipeline without them", AnchorValue: plain.throughput,
+		figures.Figure{Group: group, Name: fmt.Sprintf("throughput with %s, %d B events", what, o.size), Unit: "events/s", Value: median(observed.throughput),
+			Anchor: "the same pipeline without them", AnchorValue: median(plain.throughput),
 			Target: figures.Target{MinRatio: 0.95, Text: ">= 95% of the run without (they cost < 5%)"}},
-		figures.Figure{Group: group, Name: fmt.Sprintf("p99 latency at %d events/s with %s", o.rate, what), Unit: "ms", Value: ms(observed.p99),
-			Anchor: "the same pipeline without them", AnchorValue: ms(plain.p99)},
+		figures.Figure{Group: group, Name: fmt.Sprintf("CPU per event with %s (NATS, pipeline and load generator)", what), Unit: "µs", Value: median(observed.cpu),
+			Anchor: "the same pipeline without them", AnchorValue: median(plain.cpu)},
+		figures.Figure{Group: group, Name: fmt.Sprintf("p99 latency at %d events/s with %s", o.rate, what), Unit: "ms", Value: median(observed.p99),
+			Anchor: "the same pipeline without them", AnchorValue: median(plain.p99)},
 	)
+}
+
+// measured is one measured run of a pipeline.
+type measured struct {
+	name       string
+	throughput float64
+	cpu        float64 // µs per event
+	alloc      float64 // bytes per event
+	p99        time.Duration
+	lost       int
+	spans      int
+}
+
+// observeRun builds kfn (with its metrics and traces when observed), warms
+// it up, measures it and takes it down.
+func observeRun(natsURL string, s *sink, sinkURL string, o options, observed bool) (measured, error) {
+	var obs *telemetry
+	if observed {
+		var err error
+		if obs, err = newTelemetry(o.observe); err != nil {
+			return measured{}, err
+		}
+	}
+	p, err := kfn(natsURL, sinkURL, o, obs)
+	if err != nil {
+		return measured{}, err
+	}
+	r := measured{name: p.name}
+	if _, err := throughput(p, s, o, time.Second); err != nil {
+		p.cleanup()
+		return measured{}, err
+	}
+	cpu0, alloc0, before := cpuTime(), allocated(), s.delivered.Load()
+	if r.throughput, err = throughput(p, s, o, o.duration); err != nil {
+		p.cleanup()
+		return measured{}, err
+	}
+	events := max(s.delivered.Load()-before, 1)
+	r.cpu = float64((cpuTime()-cpu0)/time.Duration(events)) / float64(time.Microsecond)
+	r.alloc = float64(allocated()-alloc0) / float64(events)
+	_, r.p99, r.lost, err = latency(p, s, o)
+	p.cleanup()
+	if obs != nil {
+		r.spans = obs.exported.spans
+	}
+	return r, err
 }
 
 // cpuTime is the CPU time (user and system) this process used so far:
