@@ -91,6 +91,27 @@ func functionSpan(tp trace.TracerProvider, name string, r *http.Request) (contex
 	return tp.Tracer("function").Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer))
 }
 
+// publishHTTP posts a binary-mode CloudEvent with data {} to the publisher
+// at base, with the extra headers, and returns the status code.
+func publishHTTP(base, id, source, typ string, extra http.Header) (int, error) {
+	req, err := http.NewRequest(http.MethodPost, base+"/publish", strings.NewReader("{}"))
+	if err != nil {
+		return 0, err
+	}
+	for k, v := range extra {
+		req.Header[k] = v
+	}
+	for k, v := range map[string]string{"Ce-Specversion": "1.0", "Ce-Id": id, "Ce-Source": source, "Ce-Type": typ, "Content-Type": "application/json"} {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
 // TestSpanTreeOfAChainedEvent publishes an event through the publisher to
 // function A, whose first attempt fails (503) and second succeeds; A's
 // event goes on to function B, either as A's CloudEvent reply or emitted by
@@ -123,18 +144,13 @@ func TestSpanTreeOfAChainedEvent(t *testing.T) {
 					w.WriteHeader(http.StatusOK)
 					return
 				}
-				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, pub.URL+"/publish", strings.NewReader("{}"))
-				for k, v := range map[string]string{"Ce-Specversion": "1.0", "Ce-Id": "r-1", "Ce-Source": "fn-a", "Ce-Type": "order.processed.v1", "Content-Type": "application/json"} {
-					req.Header.Set(k, v)
-				}
-				tracing.Propagator.Inject(ctx, propagation.HeaderCarrier(req.Header)) // as emitCloudEvent does
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil || resp.StatusCode != http.StatusNoContent {
-					t.Errorf("emit: %v %v", err, resp)
+				h := http.Header{}
+				tracing.Propagator.Inject(ctx, propagation.HeaderCarrier(h)) // as emitCloudEvent does
+				if code, err := publishHTTP(pub.URL, "r-1", "fn-a", "order.processed.v1", h); err != nil || code != http.StatusNoContent {
+					t.Errorf("emit: %d %v", code, err)
 					w.WriteHeader(http.StatusInternalServerError)
 					return
 				}
-				resp.Body.Close()
 				w.WriteHeader(http.StatusOK)
 			})
 			fnB := b.newSink("fn-b", func(_ int, r *http.Request, w http.ResponseWriter) {
@@ -148,15 +164,9 @@ func TestSpanTreeOfAChainedEvent(t *testing.T) {
 				s.Spec.Types = []string{"order.processed.v1"}
 			}))
 
-			req, _ := http.NewRequest(http.MethodPost, pub.URL+"/publish", strings.NewReader("{}"))
-			for k, v := range map[string]string{"Ce-Specversion": "1.0", "Ce-Id": "e-1", "Ce-Source": "shop", "Ce-Type": "order.created.v1",
-				"Content-Type": "application/json", "Baggage": "tenant=acme"} {
-				req.Header.Set(k, v)
-			}
-			resp, err := http.DefaultClient.Do(req)
+			code, err := publishHTTP(pub.URL, "e-1", "shop", "order.created.v1", http.Header{"Baggage": {"tenant=acme"}})
 			require.NoError(t, err)
-			resp.Body.Close()
-			require.Equal(t, http.StatusNoContent, resp.StatusCode)
+			require.Equal(t, http.StatusNoContent, code)
 
 			// publish, wait a, deliver a x2, function a x2, reply (or A's
 			// publish), wait b, deliver b, function b
@@ -275,14 +285,9 @@ func TestUnsampledTracesPropagate(t *testing.T) {
 	k := b.newSink("fn", nil)
 	b.subscribe(sub("s", "fn"))
 
-	req, _ := http.NewRequest(http.MethodPost, pub.URL+"/publish", strings.NewReader("{}"))
-	for key, v := range map[string]string{"Ce-Specversion": "1.0", "Ce-Id": "e-1", "Ce-Source": "shop", "Ce-Type": "order.created.v1", "Content-Type": "application/json"} {
-		req.Header.Set(key, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
+	code, err := publishHTTP(pub.URL, "e-1", "shop", "order.created.v1", nil)
 	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusNoContent, resp.StatusCode)
+	require.Equal(t, http.StatusNoContent, code)
 	require.Eventually(t, func() bool { return k.count() == 1 }, wait, tick)
 	got := k.deliveries()[0].header
 	require.NotEmpty(t, got.Get("Traceparent"), "the sink gets a traceparent")
