@@ -264,5 +264,7 @@ func TestConsumerRecreatedAfterNATSLoss(t *testing.T) {
 	require.Eventually(t, func() bool { return e.js.Conn().IsConnected() }, wait, tick)
 	require.NoError(t, e.rec.RequeueAll(context.Background()))
 	require.Eventually(t, func() bool { _, err := e.consumer("s"); return err == nil }, wait, tick, "stream and consumer recreated")
-	assert.True(t, e.get(t, "s").Status.Ready)
+	// The consumer exists before the status that says so is written (a
+	// reconcile during the loss may have written not ready meanwhile).
+	require.Eventually(t, func() bool { return e.get(t, "s").Status.Ready }, wait, tick, "ready again")
 }
