@@ -380,12 +380,7 @@ class Server:
         """Run the handler for request and answer it. The request is always
         ended exactly once: here, or by the watchdog at the deadline."""
         if self.handler is None:
-            self.metrics.observe(request.method, 0, True)
-            try:
-                self.respond_text(conn, 500, NOT_LOADED, head)
-            finally:
-                self.end(conn)
-            return True
+            return self.not_loaded(conn, request, head)
         response = Response()
         response.headers.append(('Access-Control-Allow-Origin', '*'))
         scope = self.tracing.scope(request)
@@ -400,52 +395,54 @@ class Server:
             finally:
                 self.end(conn)
             return True
-        start = time.monotonic()
-        call = Call(conn, request, start + self.cfg.timeout, start)
-        self.watchdog.add(call)
-        if scope is not None:
-            scope.attach()
-        try:
-            status, headers, body, error = self.run_handler(event, response)
-        finally:
-            if scope is not None:
-                scope.detach()
-            self.watchdog.remove(call)
-        if not call.settle():
-            return False  # the watchdog answered 408 and closed the connection
-        self.metrics.observe(request.method, time.monotonic() - start, error is not None)
-        if scope is not None:
-            scope.end(status, str(error) if error is not None else None)
-        try:
-            self.respond(conn, status, headers, body, head)
-        finally:
-            self.end(conn)
-        return not conn.closing
+        return self.run_call(conn, request, head, scope, lambda: self.run_handler(event, response) + (None,))
 
     def call_request(self, conn, request, head):
         """Run a request-API handler (main() in Flask) for request and
         answer it, as call does."""
         if self.handler is None:
-            self.metrics.observe(request.method, 0, True)
-            try:
-                self.respond_text(conn, 500, NOT_LOADED, head)
-            finally:
-                self.end(conn)
-            return True
+            return self.not_loaded(conn, request, head)
         scope = self.tracing.scope(request)
+        import sdk
+
+        def run():
+            sdk._enter(request, scope)
+            try:
+                return self.run_app(request)
+            finally:
+                sdk._leave()
+        return self.run_call(conn, request, head, scope, run)
+
+    def not_loaded(self, conn, request, head):
+        """Answer a call while the handler could not be loaded, as Kyma does."""
+        self.metrics.observe(request.method, 0, True)
+        try:
+            self.respond_text(conn, 500, NOT_LOADED, head)
+        finally:
+            self.end(conn)
+        return True
+
+    def run_call(self, conn, request, head, scope, run):
+        """Run one call under the watchdog and in its span, and answer it
+        with what run returns: (status, headers, body, error, length),
+        length None for len(body). Returns whether the connection stays
+        open."""
         start = time.monotonic()
         call = Call(conn, request, start + self.cfg.timeout, start)
         self.watchdog.add(call)
-        import sdk
-        sdk._enter(request, scope)
         if scope is not None:
             scope.attach()
         try:
-            status, headers, body, length, error = self.run_app(request)
+            status, headers, body, error, length = run()
         finally:
+            # A line the handler left without a newline is written now,
+            # as a line, not held until this thread prints again.
+            for stream in (sys.stdout, sys.stderr):
+                end_line = getattr(stream, 'end_line', None)
+                if end_line:
+                    end_line()
             if scope is not None:
                 scope.detach()
-            sdk._leave()
             self.watchdog.remove(call)
         if not call.settle():
             return False  # the watchdog answered 408 and closed the connection
@@ -460,36 +457,22 @@ class Server:
 
     def run_app(self, request):
         """Run the handler's Flask app; never raises. Returns (status,
-        headers, body, length, error), error what main() raised, or None."""
+        headers, body, error, length), error what main() raised, or None."""
         try:
-            try:
-                status, headers, body, length, error = self.handler.call(request)
-            finally:
-                for stream in (sys.stdout, sys.stderr):
-                    end_line = getattr(stream, 'end_line', None)
-                    if end_line:
-                        end_line()
+            status, headers, body, length, error = self.handler.call(request)
             check_headers(headers)
-            return status, headers, body, length, error
+            return status, headers, body, error, length
         except BaseException as err:  # the app itself failed, or a header cannot be sent
             import traceback
             sys.stderr.write('kfn: function failed:\n' + ''.join(traceback.format_exception(err)))
             body = INTERNAL_ERROR.encode()
-            return 500, [('Content-Type', 'text/plain; charset=utf-8')], body, len(body), err
+            return 500, [('Content-Type', 'text/plain; charset=utf-8')], body, err, len(body)
 
     def run_handler(self, event, response):
         """Call the handler and encode its answer; never raises. Returns
         (status, headers, body, error), error None unless the call failed."""
         try:
-            try:
-                result = self.handler(event, dict(self.context))
-            finally:
-                # A line the handler left without a newline is written now,
-                # as a line, not held until this thread prints again.
-                for stream in (sys.stdout, sys.stderr):
-                    end_line = getattr(stream, 'end_line', None)
-                    if end_line:
-                        end_line()
+            result = self.handler(event, dict(self.context))
             status, headers, body = encode_result(result, response)
             check_headers(headers)
             return status, headers, body, None
