@@ -69,16 +69,7 @@ func TestKymaFunctionsRunAndAnswerThroughTheirService(t *testing.T) {
 			})
 			t.Run("its Service answers the handler's output", func(t *testing.T) {
 				url := functionURL(t, ns, name) + "/?q=x"
-				eventually(t, 30*time.Second, "answer", func() error {
-					code, body, err := get(url)
-					if err != nil {
-						return err
-					}
-					if code != 200 || strings.TrimSpace(body) != want {
-						return fmt.Errorf("%d %q, want 200 %q", code, body, want)
-					}
-					return nil
-				})
+				waitAnswer(t, url, want)
 			})
 			t.Run("its pod was admitted under restricted", func(t *testing.T) {
 				pods, err := platform.cluster.Clientset.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: functionLabel + "=" + name})
@@ -240,4 +231,19 @@ spec:
 			return err
 		})
 	}
+}
+
+// waitAnswer waits until url answers 200 with want (spaces trimmed).
+func waitAnswer(t *testing.T, url, want string) {
+	t.Helper()
+	eventually(t, 30*time.Second, "answer", func() error {
+		code, body, err := get(url)
+		if err != nil {
+			return err
+		}
+		if code != 200 || strings.TrimSpace(body) != want {
+			return fmt.Errorf("%d %q, want 200 %q", code, body, want)
+		}
+		return nil
+	})
 }

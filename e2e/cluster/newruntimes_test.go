@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -133,16 +132,7 @@ func TestKymaNewestRuntimes(t *testing.T) {
 		t.Run(name+" answers through its Service", func(t *testing.T) {
 			waitRunning(t, ns, name, 3*time.Minute)
 			url := functionURL(t, ns, name) + "/?q=x"
-			eventually(t, 30*time.Second, "answer", func() error {
-				code, body, err := get(url)
-				if err != nil {
-					return err
-				}
-				if code != 200 || strings.TrimSpace(body) != want {
-					return fmt.Errorf("%d %q, want 200 %q", code, body, want)
-				}
-				return nil
-			})
+			waitAnswer(t, url, want)
 		})
 	}
 
