@@ -4,7 +4,6 @@ package api_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,17 +29,8 @@ import (
 var cluster *testcluster.Cluster
 
 func TestMain(m *testing.M) {
-	var err error
-	cluster, err = testcluster.Start(testcluster.WithScheme(serverlessv1alpha2.AddToScheme, eventingv1alpha2.AddToScheme, apiextensionsv1.AddToScheme))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := cluster.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	}
-	os.Exit(code)
+	os.Exit(testcluster.Main(m, testcluster.Into(&cluster),
+		testcluster.WithScheme(serverlessv1alpha2.AddToScheme, eventingv1alpha2.AddToScheme, apiextensionsv1.AddToScheme)))
 }
 
 // namespace creates a fresh namespace for one test.

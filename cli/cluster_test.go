@@ -3,7 +3,6 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -28,34 +27,20 @@ import (
 // The API server of the cluster-mode tests: no kubelet runs, so these
 // cover what needs only the API (get, apply, logs of a Function without
 // pods); the port-forwards to kfn's pods run in e2e/cluster on a real node.
-var (
-	clusterOnce sync.Once
-	shared      *testcluster.Cluster
-	sharedErr   error
-)
+var shared = testcluster.Lazy{Options: []testcluster.Option{
+	testcluster.WithScheme(serverlessv1alpha2.AddToScheme, eventingv1alpha2.AddToScheme),
+}}
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if shared != nil {
-		if err := shared.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stop test cluster:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(shared.Main(m)) }
 
 // kubeconfig starts the package's API server (once) and returns a
 // kubeconfig file for it and a client.
 func kubeconfig(t *testing.T) (string, client.Client) {
 	t.Helper()
-	clusterOnce.Do(func() {
-		shared, sharedErr = testcluster.Start(testcluster.WithScheme(serverlessv1alpha2.AddToScheme, eventingv1alpha2.AddToScheme))
-	})
-	require.NoError(t, sharedErr, "start the test API server")
+	c := shared.Get(t)
 	path := filepath.Join(t.TempDir(), "kubeconfig")
-	require.NoError(t, os.WriteFile(path, shared.KubeConfig, 0o600))
-	return path, shared.Client
+	require.NoError(t, os.WriteFile(path, c.KubeConfig, 0o600))
+	return path, c.Client
 }
 
 func namespaceFor(t *testing.T, c client.Client, name string) string {

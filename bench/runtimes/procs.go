@@ -8,9 +8,10 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
+
+	"github.com/kfn-dev/kfn/internal/tail"
 )
 
 // target is one server under test: a kfn host or a plain anchor.
@@ -32,29 +33,7 @@ type server struct {
 	addr string
 	cmd  *exec.Cmd
 	done chan error
-	out  tailBuffer
-}
-
-// tailBuffer keeps the last few KiB a process wrote, for error messages.
-type tailBuffer struct {
-	mu sync.Mutex
-	b  []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > 8<<10 {
-		t.b = append(t.b[:0:0], t.b[len(t.b)-8<<10:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.b)
+	out  *tail.Buffer // the last few KiB the process wrote, for error messages
 }
 
 func freePort() (int, error) {
@@ -75,9 +54,9 @@ func start(t target, bound time.Duration) (*server, time.Duration, error) {
 	}
 	cmd := exec.Command(t.argv[0], t.argv[1:]...)
 	cmd.Env = append(append([]string(nil), t.env...), t.portEnv+"="+strconv.Itoa(port))
-	s := &server{t: t, addr: "127.0.0.1:" + strconv.Itoa(port), cmd: cmd, done: make(chan error, 1)}
-	cmd.Stdout = &s.out
-	cmd.Stderr = &s.out
+	s := &server{t: t, addr: "127.0.0.1:" + strconv.Itoa(port), cmd: cmd, done: make(chan error, 1), out: tail.New(8 << 10)}
+	cmd.Stdout = s.out
+	cmd.Stderr = s.out
 	t0 := time.Now()
 	if err := cmd.Start(); err != nil {
 		return nil, 0, fmt.Errorf("start %s: %w", t.name, err)

@@ -1,49 +1,31 @@
 package chart_test
 
 import (
-	"fmt"
 	"os"
-	"sync"
 	"testing"
 
 	"github.com/kfn-dev/kfn/internal/testcluster"
 )
 
 // The API server of this package's tests: started by the first test that
-// needs it (render-only tests never wait for it), stopped by TestMain.
-var (
-	clusterOnce sync.Once
-	cluster     *testcluster.Cluster
-	clusterErr  error
-	// binDir holds the component binaries the RBAC tests build.
-	binDir string
-)
+// needs it (render-only tests never wait for it), stopped by TestMain. It
+// has no CRDs: the tests install the chart's CRDs from the rendered
+// manifest, as helm does.
+var cluster = testcluster.Lazy{Options: []testcluster.Option{testcluster.WithoutKfnCRDs()}}
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
+// binDir holds the component binaries the RBAC tests build.
+var binDir string
 
-func run(m *testing.M) int {
-	code := m.Run()
+func TestMain(m *testing.M) {
+	code := cluster.Main(m)
 	if binDir != "" {
 		_ = os.RemoveAll(binDir)
 	}
-	if cluster != nil {
-		if err := cluster.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stop test cluster:", err)
-			return 1
-		}
-	}
-	return code
+	os.Exit(code)
 }
 
-// sharedCluster returns a real kube-apiserver and etcd with no CRDs: the
-// tests install the chart's CRDs from the rendered manifest, as helm does.
+// sharedCluster returns the package's API server, starting it on first use.
 func sharedCluster(t testing.TB) *testcluster.Cluster {
 	t.Helper()
-	clusterOnce.Do(func() {
-		cluster, clusterErr = testcluster.Start(testcluster.WithoutKfnCRDs())
-	})
-	if clusterErr != nil {
-		t.Fatalf("start test cluster: %v", clusterErr)
-	}
-	return cluster
+	return cluster.Get(t)
 }

@@ -33,21 +33,8 @@ import (
 
 var cluster *testcluster.Cluster
 
-func TestMain(m *testing.M) { os.Exit(testMain(m)) }
-
-func testMain(m *testing.M) int {
-	c, err := testcluster.Start(testcluster.WithScheme(eventingv1alpha2.AddToScheme))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() {
-		if err := c.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}()
-	cluster = c
-	return m.Run()
+func TestMain(m *testing.M) {
+	os.Exit(testcluster.Main(m, testcluster.Into(&cluster), testcluster.WithScheme(eventingv1alpha2.AddToScheme)))
 }
 
 func TestRunRefusesBadFlagsBeforeDoingAnything(t *testing.T) {

@@ -32,21 +32,14 @@ var cluster *testcluster.Cluster
 // wait bounds every Eventually of these tests.
 const wait = 30 * time.Second
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
+func TestMain(m *testing.M) {
+	os.Exit(testcluster.Main(m, startController, testcluster.WithScheme(function.AddToScheme)))
+}
 
-func run(m *testing.M) int {
-	c, err := testcluster.Start(testcluster.WithScheme(function.AddToScheme))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() {
-		if err := c.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}()
+// startController keeps the cluster and runs the Function controller on it
+// until the tests are done.
+func startController(c *testcluster.Cluster) (func(), error) {
 	cluster = c
-
 	if os.Getenv("KFN_TEST_LOG") != "" {
 		ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true)))
 	} else {
@@ -59,30 +52,28 @@ func run(m *testing.M) int {
 		HealthProbeBindAddress: "0",
 	})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return nil, err
 	}
 	cfg := testConfig()
 	cfg.GitPollInterval = time.Second
 	cfg.KEDACheckInterval = 200 * time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	r, err := function.NewReconciler(mgr, cfg)
 	if err == nil {
 		err = r.SetupWithManager(ctx, mgr)
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		cancel()
+		return nil, err
 	}
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	code := m.Run()
-	cancel()
-	if err := <-done; err != nil {
-		fmt.Fprintln(os.Stderr, "manager:", err)
-	}
-	return code
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			fmt.Fprintln(os.Stderr, "manager:", err)
+		}
+	}, nil
 }
 
 func testCtx(t *testing.T) context.Context {

@@ -48,36 +48,28 @@ var cluster *testcluster.Cluster
 // kubeconfig is the file that points the event bridge's processes at cluster.
 var kubeconfig string
 
-func TestMain(m *testing.M) { os.Exit(runTests(m)) }
-
-func runTests(m *testing.M) int {
+func TestMain(m *testing.M) {
 	flag.Parse()
 	if testing.Short() {
-		return m.Run() // every test skips: no API server
+		os.Exit(m.Run()) // every test skips: no API server
 	}
-	c, err := testcluster.Start(testcluster.WithScheme(eventingv1alpha2.AddToScheme))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() {
-		if err := c.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}()
+	os.Exit(testcluster.Main(m, writeKubeconfig, testcluster.WithScheme(eventingv1alpha2.AddToScheme)))
+}
+
+// writeKubeconfig keeps the cluster and writes its kubeconfig for the
+// processes the tests start.
+func writeKubeconfig(c *testcluster.Cluster) (func(), error) {
 	dir, err := os.MkdirTemp("", "kfn-faults-kubeconfig-")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return nil, err
 	}
-	defer os.RemoveAll(dir)
 	kubeconfig = filepath.Join(dir, "kubeconfig")
 	if err := os.WriteFile(kubeconfig, c.KubeConfig, 0o600); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		os.RemoveAll(dir)
+		return nil, err
 	}
 	cluster = c
-	return m.Run()
+	return func() { os.RemoveAll(dir) }, nil
 }
 
 // bins are the binaries the suite runs, built once.

@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/kfn-dev/kfn/internal/tail"
 )
 
 // outputTail is how much of each process's last output a start error quotes.
@@ -80,7 +82,7 @@ func Start(opts ...Option) (*Cluster, error) {
 	if err != nil {
 		return nil, errors.Join(err, removeDir(dir))
 	}
-	out := &output{etcd: tailBuffer{max: outputTail}, apiServer: tailBuffer{max: outputTail}}
+	out := &output{etcd: tail.New(outputTail), apiServer: tail.New(outputTail)}
 	env, err := newEnvironment(o, scheme, crdPaths, assets, dir, out)
 	if err != nil {
 		return nil, errors.Join(err, wd.kill())
@@ -171,14 +173,14 @@ func newEnvironment(o *options, scheme *runtime.Scheme, crdPaths []string, asset
 			Etcd: &envtest.Etcd{
 				Path:    filepath.Join(assets, "etcd"),
 				DataDir: etcdDir,
-				Out:     outputWriter(&out.etcd, os.Stdout),
-				Err:     outputWriter(&out.etcd, os.Stderr),
+				Out:     outputWriter(out.etcd, os.Stdout),
+				Err:     outputWriter(out.etcd, os.Stderr),
 			},
 			APIServer: &envtest.APIServer{
 				Path:    filepath.Join(assets, "kube-apiserver"),
 				CertDir: apiServerDir,
-				Out:     outputWriter(&out.apiServer, os.Stdout),
-				Err:     outputWriter(&out.apiServer, os.Stderr),
+				Out:     outputWriter(out.apiServer, os.Stdout),
+				Err:     outputWriter(out.apiServer, os.Stderr),
 			},
 		},
 	}, nil

@@ -7,26 +7,17 @@
 // which builds them from their Go modules once per version into a cache
 // outside the checkout, so a plain go test ./... works on a fresh machine.
 //
-// One cluster per test package is the usual shape, started in TestMain:
+// One cluster per test package is the usual shape, started in TestMain by
+// [Main]:
 //
 //	var cluster *testcluster.Cluster
 //
-//	func TestMain(m *testing.M) { os.Exit(run(m)) }
-//
-//	func run(m *testing.M) int {
-//		c, err := testcluster.Start(testcluster.WithScheme(v1alpha2.AddToScheme))
-//		if err != nil {
-//			fmt.Fprintln(os.Stderr, err)
-//			return 1
-//		}
-//		defer func() {
-//			if err := c.Stop(); err != nil {
-//				fmt.Fprintln(os.Stderr, err)
-//			}
-//		}()
-//		cluster = c
-//		return m.Run()
+//	func TestMain(m *testing.M) {
+//		os.Exit(testcluster.Main(m, testcluster.Into(&cluster), testcluster.WithScheme(v1alpha2.AddToScheme)))
 //	}
+//
+// A package whose tests mostly need no cluster uses a [Lazy] one, started
+// by the first test that asks for it.
 //
 // A test can instead call [New] to get a cluster of its own that is stopped
 // when the test ends. If the test binary dies without calling Stop (a panic

@@ -1,40 +1,29 @@
 package testcluster
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kfn-dev/kfn/internal/tail"
 )
 
-func TestTailBufferKeepsTheLastLines(t *testing.T) {
+func TestOutputQuotesWhatEachProcessSaidLast(t *testing.T) {
 	tests := map[string]struct {
-		writes []string
-		want   string
+		etcd, apiServer string
+		want            string
 	}{
-		"short output whole": {
-			writes: []string{"a\n", "b\n"},
-			want:   "a\nb\n",
-		},
-		"long output from a line start": {
-			writes: []string{"first line\n", "second\n", "third\n"},
-			want:   "third\n",
-		},
-		"many writes bounded": {
-			writes: append(strings.Split(strings.Repeat("x", 100), ""), "end\n"),
-			want:   "xxxxend\n",
-		},
+		"silent":    {want: ""},
+		"only etcd": {etcd: "  bind: address in use \n", want: "\n--- last output of etcd ---\nbind: address in use"},
+		"both": {etcd: "e\n", apiServer: "a\n",
+			want: "\n--- last output of etcd ---\ne\n--- last output of kube-apiserver ---\na"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			b := &tailBuffer{max: 8}
-			for _, w := range tc.writes {
-				n, err := b.Write([]byte(w))
-				require.NoError(t, err)
-				require.Equal(t, len(w), n)
-			}
-			require.Equal(t, tc.want, b.String())
-			require.LessOrEqual(t, len(b.buf), 2*b.max)
+			o := &output{etcd: tail.New(outputTail), apiServer: tail.New(outputTail)}
+			_, _ = o.etcd.Write([]byte(tc.etcd))
+			_, _ = o.apiServer.Write([]byte(tc.apiServer))
+			require.Equal(t, tc.want, o.String())
 		})
 	}
 }

@@ -12,9 +12,10 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
+
+	"github.com/kfn-dev/kfn/internal/tail"
 )
 
 // ErrNotReady is wrapped by WaitReady's error when a process exits or times
@@ -56,7 +57,7 @@ type Process struct {
 	runDir  string
 	done    chan struct{}
 	exitErr error
-	stderr  *tailBuffer
+	stderr  *tail.Buffer
 }
 
 // Start opens a listening socket on a free loopback port, starts the
@@ -80,7 +81,7 @@ func Start(spec Spec, out io.Writer) (*Process, error) {
 	}
 	defer file.Close()
 
-	stderr := &tailBuffer{max: 4096}
+	stderr := tail.New(4096)
 	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
 	cmd.Dir = spec.Dir
 	cmd.Env = append(baseEnv(), spec.Env...)
@@ -195,9 +196,9 @@ func (p *Process) WaitReady(ctx context.Context) error {
 		}
 		select {
 		case <-p.done:
-			return fmt.Errorf("%w: exited (%v): %s", ErrNotReady, p.exitErr, p.stderr.String())
+			return fmt.Errorf("%w: exited (%v): %s", ErrNotReady, p.exitErr, lastWords(p.stderr))
 		case <-ctx.Done():
-			return fmt.Errorf("%w: %w: %s", ErrNotReady, ctx.Err(), p.stderr.String())
+			return fmt.Errorf("%w: %w: %s", ErrNotReady, ctx.Err(), lastWords(p.stderr))
 		case <-time.After(delay):
 		}
 		delay = min(2*delay, 200*time.Millisecond)
@@ -236,29 +237,10 @@ func signalGroup(cmd *exec.Cmd, sig syscall.Signal) {
 	}
 }
 
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if len(t.buf) > t.max {
-		t.buf = t.buf[len(t.buf)-t.max:]
+// lastWords quotes the end of a process's stderr for an error message.
+func lastWords(stderr *tail.Buffer) string {
+	if s := strings.TrimSpace(stderr.String()); s != "" {
+		return s
 	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s := bytes.TrimSpace(t.buf)
-	if len(s) == 0 {
-		return "(no output)"
-	}
-	return string(s)
+	return "(no output)"
 }

@@ -28,22 +28,9 @@ import (
 
 var cluster *testcluster.Cluster
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
+func TestMain(m *testing.M) {
 	ctrl.SetLogger(funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{}))
-	c, err := testcluster.Start(testcluster.WithScheme(eventingv1alpha2.AddToScheme))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() {
-		if err := c.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}()
-	cluster = c
-	return m.Run()
+	os.Exit(testcluster.Main(m, testcluster.Into(&cluster), testcluster.WithScheme(eventingv1alpha2.AddToScheme)))
 }
 
 // env is a real scaler core on an embedded NATS, fed by the Feeder from the
