@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kfn-dev/kfn/eventbridge/inflight"
 	"github.com/kfn-dev/kfn/eventbridge/stream"
 	"github.com/kfn-dev/kfn/internal/logging"
 	"github.com/kfn-dev/kfn/scaler"
-	"github.com/kfn-dev/kfn/scaler/inflight"
 )
 
 // errInvalidConfig is wrapped by every error of config.validate.

@@ -32,9 +32,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/eventbridge/inflight"
 	"github.com/kfn-dev/kfn/internal/logging"
 	"github.com/kfn-dev/kfn/scaler"
-	"github.com/kfn-dev/kfn/scaler/inflight"
 	"github.com/kfn-dev/kfn/scaler/kube"
 	"github.com/kfn-dev/kfn/scaler/server"
 )

@@ -23,9 +23,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/eventbridge/inflight"
 	"github.com/kfn-dev/kfn/internal/logging/logtest"
 	"github.com/kfn-dev/kfn/internal/testcluster"
-	"github.com/kfn-dev/kfn/scaler/inflight"
 	"github.com/kfn-dev/kfn/scaler/scalertest"
 	"github.com/kfn-dev/kfn/scaler/server"
 	"github.com/kfn-dev/kfn/scaler/trigger"

@@ -11,7 +11,7 @@ import (
 
 	"github.com/kfn-dev/kfn/eventbridge/endpoints"
 	"github.com/kfn-dev/kfn/eventbridge/gateway"
-	"github.com/kfn-dev/kfn/scaler/inflight"
+	"github.com/kfn-dev/kfn/eventbridge/inflight"
 )
 
 // functionServicePort is the port of a Function's Service

@@ -26,9 +26,9 @@ import (
 	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge/bridge"
 	"github.com/kfn-dev/kfn/eventbridge/gateway"
+	"github.com/kfn-dev/kfn/eventbridge/inflight"
 	"github.com/kfn-dev/kfn/eventbridge/internal/natstest"
 	"github.com/kfn-dev/kfn/internal/testcluster"
-	"github.com/kfn-dev/kfn/scaler/inflight"
 )
 
 // functionSlice is the EndpointSlice of a Function's Service as the

@@ -1,7 +1,6 @@
 package inflight_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -9,9 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/kfn-dev/kfn/scaler"
-	"github.com/kfn-dev/kfn/scaler/inflight"
-	"github.com/kfn-dev/kfn/scaler/scalertest"
+	"github.com/kfn-dev/kfn/eventbridge/inflight"
 )
 
 func TestDecode(t *testing.T) {
@@ -59,52 +56,4 @@ func TestEncodeDecode(t *testing.T) {
 	assert.Equal(t, "gw-1", src)
 	assert.Equal(t, 750*time.Millisecond, ttl)
 	assert.Equal(t, map[types.NamespacedName]int{{Namespace: "b", Name: "x"}: 2, {Namespace: "a", Name: "y"}: 1}, out)
-}
-
-// TestReportsReachEveryScalerReplica runs two scaler cores, each
-// subscribed as a scaler replica is, and one gateway-side Publisher, all on
-// an embedded NATS.
-func TestReportsReachEveryScalerReplica(t *testing.T) {
-	n := scalertest.StartNATS(t)
-	fn := types.NamespacedName{Namespace: "shop", Name: "orders"}
-	var cores []*scaler.Scaler
-	var watches []<-chan struct{}
-	for range 2 {
-		core, err := scaler.New(scaler.NewJetStreamReader(n.JS, n.Streams.EventStream), nil, scaler.WithActivationHold(0))
-		require.NoError(t, err)
-		require.NoError(t, core.Refresh(context.Background()))
-		stop, err := inflight.Subscribe(scalertest.Connect(t, n.Server.ClientURL()), "", core, nil)
-		require.NoError(t, err)
-		t.Cleanup(stop)
-		active, ch, cancel := core.Watch(fn)
-		t.Cleanup(cancel)
-		require.False(t, active)
-		cores, watches = append(cores, core), append(watches, ch)
-	}
-	pub, err := inflight.NewPublisher(scalertest.Connect(t, n.Server.ClientURL()), "", nil)
-	require.NoError(t, err)
-
-	// Garbage first: dropped, changes nothing; then a real report.
-	require.NoError(t, n.Conn.Publish(inflight.DefaultSubject, []byte(`{"source":"evil","ttlMillis":1000,"functions":[{"namespace":"shop","name":"orders","inFlight":-5}]}`)))
-	pub.ReportInFlight("gw-0", map[types.NamespacedName]int{fn: 2}, time.Minute)
-	for i, ch := range watches {
-		select {
-		case <-ch:
-		case <-time.After(5 * time.Second):
-			t.Fatalf("replica %d: no activation from the report", i)
-		}
-		st, err := cores[i].State(fn)
-		require.NoError(t, err)
-		assert.Equal(t, 2, st.InFlight, "replica %d", i)
-		assert.True(t, st.Active)
-	}
-
-	// The next report replaces it.
-	pub.ReportInFlight("gw-0", nil, time.Minute)
-	for i, core := range cores {
-		require.Eventually(t, func() bool {
-			st, err := core.State(fn)
-			return err == nil && st.InFlight == 0
-		}, 5*time.Second, 5*time.Millisecond, "replica %d", i)
-	}
 }
