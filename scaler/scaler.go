@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"sort"
 	"strings"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 )
 
 // Errors a [Scaler] answers with; test them with errors.Is.
@@ -379,23 +380,30 @@ func (s *Scaler) ReportInFlight(src string, counts map[types.NamespacedName]int,
 	}
 }
 
-// SetSubscription adds or replaces the Subscription b.Subscription. A
-// Binding whose Function changed moves to the new Function.
-func (s *Scaler) SetSubscription(b Binding) {
+// Upsert adds or replaces the Binding of sub (see [BindingFor]); one whose
+// Function changed moves to the new Function. An invalid Subscription (its
+// sink or types) feeds no Function: it is forgotten and the error says why.
+// With Remove, it makes the Scaler a target of the event bridge's
+// subscription.Feeder (in a cluster) and subscription.Set (kfn dev).
+func (s *Scaler) Upsert(sub *eventingv1alpha2.Subscription) error {
+	b, err := BindingFor(sub)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.deleteSubscriptionLocked(b.Subscription)
-	b.Subjects = slices.Clone(b.Subjects)
+	s.deleteSubscriptionLocked(types.NamespacedName{Namespace: sub.Namespace, Name: sub.Name})
+	if err != nil {
+		return err
+	}
 	s.subs[b.Subscription] = b
 	s.functionLocked(b.Function).subs[b.Subscription] = b
+	return nil
 }
 
-// DeleteSubscription forgets the Subscription sub; an unknown one is not an
+// Remove forgets the Subscription namespace/name; an unknown one is not an
 // error.
-func (s *Scaler) DeleteSubscription(sub types.NamespacedName) {
+func (s *Scaler) Remove(namespace, name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.deleteSubscriptionLocked(sub)
+	s.deleteSubscriptionLocked(types.NamespacedName{Namespace: namespace, Name: name})
 }
 
 func (s *Scaler) deleteSubscriptionLocked(sub types.NamespacedName) {
@@ -444,94 +452,4 @@ func (fn *function) detachListener() func() {
 	stop := fn.stopListen
 	fn.stopListen, fn.listenSubject = nil, ""
 	return stop
-}
-
-// Options
-
-// Option configures [New].
-type Option func(*options) error
-
-type options struct {
-	interval    time.Duration
-	readTimeout time.Duration
-	hold        time.Duration
-	log         *slog.Logger
-	metrics     *metrics
-}
-
-// Defaults of the options.
-const (
-	// DefaultRefreshInterval is how often the backlog is read.
-	DefaultRefreshInterval = time.Second
-	// DefaultActivationHold is how long a signal keeps a Function active
-	// against a refresh that started before the signal was counted.
-	DefaultActivationHold = 500 * time.Millisecond
-)
-
-func newOptions(opts []Option) (options, error) {
-	o := options{
-		interval: DefaultRefreshInterval,
-		hold:     DefaultActivationHold,
-		log:      slog.New(slog.DiscardHandler),
-		metrics:  &metrics{},
-	}
-	for _, opt := range opts {
-		if opt == nil {
-			return o, fmt.Errorf("%w: nil Option", ErrInvalidOption)
-		}
-		if err := opt(&o); err != nil {
-			return o, err
-		}
-	}
-	if o.readTimeout == 0 {
-		o.readTimeout = max(o.interval, 5*time.Second)
-	}
-	return o, nil
-}
-
-// WithRefreshInterval sets how often [Scaler.Run] reads the backlog
-// (default DefaultRefreshInterval); it must be at least 10ms.
-func WithRefreshInterval(d time.Duration) Option {
-	return func(o *options) error {
-		if d < 10*time.Millisecond {
-			return fmt.Errorf("%w: refresh interval must be >= 10ms, not %s", ErrInvalidOption, d)
-		}
-		o.interval = d
-		return nil
-	}
-}
-
-// WithReadTimeout bounds one read of the backlog (default: the larger of
-// the refresh interval and 5s).
-func WithReadTimeout(d time.Duration) Option {
-	return func(o *options) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: read timeout must be positive, not %s", ErrInvalidOption, d)
-		}
-		o.readTimeout = d
-		return nil
-	}
-}
-
-// WithActivationHold sets the activation hold (default
-// DefaultActivationHold, see the package doc); it must not be negative.
-func WithActivationHold(d time.Duration) Option {
-	return func(o *options) error {
-		if d < 0 {
-			return fmt.Errorf("%w: activation hold must not be negative, not %s", ErrInvalidOption, d)
-		}
-		o.hold = d
-		return nil
-	}
-}
-
-// WithLogger sets the logger (default: none).
-func WithLogger(l *slog.Logger) Option {
-	return func(o *options) error {
-		if l == nil {
-			return fmt.Errorf("%w: nil logger", ErrInvalidOption)
-		}
-		o.log = l
-		return nil
-	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/inflight"
 	"github.com/kfn-dev/kfn/internal/logging/logtest"
 	"github.com/kfn-dev/kfn/internal/testcluster"
+	"github.com/kfn-dev/kfn/scaler/kube"
 	"github.com/kfn-dev/kfn/scaler/scalertest"
 	"github.com/kfn-dev/kfn/scaler/server"
 	"github.com/kfn-dev/kfn/scaler/trigger"
@@ -59,8 +60,8 @@ func TestRunRefusesBadFlagsBeforeDoingAnything(t *testing.T) {
 		})
 	}
 	require.NoError(t, run(context.Background(), []string{"-h"}, io.Discard), "help is no failure")
-	cfg := defaultConfig()
-	require.NoError(t, cfg.validate(), "the defaults are valid")
+	cfg := kube.DefaultConfig()
+	require.NoError(t, cfg.Validate(), "the defaults are valid")
 }
 
 // freeAddr returns a loopback address that was free a moment ago.

@@ -39,6 +39,7 @@ import (
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 	"github.com/kfn-dev/kfn/controller/function"
+	"github.com/kfn-dev/kfn/eventbridge/subscription"
 	"github.com/kfn-dev/kfn/internal/testcluster"
 	"github.com/kfn-dev/kfn/scaler"
 	"github.com/kfn-dev/kfn/scaler/kube"
@@ -160,7 +161,7 @@ func start(t *testing.T) *platform {
 	r, err := function.NewReconciler(kfnMgr, cfg)
 	require.NoError(t, err)
 	require.NoError(t, r.SetupWithManager(ctx, kfnMgr))
-	feeder := &kube.Feeder{Client: kfnMgr.GetClient(), Core: p.core}
+	feeder := &subscription.Feeder{Client: kfnMgr.GetClient(), Targets: p.core, Name: kube.FeederName}
 	require.NoError(t, feeder.SetupWithManager(kfnMgr))
 	run(kfnMgr.Start)
 	require.NoError(t, feeder.Prime(ctx, kfnMgr.GetCache()))

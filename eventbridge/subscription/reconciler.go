@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
-	"github.com/kfn-dev/kfn/eventbridge/stream"
 )
 
 // Finalizer is set on every Subscription so that its consumer is deleted
@@ -41,12 +39,8 @@ var ErrServiceNotFound = errors.New("sink Service not found")
 type Reconciler struct {
 	// Client reads Subscriptions and Services and writes status.
 	Client client.Client
-	// JetStream is where consumers live.
-	JetStream jetstream.JetStream
-	// Streams names the event stream (and is re-ensured if NATS lost it).
-	Streams stream.Config
-	// Consumer holds the consumer settings not in the Subscription.
-	Consumer stream.ConsumerSettings
+	// Applier makes the consumers.
+	Applier Applier
 	// Resync is the period of reconciles without a change; DefaultResync
 	// when zero.
 	Resync time.Duration
@@ -131,50 +125,29 @@ func (r *Reconciler) resync() time.Duration {
 	return DefaultResync
 }
 
-// observe validates the Subscription and makes its consumer exist (valid)
-// or not (invalid).
+// observe validates the Subscription, with the cluster's check that its
+// sink's Service exists, and makes its consumer exist (valid) or not
+// (invalid).
 func (r *Reconciler) observe(ctx context.Context, sub *v1alpha2.Subscription) Observation {
-	name := stream.ConsumerName(sub.Namespace, sub.Name)
-	cfg, err := r.validate(ctx, sub)
-	if err != nil {
-		if derr := stream.DeleteConsumer(ctx, r.JetStream, r.Streams.EventStream, name); derr != nil {
-			ctrl.LoggerFrom(ctx).Error(derr, "delete the consumer of an invalid Subscription")
-		}
-		return Observation{SpecError: err}
+	obs := r.Applier.Apply(ctx, sub, r.serviceExists)
+	if obs.SpecError != nil && obs.ConsumerError != nil {
+		ctrl.LoggerFrom(ctx).Error(obs.ConsumerError, "delete the consumer of an invalid Subscription")
 	}
-	_, err = stream.EnsureConsumer(ctx, r.JetStream, r.Streams.EventStream, cfg)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		// NATS lost the stream: recreate it, then the consumer.
-		if err = stream.Ensure(ctx, r.JetStream, r.Streams); err == nil {
-			_, err = stream.EnsureConsumer(ctx, r.JetStream, r.Streams.EventStream, cfg)
-		}
-	}
-	if err != nil {
-		return Observation{ConsumerError: err}
-	}
-	return Observation{Consumer: name}
+	return obs
 }
 
-// validate checks what the CRD cannot: the sink's namespace and Service,
-// the config values and the subjects. It returns the consumer config.
-func (r *Reconciler) validate(ctx context.Context, sub *v1alpha2.Subscription) (jetstream.ConsumerConfig, error) {
-	sink, err := sub.ValidateSink()
-	if err != nil {
-		return jetstream.ConsumerConfig{}, fmt.Errorf("spec.sink: %w", err)
-	}
-	cfg, err := stream.ConsumerConfig(sub, r.Consumer)
-	if err != nil {
-		return jetstream.ConsumerConfig{}, err
-	}
+// serviceExists checks what the CRD and the Subscription cannot: that the
+// sink's Service exists.
+func (r *Reconciler) serviceExists(ctx context.Context, _ *v1alpha2.Subscription, sink v1alpha2.Sink) error {
 	var svc corev1.Service
-	err = r.Client.Get(ctx, types.NamespacedName{Namespace: sink.Namespace, Name: sink.Service}, &svc)
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: sink.Namespace, Name: sink.Service}, &svc)
 	if apierrors.IsNotFound(err) {
-		return jetstream.ConsumerConfig{}, fmt.Errorf("spec.sink: %w: Service %q does not exist in namespace %q", ErrServiceNotFound, sink.Service, sink.Namespace)
+		return fmt.Errorf("spec.sink: %w: Service %q does not exist in namespace %q", ErrServiceNotFound, sink.Service, sink.Namespace)
 	}
 	if err != nil {
-		return jetstream.ConsumerConfig{}, fmt.Errorf("spec.sink: look up Service %s/%s: %w", sink.Namespace, sink.Service, err)
+		return fmt.Errorf("spec.sink: look up Service %s/%s: %w", sink.Namespace, sink.Service, err)
 	}
-	return cfg, nil
+	return nil
 }
 
 // writeStatus writes the status computed from obs, only if it changed.
@@ -201,7 +174,7 @@ func (r *Reconciler) finalize(ctx context.Context, sub *v1alpha2.Subscription) e
 	if !controllerutil.ContainsFinalizer(sub, Finalizer) {
 		return nil
 	}
-	if err := stream.DeleteConsumer(ctx, r.JetStream, r.Streams.EventStream, stream.ConsumerName(sub.Namespace, sub.Name)); err != nil {
+	if err := r.Applier.Delete(ctx, sub.Namespace, sub.Name); err != nil {
 		return err
 	}
 	controllerutil.RemoveFinalizer(sub, Finalizer)

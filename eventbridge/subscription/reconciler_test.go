@@ -2,6 +2,7 @@ package subscription_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -37,16 +38,22 @@ func TestMain(m *testing.M) {
 	os.Exit(testcluster.Main(m, testcluster.Into(&cluster), testcluster.WithScheme(v1alpha2.AddToScheme)))
 }
 
-// targets records what the Feeder tells the dispatcher.
+// targets records what the Feeder or a Set tells the dispatcher; it
+// refuses the Subscription named refuse.
 type targets struct {
 	mu      sync.Mutex
 	serving map[string]*v1alpha2.Subscription
+	refuse  string
 }
 
 func (t *targets) Upsert(s *v1alpha2.Subscription) error {
 	if _, err := s.ValidateSink(); err != nil {
 		t.Remove(s.Namespace, s.Name)
 		return err
+	}
+	if s.Name == t.refuse {
+		t.Remove(s.Namespace, s.Name)
+		return errors.New("refused")
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -95,7 +102,7 @@ func newEnv(t *testing.T) *env {
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	require.NoError(t, err)
-	e.rec = &subscription.Reconciler{Client: mgr.GetClient(), JetStream: e.js, Streams: e.streams, Resync: 300 * time.Millisecond}
+	e.rec = &subscription.Reconciler{Client: mgr.GetClient(), Applier: subscription.Applier{JetStream: e.js, Streams: e.streams}, Resync: 300 * time.Millisecond}
 	require.NoError(t, e.rec.SetupWithManager(mgr))
 	require.NoError(t, (&subscription.Feeder{Client: mgr.GetClient(), Targets: e.targets}).SetupWithManager(mgr))
 	ctx, cancel := context.WithCancel(context.Background())

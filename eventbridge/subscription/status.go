@@ -16,7 +16,9 @@ type Observation struct {
 	// Service, invalid config or types), nil when it can.
 	SpecError error
 	// ConsumerError is why the consumer could not be created or updated,
-	// nil when it exists as desired. Ignored when SpecError is set.
+	// nil when it exists as desired. With a SpecError, it is why the
+	// consumer of the invalid spec could not be deleted, and the status
+	// ignores it.
 	ConsumerError error
 	// Consumer is the consumer's name when it exists.
 	Consumer string

@@ -40,11 +40,12 @@ func (p *Platform) Status() Status {
 	for _, f := range p.notReady {
 		notReady[f.Namespace+"/"+f.Name] = f
 	}
-	subs := make([]SubscriptionStatus, 0, len(p.subs))
-	for key, s := range p.subs {
-		subs = append(subs, SubscriptionStatus{Namespace: key.Namespace, Name: key.Name, Sink: s.Spec.Sink, Source: s.Spec.Source, Types: s.Spec.Types})
-	}
 	p.mu.Unlock()
+	served := p.subscriptions.Subscriptions()
+	subs := make([]SubscriptionStatus, 0, len(served))
+	for _, s := range served {
+		subs = append(subs, SubscriptionStatus{Namespace: s.Namespace, Name: s.Name, Sink: s.Spec.Sink, Source: s.Spec.Source, Types: s.Spec.Types})
+	}
 
 	for _, f := range p.runner.Functions() {
 		fs := FunctionStatus{

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -21,22 +20,19 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"k8s.io/apimachinery/pkg/types"
 
-	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/api/manifest"
 	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
-	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/gateway"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/eventbridge/stream"
-	"github.com/kfn-dev/kfn/internal/logging"
+	"github.com/kfn-dev/kfn/eventbridge/subscription"
 	"github.com/kfn-dev/kfn/local/autoscaler"
 	"github.com/kfn-dev/kfn/local/broker"
 	"github.com/kfn-dev/kfn/local/eventpath"
 	"github.com/kfn-dev/kfn/local/project"
 	"github.com/kfn-dev/kfn/local/runner"
-	"github.com/kfn-dev/kfn/local/supervisor"
 	"github.com/kfn-dev/kfn/local/webview"
 	"github.com/kfn-dev/kfn/scaler"
 	scalerserver "github.com/kfn-dev/kfn/scaler/server"
@@ -106,9 +102,12 @@ type Platform struct {
 	events *eventpath.Recorder
 	view   *webview.View
 
+	// subscriptions are the project's Subscriptions, served by the
+	// dispatcher and the scaler.
+	subscriptions *subscription.Set
+
 	mu      sync.Mutex // guards the fields below
 	project *project.Project
-	subs    map[types.NamespacedName]*eventingv1alpha2.Subscription
 	errors  []string // from the last load
 	// notReady are the Functions of the last load that cannot run, as
 	// the controller reports them (ConfigurationReady False); they are
@@ -148,40 +147,13 @@ func Run(ctx context.Context, cfg Config, started func(*Platform)) error {
 	servers, serve := errgroup.WithContext(serve)
 	workers, work := errgroup.WithContext(work)
 
-	scalerLis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return fmt.Errorf("listen for the scaler: %w", err)
-	}
-	grpcServer, err := scalerserver.New(p.scaler, scalerserver.WithLogger(p.log.With("component", "scaler")))
-	if err != nil {
-		return fmt.Errorf("scaler server: %w", err)
-	}
-	servers.Go(func() error { return p.scaler.Run(serve) })
-	servers.Go(func() error { return grpcServer.Serve(serve, scalerLis) })
-	servers.Go(func() error { p.gateway.Run(serve.Done()); return nil })
-	// Follow the event stream before serving, so that the web view misses
-	// no event published to kfn dev.
-	stopFollowing, err := p.events.Follow(serve, p.js, p.streams.EventStream)
+	scalerAddr, stopFollowing, err := p.serve(serve, servers, lis)
 	if err != nil {
 		return err
 	}
 	defer stopFollowing()
-	servers.Go(func() error { return p.view.Run(serve) })
-	srv := &http.Server{Handler: p.handler(), ReadHeaderTimeout: 10 * time.Second}
-	servers.Go(func() error {
-		if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("serve %s: %w", p.addr, err)
-		}
-		return nil
-	})
-	servers.Go(func() error {
-		<-serve.Done()
-		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		return srv.Shutdown(shutdown)
-	})
 
-	conn, err := grpc.NewClient(scalerLis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(scalerAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return fmt.Errorf("connect to the scaler: %w", err)
 	}
@@ -222,160 +194,49 @@ func Run(ctx context.Context, cfg Config, started func(*Platform)) error {
 	return errors.Join(ignoreCanceled(werr), ignoreCanceled(serr))
 }
 
+// serve runs, in servers until ctx ends, the scaler with its gRPC server
+// (on a port of its own, whose address it returns), the gateway, the web
+// view, and the publisher, gateway and admin API on lis. It follows the
+// event stream for the web view first, so that it misses no event;
+// stopFollowing ends that.
+func (p *Platform) serve(ctx context.Context, servers *errgroup.Group, lis net.Listener) (scalerAddr string, stopFollowing func(), err error) {
+	scalerLis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, fmt.Errorf("listen for the scaler: %w", err)
+	}
+	grpcServer, err := scalerserver.New(p.scaler, scalerserver.WithLogger(p.log.With("component", "scaler")))
+	if err != nil {
+		_ = scalerLis.Close()
+		return "", nil, fmt.Errorf("scaler server: %w", err)
+	}
+	servers.Go(func() error { return p.scaler.Run(ctx) })
+	servers.Go(func() error { return grpcServer.Serve(ctx, scalerLis) })
+	servers.Go(func() error { p.gateway.Run(ctx.Done()); return nil })
+	if stopFollowing, err = p.events.Follow(ctx, p.js, p.streams.EventStream); err != nil {
+		return "", nil, err
+	}
+	servers.Go(func() error { return p.view.Run(ctx) })
+	srv := &http.Server{Handler: p.handler(), ReadHeaderTimeout: 10 * time.Second}
+	servers.Go(func() error {
+		if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serve %s: %w", p.addr, err)
+		}
+		return nil
+	})
+	servers.Go(func() error {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return srv.Shutdown(shutdown)
+	})
+	return scalerLis.Addr().String(), stopFollowing, nil
+}
+
 func ignoreCanceled(err error) error {
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}
 	return err
-}
-
-// start brings up what Run serves: the broker, the streams, and the
-// event bridge, runner and scaler objects.
-func start(cfg Config) (p *Platform, lis net.Listener, err error) {
-	if cfg.Dir == "" {
-		return nil, nil, errors.New("kfn dev: a project directory is required")
-	}
-	if cfg.Output == nil {
-		return nil, nil, errors.New("kfn dev: an output is required")
-	}
-	logs := newLogBook(1000)
-	cfg.Output = supervisor.NewSyncWriter(io.MultiWriter(cfg.Output, logs))
-	if cfg.Addr == "" {
-		cfg.Addr = "127.0.0.1:8080"
-	}
-	if cfg.StateDir == "" {
-		cfg.StateDir = filepath.Join(cfg.Dir, ".kfn")
-	}
-	if cfg.WatchInterval == 0 {
-		cfg.WatchInterval = 500 * time.Millisecond
-	}
-	if cfg.DrainGrace == 0 {
-		cfg.DrainGrace = 30 * time.Second
-	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(logging.NewHandler(cfg.Output, slog.LevelInfo, logging.Text))
-	}
-	p = &Platform{cfg: cfg, log: log, out: cfg.Output, logs: logs, subs: map[types.NamespacedName]*eventingv1alpha2.Subscription{}}
-	defer func() {
-		if err != nil {
-			p.close()
-		}
-	}()
-
-	if p.admitter, err = manifest.NewAdmitter(); err != nil {
-		return nil, nil, err
-	}
-	lis, err = net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return nil, nil, fmt.Errorf("listen on %s: %w (is another kfn dev running? choose another address with --addr)", cfg.Addr, err)
-	}
-	p.addr = lis.Addr().String()
-	defer func() {
-		if err != nil {
-			_ = lis.Close()
-		}
-	}()
-
-	if p.broker, err = broker.Start(broker.Config{StoreDir: filepath.Join(cfg.StateDir, "nats"), Port: cfg.NATSPort}); err != nil {
-		return nil, nil, err
-	}
-	if p.nc, err = p.broker.Connect(); err != nil {
-		return nil, nil, err
-	}
-	if p.js, err = jetstream.New(p.nc); err != nil {
-		return nil, nil, fmt.Errorf("JetStream: %w", err)
-	}
-	p.streams = stream.DefaultConfig()
-	p.backlogReader = scaler.NewJetStreamReader(p.js, p.streams.EventStream)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err = stream.Ensure(ctx, p.js, p.streams); err != nil {
-		return nil, nil, err
-	}
-
-	p.registry = prometheus.NewRegistry()
-	dispatchMetrics, err := dispatcher.NewMetrics(p.registry)
-	if err != nil {
-		return nil, nil, err
-	}
-	publishMetrics, err := publisher.NewMetrics(p.registry)
-	if err != nil {
-		return nil, nil, err
-	}
-	p.endpoints = newLocalEndpoints()
-	p.runner, err = runner.New(runner.Config{
-		StateDir:         cfg.StateDir,
-		DepsCacheDir:     cfg.DepsCacheDir,
-		PublisherAddress: "http://" + p.addr + "/publish",
-		Pool:             supervisor.PoolOptions{DrainGrace: cfg.DrainGrace},
-		OnChange:         p.endpoints.notify,
-		Log:              cfg.Output,
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	p.endpoints.runner = p.runner
-
-	if p.events, err = eventpath.New(0); err != nil {
-		return nil, nil, err
-	}
-	// Events published without trace context start a trace, and each
-	// delivery attempt gets a span id of its own, so the web view can link
-	// the events a function emits to the delivery it was handling.
-	p.publisher, err = publisher.New(eventpath.TraceRoots(eventstore.New(p.js, p.streams.EventStream)), publisher.Config{},
-		publisher.WithSubscriptions(p), publisher.WithMetrics(publishMetrics), publisher.WithLogger(log.With("component", "publisher")))
-	if err != nil {
-		return nil, nil, err
-	}
-	p.dispatcher, err = dispatcher.New(p.js, dispatcher.Config{Streams: p.streams},
-		dispatcher.WithEndpoints(p.endpoints), dispatcher.WithResolver(p.endpoints),
-		dispatcher.WithMetrics(dispatchMetrics), dispatcher.WithLogger(log.With("component", "dispatcher")),
-		dispatcher.WithObserver(p.events), dispatcher.WithHTTPClient(&http.Client{Transport: p.events.Transport(dispatcher.NewTransport(), p.functionAt)}))
-	if err != nil {
-		return nil, nil, err
-	}
-	p.scaler, err = scaler.New(scaler.NewJetStreamReader(p.js, p.streams.EventStream), scaler.NewNATSListener(p.nc),
-		scaler.WithRefreshInterval(500*time.Millisecond), scaler.WithLogger(log.With("component", "scaler")))
-	if err != nil {
-		return nil, nil, err
-	}
-	if p.deadletter, err = deadletter.NewAdmin(p.js, p.streams); err != nil {
-		return nil, nil, err
-	}
-	if p.gateway, err = gateway.New(p.endpoints, p.scaler, gateway.Config{Source: "kfn-dev"}, log.With("component", "gateway"), p.registry); err != nil {
-		return nil, nil, err
-	}
-	if p.view, err = webview.New(p, p.deadletter, p.events, webview.Options{}); err != nil {
-		return nil, nil, err
-	}
-	return p, lis, nil
-}
-
-// close stops every function process, then the broker. Safe on a
-// partly started Platform.
-func (p *Platform) close() {
-	if p.runner != nil {
-		p.runner.Stop()
-	}
-	if p.nc != nil {
-		p.nc.Close()
-	}
-	if p.broker != nil {
-		p.broker.Stop()
-	}
-}
-
-// ListSubscriptions lists the loaded Subscriptions, for the publisher's
-// /{app}/v1/events/subscribed.
-func (p *Platform) ListSubscriptions(context.Context) ([]eventingv1alpha2.Subscription, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := make([]eventingv1alpha2.Subscription, 0, len(p.subs))
-	for _, s := range p.subs {
-		out = append(out, *s)
-	}
-	return out, nil
 }
 
 // reload reads the project and makes every component run what it defines.
@@ -410,7 +271,9 @@ func (p *Platform) reload(ctx context.Context) {
 	for _, e := range p.runner.Apply(ctx, runnable) {
 		problems = append(problems, e.Error())
 	}
-	problems = append(problems, p.applySubscriptions(ctx, proj.Subscriptions)...)
+	for _, err := range p.subscriptions.Apply(ctx, proj.Subscriptions) {
+		problems = append(problems, err.Error())
+	}
 	p.applyScaling(ctx)
 
 	p.mu.Lock()
@@ -446,53 +309,6 @@ func configured(fns []*serverlessv1alpha2.Function) ([]*serverlessv1alpha2.Funct
 		})
 	}
 	return runnable, notReady
-}
-
-// applySubscriptions creates the consumers of new Subscriptions, updates
-// changed ones, and removes the consumers of removed ones (their waiting
-// events go with them, as when a Subscription is deleted in a cluster).
-func (p *Platform) applySubscriptions(ctx context.Context, subs []*eventingv1alpha2.Subscription) []string {
-	var problems []string
-	want := map[types.NamespacedName]*eventingv1alpha2.Subscription{}
-	for _, sub := range subs {
-		key := types.NamespacedName{Namespace: sub.Namespace, Name: sub.Name}
-		if _, err := sub.ValidateSink(); err != nil {
-			problems = append(problems, fmt.Sprintf("Subscription %s: %v", key, err))
-			continue
-		}
-		cc, err := stream.ConsumerConfig(sub, stream.ConsumerSettings{})
-		if err == nil {
-			_, err = stream.EnsureConsumer(ctx, p.js, p.streams.EventStream, cc)
-		}
-		if err == nil {
-			err = p.dispatcher.Upsert(sub)
-		}
-		if err != nil {
-			problems = append(problems, fmt.Sprintf("Subscription %s: %v", key, err))
-			continue
-		}
-		if b, err := scaler.BindingFor(sub); err == nil {
-			p.scaler.SetSubscription(b)
-		} else {
-			problems = append(problems, fmt.Sprintf("Subscription %s: %v", key, err))
-		}
-		want[key] = sub
-	}
-	p.mu.Lock()
-	old := p.subs
-	p.subs = want
-	p.mu.Unlock()
-	for key := range old {
-		if _, ok := want[key]; ok {
-			continue
-		}
-		p.dispatcher.Remove(key.Namespace, key.Name)
-		p.scaler.DeleteSubscription(key)
-		if err := stream.DeleteConsumer(ctx, p.js, p.streams.EventStream, stream.ConsumerName(key.Namespace, key.Name)); err != nil {
-			problems = append(problems, fmt.Sprintf("Subscription %s: delete its consumer: %v", key, err))
-		}
-	}
-	return problems
 }
 
 // applyScaling gives every autoscaled function to the autoscaler, as a

@@ -1,6 +1,9 @@
-// Package kube feeds the scaler core from the Kubernetes API: it watches
-// Subscriptions in every namespace (with controller-runtime) and tells the
-// core the Binding of each valid one (scaler.BindingFor), and forgets the
-// ones that are deleted or become invalid. It needs list and watch on
-// subscriptions.eventing.kyma-project.io and nothing else.
+// Package kube runs kfn's KEDA external scaler against a Kubernetes
+// cluster, as one process: the scaler core fed with the cluster's
+// Subscriptions (the event bridge's subscription.Feeder; list and watch
+// only, every replica on its own), its gRPC server for KEDA, the gateway's
+// in-flight reports over NATS (package eventbridge/inflight), and /metrics,
+// /healthz and /readyz. Config holds every setting with working defaults
+// and RegisterFlags documents each one as a flag; Run runs until its
+// context ends.
 package kube

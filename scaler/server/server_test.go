@@ -96,9 +96,7 @@ func (e *env) subscribe(t *testing.T, name, fn string) (*eventingv1alpha2.Subscr
 	t.Helper()
 	sub := scalertest.Subscription(ns, name, fn, source+"-"+fn, eventType)
 	c := e.nats.CreateConsumer(t, sub)
-	b, err := scaler.BindingFor(sub)
-	require.NoError(t, err)
-	e.core.SetSubscription(b)
+	require.NoError(t, e.core.Upsert(sub))
 	return sub, c
 }
 
@@ -369,13 +367,13 @@ func TestStreamOpenedWhileActiveStartsWithTrue(t *testing.T) {
 func TestMissingConsumerIsAnError(t *testing.T) {
 	e := newEnv(t)
 	sub := scalertest.Subscription(ns, "orders-created", "orders", source, eventType)
-	b, err := scaler.BindingFor(sub)
-	require.NoError(t, err)
-	e.core.SetSubscription(b) // no consumer in JetStream
+	require.NoError(t, e.core.Upsert(sub)) // no consumer in JetStream
 	e.refresh(t)
 
-	_, err = e.client.GetMetrics(context.Background(), &pb.GetMetricsRequest{ScaledObjectRef: ref("orders"), MetricName: server.MetricBacklog})
+	_, err := e.client.GetMetrics(context.Background(), &pb.GetMetricsRequest{ScaledObjectRef: ref("orders"), MetricName: server.MetricBacklog})
 	assert.Equal(t, codes.FailedPrecondition, status.Code(err), "error %v", err)
+	b, berr := scaler.BindingFor(sub)
+	require.NoError(t, berr)
 	assert.Contains(t, err.Error(), b.Consumer)
 	_, err = e.client.IsActive(context.Background(), ref("orders"))
 	assert.Equal(t, codes.FailedPrecondition, status.Code(err))

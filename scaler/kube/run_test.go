@@ -20,6 +20,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/eventbridge/subscription"
 	"github.com/kfn-dev/kfn/internal/testcluster"
 	"github.com/kfn-dev/kfn/scaler"
 	"github.com/kfn-dev/kfn/scaler/kube"
@@ -33,8 +34,8 @@ func TestMain(m *testing.M) {
 	os.Exit(testcluster.Main(m, testcluster.Into(&cluster), testcluster.WithScheme(eventingv1alpha2.AddToScheme)))
 }
 
-// env is a real scaler core on an embedded NATS, fed by the Feeder from the
-// test API server.
+// env is a real scaler core on an embedded NATS, fed by the event
+// bridge's subscription.Feeder from the test API server, as Run feeds it.
 type env struct {
 	nats *scalertest.NATS
 	core *scaler.Scaler
@@ -52,8 +53,8 @@ func newEnv(t *testing.T) *env {
 	return &env{nats: n, core: core, ns: ns.Name}
 }
 
-// start starts the manager with the Feeder and primes the core, as
-// cmd/scaler does.
+// start starts the manager with the Feeder and primes the core, as Run
+// does.
 func (e *env) start(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
@@ -64,7 +65,7 @@ func (e *env) start(t *testing.T) {
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)}, // one manager per test,
 	})
 	require.NoError(t, err)
-	f := &kube.Feeder{Client: mgr.GetClient(), Core: e.core}
+	f := &subscription.Feeder{Client: mgr.GetClient(), Targets: e.core, Name: kube.FeederName}
 	require.NoError(t, f.SetupWithManager(mgr))
 	mctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)

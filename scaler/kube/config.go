@@ -1,4 +1,4 @@
-package main
+package kube
 
 import (
 	"errors"
@@ -12,26 +12,41 @@ import (
 	"github.com/kfn-dev/kfn/scaler"
 )
 
-// errInvalidConfig is wrapped by every error of config.validate.
-var errInvalidConfig = errors.New("invalid scaler configuration")
+// ErrInvalidConfig is wrapped by every error of Config.Validate.
+var ErrInvalidConfig = errors.New("invalid scaler configuration")
 
-// config is every setting of the scaler; defaultConfig has working values
-// for a cluster, registerFlags documents each one.
-type config struct {
-	NATSURL         string
-	EventStream     string
-	Listen          string
-	MetricsListen   string
-	TLSCertFile     string
-	TLSKeyFile      string
+// Config is every setting of the scaler. DefaultConfig has working values
+// for a cluster; RegisterFlags documents each one as a flag.
+type Config struct {
+	// NATSURL is the NATS server (comma-separated for a cluster).
+	NATSURL string
+	// EventStream is the stream whose consumers hold the backlog.
+	EventStream string
+	// Listen is the gRPC server's address (KEDA's external scaler protocol
+	// and gRPC health).
+	Listen string
+	// MetricsListen serves /metrics, /healthz and /readyz; empty disables
+	// it.
+	MetricsListen string
+	// TLSCertFile and TLSKeyFile, when set, make the gRPC server serve TLS
+	// (the certificate is reloaded when it changes).
+	TLSCertFile string
+	TLSKeyFile  string
+	// TLSClientCAFile, when set, requires client certificates signed by
+	// these CAs.
 	TLSClientCAFile string
+	// RefreshInterval is how often the backlog of every consumer is read.
 	RefreshInterval time.Duration
+	// InFlightSubject is the core NATS subject of the gateway's in-flight
+	// reports.
 	InFlightSubject string
-	LogLevel        string
+	// LogLevel is debug, info, warn or error.
+	LogLevel string
 }
 
-func defaultConfig() config {
-	return config{
+// DefaultConfig returns working defaults.
+func DefaultConfig() Config {
+	return Config{
 		NATSURL:         "nats://127.0.0.1:4222",
 		EventStream:     stream.DefaultConfig().EventStream,
 		Listen:          ":9090",
@@ -42,7 +57,9 @@ func defaultConfig() config {
 	}
 }
 
-func (c *config) registerFlags(fs *flag.FlagSet) {
+// RegisterFlags binds every setting to a flag of fs, with the current
+// values as defaults.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.NATSURL, "nats-url", c.NATSURL, "NATS server URL(s), comma-separated")
 	fs.StringVar(&c.EventStream, "event-stream", c.EventStream, "name of the event stream whose consumers hold the backlog")
 	fs.StringVar(&c.Listen, "listen", c.Listen, "address of the gRPC server (KEDA's external scaler protocol and gRPC health)")
@@ -55,26 +72,26 @@ func (c *config) registerFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: "+logging.Levels)
 }
 
-// validate returns an error wrapping errInvalidConfig that says what to fix.
-func (c *config) validate() error {
+// Validate returns an error wrapping ErrInvalidConfig that says what to fix.
+func (c *Config) Validate() error {
 	switch {
 	case c.NATSURL == "":
-		return fmt.Errorf("%w: -nats-url is required", errInvalidConfig)
+		return fmt.Errorf("%w: -nats-url is required", ErrInvalidConfig)
 	case c.EventStream == "":
-		return fmt.Errorf("%w: -event-stream is required", errInvalidConfig)
+		return fmt.Errorf("%w: -event-stream is required", ErrInvalidConfig)
 	case c.Listen == "":
-		return fmt.Errorf("%w: -listen is required", errInvalidConfig)
+		return fmt.Errorf("%w: -listen is required", ErrInvalidConfig)
 	case (c.TLSCertFile == "") != (c.TLSKeyFile == ""):
-		return fmt.Errorf("%w: -tls-cert-file and -tls-key-file go together", errInvalidConfig)
+		return fmt.Errorf("%w: -tls-cert-file and -tls-key-file go together", ErrInvalidConfig)
 	case c.TLSClientCAFile != "" && c.TLSCertFile == "":
-		return fmt.Errorf("%w: -tls-client-ca-file needs -tls-cert-file and -tls-key-file", errInvalidConfig)
+		return fmt.Errorf("%w: -tls-client-ca-file needs -tls-cert-file and -tls-key-file", ErrInvalidConfig)
 	case c.RefreshInterval < 10*time.Millisecond:
-		return fmt.Errorf("%w: -refresh-interval must be at least 10ms, not %s", errInvalidConfig, c.RefreshInterval)
+		return fmt.Errorf("%w: -refresh-interval must be at least 10ms, not %s", ErrInvalidConfig, c.RefreshInterval)
 	case c.InFlightSubject == "":
-		return fmt.Errorf("%w: -inflight-subject is required", errInvalidConfig)
+		return fmt.Errorf("%w: -inflight-subject is required", ErrInvalidConfig)
 	}
 	if _, err := logging.ParseLevel(c.LogLevel); err != nil {
-		return fmt.Errorf("%w: -log-level: %w", errInvalidConfig, err)
+		return fmt.Errorf("%w: -log-level: %w", ErrInvalidConfig, err)
 	}
 	return nil
 }

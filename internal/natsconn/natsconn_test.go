@@ -1,0 +1,94 @@
+package natsconn_test
+
+import (
+	"bytes"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kfn-dev/kfn/internal/natsconn"
+)
+
+// syncBuffer is a bytes.Buffer for a logger written from NATS's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func startServer(t *testing.T, port int) *server.Server {
+	t.Helper()
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true})
+	require.NoError(t, err)
+	srv.Start()
+	require.True(t, srv.ReadyForConnections(10*time.Second))
+	t.Cleanup(srv.Shutdown)
+	return srv
+}
+
+// TestConnectWaitsAndReconnects starts with no server (a server that is not
+// up yet is no error), then brings one up, kills it and starts another on
+// the same port: the connection is there each time, the drop and the
+// return are logged, and OnReconnect runs.
+func TestConnectWaitsAndReconnects(t *testing.T) {
+	port := freePort(t)
+	var logs syncBuffer
+	reconnected := make(chan struct{}, 4)
+	nc, err := natsconn.Connect("nats://127.0.0.1:"+strconv.Itoa(port), natsconn.Options{
+		Name:        "kfn-test",
+		Log:         slog.New(slog.NewTextHandler(&logs, nil)),
+		OnReconnect: func() { reconnected <- struct{}{} },
+	})
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	assert.False(t, nc.IsConnected())
+
+	srv := startServer(t, port)
+	require.Eventually(t, nc.IsConnected, 10*time.Second, 10*time.Millisecond, "connected once the server is up")
+	assert.Equal(t, "kfn-test", nc.Opts.Name)
+
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	require.Eventually(t, func() bool { return !nc.IsConnected() }, 10*time.Second, 10*time.Millisecond)
+	startServer(t, port)
+	select {
+	case <-reconnected:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no reconnect")
+	}
+	assert.True(t, nc.IsConnected())
+	out := logs.String()
+	assert.Contains(t, out, "disconnected from NATS")
+	assert.Contains(t, out, "reconnected to NATS")
+}
+
+func TestConnectRefusesABadURL(t *testing.T) {
+	_, err := natsconn.Connect("http://[::1", natsconn.Options{Name: "kfn-test"})
+	require.ErrorContains(t, err, "connect to NATS http://[::1")
+}

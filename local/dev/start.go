@@ -1,0 +1,187 @@
+package dev
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kfn-dev/kfn/api/manifest"
+	"github.com/kfn-dev/kfn/eventbridge/deadletter"
+	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
+	"github.com/kfn-dev/kfn/eventbridge/eventstore"
+	"github.com/kfn-dev/kfn/eventbridge/gateway"
+	"github.com/kfn-dev/kfn/eventbridge/publisher"
+	"github.com/kfn-dev/kfn/eventbridge/stream"
+	"github.com/kfn-dev/kfn/eventbridge/subscription"
+	"github.com/kfn-dev/kfn/internal/logging"
+	"github.com/kfn-dev/kfn/local/broker"
+	"github.com/kfn-dev/kfn/local/eventpath"
+	"github.com/kfn-dev/kfn/local/runner"
+	"github.com/kfn-dev/kfn/local/supervisor"
+	"github.com/kfn-dev/kfn/local/webview"
+	"github.com/kfn-dev/kfn/scaler"
+)
+
+// start brings up what Run serves: the broker, the streams, and the
+// event bridge, runner and scaler objects.
+func start(cfg Config) (p *Platform, lis net.Listener, err error) {
+	if cfg, err = withDefaults(cfg); err != nil {
+		return nil, nil, err
+	}
+	logs := newLogBook(1000)
+	cfg.Output = supervisor.NewSyncWriter(io.MultiWriter(cfg.Output, logs))
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(logging.NewHandler(cfg.Output, slog.LevelInfo, logging.Text))
+	}
+	p = &Platform{cfg: cfg, log: cfg.Logger, out: cfg.Output, logs: logs}
+	defer func() {
+		if err != nil {
+			p.close()
+		}
+	}()
+	if p.admitter, err = manifest.NewAdmitter(); err != nil {
+		return nil, nil, err
+	}
+	lis, err = net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listen on %s: %w (is another kfn dev running? choose another address with --addr)", cfg.Addr, err)
+	}
+	p.addr = lis.Addr().String()
+	if err = p.startBroker(); err == nil {
+		err = p.newComponents()
+	}
+	if err != nil {
+		_ = lis.Close()
+		return nil, nil, err
+	}
+	return p, lis, nil
+}
+
+// withDefaults checks cfg and fills in its defaults.
+func withDefaults(cfg Config) (Config, error) {
+	if cfg.Dir == "" {
+		return cfg, errors.New("kfn dev: a project directory is required")
+	}
+	if cfg.Output == nil {
+		return cfg, errors.New("kfn dev: an output is required")
+	}
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:8080"
+	}
+	if cfg.StateDir == "" {
+		cfg.StateDir = filepath.Join(cfg.Dir, ".kfn")
+	}
+	if cfg.WatchInterval == 0 {
+		cfg.WatchInterval = 500 * time.Millisecond
+	}
+	if cfg.DrainGrace == 0 {
+		cfg.DrainGrace = 30 * time.Second
+	}
+	return cfg, nil
+}
+
+// startBroker starts the embedded NATS server and makes the streams exist.
+func (p *Platform) startBroker() (err error) {
+	if p.broker, err = broker.Start(broker.Config{StoreDir: filepath.Join(p.cfg.StateDir, "nats"), Port: p.cfg.NATSPort}); err != nil {
+		return err
+	}
+	if p.nc, err = p.broker.Connect(); err != nil {
+		return err
+	}
+	if p.js, err = jetstream.New(p.nc); err != nil {
+		return fmt.Errorf("JetStream: %w", err)
+	}
+	p.streams = stream.DefaultConfig()
+	p.backlogReader = scaler.NewJetStreamReader(p.js, p.streams.EventStream)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return stream.Ensure(ctx, p.js, p.streams)
+}
+
+// newComponents makes the runner and the event bridge's and the scaler's
+// components, wired as in a cluster.
+func (p *Platform) newComponents() (err error) {
+	p.registry = prometheus.NewRegistry()
+	p.endpoints = newLocalEndpoints()
+	p.runner, err = runner.New(runner.Config{
+		StateDir:         p.cfg.StateDir,
+		DepsCacheDir:     p.cfg.DepsCacheDir,
+		PublisherAddress: "http://" + p.addr + "/publish",
+		Pool:             supervisor.PoolOptions{DrainGrace: p.cfg.DrainGrace},
+		OnChange:         p.endpoints.notify,
+		Log:              p.cfg.Output,
+	})
+	if err != nil {
+		return err
+	}
+	p.endpoints.runner = p.runner
+	if p.events, err = eventpath.New(0); err != nil {
+		return err
+	}
+	if err = p.newDelivery(); err != nil {
+		return err
+	}
+	if p.deadletter, err = deadletter.NewAdmin(p.js, p.streams); err != nil {
+		return err
+	}
+	if p.gateway, err = gateway.New(p.endpoints, p.scaler, gateway.Config{Source: "kfn-dev"}, p.log.With("component", "gateway"), p.registry); err != nil {
+		return err
+	}
+	p.view, err = webview.New(p, p.deadletter, p.events, webview.Options{})
+	return err
+}
+
+// newDelivery makes the dispatcher, the scaler, the Set of Subscriptions
+// they serve, and the publisher.
+func (p *Platform) newDelivery() error {
+	dispatchMetrics, err := dispatcher.NewMetrics(p.registry)
+	if err != nil {
+		return err
+	}
+	publishMetrics, err := publisher.NewMetrics(p.registry)
+	if err != nil {
+		return err
+	}
+	p.dispatcher, err = dispatcher.New(p.js, dispatcher.Config{Streams: p.streams},
+		dispatcher.WithEndpoints(p.endpoints), dispatcher.WithResolver(p.endpoints),
+		dispatcher.WithMetrics(dispatchMetrics), dispatcher.WithLogger(p.log.With("component", "dispatcher")),
+		dispatcher.WithObserver(p.events), dispatcher.WithHTTPClient(&http.Client{Transport: p.events.Transport(dispatcher.NewTransport(), p.functionAt)}))
+	if err != nil {
+		return err
+	}
+	p.scaler, err = scaler.New(scaler.NewJetStreamReader(p.js, p.streams.EventStream), scaler.NewNATSListener(p.nc),
+		scaler.WithRefreshInterval(500*time.Millisecond), scaler.WithLogger(p.log.With("component", "scaler")))
+	if err != nil {
+		return err
+	}
+	p.subscriptions = subscription.NewSet(subscription.Applier{JetStream: p.js, Streams: p.streams}, p.dispatcher, p.scaler)
+	// Events published without trace context start a trace, and each
+	// delivery attempt gets a span id of its own, so the web view can link
+	// the events a function emits to the delivery it was handling.
+	p.publisher, err = publisher.New(eventpath.TraceRoots(eventstore.New(p.js, p.streams.EventStream)), publisher.Config{},
+		publisher.WithSubscriptions(p.subscriptions), publisher.WithMetrics(publishMetrics), publisher.WithLogger(p.log.With("component", "publisher")))
+	return err
+}
+
+// close stops every function process, then the broker. Safe on a
+// partly started Platform.
+func (p *Platform) close() {
+	if p.runner != nil {
+		p.runner.Stop()
+	}
+	if p.nc != nil {
+		p.nc.Close()
+	}
+	if p.broker != nil {
+		p.broker.Stop()
+	}
+}

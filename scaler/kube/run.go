@@ -1,0 +1,186 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/eventbridge/inflight"
+	"github.com/kfn-dev/kfn/eventbridge/subscription"
+	"github.com/kfn-dev/kfn/internal/logging"
+	"github.com/kfn-dev/kfn/internal/natsconn"
+	"github.com/kfn-dev/kfn/scaler"
+	"github.com/kfn-dev/kfn/scaler/server"
+)
+
+// FeederName names the controller that feeds the core the Subscriptions.
+const FeederName = "scaler-subscriptions"
+
+// Timeouts of the metrics HTTP server.
+const (
+	readHeaderTimeout = 5 * time.Second
+	shutdownTimeout   = 5 * time.Second
+)
+
+var _ subscription.Targets = (*scaler.Scaler)(nil)
+
+// Run runs the scaler until ctx ends, then stops it and returns nil; an
+// error means it could not start or failed. root is the logger without a
+// component (package logging): the core logs as "scaler", the gRPC
+// server as "grpc", the in-flight reports as "inflight".
+func Run(ctx context.Context, cfg Config, root *slog.Logger) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	log := logging.Component(root, "scaler")
+	ctrl.SetLogger(logging.Logr(log))
+	var serverOpts []server.Option
+	if cfg.TLSCertFile != "" {
+		tlsCfg, err := server.TLSConfig(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile)
+		if err != nil {
+			return err
+		}
+		serverOpts = append(serverOpts, server.WithTLS(tlsCfg))
+	}
+	nc, err := natsconn.Connect(cfg.NATSURL, natsconn.Options{Name: "kfn-scaler", Log: log})
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	core, err := scaler.New(scaler.NewJetStreamReader(js, cfg.EventStream), scaler.NewNATSListener(nc),
+		scaler.WithRefreshInterval(cfg.RefreshInterval), scaler.WithLogger(log), scaler.WithMetrics(reg))
+	if err != nil {
+		return err
+	}
+	srv, err := server.New(core, append(serverOpts, server.WithMetrics(reg), server.WithLogger(logging.Component(root, "grpc")))...)
+	if err != nil {
+		return err
+	}
+	stopInFlight, err := inflight.Subscribe(nc, cfg.InFlightSubject, core, logging.Component(root, "inflight"))
+	if err != nil {
+		return err
+	}
+	defer stopInFlight()
+	return serve(ctx, cfg, core, srv, reg, log)
+}
+
+// serve runs the Subscription feeder, the metrics server, and, once every
+// Subscription is known, the core's refresh loop and the gRPC server.
+func serve(ctx context.Context, cfg Config, core *scaler.Scaler, srv *server.Server, reg *prometheus.Registry, log *slog.Logger) error {
+	mgr, err := newManager()
+	if err != nil {
+		return err
+	}
+	feeder := &subscription.Feeder{Client: mgr.GetClient(), Targets: core, Name: FeederName}
+	if err := feeder.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	grpcLis, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	defer grpcLis.Close() // once Serve ran, it closed it already
+
+	var ready atomic.Bool
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return mgr.Start(ctx) })
+	if cfg.MetricsListen != "" {
+		if err := serveMetrics(ctx, g, cfg.MetricsListen, reg, &ready, log); err != nil {
+			return err
+		}
+	}
+	g.Go(func() error {
+		// KEDA is answered only once every Subscription is known: before
+		// that, a Function with a backlog would look idle.
+		if err := feeder.Prime(ctx, mgr.GetCache()); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		g.Go(func() error { return core.Run(ctx) })
+		ready.Store(true)
+		log.Info("serving", "server", "grpc", "address", grpcLis.Addr().String(), "tls", cfg.TLSCertFile != "")
+		return srv.Serve(ctx, grpcLis)
+	})
+	return g.Wait()
+}
+
+// newManager returns a controller-runtime manager that only reads
+// Subscriptions; it has no leader election (every replica answers KEDA) and
+// no metrics or probe servers of its own.
+func newManager() (ctrl.Manager, error) {
+	restCfg, err := ctrl.GetConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes config: %w", err)
+	}
+	scheme := runtime.NewScheme()
+	if err := eventingv1alpha2.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("scheme: %w", err)
+	}
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes manager: %w", err)
+	}
+	return mgr, nil
+}
+
+// serveMetrics serves /metrics, /healthz (the process runs) and /readyz
+// (every Subscription is known and gRPC serves) on addr until ctx ends.
+func serveMetrics(ctx context.Context, g *errgroup.Group, addr string, reg *prometheus.Registry, ready *atomic.Bool, log *slog.Logger) error {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("metrics: listen on %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready.Load() {
+			http.Error(w, "subscriptions not synced yet", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout}
+	log.Info("serving", "server", "metrics", "address", lis.Addr().String())
+	g.Go(func() error {
+		if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("metrics: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		return nil
+	})
+	return nil
+}
