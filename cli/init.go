@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
+	"github.com/kfn-dev/kfn/local/project"
 )
 
 func newInitCommand() *cobra.Command {
@@ -76,32 +77,13 @@ the handler and an empty dependencies file. 'kfn dev' runs the folder as it is.`
 }
 
 func initFiles(name, namespace string, rt serverlessv1alpha2.Runtime) map[string]string {
-	config := fmt.Sprintf(`# A Kyma-CLI-style function folder, run by 'kfn dev'.
-name: %[1]s
-namespace: %[2]s
-runtime: %[3]s
-source:
-  sourceType: inline
-# Scale from zero on events, up to 3 processes (remove to run one process always).
-scaleConfig:
-  minReplicas: 0
-  maxReplicas: 3
-env:
-  - name: GREETING
-    value: Hello
-# Events of these types from this source are delivered to the function.
-subscriptions:
-  - name: %[1]s
-    source: kfn
-    types:
-      - %[1]s.requested.v1
-schemaVersion: v1
-`, name, namespace, rt)
+	config := string(project.NewConfig(name, namespace, rt))
+	handler, deps := project.DefaultFiles(rt)
 	switch rt {
 	case serverlessv1alpha2.NodeJS26:
 		return map[string]string{
-			"config.yaml": config,
-			"handler.js": `const { getCloudEvent, getFunctionName } = require('sdk');
+			project.ConfigFile: config,
+			handler: `const { getCloudEvent, getFunctionName } = require('sdk');
 
 module.exports = {
   // Called for each HTTP request and each event, with Express's request and
@@ -114,12 +96,12 @@ module.exports = {
   },
 };
 `,
-			"package.json": nodePackage(name),
+			deps: nodePackage(name),
 		}
 	case serverlessv1alpha2.Python314:
 		return map[string]string{
-			"config.yaml": config,
-			"handler.py": `import os
+			project.ConfigFile: config,
+			handler: `import os
 
 import flask
 
@@ -134,13 +116,13 @@ def main():
     print(f"{sdk.get_function_name()} got type={event.get_type() if event else None} data={data}")
     return {"message": f"{os.environ.get('GREETING', 'Hello')} {name}"}
 `,
-			"requirements.txt": "",
+			deps: "",
 		}
 	}
 	if rt.IsPython() {
 		return map[string]string{
-			"config.yaml": config,
-			"handler.py": `def main(event, context):
+			project.ConfigFile: config,
+			handler: `def main(event, context):
     """Called for each HTTP request and each event; returns the response body."""
     import os
     data = event.get("data") or {}
@@ -148,12 +130,12 @@ def main():
     print(f"{context['function-name']} got type={event.get('ce-type')} data={data}")
     return {"message": f"{os.environ.get('GREETING', 'Hello')} {name}"}
 `,
-			"requirements.txt": "",
+			deps: "",
 		}
 	}
 	return map[string]string{
-		"config.yaml": config,
-		"handler.js": `module.exports = {
+		project.ConfigFile: config,
+		handler: `module.exports = {
   // Called for each HTTP request and each event; the return value is the response body.
   main: async function (event, context) {
     const data = event.data || {};
@@ -162,7 +144,7 @@ def main():
   },
 };
 `,
-		"package.json": nodePackage(name),
+		deps: nodePackage(name),
 	}
 }
 

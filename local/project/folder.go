@@ -213,10 +213,7 @@ func readInline(dir string, cfg *FolderConfig) (*serverlessv1alpha2.InlineSource
 		}
 	}
 	python := serverlessv1alpha2.Runtime(cfg.Runtime).IsPython()
-	handler, deps := "handler.js", "package.json"
-	if python {
-		handler, deps = "handler.py", "requirements.txt"
-	}
+	handler, deps := DefaultFiles(serverlessv1alpha2.Runtime(cfg.Runtime))
 	if cfg.Source.SourceHandlerName != "" {
 		handler = cfg.Source.SourceHandlerName
 	} else if !python && !exists(filepath.Join(base, handler)) && exists(filepath.Join(base, "handler.mjs")) {
