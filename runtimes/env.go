@@ -1,6 +1,7 @@
 package runtimes
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -240,97 +241,88 @@ func PlatformEnvNames() []string {
 // describes the process. It returns an error wrapping ErrInvalidConfig when
 // c has no FunctionDir or a negative or out-of-range number.
 func (r Runtime) Env(c Config) ([]EnvVar, error) {
-	switch {
-	case c.FunctionDir == "":
-		return nil, fmt.Errorf("%w: function directory is required", ErrInvalidConfig)
-	case c.Port < 0 || c.Port > 65535:
-		return nil, fmt.Errorf("%w: port %d out of range", ErrInvalidConfig, c.Port)
-	case c.ListenFD != 0 && c.ListenFD < 3:
-		return nil, fmt.Errorf("%w: listen fd %d: want >= 3", ErrInvalidConfig, c.ListenFD)
-	case c.Timeout < 0:
-		return nil, fmt.Errorf("%w: negative timeout %s", ErrInvalidConfig, c.Timeout)
-	case c.BodyLimit < 0:
-		return nil, fmt.Errorf("%w: negative body limit %d", ErrInvalidConfig, c.BodyLimit)
-	}
-	port := c.Port
-	if port == 0 {
-		port = DefaultPort
-	}
-	timeout := c.Timeout
-	if timeout == 0 {
-		timeout = DefaultTimeout
-	}
-	handler := c.Handler
-	if handler == "" {
-		handler = DefaultHandler
-	}
-	module := c.Module
-	if module == "" {
-		module = DefaultModule
+	if err := c.validate(); err != nil {
+		return nil, err
 	}
 	env := map[string]string{
 		EnvFunctionName: c.FunctionName,
 		EnvRuntime:      r.Name,
 		EnvNamespace:    c.Namespace,
-		EnvTimeout:      strconv.FormatFloat(timeout.Seconds(), 'f', -1, 64),
-		EnvPort:         strconv.Itoa(port),
-		EnvHandler:      handler,
-		EnvModule:       module,
+		EnvTimeout:      strconv.FormatFloat(cmp.Or(c.Timeout, DefaultTimeout).Seconds(), 'f', -1, 64),
+		EnvPort:         strconv.Itoa(cmp.Or(c.Port, DefaultPort)),
+		EnvHandler:      cmp.Or(c.Handler, DefaultHandler),
+		EnvModule:       cmp.Or(c.Module, DefaultModule),
 		EnvFunctionDir:  c.FunctionDir,
+		EnvHandlerAPI:   string(r.API),
 	}
 	name, value := r.bodyLimit(c.BodyLimit)
 	env[name] = value
-	env[EnvHandlerAPI] = string(r.API)
-	if c.SourceDir != "" {
-		env[EnvSourceDir] = c.SourceDir
-	}
 	if c.ListenFD != 0 {
 		env[EnvListenFD] = strconv.Itoa(c.ListenFD)
 	}
-	if c.DepsDir != "" {
-		env[EnvDepsDir] = c.DepsDir
-		if r.Language == Python {
-			env[EnvPythonPath] = r.DepsLibDir(c.DepsDir)
-		} else {
-			env[EnvNodePath] = r.DepsLibDir(c.DepsDir)
+	for name, value := range map[string]string{
+		EnvSourceDir:              c.SourceDir,
+		EnvDepsDir:                c.DepsDir,
+		EnvPublisherAddress:       c.PublisherAddress,
+		EnvTraceCollectorEndpoint: c.TraceCollectorEndpoint,
+		EnvMemoryLimit:            c.MemoryLimit,
+	} {
+		if value != "" {
+			env[name] = value
 		}
 	}
-	if r.Language == NodeJS {
-		// require() looks in NODE_PATH's directories in order: the
-		// function's own dependencies first, then the libraries Kyma's
-		// images provide, then the host's sdk module.
-		var paths []string
-		if p := env[EnvNodePath]; p != "" {
-			paths = append(paths, p)
-		}
-		if c.LibsDir != "" {
-			env[EnvLibsDir] = c.LibsDir
-			paths = append(paths, r.DepsLibDir(c.LibsDir))
-		}
-		if r.API == RequestAPI {
-			host := c.HostDir
-			if host == "" {
-				host = ImageHostDir
-			}
-			paths = append(paths, filepath.Join(host, NodeModulesDir))
-		}
-		if len(paths) > 0 {
-			env[EnvNodePath] = strings.Join(paths, ":")
-		}
-	}
-	if c.PublisherAddress != "" {
-		env[EnvPublisherAddress] = c.PublisherAddress
-	}
-	if c.TraceCollectorEndpoint != "" {
-		env[EnvTraceCollectorEndpoint] = c.TraceCollectorEndpoint
-	}
-	if c.MemoryLimit != "" {
-		env[EnvMemoryLimit] = c.MemoryLimit
-	}
+	r.libraryPath(c, env)
 	out := make([]EnvVar, 0, len(env))
 	for k, v := range env {
 		out = append(out, EnvVar{Name: k, Value: v})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
+}
+
+// validate refuses a Config without a function directory or with a
+// negative or out-of-range number.
+func (c Config) validate() error {
+	switch {
+	case c.FunctionDir == "":
+		return fmt.Errorf("%w: function directory is required", ErrInvalidConfig)
+	case c.Port < 0 || c.Port > 65535:
+		return fmt.Errorf("%w: port %d out of range", ErrInvalidConfig, c.Port)
+	case c.ListenFD != 0 && c.ListenFD < 3:
+		return fmt.Errorf("%w: listen fd %d: want >= 3", ErrInvalidConfig, c.ListenFD)
+	case c.Timeout < 0:
+		return fmt.Errorf("%w: negative timeout %s", ErrInvalidConfig, c.Timeout)
+	case c.BodyLimit < 0:
+		return fmt.Errorf("%w: negative body limit %d", ErrInvalidConfig, c.BodyLimit)
+	}
+	return nil
+}
+
+// libraryPath sets where the host's interpreter looks for libraries:
+// PYTHONPATH to the function's own dependencies for Python; for Node.js,
+// NODE_PATH, whose directories require() tries in order: the function's
+// own dependencies first, then the libraries Kyma's images provide, then
+// (for the request API) the host's sdk module; KFN_LIBS_DIR names the
+// libraries' directory.
+func (r Runtime) libraryPath(c Config, env map[string]string) {
+	if r.Language == Python {
+		if c.DepsDir != "" {
+			env[EnvPythonPath] = r.DepsLibDir(c.DepsDir)
+		}
+		return
+	}
+	var paths []string
+	if c.DepsDir != "" {
+		paths = append(paths, r.DepsLibDir(c.DepsDir))
+	}
+	if c.LibsDir != "" {
+		env[EnvLibsDir] = c.LibsDir
+		paths = append(paths, r.DepsLibDir(c.LibsDir))
+	}
+	if r.API == RequestAPI {
+		paths = append(paths, filepath.Join(cmp.Or(c.HostDir, ImageHostDir), NodeModulesDir))
+	}
+	if len(paths) > 0 {
+		env[EnvNodePath] = strings.Join(paths, ":")
+	}
 }
