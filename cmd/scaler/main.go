@@ -8,41 +8,29 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
+	"log/slog"
 
-	"github.com/kfn-dev/kfn/internal/logging"
+	"github.com/kfn-dev/kfn/internal/command"
 	"github.com/kfn-dev/kfn/scaler/kube"
 )
 
-func main() {
-	if err := run(context.Background(), os.Args[1:], os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "scaler:", err)
-		os.Exit(1)
+func main() { command.Main(component()) }
+
+// component is the scaler with its default configuration, which its
+// flags change.
+func component() command.Component {
+	cfg := kube.DefaultConfig()
+	return command.Component{
+		Name:          "scaler",
+		RegisterFlags: cfg.RegisterFlags,
+		LogLevel:      &cfg.LogLevel,
+		Run:           func(ctx context.Context, log *slog.Logger) error { return kube.Run(ctx, cfg, log) },
 	}
 }
 
-// run parses args and runs the scaler, logging to stderr, until ctx ends
-// or a signal comes; nil after a clean stop and for -h.
+// run parses args and runs the scaler, logging to stderr, until ctx
+// ends or a signal comes; nil after a clean stop and for -h.
 func run(ctx context.Context, args []string, stderr io.Writer) error {
-	cfg := kube.DefaultConfig()
-	fs := flag.NewFlagSet("scaler", flag.ContinueOnError)
-	cfg.RegisterFlags(fs)
-	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
-		return nil // the usage was printed; asking for it is no failure
-	} else if err != nil {
-		return err
-	}
-	log, err := logging.New(stderr, cfg.LogLevel, logging.JSON)
-	if err != nil {
-		return fmt.Errorf("-log-level: %w", err)
-	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return kube.Run(ctx, cfg, log)
+	return component().Execute(ctx, args, stderr)
 }
