@@ -40,12 +40,12 @@ func TestRunRefusesBadFlagsBeforeDoingAnything(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			err := run(context.Background(), tt.args, io.Discard)
+			err := component().Execute(context.Background(), tt.args, io.Discard)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.wantErr)
 		})
 	}
-	require.NoError(t, run(context.Background(), []string{"-h"}, io.Discard), "help is no failure")
+	require.NoError(t, component().Execute(context.Background(), []string{"-h"}, io.Discard), "help is no failure")
 }
 
 func TestDefaultConfigIsValid(t *testing.T) {
@@ -91,7 +91,7 @@ spec:
 	var logs logtest.Buffer
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{
+		done <- component().Execute(ctx, []string{
 			"-components=publisher,dispatcher", "-subscriptions=" + manifest, "-nats-url=" + ns.ClientURL(),
 			"-resolve=orders.default=" + sink.URL, "-storage=memory", "-listen=" + listen,
 			"-admin-listen=", "-metrics-listen=" + metrics, "-log-level=debug",

@@ -7,30 +7,12 @@
 package main
 
 import (
-	"context"
-	"io"
-	"log/slog"
-
 	"github.com/kfn-dev/kfn/internal/command"
 	"github.com/kfn-dev/kfn/scaler/kube"
 )
 
-func main() { command.Main(component()) }
-
 // component is the scaler with its default configuration, which its
 // flags change.
-func component() command.Component {
-	cfg := kube.DefaultConfig()
-	return command.Component{
-		Name:          "scaler",
-		RegisterFlags: cfg.RegisterFlags,
-		LogLevel:      &cfg.LogLevel,
-		Run:           func(ctx context.Context, log *slog.Logger) error { return kube.Run(ctx, cfg, log) },
-	}
-}
+func component() command.Component { return command.Of("scaler", kube.DefaultConfig(), kube.Run) }
 
-// run parses args and runs the scaler, logging to stderr, until ctx
-// ends or a signal comes; nil after a clean stop and for -h.
-func run(ctx context.Context, args []string, stderr io.Writer) error {
-	return component().Execute(ctx, args, stderr)
-}
+func main() { command.Main(component()) }

@@ -54,12 +54,12 @@ func TestRunRefusesBadFlagsBeforeDoingAnything(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			err := run(context.Background(), tt.args, io.Discard)
+			err := component().Execute(context.Background(), tt.args, io.Discard)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.wantErr)
 		})
 	}
-	require.NoError(t, run(context.Background(), []string{"-h"}, io.Discard), "help is no failure")
+	require.NoError(t, component().Execute(context.Background(), []string{"-h"}, io.Discard), "help is no failure")
 	cfg := kube.DefaultConfig()
 	require.NoError(t, cfg.Validate(), "the defaults are valid")
 }
@@ -95,7 +95,7 @@ func TestServesKEDA(t *testing.T) {
 	done := make(chan error, 1)
 	var logs logtest.Buffer
 	go func() {
-		done <- run(rctx, []string{
+		done <- component().Execute(rctx, []string{
 			"-nats-url=" + n.Server.ClientURL(),
 			"-event-stream=" + n.Streams.EventStream,
 			"-listen=" + grpcAddr,

@@ -20,12 +20,24 @@ type Component struct {
 	// failure.
 	Name string
 	// RegisterFlags adds the component's flags to fs, writing into its
-	// configuration.
+	// configuration; a flag -log-level sets the logger's level (default
+	// info).
 	RegisterFlags func(fs *flag.FlagSet)
-	// LogLevel is the configuration's -log-level, read after parsing.
-	LogLevel *string
 	// Run runs the component until ctx ends; log is kfn's JSON logger.
 	Run func(ctx context.Context, log *slog.Logger) error
+}
+
+// Of is the Component of a configuration cfg whose pointer registers its
+// flags, run with run: what a cmd/* main is made of.
+func Of[C any, P interface {
+	*C
+	RegisterFlags(fs *flag.FlagSet)
+}](name string, cfg C, run func(context.Context, C, *slog.Logger) error) Component {
+	return Component{
+		Name:          name,
+		RegisterFlags: P(&cfg).RegisterFlags,
+		Run:           func(ctx context.Context, log *slog.Logger) error { return run(ctx, cfg, log) },
+	}
 }
 
 // Main runs c with the process's arguments and exits: status 0 after a
@@ -50,7 +62,11 @@ func (c Component) Execute(ctx context.Context, args []string, stderr io.Writer)
 	} else if err != nil {
 		return err
 	}
-	log, err := logging.New(stderr, *c.LogLevel, logging.JSON)
+	level := "info"
+	if f := fs.Lookup("log-level"); f != nil {
+		level = f.Value.String()
+	}
+	log, err := logging.New(stderr, level, logging.JSON)
 	if err != nil {
 		return fmt.Errorf("-log-level: %w", err)
 	}

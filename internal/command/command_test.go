@@ -24,7 +24,6 @@ func component(ran *string, runErr error) command.Component {
 			fs.StringVar(&greeting, "greeting", greeting, "what to say")
 			fs.StringVar(&level, "log-level", level, "log level")
 		},
-		LogLevel: &level,
 		Run: func(ctx context.Context, log *slog.Logger) error {
 			if log == nil {
 				return errors.New("no logger")
