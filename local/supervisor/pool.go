@@ -128,13 +128,10 @@ func (p *Pool) PIDs() []int {
 // error, with the process's output, is returned. With no process running,
 // spec is only remembered for the next Scale.
 func (p *Pool) Update(ctx context.Context, spec Spec) error {
-	p.op.Lock()
-	defer p.op.Unlock()
-	p.mu.Lock()
-	if p.stopped {
-		p.mu.Unlock()
-		return ErrStopped
+	if err := p.lockRunning(); err != nil {
+		return err
 	}
+	defer p.op.Unlock()
 	n := len(p.instances)
 	p.mu.Unlock()
 	if n == 0 || p.Replicas() == 0 {
@@ -169,6 +166,20 @@ func (p *Pool) Update(ctx context.Context, spec Spec) error {
 	return nil
 }
 
+// lockRunning takes the operation lock and then the state lock, which
+// the caller releases; on a stopped pool it leaves both free and returns
+// ErrStopped.
+func (p *Pool) lockRunning() error {
+	p.op.Lock()
+	p.mu.Lock()
+	if p.stopped {
+		p.mu.Unlock()
+		p.op.Unlock()
+		return ErrStopped
+	}
+	return nil
+}
+
 // Scale runs n processes of the current version: it starts the missing ones
 // and returns once they are ready, or drains the extra ones (newest first).
 // Scale with n > 0 before any Update is an error.
@@ -176,13 +187,10 @@ func (p *Pool) Scale(ctx context.Context, n int) error {
 	if n < 0 {
 		return fmt.Errorf("scale %s: negative replicas %d", p.name, n)
 	}
-	p.op.Lock()
-	defer p.op.Unlock()
-	p.mu.Lock()
-	if p.stopped {
-		p.mu.Unlock()
-		return ErrStopped
+	if err := p.lockRunning(); err != nil {
+		return err
 	}
+	defer p.op.Unlock()
 	if p.spec == nil && n > 0 {
 		p.mu.Unlock()
 		return fmt.Errorf("scale %s: no version to run yet", p.name)
@@ -227,13 +235,10 @@ func (p *Pool) reconcile(ctx context.Context, have, n int, spec *Spec) error {
 // Stop drains every process and refuses later calls. It returns when all
 // processes have exited.
 func (p *Pool) Stop() {
-	p.op.Lock()
-	defer p.op.Unlock()
-	p.mu.Lock()
-	if p.stopped {
-		p.mu.Unlock()
-		return
+	if p.lockRunning() != nil {
+		return // stopped before
 	}
+	defer p.op.Unlock()
 	p.stopped = true
 	all := p.instances
 	p.instances = nil
