@@ -77,16 +77,9 @@ log "building kube-apiserver $k8s_version and etcd $etcd_version into $dir"
 log "this happens once per version and takes about 5 minutes on 2 cores"
 start=$SECONDS
 
-# The version variables are the ones Kubernetes' own build sets, so the server
-# reports v1.x.y instead of v0.0.0-master to clients that read /version.
-minor=${k8s_version#v*.}
-minor=${minor%%.*}
-major=${k8s_version#v}
-major=${major%%.*}
-ldflags="-s -w"
-for kv in "gitVersion=$k8s_version" "gitMajor=$major" "gitMinor=$minor" "gitTreeState=clean"; do
-	ldflags+=" -X k8s.io/component-base/version.$kv"
-done
+# shellcheck source=hack/k8s-ldflags.sh
+. "$(dirname "${BASH_SOURCE[0]}")/k8s-ldflags.sh"
+ldflags=$(k8s_ldflags "$k8s_version")
 
 # GOWORK=off: a go.work elsewhere must not pull this module into another
 # build list. -mod=readonly: the committed go.mod and go.sum are the truth.

@@ -117,16 +117,10 @@ build() {
 
 cp "$envtest_dir/etcd" "$envtest_dir/kube-apiserver" "$tmp/"
 
-minor=${k8s_version#v*.}
-minor=${minor%%.*}
-major=${k8s_version#v}
-major=${major%%.*}
-k8s_ldflags="-s -w"
-for kv in "gitVersion=$k8s_version" "gitMajor=$major" "gitMinor=$minor" "gitTreeState=clean"; do
-	k8s_ldflags+=" -X k8s.io/component-base/version.$kv"
-done
+# shellcheck source=hack/k8s-ldflags.sh
+. "$root/hack/k8s-ldflags.sh"
 log "kubelet, kube-controller-manager, kube-scheduler, kube-proxy $k8s_version"
-LDFLAGS=$k8s_ldflags build "$root/hack/envtest" "$tmp/" \
+LDFLAGS=$(k8s_ldflags "$k8s_version") build "$root/hack/envtest" "$tmp/" \
 	k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-controller-manager \
 	k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy ||
 	die "go build of the Kubernetes node binaries failed (see above)"
