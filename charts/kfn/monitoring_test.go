@@ -96,7 +96,7 @@ func TestMonitoringObjects(t *testing.T) {
 	assert.Equal(t, map[string]string{v1alpha2.LabelManagedBy: v1alpha2.LabelManagedByValue, v1alpha2.LabelResource: v1alpha2.LabelResourceDeployment}, pm.Spec.Selector.MatchLabels)
 	require.Len(t, pm.Spec.PodMetricsEndpoints, 1)
 	ep := pm.Spec.PodMetricsEndpoints[0]
-	assert.Equal(t, "http", *ep.Port, "the runtime container's port name (controller/function/deployment.go)")
+	assert.Equal(t, "http", *ep.Port, "the runtime container's port name (controller/resources/deployment.go)")
 	assert.Equal(t, "/metrics", ep.Path)
 	require.Len(t, ep.RelabelConfigs, 1)
 	assert.Equal(t, "function", ep.RelabelConfigs[0].TargetLabel)

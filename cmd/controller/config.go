@@ -84,12 +84,12 @@ func defaultOptions() options {
 		Workers:            d.Workers,
 		RuntimeImages:      d.Plan.Images,
 		PublisherAddress:   d.Plan.PublisherAddress,
-		ScalerAddress:      d.ScalerAddress,
-		RegistrySecretName: d.RegistrySecretName,
-		GitFetchImage:      d.GitFetchImage,
-		GitFetchCommand:    d.GitFetchCommand,
+		ScalerAddress:      d.Resources.ScalerAddress,
+		RegistrySecretName: d.Resources.RegistrySecretName,
+		GitFetchImage:      d.Resources.GitFetchImage,
+		GitFetchCommand:    d.Resources.GitFetchCommand,
 		GitPollInterval:    duration{d.GitPollInterval},
-		HPACPUUtilization:  d.HPACPUUtilization,
+		HPACPUUtilization:  d.Resources.HPACPUUtilization,
 		Resync:             duration{d.Resync},
 		KEDACheckInterval:  duration{d.KEDACheckInterval},
 	}
@@ -226,20 +226,20 @@ func (o options) functionConfig() function.Config {
 	c.Plan.DefaultProfile = o.DefaultProfile
 	c.Plan.PublisherAddress = o.PublisherAddress
 	c.Plan.TraceCollectorEndpoint = o.TraceCollector
-	c.ScalerAddress = o.ScalerAddress
+	c.Resources.ScalerAddress = o.ScalerAddress
 	if o.ScalerAuthentication != "" {
 		// "Kind/name"; a value without a kind fails Config.Validate.
 		kind, name, ok := strings.Cut(o.ScalerAuthentication, "/")
 		if !ok {
 			kind, name = "", o.ScalerAuthentication
 		}
-		c.ScalerAuthentication = &kedav1alpha1.AuthenticationRef{Kind: kind, Name: name}
+		c.Resources.ScalerAuthentication = &kedav1alpha1.AuthenticationRef{Kind: kind, Name: name}
 	}
-	c.RegistrySecretName = o.RegistrySecretName
-	c.GitFetchImage = o.GitFetchImage
-	c.GitFetchCommand = o.GitFetchCommand
+	c.Resources.RegistrySecretName = o.RegistrySecretName
+	c.Resources.GitFetchImage = o.GitFetchImage
+	c.Resources.GitFetchCommand = o.GitFetchCommand
 	c.GitPollInterval = o.GitPollInterval.Duration
-	c.HPACPUUtilization = o.HPACPUUtilization
+	c.Resources.HPACPUUtilization = o.HPACPUUtilization
 	c.Resync = o.Resync.Duration
 	c.KEDACheckInterval = o.KEDACheckInterval.Duration
 	c.Workers = o.Workers

@@ -41,7 +41,7 @@ func TestOptionsFileThenFlags(t *testing.T) {
 func TestScalerAuthentication(t *testing.T) {
 	o, err := parseOptions(nil)
 	require.NoError(t, err)
-	assert.Nil(t, o.functionConfig().ScalerAuthentication, "plain gRPC by default")
+	assert.Nil(t, o.functionConfig().Resources.ScalerAuthentication, "plain gRPC by default")
 
 	file := filepath.Join(t.TempDir(), "config.yaml")
 	require.NoError(t, os.WriteFile(file, []byte("scalerAuthentication: ClusterTriggerAuthentication/kfn-scaler\n"), 0o644))
@@ -49,8 +49,8 @@ func TestScalerAuthentication(t *testing.T) {
 	require.NoError(t, err)
 	c := o.functionConfig()
 	require.NoError(t, c.Validate())
-	assert.Equal(t, "ClusterTriggerAuthentication", c.ScalerAuthentication.Kind)
-	assert.Equal(t, "kfn-scaler", c.ScalerAuthentication.Name)
+	assert.Equal(t, "ClusterTriggerAuthentication", c.Resources.ScalerAuthentication.Kind)
+	assert.Equal(t, "kfn-scaler", c.Resources.ScalerAuthentication.Name)
 
 	for _, bad := range []string{"kfn-scaler", "Secret/kfn-scaler", "TriggerAuthentication/", "TriggerAuthentication/Bad_Name"} {
 		o, err := parseOptions([]string{"--scaler-authentication", bad})

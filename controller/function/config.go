@@ -6,10 +6,10 @@ import (
 	"strings"
 	"time"
 
-	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kfn-dev/kfn/controller/plan"
+	"github.com/kfn-dev/kfn/controller/resources"
 )
 
 // ErrInvalidConfig is wrapped by Config.Validate's errors.
@@ -17,14 +17,8 @@ var ErrInvalidConfig = errors.New("invalid controller config")
 
 // Defaults of Config.
 const (
-	// DefaultRegistrySecretName is the Secret (in a Function's namespace)
-	// whose keys .npmrc and pip.conf configure dependency installs; Kyma's
-	// name.
-	DefaultRegistrySecretName = "serverless-package-registry-config"
 	// DefaultGitPollInterval is how often a Git reference is re-resolved.
 	DefaultGitPollInterval = 5 * time.Minute
-	// DefaultHPACPUUtilization is the CPU target of the HorizontalPodAutoscaler, in percent of requests.
-	DefaultHPACPUUtilization int32 = 50
 	// DefaultFieldManager is the server-side apply field manager.
 	DefaultFieldManager = "kfn-function-controller"
 	// DefaultResync is how often every Function is reconciled even when
@@ -45,28 +39,12 @@ type Config struct {
 	Plan plan.Config
 	// FieldManager names the controller in server-side apply.
 	FieldManager string
-	// RegistrySecretName is the optional Secret in a Function's namespace
-	// whose keys .npmrc and pip.conf the dependency install uses.
-	RegistrySecretName string
-	// GitFetchImage is the image of the init container that fetches a Git
-	// Function's source: kfn's own server image.
-	GitFetchImage string
-	// GitFetchCommand is the argv prefix in GitFetchImage that runs the
-	// fetch ("controller fetch-source"); flags are appended.
-	GitFetchCommand []string
+	// Resources configures the objects built for a Function: the Git
+	// fetch image, the registry Secret, the scaler's address and
+	// authentication, the HPA's CPU target.
+	Resources resources.Config
 	// GitPollInterval is how often a Git reference is re-resolved.
 	GitPollInterval time.Duration
-	// ScalerAddress is kfn's KEDA external scaler (host:port), written into
-	// every ScaledObject.
-	ScalerAddress string
-	// ScalerAuthentication, when set, is the KEDA TriggerAuthentication or
-	// ClusterTriggerAuthentication every ScaledObject's trigger names, which
-	// gives KEDA the CA (caCert) and client certificate (tlsClientCert,
-	// tlsClientKey) of a scaler that serves TLS. Nil: plain gRPC.
-	ScalerAuthentication *kedav1alpha1.AuthenticationRef
-	// HPACPUUtilization is the HorizontalPodAutoscaler's CPU target in
-	// percent of the requests.
-	HPACPUUtilization int32
 	// Resync is how often each Function is reconciled without a change.
 	Resync time.Duration
 	// KEDACheckInterval is how often the controller checks whether KEDA's
@@ -90,16 +68,12 @@ func DefaultConfig() Config {
 			},
 			PublisherAddress: "http://kfn-publisher.kfn-system.svc.cluster.local/publish",
 		},
-		FieldManager:       DefaultFieldManager,
-		RegistrySecretName: DefaultRegistrySecretName,
-		GitFetchImage:      "kfn/kfn:latest",
-		GitFetchCommand:    []string{"/usr/local/bin/controller", "fetch-source"},
-		GitPollInterval:    DefaultGitPollInterval,
-		ScalerAddress:      "kfn-scaler.kfn-system.svc.cluster.local:9090",
-		HPACPUUtilization:  DefaultHPACPUUtilization,
-		Resync:             DefaultResync,
-		KEDACheckInterval:  DefaultKEDACheckInterval,
-		Workers:            DefaultWorkers,
+		FieldManager:      DefaultFieldManager,
+		Resources:         resources.DefaultConfig(),
+		GitPollInterval:   DefaultGitPollInterval,
+		Resync:            DefaultResync,
+		KEDACheckInterval: DefaultKEDACheckInterval,
+		Workers:           DefaultWorkers,
 	}
 }
 
@@ -109,12 +83,12 @@ func (c Config) Validate() error {
 	switch {
 	case c.FieldManager == "":
 		return fmt.Errorf("%w: field manager must not be empty", ErrInvalidConfig)
-	case c.GitFetchImage == "" || len(c.GitFetchCommand) == 0:
+	case c.Resources.GitFetchImage == "" || len(c.Resources.GitFetchCommand) == 0:
 		return fmt.Errorf("%w: git fetch image and command must not be empty", ErrInvalidConfig)
 	case c.GitPollInterval < time.Second:
 		return fmt.Errorf("%w: git poll interval %s: want >= 1s", ErrInvalidConfig, c.GitPollInterval)
-	case c.HPACPUUtilization < 1:
-		return fmt.Errorf("%w: HPA CPU utilization %d: want >= 1", ErrInvalidConfig, c.HPACPUUtilization)
+	case c.Resources.HPACPUUtilization < 1:
+		return fmt.Errorf("%w: HPA CPU utilization %d: want >= 1", ErrInvalidConfig, c.Resources.HPACPUUtilization)
 	case c.Resync < time.Second:
 		return fmt.Errorf("%w: resync %s: want >= 1s", ErrInvalidConfig, c.Resync)
 	case c.Workers < 1:
@@ -122,7 +96,7 @@ func (c Config) Validate() error {
 	case c.KEDACheckInterval < 100*time.Millisecond:
 		return fmt.Errorf("%w: KEDA check interval %s: want >= 100ms", ErrInvalidConfig, c.KEDACheckInterval)
 	}
-	if a := c.ScalerAuthentication; a != nil {
+	if a := c.Resources.ScalerAuthentication; a != nil {
 		if a.Kind != "TriggerAuthentication" && a.Kind != "ClusterTriggerAuthentication" {
 			return fmt.Errorf("%w: scaler authentication kind %q: want TriggerAuthentication or ClusterTriggerAuthentication", ErrInvalidConfig, a.Kind)
 		}

@@ -4,10 +4,11 @@
 // HorizontalPodAutoscaler or a KEDA ScaledObject; and it writes the
 // Function's status as Kyma users know it.
 //
-// The desired objects are computed by pure builders, one file per child
-// (configmap.go, deployment.go, service.go, hpa.go, scaledobject.go), from a
-// [plan.Plan] and the controller's [Config]. The [Reconciler] applies them
-// with server-side apply under one field manager, never setting
-// spec.replicas on a Deployment an autoscaler owns, and computes the
-// conditions as data (status.go) before writing the status once.
+// A reconcile configures the Function (validates it, resolves a Git
+// reference, computes its [plan.Plan] and chooses who owns its replicas),
+// then applies the children that package controller/resources builds from
+// the plan and the controller's [Config] (apply.go), with server-side apply
+// under one field manager, never setting spec.replicas on a Deployment an
+// autoscaler owns; it computes the conditions as data (status.go) and
+// writes the status once.
 package function

@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-logr/logr"
 	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
+	"github.com/kfn-dev/kfn/controller/resources"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -49,7 +50,7 @@ func (d *kedaDetector) check() (bool, error) {
 		return false, fmt.Errorf("discover %s: %w", kedav1alpha1.SchemeGroupVersion, err)
 	}
 	for _, r := range rl.APIResources {
-		if r.Kind == ScaledObjectGVK.Kind {
+		if r.Kind == resources.ScaledObjectGVK.Kind {
 			return true, nil
 		}
 	}

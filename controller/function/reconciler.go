@@ -2,9 +2,6 @@ package function
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -19,9 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -85,98 +80,140 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return res, err
 }
 
-// reconcile computes the children, applies them and sets st. It returns
-// an error only for what a retry may fix; a Function that cannot run as
-// written gets a False condition and no error.
+// reconcile configures the Function, then applies its children. It
+// returns an error only for what a retry may fix; a Function that cannot
+// run as written gets a False condition and no error.
 func (r *Reconciler) reconcile(ctx context.Context, fn *v1alpha2.Function, st *v1alpha2.FunctionStatus) (ctrl.Result, error) {
-	gen := fn.Generation
-	mark := func(c Condition) { st.SetCondition(c.Type, c.Status, c.Reason, c.Message, gen) }
-	configuration := func(s metav1.ConditionStatus, reason v1alpha2.ConditionReason, msg string) {
-		mark(Condition{Type: v1alpha2.ConditionConfigurationReady, Status: s, Reason: reason, Message: msg})
+	d, res, err := r.configure(ctx, fn, st)
+	if d == nil {
+		return res, err
 	}
-	st.ObservedGeneration = gen
+	return r.applyChildren(ctx, fn, d, st)
+}
+
+// desired is what configure decided for a Function: its plan, with the
+// autoscaler chosen, and what ConfigurationReady says once the source is
+// stored.
+type desired struct {
+	plan plan.Plan
+	// reason and message of ConfigurationReady True, then the notes.
+	reason  v1alpha2.ConditionReason
+	message string
+	notes   []string
+	// requeue is when to reconcile again without a change.
+	requeue time.Duration
+}
+
+// configure validates fn, resolves a Git source, plans the Function and
+// chooses who owns its replicas, recording in st what it learns. A nil
+// desired means there is nothing to apply: the Function cannot run as
+// written (ConfigurationReady False, no error) or a retry may fix it (the
+// error).
+func (r *Reconciler) configure(ctx context.Context, fn *v1alpha2.Function, st *v1alpha2.FunctionStatus) (*desired, ctrl.Result, error) {
+	st.ObservedGeneration = fn.Generation
 	st.Runtime = fn.Spec.Runtime
-
 	if problems := fn.Validate(); len(problems) > 0 {
-		configuration(metav1.ConditionFalse, v1alpha2.ReasonInvalidFunctionSpec, v1alpha2.InvalidSpecMessage(problems))
-		return ctrl.Result{}, nil
+		notConfigured(st, v1alpha2.ReasonInvalidFunctionSpec, v1alpha2.InvalidSpecMessage(problems))
+		return nil, ctrl.Result{}, nil
 	}
-
-	requeue := r.cfg.Resync
-	planned := fn
-	ready := v1alpha2.ReasonFunctionSpecValidated
-	readyMsg := fmt.Sprintf("Function %s is valid", fn.Name)
-	var notes []string
+	d := &desired{reason: v1alpha2.ReasonFunctionSpecValidated, message: fmt.Sprintf("Function %s is valid", fn.Name), requeue: r.cfg.Resync}
 	if dup := fn.DuplicateEnv(); len(dup) > 0 {
-		notes = append(notes, fmt.Sprintf("spec.env defines %s more than once: the last definition is used", strings.Join(dup, ", ")))
+		d.notes = append(d.notes, fmt.Sprintf("spec.env defines %s more than once: the last definition is used", strings.Join(dup, ", ")))
 	}
-	if g := fn.Spec.Source.GitRepository; g != nil {
-		commit, next, err := r.git.resolve(ctx, fn)
-		if err != nil {
-			configuration(metav1.ConditionFalse, v1alpha2.ReasonSourceUpdateFailed, err.Error())
-			return ctrl.Result{RequeueAfter: min(r.cfg.GitPollInterval, time.Minute)}, nil
+	planned := fn
+	if fn.Spec.Source.GitRepository != nil {
+		if planned = r.resolveSource(ctx, fn, st, d); planned == nil {
+			return nil, ctrl.Result{RequeueAfter: min(r.cfg.GitPollInterval, time.Minute)}, nil
 		}
-		st.GitRepository = &v1alpha2.GitRepositoryStatus{URL: g.URL, Repository: g.Repository, Commit: commit}
-		st.Commit, st.Repository = commit, g.Repository
-		planned = fn.DeepCopy()
-		planned.Status.GitRepository = st.GitRepository
-		ready, readyMsg = v1alpha2.ReasonSourceUpdated, fmt.Sprintf("%s %q resolved to commit %s", g.URL, g.Reference, commit)
-		requeue = min(requeue, next)
 	}
-
 	p, err := plan.For(planned, r.cfg.Plan)
 	if err != nil {
-		configuration(metav1.ConditionFalse, v1alpha2.ReasonInvalidFunctionSpec, err.Error())
-		return ctrl.Result{}, nil
+		notConfigured(st, v1alpha2.ReasonInvalidFunctionSpec, err.Error())
+		return nil, ctrl.Result{}, nil
 	}
 	st.RuntimeImage = p.Image
 	st.FunctionResourceProfile = p.Profile
 	st.PodSelector = labels.SelectorFromSet(p.Selector).String()
+	d.plan = p
+	return r.chooseAutoscaler(ctx, fn, st, d)
+}
 
+// resolveSource resolves a Git Function's reference to a commit, records
+// it in st and d, and returns the Function to plan, whose status names
+// that commit; nil when the reference cannot be resolved
+// (ConfigurationReady False, SourceUpdateFailed).
+func (r *Reconciler) resolveSource(ctx context.Context, fn *v1alpha2.Function, st *v1alpha2.FunctionStatus, d *desired) *v1alpha2.Function {
+	g := fn.Spec.Source.GitRepository
+	commit, next, err := r.git.resolve(ctx, fn)
+	if err != nil {
+		notConfigured(st, v1alpha2.ReasonSourceUpdateFailed, err.Error())
+		return nil
+	}
+	st.GitRepository = &v1alpha2.GitRepositoryStatus{URL: g.URL, Repository: g.Repository, Commit: commit}
+	st.Commit, st.Repository = commit, g.Repository
+	planned := fn.DeepCopy()
+	planned.Status.GitRepository = st.GitRepository
+	d.reason, d.message = v1alpha2.ReasonSourceUpdated, fmt.Sprintf("%s %q resolved to commit %s", g.URL, g.Reference, commit)
+	d.requeue = min(d.requeue, next)
+	return planned
+}
+
+// chooseAutoscaler records in d.plan who owns the Function's replicas: an
+// autoscaler of the user's that targets the Function (then spec.replicas
+// decides, as in Kyma), kfn's HPA or ScaledObject, or nobody.
+func (r *Reconciler) chooseAutoscaler(ctx context.Context, fn *v1alpha2.Function, st *v1alpha2.FunctionStatus, d *desired) (*desired, ctrl.Result, error) {
 	external, err := r.externalScaler(ctx, fn)
 	if err != nil {
-		return ctrl.Result{}, err
+		return nil, ctrl.Result{}, err
 	}
 	if external != "" {
-		// As in Kyma: spec.replicas decides, and that autoscaler sets it
-		// through the scale subresource; kfn's own autoscaler would fight it.
+		// kfn's own autoscaler would fight the one that sets spec.replicas
+		// through the scale subresource.
 		note := external + " scales the Function through spec.replicas"
 		if fn.Spec.ScaleConfig != nil {
 			note += "; spec.scaleConfig is ignored while it does"
 		}
-		notes = append(notes, note)
-		p.Scaling = p.Scaling.Fixed()
+		d.notes = append(d.notes, note)
+		d.plan.Scaling = d.plan.Scaling.Fixed()
 	}
 	kedaInstalled := r.keda.installed()
 	subscribed := false
-	if kedaInstalled && p.Scaling.Autoscaled && p.Scaling.MinReplicas >= 1 {
+	if s := d.plan.Scaling; kedaInstalled && s.Autoscaled && s.MinReplicas >= 1 {
 		if subscribed, err = r.subscribed(ctx, fn); err != nil {
-			return ctrl.Result{}, err
+			return nil, ctrl.Result{}, err
 		}
 	}
-	autoscaler, err := ChooseAutoscaler(p.Scaling, kedaInstalled, subscribed)
-	if err != nil {
-		configuration(metav1.ConditionFalse, v1alpha2.ReasonInvalidFunctionSpec, err.Error())
-		return ctrl.Result{RequeueAfter: requeue}, nil
+	if err := d.plan.SetAutoscaler(kedaInstalled, subscribed); err != nil {
+		notConfigured(st, v1alpha2.ReasonInvalidFunctionSpec, err.Error())
+		return nil, ctrl.Result{RequeueAfter: d.requeue}, nil
 	}
+	return d, ctrl.Result{}, nil
+}
+
+// applyChildren applies the children d plans, once per Resync even when
+// they look unchanged, and sets ConfigurationReady (once the source is
+// stored) and Running.
+func (r *Reconciler) applyChildren(ctx context.Context, fn *v1alpha2.Function, d *desired, st *v1alpha2.FunctionStatus) (ctrl.Result, error) {
+	p := d.plan
 	key := client.ObjectKeyFromObject(fn)
 	force := r.dueForce(key, fn.UID)
 	stored, err := r.applyConfigMap(ctx, p, force)
 	if err != nil {
-		configuration(metav1.ConditionFalse, v1alpha2.ReasonConfigMapError, err.Error())
+		notConfigured(st, v1alpha2.ReasonConfigMapError, err.Error())
 		return ctrl.Result{}, err
 	}
-	configuration(metav1.ConditionTrue, ready, strings.Join(append([]string{readyMsg, stored}, notes...), "; "))
-	change, dep, err := r.applyDeployment(ctx, fn, p, autoscaler, force)
+	setCondition(st, Condition{Type: v1alpha2.ConditionConfigurationReady, Status: metav1.ConditionTrue, Reason: d.reason,
+		Message: strings.Join(append([]string{d.message, stored}, d.notes...), "; ")})
+	change, dep, err := r.applyDeployment(ctx, p, force)
 	if err != nil {
-		mark(Condition{Type: v1alpha2.ConditionRunning, Status: metav1.ConditionFalse, Reason: v1alpha2.ReasonDeploymentFailed, Message: err.Error()})
+		setCondition(st, Condition{Type: v1alpha2.ConditionRunning, Status: metav1.ConditionFalse, Reason: v1alpha2.ReasonDeploymentFailed, Message: err.Error()})
 		return ctrl.Result{}, err
 	}
 	if err := r.applyService(ctx, p, force); err != nil {
-		mark(Condition{Type: v1alpha2.ConditionRunning, Status: metav1.ConditionFalse, Reason: v1alpha2.ReasonServiceFailed, Message: err.Error()})
+		setCondition(st, Condition{Type: v1alpha2.ConditionRunning, Status: metav1.ConditionFalse, Reason: v1alpha2.ReasonServiceFailed, Message: err.Error()})
 		return ctrl.Result{}, err
 	}
-	if err := r.applyAutoscaler(ctx, p, autoscaler, force); err != nil {
+	if err := r.applyAutoscaler(ctx, p, force); err != nil {
 		// No condition of Kyma's fits an autoscaler that cannot be
 		// written (an HPA of someone else's with the Function's name):
 		// say it on the Function, where kubectl describe shows it.
@@ -186,184 +223,38 @@ func (r *Reconciler) reconcile(ctx context.Context, fn *v1alpha2.Function, st *v
 	if force {
 		r.forced(key, fn.UID)
 	}
-
-	in := RunningInput{Deployment: dep, Change: change, MinReplicas: FixedReplicas(p.Scaling), ScalesToZero: p.Scaling.ScalesToZero()}
-	if running := RunningCondition(in); running.Status != metav1.ConditionTrue {
-		pods := &corev1.PodList{}
-		if err := r.client.List(ctx, pods, client.InNamespace(fn.Namespace), client.MatchingLabels(p.Selector)); err != nil {
-			return ctrl.Result{}, fmt.Errorf("list pods: %w", err)
-		}
-		in.Pods = pods.Items
+	running, err := r.running(ctx, p, dep, change)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
-	mark(RunningCondition(in))
+	setCondition(st, running)
 	st.Replicas = dep.Status.Replicas
-	return ctrl.Result{RequeueAfter: requeue}, nil
+	return ctrl.Result{RequeueAfter: d.requeue}, nil
 }
 
-// applyConfigMap writes the source ConfigMap of an inline Function (and
-// deletes one a Git Function no longer needs). It returns where the pods
-// find the source, for the ConfigurationReady message.
-func (r *Reconciler) applyConfigMap(ctx context.Context, p plan.Plan, force bool) (string, error) {
-	existing := &corev1.ConfigMap{}
-	found, err := r.owned(ctx, p, existing)
-	if err != nil {
-		return "", err
+// running computes the Running condition from the Deployment and, when it
+// is not ready, from the Function's pods.
+func (r *Reconciler) running(ctx context.Context, p plan.Plan, dep *appsv1.Deployment, change RolloutChange) (Condition, error) {
+	in := RunningInput{Deployment: dep, Change: change, MinReplicas: p.Scaling.FixedReplicas(), ScalesToZero: p.Scaling.ScalesToZero()}
+	if c := RunningCondition(in); c.Status == metav1.ConditionTrue {
+		return c, nil
 	}
-	ac := ConfigMap(p)
-	if ac == nil { // Git: the pod fetches the source
-		if found {
-			if err := r.delete(ctx, existing); err != nil {
-				return "", err
-			}
-		}
-		return "the pods fetch the source at that commit and install its dependencies, if any", nil
+	pods := &corev1.PodList{}
+	if err := r.client.List(ctx, pods, client.InNamespace(p.Namespace), client.MatchingLabels(p.Selector)); err != nil {
+		return Condition{}, fmt.Errorf("list pods: %w", err)
 	}
-	var current client.Object
-	if found {
-		current = existing
-	}
-	if _, err := r.apply(ctx, ac, current, force); err != nil {
-		return "", fmt.Errorf("apply configmap: %w", err)
-	}
-	msg := fmt.Sprintf("ConfigMap %s holds the source", p.Name)
-	if p.Dependencies.Needed {
-		msg += "; the pods install its dependencies before the function starts"
-	}
-	return msg, nil
+	in.Pods = pods.Items
+	return RunningCondition(in), nil
 }
 
-func (r *Reconciler) applyDeployment(ctx context.Context, fn *v1alpha2.Function, p plan.Plan, autoscaler Autoscaler, force bool) (RolloutChange, *appsv1.Deployment, error) {
-	existing := &appsv1.Deployment{}
-	found, err := r.owned(ctx, p, existing)
-	if err != nil {
-		return RolloutUnchanged, nil, err
-	}
-	ac, err := Deployment(fn, p, r.cfg, autoscaler == AutoscalerNone, FixedReplicas(p.Scaling))
-	if err != nil {
-		return RolloutUnchanged, nil, fmt.Errorf("build deployment: %w", err)
-	}
-	var current client.Object
-	if found {
-		current = existing
-	}
-	applied, err := r.apply(ctx, ac, current, force)
-	if err != nil {
-		return RolloutUnchanged, nil, fmt.Errorf("apply deployment: %w", err)
-	}
-	if applied == nil {
-		return RolloutUnchanged, existing, nil
-	}
-	dep := &appsv1.Deployment{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(applied.Object, dep); err != nil {
-		return RolloutUnchanged, nil, fmt.Errorf("decode applied deployment: %w", err)
-	}
-	switch {
-	case !found:
-		return RolloutCreated, dep, nil
-	case dep.Generation != existing.Generation:
-		return RolloutUpdated, dep, nil
-	default:
-		return RolloutUnchanged, dep, nil
-	}
+// setCondition sets c on st, for the generation st observes.
+func setCondition(st *v1alpha2.FunctionStatus, c Condition) {
+	st.SetCondition(c.Type, c.Status, c.Reason, c.Message, st.ObservedGeneration)
 }
 
-func (r *Reconciler) applyService(ctx context.Context, p plan.Plan, force bool) error {
-	existing := &corev1.Service{}
-	found, err := r.owned(ctx, p, existing)
-	if err != nil {
-		return err
-	}
-	var current client.Object
-	if found {
-		current = existing
-	}
-	if _, err := r.apply(ctx, Service(p), current, force); err != nil {
-		return fmt.Errorf("apply service: %w", err)
-	}
-	return nil
-}
-
-func (r *Reconciler) applyAutoscaler(ctx context.Context, p plan.Plan, a Autoscaler, force bool) error {
-	hpa := &autoscalingv2.HorizontalPodAutoscaler{}
-	found, err := r.ownedOrForeign(ctx, p, hpa, a == AutoscalerHPA)
-	if err != nil {
-		return err
-	}
-	switch {
-	case a == AutoscalerHPA:
-		var current client.Object
-		if found {
-			current = hpa
-		}
-		if _, err := r.apply(ctx, HorizontalPodAutoscaler(p, r.cfg.HPACPUUtilization), current, force); err != nil {
-			return fmt.Errorf("apply horizontalpodautoscaler: %w", err)
-		}
-	case found:
-		if err := r.delete(ctx, hpa); err != nil {
-			return err
-		}
-	}
-	if !r.keda.watching() {
-		return nil
-	}
-	so := &kedav1alpha1.ScaledObject{}
-	found, err = r.ownedOrForeign(ctx, p, so, a == AutoscalerKEDA)
-	if err != nil {
-		return err
-	}
-	switch {
-	case a == AutoscalerKEDA:
-		var current client.Object
-		if found {
-			current = so
-		}
-		if _, err := r.apply(ctx, ScaledObject(p, r.cfg.ScalerAddress, r.cfg.ScalerAuthentication), current, force); err != nil {
-			return fmt.Errorf("apply scaledobject: %w", err)
-		}
-	case found:
-		return r.delete(ctx, so)
-	}
-	return nil
-}
-
-// owned reads the child named after the Function from the cache into obj.
-// A child of an earlier Function of the same name (another UID) is
-// deleted, and reported as not found, so that the new Function's child can
-// be created (a Deployment's selector, which holds the UID, is immutable).
-func (r *Reconciler) owned(ctx context.Context, p plan.Plan, obj client.Object) (bool, error) {
-	if err := r.client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, obj); err != nil {
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		}
-		return false, fmt.Errorf("get %T %s: %w", obj, p.Name, err)
-	}
-	if ref := metav1.GetControllerOf(obj); ref != nil && ref.UID == p.UID {
-		return true, nil
-	}
-	if obj.GetLabels()[v1alpha2.LabelManagedBy] != v1alpha2.LabelManagedByValue {
-		return false, fmt.Errorf("%T %s/%s exists and is not managed by kfn: delete or rename it", obj, p.Namespace, p.Name)
-	}
-	return false, r.delete(ctx, obj)
-}
-
-// ownedOrForeign is owned for an autoscaler, which a user may have made
-// with the Function's name (kubectl autoscale function NAME): when kfn does
-// not need its own (need false), such an object is left alone and reported
-// as not found; when it does, owned's error names the conflict.
-func (r *Reconciler) ownedOrForeign(ctx context.Context, p plan.Plan, obj client.Object, need bool) (bool, error) {
-	if !need {
-		if err := r.client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, obj); err != nil {
-			if apierrors.IsNotFound(err) {
-				return false, nil
-			}
-			return false, fmt.Errorf("get %T %s: %w", obj, p.Name, err)
-		}
-		ref := metav1.GetControllerOf(obj)
-		if (ref == nil || ref.UID != p.UID) && obj.GetLabels()[v1alpha2.LabelManagedBy] != v1alpha2.LabelManagedByValue {
-			return false, nil
-		}
-	}
-	return r.owned(ctx, p, obj)
+// notConfigured sets ConfigurationReady False with reason and message.
+func notConfigured(st *v1alpha2.FunctionStatus, reason v1alpha2.ConditionReason, msg string) {
+	setCondition(st, Condition{Type: v1alpha2.ConditionConfigurationReady, Status: metav1.ConditionFalse, Reason: reason, Message: msg})
 }
 
 // externalScaler names the autoscaler someone other than kfn pointed at
@@ -394,49 +285,6 @@ func (r *Reconciler) externalScaler(ctx context.Context, fn *v1alpha2.Function) 
 		}
 	}
 	return "", nil
-}
-
-// apply applies ac with server-side apply unless current (nil when there
-// is none) already carries ac's hash and force is false. It returns the
-// object the API server answered with, or nil when nothing was applied.
-func (r *Reconciler) apply(ctx context.Context, ac any, current client.Object, force bool) (*unstructured.Unstructured, error) {
-	if obj, ok := ac.(runtime.Object); ok {
-		converted, err := applyConfiguration(obj)
-		if err != nil {
-			return nil, err
-		}
-		ac = converted
-	}
-	b, err := json.Marshal(ac)
-	if err != nil {
-		return nil, fmt.Errorf("encode apply configuration: %w", err)
-	}
-	sum := sha256.Sum256(b)
-	h := hex.EncodeToString(sum[:12])
-	if current != nil && !force && current.GetAnnotations()[AnnotationApplied] == h {
-		return nil, nil
-	}
-	u := &unstructured.Unstructured{}
-	if err := json.Unmarshal(b, &u.Object); err != nil {
-		return nil, fmt.Errorf("decode apply configuration: %w", err)
-	}
-	ann := u.GetAnnotations()
-	if ann == nil {
-		ann = map[string]string{}
-	}
-	ann[AnnotationApplied] = h
-	u.SetAnnotations(ann)
-	if err := r.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(r.cfg.FieldManager), client.ForceOwnership); err != nil {
-		return nil, fmt.Errorf("apply %s %s: %w", u.GetKind(), u.GetName(), err)
-	}
-	return u, nil
-}
-
-func (r *Reconciler) delete(ctx context.Context, obj client.Object) error {
-	if err := r.client.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete %T %s/%s: %w", obj, obj.GetNamespace(), obj.GetName(), err)
-	}
-	return nil
 }
 
 // deleteOrphans deletes what kfn made for a Function that no longer

@@ -22,8 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
-	"github.com/kfn-dev/kfn/controller/function"
 	"github.com/kfn-dev/kfn/controller/internal/fntest"
+	"github.com/kfn-dev/kfn/controller/resources"
 )
 
 // markReady writes the status a kube-controller-manager would write once
@@ -50,25 +50,16 @@ func deploymentOf(t *testing.T, key types.NamespacedName) *appsv1.Deployment {
 
 func functionContainer(d *appsv1.Deployment) corev1.Container {
 	for _, c := range d.Spec.Template.Spec.Containers {
-		if c.Name == function.ContainerFunction {
+		if c.Name == resources.ContainerFunction {
 			return c
 		}
 	}
 	return corev1.Container{}
 }
 
-func envValue(c corev1.Container, name string) string {
-	for _, e := range c.Env {
-		if e.Name == name {
-			return e.Value
-		}
-	}
-	return ""
-}
-
 func TestCreateInlineFunction(t *testing.T) {
 	ns := namespace(t)
-	fn := create(t, fntest.Function("hello", ns, fntest.Source(fntest.HelloJS, pkgJSON), fntest.Env("GREETING", "hi")))
+	fn := create(t, fntest.Function("hello", ns, fntest.Source(fntest.HelloJS, fntest.PackageJSON), fntest.Env("GREETING", "hi")))
 	key := client.ObjectKeyFromObject(fn)
 
 	got := condition(t, key, v1alpha2.ConditionRunning, metav1.ConditionUnknown, v1alpha2.ReasonDeploymentWaiting)
@@ -89,7 +80,7 @@ func TestCreateInlineFunction(t *testing.T) {
 	cm := &corev1.ConfigMap{}
 	require.True(t, get(t, key, cm))
 	assert.Equal(t, fntest.HelloJS, cm.Data["handler.js"])
-	assert.Equal(t, pkgJSON, cm.Data["package.json"])
+	assert.Equal(t, fntest.PackageJSON, cm.Data["package.json"])
 	assert.Equal(t, got.UID, metav1.GetControllerOf(cm).UID)
 
 	svc := &corev1.Service{}
@@ -99,7 +90,7 @@ func TestCreateInlineFunction(t *testing.T) {
 
 	d := deploymentOf(t, key)
 	assert.Equal(t, int32(1), *d.Spec.Replicas)
-	assert.Equal(t, "hi", envValue(functionContainer(d), "GREETING"))
+	assert.Equal(t, "hi", fntest.EnvValue(functionContainer(d), "GREETING"))
 	require.Len(t, d.Spec.Template.Spec.InitContainers, 1, "dependencies are installed")
 
 	markReady(t, key)
@@ -133,7 +124,7 @@ func TestUpdateRevertAndEnvOnlyChange(t *testing.T) {
 	fn := create(t, fntest.Function("upd", ns))
 	key := client.ObjectKeyFromObject(fn)
 	d0 := deploymentOf(t, key)
-	hash0 := d0.Spec.Template.Annotations[function.AnnotationSourceHash]
+	hash0 := d0.Spec.Template.Annotations[resources.AnnotationSourceHash]
 	markReady(t, key)
 	condition(t, key, v1alpha2.ConditionRunning, metav1.ConditionTrue, v1alpha2.ReasonDeploymentReady)
 	cm0 := &corev1.ConfigMap{}
@@ -142,7 +133,7 @@ func TestUpdateRevertAndEnvOnlyChange(t *testing.T) {
 	// An env-only change rolls the pods' env and leaves the ConfigMap alone.
 	update(t, key, func(f *v1alpha2.Function) { f.Spec.Env = []v1alpha2.EnvVar{{Name: "MODE", Value: "fast"}} })
 	eventually(t, func() error {
-		if v := envValue(functionContainer(deploymentOf(t, key)), "MODE"); v != "fast" {
+		if v := fntest.EnvValue(functionContainer(deploymentOf(t, key)), "MODE"); v != "fast" {
 			return fmt.Errorf("MODE is %q", v)
 		}
 		return nil
@@ -151,7 +142,7 @@ func TestUpdateRevertAndEnvOnlyChange(t *testing.T) {
 	cm := &corev1.ConfigMap{}
 	require.True(t, get(t, key, cm))
 	assert.Equal(t, cm0.ResourceVersion, cm.ResourceVersion, "env change must not touch the ConfigMap")
-	assert.Equal(t, hash0, deploymentOf(t, key).Spec.Template.Annotations[function.AnnotationSourceHash])
+	assert.Equal(t, hash0, deploymentOf(t, key).Spec.Template.Annotations[resources.AnnotationSourceHash])
 	markReady(t, key)
 	condition(t, key, v1alpha2.ConditionRunning, metav1.ConditionTrue, v1alpha2.ReasonDeploymentReady)
 
@@ -159,7 +150,7 @@ func TestUpdateRevertAndEnvOnlyChange(t *testing.T) {
 	const v2 = "module.exports = { main: () => 'v2' };\n"
 	update(t, key, func(f *v1alpha2.Function) { f.Spec.Source.Inline.Source = v2 })
 	eventually(t, func() error {
-		if h := deploymentOf(t, key).Spec.Template.Annotations[function.AnnotationSourceHash]; h == hash0 {
+		if h := deploymentOf(t, key).Spec.Template.Annotations[resources.AnnotationSourceHash]; h == hash0 {
 			return errors.New("template still has the old source hash")
 		}
 		return nil
@@ -171,7 +162,7 @@ func TestUpdateRevertAndEnvOnlyChange(t *testing.T) {
 	// A revert goes back to the first template.
 	update(t, key, func(f *v1alpha2.Function) { f.Spec.Source.Inline.Source = fntest.HelloJS })
 	eventually(t, func() error {
-		if h := deploymentOf(t, key).Spec.Template.Annotations[function.AnnotationSourceHash]; h != hash0 {
+		if h := deploymentOf(t, key).Spec.Template.Annotations[resources.AnnotationSourceHash]; h != hash0 {
 			return errors.New("template not reverted")
 		}
 		return nil
@@ -337,7 +328,7 @@ func TestHPAAndReplicasOwnedByTheAutoscaler(t *testing.T) {
 	// A change of the Function does not take the replicas back.
 	update(t, key, func(f *v1alpha2.Function) { f.Spec.Env = []v1alpha2.EnvVar{{Name: "X", Value: "1"}} })
 	eventually(t, func() error {
-		if envValue(functionContainer(deploymentOf(t, key)), "X") != "1" {
+		if fntest.EnvValue(functionContainer(deploymentOf(t, key)), "X") != "1" {
 			return errors.New("env not applied yet")
 		}
 		return nil
@@ -386,7 +377,7 @@ func TestGitFunctionRollsOutWhenTheReferenceMoves(t *testing.T) {
 	assert.Equal(t, "main", got.Status.GitRepository.Reference)
 	d := deploymentOf(t, key)
 	fetch := d.Spec.Template.Spec.InitContainers[0]
-	assert.Equal(t, function.ContainerFetchSource, fetch.Name)
+	assert.Equal(t, resources.ContainerFetchSource, fetch.Name)
 	assert.Contains(t, fetch.Args, "--commit="+c1)
 	assert.False(t, get(t, key, &corev1.ConfigMap{}), "a Git Function has no source ConfigMap")
 

@@ -54,7 +54,8 @@ func startController(c *testcluster.Cluster) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := testConfig()
+	cfg := function.DefaultConfig()
+	cfg.Resources.ScalerAddress = "scaler.test:9090"
 	cfg.GitPollInterval = time.Second
 	cfg.KEDACheckInterval = 200 * time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())

@@ -130,8 +130,21 @@ type Plan struct {
 	// Istio's native sidecar over both.
 	Annotations map[string]string
 
+	// PodSecurityContext and ContainerSecurityContext are the restricted
+	// Pod Security Standard's defaults (DefaultPodSecurityContext,
+	// DefaultContainerSecurityContext) with spec.podSecurityContext and
+	// spec.containerSecurityContext merged over them field by field; every
+	// container of the pod, init containers included, gets the container's.
+	PodSecurityContext       *corev1.PodSecurityContext
+	ContainerSecurityContext *corev1.SecurityContext
+
 	// Scaling is the replica range.
 	Scaling Scaling
+	// Autoscaler is who owns the replica count. It depends on the cluster
+	// (KEDA, Subscriptions, autoscalers of the user's), so For leaves it
+	// empty and the controller sets it with SetAutoscaler; see
+	// DeploymentReplicas.
+	Autoscaler Autoscaler
 }
 
 // Source is a function's code: inline files, or a Git directory at a commit.
@@ -282,6 +295,32 @@ func For(fn *v1alpha2.Function, cfg Config) (Plan, error) {
 		return Plan{}, err
 	}
 
+	if err := p.setSecurityContexts(fn); err != nil {
+		return Plan{}, err
+	}
+	if err := p.setHost(fn, cfg); err != nil {
+		return Plan{}, err
+	}
+	return p, nil
+}
+
+// setSecurityContexts merges the Function's security contexts over the
+// restricted defaults.
+func (p *Plan) setSecurityContexts(fn *v1alpha2.Function) error {
+	var err error
+	if p.PodSecurityContext, err = PodSecurityContext(fn.Spec.PodSecurityContext); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidFunction, err)
+	}
+	if p.ContainerSecurityContext, err = ContainerSecurityContext(fn.Spec.ContainerSecurityContext); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidFunction, err)
+	}
+	return nil
+}
+
+// setHost sets what the host is told (Host), the environment computed from
+// it and the termination grace period its timeout sizes.
+func (p *Plan) setHost(fn *v1alpha2.Function, cfg Config) error {
+	rt := p.Runtime
 	p.Host = runtimes.Config{
 		FunctionName:           fn.Name,
 		Namespace:              fn.Namespace,
@@ -303,7 +342,7 @@ func For(fn *v1alpha2.Function, cfg Config) (Plan, error) {
 		// The libraries Kyma's images provide, in kfn's runtime images.
 		p.Host.LibsDir = runtimes.ImageNodeLibsDir
 	}
-	if mem, ok := res.Limits[corev1.ResourceMemory]; ok && rt.Language == runtimes.Python {
+	if mem, ok := p.Resources.Limits[corev1.ResourceMemory]; ok && rt.Language == runtimes.Python {
 		p.Host.MemoryLimit = mem.String()
 	}
 	timeout := p.Host.Timeout
@@ -311,10 +350,12 @@ func For(fn *v1alpha2.Function, cfg Config) (Plan, error) {
 		timeout = runtimes.DefaultTimeout
 	}
 	p.TerminationGracePeriod = timeout + ShutdownMargin
-	if p.Env, err = p.EnvFor(p.Host); err != nil {
-		return Plan{}, err
+	env, err := p.EnvFor(p.Host)
+	if err != nil {
+		return err
 	}
-	return p, nil
+	p.Env = env
+	return nil
 }
 
 // podMetadata returns the labels and annotations of fn's pods as Kyma

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
@@ -27,8 +28,6 @@ var cfg = plan.Config{
 	PublisherAddress:       "http://publisher.kfn-system/publish",
 	TraceCollectorEndpoint: "http://otel:4318/v1/traces",
 }
-
-const pkgJSON = `{"name":"f","dependencies":{"lodash":"^4.17.21"}}`
 
 func env(p plan.Plan) map[string]corev1.EnvVar {
 	out := map[string]corev1.EnvVar{}
@@ -119,11 +118,11 @@ func TestForSpecFields(t *testing.T) {
 			check: func(t *testing.T, p plan.Plan) { assert.Equal(t, "registry.example/custom:1", p.Image) },
 		},
 		"node dependencies": {
-			mods: []fntest.Modifier{fntest.Source(fntest.HelloJS, pkgJSON)},
+			mods: []fntest.Modifier{fntest.Source(fntest.HelloJS, fntest.PackageJSON)},
 			check: func(t *testing.T, p plan.Plan) {
-				assert.Equal(t, pkgJSON, p.Source.Files["package.json"])
+				assert.Equal(t, fntest.PackageJSON, p.Source.Files["package.json"])
 				assert.True(t, p.Dependencies.Needed)
-				assert.Equal(t, pkgJSON, p.Dependencies.Content)
+				assert.Equal(t, fntest.PackageJSON, p.Dependencies.Content)
 				assert.Len(t, p.Dependencies.Hash, 64)
 				e := env(p)
 				assert.Equal(t, runtimes.PodDepsDir, e["KFN_DEPS_DIR"].Value)
@@ -304,7 +303,7 @@ func TestSourceHash(t *testing.T) {
 	assert.Equal(t, h, base(fntest.Env("A", "1"), fntest.Replicas(4), fntest.Profile("S"), fntest.Labels(map[string]string{"a": "b"})),
 		"env, replicas, resources and labels do not change the source hash")
 	assert.NotEqual(t, h, base(fntest.Source("module.exports = {main: () => 1}", "")))
-	assert.NotEqual(t, h, base(fntest.Source(fntest.HelloJS, pkgJSON)))
+	assert.NotEqual(t, h, base(fntest.Source(fntest.HelloJS, fntest.PackageJSON)))
 	assert.NotEqual(t, h, base(fntest.Runtime(v1alpha2.NodeJS24)))
 	git := func(commit string) string {
 		return base(fntest.Git("https://g/r.git", "d", "main", nil), fntest.Resolved(commit))
@@ -314,7 +313,7 @@ func TestSourceHash(t *testing.T) {
 }
 
 func TestEnvForLocal(t *testing.T) {
-	p, err := plan.For(fntest.Function("hello", "ns", fntest.Source(fntest.HelloJS, pkgJSON), fntest.Env("X", "y")), cfg)
+	p, err := plan.For(fntest.Function("hello", "ns", fntest.Source(fntest.HelloJS, fntest.PackageJSON), fntest.Env("X", "y")), cfg)
 	require.NoError(t, err)
 	h := p.Host
 	h.FunctionDir, h.DepsDir, h.LibsDir, h.Port, h.ListenFD = "/home/me/fn", "/cache/deps/abc", "", 0, 3
@@ -379,4 +378,44 @@ spec:
 	assert.Equal(t, "20", value["FUNC_TIMEOUT"], "the platform's FUNC_TIMEOUT is replaced by the last definition")
 	assert.Equal(t, 20*time.Second, p.Host.Timeout)
 	assert.Less(t, slices.Index(order, "OTHER"), slices.Index(order, "GREETING"), "the last definition keeps its place")
+}
+
+func TestSecurityContexts(t *testing.T) {
+	tests := map[string]struct {
+		mods          []fntest.Modifier
+		wantPod       *corev1.PodSecurityContext
+		wantContainer *corev1.SecurityContext
+	}{
+		"restricted defaults": {
+			wantPod:       plan.DefaultPodSecurityContext(),
+			wantContainer: plan.DefaultContainerSecurityContext(),
+		},
+		"the user's fields win, the others keep the default": {
+			mods: []fntest.Modifier{
+				fntest.PodSecurity(&corev1.PodSecurityContext{RunAsUser: ptr.To[int64](2000)}),
+				fntest.ContainerSecurity(&corev1.SecurityContext{ReadOnlyRootFilesystem: ptr.To(false), Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_BIND_SERVICE"}}}),
+			},
+			wantPod: func() *corev1.PodSecurityContext {
+				sc := plan.DefaultPodSecurityContext()
+				sc.RunAsUser = ptr.To[int64](2000)
+				return sc
+			}(),
+			wantContainer: func() *corev1.SecurityContext {
+				sc := plan.DefaultContainerSecurityContext()
+				sc.ReadOnlyRootFilesystem = ptr.To(false)
+				// Nested objects merge too: the default drop stays.
+				sc.Capabilities.Add = []corev1.Capability{"NET_BIND_SERVICE"}
+				return sc
+			}(),
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			p, err := plan.For(fntest.Function("f", "ns", tc.mods...), cfg)
+			require.NoError(t, err)
+			assert.Equal(t, tc.wantPod, p.PodSecurityContext)
+			assert.Equal(t, tc.wantContainer, p.ContainerSecurityContext)
+		})
+	}
+	assert.NotSame(t, plan.DefaultPodSecurityContext(), plan.DefaultPodSecurityContext(), "each call returns a new value")
 }

@@ -157,7 +157,7 @@ func start(t *testing.T) *platform {
 	})
 	require.NoError(t, err)
 	cfg := function.DefaultConfig()
-	cfg.ScalerAddress = lis.Addr().String()
+	cfg.Resources.ScalerAddress = lis.Addr().String()
 	r, err := function.NewReconciler(kfnMgr, cfg)
 	require.NoError(t, err)
 	require.NoError(t, r.SetupWithManager(ctx, kfnMgr))

@@ -15,7 +15,7 @@ import (
 )
 
 // functionServicePort is the port of a Function's Service
-// (controller/function.ServicePort).
+// (controller/resources.ServicePort).
 const functionServicePort = 80
 
 // newGateway makes the gateway of a cluster: Functions known and ready from

@@ -14,6 +14,10 @@ import (
 // HelloJS is the default inline Node.js source.
 const HelloJS = "module.exports = { main: () => 'hello' };\n"
 
+// PackageJSON is a package.json with one dependency, which makes the
+// controller install it.
+const PackageJSON = `{"name":"f","dependencies":{"lodash":"^4.17.21"}}`
+
 // Modifier changes a Function under construction.
 type Modifier func(*v1alpha2.Function)
 
@@ -141,4 +145,15 @@ func PodSecurity(sc *corev1.PodSecurityContext) Modifier {
 // ContainerSecurity sets spec.containerSecurityContext.
 func ContainerSecurity(sc *corev1.SecurityContext) Modifier {
 	return func(f *v1alpha2.Function) { f.Spec.ContainerSecurityContext = sc }
+}
+
+// EnvValue returns the value of the container's variable name, or "" when
+// it has none (or only a valueFrom).
+func EnvValue(c corev1.Container, name string) string {
+	for _, e := range c.Env {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	return ""
 }

@@ -1,15 +1,10 @@
-package function
+package resources
 
 import (
-	"fmt"
-
 	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kfn-dev/kfn/controller/plan"
 	"github.com/kfn-dev/kfn/scaler/trigger"
@@ -20,11 +15,12 @@ var ScaledObjectGVK = kedav1alpha1.SchemeGroupVersion.WithKind("ScaledObject")
 
 // ScaledObject builds the KEDA ScaledObject that scales the Function's
 // Deployment between scaleConfig's minReplicas (0 allowed) and maxReplicas
-// on kfn's scaler, with the Function's cooldown. Its one trigger is
-// package trigger's contract with the scaler; auth, when not nil, is the
-// trigger's authenticationRef (the scaler's TLS settings for KEDA). It is
+// on kfn's scaler at cfg.ScalerAddress, with the Function's cooldown. Its
+// one trigger is package trigger's contract with the scaler;
+// cfg.ScalerAuthentication, when not nil, is the trigger's
+// authenticationRef (the scaler's TLS settings for KEDA), copied. It is
 // KEDA's own Go type.
-func ScaledObject(p plan.Plan, scalerAddress string, auth *kedav1alpha1.AuthenticationRef) *kedav1alpha1.ScaledObject {
+func ScaledObject(p plan.Plan, cfg Config) *kedav1alpha1.ScaledObject {
 	s := p.Scaling
 	return &kedav1alpha1.ScaledObject{
 		TypeMeta: metav1.TypeMeta{APIVersion: ScaledObjectGVK.GroupVersion().String(), Kind: ScaledObjectGVK.Kind},
@@ -44,9 +40,9 @@ func ScaledObject(p plan.Plan, scalerAddress string, auth *kedav1alpha1.Authenti
 			CooldownPeriod:  ptr.To(s.CooldownPeriod),
 			Triggers: []kedav1alpha1.ScaleTriggers{{
 				Type:              trigger.Type,
-				AuthenticationRef: auth.DeepCopy(),
+				AuthenticationRef: cfg.ScalerAuthentication.DeepCopy(),
 				Metadata: trigger.Metadata{
-					ScalerAddress:     scalerAddress,
+					ScalerAddress:     cfg.ScalerAddress,
 					Function:          types.NamespacedName{Namespace: p.Namespace, Name: p.Name},
 					TargetBacklog:     s.TargetBacklog,
 					TargetConcurrency: s.TargetConcurrency,
@@ -54,18 +50,4 @@ func ScaledObject(p plan.Plan, scalerAddress string, auth *kedav1alpha1.Authenti
 			}},
 		},
 	}
-}
-
-// applyConfiguration turns a typed object into a server-side apply
-// configuration: its JSON form without status and creation timestamp,
-// which would otherwise claim fields the controller does not set.
-func applyConfiguration(obj runtime.Object) (runtime.ApplyConfiguration, error) {
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
-		return nil, fmt.Errorf("convert %T: %w", obj, err)
-	}
-	u := &unstructured.Unstructured{Object: m}
-	delete(u.Object, "status")
-	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
-	return client.ApplyConfigurationFromUnstructured(u), nil
 }

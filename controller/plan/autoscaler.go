@@ -1,16 +1,9 @@
-package function
+package plan
 
-import (
-	"errors"
+import "errors"
 
-	"k8s.io/apimachinery/pkg/runtime/schema"
-
-	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
-	"github.com/kfn-dev/kfn/controller/plan"
-)
-
-// ErrNeedsKEDA is returned by ChooseAutoscaler for a Function that asks to
-// scale to zero in a cluster without KEDA.
+// ErrNeedsKEDA is returned by ChooseAutoscaler (and Plan.SetAutoscaler) for
+// a Function that asks to scale to zero in a cluster without KEDA.
 var ErrNeedsKEDA = errors.New("scaleConfig.minReplicas 0 (scale to zero) needs KEDA, whose CRDs are not installed in this cluster: install KEDA or set minReplicas to 1 or more")
 
 // Autoscaler is what owns a Function's replica count.
@@ -35,7 +28,7 @@ const (
 //     Subscription's sink is the Function (scaling on queue depth), else
 //     a CPU HorizontalPodAutoscaler;
 //   - maxReplicas == minReplicas: nobody; minReplicas is applied.
-func ChooseAutoscaler(s plan.Scaling, kedaInstalled, subscribed bool) (Autoscaler, error) {
+func ChooseAutoscaler(s Scaling, kedaInstalled, subscribed bool) (Autoscaler, error) {
 	switch {
 	case !s.Autoscaled:
 		return AutoscalerNone, nil
@@ -55,18 +48,32 @@ func ChooseAutoscaler(s plan.Scaling, kedaInstalled, subscribed bool) (Autoscale
 
 // FixedReplicas is the replica count the controller applies when no
 // autoscaler owns it.
-func FixedReplicas(s plan.Scaling) int32 {
+func (s Scaling) FixedReplicas() int32 {
 	if s.Autoscaled {
 		return s.MinReplicas
 	}
 	return s.Replicas
 }
 
-// TargetsFunction reports whether the scale target of an autoscaler (an
-// HPA's or a KEDA ScaledObject's scaleTargetRef) is a Function, of any
-// version: such an autoscaler scales the Function through its scale
-// subresource, that is, it sets spec.replicas.
-func TargetsFunction(apiVersion, kind string) bool {
-	gv, err := schema.ParseGroupVersion(apiVersion)
-	return err == nil && kind == "Function" && gv.Group == v1alpha2.GroupVersion.Group
+// SetAutoscaler records in p.Autoscaler who owns the replica count, as
+// ChooseAutoscaler decides it from p.Scaling and what the cluster offers.
+// On error (ErrNeedsKEDA) p is left as it was.
+func (p *Plan) SetAutoscaler(kedaInstalled, subscribed bool) error {
+	a, err := ChooseAutoscaler(p.Scaling, kedaInstalled, subscribed)
+	if err != nil {
+		return err
+	}
+	p.Autoscaler = a
+	return nil
+}
+
+// DeploymentReplicas returns the Deployment's spec.replicas and true when
+// the controller sets it (p.Autoscaler is AutoscalerNone); false when an
+// autoscaler owns it, or none was chosen yet (SetAutoscaler), so that the
+// field is left to its owner.
+func (p Plan) DeploymentReplicas() (int32, bool) {
+	if p.Autoscaler != AutoscalerNone {
+		return 0, false
+	}
+	return p.Scaling.FixedReplicas(), true
 }

@@ -1,4 +1,4 @@
-package function
+package resources
 
 import (
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"

@@ -1,4 +1,4 @@
-package function
+package resources
 
 import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"

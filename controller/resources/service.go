@@ -1,4 +1,4 @@
-package function
+package resources
 
 import (
 	corev1 "k8s.io/api/core/v1"

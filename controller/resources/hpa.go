@@ -1,4 +1,4 @@
-package function
+package resources
 
 import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -10,9 +10,9 @@ import (
 
 // HorizontalPodAutoscaler builds the CPU autoscaler of a Function that
 // scales between minReplicas >= 1 and a larger maxReplicas (Kyma's
-// behaviour), targeting cpuUtilization percent of the CPU requests. It
-// returns nil for any other Function.
-func HorizontalPodAutoscaler(p plan.Plan, cpuUtilization int32) *autoscalingv2ac.HorizontalPodAutoscalerApplyConfiguration {
+// behaviour), targeting cfg.HPACPUUtilization percent of the CPU requests.
+// It returns nil for any other Function.
+func HorizontalPodAutoscaler(p plan.Plan, cfg Config) *autoscalingv2ac.HorizontalPodAutoscalerApplyConfiguration {
 	s := p.Scaling
 	if !s.Autoscaled || s.MinReplicas < 1 || s.MaxReplicas <= s.MinReplicas {
 		return nil
@@ -31,5 +31,5 @@ func HorizontalPodAutoscaler(p plan.Plan, cpuUtilization int32) *autoscalingv2ac
 					WithName(corev1.ResourceCPU).
 					WithTarget(autoscalingv2ac.MetricTarget().
 						WithType(autoscalingv2.UtilizationMetricType).
-						WithAverageUtilization(cpuUtilization)))))
+						WithAverageUtilization(cfg.HPACPUUtilization)))))
 }

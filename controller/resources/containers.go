@@ -1,0 +1,159 @@
+package resources
+
+import (
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+
+	"github.com/kfn-dev/kfn/controller/plan"
+	"github.com/kfn-dev/kfn/runtimes"
+)
+
+// Names of the containers and volumes of a Function pod.
+const (
+	// ContainerFunction runs the runtime host (Kyma's name).
+	ContainerFunction = "function"
+	// ContainerFetchSource fetches a Git Function's directory.
+	ContainerFetchSource = "fetch-source"
+	// ContainerInstallDeps installs the Function's dependencies.
+	ContainerInstallDeps = "install-dependencies"
+
+	volumeFunction = "function"
+	volumeSource   = "source"
+	volumeDeps     = "dependencies"
+	volumeTmp      = "tmp"
+	volumeRegistry = "registry-config"
+	volumeGitAuth  = "git-auth"
+)
+
+// Paths inside the init containers.
+const (
+	// RegistryConfigDir is where the registry config Secret's .npmrc and
+	// pip.conf appear in the install container.
+	RegistryConfigDir = "/etc/kfn/registry"
+	// GitAuthDir is where the Git credentials Secret appears in the fetch
+	// container.
+	GitAuthDir = "/etc/kfn/git-auth"
+)
+
+// functionVolumes returns the pod's volumes and the function container's
+// mounts of them.
+func functionVolumes(p plan.Plan, cfg Config) ([]*corev1ac.VolumeApplyConfiguration, []*corev1ac.VolumeMountApplyConfiguration) {
+	volumes := []*corev1ac.VolumeApplyConfiguration{
+		corev1ac.Volume().WithName(volumeFunction).WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
+	}
+	mounts := []*corev1ac.VolumeMountApplyConfiguration{
+		corev1ac.VolumeMount().WithName(volumeFunction).WithMountPath(p.Host.FunctionDir),
+	}
+	if p.Source.Git == nil {
+		volumes = append(volumes, corev1ac.Volume().WithName(volumeSource).
+			WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(p.Name).WithDefaultMode(0o444)))
+		mounts = append(mounts, corev1ac.VolumeMount().WithName(volumeSource).WithMountPath(runtimes.PodSourceDir).WithReadOnly(true))
+	}
+	if p.Dependencies.Install() {
+		volumes = append(volumes,
+			corev1ac.Volume().WithName(volumeDeps).WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
+			corev1ac.Volume().WithName(volumeRegistry).WithSecret(corev1ac.SecretVolumeSource().
+				WithSecretName(cfg.RegistrySecretName).WithOptional(true).WithDefaultMode(0o440)))
+		mounts = append(mounts, corev1ac.VolumeMount().WithName(volumeDeps).WithMountPath(runtimes.PodDepsDir).WithReadOnly(true))
+	}
+	if g := p.Source.Git; g != nil && g.Auth != nil {
+		volumes = append(volumes, corev1ac.Volume().WithName(volumeGitAuth).WithSecret(corev1ac.SecretVolumeSource().
+			WithSecretName(g.Auth.SecretName).WithDefaultMode(0o440)))
+	}
+	volumes = append(volumes, corev1ac.Volume().WithName(volumeTmp).WithEmptyDir(corev1ac.EmptyDirVolumeSource()))
+	mounts = append(mounts, corev1ac.VolumeMount().WithName(volumeTmp).WithMountPath("/tmp"))
+	for i, m := range p.SecretMounts {
+		name := "secret-mount-" + strconv.Itoa(i)
+		volumes = append(volumes, corev1ac.Volume().WithName(name).WithSecret(corev1ac.SecretVolumeSource().
+			WithSecretName(m.SecretName).WithDefaultMode(0o444)))
+		mounts = append(mounts, corev1ac.VolumeMount().WithName(name).WithMountPath(m.MountPath).WithReadOnly(true))
+	}
+	return volumes, mounts
+}
+
+// fetchContainer runs kfn's fetch-source command, which clones the
+// repository, checks out the resolved commit and copies baseDir into the
+// function volume.
+func fetchContainer(p plan.Plan, cfg Config, sc *corev1ac.SecurityContextApplyConfiguration) *corev1ac.ContainerApplyConfiguration {
+	g := p.Source.Git
+	args := []string{
+		"--url=" + g.URL,
+		"--reference=" + g.Reference,
+		"--commit=" + g.Commit,
+		"--base-dir=" + g.BaseDir,
+		"--dest=" + p.Host.FunctionDir,
+	}
+	mounts := []*corev1ac.VolumeMountApplyConfiguration{
+		corev1ac.VolumeMount().WithName(volumeFunction).WithMountPath(p.Host.FunctionDir),
+		corev1ac.VolumeMount().WithName(volumeTmp).WithMountPath("/tmp"),
+	}
+	if g.Auth != nil {
+		args = append(args, "--auth-type="+string(g.Auth.Type), "--auth-dir="+GitAuthDir)
+		mounts = append(mounts, corev1ac.VolumeMount().WithName(volumeGitAuth).WithMountPath(GitAuthDir).WithReadOnly(true))
+	}
+	return corev1ac.Container().
+		WithName(ContainerFetchSource).
+		WithImage(cfg.GitFetchImage).
+		WithCommand(cfg.GitFetchCommand...).
+		WithArgs(args...).
+		WithEnv(corev1ac.EnvVar().WithName("HOME").WithValue("/tmp")).
+		WithResources(requirements(p.Resources)).
+		WithVolumeMounts(mounts...).
+		WithSecurityContext(sc).
+		WithTerminationMessagePolicy(corev1.TerminationMessageFallbackToLogsOnError)
+}
+
+// installContainer runs the runtime image's package manager, as
+// runtimes/README.md describes, into the dependencies volume. It reads the
+// dependency file from the source ConfigMap, or from the fetched directory
+// of a Git Function, which may have none: then it does nothing.
+func installContainer(p plan.Plan, sc *corev1ac.SecurityContextApplyConfiguration) *corev1ac.ContainerApplyConfiguration {
+	rt := p.Runtime
+	srcDir, srcVolume := runtimes.PodSourceDir, volumeSource
+	if p.Source.Git != nil {
+		srcDir, srcVolume = p.Host.FunctionDir, volumeFunction
+	}
+	src := path.Join(srcDir, rt.DepsFile())
+	dst := path.Join(runtimes.PodDepsDir, rt.DepsFile())
+	var script []string
+	script = append(script, "set -eu")
+	if p.Dependencies.FromSource {
+		script = append(script, fmt.Sprintf("if [ ! -f %s ]; then echo 'no %s: nothing to install'; exit 0; fi", src, rt.DepsFile()))
+	}
+	script = append(script, fmt.Sprintf("cp %s %s", src, dst), "cd "+runtimes.PodDepsDir)
+	if rt.Language == runtimes.Python {
+		conf := path.Join(RegistryConfigDir, "pip.conf")
+		script = append(script,
+			fmt.Sprintf("if [ -f %s ]; then export PIP_CONFIG_FILE=%s; fi", conf, conf),
+			fmt.Sprintf("exec python3 -m pip install --no-input --disable-pip-version-check --no-warn-script-location --target %s -r %s",
+				rt.DepsLibDir(runtimes.PodDepsDir), dst))
+	} else {
+		conf := path.Join(RegistryConfigDir, ".npmrc")
+		script = append(script,
+			fmt.Sprintf("if [ -f %s ]; then export npm_config_userconfig=%s; fi", conf, conf),
+			"exec npm install --omit=dev --no-audit --no-fund --no-update-notifier")
+	}
+	return corev1ac.Container().
+		WithName(ContainerInstallDeps).
+		WithImage(p.Image).
+		WithCommand("/bin/sh", "-c", strings.Join(script, "\n")).
+		WithEnv(
+			corev1ac.EnvVar().WithName("HOME").WithValue("/tmp"),
+			corev1ac.EnvVar().WithName("npm_config_cache").WithValue("/tmp/.npm"),
+			corev1ac.EnvVar().WithName("PIP_CACHE_DIR").WithValue("/tmp/.pip-cache"),
+		).
+		WithResources(requirements(p.Resources)).
+		WithVolumeMounts(
+			corev1ac.VolumeMount().WithName(srcVolume).WithMountPath(srcDir).WithReadOnly(true),
+			corev1ac.VolumeMount().WithName(volumeDeps).WithMountPath(runtimes.PodDepsDir),
+			corev1ac.VolumeMount().WithName(volumeTmp).WithMountPath("/tmp"),
+			corev1ac.VolumeMount().WithName(volumeRegistry).WithMountPath(RegistryConfigDir).WithReadOnly(true),
+		).
+		WithSecurityContext(sc).
+		WithTerminationMessagePolicy(corev1.TerminationMessageFallbackToLogsOnError)
+}

@@ -1,0 +1,165 @@
+package resources
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+
+	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
+	"github.com/kfn-dev/kfn/controller/plan"
+)
+
+// preStopSleep lets endpoints drop a stopping pod before its host stops
+// accepting connections.
+const preStopSleep = 2 * time.Second
+
+// Deployment builds the Function's Deployment from its plan: the runtime
+// image running the host with the plan's argv, env, port, probes and
+// resources; the function's directory a writable emptyDir (as Kyma's), into
+// which the host copies the source from the read-only ConfigMap (or an init
+// container fetches it, for Git), and the working directory; an install
+// init container only when there are dependencies; spec.secretMounts
+// read-only; writable /tmp; the root file system read-only; the plan's
+// security contexts (the restricted Pod Security Standard with the user's
+// merged over it); rolling updates that never take a ready replica away;
+// and the pod template annotated with the source and dependency hashes so
+// that a change of them rolls the pods. spec.replicas is set only when the
+// plan says so (plan.Plan.DeploymentReplicas: no autoscaler owns it).
+func Deployment(p plan.Plan, cfg Config) *appsv1ac.DeploymentApplyConfiguration {
+	spec := appsv1ac.DeploymentSpec().
+		WithSelector(metav1ac.LabelSelector().WithMatchLabels(p.Selector)).
+		WithRevisionHistoryLimit(3).
+		WithStrategy(appsv1ac.DeploymentStrategy().
+			WithType(appsv1.RollingUpdateDeploymentStrategyType).
+			WithRollingUpdate(appsv1ac.RollingUpdateDeployment().
+				WithMaxUnavailable(intstr.FromInt32(0)).
+				WithMaxSurge(intstr.FromString("25%")))).
+		WithTemplate(corev1ac.PodTemplateSpec().
+			WithLabels(p.Labels).
+			WithAnnotations(podAnnotations(p)).
+			WithSpec(podSpec(p, cfg)))
+	if replicas, ok := p.DeploymentReplicas(); ok {
+		spec.WithReplicas(replicas)
+	}
+	labels := maps.Clone(p.Labels)
+	delete(labels, v1alpha2.LabelResource)
+	return appsv1ac.Deployment(p.Name, p.Namespace).
+		WithLabels(labels).
+		WithOwnerReferences(ownerReference(p)).
+		WithSpec(spec)
+}
+
+// podSpec is the pod of the Deployment's template: the function container
+// after the init containers the source and dependencies need.
+func podSpec(p plan.Plan, cfg Config) *corev1ac.PodSpecApplyConfiguration {
+	var podSC corev1ac.PodSecurityContextApplyConfiguration
+	mustConvert(p.PodSecurityContext, &podSC)
+	var containerSC corev1ac.SecurityContextApplyConfiguration
+	mustConvert(p.ContainerSecurityContext, &containerSC)
+
+	volumes, mounts := functionVolumes(p, cfg)
+	var initContainers []*corev1ac.ContainerApplyConfiguration
+	if g := p.Source.Git; g != nil {
+		initContainers = append(initContainers, fetchContainer(p, cfg, &containerSC))
+	}
+	if p.Dependencies.Install() {
+		initContainers = append(initContainers, installContainer(p, &containerSC))
+	}
+	container := corev1ac.Container().
+		WithName(ContainerFunction).
+		WithImage(p.Image).
+		WithCommand(p.Command...).
+		WithWorkingDir(p.Host.FunctionDir).
+		WithEnv(envApply(p.Env)...).
+		WithPorts(corev1ac.ContainerPort().WithName("http").WithContainerPort(p.Port).WithProtocol(corev1.ProtocolTCP)).
+		WithStartupProbe(probe(p.Startup)).
+		WithReadinessProbe(probe(p.Readiness)).
+		WithLivenessProbe(probe(p.Liveness)).
+		WithResources(requirements(p.Resources)).
+		WithVolumeMounts(mounts...).
+		WithSecurityContext(&containerSC).
+		WithLifecycle(corev1ac.Lifecycle().WithPreStop(corev1ac.LifecycleHandler().
+			WithSleep(corev1ac.SleepAction().WithSeconds(int64(preStopSleep / time.Second))))).
+		WithTerminationMessagePolicy(corev1.TerminationMessageFallbackToLogsOnError)
+	grace := p.TerminationGracePeriod + preStopSleep
+	return corev1ac.PodSpec().
+		WithSecurityContext(&podSC).
+		WithInitContainers(initContainers...).
+		WithContainers(container).
+		WithVolumes(volumes...).
+		WithTerminationGracePeriodSeconds(int64(math.Ceil(grace.Seconds())))
+}
+
+// podAnnotations are the plan's pod annotations with the source and
+// dependency hashes, which roll the pods when they change.
+func podAnnotations(p plan.Plan) map[string]string {
+	annotations := maps.Clone(p.Annotations)
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[AnnotationSourceHash] = p.Source.Hash
+	if p.Dependencies.Hash != "" {
+		annotations[AnnotationDepsHash] = p.Dependencies.Hash
+	}
+	return annotations
+}
+
+func probe(p plan.Probe) *corev1ac.ProbeApplyConfiguration {
+	return corev1ac.Probe().
+		WithHTTPGet(corev1ac.HTTPGetAction().WithPath(p.Path).WithPort(intstr.FromInt32(p.Port))).
+		WithPeriodSeconds(seconds(p.Period)).
+		WithTimeoutSeconds(seconds(p.Timeout)).
+		WithFailureThreshold(p.FailureThreshold)
+}
+
+func seconds(d time.Duration) int32 {
+	return int32(max(1, math.Ceil(d.Seconds())))
+}
+
+func requirements(r corev1.ResourceRequirements) *corev1ac.ResourceRequirementsApplyConfiguration {
+	ac := corev1ac.ResourceRequirements()
+	if len(r.Requests) > 0 {
+		ac.WithRequests(r.Requests.DeepCopy())
+	}
+	if len(r.Limits) > 0 {
+		ac.WithLimits(r.Limits.DeepCopy())
+	}
+	return ac
+}
+
+func envApply(env []corev1.EnvVar) []*corev1ac.EnvVarApplyConfiguration {
+	out := make([]*corev1ac.EnvVarApplyConfiguration, 0, len(env))
+	for _, e := range env {
+		ac := corev1ac.EnvVar().WithName(e.Name)
+		if e.ValueFrom != nil {
+			var from corev1ac.EnvVarSourceApplyConfiguration
+			mustConvert(e.ValueFrom, &from)
+			ac.WithValueFrom(&from)
+		} else {
+			ac.WithValue(e.Value)
+		}
+		out = append(out, ac)
+	}
+	return out
+}
+
+// mustConvert copies a typed API value into its apply configuration. Both
+// have the same JSON form, so it cannot fail for the types it is used with.
+func mustConvert(from, to any) {
+	b, err := json.Marshal(from)
+	if err == nil {
+		err = json.Unmarshal(b, to)
+	}
+	if err != nil {
+		panic(fmt.Sprintf("convert %T to %T: %v", from, to, err))
+	}
+}

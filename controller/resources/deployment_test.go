@@ -1,0 +1,291 @@
+package resources_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/utils/ptr"
+
+	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
+	"github.com/kfn-dev/kfn/controller/internal/fntest"
+	"github.com/kfn-dev/kfn/controller/resources"
+	"github.com/kfn-dev/kfn/runtimes"
+)
+
+func TestDeploymentDefaults(t *testing.T) {
+	fn := fntest.Function("hello", "ns")
+	p := planFor(t, fn)
+	d := deployment(t, fn)
+	assert.Equal(t, "hello", d.Name)
+	assert.Equal(t, ptr.To[int32](1), d.Spec.Replicas)
+	assert.Equal(t, fn.SelectorLabels(), d.Spec.Selector.MatchLabels)
+	assert.Equal(t, p.Labels, d.Spec.Template.Labels)
+	assert.Equal(t, "hello", d.Spec.Template.Labels["app.kubernetes.io/name"], "Kyma's pod label")
+	assert.Equal(t, "true", d.Spec.Template.Annotations["sidecar.istio.io/nativeSidecar"], "Kyma's pod annotation")
+	assert.Equal(t, appsv1.RollingUpdateDeploymentStrategyType, d.Spec.Strategy.Type)
+	assert.Equal(t, int32(0), d.Spec.Strategy.RollingUpdate.MaxUnavailable.IntVal, "an update never takes a ready replica away")
+	assert.Equal(t, p.Source.Hash, d.Spec.Template.Annotations[resources.AnnotationSourceHash])
+	assert.NotContains(t, d.Spec.Template.Annotations, resources.AnnotationDepsHash)
+
+	pod := d.Spec.Template.Spec
+	assert.Empty(t, pod.InitContainers, "no dependencies, no install step")
+	c := container(pod, "function")
+	require.NotNil(t, c)
+	assert.Equal(t, "kfn/runtime-nodejs22:latest", c.Image)
+	assert.Equal(t, []string{"node", "/opt/kfn/nodejs/server.cjs"}, c.Command)
+	assert.Equal(t, int32(8080), c.Ports[0].ContainerPort)
+	assert.Equal(t, "/healthz?ready", c.ReadinessProbe.HTTPGet.Path)
+	assert.Equal(t, "/healthz", c.LivenessProbe.HTTPGet.Path)
+	require.NotNil(t, c.StartupProbe, "a slow import is not killed by the liveness probe")
+	assert.Equal(t, "/healthz", c.StartupProbe.HTTPGet.Path)
+	assert.Equal(t, int32(1), c.StartupProbe.PeriodSeconds)
+	assert.Equal(t, int32(150), c.StartupProbe.FailureThreshold)
+	assert.Equal(t, int32(3), c.LivenessProbe.FailureThreshold)
+	assert.True(t, apiequality.Semantic.DeepEqual(p.Resources, c.Resources))
+	assert.Equal(t, len(p.Env), len(c.Env))
+	assert.Equal(t, int64(187), *pod.TerminationGracePeriodSeconds, "timeout 180 s + 5 s + the 2 s preStop sleep")
+	assert.Equal(t, int64(2), c.Lifecycle.PreStop.Sleep.Seconds)
+
+	// The function's directory is a writable emptyDir, the working
+	// directory; the host copies the read-only ConfigMap into it.
+	fnDir := mount(c, runtimes.PodFunctionDir)
+	require.NotNil(t, fnDir)
+	assert.False(t, fnDir.ReadOnly)
+	assert.NotNil(t, volume(pod, fnDir.Name).EmptyDir)
+	assert.Equal(t, runtimes.PodFunctionDir, c.WorkingDir)
+	src := mount(c, runtimes.PodSourceDir)
+	require.NotNil(t, src)
+	assert.True(t, src.ReadOnly)
+	assert.Equal(t, "hello", volume(pod, src.Name).ConfigMap.Name)
+	assert.Equal(t, runtimes.PodSourceDir, fntest.EnvValue(*c, "KFN_SOURCE_DIR"))
+	assert.Equal(t, runtimes.PodFunctionDir, fntest.EnvValue(*c, "KFN_FUNCTION_DIR"))
+	tmp := mount(c, "/tmp")
+	require.NotNil(t, tmp)
+	assert.NotNil(t, volume(pod, tmp.Name).EmptyDir)
+	assert.Nil(t, mount(c, runtimes.PodDepsDir))
+
+	// The restricted Pod Security Standard.
+	psc := pod.SecurityContext
+	assert.True(t, *psc.RunAsNonRoot)
+	assert.Equal(t, int64(1000), *psc.RunAsUser)
+	assert.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, psc.SeccompProfile.Type)
+	csc := c.SecurityContext
+	assert.False(t, *csc.AllowPrivilegeEscalation)
+	assert.True(t, *csc.ReadOnlyRootFilesystem, "the root file system stays read-only")
+	assert.Equal(t, []corev1.Capability{"ALL"}, csc.Capabilities.Drop)
+}
+
+// TestDeploymentFunctionDirAsKyma checks the function's directory of each
+// runtime, Kyma's: /usr/src/app/function for Node.js, /kubeless (Kyma's
+// FUNCTION_PATH) for Python, writable, the working directory, and every
+// other path the function container can write is a volume (/tmp): the root
+// file system is read-only.
+func TestDeploymentFunctionDirAsKyma(t *testing.T) {
+	tests := map[string]struct {
+		fn  *v1alpha2.Function
+		dir string
+	}{
+		"nodejs22":  {fntest.Function("n", "ns"), "/usr/src/app/function"},
+		"python312": {fntest.Function("p", "ns", fntest.Runtime(v1alpha2.Python312), fntest.Source("def main(e, c):\n    return 'ok'\n", "")), "/kubeless"},
+		"python312 from git": {fntest.Function("g", "ns", fntest.Runtime(v1alpha2.Python312),
+			fntest.Git("https://git.test/r.git", "fns", "main", nil), fntest.Resolved("c0ffee")), "/kubeless"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			pod := deployment(t, tc.fn).Spec.Template.Spec
+			c := container(pod, "function")
+			assert.Equal(t, tc.dir, c.WorkingDir)
+			assert.Equal(t, tc.dir, fntest.EnvValue(*c, "KFN_FUNCTION_DIR"))
+			m := mount(c, tc.dir)
+			require.NotNil(t, m)
+			assert.False(t, m.ReadOnly)
+			assert.NotNil(t, volume(pod, m.Name).EmptyDir)
+			assert.True(t, *c.SecurityContext.ReadOnlyRootFilesystem)
+			for _, vm := range c.VolumeMounts {
+				if !vm.ReadOnly {
+					assert.Contains(t, []string{tc.dir, "/tmp"}, vm.MountPath, "writable mounts")
+				}
+			}
+		})
+	}
+}
+
+func TestDeploymentSpecFields(t *testing.T) {
+	tests := map[string]struct {
+		mods  []fntest.Modifier
+		check func(t *testing.T, d *appsv1.Deployment)
+	}{
+		"fixed replicas": {
+			mods:  []fntest.Modifier{fntest.Replicas(3)},
+			check: func(t *testing.T, d *appsv1.Deployment) { assert.Equal(t, int32(3), *d.Spec.Replicas) },
+		},
+		"autoscaled: replicas left to the autoscaler": {
+			mods:  []fntest.Modifier{fntest.Scale(1, 5)},
+			check: func(t *testing.T, d *appsv1.Deployment) { assert.Nil(t, d.Spec.Replicas) },
+		},
+		"runtimeImageOverride": {
+			mods: []fntest.Modifier{fntest.ImageOverride("my/image:1")},
+			check: func(t *testing.T, d *appsv1.Deployment) {
+				assert.Equal(t, "my/image:1", container(d.Spec.Template.Spec, "function").Image)
+			},
+		},
+		"env with valueFrom": {
+			mods: []fntest.Modifier{fntest.Env("A", "1"), fntest.EnvFrom("TOKEN", "sec", "tok")},
+			check: func(t *testing.T, d *appsv1.Deployment) {
+				env := container(d.Spec.Template.Spec, "function").Env
+				n := len(env)
+				assert.Equal(t, corev1.EnvVar{Name: "A", Value: "1"}, env[n-2])
+				assert.Equal(t, "TOKEN", env[n-1].Name)
+				assert.Equal(t, "sec", env[n-1].ValueFrom.SecretKeyRef.Name)
+				assert.Equal(t, "tok", env[n-1].ValueFrom.SecretKeyRef.Key)
+			},
+		},
+		"profile": {
+			mods: []fntest.Modifier{fntest.Profile("S")},
+			check: func(t *testing.T, d *appsv1.Deployment) {
+				c := container(d.Spec.Template.Spec, "function")
+				assert.Equal(t, "100m", c.Resources.Requests.Cpu().String())
+				assert.Equal(t, "256Mi", c.Resources.Limits.Memory().String())
+			},
+		},
+		"secret mounts read-only": {
+			mods: []fntest.Modifier{fntest.SecretMount("db-creds", "/etc/db")},
+			check: func(t *testing.T, d *appsv1.Deployment) {
+				pod := d.Spec.Template.Spec
+				m := mount(container(pod, "function"), "/etc/db")
+				require.NotNil(t, m)
+				assert.True(t, m.ReadOnly)
+				assert.Equal(t, "db-creds", volume(pod, m.Name).Secret.SecretName)
+			},
+		},
+		"labels and annotations on the pods": {
+			mods: []fntest.Modifier{fntest.Labels(map[string]string{"team": "a"}), fntest.Annotations(map[string]string{"prometheus.io/scrape": "true"})},
+			check: func(t *testing.T, d *appsv1.Deployment) {
+				assert.Equal(t, "a", d.Spec.Template.Labels["team"])
+				assert.Equal(t, "a", d.Labels["team"])
+				assert.Equal(t, "true", d.Spec.Template.Annotations["prometheus.io/scrape"])
+				assert.NotContains(t, d.Spec.Selector.MatchLabels, "team", "user labels stay out of the immutable selector")
+			},
+		},
+		"user security contexts merge over the defaults": {
+			mods: []fntest.Modifier{
+				fntest.PodSecurity(&corev1.PodSecurityContext{RunAsUser: ptr.To[int64](2000)}),
+				fntest.ContainerSecurity(&corev1.SecurityContext{ReadOnlyRootFilesystem: ptr.To(false), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"NET_BIND_SERVICE"}}}),
+			},
+			check: func(t *testing.T, d *appsv1.Deployment) {
+				psc := d.Spec.Template.Spec.SecurityContext
+				assert.Equal(t, int64(2000), *psc.RunAsUser)
+				assert.Equal(t, int64(1000), *psc.RunAsGroup, "unset fields keep the default")
+				assert.True(t, *psc.RunAsNonRoot)
+				csc := container(d.Spec.Template.Spec, "function").SecurityContext
+				assert.False(t, *csc.ReadOnlyRootFilesystem)
+				assert.False(t, *csc.AllowPrivilegeEscalation)
+				assert.Equal(t, []corev1.Capability{"NET_BIND_SERVICE"}, csc.Capabilities.Add)
+			},
+		},
+		"user FUNC_TIMEOUT sizes the grace period": {
+			mods: []fntest.Modifier{fntest.Env("FUNC_TIMEOUT", "10")},
+			check: func(t *testing.T, d *appsv1.Deployment) {
+				assert.Equal(t, int64(17), *d.Spec.Template.Spec.TerminationGracePeriodSeconds)
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			tc.check(t, deployment(t, fntest.Function("hello", "ns", tc.mods...)))
+		})
+	}
+}
+
+func TestDeploymentDependencies(t *testing.T) {
+	tests := map[string]struct {
+		fn         *v1alpha2.Function
+		install    []string // substrings of the install script
+		registry   string
+		libEnvName string
+	}{
+		"nodejs": {
+			fn:         fntest.Function("f", "ns", fntest.Source(fntest.HelloJS, fntest.PackageJSON)),
+			install:    []string{"cp /usr/src/app/source/package.json /usr/src/app/deps/package.json", "npm install --omit=dev"},
+			registry:   "npm_config_userconfig=/etc/kfn/registry/.npmrc",
+			libEnvName: "NODE_PATH",
+		},
+		"python": {
+			fn:         fntest.Function("f", "ns", fntest.Runtime(v1alpha2.Python312), fntest.Source("def main(e,c): pass\n", "requests\n")),
+			install:    []string{"pip install", "--target /usr/src/app/deps/site-packages -r /usr/src/app/deps/requirements.txt"},
+			registry:   "PIP_CONFIG_FILE=/etc/kfn/registry/pip.conf",
+			libEnvName: "PYTHONPATH",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			p := planFor(t, tc.fn)
+			d := deployment(t, tc.fn)
+			pod := d.Spec.Template.Spec
+			require.Len(t, pod.InitContainers, 1)
+			ic := pod.InitContainers[0]
+			assert.Equal(t, resources.ContainerInstallDeps, ic.Name)
+			assert.Equal(t, p.Image, ic.Image, "the runtime image has the package manager")
+			script := ic.Command[2]
+			for _, s := range append(tc.install, tc.registry) {
+				assert.Contains(t, script, s)
+			}
+			deps := mount(&ic, runtimes.PodDepsDir)
+			require.NotNil(t, deps)
+			assert.False(t, deps.ReadOnly)
+			reg := mount(&ic, resources.RegistryConfigDir)
+			require.NotNil(t, reg)
+			rv := volume(pod, reg.Name).Secret
+			assert.Equal(t, resources.DefaultRegistrySecretName, rv.SecretName)
+			assert.True(t, *rv.Optional, "the registry config Secret is used when present")
+			assert.Equal(t, ic.SecurityContext, container(pod, "function").SecurityContext, "init containers are restricted too")
+
+			c := container(pod, "function")
+			fdeps := mount(c, runtimes.PodDepsDir)
+			require.NotNil(t, fdeps)
+			assert.True(t, fdeps.ReadOnly)
+			assert.Nil(t, mount(c, resources.RegistryConfigDir), "registry credentials stay out of the function container")
+			found := false
+			for _, e := range c.Env {
+				found = found || e.Name == tc.libEnvName
+			}
+			assert.True(t, found)
+			assert.Equal(t, p.Dependencies.Hash, d.Spec.Template.Annotations[resources.AnnotationDepsHash])
+		})
+	}
+}
+
+func TestDeploymentGit(t *testing.T) {
+	fn := fntest.Function("g", "ns", fntest.Git("https://git.test/r.git", "/fns/g", "main", &v1alpha2.RepositoryAuth{Type: "basic", SecretName: "git-creds"}), fntest.Resolved("c0ffee"))
+	d := deployment(t, fn)
+	pod := d.Spec.Template.Spec
+	require.Len(t, pod.InitContainers, 2)
+	fetch, install := pod.InitContainers[0], pod.InitContainers[1]
+	assert.Equal(t, resources.ContainerFetchSource, fetch.Name)
+	assert.Equal(t, "kfn/kfn:latest", fetch.Image)
+	assert.Equal(t, []string{"/usr/local/bin/controller", "fetch-source"}, fetch.Command)
+	assert.Equal(t, []string{"--url=https://git.test/r.git", "--reference=main", "--commit=c0ffee", "--base-dir=fns/g",
+		"--dest=/usr/src/app/function", "--auth-type=basic", "--auth-dir=/etc/kfn/git-auth"}, fetch.Args)
+	assert.False(t, mount(&fetch, runtimes.PodFunctionDir).ReadOnly)
+	assert.NotNil(t, mount(&install, runtimes.PodFunctionDir), "the install step reads the fetched package.json")
+	auth := mount(&fetch, resources.GitAuthDir)
+	require.NotNil(t, auth)
+	assert.Equal(t, "git-creds", volume(pod, auth.Name).Secret.SecretName)
+	assert.Contains(t, install.Command[2], "if [ ! -f /usr/src/app/function/package.json ]", "a directory without package.json installs nothing")
+
+	c := container(pod, "function")
+	src := mount(c, runtimes.PodFunctionDir)
+	assert.False(t, src.ReadOnly, "the fetched directory is the function's, writable")
+	assert.NotNil(t, volume(pod, src.Name).EmptyDir)
+	assert.Nil(t, mount(c, runtimes.PodSourceDir), "nothing to copy")
+	assert.Empty(t, fntest.EnvValue(*c, "KFN_SOURCE_DIR"))
+	assert.Nil(t, mount(c, resources.GitAuthDir), "git credentials stay out of the function container")
+
+	moved := fntest.Function("g", "ns", fntest.Git("https://git.test/r.git", "/fns/g", "main", nil), fntest.Resolved("beef"))
+	assert.NotEqual(t, d.Spec.Template.Annotations[resources.AnnotationSourceHash],
+		deployment(t, moved).Spec.Template.Annotations[resources.AnnotationSourceHash], "a new commit rolls the pods")
+}
