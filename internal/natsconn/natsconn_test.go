@@ -1,11 +1,9 @@
 package natsconn_test
 
 import (
-	"bytes"
 	"log/slog"
 	"net"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,26 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kfn-dev/kfn/internal/logging/logtest"
 	"github.com/kfn-dev/kfn/internal/natsconn"
 )
-
-// syncBuffer is a bytes.Buffer for a logger written from NATS's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func freePort(t *testing.T) int {
 	t.Helper()
@@ -58,7 +39,7 @@ func startServer(t *testing.T, port int) *server.Server {
 // return are logged, and OnReconnect runs.
 func TestConnectWaitsAndReconnects(t *testing.T) {
 	port := freePort(t)
-	var logs syncBuffer
+	var logs logtest.Buffer
 	reconnected := make(chan struct{}, 4)
 	nc, err := natsconn.Connect("nats://127.0.0.1:"+strconv.Itoa(port), natsconn.Options{
 		Name:        "kfn-test",
