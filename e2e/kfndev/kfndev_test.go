@@ -25,7 +25,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// kfnBinary builds cmd/kfn once for the package's tests.
+// kfnBinary builds cmd/kfn once for the package's tests; with
+// KFN_E2E_RACE=1 it is built with the race detector, and a race makes kfn
+// dev exit 66, which the Ctrl-C check reports with the end of its output.
 var kfnBinary = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "kfn-e2e-bin-")
 	if err != nil {
@@ -36,7 +38,11 @@ var kfnBinary = sync.OnceValues(func() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/kfn")
+	args := []string{"build", "-o", bin}
+	if os.Getenv("KFN_E2E_RACE") == "1" {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, "./cmd/kfn")...)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build kfn: %v\n%s", err, out)
@@ -154,7 +160,17 @@ func (p *devProcess) interrupt() {
 	case <-time.After(60 * time.Second):
 		p.t.Fatalf("kfn dev did not stop within a minute of Ctrl-C:\n%s", p.out)
 	}
-	require.True(p.t, p.cmd.ProcessState.Success(), "kfn dev exits 0 on Ctrl-C:\n%s", p.out)
+	require.True(p.t, p.cmd.ProcessState.Success(), "kfn dev exits 0 on Ctrl-C, not %v; the end of its output:\n%s", p.cmd.ProcessState, lastLines(p.out.String(), 60))
+}
+
+// lastLines returns the last n lines of s: what a failure message needs
+// when the whole output would be cut short by the test log.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
 
 // children returns the pids of every process below pid.

@@ -58,7 +58,10 @@ type Objects struct {
 	Secrets    map[string]*corev1.Secret
 }
 
-// Function is one function the runner runs.
+// Function is one function the runner runs, as of one Apply: the runner
+// never changes a Function it has handed out (a later Apply makes a new
+// one), so its fields may be read without a lock; Pool is shared and safe
+// for concurrent use.
 type Function struct {
 	// Function is the Function as last applied.
 	Function *serverlessv1alpha2.Function
@@ -272,44 +275,45 @@ func (r *Runner) apply(ctx context.Context, fn *serverlessv1alpha2.Function) err
 	hash := specHash(spec)
 
 	r.mu.Lock()
-	f, exists := r.fns[key]
-	r.mu.Unlock()
-	r.mu.Lock()
+	old, exists := r.fns[key]
 	source := r.sources[key]
 	r.mu.Unlock()
+	// A Function others may hold (Functions, Function) is never changed:
+	// its next state is a copy, published under the lock.
+	var f Function
+	if exists {
+		f = *old
+	} else {
+		opts := r.cfg.Pool
+		opts.OnChange = r.cfg.OnChange
+		f = Function{Pool: supervisor.NewPool(key, r.cfg.Log, opts), runDir: spec.RunDir}
+	}
+	f.Source = source
 	if exists && f.specHash == hash {
-		f.Function, f.Plan, f.Warnings, f.Source = fn, p, warnings, source
+		f.Function, f.Plan, f.Warnings = fn, p, warnings
 		if f.refused {
 			// An edit that failed was undone: what runs is what is
 			// wanted, and the failure no longer applies.
 			f.refused = false
 			f.Pool.ClearError()
 		}
+		r.publish(key, &f)
 		return nil
 	}
-	if !exists {
-		opts := r.cfg.Pool
-		opts.OnChange = r.cfg.OnChange
-		f = &Function{Pool: supervisor.NewPool(key, r.cfg.Log, opts), runDir: spec.RunDir}
-	}
-	f.Source = source
 	if err := f.Pool.Update(ctx, spec); err != nil {
-		f.refused = exists
 		err = errors.New(userPaths(err.Error(), spec.RunDir, source))
-		if !exists {
+		if exists {
+			f.refused = true
+		} else {
 			// Keep it, not running, so its error shows and an edit can fix it.
 			f.Function, f.Plan, f.Warnings = fn, p, warnings
-			r.mu.Lock()
-			r.fns[key] = f
-			r.mu.Unlock()
 		}
+		r.publish(key, &f)
 		return err
 	}
 	f.Function, f.Plan, f.Warnings, f.specHash, f.refused = fn, p, warnings, hash, false
+	r.publish(key, &f)
 	if !exists {
-		r.mu.Lock()
-		r.fns[key] = f
-		r.mu.Unlock()
 		initial := p.Scaling.Replicas
 		if p.Scaling.Autoscaled {
 			initial = p.Scaling.MinReplicas
@@ -322,6 +326,13 @@ func (r *Runner) apply(ctx context.Context, fn *serverlessv1alpha2.Function) err
 		fmt.Fprintf(r.cfg.Log, "%s | kfn: warning: %s\n", key, w)
 	}
 	return nil
+}
+
+// publish makes f the function's state that Functions and Function return.
+func (r *Runner) publish(key string, f *Function) {
+	r.mu.Lock()
+	r.fns[key] = f
+	r.mu.Unlock()
 }
 
 func (r *Runner) planConfig() plan.Config {

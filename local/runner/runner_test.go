@@ -1,7 +1,6 @@
 package runner_test
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -19,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
+	"github.com/kfn-dev/kfn/internal/logging/logtest"
 	"github.com/kfn-dev/kfn/local/runner"
 	"github.com/kfn-dev/kfn/local/supervisor"
 )
@@ -68,7 +68,7 @@ func newRunner(t *testing.T, log io.Writer) *runner.Runner {
 
 func TestRunnerRunsUpdatesAndRemovesFunctions(t *testing.T) {
 	ctx := context.Background()
-	var log bytes.Buffer
+	var log logtest.Buffer
 	r := newRunner(t, &log)
 
 	node := function("hello", serverlessv1alpha2.NodeJS22, `module.exports = { main: () => "v1 " + process.env.COLOR + " " + process.env.FUNC_NAME }`,
@@ -171,7 +171,7 @@ func TestRunnerWithRelativeStateDir(t *testing.T) {
 // source stays as written, and it is gone once the process stopped.
 func TestFunctionDirIsWritable(t *testing.T) {
 	ctx := context.Background()
-	var log bytes.Buffer
+	var log logtest.Buffer
 	r := newRunner(t, &log)
 	node := function("writer", serverlessv1alpha2.NodeJS22, `const fs = require('fs');
 const path = require('path');
