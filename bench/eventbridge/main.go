@@ -30,7 +30,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -44,14 +43,9 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/bench/figures"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
-	"github.com/kfn-dev/kfn/eventbridge/eventstore"
-	"github.com/kfn-dev/kfn/eventbridge/publisher"
-	"github.com/kfn-dev/kfn/eventbridge/stream"
 )
 
 type options struct {
@@ -65,6 +59,8 @@ type options struct {
 	subs        int
 	observe     string
 	sample      float64
+	replicas    bool
+	idle        bool
 }
 
 func main() {
@@ -81,7 +77,20 @@ func main() {
 	flag.StringVar(&o.figures, "figures", "", "also append the results as JSON lines (package bench/figures) to this file")
 	flag.StringVar(&o.observe, "observability", "", "measure kfn with metrics and traces (both), or only metrics or traces, against kfn without them, instead of kfn against the bare pipeline")
 	flag.Float64Var(&o.sample, "sample", 1, "with -observability: the fraction of traces sampled (OTEL_TRACES_SAMPLER=parentbased_traceidratio below 1)")
+	flag.BoolVar(&o.replicas, "replicas", false, "measure instead the throughput of kfn with 2 dispatcher processes beside 1 (median of the rounds)")
+	flag.BoolVar(&o.idle, "idle", false, "measure instead the CPU (over -duration) and memory of a dispatcher process serving -subscriptions idle Subscriptions")
+	var c childFlags
+	flag.StringVar(&c.nats, "child-dispatcher", "", "internal: run as a dispatcher process of the benchmark, on this NATS server")
+	flag.StringVar(&c.sink, "child-sink", "", "internal: the sink of a dispatcher process")
+	flag.IntVar(&c.serve, "child-serve", 0, "internal: how many of the Subscriptions a dispatcher process serves")
 	flag.Parse()
+	if c.nats != "" {
+		if err := childDispatcher(c, o); err != nil {
+			fmt.Fprintln(os.Stderr, "eventbridge-bench dispatcher process:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
@@ -130,17 +139,24 @@ func run(o options) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true, MaxPayload: 8 << 20})
+	var ns *server.Server
+	as(partNATS, func() {
+		ns, err = server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true, MaxPayload: 8 << 20})
+		if err == nil {
+			ns.Start()
+		}
+	})
 	if err != nil {
 		return err
 	}
-	ns.Start()
 	defer ns.Shutdown()
 	if !ns.ReadyForConnections(10 * time.Second) {
 		return errors.New("nats not ready")
 	}
 	sink := newSink()
-	sinkSrv, sinkURL, err := serve(sink)
+	var sinkSrv *http.Server
+	var sinkURL string
+	as(partSink, func() { sinkSrv, sinkURL, err = serve(sink) })
 	if err != nil {
 		return err
 	}
@@ -148,8 +164,13 @@ func run(o options) error {
 
 	fmt.Printf("event bridge benchmark: %d B events, file storage (default sync), %d publishing connections, %d in flight to the sink, load generator in-process, GOMAXPROCS=%d\n\n",
 		o.size, o.connections, o.inflight, runtimeProcs())
-	if o.observe != "" {
+	switch {
+	case o.observe != "":
 		return observability(ns.ClientURL(), sink, sinkURL, o)
+	case o.replicas:
+		return replicas(ns.ClientURL(), sink, sinkURL, o)
+	case o.idle:
+		return idle(ns.ClientURL(), sinkURL, o)
 	}
 	type result struct {
 		throughput float64
@@ -157,8 +178,12 @@ func run(o options) error {
 		lost       int
 	}
 	var pipelines []*pipeline
-	for _, build := range []func(string, string, options) (*pipeline, error){bare, plainKfn} {
-		p, err := build(ns.ClientURL(), sinkURL, o)
+	for _, b := range []struct {
+		part  string
+		build func(string, string, options) (*pipeline, error)
+	}{{partBare, bare}, {partKfn, plainKfn}} {
+		var p *pipeline
+		as(b.part, func() { p, err = b.build(ns.ClientURL(), sinkURL, o) })
 		if err != nil {
 			return err
 		}
@@ -317,7 +342,12 @@ func post(p *pipeline, size int) error {
 // throughput publishes as fast as the connections allow for d and returns
 // the delivered events per second, counting until every published event
 // reached the sink.
-func throughput(p *pipeline, s *sink, o options, d time.Duration) (float64, error) {
+func throughput(p *pipeline, s *sink, o options, d time.Duration) (tp float64, err error) {
+	as(partLoad, func() { tp, err = loadThroughput(p, s, o, d) })
+	return tp, err
+}
+
+func loadThroughput(p *pipeline, s *sink, o options, d time.Duration) (float64, error) {
 	start := s.delivered.Load()
 	var published atomic.Int64
 	var firstErr error
@@ -353,7 +383,12 @@ func throughput(p *pipeline, s *sink, o options, d time.Duration) (float64, erro
 
 // latency publishes at o.rate for o.duration and returns p50 and p99 of
 // publish-to-delivery time, and how many events were not delivered.
-func latency(p *pipeline, s *sink, o options) (time.Duration, time.Duration, int, error) {
+func latency(p *pipeline, s *sink, o options) (p50, p99 time.Duration, lost int, err error) {
+	as(partLoad, func() { p50, p99, lost, err = loadLatency(p, s, o) })
+	return p50, p99, lost, err
+}
+
+func loadLatency(p *pipeline, s *sink, o options) (time.Duration, time.Duration, int, error) {
 	s.mu.Lock()
 	s.record, s.latencies = true, nil
 	s.mu.Unlock()
@@ -472,104 +507,6 @@ func bare(natsURL, sinkURL string, o options) (*pipeline, error) {
 		}
 		wg.Wait()
 		srv.Close()
-		nc.Close()
-	}}, nil
-}
-
-// plainKfn is the event bridge without metrics or traces.
-func plainKfn(natsURL, sinkURL string, o options) (*pipeline, error) {
-	return kfn(natsURL, sinkURL, o, nil)
-}
-
-// kfn is the event bridge: publisher, streams, consumer, dispatcher; with
-// obs, also its metrics and traces.
-func kfn(natsURL, sinkURL string, o options, obs *telemetry) (*pipeline, error) {
-	ctx, cancel := context.WithCancel(context.Background())
-	nc, err := nats.Connect(natsURL)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	streams := stream.DefaultConfig()
-	if err := stream.Ensure(ctx, js, streams); err != nil {
-		cancel()
-		return nil, err
-	}
-	dopts := []dispatcher.Option{
-		dispatcher.WithResolver(dispatcher.ResolverFunc(func(v1alpha2.Sink) (string, error) { return sinkURL, nil })),
-		dispatcher.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
-	}
-	var popts []publisher.Option
-	if obs != nil && obs.reg != nil {
-		dopts = append(dopts, dispatcher.WithMetrics(obs.dispatcher))
-		popts = append(popts, publisher.WithMetrics(obs.publisher))
-	}
-	if obs != nil && obs.traces.Enabled {
-		dopts = append(dopts, dispatcher.WithTracerProvider(obs.traces))
-		popts = append(popts, publisher.WithTracerProvider(obs.traces))
-	}
-	d, err := dispatcher.New(js, dispatcher.Config{Streams: streams}, dopts...)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	if obs != nil && obs.reg != nil {
-		if err := obs.reg.Register(d.Collector()); err != nil {
-			cancel()
-			return nil, err
-		}
-	}
-	for i := range max(o.subs, 1) {
-		sub := &v1alpha2.Subscription{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("bench-%d", i)},
-			Spec: v1alpha2.SubscriptionSpec{
-				Sink: "http://sink.default.svc.cluster.local/", Source: "bench", Types: []string{eventType(int64(i), o.subs)},
-				Config: map[string]v1alpha2.ConfigValue{v1alpha2.ConfigMaxInFlightMessages: v1alpha2.ConfigValue(strconv.Itoa(o.inflight))},
-			},
-		}
-		cc, err := stream.ConsumerConfig(sub, stream.ConsumerSettings{})
-		if err != nil {
-			cancel()
-			return nil, err
-		}
-		if _, err := stream.EnsureConsumer(ctx, js, streams.EventStream, cc); err != nil {
-			cancel()
-			return nil, err
-		}
-		if err := d.Upsert(sub); err != nil {
-			cancel()
-			return nil, err
-		}
-	}
-	done := make(chan struct{})
-	go func() { _ = d.Start(ctx); close(done) }()
-	p, err := publisher.New(eventstore.New(js, streams.EventStream), publisher.Config{}, popts...)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	srv, url, err := serve(p)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	name := "kfn"
-	if obs != nil {
-		name = "kfn+obs"
-		go obs.scrape(ctx)
-	}
-	return &pipeline{name: name, url: url + "/publish", binary: true, types: o.subs, cleanup: func() {
-		cancel()
-		<-done
-		srv.Close()
-		if obs != nil {
-			obs.close()
-		}
 		nc.Close()
 	}}, nil
 }

@@ -177,7 +177,9 @@ func observeRun(natsURL string, s *sink, sinkURL string, o options, observed boo
 			return measured{}, err
 		}
 	}
-	p, err := kfn(natsURL, sinkURL, o, obs)
+	var p *pipeline
+	var err error
+	as(partKfn, func() { p, err = kfn(natsURL, sinkURL, o, obs) })
 	if err != nil {
 		return measured{}, err
 	}

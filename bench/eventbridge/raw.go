@@ -16,7 +16,12 @@ import (
 // (as an HTTP publish does), one pull consumer acknowledging every event,
 // file storage, no HTTP anywhere. It returns the events consumed per
 // second over d.
-func rawJetStream(natsURL string, o options, d time.Duration) (float64, error) {
+func rawJetStream(natsURL string, o options, d time.Duration) (tp float64, err error) {
+	as(partRaw, func() { tp, err = measureRaw(natsURL, o, d) })
+	return tp, err
+}
+
+func measureRaw(natsURL string, o options, d time.Duration) (float64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), d+30*time.Second)
 	defer cancel()
 	nc, err := nats.Connect(natsURL)

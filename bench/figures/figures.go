@@ -45,6 +45,8 @@ type Target struct {
 	Min float64 `json:"min,omitempty"`
 	// MinRatio is the smallest acceptable Value/AnchorValue.
 	MinRatio float64 `json:"minRatio,omitempty"`
+	// MaxRatio is the largest acceptable Value/AnchorValue.
+	MaxRatio float64 `json:"maxRatio,omitempty"`
 	// Text says the target as DESIGN.md does ("< 5 ms", ">= 60% of bare").
 	Text string `json:"text,omitempty"`
 }
@@ -58,7 +60,7 @@ func (f Figure) Ratio() float64 {
 }
 
 // Set reports whether the target asks anything.
-func (t Target) Set() bool { return t.Max != 0 || t.Min != 0 || t.MinRatio != 0 }
+func (t Target) Set() bool { return t.Max != 0 || t.Min != 0 || t.MinRatio != 0 || t.MaxRatio != 0 }
 
 // Met reports whether value (and its ratio to anchor) meets the target; an
 // unset target is met.
@@ -70,6 +72,9 @@ func (t Target) Met(value, ratio float64) bool {
 		return false
 	}
 	if t.MinRatio != 0 && ratio < t.MinRatio {
+		return false
+	}
+	if t.MaxRatio != 0 && ratio > t.MaxRatio {
 		return false
 	}
 	return true
