@@ -73,7 +73,8 @@ func startChild(natsURL, sinkURL string, o options, serve int) (*child, error) {
 		return nil, err
 	}
 	cmd := exec.Command(self, "-child-dispatcher", natsURL, "-child-sink", sinkURL, "-child-serve", strconv.Itoa(serve),
-		"-subscriptions", strconv.Itoa(o.subs), "-inflight", strconv.Itoa(o.inflight))
+		"-subscriptions", strconv.Itoa(o.subs), "-inflight", strconv.Itoa(o.inflight),
+		"-cpuprofile", profiles.cpu, "-memprofile", profiles.mem)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the benchmark
 	in, err := cmd.StdinPipe()

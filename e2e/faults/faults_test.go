@@ -42,6 +42,26 @@ func TestDispatcherKilledTwice(t *testing.T) {
 	})
 }
 
+// Two dispatcher replicas serve the Subscription and share its events;
+// one is killed (kill -9) and the other takes over the events it held once
+// their ack wait (2 s) runs out. Only those, at most the in-flight window
+// (maxInFlightMessages across both replicas), can be delivered twice.
+func TestDispatcherReplicaKilled(t *testing.T) {
+	run(t, maxInFlight, func(h *harness) {
+		port := freePort(t)
+		replica := h.startDispatcherReplica("dispatcher-2", port)
+		delivered := func(port int) int { return h.counter(port, "kfn_eventbridge_delivered_total") }
+		first, second := delivered(h.dispatcherMetrics), 0
+		h.await("both replicas deliver", func() bool {
+			second = delivered(port)
+			return delivered(h.dispatcherMetrics) > first && second > 0
+		})
+		replica.kill(t)
+		h.awaitPublished(rate / 2)
+		h.await("the surviving replica delivers on", func() bool { return delivered(h.dispatcherMetrics) > first+rate/4 })
+	})
+}
+
 // NATS killed with SIGKILL loses the acknowledgements on their way (at
 // most the in-flight window) and those it had taken but not yet written to
 // the consumer's state, which its file store writes at most every 100 ms:

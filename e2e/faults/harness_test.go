@@ -331,9 +331,15 @@ func (h *harness) awaitNoNATS() {
 // the API server, readiness of the sink from its EndpointSlices; only the
 // address it posts to is the function's local port.
 func (h *harness) startDispatcher() {
-	h.dispatcher = start(h.t, "dispatcher", []string{bins.eventbridge, "-components=dispatcher", "-nats-url=" + h.natsURL(),
+	h.dispatcher = h.startDispatcherReplica("dispatcher", h.dispatcherMetrics)
+}
+
+// startDispatcherReplica runs one more dispatcher process, with its
+// metrics on metricsPort.
+func (h *harness) startDispatcherReplica(name string, metricsPort int) *proc {
+	return start(h.t, name, []string{bins.eventbridge, "-components=dispatcher", "-nats-url=" + h.natsURL(),
 		fmt.Sprintf("-resolve=fn.%s=http://127.0.0.1:%d", h.ns, h.fnPort),
-		"-request-timeout=1s", "-listen=", "-admin-listen=", fmt.Sprintf("-metrics-listen=127.0.0.1:%d", h.dispatcherMetrics),
+		"-request-timeout=1s", "-listen=", "-admin-listen=", fmt.Sprintf("-metrics-listen=127.0.0.1:%d", metricsPort),
 		"-log-level=debug"}, []string{"KUBECONFIG=" + kubeconfig})
 }
 
@@ -373,12 +379,19 @@ func (h *harness) notPulling() int {
 // failedAttempts is the dispatcher's count of failed delivery attempts.
 func (h *harness) failedAttempts() int {
 	h.t.Helper()
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", h.dispatcherMetrics))
+	return h.counter(h.dispatcherMetrics, "kfn_eventbridge_delivery_failures_total")
+}
+
+// counter reads the Subscription's counter name from the metrics of the
+// dispatcher process serving them on port; 0 before the first count.
+func (h *harness) counter(port int, name string) int {
+	h.t.Helper()
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
 	require.NoError(h.t, err)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(h.t, err)
-	series := fmt.Sprintf(`kfn_eventbridge_delivery_failures_total{namespace=%q,subscription="orders"} `, h.ns)
+	series := fmt.Sprintf(`%s{namespace=%q,subscription="orders"} `, name, h.ns)
 	for _, line := range strings.Split(string(body), "\n") {
 		if v, ok := strings.CutPrefix(line, series); ok {
 			n, err := strconv.ParseFloat(v, 64)
@@ -386,7 +399,7 @@ func (h *harness) failedAttempts() int {
 			return int(n)
 		}
 	}
-	return 0 // no attempt failed yet
+	return 0
 }
 
 func (h *harness) await(what string, cond func() bool) {

@@ -25,9 +25,12 @@ const (
 	DefaultMaxHops        = 16
 	DefaultJitter         = 0.2
 	DefaultMaxReplyBytes  = 1 << 20
-	DefaultPullExpiry     = 5 * time.Second
+	DefaultPullExpiry     = 30 * time.Second
 	DefaultBudgetInterval = 2 * time.Second
 )
+
+// MinPullExpiry is the shortest Config.PullExpiry.
+const MinPullExpiry = 100 * time.Millisecond
 
 // ErrInvalidOption is wrapped by errors about options of New.
 var ErrInvalidOption = errors.New("invalid dispatcher option")
@@ -46,8 +49,11 @@ type Config struct {
 	Jitter float64
 	// MaxReplyBytes bounds a sink's CloudEvent reply. Default 1 MiB.
 	MaxReplyBytes int64
-	// PullExpiry is how long one pull request waits on the server; a lost
-	// consumer is noticed within about this time. Default 5s.
+	// PullExpiry is how long one pull request waits on the server (each
+	// drawn from its last quarter). An idle Subscription costs one request
+	// per expiry; a request the server lost without telling is asked again
+	// within about a quarter of it more. A deleted consumer is noticed at
+	// once. Default 30s.
 	PullExpiry time.Duration
 	// BudgetInterval is how often the backlog of a Subscription whose
 	// sink failed or is not ready is read (one consumer info request) to
@@ -66,6 +72,9 @@ func (c *Config) defaults() error {
 	}
 	if c.RequestTimeout < 0 || c.MaxHops < 0 || c.MaxReplyBytes < 0 || c.PullExpiry < 0 || c.Jitter > 1 {
 		return fmt.Errorf("%w: negative duration, size or hop limit, or jitter above 1", ErrInvalidOption)
+	}
+	if c.PullExpiry != 0 && c.PullExpiry < MinPullExpiry {
+		return fmt.Errorf("%w: pull expiry %s is below %s", ErrInvalidOption, c.PullExpiry, MinPullExpiry)
 	}
 	if c.Delivery == (v1alpha2.Delivery{}) {
 		c.Delivery = v1alpha2.DefaultDelivery()
@@ -103,8 +112,16 @@ func (c *Config) defaults() error {
 // Dispatcher delivers events for a changing set of Subscriptions. Tell it
 // the Subscriptions with Upsert and Remove (any time, from any goroutine);
 // Start runs the deliveries. Several Dispatchers, in one process or many,
-// may serve the same Subscriptions: they share the durable consumers, and
-// JetStream's MaxAckPending bounds the events in flight across all of them.
+// may serve the same Subscriptions: they share the durable consumers, each
+// asks every consumer for events, JetStream hands each event to one of
+// them, and its MaxAckPending bounds the events in flight across all of
+// them. The events of a Dispatcher that dies are handed to the others
+// after the consumer's ack wait.
+//
+// One puller serves all the Subscriptions of a Dispatcher over one
+// subscription of its NATS connection (pull.go); each Subscription has a
+// goroutine that follows its sink's readiness, and one per event in
+// flight. Backlog budgets are read by one loop for all (budget.go).
 type Dispatcher struct {
 	cfg       Config
 	js        jetstream.JetStream
@@ -122,6 +139,7 @@ type Dispatcher struct {
 
 	mu      sync.Mutex
 	runCtx  context.Context // nil until Start
+	puller  *puller         // set by Start
 	workers map[key]*worker
 	wg      sync.WaitGroup
 }
@@ -300,30 +318,42 @@ func (d *Dispatcher) Serving(namespace, name string) bool {
 
 // Start serves the Subscriptions until ctx is done, then stops pulling,
 // waits for the deliveries in progress, and returns nil. It is a
-// controller-runtime Runnable and may be called once.
+// controller-runtime Runnable and may be called once. It fails at once if
+// it cannot subscribe to the answers of its pull requests (the connection
+// is closed).
 func (d *Dispatcher) Start(ctx context.Context) error {
 	d.mu.Lock()
 	if d.runCtx != nil {
 		d.mu.Unlock()
 		return errors.New("dispatcher already started")
 	}
-	d.runCtx = ctx
+	p := newPuller(d.js.Conn(), d.cfg.Streams.EventStream, d.cfg.PullExpiry)
+	if err := p.listen(); err != nil {
+		d.mu.Unlock()
+		return err
+	}
+	d.puller, d.runCtx = p, ctx
 	for _, w := range d.workers {
 		d.startLocked(w)
 	}
 	d.mu.Unlock()
+	pulling := make(chan struct{})
+	go func() { defer close(pulling); p.run(ctx) }()
+	d.wg.Add(1)
+	go func() { defer d.wg.Done(); d.holdBudgets(ctx) }()
 	<-ctx.Done()
 	d.wg.Wait()
+	<-pulling
 	return nil
 }
 
 func (d *Dispatcher) startLocked(w *worker) {
-	ctx, cancel := context.WithCancel(d.runCtx)
-	w.cancel = cancel
+	w.ctx, w.cancel = context.WithCancel(d.runCtx)
+	w.init()
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
 		defer close(w.done)
-		w.run(ctx)
+		w.run(w.ctx)
 	}()
 }

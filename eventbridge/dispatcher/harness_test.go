@@ -181,6 +181,9 @@ type delivery struct {
 	at     time.Time
 	header http.Header
 	body   string
+	// replica names the dispatcher replica that sent it (newReplica);
+	// empty for the bridge's own.
+	replica string
 }
 
 // sink is a test HTTP sink whose answers the test decides.
@@ -199,7 +202,7 @@ func (b *bridge) newSink(name string, answer func(n int, r *http.Request, w http
 	k.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		k.mu.Lock()
-		k.got = append(k.got, delivery{at: time.Now(), header: r.Header.Clone(), body: string(body)})
+		k.got = append(k.got, delivery{at: time.Now(), header: r.Header.Clone(), body: string(body), replica: r.URL.Query().Get("replica")})
 		n := len(k.got)
 		k.inFlight++
 		k.maxIn = max(k.maxIn, k.inFlight)

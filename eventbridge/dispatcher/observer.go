@@ -142,7 +142,7 @@ func (w *worker) observeAttempt(msg jetstream.Msg, meta *jetstream.MsgMetadata, 
 	s := w.step(msg, meta)
 	s.Duration = s.At.Sub(began)
 	s.Status = res.status
-	t := w.d.tallyOf(key{s.Namespace, s.Subscription})
+	t := w.tally
 	if res.verdict == Done {
 		s.Outcome = Delivered
 		t.delivered.Add(1)
@@ -165,7 +165,7 @@ func (w *worker) observeAttempt(msg jetstream.Msg, meta *jetstream.MsgMetadata, 
 func (w *worker) observeGiveUp(msg jetstream.Msg, meta *jetstream.MsgMetadata, outcome Outcome, status int, reason string) {
 	s := w.step(msg, meta)
 	s.Outcome, s.Status, s.Error = outcome, status, reason
-	t := w.d.tallyOf(key{s.Namespace, s.Subscription})
+	t := w.tally
 	if outcome == DeadLettered {
 		t.deadLettered.Add(1)
 	} else {

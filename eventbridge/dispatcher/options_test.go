@@ -21,6 +21,7 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		"negative timeout": {Streams: good.Streams, RequestTimeout: -1},
 		"jitter over 1":    {Streams: good.Streams, Jitter: 1.5},
 		"negative hops":    {Streams: good.Streams, MaxHops: -1},
+		"tiny pull expiry": {Streams: good.Streams, PullExpiry: dispatcher.MinPullExpiry / 2},
 	} {
 		_, err := dispatcher.New(js, cfg)
 		require.ErrorIs(t, err, dispatcher.ErrInvalidOption, name)

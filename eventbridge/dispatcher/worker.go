@@ -25,21 +25,39 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/tracing"
 )
 
-// worker serves one Subscription.
+// worker serves one Subscription: it has the dispatcher's puller pull
+// from the Subscription's consumer while the sink is ready, and delivers
+// each event the puller hands it on a goroutine of its own.
 type worker struct {
 	d      *Dispatcher
 	target target
+	// ctx is the worker's life, canceled by stop.
+	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
 	log    *slog.Logger
 	count  *counters
+	tally  *tally
 	names  spanNames
-	// overBudget is set while the backlog exceeds maxBacklog (holdBudget).
+	// ackWait is the consumer's ack wait (nanoseconds), read when bound.
+	ackWait atomic.Int64
+	// overBudget is set while the backlog exceeds maxBacklog (budget.go).
 	overBudget atomic.Bool
-	// failed is set when an attempt fails; holdBudget reads the backlog
+	// failed is set when an attempt fails; the budget reads the backlog
 	// only after one did, while the sink is not ready, or while over
 	// budget, so that healthy Subscriptions cost the broker nothing.
 	failed atomic.Bool
+	// checking is set while a budget check of the worker runs.
+	checking atomic.Bool
+	// budgetCons is the consumer the budget checks read; only the one
+	// running check uses it.
+	budgetCons jetstream.Consumer
+
+	// mu guards closing and the start of work counted by busy: deliveries
+	// and budget checks, which run waits for before it returns.
+	mu      sync.Mutex
+	closing bool
+	busy    sync.WaitGroup
 }
 
 // stop asks the worker to stop; it does not wait.
@@ -49,21 +67,51 @@ func (w *worker) stop() {
 	}
 }
 
+// goBusy runs f on a goroutine of its own that run waits for, unless the
+// worker is closing; it reports whether f runs.
+func (w *worker) goBusy(f func()) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closing {
+		return false
+	}
+	w.busy.Add(1)
+	go func() {
+		defer w.busy.Done()
+		f()
+	}()
+	return true
+}
+
 const (
 	minRebind = 50 * time.Millisecond
 	maxRebind = 5 * time.Second
 )
 
-// run binds to the consumer and consumes while the sink is ready, until
-// ctx is done; then it waits for the deliveries in progress.
-func (w *worker) run(ctx context.Context) {
+// init sets what the worker's goroutines read, before any starts.
+func (w *worker) init() {
 	t := w.target
 	w.log = w.d.log.With("namespace", t.sub.Namespace, "subscription", t.sub.Name, "function", t.sink.Service, "consumer", t.consumer)
 	w.count = w.d.metrics.forSubscription(t.sub.Namespace, t.sub.Name)
+	w.tally = w.d.tallyOf(key{t.sub.Namespace, t.sub.Name})
 	w.names = newSpanNames(t.sub.Namespace, t.sub.Name)
-	var inflight sync.WaitGroup
-	defer inflight.Wait()
-	go w.holdBudget(ctx)
+	w.ackWait.Store(int64(stream.DefaultAckWait))
+}
+
+// run binds to the consumer and has it pulled while the sink is ready,
+// until ctx is done; then it waits for the deliveries in progress.
+func (w *worker) run(ctx context.Context) {
+	t := w.target
+	defer func() {
+		w.mu.Lock()
+		w.closing = true
+		w.mu.Unlock()
+		w.busy.Wait()
+	}()
+	pl := w.d.puller.add(t.consumer, t.delivery.MaxInFlight, func(msg jetstream.Msg) {
+		w.goBusy(func() { w.handle(ctx, msg) })
+	})
+	defer pl.remove() // before the wait above: no delivery starts after it
 	wait := minRebind
 	for ctx.Err() == nil {
 		ready, changed := w.d.endpoints.Ready(t.sink.Namespace, t.sink.Service)
@@ -77,7 +125,10 @@ func (w *worker) run(ctx context.Context) {
 		}
 		cons, err := w.d.js.Consumer(ctx, w.d.cfg.Streams.EventStream, t.consumer)
 		if err == nil {
-			err = w.consume(ctx, cons, changed, &inflight)
+			if info := cons.CachedInfo(); info != nil && info.Config.AckWait > 0 {
+				w.ackWait.Store(int64(info.Config.AckWait))
+			}
+			err = w.pull(ctx, pl, changed)
 		}
 		if err == nil {
 			wait = minRebind
@@ -87,8 +138,8 @@ func (w *worker) run(ctx context.Context) {
 			return
 		}
 		level := slog.LevelWarn
-		if errors.Is(err, jetstream.ErrConsumerNotFound) {
-			level = slog.LevelDebug // the reconciler has not created it yet
+		if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, errConsumerGone) {
+			level = slog.LevelDebug // the reconciler has not created it (again) yet
 		}
 		w.log.Log(ctx, level, "consumer unavailable, retrying", "error", err, "retryIn", wait)
 		select {
@@ -99,83 +150,35 @@ func (w *worker) run(ctx context.Context) {
 	}
 }
 
-// consume pulls and delivers until ctx is done or readiness may have
-// changed (nil), or the consumer fails (the error).
-func (w *worker) consume(ctx context.Context, cons jetstream.Consumer, changed <-chan struct{}, inflight *sync.WaitGroup) error {
-	ackWait := stream.DefaultAckWait
-	if info := cons.CachedInfo(); info != nil && info.Config.AckWait > 0 {
-		ackWait = info.Config.AckWait
-	}
-	n := w.target.delivery.MaxInFlight
-	it, err := cons.Messages(
-		jetstream.PullMaxMessages(n),
-		jetstream.PullExpiry(w.d.cfg.PullExpiry),
-		jetstream.WithMessagesErrOnMissingHeartbeat(true),
-	)
-	if err != nil {
-		return fmt.Errorf("pull from consumer: %w", err)
-	}
-	stopped := make(chan struct{})
-	defer close(stopped)
-	go w.watchReadiness(ctx, it, changed, stopped)
-	sem := make(chan struct{}, n)
-	for {
-		msg, err := it.Next()
-		switch {
-		case errors.Is(err, jetstream.ErrMsgIteratorClosed):
-			return nil
-		case errors.Is(err, jetstream.ErrNoHeartbeat):
-			// Missing heartbeats: NATS restarted or lost the consumer.
-			if _, err := cons.Info(ctx); err != nil {
-				it.Stop()
-				return fmt.Errorf("consumer lost: %w", err)
-			}
-			continue
-		case err != nil:
-			it.Stop()
-			return fmt.Errorf("next event: %w", err)
-		}
-		sem <- struct{}{}
-		inflight.Add(1)
-		go func() {
-			defer inflight.Done()
-			defer func() { <-sem }()
-			w.handle(ctx, msg, ackWait)
-		}()
-	}
-}
-
-// watchReadiness ends the pulling when the sink stops being ready, ctx
-// ends, or consume returns. A notification that leaves the sink ready (for
-// another Service, or a change of endpoints that keeps one ready) changes
-// nothing: stopping then would drop events already pulled, which JetStream
-// would only redeliver after the ack wait. When the sink is no longer ready
-// the iterator drains: events already pulled still go to handle, which
-// waits for readiness without spending attempts, and no more are pulled.
-func (w *worker) watchReadiness(ctx context.Context, it jetstream.MessagesContext, changed <-chan struct{}, stopped <-chan struct{}) {
+// pull has the consumer pulled until ctx is done or the sink stops being
+// ready (nil), or the consumer goes away (the error). A notification that
+// leaves the sink ready (for another Service, or a change of endpoints
+// that keeps one ready) changes nothing. When the sink is no longer ready
+// the pull pauses: events already asked for still come to handle, which
+// waits for readiness without spending attempts, and no more are asked
+// for.
+func (w *worker) pull(ctx context.Context, pl *pull, changed <-chan struct{}) error {
+	pl.start()
+	defer pl.pause()
 	sink := w.target.sink
 	for {
 		select {
 		case <-ctx.Done():
-			it.Stop()
-			return
-		case <-stopped:
-			it.Stop()
-			return
+			return nil
+		case err := <-pl.lost:
+			return err
 		case <-changed:
 			ready, next := w.d.endpoints.Ready(sink.Namespace, sink.Service)
-			if ready {
-				changed = next
-				continue
+			if !ready {
+				return nil
 			}
-			it.Drain()
-			return
+			changed = next
 		}
 	}
 }
 
 // handle delivers one event and settles it.
-func (w *worker) handle(ctx context.Context, msg jetstream.Msg, ackWait time.Duration) {
+func (w *worker) handle(ctx context.Context, msg jetstream.Msg) {
 	t := w.target
 	meta, err := msg.Metadata()
 	if err != nil {
@@ -198,7 +201,7 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg, ackWait time.Dur
 	}
 
 	// Keep the event ours while we wait for the sink and while it works.
-	stopBeat := keepInProgress(msg, max(ackWait/2, 10*time.Millisecond))
+	stopBeat := keepInProgress(msg, max(time.Duration(w.ackWait.Load())/2, 10*time.Millisecond))
 	defer stopBeat()
 	switch w.waitReady(ctx) {
 	case stopping:
@@ -243,7 +246,7 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg, ackWait time.Dur
 	}
 }
 
-func (w *worker) settle(log *slog.Logger, err error) {
+func (w *worker) settle(log eventLog, err error) {
 	if err != nil {
 		// The event comes back after the ack wait: at least once still holds.
 		log.Warn("settling event failed", "error", err)
@@ -325,15 +328,35 @@ func (r result) reason() string {
 	return fmt.Sprintf("sink answered %d %s", r.status, http.StatusText(r.status))
 }
 
-// eventLog is the logger of one event's delivery: the worker's keys
-// (namespace, subscription, function, consumer) and the event's id and
-// attempt.
-func (w *worker) eventLog(h nats.Header, meta *jetstream.MsgMetadata) *slog.Logger {
-	return w.log.With("eventID", eventstore.Attribute(h, "id"), "attempt", int(meta.NumDelivered))
+// eventLog logs about one event's delivery: with the worker's keys
+// (namespace, subscription, function, consumer), the event's id and
+// attempt. It formats nothing for a level that is not enabled: most
+// events log nothing at all.
+type eventLog struct {
+	log     *slog.Logger
+	h       nats.Header
+	attempt int
 }
 
+func (w *worker) eventLog(h nats.Header, meta *jetstream.MsgMetadata) eventLog {
+	return eventLog{log: w.log, h: h, attempt: int(meta.NumDelivered)}
+}
+
+func (l eventLog) emit(level slog.Level, msg string, args []any) {
+	ctx := context.Background()
+	if !l.log.Enabled(ctx, level) {
+		return
+	}
+	l.log.Log(ctx, level, msg, append([]any{"eventID", eventstore.Attribute(l.h, "id"), "attempt", l.attempt}, args...)...)
+}
+
+func (l eventLog) Debug(msg string, args ...any) { l.emit(slog.LevelDebug, msg, args) }
+func (l eventLog) Info(msg string, args ...any)  { l.emit(slog.LevelInfo, msg, args) }
+func (l eventLog) Warn(msg string, args ...any)  { l.emit(slog.LevelWarn, msg, args) }
+func (l eventLog) Error(msg string, args ...any) { l.emit(slog.LevelError, msg, args) }
+
 // post makes one delivery attempt, recorded by at.
-func (w *worker) post(ctx context.Context, log *slog.Logger, msg jetstream.Msg, at *attempt) result {
+func (w *worker) post(ctx context.Context, log eventLog, msg jetstream.Msg, at *attempt) result {
 	url, err := w.d.resolver.Resolve(w.target.sink)
 	if err != nil {
 		res := result{verdict: Retry, err: fmt.Errorf("resolve sink: %w", err)}
@@ -346,7 +369,7 @@ func (w *worker) post(ctx context.Context, log *slog.Logger, msg jetstream.Msg, 
 }
 
 // send POSTs the event to url and reads the answer.
-func (w *worker) send(ctx context.Context, log *slog.Logger, msg jetstream.Msg, url string) result {
+func (w *worker) send(ctx context.Context, log eventLog, msg jetstream.Msg, url string) result {
 	// A removed Subscription lets its deliveries in progress finish.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.d.cfg.RequestTimeout)
 	defer cancel()
@@ -390,7 +413,7 @@ func isCloudEvent(h http.Header) bool {
 // further. An invalid reply or one over the hop limit is dropped (logged
 // and counted) and is no error: the delivery itself succeeded. The error
 // is a failure to store a valid reply.
-func (w *worker) publishReply(ctx context.Context, log *slog.Logger, h map[string][]string, header http.Header, body []byte) error {
+func (w *worker) publishReply(ctx context.Context, log eventLog, h map[string][]string, header http.Header, body []byte) error {
 	count := func(result string) { w.count.replies[result].Inc() }
 	e, err := binding.ToEvent(ctx, cehttp.NewMessage(header, io.NopCloser(bytes.NewReader(body))))
 	if err == nil {
@@ -429,7 +452,7 @@ func (w *worker) publishReply(ctx context.Context, log *slog.Logger, h map[strin
 // giveUp dead-letters the event (or drops it when dead-lettering is off)
 // and terminates it. If the dead letter cannot be stored, the event is
 // redelivered later and given up again then.
-func (w *worker) giveUp(ctx context.Context, log *slog.Logger, msg jetstream.Msg, meta *jetstream.MsgMetadata, status int, reason string) {
+func (w *worker) giveUp(ctx context.Context, log eventLog, msg jetstream.Msg, meta *jetstream.MsgMetadata, status int, reason string) {
 	t := w.target
 	span := w.deadLetterSpan(ctx, msg, meta, status, reason)
 	if span != nil {

@@ -1,0 +1,360 @@
+package dispatcher
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// This file is how events reach the workers: one puller per Dispatcher
+// asks every Subscription's consumer for events, all of them answering on
+// one subscription of the NATS connection, and hands each event to the
+// worker of its consumer.
+//
+// JetStream's pull protocol, as nats.go's Messages speaks it, with what
+// kfn does not need left out: a pull request (a JSON {"batch", "expires"}
+// published to $JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>, replying to
+// an inbox) waits on the server until it is filled or expires; the events
+// come to the inbox's subscription, and the end of a request that was not
+// filled comes as a status message (408 with the number of events it still
+// wanted in Nats-Pending-Messages). A consumer is asked for at most its
+// maxInFlightMessages at once, topped up when fewer than half of that are
+// still asked for; JetStream's MaxAckPending, not the puller, bounds the
+// events in flight across replicas.
+//
+// Why not one nats.go Messages iterator per Subscription: each costs a
+// subscription, two goroutines, a heartbeat timer and a connection status
+// listener of its own, and its requests expire and its heartbeats arrive
+// in step with those of every other Subscription started at the same
+// moment, so 1,000 Subscriptions made the server and the dispatcher wake
+// up together every few seconds (issue 20). Here one subscription and one
+// goroutine serve them all, requests carry no heartbeat (a request's
+// expiry is its heartbeat: a request whose end was never told is asked
+// again), and each expiry is drawn at random from the last quarter of
+// Config.PullExpiry, so the renewals of idle Subscriptions spread out.
+
+// pullReq is the body of a JetStream pull request.
+type pullReq struct {
+	Batch   int           `json:"batch"`
+	Expires time.Duration `json:"expires"`
+}
+
+// Status codes of JetStream's answers to a pull request.
+const (
+	statusHeartbeat    = "100"
+	statusNoMessages   = "404"
+	statusTimeout      = "408"
+	statusConflict     = "409"
+	statusNoResponders = "503"
+)
+
+// errConsumerGone is what a pull reports when its consumer stopped
+// answering: deleted, or not there at all.
+var errConsumerGone = errors.New("the consumer is gone")
+
+// puller asks consumers for events and routes what they send to the pulls
+// of their workers. Its methods are safe for concurrent use.
+type puller struct {
+	nc     *nats.Conn
+	next   string // the pull request subject, without the consumer
+	inbox  string // pull requests reply to inbox + id
+	expiry time.Duration
+
+	mu        sync.Mutex
+	sub       *nats.Subscription
+	connected bool
+	ids       uint64
+	byID      map[uint64]*pull // status messages name the request's inbox
+	byName    map[string]*pull // events name their consumer
+}
+
+// pull is one worker's share of the puller: its consumer, how many events
+// it asks for, and where they go. Fields after mu are guarded by the
+// puller's mu.
+type pull struct {
+	p        *puller
+	id       uint64
+	consumer string
+	subject  string
+	reply    string
+	batch    int
+	// deliver is called with each event, under the puller's lock: it
+	// must only hand the event over.
+	deliver func(jetstream.Msg)
+	// lost says that the consumer went away or refused a request; the
+	// pull then asks for nothing until started again.
+	lost chan error
+
+	active  bool      // asking for events
+	pending int       // events asked for and neither received nor expired
+	expires time.Time // when the last request asked ends (its 408 is due)
+}
+
+// newPuller returns a puller of the consumers of stream on nc; listen
+// starts it.
+func newPuller(nc *nats.Conn, stream string, expiry time.Duration) *puller {
+	return &puller{
+		nc:     nc,
+		next:   "$JS.API.CONSUMER.MSG.NEXT." + stream + ".",
+		inbox:  nc.NewInbox() + ".",
+		expiry: expiry,
+		byID:   map[uint64]*pull{},
+		byName: map[string]*pull{},
+	}
+}
+
+// listen subscribes to the answers of pull requests.
+func (p *puller) listen() error {
+	sub, err := p.nc.Subscribe(p.inbox+"*", p.receive)
+	if err != nil {
+		return fmt.Errorf("subscribe to the answers of pull requests: %w", err)
+	}
+	// The events held here are bounded by the consumers' MaxAckPending;
+	// a limit would drop events (redelivered only after the ack wait).
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		_ = sub.Unsubscribe()
+		return fmt.Errorf("subscribe to the answers of pull requests: %w", err)
+	}
+	p.mu.Lock()
+	p.sub = sub
+	p.connected = p.nc.IsConnected()
+	p.mu.Unlock()
+	return nil
+}
+
+// run renews requests whose end was never told and asks again after a
+// reconnect, until ctx ends; then it unsubscribes.
+func (p *puller) run(ctx context.Context) {
+	status := p.nc.StatusChanged(nats.CONNECTED, nats.RECONNECTING)
+	defer p.nc.RemoveStatusListener(status)
+	tick := time.NewTicker(min(p.expiry/4, time.Second))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			p.mu.Lock()
+			_ = p.sub.Unsubscribe() // events on their way come again after the ack wait
+			p.mu.Unlock()
+			return
+		case s := <-status:
+			p.reconnected(s == nats.CONNECTED)
+		case now := <-tick.C:
+			p.renew(now)
+		}
+	}
+}
+
+// reconnected records the connection's state: the requests made before a
+// reconnect are gone with the connection, so every pull asks again.
+func (p *puller) reconnected(connected bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.connected = connected
+	for _, pl := range p.byID {
+		pl.pending = 0
+		pl.topUp()
+	}
+}
+
+// renew asks again for the pulls whose last request should have ended
+// well before now without its end being told (lost with a server, say),
+// and for those that asked for nothing (a request that could not be
+// sent).
+func (p *puller) renew(now time.Time) {
+	grace := max(p.expiry/4, time.Second)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pl := range p.byID {
+		if pl.pending > 0 && now.After(pl.expires.Add(grace)) {
+			pl.pending = 0
+		}
+		pl.topUp()
+	}
+}
+
+// add registers a pull of consumer, asking for up to batch events at once
+// when started, delivered to deliver. Events of the consumer that arrive
+// go to the newest pull of it, also while it is paused.
+func (p *puller) add(consumer string, batch int, deliver func(jetstream.Msg)) *pull {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ids++
+	pl := &pull{
+		p: p, id: p.ids, consumer: consumer, batch: batch, deliver: deliver,
+		subject: p.next + consumer, reply: p.inbox + strconv.FormatUint(p.ids, 10),
+		lost: make(chan error, 1),
+	}
+	p.byID[pl.id] = pl
+	p.byName[consumer] = pl
+	return pl
+}
+
+// start makes the pull ask for events.
+func (pl *pull) start() {
+	pl.p.mu.Lock()
+	defer pl.p.mu.Unlock()
+	select {
+	case <-pl.lost: // told before this start
+	default:
+	}
+	pl.active = true
+	pl.topUp()
+}
+
+// pause makes the pull ask for nothing more. Events already asked for
+// still arrive, until their requests expire.
+func (pl *pull) pause() {
+	pl.p.mu.Lock()
+	defer pl.p.mu.Unlock()
+	pl.active = false
+}
+
+// remove unregisters the pull: once it returns, deliver is not called
+// again. Events of the consumer that arrive later, with no other pull of
+// it, are left unacknowledged and come again after the ack wait.
+func (pl *pull) remove() {
+	p := pl.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pl.active = false
+	delete(p.byID, pl.id)
+	if p.byName[pl.consumer] == pl {
+		delete(p.byName, pl.consumer)
+	}
+}
+
+// topUp asks for more events when an active pull has fewer than half its
+// batch asked for. The puller's mu is held.
+func (pl *pull) topUp() {
+	if !pl.active || !pl.p.connected || pl.pending >= (pl.batch+1)/2 {
+		return
+	}
+	n := pl.batch - pl.pending
+	// The last quarter of the expiry, at random: requests made at the
+	// same moment end at different ones.
+	expiry := pl.p.expiry - time.Duration(rand.Int64N(int64(pl.p.expiry/4)+1))
+	body, _ := json.Marshal(pullReq{Batch: n, Expires: expiry}) // cannot fail
+	if err := pl.p.nc.PublishRequest(pl.subject, pl.reply, body); err != nil {
+		return // renew asks again
+	}
+	pl.pending += n
+	pl.expires = time.Now().Add(expiry)
+}
+
+// fail ends the pull's asking and tells its worker why. The puller's mu is
+// held.
+func (pl *pull) fail(err error) {
+	pl.active = false
+	pl.pending = 0
+	select {
+	case pl.lost <- err:
+	default: // the worker has not read the last one yet
+	}
+}
+
+// receive handles one message on the inbox: an event, or the status of a
+// pull request.
+func (p *puller) receive(m *nats.Msg) {
+	if m.Reply == "" { // events carry the subject to acknowledge them on
+		if status := m.Header.Get("Status"); status != "" {
+			p.status(m, status)
+		}
+		return
+	}
+	meta, err := m.Metadata()
+	if err != nil {
+		return // not an event of a consumer: nothing to settle
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pl := p.byName[meta.Consumer]
+	if pl == nil {
+		return // no worker any more: it comes again after the ack wait
+	}
+	pl.pending = max(pl.pending-1, 0)
+	pl.topUp()
+	pl.deliver(&event{msg: m, meta: &jetstream.MsgMetadata{
+		Sequence:     jetstream.SequencePair{Consumer: meta.Sequence.Consumer, Stream: meta.Sequence.Stream},
+		NumDelivered: meta.NumDelivered, NumPending: meta.NumPending, Timestamp: meta.Timestamp,
+		Stream: meta.Stream, Consumer: meta.Consumer, Domain: meta.Domain,
+	}})
+}
+
+// status handles the status message of a pull request.
+func (p *puller) status(m *nats.Msg, status string) {
+	id, err := strconv.ParseUint(strings.TrimPrefix(m.Subject, p.inbox), 10, 64)
+	if err != nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pl := p.byID[id]
+	if pl == nil {
+		return
+	}
+	switch status {
+	case statusHeartbeat: // none asked for; a flow control message needs no answer from a pull
+	case statusNoMessages, statusTimeout:
+		// The request ended; what it still wanted will not come.
+		left, _ := strconv.Atoi(m.Header.Get("Nats-Pending-Messages"))
+		pl.pending = max(pl.pending-left, 0)
+		pl.topUp()
+	case statusConflict:
+		desc := strings.ToLower(m.Header.Get("Description"))
+		switch {
+		case strings.Contains(desc, "consumer deleted"):
+			pl.fail(errConsumerGone)
+		case strings.Contains(desc, "leadership change"), strings.Contains(desc, "server shutdown"):
+			// Ask the new leader, or after the reconnect.
+			pl.pending = 0
+			pl.topUp()
+		default: // a request the consumer refused (max waiting, batch, expiry)
+			pl.fail(fmt.Errorf("pull request refused: %s", m.Header.Get("Description")))
+		}
+	case statusNoResponders:
+		pl.fail(errConsumerGone)
+	default:
+		pl.fail(fmt.Errorf("pull request answered %s %s", status, m.Header.Get("Description")))
+	}
+}
+
+// event is an event the puller received, as a jetstream.Msg: nats.go's
+// jetstream package makes its messages only for its own subscriptions, so
+// the settling goes through the nats.Msg's own JetStream methods, which
+// send the same acknowledgements on the same subjects.
+type event struct {
+	msg  *nats.Msg
+	meta *jetstream.MsgMetadata
+}
+
+var _ jetstream.Msg = (*event)(nil)
+
+func (e *event) Metadata() (*jetstream.MsgMetadata, error) { return e.meta, nil }
+func (e *event) Data() []byte                              { return e.msg.Data }
+func (e *event) Headers() nats.Header                      { return e.msg.Header }
+func (e *event) Subject() string                           { return e.msg.Subject }
+func (e *event) Reply() string                             { return e.msg.Reply }
+func (e *event) Ack() error                                { return e.msg.Ack() }
+func (e *event) Nak() error                                { return e.msg.Nak() }
+func (e *event) InProgress() error                         { return e.msg.InProgress() }
+func (e *event) Term() error                               { return e.msg.Term() }
+
+func (e *event) DoubleAck(ctx context.Context) error { return e.msg.AckSync(nats.Context(ctx)) }
+
+func (e *event) NakWithDelay(delay time.Duration) error { return e.msg.NakWithDelay(delay) }
+
+func (e *event) TermWithReason(reason string) error {
+	if err := e.msg.Respond([]byte("+TERM " + reason)); err != nil {
+		return fmt.Errorf("terminate event: %w", err)
+	}
+	return nil
+}
