@@ -50,6 +50,7 @@ func TestDispatcherReplicaKilled(t *testing.T) {
 	run(t, maxInFlight, func(h *harness) {
 		port := freePort(t)
 		replica := h.startDispatcherReplica("dispatcher-2", port)
+		h.await("the second replica serves its metrics", func() bool { return h.serving(port) })
 		delivered := func(port int) int { return h.counter(port, "kfn_eventbridge_delivered_total") }
 		first, second := delivered(h.dispatcherMetrics), 0
 		h.await("both replicas deliver", func() bool {

@@ -279,6 +279,11 @@ func (h *harness) createResources() {
 		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.213.0.7"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false)}}},
 	}
 	require.NoError(h.t, c.Create(ctx, h.slice))
+	// The API server outlives the test and has no namespace controller to
+	// delete what the namespace holds: without this, the dispatchers of the
+	// next tests would serve this Subscription too.
+	subscription := &eventingv1alpha2.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "orders"}}
+	h.t.Cleanup(func() { _ = c.Delete(context.Background(), subscription) })
 	require.NoError(h.t, c.Create(ctx, &eventingv1alpha2.Subscription{
 		ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "orders"},
 		Spec: eventingv1alpha2.SubscriptionSpec{
@@ -400,6 +405,16 @@ func (h *harness) counter(port int, name string) int {
 		}
 	}
 	return 0
+}
+
+// serving reports whether a process answers on its metrics port.
+func (h *harness) serving(port int) bool {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }
 
 func (h *harness) await(what string, cond func() bool) {

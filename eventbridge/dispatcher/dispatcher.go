@@ -263,16 +263,19 @@ func (d *Dispatcher) Upsert(sub *v1alpha2.Subscription) error {
 	k := key{sub.Namespace, sub.Name}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if w, ok := d.workers[k]; ok {
-		if sameTarget(w.target, t) {
-			return nil
-		}
-		w.stop()
+	old, ok := d.workers[k]
+	if ok && sameTarget(old.target, t) {
+		return nil
 	}
 	w := &worker{d: d, target: t, done: make(chan struct{})}
 	d.workers[k] = w
 	if d.runCtx != nil {
+		// The new worker's pull takes over the consumer's events before
+		// the old one stops: none arrives with no worker to take it.
 		d.startLocked(w)
+	}
+	if ok {
+		old.stop()
 	}
 	return nil
 }
@@ -350,6 +353,9 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 func (d *Dispatcher) startLocked(w *worker) {
 	w.ctx, w.cancel = context.WithCancel(d.runCtx)
 	w.init()
+	w.pl = d.puller.add(w.target.consumer, w.target.delivery.MaxInFlight, func(msg jetstream.Msg) {
+		w.goBusy(func() { w.handle(w.ctx, msg) })
+	})
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()

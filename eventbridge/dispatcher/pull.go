@@ -72,9 +72,12 @@ type puller struct {
 	mu        sync.Mutex
 	sub       *nats.Subscription
 	connected bool
-	ids       uint64
-	byID      map[uint64]*pull // status messages name the request's inbox
-	byName    map[string]*pull // events name their consumer
+	// reconnects is the connection's count of reconnects when last read:
+	// a change means the requests asked before are gone.
+	reconnects uint64
+	ids        uint64
+	byID       map[uint64]*pull // status messages name the request's inbox
+	byName     map[string]*pull // events name their consumer
 }
 
 // pull is one worker's share of the puller: its consumer, how many events
@@ -126,7 +129,7 @@ func (p *puller) listen() error {
 	}
 	p.mu.Lock()
 	p.sub = sub
-	p.connected = p.nc.IsConnected()
+	p.connected, p.reconnects = p.nc.IsConnected(), p.nc.Stats().Reconnects
 	p.mu.Unlock()
 	return nil
 }
@@ -145,34 +148,51 @@ func (p *puller) run(ctx context.Context) {
 			_ = p.sub.Unsubscribe() // events on their way come again after the ack wait
 			p.mu.Unlock()
 			return
-		case s := <-status:
-			p.reconnected(s == nats.CONNECTED)
+		case <-status:
+			p.follow()
 		case now := <-tick.C:
 			p.renew(now)
 		}
 	}
 }
 
-// reconnected records the connection's state: the requests made before a
-// reconnect are gone with the connection, so every pull asks again.
-func (p *puller) reconnected(connected bool) {
+// follow reads the connection's state: the requests made before a
+// reconnect are gone with the connection, so after one every pull asks
+// again. It reads the state rather than trusting the status events: nats.go
+// drops an event its listener's buffer has no room for, and one that
+// comes before the listener is registered is never told.
+func (p *puller) follow() {
+	connected, reconnects := p.nc.IsConnected(), p.nc.Stats().Reconnects
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.followLocked(connected, reconnects)
+}
+
+func (p *puller) followLocked(connected bool, reconnects uint64) {
+	again := connected && reconnects != p.reconnects
 	p.connected = connected
+	if !connected {
+		return
+	}
+	p.reconnects = reconnects
 	for _, pl := range p.byID {
-		pl.pending = 0
+		if again {
+			pl.pending = 0
+		}
 		pl.topUp()
 	}
 }
 
-// renew asks again for the pulls whose last request should have ended
-// well before now without its end being told (lost with a server, say),
-// and for those that asked for nothing (a request that could not be
-// sent).
+// renew follows the connection's state, and asks again for the pulls
+// whose last request should have ended well before now without its end
+// being told (lost with a server, say), and for those that asked for
+// nothing (a request that could not be sent).
 func (p *puller) renew(now time.Time) {
 	grace := max(p.expiry/4, time.Second)
+	connected, reconnects := p.nc.IsConnected(), p.nc.Stats().Reconnects
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.followLocked(connected, reconnects)
 	for _, pl := range p.byID {
 		if pl.pending > 0 && now.After(pl.expires.Add(grace)) {
 			pl.pending = 0

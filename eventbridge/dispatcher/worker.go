@@ -35,10 +35,13 @@ type worker struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
-	log    *slog.Logger
-	count  *counters
-	tally  *tally
-	names  spanNames
+	// pl is the worker's share of the dispatcher's puller, added when the
+	// worker starts and removed when run returns.
+	pl    *pull
+	log   *slog.Logger
+	count *counters
+	tally *tally
+	names spanNames
 	// ackWait is the consumer's ack wait (nanoseconds), read when bound.
 	ackWait atomic.Int64
 	// overBudget is set while the backlog exceeds maxBacklog (budget.go).
@@ -108,9 +111,7 @@ func (w *worker) run(ctx context.Context) {
 		w.mu.Unlock()
 		w.busy.Wait()
 	}()
-	pl := w.d.puller.add(t.consumer, t.delivery.MaxInFlight, func(msg jetstream.Msg) {
-		w.goBusy(func() { w.handle(ctx, msg) })
-	})
+	pl := w.pl
 	defer pl.remove() // before the wait above: no delivery starts after it
 	wait := minRebind
 	for ctx.Err() == nil {
