@@ -14,6 +14,14 @@
 // a discarding exporter) beside the pipeline without them, built afresh
 // on the same NATS server for every run, in alternating order.
 //
+// A second anchor, the bare CloudEvents pipeline ("bare-ce"), is the bare
+// pipeline carrying what any CloudEvents bridge must: the load generator
+// sends binary-mode CloudEvents, the events are stored with their ce-*
+// headers and their source and id as JetStream message id (so that a
+// retried publish is stored once), and they are delivered with those
+// headers. It is the bound that JetStream and HTTP set for kfn's stored
+// form on this machine; kfn against it is what kfn's own code costs.
+//
 // With -subscriptions N the events are spread over N event types, one
 // Subscription each, and the bare pipeline has N consumers too, one per
 // subject: what JetStream costs per consumer (with interest retention, every
@@ -36,6 +44,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -192,7 +201,7 @@ func run(o options) error {
 	for _, b := range []struct {
 		part  string
 		build func(string, string, options) (*pipeline, error)
-	}{{partBare, bare}, {partKfn, plainKfn}} {
+	}{{partBare, bare}, {partBareCE, bareCloudEvents}, {partKfn, plainKfn}} {
 		var p *pipeline
 		as(b.part, func() { p, err = b.build(ns.ClientURL(), sinkURL, o) })
 		if err != nil {
@@ -213,15 +222,12 @@ func run(o options) error {
 			if err != nil {
 				return err
 			}
-			fmt.Printf("round %d  raw   throughput %8.0f events/s   (JetStream publish -> pull -> ack, no HTTP)\n", round, r)
+			fmt.Printf("round %d  raw     throughput %8.0f events/s   (JetStream publish -> pull -> ack, no HTTP)\n", round, r)
 			raw = max(raw, r)
 		}
-		// The order alternates: whatever the machine does meanwhile falls
-		// on both in turn.
-		order := pipelines
-		if round%2 == 0 {
-			order = []*pipeline{pipelines[1], pipelines[0]}
-		}
+		// The order rotates: whatever the machine does meanwhile falls on
+		// each in turn.
+		order := append(slices.Clone(pipelines[round%len(pipelines):]), pipelines[:round%len(pipelines)]...)
 		for _, p := range order {
 			tp, err := throughput(p, sink, o, o.duration)
 			if err != nil {
@@ -233,7 +239,7 @@ func run(o options) error {
 				return err
 			}
 			cpu := float64(cpuTime()-cpu0) / float64(time.Microsecond) / float64(max(sink.delivered.Load()-before, 1))
-			fmt.Printf("round %d  %-5s throughput %8.0f events/s   latency at %d/s: p50 %6.2f ms  p99 %6.2f ms  CPU %5.1f µs/event  (undelivered %d)\n",
+			fmt.Printf("round %d  %-7s throughput %8.0f events/s   latency at %d/s: p50 %6.2f ms  p99 %6.2f ms  CPU %5.1f µs/event  (undelivered %d)\n",
 				round, p.name, tp, o.rate, ms(p50), ms(p99), cpu, lost)
 			best, seen := results[p.name]
 			if !seen || tp > best.throughput {
@@ -249,13 +255,15 @@ func run(o options) error {
 		}
 	}
 	fmt.Println()
-	for _, name := range []string{"bare", "kfn"} {
+	for _, name := range []string{"bare", "bare-ce", "kfn"} {
 		r := results[name]
-		fmt.Printf("best   %-5s throughput %8.0f events/s   latency at %d/s: p50 %6.2f ms  p99 %6.2f ms  CPU %5.1f µs/event\n", name, r.throughput, o.rate, ms(r.p50), ms(r.p99), r.cpu)
+		fmt.Printf("best   %-7s throughput %8.0f events/s   latency at %d/s: p50 %6.2f ms  p99 %6.2f ms  CPU %5.1f µs/event\n", name, r.throughput, o.rate, ms(r.p50), ms(r.p99), r.cpu)
 	}
-	b, k := results["bare"], results["kfn"]
+	b, ce, k := results["bare"], results["bare-ce"], results["kfn"]
 	fmt.Printf("\nkfn/bare throughput ratio: %.2f (target >= 0.85), p99 ratio %.2f (target <= 1.5 at 1,000 Subscriptions), CPU per event ratio %.2f\n",
 		k.throughput/b.throughput, ms(k.p99)/ms(b.p99), k.cpu/b.cpu)
+	fmt.Printf("kfn/bare-ce throughput ratio: %.2f, p99 ratio %.2f, CPU per event ratio %.2f; bare-ce/bare throughput ratio %.2f (what the CloudEvents stored form costs JetStream and HTTP)\n",
+		k.throughput/ce.throughput, ms(k.p99)/ms(ce.p99), k.cpu/ce.cpu, ce.throughput/b.throughput)
 	fmt.Printf("kfn p99 at %d events/s: %.2f ms (target < 5 ms)\n", o.rate, ms(k.p99))
 	const group = "event bridge"
 	suffix := ""
@@ -271,6 +279,8 @@ func run(o options) error {
 			Series: fmt.Sprintf("event bridge p99 latency at %d events/s by Subscriptions", o.rate), X: float64(max(o.subs, 1)), XLabel: "Subscriptions"},
 		{Group: group, Name: fmt.Sprintf("CPU per event at %d events/s%s (NATS, pipeline, sink and load generator)", o.rate, suffix), Unit: "µs", Value: k.cpu,
 			Anchor: "bare pipeline", AnchorValue: b.cpu},
+		{Group: group, Name: fmt.Sprintf("throughput against the bare CloudEvents pipeline, %d B events%s", o.size, suffix), Unit: "events/s", Value: k.throughput,
+			Anchor: "bare pipeline with CloudEvents headers and message ids", AnchorValue: ce.throughput},
 	}
 	// Issue 20: at 1 and 1,000 Subscriptions the throughput is at least
 	// 0.85 of the bare pipeline's, and at 1,000 the p99 within 1.5 times.
@@ -453,13 +463,31 @@ func loadLatency(p *pipeline, s *sink, o options) (time.Duration, time.Duration,
 	return lat[len(lat)/2], lat[len(lat)*99/100], n - len(lat), nil
 }
 
-// bare is HTTP -> js.Publish -> pull consumer -> HTTP POST, nothing else.
+// bare is the bare pipeline of plain events.
+func bare(natsURL, sinkURL string, o options) (*pipeline, error) {
+	return barePipeline(natsURL, sinkURL, o, false)
+}
+
+// bareCloudEvents is the bare pipeline of binary-mode CloudEvents.
+func bareCloudEvents(natsURL, sinkURL string, o options) (*pipeline, error) {
+	return barePipeline(natsURL, sinkURL, o, true)
+}
+
+// barePipeline is HTTP -> js.Publish -> pull consumer -> HTTP POST, nothing else.
 // With several Subscriptions it has one consumer per Subscription, each
 // filtered to its own subject, as kfn has, and publishes round robin over
 // the subjects: the cost that JetStream itself adds per consumer is then in
 // the anchor too.
-func bare(natsURL, sinkURL string, o options) (*pipeline, error) {
+//
+// With cloudEvents the load generator sends binary-mode CloudEvents, whose
+// ce-* headers and Content-Type are stored with the event, with the
+// CloudEvent's source and id as message id, and delivered with it.
+func barePipeline(natsURL, sinkURL string, o options, cloudEvents bool) (*pipeline, error) {
 	ctx := context.Background()
+	name := "bare"
+	if cloudEvents {
+		name = "bare-ce"
+	}
 	nc, err := nats.Connect(natsURL)
 	if err != nil {
 		return nil, err
@@ -468,15 +496,26 @@ func bare(natsURL, sinkURL string, o options) (*pipeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "bare", Subjects: []string{"bare.>"}, Storage: jetstream.FileStorage, Retention: jetstream.InterestPolicy}); err != nil {
+	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}, Storage: jetstream.FileStorage, Retention: jetstream.InterestPolicy}); err != nil {
 		return nil, err
 	}
 	subs := max(o.subs, 1)
 	var next atomic.Int64
 	srv, url, err := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)
-		if err == nil {
-			_, err = js.Publish(r.Context(), "bare."+strconv.FormatInt(next.Add(1)%int64(subs), 10), body)
+		subject := name + "." + strconv.FormatInt(next.Add(1)%int64(subs), 10)
+		switch {
+		case err != nil:
+		case cloudEvents:
+			m := &nats.Msg{Subject: subject, Data: body, Header: nats.Header{}}
+			for k, v := range r.Header {
+				if strings.HasPrefix(k, "Ce-") || k == "Content-Type" {
+					m.Header[strings.ToLower(k)] = v
+				}
+			}
+			_, err = js.PublishMsg(r.Context(), m, jetstream.WithMsgID(r.Header.Get("Ce-Source")+r.Header.Get("Ce-Id")))
+		default:
+			_, err = js.Publish(r.Context(), subject, body)
 		}
 		if err != nil {
 			w.WriteHeader(http.StatusServiceUnavailable)
@@ -491,8 +530,8 @@ func bare(natsURL, sinkURL string, o options) (*pipeline, error) {
 	var pulls sync.WaitGroup
 	var its []jetstream.MessagesContext
 	for i := range subs {
-		cons, err := js.CreateOrUpdateConsumer(ctx, "bare", jetstream.ConsumerConfig{Durable: fmt.Sprintf("bare-%d", i),
-			FilterSubject: "bare." + strconv.Itoa(i), AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: o.inflight})
+		cons, err := js.CreateOrUpdateConsumer(ctx, name, jetstream.ConsumerConfig{Durable: fmt.Sprintf("%s-%d", name, i),
+			FilterSubject: name + "." + strconv.Itoa(i), AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: o.inflight})
 		if err != nil {
 			return nil, err
 		}
@@ -521,7 +560,14 @@ func bare(natsURL, sinkURL string, o options) (*pipeline, error) {
 		go func() {
 			defer wg.Done()
 			for m := range msgs {
-				resp, err := out.Post(sinkURL, "application/octet-stream", bytes.NewReader(m.Data()))
+				req, _ := http.NewRequest(http.MethodPost, sinkURL, bytes.NewReader(m.Data()))
+				req.Header["Content-Type"] = []string{"application/octet-stream"}
+				for k, v := range m.Headers() {
+					if strings.HasPrefix(k, "ce-") {
+						req.Header[k] = v
+					}
+				}
+				resp, err := out.Do(req)
 				if err != nil {
 					_ = m.Nak()
 					continue
@@ -532,7 +578,7 @@ func bare(natsURL, sinkURL string, o options) (*pipeline, error) {
 			}
 		}()
 	}
-	return &pipeline{name: "bare", url: url + "/", cleanup: func() {
+	return &pipeline{name: name, url: url + "/", binary: cloudEvents, types: subs, cleanup: func() {
 		for _, it := range its {
 			it.Stop()
 		}

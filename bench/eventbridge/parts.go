@@ -15,10 +15,12 @@ import (
 const (
 	partNATS = "nats"
 	partBare = "bare"
-	partKfn  = "kfn"
-	partSink = "sink"
-	partLoad = "load"
-	partRaw  = "raw"
+	// partBareCE is the bare CloudEvents pipeline.
+	partBareCE = "bare-ce"
+	partKfn    = "kfn"
+	partSink   = "sink"
+	partLoad   = "load"
+	partRaw    = "raw"
 )
 
 // as runs f with the profile label part=name on its goroutine and on the

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"reflect"
+	"strings"
 	"sync"
 	"time"
 
@@ -237,6 +240,63 @@ func NewTransport() *http.Transport {
 		DisableCompression:  true,
 		ForceAttemptHTTP2:   false,
 	}
+}
+
+// maxRedirects bounds the redirects a delivery follows, as http.Client's
+// default policy does.
+const maxRedirects = 10
+
+// do sends a delivery request and follows the sink's 307 and 308
+// redirects (the event goes again, method, headers and body, to where the
+// sink points), up to maxRedirects. Any other answer is the sink's answer:
+// a 301, 302 or 303 would turn the POST into a GET without the event, so
+// it is not followed and is judged as any non-2xx status.
+//
+// The client's transport sends the request: http.Client.Do copies every
+// header of every request in case a redirect needs them, which costs each
+// event more than anything else the client does for it. A client with a
+// cookie jar, a timeout or a redirect policy of its own sends it itself.
+func (d *Dispatcher) do(req *http.Request) (*http.Response, error) {
+	c := d.client
+	if c.Jar != nil || c.Timeout != 0 || c.CheckRedirect != nil {
+		return c.Do(req)
+	}
+	rt := c.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	for hops := 0; ; hops++ {
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			// As http.Client says it: Post "url": what went wrong.
+			return nil, &url.Error{Op: req.Method[:1] + strings.ToLower(req.Method[1:]), URL: req.URL.Redacted(), Err: err}
+		}
+		loc := resp.Header.Get("Location")
+		if resp.StatusCode != http.StatusTemporaryRedirect && resp.StatusCode != http.StatusPermanentRedirect || loc == "" ||
+			hops == maxRedirects || req.GetBody == nil {
+			return resp, nil
+		}
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+		if req, err = redirected(req, loc); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// redirected is req sent again to loc (relative to req's URL). A transport
+// leaves a request as it was but for the body it sent.
+func redirected(req *http.Request, loc string) (*http.Request, error) {
+	u, err := req.URL.Parse(loc)
+	if err != nil {
+		return nil, fmt.Errorf("follow redirect to %q: %w", loc, err)
+	}
+	next := req.Clone(req.Context())
+	next.URL, next.Host = u, ""
+	if next.Body, err = req.GetBody(); err != nil {
+		return nil, fmt.Errorf("follow redirect to %q: %w", loc, err)
+	}
+	return next, nil
 }
 
 // target is what a worker needs of a Subscription; workers restart when it

@@ -509,3 +509,45 @@ func TestReadinessNoiseLosesNoPulledEvent(t *testing.T) {
 	close(stop)
 	<-noise
 }
+
+// A sink that answers with a 307 or 308 redirect has it followed: the
+// event goes again, body and CloudEvent headers, to where it points, and
+// that answer is the attempt's. A 302 (which http.Client would follow with
+// a GET, without the event) is the sink's answer: a 3xx, given up.
+func TestRedirects(t *testing.T) {
+	tests := map[string]struct {
+		status    int
+		delivered bool
+	}{
+		"307 Temporary Redirect is followed": {status: http.StatusTemporaryRedirect, delivered: true},
+		"308 Permanent Redirect is followed": {status: http.StatusPermanentRedirect, delivered: true},
+		"302 Found is an answer":             {status: http.StatusFound},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			b := newBridge(t)
+			k := b.newSink("fn", func(_ int, r *http.Request, w http.ResponseWriter) {
+				if r.URL.Path != "/moved" {
+					w.Header().Set("Location", "/moved")
+					w.WriteHeader(tc.status)
+				}
+			})
+			s := sub("s", "fn")
+			b.subscribe(s)
+			b.publish("shop", "order.created.v1", "e1", "hello")
+			require.Eventually(t, func() bool { return b.consumerInfo(s).NumAckPending == 0 && b.consumerInfo(s).NumPending == 0 }, wait, tick)
+			if !tc.delivered {
+				require.Eventually(t, func() bool { return len(b.deadLetters()) == 1 }, wait, tick)
+				assert.Equal(t, 1, k.count(), "sent once, not followed")
+				return
+			}
+			require.Eventually(t, func() bool { return k.count() == 2 }, wait, tick)
+			moved := k.deliveries()[1]
+			assert.Equal(t, "/moved", moved.path)
+			assert.Equal(t, "hello", moved.body)
+			assert.Equal(t, "e1", moved.header.Get("Ce-Id"))
+			assert.Equal(t, "order.created.v1", moved.header.Get("Ce-Type"))
+			assert.Empty(t, b.deadLetters())
+		})
+	}
+}

@@ -179,6 +179,7 @@ func (l letter) Data() []byte { return l.raw.Data }
 // delivery is one request a sink received.
 type delivery struct {
 	at     time.Time
+	path   string
 	header http.Header
 	body   string
 	// replica names the dispatcher replica that sent it (newReplica);
@@ -202,7 +203,7 @@ func (b *bridge) newSink(name string, answer func(n int, r *http.Request, w http
 	k.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		k.mu.Lock()
-		k.got = append(k.got, delivery{at: time.Now(), header: r.Header.Clone(), body: string(body), replica: r.URL.Query().Get("replica")})
+		k.got = append(k.got, delivery{at: time.Now(), path: r.URL.Path, header: r.Header.Clone(), body: string(body), replica: r.URL.Query().Get("replica")})
 		n := len(k.got)
 		k.inFlight++
 		k.maxIn = max(k.maxIn, k.inFlight)

@@ -380,7 +380,7 @@ func (w *worker) send(ctx context.Context, log eventLog, msg jetstream.Msg, url 
 	}
 	eventstore.CopyToHTTP(req.Header, msg.Headers())
 	w.inject(ctx, req.Header)
-	resp, err := w.d.client.Do(req)
+	resp, err := w.d.do(req)
 	if err != nil {
 		return result{verdict: Retry, err: fmt.Errorf("post to %s: %w", url, err)}
 	}

@@ -198,7 +198,7 @@ func (p *Publisher) readBody(w http.ResponseWriter, r *http.Request) ([]byte, er
 	if r.ContentLength > p.cfg.MaxRequestBytes {
 		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", errTooLarge, r.ContentLength, p.cfg.MaxRequestBytes)
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.cfg.MaxRequestBytes))
+	body, err := readAll(http.MaxBytesReader(w, r.Body, p.cfg.MaxRequestBytes), r.ContentLength)
 	var maxErr *http.MaxBytesError
 	if errors.As(err, &maxErr) {
 		return nil, fmt.Errorf("%w: the limit is %d bytes", errTooLarge, p.cfg.MaxRequestBytes)
@@ -207,6 +207,21 @@ func (p *Publisher) readBody(w http.ResponseWriter, r *http.Request) ([]byte, er
 		return nil, fmt.Errorf("read request body: %w", err)
 	}
 	return body, nil
+}
+
+// readAll reads a request body of size bytes (-1: unknown) into one
+// buffer of its size when it is known (io.ReadAll would grow its buffer
+// three times for a 1 KiB event). A server's request body yields exactly
+// its Content-Length.
+func readAll(r io.Reader, size int64) ([]byte, error) {
+	if size < 0 {
+		return io.ReadAll(r)
+	}
+	b := make([]byte, size)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // servePublish serves /publish and /{app}/v2/events and returns the status
