@@ -55,6 +55,7 @@ import (
 
 	"github.com/kfn-dev/kfn/bench/figures"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
+	"github.com/kfn-dev/kfn/eventbridge/stream"
 )
 
 type options struct {
@@ -496,7 +497,9 @@ func barePipeline(natsURL, sinkURL string, o options, cloudEvents bool) (*pipeli
 	if err != nil {
 		return nil, err
 	}
-	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}, Storage: jetstream.FileStorage, Retention: jetstream.InterestPolicy}); err != nil {
+	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}, Storage: jetstream.FileStorage, Retention: jetstream.InterestPolicy,
+		// As kfn's event stream: NATS gives a stream without a limit 1,000 consumers.
+		MaxConsumers: stream.DefaultMaxConsumers}); err != nil {
 		return nil, err
 	}
 	subs := max(o.subs, 1)

@@ -88,6 +88,10 @@ func TestValuesRefused(t *testing.T) {
 			values: map[string]any{"eventbridge": map[string]any{"streams": map[string]any{"replicas": 3}}},
 			want:   []string{"eventbridge.streams.replicas (3) cannot exceed nats.replicas (1)"},
 		},
+		"no consumer limit on the event stream": {
+			values: map[string]any{"eventbridge": map[string]any{"streams": map[string]any{"maxConsumers": -1}}},
+			want:   []string{"/eventbridge/streams/maxConsumers", "minimum"},
+		},
 		"NATS max_payload below the largest event": {
 			values: map[string]any{"nats": map[string]any{"maxPayload": 1048576}},
 			want:   []string{"nats.maxPayload (1048576) must be at least eventbridge.streams.maxMsgSize (2097152)"},

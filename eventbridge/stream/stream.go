@@ -30,6 +30,10 @@ const (
 	DeadLetterSubjectPrefix = "kfn.deadletter"
 )
 
+// DefaultMaxConsumers is the default Config.MaxConsumers: ten times what
+// NATS 2.15 allows a stream that sets no limit.
+const DefaultMaxConsumers = 10_000
+
 // Storage names accepted by Config.Storage.
 const (
 	StorageFile   = "file"
@@ -56,6 +60,12 @@ type Config struct {
 	MaxBytes int64
 	// MaxMsgSize bounds one stored event, headers included. -1 is unlimited.
 	MaxMsgSize int32
+	// MaxConsumers bounds the consumers of the event stream: one per
+	// Subscription. It must be positive: since NATS 2.15 a stream that sets
+	// no limit of its own (0 or -1) gets the server's default_max_consumers,
+	// 1,000 unless the server says otherwise, which would refuse the
+	// 1,001st Subscription.
+	MaxConsumers int
 	// Duplicates is the de-duplication window: a publish with a message id
 	// already stored within it is acknowledged but not stored again.
 	Duplicates time.Duration
@@ -68,8 +78,9 @@ type Config struct {
 }
 
 // DefaultConfig returns working defaults: file storage, one replica, a
-// 1 GiB event stream, 2 MiB per event, a 2-minute de-duplication window, and
-// dead letters kept for 7 days within 256 MiB.
+// 1 GiB event stream, 2 MiB per event, up to DefaultMaxConsumers
+// Subscriptions, a 2-minute de-duplication window, and dead letters kept for
+// 7 days within 256 MiB.
 func DefaultConfig() Config {
 	return Config{
 		EventStream:        DefaultEventStream,
@@ -78,6 +89,7 @@ func DefaultConfig() Config {
 		Replicas:           1,
 		MaxBytes:           1 << 30,
 		MaxMsgSize:         2 << 20,
+		MaxConsumers:       DefaultMaxConsumers,
 		Duplicates:         2 * time.Minute,
 		DeadLetterMaxAge:   7 * 24 * time.Hour,
 		DeadLetterMaxBytes: 256 << 20,
@@ -102,6 +114,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: max bytes must be positive or -1 (unlimited), not %d", ErrInvalidConfig, c.MaxBytes)
 	case c.MaxMsgSize == 0 || c.MaxMsgSize < -1:
 		return fmt.Errorf("%w: max message size must be positive or -1 (unlimited), not %d", ErrInvalidConfig, c.MaxMsgSize)
+	case c.MaxConsumers <= 0:
+		return fmt.Errorf("%w: max consumers (Subscriptions) must be positive, not %d: NATS gives a stream without a limit of its own the server's default, 1,000", ErrInvalidConfig, c.MaxConsumers)
 	case c.Duplicates <= 0:
 		return fmt.Errorf("%w: the de-duplication window must be positive, not %s", ErrInvalidConfig, c.Duplicates)
 	case c.DeadLetterMaxAge < 0:
@@ -130,17 +144,18 @@ func (c Config) storage() jetstream.StorageType {
 // than losing stored ones.
 func (c Config) EventStreamConfig() jetstream.StreamConfig {
 	return jetstream.StreamConfig{
-		Name:        c.EventStream,
-		Description: "kfn events, kept until every interested Subscription acknowledged them",
-		Subjects:    []string{v1alpha2.SubjectPrefix + ".>", ReplaySubjectPrefix + ".>"},
-		Retention:   jetstream.InterestPolicy,
-		Discard:     jetstream.DiscardNew,
-		MaxBytes:    c.MaxBytes,
-		MaxMsgs:     -1,
-		MaxMsgSize:  c.MaxMsgSize,
-		Storage:     c.storage(),
-		Replicas:    c.Replicas,
-		Duplicates:  c.Duplicates,
+		Name:         c.EventStream,
+		Description:  "kfn events, kept until every interested Subscription acknowledged them",
+		Subjects:     []string{v1alpha2.SubjectPrefix + ".>", ReplaySubjectPrefix + ".>"},
+		Retention:    jetstream.InterestPolicy,
+		Discard:      jetstream.DiscardNew,
+		MaxBytes:     c.MaxBytes,
+		MaxMsgs:      -1,
+		MaxMsgSize:   c.MaxMsgSize,
+		MaxConsumers: c.MaxConsumers,
+		Storage:      c.storage(),
+		Replicas:     c.Replicas,
+		Duplicates:   c.Duplicates,
 	}
 }
 

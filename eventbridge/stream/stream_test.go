@@ -3,6 +3,7 @@ package stream_test
 import (
 	"context"
 	"regexp"
+	"strconv"
 	"testing"
 	"time"
 
@@ -21,19 +22,21 @@ func TestConfigValidate(t *testing.T) {
 		modify  func(*stream.Config)
 		wantErr string
 	}{
-		"defaults":          {modify: func(*stream.Config) {}},
-		"memory":            {modify: func(c *stream.Config) { c.Storage = stream.StorageMemory }},
-		"unlimited":         {modify: func(c *stream.Config) { c.MaxBytes, c.MaxMsgSize, c.DeadLetterMaxBytes = -1, -1, -1 }},
-		"empty name":        {modify: func(c *stream.Config) { c.EventStream = "" }, wantErr: "event stream name"},
-		"dot in name":       {modify: func(c *stream.Config) { c.DeadLetterStream = "a.b" }, wantErr: "dead-letter stream name"},
-		"same names":        {modify: func(c *stream.Config) { c.DeadLetterStream = c.EventStream }, wantErr: "different names"},
-		"bad storage":       {modify: func(c *stream.Config) { c.Storage = "disk" }, wantErr: `storage must be "file" or "memory", not "disk"`},
-		"zero replicas":     {modify: func(c *stream.Config) { c.Replicas = 0 }, wantErr: "replicas must be between 1 and 5"},
-		"zero bytes":        {modify: func(c *stream.Config) { c.MaxBytes = 0 }, wantErr: "max bytes must be positive"},
-		"zero msg size":     {modify: func(c *stream.Config) { c.MaxMsgSize = 0 }, wantErr: "max message size"},
-		"no dedup window":   {modify: func(c *stream.Config) { c.Duplicates = 0 }, wantErr: "de-duplication window"},
-		"negative dead age": {modify: func(c *stream.Config) { c.DeadLetterMaxAge = -time.Second }, wantErr: "dead-letter max age"},
-		"zero dead bytes":   {modify: func(c *stream.Config) { c.DeadLetterMaxBytes = 0 }, wantErr: "dead-letter max bytes"},
+		"defaults":            {modify: func(*stream.Config) {}},
+		"memory":              {modify: func(c *stream.Config) { c.Storage = stream.StorageMemory }},
+		"unlimited":           {modify: func(c *stream.Config) { c.MaxBytes, c.MaxMsgSize, c.DeadLetterMaxBytes = -1, -1, -1 }},
+		"empty name":          {modify: func(c *stream.Config) { c.EventStream = "" }, wantErr: "event stream name"},
+		"dot in name":         {modify: func(c *stream.Config) { c.DeadLetterStream = "a.b" }, wantErr: "dead-letter stream name"},
+		"same names":          {modify: func(c *stream.Config) { c.DeadLetterStream = c.EventStream }, wantErr: "different names"},
+		"bad storage":         {modify: func(c *stream.Config) { c.Storage = "disk" }, wantErr: `storage must be "file" or "memory", not "disk"`},
+		"zero replicas":       {modify: func(c *stream.Config) { c.Replicas = 0 }, wantErr: "replicas must be between 1 and 5"},
+		"zero bytes":          {modify: func(c *stream.Config) { c.MaxBytes = 0 }, wantErr: "max bytes must be positive"},
+		"zero msg size":       {modify: func(c *stream.Config) { c.MaxMsgSize = 0 }, wantErr: "max message size"},
+		"zero consumers":      {modify: func(c *stream.Config) { c.MaxConsumers = 0 }, wantErr: "max consumers (Subscriptions) must be positive"},
+		"unlimited consumers": {modify: func(c *stream.Config) { c.MaxConsumers = -1 }, wantErr: "the server's default, 1,000"},
+		"no dedup window":     {modify: func(c *stream.Config) { c.Duplicates = 0 }, wantErr: "de-duplication window"},
+		"negative dead age":   {modify: func(c *stream.Config) { c.DeadLetterMaxAge = -time.Second }, wantErr: "dead-letter max age"},
+		"zero dead bytes":     {modify: func(c *stream.Config) { c.DeadLetterMaxBytes = 0 }, wantErr: "dead-letter max bytes"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -84,6 +87,32 @@ func TestEnsureCreatesThenUpdates(t *testing.T) {
 	bad := c
 	bad.Storage = "tape"
 	require.ErrorIs(t, stream.Ensure(ctx, js, bad), stream.ErrInvalidConfig)
+}
+
+// TestMoreThanAThousandSubscriptions: NATS 2.15 gives a stream that sets
+// no consumer limit 1,000 consumers; kfn's event stream, including one an
+// earlier kfn created without a limit, takes more.
+func TestMoreThanAThousandSubscriptions(t *testing.T) {
+	js := natstest.Start(t).JetStream()
+	ctx := context.Background()
+	c := stream.DefaultConfig()
+	c.Storage = stream.StorageMemory
+	old := c.EventStreamConfig()
+	old.MaxConsumers = 0
+	_, err := js.CreateStream(ctx, old)
+	require.NoError(t, err)
+
+	require.NoError(t, stream.Ensure(ctx, js, c))
+	s, err := js.Stream(ctx, c.EventStream)
+	require.NoError(t, err)
+	assert.Equal(t, stream.DefaultMaxConsumers, s.CachedInfo().Config.MaxConsumers, "updated in place")
+	for i := range 1001 {
+		name := "sub-" + strconv.Itoa(i)
+		_, err := js.CreateConsumer(ctx, c.EventStream, jetstream.ConsumerConfig{
+			Durable: name, FilterSubject: "kyma.test." + name, AckPolicy: jetstream.AckExplicitPolicy,
+		})
+		require.NoError(t, err, "consumer %d", i)
+	}
 }
 
 func TestConsumerName(t *testing.T) {
