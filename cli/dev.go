@@ -42,8 +42,9 @@ http://ADDR/_kfn/ui/ (the address it prints when it is up).
 DIR holds Kubernetes manifests (the YAML you would kubectl apply) and
 Kyma-CLI-style function folders (config.yaml beside handler.js or handler.py).
 Edits are applied as you save: a changed function is started, checked and
-switched to without dropping requests; one that fails to start keeps the old
-version running and shows why. Ctrl-C stops every process.`,
+switched to without dropping requests; one that fails to start, or a file
+that cannot be read or admitted, keeps the old version (and its
+Subscriptions) running and shows why. Ctrl-C stops every process.`,
 		Example: `  kfn dev examples/shop
   kfn dev --addr 127.0.0.1:9090 --cooldown 10s .`,
 		Args: func(cmd *cobra.Command, args []string) error {

@@ -240,21 +240,24 @@ func ignoreCanceled(err error) error {
 }
 
 // reload reads the project and makes every component run what it defines.
-// Problems are printed and kept for the status; they never stop the rest.
+// Problems are printed and kept for the status; they never stop the rest,
+// and what a file that cannot be used defined keeps running as it was
+// (project.KeepFrom).
 func (p *Platform) reload(ctx context.Context) {
 	proj, err := project.Load(ctx, p.cfg.Dir, p.admitter)
 	if err != nil {
 		fmt.Fprintf(p.out, "kfn: %v\n", err)
 		return
 	}
+	p.mu.Lock()
+	previous, previousProject := p.applied, p.project
+	p.mu.Unlock()
+	proj.KeepFrom(previousProject)
 	var problems []string
 	for _, e := range proj.Invalid {
 		problems = append(problems, e.Error())
 	}
 	runnable, notReady := configured(proj.Functions)
-	p.mu.Lock()
-	previous := p.applied
-	p.mu.Unlock()
 	for _, f := range notReady {
 		key := runner.Key(f.Namespace, f.Name)
 		problems = append(problems, key+": "+f.Error)

@@ -94,4 +94,19 @@ spec:
 		names = append(names, fn.Name)
 	}
 	assert.Equal(t, []string{"fn-memory-request-too-small", "hello"}, names, "each Function once, sorted")
+
+	// A file that cannot be used at all (saved half-written, or a runtime
+	// the API refuses) reports its error and leaves what it defined running.
+	require.NoError(t, os.WriteFile(hello, []byte(strings.ReplaceAll(strings.ReplaceAll(good, "%CPU%", "50m"), "python312", "python27")), 0o644))
+	require.Eventually(t, func() bool {
+		for _, e := range status(t, p.Addr()).Errors {
+			if strings.Contains(e, `hello.yaml (document 1): Function "hello" is invalid`) {
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 20*time.Millisecond, out.String())
+	f = function(status(t, p.Addr()), "hello")
+	assert.Equal(t, 1, f.Ready, "the version that ran keeps running")
+	assert.Equal(t, "python312", f.Runtime)
 }

@@ -2,6 +2,7 @@ package project
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -26,6 +27,16 @@ type Project struct {
 	// its function folder, or the manifest file of an inline source, so
 	// that messages point at the user's file.
 	Sources map[string]string
+	// Origins name the file of each admitted object, by ObjectKey.
+	Origins map[string]string
+	// Broken are the files with a document that could not be used (a
+	// function folder's config.yaml stands for its whole folder).
+	Broken map[string]bool
+}
+
+// ObjectKey names an object in Origins: "Kind namespace/name".
+func ObjectKey(kind, namespace, name string) string {
+	return kind + " " + namespace + "/" + name
 }
 
 // SkipDir reports whether a directory is never searched: hidden ones (.git,
@@ -55,11 +66,12 @@ func Load(ctx context.Context, dir string, admitter *manifest.Admitter) (*Projec
 	if !info.IsDir() {
 		return nil, fmt.Errorf("read project: %s is not a directory", dir)
 	}
-	p := &Project{Dir: dir}
+	p := &Project{Dir: dir, Broken: map[string]bool{}}
 	var docs []manifest.Document
 	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			p.Invalid = append(p.Invalid, fmt.Errorf("%s: %w", path, err))
+			p.Broken[path] = true
 			return nil
 		}
 		if d.IsDir() {
@@ -74,6 +86,7 @@ func Load(ctx context.Context, dir string, admitter *manifest.Admitter) (*Projec
 		data, err := os.ReadFile(path)
 		if err != nil {
 			p.Invalid = append(p.Invalid, fmt.Errorf("%s: %w", path, err))
+			p.Broken[path] = true
 			return nil
 		}
 		p.Files = append(p.Files, path)
@@ -81,6 +94,7 @@ func Load(ctx context.Context, dir string, admitter *manifest.Admitter) (*Projec
 			folderDocs, err := ReadFolder(path)
 			if err != nil {
 				p.Invalid = append(p.Invalid, err)
+				p.Broken[path] = true
 				return nil
 			}
 			p.Files = append(p.Files, folderSources(filepath.Dir(path))...)
@@ -90,6 +104,7 @@ func Load(ctx context.Context, dir string, admitter *manifest.Admitter) (*Projec
 		fileDocs, err := manifest.Decode(path, data)
 		if err != nil {
 			p.Invalid = append(p.Invalid, err)
+			p.Broken[path] = true
 			return nil
 		}
 		docs = append(docs, fileDocs...)
@@ -100,10 +115,78 @@ func Load(ctx context.Context, dir string, admitter *manifest.Admitter) (*Projec
 	}
 	p.Sources = sources(docs)
 	set := admitter.Load(ctx, docs)
+	for _, err := range set.Invalid {
+		if invalid := (*manifest.InvalidError)(nil); errors.As(err, &invalid) {
+			p.Broken[invalid.Document.File] = true
+		}
+	}
 	set.Invalid = append(p.Invalid, set.Invalid...)
 	p.Set = set
+	p.Origins = origins(docs, set)
 	sort.Strings(p.Files)
 	return p, nil
+}
+
+// origins maps every admitted object of set to the file of its document.
+func origins(docs []manifest.Document, set manifest.Set) map[string]string {
+	files := map[string]string{}
+	for _, d := range docs {
+		ns := d.Object.GetNamespace()
+		if ns == "" {
+			ns = "default"
+		}
+		key := ObjectKey(d.Object.GetKind(), ns, d.Object.GetName())
+		if _, dup := files[key]; !dup {
+			files[key] = d.File
+		}
+	}
+	out := map[string]string{}
+	for _, fn := range set.Functions {
+		key := ObjectKey("Function", fn.Namespace, fn.Name)
+		out[key] = files[key]
+	}
+	for _, s := range set.Subscriptions {
+		key := ObjectKey("Subscription", s.Namespace, s.Name)
+		out[key] = files[key]
+	}
+	return out
+}
+
+// KeepFrom carries over from prev, the project as read before, every
+// Function and Subscription that came from a file p could not use and that
+// p lacks: a file saved half-written, or with a mistake, reports its error
+// and leaves what it defined running as it was, instead of removing it.
+// What a file that reads well no longer defines is gone, as before.
+func (p *Project) KeepFrom(prev *Project) {
+	if prev == nil || len(p.Broken) == 0 {
+		return
+	}
+	for _, fn := range prev.Functions {
+		key := ObjectKey("Function", fn.Namespace, fn.Name)
+		if p.keeps(prev, key) {
+			p.Functions = append(p.Functions, fn)
+			p.Origins[key] = prev.Origins[key]
+			p.Sources[fn.Namespace+"/"+fn.Name] = prev.Sources[fn.Namespace+"/"+fn.Name]
+		}
+	}
+	for _, s := range prev.Subscriptions {
+		key := ObjectKey("Subscription", s.Namespace, s.Name)
+		if p.keeps(prev, key) {
+			p.Subscriptions = append(p.Subscriptions, s)
+			p.Origins[key] = prev.Origins[key]
+		}
+	}
+}
+
+// keeps reports whether the object key of prev came from a file broken in
+// p and is missing from p.
+func (p *Project) keeps(prev *Project, key string) bool {
+	file, ok := prev.Origins[key]
+	if !ok || !p.Broken[file] {
+		return false
+	}
+	_, present := p.Origins[key]
+	return !present
 }
 
 // sources maps the Functions of docs to their folders (for a folder's

@@ -175,3 +175,87 @@ func TestExampleShopLoads(t *testing.T) {
 	assert.Equal(t, map[string]bool{"orders": true, "fulfil": true, "notify": true}, names)
 	require.Len(t, p.Subscriptions, 2)
 }
+
+// TestKeepFromCarriesOverWhatABrokenFileDefined: an edit saved
+// half-written (an empty handler), a config.yaml with a mistake, or a
+// manifest with one bad document reports the error and leaves the objects
+// that file defined as they were; what a readable file no longer defines
+// is gone.
+func TestKeepFromCarriesOverWhatABrokenFileDefined(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, map[string]string{
+		"orders/config.yaml": "name: orders\nruntime: nodejs22\nsubscriptions: [{source: shop, types: [order.created.v1]}]\n",
+		"orders/handler.js":  "module.exports = { main: () => 'v1' }\n",
+		"app.yaml": `apiVersion: serverless.kyma-project.io/v1alpha2
+kind: Function
+metadata: {name: a}
+spec: {runtime: nodejs22, source: {inline: {source: "module.exports = { main: () => 'a' }"}}}
+---
+apiVersion: serverless.kyma-project.io/v1alpha2
+kind: Function
+metadata: {name: b}
+spec: {runtime: nodejs22, source: {inline: {source: "module.exports = { main: () => 'b' }"}}}
+`,
+		"gone/config.yaml": "name: gone\nruntime: python312\n",
+		"gone/handler.py":  "def main(event, context):\n    return 'x'\n",
+	})
+	names := func(p *project.Project) []string {
+		var out []string
+		for _, fn := range p.Functions {
+			out = append(out, fn.Name+"="+fn.Spec.Source.Inline.Source)
+		}
+		for _, s := range p.Subscriptions {
+			out = append(out, "sub:"+s.Name)
+		}
+		return out
+	}
+	before := load(t, dir)
+	require.Empty(t, before.Invalid)
+	require.Empty(t, before.Broken)
+
+	t.Run("a handler saved half-written", func(t *testing.T) {
+		write(t, dir, map[string]string{"orders/handler.js": ""})
+		p := load(t, dir)
+		require.NotEmpty(t, p.Invalid, "the empty source is reported")
+		p.KeepFrom(before)
+		assert.Contains(t, names(p), "orders=module.exports = { main: () => 'v1' }\n")
+		assert.Contains(t, names(p), "sub:orders", "its Subscription keeps delivering")
+		assert.Equal(t, filepath.Join(dir, "orders"), p.Sources["default/orders"])
+		write(t, dir, map[string]string{"orders/handler.js": "module.exports = { main: () => 'v1' }\n"})
+	})
+	t.Run("a config.yaml with a mistake", func(t *testing.T) {
+		write(t, dir, map[string]string{"orders/config.yaml": "name: orders\nruntime: nodejs22\nsubscriptions: [\n"})
+		p := load(t, dir)
+		require.NotEmpty(t, p.Invalid)
+		p.KeepFrom(before)
+		assert.Contains(t, names(p), "orders=module.exports = { main: () => 'v1' }\n")
+		assert.Contains(t, names(p), "sub:orders")
+		write(t, dir, map[string]string{"orders/config.yaml": "name: orders\nruntime: nodejs22\nsubscriptions: [{source: shop, types: [order.created.v1]}]\n"})
+	})
+	t.Run("one bad document of a manifest", func(t *testing.T) {
+		write(t, dir, map[string]string{"app.yaml": `apiVersion: serverless.kyma-project.io/v1alpha2
+kind: Function
+metadata: {name: a}
+spec: {runtime: nodejs22, source: {inline: {source: "module.exports = { main: () => 'a2' }"}}}
+---
+apiVersion: serverless.kyma-project.io/v1alpha2
+kind: Function
+metadata: {name: b}
+spec: {runtime: nodejs18, source: {inline: {source: "module.exports = { main: () => 'b2' }"}}}
+`})
+		p := load(t, dir)
+		require.Len(t, p.Invalid, 1)
+		p.KeepFrom(before)
+		assert.Contains(t, names(p), "a=module.exports = { main: () => 'a2' }", "the good document applies")
+		assert.Contains(t, names(p), "b=module.exports = { main: () => 'b' }", "the bad one keeps its last version")
+	})
+	t.Run("a removed folder is gone", func(t *testing.T) {
+		require.NoError(t, os.RemoveAll(filepath.Join(dir, "gone")))
+		p := load(t, dir)
+		p.KeepFrom(before)
+		assert.NotContains(t, names(p), "gone=def main(event, context):\n    return 'x'\n")
+		for _, fn := range p.Functions {
+			assert.NotEqual(t, "gone", fn.Name)
+		}
+	})
+}
