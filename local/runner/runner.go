@@ -278,7 +278,7 @@ func (r *Runner) apply(ctx context.Context, fn *serverlessv1alpha2.Function) err
 	old, exists := r.fns[key]
 	source := r.sources[key]
 	r.mu.Unlock()
-	// A Function others may hold (Functions, Function) is never changed:
+	// A Function others may hold (Functions, Get) is never changed:
 	// its next state is a copy, published under the lock.
 	var f Function
 	if exists {
@@ -328,7 +328,7 @@ func (r *Runner) apply(ctx context.Context, fn *serverlessv1alpha2.Function) err
 	return nil
 }
 
-// publish makes f the function's state that Functions and Function return.
+// publish makes f the function's state that Functions and Get return.
 func (r *Runner) publish(key string, f *Function) {
 	r.mu.Lock()
 	r.fns[key] = f
