@@ -131,11 +131,7 @@ func Load(ctx context.Context, dir string, admitter *manifest.Admitter) (*Projec
 func origins(docs []manifest.Document, set manifest.Set) map[string]string {
 	files := map[string]string{}
 	for _, d := range docs {
-		ns := d.Object.GetNamespace()
-		if ns == "" {
-			ns = "default"
-		}
-		key := ObjectKey(d.Object.GetKind(), ns, d.Object.GetName())
+		key := ObjectKey(d.Object.GetKind(), namespaceOf(d), d.Object.GetName())
 		if _, dup := files[key]; !dup {
 			files[key] = d.File
 		}
@@ -197,17 +193,22 @@ func sources(docs []manifest.Document) map[string]string {
 		if d.Object.GetKind() != "Function" {
 			continue
 		}
-		ns := d.Object.GetNamespace()
-		if ns == "" {
-			ns = "default"
-		}
 		where := d.File
 		if filepath.Base(d.File) == ConfigFile {
 			where = filepath.Dir(d.File)
 		}
-		out[ns+"/"+d.Object.GetName()] = where
+		out[namespaceOf(d)+"/"+d.Object.GetName()] = where
 	}
 	return out
+}
+
+// namespaceOf is a document's namespace, "default" when it names none (as
+// the admitted object's).
+func namespaceOf(d manifest.Document) string {
+	if ns := d.Object.GetNamespace(); ns != "" {
+		return ns
+	}
+	return "default"
 }
 
 // folderSources lists the code and dependency files of a function folder,
