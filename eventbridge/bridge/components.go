@@ -172,7 +172,9 @@ func (p *process) gateway(ctx context.Context) error {
 	return nil
 }
 
-// admin serves the dead-letter admin API, unless -admin-listen is empty.
+// admin serves the dead-letter admin API, unless -admin-listen is empty,
+// and sweeps the replay subjects its replays add to consumers' filters
+// out again once those replays settled.
 func (p *process) admin(ctx context.Context) error {
 	if p.cfg.AdminListen == "" {
 		return nil
@@ -182,6 +184,7 @@ func (p *process) admin(ctx context.Context) error {
 		return err
 	}
 	p.serve(ctx, "admin", p.cfg.AdminListen, admin.Handler(), nil)
+	p.group.Go(func() error { p.applier().SweepReplays(ctx, 0, p.component("admin")); return nil })
 	return nil
 }
 

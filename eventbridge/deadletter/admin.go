@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
+	"github.com/kfn-dev/kfn/eventbridge/replay"
 	"github.com/kfn-dev/kfn/eventbridge/stream"
 )
 
@@ -23,6 +24,9 @@ var (
 	ErrNotFound = errors.New("dead letter not found")
 	// ErrInvalidFilter: the filter cannot select dead letters.
 	ErrInvalidFilter = errors.New("invalid dead-letter filter")
+	// ErrNoSubscription: the dead letter's Subscription has no consumer to
+	// replay it to.
+	ErrNoSubscription = errors.New("the dead letter's Subscription has no consumer")
 )
 
 // Limits of List.
@@ -69,6 +73,7 @@ type Admin struct {
 	js      jetstream.JetStream
 	streams stream.Config
 	events  *eventstore.Store
+	filters replay.Filters
 }
 
 // NewAdmin returns an Admin over the given streams.
@@ -76,7 +81,8 @@ func NewAdmin(js jetstream.JetStream, streams stream.Config) (*Admin, error) {
 	if err := streams.Validate(); err != nil {
 		return nil, err
 	}
-	return &Admin{js: js, streams: streams, events: eventstore.New(js, streams.EventStream)}, nil
+	return &Admin{js: js, streams: streams, events: eventstore.New(js, streams.EventStream),
+		filters: replay.Filters{JetStream: js, Streams: streams}}, nil
 }
 
 // List returns the dead letters the filter selects, oldest first.
@@ -197,10 +203,13 @@ func (a *Admin) get(ctx context.Context, seq uint64) (*jetstream.RawStreamMsg, e
 
 // Replay publishes a dead letter again to the Subscription it came from,
 // and only to it (on that Subscription's replay subject, which only its
-// consumer filters on), then deletes it from the dead-letter stream. The
-// event gets a fresh set of delivery attempts. A replay repeated after a
-// crash between the two steps is stored once (its message id is derived
-// from the dead letter's sequence).
+// consumer filters on, see package replay), then deletes it from the
+// dead-letter stream. The event gets a fresh set of delivery attempts. A
+// replay repeated after a crash between the two steps is stored once (its
+// message id is derived from the dead letter's sequence). The error wraps
+// ErrNotFound when there is no dead letter with that sequence, and
+// ErrNoSubscription (the dead letter is kept) when its Subscription has no
+// consumer.
 func (a *Admin) Replay(ctx context.Context, seq uint64) (Letter, error) {
 	m, err := a.get(ctx, seq)
 	if err != nil {
@@ -217,8 +226,17 @@ func (a *Admin) Replay(ctx context.Context, seq uint64) (Letter, error) {
 	if consumer == "" {
 		consumer = stream.ConsumerName(l.Namespace, l.Subscription)
 	}
+	release, err := a.filters.Hold(ctx, consumer)
+	if errors.Is(err, replay.ErrNoConsumer) {
+		return Letter{}, fmt.Errorf("replay dead letter %d: %w: %s/%s (deleted, or its spec cannot be served)", seq, ErrNoSubscription, l.Namespace, l.Subscription)
+	}
+	if err != nil {
+		return Letter{}, fmt.Errorf("replay dead letter %d: %w", seq, err)
+	}
 	msg := &nats.Msg{Subject: stream.ReplaySubject(consumer), Header: h, Data: m.Data}
-	if _, err := a.events.PublishMsg(ctx, msg, "replay:"+a.streams.DeadLetterStream+":"+strconv.FormatUint(seq, 10)); err != nil {
+	_, err = a.events.PublishMsg(ctx, msg, "replay:"+a.streams.DeadLetterStream+":"+strconv.FormatUint(seq, 10))
+	release()
+	if err != nil {
 		return Letter{}, fmt.Errorf("replay dead letter %d: %w", seq, err)
 	}
 	if err := a.Delete(ctx, seq); err != nil && !errors.Is(err, ErrNotFound) {
@@ -252,7 +270,7 @@ func (a *Admin) Delete(ctx context.Context, seq uint64) error {
 //	POST   /deadletters/replay?namespace=&subscription=          replay a Subscription's (up to MaxLimit; {"replayed": n})
 //	DELETE /deadletters/{sequence}                               delete one (204)
 //
-// Errors are JSON {"error": "..."} with 400, 404 or 503. The same routes
+// Errors are JSON {"error": "..."} with 400, 404, 409 or 503. The same routes
 // are served under [PathPrefix] too, where kfn dev serves them, so that
 // `kfn dlq --addr` reaches either.
 func (a *Admin) Handler() http.Handler {
@@ -362,6 +380,8 @@ func writeError(w http.ResponseWriter, err error) {
 		code = http.StatusBadRequest
 	case errors.Is(err, ErrNotFound):
 		code = http.StatusNotFound
+	case errors.Is(err, ErrNoSubscription):
+		code = http.StatusConflict
 	}
 	writeJSON(w, code, map[string]string{"error": err.Error()})
 }

@@ -54,7 +54,7 @@ func (e *env) consumer(t *testing.T, ns, name string) jetstream.Consumer {
 	name = stream.ConsumerName(ns, name)
 	c, err := e.js.CreateOrUpdateConsumer(context.Background(), e.streams.EventStream, jetstream.ConsumerConfig{
 		Durable: name, AckPolicy: jetstream.AckExplicitPolicy,
-		FilterSubjects: []string{"kyma.shop.order.created.v1", stream.ReplaySubject(name)},
+		FilterSubjects: []string{"kyma.shop.order.created.v1"},
 	})
 	require.NoError(t, err)
 	return c
@@ -206,6 +206,23 @@ func TestReplayAllAndDelete(t *testing.T) {
 	assert.Equal(t, http.StatusNoContent, code)
 	code, _ = e.do(t, http.MethodDelete, fmt.Sprintf("/deadletters/%d", left[0].Sequence))
 	assert.Equal(t, http.StatusNotFound, code)
+}
+
+func TestReplayWithoutSubscriptionKeepsTheLetter(t *testing.T) {
+	e := newEnv(t)
+	e.bury(t, "default", "gone", "1", 10) // its Subscription was deleted since
+	letters, err := e.admin.List(context.Background(), deadletter.Filter{})
+	require.NoError(t, err)
+	require.Len(t, letters, 1)
+
+	code, body := e.do(t, http.MethodPost, fmt.Sprintf("/deadletters/%d/replay", letters[0].Sequence))
+	assert.Equal(t, http.StatusConflict, code, body)
+	assert.Contains(t, body, "default/gone")
+	code, body = e.do(t, http.MethodPost, "/deadletters/replay?namespace=default&subscription=gone")
+	assert.Equal(t, http.StatusConflict, code, body)
+	left, err := e.admin.List(context.Background(), deadletter.Filter{})
+	require.NoError(t, err)
+	assert.Len(t, left, 1, "a letter that could not be replayed is kept")
 }
 
 func TestListLeavesNoConsumer(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
+	"github.com/kfn-dev/kfn/eventbridge/replay"
 )
 
 func TestDeadLetterReplayDeliversToItsSubscriptionOnly(t *testing.T) {
@@ -41,4 +42,11 @@ func TestDeadLetterReplayDeliversToItsSubscriptionOnly(t *testing.T) {
 	assert.Equal(t, "x", got.header.Get("Ce-Id"))
 	assert.Equal(t, "payload", got.body)
 	require.Never(t, func() bool { return other.count() > 1 }, 200*time.Millisecond, tick, "the other Subscription does not get it again")
+
+	// Once the replay settled, a sweep gives the consumer back its one
+	// subject, and it goes on delivering.
+	filters := replay.Filters{JetStream: b.js, Streams: b.streams}
+	require.Eventually(t, func() bool { n, err := filters.Sweep(context.Background()); return err == nil && n == 1 }, wait, tick)
+	b.publish("shop", "order.created.v1", "y", "after")
+	require.Eventually(t, func() bool { return broken.count() == 3 && other.count() == 2 }, wait, tick)
 }

@@ -48,8 +48,9 @@ type ConsumerSettings struct {
 }
 
 // ConsumerConfig returns the configuration of the Subscription's durable
-// pull consumer: its filter subjects (one per type, plus the consumer's
-// replay subject), explicit acknowledgement, MaxAckPending equal to
+// pull consumer: its filter subjects (one per type; the replay subject is
+// added only while replayed events wait, see package replay), explicit
+// acknowledgement, MaxAckPending equal to
 // maxInFlightMessages (so the limit holds across all dispatcher replicas),
 // and no JetStream delivery limit (the dispatcher counts attempts and
 // dead-letters, so an event is never dropped silently). New consumers start
@@ -81,7 +82,7 @@ func ConsumerConfig(sub *v1alpha2.Subscription, s ConsumerSettings) (jetstream.C
 		AckWait:        ackWait,
 		MaxDeliver:     -1,
 		MaxAckPending:  delivery.MaxInFlight,
-		FilterSubjects: append(subjects, ReplaySubject(name)),
+		FilterSubjects: subjects,
 		ReplayPolicy:   jetstream.ReplayInstantPolicy,
 		Metadata: map[string]string{
 			MetadataNamespace:    sub.Namespace,

@@ -22,7 +22,8 @@ const (
 const (
 	// ReplaySubjectPrefix starts the subject of an event replayed from the
 	// dead-letter stream to one consumer: ReplaySubjectPrefix.<consumer>.
-	// Only that consumer filters on it, so a replay reaches only the
+	// Only that consumer filters on it, and only while replayed events
+	// wait for it (package replay), so a replay reaches only the
 	// Subscription the event was dead-lettered from.
 	ReplaySubjectPrefix = "kfn.replay"
 	// DeadLetterSubjectPrefix starts the subject of a dead letter:
@@ -102,6 +103,8 @@ func (c Config) Validate() error {
 	switch {
 	case !validName(c.EventStream):
 		return fmt.Errorf("%w: event stream name %q must be non-empty without whitespace, '.', '*', '>', '/' or '\\'", ErrInvalidConfig, c.EventStream)
+	case !validBucket(c.LockBucket()):
+		return fmt.Errorf("%w: event stream name %q must be made of letters, digits, '-' and '_' only: it also names the lock bucket %q", ErrInvalidConfig, c.EventStream, c.LockBucket())
 	case !validName(c.DeadLetterStream):
 		return fmt.Errorf("%w: dead-letter stream name %q must be non-empty without whitespace, '.', '*', '>', '/' or '\\'", ErrInvalidConfig, c.DeadLetterStream)
 	case c.EventStream == c.DeadLetterStream:
@@ -128,6 +131,11 @@ func (c Config) Validate() error {
 
 func validName(name string) bool {
 	return name != "" && !strings.ContainsAny(name, " \t\r\n.*>/\\")
+}
+
+// validBucket says whether name is a valid key-value bucket name.
+func validBucket(name string) bool {
+	return strings.Trim(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") == ""
 }
 
 func (c Config) storage() jetstream.StorageType {
@@ -177,10 +185,33 @@ func (c Config) DeadLetterStreamConfig() jetstream.StreamConfig {
 	}
 }
 
-// Ensure creates both streams, or updates them to the configuration. It is
-// idempotent and safe to call from several replicas at once. It fails if the
-// configuration is invalid or JetStream refuses the change (for example a
-// change of storage type, which JetStream cannot make in place).
+// LockTTL is how long a lock in the lock bucket lives at most: a holder
+// that dies leaves its lock to expire after it.
+const LockTTL = 30 * time.Second
+
+// LockBucket is the name of the key-value bucket that holds the locks of
+// the event stream's consumers: the event stream's name and "-locks".
+func (c Config) LockBucket() string { return c.EventStream + "-locks" }
+
+// LockBucketConfig returns the JetStream configuration of the lock bucket:
+// in memory (a lock only matters while its holder runs), one value per key,
+// and every entry gone after LockTTL.
+func (c Config) LockBucketConfig() jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
+		Bucket:      c.LockBucket(),
+		Description: "kfn: locks of the consumers of " + c.EventStream,
+		History:     1,
+		TTL:         LockTTL,
+		Storage:     jetstream.MemoryStorage,
+		Replicas:    c.Replicas,
+	}
+}
+
+// Ensure creates both streams and the lock bucket, or updates them to the
+// configuration. It is idempotent and safe to call from several replicas at
+// once. It fails if the configuration is invalid or JetStream refuses the
+// change (for example a change of storage type, which JetStream cannot make
+// in place).
 func Ensure(ctx context.Context, js jetstream.JetStream, c Config) error {
 	if err := c.Validate(); err != nil {
 		return err
@@ -189,6 +220,15 @@ func Ensure(ctx context.Context, js jetstream.JetStream, c Config) error {
 		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
 			return fmt.Errorf("create or update stream %s: %w", sc.Name, err)
 		}
+	}
+	return EnsureLockBucket(ctx, js, c)
+}
+
+// EnsureLockBucket creates the lock bucket, or updates it to the
+// configuration.
+func EnsureLockBucket(ctx context.Context, js jetstream.JetStream, c Config) error {
+	if _, err := js.CreateOrUpdateKeyValue(ctx, c.LockBucketConfig()); err != nil {
+		return fmt.Errorf("create or update lock bucket %s: %w", c.LockBucket(), err)
 	}
 	return nil
 }

@@ -27,6 +27,7 @@ func TestConfigValidate(t *testing.T) {
 		"unlimited":           {modify: func(c *stream.Config) { c.MaxBytes, c.MaxMsgSize, c.DeadLetterMaxBytes = -1, -1, -1 }},
 		"empty name":          {modify: func(c *stream.Config) { c.EventStream = "" }, wantErr: "event stream name"},
 		"dot in name":         {modify: func(c *stream.Config) { c.DeadLetterStream = "a.b" }, wantErr: "dead-letter stream name"},
+		"no bucket name":      {modify: func(c *stream.Config) { c.EventStream = "kfn:events" }, wantErr: `names the lock bucket "kfn:events-locks"`},
 		"same names":          {modify: func(c *stream.Config) { c.DeadLetterStream = c.EventStream }, wantErr: "different names"},
 		"bad storage":         {modify: func(c *stream.Config) { c.Storage = "disk" }, wantErr: `storage must be "file" or "memory", not "disk"`},
 		"zero replicas":       {modify: func(c *stream.Config) { c.Replicas = 0 }, wantErr: "replicas must be between 1 and 5"},
@@ -69,6 +70,11 @@ func TestEnsureCreatesThenUpdates(t *testing.T) {
 	assert.Equal(t, jetstream.DiscardNew, info.Discard)
 	assert.Equal(t, jetstream.FileStorage, info.Storage)
 	assert.Equal(t, 2*time.Minute, info.Duplicates)
+	kv, err := js.KeyValue(ctx, "kfn-events-locks")
+	require.NoError(t, err, "the lock bucket of package replay")
+	status, err := kv.Status(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, stream.LockTTL, status.TTL(), "a dead holder's lock expires")
 
 	c.MaxBytes = 1 << 20
 	c.Duplicates = time.Minute
@@ -147,7 +153,8 @@ func TestConsumerConfig(t *testing.T) {
 	require.NoError(t, err)
 	name := stream.ConsumerName("default", "orders")
 	assert.Equal(t, name, cfg.Durable)
-	assert.Equal(t, []string{"kyma.shop.order.created.v1", "kyma.shop.order.paid.v1", "kfn.replay." + name}, cfg.FilterSubjects)
+	assert.Equal(t, []string{"kyma.shop.order.created.v1", "kyma.shop.order.paid.v1"}, cfg.FilterSubjects,
+		"the replay subject is added only for replays (package replay)")
 	assert.Equal(t, 3, cfg.MaxAckPending)
 	assert.Equal(t, -1, cfg.MaxDeliver, "the dispatcher counts attempts, JetStream never drops")
 	assert.Equal(t, jetstream.AckExplicitPolicy, cfg.AckPolicy)

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/eventbridge/replay"
 	"github.com/kfn-dev/kfn/eventbridge/stream"
 )
 
@@ -31,8 +34,9 @@ type Check func(ctx context.Context, sub *v1alpha2.Subscription, sink v1alpha2.S
 // Apply validates sub as Kyma does (its sink a Service in its own
 // namespace, its spec.config values, its event types), then with checks,
 // and makes its consumer exist as the spec says, recreating the event
-// stream first when NATS lost it. A Subscription whose spec cannot be
-// served loses its consumer. The Observation has the SpecError (with the
+// stream first when NATS lost it. A consumer that has its replay subject
+// in its filter keeps it (see package replay). A Subscription whose spec
+// cannot be served loses its consumer. The Observation has the SpecError (with the
 // failure to delete that consumer, if any, as ConsumerError) or the
 // ConsumerError, or else the consumer's name.
 func (a Applier) Apply(ctx context.Context, sub *v1alpha2.Subscription, checks ...Check) Observation {
@@ -40,11 +44,11 @@ func (a Applier) Apply(ctx context.Context, sub *v1alpha2.Subscription, checks .
 	if err != nil {
 		return Observation{SpecError: err, ConsumerError: a.Delete(ctx, sub.Namespace, sub.Name)}
 	}
-	_, err = stream.EnsureConsumer(ctx, a.JetStream, a.Streams.EventStream, cfg)
+	err = a.filters().Apply(ctx, cfg)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		// NATS lost the stream: recreate it, then the consumer.
 		if err = stream.Ensure(ctx, a.JetStream, a.Streams); err == nil {
-			_, err = stream.EnsureConsumer(ctx, a.JetStream, a.Streams.EventStream, cfg)
+			err = a.filters().Apply(ctx, cfg)
 		}
 	}
 	if err != nil {
@@ -69,6 +73,17 @@ func (a Applier) consumerConfig(ctx context.Context, sub *v1alpha2.Subscription,
 		}
 	}
 	return cfg, nil
+}
+
+// SweepReplays runs replay.Filters.Run over the applier's stream: every
+// interval (replay.DefaultSweepInterval when not positive), until ctx ends,
+// consumers whose replayed events all settled lose their replay subject.
+func (a Applier) SweepReplays(ctx context.Context, interval time.Duration, log *slog.Logger) {
+	a.filters().Run(ctx, interval, log)
+}
+
+func (a Applier) filters() replay.Filters {
+	return replay.Filters{JetStream: a.JetStream, Streams: a.Streams}
 }
 
 // Delete deletes the consumer of the Subscription namespace/name, and the

@@ -212,6 +212,7 @@ func (p *Platform) serve(ctx context.Context, servers *errgroup.Group, lis net.L
 	servers.Go(func() error { return p.scaler.Run(ctx) })
 	servers.Go(func() error { return grpcServer.Serve(ctx, scalerLis) })
 	servers.Go(func() error { p.gateway.Run(ctx.Done()); return nil })
+	servers.Go(func() error { p.subscriptions.SweepReplays(ctx, 0, p.log.With("component", "deadletter")); return nil })
 	if stopFollowing, err = p.events.Follow(ctx, p.js, p.streams.EventStream); err != nil {
 		return "", nil, err
 	}

@@ -1,0 +1,192 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/kfn-dev/kfn/eventbridge/stream"
+)
+
+// DefaultSweepInterval is how often Run sweeps by default: how long, at
+// most, a consumer keeps its replay subject after its replays settled.
+const DefaultSweepInterval = 30 * time.Second
+
+// ErrNoConsumer is wrapped by Hold's error when the consumer does not
+// exist: its Subscription was deleted, or its spec cannot be served.
+var ErrNoConsumer = errors.New("the Subscription has no consumer")
+
+// Filters changes the filters of the event stream's consumers. The zero
+// value is not usable; set both fields. It is safe for concurrent use.
+type Filters struct {
+	// JetStream is where the streams and the lock bucket live.
+	JetStream jetstream.JetStream
+	// Streams names the event stream and, through it, the lock bucket.
+	Streams stream.Config
+}
+
+// Hold locks the named consumer and adds its replay subject to its filter.
+// The caller publishes its replayed events, then calls release, which
+// unlocks. The error wraps ErrNoConsumer when the consumer does not exist.
+func (f Filters) Hold(ctx context.Context, consumer string) (release func(), err error) {
+	unlock, err := f.lock(ctx, consumer)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			unlock()
+		}
+	}()
+	cfg, err := f.config(ctx, consumer)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, fmt.Errorf("replay to consumer %s: %w", consumer, ErrNoConsumer)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if subjects, ok := withReplay(cfg.FilterSubjects, consumer); ok {
+		cfg.FilterSubjects = subjects
+		if err := f.update(ctx, cfg); err != nil {
+			return nil, err
+		}
+	}
+	return unlock, nil
+}
+
+// Apply creates the consumer cfg.Durable or updates it to cfg, keeping its
+// replay subject in the filter if it has it: replayed events may still
+// wait. The error wraps jetstream.ErrStreamNotFound when the event stream
+// does not exist.
+func (f Filters) Apply(ctx context.Context, cfg jetstream.ConsumerConfig) error {
+	unlock, err := f.lock(ctx, cfg.Durable)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	current, err := f.config(ctx, cfg.Durable)
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+	case err != nil:
+		return err
+	case slices.Contains(current.FilterSubjects, stream.ReplaySubject(cfg.Durable)):
+		cfg.FilterSubjects, _ = withReplay(slices.Clone(cfg.FilterSubjects), cfg.Durable)
+	}
+	return f.update(ctx, cfg)
+}
+
+// Sweep takes the replay subject out of the filter of every consumer of the
+// event stream that has it and has no replayed event left in the stream
+// (waiting, in delivery or retrying), and returns how many it changed. It
+// goes on past a consumer it cannot change and returns the errors joined.
+func (f Filters) Sweep(ctx context.Context) (int, error) {
+	s, err := f.JetStream.Stream(ctx, f.Streams.EventStream)
+	if err != nil {
+		return 0, fmt.Errorf("open stream %s: %w", f.Streams.EventStream, err)
+	}
+	var held []string
+	list := s.ListConsumers(ctx)
+	for info := range list.Info() {
+		if slices.Contains(info.Config.FilterSubjects, stream.ReplaySubject(info.Name)) {
+			held = append(held, info.Name)
+		}
+	}
+	if err := list.Err(); err != nil {
+		return 0, fmt.Errorf("list consumers of %s: %w", f.Streams.EventStream, err)
+	}
+	n, errs := 0, []error(nil)
+	for _, consumer := range held {
+		changed, err := f.release(ctx, s, consumer)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if changed {
+			n++
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
+// release takes the replay subject out of the consumer's filter if no
+// replayed event for it is left in the stream.
+func (f Filters) release(ctx context.Context, s jetstream.Stream, consumer string) (bool, error) {
+	unlock, err := f.lock(ctx, consumer)
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
+	subject := stream.ReplaySubject(consumer)
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		return false, fmt.Errorf("count replayed events of %s: %w", consumer, err)
+	}
+	if info.State.Subjects[subject] > 0 {
+		return false, nil
+	}
+	cfg, err := f.config(ctx, consumer)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	i := slices.Index(cfg.FilterSubjects, subject)
+	if i < 0 {
+		return false, nil
+	}
+	cfg.FilterSubjects = slices.Delete(cfg.FilterSubjects, i, i+1)
+	return true, f.update(ctx, cfg)
+}
+
+// Run sweeps every interval (DefaultSweepInterval when not positive) until
+// ctx ends, and logs what a sweep changed or could not.
+func (f Filters) Run(ctx context.Context, interval time.Duration, log *slog.Logger) {
+	if interval <= 0 {
+		interval = DefaultSweepInterval
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := f.Sweep(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Warn("sweeping replay subjects out of consumer filters", "changed", n, "error", err)
+		case n > 0:
+			log.Debug("replay subjects swept out of consumer filters", "consumers", n)
+		}
+	}
+}
+
+// withReplay returns subjects with the consumer's replay subject added,
+// and whether it was missing.
+func withReplay(subjects []string, consumer string) ([]string, bool) {
+	subject := stream.ReplaySubject(consumer)
+	if slices.Contains(subjects, subject) {
+		return subjects, false
+	}
+	return append(subjects, subject), true
+}
+
+// config returns the consumer's current configuration.
+func (f Filters) config(ctx context.Context, consumer string) (jetstream.ConsumerConfig, error) {
+	c, err := f.JetStream.Consumer(ctx, f.Streams.EventStream, consumer)
+	if err != nil {
+		return jetstream.ConsumerConfig{}, fmt.Errorf("read consumer %s: %w", consumer, err)
+	}
+	return c.CachedInfo().Config, nil
+}
+
+func (f Filters) update(ctx context.Context, cfg jetstream.ConsumerConfig) error {
+	_, err := stream.EnsureConsumer(ctx, f.JetStream, f.Streams.EventStream, cfg)
+	return err
+}
