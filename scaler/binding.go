@@ -10,7 +10,7 @@ import (
 )
 
 // Binding is what the scaler needs of one Subscription: the Function it
-// feeds, its JetStream consumer and the subjects that consumer filters on.
+// feeds, its JetStream consumer and the subjects of its events.
 type Binding struct {
 	// Subscription is the Subscription's namespace and name.
 	Subscription types.NamespacedName
@@ -26,7 +26,9 @@ type Binding struct {
 // BindingFor returns the Binding of sub: its sink's Service (in the
 // Subscription's namespace) is the Function, its consumer is named by
 // stream.ConsumerName, and its subjects are its filter subjects plus the
-// consumer's replay subject. The error wraps the api package's
+// consumer's replay subject, so that a replay wakes its Function from zero
+// (the consumer filters on that subject only while replays wait; see
+// package eventbridge/replay). The error wraps the api package's
 // ErrInvalidSink or ErrInvalidEventType; such a Subscription has no
 // consumer and feeds no Function.
 func BindingFor(sub *eventingv1alpha2.Subscription) (Binding, error) {

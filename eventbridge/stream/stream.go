@@ -194,15 +194,15 @@ const LockTTL = 30 * time.Second
 func (c Config) LockBucket() string { return c.EventStream + "-locks" }
 
 // LockBucketConfig returns the JetStream configuration of the lock bucket:
-// in memory (a lock only matters while its holder runs), one value per key,
-// and every entry gone after LockTTL.
+// the streams' storage (a server that takes them takes it), one value per
+// key, and every entry gone after LockTTL.
 func (c Config) LockBucketConfig() jetstream.KeyValueConfig {
 	return jetstream.KeyValueConfig{
 		Bucket:      c.LockBucket(),
 		Description: "kfn: locks of the consumers of " + c.EventStream,
 		History:     1,
 		TTL:         LockTTL,
-		Storage:     jetstream.MemoryStorage,
+		Storage:     c.storage(),
 		Replicas:    c.Replicas,
 	}
 }
