@@ -33,6 +33,7 @@ func TestRunRefusesBadFlagsBeforeDoingAnything(t *testing.T) {
 		"bad storage":         {args: []string{"-storage=tape"}, wantErr: `storage must be "file" or "memory"`},
 		"bad resolve":         {args: []string{"-resolve=fn"}, wantErr: "want <service>.<namespace>=<base URL>"},
 		"short ack wait":      {args: []string{"-ack-wait=10ms"}, wantErr: "-ack-wait must be at least 1s"},
+		"no replay sweep":     {args: []string{"-replay-sweep=0s"}, wantErr: "-replay-sweep must be positive"},
 		"bad log level":       {args: []string{"-log-level=loud"}, wantErr: "log-level"},
 		"bad trace endpoint":  {args: []string{"-trace-endpoint=collector:4318"}, wantErr: "-trace-endpoint must be an http(s) URL"},
 		"no delivery":         {args: []string{"-default-max-deliver=0"}, wantErr: "maxDeliver must be at least 1"},

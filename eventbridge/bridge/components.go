@@ -172,9 +172,7 @@ func (p *process) gateway(ctx context.Context) error {
 	return nil
 }
 
-// admin serves the dead-letter admin API, unless -admin-listen is empty,
-// and sweeps the replay subjects its replays add to consumers' filters
-// out again once those replays settled.
+// admin serves the dead-letter admin API, unless -admin-listen is empty.
 func (p *process) admin(ctx context.Context) error {
 	if p.cfg.AdminListen == "" {
 		return nil
@@ -184,7 +182,18 @@ func (p *process) admin(ctx context.Context) error {
 		return err
 	}
 	p.serve(ctx, "admin", p.cfg.AdminListen, admin.Handler(), nil)
-	p.group.Go(func() error { p.applier().SweepReplays(ctx, 0, p.component("admin")); return nil })
+	return nil
+}
+
+// sweepReplays takes replay subjects out of consumers' filters once their
+// replays settled (package replay), every -replay-sweep, in a process that
+// replays (the admin API) or applies Subscriptions: consumers made by a
+// release that always filtered on the replay subject lose it too.
+func (p *process) sweepReplays(ctx context.Context) error {
+	if p.cfg.AdminListen == "" && p.static == nil && p.rec == nil {
+		return nil
+	}
+	p.group.Go(func() error { p.applier().SweepReplays(ctx, p.cfg.ReplaySweep, p.component("replay")); return nil })
 	return nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/gateway"
 	"github.com/kfn-dev/kfn/eventbridge/inflight"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
+	"github.com/kfn-dev/kfn/eventbridge/replay"
 	"github.com/kfn-dev/kfn/eventbridge/stream"
 	"github.com/kfn-dev/kfn/eventbridge/subscription"
 	"github.com/kfn-dev/kfn/internal/logging"
@@ -85,6 +86,9 @@ type Config struct {
 	Dispatcher dispatcher.Config
 	// Resync is how often each Subscription is reconciled without change.
 	Resync time.Duration
+	// ReplaySweep is how often consumers whose replays settled lose their
+	// replay subject (package replay).
+	ReplaySweep time.Duration
 	// LeaderElection makes one replica at a time run the reconciler.
 	LeaderElection bool
 	// LeaderElectionNamespace holds the leader lease; empty means the
@@ -117,6 +121,7 @@ func DefaultConfig() Config {
 		ApplicationCheckInterval: applications.DefaultCheckInterval,
 		Dispatcher:               dispatcher.Config{RequestTimeout: dispatcher.DefaultRequestTimeout, MaxHops: dispatcher.DefaultMaxHops, Jitter: dispatcher.DefaultJitter, Delivery: v1alpha2.DefaultDelivery()},
 		Resync:                   subscription.DefaultResync,
+		ReplaySweep:              replay.DefaultSweepInterval,
 		LeaderElection:           true,
 		LogLevel:                 "info",
 	}
@@ -186,6 +191,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Dispatcher.Delivery.MaxBacklog, "default-max-backlog", c.Dispatcher.Delivery.MaxBacklog, "maxBacklog (events that may wait for one Subscription; the oldest past it are dead-lettered) of Subscriptions whose spec.config does not set it")
 	fs.DurationVar(&c.Dispatcher.BudgetInterval, "budget-interval", dispatcher.DefaultBudgetInterval, "how often each Subscription's backlog is checked against its maxBacklog")
 	fs.DurationVar(&c.Resync, "resync", c.Resync, "period of reconciling each Subscription without change (recreates lost consumers)")
+	fs.DurationVar(&c.ReplaySweep, "replay-sweep", c.ReplaySweep, "how often consumers whose dead-letter replays settled stop filtering on their replay subject")
 	fs.BoolVar(&c.LeaderElection, "leader-election", c.LeaderElection, "run the reconciler in one replica at a time")
 	fs.StringVar(&c.LeaderElectionNamespace, "leader-election-namespace", c.LeaderElectionNamespace, "namespace of the leader lease")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: "+logging.Levels)
@@ -259,6 +265,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Resync <= 0 {
 		return fmt.Errorf("%w: -resync must be positive", ErrInvalidConfig)
+	}
+	if c.ReplaySweep <= 0 {
+		return fmt.Errorf("%w: -replay-sweep must be positive", ErrInvalidConfig)
 	}
 	if c.KymaApplications && c.ApplicationCheckInterval <= 0 {
 		return fmt.Errorf("%w: -application-check-interval must be positive", ErrInvalidConfig)

@@ -68,7 +68,7 @@ func Run(ctx context.Context, cfg Config, root *slog.Logger) error {
 	p.group = g
 	for _, start := range []func(context.Context) error{
 		p.kubernetes, p.dispatcher, p.subscriptions, p.publisher, p.reconciler,
-		p.gateway, p.admin, p.metrics, p.startManager, p.followNATS,
+		p.gateway, p.admin, p.sweepReplays, p.metrics, p.startManager, p.followNATS,
 	} {
 		if err := start(ctx); err != nil {
 			cancel()

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kfn-dev/kfn/eventbridge/bridge"
 	"github.com/kfn-dev/kfn/eventbridge/stream"
 )
 
@@ -48,4 +49,31 @@ func TestStaticSubscriptionsHoldTheFirstAcceptedEvent(t *testing.T) {
 		info, err := cons.Info(ctx)
 		return err == nil && info.NumPending == 1
 	}, 10*time.Second, 10*time.Millisecond, "the accepted event waits in the consumer")
+}
+
+// TestConsumersLoseASettledReplaySubject checks the wiring of the replay
+// sweep: a consumer that filters on its replay subject with no replay
+// waiting (made by a release that always did, or left by a settled
+// replay) gets its one subject back.
+func TestConsumersLoseASettledReplaySubject(t *testing.T) {
+	cfg := startPublisher(t, func(c *bridge.Config) { c.ReplaySweep = 50 * time.Millisecond })
+	nc, err := nats.Connect(cfg.NATSURL)
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	name := stream.ConsumerName("default", "orders")
+	cons, err := js.Consumer(ctx, cfg.Streams.EventStream, name)
+	require.NoError(t, err)
+	legacy := cons.CachedInfo().Config
+	legacy.FilterSubjects = append(legacy.FilterSubjects, stream.ReplaySubject(name))
+	_, err = js.UpdateConsumer(ctx, cfg.Streams.EventStream, legacy)
+	require.NoError(t, err)
+
+	require.Eventually(t, func() bool {
+		info, err := cons.Info(ctx)
+		return err == nil && len(info.Config.FilterSubjects) == 1 && info.Config.FilterSubjects[0] == "kyma.shop.order.created.v1"
+	}, 10*time.Second, 10*time.Millisecond, "the sweep takes the replay subject out")
 }
