@@ -34,11 +34,7 @@ func TestStaticSubscriptionsHoldTheFirstAcceptedEvent(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusNoContent, resp.StatusCode)
 
-	nc, err := nats.Connect(cfg.NATSURL)
-	require.NoError(t, err)
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+	js := connect(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cons, err := js.Consumer(ctx, cfg.Streams.EventStream, stream.ConsumerName("default", "orders"))
@@ -57,11 +53,7 @@ func TestStaticSubscriptionsHoldTheFirstAcceptedEvent(t *testing.T) {
 // replay) gets its one subject back.
 func TestConsumersLoseASettledReplaySubject(t *testing.T) {
 	cfg := startPublisher(t, func(c *bridge.Config) { c.ReplaySweep = 50 * time.Millisecond })
-	nc, err := nats.Connect(cfg.NATSURL)
-	require.NoError(t, err)
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+	js := connect(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	name := stream.ConsumerName("default", "orders")
@@ -76,4 +68,16 @@ func TestConsumersLoseASettledReplaySubject(t *testing.T) {
 		info, err := cons.Info(ctx)
 		return err == nil && len(info.Config.FilterSubjects) == 1 && info.Config.FilterSubjects[0] == "kyma.shop.order.created.v1"
 	}, 10*time.Second, 10*time.Millisecond, "the sweep takes the replay subject out")
+}
+
+// connect returns JetStream on the event bridge's NATS server, closed when
+// the test ends.
+func connect(t *testing.T, cfg bridge.Config) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(cfg.NATSURL)
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	return js
 }
