@@ -81,12 +81,12 @@ spec:
 	assert.Zero(t, f.Replicas, "not started")
 	assert.Contains(t, st.Errors, "default/fn-memory-request-too-small: "+small)
 	assert.Contains(t, out.String(), "kfn: error: default/fn-memory-request-too-small: "+small)
-	require.Eventually(t, func() bool { return function(status(t, p.Addr()), "hello").Ready == 1 }, 30*time.Second, 20*time.Millisecond, out.String())
+	awaitStatus(t, p, out, "hello ready", func(st dev.Status) bool { return function(st, "hello").Ready == 1 })
 	assert.Empty(t, function(status(t, p.Addr()), "hello").Error)
 
 	require.NoError(t, os.WriteFile(hello, []byte(strings.ReplaceAll(good, "%CPU%", "5m")), 0o644))
 	const tiny = "ConfigurationReady: InvalidFunctionSpec: Function request cpu(5m) should be higher than minimal value (10m)"
-	require.Eventually(t, func() bool { return function(status(t, p.Addr()), "hello").Error == tiny }, 30*time.Second, 20*time.Millisecond, out.String())
+	awaitStatus(t, p, out, "hello shows the cpu condition", func(st dev.Status) bool { return function(st, "hello").Error == tiny })
 	f = function(status(t, p.Addr()), "hello")
 	assert.Equal(t, 1, f.Ready, "the version that ran keeps running")
 	names := []string{}
@@ -98,15 +98,31 @@ spec:
 	// A file that cannot be used at all (saved half-written, or a runtime
 	// the API refuses) reports its error and leaves what it defined running.
 	require.NoError(t, os.WriteFile(hello, []byte(strings.ReplaceAll(strings.ReplaceAll(good, "%CPU%", "50m"), "python312", "python27")), 0o644))
-	require.Eventually(t, func() bool {
-		for _, e := range status(t, p.Addr()).Errors {
+	awaitStatus(t, p, out, "the refused runtime is reported", func(st dev.Status) bool {
+		for _, e := range st.Errors {
 			if strings.Contains(e, `hello.yaml (document 1): Function "hello" is invalid`) {
 				return true
 			}
 		}
 		return false
-	}, 30*time.Second, 20*time.Millisecond, out.String())
+	})
 	f = function(status(t, p.Addr()), "hello")
 	assert.Equal(t, 1, f.Ready, "the version that ran keeps running")
 	assert.Equal(t, "python312", f.Runtime)
+}
+
+// awaitStatus waits up to 30 s for kfn dev's status to satisfy cond; if it does
+// not, the test fails with the last status and kfn dev's output as they
+// are then (a message given to Eventually would be the output from before
+// the wait).
+func awaitStatus(t *testing.T, p *dev.Platform, out *syncBuffer, what string, cond func(dev.Status) bool) {
+	t.Helper()
+	var last dev.Status
+	ok := assert.Eventually(t, func() bool {
+		last = status(t, p.Addr())
+		return cond(last)
+	}, 30*time.Second, 20*time.Millisecond, what)
+	if !ok {
+		t.Fatalf("%s: last status %+v\noutput:\n%s", what, last, out.String())
+	}
 }
