@@ -36,9 +36,9 @@ type Check func(ctx context.Context, sub *v1alpha2.Subscription, sink v1alpha2.S
 // and makes its consumer exist as the spec says, recreating the event
 // stream first when NATS lost it. A consumer that has its replay subject
 // in its filter keeps it (see package replay). A Subscription whose spec
-// cannot be served loses its consumer. The Observation has the SpecError (with the
-// failure to delete that consumer, if any, as ConsumerError) or the
-// ConsumerError, or else the consumer's name.
+// cannot be served loses its consumer. The Observation has the SpecError
+// (with the failure to delete that consumer, if any, as ConsumerError) or
+// the ConsumerError, or else the consumer's name.
 func (a Applier) Apply(ctx context.Context, sub *v1alpha2.Subscription, checks ...Check) Observation {
 	cfg, err := a.consumerConfig(ctx, sub, checks)
 	if err != nil {
