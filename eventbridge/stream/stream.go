@@ -194,15 +194,17 @@ const LockTTL = 30 * time.Second
 func (c Config) LockBucket() string { return c.EventStream + "-locks" }
 
 // LockBucketConfig returns the JetStream configuration of the lock bucket:
-// the streams' storage (a server that takes them takes it), one value per
-// key, and every entry gone after LockTTL.
+// in memory whatever the streams' storage (a lock only matters while its
+// holder runs, and moving the streams to another storage, which means
+// deleting them, then leaves the bucket as it is), one value per key, and
+// every entry gone after LockTTL.
 func (c Config) LockBucketConfig() jetstream.KeyValueConfig {
 	return jetstream.KeyValueConfig{
 		Bucket:      c.LockBucket(),
 		Description: "kfn: locks of the consumers of " + c.EventStream,
 		History:     1,
 		TTL:         LockTTL,
-		Storage:     c.storage(),
+		Storage:     jetstream.MemoryStorage,
 		Replicas:    c.Replicas,
 	}
 }

@@ -75,6 +75,8 @@ func TestEnsureCreatesThenUpdates(t *testing.T) {
 	status, err := kv.Status(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, stream.LockTTL, status.TTL(), "a dead holder's lock expires")
+	assert.Equal(t, jetstream.MemoryStorage, status.(*jetstream.KeyValueBucketStatus).StreamInfo().Config.Storage,
+		"in memory with file-stored streams: moving them to another storage leaves the bucket as it is")
 
 	c.MaxBytes = 1 << 20
 	c.Duplicates = time.Minute
