@@ -167,3 +167,17 @@ func publish(js jetstream.JetStream, streams stream.Config, o options, opts ...p
 	}
 	return &pipeline{name: "kfn", url: url + "/publish", binary: true, types: o.subs, cleanup: func() { srv.Close() }}, nil
 }
+
+// connectWithConsumers connects to natsURL and makes the consumers of o's
+// Subscriptions there, as the dispatcher processes expect them.
+func connectWithConsumers(ctx context.Context, natsURL string, o options) (*nats.Conn, jetstream.JetStream, stream.Config, error) {
+	nc, js, streams, err := connect(ctx, natsURL)
+	if err != nil {
+		return nil, nil, stream.Config{}, err
+	}
+	if err := ensureConsumers(ctx, js, streams, subscriptions(o)); err != nil {
+		nc.Close()
+		return nil, nil, stream.Config{}, err
+	}
+	return nc, js, streams, nil
+}

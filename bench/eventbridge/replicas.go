@@ -133,14 +133,11 @@ func (c *child) stop() error {
 // core of its own, so the figure that matters is that it costs nothing.
 func replicas(natsURL string, s *sink, sinkURL string, o options) error {
 	ctx := context.Background()
-	nc, js, streams, err := connect(ctx, natsURL)
+	nc, js, streams, err := connectWithConsumers(ctx, natsURL, o)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	if err := ensureConsumers(ctx, js, streams, subscriptions(o)); err != nil {
-		return err
-	}
 	var p *pipeline
 	as(partKfn, func() { p, err = publish(js, streams, o) })
 	if err != nil {
@@ -200,14 +197,11 @@ func idle(natsURL, sinkURL string, o options) error {
 		return errors.New("-idle needs -subscriptions of at least 1")
 	}
 	ctx := context.Background()
-	nc, js, streams, err := connect(ctx, natsURL)
+	nc, _, _, err := connectWithConsumers(ctx, natsURL, o)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	if err := ensureConsumers(ctx, js, streams, subscriptions(o)); err != nil {
-		return err
-	}
 	type cost struct {
 		cpu, natsCPU float64 // cores
 		rss          float64 // MiB
