@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/eventbridge/deadline"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/stream"
 )
@@ -42,7 +43,9 @@ var ErrInvalidOption = errors.New("invalid dispatcher option")
 type Config struct {
 	// Streams names the event and dead-letter streams.
 	Streams stream.Config
-	// RequestTimeout bounds one delivery request. Default 60s.
+	// RequestTimeout bounds one delivery request: a request is given up
+	// after at least RequestTimeout and at most a 64th of it more (requests
+	// that start together share their deadline). Default 60s.
 	RequestTimeout time.Duration
 	// MaxHops bounds reply chains: a reply whose hop count would exceed it
 	// is dropped. Default 16.
@@ -139,6 +142,10 @@ type Dispatcher struct {
 	observers []Observer
 	tallies   sync.Map
 	tracer    trace.Tracer // nil: no spans
+	// goroutines run the deliveries and budget checks of every worker.
+	goroutines *goroutines
+	// deadlines give the delivery requests their timeout.
+	deadlines *deadline.Windows
 
 	mu      sync.Mutex
 	runCtx  context.Context // nil until Start
@@ -220,6 +227,9 @@ func New(js jetstream.JetStream, cfg Config, opts ...Option) (*Dispatcher, error
 		client:    &http.Client{Transport: NewTransport()},
 		log:       slog.New(slog.DiscardHandler),
 		workers:   map[key]*worker{},
+
+		goroutines: newGoroutines(goroutineIdle),
+		deadlines:  deadline.New(cfg.RequestTimeout),
 	}
 	for _, o := range opts {
 		if err := o(d); err != nil {
@@ -407,6 +417,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	<-ctx.Done()
 	d.wg.Wait()
 	<-pulling
+	d.deadlines.Stop() // no delivery is in flight any more
 	return nil
 }
 

@@ -44,6 +44,8 @@ type worker struct {
 	names spanNames
 	// ackWait is the consumer's ack wait (nanoseconds), read when bound.
 	ackWait atomic.Int64
+	// heartbeat keeps the events the worker holds in progress.
+	heartbeat heartbeat
 	// overBudget is set while the backlog exceeds maxBacklog (budget.go).
 	overBudget atomic.Bool
 	// failed is set when an attempt fails; the budget reads the backlog
@@ -70,8 +72,8 @@ func (w *worker) stop() {
 	}
 }
 
-// goBusy runs f on a goroutine of its own that run waits for, unless the
-// worker is closing; it reports whether f runs.
+// goBusy runs f on a goroutine of the dispatcher's (goroutines) that run
+// waits for, unless the worker is closing; it reports whether f runs.
 func (w *worker) goBusy(f func()) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -79,10 +81,10 @@ func (w *worker) goBusy(f func()) bool {
 		return false
 	}
 	w.busy.Add(1)
-	go func() {
+	w.d.goroutines.run(func() {
 		defer w.busy.Done()
 		f()
-	}()
+	})
 	return true
 }
 
@@ -202,8 +204,8 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg) {
 	}
 
 	// Keep the event ours while we wait for the sink and while it works.
-	stopBeat := keepInProgress(msg, max(time.Duration(w.ackWait.Load())/2, 10*time.Millisecond))
-	defer stopBeat()
+	w.heartbeat.hold(msg, max(time.Duration(w.ackWait.Load())/2, 10*time.Millisecond))
+	defer w.heartbeat.release(msg)
 	switch w.waitReady(ctx) {
 	case stopping:
 		return // JetStream redelivers it after the ack wait
@@ -251,29 +253,6 @@ func (w *worker) settle(log eventLog, err error) {
 	if err != nil {
 		// The event comes back after the ack wait: at least once still holds.
 		log.Warn("settling event failed", "error", err)
-	}
-}
-
-// keepInProgress tells JetStream every interval that the event is still
-// being worked on, until the returned stop is called.
-func keepInProgress(msg jetstream.Msg, interval time.Duration) (stop func()) {
-	var mu sync.Mutex
-	stopped := false
-	var t *time.Timer
-	t = time.AfterFunc(interval, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if stopped {
-			return
-		}
-		_ = msg.InProgress() // if it fails, the event is redelivered: at least once holds
-		t.Reset(interval)
-	})
-	return func() {
-		mu.Lock()
-		defer mu.Unlock()
-		stopped = true
-		t.Stop()
 	}
 }
 
@@ -371,10 +350,7 @@ func (w *worker) post(ctx context.Context, log eventLog, msg jetstream.Msg, at *
 
 // send POSTs the event to url and reads the answer.
 func (w *worker) send(ctx context.Context, log eventLog, msg jetstream.Msg, url string) result {
-	// A removed Subscription lets its deliveries in progress finish.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.d.cfg.RequestTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(rctx, http.MethodPost, url, bytes.NewReader(msg.Data()))
+	req, err := http.NewRequestWithContext(w.d.deadlines.Context(ctx), http.MethodPost, url, bytes.NewReader(msg.Data()))
 	if err != nil {
 		return result{verdict: GiveUp, err: fmt.Errorf("build request to %s: %w", url, err)}
 	}

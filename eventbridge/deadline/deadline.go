@@ -1,0 +1,76 @@
+package deadline
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Windows gives requests their timeout. The requests that start within
+// one window (a 64th of the timeout, at least a millisecond) share one
+// context with a deadline, the window's, which ends the timeout after the
+// window does: each request gets at least the timeout and at most a 64th
+// more. It is safe for concurrent use.
+type Windows struct {
+	timeout time.Duration
+	window  time.Duration
+
+	mu      sync.Mutex
+	current context.Context    // the window's
+	cancel  context.CancelFunc // the current window's; an earlier window ends at its deadline
+	until   time.Time          // when the current window ends
+}
+
+// New returns the Windows of requests that time out after timeout, which
+// must be positive.
+func New(timeout time.Duration) *Windows {
+	return &Windows{timeout: timeout, window: max(timeout/64, time.Millisecond)}
+}
+
+// Context returns the context of a request starting now: done at the
+// request's deadline, with the values of values but not its cancellation
+// (a request outlives the work that started it, a delivery its removed
+// Subscription, say).
+func (w *Windows) Context(values context.Context) context.Context {
+	now := time.Now()
+	w.mu.Lock()
+	if !now.Before(w.until) {
+		w.until = now.Add(w.window)
+		w.current, w.cancel = context.WithDeadline(context.Background(), w.until.Add(w.timeout))
+	}
+	window := w.current
+	w.mu.Unlock()
+	return requestContext{Context: window, values: context.WithoutCancel(values)}
+}
+
+// Stop ends the current window's requests now and releases its timer; a
+// request made later starts a new window. Call it once no request of
+// the current window is in flight any more, or to cancel them.
+func (w *Windows) Stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cancel != nil {
+		w.cancel()
+	}
+	w.until = time.Time{}
+}
+
+// requestContext is a request's context: the deadline, Done and Err of its
+// window, and the values of its request, looked up first. values has no
+// cancellation (context.WithoutCancel), so that what the standard library
+// finds when it looks for a cancelable parent is the window: a context
+// derived from a requestContext (as net/http's transport derives one from
+// every request's) is registered with the window, without a goroutine of
+// its own (TestRequestContextDerivesWithoutGoroutines).
+type requestContext struct {
+	context.Context // the window
+	values          context.Context
+}
+
+// Value returns the request's value for key, else the window's.
+func (c requestContext) Value(key any) any {
+	if v := c.values.Value(key); v != nil {
+		return v
+	}
+	return c.Context.Value(key)
+}

@@ -1,0 +1,97 @@
+package deadline
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+type valueKey struct{}
+
+// A request's context ends at least the timeout and at most a 64th more
+// after it was made, whatever becomes of the attempt's context, whose
+// values it carries.
+func TestRequestContextEndsAtItsDeadline(t *testing.T) {
+	const timeout = 640 * time.Millisecond
+	d := New(timeout)
+	defer d.Stop()
+	attempt, cancelAttempt := context.WithCancel(context.WithValue(context.Background(), valueKey{}, "span"))
+	before := time.Now()
+	ctx := d.Context(attempt)
+	after := time.Now()
+
+	deadline, ok := ctx.Deadline()
+	require.True(t, ok)
+	assert.False(t, deadline.Before(before.Add(timeout)), "at least the timeout")
+	assert.False(t, deadline.After(after.Add(timeout+timeout/64)), "at most a 64th more")
+	assert.Equal(t, "span", ctx.Value(valueKey{}))
+
+	cancelAttempt() // a removed Subscription: the delivery goes on
+	select {
+	case <-ctx.Done():
+		t.Fatal("the request ended with its attempt's context")
+	case <-time.After(timeout / 4):
+	}
+	assert.NoError(t, ctx.Err())
+
+	select {
+	case <-ctx.Done():
+	case <-time.After(5 * timeout):
+		t.Fatal("the request did not end at its deadline")
+	}
+	assert.ErrorIs(t, ctx.Err(), context.DeadlineExceeded)
+	assert.False(t, time.Now().Before(deadline))
+}
+
+// Requests made within one window share its deadline; one made after it
+// gets a later one.
+func TestRequestsOfAWindowShareItsDeadline(t *testing.T) {
+	d := New(time.Hour) // windows of about a minute
+	defer d.Stop()
+	first, _ := d.Context(context.Background()).Deadline()
+	second, _ := d.Context(context.Background()).Deadline()
+	assert.Equal(t, first, second)
+
+	d.mu.Lock()
+	d.until = time.Now() // the window is over
+	d.mu.Unlock()
+	third, _ := d.Context(context.Background()).Deadline()
+	assert.True(t, third.After(first))
+}
+
+// The transport derives a context from each request's. Derived from a
+// request context, it is registered with the window, as a child of a
+// standard context is: were it not, each would start a goroutine that
+// waits for its parent, one per delivery.
+func TestRequestContextDerivesWithoutGoroutines(t *testing.T) {
+	d := New(time.Minute)
+	defer d.Stop()
+	attempt, cancelAttempt := context.WithCancel(context.Background())
+	defer cancelAttempt()
+	before := runtime.NumGoroutine()
+	var cancels []context.CancelFunc
+	for range 100 {
+		_, cancel := context.WithCancelCause(d.Context(attempt))
+		cancels = append(cancels, func() { cancel(nil) })
+	}
+	assert.Less(t, runtime.NumGoroutine()-before, 10, "a goroutine per derived context")
+	for _, c := range cancels {
+		c()
+	}
+}
+
+// Stopping ends the current window's requests and releases its timer; a
+// request made later gets a window of its own.
+func TestStoppedDeadlinesStartAnew(t *testing.T) {
+	d := New(time.Minute)
+	ctx := d.Context(context.Background())
+	d.Stop()
+	<-ctx.Done()
+	later := d.Context(context.Background())
+	assert.NoError(t, later.Err())
+	d.Stop()
+}
