@@ -61,39 +61,44 @@ func Encode(e *event.Event, traceParent, traceState string) (nats.Header, []byte
 	if err := e.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrInvalidEvent, err)
 	}
-	h := make(nats.Header, 8+len(e.Extensions()))
-	set := func(name, value string) error {
+	ext := e.Extensions()
+	h := make(nats.Header, 10+len(ext))
+	// One array holds every value: a header's value is a slice of it.
+	values := make([]string, 0, 10+len(ext))
+	set := func(key, value string) error {
 		if i := strings.IndexFunc(value, isControl); i >= 0 {
-			return fmt.Errorf("%w: attribute %s contains a control character at byte %d", ErrInvalidEvent, name, i)
+			return fmt.Errorf("%w: attribute %s contains a control character at byte %d", ErrInvalidEvent, strings.TrimPrefix(key, HeaderPrefix), i)
 		}
-		h[HeaderPrefix+name] = []string{value}
+		values = append(values, value)
+		h[key] = values[len(values)-1 : len(values) : len(values)]
 		return nil
 	}
-	attrs := []struct{ name, value string }{
-		{"specversion", e.SpecVersion()},
-		{"id", e.ID()},
-		{"source", e.Source()},
-		{"type", e.Type()},
-		{"subject", e.Subject()},
-		{"dataschema", e.DataSchema()},
+	attrs := [...]struct{ key, value string }{
+		{HeaderPrefix + "specversion", e.SpecVersion()},
+		{HeaderPrefix + "id", e.ID()},
+		{HeaderPrefix + "source", e.Source()},
+		{HeaderPrefix + "type", e.Type()},
+		{HeaderPrefix + "subject", e.Subject()},
+		{HeaderPrefix + "dataschema", e.DataSchema()},
+		{HeaderPrefix + "time", ""},
 	}
 	if !e.Time().IsZero() {
-		attrs = append(attrs, struct{ name, value string }{"time", types.FormatTime(e.Time())})
+		attrs[len(attrs)-1].value = types.FormatTime(e.Time())
 	}
 	for _, a := range attrs {
 		if a.value == "" {
 			continue
 		}
-		if err := set(a.name, a.value); err != nil {
+		if err := set(a.key, a.value); err != nil {
 			return nil, nil, err
 		}
 	}
-	for name, v := range e.Extensions() {
+	for name, v := range ext {
 		s, err := types.Format(v)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w: extension %s: %w", ErrInvalidEvent, name, err)
 		}
-		if err := set(name, s); err != nil {
+		if err := set(HeaderPrefix+name, s); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -101,12 +106,12 @@ func Encode(e *event.Event, traceParent, traceState string) (nats.Header, []byte
 		if strings.IndexFunc(ct, isControl) >= 0 {
 			return nil, nil, fmt.Errorf("%w: datacontenttype contains a control character", ErrInvalidEvent)
 		}
-		h[HeaderContentType] = []string{ct}
+		_ = set(HeaderContentType, ct)
 	}
-	if _, ok := e.Extensions()[HeaderTraceParent]; !ok && traceParent != "" && strings.IndexFunc(traceParent, isControl) < 0 {
-		h[HeaderTraceParent] = []string{traceParent}
+	if _, ok := ext[HeaderTraceParent]; !ok && traceParent != "" && strings.IndexFunc(traceParent, isControl) < 0 {
+		_ = set(HeaderTraceParent, traceParent)
 		if traceState != "" && strings.IndexFunc(traceState, isControl) < 0 {
-			h[HeaderTraceState] = []string{traceState}
+			_ = set(HeaderTraceState, traceState)
 		}
 	}
 	return h, e.Data(), nil

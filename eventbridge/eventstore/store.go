@@ -71,17 +71,17 @@ func (s *Store) PublishRouted(ctx context.Context, e *event.Event, routeSource, 
 	if b := baggage.FromContext(ctx); b.Len() > 0 {
 		h[HeaderBaggage] = []string{b.String()}
 	}
-	if routeSource == e.Source() {
-		routeSource = ""
-	}
-	if routeSource != "" {
+	// The attributes as encoded: an event's Source() formats its URL anew
+	// at every call.
+	source, id, eventType := Attribute(h, "source"), Attribute(h, "id"), Attribute(h, "type")
+	if routeSource != "" && routeSource != source {
 		h[HeaderRouteSource] = []string{routeSource}
 	}
-	subject, err := v1alpha2.EventSubject(RouteSource(h), e.Type())
+	subject, err := v1alpha2.EventSubject(RouteSource(h), eventType)
 	if err != nil {
 		return Result{}, fmt.Errorf("%w: %w", ErrInvalidEvent, err)
 	}
-	return s.PublishMsg(ctx, &nats.Msg{Subject: subject, Header: h, Data: data}, MsgID(e.Source(), e.ID()))
+	return s.PublishMsg(ctx, &nats.Msg{Subject: subject, Header: h, Data: data}, MsgID(source, id))
 }
 
 // PublishMsg stores an already encoded event under msg.Subject with the

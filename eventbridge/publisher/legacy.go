@@ -2,7 +2,7 @@ package publisher
 
 import (
 	"bytes"
-	"context"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -159,7 +159,7 @@ func (p *Publisher) legacyEvents(app string, req *LegacyRequest) ([]event.Event,
 	events := []event.Event{standard, exact}
 	routes := []string{route, ""}
 	for i := range events {
-		if err := checkSubject(&events[i], routes[i]); err != nil {
+		if err := checkSubject(cmp.Or(routes[i], events[i].Source()), events[i].Type()); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -201,8 +201,7 @@ func (p *Publisher) serveLegacy(w http.ResponseWriter, r *http.Request) int {
 		return p.legacyFail(w, r, legacyBadPayload(err.Error()))
 	}
 	annotate(r, events[:1]) // the second is the same event for exact matching
-	ctx, cancel := context.WithTimeout(r.Context(), p.cfg.StoreTimeout)
-	defer cancel()
+	ctx := p.stores.Context(r.Context())
 	tp, ts := p.traceContext(r)
 	for i := range events {
 		if _, err := p.store.PublishRouted(ctx, &events[i], routes[i], tp, ts); err != nil {

@@ -2,6 +2,7 @@ package publisher
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/eventbridge/deadline"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 )
 
@@ -65,8 +67,10 @@ type Config struct {
 	// MaxRequestBytes bounds a request body; larger requests get 413.
 	// Default 1 MiB.
 	MaxRequestBytes int64
-	// StoreTimeout bounds the wait for JetStream to store an event; past
-	// it the answer is 503. Default 10s.
+	// StoreTimeout bounds the wait for JetStream to store a request's
+	// events; past it the answer is 503. Requests that arrive together
+	// share their deadline, so a request waits at most a 64th of it more.
+	// A client that goes away does not end the wait. Default 10s.
 	StoreTimeout time.Duration
 	// LegacyPrefix is the prefix of legacy event types
 	// (sap.kyma.custom by default).
@@ -91,6 +95,8 @@ type Publisher struct {
 	tracer  trace.Tracer // nil: no spans
 	mux     *http.ServeMux
 	newID   func() string
+	// stores give each request's wait for JetStream its StoreTimeout.
+	stores *deadline.Windows
 }
 
 // Option configures New.
@@ -158,6 +164,8 @@ func New(store EventStore, cfg Config, opts ...Option) (*Publisher, error) {
 		store: store,
 		log:   slog.New(slog.DiscardHandler),
 		newID: newUUID,
+
+		stores: deadline.New(cfg.StoreTimeout),
 	}
 	for _, o := range opts {
 		if err := o(p); err != nil {
@@ -245,8 +253,7 @@ func (p *Publisher) servePublish(w http.ResponseWriter, r *http.Request) int {
 			return p.fail(w, r, err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), p.cfg.StoreTimeout)
-	defer cancel()
+	ctx := p.stores.Context(r.Context())
 	tp, ts := p.traceContext(r)
 	for i := range events {
 		if _, err := p.store.PublishRouted(ctx, &events[i], routes[i], tp, ts); err != nil {
@@ -270,10 +277,21 @@ func (p *Publisher) parse(ctx context.Context, h http.Header, body []byte) ([]ev
 		}
 		return events, nil
 	}
-	msg := cehttp.NewMessage(h, io.NopCloser(bytes.NewReader(body)))
+	// In binary mode the body is the data as it is: the event is read
+	// from the headers and takes the body (sdk-go would copy it into a
+	// buffer of its own, grown step by step). In structured mode the body
+	// is the event.
+	msg := cehttp.NewMessage(h, nil)
+	binary := msg.ReadEncoding() == binding.EncodingBinary
+	if !binary {
+		msg = cehttp.NewMessage(h, io.NopCloser(bytes.NewReader(body)))
+	}
 	e, err := binding.ToEvent(ctx, msg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", eventstore.ErrInvalidEvent, err)
+	}
+	if binary && len(body) > 0 {
+		e.DataEncoded = body
 	}
 	return []event.Event{*e}, nil
 }
@@ -287,7 +305,7 @@ func (p *Publisher) prepare(e *event.Event) (string, error) {
 	if err := e.Validate(); err != nil {
 		return "", fmt.Errorf("%w: %w", eventstore.ErrInvalidEvent, err)
 	}
-	route := ""
+	route, source := "", e.Source()
 	if strings.HasPrefix(e.Type(), p.cfg.LegacyPrefix+".") {
 		app, name, version, err := v1alpha2.ParseLegacyEventType(p.cfg.LegacyPrefix, e.Type())
 		if err != nil {
@@ -297,10 +315,10 @@ func (p *Publisher) prepare(e *event.Event) (string, error) {
 			app = t
 		}
 		e.SetType(v1alpha2.LegacyEventType(p.cfg.LegacyPrefix, app, name, version))
-	} else if t, ok := p.applicationType(e.Source()); ok {
+	} else if t, ok := p.applicationType(source); ok {
 		route = t
 	}
-	if err := checkSubject(e, route); err != nil {
+	if err := checkSubject(cmp.Or(route, source), e.Type()); err != nil {
 		return "", err
 	}
 	return route, nil
@@ -315,13 +333,10 @@ func (p *Publisher) applicationType(name string) (string, bool) {
 	return p.apps.TypeOrName(name)
 }
 
-// checkSubject checks that an event maps to a subject when routed by route
-// (its own source when "").
-func checkSubject(e *event.Event, route string) error {
-	if route == "" {
-		route = e.Source()
-	}
-	if _, err := v1alpha2.EventSubject(route, e.Type()); err != nil {
+// checkSubject checks that an event of eventType routed by routeSource
+// maps to a subject.
+func checkSubject(routeSource, eventType string) error {
+	if _, err := v1alpha2.EventSubject(routeSource, eventType); err != nil {
 		return fmt.Errorf("%w: %w", eventstore.ErrInvalidEvent, err)
 	}
 	return nil

@@ -272,10 +272,8 @@ func checkSegments(cleanType string) error {
 	if cleanType == "" {
 		return errors.New("empty after cleaning")
 	}
-	for _, seg := range strings.Split(cleanType, ".") {
-		if seg == "" {
-			return errors.New("empty segment")
-		}
+	if strings.HasPrefix(cleanType, ".") || strings.HasSuffix(cleanType, ".") || strings.Contains(cleanType, "..") {
+		return errors.New("empty segment")
 	}
 	return nil
 }
