@@ -28,7 +28,13 @@
 // acknowledgement asks each consumer of the stream whether it still needs
 // the event) is in both, and the ratio shows what kfn adds.
 //
-//	go run ./bench/eventbridge [-duration 5s] [-connections 64] [-inflight 256] [-rate 1000] [-subscriptions 1] [-observability]
+// Throughput is measured in turns: each pipeline publishes at full load
+// for -slice, then the next, the order rotating, until each has had
+// -duration; the machine's other load, which changes over seconds, then
+// falls on all of them alike. Latency follows, in turns too. Both are
+// measured in every round, and the best round of each pipeline counts.
+//
+//	go run ./bench/eventbridge [-duration 5s] [-slice 1s] [-connections 64] [-inflight 256] [-rate 1000] [-subscriptions 1] [-observability]
 package main
 
 import (
@@ -71,6 +77,8 @@ type options struct {
 	sample      float64
 	replicas    bool
 	idle        bool
+	pipelines   string
+	slice       time.Duration
 }
 
 func main() {
@@ -89,6 +97,8 @@ func main() {
 	flag.Float64Var(&o.sample, "sample", 1, "with -observability: the fraction of traces sampled (OTEL_TRACES_SAMPLER=parentbased_traceidratio below 1)")
 	flag.BoolVar(&o.replicas, "replicas", false, "measure instead the throughput of kfn with 2 dispatcher processes beside 1 (median of the rounds)")
 	flag.BoolVar(&o.idle, "idle", false, "measure instead the CPU (over -duration) and memory of a dispatcher process serving -subscriptions idle Subscriptions")
+	flag.DurationVar(&o.slice, "slice", time.Second, "the throughput of the pipelines is measured in turns of this length, -duration in all for each")
+	flag.StringVar(&o.pipelines, "pipelines", "bare,bare-ce,kfn", "the pipelines to run, for profiling one alone (the ratios need bare, bare-ce and kfn)")
 	var c childFlags
 	flag.StringVar(&c.nats, "child-dispatcher", "", "internal: run as a dispatcher process of the benchmark, on this NATS server")
 	flag.StringVar(&c.sink, "child-sink", "", "internal: the sink of a dispatcher process")
@@ -154,6 +164,9 @@ func eventType(i int64, n int) string {
 }
 
 func run(o options) error {
+	if o.slice <= 0 || o.duration <= 0 {
+		return errors.New("-duration and -slice must be positive")
+	}
 	dir, err := os.MkdirTemp("", "kfn-bench-")
 	if err != nil {
 		return err
@@ -203,6 +216,9 @@ func run(o options) error {
 		part  string
 		build func(string, string, options) (*pipeline, error)
 	}{{partBare, bare}, {partBareCE, bareCloudEvents}, {partKfn, plainKfn}} {
+		if !slices.Contains(strings.Split(o.pipelines, ","), b.part) {
+			continue
+		}
 		var p *pipeline
 		as(b.part, func() { p, err = b.build(ns.ClientURL(), sinkURL, o) })
 		if err != nil {
@@ -229,22 +245,18 @@ func run(o options) error {
 		// The order rotates: whatever the machine does meanwhile falls on
 		// each in turn.
 		order := append(slices.Clone(pipelines[round%len(pipelines):]), pipelines[:round%len(pipelines)]...)
+		loads, timings, err := measureInTurns(order, sink, o)
+		if err != nil {
+			return err
+		}
 		for _, p := range order {
-			tp, err := throughput(p, sink, o, o.duration)
-			if err != nil {
-				return err
-			}
-			cpu0, before := cpuTime(), sink.delivered.Load()
-			p50, p99, lost, err := latency(p, sink, o)
-			if err != nil {
-				return err
-			}
-			cpu := float64(cpuTime()-cpu0) / float64(time.Microsecond) / float64(max(sink.delivered.Load()-before, 1))
-			fmt.Printf("round %d  %-7s throughput %8.0f events/s   latency at %d/s: p50 %6.2f ms  p99 %6.2f ms  CPU %5.1f µs/event  (undelivered %d)\n",
-				round, p.name, tp, o.rate, ms(p50), ms(p99), cpu, lost)
+			l, t := loads[p.name], timings[p.name]
+			p50, p99, lost, cpu := t.percentile(50), t.percentile(99), t.lost, t.cpuPerEvent()
+			fmt.Printf("round %d  %-7s throughput %8.0f events/s (CPU %5.1f µs/event)   latency at %d/s: p50 %6.2f ms  p99 %6.2f ms  CPU %5.1f µs/event  (undelivered %d)\n",
+				round, p.name, l.rate(), l.cpuPerEvent(), o.rate, ms(p50), ms(p99), cpu, lost)
 			best, seen := results[p.name]
-			if !seen || tp > best.throughput {
-				best.throughput = tp
+			if !seen || l.rate() > best.throughput {
+				best.throughput = l.rate()
 			}
 			if !seen || p99 < best.p99 {
 				best.p50, best.p99, best.lost = p50, p99, lost
@@ -256,9 +268,13 @@ func run(o options) error {
 		}
 	}
 	fmt.Println()
-	for _, name := range []string{"bare", "bare-ce", "kfn"} {
+	for _, p := range pipelines {
+		name := p.name
 		r := results[name]
 		fmt.Printf("best   %-7s throughput %8.0f events/s   latency at %d/s: p50 %6.2f ms  p99 %6.2f ms  CPU %5.1f µs/event\n", name, r.throughput, o.rate, ms(r.p50), ms(r.p99), r.cpu)
+	}
+	if len(pipelines) < 3 {
+		return nil // no ratio without all three
 	}
 	b, ce, k := results["bare"], results["bare-ce"], results["kfn"]
 	fmt.Printf("\nkfn/bare throughput ratio: %.2f (target >= 0.85), p99 ratio %.2f (target <= 1.5 at 1,000 Subscriptions), CPU per event ratio %.2f\n",
@@ -385,11 +401,75 @@ func post(p *pipeline, size int) error {
 // the delivered events per second, counting until every published event
 // reached the sink.
 func throughput(p *pipeline, s *sink, o options, d time.Duration) (tp float64, err error) {
-	as(partLoad, func() { tp, err = loadThroughput(p, s, o, d) })
-	return tp, err
+	var l load
+	as(partLoad, func() { l, err = loadThroughput(p, s, o, d) })
+	return l.rate(), err
 }
 
-func loadThroughput(p *pipeline, s *sink, o options, d time.Duration) (float64, error) {
+// load is what a pipeline carried at full load: events published (and
+// delivered), in how long, for how much CPU of the process.
+type load struct {
+	events  int64
+	elapsed time.Duration
+	cpu     time.Duration
+}
+
+func (l load) rate() float64 { return float64(l.events) / max(l.elapsed.Seconds(), 1e-9) }
+
+// cpuPerEvent is the CPU of the whole process (NATS, pipeline, sink and
+// load generator) per event, in µs.
+func (l load) cpuPerEvent() float64 {
+	return float64(l.cpu) / float64(time.Microsecond) / float64(max(l.events, 1))
+}
+
+func (l load) add(m load) load {
+	return load{events: l.events + m.events, elapsed: l.elapsed + m.elapsed, cpu: l.cpu + m.cpu}
+}
+
+// measureInTurns measures the throughput of each pipeline, then its
+// latency, each over o.duration in slices of o.slice taken in turn (the
+// order rotating from slice to slice): a change of the machine's other
+// load, which on a shared machine lasts seconds, falls on all of them
+// alike, where one measurement per pipeline after the other would give it
+// to one alone. A pipeline's throughput is its events over its time in
+// all its slices; its latencies are those of all its slices.
+func measureInTurns(pipelines []*pipeline, s *sink, o options) (map[string]load, map[string]timing, error) {
+	loads, timings := map[string]load{}, map[string]timing{}
+	err := inTurns(pipelines, o, func(p *pipeline) error {
+		var l load
+		var err error
+		as(partLoad, func() { l, err = loadThroughput(p, s, o, o.slice) })
+		loads[p.name] = loads[p.name].add(l)
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	err = inTurns(pipelines, o, func(p *pipeline) error {
+		var t timing
+		var err error
+		as(partLoad, func() { t, err = recordLatencies(p, s, o, o.slice) })
+		timings[p.name] = timings[p.name].add(t)
+		return err
+	})
+	return loads, timings, err
+}
+
+// inTurns calls measure for each pipeline in turn, o.duration/o.slice
+// times each, the order rotating by one every turn.
+func inTurns(pipelines []*pipeline, o options, measure func(*pipeline) error) error {
+	for i := range max(int(o.duration/o.slice), 1) {
+		for _, p := range append(slices.Clone(pipelines[i%len(pipelines):]), pipelines[:i%len(pipelines)]...) {
+			if err := measure(p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func loadThroughput(p *pipeline, s *sink, o options, d time.Duration) (load, error) {
+	cpu0 := cpuTime()
 	start := s.delivered.Load()
 	var published atomic.Int64
 	var firstErr error
@@ -412,30 +492,62 @@ func loadThroughput(p *pipeline, s *sink, o options, d time.Duration) (float64, 
 	}
 	wg.Wait()
 	if firstErr != nil {
-		return 0, firstErr
+		return load{}, firstErr
 	}
 	want := start + published.Load()
 	for limit := time.Now().Add(30 * time.Second); s.delivered.Load() < want; time.Sleep(time.Millisecond) {
 		if time.Now().After(limit) {
-			return 0, fmt.Errorf("%s: %d of %d events delivered after 30s", p.name, s.delivered.Load()-start, published.Load())
+			return load{}, fmt.Errorf("%s: %d of %d events delivered after 30s", p.name, s.delivered.Load()-start, published.Load())
 		}
 	}
-	return float64(published.Load()) / time.Since(t0).Seconds(), nil
+	return load{events: published.Load(), elapsed: time.Since(t0), cpu: cpuTime() - cpu0}, nil
 }
 
 // latency publishes at o.rate for o.duration and returns p50 and p99 of
 // publish-to-delivery time, and how many events were not delivered.
 func latency(p *pipeline, s *sink, o options) (p50, p99 time.Duration, lost int, err error) {
-	as(partLoad, func() { p50, p99, lost, err = loadLatency(p, s, o) })
-	return p50, p99, lost, err
+	var t timing
+	as(partLoad, func() { t, err = recordLatencies(p, s, o, o.duration) })
+	return t.percentile(50), t.percentile(99), t.lost, err
 }
 
-func loadLatency(p *pipeline, s *sink, o options) (time.Duration, time.Duration, int, error) {
+// timing is what publishing at a steady rate measured: the latency of
+// every delivered event, the events not delivered, and the CPU of the
+// whole process per delivered event.
+type timing struct {
+	latencies []time.Duration
+	lost      int
+	delivered int64
+	cpu       time.Duration
+}
+
+func (t timing) add(u timing) timing {
+	return timing{latencies: append(t.latencies, u.latencies...), lost: t.lost + u.lost, delivered: t.delivered + u.delivered, cpu: t.cpu + u.cpu}
+}
+
+// percentile returns the q-th percentile of the latencies, 0 if none.
+func (t timing) percentile(q int) time.Duration {
+	if len(t.latencies) == 0 {
+		return 0
+	}
+	lat := slices.Clone(t.latencies)
+	slices.Sort(lat)
+	return lat[len(lat)*q/100]
+}
+
+// cpuPerEvent is the CPU of the whole process per delivered event, in µs.
+func (t timing) cpuPerEvent() float64 {
+	return float64(t.cpu) / float64(time.Microsecond) / float64(max(t.delivered, 1))
+}
+
+// recordLatencies publishes at o.rate for d and records the
+// publish-to-delivery time of each event.
+func recordLatencies(p *pipeline, s *sink, o options, d time.Duration) (timing, error) {
 	s.mu.Lock()
 	s.record, s.latencies = true, nil
 	s.mu.Unlock()
-	start := s.delivered.Load()
-	n := int(o.duration.Seconds() * float64(o.rate))
+	cpu0, start := cpuTime(), s.delivered.Load()
+	n := int(d.Seconds() * float64(o.rate))
 	interval := time.Second / time.Duration(o.rate)
 	var wg sync.WaitGroup
 	var failed atomic.Int64
@@ -454,14 +566,14 @@ func loadLatency(p *pipeline, s *sink, o options) (time.Duration, time.Duration,
 	for limit := time.Now().Add(10 * time.Second); s.delivered.Load()-start < int64(n)-failed.Load() && time.Now().Before(limit); time.Sleep(time.Millisecond) {
 	}
 	s.mu.Lock()
-	lat := slices.Clone(s.latencies)
+	t := timing{latencies: slices.Clone(s.latencies), delivered: s.delivered.Load() - start, cpu: cpuTime() - cpu0}
 	s.record = false
 	s.mu.Unlock()
-	if len(lat) == 0 {
-		return 0, 0, n, fmt.Errorf("%s: nothing delivered", p.name)
+	t.lost = n - len(t.latencies)
+	if len(t.latencies) == 0 {
+		return t, fmt.Errorf("%s: nothing delivered", p.name)
 	}
-	slices.Sort(lat)
-	return lat[len(lat)/2], lat[len(lat)*99/100], n - len(lat), nil
+	return t, nil
 }
 
 // bare is the bare pipeline of plain events.
