@@ -40,7 +40,7 @@ func (w *Windows) Context(values context.Context) context.Context {
 	}
 	window := w.current
 	w.mu.Unlock()
-	return requestContext{Context: window, values: context.WithoutCancel(values)}
+	return requestContext{Context: window, values: values}
 }
 
 // Stop ends the current window's requests now and releases its timer; a
@@ -56,21 +56,25 @@ func (w *Windows) Stop() {
 }
 
 // requestContext is a request's context: the deadline, Done and Err of its
-// window, and the values of its request, looked up first. values has no
-// cancellation (context.WithoutCancel), so that what the standard library
-// finds when it looks for a cancelable parent is the window: a context
-// derived from a requestContext (as net/http's transport derives one from
-// every request's) is registered with the window, without a goroutine of
-// its own (TestRequestContextDerivesWithoutGoroutines).
+// window, and the values of its request. The window, made from
+// context.Background, holds one value only: the one by which the standard
+// library finds the cancelable parent of a context derived from another.
+// Value asks the window first, so that what it finds is the window, never
+// the request's own cancelable context: a context derived from a
+// requestContext (as net/http's transport derives one from every
+// request's) is registered with the window, without a goroutine of its
+// own, and the request's cancellation does not reach it
+// (TestRequestContextDerivesWithoutGoroutines,
+// TestRequestContextEndsAtItsDeadline).
 type requestContext struct {
 	context.Context // the window
 	values          context.Context
 }
 
-// Value returns the request's value for key, else the window's.
+// Value returns the window's value for key, else the request's.
 func (c requestContext) Value(key any) any {
-	if v := c.values.Value(key); v != nil {
+	if v := c.Context.Value(key); v != nil {
 		return v
 	}
-	return c.Context.Value(key)
+	return c.values.Value(key)
 }

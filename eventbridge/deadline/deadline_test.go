@@ -30,13 +30,18 @@ func TestRequestContextEndsAtItsDeadline(t *testing.T) {
 	assert.False(t, deadline.After(after.Add(timeout+timeout/64)), "at most a 64th more")
 	assert.Equal(t, "span", ctx.Value(valueKey{}))
 
+	derived, cancelDerived := context.WithCancel(ctx) // as the transport's
+	defer cancelDerived()
 	cancelAttempt() // a removed Subscription: the delivery goes on
 	select {
 	case <-ctx.Done():
 		t.Fatal("the request ended with its attempt's context")
+	case <-derived.Done():
+		t.Fatal("a context derived from the request ended with its attempt's context")
 	case <-time.After(timeout / 4):
 	}
 	assert.NoError(t, ctx.Err())
+	assert.NoError(t, derived.Err())
 
 	select {
 	case <-ctx.Done():
@@ -44,6 +49,8 @@ func TestRequestContextEndsAtItsDeadline(t *testing.T) {
 		t.Fatal("the request did not end at its deadline")
 	}
 	assert.ErrorIs(t, ctx.Err(), context.DeadlineExceeded)
+	<-derived.Done()
+	assert.ErrorIs(t, derived.Err(), context.DeadlineExceeded)
 	assert.False(t, time.Now().Before(deadline))
 }
 

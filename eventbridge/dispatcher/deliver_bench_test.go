@@ -23,7 +23,7 @@ import (
 // BenchmarkDeliver measures what one delivery costs the dispatcher's
 // process, sink included, beside the bare delivery of the benchmark's
 // anchor (bench/eventbridge): "kfn" hands each event to a worker as the
-// puller does (goBusy, then handle: matching, the in-progress timer, the
+// puller does (deliver, then handle: matching, the heartbeat, the
 // request with its timeout, the answer, the ack) and "bare" POSTs the
 // event's data with its ce-* headers from a long-lived goroutine and reads
 // the answer. Both deliver 64 events at a time to the same keep-alive
@@ -60,24 +60,23 @@ func BenchmarkDeliver(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		w := &worker{d: d, target: t}
+		w := &worker{d: d, target: t, ctx: context.Background()}
 		w.init()
-		ctx := context.Background()
 		slots := make(chan struct{}, inFlight)
-		var wg sync.WaitGroup
 		b.ReportAllocs()
 		defer reportCPU(b)()
 		for i := 0; i < b.N; i++ {
 			slots <- struct{}{}
-			msg := &event{msg: &nats.Msg{Subject: "kyma.bench.order.created.v1", Header: header, Data: data},
-				meta: &jetstream.MsgMetadata{NumDelivered: 1, Timestamp: time.Now()}}
-			wg.Add(1)
-			w.goBusy(func() {
-				defer func() { <-slots; wg.Done() }()
-				w.handle(ctx, msg)
-			})
+			e := &event{msg: &nats.Msg{Subject: "kyma.bench.order.created.v1", Header: header, Data: data},
+				meta: jetstream.MsgMetadata{NumDelivered: 1, Timestamp: time.Now()}, read: true}
+			// As deliver, and frees the slot once the event is settled.
+			if !w.startBusy() {
+				b.Fatal("worker closing")
+			}
+			e.w = w
+			d.goroutines.run(benchTask{e, slots})
 		}
-		wg.Wait()
+		w.busy.Wait()
 	})
 
 	b.Run("bare", func(b *testing.B) {
@@ -134,6 +133,17 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// benchTask delivers its event, then frees a slot.
+type benchTask struct {
+	e     *event
+	slots chan struct{}
+}
+
+func (t benchTask) run() {
+	t.e.run()
+	<-t.slots
 }
 
 // benchJetStream is a JetStream that BenchmarkDeliver's dispatcher never

@@ -424,9 +424,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 func (d *Dispatcher) startLocked(w *worker) {
 	w.ctx, w.cancel = context.WithCancel(d.runCtx)
 	w.init()
-	w.pl = d.puller.add(w.target.consumer, w.target.delivery.MaxInFlight, func(msg jetstream.Msg) {
-		w.goBusy(func() { w.handle(w.ctx, msg) })
-	})
+	w.pl = d.puller.add(w.target.consumer, w.target.delivery.MaxInFlight, w.deliver)
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()

@@ -13,13 +13,22 @@ import "time"
 // (issue 20's profiles). A kept goroutine keeps its grown stack. How many
 // run at once is bounded by the callers (the events in flight), not here.
 type goroutines struct {
-	work chan func()
+	work chan task
 	idle time.Duration
 }
 
+// task is work for goroutines. An event is a task, which saves making a
+// function for each.
+type task interface{ run() }
+
+// taskFunc is a function as a task.
+type taskFunc func()
+
+func (f taskFunc) run() { f() }
+
 // newGoroutines returns goroutines that wait idle for work before ending.
 func newGoroutines(idle time.Duration) *goroutines {
-	return &goroutines{work: make(chan func()), idle: idle}
+	return &goroutines{work: make(chan task), idle: idle}
 }
 
 // goroutineIdle is how long a delivery goroutine waits for the next event
@@ -27,26 +36,25 @@ func newGoroutines(idle time.Duration) *goroutines {
 // the next, short enough that a burst's goroutines are soon gone.
 const goroutineIdle = 2 * time.Second
 
-// run runs f on a waiting goroutine, or on a new one. It does not wait for
-// f.
-func (g *goroutines) run(f func()) {
+// run runs t on a waiting goroutine, or on a new one. It does not wait for
+// t.
+func (g *goroutines) run(t task) {
 	select {
-	case g.work <- f:
+	case g.work <- t:
 	default:
-		go g.serve(f)
+		go g.serve(t)
 	}
 }
 
-// serve runs f, then the functions it is handed, until none comes within
-// idle.
-func (g *goroutines) serve(f func()) {
+// serve runs t, then the tasks it is handed, until none comes within idle.
+func (g *goroutines) serve(t task) {
 	idle := time.NewTimer(g.idle)
 	defer idle.Stop()
 	for {
-		f()
+		t.run()
 		idle.Reset(g.idle)
 		select {
-		case f = <-g.work:
+		case t = <-g.work:
 		case <-idle.C:
 			return
 		}

@@ -92,7 +92,7 @@ type pull struct {
 	batch    int
 	// deliver is called with each event, under the puller's lock: it
 	// must only hand the event over.
-	deliver func(jetstream.Msg)
+	deliver func(*event)
 	// lost says that the consumer went away or refused a request; the
 	// pull then asks for nothing until started again.
 	lost chan error
@@ -204,7 +204,7 @@ func (p *puller) renew(now time.Time) {
 // add registers a pull of consumer, asking for up to batch events at once
 // when started, delivered to deliver. Events of the consumer that arrive
 // go to the newest pull of it, also while it is paused.
-func (p *puller) add(consumer string, batch int, deliver func(jetstream.Msg)) *pull {
+func (p *puller) add(consumer string, batch int, deliver func(*event)) *pull {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.ids++
@@ -282,7 +282,9 @@ func (pl *pull) fail(err error) {
 }
 
 // receive handles one message on the inbox: an event, or the status of a
-// pull request.
+// pull request. An event names its consumer in its metadata (it comes
+// with its own subject, not the inbox of the request that asked for it),
+// and goes to the newest pull of that consumer.
 func (p *puller) receive(m *nats.Msg) {
 	if m.Reply == "" { // events carry the subject to acknowledge them on
 		if status := m.Header.Get("Status"); status != "" {
@@ -290,7 +292,8 @@ func (p *puller) receive(m *nats.Msg) {
 		}
 		return
 	}
-	meta, err := m.Metadata()
+	e := &event{msg: m}
+	meta, err := e.Metadata()
 	if err != nil {
 		return // not an event of a consumer: nothing to settle
 	}
@@ -302,17 +305,23 @@ func (p *puller) receive(m *nats.Msg) {
 	}
 	pl.pending = max(pl.pending-1, 0)
 	pl.topUp()
-	pl.deliver(&event{msg: m, meta: &jetstream.MsgMetadata{
-		Sequence:     jetstream.SequencePair{Consumer: meta.Sequence.Consumer, Stream: meta.Sequence.Stream},
-		NumDelivered: meta.NumDelivered, NumPending: meta.NumPending, Timestamp: meta.Timestamp,
-		Stream: meta.Stream, Consumer: meta.Consumer, Domain: meta.Domain,
-	}})
+	pl.deliver(e)
+}
+
+// requestID returns the id of the pull whose request's inbox subject is.
+func (p *puller) requestID(subject string) (uint64, bool) {
+	rest, ok := strings.CutPrefix(subject, p.inbox)
+	if !ok {
+		return 0, false
+	}
+	id, err := strconv.ParseUint(rest, 10, 64)
+	return id, err == nil
 }
 
 // status handles the status message of a pull request.
 func (p *puller) status(m *nats.Msg, status string) {
-	id, err := strconv.ParseUint(strings.TrimPrefix(m.Subject, p.inbox), 10, 64)
-	if err != nil {
+	id, ok := p.requestID(m.Subject)
+	if !ok {
 		return
 	}
 	p.mu.Lock()
@@ -350,23 +359,51 @@ func (p *puller) status(m *nats.Msg, status string) {
 // event is an event the puller received, as a jetstream.Msg: nats.go's
 // jetstream package makes its messages only for its own subscriptions, so
 // the settling goes through the nats.Msg's own JetStream methods, which
-// send the same acknowledgements on the same subjects.
+// send the same acknowledgements on the same subjects. Its metadata is
+// read from the acknowledgement subject at the first call of Metadata
+// (the puller's, which routes the event by its consumer), which is not
+// safe for concurrent use.
 type event struct {
 	msg  *nats.Msg
-	meta *jetstream.MsgMetadata
+	meta jetstream.MsgMetadata
+	read bool  // meta is read
+	err  error // why it could not be
+	// w is the worker that delivers the event, as a task of the
+	// dispatcher's goroutines.
+	w *worker
 }
 
 var _ jetstream.Msg = (*event)(nil)
 
-func (e *event) Metadata() (*jetstream.MsgMetadata, error) { return e.meta, nil }
-func (e *event) Data() []byte                              { return e.msg.Data }
-func (e *event) Headers() nats.Header                      { return e.msg.Header }
-func (e *event) Subject() string                           { return e.msg.Subject }
-func (e *event) Reply() string                             { return e.msg.Reply }
-func (e *event) Ack() error                                { return e.msg.Ack() }
-func (e *event) Nak() error                                { return e.msg.Nak() }
-func (e *event) InProgress() error                         { return e.msg.InProgress() }
-func (e *event) Term() error                               { return e.msg.Term() }
+// Metadata returns the event's JetStream metadata.
+func (e *event) Metadata() (*jetstream.MsgMetadata, error) {
+	if !e.read {
+		e.read = true
+		meta, err := e.msg.Metadata()
+		if err != nil {
+			e.err = err
+		} else {
+			e.meta = jetstream.MsgMetadata{
+				Sequence:     jetstream.SequencePair{Consumer: meta.Sequence.Consumer, Stream: meta.Sequence.Stream},
+				NumDelivered: meta.NumDelivered, NumPending: meta.NumPending, Timestamp: meta.Timestamp,
+				Stream: meta.Stream, Consumer: meta.Consumer, Domain: meta.Domain,
+			}
+		}
+	}
+	if e.err != nil {
+		return nil, e.err
+	}
+	return &e.meta, nil
+}
+
+func (e *event) Data() []byte         { return e.msg.Data }
+func (e *event) Headers() nats.Header { return e.msg.Header }
+func (e *event) Subject() string      { return e.msg.Subject }
+func (e *event) Reply() string        { return e.msg.Reply }
+func (e *event) Ack() error           { return e.msg.Ack() }
+func (e *event) Nak() error           { return e.msg.Nak() }
+func (e *event) InProgress() error    { return e.msg.InProgress() }
+func (e *event) Term() error          { return e.msg.Term() }
 
 func (e *event) DoubleAck(ctx context.Context) error { return e.msg.AckSync(nats.Context(ctx)) }
 

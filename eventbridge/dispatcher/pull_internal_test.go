@@ -35,7 +35,7 @@ func TestPullerAsksAgainAfterAnUntoldReconnect(t *testing.T) {
 	p := newPuller(nc, "events", time.Hour) // no request of the test expires by itself
 	require.NoError(t, p.listen())
 	got := make(chan jetstream.Msg, 10)
-	pl := p.add("c", 1, func(m jetstream.Msg) { got <- m })
+	pl := p.add("c", 1, func(m *event) { got <- m })
 	pl.start()
 	require.NoError(t, nc.Flush()) // the request is on the server
 

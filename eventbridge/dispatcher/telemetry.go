@@ -97,8 +97,8 @@ type attempt struct {
 // trace context, preceded on the first attempt by the span of the time the
 // event waited since it was stored. The returned ctx carries the attempt's
 // span.
-func (w *worker) startAttempt(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata, attempts int) (context.Context, *attempt) {
-	a := &attempt{w: w, start: time.Now()}
+func (w *worker) startAttempt(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata, attempts int) (context.Context, attempt) {
+	a := attempt{w: w, start: time.Now()}
 	if w.d.tracer == nil {
 		return ctx, a
 	}

@@ -75,16 +75,42 @@ func (w *worker) stop() {
 // goBusy runs f on a goroutine of the dispatcher's (goroutines) that run
 // waits for, unless the worker is closing; it reports whether f runs.
 func (w *worker) goBusy(f func()) bool {
+	if !w.startBusy() {
+		return false
+	}
+	w.d.goroutines.run(taskFunc(func() {
+		defer w.busy.Done()
+		f()
+	}))
+	return true
+}
+
+// deliver delivers e on a goroutine of the dispatcher's that run waits
+// for, unless the worker is closing: then the event is left to come again
+// after its ack wait.
+func (w *worker) deliver(e *event) {
+	if !w.startBusy() {
+		return
+	}
+	e.w = w
+	w.d.goroutines.run(e)
+}
+
+// run delivers the event: it is the task of deliver.
+func (e *event) run() {
+	defer e.w.busy.Done()
+	e.w.handle(e.w.ctx, e)
+}
+
+// startBusy counts work that run waits for, unless the worker is closing;
+// it reports whether the work may start.
+func (w *worker) startBusy() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closing {
 		return false
 	}
 	w.busy.Add(1)
-	w.d.goroutines.run(func() {
-		defer w.busy.Done()
-		f()
-	})
 	return true
 }
 
@@ -215,7 +241,7 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg) {
 	}
 	ctx, at := w.startAttempt(ctx, msg, meta, attempts)
 	defer at.end(w.giveUpOutcome()) // unless delivered or retried
-	res := w.post(ctx, log, msg, at)
+	res := w.post(ctx, log, msg, &at)
 	if res.verdict == Done && res.reply != nil {
 		if err := w.publishReply(ctx, log, h, res.reply, res.replyBody); err != nil {
 			at.failed(err)
@@ -378,7 +404,9 @@ func (w *worker) send(ctx context.Context, log eventLog, msg jetstream.Msg, url 
 		}
 		return r
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // reuse the connection
+	if resp.ContentLength != 0 {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // reuse the connection
+	}
 	return r
 }
 
