@@ -32,6 +32,7 @@ FUZZ_TARGETS := \
 	./api/eventing/v1alpha2:FuzzEventSubject:8000 \
 	./api/eventing/v1alpha2:FuzzParseSink:10000 \
 	./api/eventing/v1alpha2:FuzzCleanFastPath:8000 \
+	./eventbridge/eventstore:FuzzEncodeBinary:10000 \
 	./eventbridge/publisher:FuzzPublish:2000 \
 	./eventbridge/publisher:FuzzLegacyPublish:3000 \
 	./runtimes:FuzzHostHTTP:600 \

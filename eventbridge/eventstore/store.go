@@ -68,11 +68,17 @@ func (s *Store) PublishRouted(ctx context.Context, e *event.Event, routeSource, 
 	if err != nil {
 		return Result{}, err
 	}
+	return s.PublishEncoded(ctx, h, data, routeSource)
+}
+
+// PublishEncoded is PublishRouted for an event already in its stored form
+// (Encode's or EncodeBinary's headers, and its data): it adds the W3C
+// baggage in ctx and the route, and stores it under its subject with its
+// message id.
+func (s *Store) PublishEncoded(ctx context.Context, h nats.Header, data []byte, routeSource string) (Result, error) {
 	if b := baggage.FromContext(ctx); b.Len() > 0 {
 		h[HeaderBaggage] = []string{b.String()}
 	}
-	// The attributes as encoded: an event's Source() formats its URL anew
-	// at every call.
 	source, id, eventType := Attribute(h, "source"), Attribute(h, "id"), Attribute(h, "type")
 	if routeSource != "" && routeSource != source {
 		h[HeaderRouteSource] = []string{routeSource}

@@ -1,29 +1,15 @@
 package publisher_test
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
-	"github.com/cloudevents/sdk-go/v2/event"
-
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
+	"github.com/kfn-dev/kfn/eventbridge/stream"
 )
-
-// memStore encodes events as the real store does and keeps nothing.
-type memStore struct{}
-
-func (memStore) Publish(_ context.Context, e *event.Event, tp, ts string) (eventstore.Result, error) {
-	_, _, err := eventstore.Encode(e, tp, ts)
-	return eventstore.Result{}, err
-}
-
-func (s memStore) PublishRouted(ctx context.Context, e *event.Event, _, tp, ts string) (eventstore.Result, error) {
-	return s.Publish(ctx, e, tp, ts)
-}
 
 // FuzzPublish sends random bodies and attributes to every publishing
 // endpoint: no panic, and only the documented status codes.
@@ -33,7 +19,8 @@ func FuzzPublish(f *testing.F) {
 	f.Add("/publish", "application/cloudevents-batch+json", "", "", "", "", `[{"specversion":"1.0","id":"1","source":"s","type":"a.b"}]`)
 	f.Add("/app/v1/events", "application/json", "", "", "", "", `{"event-type":"a.b","event-type-version":"v1","event-time":"2026-01-01T00:00:00Z","data":{}}`)
 	f.Add("/app/v2/events", "application/json", "1.0", "1", "s", "sap.kyma.custom.app.a.b.v1", "x")
-	p, err := publisher.New(memStore{}, publisher.Config{MaxRequestBytes: 4096})
+	// The real store, over a JetStream that takes every event at once.
+	p, err := publisher.New(eventstore.New(&answeringJetStream{}, stream.DefaultEventStream), publisher.Config{MaxRequestBytes: 4096})
 	if err != nil {
 		f.Fatal(err)
 	}

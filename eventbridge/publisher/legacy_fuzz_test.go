@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go"
 
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
@@ -34,6 +35,17 @@ func (s *keepStore) Publish(_ context.Context, e *event.Event, tp, ts string) (e
 
 func (s *keepStore) PublishRouted(ctx context.Context, e *event.Event, _, tp, ts string) (eventstore.Result, error) {
 	return s.Publish(ctx, e, tp, ts)
+}
+
+func (s *keepStore) PublishEncoded(_ context.Context, h nats.Header, data []byte, _ string) (eventstore.Result, error) {
+	e, err := eventstore.Decode(h, data)
+	if err != nil {
+		return eventstore.Result{}, err
+	}
+	s.mu.Lock()
+	s.events = append(s.events, *e)
+	s.mu.Unlock()
+	return eventstore.Result{}, nil
 }
 
 // FuzzLegacyPublish sends Kyma's legacy event format (POST /{app}/v1/events)

@@ -16,6 +16,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/binding"
 	"github.com/cloudevents/sdk-go/v2/event"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
@@ -41,6 +42,10 @@ type EventStore interface {
 	// PublishRouted is Publish for an event routed (stored under the
 	// subject of, and matched with) routeSource instead of its source.
 	PublishRouted(ctx context.Context, e *event.Event, routeSource, traceParent, traceState string) (eventstore.Result, error)
+	// PublishEncoded is PublishRouted for an event in its stored form
+	// (eventstore.EncodeBinary's headers, with their trace context), and
+	// its data.
+	PublishEncoded(ctx context.Context, h nats.Header, data []byte, routeSource string) (eventstore.Result, error)
 }
 
 // Applications looks up Kyma Applications (applicationconnector.kyma-project.io)
@@ -239,6 +244,12 @@ func (p *Publisher) servePublish(w http.ResponseWriter, r *http.Request) int {
 	if err != nil {
 		return p.fail(w, r, err)
 	}
+	tp, ts := p.traceContext(r)
+	if !cehttp.IsHTTPBatch(r.Header) {
+		if h, ok := eventstore.EncodeBinary(r.Header, tp, ts); ok {
+			return p.publishEncoded(w, r, h, body)
+		}
+	}
 	events, err := p.parse(r.Context(), r.Header, body)
 	if err != nil {
 		return p.fail(w, r, err)
@@ -254,11 +265,32 @@ func (p *Publisher) servePublish(w http.ResponseWriter, r *http.Request) int {
 		}
 	}
 	ctx := p.stores.Context(r.Context())
-	tp, ts := p.traceContext(r)
 	for i := range events {
 		if _, err := p.store.PublishRouted(ctx, &events[i], routes[i], tp, ts); err != nil {
 			return p.fail(w, r, err)
 		}
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return http.StatusNoContent
+}
+
+// publishEncoded stores a binary-mode event that eventstore.EncodeBinary
+// took (every attribute plainly valid, in its stored form h), routed and
+// typed as prepare does, and answers. Any other request goes through
+// sdk-go (parse, prepare), which stores it alike or says why not.
+func (p *Publisher) publishEncoded(w http.ResponseWriter, r *http.Request, h nats.Header, body []byte) int {
+	eventType, source := eventstore.Attribute(h, "type"), eventstore.Attribute(h, "source")
+	annotateEvent(r, eventstore.Attribute(h, "id"), eventType)
+	stored, route, err := p.route(eventType, source)
+	if err != nil {
+		return p.fail(w, r, err)
+	}
+	if stored != eventType {
+		h[eventstore.HeaderPrefix+"type"] = []string{stored}
+	}
+	// The store refuses a type that maps to no subject before storing.
+	if _, err := p.store.PublishEncoded(p.stores.Context(r.Context()), h, body, route); err != nil {
+		return p.fail(w, r, err)
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return http.StatusNoContent
@@ -305,23 +337,39 @@ func (p *Publisher) prepare(e *event.Event) (string, error) {
 	if err := e.Validate(); err != nil {
 		return "", fmt.Errorf("%w: %w", eventstore.ErrInvalidEvent, err)
 	}
-	route, source := "", e.Source()
-	if strings.HasPrefix(e.Type(), p.cfg.LegacyPrefix+".") {
-		app, name, version, err := v1alpha2.ParseLegacyEventType(p.cfg.LegacyPrefix, e.Type())
+	source := e.Source()
+	eventType, route, err := p.route(e.Type(), source)
+	if err != nil {
+		return "", err
+	}
+	if eventType != e.Type() {
+		e.SetType(eventType)
+	}
+	if err := checkSubject(cmp.Or(route, source), eventType); err != nil {
+		return "", err
+	}
+	return route, nil
+}
+
+// route returns the type an event of eventType from source is stored
+// with and the source to route it by ("" for its own), as Kyma's publisher
+// does: a type with the legacy prefix is cleaned, its application replaced
+// by the Application's type when an Application of that name has one; any
+// other event whose source names an Application is routed by the
+// Application's type.
+func (p *Publisher) route(eventType, source string) (string, string, error) {
+	if strings.HasPrefix(eventType, p.cfg.LegacyPrefix+".") {
+		app, name, version, err := v1alpha2.ParseLegacyEventType(p.cfg.LegacyPrefix, eventType)
 		if err != nil {
-			return "", fmt.Errorf("%w: %w", eventstore.ErrInvalidEvent, err)
+			return "", "", fmt.Errorf("%w: %w", eventstore.ErrInvalidEvent, err)
 		}
 		if t, ok := p.applicationType(app); ok {
 			app = t
 		}
-		e.SetType(v1alpha2.LegacyEventType(p.cfg.LegacyPrefix, app, name, version))
-	} else if t, ok := p.applicationType(source); ok {
-		route = t
+		return v1alpha2.LegacyEventType(p.cfg.LegacyPrefix, app, name, version), "", nil
 	}
-	if err := checkSubject(cmp.Or(route, source), e.Type()); err != nil {
-		return "", err
-	}
-	return route, nil
+	route, _ := p.applicationType(source)
+	return eventType, route, nil
 }
 
 // applicationType returns the application type of the Application called

@@ -79,5 +79,15 @@ func annotate(r *http.Request, events []event.Event) {
 		span.SetAttributes(semconv.MessagingBatchMessageCount(len(events)))
 		return
 	}
-	span.SetAttributes(semconv.CloudEventsEventID(events[0].ID()), semconv.CloudEventsEventType(events[0].Type()))
+	annotateEvent(r, events[0].ID(), events[0].Type())
+}
+
+// annotateEvent records the event of a request on its span: its id and
+// type.
+func annotateEvent(r *http.Request, id, eventType string) {
+	span := trace.SpanFromContext(r.Context())
+	if !span.IsRecording() {
+		return
+	}
+	span.SetAttributes(semconv.CloudEventsEventID(id), semconv.CloudEventsEventType(eventType))
 }

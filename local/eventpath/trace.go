@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
@@ -81,6 +82,29 @@ func (s traceRoots) Publish(ctx context.Context, e *event.Event, traceParent, tr
 func (s traceRoots) PublishRouted(ctx context.Context, e *event.Event, routeSource, traceParent, traceState string) (eventstore.Result, error) {
 	traceParent, traceState = rootIfNone(traceParent, traceState)
 	return s.next.PublishRouted(ctx, e, routeSource, traceParent, traceState)
+}
+
+// PublishEncoded implements publisher.EventStore: the stored form's trace
+// context is replaced by a new root when it is not valid, as Publish does
+// before the event is encoded; an event's own traceparent extension,
+// which Encode stores instead of the request's, is kept as it is.
+func (s traceRoots) PublishEncoded(ctx context.Context, h nats.Header, data []byte, routeSource string) (eventstore.Result, error) {
+	if eventstore.Attribute(h, eventstore.HeaderTraceParent) == "" {
+		traceParent, traceState := rootIfNone(first(h, eventstore.HeaderTraceParent), first(h, eventstore.HeaderTraceState))
+		h[eventstore.HeaderTraceParent] = []string{traceParent}
+		if traceState == "" {
+			delete(h, eventstore.HeaderTraceState)
+		}
+	}
+	return s.next.PublishEncoded(ctx, h, data, routeSource)
+}
+
+// first is the first value of a stored event's header, "" when none.
+func first(h nats.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 func rootIfNone(traceParent, traceState string) (string, string) {
