@@ -126,8 +126,10 @@ func (c *Config) defaults() error {
 //
 // One puller serves all the Subscriptions of a Dispatcher over one
 // subscription of its NATS connection (pull.go); each Subscription has a
-// goroutine that follows its sink's readiness, and one per event in
-// flight. Backlog budgets are read by one loop for all (budget.go).
+// goroutine that follows its sink's readiness and a heartbeat timer while
+// it holds events (heartbeat.go); each event in flight is delivered on a
+// goroutine the Dispatcher keeps between events (goroutines.go). Backlog
+// budgets are read by one loop for all (budget.go).
 type Dispatcher struct {
 	cfg       Config
 	js        jetstream.JetStream

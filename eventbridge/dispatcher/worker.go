@@ -27,7 +27,7 @@ import (
 
 // worker serves one Subscription: it has the dispatcher's puller pull
 // from the Subscription's consumer while the sink is ready, and delivers
-// each event the puller hands it on a goroutine of its own.
+// each event the puller hands it on a goroutine of the dispatcher's.
 type worker struct {
 	d      *Dispatcher
 	target target
