@@ -98,7 +98,7 @@ fuzz: ## Run each fuzz target for its number of inputs (or FUZZTIME).
 	done
 
 .PHONY: bench
-bench: envtest ## Run every benchmark and write BENCHMARKS.md with scaling curves (about 15 minutes; BENCH_QUICK=1: about 2).
+bench: envtest ## Run every benchmark and write BENCHMARKS.md with scaling curves (about 30 minutes; BENCH_QUICK=1: about 2).
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) run ./bench/report $(BENCHFLAGS)
 
 .PHONY: test-packages
