@@ -39,7 +39,7 @@ type program struct {
 	args, quick []string
 	// reps, when > 0, caps the repetitions of this entry (points of a
 	// scaling curve that are not also a headline figure run once, so that
-	// a full run stays under 15 minutes).
+	// a full run stays near 30 minutes).
 	reps int
 }
 
@@ -48,9 +48,10 @@ type program struct {
 // does not exist (one still on another branch) is reported as not
 // available instead of failing the run.
 //
-// The full settings keep a 3-repetition run under 15 minutes on the shared
-// 2-core machine; most of it is the controller with 5,000 Functions (3 to 7
-// minutes, depending on the other load), which runs once.
+// The full settings keep a 3-repetition run near 30 minutes on the shared
+// 2-core machine (26 in the runs table of BENCHMARKS.md, 2026-11-24); the
+// largest parts are the event bridge's programs (about 13 minutes), the
+// real node's cold starts (about 5) and the controller (about 4).
 var programs = []program{
 	{name: "runtimes",
 		args:  []string{"-rounds", "2", "-duration", "3s", "-warmup", "1s", "-latency", "10s", "-starts", "7"},
