@@ -50,7 +50,7 @@ type program struct {
 //
 // The full settings keep a 3-repetition run near 30 minutes on the shared
 // 2-core machine (26 in the runs table of BENCHMARKS.md, 2026-11-24); the
-// largest parts are the event bridge's programs (about 13 minutes), the
+// largest parts are the event bridge's programs (about 12 minutes), the
 // real node's cold starts (about 5) and the controller (about 4).
 var programs = []program{
 	{name: "runtimes",
