@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kfn-dev/kfn/internal/testenv"
+	"github.com/kfn-dev/kfn/internal/testport"
 	"github.com/kfn-dev/kfn/runtimes"
 )
 
@@ -177,14 +178,15 @@ func startHost(t testing.TB, rt runtimes.Runtime, fnDir string, opts hostOptions
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 5 * time.Second
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := ln.Addr().(*net.TCPAddr).Port
+	var port int
 	var files []*os.File
 	if opts.usePort {
+		port = testport.Port(t)
 		cfg.Port = port
-		require.NoError(t, ln.Close())
 	} else {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		port = ln.Addr().(*net.TCPAddr).Port
 		f, err := ln.(*net.TCPListener).File()
 		require.NoError(t, err)
 		require.NoError(t, ln.Close())

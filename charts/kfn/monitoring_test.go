@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -48,6 +47,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/stream"
 	"github.com/kfn-dev/kfn/internal/logging/logtest"
 	"github.com/kfn-dev/kfn/internal/testenv"
+	"github.com/kfn-dev/kfn/internal/testport"
 	"github.com/kfn-dev/kfn/runtimes"
 	"github.com/kfn-dev/kfn/scaler"
 	scalerserver "github.com/kfn-dev/kfn/scaler/server"
@@ -548,10 +548,7 @@ func hostMetrics(t *testing.T, rt runtimes.Runtime, hostDir string) []string {
 	interp := testenv.LookPath(t, rt.Interpreter)
 	fnDir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(fnDir, rt.SourceFile()), []byte(handlers[rt.Language]), 0o644))
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	require.NoError(t, l.Close())
+	port := testport.Port(t)
 	env, err := rt.Env(runtimes.Config{FunctionName: "hello", Namespace: "default", FunctionDir: fnDir, Port: port})
 	require.NoError(t, err)
 	cmd := exec.Command(interp, rt.Command(hostDir)[1:]...)

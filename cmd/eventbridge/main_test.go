@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/kfn-dev/kfn/eventbridge/bridge"
 	"github.com/kfn-dev/kfn/internal/logging/logtest"
+	"github.com/kfn-dev/kfn/internal/testport"
 )
 
 func TestRunRefusesBadFlagsBeforeDoingAnything(t *testing.T) {
@@ -86,7 +85,7 @@ spec:
   types: [order.created.v1]
   config: {backoffInitial: 10ms, backoffMax: 10ms}
 `), 0o600))
-	listen, metrics := freeAddr(t), freeAddr(t)
+	listen, metrics := testport.Addr(t), testport.Addr(t)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var logs logtest.Buffer
@@ -147,12 +146,4 @@ spec:
 		assert.Equal(t, "orders", l.String("function"))
 	}
 	assert.True(t, retried, "the failed attempt is logged at debug:\n%s", logs.String())
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return fmt.Sprint(l.Addr())
 }

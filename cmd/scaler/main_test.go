@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -26,6 +25,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/inflight"
 	"github.com/kfn-dev/kfn/internal/logging/logtest"
 	"github.com/kfn-dev/kfn/internal/testcluster"
+	"github.com/kfn-dev/kfn/internal/testport"
 	"github.com/kfn-dev/kfn/scaler/kube"
 	"github.com/kfn-dev/kfn/scaler/scalertest"
 	"github.com/kfn-dev/kfn/scaler/server"
@@ -64,16 +64,6 @@ func TestRunRefusesBadFlagsBeforeDoingAnything(t *testing.T) {
 	require.NoError(t, cfg.Validate(), "the defaults are valid")
 }
 
-// freeAddr returns a loopback address that was free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return addr
-}
-
 // TestServesKEDA runs the scaler as the chart does (the chart's flags)
 // against the test API server and an embedded NATS, and talks to it with
 // KEDA's generated client.
@@ -90,7 +80,7 @@ func TestServesKEDA(t *testing.T) {
 	require.NoError(t, cluster.Client.Create(ctx, sub))
 	n.CreateConsumer(t, sub)
 
-	grpcAddr, metricsAddr := freeAddr(t), freeAddr(t)
+	grpcAddr, metricsAddr := testport.Addr(t), testport.Addr(t)
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	var logs logtest.Buffer

@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kfn-dev/kfn/internal/testport"
 )
 
 // rate is the steady flow of every test, events per second.
@@ -48,7 +50,7 @@ func TestDispatcherKilledTwice(t *testing.T) {
 // (maxInFlightMessages across both replicas), can be delivered twice.
 func TestDispatcherReplicaKilled(t *testing.T) {
 	run(t, maxInFlight, func(h *harness) {
-		port := freePort(t)
+		port := testport.Port(t)
 		replica := h.startDispatcherReplica("dispatcher-2", port)
 		h.await("the second replica serves its metrics", func() bool { return h.serving(port) })
 		delivered := func(port int) int { return h.counter(port, "kfn_eventbridge_delivered_total") }

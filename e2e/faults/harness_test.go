@@ -36,6 +36,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/stream"
 	"github.com/kfn-dev/kfn/internal/testcluster"
 	"github.com/kfn-dev/kfn/internal/testenv"
+	"github.com/kfn-dev/kfn/internal/testport"
 	"github.com/kfn-dev/kfn/runtimes"
 )
 
@@ -101,14 +102,6 @@ func build(t *testing.T) {
 		bins.hostDir, bins.err = runtimes.WriteHost(filepath.Join(dir, "host"))
 	})
 	require.NoError(t, bins.err)
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // proc is a child process of the test.
@@ -217,7 +210,7 @@ module.exports = {
 func newHarness(t *testing.T) *harness {
 	t.Helper()
 	build(t)
-	h := &harness{t: t, dir: t.TempDir(), natsPort: freePort(t), pubPort: freePort(t), fnPort: freePort(t), dispatcherMetrics: freePort(t)}
+	h := &harness{t: t, dir: t.TempDir(), natsPort: testport.Port(t), pubPort: testport.Port(t), fnPort: testport.Port(t), dispatcherMetrics: testport.Port(t)}
 	h.record, h.slow = filepath.Join(h.dir, "delivered"), filepath.Join(h.dir, "slow")
 	require.NoError(t, os.WriteFile(h.record, nil, 0o644))
 	fnDir := filepath.Join(h.dir, "fn")

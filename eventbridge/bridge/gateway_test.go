@@ -29,6 +29,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/inflight"
 	"github.com/kfn-dev/kfn/eventbridge/internal/natstest"
 	"github.com/kfn-dev/kfn/internal/testcluster"
+	"github.com/kfn-dev/kfn/internal/testport"
 )
 
 // functionSlice is the EndpointSlice of a Function's Service as the
@@ -95,7 +96,7 @@ func TestGatewayInACluster(t *testing.T) {
 	cfg := bridge.DefaultConfig()
 	cfg.NATSURL = natsSrv.URL()
 	cfg.Components = []string{bridge.ComponentGateway}
-	cfg.GatewayListen, cfg.AdminListen, cfg.MetricsListen = freeAddr(t), "", freeAddr(t)
+	cfg.GatewayListen, cfg.AdminListen, cfg.MetricsListen = testport.Addr(t), "", testport.Addr(t)
 	cfg.Gateway.HoldTimeout = 2 * time.Second
 	cfg.LeaderElection = false
 	cfg.Resolve = map[string]string{"orders." + ns: backend.URL, "idle." + ns: backend.URL}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/kfn-dev/kfn/eventbridge/bridge"
 	"github.com/kfn-dev/kfn/eventbridge/internal/natstest"
+	"github.com/kfn-dev/kfn/internal/testport"
 )
 
 // TestPublisherLimits attacks the publisher as served by the event bridge
@@ -77,7 +78,7 @@ spec: {sink: "http://orders.default.svc.cluster.local", source: shop, types: [or
 	cfg.NATSURL = ns.URL()
 	cfg.Components = []string{bridge.ComponentPublisher}
 	cfg.Subscriptions = []string{manifest}
-	cfg.Listen, cfg.AdminListen, cfg.MetricsListen = freeAddr(t), "", ""
+	cfg.Listen, cfg.AdminListen, cfg.MetricsListen = testport.Addr(t), "", ""
 	if mod != nil {
 		mod(&cfg)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -27,15 +26,8 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/bridge"
 	"github.com/kfn-dev/kfn/eventbridge/internal/natstest"
 	"github.com/kfn-dev/kfn/internal/testcluster"
+	"github.com/kfn-dev/kfn/internal/testport"
 )
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 // TestRunInACluster runs the whole event bridge (publisher, reconciler,
 // feeder, dispatcher, EndpointSlice watcher, admin and metrics) against a
@@ -62,7 +54,7 @@ func TestRunInACluster(t *testing.T) {
 	ns := natstest.Start(t)
 	cfg := bridge.DefaultConfig()
 	cfg.NATSURL = ns.URL()
-	cfg.Listen, cfg.AdminListen, cfg.MetricsListen = freeAddr(t), freeAddr(t), freeAddr(t)
+	cfg.Listen, cfg.AdminListen, cfg.MetricsListen = testport.Addr(t), testport.Addr(t), testport.Addr(t)
 	cfg.LeaderElection = false
 	cfg.Resolve = map[string]string{"orders.default": sink.URL}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -2,7 +2,6 @@ package natsconn_test
 
 import (
 	"log/slog"
-	"net"
 	"strconv"
 	"testing"
 	"time"
@@ -13,15 +12,8 @@ import (
 
 	"github.com/kfn-dev/kfn/internal/logging/logtest"
 	"github.com/kfn-dev/kfn/internal/natsconn"
+	"github.com/kfn-dev/kfn/internal/testport"
 )
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 func startServer(t *testing.T, port int) *server.Server {
 	t.Helper()
@@ -38,7 +30,7 @@ func startServer(t *testing.T, port int) *server.Server {
 // the same port: the connection is there each time, the drop and the
 // return are logged, and OnReconnect runs.
 func TestConnectWaitsAndReconnects(t *testing.T) {
-	port := freePort(t)
+	port := testport.Port(t)
 	var logs logtest.Buffer
 	reconnected := make(chan struct{}, 4)
 	nc, err := natsconn.Connect("nats://127.0.0.1:"+strconv.Itoa(port), natsconn.Options{
