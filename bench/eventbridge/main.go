@@ -11,8 +11,8 @@
 // With -observability it measures instead what metrics and traces cost:
 // the same kfn pipeline with Prometheus metrics (scraped every second) and
 // OpenTelemetry spans (every span sampled, a batch processor exporting to
-// a discarding exporter) beside the pipeline without them, built afresh
-// on the same NATS server for every run, in alternating order.
+// a discarding exporter) beside the pipeline without them, each on a NATS
+// server of its own (kfn's subjects are fixed), measured in turns as below.
 //
 // A second anchor, the bare CloudEvents pipeline ("bare-ce"), is the bare
 // pipeline carrying what any CloudEvents bridge must: the load generator
@@ -167,25 +167,11 @@ func run(o options) error {
 	if o.slice <= 0 || o.duration <= 0 {
 		return errors.New("-duration and -slice must be positive")
 	}
-	dir, err := os.MkdirTemp("", "kfn-bench-")
+	ns, stop, err := startNATS()
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	var ns *server.Server
-	as(partNATS, func() {
-		ns, err = server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true, MaxPayload: 8 << 20})
-		if err == nil {
-			ns.Start()
-		}
-	})
-	if err != nil {
-		return err
-	}
-	defer ns.Shutdown()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		return errors.New("nats not ready")
-	}
+	defer stop()
 	sink := newSink()
 	var sinkSrv *http.Server
 	var sinkURL string
@@ -315,6 +301,30 @@ func run(o options) error {
 	return figures.Append(o.figures, figs...)
 }
 
+// startNATS starts an embedded NATS server with JetStream on a store of
+// its own; stop shuts it down and removes the store.
+func startNATS() (ns *server.Server, stop func(), err error) {
+	dir, err := os.MkdirTemp("", "kfn-bench-")
+	if err != nil {
+		return nil, nil, err
+	}
+	as(partNATS, func() {
+		ns, err = server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true, MaxPayload: 8 << 20})
+		if err == nil {
+			ns.Start()
+		}
+	})
+	if err == nil && !ns.ReadyForConnections(10*time.Second) {
+		ns.Shutdown()
+		err = errors.New("nats not ready")
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	return ns, func() { ns.Shutdown(); os.RemoveAll(dir) }, nil
+}
+
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func runtimeProcs() int { return runtimeGOMAXPROCS() }
@@ -405,11 +415,13 @@ func throughput(p *pipeline, s *sink, o options, d time.Duration) (tp float64, e
 }
 
 // load is what a pipeline carried at full load: events published (and
-// delivered), in how long, for how much CPU of the process.
+// delivered), in how long, for how much CPU of the process and how many
+// bytes it allocated.
 type load struct {
 	events  int64
 	elapsed time.Duration
 	cpu     time.Duration
+	alloc   uint64
 }
 
 func (l load) rate() float64 { return float64(l.events) / max(l.elapsed.Seconds(), 1e-9) }
@@ -420,8 +432,11 @@ func (l load) cpuPerEvent() float64 {
 	return float64(l.cpu) / float64(time.Microsecond) / float64(max(l.events, 1))
 }
 
+// allocPerEvent is the bytes the process allocated per event.
+func (l load) allocPerEvent() float64 { return float64(l.alloc) / float64(max(l.events, 1)) }
+
 func (l load) add(m load) load {
-	return load{events: l.events + m.events, elapsed: l.elapsed + m.elapsed, cpu: l.cpu + m.cpu}
+	return load{events: l.events + m.events, elapsed: l.elapsed + m.elapsed, cpu: l.cpu + m.cpu, alloc: l.alloc + m.alloc}
 }
 
 // measureInTurns measures the throughput of each pipeline, then its
@@ -467,7 +482,7 @@ func inTurns(pipelines []*pipeline, o options, measure func(*pipeline) error) er
 }
 
 func loadThroughput(p *pipeline, s *sink, o options, d time.Duration) (load, error) {
-	cpu0 := cpuTime()
+	cpu0, alloc0 := cpuTime(), allocated()
 	start := s.delivered.Load()
 	var published atomic.Int64
 	var firstErr error
@@ -498,7 +513,7 @@ func loadThroughput(p *pipeline, s *sink, o options, d time.Duration) (load, err
 			return load{}, fmt.Errorf("%s: %d of %d events delivered after 30s", p.name, s.delivered.Load()-start, published.Load())
 		}
 	}
-	return load{events: published.Load(), elapsed: time.Since(t0), cpu: cpuTime() - cpu0}, nil
+	return load{events: published.Load(), elapsed: time.Since(t0), cpu: cpuTime() - cpu0, alloc: allocated() - alloc0}, nil
 }
 
 // latency publishes at o.rate for o.duration and returns p50 and p99 of

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -32,12 +33,15 @@ type telemetry struct {
 }
 
 // discard is a span exporter that drops every span (counting them).
-type discard struct{ spans int }
+type discard struct{ spans atomic.Int64 }
 
 func (d *discard) ExportSpans(_ context.Context, spans []sdktrace.ReadOnlySpan) error {
-	d.spans += len(spans) // the batch processor calls it from one goroutine
+	d.spans.Add(int64(len(spans)))
 	return nil
 }
+
+// count is the spans exported so far.
+func (d *discard) count() int64 { return d.spans.Load() }
 
 func (*discard) Shutdown(context.Context) error { return nil }
 
@@ -88,12 +92,13 @@ func (t *telemetry) close() {
 }
 
 // observability measures kfn with its metrics and traces against kfn
-// without them: each round builds both pipelines afresh on the same NATS
-// server, one after the other (the order alternates between rounds), warms
-// each up and measures its throughput, the CPU time and bytes allocated
-// per event meanwhile, and its latency at o.rate. The figures are the
-// medians over the rounds: unlike the main benchmark's best round, a ratio
-// of two best rounds mostly measures which variant got the luckier round.
+// without them, as the main benchmark measures its pipelines: both are
+// built once, each on a NATS server of its own (natsURL's for the one
+// without), warmed up, and measured in turns of o.slice, the order
+// rotating, o.rounds times; a variant's figures are those of all its
+// turns. A measurement of one after the other, even alternating and
+// repeated, gave whichever ran in a quieter few seconds of the shared
+// machine a lead of up to a tenth.
 func observability(natsURL string, s *sink, sinkURL string, o options) error {
 	switch o.observe {
 	case "both", "metrics", "traces":
@@ -110,98 +115,72 @@ func observability(natsURL string, s *sink, sinkURL string, o options) error {
 		os.Setenv("OTEL_TRACES_SAMPLER_ARG", strconv.FormatFloat(o.sample, 'g', -1, 64))
 		sampled = fmt.Sprintf("%g of traces sampled", o.sample)
 	}
-	type series struct{ throughput, cpu, alloc, p99 []float64 }
-	runs := map[bool]*series{false: {}, true: {}}
+	obs, err := newTelemetry(o.observe)
+	if err != nil {
+		return err
+	}
+	observedNATS, stopNATS, err := startNATS()
+	if err != nil {
+		return err
+	}
+	defer stopNATS()
+	var plain, observed *pipeline
+	as(partKfn, func() { plain, err = kfn(natsURL, sinkURL, o, nil) })
+	if err != nil {
+		return err
+	}
+	defer plain.cleanup()
+	as(partKfn, func() { observed, err = kfn(observedNATS.ClientURL(), sinkURL, o, obs) })
+	if err != nil {
+		return err
+	}
+	defer observed.cleanup()
+	for _, p := range []*pipeline{plain, observed} {
+		if _, err := throughput(p, s, o, time.Second); err != nil { // warm-up
+			return err
+		}
+	}
+
+	loads, timings := map[string]load{}, map[string]timing{}
 	var ratios []float64
 	for round := 1; round <= o.rounds; round++ {
-		order := []bool{false, true}
+		order := []*pipeline{plain, observed}
 		if round%2 == 0 {
-			order = []bool{true, false}
+			order = []*pipeline{observed, plain}
 		}
-		got := map[bool]float64{}
-		for _, observed := range order {
-			r, err := observeRun(natsURL, s, sinkURL, o, observed)
-			if err != nil {
-				return err
-			}
-			fmt.Printf("round %d  %-7s throughput %8.0f events/s  CPU %5.1f µs/event  allocated %5.1f KiB/event   latency at %d/s: p99 %6.2f ms  (undelivered %d, spans exported %d)\n",
-				round, r.name, r.throughput, r.cpu, r.alloc/1024, o.rate, ms(r.p99), r.lost, r.spans)
-			got[observed] = r.throughput
-			sr := runs[observed]
-			sr.throughput = append(sr.throughput, r.throughput)
-			sr.cpu = append(sr.cpu, r.cpu)
-			sr.alloc = append(sr.alloc, r.alloc)
-			sr.p99 = append(sr.p99, ms(r.p99))
+		roundLoads, roundTimings, err := measureInTurns(order, s, o)
+		if err != nil {
+			return err
 		}
-		ratios = append(ratios, got[true]/got[false])
+		for _, p := range order {
+			l, t := roundLoads[p.name], roundTimings[p.name]
+			fmt.Printf("round %d  %-7s throughput %8.0f events/s  CPU %5.1f µs/event  allocated %5.1f KiB/event   latency at %d/s: p99 %6.2f ms  (undelivered %d)\n",
+				round, p.name, l.rate(), l.cpuPerEvent(), l.allocPerEvent()/1024, o.rate, ms(t.percentile(99)), t.lost)
+			loads[p.name] = loads[p.name].add(l)
+			timings[p.name] = timings[p.name].add(t)
+		}
+		ratios = append(ratios, roundLoads[observed.name].rate()/roundLoads[plain.name].rate())
 	}
-	plain, observed := runs[false], runs[true]
+	without, with := loads[plain.name], loads[observed.name]
+	p99Without, p99With := ms(timings[plain.name].percentile(99)), ms(timings[observed.name].percentile(99))
 	what := map[string]string{"both": "metrics and traces", "metrics": "metrics", "traces": "traces"}[o.observe]
 	if o.observe != "metrics" {
 		what += " (" + sampled + ")"
 	}
-	fmt.Printf("\nmedian of %d rounds   without: %8.0f events/s  %5.1f µs/event  %5.1f KiB/event   with: %8.0f events/s  %5.1f µs/event  %5.1f KiB/event\n",
-		o.rounds, median(plain.throughput), median(plain.cpu), median(plain.alloc)/1024, median(observed.throughput), median(observed.cpu), median(observed.alloc)/1024)
-	fmt.Printf("with/without %s: throughput %.3f (rounds paired: %.3f, median %.3f), CPU per event %.3f (target: throughput >= 0.95, they cost under 5%%)\n",
-		what, median(observed.throughput)/median(plain.throughput), ratios, median(ratios), median(observed.cpu)/median(plain.cpu))
+	fmt.Printf("\nall turns   without: %8.0f events/s  %5.1f µs/event  %5.1f KiB/event   with: %8.0f events/s  %5.1f µs/event  %5.1f KiB/event  (spans exported %d)\n",
+		without.rate(), without.cpuPerEvent(), without.allocPerEvent()/1024, with.rate(), with.cpuPerEvent(), with.allocPerEvent()/1024, obs.exported.count())
+	fmt.Printf("with/without %s: throughput %.3f (by round: %.3f), CPU per event %.3f (target: throughput >= 0.95, they cost under 5%%)\n",
+		what, with.rate()/without.rate(), ratios, with.cpuPerEvent()/without.cpuPerEvent())
 	const group = "event bridge"
 	return figures.Append(o.figures,
-		figures.Figure{Group: group, Name: fmt.Sprintf("throughput with %s, %d B events", what, o.size), Unit: "events/s", Value: median(observed.throughput),
-			Anchor: "the same pipeline without them", AnchorValue: median(plain.throughput),
+		figures.Figure{Group: group, Name: fmt.Sprintf("throughput with %s, %d B events", what, o.size), Unit: "events/s", Value: with.rate(),
+			Anchor: "the same pipeline without them", AnchorValue: without.rate(),
 			Target: figures.Target{MinRatio: 0.95, Text: ">= 95% of the run without (they cost < 5%)"}},
-		figures.Figure{Group: group, Name: fmt.Sprintf("CPU per event with %s (NATS, pipeline and load generator)", what), Unit: "µs", Value: median(observed.cpu),
-			Anchor: "the same pipeline without them", AnchorValue: median(plain.cpu)},
-		figures.Figure{Group: group, Name: fmt.Sprintf("p99 latency at %d events/s with %s", o.rate, what), Unit: "ms", Value: median(observed.p99),
-			Anchor: "the same pipeline without them", AnchorValue: median(plain.p99)},
+		figures.Figure{Group: group, Name: fmt.Sprintf("CPU per event with %s (NATS, pipeline, sink and load generator)", what), Unit: "µs", Value: with.cpuPerEvent(),
+			Anchor: "the same pipeline without them", AnchorValue: without.cpuPerEvent()},
+		figures.Figure{Group: group, Name: fmt.Sprintf("p99 latency at %d events/s with %s", o.rate, what), Unit: "ms", Value: p99With,
+			Anchor: "the same pipeline without them", AnchorValue: p99Without},
 	)
-}
-
-// measured is one measured run of a pipeline.
-type measured struct {
-	name       string
-	throughput float64
-	cpu        float64 // µs per event
-	alloc      float64 // bytes per event
-	p99        time.Duration
-	lost       int
-	spans      int
-}
-
-// observeRun builds kfn (with its metrics and traces when observed), warms
-// it up, measures it and takes it down.
-func observeRun(natsURL string, s *sink, sinkURL string, o options, observed bool) (measured, error) {
-	var obs *telemetry
-	if observed {
-		var err error
-		if obs, err = newTelemetry(o.observe); err != nil {
-			return measured{}, err
-		}
-	}
-	var p *pipeline
-	var err error
-	as(partKfn, func() { p, err = kfn(natsURL, sinkURL, o, obs) })
-	if err != nil {
-		return measured{}, err
-	}
-	r := measured{name: p.name}
-	if _, err := throughput(p, s, o, time.Second); err != nil {
-		p.cleanup()
-		return measured{}, err
-	}
-	cpu0, alloc0, before := cpuTime(), allocated(), s.delivered.Load()
-	if r.throughput, err = throughput(p, s, o, o.duration); err != nil {
-		p.cleanup()
-		return measured{}, err
-	}
-	events := max(s.delivered.Load()-before, 1)
-	r.cpu = float64((cpuTime()-cpu0)/time.Duration(events)) / float64(time.Microsecond)
-	r.alloc = float64(allocated()-alloc0) / float64(events)
-	_, r.p99, r.lost, err = latency(p, s, o)
-	p.cleanup()
-	if obs != nil {
-		r.spans = obs.exported.spans
-	}
-	return r, err
 }
 
 // cpuTime is the CPU time (user and system) this process used so far:
