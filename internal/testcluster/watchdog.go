@@ -22,8 +22,11 @@ import (
 // the other paths. etcd's --data-dir and kube-apiserver's --cert-dir are in
 // that directory, so this finds them even after they were reparented, and
 // never touches anything else. grep reads the pattern from stdin so that its
-// own command line does not match. SIGINT and SIGHUP are ignored so that a
-// Ctrl-C that kills the test binary leaves the watchdog to do its work.
+// own command line does not match, and writes each match as it finds it, so
+// that a process is killed as soon as it is found rather than after the whole
+// scan (reading a busy process's command line waits for its memory map's
+// lock). SIGINT and SIGHUP are ignored so that a Ctrl-C that kills the test
+// binary leaves the watchdog to do its work.
 const watchdogScript = `trap '' INT HUP
 remove=$KFN_TESTCLUSTER_DIR
 while read -r cmd arg; do
@@ -35,7 +38,7 @@ $arg" ;;
 	esac
 done
 printf '%s\n' "$KFN_TESTCLUSTER_DIR" |
-	grep -lsF -f - /proc/[0-9]*/cmdline |
+	grep --line-buffered -lsF -f - /proc/[0-9]*/cmdline |
 	while read -r f; do
 		pid=${f#/proc/}
 		kill -KILL "${pid%/cmdline}" 2>/dev/null
