@@ -140,7 +140,12 @@ func present(found bool, obj client.Object) client.Object {
 // deleted, and reported as not found, so that the new Function's child can
 // be created (a Deployment's selector, which holds the UID, is immutable).
 func (r *Reconciler) owned(ctx context.Context, p plan.Plan, obj client.Object) (bool, error) {
-	if err := r.client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, obj); err != nil {
+	return r.ownedIn(ctx, r.client, p, obj)
+}
+
+// ownedIn is owned, reading through from.
+func (r *Reconciler) ownedIn(ctx context.Context, from client.Reader, p plan.Plan, obj client.Object) (bool, error) {
+	if err := from.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}
@@ -158,7 +163,10 @@ func (r *Reconciler) owned(ctx context.Context, p plan.Plan, obj client.Object) 
 // ownedOrForeign is owned for an autoscaler, which a user may have made
 // with the Function's name (kubectl autoscale function NAME): when kfn does
 // not need its own (need false), such an object is left alone and reported
-// as not found; when it does, owned's error names the conflict.
+// as not found; when it does, owned's error names the conflict. Before kfn
+// creates its own, the API server is asked too: the cache may not have seen
+// an autoscaler made a moment before the Function, and server-side apply,
+// which kfn forces, would take it over.
 func (r *Reconciler) ownedOrForeign(ctx context.Context, p plan.Plan, obj client.Object, need bool) (bool, error) {
 	if !need {
 		if err := r.client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, obj); err != nil {
@@ -172,7 +180,11 @@ func (r *Reconciler) ownedOrForeign(ctx context.Context, p plan.Plan, obj client
 			return false, nil
 		}
 	}
-	return r.owned(ctx, p, obj)
+	found, err := r.owned(ctx, p, obj)
+	if err != nil || found || !need {
+		return found, err
+	}
+	return r.ownedIn(ctx, r.live, p, obj)
 }
 
 // apply applies ac with server-side apply unless current (nil when there

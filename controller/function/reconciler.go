@@ -36,8 +36,10 @@ const AnnotationApplied = "kfn.dev/applied-hash"
 // Reconciler reconciles Functions. Create it with NewReconciler and
 // register it with SetupWithManager.
 type Reconciler struct {
-	client   client.Client
-	secrets  client.Reader
+	client client.Client
+	// live reads from the API server, not the cache: for an autoscaler
+	// the cache may not have seen yet (ownedOrForeign).
+	live     client.Reader
 	cfg      Config
 	recorder events.EventRecorder
 	keda     *kedaDetector

@@ -128,24 +128,7 @@ spec:
 		},
 	}
 	require.NoError(t, cluster.Client.Create(testCtx(t), hpa))
-	configured := func(want ...string) {
-		t.Helper()
-		eventually(t, func() error {
-			fn := &v1alpha2.Function{}
-			require.True(t, get(t, key, fn))
-			c := fn.Status.Condition(v1alpha2.ConditionConfigurationReady)
-			if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != fn.Generation {
-				return fmt.Errorf("ConfigurationReady: %+v", c)
-			}
-			for _, w := range want {
-				if !strings.Contains(c.Message, w) {
-					return fmt.Errorf("message %q lacks %q", c.Message, w)
-				}
-			}
-			return nil
-		})
-	}
-	configured("HorizontalPodAutoscaler scaled-function scales the Function through spec.replicas")
+	configured(t, key, "HorizontalPodAutoscaler scaled-function scales the Function through spec.replicas")
 
 	scaleFunction(t, key, 5) // the HPA's first decision, --min=5
 	deploymentReplicas(t, key, 5)
@@ -156,7 +139,7 @@ spec:
 	update(t, key, func(f *v1alpha2.Function) {
 		f.Spec.ScaleConfig = &v1alpha2.ScaleConfig{MinReplicas: ptr.To[int32](1), MaxReplicas: ptr.To[int32](3)}
 	})
-	configured("HorizontalPodAutoscaler scaled-function scales the Function through spec.replicas", "spec.scaleConfig is ignored while it does")
+	configured(t, key, "HorizontalPodAutoscaler scaled-function scales the Function through spec.replicas", "spec.scaleConfig is ignored while it does")
 	deploymentReplicas(t, key, 5)
 	got := &autoscalingv2.HorizontalPodAutoscaler{}
 	require.True(t, get(t, key, got))

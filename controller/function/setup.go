@@ -84,7 +84,7 @@ func NewReconciler(mgr ctrl.Manager, cfg Config) (*Reconciler, error) {
 	}
 	r := &Reconciler{
 		client:    mgr.GetClient(),
-		secrets:   mgr.GetAPIReader(),
+		live:      mgr.GetAPIReader(),
 		cfg:       cfg,
 		recorder:  mgr.GetEventRecorder("kfn-" + ControllerName + "-controller"),
 		git:       &gitResolver{secrets: mgr.GetAPIReader(), interval: cfg.GitPollInterval, entries: map[types.NamespacedName]gitEntry{}},

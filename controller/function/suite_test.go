@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,6 +135,28 @@ func get(t *testing.T, key types.NamespacedName, obj client.Object) bool {
 func eventually(t *testing.T, check func() error) {
 	t.Helper()
 	require.EventuallyWithT(t, func(c *assert.CollectT) { assert.NoError(c, check()) }, wait, 25*time.Millisecond)
+}
+
+// configured waits until the Function is configured for its generation
+// (ConfigurationReady True) with a message that holds every want.
+func configured(t *testing.T, key types.NamespacedName, want ...string) {
+	t.Helper()
+	eventually(t, func() error {
+		fn := &v1alpha2.Function{}
+		if !get(t, key, fn) {
+			return errors.New("function not found")
+		}
+		c := fn.Status.Condition(v1alpha2.ConditionConfigurationReady)
+		if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != fn.Generation {
+			return fmt.Errorf("ConfigurationReady: %+v", c)
+		}
+		for _, w := range want {
+			if !strings.Contains(c.Message, w) {
+				return fmt.Errorf("message %q lacks %q", c.Message, w)
+			}
+		}
+		return nil
+	})
 }
 
 // condition waits until the Function's condition has the status and reason.

@@ -1,0 +1,92 @@
+package function
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
+	"github.com/kfn-dev/kfn/controller/plan"
+	"github.com/kfn-dev/kfn/controller/resources"
+	"github.com/kfn-dev/kfn/internal/testcluster"
+)
+
+// unseen is the controller's cache in the moment after a user made an
+// object and before its watch event arrived: Get answers NotFound for
+// everything. A real informer cannot be held in that moment on purpose,
+// which is why this one stand-in is used; the API server behind live is
+// real.
+type unseen struct{ client.Client }
+
+func (unseen) Get(_ context.Context, key client.ObjectKey, _ client.Object, _ ...client.GetOption) error {
+	return apierrors.NewNotFound(schema.GroupResource{}, key.Name)
+}
+
+// TestAutoscalerOfTheUserMadeJustBeforeIsNotTakenOver: kfn applies its
+// autoscalers with forced server-side apply, so an HPA of the user's with
+// the Function's name that the cache has not seen yet would be taken over
+// (its target and owner rewritten) if kfn believed the cache. It asks the
+// API server first, refuses, and changes nothing.
+func TestAutoscalerOfTheUserMadeJustBeforeIsNotTakenOver(t *testing.T) {
+	c := testcluster.New(t, testcluster.WithScheme(AddToScheme))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "take-over-"}}
+	require.NoError(t, c.Client.Create(ctx, ns))
+
+	// What kubectl autoscale function orders makes.
+	users := &autoscalingv2.HorizontalPodAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: ns.Name},
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "serverless.kyma-project.io/v1alpha2", Kind: "Function", Name: "orders"},
+			MinReplicas:    ptr.To[int32](2),
+			MaxReplicas:    4,
+		},
+	}
+	require.NoError(t, c.Client.Create(ctx, users))
+
+	fn := &v1alpha2.Function{
+		ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: ns.Name, UID: types.UID("6f1d0c52-0b1e-4c55-9d7e-2f0a4a7c9e01")},
+		Spec: v1alpha2.FunctionSpec{
+			Runtime:     v1alpha2.NodeJS22,
+			ScaleConfig: &v1alpha2.ScaleConfig{MinReplicas: ptr.To[int32](1), MaxReplicas: ptr.To[int32](3)},
+			Source:      v1alpha2.Source{Inline: &v1alpha2.InlineSource{Source: "module.exports = { main: () => 'ok' }"}},
+		},
+	}
+	cfg := DefaultConfig()
+	p, err := plan.For(fn, cfg.Plan)
+	require.NoError(t, err)
+	require.NoError(t, p.SetAutoscaler(false, false))
+	require.Equal(t, plan.AutoscalerHPA, p.Autoscaler)
+
+	r := &Reconciler{client: unseen{c.Client}, live: c.Client, cfg: cfg}
+	err = r.applyOrDelete(ctx, p, &autoscalingv2.HorizontalPodAutoscaler{}, true,
+		resources.HorizontalPodAutoscaler(p, cfg.Resources), "horizontalpodautoscaler", true)
+	require.ErrorContains(t, err, "exists and is not managed by kfn")
+
+	after := &autoscalingv2.HorizontalPodAutoscaler{}
+	require.NoError(t, c.Client.Get(ctx, client.ObjectKeyFromObject(users), after))
+	assert.Equal(t, users.ResourceVersion, after.ResourceVersion, "the user's HPA was written")
+	assert.Equal(t, "Function", after.Spec.ScaleTargetRef.Kind)
+	assert.Nil(t, metav1.GetControllerOf(after))
+
+	// Where there is nothing, kfn creates its own.
+	p.Name, p.UID = "payments", "0c7a4f3e-2d6b-4b1a-8e5f-9a3c1d2e4f60"
+	err = r.applyOrDelete(ctx, p, &autoscalingv2.HorizontalPodAutoscaler{}, true,
+		resources.HorizontalPodAutoscaler(p, cfg.Resources), "horizontalpodautoscaler", true)
+	require.NoError(t, err)
+	mine := &autoscalingv2.HorizontalPodAutoscaler{}
+	require.NoError(t, c.Client.Get(ctx, types.NamespacedName{Namespace: ns.Name, Name: "payments"}, mine))
+	assert.Equal(t, "Deployment", mine.Spec.ScaleTargetRef.Kind)
+}
