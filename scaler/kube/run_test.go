@@ -120,6 +120,7 @@ func TestPrimedWithSubscriptionsThatExistBeforeStart(t *testing.T) {
 	e.nats.Publish(t, "shop", "order.created.v1", "1")
 	e.nats.Publish(t, "shop", "order.paid.v1", "2")
 	e.nats.Publish(t, "shop", "order.paid.v1", "3")
+	e.nats.AwaitPending(t, 3) // JetStream's own count, not the core's
 	got, err := e.backlog("orders")
 	require.NoError(t, err)
 	assert.Equal(t, uint64(3), got)

@@ -109,6 +109,45 @@ func (n *NATS) Publish(tb testing.TB, source, eventType, id string) {
 	}
 }
 
+// AwaitPending waits up to 10 s until the event stream's consumers count
+// want events pending in all, and fails tb if they do not. JetStream
+// acknowledges a publish before it tells the stream's consumers (an
+// in-process queue), so a consumer's NumPending can trail an acknowledged
+// publish for a moment; a test that asserts on a single read waits here
+// first.
+func (n *NATS) AwaitPending(tb testing.TB, want uint64) {
+	tb.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	var got uint64
+	var err error
+	for {
+		got, err = n.pending()
+		if err == nil && got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("consumers of %s: want %d pending, last %d (%v)", n.Streams.EventStream, want, got, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// pending sums NumPending over the event stream's consumers.
+func (n *NATS) pending() (uint64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := n.JS.Stream(ctx, n.Streams.EventStream)
+	if err != nil {
+		return 0, err
+	}
+	var sum uint64
+	lister := s.ListConsumers(ctx)
+	for info := range lister.Info() {
+		sum += info.NumPending
+	}
+	return sum, lister.Err()
+}
+
 // Subscription returns a standard-matching Subscription in namespace ns
 // whose sink is the Function fn's Service, for events of eventType from
 // source.
