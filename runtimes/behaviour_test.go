@@ -640,3 +640,53 @@ func TestSIGTERMWithAnUnusedConnection(t *testing.T) {
 		})
 	}
 }
+
+// TestSIGTERMTakenByAnotherThread drains when the kernel hands the
+// process's SIGTERM to a thread other than the main one, which it may do
+// for any thread that does not block the signal. The signal is sent to
+// such a thread directly (tgkill), the one way to make that choice
+// deterministic. A Python host's main thread sleeping in accept() is not
+// woken by a signal another thread took; its handler must still run.
+func TestSIGTERMTakenByAnotherThread(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt runtimes.Runtime) {
+		h := startHost(t, rt, fixture(t, rt, "sample"), hostOptions{})
+		h.mustDo(http.MethodGet, "/healthz", nil, "") // a connection's thread, where there is one
+		pid := h.cmd.Process.Pid
+		tid, ok := threadTakingSIGTERM(t, pid)
+		if !ok {
+			t.Skipf("%s: every thread but the main one blocks SIGTERM, so the kernel gives it to the main thread", rt.Name)
+		}
+		require.NoError(t, syscall.Tgkill(pid, tid, syscall.SIGTERM))
+		assert.Equal(t, 0, h.waitExit(5*time.Second))
+	})
+}
+
+// threadTakingSIGTERM returns a thread of process pid, not its main
+// thread, that does not block SIGTERM.
+func threadTakingSIGTERM(t *testing.T, pid int) (int, bool) {
+	t.Helper()
+	entries, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	require.NoError(t, err)
+	for _, e := range entries {
+		tid, err := strconv.Atoi(e.Name())
+		if err != nil || tid == pid {
+			continue
+		}
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid))
+		if err != nil {
+			continue // the thread ended
+		}
+		for _, line := range strings.Split(string(status), "\n") {
+			blocked, found := strings.CutPrefix(line, "SigBlk:")
+			if !found {
+				continue
+			}
+			mask, err := strconv.ParseUint(strings.TrimSpace(blocked), 16, 64)
+			require.NoError(t, err, line)
+			if mask&(1<<(uint(syscall.SIGTERM)-1)) == 0 {
+				return tid, true
+			}
+		}
+	}
+	return 0, false
+}

@@ -2,6 +2,7 @@
 
 import importlib
 import os
+import select
 import signal
 import socket
 import sys
@@ -27,6 +28,50 @@ def listen(cfg):
     if socket.has_dualstack_ipv6():
         return socket.create_server(('', cfg.port), family=socket.AF_INET6, dualstack_ipv6=True, backlog=1024)
     return socket.create_server(('', cfg.port), backlog=1024)
+
+
+def signal_wakeup():
+    """Return a socket that becomes readable when a signal with a Python
+    handler arrives. The kernel may deliver a process's SIGTERM to any of its
+    threads, while Python runs handlers only in the main thread, at its next
+    bytecode: a main thread blocked in accept() would sleep through a SIGTERM
+    that a connection's thread took. The accept loop waits on this socket
+    too, and whichever thread took the signal writes to it."""
+    wake, notify = socket.socketpair()
+    wake.setblocking(False)
+    notify.setblocking(False)
+    signal.set_wakeup_fd(notify.fileno(), warn_on_full_buffer=False)
+    return wake, notify
+
+
+def accept_loop(lsock, wake, serve):
+    """Accept connections on lsock, each served by serve on its own thread,
+    until a signal handler raises; wake is signal_wakeup()'s socket."""
+    lsock.setblocking(False)
+    poller = select.poll()
+    poller.register(lsock, select.POLLIN)
+    poller.register(wake, select.POLLIN)
+    wake_fd = wake.fileno()
+    Thread = threading.Thread
+    while True:
+        # Interrupted in the main thread, poll runs the handler itself;
+        # woken by wake, the handler runs at the next bytecode.
+        for fd, _ in poller.poll():
+            if fd == wake_fd:
+                try:
+                    wake.recv(64)
+                except OSError:
+                    pass
+                continue
+            try:
+                sock, addr = lsock.accept()
+            except BlockingIOError:
+                continue  # the client went away before accept
+            except OSError as err:
+                sys.stderr.write('kfn: accept: %s\n' % err)
+                time.sleep(0.01)
+                continue
+            Thread(target=serve, args=(sock, addr), daemon=True).start()
 
 
 def copy_sources(source, target):
@@ -156,6 +201,7 @@ def main():
     def on_signal(signum, frame):
         raise _Drain()
 
+    wake, notify = signal_wakeup()
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
@@ -177,22 +223,16 @@ def main():
             else:
                 print('kfn: tracing: exporting spans to %s' % cfg.trace_endpoint, flush=True)
         threading.Thread(target=start_tracing, name='kfn-tracing', daemon=True).start()
-    serve = server.serve_connection
-    Thread = threading.Thread
     try:
-        while True:
-            try:
-                sock, addr = lsock.accept()
-            except OSError as err:
-                sys.stderr.write('kfn: accept: %s\n' % err)
-                time.sleep(0.01)
-                continue
-            Thread(target=serve, args=(sock, addr), daemon=True).start()
+        accept_loop(lsock, wake, server.serve_connection)
     except _Drain:
         pass
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     lsock.close()
+    signal.set_wakeup_fd(-1)
+    wake.close()
+    notify.close()
     ok = server.drain()
     server.tracing.shutdown()
     sys.stdout.flush()
