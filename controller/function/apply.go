@@ -28,11 +28,15 @@ import (
 // find the source, for the ConfigurationReady message.
 func (r *Reconciler) applyConfigMap(ctx context.Context, p plan.Plan, force bool) (string, error) {
 	existing := &corev1.ConfigMap{}
-	found, err := r.owned(ctx, p, existing)
+	ac := resources.ConfigMap(p)
+	own := r.owned
+	if ac != nil {
+		own = r.ownedForApply
+	}
+	found, err := own(ctx, p, existing)
 	if err != nil {
 		return "", err
 	}
-	ac := resources.ConfigMap(p)
 	if ac == nil { // Git: the pod fetches the source
 		if found {
 			if err := r.delete(ctx, existing); err != nil {
@@ -56,7 +60,7 @@ func (r *Reconciler) applyConfigMap(ctx context.Context, p plan.Plan, force bool
 // changed.
 func (r *Reconciler) applyDeployment(ctx context.Context, p plan.Plan, force bool) (RolloutChange, *appsv1.Deployment, error) {
 	existing := &appsv1.Deployment{}
-	found, err := r.owned(ctx, p, existing)
+	found, err := r.ownedForApply(ctx, p, existing)
 	if err != nil {
 		return RolloutUnchanged, nil, err
 	}
@@ -83,7 +87,7 @@ func (r *Reconciler) applyDeployment(ctx context.Context, p plan.Plan, force boo
 
 func (r *Reconciler) applyService(ctx context.Context, p plan.Plan, force bool) error {
 	existing := &corev1.Service{}
-	found, err := r.owned(ctx, p, existing)
+	found, err := r.ownedForApply(ctx, p, existing)
 	if err != nil {
 		return err
 	}
@@ -140,16 +144,33 @@ func present(found bool, obj client.Object) client.Object {
 // deleted, and reported as not found, so that the new Function's child can
 // be created (a Deployment's selector, which holds the UID, is immutable).
 func (r *Reconciler) owned(ctx context.Context, p plan.Plan, obj client.Object) (bool, error) {
-	return r.ownedIn(ctx, r.client, p, obj)
+	return r.claim(ctx, p, obj, r.client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, obj))
 }
 
-// ownedIn is owned, reading through from.
-func (r *Reconciler) ownedIn(ctx context.Context, from client.Reader, p plan.Plan, obj client.Object) (bool, error) {
-	if err := from.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, obj); err != nil {
-		if apierrors.IsNotFound(err) {
+// ownedForApply is owned for a child kfn is about to apply. When the
+// cache has no object of that name, the API server is asked too: the
+// cache may not have seen an object of someone else's made a moment
+// before the Function, and server-side apply, which kfn forces, would take
+// it over. The extra read happens only while kfn's own child does not
+// exist yet (its creation), never in a steady state.
+func (r *Reconciler) ownedForApply(ctx context.Context, p plan.Plan, obj client.Object) (bool, error) {
+	key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
+	err := r.client.Get(ctx, key, obj)
+	if apierrors.IsNotFound(err) {
+		err = r.live.Get(ctx, key, obj)
+	}
+	return r.claim(ctx, p, obj, err)
+}
+
+// claim judges the child read into obj with the read's error getErr: kfn's
+// own is found, an earlier Function's is deleted, anyone else's is an
+// error that names it.
+func (r *Reconciler) claim(ctx context.Context, p plan.Plan, obj client.Object, getErr error) (bool, error) {
+	if getErr != nil {
+		if apierrors.IsNotFound(getErr) {
 			return false, nil
 		}
-		return false, fmt.Errorf("get %T %s: %w", obj, p.Name, err)
+		return false, fmt.Errorf("get %T %s: %w", obj, p.Name, getErr)
 	}
 	if ref := metav1.GetControllerOf(obj); ref != nil && ref.UID == p.UID {
 		return true, nil
@@ -163,28 +184,19 @@ func (r *Reconciler) ownedIn(ctx context.Context, from client.Reader, p plan.Pla
 // ownedOrForeign is owned for an autoscaler, which a user may have made
 // with the Function's name (kubectl autoscale function NAME): when kfn does
 // not need its own (need false), such an object is left alone and reported
-// as not found; when it does, owned's error names the conflict. Before kfn
-// creates its own, the API server is asked too: the cache may not have seen
-// an autoscaler made a moment before the Function, and server-side apply,
-// which kfn forces, would take it over.
+// as not found; when it does, ownedForApply's error names the conflict.
 func (r *Reconciler) ownedOrForeign(ctx context.Context, p plan.Plan, obj client.Object, need bool) (bool, error) {
-	if !need {
-		if err := r.client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, obj); err != nil {
-			if apierrors.IsNotFound(err) {
-				return false, nil
-			}
-			return false, fmt.Errorf("get %T %s: %w", obj, p.Name, err)
-		}
+	if need {
+		return r.ownedForApply(ctx, p, obj)
+	}
+	err := r.client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, obj)
+	if err == nil {
 		ref := metav1.GetControllerOf(obj)
 		if (ref == nil || ref.UID != p.UID) && obj.GetLabels()[v1alpha2.LabelManagedBy] != v1alpha2.LabelManagedByValue {
 			return false, nil
 		}
 	}
-	found, err := r.owned(ctx, p, obj)
-	if err != nil || found || !need {
-		return found, err
-	}
-	return r.ownedIn(ctx, r.live, p, obj)
+	return r.claim(ctx, p, obj, err)
 }
 
 // apply applies ac with server-side apply unless current (nil when there

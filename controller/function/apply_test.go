@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -89,4 +90,80 @@ func TestAutoscalerOfTheUserMadeJustBeforeIsNotTakenOver(t *testing.T) {
 	mine := &autoscalingv2.HorizontalPodAutoscaler{}
 	require.NoError(t, c.Client.Get(ctx, types.NamespacedName{Namespace: ns.Name, Name: "payments"}, mine))
 	assert.Equal(t, "Deployment", mine.Spec.ScaleTargetRef.Kind)
+}
+
+// TestChildOfTheUserMadeJustBeforeIsNotTakenOver is the same for the
+// ConfigMap, Deployment and Service, which kfn applies with the
+// Function's name: a user's object the cache has not seen yet is refused,
+// not rewritten, and where there is none kfn creates its own.
+func TestChildOfTheUserMadeJustBeforeIsNotTakenOver(t *testing.T) {
+	c := testcluster.New(t, testcluster.WithScheme(AddToScheme))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "take-over-"}}
+	require.NoError(t, c.Client.Create(ctx, ns))
+	cfg := DefaultConfig()
+	r := &Reconciler{client: unseen{c.Client}, live: c.Client, cfg: cfg}
+	labels := map[string]string{"app": "orders"}
+
+	for _, tc := range []struct {
+		name  string
+		users client.Object
+		apply func(plan.Plan) error
+		fresh func() client.Object
+	}{{
+		name:  "configmap",
+		users: &corev1.ConfigMap{Data: map[string]string{"settings": "the user's"}},
+		apply: func(p plan.Plan) error { _, err := r.applyConfigMap(ctx, p, true); return err },
+		fresh: func() client.Object { return &corev1.ConfigMap{} },
+	}, {
+		name: "deployment",
+		users: &appsv1.Deployment{Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.com/orders:1"}}},
+			},
+		}},
+		apply: func(p plan.Plan) error { _, _, err := r.applyDeployment(ctx, p, true); return err },
+		fresh: func() client.Object { return &appsv1.Deployment{} },
+	}, {
+		name: "service",
+		users: &corev1.Service{Spec: corev1.ServiceSpec{
+			Selector: labels,
+			Ports:    []corev1.ServicePort{{Name: "http", Port: 8080}},
+		}},
+		apply: func(p plan.Plan) error { return r.applyService(ctx, p, true) },
+		fresh: func() client.Object { return &corev1.Service{} },
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			users := tc.users
+			users.SetName("orders-" + tc.name)
+			users.SetNamespace(ns.Name)
+			require.NoError(t, c.Client.Create(ctx, users))
+			fn := &v1alpha2.Function{
+				ObjectMeta: metav1.ObjectMeta{Name: users.GetName(), Namespace: ns.Name, UID: types.UID("6f1d0c52-0b1e-4c55-9d7e-2f0a4a7c9e0" + tc.name[:1])},
+				Spec: v1alpha2.FunctionSpec{
+					Runtime: v1alpha2.NodeJS22,
+					Source:  v1alpha2.Source{Inline: &v1alpha2.InlineSource{Source: "module.exports = { main: () => 'ok' }"}},
+				},
+			}
+			p, err := plan.For(fn, cfg.Plan)
+			require.NoError(t, err)
+
+			require.ErrorContains(t, tc.apply(p), "exists and is not managed by kfn")
+			after := tc.fresh()
+			require.NoError(t, c.Client.Get(ctx, client.ObjectKeyFromObject(users), after))
+			assert.Equal(t, users.GetResourceVersion(), after.GetResourceVersion(), "the user's %s was written", tc.name)
+			assert.Nil(t, metav1.GetControllerOf(after))
+
+			// Where there is nothing, kfn creates its own.
+			p.Name, p.UID = "payments-"+tc.name, types.UID("0c7a4f3e-2d6b-4b1a-8e5f-9a3c1d2e4f6"+tc.name[:1])
+			require.NoError(t, tc.apply(p))
+			mine := tc.fresh()
+			require.NoError(t, c.Client.Get(ctx, types.NamespacedName{Namespace: ns.Name, Name: p.Name}, mine))
+			require.NotNil(t, metav1.GetControllerOf(mine))
+			assert.Equal(t, p.UID, metav1.GetControllerOf(mine).UID)
+		})
+	}
 }

@@ -37,8 +37,8 @@ const AnnotationApplied = "kfn.dev/applied-hash"
 // register it with SetupWithManager.
 type Reconciler struct {
 	client client.Client
-	// live reads from the API server, not the cache: for an autoscaler
-	// the cache may not have seen yet (ownedOrForeign).
+	// live reads from the API server, not the cache: for an object of
+	// someone else's the cache may not have seen yet (ownedForApply).
 	live     client.Reader
 	cfg      Config
 	recorder events.EventRecorder
