@@ -63,8 +63,9 @@ type Process struct {
 // Start opens a listening socket on a free loopback port, starts the
 // process with that socket inherited (so it never races for a port), and
 // returns at once; use WaitReady before sending it traffic. Output lines go
-// to out. The process is in its own process group and is killed if the
-// supervisor dies.
+// to out. The process is in its own process group, which is killed when
+// the process exits (what the host started goes with it, as in a
+// container), and the process is killed if the supervisor dies.
 func Start(spec Spec, out io.Writer) (*Process, error) {
 	if len(spec.Argv) == 0 {
 		return nil, errors.New("start process: empty command")
@@ -111,7 +112,7 @@ func Start(spec Spec, out io.Writer) (*Process, error) {
 	}
 	p := &Process{cmd: cmd, addr: addr, health: health, runDir: runDir, done: make(chan struct{}), stderr: stderr}
 	go func() {
-		p.exitErr = cmd.Wait()
+		p.exitErr = reap(cmd) // and whatever the host started in its group
 		if runDir != "" {
 			_ = os.RemoveAll(runDir)
 		}
@@ -223,8 +224,6 @@ func (p *Process) Stop(grace time.Duration) (killed bool) {
 		signalGroup(p.cmd, syscall.SIGKILL)
 		<-p.done
 	}
-	// Whatever the host started in its group goes too.
-	signalGroup(p.cmd, syscall.SIGKILL)
 	return killed
 }
 

@@ -9,8 +9,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,6 +40,9 @@ func TestMain(m *testing.M) {
 }
 
 func serve(mode string) {
+	if mode == "linger" { // a process the host started, which never ends by itself
+		select {}
+	}
 	if mode == "fail" {
 		fmt.Fprintln(os.Stderr, "SyntaxError: Unexpected token '}'")
 		os.Exit(1)
@@ -53,6 +58,21 @@ func serve(mode string) {
 		fmt.Fprintln(os.Stderr, "kfn: User function not loaded")
 	}
 	mux := http.NewServeMux()
+	if mode == "spawn" {
+		// A child in the host's process group, as a handler's subprocess
+		// would be; its pid goes to CHILD_PID_FILE.
+		child := exec.Command(os.Args[0], "-test.run=^$")
+		child.Env = append(os.Environ(), "KFN_TEST_HOST=linger")
+		if err := child.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		if err := os.WriteFile(os.Getenv("CHILD_PID_FILE"), []byte(strconv.Itoa(child.Process.Pid)), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+	}
+	mux.HandleFunc("/exit", func(http.ResponseWriter, *http.Request) { os.Exit(0) })
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		if mode == "not-loaded" && r.URL.Query().Has("ready") {
 			http.Error(w, "User function not loaded: SyntaxError: Unexpected token '}'", http.StatusInternalServerError)
@@ -105,6 +125,55 @@ func get(t *testing.T, addr, query string) (string, error) {
 }
 
 func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+// running reports whether pid is a process that has not exited: neither
+// gone nor a zombie waiting for whoever reaps orphans.
+func running(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	_, after, ok := strings.Cut(string(stat), ") ")
+	return ok && !strings.HasPrefix(after, "Z") && !strings.HasPrefix(after, "X")
+}
+
+// TestProcessGroupGoesWithItsLeader: what a host started in its process
+// group is killed when the host exits by itself, not only on Stop, as in a
+// container whose main process ended.
+func TestProcessGroupGoesWithItsLeader(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("reads process states from /proc")
+	}
+	pidFile := filepath.Join(t.TempDir(), "child")
+	s := spec("spawn", "v1")
+	s.Env = append(s.Env, "CHILD_PID_FILE="+pidFile)
+	var out bytes.Buffer
+	p, err := supervisor.Start(s, supervisor.NewSyncWriter(&out))
+	require.NoError(t, err)
+	defer p.Stop(time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, p.WaitReady(ctx))
+	b, err := os.ReadFile(pidFile)
+	require.NoError(t, err)
+	child, err := strconv.Atoi(string(b))
+	require.NoError(t, err)
+	require.True(t, running(child), "the host's child runs")
+	t.Cleanup(func() {
+		if running(child) {
+			_ = syscall.Kill(child, syscall.SIGKILL) // the test failed: leave nothing behind
+		}
+	})
+
+	_, _ = get(t, p.Addr(), "exit") // the host exits while answering
+	select {
+	case <-p.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the host did not exit")
+	}
+	assert.Eventually(t, func() bool { return !running(child) }, 10*time.Second, 10*time.Millisecond,
+		"the host's child outlived it")
+}
 
 func TestProcessStartReadyStop(t *testing.T) {
 	var out bytes.Buffer
