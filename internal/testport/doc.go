@@ -9,4 +9,9 @@
 // a port found it taken by another package's server, which answered its
 // events with 404 (e2e/faults, TestSlowFunctionThenFast in a CI run). Ports
 // below the ephemeral range go only to those who ask for them by number.
+//
+// Test processes choose among those ports at random; so that two of them
+// never choose the same port at once, each port given is locked with flock
+// on an empty file under $TMPDIR/kfn-testport, which the kernel releases
+// when the process exits.
 package testport

@@ -1,13 +1,16 @@
 package testport
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -25,14 +28,21 @@ const (
 var (
 	mu    sync.Mutex
 	given = map[int]bool{} // ports this process has returned
+	held  []*os.File       // their lock files, open until the process exits
 )
+
+// lockDir holds a lock file per port given, shared by every test process
+// on the machine.
+var lockDir = filepath.Join(os.TempDir(), "kfn-testport")
 
 // Port returns a TCP port that is free on every address (a server may
 // listen on 127.0.0.1 or on all of them) and lies below the kernel's
 // ephemeral range, so that no listener on port 0 and no outgoing
 // connection takes it before the test's server listens on it, or between
 // two runs of a server restarted on it. A process never gets the same port
-// twice. Where the range cannot be read or leaves no room below it, Port
+// twice, and two test processes never get the same one while both run:
+// each port given is locked (flock) in a file under the temp directory
+// until the process exits. Where the range cannot be read or leaves no room below it, Port
 // falls back to a port of the kernel's choosing, as net.Listen on port 0
 // does, and the test is told so.
 func Port(t testing.TB) int {
@@ -41,7 +51,7 @@ func Port(t testing.TB) int {
 	mu.Lock()
 	defer mu.Unlock()
 	if err == nil {
-		if p, ok := choose(lo, hi, rand.IntN(hi-lo), free); ok {
+		if p, ok := choose(lo, hi, rand.IntN(hi-lo), claim); ok {
 			return p
 		}
 		err = fmt.Errorf("no free port in [%d, %d)", lo, hi)
@@ -96,6 +106,43 @@ func choose(lo, hi, offset int, isFree func(int) bool) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// claim reports whether port p is free and, where lock files can be kept,
+// locks it for this process.
+func claim(p int) bool {
+	f, ok := lock(p)
+	if !ok {
+		return false // another test process has it
+	}
+	if !free(p) {
+		if f != nil {
+			f.Close()
+		}
+		return false
+	}
+	if f != nil {
+		held = append(held, f)
+	}
+	return true
+}
+
+// lock takes port p's lock file without waiting. It returns false when
+// another holder has it, and (nil, true) when no lock file can be kept
+// here (then ports are only checked free, as before locks).
+func lock(p int) (*os.File, bool) {
+	if err := os.MkdirAll(lockDir, 0o755); err != nil {
+		return nil, true
+	}
+	f, err := os.OpenFile(filepath.Join(lockDir, strconv.Itoa(p)), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, true
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, !errors.Is(err, syscall.EWOULDBLOCK)
+	}
+	return f, true
 }
 
 // free reports whether a listener can have port p on every address: what

@@ -111,3 +111,37 @@ func TestCandidates(t *testing.T) {
 	_, _, err = candidates(filepath.Join(t.TempDir(), "missing"))
 	assert.Error(t, err)
 }
+
+// A port whose lock file another holder has is not given: flock locks
+// belong to an open file, so a second open in this process stands for
+// another test process.
+func TestPortLockedElsewhereIsNotGiven(t *testing.T) {
+	lo, hi, err := candidates(rangeFile)
+	if err != nil {
+		t.Skipf("no ephemeral range to stay below on this machine: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var other *os.File
+	var port int
+	for p := lo; p < hi && other == nil; p++ {
+		if given[p] {
+			continue
+		}
+		if f, ok := lock(p); ok && f != nil {
+			other, port = f, p
+		}
+	}
+	require.NotNil(t, other, "no lock file could be taken under %s", lockDir)
+	defer other.Close()
+	assert.False(t, claim(port), "port %d is locked elsewhere", port)
+	got, ok := choose(lo, hi, port-lo, claim)
+	require.True(t, ok)
+	assert.NotEqual(t, port, got)
+
+	other.Close()
+	f, ok := lock(port)
+	require.True(t, ok, "free once the other holder closed it")
+	require.NotNil(t, f)
+	f.Close()
+}
