@@ -24,6 +24,10 @@ TESTFLAGS ?= -timeout 30m
 NESTED_MODULES := e2e/keda e2e/cluster
 NESTED_TEST_MODULES := e2e/keda
 
+# Packages whose tests `make test` also runs under the race detector: the
+# ones with goroutines of their own (about 3 minutes on 2 cores).
+RACE_PACKAGES := ./eventbridge/... ./scaler/... ./controller/... ./local/... ./internal/... ./cmd/...
+
 # Fuzz targets, as package:Target:inputs, run briefly by `make test` (their
 # seed corpora also run as plain tests). The inputs are counts, not durations,
 # sized for about 3 s each on a loaded 2-core machine: a count has no deadline
@@ -60,6 +64,7 @@ test: verify envtest test-packages ## Run every test (builds the test API server
 		echo "cd $$m && go test ./..."; \
 		(cd $$m && KUBEBUILDER_ASSETS="$$($(CURDIR)/hack/envtest-assets.sh)" $(GO) test $(TESTFLAGS) ./...); \
 	done
+	$(MAKE) --no-print-directory test-race
 	$(MAKE) --no-print-directory fuzz
 	$(MAKE) --no-print-directory test-cluster
 
@@ -100,6 +105,10 @@ fuzz: ## Run each fuzz target for its number of inputs (or FUZZTIME).
 .PHONY: bench
 bench: envtest ## Run every benchmark and write BENCHMARKS.md with scaling curves (about 30 minutes; BENCH_QUICK=1: about 2).
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) run ./bench/report $(BENCHFLAGS)
+
+.PHONY: test-race
+test-race: envtest ## Run the tests of RACE_PACKAGES with the race detector (part of make test).
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test -race $(TESTFLAGS) $(RACE_PACKAGES)
 
 .PHONY: test-packages
 test-packages: ## Install the Debian packages the tests use when missing (root: apt-get; else says what is missing).
