@@ -34,69 +34,14 @@ func (unseen) Get(_ context.Context, key client.ObjectKey, _ client.Object, _ ..
 	return apierrors.NewNotFound(schema.GroupResource{}, key.Name)
 }
 
-// TestAutoscalerOfTheUserMadeJustBeforeIsNotTakenOver: kfn applies its
-// autoscalers with forced server-side apply, so an HPA of the user's with
-// the Function's name that the cache has not seen yet would be taken over
-// (its target and owner rewritten) if kfn believed the cache. It asks the
-// API server first, refuses, and changes nothing.
-func TestAutoscalerOfTheUserMadeJustBeforeIsNotTakenOver(t *testing.T) {
-	c := testcluster.New(t, testcluster.WithScheme(AddToScheme))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "take-over-"}}
-	require.NoError(t, c.Client.Create(ctx, ns))
-
-	// What kubectl autoscale function orders makes.
-	users := &autoscalingv2.HorizontalPodAutoscaler{
-		ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: ns.Name},
-		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
-			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "serverless.kyma-project.io/v1alpha2", Kind: "Function", Name: "orders"},
-			MinReplicas:    ptr.To[int32](2),
-			MaxReplicas:    4,
-		},
-	}
-	require.NoError(t, c.Client.Create(ctx, users))
-
-	fn := &v1alpha2.Function{
-		ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: ns.Name, UID: types.UID("6f1d0c52-0b1e-4c55-9d7e-2f0a4a7c9e01")},
-		Spec: v1alpha2.FunctionSpec{
-			Runtime:     v1alpha2.NodeJS22,
-			ScaleConfig: &v1alpha2.ScaleConfig{MinReplicas: ptr.To[int32](1), MaxReplicas: ptr.To[int32](3)},
-			Source:      v1alpha2.Source{Inline: &v1alpha2.InlineSource{Source: "module.exports = { main: () => 'ok' }"}},
-		},
-	}
-	cfg := DefaultConfig()
-	p, err := plan.For(fn, cfg.Plan)
-	require.NoError(t, err)
-	require.NoError(t, p.SetAutoscaler(false, false))
-	require.Equal(t, plan.AutoscalerHPA, p.Autoscaler)
-
-	r := &Reconciler{client: unseen{c.Client}, live: c.Client, cfg: cfg}
-	err = r.applyOrDelete(ctx, p, &autoscalingv2.HorizontalPodAutoscaler{}, true,
-		resources.HorizontalPodAutoscaler(p, cfg.Resources), "horizontalpodautoscaler", true)
-	require.ErrorContains(t, err, "exists and is not managed by kfn")
-
-	after := &autoscalingv2.HorizontalPodAutoscaler{}
-	require.NoError(t, c.Client.Get(ctx, client.ObjectKeyFromObject(users), after))
-	assert.Equal(t, users.ResourceVersion, after.ResourceVersion, "the user's HPA was written")
-	assert.Equal(t, "Function", after.Spec.ScaleTargetRef.Kind)
-	assert.Nil(t, metav1.GetControllerOf(after))
-
-	// Where there is nothing, kfn creates its own.
-	p.Name, p.UID = "payments", "0c7a4f3e-2d6b-4b1a-8e5f-9a3c1d2e4f60"
-	err = r.applyOrDelete(ctx, p, &autoscalingv2.HorizontalPodAutoscaler{}, true,
-		resources.HorizontalPodAutoscaler(p, cfg.Resources), "horizontalpodautoscaler", true)
-	require.NoError(t, err)
-	mine := &autoscalingv2.HorizontalPodAutoscaler{}
-	require.NoError(t, c.Client.Get(ctx, types.NamespacedName{Namespace: ns.Name, Name: "payments"}, mine))
-	assert.Equal(t, "Deployment", mine.Spec.ScaleTargetRef.Kind)
-}
-
-// TestChildOfTheUserMadeJustBeforeIsNotTakenOver is the same for the
-// ConfigMap, Deployment and Service, which kfn applies with the
-// Function's name: a user's object the cache has not seen yet is refused,
-// not rewritten, and where there is none kfn creates its own.
-func TestChildOfTheUserMadeJustBeforeIsNotTakenOver(t *testing.T) {
+// TestObjectOfTheUserMadeJustBeforeIsNotTakenOver: kfn applies its
+// children (ConfigMap, Deployment, Service, autoscaler) with the
+// Function's name and forced server-side apply, so an object of the
+// user's with that name that the cache has not seen yet would be taken
+// over (an HPA's target and owner rewritten, a ConfigMap's data replaced)
+// if kfn believed the cache. It asks the API server first, refuses, and
+// changes nothing; where there is nothing, kfn creates its own.
+func TestObjectOfTheUserMadeJustBeforeIsNotTakenOver(t *testing.T) {
 	c := testcluster.New(t, testcluster.WithScheme(AddToScheme))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -135,6 +80,21 @@ func TestChildOfTheUserMadeJustBeforeIsNotTakenOver(t *testing.T) {
 		}},
 		apply: func(p plan.Plan) error { return r.applyService(ctx, p, true) },
 		fresh: func() client.Object { return &corev1.Service{} },
+	}, {
+		// What kubectl autoscale function NAME makes.
+		name: "horizontalpodautoscaler",
+		users: &autoscalingv2.HorizontalPodAutoscaler{Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "serverless.kyma-project.io/v1alpha2", Kind: "Function", Name: "orders"},
+			MinReplicas:    ptr.To[int32](2),
+			MaxReplicas:    4,
+		}},
+		apply: func(p plan.Plan) error {
+			require.NoError(t, p.SetAutoscaler(false, false))
+			require.Equal(t, plan.AutoscalerHPA, p.Autoscaler)
+			return r.applyOrDelete(ctx, p, &autoscalingv2.HorizontalPodAutoscaler{}, true,
+				resources.HorizontalPodAutoscaler(p, cfg.Resources), "horizontalpodautoscaler", true)
+		},
+		fresh: func() client.Object { return &autoscalingv2.HorizontalPodAutoscaler{} },
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			users := tc.users
@@ -142,10 +102,11 @@ func TestChildOfTheUserMadeJustBeforeIsNotTakenOver(t *testing.T) {
 			users.SetNamespace(ns.Name)
 			require.NoError(t, c.Client.Create(ctx, users))
 			fn := &v1alpha2.Function{
-				ObjectMeta: metav1.ObjectMeta{Name: users.GetName(), Namespace: ns.Name, UID: types.UID("6f1d0c52-0b1e-4c55-9d7e-2f0a4a7c9e0" + tc.name[:1])},
+				ObjectMeta: metav1.ObjectMeta{Name: users.GetName(), Namespace: ns.Name, UID: types.UID("6f1d0c52-0b1e-4c55-9d7e-" + tc.name[:1] + "f0a4a7c9e01")},
 				Spec: v1alpha2.FunctionSpec{
-					Runtime: v1alpha2.NodeJS22,
-					Source:  v1alpha2.Source{Inline: &v1alpha2.InlineSource{Source: "module.exports = { main: () => 'ok' }"}},
+					Runtime:     v1alpha2.NodeJS22,
+					ScaleConfig: &v1alpha2.ScaleConfig{MinReplicas: ptr.To[int32](1), MaxReplicas: ptr.To[int32](3)},
+					Source:      v1alpha2.Source{Inline: &v1alpha2.InlineSource{Source: "module.exports = { main: () => 'ok' }"}},
 				},
 			}
 			p, err := plan.For(fn, cfg.Plan)
@@ -158,7 +119,7 @@ func TestChildOfTheUserMadeJustBeforeIsNotTakenOver(t *testing.T) {
 			assert.Nil(t, metav1.GetControllerOf(after))
 
 			// Where there is nothing, kfn creates its own.
-			p.Name, p.UID = "payments-"+tc.name, types.UID("0c7a4f3e-2d6b-4b1a-8e5f-9a3c1d2e4f6"+tc.name[:1])
+			p.Name, p.UID = "payments-"+tc.name, types.UID("0c7a4f3e-2d6b-4b1a-8e5f-"+tc.name[:1]+"a3c1d2e4f60")
 			require.NoError(t, tc.apply(p))
 			mine := tc.fresh()
 			require.NoError(t, c.Client.Get(ctx, types.NamespacedName{Namespace: ns.Name, Name: p.Name}, mine))
