@@ -133,8 +133,10 @@ func running(pid int) bool {
 	if err != nil {
 		return false
 	}
-	_, after, ok := strings.Cut(string(stat), ") ")
-	return ok && !strings.HasPrefix(after, "Z") && !strings.HasPrefix(after, "X")
+	// The state follows the command name, which may itself hold ") ".
+	i := bytes.LastIndexByte(stat, ')')
+	state := strings.TrimSpace(string(stat[i+1:]))
+	return i >= 0 && !strings.HasPrefix(state, "Z") && !strings.HasPrefix(state, "X")
 }
 
 // TestProcessGroupGoesWithItsLeader: what a host started in its process

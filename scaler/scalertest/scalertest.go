@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
 
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge/stream"
@@ -117,18 +118,13 @@ func (n *NATS) Publish(tb testing.TB, source, eventType, id string) {
 // first.
 func (n *NATS) AwaitPending(tb testing.TB, want uint64) {
 	tb.Helper()
-	deadline := time.Now().Add(10 * time.Second)
 	var got uint64
 	var err error
-	for {
+	if !assert.Eventually(tb, func() bool {
 		got, err = n.pending()
-		if err == nil && got == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("consumers of %s: want %d pending, last %d (%v)", n.Streams.EventStream, want, got, err)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return err == nil && got == want
+	}, 10*time.Second, 10*time.Millisecond) {
+		tb.Fatalf("consumers of %s: want %d pending, last %d (%v)", n.Streams.EventStream, want, got, err)
 	}
 }
 
