@@ -172,7 +172,8 @@ func (p *process) component(name string) *slog.Logger { return logging.Component
 // serve listens on addr now and serves h once ready is closed (nil: at
 // once), until stopServers.
 func (p *process) serve(ctx context.Context, name, addr string, h http.Handler, ready <-chan struct{}) {
-	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout, IdleTimeout: idleTimeout}
+	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout, IdleTimeout: idleTimeout,
+		MaxHeaderBytes: publisher.MaxHeaderBytes}
 	p.mu.Lock()
 	p.servers = append(p.servers, srv)
 	p.mu.Unlock()

@@ -18,6 +18,7 @@ import (
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
+	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 )
 
 func TestDeliversBinaryCloudEvent(t *testing.T) {
@@ -419,6 +420,48 @@ func TestInvalidReplyIsDroppedButDeliverySucceeds(t *testing.T) {
 	b.publish("shop", "order.created.v1", "x", "")
 	require.Eventually(t, func() bool { return k.count() == 1 && b.consumerInfo(s).NumAckPending == 0 }, wait, tick)
 	assert.Empty(t, b.deadLetters())
+}
+
+// TestHostileRepliesAreDroppedAndChangeNothing has a sink answer with
+// replies the event store refuses: a type that would make NATS close the
+// bridge's connection, attributes over their bytes, too many attributes.
+// Each delivery counts as done once (a reply that can never be stored is
+// no reason to deliver again), the reply is dropped and counted invalid,
+// and the next events are still delivered: the connection is up.
+func TestHostileRepliesAreDroppedAndChangeNothing(t *testing.T) {
+	b := newBridge(t)
+	many := ""
+	for i := range eventstore.MaxAttributes {
+		many += fmt.Sprintf(`,"x%d":"v"`, i)
+	}
+	replies := map[string]string{
+		"long-type": `{"specversion":"1.0","id":"r","source":"fn","type":"` + strings.Repeat("a", 4200) + `"}`,
+		"big":       `{"specversion":"1.0","id":"r","source":"fn","type":"a.b","big":"` + strings.Repeat("x", 40<<10) + `"}`,
+		"many":      `{"specversion":"1.0","id":"r","source":"fn","type":"a.b"` + many + `}`,
+	}
+	k := b.newSink("fn", func(n int, r *http.Request, w http.ResponseWriter) {
+		if reply, ok := replies[r.Header.Get("Ce-Id")]; ok {
+			w.Header().Set("Content-Type", "application/cloudevents+json")
+			fmt.Fprint(w, reply)
+		}
+	})
+	s := sub("s", "fn")
+	b.subscribe(s)
+	for id := range replies {
+		b.publish("shop", "order.created.v1", id, "")
+	}
+	require.Eventually(t, func() bool { return k.count() == len(replies) && b.consumerInfo(s).NumAckPending == 0 }, wait, tick)
+	b.publish("shop", "order.created.v1", "after", "")
+	require.Eventually(t, func() bool { return k.count() == len(replies)+1 }, wait, tick, "delivered after the hostile replies")
+	require.Never(t, func() bool { return k.count() > len(replies)+1 }, 300*time.Millisecond, tick, "nothing delivered twice")
+	assert.Empty(t, b.deadLetters())
+	require.NoError(t, testutil.GatherAndCompare(b.reg, strings.NewReader(`
+# HELP kfn_eventbridge_replies_total CloudEvent replies of sinks by result: published, invalid, hop_limit.
+# TYPE kfn_eventbridge_replies_total counter
+kfn_eventbridge_replies_total{namespace="default",result="hop_limit",subscription="s"} 0
+kfn_eventbridge_replies_total{namespace="default",result="invalid",subscription="s"} 3
+kfn_eventbridge_replies_total{namespace="default",result="published",subscription="s"} 0
+`), "kfn_eventbridge_replies_total"))
 }
 
 func TestUpsertRefusesInvalidSubscriptions(t *testing.T) {

@@ -439,7 +439,7 @@ func (w *worker) publishReply(ctx context.Context, log eventLog, h map[string][]
 	}
 	e.SetExtension(eventstore.HopsExtension, hops)
 	if _, err := w.d.store.Publish(ctx, e, tp, ts); err != nil {
-		if errors.Is(err, eventstore.ErrInvalidEvent) {
+		if errors.Is(err, eventstore.ErrInvalidEvent) || errors.Is(err, eventstore.ErrTooLarge) {
 			count("invalid")
 			end("invalid", nil)
 			log.Warn("sink replied with an event that cannot be stored, dropped", "error", err)

@@ -97,9 +97,9 @@ func EncodeBinary(h http.Header, traceParent, traceState string) (nats.Header, b
 			return nil, false
 		}
 	}
-	if !traceExtension && traceParent != "" && strings.IndexFunc(traceParent, isControl) < 0 {
+	if !traceExtension && storableTraceParent(traceParent) {
 		set(HeaderTraceParent, traceParent)
-		if traceState != "" && strings.IndexFunc(traceState, isControl) < 0 {
+		if storableTraceState(traceState) {
 			set(HeaderTraceState, traceState)
 		}
 	}

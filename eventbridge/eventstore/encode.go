@@ -108,9 +108,9 @@ func Encode(e *event.Event, traceParent, traceState string) (nats.Header, []byte
 		}
 		_ = set(HeaderContentType, ct)
 	}
-	if _, ok := ext[HeaderTraceParent]; !ok && traceParent != "" && strings.IndexFunc(traceParent, isControl) < 0 {
+	if _, ok := ext[HeaderTraceParent]; !ok && storableTraceParent(traceParent) {
 		_ = set(HeaderTraceParent, traceParent)
-		if traceState != "" && strings.IndexFunc(traceState, isControl) < 0 {
+		if storableTraceState(traceState) {
 			_ = set(HeaderTraceState, traceState)
 		}
 	}
@@ -118,6 +118,18 @@ func Encode(e *event.Event, traceParent, traceState string) (nats.Header, []byte
 }
 
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+
+// storableTraceParent and storableTraceState report whether a request's
+// trace context is stored with its event: not empty, within its bound and
+// without control characters. One that is not is left out, and the event
+// goes on without it.
+func storableTraceParent(v string) bool {
+	return v != "" && len(v) <= MaxTraceParentLength && strings.IndexFunc(v, isControl) < 0
+}
+
+func storableTraceState(v string) bool {
+	return v != "" && len(v) <= MaxTraceStateLength && strings.IndexFunc(v, isControl) < 0
+}
 
 // Attribute returns a CloudEvent attribute or extension of a stored event,
 // "" when absent.

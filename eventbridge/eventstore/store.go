@@ -72,12 +72,18 @@ func (s *Store) PublishRouted(ctx context.Context, e *event.Event, routeSource, 
 }
 
 // PublishEncoded is PublishRouted for an event already in its stored form
-// (Encode's or EncodeBinary's headers, and its data): it adds the W3C
-// baggage in ctx and the route, and stores it under its subject with its
-// message id.
+// (Encode's or EncodeBinary's headers, and its data): it checks the
+// attributes against their bounds (CheckAttributes), adds the W3C baggage
+// in ctx (unless longer than MaxBaggageLength) and the route, and stores it
+// under its subject with its message id.
 func (s *Store) PublishEncoded(ctx context.Context, h nats.Header, data []byte, routeSource string) (Result, error) {
+	if err := CheckAttributes(h); err != nil {
+		return Result{}, err
+	}
 	if b := baggage.FromContext(ctx); b.Len() > 0 {
-		h[HeaderBaggage] = []string{b.String()}
+		if v := b.String(); len(v) <= MaxBaggageLength {
+			h[HeaderBaggage] = []string{v}
+		}
 	}
 	source, id, eventType := Attribute(h, "source"), Attribute(h, "id"), Attribute(h, "type")
 	if routeSource != "" && routeSource != source {
@@ -91,9 +97,16 @@ func (s *Store) PublishEncoded(ctx context.Context, h nats.Header, data []byte, 
 }
 
 // PublishMsg stores an already encoded event under msg.Subject with the
-// given message id. It is how dead letters are replayed (to
-// stream.ReplaySubject) and is otherwise like Publish.
+// given message id. It is how dead letters are stored and replayed (to
+// stream.ReplaySubject) and is otherwise like Publish. Every message the
+// Store writes passes here: a subject over MaxSubjectLength
+// (ErrInvalidEvent) or headers over JetStream's bound (ErrTooLarge) are
+// refused before anything is sent, so that no message can make NATS close
+// the connection.
 func (s *Store) PublishMsg(ctx context.Context, msg *nats.Msg, msgID string) (Result, error) {
+	if err := checkMsg(msg, msgID, s.stream); err != nil {
+		return Result{}, err
+	}
 	ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(s.stream))
 	if err != nil {
 		return Result{}, fmt.Errorf("store event on %s: %w", msg.Subject, Classify(err))
@@ -110,7 +123,7 @@ func Classify(err error) error {
 		return fmt.Errorf("%w: %w", ErrTooLarge, err)
 	case errors.As(err, &apiErr):
 		switch apiErr.ErrorCode {
-		case jetstream.JSErrCodeStreamMessageExceedsMaximum:
+		case jetstream.JSErrCodeStreamMessageExceedsMaximum, 10097: // 10097: headers over 64 KiB
 			return fmt.Errorf("%w: %w", ErrTooLarge, err)
 		case 10023: // insufficient resources: the server or account is out of storage
 			return fmt.Errorf("%w: %w", ErrStorageFull, err)

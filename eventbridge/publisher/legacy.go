@@ -201,12 +201,13 @@ func (p *Publisher) serveLegacy(w http.ResponseWriter, r *http.Request) int {
 		return p.legacyFail(w, r, legacyBadPayload(err.Error()))
 	}
 	annotate(r, events[:1]) // the second is the same event for exact matching
-	ctx := p.stores.Context(r.Context())
 	tp, ts := p.traceContext(r)
-	for i := range events {
-		if _, err := p.store.PublishRouted(ctx, &events[i], routes[i], tp, ts); err != nil {
-			return p.legacyFail(w, r, &LegacyError{Status: StatusCode(err), Message: err.Error()})
-		}
+	stored, err := encode(events, routes, tp, ts)
+	if err == nil {
+		err = p.storeAll(r.Context(), stored)
+	}
+	if err != nil {
+		return p.legacyFail(w, r, &LegacyError{Status: StatusCode(err), Message: err.Error()})
 	}
 	writeJSON(w, http.StatusOK, LegacyResponse{EventID: events[0].ID()})
 	return http.StatusOK

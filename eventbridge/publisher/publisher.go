@@ -31,20 +31,30 @@ const (
 	DefaultLegacySource    = "kyma"
 )
 
+// MaxHeaderBytes is the http.Server MaxHeaderBytes a server of the
+// publisher sets: a request's headers over it get 431 from net/http. It
+// leaves room for the largest set of attributes the store takes
+// (eventstore.MaxAttributeBytes, 32 KiB, refused with 413 and the reason
+// past it) beside the trace context and HTTP's own headers; net/http's
+// default is 1 MiB.
+const MaxHeaderBytes = 64 << 10
+
+// MaxBatchEvents bounds the events of one batch request
+// (application/cloudevents-batch+json): they are stored one after the
+// other within one StoreTimeout, and a batch is all or nothing for its
+// client.
+const MaxBatchEvents = 100
+
 // ErrInvalidOption is wrapped by errors of New about its options.
 var ErrInvalidOption = errors.New("invalid publisher option")
 
 // EventStore stores events; *eventstore.Store is the implementation.
 type EventStore interface {
-	// Publish stores an event and answers once it is stored. Errors wrap
-	// the sentinels of package eventstore.
-	Publish(ctx context.Context, e *event.Event, traceParent, traceState string) (eventstore.Result, error)
-	// PublishRouted is Publish for an event routed (stored under the
-	// subject of, and matched with) routeSource instead of its source.
-	PublishRouted(ctx context.Context, e *event.Event, routeSource, traceParent, traceState string) (eventstore.Result, error)
-	// PublishEncoded is PublishRouted for an event in its stored form
-	// (eventstore.EncodeBinary's headers, with their trace context), and
-	// its data.
+	// PublishEncoded stores an event in its stored form (the headers of
+	// eventstore.Encode or EncodeBinary, with their trace context, and its
+	// data), routed by routeSource (stored under the subject of, and
+	// matched with it; "" for its own source), and answers once it is
+	// stored. Errors wrap the sentinels of package eventstore.
 	PublishEncoded(ctx context.Context, h nats.Header, data []byte, routeSource string) (eventstore.Result, error)
 }
 
@@ -264,14 +274,57 @@ func (p *Publisher) servePublish(w http.ResponseWriter, r *http.Request) int {
 			return p.fail(w, r, err)
 		}
 	}
-	ctx := p.stores.Context(r.Context())
-	for i := range events {
-		if _, err := p.store.PublishRouted(ctx, &events[i], routes[i], tp, ts); err != nil {
-			return p.fail(w, r, err)
-		}
+	stored, err := encode(events, routes, tp, ts)
+	if err != nil {
+		return p.fail(w, r, err)
+	}
+	if err := p.storeAll(r.Context(), stored); err != nil {
+		return p.fail(w, r, err)
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return http.StatusNoContent
+}
+
+// storedEvent is an event in its stored form, with the source it is
+// routed by ("" for its own).
+type storedEvent struct {
+	h     nats.Header
+	data  []byte
+	route string
+}
+
+// encode puts the events of a request in their stored form and checks
+// them against the store's bounds, every one before any is stored, so
+// that a batch or a legacy event (stored twice) that the store would
+// refuse in part is refused whole. The error names the event of a batch.
+func encode(events []event.Event, routes []string, traceParent, traceState string) ([]storedEvent, error) {
+	out := make([]storedEvent, len(events))
+	for i := range events {
+		h, data, err := eventstore.Encode(&events[i], traceParent, traceState)
+		if err == nil {
+			err = eventstore.CheckAttributes(h)
+		}
+		if err != nil {
+			if len(events) > 1 {
+				err = fmt.Errorf("event %d of the batch: %w", i, err)
+			}
+			return nil, err
+		}
+		out[i] = storedEvent{h: h, data: data, route: routes[i]}
+	}
+	return out, nil
+}
+
+// storeAll stores the events of one request, in order, within one
+// StoreTimeout.
+func (p *Publisher) storeAll(ctx context.Context, events []storedEvent) error {
+	ctx = p.stores.Context(ctx)
+	for _, e := range events {
+		if _, err := p.store.PublishEncoded(ctx, e.h, e.data, e.route); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // publishEncoded stores a binary-mode event that eventstore.EncodeBinary
@@ -306,6 +359,9 @@ func (p *Publisher) parse(ctx context.Context, h http.Header, body []byte) ([]ev
 		}
 		if len(events) == 0 {
 			return nil, fmt.Errorf("%w: batch: no events", eventstore.ErrInvalidEvent)
+		}
+		if len(events) > MaxBatchEvents {
+			return nil, fmt.Errorf("%w: batch: %d events, at most %d are allowed in one request", eventstore.ErrInvalidEvent, len(events), MaxBatchEvents)
 		}
 		return events, nil
 	}

@@ -54,7 +54,9 @@ func newEnv(t *testing.T, cfg publisher.Config, modify func(*stream.Config), opt
 	require.NoError(t, err)
 	p, err := publisher.New(eventstore.New(js, sc.EventStream), cfg, append([]publisher.Option{publisher.WithMetrics(m)}, opts...)...)
 	require.NoError(t, err)
-	srv := httptest.NewServer(p)
+	srv := httptest.NewUnstartedServer(p)
+	srv.Config.MaxHeaderBytes = publisher.MaxHeaderBytes
+	srv.Start()
 	t.Cleanup(srv.Close)
 	return &env{nats: ns, js: js, srv: srv, probe: probe, reg: reg}
 }

@@ -217,7 +217,7 @@ func (p *Platform) serve(ctx context.Context, servers *errgroup.Group, lis net.L
 		return "", nil, err
 	}
 	servers.Go(func() error { return p.view.Run(ctx) })
-	srv := &http.Server{Handler: p.handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: p.handler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: publisher.MaxHeaderBytes}
 	servers.Go(func() error {
 		if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("serve %s: %w", p.addr, err)

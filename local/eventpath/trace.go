@@ -5,7 +5,6 @@ import (
 	crand "crypto/rand"
 	"net/http"
 
-	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -70,18 +69,6 @@ var _ publisher.EventStore = traceRoots{}
 // stored as they come.
 func TraceRoots(next publisher.EventStore) publisher.EventStore {
 	return traceRoots{next: next}
-}
-
-// Publish implements publisher.EventStore.
-func (s traceRoots) Publish(ctx context.Context, e *event.Event, traceParent, traceState string) (eventstore.Result, error) {
-	traceParent, traceState = rootIfNone(traceParent, traceState)
-	return s.next.Publish(ctx, e, traceParent, traceState)
-}
-
-// PublishRouted implements publisher.EventStore.
-func (s traceRoots) PublishRouted(ctx context.Context, e *event.Event, routeSource, traceParent, traceState string) (eventstore.Result, error) {
-	traceParent, traceState = rootIfNone(traceParent, traceState)
-	return s.next.PublishRouted(ctx, e, routeSource, traceParent, traceState)
 }
 
 // PublishEncoded implements publisher.EventStore: the stored form's trace

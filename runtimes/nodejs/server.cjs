@@ -326,7 +326,10 @@ function serve(cfg, handler, loadError) {
     });
   }
 
-  server = http.createServer({ IncomingMessage: Request, ServerResponse: Response }, onRequest);
+  // Headers up to 64 KiB (Node's default is 16 KiB): the event bridge
+  // stores events with up to 32 KiB of attributes, and delivers them as
+  // headers beside the trace context (eventstore.MaxAttributeBytes).
+  server = http.createServer({ IncomingMessage: Request, ServerResponse: Response, maxHeaderSize: 64 * 1024 }, onRequest);
   // Idle keep-alive connections stay open longer than the usual client idle
   // timeouts (Go's 90 s), so a client never sends on a connection the host is
   // closing.

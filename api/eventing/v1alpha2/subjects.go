@@ -36,6 +36,35 @@ var (
 // that cannot be mapped to a subject.
 var ErrInvalidEventType = errors.New("invalid event type")
 
+// Bounds on what becomes part of a subject, in bytes, as written (before
+// cleaning). NATS reads a message's subject on its protocol's control
+// line, which is at most 4 KiB: a longer one makes the server close the
+// connection that sent it, and with it every publish and delivery of the
+// process (nats.go treats the close as final). With both bounds an event
+// subject, kyma.<source>.<type>, is at most 2,054 bytes, and the subject
+// of the JetStream request that creates a consumer filtering on it about
+// 2,140: far below the limit, with room for the reply subject and sizes.
+// Kyma has no bounds here (and shares the failure); a Subscription's
+// types are bounded lower still by its CRD (512).
+const (
+	// MaxEventTypeLength bounds an event type.
+	MaxEventTypeLength = 1024
+	// MaxEventSourceLength bounds an event source, and so the source a
+	// Subscription names.
+	MaxEventSourceLength = 1024
+)
+
+// checkLengths refuses a source or type over its bound.
+func checkLengths(source, eventType string) error {
+	if len(eventType) > MaxEventTypeLength {
+		return fmt.Errorf("%w: the type is %d bytes long, at most %d are allowed (NATS subjects)", ErrInvalidEventType, len(eventType), MaxEventTypeLength)
+	}
+	if len(source) > MaxEventSourceLength {
+		return fmt.Errorf("%w: the source is %d bytes long, at most %d are allowed (NATS subjects)", ErrInvalidEventType, len(source), MaxEventSourceLength)
+	}
+	return nil
+}
+
 // CleanSource removes what a JetStream subject token cannot hold from an
 // event source: whitespace and the characters . > * / \ (Kyma's rule).
 func CleanSource(source string) string {
@@ -56,8 +85,13 @@ func CleanEventType(eventType string) string {
 
 // EventSubject returns the subject an event with the given source and type
 // is stored under: kyma.<clean source>.<clean type>. The error wraps
-// ErrInvalidEventType when the type is empty or has an empty segment.
+// ErrInvalidEventType when the type is empty or has an empty segment, or
+// the type or source is over its bound (MaxEventTypeLength,
+// MaxEventSourceLength).
 func EventSubject(source, eventType string) (string, error) {
+	if err := checkLengths(source, eventType); err != nil {
+		return "", err
+	}
 	cleanType := CleanEventType(eventType)
 	if err := checkSegments(cleanType); err != nil {
 		return "", fmt.Errorf("%w %q: %w", ErrInvalidEventType, eventType, err)
@@ -88,7 +122,14 @@ func (s *Subscription) CleanTypes() []EventType {
 // "order.created.v1" from source "shop"). A type with the legacy prefix
 // (sap.kyma.custom), which Kyma stores without a source, is also taken from
 // any source (kyma.*.<type>). Matches is the exact check behind the filters.
+// The error wraps ErrInvalidEventType for a type that maps to no filter,
+// or a type or source over its bound.
 func (s *Subscription) FilterSubjects() ([]string, error) {
+	for _, t := range s.Spec.Types {
+		if err := checkLengths(s.Spec.Source, t); err != nil {
+			return nil, err
+		}
+	}
 	seen := make(map[string]bool, len(s.Spec.Types))
 	out := make([]string, 0, len(s.Spec.Types))
 	add := func(subject string) {

@@ -61,15 +61,20 @@ func TestEventSubject(t *testing.T) {
 		source, typ, want string
 		wantErr           bool
 	}{
-		"standard":             {source: "myapp", typ: "order.created.v1", want: "kyma.myapp.order.created.v1"},
-		"source cleaned":       {source: "/shop/orders", typ: "order.created.v1", want: "kyma.shoporders.order.created.v1"},
-		"type cleaned":         {source: "app", typ: "order created.v1", want: "kyma.app.ordercreated.v1"},
-		"empty source token":   {source: "/", typ: "order.created.v1", want: "kyma._.order.created.v1"},
-		"single segment type":  {source: "app", typ: "ping", want: "kyma.app.ping"},
-		"empty type":           {source: "app", typ: "", wantErr: true},
-		"type cleans to empty": {source: "app", typ: "**", wantErr: true},
-		"empty segment":        {source: "app", typ: "order..v1", wantErr: true},
-		"segment cleaned away": {source: "app", typ: "order.*.v1", wantErr: true},
+		"standard":                      {source: "myapp", typ: "order.created.v1", want: "kyma.myapp.order.created.v1"},
+		"source cleaned":                {source: "/shop/orders", typ: "order.created.v1", want: "kyma.shoporders.order.created.v1"},
+		"type cleaned":                  {source: "app", typ: "order created.v1", want: "kyma.app.ordercreated.v1"},
+		"empty source token":            {source: "/", typ: "order.created.v1", want: "kyma._.order.created.v1"},
+		"single segment type":           {source: "app", typ: "ping", want: "kyma.app.ping"},
+		"empty type":                    {source: "app", typ: "", wantErr: true},
+		"type cleans to empty":          {source: "app", typ: "**", wantErr: true},
+		"empty segment":                 {source: "app", typ: "order..v1", wantErr: true},
+		"segment cleaned away":          {source: "app", typ: "order.*.v1", wantErr: true},
+		"longest type":                  {source: "app", typ: longType(MaxEventTypeLength), want: "kyma.app." + longType(MaxEventTypeLength)},
+		"type too long":                 {source: "app", typ: longType(MaxEventTypeLength + 1), wantErr: true},
+		"type too long before cleaning": {source: "app", typ: longType(MaxEventTypeLength) + " ", wantErr: true},
+		"longest source":                {source: strings.Repeat("s", MaxEventSourceLength), typ: "a.b", want: "kyma." + strings.Repeat("s", MaxEventSourceLength) + ".a.b"},
+		"source too long":               {source: strings.Repeat("s", MaxEventSourceLength+1), typ: "a.b", wantErr: true},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -132,10 +137,26 @@ func TestFilterSubjects(t *testing.T) {
 		subscription(TypeMatchingExact, "", "shop.order.*"),
 		subscription(TypeMatchingExact, "", "shop.order.>"),
 		subscription(TypeMatchingExact, "", "shop.order created.v1"),
+		subscription(TypeMatchingStandard, "app", longType(MaxEventTypeLength+1)),
+		subscription(TypeMatchingExact, "", longType(MaxEventTypeLength+1)),
+		subscription(TypeMatchingStandard, strings.Repeat("s", MaxEventSourceLength+1), "a.b"),
 	} {
 		_, err := sub.FilterSubjects()
 		require.ErrorIs(t, err, ErrInvalidEventType, "%v", sub.Spec.Types)
 	}
+}
+
+// longType is an event type of n bytes, in segments of up to 63.
+func longType(n int) string {
+	var b strings.Builder
+	for b.Len() < n {
+		if b.Len()%64 == 63 && b.Len() < n-1 {
+			b.WriteByte('.')
+			continue
+		}
+		b.WriteByte('a')
+	}
+	return b.String()
 }
 
 // TestSubjectsRoundTrip checks that an event's subject is one the matching
