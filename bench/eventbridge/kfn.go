@@ -13,6 +13,7 @@ import (
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
+	"github.com/kfn-dev/kfn/eventbridge/egress"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/eventbridge/stream"
@@ -81,7 +82,7 @@ func newDispatcher(js jetstream.JetStream, streams stream.Config, sinkURL string
 		dispatcher.WithResolver(dispatcher.ResolverFunc(func(v1alpha2.Sink) (string, error) { return sinkURL, nil })),
 		dispatcher.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
 	}, opts...)
-	d, err := dispatcher.New(js, dispatcher.Config{Streams: streams}, opts...)
+	d, err := dispatcher.New(js, dispatcher.Config{Streams: streams, Egress: egress.Policy{AllowLoopback: true}}, opts...)
 	if err != nil {
 		return nil, err
 	}

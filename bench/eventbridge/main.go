@@ -61,6 +61,7 @@ import (
 
 	"github.com/kfn-dev/kfn/bench/figures"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
+	"github.com/kfn-dev/kfn/eventbridge/egress"
 	"github.com/kfn-dev/kfn/eventbridge/stream"
 )
 
@@ -681,7 +682,7 @@ func barePipeline(natsURL, sinkURL string, o options, cloudEvents bool) (*pipeli
 		}()
 	}
 	go func() { pulls.Wait(); close(msgs) }()
-	out := &http.Client{Transport: dispatcher.NewTransport()}
+	out := &http.Client{Transport: dispatcher.NewTransport(egress.Policy{AllowLoopback: true})}
 	var wg sync.WaitGroup
 	for range o.inflight {
 		wg.Add(1)

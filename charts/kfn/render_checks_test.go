@@ -15,6 +15,7 @@ import (
 	"helm.sh/helm/v4/pkg/action"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -285,6 +286,9 @@ func TestRenderValueSets(t *testing.T) {
 		assert.NotNil(t, scaler.ReadinessProbe.TCPSocket, "the kubelet's gRPC probe cannot speak TLS")
 		eb := container(t, r.deployments["kfn-eventbridge"])
 		assert.Contains(t, eb.Args, "-admin-listen=")
+		assert.Contains(t, eb.Args, "-sink-networks=10.244.0.0/16,10.96.0.0/12")
+		assert.NotContains(t, strings.Join(container(t, get(t, "default").deployments["kfn-eventbridge"]).Args, " "), "-sink-networks")
+		checkEventBridgeEgress(t, r)
 		assert.Contains(t, eb.Args, "-token-file=/etc/kfn/token/token", "the publisher and gateway require the token")
 		assert.NotContains(t, container(t, get(t, "default").deployments["kfn-eventbridge"]).Args, "-token-file=/etc/kfn/token/token")
 		for _, p := range eb.Ports {
@@ -402,4 +406,33 @@ func TestLint(t *testing.T) {
 			require.Equal(t, 1, res.TotalChartsLinted)
 		})
 	}
+}
+
+// checkEventBridgeEgress checks the event bridge's egress policy: pods of
+// any namespace, DNS, NATS's pods on 4222 and the API server's ports,
+// nothing else (no rule reaches any address on any port).
+func checkEventBridgeEgress(t *testing.T, r rendered) {
+	t.Helper()
+	obj := find(r.objs, "NetworkPolicy", "kfn-eventbridge")
+	require.NotNil(t, obj)
+	var np networkingv1.NetworkPolicy
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &np))
+	assert.Contains(t, np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress)
+	var ports []string
+	for _, rule := range np.Spec.Egress {
+		if len(rule.Ports) == 0 {
+			require.Len(t, rule.To, 1, "a rule for any port names its peers")
+			assert.Equal(t, &metav1.LabelSelector{}, rule.To[0].NamespaceSelector, "any port only to pods (of any namespace)")
+			assert.Nil(t, rule.To[0].IPBlock)
+			continue
+		}
+		for _, p := range rule.Ports {
+			ports = append(ports, p.Port.String())
+		}
+		if rule.Ports[0].Port.IntValue() == 4222 {
+			require.Len(t, rule.To, 1)
+			assert.Equal(t, "nats", rule.To[0].PodSelector.MatchLabels["app.kubernetes.io/component"], "NATS: the chart's NATS pods")
+		}
+	}
+	assert.ElementsMatch(t, []string{"53", "53", "4222", "443", "6443"}, ports)
 }

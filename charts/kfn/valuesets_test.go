@@ -48,8 +48,9 @@ var valueSets = []valueSet{
 		"networkPolicy":  map[string]any{"enabled": true},
 		"serviceMonitor": map[string]any{"enabled": true},
 		"scaler":         map[string]any{"tls": map[string]any{"enabled": true, "existingSecret": "kfn-scaler-tls", "requireClientCert": true}},
-		"eventbridge":    map[string]any{"admin": map[string]any{"enabled": false}, "service": map[string]any{"port": 8080}, "token": map[string]any{"existingSecret": "kfn-token"}},
-		"runtimes":       map[string]any{"images": map[string]any{"python312": "registry.example/python:3.12-kfn"}},
+		"eventbridge": map[string]any{"admin": map[string]any{"enabled": false}, "service": map[string]any{"port": 8080}, "token": map[string]any{"existingSecret": "kfn-token"},
+			"dispatcher": map[string]any{"sinkNetworks": []any{"10.244.0.0/16", "10.96.0.0/12"}}},
+		"runtimes": map[string]any{"images": map[string]any{"python312": "registry.example/python:3.12-kfn"}},
 	}},
 }
 

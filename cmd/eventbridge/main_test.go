@@ -93,7 +93,7 @@ spec:
 	go func() {
 		done <- component().Execute(ctx, []string{
 			"-components=publisher,dispatcher", "-subscriptions=" + manifest, "-nats-url=" + ns.ClientURL(),
-			"-resolve=orders.default=" + sink.URL, "-storage=memory", "-listen=" + listen,
+			"-resolve=orders.default=" + sink.URL, "-allow-loopback-sinks", "-storage=memory", "-listen=" + listen,
 			"-admin-listen=", "-metrics-listen=" + metrics, "-log-level=debug",
 		}, &logs)
 	}()

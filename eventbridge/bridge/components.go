@@ -5,15 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
+	"os"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 
 	"github.com/kfn-dev/kfn/eventbridge/applications"
 	"github.com/kfn-dev/kfn/eventbridge/auth"
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
+	"github.com/kfn-dev/kfn/eventbridge/endpoints"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/eventbridge/subscription"
@@ -30,6 +35,9 @@ func (p *process) dispatcher(context.Context) error {
 		cfg.Jitter = -1 // 0 means none here; the dispatcher reads 0 as its default
 	}
 	cfg.Streams = p.cfg.Streams
+	if p.eps != nil {
+		cfg.Egress.Deny = apiServer(p.eps, os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT"))
+	}
 	dm, err := dispatcher.NewMetrics(p.reg)
 	if err != nil {
 		return err
@@ -52,6 +60,21 @@ func (p *process) dispatcher(context.Context) error {
 		return fmt.Errorf("register the backlog metrics: %w", err)
 	}
 	return nil
+}
+
+// apiServer denies deliveries the Kubernetes API server: its Service
+// address (serviceHost and servicePort, from KUBERNETES_SERVICE_HOST and
+// _PORT) and every endpoint of the Service default/kubernetes, so that no
+// sink, DNS name or redirect makes the event bridge call the API server
+// with a tenant's event from where it stands in the network.
+func apiServer(eps *endpoints.Watcher, serviceHost, servicePort string) func(netip.AddrPort) (string, bool) {
+	service, _ := netip.ParseAddrPort(net.JoinHostPort(serviceHost, servicePort))
+	return func(a netip.AddrPort) (string, bool) {
+		if a == service || eps.HasEndpoint(metav1.NamespaceDefault, "kubernetes", a) {
+			return "the Kubernetes API server's address", true
+		}
+		return "", false
+	}
 }
 
 // subscriptions serves the Subscriptions: those of -subscriptions through

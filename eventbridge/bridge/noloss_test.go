@@ -167,7 +167,7 @@ spec:
 
 	args := []string{
 		"-components=dispatcher", "-subscriptions=" + manifest, "-nats-url=" + ns.URL(),
-		"-resolve=orders.default=" + sink.URL, "-ack-wait=1s", "-request-timeout=2s",
+		"-resolve=orders.default=" + sink.URL, "-allow-loopback-sinks", "-ack-wait=1s", "-request-timeout=2s",
 		"-admin-listen=", "-metrics-listen=", "-listen=", "-log-level=warn",
 	}
 	proc := startDispatcher(t, bin, args...)

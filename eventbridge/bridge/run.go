@@ -17,7 +17,9 @@ import (
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
@@ -320,6 +322,10 @@ func newManager(cfg Config, log *slog.Logger) (ctrl.Manager, error) {
 		LeaderElection:          cfg.LeaderElection && cfg.Has(ComponentReconciler),
 		LeaderElectionID:        "kfn-eventbridge-reconciler",
 		LeaderElectionNamespace: cfg.LeaderElectionNamespace,
+		// Run may run more than once in a process (tests; a process that
+		// starts its event bridge again on a new NATS connection), each
+		// time with a manager of its own and its controllers' names.
+		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes manager: %w", err)

@@ -38,11 +38,6 @@ func TestRunInACluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts an API server")
 	}
-	cluster := testcluster.New(t, testcluster.WithScheme(v1alpha2.AddToScheme))
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	require.NoError(t, os.WriteFile(kubeconfig, cluster.KubeConfig, 0o600))
-	t.Setenv("KUBECONFIG", kubeconfig)
-
 	var got atomic.Int32
 	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Ce-Type") == "order.created.v1" {
@@ -50,26 +45,9 @@ func TestRunInACluster(t *testing.T) {
 		}
 	}))
 	defer sink.Close()
-
-	ns := natstest.Start(t)
-	cfg := bridge.DefaultConfig()
-	cfg.NATSURL = ns.URL()
-	cfg.Listen, cfg.AdminListen, cfg.MetricsListen = testport.Addr(t), testport.Addr(t), testport.Addr(t)
-	cfg.LeaderElection = false
-	cfg.Resolve = map[string]string{"orders.default": sink.URL}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- bridge.Run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			assert.NoError(t, err, "a clean shutdown")
-		case <-time.After(20 * time.Second):
-			t.Error("the event bridge did not stop within 20s")
-		}
+	cfg, cluster := runInCluster(t, func(cfg *bridge.Config, _ *testcluster.Cluster) {
+		cfg.Resolve = map[string]string{"orders.default": sink.URL}
+		cfg.Dispatcher.Egress.AllowLoopback = true
 	})
 
 	c := cluster.Client
@@ -131,4 +109,39 @@ func TestRunInACluster(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+// runInCluster runs the whole event bridge against a real API server (a
+// cluster of its own) and NATS, with mod applied to its configuration,
+// until the test ends; the bridge must then stop cleanly.
+func runInCluster(t *testing.T, mod func(*bridge.Config, *testcluster.Cluster)) (bridge.Config, *testcluster.Cluster) {
+	t.Helper()
+	cluster := testcluster.New(t, testcluster.WithScheme(v1alpha2.AddToScheme))
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, os.WriteFile(kubeconfig, cluster.KubeConfig, 0o600))
+	t.Setenv("KUBECONFIG", kubeconfig)
+
+	ns := natstest.Start(t)
+	cfg := bridge.DefaultConfig()
+	cfg.NATSURL = ns.URL()
+	cfg.Listen, cfg.AdminListen, cfg.MetricsListen = testport.Addr(t), testport.Addr(t), testport.Addr(t)
+	cfg.LeaderElection = false
+	if mod != nil {
+		mod(&cfg, cluster)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- bridge.Run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			assert.NoError(t, err, "a clean shutdown")
+		case <-time.After(20 * time.Second):
+			t.Error("the event bridge did not stop within 20s")
+		}
+	})
+	return cfg, cluster
 }

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/eventbridge/egress"
 	"github.com/kfn-dev/kfn/eventbridge/stream"
 )
 
@@ -47,7 +48,7 @@ func BenchmarkDeliver(b *testing.B) {
 	const inFlight = 64
 
 	b.Run("kfn", func(b *testing.B) {
-		d, err := New(benchJetStream{}, Config{Streams: stream.DefaultConfig()},
+		d, err := New(benchJetStream{}, Config{Streams: stream.DefaultConfig(), Egress: egress.Policy{AllowLoopback: true}},
 			WithResolver(ResolverFunc(func(v1alpha2.Sink) (string, error) { return sink.URL, nil })))
 		if err != nil {
 			b.Fatal(err)
@@ -80,7 +81,7 @@ func BenchmarkDeliver(b *testing.B) {
 	})
 
 	b.Run("bare", func(b *testing.B) {
-		client := &http.Client{Transport: NewTransport()}
+		client := &http.Client{Transport: NewTransport(egress.Policy{AllowLoopback: true})}
 		work := make(chan []byte, inFlight)
 		var wg sync.WaitGroup
 		for range inFlight {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge/deadline"
+	"github.com/kfn-dev/kfn/eventbridge/egress"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/stream"
 )
@@ -65,6 +66,10 @@ type Config struct {
 	// sink failed or is not ready is read (one consumer info request) to
 	// hold it to its maxBacklog. Default 2s.
 	BudgetInterval time.Duration
+	// Egress says which addresses deliveries may reach (package egress);
+	// the zero value refuses loopback among others. It holds for the
+	// default transport (NewTransport).
+	Egress egress.Policy
 	// Delivery holds the delivery settings of the spec.config keys a
 	// Subscription does not set (retries, backoff, dead-lettering); it must
 	// match the stream.ConsumerSettings.Defaults the consumers were made
@@ -136,7 +141,7 @@ type Dispatcher struct {
 	store     *eventstore.Store
 	endpoints Endpoints
 	resolver  Resolver
-	client    *http.Client
+	transport http.RoundTripper
 	log       *slog.Logger
 	metrics   *Metrics
 	// observers are told every delivery step; tallies count them, by key
@@ -183,14 +188,16 @@ func WithResolver(r Resolver) Option {
 	}
 }
 
-// WithHTTPClient sets the client deliveries use. Its Timeout should be 0:
-// Config.RequestTimeout bounds each request.
-func WithHTTPClient(c *http.Client) Option {
+// WithTransport sets the transport deliveries are sent with; by default
+// NewTransport(Config.Egress). One of another's should wrap
+// NewTransport's, so that the egress policy holds (kfn dev records each
+// attempt around it). Config.RequestTimeout bounds each request.
+func WithTransport(rt http.RoundTripper) Option {
 	return func(d *Dispatcher) error {
-		if c == nil {
-			return fmt.Errorf("%w: nil HTTP client", ErrInvalidOption)
+		if rt == nil {
+			return fmt.Errorf("%w: nil transport", ErrInvalidOption)
 		}
-		d.client = c
+		d.transport = rt
 		return nil
 	}
 }
@@ -226,7 +233,7 @@ func New(js jetstream.JetStream, cfg Config, opts ...Option) (*Dispatcher, error
 		store:     eventstore.New(js, cfg.Streams.EventStream),
 		endpoints: AlwaysReady{},
 		resolver:  DirectResolver,
-		client:    &http.Client{Transport: NewTransport()},
+		transport: NewTransport(cfg.Egress),
 		log:       slog.New(slog.DiscardHandler),
 		workers:   map[key]*worker{},
 
@@ -242,10 +249,11 @@ func New(js jetstream.JetStream, cfg Config, opts ...Option) (*Dispatcher, error
 }
 
 // NewTransport returns the HTTP transport the dispatcher uses by default:
-// keep-alive connections, many per sink, no proxy, no compression.
-func NewTransport() *http.Transport {
+// keep-alive connections, many per sink, no proxy, no compression, and
+// connections only to the addresses policy lets deliveries reach.
+func NewTransport(policy egress.Policy) *http.Transport {
 	return &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second, Control: policy.Control}).DialContext,
 		MaxIdleConns:        4096,
 		MaxIdleConnsPerHost: 512,
 		IdleConnTimeout:     90 * time.Second,
@@ -254,31 +262,25 @@ func NewTransport() *http.Transport {
 	}
 }
 
-// maxRedirects bounds the redirects a delivery follows, as http.Client's
-// default policy does.
-const maxRedirects = 10
+// maxRedirects bounds the redirects one delivery attempt follows.
+const maxRedirects = 3
 
 // do sends a delivery request and follows the sink's 307 and 308
-// redirects (the event goes again, method, headers and body, to where the
-// sink points), up to maxRedirects. Any other answer is the sink's answer:
-// a 301, 302 or 303 would turn the POST into a GET without the event, so
-// it is not followed and is judged as any non-2xx status.
+// redirects (the event goes again, method, headers and body) to the same
+// scheme, host and port only, up to maxRedirects: a redirect cannot take
+// the event, on the event bridge's behalf, out of the sink it was meant for
+// (to another namespace, the API server, the bridge's own admin API). Any
+// other answer is the sink's answer, judged as any non-2xx status: a
+// redirect elsewhere, one too many, and a 301, 302 or 303 (which would
+// turn the POST into a GET without the event).
 //
-// The client's transport sends the request: http.Client.Do copies every
+// The transport sends the request itself: http.Client.Do copies every
 // header of every request in case a redirect needs them, which costs each
-// event more than anything else the client does for it. A client with a
-// cookie jar, a timeout or a redirect policy of its own sends it itself.
+// event more than anything else the client does for it.
 func (d *Dispatcher) do(req *http.Request) (*http.Response, error) {
-	c := d.client
-	if c.Jar != nil || c.Timeout != 0 || c.CheckRedirect != nil {
-		return c.Do(req)
-	}
-	rt := c.Transport
-	if rt == nil {
-		rt = http.DefaultTransport
-	}
+	origin := req.URL
 	for hops := 0; ; hops++ {
-		resp, err := rt.RoundTrip(req)
+		resp, err := d.transport.RoundTrip(req)
 		if err != nil {
 			// As http.Client says it: Post "url": what went wrong.
 			return nil, &url.Error{Op: req.Method[:1] + strings.ToLower(req.Method[1:]), URL: req.URL.Redacted(), Err: err}
@@ -288,25 +290,26 @@ func (d *Dispatcher) do(req *http.Request) (*http.Response, error) {
 			hops == maxRedirects || req.GetBody == nil {
 			return resp, nil
 		}
+		next, err := req.URL.Parse(loc)
+		if err != nil || next.Scheme != origin.Scheme || next.Host != origin.Host {
+			return resp, nil // judged as the 3xx it is
+		}
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()
-		if req, err = redirected(req, loc); err != nil {
+		if req, err = redirected(req, next); err != nil {
 			return nil, err
 		}
 	}
 }
 
-// redirected is req sent again to loc (relative to req's URL). A transport
-// leaves a request as it was but for the body it sent.
-func redirected(req *http.Request, loc string) (*http.Request, error) {
-	u, err := req.URL.Parse(loc)
-	if err != nil {
-		return nil, fmt.Errorf("follow redirect to %q: %w", loc, err)
-	}
+// redirected is req sent again to u. A transport leaves a request as it
+// was but for the body it sent.
+func redirected(req *http.Request, u *url.URL) (*http.Request, error) {
 	next := req.Clone(req.Context())
 	next.URL, next.Host = u, ""
+	var err error
 	if next.Body, err = req.GetBody(); err != nil {
-		return nil, fmt.Errorf("follow redirect to %q: %w", loc, err)
+		return nil, fmt.Errorf("follow redirect to %s: %w", u.Redacted(), err)
 	}
 	return next, nil
 }

@@ -133,7 +133,7 @@ func TestInFlightLimitAcrossReplicas(t *testing.T) {
 	s := sub("s", "fn", config("maxInFlightMessages", "3"))
 	b.subscribe(s)
 	// A second dispatcher replica on its own connection serves the same Subscription.
-	d2, err := dispatcher.New(b.nats.JetStream(), dispatcher.Config{Streams: b.streams, PullExpiry: time.Second},
+	d2, err := dispatcher.New(b.nats.JetStream(), dispatcher.Config{Streams: b.streams, PullExpiry: time.Second, Egress: loopback},
 		dispatcher.WithResolver(dispatcher.ResolverFunc(b.resolve)))
 	require.NoError(t, err)
 	require.NoError(t, d2.Upsert(s))
@@ -268,7 +268,7 @@ func TestNetworkErrorIsRetried(t *testing.T) {
 	url := k.srv.URL
 	var calls atomic.Int32
 	// A second dispatcher, whose resolver first points at a closed port.
-	d, err := dispatcher.New(b.js, dispatcher.Config{Streams: b.streams, Jitter: -1, PullExpiry: time.Second},
+	d, err := dispatcher.New(b.js, dispatcher.Config{Streams: b.streams, Jitter: -1, PullExpiry: time.Second, Egress: loopback},
 		dispatcher.WithResolver(dispatcher.ResolverFunc(func(v1alpha2.Sink) (string, error) {
 			if calls.Add(1) == 1 {
 				return "http://127.0.0.1:1/", nil

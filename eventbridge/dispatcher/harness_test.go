@@ -20,6 +20,7 @@ import (
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
+	"github.com/kfn-dev/kfn/eventbridge/egress"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/internal/natstest"
 	"github.com/kfn-dev/kfn/eventbridge/stream"
@@ -37,6 +38,10 @@ type bridge struct {
 	sinks   map[string]*sink // by Service name
 	mu      sync.Mutex
 }
+
+// loopback lets the tests' deliveries reach their sinks, httptest
+// servers on loopback, which the dispatcher refuses by default.
+var loopback = egress.Policy{AllowLoopback: true}
 
 type bridgeOpt func(*dispatcher.Config, *[]dispatcher.Option)
 
@@ -61,7 +66,7 @@ func newBridge(t *testing.T, opts ...bridgeOpt) *bridge {
 	b.reg = prometheus.NewRegistry()
 	m, err := dispatcher.NewMetrics(b.reg)
 	require.NoError(t, err)
-	cfg := dispatcher.Config{Streams: b.streams, Jitter: -1, RequestTimeout: 5 * time.Second, PullExpiry: time.Second}
+	cfg := dispatcher.Config{Streams: b.streams, Jitter: -1, RequestTimeout: 5 * time.Second, PullExpiry: time.Second, Egress: loopback}
 	dopts := []dispatcher.Option{dispatcher.WithMetrics(m), dispatcher.WithResolver(dispatcher.ResolverFunc(b.resolve))}
 	for _, o := range opts {
 		o(&cfg, &dopts)

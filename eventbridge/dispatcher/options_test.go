@@ -29,7 +29,7 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	for name, opt := range map[string]dispatcher.Option{
 		"nil endpoints": dispatcher.WithEndpoints(nil),
 		"nil resolver":  dispatcher.WithResolver(nil),
-		"nil client":    dispatcher.WithHTTPClient(nil),
+		"nil transport": dispatcher.WithTransport(nil),
 		"nil logger":    dispatcher.WithLogger(nil),
 		"nil observer":  dispatcher.WithObserver(nil),
 	} {

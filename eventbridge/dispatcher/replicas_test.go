@@ -38,7 +38,7 @@ func (b *bridge) newReplica(name string, requestTimeout time.Duration) *replica 
 		u, err := b.resolve(s)
 		return u + "?replica=" + name, err
 	}
-	r.d, err = dispatcher.New(js, dispatcher.Config{Streams: b.streams, Jitter: -1, RequestTimeout: requestTimeout, PullExpiry: time.Second},
+	r.d, err = dispatcher.New(js, dispatcher.Config{Streams: b.streams, Jitter: -1, RequestTimeout: requestTimeout, PullExpiry: time.Second, Egress: loopback},
 		dispatcher.WithResolver(dispatcher.ResolverFunc(resolve)))
 	require.NoError(b.t, err)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
+	"github.com/kfn-dev/kfn/eventbridge/egress"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/stream"
 	"github.com/kfn-dev/kfn/eventbridge/tracing"
@@ -384,10 +385,18 @@ func (w *worker) send(ctx context.Context, log eventLog, msg jetstream.Msg, url 
 	w.inject(ctx, req.Header)
 	resp, err := w.d.do(req)
 	if err != nil {
-		return result{verdict: Retry, err: fmt.Errorf("post to %s: %w", url, err)}
+		verdict := Retry
+		if errors.Is(err, egress.ErrRefused) {
+			verdict = GiveUp // where the sink points is no place for events
+		}
+		return result{verdict: verdict, err: fmt.Errorf("post to %s: %w", url, err)}
 	}
 	defer resp.Body.Close()
 	r := result{verdict: Judge(resp.StatusCode), status: resp.StatusCode}
+	if loc := resp.Header.Get("Location"); loc != "" && resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		r.err = fmt.Errorf("sink answered %d %s with a redirect to %.256q, which is not followed: deliveries follow 307 and 308 to the same scheme, host and port only, at most %d times",
+			resp.StatusCode, http.StatusText(resp.StatusCode), loc, maxRedirects)
+	}
 	if r.verdict == Retry {
 		r.retryAfter = RetryAfter(resp.Header.Get("Retry-After"), time.Now())
 	}

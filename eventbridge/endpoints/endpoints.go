@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"sort"
 	"strconv"
 	"sync"
@@ -24,12 +25,13 @@ type service struct{ namespace, name string }
 type Watcher struct {
 	mu       sync.Mutex
 	synced   bool
-	syncCh   chan struct{}                   // closed once the initial list is in
-	slices   map[service]map[string]int      // ready endpoints per slice
-	addrs    map[service]map[string][]string // ready host:port per slice (single-port slices)
-	flat     map[service][]string            // addrs of all slices, sorted
-	fnSlices map[service]map[string]struct{} // slices labelled as a Function's
-	changed  map[service]chan struct{}       // closed when the Service's readiness flips
+	syncCh   chan struct{}                           // closed once the initial list is in
+	slices   map[service]map[string]int              // ready endpoints per slice
+	addrs    map[service]map[string][]string         // ready host:port per slice (single-port slices)
+	flat     map[service][]string                    // addrs of all slices, sorted
+	fnSlices map[service]map[string]struct{}         // slices labelled as a Function's
+	all      map[service]map[string][]netip.AddrPort // every endpoint address and port per slice, ready or not
+	changed  map[service]chan struct{}               // closed when the Service's readiness flips
 	ready    map[service]bool
 	next     atomic.Uint64 // round robin of Pick
 }
@@ -46,6 +48,7 @@ func New() *Watcher {
 		addrs:    map[service]map[string][]string{},
 		flat:     map[service][]string{},
 		fnSlices: map[service]map[string]struct{}{},
+		all:      map[service]map[string][]netip.AddrPort{},
 		changed:  map[service]chan struct{}{},
 		ready:    map[service]bool{},
 	}
@@ -119,6 +122,23 @@ func (w *Watcher) Function(namespace, name string) bool {
 	return ok
 }
 
+// HasEndpoint reports whether a is the address and port of an endpoint of
+// namespace/name, ready or not, in any of its slices (IPv4 in IPv6 taken
+// as IPv4).
+func (w *Watcher) HasEndpoint(namespace, name string, a netip.AddrPort) bool {
+	a = netip.AddrPortFrom(a.Addr().Unmap(), a.Port())
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, addrs := range w.all[service{namespace, name}] {
+		for _, x := range addrs {
+			if x == a {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Synced returns a channel closed once the initial list of EndpointSlices
 // is in.
 func (w *Watcher) Synced() <-chan struct{} { return w.syncCh }
@@ -159,9 +179,11 @@ func (w *Watcher) set(obj any, deleted bool) {
 	k := service{s.Namespace, name}
 	n := 0
 	var addrs []string
+	var all []netip.AddrPort
 	if !deleted {
 		n = readyEndpoints(s)
 		addrs = readyAddresses(s)
+		all = allAddresses(s)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -174,6 +196,17 @@ func (w *Watcher) set(obj any, deleted bool) {
 		w.slices[k][s.Name] = n
 	}
 	w.setAddrs(k, s.Name, addrs)
+	if len(all) > 0 {
+		if w.all[k] == nil {
+			w.all[k] = map[string][]netip.AddrPort{}
+		}
+		w.all[k][s.Name] = all
+	} else if w.all[k] != nil {
+		delete(w.all[k], s.Name)
+		if len(w.all[k]) == 0 {
+			delete(w.all, k)
+		}
+	}
 	total := 0
 	for _, c := range w.slices[k] {
 		total += c
@@ -246,6 +279,26 @@ func readyAddresses(s *discoveryv1.EndpointSlice) []string {
 		}
 		for _, a := range e.Addresses {
 			out = append(out, net.JoinHostPort(a, port))
+		}
+	}
+	return out
+}
+
+// allAddresses returns the address and port of every endpoint of a
+// slice, for each of its ports.
+func allAddresses(s *discoveryv1.EndpointSlice) []netip.AddrPort {
+	var out []netip.AddrPort
+	for _, e := range s.Endpoints {
+		for _, a := range e.Addresses {
+			ip, err := netip.ParseAddr(a)
+			if err != nil {
+				continue
+			}
+			for _, p := range s.Ports {
+				if p.Port != nil {
+					out = append(out, netip.AddrPortFrom(ip.Unmap(), uint16(*p.Port)))
+				}
+			}
 		}
 	}
 	return out

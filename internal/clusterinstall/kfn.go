@@ -36,8 +36,9 @@ type LocalImages struct {
 
 // LocalValues are the chart values of a cluster whose images were imported
 // into the node, not pulled: kfn's images never pulled, NetworkPolicies on,
-// NATS with a small volume, and Functions with the S preset by default so
-// that a 2-core node holds several replicas.
+// deliveries only into the node's pod and Service networks, NATS with a
+// small volume, and Functions with the S preset by default so that a
+// 2-core node holds several replicas.
 func LocalValues(img LocalImages) map[string]any {
 	return map[string]any{
 		"image": map[string]any{
@@ -51,7 +52,10 @@ func LocalValues(img LocalImages) map[string]any {
 			"defaultProfile": "S",
 		},
 		"networkPolicy": map[string]any{"enabled": true},
-		"keda":          map[string]any{"enabled": true},
+		"eventbridge": map[string]any{
+			"dispatcher": map[string]any{"sinkNetworks": []any{singlenode.DefaultClusterCIDR, singlenode.DefaultServiceCIDR}},
+		},
+		"keda": map[string]any{"enabled": true},
 		"nats": map[string]any{
 			"image": map[string]any{"repository": img.NATSRepository, "tag": img.NATSTag, "pullPolicy": "Never"},
 			"jetstream": map[string]any{

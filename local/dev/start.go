@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"path/filepath"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/kfn-dev/kfn/api/manifest"
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
+	"github.com/kfn-dev/kfn/eventbridge/egress"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/gateway"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
@@ -140,6 +140,11 @@ func (p *Platform) newComponents() (err error) {
 	return err
 }
 
+// devEgress lets deliveries reach the functions, processes of this
+// machine listening on loopback, and nothing the dispatcher refuses
+// anywhere else (link-local addresses and the like).
+var devEgress = egress.Policy{AllowLoopback: true}
+
 // newDelivery makes the dispatcher, the scaler, the Set of Subscriptions
 // they serve, and the publisher.
 func (p *Platform) newDelivery() error {
@@ -151,10 +156,10 @@ func (p *Platform) newDelivery() error {
 	if err != nil {
 		return err
 	}
-	p.dispatcher, err = dispatcher.New(p.js, dispatcher.Config{Streams: p.streams},
+	p.dispatcher, err = dispatcher.New(p.js, dispatcher.Config{Streams: p.streams, Egress: devEgress},
 		dispatcher.WithEndpoints(p.endpoints), dispatcher.WithResolver(p.endpoints),
 		dispatcher.WithMetrics(dispatchMetrics), dispatcher.WithLogger(p.log.With("component", "dispatcher")),
-		dispatcher.WithObserver(p.events), dispatcher.WithHTTPClient(&http.Client{Transport: p.events.Transport(dispatcher.NewTransport(), p.functionAt)}))
+		dispatcher.WithObserver(p.events), dispatcher.WithTransport(p.events.Transport(dispatcher.NewTransport(devEgress), p.functionAt)))
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
+	"github.com/kfn-dev/kfn/eventbridge/egress"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/eventbridge/stream"
@@ -83,9 +84,9 @@ func newPipeline(t *testing.T, maxEvents int) *pipeline {
 	p.pub = httptest.NewServer(pub)
 	t.Cleanup(p.pub.Close)
 
-	client := &http.Client{Transport: p.rec.Transport(dispatcher.NewTransport(), p.functionAt)}
-	p.d, err = dispatcher.New(js, dispatcher.Config{Streams: p.streams, Jitter: -1, PullExpiry: time.Second},
-		dispatcher.WithObserver(p.rec), dispatcher.WithHTTPClient(client), dispatcher.WithResolver(dispatcher.ResolverFunc(p.resolve)))
+	transport := p.rec.Transport(dispatcher.NewTransport(egress.Policy{AllowLoopback: true}), p.functionAt)
+	p.d, err = dispatcher.New(js, dispatcher.Config{Streams: p.streams, Jitter: -1, PullExpiry: time.Second, Egress: egress.Policy{AllowLoopback: true}},
+		dispatcher.WithObserver(p.rec), dispatcher.WithTransport(transport), dispatcher.WithResolver(dispatcher.ResolverFunc(p.resolve)))
 	require.NoError(t, err)
 	done := make(chan struct{})
 	go func() { _ = p.d.Start(ctx); close(done) }()
