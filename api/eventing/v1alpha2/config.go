@@ -11,10 +11,10 @@ import (
 const (
 	// ConfigMaxInFlightMessages is how many events may be unacknowledged at
 	// once for the Subscription, across all dispatcher replicas. 1 delivers
-	// in order. Default "10" (Kyma's key and default).
+	// in order. Default "10" (Kyma's key and default), at most "1000".
 	ConfigMaxInFlightMessages = "maxInFlightMessages"
 	// ConfigMaxDeliver is how many delivery attempts an event gets before it
-	// is dead-lettered. Default "10".
+	// is dead-lettered. Default "10", at most "100".
 	ConfigMaxDeliver = "maxDeliver"
 	// ConfigBackoffInitial is the delay before the first redelivery; each
 	// further one doubles it, with jitter, up to ConfigBackoffMax. A Go
@@ -30,7 +30,8 @@ const (
 	// that may wait for it (pending plus unacknowledged). Past it, the
 	// oldest are dead-lettered (or dropped with deadLetter "false") with the
 	// reason, so that a dead sink cannot fill the shared event stream and
-	// make publishing fail for every Subscription. Default "100000".
+	// make publishing fail for every Subscription. Default "100000", at
+	// most "1000000".
 	ConfigMaxBacklog = "maxBacklog"
 )
 
@@ -42,6 +43,20 @@ const (
 	DefaultBackoffMax          = 60 * time.Second
 	DefaultDeadLetter          = true
 	DefaultMaxBacklog          = 100000
+)
+
+// Caps on the delivery settings, so that no Subscription holds more of the
+// shared event bridge than its share: each event in flight holds a
+// goroutine, a request and its data in every dispatcher replica (and
+// maxInFlightMessages is JetStream's MaxAckPending and the size of a pull),
+// and a backlog holds the shared event stream. The CRD refuses values above
+// them, as ParseDeliveryOver does. Kyma sets no maximum; its JetStream
+// backend keeps at most 1,000,000 events per subject and makes 100
+// attempts.
+const (
+	MaxMaxInFlightMessages = 1000
+	MaxMaxDeliver          = 100
+	MaxMaxBacklog          = 1000000
 )
 
 // ErrInvalidConfig is wrapped by every error about spec.config.
@@ -81,10 +96,12 @@ func DefaultDelivery() Delivery {
 // returns is valid; Validate is for defaults from elsewhere (flags).
 func (d Delivery) Validate() error {
 	switch {
-	case d.MaxInFlight < 1:
-		return fmt.Errorf("%w: %s must be at least 1, not %d", ErrInvalidConfig, ConfigMaxInFlightMessages, d.MaxInFlight)
-	case d.MaxDeliver < 1:
-		return fmt.Errorf("%w: %s must be at least 1, not %d", ErrInvalidConfig, ConfigMaxDeliver, d.MaxDeliver)
+	case d.MaxInFlight < 1 || d.MaxInFlight > MaxMaxInFlightMessages:
+		return fmt.Errorf("%w: %s must be between 1 and %d, not %d", ErrInvalidConfig, ConfigMaxInFlightMessages, MaxMaxInFlightMessages, d.MaxInFlight)
+	case d.MaxDeliver < 1 || d.MaxDeliver > MaxMaxDeliver:
+		return fmt.Errorf("%w: %s must be between 1 and %d, not %d", ErrInvalidConfig, ConfigMaxDeliver, MaxMaxDeliver, d.MaxDeliver)
+	case d.MaxBacklog > MaxMaxBacklog:
+		return fmt.Errorf("%w: %s must be at most %d, not %d", ErrInvalidConfig, ConfigMaxBacklog, MaxMaxBacklog, d.MaxBacklog)
 	case d.BackoffInitial <= 0:
 		return fmt.Errorf("%w: %s must be positive, not %s", ErrInvalidConfig, ConfigBackoffInitial, d.BackoffInitial)
 	case d.BackoffMax < d.BackoffInitial:
@@ -123,12 +140,12 @@ func ParseDeliveryOver(defaults Delivery, config map[string]ConfigValue) (Delive
 	d := defaults
 	var err error
 	if v, ok := config[ConfigMaxInFlightMessages]; ok {
-		if d.MaxInFlight, err = positiveInt(ConfigMaxInFlightMessages, string(v)); err != nil {
+		if d.MaxInFlight, err = boundedInt(ConfigMaxInFlightMessages, string(v), MaxMaxInFlightMessages); err != nil {
 			return Delivery{}, err
 		}
 	}
 	if v, ok := config[ConfigMaxDeliver]; ok {
-		if d.MaxDeliver, err = positiveInt(ConfigMaxDeliver, string(v)); err != nil {
+		if d.MaxDeliver, err = boundedInt(ConfigMaxDeliver, string(v), MaxMaxDeliver); err != nil {
 			return Delivery{}, err
 		}
 	}
@@ -143,7 +160,7 @@ func ParseDeliveryOver(defaults Delivery, config map[string]ConfigValue) (Delive
 		}
 	}
 	if v, ok := config[ConfigMaxBacklog]; ok {
-		if d.MaxBacklog, err = positiveInt(ConfigMaxBacklog, string(v)); err != nil {
+		if d.MaxBacklog, err = boundedInt(ConfigMaxBacklog, string(v), MaxMaxBacklog); err != nil {
 			return Delivery{}, err
 		}
 	} else if d.MaxBacklog < d.MaxInFlight {
@@ -178,10 +195,10 @@ func (d Delivery) Backoff(failures int) time.Duration {
 	return min(delay, d.BackoffMax)
 }
 
-func positiveInt(key, v string) (int, error) {
+func boundedInt(key, v string, most int) (int, error) {
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		return 0, fmt.Errorf("%w: %s must be a stringified int value of at least 1, not %q", ErrInvalidConfig, key, v)
+	if err != nil || n < 1 || n > most {
+		return 0, fmt.Errorf("%w: %s must be a stringified int value between 1 and %d, not %q", ErrInvalidConfig, key, most, v)
 	}
 	return n, nil
 }

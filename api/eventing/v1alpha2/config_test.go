@@ -12,9 +12,10 @@ import (
 
 func TestParseDelivery(t *testing.T) {
 	tests := map[string]struct {
-		config  map[string]ConfigValue
-		want    Delivery
-		wantErr string
+		config   map[string]ConfigValue
+		defaults *Delivery // nil: DefaultDelivery()
+		want     Delivery
+		wantErr  string
 	}{
 		"no config": {config: nil, want: DefaultDelivery()},
 		"kyma default": {
@@ -29,23 +30,35 @@ func TestParseDelivery(t *testing.T) {
 			config: map[string]ConfigValue{"qos": "AT_LEAST_ONCE", "contentMode": "BINARY"},
 			want:   DefaultDelivery(),
 		},
-		"not an int":           {config: map[string]ConfigValue{"maxInFlightMessages": "ten"}, wantErr: `maxInFlightMessages must be a stringified int value of at least 1, not "ten"`},
-		"zero in flight":       {config: map[string]ConfigValue{"maxInFlightMessages": "0"}, wantErr: "maxInFlightMessages must be"},
-		"negative deliveries":  {config: map[string]ConfigValue{"maxDeliver": "-1"}, wantErr: "maxDeliver must be"},
-		"bad duration":         {config: map[string]ConfigValue{"backoffInitial": "soon"}, wantErr: `backoffInitial must be a positive duration such as 1s or 5m, not "soon"`},
-		"zero duration":        {config: map[string]ConfigValue{"backoffMax": "0s"}, wantErr: "backoffMax must be a positive duration"},
-		"max below initial":    {config: map[string]ConfigValue{"backoffInitial": "10s", "backoffMax": "1s"}, wantErr: "backoffMax (1s) must not be less than backoffInitial (10s)"},
-		"zero backlog":         {config: map[string]ConfigValue{"maxBacklog": "0"}, wantErr: "maxBacklog must be a stringified int value of at least 1"},
-		"backlog below flight": {config: map[string]ConfigValue{"maxInFlightMessages": "50", "maxBacklog": "20"}, wantErr: "maxBacklog (20) must not be less than maxInFlightMessages (50)"},
+		"not an int":                {config: map[string]ConfigValue{"maxInFlightMessages": "ten"}, wantErr: `maxInFlightMessages must be a stringified int value between 1 and 1000, not "ten"`},
+		"most in flight":            {config: map[string]ConfigValue{"maxInFlightMessages": "1000"}, want: Delivery{MaxInFlight: 1000, MaxDeliver: 10, BackoffInitial: time.Second, BackoffMax: time.Minute, DeadLetter: true, MaxBacklog: 100000}},
+		"in flight over its cap":    {config: map[string]ConfigValue{"maxInFlightMessages": "1001"}, wantErr: `maxInFlightMessages must be a stringified int value between 1 and 1000, not "1001"`},
+		"a billion in flight":       {config: map[string]ConfigValue{"maxInFlightMessages": "999999999"}, wantErr: "between 1 and 1000"},
+		"most deliveries":           {config: map[string]ConfigValue{"maxDeliver": "100"}, want: Delivery{MaxInFlight: 10, MaxDeliver: 100, BackoffInitial: time.Second, BackoffMax: time.Minute, DeadLetter: true, MaxBacklog: 100000}},
+		"deliveries over their cap": {config: map[string]ConfigValue{"maxDeliver": "101"}, wantErr: "maxDeliver must be a stringified int value between 1 and 100"},
+		"largest backlog":           {config: map[string]ConfigValue{"maxBacklog": "1000000"}, want: Delivery{MaxInFlight: 10, MaxDeliver: 10, BackoffInitial: time.Second, BackoffMax: time.Minute, DeadLetter: true, MaxBacklog: 1000000}},
+		"backlog over its cap":      {config: map[string]ConfigValue{"maxBacklog": "1000001"}, wantErr: "maxBacklog must be a stringified int value between 1 and 1000000"},
+		"zero in flight":            {config: map[string]ConfigValue{"maxInFlightMessages": "0"}, wantErr: "maxInFlightMessages must be"},
+		"negative deliveries":       {config: map[string]ConfigValue{"maxDeliver": "-1"}, wantErr: "maxDeliver must be"},
+		"bad duration":              {config: map[string]ConfigValue{"backoffInitial": "soon"}, wantErr: `backoffInitial must be a positive duration such as 1s or 5m, not "soon"`},
+		"zero duration":             {config: map[string]ConfigValue{"backoffMax": "0s"}, wantErr: "backoffMax must be a positive duration"},
+		"max below initial":         {config: map[string]ConfigValue{"backoffInitial": "10s", "backoffMax": "1s"}, wantErr: "backoffMax (1s) must not be less than backoffInitial (10s)"},
+		"zero backlog":              {config: map[string]ConfigValue{"maxBacklog": "0"}, wantErr: "maxBacklog must be a stringified int value between 1 and 1000000"},
+		"backlog below flight":      {config: map[string]ConfigValue{"maxInFlightMessages": "50", "maxBacklog": "20"}, wantErr: "maxBacklog (20) must not be less than maxInFlightMessages (50)"},
 		"default backlog grows with in flight": {
-			config: map[string]ConfigValue{"maxInFlightMessages": "200000"},
-			want:   Delivery{MaxInFlight: 200000, MaxDeliver: 10, BackoffInitial: time.Second, BackoffMax: time.Minute, DeadLetter: true, MaxBacklog: 200000},
+			config:   map[string]ConfigValue{"maxInFlightMessages": "500"},
+			defaults: &Delivery{MaxInFlight: 10, MaxDeliver: 10, BackoffInitial: time.Second, BackoffMax: time.Minute, DeadLetter: true, MaxBacklog: 100},
+			want:     Delivery{MaxInFlight: 500, MaxDeliver: 10, BackoffInitial: time.Second, BackoffMax: time.Minute, DeadLetter: true, MaxBacklog: 500},
 		},
 		"bad dead letter": {config: map[string]ConfigValue{"deadLetter": "yes"}, wantErr: `deadLetter must be "true" or "false", not "yes"`},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			got, err := (&Subscription{Spec: SubscriptionSpec{Config: tt.config}}).Delivery()
+			defaults := DefaultDelivery()
+			if tt.defaults != nil {
+				defaults = *tt.defaults
+			}
+			got, err := (&Subscription{Spec: SubscriptionSpec{Config: tt.config}}).DeliveryOver(defaults)
 			if tt.wantErr != "" {
 				require.ErrorIs(t, err, ErrInvalidConfig)
 				assert.Contains(t, err.Error(), tt.wantErr)
@@ -79,6 +92,9 @@ func TestDeliveryOverOperatorDefaults(t *testing.T) {
 		"max below initial":    {MaxInFlight: 1, MaxDeliver: 1, BackoffInitial: time.Minute, BackoffMax: time.Second},
 		"negative in flight":   {MaxInFlight: -1, MaxDeliver: 1, BackoffInitial: time.Second, BackoffMax: time.Second},
 		"negative backoffMax":  {MaxInFlight: 1, MaxDeliver: 1, BackoffInitial: time.Second, BackoffMax: -time.Second},
+		"in flight over cap":   {MaxInFlight: MaxMaxInFlightMessages + 1, MaxDeliver: 1, BackoffInitial: time.Second, BackoffMax: time.Second, MaxBacklog: MaxMaxBacklog},
+		"backlog over cap":     {MaxInFlight: 1, MaxDeliver: 1, BackoffInitial: time.Second, BackoffMax: time.Second, MaxBacklog: MaxMaxBacklog + 1},
+		"deliveries over cap":  {MaxInFlight: 1, MaxDeliver: MaxMaxDeliver + 1, BackoffInitial: time.Second, BackoffMax: time.Second, MaxBacklog: 1},
 	} {
 		assert.ErrorIs(t, bad.Validate(), ErrInvalidConfig, name)
 	}
