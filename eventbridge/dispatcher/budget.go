@@ -39,8 +39,7 @@ func (d *Dispatcher) holdBudgets(ctx context.Context) {
 		}
 		d.mu.Unlock()
 		for _, w := range workers {
-			t := w.target
-			ready, _ := d.endpoints.Ready(t.sink.Namespace, t.sink.Service)
+			ready, _ := w.sinkReady()
 			failed := w.failed.Swap(false)
 			if ready && !failed && !w.overBudget.Load() {
 				continue
@@ -96,7 +95,7 @@ func (w *worker) shed(ctx context.Context, cons jetstream.Consumer, n int) error
 	if err != nil {
 		return fmt.Errorf("fetch events over the budget: %w", err)
 	}
-	reason := w.budgetReason("the sink has no ready endpoint")
+	reason := w.budgetReason(w.notReadyReason())
 	for msg := range batch.Messages() {
 		meta, err := msg.Metadata()
 		if err != nil {

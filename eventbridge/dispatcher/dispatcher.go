@@ -321,26 +321,36 @@ type target struct {
 	sink     v1alpha2.Sink
 	delivery v1alpha2.Delivery
 	consumer string
+	// invalid, when not nil, is why the Subscription cannot be served: its
+	// worker delivers nothing and only holds its consumer's backlog within
+	// the budget (see Upsert).
+	invalid error
 }
 
 // Upsert starts serving the Subscription, or restarts its worker if what
 // matters for delivery (sink, types, source, matching, config) changed. It
 // does not create the consumer: the Subscription reconciler (or local
-// mode) does, and the worker waits until it exists. The error wraps
-// v1alpha2.ErrInvalidSink or v1alpha2.ErrInvalidConfig, and the
-// Subscription is then not served (a running worker for it stops).
+// mode) does, and the worker waits until it exists.
+//
+// A Subscription whose spec cannot be served (the error wraps
+// v1alpha2.ErrInvalidSink, v1alpha2.ErrInvalidConfig or
+// v1alpha2.ErrInvalidEventType) gets a worker that delivers nothing: its
+// consumer is kept while the spec is fixed (package subscription), and the
+// worker holds the events waiting in it within the backlog budget (the
+// Subscription's maxBacklog when its spec.config can be read, the last
+// one served otherwise, else the default), giving up the oldest past it
+// with the reason.
 func (d *Dispatcher) Upsert(sub *v1alpha2.Subscription) error {
 	t, err := newTarget(sub, d.cfg.Delivery)
-	if err != nil {
-		d.Remove(sub.Namespace, sub.Name)
-		return err
-	}
 	k := key{sub.Namespace, sub.Name}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	old, ok := d.workers[k]
+	if err != nil {
+		t = holdTarget(sub, err, d.cfg.Delivery, old)
+	}
 	if ok && sameTarget(old.target, t) {
-		return nil
+		return err
 	}
 	w := &worker{d: d, target: t, done: make(chan struct{})}
 	d.workers[k] = w
@@ -352,7 +362,22 @@ func (d *Dispatcher) Upsert(sub *v1alpha2.Subscription) error {
 	if ok {
 		old.stop()
 	}
-	return nil
+	return err
+}
+
+// holdTarget is the target of a Subscription whose spec cannot be served
+// (invalid says why): its consumer's name and a budget, from its own
+// spec.config if that can be read, else from the worker it had (old may
+// be nil), else from defaults.
+func holdTarget(sub *v1alpha2.Subscription, invalid error, defaults v1alpha2.Delivery, old *worker) target {
+	delivery, err := sub.DeliveryOver(defaults)
+	if err != nil {
+		delivery = defaults
+		if old != nil {
+			delivery = old.target.delivery
+		}
+	}
+	return target{sub: sub.DeepCopy(), delivery: delivery, consumer: stream.ConsumerName(sub.Namespace, sub.Name), invalid: invalid}
 }
 
 func newTarget(sub *v1alpha2.Subscription, defaults v1alpha2.Delivery) (target, error) {
@@ -368,7 +393,7 @@ func newTarget(sub *v1alpha2.Subscription, defaults v1alpha2.Delivery) (target, 
 }
 
 func sameTarget(a, b target) bool {
-	return a.delivery == b.delivery && a.consumer == b.consumer &&
+	return a.delivery == b.delivery && a.consumer == b.consumer && (a.invalid == nil) == (b.invalid == nil) &&
 		reflect.DeepEqual(a.sub.Spec, b.sub.Spec)
 }
 
@@ -386,12 +411,22 @@ func (d *Dispatcher) Remove(namespace, name string) {
 	}
 }
 
-// Serving reports whether the Subscription is being served.
+// Serving reports whether the Subscription is being served: its events
+// delivered (not only held while its spec is invalid).
 func (d *Dispatcher) Serving(namespace, name string) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	_, ok := d.workers[key{namespace, name}]
-	return ok
+	w, ok := d.workers[key{namespace, name}]
+	return ok && w.target.invalid == nil
+}
+
+// Holding reports whether the Subscription's events are held, not
+// delivered, because its spec cannot be served (see Upsert).
+func (d *Dispatcher) Holding(namespace, name string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	w, ok := d.workers[key{namespace, name}]
+	return ok && w.target.invalid != nil
 }
 
 // Start serves the Subscriptions until ctx is done, then stops pulling,

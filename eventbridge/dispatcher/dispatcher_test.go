@@ -594,3 +594,50 @@ func TestRedirects(t *testing.T) {
 		})
 	}
 }
+
+// TestInvalidSubscriptionHoldsItsEventsWithinItsBudget: a served
+// Subscription whose spec becomes invalid (a sink in another namespace,
+// then a spec.config that cannot be read) delivers nothing while it is,
+// its consumer's events wait, and past its maxBacklog the oldest are
+// dead-lettered with the reason; once it is valid again the events left
+// are delivered.
+func TestInvalidSubscriptionHoldsItsEventsWithinItsBudget(t *testing.T) {
+	b := newBridge(t, withConfig(func(c *dispatcher.Config) { c.BudgetInterval = 50 * time.Millisecond }))
+	k := b.newSink("fn", nil)
+	valid := sub("s", "fn", config("maxBacklog", "10", "maxInFlightMessages", "1"))
+	b.subscribe(valid)
+	b.publish("shop", "order.created.v1", "before", "")
+	require.Eventually(t, func() bool { return k.count() == 1 }, wait, tick)
+
+	elsewhere := sub("s", "fn", config("maxBacklog", "2", "maxInFlightMessages", "1"), func(s *v1alpha2.Subscription) {
+		s.Spec.Sink = "http://fn.other.svc.cluster.local/events"
+	})
+	require.ErrorIs(t, b.d.Upsert(elsewhere), v1alpha2.ErrInvalidSink)
+	assert.True(t, b.d.Holding("default", "s"))
+	assert.False(t, b.d.Serving("default", "s"))
+	for _, id := range []string{"1", "2", "3"} {
+		b.publish("shop", "order.created.v1", id, "")
+	}
+	require.Eventually(t, func() bool { return len(b.deadLetters()) == 1 }, wait, tick, "one over its maxBacklog of 2")
+	letter := b.deadLetters()[0]
+	assert.Equal(t, "1", eventstore.Attribute(letter.Headers(), "id"), "the oldest")
+	assert.Contains(t, letter.Headers().Get("Kfn-Error"), "the Subscription's spec has errors")
+	assert.Contains(t, letter.Headers().Get("Kfn-Error"), "must be in the Subscription's namespace")
+	assert.Equal(t, 1, k.count(), "nothing delivered while invalid")
+
+	unreadable := sub("s", "fn", config("maxDeliver", "zero"))
+	require.ErrorIs(t, b.d.Upsert(unreadable), v1alpha2.ErrInvalidConfig)
+	assert.True(t, b.d.Holding("default", "s"))
+	b.publish("shop", "order.created.v1", "4", "")
+	require.Eventually(t, func() bool { return len(b.deadLetters()) == 2 }, wait, tick,
+		"held within the last budget it had (2): the oldest of the three waiting goes")
+	require.Never(t, func() bool { return k.count() > 1 || len(b.deadLetters()) > 2 }, 300*time.Millisecond, tick, "no more")
+
+	require.NoError(t, b.d.Upsert(valid))
+	require.Eventually(t, func() bool { return k.count() == 3 }, wait, tick, "the events held are delivered")
+	var got []string
+	for _, d := range k.deliveries()[1:] {
+		got = append(got, d.header.Get("Ce-Id"))
+	}
+	assert.Equal(t, []string{"3", "4"}, got)
+}

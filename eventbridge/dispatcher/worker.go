@@ -144,7 +144,7 @@ func (w *worker) run(ctx context.Context) {
 	defer pl.remove() // before the wait above: no delivery starts after it
 	wait := minRebind
 	for ctx.Err() == nil {
-		ready, changed := w.d.endpoints.Ready(t.sink.Namespace, t.sink.Service)
+		ready, changed := w.sinkReady()
 		if !ready {
 			w.log.Debug("sink has no ready endpoint, not pulling", "service", t.sink.Service)
 			select {
@@ -190,7 +190,6 @@ func (w *worker) run(ctx context.Context) {
 func (w *worker) pull(ctx context.Context, pl *pull, changed <-chan struct{}) error {
 	pl.start()
 	defer pl.pause()
-	sink := w.target.sink
 	for {
 		select {
 		case <-ctx.Done():
@@ -198,7 +197,7 @@ func (w *worker) pull(ctx context.Context, pl *pull, changed <-chan struct{}) er
 		case err := <-pl.lost:
 			return err
 		case <-changed:
-			ready, next := w.d.endpoints.Ready(sink.Namespace, sink.Service)
+			ready, next := w.sinkReady()
 			if !ready {
 				return nil
 			}
@@ -237,7 +236,7 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg) {
 	case stopping:
 		return // JetStream redelivers it after the ack wait
 	case overBudget:
-		w.giveUp(ctx, log, msg, meta, 0, w.budgetReason("the sink has no ready endpoint"))
+		w.giveUp(ctx, log, msg, meta, 0, w.budgetReason(w.notReadyReason()))
 		return
 	}
 	ctx, at := w.startAttempt(ctx, msg, meta, attempts)
@@ -283,6 +282,24 @@ func (w *worker) settle(log eventLog, err error) {
 	}
 }
 
+// sinkReady reports whether the worker's sink has a ready endpoint; the
+// channel closes when that may have changed. The sink of a Subscription
+// that cannot be served is never ready (and the channel never closes).
+func (w *worker) sinkReady() (bool, <-chan struct{}) {
+	if w.target.invalid != nil {
+		return false, nil
+	}
+	return w.d.endpoints.Ready(w.target.sink.Namespace, w.target.sink.Service)
+}
+
+// notReadyReason says why the worker's sink is not ready.
+func (w *worker) notReadyReason() string {
+	if w.target.invalid != nil {
+		return "the Subscription's spec has errors (" + w.target.invalid.Error() + ")"
+	}
+	return "the sink has no ready endpoint"
+}
+
 // readiness is why waitReady returned.
 type readiness int
 
@@ -297,7 +314,7 @@ const (
 func (w *worker) waitReady(ctx context.Context) readiness {
 	var poll <-chan time.Time
 	for {
-		ok, changed := w.d.endpoints.Ready(w.target.sink.Namespace, w.target.sink.Service)
+		ok, changed := w.sinkReady()
 		if ok {
 			return ready
 		}

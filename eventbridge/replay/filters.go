@@ -61,23 +61,25 @@ func (f Filters) Hold(ctx context.Context, consumer string) (release func(), err
 
 // Apply creates the consumer cfg.Durable or updates it to cfg, keeping its
 // replay subject in the filter if it has it: replayed events may still
-// wait. The error wraps jetstream.ErrStreamNotFound when the event stream
-// does not exist.
-func (f Filters) Apply(ctx context.Context, cfg jetstream.ConsumerConfig) error {
+// wait. It reports whether it created the consumer (it did not exist).
+// The error wraps jetstream.ErrStreamNotFound when the event stream does
+// not exist.
+func (f Filters) Apply(ctx context.Context, cfg jetstream.ConsumerConfig) (created bool, err error) {
 	unlock, err := f.lock(ctx, cfg.Durable)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer unlock()
 	current, err := f.config(ctx, cfg.Durable)
 	switch {
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
+		created = true
 	case err != nil:
-		return err
+		return false, err
 	case slices.Contains(current.FilterSubjects, stream.ReplaySubject(cfg.Durable)):
 		cfg.FilterSubjects, _ = withReplay(slices.Clone(cfg.FilterSubjects), cfg.Durable)
 	}
-	return f.update(ctx, cfg)
+	return created, f.update(ctx, cfg)
 }
 
 // Sweep takes the replay subject out of the filter of every consumer of the

@@ -80,8 +80,13 @@ func TestTheReplaySubjectIsInTheFilterOnlyWhileReplaysWait(t *testing.T) {
 	ctx := context.Background()
 	name := stream.ConsumerName("default", "a")
 	other := stream.ConsumerName("default", "b")
-	require.NoError(t, e.filters.Apply(ctx, config(name, 10)))
-	require.NoError(t, e.filters.Apply(ctx, config(other, 10)))
+	created, err := e.filters.Apply(ctx, config(name, 10))
+	require.NoError(t, err)
+	assert.True(t, created, "the consumer did not exist")
+	created, err = e.filters.Apply(ctx, config(name, 10))
+	require.NoError(t, err)
+	assert.False(t, created, "the consumer existed")
+	require.NoError(t, apply(e.filters, ctx, config(other, 10)))
 	assert.Equal(t, []string{typeSubject}, e.filter(t, name), "one subject: JetStream's indexed path")
 
 	e.replay(t, name, "replayed")
@@ -112,10 +117,10 @@ func TestApplyKeepsTheReplaySubjectOfWaitingReplays(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	name := stream.ConsumerName("default", "a")
-	require.NoError(t, e.filters.Apply(ctx, config(name, 10)))
+	require.NoError(t, apply(e.filters, ctx, config(name, 10)))
 	e.replay(t, name, "replayed")
 
-	require.NoError(t, e.filters.Apply(ctx, config(name, 3)), "the Subscription changed while its replay waits")
+	require.NoError(t, apply(e.filters, ctx, config(name, 3)), "the Subscription changed while its replay waits")
 	c, err := e.js.Consumer(ctx, e.streams.EventStream, name)
 	require.NoError(t, err)
 	assert.Equal(t, 3, c.CachedInfo().Config.MaxAckPending)
@@ -131,24 +136,24 @@ func TestHoldWithoutConsumer(t *testing.T) {
 	// The lock was given back: the consumer can be made at once.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	require.NoError(t, e.filters.Apply(ctx, config(stream.ConsumerName("default", "gone"), 1)))
+	require.NoError(t, apply(e.filters, ctx, config(stream.ConsumerName("default", "gone"), 1)))
 }
 
 func TestTheLockMakesOthersWait(t *testing.T) {
 	e := newEnv(t)
 	name := stream.ConsumerName("default", "a")
-	require.NoError(t, e.filters.Apply(context.Background(), config(name, 10)))
+	require.NoError(t, apply(e.filters, context.Background(), config(name, 10)))
 	release, err := e.filters.Hold(context.Background(), name)
 	require.NoError(t, err)
 
 	short, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	err = e.filters.Apply(short, config(name, 5))
+	err = apply(e.filters, short, config(name, 5))
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Contains(t, err.Error(), "held by another")
 
 	done := make(chan error, 1)
-	go func() { done <- e.filters.Apply(context.Background(), config(name, 5)) }()
+	go func() { done <- apply(e.filters, context.Background(), config(name, 5)) }()
 	release()
 	select {
 	case err := <-done:
@@ -172,14 +177,14 @@ func TestTheLockOfADeadHolderExpires(t *testing.T) {
 
 	bounded, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	require.NoError(t, e.filters.Apply(bounded, config(name, 1)), "taken once it expired")
+	require.NoError(t, apply(e.filters, bounded, config(name, 1)), "taken once it expired")
 }
 
 func TestTheLockBucketIsRemadeWhenNATSLostIt(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	require.NoError(t, e.js.DeleteKeyValue(ctx, e.streams.LockBucket()))
-	require.NoError(t, e.filters.Apply(ctx, config(stream.ConsumerName("default", "a"), 1)))
+	require.NoError(t, apply(e.filters, ctx, config(stream.ConsumerName("default", "a"), 1)))
 	_, err := e.js.KeyValue(ctx, e.streams.LockBucket())
 	require.NoError(t, err)
 }
@@ -194,12 +199,12 @@ func TestNoReplayIsLostWhileTheFilterChanges(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	name := stream.ConsumerName("default", "a")
-	require.NoError(t, e.filters.Apply(ctx, config(name, 1000)))
+	require.NoError(t, apply(e.filters, ctx, config(name, 1000)))
 
 	var churn sync.WaitGroup
 	churn.Go(func() {
 		for i := 0; ctx.Err() == nil; i++ {
-			_ = e.filters.Apply(ctx, config(name, 999+i%2))
+			_ = apply(e.filters, ctx, config(name, 999+i%2))
 		}
 	})
 	churn.Go(func() {
@@ -237,4 +242,10 @@ func TestNoReplayIsLostWhileTheFilterChanges(t *testing.T) {
 	cancel()
 	churn.Wait()
 	assert.Equal(t, replays, n, "every replay delivered")
+}
+
+// apply is Filters.Apply without whether it created the consumer.
+func apply(f replay.Filters, ctx context.Context, cfg jetstream.ConsumerConfig) error {
+	_, err := f.Apply(ctx, cfg)
+	return err
 }

@@ -35,44 +35,67 @@ type Check func(ctx context.Context, sub *v1alpha2.Subscription, sink v1alpha2.S
 // namespace, its spec.config values, its event types), then with checks,
 // and makes its consumer exist as the spec says, recreating the event
 // stream first when NATS lost it. A consumer that has its replay subject
-// in its filter keeps it (see package replay). A Subscription whose spec
-// cannot be served loses its consumer. The Observation has the SpecError
-// (with the failure to delete that consumer, if any, as ConsumerError) or
-// the ConsumerError, or else the consumer's name.
+// in its filter keeps it (see package replay).
+//
+// Nothing acknowledged is lost while a spec is invalid: when only the sink
+// is wrong (another namespace, a Service that does not exist yet), the
+// consumer is made or updated all the same, so that the events published
+// meanwhile wait for the sink to be fixed; when the types or spec.config
+// are wrong, the consumer is left as it was, with the events waiting in
+// it. Only Delete, for a deleted Subscription, removes a consumer.
+//
+// The Observation has the SpecError, and the ConsumerError or the
+// consumer's name, and whether Apply made a consumer that did not exist.
 func (a Applier) Apply(ctx context.Context, sub *v1alpha2.Subscription, checks ...Check) Observation {
-	cfg, err := a.consumerConfig(ctx, sub, checks)
+	cfg, err := stream.ConsumerConfig(sub, a.Consumer)
 	if err != nil {
-		return Observation{SpecError: err, ConsumerError: a.Delete(ctx, sub.Namespace, sub.Name)}
+		return a.keep(ctx, sub, err)
 	}
-	err = a.filters().Apply(ctx, cfg)
+	obs := Observation{SpecError: a.checkSink(ctx, sub, checks)}
+	created, err := a.filters().Apply(ctx, cfg)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		// NATS lost the stream: recreate it, then the consumer.
 		if err = stream.Ensure(ctx, a.JetStream, a.Streams); err == nil {
-			err = a.filters().Apply(ctx, cfg)
+			created, err = a.filters().Apply(ctx, cfg)
 		}
 	}
 	if err != nil {
-		return Observation{ConsumerError: err}
+		obs.ConsumerError = err
+		return obs
 	}
-	return Observation{Consumer: cfg.Durable}
+	obs.Consumer, obs.Created = cfg.Durable, created
+	return obs
 }
 
-// consumerConfig validates sub and returns its consumer's configuration.
-func (a Applier) consumerConfig(ctx context.Context, sub *v1alpha2.Subscription, checks []Check) (jetstream.ConsumerConfig, error) {
+// keep is Apply's Observation of a Subscription whose consumer cannot be
+// computed from its spec (invalid types or spec.config): the consumer is
+// left as it is, and named when it exists.
+func (a Applier) keep(ctx context.Context, sub *v1alpha2.Subscription, specErr error) Observation {
+	name := stream.ConsumerName(sub.Namespace, sub.Name)
+	obs := Observation{SpecError: specErr}
+	_, err := a.JetStream.Consumer(ctx, a.Streams.EventStream, name)
+	switch {
+	case err == nil:
+		obs.Consumer = name
+	case !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound):
+		obs.ConsumerError = fmt.Errorf("look up consumer %s: %w", name, err)
+	}
+	return obs
+}
+
+// checkSink validates what of sub the consumer does not depend on: its
+// sink, as written and with checks.
+func (a Applier) checkSink(ctx context.Context, sub *v1alpha2.Subscription, checks []Check) error {
 	sink, err := sub.ValidateSink()
 	if err != nil {
-		return jetstream.ConsumerConfig{}, fmt.Errorf("spec.sink: %w", err)
-	}
-	cfg, err := stream.ConsumerConfig(sub, a.Consumer)
-	if err != nil {
-		return jetstream.ConsumerConfig{}, err
+		return fmt.Errorf("spec.sink: %w", err)
 	}
 	for _, check := range checks {
 		if err := check(ctx, sub, sink); err != nil {
-			return jetstream.ConsumerConfig{}, err
+			return err
 		}
 	}
-	return cfg, nil
+	return nil
 }
 
 // SweepReplays runs replay.Filters.Run over the applier's stream: every

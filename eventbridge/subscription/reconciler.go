@@ -46,6 +46,8 @@ type Reconciler struct {
 	Resync time.Duration
 	// Now returns the time for conditions; time.Now when nil.
 	Now func() time.Time
+	// Metrics counts lost consumers; nil counts nothing.
+	Metrics *Metrics
 
 	requeue chan event.GenericEvent
 }
@@ -112,7 +114,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.writeStatus(ctx, &sub, obs); err != nil {
 		return reconcile.Result{}, err
 	}
-	if obs.ConsumerError != nil && obs.SpecError == nil {
+	if obs.ConsumerError != nil {
 		return reconcile.Result{}, obs.ConsumerError // retried with backoff
 	}
 	return reconcile.Result{RequeueAfter: r.resync()}, nil
@@ -126,14 +128,33 @@ func (r *Reconciler) resync() time.Duration {
 }
 
 // observe validates the Subscription, with the cluster's check that its
-// sink's Service exists, and makes its consumer exist (valid) or not
-// (invalid).
+// sink's Service exists, and makes its consumer exist (see Applier.Apply).
+// A consumer made anew although the status named one was lost by NATS,
+// with the events that waited in it: that is logged as an error, counted,
+// and shown in the status (Observation.Lost).
 func (r *Reconciler) observe(ctx context.Context, sub *v1alpha2.Subscription) Observation {
 	obs := r.Applier.Apply(ctx, sub, r.serviceExists)
-	if obs.SpecError != nil && obs.ConsumerError != nil {
-		ctrl.LoggerFrom(ctx).Error(obs.ConsumerError, "delete the consumer of an invalid Subscription")
+	if obs.Created && hadConsumer(sub) {
+		obs.Lost = true
+		r.Metrics.consumerLost(sub.Namespace, sub.Name)
+		ctrl.LoggerFrom(ctx).Error(errConsumerLost, "the events that waited for the Subscription are lost; its consumer was made anew",
+			"consumer", obs.Consumer, "stream", r.Applier.Streams.EventStream)
 	}
 	return obs
+}
+
+// errConsumerLost is what the log says when NATS lost a consumer.
+var errConsumerLost = errors.New("NATS lost the Subscription's consumer, with its stream or alone")
+
+// hadConsumer reports whether the Subscription's status names a consumer:
+// kfn made one, and only deleting the Subscription removes it.
+func hadConsumer(sub *v1alpha2.Subscription) bool {
+	for _, t := range sub.Status.Backend.Types {
+		if t.ConsumerName != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // serviceExists checks what the CRD and the Subscription cannot: that the

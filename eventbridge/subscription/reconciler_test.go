@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-logr/logr/funcr"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -51,6 +52,10 @@ func (t *targets) Upsert(s *v1alpha2.Subscription) error {
 		t.Remove(s.Namespace, s.Name)
 		return err
 	}
+	if _, err := s.Delivery(); err != nil {
+		t.Remove(s.Namespace, s.Name)
+		return err
+	}
 	if s.Name == t.refuse {
 		t.Remove(s.Namespace, s.Name)
 		return errors.New("refused")
@@ -82,6 +87,7 @@ type env struct {
 	rec     *subscription.Reconciler
 	targets *targets
 	c       client.Client
+	reg     *prometheus.Registry
 }
 
 var nsCounter atomic.Int32
@@ -102,7 +108,10 @@ func newEnv(t *testing.T) *env {
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	require.NoError(t, err)
-	e.rec = &subscription.Reconciler{Client: mgr.GetClient(), Applier: subscription.Applier{JetStream: e.js, Streams: e.streams}, Resync: 300 * time.Millisecond}
+	e.reg = prometheus.NewRegistry()
+	metrics, err := subscription.NewMetrics(e.reg)
+	require.NoError(t, err)
+	e.rec = &subscription.Reconciler{Client: mgr.GetClient(), Applier: subscription.Applier{JetStream: e.js, Streams: e.streams}, Resync: 300 * time.Millisecond, Metrics: metrics}
 	require.NoError(t, e.rec.SetupWithManager(mgr))
 	require.NoError(t, (&subscription.Feeder{Client: mgr.GetClient(), Targets: e.targets}).SetupWithManager(mgr))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -207,14 +216,48 @@ func TestMissingServiceIsNotReadyUntilItExists(t *testing.T) {
 	c := s.Status.FindCondition(v1alpha2.ConditionSubscriptionSpecValid)
 	assert.Equal(t, v1alpha2.ReasonSpecInvalid, c.Reason)
 	assert.Contains(t, c.Message, fmt.Sprintf(`Service "later" does not exist in namespace %q`, e.ns))
-	assert.Empty(t, s.Status.Backend.Types)
 	_, err := e.consumer("s")
-	require.ErrorIs(t, err, jetstream.ErrConsumerNotFound, "no consumer for an invalid Subscription")
+	require.NoError(t, err, "the consumer is made: the events published until the Service exists wait for it")
+	_, err = e.js.Publish(context.Background(), "kyma.shop.order.created.v1", []byte("{}"))
+	require.NoError(t, err)
 
 	e.service(t, "later")
 	require.Eventually(t, func() bool { return e.get(t, "s").Status.Ready }, wait, tick, "a Service appearing re-validates")
-	_, err = e.consumer("s")
+	info, err := e.consumer("s")
 	require.NoError(t, err)
+	assert.Equal(t, uint64(1), info.NumPending, "the event published meanwhile waits")
+}
+
+// TestInvalidSubscriptionKeepsItsEvents: a ready Subscription whose sink's
+// Service is deleted (re-created, say) is not ready while it is gone, and
+// its consumer stays with the events that wait and those published
+// meanwhile; when the Service is back it is ready with all of them.
+func TestInvalidSubscriptionKeepsItsEvents(t *testing.T) {
+	e := newEnv(t)
+	e.service(t, "fn")
+	e.subscription(t, "s", "fn")
+	require.Eventually(t, func() bool { return e.get(t, "s").Status.Ready }, wait, tick)
+	publish := func() {
+		_, err := e.js.Publish(context.Background(), "kyma.shop.order.created.v1", []byte("{}"))
+		require.NoError(t, err)
+	}
+	publish()
+
+	var svc corev1.Service
+	require.NoError(t, e.c.Get(context.Background(), client.ObjectKey{Namespace: e.ns, Name: "fn"}, &svc))
+	require.NoError(t, e.c.Delete(context.Background(), &svc))
+	require.Eventually(t, func() bool { return !e.get(t, "s").Status.Ready }, wait, tick, "not ready without its Service")
+	active := e.get(t, "s").Status.FindCondition(v1alpha2.ConditionSubscriptionActive)
+	assert.Contains(t, active.Message, "wait in consumer "+stream.ConsumerName(e.ns, "s"))
+	publish()
+	require.Never(t, func() bool { _, err := e.consumer("s"); return err != nil }, time.Second, 50*time.Millisecond, "the consumer stays through resyncs")
+
+	e.service(t, "fn")
+	require.Eventually(t, func() bool { return e.get(t, "s").Status.Ready }, wait, tick)
+	info, err := e.consumer("s")
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2), info.NumPending, "the event of before and the one published meanwhile wait for delivery")
+	assert.True(t, e.targets.has(e.ns, "s"))
 }
 
 func TestSinkInAnotherNamespaceIsRefused(t *testing.T) {
@@ -229,8 +272,6 @@ func TestSinkInAnotherNamespaceIsRefused(t *testing.T) {
 	assert.False(t, s.Status.Ready)
 	assert.Contains(t, s.Status.FindCondition(v1alpha2.ConditionSubscriptionSpecValid).Message, `the Service must be in the Subscription's namespace`)
 	require.Never(t, func() bool { return e.targets.has(e.ns, "s") }, 300*time.Millisecond, tick, "never dispatched")
-	_, err := e.consumer("s")
-	require.ErrorIs(t, err, jetstream.ErrConsumerNotFound)
 }
 
 func TestDeletedSubscriptionLosesItsConsumer(t *testing.T) {
@@ -261,4 +302,33 @@ func TestConsumerRecreatedAfterNATSLoss(t *testing.T) {
 	// The consumer exists before the status that says so is written (a
 	// reconcile during the loss may have written not ready meanwhile).
 	require.Eventually(t, func() bool { return e.get(t, "s").Status.Ready }, wait, tick, "ready again")
+	lost := e.get(t, "s").Status.FindCondition(v1alpha2.ConditionEventsKept)
+	require.NotNil(t, lost, "the loss is told")
+	assert.Equal(t, corev1.ConditionFalse, lost.Status)
+	assert.Equal(t, v1alpha2.ReasonConsumerLost, lost.Reason)
+	assert.Equal(t, 1.0, counter(t, e.reg, "kfn_eventbridge_consumers_lost_total", map[string]string{"namespace": e.ns, "subscription": "s"}), "counted once")
+}
+
+// counter returns the value of the counter name with the given labels in
+// reg, 0 when it has none. Other tests' Subscriptions live in the same API
+// server, so a metric has series of theirs too.
+func counter(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if v, ok := labels[l.GetName()]; ok && v != l.GetValue() {
+					continue metrics
+				}
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
 }

@@ -3,6 +3,7 @@ package subscription
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -25,32 +26,41 @@ type Set struct {
 
 	mu   sync.Mutex
 	subs map[types.NamespacedName]*v1alpha2.Subscription
+	// made are the Subscriptions whose consumer the Set saw exist: one
+	// made anew later was lost by NATS.
+	made map[types.NamespacedName]bool
 }
+
+// ErrConsumerLost is wrapped by the error about a Subscription whose
+// consumer NATS lost (with its stream, or alone), and with it the events
+// that waited in it; the consumer was made anew.
+var ErrConsumerLost = errors.New("NATS lost the consumer and the events waiting in it; it was made anew")
 
 // NewSet returns an empty Set that applies with a and serves through
 // targets.
 func NewSet(a Applier, targets ...Targets) *Set {
-	return &Set{applier: a, targets: targets, subs: map[types.NamespacedName]*v1alpha2.Subscription{}}
+	return &Set{applier: a, targets: targets, subs: map[types.NamespacedName]*v1alpha2.Subscription{}, made: map[types.NamespacedName]bool{}}
 }
 
 // Apply makes subs the Subscriptions served. Each one gets its consumer
-// and is upserted to every target; one that cannot be served (an invalid
-// spec, a consumer NATS refused, a target that refuses it) is left out,
-// with its consumer deleted, and an error names it. One served before and
-// not served now is removed from every target and its consumer deleted,
-// with the events waiting in it, as when a Subscription is deleted in a
-// cluster. It returns the errors, one per Subscription, "Subscription
-// namespace/name: why".
+// and is upserted to every target. One that cannot be served as it is (an
+// invalid spec, a consumer NATS refused, a target that refuses it) keeps
+// its consumer, with the events waiting in it (see Applier.Apply), and an
+// error names it; the dispatcher holds its events, within its backlog
+// budget, until it can be served. Only one that is no longer in subs is
+// removed from every target and loses its consumer, with the events
+// waiting in it, as when a Subscription is deleted in a cluster. It
+// returns the errors, one per Subscription, "Subscription namespace/name:
+// why" (ErrConsumerLost among them).
 func (s *Set) Apply(ctx context.Context, subs []*v1alpha2.Subscription) []error {
 	var errs []error
 	want := make(map[types.NamespacedName]*v1alpha2.Subscription, len(subs))
 	for _, sub := range subs {
 		key := types.NamespacedName{Namespace: sub.Namespace, Name: sub.Name}
+		want[key] = sub
 		if err := s.serve(ctx, sub); err != nil {
 			errs = append(errs, fmt.Errorf("Subscription %s: %w", key, err))
-			continue
 		}
-		want[key] = sub
 	}
 	s.mu.Lock()
 	old := s.subs
@@ -67,27 +77,39 @@ func (s *Set) Apply(ctx context.Context, subs []*v1alpha2.Subscription) []error 
 	return errs
 }
 
-// serve applies sub and hands it to every target; on an error it stops
-// serving it.
+// serve applies sub and hands it to every target, whether or not its spec
+// can be served: a target that cannot serve it says why (the dispatcher
+// holds its events meanwhile). The error is the first of the spec's, the
+// consumer's and the targets'.
 func (s *Set) serve(ctx context.Context, sub *v1alpha2.Subscription) error {
-	obs := s.applier.Apply(ctx, sub)
-	err := obs.SpecError
-	if err == nil {
-		err = obs.ConsumerError
-	}
+	obs, lost := s.apply(ctx, sub)
+	errs := []error{lost, obs.SpecError, obs.ConsumerError}
 	for _, t := range s.targets {
+		errs = append(errs, t.Upsert(sub))
+	}
+	for _, err := range errs {
 		if err != nil {
-			break
+			return err
 		}
-		err = t.Upsert(sub)
 	}
-	if err == nil {
-		return nil
+	return nil
+}
+
+// apply applies sub and tells, as an error wrapping ErrConsumerLost, that
+// its consumer was made anew after the Set saw it exist.
+func (s *Set) apply(ctx context.Context, sub *v1alpha2.Subscription) (Observation, error) {
+	obs := s.applier.Apply(ctx, sub)
+	key := types.NamespacedName{Namespace: sub.Namespace, Name: sub.Name}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var lost error
+	if obs.Created && s.made[key] {
+		lost = fmt.Errorf("consumer %s in stream %s: %w", obs.Consumer, s.applier.Streams.EventStream, ErrConsumerLost)
 	}
-	if serr := s.stop(ctx, types.NamespacedName{Namespace: sub.Namespace, Name: sub.Name}); serr != nil {
-		return fmt.Errorf("%w (and %w)", err, serr)
+	if obs.Consumer != "" {
+		s.made[key] = true
 	}
-	return err
+	return obs, lost
 }
 
 // stop removes a Subscription from every target and deletes its consumer.
@@ -95,6 +117,9 @@ func (s *Set) stop(ctx context.Context, key types.NamespacedName) error {
 	for _, t := range s.targets {
 		t.Remove(key.Namespace, key.Name)
 	}
+	s.mu.Lock()
+	delete(s.made, key)
+	s.mu.Unlock()
 	if err := s.applier.Delete(ctx, key.Namespace, key.Name); err != nil {
 		return fmt.Errorf("delete its consumer: %w", err)
 	}
@@ -103,12 +128,16 @@ func (s *Set) stop(ctx context.Context, key types.NamespacedName) error {
 
 // Reapply makes the consumers of the Subscriptions served exist again, for
 // a NATS server that restarted empty (recreate the streams first). It
-// returns an error per consumer it could not make.
+// returns an error per consumer it could not make, and one wrapping
+// ErrConsumerLost per consumer it made anew.
 func (s *Set) Reapply(ctx context.Context) []error {
 	var errs []error
 	for _, sub := range s.Subscriptions() {
-		if obs := s.applier.Apply(ctx, sub); obs.ConsumerError != nil {
-			errs = append(errs, fmt.Errorf("Subscription %s/%s: %w", sub.Namespace, sub.Name, obs.ConsumerError))
+		obs, lost := s.apply(ctx, sub)
+		for _, err := range []error{lost, obs.ConsumerError} {
+			if err != nil {
+				errs = append(errs, fmt.Errorf("Subscription %s/%s: %w", sub.Namespace, sub.Name, err))
+			}
 		}
 	}
 	return errs

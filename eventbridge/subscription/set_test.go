@@ -91,7 +91,13 @@ func TestSetServesExactlyTheSetGiven(t *testing.T) {
 	assert.Empty(t, e.set.Subscriptions())
 }
 
-func TestSetLeavesOutWhatItCannotServe(t *testing.T) {
+// TestSetKeepsTheEventsOfWhatItCannotServe applies a Subscription that was
+// served and then cannot be (a sink in another namespace, a config value
+// that cannot be read, a target that refuses it): the error names it, its
+// consumer stays with the events that wait in it, and the targets that
+// can hold it keep it; serving it again delivers them. Only leaving it
+// out of the set deletes the consumer.
+func TestSetKeepsTheEventsOfWhatItCannotServe(t *testing.T) {
 	tests := map[string]struct {
 		bad     *v1alpha2.Subscription
 		refuse  bool // the second target refuses it
@@ -120,9 +126,11 @@ func TestSetLeavesOutWhatItCannotServe(t *testing.T) {
 			e := newSetEnv(t)
 			ctx := context.Background()
 			good := sub("shop", "good", "http://fn.shop.svc.cluster.local")
-			// Served first, so that leaving it out must also undo it.
-			require.Empty(t, e.set.Apply(ctx, []*v1alpha2.Subscription{good, sub("shop", "bad", "http://fn.shop.svc.cluster.local")}))
+			valid := sub("shop", "bad", "http://fn.shop.svc.cluster.local")
+			require.Empty(t, e.set.Apply(ctx, []*v1alpha2.Subscription{good, valid}))
 			require.True(t, e.served(t, "shop", "bad"))
+			_, err := e.js.Publish(ctx, "kyma.shop.order.created.v1", []byte("{}"))
+			require.NoError(t, err)
 
 			if tc.refuse {
 				e.targets[1].refuse = "bad"
@@ -131,12 +139,27 @@ func TestSetLeavesOutWhatItCannotServe(t *testing.T) {
 			require.Len(t, errs, 1)
 			assert.ErrorContains(t, errs[0], tc.wantErr)
 			assert.True(t, e.served(t, "shop", "good"), "the others are served regardless")
-			assert.False(t, e.served(t, "shop", "bad"))
-			assert.Len(t, e.set.Subscriptions(), 1)
+			assert.True(t, e.hasConsumer(t, "shop", "bad"), "the consumer stays")
+			assert.False(t, e.targets[1].has("shop", "bad"), "a target that cannot serve it does not")
+			_, err = e.js.Publish(ctx, "kyma.shop.order.created.v1", []byte("{}"))
+			require.NoError(t, err)
+			assert.Equal(t, uint64(2), e.pending(t, "shop", "bad"), "the event of before and the one published meanwhile wait")
+			assert.Len(t, e.set.Subscriptions(), 2)
+
+			e.targets[1].refuse = ""
+			require.Empty(t, e.set.Apply(ctx, []*v1alpha2.Subscription{good, valid}))
+			assert.True(t, e.served(t, "shop", "bad"))
+			assert.Equal(t, uint64(2), e.pending(t, "shop", "bad"), "still there for the dispatcher to deliver")
+
+			require.Empty(t, e.set.Apply(ctx, []*v1alpha2.Subscription{good}))
+			assert.False(t, e.hasConsumer(t, "shop", "bad"), "left out of the set, as deleted: its consumer goes")
 		})
 	}
 }
 
+// TestSetReappliesAfterNATSLostEverything wipes NATS under a Set: Reapply
+// makes the stream and the consumer anew, and says that the consumer (and
+// the events that waited in it) were lost.
 func TestSetReappliesAfterNATSLostEverything(t *testing.T) {
 	e := newSetEnv(t)
 	ctx := context.Background()
@@ -145,6 +168,19 @@ func TestSetReappliesAfterNATSLostEverything(t *testing.T) {
 	require.Eventually(t, func() bool { return e.js.Conn().IsConnected() }, wait, tick)
 	require.False(t, e.hasConsumer(t, "shop", "orders"))
 
-	require.Empty(t, e.set.Reapply(ctx), "the stream is recreated, then the consumer")
-	assert.True(t, e.served(t, "shop", "orders"))
+	errs := e.set.Reapply(ctx)
+	require.Len(t, errs, 1, "the loss is told")
+	assert.ErrorIs(t, errs[0], subscription.ErrConsumerLost)
+	assert.ErrorContains(t, errs[0], "Subscription shop/orders")
+	assert.True(t, e.served(t, "shop", "orders"), "the stream is recreated, then the consumer")
+	assert.Empty(t, e.set.Reapply(ctx), "told once")
+}
+
+func (e *setEnv) pending(t *testing.T, ns, name string) uint64 {
+	t.Helper()
+	c, err := e.js.Consumer(context.Background(), e.streams.EventStream, stream.ConsumerName(ns, name))
+	require.NoError(t, err)
+	info, err := c.Info(context.Background())
+	require.NoError(t, err)
+	return info.NumPending
 }

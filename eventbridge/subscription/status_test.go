@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -32,9 +33,13 @@ func TestStatus(t *testing.T) {
 			obs:       subscription.Observation{Consumer: "kfn-x"},
 			wantReady: true, wantSpec: corev1.ConditionTrue, wantActive: corev1.ConditionTrue, wantBacked: true,
 		},
-		"wrong sink": {
+		"wrong sink, consumer kept": {
 			obs:      subscription.Observation{SpecError: errors.New(`spec.sink: Service "fn" does not exist`), Consumer: "kfn-x"},
-			wantSpec: corev1.ConditionFalse, wantActive: corev1.ConditionFalse, wantMsg: `Service "fn" does not exist`,
+			wantSpec: corev1.ConditionFalse, wantActive: corev1.ConditionFalse, wantMsg: `events published meanwhile wait in consumer kfn-x`, wantBacked: true,
+		},
+		"invalid types, no consumer": {
+			obs:      subscription.Observation{SpecError: errors.New(`invalid event type`)},
+			wantSpec: corev1.ConditionFalse, wantActive: corev1.ConditionFalse, wantMsg: "events published meanwhile are not kept",
 		},
 		"consumer failed": {
 			obs:      subscription.Observation{ConsumerError: errors.New("nats: timeout")},
@@ -69,4 +74,29 @@ func TestStatus(t *testing.T) {
 	broken := subscription.Status(sub, subscription.Observation{ConsumerError: errors.New("x")}, t1)
 	assert.Equal(t, t0, broken.FindCondition(v1alpha2.ConditionSubscriptionSpecValid).LastTransitionTime)
 	assert.Equal(t, t1, broken.FindCondition(v1alpha2.ConditionSubscriptionActive).LastTransitionTime)
+}
+
+// TestStatusAfterALoss: a lost consumer makes the condition "Events kept"
+// False, without changing ready, for EventsLostFor; then it goes.
+func TestStatusAfterALoss(t *testing.T) {
+	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	sub := &v1alpha2.Subscription{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "s"},
+		Spec:       v1alpha2.SubscriptionSpec{Source: "shop", Types: []string{"order.paid.v1"}},
+	}
+	sub.Status = subscription.Status(sub, subscription.Observation{Consumer: "kfn-x", Created: true, Lost: true}, t0)
+	assert.True(t, sub.Status.Ready, "a loss of the past does not stop delivery")
+	c := sub.Status.FindCondition(v1alpha2.ConditionEventsKept)
+	require.NotNil(t, c)
+	assert.Equal(t, corev1.ConditionFalse, c.Status)
+	assert.Equal(t, v1alpha2.ReasonConsumerLost, c.Reason)
+	assert.Contains(t, c.Message, "kfn-x")
+
+	later := metav1.NewTime(t0.Add(subscription.EventsLostFor - time.Second))
+	sub.Status = subscription.Status(sub, subscription.Observation{Consumer: "kfn-x"}, later)
+	assert.NotNil(t, sub.Status.FindCondition(v1alpha2.ConditionEventsKept), "kept for a day")
+	end := metav1.NewTime(t0.Add(subscription.EventsLostFor))
+	sub.Status = subscription.Status(sub, subscription.Observation{Consumer: "kfn-x"}, end)
+	assert.Nil(t, sub.Status.FindCondition(v1alpha2.ConditionEventsKept), "then it goes")
+	assert.True(t, sub.Status.Ready)
 }

@@ -36,6 +36,11 @@ const (
 	// ConditionSubscriptionActive is True once the JetStream consumer exists
 	// and the dispatcher serves it.
 	ConditionSubscriptionActive ConditionType = "Subscription active"
+	// ConditionEventsKept is kfn's own: it is there only after NATS lost
+	// the Subscription's consumer (with its stream, or alone) and the
+	// events that waited in it, False for a day after the loss. It does
+	// not change ready.
+	ConditionEventsKept ConditionType = "Events kept"
 )
 
 // ConditionReason is the reason of a Subscription condition.
@@ -51,6 +56,8 @@ const (
 	ReasonNATSSubscriptionActive ConditionReason = "NATS Subscription active"
 	// ReasonNATSSubscriptionNotActive goes with ConditionSubscriptionActive False.
 	ReasonNATSSubscriptionNotActive ConditionReason = "NATS Subscription not active"
+	// ReasonConsumerLost goes with ConditionEventsKept False.
+	ReasonConsumerLost ConditionReason = "NATS lost the consumer and the events waiting in it"
 )
 
 // SetCondition sets the condition of type t, keeping its transition time
@@ -72,6 +79,19 @@ func (s *SubscriptionStatus) SetCondition(t ConditionType, status corev1.Conditi
 	if !replaced {
 		s.Conditions = append(s.Conditions, c)
 	}
+	s.Ready = s.allTrue()
+}
+
+// RemoveCondition removes the condition of type t, if any, and recomputes
+// Ready.
+func (s *SubscriptionStatus) RemoveCondition(t ConditionType) {
+	out := s.Conditions[:0]
+	for _, c := range s.Conditions {
+		if c.Type != t {
+			out = append(out, c)
+		}
+	}
+	s.Conditions = out
 	s.Ready = s.allTrue()
 }
 
