@@ -16,9 +16,9 @@ const maxShedBatch = 256
 // unacknowledged events of its consumer) within its maxBacklog until ctx
 // ends: every BudgetInterval it checks, on a goroutine of the worker's
 // own, each Subscription in whose last interval an attempt failed, whose
-// sink had no ready endpoint or that was over budget (checkBudget). A
-// Subscription whose deliveries succeed is not read at all: the budget
-// only ever gives up events whose sink fails or is gone, and with
+// sink had no ready endpoint, that had all of its maxInFlightMessages in
+// flight (a slow sink) or that was over budget (checkBudget). A
+// Subscription whose deliveries keep up is not read at all: with
 // thousands of Subscriptions a read each per interval would load the
 // broker for nothing. One loop serves every Subscription, so that an idle
 // one costs no timer of its own.
@@ -41,29 +41,37 @@ func (d *Dispatcher) holdBudgets(ctx context.Context) {
 		for _, w := range workers {
 			ready, _ := w.sinkReady()
 			failed := w.failed.Swap(false)
-			if ready && !failed && !w.overBudget.Load() {
+			busy := w.saturated()
+			if ready && !failed && !busy && !w.overBudget.Load() {
 				continue
 			}
 			if !w.checking.CompareAndSwap(false, true) {
 				continue // the last check still runs
 			}
-			if !w.goBusy(func() { defer w.checking.Store(false); w.checkBudget(ready) }) {
+			if !w.goBusy(func() { defer w.checking.Store(false); w.checkBudget() }) {
 				w.checking.Store(false)
 			}
 		}
 	}
 }
 
-// checkBudget reads the Subscription's backlog and marks the worker over
-// budget or not. While over budget, handle gives up a failed attempt at
-// once instead of retrying it, and gives up the events it holds for a
-// sink with no ready endpoint; and when the sink has no ready endpoint
-// (nothing is pulled then), the oldest waiting events are pulled here and
-// given up, down to the budget. Given up means dead-lettered with the
-// reason (or dropped with deadLetter "false"), so one dead sink cannot
-// fill the shared event stream and make publishing fail for every
+// checkBudget reads the Subscription's backlog and gives up exactly what is
+// over maxBacklog, oldest first: the events that wait in this worker for
+// their next attempt (retry.go), then, through the excess the worker's
+// other paths take from (takeExcess), failed attempts and events held for
+// a sink with no ready endpoint, and the oldest events waiting in the
+// stream, pulled here (shed). While over budget the worker asks for no
+// events to deliver: JetStream hands out no more than maxInFlightMessages
+// unacknowledged events, so a slow or failing sink would otherwise keep
+// the oldest waiting out of reach. Given up means dead-lettered with the
+// reason (or dropped with deadLetter "false"), so one slow or dead sink
+// cannot fill the shared event stream and make publishing fail for every
 // Subscription.
-func (w *worker) checkBudget(ready bool) {
+//
+// Each dispatcher replica checks on its own; what they give up together
+// in one interval can exceed the excess when several hold the
+// Subscription's events.
+func (w *worker) checkBudget() {
 	ctx := w.ctx
 	t := w.target
 	if w.budgetCons == nil {
@@ -78,31 +86,106 @@ func (w *worker) checkBudget(ready bool) {
 		w.budgetCons = nil // look it up again: it may have been recreated
 		return
 	}
-	backlog := int(info.NumPending) + info.NumAckPending
-	over := backlog - t.delivery.MaxBacklog
-	w.overBudget.Store(over > 0)
-	if over <= 0 || ready {
-		return // deliveries run: failed attempts are given up at once
+	over := int(info.NumPending) + info.NumAckPending - t.delivery.MaxBacklog
+	// The excess first, so that an attempt failing from now on is given
+	// up rather than kept for a retry newer than the oldest waiting.
+	w.excess.Store(int64(max(over, 0)))
+	w.setOverBudget(over > 0)
+	if over <= 0 {
+		return
 	}
-	if err := w.shed(ctx, w.budgetCons, min(over, maxShedBatch)); err != nil && ctx.Err() == nil {
-		w.log.Warn("giving up events over the backlog budget failed", "error", err)
+	for w.takeExcess() {
+		e := w.retries.takeOldest(1)
+		if len(e) == 0 {
+			w.excess.Add(1) // not used: the rest is shed
+			break
+		}
+		w.giveUpRetry(ctx, e[0])
+	}
+	if n := int(w.excess.Load()); n > 0 {
+		if err := w.shed(ctx, w.budgetCons, min(n, maxShedBatch)); err != nil && ctx.Err() == nil {
+			w.log.Warn("giving up events over the backlog budget failed", "error", err)
+		}
 	}
 }
 
-// shed pulls up to n of the oldest waiting events and gives them up.
+// saturated reports whether the worker has had all of its
+// maxInFlightMessages in flight at this tick and the one before: its sink
+// does not keep up with what is published for it (a healthy sink may fill
+// them for a moment in a burst).
+func (w *worker) saturated() bool {
+	full := w.inFlight.Load()+int64(w.retries.len()) >= int64(w.target.delivery.MaxInFlight)
+	if !full {
+		w.fullTicks = 0
+		return false
+	}
+	w.fullTicks++
+	return w.fullTicks >= 2
+}
+
+// setOverBudget records whether the Subscription is over budget and tells
+// the run loop when that changes.
+func (w *worker) setOverBudget(over bool) {
+	if w.overBudget.Swap(over) != over {
+		select {
+		case w.budget <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// takeExcess takes one event of the excess the budget gives up, and
+// reports whether there was one: the caller then gives its event up.
+func (w *worker) takeExcess() bool {
+	for {
+		n := w.excess.Load()
+		if n <= 0 {
+			return false
+		}
+		if w.excess.CompareAndSwap(n, n-1) {
+			return true
+		}
+	}
+}
+
+// giveUpRetry gives up an event that waited in the worker for its next
+// attempt.
+func (w *worker) giveUpRetry(ctx context.Context, e *event) {
+	defer w.heartbeat.release(e)
+	meta, err := e.Metadata()
+	if err != nil {
+		_ = e.Term()
+		return
+	}
+	w.giveUp(ctx, w.eventLog(e.Headers(), meta), e, meta, 0, w.budgetReason("the sink fails (the event waited for its next attempt)"))
+}
+
+// shed pulls up to n of the oldest waiting events and gives up each the
+// excess still allows; one it no longer allows (held events took it
+// meanwhile) goes the way of any event the worker holds.
 func (w *worker) shed(ctx context.Context, cons jetstream.Consumer, n int) error {
 	batch, err := cons.Fetch(n, jetstream.FetchMaxWait(time.Second))
 	if err != nil {
 		return fmt.Errorf("fetch events over the budget: %w", err)
 	}
-	reason := w.budgetReason(w.notReadyReason())
 	for msg := range batch.Messages() {
 		meta, err := msg.Metadata()
 		if err != nil {
 			_ = msg.Term()
 			continue
 		}
-		w.giveUp(ctx, w.eventLog(msg.Headers(), meta), msg, meta, 0, reason)
+		if w.takeExcess() {
+			if older := w.retries.takeOlder(meta.Sequence.Stream); older != nil {
+				// An event that failed meanwhile is older: it goes first.
+				w.giveUpRetry(ctx, older)
+			} else {
+				w.giveUp(ctx, w.eventLog(msg.Headers(), meta), msg, meta, 0, w.budgetReason(w.overReason()))
+				continue
+			}
+		}
+		if !w.goBusy(func() { w.handle(ctx, msg) }) {
+			_ = msg.Nak()
+		}
 	}
 	if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
 		return fmt.Errorf("fetch events over the budget: %w", err)

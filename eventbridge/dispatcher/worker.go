@@ -47,8 +47,25 @@ type worker struct {
 	ackWait atomic.Int64
 	// heartbeat keeps the events the worker holds in progress.
 	heartbeat heartbeat
-	// overBudget is set while the backlog exceeds maxBacklog (budget.go).
+	// excess is how many events the budget still gives up: how far the
+	// backlog was over maxBacklog at the last check, less what was given
+	// up since (budget.go).
+	excess atomic.Int64
+	// overBudget is set while the backlog was over maxBacklog at the last
+	// check: the worker then asks for no events to deliver, so that the
+	// oldest waiting can be reached and given up (budget.go).
 	overBudget atomic.Bool
+	// budget is told when overBudget changes.
+	budget chan struct{}
+	// retries are the events waiting for their next attempt (retry.go).
+	retries retries
+	// inFlight counts the events in handle: waiting for the sink, or in
+	// delivery.
+	inFlight atomic.Int64
+	// fullTicks counts the budget loop's ticks in a row at which all of
+	// the worker's maxInFlightMessages were in flight; only that loop
+	// uses it.
+	fullTicks int
 	// failed is set when an attempt fails; the budget reads the backlog
 	// only after one did, while the sink is not ready, or while over
 	// budget, so that healthy Subscriptions cost the broker nothing.
@@ -128,6 +145,7 @@ func (w *worker) init() {
 	w.tally = w.d.tallyOf(key{t.sub.Namespace, t.sub.Name})
 	w.names = newSpanNames(t.sub.Namespace, t.sub.Name)
 	w.ackWait.Store(int64(stream.DefaultAckWait))
+	w.budget = make(chan struct{}, 1)
 }
 
 // run binds to the consumer and has it pulled while the sink is ready,
@@ -138,6 +156,9 @@ func (w *worker) run(ctx context.Context) {
 		w.mu.Lock()
 		w.closing = true
 		w.mu.Unlock()
+		for e, left := range w.retries.close() {
+			w.handBack(e, left)
+		}
 		w.busy.Wait()
 	}()
 	pl := w.pl
@@ -145,10 +166,13 @@ func (w *worker) run(ctx context.Context) {
 	wait := minRebind
 	for ctx.Err() == nil {
 		ready, changed := w.sinkReady()
-		if !ready {
-			w.log.Debug("sink has no ready endpoint, not pulling", "service", t.sink.Service)
+		if !ready || w.overBudget.Load() {
+			if !ready {
+				w.log.Debug("sink has no ready endpoint, not pulling", "service", t.sink.Service)
+			}
 			select {
 			case <-changed:
+			case <-w.budget:
 			case <-ctx.Done():
 			}
 			continue
@@ -196,6 +220,10 @@ func (w *worker) pull(ctx context.Context, pl *pull, changed <-chan struct{}) er
 			return nil
 		case err := <-pl.lost:
 			return err
+		case <-w.budget:
+			if w.overBudget.Load() {
+				return nil // over budget: ask for nothing more until within it
+			}
 		case <-changed:
 			ready, next := w.sinkReady()
 			if !ready {
@@ -208,6 +236,8 @@ func (w *worker) pull(ctx context.Context, pl *pull, changed <-chan struct{}) er
 
 // handle delivers one event and settles it.
 func (w *worker) handle(ctx context.Context, msg jetstream.Msg) {
+	w.inFlight.Add(1)
+	defer w.inFlight.Add(-1)
 	t := w.target
 	meta, err := msg.Metadata()
 	if err != nil {
@@ -229,9 +259,15 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 
-	// Keep the event ours while we wait for the sink and while it works.
+	// Keep the event ours while we wait for the sink and while it works,
+	// and while it waits for its next attempt (retryLater).
 	w.heartbeat.hold(msg, max(time.Duration(w.ackWait.Load())/2, 10*time.Millisecond))
-	defer w.heartbeat.release(msg)
+	kept := false
+	defer func() {
+		if !kept {
+			w.heartbeat.release(msg)
+		}
+	}()
 	switch w.waitReady(ctx) {
 	case stopping:
 		return // JetStream redelivers it after the ack wait
@@ -261,17 +297,49 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg) {
 			w.giveUp(ctx, log, msg, meta, res.status, res.reason())
 			return
 		}
-		if w.overBudget.Load() {
+		if w.takeExcess() {
 			w.giveUp(ctx, log, msg, meta, res.status, w.budgetReason("the attempt failed: "+res.reason()))
 			return
 		}
 		delay := RedeliveryDelay(t.delivery, attempts, w.d.cfg.Jitter, res.retryAfter)
 		log.Debug("delivery failed, will retry", "status", res.status, "error", res.reason(), "retryIn", delay)
 		at.retry(delay)
-		w.settle(log, msg.NakWithDelay(delay))
+		kept = w.retryLater(msg, delay)
+		if !kept {
+			w.settle(log, msg.NakWithDelay(delay))
+		}
 	case GiveUp:
 		w.count.failed.Inc()
 		w.giveUp(ctx, log, msg, meta, res.status, res.reason())
+	}
+}
+
+// retryLater keeps msg, which the puller delivered, for its next attempt
+// after delay (retry.go), and reports whether it does: an event fetched
+// otherwise, or one that fails while the worker stops, is handed back to
+// JetStream with its delay instead.
+func (w *worker) retryLater(msg jetstream.Msg, delay time.Duration) bool {
+	e, ok := msg.(*event)
+	if !ok {
+		return false
+	}
+	return w.retries.add(e, delay, func(e *event) {
+		e.meta.NumDelivered++ // the attempt's number, as JetStream's count would be
+		if !w.startBusy() {
+			w.handBack(e, 0)
+			return
+		}
+		e.w = w
+		w.d.goroutines.run(e)
+	})
+}
+
+// handBack returns an event the worker held for its next attempt to
+// JetStream, which delivers it again after delay.
+func (w *worker) handBack(e *event, delay time.Duration) {
+	defer w.heartbeat.release(e)
+	if err := e.NakWithDelay(delay); err != nil {
+		w.log.Warn("handing an event back failed; it comes back after the ack wait", "error", err)
 	}
 }
 
@@ -290,6 +358,14 @@ func (w *worker) sinkReady() (bool, <-chan struct{}) {
 		return false, nil
 	}
 	return w.d.endpoints.Ready(w.target.sink.Namespace, w.target.sink.Service)
+}
+
+// overReason says why the worker's events are over budget.
+func (w *worker) overReason() string {
+	if ready, _ := w.sinkReady(); ready {
+		return "the sink does not keep up"
+	}
+	return w.notReadyReason()
 }
 
 // notReadyReason says why the worker's sink is not ready.
@@ -318,7 +394,7 @@ func (w *worker) waitReady(ctx context.Context) readiness {
 		if ok {
 			return ready
 		}
-		if w.overBudget.Load() {
+		if w.takeExcess() {
 			return overBudget
 		}
 		if poll == nil {

@@ -1,0 +1,106 @@
+package dispatcher_test
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kfn-dev/kfn/eventbridge/deadletter"
+	"github.com/kfn-dev/kfn/eventbridge/stream"
+)
+
+// waiting is what JetStream counts as waiting for the Subscription name,
+// -1 when it cannot be read. It fails no test: testify runs the
+// conditions of Eventually and Never on goroutines of their own, one of
+// which may still run when the test has ended.
+func waiting(b *bridge, name string) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := b.js.Consumer(ctx, b.streams.EventStream, stream.ConsumerName("default", name))
+	if err != nil {
+		return -1
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		return -1
+	}
+	return int(info.NumPending) + info.NumAckPending
+}
+
+// deadLetterIDs returns the ids of the dead letters, as numbers, sorted,
+// and checks that each says why with want.
+func deadLetterIDs(t *testing.T, b *bridge, want string) []int {
+	t.Helper()
+	var ids []int
+	for _, dl := range b.deadLetters() {
+		id, err := strconv.Atoi(dl.Headers().Get("ce-id"))
+		require.NoError(t, err)
+		ids = append(ids, id)
+		assert.Contains(t, dl.Headers().Get(deadletter.HeaderError), want)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// TestBudgetGivesUpExactlyTheExcessOfAFailingSink: a failing sink whose
+// events wait a minute for their next attempt, 30 events, maxBacklog 10:
+// 20 are given up, those that waited for their next attempt first, then
+// the oldest, and exactly 10 stay (waiting plus unacknowledged), also
+// through further checks. JetStream would count an event handed back with
+// a delay as unacknowledged for that minute, out of the budget's reach.
+func TestBudgetGivesUpExactlyTheExcessOfAFailingSink(t *testing.T) {
+	b := newBridge(t, withConfig(fastBudget))
+	failing := b.newSink("dead", func(n int, r *http.Request, w http.ResponseWriter) { w.WriteHeader(http.StatusServiceUnavailable) })
+	b.subscribe(sub("dead", "dead", config("maxInFlightMessages", "5", "maxBacklog", "10", "backoffInitial", "1m", "backoffMax", "1m")))
+	for i := range 30 {
+		b.publish("shop", "order.created.v1", strconv.Itoa(i), "")
+	}
+	require.Eventually(t, func() bool { return len(b.deadLetters()) >= 20 && waiting(b, "dead") == 10 }, wait, tick)
+	require.Never(t, func() bool { return len(b.deadLetters()) > 20 || waiting(b, "dead") > 10 }, 300*time.Millisecond, tick,
+		"exactly the excess: no more given up, no more waiting")
+	ids := deadLetterIDs(t, b, "backlog over maxBacklog (10)")
+	require.Len(t, ids, 20)
+	assert.Equal(t, []int{0, 1, 2, 3, 4}, ids[:5], "the events that waited for their next attempt go first")
+	assert.Less(t, ids[19], 20+5, "then the oldest, but for an event in an attempt while the budget acts (at most maxInFlightMessages)")
+	assert.Equal(t, 10, waiting(b, "dead"))
+	assert.Positive(t, failing.count())
+}
+
+// TestBudgetHoldsASlowSink: a sink that answers, slowly: its deliveries
+// keep all of its maxInFlightMessages busy, the backlog grows past its
+// maxBacklog, and the oldest waiting are given up (the worker stops asking
+// for events while over budget, so that JetStream's limit on
+// unacknowledged events does not keep them out of reach), while every
+// event is delivered or dead-lettered, and no more than the budget waits.
+// Which are given up is the oldest waiting when the budget acts, less
+// those that JetStream hands meanwhile to the worker's pull requests made
+// before it stopped asking: those are delivered.
+func TestBudgetHoldsASlowSink(t *testing.T) {
+	b := newBridge(t, withConfig(fastBudget))
+	slow := b.newSink("slow", func(n int, r *http.Request, w http.ResponseWriter) { time.Sleep(300 * time.Millisecond) })
+	b.subscribe(sub("slow", "slow", config("maxInFlightMessages", "2", "maxBacklog", "6")))
+	for i := range 30 {
+		b.publish("shop", "order.created.v1", strconv.Itoa(i), "")
+	}
+	var delivered int
+	require.Eventually(t, func() bool {
+		delivered = slow.count()
+		n := waiting(b, "slow")
+		return n >= 0 && n <= 6
+	}, wait, tick, "held to its budget")
+	// Held by giving up the oldest, not by waiting for the sink: a
+	// worker that kept asking for events would have JetStream hand each
+	// freed slot to its own pull request, made before the budget's, and
+	// the sink would have worked through most of them first.
+	assert.LessOrEqual(t, delivered, 3*2, "delivered when the budget was reached (maxInFlightMessages 2)")
+	require.Eventually(t, func() bool { return waiting(b, "slow") == 0 }, wait, tick, "the rest is delivered")
+	letters := deadLetterIDs(t, b, "the sink does not keep up")
+	assert.Equal(t, 30, slow.count()+len(letters), "every event delivered or dead-lettered, none twice")
+	assert.GreaterOrEqual(t, len(letters), 30-6-3*2)
+}

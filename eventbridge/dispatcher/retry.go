@@ -1,0 +1,130 @@
+package dispatcher
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+	"time"
+)
+
+// retries are the events of a worker whose attempt failed and that wait
+// for their next attempt held by the worker (in progress for JetStream,
+// kept so by the heartbeat), not handed back to JetStream with a delay:
+// JetStream counts an event handed back as unacknowledged until its delay
+// ends and offers no way to take it back earlier, so the backlog budget
+// could not give up the events of a failing sink while they waited. Held
+// here, the oldest of them are the first the budget gives up (takeOldest).
+// A worker that stops hands its retries back to JetStream with the rest of
+// their delay (close). A dispatcher that dies leaves them to be
+// redelivered after the ack wait; attempts are then counted from
+// JetStream's delivery count again, so an event can get more attempts
+// than maxDeliver, never fewer.
+type retries struct {
+	mu     sync.Mutex
+	closed bool
+	byID   map[*event]*retry
+}
+
+// retry is one event waiting for its next attempt.
+type retry struct {
+	e     *event
+	due   time.Time
+	timer *time.Timer
+}
+
+// add keeps e until delay has passed, then calls due with it, unless it
+// was taken meanwhile. It reports false when the retries are closed.
+func (rs *retries) add(e *event, delay time.Duration, due func(*event)) bool {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.closed {
+		return false
+	}
+	if rs.byID == nil {
+		rs.byID = map[*event]*retry{}
+	}
+	r := &retry{e: e, due: time.Now().Add(delay)}
+	r.timer = time.AfterFunc(delay, func() {
+		if rs.take(r) {
+			due(e)
+		}
+	})
+	rs.byID[e] = r
+	return true
+}
+
+// take removes r if it is still there, and reports whether it was.
+func (rs *retries) take(r *retry) bool {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.byID[r.e] != r {
+		return false
+	}
+	delete(rs.byID, r.e)
+	return true
+}
+
+// takeOldest removes up to n of the events waiting, those earliest in the
+// stream first, and returns them; their timers will not fire.
+func (rs *retries) takeOldest(n int) []*event {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if n <= 0 || len(rs.byID) == 0 {
+		return nil
+	}
+	all := make([]*retry, 0, len(rs.byID))
+	for _, r := range rs.byID {
+		all = append(all, r)
+	}
+	slices.SortFunc(all, func(a, b *retry) int { return cmp.Compare(a.e.meta.Sequence.Stream, b.e.meta.Sequence.Stream) })
+	var out []*event
+	for _, r := range all[:min(n, len(all))] {
+		if r.timer.Stop() {
+			delete(rs.byID, r.e)
+			out = append(out, r.e)
+		}
+	}
+	return out
+}
+
+// takeOlder removes and returns the oldest event waiting if it is earlier
+// in the stream than seq, else nil; its timer will not fire.
+func (rs *retries) takeOlder(seq uint64) *event {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	var oldest *retry
+	for _, r := range rs.byID {
+		if r.e.meta.Sequence.Stream < seq && (oldest == nil || r.e.meta.Sequence.Stream < oldest.e.meta.Sequence.Stream) {
+			oldest = r
+		}
+	}
+	if oldest == nil || !oldest.timer.Stop() {
+		return nil
+	}
+	delete(rs.byID, oldest.e)
+	return oldest.e
+}
+
+// len returns the number of events waiting.
+func (rs *retries) len() int {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return len(rs.byID)
+}
+
+// close stops taking events and returns those waiting, each with the time
+// left until it was due; their timers will not fire.
+func (rs *retries) close() map[*event]time.Duration {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.closed = true
+	out := make(map[*event]time.Duration, len(rs.byID))
+	now := time.Now()
+	for e, r := range rs.byID {
+		if r.timer.Stop() {
+			out[e] = max(r.due.Sub(now), 0)
+		}
+	}
+	rs.byID = nil
+	return out
+}
