@@ -32,6 +32,9 @@ const (
 	DefaultMaxReplyBytes  = 1 << 20
 	DefaultPullExpiry     = 30 * time.Second
 	DefaultBudgetInterval = 2 * time.Second
+
+	DefaultMaxHeldBytes                = 256 << 20
+	DefaultMaxHeldBytesPerSubscription = 16 << 20
 )
 
 // MinPullExpiry is the shortest Config.PullExpiry.
@@ -66,6 +69,14 @@ type Config struct {
 	// sink failed or is not ready is read (one consumer info request) to
 	// hold it to its maxBacklog. Default 2s.
 	BudgetInterval time.Duration
+	// MaxHeldBytes bounds the bytes of the events the dispatcher holds at
+	// once (from their arrival to their settling, those waiting for a
+	// retry included); past it, it asks for no more until some are
+	// settled. MaxHeldBytesPerSubscription bounds one Subscription's
+	// share, so that one with large events or a slow sink cannot take it
+	// all. A Subscription holding nothing may take one event of any size.
+	// Defaults 256 MiB and 16 MiB; negative means no bound.
+	MaxHeldBytes, MaxHeldBytesPerSubscription int64
 	// Egress says which addresses deliveries may reach (package egress);
 	// the zero value refuses loopback among others. It holds for the
 	// default transport (NewTransport).
@@ -116,6 +127,12 @@ func (c *Config) defaults() error {
 	}
 	if c.BudgetInterval == 0 {
 		c.BudgetInterval = DefaultBudgetInterval
+	}
+	if c.MaxHeldBytes == 0 {
+		c.MaxHeldBytes = DefaultMaxHeldBytes
+	}
+	if c.MaxHeldBytesPerSubscription == 0 {
+		c.MaxHeldBytesPerSubscription = DefaultMaxHeldBytesPerSubscription
 	}
 	return nil
 }
@@ -440,7 +457,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		d.mu.Unlock()
 		return errors.New("dispatcher already started")
 	}
-	p := newPuller(d.js.Conn(), d.cfg.Streams.EventStream, d.cfg.PullExpiry)
+	p := newPuller(d.js.Conn(), d.cfg.Streams.EventStream, d.cfg.PullExpiry, heldBytes{total: d.cfg.MaxHeldBytes, perPull: d.cfg.MaxHeldBytesPerSubscription})
 	if err := p.listen(); err != nil {
 		d.mu.Unlock()
 		return err

@@ -46,6 +46,20 @@ import (
 type pullReq struct {
 	Batch   int           `json:"batch"`
 	Expires time.Duration `json:"expires"`
+	// MaxBytes, when not 0, bounds the bytes the request is answered
+	// with: the server ends it before an event that does not fit.
+	MaxBytes int64 `json:"max_bytes,omitempty"`
+}
+
+// heldBytes bounds the bytes of the events a puller's workers hold (from
+// their arrival to their settling, retries included): at most total for
+// all of them and perPull for each Subscription, so that neither a burst
+// of large events nor one Subscription can take the dispatcher's memory.
+// A pull that holds nothing may ask for one event of any size (JetStream
+// bounds it by the stream's largest), so that no event is too large ever
+// to be delivered; the bounds can then be passed by one event each.
+type heldBytes struct {
+	total, perPull int64 // 0: no bound
 }
 
 // Status codes of JetStream's answers to a pull request.
@@ -68,6 +82,7 @@ type puller struct {
 	next   string // the pull request subject, without the consumer
 	inbox  string // pull requests reply to inbox + id
 	expiry time.Duration
+	bounds heldBytes
 
 	mu        sync.Mutex
 	sub       *nats.Subscription
@@ -78,6 +93,10 @@ type puller struct {
 	ids        uint64
 	byID       map[uint64]*pull // status messages name the request's inbox
 	byName     map[string]*pull // events name their consumer
+	// held is the bytes of the events the workers hold; starved are the
+	// pulls that asked for nothing for want of room under the bounds.
+	held    int64
+	starved map[*pull]struct{}
 }
 
 // pull is one worker's share of the puller: its consumer, how many events
@@ -91,8 +110,8 @@ type pull struct {
 	reply    string
 	batch    int
 	// deliver is called with each event, under the puller's lock: it
-	// must only hand the event over.
-	deliver func(*event)
+	// must only hand the event over, and report whether it did.
+	deliver func(*event) bool
 	// lost says that the consumer went away or refused a request; the
 	// pull then asks for nothing until started again.
 	lost chan error
@@ -100,18 +119,25 @@ type pull struct {
 	active  bool      // asking for events
 	pending int       // events asked for and neither received nor expired
 	expires time.Time // when the last request asked ends (its 408 is due)
+	held    int64     // bytes of the events of this pull that its worker holds
+	// needs, when not 0, is more than the room left in the last request
+	// when the next event did not fit it: the pull asks again once it has
+	// that much room, or for that event alone once it holds nothing.
+	needs int64
 }
 
 // newPuller returns a puller of the consumers of stream on nc; listen
 // starts it.
-func newPuller(nc *nats.Conn, stream string, expiry time.Duration) *puller {
+func newPuller(nc *nats.Conn, stream string, expiry time.Duration, bounds heldBytes) *puller {
 	return &puller{
-		nc:     nc,
-		next:   "$JS.API.CONSUMER.MSG.NEXT." + stream + ".",
-		inbox:  nc.NewInbox() + ".",
-		expiry: expiry,
-		byID:   map[uint64]*pull{},
-		byName: map[string]*pull{},
+		nc:      nc,
+		next:    "$JS.API.CONSUMER.MSG.NEXT." + stream + ".",
+		inbox:   nc.NewInbox() + ".",
+		expiry:  expiry,
+		bounds:  bounds,
+		byID:    map[uint64]*pull{},
+		byName:  map[string]*pull{},
+		starved: map[*pull]struct{}{},
 	}
 }
 
@@ -204,7 +230,7 @@ func (p *puller) renew(now time.Time) {
 // add registers a pull of consumer, asking for up to batch events at once
 // when started, delivered to deliver. Events of the consumer that arrive
 // go to the newest pull of it, also while it is paused.
-func (p *puller) add(consumer string, batch int, deliver func(*event)) *pull {
+func (p *puller) add(consumer string, batch int, deliver func(*event) bool) *pull {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.ids++
@@ -247,27 +273,111 @@ func (pl *pull) remove() {
 	defer p.mu.Unlock()
 	pl.active = false
 	delete(p.byID, pl.id)
+	delete(p.starved, pl)
 	if p.byName[pl.consumer] == pl {
 		delete(p.byName, pl.consumer)
 	}
 }
 
 // topUp asks for more events when an active pull has fewer than half its
-// batch asked for. The puller's mu is held.
+// batch asked for, within the room the byte bounds leave (heldBytes). The
+// puller's mu is held.
 func (pl *pull) topUp() {
 	if !pl.active || !pl.p.connected || pl.pending >= (pl.batch+1)/2 {
 		return
 	}
 	n := pl.batch - pl.pending
+	room, bounded := pl.room()
+	switch {
+	case !bounded:
+	case room >= max(pl.needs, 1):
+	case pl.held == 0:
+		n, room = 1, 0 // one event, however large
+	default:
+		pl.p.starved[pl] = struct{}{} // asked again when bytes are released
+		return
+	}
 	// The last quarter of the expiry, at random: requests made at the
 	// same moment end at different ones.
 	expiry := pl.p.expiry - time.Duration(rand.Int64N(int64(pl.p.expiry/4)+1))
-	body, _ := json.Marshal(pullReq{Batch: n, Expires: expiry}) // cannot fail
+	body, _ := json.Marshal(pullReq{Batch: n, Expires: expiry, MaxBytes: room}) // cannot fail
 	if err := pl.p.nc.PublishRequest(pl.subject, pl.reply, body); err != nil {
 		return // renew asks again
 	}
+	delete(pl.p.starved, pl)
+	pl.needs = 0
 	pl.pending += n
 	pl.expires = time.Now().Add(expiry)
+}
+
+// room returns how many bytes of events the pull may still be sent, and
+// whether any bound is set. The puller's mu is held.
+func (pl *pull) room() (int64, bool) {
+	b := pl.p.bounds
+	if b.total <= 0 && b.perPull <= 0 {
+		return 0, false
+	}
+	room := int64(1<<63 - 1)
+	if b.perPull > 0 {
+		room = b.perPull - pl.held
+	}
+	if b.total > 0 {
+		room = min(room, b.total-pl.p.held)
+	}
+	return room, true
+}
+
+// hold counts an event's bytes as held by its pull until release. The
+// puller's mu is held.
+func (pl *pull) hold(e *event) {
+	e.pl, e.size = pl, msgSize(e.msg)
+	pl.held += e.size
+	pl.p.held += e.size
+}
+
+// release says the worker no longer holds e (settled, or handed back):
+// its bytes leave the bounds, and pulls that wanted room ask again. Safe
+// to call more than once.
+func (e *event) release() {
+	pl := e.pl
+	if pl == nil {
+		return
+	}
+	p := pl.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e.releaseLocked()
+}
+
+// releaseLocked is release with the puller's mu held.
+func (e *event) releaseLocked() {
+	pl := e.pl
+	if pl == nil {
+		return
+	}
+	p := pl.p
+	e.pl = nil
+	pl.held -= e.size
+	p.held -= e.size
+	if p.bounds.total <= 0 && p.bounds.perPull <= 0 {
+		return
+	}
+	pl.topUp()
+	for other := range p.starved {
+		other.topUp()
+	}
+}
+
+// msgSize is about the bytes an event takes in memory: its data and
+// headers.
+func msgSize(m *nats.Msg) int64 {
+	n := len(m.Data) + len(m.Subject) + len(m.Reply)
+	for k, vs := range m.Header {
+		for _, v := range vs {
+			n += len(k) + len(v)
+		}
+	}
+	return int64(n)
 }
 
 // fail ends the pull's asking and tells its worker why. The puller's mu is
@@ -304,8 +414,11 @@ func (p *puller) receive(m *nats.Msg) {
 		return // no worker any more: it comes again after the ack wait
 	}
 	pl.pending = max(pl.pending-1, 0)
+	pl.hold(e)
+	if !pl.deliver(e) {
+		e.releaseLocked() // not taken: it comes again after the ack wait
+	}
 	pl.topUp()
-	pl.deliver(e)
 }
 
 // requestID returns the id of the pull whose request's inbox subject is.
@@ -334,12 +447,17 @@ func (p *puller) status(m *nats.Msg, status string) {
 	case statusHeartbeat: // none asked for; a flow control message needs no answer from a pull
 	case statusNoMessages, statusTimeout:
 		// The request ended; what it still wanted will not come.
-		left, _ := strconv.Atoi(m.Header.Get("Nats-Pending-Messages"))
-		pl.pending = max(pl.pending-left, 0)
-		pl.topUp()
+		pl.ended(m)
 	case statusConflict:
 		desc := strings.ToLower(m.Header.Get("Description"))
 		switch {
+		case strings.Contains(desc, "exceeds maxbytes"):
+			// The next event did not fit the room left in the request.
+			left, _ := strconv.ParseInt(m.Header.Get("Nats-Pending-Bytes"), 10, 64)
+			pl.needs = left + 1
+			pl.ended(m)
+		case strings.Contains(desc, "batch completed"):
+			pl.ended(m) // the request's bytes were used up
 		case strings.Contains(desc, "consumer deleted"):
 			pl.fail(errConsumerGone)
 		case strings.Contains(desc, "leadership change"), strings.Contains(desc, "server shutdown"):
@@ -354,6 +472,14 @@ func (p *puller) status(m *nats.Msg, status string) {
 	default:
 		pl.fail(fmt.Errorf("pull request answered %s %s", status, m.Header.Get("Description")))
 	}
+}
+
+// ended takes an ended request's events that will not come off the
+// pull's count, and asks again. The puller's mu is held.
+func (pl *pull) ended(m *nats.Msg) {
+	left, _ := strconv.Atoi(m.Header.Get("Nats-Pending-Messages"))
+	pl.pending = max(pl.pending-left, 0)
+	pl.topUp()
 }
 
 // event is an event the puller received, as a jetstream.Msg: nats.go's
@@ -371,6 +497,10 @@ type event struct {
 	// w is the worker that delivers the event, as a task of the
 	// dispatcher's goroutines.
 	w *worker
+	// pl is the pull whose held bytes count the event, size its bytes;
+	// pl is nil once released. Both are guarded by the puller's mu.
+	pl   *pull
+	size int64
 }
 
 var _ jetstream.Msg = (*event)(nil)

@@ -32,10 +32,10 @@ func TestPullerAsksAgainAfterAnUntoldReconnect(t *testing.T) {
 	_, err = js.CreateConsumer(ctx, "events", jetstream.ConsumerConfig{Durable: "c", AckPolicy: jetstream.AckExplicitPolicy})
 	require.NoError(t, err)
 
-	p := newPuller(nc, "events", time.Hour) // no request of the test expires by itself
+	p := newPuller(nc, "events", time.Hour, heldBytes{}) // no request of the test expires by itself
 	require.NoError(t, p.listen())
 	got := make(chan jetstream.Msg, 10)
-	pl := p.add("c", 1, func(m *event) { got <- m })
+	pl := p.add("c", 1, func(m *event) bool { got <- m; return true })
 	pl.start()
 	require.NoError(t, nc.Flush()) // the request is on the server
 
@@ -110,5 +110,73 @@ func TestReplacedWorkerPullsBeforeTheOldStops(t *testing.T) {
 		own, routed := pullOf()
 		require.NotNil(t, own, "maxInFlightMessages %s", inFlight)
 		require.Same(t, own, routed, "maxInFlightMessages %s: the consumer's events go to the current worker once Upsert returns", inFlight)
+	}
+}
+
+// TestPullerKeepsToItsByteBounds: events of about 100 KiB, a pull that may
+// hold 250 KiB and a puller that may hold 350 KiB for all its pulls: the
+// worker is given two events, not the ten its batch asks for, and one
+// more only once it releases one; a second Subscription gets the room
+// left of the total, one event; and an event larger than the room is
+// still given, alone, to a pull that holds nothing.
+func TestPullerKeepsToItsByteBounds(t *testing.T) {
+	srv := natstest.Start(t)
+	nc := srv.Connect()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "events", Subjects: []string{"ev.>"}, Storage: jetstream.MemoryStorage})
+	require.NoError(t, err)
+	for _, c := range []string{"a", "b"} {
+		_, err = js.CreateConsumer(ctx, "events", jetstream.ConsumerConfig{Durable: c, AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: "ev." + c})
+		require.NoError(t, err)
+	}
+	data := make([]byte, 100<<10)
+	for range 10 {
+		_, err = js.Publish(ctx, "ev.a", data)
+		require.NoError(t, err)
+		_, err = js.Publish(ctx, "ev.b", data)
+		require.NoError(t, err)
+	}
+
+	p := newPuller(nc, "events", time.Hour, heldBytes{total: 350 << 10, perPull: 250 << 10})
+	require.NoError(t, p.listen())
+	got := map[string]chan *event{"a": make(chan *event, 10), "b": make(chan *event, 10)}
+	pa := p.add("a", 10, func(e *event) bool { got["a"] <- e; return true })
+	pa.start()
+	count := func(c string) int { return len(got[c]) }
+	require.Eventually(t, func() bool { return count("a") == 2 }, 5*time.Second, time.Millisecond)
+	require.Never(t, func() bool { return count("a") > 2 }, 200*time.Millisecond, 5*time.Millisecond, "250 KiB hold two events of 100 KiB")
+
+	pb := p.add("b", 10, func(e *event) bool { got["b"] <- e; return true })
+	pb.start()
+	require.Eventually(t, func() bool { return count("b") == 1 }, 5*time.Second, time.Millisecond)
+	require.Never(t, func() bool { return count("b") > 1 }, 200*time.Millisecond, 5*time.Millisecond, "the total's 350 KiB leave room for one more")
+
+	first := <-got["a"]
+	require.NoError(t, first.Ack())
+	first.release()
+	require.Eventually(t, func() bool { return count("a") == 2 }, 5*time.Second, time.Millisecond, "one released, one more given")
+
+	// Room for less than one event: a pull that holds nothing still gets one.
+	p.mu.Lock()
+	p.bounds = heldBytes{perPull: 50 << 10}
+	p.mu.Unlock()
+	for _, e := range drain(got["b"]) {
+		e.release()
+	}
+	require.Eventually(t, func() bool { return count("b") == 1 }, 5*time.Second, time.Millisecond, "an event larger than the room, alone")
+	require.Never(t, func() bool { return count("b") > 1 }, 200*time.Millisecond, 5*time.Millisecond)
+}
+
+func drain(c chan *event) []*event {
+	var out []*event
+	for {
+		select {
+		case e := <-c:
+			out = append(out, e)
+		default:
+			return out
+		}
 	}
 }

@@ -106,12 +106,13 @@ func (w *worker) goBusy(f func()) bool {
 // deliver delivers e on a goroutine of the dispatcher's that run waits
 // for, unless the worker is closing: then the event is left to come again
 // after its ack wait.
-func (w *worker) deliver(e *event) {
+func (w *worker) deliver(e *event) bool {
 	if !w.startBusy() {
-		return
+		return false
 	}
 	e.w = w
 	w.d.goroutines.run(e)
+	return true
 }
 
 // run delivers the event: it is the task of deliver.
@@ -266,6 +267,9 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg) {
 	defer func() {
 		if !kept {
 			w.heartbeat.release(msg)
+			if e, ok := msg.(*event); ok {
+				e.release()
+			}
 		}
 	}()
 	switch w.waitReady(ctx) {
@@ -337,6 +341,7 @@ func (w *worker) retryLater(msg jetstream.Msg, delay time.Duration) bool {
 // handBack returns an event the worker held for its next attempt to
 // JetStream, which delivers it again after delay.
 func (w *worker) handBack(e *event, delay time.Duration) {
+	defer e.release()
 	defer w.heartbeat.release(e)
 	if err := e.NakWithDelay(delay); err != nil {
 		w.log.Warn("handing an event back failed; it comes back after the ack wait", "error", err)
