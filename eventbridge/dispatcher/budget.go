@@ -86,7 +86,13 @@ func (w *worker) checkBudget() {
 		w.budgetCons = nil // look it up again: it may have been recreated
 		return
 	}
-	over := int(info.NumPending) + info.NumAckPending - t.delivery.MaxBacklog
+	backlog := int(info.NumPending) + info.NumAckPending
+	over := backlog - t.delivery.MaxBacklog
+	byBytes := false
+	if n := w.bytesOver(ctx, info, backlog); n > max(over, 0) {
+		over, byBytes = n, true
+	}
+	w.overBytes.Store(byBytes)
 	// The excess first, so that an attempt failing from now on is given
 	// up rather than kept for a retry newer than the oldest waiting.
 	w.excess.Store(int64(max(over, 0)))
@@ -196,5 +202,92 @@ func (w *worker) shed(ctx context.Context, cons jetstream.Consumer, n int) error
 
 // budgetReason is the dead-letter reason of an event given up over budget.
 func (w *worker) budgetReason(why string) string {
+	if w.overBytes.Load() {
+		return fmt.Sprintf("backlog over maxBacklogBytes (%d, about %d bytes waiting) and %s: oldest events given up",
+			w.target.delivery.MaxBacklogBytes, w.bytesWaiting.Load(), why)
+	}
 	return fmt.Sprintf("backlog over maxBacklog (%d) and %s: oldest events given up", w.target.delivery.MaxBacklog, why)
+}
+
+// budgetSamples is how many waiting events a byte estimate reads, and
+// sampleEvery how many checks reuse one.
+const (
+	budgetSamples = 8
+	sampleEvery   = 4
+)
+
+// bytesOver estimates the bytes of the backlog events waiting for the
+// Subscription (JetStream counts them, not their bytes) and returns how
+// many events are over maxBacklogBytes. The estimate is the backlog times
+// the mean size of budgetSamples events read at sequences spread over it
+// (renewed every sampleEvery checks); it is not made while the backlog,
+// were every event of the largest size the stream takes, would be within
+// the budget.
+func (w *worker) bytesOver(ctx context.Context, info *jetstream.ConsumerInfo, backlog int) int {
+	limit := w.target.delivery.MaxBacklogBytes
+	largest := int64(w.d.cfg.Streams.MaxMsgSize)
+	if backlog == 0 || limit <= 0 || largest > 0 && int64(backlog)*largest <= limit {
+		w.bytesWaiting.Store(0)
+		return 0
+	}
+	if w.sampledSize == 0 || w.sinceSample >= sampleEvery {
+		if size := w.sampleEventSize(ctx, info); size > 0 {
+			w.sampledSize, w.sinceSample = size, 0
+		}
+	}
+	w.sinceSample++
+	size := w.sampledSize
+	if size == 0 {
+		return 0
+	}
+	waiting := int64(backlog) * size
+	w.bytesWaiting.Store(waiting)
+	if waiting <= limit {
+		return 0
+	}
+	return int((waiting - limit + size - 1) / size)
+}
+
+// sampleEventSize returns the mean size, data and headers, of up to
+// budgetSamples events of the consumer's subjects at sequences spread from
+// its acknowledgement floor to the end of the stream; 0 when it could read
+// none.
+func (w *worker) sampleEventSize(ctx context.Context, info *jetstream.ConsumerInfo) int64 {
+	s, err := w.d.js.Stream(ctx, w.d.cfg.Streams.EventStream)
+	if err != nil {
+		return 0
+	}
+	subjects := info.Config.FilterSubjects
+	if len(subjects) == 0 && info.Config.FilterSubject != "" {
+		subjects = []string{info.Config.FilterSubject}
+	}
+	if len(subjects) == 0 {
+		return 0
+	}
+	lo, hi := info.AckFloor.Stream+1, s.CachedInfo().State.LastSeq
+	if i, err := s.Info(ctx); err == nil {
+		hi = i.State.LastSeq
+	}
+	if hi < lo {
+		return 0
+	}
+	var total, n int64
+	for i := range budgetSamples {
+		seq := lo + (hi-lo)*uint64(i)/uint64(budgetSamples-1)
+		m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subjects[i%len(subjects)]))
+		if err != nil {
+			continue
+		}
+		total += int64(len(m.Data))
+		for k, vs := range m.Header {
+			for _, v := range vs {
+				total += int64(len(k) + len(v))
+			}
+		}
+		n++
+	}
+	if n == 0 {
+		return 0
+	}
+	return total / n
 }

@@ -5,12 +5,14 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/stream"
 )
@@ -103,4 +105,30 @@ func TestBudgetHoldsASlowSink(t *testing.T) {
 	letters := deadLetterIDs(t, b, "the sink does not keep up")
 	assert.Equal(t, 30, slow.count()+len(letters), "every event delivered or dead-lettered, none twice")
 	assert.GreaterOrEqual(t, len(letters), 30-6-3*2)
+}
+
+// TestBudgetInBytes: a Subscription whose sink has no endpoint, budgets
+// of 1,000 events and 2 MiB: 40 events of 100 KiB (4 MiB) are over the
+// bytes though far within the count, and the oldest are given up until
+// about 2 MiB wait; 500 small events beside them, within both, are not.
+func TestBudgetInBytes(t *testing.T) {
+	eps := newEndpoints(false)
+	b := newBridge(t, withEndpoints(eps), withConfig(fastBudget))
+	b.newSink("big", nil)
+	b.newSink("small", nil)
+	b.subscribe(sub("big", "big", config("maxBacklog", "1000", "maxBacklogBytes", "2097152"), func(s *v1alpha2.Subscription) { s.Spec.Types = []string{"order.big.v1"} }))
+	b.subscribe(sub("small", "small", config("maxBacklog", "1000", "maxBacklogBytes", "2097152")))
+	data := strings.Repeat("x", 100<<10)
+	for i := range 40 {
+		b.publish("shop", "order.big.v1", strconv.Itoa(i), data)
+	}
+	for i := range 500 {
+		b.publish("shop", "order.created.v1", "s"+strconv.Itoa(i), "small")
+	}
+	require.Eventually(t, func() bool { n := waiting(b, "big"); return n >= 0 && n*(100<<10) <= 2<<20 }, wait, tick, "about 2 MiB wait")
+	require.Never(t, func() bool { return waiting(b, "big") < 18 }, 300*time.Millisecond, tick, "not much less either")
+	ids := deadLetterIDs(t, b, "backlog over maxBacklogBytes (2097152")
+	assert.Equal(t, 40-waiting(b, "big"), len(ids))
+	assert.Equal(t, 0, ids[0], "the oldest go")
+	assert.Equal(t, 500, waiting(b, "small"), "small events within both budgets all wait")
 }

@@ -84,7 +84,8 @@ type Config struct {
 	// Delivery holds the delivery settings of the spec.config keys a
 	// Subscription does not set (retries, backoff, dead-lettering); it must
 	// match the stream.ConsumerSettings.Defaults the consumers were made
-	// with. The zero value means v1alpha2.DefaultDelivery().
+	// with. The zero value means v1alpha2.DefaultDelivery(), and a zero
+	// MaxBacklogBytes v1alpha2.DefaultMaxBacklogBytes.
 	Delivery v1alpha2.Delivery
 }
 
@@ -100,6 +101,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Delivery == (v1alpha2.Delivery{}) {
 		c.Delivery = v1alpha2.DefaultDelivery()
+	}
+	if c.Delivery.MaxBacklogBytes == 0 {
+		c.Delivery.MaxBacklogBytes = v1alpha2.DefaultMaxBacklogBytes
 	}
 	if err := c.Delivery.Validate(); err != nil {
 		return fmt.Errorf("%w: delivery defaults: %w", ErrInvalidOption, err)

@@ -55,6 +55,14 @@ type worker struct {
 	// check: the worker then asks for no events to deliver, so that the
 	// oldest waiting can be reached and given up (budget.go).
 	overBudget atomic.Bool
+	// overBytes says the last check found the backlog over its bytes,
+	// bytesWaiting what it estimated; sampledSize is the mean event size
+	// it estimated with, sinceSample the checks since it was read
+	// (budget.go; only the one running check uses these two).
+	overBytes    atomic.Bool
+	bytesWaiting atomic.Int64
+	sampledSize  int64
+	sinceSample  int
 	// budget is told when overBudget changes.
 	budget chan struct{}
 	// retries are the events waiting for their next attempt (retry.go).

@@ -61,6 +61,9 @@ func ConsumerConfig(sub *v1alpha2.Subscription, s ConsumerSettings) (jetstream.C
 	if defaults == (v1alpha2.Delivery{}) {
 		defaults = v1alpha2.DefaultDelivery()
 	}
+	if defaults.MaxBacklogBytes == 0 {
+		defaults.MaxBacklogBytes = v1alpha2.DefaultMaxBacklogBytes
+	}
 	delivery, err := sub.DeliveryOver(defaults)
 	if err != nil {
 		return jetstream.ConsumerConfig{}, err

@@ -47,10 +47,14 @@ const EventsLostFor = 24 * time.Hour
 func Status(sub *v1alpha2.Subscription, o Observation, now metav1.Time) v1alpha2.SubscriptionStatus {
 	s := *sub.Status.DeepCopy()
 	s.Types = sub.CleanTypes()
-	s.Backend.Types = nil
-	if o.ConsumerError == nil && o.Consumer != "" {
-		for _, t := range sub.Spec.Types {
-			s.Backend.Types = append(s.Backend.Types, v1alpha2.JetStreamTypes{OriginalType: t, ConsumerName: o.Consumer})
+	if o.ConsumerError == nil {
+		// Kept as it was after a ConsumerError: the consumer may exist, and
+		// the name is how a later reconcile knows that it did.
+		s.Backend.Types = nil
+		if o.Consumer != "" {
+			for _, t := range sub.Spec.Types {
+				s.Backend.Types = append(s.Backend.Types, v1alpha2.JetStreamTypes{OriginalType: t, ConsumerName: o.Consumer})
+			}
 		}
 	}
 	switch {

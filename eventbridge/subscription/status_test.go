@@ -72,6 +72,7 @@ func TestStatus(t *testing.T) {
 	again := subscription.Status(sub, subscription.Observation{Consumer: "kfn-x"}, t1)
 	assert.Equal(t, sub.Status, again, "nothing changed, nothing to write")
 	broken := subscription.Status(sub, subscription.Observation{ConsumerError: errors.New("x")}, t1)
+	assert.Equal(t, sub.Status.Backend.Types, broken.Backend.Types, "the consumer's name is kept through an error: it says a consumer existed")
 	assert.Equal(t, t0, broken.FindCondition(v1alpha2.ConditionSubscriptionSpecValid).LastTransitionTime)
 	assert.Equal(t, t1, broken.FindCondition(v1alpha2.ConditionSubscriptionActive).LastTransitionTime)
 }

@@ -33,6 +33,13 @@ const (
 	// make publishing fail for every Subscription. Default "100000", at
 	// most "1000000".
 	ConfigMaxBacklog = "maxBacklog"
+	// ConfigMaxBacklogBytes is kfn's backlog budget in bytes: the most
+	// bytes of events that may wait for the Subscription, estimated from
+	// a sample of them. Past it the oldest are given up as past
+	// maxBacklog, so that a few large events cannot fill what a count of
+	// small ones would not. Default "67108864" (64 MiB), at most
+	// "4294967296" (4 GiB).
+	ConfigMaxBacklogBytes = "maxBacklogBytes"
 )
 
 // Defaults of the delivery settings.
@@ -43,6 +50,7 @@ const (
 	DefaultBackoffMax          = 60 * time.Second
 	DefaultDeadLetter          = true
 	DefaultMaxBacklog          = 100000
+	DefaultMaxBacklogBytes     = 64 << 20
 )
 
 // Caps on the delivery settings, so that no Subscription holds more of the
@@ -57,7 +65,12 @@ const (
 	MaxMaxInFlightMessages = 1000
 	MaxMaxDeliver          = 100
 	MaxMaxBacklog          = 1000000
+	MaxMaxBacklogBytes     = 4 << 30
 )
+
+// minMaxBacklogBytes is the smallest maxBacklogBytes: one event of the
+// largest a stream takes by default (2 MiB).
+const minMaxBacklogBytes = 2 << 20
 
 // ErrInvalidConfig is wrapped by every error about spec.config.
 var ErrInvalidConfig = errors.New("invalid spec.config")
@@ -77,17 +90,21 @@ type Delivery struct {
 	// MaxBacklog is the most events that may wait for the Subscription
 	// (>= MaxInFlight); the oldest past it are given up.
 	MaxBacklog int
+	// MaxBacklogBytes is the most bytes of events that may wait for the
+	// Subscription; the oldest past it are given up.
+	MaxBacklogBytes int64
 }
 
 // DefaultDelivery returns the settings of a Subscription with no config.
 func DefaultDelivery() Delivery {
 	return Delivery{
-		MaxInFlight:    DefaultMaxInFlightMessages,
-		MaxDeliver:     DefaultMaxDeliver,
-		BackoffInitial: DefaultBackoffInitial,
-		BackoffMax:     DefaultBackoffMax,
-		DeadLetter:     DefaultDeadLetter,
-		MaxBacklog:     DefaultMaxBacklog,
+		MaxInFlight:     DefaultMaxInFlightMessages,
+		MaxDeliver:      DefaultMaxDeliver,
+		BackoffInitial:  DefaultBackoffInitial,
+		BackoffMax:      DefaultBackoffMax,
+		DeadLetter:      DefaultDeadLetter,
+		MaxBacklog:      DefaultMaxBacklog,
+		MaxBacklogBytes: DefaultMaxBacklogBytes,
 	}
 }
 
@@ -102,6 +119,8 @@ func (d Delivery) Validate() error {
 		return fmt.Errorf("%w: %s must be between 1 and %d, not %d", ErrInvalidConfig, ConfigMaxDeliver, MaxMaxDeliver, d.MaxDeliver)
 	case d.MaxBacklog > MaxMaxBacklog:
 		return fmt.Errorf("%w: %s must be at most %d, not %d", ErrInvalidConfig, ConfigMaxBacklog, MaxMaxBacklog, d.MaxBacklog)
+	case d.MaxBacklogBytes < minMaxBacklogBytes || d.MaxBacklogBytes > MaxMaxBacklogBytes:
+		return fmt.Errorf("%w: %s must be between %d and %d, not %d", ErrInvalidConfig, ConfigMaxBacklogBytes, minMaxBacklogBytes, int64(MaxMaxBacklogBytes), d.MaxBacklogBytes)
 	case d.BackoffInitial <= 0:
 		return fmt.Errorf("%w: %s must be positive, not %s", ErrInvalidConfig, ConfigBackoffInitial, d.BackoffInitial)
 	case d.BackoffMax < d.BackoffInitial:
@@ -167,6 +186,13 @@ func ParseDeliveryOver(defaults Delivery, config map[string]ConfigValue) (Delive
 		// A default budget never refuses a Kyma manifest with a large
 		// maxInFlightMessages: it grows to hold what may be in flight.
 		d.MaxBacklog = d.MaxInFlight
+	}
+	if v, ok := config[ConfigMaxBacklogBytes]; ok {
+		n, err := strconv.ParseInt(string(v), 10, 64)
+		if err != nil || n < minMaxBacklogBytes || n > MaxMaxBacklogBytes {
+			return Delivery{}, fmt.Errorf("%w: %s must be a stringified int value between %d and %d, not %q", ErrInvalidConfig, ConfigMaxBacklogBytes, minMaxBacklogBytes, int64(MaxMaxBacklogBytes), v)
+		}
+		d.MaxBacklogBytes = n
 	}
 	if err := d.Validate(); err != nil {
 		return Delivery{}, err

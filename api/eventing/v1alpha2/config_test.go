@@ -20,23 +20,23 @@ func TestParseDelivery(t *testing.T) {
 		"no config": {config: nil, want: DefaultDelivery()},
 		"kyma default": {
 			config: map[string]ConfigValue{"maxInFlightMessages": "10"},
-			want:   Delivery{MaxInFlight: 10, MaxDeliver: 10, BackoffInitial: time.Second, BackoffMax: time.Minute, DeadLetter: true, MaxBacklog: 100000},
+			want:   Delivery{MaxInFlight: 10, MaxDeliver: 10, BackoffInitial: time.Second, BackoffMax: time.Minute, DeadLetter: true, MaxBacklog: 100000, MaxBacklogBytes: DefaultMaxBacklogBytes},
 		},
 		"every key": {
 			config: map[string]ConfigValue{"maxInFlightMessages": "1", "maxDeliver": "3", "backoffInitial": "250ms", "backoffMax": "2s", "deadLetter": "false", "maxBacklog": "500"},
-			want:   Delivery{MaxInFlight: 1, MaxDeliver: 3, BackoffInitial: 250 * time.Millisecond, BackoffMax: 2 * time.Second, DeadLetter: false, MaxBacklog: 500},
+			want:   Delivery{MaxInFlight: 1, MaxDeliver: 3, BackoffInitial: 250 * time.Millisecond, BackoffMax: 2 * time.Second, DeadLetter: false, MaxBacklog: 500, MaxBacklogBytes: DefaultMaxBacklogBytes},
 		},
 		"eventmesh keys ignored": {
 			config: map[string]ConfigValue{"qos": "AT_LEAST_ONCE", "contentMode": "BINARY"},
 			want:   DefaultDelivery(),
 		},
 		"not an int":                {config: map[string]ConfigValue{"maxInFlightMessages": "ten"}, wantErr: `maxInFlightMessages must be a stringified int value between 1 and 1000, not "ten"`},
-		"most in flight":            {config: map[string]ConfigValue{"maxInFlightMessages": "1000"}, want: Delivery{MaxInFlight: 1000, MaxDeliver: 10, BackoffInitial: time.Second, BackoffMax: time.Minute, DeadLetter: true, MaxBacklog: 100000}},
+		"most in flight":            {config: map[string]ConfigValue{"maxInFlightMessages": "1000"}, want: Delivery{MaxInFlight: 1000, MaxDeliver: 10, BackoffInitial: time.Second, BackoffMax: time.Minute, DeadLetter: true, MaxBacklog: 100000, MaxBacklogBytes: DefaultMaxBacklogBytes}},
 		"in flight over its cap":    {config: map[string]ConfigValue{"maxInFlightMessages": "1001"}, wantErr: `maxInFlightMessages must be a stringified int value between 1 and 1000, not "1001"`},
 		"a billion in flight":       {config: map[string]ConfigValue{"maxInFlightMessages": "999999999"}, wantErr: "between 1 and 1000"},
-		"most deliveries":           {config: map[string]ConfigValue{"maxDeliver": "100"}, want: Delivery{MaxInFlight: 10, MaxDeliver: 100, BackoffInitial: time.Second, BackoffMax: time.Minute, DeadLetter: true, MaxBacklog: 100000}},
+		"most deliveries":           {config: map[string]ConfigValue{"maxDeliver": "100"}, want: Delivery{MaxInFlight: 10, MaxDeliver: 100, BackoffInitial: time.Second, BackoffMax: time.Minute, DeadLetter: true, MaxBacklog: 100000, MaxBacklogBytes: DefaultMaxBacklogBytes}},
 		"deliveries over their cap": {config: map[string]ConfigValue{"maxDeliver": "101"}, wantErr: "maxDeliver must be a stringified int value between 1 and 100"},
-		"largest backlog":           {config: map[string]ConfigValue{"maxBacklog": "1000000"}, want: Delivery{MaxInFlight: 10, MaxDeliver: 10, BackoffInitial: time.Second, BackoffMax: time.Minute, DeadLetter: true, MaxBacklog: 1000000}},
+		"largest backlog":           {config: map[string]ConfigValue{"maxBacklog": "1000000"}, want: Delivery{MaxInFlight: 10, MaxDeliver: 10, BackoffInitial: time.Second, BackoffMax: time.Minute, DeadLetter: true, MaxBacklog: 1000000, MaxBacklogBytes: DefaultMaxBacklogBytes}},
 		"backlog over its cap":      {config: map[string]ConfigValue{"maxBacklog": "1000001"}, wantErr: "maxBacklog must be a stringified int value between 1 and 1000000"},
 		"zero in flight":            {config: map[string]ConfigValue{"maxInFlightMessages": "0"}, wantErr: "maxInFlightMessages must be"},
 		"negative deliveries":       {config: map[string]ConfigValue{"maxDeliver": "-1"}, wantErr: "maxDeliver must be"},
@@ -47,8 +47,8 @@ func TestParseDelivery(t *testing.T) {
 		"backlog below flight":      {config: map[string]ConfigValue{"maxInFlightMessages": "50", "maxBacklog": "20"}, wantErr: "maxBacklog (20) must not be less than maxInFlightMessages (50)"},
 		"default backlog grows with in flight": {
 			config:   map[string]ConfigValue{"maxInFlightMessages": "500"},
-			defaults: &Delivery{MaxInFlight: 10, MaxDeliver: 10, BackoffInitial: time.Second, BackoffMax: time.Minute, DeadLetter: true, MaxBacklog: 100},
-			want:     Delivery{MaxInFlight: 500, MaxDeliver: 10, BackoffInitial: time.Second, BackoffMax: time.Minute, DeadLetter: true, MaxBacklog: 500},
+			defaults: &Delivery{MaxInFlight: 10, MaxDeliver: 10, BackoffInitial: time.Second, BackoffMax: time.Minute, DeadLetter: true, MaxBacklog: 100, MaxBacklogBytes: DefaultMaxBacklogBytes},
+			want:     Delivery{MaxInFlight: 500, MaxDeliver: 10, BackoffInitial: time.Second, BackoffMax: time.Minute, DeadLetter: true, MaxBacklog: 500, MaxBacklogBytes: DefaultMaxBacklogBytes},
 		},
 		"bad dead letter": {config: map[string]ConfigValue{"deadLetter": "yes"}, wantErr: `deadLetter must be "true" or "false", not "yes"`},
 	}
@@ -71,12 +71,12 @@ func TestParseDelivery(t *testing.T) {
 }
 
 func TestDeliveryOverOperatorDefaults(t *testing.T) {
-	defaults := Delivery{MaxInFlight: 4, MaxDeliver: 20, BackoffInitial: 2 * time.Second, BackoffMax: 5 * time.Minute, DeadLetter: false, MaxBacklog: 1000}
+	defaults := Delivery{MaxInFlight: 4, MaxDeliver: 20, BackoffInitial: 2 * time.Second, BackoffMax: 5 * time.Minute, DeadLetter: false, MaxBacklog: 1000, MaxBacklogBytes: DefaultMaxBacklogBytes}
 	require.NoError(t, defaults.Validate())
 	sub := &Subscription{Spec: SubscriptionSpec{Config: map[string]ConfigValue{"maxDeliver": "3"}}}
 	got, err := sub.DeliveryOver(defaults)
 	require.NoError(t, err)
-	assert.Equal(t, Delivery{MaxInFlight: 4, MaxDeliver: 3, BackoffInitial: 2 * time.Second, BackoffMax: 5 * time.Minute, DeadLetter: false, MaxBacklog: 1000}, got,
+	assert.Equal(t, Delivery{MaxInFlight: 4, MaxDeliver: 3, BackoffInitial: 2 * time.Second, BackoffMax: 5 * time.Minute, DeadLetter: false, MaxBacklog: 1000, MaxBacklogBytes: DefaultMaxBacklogBytes}, got,
 		"keys the Subscription sets win; the others are the operator's")
 
 	sub.Spec.Config = map[string]ConfigValue{"backoffInitial": "10m"}
@@ -85,16 +85,16 @@ func TestDeliveryOverOperatorDefaults(t *testing.T) {
 	assert.Contains(t, err.Error(), "backoffMax (5m0s) must not be less than backoffInitial (10m0s)", "checked against the defaults it is combined with")
 
 	for name, bad := range map[string]Delivery{
-		"no in flight":         {MaxInFlight: 0, MaxDeliver: 1, BackoffInitial: time.Second, BackoffMax: time.Second, MaxBacklog: 1},
-		"backlog below flight": {MaxInFlight: 10, MaxDeliver: 1, BackoffInitial: time.Second, BackoffMax: time.Second, MaxBacklog: 5},
+		"no in flight":         {MaxInFlight: 0, MaxDeliver: 1, BackoffInitial: time.Second, BackoffMax: time.Second, MaxBacklog: 1, MaxBacklogBytes: DefaultMaxBacklogBytes},
+		"backlog below flight": {MaxInFlight: 10, MaxDeliver: 1, BackoffInitial: time.Second, BackoffMax: time.Second, MaxBacklog: 5, MaxBacklogBytes: DefaultMaxBacklogBytes},
 		"no delivery":          {MaxInFlight: 1, MaxDeliver: 0, BackoffInitial: time.Second, BackoffMax: time.Second},
 		"no backoff":           {MaxInFlight: 1, MaxDeliver: 1, BackoffMax: time.Second},
 		"max below initial":    {MaxInFlight: 1, MaxDeliver: 1, BackoffInitial: time.Minute, BackoffMax: time.Second},
 		"negative in flight":   {MaxInFlight: -1, MaxDeliver: 1, BackoffInitial: time.Second, BackoffMax: time.Second},
 		"negative backoffMax":  {MaxInFlight: 1, MaxDeliver: 1, BackoffInitial: time.Second, BackoffMax: -time.Second},
-		"in flight over cap":   {MaxInFlight: MaxMaxInFlightMessages + 1, MaxDeliver: 1, BackoffInitial: time.Second, BackoffMax: time.Second, MaxBacklog: MaxMaxBacklog},
-		"backlog over cap":     {MaxInFlight: 1, MaxDeliver: 1, BackoffInitial: time.Second, BackoffMax: time.Second, MaxBacklog: MaxMaxBacklog + 1},
-		"deliveries over cap":  {MaxInFlight: 1, MaxDeliver: MaxMaxDeliver + 1, BackoffInitial: time.Second, BackoffMax: time.Second, MaxBacklog: 1},
+		"in flight over cap":   {MaxInFlight: MaxMaxInFlightMessages + 1, MaxDeliver: 1, BackoffInitial: time.Second, BackoffMax: time.Second, MaxBacklog: MaxMaxBacklog, MaxBacklogBytes: DefaultMaxBacklogBytes},
+		"backlog over cap":     {MaxInFlight: 1, MaxDeliver: 1, BackoffInitial: time.Second, BackoffMax: time.Second, MaxBacklog: MaxMaxBacklog + 1, MaxBacklogBytes: DefaultMaxBacklogBytes},
+		"deliveries over cap":  {MaxInFlight: 1, MaxDeliver: MaxMaxDeliver + 1, BackoffInitial: time.Second, BackoffMax: time.Second, MaxBacklog: 1, MaxBacklogBytes: DefaultMaxBacklogBytes},
 	} {
 		assert.ErrorIs(t, bad.Validate(), ErrInvalidConfig, name)
 	}
