@@ -5,6 +5,9 @@
 #   python3-flask   Flask for python314's host (Kyma's python314 runs
 #                   handlers in Flask; PyPI cannot be reached here, Debian's
 #                   package can), used with Debian's /usr/bin/python3
+#   python3-bottle, python3-cheroot  bottle on cheroot, Kyma's python312
+#                   server: runtimes/bottle_test.go compares the request
+#                   python312 handlers get with bottle's own
 #   chromium        the headless browser of kfn dev's web view test
 #                   (e2e/kfndev TestWebView), driven with chromedp
 #   fonts-dejavu-core  a font for the text of its screenshot
@@ -14,7 +17,7 @@
 # CI=true, fail) and name the tool (internal/testenv).
 set -euo pipefail
 
-PACKAGES=(python3-flask chromium fonts-dejavu-core)
+PACKAGES=(python3-flask python3-bottle python3-cheroot chromium fonts-dejavu-core)
 
 log() { printf 'test-packages: %s\n' "$*" >&2; }
 

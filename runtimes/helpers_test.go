@@ -99,6 +99,25 @@ func flaskPython(t testing.TB, first string) string {
 	return ""
 }
 
+// bottlePython returns a python3 that imports bottle and cheroot, the
+// server of Kyma's python312 runtime: the one in PATH, else Debian's
+// /usr/bin/python3 (make test installs python3-bottle and python3-cheroot
+// there: hack/test-packages.sh). Without one the test skips, or fails
+// under CI=true.
+func bottlePython(t testing.TB) string {
+	t.Helper()
+	var err error
+	for _, p := range []string{interpreter(t, lookup(t, "python312")), "/usr/bin/python3"} {
+		var out []byte
+		if out, err = exec.Command(p, "-c", "import bottle, cheroot").CombinedOutput(); err == nil {
+			return p
+		}
+		err = fmt.Errorf("%s: %w: %s", p, err, strings.TrimSpace(string(out)))
+	}
+	testenv.Missing(t, "bottle and cheroot for python3 (Debian: python3-bottle, python3-cheroot)", err)
+	return ""
+}
+
 // lookup returns the catalog entry, failing the test if it is missing.
 func lookup(t testing.TB, name string) runtimes.Runtime {
 	t.Helper()
@@ -166,6 +185,9 @@ type hostOptions struct {
 	// interpreterArgs come before the host's own arguments (python3 -S:
 	// no site-packages).
 	interpreterArgs []string
+	// interpreter replaces the runtime's interpreter (a python3 that has
+	// bottle, say).
+	interpreter string
 }
 
 // startHost starts rt's host serving the function in fnDir and waits until
@@ -197,7 +219,11 @@ func startHost(t testing.TB, rt runtimes.Runtime, fnDir string, opts hostOptions
 	require.NoError(t, err)
 
 	argv := rt.Command(hostDir)
-	cmd := exec.Command(interpreter(t, rt), append(slices.Clone(opts.interpreterArgs), argv[1:]...)...)
+	path := opts.interpreter
+	if path == "" {
+		path = interpreter(t, rt)
+	}
+	cmd := exec.Command(path, append(slices.Clone(opts.interpreterArgs), argv[1:]...)...)
 	cmd.Env = processEnv(env, opts.env)
 	cmd.ExtraFiles = files
 	out := &syncBuffer{}

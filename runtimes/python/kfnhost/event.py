@@ -3,6 +3,7 @@
 import json
 import time
 
+from .bottleapi import Request as BottleRequest
 from .httpio import HTTPError, media_type
 
 # Headers that carry trace context; copied from the incoming request to an
@@ -76,13 +77,16 @@ def _encode_data(data, content_type):
 
 class Event(dict):
     """The event handed to main(event, context): a dict with 'data', the 'ce-*'
-    attributes of a CloudEvent and 'extensions' (request, response)."""
+    attributes of a CloudEvent and 'extensions': the request with bottle's
+    API (bottleapi.Request over the host's request.Request) and the
+    response."""
 
     def __init__(self, request, response, tracer, scope):
         dict.__init__(self)
-        self['extensions'] = {'request': request, 'response': response}
+        self['extensions'] = {'request': BottleRequest(request), 'response': response}
         self.tracer = tracer
         self._scope = scope
+        self._headers = request.headers
 
     @property
     def ceHeaders(self):
@@ -101,8 +105,7 @@ class Event(dict):
         """POST a binary-mode CloudEvent to PUBLISHER_PROXY_ADDRESS, passing the
         request's trace context on. Returns the publisher's response on 2xx and
         raises CloudEventError otherwise."""
-        return emit(self._scope, self['extensions']['request'].headers, type, source, data,
-                    optionalCloudEventAttributes)
+        return emit(self._scope, self._headers, type, source, data, optionalCloudEventAttributes)
 
     def publishCloudEvent(self, data):
         """Deprecated in Kyma: publish a CloudEvent given as a dict."""
@@ -222,9 +225,8 @@ def fill_event(event, request):
                 raise HTTPError(400, 'malformed data_base64 in structured CloudEvent: %s' % err)
         else:
             event['data'] = envelope.get('data')
-        request._json = envelope
         return
-    event['data'] = decode_data(mt, body, request)
+    event['data'] = decode_data(mt, body)
     if 'ce-type' in headers and 'ce-source' in headers:
         for k, v in headers.items():
             if k.startswith('ce-') and len(k) > 3:
@@ -233,21 +235,23 @@ def fill_event(event, request):
             event['ce-datacontenttype'] = ct
 
 
-def decode_data(mt, body, request):
+def decode_data(mt, body):
+    """event['data'] of a body of media type mt: JSON parsed, text, the
+    values of a urlencoded form (a dict, the last value of each name,
+    UTF-8), bytes otherwise, None without a body; HTTPError(400) for
+    malformed JSON."""
     if body is None:
         return None
     if mt == 'application/json' or mt.endswith('+json'):
         if not body:
-            request._json = None
             return None
         try:
-            value = json.loads(body)
+            return json.loads(body)
         except (ValueError, RecursionError) as err:  # RecursionError: nested too deep
             raise HTTPError(400, 'malformed JSON in request body: %s' % err)
-        request._json = value
-        return value
     if mt.startswith('text/'):
         return body.decode('utf-8', 'replace')
     if mt == 'application/x-www-form-urlencoded':
-        return request.forms
+        from urllib.parse import parse_qsl
+        return dict(parse_qsl(body.decode('utf-8', 'replace'), keep_blank_values=True))
     return body

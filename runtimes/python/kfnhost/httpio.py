@@ -1,15 +1,27 @@
-"""HTTP building blocks: errors, status phrases, dates, header and query maps."""
+"""HTTP building blocks: errors, status phrases, dates, the header map."""
 
 import time
 
 
 class HTTPError(Exception):
-    """An error answered with its status code and message."""
+    """An error answered with its status code and message. Raised in a
+    handler (bottleapi's request raises it, as bottle raises its own
+    HTTPError), it is the call's answer: status_code and body."""
 
     def __init__(self, status, message, close=False):
         Exception.__init__(self, message)
         self.status = status
         self.close = close
+
+    @property
+    def status_code(self):
+        """The answer's status (bottle's name)."""
+        return self.status
+
+    @property
+    def body(self):
+        """The answer's body: the message."""
+        return str(self)
 
 
 _reasons = {}
@@ -49,15 +61,6 @@ def media_type(content_type):
     return content_type.split(';', 1)[0].strip().lower()
 
 
-def _unquote(s):
-    if '+' in s:
-        s = s.replace('+', ' ')
-    if '%' not in s:
-        return s
-    from urllib.parse import unquote
-    return unquote(s)
-
-
 class Headers(dict):
     """Request headers: a dict with lower-case names, looked up case-insensitively."""
 
@@ -73,44 +76,3 @@ class Headers(dict):
     def getall(self, key):
         value = dict.get(self, key.lower())
         return [] if value is None else [value]
-
-
-class FormsDict(dict):
-    """Query or form values like bottle's FormsDict: the last value of a key by
-    item or attribute access ('' when missing), all of them with getall()."""
-
-    def __init__(self):
-        dict.__init__(self)
-        self._all = {}
-
-    def add(self, key, value):
-        self._all.setdefault(key, []).append(value)
-        dict.__setitem__(self, key, value)
-
-    def getall(self, key):
-        return list(self._all.get(key, ()))
-
-    def getone(self, key, default=None):
-        return dict.get(self, key, default)
-
-    def getunicode(self, key, default=None):
-        return dict.get(self, key, default)
-
-    def __getattr__(self, name):
-        if name.startswith('__'):
-            raise AttributeError(name)
-        return dict.get(self, name, '')
-
-    def allitems(self):
-        return [(k, v) for k, vs in self._all.items() for v in vs]
-
-
-def parse_query(qs):
-    out = FormsDict()
-    if qs:
-        for part in qs.split('&'):
-            if not part:
-                continue
-            key, _, value = part.partition('=')
-            out.add(_unquote(key), _unquote(value))
-    return out

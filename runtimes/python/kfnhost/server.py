@@ -5,6 +5,7 @@ import sys
 import threading
 import time
 
+from .bottleapi import Request as BottleRequest
 from .event import Event, fill_event
 from .httpio import Headers, HTTPError, http_date, reason
 from .metrics import Metrics
@@ -122,6 +123,10 @@ class Server:
         self.handler = handler
         self.load_error = load_error
         self.request_api = cfg.api == 'request'
+        # bottle's MEMFILE_MAX, which Kyma's python312 sets to
+        # FUNC_MEMFILE_MAX, bounds what request.json and .forms read.
+        BottleRequest.MEMFILE_MAX = cfg.body_limit
+        BottleRequest.server_port = str(cfg.port)
         self.metrics = Metrics()
         self.tracing = tracing if tracing is not None else Tracing()
         self.watchdog = Watchdog(self)
@@ -205,7 +210,7 @@ class Server:
             pass
         sock.settimeout(IDLE_TIMEOUT)
         rfile = sock.makefile('rb', 65536)
-        remote = addr[0] if isinstance(addr, tuple) else ''
+        remote = addr[:2] if isinstance(addr, tuple) else ('', None)
         try:
             while not conn.closing:
                 line = rfile.readline(MAX_LINE + 1)
@@ -291,7 +296,7 @@ class Server:
                     cors.append(('Access-Control-Allow-Headers', headers['access-control-request-headers']))
                 self.respond(conn, 200, cors, b'')
                 return True
-            request = Request(method, target, version, headers, body, remote)
+            request = Request(method, target, version, headers, body, remote[0], remote[1])
             ended = True  # from here on, the call (or the watchdog) ends the request
             if self.request_api:
                 return self.call_request(conn, request, head)
