@@ -690,3 +690,54 @@ func threadTakingSIGTERM(t *testing.T, pid int) (int, bool) {
 	}
 	return 0, false
 }
+
+// TestRequestLog checks the request log Kyma's runtimes write when the
+// user asks for it: KYMA_INTERNAL_LOGGER_ENABLED for the older runtimes,
+// SERVER_INTERNAL_LOGGER for the newer ones (any value), one line per
+// request in Apache's combined format (Node.js as morgan's 'combined',
+// Python as wsgi-request-logger's, with the response time); each runtime
+// reads its own name only, and without it writes no line.
+func TestRequestLog(t *testing.T) {
+	t.Parallel()
+	date := `\[\d{2}/[A-Z][a-z]{2}/\d{4}:\d{2}:\d{2}:\d{2} [+-]\d{4}\]`
+	tests := map[string]struct {
+		variable string
+		line     string // a regular expression; "" for no line
+	}{
+		"nodejs22": {"KYMA_INTERNAL_LOGGER_ENABLED",
+			`(?m)^127\.0\.0\.1 - alice ` + date + ` "GET /hello\?x=1 HTTP/1\.1" 200 11 "http://referrer/" "kfn-test"$`},
+		"nodejs26": {"SERVER_INTERNAL_LOGGER",
+			`(?m)^127\.0\.0\.1 - alice ` + date + ` "GET /hello\?x=1 HTTP/1\.1" 200 11 "http://referrer/" "kfn-test"$`},
+		"python312": {"KYMA_INTERNAL_LOGGER_ENABLED",
+			`(?m)^127\.0\.0\.1 - - ` + date + ` "GET /hello\?x=1 HTTP/1\.1" 200 11 "http://referrer/" "kfn-test" 0/\d+$`},
+		"python314": {"SERVER_INTERNAL_LOGGER",
+			`(?m)^127\.0\.0\.1 - - ` + date + ` "GET /hello\?x=1 HTTP/1\.1" 200 11 "http://referrer/" "kfn-test" 0/\d+$`},
+		"nodejs26 reads only its own name":  {variable: "KYMA_INTERNAL_LOGGER_ENABLED"},
+		"python312 reads only its own name": {variable: "SERVER_INTERNAL_LOGGER"},
+		"python314 without the variable":    {},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			rt := lookup(t, strings.Fields(name)[0])
+			env := map[string]string{"PERSON_NAME": "World"}
+			if tc.variable != "" {
+				env[tc.variable] = "false" // any value turns it on, as in Kyma
+			}
+			h := startHost(t, rt, fixture(t, rt, "sample"), hostOptions{env: env})
+			r := h.mustDo("GET", "/hello?x=1", map[string]string{
+				"Referer": "http://referrer/", "User-Agent": "kfn-test", "Authorization": "Basic YWxpY2U6cHc=",
+			}, "")
+			require.Equal(t, 200, r.status, r.body)
+			if tc.line == "" {
+				// All output is written once the host has exited.
+				h.signal(syscall.SIGTERM)
+				require.Equal(t, 0, h.waitExit(15*time.Second))
+				assert.NotRegexp(t, `"GET /hello\?x=1 HTTP/1\.1" 200`, h.out.String())
+				return
+			}
+			require.Eventually(t, func() bool { return regexp.MustCompile(tc.line).MatchString(h.out.String()) },
+				5*time.Second, 5*time.Millisecond, "no request log line in:\n%s", h.out)
+		})
+	}
+}

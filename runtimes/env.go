@@ -40,11 +40,31 @@ const (
 	EnvHandlerAPI = "KFN_HANDLER_API"
 	// EnvPort is the TCP port the host listens on (all interfaces).
 	EnvPort = "FUNC_PORT"
-	// EnvHandler is the name of the handler function in the module.
+	// EnvHandler is the name of the handler function in the module, for
+	// the EventAPI runtimes (Kyma's python312 name; nodejs20-24 read it in
+	// kfn's host only).
 	EnvHandler = "FUNC_HANDLER"
 	// EnvModule is the module name: the file <EnvModule>.js/.mjs/.cjs or
-	// <EnvModule>.py in the function directory.
+	// <EnvModule>.py in the function directory, for the EventAPI runtimes.
 	EnvModule = "MOD_NAME"
+	// EnvHandlerFunc is EnvHandler's name for the RequestAPI runtimes
+	// (Kyma's newer runtimes renamed it).
+	EnvHandlerFunc = "HANDLER_FUNC_NAME"
+	// EnvHandlerModule is EnvModule's name for the RequestAPI runtimes.
+	EnvHandlerModule = "HANDLER_MOD_NAME"
+	// EnvHandlerPath is, for the RequestAPI runtimes, the function's
+	// directory, where the handler module is (Kyma's newer runtimes read
+	// the directory from it). The Node.js host of the EventAPI runtimes
+	// sets it in its own environment to the module it loaded, as Kyma's
+	// older runtimes have it.
+	EnvHandlerPath = "HANDLER_PATH"
+	// EnvRequestLog turns on a log line per request, in Apache's combined
+	// format, on stdout, for the RequestAPI runtimes: any non-empty value,
+	// as Kyma's runtimes read it. Set by the user, never by Env.
+	EnvRequestLog = "SERVER_INTERNAL_LOGGER"
+	// EnvLegacyRequestLog is EnvRequestLog for the EventAPI runtimes
+	// (Kyma's older name).
+	EnvLegacyRequestLog = "KYMA_INTERNAL_LOGGER_ENABLED"
 	// EnvPublisherAddress is the URL emitCloudEvent POSTs events to.
 	EnvPublisherAddress = "PUBLISHER_PROXY_ADDRESS"
 	// EnvTraceCollectorEndpoint is the OTLP/HTTP traces URL; when set and the
@@ -229,7 +249,8 @@ type Config struct {
 func PlatformEnvNames() []string {
 	names := []string{
 		EnvFunctionName, EnvRuntime, EnvNamespace, EnvTimeout, EnvBodyLimitMB, EnvBodyLimitBytes, EnvBodyLimit,
-		EnvHandlerAPI, EnvPort, EnvHandler, EnvModule, EnvPublisherAddress, EnvTraceCollectorEndpoint, EnvMemoryLimit,
+		EnvHandlerAPI, EnvPort, EnvHandler, EnvModule, EnvHandlerFunc, EnvHandlerModule, EnvHandlerPath,
+		EnvPublisherAddress, EnvTraceCollectorEndpoint, EnvMemoryLimit,
 		EnvNodePath, EnvPythonPath, EnvFunctionDir, EnvSourceDir, EnvDepsDir, EnvLibsDir, EnvListenFD,
 	}
 	sort.Strings(names)
@@ -250,10 +271,17 @@ func (r Runtime) Env(c Config) ([]EnvVar, error) {
 		EnvNamespace:    c.Namespace,
 		EnvTimeout:      strconv.FormatFloat(cmp.Or(c.Timeout, DefaultTimeout).Seconds(), 'f', -1, 64),
 		EnvPort:         strconv.Itoa(cmp.Or(c.Port, DefaultPort)),
-		EnvHandler:      cmp.Or(c.Handler, DefaultHandler),
-		EnvModule:       cmp.Or(c.Module, DefaultModule),
 		EnvFunctionDir:  c.FunctionDir,
 		EnvHandlerAPI:   string(r.API),
+	}
+	if r.API == RequestAPI {
+		// Kyma's newer runtimes' names, as their images read them.
+		env[EnvHandlerFunc] = cmp.Or(c.Handler, DefaultHandler)
+		env[EnvHandlerModule] = cmp.Or(c.Module, DefaultModule)
+		env[EnvHandlerPath] = c.FunctionDir
+	} else {
+		env[EnvHandler] = cmp.Or(c.Handler, DefaultHandler)
+		env[EnvModule] = cmp.Or(c.Module, DefaultModule)
 	}
 	name, value := r.bodyLimit(c.BodyLimit)
 	env[name] = value

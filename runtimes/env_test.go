@@ -85,7 +85,7 @@ func TestEnv(t *testing.T) {
 			want: map[string]string{
 				"FUNC_NAME": "", "SERVICE_NAMESPACE": "", "FUNC_RUNTIME": "nodejs26", "KFN_HANDLER_API": "request",
 				"FUNC_TIMEOUT": "180", "FUNC_BODY_MB_LIMIT": "3", "FUNC_PORT": "8080",
-				"FUNC_HANDLER": "main", "MOD_NAME": "handler", "KFN_FUNCTION_DIR": "/f",
+				"HANDLER_FUNC_NAME": "main", "HANDLER_MOD_NAME": "handler", "HANDLER_PATH": "/f", "KFN_FUNCTION_DIR": "/f",
 				"KFN_DEPS_DIR": "/d", "KFN_LIBS_DIR": "/l",
 				"NODE_PATH": "/d/node_modules:/l/node_modules:/opt/kfn/nodejs/modules",
 			},
@@ -96,8 +96,18 @@ func TestEnv(t *testing.T) {
 			want: map[string]string{
 				"FUNC_NAME": "", "SERVICE_NAMESPACE": "", "FUNC_RUNTIME": "nodejs26", "KFN_HANDLER_API": "request",
 				"FUNC_TIMEOUT": "180", "FUNC_BODY_MB_LIMIT": "1", "FUNC_PORT": "8080",
-				"FUNC_HANDLER": "main", "MOD_NAME": "handler", "KFN_FUNCTION_DIR": "/f",
+				"HANDLER_FUNC_NAME": "main", "HANDLER_MOD_NAME": "handler", "HANDLER_PATH": "/f", "KFN_FUNCTION_DIR": "/f",
 				"NODE_PATH": "/cache/host/1234/nodejs/modules",
+			},
+		},
+		"python314: Kyma's newer names of module and function": {
+			runtime: "python314",
+			cfg:     runtimes.Config{FunctionDir: "/usr/src/app/function", Handler: "handle", Module: "app"},
+			want: map[string]string{
+				"FUNC_NAME": "", "SERVICE_NAMESPACE": "", "FUNC_RUNTIME": "python314", "KFN_HANDLER_API": "request",
+				"FUNC_TIMEOUT": "180", "FUNC_BODY_MB_LIMIT": "100", "FUNC_PORT": "8080",
+				"HANDLER_FUNC_NAME": "handle", "HANDLER_MOD_NAME": "app", "HANDLER_PATH": "/usr/src/app/function",
+				"KFN_FUNCTION_DIR": "/usr/src/app/function",
 			},
 		},
 		"python314: body limit in MB, default 100": {
@@ -106,7 +116,7 @@ func TestEnv(t *testing.T) {
 			want: map[string]string{
 				"FUNC_NAME": "", "SERVICE_NAMESPACE": "", "FUNC_RUNTIME": "python314", "KFN_HANDLER_API": "request",
 				"FUNC_TIMEOUT": "180", "FUNC_BODY_MB_LIMIT": "100", "FUNC_PORT": "8080",
-				"FUNC_HANDLER": "main", "MOD_NAME": "handler", "KFN_FUNCTION_DIR": "/f",
+				"HANDLER_FUNC_NAME": "main", "HANDLER_MOD_NAME": "handler", "HANDLER_PATH": "/f", "KFN_FUNCTION_DIR": "/f",
 				"KFN_DEPS_DIR": "/d", "PYTHONPATH": "/d/site-packages",
 			},
 		},

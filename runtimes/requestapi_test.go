@@ -313,3 +313,25 @@ func TestPython314WithoutFlask(t *testing.T) {
 	assert.Contains(t, r.body, "apt-get install python3-flask")
 	assert.Equal(t, "User function not loaded", h.mustDo("GET", "/", nil, "").body)
 }
+
+// TestRequestAPIHandlerNames checks the names Kyma's newer runtimes give
+// the host's variables, as the handler sees them: HANDLER_MOD_NAME and
+// HANDLER_FUNC_NAME choose the module and function (MOD_NAME and
+// FUNC_HANDLER are not set), HANDLER_PATH is the function's directory and
+// the body limit is FUNC_BODY_MB_LIMIT.
+func TestRequestAPIHandlerNames(t *testing.T) {
+	t.Parallel()
+	forEachRequestRuntime(t, func(t *testing.T, rt runtimes.Runtime) {
+		dir := fixture(t, rt, "custom-names")
+		h := startHost(t, rt, dir, hostOptions{cfg: runtimes.Config{Module: "app", Handler: "handle"}})
+		r := h.mustDo("GET", "/", nil, "")
+		require.Equal(t, 200, r.status, r.body+h.out.String())
+		limit := "1"
+		if rt.Language == runtimes.Python {
+			limit = "100"
+		}
+		assert.JSONEq(t, `{"HANDLER_MOD_NAME": "app", "HANDLER_FUNC_NAME": "handle", "HANDLER_PATH": "`+dir+`",
+			"FUNC_BODY_MB_LIMIT": "`+limit+`", "FUNC_PORT": "8080",
+			"MOD_NAME": null, "FUNC_HANDLER": null, "REQ_MB_LIMIT": null, "FUNC_MEMFILE_MAX": null}`, r.body)
+	})
+}

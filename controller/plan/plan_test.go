@@ -109,6 +109,20 @@ func TestForSpecFields(t *testing.T) {
 				assert.NotContains(t, env(p), "REQ_MB_LIMIT")
 			},
 		},
+		"Kyma's newer runtimes get the newer names of the host's variables": {
+			mods: []fntest.Modifier{fntest.Runtime(v1alpha2.NodeJS26), fntest.ImageOverride("kfn/nodejs26:test"), fntest.Env("FUNC_BODY_MB_LIMIT", "4")},
+			check: func(t *testing.T, p plan.Plan) {
+				e := env(p)
+				assert.Equal(t, "main", e["HANDLER_FUNC_NAME"].Value)
+				assert.Equal(t, "handler", e["HANDLER_MOD_NAME"].Value)
+				assert.Equal(t, runtimes.PodFunctionDir, e["HANDLER_PATH"].Value)
+				assert.Equal(t, "4", e["FUNC_BODY_MB_LIMIT"].Value, "a Kyma user's limit, in MB")
+				assert.Equal(t, "8080", e["FUNC_PORT"].Value)
+				for _, old := range []string{"FUNC_HANDLER", "MOD_NAME", "REQ_MB_LIMIT", "FUNC_MEMFILE_MAX"} {
+					assert.NotContains(t, e, old)
+				}
+			},
+		},
 		"deprecated runtime nodejs20": {
 			mods:  []fntest.Modifier{fntest.Runtime(v1alpha2.NodeJS20)},
 			check: func(t *testing.T, p plan.Plan) { assert.True(t, p.Runtime.Deprecated) },

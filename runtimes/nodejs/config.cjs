@@ -37,8 +37,13 @@ function load(env = process.env) {
     sourceDir: env.KFN_SOURCE_DIR ? path.resolve(env.KFN_SOURCE_DIR) : '',
     depsDir: env.KFN_DEPS_DIR ? path.resolve(env.KFN_DEPS_DIR) : '',
     libsDir: env.KFN_LIBS_DIR ? path.resolve(env.KFN_LIBS_DIR) : '',
-    moduleName: env.MOD_NAME || 'handler',
-    handlerName: env.FUNC_HANDLER || 'main',
+    // Kyma's names of each contract: its newer runtimes renamed them.
+    moduleName: (api === 'request' ? env.HANDLER_MOD_NAME : env.MOD_NAME) || 'handler',
+    handlerName: (api === 'request' ? env.HANDLER_FUNC_NAME : env.FUNC_HANDLER) || 'main',
+    // A log line per request (Apache's combined format) when set to
+    // anything, as Kyma's runtimes read it: SERVER_INTERNAL_LOGGER for the
+    // newer ones, KYMA_INTERNAL_LOGGER_ENABLED for the older ones.
+    requestLog: Boolean(api === 'request' ? env.SERVER_INTERNAL_LOGGER : env.KYMA_INTERNAL_LOGGER_ENABLED),
     timeoutSeconds,
     timeoutMs: Math.max(1, Math.round(timeoutSeconds * 1000)),
     bodyLimitMB,

@@ -13,6 +13,7 @@ const metrics = require('./metrics.cjs');
 const tracing = require('./tracing.cjs');
 const { loadHandler } = require('./load.cjs');
 const sdk = require('./sdk.cjs');
+const requestlog = require('./requestlog.cjs');
 
 function fatal(err) {
   console.error(`kfn: ${err && err.stack ? err.stack : err}`);
@@ -285,6 +286,7 @@ function serve(cfg, handler, loadError) {
 
   function onRequest(req, res) {
     fresh.delete(req.socket);
+    if (cfg.requestLog) requestlog.watch(req, res);
     const method = req.method;
     const url = req.url;
     if (method === 'GET' || method === 'HEAD') {

@@ -41,14 +41,20 @@ class Config:
         self.source_dir = os.path.abspath(source) if source else ''
         deps = env.get('KFN_DEPS_DIR', '')
         self.deps_dir = os.path.abspath(deps) if deps else ''
-        self.module_name = env.get('MOD_NAME') or 'handler'
-        self.handler_name = env.get('FUNC_HANDLER') or 'main'
         self.timeout = _number(env, 'FUNC_TIMEOUT', 180.0, 0.001)
         # The handler contract: main(event, context), or python314's main()
         # with Flask's request and the sdk module.
         self.api = env.get('KFN_HANDLER_API') or 'event'
         if self.api not in APIS:
             raise ConfigError('invalid KFN_HANDLER_API=%r: want one of %s' % (self.api, ', '.join(APIS)))
+        # Kyma's names of each contract: python314 renamed them.
+        newer = self.api == 'request'
+        self.module_var = 'HANDLER_MOD_NAME' if newer else 'MOD_NAME'
+        self.module_name = env.get(self.module_var) or 'handler'
+        self.handler_name = env.get('HANDLER_FUNC_NAME' if newer else 'FUNC_HANDLER') or 'main'
+        # A log line per request (Apache's combined format) when set to
+        # anything, as Kyma's runtimes read it.
+        self.request_log = bool(env.get('SERVER_INTERNAL_LOGGER' if newer else 'KYMA_INTERNAL_LOGGER_ENABLED'))
         if self.api == 'request':
             # python314's variable and unit: MB (MiB, as Flask counts
             # them), default 100.
@@ -64,4 +70,4 @@ class Config:
         self.publisher_token = env.get('PUBLISHER_TOKEN', '')
         self.trace_endpoint = env.get('TRACE_COLLECTOR_ENDPOINT', '')
         if self.module_name in HOST_MODULES:
-            raise ConfigError('MOD_NAME=%s is the name of a host module' % self.module_name)
+            raise ConfigError('%s=%s is the name of a host module' % (self.module_var, self.module_name))

@@ -11,6 +11,7 @@ from .httpio import Headers, HTTPError, http_date, reason
 from .metrics import Metrics
 from .request import Request, Response
 from .requestapi import INTERNAL_ERROR, TIMEOUT_TEXT
+from .requestlog import Entry
 from .result import encode_result
 from .tracing import NOOP_TRACER, Tracing
 
@@ -107,12 +108,15 @@ class Watchdog:
 
 
 class Connection:
-    __slots__ = ('sock', 'busy', 'closing')
+    __slots__ = ('sock', 'busy', 'closing', 'log')
 
     def __init__(self, sock):
         self.sock = sock
         self.busy = False
         self.closing = False
+        # The request log's entry of the request being answered, when the
+        # log is on (requestlog.Entry).
+        self.log = None
 
 
 class Server:
@@ -178,6 +182,10 @@ class Server:
         if not head:
             out.append(body)
         conn.sock.sendall(b''.join(out))
+        entry = conn.log
+        if entry is not None:
+            conn.log = None
+            entry.write(status, len(body) if length is None else length)
 
     def respond_text(self, conn, status, text, head=False, close=False):
         self.respond(conn, status, [('Content-Type', 'text/plain; charset=utf-8')], text.encode(), head, close)
@@ -268,6 +276,8 @@ class Server:
             if target.startswith('http://') or target.startswith('https://'):
                 slash = target.find('/', target.find('//') + 2)
                 target = target[slash:] if slash != -1 else '/'
+            if self.cfg.request_log:
+                conn.log = Entry(remote[0], method, target, version, headers, not self.request_api)
             head = method == 'HEAD'
             if method == 'GET' or head:
                 path = target.partition('?')[0]
