@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 )
@@ -40,10 +41,13 @@ type FetchOptions struct {
 // Fetch clones the repository into a temporary directory, checks out
 // Commit, and copies BaseDir's files (regular files, directories and
 // symbolic links; not .git) into Dest. The clone is removed afterwards.
+// The clone has the branches; a commit none of them reaches (one only a
+// tag reaches) is looked for in the tags too.
 func Fetch(ctx context.Context, o FetchOptions) error {
 	if o.URL == "" || o.Dest == "" || !commitHash.MatchString(o.Commit) {
 		return fmt.Errorf("%w: need a URL, a destination and a full commit hash (got %q)", ErrInvalidFetch, o.Commit)
 	}
+	o.Commit = strings.ToLower(o.Commit)
 	base := path.Clean("/" + strings.TrimSpace(o.BaseDir))
 	work, err := os.MkdirTemp(o.WorkDir, "kfn-git-")
 	if err != nil {
@@ -58,8 +62,18 @@ func Fetch(ctx context.Context, o FetchOptions) error {
 	if err != nil {
 		return fmt.Errorf("open work tree: %w", err)
 	}
-	if err := wt.Checkout(&git.CheckoutOptions{Hash: plumbing.NewHash(o.Commit), Force: true}); err != nil {
-		return fmt.Errorf("check out %s: %w", o.Commit, err)
+	// go-git changes the options it is given, so each try gets its own.
+	checkout := func() *git.CheckoutOptions {
+		return &git.CheckoutOptions{Hash: plumbing.NewHash(o.Commit), Force: true}
+	}
+	if err := wt.Checkout(checkout()); err != nil {
+		tags := &git.FetchOptions{Auth: o.Auth, RefSpecs: []config.RefSpec{"+refs/tags/*:refs/tags/*"}, Tags: git.NoTags}
+		if ferr := repo.FetchContext(ctx, tags); ferr != nil && !errors.Is(ferr, git.NoErrAlreadyUpToDate) {
+			return fmt.Errorf("check out %s: %w (fetching the tags too: %w)", o.Commit, err, ferr)
+		}
+		if err := wt.Checkout(checkout()); err != nil {
+			return fmt.Errorf("check out %s: %w", o.Commit, err)
+		}
 	}
 	src := filepath.Join(work, filepath.FromSlash(base))
 	info, err := os.Stat(src)

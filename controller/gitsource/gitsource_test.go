@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,13 +36,14 @@ func TestResolve(t *testing.T) {
 		ref, want string
 		err       error
 	}{
-		"branch":            {ref: "main", want: c1},
-		"other branch":      {ref: "feature", want: c2},
-		"annotated tag":     {ref: "v1", want: c1},
-		"lightweight tag":   {ref: "light", want: c1},
-		"full ref name":     {ref: "refs/heads/feature", want: c2},
-		"commit hash":       {ref: c1, want: c1},
-		"missing reference": {ref: "nope", err: gitsource.ErrReferenceNotFound},
+		"branch":          {ref: "main", want: c1},
+		"other branch":    {ref: "feature", want: c2},
+		"annotated tag":   {ref: "v1", want: c1},
+		"lightweight tag": {ref: "light", want: c1},
+		"full ref name":   {ref: "refs/heads/feature", want: c2},
+		"commit hash":     {ref: c1, want: c1},
+		"upper-case commit hash, as Kyma accepts it": {ref: strings.ToUpper(c1), want: c1},
+		"missing reference":                          {ref: "nope", err: gitsource.ErrReferenceNotFound},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -54,6 +56,45 @@ func TestResolve(t *testing.T) {
 			assert.Equal(t, tc.want, got)
 		})
 	}
+}
+
+// TestKymaReferences resolves and fetches gitRepository.reference as
+// Kyma's documentation has it since serverless 1.13 (#2605): a branch, a
+// tag or a commit SHA (in either case), including a release tag whose
+// commit no branch reaches any more.
+func TestKymaReferences(t *testing.T) {
+	repo := gittest.New(t, "", "")
+	onMain := repo.Commit(t, map[string]string{"fn/handler.js": "main"})
+	repo.Branch(t, "release-1")
+	released := repo.Commit(t, map[string]string{"fn/handler.js": "released"})
+	repo.Tag(t, "v1.0.0", true)
+	repo.Checkout(t, "main")
+	repo.DeleteBranch(t, "release-1")
+	repo.Commit(t, map[string]string{"fn/handler.js": "later"})
+
+	for ref, want := range map[string]struct{ commit, content string }{
+		"v1.0.0":                  {released, "released"},
+		released:                  {released, "released"},
+		strings.ToUpper(released): {released, "released"},
+		onMain:                    {onMain, "main"},
+	} {
+		t.Run(ref, func(t *testing.T) {
+			commit, err := gitsource.Resolve(ctx(t), repo.URL, ref, nil)
+			require.NoError(t, err)
+			assert.Equal(t, want.commit, commit)
+			dest := filepath.Join(t.TempDir(), "function")
+			fetch := commit
+			if len(ref) == 40 {
+				fetch = ref // Fetch takes a SHA in either case too
+			}
+			require.NoError(t, gitsource.Fetch(ctx(t), gitsource.FetchOptions{URL: repo.URL, Commit: fetch, BaseDir: "fn", Dest: dest, WorkDir: t.TempDir()}))
+			b, err := os.ReadFile(filepath.Join(dest, "handler.js"))
+			require.NoError(t, err)
+			assert.Equal(t, want.content, string(b))
+		})
+	}
+	_, err := gitsource.Resolve(ctx(t), repo.URL, released[:7], nil)
+	require.ErrorIs(t, err, gitsource.ErrReferenceNotFound, "an abbreviated SHA is no full commit SHA, as in Kyma")
 }
 
 func TestResolveBasicAuth(t *testing.T) {

@@ -18,18 +18,21 @@ import (
 // such branch or tag.
 var ErrReferenceNotFound = errors.New("reference not found")
 
-var commitHash = regexp.MustCompile(`^[0-9a-f]{40}$`)
+// commitHash is a full commit hash, in either case (as Kyma accepts it).
+var commitHash = regexp.MustCompile(`^[0-9a-fA-F]{40}$`)
 
 // Resolve returns the commit hash reference names in the repository at
 // url, asking the server for its references (git ls-remote), without
 // cloning. reference may be a branch, a tag (annotated tags are peeled to
 // their commit), a full ref name (refs/...), HEAD, or a full 40-character
-// commit hash, which is returned as it is. auth may be nil. Errors wrap
-// ErrReferenceNotFound when the server answered but has no such reference.
+// commit hash in either case, which is returned as it is, lower-case,
+// without asking the server (an abbreviated hash is looked up as a name).
+// auth may be nil. Errors wrap ErrReferenceNotFound when the server
+// answered but has no such reference.
 func Resolve(ctx context.Context, url, reference string, auth transport.AuthMethod) (string, error) {
 	reference = strings.TrimSpace(reference)
 	if commitHash.MatchString(reference) {
-		return reference, nil
+		return strings.ToLower(reference), nil
 	}
 	remote := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{url}})
 	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: auth, PeelingOption: git.AppendPeeled})

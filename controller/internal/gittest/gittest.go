@@ -125,3 +125,24 @@ func (r *Repo) Branch(t testing.TB, name string) {
 		t.Fatal(err)
 	}
 }
+
+// Checkout checks out the existing branch name.
+func (r *Repo) Checkout(t testing.TB, name string) {
+	t.Helper()
+	wt, err := r.repo.Worktree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wt.Checkout(&git.CheckoutOptions{Branch: plumbing.NewBranchReferenceName(name)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// DeleteBranch deletes the branch name (not the current one): its commits
+// stay, reached only by what else points at them (a tag).
+func (r *Repo) DeleteBranch(t testing.TB, name string) {
+	t.Helper()
+	if err := r.repo.Storer.RemoveReference(plumbing.NewBranchReferenceName(name)); err != nil {
+		t.Fatal(err)
+	}
+}
