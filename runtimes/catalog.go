@@ -30,7 +30,8 @@ type Runtime struct {
 	// Interpreter is the executable that runs the host, looked up in PATH:
 	// "node" or "python3".
 	Interpreter string
-	// Deprecated runtimes are accepted but should be reported as deprecated.
+	// Deprecated runtimes run but are reported as deprecated: those of
+	// Kyma's deprecation schedule (api/serverless/v1alpha2 Runtime.Deprecated).
 	Deprecated bool
 	// API is the handler contract the runtime's handlers are written
 	// against: EventAPI (main(event, context)) or RequestAPI (Kyma's newer
@@ -58,10 +59,10 @@ const (
 
 var catalog = []Runtime{
 	{Name: "nodejs20", Language: NodeJS, Version: "20", Interpreter: "node", Deprecated: true, API: EventAPI},
-	{Name: "nodejs22", Language: NodeJS, Version: "22", Interpreter: "node", API: EventAPI},
+	{Name: "nodejs22", Language: NodeJS, Version: "22", Interpreter: "node", Deprecated: true, API: EventAPI},
 	{Name: "nodejs24", Language: NodeJS, Version: "24", Interpreter: "node", API: EventAPI},
 	{Name: "nodejs26", Language: NodeJS, Version: "26", Interpreter: "node", API: RequestAPI},
-	{Name: "python312", Language: Python, Version: "3.12", Interpreter: "python3", API: EventAPI},
+	{Name: "python312", Language: Python, Version: "3.12", Interpreter: "python3", Deprecated: true, API: EventAPI},
 	{Name: "python314", Language: Python, Version: "3.14", Interpreter: "python3", API: RequestAPI},
 }
 

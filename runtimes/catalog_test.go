@@ -18,14 +18,14 @@ func TestLookup(t *testing.T) {
 		deprecated bool
 		wantErr    bool
 	}{
-		"nodejs20 is deprecated": {name: "nodejs20", language: runtimes.NodeJS, deprecated: true, api: runtimes.EventAPI},
-		"nodejs22":               {name: "nodejs22", language: runtimes.NodeJS, api: runtimes.EventAPI},
-		"nodejs24":               {name: "nodejs24", language: runtimes.NodeJS, api: runtimes.EventAPI},
-		"nodejs26":               {name: "nodejs26", language: runtimes.NodeJS, api: runtimes.RequestAPI},
-		"python312":              {name: "python312", language: runtimes.Python, api: runtimes.EventAPI},
-		"python314":              {name: "python314", language: runtimes.Python, api: runtimes.RequestAPI},
-		"python39 is gone":       {name: "python39", wantErr: true},
-		"empty":                  {name: "", wantErr: true},
+		"nodejs20 is deprecated":  {name: "nodejs20", language: runtimes.NodeJS, deprecated: true, api: runtimes.EventAPI},
+		"nodejs22 is deprecated":  {name: "nodejs22", language: runtimes.NodeJS, deprecated: true, api: runtimes.EventAPI},
+		"nodejs24":                {name: "nodejs24", language: runtimes.NodeJS, api: runtimes.EventAPI},
+		"nodejs26":                {name: "nodejs26", language: runtimes.NodeJS, api: runtimes.RequestAPI},
+		"python312 is deprecated": {name: "python312", language: runtimes.Python, deprecated: true, api: runtimes.EventAPI},
+		"python314":               {name: "python314", language: runtimes.Python, api: runtimes.RequestAPI},
+		"python39 is gone":        {name: "python39", wantErr: true},
+		"empty":                   {name: "", wantErr: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -137,6 +137,7 @@ func (r *Reconciler) configure(ctx context.Context, fn *v1alpha2.Function, st *v
 	st.FunctionResourceProfile = p.Profile
 	st.PodSelector = labels.SelectorFromSet(p.Selector).String()
 	d.plan = p
+	d.notes = append(d.notes, p.Notes...)
 	return r.chooseAutoscaler(ctx, fn, st, d)
 }
 
@@ -204,8 +205,14 @@ func (r *Reconciler) applyChildren(ctx context.Context, fn *v1alpha2.Function, d
 		notConfigured(st, v1alpha2.ReasonConfigMapError, err.Error())
 		return ctrl.Result{}, err
 	}
+	parts := append([]string{d.message, stored}, d.notes...)
+	if p.Deprecation != "" {
+		// First, as Kyma's message is: Busola shows such a Function as
+		// WARNING.
+		parts = append([]string{p.Deprecation}, parts...)
+	}
 	setCondition(st, Condition{Type: v1alpha2.ConditionConfigurationReady, Status: metav1.ConditionTrue, Reason: d.reason,
-		Message: strings.Join(append([]string{d.message, stored}, d.notes...), "; ")})
+		Message: strings.Join(parts, "; ")})
 	change, dep, err := r.applyDeployment(ctx, p, force)
 	if err != nil {
 		setCondition(st, Condition{Type: v1alpha2.ConditionRunning, Status: metav1.ConditionFalse, Reason: v1alpha2.ReasonDeploymentFailed, Message: err.Error()})

@@ -112,6 +112,14 @@ type Plan struct {
 	// Profile is the preset name, or v1alpha2.ProfileCustom.
 	Profile string
 
+	// Deprecation is Kyma's warning for a Function on a deprecated
+	// runtime (v1alpha2.Runtime.DeprecationWarning), "" otherwise. The
+	// Function runs all the same.
+	Deprecation string
+	// Notes are what the user should know of how the Function was read
+	// that does not stop it: a resource preset label that is not used.
+	Notes []string
+
 	// Source is the function's code.
 	Source Source
 	// Dependencies is the function's dependency set.
@@ -280,13 +288,17 @@ func For(fn *v1alpha2.Function, cfg Config) (Plan, error) {
 		// starts on the real node 1.2 s or 2.7 s, bench/cluster).
 		// Startup every second too: when it succeeds the kubelet probes
 		// readiness at once, so it adds no probe period to a cold start.
-		Startup:   Probe{Path: HealthPath, Port: Port, Period: time.Second, Timeout: time.Second, FailureThreshold: int32(MaxStartup / time.Second)},
-		Readiness: Probe{Path: ReadyPath, Port: Port, Period: time.Second, Timeout: time.Second, FailureThreshold: 3},
-		Liveness:  Probe{Path: HealthPath, Port: Port, Period: 10 * time.Second, Timeout: 2 * time.Second, FailureThreshold: 3},
-		Resources: res,
-		Profile:   profile,
-		Selector:  fn.SelectorLabels(),
-		Scaling:   scaling(fn),
+		Startup:     Probe{Path: HealthPath, Port: Port, Period: time.Second, Timeout: time.Second, FailureThreshold: int32(MaxStartup / time.Second)},
+		Readiness:   Probe{Path: ReadyPath, Port: Port, Period: time.Second, Timeout: time.Second, FailureThreshold: 3},
+		Liveness:    Probe{Path: HealthPath, Port: Port, Period: 10 * time.Second, Timeout: 2 * time.Second, FailureThreshold: 3},
+		Resources:   res,
+		Profile:     profile,
+		Deprecation: fn.Spec.Runtime.DeprecationWarning(),
+		Selector:    fn.SelectorLabels(),
+		Scaling:     scaling(fn),
+	}
+	if note := fn.PresetLabelNote(); note != "" {
+		p.Notes = append(p.Notes, note)
 	}
 	p.SecretMounts = slices.Clone(fn.Spec.SecretMounts)
 	p.Labels, p.Annotations = podMetadata(fn, p.Selector)

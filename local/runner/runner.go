@@ -399,6 +399,10 @@ func (r *Runner) spec(ctx context.Context, p plan.Plan) (supervisor.Spec, []stri
 	if w := r.versionWarning(p.Runtime); w != "" {
 		warnings = append(warnings, w)
 	}
+	if p.Deprecation != "" {
+		warnings = append(warnings, p.Deprecation)
+	}
+	warnings = append(warnings, p.Notes...)
 	return supervisor.Spec{
 		Argv:       p.Runtime.Command(r.hostDir),
 		Env:        kv,

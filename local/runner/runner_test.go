@@ -80,6 +80,8 @@ func TestRunnerRunsUpdatesAndRemovesFunctions(t *testing.T) {
 	assert.Equal(t, "v1 blue hello", call(t, r, "hello"))
 	assert.Equal(t, "pw=s3cret ns=default", call(t, r, "py"))
 	assert.Contains(t, r.Get("default", "py").Warnings, "env MISSING: Secret default/nope is not in the project; left unset")
+	assert.Contains(t, r.Get("default", "hello").Warnings, serverlessv1alpha2.NodeJS22.DeprecationWarning(),
+		"a deprecated runtime runs and kfn dev says so, as the controller's status does")
 
 	// Applying the same Functions again restarts nothing.
 	pids := r.Get("default", "hello").Pool.PIDs()

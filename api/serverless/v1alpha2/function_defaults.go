@@ -50,6 +50,10 @@ const (
 	ProfileCustom = "custom"
 	// DefaultProfile is the preset of a Function that names none.
 	DefaultProfile = "L"
+	// LabelResourcesPreset on a Function (metadata.labels) names its
+	// resource preset when spec.resourceConfiguration.function does not:
+	// Kyma's documentation tells users to set it.
+	LabelResourcesPreset = "serverless.kyma-project.io/function-resources-preset"
 )
 
 // Defaults of kfn's additions to scaleConfig.
@@ -95,9 +99,10 @@ func PresetResources(profile string) (corev1.ResourceRequirements, error) {
 }
 
 // EffectiveResources returns the Function container's resources and the
-// profile name to report: the named preset, the explicit resources
-// ("custom"), or defaultProfile (DefaultProfile when empty) when the
-// Function names none.
+// profile name to report: the preset spec.resourceConfiguration.function
+// names, its explicit resources ("custom"), else the preset the label
+// LabelResourcesPreset names, else defaultProfile (DefaultProfile when
+// empty). A label naming no preset is not used (see PresetLabelNote).
 func (f *Function) EffectiveResources(defaultProfile string) (corev1.ResourceRequirements, string, error) {
 	if defaultProfile == "" {
 		defaultProfile = DefaultProfile
@@ -110,9 +115,29 @@ func (f *Function) EffectiveResources(defaultProfile string) (corev1.ResourceReq
 		r, err := PresetResources(rc.Function.Profile)
 		return r, rc.Function.Profile, err
 	default:
+		if label := f.Labels[LabelResourcesPreset]; presets[label] != (preset{}) {
+			defaultProfile = label
+		}
 		r, err := PresetResources(defaultProfile)
 		return r, defaultProfile, err
 	}
+}
+
+// PresetLabelNote says why the label LabelResourcesPreset is not used:
+// its value names no preset, or spec.resourceConfiguration.function sets
+// the resources; "" when it is used or absent.
+func (f *Function) PresetLabelNote() string {
+	label, ok := f.Labels[LabelResourcesPreset]
+	if !ok {
+		return ""
+	}
+	if rc := f.Spec.ResourceConfiguration; rc != nil && rc.Function != nil && (rc.Function.Profile != "" || rc.Function.Resources != nil) {
+		return fmt.Sprintf("label %s is not used: spec.resourceConfiguration.function sets the resources", LabelResourcesPreset)
+	}
+	if presets[label] == (preset{}) {
+		return fmt.Sprintf("label %s: %q names no preset (use one of %v): the default preset is used", LabelResourcesPreset, label, Profiles)
+	}
+	return ""
 }
 
 // Replicas returns spec.replicas, 1 when unset (the API default).

@@ -56,6 +56,21 @@ func TestEffectiveResources(t *testing.T) {
 			}),
 			wantProfile: ProfileCustom, wantReqCPU: "20m",
 		},
+		"Kyma's preset label": {
+			fn:             function(func(f *Function) { f.Labels = map[string]string{LabelResourcesPreset: "S"} }),
+			defaultProfile: "XL", wantProfile: "S", wantReqCPU: "100m", wantLimMem: "256Mi",
+		},
+		"the spec's preset wins over the label": {
+			fn: function(func(f *Function) {
+				f.Labels = map[string]string{LabelResourcesPreset: "S"}
+				f.Spec.ResourceConfiguration = &ResourceConfiguration{Function: &ResourceRequirements{Profile: "M"}}
+			}),
+			wantProfile: "M", wantReqCPU: "200m", wantLimMem: "512Mi",
+		},
+		"a label naming no preset is not used": {
+			fn:          function(func(f *Function) { f.Labels = map[string]string{LabelResourcesPreset: "XXL"} }),
+			wantProfile: "L", wantReqCPU: "400m", wantLimMem: "1Gi",
+		},
 		"build only falls back to the default": {
 			fn: function(func(f *Function) {
 				f.Spec.ResourceConfiguration = &ResourceConfiguration{Build: &ResourceRequirements{Profile: "fast"}}
@@ -78,6 +93,20 @@ func TestEffectiveResources(t *testing.T) {
 
 	_, _, err := function().EffectiveResources("XXL")
 	assert.ErrorContains(t, err, `unknown resource profile "XXL": use one of [XS S M L XL]`)
+}
+
+func TestPresetLabelNote(t *testing.T) {
+	label := func(v string) func(*Function) {
+		return func(f *Function) { f.Labels = map[string]string{LabelResourcesPreset: v} }
+	}
+	assert.Empty(t, function().PresetLabelNote())
+	assert.Empty(t, function(label("XS")).PresetLabelNote())
+	assert.Equal(t, `label serverless.kyma-project.io/function-resources-preset: "huge" names no preset (use one of [XS S M L XL]): the default preset is used`,
+		function(label("huge")).PresetLabelNote())
+	assert.Equal(t, "label serverless.kyma-project.io/function-resources-preset is not used: spec.resourceConfiguration.function sets the resources",
+		function(label("S"), func(f *Function) {
+			f.Spec.ResourceConfiguration = &ResourceConfiguration{Function: &ResourceRequirements{Profile: "M"}}
+		}).PresetLabelNote())
 }
 
 func TestPresetsMatchKyma(t *testing.T) {
@@ -121,15 +150,48 @@ func TestRuntimes(t *testing.T) {
 	assert.True(t, NodeJS24.IsNodeJS())
 	assert.False(t, NodeJS24.IsPython())
 	assert.True(t, Python312.IsPython())
-	assert.True(t, NodeJS20.Deprecated())
-	assert.False(t, NodeJS22.Deprecated())
 	assert.True(t, NodeJS26.IsNodeJS())
 	assert.True(t, Python314.IsPython())
 	var catalog []Runtime
 	for _, rt := range runtimes.All() {
 		catalog = append(catalog, Runtime(rt.Name))
+		assert.Equal(t, rt.Deprecated, Runtime(rt.Name).Deprecated(), "%s: the catalog and the API agree on deprecation", rt.Name)
 	}
 	assert.ElementsMatch(t, catalog, Runtimes, "the API accepts exactly the runtimes the hosts serve")
+}
+
+// TestDeprecationSchedule follows Kyma's runtime deprecation schedule
+// (serverless docs/user/00-90-runtime-deprecation-schedule.md): Node.js 20
+// deprecated in 1.10, end of life April 2026; Node.js 22 deprecated July
+// 2026, end of life November 2026; Python 3.12 deprecated September 2026,
+// end of life March 2027; the others have no date.
+func TestDeprecationSchedule(t *testing.T) {
+	tests := map[Runtime]struct {
+		endOfLife string
+		successor Runtime
+	}{
+		NodeJS20:  {"April 2026", NodeJS24},
+		NodeJS22:  {"November 2026", NodeJS24},
+		Python312: {"March 2027", Python314},
+		NodeJS24:  {},
+		NodeJS26:  {},
+		Python314: {},
+	}
+	for r, tc := range tests {
+		t.Run(string(r), func(t *testing.T) {
+			assert.Equal(t, tc.endOfLife != "", r.Deprecated())
+			assert.Equal(t, tc.endOfLife, r.EndOfLife())
+			assert.Equal(t, tc.successor, r.Successor())
+			if tc.endOfLife == "" {
+				assert.Empty(t, r.DeprecationWarning())
+				return
+			}
+			w := r.DeprecationWarning()
+			assert.True(t, strings.HasPrefix(w, "Warning: function configured, runtime "+string(r)+" is deprecated and will be removed in the future"), "Kyma's message first: %s", w)
+			assert.Contains(t, w, "end of life: "+tc.endOfLife)
+			assert.Contains(t, w, string(tc.successor))
+		})
+	}
 }
 
 func TestValidate(t *testing.T) {

@@ -1,6 +1,8 @@
 package v1alpha2
 
 import (
+	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -9,9 +11,10 @@ import (
 // +kubebuilder:validation:Enum=nodejs20;nodejs22;nodejs24;nodejs26;python312;python314
 type Runtime string
 
-// The runtimes kfn serves. NodeJS20 is accepted but deprecated, as in Kyma.
-// NodeJS26 and Python314 are Kyma's newest, with its newer handler API
-// (main(req, res), main() with Flask, the sdk module).
+// The runtimes kfn serves. NodeJS20, NodeJS22 and Python312 run but are
+// deprecated, as Kyma's schedule has them (Deprecated). NodeJS26 and
+// Python314 are Kyma's newest, with its newer handler API (main(req, res),
+// main() with Flask, the sdk module).
 const (
 	NodeJS20  Runtime = "nodejs20"
 	NodeJS22  Runtime = "nodejs22"
@@ -22,7 +25,8 @@ const (
 )
 
 // Runtimes lists every runtime the API accepts: the main(event, context)
-// ones, newest Node.js first, then Kyma's newest, then the deprecated one.
+// ones, newest Node.js first, then Kyma's newest, then nodejs20, past its
+// end of life.
 var Runtimes = []Runtime{NodeJS24, NodeJS22, Python312, NodeJS26, Python314, NodeJS20}
 
 // IsNodeJS reports whether r is one of the Node.js runtimes.
@@ -31,15 +35,57 @@ func (r Runtime) IsNodeJS() bool { return len(r) > 6 && r[:6] == "nodejs" }
 // IsPython reports whether r is one of the Python runtimes.
 func (r Runtime) IsPython() bool { return len(r) > 6 && r[:6] == "python" }
 
-// Deprecated reports whether r is accepted only for compatibility.
-func (r Runtime) Deprecated() bool { return r == NodeJS20 }
+// Deprecated reports whether r is deprecated: it runs, and a Function on
+// it says so in its status (DeprecationWarning), as in Kyma.
+func (r Runtime) Deprecated() bool { _, ok := deprecations[r]; return ok }
+
+// deprecation is a deprecated runtime's place in Kyma's runtime
+// deprecation schedule (serverless docs/user/00-90-runtime-deprecation-schedule.md).
+type deprecation struct {
+	// endOfLife is the month Kyma plans to remove the runtime.
+	endOfLife string
+	// successor is the runtime to move to.
+	successor Runtime
+}
+
+var deprecations = map[Runtime]deprecation{
+	NodeJS20:  {endOfLife: "April 2026", successor: NodeJS24},
+	NodeJS22:  {endOfLife: "November 2026", successor: NodeJS24},
+	Python312: {endOfLife: "March 2027", successor: Python314},
+}
+
+// EndOfLife returns the month Kyma's schedule ends a deprecated runtime
+// ("November 2026"), or "".
+func (r Runtime) EndOfLife() string { return deprecations[r].endOfLife }
+
+// Successor returns the runtime a deprecated one's Functions should move
+// to, or "".
+func (r Runtime) Successor() Runtime { return deprecations[r].successor }
+
+// DeprecationWarning returns what ConfigurationReady says of a Function on
+// a deprecated runtime: Kyma's message (Busola shows a Function whose
+// message has "Warning" as WARNING), then when Kyma plans to remove it and
+// what to move to; "" for a runtime that is not deprecated.
+func (r Runtime) DeprecationWarning() string {
+	d, ok := deprecations[r]
+	if !ok {
+		return ""
+	}
+	next := fmt.Sprintf("%s runs the same handlers", d.successor)
+	if d.successor == Python314 {
+		next = "python314 has Kyma's newer handler API (main() with Flask and the sdk module)"
+	}
+	return fmt.Sprintf("Warning: function configured, runtime %s is deprecated and will be removed in the future (end of life: %s; %s)", r, d.endOfLife, next)
+}
 
 // FunctionSpec is the desired state of a Function.
 type FunctionSpec struct {
 	// Runtime is the language runtime of the Function: nodejs22, nodejs24,
 	// python312 (handlers main(event, context)), nodejs26, python314
 	// (Kyma's newer handler API: main(req, res) and main() with Flask, and
-	// the sdk module), or nodejs20 (deprecated).
+	// the sdk module), or nodejs20. nodejs20, nodejs22 and python312 are
+	// deprecated (end of life April 2026, November 2026, March 2027): they
+	// run, and the status says so.
 	Runtime Runtime `json:"runtime"`
 
 	// RuntimeImageOverride replaces the runtime image the platform would use.
