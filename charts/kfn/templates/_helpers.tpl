@@ -67,7 +67,24 @@ app.kubernetes.io/component: {{ .component }}
 {{/* Addresses inside the cluster. */}}
 {{- define "kfn.publisherAddress" -}}
 {{- $port := ternary "" (printf ":%d" (int .Values.eventbridge.service.port)) (eq (int .Values.eventbridge.service.port) 80) -}}
-{{- default (printf "http://%s.%s.svc.cluster.local%s/publish" (include "kfn.publisher.name" .) .Release.Namespace $port) .Values.functions.publisherAddress -}}
+{{- coalesce .Values.serverless.eventing.endpoint .Values.functions.publisherAddress (printf "http://%s.%s.svc.cluster.local%s/publish" (include "kfn.publisher.name" .) .Release.Namespace $port) -}}
+{{- end }}
+
+{{/* The functions' trace collector: Kyma's Serverless CR setting, else functions.traceCollectorEndpoint. */}}
+{{- define "kfn.functionsTraceEndpoint" -}}
+{{- .Values.serverless.tracing.endpoint | default .Values.functions.traceCollectorEndpoint -}}
+{{- end }}
+
+{{/* The controller's log level: Kyma's Serverless CR setting (its zap levels fatal, panic and dpanic are error here), else controller.logLevel. */}}
+{{- define "kfn.controllerLogLevel" -}}
+{{- $l := .Values.serverless.logLevel -}}
+{{- if has $l (list "fatal" "panic" "dpanic") -}}error{{- else -}}{{ $l | default .Values.controller.logLevel }}{{- end -}}
+{{- end }}
+
+{{/* Text logs for the controller: Kyma's logFormat console, else controller.logDevelopment. */}}
+{{- define "kfn.controllerLogDevelopment" -}}
+{{- $f := .Values.serverless.logFormat -}}
+{{- if $f -}}{{ eq $f "console" }}{{- else -}}{{ .Values.controller.logDevelopment }}{{- end -}}
 {{- end }}
 
 {{- define "kfn.scalerAddress" -}}
