@@ -27,7 +27,7 @@ func newInitCommand() *cobra.Command {
 		Long: `init writes a Kyma-CLI-style function folder: config.yaml (the Function and a
 Subscription that delivers 'NAME.requested.v1' events from source 'kfn' to it),
 the handler and an empty dependencies file. 'kfn dev' runs the folder as it is.`,
-		Example: `  kfn init --runtime nodejs22 orders
+		Example: `  kfn init --runtime nodejs24 orders
   kfn init --runtime python312 --dir functions/notify notify`,
 		Args: exactArgs(1, "the function's NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -63,7 +63,7 @@ the handler and an empty dependencies file. 'kfn dev' runs the folder as it is.`
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&runtime, "runtime", string(serverlessv1alpha2.NodeJS22), fmt.Sprintf("runtime of the function, one of %v", serverlessv1alpha2.Runtimes))
+	cmd.Flags().StringVar(&runtime, "runtime", string(serverlessv1alpha2.NodeJS24), fmt.Sprintf("runtime of the function, one of %v", serverlessv1alpha2.Runtimes))
 	_ = cmd.RegisterFlagCompletionFunc("runtime", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		out := make([]string, len(serverlessv1alpha2.Runtimes))
 		for i, r := range serverlessv1alpha2.Runtimes {
