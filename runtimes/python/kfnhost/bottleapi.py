@@ -11,9 +11,6 @@ latin-1 text of the percent-decoded bytes, attribute access recodes it to
 UTF-8), so a handler behaves here as in Kyma; runtimes/bottle_test.go
 checks it against a real bottle."""
 
-import base64
-import hashlib
-import hmac
 import io
 import json
 import os
@@ -67,7 +64,7 @@ def split_header(value):
             out.append((parts[0].strip(), params))
         return out
     params, pending, sep = {}, None, ','
-    for quoted, plain, token in _TOKENS(value):
+    for quoted, plain, token in _regex('tokens').findall(value):
         text = plain.strip() if plain else quoted.replace('\\"', '"')
         if sep == ',':
             params = {}
@@ -84,7 +81,24 @@ def split_header(value):
     return out
 
 
-_TOKENS = re.compile(r'(?:(?:"((?:[^"\\]|\\.)*)")|([^;,=]+))([;,=]?)').findall
+# Regular expressions, compiled on first use (a host starts faster
+# without compiling them).
+_PATTERNS = {
+    # The parts of a header with quoted strings: a quoted or a plain
+    # value, then the separator after it.
+    'tokens': r'(?:(?:"((?:[^"\\]|\\.)*)")|([^;,=]+))([;,=]?)',
+    # What may follow a file name's characters: removed, or made one '-'.
+    'unsafe': r'[^a-zA-Z0-9-_.\s]',
+    'dashes': r'[-\s]+',
+}
+_compiled = {}
+
+
+def _regex(name):
+    r = _compiled.get(name)
+    if r is None:
+        r = _compiled[name] = re.compile(_PATTERNS[name])
+    return r
 
 
 def parse_qsl(text):
@@ -332,8 +346,8 @@ class FileUpload:
             name = name.decode('utf8', 'ignore')
         name = unicodedata.normalize('NFKD', name).encode('ASCII', 'ignore').decode('ASCII')
         name = os.path.basename(name.replace('\\', os.path.sep))
-        name = re.sub(r'[^a-zA-Z0-9-_.\s]', '', name).strip()
-        name = re.sub(r'[-\s]+', '-', name).strip('.-')
+        name = _regex('unsafe').sub('', name).strip()
+        name = _regex('dashes').sub('-', name).strip('.-')
         self.__dict__['_filename'] = name[:255] or 'empty'
         return self.__dict__['_filename']
 
@@ -529,13 +543,20 @@ class Request:
         jar = SimpleCookie(self.environ.get('HTTP_COOKIE', '')).values()
         return FormsDict((c.key, c.value) for c in jar)
 
-    def get_cookie(self, key, default=None, secret=None, digestmod=hashlib.sha256):
+    def get_cookie(self, key, default=None, secret=None, digestmod=None):
         """A cookie's value, or default. With secret, the value of a cookie
-        signed with it (bottle's set_cookie(secret=...)), else default."""
+        signed with it (bottle's set_cookie(secret=...); digestmod default
+        hashlib.sha256, as bottle's), else default."""
         value = self.cookies.get(key)
         if not secret:
             return value or default
         if value and value.startswith('!') and '?' in value:
+            # Imported here: most calls never need them (a host starts
+            # faster without).
+            import base64
+            import hashlib
+            import hmac
+            digestmod = digestmod or hashlib.sha256
             sig, msg = value[1:].split('?', 1)
             key_bytes = secret.encode('utf8') if isinstance(secret, str) else bytes(secret)
             expected = base64.b64encode(hmac.new(key_bytes, msg.encode('utf8'), digestmod=digestmod).digest())
@@ -743,6 +764,7 @@ class Request:
         try:
             scheme, data = header.split(None, 1)
             if scheme.lower() == 'basic':
+                import base64
                 user, password = base64.b64decode(data.encode('utf8')).decode('utf8').split(':', 1)
                 return user, password
         except (KeyError, ValueError):
@@ -832,16 +854,18 @@ class Request:
             raise AttributeError('Attribute not defined: %s' % name) from None
 
 
-_QUOTED_SLASH = re.compile(b'(?i)%2F')
-
-
 def path_info(raw_path):
     """PATH_INFO of a request path as cheroot gives it (percent-decoded
     except %2F, one character per byte) and as bottle then has it: the
     bytes read as UTF-8, invalid sequences dropped. Returns (PATH_INFO,
     the raw one)."""
     data = raw_path.encode('latin1')
-    raw = b'%2F'.join(unquote_to_bytes(part) for part in _QUOTED_SLASH.split(data))
+    if b'%' not in data:
+        raw = data
+    else:
+        # %2F stays quoted, in either case, as cheroot leaves it.
+        parts = data.replace(b'%2f', b'%2F').split(b'%2F')
+        raw = b'%2F'.join(unquote_to_bytes(part) for part in parts)
     if not raw.startswith(b'/'):
         raw = b'/' + raw
     raw_text = raw.decode('latin1')
