@@ -45,6 +45,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/gateway"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/eventbridge/stream"
+	"github.com/kfn-dev/kfn/eventbridge/subscription"
 	"github.com/kfn-dev/kfn/internal/logging/logtest"
 	"github.com/kfn-dev/kfn/internal/testenv"
 	"github.com/kfn-dev/kfn/internal/testport"
@@ -234,8 +235,8 @@ func TestPrometheusRules(t *testing.T) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	assert.Equal(t, []string{"KfnBacklogNearBudget", "KfnBacklogOverBudget", "KfnDeadLettersRising", "KfnDeliveriesFailing", "KfnEventStorageFull",
-		"KfnFunctionReconcileErrors", "KfnNoReadyDispatcher", "KfnPublishFailing", "KfnScalerErrors"}, names)
+	assert.Equal(t, []string{"KfnBacklogNearBudget", "KfnBacklogOverBudget", "KfnDeadLetterStreamFull", "KfnDeadLettersRising", "KfnDeliveriesFailing", "KfnEventStorageFull",
+		"KfnEventsLost", "KfnFunctionReconcileErrors", "KfnNoReadyDispatcher", "KfnPublishFailing", "KfnScalerErrors"}, names)
 	for name, r := range alerts {
 		assert.Contains(t, []string{"warning", "critical"}, r.Labels["severity"], name)
 		assert.Equal(t, "platform", r.Labels["team"], "alertLabels on %s", name)
@@ -450,6 +451,8 @@ func eventBridgeMetrics(t *testing.T) []string {
 	_, err := publisher.NewMetrics(reg)
 	require.NoError(t, err)
 	dm, err := dispatcher.NewMetrics(reg)
+	require.NoError(t, err)
+	_, err = subscription.NewMetrics(reg)
 	require.NoError(t, err)
 	d, err := dispatcher.New(js, dispatcher.Config{Streams: stream.DefaultConfig()}, dispatcher.WithMetrics(dm))
 	require.NoError(t, err)

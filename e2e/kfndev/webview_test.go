@@ -167,7 +167,17 @@ func TestWebView(t *testing.T) {
 	})
 
 	t.Run("Replay delivers the dead letter", func(t *testing.T) {
-		page(t, ctx, "click Replay", chromedp.Click(chromedp.CSS(`#deadletters tr[data-seq="`+seq+`"] button.replay`)))
+		// Found and clicked in one step: the table is drawn anew on every
+		// update of the page's event stream, and a node found by one call
+		// and clicked by the next can be gone between them (chromedp's
+		// Click: "Could not find node with given id").
+		clicked := page(t, ctx, "click Replay", chromedp.Evaluate[bool](`(() => {
+			const b = document.querySelector('#deadletters tr[data-seq="`+seq+`"] button.replay');
+			if (!b) return false;
+			b.click();
+			return true;
+		})()`))
+		require.True(t, clicked, "the Replay button of dead letter %s is there", seq)
 		until(t, ctx, "the dead letter gone", `!document.querySelector('#deadletters tr[data-seq]')`)
 		until(t, ctx, "the replay delivered", `!!document.querySelector(
 			'.event[data-id="web-2"] .event[data-origin="replay"][data-id="web-2"] .delivery[data-subscription="default/payments"][data-outcome="delivered"]')`)

@@ -173,7 +173,11 @@ func (p *process) reconciler(context.Context) error {
 	if !p.cfg.Has(ComponentReconciler) || p.mgr == nil {
 		return nil
 	}
-	p.rec = &subscription.Reconciler{Client: p.mgr.GetClient(), Applier: p.applier(), Resync: p.cfg.Resync}
+	m, err := subscription.NewMetrics(p.reg)
+	if err != nil {
+		return err
+	}
+	p.rec = &subscription.Reconciler{Client: p.mgr.GetClient(), Applier: p.applier(), Resync: p.cfg.Resync, Metrics: m}
 	if err := p.rec.SetupWithManager(p.mgr); err != nil {
 		return fmt.Errorf("set up subscription reconciler: %w", err)
 	}

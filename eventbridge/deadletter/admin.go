@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/replay"
@@ -85,67 +87,114 @@ func NewAdmin(js jetstream.JetStream, streams stream.Config) (*Admin, error) {
 		filters: replay.Filters{JetStream: js, Streams: streams}}, nil
 }
 
-// List returns the dead letters the filter selects, oldest first.
+// listBufferBytes bounds the bytes of dead letters a listing reads ahead:
+// a listing holds at most this and the letter it writes, however many it
+// lists.
+const listBufferBytes = 4 << 20
+
+// List returns the dead letters the filter selects, oldest first. It holds
+// them all: for many, use Each.
 func (a *Admin) List(ctx context.Context, f Filter) ([]Letter, error) {
-	subject := DeadLetterSubjectPrefixAll
-	switch {
-	case f.Subscription != "" && f.Namespace == "":
-		return nil, fmt.Errorf("%w: a subscription needs its namespace", ErrInvalidFilter)
-	case f.Subscription != "":
-		subject = stream.DeadLetterSubject(stream.ConsumerName(f.Namespace, f.Subscription))
-	}
-	if f.Limit < 0 || f.Limit > MaxLimit {
-		return nil, fmt.Errorf("%w: limit must be between 1 and %d", ErrInvalidFilter, MaxLimit)
+	out := []Letter{}
+	_, err := a.Each(ctx, f, func(l Letter) error {
+		out = append(out, l)
+		return nil
+	})
+	return out, err
+}
+
+// Each calls fn with each dead letter the filter selects, oldest first, up
+// to its Limit, reading ahead at most listBufferBytes; an error of fn
+// stops it and is returned. next is the sequence to pass as Filter.After
+// for the next page, 0 when no letter is left after the last one given.
+// The error wraps ErrInvalidFilter for a filter that cannot select.
+func (a *Admin) Each(ctx context.Context, f Filter, fn func(Letter) error) (next uint64, err error) {
+	subjects, err := f.subjects()
+	if err != nil {
+		return 0, err
 	}
 	if f.Limit == 0 {
 		f.Limit = DefaultLimit
 	}
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverAllPolicy}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: subjects, DeliverPolicy: jetstream.DeliverAllPolicy}
 	if f.After > 0 {
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 		cfg.OptStartSeq = f.After + 1
 	}
 	c, err := a.js.OrderedConsumer(ctx, a.streams.DeadLetterStream, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("read dead letters: %w", err)
+		return 0, fmt.Errorf("read dead letters: %w", err)
 	}
 	// The server would keep the consumer for minutes after the last read:
 	// remove it, so that listing often (kfn dev's web view) leaves none.
 	defer a.deleteConsumer(c)
 	info, err := c.Info(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("read dead letters: %w", err)
+		return 0, fmt.Errorf("read dead letters: %w", err)
 	}
-	out := []Letter{}
-	for want := min(int(info.NumPending), f.Limit*4); len(out) < f.Limit && want > 0; {
-		batch, err := c.Fetch(min(want, 256), jetstream.FetchMaxWait(time.Second))
+	if info.NumPending == 0 {
+		return 0, nil
+	}
+	it, err := c.Messages(jetstream.PullMaxBytes(listBufferBytes))
+	if err != nil {
+		return 0, fmt.Errorf("read dead letters: %w", err)
+	}
+	defer it.Stop()
+	given := 0
+	for left := info.NumPending; left > 0; left-- {
+		m, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {
-			return nil, fmt.Errorf("read dead letters: %w", err)
+			return 0, fmt.Errorf("read dead letters: %w", err)
 		}
-		got := 0
-		for m := range batch.Messages() {
-			got++
-			meta, err := m.Metadata()
-			if err != nil {
-				continue
-			}
-			l := letter(meta.Sequence.Stream, m.Headers(), m.Data())
-			if f.Namespace != "" && l.Namespace != f.Namespace {
-				continue
-			}
-			if len(out) < f.Limit {
-				out = append(out, l)
-			}
+		meta, err := m.Metadata()
+		if err != nil {
+			continue
 		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
-			return nil, fmt.Errorf("read dead letters: %w", err)
+		l := letter(meta.Sequence.Stream, m.Headers(), m.Data())
+		if !f.selects(l) {
+			continue
 		}
-		if got == 0 {
-			break
+		if given == f.Limit {
+			return next, nil // more are left: the next page starts after the last given
 		}
-		want -= got
+		if err := fn(l); err != nil {
+			return 0, err
+		}
+		given++
+		next = l.Sequence
 	}
-	return out, nil
+	return 0, nil
+}
+
+// subjects returns the subjects the filter's dead letters are on: their
+// namespace's, and those of dead letters of releases before per-namespace
+// bounds (one per consumer). The error wraps ErrInvalidFilter.
+func (f Filter) subjects() ([]string, error) {
+	switch {
+	case f.Subscription != "" && f.Namespace == "":
+		return nil, fmt.Errorf("%w: a subscription needs its namespace", ErrInvalidFilter)
+	case f.Limit < 0 || f.Limit > MaxLimit:
+		return nil, fmt.Errorf("%w: limit must be between 1 and %d", ErrInvalidFilter, MaxLimit)
+	case f.Namespace == "":
+		return []string{DeadLetterSubjectPrefixAll}, nil
+	}
+	if errs := validation.IsDNS1123Label(f.Namespace); len(errs) > 0 {
+		return nil, fmt.Errorf("%w: namespace %q: %s", ErrInvalidFilter, f.Namespace, strings.Join(errs, "; "))
+	}
+	legacy := stream.DeadLetterSubjectPrefix + ".*"
+	if f.Subscription != "" {
+		if errs := validation.IsDNS1123Subdomain(f.Subscription); len(errs) > 0 {
+			return nil, fmt.Errorf("%w: subscription %q: %s", ErrInvalidFilter, f.Subscription, strings.Join(errs, "; "))
+		}
+		legacy = stream.LegacyDeadLetterSubject(stream.ConsumerName(f.Namespace, f.Subscription))
+	}
+	return []string{stream.DeadLetterSubject(f.Namespace), legacy}, nil
+}
+
+// selects reports whether the filter selects l: its subjects select its
+// namespace's letters, which are told apart by their headers.
+func (f Filter) selects(l Letter) bool {
+	return (f.Namespace == "" || l.Namespace == f.Namespace) && (f.Subscription == "" || l.Subscription == f.Subscription)
 }
 
 // deleteConsumer removes the server's consumer behind the ordered consumer
@@ -298,17 +347,53 @@ func (a *Admin) Handler() http.Handler {
 // the kfn command puts before every admin path.
 const PathPrefix = "/_kfn"
 
+// serveList writes the letters as a JSON array, each as it is read, so
+// that a page of large letters is never held whole; when more are left,
+// the trailer Kfn-Next-After is the "after" of the next page (a trailer:
+// it is known only once the page is written). An error before the first
+// letter is answered with its status; one after it ends the array
+// unclosed (invalid JSON), the status being sent.
 func (a *Admin) serveList(w http.ResponseWriter, r *http.Request) {
 	f, err := parseFilter(r)
-	if err == nil {
-		var out []Letter
-		if out, err = a.List(r.Context(), f); err == nil {
-			writeJSON(w, http.StatusOK, out)
-			return
-		}
+	if err != nil {
+		writeError(w, err)
+		return
 	}
-	writeError(w, err)
+	enc := json.NewEncoder(w)
+	started := false
+	start := func() {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Trailer", HeaderNextAfter)
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, "[")
+		started = true
+	}
+	next, err := a.Each(r.Context(), f, func(l Letter) error {
+		if !started {
+			start()
+		} else {
+			_, _ = io.WriteString(w, ",")
+		}
+		return enc.Encode(l)
+	})
+	if err != nil {
+		if !started {
+			writeError(w, err)
+		}
+		return
+	}
+	if !started {
+		start()
+	}
+	_, _ = io.WriteString(w, "]")
+	if next > 0 {
+		w.Header().Set(HeaderNextAfter, strconv.FormatUint(next, 10))
+	}
 }
+
+// HeaderNextAfter is the trailer of a listing that has more letters: the
+// "after" of the next page.
+const HeaderNextAfter = "Kfn-Next-After"
 
 func (a *Admin) serveReplayAll(w http.ResponseWriter, r *http.Request) {
 	f, err := parseFilter(r)
@@ -320,18 +405,17 @@ func (a *Admin) serveReplayAll(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.Limit = MaxLimit
-	letters, err := a.List(r.Context(), f)
+	n := 0
+	_, err = a.Each(r.Context(), f, func(l Letter) error {
+		if _, err := a.Replay(r.Context(), l.Sequence); err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		n++
+		return nil
+	})
 	if err != nil {
 		writeError(w, err)
 		return
-	}
-	n := 0
-	for _, l := range letters {
-		if _, err := a.Replay(r.Context(), l.Sequence); err != nil && !errors.Is(err, ErrNotFound) {
-			writeError(w, err)
-			return
-		}
-		n++
 	}
 	writeJSON(w, http.StatusOK, map[string]int{"replayed": n})
 }

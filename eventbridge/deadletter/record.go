@@ -46,7 +46,8 @@ type Failure struct {
 
 // NewMsg returns the dead letter of an event: the event's headers and data
 // (JetStream's own Nats-* headers left out) plus the failure, on the
-// dead-letter subject of the Subscription's consumer.
+// dead-letter subject of the Subscription's namespace (whose letters the
+// stream bounds together, see stream.Config.DeadLetterMaxPerNamespace).
 func NewMsg(h nats.Header, data []byte, f Failure) *nats.Msg {
 	out := make(nats.Header, len(h)+9)
 	for k, v := range h {
@@ -64,7 +65,7 @@ func NewMsg(h nats.Header, data []byte, f Failure) *nats.Msg {
 	out.Set(HeaderSubject, f.Subject)
 	out.Set(HeaderSequence, strconv.FormatUint(f.Sequence, 10))
 	out.Set(HeaderFailedAt, f.At.UTC().Format(time.RFC3339Nano))
-	return &nats.Msg{Subject: stream.DeadLetterSubject(consumer), Header: out, Data: data}
+	return &nats.Msg{Subject: stream.DeadLetterSubject(f.Namespace), Header: out, Data: data}
 }
 
 // MsgID is the message id of a dead letter: a dispatcher that dies after

@@ -10,6 +10,7 @@ type Metrics struct {
 	delivered        *prometheus.CounterVec
 	failed           *prometheus.CounterVec
 	deadLettered     *prometheus.CounterVec
+	deadLetterFull   *prometheus.CounterVec
 	discarded        *prometheus.CounterVec
 	replies          *prometheus.CounterVec
 	deliveryDuration *prometheus.HistogramVec
@@ -31,6 +32,7 @@ var (
 //	kfn_eventbridge_delivered_total            events the sink acknowledged (2xx)
 //	kfn_eventbridge_delivery_failures_total    failed delivery attempts
 //	kfn_eventbridge_dead_lettered_total        events moved to the dead-letter stream
+//	kfn_eventbridge_dead_letters_refused_total dead letters the full dead-letter stream refused (the event is retried later)
 //	kfn_eventbridge_discarded_total            events dropped after the last attempt (deadLetter: "false")
 //	kfn_eventbridge_replies_total{result}      sink replies: published, invalid, hop_limit
 //	kfn_eventbridge_delivery_duration_seconds  histogram: each attempt, request to answer
@@ -47,6 +49,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kfn_eventbridge_dead_lettered_total", Help: "Events moved to the dead-letter stream.",
 		}, labels),
+		deadLetterFull: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kfn_eventbridge_dead_letters_refused_total", Help: "Dead letters the dead-letter stream refused because it is full (it drops no namespace's letters for another's); the event stays and is given up again later.",
+		}, labels),
 		discarded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kfn_eventbridge_discarded_total", Help: "Events dropped after their last attempt because dead-lettering is off.",
 		}, labels),
@@ -62,7 +67,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Buckets: EventAgeBuckets,
 		}, labels),
 	}
-	for _, c := range []prometheus.Collector{m.delivered, m.failed, m.deadLettered, m.discarded, m.replies, m.deliveryDuration, m.eventAge} {
+	for _, c := range []prometheus.Collector{m.delivered, m.failed, m.deadLettered, m.deadLetterFull, m.discarded, m.replies, m.deliveryDuration, m.eventAge} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -73,9 +78,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 // counters are one Subscription's metrics, looked up once per worker
 // rather than once per event.
 type counters struct {
-	delivered, failed, deadLettered, discarded prometheus.Counter
-	replies                                    map[string]prometheus.Counter
-	deliveryDuration, eventAge                 prometheus.Observer
+	delivered, failed, deadLettered, deadLetterFull, discarded prometheus.Counter
+	replies                                                    map[string]prometheus.Counter
+	deliveryDuration, eventAge                                 prometheus.Observer
 }
 
 // Nothing, for a nil *Metrics: a counter and a histogram never registered.
@@ -86,7 +91,7 @@ var (
 
 func (m *Metrics) forSubscription(namespace, name string) *counters {
 	if m == nil {
-		return &counters{delivered: noCounter, failed: noCounter, deadLettered: noCounter, discarded: noCounter,
+		return &counters{delivered: noCounter, failed: noCounter, deadLettered: noCounter, deadLetterFull: noCounter, discarded: noCounter,
 			replies:          map[string]prometheus.Counter{"published": noCounter, "invalid": noCounter, "hop_limit": noCounter},
 			deliveryDuration: noHistogram, eventAge: noHistogram}
 	}
@@ -94,6 +99,7 @@ func (m *Metrics) forSubscription(namespace, name string) *counters {
 		delivered:        m.delivered.WithLabelValues(namespace, name),
 		failed:           m.failed.WithLabelValues(namespace, name),
 		deadLettered:     m.deadLettered.WithLabelValues(namespace, name),
+		deadLetterFull:   m.deadLetterFull.WithLabelValues(namespace, name),
 		discarded:        m.discarded.WithLabelValues(namespace, name),
 		replies:          map[string]prometheus.Counter{},
 		deliveryDuration: m.deliveryDuration.WithLabelValues(namespace, name),
@@ -110,7 +116,7 @@ func (m *Metrics) forget(namespace, name string) {
 		return
 	}
 	l := prometheus.Labels{"namespace": namespace, "subscription": name}
-	for _, c := range []*prometheus.CounterVec{m.delivered, m.failed, m.deadLettered, m.discarded, m.replies} {
+	for _, c := range []*prometheus.CounterVec{m.delivered, m.failed, m.deadLettered, m.deadLetterFull, m.discarded, m.replies} {
 		c.DeletePartialMatch(l)
 	}
 	for _, h := range []*prometheus.HistogramVec{m.deliveryDuration, m.eventAge} {

@@ -601,6 +601,9 @@ func (w *worker) giveUp(ctx context.Context, log eventLog, msg jetstream.Msg, me
 			span.RecordError(err)
 			span.SetStatus(codes.Error, "storing the dead letter failed")
 		}
+		if errors.Is(err, eventstore.ErrStorageFull) {
+			w.count.deadLetterFull.Inc()
+		}
 		log.Error("storing dead letter failed, will retry", "error", err)
 		w.settle(log, msg.NakWithDelay(RedeliveryDelay(t.delivery, int(meta.NumDelivered), w.d.cfg.Jitter, 0)))
 		return

@@ -27,9 +27,15 @@ const (
 	// Subscription the event was dead-lettered from.
 	ReplaySubjectPrefix = "kfn.replay"
 	// DeadLetterSubjectPrefix starts the subject of a dead letter:
-	// DeadLetterSubjectPrefix.<consumer>.
+	// DeadLetterSubjectPrefix.ns.<namespace> (DeadLetterSubject), and, for
+	// the dead letters of releases before per-namespace bounds,
+	// DeadLetterSubjectPrefix.<consumer> (LegacyDeadLetterSubject).
 	DeadLetterSubjectPrefix = "kfn.deadletter"
 )
+
+// DefaultDeadLetterMaxPerNamespace is the default
+// Config.DeadLetterMaxPerNamespace.
+const DefaultDeadLetterMaxPerNamespace = 10_000
 
 // DefaultMaxConsumers is the default Config.MaxConsumers: ten times what
 // NATS 2.15 allows a stream that sets no limit.
@@ -73,9 +79,13 @@ type Config struct {
 	// DeadLetterMaxAge is how long dead letters are kept. 0 keeps them
 	// until they are replayed or deleted.
 	DeadLetterMaxAge time.Duration
-	// DeadLetterMaxBytes bounds the dead-letter stream; when full, the
-	// oldest dead letters are discarded. -1 is unlimited.
+	// DeadLetterMaxBytes bounds the dead-letter stream; when full, new
+	// dead letters are refused (and their events retried later), so that
+	// no namespace's letters evict another's. -1 is unlimited.
 	DeadLetterMaxBytes int64
+	// DeadLetterMaxPerNamespace bounds the dead letters of one namespace:
+	// past it, that namespace's oldest are discarded, and no other's.
+	DeadLetterMaxPerNamespace int64
 }
 
 // DefaultConfig returns working defaults: file storage, one replica, a
@@ -94,6 +104,8 @@ func DefaultConfig() Config {
 		Duplicates:         2 * time.Minute,
 		DeadLetterMaxAge:   7 * 24 * time.Hour,
 		DeadLetterMaxBytes: 256 << 20,
+
+		DeadLetterMaxPerNamespace: DefaultDeadLetterMaxPerNamespace,
 	}
 }
 
@@ -125,6 +137,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: dead-letter max age must not be negative, not %s", ErrInvalidConfig, c.DeadLetterMaxAge)
 	case c.DeadLetterMaxBytes == 0 || c.DeadLetterMaxBytes < -1:
 		return fmt.Errorf("%w: dead-letter max bytes must be positive or -1 (unlimited), not %d", ErrInvalidConfig, c.DeadLetterMaxBytes)
+	case c.DeadLetterMaxPerNamespace < 1:
+		return fmt.Errorf("%w: dead letters per namespace must be at least 1, not %d", ErrInvalidConfig, c.DeadLetterMaxPerNamespace)
 	}
 	return nil
 }
@@ -168,20 +182,25 @@ func (c Config) EventStreamConfig() jetstream.StreamConfig {
 }
 
 // DeadLetterStreamConfig returns the JetStream configuration of the
-// dead-letter stream: limits retention, oldest discarded when full.
+// dead-letter stream: limits retention; a namespace's letters on a
+// subject of its own, of which it keeps at most DeadLetterMaxPerNamespace
+// (its oldest discarded past it, JetStream's per-subject limit); and when
+// the stream as a whole is full, new letters refused rather than anyone's
+// discarded.
 func (c Config) DeadLetterStreamConfig() jetstream.StreamConfig {
 	return jetstream.StreamConfig{
-		Name:        c.DeadLetterStream,
-		Description: "kfn dead letters: events that ran out of delivery attempts",
-		Subjects:    []string{DeadLetterSubjectPrefix + ".>"},
-		Retention:   jetstream.LimitsPolicy,
-		Discard:     jetstream.DiscardOld,
-		MaxBytes:    c.DeadLetterMaxBytes,
-		MaxMsgs:     -1,
-		MaxAge:      c.DeadLetterMaxAge,
-		Storage:     c.storage(),
-		Replicas:    c.Replicas,
-		Duplicates:  c.Duplicates,
+		Name:              c.DeadLetterStream,
+		Description:       "kfn dead letters: events that ran out of delivery attempts",
+		Subjects:          []string{DeadLetterSubjectPrefix + ".>"},
+		Retention:         jetstream.LimitsPolicy,
+		Discard:           jetstream.DiscardNew,
+		MaxBytes:          c.DeadLetterMaxBytes,
+		MaxMsgs:           -1,
+		MaxMsgsPerSubject: c.DeadLetterMaxPerNamespace,
+		MaxAge:            c.DeadLetterMaxAge,
+		Storage:           c.storage(),
+		Replicas:          c.Replicas,
+		Duplicates:        c.Duplicates,
 	}
 }
 
@@ -241,7 +260,16 @@ func ReplaySubject(consumer string) string {
 	return ReplaySubjectPrefix + "." + consumer
 }
 
-// DeadLetterSubject is the subject of the dead letters of the given consumer.
-func DeadLetterSubject(consumer string) string {
+// DeadLetterSubject is the subject of the dead letters of the given
+// namespace: DeadLetterSubjectPrefix.ns.<namespace>.
+func DeadLetterSubject(namespace string) string {
+	return DeadLetterSubjectPrefix + ".ns." + namespace
+}
+
+// LegacyDeadLetterSubject is the subject the dead letters of the given
+// consumer had before per-namespace bounds: DeadLetterSubjectPrefix.<consumer>
+// (three tokens, where DeadLetterSubject has four). Such letters are
+// still listed, replayed and deleted.
+func LegacyDeadLetterSubject(consumer string) string {
 	return DeadLetterSubjectPrefix + "." + consumer
 }
