@@ -24,6 +24,8 @@ import (
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge/inflight"
 	"github.com/kfn-dev/kfn/internal/logging/logtest"
+	"github.com/kfn-dev/kfn/internal/natsconn"
+	"github.com/kfn-dev/kfn/internal/natsfault"
 	"github.com/kfn-dev/kfn/internal/testcluster"
 	"github.com/kfn-dev/kfn/internal/testport"
 	"github.com/kfn-dev/kfn/scaler/kube"
@@ -217,4 +219,45 @@ func metricValue(t *testing.T, url, name string) float64 {
 		}
 	}
 	return -1
+}
+
+// TestEndsWhenNATSClosesItsConnection runs the scaler through a proxy that
+// then closes its connection the way NATS does after a protocol error:
+// nats.go gives it up for good, /healthz says so, and the scaler ends with
+// the reason (the kubelet starts it again). A cut connection before that
+// only reconnects.
+func TestEndsWhenNATSClosesItsConnection(t *testing.T) {
+	n := scalertest.StartNATS(t)
+	proxy := natsfault.Start(t, n.Server.ClientURL())
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, os.WriteFile(kubeconfig, cluster.KubeConfig, 0o600))
+	t.Setenv("KUBECONFIG", kubeconfig)
+	metricsAddr := testport.Addr(t)
+	done := make(chan error, 1)
+	go func() {
+		done <- component().Execute(context.Background(), []string{
+			"-nats-url=" + proxy.URL(), "-event-stream=" + n.Streams.EventStream,
+			"-listen=" + testport.Addr(t), "-metrics-listen=" + metricsAddr,
+		}, io.Discard)
+	}()
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + metricsAddr + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 30*time.Second, 20*time.Millisecond, "the scaler is up")
+
+	require.Positive(t, proxy.Cut())
+	require.Never(t, func() bool { return len(done) > 0 }, 500*time.Millisecond, 20*time.Millisecond, "a cut connection comes back: the scaler goes on")
+	assert.Equal(t, http.StatusOK, get(t, "http://"+metricsAddr+"/healthz").code)
+
+	require.Eventually(t, func() bool { return proxy.Refuse("Maximum Control Line Exceeded") > 0 }, 10*time.Second, 20*time.Millisecond)
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, natsconn.ErrLost)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the scaler went on without a NATS connection that cannot come back")
+	}
 }

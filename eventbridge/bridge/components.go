@@ -22,6 +22,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/eventbridge/subscription"
+	"github.com/kfn-dev/kfn/internal/natsconn"
 )
 
 // dispatcher makes the dispatcher (component dispatcher); the Subscriptions
@@ -132,6 +133,7 @@ func (p *process) publisher(ctx context.Context) error {
 			}
 			return nil
 		}),
+		publisher.WithLive(func(context.Context) error { return natsconn.Live(p.nc) }),
 	}
 	if p.lister != nil {
 		opts = append(opts, publisher.WithSubscriptions(p.lister))

@@ -70,7 +70,7 @@ func Run(ctx context.Context, cfg Config, root *slog.Logger) error {
 	p.group = g
 	for _, start := range []func(context.Context) error{
 		p.kubernetes, p.dispatcher, p.subscriptions, p.publisher, p.reconciler,
-		p.gateway, p.admin, p.sweepReplays, p.metrics, p.startManager, p.followNATS,
+		p.gateway, p.admin, p.sweepReplays, p.metrics, p.startManager, p.followNATS, p.endOnLoss,
 	} {
 		if err := start(ctx); err != nil {
 			cancel()
@@ -257,6 +257,23 @@ func (p *process) followNATS(ctx context.Context) error {
 			case <-p.reconnected:
 			}
 			p.recreate(ctx)
+		}
+	})
+	return nil
+}
+
+// endOnLoss ends Run with an error when the NATS connection closes for
+// good (natsconn.Lost): nothing on it would work again, and the kubelet
+// (or whoever runs the binary) starts the event bridge anew on a new one.
+// Until then /healthz says so.
+func (p *process) endOnLoss(ctx context.Context) error {
+	lost := natsconn.Lost(ctx, p.nc)
+	p.group.Go(func() error {
+		select {
+		case err := <-lost:
+			return err
+		case <-ctx.Done():
+			return nil
 		}
 	})
 	return nil

@@ -105,6 +105,7 @@ type Publisher struct {
 	apps    Applications
 	subs    SubscriptionLister
 	ready   ReadyFunc
+	live    ReadyFunc
 	log     *slog.Logger
 	metrics *Metrics
 	tracer  trace.Tracer // nil: no spans
@@ -130,6 +131,12 @@ func WithSubscriptions(l SubscriptionLister) Option {
 // Without it, no source names an Application.
 func WithApplications(a Applications) Option {
 	return func(p *Publisher) error { p.apps = a; return nil }
+}
+
+// WithLive sets the liveness check of /healthz (a NATS connection that
+// cannot come back, say). Without it, /healthz is always 200.
+func WithLive(f ReadyFunc) Option {
+	return func(p *Publisher) error { p.live = f; return nil }
 }
 
 // WithReady sets the readiness check of /readyz. Without it, /readyz is
@@ -192,8 +199,8 @@ func New(store EventStore, cfg Config, opts ...Option) (*Publisher, error) {
 	mux.HandleFunc("POST /{app}/v2/events", p.instrument("v2", "POST /{app}/v2/events", p.servePublish))
 	mux.HandleFunc("POST /{app}/v1/events", p.instrument("v1", "POST /{app}/v1/events", p.serveLegacy))
 	mux.HandleFunc("GET /{app}/v1/events/subscribed", p.subscribed)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
-	mux.HandleFunc("GET /readyz", p.readyz)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { check(w, r, p.live) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { check(w, r, p.ready) })
 	p.mux = mux
 	return p, nil
 }
@@ -203,9 +210,10 @@ func (p *Publisher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.mux.ServeHTTP(w, r)
 }
 
-func (p *Publisher) readyz(w http.ResponseWriter, r *http.Request) {
-	if p.ready != nil {
-		if err := p.ready(r.Context()); err != nil {
+// check answers a probe: 503 with the reason when f fails, else 200.
+func check(w http.ResponseWriter, r *http.Request, f ReadyFunc) {
+	if f != nil {
+		if err := f(r.Context()); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}

@@ -305,6 +305,16 @@ func TestMethodsAndHealth(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
+
+	// Liveness: a NATS connection that cannot come back fails it.
+	live := fmt.Errorf("the NATS connection closed and will not come back")
+	e = newEnv(t, publisher.Config{}, nil, publisher.WithLive(func(context.Context) error { return live }))
+	resp, err = http.Get(e.srv.URL + "/healthz")
+	require.NoError(t, err)
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.Contains(t, string(b), "will not come back")
 }
 
 func TestNewRefusesBadOptions(t *testing.T) {

@@ -1,6 +1,8 @@
 package natsconn
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -51,4 +53,47 @@ func Connect(url string, o Options) (*nats.Conn, error) {
 		return nil, fmt.Errorf("connect to NATS %s: %w", url, err)
 	}
 	return nc, nil
+}
+
+// ErrLost is wrapped by the error Lost sends: the connection closed for
+// good while it was still wanted.
+var ErrLost = errors.New("the NATS connection closed and will not come back")
+
+// Lost returns a channel that receives, once, why nc closed if it closes
+// while ctx is not done. nats.go reconnects after a dropped connection,
+// but gives a connection up for good when the server answers with a
+// protocol error (-ERR: a subject longer than the control line, a payload
+// over the maximum, an authorization change) and closes it: nothing then
+// makes it come back, and every publish and subscription on it fails. Its
+// owner must then replace it or end, so that what supervises it (the
+// kubelet, kfn dev's loop) starts it again. Lost takes nc's closed
+// handler.
+func Lost(ctx context.Context, nc *nats.Conn) <-chan error {
+	ch := make(chan error, 1)
+	nc.SetClosedHandler(func(c *nats.Conn) {
+		if ctx.Err() != nil {
+			return
+		}
+		reason := c.LastError()
+		if reason == nil {
+			reason = errors.New("closed")
+		}
+		ch <- fmt.Errorf("%w: %w", ErrLost, reason)
+	})
+	if nc.IsClosed() && ctx.Err() == nil {
+		select {
+		case ch <- fmt.Errorf("%w: closed before it was watched", ErrLost):
+		default:
+		}
+	}
+	return ch
+}
+
+// Live returns nil while nc is connected or trying to be, and an error
+// once it is closed: what a liveness probe should say.
+func Live(nc *nats.Conn) error {
+	if nc.IsClosed() {
+		return fmt.Errorf("%w: %v", ErrLost, nc.LastError())
+	}
+	return nil
 }

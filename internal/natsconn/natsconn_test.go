@@ -1,6 +1,7 @@
 package natsconn_test
 
 import (
+	"context"
 	"log/slog"
 	"strconv"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/kfn-dev/kfn/internal/logging/logtest"
 	"github.com/kfn-dev/kfn/internal/natsconn"
+	"github.com/kfn-dev/kfn/internal/natsfault"
 	"github.com/kfn-dev/kfn/internal/testport"
 )
 
@@ -64,4 +66,45 @@ func TestConnectWaitsAndReconnects(t *testing.T) {
 func TestConnectRefusesABadURL(t *testing.T) {
 	_, err := natsconn.Connect("http://[::1", natsconn.Options{Name: "kfn-test"})
 	require.ErrorContains(t, err, "connect to NATS http://[::1")
+}
+
+// TestLostWhenTheServerRefuses closes the connection the way the server
+// does after a protocol error (-ERR, then the close): nats.go gives it up
+// for good, Lost says why and Live fails. A connection cut without a word
+// comes back, and is not lost; one closed by its owner after ctx ends is
+// not either.
+func TestLostWhenTheServerRefuses(t *testing.T) {
+	srv := startServer(t, testport.Port(t))
+	proxy := natsfault.Start(t, srv.ClientURL())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	nc, err := natsconn.Connect(proxy.URL(), natsconn.Options{Name: "kfn-test"})
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	lost := natsconn.Lost(ctx, nc)
+	require.Eventually(t, nc.IsConnected, 10*time.Second, 10*time.Millisecond)
+
+	require.Equal(t, 1, proxy.Cut())
+	require.Eventually(t, func() bool { return nc.IsConnected() && nc.Stats().Reconnects == 1 }, 10*time.Second, 10*time.Millisecond, "a cut connection comes back")
+	assert.Empty(t, lost)
+	assert.NoError(t, natsconn.Live(nc))
+
+	require.Equal(t, 1, proxy.Refuse("Maximum Control Line Exceeded"))
+	select {
+	case err := <-lost:
+		require.ErrorIs(t, err, natsconn.ErrLost)
+		assert.ErrorContains(t, err, "Maximum Control Line Exceeded")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the refused connection was not reported lost")
+	}
+	assert.True(t, nc.IsClosed(), "nats.go does not come back from it")
+	assert.ErrorIs(t, natsconn.Live(nc), natsconn.ErrLost)
+
+	nc2, err := natsconn.Connect(srv.ClientURL(), natsconn.Options{Name: "kfn-test"})
+	require.NoError(t, err)
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	lost2 := natsconn.Lost(ctx2, nc2)
+	cancel2()
+	nc2.Close()
+	require.Never(t, func() bool { return len(lost2) > 0 }, 200*time.Millisecond, 10*time.Millisecond, "closed by its owner: not lost")
 }

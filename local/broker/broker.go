@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"time"
 
@@ -75,6 +76,14 @@ func Start(cfg Config) (*Broker, error) {
 		return nil, fmt.Errorf("NATS did not accept connections within %s (store %s)", cfg.ReadyTimeout, cfg.StoreDir)
 	}
 	return &Broker{srv: srv}, nil
+}
+
+// Port is the client port the server listens on.
+func (b *Broker) Port() int {
+	if a, ok := b.srv.Addr().(*net.TCPAddr); ok {
+		return a.Port
+	}
+	return 0
 }
 
 // URL is the address clients connect to, such as nats://127.0.0.1:4222.

@@ -28,6 +28,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/eventbridge/stream"
 	"github.com/kfn-dev/kfn/eventbridge/subscription"
+	"github.com/kfn-dev/kfn/internal/natsconn"
 	"github.com/kfn-dev/kfn/local/autoscaler"
 	"github.com/kfn-dev/kfn/local/broker"
 	"github.com/kfn-dev/kfn/local/eventpath"
@@ -126,15 +127,55 @@ func (p *Platform) Addr() string { return p.addr }
 // NATSURL returns the embedded NATS server's client URL.
 func (p *Platform) NATSURL() string { return p.broker.URL() }
 
+// restartsPerMinute bounds how often Run starts the platform again after
+// a lost NATS connection; past it, it gives up with the error.
+const restartsPerMinute = 3
+
 // Run starts kfn dev for cfg.Dir and serves until ctx ends, then stops
 // every function process and the broker before it returns. started, if not
-// nil, is called once everything is up and the project is loaded.
+// nil, is called each time everything is up and the project is loaded.
+//
+// When the NATS connection closes for good (natsconn.Lost: nats.go gives a
+// connection up after a protocol error of the server), nothing on it would
+// work again: Run stops the platform (the functions drain) and starts it
+// anew on the same addresses and store, as the kubelet restarts a pod of
+// the event bridge; the events stored wait there. After restartsPerMinute
+// such restarts within a minute it returns the error.
 func Run(ctx context.Context, cfg Config, started func(*Platform)) error {
+	var restarts []time.Time
+	for {
+		p, err := runOnce(ctx, cfg, started)
+		if !errors.Is(err, natsconn.ErrLost) || ctx.Err() != nil {
+			return err
+		}
+		now := time.Now()
+		for len(restarts) > 0 && now.Sub(restarts[0]) > time.Minute {
+			restarts = restarts[1:]
+		}
+		if len(restarts) == restartsPerMinute {
+			return fmt.Errorf("%w (%d restarts within a minute: giving up)", err, restartsPerMinute)
+		}
+		restarts = append(restarts, now)
+		p.log.Error("starting kfn dev again: the NATS connection closed for good", "error", err)
+		cfg.Addr, cfg.NATSPort = p.addr, p.natsPort()
+	}
+}
+
+// runOnce is one run of Run: it returns the Platform it ran (nil when it
+// could not start) and why it ended.
+func runOnce(ctx context.Context, cfg Config, started func(*Platform)) (*Platform, error) {
 	p, lis, err := start(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer p.close()
+	return p, p.run(ctx, lis, started)
+}
+
+// run serves the started platform until ctx ends or its NATS connection
+// is lost.
+func (p *Platform) run(ctx context.Context, lis net.Listener, started func(*Platform)) error {
+	cfg := p.cfg
 
 	// Two lifetimes: work (delivery, scaling, watching) ends when ctx does;
 	// the servers (publisher, gateway, scaler) keep serving until the
@@ -177,13 +218,18 @@ func Run(ctx context.Context, cfg Config, started func(*Platform)) error {
 		workers.Go(func() error { p.watch(work); return nil })
 	}
 
-	// A server failing ends the work too.
+	// A server failing ends the work too, and so does a NATS connection
+	// that cannot come back.
+	lost := natsconn.Lost(work, p.nc)
+	lostErr := make(chan error, 1)
 	go func() {
 		select {
 		case <-serve.Done():
-			stopWork()
+		case err := <-lost:
+			lostErr <- err
 		case <-work.Done():
 		}
+		stopWork()
 	}()
 	<-work.Done()
 	p.autoscaler.Stop()
@@ -191,8 +237,16 @@ func Run(ctx context.Context, cfg Config, started func(*Platform)) error {
 	p.runner.Stop() // drain the functions while the servers still serve
 	stopServing()
 	serr := servers.Wait()
-	return errors.Join(ignoreCanceled(werr), ignoreCanceled(serr))
+	var lerr error
+	select {
+	case lerr = <-lostErr:
+	default:
+	}
+	return errors.Join(lerr, ignoreCanceled(werr), ignoreCanceled(serr))
 }
+
+// natsPort is the embedded NATS server's client port.
+func (p *Platform) natsPort() int { return p.broker.Port() }
 
 // serve runs, in servers until ctx ends, the scaler with its gRPC server
 // (on a port of its own, whose address it returns), the gateway, the web

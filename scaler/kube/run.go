@@ -10,13 +10,16 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
@@ -82,12 +85,15 @@ func Run(ctx context.Context, cfg Config, root *slog.Logger) error {
 		return err
 	}
 	defer stopInFlight()
-	return serve(ctx, cfg, core, srv, reg, log)
+	return serve(ctx, cfg, core, srv, reg, nc, log)
 }
 
 // serve runs the Subscription feeder, the metrics server, and, once every
 // Subscription is known, the core's refresh loop and the gRPC server.
-func serve(ctx context.Context, cfg Config, core *scaler.Scaler, srv *server.Server, reg *prometheus.Registry, log *slog.Logger) error {
+//
+// A NATS connection that closes for good (natsconn.Lost) ends it with an
+// error: the kubelet then starts the scaler again on a new one.
+func serve(ctx context.Context, cfg Config, core *scaler.Scaler, srv *server.Server, reg *prometheus.Registry, nc *nats.Conn, log *slog.Logger) error {
 	mgr, err := newManager()
 	if err != nil {
 		return err
@@ -104,9 +110,18 @@ func serve(ctx context.Context, cfg Config, core *scaler.Scaler, srv *server.Ser
 
 	var ready atomic.Bool
 	g, ctx := errgroup.WithContext(ctx)
+	lost := natsconn.Lost(ctx, nc)
+	g.Go(func() error {
+		select {
+		case err := <-lost:
+			return err
+		case <-ctx.Done():
+			return nil
+		}
+	})
 	g.Go(func() error { return mgr.Start(ctx) })
 	if cfg.MetricsListen != "" {
-		if err := serveMetrics(ctx, g, cfg.MetricsListen, reg, &ready, log); err != nil {
+		if err := serveMetrics(ctx, g, cfg.MetricsListen, reg, &ready, nc, log); err != nil {
 			return err
 		}
 	}
@@ -143,6 +158,9 @@ func newManager() (ctrl.Manager, error) {
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
+		// Run may run more than once in a process (tests), each time with
+		// a manager of its own and its controller's name.
+		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes manager: %w", err)
@@ -150,16 +168,23 @@ func newManager() (ctrl.Manager, error) {
 	return mgr, nil
 }
 
-// serveMetrics serves /metrics, /healthz (the process runs) and /readyz
-// (every Subscription is known and gRPC serves) on addr until ctx ends.
-func serveMetrics(ctx context.Context, g *errgroup.Group, addr string, reg *prometheus.Registry, ready *atomic.Bool, log *slog.Logger) error {
+// serveMetrics serves /metrics, /healthz (the process runs with a NATS
+// connection that can come back) and /readyz (every Subscription is known
+// and gRPC serves) on addr until ctx ends.
+func serveMetrics(ctx context.Context, g *errgroup.Group, addr string, reg *prometheus.Registry, ready *atomic.Bool, nc *nats.Conn, log *slog.Logger) error {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("metrics: listen on %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := natsconn.Live(nc); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !ready.Load() {
 			http.Error(w, "subscriptions not synced yet", http.StatusServiceUnavailable)

@@ -1,0 +1,76 @@
+package bridge_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kfn-dev/kfn/eventbridge/bridge"
+	"github.com/kfn-dev/kfn/eventbridge/internal/natstest"
+	"github.com/kfn-dev/kfn/internal/natsconn"
+	"github.com/kfn-dev/kfn/internal/natsfault"
+	"github.com/kfn-dev/kfn/internal/testport"
+)
+
+// TestRunEndsWhenNATSClosesTheConnection runs the event bridge through a
+// proxy that closes its connection as NATS does after a protocol error
+// (-ERR, then the close): nats.go gives it up for good, and the bridge
+// ends with the reason, for its supervisor to start it again, rather than
+// answering every publish 503 forever with /healthz 200. A connection cut
+// without a word before that comes back, and publishing goes on.
+func TestRunEndsWhenNATSClosesTheConnection(t *testing.T) {
+	ns := natstest.Start(t)
+	proxy := natsfault.Start(t, ns.URL())
+	manifest := filepath.Join(t.TempDir(), "subscriptions.yaml")
+	require.NoError(t, os.WriteFile(manifest, []byte(`apiVersion: eventing.kyma-project.io/v1alpha2
+kind: Subscription
+metadata: {name: orders, namespace: default}
+spec: {sink: "http://orders.default.svc.cluster.local", source: shop, types: [order.created.v1]}
+`), 0o600))
+	cfg := bridge.DefaultConfig()
+	cfg.NATSURL = proxy.URL()
+	cfg.Subscriptions = []string{manifest}
+	cfg.Listen, cfg.AdminListen, cfg.MetricsListen = testport.Addr(t), "", ""
+	done := make(chan error, 1)
+	go func() { done <- bridge.Run(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+	publish := func(id string) int {
+		req, err := http.NewRequest(http.MethodPost, "http://"+cfg.Listen+"/publish", strings.NewReader(`{}`))
+		require.NoError(t, err)
+		for k, v := range binaryHeaders(id) {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Eventually(t, func() bool { return publish("1") == http.StatusNoContent }, 20*time.Second, 20*time.Millisecond, "the bridge publishes")
+
+	require.Positive(t, proxy.Cut())
+	require.Eventually(t, func() bool { return publish("2") == http.StatusNoContent }, 20*time.Second, 20*time.Millisecond, "after a cut, it publishes again")
+	assert.Empty(t, done)
+
+	require.Positive(t, proxy.Refuse("Maximum Control Line Exceeded"))
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, natsconn.ErrLost)
+		assert.ErrorContains(t, err, "Maximum Control Line Exceeded")
+	case <-time.After(20 * time.Second):
+		t.Fatal("the event bridge went on without a NATS connection that cannot come back")
+	}
+}
+
+func binaryHeaders(id string) map[string]string {
+	return map[string]string{"Ce-Specversion": "1.0", "Ce-Id": id, "Ce-Source": "shop", "Ce-Type": "order.created.v1", "Content-Type": "application/json"}
+}
