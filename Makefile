@@ -39,6 +39,7 @@ FUZZ_TARGETS := \
 	./eventbridge/eventstore:FuzzEncodeBinary:10000 \
 	./eventbridge/publisher:FuzzPublish:2000 \
 	./eventbridge/publisher:FuzzLegacyPublish:3000 \
+	./eventbridge/publisher:FuzzPublishToNATS:1500 \
 	./runtimes:FuzzHostHTTP:600 \
 	./runtimes:FuzzHostRequest:400 \
 	./scaler/trigger:FuzzParse:8000
