@@ -16,9 +16,17 @@ type Windows struct {
 	window  time.Duration
 
 	mu      sync.Mutex
-	current context.Context    // the window's
-	cancel  context.CancelFunc // the current window's; an earlier window ends at its deadline
-	until   time.Time          // when the current window ends
+	current context.Context // the window's
+	until   time.Time       // when the current window ends
+	// live are the windows whose requests may still run, with when they
+	// end, so that Stop can end them all.
+	live []window
+}
+
+// window is one window's cancellation and deadline.
+type window struct {
+	cancel context.CancelFunc
+	ends   time.Time
 }
 
 // New returns the Windows of requests that time out after timeout, which
@@ -36,22 +44,34 @@ func (w *Windows) Context(values context.Context) context.Context {
 	w.mu.Lock()
 	if !now.Before(w.until) {
 		w.until = now.Add(w.window)
-		w.current, w.cancel = context.WithDeadline(context.Background(), w.until.Add(w.timeout))
+		ends := w.until.Add(w.timeout)
+		var cancel context.CancelFunc
+		w.current, cancel = context.WithDeadline(context.Background(), ends)
+		// Windows past their deadline have ended by themselves.
+		live := w.live[:0]
+		for _, l := range w.live {
+			if l.ends.After(now) {
+				live = append(live, l)
+			}
+		}
+		w.live = append(live, window{cancel: cancel, ends: ends})
 	}
-	window := w.current
+	current := w.current
 	w.mu.Unlock()
-	return requestContext{Context: window, values: values}
+	return requestContext{Context: current, values: values}
 }
 
-// Stop ends the current window's requests now and releases its timer; a
-// request made later starts a new window. Call it once no request of
-// the current window is in flight any more, or to cancel them.
+// Stop ends the requests of every window now (their contexts are done, as
+// canceled) and releases the windows' timers; a request made later starts
+// a new window. Call it once no request is in flight any more, or to end
+// those that are.
 func (w *Windows) Stop() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.cancel != nil {
-		w.cancel()
+	for _, l := range w.live {
+		l.cancel()
 	}
+	w.live = nil
 	w.until = time.Time{}
 }
 

@@ -91,13 +91,19 @@ func TestRequestContextDerivesWithoutGoroutines(t *testing.T) {
 	}
 }
 
-// Stopping ends the current window's requests and releases its timer; a
-// request made later gets a window of its own.
+// Stopping ends the requests of every window, not only the current
+// one's, and releases their timers; a request made later gets a window of
+// its own.
 func TestStoppedDeadlinesStartAnew(t *testing.T) {
 	d := New(time.Minute)
+	d.window = time.Millisecond // requests a millisecond apart: two windows
+	earlier := d.Context(context.Background())
+	time.Sleep(2 * time.Millisecond) // time has to pass for a window to end
 	ctx := d.Context(context.Background())
+	require.NotEqual(t, earlier.(requestContext).Context, ctx.(requestContext).Context, "two windows")
 	d.Stop()
 	<-ctx.Done()
+	<-earlier.Done() // it would end a minute later without Stop
 	later := d.Context(context.Background())
 	assert.NoError(t, later.Err())
 	d.Stop()

@@ -32,6 +32,7 @@ const (
 	DefaultMaxReplyBytes  = 1 << 20
 	DefaultPullExpiry     = 30 * time.Second
 	DefaultBudgetInterval = 2 * time.Second
+	DefaultShutdownGrace  = 10 * time.Second
 
 	DefaultMaxHeldBytes                = 256 << 20
 	DefaultMaxHeldBytesPerSubscription = 16 << 20
@@ -69,6 +70,11 @@ type Config struct {
 	// sink failed or is not ready is read (one consumer info request) to
 	// hold it to its maxBacklog. Default 2s.
 	BudgetInterval time.Duration
+	// ShutdownGrace bounds how long Start, once its context ends, waits
+	// for deliveries in flight; past it they end (their events come again
+	// after the ack wait), so that a sink that never answers cannot hold
+	// up a restart of the shared dispatcher. Default 10s.
+	ShutdownGrace time.Duration
 	// MaxHeldBytes bounds the bytes of the events the dispatcher holds at
 	// once (from their arrival to their settling, those waiting for a
 	// retry included); past it, it asks for no more until some are
@@ -134,6 +140,9 @@ func (c *Config) defaults() error {
 	}
 	if c.MaxHeldBytes == 0 {
 		c.MaxHeldBytes = DefaultMaxHeldBytes
+	}
+	if c.ShutdownGrace <= 0 {
+		c.ShutdownGrace = DefaultShutdownGrace
 	}
 	if c.MaxHeldBytesPerSubscription == 0 {
 		c.MaxHeldBytesPerSubscription = DefaultMaxHeldBytesPerSubscription
@@ -451,7 +460,8 @@ func (d *Dispatcher) Holding(namespace, name string) bool {
 }
 
 // Start serves the Subscriptions until ctx is done, then stops pulling,
-// waits for the deliveries in progress, and returns nil. It is a
+// waits for the deliveries in progress (at most Config.ShutdownGrace, then
+// ends them: their events come again after the ack wait), and returns nil. It is a
 // controller-runtime Runnable and may be called once. It fails at once if
 // it cannot subscribe to the answers of its pull requests (the connection
 // is closed).
@@ -476,7 +486,16 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	d.wg.Add(1)
 	go func() { defer d.wg.Done(); d.holdBudgets(ctx) }()
 	<-ctx.Done()
-	d.wg.Wait()
+	stopped := make(chan struct{})
+	go func() { d.wg.Wait(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(d.cfg.ShutdownGrace):
+		// Deliveries still in flight end now; their events come again
+		// after the ack wait, to this or another replica.
+		d.deadlines.Stop()
+		<-stopped
+	}
 	<-pulling
 	d.deadlines.Stop() // no delivery is in flight any more
 	return nil

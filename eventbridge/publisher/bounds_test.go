@@ -13,20 +13,8 @@ import (
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
+	"github.com/kfn-dev/kfn/internal/hostile"
 )
-
-// dotted is an event type of n bytes with segments of up to 63 bytes.
-func dotted(n int) string {
-	var b strings.Builder
-	for b.Len() < n {
-		if b.Len()%64 == 63 && b.Len() < n-1 {
-			b.WriteByte('.')
-			continue
-		}
-		b.WriteByte('a')
-	}
-	return b.String()
-}
 
 // with is a binary-mode event's headers with the given ones changed.
 func with(id string, changes map[string]string) map[string]string {
@@ -74,10 +62,10 @@ func TestHostileEventsAreRefusedAndChangeNothing(t *testing.T) {
 		b, _ := json.Marshal(events)
 		return map[string]string{"Content-Type": "application/cloudevents-batch+json"}, string(b)
 	}
-	structuredLongType, structuredLongTypeBody := structured(map[string]any{"type": dotted(4200)})
+	structuredLongType, structuredLongTypeBody := structured(map[string]any{"type": hostile.EventType(4200)})
 	structuredBigExt, structuredBigExtBody := structured(map[string]any{"big": strings.Repeat("x", 100<<10)})
 	batchTooMany, batchTooManyBody := batch(publisher.MaxBatchEvents+1, nil)
-	batchLongLast, batchLongLastBody := batch(3, map[string]any{"type": dotted(v1alpha2.MaxEventTypeLength + 1)})
+	batchLongLast, batchLongLastBody := batch(3, map[string]any{"type": hostile.EventType(v1alpha2.MaxEventTypeLength + 1)})
 	batchLongID, batchLongIDBody := batch(3, map[string]any{"id": strings.Repeat("i", eventstore.MaxIDLength+1)})
 	legacy := func(eventType string) string {
 		return fmt.Sprintf(`{"event-type":%q,"event-type-version":"v1","event-time":"2026-01-01T00:00:00Z","data":{}}`, eventType)
@@ -90,8 +78,8 @@ func TestHostileEventsAreRefusedAndChangeNothing(t *testing.T) {
 		want   int
 		says   string
 	}{
-		"type that made NATS close the connection":   {"/publish", binary("1", dotted(4200)), `{}`, 400, "at most 1024"},
-		"type one byte too long":                     {"/publish", binary("1", dotted(v1alpha2.MaxEventTypeLength+1)), `{}`, 400, "the type is 1025 bytes long"},
+		"type that made NATS close the connection":   {"/publish", binary("1", hostile.EventType(4200)), `{}`, 400, "at most 1024"},
+		"type one byte too long":                     {"/publish", binary("1", hostile.EventType(v1alpha2.MaxEventTypeLength+1)), `{}`, 400, "the type is 1025 bytes long"},
 		"source one byte too long":                   {"/publish", with("1", map[string]string{"Ce-Source": strings.Repeat("s", v1alpha2.MaxEventSourceLength+1)}), `{}`, 400, "the source is 1025 bytes long"},
 		"source that made NATS close the connection": {"/publish", with("1", map[string]string{"Ce-Source": strings.Repeat("s", 4200)}), `{}`, 400, "at most 1024"},
 		"id one byte too long":                       {"/publish", binary(strings.Repeat("i", eventstore.MaxIDLength+1), "a.b"), `{}`, 400, "the id is 1025 bytes long"},
@@ -101,11 +89,11 @@ func TestHostileEventsAreRefusedAndChangeNothing(t *testing.T) {
 		"100 KiB extension, over the header limit":   {"/publish", with("1", map[string]string{"Ce-Big": strings.Repeat("x", 100<<10)}), `{}`, 431, ""},
 		"structured type too long":                   {"/publish", structuredLongType, structuredLongTypeBody, 400, "at most 1024"},
 		"structured 100 KiB extension":               {"/publish", structuredBigExt, structuredBigExtBody, 413, "at most 32768"},
-		"v2 type too long":                           {"/shop/v2/events", binary("1", dotted(4200)), `{}`, 400, "at most 1024"},
+		"v2 type too long":                           {"/shop/v2/events", binary("1", hostile.EventType(4200)), `{}`, 400, "at most 1024"},
 		"batch over its events":                      {"/publish", batchTooMany, batchTooManyBody, 400, "at most 100"},
 		"batch whose last event is too long":         {"/publish", batchLongLast, batchLongLastBody, 400, "event 2 of the batch"},
 		"batch whose last id is too long":            {"/publish", batchLongID, batchLongIDBody, 400, "event 2 of the batch: invalid event: the id"},
-		"legacy type too long":                       {"/shop/v1/events", map[string]string{"Content-Type": "application/json"}, legacy(dotted(4200)), 400, "at most 1024"},
+		"legacy type too long":                       {"/shop/v1/events", map[string]string{"Content-Type": "application/json"}, legacy(hostile.EventType(4200)), 400, "at most 1024"},
 		"legacy application too long":                {"/" + strings.Repeat("a", 4200) + "/v1/events", map[string]string{"Content-Type": "application/json"}, legacy("order.created"), 400, "at most 1024"},
 	}
 	ordinary := 0
@@ -127,7 +115,7 @@ func TestHostileEventsAreRefusedAndChangeNothing(t *testing.T) {
 
 	t.Run("events at every bound are stored", func(t *testing.T) {
 		atBounds := map[string]map[string]string{
-			"longest type":    binary("b1", dotted(v1alpha2.MaxEventTypeLength)),
+			"longest type":    binary("b1", hostile.EventType(v1alpha2.MaxEventTypeLength)),
 			"longest source":  with("b2", map[string]string{"Ce-Source": strings.Repeat("s", v1alpha2.MaxEventSourceLength)}),
 			"longest id":      binary(strings.Repeat("i", eventstore.MaxIDLength), "a.b"),
 			"longest name":    with("b4", map[string]string{"Ce-" + strings.Repeat("n", eventstore.MaxExtensionNameLength): "v"}),
