@@ -43,6 +43,8 @@ func newDLQListCommand() *cobra.Command {
 			if subscription != "" {
 				q.Set("subscription", subscription)
 				q.Set("namespace", target.namespace(cmd, namespace))
+			} else if cmd.Flags().Changed("namespace") {
+				q.Set("namespace", namespace)
 			}
 			ep, err := target.endpoints(cmd)
 			if err != nil {
@@ -66,7 +68,7 @@ func newDLQListCommand() *cobra.Command {
 	}
 	target.add(cmd)
 	cmd.Flags().StringVar(&subscription, "subscription", "", "only this subscription's events")
-	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "namespace of --subscription (in a cluster: the context's by default)")
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "only this namespace's events; the namespace of --subscription (in a cluster: the context's by default)")
 	outputFlag(cmd, &output)
 	return cmd
 }

@@ -29,6 +29,9 @@ type Tenants struct {
 	Redirect string
 	// Runtime is the Functions' runtime; default nodejs24.
 	Runtime string
+	// Recorder, when set, is the base URL the victim's ledger also posts
+	// {"fn": "ledger", "id": <id>} to, on /record, for each event.
+	Recorder string
 }
 
 func (t Tenants) runtime() string {
@@ -73,25 +76,35 @@ func sink(namespace, name string) string {
 	return fmt.Sprintf("http://%s.%s.svc.cluster.local", name, namespace)
 }
 
-// Manifests returns the YAML documents of both tenants. The victim has
-// ledger, which prints "ledger got <id>" for each event of VictimType,
-// and audit, which refuses every event of AuditType with 400 (its dead
-// letters must stay). The attacker has redirector (307 to Redirect),
-// dead (500; its failures fill the dead letters), slow (answers after two
-// minutes; up to 1,000 events in flight), replier (answers with a reply
-// whose type NATS would close the connection for, and emits one), and a
-// Subscription whose sink is the victim's ledger (not ready: a sink must
-// be in the Subscription's namespace).
+// Manifests returns the YAML documents of both tenants: Victim's, then
+// Attacker's.
 func (t Tenants) Manifests() string {
-	v, a := t.Victim, t.Attacker
+	return t.VictimManifests() + "---\n" + t.AttackerManifests()
+}
+
+// VictimManifests returns the YAML documents of the victim: ledger,
+// which prints "ledger got <id>" for each event of VictimType (and posts
+// it to Recorder), and audit, which refuses every event of AuditType with
+// 400 (its dead letters must stay).
+func (t Tenants) VictimManifests() string {
+	v := t.Victim
+	env := map[string]string{}
+	if t.Recorder != "" {
+		env["RECORDER_URL"] = t.Recorder
+	}
 	docs := []string{
 		t.function(v, "ledger", `
 module.exports = {
-  main: function (event, context) {
+  main: async function (event, context) {
     console.log("ledger got " + event["ce-id"]);
+    if (process.env.RECORDER_URL) {
+      await fetch(process.env.RECORDER_URL + "/record", {
+        method: "POST", body: JSON.stringify({ fn: "ledger", id: event["ce-id"] }),
+      });
+    }
     return "";
   },
-};`, nil, ""),
+};`, env, ""),
 		subscription(v, "ledger", sink(v, "ledger"), VictimSource, VictimType, nil),
 		t.function(v, "audit", `
 module.exports = {
@@ -101,6 +114,20 @@ module.exports = {
   },
 };`, nil, ""),
 		subscription(v, "audit", sink(v, "audit"), VictimSource, AuditType, map[string]string{"maxDeliver": "1"}),
+	}
+	return strings.Join(docs, "---\n")
+}
+
+// AttackerManifests returns the YAML documents of the attacker:
+// redirector (307 to Redirect), dead (500; its failures fill the dead
+// letters), slow (answers after two minutes; up to 1,000 events in
+// flight), replier (answers with a reply whose type NATS would close the
+// connection for, and emits one), and a Subscription whose sink is the
+// victim's ledger (not ready: a sink must be in the Subscription's
+// namespace).
+func (t Tenants) AttackerManifests() string {
+	v, a := t.Victim, t.Attacker
+	docs := []string{
 		t.function(a, "redirector", `
 module.exports = {
   main: function (event, context) {

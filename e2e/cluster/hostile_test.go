@@ -1,0 +1,170 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kfn-dev/kfn/internal/clusterinstall"
+	"github.com/kfn-dev/kfn/internal/hostile"
+	"github.com/kfn-dev/kfn/internal/singlenode"
+)
+
+// TestHostileTenant is e2e/kfndev's TestHostileTenant on the real node:
+// the victim's namespace publishes a steady stream of payments while the
+// attacker's sends every publish that once stopped or flooded the event
+// bridge, redirects the event bridge to its own dead-letter admin API (on
+// the pod's address: no Service reaches it), never answers with a
+// thousand large events in flight, fails everything, replies with events
+// NATS would close the connection for, and asks for Subscriptions over
+// their bounds or with the victim's sink. Every attack gets its clear
+// answer or bound, the event bridge is never restarted, the victim's dead
+// letter stays, and every payment acknowledged reaches its ledger.
+func TestHostileTenant(t *testing.T) {
+	victim, attacker := namespace(t, "bank"), namespace(t, "mallory")
+	bridge := eventBridgePod(t)
+	tenants := hostile.Tenants{Victim: victim, Attacker: attacker, Recorder: platform.recorder.URL,
+		Redirect: fmt.Sprintf("http://%s:8081/deadletters/replay?namespace=%s&subscription=audit", bridge.Status.PodIP, victim)}
+	applyAll(t, victim, tenants.VictimManifests())
+	applyAll(t, attacker, tenants.AttackerManifests())
+	for name, m := range tenants.Refused() {
+		objs, err := singlenode.DecodeObjects([]byte(m.YAML))
+		require.NoError(t, err)
+		for _, o := range objs {
+			o.SetNamespace(attacker)
+			err := platform.client.Create(context.Background(), o)
+			require.Error(t, err, "%s is refused by the API server", name)
+			assert.Contains(t, err.Error(), m.Says, name)
+		}
+	}
+	for ns, fns := range map[string][]string{victim: {"ledger", "audit"}, attacker: {"redirector", "dead", "slow", "replier"}} {
+		for _, fn := range fns {
+			waitRunning(t, ns, fn, 3*time.Minute)
+			waitSubscriptionReady(t, ns, fn)
+		}
+	}
+
+	// The victim's dead letter, which the redirect tries to have replayed.
+	publish(t, hostile.AuditType, hostile.VictimSource, victim+"-audit-1", `{}`)
+	eventually(t, 2*time.Minute, "the victim's dead letter", func() error {
+		out, err := kfn(t, "dlq", "list", "-n", victim, "--subscription", "audit")
+		if err != nil || !strings.Contains(out, victim+"-audit-1") {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	})
+
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var acked []string
+	var wrong []string
+	wg.Add(1)
+	go func() { // the victim: 10 payments a second for 10 seconds
+		defer wg.Done()
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for i := range 100 {
+			<-tick.C
+			id := fmt.Sprintf("%s-pay-%03d", victim, i)
+			if code, _, err := publishEvent(hostile.VictimType, hostile.VictimSource, id, `{"amount":1}`); err == nil && code/100 == 2 {
+				mu.Lock()
+				acked = append(acked, id)
+				mu.Unlock()
+			}
+		}
+	}()
+	wg.Add(1)
+	go func() { // the attacker's publishes, each checked
+		defer wg.Done()
+		for round := 0; ctx.Err() == nil && round < 5; round++ {
+			for _, r := range hostile.Publishes(hostile.AttackerSource, round) {
+				code, body, err := r.Send(ctx, httpClient, platform.publisher, nil)
+				if err == nil {
+					err = r.Check(code, body)
+				}
+				if err != nil {
+					mu.Lock()
+					wrong = append(wrong, err.Error())
+					mu.Unlock()
+				}
+			}
+		}
+	}()
+	wg.Add(1)
+	go func() { // the attacker's events for its Functions
+		defer wg.Done()
+		big := `{"pad":"` + strings.Repeat("x", 100<<10) + `"}`
+		for i := range 200 {
+			_, _, _ = publishEvent(hostile.SlowType, hostile.AttackerSource, fmt.Sprintf("%s-slow-%d", attacker, i), big)
+			if i < 100 {
+				_, _, _ = publishEvent(hostile.DeadType, hostile.AttackerSource, fmt.Sprintf("%s-dead-%d", attacker, i), `{}`)
+			}
+			if i < 5 {
+				_, _, _ = publishEvent(hostile.RedirectType, hostile.AttackerSource, fmt.Sprintf("%s-redirect-%d", attacker, i), `{}`)
+				_, _, _ = publishEvent(hostile.ReplyType, hostile.AttackerSource, fmt.Sprintf("%s-reply-%d", attacker, i), `{}`)
+			}
+		}
+	}()
+	wg.Wait()
+
+	mu.Lock()
+	assert.Empty(t, wrong, "every hostile publish gets its answer")
+	all := append([]string(nil), acked...)
+	mu.Unlock()
+	assert.Len(t, all, 100, "the victim's publishes are all acknowledged while the attack runs")
+	require.NoError(t, platform.recorder.waitAll(t.Context(), "ledger", all, 3*time.Minute), "every acknowledged payment reaches the ledger")
+
+	eventually(t, 2*time.Minute, "the redirects are dead-lettered, not followed", func() error {
+		out, err := kfn(t, "dlq", "list", "-n", attacker, "--subscription", "redirector", "-o", "json")
+		if err != nil {
+			return err
+		}
+		if n := strings.Count(out, "not followed"); n < 5 {
+			return fmt.Errorf("%d of 5: %s", n, out)
+		}
+		return nil
+	})
+	out, err := kfn(t, "dlq", "list", "-n", victim, "--subscription", "audit")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, victim+"-audit-1", "the victim's dead letter was not replayed by the attacker's redirect")
+	after := eventBridgePod(t)
+	assert.Equal(t, bridge.UID, after.UID, "the event bridge pod is the same")
+	for _, c := range after.Status.ContainerStatuses {
+		assert.Zero(t, c.RestartCount, "the event bridge never restarted: its NATS connection held")
+	}
+}
+
+// applyAll applies every document of a manifest in namespace ns.
+func applyAll(t *testing.T, ns, manifest string) {
+	t.Helper()
+	for _, doc := range strings.Split(manifest, "---\n") {
+		if strings.TrimSpace(doc) != "" {
+			apply(t, ns, doc)
+		}
+	}
+}
+
+// eventBridgePod returns kfn's (one) event bridge pod, running.
+func eventBridgePod(t *testing.T) corev1.Pod {
+	t.Helper()
+	list, err := platform.cluster.Clientset.CoreV1().Pods(clusterinstall.Namespace).List(t.Context(),
+		metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=eventbridge"})
+	require.NoError(t, err)
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" {
+			return p
+		}
+	}
+	t.Fatalf("no running event bridge pod among %d", len(list.Items))
+	return corev1.Pod{}
+}
