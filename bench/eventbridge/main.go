@@ -62,6 +62,7 @@ import (
 	"github.com/kfn-dev/kfn/bench/figures"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/eventbridge/egress"
+	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/eventbridge/stream"
 )
 
@@ -78,6 +79,7 @@ type options struct {
 	sample      float64
 	replicas    bool
 	idle        bool
+	hostile     bool
 	pipelines   string
 	slice       time.Duration
 }
@@ -97,6 +99,7 @@ func main() {
 	flag.StringVar(&o.observe, "observability", "", "measure kfn with metrics and traces (both), or only metrics or traces, against kfn without them, instead of kfn against the bare pipeline")
 	flag.Float64Var(&o.sample, "sample", 1, "with -observability: the fraction of traces sampled (OTEL_TRACES_SAMPLER=parentbased_traceidratio below 1)")
 	flag.BoolVar(&o.replicas, "replicas", false, "measure instead the throughput of kfn with 2 dispatcher processes beside 1 (median of the rounds)")
+	flag.BoolVar(&o.hostile, "hostile", false, "measure instead the victim's publish and delivery p99 at -rate beside a hostile tenant (internal/hostile) against the same victim alone")
 	flag.BoolVar(&o.idle, "idle", false, "measure instead the CPU (over -duration) and memory of a dispatcher process serving -subscriptions idle Subscriptions")
 	flag.DurationVar(&o.slice, "slice", time.Second, "the throughput of the pipelines is measured in turns of this length, -duration in all for each")
 	flag.StringVar(&o.pipelines, "pipelines", "bare,bare-ce,kfn", "the pipelines to run, for profiling one alone (the ratios need bare, bare-ce and kfn)")
@@ -191,6 +194,8 @@ func run(o options) error {
 		return replicas(ns.ClientURL(), sink, sinkURL, o)
 	case o.idle:
 		return idle(ns.ClientURL(), sinkURL, o)
+	case o.hostile:
+		return hostileTenant(ns.ClientURL(), sink, sinkURL, o)
 	}
 	type result struct {
 		throughput float64
@@ -361,7 +366,8 @@ func serve(h http.Handler) (*http.Server, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	// As kfn's own servers bound headers (the publisher's 64 KiB).
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, MaxHeaderBytes: publisher.MaxHeaderBytes}
 	go func() { _ = srv.Serve(ln) }()
 	return srv, "http://" + ln.Addr().String(), nil
 }
