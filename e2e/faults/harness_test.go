@@ -283,7 +283,7 @@ func (h *harness) createResources() {
 			Sink: "http://fn." + h.ns + ".svc.cluster.local", Source: "shop", Types: []string{"order.created.v1"},
 			Config: map[string]eventingv1alpha2.ConfigValue{
 				"maxInFlightMessages": eventingv1alpha2.ConfigValue(strconv.Itoa(maxInFlight)),
-				"maxDeliver":          "1000", "backoffInitial": "20ms", "backoffMax": "200ms",
+				"maxDeliver":          "100", "backoffInitial": "20ms", "backoffMax": "500ms",
 			},
 		},
 	}))
