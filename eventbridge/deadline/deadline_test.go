@@ -70,6 +70,36 @@ func TestRequestsOfAWindowShareItsDeadline(t *testing.T) {
 	assert.True(t, third.After(first))
 }
 
+// Every request of a window gets at least the whole timeout, the one that
+// starts as the window is about to end as much as its first: the window's
+// deadline is the timeout after the window ends, not after it begins.
+// Requests are made without pause through several windows, so most of
+// them start after their window's first (for which both agree).
+func TestRequestsLateInAWindowGetTheWholeTimeout(t *testing.T) {
+	const timeout = 640 * time.Millisecond // windows of 10 ms
+	d := New(timeout)
+	defer d.Stop()
+	windows := map[time.Time]time.Time{} // window deadline -> when its first request started
+	late := 0                            // requests that started half a window or more after their window's first
+	for begin := time.Now(); time.Since(begin) < 4*d.window; {
+		before := time.Now()
+		deadline, ok := d.Context(context.Background()).Deadline()
+		after := time.Now()
+		require.True(t, ok)
+		require.False(t, deadline.Before(before.Add(timeout)),
+			"a request that started %s after its window's first got %s, less than the timeout", before.Sub(windows[deadline]), deadline.Sub(before))
+		require.False(t, deadline.After(after.Add(timeout+d.window)), "at most a window more than the timeout")
+		first, seen := windows[deadline]
+		if !seen {
+			windows[deadline] = before
+		} else if before.Sub(first) >= d.window/2 {
+			late++
+		}
+	}
+	assert.GreaterOrEqual(t, len(windows), 2, "requests through several windows")
+	assert.Positive(t, late, "requests late in their window")
+}
+
 // The transport derives a context from each request's. Derived from a
 // request context, it is registered with the window, as a child of a
 // standard context is: were it not, each would start a goroutine that
