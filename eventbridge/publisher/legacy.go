@@ -213,8 +213,13 @@ func (p *Publisher) serveLegacy(w http.ResponseWriter, r *http.Request) int {
 	return http.StatusOK
 }
 
+// legacyFail answers a legacy request with e, as Kyma's JSON error; a 503
+// says when to try again, as fail's does.
 func (p *Publisher) legacyFail(w http.ResponseWriter, r *http.Request, e *LegacyError) int {
 	p.logFailure(r, e.Status, errors.New(e.Message+" "+e.MoreInfo))
+	if e.Status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
 	writeJSON(w, e.Status, e)
 	return e.Status
 }

@@ -271,13 +271,42 @@ func TestPublishStorageFull(t *testing.T) {
 	assert.Contains(t, body, "storage full")
 }
 
+// With NATS down, every kind of request waits for JetStream as long as its
+// store timeout promises (a NATS restart shorter than it costs no
+// publish), and no longer: 503 at the timeout, which requests arriving
+// together share (at most a 64th more), with a batch's events stored
+// within one timeout, not one each. The bounds are the configured
+// timeout's, with a quarter of it for the answer to travel.
 func TestPublishNATSUnavailable(t *testing.T) {
-	e := newEnv(t, publisher.Config{StoreTimeout: 200 * time.Millisecond}, nil)
+	const storeTimeout = 500 * time.Millisecond
+	e := newEnv(t, publisher.Config{StoreTimeout: storeTimeout}, nil)
 	e.nats.Shutdown()
-	code, body, h := e.post(t, "/publish", binary("1", "a.b"), `{}`)
-	assert.Equal(t, http.StatusServiceUnavailable, code)
-	assert.Contains(t, body, "unavailable")
-	assert.Equal(t, "1", h.Get("Retry-After"))
+	structured := map[string]string{"Content-Type": "application/cloudevents+json"}
+	batch := map[string]string{"Content-Type": "application/cloudevents-batch+json"}
+	tests := map[string]struct {
+		path   string
+		header map[string]string
+		body   string
+	}{
+		"binary":     {path: "/publish", header: binary("1", "a.b"), body: `{}`},
+		"structured": {path: "/publish", header: structured, body: `{"specversion":"1.0","id":"s1","source":"shop","type":"a.b","data":{}}`},
+		"batch": {path: "/publish", header: batch, body: `[{"specversion":"1.0","id":"b1","source":"shop","type":"a.b","data":1},
+			{"specversion":"1.0","id":"b2","source":"shop","type":"a.b","data":2}]`},
+		"v2":        {path: "/app/v2/events", header: structured, body: `{"specversion":"1.0","id":"v1","source":"shop","type":"a.b","data":{}}`},
+		"legacy v1": {path: "/app/v1/events", header: jsonHeader, body: `{"event-type":"a.b","event-type-version":"v1","event-time":"2026-01-02T03:04:05Z","data":1}`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			start := time.Now()
+			code, body, h := e.post(t, tc.path, tc.header, tc.body)
+			took := time.Since(start)
+			assert.Equal(t, http.StatusServiceUnavailable, code, body)
+			assert.Contains(t, body, "unavailable")
+			assert.Equal(t, "1", h.Get("Retry-After"))
+			assert.GreaterOrEqual(t, took, storeTimeout, "answered before the store timeout: NATS was not waited for")
+			assert.LessOrEqual(t, took, storeTimeout+storeTimeout/64+storeTimeout/4, "answered long after the store timeout")
+		})
+	}
 }
 
 func TestMethodsAndHealth(t *testing.T) {
