@@ -124,15 +124,27 @@ func TestKymaMetricNames(t *testing.T) {
 // summed over its series (Python's are labelled by method, as Kyma's).
 func metric(t *testing.T, text, name string) string {
 	t.Helper()
+	v, err := metricSum(text, name)
+	require.NoError(t, err)
+	return v
+}
+
+// metricSum is metric for conditions, which run in Eventually's goroutine
+// and must not stop the test: it returns the error.
+func metricSum(text, name string) (string, error) {
 	ms := regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(name)+`(?:\{[^}]*\})? (\S+)$`).FindAllStringSubmatch(text, -1)
-	require.NotEmpty(t, ms, "metric %s missing", name)
+	if len(ms) == 0 {
+		return "", fmt.Errorf("metric %s missing", name)
+	}
 	sum := 0.0
 	for _, m := range ms {
 		v, err := strconv.ParseFloat(m[1], 64)
-		require.NoError(t, err, "metric %s", name)
+		if err != nil {
+			return "", fmt.Errorf("metric %s: %w", name, err)
+		}
 		sum += v
 	}
-	return strconv.FormatFloat(sum, 'f', -1, 64)
+	return strconv.FormatFloat(sum, 'f', -1, 64), nil
 }
 
 // TestBodyLimit checks the body limit (REQ_MB_LIMIT, FUNC_MEMFILE_MAX): at
@@ -591,7 +603,8 @@ func TestPythonOutputIsLineAtomic(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			h.mustDo(http.MethodGet, "/", nil, "")
+			_, err := h.do(http.MethodGet, "/", nil, nil) // not mustDo: FailNow belongs to the test's goroutine
+			assert.NoError(t, err)
 		}()
 	}
 	wg.Wait()
@@ -632,8 +645,8 @@ func TestSIGTERMWithAnUnusedConnection(t *testing.T) {
 			defer conn.Close()
 			// Make sure the host has accepted it before the signal.
 			require.Eventually(t, func() bool {
-				r := h.mustDo(http.MethodGet, "/healthz", nil, "")
-				return r.status == http.StatusOK
+				r, err := h.do(http.MethodGet, "/healthz", nil, nil)
+				return err == nil && r.status == http.StatusOK
 			}, 5*time.Second, 10*time.Millisecond)
 			h.signal(syscall.SIGTERM)
 			assert.Equal(t, 0, h.waitExit(5*time.Second))

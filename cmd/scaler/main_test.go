@@ -143,9 +143,10 @@ func TestServesKEDA(t *testing.T) {
 	require.NoError(t, err)
 	// The stream is registered once the server has it; give it a refresh to
 	// have the listener in place, then publish.
-	require.Eventually(t, func() bool {
-		return metricValue(t, "http://"+metricsAddr+"/metrics", "kfn_scaler_watchers") == 1
-	}, 10*time.Second, 10*time.Millisecond)
+	eventually(t, func() (int64, error) {
+		v, err := metricValue("http://"+metricsAddr+"/metrics", "kfn_scaler_watchers")
+		return int64(v), err
+	}, 1)
 	n.Publish(t, "shop", "order.created.v1", "1")
 	got := make(chan bool, 1)
 	go func() {
@@ -200,25 +201,40 @@ type response struct {
 
 func get(t *testing.T, url string) response {
 	t.Helper()
-	resp, err := http.Get(url)
+	r, err := fetch(url)
 	require.NoError(t, err)
+	return r
+}
+
+// fetch is get for conditions, which run in Eventually's goroutine and
+// must not stop the test: it returns the error.
+func fetch(url string) (response, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return response{}, err
+	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return response{resp.StatusCode, string(b)}
+	if err != nil {
+		return response{}, err
+	}
+	return response{resp.StatusCode, string(b)}, nil
 }
 
 // metricValue returns the value of an unlabelled metric in a Prometheus
 // text page, -1 when absent.
-func metricValue(t *testing.T, url, name string) float64 {
-	t.Helper()
+func metricValue(url, name string) (float64, error) {
+	r, err := fetch(url)
+	if err != nil {
+		return 0, err
+	}
 	var v float64 = -1
-	for _, line := range strings.Split(get(t, url).body, "\n") {
+	for _, line := range strings.Split(r.body, "\n") {
 		if _, err := fmt.Sscanf(line, name+" %g", &v); err == nil {
-			return v
+			return v, nil
 		}
 	}
-	return -1
+	return -1, nil
 }
 
 // TestEndsWhenNATSClosesItsConnection runs the scaler through a proxy that

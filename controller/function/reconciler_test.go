@@ -44,8 +44,14 @@ func markReady(t *testing.T, key types.NamespacedName) {
 func deploymentOf(t *testing.T, key types.NamespacedName) *appsv1.Deployment {
 	t.Helper()
 	d := &appsv1.Deployment{}
-	eventually(t, func() error { return cluster.Client.Get(testCtx(t), key, d) })
+	eventually(t, func() error { return read(key, d) })
 	return d
+}
+
+// deployment reads the Deployment for a condition (see read).
+func deployment(key types.NamespacedName) (*appsv1.Deployment, error) {
+	d := &appsv1.Deployment{}
+	return d, read(key, d)
 }
 
 func functionContainer(d *appsv1.Deployment) corev1.Container {
@@ -133,7 +139,11 @@ func TestUpdateRevertAndEnvOnlyChange(t *testing.T) {
 	// An env-only change rolls the pods' env and leaves the ConfigMap alone.
 	update(t, key, func(f *v1alpha2.Function) { f.Spec.Env = []v1alpha2.EnvVar{{Name: "MODE", Value: "fast"}} })
 	eventually(t, func() error {
-		if v := fntest.EnvValue(functionContainer(deploymentOf(t, key)), "MODE"); v != "fast" {
+		d, err := deployment(key)
+		if err != nil {
+			return err
+		}
+		if v := fntest.EnvValue(functionContainer(d), "MODE"); v != "fast" {
 			return fmt.Errorf("MODE is %q", v)
 		}
 		return nil
@@ -150,7 +160,11 @@ func TestUpdateRevertAndEnvOnlyChange(t *testing.T) {
 	const v2 = "module.exports = { main: () => 'v2' };\n"
 	update(t, key, func(f *v1alpha2.Function) { f.Spec.Source.Inline.Source = v2 })
 	eventually(t, func() error {
-		if h := deploymentOf(t, key).Spec.Template.Annotations[resources.AnnotationSourceHash]; h == hash0 {
+		d, err := deployment(key)
+		if err != nil {
+			return err
+		}
+		if h := d.Spec.Template.Annotations[resources.AnnotationSourceHash]; h == hash0 {
 			return errors.New("template still has the old source hash")
 		}
 		return nil
@@ -162,7 +176,11 @@ func TestUpdateRevertAndEnvOnlyChange(t *testing.T) {
 	// A revert goes back to the first template.
 	update(t, key, func(f *v1alpha2.Function) { f.Spec.Source.Inline.Source = fntest.HelloJS })
 	eventually(t, func() error {
-		if h := deploymentOf(t, key).Spec.Template.Annotations[resources.AnnotationSourceHash]; h != hash0 {
+		d, err := deployment(key)
+		if err != nil {
+			return err
+		}
+		if h := d.Spec.Template.Annotations[resources.AnnotationSourceHash]; h != hash0 {
 			return errors.New("template not reverted")
 		}
 		return nil
@@ -328,7 +346,11 @@ func TestHPAAndReplicasOwnedByTheAutoscaler(t *testing.T) {
 	// A change of the Function does not take the replicas back.
 	update(t, key, func(f *v1alpha2.Function) { f.Spec.Env = []v1alpha2.EnvVar{{Name: "X", Value: "1"}} })
 	eventually(t, func() error {
-		if fntest.EnvValue(functionContainer(deploymentOf(t, key)), "X") != "1" {
+		d, err := deployment(key)
+		if err != nil {
+			return err
+		}
+		if fntest.EnvValue(functionContainer(d), "X") != "1" {
 			return errors.New("env not applied yet")
 		}
 		return nil
@@ -341,7 +363,11 @@ func TestHPAAndReplicasOwnedByTheAutoscaler(t *testing.T) {
 		if err := cluster.Client.Get(testCtx(t), key, &autoscalingv2.HorizontalPodAutoscaler{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("HPA still there: %v", err)
 		}
-		if r := *deploymentOf(t, key).Spec.Replicas; r != 2 {
+		d, err := deployment(key)
+		if err != nil {
+			return err
+		}
+		if r := *d.Spec.Replicas; r != 2 {
 			return fmt.Errorf("replicas %d", r)
 		}
 		return nil
@@ -353,7 +379,11 @@ func TestHPAAndReplicasOwnedByTheAutoscaler(t *testing.T) {
 	require.NoError(t, cluster.Client.SubResource("scale").Update(testCtx(t), f,
 		client.WithSubResourceBody(&autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: 5}})))
 	eventually(t, func() error {
-		if r := *deploymentOf(t, key).Spec.Replicas; r != 5 {
+		d, err := deployment(key)
+		if err != nil {
+			return err
+		}
+		if r := *d.Spec.Replicas; r != 5 {
 			return fmt.Errorf("replicas %d", r)
 		}
 		return nil
@@ -383,7 +413,11 @@ func TestGitFunctionRollsOutWhenTheReferenceMoves(t *testing.T) {
 
 	c2 := repo.Commit(t, map[string]string{"fns/hello/handler.js": "v2"})
 	eventually(t, func() error {
-		args := deploymentOf(t, key).Spec.Template.Spec.InitContainers[0].Args
+		d, err := deployment(key)
+		if err != nil {
+			return err
+		}
+		args := d.Spec.Template.Spec.InitContainers[0].Args
 		if !containsString(args, "--commit="+c2) {
 			return fmt.Errorf("still %v", args)
 		}

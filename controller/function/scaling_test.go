@@ -47,7 +47,10 @@ func scaleFunction(t *testing.T, key types.NamespacedName, n int32) {
 func deploymentReplicas(t *testing.T, key types.NamespacedName, want int32) {
 	t.Helper()
 	eventually(t, func() error {
-		d := deploymentOf(t, key)
+		d, err := deployment(key)
+		if err != nil {
+			return err
+		}
 		if d.Spec.Replicas == nil || *d.Spec.Replicas != want {
 			return fmt.Errorf("replicas %v, want %d", d.Spec.Replicas, want)
 		}
@@ -151,8 +154,8 @@ spec:
 	require.NoError(t, cluster.Client.Delete(testCtx(t), hpa))
 	eventually(t, func() error {
 		own := &autoscalingv2.HorizontalPodAutoscaler{}
-		if !get(t, key, own) {
-			return errors.New("no HPA of kfn's yet")
+		if err := read(key, own); err != nil {
+			return fmt.Errorf("no HPA of kfn's yet: %w", err)
 		}
 		if ref := metav1.GetControllerOf(own); ref == nil || ref.Kind != "Function" {
 			return fmt.Errorf("HPA not kfn's yet: %+v", own.OwnerReferences)
@@ -164,7 +167,9 @@ spec:
 	})
 	eventually(t, func() error {
 		fn := &v1alpha2.Function{}
-		require.True(t, get(t, key, fn))
+		if err := read(key, fn); err != nil {
+			return err
+		}
 		if msg := fn.Status.Condition(v1alpha2.ConditionConfigurationReady).Message; strings.Contains(msg, "HorizontalPodAutoscaler") {
 			return fmt.Errorf("still says %q", msg)
 		}

@@ -2,7 +2,6 @@ package function_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -103,21 +102,37 @@ func create(t *testing.T, fn *v1alpha2.Function) *v1alpha2.Function {
 }
 
 // update re-reads the Function, changes it with mutate and writes it,
-// retrying on conflicts.
+// retrying on conflicts. mutate runs in Eventually's goroutine: it must not
+// stop the test.
 func update(t *testing.T, key types.NamespacedName, mutate func(*v1alpha2.Function)) {
 	t.Helper()
+	var failed error // read once Eventually returned true, which came after it was written
 	require.Eventually(t, func() bool {
 		fn := &v1alpha2.Function{}
-		if err := cluster.Client.Get(testCtx(t), key, fn); err != nil {
+		if err := read(key, fn); err != nil {
 			return false
 		}
 		mutate(fn)
-		err := cluster.Client.Update(testCtx(t), fn)
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		err := cluster.Client.Update(ctx, fn)
 		if err != nil && !apierrors.IsConflict(err) {
-			t.Fatalf("update function: %v", err)
+			failed = err
+			return true
 		}
 		return err == nil
 	}, wait, 20*time.Millisecond)
+	require.NoError(t, failed, "update function")
+}
+
+// read gets obj by key for a condition: conditions run in
+// EventuallyWithT's goroutine, where nothing may stop the test (and which
+// may outlive it), so read returns the error, not found included, for
+// eventually to report if it lasts.
+func read(key types.NamespacedName, obj client.Object) error {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	return cluster.Client.Get(ctx, key, obj)
 }
 
 // get reads obj by key, failing the test on errors other than not found.
@@ -131,7 +146,8 @@ func get(t *testing.T, key types.NamespacedName, obj client.Object) bool {
 }
 
 // eventually fails the test if check does not return nil within wait,
-// reporting check's last error.
+// reporting check's last error. check runs in another goroutine: it
+// returns its errors (read, deployment), never stops the test.
 func eventually(t *testing.T, check func() error) {
 	t.Helper()
 	require.EventuallyWithT(t, func(c *assert.CollectT) { assert.NoError(c, check()) }, wait, 25*time.Millisecond)
@@ -143,8 +159,8 @@ func configured(t *testing.T, key types.NamespacedName, want ...string) {
 	t.Helper()
 	eventually(t, func() error {
 		fn := &v1alpha2.Function{}
-		if !get(t, key, fn) {
-			return errors.New("function not found")
+		if err := read(key, fn); err != nil {
+			return err
 		}
 		c := fn.Status.Condition(v1alpha2.ConditionConfigurationReady)
 		if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != fn.Generation {
@@ -164,8 +180,8 @@ func condition(t *testing.T, key types.NamespacedName, ct v1alpha2.ConditionType
 	t.Helper()
 	fn := &v1alpha2.Function{}
 	eventually(t, func() error {
-		if !get(t, key, fn) {
-			return errors.New("function not found")
+		if err := read(key, fn); err != nil {
+			return err
 		}
 		c := fn.Status.Condition(ct)
 		if c == nil {

@@ -53,8 +53,17 @@ func TestDispatcherReplicaKilled(t *testing.T) {
 		port := testport.Port(t)
 		replica := h.startDispatcherReplica("dispatcher-2", port)
 		h.await("the second replica serves its metrics", func() bool { return h.serving(port) })
-		delivered := func(port int) int { return h.counter(port, "kfn_eventbridge_delivered_total") }
-		first, second := delivered(h.dispatcherMetrics), 0
+		// In await's conditions: an error reads as no delivery yet.
+		delivered := func(port int) int {
+			n, err := h.counter(port, "kfn_eventbridge_delivered_total")
+			if err != nil {
+				return -1
+			}
+			return n
+		}
+		first, err := h.counter(h.dispatcherMetrics, "kfn_eventbridge_delivered_total")
+		require.NoError(t, err)
+		second := 0
 		h.await("both replicas deliver", func() bool {
 			second = delivered(port)
 			return delivered(h.dispatcherMetrics) > first && second > 0
@@ -105,9 +114,13 @@ func TestFunctionKilled(t *testing.T) {
 // exited, nothing is delivered twice.
 func TestFunctionAtZeroAndBack(t *testing.T) {
 	run(t, 0, func(h *harness) {
-		seen := h.notPulling()
+		seen, err := h.notPulling()
+		require.NoError(t, err)
 		h.setReady(false)
-		h.await("the dispatcher sees no ready endpoint and stops pulling", func() bool { return h.notPulling() > seen })
+		h.await("the dispatcher sees no ready endpoint and stops pulling", func() bool {
+			n, err := h.notPulling()
+			return err == nil && n > seen
+		})
 		h.function.stop(t) // SIGTERM: the host drains, as a scale-down does
 		failed := h.failedAttempts()
 		h.awaitPublished(rate)

@@ -367,37 +367,49 @@ func (h *harness) startFunction() {
 }
 
 // notPulling counts the dispatcher's log lines saying that it saw the
-// sink without a ready endpoint and stopped pulling.
-func (h *harness) notPulling() int {
+// sink without a ready endpoint and stopped pulling. Like every helper a
+// condition of await calls, it returns its error: conditions run in
+// Eventually's goroutine, where nothing may stop the test.
+func (h *harness) notPulling() (int, error) {
 	b, err := os.ReadFile(h.dispatcher.log)
-	require.NoError(h.t, err)
-	return strings.Count(string(b), "sink has no ready endpoint, not pulling")
+	if err != nil {
+		return 0, err
+	}
+	return strings.Count(string(b), "sink has no ready endpoint, not pulling"), nil
 }
 
 // failedAttempts is the dispatcher's count of failed delivery attempts.
 func (h *harness) failedAttempts() int {
 	h.t.Helper()
-	return h.counter(h.dispatcherMetrics, "kfn_eventbridge_delivery_failures_total")
+	n, err := h.counter(h.dispatcherMetrics, "kfn_eventbridge_delivery_failures_total")
+	require.NoError(h.t, err)
+	return n
 }
 
 // counter reads the Subscription's counter name from the metrics of the
-// dispatcher process serving them on port; 0 before the first count.
-func (h *harness) counter(port int, name string) int {
-	h.t.Helper()
+// dispatcher process serving them on port; 0 before the first count. It
+// returns its error, as notPulling does.
+func (h *harness) counter(port int, name string) (int, error) {
 	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
-	require.NoError(h.t, err)
+	if err != nil {
+		return 0, err
+	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	require.NoError(h.t, err)
+	if err != nil {
+		return 0, err
+	}
 	series := fmt.Sprintf(`%s{namespace=%q,subscription="orders"} `, name, h.ns)
 	for _, line := range strings.Split(string(body), "\n") {
 		if v, ok := strings.CutPrefix(line, series); ok {
 			n, err := strconv.ParseFloat(v, 64)
-			require.NoError(h.t, err, line)
-			return int(n)
+			if err != nil {
+				return 0, fmt.Errorf("%s: %w", line, err)
+			}
+			return int(n), nil
 		}
 	}
-	return 0
+	return 0, nil
 }
 
 // serving reports whether a process answers on its metrics port.
@@ -482,9 +494,11 @@ func (h *harness) flow(rate int, stop <-chan struct{}) (wait func()) {
 // and how often the dispatcher went away before the answer.
 type deliveries struct{ answered, abandoned map[string]int }
 
-func (h *harness) delivered() deliveries {
+func (h *harness) delivered() (deliveries, error) {
 	f, err := os.Open(h.record)
-	require.NoError(h.t, err)
+	if err != nil {
+		return deliveries{}, err
+	}
 	defer f.Close()
 	got := deliveries{answered: map[string]int{}, abandoned: map[string]int{}}
 	sc := bufio.NewScanner(f)
@@ -498,7 +512,7 @@ func (h *harness) delivered() deliveries {
 			got.abandoned[id]++
 		}
 	}
-	return got
+	return got, sc.Err()
 }
 
 // awaitPublished waits until n more events were acknowledged than now.
@@ -522,9 +536,7 @@ func (h *harness) check(maxDuplicates int) deliveries {
 	acked := append([]string(nil), h.acked...)
 	h.mu.Unlock()
 	require.NotEmpty(h.t, acked)
-	var got deliveries
-	missing := func() []string {
-		got = h.delivered()
+	missing := func(got deliveries) []string {
 		var out []string
 		for _, id := range acked {
 			if got.answered[id] == 0 {
@@ -533,9 +545,13 @@ func (h *harness) check(maxDuplicates int) deliveries {
 		}
 		return out
 	}
-	var lost []string
-	assert.Eventually(h.t, func() bool { lost = missing(); return len(lost) == 0 }, 90*time.Second, 50*time.Millisecond,
-		"every acknowledged event reaches the function and is answered")
+	assert.Eventually(h.t, func() bool {
+		got, err := h.delivered()
+		return err == nil && len(missing(got)) == 0
+	}, 90*time.Second, 50*time.Millisecond, "every acknowledged event reaches the function and is answered")
+	got, err := h.delivered() // the record only grows: what Eventually saw, or what there is after it gave up
+	require.NoError(h.t, err)
+	lost := missing(got)
 	nc, err := nats.Connect(h.natsURL())
 	require.NoError(h.t, err)
 	defer nc.Close()

@@ -172,7 +172,10 @@ func TestSoak(t *testing.T) {
 	total := int(acked.Load())
 
 	require.Eventually(t, func() bool {
-		got := soakDelivered(t, record)
+		got, err := readDelivered(record)
+		if err != nil {
+			return false
+		}
 		for i := range total {
 			if got[strconv.Itoa(i)] == 0 {
 				return false
@@ -220,8 +223,19 @@ func soakPublish(client *http.Client, addr string, id int) bool {
 
 // soakDelivered counts the deliveries per id at the end of the chain.
 func soakDelivered(t *testing.T, record string) map[string]int {
-	f, err := os.Open(record)
+	t.Helper()
+	got, err := readDelivered(record)
 	require.NoError(t, err)
+	return got
+}
+
+// readDelivered is soakDelivered for conditions, which run in Eventually's
+// goroutine and must not stop the test: it returns the error.
+func readDelivered(record string) (map[string]int, error) {
+	f, err := os.Open(record)
+	if err != nil {
+		return nil, err
+	}
 	defer f.Close()
 	got := map[string]int{}
 	sc := bufio.NewScanner(f)
@@ -230,7 +244,7 @@ func soakDelivered(t *testing.T, record string) map[string]int {
 			got[id]++
 		}
 	}
-	return got
+	return got, sc.Err()
 }
 
 // rssOf is a process's resident memory in bytes (0 once it is gone).

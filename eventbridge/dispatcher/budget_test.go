@@ -88,13 +88,16 @@ func TestBacklogBudgetWhenTheSinkFails(t *testing.T) {
 			mu.Unlock()
 		}
 	}()
+	// The sampler ends with the test, however the test ends: a require
+	// below that fails must not leave it reading a NATS the cleanup shut.
+	stopSampling := sync.OnceFunc(func() { close(stop); <-done })
+	defer stopSampling()
 	for i := range 200 {
 		b.publish("shop", "order.created.v1", strconv.Itoa(i), "")
 	}
 	require.Eventually(t, func() bool { return healthy.count() == 200 }, wait, tick, "the healthy Subscription gets everything")
 	require.Eventually(t, func() bool { return backlog(b, "dead") <= 20 }, wait, tick, "the dead one is held to its budget")
-	close(stop)
-	<-done
+	stopSampling()
 	assert.NotEmpty(t, b.deadLetters())
 	for _, dl := range b.deadLetters() {
 		assert.Contains(t, dl.Headers().Get(deadletter.HeaderError), "backlog over maxBacklog (20)")

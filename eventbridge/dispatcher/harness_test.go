@@ -37,6 +37,11 @@ type bridge struct {
 	reg     *prometheus.Registry
 	sinks   map[string]*sink // by Service name
 	mu      sync.Mutex
+
+	// over is set, under tmu, once the test and its cleanups are done:
+	// errorf reports nothing after it.
+	tmu  sync.Mutex
+	over bool
 }
 
 // loopback lets the tests' deliveries reach their sinks, httptest
@@ -59,7 +64,14 @@ func withConfig(f func(*dispatcher.Config)) bridgeOpt {
 
 func newBridge(t *testing.T, opts ...bridgeOpt) *bridge {
 	t.Helper()
-	b := &bridge{t: t, nats: natstest.Start(t), sinks: map[string]*sink{}}
+	b := &bridge{t: t, sinks: map[string]*sink{}}
+	// Registered first, so run last: after it no helper touches t.
+	t.Cleanup(func() {
+		b.tmu.Lock()
+		defer b.tmu.Unlock()
+		b.over = true
+	})
+	b.nats = natstest.Start(t)
 	b.js = b.nats.JetStream()
 	b.streams = stream.DefaultConfig()
 	b.streams.Storage = stream.StorageMemory
@@ -128,30 +140,55 @@ func (b *bridge) publish(source, typ, id string, data string) {
 	require.NoError(b.t, err)
 }
 
+// errorf fails the test without stopping it, and only while it runs. The
+// helpers that read JetStream or the metrics use it instead of require:
+// they run in Eventually's goroutines and in goroutines of the tests,
+// where FailNow must not be called, and such a goroutine may outlive its
+// test (Eventually gives up on a condition that is still running), when
+// testing panics on any report and takes every other result of the
+// package with it.
+func (b *bridge) errorf(format string, args ...any) {
+	b.tmu.Lock()
+	defer b.tmu.Unlock()
+	if !b.over {
+		b.t.Helper()
+		b.t.Errorf(format, args...)
+	}
+}
+
+// consumerInfo returns the consumer's info. An error fails the test
+// without stopping it (errorf) and reads as an empty consumer, so a
+// condition that holds for it holds for a failed test only.
 func (b *bridge) consumerInfo(s *v1alpha2.Subscription) *jetstream.ConsumerInfo {
 	b.t.Helper()
-	c, err := b.js.Consumer(context.Background(), b.streams.EventStream, stream.ConsumerName(s.Namespace, s.Name))
-	require.NoError(b.t, err)
-	info, err := c.Info(context.Background())
-	require.NoError(b.t, err)
-	return info
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := b.js.Consumer(ctx, b.streams.EventStream, stream.ConsumerName(s.Namespace, s.Name))
+	if err == nil {
+		var info *jetstream.ConsumerInfo
+		if info, err = c.Info(ctx); err == nil {
+			return info
+		}
+	}
+	b.errorf("consumer of %s/%s: %v", s.Namespace, s.Name, err)
+	return &jetstream.ConsumerInfo{}
 }
 
 // deadLetters returns the dead letters stored so far, read by sequence:
 // no consumer is made, so tests can poll it in Eventually as often as they
-// like. An error fails the test without stopping it (it may run in
-// Eventually's goroutine) and reads as no dead letters.
+// like. An error fails the test without stopping it (errorf) and reads as
+// no dead letters.
 func (b *bridge) deadLetters() []letter {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	s, err := b.js.Stream(ctx, b.streams.DeadLetterStream)
 	if err != nil {
-		b.t.Errorf("dead-letter stream: %v", err)
+		b.errorf("dead-letter stream: %v", err)
 		return nil
 	}
 	info, err := s.Info(ctx)
 	if err != nil {
-		b.t.Errorf("dead-letter stream info: %v", err)
+		b.errorf("dead-letter stream info: %v", err)
 		return nil
 	}
 	if info.State.Msgs == 0 {
@@ -164,7 +201,7 @@ func (b *bridge) deadLetters() []letter {
 			continue // deleted (replayed)
 		}
 		if err != nil {
-			b.t.Errorf("dead letter %d: %v", seq, err)
+			b.errorf("dead letter %d: %v", seq, err)
 			return nil
 		}
 		out = append(out, letter{m})

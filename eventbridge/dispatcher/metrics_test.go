@@ -12,11 +12,14 @@ import (
 )
 
 // metric returns the metric of that name with the given labels in b's
-// registry, nil when absent.
+// registry, nil when absent. It runs in Eventually's goroutines: an error
+// fails the test without stopping it (errorf) and reads as absent.
 func (b *bridge) metric(name string, labels map[string]string) *dto.Metric {
-	b.t.Helper()
 	mfs, err := b.reg.Gather()
-	require.NoError(b.t, err)
+	if err != nil {
+		b.errorf("gather metrics: %v", err)
+		return nil
+	}
 	for _, mf := range mfs {
 		if mf.GetName() != name {
 			continue
@@ -32,7 +35,6 @@ func (b *bridge) metric(name string, labels map[string]string) *dto.Metric {
 
 // gauge returns the value of a gauge (or counter), -1 when absent.
 func (b *bridge) gauge(name string, labels map[string]string) float64 {
-	b.t.Helper()
 	switch m := b.metric(name, labels); {
 	case m == nil:
 		return -1
@@ -46,7 +48,6 @@ func (b *bridge) gauge(name string, labels map[string]string) float64 {
 // histogramCount returns how many observations a histogram has, -1 when
 // absent.
 func (b *bridge) histogramCount(name string, labels map[string]string) int {
-	b.t.Helper()
 	m := b.metric(name, labels)
 	if m == nil {
 		return -1

@@ -156,6 +156,17 @@ func (e *env) get(t *testing.T, name string) *v1alpha2.Subscription {
 	return &s
 }
 
+// status returns the Subscription's status, the zero status when it
+// cannot be read: conditions call it in Eventually's goroutine, where
+// nothing may stop the test, and the zero status satisfies none of them.
+func (e *env) status(name string) v1alpha2.SubscriptionStatus {
+	var s v1alpha2.Subscription
+	if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: e.ns, Name: name}, &s); err != nil {
+		return v1alpha2.SubscriptionStatus{}
+	}
+	return s.Status
+}
+
 func (e *env) consumer(name string) (*jetstream.ConsumerInfo, error) {
 	c, err := e.js.Consumer(context.Background(), e.streams.EventStream, stream.ConsumerName(e.ns, name))
 	if err != nil {
@@ -174,7 +185,7 @@ func TestValidSubscriptionBecomesReady(t *testing.T) {
 		s.Spec.Config = map[string]v1alpha2.ConfigValue{"maxInFlightMessages": "4"}
 	})
 
-	require.Eventually(t, func() bool { return e.get(t, "s").Status.Ready }, wait, tick)
+	require.Eventually(t, func() bool { return e.status("s").Ready }, wait, tick)
 	s := e.get(t, "s")
 	consumer := stream.ConsumerName(e.ns, "s")
 	assert.Equal(t, []v1alpha2.EventType{{OriginalType: "order.created.v1", CleanType: "order.created.v1"}, {OriginalType: "order.paid.v1", CleanType: "order.paid.v1"}}, s.Status.Types)
@@ -199,7 +210,7 @@ func TestValidSubscriptionBecomesReady(t *testing.T) {
 		return err == nil && info.Config.MaxAckPending == 1 && info.Config.FilterSubjects[0] == "kyma.shop.order.shipped.v1"
 	}, wait, tick)
 	require.Eventually(t, func() bool {
-		st := e.get(t, "s").Status
+		st := e.status("s")
 		return len(st.Types) == 1 && st.Types[0].OriginalType == "order.shipped.v1"
 	}, wait, tick)
 }
@@ -208,7 +219,8 @@ func TestMissingServiceIsNotReadyUntilItExists(t *testing.T) {
 	e := newEnv(t)
 	e.subscription(t, "s", "later")
 	require.Eventually(t, func() bool {
-		c := e.get(t, "s").Status.FindCondition(v1alpha2.ConditionSubscriptionSpecValid)
+		st := e.status("s")
+		c := st.FindCondition(v1alpha2.ConditionSubscriptionSpecValid)
 		return c != nil && c.Status == corev1.ConditionFalse
 	}, wait, tick)
 	s := e.get(t, "s")
@@ -222,7 +234,7 @@ func TestMissingServiceIsNotReadyUntilItExists(t *testing.T) {
 	require.NoError(t, err)
 
 	e.service(t, "later")
-	require.Eventually(t, func() bool { return e.get(t, "s").Status.Ready }, wait, tick, "a Service appearing re-validates")
+	require.Eventually(t, func() bool { return e.status("s").Ready }, wait, tick, "a Service appearing re-validates")
 	info, err := e.consumer("s")
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1), info.NumPending, "the event published meanwhile waits")
@@ -236,7 +248,7 @@ func TestInvalidSubscriptionKeepsItsEvents(t *testing.T) {
 	e := newEnv(t)
 	e.service(t, "fn")
 	e.subscription(t, "s", "fn")
-	require.Eventually(t, func() bool { return e.get(t, "s").Status.Ready }, wait, tick)
+	require.Eventually(t, func() bool { return e.status("s").Ready }, wait, tick)
 	publish := func() {
 		_, err := e.js.Publish(context.Background(), "kyma.shop.order.created.v1", []byte("{}"))
 		require.NoError(t, err)
@@ -246,14 +258,14 @@ func TestInvalidSubscriptionKeepsItsEvents(t *testing.T) {
 	var svc corev1.Service
 	require.NoError(t, e.c.Get(context.Background(), client.ObjectKey{Namespace: e.ns, Name: "fn"}, &svc))
 	require.NoError(t, e.c.Delete(context.Background(), &svc))
-	require.Eventually(t, func() bool { return !e.get(t, "s").Status.Ready }, wait, tick, "not ready without its Service")
+	require.Eventually(t, func() bool { return !e.status("s").Ready }, wait, tick, "not ready without its Service")
 	active := e.get(t, "s").Status.FindCondition(v1alpha2.ConditionSubscriptionActive)
 	assert.Contains(t, active.Message, "wait in consumer "+stream.ConsumerName(e.ns, "s"))
 	publish()
 	require.Never(t, func() bool { _, err := e.consumer("s"); return err != nil }, time.Second, 50*time.Millisecond, "the consumer stays through resyncs")
 
 	e.service(t, "fn")
-	require.Eventually(t, func() bool { return e.get(t, "s").Status.Ready }, wait, tick)
+	require.Eventually(t, func() bool { return e.status("s").Ready }, wait, tick)
 	info, err := e.consumer("s")
 	require.NoError(t, err)
 	assert.Equal(t, uint64(2), info.NumPending, "the event of before and the one published meanwhile wait for delivery")
@@ -265,7 +277,8 @@ func TestSinkInAnotherNamespaceIsRefused(t *testing.T) {
 	e.service(t, "fn")
 	e.subscription(t, "s", "fn", func(s *v1alpha2.Subscription) { s.Spec.Sink = "http://fn.kube-system.svc.cluster.local" })
 	require.Eventually(t, func() bool {
-		c := e.get(t, "s").Status.FindCondition(v1alpha2.ConditionSubscriptionSpecValid)
+		st := e.status("s")
+		c := st.FindCondition(v1alpha2.ConditionSubscriptionSpecValid)
 		return c != nil && c.Status == corev1.ConditionFalse
 	}, wait, tick)
 	s := e.get(t, "s")
@@ -278,7 +291,7 @@ func TestDeletedSubscriptionLosesItsConsumer(t *testing.T) {
 	e := newEnv(t)
 	e.service(t, "fn")
 	e.subscription(t, "s", "fn")
-	require.Eventually(t, func() bool { return e.get(t, "s").Status.Ready }, wait, tick)
+	require.Eventually(t, func() bool { return e.status("s").Ready }, wait, tick)
 	require.NoError(t, e.c.Delete(context.Background(), e.get(t, "s")))
 	require.Eventually(t, func() bool {
 		err := e.c.Get(context.Background(), client.ObjectKey{Namespace: e.ns, Name: "s"}, &v1alpha2.Subscription{})
@@ -293,7 +306,7 @@ func TestConsumerRecreatedAfterNATSLoss(t *testing.T) {
 	e := newEnv(t)
 	e.service(t, "fn")
 	e.subscription(t, "s", "fn")
-	require.Eventually(t, func() bool { return e.get(t, "s").Status.Ready }, wait, tick)
+	require.Eventually(t, func() bool { return e.status("s").Ready }, wait, tick)
 
 	e.nats.Wipe() // NATS restarted with nothing: no stream, no consumer
 	require.Eventually(t, func() bool { return e.js.Conn().IsConnected() }, wait, tick)
@@ -301,7 +314,7 @@ func TestConsumerRecreatedAfterNATSLoss(t *testing.T) {
 	require.Eventually(t, func() bool { _, err := e.consumer("s"); return err == nil }, wait, tick, "stream and consumer recreated")
 	// The consumer exists before the status that says so is written (a
 	// reconcile during the loss may have written not ready meanwhile).
-	require.Eventually(t, func() bool { return e.get(t, "s").Status.Ready }, wait, tick, "ready again")
+	require.Eventually(t, func() bool { return e.status("s").Ready }, wait, tick, "ready again")
 	lost := e.get(t, "s").Status.FindCondition(v1alpha2.ConditionEventsKept)
 	require.NotNil(t, lost, "the loss is told")
 	assert.Equal(t, corev1.ConditionFalse, lost.Status)

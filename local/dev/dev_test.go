@@ -63,12 +63,21 @@ func copyDir(t *testing.T, src, dst string) {
 
 func status(t *testing.T, addr string) dev.Status {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + dev.AdminPrefix + "/status")
+	st, err := readStatus(addr)
 	require.NoError(t, err)
-	defer resp.Body.Close()
-	var st dev.Status
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&st))
 	return st
+}
+
+// readStatus is status for conditions, which run in Eventually's goroutine
+// and must not stop the test: it returns the error.
+func readStatus(addr string) (dev.Status, error) {
+	var st dev.Status
+	resp, err := http.Get("http://" + addr + dev.AdminPrefix + "/status")
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	return st, json.NewDecoder(resp.Body).Decode(&st)
 }
 
 func function(st dev.Status, name string) dev.FunctionStatus {
@@ -151,7 +160,10 @@ func TestShopChainScalesFromZeroAndBack(t *testing.T) {
 	// A function answers the delivery after its handler returns, so the
 	// last acknowledgements may follow notify's output.
 	require.Eventually(t, func() bool {
-		st := status(t, addr)
+		st, err := readStatus(addr)
+		if err != nil {
+			return false
+		}
 		for _, s := range st.Subscriptions {
 			if !s.Ready || s.Delivered < n || s.DeadLettered != 0 {
 				return false
@@ -160,7 +172,7 @@ func TestShopChainScalesFromZeroAndBack(t *testing.T) {
 		return len(st.Subscriptions) == 2
 	}, 30*time.Second, 50*time.Millisecond, "both subscriptions delivered every event, none dead-lettered: %+v", status(t, addr).Subscriptions)
 	phase("delivered")
-	require.Eventually(t, func() bool { return function(status(t, addr), "fulfil").Replicas == 0 },
+	require.Eventually(t, func() bool { st, err := readStatus(addr); return err == nil && function(st, "fulfil").Replicas == 0 },
 		60*time.Second, 50*time.Millisecond, "fulfil goes back to zero after the cooldown")
 
 	phase("fulfil at zero")

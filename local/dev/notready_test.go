@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -117,12 +118,21 @@ spec:
 // the wait).
 func awaitStatus(t *testing.T, p *dev.Platform, out *syncBuffer, what string, cond func(dev.Status) bool) {
 	t.Helper()
+	var mu sync.Mutex // a condition may still run when Eventually gives up
 	var last dev.Status
 	ok := assert.Eventually(t, func() bool {
-		last = status(t, p.Addr())
-		return cond(last)
+		st, err := readStatus(p.Addr())
+		if err != nil {
+			return false
+		}
+		mu.Lock()
+		last = st
+		mu.Unlock()
+		return cond(st)
 	}, 30*time.Second, 20*time.Millisecond, what)
 	if !ok {
+		mu.Lock()
+		defer mu.Unlock()
 		t.Fatalf("%s: last status %+v\noutput:\n%s", what, last, out.String())
 	}
 }

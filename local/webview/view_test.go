@@ -186,8 +186,13 @@ func TestEventStreamShowsDeadLetters(t *testing.T) {
 		_, err := f.js.PublishMsg(context.Background(), msg)
 		require.NoError(t, err)
 	}
+	// States are read here, in the test's goroutine (next stops the test
+	// when the stream ends), not in a condition of Eventually.
 	var st webview.State
-	require.Eventually(t, func() bool { st = next(t, states); return st.MoreDeadLetters }, 10*time.Second, time.Millisecond)
+	for end := time.Now().Add(10 * time.Second); !st.MoreDeadLetters; {
+		require.True(t, time.Now().Before(end), "no state with more dead letters within 10s")
+		st = next(t, states)
+	}
 	require.Len(t, st.DeadLetters, 2, "three dead letters, two shown")
 	first := st.DeadLetters[0]
 	assert.Equal(t, "o-1", first.ID)
