@@ -209,19 +209,25 @@ func TestRetryableStatuses(t *testing.T) {
 	}
 }
 
+// A sink that answers 429 or 503 with Retry-After is not asked again
+// before that delay, however short the Subscription's backoff.
 func TestRetryAfterIsHonoured(t *testing.T) {
-	b := newBridge(t)
-	k := b.newSink("fn", func(n int, r *http.Request, w http.ResponseWriter) {
-		if n == 1 {
-			w.Header().Set("Retry-After", "1")
-			w.WriteHeader(http.StatusTooManyRequests)
-		}
-	})
-	b.subscribe(sub("s", "fn", config("backoffInitial", "10ms")))
-	b.publish("shop", "order.created.v1", "x", "")
-	require.Eventually(t, func() bool { return k.count() == 2 }, wait, tick)
-	got := k.deliveries()
-	assert.GreaterOrEqual(t, got[1].at.Sub(got[0].at), time.Second)
+	for _, status := range []int{http.StatusTooManyRequests, http.StatusServiceUnavailable} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			b := newBridge(t)
+			k := b.newSink("fn", func(n int, r *http.Request, w http.ResponseWriter) {
+				if n == 1 {
+					w.Header().Set("Retry-After", "1")
+					w.WriteHeader(status)
+				}
+			})
+			b.subscribe(sub("s", "fn", config("backoffInitial", "10ms")))
+			b.publish("shop", "order.created.v1", "x", "")
+			require.Eventually(t, func() bool { return k.count() == 2 }, wait, tick)
+			got := k.deliveries()
+			assert.GreaterOrEqual(t, got[1].at.Sub(got[0].at), time.Second)
+		})
+	}
 }
 
 func TestNonRetryable4xxIsDeadLetteredAtOnce(t *testing.T) {
