@@ -2,9 +2,11 @@ package dispatcher
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +16,92 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/stream"
 )
 
+// natsThatVanishes is a NATS server reached through a proxy (file store,
+// so that a restart keeps the stream), with a stream "events" and, for
+// each of n consumers c<i>, its subject ev.<i>. vanish makes the server
+// go without a word to the client, as when it is killed: the proxy cuts
+// the connection before the server restarts, so its shutdown notice (a
+// 409 to every pull request, which resets the pulls on its own) reaches
+// nobody, and the restarted server knows none of the requests asked
+// before; then the client may connect again.
+func natsThatVanishes(t *testing.T, n int) (nc *nats.Conn, js jetstream.JetStream, vanish func()) {
+	t.Helper()
+	srv := natstest.Start(t)
+	proxy := srv.Proxy()
+	nc = proxy.Connect()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "events", Subjects: []string{"ev.>"}, Storage: jetstream.FileStorage})
+	require.NoError(t, err)
+	for i := range n {
+		_, err = js.CreateConsumer(ctx, "events", jetstream.ConsumerConfig{Durable: fmt.Sprintf("c%d", i),
+			FilterSubject: fmt.Sprintf("ev.%d", i), AckPolicy: jetstream.AckExplicitPolicy})
+		require.NoError(t, err)
+	}
+	reconnects := nc.Stats().Reconnects
+	return nc, js, func() {
+		proxy.Cut()
+		srv.Restart()
+		proxy.Restore()
+		require.Eventually(t, func() bool { return nc.IsConnected() && nc.Stats().Reconnects > reconnects }, 10*time.Second, 10*time.Millisecond,
+			"the client is connected to the restarted server")
+	}
+}
+
+// receives waits for one event on each channel, with the data want[i].
+func receives(t *testing.T, got []chan jetstream.Msg, want func(i int) string, why string) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for i, ch := range got {
+		select {
+		case m := <-ch:
+			require.Equal(t, want(i), string(m.Data()))
+			require.NoError(t, m.Ack())
+		case <-timeout:
+			t.Fatalf("consumer c%d: the event published after the reconnect was not delivered: %s", i, why)
+		}
+	}
+}
+
+// After the NATS server vanished without a goodbye (killed, or the
+// network lost) and the connection is back, every pull asks again at once:
+// the requests it asked before are gone with the server, and nothing will
+// tell their end (no 408 at their expiry, an hour here, nor a 409).
+func TestEveryPullAsksAgainAfterTheServerVanished(t *testing.T) {
+	const consumers = 3
+	nc, js, vanish := natsThatVanishes(t, consumers)
+	p := newPuller(nc, "events", time.Hour, heldBytes{}) // no request of the test expires by itself
+	require.NoError(t, p.listen())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	var got []chan jetstream.Msg
+	var pulls []*pull
+	for i := range consumers {
+		ch := make(chan jetstream.Msg, 10)
+		pl := p.add(fmt.Sprintf("c%d", i), 2, func(m *event) bool { ch <- m; return true })
+		pl.start()
+		got, pulls = append(got, ch), append(pulls, pl)
+	}
+	require.NoError(t, nc.Flush()) // the requests are on the server
+
+	vanish()
+	for i := range consumers {
+		_, err := js.Publish(context.Background(), fmt.Sprintf("ev.%d", i), []byte("after"))
+		require.NoError(t, err)
+	}
+	receives(t, got, func(int) string { return "after" }, "its lost request was not asked again")
+	for i, pl := range pulls {
+		select {
+		case err := <-pl.lost:
+			t.Errorf("pull c%d lost: %v", i, err)
+		default:
+		}
+	}
+}
+
 // A reconnect whose status event never reached the puller (nats.go drops
 // an event its listener has no room for, and tells none from before the
 // listener existed) is noticed at the next renewal: the requests lost with
@@ -22,20 +110,11 @@ import (
 // The test drives the puller without run, so that it reads no status
 // event: renew is what run's ticker calls.
 func TestPullerAsksAgainAfterAnUntoldReconnect(t *testing.T) {
-	srv := natstest.Start(t)
-	nc := srv.Connect()
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	ctx := context.Background()
-	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "events", Subjects: []string{"ev.>"}, Storage: jetstream.FileStorage})
-	require.NoError(t, err)
-	_, err = js.CreateConsumer(ctx, "events", jetstream.ConsumerConfig{Durable: "c", AckPolicy: jetstream.AckExplicitPolicy})
-	require.NoError(t, err)
-
+	nc, js, vanish := natsThatVanishes(t, 1)
 	p := newPuller(nc, "events", time.Hour, heldBytes{}) // no request of the test expires by itself
 	require.NoError(t, p.listen())
 	got := make(chan jetstream.Msg, 10)
-	pl := p.add("c", 1, func(m *event) bool { got <- m; return true })
+	pl := p.add("c0", 1, func(m *event) bool { got <- m; return true })
 	pl.start()
 	require.NoError(t, nc.Flush()) // the request is on the server
 
@@ -44,36 +123,12 @@ func TestPullerAsksAgainAfterAnUntoldReconnect(t *testing.T) {
 	p.mu.Lock()
 	p.followLocked(false, 0)
 	p.mu.Unlock()
-	srv.Restart() // the request waiting on the server is gone with it
-	require.Eventually(t, func() bool {
-		if !nc.IsConnected() {
-			return false
-		}
-		// The consumer answers pull requests (until then they get 503,
-		// which the worker would handle by starting the pull again).
-		cons, err := js.Consumer(ctx, "events", "c")
-		if err != nil {
-			return false
-		}
-		batch, err := cons.FetchNoWait(1)
-		if err != nil {
-			return false
-		}
-		for range batch.Messages() {
-		}
-		return batch.Error() == nil
-	}, 10*time.Second, 10*time.Millisecond)
+	vanish()
 	p.renew(time.Now())
 
-	_, err = js.Publish(ctx, "ev.1", []byte("after the restart"))
+	_, err := js.Publish(context.Background(), "ev.0", []byte("after the restart"))
 	require.NoError(t, err)
-	select {
-	case m := <-got:
-		require.Equal(t, "after the restart", string(m.Data()))
-		require.NoError(t, m.Ack())
-	case <-time.After(5 * time.Second):
-		t.Fatal("the event published after the reconnect was not delivered: the lost request was not asked again")
-	}
+	receives(t, []chan jetstream.Msg{got}, func(int) string { return "after the restart" }, "the lost request was not asked again")
 }
 
 // A worker replaced by Upsert (its Subscription changed) has its pull take
