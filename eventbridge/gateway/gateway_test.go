@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/types"
@@ -262,4 +265,88 @@ func TestRejectsBadConfig(t *testing.T) {
 	require.ErrorIs(t, err, gateway.ErrInvalidConfig)
 	_, err = gateway.New(newBackends(), nil, gateway.Config{HoldTimeout: -1}, nil, nil)
 	require.ErrorIs(t, err, gateway.ErrInvalidConfig)
+}
+
+// afterLastBusy returns the reports after the last that counted a
+// request, and whether any did.
+func (r *reporter) afterLastBusy() (after []map[types.NamespacedName]int, busy bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := len(r.reports) - 1; i >= 0; i-- {
+		if len(r.reports[i]) > 0 {
+			return append([]map[types.NamespacedName]int(nil), r.reports[i+1:]...), true
+		}
+	}
+	return nil, false
+}
+
+// Once its requests are over, whichever way they ended (answered by the
+// function, 503 after the hold timeout, the client gone while held), the
+// gateway counts nothing in flight, its gauge is back to zero, and one
+// report of zero goes out, so that the scaler lets the functions go back
+// to zero without waiting for the last report to lapse.
+func TestInFlightEmptiesOnceRequestsAreOver(t *testing.T) {
+	bs := newBackends()
+	be := newBackend(t)
+	bs.set("shop/orders", addr(be))
+	bs.set("shop/fulfil", "") // at zero, and stays there
+	rep := &reporter{}
+	reg := prometheus.NewRegistry()
+	const interval = 20 * time.Millisecond
+	g, err := gateway.New(bs, rep, gateway.Config{HoldTimeout: 300 * time.Millisecond, ReportInterval: interval}, nil, reg)
+	require.NoError(t, err)
+	stop := make(chan struct{})
+	go g.Run(stop)
+	t.Cleanup(func() { close(stop) })
+	srv := httptest.NewServer(g)
+	t.Cleanup(srv.Close)
+	fulfil := types.NamespacedName{Namespace: "shop", Name: "fulfil"}
+
+	var wg sync.WaitGroup
+	codes := make(chan int, 4)
+	get := func(ctx context.Context, path string) {
+		defer wg.Done()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+path, nil)
+		if !assert.NoError(t, err) {
+			return
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			codes <- 0 // the client went away
+			return
+		}
+		resp.Body.Close()
+		codes <- resp.StatusCode
+	}
+	leave, gone := context.WithCancel(context.Background())
+	defer gone()
+	wg.Add(4)
+	go get(context.Background(), "/shop/fulfil/held") // 503 after the hold timeout
+	go get(context.Background(), "/shop/fulfil/held")
+	go get(leave, "/shop/fulfil/left")
+	require.Eventually(t, func() bool { return g.InFlight()[fulfil] == 3 }, 5*time.Second, time.Millisecond, "three requests held")
+	go get(context.Background(), "/shop/orders/") // answered by the function
+	gone()
+	wg.Wait()
+	close(codes)
+	var got []int
+	for c := range codes {
+		got = append(got, c)
+	}
+	assert.ElementsMatch(t, []int{0, http.StatusOK, http.StatusServiceUnavailable, http.StatusServiceUnavailable}, got)
+
+	require.Eventually(t, func() bool { return len(g.InFlight()) == 0 }, 5*time.Second, time.Millisecond, "nothing in flight: %v", g.InFlight())
+	require.Zero(t, g.Held())
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP kfn_gateway_in_flight Requests in the gateway now, held ones included.
+# TYPE kfn_gateway_in_flight gauge
+kfn_gateway_in_flight{function="fulfil",namespace="shop"} 0
+kfn_gateway_in_flight{function="orders",namespace="shop"} 0
+`), "kfn_gateway_in_flight"))
+	require.Eventually(t, func() bool {
+		after, busy := rep.afterLastBusy()
+		return busy && len(after) > 0
+	}, 5*time.Second, time.Millisecond, "a report of zero follows the last that counted requests")
+	require.Never(t, func() bool { after, _ := rep.afterLastBusy(); return len(after) > 1 }, 10*interval, interval,
+		"one report of zero, not one every interval")
 }

@@ -189,6 +189,11 @@ func TestShopChainScalesFromZeroAndBack(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
 	phase("cold start through the gateway")
+	// Woken by a request, fulfil goes back to zero after its cooldown too:
+	// the gateway's count of its requests went back to none.
+	require.Eventually(t, func() bool { st, err := readStatus(addr); return err == nil && function(st, "fulfil").Replicas == 0 },
+		60*time.Second, 50*time.Millisecond, "fulfil, woken by a request, goes back to zero after the cooldown")
+	phase("fulfil at zero again")
 	// kfn logs reads the kept lines of one function.
 	resp, err = http.Get("http://" + addr + dev.AdminPrefix + "/logs/default/fulfil")
 	require.NoError(t, err)
