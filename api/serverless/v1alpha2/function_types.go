@@ -98,27 +98,35 @@ type FunctionSpec struct {
 
 	// PodSecurityContext is merged over kfn's secure pod defaults (non-root,
 	// user and group 1000, seccomp RuntimeDefault). Settings that would break
-	// the restricted Pod Security Standard are refused.
+	// the restricted Pod Security Standard are refused, and so are SELinux
+	// options and sysctls, which a Function has no use for.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="!has(self.runAsNonRoot) || self.runAsNonRoot",message="must not be false: Function pods run as non-root",fieldPath=".runAsNonRoot"
 	// +kubebuilder:validation:XValidation:rule="!has(self.runAsUser) || self.runAsUser != 0",message="must not be 0 (root)",fieldPath=".runAsUser"
 	// +kubebuilder:validation:XValidation:rule="!has(self.seccompProfile) || self.seccompProfile.type != 'Unconfined'",message="Unconfined is not allowed; use RuntimeDefault or Localhost",fieldPath=".seccompProfile.type"
+	// +kubebuilder:validation:XValidation:rule="!has(self.appArmorProfile) || self.appArmorProfile.type != 'Unconfined'",message="Unconfined is not allowed; use RuntimeDefault or Localhost",fieldPath=".appArmorProfile.type"
 	// +kubebuilder:validation:XValidation:rule="!has(self.windowsOptions) || !has(self.windowsOptions.hostProcess) || !self.windowsOptions.hostProcess",message="host processes are not allowed",fieldPath=".windowsOptions.hostProcess"
+	// +kubebuilder:validation:XValidation:rule="!has(self.seLinuxOptions)",message="SELinux options are not allowed",fieldPath=".seLinuxOptions"
+	// +kubebuilder:validation:XValidation:rule="!has(self.sysctls) || self.sysctls.size() == 0",message="sysctls are not allowed",fieldPath=".sysctls"
 	PodSecurityContext *corev1.PodSecurityContext `json:"podSecurityContext,omitempty"`
 
 	// ContainerSecurityContext is merged over kfn's secure container defaults
 	// (no privilege escalation, all capabilities dropped, read-only root
 	// filesystem). Settings that would break the restricted Pod Security
-	// Standard are refused.
+	// Standard are refused (a capabilities.drop replaces the default's, so
+	// it must drop ALL), and so are SELinux options.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="!has(self.privileged) || !self.privileged",message="privileged Functions are not allowed",fieldPath=".privileged"
 	// +kubebuilder:validation:XValidation:rule="!has(self.allowPrivilegeEscalation) || !self.allowPrivilegeEscalation",message="must not be true: Functions run without privilege escalation",fieldPath=".allowPrivilegeEscalation"
 	// +kubebuilder:validation:XValidation:rule="!has(self.runAsNonRoot) || self.runAsNonRoot",message="must not be false: Function pods run as non-root",fieldPath=".runAsNonRoot"
 	// +kubebuilder:validation:XValidation:rule="!has(self.runAsUser) || self.runAsUser != 0",message="must not be 0 (root)",fieldPath=".runAsUser"
 	// +kubebuilder:validation:XValidation:rule="!has(self.capabilities) || !has(self.capabilities.add) || self.capabilities.add.size() == 0 || (self.capabilities.add.size() == 1 && self.capabilities.add[0] == 'NET_BIND_SERVICE')",message="only NET_BIND_SERVICE may be added",fieldPath=".capabilities.add"
+	// +kubebuilder:validation:XValidation:rule="!has(self.capabilities) || !has(self.capabilities.drop) || 'ALL' in self.capabilities.drop",message="must drop ALL: it replaces the default, which does",fieldPath=".capabilities.drop"
 	// +kubebuilder:validation:XValidation:rule="!has(self.seccompProfile) || self.seccompProfile.type != 'Unconfined'",message="Unconfined is not allowed; use RuntimeDefault or Localhost",fieldPath=".seccompProfile.type"
+	// +kubebuilder:validation:XValidation:rule="!has(self.appArmorProfile) || self.appArmorProfile.type != 'Unconfined'",message="Unconfined is not allowed; use RuntimeDefault or Localhost",fieldPath=".appArmorProfile.type"
 	// +kubebuilder:validation:XValidation:rule="!has(self.procMount) || self.procMount == 'Default'",message="only Default is allowed",fieldPath=".procMount"
 	// +kubebuilder:validation:XValidation:rule="!has(self.windowsOptions) || !has(self.windowsOptions.hostProcess) || !self.windowsOptions.hostProcess",message="host processes are not allowed",fieldPath=".windowsOptions.hostProcess"
+	// +kubebuilder:validation:XValidation:rule="!has(self.seLinuxOptions)",message="SELinux options are not allowed",fieldPath=".seLinuxOptions"
 	ContainerSecurityContext *corev1.SecurityContext `json:"containerSecurityContext,omitempty"`
 
 	// Env are environment variables of the Function's container, as static
