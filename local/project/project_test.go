@@ -212,14 +212,22 @@ spec: {runtime: nodejs22, source: {inline: {source: "module.exports = { main: ()
 	before := load(t, dir)
 	require.Empty(t, before.Invalid)
 	require.Empty(t, before.Broken)
+	const (
+		orders = "orders=module.exports = { main: () => 'v1' }\n"
+		a      = "a=module.exports = { main: () => 'a' }"
+		b      = "b=module.exports = { main: () => 'b' }"
+		gone   = "gone=def main(event, context):\n    return 'x'\n"
+	)
+	require.ElementsMatch(t, []string{orders, a, b, gone, "sub:orders"}, names(before))
 
 	t.Run("a handler saved half-written", func(t *testing.T) {
 		write(t, dir, map[string]string{"orders/handler.js": ""})
 		p := load(t, dir)
 		require.NotEmpty(t, p.Invalid, "the empty source is reported")
 		p.KeepFrom(before)
-		assert.Contains(t, names(p), "orders=module.exports = { main: () => 'v1' }\n")
-		assert.Contains(t, names(p), "sub:orders", "its Subscription keeps delivering")
+		// Exactly these: orders' last version and its Subscription, which
+		// keeps delivering, once each beside the rest.
+		assert.ElementsMatch(t, []string{orders, a, b, gone, "sub:orders"}, names(p))
 		assert.Equal(t, filepath.Join(dir, "orders"), p.Sources["default/orders"])
 		write(t, dir, map[string]string{"orders/handler.js": "module.exports = { main: () => 'v1' }\n"})
 	})
@@ -228,8 +236,7 @@ spec: {runtime: nodejs22, source: {inline: {source: "module.exports = { main: ()
 		p := load(t, dir)
 		require.NotEmpty(t, p.Invalid)
 		p.KeepFrom(before)
-		assert.Contains(t, names(p), "orders=module.exports = { main: () => 'v1' }\n")
-		assert.Contains(t, names(p), "sub:orders")
+		assert.ElementsMatch(t, []string{orders, a, b, gone, "sub:orders"}, names(p))
 		write(t, dir, map[string]string{"orders/config.yaml": "name: orders\nruntime: nodejs22\nsubscriptions: [{source: shop, types: [order.created.v1]}]\n"})
 	})
 	t.Run("one bad document of a manifest", func(t *testing.T) {
@@ -246,16 +253,15 @@ spec: {runtime: nodejs18, source: {inline: {source: "module.exports = { main: ()
 		p := load(t, dir)
 		require.Len(t, p.Invalid, 1)
 		p.KeepFrom(before)
-		assert.Contains(t, names(p), "a=module.exports = { main: () => 'a2' }", "the good document applies")
-		assert.Contains(t, names(p), "b=module.exports = { main: () => 'b' }", "the bad one keeps its last version")
+		// One Function per name: the good document's new version (not
+		// beside its old one), the bad one's last version.
+		assert.ElementsMatch(t, []string{orders, "a=module.exports = { main: () => 'a2' }", b, gone, "sub:orders"}, names(p))
 	})
 	t.Run("a removed folder is gone", func(t *testing.T) {
 		require.NoError(t, os.RemoveAll(filepath.Join(dir, "gone")))
 		p := load(t, dir)
 		p.KeepFrom(before)
-		assert.NotContains(t, names(p), "gone=def main(event, context):\n    return 'x'\n")
-		for _, fn := range p.Functions {
-			assert.NotEqual(t, "gone", fn.Name)
-		}
+		assert.ElementsMatch(t, []string{orders, "a=module.exports = { main: () => 'a2' }", b, "sub:orders"}, names(p),
+			"gone is gone; b, still broken in app.yaml, keeps its last version")
 	})
 }
