@@ -176,3 +176,37 @@ func TestOneActivationWhileTheGatewayKeepsReporting(t *testing.T) {
 	require.Eventually(t, func() bool { return trues.count() >= 2 }, 10*time.Second, time.Millisecond, "the next request activates it again")
 	assert.Equal(t, 1, trues.before(again), "one true while the Function stayed active")
 }
+
+// A report's zero count is no request: it activates nothing and counts
+// nothing, and it replaces the source's earlier report as an empty one does.
+func TestZeroInFlightIsNone(t *testing.T) {
+	n := scalertest.StartNATS(t)
+	fn := types.NamespacedName{Namespace: "shop", Name: "orders"}
+	core, err := scaler.New(scaler.NewJetStreamReader(n.JS, n.Streams.EventStream), nil, scaler.WithActivationHold(0))
+	require.NoError(t, err)
+	require.NoError(t, core.Refresh(context.Background()))
+	_, activated, cancel := core.Watch(fn)
+	defer cancel()
+
+	core.ReportInFlight("gw-0", map[types.NamespacedName]int{fn: 0}, time.Minute)
+	st, err := core.State(fn)
+	require.NoError(t, err)
+	assert.Equal(t, scaler.State{}, st, "no request in flight, not active")
+	select {
+	case <-activated: // ReportInFlight announces before it returns
+		t.Fatal("a zero count activated the Function")
+	default:
+	}
+
+	core.ReportInFlight("gw-0", map[types.NamespacedName]int{fn: 2}, time.Minute)
+	select {
+	case <-activated:
+	default:
+		t.Fatal("two requests did not activate the Function")
+	}
+	core.ReportInFlight("gw-0", map[types.NamespacedName]int{fn: 0}, time.Minute)
+	require.NoError(t, core.Refresh(context.Background()))
+	st, err = core.State(fn)
+	require.NoError(t, err)
+	assert.Equal(t, scaler.State{}, st, "the zero count replaced the two")
+}

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -73,12 +74,24 @@ func (b *backends) set(key, addr string) {
 type reporter struct {
 	mu      sync.Mutex
 	reports []map[types.NamespacedName]int
+	ttls    map[time.Duration]bool
 }
 
-func (r *reporter) ReportInFlight(_ string, counts map[types.NamespacedName]int, _ time.Duration) {
+func (r *reporter) ReportInFlight(_ string, counts map[types.NamespacedName]int, ttl time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.reports = append(r.reports, counts)
+	if r.ttls == nil {
+		r.ttls = map[time.Duration]bool{}
+	}
+	r.ttls[ttl] = true
+}
+
+// validities returns every ttl reports were sent with.
+func (r *reporter) validities() map[time.Duration]bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.ttls)
 }
 
 func (r *reporter) sawFunction(fn types.NamespacedName) bool {
@@ -180,13 +193,14 @@ func TestProxiesToAReadyBackend(t *testing.T) {
 }
 
 // TestHoldsUntilABackendIsReady sends a request to a function at zero: the
-// scaler hears of it at once, the request waits without reaching anything,
-// and is forwarded as soon as a backend is ready.
+// scaler hears of it at once (not at the next periodic report, an hour
+// away here), the request waits without reaching anything, and is
+// forwarded as soon as a backend is ready.
 func TestHoldsUntilABackendIsReady(t *testing.T) {
 	bs := newBackends()
 	bs.set("shop/fulfil", "")
 	rep := &reporter{}
-	srv := newGateway(t, bs, rep, gateway.Config{})
+	srv := newGateway(t, bs, rep, gateway.Config{ReportInterval: time.Hour})
 	be := newBackend(t)
 
 	type result struct {
@@ -349,4 +363,5 @@ kfn_gateway_in_flight{function="orders",namespace="shop"} 0
 	}, 5*time.Second, time.Millisecond, "a report of zero follows the last that counted requests")
 	require.Never(t, func() bool { after, _ := rep.afterLastBusy(); return len(after) > 1 }, 10*interval, interval,
 		"one report of zero, not one every interval")
+	assert.Equal(t, map[time.Duration]bool{5 * interval: true}, rep.validities(), "every report is valid for 5 intervals")
 }
