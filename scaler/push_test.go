@@ -126,10 +126,13 @@ func TestOneActivationWhileTheGatewayKeepsReporting(t *testing.T) {
 	}()
 	t.Cleanup(func() { cancel(); <-received })
 
-	// The event bridge's gateway, reporting over NATS every 20 ms.
+	// The event bridge's gateway, reporting over NATS every 100 ms, each
+	// report valid for 500 ms (5 intervals): long enough on a loaded
+	// machine, where a report that came too late would let the held
+	// request lapse in the scaler and the Function flap.
 	pub, err := inflight.NewPublisher(scalertest.Connect(t, n.Server.ClientURL()), "", nil)
 	require.NoError(t, err)
-	g, err := gateway.New(atZero{}, pub, gateway.Config{ReportInterval: 20 * time.Millisecond, HoldTimeout: time.Minute, Source: "gw-0"}, nil, nil)
+	g, err := gateway.New(atZero{}, pub, gateway.Config{ReportInterval: 100 * time.Millisecond, HoldTimeout: time.Minute, Source: "gw-0"}, nil, nil)
 	require.NoError(t, err)
 	stopReports := make(chan struct{})
 	go g.Run(stopReports)
@@ -158,10 +161,10 @@ func TestOneActivationWhileTheGatewayKeepsReporting(t *testing.T) {
 	leave := hold()
 	defer leave()
 	require.Eventually(t, func() bool { return trues.count() >= 1 }, 10*time.Second, time.Millisecond, "the held request activates the Function")
-	// Active for twenty more reports and a few refreshes.
+	// Active for ten more reports and refreshes.
 	seen := reports.busy.Load()
 	require.Eventually(t, func() bool {
-		return core.Refresh(context.Background()) == nil && reports.busy.Load() >= seen+20
+		return core.Refresh(context.Background()) == nil && reports.busy.Load() >= seen+10
 	}, 10*time.Second, 10*time.Millisecond, "the gateway reports the held request")
 	require.True(t, active())
 
