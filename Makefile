@@ -103,6 +103,30 @@ fuzz: ## Run each fuzz target for its number of inputs (or FUZZTIME).
 			{ echo "$$out"; exit 1; }; \
 	done
 
+# make mutate: mutation testing with gremlins (hack/mutate.sh says how), of
+# the packages PKGS names (make mutate PKGS="./eventbridge/publisher ./scaler")
+# or, with PKGS empty, of those a change touches since BASE. Not part of
+# make test: one package takes minutes to an hour.
+PKGS ?=
+BASE ?= main
+# More flags for `gremlins unleash`, for example --dry-run.
+MUTATE_FLAGS ?=
+# Mutants tested at once, and how many times its package's first test run
+# a mutant's may take before it counts as timed out (see hack/mutate.sh).
+MUTATE_WORKERS ?= 1
+MUTATE_TIMEOUT_COEFFICIENT ?= 3
+# Run outside the main module (go install module@version) so that its
+# dependencies do not change the module graph of kfn's own code (a tool line
+# in go.mod would upgrade spf13/cast, which Helm's template functions use).
+GREMLINS_VERSION := v0.6.0
+
+.PHONY: mutate
+mutate: envtest ## Mutation testing (gremlins) of PKGS, or of the packages changed since BASE (default main); see README.
+	@GOBIN=$(BIN) $(GO) install github.com/go-gremlins/gremlins/cmd/gremlins@$(GREMLINS_VERSION)
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" GREMLINS=$(BIN)/gremlins BASE="$(BASE)" \
+		MUTATE_WORKERS="$(MUTATE_WORKERS)" MUTATE_TIMEOUT_COEFFICIENT="$(MUTATE_TIMEOUT_COEFFICIENT)" \
+		MUTATE_FLAGS="$(MUTATE_FLAGS)" hack/mutate.sh $(PKGS)
+
 .PHONY: bench
 bench: envtest ## Run every benchmark and write BENCHMARKS.md with scaling curves (about 30 minutes; BENCH_QUICK=1: about 2).
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) run ./bench/report $(BENCHFLAGS)
