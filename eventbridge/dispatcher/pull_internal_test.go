@@ -14,6 +14,7 @@ import (
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge/internal/natstest"
 	"github.com/kfn-dev/kfn/eventbridge/stream"
+	"github.com/kfn-dev/kfn/internal/natsfault"
 )
 
 // natsThatVanishes is a NATS server reached through a proxy (file store,
@@ -27,9 +28,11 @@ import (
 func natsThatVanishes(t *testing.T, n int) (nc *nats.Conn, js jetstream.JetStream, vanish func()) {
 	t.Helper()
 	srv := natstest.Start(t)
-	proxy := srv.Proxy()
-	nc = proxy.Connect()
-	js, err := jetstream.New(nc)
+	proxy := natsfault.Start(t, srv.URL())
+	nc, err := nats.Connect(proxy.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err = jetstream.New(nc)
 	require.NoError(t, err)
 	ctx := context.Background()
 	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "events", Subjects: []string{"ev.>"}, Storage: jetstream.FileStorage})
@@ -41,9 +44,9 @@ func natsThatVanishes(t *testing.T, n int) (nc *nats.Conn, js jetstream.JetStrea
 	}
 	reconnects := nc.Stats().Reconnects
 	return nc, js, func() {
-		proxy.Cut()
+		proxy.Partition()
 		srv.Restart()
-		proxy.Restore()
+		proxy.Heal()
 		require.Eventually(t, func() bool { return nc.IsConnected() && nc.Stats().Reconnects > reconnects }, 10*time.Second, 10*time.Millisecond,
 			"the client is connected to the restarted server")
 	}

@@ -13,9 +13,10 @@ type Proxy struct {
 	ln     net.Listener
 	target string
 
-	mu    sync.Mutex
-	conns map[*link]struct{}
-	wg    sync.WaitGroup
+	mu          sync.Mutex
+	conns       map[*link]struct{}
+	partitioned bool // new connections are refused until Heal
+	wg          sync.WaitGroup
 }
 
 // link is one client's connection through the proxy: what goes to the
@@ -60,6 +61,13 @@ func (p *Proxy) accept() {
 		c, err := p.ln.Accept()
 		if err != nil {
 			return
+		}
+		p.mu.Lock()
+		partitioned := p.partitioned
+		p.mu.Unlock()
+		if partitioned {
+			_ = c.Close()
+			continue
 		}
 		s, err := net.Dial("tcp", p.target)
 		if err != nil {
@@ -110,6 +118,25 @@ func (p *Proxy) Cut() int {
 		_ = l.server.Close()
 		_ = l.client.Close()
 	})
+}
+
+// Partition ends every connection through the proxy without a word, as
+// Cut does, and refuses new ones until Heal: the clients lose the server
+// for as long as the test wants (to restart it behind them, say, so that
+// its shutdown notice reaches none of them). It returns how many
+// connections it ended.
+func (p *Proxy) Partition() int {
+	p.mu.Lock()
+	p.partitioned = true
+	p.mu.Unlock()
+	return p.Cut()
+}
+
+// Heal lets connections through again after Partition.
+func (p *Proxy) Heal() {
+	p.mu.Lock()
+	p.partitioned = false
+	p.mu.Unlock()
 }
 
 // each applies f to every open connection; it returns how many there were.
