@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -50,6 +51,12 @@ type Reconciler struct {
 	Metrics *Metrics
 
 	requeue chan event.GenericEvent
+
+	// lost are the Subscriptions whose lost consumer their status does
+	// not tell yet: a loss is seen once (the next reconcile finds the
+	// consumer made anew), so it is kept until a status write says it.
+	mu   sync.Mutex
+	lost map[types.NamespacedName]bool
 }
 
 // SetupWithManager registers the reconciler with mgr: it watches
@@ -114,6 +121,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.writeStatus(ctx, &sub, obs); err != nil {
 		return reconcile.Result{}, err
 	}
+	if obs.Lost {
+		r.mu.Lock()
+		delete(r.lost, req.NamespacedName)
+		r.mu.Unlock()
+	}
 	if obs.ConsumerError != nil {
 		return reconcile.Result{}, obs.ConsumerError // retried with backoff
 	}
@@ -134,12 +146,19 @@ func (r *Reconciler) resync() time.Duration {
 // and shown in the status (Observation.Lost).
 func (r *Reconciler) observe(ctx context.Context, sub *v1alpha2.Subscription) Observation {
 	obs := r.Applier.Apply(ctx, sub, r.serviceExists)
+	key := types.NamespacedName{Namespace: sub.Namespace, Name: sub.Name}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if obs.Created && hadConsumer(sub) {
-		obs.Lost = true
+		if r.lost == nil {
+			r.lost = map[types.NamespacedName]bool{}
+		}
+		r.lost[key] = true
 		r.Metrics.consumerLost(sub.Namespace, sub.Name)
 		ctrl.LoggerFrom(ctx).Error(errConsumerLost, "the events that waited for the Subscription are lost; its consumer was made anew",
 			"consumer", obs.Consumer, "stream", r.Applier.Streams.EventStream)
 	}
+	obs.Lost = r.lost[key]
 	return obs
 }
 
