@@ -144,9 +144,10 @@ envtest: ## Build kube-apiserver and etcd for tests into ~/.cache/kfn (only when
 	@hack/envtest-assets.sh >/dev/null
 
 .PHONY: generate
-generate: ## Regenerate deepcopy code and the CRDs in charts/kfn/crds from the API markers.
+generate: ## Regenerate deepcopy code and the CRDs (api/crds, copied into charts/kfn/crds) from the API markers.
 	$(GO) tool controller-gen object:headerFile=hack/boilerplate.go.txt paths=./api/...
-	$(GO) tool controller-gen crd paths=./api/... output:crd:artifacts:config=charts/kfn/crds
+	$(GO) tool controller-gen crd paths=./api/... output:crd:artifacts:config=api/crds
+	rm -f charts/kfn/crds/*.yaml && cp api/crds/*.yaml charts/kfn/crds/
 
 .PHONY: verify
 verify: ## Fail when code is unformatted, vet complains, or generated files are stale.

@@ -20,8 +20,8 @@ import (
 
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
-	"github.com/kfn-dev/kfn/internal/testcluster"
 	"github.com/kfn-dev/kfn/local/dev"
+	"github.com/kfn-dev/kfn/test/testcluster"
 )
 
 // The API server of the cluster-mode tests: no kubelet runs, so these

@@ -20,9 +20,9 @@ import (
 
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
+	"github.com/kfn-dev/kfn/api/trigger"
 	"github.com/kfn-dev/kfn/local/dev"
 	"github.com/kfn-dev/kfn/scaler/server"
-	"github.com/kfn-dev/kfn/scaler/trigger"
 )
 
 // status reads what `kfn get` shows of a cluster: Functions (replicas

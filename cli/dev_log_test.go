@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kfn-dev/kfn/internal/logging"
-	"github.com/kfn-dev/kfn/internal/logging/logtest"
+	"github.com/kfn-dev/kfn/test/logtest"
 )
 
 // TestDevLogger: kfn dev's components log in the layout of kfn's servers,

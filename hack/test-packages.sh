@@ -14,7 +14,7 @@
 #
 # As root with apt-get it installs what is missing (once); otherwise it
 # says what is missing and leaves it to the tests, which skip (or, under
-# CI=true, fail) and name the tool (internal/testenv).
+# CI=true, fail) and name the tool (test/testenv).
 set -euo pipefail
 
 PACKAGES=(python3-flask python3-bottle python3-cheroot chromium fonts-dejavu-core)

@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kfn-dev/kfn/internal/testport"
 	"github.com/kfn-dev/kfn/runtimes"
+	"github.com/kfn-dev/kfn/test/testport"
 )
 
 // bottleRequest is one request of the comparison: sent as it is to kfn's

@@ -23,9 +23,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kfn-dev/kfn/internal/testenv"
 	"github.com/kfn-dev/kfn/runtimes"
 	"github.com/kfn-dev/kfn/runtimes/deps"
+	"github.com/kfn-dev/kfn/test/testenv"
 )
 
 // copyFixture copies a test function to a fresh directory, so a test can

@@ -20,9 +20,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kfn-dev/kfn/internal/testenv"
-	"github.com/kfn-dev/kfn/internal/testport"
 	"github.com/kfn-dev/kfn/runtimes"
+	"github.com/kfn-dev/kfn/test/testenv"
+	"github.com/kfn-dev/kfn/test/testport"
 )
 
 // hostDir holds the host files written once for the whole test binary.

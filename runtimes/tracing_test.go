@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kfn-dev/kfn/internal/testenv"
 	"github.com/kfn-dev/kfn/runtimes"
 	"github.com/kfn-dev/kfn/runtimes/deps"
+	"github.com/kfn-dev/kfn/test/testenv"
 )
 
 // collector is a test OTLP/HTTP trace receiver that keeps the request bodies.

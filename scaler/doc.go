@@ -5,9 +5,9 @@
 // It is the core of kfn's KEDA external scaler (package scaler/server serves
 // it over gRPC) and has no Kubernetes dependency: whoever runs it feeds it
 // Subscriptions ([Scaler.Upsert], [Scaler.Remove]: the Scaler is one of
-// the event bridge's subscription.Targets) and gateway in-flight counts
+// the event bridge's feed.Targets) and gateway in-flight counts
 // ([Scaler.ReportInFlight]). In a cluster scaler/kube feeds it through a
-// subscription.Feeder; kfn dev feeds it the manifests on disk through a
+// feed.Feeder; kfn dev feeds it the manifests on disk through a
 // subscription.Set.
 //
 // # Backlog

@@ -9,14 +9,14 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/kfn-dev/kfn/eventbridge/inflight"
+	"github.com/kfn-dev/kfn/api/inflight"
 	"github.com/kfn-dev/kfn/scaler"
-	"github.com/kfn-dev/kfn/scaler/scalertest"
+	"github.com/kfn-dev/kfn/test/scalertest"
 )
 
 // TestInFlightReportsReachEveryReplica runs two scaler cores, each
 // subscribed to the gateway's in-flight reports (package
-// eventbridge/inflight) as a scaler replica is, and one gateway-side
+// api/inflight) as a scaler replica is, and one gateway-side
 // Publisher, all on an embedded NATS.
 func TestInFlightReportsReachEveryReplica(t *testing.T) {
 	n := scalertest.StartNATS(t)

@@ -384,7 +384,7 @@ func (s *Scaler) ReportInFlight(src string, counts map[types.NamespacedName]int,
 // Function changed moves to the new Function. An invalid Subscription (its
 // sink or types) feeds no Function: it is forgotten and the error says why.
 // With Remove, it makes the Scaler a target of the event bridge's
-// subscription.Feeder (in a cluster) and subscription.Set (kfn dev).
+// feed.Feeder (in a cluster) and subscription.Set (kfn dev).
 func (s *Scaler) Upsert(sub *eventingv1alpha2.Subscription) error {
 	b, err := BindingFor(sub)
 	s.mu.Lock()

@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 
-	chart "github.com/kfn-dev/kfn/charts/kfn"
+	"github.com/kfn-dev/kfn/api/crds"
 )
 
 // Admitter defaults and validates custom resources with kfn's CRDs the way
@@ -36,14 +36,14 @@ type kind struct {
 	cel        *cel.Validator
 }
 
-// NewAdmitter builds an Admitter from the CRDs embedded in charts/kfn.
+// NewAdmitter builds an Admitter from kfn's CRDs (package crds).
 func NewAdmitter() (*Admitter, error) {
-	crds, err := chart.CRDs()
+	defs, err := crds.All()
 	if err != nil {
 		return nil, err
 	}
 	a := &Admitter{kinds: map[runtimeschema.GroupVersionKind]*kind{}}
-	for _, crd := range crds {
+	for _, crd := range defs {
 		for _, v := range crd.Spec.Versions {
 			k, err := newKind(crd, v)
 			if err != nil {

@@ -1,5 +1,5 @@
 // Command cluster measures kfn on a real node (the single-node cluster of
-// internal/singlenode, with KEDA and kfn installed as make cluster does)
+// test/singlenode, with KEDA and kfn installed as make cluster does)
 // beside kfn dev measured in the same run with the same function:
 //
 //   - cold start from zero by an event: published -> pod ready -> delivered;
@@ -29,8 +29,8 @@ import (
 	"time"
 
 	"github.com/kfn-dev/kfn/bench/figures"
-	"github.com/kfn-dev/kfn/internal/clusterinstall"
-	"github.com/kfn-dev/kfn/internal/singlenode"
+	"github.com/kfn-dev/kfn/test/clusterinstall"
+	"github.com/kfn-dev/kfn/test/singlenode"
 )
 
 func main() {

@@ -20,9 +20,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/kfn-dev/kfn/internal/clusterinstall"
-	"github.com/kfn-dev/kfn/internal/singlenode"
 	"github.com/kfn-dev/kfn/local/dev"
+	"github.com/kfn-dev/kfn/test/clusterinstall"
+	"github.com/kfn-dev/kfn/test/singlenode"
 )
 
 // coldFunction is the function every cold start wakes, in namespace ns,

@@ -1,5 +1,5 @@
 // Command controller benchmarks kfn's Function controller: it starts a real
-// kube-apiserver and etcd (internal/testcluster), runs the controller binary
+// kube-apiserver and etcd (test/testcluster), runs the controller binary
 // as a separate process against it, applies N Functions (default 1,000) and
 // measures the time until every Function has its Deployment and Service and
 // ConfigurationReady True, the controller's peak resident memory (VmHWM
@@ -284,7 +284,7 @@ func tail(path string) string {
 }
 
 // startAPIServer starts etcd and kube-apiserver with kfn's CRDs. It uses
-// envtest directly rather than internal/testcluster because 1,000
+// envtest directly rather than test/testcluster because 1,000
 // ClusterIP Services need a service range larger than envtest's default
 // /24. The binaries come from KUBEBUILDER_ASSETS or hack/envtest-assets.sh
 // (which builds them once, as make test does).

@@ -19,11 +19,11 @@ import (
 	"github.com/kfn-dev/kfn/bench/figures"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/eventbridge/egress"
-	"github.com/kfn-dev/kfn/internal/hostile"
+	"github.com/kfn-dev/kfn/test/hostile"
 )
 
 // The attacker's load while it runs: refused publishes (every kind of
-// internal/hostile's, in turn), and events for its own Subscriptions, per
+// test/hostile's, in turn), and events for its own Subscriptions, per
 // second. It is a rate, not a flood: what is measured is whether the kinds
 // of attack reach the victim through the shared parts, not how much CPU a
 // client can take from a 2-core machine.

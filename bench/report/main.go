@@ -90,7 +90,7 @@ var programs = []program{
 	{name: "eventbridge", label: "eventbridge-replicas", reps: 1,
 		args:  []string{"-replicas", "-rounds", "3", "-duration", "3s"},
 		quick: []string{"-replicas", "-rounds", "2", "-duration", "2s"}},
-	// A hostile tenant beside a victim (internal/hostile), against the
+	// A hostile tenant beside a victim (test/hostile), against the
 	// victim alone, in turns: the victim's publish and delivery p99.
 	{name: "eventbridge", label: "eventbridge-hostile", reps: 1,
 		args:  []string{"-hostile", "-rounds", "4", "-duration", "3s"},

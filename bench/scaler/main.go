@@ -1,5 +1,5 @@
 // Command scaler benchmarks kfn's KEDA external scaler, run as its own
-// process (cmd/scaler) against a real kube-apiserver (internal/testcluster)
+// process (cmd/scaler) against a real kube-apiserver (test/testcluster)
 // and an embedded NATS JetStream, with N Functions (default 1,000), each
 // with one Subscription and its JetStream consumer, and one StreamIsActive
 // stream open per Function, as KEDA holds one per external-push trigger.
@@ -54,13 +54,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/api/trigger"
 	"github.com/kfn-dev/kfn/bench/figures"
 	"github.com/kfn-dev/kfn/bench/procstat"
-	"github.com/kfn-dev/kfn/eventbridge/stream"
-	"github.com/kfn-dev/kfn/internal/testcluster"
-	"github.com/kfn-dev/kfn/scaler/scalertest"
 	"github.com/kfn-dev/kfn/scaler/server"
-	"github.com/kfn-dev/kfn/scaler/trigger"
+	"github.com/kfn-dev/kfn/test/scalertest"
+	"github.com/kfn-dev/kfn/test/testcluster"
 )
 
 const (

@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/kfn-dev/kfn/internal/testcluster"
+	"github.com/kfn-dev/kfn/test/testcluster"
 )
 
 // dryRuns numbers the namespaces of TestDryRunApply (go test -count=N runs

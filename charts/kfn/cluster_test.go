@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/kfn-dev/kfn/internal/testcluster"
+	"github.com/kfn-dev/kfn/test/testcluster"
 )
 
 // The API server of this package's tests: started by the first test that

@@ -40,18 +40,18 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
+	"github.com/kfn-dev/kfn/api/stream"
 	"github.com/kfn-dev/kfn/controller/function"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/eventbridge/gateway"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
-	"github.com/kfn-dev/kfn/eventbridge/stream"
 	"github.com/kfn-dev/kfn/eventbridge/subscription"
-	"github.com/kfn-dev/kfn/internal/logging/logtest"
-	"github.com/kfn-dev/kfn/internal/testenv"
-	"github.com/kfn-dev/kfn/internal/testport"
 	"github.com/kfn-dev/kfn/runtimes"
 	"github.com/kfn-dev/kfn/scaler"
 	scalerserver "github.com/kfn-dev/kfn/scaler/server"
+	"github.com/kfn-dev/kfn/test/logtest"
+	"github.com/kfn-dev/kfn/test/testenv"
+	"github.com/kfn-dev/kfn/test/testport"
 )
 
 // monitoring turns on every monitoring object of the chart.

@@ -25,7 +25,7 @@ const (
 )
 
 // testKubeVersion is the Kubernetes version the chart is rendered for: the
-// API server of internal/testcluster. Helm's SDK assumes v1.20 inside test
+// API server of test/testcluster. Helm's SDK assumes v1.20 inside test
 // binaries, below the chart's kubeVersion.
 const testKubeVersion = "v1.36.0"
 

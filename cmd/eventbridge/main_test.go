@@ -17,8 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kfn-dev/kfn/eventbridge/bridge"
-	"github.com/kfn-dev/kfn/internal/logging/logtest"
-	"github.com/kfn-dev/kfn/internal/testport"
+	"github.com/kfn-dev/kfn/test/logtest"
+	"github.com/kfn-dev/kfn/test/testport"
 )
 
 func TestRunRefusesBadFlagsBeforeDoingAnything(t *testing.T) {

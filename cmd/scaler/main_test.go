@@ -22,16 +22,16 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
-	"github.com/kfn-dev/kfn/eventbridge/inflight"
-	"github.com/kfn-dev/kfn/internal/logging/logtest"
+	"github.com/kfn-dev/kfn/api/inflight"
+	"github.com/kfn-dev/kfn/api/trigger"
 	"github.com/kfn-dev/kfn/internal/natsconn"
-	"github.com/kfn-dev/kfn/internal/natsfault"
-	"github.com/kfn-dev/kfn/internal/testcluster"
-	"github.com/kfn-dev/kfn/internal/testport"
 	"github.com/kfn-dev/kfn/scaler/kube"
-	"github.com/kfn-dev/kfn/scaler/scalertest"
 	"github.com/kfn-dev/kfn/scaler/server"
-	"github.com/kfn-dev/kfn/scaler/trigger"
+	"github.com/kfn-dev/kfn/test/logtest"
+	"github.com/kfn-dev/kfn/test/natsfault"
+	"github.com/kfn-dev/kfn/test/scalertest"
+	"github.com/kfn-dev/kfn/test/testcluster"
+	"github.com/kfn-dev/kfn/test/testport"
 )
 
 var cluster *testcluster.Cluster

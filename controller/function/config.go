@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/kfn-dev/kfn/controller/plan"
+	"github.com/kfn-dev/kfn/api/plan"
 	"github.com/kfn-dev/kfn/controller/resources"
 )
 

@@ -3,7 +3,7 @@ package function_test
 import (
 	"testing"
 
-	"github.com/kfn-dev/kfn/controller/internal/gittest"
+	"github.com/kfn-dev/kfn/test/gittest"
 )
 
 const (

@@ -22,9 +22,9 @@ import (
 
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
+	"github.com/kfn-dev/kfn/api/trigger"
 	"github.com/kfn-dev/kfn/controller/function"
-	"github.com/kfn-dev/kfn/controller/internal/fntest"
-	"github.com/kfn-dev/kfn/scaler/trigger"
+	"github.com/kfn-dev/kfn/test/fntest"
 )
 
 // installKEDA installs KEDA's CRDs from the keda module in the Go module

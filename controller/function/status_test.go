@@ -12,7 +12,7 @@ import (
 
 	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 	"github.com/kfn-dev/kfn/controller/function"
-	"github.com/kfn-dev/kfn/controller/internal/fntest"
+	"github.com/kfn-dev/kfn/test/fntest"
 )
 
 // deploymentOfReplicas is a Deployment of replicas at generation 2 whose status the

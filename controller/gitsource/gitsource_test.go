@@ -15,7 +15,7 @@ import (
 
 	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 	"github.com/kfn-dev/kfn/controller/gitsource"
-	"github.com/kfn-dev/kfn/controller/internal/gittest"
+	"github.com/kfn-dev/kfn/test/gittest"
 )
 
 func ctx(t *testing.T) context.Context {

@@ -11,9 +11,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
-	"github.com/kfn-dev/kfn/controller/internal/fntest"
 	"github.com/kfn-dev/kfn/controller/resources"
 	"github.com/kfn-dev/kfn/runtimes"
+	"github.com/kfn-dev/kfn/test/fntest"
 )
 
 func TestDeploymentDefaults(t *testing.T) {

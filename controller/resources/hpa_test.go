@@ -7,8 +7,8 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/kfn-dev/kfn/controller/internal/fntest"
 	"github.com/kfn-dev/kfn/controller/resources"
+	"github.com/kfn-dev/kfn/test/fntest"
 )
 
 func TestHorizontalPodAutoscaler(t *testing.T) {

@@ -7,9 +7,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kfn-dev/kfn/controller/internal/fntest"
+	"github.com/kfn-dev/kfn/api/trigger"
 	"github.com/kfn-dev/kfn/controller/resources"
-	"github.com/kfn-dev/kfn/scaler/trigger"
+	"github.com/kfn-dev/kfn/test/fntest"
 )
 
 func TestScaledObject(t *testing.T) {

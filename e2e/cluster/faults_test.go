@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/kfn-dev/kfn/internal/clusterinstall"
+	"github.com/kfn-dev/kfn/test/clusterinstall"
 )
 
 // TestKilledDispatcherAndNATSLoseNoEvent publishes a steady stream of

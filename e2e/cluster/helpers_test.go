@@ -19,8 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
-	"github.com/kfn-dev/kfn/internal/clusterinstall"
-	"github.com/kfn-dev/kfn/internal/singlenode"
+	"github.com/kfn-dev/kfn/test/clusterinstall"
+	"github.com/kfn-dev/kfn/test/singlenode"
 )
 
 var metav1GetOptions = metav1.GetOptions{}

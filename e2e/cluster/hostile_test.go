@@ -13,9 +13,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kfn-dev/kfn/internal/clusterinstall"
-	"github.com/kfn-dev/kfn/internal/hostile"
-	"github.com/kfn-dev/kfn/internal/singlenode"
+	"github.com/kfn-dev/kfn/test/clusterinstall"
+	"github.com/kfn-dev/kfn/test/hostile"
+	"github.com/kfn-dev/kfn/test/singlenode"
 )
 
 // TestHostileTenant is e2e/kfndev's TestHostileTenant on the real node:

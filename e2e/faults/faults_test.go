@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kfn-dev/kfn/internal/testport"
+	"github.com/kfn-dev/kfn/test/testport"
 )
 
 // rate is the steady flow of every test, events per second.

@@ -32,12 +32,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/api/stream"
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
-	"github.com/kfn-dev/kfn/eventbridge/stream"
-	"github.com/kfn-dev/kfn/internal/testcluster"
-	"github.com/kfn-dev/kfn/internal/testenv"
-	"github.com/kfn-dev/kfn/internal/testport"
 	"github.com/kfn-dev/kfn/runtimes"
+	"github.com/kfn-dev/kfn/test/testcluster"
+	"github.com/kfn-dev/kfn/test/testenv"
+	"github.com/kfn-dev/kfn/test/testport"
 )
 
 // cluster is the API server of every test: each test has a namespace of

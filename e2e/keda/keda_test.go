@@ -37,14 +37,14 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/api/feed"
 	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 	"github.com/kfn-dev/kfn/controller/function"
-	"github.com/kfn-dev/kfn/eventbridge/subscription"
-	"github.com/kfn-dev/kfn/internal/testcluster"
 	"github.com/kfn-dev/kfn/scaler"
 	"github.com/kfn-dev/kfn/scaler/kube"
-	"github.com/kfn-dev/kfn/scaler/scalertest"
 	"github.com/kfn-dev/kfn/scaler/server"
+	"github.com/kfn-dev/kfn/test/scalertest"
+	"github.com/kfn-dev/kfn/test/testcluster"
 )
 
 // kedaCRDs returns the directory of KEDA's CRDs in the keda module this
@@ -161,7 +161,7 @@ func start(t *testing.T) *platform {
 	r, err := function.NewReconciler(kfnMgr, cfg)
 	require.NoError(t, err)
 	require.NoError(t, r.SetupWithManager(ctx, kfnMgr))
-	feeder := &subscription.Feeder{Client: kfnMgr.GetClient(), Targets: p.core, Name: kube.FeederName}
+	feeder := &feed.Feeder{Client: kfnMgr.GetClient(), Targets: p.core, Name: kube.FeederName}
 	require.NoError(t, feeder.SetupWithManager(kfnMgr))
 	run(kfnMgr.Start)
 	require.NoError(t, feeder.Prime(ctx, kfnMgr.GetCache()))

@@ -16,9 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
-	"github.com/kfn-dev/kfn/internal/hostile"
-	"github.com/kfn-dev/kfn/internal/testport"
 	"github.com/kfn-dev/kfn/local/dev"
+	"github.com/kfn-dev/kfn/test/hostile"
+	"github.com/kfn-dev/kfn/test/testport"
 )
 
 // TestHostileTenant runs two tenants in kfn dev: a victim publishing a

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kfn-dev/kfn/internal/testenv"
+	"github.com/kfn-dev/kfn/test/testenv"
 )
 
 // flaskPath returns a PATH whose python3 imports Flask, which python314's

@@ -19,7 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kfn-dev/kfn/internal/testenv"
+	"github.com/kfn-dev/kfn/test/testenv"
 )
 
 // ScreenshotEnv names a file TestWebView writes its screenshot to, besides

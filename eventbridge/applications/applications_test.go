@@ -14,7 +14,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/kfn-dev/kfn/eventbridge/applications"
-	"github.com/kfn-dev/kfn/internal/testcluster"
+	"github.com/kfn-dev/kfn/test/testcluster"
 )
 
 func TestTypeOrName(t *testing.T) {

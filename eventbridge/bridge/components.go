@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 
+	"github.com/kfn-dev/kfn/api/feed"
 	"github.com/kfn-dev/kfn/eventbridge/applications"
 	"github.com/kfn-dev/kfn/eventbridge/auth"
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
@@ -87,7 +88,7 @@ func (p *process) subscriptions(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		var targets []subscription.Targets
+		var targets []feed.Targets
 		if p.d != nil {
 			targets = append(targets, p.d)
 		}
@@ -104,11 +105,11 @@ func (p *process) subscriptions(ctx context.Context) error {
 	if p.mgr == nil {
 		return nil
 	}
-	p.lister = subscription.Lister{Client: p.mgr.GetClient()}
+	p.lister = feed.Lister{Client: p.mgr.GetClient()}
 	if p.d == nil {
 		return nil
 	}
-	if err := (&subscription.Feeder{Client: p.mgr.GetClient(), Targets: p.d}).SetupWithManager(p.mgr); err != nil {
+	if err := (&feed.Feeder{Client: p.mgr.GetClient(), Targets: p.d}).SetupWithManager(p.mgr); err != nil {
 		return fmt.Errorf("set up dispatcher feeder: %w", err)
 	}
 	return p.mgr.Add(runnableFunc(p.d.Start))

@@ -23,7 +23,7 @@ import (
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge/bridge"
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
-	"github.com/kfn-dev/kfn/internal/testcluster"
+	"github.com/kfn-dev/kfn/test/testcluster"
 )
 
 // TestDeliveriesStayWithTheirSink runs the event bridge in a cluster with

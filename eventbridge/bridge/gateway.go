@@ -9,9 +9,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kfn-dev/kfn/api/inflight"
 	"github.com/kfn-dev/kfn/eventbridge/endpoints"
 	"github.com/kfn-dev/kfn/eventbridge/gateway"
-	"github.com/kfn-dev/kfn/eventbridge/inflight"
 )
 
 // functionServicePort is the port of a Function's Service

@@ -20,8 +20,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kfn-dev/kfn/eventbridge/bridge"
-	"github.com/kfn-dev/kfn/eventbridge/internal/natstest"
-	"github.com/kfn-dev/kfn/internal/testport"
+	"github.com/kfn-dev/kfn/test/natstest"
+	"github.com/kfn-dev/kfn/test/testport"
 )
 
 // TestPublisherLimits attacks the publisher as served by the event bridge

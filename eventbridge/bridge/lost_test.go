@@ -15,10 +15,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kfn-dev/kfn/eventbridge/bridge"
-	"github.com/kfn-dev/kfn/eventbridge/internal/natstest"
 	"github.com/kfn-dev/kfn/internal/natsconn"
-	"github.com/kfn-dev/kfn/internal/natsfault"
-	"github.com/kfn-dev/kfn/internal/testport"
+	"github.com/kfn-dev/kfn/test/natsfault"
+	"github.com/kfn-dev/kfn/test/natstest"
+	"github.com/kfn-dev/kfn/test/testport"
 )
 
 // TestRunEndsWhenNATSClosesTheConnection runs the event bridge through a

@@ -24,9 +24,9 @@ import (
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge/bridge"
-	"github.com/kfn-dev/kfn/eventbridge/internal/natstest"
-	"github.com/kfn-dev/kfn/internal/testcluster"
-	"github.com/kfn-dev/kfn/internal/testport"
+	"github.com/kfn-dev/kfn/test/natstest"
+	"github.com/kfn-dev/kfn/test/testcluster"
+	"github.com/kfn-dev/kfn/test/testport"
 )
 
 // TestRunInACluster runs the whole event bridge (publisher, reconciler,

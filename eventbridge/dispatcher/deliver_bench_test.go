@@ -17,8 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/api/stream"
 	"github.com/kfn-dev/kfn/eventbridge/egress"
-	"github.com/kfn-dev/kfn/eventbridge/stream"
 )
 
 // BenchmarkDeliver measures what one delivery costs the dispatcher's

@@ -11,7 +11,7 @@ import (
 
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/internal/logging"
-	"github.com/kfn-dev/kfn/internal/logging/logtest"
+	"github.com/kfn-dev/kfn/test/logtest"
 )
 
 // TestDeliveryLogLines: every line the dispatcher logs about an event

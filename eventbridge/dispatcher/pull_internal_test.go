@@ -12,9 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
-	"github.com/kfn-dev/kfn/eventbridge/internal/natstest"
-	"github.com/kfn-dev/kfn/eventbridge/stream"
-	"github.com/kfn-dev/kfn/internal/natsfault"
+	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/test/natsfault"
+	"github.com/kfn-dev/kfn/test/natstest"
 )
 
 // natsThatVanishes is a NATS server reached through a proxy (file store,

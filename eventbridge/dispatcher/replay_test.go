@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kfn-dev/kfn/api/stream"
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/replay"
-	"github.com/kfn-dev/kfn/eventbridge/stream"
 )
 
 func TestDeadLetterReplayDeliversToItsSubscriptionOnly(t *testing.T) {

@@ -15,10 +15,10 @@ import (
 	"go.opentelemetry.io/otel/baggage"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/api/stream"
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
-	"github.com/kfn-dev/kfn/eventbridge/internal/natstest"
-	"github.com/kfn-dev/kfn/eventbridge/stream"
+	"github.com/kfn-dev/kfn/test/natstest"
 )
 
 func attrs(extra map[string]string) nats.Header {

@@ -13,7 +13,7 @@ import (
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
-	"github.com/kfn-dev/kfn/internal/hostile"
+	"github.com/kfn-dev/kfn/test/hostile"
 )
 
 // with is a binary-mode event's headers with the given ones changed.

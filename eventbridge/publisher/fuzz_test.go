@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kfn-dev/kfn/api/stream"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
-	"github.com/kfn-dev/kfn/eventbridge/stream"
 )
 
 // FuzzPublish sends random bodies and attributes to every publishing

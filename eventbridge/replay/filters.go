@@ -10,7 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/kfn-dev/kfn/eventbridge/stream"
+	"github.com/kfn-dev/kfn/api/stream"
 )
 
 // DefaultSweepInterval is how often Run sweeps by default: how long, at

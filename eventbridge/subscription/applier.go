@@ -10,8 +10,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/api/stream"
 	"github.com/kfn-dev/kfn/eventbridge/replay"
-	"github.com/kfn-dev/kfn/eventbridge/stream"
 )
 
 // Applier makes Subscriptions' durable JetStream consumers match their

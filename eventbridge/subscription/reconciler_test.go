@@ -26,10 +26,11 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
-	"github.com/kfn-dev/kfn/eventbridge/internal/natstest"
-	"github.com/kfn-dev/kfn/eventbridge/stream"
+	"github.com/kfn-dev/kfn/api/feed"
+	"github.com/kfn-dev/kfn/api/stream"
 	"github.com/kfn-dev/kfn/eventbridge/subscription"
-	"github.com/kfn-dev/kfn/internal/testcluster"
+	"github.com/kfn-dev/kfn/test/natstest"
+	"github.com/kfn-dev/kfn/test/testcluster"
 )
 
 var cluster *testcluster.Cluster
@@ -113,7 +114,7 @@ func newEnv(t *testing.T) *env {
 	require.NoError(t, err)
 	e.rec = &subscription.Reconciler{Client: mgr.GetClient(), Applier: subscription.Applier{JetStream: e.js, Streams: e.streams}, Resync: 300 * time.Millisecond, Metrics: metrics}
 	require.NoError(t, e.rec.SetupWithManager(mgr))
-	require.NoError(t, (&subscription.Feeder{Client: mgr.GetClient(), Targets: e.targets}).SetupWithManager(mgr))
+	require.NoError(t, (&feed.Feeder{Client: mgr.GetClient(), Targets: e.targets}).SetupWithManager(mgr))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()

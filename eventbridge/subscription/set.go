@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/api/feed"
 )
 
 // Set serves a whole set of Subscriptions read from manifests, without
@@ -22,7 +23,7 @@ import (
 // concurrent use.
 type Set struct {
 	applier Applier
-	targets []Targets
+	targets []feed.Targets
 
 	mu   sync.Mutex
 	subs map[types.NamespacedName]*v1alpha2.Subscription
@@ -38,7 +39,7 @@ var ErrConsumerLost = errors.New("NATS lost the consumer and the events waiting 
 
 // NewSet returns an empty Set that applies with a and serves through
 // targets.
-func NewSet(a Applier, targets ...Targets) *Set {
+func NewSet(a Applier, targets ...feed.Targets) *Set {
 	return &Set{applier: a, targets: targets, subs: map[types.NamespacedName]*v1alpha2.Subscription{}, made: map[types.NamespacedName]bool{}}
 }
 

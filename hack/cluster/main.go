@@ -18,8 +18,8 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/kfn-dev/kfn/internal/clusterinstall"
-	"github.com/kfn-dev/kfn/internal/singlenode"
+	"github.com/kfn-dev/kfn/test/clusterinstall"
+	"github.com/kfn-dev/kfn/test/singlenode"
 )
 
 func main() {

@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kfn-dev/kfn/internal/logging/logtest"
 	"github.com/kfn-dev/kfn/internal/natsconn"
-	"github.com/kfn-dev/kfn/internal/natsfault"
-	"github.com/kfn-dev/kfn/internal/testport"
+	"github.com/kfn-dev/kfn/test/logtest"
+	"github.com/kfn-dev/kfn/test/natsfault"
+	"github.com/kfn-dev/kfn/test/testport"
 )
 
 func startServer(t *testing.T, port int) *server.Server {

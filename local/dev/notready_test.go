@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kfn-dev/kfn/internal/testenv"
 	"github.com/kfn-dev/kfn/local/dev"
+	"github.com/kfn-dev/kfn/test/testenv"
 )
 
 // A Function Kyma accepts but reports as not ready (a Kyma user's

@@ -14,10 +14,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kfn-dev/kfn/internal/testenv"
 	"github.com/kfn-dev/kfn/local/dev"
 	"github.com/kfn-dev/kfn/local/eventpath"
 	"github.com/kfn-dev/kfn/local/webview"
+	"github.com/kfn-dev/kfn/test/testenv"
 )
 
 // runDev runs kfn dev on dir until the test ends.

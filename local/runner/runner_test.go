@@ -18,9 +18,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
-	"github.com/kfn-dev/kfn/internal/logging/logtest"
 	"github.com/kfn-dev/kfn/local/runner"
 	"github.com/kfn-dev/kfn/local/supervisor"
+	"github.com/kfn-dev/kfn/test/logtest"
 )
 
 func function(name string, rt serverlessv1alpha2.Runtime, source string, env ...serverlessv1alpha2.EnvVar) *serverlessv1alpha2.Function {

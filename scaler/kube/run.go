@@ -23,8 +23,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
-	"github.com/kfn-dev/kfn/eventbridge/inflight"
-	"github.com/kfn-dev/kfn/eventbridge/subscription"
+	"github.com/kfn-dev/kfn/api/feed"
+	"github.com/kfn-dev/kfn/api/inflight"
 	"github.com/kfn-dev/kfn/internal/logging"
 	"github.com/kfn-dev/kfn/internal/natsconn"
 	"github.com/kfn-dev/kfn/scaler"
@@ -40,7 +40,7 @@ const (
 	shutdownTimeout   = 5 * time.Second
 )
 
-var _ subscription.Targets = (*scaler.Scaler)(nil)
+var _ feed.Targets = (*scaler.Scaler)(nil)
 
 // Run runs the scaler until ctx ends, then stops it and returns nil; an
 // error means it could not start or failed. root is the logger without a
@@ -98,7 +98,7 @@ func serve(ctx context.Context, cfg Config, core *scaler.Scaler, srv *server.Ser
 	if err != nil {
 		return err
 	}
-	feeder := &subscription.Feeder{Client: mgr.GetClient(), Targets: core, Name: FeederName}
+	feeder := &feed.Feeder{Client: mgr.GetClient(), Targets: core, Name: FeederName}
 	if err := feeder.SetupWithManager(mgr); err != nil {
 		return err
 	}

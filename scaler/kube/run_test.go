@@ -20,11 +20,11 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
-	"github.com/kfn-dev/kfn/eventbridge/subscription"
-	"github.com/kfn-dev/kfn/internal/testcluster"
+	"github.com/kfn-dev/kfn/api/feed"
 	"github.com/kfn-dev/kfn/scaler"
 	"github.com/kfn-dev/kfn/scaler/kube"
-	"github.com/kfn-dev/kfn/scaler/scalertest"
+	"github.com/kfn-dev/kfn/test/scalertest"
+	"github.com/kfn-dev/kfn/test/testcluster"
 )
 
 var cluster *testcluster.Cluster
@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 }
 
 // env is a real scaler core on an embedded NATS, fed by the event
-// bridge's subscription.Feeder from the test API server, as Run feeds it.
+// bridge's feed.Feeder from the test API server, as Run feeds it.
 type env struct {
 	nats *scalertest.NATS
 	core *scaler.Scaler
@@ -65,7 +65,7 @@ func (e *env) start(t *testing.T) {
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)}, // one manager per test,
 	})
 	require.NoError(t, err)
-	f := &subscription.Feeder{Client: mgr.GetClient(), Targets: e.core, Name: kube.FeederName}
+	f := &feed.Feeder{Client: mgr.GetClient(), Targets: e.core, Name: kube.FeederName}
 	require.NoError(t, f.SetupWithManager(mgr))
 	mctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)

@@ -19,8 +19,8 @@ import (
 	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kfn-dev/kfn/api/trigger"
 	"github.com/kfn-dev/kfn/scaler"
-	"github.com/kfn-dev/kfn/scaler/trigger"
 )
 
 // Metric names the server reports; KEDA prefixes them with the trigger

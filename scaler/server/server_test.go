@@ -20,10 +20,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/api/trigger"
 	"github.com/kfn-dev/kfn/scaler"
-	"github.com/kfn-dev/kfn/scaler/scalertest"
 	"github.com/kfn-dev/kfn/scaler/server"
-	"github.com/kfn-dev/kfn/scaler/trigger"
+	"github.com/kfn-dev/kfn/test/scalertest"
 )
 
 const (

@@ -1,0 +1,122 @@
+package clusterinstall
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	"helm.sh/helm/v4/pkg/kube"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+
+	"github.com/kfn-dev/kfn/test/singlenode"
+)
+
+// fieldOwner is the field manager of what this package applies itself.
+const fieldOwner = "kfn-clusterinstall"
+
+// Release and Namespace are the Helm release of kfn and its namespace.
+const (
+	Release   = "kfn"
+	Namespace = "kfn-system"
+)
+
+// LocalImages names the images hack/cluster/images.sh builds and imports.
+type LocalImages struct {
+	// Registry and Tag of kfn's image and runtime images
+	// (Registry/kfn:Tag, Registry/runtime-<runtime>:Tag).
+	Registry, Tag string
+	// NATS is the NATS server image, repository:tag.
+	NATSRepository, NATSTag string
+}
+
+// LocalValues are the chart values of a cluster whose images were imported
+// into the node, not pulled: kfn's images never pulled, NetworkPolicies on,
+// deliveries only into the node's pod and Service networks, NATS with a
+// small volume, and Functions with the S preset by default so that a
+// 2-core node holds several replicas.
+func LocalValues(img LocalImages) map[string]any {
+	return map[string]any{
+		"image": map[string]any{
+			"registry":   img.Registry,
+			"repository": "kfn",
+			"tag":        img.Tag,
+			"pullPolicy": "Never",
+		},
+		"runtimes": map[string]any{"registry": img.Registry, "tag": img.Tag},
+		"functions": map[string]any{
+			"defaultProfile": "S",
+		},
+		"networkPolicy": map[string]any{"enabled": true},
+		"eventbridge": map[string]any{
+			"dispatcher": map[string]any{"sinkNetworks": []any{singlenode.DefaultClusterCIDR, singlenode.DefaultServiceCIDR}},
+		},
+		"keda": map[string]any{"enabled": true},
+		"nats": map[string]any{
+			"image": map[string]any{"repository": img.NATSRepository, "tag": img.NATSTag, "pullPolicy": "Never"},
+			"jetstream": map[string]any{
+				"fileStorage": map[string]any{"size": "1Gi"},
+			},
+		},
+	}
+}
+
+// Kfn installs the chart in chartDir as release "kfn" in namespace
+// kfn-system (created) through the Helm SDK, with vals over the chart's
+// values, and waits up to timeout until every object is ready.
+func Kfn(ctx context.Context, kubeconfig, chartDir string, vals map[string]any, timeout time.Duration) error {
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		return fmt.Errorf("load chart %s: %w", chartDir, err)
+	}
+	flags := genericclioptions.NewConfigFlags(false)
+	flags.KubeConfig = &kubeconfig
+	ns := Namespace
+	flags.Namespace = &ns
+	cfg := action.NewConfiguration(action.ConfigurationSetLogger(slog.NewTextHandler(io.Discard, nil)))
+	if err := cfg.Init(flags, Namespace, "secret"); err != nil {
+		return fmt.Errorf("helm configuration: %w", err)
+	}
+	install := action.NewInstall(cfg)
+	install.ReleaseName = Release
+	install.Namespace = Namespace
+	install.CreateNamespace = true
+	install.ServerSideApply = true
+	install.WaitStrategy = kube.StatusWatcherStrategy
+	install.Timeout = timeout
+	if _, err := install.RunWithContext(ctx, ch, vals); err != nil {
+		return fmt.Errorf("helm install %s %s: %w", Release, chartDir, err)
+	}
+	return nil
+}
+
+// Platform installs KEDA and then kfn (the chart in chartDir) into the
+// single-node cluster, with the images hack/cluster/images.sh built for the
+// binaries in the cluster's BinDir; logf reports each step.
+func Platform(ctx context.Context, c *singlenode.Cluster, chartDir string, logf func(string, ...any)) error {
+	keda, err := singlenode.ComponentVersion(c.Config.BinDir, "keda")
+	if err != nil {
+		return err
+	}
+	nats, err := singlenode.ComponentVersion(c.Config.BinDir, "nats-server")
+	if err != nil {
+		return err
+	}
+	logf("installing KEDA %s", keda)
+	start := time.Now()
+	if err := KEDA(ctx, c, filepath.Join(c.Config.BinDir, "keda-config"), "localhost/kfn-cluster/keda:"+keda); err != nil {
+		return err
+	}
+	logf("installing kfn with its chart (KEDA took %s)", time.Since(start).Round(time.Second))
+	start = time.Now()
+	vals := LocalValues(LocalImages{Registry: "localhost/kfn", Tag: "dev", NATSRepository: "localhost/kfn-cluster/nats", NATSTag: nats})
+	if err := Kfn(ctx, c.Config.KubeconfigPath(), chartDir, vals, 5*time.Minute); err != nil {
+		return fmt.Errorf("%w\n%s", err, c.Describe(context.Background(), Namespace))
+	}
+	logf("kfn installed (%s)", time.Since(start).Round(time.Second))
+	return nil
+}

@@ -1,0 +1,130 @@
+package layers_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"os/exec"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+const module = "github.com/kfn-dev/kfn/"
+
+// mayImport says, for each top-level folder of product code, which
+// folders its non-test code may import. A folder not listed (bench, e2e,
+// hack, test) may import anything; nothing in this list may import them.
+var mayImport = map[string][]string{
+	"runtimes":    {"runtimes"},
+	"api":         {"api", "runtimes"},
+	"internal":    {"internal", "api"},
+	"controller":  {"controller", "api", "runtimes", "internal"},
+	"eventbridge": {"eventbridge", "api", "internal"},
+	"scaler":      {"scaler", "api", "internal"},
+	"local":       {"local", "controller", "eventbridge", "scaler", "api", "runtimes", "internal"},
+	"cli":         {"cli", "local", "controller", "eventbridge", "scaler", "api", "runtimes", "internal"},
+	"cmd":         {"cmd", "cli", "local", "controller", "eventbridge", "scaler", "api", "runtimes", "internal"},
+}
+
+// pkg is what `go list -json` tells of one package.
+type pkg struct {
+	ImportPath string
+	Imports    []string
+	Standard   bool
+	Module     *struct{ Path string }
+}
+
+// TestLayers fails when a package of product code imports, outside its
+// tests, a folder its layer may not: a component importing a sibling
+// component (their shared contracts belong under api/), anything importing
+// upwards, or product code importing test infrastructure.
+func TestLayers(t *testing.T) {
+	var broken []string
+	for _, p := range listDeps(t) {
+		from := folder(p.ImportPath)
+		allowed, ruled := mayImport[from]
+		if !ruled {
+			continue
+		}
+		for _, imp := range p.Imports {
+			if !strings.HasPrefix(imp, module) {
+				continue
+			}
+			to := folder(imp)
+			if !contains(allowed, to) {
+				broken = append(broken, strings.TrimPrefix(p.ImportPath, module)+" imports "+strings.TrimPrefix(imp, module))
+			}
+		}
+	}
+	sort.Strings(broken)
+	require.Empty(t, broken, "imports across layers; move the shared contract under api/, or the assembly up to local/ or cmd/")
+}
+
+// TestSiblingsShareNoCode checks the whole dependency closure, not only
+// direct imports: controller, eventbridge and scaler reach none of each
+// other's packages through any path.
+func TestSiblingsShareNoCode(t *testing.T) {
+	siblings := []string{"controller", "eventbridge", "scaler"}
+	for _, s := range siblings {
+		deps := goList(t, "-deps", "./"+s+"/...")
+		for _, d := range deps {
+			if to := folder(d.ImportPath); to != s && contains(siblings, to) {
+				t.Errorf("%s depends on %s", s, strings.TrimPrefix(d.ImportPath, module))
+			}
+		}
+	}
+}
+
+// listDeps lists every package of the module with its direct imports.
+func listDeps(t *testing.T) []pkg {
+	t.Helper()
+	var out []pkg
+	for _, p := range goList(t, "-deps", "./...") {
+		if !p.Standard && p.Module != nil && p.Module.Path+"/" == module {
+			out = append(out, p)
+		}
+	}
+	require.NotEmpty(t, out)
+	return out
+}
+
+func goList(t *testing.T, args ...string) []pkg {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"list", "-json=ImportPath,Imports,Standard,Module"}, args...)...)
+	cmd.Dir = "../.."
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	data, err := cmd.Output()
+	require.NoError(t, err, stderr.String())
+	var out []pkg
+	dec := json.NewDecoder(bytes.NewReader(data))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else {
+			require.NoError(t, err)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// folder is the top-level folder of a package of this module.
+func folder(importPath string) string {
+	rest := strings.TrimPrefix(importPath, module)
+	top, _, _ := strings.Cut(rest, "/")
+	return top
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
