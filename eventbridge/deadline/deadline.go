@@ -14,6 +14,8 @@ import (
 type Windows struct {
 	timeout time.Duration
 	window  time.Duration
+	// now is the clock (time.Now; tests set another).
+	now func() time.Time
 
 	mu      sync.Mutex
 	current context.Context // the window's
@@ -32,7 +34,7 @@ type window struct {
 // New returns the Windows of requests that time out after timeout, which
 // must be positive.
 func New(timeout time.Duration) *Windows {
-	return &Windows{timeout: timeout, window: max(timeout/64, time.Millisecond)}
+	return &Windows{timeout: timeout, window: max(timeout/64, time.Millisecond), now: time.Now}
 }
 
 // Context returns the context of a request starting now: done at the
@@ -40,7 +42,7 @@ func New(timeout time.Duration) *Windows {
 // (a request outlives the work that started it, a delivery its removed
 // Subscription, say).
 func (w *Windows) Context(values context.Context) context.Context {
-	now := time.Now()
+	now := w.now()
 	w.mu.Lock()
 	if !now.Before(w.until) {
 		w.until = now.Add(w.window)
