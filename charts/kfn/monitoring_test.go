@@ -440,7 +440,7 @@ func (noBackends) Ready(string, string) (bool, <-chan struct{}) {
 }
 func (noBackends) Pick(string, string) (string, error) { return "", fmt.Errorf("no backend") }
 
-// eventBridgeMetrics registers the event bridge's metrics as bridge.Run
+// eventBridgeMetrics registers the event bridge's metrics as eventbridge.Run
 // does (publisher, dispatcher and its backlog collector, gateway, Go and
 // process) and returns their names.
 func eventBridgeMetrics(t *testing.T) []string {

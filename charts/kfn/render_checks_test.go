@@ -26,7 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	v1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
-	"github.com/kfn-dev/kfn/eventbridge/bridge"
+	"github.com/kfn-dev/kfn/eventbridge"
 )
 
 // rendered is one value set's objects, typed where the tests look inside.
@@ -312,7 +312,7 @@ func TestEventBridgeArgs(t *testing.T) {
 			r := typed(t, render(t, vs.values))
 			c := container(t, r.deployments["kfn-eventbridge"])
 			assert.Equal(t, []string{"/usr/local/bin/eventbridge"}, c.Command)
-			cfg := bridge.DefaultConfig()
+			cfg := eventbridge.DefaultConfig()
 			fs := flag.NewFlagSet("eventbridge", flag.ContinueOnError)
 			cfg.RegisterFlags(fs)
 			require.NoError(t, fs.Parse(c.Args))
@@ -320,10 +320,10 @@ func TestEventBridgeArgs(t *testing.T) {
 			require.NoError(t, cfg.Validate())
 			assert.True(t, cfg.LeaderElection)
 			assert.Equal(t, releaseNamespace, cfg.LeaderElectionNamespace)
-			want := []string{bridge.ComponentPublisher, bridge.ComponentDispatcher, bridge.ComponentReconciler}
+			want := []string{eventbridge.ComponentPublisher, eventbridge.ComponentDispatcher, eventbridge.ComponentReconciler}
 			svc, gateway := r.services["kfn-gateway"]
 			if gateway {
-				want = append(want, bridge.ComponentGateway)
+				want = append(want, eventbridge.ComponentGateway)
 				assert.Equal(t, ":8082", cfg.GatewayListen)
 				assert.Equal(t, intstr.FromString("gateway"), svc.Spec.Ports[0].TargetPort)
 				assert.True(t, slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "gateway" && p.ContainerPort == 8082 }))
@@ -359,7 +359,7 @@ func TestNATSConfig(t *testing.T) {
 			assert.Equal(t, "kfn-nats-0", opts.ServerName)
 			assert.True(t, opts.JetStream)
 			assert.Equal(t, "/data", opts.StoreDir)
-			cfg := bridge.DefaultConfig()
+			cfg := eventbridge.DefaultConfig()
 			fs := flag.NewFlagSet("eventbridge", flag.ContinueOnError)
 			cfg.RegisterFlags(fs)
 			require.NoError(t, fs.Parse(container(t, r.deployments["kfn-eventbridge"]).Args))

@@ -5,14 +5,14 @@
 package main
 
 import (
-	"github.com/kfn-dev/kfn/eventbridge/bridge"
+	"github.com/kfn-dev/kfn/eventbridge"
 	"github.com/kfn-dev/kfn/internal/command"
 )
 
 // component is the event bridge with its default configuration, which its
 // flags change.
 func component() command.Component {
-	return command.Of("eventbridge", bridge.DefaultConfig(), bridge.Run)
+	return command.Of("eventbridge", eventbridge.DefaultConfig(), eventbridge.Run)
 }
 
 func main() { command.Main(component()) }

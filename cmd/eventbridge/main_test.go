@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kfn-dev/kfn/eventbridge/bridge"
+	"github.com/kfn-dev/kfn/eventbridge"
 	"github.com/kfn-dev/kfn/test/logtest"
 	"github.com/kfn-dev/kfn/test/testport"
 )
@@ -50,7 +50,7 @@ func TestRunRefusesBadFlagsBeforeDoingAnything(t *testing.T) {
 }
 
 func TestDefaultConfigIsValid(t *testing.T) {
-	cfg := bridge.DefaultConfig()
+	cfg := eventbridge.DefaultConfig()
 	require.NoError(t, cfg.Validate())
 }
 

@@ -1,4 +1,4 @@
-package bridge_test
+package eventbridge_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package bridge_test
+package eventbridge_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kfn-dev/kfn/eventbridge/bridge"
+	"github.com/kfn-dev/kfn/eventbridge"
 )
 
 // TestPublisherToken runs the publisher with -token-file: publishing needs
@@ -22,14 +22,14 @@ func TestPublisherToken(t *testing.T) {
 	dir := t.TempDir()
 	short := filepath.Join(dir, "short")
 	require.NoError(t, os.WriteFile(short, []byte("x"), 0o600))
-	bad := bridge.DefaultConfig()
+	bad := eventbridge.DefaultConfig()
 	bad.TokenFile = short
 	bad.Subscriptions = []string{filepath.Join(dir, "none.yaml")}
-	require.ErrorContains(t, bridge.Run(context.Background(), bad, slog.New(slog.NewTextHandler(io.Discard, nil))), "-token-file")
+	require.ErrorContains(t, eventbridge.Run(context.Background(), bad, slog.New(slog.NewTextHandler(io.Discard, nil))), "-token-file")
 
 	tokenFile := filepath.Join(dir, "token")
 	require.NoError(t, os.WriteFile(tokenFile, []byte("a-long-enough-token\n"), 0o600))
-	cfg := startPublisher(t, func(c *bridge.Config) { c.TokenFile = tokenFile })
+	cfg := startPublisher(t, func(c *eventbridge.Config) { c.TokenFile = tokenFile })
 	base := "http://" + cfg.Listen
 	publish := func(authorization string) int {
 		req, _ := http.NewRequest(http.MethodPost, base+"/publish", strings.NewReader(`{}`))

@@ -1,4 +1,4 @@
-package bridge_test
+package eventbridge_test
 
 import (
 	"context"
@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
-	"github.com/kfn-dev/kfn/eventbridge/bridge"
+	"github.com/kfn-dev/kfn/eventbridge"
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/test/testcluster"
 )
@@ -60,7 +60,7 @@ func TestDeliveriesStayWithTheirSink(t *testing.T) {
 	}))
 	t.Cleanup(sink.Close)
 
-	cfg, cluster := runInCluster(t, func(cfg *bridge.Config, cluster *testcluster.Cluster) {
+	cfg, cluster := runInCluster(t, func(cfg *eventbridge.Config, cluster *testcluster.Cluster) {
 		cfg.Dispatcher.Egress.AllowLoopback = true
 		// The API server as a pod sees it: its Service address from the
 		// environment (here the address it listens on), and the endpoint

@@ -1,4 +1,4 @@
-package bridge
+package eventbridge
 
 import (
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"

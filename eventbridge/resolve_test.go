@@ -1,4 +1,4 @@
-package bridge_test
+package eventbridge_test
 
 import (
 	"net/url"
@@ -11,7 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
-	"github.com/kfn-dev/kfn/eventbridge/bridge"
+	"github.com/kfn-dev/kfn/eventbridge"
 	"github.com/kfn-dev/kfn/eventbridge/endpoints"
 )
 
@@ -38,7 +38,7 @@ func sinkTo(t *testing.T, raw string) v1alpha2.Sink {
 }
 
 func TestClusterResolverDeliversToThePodsInTurn(t *testing.T) {
-	r := bridge.ClusterResolver(readyPods("10.0.0.1", "10.0.0.2"), nil)
+	r := eventbridge.ClusterResolver(readyPods("10.0.0.1", "10.0.0.2"), nil)
 	seen := map[string]bool{}
 	for range 4 {
 		got, err := r.Resolve(sinkTo(t, "http://fn.default.svc.cluster.local/orders?x=1"))
@@ -64,7 +64,7 @@ func TestClusterResolverFallsBack(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got, err := bridge.ClusterResolver(tc.eps, tc.static).Resolve(sinkTo(t, tc.sink))
+			got, err := eventbridge.ClusterResolver(tc.eps, tc.static).Resolve(sinkTo(t, tc.sink))
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, got)
 		})
@@ -72,11 +72,11 @@ func TestClusterResolverFallsBack(t *testing.T) {
 }
 
 func TestClusterBackendsPickAReadyPod(t *testing.T) {
-	b := bridge.ClusterBackends{Endpoints: readyPods("10.0.0.1")}
+	b := eventbridge.ClusterBackends{Endpoints: readyPods("10.0.0.1")}
 	got, err := b.Pick("default", "fn")
 	require.NoError(t, err)
 	assert.Equal(t, "10.0.0.1:8080", got)
-	b = bridge.ClusterBackends{Endpoints: readyPods()}
+	b = eventbridge.ClusterBackends{Endpoints: readyPods()}
 	got, err = b.Pick("default", "fn")
 	require.NoError(t, err)
 	assert.Equal(t, "fn.default.svc.cluster.local:80", got, "through the Service when no pod can be named")

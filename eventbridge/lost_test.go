@@ -1,4 +1,4 @@
-package bridge_test
+package eventbridge_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kfn-dev/kfn/eventbridge/bridge"
+	"github.com/kfn-dev/kfn/eventbridge"
 	"github.com/kfn-dev/kfn/internal/natsconn"
 	"github.com/kfn-dev/kfn/test/natsfault"
 	"github.com/kfn-dev/kfn/test/natstest"
@@ -36,12 +36,12 @@ kind: Subscription
 metadata: {name: orders, namespace: default}
 spec: {sink: "http://orders.default.svc.cluster.local", source: shop, types: [order.created.v1]}
 `), 0o600))
-	cfg := bridge.DefaultConfig()
+	cfg := eventbridge.DefaultConfig()
 	cfg.NATSURL = proxy.URL()
 	cfg.Subscriptions = []string{manifest}
 	cfg.Listen, cfg.AdminListen, cfg.MetricsListen = testport.Addr(t), "", ""
 	done := make(chan error, 1)
-	go func() { done <- bridge.Run(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+	go func() { done <- eventbridge.Run(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
 	publish := func(id string) int {
 		req, err := http.NewRequest(http.MethodPost, "http://"+cfg.Listen+"/publish", strings.NewReader(`{}`))
 		require.NoError(t, err)

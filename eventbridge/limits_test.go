@@ -1,4 +1,4 @@
-package bridge_test
+package eventbridge_test
 
 import (
 	"bufio"
@@ -19,7 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kfn-dev/kfn/eventbridge/bridge"
+	"github.com/kfn-dev/kfn/eventbridge"
 	"github.com/kfn-dev/kfn/test/natstest"
 	"github.com/kfn-dev/kfn/test/testport"
 )
@@ -65,7 +65,7 @@ func TestPublisherLimits(t *testing.T) {
 // startPublisher runs the event bridge's publisher alone (Subscriptions from
 // a manifest, no Kubernetes) on an embedded NATS, with mod applied to its
 // configuration, and waits until it is ready; it stops with the test.
-func startPublisher(t *testing.T, mod func(*bridge.Config)) bridge.Config {
+func startPublisher(t *testing.T, mod func(*eventbridge.Config)) eventbridge.Config {
 	t.Helper()
 	ns := natstest.Start(t)
 	manifest := filepath.Join(t.TempDir(), "subscriptions.yaml")
@@ -74,9 +74,9 @@ kind: Subscription
 metadata: {name: orders, namespace: default}
 spec: {sink: "http://orders.default.svc.cluster.local", source: shop, types: [order.created.v1]}
 `), 0o600))
-	cfg := bridge.DefaultConfig()
+	cfg := eventbridge.DefaultConfig()
 	cfg.NATSURL = ns.URL()
-	cfg.Components = []string{bridge.ComponentPublisher}
+	cfg.Components = []string{eventbridge.ComponentPublisher}
 	cfg.Subscriptions = []string{manifest}
 	cfg.Listen, cfg.AdminListen, cfg.MetricsListen = testport.Addr(t), "", ""
 	if mod != nil {
@@ -84,7 +84,7 @@ spec: {sink: "http://orders.default.svc.cluster.local", source: shop, types: [or
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- bridge.Run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+	go func() { done <- eventbridge.Run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
 	t.Cleanup(func() {
 		cancel()
 		select {

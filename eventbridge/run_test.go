@@ -1,4 +1,4 @@
-package bridge_test
+package eventbridge_test
 
 import (
 	"context"
@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
-	"github.com/kfn-dev/kfn/eventbridge/bridge"
+	"github.com/kfn-dev/kfn/eventbridge"
 	"github.com/kfn-dev/kfn/test/natstest"
 	"github.com/kfn-dev/kfn/test/testcluster"
 	"github.com/kfn-dev/kfn/test/testport"
@@ -45,7 +45,7 @@ func TestRunInACluster(t *testing.T) {
 		}
 	}))
 	defer sink.Close()
-	cfg, cluster := runInCluster(t, func(cfg *bridge.Config, _ *testcluster.Cluster) {
+	cfg, cluster := runInCluster(t, func(cfg *eventbridge.Config, _ *testcluster.Cluster) {
 		cfg.Resolve = map[string]string{"orders.default": sink.URL}
 		cfg.Dispatcher.Egress.AllowLoopback = true
 	})
@@ -114,7 +114,7 @@ func TestRunInACluster(t *testing.T) {
 // runInCluster runs the whole event bridge against a real API server (a
 // cluster of its own) and NATS, with mod applied to its configuration,
 // until the test ends; the bridge must then stop cleanly.
-func runInCluster(t *testing.T, mod func(*bridge.Config, *testcluster.Cluster)) (bridge.Config, *testcluster.Cluster) {
+func runInCluster(t *testing.T, mod func(*eventbridge.Config, *testcluster.Cluster)) (eventbridge.Config, *testcluster.Cluster) {
 	t.Helper()
 	cluster := testcluster.New(t, testcluster.WithScheme(v1alpha2.AddToScheme))
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
@@ -122,7 +122,7 @@ func runInCluster(t *testing.T, mod func(*bridge.Config, *testcluster.Cluster)) 
 	t.Setenv("KUBECONFIG", kubeconfig)
 
 	ns := natstest.Start(t)
-	cfg := bridge.DefaultConfig()
+	cfg := eventbridge.DefaultConfig()
 	cfg.NATSURL = ns.URL()
 	cfg.Listen, cfg.AdminListen, cfg.MetricsListen = testport.Addr(t), testport.Addr(t), testport.Addr(t)
 	cfg.LeaderElection = false
@@ -132,7 +132,7 @@ func runInCluster(t *testing.T, mod func(*bridge.Config, *testcluster.Cluster)) 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- bridge.Run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		done <- eventbridge.Run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	}()
 	t.Cleanup(func() {
 		cancel()

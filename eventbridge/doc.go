@@ -3,4 +3,4 @@
 // the Subscription reconciler and dispatcher feeder against Kubernetes or a
 // static set of Subscriptions from manifest files. Config holds every
 // setting with working defaults; Run runs until its context ends.
-package bridge
+package eventbridge

@@ -1,4 +1,4 @@
-package bridge_test
+package eventbridge_test
 
 import (
 	"context"
@@ -25,7 +25,7 @@ import (
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/api/inflight"
 	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
-	"github.com/kfn-dev/kfn/eventbridge/bridge"
+	"github.com/kfn-dev/kfn/eventbridge"
 	"github.com/kfn-dev/kfn/eventbridge/gateway"
 	"github.com/kfn-dev/kfn/test/natstest"
 	"github.com/kfn-dev/kfn/test/testcluster"
@@ -93,9 +93,9 @@ func TestGatewayInACluster(t *testing.T) {
 	require.NoError(t, err)
 	defer stop()
 
-	cfg := bridge.DefaultConfig()
+	cfg := eventbridge.DefaultConfig()
 	cfg.NATSURL = natsSrv.URL()
-	cfg.Components = []string{bridge.ComponentGateway}
+	cfg.Components = []string{eventbridge.ComponentGateway}
 	cfg.GatewayListen, cfg.AdminListen, cfg.MetricsListen = testport.Addr(t), "", testport.Addr(t)
 	cfg.Gateway.HoldTimeout = 2 * time.Second
 	cfg.LeaderElection = false
@@ -104,7 +104,7 @@ func TestGatewayInACluster(t *testing.T) {
 	require.NoError(t, c.Create(bg, functionSlice(ns, "idle", false)))
 	ctx, cancel := context.WithCancel(bg)
 	done := make(chan error, 1)
-	go func() { done <- bridge.Run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+	go func() { done <- eventbridge.Run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
