@@ -41,7 +41,9 @@ spec: {sink: "http://orders.default.svc.cluster.local", source: shop, types: [or
 	cfg.Subscriptions = []string{manifest}
 	cfg.Listen, cfg.AdminListen, cfg.MetricsListen = testport.Addr(t), "", ""
 	done := make(chan error, 1)
-	go func() { done <- eventbridge.Run(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+	go func() {
+		done <- eventbridge.Run(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}()
 	publish := func(id string) int {
 		req, err := http.NewRequest(http.MethodPost, "http://"+cfg.Listen+"/publish", strings.NewReader(`{}`))
 		require.NoError(t, err)
