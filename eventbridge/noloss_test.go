@@ -34,7 +34,7 @@ import (
 func buildEventBridge(t *testing.T) string {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..")
+	root := filepath.Join(filepath.Dir(file), "..")
 	bin := filepath.Join(t.TempDir(), "eventbridge")
 	cmd := exec.Command("go", "build", "-o", bin, "./cmd/eventbridge")
 	cmd.Dir = root
