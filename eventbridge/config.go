@@ -2,10 +2,8 @@ package eventbridge
 
 import (
 	"errors"
-	"flag"
 	"fmt"
-	"net/url"
-	"strings"
+	"slices"
 	"time"
 
 	v1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
@@ -13,61 +11,35 @@ import (
 	"github.com/kfn-dev/kfn/api/stream"
 	"github.com/kfn-dev/kfn/eventbridge/applications"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
-	"github.com/kfn-dev/kfn/eventbridge/egress"
 	"github.com/kfn-dev/kfn/eventbridge/gateway"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/eventbridge/replay"
 	"github.com/kfn-dev/kfn/eventbridge/subscription"
-	"github.com/kfn-dev/kfn/internal/logging"
 )
 
 // Components the event bridge can run.
 const (
 	ComponentPublisher  = "publisher"
 	ComponentDispatcher = "dispatcher"
+	// ComponentReconciler is the Subscription reconciler; it needs
+	// Kubernetes.
 	ComponentReconciler = "reconciler"
 	// ComponentGateway is the synchronous HTTP gateway to Functions (see
-	// package gateway); it needs Kubernetes.
+	// package gateway).
 	ComponentGateway = "gateway"
 )
 
-// ErrInvalidConfig is wrapped by every error of Config.Validate.
+// ErrInvalidConfig is wrapped by every error of Config.Validate and
+// Process.Validate.
 var ErrInvalidConfig = errors.New("invalid event bridge configuration")
 
-// Config is every setting of the event bridge. DefaultConfig has working
-// values for a cluster; RegisterFlags documents each one as a flag.
+// Config is every setting of the event bridge's parts, the same wherever
+// they run (a process of their own, kfn dev, a benchmark): New reads it.
+// DefaultConfig has working values; Process.RegisterFlags documents each
+// one as a flag.
 type Config struct {
-	// NATSURL is the NATS server (comma-separated for a cluster).
-	NATSURL string
-	// Listen is the publisher's address (/publish, /{app}/v1/events,
-	// /{app}/v2/events, /healthz, /readyz).
-	Listen string
-	// AdminListen serves the dead-letter admin API (/deadletters...).
-	// Empty disables it.
-	AdminListen string
-	// MetricsListen serves Prometheus metrics on /metrics. Empty disables it.
-	MetricsListen string
 	// Components to run: publisher, dispatcher, reconciler, gateway.
 	Components []string
-	// GatewayListen is the gateway's address (component gateway).
-	GatewayListen string
-	// Gateway tunes the gateway (HoldTimeout, MaxHeld; Source is set from
-	// the host name).
-	Gateway gateway.Config
-	// GatewayInFlightSubject is the core NATS subject on which the gateway
-	// reports its in-flight requests to the scalers.
-	GatewayInFlightSubject string
-	// TokenFile, when set, names a file holding the bearer token that the
-	// publisher and the gateway require (package auth); empty: none.
-	TokenFile string
-	// Subscriptions, when set, are manifest files whose Subscriptions are
-	// served without Kubernetes (the reconciler does not run; consumers
-	// are created at start).
-	Subscriptions []string
-	// Resolve maps sink Services, as "<service>.<namespace>", to base URLs
-	// to deliver to instead of the cluster DNS name (for running outside a
-	// cluster). Unlisted sinks are delivered to as written.
-	Resolve map[string]string
 	// Streams configures the event and dead-letter streams.
 	Streams stream.Config
 	// AckWait is the consumers' ack wait: how soon another replica takes
@@ -83,154 +55,56 @@ type Config struct {
 	// ApplicationCheckInterval is how often the Application CRD is looked
 	// for until it is served.
 	ApplicationCheckInterval time.Duration
-	// Dispatcher configures the dispatcher (its Streams are set from Streams).
+	// Dispatcher configures the dispatcher. Its Streams are set from
+	// Streams; its Delivery are also the consumers' defaults (one setting
+	// for both, so that they cannot disagree); a Jitter of 0 means none.
 	Dispatcher dispatcher.Config
+	// Gateway tunes the gateway (HoldTimeout, MaxHeld; Source names the
+	// reporter of its in-flight counts).
+	Gateway gateway.Config
+	// GatewayInFlightSubject is the core NATS subject on which the gateway
+	// reports its in-flight requests to the scalers, unless the host gives
+	// another reporter (Deps.InFlight).
+	GatewayInFlightSubject string
+	// Resolve maps sink Services, as "<service>.<namespace>", to base URLs
+	// to deliver to instead of the cluster DNS name (for running outside a
+	// cluster). Unlisted sinks are delivered to as written.
+	Resolve map[string]string
 	// Resync is how often each Subscription is reconciled without change.
 	Resync time.Duration
 	// ReplaySweep is how often consumers whose replays settled lose their
 	// replay subject (package replay).
 	ReplaySweep time.Duration
-	// LeaderElection makes one replica at a time run the reconciler.
-	LeaderElection bool
-	// LeaderElectionNamespace holds the leader lease; empty means the
-	// namespace the process runs in.
-	LeaderElectionNamespace string
-	// LogLevel is debug, info, warn or error.
-	LogLevel string
-	// TraceEndpoint is the OTLP/HTTP traces URL spans are exported to
-	// (http://collector:4318/v1/traces); empty: the standard
-	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT, and
-	// without them no tracing (package tracing/otlp).
-	TraceEndpoint string
+	// Admin makes the dead-letter admin API (Bridge.DeadLetters), whose
+	// replays the bridge then sweeps.
+	Admin bool
 }
 
-// DefaultConfig returns working defaults.
+// DefaultConfig returns working defaults: every component but the gateway,
+// the admin API on.
 func DefaultConfig() Config {
 	return Config{
-		NATSURL:                  "nats://127.0.0.1:4222",
-		Listen:                   ":8080",
-		AdminListen:              ":8081",
-		MetricsListen:            ":9090",
 		Components:               []string{ComponentPublisher, ComponentDispatcher, ComponentReconciler},
-		GatewayListen:            ":8082",
-		Gateway:                  gateway.Config{HoldTimeout: gateway.DefaultHoldTimeout, MaxHeld: gateway.DefaultMaxHeld},
-		GatewayInFlightSubject:   inflight.DefaultSubject,
 		Streams:                  stream.DefaultConfig(),
 		AckWait:                  stream.DefaultAckWait,
-		Publisher:                publisher.Config{MaxRequestBytes: publisher.DefaultMaxRequestBytes, StoreTimeout: publisher.DefaultStoreTimeout},
+		Publisher:                publisher.Config{MaxRequestBytes: publisher.DefaultMaxRequestBytes, StoreTimeout: publisher.DefaultStoreTimeout, LegacyPrefix: v1alpha2.DefaultLegacyPrefix, LegacySource: publisher.DefaultLegacySource},
 		KymaApplications:         true,
 		ApplicationCheckInterval: applications.DefaultCheckInterval,
 		Dispatcher: dispatcher.Config{RequestTimeout: dispatcher.DefaultRequestTimeout, MaxHops: dispatcher.DefaultMaxHops, Jitter: dispatcher.DefaultJitter, Delivery: v1alpha2.DefaultDelivery(),
-			MaxHeldBytes: dispatcher.DefaultMaxHeldBytes, MaxHeldBytesPerSubscription: dispatcher.DefaultMaxHeldBytesPerSubscription},
-		Resync:         subscription.DefaultResync,
-		ReplaySweep:    replay.DefaultSweepInterval,
-		LeaderElection: true,
-		LogLevel:       "info",
+			MaxHeldBytes: dispatcher.DefaultMaxHeldBytes, MaxHeldBytesPerSubscription: dispatcher.DefaultMaxHeldBytesPerSubscription, BudgetInterval: dispatcher.DefaultBudgetInterval},
+		Gateway:                gateway.Config{HoldTimeout: gateway.DefaultHoldTimeout, MaxHeld: gateway.DefaultMaxHeld},
+		GatewayInFlightSubject: inflight.DefaultSubject,
+		Resync:                 subscription.DefaultResync,
+		ReplaySweep:            replay.DefaultSweepInterval,
+		Admin:                  true,
 	}
-}
-
-// RegisterFlags binds every setting to a flag of fs, with the current
-// values as defaults.
-func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.NATSURL, "nats-url", c.NATSURL, "NATS server URL(s), comma-separated")
-	fs.StringVar(&c.Listen, "listen", c.Listen, "address of the publisher (and /healthz, /readyz)")
-	fs.StringVar(&c.AdminListen, "admin-listen", c.AdminListen, "address of the dead-letter admin API; empty disables it")
-	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "address of /metrics; empty disables it")
-	fs.Func("components", "comma-separated components to run: publisher, dispatcher, reconciler, gateway (default publisher,dispatcher,reconciler)", func(v string) error {
-		c.Components = splitList(v)
-		return nil
-	})
-	fs.StringVar(&c.GatewayListen, "gateway-listen", c.GatewayListen, "address of the gateway to Functions (component gateway): /{namespace}/{function}/path, or Host <function>.<namespace>.svc[.cluster.local]")
-	fs.DurationVar(&c.Gateway.HoldTimeout, "gateway-hold-timeout", c.Gateway.HoldTimeout, "how long the gateway holds a request for a Function without a ready endpoint before answering 503")
-	fs.IntVar(&c.Gateway.MaxHeld, "gateway-max-held", c.Gateway.MaxHeld, "most requests the gateway holds at once; more are answered 503 at once")
-	fs.StringVar(&c.GatewayInFlightSubject, "gateway-inflight-subject", c.GatewayInFlightSubject, "core NATS subject of the gateway's in-flight reports to the scalers (the scaler's -inflight-subject)")
-	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "file with a bearer token (at least 16 characters) the publisher and the gateway require; functions send it from PUBLISHER_TOKEN. Empty: no token")
-	fs.Func("subscriptions", "manifest file of Subscriptions to serve without Kubernetes (repeatable); the reconciler then does not run", func(v string) error {
-		c.Subscriptions = append(c.Subscriptions, v)
-		return nil
-	})
-	fs.Func("resolve", "deliver to a sink Service elsewhere: <service>.<namespace>=<base URL> (repeatable; for running outside a cluster)", func(v string) error {
-		k, u, ok := strings.Cut(v, "=")
-		if !ok || k == "" || u == "" {
-			return fmt.Errorf("want <service>.<namespace>=<base URL>, not %q", v)
-		}
-		if c.Resolve == nil {
-			c.Resolve = map[string]string{}
-		}
-		c.Resolve[k] = strings.TrimSuffix(u, "/")
-		return nil
-	})
-	fs.StringVar(&c.Streams.EventStream, "event-stream", c.Streams.EventStream, "name of the event stream")
-	fs.StringVar(&c.Streams.DeadLetterStream, "dead-letter-stream", c.Streams.DeadLetterStream, "name of the dead-letter stream")
-	fs.StringVar(&c.Streams.Storage, "storage", c.Streams.Storage, "stream storage: file or memory")
-	fs.IntVar(&c.Streams.Replicas, "stream-replicas", c.Streams.Replicas, "JetStream replicas of the streams (1..5)")
-	fs.Int64Var(&c.Streams.MaxBytes, "stream-max-bytes", c.Streams.MaxBytes, "size limit of the event stream; when full, publishing answers 507 (-1 unlimited)")
-	fs.Func("stream-max-msg-size", fmt.Sprintf("size limit of one stored event, headers included (-1 unlimited) (default %d)", c.Streams.MaxMsgSize), func(v string) error {
-		var n int32
-		_, err := fmt.Sscan(v, &n)
-		c.Streams.MaxMsgSize = n
-		return err
-	})
-	fs.IntVar(&c.Streams.MaxConsumers, "stream-max-consumers", c.Streams.MaxConsumers, "most consumers of the event stream, one per Subscription (NATS gives a stream without one 1,000)")
-	fs.DurationVar(&c.Streams.Duplicates, "dedup-window", c.Streams.Duplicates, "de-duplication window: a re-published source+id inside it is stored once")
-	fs.DurationVar(&c.Streams.DeadLetterMaxAge, "dead-letter-max-age", c.Streams.DeadLetterMaxAge, "how long dead letters are kept (0 forever)")
-	fs.Int64Var(&c.Streams.DeadLetterMaxBytes, "dead-letter-max-bytes", c.Streams.DeadLetterMaxBytes, "size limit of the dead-letter stream; when full, new dead letters are refused (their events retried later), none dropped (-1 unlimited)")
-	fs.Int64Var(&c.Streams.DeadLetterMaxPerNamespace, "dead-letter-max-per-namespace", c.Streams.DeadLetterMaxPerNamespace, "most dead letters of one namespace; past it, that namespace's oldest are dropped, no other's")
-	fs.DurationVar(&c.AckWait, "ack-wait", c.AckWait, "consumers' ack wait: how soon another replica retries the events of a dispatcher that died")
-	fs.Int64Var(&c.Publisher.MaxRequestBytes, "max-request-bytes", c.Publisher.MaxRequestBytes, "largest publish request body; larger get 413")
-	fs.DurationVar(&c.Publisher.StoreTimeout, "store-timeout", c.Publisher.StoreTimeout, "how long a publish waits for JetStream before answering 503")
-	fs.StringVar(&c.Publisher.LegacyPrefix, "legacy-event-prefix", "sap.kyma.custom", "prefix of Kyma legacy event types")
-	fs.StringVar(&c.Publisher.LegacySource, "legacy-source", publisher.DefaultLegacySource, "source of the exact-matching copy of legacy events")
-	fs.BoolVar(&c.KymaApplications, "kyma-applications", c.KymaApplications, "route the events of Kyma Applications (applicationconnector.kyma-project.io) by their application-type label, as Kyma's publisher does, once that CRD is served")
-	fs.DurationVar(&c.ApplicationCheckInterval, "application-check-interval", c.ApplicationCheckInterval, "how often the Application CRD is looked for until it is served")
-	fs.DurationVar(&c.Dispatcher.RequestTimeout, "request-timeout", c.Dispatcher.RequestTimeout, "timeout of one delivery to a sink")
-	fs.Func("sink-networks", "comma-separated CIDRs (the cluster's pod and Service networks): the only networks deliveries may reach; empty: any address but loopback, link-local, multicast and the API server's", func(v string) error {
-		n, err := egress.ParseNetworks(v)
-		c.Dispatcher.Egress.Networks = n
-		return err
-	})
-	fs.Int64Var(&c.Dispatcher.MaxHeldBytes, "max-held-bytes", c.Dispatcher.MaxHeldBytes, "bytes of events the dispatcher holds at once (arrived, not settled, retries included); past it, it asks for no more until some are settled (-1: no bound)")
-	fs.Int64Var(&c.Dispatcher.MaxHeldBytesPerSubscription, "max-held-bytes-per-subscription", c.Dispatcher.MaxHeldBytesPerSubscription, "the share of -max-held-bytes one Subscription may hold (a Subscription holding nothing may take one event of any size; -1: no bound)")
-	fs.BoolVar(&c.Dispatcher.Egress.AllowLoopback, "allow-loopback-sinks", c.Dispatcher.Egress.AllowLoopback, "let deliveries reach loopback addresses, for -resolve targets on this machine (tests); never in a cluster, where it would open the pod's own ports to every tenant's sink")
-	fs.IntVar(&c.Dispatcher.MaxHops, "max-hops", c.Dispatcher.MaxHops, "longest chain of reply events")
-	fs.Float64Var(&c.Dispatcher.Jitter, "backoff-jitter", c.Dispatcher.Jitter, "random fraction of each redelivery backoff (0..1)")
-	fs.IntVar(&c.Dispatcher.Delivery.MaxInFlight, "default-max-in-flight", c.Dispatcher.Delivery.MaxInFlight, "maxInFlightMessages of Subscriptions whose spec.config does not set it")
-	fs.IntVar(&c.Dispatcher.Delivery.MaxDeliver, "default-max-deliver", c.Dispatcher.Delivery.MaxDeliver, "maxDeliver (delivery attempts per event) of Subscriptions whose spec.config does not set it")
-	fs.DurationVar(&c.Dispatcher.Delivery.BackoffInitial, "default-backoff-initial", c.Dispatcher.Delivery.BackoffInitial, "backoffInitial (first redelivery delay) of Subscriptions whose spec.config does not set it")
-	fs.DurationVar(&c.Dispatcher.Delivery.BackoffMax, "default-backoff-max", c.Dispatcher.Delivery.BackoffMax, "backoffMax (longest redelivery delay) of Subscriptions whose spec.config does not set it")
-	fs.BoolVar(&c.Dispatcher.Delivery.DeadLetter, "default-dead-letter", c.Dispatcher.Delivery.DeadLetter, "deadLetter (keep events that ran out of attempts) of Subscriptions whose spec.config does not set it")
-	fs.IntVar(&c.Dispatcher.Delivery.MaxBacklog, "default-max-backlog", c.Dispatcher.Delivery.MaxBacklog, "maxBacklog (events that may wait for one Subscription; the oldest past it are dead-lettered) of Subscriptions whose spec.config does not set it")
-	fs.Int64Var(&c.Dispatcher.Delivery.MaxBacklogBytes, "default-max-backlog-bytes", c.Dispatcher.Delivery.MaxBacklogBytes, "maxBacklogBytes (bytes of events that may wait for one Subscription, estimated from a sample; the oldest past it are dead-lettered) of Subscriptions whose spec.config does not set it")
-	fs.DurationVar(&c.Dispatcher.BudgetInterval, "budget-interval", dispatcher.DefaultBudgetInterval, "how often each Subscription's backlog is checked against its maxBacklog")
-	fs.DurationVar(&c.Resync, "resync", c.Resync, "period of reconciling each Subscription without change (recreates lost consumers)")
-	fs.DurationVar(&c.ReplaySweep, "replay-sweep", c.ReplaySweep, "how often consumers whose dead-letter replays settled stop filtering on their replay subject")
-	fs.BoolVar(&c.LeaderElection, "leader-election", c.LeaderElection, "run the reconciler in one replica at a time")
-	fs.StringVar(&c.LeaderElectionNamespace, "leader-election-namespace", c.LeaderElectionNamespace, "namespace of the leader lease")
-	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: "+logging.Levels)
-	fs.StringVar(&c.TraceEndpoint, "trace-endpoint", c.TraceEndpoint, "OTLP/HTTP traces URL to export spans to, e.g. http://otel-collector:4318/v1/traces; empty: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT if set, else no tracing")
-}
-
-func splitList(v string) []string {
-	var out []string
-	for _, s := range strings.Split(v, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 // Has reports whether the component is to run.
-func (c *Config) Has(component string) bool {
-	for _, x := range c.Components {
-		if x == component {
-			return true
-		}
-	}
-	return false
-}
+func (c *Config) Has(component string) bool { return slices.Contains(c.Components, component) }
 
-// Validate returns an error wrapping ErrInvalidConfig that says what to fix.
+// Validate returns an error wrapping ErrInvalidConfig that says what to
+// fix, naming the flag of each setting.
 func (c *Config) Validate() error {
 	if err := c.Streams.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
@@ -245,23 +119,8 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("%w: unknown component %q (want publisher, dispatcher, reconciler, gateway)", ErrInvalidConfig, x)
 		}
 	}
-	if c.NATSURL == "" {
-		return fmt.Errorf("%w: -nats-url is required", ErrInvalidConfig)
-	}
-	if c.Has(ComponentPublisher) && c.Listen == "" {
-		return fmt.Errorf("%w: the publisher needs -listen", ErrInvalidConfig)
-	}
-	if c.Has(ComponentGateway) {
-		switch {
-		case c.GatewayListen == "":
-			return fmt.Errorf("%w: the gateway needs -gateway-listen", ErrInvalidConfig)
-		case len(c.Subscriptions) > 0:
-			return fmt.Errorf("%w: the gateway needs Kubernetes (EndpointSlices); it cannot run with -subscriptions", ErrInvalidConfig)
-		case c.Gateway.HoldTimeout <= 0 || c.Gateway.MaxHeld < 1:
-			return fmt.Errorf("%w: -gateway-hold-timeout must be positive and -gateway-max-held at least 1", ErrInvalidConfig)
-		case c.GatewayInFlightSubject == "":
-			return fmt.Errorf("%w: -gateway-inflight-subject is required", ErrInvalidConfig)
-		}
+	if c.Has(ComponentGateway) && (c.Gateway.HoldTimeout <= 0 || c.Gateway.MaxHeld < 1) {
+		return fmt.Errorf("%w: -gateway-hold-timeout must be positive and -gateway-max-held at least 1", ErrInvalidConfig)
 	}
 	if c.AckWait < time.Second {
 		return fmt.Errorf("%w: -ack-wait must be at least 1s, not %s", ErrInvalidConfig, c.AckWait)
@@ -283,14 +142,6 @@ func (c *Config) Validate() error {
 	}
 	if c.KymaApplications && c.ApplicationCheckInterval <= 0 {
 		return fmt.Errorf("%w: -application-check-interval must be positive", ErrInvalidConfig)
-	}
-	if _, err := logging.ParseLevel(c.LogLevel); err != nil {
-		return fmt.Errorf("%w: -log-level: %w", ErrInvalidConfig, err)
-	}
-	if c.TraceEndpoint != "" {
-		if u, err := url.Parse(c.TraceEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("%w: -trace-endpoint must be an http(s) URL such as http://otel-collector:4318/v1/traces, not %q", ErrInvalidConfig, c.TraceEndpoint)
-		}
 	}
 	return nil
 }

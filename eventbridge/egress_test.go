@@ -60,7 +60,7 @@ func TestDeliveriesStayWithTheirSink(t *testing.T) {
 	}))
 	t.Cleanup(sink.Close)
 
-	cfg, cluster := runInCluster(t, func(cfg *eventbridge.Config, cluster *testcluster.Cluster) {
+	cfg, cluster := runInCluster(t, func(cfg *eventbridge.Process, cluster *testcluster.Cluster) {
 		cfg.Dispatcher.Egress.AllowLoopback = true
 		// The API server as a pod sees it: its Service address from the
 		// environment (here the address it listens on), and the endpoint

@@ -93,7 +93,7 @@ func TestGatewayInACluster(t *testing.T) {
 	require.NoError(t, err)
 	defer stop()
 
-	cfg := eventbridge.DefaultConfig()
+	cfg := eventbridge.DefaultProcess()
 	cfg.NATSURL = natsSrv.URL()
 	cfg.Components = []string{eventbridge.ComponentGateway}
 	cfg.GatewayListen, cfg.AdminListen, cfg.MetricsListen = testport.Addr(t), "", testport.Addr(t)

@@ -65,7 +65,7 @@ func TestPublisherLimits(t *testing.T) {
 // startPublisher runs the event bridge's publisher alone (Subscriptions from
 // a manifest, no Kubernetes) on an embedded NATS, with mod applied to its
 // configuration, and waits until it is ready; it stops with the test.
-func startPublisher(t *testing.T, mod func(*eventbridge.Config)) eventbridge.Config {
+func startPublisher(t *testing.T, mod func(*eventbridge.Process)) eventbridge.Process {
 	t.Helper()
 	ns := natstest.Start(t)
 	manifest := filepath.Join(t.TempDir(), "subscriptions.yaml")
@@ -74,7 +74,7 @@ kind: Subscription
 metadata: {name: orders, namespace: default}
 spec: {sink: "http://orders.default.svc.cluster.local", source: shop, types: [order.created.v1]}
 `), 0o600))
-	cfg := eventbridge.DefaultConfig()
+	cfg := eventbridge.DefaultProcess()
 	cfg.NATSURL = ns.URL()
 	cfg.Components = []string{eventbridge.ComponentPublisher}
 	cfg.Subscriptions = []string{manifest}

@@ -36,7 +36,7 @@ kind: Subscription
 metadata: {name: orders, namespace: default}
 spec: {sink: "http://orders.default.svc.cluster.local", source: shop, types: [order.created.v1]}
 `), 0o600))
-	cfg := eventbridge.DefaultConfig()
+	cfg := eventbridge.DefaultProcess()
 	cfg.NATSURL = proxy.URL()
 	cfg.Subscriptions = []string{manifest}
 	cfg.Listen, cfg.AdminListen, cfg.MetricsListen = testport.Addr(t), "", ""

@@ -45,7 +45,7 @@ func TestRunInACluster(t *testing.T) {
 		}
 	}))
 	defer sink.Close()
-	cfg, cluster := runInCluster(t, func(cfg *eventbridge.Config, _ *testcluster.Cluster) {
+	cfg, cluster := runInCluster(t, func(cfg *eventbridge.Process, _ *testcluster.Cluster) {
 		cfg.Resolve = map[string]string{"orders.default": sink.URL}
 		cfg.Dispatcher.Egress.AllowLoopback = true
 	})
@@ -114,7 +114,7 @@ func TestRunInACluster(t *testing.T) {
 // runInCluster runs the whole event bridge against a real API server (a
 // cluster of its own) and NATS, with mod applied to its configuration,
 // until the test ends; the bridge must then stop cleanly.
-func runInCluster(t *testing.T, mod func(*eventbridge.Config, *testcluster.Cluster)) (eventbridge.Config, *testcluster.Cluster) {
+func runInCluster(t *testing.T, mod func(*eventbridge.Process, *testcluster.Cluster)) (eventbridge.Process, *testcluster.Cluster) {
 	t.Helper()
 	cluster := testcluster.New(t, testcluster.WithScheme(v1alpha2.AddToScheme))
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
@@ -122,7 +122,7 @@ func runInCluster(t *testing.T, mod func(*eventbridge.Config, *testcluster.Clust
 	t.Setenv("KUBECONFIG", kubeconfig)
 
 	ns := natstest.Start(t)
-	cfg := eventbridge.DefaultConfig()
+	cfg := eventbridge.DefaultProcess()
 	cfg.NATSURL = ns.URL()
 	cfg.Listen, cfg.AdminListen, cfg.MetricsListen = testport.Addr(t), testport.Addr(t), testport.Addr(t)
 	cfg.LeaderElection = false

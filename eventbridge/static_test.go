@@ -52,7 +52,7 @@ func TestStaticSubscriptionsHoldTheFirstAcceptedEvent(t *testing.T) {
 // waiting (made by a release that always did, or left by a settled
 // replay) gets its one subject back.
 func TestConsumersLoseASettledReplaySubject(t *testing.T) {
-	cfg := startPublisher(t, func(c *eventbridge.Config) { c.ReplaySweep = 50 * time.Millisecond })
+	cfg := startPublisher(t, func(c *eventbridge.Process) { c.ReplaySweep = 50 * time.Millisecond })
 	js := connect(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -72,7 +72,7 @@ func TestConsumersLoseASettledReplaySubject(t *testing.T) {
 
 // connect returns JetStream on the event bridge's NATS server, closed when
 // the test ends.
-func connect(t *testing.T, cfg eventbridge.Config) jetstream.JetStream {
+func connect(t *testing.T, cfg eventbridge.Process) jetstream.JetStream {
 	t.Helper()
 	nc, err := nats.Connect(cfg.NATSURL)
 	require.NoError(t, err)

@@ -22,14 +22,14 @@ func TestPublisherToken(t *testing.T) {
 	dir := t.TempDir()
 	short := filepath.Join(dir, "short")
 	require.NoError(t, os.WriteFile(short, []byte("x"), 0o600))
-	bad := eventbridge.DefaultConfig()
+	bad := eventbridge.DefaultProcess()
 	bad.TokenFile = short
 	bad.Subscriptions = []string{filepath.Join(dir, "none.yaml")}
 	require.ErrorContains(t, eventbridge.Run(context.Background(), bad, slog.New(slog.NewTextHandler(io.Discard, nil))), "-token-file")
 
 	tokenFile := filepath.Join(dir, "token")
 	require.NoError(t, os.WriteFile(tokenFile, []byte("a-long-enough-token\n"), 0o600))
-	cfg := startPublisher(t, func(c *eventbridge.Config) { c.TokenFile = tokenFile })
+	cfg := startPublisher(t, func(c *eventbridge.Process) { c.TokenFile = tokenFile })
 	base := "http://" + cfg.Listen
 	publish := func(authorization string) int {
 		req, _ := http.NewRequest(http.MethodPost, base+"/publish", strings.NewReader(`{}`))

@@ -42,9 +42,7 @@ import (
 	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 	"github.com/kfn-dev/kfn/api/stream"
 	"github.com/kfn-dev/kfn/controller/function"
-	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
-	"github.com/kfn-dev/kfn/eventbridge/gateway"
-	"github.com/kfn-dev/kfn/eventbridge/publisher"
+	"github.com/kfn-dev/kfn/eventbridge"
 	"github.com/kfn-dev/kfn/eventbridge/subscription"
 	"github.com/kfn-dev/kfn/runtimes"
 	"github.com/kfn-dev/kfn/scaler"
@@ -440,24 +438,20 @@ func (noBackends) Ready(string, string) (bool, <-chan struct{}) {
 }
 func (noBackends) Pick(string, string) (string, error) { return "", fmt.Errorf("no backend") }
 
-// eventBridgeMetrics registers the event bridge's metrics as eventbridge.Run
-// does (publisher, dispatcher and its backlog collector, gateway, Go and
+// eventBridgeMetrics registers the event bridge's metrics as
+// eventbridge.Run does (every part through eventbridge.New, Go and
 // process) and returns their names.
 func eventBridgeMetrics(t *testing.T) []string {
 	t.Helper()
-	_, js := embeddedNATS(t)
+	nc, _ := embeddedNATS(t)
 	reg := &nameRecorder{Registerer: prometheus.NewRegistry()}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	_, err := publisher.NewMetrics(reg)
+	// The reconciler's metrics: New makes the reconciler in a cluster only.
+	_, err := subscription.NewMetrics(reg)
 	require.NoError(t, err)
-	dm, err := dispatcher.NewMetrics(reg)
-	require.NoError(t, err)
-	_, err = subscription.NewMetrics(reg)
-	require.NoError(t, err)
-	d, err := dispatcher.New(js, dispatcher.Config{Streams: stream.DefaultConfig()}, dispatcher.WithMetrics(dm))
-	require.NoError(t, err)
-	require.NoError(t, reg.Register(d.Collector()))
-	_, err = gateway.New(noBackends{}, nil, gateway.Config{}, nil, reg)
+	cfg := eventbridge.DefaultConfig()
+	cfg.Components = append(cfg.Components, eventbridge.ComponentGateway)
+	_, err = eventbridge.New(cfg, eventbridge.Deps{Conn: nc, Metrics: reg, Backends: noBackends{}})
 	require.NoError(t, err)
 	return reg.names
 }

@@ -12,7 +12,7 @@ import (
 // component is the event bridge with its default configuration, which its
 // flags change.
 func component() command.Component {
-	return command.Of("eventbridge", eventbridge.DefaultConfig(), eventbridge.Run)
+	return command.Of("eventbridge", eventbridge.DefaultProcess(), eventbridge.Run)
 }
 
 func main() { command.Main(component()) }

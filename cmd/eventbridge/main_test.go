@@ -50,7 +50,7 @@ func TestRunRefusesBadFlagsBeforeDoingAnything(t *testing.T) {
 }
 
 func TestDefaultConfigIsValid(t *testing.T) {
-	cfg := eventbridge.DefaultConfig()
+	cfg := eventbridge.DefaultProcess()
 	require.NoError(t, cfg.Validate())
 }
 
