@@ -194,15 +194,37 @@ func New(store EventStore, cfg Config, opts ...Option) (*Publisher, error) {
 			return nil, err
 		}
 	}
+	handlers := map[string]http.HandlerFunc{
+		routePublish:    p.instrument("publish", routePublish, p.servePublish),
+		routeV2:         p.instrument("v2", routeV2, p.servePublish),
+		routeV1:         p.instrument("v1", routeV1, p.serveLegacy),
+		routeSubscribed: p.subscribed,
+		routeHealthz:    func(w http.ResponseWriter, r *http.Request) { check(w, r, p.live) },
+		routeReadyz:     func(w http.ResponseWriter, r *http.Request) { check(w, r, p.ready) },
+	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /publish", p.instrument("publish", "POST /publish", p.servePublish))
-	mux.HandleFunc("POST /{app}/v2/events", p.instrument("v2", "POST /{app}/v2/events", p.servePublish))
-	mux.HandleFunc("POST /{app}/v1/events", p.instrument("v1", "POST /{app}/v1/events", p.serveLegacy))
-	mux.HandleFunc("GET /{app}/v1/events/subscribed", p.subscribed)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { check(w, r, p.live) })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { check(w, r, p.ready) })
+	for _, route := range Routes() {
+		mux.HandleFunc(route, handlers[route])
+	}
 	p.mux = mux
 	return p, nil
+}
+
+// The publisher's routes, in net/http's ServeMux pattern syntax.
+const (
+	routePublish    = "POST /publish"
+	routeV2         = "POST /{app}/v2/events"
+	routeV1         = "POST /{app}/v1/events"
+	routeSubscribed = "GET /{app}/v1/events/subscribed"
+	routeHealthz    = "GET /healthz"
+	routeReadyz     = "GET /readyz"
+)
+
+// Routes are the ServeMux patterns the Publisher serves, and only those: a
+// host that mounts the publisher beside other handlers on one listener
+// (kfn dev) routes these to it.
+func Routes() []string {
+	return []string{routePublish, routeV2, routeV1, routeSubscribed, routeHealthz, routeReadyz}
 }
 
 // ServeHTTP serves the publishing API.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kfn-dev/kfn/api/stream"
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
+	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/local/devstatus"
 )
 
@@ -41,7 +42,7 @@ func (p *Platform) Status() Status {
 		notReady[f.Namespace+"/"+f.Name] = f
 	}
 	p.mu.Unlock()
-	served := p.subscriptions.Subscriptions()
+	served := p.bridge.Subscriptions.Subscriptions()
 	subs := make([]SubscriptionStatus, 0, len(served))
 	for _, s := range served {
 		subs = append(subs, SubscriptionStatus{Namespace: s.Namespace, Name: s.Name, Sink: s.Spec.Sink, Source: s.Spec.Source, Types: s.Spec.Types})
@@ -79,7 +80,7 @@ func (p *Platform) Status() Status {
 	backlogs, err := p.backlogs()
 	for i := range subs {
 		s := &subs[i]
-		c, served := p.dispatcher.Counts(s.Namespace, s.Name)
+		c, served := p.bridge.Dispatcher.Counts(s.Namespace, s.Name)
 		s.Ready = served
 		s.Delivered, s.Failed, s.DeadLettered = c.Delivered, c.Failed, c.DeadLettered
 		if err == nil {
@@ -110,17 +111,18 @@ func (p *Platform) handler() http.Handler {
 	})
 	admin.HandleFunc("GET /logs/{namespace}/{name}", p.serveLogs)
 	admin.Handle("GET /metrics", promhttp.HandlerFor(p.registry, promhttp.HandlerOpts{}))
-	dl := p.deadletter.Handler()
+	h := p.bridge.Handlers()
+	dl := h.DeadLetters
 	admin.Handle("/deadletters", dl)
 	admin.Handle("/deadletters/", dl)
 	admin.Handle(viewRoute, http.StripPrefix(strings.TrimSuffix(viewRoute, "/"), p.view.Handler()))
 	admin.HandleFunc("GET /{$}", redirectToView)
 
 	mux := http.NewServeMux()
-	for _, pattern := range []string{"POST /publish", "POST /{app}/v2/events", "POST /{app}/v1/events", "GET /{app}/v1/events/subscribed", "GET /healthz", "GET /readyz"} {
-		mux.Handle(pattern, p.publisher)
+	for _, pattern := range publisher.Routes() {
+		mux.Handle(pattern, h.Publisher)
 	}
-	mux.Handle("/", p.events.Calls(p.gateway, p.route))
+	mux.Handle("/", p.events.Calls(h.Gateway, p.route))
 	adminHandler := guardAdmin(http.StripPrefix(AdminPrefix, admin))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, AdminPrefix+"/") {

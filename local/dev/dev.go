@@ -24,11 +24,8 @@ import (
 	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 	"github.com/kfn-dev/kfn/api/stream"
 	"github.com/kfn-dev/kfn/api/trigger"
-	"github.com/kfn-dev/kfn/eventbridge/deadletter"
-	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
-	"github.com/kfn-dev/kfn/eventbridge/gateway"
+	"github.com/kfn-dev/kfn/eventbridge"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
-	"github.com/kfn-dev/kfn/eventbridge/subscription"
 	"github.com/kfn-dev/kfn/internal/natsconn"
 	"github.com/kfn-dev/kfn/local/autoscaler"
 	"github.com/kfn-dev/kfn/local/broker"
@@ -85,27 +82,23 @@ type Platform struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
 
-	streams    stream.Config
-	admitter   *manifest.Admitter
-	runner     *runner.Runner
-	endpoints  *localEndpoints
-	dispatcher *dispatcher.Dispatcher
-	publisher  *publisher.Publisher
-	scaler     *scaler.Scaler
+	streams   stream.Config
+	admitter  *manifest.Admitter
+	runner    *runner.Runner
+	endpoints *localEndpoints
+	// bridge is the event bridge: publisher, dispatcher, gateway and
+	// dead-letter admin API; its Subscriptions are the project's, served
+	// by the dispatcher and the scaler.
+	bridge *eventbridge.Bridge
+	scaler *scaler.Scaler
 	// backlogReader reads the Subscriptions' backlogs for Status.
 	backlogReader *scaler.JetStreamReader
 	autoscaler    *autoscaler.Autoscaler
 	registry      *prometheus.Registry
-	deadletter    *deadletter.Admin
-	gateway       *gateway.Gateway
 	logs          *logBook
 	// events records the path of recent events for view, the web view.
 	events *eventpath.Recorder
 	view   *webview.View
-
-	// subscriptions are the project's Subscriptions, served by the
-	// dispatcher and the scaler.
-	subscriptions *subscription.Set
 
 	mu      sync.Mutex // guards the fields below
 	project *project.Project
@@ -205,7 +198,9 @@ func (p *Platform) run(ctx context.Context, lis net.Listener, started func(*Plat
 		Logger:                 p.log.With("component", "autoscaler"),
 	})
 	defer p.autoscaler.Stop()
-	workers.Go(func() error { return p.dispatcher.Start(work) })
+	// The bridge's Run ends with natsconn.ErrLost when the NATS
+	// connection cannot come back.
+	workers.Go(func() error { return p.bridge.Run(work) })
 
 	p.reload(work)
 	p.mu.Lock()
@@ -218,15 +213,10 @@ func (p *Platform) run(ctx context.Context, lis net.Listener, started func(*Plat
 		workers.Go(func() error { p.watch(work); return nil })
 	}
 
-	// A server failing ends the work too, and so does a NATS connection
-	// that cannot come back.
-	lost := natsconn.Lost(work, p.nc)
-	lostErr := make(chan error, 1)
+	// A server failing ends the work too.
 	go func() {
 		select {
 		case <-serve.Done():
-		case err := <-lost:
-			lostErr <- err
 		case <-work.Done():
 		}
 		stopWork()
@@ -237,12 +227,7 @@ func (p *Platform) run(ctx context.Context, lis net.Listener, started func(*Plat
 	p.runner.Stop() // drain the functions while the servers still serve
 	stopServing()
 	serr := servers.Wait()
-	var lerr error
-	select {
-	case lerr = <-lostErr:
-	default:
-	}
-	return errors.Join(lerr, ignoreCanceled(werr), ignoreCanceled(serr))
+	return errors.Join(ignoreCanceled(werr), ignoreCanceled(serr))
 }
 
 // natsPort is the embedded NATS server's client port.
@@ -265,8 +250,6 @@ func (p *Platform) serve(ctx context.Context, servers *errgroup.Group, lis net.L
 	}
 	servers.Go(func() error { return p.scaler.Run(ctx) })
 	servers.Go(func() error { return grpcServer.Serve(ctx, scalerLis) })
-	servers.Go(func() error { p.gateway.Run(ctx.Done()); return nil })
-	servers.Go(func() error { p.subscriptions.SweepReplays(ctx, 0, p.log.With("component", "deadletter")); return nil })
 	if stopFollowing, err = p.events.Follow(ctx, p.js, p.streams.EventStream); err != nil {
 		return "", nil, err
 	}
@@ -329,7 +312,7 @@ func (p *Platform) reload(ctx context.Context) {
 	for _, e := range p.runner.Apply(ctx, runnable) {
 		problems = append(problems, e.Error())
 	}
-	for _, err := range p.subscriptions.Apply(ctx, proj.Subscriptions) {
+	for _, err := range p.bridge.Subscriptions.Apply(ctx, proj.Subscriptions) {
 		problems = append(problems, err.Error())
 	}
 	p.applyScaling(ctx)

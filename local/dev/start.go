@@ -7,21 +7,18 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"path/filepath"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kfn-dev/kfn/api/feed"
 	"github.com/kfn-dev/kfn/api/manifest"
 	"github.com/kfn-dev/kfn/api/stream"
-	"github.com/kfn-dev/kfn/eventbridge/deadletter"
-	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
+	"github.com/kfn-dev/kfn/eventbridge"
 	"github.com/kfn-dev/kfn/eventbridge/egress"
-	"github.com/kfn-dev/kfn/eventbridge/eventstore"
-	"github.com/kfn-dev/kfn/eventbridge/gateway"
-	"github.com/kfn-dev/kfn/eventbridge/publisher"
-	"github.com/kfn-dev/kfn/eventbridge/subscription"
 	"github.com/kfn-dev/kfn/internal/logging"
 	"github.com/kfn-dev/kfn/local/broker"
 	"github.com/kfn-dev/kfn/local/eventpath"
@@ -127,16 +124,14 @@ func (p *Platform) newComponents() (err error) {
 	if p.events, err = eventpath.New(0); err != nil {
 		return err
 	}
-	if err = p.newDelivery(); err != nil {
+	if p.scaler, err = scaler.New(scaler.NewJetStreamReader(p.js, p.streams.EventStream), scaler.NewNATSListener(p.nc),
+		scaler.WithRefreshInterval(500*time.Millisecond), scaler.WithLogger(logging.Component(p.log, "scaler"))); err != nil {
 		return err
 	}
-	if p.deadletter, err = deadletter.NewAdmin(p.js, p.streams); err != nil {
+	if p.bridge, err = p.newBridge(); err != nil {
 		return err
 	}
-	if p.gateway, err = gateway.New(p.endpoints, p.scaler, gateway.Config{Source: "kfn-dev"}, p.log.With("component", "gateway"), p.registry); err != nil {
-		return err
-	}
-	p.view, err = webview.New(p, p.deadletter, p.events, webview.Options{})
+	p.view, err = webview.New(p, p.bridge.DeadLetters, p.events, webview.Options{})
 	return err
 }
 
@@ -145,36 +140,32 @@ func (p *Platform) newComponents() (err error) {
 // anywhere else (link-local addresses and the like).
 var devEgress = egress.Policy{AllowLoopback: true}
 
-// newDelivery makes the dispatcher, the scaler, the Set of Subscriptions
-// they serve, and the publisher.
-func (p *Platform) newDelivery() error {
-	dispatchMetrics, err := dispatcher.NewMetrics(p.registry)
-	if err != nil {
-		return err
-	}
-	publishMetrics, err := publisher.NewMetrics(p.registry)
-	if err != nil {
-		return err
-	}
-	p.dispatcher, err = dispatcher.New(p.js, dispatcher.Config{Streams: p.streams, Egress: devEgress},
-		dispatcher.WithEndpoints(p.endpoints), dispatcher.WithResolver(p.endpoints),
-		dispatcher.WithMetrics(dispatchMetrics), dispatcher.WithLogger(p.log.With("component", "dispatcher")),
-		dispatcher.WithObserver(p.events), dispatcher.WithTransport(p.events.Transport(dispatcher.NewTransport(devEgress), p.functionAt)))
-	if err != nil {
-		return err
-	}
-	p.scaler, err = scaler.New(scaler.NewJetStreamReader(p.js, p.streams.EventStream), scaler.NewNATSListener(p.nc),
-		scaler.WithRefreshInterval(500*time.Millisecond), scaler.WithLogger(p.log.With("component", "scaler")))
-	if err != nil {
-		return err
-	}
-	p.subscriptions = subscription.NewSet(subscription.Applier{JetStream: p.js, Streams: p.streams}, p.dispatcher, p.scaler)
-	// Events published without trace context start a trace, and each
-	// delivery attempt gets a span id of its own, so the web view can link
-	// the events a function emits to the delivery it was handling.
-	p.publisher, err = publisher.New(eventpath.TraceRoots(eventstore.New(p.js, p.streams.EventStream)), publisher.Config{},
-		publisher.WithSubscriptions(p.subscriptions), publisher.WithMetrics(publishMetrics), publisher.WithLogger(p.log.With("component", "publisher")))
-	return err
+// newBridge makes the event bridge as in a cluster, on this machine: the
+// functions' processes are its sinks and the gateway's backends, the
+// scaler is told the Subscriptions and the gateway's in-flight requests,
+// and the path of every event is recorded for the web view.
+func (p *Platform) newBridge() (*eventbridge.Bridge, error) {
+	cfg := eventbridge.DefaultConfig()
+	cfg.Components = []string{eventbridge.ComponentPublisher, eventbridge.ComponentDispatcher, eventbridge.ComponentGateway}
+	cfg.Streams = p.streams
+	cfg.Dispatcher.Egress = devEgress
+	cfg.Gateway.Source = "kfn-dev"
+	return eventbridge.New(cfg, eventbridge.Deps{
+		Conn:      p.nc,
+		Log:       p.log,
+		Metrics:   p.registry,
+		Endpoints: p.endpoints,
+		Resolver:  p.endpoints,
+		Backends:  p.endpoints,
+		Targets:   []feed.Targets{p.scaler},
+		InFlight:  p.scaler,
+		Observer:  p.events,
+		Transport: func(rt http.RoundTripper) http.RoundTripper { return p.events.Transport(rt, p.functionAt) },
+		// Events published without trace context start a trace, and each
+		// delivery attempt gets a span id of its own, so the web view can
+		// link the events a function emits to the delivery it was handling.
+		Store: eventpath.TraceRoots,
+	})
 }
 
 // close stops every function process, then the broker. Safe on a

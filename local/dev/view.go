@@ -31,7 +31,7 @@ func (p *Platform) functionAt(host string) (string, bool) {
 // route names the function a gateway request is for, for the event
 // recorder's links.
 func (p *Platform) route(r *http.Request) (string, bool) {
-	fn, _, ok := p.gateway.Route(r)
+	fn, _, ok := p.bridge.Gateway.Route(r)
 	return fn.String(), ok
 }
 
