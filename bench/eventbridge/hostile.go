@@ -17,8 +17,8 @@ import (
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/bench/figures"
+	"github.com/kfn-dev/kfn/eventbridge"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
-	"github.com/kfn-dev/kfn/eventbridge/egress"
 	"github.com/kfn-dev/kfn/test/hostile"
 )
 
@@ -138,21 +138,12 @@ type hostilePipeline struct {
 }
 
 func newHostilePipeline(natsURL, sinkURL string, o options, attacker bool) (*hostilePipeline, error) {
-	ctx, cancel := context.WithCancel(context.Background())
-	nc, js, streams, err := connect(ctx, natsURL)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
 	hp := &hostilePipeline{attackerSinks: map[string]string{}}
 	var closers []func()
-	fail := func(err error) (*hostilePipeline, error) {
-		cancel()
+	closeAll := func() {
 		for _, c := range closers {
 			c()
 		}
-		nc.Close()
-		return nil, err
 	}
 	subs := subscriptions(o)
 	if attacker {
@@ -166,7 +157,8 @@ func newHostilePipeline(natsURL, sinkURL string, o options, attacker bool) (*hos
 		} {
 			srv, url, err := serve(h)
 			if err != nil {
-				return fail(err)
+				closeAll()
+				return nil, err
 			}
 			closers = append(closers, func() { srv.Close() })
 			hp.attackerSinks[name] = url
@@ -184,45 +176,24 @@ func newHostilePipeline(natsURL, sinkURL string, o options, attacker bool) (*hos
 			})
 		}
 	}
-	if err := ensureConsumers(ctx, js, streams, subs); err != nil {
-		return fail(err)
-	}
-	d, err := dispatcher.New(js, dispatcher.Config{Streams: streams, Egress: egress.Policy{AllowLoopback: true}},
-		dispatcher.WithResolver(dispatcher.ResolverFunc(func(s v1alpha2.Sink) (string, error) {
-			if u, ok := hp.attackerSinks[s.Service]; ok {
-				return u, nil
-			}
-			return sinkURL, nil
-		})))
-	if err != nil {
-		return fail(err)
-	}
-	for _, sub := range subs {
-		if err := d.Upsert(sub); err != nil {
-			return fail(err)
+	resolve := dispatcher.ResolverFunc(func(s v1alpha2.Sink) (string, error) {
+		if u, ok := hp.attackerSinks[s.Service]; ok {
+			return u, nil
 		}
-	}
-	done := make(chan struct{})
-	go func() { _ = d.Start(ctx); close(done) }()
-	p, err := publish(js, streams, o)
+		return sinkURL, nil
+	})
+	rb, err := startBridge(natsURL, []string{eventbridge.ComponentPublisher, eventbridge.ComponentDispatcher}, resolve, subs, nil)
 	if err != nil {
-		cancel()
-		<-done
-		return fail(err)
+		closeAll()
+		return nil, err
+	}
+	p, err := publish(rb, o, func() { rb.stop(); closeAll() })
+	if err != nil {
+		return nil, err
 	}
 	p.name = "alone"
 	if attacker {
 		p.name = "attacked"
-	}
-	closePublisher := p.cleanup
-	p.cleanup = func() {
-		cancel()
-		<-done
-		closePublisher()
-		for _, c := range closers {
-			c()
-		}
-		nc.Close()
 	}
 	hp.pipeline = p
 	return hp, nil

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -13,10 +15,9 @@ import (
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/eventbridge"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/eventbridge/egress"
-	"github.com/kfn-dev/kfn/eventbridge/eventstore"
-	"github.com/kfn-dev/kfn/eventbridge/publisher"
 )
 
 // plainKfn is the event bridge without metrics or traces.
@@ -41,144 +42,118 @@ func subscriptions(o options) []*v1alpha2.Subscription {
 	return subs
 }
 
-// connect returns a JetStream on a new connection to natsURL, with kfn's
-// streams made.
-func connect(ctx context.Context, natsURL string) (*nats.Conn, jetstream.JetStream, stream.Config, error) {
-	streams := stream.DefaultConfig()
+// runningBridge is an event bridge built with eventbridge.New, as every
+// host of kfn builds it, on a NATS connection of its own, and running.
+type runningBridge struct {
+	*eventbridge.Bridge
+	nc     *nats.Conn
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// startBridge connects to natsURL, makes kfn's streams, builds the event
+// bridge's components (delivering each event to resolve's URL), serves subs
+// (their consumers made, as the Subscription reconciler makes them, and
+// the dispatcher told, when it runs) and runs it until stop. With obs, it
+// records its metrics and traces there.
+func startBridge(natsURL string, components []string, resolve dispatcher.Resolver, subs []*v1alpha2.Subscription, obs *telemetry) (*runningBridge, error) {
 	nc, err := nats.Connect(natsURL)
-	if err != nil {
-		return nil, nil, streams, err
-	}
-	js, err := jetstream.New(nc)
-	if err == nil {
-		err = stream.Ensure(ctx, js, streams)
-	}
-	if err != nil {
-		nc.Close()
-		return nil, nil, streams, err
-	}
-	return nc, js, streams, nil
-}
-
-// ensureConsumers makes the consumers of subs, as the Subscription
-// reconciler does.
-func ensureConsumers(ctx context.Context, js jetstream.JetStream, streams stream.Config, subs []*v1alpha2.Subscription) error {
-	for _, sub := range subs {
-		cc, err := stream.ConsumerConfig(sub, stream.ConsumerSettings{})
-		if err != nil {
-			return err
-		}
-		if _, err := stream.EnsureConsumer(ctx, js, streams.EventStream, cc); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// newDispatcher is a dispatcher serving subs, delivering every event to
-// sinkURL, logging warnings and errors to stderr.
-func newDispatcher(js jetstream.JetStream, streams stream.Config, sinkURL string, subs []*v1alpha2.Subscription, opts ...dispatcher.Option) (*dispatcher.Dispatcher, error) {
-	opts = append([]dispatcher.Option{
-		dispatcher.WithResolver(dispatcher.ResolverFunc(func(v1alpha2.Sink) (string, error) { return sinkURL, nil })),
-		dispatcher.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
-	}, opts...)
-	d, err := dispatcher.New(js, dispatcher.Config{Streams: streams, Egress: egress.Policy{AllowLoopback: true}}, opts...)
 	if err != nil {
 		return nil, err
 	}
-	for _, sub := range subs {
-		if err := d.Upsert(sub); err != nil {
-			return nil, err
-		}
+	cfg := eventbridge.DefaultConfig()
+	cfg.Components = components
+	cfg.Dispatcher.Egress = egress.Policy{AllowLoopback: true} // the sinks are on this machine
+	cfg.Admin = false
+	cfg.ReplaySweep = time.Hour // nothing is replayed here
+	deps := eventbridge.Deps{
+		Conn:     nc,
+		Log:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Resolver: resolve,
 	}
-	return d, nil
+	if obs != nil && obs.reg != nil {
+		deps.Metrics = obs.reg
+	}
+	if obs != nil && obs.traces.Enabled {
+		deps.Tracer = obs.traces
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	fail := func(err error) (*runningBridge, error) {
+		cancel()
+		nc.Close()
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fail(err)
+	}
+	if err := stream.Ensure(ctx, js, cfg.Streams); err != nil {
+		return fail(err)
+	}
+	b, err := eventbridge.New(cfg, deps)
+	if err != nil {
+		return fail(err)
+	}
+	if errs := b.Subscriptions.Apply(ctx, subs); len(errs) > 0 {
+		return fail(errors.Join(errs...))
+	}
+	rb := &runningBridge{Bridge: b, nc: nc, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		if err := b.Run(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "event bridge:", err)
+		}
+		close(rb.done)
+	}()
+	return rb, nil
+}
+
+// stop stops the event bridge (the dispatcher settles what it holds) and
+// closes its connection.
+func (rb *runningBridge) stop() {
+	rb.cancel()
+	<-rb.done
+	rb.nc.Close()
+}
+
+// to resolves every sink to url.
+func to(url string) dispatcher.Resolver {
+	return dispatcher.ResolverFunc(func(v1alpha2.Sink) (string, error) { return url, nil })
 }
 
 // kfn is the event bridge: publisher, streams, consumers, dispatcher; with
 // obs, also its metrics and traces.
 func kfn(natsURL, sinkURL string, o options, obs *telemetry) (*pipeline, error) {
+	rb, err := startBridge(natsURL, []string{eventbridge.ComponentPublisher, eventbridge.ComponentDispatcher}, to(sinkURL), subscriptions(o), obs)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	nc, js, streams, err := connect(ctx, natsURL)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	fail := func(err error) (*pipeline, error) {
-		cancel()
-		nc.Close()
-		return nil, err
-	}
-	var dopts []dispatcher.Option
-	var popts []publisher.Option
-	if obs != nil && obs.reg != nil {
-		dopts = append(dopts, dispatcher.WithMetrics(obs.dispatcher))
-		popts = append(popts, publisher.WithMetrics(obs.publisher))
-	}
-	if obs != nil && obs.traces.Enabled {
-		dopts = append(dopts, dispatcher.WithTracerProvider(obs.traces))
-		popts = append(popts, publisher.WithTracerProvider(obs.traces))
-	}
-	subs := subscriptions(o)
-	if err := ensureConsumers(ctx, js, streams, subs); err != nil {
-		return fail(err)
-	}
-	d, err := newDispatcher(js, streams, sinkURL, subs, dopts...)
-	if err != nil {
-		return fail(err)
-	}
-	if obs != nil && obs.reg != nil {
-		if err := obs.reg.Register(d.Collector()); err != nil {
-			return fail(err)
-		}
-	}
-	done := make(chan struct{})
-	go func() { _ = d.Start(ctx); close(done) }()
-	p, err := publish(js, streams, o, popts...)
-	if err != nil {
-		cancel()
-		<-done
-		return fail(err)
-	}
 	if obs != nil {
-		p.name = "kfn+obs"
 		go obs.scrape(ctx)
 	}
-	closePublisher := p.cleanup
-	p.cleanup = func() {
+	p, err := publish(rb, o, func() {
 		cancel()
-		<-done
-		closePublisher()
+		rb.stop()
 		if obs != nil {
 			obs.close()
 		}
-		nc.Close()
+	})
+	if err != nil {
+		return nil, err
+	}
+	if obs != nil {
+		p.name = "kfn+obs"
 	}
 	return p, nil
 }
 
-// publish serves kfn's publisher; the pipeline's cleanup stops it.
-func publish(js jetstream.JetStream, streams stream.Config, o options, opts ...publisher.Option) (*pipeline, error) {
-	p, err := publisher.New(eventstore.New(js, streams.EventStream), publisher.Config{}, opts...)
+// publish serves rb's publisher; the pipeline's cleanup stops serving,
+// then calls stop. When publish fails it calls stop itself.
+func publish(rb *runningBridge, o options, stop func()) (*pipeline, error) {
+	srv, url, err := serve(rb.Handlers().Publisher)
 	if err != nil {
+		stop()
 		return nil, err
 	}
-	srv, url, err := serve(p)
-	if err != nil {
-		return nil, err
-	}
-	return &pipeline{name: "kfn", url: url + "/publish", binary: true, types: o.subs, cleanup: func() { srv.Close() }}, nil
-}
-
-// connectWithConsumers connects to natsURL and makes the consumers of o's
-// Subscriptions there, as the dispatcher processes expect them.
-func connectWithConsumers(ctx context.Context, natsURL string, o options) (*nats.Conn, jetstream.JetStream, stream.Config, error) {
-	nc, js, streams, err := connect(ctx, natsURL)
-	if err != nil {
-		return nil, nil, stream.Config{}, err
-	}
-	if err := ensureConsumers(ctx, js, streams, subscriptions(o)); err != nil {
-		nc.Close()
-		return nil, nil, stream.Config{}, err
-	}
-	return nc, js, streams, nil
+	return &pipeline{name: "kfn", url: url + "/publish", binary: true, types: o.subs, cleanup: func() { srv.Close(); stop() }}, nil
 }

@@ -15,8 +15,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/kfn-dev/kfn/bench/figures"
-	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
-	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/eventbridge/tracing/otlp"
 )
 
@@ -25,11 +23,9 @@ import (
 // tracer provider sampling every span, batching them to an exporter that
 // discards them.
 type telemetry struct {
-	reg        *prometheus.Registry
-	publisher  *publisher.Metrics
-	dispatcher *dispatcher.Metrics
-	traces     otlp.Provider
-	exported   *discard
+	reg      *prometheus.Registry
+	traces   otlp.Provider
+	exported *discard
 }
 
 // discard is a span exporter that drops every span (counting them).
@@ -50,13 +46,7 @@ func newTelemetry(what string) (*telemetry, error) {
 	t := &telemetry{exported: &discard{}}
 	var err error
 	if what == "both" || what == "metrics" {
-		t.reg = prometheus.NewRegistry()
-		if t.publisher, err = publisher.NewMetrics(t.reg); err != nil {
-			return nil, err
-		}
-		if t.dispatcher, err = dispatcher.NewMetrics(t.reg); err != nil {
-			return nil, err
-		}
+		t.reg = prometheus.NewRegistry() // the event bridge's parts register theirs (eventbridge.New)
 	}
 	if what == "both" || what == "traces" {
 		if t.traces, err = otlp.NewProvider(context.Background(), "kfn-bench", sdktrace.NewBatchSpanProcessor(t.exported)); err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/kfn-dev/kfn/bench/figures"
 	"github.com/kfn-dev/kfn/bench/procstat"
+	"github.com/kfn-dev/kfn/eventbridge"
 )
 
 // This file runs dispatchers as processes of their own, as replicas run in
@@ -28,19 +28,11 @@ import (
 // its input with "stats <CPU ns> <RSS KiB>": the CPU time it used so far
 // and its resident memory.
 func childDispatcher(c childFlags, o options) error {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	nc, js, streams, err := connect(ctx, c.nats)
+	rb, err := startBridge(c.nats, []string{eventbridge.ComponentDispatcher}, to(c.sink), subscriptions(o)[:c.serve], nil)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	d, err := newDispatcher(js, streams, c.sink, subscriptions(o)[:c.serve])
-	if err != nil {
-		return err
-	}
-	done := make(chan error, 1)
-	go func() { done <- d.Start(ctx) }()
+	defer rb.stop()
 	fmt.Println("ready")
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
@@ -53,8 +45,7 @@ func childDispatcher(c childFlags, o options) error {
 		}
 		fmt.Printf("stats %d %d\n", cpuTime(), rss)
 	}
-	cancel()
-	return <-done
+	return in.Err()
 }
 
 // child is a dispatcher process started by startChild.
@@ -132,14 +123,14 @@ func (c *child) stop() error {
 // gets in the way. On a machine of few cores the second replica has no
 // core of its own, so the figure that matters is that it costs nothing.
 func replicas(natsURL string, s *sink, sinkURL string, o options) error {
-	ctx := context.Background()
-	nc, js, streams, err := connectWithConsumers(ctx, natsURL, o)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
 	var p *pipeline
-	as(partKfn, func() { p, err = publish(js, streams, o) })
+	var err error
+	as(partKfn, func() {
+		var rb *runningBridge
+		if rb, err = startBridge(natsURL, []string{eventbridge.ComponentPublisher}, nil, subscriptions(o), nil); err == nil {
+			p, err = publish(rb, o, rb.stop)
+		}
+	})
 	if err != nil {
 		return err
 	}
@@ -196,12 +187,12 @@ func idle(natsURL, sinkURL string, o options) error {
 	if o.subs < 1 {
 		return errors.New("-idle needs -subscriptions of at least 1")
 	}
-	ctx := context.Background()
-	nc, _, _, err := connectWithConsumers(ctx, natsURL, o)
+	// The consumers, made as the reconciler makes them, by a publisher.
+	rb, err := startBridge(natsURL, []string{eventbridge.ComponentPublisher}, nil, subscriptions(o), nil)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
+	defer rb.stop()
 	type cost struct {
 		cpu, natsCPU float64 // cores
 		rss          float64 // MiB
