@@ -25,8 +25,9 @@ NESTED_MODULES := e2e/keda e2e/cluster
 NESTED_TEST_MODULES := e2e/keda
 
 # Packages whose tests `make test` also runs under the race detector: the
-# ones with goroutines of their own (about 3 minutes on 2 cores).
-RACE_PACKAGES := ./eventbridge/... ./scaler/... ./controller/... ./local/... ./internal/... ./cmd/...
+# ones with goroutines of their own, and the test infrastructure (about 3
+# minutes on 2 cores).
+RACE_PACKAGES := ./eventbridge/... ./scaler/... ./controller/... ./local/... ./internal/... ./cmd/... ./api/inflight ./api/stream ./test/...
 
 # Fuzz targets, as package:Target:inputs, run briefly by `make test` (their
 # seed corpora also run as plain tests). The inputs are counts, not durations,
@@ -42,7 +43,7 @@ FUZZ_TARGETS := \
 	./eventbridge/publisher:FuzzPublishToNATS:1500 \
 	./runtimes:FuzzHostHTTP:600 \
 	./runtimes:FuzzHostRequest:400 \
-	./scaler/trigger:FuzzParse:8000
+	./api/trigger:FuzzParse:8000
 
 .PHONY: help
 help: ## Show the targets.
