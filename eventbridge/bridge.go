@@ -48,6 +48,13 @@ type Deps struct {
 	// Token, when set, is the bearer token the publisher's and the
 	// gateway's handlers require (package auth).
 	Token []byte
+	// Access, when set, authenticates the callers of the dead-letter
+	// admin API as Kubernetes does and lets each do only what RBAC grants
+	// them on the dead letters of a namespace (deadletter.Resource); Run
+	// follows the cluster's client CA for it. Nil: whoever reaches the
+	// admin API's listener may use it (kfn dev, on the user's own
+	// loopback).
+	Access *auth.Kubernetes
 
 	// Kubernetes, when set, is the manager the bridge reads Subscriptions,
 	// EndpointSlices and Kyma's Applications with and runs its reconciler
@@ -166,7 +173,11 @@ func New(cfg Config, deps Deps) (*Bridge, error) {
 		}
 	}
 	if cfg.Admin {
-		if b.DeadLetters, err = deadletter.NewAdmin(js, cfg.Streams); err != nil {
+		var opts []deadletter.AdminOption
+		if deps.Access != nil {
+			opts = append(opts, deadletter.WithAccess(deps.Access))
+		}
+		if b.DeadLetters, err = deadletter.NewAdmin(js, cfg.Streams, opts...); err != nil {
 			return nil, err
 		}
 	}
@@ -324,8 +335,9 @@ type Handlers struct {
 	// Gateway serves requests to Functions; until it knows the Functions
 	// (the cluster's EndpointSlices synced), it holds them.
 	Gateway http.Handler
-	// DeadLetters serves the dead-letter admin API under
-	// deadletter.PathPrefix.
+	// DeadLetters serves the dead-letter admin API (also under
+	// deadletter.PathPrefix); with Deps.Access, to the callers Kubernetes
+	// authenticates, each as far as RBAC lets them.
 	DeadLetters http.Handler
 }
 
@@ -341,6 +353,9 @@ func (b *Bridge) Handlers() Handlers {
 	}
 	if b.DeadLetters != nil {
 		h.DeadLetters = b.DeadLetters.Handler()
+		if b.deps.Access != nil {
+			h.DeadLetters = b.deps.Access.Authenticate(h.DeadLetters)
+		}
 	}
 	return h
 }
@@ -388,6 +403,9 @@ func (b *Bridge) Run(ctx context.Context) error {
 	}
 	if b.deps.Reconnected != nil {
 		g.Go(func() error { b.followNATS(ctx); return nil })
+	}
+	if b.deps.Access != nil {
+		g.Go(func() error { return b.deps.Access.Run(ctx) })
 	}
 	lost := natsconn.Lost(ctx, b.deps.Conn)
 	g.Go(func() error {

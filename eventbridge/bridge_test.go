@@ -167,4 +167,3 @@ func TestNewRefusesWhatCannotWork(t *testing.T) {
 		})
 	}
 }
-

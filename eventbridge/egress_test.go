@@ -111,7 +111,7 @@ func TestDeliveriesStayWithTheirSink(t *testing.T) {
 
 	reasons := map[string]string{}
 	require.Eventually(t, func() bool {
-		resp, err := http.Get("http://" + cfg.AdminListen + "/deadletters")
+		resp, err := adminClient(t, cluster.Config).Get("https://" + cfg.AdminListen + "/deadletters")
 		if err != nil {
 			return false
 		}

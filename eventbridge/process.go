@@ -25,6 +25,12 @@ type Process struct {
 	// AdminListen serves the dead-letter admin API (/deadletters...).
 	// Empty disables it (and Config.Admin).
 	AdminListen string
+	// AdminAuth is who may use the admin API: AdminAuthKubernetes (the
+	// default) serves it over TLS to callers the cluster authenticates,
+	// each as far as RBAC lets them (Deps.Access); AdminAuthNone to
+	// whoever reaches the listener (only with -subscriptions, without
+	// Kubernetes, on an address no one else reaches).
+	AdminAuth string
 	// MetricsListen serves Prometheus metrics on /metrics. Empty disables it.
 	MetricsListen string
 	// GatewayListen is the gateway's address (component gateway).
@@ -57,6 +63,7 @@ func DefaultProcess() Process {
 		NATSURL:        "nats://127.0.0.1:4222",
 		Listen:         ":8080",
 		AdminListen:    ":8081",
+		AdminAuth:      AdminAuthKubernetes,
 		MetricsListen:  ":9090",
 		GatewayListen:  ":8082",
 		LeaderElection: true,
@@ -70,6 +77,7 @@ func (c *Process) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.NATSURL, "nats-url", c.NATSURL, "NATS server URL(s), comma-separated")
 	fs.StringVar(&c.Listen, "listen", c.Listen, "address of the publisher (and /healthz, /readyz)")
 	fs.StringVar(&c.AdminListen, "admin-listen", c.AdminListen, "address of the dead-letter admin API; empty disables it")
+	fs.StringVar(&c.AdminAuth, "admin-auth", c.AdminAuth, "who may use the admin API: kubernetes (over TLS, callers authenticated by the cluster with a bearer token or client certificate, each allowed what RBAC grants on subscriptions/deadletters in a namespace) or none (whoever reaches -admin-listen; only with -subscriptions)")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "address of /metrics; empty disables it")
 	fs.Func("components", "comma-separated components to run: publisher, dispatcher, reconciler, gateway (default publisher,dispatcher,reconciler)", func(v string) error {
 		c.Components = splitList(v)
@@ -176,6 +184,12 @@ func (c *Process) Validate() error {
 			return fmt.Errorf("%w: -gateway-inflight-subject is required", ErrInvalidConfig)
 		}
 	}
+	switch {
+	case c.AdminAuth != AdminAuthKubernetes && c.AdminAuth != AdminAuthNone:
+		return fmt.Errorf("%w: -admin-auth must be kubernetes or none, not %q", ErrInvalidConfig, c.AdminAuth)
+	case c.AdminAuth == AdminAuthKubernetes && c.AdminListen != "" && len(c.Subscriptions) > 0:
+		return fmt.Errorf("%w: -admin-auth=kubernetes needs Kubernetes; with -subscriptions, set -admin-auth=none and an -admin-listen address no one else reaches, or -admin-listen= to disable the admin API", ErrInvalidConfig)
+	}
 	if _, err := logging.ParseLevel(c.LogLevel); err != nil {
 		return fmt.Errorf("%w: -log-level: %w", ErrInvalidConfig, err)
 	}
@@ -186,6 +200,12 @@ func (c *Process) Validate() error {
 	}
 	return nil
 }
+
+// Values of Process.AdminAuth.
+const (
+	AdminAuthKubernetes = "kubernetes"
+	AdminAuthNone       = "none"
+)
 
 // maxHeaderBytes bounds every listener's request headers (package
 // publisher's MaxHeaderBytes).

@@ -2,6 +2,7 @@ package eventbridge
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,7 +17,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
@@ -91,6 +95,15 @@ func Run(ctx context.Context, p Process, root *slog.Logger) error {
 		if deps.Kubernetes, err = newManager(p, log); err != nil {
 			return err
 		}
+		if cfg.Admin && p.AdminAuth == AdminAuthKubernetes {
+			client, err := kubernetes.NewForConfig(deps.Kubernetes.GetConfig())
+			if err != nil {
+				return fmt.Errorf("kubernetes client: %w", err)
+			}
+			if deps.Access, err = auth.NewKubernetes(client, auth.KubernetesConfig{}); err != nil {
+				return err
+			}
+		}
 	}
 	b, err := New(cfg, deps)
 	if err != nil {
@@ -114,7 +127,7 @@ func serve(ctx context.Context, p Process, b *Bridge, reg *prometheus.Registry, 
 	h := b.Handlers()
 	var servers []*http.Server
 	g, ctx := errgroup.WithContext(ctx)
-	listen := func(name, addr string, h http.Handler) {
+	listen := func(name, addr string, h http.Handler, tlsConfig *tls.Config) {
 		if addr == "" || h == nil {
 			return
 		}
@@ -126,6 +139,9 @@ func serve(ctx context.Context, p Process, b *Bridge, reg *prometheus.Registry, 
 			if err != nil {
 				return fmt.Errorf("%s: listen on %s: %w", name, addr, err)
 			}
+			if tlsConfig != nil {
+				ln = tls.NewListener(ln, tlsConfig)
+			}
 			log.Info("serving", "server", name, "address", ln.Addr().String())
 			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 				return fmt.Errorf("%s: %w", name, err)
@@ -133,13 +149,20 @@ func serve(ctx context.Context, p Process, b *Bridge, reg *prometheus.Registry, 
 			return nil
 		})
 	}
-	listen("publisher", p.Listen, h.Publisher)
-	listen("gateway", p.GatewayListen, h.Gateway)
-	listen("admin", p.AdminListen, h.DeadLetters)
+	var adminTLS *tls.Config
+	if b.deps.Access != nil {
+		var err error
+		if adminTLS, err = selfSignedTLS(); err != nil {
+			return err
+		}
+	}
+	listen("publisher", p.Listen, h.Publisher, nil)
+	listen("gateway", p.GatewayListen, h.Gateway, nil)
+	listen("admin", p.AdminListen, h.DeadLetters, adminTLS)
 	if p.MetricsListen != "" {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-		listen("metrics", p.MetricsListen, mux)
+		listen("metrics", p.MetricsListen, mux, nil)
 	}
 	g.Go(func() error { return b.Run(ctx) })
 	g.Go(func() error {
@@ -152,6 +175,23 @@ func serve(ctx context.Context, p Process, b *Bridge, reg *prometheus.Registry, 
 		return nil
 	})
 	return g.Wait()
+}
+
+// selfSignedTLS is the admin API's TLS: a certificate made at start,
+// signed by itself (the kfn command reaches the admin API through a
+// port-forward, a tunnel the API server authenticated, to the pod it
+// chose), and a request for the client's certificate, which auth.Kubernetes
+// checks against the cluster's client CA.
+func selfSignedTLS() (*tls.Config, error) {
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey(hostname(), nil, nil)
+	if err != nil {
+		return nil, fmt.Errorf("admin API certificate: %w", err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("admin API certificate: %w", err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequestClientCert, MinVersion: tls.VersionTLS12}, nil
 }
 
 // ensureStreamsOn makes the streams exist before any part uses them.
@@ -177,6 +217,7 @@ func stopTracing(ctx context.Context, traces otlp.Provider, log *slog.Logger) {
 // leader-elected.
 func newManager(p Process, log *slog.Logger) (ctrl.Manager, error) {
 	ctrl.SetLogger(logging.Logr(log))
+	klog.SetLogger(logging.Logr(log)) // client-go's and the apiserver library's (auth.Kubernetes) lines
 	restCfg, err := ctrl.GetConfig()
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes config (use -subscriptions to run without Kubernetes): %w", err)

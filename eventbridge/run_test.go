@@ -2,6 +2,7 @@ package eventbridge_test
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
 	"log/slog"
 	"net/http"
@@ -19,11 +20,13 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge"
+	"github.com/kfn-dev/kfn/eventbridge/auth"
 	"github.com/kfn-dev/kfn/test/natstest"
 	"github.com/kfn-dev/kfn/test/testcluster"
 	"github.com/kfn-dev/kfn/test/testport"
@@ -98,12 +101,30 @@ func TestRunInACluster(t *testing.T) {
 	assert.Contains(t, string(body), `kfn_eventbridge_delivered_total{namespace="default",subscription="orders"} 1`)
 	assert.Contains(t, string(body), `kfn_eventbridge_publish_requests_total{code="204",endpoint="publish"} 1`)
 
-	resp, err = http.Get("http://" + cfg.AdminListen + "/deadletters")
+	// The admin API: over TLS, to whom the cluster authenticates, as far
+	// as RBAC lets them.
+	resp, err = adminClient(t, cluster.Config).Get("https://" + cfg.AdminListen + "/deadletters")
 	require.NoError(t, err)
 	body, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.JSONEq(t, `[]`, string(body))
+	nobody, err := cluster.AddUser("nobody")
+	require.NoError(t, err)
+	resp, err = adminClient(t, nobody).Get("https://" + cfg.AdminListen + "/deadletters?namespace=default")
+	require.NoError(t, err)
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode, "a user RBAC grants nothing")
+	assert.Contains(t, string(body), "nobody may not list subscriptions/deadletters.eventing.kyma-project.io in namespace default")
+	resp, err = adminClient(t, nil).Get("https://" + cfg.AdminListen + "/deadletters")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "no credential")
+	resp, err = http.Get("http://" + cfg.AdminListen + "/deadletters")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode, "no plain HTTP")
 
 	resp, err = http.Get("http://" + cfg.Listen + "/readyz")
 	require.NoError(t, err)
@@ -144,4 +165,16 @@ func runInCluster(t *testing.T, mod func(*eventbridge.Process, *testcluster.Clus
 		}
 	})
 	return cfg, cluster
+}
+
+// adminClient reaches the admin API as the user of cfg, as the kfn command
+// does (auth.ClientTransport); with nil, without a credential.
+func adminClient(t *testing.T, cfg *rest.Config) *http.Client {
+	t.Helper()
+	if cfg == nil {
+		return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the admin API's own certificate
+	}
+	rt, err := auth.ClientTransport(cfg)
+	require.NoError(t, err)
+	return &http.Client{Transport: rt}
 }

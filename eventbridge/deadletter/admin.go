@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/eventbridge/auth"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/replay"
 )
@@ -76,15 +77,68 @@ type Admin struct {
 	streams stream.Config
 	events  *eventstore.Store
 	filters replay.Filters
+	access  Access
 }
 
+// Access decides what the caller of a request to Handler may do with dead
+// letters (auth.Kubernetes, behind its Authenticate): a nil error allows;
+// an error wrapping auth.ErrUnauthenticated is answered 401, any other
+// 403 with its message. The attributes are a verb on the subresource
+// deadletters of Subscriptions (Resource) in the letters' namespace, ""
+// for a listing of every namespace: "list" to list, "get" to read one,
+// "update" to replay, "delete" to delete.
+type Access interface {
+	Allow(r *http.Request, a auth.Attributes) error
+}
+
+// Resource is what Access is asked about: the subresource deadletters of
+// eventing.kyma-project.io's subscriptions, which an RBAC rule grants as
+// "subscriptions/deadletters".
+var Resource = auth.Attributes{Group: "eventing.kyma-project.io", Resource: "subscriptions", Subresource: "deadletters"}
+
+// AdminOption configures an Admin.
+type AdminOption func(*Admin)
+
+// WithAccess makes Handler ask access before it lists, reads, replays or
+// deletes; without it, the handler serves whoever reaches it (kfn dev,
+// whose listener is the user's own).
+func WithAccess(access Access) AdminOption { return func(a *Admin) { a.access = access } }
+
 // NewAdmin returns an Admin over the given streams.
-func NewAdmin(js jetstream.JetStream, streams stream.Config) (*Admin, error) {
+func NewAdmin(js jetstream.JetStream, streams stream.Config, opts ...AdminOption) (*Admin, error) {
 	if err := streams.Validate(); err != nil {
 		return nil, err
 	}
-	return &Admin{js: js, streams: streams, events: eventstore.New(js, streams.EventStream),
-		filters: replay.Filters{JetStream: js, Streams: streams}}, nil
+	a := &Admin{js: js, streams: streams, events: eventstore.New(js, streams.EventStream),
+		filters: replay.Filters{JetStream: js, Streams: streams}}
+	for _, o := range opts {
+		o(a)
+	}
+	return a, nil
+}
+
+// allow asks Access whether the caller of r may do verb with the dead
+// letters of namespace.
+func (a *Admin) allow(r *http.Request, verb, namespace string) error {
+	if a.access == nil {
+		return nil
+	}
+	attrs := Resource
+	attrs.Verb, attrs.Namespace = verb, namespace
+	return a.access.Allow(r, attrs)
+}
+
+// allowLetter asks Access whether the caller of r may do verb with the
+// dead letter seq, reading it for its namespace.
+func (a *Admin) allowLetter(r *http.Request, verb string, seq uint64) error {
+	if a.access == nil {
+		return nil
+	}
+	l, err := a.Get(r.Context(), seq)
+	if err != nil {
+		return err
+	}
+	return a.allow(r, verb, l.Namespace)
 }
 
 // listBufferBytes bounds the bytes of dead letters a listing reads ahead:
@@ -325,15 +379,15 @@ func (a *Admin) Delete(ctx context.Context, seq uint64) error {
 func (a *Admin) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /deadletters", a.serveList)
-	mux.HandleFunc("GET /deadletters/{seq}", a.serveOne(func(ctx context.Context, seq uint64) (any, int, error) {
+	mux.HandleFunc("GET /deadletters/{seq}", a.serveOne("get", func(ctx context.Context, seq uint64) (any, int, error) {
 		l, err := a.Get(ctx, seq)
 		return l, http.StatusOK, err
 	}))
-	mux.HandleFunc("POST /deadletters/{seq}/replay", a.serveOne(func(ctx context.Context, seq uint64) (any, int, error) {
+	mux.HandleFunc("POST /deadletters/{seq}/replay", a.serveOne("update", func(ctx context.Context, seq uint64) (any, int, error) {
 		l, err := a.Replay(ctx, seq)
 		return l, http.StatusOK, err
 	}))
-	mux.HandleFunc("DELETE /deadletters/{seq}", a.serveOne(func(ctx context.Context, seq uint64) (any, int, error) {
+	mux.HandleFunc("DELETE /deadletters/{seq}", a.serveOne("delete", func(ctx context.Context, seq uint64) (any, int, error) {
 		return nil, http.StatusNoContent, a.Delete(ctx, seq)
 	}))
 	mux.HandleFunc("POST /deadletters/replay", a.serveReplayAll)
@@ -355,6 +409,9 @@ const PathPrefix = "/_kfn"
 // unclosed (invalid JSON), the status being sent.
 func (a *Admin) serveList(w http.ResponseWriter, r *http.Request) {
 	f, err := parseFilter(r)
+	if err == nil {
+		err = a.allow(r, "list", f.Namespace)
+	}
 	if err != nil {
 		writeError(w, err)
 		return
@@ -400,6 +457,9 @@ func (a *Admin) serveReplayAll(w http.ResponseWriter, r *http.Request) {
 	if err == nil && f.Subscription == "" {
 		err = fmt.Errorf("%w: replaying needs namespace and subscription", ErrInvalidFilter)
 	}
+	if err == nil {
+		err = a.allow(r, "update", f.Namespace)
+	}
 	if err != nil {
 		writeError(w, err)
 		return
@@ -420,11 +480,15 @@ func (a *Admin) serveReplayAll(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]int{"replayed": n})
 }
 
-func (a *Admin) serveOne(f func(context.Context, uint64) (any, int, error)) http.HandlerFunc {
+func (a *Admin) serveOne(verb string, f func(context.Context, uint64) (any, int, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		seq, err := strconv.ParseUint(r.PathValue("seq"), 10, 64)
 		if err != nil || seq == 0 {
 			writeError(w, fmt.Errorf("%w: sequence must be a positive integer, not %q", ErrInvalidFilter, r.PathValue("seq")))
+			return
+		}
+		if err := a.allowLetter(r, verb, seq); err != nil {
+			writeError(w, err)
 			return
 		}
 		v, code, err := f(r.Context(), seq)
@@ -466,6 +530,10 @@ func writeError(w http.ResponseWriter, err error) {
 		code = http.StatusNotFound
 	case errors.Is(err, ErrNoSubscription):
 		code = http.StatusConflict
+	case errors.Is(err, auth.ErrUnauthenticated):
+		code = http.StatusUnauthorized
+	case errors.Is(err, auth.ErrForbidden):
+		code = http.StatusForbidden
 	}
 	writeJSON(w, code, map[string]string{"error": err.Error()})
 }

@@ -217,3 +217,14 @@ func crdPaths(o *options) ([]string, error) {
 	}
 	return append(paths, o.crdPaths...), nil
 }
+
+// AddUser returns a configuration that reaches the API server as a user
+// of that name and groups, authenticated by a client certificate the API
+// server's client CA signed; RBAC grants it nothing until a binding does.
+func (c *Cluster) AddUser(name string, groups ...string) (*rest.Config, error) {
+	u, err := c.env.AddUser(envtest.User{Name: name, Groups: groups}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("add user %s: %w", name, err)
+	}
+	return u.Config(), nil
+}

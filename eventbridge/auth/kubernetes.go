@@ -1,0 +1,205 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
+	"k8s.io/apiserver/pkg/authentication/request/union"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// Audience is the token audience of kfn's own: a token made for it (a
+// projected ServiceAccount token with this audience) is accepted, as are
+// the tokens the API server itself accepts (a user's kubeconfig token).
+const Audience = "kfn"
+
+// Errors of Kubernetes.Allow, which a handler answers with 401 and 403.
+var (
+	// ErrUnauthenticated: the request carries no credential Kubernetes
+	// accepts.
+	ErrUnauthenticated = errors.New("unauthenticated")
+	// ErrForbidden: the caller is known, and RBAC does not let them.
+	ErrForbidden = errors.New("forbidden")
+)
+
+// Attributes are what a caller asks to do, as RBAC names it: a verb on a
+// resource (and subresource) of an API group in a namespace ("" for every
+// namespace).
+type Attributes struct {
+	Verb, Group, Resource, Subresource, Namespace string
+}
+
+// String names the permission, as an RBAC rule would grant it.
+func (a Attributes) String() string {
+	r := a.Resource
+	if a.Subresource != "" {
+		r += "/" + a.Subresource
+	}
+	where := "in every namespace"
+	if a.Namespace != "" {
+		where = "in namespace " + a.Namespace
+	}
+	return fmt.Sprintf("%s %s.%s %s", a.Verb, r, a.Group, where)
+}
+
+// KubernetesConfig tunes Kubernetes; the zero value works.
+type KubernetesConfig struct {
+	// CacheTTL is how long a token's review and an allowed decision are
+	// kept (default 2 minutes); a denial is kept a tenth of it.
+	CacheTTL time.Duration
+	// Timeout bounds one TokenReview or SubjectAccessReview (default 10s).
+	Timeout time.Duration
+}
+
+// Kubernetes authenticates a listener's callers as the API server does and
+// authorizes them with its RBAC: a bearer token through TokenReview (of
+// kfn's Audience or the API server's own), a client certificate against
+// the cluster's client CA (the ConfigMap kube-system/
+// extension-apiserver-authentication, which it follows); a decision through
+// SubjectAccessReview. Reviews and decisions are cached. Its identity
+// needs the ClusterRole system:auth-delegator and, for the client CA, the
+// Role kube-system/extension-apiserver-authentication-reader.
+type Kubernetes struct {
+	authn authenticator.Request
+	authz authorizer.Authorizer
+	ca    *dynamiccertificates.ConfigMapCAController
+}
+
+// NewKubernetes makes a Kubernetes that asks the API server of client.
+// Run must run for client certificates to be accepted.
+func NewKubernetes(client kubernetes.Interface, cfg KubernetesConfig) (*Kubernetes, error) {
+	if cfg.CacheTTL <= 0 {
+		cfg.CacheTTL = 2 * time.Minute
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	backoff := &wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 5}
+	ca, err := dynamiccertificates.NewDynamicCAFromConfigMapController("client-ca", "kube-system", "extension-apiserver-authentication", "client-ca-file", client)
+	if err != nil {
+		return nil, fmt.Errorf("client CA: %w", err)
+	}
+	// Certificates and tokens of kfn's audience, then the tokens of the
+	// API server's own audiences.
+	ours, _, err := authenticatorfactory.DelegatingAuthenticatorConfig{
+		TokenAccessReviewClient: client.AuthenticationV1(), TokenAccessReviewTimeout: cfg.Timeout, WebhookRetryBackoff: backoff,
+		CacheTTL: cfg.CacheTTL, ClientCertificateCAContentProvider: ca,
+	}.New()
+	if err != nil {
+		return nil, fmt.Errorf("authenticator: %w", err)
+	}
+	apiServers, _, err := authenticatorfactory.DelegatingAuthenticatorConfig{
+		TokenAccessReviewClient: client.AuthenticationV1(), TokenAccessReviewTimeout: cfg.Timeout, WebhookRetryBackoff: backoff,
+		CacheTTL: cfg.CacheTTL,
+	}.New()
+	if err != nil {
+		return nil, fmt.Errorf("authenticator: %w", err)
+	}
+	authz, err := authorizerfactory.DelegatingAuthorizerConfig{
+		SubjectAccessReviewClient: client.AuthorizationV1(), AllowCacheTTL: cfg.CacheTTL, DenyCacheTTL: cfg.CacheTTL / 10,
+		WebhookRetryBackoff: backoff,
+	}.New()
+	if err != nil {
+		return nil, fmt.Errorf("authorizer: %w", err)
+	}
+	// A review checks audiences only when the request's context names them.
+	forKfn := authenticator.RequestFunc(func(r *http.Request) (*authenticator.Response, bool, error) {
+		return ours.AuthenticateRequest(r.WithContext(authenticator.WithAudiences(r.Context(), authenticator.Audiences{Audience})))
+	})
+	return &Kubernetes{authn: union.New(forKfn, apiServers), authz: authz, ca: ca}, nil
+}
+
+// Run follows the cluster's client CA until ctx ends. It returns an error
+// when the CA cannot be read at start (the listener would take no client
+// certificate).
+func (k *Kubernetes) Run(ctx context.Context) error {
+	if err := k.ca.RunOnce(ctx); err != nil {
+		return fmt.Errorf("read the cluster's client CA: %w", err)
+	}
+	k.ca.Run(ctx, 1)
+	return nil
+}
+
+type callerKey struct{}
+
+// Authenticate serves h the requests whose caller Kubernetes knows (Allow
+// then reads the caller from the request) and answers 401 to the others,
+// but for the paths of open, served to anyone. The credential is removed
+// from the request h gets.
+func (k *Kubernetes) Authenticate(h http.Handler, open ...string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, p := range open {
+			if r.URL.Path == p {
+				h.ServeHTTP(w, r)
+				return
+			}
+		}
+		resp, ok, err := k.authn.AuthenticateRequest(r)
+		if err != nil || !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="kfn"`)
+			reason := "send a Kubernetes bearer token or client certificate (kfn's CLI sends the kubeconfig's)"
+			if err != nil {
+				reason = err.Error()
+			}
+			http.Error(w, "unauthenticated: "+reason, http.StatusUnauthorized)
+			return
+		}
+		r.Header.Del("Authorization")
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, resp.User)))
+	})
+}
+
+// Allow returns nil when the caller of r (as Authenticate found them) may
+// do what a asks, an error wrapping ErrForbidden that names the missing
+// permission when not, and one wrapping ErrUnauthenticated for a request
+// Authenticate did not see.
+func (k *Kubernetes) Allow(r *http.Request, a Attributes) error {
+	u, ok := r.Context().Value(callerKey{}).(user.Info)
+	if !ok {
+		return ErrUnauthenticated
+	}
+	decision, reason, err := k.authz.Authorize(r.Context(), authorizer.AttributesRecord{
+		User: u, Verb: a.Verb, Namespace: a.Namespace, APIGroup: a.Group, Resource: a.Resource, Subresource: a.Subresource,
+		ResourceRequest: true,
+	})
+	if err != nil && decision != authorizer.DecisionAllow {
+		return fmt.Errorf("%w: cannot check whether %s may %s: %w", ErrForbidden, u.GetName(), a, err)
+	}
+	if decision != authorizer.DecisionAllow {
+		if reason = strings.TrimSpace(reason); reason != "" {
+			reason = " (" + reason + ")"
+		}
+		return fmt.Errorf("%w: %s may not %s%s", ErrForbidden, u.GetName(), a, reason)
+	}
+	return nil
+}
+
+// ClientTransport is how a kfn command reaches a listener that
+// Kubernetes guards, as the user of cfg (a kubeconfig's): it sends cfg's
+// credentials, whichever kind they are (bearer token, client certificate,
+// exec plugin), over TLS without checking the listener's certificate,
+// which its process made for itself. Use it only through a tunnel the API
+// server authenticated to the pod it chose (a port-forward), which is what
+// tells the command it reaches kfn's pod.
+func ClientTransport(cfg *rest.Config) (http.RoundTripper, error) {
+	c := rest.CopyConfig(cfg)
+	c.TLSClientConfig.Insecure = true
+	c.TLSClientConfig.CAData, c.TLSClientConfig.CAFile, c.TLSClientConfig.ServerName = nil, "", ""
+	rt, err := rest.TransportFor(c)
+	if err != nil {
+		return nil, fmt.Errorf("transport with the kubeconfig's credentials: %w", err)
+	}
+	return rt, nil
+}

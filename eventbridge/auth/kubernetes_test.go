@@ -1,0 +1,147 @@
+package auth_test
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	"github.com/kfn-dev/kfn/eventbridge/auth"
+	"github.com/kfn-dev/kfn/test/testcluster"
+)
+
+// deadLetters is what the test's handler asks about: listing the dead
+// letters of the namespace in the request's query.
+func deadLetters(namespace string) auth.Attributes {
+	return auth.Attributes{Verb: "list", Group: "eventing.kyma-project.io", Resource: "subscriptions", Subresource: "deadletters", Namespace: namespace}
+}
+
+// TestKubernetesAuthenticatesAndAuthorizesAsTheAPIServer runs a listener
+// guarded by auth.Kubernetes against a real API server with RBAC: a user
+// with a client certificate and a ServiceAccount with a bearer token, each
+// granted subscriptions/deadletters in team-a only, list team-a's and are
+// refused team-b's (403 naming the permission); a user granted nothing is
+// refused; a request without a credential, or with one the cluster does
+// not know, is 401; the cluster's administrators may do everything.
+func TestKubernetesAuthenticatesAndAuthorizesAsTheAPIServer(t *testing.T) {
+	c := testcluster.New(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	admin, err := kubernetes.NewForConfig(c.Config)
+	require.NoError(t, err)
+
+	for _, ns := range []string{"team-a", "team-b"} {
+		_, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	_, err = admin.RbacV1().Roles("team-a").Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "dead-letters"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"eventing.kyma-project.io"}, Resources: []string{"subscriptions/deadletters"}, Verbs: []string{"list"}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = admin.CoreV1().ServiceAccounts("team-a").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "ops"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = admin.RbacV1().RoleBindings("team-a").Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "dead-letters"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "dead-letters"},
+		Subjects: []rbacv1.Subject{
+			{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "alice"},
+			{Kind: rbacv1.ServiceAccountKind, Namespace: "team-a", Name: "ops"},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	alice, err := c.AddUser("alice")
+	require.NoError(t, err)
+	bob, err := c.AddUser("bob")
+	require.NoError(t, err)
+	tr, err := admin.CoreV1().ServiceAccounts("team-a").CreateToken(ctx, "ops", &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	ops := &rest.Config{Host: c.Config.Host, BearerToken: tr.Status.Token}
+	kfnTR, err := admin.CoreV1().ServiceAccounts("team-a").CreateToken(ctx, "ops", &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{auth.Audience}, ExpirationSeconds: ptr.To[int64](600)},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	opsForKfn := &rest.Config{Host: c.Config.Host, BearerToken: kfnTR.Status.Token}
+	otherTR, err := admin.CoreV1().ServiceAccounts("team-a").CreateToken(ctx, "ops", &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{"someone-else"}, ExpirationSeconds: ptr.To[int64](600)},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	opsForOthers := &rest.Config{Host: c.Config.Host, BearerToken: otherTR.Status.Token}
+
+	k, err := auth.NewKubernetes(admin, auth.KubernetesConfig{CacheTTL: time.Millisecond})
+	require.NoError(t, err)
+	go func() { _ = k.Run(ctx) }()
+	srv := httptest.NewUnstartedServer(k.Authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		assert.Empty(t, r.Header.Get("Authorization"), "the credential stays with the listener")
+		if err := k.Allow(r, deadLetters(r.URL.Query().Get("namespace"))); err != nil {
+			http.Error(w, err.Error(), map[bool]int{true: http.StatusForbidden, false: http.StatusUnauthorized}[errors.Is(err, auth.ErrForbidden)])
+			return
+		}
+		_, _ = io.WriteString(w, "letters")
+	}), "/healthz"))
+	srv.TLS = &tls.Config{ClientAuth: tls.RequestClientCert}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+
+	get := func(cfg *rest.Config, path string) (int, string) {
+		t.Helper()
+		rt := http.RoundTripper(&http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}) //nolint:gosec // the test server's own certificate
+		if cfg != nil {
+			rt, err = auth.ClientTransport(cfg)
+			require.NoError(t, err)
+		}
+		resp, err := (&http.Client{Transport: rt}).Get(srv.URL + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, strings.TrimSpace(string(body))
+	}
+	// The client CA is read in the background: wait for a certificate to
+	// be taken.
+	require.Eventually(t, func() bool { code, _ := get(alice, "/?namespace=team-a"); return code == http.StatusOK }, 30*time.Second, 50*time.Millisecond,
+		"a client certificate is taken once the cluster's client CA is read")
+
+	for name, c := range map[string]struct {
+		cfg  *rest.Config
+		path string
+		code int
+		body string
+	}{
+		"certificate, granted namespace":      {alice, "/?namespace=team-a", http.StatusOK, "letters"},
+		"certificate, other namespace":        {alice, "/?namespace=team-b", http.StatusForbidden, "alice may not list subscriptions/deadletters.eventing.kyma-project.io in namespace team-b"},
+		"certificate, every namespace":        {alice, "/", http.StatusForbidden, "alice may not list subscriptions/deadletters.eventing.kyma-project.io in every namespace"},
+		"certificate granted nothing":         {bob, "/?namespace=team-a", http.StatusForbidden, "bob may not list"},
+		"token, granted namespace":            {ops, "/?namespace=team-a", http.StatusOK, "letters"},
+		"token, other namespace":              {ops, "/?namespace=team-b", http.StatusForbidden, "system:serviceaccount:team-a:ops may not list"},
+		"token of kfn's audience":             {opsForKfn, "/?namespace=team-a", http.StatusOK, "letters"},
+		"token of another audience":           {opsForOthers, "/?namespace=team-a", http.StatusUnauthorized, "unauthenticated"},
+		"unknown token":                       {&rest.Config{Host: c.Config.Host, BearerToken: "not-a-token-the-cluster-made"}, "/?namespace=team-a", http.StatusUnauthorized, "unauthenticated"},
+		"no credential":                       {nil, "/?namespace=team-a", http.StatusUnauthorized, "unauthenticated"},
+		"administrator, every namespace":      {c.Config, "/", http.StatusOK, "letters"},
+		"administrator, any single namespace": {c.Config, "/?namespace=team-b", http.StatusOK, "letters"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			code, body := get(c.cfg, c.path)
+			assert.Equal(t, c.code, code, body)
+			assert.Contains(t, body, c.body)
+		})
+	}
+}
