@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,14 +21,18 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -35,8 +40,10 @@ import (
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 	"github.com/kfn-dev/kfn/controller/function"
+	"github.com/kfn-dev/kfn/eventbridge/auth"
 	"github.com/kfn-dev/kfn/eventbridge/subscription"
 	"github.com/kfn-dev/kfn/test/testcluster"
+	"github.com/kfn-dev/kfn/test/testport"
 )
 
 // appsNamespace is where the running scenario puts Functions and
@@ -404,7 +411,8 @@ func TestEventBridgeRBAC(t *testing.T) {
 	require.True(t, ns.ReadyForConnections(10*time.Second))
 
 	args := container(t, typed(t, in.objs).deployments["kfn-eventbridge"]).Args
-	args = append(append([]string(nil), args...), "-nats-url="+ns.ClientURL(), "-listen=127.0.0.1:0", "-gateway-listen=127.0.0.1:0", "-admin-listen=", "-metrics-listen=")
+	adminAddr := testport.Addr(t)
+	args = append(append([]string(nil), args...), "-nats-url="+ns.ClientURL(), "-listen=127.0.0.1:0", "-gateway-listen=127.0.0.1:0", "-admin-listen="+adminAddr, "-metrics-listen=")
 	p := start(t, filepath.Join(in.bin, "eventbridge"), kubeconfig, args...)
 
 	a := in.admin
@@ -434,6 +442,29 @@ func TestEventBridgeRBAC(t *testing.T) {
 		return leaderEvent(ctx, a, "kfn-eventbridge-reconciler") && rec.has("update", "leases", releaseNamespace)
 	})
 	eventually(t, p, "Kyma Applications are watched", func(context.Context) bool { return rec.has("watch", "applications", "") })
+	// The admin API (-admin-auth=kubernetes): a user's token is reviewed,
+	// a client certificate checked against the cluster's client CA, and
+	// each caller's access asked of RBAC, through the view role's rule.
+	deadLetterReader(t, ctx, in, "dlq-token")
+	tokenUser := tokenConfig(t, ctx, in, "dlq-token")
+	certUser, err := in.cluster.AddUser("dlq-cert")
+	require.NoError(t, err)
+	require.NoError(t, a.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "dlq-cert", Namespace: appsNamespace},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "kfn-eventbridge-deadletters-view"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "dlq-cert"}}}))
+	for _, u := range []*rest.Config{tokenUser, certUser} {
+		rt, err := auth.ClientTransport(u)
+		require.NoError(t, err)
+		eventually(t, p, "the admin API lists "+appsNamespace+"'s dead letters for a user the view role lets", func(ctx context.Context) bool {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+adminAddr+"/deadletters?namespace="+appsNamespace, nil)
+			resp, err := (&http.Client{Transport: rt}).Do(req)
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusOK
+		})
+	}
 	p.stop(t)
 
 	checkLeastPrivilege(t, rec.Calls(), grantsOf(t, in.objs, releaseNamespace, "kfn-eventbridge"), nil)
@@ -474,4 +505,26 @@ func TestScalerRBAC(t *testing.T) {
 	checkLeastPrivilege(t, rec.Calls(), grantsOf(t, in.objs, releaseNamespace, "kfn-scaler"), nil)
 	assert.Empty(t, grantsOf(t, render(t, map[string]any{"keda": map[string]any{"enabled": false}}), releaseNamespace, "kfn-scaler"),
 		"no scaler, no grants, without KEDA")
+}
+
+// deadLetterReader makes a ServiceAccount of appsNamespace bound to the
+// chart's view rule for dead letters there.
+func deadLetterReader(t *testing.T, ctx context.Context, in *installation, name string) {
+	t.Helper()
+	require.NoError(t, in.admin.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: appsNamespace}}))
+	require.NoError(t, in.admin.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: appsNamespace},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "kfn-eventbridge-deadletters-view"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: appsNamespace, Name: name}}}))
+}
+
+// tokenConfig is a configuration with a token of the ServiceAccount name
+// of appsNamespace, as a kubeconfig of it would have.
+func tokenConfig(t *testing.T, ctx context.Context, in *installation, name string) *rest.Config {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(in.cluster.Config)
+	require.NoError(t, err)
+	tr, err := cs.CoreV1().ServiceAccounts(appsNamespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return &rest.Config{Host: in.cluster.Config.Host, BearerToken: tr.Status.Token}
 }

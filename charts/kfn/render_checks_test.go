@@ -117,9 +117,13 @@ func TestRender(t *testing.T) {
 				assert.False(t, seen[key], "%s rendered twice", key)
 				seen[key] = true
 				assert.Empty(t, validation.IsDNS1123Subdomain(o.GetName()), key)
-				if clusterScoped(o.GetKind()) {
+				switch {
+				case clusterScoped(o.GetKind()):
 					assert.Empty(t, o.GetNamespace(), key)
-				} else {
+				case key == "Role/kfn-eventbridge-client-ca" || key == "RoleBinding/kfn-eventbridge-client-ca":
+					// Reading the cluster's client CA, where the API server keeps it.
+					assert.Equal(t, "kube-system", o.GetNamespace(), key)
+				default:
 					assert.Equal(t, releaseNamespace, o.GetNamespace(), "%s must be in the release's namespace", key)
 				}
 				if o.GetKind() != "CustomResourceDefinition" {
@@ -214,7 +218,7 @@ func TestRenderValueSets(t *testing.T) {
 	t.Run("default", func(t *testing.T) {
 		r := get(t, "default")
 		assert.Equal(t, map[string]int{
-			"CustomResourceDefinition": 2, "ServiceAccount": 3, "ClusterRole": 3, "ClusterRoleBinding": 3, "Role": 2, "RoleBinding": 2,
+			"CustomResourceDefinition": 2, "ServiceAccount": 3, "ClusterRole": 5, "ClusterRoleBinding": 3, "Role": 3, "RoleBinding": 3, // the admin API's: two aggregated roles, the client CA's Role and binding
 			"ConfigMap": 2, "Deployment": 3, "StatefulSet": 1, "Service": 6,
 		}, kinds(r.objs))
 		assert.Contains(t, container(t, r.deployments["kfn-eventbridge"]).Args, "-nats-url=nats://kfn-nats.kfn-system.svc.cluster.local:4222")
