@@ -24,6 +24,7 @@ import (
 
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
+	"github.com/kfn-dev/kfn/eventbridge/auth"
 )
 
 // Ports of the event bridge's and the scaler's containers (the chart's).
@@ -183,7 +184,15 @@ func (c *cluster) bridgeEndpoints(ctx context.Context, token string) (*endpoints
 		return nil, err
 	}
 	base := func(p int) string { return fmt.Sprintf("http://127.0.0.1:%d", p) }
-	return &endpoints{publisher: base(local[0]), gateway: base(local[1]), admin: base(local[2]), token: token,
+	// The admin API asks the cluster who the user is: it gets the
+	// kubeconfig's own credentials, through the port-forward.
+	rt, err := auth.ClientTransport(c.rest)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	return &endpoints{publisher: base(local[0]), gateway: base(local[1]), token: token,
+		admin: fmt.Sprintf("https://127.0.0.1:%d", local[2]), adminPlain: base(local[2]), adminClient: &http.Client{Transport: rt},
 		where: fmt.Sprintf("kfn's event bridge %s/%s in %s", c.kfnNamespace, pods[0].Name, c.where), close: stop}, nil
 }
 

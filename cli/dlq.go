@@ -20,7 +20,11 @@ func newDLQCommand() *cobra.Command {
 in the dead-letter stream with the reason. 'kfn dlq list' shows them; 'kfn dlq
 replay SEQ' delivers one again to its original subscription only, and 'kfn dlq
 replay --all --subscription NAME' does so for all of one subscription. In a
-cluster they reach the admin API of kfn's event bridge through a port-forward.`,
+cluster they reach the admin API of kfn's event bridge through a port-forward,
+as you: with your kubeconfig's credentials, the event bridge lets you list the
+dead letters of the namespaces where you may view Subscriptions (the view role),
+and replay or delete them where you may edit them (edit, admin); a refusal
+names the permission missing.`,
 	}
 	cmd.AddCommand(newDLQListCommand(), newDLQReplayCommand())
 	return cmd

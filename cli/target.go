@@ -78,6 +78,13 @@ func baseURL(addr string) (string, error) {
 type endpoints struct {
 	publisher, gateway, admin string
 	token                     string
+	// adminClient reaches the admin API: an event bridge's over TLS with
+	// the kubeconfig's credentials (auth.ClientTransport); nil:
+	// http.DefaultClient (kfn dev's). adminPlain is the admin API's
+	// address over plain HTTP, for an event bridge installed with
+	// eventbridge.admin.auth=none.
+	adminClient *http.Client
+	adminPlain  string
 	// where names the target in error messages; hint follows an error
 	// reaching it.
 	where, hint string
