@@ -151,11 +151,14 @@ generate: ## Regenerate deepcopy code and the CRDs (api/crds, copied into charts
 	rm -f charts/kfn/crds/*.yaml && cp api/crds/*.yaml charts/kfn/crds/
 
 .PHONY: verify
-verify: ## Fail when code is unformatted, vet complains, or generated files are stale.
+verify: ## Fail when code is unformatted, vet complains, a go.mod is untidy, or generated files are stale.
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 		if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	@for m in $(NESTED_MODULES); do echo "cd $$m && go vet ./..."; (cd $$m && $(GO) vet ./...); done
+	@# go.mod and go.sum of every module as go mod tidy leaves them (a nested
+	@# module's test run stops at "updates to go.mod needed" otherwise).
+	@for m in . $(NESTED_MODULES); do (cd $$m && $(GO) mod tidy -diff >/dev/null) || { echo "$$m: go.mod or go.sum is not tidy: run 'go mod tidy' there and commit"; exit 1; }; done
 	@$(MAKE) --no-print-directory generate >/dev/null
 	@if ! git diff --quiet -- api charts/kfn/crds; then \
 		git --no-pager diff --stat -- api charts/kfn/crds; \
