@@ -124,6 +124,7 @@ func (p *Platform) handler() http.Handler {
 	}
 	mux.Handle("/", p.events.Calls(h.Gateway, p.route))
 	adminHandler := guardAdmin(http.StripPrefix(AdminPrefix, admin))
+	events := guardEvents(mux)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, AdminPrefix+"/") {
 			adminHandler.ServeHTTP(w, r)
@@ -133,7 +134,7 @@ func (p *Platform) handler() http.Handler {
 			redirectToView(w, r)
 			return
 		}
-		mux.ServeHTTP(w, r)
+		events.ServeHTTP(w, r)
 	})
 }
 

@@ -53,6 +53,10 @@ func start(cfg Config) (p *Platform, lis net.Listener, err error) {
 		return nil, nil, fmt.Errorf("listen on %s: %w (is another kfn dev running? choose another address with --addr)", cfg.Addr, err)
 	}
 	p.addr = lis.Addr().String()
+	if ta, ok := lis.Addr().(*net.TCPAddr); ok && !ta.IP.IsLoopback() {
+		p.log.Warn("kfn dev listens beyond this machine: whoever reaches this address can publish events, call the functions, read their logs and dead letters, and replay them; bind 127.0.0.1 (the default) unless that is what you want",
+			"address", p.addr)
+	}
 	if err = p.startBroker(); err == nil {
 		err = p.newComponents()
 	}
