@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	certutil "k8s.io/client-go/util/cert"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
@@ -217,7 +216,6 @@ func stopTracing(ctx context.Context, traces otlp.Provider, log *slog.Logger) {
 // leader-elected.
 func newManager(p Process, log *slog.Logger) (ctrl.Manager, error) {
 	ctrl.SetLogger(logging.Logr(log))
-	klog.SetLogger(logging.Logr(log)) // client-go's and the apiserver library's (auth.Kubernetes) lines
 	restCfg, err := ctrl.GetConfig()
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes config (use -subscriptions to run without Kubernetes): %w", err)
