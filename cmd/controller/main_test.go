@@ -42,14 +42,14 @@ func TestFetchSourceCommand(t *testing.T) {
 	dest := filepath.Join(t.TempDir(), "function")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	require.NoError(t, run(ctx, []string{"fetch-source", "--url=" + dir, "--reference=master", "--commit=" + h.String(),
+	require.NoError(t, component().Execute(ctx, []string{"fetch-source", "--url=" + dir, "--reference=master", "--commit=" + h.String(),
 		"--base-dir=fns/a", "--dest=" + dest}, io.Discard))
 	b, err := os.ReadFile(filepath.Join(dest, "handler.js"))
 	require.NoError(t, err)
 	assert.Equal(t, "hi", string(b))
 }
 
-// TestRunArguments checks what run makes of its arguments before it
+// TestRunArguments checks what the binary makes of its arguments before it
 // reaches the cluster: help is no failure, and bad flags or settings fail
 // with an error that says why.
 func TestRunArguments(t *testing.T) {
@@ -66,7 +66,7 @@ func TestRunArguments(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			err := run(context.Background(), tc.args, io.Discard)
+			err := component().Execute(context.Background(), tc.args, io.Discard)
 			switch {
 			case tc.wantIs != nil:
 				require.ErrorIs(t, err, tc.wantIs)
