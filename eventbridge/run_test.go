@@ -94,16 +94,23 @@ func TestRunInACluster(t *testing.T) {
 	}))
 	require.Eventually(t, func() bool { return got.Load() == 1 }, 10*time.Second, 10*time.Millisecond, "delivered once the sink is ready")
 
-	resp, err := http.Get("http://" + cfg.MetricsListen + "/metrics")
-	require.NoError(t, err)
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	assert.Contains(t, string(body), `kfn_eventbridge_delivered_total{namespace="default",subscription="orders"} 1`)
+	// The delivery is counted once the sink's answer is in, after the sink
+	// saw the request.
+	var body []byte
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + cfg.MetricsListen + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ = io.ReadAll(resp.Body)
+		return strings.Contains(string(body), `kfn_eventbridge_delivered_total{namespace="default",subscription="orders"} 1`)
+	}, 10*time.Second, 10*time.Millisecond, "the delivery counted: %s", body)
 	assert.Contains(t, string(body), `kfn_eventbridge_publish_requests_total{code="204",endpoint="publish"} 1`)
 
 	// The admin API: over TLS, to whom the cluster authenticates, as far
 	// as RBAC lets them.
-	resp, err = adminClient(t, cluster.Config).Get("https://" + cfg.AdminListen + "/deadletters")
+	resp, err := adminClient(t, cluster.Config).Get("https://" + cfg.AdminListen + "/deadletters")
 	require.NoError(t, err)
 	body, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
