@@ -117,3 +117,22 @@ func (r Request) Check(code int, body string) error {
 	}
 	return nil
 }
+
+// Attack sends the publishes of the attacker (Publishes of AttackerSource)
+// to the publisher at base, rounds times over or until ctx ends, and
+// returns every answer that was not the one the publish must get.
+func Attack(ctx context.Context, client *http.Client, base string, rounds int) []string {
+	var wrong []string
+	for round := 0; ctx.Err() == nil && round < rounds; round++ {
+		for _, r := range Publishes(AttackerSource, round) {
+			code, body, err := r.Send(ctx, client, base, nil)
+			if err == nil {
+				err = r.Check(code, body)
+			}
+			if err != nil {
+				wrong = append(wrong, err.Error())
+			}
+		}
+	}
+	return wrong
+}
