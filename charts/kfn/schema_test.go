@@ -52,6 +52,10 @@ func TestValuesRefused(t *testing.T) {
 			values: map[string]any{"eventbridge": map[string]any{"streams": map[string]any{"storage": "disk"}}},
 			want:   []string{"/eventbridge/streams/storage", "file", "memory"},
 		},
+		"admin auth": {
+			values: map[string]any{"eventbridge": map[string]any{"admin": map[string]any{"auth": "token"}}},
+			want:   []string{"/eventbridge/admin/auth", "kubernetes", "none"},
+		},
 		"stream replicas over 5": {
 			values: map[string]any{"eventbridge": map[string]any{"streams": map[string]any{"replicas": 7}}},
 			want:   []string{"/eventbridge/streams/replicas", "maximum"},

@@ -38,6 +38,8 @@ func TestRunRefusesBadFlagsBeforeDoingAnything(t *testing.T) {
 		"no delivery":            {args: []string{"-default-max-deliver=0"}, wantErr: "maxDeliver must be between 1 and 100, not 0"},
 		"in flight over its cap": {args: []string{"-default-max-in-flight=1001"}, wantErr: "maxInFlightMessages must be between 1 and 1000, not 1001"},
 		"backoff max < init":     {args: []string{"-default-backoff-initial=10s", "-default-backoff-max=1s"}, wantErr: "backoffMax (1s) must not be less than backoffInitial (10s)"},
+		"unknown admin auth":     {args: []string{"-admin-auth=maybe"}, wantErr: `-admin-auth must be kubernetes or none, not "maybe"`},
+		"admin auth without k8s": {args: []string{"-subscriptions=subs.yaml"}, wantErr: "-admin-auth=kubernetes needs Kubernetes"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
