@@ -105,7 +105,7 @@ fuzz: ## Run each fuzz target for its number of inputs (or FUZZTIME).
 	done
 
 # make mutate: mutation testing with gremlins (hack/mutate.sh says how), of
-# the packages PKGS names (make mutate PKGS="./eventbridge/publisher ./scaler")
+# the packages PKGS names (make mutate PKGS="./eventbridge/publisher ./scaler/activity")
 # or, with PKGS empty, of those a change touches since BASE. Not part of
 # make test: one package takes minutes to an hour.
 PKGS ?=

@@ -4,8 +4,8 @@
 # time (a < for a <=, a + for a -, a condition negated, ...), runs the tests of
 # the changed package, and reports which changes no test noticed.
 #
-#   hack/mutate.sh ./eventbridge/publisher ./scaler   the named packages, whole
-#   BASE=main hack/mutate.sh                          the packages a change touches since BASE
+#   hack/mutate.sh ./eventbridge/publisher ./scaler/activity   the named packages, whole
+#   BASE=main hack/mutate.sh                                   the packages a change touches since BASE
 #
 # With BASE, a package is one with a .go file (tests included) changed since
 # the merge base of BASE and the working tree (tracked files; new files once
@@ -17,7 +17,7 @@
 # A package is its own directory: files of its subpackages are left out
 # (they are packages of their own, name them too). Each mutant runs the
 # tests of its package only (`go test -failfast <package>`), so a test
-# in another package (scaler/server's, of scaler) kills no mutant of this
+# in another package (scaler/server's, of scaler/activity) kills no mutant of this
 # one.
 #
 # Environment: GREMLINS, the gremlins binary (default: gremlins on PATH);

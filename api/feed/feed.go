@@ -18,7 +18,7 @@ import (
 )
 
 // Targets serve Subscriptions in this process: *dispatcher.Dispatcher
-// delivers their events, *scaler.Scaler counts their backlog.
+// delivers their events, *activity.Scaler counts their backlog.
 type Targets interface {
 	// Upsert serves a Subscription; the error says why it cannot.
 	Upsert(sub *v1alpha2.Subscription) error

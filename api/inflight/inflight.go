@@ -44,7 +44,7 @@ type Count struct {
 	InFlight  int    `json:"inFlight"`
 }
 
-// Reporter receives decoded reports; *scaler.Scaler implements it.
+// Reporter receives decoded reports; *activity.Scaler implements it.
 type Reporter interface {
 	ReportInFlight(src string, counts map[types.NamespacedName]int, ttl time.Duration)
 }

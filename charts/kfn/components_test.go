@@ -473,7 +473,7 @@ func TestEventBridgeRBAC(t *testing.T) {
 // TestScalerRBAC runs the scaler binary with the chart's arguments under
 // its ServiceAccount: it lists and watches Subscriptions in every
 // namespace to bind each one's JetStream consumer to the Function its sink
-// names (scaler/kube), and nothing else (no leader election: every replica
+// names (package scaler), and nothing else (no leader election: every replica
 // answers KEDA from its own refresh loop). Its grants are checked against
 // its calls, both ways.
 func TestScalerRBAC(t *testing.T) {

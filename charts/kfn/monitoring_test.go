@@ -45,7 +45,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge"
 	"github.com/kfn-dev/kfn/eventbridge/subscription"
 	"github.com/kfn-dev/kfn/runtimes"
-	"github.com/kfn-dev/kfn/scaler"
+	"github.com/kfn-dev/kfn/scaler/activity"
 	scalerserver "github.com/kfn-dev/kfn/scaler/server"
 	"github.com/kfn-dev/kfn/test/logtest"
 	"github.com/kfn-dev/kfn/test/testenv"
@@ -462,7 +462,7 @@ func scalerMetrics(t *testing.T) []string {
 	nc, js := embeddedNATS(t)
 	reg := &nameRecorder{Registerer: prometheus.NewRegistry()}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	core, err := scaler.New(scaler.NewJetStreamReader(js, stream.DefaultEventStream), scaler.NewNATSListener(nc), scaler.WithMetrics(reg))
+	core, err := activity.New(activity.NewJetStreamReader(js, stream.DefaultEventStream), activity.NewNATSListener(nc), activity.WithMetrics(reg))
 	require.NoError(t, err)
 	_, err = scalerserver.New(core, scalerserver.WithMetrics(reg))
 	require.NoError(t, err)

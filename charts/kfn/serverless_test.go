@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kfn-dev/kfn/controller/manager"
+	"github.com/kfn-dev/kfn/controller"
 	"github.com/kfn-dev/kfn/internal/logging"
 )
 
@@ -30,12 +30,12 @@ logFormat: "console"
 
 // controllerConfig renders the chart with vals and loads the controller's
 // config file from its ConfigMap as the controller does.
-func controllerConfig(t *testing.T, vals map[string]any) manager.Config {
+func controllerConfig(t *testing.T, vals map[string]any) controller.Process {
 	t.Helper()
 	r := typed(t, render(t, vals))
 	file := filepath.Join(t.TempDir(), "controller.yaml")
 	require.NoError(t, os.WriteFile(file, []byte(r.configMaps["kfn-controller"].Data["controller.yaml"]), 0o600))
-	cfg := manager.DefaultConfig()
+	cfg := controller.DefaultProcess()
 	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
 	cfg.RegisterFlags(fs)
 	require.NoError(t, fs.Parse([]string{"--config=" + file}))

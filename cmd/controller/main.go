@@ -10,14 +10,14 @@ package main
 import (
 	"context"
 
-	"github.com/kfn-dev/kfn/controller/manager"
+	"github.com/kfn-dev/kfn/controller"
 	"github.com/kfn-dev/kfn/internal/command"
 )
 
 // component is the controller with its default configuration, which its
 // config file and flags change, and the fetch-source init container.
 func component() command.Component {
-	c := command.Of("controller", manager.DefaultConfig(), manager.Run)
+	c := command.Of("controller", controller.DefaultProcess(), controller.Run)
 	c.Subcommands = map[string]func(ctx context.Context, args []string) error{"fetch-source": fetchSource}
 	return c
 }

@@ -8,11 +8,11 @@ package main
 
 import (
 	"github.com/kfn-dev/kfn/internal/command"
-	"github.com/kfn-dev/kfn/scaler/kube"
+	"github.com/kfn-dev/kfn/scaler"
 )
 
 // component is the scaler with its default configuration, which its
 // flags change.
-func component() command.Component { return command.Of("scaler", kube.DefaultConfig(), kube.Run) }
+func component() command.Component { return command.Of("scaler", scaler.DefaultProcess(), scaler.Run) }
 
 func main() { command.Main(component()) }

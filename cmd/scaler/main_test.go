@@ -25,7 +25,7 @@ import (
 	"github.com/kfn-dev/kfn/api/inflight"
 	"github.com/kfn-dev/kfn/api/trigger"
 	"github.com/kfn-dev/kfn/internal/natsconn"
-	"github.com/kfn-dev/kfn/scaler/kube"
+	"github.com/kfn-dev/kfn/scaler"
 	"github.com/kfn-dev/kfn/scaler/server"
 	"github.com/kfn-dev/kfn/test/logtest"
 	"github.com/kfn-dev/kfn/test/natsfault"
@@ -62,7 +62,7 @@ func TestRunRefusesBadFlagsBeforeDoingAnything(t *testing.T) {
 		})
 	}
 	require.NoError(t, component().Execute(context.Background(), []string{"-h"}, io.Discard), "help is no failure")
-	cfg := kube.DefaultConfig()
+	cfg := scaler.DefaultProcess()
 	require.NoError(t, cfg.Validate(), "the defaults are valid")
 }
 

@@ -41,7 +41,7 @@ import (
 	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 	"github.com/kfn-dev/kfn/controller/function"
 	"github.com/kfn-dev/kfn/scaler"
-	"github.com/kfn-dev/kfn/scaler/kube"
+	"github.com/kfn-dev/kfn/scaler/activity"
 	"github.com/kfn-dev/kfn/scaler/server"
 	"github.com/kfn-dev/kfn/test/scalertest"
 	"github.com/kfn-dev/kfn/test/testcluster"
@@ -61,7 +61,7 @@ func kedaCRDs(t *testing.T) string {
 type platform struct {
 	cluster *testcluster.Cluster
 	nats    *scalertest.NATS
-	core    *scaler.Scaler
+	core    *activity.Scaler
 	// observed is the core as the scaler's gRPC server, and so KEDA, sees
 	// it: it tells KEDA's polls from the external-push stream.
 	observed *observedCore
@@ -81,7 +81,7 @@ type observedCore struct {
 
 var _ server.Core = (*observedCore)(nil)
 
-func (c *observedCore) State(fn types.NamespacedName) (scaler.State, error) {
+func (c *observedCore) State(fn types.NamespacedName) (activity.State, error) {
 	c.polls.Add(1)
 	return c.Core.State(fn)
 }
@@ -137,9 +137,9 @@ func start(t *testing.T) *platform {
 
 	// kfn's scaler: core, gRPC server, Subscriptions from the API server.
 	var err error
-	p.core, err = scaler.New(scaler.NewJetStreamReader(p.nats.JS, p.nats.Streams.EventStream),
-		scaler.NewNATSListener(scalertest.Connect(t, p.nats.Server.ClientURL())),
-		scaler.WithRefreshInterval(200*time.Millisecond))
+	p.core, err = activity.New(activity.NewJetStreamReader(p.nats.JS, p.nats.Streams.EventStream),
+		activity.NewNATSListener(scalertest.Connect(t, p.nats.Server.ClientURL())),
+		activity.WithRefreshInterval(200*time.Millisecond))
 	require.NoError(t, err)
 	p.observed = &observedCore{Core: p.core}
 	srv, err := server.New(p.observed)
@@ -161,7 +161,7 @@ func start(t *testing.T) *platform {
 	r, err := function.NewReconciler(kfnMgr, cfg)
 	require.NoError(t, err)
 	require.NoError(t, r.SetupWithManager(ctx, kfnMgr))
-	feeder := &feed.Feeder{Client: kfnMgr.GetClient(), Targets: p.core, Name: kube.FeederName}
+	feeder := &feed.Feeder{Client: kfnMgr.GetClient(), Targets: p.core, Name: scaler.FeederName}
 	require.NoError(t, feeder.SetupWithManager(kfnMgr))
 	run(kfnMgr.Start)
 	require.NoError(t, feeder.Prime(ctx, kfnMgr.GetCache()))

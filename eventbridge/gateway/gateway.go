@@ -36,7 +36,7 @@ type Backends interface {
 }
 
 // InFlightReporter receives the gateway's requests in flight per function
-// (held ones included), valid for ttl; *scaler.Scaler implements it, and a
+// (held ones included), valid for ttl; *activity.Scaler (package scaler/activity) implements it, and a
 // function that gets requests while at zero is activated at once.
 type InFlightReporter interface {
 	ReportInFlight(src string, counts map[types.NamespacedName]int, ttl time.Duration)

@@ -33,7 +33,7 @@ import (
 	"github.com/kfn-dev/kfn/local/project"
 	"github.com/kfn-dev/kfn/local/runner"
 	"github.com/kfn-dev/kfn/local/webview"
-	"github.com/kfn-dev/kfn/scaler"
+	"github.com/kfn-dev/kfn/scaler/activity"
 	scalerserver "github.com/kfn-dev/kfn/scaler/server"
 )
 
@@ -90,9 +90,9 @@ type Platform struct {
 	// dead-letter admin API; its Subscriptions are the project's, served
 	// by the dispatcher and the scaler.
 	bridge *eventbridge.Bridge
-	scaler *scaler.Scaler
+	scaler *activity.Scaler
 	// backlogReader reads the Subscriptions' backlogs for Status.
-	backlogReader *scaler.JetStreamReader
+	backlogReader *activity.JetStreamReader
 	autoscaler    *autoscaler.Autoscaler
 	registry      *prometheus.Registry
 	logs          *logBook

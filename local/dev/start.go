@@ -25,7 +25,7 @@ import (
 	"github.com/kfn-dev/kfn/local/runner"
 	"github.com/kfn-dev/kfn/local/supervisor"
 	"github.com/kfn-dev/kfn/local/webview"
-	"github.com/kfn-dev/kfn/scaler"
+	"github.com/kfn-dev/kfn/scaler/activity"
 )
 
 // start brings up what Run serves: the broker, the streams, and the
@@ -102,7 +102,7 @@ func (p *Platform) startBroker() (err error) {
 		return fmt.Errorf("JetStream: %w", err)
 	}
 	p.streams = stream.DefaultConfig()
-	p.backlogReader = scaler.NewJetStreamReader(p.js, p.streams.EventStream)
+	p.backlogReader = activity.NewJetStreamReader(p.js, p.streams.EventStream)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return stream.Ensure(ctx, p.js, p.streams)
@@ -128,8 +128,8 @@ func (p *Platform) newComponents() (err error) {
 	if p.events, err = eventpath.New(0); err != nil {
 		return err
 	}
-	if p.scaler, err = scaler.New(scaler.NewJetStreamReader(p.js, p.streams.EventStream), scaler.NewNATSListener(p.nc),
-		scaler.WithRefreshInterval(500*time.Millisecond), scaler.WithLogger(logging.Component(p.log, "scaler"))); err != nil {
+	if p.scaler, err = activity.New(activity.NewJetStreamReader(p.js, p.streams.EventStream), activity.NewNATSListener(p.nc),
+		activity.WithRefreshInterval(500*time.Millisecond), activity.WithLogger(logging.Component(p.log, "scaler"))); err != nil {
 		return err
 	}
 	if p.bridge, err = p.newBridge(); err != nil {

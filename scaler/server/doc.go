@@ -1,4 +1,4 @@
-// Package server serves a [scaler.Scaler] to KEDA over gRPC, as KEDA's
+// Package server serves a [activity.Scaler] to KEDA over gRPC, as KEDA's
 // external scaler protocol (externalscaler.proto) defines it, for trigger
 // types external (polling) and external-push (polling plus StreamIsActive),
 // with the gRPC health service, optional TLS and Prometheus metrics.

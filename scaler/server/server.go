@@ -20,7 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kfn-dev/kfn/api/trigger"
-	"github.com/kfn-dev/kfn/scaler"
+	"github.com/kfn-dev/kfn/scaler/activity"
 )
 
 // Metric names the server reports; KEDA prefixes them with the trigger
@@ -40,13 +40,13 @@ const ServiceName = "externalscaler.ExternalScaler"
 // ErrInvalidOption is wrapped by every error an [Option] returns.
 var ErrInvalidOption = errors.New("invalid option")
 
-// Core is what the server needs of a [scaler.Scaler].
+// Core is what the server needs of a [activity.Scaler].
 type Core interface {
-	State(fn types.NamespacedName) (scaler.State, error)
+	State(fn types.NamespacedName) (activity.State, error)
 	Watch(fn types.NamespacedName) (active bool, ch <-chan struct{}, cancel func())
 }
 
-var _ Core = (*scaler.Scaler)(nil)
+var _ Core = (*activity.Scaler)(nil)
 
 // Server is a gRPC server of KEDA's external scaler protocol and the gRPC
 // health service. Create it with [New], run it with [Server.Serve].
@@ -126,7 +126,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	return nil
 }
 
-// IsActive reports whether the Function has work (see package scaler).
+// IsActive reports whether the Function has work (see package scaler/activity).
 func (s *Server) IsActive(_ context.Context, ref *pb.ScaledObjectRef) (*pb.IsActiveResponse, error) {
 	fn, err := function(ref)
 	if err != nil {
@@ -231,7 +231,7 @@ func metadata(ref *pb.ScaledObjectRef) (trigger.Metadata, error) {
 
 func grpcError(err error) error {
 	code := codes.Unavailable
-	if errors.Is(err, scaler.ErrConsumerNotFound) {
+	if errors.Is(err, activity.ErrConsumerNotFound) {
 		code = codes.FailedPrecondition
 	}
 	return status.Error(code, err.Error())

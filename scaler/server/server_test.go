@@ -21,7 +21,7 @@ import (
 
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/api/trigger"
-	"github.com/kfn-dev/kfn/scaler"
+	"github.com/kfn-dev/kfn/scaler/activity"
 	"github.com/kfn-dev/kfn/scaler/server"
 	"github.com/kfn-dev/kfn/test/scalertest"
 )
@@ -36,14 +36,14 @@ const (
 // listener, and KEDA's own generated client of it.
 type env struct {
 	nats   *scalertest.NATS
-	core   *scaler.Scaler
+	core   *activity.Scaler
 	reads  *countingReader
 	client pb.ExternalScalerClient
 	conn   *grpc.ClientConn
 }
 
 type countingReader struct {
-	scaler.BacklogReader
+	activity.BacklogReader
 	n atomic.Int64
 }
 
@@ -54,12 +54,12 @@ func (r *countingReader) Backlogs(ctx context.Context) (map[string]uint64, error
 
 // newEnv starts the scaler without its refresh loop: tests step it with
 // Refresh, so every metric they read is exact.
-func newEnv(t *testing.T, opts ...scaler.Option) *env {
+func newEnv(t *testing.T, opts ...activity.Option) *env {
 	t.Helper()
 	n := scalertest.StartNATS(t)
-	reads := &countingReader{BacklogReader: scaler.NewJetStreamReader(n.JS, n.Streams.EventStream)}
-	core, err := scaler.New(reads, scaler.NewNATSListener(scalertest.Connect(t, n.Server.ClientURL())),
-		append([]scaler.Option{scaler.WithActivationHold(0)}, opts...)...)
+	reads := &countingReader{BacklogReader: activity.NewJetStreamReader(n.JS, n.Streams.EventStream)}
+	core, err := activity.New(reads, activity.NewNATSListener(scalertest.Connect(t, n.Server.ClientURL())),
+		append([]activity.Option{activity.WithActivationHold(0)}, opts...)...)
 	require.NoError(t, err)
 	srv, err := server.New(core)
 	require.NoError(t, err)
@@ -372,7 +372,7 @@ func TestMissingConsumerIsAnError(t *testing.T) {
 
 	_, err := e.client.GetMetrics(context.Background(), &pb.GetMetricsRequest{ScaledObjectRef: ref("orders"), MetricName: server.MetricBacklog})
 	assert.Equal(t, codes.FailedPrecondition, status.Code(err), "error %v", err)
-	b, berr := scaler.BindingFor(sub)
+	b, berr := activity.BindingFor(sub)
 	require.NoError(t, berr)
 	assert.Contains(t, err.Error(), b.Consumer)
 	_, err = e.client.IsActive(context.Background(), ref("orders"))
@@ -387,14 +387,14 @@ func TestMissingConsumerIsAnError(t *testing.T) {
 }
 
 func TestUnreachableNATSIsAnError(t *testing.T) {
-	e := newEnv(t, scaler.WithReadTimeout(500*time.Millisecond))
+	e := newEnv(t, activity.WithReadTimeout(500*time.Millisecond))
 	e.subscribe(t, "orders-created", "orders")
 	e.refresh(t)
 	assert.Equal(t, int64(0), e.backlog(t, "orders"))
 
 	e.nats.Server.Shutdown()
 	e.nats.Server.WaitForShutdown()
-	require.ErrorIs(t, e.core.Refresh(context.Background()), scaler.ErrBacklogUnavailable)
+	require.ErrorIs(t, e.core.Refresh(context.Background()), activity.ErrBacklogUnavailable)
 	_, err := e.client.GetMetrics(context.Background(), &pb.GetMetricsRequest{ScaledObjectRef: ref("orders"), MetricName: server.MetricBacklog})
 	assert.Equal(t, codes.Unavailable, status.Code(err), "error %v", err)
 }
@@ -407,7 +407,7 @@ func TestBeforeFirstRefreshIsUnavailable(t *testing.T) {
 
 func TestManyFunctionsOneRefreshLoop(t *testing.T) {
 	const functions = 200
-	e := newEnv(t, scaler.WithRefreshInterval(50*time.Millisecond))
+	e := newEnv(t, activity.WithRefreshInterval(50*time.Millisecond))
 	for i := range functions {
 		e.subscribe(t, "sub-"+itoa(i), "fn-"+itoa(i))
 	}

@@ -1,4 +1,4 @@
-package scaler_test
+package activity_test
 
 import (
 	"context"
@@ -21,7 +21,7 @@ import (
 	"github.com/kfn-dev/kfn/api/inflight"
 	"github.com/kfn-dev/kfn/api/trigger"
 	"github.com/kfn-dev/kfn/eventbridge/gateway"
-	"github.com/kfn-dev/kfn/scaler"
+	"github.com/kfn-dev/kfn/scaler/activity"
 	"github.com/kfn-dev/kfn/scaler/server"
 	"github.com/kfn-dev/kfn/test/scalertest"
 )
@@ -39,7 +39,7 @@ func (atZero) Pick(string, string) (string, error)          { return "", errors.
 // busyReports counts the in-flight reports that reach the scaler with a
 // request in them, and passes every report on.
 type busyReports struct {
-	*scaler.Scaler
+	*activity.Scaler
 	busy atomic.Int64
 }
 
@@ -83,7 +83,7 @@ func (a *activations) count() int {
 func TestOneActivationWhileTheGatewayKeepsReporting(t *testing.T) {
 	n := scalertest.StartNATS(t)
 	fn := types.NamespacedName{Namespace: "shop", Name: "orders"}
-	core, err := scaler.New(scaler.NewJetStreamReader(n.JS, n.Streams.EventStream), nil, scaler.WithActivationHold(0))
+	core, err := activity.New(activity.NewJetStreamReader(n.JS, n.Streams.EventStream), nil, activity.WithActivationHold(0))
 	require.NoError(t, err)
 	require.NoError(t, core.Refresh(context.Background()))
 	reports := &busyReports{Scaler: core}
@@ -185,7 +185,7 @@ func TestOneActivationWhileTheGatewayKeepsReporting(t *testing.T) {
 func TestZeroInFlightIsNone(t *testing.T) {
 	n := scalertest.StartNATS(t)
 	fn := types.NamespacedName{Namespace: "shop", Name: "orders"}
-	core, err := scaler.New(scaler.NewJetStreamReader(n.JS, n.Streams.EventStream), nil, scaler.WithActivationHold(0))
+	core, err := activity.New(activity.NewJetStreamReader(n.JS, n.Streams.EventStream), nil, activity.WithActivationHold(0))
 	require.NoError(t, err)
 	require.NoError(t, core.Refresh(context.Background()))
 	_, activated, cancel := core.Watch(fn)
@@ -194,7 +194,7 @@ func TestZeroInFlightIsNone(t *testing.T) {
 	core.ReportInFlight("gw-0", map[types.NamespacedName]int{fn: 0}, time.Minute)
 	st, err := core.State(fn)
 	require.NoError(t, err)
-	assert.Equal(t, scaler.State{}, st, "no request in flight, not active")
+	assert.Equal(t, activity.State{}, st, "no request in flight, not active")
 	select {
 	case <-activated: // ReportInFlight announces before it returns
 		t.Fatal("a zero count activated the Function")
@@ -211,5 +211,5 @@ func TestZeroInFlightIsNone(t *testing.T) {
 	require.NoError(t, core.Refresh(context.Background()))
 	st, err = core.State(fn)
 	require.NoError(t, err)
-	assert.Equal(t, scaler.State{}, st, "the zero count replaced the two")
+	assert.Equal(t, activity.State{}, st, "the zero count replaced the two")
 }

@@ -1,4 +1,4 @@
-package scaler_test
+package activity_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kfn-dev/kfn/api/inflight"
-	"github.com/kfn-dev/kfn/scaler"
+	"github.com/kfn-dev/kfn/scaler/activity"
 	"github.com/kfn-dev/kfn/test/scalertest"
 )
 
@@ -21,10 +21,10 @@ import (
 func TestInFlightReportsReachEveryReplica(t *testing.T) {
 	n := scalertest.StartNATS(t)
 	fn := types.NamespacedName{Namespace: "shop", Name: "orders"}
-	var cores []*scaler.Scaler
+	var cores []*activity.Scaler
 	var watches []<-chan struct{}
 	for range 2 {
-		core, err := scaler.New(scaler.NewJetStreamReader(n.JS, n.Streams.EventStream), nil, scaler.WithActivationHold(0))
+		core, err := activity.New(activity.NewJetStreamReader(n.JS, n.Streams.EventStream), nil, activity.WithActivationHold(0))
 		require.NoError(t, err)
 		require.NoError(t, core.Refresh(context.Background()))
 		stop, err := inflight.Subscribe(scalertest.Connect(t, n.Server.ClientURL()), "", core, nil)

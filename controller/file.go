@@ -1,4 +1,4 @@
-package manager
+package controller
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// file is the config file's form of Config (controller/README.md,
+// file is the config file's form of Process (controller/README.md,
 // "Configuration").
 type file struct {
 	MetricsAddress          string            `json:"metricsAddress"`
@@ -51,7 +51,7 @@ func (d *duration) UnmarshalJSON(b []byte) error {
 
 // readFile reads c.File over c: what the file sets replaces c's value, the
 // runtime images it names replace those runtimes' images only.
-func (c *Config) readFile() error {
+func (c *Process) readFile() error {
 	b, err := os.ReadFile(c.File)
 	if err != nil {
 		return fmt.Errorf("read config: %w", err)
@@ -65,7 +65,7 @@ func (c *Config) readFile() error {
 }
 
 // fileOf is c in the file's form.
-func fileOf(c *Config) file {
+func fileOf(c *Process) file {
 	fn, r := c.Function, c.Function.Resources
 	return file{
 		MetricsAddress: c.MetricsAddress, HealthAddress: c.HealthAddress,
@@ -85,7 +85,7 @@ func fileOf(c *Config) file {
 }
 
 // into sets c from f.
-func (f file) into(c *Config) {
+func (f file) into(c *Process) {
 	fn, r := &c.Function, &c.Function.Resources
 	c.MetricsAddress, c.HealthAddress = f.MetricsAddress, f.HealthAddress
 	c.LeaderElect, c.LeaderElectionNamespace = f.LeaderElect, f.LeaderElectionNamespace

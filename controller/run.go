@@ -1,4 +1,4 @@
-package manager
+package controller
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 // could not start or failed. root is the logger without a component
 // (package logging): the controller logs as "controller", and
 // controller-runtime's own logs go through it too.
-func Run(ctx context.Context, cfg Config, root *slog.Logger) error {
+func Run(ctx context.Context, cfg Process, root *slog.Logger) error {
 	ctrl.SetLogger(controllerLogger(root))
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -54,7 +54,7 @@ func controllerLogger(root *slog.Logger) logr.Logger {
 // newManager makes the controller-runtime manager: the API client with
 // cfg's rate limit, the cache of what the controller reads, leader
 // election, metrics and health servers.
-func newManager(cfg Config) (manager.Manager, error) {
+func newManager(cfg Process) (manager.Manager, error) {
 	restCfg, err := ctrl.GetConfig()
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes config: %w", err)

@@ -1,4 +1,4 @@
-package kube_test
+package scaler_test
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/api/feed"
 	"github.com/kfn-dev/kfn/scaler"
-	"github.com/kfn-dev/kfn/scaler/kube"
+	"github.com/kfn-dev/kfn/scaler/activity"
 	"github.com/kfn-dev/kfn/test/scalertest"
 	"github.com/kfn-dev/kfn/test/testcluster"
 )
@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 // bridge's feed.Feeder from the test API server, as Run feeds it.
 type env struct {
 	nats *scalertest.NATS
-	core *scaler.Scaler
+	core *activity.Scaler
 	ns   string
 }
 
@@ -48,7 +48,7 @@ func newEnv(t *testing.T) *env {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "scaler-"}}
 	require.NoError(t, cluster.Client.Create(context.Background(), ns))
 	n := scalertest.StartNATS(t)
-	core, err := scaler.New(scaler.NewJetStreamReader(n.JS, n.Streams.EventStream), nil, scaler.WithActivationHold(0))
+	core, err := activity.New(activity.NewJetStreamReader(n.JS, n.Streams.EventStream), nil, activity.WithActivationHold(0))
 	require.NoError(t, err)
 	return &env{nats: n, core: core, ns: ns.Name}
 }
@@ -65,7 +65,7 @@ func (e *env) start(t *testing.T) {
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)}, // one manager per test,
 	})
 	require.NoError(t, err)
-	f := &feed.Feeder{Client: mgr.GetClient(), Targets: e.core, Name: kube.FeederName}
+	f := &feed.Feeder{Client: mgr.GetClient(), Targets: e.core, Name: scaler.FeederName}
 	require.NoError(t, f.SetupWithManager(mgr))
 	mctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -179,7 +179,7 @@ func TestMissingConsumerIsAnErrorNotZero(t *testing.T) {
 		return err != nil
 	}, 10*time.Second, 20*time.Millisecond)
 	_, err := e.backlog("orders")
-	assert.ErrorIs(t, err, scaler.ErrConsumerNotFound)
+	assert.ErrorIs(t, err, activity.ErrConsumerNotFound)
 	e.nats.CreateConsumer(t, s)
 	e.eventuallyBacklog(t, "orders", 0)
 }

@@ -1,4 +1,4 @@
-package kube
+package scaler
 
 import (
 	"context"
@@ -27,7 +27,7 @@ import (
 	"github.com/kfn-dev/kfn/api/inflight"
 	"github.com/kfn-dev/kfn/internal/logging"
 	"github.com/kfn-dev/kfn/internal/natsconn"
-	"github.com/kfn-dev/kfn/scaler"
+	"github.com/kfn-dev/kfn/scaler/activity"
 	"github.com/kfn-dev/kfn/scaler/server"
 )
 
@@ -40,13 +40,13 @@ const (
 	shutdownTimeout   = 5 * time.Second
 )
 
-var _ feed.Targets = (*scaler.Scaler)(nil)
+var _ feed.Targets = (*activity.Scaler)(nil)
 
 // Run runs the scaler until ctx ends, then stops it and returns nil; an
 // error means it could not start or failed. root is the logger without a
 // component (package logging): the core logs as "scaler", the gRPC
 // server as "grpc", the in-flight reports as "inflight".
-func Run(ctx context.Context, cfg Config, root *slog.Logger) error {
+func Run(ctx context.Context, cfg Process, root *slog.Logger) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -71,8 +71,8 @@ func Run(ctx context.Context, cfg Config, root *slog.Logger) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	core, err := scaler.New(scaler.NewJetStreamReader(js, cfg.EventStream), scaler.NewNATSListener(nc),
-		scaler.WithRefreshInterval(cfg.RefreshInterval), scaler.WithLogger(log), scaler.WithMetrics(reg))
+	core, err := activity.New(activity.NewJetStreamReader(js, cfg.EventStream), activity.NewNATSListener(nc),
+		activity.WithRefreshInterval(cfg.RefreshInterval), activity.WithLogger(log), activity.WithMetrics(reg))
 	if err != nil {
 		return err
 	}
@@ -93,7 +93,7 @@ func Run(ctx context.Context, cfg Config, root *slog.Logger) error {
 //
 // A NATS connection that closes for good (natsconn.Lost) ends it with an
 // error: the kubelet then starts the scaler again on a new one.
-func serve(ctx context.Context, cfg Config, core *scaler.Scaler, srv *server.Server, reg *prometheus.Registry, nc *nats.Conn, log *slog.Logger) error {
+func serve(ctx context.Context, cfg Process, core *activity.Scaler, srv *server.Server, reg *prometheus.Registry, nc *nats.Conn, log *slog.Logger) error {
 	mgr, err := newManager()
 	if err != nil {
 		return err

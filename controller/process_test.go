@@ -1,4 +1,4 @@
-package manager
+package controller
 
 import (
 	"bytes"
@@ -20,8 +20,8 @@ import (
 )
 
 // parse does what cmd/controller does with its arguments.
-func parse(args ...string) (Config, error) {
-	cfg := DefaultConfig()
+func parse(args ...string) (Process, error) {
+	cfg := DefaultProcess()
 	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
 	fs.SetOutput(new(bytes.Buffer))
 	cfg.RegisterFlags(fs)
@@ -41,7 +41,7 @@ func writeFile(t *testing.T, content string) string {
 func TestDefaults(t *testing.T) {
 	cfg, err := parse()
 	require.NoError(t, err)
-	want := DefaultConfig()
+	want := DefaultProcess()
 	want.LogLevel = "info"
 	assert.Equal(t, want, cfg)
 	require.NoError(t, cfg.Validate())
@@ -108,7 +108,7 @@ logDevelopment: false
 		"--hpa-cpu-utilization=20", "--resync=2m", "--keda-check-interval=2m", "--log-level=warn",
 		"--log-development", "--config", file)
 	require.NoError(t, err)
-	want := DefaultConfig()
+	want := DefaultProcess()
 	want.File = file
 	want.MetricsAddress, want.HealthAddress = ":11", ":12"
 	want.LeaderElect, want.LeaderElectionNamespace = false, "flag"

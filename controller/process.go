@@ -1,4 +1,4 @@
-package manager
+package controller
 
 import (
 	"flag"
@@ -12,10 +12,10 @@ import (
 // LeaderElectionID is the name of the controller's leader election Lease.
 const LeaderElectionID = "kfn-function-controller"
 
-// Config is every setting of the controller. DefaultConfig has working
+// Process is every setting of the controller. DefaultProcess has working
 // values for a cluster; RegisterFlags documents each one as a flag, and
 // File, when set, is read under the flags by Load.
-type Config struct {
+type Process struct {
 	// File is a YAML config file (keys in controller/README.md,
 	// "Configuration"; unknown keys are refused) read over the defaults;
 	// the flags given on the command line win over it.
@@ -44,9 +44,9 @@ type Config struct {
 	LogDevelopment bool
 }
 
-// DefaultConfig returns working defaults.
-func DefaultConfig() Config {
-	return Config{
+// DefaultProcess returns working defaults.
+func DefaultProcess() Process {
+	return Process{
 		MetricsAddress: ":8080",
 		HealthAddress:  ":8081",
 		LeaderElect:    true,
@@ -58,7 +58,7 @@ func DefaultConfig() Config {
 
 // RegisterFlags binds every setting to a flag of fs, with the current
 // values as defaults.
-func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+func (c *Process) RegisterFlags(fs *flag.FlagSet) {
 	f, r := &c.Function, &c.Function.Resources
 	fs.StringVar(&c.File, "config", c.File, "YAML config file (see controller/README.md); flags override it")
 	fs.StringVar(&c.MetricsAddress, "metrics-bind-address", c.MetricsAddress, "address of the Prometheus metrics endpoint; 0 disables it")
@@ -89,7 +89,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 // reads File, when set, over the defaults and sets the flags given again
 // over it, so that the command line wins whatever the order of the
 // arguments; then it chooses the log level when neither chose one.
-func (c *Config) Load(fs *flag.FlagSet) error {
+func (c *Process) Load(fs *flag.FlagSet) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %v", fs.Args())
 	}
@@ -122,7 +122,7 @@ func (c *Config) Load(fs *flag.FlagSet) error {
 
 // Validate returns an error wrapping function.ErrInvalidConfig that says
 // what to fix.
-func (c *Config) Validate() error {
+func (c *Process) Validate() error {
 	if _, err := logging.ParseLevel(c.LogLevel); err != nil {
 		return fmt.Errorf("%w: log level: %w", function.ErrInvalidConfig, err)
 	}
@@ -130,7 +130,7 @@ func (c *Config) Validate() error {
 }
 
 // LogFormat is the format of the logs: text with LogDevelopment, else JSON.
-func (c *Config) LogFormat() logging.Format {
+func (c *Process) LogFormat() logging.Format {
 	if c.LogDevelopment {
 		return logging.Text
 	}

@@ -1,4 +1,4 @@
-package kube
+package scaler
 
 import (
 	"errors"
@@ -9,15 +9,15 @@ import (
 	"github.com/kfn-dev/kfn/api/inflight"
 	"github.com/kfn-dev/kfn/api/stream"
 	"github.com/kfn-dev/kfn/internal/logging"
-	"github.com/kfn-dev/kfn/scaler"
+	"github.com/kfn-dev/kfn/scaler/activity"
 )
 
-// ErrInvalidConfig is wrapped by every error of Config.Validate.
+// ErrInvalidConfig is wrapped by every error of Process.Validate.
 var ErrInvalidConfig = errors.New("invalid scaler configuration")
 
-// Config is every setting of the scaler. DefaultConfig has working values
+// Process is every setting of the scaler. DefaultProcess has working values
 // for a cluster; RegisterFlags documents each one as a flag.
-type Config struct {
+type Process struct {
 	// NATSURL is the NATS server (comma-separated for a cluster).
 	NATSURL string
 	// EventStream is the stream whose consumers hold the backlog.
@@ -44,14 +44,14 @@ type Config struct {
 	LogLevel string
 }
 
-// DefaultConfig returns working defaults.
-func DefaultConfig() Config {
-	return Config{
+// DefaultProcess returns working defaults.
+func DefaultProcess() Process {
+	return Process{
 		NATSURL:         "nats://127.0.0.1:4222",
 		EventStream:     stream.DefaultConfig().EventStream,
 		Listen:          ":9090",
 		MetricsListen:   ":8080",
-		RefreshInterval: scaler.DefaultRefreshInterval,
+		RefreshInterval: activity.DefaultRefreshInterval,
 		InFlightSubject: inflight.DefaultSubject,
 		LogLevel:        "info",
 	}
@@ -59,7 +59,7 @@ func DefaultConfig() Config {
 
 // RegisterFlags binds every setting to a flag of fs, with the current
 // values as defaults.
-func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+func (c *Process) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.NATSURL, "nats-url", c.NATSURL, "NATS server URL(s), comma-separated")
 	fs.StringVar(&c.EventStream, "event-stream", c.EventStream, "name of the event stream whose consumers hold the backlog")
 	fs.StringVar(&c.Listen, "listen", c.Listen, "address of the gRPC server (KEDA's external scaler protocol and gRPC health)")
@@ -73,7 +73,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 }
 
 // Validate returns an error wrapping ErrInvalidConfig that says what to fix.
-func (c *Config) Validate() error {
+func (c *Process) Validate() error {
 	switch {
 	case c.NATSURL == "":
 		return fmt.Errorf("%w: -nats-url is required", ErrInvalidConfig)
