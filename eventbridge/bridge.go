@@ -260,11 +260,7 @@ func (b *Bridge) newPublisher(c *cluster, lister publisher.SubscriptionLister) e
 		publisher.WithLive(func(context.Context) error { return natsconn.Live(nc) }),
 	}
 	if b.deps.Metrics != nil {
-		m, err := publisher.NewMetrics(b.deps.Metrics)
-		if err != nil {
-			return err
-		}
-		opts = append(opts, publisher.WithMetrics(m))
+		opts = append(opts, publisher.WithMetrics(b.deps.Metrics))
 	}
 	if b.deps.Tracer != nil {
 		opts = append(opts, publisher.WithTracerProvider(b.deps.Tracer))
@@ -313,11 +309,11 @@ func (b *Bridge) newGateway(c *cluster) error {
 	if cfg.Source == "" {
 		cfg.Source = "eventbridge/" + hostname()
 	}
-	var reg prometheus.Registerer = prometheus.NewRegistry() // the gateway's metrics go nowhere without Deps.Metrics
+	opts := []gateway.Option{gateway.WithInFlightReporter(reporter), gateway.WithLogger(log)}
 	if b.deps.Metrics != nil {
-		reg = b.deps.Metrics
+		opts = append(opts, gateway.WithMetrics(b.deps.Metrics))
 	}
-	gw, err := gateway.New(backends, reporter, cfg, log, reg)
+	gw, err := gateway.New(backends, cfg, opts...)
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}

@@ -79,14 +79,7 @@ func (c *cluster) serveSubscriptions() (publisher.SubscriptionLister, error) {
 		}
 	}
 	if b.cfg.Has(ComponentReconciler) {
-		rec := &subscription.Reconciler{Client: mgr.GetClient(), Applier: b.applier(), Resync: b.cfg.Resync}
-		if b.deps.Metrics != nil {
-			m, err := subscription.NewMetrics(b.deps.Metrics)
-			if err != nil {
-				return nil, err
-			}
-			rec.Metrics = m
-		}
+		rec := &subscription.Reconciler{Client: mgr.GetClient(), Applier: b.applier(), Resync: b.cfg.Resync, Metrics: b.deps.Metrics}
 		if err := rec.SetupWithManager(mgr); err != nil {
 			return nil, fmt.Errorf("set up subscription reconciler: %w", err)
 		}

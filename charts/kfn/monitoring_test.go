@@ -33,17 +33,20 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
+	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 	"github.com/kfn-dev/kfn/api/stream"
 	"github.com/kfn-dev/kfn/controller/function"
 	"github.com/kfn-dev/kfn/eventbridge"
-	"github.com/kfn-dev/kfn/eventbridge/subscription"
 	"github.com/kfn-dev/kfn/runtimes"
 	"github.com/kfn-dev/kfn/scaler/activity"
 	scalerserver "github.com/kfn-dev/kfn/scaler/server"
@@ -428,30 +431,25 @@ func embeddedNATS(t *testing.T) (*nats.Conn, jetstream.JetStream) {
 	return nc, js
 }
 
-// noBackends is the gateway's Backends for registering its metrics only:
-// no function exists (the gateway's metrics register in gateway.New).
-type noBackends struct{}
-
-func (noBackends) Known(string, string) bool { return false }
-func (noBackends) Ready(string, string) (bool, <-chan struct{}) {
-	return false, make(chan struct{})
-}
-func (noBackends) Pick(string, string) (string, error) { return "", fmt.Errorf("no backend") }
-
 // eventBridgeMetrics registers the event bridge's metrics as
-// eventbridge.Run does (every part through eventbridge.New, Go and
-// process) and returns their names.
+// eventbridge.Run does (every part through eventbridge.New on a Kubernetes
+// manager of the test API server, which is not started; Go and process)
+// and returns their names.
 func eventBridgeMetrics(t *testing.T) []string {
 	t.Helper()
 	nc, _ := embeddedNATS(t)
 	reg := &nameRecorder{Registerer: prometheus.NewRegistry()}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	// The reconciler's metrics: New makes the reconciler in a cluster only.
-	_, err := subscription.NewMetrics(reg)
+	scheme := runtime.NewScheme()
+	require.NoError(t, clientgoscheme.AddToScheme(scheme))
+	require.NoError(t, eventingv1alpha2.AddToScheme(scheme))
+	mgr, err := ctrl.NewManager(sharedCluster(t).Config, ctrl.Options{Scheme: scheme,
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)}})
 	require.NoError(t, err)
 	cfg := eventbridge.DefaultConfig()
 	cfg.Components = append(cfg.Components, eventbridge.ComponentGateway)
-	_, err = eventbridge.New(cfg, eventbridge.Deps{Conn: nc, Metrics: reg, Backends: noBackends{}})
+	_, err = eventbridge.New(cfg, eventbridge.Deps{Conn: nc, Metrics: reg, Kubernetes: mgr})
 	require.NoError(t, err)
 	return reg.names
 }

@@ -91,8 +91,11 @@ func (c *Config) defaults() {
 	}
 }
 
-// ErrInvalidConfig is wrapped by New's errors.
+// ErrInvalidConfig is wrapped by New's errors about its Config.
 var ErrInvalidConfig = errors.New("invalid gateway config")
+
+// ErrInvalidOption is wrapped by New's errors about its options.
+var ErrInvalidOption = errors.New("invalid gateway option")
 
 // Gateway proxies HTTP requests to functions: /{namespace}/{function}/path,
 // or any path with Host <function>.<namespace>.svc.cluster.local. A
@@ -113,9 +116,55 @@ type Gateway struct {
 	kick     chan struct{} // wakes the reporter
 }
 
-// New makes a gateway. reporter may be nil (no activation, no scaling on
-// requests); reg may be nil (no metrics).
-func New(backends Backends, reporter InFlightReporter, cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Gateway, error) {
+// Option configures New; it returns an error wrapping ErrInvalidOption
+// for a value it cannot use.
+type Option func(*Gateway) error
+
+// WithInFlightReporter reports the requests in flight to r, which
+// activates Functions at zero and scales them on requests; without it the
+// gateway reports nothing.
+func WithInFlightReporter(r InFlightReporter) Option {
+	return func(g *Gateway) error {
+		if r == nil {
+			return fmt.Errorf("%w: nil in-flight reporter", ErrInvalidOption)
+		}
+		g.reporter = r
+		return nil
+	}
+}
+
+// WithLogger logs to l; without it the gateway logs nothing.
+func WithLogger(l *slog.Logger) Option {
+	return func(g *Gateway) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil logger", ErrInvalidOption)
+		}
+		g.log = l
+		return nil
+	}
+}
+
+// WithMetrics registers the gateway's metrics (kfn_gateway_*, see the
+// package doc) with reg; without it they are kept but not exported.
+func WithMetrics(reg prometheus.Registerer) Option {
+	return func(g *Gateway) error {
+		if reg == nil {
+			return fmt.Errorf("%w: nil metrics registerer", ErrInvalidOption)
+		}
+		m, err := newMetrics(reg)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		}
+		g.metrics = m
+		return nil
+	}
+}
+
+// New makes a gateway that proxies to backends, tuned by cfg (zero values
+// are the defaults). It returns an error wrapping ErrInvalidConfig for
+// missing backends or a negative setting, and ErrInvalidOption for an
+// option it cannot use.
+func New(backends Backends, cfg Config, opts ...Option) (*Gateway, error) {
 	if backends == nil {
 		return nil, fmt.Errorf("%w: backends are required", ErrInvalidConfig)
 	}
@@ -123,15 +172,17 @@ func New(backends Backends, reporter InFlightReporter, cfg Config, log *slog.Log
 		return nil, fmt.Errorf("%w: durations and limits must not be negative", ErrInvalidConfig)
 	}
 	cfg.defaults()
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	m, err := newMetrics(reg)
-	if err != nil {
-		return nil, err
-	}
-	g := &Gateway{cfg: cfg, backends: backends, reporter: reporter, log: log, metrics: m,
+	unregistered, _ := newMetrics(nil) // never fails without a registerer
+	g := &Gateway{cfg: cfg, backends: backends, log: slog.New(slog.DiscardHandler), metrics: unregistered,
 		inFlight: map[types.NamespacedName]int{}, kick: make(chan struct{}, 1)}
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("%w: nil Option", ErrInvalidOption)
+		}
+		if err := opt(g); err != nil {
+			return nil, err
+		}
+	}
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			target := r.In.Context().Value(targetKey{}).(*url.URL)

@@ -132,7 +132,11 @@ func newGateway(t *testing.T, bs *backends, rep gateway.InFlightReporter, cfg ga
 
 func newGatewayWith(t *testing.T, bs *backends, rep gateway.InFlightReporter, cfg gateway.Config) (*gateway.Gateway, *httptest.Server) {
 	t.Helper()
-	g, err := gateway.New(bs, rep, cfg, nil, nil)
+	var opts []gateway.Option
+	if rep != nil {
+		opts = append(opts, gateway.WithInFlightReporter(rep))
+	}
+	g, err := gateway.New(bs, cfg, opts...)
 	require.NoError(t, err)
 	stop := make(chan struct{})
 	go g.Run(stop)
@@ -143,7 +147,7 @@ func newGatewayWith(t *testing.T, bs *backends, rep gateway.InFlightReporter, cf
 }
 
 func TestRoute(t *testing.T) {
-	g, err := gateway.New(newBackends(), nil, gateway.Config{}, nil, nil)
+	g, err := gateway.New(newBackends(), gateway.Config{})
 	require.NoError(t, err)
 	tests := map[string]struct {
 		host, path, fn, rest string
@@ -275,10 +279,24 @@ func TestHeldRequestsAreBounded(t *testing.T) {
 }
 
 func TestRejectsBadConfig(t *testing.T) {
-	_, err := gateway.New(nil, nil, gateway.Config{}, nil, nil)
+	_, err := gateway.New(nil, gateway.Config{})
 	require.ErrorIs(t, err, gateway.ErrInvalidConfig)
-	_, err = gateway.New(newBackends(), nil, gateway.Config{HoldTimeout: -1}, nil, nil)
+	_, err = gateway.New(newBackends(), gateway.Config{HoldTimeout: -1})
 	require.ErrorIs(t, err, gateway.ErrInvalidConfig)
+	for name, opt := range map[string]gateway.Option{
+		"nil option":   nil,
+		"nil reporter": gateway.WithInFlightReporter(nil),
+		"nil logger":   gateway.WithLogger(nil),
+		"nil registry": gateway.WithMetrics(nil),
+	} {
+		_, err = gateway.New(newBackends(), gateway.Config{}, opt)
+		require.ErrorIs(t, err, gateway.ErrInvalidOption, name)
+	}
+	reg := prometheus.NewRegistry()
+	_, err = gateway.New(newBackends(), gateway.Config{}, gateway.WithMetrics(reg))
+	require.NoError(t, err)
+	_, err = gateway.New(newBackends(), gateway.Config{}, gateway.WithMetrics(reg))
+	require.ErrorIs(t, err, gateway.ErrInvalidOption, "the metrics are registered already")
 }
 
 // afterLastBusy returns the reports after the last that counted a
@@ -307,7 +325,8 @@ func TestInFlightEmptiesOnceRequestsAreOver(t *testing.T) {
 	rep := &reporter{}
 	reg := prometheus.NewRegistry()
 	const interval = 20 * time.Millisecond
-	g, err := gateway.New(bs, rep, gateway.Config{HoldTimeout: 300 * time.Millisecond, ReportInterval: interval}, nil, reg)
+	g, err := gateway.New(bs, gateway.Config{HoldTimeout: 300 * time.Millisecond, ReportInterval: interval},
+		gateway.WithInFlightReporter(rep), gateway.WithMetrics(reg))
 	require.NoError(t, err)
 	stop := make(chan struct{})
 	go g.Run(stop)

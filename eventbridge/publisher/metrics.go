@@ -7,9 +7,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics are the publisher's Prometheus metrics. A nil *Metrics records
+// metrics are the publisher's Prometheus metrics. A nil *metrics records
 // nothing.
-type Metrics struct {
+type metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 }
@@ -19,7 +19,7 @@ type Metrics struct {
 // millisecond JetStream takes to store an event to the 10 s store timeout.
 var PublishDurationBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 
-// NewMetrics registers the publisher's metrics with reg:
+// newMetrics registers the publisher's metrics with reg:
 //
 //	kfn_eventbridge_publish_requests_total{endpoint,code}      every publish request
 //	kfn_eventbridge_publish_duration_seconds{endpoint}         histogram: requests whose events were stored (2xx), received to answered
@@ -27,8 +27,8 @@ var PublishDurationBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05,
 // The endpoint is publish, v2, v1 or subscribed. Publishing happens before
 // an event is matched with Subscriptions, so these have no Subscription
 // label; the dispatcher's metrics do.
-func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
-	m := &Metrics{
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kfn_eventbridge_publish_requests_total",
 			Help: "Publish requests by endpoint (publish, v2, v1, subscribed) and HTTP status code.",
@@ -48,7 +48,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 }
 
 // request counts a request answered with code.
-func (m *Metrics) request(endpoint string, code int) {
+func (m *metrics) request(endpoint string, code int) {
 	if m == nil {
 		return
 	}
@@ -57,14 +57,14 @@ func (m *Metrics) request(endpoint string, code int) {
 
 // endpointMetrics are one endpoint's metrics, looked up once.
 type endpointMetrics struct {
-	m        *Metrics
+	m        *metrics
 	endpoint string
 	duration prometheus.Observer
 }
 
 // forEndpoint returns the endpoint's metrics; they record nothing for a
-// nil *Metrics.
-func (m *Metrics) forEndpoint(endpoint string) endpointMetrics {
+// nil *metrics.
+func (m *metrics) forEndpoint(endpoint string) endpointMetrics {
 	if m == nil {
 		return endpointMetrics{}
 	}

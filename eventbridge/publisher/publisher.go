@@ -17,6 +17,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
@@ -107,7 +108,7 @@ type Publisher struct {
 	ready   ReadyFunc
 	live    ReadyFunc
 	log     *slog.Logger
-	metrics *Metrics
+	metrics *metrics
 	tracer  trace.Tracer // nil: no spans
 	mux     *http.ServeMux
 	newID   func() string
@@ -156,9 +157,22 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
-// WithMetrics records request counts into m.
-func WithMetrics(m *Metrics) Option {
-	return func(p *Publisher) error { p.metrics = m; return nil }
+// WithMetrics registers the publisher's metrics
+// (kfn_eventbridge_publish_requests_total and
+// kfn_eventbridge_publish_duration_seconds) with reg and records into
+// them; without it the publisher records none.
+func WithMetrics(reg prometheus.Registerer) Option {
+	return func(p *Publisher) error {
+		if reg == nil {
+			return fmt.Errorf("%w: nil metrics registerer", ErrInvalidOption)
+		}
+		m, err := newMetrics(reg)
+		if err != nil {
+			return fmt.Errorf("%w: register metrics: %w", ErrInvalidOption, err)
+		}
+		p.metrics = m
+		return nil
+	}
 }
 
 // New returns a Publisher storing events into store.

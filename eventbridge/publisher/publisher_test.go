@@ -50,9 +50,7 @@ func newEnv(t *testing.T, cfg publisher.Config, modify func(*stream.Config), opt
 	probe, err := js.CreateOrUpdateConsumer(ctx, sc.EventStream, jetstream.ConsumerConfig{Durable: "probe", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: -1})
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
-	m, err := publisher.NewMetrics(reg)
-	require.NoError(t, err)
-	p, err := publisher.New(eventstore.New(js, sc.EventStream), cfg, append([]publisher.Option{publisher.WithMetrics(m)}, opts...)...)
+	p, err := publisher.New(eventstore.New(js, sc.EventStream), cfg, append([]publisher.Option{publisher.WithMetrics(reg)}, opts...)...)
 	require.NoError(t, err)
 	srv := httptest.NewUnstartedServer(p)
 	srv.Config.MaxHeaderBytes = publisher.MaxHeaderBytes

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -47,8 +48,12 @@ type Reconciler struct {
 	Resync time.Duration
 	// Now returns the time for conditions; time.Now when nil.
 	Now func() time.Time
-	// Metrics counts lost consumers; nil counts nothing.
-	Metrics *Metrics
+	// Metrics, when set, is where SetupWithManager registers the
+	// reconciler's metrics (kfn_eventbridge_consumers_lost_total, lost
+	// consumers by Subscription); nil counts nothing.
+	Metrics prometheus.Registerer
+
+	metrics *metrics
 
 	requeue chan event.GenericEvent
 
@@ -60,8 +65,17 @@ type Reconciler struct {
 }
 
 // SetupWithManager registers the reconciler with mgr: it watches
-// Subscriptions and the Services their sinks name.
+// Subscriptions and the Services their sinks name. It registers the
+// metrics with Metrics, when set, and fails when they are registered
+// already.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Metrics != nil {
+		m, err := newMetrics(r.Metrics)
+		if err != nil {
+			return err
+		}
+		r.metrics = m
+	}
 	r.requeue = make(chan event.GenericEvent, 1024)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("subscription").
@@ -154,7 +168,7 @@ func (r *Reconciler) observe(ctx context.Context, sub *v1alpha2.Subscription) Ob
 			r.lost = map[types.NamespacedName]bool{}
 		}
 		r.lost[key] = true
-		r.Metrics.consumerLost(sub.Namespace, sub.Name)
+		r.metrics.consumerLost(sub.Namespace, sub.Name)
 		ctrl.LoggerFrom(ctx).Error(errConsumerLost, "the events that waited for the Subscription are lost; its consumer was made anew",
 			"consumer", obs.Consumer, "stream", r.Applier.Streams.EventStream)
 	}

@@ -110,9 +110,7 @@ func newEnv(t *testing.T) *env {
 	})
 	require.NoError(t, err)
 	e.reg = prometheus.NewRegistry()
-	metrics, err := subscription.NewMetrics(e.reg)
-	require.NoError(t, err)
-	e.rec = &subscription.Reconciler{Client: mgr.GetClient(), Applier: subscription.Applier{JetStream: e.js, Streams: e.streams}, Resync: 300 * time.Millisecond, Metrics: metrics}
+	e.rec = &subscription.Reconciler{Client: mgr.GetClient(), Applier: subscription.Applier{JetStream: e.js, Streams: e.streams}, Resync: 300 * time.Millisecond, Metrics: e.reg}
 	require.NoError(t, e.rec.SetupWithManager(mgr))
 	require.NoError(t, (&feed.Feeder{Client: mgr.GetClient(), Targets: e.targets}).SetupWithManager(mgr))
 	ctx, cancel := context.WithCancel(context.Background())

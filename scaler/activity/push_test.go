@@ -132,7 +132,8 @@ func TestOneActivationWhileTheGatewayKeepsReporting(t *testing.T) {
 	// request lapse in the scaler and the Function flap.
 	pub, err := inflight.NewPublisher(scalertest.Connect(t, n.Server.ClientURL()), "", nil)
 	require.NoError(t, err)
-	g, err := gateway.New(atZero{}, pub, gateway.Config{ReportInterval: 100 * time.Millisecond, HoldTimeout: time.Minute, Source: "gw-0"}, nil, nil)
+	g, err := gateway.New(atZero{}, gateway.Config{ReportInterval: 100 * time.Millisecond, HoldTimeout: time.Minute, Source: "gw-0"},
+		gateway.WithInFlightReporter(pub))
 	require.NoError(t, err)
 	stopReports := make(chan struct{})
 	go g.Run(stopReports)
