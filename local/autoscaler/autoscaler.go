@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"sync"
@@ -14,8 +13,8 @@ import (
 	"google.golang.org/grpc"
 )
 
-// Options tune the autoscaler. Zero values mean the defaults.
-type Options struct {
+// Config tunes the autoscaler. Zero values mean the defaults.
+type Config struct {
 	// PollingInterval is how often IsActive and GetMetrics are asked, as
 	// KEDA's pollingInterval; default 1s (KEDA's minimum; its default is 30s).
 	PollingInterval time.Duration
@@ -26,13 +25,31 @@ type Options struct {
 	// Tolerance is the HPA's: no change while the metric is within this
 	// fraction of the target; default 0.1.
 	Tolerance float64
-	// Logger receives scaling decisions; default discards.
-	Logger *slog.Logger
-	// Now is the clock; default time.Now. Tests set it.
-	Now func() time.Time
 }
 
-func (o *Options) defaults() {
+// ErrInvalidConfig is wrapped by New's errors about its Config.
+var ErrInvalidConfig = errors.New("invalid autoscaler config")
+
+// ErrInvalidOption is wrapped by New's errors about its options.
+var ErrInvalidOption = errors.New("invalid autoscaler option")
+
+// Option configures New; it returns an error wrapping ErrInvalidOption
+// for a value it cannot use.
+type Option func(*Autoscaler) error
+
+// WithLogger logs the scaling decisions to l; without it they are not
+// logged.
+func WithLogger(l *slog.Logger) Option {
+	return func(a *Autoscaler) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil logger", ErrInvalidOption)
+		}
+		a.log = l
+		return nil
+	}
+}
+
+func (o *Config) defaults() {
 	if o.PollingInterval == 0 {
 		o.PollingInterval = time.Second
 	}
@@ -41,12 +58,6 @@ func (o *Options) defaults() {
 	}
 	if o.Tolerance == 0 {
 		o.Tolerance = 0.1
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	if o.Now == nil {
-		o.Now = time.Now
 	}
 }
 
@@ -76,17 +87,36 @@ func (t Target) Key() string { return t.Ref.GetNamespace() + "/" + t.Ref.GetName
 // back to Min.
 type Autoscaler struct {
 	client externalscaler.ExternalScalerClient
-	opts   Options
+	cfg    Config
+	log    *slog.Logger
 
 	mu      sync.Mutex
 	loops   map[string]*loop
 	stopped bool
 }
 
-// New makes an autoscaler that talks to the scaler over conn.
-func New(conn grpc.ClientConnInterface, opts Options) *Autoscaler {
-	opts.defaults()
-	return &Autoscaler{client: externalscaler.NewExternalScalerClient(conn), opts: opts, loops: map[string]*loop{}}
+// New makes an autoscaler that talks to the scaler over conn, tuned by
+// cfg. It returns an error wrapping ErrInvalidConfig for a missing conn
+// or a negative setting, and ErrInvalidOption for an option it cannot use.
+func New(conn grpc.ClientConnInterface, cfg Config, opts ...Option) (*Autoscaler, error) {
+	if conn == nil {
+		return nil, fmt.Errorf("%w: a connection to the scaler is required", ErrInvalidConfig)
+	}
+	if cfg.PollingInterval < 0 || cfg.ScaleDownStabilization < 0 || cfg.Tolerance < 0 {
+		return nil, fmt.Errorf("%w: intervals and the tolerance must not be negative", ErrInvalidConfig)
+	}
+	cfg.defaults()
+	a := &Autoscaler{client: externalscaler.NewExternalScalerClient(conn), cfg: cfg,
+		log: slog.New(slog.DiscardHandler), loops: map[string]*loop{}}
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("%w: nil Option", ErrInvalidOption)
+		}
+		if err := opt(a); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
 }
 
 // Set makes the autoscaler scale exactly targets: new ones get a loop,
@@ -113,7 +143,7 @@ func (a *Autoscaler) Set(ctx context.Context, targets []Target) {
 		if _, ok := a.loops[key]; ok {
 			continue
 		}
-		l := newLoop(a.client, t, a.opts)
+		l := newLoop(a.client, t, a.cfg, a.log)
 		a.loops[key] = l
 		l.start(ctx)
 	}
@@ -164,7 +194,8 @@ func clamp(n, lo, hi int) int {
 type loop struct {
 	client externalscaler.ExternalScalerClient
 	t      Target
-	opts   Options
+	cfg    Config
+	log    *slog.Logger
 
 	cancel context.CancelFunc
 	done   sync.WaitGroup
@@ -177,9 +208,9 @@ type loop struct {
 	lastErr    string
 }
 
-func newLoop(c externalscaler.ExternalScalerClient, t Target, opts Options) *loop {
+func newLoop(c externalscaler.ExternalScalerClient, t Target, cfg Config, log *slog.Logger) *loop {
 	// Like KEDA after a ScaledObject is created: the cooldown counts from now.
-	return &loop{client: c, t: t, opts: opts, lastActive: opts.Now()}
+	return &loop{client: c, t: t, cfg: cfg, log: log, lastActive: time.Now()}
 }
 
 func (l *loop) same(t Target) bool {
@@ -230,7 +261,7 @@ func (l *loop) stream(ctx context.Context) {
 // poll asks IsActive and GetMetrics every polling interval, as KEDA's
 // scale loop and the HPA do.
 func (l *loop) poll(ctx context.Context) {
-	ticker := time.NewTicker(l.opts.PollingInterval)
+	ticker := time.NewTicker(l.cfg.PollingInterval)
 	defer ticker.Stop()
 	for {
 		l.tick(ctx)
@@ -253,7 +284,7 @@ func (l *loop) tick(ctx context.Context) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := l.opts.Now()
+	now := time.Now()
 	current := l.t.Replicas()
 	if !active.GetResult() {
 		if current > l.t.Min && l.t.Min == 0 && now.Sub(l.lastActive) >= l.t.Cooldown {
@@ -269,7 +300,7 @@ func (l *loop) tick(ctx context.Context) {
 		l.report(err)
 		return
 	}
-	desired := Desired(current, total, target, l.t.Min, l.t.Max, l.opts.Tolerance)
+	desired := Desired(current, total, target, l.t.Min, l.t.Max, l.cfg.Tolerance)
 	switch {
 	case desired > current:
 		l.downSince = time.Time{}
@@ -278,7 +309,7 @@ func (l *loop) tick(ctx context.Context) {
 		if l.downSince.IsZero() {
 			l.downSince = now
 		}
-		if now.Sub(l.downSince) >= l.opts.ScaleDownStabilization {
+		if now.Sub(l.downSince) >= l.cfg.ScaleDownStabilization {
 			l.downSince = time.Time{}
 			l.scale(ctx, current, desired, fmt.Sprintf("%s %.0f under target %.0f", l.metric, total, target))
 		}
@@ -291,7 +322,7 @@ func (l *loop) tick(ctx context.Context) {
 func (l *loop) activate(ctx context.Context, how string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.lastActive = l.opts.Now()
+	l.lastActive = time.Now()
 	if current := l.t.Replicas(); current == 0 {
 		l.scale(ctx, 0, max(l.t.Min, 1), "activated ("+how+")")
 	}
@@ -331,9 +362,9 @@ func (l *loop) scale(ctx context.Context, from, to int, why string) {
 	if from == to {
 		return
 	}
-	l.opts.Logger.Info("scale", "function", l.t.Key(), "from", from, "to", to, "reason", why)
+	l.log.Info("scale", "function", l.t.Key(), "from", from, "to", to, "reason", why)
 	if err := l.t.Scale(ctx, to); err != nil && ctx.Err() == nil {
-		l.opts.Logger.Error("scale failed", "function", l.t.Key(), "to", to, "error", err)
+		l.log.Error("scale failed", "function", l.t.Key(), "to", to, "error", err)
 	}
 }
 
@@ -346,6 +377,6 @@ func (l *loop) report(err error) {
 	defer l.mu.Unlock()
 	if msg := err.Error(); msg != l.lastErr {
 		l.lastErr = msg
-		l.opts.Logger.Warn("scaler error; replicas unchanged", "function", l.t.Key(), "error", err)
+		l.log.Warn("scaler error; replicas unchanged", "function", l.t.Key(), "error", err)
 	}
 }

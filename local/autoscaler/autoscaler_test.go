@@ -2,6 +2,7 @@ package autoscaler_test
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -136,7 +137,8 @@ func (w *workload) target(minR, maxR int, cooldown time.Duration) autoscaler.Tar
 
 func TestPushActivationStartsFromZeroAtOnce(t *testing.T) {
 	srv := &scripted{push: make(chan bool, 1)}
-	a := autoscaler.New(dial(t, srv), autoscaler.Options{PollingInterval: time.Hour})
+	a, err := autoscaler.New(dial(t, srv), autoscaler.Config{PollingInterval: time.Hour})
+	require.NoError(t, err)
 	defer a.Stop()
 	w := &workload{}
 	a.Set(context.Background(), []autoscaler.Target{w.target(0, 5, time.Hour)})
@@ -147,7 +149,8 @@ func TestPushActivationStartsFromZeroAtOnce(t *testing.T) {
 
 func TestScalesOutOnBacklogAndBackToZero(t *testing.T) {
 	srv := &scripted{push: make(chan bool)}
-	a := autoscaler.New(dial(t, srv), autoscaler.Options{PollingInterval: 10 * time.Millisecond, ScaleDownStabilization: 50 * time.Millisecond})
+	a, err := autoscaler.New(dial(t, srv), autoscaler.Config{PollingInterval: 10 * time.Millisecond, ScaleDownStabilization: 50 * time.Millisecond})
+	require.NoError(t, err)
 	defer a.Stop()
 	w := &workload{}
 	a.Set(context.Background(), []autoscaler.Target{w.target(0, 4, 200*time.Millisecond)})
@@ -162,7 +165,8 @@ func TestScalesOutOnBacklogAndBackToZero(t *testing.T) {
 
 func TestScalerErrorsKeepReplicas(t *testing.T) {
 	srv := &scripted{push: make(chan bool), failing: true}
-	a := autoscaler.New(dial(t, srv), autoscaler.Options{PollingInterval: 5 * time.Millisecond})
+	a, err := autoscaler.New(dial(t, srv), autoscaler.Config{PollingInterval: 5 * time.Millisecond})
+	require.NoError(t, err)
 	defer a.Stop()
 	w := &workload{}
 	w.n.Store(3)
@@ -173,4 +177,33 @@ func TestScalerErrorsKeepReplicas(t *testing.T) {
 		"the autoscaler polls the failing scaler")
 	assert.Zero(t, w.scaled.Load(), "a failing scaler never scales (KEDA's fallback keeps replicas)")
 	assert.Equal(t, int32(3), w.n.Load())
+}
+
+func TestNewRefusesWhatItCannotUse(t *testing.T) {
+	conn := dial(t, &scripted{push: make(chan bool)})
+	tests := map[string]struct {
+		conn    grpc.ClientConnInterface
+		cfg     autoscaler.Config
+		opts    []autoscaler.Option
+		wantErr error
+	}{
+		"no connection":        {cfg: autoscaler.Config{}, wantErr: autoscaler.ErrInvalidConfig},
+		"negative interval":    {conn: conn, cfg: autoscaler.Config{PollingInterval: -1}, wantErr: autoscaler.ErrInvalidConfig},
+		"negative window":      {conn: conn, cfg: autoscaler.Config{ScaleDownStabilization: -1}, wantErr: autoscaler.ErrInvalidConfig},
+		"negative tolerance":   {conn: conn, cfg: autoscaler.Config{Tolerance: -0.1}, wantErr: autoscaler.ErrInvalidConfig},
+		"nil option":           {conn: conn, opts: []autoscaler.Option{nil}, wantErr: autoscaler.ErrInvalidOption},
+		"nil logger":           {conn: conn, opts: []autoscaler.Option{autoscaler.WithLogger(nil)}, wantErr: autoscaler.ErrInvalidOption},
+		"defaults and options": {conn: conn, opts: []autoscaler.Option{autoscaler.WithLogger(slog.New(slog.DiscardHandler))}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			a, err := autoscaler.New(tc.conn, tc.cfg, tc.opts...)
+			if tc.wantErr != nil {
+				require.ErrorIs(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			a.Stop()
+		})
+	}
 }

@@ -192,11 +192,12 @@ func (p *Platform) run(ctx context.Context, lis net.Listener, started func(*Plat
 		return fmt.Errorf("connect to the scaler: %w", err)
 	}
 	defer conn.Close()
-	p.autoscaler = autoscaler.New(conn, autoscaler.Options{
+	if p.autoscaler, err = autoscaler.New(conn, autoscaler.Config{
 		PollingInterval:        cfg.PollingInterval,
 		ScaleDownStabilization: cfg.ScaleDownStabilization,
-		Logger:                 p.log.With("component", "autoscaler"),
-	})
+	}, autoscaler.WithLogger(p.log.With("component", "autoscaler"))); err != nil {
+		return err
+	}
 	defer p.autoscaler.Stop()
 	// The bridge's Run ends with natsconn.ErrLost when the NATS
 	// connection cannot come back.

@@ -117,7 +117,7 @@ func (p *Platform) newComponents() (err error) {
 		StateDir:         p.cfg.StateDir,
 		DepsCacheDir:     p.cfg.DepsCacheDir,
 		PublisherAddress: "http://" + p.addr + "/publish",
-		Pool:             supervisor.PoolOptions{DrainGrace: p.cfg.DrainGrace},
+		Pool:             supervisor.PoolConfig{DrainGrace: p.cfg.DrainGrace},
 		OnChange:         p.endpoints.notify,
 		Log:              p.cfg.Output,
 	})
@@ -135,7 +135,7 @@ func (p *Platform) newComponents() (err error) {
 	if p.bridge, err = p.newBridge(); err != nil {
 		return err
 	}
-	p.view, err = webview.New(p, p.bridge.DeadLetters, p.events, webview.Options{})
+	p.view, err = webview.New(p, p.bridge.DeadLetters, p.events, webview.Config{})
 	return err
 }
 

@@ -45,7 +45,7 @@ type Config struct {
 	// by namespace/name.
 	Objects Objects
 	// Pool tunes every function's process pool (OnChange is set by the runner).
-	Pool supervisor.PoolOptions
+	Pool supervisor.PoolConfig
 	// OnChange is called when any function's ready endpoints change.
 	OnChange func()
 	// Log receives every function's output (prefixed) and the runner's notes.

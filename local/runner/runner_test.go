@@ -58,7 +58,7 @@ func newRunner(t *testing.T, log io.Writer) *runner.Runner {
 			ConfigMaps: map[string]*corev1.ConfigMap{"default/settings": {Data: map[string]string{"color": "blue"}}},
 			Secrets:    map[string]*corev1.Secret{"default/db": {Data: map[string][]byte{"password": []byte("s3cret")}}},
 		},
-		Pool: supervisor.PoolOptions{DrainDelay: 50 * time.Millisecond, DrainGrace: 5 * time.Second},
+		Pool: supervisor.PoolConfig{DrainDelay: 50 * time.Millisecond, DrainGrace: 5 * time.Second},
 		Log:  supervisor.NewSyncWriter(log),
 	})
 	require.NoError(t, err)

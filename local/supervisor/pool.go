@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// PoolOptions tune a Pool. Zero values mean the defaults.
-type PoolOptions struct {
+// PoolConfig tunes a Pool. Zero values mean the defaults.
+type PoolConfig struct {
 	// ReadyTimeout bounds the wait for a new process's health check; default 30s.
 	ReadyTimeout time.Duration
 	// DrainGrace is how long a stopped process may finish its in-flight
@@ -28,7 +28,7 @@ type PoolOptions struct {
 	OnChange func()
 }
 
-func (o *PoolOptions) defaults() {
+func (o *PoolConfig) defaults() {
 	if o.ReadyTimeout == 0 {
 		o.ReadyTimeout = 30 * time.Second
 	}
@@ -52,7 +52,7 @@ var ErrStopped = errors.New("pool stopped")
 type Pool struct {
 	name string
 	out  io.Writer
-	opts PoolOptions
+	opts PoolConfig
 
 	op     sync.Mutex     // serializes Update, Scale, Stop and restarts
 	drains sync.WaitGroup // background drains, awaited by Stop
@@ -76,7 +76,7 @@ type instance struct {
 
 // NewPool makes an empty pool for the function called name (used as the log
 // prefix). Process output goes to out, one prefixed line at a time.
-func NewPool(name string, out io.Writer, opts PoolOptions) *Pool {
+func NewPool(name string, out io.Writer, opts PoolConfig) *Pool {
 	opts.defaults()
 	return &Pool{name: name, out: out, opts: opts}
 }

@@ -257,7 +257,7 @@ func TestProcessRunDir(t *testing.T) {
 
 func newPool(t *testing.T, out io.Writer, changes *atomic.Int32) *supervisor.Pool {
 	t.Helper()
-	pool := supervisor.NewPool("default/fn", supervisor.NewSyncWriter(out), supervisor.PoolOptions{
+	pool := supervisor.NewPool("default/fn", supervisor.NewSyncWriter(out), supervisor.PoolConfig{
 		DrainDelay: 200 * time.Millisecond,
 		DrainGrace: 5 * time.Second,
 		OnChange: func() {
@@ -405,7 +405,7 @@ func TestPoolRestartsACrashedProcess(t *testing.T) {
 func TestPoolStopLeavesNoProcess(t *testing.T) {
 	ctx := context.Background()
 	var out bytes.Buffer
-	pool := supervisor.NewPool("default/fn", supervisor.NewSyncWriter(&out), supervisor.PoolOptions{DrainDelay: time.Second})
+	pool := supervisor.NewPool("default/fn", supervisor.NewSyncWriter(&out), supervisor.PoolConfig{DrainDelay: time.Second})
 	require.NoError(t, pool.Update(ctx, spec("ok", "v1")))
 	require.NoError(t, pool.Scale(ctx, 2))
 	require.NoError(t, pool.Update(ctx, spec("ok", "v2"))) // v1 is draining in the background

@@ -37,7 +37,7 @@ type DeadLetters interface {
 	List(ctx context.Context, f deadletter.Filter) ([]deadletter.Letter, error)
 }
 
-// Defaults of Options.
+// Defaults of Config.
 const (
 	DefaultInterval       = time.Second
 	DefaultMinInterval    = 250 * time.Millisecond
@@ -48,11 +48,11 @@ const (
 	keepAlive = 15 * time.Second
 )
 
-// ErrInvalidOption is wrapped by New's errors.
-var ErrInvalidOption = errors.New("invalid web view option")
+// ErrInvalidConfig is wrapped by New's errors.
+var ErrInvalidConfig = errors.New("invalid web view config")
 
-// Options tune a View. Zero values mean the defaults.
-type Options struct {
+// Config tunes a View. Zero values mean the defaults.
+type Config struct {
 	// Interval is how often the state is read again while a page is open,
 	// for what changes without an event (replicas, backlog). Default 1s.
 	Interval time.Duration
@@ -66,12 +66,12 @@ type Options struct {
 	MaxDeadLetters int
 }
 
-func (o *Options) defaults() error {
+func (o *Config) defaults() error {
 	if o.Interval < 0 || o.MinInterval < 0 || o.MaxChains < 0 || o.MaxDeadLetters < 0 {
-		return fmt.Errorf("%w: intervals and bounds must not be negative", ErrInvalidOption)
+		return fmt.Errorf("%w: intervals and bounds must not be negative", ErrInvalidConfig)
 	}
 	if o.MaxDeadLetters > deadletter.MaxLimit {
-		return fmt.Errorf("%w: at most %d dead letters can be shown", ErrInvalidOption, deadletter.MaxLimit)
+		return fmt.Errorf("%w: at most %d dead letters can be shown", ErrInvalidConfig, deadletter.MaxLimit)
 	}
 	if o.Interval == 0 {
 		o.Interval = DefaultInterval
@@ -94,7 +94,7 @@ type View struct {
 	src     Source
 	letters DeadLetters
 	rec     *eventpath.Recorder
-	o       Options
+	o       Config
 
 	join  chan chan []byte
 	leave chan chan []byte
@@ -102,9 +102,9 @@ type View struct {
 }
 
 // New returns a View of src, letters and the events rec records.
-func New(src Source, letters DeadLetters, rec *eventpath.Recorder, o Options) (*View, error) {
+func New(src Source, letters DeadLetters, rec *eventpath.Recorder, o Config) (*View, error) {
 	if src == nil || letters == nil || rec == nil {
-		return nil, fmt.Errorf("%w: a source, dead letters and a recorder are required", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: a source, dead letters and a recorder are required", ErrInvalidConfig)
 	}
 	if err := o.defaults(); err != nil {
 		return nil, err
@@ -168,7 +168,7 @@ func (v *View) Handler() http.Handler {
 		h.Set("Cache-Control", "no-cache")
 		// The page loads nothing from elsewhere, and may not.
 		h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'")
-		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Content-Type-Config", "nosniff")
 		mux.ServeHTTP(w, r)
 	})
 }

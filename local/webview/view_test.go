@@ -60,7 +60,7 @@ type fixture struct {
 	status devstatus.Status
 }
 
-func newFixture(t *testing.T, o webview.Options) *fixture {
+func newFixture(t *testing.T, o webview.Config) *fixture {
 	t.Helper()
 	b, err := broker.Start(broker.Config{StoreDir: t.TempDir()})
 	require.NoError(t, err)
@@ -149,7 +149,7 @@ func next(t *testing.T, states <-chan webview.State) webview.State {
 }
 
 func TestEventStreamSendsTheStateWhenItChangesOnly(t *testing.T) {
-	f := newFixture(t, webview.Options{Interval: 20 * time.Millisecond, MinInterval: time.Millisecond})
+	f := newFixture(t, webview.Config{Interval: 20 * time.Millisecond, MinInterval: time.Millisecond})
 	f.set(devstatus.Status{Addr: "127.0.0.1:8080", Functions: []devstatus.Function{{Namespace: "default", Name: "orders", Replicas: 1}}})
 	states := f.events(t)
 
@@ -174,7 +174,7 @@ func TestEventStreamSendsTheStateWhenItChangesOnly(t *testing.T) {
 }
 
 func TestEventStreamShowsDeadLetters(t *testing.T) {
-	f := newFixture(t, webview.Options{Interval: 20 * time.Millisecond, MinInterval: time.Millisecond, MaxDeadLetters: 2})
+	f := newFixture(t, webview.Config{Interval: 20 * time.Millisecond, MinInterval: time.Millisecond, MaxDeadLetters: 2})
 	states := f.events(t)
 	assert.Empty(t, next(t, states).DeadLetters)
 	for i, data := range []string{`{"id":"1"}`, strings.Repeat("é", 150), "\xff\xfe binary"} {
@@ -205,7 +205,7 @@ func TestEventStreamShowsDeadLetters(t *testing.T) {
 }
 
 func TestPageAndBadRequests(t *testing.T) {
-	f := newFixture(t, webview.Options{})
+	f := newFixture(t, webview.Config{})
 	tests := map[string]struct {
 		method, path string
 		code         int
@@ -234,7 +234,7 @@ func TestPageAndBadRequests(t *testing.T) {
 	}
 }
 
-func TestNewRefusesBadOptions(t *testing.T) {
+func TestNewRefusesBadConfig(t *testing.T) {
 	rec, err := eventpath.New(0)
 	require.NoError(t, err)
 	src := webview.SourceFunc(func() devstatus.Status { return devstatus.Status{} })
@@ -243,20 +243,20 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		src     webview.Source
 		letters webview.DeadLetters
 		rec     *eventpath.Recorder
-		o       webview.Options
+		o       webview.Config
 	}{
-		"no source":             {nil, letters, rec, webview.Options{}},
-		"no dead letters":       {src, nil, rec, webview.Options{}},
-		"no recorder":           {src, letters, nil, webview.Options{}},
-		"negative interval":     {src, letters, rec, webview.Options{Interval: -time.Second}},
-		"negative min interval": {src, letters, rec, webview.Options{MinInterval: -1}},
-		"negative chains":       {src, letters, rec, webview.Options{MaxChains: -1}},
-		"too many dead letters": {src, letters, rec, webview.Options{MaxDeadLetters: deadletter.MaxLimit + 1}},
+		"no source":             {nil, letters, rec, webview.Config{}},
+		"no dead letters":       {src, nil, rec, webview.Config{}},
+		"no recorder":           {src, letters, nil, webview.Config{}},
+		"negative interval":     {src, letters, rec, webview.Config{Interval: -time.Second}},
+		"negative min interval": {src, letters, rec, webview.Config{MinInterval: -1}},
+		"negative chains":       {src, letters, rec, webview.Config{MaxChains: -1}},
+		"too many dead letters": {src, letters, rec, webview.Config{MaxDeadLetters: deadletter.MaxLimit + 1}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			_, err := webview.New(tc.src, tc.letters, tc.rec, tc.o)
-			require.ErrorIs(t, err, webview.ErrInvalidOption)
+			require.ErrorIs(t, err, webview.ErrInvalidConfig)
 		})
 	}
 }
