@@ -390,7 +390,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 		g.Go(func() error { return b.Dispatcher.Start(ctx) })
 	}
 	if b.Gateway != nil {
-		g.Go(func() error { b.Gateway.Run(ctx.Done()); return nil })
+		g.Go(func() error { return b.Gateway.Run(ctx) })
 	}
 	// Replays are made by the admin API; consumers made by a release
 	// that always filtered on the replay subject lose it too.

@@ -38,8 +38,11 @@ func (b *Bridge) newCluster() (*cluster, error) {
 		return c, nil
 	}
 	mgr := b.deps.Kubernetes
-	c.endpoints = endpoints.New()
-	if err := mgr.Add(runnableFunc(func(ctx context.Context) error { return c.endpoints.Start(ctx, mgr.GetCache()) })); err != nil {
+	var err error
+	if c.endpoints, err = endpoints.New(endpoints.WithCache(mgr.GetCache())); err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(runnableFunc(c.endpoints.Run)); err != nil {
 		return nil, fmt.Errorf("add endpoints watcher: %w", err)
 	}
 	return c, nil
@@ -95,8 +98,15 @@ func (c *cluster) applications(log *slog.Logger) (*applications.Watcher, error) 
 	if err != nil {
 		return nil, fmt.Errorf("discovery client: %w", err)
 	}
-	apps := applications.New(disc, c.b.cfg.ApplicationCheckInterval, log)
-	if err := mgr.Add(runnableFunc(func(ctx context.Context) error { return apps.Start(ctx, mgr.GetCache()) })); err != nil {
+	opts := []applications.Option{applications.WithLogger(log)}
+	if d := c.b.cfg.ApplicationCheckInterval; d > 0 {
+		opts = append(opts, applications.WithCheckInterval(d))
+	}
+	apps, err := applications.New(disc, mgr.GetCache(), opts...)
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(runnableFunc(apps.Run)); err != nil {
 		return nil, fmt.Errorf("add application watcher: %w", err)
 	}
 	return apps, nil

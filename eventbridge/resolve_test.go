@@ -17,7 +17,10 @@ import (
 
 // readyPods is a watcher that knows Service default/fn with ready pods.
 func readyPods(ips ...string) *endpoints.Watcher {
-	w := endpoints.New()
+	w, err := endpoints.New()
+	if err != nil {
+		panic(err) // New without options never fails
+	}
 	s := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "fn-x", Labels: map[string]string{discoveryv1.LabelServiceName: "fn"}},
 		Ports:      []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080)}},

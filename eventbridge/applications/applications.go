@@ -2,6 +2,7 @@ package applications
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -26,7 +27,7 @@ const Resource = "applications"
 // its key without regard to case.
 const TypeLabel = "application-type"
 
-// DefaultCheckInterval is how often Start looks for the Application CRD
+// DefaultCheckInterval is how often Run looks for the Application CRD
 // until it is served.
 const DefaultCheckInterval = time.Minute
 
@@ -61,22 +62,60 @@ type Watcher struct {
 	apps map[string]string // name -> TypeOrName
 
 	disc     discovery.ServerResourcesInterface
+	cache    cache.Cache
 	interval time.Duration
 	log      *slog.Logger
 }
 
+// ErrInvalidOption is wrapped by New's errors.
+var ErrInvalidOption = errors.New("invalid applications option")
+
+// Option configures New; it returns an error wrapping ErrInvalidOption
+// for a value it cannot use.
+type Option func(*Watcher) error
+
+// WithCheckInterval sets how often Run looks for the Application CRD until
+// it is served; DefaultCheckInterval without it.
+func WithCheckInterval(d time.Duration) Option {
+	return func(w *Watcher) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: check interval must be positive, not %s", ErrInvalidOption, d)
+		}
+		w.interval = d
+		return nil
+	}
+}
+
+// WithLogger logs to l; without it the Watcher logs nothing.
+func WithLogger(l *slog.Logger) Option {
+	return func(w *Watcher) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil logger", ErrInvalidOption)
+		}
+		w.log = l
+		return nil
+	}
+}
+
 var _ Lookup = (*Watcher)(nil)
 
-// New returns a Watcher that looks for the Application CRD through disc
-// every interval (DefaultCheckInterval when 0) until it is served.
-func New(disc discovery.ServerResourcesInterface, interval time.Duration, log *slog.Logger) *Watcher {
-	if interval <= 0 {
-		interval = DefaultCheckInterval
+// New returns a Watcher that, once Run runs, looks for the Application CRD
+// through disc until it is served and then follows the Applications in c
+// (a controller-runtime cache). Both are required (ErrInvalidOption).
+func New(disc discovery.ServerResourcesInterface, c cache.Cache, opts ...Option) (*Watcher, error) {
+	if disc == nil || c == nil {
+		return nil, fmt.Errorf("%w: a discovery client and a cache are required", ErrInvalidOption)
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	w := &Watcher{apps: map[string]string{}, disc: disc, cache: c, interval: DefaultCheckInterval, log: slog.New(slog.DiscardHandler)}
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("%w: nil Option", ErrInvalidOption)
+		}
+		if err := opt(w); err != nil {
+			return nil, err
+		}
 	}
-	return &Watcher{apps: map[string]string{}, disc: disc, interval: interval, log: log}
+	return w, nil
 }
 
 // TypeOrName implements Lookup.
@@ -118,12 +157,14 @@ func (w *Watcher) Served() (bool, error) {
 	return false, nil
 }
 
-// Start waits until Applications are served (checking every interval),
-// then feeds the Watcher from a metadata-only informer of c (a
-// controller-runtime cache, which must be started) until ctx is done. A
-// cluster without Kyma's Application CRD costs one discovery call per
-// interval. It returns nil when ctx ends.
-func (w *Watcher) Start(ctx context.Context, c cache.Cache) error {
+// Run waits until Applications are served (checking every interval),
+// then feeds the Watcher from a metadata-only informer of its cache (which
+// must be started) until ctx is done. A cluster without Kyma's
+// Application CRD costs one discovery call per interval. It drains by
+// removing its event handler from the informer: once it returned, the
+// Watcher keeps what it knew and changes no more. It returns nil when ctx
+// ends, and an error when the informer cannot be had.
+func (w *Watcher) Run(ctx context.Context) error {
 	for {
 		served, err := w.Served()
 		if err != nil {
@@ -140,7 +181,7 @@ func (w *Watcher) Start(ctx context.Context, c cache.Cache) error {
 	}
 	obj := &metav1.PartialObjectMetadata{}
 	obj.SetGroupVersionKind(GroupVersionKind)
-	inf, err := c.GetInformer(ctx, obj)
+	inf, err := w.cache.GetInformer(ctx, obj)
 	if err != nil {
 		return fmt.Errorf("application informer: %w", err)
 	}

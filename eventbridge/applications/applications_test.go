@@ -44,7 +44,8 @@ func TestWatcherFollowsApplications(t *testing.T) {
 	require.NoError(t, err)
 	disc, err := discovery.NewDiscoveryClientForConfig(cluster.Config)
 	require.NoError(t, err)
-	w := applications.New(disc, 50*time.Millisecond, nil)
+	w, err := applications.New(disc, mgr.GetCache(), applications.WithCheckInterval(50*time.Millisecond))
+	require.NoError(t, err)
 	served, err := w.Served()
 	require.NoError(t, err)
 	require.False(t, served, "no Application CRD yet")
@@ -52,7 +53,7 @@ func TestWatcherFollowsApplications(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 2)
 	go func() { done <- mgr.Start(ctx) }()
-	go func() { done <- w.Start(ctx, mgr.GetCache()) }()
+	go func() { done <- w.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		for range 2 {

@@ -2,6 +2,7 @@ package endpoints
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -34,15 +35,35 @@ type Watcher struct {
 	changed  map[service]chan struct{}               // closed when the Service's readiness flips
 	ready    map[service]bool
 	next     atomic.Uint64 // round robin of Pick
+	cache    cache.Cache   // fed from by Run; nil: fed by hand
+}
+
+// ErrInvalidOption is wrapped by New's errors.
+var ErrInvalidOption = errors.New("invalid endpoints option")
+
+// Option configures New; it returns an error wrapping ErrInvalidOption
+// for a value it cannot use.
+type Option func(*Watcher) error
+
+// WithCache makes Run feed the Watcher from the EndpointSlice informer of
+// c (a controller-runtime cache, which must be started).
+func WithCache(c cache.Cache) Option {
+	return func(w *Watcher) error {
+		if c == nil {
+			return fmt.Errorf("%w: nil cache", ErrInvalidOption)
+		}
+		w.cache = c
+		return nil
+	}
 }
 
 var _ dispatcher.Endpoints = (*Watcher)(nil)
 
-// New returns a Watcher that knows nothing until it is fed (see Start or
-// the OnAdd, OnUpdate, OnDelete and MarkSynced methods); until then no
-// Service is ready.
-func New() *Watcher {
-	return &Watcher{
+// New returns a Watcher that knows nothing until it is fed (by Run, with
+// WithCache, or by the OnAdd, OnUpdate, OnDelete and MarkSynced methods);
+// until then no Service is ready.
+func New(opts ...Option) (*Watcher, error) {
+	w := &Watcher{
 		syncCh:   make(chan struct{}),
 		slices:   map[service]map[string]int{},
 		addrs:    map[service]map[string][]string{},
@@ -52,14 +73,30 @@ func New() *Watcher {
 		changed:  map[service]chan struct{}{},
 		ready:    map[service]bool{},
 	}
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("%w: nil Option", ErrInvalidOption)
+		}
+		if err := opt(w); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
 }
 
-// Start feeds the Watcher from the EndpointSlice informer of c (a
-// controller-runtime cache, which must be started) and marks it synced once
-// the informer has synced. It returns when ctx is done or the informer
-// cannot be had.
-func (w *Watcher) Start(ctx context.Context, c cache.Cache) error {
-	inf, err := c.GetInformer(ctx, &discoveryv1.EndpointSlice{})
+// Run feeds the Watcher from the EndpointSlice informer of the cache given
+// WithCache and marks it synced once the informer has synced; without a
+// cache it only waits (the Watcher is fed by hand). It drains by removing
+// its event handler from the informer: once it returned, the Watcher keeps
+// what it knew and changes no more. It returns nil when ctx ends after the
+// informer synced, ctx's error when it ended before, and an error when
+// the informer cannot be had.
+func (w *Watcher) Run(ctx context.Context) error {
+	if w.cache == nil {
+		<-ctx.Done()
+		return nil
+	}
+	inf, err := w.cache.GetInformer(ctx, &discoveryv1.EndpointSlice{})
 	if err != nil {
 		return fmt.Errorf("endpointslice informer: %w", err)
 	}

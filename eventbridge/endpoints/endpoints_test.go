@@ -1,9 +1,12 @@
 package endpoints_test
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -33,7 +36,8 @@ func closed(ch <-chan struct{}) bool {
 }
 
 func TestReadiness(t *testing.T) {
-	w := endpoints.New()
+	w, err := endpoints.New()
+	require.NoError(t, err)
 	ready, ch := w.Ready("default", "fn")
 	assert.False(t, ready, "not ready before sync")
 	w.MarkSynced()
@@ -72,7 +76,8 @@ func TestReadiness(t *testing.T) {
 }
 
 func TestFunction(t *testing.T) {
-	w := endpoints.New()
+	w, err := endpoints.New()
+	require.NoError(t, err)
 	fnSlice := func(name, service string, ready ...*bool) *discoveryv1.EndpointSlice {
 		s := slice(name, service, ready...)
 		s.Labels[serverlessv1alpha2.LabelManagedBy] = serverlessv1alpha2.LabelManagedByValue
@@ -109,7 +114,8 @@ func withAddresses(s *discoveryv1.EndpointSlice, port int32, addrs ...string) *d
 }
 
 func TestPickTakesReadyEndpointsInTurn(t *testing.T) {
-	w := endpoints.New()
+	w, err := endpoints.New()
+	require.NoError(t, err)
 	w.MarkSynced()
 	_, ok := w.Pick("default", "fn")
 	assert.False(t, ok, "no endpoints")
@@ -137,4 +143,23 @@ func TestPickTakesReadyEndpointsInTurn(t *testing.T) {
 	assert.True(t, ready)
 	_, ok = w.Pick("default", "db")
 	assert.False(t, ok, "which port of several a request is for only the Service knows")
+}
+
+// TestRunWithoutACacheWaitsForItsContext: a Watcher fed by hand has
+// nothing to follow; Run returns nil once its context ends, and New refuses
+// a nil cache and a nil option.
+func TestRunWithoutACacheWaitsForItsContext(t *testing.T) {
+	w, err := endpoints.New()
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	require.Never(t, func() bool { return len(done) > 0 }, 50*time.Millisecond, 5*time.Millisecond, "Run runs until its context ends")
+	cancel()
+	require.NoError(t, <-done)
+
+	_, err = endpoints.New(endpoints.WithCache(nil))
+	require.ErrorIs(t, err, endpoints.ErrInvalidOption)
+	_, err = endpoints.New(nil)
+	require.ErrorIs(t, err, endpoints.ErrInvalidOption)
 }

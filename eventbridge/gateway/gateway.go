@@ -351,19 +351,22 @@ func (g *Gateway) InFlight() map[types.NamespacedName]int {
 }
 
 // Run reports in-flight counts every ReportInterval while there are any
-// (and once more when they drop to none) until stop is closed.
-func (g *Gateway) Run(stop <-chan struct{}) {
+// (and once more when they drop to none) until ctx ends, and returns nil.
+// It drains by stopping the reports: the requests still in flight are
+// served to their end by the HTTP server that holds them, and the last
+// counts reported lapse at the scaler after their TTL (5 intervals).
+func (g *Gateway) Run(ctx context.Context) error {
 	if g.reporter == nil {
-		<-stop
-		return
+		<-ctx.Done()
+		return nil
 	}
 	ticker := time.NewTicker(g.cfg.ReportInterval)
 	defer ticker.Stop()
 	reported := false
 	for {
 		select {
-		case <-stop:
-			return
+		case <-ctx.Done():
+			return nil
 		case <-ticker.C:
 		case <-g.kick:
 		}

@@ -138,9 +138,9 @@ func newGatewayWith(t *testing.T, bs *backends, rep gateway.InFlightReporter, cf
 	}
 	g, err := gateway.New(bs, cfg, opts...)
 	require.NoError(t, err)
-	stop := make(chan struct{})
-	go g.Run(stop)
-	t.Cleanup(func() { close(stop) })
+	ctx, stop := context.WithCancel(context.Background())
+	go func() { _ = g.Run(ctx) }()
+	t.Cleanup(stop)
 	srv := httptest.NewServer(g)
 	t.Cleanup(srv.Close)
 	return g, srv
@@ -328,9 +328,9 @@ func TestInFlightEmptiesOnceRequestsAreOver(t *testing.T) {
 	g, err := gateway.New(bs, gateway.Config{HoldTimeout: 300 * time.Millisecond, ReportInterval: interval},
 		gateway.WithInFlightReporter(rep), gateway.WithMetrics(reg))
 	require.NoError(t, err)
-	stop := make(chan struct{})
-	go g.Run(stop)
-	t.Cleanup(func() { close(stop) })
+	ctx, stop := context.WithCancel(context.Background())
+	go func() { _ = g.Run(ctx) }()
+	t.Cleanup(stop)
 	srv := httptest.NewServer(g)
 	t.Cleanup(srv.Close)
 	fulfil := types.NamespacedName{Namespace: "shop", Name: "fulfil"}

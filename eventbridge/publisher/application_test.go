@@ -14,12 +14,25 @@ import (
 
 // kymaApplications holds the Applications of these tests as Kyma's
 // Application Connector makes them: one with an application-type label
-// (in another case, which Kyma also reads), one without.
-func kymaApplications() *applications.Watcher {
-	w := applications.New(nil, 0, nil)
-	w.Set("commerce-prod", map[string]string{"Application-Type": "commerce", "team": "shop"})
-	w.Set("my_billing", nil)
-	return w
+// (in another case, which Kyma also reads), one without. It reads them as
+// applications.Watcher does (applications.TypeOrName); the Watcher's own
+// following of a cluster is tested in its package.
+func kymaApplications() applicationLabels {
+	return applicationLabels{
+		"commerce-prod": {"Application-Type": "commerce", "team": "shop"},
+		"my_billing":    nil,
+	}
+}
+
+// applicationLabels are Applications by name, with their labels.
+type applicationLabels map[string]map[string]string
+
+func (a applicationLabels) TypeOrName(name string) (string, bool) {
+	labels, ok := a[name]
+	if !ok {
+		return "", false
+	}
+	return applications.TypeOrName(name, labels), true
 }
 
 // TestLegacyPublishApplicationType follows Kyma's publisher for a legacy

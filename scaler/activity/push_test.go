@@ -135,9 +135,9 @@ func TestOneActivationWhileTheGatewayKeepsReporting(t *testing.T) {
 	g, err := gateway.New(atZero{}, gateway.Config{ReportInterval: 100 * time.Millisecond, HoldTimeout: time.Minute, Source: "gw-0"},
 		gateway.WithInFlightReporter(pub))
 	require.NoError(t, err)
-	stopReports := make(chan struct{})
-	go g.Run(stopReports)
-	t.Cleanup(func() { close(stopReports) })
+	gwCtx, stopReports := context.WithCancel(context.Background())
+	go func() { _ = g.Run(gwCtx) }()
+	t.Cleanup(stopReports)
 	gw := httptest.NewServer(g)
 	t.Cleanup(gw.Close)
 	var requests sync.WaitGroup
