@@ -1,7 +1,8 @@
 # The kfn server image: every binary under cmd/ (controller, eventbridge,
 # scaler, kfn) in one minimal, non-root image. The Helm chart picks the
 # binary per component with `command`. Function runtime images are built
-# from runtimes/<runtime>/Dockerfile.
+# from runtimes/nodejs/Dockerfile and runtimes/python/Dockerfile, with the
+# arguments runtimes/images.txt gives each runtime.
 #
 #   docker build -t kfn:dev --build-arg VERSION=$(git describe --always) .
 #

