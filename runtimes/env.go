@@ -118,7 +118,9 @@ const (
 	DefaultModule                   = "handler"
 )
 
-// HTTP paths the host serves itself; every other path goes to the handler.
+// HTTP paths the host serves itself (and GET /metrics, the function's
+// Prometheus metrics: runtimes/README.md); every other path goes to the
+// handler.
 const (
 	// HealthPath answers 200 while the host serves (503 while draining),
 	// whether or not the handler could be loaded, as in Kyma: the startup
@@ -130,8 +132,6 @@ const (
 	// draining: the readiness probe. (A query on /healthz takes no path away
 	// from the handler.)
 	ReadyPath = HealthPath + "?ready"
-	// MetricsPath serves Prometheus text metrics of the function.
-	MetricsPath = "/metrics"
 )
 
 // Paths inside a runtime image and a function pod.
@@ -244,9 +244,9 @@ type Config struct {
 	MemoryLimit string
 }
 
-// PlatformEnvNames returns the names of every variable Env may set, sorted.
+// platformEnvNames returns the names of every variable Env may set, sorted.
 // A Function's own env must not set these.
-func PlatformEnvNames() []string {
+func platformEnvNames() []string {
 	names := []string{
 		EnvFunctionName, EnvRuntime, EnvNamespace, EnvTimeout, EnvBodyLimitMB, EnvBodyLimitBytes, EnvBodyLimit,
 		EnvHandlerAPI, EnvPort, EnvHandler, EnvModule, EnvHandlerFunc, EnvHandlerModule, EnvHandlerPath,

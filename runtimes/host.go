@@ -16,11 +16,11 @@ import (
 //go:embed nodejs/*.cjs nodejs/*.mjs nodejs/modules/sdk/* python/*.py python/kfnhost/*.py python/api/*.py
 var hostFiles embed.FS
 
-// HostFS returns the host files, laid out as WriteHost writes them:
+// hostFS returns the host files, laid out as WriteHost writes them:
 // nodejs/server.cjs and its modules (nodejs/modules/sdk, the sdk package of
 // nodejs26 handlers), python/kfn_main.py, the python/kfnhost package and
 // python/api/sdk.py (the sdk module of python314 handlers).
-func HostFS() fs.FS {
+func hostFS() fs.FS {
 	return hostFiles
 }
 

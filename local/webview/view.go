@@ -26,12 +26,6 @@ type Source interface {
 	Status() devstatus.Status
 }
 
-// SourceFunc adapts a function to Source.
-type SourceFunc func() devstatus.Status
-
-// Status calls f.
-func (f SourceFunc) Status() devstatus.Status { return f() }
-
 // DeadLetters lists dead letters; *deadletter.Admin implements it.
 type DeadLetters interface {
 	List(ctx context.Context, f deadletter.Filter) ([]deadletter.Letter, error)

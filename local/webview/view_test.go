@@ -77,7 +77,7 @@ func newFixture(t *testing.T, o webview.Config) *fixture {
 	require.NoError(t, err)
 	rec, err := eventpath.New(0)
 	require.NoError(t, err)
-	f.view, err = webview.New(webview.SourceFunc(func() devstatus.Status {
+	f.view, err = webview.New(sourceFunc(func() devstatus.Status {
 		f.reads.Add(1)
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -237,7 +237,7 @@ func TestPageAndBadRequests(t *testing.T) {
 func TestNewRefusesBadConfig(t *testing.T) {
 	rec, err := eventpath.New(0)
 	require.NoError(t, err)
-	src := webview.SourceFunc(func() devstatus.Status { return devstatus.Status{} })
+	src := sourceFunc(func() devstatus.Status { return devstatus.Status{} })
 	var letters webview.DeadLetters = &deadletter.Admin{}
 	tests := map[string]struct {
 		src     webview.Source
@@ -260,3 +260,8 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		})
 	}
 }
+
+// sourceFunc adapts a function to webview.Source.
+type sourceFunc func() devstatus.Status
+
+func (f sourceFunc) Status() devstatus.Status { return f() }

@@ -109,8 +109,8 @@ func DefaultDelivery() Delivery {
 }
 
 // Validate reports the first setting out of range, naming its spec.config
-// key; the error wraps ErrInvalidConfig. Every Delivery that ParseDelivery
-// returns is valid; Validate is for defaults from elsewhere (flags).
+// key; the error wraps ErrInvalidConfig. Every Delivery that
+// ParseDeliveryOver returns is valid; Validate is for defaults from elsewhere (flags).
 func (d Delivery) Validate() error {
 	switch {
 	case d.MaxInFlight < 1 || d.MaxInFlight > MaxMaxInFlightMessages:
@@ -145,15 +145,10 @@ func (s *Subscription) DeliveryOver(defaults Delivery) (Delivery, error) {
 	return ParseDeliveryOver(defaults, s.Spec.Config)
 }
 
-// ParseDelivery parses a spec.config map over the defaults. Keys it does not
-// know are ignored (the CRD refuses unknown keys; Kyma's EventMesh keys pass).
-func ParseDelivery(config map[string]ConfigValue) (Delivery, error) {
-	return ParseDeliveryOver(DefaultDelivery(), config)
-}
-
 // ParseDeliveryOver parses a spec.config map over defaults, which must be
 // valid (see Delivery.Validate); a key the map does not set keeps its
-// default. The result is checked as a whole, so a backoffInitial set above
+// default, and keys it does not know are ignored (the CRD refuses unknown
+// keys; Kyma's EventMesh keys pass). The result is checked as a whole, so a backoffInitial set above
 // the default backoffMax is refused.
 func ParseDeliveryOver(defaults Delivery, config map[string]ConfigValue) (Delivery, error) {
 	d := defaults

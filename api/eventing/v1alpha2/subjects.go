@@ -260,19 +260,6 @@ func LegacyEventType(prefix, app, event, version string) string {
 	return invalidLegacyTypeChar.ReplaceAllString(strings.Join(parts, "."), "")
 }
 
-// CleanLegacyEventType parses a full legacy event type,
-// <prefix>.<app>.<businessObject...>.<operation>.<version>, joins the
-// business-object segments into one, and returns it cleaned as
-// LegacyEventType does. The error wraps ErrInvalidEventType when the prefix
-// is missing or fewer than four non-empty segments follow it.
-func CleanLegacyEventType(prefix, eventType string) (string, error) {
-	app, event, version, err := ParseLegacyEventType(prefix, eventType)
-	if err != nil {
-		return "", err
-	}
-	return LegacyEventType(prefix, app, event, version), nil
-}
-
 // ParseLegacyEventType splits a full legacy event type,
 // <prefix>.<app>.<businessObject...>.<operation>.<version>, into the
 // application as written, the event (the business-object segments joined

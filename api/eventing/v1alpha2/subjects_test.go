@@ -259,7 +259,7 @@ func TestLegacyEventType(t *testing.T) {
 	}
 }
 
-func TestCleanLegacyEventType(t *testing.T) {
+func TestParseAndCleanLegacyEventType(t *testing.T) {
 	tests := map[string]struct {
 		prefix, in, want string
 		wantErr          bool
@@ -275,13 +275,13 @@ func TestCleanLegacyEventType(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			got, err := CleanLegacyEventType(tt.prefix, tt.in)
+			app, event, version, err := ParseLegacyEventType(tt.prefix, tt.in)
 			if tt.wantErr {
 				require.ErrorIs(t, err, ErrInvalidEventType)
 				return
 			}
 			require.NoError(t, err)
-			assert.Equal(t, tt.want, got)
+			assert.Equal(t, tt.want, LegacyEventType(tt.prefix, app, event, version))
 		})
 	}
 }

@@ -34,6 +34,9 @@ var ConditionTypes = []ConditionType{ConditionConfigurationReady, ConditionRunni
 type ConditionReason string
 
 // The condition reasons. Each names the condition types it is used with.
+// ServiceCreated, ServiceUpdated and the HorizontalPodAutoscaler reasons
+// are Kyma's and stay for the clients that switch on them, though kfn
+// sets none of them (its Running condition follows the Deployment).
 const (
 	// ReasonFunctionSpecValidated (ConfigurationReady True): the spec is valid.
 	ReasonFunctionSpecValidated ConditionReason = "FunctionSpecValidated"
