@@ -64,6 +64,11 @@ type Config struct {
 	// TraceCollectorEndpoint is the OTLP/HTTP traces URL
 	// (TRACE_COLLECTOR_ENDPOINT); empty leaves it unset.
 	TraceCollectorEndpoint string
+	// ImageRegistries are the registries, or registry paths, that a
+	// spec.runtimeImageOverride must be from (ImageAllowed says how they
+	// match); nil allows any image. The images of Images are the
+	// platform's own and are not checked.
+	ImageRegistries []string
 }
 
 // Plan is everything needed to run one Function, as data.
@@ -126,6 +131,11 @@ type Plan struct {
 	Dependencies Dependencies
 	// SecretMounts are Secrets mounted read-only, in spec order.
 	SecretMounts []v1alpha2.SecretMount
+	// ServiceAccountToken is true when the Function asks for a token of
+	// its namespace's default ServiceAccount
+	// (v1alpha2.AnnotationServiceAccountToken): the function container,
+	// and only it, gets one. False: the pod has no token.
+	ServiceAccountToken bool
 
 	// Selector are the labels that select the Function's pods.
 	Selector map[string]string
@@ -262,7 +272,11 @@ func For(fn *v1alpha2.Function, cfg Config) (Plan, error) {
 		return Plan{}, fmt.Errorf("%w: spec.runtime: %w", ErrInvalidFunction, err)
 	}
 	image := fn.Spec.RuntimeImageOverride
-	if image == "" {
+	if image != "" {
+		if err := ImageAllowed(image, cfg.ImageRegistries); err != nil {
+			return Plan{}, fmt.Errorf("%w: spec.runtimeImageOverride: %w", ErrInvalidFunction, err)
+		}
+	} else {
 		image = cfg.Images[rt.Name]
 	}
 	if image == "" {
@@ -298,6 +312,11 @@ func For(fn *v1alpha2.Function, cfg Config) (Plan, error) {
 		Scaling:     scaling(fn),
 	}
 	if note := fn.PresetLabelNote(); note != "" {
+		p.Notes = append(p.Notes, note)
+	}
+	token, note := fn.ServiceAccountToken()
+	p.ServiceAccountToken = token
+	if note != "" {
 		p.Notes = append(p.Notes, note)
 	}
 	p.SecretMounts = slices.Clone(fn.Spec.SecretMounts)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kfn-dev/kfn/api/plan"
@@ -55,18 +56,22 @@ type Config struct {
 }
 
 // DefaultConfig returns the defaults, with kfn's image names.
+// The images' registry (docker.io/kfn) is the only one a
+// runtimeImageOverride may name (plan.Config.ImageRegistries).
 func DefaultConfig() Config {
+	images := map[string]string{
+		"nodejs20":  "kfn/runtime-nodejs22:latest",
+		"nodejs22":  "kfn/runtime-nodejs22:latest",
+		"nodejs24":  "kfn/runtime-nodejs24:latest",
+		"nodejs26":  "kfn/runtime-nodejs26:latest",
+		"python312": "kfn/runtime-python312:latest",
+		"python314": "kfn/runtime-python314:latest",
+	}
 	return Config{
 		Plan: plan.Config{
-			Images: map[string]string{
-				"nodejs20":  "kfn/runtime-nodejs22:latest",
-				"nodejs22":  "kfn/runtime-nodejs22:latest",
-				"nodejs24":  "kfn/runtime-nodejs24:latest",
-				"nodejs26":  "kfn/runtime-nodejs26:latest",
-				"python312": "kfn/runtime-python312:latest",
-				"python314": "kfn/runtime-python314:latest",
-			},
+			Images:           images,
 			PublisherAddress: "http://kfn-publisher.kfn-system.svc.cluster.local/publish",
+			ImageRegistries:  plan.RegistriesOf(images),
 		},
 		FieldManager:      DefaultFieldManager,
 		Resources:         resources.DefaultConfig(),
@@ -107,6 +112,17 @@ func (c Config) Validate() error {
 	for rt, img := range c.Plan.Images {
 		if img == "" {
 			return fmt.Errorf("%w: empty image for runtime %s", ErrInvalidConfig, rt)
+		}
+	}
+	for _, r := range c.Plan.ImageRegistries {
+		if plan.NormalizeRegistry(r) == "" || strings.ContainsAny(r, "@ ") {
+			return fmt.Errorf("%w: allowed image registry %q: want a registry host or path (ghcr.io/kfn-dev), or * for any", ErrInvalidConfig, r)
+		}
+	}
+	v := c.Resources.Volumes
+	for name, q := range map[string]resource.Quantity{"function directory": v.FunctionDir, "dependencies": v.Dependencies, "tmp": v.Tmp} {
+		if q.Cmp(resources.MinVolumeLimit) < 0 {
+			return fmt.Errorf("%w: %s volume limit %s: want >= %s", ErrInvalidConfig, name, q.String(), resources.MinVolumeLimit.String())
 		}
 	}
 	return nil

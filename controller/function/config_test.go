@@ -6,6 +6,7 @@ import (
 
 	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/kfn-dev/kfn/controller/function"
 )
@@ -21,6 +22,13 @@ func TestConfigValidate(t *testing.T) {
 		"no workers":           func(c *function.Config) { c.Workers = 0 },
 		"KEDA check too often": func(c *function.Config) { c.KEDACheckInterval = time.Millisecond },
 		"empty runtime image":  func(c *function.Config) { c.Plan.Images["nodejs22"] = "" },
+		"empty registry":       func(c *function.Config) { c.Plan.ImageRegistries = []string{""} },
+		"registry with digest": func(c *function.Config) { c.Plan.ImageRegistries = []string{"ghcr.io/x@sha256:00"} },
+		"no tmp limit":         func(c *function.Config) { c.Resources.Volumes.Tmp = resource.Quantity{} },
+		"function dir limit under 1Mi": func(c *function.Config) {
+			c.Resources.Volumes.FunctionDir = resource.MustParse("100Ki")
+		},
+		"negative deps limit": func(c *function.Config) { c.Resources.Volumes.Dependencies = resource.MustParse("-1Gi") },
 		"authentication kind": func(c *function.Config) {
 			c.Resources.ScalerAuthentication = &kedav1alpha1.AuthenticationRef{Kind: "Secret", Name: "x"}
 		},
@@ -40,4 +48,8 @@ func TestConfigValidate(t *testing.T) {
 	c := function.DefaultConfig()
 	c.Resources.ScalerAuthentication = &kedav1alpha1.AuthenticationRef{Kind: "ClusterTriggerAuthentication", Name: "kfn-scaler"}
 	require.NoError(t, c.Validate())
+	c.Plan.ImageRegistries = []string{"*"}
+	c.Resources.Volumes.Tmp = resource.MustParse("1Mi")
+	require.NoError(t, c.Validate(), "* allows any image; 1Mi is the smallest limit")
+	require.Equal(t, []string{"docker.io/kfn"}, function.DefaultConfig().Plan.ImageRegistries, "the default images' registry")
 }

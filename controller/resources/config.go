@@ -1,6 +1,9 @@
 package resources
 
-import kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
+import (
+	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
 
 // Defaults of Config.
 const (
@@ -11,6 +14,34 @@ const (
 	// DefaultHPACPUUtilization is the CPU target of the HorizontalPodAutoscaler, in percent of requests.
 	DefaultHPACPUUtilization int32 = 50
 )
+
+// Default size limits of a Function pod's emptyDir volumes
+// (Config.Volumes). A pod whose volume outgrows its limit is evicted by
+// the kubelet, and the Deployment makes a new one.
+var (
+	// DefaultFunctionDirLimit bounds the function's directory: the source
+	// the host copies from the ConfigMap (at most 1 MiB), or a Git
+	// Function's directory, plus what the function writes there.
+	DefaultFunctionDirLimit = resource.MustParse("256Mi")
+	// DefaultDependenciesLimit bounds the installed dependencies
+	// (node_modules, Python packages): generous for heavy Python packages.
+	DefaultDependenciesLimit = resource.MustParse("1Gi")
+	// DefaultTmpLimit bounds /tmp, which also holds the package managers'
+	// caches during the install and a Git Function's clone.
+	DefaultTmpLimit = resource.MustParse("1Gi")
+	// MinVolumeLimit is the smallest limit Config accepts.
+	MinVolumeLimit = resource.MustParse("1Mi")
+)
+
+// VolumeLimits are the size limits of a Function pod's emptyDir volumes.
+type VolumeLimits struct {
+	// FunctionDir is the function's directory (source, fetched files).
+	FunctionDir resource.Quantity
+	// Dependencies is the installed dependencies' directory.
+	Dependencies resource.Quantity
+	// Tmp is /tmp of every container of the pod.
+	Tmp resource.Quantity
+}
 
 // Config is the platform configuration the builders depend on beyond the
 // plan. Use DefaultConfig and change what differs; the controller's
@@ -36,6 +67,10 @@ type Config struct {
 	// HPACPUUtilization is the HorizontalPodAutoscaler's CPU target in
 	// percent of the requests.
 	HPACPUUtilization int32
+	// Volumes are the size limits of the pods' emptyDir volumes; a zero
+	// limit leaves that volume unbounded (the controller's configuration
+	// refuses one).
+	Volumes VolumeLimits
 }
 
 // DefaultConfig returns the defaults, with kfn's image name.
@@ -46,5 +81,10 @@ func DefaultConfig() Config {
 		GitFetchCommand:    []string{"/usr/local/bin/controller", "fetch-source"},
 		ScalerAddress:      "kfn-scaler.kfn-system.svc.cluster.local:9090",
 		HPACPUUtilization:  DefaultHPACPUUtilization,
+		Volumes: VolumeLimits{
+			FunctionDir:  DefaultFunctionDirLimit.DeepCopy(),
+			Dependencies: DefaultDependenciesLimit.DeepCopy(),
+			Tmp:          DefaultTmpLimit.DeepCopy(),
+		},
 	}
 }

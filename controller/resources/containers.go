@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
 	"github.com/kfn-dev/kfn/api/plan"
@@ -28,6 +29,7 @@ const (
 	volumeTmp      = "tmp"
 	volumeRegistry = "registry-config"
 	volumeGitAuth  = "git-auth"
+	volumeToken    = "service-account-token"
 )
 
 // Paths inside the init containers.
@@ -38,13 +40,21 @@ const (
 	// GitAuthDir is where the Git credentials Secret appears in the fetch
 	// container.
 	GitAuthDir = "/etc/kfn/git-auth"
+	// ServiceAccountDir is where the function container of a Function that
+	// asks for a ServiceAccount token finds it (token, ca.crt, namespace):
+	// where Kubernetes mounts it and client libraries look for it.
+	ServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
+	// ServiceAccountTokenExpiration is the requested lifetime of that
+	// token, which the kubelet renews before it expires: Kubernetes' own
+	// for the tokens it mounts.
+	ServiceAccountTokenExpiration int64 = 3607
 )
 
 // functionVolumes returns the pod's volumes and the function container's
 // mounts of them.
 func functionVolumes(p plan.Plan, cfg Config) ([]*corev1ac.VolumeApplyConfiguration, []*corev1ac.VolumeMountApplyConfiguration) {
 	volumes := []*corev1ac.VolumeApplyConfiguration{
-		corev1ac.Volume().WithName(volumeFunction).WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
+		emptyDir(volumeFunction, cfg.Volumes.FunctionDir),
 	}
 	mounts := []*corev1ac.VolumeMountApplyConfiguration{
 		corev1ac.VolumeMount().WithName(volumeFunction).WithMountPath(p.Host.FunctionDir),
@@ -56,7 +66,7 @@ func functionVolumes(p plan.Plan, cfg Config) ([]*corev1ac.VolumeApplyConfigurat
 	}
 	if p.Dependencies.Install() {
 		volumes = append(volumes,
-			corev1ac.Volume().WithName(volumeDeps).WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
+			emptyDir(volumeDeps, cfg.Volumes.Dependencies),
 			corev1ac.Volume().WithName(volumeRegistry).WithSecret(corev1ac.SecretVolumeSource().
 				WithSecretName(cfg.RegistrySecretName).WithOptional(true).WithDefaultMode(0o440)))
 		mounts = append(mounts, corev1ac.VolumeMount().WithName(volumeDeps).WithMountPath(runtimes.PodDepsDir).WithReadOnly(true))
@@ -65,8 +75,12 @@ func functionVolumes(p plan.Plan, cfg Config) ([]*corev1ac.VolumeApplyConfigurat
 		volumes = append(volumes, corev1ac.Volume().WithName(volumeGitAuth).WithSecret(corev1ac.SecretVolumeSource().
 			WithSecretName(g.Auth.SecretName).WithDefaultMode(0o440)))
 	}
-	volumes = append(volumes, corev1ac.Volume().WithName(volumeTmp).WithEmptyDir(corev1ac.EmptyDirVolumeSource()))
+	volumes = append(volumes, emptyDir(volumeTmp, cfg.Volumes.Tmp))
 	mounts = append(mounts, corev1ac.VolumeMount().WithName(volumeTmp).WithMountPath("/tmp"))
+	if p.ServiceAccountToken {
+		volumes = append(volumes, serviceAccountVolume())
+		mounts = append(mounts, corev1ac.VolumeMount().WithName(volumeToken).WithMountPath(ServiceAccountDir).WithReadOnly(true))
+	}
 	for i, m := range p.SecretMounts {
 		name := "secret-mount-" + strconv.Itoa(i)
 		volumes = append(volumes, corev1ac.Volume().WithName(name).WithSecret(corev1ac.SecretVolumeSource().
@@ -74,6 +88,33 @@ func functionVolumes(p plan.Plan, cfg Config) ([]*corev1ac.VolumeApplyConfigurat
 		mounts = append(mounts, corev1ac.VolumeMount().WithName(name).WithMountPath(m.MountPath).WithReadOnly(true))
 	}
 	return volumes, mounts
+}
+
+// emptyDir is a writable scratch volume bounded by limit (none when zero).
+func emptyDir(name string, limit resource.Quantity) *corev1ac.VolumeApplyConfiguration {
+	src := corev1ac.EmptyDirVolumeSource()
+	if !limit.IsZero() {
+		src.WithSizeLimit(limit.DeepCopy())
+	}
+	return corev1ac.Volume().WithName(name).WithEmptyDir(src)
+}
+
+// serviceAccountVolume is what Kubernetes mounts into every container of
+// a pod that automounts its ServiceAccount token (a token the kubelet
+// renews, the cluster's CA and the namespace), as a volume that only the
+// function container mounts: the pod itself automounts nothing.
+func serviceAccountVolume() *corev1ac.VolumeApplyConfiguration {
+	return corev1ac.Volume().WithName(volumeToken).WithProjected(corev1ac.ProjectedVolumeSource().
+		WithDefaultMode(0o444).
+		WithSources(
+			corev1ac.VolumeProjection().WithServiceAccountToken(corev1ac.ServiceAccountTokenProjection().
+				WithPath("token").WithExpirationSeconds(ServiceAccountTokenExpiration)),
+			corev1ac.VolumeProjection().WithConfigMap(corev1ac.ConfigMapProjection().
+				WithName("kube-root-ca.crt").WithItems(corev1ac.KeyToPath().WithKey("ca.crt").WithPath("ca.crt"))),
+			corev1ac.VolumeProjection().WithDownwardAPI(corev1ac.DownwardAPIProjection().
+				WithItems(corev1ac.DownwardAPIVolumeFile().WithPath("namespace").
+					WithFieldRef(corev1ac.ObjectFieldSelector().WithAPIVersion("v1").WithFieldPath("metadata.namespace")))),
+		))
 }
 
 // fetchContainer runs kfn's fetch-source command, which clones the

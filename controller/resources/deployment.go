@@ -28,7 +28,9 @@ const preStopSleep = 2 * time.Second
 // which the host copies the source from the read-only ConfigMap (or an init
 // container fetches it, for Git), and the working directory; an install
 // init container only when there are dependencies; spec.secretMounts
-// read-only; writable /tmp; the root file system read-only; the plan's
+// read-only; writable /tmp; every emptyDir bounded by cfg.Volumes; no
+// ServiceAccount token, unless the plan asks for one, and then in the
+// function container only; the root file system read-only; the plan's
 // security contexts (the restricted Pod Security Standard with the user's
 // merged over it); rolling updates that never take a ready replica away;
 // and the pod template annotated with the source and dependency hashes so
@@ -92,6 +94,10 @@ func podSpec(p plan.Plan, cfg Config) *corev1ac.PodSpecApplyConfiguration {
 		WithTerminationMessagePolicy(corev1.TerminationMessageFallbackToLogsOnError)
 	grace := p.TerminationGracePeriod + preStopSleep
 	return corev1ac.PodSpec().
+		// No container gets a ServiceAccount token unless the Function
+		// asks for one, and then only the function container
+		// (functionVolumes).
+		WithAutomountServiceAccountToken(false).
 		WithSecurityContext(&podSC).
 		WithInitContainers(initContainers...).
 		WithContainers(container).

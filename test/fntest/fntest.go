@@ -132,6 +132,17 @@ func Annotations(a map[string]string) Modifier {
 	return func(f *v1alpha2.Function) { f.Spec.Annotations = a }
 }
 
+// Annotate sets an annotation of the Function itself (metadata.annotations;
+// Annotations sets the pods', spec.annotations).
+func Annotate(key, value string) Modifier {
+	return func(f *v1alpha2.Function) {
+		if f.Annotations == nil {
+			f.Annotations = map[string]string{}
+		}
+		f.Annotations[key] = value
+	}
+}
+
 // ImageOverride sets spec.runtimeImageOverride.
 func ImageOverride(img string) Modifier {
 	return func(f *v1alpha2.Function) { f.Spec.RuntimeImageOverride = img }

@@ -44,6 +44,32 @@ const (
 	AnnotationIstioNativeSidecar = "sidecar.istio.io/nativeSidecar"
 )
 
+// AnnotationServiceAccountToken on a Function (metadata.annotations) set
+// to "true" gives its function container a token of the namespace's
+// default ServiceAccount, as Kubernetes mounts one (token, ca.crt and
+// namespace in /var/run/secrets/kubernetes.io/serviceaccount). Without it a
+// Function's pods have no token at all; the init containers (source fetch,
+// dependency install) never get one. An annotation and not a spec field:
+// Kyma's Function API has no such field, and a Kyma cluster keeps the
+// annotation (and ignores it) where it would drop an unknown field.
+const AnnotationServiceAccountToken = "serverless.kfn.dev/service-account-token"
+
+// ServiceAccountToken reports whether the Function asks for a
+// ServiceAccount token (AnnotationServiceAccountToken is "true"), and,
+// for a value that is neither "true" nor "false", what its status should
+// say of it ("" otherwise): such a value asks for nothing.
+func (f *Function) ServiceAccountToken() (bool, string) {
+	v, ok := f.Annotations[AnnotationServiceAccountToken]
+	switch {
+	case !ok || v == "false":
+		return false, ""
+	case v == "true":
+		return true, ""
+	default:
+		return false, fmt.Sprintf("annotation %s: %q is neither \"true\" nor \"false\": the pods get no ServiceAccount token", AnnotationServiceAccountToken, v)
+	}
+}
+
 // Resource presets: Kyma's names and values.
 const (
 	// ProfileCustom is status.functionResourceProfile when explicit resources are used.
