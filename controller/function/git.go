@@ -3,6 +3,7 @@ package function
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -26,6 +27,8 @@ const gitResolveTimeout = 30 * time.Second
 type gitResolver struct {
 	secrets  client.Reader
 	interval time.Duration
+	// knownHosts are the installation's SSH known hosts.
+	knownHosts string
 
 	mu      sync.Mutex
 	entries map[types.NamespacedName]gitEntry
@@ -61,7 +64,12 @@ func (g *gitResolver) resolve(ctx context.Context, fn *v1alpha2.Function) (strin
 		if err := g.secrets.Get(ctx, types.NamespacedName{Namespace: fn.Namespace, Name: src.Auth.SecretName}, secret); err != nil {
 			return "", 0, fmt.Errorf("read the credentials Secret %s: %w", src.Auth.SecretName, err)
 		}
-		a, err := gitsource.Auth(src.Auth.Type, src.URL, secret.Data)
+		data := maps.Clone(secret.Data)
+		if data == nil {
+			data = map[string][]byte{}
+		}
+		data[gitsource.KeyPlatformKnownHosts] = []byte(g.knownHosts)
+		a, err := gitsource.Auth(src.Auth.Type, src.URL, data)
 		if err != nil {
 			return "", 0, fmt.Errorf("Secret %s: %w", src.Auth.SecretName, err)
 		}

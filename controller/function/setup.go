@@ -87,7 +87,7 @@ func NewReconciler(mgr ctrl.Manager, cfg Config) (*Reconciler, error) {
 		live:      mgr.GetAPIReader(),
 		cfg:       cfg,
 		recorder:  mgr.GetEventRecorder("kfn-" + ControllerName + "-controller"),
-		git:       &gitResolver{secrets: mgr.GetAPIReader(), interval: cfg.GitPollInterval, entries: map[types.NamespacedName]gitEntry{}},
+		git:       &gitResolver{secrets: mgr.GetAPIReader(), interval: cfg.GitPollInterval, knownHosts: cfg.Resources.GitKnownHosts, entries: map[types.NamespacedName]gitEntry{}},
 		lastForce: map[types.NamespacedName]forcedApply{},
 		keda: &kedaDetector{
 			disc:     disc,
@@ -135,7 +135,11 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
-		For(&v1alpha2.Function{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// The spec (generation), and the Function's own labels and
+		// annotations, which choose its preset and ServiceAccount token;
+		// not its status.
+		For(&v1alpha2.Function{}, builder.WithPredicates(predicate.Or[client.Object](
+			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Owns(&corev1.ConfigMap{}).
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.Service{}).

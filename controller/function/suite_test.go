@@ -58,6 +58,7 @@ func startController(c *testcluster.Cluster) (func(), error) {
 	cfg.Resources.ScalerAddress = "scaler.test:9090"
 	cfg.GitPollInterval = time.Second
 	cfg.KEDACheckInterval = 200 * time.Millisecond
+	cfg.Resources.GitKnownHosts = sshKnownHosts
 	ctx, cancel := context.WithCancel(context.Background())
 	r, err := function.NewReconciler(mgr, cfg)
 	if err == nil {

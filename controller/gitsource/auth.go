@@ -1,17 +1,14 @@
 package gitsource
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
-	"golang.org/x/crypto/ssh"
 
 	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 )
@@ -30,14 +27,24 @@ const (
 	// KeyPassphrase optionally decrypts the private key.
 	KeyPassphrase = "passphrase"
 	// KeyKnownHosts optionally pins the server's host keys (known_hosts
-	// format); without it any host key is accepted, as in Kyma.
+	// format; the host names are not consulted: the Secret belongs to one
+	// repository).
 	KeyKnownHosts = "known_hosts"
+	// KeyPlatformKnownHosts is not a key of the user's Secret: it holds
+	// the installation's known hosts (known_hosts format, by host name),
+	// which the controller adds to the Secret's data and the fetch-source
+	// container finds as a file beside the Secret's.
+	KeyPlatformKnownHosts = "kfn-platform-known-hosts"
 )
 
 // Auth returns the go-git credentials for repoURL from a Secret's data.
 // basic needs username and password (a token as password works); key needs
 // ssh-privatekey (or key), optionally passphrase and known_hosts. The SSH
-// user is the URL's, "git" when it has none. Errors wrap ErrAuth.
+// user is the URL's, "git" when it has none. An SSH server is accepted only
+// with a host key that known_hosts pins or that the installation's known
+// hosts (KeyPlatformKnownHosts) list for its host; with neither, Auth
+// fails. Errors wrap ErrAuth, and so does the connection's error for an
+// unknown host key.
 func Auth(t v1alpha2.RepositoryAuthType, repoURL string, data map[string][]byte) (transport.AuthMethod, error) {
 	switch t {
 	case v1alpha2.RepositoryAuthBasic:
@@ -58,14 +65,12 @@ func Auth(t v1alpha2.RepositoryAuthType, repoURL string, data map[string][]byte)
 		if err != nil {
 			return nil, fmt.Errorf("%w: parse %s: %w", ErrAuth, KeySSHPrivateKey, err)
 		}
-		pk.HostKeyCallback = ssh.InsecureIgnoreHostKey() //nolint:gosec // Kyma's behaviour without known_hosts; documented.
-		if kh := data[KeyKnownHosts]; len(kh) > 0 {
-			cb, err := pinnedHostKeys(kh)
-			if err != nil {
-				return nil, fmt.Errorf("%w: parse %s: %w", ErrAuth, KeyKnownHosts, err)
-			}
-			pk.HostKeyCallback = cb
+		keys, err := newHostKeys(data[KeyKnownHosts], data[KeyPlatformKnownHosts])
+		if err != nil {
+			return nil, err
 		}
+		pk.HostKeyCallback = keys.callback()
+		pk.HostKeyAlgorithms = keys.algorithms(sshAddress(repoURL))
 		return pk, nil
 	default:
 		return nil, fmt.Errorf("%w: unknown auth type %q: use basic or key", ErrAuth, t)
@@ -81,32 +86,4 @@ func sshUser(repoURL string) string {
 		return repoURL[:at]
 	}
 	return "git"
-}
-
-// pinnedHostKeys accepts a server whose key is one of the known_hosts
-// entries (host patterns are not consulted: the Secret belongs to one
-// repository).
-func pinnedHostKeys(knownHosts []byte) (ssh.HostKeyCallback, error) {
-	var keys [][]byte
-	rest := knownHosts
-	for len(bytes.TrimSpace(rest)) > 0 {
-		_, _, key, _, r, err := ssh.ParseKnownHosts(rest)
-		if err != nil {
-			return nil, err
-		}
-		keys = append(keys, key.Marshal())
-		rest = r
-	}
-	if len(keys) == 0 {
-		return nil, errors.New("no host key")
-	}
-	return func(host string, _ net.Addr, key ssh.PublicKey) error {
-		k := key.Marshal()
-		for _, want := range keys {
-			if bytes.Equal(k, want) {
-				return nil
-			}
-		}
-		return fmt.Errorf("host key of %s is not in %s", host, KeyKnownHosts)
-	}, nil
 }

@@ -116,6 +116,10 @@ func TestResolveBasicAuth(t *testing.T) {
 	require.Error(t, err)
 }
 
+// githubKnownHosts is a known_hosts line for github.com with the key of
+// the known_hosts case below.
+const githubKnownHosts = "github.com ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIH6jTJjUpmqQuHbEnHZRv2O1XVhDSAXdHs8tbNTNX0nL\n"
+
 // An ed25519 key made for this test only.
 const testKey = `-----BEGIN OPENSSH PRIVATE KEY-----
 b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW
@@ -138,16 +142,23 @@ func TestAuth(t *testing.T) {
 			assert.Equal(t, &githttp.BasicAuth{Username: "u", Password: "p"}, a)
 		}},
 		"basic without password": {typ: "basic", data: map[string]string{"username": "u"}, wantErr: true},
-		"key":                    {typ: "key", url: "git@github.com:org/repo.git", data: map[string]string{"ssh-privatekey": testKey}, check: func(t *testing.T, a any) { assert.Equal(t, "git", a.(*gitssh.PublicKeys).User) }},
-		"legacy key name and ssh:// user": {typ: "key", url: "ssh://deploy@host/repo.git", data: map[string]string{"key": testKey}, check: func(t *testing.T, a any) {
-			assert.Equal(t, "deploy", a.(*gitssh.PublicKeys).User)
+		"key": {typ: "key", url: "git@github.com:org/repo.git", data: map[string]string{"ssh-privatekey": testKey, gitsource.KeyPlatformKnownHosts: githubKnownHosts}, check: func(t *testing.T, a any) {
+			pk := a.(*gitssh.PublicKeys)
+			assert.Equal(t, "git", pk.User)
+			assert.Equal(t, []string{"ssh-ed25519"}, pk.HostKeyAlgorithms, "the algorithm of the known key")
 		}},
-		"scp-like user":         {typ: "key", url: "builder@host:repo.git", data: map[string]string{"ssh-privatekey": testKey}, check: func(t *testing.T, a any) { assert.Equal(t, "builder", a.(*gitssh.PublicKeys).User) }},
-		"key missing":           {typ: "key", data: map[string]string{"username": "u"}, wantErr: true},
-		"key garbage":           {typ: "key", data: map[string]string{"ssh-privatekey": "nope"}, wantErr: true},
-		"known_hosts garbage":   {typ: "key", data: map[string]string{"ssh-privatekey": testKey, "known_hosts": "garbage"}, wantErr: true},
-		"unknown type":          {typ: "token", data: map[string]string{}, wantErr: true},
-		"known_hosts pins keys": {typ: "key", data: map[string]string{"ssh-privatekey": testKey, "known_hosts": "github.com ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIH6jTJjUpmqQuHbEnHZRv2O1XVhDSAXdHs8tbNTNX0nL\n"}, check: func(t *testing.T, a any) { assert.NotNil(t, a.(*gitssh.PublicKeys).HostKeyCallback) }},
+		"legacy key name and ssh:// user": {typ: "key", url: "ssh://deploy@host/repo.git", data: map[string]string{"key": testKey, gitsource.KeyPlatformKnownHosts: githubKnownHosts}, check: func(t *testing.T, a any) {
+			assert.Equal(t, "deploy", a.(*gitssh.PublicKeys).User)
+			assert.Empty(t, a.(*gitssh.PublicKeys).HostKeyAlgorithms, "no key known for host")
+		}},
+		"scp-like user":                {typ: "key", url: "builder@host:repo.git", data: map[string]string{"ssh-privatekey": testKey, "known_hosts": githubKnownHosts}, check: func(t *testing.T, a any) { assert.Equal(t, "builder", a.(*gitssh.PublicKeys).User) }},
+		"no known hosts at all":        {typ: "key", url: "git@github.com:org/repo.git", data: map[string]string{"ssh-privatekey": testKey}, wantErr: true},
+		"platform known hosts garbage": {typ: "key", data: map[string]string{"ssh-privatekey": testKey, gitsource.KeyPlatformKnownHosts: "garbage"}, wantErr: true},
+		"key missing":                  {typ: "key", data: map[string]string{"username": "u"}, wantErr: true},
+		"key garbage":                  {typ: "key", data: map[string]string{"ssh-privatekey": "nope"}, wantErr: true},
+		"known_hosts garbage":          {typ: "key", data: map[string]string{"ssh-privatekey": testKey, "known_hosts": "garbage"}, wantErr: true},
+		"unknown type":                 {typ: "token", data: map[string]string{}, wantErr: true},
+		"known_hosts pins keys":        {typ: "key", data: map[string]string{"ssh-privatekey": testKey, "known_hosts": "github.com ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIH6jTJjUpmqQuHbEnHZRv2O1XVhDSAXdHs8tbNTNX0nL\n"}, check: func(t *testing.T, a any) { assert.NotNil(t, a.(*gitssh.PublicKeys).HostKeyCallback) }},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -67,6 +67,12 @@ type Config struct {
 	// HPACPUUtilization is the HorizontalPodAutoscaler's CPU target in
 	// percent of the requests.
 	HPACPUUtilization int32
+	// GitKnownHosts are the installation's SSH known hosts (known_hosts
+	// format): the host keys an SSH Git server may present, besides those
+	// its Function's Secret pins (gitsource.Auth). The fetch-source
+	// container of a Function with key credentials finds them beside the
+	// Secret's files.
+	GitKnownHosts string
 	// Volumes are the size limits of the pods' emptyDir volumes; a zero
 	// limit leaves that volume unbounded (the controller's configuration
 	// refuses one).

@@ -11,6 +11,8 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
 	"github.com/kfn-dev/kfn/api/plan"
+	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
+	"github.com/kfn-dev/kfn/controller/gitsource"
 	"github.com/kfn-dev/kfn/runtimes"
 )
 
@@ -72,8 +74,7 @@ func functionVolumes(p plan.Plan, cfg Config) ([]*corev1ac.VolumeApplyConfigurat
 		mounts = append(mounts, corev1ac.VolumeMount().WithName(volumeDeps).WithMountPath(runtimes.PodDepsDir).WithReadOnly(true))
 	}
 	if g := p.Source.Git; g != nil && g.Auth != nil {
-		volumes = append(volumes, corev1ac.Volume().WithName(volumeGitAuth).WithSecret(corev1ac.SecretVolumeSource().
-			WithSecretName(g.Auth.SecretName).WithDefaultMode(0o440)))
+		volumes = append(volumes, gitAuthVolume(g))
 	}
 	volumes = append(volumes, emptyDir(volumeTmp, cfg.Volumes.Tmp))
 	mounts = append(mounts, corev1ac.VolumeMount().WithName(volumeTmp).WithMountPath("/tmp"))
@@ -115,6 +116,25 @@ func serviceAccountVolume() *corev1ac.VolumeApplyConfiguration {
 				WithItems(corev1ac.DownwardAPIVolumeFile().WithPath("namespace").
 					WithFieldRef(corev1ac.ObjectFieldSelector().WithAPIVersion("v1").WithFieldPath("metadata.namespace")))),
 		))
+}
+
+// gitAuthVolume is the credentials Secret's keys, and, for SSH key
+// credentials, the installation's known hosts as the file
+// gitsource.KeyPlatformKnownHosts beside them, from the pod's annotation
+// AnnotationGitKnownHosts (a volume can only take a ConfigMap of the
+// Function's own namespace).
+func gitAuthVolume(g *plan.GitSource) *corev1ac.VolumeApplyConfiguration {
+	v := corev1ac.Volume().WithName(volumeGitAuth)
+	if g.Auth.Type != v1alpha2.RepositoryAuthSSHKey {
+		return v.WithSecret(corev1ac.SecretVolumeSource().WithSecretName(g.Auth.SecretName).WithDefaultMode(0o440))
+	}
+	return v.WithProjected(corev1ac.ProjectedVolumeSource().WithDefaultMode(0o440).WithSources(
+		corev1ac.VolumeProjection().WithSecret(corev1ac.SecretProjection().WithName(g.Auth.SecretName)),
+		corev1ac.VolumeProjection().WithDownwardAPI(corev1ac.DownwardAPIProjection().
+			WithItems(corev1ac.DownwardAPIVolumeFile().WithPath(gitsource.KeyPlatformKnownHosts).
+				WithFieldRef(corev1ac.ObjectFieldSelector().WithAPIVersion("v1").
+					WithFieldPath(fmt.Sprintf("metadata.annotations['%s']", AnnotationGitKnownHosts))))),
+	))
 }
 
 // fetchContainer runs kfn's fetch-source command, which clones the

@@ -47,7 +47,7 @@ func Deployment(p plan.Plan, cfg Config) *appsv1ac.DeploymentApplyConfiguration 
 				WithMaxSurge(intstr.FromString("25%")))).
 		WithTemplate(corev1ac.PodTemplateSpec().
 			WithLabels(p.Labels).
-			WithAnnotations(podAnnotations(p)).
+			WithAnnotations(podAnnotations(p, cfg)).
 			WithSpec(podSpec(p, cfg)))
 	if replicas, ok := p.DeploymentReplicas(); ok {
 		spec.WithReplicas(replicas)
@@ -106,11 +106,17 @@ func podSpec(p plan.Plan, cfg Config) *corev1ac.PodSpecApplyConfiguration {
 }
 
 // podAnnotations are the plan's pod annotations with the source and
-// dependency hashes, which roll the pods when they change.
-func podAnnotations(p plan.Plan) map[string]string {
+// dependency hashes, which roll the pods when they change, and, for a Git
+// source with SSH key credentials, the installation's known hosts
+// (AnnotationGitKnownHosts), which the fetch-source container reads.
+func podAnnotations(p plan.Plan, cfg Config) map[string]string {
 	annotations := maps.Clone(p.Annotations)
 	if annotations == nil {
 		annotations = map[string]string{}
+	}
+	delete(annotations, AnnotationGitKnownHosts) // never the user's
+	if g := p.Source.Git; g != nil && g.Auth != nil && g.Auth.Type == v1alpha2.RepositoryAuthSSHKey {
+		annotations[AnnotationGitKnownHosts] = cfg.GitKnownHosts
 	}
 	annotations[AnnotationSourceHash] = p.Source.Hash
 	if p.Dependencies.Hash != "" {

@@ -15,6 +15,11 @@ const (
 	AnnotationSourceHash = "kfn.dev/source-hash"
 	// AnnotationDepsHash is the dependency set's hash on the pod template.
 	AnnotationDepsHash = "kfn.dev/dependencies-hash"
+	// AnnotationGitKnownHosts is the installation's SSH known hosts
+	// (Config.GitKnownHosts) on the pod template of a Git Function with
+	// SSH key credentials: the fetch-source container reads it through the
+	// downward API, and a change of it rolls the pods.
+	AnnotationGitKnownHosts = "kfn.dev/git-known-hosts"
 )
 
 // ObjectLabels are the labels on every object kfn makes for a Function

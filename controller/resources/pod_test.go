@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
+	"github.com/kfn-dev/kfn/controller/gitsource"
 	"github.com/kfn-dev/kfn/controller/resources"
 	"github.com/kfn-dev/kfn/runtimes"
 	"github.com/kfn-dev/kfn/test/fntest"
@@ -140,5 +141,42 @@ func TestEmptyDirSizeLimits(t *testing.T) {
 		if v.EmptyDir != nil {
 			require.NotNil(t, v.EmptyDir.SizeLimit, v.Name)
 		}
+	}
+}
+
+// TestGitKnownHostsForTheFetch checks that the fetch-source container of a
+// Git Function with SSH key credentials finds the installation's known
+// hosts beside the Secret's files, from the pod's annotation (which a
+// user's spec.annotations cannot set), and that other Functions carry no
+// such annotation.
+func TestGitKnownHostsForTheFetch(t *testing.T) {
+	cfg := testConfig()
+	cfg.GitKnownHosts = "github.com ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n"
+	build := func(fn *v1alpha2.Function) corev1.PodTemplateSpec {
+		return *typed[corev1.PodTemplateSpec](t, resources.Deployment(planFor(t, fn), cfg).Spec.Template)
+	}
+	forged := fntest.Annotations(map[string]string{resources.AnnotationGitKnownHosts: "evil.example ssh-ed25519 AAAA"})
+	key := build(fntest.Function("f", "ns", forged,
+		fntest.Git("ssh://git@github.com/org/repo.git", "fn", "main", &v1alpha2.RepositoryAuth{Type: v1alpha2.RepositoryAuthSSHKey, SecretName: "deploy-key"}),
+		fntest.Resolved("c0ffee")))
+	assert.Equal(t, cfg.GitKnownHosts, key.Annotations[resources.AnnotationGitKnownHosts], "the installation's, not the user's")
+	fetch := container(key.Spec, resources.ContainerFetchSource)
+	m := mount(fetch, resources.GitAuthDir)
+	require.NotNil(t, m)
+	v := volume(key.Spec, m.Name)
+	require.NotNil(t, v.Projected)
+	require.Len(t, v.Projected.Sources, 2)
+	assert.Equal(t, "deploy-key", v.Projected.Sources[0].Secret.Name)
+	item := v.Projected.Sources[1].DownwardAPI.Items[0]
+	assert.Equal(t, gitsource.KeyPlatformKnownHosts, item.Path)
+	assert.Equal(t, "metadata.annotations['kfn.dev/git-known-hosts']", item.FieldRef.FieldPath)
+	assert.Nil(t, mount(container(key.Spec, resources.ContainerFunction), resources.GitAuthDir))
+
+	for name, fn := range map[string]*v1alpha2.Function{
+		"basic credentials": withEverything(forged),
+		"inline":            fntest.Function("f", "ns", forged),
+	} {
+		pod := build(fn)
+		assert.NotContains(t, pod.Annotations, resources.AnnotationGitKnownHosts, name)
 	}
 }

@@ -10,7 +10,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +29,17 @@ type Repo struct {
 	URL  string
 	repo *git.Repository
 	dir  string
+
+	mu             sync.Mutex
+	authorizations []string
+}
+
+// Authorizations returns the Authorization header of every request the
+// server got so far, in order ("" for a request without one).
+func (r *Repo) Authorizations() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.authorizations)
 }
 
 // New creates an empty repository and serves it until the test ends.
@@ -50,7 +63,11 @@ func New(t testing.TB, user, password string) *Repo {
 		t.Fatalf("init repository: %v", err)
 	}
 	h := &cgi.Handler{Path: backend, Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}}
+	served := &Repo{repo: repo, dir: dir}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.mu.Lock()
+		served.authorizations = append(served.authorizations, r.Header.Get("Authorization"))
+		served.mu.Unlock()
 		if user != "" {
 			u, p, ok := r.BasicAuth()
 			if !ok || u != user || p != password {
@@ -62,7 +79,8 @@ func New(t testing.TB, user, password string) *Repo {
 		h.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
-	return &Repo{URL: srv.URL + "/repo/.git", repo: repo, dir: dir}
+	served.URL = srv.URL + "/repo/.git"
+	return served
 }
 
 // Commit writes files (path -> content; "" deletes the file) in the work
@@ -144,5 +162,21 @@ func (r *Repo) DeleteBranch(t testing.TB, name string) {
 	t.Helper()
 	if err := r.repo.Storer.RemoveReference(plumbing.NewBranchReferenceName(name)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// AddSubmodule commits a submodule at path that points to url, with git
+// itself (go-git cannot add one); url is cloned once to do so.
+func (r *Repo) AddSubmodule(t testing.TB, path, url string) {
+	t.Helper()
+	for _, args := range [][]string{
+		{"-c", "protocol.file.allow=always", "submodule", "add", url, path},
+		{"-c", "user.name=test", "-c", "user.email=test@example.com", "commit", "-m", "submodule"},
+	} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = r.dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
 	}
 }
