@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/yaml"
 )
 
@@ -32,6 +33,11 @@ type file struct {
 	HPACPUUtilization       int32             `json:"hpaCPUUtilization"`
 	Resync                  duration          `json:"resync"`
 	KEDACheckInterval       duration          `json:"kedaCheckInterval"`
+	AllowedImageRegistries  []string          `json:"allowedImageRegistries"`
+	FunctionDirSizeLimit    resource.Quantity `json:"functionDirSizeLimit"`
+	DependenciesSizeLimit   resource.Quantity `json:"dependenciesSizeLimit"`
+	TmpSizeLimit            resource.Quantity `json:"tmpSizeLimit"`
+	GitKnownHosts           string            `json:"gitKnownHosts"`
 	LogLevel                string            `json:"logLevel"`
 	LogDevelopment          bool              `json:"logDevelopment"`
 }
@@ -80,7 +86,10 @@ func fileOf(c *Process) file {
 		GitPollInterval:   duration{fn.GitPollInterval},
 		HPACPUUtilization: r.HPACPUUtilization,
 		Resync:            duration{fn.Resync}, KEDACheckInterval: duration{fn.KEDACheckInterval},
-		LogLevel: c.LogLevel, LogDevelopment: c.LogDevelopment,
+		AllowedImageRegistries: fn.Plan.ImageRegistries,
+		FunctionDirSizeLimit:   r.Volumes.FunctionDir, DependenciesSizeLimit: r.Volumes.Dependencies, TmpSizeLimit: r.Volumes.Tmp,
+		GitKnownHosts: r.GitKnownHosts,
+		LogLevel:      c.LogLevel, LogDevelopment: c.LogDevelopment,
 	}
 }
 
@@ -99,5 +108,8 @@ func (f file) into(c *Process) {
 	fn.GitPollInterval = f.GitPollInterval.Duration
 	r.HPACPUUtilization = f.HPACPUUtilization
 	fn.Resync, fn.KEDACheckInterval = f.Resync.Duration, f.KEDACheckInterval.Duration
+	fn.Plan.ImageRegistries = f.AllowedImageRegistries
+	r.Volumes.FunctionDir, r.Volumes.Dependencies, r.Volumes.Tmp = f.FunctionDirSizeLimit, f.DependenciesSizeLimit, f.TmpSizeLimit
+	r.GitKnownHosts = f.GitKnownHosts
 	c.LogLevel, c.LogDevelopment = f.LogLevel, f.LogDevelopment
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // imagesFlag is --runtime-image runtime=image, repeated: each sets one
@@ -50,6 +51,36 @@ func (f *wordsFlag) String() string { return joinWords(*f) }
 
 func (f *wordsFlag) Set(v string) error {
 	*f = strings.Fields(v)
+	return nil
+}
+
+// listFlag is a list given as one comma-separated string.
+type listFlag []string
+
+func (f *listFlag) String() string { return strings.Join(*f, ",") }
+
+func (f *listFlag) Set(v string) error {
+	*f = nil
+	for _, e := range strings.Split(v, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			*f = append(*f, e)
+		}
+	}
+	return nil
+}
+
+// quantityFlag is a Kubernetes quantity (256Mi).
+type quantityFlag resource.Quantity
+
+func (f *quantityFlag) String() string { return (*resource.Quantity)(f).String() }
+
+func (f *quantityFlag) Set(v string) error {
+	q, err := resource.ParseQuantity(v)
+	if err != nil {
+		return fmt.Errorf("want a quantity such as 256Mi: %w", err)
+	}
+	_ = q.String() // cache the canonical form, as the defaults have it
+	*f = quantityFlag(q)
 	return nil
 }
 

@@ -81,6 +81,10 @@ func (c *Process) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var((*int32Flag)(&r.HPACPUUtilization), "hpa-cpu-utilization", "CPU target of HorizontalPodAutoscalers, `percent` of requests")
 	fs.DurationVar(&f.Resync, "resync", f.Resync, "how often every Function is reconciled and re-applied without a change")
 	fs.DurationVar(&f.KEDACheckInterval, "keda-check-interval", f.KEDACheckInterval, "how often to check whether KEDA's CRDs are installed")
+	fs.Var((*listFlag)(&f.Plan.ImageRegistries), "allowed-image-registries", "comma-separated `registries` (ghcr.io/kfn-dev, registry.example.com) a runtimeImageOverride may name; * allows any")
+	fs.Var((*quantityFlag)(&r.Volumes.FunctionDir), "function-dir-size-limit", "size limit of the function directory's emptyDir")
+	fs.Var((*quantityFlag)(&r.Volumes.Dependencies), "dependencies-size-limit", "size limit of the installed dependencies' emptyDir")
+	fs.Var((*quantityFlag)(&r.Volumes.Tmp), "tmp-size-limit", "size limit of /tmp (an emptyDir) in Function pods")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: "+logging.Levels+" (default info; debug with --log-development)")
 	fs.BoolVar(&c.LogDevelopment, "log-development", c.LogDevelopment, "text logs (the same keys as key=value) instead of JSON, at level debug unless a log level is set; kept for the zap flag it replaces")
 }

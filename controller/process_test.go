@@ -14,6 +14,7 @@ import (
 	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/kfn-dev/kfn/controller/function"
 	"github.com/kfn-dev/kfn/internal/logging"
@@ -96,6 +97,12 @@ gitPollInterval: 1m
 hpaCPUUtilization: 10
 resync: 1m
 kedaCheckInterval: 1m
+allowedImageRegistries: [file.example]
+functionDirSizeLimit: 1Mi
+dependenciesSizeLimit: 2Mi
+tmpSizeLimit: 3Mi
+gitKnownHosts: |
+  file.example ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl
 logLevel: error
 logDevelopment: false
 `)
@@ -106,6 +113,8 @@ logDevelopment: false
 		"--scaler-authentication=ClusterTriggerAuthentication/flag", "--registry-secret-name=flag",
 		"--git-fetch-image=flag/fetch", "--git-fetch-command=/bin/flag fetch", "--git-poll-interval=2m",
 		"--hpa-cpu-utilization=20", "--resync=2m", "--keda-check-interval=2m", "--log-level=warn",
+		"--allowed-image-registries=flag.example, ghcr.io/flag", "--function-dir-size-limit=11Mi",
+		"--dependencies-size-limit=12Mi", "--tmp-size-limit=13Mi",
 		"--log-development", "--config", file)
 	require.NoError(t, err)
 	want := DefaultProcess()
@@ -123,12 +132,34 @@ logDevelopment: false
 	fn.GitPollInterval, r.HPACPUUtilization = 2*time.Minute, 20
 	fn.Resync, fn.KEDACheckInterval = 2*time.Minute, 2*time.Minute
 	want.LogLevel, want.LogDevelopment = "warn", true
+	fn.Plan.ImageRegistries = []string{"flag.example", "ghcr.io/flag"}
+	r.Volumes.FunctionDir, r.Volumes.Dependencies, r.Volumes.Tmp = quantity("11Mi"), quantity("12Mi"), quantity("13Mi")
+	r.GitKnownHosts = "file.example ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n" // the file's: no flag
 	assert.Equal(t, want, cfg)
 
 	_, err = parse("--hpa-cpu-utilization=many")
 	require.Error(t, err)
 	_, err = parse("--runtime-image=nodejs22")
 	require.ErrorContains(t, err, "want runtime=image")
+	_, err = parse("--tmp-size-limit=lots")
+	require.ErrorContains(t, err, "want a quantity")
+
+	// What only the file sets.
+	cfg, err = parse("--config", writeFile(t, "allowedImageRegistries: [file.example]\ntmpSizeLimit: 3Mi\n"))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"file.example"}, cfg.Function.Plan.ImageRegistries)
+	assert.Equal(t, "3Mi", cfg.Function.Resources.Volumes.Tmp.String())
+	assert.Equal(t, "256Mi", cfg.Function.Resources.Volumes.FunctionDir.String(), "what the file leaves out keeps its default")
+	require.NoError(t, cfg.Validate())
+	cfg, err = parse("--config", writeFile(t, "tmpSizeLimit: 1Ki\n"))
+	require.NoError(t, err)
+	require.ErrorIs(t, cfg.Validate(), function.ErrInvalidConfig, "a limit under 1Mi is refused")
+}
+
+func quantity(s string) resource.Quantity {
+	q := resource.MustParse(s)
+	_ = q.String()
+	return q
 }
 
 func TestScalerAuthentication(t *testing.T) {

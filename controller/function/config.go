@@ -114,6 +114,9 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%w: empty image for runtime %s", ErrInvalidConfig, rt)
 		}
 	}
+	if len(c.Plan.ImageRegistries) == 0 {
+		return fmt.Errorf("%w: no allowed image registries: name at least one (ghcr.io/kfn-dev), or * to allow any image", ErrInvalidConfig)
+	}
 	for _, r := range c.Plan.ImageRegistries {
 		if plan.NormalizeRegistry(r) == "" || strings.ContainsAny(r, "@ ") {
 			return fmt.Errorf("%w: allowed image registry %q: want a registry host or path (ghcr.io/kfn-dev), or * for any", ErrInvalidConfig, r)

@@ -23,6 +23,7 @@ func TestConfigValidate(t *testing.T) {
 		"KEDA check too often": func(c *function.Config) { c.KEDACheckInterval = time.Millisecond },
 		"empty runtime image":  func(c *function.Config) { c.Plan.Images["nodejs22"] = "" },
 		"empty registry":       func(c *function.Config) { c.Plan.ImageRegistries = []string{""} },
+		"no registries":        func(c *function.Config) { c.Plan.ImageRegistries = nil },
 		"registry with digest": func(c *function.Config) { c.Plan.ImageRegistries = []string{"ghcr.io/x@sha256:00"} },
 		"no tmp limit":         func(c *function.Config) { c.Resources.Volumes.Tmp = resource.Quantity{} },
 		"function dir limit under 1Mi": func(c *function.Config) {

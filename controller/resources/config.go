@@ -16,22 +16,24 @@ const (
 )
 
 // Default size limits of a Function pod's emptyDir volumes
-// (Config.Volumes). A pod whose volume outgrows its limit is evicted by
-// the kubelet, and the Deployment makes a new one.
-var (
+// (Config.Volumes), as quantities. A pod whose volume outgrows its limit is
+// evicted by the kubelet, and the Deployment makes a new one.
+const (
 	// DefaultFunctionDirLimit bounds the function's directory: the source
 	// the host copies from the ConfigMap (at most 1 MiB), or a Git
 	// Function's directory, plus what the function writes there.
-	DefaultFunctionDirLimit = resource.MustParse("256Mi")
+	DefaultFunctionDirLimit = "256Mi"
 	// DefaultDependenciesLimit bounds the installed dependencies
 	// (node_modules, Python packages): generous for heavy Python packages.
-	DefaultDependenciesLimit = resource.MustParse("1Gi")
+	DefaultDependenciesLimit = "1Gi"
 	// DefaultTmpLimit bounds /tmp, which also holds the package managers'
 	// caches during the install and a Git Function's clone.
-	DefaultTmpLimit = resource.MustParse("1Gi")
-	// MinVolumeLimit is the smallest limit Config accepts.
-	MinVolumeLimit = resource.MustParse("1Mi")
+	DefaultTmpLimit = "1Gi"
 )
+
+// MinVolumeLimit is the smallest volume size limit the controller's
+// configuration accepts.
+var MinVolumeLimit = resource.MustParse("1Mi")
 
 // VolumeLimits are the size limits of a Function pod's emptyDir volumes.
 type VolumeLimits struct {
@@ -88,9 +90,18 @@ func DefaultConfig() Config {
 		ScalerAddress:      "kfn-scaler.kfn-system.svc.cluster.local:9090",
 		HPACPUUtilization:  DefaultHPACPUUtilization,
 		Volumes: VolumeLimits{
-			FunctionDir:  DefaultFunctionDirLimit.DeepCopy(),
-			Dependencies: DefaultDependenciesLimit.DeepCopy(),
-			Tmp:          DefaultTmpLimit.DeepCopy(),
+			FunctionDir:  quantity(DefaultFunctionDirLimit),
+			Dependencies: quantity(DefaultDependenciesLimit),
+			Tmp:          quantity(DefaultTmpLimit),
 		},
 	}
+}
+
+// quantity parses s with its canonical form cached (Quantity.String
+// caches it on first use), so that two defaults compare equal whether or
+// not one was printed.
+func quantity(s string) resource.Quantity {
+	q := resource.MustParse(s)
+	_ = q.String()
+	return q
 }
