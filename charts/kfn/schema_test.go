@@ -36,6 +36,18 @@ func TestValuesRefused(t *testing.T) {
 			values: map[string]any{"nats": map[string]any{"replicas": 2}},
 			want:   []string{"/nats/replicas", "1", "3"},
 		},
+		"volume limit under 1Mi": {
+			values: map[string]any{"functions": map[string]any{"volumeLimits": map[string]any{"tmp": "512Ki"}}},
+			want:   []string{"/functions/volumeLimits/tmp", "^[1-9][0-9]*(Mi|Gi|Ti)$"},
+		},
+		"allowed image registry as a URL": {
+			values: map[string]any{"functions": map[string]any{"allowedImageRegistries": []any{"https://ghcr.io/kfn-dev"}}},
+			want:   []string{"/functions/allowedImageRegistries/0"},
+		},
+		"known hosts not a string": {
+			values: map[string]any{"git": map[string]any{"knownHosts": []any{"github.com ssh-ed25519 AAAA"}}},
+			want:   []string{"/git/knownHosts", "string"},
+		},
 		"unknown profile": {
 			values: map[string]any{"functions": map[string]any{"defaultProfile": "XXL"}},
 			want:   []string{"/functions/defaultProfile", "must be one of 'XS', 'S', 'M', 'L', 'XL'"},

@@ -64,6 +64,23 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 {{- end }}
 
+{{/* The registries a runtimeImageOverride may name, as a YAML list:
+functions.allowedImageRegistries, else each runtime image's repository
+without its last segment (tag and digest go with it). */}}
+{{- define "kfn.allowedImageRegistries" -}}
+{{- $registries := .Values.functions.allowedImageRegistries -}}
+{{- if not $registries -}}
+{{- $registries = list -}}
+{{- range $rt, $img := (include "kfn.runtimeImages" . | fromYaml) -}}
+{{- $parts := splitList "/" (first (splitList "@" $img)) -}}
+{{- if gt (len $parts) 1 -}}
+{{- $registries = append $registries (join "/" (initial $parts)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml (uniq $registries) -}}
+{{- end }}
+
 {{/* Addresses inside the cluster. */}}
 {{- define "kfn.publisherAddress" -}}
 {{- $port := ternary "" (printf ":%d" (int .Values.eventbridge.service.port)) (eq (int .Values.eventbridge.service.port) 80) -}}
