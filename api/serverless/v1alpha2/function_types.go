@@ -176,12 +176,16 @@ type FunctionSpec struct {
 	Labels map[string]string `json:"labels,omitempty"`
 
 	// Annotations are added to the Function's pods. Keys starting with
-	// serverless.kyma-project.io/ and proxy.istio.io/config are refused;
+	// serverless.kyma-project.io/ and proxy.istio.io/config are refused, and
+	// so are the older AppArmor and seccomp annotations set to unconfined
+	// (the restricted Pod Security Standard refuses them too);
 	// annotations Kubernetes would refuse on a pod show as
 	// ConfigurationReady False.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="!self.exists(k, k.startsWith('serverless.kyma-project.io/'))",message="keys starting with serverless.kyma-project.io/ are reserved"
 	// +kubebuilder:validation:XValidation:rule="!self.exists(k, k == 'proxy.istio.io/config')",message="the key proxy.istio.io/config is not allowed"
+	// +kubebuilder:validation:XValidation:rule="!self.exists(k, k.startsWith('container.apparmor.security.beta.kubernetes.io/') && self[k] == 'unconfined')",message="an AppArmor annotation must not be unconfined: use runtime/default or localhost/<profile>"
+	// +kubebuilder:validation:XValidation:rule="!self.exists(k, k.contains('seccomp.security.alpha.kubernetes.io/') && self[k] == 'unconfined')",message="a seccomp annotation must not be unconfined: use runtime/default or localhost/<profile>"
 	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
