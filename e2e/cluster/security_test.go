@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -74,4 +75,57 @@ spec:
 		fn := waitRunning(t, ns, "hello-python", 3*time.Minute)
 		assert.Equal(t, string(serverlessv1alpha2.ReasonDeploymentReady), condition(fn, serverlessv1alpha2.ConditionRunning).Reason)
 	})
+}
+
+// tokenFunction is a Function that answers whether its container has a
+// ServiceAccount token and, if so, the namespace written beside it.
+const tokenFunction = `
+apiVersion: serverless.kyma-project.io/v1alpha2
+kind: Function
+metadata:
+  name: %s
+  annotations:
+    serverless.kfn.dev/service-account-token: "%s"
+spec:
+  runtime: python312
+  source:
+    inline:
+      source: |
+        import os
+        def main(event, context):
+            d = "/var/run/secrets/kubernetes.io/serviceaccount"
+            if not os.path.exists(d + "/token"):
+                return "no token"
+            with open(d + "/namespace") as f:
+                return "token for " + f.read()
+`
+
+// TestFunctionPodsGetATokenOnlyWhenTheyAsk runs two Functions on the real
+// node: one as Kyma writes it, whose container finds no ServiceAccount
+// token (the API server added none to its pod), and one annotated
+// serverless.kfn.dev/service-account-token: "true", whose function
+// container finds one, with its namespace, while the pod's other
+// containers have none.
+func TestFunctionPodsGetATokenOnlyWhenTheyAsk(t *testing.T) {
+	ns := namespace(t, "token")
+	apply(t, ns, fmt.Sprintf(tokenFunction, "no-token", "false"))
+	apply(t, ns, fmt.Sprintf(tokenFunction, "with-token", "true"))
+	for name, want := range map[string]string{"no-token": "no token", "with-token": "token for " + ns} {
+		t.Run(name, func(t *testing.T) {
+			waitRunning(t, ns, name, 3*time.Minute)
+			waitAnswer(t, functionURL(t, ns, name)+"/", want)
+			pods, err := platform.cluster.Clientset.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: functionLabel + "=" + name})
+			require.NoError(t, err)
+			require.NotEmpty(t, pods.Items)
+			for _, p := range pods.Items {
+				for _, c := range append(p.Spec.InitContainers, p.Spec.Containers...) {
+					mounted := false
+					for _, m := range c.VolumeMounts {
+						mounted = mounted || m.MountPath == "/var/run/secrets/kubernetes.io/serviceaccount"
+					}
+					assert.Equal(t, name == "with-token" && c.Name == "function", mounted, "%s: token in container %s", p.Name, c.Name)
+				}
+			}
+		})
+	}
 }

@@ -104,6 +104,7 @@ require (
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
 	github.com/dchest/siphash v1.2.3 // indirect
 	github.com/dennwc/varint v1.0.0 // indirect
+	github.com/distribution/reference v0.6.0 // indirect
 	github.com/dysnix/predictkube-libs v0.1.0 // indirect
 	github.com/dysnix/predictkube-proto v0.0.0-20250415003810-aa0af0a0019b // indirect
 	github.com/eapache/go-resiliency v1.7.0 // indirect
@@ -228,6 +229,7 @@ require (
 	github.com/oapi-codegen/runtime v1.7.0 // indirect
 	github.com/olekukonko/tablewriter v0.0.5 // indirect
 	github.com/onsi/ginkgo/v2 v2.33.0 // indirect
+	github.com/opencontainers/go-digest v1.0.0 // indirect
 	github.com/opensearch-project/opensearch-go/v4 v4.7.3 // indirect
 	github.com/paulmach/orb v0.13.0 // indirect
 	github.com/pierrec/lz4/v4 v4.1.29 // indirect
