@@ -157,8 +157,8 @@ func (w *worker) takeExcess() bool {
 // giveUpRetry gives up an event that waited in the worker for its next
 // attempt.
 func (w *worker) giveUpRetry(ctx context.Context, e *event) {
-	defer e.release()
-	defer w.heartbeat.release(e)
+	defer e.Release()
+	defer w.heartbeat.Release(e)
 	meta, err := e.Metadata()
 	if err != nil {
 		_ = e.Term()

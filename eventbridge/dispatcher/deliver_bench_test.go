@@ -19,6 +19,7 @@ import (
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/api/stream"
 	"github.com/kfn-dev/kfn/eventbridge/egress"
+	"github.com/kfn-dev/kfn/eventbridge/pull"
 )
 
 // BenchmarkDeliver measures what one delivery costs the dispatcher's
@@ -68,14 +69,13 @@ func BenchmarkDeliver(b *testing.B) {
 		defer reportCPU(b)()
 		for i := 0; i < b.N; i++ {
 			slots <- struct{}{}
-			e := &event{msg: &nats.Msg{Subject: "kyma.bench.order.created.v1", Header: header, Data: data},
-				meta: jetstream.MsgMetadata{NumDelivered: 1, Timestamp: time.Now()}, read: true}
+			m := pull.NewMsg(&nats.Msg{Subject: "kyma.bench.order.created.v1", Header: header, Data: data},
+				&jetstream.MsgMetadata{NumDelivered: 1, Timestamp: time.Now()})
 			// As deliver, and frees the slot once the event is settled.
 			if !w.startBusy() {
 				b.Fatal("worker closing")
 			}
-			e.w = w
-			d.goroutines.run(benchTask{e, slots})
+			d.goroutines.Go(benchTask{&event{Msg: m, w: w}, slots})
 		}
 		w.busy.Wait()
 	})
@@ -142,8 +142,8 @@ type benchTask struct {
 	slots chan struct{}
 }
 
-func (t benchTask) run() {
-	t.e.run()
+func (t benchTask) Run() {
+	t.e.Run()
 	<-t.slots
 }
 

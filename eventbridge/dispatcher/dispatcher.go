@@ -22,6 +22,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/deadline"
 	"github.com/kfn-dev/kfn/eventbridge/egress"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
+	"github.com/kfn-dev/kfn/eventbridge/pull"
 )
 
 // Defaults of Config.
@@ -159,12 +160,12 @@ func (c *Config) defaults() error {
 // them. The events of a Dispatcher that dies are handed to the others
 // after the consumer's ack wait.
 //
-// One puller serves all the Subscriptions of a Dispatcher over one
-// subscription of its NATS connection (pull.go); each Subscription has a
-// goroutine that follows its sink's readiness and a heartbeat timer while
-// it holds events (heartbeat.go); each event in flight is delivered on a
-// goroutine the Dispatcher keeps between events (goroutines.go). Backlog
-// budgets are read by one loop for all (budget.go).
+// One pull.Puller serves all the Subscriptions of a Dispatcher over one
+// subscription of its NATS connection; each Subscription has a goroutine
+// that follows its sink's readiness and a pull.Heartbeat while it holds
+// events; each event in flight is delivered on one of the Dispatcher's
+// pull.Goroutines. Backlog budgets are read by one loop for all
+// (budget.go).
 type Dispatcher struct {
 	cfg       Config
 	js        jetstream.JetStream
@@ -180,13 +181,13 @@ type Dispatcher struct {
 	tallies   sync.Map
 	tracer    trace.Tracer // nil: no spans
 	// goroutines run the deliveries and budget checks of every worker.
-	goroutines *goroutines
+	goroutines *pull.Goroutines
 	// deadlines give the delivery requests their timeout.
 	deadlines *deadline.Windows
 
 	mu      sync.Mutex
 	runCtx  context.Context // nil until Start
-	puller  *puller         // set by Start
+	puller  *pull.Puller    // set by Start
 	workers map[key]*worker
 	wg      sync.WaitGroup
 }
@@ -267,7 +268,7 @@ func New(js jetstream.JetStream, cfg Config, opts ...Option) (*Dispatcher, error
 		log:       slog.New(slog.DiscardHandler),
 		workers:   map[key]*worker{},
 
-		goroutines: newGoroutines(goroutineIdle),
+		goroutines: pull.NewGoroutines(pull.DefaultIdle),
 		deadlines:  deadline.New(cfg.RequestTimeout),
 	}
 	for _, o := range opts {
@@ -471,8 +472,11 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		d.mu.Unlock()
 		return errors.New("dispatcher already started")
 	}
-	p := newPuller(d.js.Conn(), d.cfg.Streams.EventStream, d.cfg.PullExpiry, heldBytes{total: d.cfg.MaxHeldBytes, perPull: d.cfg.MaxHeldBytesPerSubscription})
-	if err := p.listen(); err != nil {
+	p, err := pull.Start(d.js.Conn(), pull.Config{
+		Stream: d.cfg.Streams.EventStream, Expiry: d.cfg.PullExpiry,
+		MaxHeldBytes: d.cfg.MaxHeldBytes, MaxHeldBytesPerPull: d.cfg.MaxHeldBytesPerSubscription,
+	})
+	if err != nil {
 		d.mu.Unlock()
 		return err
 	}
@@ -481,11 +485,10 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		d.startLocked(w)
 	}
 	d.mu.Unlock()
-	pulling := make(chan struct{})
-	go func() { defer close(pulling); p.run(ctx) }()
 	d.wg.Add(1)
 	go func() { defer d.wg.Done(); d.holdBudgets(ctx) }()
 	<-ctx.Done()
+	p.Stop() // events on their way come again after the ack wait
 	stopped := make(chan struct{})
 	go func() { d.wg.Wait(); close(stopped) }()
 	select {
@@ -496,7 +499,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		d.deadlines.Stop()
 		<-stopped
 	}
-	<-pulling
+	<-p.Closed()
 	d.deadlines.Stop() // no delivery is in flight any more
 	return nil
 }
@@ -504,7 +507,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 func (d *Dispatcher) startLocked(w *worker) {
 	w.ctx, w.cancel = context.WithCancel(d.runCtx)
 	w.init()
-	w.pl = d.puller.add(w.target.consumer, w.target.delivery.MaxInFlight, w.deliver)
+	w.pl = d.puller.Add(w.target.consumer, w.target.delivery.MaxInFlight, w.deliver)
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()

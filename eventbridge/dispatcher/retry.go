@@ -76,7 +76,7 @@ func (rs *retries) takeOldest(n int) []*event {
 	for _, r := range rs.byID {
 		all = append(all, r)
 	}
-	slices.SortFunc(all, func(a, b *retry) int { return cmp.Compare(a.e.meta.Sequence.Stream, b.e.meta.Sequence.Stream) })
+	slices.SortFunc(all, func(a, b *retry) int { return cmp.Compare(a.e.seq(), b.e.seq()) })
 	var out []*event
 	for _, r := range all[:min(n, len(all))] {
 		if r.timer.Stop() {
@@ -94,7 +94,7 @@ func (rs *retries) takeOlder(seq uint64) *event {
 	defer rs.mu.Unlock()
 	var oldest *retry
 	for _, r := range rs.byID {
-		if r.e.meta.Sequence.Stream < seq && (oldest == nil || r.e.meta.Sequence.Stream < oldest.e.meta.Sequence.Stream) {
+		if r.e.seq() < seq && (oldest == nil || r.e.seq() < oldest.e.seq()) {
 			oldest = r
 		}
 	}
@@ -127,4 +127,14 @@ func (rs *retries) close() map[*event]time.Duration {
 	}
 	rs.byID = nil
 	return out
+}
+
+// seq is the event's sequence in the stream. The puller hands over only
+// events whose metadata it read.
+func (e *event) seq() uint64 {
+	meta, err := e.Metadata()
+	if err != nil {
+		return 0
+	}
+	return meta.Sequence.Stream
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/egress"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
+	"github.com/kfn-dev/kfn/eventbridge/pull"
 	"github.com/kfn-dev/kfn/eventbridge/tracing"
 )
 
@@ -38,7 +39,7 @@ type worker struct {
 	done   chan struct{}
 	// pl is the worker's share of the dispatcher's puller, added when the
 	// worker starts and removed when run returns.
-	pl    *pull
+	pl    *pull.Pull
 	log   *slog.Logger
 	count *counters
 	tally *tally
@@ -46,7 +47,7 @@ type worker struct {
 	// ackWait is the consumer's ack wait (nanoseconds), read when bound.
 	ackWait atomic.Int64
 	// heartbeat keeps the events the worker holds in progress.
-	heartbeat heartbeat
+	heartbeat pull.Heartbeat
 	// excess is how many events the budget still gives up: how far the
 	// backlog was over maxBacklog at the last check, less what was given
 	// up since (budget.go).
@@ -104,27 +105,33 @@ func (w *worker) goBusy(f func()) bool {
 	if !w.startBusy() {
 		return false
 	}
-	w.d.goroutines.run(taskFunc(func() {
+	w.d.goroutines.Go(pull.TaskFunc(func() {
 		defer w.busy.Done()
 		f()
 	}))
 	return true
 }
 
-// deliver delivers e on a goroutine of the dispatcher's that run waits
+// event is an event the puller handed to a worker, as the task that
+// delivers it.
+type event struct {
+	*pull.Msg
+	w *worker
+}
+
+// deliver delivers m on a goroutine of the dispatcher's that run waits
 // for, unless the worker is closing: then the event is left to come again
-// after its ack wait.
-func (w *worker) deliver(e *event) bool {
+// after its ack wait. It is the worker's pull's deliver.
+func (w *worker) deliver(m *pull.Msg) bool {
 	if !w.startBusy() {
 		return false
 	}
-	e.w = w
-	w.d.goroutines.run(e)
+	w.d.goroutines.Go(&event{Msg: m, w: w})
 	return true
 }
 
-// run delivers the event: it is the task of deliver.
-func (e *event) run() {
+// Run delivers the event: it is the task of deliver.
+func (e *event) Run() {
 	defer e.w.busy.Done()
 	e.w.handle(e.w.ctx, e)
 }
@@ -171,7 +178,7 @@ func (w *worker) run(ctx context.Context) {
 		w.busy.Wait()
 	}()
 	pl := w.pl
-	defer pl.remove() // before the wait above: no delivery starts after it
+	defer pl.Remove() // before the wait above: no delivery starts after it
 	wait := minRebind
 	for ctx.Err() == nil {
 		ready, changed := w.sinkReady()
@@ -191,7 +198,7 @@ func (w *worker) run(ctx context.Context) {
 			if info := cons.CachedInfo(); info != nil && info.Config.AckWait > 0 {
 				w.ackWait.Store(int64(info.Config.AckWait))
 			}
-			err = w.pull(ctx, pl, changed)
+			err = w.pullWhileReady(ctx, pl, changed)
 		}
 		if err == nil {
 			wait = minRebind
@@ -201,7 +208,7 @@ func (w *worker) run(ctx context.Context) {
 			return
 		}
 		level := slog.LevelWarn
-		if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, errConsumerGone) {
+		if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, pull.ErrConsumerGone) {
 			level = slog.LevelDebug // the reconciler has not created it (again) yet
 		}
 		w.log.Log(ctx, level, "consumer unavailable, retrying", "error", err, "retryIn", wait)
@@ -213,21 +220,21 @@ func (w *worker) run(ctx context.Context) {
 	}
 }
 
-// pull has the consumer pulled until ctx is done or the sink stops being
+// pullWhileReady has the consumer pulled until ctx is done or the sink stops being
 // ready (nil), or the consumer goes away (the error). A notification that
 // leaves the sink ready (for another Service, or a change of endpoints
 // that keeps one ready) changes nothing. When the sink is no longer ready
 // the pull pauses: events already asked for still come to handle, which
 // waits for readiness without spending attempts, and no more are asked
 // for.
-func (w *worker) pull(ctx context.Context, pl *pull, changed <-chan struct{}) error {
-	pl.start()
-	defer pl.pause()
+func (w *worker) pullWhileReady(ctx context.Context, pl *pull.Pull, changed <-chan struct{}) error {
+	pl.Start()
+	defer pl.Pause()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case err := <-pl.lost:
+		case err := <-pl.Lost():
 			return err
 		case <-w.budget:
 			if w.overBudget.Load() {
@@ -270,13 +277,13 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg) {
 
 	// Keep the event ours while we wait for the sink and while it works,
 	// and while it waits for its next attempt (retryLater).
-	w.heartbeat.hold(msg, max(time.Duration(w.ackWait.Load())/2, 10*time.Millisecond))
+	w.heartbeat.Hold(msg, max(time.Duration(w.ackWait.Load())/2, 10*time.Millisecond))
 	kept := false
 	defer func() {
 		if !kept {
-			w.heartbeat.release(msg)
+			w.heartbeat.Release(msg)
 			if e, ok := msg.(*event); ok {
-				e.release()
+				e.Release()
 			}
 		}
 	}()
@@ -336,21 +343,20 @@ func (w *worker) retryLater(msg jetstream.Msg, delay time.Duration) bool {
 		return false
 	}
 	return w.retries.add(e, delay, func(e *event) {
-		e.meta.NumDelivered++ // the attempt's number, as JetStream's count would be
+		e.Redelivered() // the attempt's number, as JetStream's count would be
 		if !w.startBusy() {
 			w.handBack(e, 0)
 			return
 		}
-		e.w = w
-		w.d.goroutines.run(e)
+		w.d.goroutines.Go(e)
 	})
 }
 
 // handBack returns an event the worker held for its next attempt to
 // JetStream, which delivers it again after delay.
 func (w *worker) handBack(e *event, delay time.Duration) {
-	defer e.release()
-	defer w.heartbeat.release(e)
+	defer e.Release()
+	defer w.heartbeat.Release(e)
 	if err := e.NakWithDelay(delay); err != nil {
 		w.log.Warn("handing an event back failed; it comes back after the ack wait", "error", err)
 	}

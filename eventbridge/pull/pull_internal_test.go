@@ -1,4 +1,4 @@
-package dispatcher
+package pull
 
 import (
 	"context"
@@ -9,10 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
-	"github.com/kfn-dev/kfn/api/stream"
 	"github.com/kfn-dev/kfn/test/natsfault"
 	"github.com/kfn-dev/kfn/test/natstest"
 )
@@ -74,18 +71,15 @@ func receives(t *testing.T, got []chan jetstream.Msg, want func(i int) string, w
 func TestEveryPullAsksAgainAfterTheServerVanished(t *testing.T) {
 	const consumers = 3
 	nc, js, vanish := natsThatVanishes(t, consumers)
-	p := newPuller(nc, "events", time.Hour, heldBytes{}) // no request of the test expires by itself
-	require.NoError(t, p.listen())
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { p.run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	p, err := Start(nc, Config{Stream: "events", Expiry: time.Hour}) // no request of the test expires by itself
+	require.NoError(t, err)
+	t.Cleanup(func() { p.Stop(); <-p.Closed() })
 	var got []chan jetstream.Msg
-	var pulls []*pull
+	var pulls []*Pull
 	for i := range consumers {
 		ch := make(chan jetstream.Msg, 10)
-		pl := p.add(fmt.Sprintf("c%d", i), 2, func(m *event) bool { ch <- m; return true })
-		pl.start()
+		pl := p.Add(fmt.Sprintf("c%d", i), 2, func(m *Msg) bool { ch <- m; return true })
+		pl.Start()
 		got, pulls = append(got, ch), append(pulls, pl)
 	}
 	require.NoError(t, nc.Flush()) // the requests are on the server
@@ -117,8 +111,8 @@ func TestPullerAsksAgainAfterAnUntoldReconnect(t *testing.T) {
 	p := newPuller(nc, "events", time.Hour, heldBytes{}) // no request of the test expires by itself
 	require.NoError(t, p.listen())
 	got := make(chan jetstream.Msg, 10)
-	pl := p.add("c0", 1, func(m *event) bool { got <- m; return true })
-	pl.start()
+	pl := p.Add("c0", 1, func(m *Msg) bool { got <- m; return true })
+	pl.Start()
 	require.NoError(t, nc.Flush()) // the request is on the server
 
 	// The puller was told that the connection is reconnecting, and is
@@ -132,43 +126,6 @@ func TestPullerAsksAgainAfterAnUntoldReconnect(t *testing.T) {
 	_, err := js.Publish(context.Background(), "ev.0", []byte("after the restart"))
 	require.NoError(t, err)
 	receives(t, []chan jetstream.Msg{got}, func(int) string { return "after the restart" }, "the lost request was not asked again")
-}
-
-// A worker replaced by Upsert (its Subscription changed) has its pull take
-// the consumer's events before Upsert returns and the old worker stops: an
-// event arriving in between finds a pull to take it, not none (which would
-// leave it for the ack wait).
-func TestReplacedWorkerPullsBeforeTheOldStops(t *testing.T) {
-	srv := natstest.Start(t)
-	js, err := jetstream.New(srv.Connect())
-	require.NoError(t, err)
-	d, err := New(js, Config{Streams: stream.DefaultConfig()})
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = d.Start(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	require.Eventually(t, func() bool { d.mu.Lock(); defer d.mu.Unlock(); return d.puller != nil }, 5*time.Second, time.Millisecond)
-
-	s := &v1alpha2.Subscription{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "s"},
-		Spec:       v1alpha2.SubscriptionSpec{Sink: "http://fn.default.svc.cluster.local", Source: "shop", Types: []string{"order.created.v1"}},
-	}
-	pullOf := func() (*pull, *pull) {
-		d.mu.Lock()
-		w := d.workers[key{"default", "s"}]
-		d.mu.Unlock()
-		d.puller.mu.Lock()
-		defer d.puller.mu.Unlock()
-		return w.pl, d.puller.byName[stream.ConsumerName("default", "s")]
-	}
-	for _, inFlight := range []string{"1", "5"} {
-		s.Spec.Config = map[string]v1alpha2.ConfigValue{v1alpha2.ConfigMaxInFlightMessages: v1alpha2.ConfigValue(inFlight)}
-		require.NoError(t, d.Upsert(s))
-		own, routed := pullOf()
-		require.NotNil(t, own, "maxInFlightMessages %s", inFlight)
-		require.Same(t, own, routed, "maxInFlightMessages %s: the consumer's events go to the current worker once Upsert returns", inFlight)
-	}
 }
 
 // TestPullerKeepsToItsByteBounds: events of about 100 KiB, a pull that may
@@ -199,21 +156,21 @@ func TestPullerKeepsToItsByteBounds(t *testing.T) {
 
 	p := newPuller(nc, "events", time.Hour, heldBytes{total: 350 << 10, perPull: 250 << 10})
 	require.NoError(t, p.listen())
-	got := map[string]chan *event{"a": make(chan *event, 10), "b": make(chan *event, 10)}
-	pa := p.add("a", 10, func(e *event) bool { got["a"] <- e; return true })
-	pa.start()
+	got := map[string]chan *Msg{"a": make(chan *Msg, 10), "b": make(chan *Msg, 10)}
+	pa := p.Add("a", 10, func(e *Msg) bool { got["a"] <- e; return true })
+	pa.Start()
 	count := func(c string) int { return len(got[c]) }
 	require.Eventually(t, func() bool { return count("a") == 2 }, 5*time.Second, time.Millisecond)
 	require.Never(t, func() bool { return count("a") > 2 }, 200*time.Millisecond, 5*time.Millisecond, "250 KiB hold two events of 100 KiB")
 
-	pb := p.add("b", 10, func(e *event) bool { got["b"] <- e; return true })
-	pb.start()
+	pb := p.Add("b", 10, func(e *Msg) bool { got["b"] <- e; return true })
+	pb.Start()
 	require.Eventually(t, func() bool { return count("b") == 1 }, 5*time.Second, time.Millisecond)
 	require.Never(t, func() bool { return count("b") > 1 }, 200*time.Millisecond, 5*time.Millisecond, "the total's 350 KiB leave room for one more")
 
 	first := <-got["a"]
 	require.NoError(t, first.Ack())
-	first.release()
+	first.Release()
 	require.Eventually(t, func() bool { return count("a") == 2 }, 5*time.Second, time.Millisecond, "one released, one more given")
 
 	// Room for less than one event: a pull that holds nothing still gets one.
@@ -221,14 +178,14 @@ func TestPullerKeepsToItsByteBounds(t *testing.T) {
 	p.bounds = heldBytes{perPull: 50 << 10}
 	p.mu.Unlock()
 	for _, e := range drain(got["b"]) {
-		e.release()
+		e.Release()
 	}
 	require.Eventually(t, func() bool { return count("b") == 1 }, 5*time.Second, time.Millisecond, "an event larger than the room, alone")
 	require.Never(t, func() bool { return count("b") > 1 }, 200*time.Millisecond, 5*time.Millisecond)
 }
 
-func drain(c chan *event) []*event {
-	var out []*event
+func drain(c chan *Msg) []*Msg {
+	var out []*Msg
 	for {
 		select {
 		case e := <-c:

@@ -1,4 +1,4 @@
-package dispatcher
+package pull
 
 import (
 	"context"
@@ -12,13 +12,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
-// This file is how events reach the workers: one puller per Dispatcher
-// asks every Subscription's consumer for events, all of them answering on
-// one subscription of the NATS connection, and hands each event to the
-// worker of its consumer.
+// How a Puller speaks to JetStream.
 //
 // JetStream's pull protocol, as nats.go's Messages speaks it, with what
 // kfn does not need left out: a pull request (a JSON {"batch", "expires"}
@@ -40,7 +36,25 @@ import (
 // goroutine serve them all, requests carry no heartbeat (a request's
 // expiry is its heartbeat: a request whose end was never told is asked
 // again), and each expiry is drawn at random from the last quarter of
-// Config.PullExpiry, so the renewals of idle Subscriptions spread out.
+// Config.Expiry, so the renewals of idle Subscriptions spread out.
+
+// Config configures a Puller. A zero Expiry means DefaultExpiry.
+type Config struct {
+	// Stream is the stream whose consumers are pulled.
+	Stream string
+	// Expiry is how long one pull request waits on the server; each is
+	// drawn from its last quarter. A request whose end the server never
+	// told is asked again about a quarter of it later.
+	Expiry time.Duration
+	// MaxHeldBytes bounds the bytes of the messages held at once, from
+	// their arrival to their Release, for all pulls together, and
+	// MaxHeldBytesPerPull for each; 0 or less means no bound. A pull that
+	// holds nothing may still be sent one message of any size.
+	MaxHeldBytes, MaxHeldBytesPerPull int64
+}
+
+// DefaultExpiry is the Expiry of a zero Config.
+const DefaultExpiry = 30 * time.Second
 
 // pullReq is the body of a JetStream pull request.
 type pullReq struct {
@@ -71,13 +85,15 @@ const (
 	statusNoResponders = "503"
 )
 
-// errConsumerGone is what a pull reports when its consumer stopped
+// ErrConsumerGone is what a pull's Lost tells when its consumer stopped
 // answering: deleted, or not there at all.
-var errConsumerGone = errors.New("the consumer is gone")
+var ErrConsumerGone = errors.New("the consumer is gone")
 
-// puller asks consumers for events and routes what they send to the pulls
-// of their workers. Its methods are safe for concurrent use.
-type puller struct {
+// Puller asks consumers for messages and routes what they send to their
+// pulls (Add). Its methods are safe for concurrent use. It is the handle
+// of its work, shaped like jetstream.ConsumeContext: Stop ends it, and
+// Closed tells when it ended.
+type Puller struct {
 	nc     *nats.Conn
 	next   string // the pull request subject, without the consumer
 	inbox  string // pull requests reply to inbox + id
@@ -91,19 +107,22 @@ type puller struct {
 	// a change means the requests asked before are gone.
 	reconnects uint64
 	ids        uint64
-	byID       map[uint64]*pull // status messages name the request's inbox
-	byName     map[string]*pull // events name their consumer
+	byID       map[uint64]*Pull // status messages name the request's inbox
+	byName     map[string]*Pull // events name their consumer
 	// held is the bytes of the events the workers hold; starved are the
 	// pulls that asked for nothing for want of room under the bounds.
 	held    int64
-	starved map[*pull]struct{}
+	starved map[*Pull]struct{}
+
+	stop   context.CancelFunc // set by Start
+	closed chan struct{}
 }
 
-// pull is one worker's share of the puller: its consumer, how many events
-// it asks for, and where they go. Fields after mu are guarded by the
-// puller's mu.
-type pull struct {
-	p        *puller
+// Pull is one consumer's share of a Puller: its consumer, how many
+// messages it asks for, and where they go. Its methods are safe for
+// concurrent use. Fields after lost are guarded by the puller's mu.
+type Pull struct {
+	p        *Puller
 	id       uint64
 	consumer string
 	subject  string
@@ -111,7 +130,7 @@ type pull struct {
 	batch    int
 	// deliver is called with each event, under the puller's lock: it
 	// must only hand the event over, and report whether it did.
-	deliver func(*event) bool
+	deliver func(*Msg) bool
 	// lost says that the consumer went away or refused a request; the
 	// pull then asks for nothing until started again.
 	lost chan error
@@ -126,23 +145,61 @@ type pull struct {
 	needs int64
 }
 
+// Start returns a Puller of the consumers of cfg.Stream on nc, listening
+// for the answers of its pull requests on one subscription of nc, and
+// renewing them on a goroutine of its own until Stop. It fails if it
+// cannot subscribe (the connection is closed).
+func Start(nc *nats.Conn, cfg Config) (*Puller, error) {
+	if cfg.Expiry <= 0 {
+		cfg.Expiry = DefaultExpiry
+	}
+	p := newPuller(nc, cfg.Stream, cfg.Expiry, heldBytes{total: cfg.MaxHeldBytes, perPull: cfg.MaxHeldBytesPerPull})
+	if err := p.listen(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p.stop = cancel
+	go func() {
+		defer close(p.closed)
+		p.run(ctx)
+	}()
+	return p, nil
+}
+
+// Stop ends the pulling: the subscription is dropped, and messages on
+// their way come again after their ack wait. Messages handed over before
+// stay held until released. It does not wait; Closed does. Safe to call
+// more than once.
+func (p *Puller) Stop() {
+	if p.stop != nil {
+		p.stop()
+	}
+}
+
+// Closed returns a channel closed once the Puller stopped: after it, no
+// message is handed to a pull. There is no Drain, as there is in
+// jetstream.ConsumeContext: a Puller keeps no buffer of messages to
+// drain, every message is handed over as it arrives.
+func (p *Puller) Closed() <-chan struct{} { return p.closed }
+
 // newPuller returns a puller of the consumers of stream on nc; listen
-// starts it.
-func newPuller(nc *nats.Conn, stream string, expiry time.Duration, bounds heldBytes) *puller {
-	return &puller{
+// and run start it (Start).
+func newPuller(nc *nats.Conn, stream string, expiry time.Duration, bounds heldBytes) *Puller {
+	return &Puller{
+		closed:  make(chan struct{}),
 		nc:      nc,
 		next:    "$JS.API.CONSUMER.MSG.NEXT." + stream + ".",
 		inbox:   nc.NewInbox() + ".",
 		expiry:  expiry,
 		bounds:  bounds,
-		byID:    map[uint64]*pull{},
-		byName:  map[string]*pull{},
-		starved: map[*pull]struct{}{},
+		byID:    map[uint64]*Pull{},
+		byName:  map[string]*Pull{},
+		starved: map[*Pull]struct{}{},
 	}
 }
 
 // listen subscribes to the answers of pull requests.
-func (p *puller) listen() error {
+func (p *Puller) listen() error {
 	sub, err := p.nc.Subscribe(p.inbox+"*", p.receive)
 	if err != nil {
 		return fmt.Errorf("subscribe to the answers of pull requests: %w", err)
@@ -162,7 +219,7 @@ func (p *puller) listen() error {
 
 // run renews requests whose end was never told and asks again after a
 // reconnect, until ctx ends; then it unsubscribes.
-func (p *puller) run(ctx context.Context) {
+func (p *Puller) run(ctx context.Context) {
 	status := p.nc.StatusChanged(nats.CONNECTED, nats.RECONNECTING)
 	defer p.nc.RemoveStatusListener(status)
 	tick := time.NewTicker(min(p.expiry/4, time.Second))
@@ -187,14 +244,14 @@ func (p *puller) run(ctx context.Context) {
 // again. It reads the state rather than trusting the status events: nats.go
 // drops an event its listener's buffer has no room for, and one that
 // comes before the listener is registered is never told.
-func (p *puller) follow() {
+func (p *Puller) follow() {
 	connected, reconnects := p.nc.IsConnected(), p.nc.Stats().Reconnects
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.followLocked(connected, reconnects)
 }
 
-func (p *puller) followLocked(connected bool, reconnects uint64) {
+func (p *Puller) followLocked(connected bool, reconnects uint64) {
 	again := connected && reconnects != p.reconnects
 	p.connected = connected
 	if !connected {
@@ -213,7 +270,7 @@ func (p *puller) followLocked(connected bool, reconnects uint64) {
 // whose last request should have ended well before now without its end
 // being told (lost with a server, say), and for those that asked for
 // nothing (a request that could not be sent).
-func (p *puller) renew(now time.Time) {
+func (p *Puller) renew(now time.Time) {
 	grace := max(p.expiry/4, time.Second)
 	connected, reconnects := p.nc.IsConnected(), p.nc.Stats().Reconnects
 	p.mu.Lock()
@@ -227,14 +284,17 @@ func (p *puller) renew(now time.Time) {
 	}
 }
 
-// add registers a pull of consumer, asking for up to batch events at once
-// when started, delivered to deliver. Events of the consumer that arrive
-// go to the newest pull of it, also while it is paused.
-func (p *puller) add(consumer string, batch int, deliver func(*event) bool) *pull {
+// Add registers a pull of consumer, asking for up to batch messages at
+// once when started, handed to deliver. Messages of the consumer that
+// arrive go to the newest pull of it, also while it is paused. deliver is
+// called under the Puller's lock: it must only hand the message over
+// (never call the Puller, the Pull or Release), and report whether it
+// took it; one not taken is released and comes again after its ack wait.
+func (p *Puller) Add(consumer string, batch int, deliver func(*Msg) bool) *Pull {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.ids++
-	pl := &pull{
+	pl := &Pull{
 		p: p, id: p.ids, consumer: consumer, batch: batch, deliver: deliver,
 		subject: p.next + consumer, reply: p.inbox + strconv.FormatUint(p.ids, 10),
 		lost: make(chan error, 1),
@@ -244,8 +304,15 @@ func (p *puller) add(consumer string, batch int, deliver func(*event) bool) *pul
 	return pl
 }
 
-// start makes the pull ask for events.
-func (pl *pull) start() {
+// PullOf returns the pull consumer's messages go to, nil if none.
+func (p *Puller) PullOf(consumer string) *Pull {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.byName[consumer]
+}
+
+// Start makes the pull ask for messages, and forgets a loss told before.
+func (pl *Pull) Start() {
 	pl.p.mu.Lock()
 	defer pl.p.mu.Unlock()
 	select {
@@ -256,18 +323,23 @@ func (pl *pull) start() {
 	pl.topUp()
 }
 
-// pause makes the pull ask for nothing more. Events already asked for
+// Pause makes the pull ask for nothing more. Messages already asked for
 // still arrive, until their requests expire.
-func (pl *pull) pause() {
+func (pl *Pull) Pause() {
 	pl.p.mu.Lock()
 	defer pl.p.mu.Unlock()
 	pl.active = false
 }
 
-// remove unregisters the pull: once it returns, deliver is not called
-// again. Events of the consumer that arrive later, with no other pull of
-// it, are left unacknowledged and come again after the ack wait.
-func (pl *pull) remove() {
+// Lost is told why the pull stopped asking on its own: ErrConsumerGone
+// when its consumer went away, or a request the consumer refused. The
+// pull then asks for nothing until started again.
+func (pl *Pull) Lost() <-chan error { return pl.lost }
+
+// Remove unregisters the pull: once it returns, deliver is not called
+// again. Messages of the consumer that arrive later, with no other pull
+// of it, are left unacknowledged and come again after the ack wait.
+func (pl *Pull) Remove() {
 	p := pl.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -282,7 +354,7 @@ func (pl *pull) remove() {
 // topUp asks for more events when an active pull has fewer than half its
 // batch asked for, within the room the byte bounds leave (heldBytes). The
 // puller's mu is held.
-func (pl *pull) topUp() {
+func (pl *Pull) topUp() {
 	if !pl.active || !pl.p.connected || pl.pending >= (pl.batch+1)/2 {
 		return
 	}
@@ -312,7 +384,7 @@ func (pl *pull) topUp() {
 
 // room returns how many bytes of events the pull may still be sent, and
 // whether any bound is set. The puller's mu is held.
-func (pl *pull) room() (int64, bool) {
+func (pl *Pull) room() (int64, bool) {
 	b := pl.p.bounds
 	if b.total <= 0 && b.perPull <= 0 {
 		return 0, false
@@ -329,16 +401,16 @@ func (pl *pull) room() (int64, bool) {
 
 // hold counts an event's bytes as held by its pull until release. The
 // puller's mu is held.
-func (pl *pull) hold(e *event) {
+func (pl *Pull) hold(e *Msg) {
 	e.pl, e.size = pl, msgSize(e.msg)
 	pl.held += e.size
 	pl.p.held += e.size
 }
 
-// release says the worker no longer holds e (settled, or handed back):
+// Release says the message is no longer held (settled, or handed back):
 // its bytes leave the bounds, and pulls that wanted room ask again. Safe
-// to call more than once.
-func (e *event) release() {
+// to call more than once, and on a message no Puller holds (NewMsg).
+func (e *Msg) Release() {
 	pl := e.pl
 	if pl == nil {
 		return
@@ -350,7 +422,7 @@ func (e *event) release() {
 }
 
 // releaseLocked is release with the puller's mu held.
-func (e *event) releaseLocked() {
+func (e *Msg) releaseLocked() {
 	pl := e.pl
 	if pl == nil {
 		return
@@ -382,7 +454,7 @@ func msgSize(m *nats.Msg) int64 {
 
 // fail ends the pull's asking and tells its worker why. The puller's mu is
 // held.
-func (pl *pull) fail(err error) {
+func (pl *Pull) fail(err error) {
 	pl.active = false
 	pl.pending = 0
 	select {
@@ -395,14 +467,14 @@ func (pl *pull) fail(err error) {
 // pull request. An event names its consumer in its metadata (it comes
 // with its own subject, not the inbox of the request that asked for it),
 // and goes to the newest pull of that consumer.
-func (p *puller) receive(m *nats.Msg) {
+func (p *Puller) receive(m *nats.Msg) {
 	if m.Reply == "" { // events carry the subject to acknowledge them on
 		if status := m.Header.Get("Status"); status != "" {
 			p.status(m, status)
 		}
 		return
 	}
-	e := &event{msg: m}
+	e := &Msg{msg: m}
 	meta, err := e.Metadata()
 	if err != nil {
 		return // not an event of a consumer: nothing to settle
@@ -422,7 +494,7 @@ func (p *puller) receive(m *nats.Msg) {
 }
 
 // requestID returns the id of the pull whose request's inbox subject is.
-func (p *puller) requestID(subject string) (uint64, bool) {
+func (p *Puller) requestID(subject string) (uint64, bool) {
 	rest, ok := strings.CutPrefix(subject, p.inbox)
 	if !ok {
 		return 0, false
@@ -432,7 +504,7 @@ func (p *puller) requestID(subject string) (uint64, bool) {
 }
 
 // status handles the status message of a pull request.
-func (p *puller) status(m *nats.Msg, status string) {
+func (p *Puller) status(m *nats.Msg, status string) {
 	id, ok := p.requestID(m.Subject)
 	if !ok {
 		return
@@ -459,7 +531,7 @@ func (p *puller) status(m *nats.Msg, status string) {
 		case strings.Contains(desc, "batch completed"):
 			pl.ended(m) // the request's bytes were used up
 		case strings.Contains(desc, "consumer deleted"):
-			pl.fail(errConsumerGone)
+			pl.fail(ErrConsumerGone)
 		case strings.Contains(desc, "leadership change"), strings.Contains(desc, "server shutdown"):
 			// Ask the new leader, or after the reconnect.
 			pl.pending = 0
@@ -468,7 +540,7 @@ func (p *puller) status(m *nats.Msg, status string) {
 			pl.fail(fmt.Errorf("pull request refused: %s", m.Header.Get("Description")))
 		}
 	case statusNoResponders:
-		pl.fail(errConsumerGone)
+		pl.fail(ErrConsumerGone)
 	default:
 		pl.fail(fmt.Errorf("pull request answered %s %s", status, m.Header.Get("Description")))
 	}
@@ -476,72 +548,8 @@ func (p *puller) status(m *nats.Msg, status string) {
 
 // ended takes an ended request's events that will not come off the
 // pull's count, and asks again. The puller's mu is held.
-func (pl *pull) ended(m *nats.Msg) {
+func (pl *Pull) ended(m *nats.Msg) {
 	left, _ := strconv.Atoi(m.Header.Get("Nats-Pending-Messages"))
 	pl.pending = max(pl.pending-left, 0)
 	pl.topUp()
-}
-
-// event is an event the puller received, as a jetstream.Msg: nats.go's
-// jetstream package makes its messages only for its own subscriptions, so
-// the settling goes through the nats.Msg's own JetStream methods, which
-// send the same acknowledgements on the same subjects. Its metadata is
-// read from the acknowledgement subject at the first call of Metadata
-// (the puller's, which routes the event by its consumer), which is not
-// safe for concurrent use.
-type event struct {
-	msg  *nats.Msg
-	meta jetstream.MsgMetadata
-	read bool  // meta is read
-	err  error // why it could not be
-	// w is the worker that delivers the event, as a task of the
-	// dispatcher's goroutines.
-	w *worker
-	// pl is the pull whose held bytes count the event, size its bytes;
-	// pl is nil once released. Both are guarded by the puller's mu.
-	pl   *pull
-	size int64
-}
-
-var _ jetstream.Msg = (*event)(nil)
-
-// Metadata returns the event's JetStream metadata.
-func (e *event) Metadata() (*jetstream.MsgMetadata, error) {
-	if !e.read {
-		e.read = true
-		meta, err := e.msg.Metadata()
-		if err != nil {
-			e.err = err
-		} else {
-			e.meta = jetstream.MsgMetadata{
-				Sequence:     jetstream.SequencePair{Consumer: meta.Sequence.Consumer, Stream: meta.Sequence.Stream},
-				NumDelivered: meta.NumDelivered, NumPending: meta.NumPending, Timestamp: meta.Timestamp,
-				Stream: meta.Stream, Consumer: meta.Consumer, Domain: meta.Domain,
-			}
-		}
-	}
-	if e.err != nil {
-		return nil, e.err
-	}
-	return &e.meta, nil
-}
-
-func (e *event) Data() []byte         { return e.msg.Data }
-func (e *event) Headers() nats.Header { return e.msg.Header }
-func (e *event) Subject() string      { return e.msg.Subject }
-func (e *event) Reply() string        { return e.msg.Reply }
-func (e *event) Ack() error           { return e.msg.Ack() }
-func (e *event) Nak() error           { return e.msg.Nak() }
-func (e *event) InProgress() error    { return e.msg.InProgress() }
-func (e *event) Term() error          { return e.msg.Term() }
-
-func (e *event) DoubleAck(ctx context.Context) error { return e.msg.AckSync(nats.Context(ctx)) }
-
-func (e *event) NakWithDelay(delay time.Duration) error { return e.msg.NakWithDelay(delay) }
-
-func (e *event) TermWithReason(reason string) error {
-	if err := e.msg.Respond([]byte("+TERM " + reason)); err != nil {
-		return fmt.Errorf("terminate event: %w", err)
-	}
-	return nil
 }

@@ -1,4 +1,4 @@
-package dispatcher
+package pull
 
 import (
 	"sync"
@@ -7,24 +7,25 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// heartbeat keeps the events a worker holds (waiting for its sink to be
+// Heartbeat keeps the messages its holder holds (waiting for a sink to be
 // ready, or in delivery) its own: every interval it tells JetStream that
 // each of them is still in progress, so that none is redelivered to
-// another dispatcher while its delivery goes on. One timer per worker
-// runs while the worker holds any event, instead of one timer per event:
-// a timer, its function and its lock for every event were a tenth of a
-// delivery's cost (issue 20's profiles). An event gets its first beat at
-// most an interval after it was held, as it did with a timer of its own.
-type heartbeat struct {
+// another consumer while its delivery goes on. One timer per Heartbeat
+// runs while any message is held, instead of one timer per message: a
+// timer, its function and its lock for every message were a tenth of a
+// delivery's cost (issue 20's profiles). A message gets its first beat at
+// most an interval after it was held. The zero value is ready to use; its
+// methods are safe for concurrent use.
+type Heartbeat struct {
 	mu     sync.Mutex
 	events map[jetstream.Msg]struct{}
-	timer  *time.Timer // nil until the first event is held
+	timer  *time.Timer // nil until the first message is held
 	every  time.Duration
 }
 
-// hold adds msg to the events beaten for every interval, and starts the
+// Hold adds msg to the messages beaten for every interval, and starts the
 // beat if msg is the only one.
-func (h *heartbeat) hold(msg jetstream.Msg, interval time.Duration) {
+func (h *Heartbeat) Hold(msg jetstream.Msg, interval time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.events == nil {
@@ -42,8 +43,9 @@ func (h *heartbeat) hold(msg jetstream.Msg, interval time.Duration) {
 	h.timer.Reset(interval)
 }
 
-// release stops beating for msg, and stops the beat when no event is left.
-func (h *heartbeat) release(msg jetstream.Msg) {
+// Release stops beating for msg, and stops the beat when no message is
+// left. A message released while a beat is under way may get that beat.
+func (h *Heartbeat) Release(msg jetstream.Msg) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.events, msg)
@@ -52,11 +54,11 @@ func (h *heartbeat) release(msg jetstream.Msg) {
 	}
 }
 
-// beat tells JetStream that every held event is in progress. An event
+// beat tells JetStream that every held message is in progress. One
 // released meanwhile may get one beat more, which JetStream ignores once
-// the event is settled; a failed beat means the event is redelivered
+// the message is settled; a failed beat means the message is redelivered
 // after its ack wait, and at least once still holds.
-func (h *heartbeat) beat() {
+func (h *Heartbeat) beat() {
 	h.mu.Lock()
 	beating := make([]jetstream.Msg, 0, len(h.events))
 	for msg := range h.events {

@@ -1,0 +1,52 @@
+package pull
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// progressMsg counts the in-progress beats it is given.
+type progressMsg struct {
+	jetstream.Msg
+	beats atomic.Int32
+}
+
+func (m *progressMsg) InProgress() error { m.beats.Add(1); return nil }
+
+// Every held message is beaten every interval until it is released; the
+// beat stops when none is held and starts again with the next. That a
+// released message is beaten no more is seen against the beats of one
+// held after it: they come from the same timer, so two of them prove that
+// the beats a released message would have had are past (one beat under
+// way at its release may still reach it).
+func TestHeartbeatBeatsHeldMessagesOnly(t *testing.T) {
+	const interval = 20 * time.Millisecond
+	var h Heartbeat
+	a, b := &progressMsg{}, &progressMsg{}
+	h.Hold(a, interval)
+	h.Hold(b, interval)
+	require.Eventually(t, func() bool { return a.beats.Load() >= 3 && b.beats.Load() >= 3 }, 5*time.Second, time.Millisecond)
+
+	h.Release(a)
+	n := a.beats.Load()
+	require.Eventually(t, func() bool { return b.beats.Load() >= n+3 }, 5*time.Second, time.Millisecond)
+	assert.LessOrEqual(t, a.beats.Load(), n+1, "a released message gets one beat more at most")
+
+	h.Release(b)
+	h.mu.Lock()
+	stopped := len(h.events) == 0
+	h.mu.Unlock()
+	assert.True(t, stopped, "nothing left to beat")
+	nb := b.beats.Load()
+
+	c := &progressMsg{}
+	h.Hold(c, interval)
+	require.Eventually(t, func() bool { return c.beats.Load() >= 2 }, 5*time.Second, time.Millisecond, "the beat starts again")
+	assert.LessOrEqual(t, b.beats.Load(), nb+1, "a released message gets one beat more at most")
+	h.Release(c)
+}
