@@ -93,6 +93,29 @@ func TestMatching(t *testing.T) {
 	assert.Equal(t, 2, exact.count())
 }
 
+// An event on a Subscription's subject that is not one it asked for
+// (cleaning mapped another type onto the subject) is acknowledged and no
+// longer counts against the Subscription's held bytes: with room for two
+// events, ten that do not match leave room for the one that does.
+func TestEventsNotAskedForFreeTheirBytes(t *testing.T) {
+	b := newBridge(t, withConfig(func(c *dispatcher.Config) { c.MaxHeldBytesPerSubscription = 2 << 10 }))
+	legacy := b.newSink("legacy", nil)
+	s := sub("legacy", "legacy", func(s *v1alpha2.Subscription) {
+		s.Spec.TypeMatching = v1alpha2.TypeMatchingExact
+		s.Spec.Source = ""
+		s.Spec.Types = []string{"sap.kyma.custom.shop.order.created.v1"}
+	})
+	b.subscribe(s)
+	data := strings.Repeat("x", 1<<10)
+	for i := range 10 {
+		b.publish("anyone", "sap.kyma.custom.shop.order.created.v1*", "other-"+strconv.Itoa(i), data)
+	}
+	b.publish("anyone", "sap.kyma.custom.shop.order.created.v1", "asked", data)
+	require.Eventually(t, func() bool { return legacy.count() == 1 }, wait, tick, "the event asked for is delivered")
+	assert.Equal(t, "asked", legacy.deliveries()[0].header.Get("Ce-Id"))
+	require.Eventually(t, func() bool { return b.consumerInfo(s).NumAckPending == 0 }, wait, tick, "the others are settled")
+}
+
 func TestOrderWithOneInFlight(t *testing.T) {
 	b := newBridge(t)
 	var failures atomic.Int32

@@ -254,6 +254,17 @@ func (w *worker) pullWhileReady(ctx context.Context, pl *pull.Pull, changed <-ch
 func (w *worker) handle(ctx context.Context, msg jetstream.Msg) {
 	w.inFlight.Add(1)
 	defer w.inFlight.Add(-1)
+	// Whatever becomes of the event, it leaves the worker's hands here,
+	// unless it is kept for its next attempt (retryLater).
+	kept := false
+	defer func() {
+		if !kept {
+			w.heartbeat.Release(msg)
+			if e, ok := msg.(*event); ok {
+				e.Release()
+			}
+		}
+	}()
 	t := w.target
 	meta, err := msg.Metadata()
 	if err != nil {
@@ -278,15 +289,6 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg) {
 	// Keep the event ours while we wait for the sink and while it works,
 	// and while it waits for its next attempt (retryLater).
 	w.heartbeat.Hold(msg, max(time.Duration(w.ackWait.Load())/2, 10*time.Millisecond))
-	kept := false
-	defer func() {
-		if !kept {
-			w.heartbeat.Release(msg)
-			if e, ok := msg.(*event); ok {
-				e.Release()
-			}
-		}
-	}()
 	switch w.waitReady(ctx) {
 	case stopping:
 		return // JetStream redelivers it after the ack wait
