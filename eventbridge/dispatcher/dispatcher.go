@@ -19,10 +19,11 @@ import (
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/deadline"
 	"github.com/kfn-dev/kfn/eventbridge/egress"
-	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/pull"
+	"github.com/kfn-dev/kfn/eventbridge/reply"
 )
 
 // Defaults of Config.
@@ -167,14 +168,16 @@ func (c *Config) defaults() error {
 // pull.Goroutines. Backlog budgets are read by one loop for all
 // (budget.go).
 type Dispatcher struct {
-	cfg       Config
-	js        jetstream.JetStream
-	store     *eventstore.Store
-	endpoints Endpoints
-	resolver  Resolver
-	transport http.RoundTripper
-	log       *slog.Logger
-	metrics   *Metrics
+	cfg Config
+	js  jetstream.JetStream
+	// replies stores sinks' replies, deadLetters the events given up.
+	replies     *reply.Store
+	deadLetters *deadletter.Writer
+	endpoints   Endpoints
+	resolver    Resolver
+	transport   http.RoundTripper
+	log         *slog.Logger
+	metrics     *Metrics
 	// observers are told every delivery step; tallies count them, by key
 	// (a *tally each), for Counts (observer.go).
 	observers []Observer
@@ -259,14 +262,15 @@ func New(js jetstream.JetStream, cfg Config, opts ...Option) (*Dispatcher, error
 		return nil, err
 	}
 	d := &Dispatcher{
-		cfg:       cfg,
-		js:        js,
-		store:     eventstore.New(js, cfg.Streams.EventStream),
-		endpoints: AlwaysReady{},
-		resolver:  DirectResolver,
-		transport: NewTransport(cfg.Egress),
-		log:       slog.New(slog.DiscardHandler),
-		workers:   map[key]*worker{},
+		cfg:         cfg,
+		js:          js,
+		replies:     reply.NewStore(js, cfg.Streams.EventStream, cfg.MaxHops),
+		deadLetters: deadletter.NewWriter(js, cfg.Streams.DeadLetterStream),
+		endpoints:   AlwaysReady{},
+		resolver:    DirectResolver,
+		transport:   NewTransport(cfg.Egress),
+		log:         slog.New(slog.DiscardHandler),
+		workers:     map[key]*worker{},
 
 		goroutines: pull.NewGoroutines(pull.DefaultIdle),
 		deadlines:  deadline.New(cfg.RequestTimeout),

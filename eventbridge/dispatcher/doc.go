@@ -9,6 +9,10 @@
 // it, so events wait in the stream, visible as backlog, and no attempt is
 // spent.
 //
+// The pulling is package pull's (one Puller for every Subscription), the
+// stored forms of a dead letter and of a reply event are packages
+// deadletter's and reply's: this package decides, per event, what to do.
+//
 // Where a sink is and whether it is ready are asked through two small
 // interfaces, Resolver and Endpoints, so that the same dispatcher serves a
 // cluster and local mode. Every step of a delivery (an attempt and its

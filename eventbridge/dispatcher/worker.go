@@ -13,18 +13,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cloudevents/sdk-go/v2/binding"
-	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"go.opentelemetry.io/otel/codes"
 
 	"github.com/kfn-dev/kfn/api/stream"
-	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/egress"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/pull"
-	"github.com/kfn-dev/kfn/eventbridge/tracing"
+	"github.com/kfn-dev/kfn/eventbridge/reply"
 )
 
 // worker serves one Subscription: it has the dispatcher's puller pull
@@ -514,14 +510,14 @@ func (w *worker) send(ctx context.Context, log eventLog, msg jetstream.Msg, url 
 	if r.verdict == Retry {
 		r.retryAfter = RetryAfter(resp.Header.Get("Retry-After"), time.Now())
 	}
-	if r.verdict == Done && isCloudEvent(resp.Header) {
-		body, err := io.ReadAll(io.LimitReader(resp.Body, w.d.cfg.MaxReplyBytes+1))
+	if r.verdict == Done && reply.IsCloudEvent(resp.Header) {
+		body, err := reply.Read(resp.Body, w.d.cfg.MaxReplyBytes)
 		switch {
+		case errors.Is(err, reply.ErrInvalid):
+			w.count.replies[string(reply.Invalid)].Inc()
+			log.Warn("reply too large, dropped", "limit", w.d.cfg.MaxReplyBytes)
 		case err != nil:
 			return result{verdict: Retry, err: fmt.Errorf("read reply from %s: %w", url, err)}
-		case int64(len(body)) > w.d.cfg.MaxReplyBytes:
-			w.count.replies["invalid"].Inc()
-			log.Warn("reply too large, dropped", "limit", w.d.cfg.MaxReplyBytes)
 		default:
 			r.reply, r.replyBody = resp.Header, body
 		}
@@ -533,117 +529,30 @@ func (w *worker) send(ctx context.Context, log eventLog, msg jetstream.Msg, url 
 	return r
 }
 
-func isCloudEvent(h http.Header) bool {
-	return h.Get("Ce-Specversion") != "" || strings.HasPrefix(h.Get("Content-Type"), "application/cloudevents+json")
-}
-
 // publishReply stores a sink's CloudEvent reply as a new event, one hop
-// further. An invalid reply or one over the hop limit is dropped (logged
-// and counted) and is no error: the delivery itself succeeded. The error
-// is a failure to store a valid reply.
-func (w *worker) publishReply(ctx context.Context, log eventLog, h map[string][]string, header http.Header, body []byte) error {
-	count := func(result string) { w.count.replies[result].Inc() }
-	e, err := binding.ToEvent(ctx, cehttp.NewMessage(header, io.NopCloser(bytes.NewReader(body))))
-	if err == nil {
-		err = e.Validate()
-	}
+// further (package reply). An invalid reply or one over the hop limit is
+// dropped (logged and counted) and is no error: the delivery itself
+// succeeded. The error is a failure to store a valid reply.
+func (w *worker) publishReply(ctx context.Context, log eventLog, h nats.Header, header http.Header, body []byte) error {
+	r, err := reply.Decode(ctx, header, body, h)
 	if err != nil {
-		count("invalid")
+		w.count.replies[string(reply.Invalid)].Inc()
 		log.Warn("sink replied with an invalid CloudEvent, dropped", "error", err)
 		return nil
 	}
-	hops := eventstore.Hops(h) + 1
-	ctx, tp, ts, end := w.replyContext(ctx, h, e.ID(), e.Type(), hops)
-	if hops > w.d.cfg.MaxHops {
-		count("hop_limit")
-		end("hop_limit", nil)
-		log.Warn("reply over the hop limit, dropped", "replyID", e.ID(), "hops", hops, "maxHops", w.d.cfg.MaxHops)
-		return nil
-	}
-	e.SetExtension(eventstore.HopsExtension, hops)
-	if _, err := w.d.store.Publish(ctx, e, tp, ts); err != nil {
-		if errors.Is(err, eventstore.ErrInvalidEvent) || errors.Is(err, eventstore.ErrTooLarge) {
-			count("invalid")
-			end("invalid", nil)
-			log.Warn("sink replied with an event that cannot be stored, dropped", "error", err)
-			return nil
-		}
-		err = fmt.Errorf("store reply %s: %w", e.ID(), err)
-		end("failed", err)
+	ctx, tp, ts, end := w.replyContext(ctx, h, r.Event.ID(), r.Event.Type(), r.Hops)
+	res, err := w.d.replies.Publish(ctx, r, tp, ts)
+	if res == reply.Failed {
+		end(string(res), err)
 		return err
 	}
-	count("published")
-	end("published", nil)
-	return nil
-}
-
-// giveUp dead-letters the event (or drops it when dead-lettering is off)
-// and terminates it. If the dead letter cannot be stored, the event is
-// redelivered later and given up again then.
-func (w *worker) giveUp(ctx context.Context, log eventLog, msg jetstream.Msg, meta *jetstream.MsgMetadata, status int, reason string) {
-	t := w.target
-	span := w.deadLetterSpan(ctx, msg, meta, status, reason)
-	if span != nil {
-		defer span.End()
-	}
-	if !t.delivery.DeadLetter {
-		w.count.discarded.Inc()
-		w.observeGiveUp(msg, meta, Discarded, status, reason)
-		if span != nil {
-			span.SetAttributes(tracing.Outcome.String(tracing.OutcomeDiscarded))
-		}
-		log.Warn("event given up and discarded (deadLetter is off)", "status", status, "error", reason)
-		w.settle(log, w.term(ctx, msg, reason))
-		return
-	}
-	f := deadletter.Failure{
-		Namespace: t.sub.Namespace, Subscription: t.sub.Name,
-		Status: status, Error: reason, Attempts: int(meta.NumDelivered),
-		Subject: msg.Subject(), Sequence: meta.Sequence.Stream, At: time.Now(),
-	}
-	dl := eventstore.New(w.d.js, w.d.cfg.Streams.DeadLetterStream)
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if _, err := dl.PublishMsg(sctx, deadletter.NewMsg(msg.Headers(), msg.Data(), f), deadletter.MsgID(f)); err != nil {
-		if span != nil {
-			span.RecordError(err)
-			span.SetStatus(codes.Error, "storing the dead letter failed")
-		}
-		if errors.Is(err, eventstore.ErrStorageFull) {
-			w.count.deadLetterFull.Inc()
-		}
-		log.Error("storing dead letter failed, will retry", "error", err)
-		w.settle(log, msg.NakWithDelay(RedeliveryDelay(t.delivery, int(meta.NumDelivered), w.d.cfg.Jitter, 0)))
-		return
-	}
-	w.count.deadLettered.Inc()
-	w.observeGiveUp(msg, meta, DeadLettered, status, reason)
-	if span != nil {
-		span.SetAttributes(tracing.Outcome.String(tracing.OutcomeDeadLetter))
-	}
-	log.Info("event dead-lettered", "status", status, "error", reason)
-	w.settle(log, w.term(ctx, msg, "dead-lettered: "+reason))
-}
-
-// termTimeout bounds the wait for JetStream to confirm a term.
-const termTimeout = 5 * time.Second
-
-// term terminates msg with reason and waits until JetStream confirms it,
-// as DoubleAck does for an ack. nats.go's Msg offers no confirmed term, so
-// the term goes as a request on the message's reply subject, which the
-// server answers once the consumer has processed it. The budget reads the
-// consumer's backlog right after giving events up: a term still on its way
-// would count there as unacknowledged and make it give up one event too
-// many.
-func (w *worker) term(ctx context.Context, msg jetstream.Msg, reason string) error {
-	reply := msg.Reply()
-	if reply == "" {
-		return msg.TermWithReason(reason) // says why it cannot be settled
-	}
-	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), termTimeout)
-	defer cancel()
-	if _, err := w.d.js.Conn().RequestWithContext(tctx, reply, []byte("+TERM "+reason)); err != nil {
-		return fmt.Errorf("terminate event: %w", err)
+	w.count.replies[string(res)].Inc()
+	end(string(res), nil)
+	switch res {
+	case reply.HopLimit:
+		log.Warn("reply over the hop limit, dropped", "replyID", r.Event.ID(), "hops", r.Hops, "maxHops", w.d.replies.MaxHops())
+	case reply.Invalid:
+		log.Warn("sink replied with an event that cannot be stored, dropped", "error", err)
 	}
 	return nil
 }

@@ -1,0 +1,83 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/codes"
+
+	"github.com/kfn-dev/kfn/eventbridge/deadletter"
+	"github.com/kfn-dev/kfn/eventbridge/eventstore"
+	"github.com/kfn-dev/kfn/eventbridge/tracing"
+)
+
+// giveUp dead-letters the event (or drops it when dead-lettering is off)
+// and terminates it. If the dead letter cannot be stored, the event is
+// redelivered later and given up again then.
+func (w *worker) giveUp(ctx context.Context, log eventLog, msg jetstream.Msg, meta *jetstream.MsgMetadata, status int, reason string) {
+	t := w.target
+	span := w.deadLetterSpan(ctx, msg, meta, status, reason)
+	if span != nil {
+		defer span.End()
+	}
+	if !t.delivery.DeadLetter {
+		w.count.discarded.Inc()
+		w.observeGiveUp(msg, meta, Discarded, status, reason)
+		if span != nil {
+			span.SetAttributes(tracing.Outcome.String(tracing.OutcomeDiscarded))
+		}
+		log.Warn("event given up and discarded (deadLetter is off)", "status", status, "error", reason)
+		w.settle(log, w.term(ctx, msg, reason))
+		return
+	}
+	f := deadletter.Failure{
+		Namespace: t.sub.Namespace, Subscription: t.sub.Name,
+		Status: status, Error: reason, Attempts: int(meta.NumDelivered),
+		Subject: msg.Subject(), Sequence: meta.Sequence.Stream, At: time.Now(),
+	}
+	if err := w.d.deadLetters.Write(ctx, msg.Headers(), msg.Data(), f); err != nil {
+		if span != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, "storing the dead letter failed")
+		}
+		if errors.Is(err, eventstore.ErrStorageFull) {
+			w.count.deadLetterFull.Inc()
+		}
+		log.Error("storing dead letter failed, will retry", "error", err)
+		w.settle(log, msg.NakWithDelay(RedeliveryDelay(t.delivery, int(meta.NumDelivered), w.d.cfg.Jitter, 0)))
+		return
+	}
+	w.count.deadLettered.Inc()
+	w.observeGiveUp(msg, meta, DeadLettered, status, reason)
+	if span != nil {
+		span.SetAttributes(tracing.Outcome.String(tracing.OutcomeDeadLetter))
+	}
+	log.Info("event dead-lettered", "status", status, "error", reason)
+	w.settle(log, w.term(ctx, msg, "dead-lettered: "+reason))
+}
+
+// termTimeout bounds the wait for JetStream to confirm a term.
+const termTimeout = 5 * time.Second
+
+// term terminates msg with reason and waits until JetStream confirms it,
+// as DoubleAck does for an ack. nats.go's Msg offers no confirmed term, so
+// the term goes as a request on the message's reply subject, which the
+// server answers once the consumer has processed it. The budget reads the
+// consumer's backlog right after giving events up: a term still on its way
+// would count there as unacknowledged and make it give up one event too
+// many.
+func (w *worker) term(ctx context.Context, msg jetstream.Msg, reason string) error {
+	reply := msg.Reply()
+	if reply == "" {
+		return msg.TermWithReason(reason) // says why it cannot be settled
+	}
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), termTimeout)
+	defer cancel()
+	if _, err := w.d.js.Conn().RequestWithContext(tctx, reply, []byte("+TERM "+reason)); err != nil {
+		return fmt.Errorf("terminate event: %w", err)
+	}
+	return nil
+}

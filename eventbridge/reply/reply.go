@@ -1,0 +1,112 @@
+package reply
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/cloudevents/sdk-go/v2/binding"
+	"github.com/cloudevents/sdk-go/v2/event"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/kfn-dev/kfn/eventbridge/eventstore"
+)
+
+// Result is what became of a reply; its values are the result label of
+// the dispatcher's kfn_eventbridge_replies_total.
+type Result string
+
+// The results of a reply.
+const (
+	// Published: stored in the event stream as a new event.
+	Published Result = "published"
+	// Invalid: not a valid CloudEvent, too large, or not storable; dropped.
+	Invalid Result = "invalid"
+	// HopLimit: over the hop limit; dropped.
+	HopLimit Result = "hop_limit"
+	// Failed: valid, but storing it failed; the delivery is to be retried.
+	Failed Result = "failed"
+)
+
+// ErrInvalid is wrapped by the errors of replies that cannot be events.
+var ErrInvalid = errors.New("invalid reply")
+
+// IsCloudEvent reports whether a sink's answer, by its headers, carries a
+// CloudEvent (binary or structured mode).
+func IsCloudEvent(h http.Header) bool {
+	return h.Get("Ce-Specversion") != "" || strings.HasPrefix(h.Get("Content-Type"), "application/cloudevents+json")
+}
+
+// Read reads an answer's body of at most maxBytes; a longer one is an
+// error wrapping ErrInvalid, a failed read any other error.
+func Read(body io.Reader, maxBytes int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(body, maxBytes+1))
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("read reply: %w", err)
+	case int64(len(b)) > maxBytes:
+		return nil, fmt.Errorf("%w: over %d bytes", ErrInvalid, maxBytes)
+	}
+	return b, nil
+}
+
+// Reply is a sink's reply, decoded.
+type Reply struct {
+	// Event is the reply's event.
+	Event *event.Event
+	// Hops is its hop count: that of the event it answers plus one.
+	Hops int
+}
+
+// Decode decodes the CloudEvent in a sink's answer (header and body) to
+// the event whose stored headers are answered. The error wraps ErrInvalid.
+func Decode(ctx context.Context, header http.Header, body []byte, answered nats.Header) (*Reply, error) {
+	e, err := binding.ToEvent(ctx, cehttp.NewMessage(header, io.NopCloser(bytes.NewReader(body))))
+	if err == nil {
+		err = e.Validate()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return &Reply{Event: e, Hops: eventstore.Hops(answered) + 1}, nil
+}
+
+// Store stores replies in the event stream through one event store. Its
+// methods are safe for concurrent use.
+type Store struct {
+	store   *eventstore.Store
+	maxHops int
+}
+
+// NewStore returns a Store of replies in eventStream, dropping those of
+// more than maxHops hops.
+func NewStore(js jetstream.JetStream, eventStream string, maxHops int) *Store {
+	return &Store{store: eventstore.New(js, eventStream), maxHops: maxHops}
+}
+
+// MaxHops returns the hop limit.
+func (s *Store) MaxHops() int { return s.maxHops }
+
+// Publish stores r with its hop count and the trace context given, and
+// says what became of it. The error is nil but for Failed (the reply
+// could not be stored, for a reason that may pass) and Invalid (why the
+// event store refused it).
+func (s *Store) Publish(ctx context.Context, r *Reply, traceParent, traceState string) (Result, error) {
+	if r.Hops > s.maxHops {
+		return HopLimit, nil
+	}
+	r.Event.SetExtension(eventstore.HopsExtension, r.Hops)
+	if _, err := s.store.Publish(ctx, r.Event, traceParent, traceState); err != nil {
+		if errors.Is(err, eventstore.ErrInvalidEvent) || errors.Is(err, eventstore.ErrTooLarge) {
+			return Invalid, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		return Failed, fmt.Errorf("store reply %s: %w", r.Event.ID(), err)
+	}
+	return Published, nil
+}
