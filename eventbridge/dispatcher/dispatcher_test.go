@@ -348,16 +348,29 @@ kfn_eventbridge_delivery_failures_total{namespace="default",subscription="s"} 1
 `), "kfn_eventbridge_delivered_total", "kfn_eventbridge_delivery_failures_total"))
 }
 
+// While a sink has no ready endpoint its events wait, as backlog, and no
+// attempt is spent on them. That nothing was delivered is seen against a
+// witness: a Subscription to the same events whose sink is always ready
+// has got them. The sink answers 503 while not ready, as a Service without
+// endpoints does, so that an attempt spent at zero would fail and, with
+// maxDeliver 1, be dead-lettered.
 func TestScaleToZeroWaitsWithoutSpendingAttempts(t *testing.T) {
-	eps := newEndpoints(false)
+	eps := newEndpoints(false, "witness")
 	b := newBridge(t, withEndpoints(eps))
-	k := b.newSink("fn", nil)
+	k := b.newSink("fn", func(_ int, _ *http.Request, w http.ResponseWriter) {
+		if !eps.isReady() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	})
+	witness := b.newSink("witness", nil)
 	s := sub("s", "fn", config("maxDeliver", "1"))
 	b.subscribe(s)
+	b.subscribe(sub("witness", "witness"))
 	for i := range 5 {
 		b.publish("shop", "order.created.v1", strconv.Itoa(i), "")
 	}
-	require.Never(t, func() bool { return k.count() > 0 }, 500*time.Millisecond, tick)
+	require.Eventually(t, func() bool { return witness.count() == 5 }, wait, tick, "the witness got the events")
+	assert.Zero(t, k.count(), "nothing delivered at zero")
 	info := b.consumerInfo(s)
 	assert.Equal(t, uint64(5), info.NumPending, "events wait in the stream as backlog")
 	assert.Zero(t, info.NumAckPending, "nothing pulled")
@@ -367,13 +380,14 @@ func TestScaleToZeroWaitsWithoutSpendingAttempts(t *testing.T) {
 	require.Eventually(t, func() bool { return k.count() == 5 }, wait, tick)
 	assert.Empty(t, b.deadLetters(), "maxDeliver 1 was enough: no attempt was spent while at zero")
 
-	// Back to zero: pulling stops again.
+	// Back to zero: the next event waits again.
 	eps.set(false)
-	time.Sleep(50 * time.Millisecond) // let the worker see the change; nothing to await from outside
 	b.publish("shop", "order.created.v1", "later", "")
-	require.Never(t, func() bool { return k.count() > 5 }, 300*time.Millisecond, tick)
+	require.Eventually(t, func() bool { return witness.count() == 6 }, wait, tick, "the witness got the event")
+	assert.Equal(t, 5, k.count(), "the event waits while at zero")
 	eps.set(true)
 	require.Eventually(t, func() bool { return k.count() == 6 }, wait, tick)
+	assert.Empty(t, b.deadLetters(), "no attempt was spent while at zero")
 }
 
 func TestOneDeadSinkDoesNotStopOthers(t *testing.T) {

@@ -310,22 +310,40 @@ func config(kv ...string) func(*v1alpha2.Subscription) {
 	}
 }
 
-// endpoints is a test Endpoints with one switch for every Service.
+// endpoints is a test Endpoints with one switch for every Service but
+// those always ready.
 type endpoints struct {
 	mu      sync.Mutex
 	ready   bool
 	changed chan struct{}
+	always  map[string]bool
 }
 
-func newEndpoints(ready bool) *endpoints {
-	return &endpoints{ready: ready, changed: make(chan struct{})}
+func newEndpoints(ready bool, alwaysReady ...string) *endpoints {
+	e := &endpoints{ready: ready, changed: make(chan struct{}), always: map[string]bool{}}
+	for _, s := range alwaysReady {
+		e.always[s] = true
+	}
+	return e
 }
 
-func (e *endpoints) Ready(string, string) (bool, <-chan struct{}) {
+func (e *endpoints) Ready(_, service string) (bool, <-chan struct{}) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.always[service] {
+		return true, never
+	}
 	return e.ready, e.changed
 }
+
+// isReady reports the switch.
+func (e *endpoints) isReady() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.ready
+}
+
+var never = make(chan struct{})
 
 func (e *endpoints) set(ready bool) {
 	e.mu.Lock()
