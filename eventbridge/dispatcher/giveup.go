@@ -3,7 +3,6 @@ package dispatcher
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
+	"github.com/kfn-dev/kfn/eventbridge/pull"
 	"github.com/kfn-dev/kfn/eventbridge/tracing"
 )
 
@@ -59,25 +59,10 @@ func (w *worker) giveUp(ctx context.Context, log eventLog, msg jetstream.Msg, me
 	w.settle(log, w.term(ctx, msg, "dead-lettered: "+reason))
 }
 
-// termTimeout bounds the wait for JetStream to confirm a term.
-const termTimeout = 5 * time.Second
-
-// term terminates msg with reason and waits until JetStream confirms it,
-// as DoubleAck does for an ack. nats.go's Msg offers no confirmed term, so
-// the term goes as a request on the message's reply subject, which the
-// server answers once the consumer has processed it. The budget reads the
-// consumer's backlog right after giving events up: a term still on its way
-// would count there as unacknowledged and make it give up one event too
-// many.
+// term terminates msg with reason and waits until JetStream confirms it
+// (pull.Terminate): the budget reads the consumer's backlog right after
+// giving events up, and a term still on its way would count there as
+// unacknowledged and make it give up one event too many.
 func (w *worker) term(ctx context.Context, msg jetstream.Msg, reason string) error {
-	reply := msg.Reply()
-	if reply == "" {
-		return msg.TermWithReason(reason) // says why it cannot be settled
-	}
-	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), termTimeout)
-	defer cancel()
-	if _, err := w.d.js.Conn().RequestWithContext(tctx, reply, []byte("+TERM "+reason)); err != nil {
-		return fmt.Errorf("terminate event: %w", err)
-	}
-	return nil
+	return pull.Terminate(ctx, w.d.js.Conn(), msg, reason)
 }

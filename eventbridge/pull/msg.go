@@ -111,3 +111,27 @@ func (e *Msg) TermWithReason(reason string) error {
 	}
 	return nil
 }
+
+// TerminateTimeout bounds Terminate's wait for the server.
+const TerminateTimeout = 5 * time.Second
+
+// Terminate terminates msg with reason and waits, at most
+// TerminateTimeout and also when ctx is done, until the server confirms
+// it, as DoubleAck does for an ack: once it returns nil the consumer no
+// longer counts msg as unacknowledged. nats.go's messages offer no
+// confirmed term, so the term goes as a request on the message's reply
+// subject over nc, which the server answers once the consumer has
+// processed it. A message without a reply subject is terminated as
+// TermWithReason does, which says why it cannot be.
+func Terminate(ctx context.Context, nc *nats.Conn, msg jetstream.Msg, reason string) error {
+	reply := msg.Reply()
+	if reply == "" {
+		return msg.TermWithReason(reason)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), TerminateTimeout)
+	defer cancel()
+	if _, err := nc.RequestWithContext(ctx, reply, []byte("+TERM "+reason)); err != nil {
+		return fmt.Errorf("terminate message: %w", err)
+	}
+	return nil
+}
