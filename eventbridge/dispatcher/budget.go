@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/kfn-dev/kfn/eventbridge/pull"
 )
 
 // maxShedBatch bounds the events one budget check pulls to give up.
@@ -156,7 +158,7 @@ func (w *worker) takeExcess() bool {
 
 // giveUpRetry gives up an event that waited in the worker for its next
 // attempt.
-func (w *worker) giveUpRetry(ctx context.Context, e *event) {
+func (w *worker) giveUpRetry(ctx context.Context, e *pull.Msg) {
 	defer e.Release()
 	defer w.heartbeat.Release(e)
 	meta, err := e.Metadata()

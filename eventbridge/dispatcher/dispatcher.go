@@ -511,7 +511,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 func (d *Dispatcher) startLocked(w *worker) {
 	w.ctx, w.cancel = context.WithCancel(d.runCtx)
 	w.init()
-	w.pl = d.puller.Add(w.target.consumer, w.target.delivery.MaxInFlight, w.deliver)
+	w.pl = d.puller.Add(w.target.consumer, w.target.delivery.MaxInFlight, w)
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/kfn-dev/kfn/eventbridge/pull"
 )
 
 // retries are the events of a worker whose attempt failed and that wait
@@ -22,26 +24,26 @@ import (
 type retries struct {
 	mu     sync.Mutex
 	closed bool
-	byID   map[*event]*retry
+	byID   map[*pull.Msg]*retry
 }
 
 // retry is one event waiting for its next attempt.
 type retry struct {
-	e     *event
+	e     *pull.Msg
 	due   time.Time
 	timer *time.Timer
 }
 
 // add keeps e until delay has passed, then calls due with it, unless it
 // was taken meanwhile. It reports false when the retries are closed.
-func (rs *retries) add(e *event, delay time.Duration, due func(*event)) bool {
+func (rs *retries) add(e *pull.Msg, delay time.Duration, due func(*pull.Msg)) bool {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	if rs.closed {
 		return false
 	}
 	if rs.byID == nil {
-		rs.byID = map[*event]*retry{}
+		rs.byID = map[*pull.Msg]*retry{}
 	}
 	r := &retry{e: e, due: time.Now().Add(delay)}
 	r.timer = time.AfterFunc(delay, func() {
@@ -66,7 +68,7 @@ func (rs *retries) take(r *retry) bool {
 
 // takeOldest removes up to n of the events waiting, those earliest in the
 // stream first, and returns them; their timers will not fire.
-func (rs *retries) takeOldest(n int) []*event {
+func (rs *retries) takeOldest(n int) []*pull.Msg {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	if n <= 0 || len(rs.byID) == 0 {
@@ -76,8 +78,8 @@ func (rs *retries) takeOldest(n int) []*event {
 	for _, r := range rs.byID {
 		all = append(all, r)
 	}
-	slices.SortFunc(all, func(a, b *retry) int { return cmp.Compare(a.e.seq(), b.e.seq()) })
-	var out []*event
+	slices.SortFunc(all, func(a, b *retry) int { return cmp.Compare(streamSeq(a.e), streamSeq(b.e)) })
+	var out []*pull.Msg
 	for _, r := range all[:min(n, len(all))] {
 		if r.timer.Stop() {
 			delete(rs.byID, r.e)
@@ -89,12 +91,12 @@ func (rs *retries) takeOldest(n int) []*event {
 
 // takeOlder removes and returns the oldest event waiting if it is earlier
 // in the stream than seq, else nil; its timer will not fire.
-func (rs *retries) takeOlder(seq uint64) *event {
+func (rs *retries) takeOlder(seq uint64) *pull.Msg {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	var oldest *retry
 	for _, r := range rs.byID {
-		if r.e.seq() < seq && (oldest == nil || r.e.seq() < oldest.e.seq()) {
+		if streamSeq(r.e) < seq && (oldest == nil || streamSeq(r.e) < streamSeq(oldest.e)) {
 			oldest = r
 		}
 	}
@@ -114,11 +116,11 @@ func (rs *retries) len() int {
 
 // close stops taking events and returns those waiting, each with the time
 // left until it was due; their timers will not fire.
-func (rs *retries) close() map[*event]time.Duration {
+func (rs *retries) close() map[*pull.Msg]time.Duration {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	rs.closed = true
-	out := make(map[*event]time.Duration, len(rs.byID))
+	out := make(map[*pull.Msg]time.Duration, len(rs.byID))
 	now := time.Now()
 	for e, r := range rs.byID {
 		if r.timer.Stop() {
@@ -129,9 +131,9 @@ func (rs *retries) close() map[*event]time.Duration {
 	return out
 }
 
-// seq is the event's sequence in the stream. The puller hands over only
+// streamSeq is the event's sequence in the stream. The puller hands over only
 // events whose metadata it read.
-func (e *event) seq() uint64 {
+func streamSeq(e *pull.Msg) uint64 {
 	meta, err := e.Metadata()
 	if err != nil {
 		return 0

@@ -108,29 +108,25 @@ func (w *worker) goBusy(f func()) bool {
 	return true
 }
 
-// event is an event the puller handed to a worker, as the task that
-// delivers it.
-type event struct {
-	*pull.Msg
-	w *worker
-}
-
-// deliver delivers m on a goroutine of the dispatcher's that run waits
-// for, unless the worker is closing: then the event is left to come again
-// after its ack wait. It is the worker's pull's deliver.
-func (w *worker) deliver(m *pull.Msg) bool {
+// Take delivers m on a goroutine of the dispatcher's that run waits for
+// (m.Run calls Handle), unless the worker is closing: then the event is
+// left to come again after its ack wait. The worker is its pull's
+// pull.Handler.
+func (w *worker) Take(m *pull.Msg) bool {
 	if !w.startBusy() {
 		return false
 	}
-	w.d.goroutines.Go(&event{Msg: m, w: w})
+	w.d.goroutines.Go(m)
 	return true
 }
 
-// Run delivers the event: it is the task of deliver.
-func (e *event) Run() {
-	defer e.w.busy.Done()
-	e.w.handle(e.w.ctx, e)
+// Handle delivers an event Take took, or one retried (retryLater).
+func (w *worker) Handle(m *pull.Msg) {
+	defer w.busy.Done()
+	w.handle(w.ctx, m)
 }
+
+var _ pull.Handler = (*worker)(nil)
 
 // startBusy counts work that run waits for, unless the worker is closing;
 // it reports whether the work may start.
@@ -256,7 +252,7 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg) {
 	defer func() {
 		if !kept {
 			w.heartbeat.Release(msg)
-			if e, ok := msg.(*event); ok {
+			if e, ok := msg.(*pull.Msg); ok {
 				e.Release()
 			}
 		}
@@ -336,11 +332,11 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg) {
 // otherwise, or one that fails while the worker stops, is handed back to
 // JetStream with its delay instead.
 func (w *worker) retryLater(msg jetstream.Msg, delay time.Duration) bool {
-	e, ok := msg.(*event)
+	e, ok := msg.(*pull.Msg)
 	if !ok {
 		return false
 	}
-	return w.retries.add(e, delay, func(e *event) {
+	return w.retries.add(e, delay, func(e *pull.Msg) {
 		e.Redelivered() // the attempt's number, as JetStream's count would be
 		if !w.startBusy() {
 			w.handBack(e, 0)
@@ -352,7 +348,7 @@ func (w *worker) retryLater(msg jetstream.Msg, delay time.Duration) bool {
 
 // handBack returns an event the worker held for its next attempt to
 // JetStream, which delivers it again after delay.
-func (w *worker) handBack(e *event, delay time.Duration) {
+func (w *worker) handBack(e *pull.Msg, delay time.Duration) {
 	defer e.Release()
 	defer w.heartbeat.Release(e)
 	if err := e.NakWithDelay(delay); err != nil {

@@ -9,7 +9,10 @@
 // and Goroutines that keep their stacks between deliveries.
 //
 // A Puller is the handle of its work, shaped like jetstream's
-// ConsumeContext: Stop and Closed. Its messages are Msg, a jetstream.Msg
+// ConsumeContext: Stop and Closed; each Pull hands its messages to a
+// Handler, as Consume does to its MessageHandler, and a Msg's Run hands
+// it on to the Handler's Handle on one of the Goroutines, with nothing
+// allocated per message but the Msg. Its messages are Msg, a jetstream.Msg
 // of this package's making: jetstream makes its own only for the
 // subscriptions of its Consume, Messages and Fetch (see Msg), and one of
 // those per consumer is what a Puller exists to avoid (see pull.go).

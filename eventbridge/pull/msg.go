@@ -29,6 +29,18 @@ type Msg struct {
 	// pl is nil once released. Both are guarded by the puller's mu.
 	pl   *Pull
 	size int64
+	// h is the Handler of the pull that received the message; nil for
+	// one of NewMsg.
+	h Handler
+}
+
+// Run hands the message to the Handle of the pull that received it, which
+// makes it a Task for Goroutines. A message of NewMsg has none: Run does
+// nothing.
+func (e *Msg) Run() {
+	if e.h != nil {
+		e.h.Handle(e)
+	}
 }
 
 // NewMsg returns m as a Msg that counts against no Puller's bounds: a

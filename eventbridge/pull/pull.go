@@ -128,9 +128,8 @@ type Pull struct {
 	subject  string
 	reply    string
 	batch    int
-	// deliver is called with each event, under the puller's lock: it
-	// must only hand the event over, and report whether it did.
-	deliver func(*Msg) bool
+	// h is handed each message (Handler).
+	h Handler
 	// lost says that the consumer went away or refused a request; the
 	// pull then asks for nothing until started again.
 	lost chan error
@@ -284,18 +283,28 @@ func (p *Puller) renew(now time.Time) {
 	}
 }
 
+// Handler is what a pull hands its messages to.
+type Handler interface {
+	// Take is called with each message as it arrives, under the Puller's
+	// lock: it must only hand the message over (never call the Puller,
+	// the Pull or Release), and report whether it took it; one not taken
+	// is released and comes again after its ack wait.
+	Take(*Msg) bool
+	// Handle handles a message taken: it is what the message's Run calls,
+	// so that a Msg is a Task for Goroutines with no allocation of its
+	// own.
+	Handle(*Msg)
+}
+
 // Add registers a pull of consumer, asking for up to batch messages at
-// once when started, handed to deliver. Messages of the consumer that
-// arrive go to the newest pull of it, also while it is paused. deliver is
-// called under the Puller's lock: it must only hand the message over
-// (never call the Puller, the Pull or Release), and report whether it
-// took it; one not taken is released and comes again after its ack wait.
-func (p *Puller) Add(consumer string, batch int, deliver func(*Msg) bool) *Pull {
+// once when started, handed to h. Messages of the consumer that arrive go
+// to the newest pull of it, also while it is paused.
+func (p *Puller) Add(consumer string, batch int, h Handler) *Pull {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.ids++
 	pl := &Pull{
-		p: p, id: p.ids, consumer: consumer, batch: batch, deliver: deliver,
+		p: p, id: p.ids, consumer: consumer, batch: batch, h: h,
 		subject: p.next + consumer, reply: p.inbox + strconv.FormatUint(p.ids, 10),
 		lost: make(chan error, 1),
 	}
@@ -402,7 +411,7 @@ func (pl *Pull) room() (int64, bool) {
 // hold counts an event's bytes as held by its pull until release. The
 // puller's mu is held.
 func (pl *Pull) hold(e *Msg) {
-	e.pl, e.size = pl, msgSize(e.msg)
+	e.pl, e.size, e.h = pl, msgSize(e.msg), pl.h
 	pl.held += e.size
 	pl.p.held += e.size
 }
@@ -487,7 +496,7 @@ func (p *Puller) receive(m *nats.Msg) {
 	}
 	pl.pending = max(pl.pending-1, 0)
 	pl.hold(e)
-	if !pl.deliver(e) {
+	if !pl.h.Take(e) {
 		e.releaseLocked() // not taken: it comes again after the ack wait
 	}
 	pl.topUp()

@@ -78,7 +78,7 @@ func TestEveryPullAsksAgainAfterTheServerVanished(t *testing.T) {
 	var pulls []*Pull
 	for i := range consumers {
 		ch := make(chan jetstream.Msg, 10)
-		pl := p.Add(fmt.Sprintf("c%d", i), 2, func(m *Msg) bool { ch <- m; return true })
+		pl := p.Add(fmt.Sprintf("c%d", i), 2, take(func(m *Msg) { ch <- m }))
 		pl.Start()
 		got, pulls = append(got, ch), append(pulls, pl)
 	}
@@ -111,7 +111,7 @@ func TestPullerAsksAgainAfterAnUntoldReconnect(t *testing.T) {
 	p := newPuller(nc, "events", time.Hour, heldBytes{}) // no request of the test expires by itself
 	require.NoError(t, p.listen())
 	got := make(chan jetstream.Msg, 10)
-	pl := p.Add("c0", 1, func(m *Msg) bool { got <- m; return true })
+	pl := p.Add("c0", 1, take(func(m *Msg) { got <- m }))
 	pl.Start()
 	require.NoError(t, nc.Flush()) // the request is on the server
 
@@ -157,13 +157,13 @@ func TestPullerKeepsToItsByteBounds(t *testing.T) {
 	p := newPuller(nc, "events", time.Hour, heldBytes{total: 350 << 10, perPull: 250 << 10})
 	require.NoError(t, p.listen())
 	got := map[string]chan *Msg{"a": make(chan *Msg, 10), "b": make(chan *Msg, 10)}
-	pa := p.Add("a", 10, func(e *Msg) bool { got["a"] <- e; return true })
+	pa := p.Add("a", 10, take(func(e *Msg) { got["a"] <- e }))
 	pa.Start()
 	count := func(c string) int { return len(got[c]) }
 	require.Eventually(t, func() bool { return count("a") == 2 }, 5*time.Second, time.Millisecond)
 	require.Never(t, func() bool { return count("a") > 2 }, 200*time.Millisecond, 5*time.Millisecond, "250 KiB hold two events of 100 KiB")
 
-	pb := p.Add("b", 10, func(e *Msg) bool { got["b"] <- e; return true })
+	pb := p.Add("b", 10, take(func(e *Msg) { got["b"] <- e }))
 	pb.Start()
 	require.Eventually(t, func() bool { return count("b") == 1 }, 5*time.Second, time.Millisecond)
 	require.Never(t, func() bool { return count("b") > 1 }, 200*time.Millisecond, 5*time.Millisecond, "the total's 350 KiB leave room for one more")
@@ -195,3 +195,10 @@ func drain(c chan *Msg) []*Msg {
 		}
 	}
 }
+
+// take is a Handler that takes every message to f (which must not block),
+// and handles none.
+type take func(*Msg)
+
+func (f take) Take(m *Msg) bool { f(m); return true }
+func (take) Handle(*Msg)        {}
