@@ -203,11 +203,7 @@ func (b *Bridge) newDispatcher(c *cluster) error {
 	}
 	opts := []dispatcher.Option{dispatcher.WithLogger(b.component("dispatcher"))}
 	if b.deps.Metrics != nil {
-		m, err := dispatcher.NewMetrics(b.deps.Metrics)
-		if err != nil {
-			return err
-		}
-		opts = append(opts, dispatcher.WithMetrics(m))
+		opts = append(opts, dispatcher.WithMetrics(b.deps.Metrics))
 	}
 	if b.deps.Tracer != nil {
 		opts = append(opts, dispatcher.WithTracerProvider(b.deps.Tracer))
@@ -299,7 +295,11 @@ func (b *Bridge) newGateway(c *cluster) error {
 	}
 	reporter := b.deps.InFlight
 	if reporter == nil {
-		pub, err := inflight.NewPublisher(b.deps.Conn, b.cfg.GatewayInFlightSubject, log)
+		opts := []inflight.Option{inflight.WithLogger(log)}
+		if b.cfg.GatewayInFlightSubject != "" {
+			opts = append(opts, inflight.WithSubject(b.cfg.GatewayInFlightSubject))
+		}
+		pub, err := inflight.NewPublisher(b.deps.Conn, opts...)
 		if err != nil {
 			return fmt.Errorf("gateway: %w", err)
 		}
@@ -395,7 +395,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	// Replays are made by the admin API; consumers made by a release
 	// that always filtered on the replay subject lose it too.
 	if b.DeadLetters != nil || b.Subscriptions != nil || b.reconciler != nil {
-		g.Go(func() error { b.applier().SweepReplays(ctx, b.cfg.ReplaySweep, b.component("replay")); return nil })
+		g.Go(func() error { return b.applier().SweepReplays(ctx, b.cfg.ReplaySweep, b.component("replay")) })
 	}
 	if b.deps.Reconnected != nil {
 		g.Go(func() error { b.followNATS(ctx); return nil })

@@ -89,7 +89,7 @@ func TestGatewayInACluster(t *testing.T) {
 	require.NoError(t, err)
 	defer nc.Close()
 	got := make(reports, 100)
-	stop, err := inflight.Subscribe(nc, "", got, nil)
+	stop, err := inflight.Subscribe(nc, got)
 	require.NoError(t, err)
 	defer stop()
 

@@ -80,7 +80,7 @@ func Run(ctx context.Context, cfg Process, root *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	stopInFlight, err := inflight.Subscribe(nc, cfg.InFlightSubject, core, logging.Component(root, "inflight"))
+	stopInFlight, err := inflight.Subscribe(nc, core, inflight.WithSubject(cfg.InFlightSubject), inflight.WithLogger(logging.Component(root, "inflight")))
 	if err != nil {
 		return err
 	}

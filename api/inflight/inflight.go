@@ -26,6 +26,55 @@ const (
 // ErrInvalidReport is wrapped by every error of [Decode].
 var ErrInvalidReport = errors.New("invalid in-flight report")
 
+// ErrInvalidOption is wrapped by the errors of NewPublisher and Subscribe
+// about a missing dependency or a bad option.
+var ErrInvalidOption = errors.New("invalid in-flight option")
+
+// Option sets an optional setting of a Publisher or a subscription.
+type Option func(*options) error
+
+type options struct {
+	subject string
+	log     *slog.Logger
+}
+
+// WithSubject sets the core NATS subject of the reports (DefaultSubject
+// without it); an empty subject is refused.
+func WithSubject(subject string) Option {
+	return func(o *options) error {
+		if subject == "" {
+			return fmt.Errorf("%w: empty subject", ErrInvalidOption)
+		}
+		o.subject = subject
+		return nil
+	}
+}
+
+// WithLogger sets the logger of what is not sent or dropped; the default
+// discards.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil logger", ErrInvalidOption)
+		}
+		o.log = l
+		return nil
+	}
+}
+
+func apply(opts []Option) (options, error) {
+	o := options{subject: DefaultSubject, log: slog.New(slog.DiscardHandler)}
+	for _, opt := range opts {
+		if opt == nil {
+			return o, fmt.Errorf("%w: nil option", ErrInvalidOption)
+		}
+		if err := opt(&o); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
 // Report is the message on the subject: what one gateway instance has in
 // flight now, replacing its previous report.
 type Report struct {
@@ -104,19 +153,16 @@ type Publisher struct {
 	log     *slog.Logger
 }
 
-// NewPublisher returns a Publisher on nc; subject "" is DefaultSubject, and
-// log may be nil.
-func NewPublisher(nc *nats.Conn, subject string, log *slog.Logger) (*Publisher, error) {
+// NewPublisher returns a Publisher on nc. The error wraps ErrInvalidOption.
+func NewPublisher(nc *nats.Conn, opts ...Option) (*Publisher, error) {
 	if nc == nil {
-		return nil, errors.New("in-flight publisher: nil NATS connection")
+		return nil, fmt.Errorf("%w: nil NATS connection", ErrInvalidOption)
 	}
-	if subject == "" {
-		subject = DefaultSubject
+	o, err := apply(opts)
+	if err != nil {
+		return nil, err
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	return &Publisher{nc: nc, subject: subject, log: log}, nil
+	return &Publisher{nc: nc, subject: o.subject, log: o.log}, nil
 }
 
 // ReportInFlight publishes the report. It does not wait for the server; a
@@ -132,19 +178,19 @@ func (p *Publisher) ReportInFlight(src string, counts map[types.NamespacedName]i
 	}
 }
 
-// Subscribe delivers every valid report on subject ("" is DefaultSubject)
-// to r, and drops invalid ones with a warning in log (which may be nil).
-// The subscription survives reconnects; stop ends it.
-func Subscribe(nc *nats.Conn, subject string, r Reporter, log *slog.Logger) (stop func(), err error) {
+// Subscribe delivers every valid report on the subject to r, and drops
+// invalid ones with a warning. The subscription survives reconnects; stop
+// ends it. A missing nc or r, or a bad option, is an error wrapping
+// ErrInvalidOption.
+func Subscribe(nc *nats.Conn, r Reporter, opts ...Option) (stop func(), err error) {
 	if nc == nil || r == nil {
-		return nil, errors.New("in-flight subscriber: nil NATS connection or reporter")
+		return nil, fmt.Errorf("%w: nil NATS connection or reporter", ErrInvalidOption)
 	}
-	if subject == "" {
-		subject = DefaultSubject
+	o, err := apply(opts)
+	if err != nil {
+		return nil, err
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	subject, log := o.subject, o.log
 	sub, err := nc.Subscribe(subject, func(m *nats.Msg) {
 		src, counts, ttl, err := Decode(m.Data)
 		if err != nil {

@@ -162,7 +162,7 @@ func TestServesKEDA(t *testing.T) {
 	eventually(t, metric(server.MetricBacklog), 1)
 
 	// Gateway requests reported over NATS count, in every replica.
-	pub, err := inflight.NewPublisher(n.Conn, "", nil)
+	pub, err := inflight.NewPublisher(n.Conn)
 	require.NoError(t, err)
 	pub.ReportInFlight("eventbridge-0", map[types.NamespacedName]int{fn: 3}, time.Minute)
 	eventually(t, metric(server.MetricConcurrency), 3)

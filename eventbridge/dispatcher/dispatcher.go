@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
@@ -177,7 +178,7 @@ type Dispatcher struct {
 	resolver    Resolver
 	transport   http.RoundTripper
 	log         *slog.Logger
-	metrics     *Metrics
+	metrics     *metrics
 	// observers are told every delivery step; tallies count them, by key
 	// (a *tally each), for Counts (observer.go).
 	observers []Observer
@@ -247,9 +248,21 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
-// WithMetrics records per-Subscription counters into m.
-func WithMetrics(m *Metrics) Option {
-	return func(d *Dispatcher) error { d.metrics = m; return nil }
+// WithMetrics registers the dispatcher's per-Subscription metrics (listed
+// at newMetrics) with reg and records into them; it fails on a nil reg and
+// when reg already holds them.
+func WithMetrics(reg prometheus.Registerer) Option {
+	return func(d *Dispatcher) error {
+		if reg == nil {
+			return fmt.Errorf("%w: nil metrics registerer", ErrInvalidOption)
+		}
+		m, err := newMetrics(reg)
+		if err != nil {
+			return fmt.Errorf("%w: register metrics: %w", ErrInvalidOption, err)
+		}
+		d.metrics = m
+		return nil
+	}
 }
 
 // New returns a Dispatcher that pulls through js and publishes replies and

@@ -76,16 +76,15 @@ func newBridge(t *testing.T, opts ...bridgeOpt) *bridge {
 	b.streams = stream.DefaultConfig()
 	b.streams.Storage = stream.StorageMemory
 	b.reg = prometheus.NewRegistry()
-	m, err := dispatcher.NewMetrics(b.reg)
-	require.NoError(t, err)
 	cfg := dispatcher.Config{Streams: b.streams, Jitter: -1, RequestTimeout: 5 * time.Second, PullExpiry: time.Second, Egress: loopback}
-	dopts := []dispatcher.Option{dispatcher.WithMetrics(m), dispatcher.WithResolver(dispatcher.ResolverFunc(b.resolve))}
+	dopts := []dispatcher.Option{dispatcher.WithMetrics(b.reg), dispatcher.WithResolver(dispatcher.ResolverFunc(b.resolve))}
 	for _, o := range opts {
 		o(&cfg, &dopts)
 	}
 	b.streams = cfg.Streams // options may change the streams too
 	require.NoError(t, stream.Ensure(context.Background(), b.js, b.streams))
 	b.store = eventstore.New(b.js, b.streams.EventStream)
+	var err error
 	b.d, err = dispatcher.New(b.js, cfg, dopts...)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())

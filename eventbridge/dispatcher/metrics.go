@@ -4,9 +4,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics are the dispatcher's per-Subscription Prometheus metrics. A nil
-// *Metrics records nothing.
-type Metrics struct {
+// metrics are the dispatcher's per-Subscription Prometheus metrics. A nil
+// *metrics records nothing.
+type metrics struct {
 	delivered        *prometheus.CounterVec
 	failed           *prometheus.CounterVec
 	deadLettered     *prometheus.CounterVec
@@ -26,7 +26,7 @@ var (
 	EventAgeBuckets         = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
 )
 
-// NewMetrics registers, with reg, metrics labelled by namespace and
+// newMetrics registers, with reg, metrics labelled by namespace and
 // subscription:
 //
 //	kfn_eventbridge_delivered_total            events the sink acknowledged (2xx)
@@ -37,9 +37,9 @@ var (
 //	kfn_eventbridge_replies_total{result}      sink replies: published, invalid, hop_limit
 //	kfn_eventbridge_delivery_duration_seconds  histogram: each attempt, request to answer
 //	kfn_eventbridge_event_age_seconds          histogram: each delivered event, stored to the start of the attempt that delivered it
-func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	labels := []string{"namespace", "subscription"}
-	m := &Metrics{
+	m := &metrics{
 		delivered: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kfn_eventbridge_delivered_total", Help: "Events delivered to the sink (2xx).",
 		}, labels),
@@ -83,13 +83,13 @@ type counters struct {
 	deliveryDuration, eventAge                                 prometheus.Observer
 }
 
-// Nothing, for a nil *Metrics: a counter and a histogram never registered.
+// Nothing, for a nil *metrics: a counter and a histogram never registered.
 var (
 	noCounter   = prometheus.NewCounter(prometheus.CounterOpts{Name: "unregistered"})
 	noHistogram = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "unregistered"})
 )
 
-func (m *Metrics) forSubscription(namespace, name string) *counters {
+func (m *metrics) forSubscription(namespace, name string) *counters {
 	if m == nil {
 		return &counters{delivered: noCounter, failed: noCounter, deadLettered: noCounter, deadLetterFull: noCounter, discarded: noCounter,
 			replies:          map[string]prometheus.Counter{"published": noCounter, "invalid": noCounter, "hop_limit": noCounter},
@@ -111,7 +111,7 @@ func (m *Metrics) forSubscription(namespace, name string) *counters {
 	return c
 }
 
-func (m *Metrics) forget(namespace, name string) {
+func (m *metrics) forget(namespace, name string) {
 	if m == nil {
 		return
 	}

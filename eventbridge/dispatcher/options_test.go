@@ -3,6 +3,7 @@ package dispatcher_test
 import (
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kfn-dev/kfn/api/stream"
@@ -32,10 +33,17 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		"nil transport": dispatcher.WithTransport(nil),
 		"nil logger":    dispatcher.WithLogger(nil),
 		"nil observer":  dispatcher.WithObserver(nil),
+		"nil metrics":   dispatcher.WithMetrics(nil),
 	} {
 		_, err := dispatcher.New(js, good, opt)
 		require.ErrorIs(t, err, dispatcher.ErrInvalidOption, name)
 	}
 	_, err = dispatcher.New(js, good)
 	require.NoError(t, err)
+
+	reg := prometheus.NewRegistry()
+	_, err = dispatcher.New(js, good, dispatcher.WithMetrics(reg))
+	require.NoError(t, err)
+	_, err = dispatcher.New(js, good, dispatcher.WithMetrics(reg))
+	require.ErrorIs(t, err, dispatcher.ErrInvalidOption, "the metrics are registered once per registry")
 }

@@ -145,26 +145,45 @@ func (f Filters) release(ctx context.Context, s jetstream.Stream, consumer strin
 	return true, f.update(ctx, cfg)
 }
 
-// Run sweeps every interval (DefaultSweepInterval when not positive) until
-// ctx ends, and logs what a sweep changed or could not.
-func (f Filters) Run(ctx context.Context, interval time.Duration, log *slog.Logger) {
+// Sweeper runs Filters.Sweep on a period: consumers whose replayed events
+// all settled lose their replay subject.
+type Sweeper struct {
+	filters  Filters
+	interval time.Duration
+	log      *slog.Logger
+}
+
+// NewSweeper returns a Sweeper of f's consumers that sweeps every interval
+// (DefaultSweepInterval when not positive) and logs what a sweep changed
+// or could not to log (discarded when nil).
+func NewSweeper(f Filters, interval time.Duration, log *slog.Logger) *Sweeper {
 	if interval <= 0 {
 		interval = DefaultSweepInterval
 	}
-	t := time.NewTicker(interval)
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Sweeper{filters: f, interval: interval, log: log}
+}
+
+// Run sweeps until ctx ends, then returns nil. A sweep under way when ctx
+// ends stops between consumers: each consumer's filter is updated whole or
+// not at all, and the next sweep (in this or another process) finishes.
+func (s *Sweeper) Run(ctx context.Context) error {
+	t := time.NewTicker(s.interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-t.C:
 		}
-		n, err := f.Sweep(ctx)
+		n, err := s.filters.Sweep(ctx)
 		switch {
 		case err != nil && ctx.Err() == nil:
-			log.Warn("sweeping replay subjects out of consumer filters", "changed", n, "error", err)
+			s.log.Warn("sweeping replay subjects out of consumer filters", "changed", n, "error", err)
 		case n > 0:
-			log.Debug("replay subjects swept out of consumer filters", "consumers", n)
+			s.log.Debug("replay subjects swept out of consumer filters", "consumers", n)
 		}
 	}
 }

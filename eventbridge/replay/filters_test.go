@@ -113,6 +113,33 @@ func TestTheReplaySubjectIsInTheFilterOnlyWhileReplaysWait(t *testing.T) {
 	assert.Zero(t, n, "nothing left to sweep")
 }
 
+func TestTheSweeperSweepsUntilItsContextEnds(t *testing.T) {
+	e := newEnv(t)
+	name := stream.ConsumerName("default", "a")
+	require.NoError(t, apply(e.filters, context.Background(), config(name, 10)))
+	e.replay(t, name, "replayed")
+	assert.Equal(t, "replayed", e.take(t, name))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- replay.NewSweeper(e.filters, tick, nil).Run(ctx) }()
+	require.Eventually(t, func() bool { return len(e.filter(t, name)) == 1 }, wait, tick,
+		"a sweep takes the settled replay's subject out")
+	assert.Equal(t, []string{typeSubject}, e.filter(t, name))
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned before its context ended: %v", err)
+	default:
+	}
+	cancel()
+	select {
+	case err := <-done:
+		assert.NoError(t, err, "an ended context is no error")
+	case <-time.After(wait):
+		t.Fatal("Run goes on after its context ended")
+	}
+}
+
 func TestApplyKeepsTheReplaySubjectOfWaitingReplays(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()

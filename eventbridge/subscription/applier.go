@@ -98,11 +98,12 @@ func (a Applier) checkSink(ctx context.Context, sub *v1alpha2.Subscription, chec
 	return nil
 }
 
-// SweepReplays runs replay.Filters.Run over the applier's stream: every
-// interval (replay.DefaultSweepInterval when not positive), until ctx ends,
-// consumers whose replayed events all settled lose their replay subject.
-func (a Applier) SweepReplays(ctx context.Context, interval time.Duration, log *slog.Logger) {
-	a.filters().Run(ctx, interval, log)
+// SweepReplays runs a replay.Sweeper over the applier's stream until ctx
+// ends (see replay.Sweeper.Run): every interval (replay.DefaultSweepInterval
+// when not positive), consumers whose replayed events all settled lose
+// their replay subject.
+func (a Applier) SweepReplays(ctx context.Context, interval time.Duration, log *slog.Logger) error {
+	return replay.NewSweeper(a.filters(), interval, log).Run(ctx)
 }
 
 func (a Applier) filters() replay.Filters {

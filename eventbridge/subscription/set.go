@@ -5,10 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"sync"
-	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -168,9 +166,4 @@ func (s *Set) ListSubscriptions(context.Context) ([]v1alpha2.Subscription, error
 		out[i] = *sub
 	}
 	return out, nil
-}
-
-// SweepReplays runs the Set's Applier.SweepReplays until ctx ends.
-func (s *Set) SweepReplays(ctx context.Context, interval time.Duration, log *slog.Logger) {
-	s.applier.SweepReplays(ctx, interval, log)
 }

@@ -21,13 +21,16 @@ import (
 func TestInFlightReportsReachEveryReplica(t *testing.T) {
 	n := scalertest.StartNATS(t)
 	fn := types.NamespacedName{Namespace: "shop", Name: "orders"}
+	const subject = "kfn.test.inflight" // not the default: both ends must honour WithSubject
+	raw, err := n.Conn.SubscribeSync(subject)
+	require.NoError(t, err)
 	var cores []*activity.Scaler
 	var watches []<-chan struct{}
 	for range 2 {
 		core, err := activity.New(activity.NewJetStreamReader(n.JS, n.Streams.EventStream), nil, activity.WithActivationHold(0))
 		require.NoError(t, err)
 		require.NoError(t, core.Refresh(context.Background()))
-		stop, err := inflight.Subscribe(scalertest.Connect(t, n.Server.ClientURL()), "", core, nil)
+		stop, err := inflight.Subscribe(scalertest.Connect(t, n.Server.ClientURL()), core, inflight.WithSubject(subject))
 		require.NoError(t, err)
 		t.Cleanup(stop)
 		active, ch, cancel := core.Watch(fn)
@@ -35,12 +38,16 @@ func TestInFlightReportsReachEveryReplica(t *testing.T) {
 		require.False(t, active)
 		cores, watches = append(cores, core), append(watches, ch)
 	}
-	pub, err := inflight.NewPublisher(scalertest.Connect(t, n.Server.ClientURL()), "", nil)
+	pub, err := inflight.NewPublisher(scalertest.Connect(t, n.Server.ClientURL()), inflight.WithSubject(subject))
 	require.NoError(t, err)
 
 	// Garbage first: dropped, changes nothing; then a real report.
-	require.NoError(t, n.Conn.Publish(inflight.DefaultSubject, []byte(`{"source":"evil","ttlMillis":1000,"functions":[{"namespace":"shop","name":"orders","inFlight":-5}]}`)))
+	require.NoError(t, n.Conn.Publish(subject, []byte(`{"source":"evil","ttlMillis":1000,"functions":[{"namespace":"shop","name":"orders","inFlight":-5}]}`)))
 	pub.ReportInFlight("gw-0", map[types.NamespacedName]int{fn: 2}, time.Minute)
+	for range 2 { // the garbage, then the publisher's report
+		_, err := raw.NextMsg(5 * time.Second)
+		require.NoError(t, err, "the reports travel on the subject asked for")
+	}
 	for i, ch := range watches {
 		select {
 		case <-ch:
