@@ -184,15 +184,18 @@ func (c *cluster) bridgeEndpoints(ctx context.Context, token string) (*endpoints
 		return nil, err
 	}
 	base := func(p int) string { return fmt.Sprintf("http://127.0.0.1:%d", p) }
-	// The admin API asks the cluster who the user is: it gets the
-	// kubeconfig's own credentials, through the port-forward.
+	// The admin API, and the gateway when it asks, ask the cluster who the
+	// user is: they get the kubeconfig's own credentials, over TLS through
+	// the port-forward.
 	rt, err := auth.ClientTransport(c.rest)
 	if err != nil {
 		stop()
 		return nil, err
 	}
+	kube := &http.Client{Transport: rt}
 	return &endpoints{publisher: base(local[0]), gateway: base(local[1]), token: token,
-		admin: fmt.Sprintf("https://127.0.0.1:%d", local[2]), adminPlain: base(local[2]), adminClient: &http.Client{Transport: rt},
+		gatewaySecure: fmt.Sprintf("https://127.0.0.1:%d", local[1]), gatewayClient: kube,
+		admin: fmt.Sprintf("https://127.0.0.1:%d", local[2]), adminPlain: base(local[2]), adminClient: kube,
 		where: fmt.Sprintf("kfn's event bridge %s/%s in %s", c.kfnNamespace, pods[0].Name, c.where), close: stop}, nil
 }
 

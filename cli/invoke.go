@@ -61,7 +61,7 @@ func (o *invokeOptions) run(cmd *cobra.Command, name string) error {
 	}
 	defer ep.close()
 	namespace := o.target.namespace(cmd, o.namespace)
-	req, err := o.request(cmd, ep.gateway+"/"+namespace+"/"+name, header)
+	req, err := o.request(cmd, ep.gateway+"/"+namespace+"/"+name, header.Clone())
 	if err != nil {
 		return err
 	}
@@ -72,6 +72,17 @@ func (o *invokeOptions) run(cmd *cobra.Command, name string) error {
 		fmt.Fprintf(cmd.ErrOrStderr(), "kfn: waiting for %s/%s (a function at zero is being started)...\n", namespace, name)
 	})
 	resp, err := http.DefaultClient.Do(req)
+	// A gateway that asks who calls (-gateway-auth=kubernetes) gets the
+	// kubeconfig's credentials, over TLS; one that does not never sees
+	// them, so they cannot reach a Function's code.
+	if err == nil && resp.StatusCode == http.StatusUnauthorized && ep.gatewaySecure != "" && req.Header.Get("Authorization") == "" {
+		resp.Body.Close()
+		if req, err = o.request(cmd, ep.gatewaySecure+"/"+namespace+"/"+name, header.Clone()); err != nil {
+			slow.Stop()
+			return err
+		}
+		resp, err = ep.gatewayClient.Do(req)
+	}
 	slow.Stop()
 	if err != nil {
 		return ep.unreachable("invoke "+name+" through", err)

@@ -85,6 +85,11 @@ type endpoints struct {
 	// eventbridge.admin.auth=none.
 	adminClient *http.Client
 	adminPlain  string
+	// gatewaySecure is the gateway's address over TLS, where it takes the
+	// kubeconfig's credentials through gatewayClient (auth.ClientTransport)
+	// when it asks for them (401); empty: none (kfn dev's).
+	gatewaySecure string
+	gatewayClient *http.Client
 	// where names the target in error messages; hint follows an error
 	// reaching it.
 	where, hint string

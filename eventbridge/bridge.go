@@ -45,8 +45,8 @@ type Deps struct {
 	Metrics prometheus.Registerer
 	// Tracer makes the publisher's and the dispatcher's spans; nil: none.
 	Tracer trace.TracerProvider
-	// Token, when set, is the bearer token the publisher's and the
-	// gateway's handlers require (package auth).
+	// Token, when set, is the bearer token the publisher's handler
+	// requires, and the gateway's without GatewayAccess (package auth).
 	Token []byte
 	// Access, when set, authenticates the callers of the dead-letter
 	// admin API as Kubernetes does and lets each do only what RBAC grants
@@ -55,6 +55,13 @@ type Deps struct {
 	// admin API's listener may use it (kfn dev, on the user's own
 	// loopback).
 	Access *auth.Kubernetes
+	// GatewayAccess, when set, authenticates the gateway's callers as
+	// Kubernetes does and lets each call only the Functions RBAC grants
+	// them gateway.Invoke on (functions/invoke in the Function's
+	// namespace); the bearer token or client certificate it took is not
+	// passed on to the Function. It may be Access itself. Nil: Token, when
+	// set, guards the gateway.
+	GatewayAccess *auth.Kubernetes
 
 	// Kubernetes, when set, is the manager the bridge reads Subscriptions,
 	// EndpointSlices and Kyma's Applications with and runs its reconciler
@@ -313,6 +320,9 @@ func (b *Bridge) newGateway(c *cluster) error {
 	if b.deps.Metrics != nil {
 		opts = append(opts, gateway.WithMetrics(b.deps.Metrics))
 	}
+	if b.deps.GatewayAccess != nil {
+		opts = append(opts, gateway.WithAccess(b.deps.GatewayAccess))
+	}
 	gw, err := gateway.New(backends, cfg, opts...)
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
@@ -345,7 +355,12 @@ func (b *Bridge) Handlers() Handlers {
 		h.Publisher = auth.RequireToken(b.deps.Token, b.Publisher, "/healthz", "/readyz")
 	}
 	if b.Gateway != nil {
-		h.Gateway = auth.RequireToken(b.deps.Token, waitFor(b.gatewayReady, b.Gateway), "/healthz", "/readyz")
+		h.Gateway = waitFor(b.gatewayReady, b.Gateway)
+		if b.deps.GatewayAccess != nil {
+			h.Gateway = b.deps.GatewayAccess.Authenticate(h.Gateway, "/healthz", "/readyz")
+		} else {
+			h.Gateway = auth.RequireToken(b.deps.Token, h.Gateway, "/healthz", "/readyz")
+		}
 	}
 	if b.DeadLetters != nil {
 		h.DeadLetters = b.DeadLetters.Handler()
@@ -402,6 +417,9 @@ func (b *Bridge) Run(ctx context.Context) error {
 	}
 	if b.deps.Access != nil {
 		g.Go(func() error { return b.deps.Access.Run(ctx) })
+	}
+	if a := b.deps.GatewayAccess; a != nil && a != b.deps.Access {
+		g.Go(func() error { return a.Run(ctx) })
 	}
 	lost := natsconn.Lost(ctx, b.deps.Conn)
 	g.Go(func() error {

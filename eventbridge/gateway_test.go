@@ -96,6 +96,7 @@ func TestGatewayInACluster(t *testing.T) {
 	cfg := eventbridge.DefaultProcess()
 	cfg.NATSURL = natsSrv.URL()
 	cfg.Components = []string{eventbridge.ComponentGateway}
+	cfg.GatewayAuth = eventbridge.GatewayAuthNone // who may call: TestGatewayCallersAsRBACAllows
 	cfg.GatewayListen, cfg.AdminListen, cfg.MetricsListen = testport.Addr(t), "", testport.Addr(t)
 	cfg.Gateway.HoldTimeout = 2 * time.Second
 	cfg.LeaderElection = false

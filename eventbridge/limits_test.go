@@ -135,7 +135,7 @@ func attack(t *testing.T, addr, requestLine string) (finish func()) {
 		t.Helper()
 		c, err := net.Dial("tcp", addr)
 		require.NoError(t, err)
-		_, err = c.Write([]byte("\x16\x03\x01\x00\xa5 this is not http\r\n\r\n"))
+		_, err = c.Write([]byte("\x00\x01 this is not http\r\n\r\n")) // not a TLS handshake: the gateway would take that for TLS
 		require.NoError(t, err)
 		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 		line, err := bufio.NewReader(c).ReadString('\n')

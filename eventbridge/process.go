@@ -33,8 +33,18 @@ type Process struct {
 	AdminAuth string
 	// MetricsListen serves Prometheus metrics on /metrics. Empty disables it.
 	MetricsListen string
-	// GatewayListen is the gateway's address (component gateway).
+	// GatewayListen is the gateway's address (component gateway). It
+	// takes plain HTTP and, on the same port, TLS (with the admin API's
+	// kind of certificate), over which a caller may authenticate with a
+	// client certificate.
 	GatewayListen string
+	// GatewayAuth is who may call Functions through the gateway:
+	// GatewayAuthKubernetes (the default) the callers the cluster
+	// authenticates (a bearer token, a client certificate over TLS), each
+	// the Functions RBAC grants them functions/invoke on
+	// (Deps.GatewayAccess); GatewayAuthNone whoever reaches the listener
+	// (with -token-file, whoever sends its token).
+	GatewayAuth string
 	// TokenFile, when set, names a file holding the bearer token that the
 	// publisher and the gateway require (package auth); empty: none.
 	TokenFile string
@@ -64,6 +74,7 @@ func DefaultProcess() Process {
 		Listen:         ":8080",
 		AdminListen:    ":8081",
 		AdminAuth:      AdminAuthKubernetes,
+		GatewayAuth:    GatewayAuthKubernetes,
 		MetricsListen:  ":9090",
 		GatewayListen:  ":8082",
 		LeaderElection: true,
@@ -83,6 +94,7 @@ func (c *Process) RegisterFlags(fs *flag.FlagSet) {
 		c.Components = splitList(v)
 		return nil
 	})
+	fs.StringVar(&c.GatewayAuth, "gateway-auth", c.GatewayAuth, "who may call Functions through the gateway: kubernetes (callers authenticated by the cluster with a bearer token, or a client certificate over TLS on the same port, each allowed the Functions RBAC grants functions/invoke on) or none (whoever reaches -gateway-listen; with -token-file, whoever sends its token)")
 	fs.StringVar(&c.GatewayListen, "gateway-listen", c.GatewayListen, "address of the gateway to Functions (component gateway): /{namespace}/{function}/path, or Host <function>.<namespace>.svc[.cluster.local]")
 	fs.DurationVar(&c.Gateway.HoldTimeout, "gateway-hold-timeout", c.Gateway.HoldTimeout, "how long the gateway holds a request for a Function without a ready endpoint before answering 503")
 	fs.IntVar(&c.Gateway.MaxHeld, "gateway-max-held", c.Gateway.MaxHeld, "most requests the gateway holds at once; more are answered 503 at once")
@@ -182,6 +194,8 @@ func (c *Process) Validate() error {
 			return fmt.Errorf("%w: the gateway needs Kubernetes (EndpointSlices); it cannot run with -subscriptions", ErrInvalidConfig)
 		case c.GatewayInFlightSubject == "":
 			return fmt.Errorf("%w: -gateway-inflight-subject is required", ErrInvalidConfig)
+		case c.GatewayAuth != GatewayAuthKubernetes && c.GatewayAuth != GatewayAuthNone:
+			return fmt.Errorf("%w: -gateway-auth must be kubernetes or none, not %q", ErrInvalidConfig, c.GatewayAuth)
 		}
 	}
 	switch {
@@ -205,6 +219,12 @@ func (c *Process) Validate() error {
 const (
 	AdminAuthKubernetes = "kubernetes"
 	AdminAuthNone       = "none"
+)
+
+// Values of Process.GatewayAuth.
+const (
+	GatewayAuthKubernetes = "kubernetes"
+	GatewayAuthNone       = "none"
 )
 
 // maxHeaderBytes bounds every listener's request headers (package

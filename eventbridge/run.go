@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/soheilhy/cmux"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -94,13 +95,22 @@ func Run(ctx context.Context, p Process, root *slog.Logger) error {
 		if deps.Kubernetes, err = newManager(p, log); err != nil {
 			return err
 		}
-		if cfg.Admin && p.AdminAuth == AdminAuthKubernetes {
+		adminAccess := cfg.Admin && p.AdminAuth == AdminAuthKubernetes
+		gatewayAccess := cfg.Has(ComponentGateway) && p.GatewayAuth == GatewayAuthKubernetes
+		if adminAccess || gatewayAccess {
 			client, err := kubernetes.NewForConfig(deps.Kubernetes.GetConfig())
 			if err != nil {
 				return fmt.Errorf("kubernetes client: %w", err)
 			}
-			if deps.Access, err = auth.NewKubernetes(client, auth.KubernetesConfig{}); err != nil {
+			access, err := auth.NewKubernetes(client, auth.KubernetesConfig{})
+			if err != nil {
 				return err
+			}
+			if adminAccess {
+				deps.Access = access
+			}
+			if gatewayAccess {
+				deps.GatewayAccess = access
 			}
 		}
 	}
@@ -126,7 +136,10 @@ func serve(ctx context.Context, p Process, b *Bridge, reg *prometheus.Registry, 
 	h := b.Handlers()
 	var servers []*http.Server
 	g, ctx := errgroup.WithContext(ctx)
-	listen := func(name, addr string, h http.Handler, tlsConfig *tls.Config) {
+	// listen serves h on addr: plain HTTP without tlsConfig, TLS with it,
+	// and both on the one port with plainToo (told apart by the first
+	// bytes a client sends: a TLS handshake's or not).
+	listen := func(name, addr string, h http.Handler, tlsConfig *tls.Config, plainToo bool) {
 		if addr == "" || h == nil {
 			return
 		}
@@ -138,30 +151,53 @@ func serve(ctx context.Context, p Process, b *Bridge, reg *prometheus.Registry, 
 			if err != nil {
 				return fmt.Errorf("%s: listen on %s: %w", name, addr, err)
 			}
-			if tlsConfig != nil {
-				ln = tls.NewListener(ln, tlsConfig)
+			log.Info("serving", "server", name, "address", ln.Addr().String(), "tls", tlsConfig != nil, "plain", tlsConfig == nil || plainToo)
+			serve := func(ln net.Listener) error {
+				// A mux's listeners may end before Shutdown marks the
+				// server closed: an error once ctx ended is the shutdown.
+				if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) && ctx.Err() == nil {
+					return fmt.Errorf("%s: %w", name, err)
+				}
+				return nil
 			}
-			log.Info("serving", "server", name, "address", ln.Addr().String())
-			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-				return fmt.Errorf("%s: %w", name, err)
+			switch {
+			case tlsConfig == nil:
+				return serve(ln)
+			case !plainToo:
+				return serve(tls.NewListener(ln, tlsConfig))
 			}
-			return nil
+			m := cmux.New(ln)
+			m.SetReadTimeout(readHeaderTimeout)
+			tlsLn, plainLn := m.Match(cmux.TLS()), m.Match(cmux.Any())
+			g.Go(func() error { return serve(tls.NewListener(tlsLn, tlsConfig)) })
+			g.Go(func() error { <-ctx.Done(); _ = ln.Close(); return nil }) // the servers close only their own listeners
+			g.Go(func() error {
+				if err := m.Serve(); err != nil && ctx.Err() == nil {
+					return fmt.Errorf("%s: %w", name, err)
+				}
+				return nil
+			})
+			return serve(plainLn)
 		})
 	}
-	var adminTLS *tls.Config
-	if b.deps.Access != nil {
+	var selfSigned *tls.Config
+	if b.deps.Access != nil || h.Gateway != nil {
 		var err error
-		if adminTLS, err = selfSignedTLS(); err != nil {
+		if selfSigned, err = selfSignedTLS(); err != nil {
 			return err
 		}
 	}
-	listen("publisher", p.Listen, h.Publisher, nil)
-	listen("gateway", p.GatewayListen, h.Gateway, nil)
-	listen("admin", p.AdminListen, h.DeadLetters, adminTLS)
+	var adminTLS *tls.Config
+	if b.deps.Access != nil {
+		adminTLS = selfSigned
+	}
+	listen("publisher", p.Listen, h.Publisher, nil, false)
+	listen("gateway", p.GatewayListen, h.Gateway, selfSigned, true)
+	listen("admin", p.AdminListen, h.DeadLetters, adminTLS, false)
 	if p.MetricsListen != "" {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-		listen("metrics", p.MetricsListen, mux, nil)
+		listen("metrics", p.MetricsListen, mux, nil, false)
 	}
 	g.Go(func() error { return b.Run(ctx) })
 	g.Go(func() error {
@@ -171,12 +207,13 @@ func serve(ctx context.Context, p Process, b *Bridge, reg *prometheus.Registry, 
 		for _, s := range servers {
 			_ = s.Shutdown(sctx)
 		}
+
 		return nil
 	})
 	return g.Wait()
 }
 
-// selfSignedTLS is the admin API's TLS: a certificate made at start,
+// selfSignedTLS is the admin API's and the gateway's TLS: a certificate made at start,
 // signed by itself (the kfn command reaches the admin API through a
 // port-forward, a tunnel the API server authenticated, to the pod it
 // chose), and a request for the client's certificate, which auth.Kubernetes

@@ -68,6 +68,10 @@ func TestValuesRefused(t *testing.T) {
 			values: map[string]any{"eventbridge": map[string]any{"admin": map[string]any{"auth": "token"}}},
 			want:   []string{"/eventbridge/admin/auth", "kubernetes", "none"},
 		},
+		"gateway auth": {
+			values: map[string]any{"eventbridge": map[string]any{"gateway": map[string]any{"auth": "token"}}},
+			want:   []string{"/eventbridge/gateway/auth", "kubernetes", "none"},
+		},
 		"stream replicas over 5": {
 			values: map[string]any{"eventbridge": map[string]any{"streams": map[string]any{"replicas": 7}}},
 			want:   []string{"/eventbridge/streams/replicas", "maximum"},

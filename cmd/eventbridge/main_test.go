@@ -40,6 +40,7 @@ func TestRunRefusesBadFlagsBeforeDoingAnything(t *testing.T) {
 		"backoff max < init":     {args: []string{"-default-backoff-initial=10s", "-default-backoff-max=1s"}, wantErr: "backoffMax (1s) must not be less than backoffInitial (10s)"},
 		"unknown admin auth":     {args: []string{"-admin-auth=maybe"}, wantErr: `-admin-auth must be kubernetes or none, not "maybe"`},
 		"admin auth without k8s": {args: []string{"-subscriptions=subs.yaml"}, wantErr: "-admin-auth=kubernetes needs Kubernetes"},
+		"unknown gateway auth":   {args: []string{"-components=gateway", "-gateway-auth=maybe"}, wantErr: `-gateway-auth must be kubernetes or none, not "maybe"`},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

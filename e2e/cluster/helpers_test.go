@@ -14,8 +14,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
@@ -149,7 +152,19 @@ var httpClient = &http.Client{Timeout: 30 * time.Second}
 
 // get returns the status and body of a GET.
 func get(url string) (int, string, error) {
-	resp, err := httpClient.Get(url)
+	return getAs(url, "")
+}
+
+// getAs is get with a bearer token, when not empty.
+func getAs(url, token string) (int, string, error) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := httpClient.Do(req)
 	if err != nil {
 		return 0, "", err
 	}
@@ -193,4 +208,27 @@ func ids(prefix string, n int) []string {
 		out[i] = fmt.Sprintf("%s-%04d", prefix, i)
 	}
 	return out
+}
+
+// invoker returns a bearer token of kfn's audience for a ServiceAccount of
+// ns bound to the cluster's edit role there, into which the chart
+// aggregates functions/invoke: what a pod of ns that calls its
+// namespace's Functions through the gateway sends.
+func invoker(t *testing.T, ns string) string {
+	t.Helper()
+	cs := platform.cluster.Clientset
+	ctx := t.Context()
+	_, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "invoker"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = cs.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "invoker"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "invoker"}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "invoker", &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{"kfn"}, ExpirationSeconds: ptr.To[int64](3600)},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return tr.Status.Token
 }

@@ -116,8 +116,13 @@ func TestScaleToZeroAndBack(t *testing.T) {
 	})
 
 	t.Run("a request through the gateway at zero is held and answered", func(t *testing.T) {
+		url := fmt.Sprintf("%s/%s/zero/?id=%s-http", platform.gateway, ns, ns)
+		token := invoker(t, ns)
+		code, body, err := get(url)
+		require.NoError(t, err)
+		require.Equal(t, 401, code, "the gateway asks who calls: %s", body)
 		start := time.Now()
-		code, body, err := get(fmt.Sprintf("%s/%s/zero/?id=%s-http", platform.gateway, ns, ns))
+		code, body, err = getAs(url, token)
 		elapsed := time.Since(start)
 		require.NoError(t, err)
 		assert.Equal(t, 200, code, body)

@@ -32,8 +32,10 @@ func ReadToken(path string) ([]byte, error) {
 
 // RequireToken wraps h so that only requests with the bearer token reach
 // it; the paths in open (exact matches, such as "/healthz") are served
-// without one. Others get 401 with a WWW-Authenticate challenge. A nil or
-// empty token returns h unchanged.
+// without one. Others get 401 with a WWW-Authenticate challenge. The token
+// is taken out of the request h gets, so that it goes no further (the
+// gateway's Functions never see it). A nil or empty token returns h
+// unchanged.
 func RequireToken(token []byte, h http.Handler, open ...string) http.Handler {
 	if len(token) == 0 {
 		return h
@@ -52,6 +54,7 @@ func RequireToken(token []byte, h http.Handler, open ...string) http.Handler {
 			http.Error(w, "missing or wrong bearer token: send Authorization: Bearer <token>", http.StatusUnauthorized)
 			return
 		}
+		r.Header.Del("Authorization")
 		h.ServeHTTP(w, r)
 	})
 }

@@ -15,7 +15,10 @@ import (
 
 func TestRequireToken(t *testing.T) {
 	var served int
-	h := auth.RequireToken([]byte("0123456789abcdef"), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { served++ }), "/healthz", "/readyz")
+	h := auth.RequireToken([]byte("0123456789abcdef"), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served++
+		assert.Empty(t, r.Header.Values("Authorization"), "the token goes no further than the check")
+	}), "/healthz", "/readyz")
 	for _, tc := range []struct {
 		path, header string
 		want         int

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -36,9 +37,10 @@ var (
 
 // Attributes are what a caller asks to do, as RBAC names it: a verb on a
 // resource (and subresource) of an API group in a namespace ("" for every
-// namespace).
+// namespace), and on one object of it when Name is set (which an RBAC rule
+// can grant alone with resourceNames).
 type Attributes struct {
-	Verb, Group, Resource, Subresource, Namespace string
+	Verb, Group, Resource, Subresource, Namespace, Name string
 }
 
 // String names the permission, as an RBAC rule would grant it.
@@ -51,7 +53,11 @@ func (a Attributes) String() string {
 	if a.Namespace != "" {
 		where = "in namespace " + a.Namespace
 	}
-	return fmt.Sprintf("%s %s.%s %s", a.Verb, r, a.Group, where)
+	r += "." + a.Group
+	if a.Name != "" {
+		r += " " + a.Name
+	}
+	return fmt.Sprintf("%s %s %s", a.Verb, r, where)
 }
 
 // KubernetesConfig tunes Kubernetes; the zero value works.
@@ -72,9 +78,11 @@ type KubernetesConfig struct {
 // needs the ClusterRole system:auth-delegator and, for the client CA, the
 // Role kube-system/extension-apiserver-authentication-reader.
 type Kubernetes struct {
-	authn authenticator.Request
-	authz authorizer.Authorizer
-	ca    *dynamiccertificates.ConfigMapCAController
+	authn    authenticator.Request
+	authz    authorizer.Authorizer
+	ca       *dynamiccertificates.ConfigMapCAController
+	caLoaded chan struct{} // closed once Run read the client CA
+	loaded   sync.Once
 }
 
 // NewKubernetes makes a Kubernetes that asks the API server of client.
@@ -118,26 +126,42 @@ func NewKubernetes(client kubernetes.Interface, cfg KubernetesConfig) (*Kubernet
 	forKfn := authenticator.RequestFunc(func(r *http.Request) (*authenticator.Response, bool, error) {
 		return ours.AuthenticateRequest(r.WithContext(authenticator.WithAudiences(r.Context(), authenticator.Audiences{Audience})))
 	})
-	return &Kubernetes{authn: union.New(forKfn, apiServers), authz: authz, ca: ca}, nil
+	return &Kubernetes{authn: union.New(forKfn, apiServers), authz: authz, ca: ca, caLoaded: make(chan struct{})}, nil
 }
 
-// Run follows the cluster's client CA until ctx ends. It returns an error
-// when the CA cannot be read at start (the listener would take no client
-// certificate).
+// Run follows the cluster's client CA until ctx ends, then returns nil.
+// Client certificates are accepted once it has read the CA (the informer
+// of its ConfigMap synced); a request with one waits for that, at most
+// caWait.
 func (k *Kubernetes) Run(ctx context.Context) error {
-	if err := k.ca.RunOnce(ctx); err != nil {
-		return fmt.Errorf("read the cluster's client CA: %w", err)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		k.ca.Run(ctx, 1)
+	}()
+	err := wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
+		_, ok := k.ca.VerifyOptions()
+		return ok, nil
+	})
+	if err == nil {
+		k.loaded.Do(func() { close(k.caLoaded) })
 	}
-	k.ca.Run(ctx, 1)
+	<-done
 	return nil
 }
+
+// caWait bounds how long a request with a client certificate waits for
+// the client CA.
+const caWait = 10 * time.Second
 
 type callerKey struct{}
 
 // Authenticate serves h the requests whose caller Kubernetes knows (Allow
 // then reads the caller from the request) and answers 401 to the others,
 // but for the paths of open, served to anyone. The credential is removed
-// from the request h gets.
+// from the request h gets. A request with a client certificate waits
+// until Run has read the cluster's client CA (at most caWait), so that a
+// listener that starts before it refuses no good certificate.
 func (k *Kubernetes) Authenticate(h http.Handler, open ...string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for _, p := range open {
@@ -145,6 +169,17 @@ func (k *Kubernetes) Authenticate(h http.Handler, open ...string) http.Handler {
 				h.ServeHTTP(w, r)
 				return
 			}
+		}
+		if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+			t := time.NewTimer(caWait)
+			select {
+			case <-k.caLoaded:
+			case <-t.C: // not read yet: the certificate is refused below
+			case <-r.Context().Done():
+				t.Stop()
+				return
+			}
+			t.Stop()
 		}
 		resp, ok, err := k.authn.AuthenticateRequest(r)
 		if err != nil || !ok {
@@ -172,7 +207,7 @@ func (k *Kubernetes) Allow(r *http.Request, a Attributes) error {
 	}
 	decision, reason, err := k.authz.Authorize(r.Context(), authorizer.AttributesRecord{
 		User: u, Verb: a.Verb, Namespace: a.Namespace, APIGroup: a.Group, Resource: a.Resource, Subresource: a.Subresource,
-		ResourceRequest: true,
+		Name: a.Name, ResourceRequest: true,
 	})
 	if err != nil && decision != authorizer.DecisionAllow {
 		return fmt.Errorf("%w: cannot check whether %s may %s: %w", ErrForbidden, u.GetName(), a, err)

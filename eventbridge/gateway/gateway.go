@@ -16,6 +16,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kfn-dev/kfn/eventbridge/auth"
 )
 
 // ColdStartHeader is set to "true" on a response whose request waited for
@@ -41,6 +43,22 @@ type Backends interface {
 type InFlightReporter interface {
 	ReportInFlight(src string, counts map[types.NamespacedName]int, ttl time.Duration)
 }
+
+// Access decides whether the caller of a request may call a Function
+// (auth.Kubernetes, behind its Authenticate): a nil error allows; an error
+// wrapping auth.ErrUnauthenticated is answered 401, any other 403 with its
+// message. The attributes are Invoke, for the Function's namespace and
+// name.
+type Access interface {
+	Allow(r *http.Request, a auth.Attributes) error
+}
+
+// Invoke is what Access is asked about a request to a Function: the verb
+// create on the subresource invoke of serverless.kyma-project.io's
+// functions, which an RBAC rule grants as "functions/invoke" (for one
+// Function with resourceNames). The chart's aggregated ClusterRoles give
+// it to edit and admin.
+var Invoke = auth.Attributes{Verb: "create", Group: "serverless.kyma-project.io", Resource: "functions", Subresource: "invoke"}
 
 // Defaults of Config.
 const (
@@ -106,6 +124,7 @@ type Gateway struct {
 	cfg      Config
 	backends Backends
 	reporter InFlightReporter
+	access   Access
 	log      *slog.Logger
 	proxy    *httputil.ReverseProxy
 	metrics  *metrics
@@ -129,6 +148,19 @@ func WithInFlightReporter(r InFlightReporter) Option {
 			return fmt.Errorf("%w: nil in-flight reporter", ErrInvalidOption)
 		}
 		g.reporter = r
+		return nil
+	}
+}
+
+// WithAccess makes the gateway ask a before it proxies a request (Invoke
+// on the Function named); without it, it serves whoever reaches it (kfn
+// dev, whose listener is the user's own, or a listener guarded otherwise).
+func WithAccess(a Access) Option {
+	return func(g *Gateway) error {
+		if a == nil {
+			return fmt.Errorf("%w: nil access", ErrInvalidOption)
+		}
+		g.access = a
 		return nil
 	}
 }
@@ -231,6 +263,20 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		http.Error(w, "no function in the request: use /{namespace}/{function}/path", http.StatusNotFound)
 		return
+	}
+	// Asked before whether the Function exists: a caller learns nothing
+	// of a namespace it may not call.
+	if g.access != nil {
+		a := Invoke
+		a.Namespace, a.Name = fn.Namespace, fn.Name
+		if err := g.access.Allow(r, a); err != nil {
+			code := http.StatusForbidden
+			if errors.Is(err, auth.ErrUnauthenticated) {
+				code = http.StatusUnauthorized
+			}
+			http.Error(w, err.Error(), code)
+			return
+		}
 	}
 	if !g.backends.Known(fn.Namespace, fn.Name) {
 		http.Error(w, fmt.Sprintf("no function %s", fn), http.StatusNotFound)

@@ -1,0 +1,165 @@
+package eventbridge_test
+
+import (
+	"context"
+	"crypto/tls"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/eventbridge"
+	"github.com/kfn-dev/kfn/eventbridge/auth"
+	"github.com/kfn-dev/kfn/test/natstest"
+	"github.com/kfn-dev/kfn/test/testcluster"
+	"github.com/kfn-dev/kfn/test/testport"
+)
+
+// TestGatewayCallersAsRBACAllows runs the gateway with its default
+// -gateway-auth=kubernetes against a real API server with RBAC: a user
+// granted functions/invoke on one Function of team-a (resourceNames) calls
+// it over TLS with a client certificate, as kfn invoke does, and is refused
+// the namespace's other Function; a ServiceAccount of team-a granted the
+// namespace's functions/invoke calls with a bearer token of kfn's audience
+// over plain HTTP, as a pod does; a user granted nothing is refused (403
+// naming the permission) even for a Function that does not exist; no
+// credential is 401. The Function never sees the caller's credential.
+func TestGatewayCallersAsRBACAllows(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an API server")
+	}
+	cluster := testcluster.New(t, testcluster.WithScheme(v1alpha2.AddToScheme))
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, os.WriteFile(kubeconfig, cluster.KubeConfig, 0o600))
+	t.Setenv("KUBECONFIG", kubeconfig)
+	bg := context.Background()
+	admin, err := kubernetes.NewForConfig(cluster.Config)
+	require.NoError(t, err)
+	const ns = "team-a"
+	_, err = admin.CoreV1().Namespaces().Create(bg, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	invoke := func(names ...string) []rbacv1.PolicyRule {
+		return []rbacv1.PolicyRule{{APIGroups: []string{"serverless.kyma-project.io"}, Resources: []string{"functions/invoke"}, Verbs: []string{"create"}, ResourceNames: names}}
+	}
+	for name, rules := range map[string][]rbacv1.PolicyRule{"orders-only": invoke("orders"), "every-function": invoke()} {
+		_, err = admin.RbacV1().Roles(ns).Create(bg, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	_, err = admin.CoreV1().ServiceAccounts(ns).Create(bg, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "caller"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	for role, subject := range map[string]rbacv1.Subject{
+		"orders-only":    {Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "alice"},
+		"every-function": {Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "caller"},
+	} {
+		_, err = admin.RbacV1().RoleBindings(ns).Create(bg, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: role},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role},
+			Subjects:   []rbacv1.Subject{subject},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	alice, err := cluster.AddUser("alice")
+	require.NoError(t, err)
+	bob, err := cluster.AddUser("bob")
+	require.NoError(t, err)
+	tr, err := admin.CoreV1().ServiceAccounts(ns).CreateToken(bg, "caller", &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{auth.Audience}, ExpirationSeconds: ptr.To[int64](600)},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	// The Functions' pods, reached through -resolve; each answer says
+	// whether a credential reached the Function.
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(r.Header.Values("Authorization")) > 0 {
+			_, _ = io.WriteString(w, "credential passed on")
+			return
+		}
+		_, _ = io.WriteString(w, "served "+r.URL.Path)
+	}))
+	defer backend.Close()
+	for _, fn := range []string{"orders", "payments"} {
+		require.NoError(t, cluster.Client.Create(bg, functionSlice(ns, fn, true)))
+	}
+
+	cfg := eventbridge.DefaultProcess()
+	require.Equal(t, eventbridge.GatewayAuthKubernetes, cfg.GatewayAuth, "the default")
+	cfg.NATSURL = natstest.Start(t).URL()
+	cfg.Components = []string{eventbridge.ComponentGateway}
+	cfg.GatewayListen, cfg.AdminListen, cfg.MetricsListen = testport.Addr(t), "", ""
+	cfg.LeaderElection = false
+	cfg.Resolve = map[string]string{"orders." + ns: backend.URL, "payments." + ns: backend.URL}
+	ctx, cancel := context.WithCancel(bg)
+	done := make(chan error, 1)
+	go func() { done <- eventbridge.Run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			assert.NoError(t, err, "a clean shutdown")
+		case <-time.After(20 * time.Second):
+			t.Error("the event bridge did not stop within 20s")
+		}
+	})
+
+	plain := "http://" + cfg.GatewayListen + "/" + ns
+	secure := "https://" + cfg.GatewayListen + "/" + ns
+	call := func(c *http.Client, url, token string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, url, nil)
+		require.NoError(t, err)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := c.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	anonymous := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the gateway's own certificate
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(plain + "/orders/")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	}, 30*time.Second, 20*time.Millisecond, "the gateway serves")
+
+	code, body := call(http.DefaultClient, plain+"/orders/", "")
+	assert.Equal(t, http.StatusUnauthorized, code, "no credential: %s", body)
+	code, _ = call(anonymous, secure+"/orders/", "")
+	assert.Equal(t, http.StatusUnauthorized, code, "no credential over TLS either")
+	code, _ = call(http.DefaultClient, plain+"/orders/", "not-a-token-the-cluster-knows")
+	assert.Equal(t, http.StatusUnauthorized, code, "a made-up token")
+
+	code, body = call(adminClient(t, alice), secure+"/orders/hi", "")
+	assert.Equal(t, http.StatusOK, code, body)
+	assert.Equal(t, "served /hi", body, "alice's Function, without her credential")
+	code, body = call(adminClient(t, alice), secure+"/payments/", "")
+	assert.Equal(t, http.StatusForbidden, code, "not the Function alice was granted")
+	assert.Contains(t, body, "alice may not create functions/invoke.serverless.kyma-project.io payments in namespace team-a")
+
+	code, body = call(http.DefaultClient, plain+"/payments/x", tr.Status.Token)
+	assert.Equal(t, http.StatusOK, code, body)
+	assert.Equal(t, "served /x", body, "the ServiceAccount's bearer token over plain HTTP, not passed on")
+
+	for _, fn := range []string{"orders", "does-not-exist"} {
+		code, body = call(adminClient(t, bob), secure+"/"+fn+"/", "")
+		assert.Equal(t, http.StatusForbidden, code, "bob may call nothing, known or not: %s", body)
+		assert.Contains(t, body, "bob may not create functions/invoke")
+	}
+}
