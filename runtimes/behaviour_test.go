@@ -329,6 +329,43 @@ func TestEmitCloudEventWithToken(t *testing.T) {
 	})
 }
 
+// TestEmitCloudEventWithIdentity checks that a function sends its pod's
+// identity token (KFN_IDENTITY_TOKEN_FILE) as its bearer token, read anew
+// at every emit (the kubelet renews it), that PUBLISHER_TOKEN wins over
+// it, and that a missing file sends nothing.
+func TestEmitCloudEventWithIdentity(t *testing.T) {
+	t.Parallel()
+	forEachRuntime(t, func(t *testing.T, rt runtimes.Runtime) {
+		file := filepath.Join(t.TempDir(), "token")
+		require.NoError(t, os.WriteFile(file, []byte("identity-1\n"), 0o600))
+		emit := func(h *host, pub *publisher) string {
+			t.Helper()
+			r := h.mustDo("POST", "/emit", map[string]string{"Content-Type": "application/json"}, `{}`)
+			require.Equal(t, 200, r.status, r.body)
+			got := pub.received()
+			require.NotEmpty(t, got)
+			return got[len(got)-1].header.Get("Authorization")
+		}
+		pub := newPublisher(t)
+		h := startHost(t, rt, fixture(t, rt, "contract"), hostOptions{
+			cfg: runtimes.Config{PublisherAddress: pub.URL + "/publish", IdentityTokenFile: file},
+		})
+		assert.Equal(t, "Bearer identity-1", emit(h, pub))
+		require.NoError(t, os.WriteFile(file, []byte("identity-2"), 0o600))
+		assert.Equal(t, "Bearer identity-2", emit(h, pub), "the renewed token")
+		require.NoError(t, os.Remove(file))
+		assert.Empty(t, emit(h, pub), "no file, no token")
+
+		shared := newPublisher(t)
+		require.NoError(t, os.WriteFile(file, []byte("identity-3"), 0o600))
+		h = startHost(t, rt, fixture(t, rt, "contract"), hostOptions{
+			cfg: runtimes.Config{PublisherAddress: shared.URL + "/publish", IdentityTokenFile: file},
+			env: map[string]string{"PUBLISHER_TOKEN": "s3cret"},
+		})
+		assert.Equal(t, "Bearer s3cret", emit(h, shared), "the shared token wins")
+	})
+}
+
 // TestConcurrentRequestsOverlap checks that calls run at the same time:
 // two calls that each wait for the other to arrive both succeed, which a
 // host serving one call after the other cannot do.

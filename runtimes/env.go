@@ -94,6 +94,12 @@ const (
 	// without declaring them, and they resolve after the function's own
 	// dependencies (Node.js).
 	EnvLibsDir = "KFN_LIBS_DIR"
+	// EnvIdentityTokenFile, when set, is a file holding a token of the
+	// pod's ServiceAccount for kfn's audience, which the host sends as its
+	// bearer token with every event it emits (unless PUBLISHER_TOKEN is
+	// set), re-read each time (the kubelet renews it): the publisher learns
+	// from it which namespace sent the event.
+	EnvIdentityTokenFile = "KFN_IDENTITY_TOKEN_FILE"
 	// EnvListenFD, when set, is the number of an inherited file descriptor of
 	// a listening TCP socket that the host serves instead of binding EnvPort.
 	// Local mode uses it to keep a port across restarts.
@@ -152,6 +158,9 @@ const (
 	PodSourceDir = "/usr/src/app/source"
 	// PodDepsDir is where the controller mounts the installed dependencies.
 	PodDepsDir = "/usr/src/app/deps"
+	// PodIdentityDir is where the controller mounts the function
+	// container's identity token (EnvIdentityTokenFile is its file token).
+	PodIdentityDir = "/var/run/secrets/kfn"
 	// NodeModulesDir is the directory, under a host directory, that holds
 	// the modules the Node.js host provides to RequestAPI handlers as
 	// packages (sdk): NODE_PATH lists it after the function's dependencies.
@@ -238,6 +247,9 @@ type Config struct {
 	Module string
 	// PublisherAddress is the URL for emitCloudEvent.
 	PublisherAddress string
+	// IdentityTokenFile is the token file emitCloudEvent sends (see
+	// EnvIdentityTokenFile); empty: none.
+	IdentityTokenFile string
 	// TraceCollectorEndpoint is the OTLP/HTTP traces URL; empty disables export.
 	TraceCollectorEndpoint string
 	// MemoryLimit is shown to Python handlers as context "memory-limit".
@@ -252,6 +264,7 @@ func platformEnvNames() []string {
 		EnvHandlerAPI, EnvPort, EnvHandler, EnvModule, EnvHandlerFunc, EnvHandlerModule, EnvHandlerPath,
 		EnvPublisherAddress, EnvTraceCollectorEndpoint, EnvMemoryLimit,
 		EnvNodePath, EnvPythonPath, EnvFunctionDir, EnvSourceDir, EnvDepsDir, EnvLibsDir, EnvListenFD,
+		EnvIdentityTokenFile,
 	}
 	sort.Strings(names)
 	return names
@@ -292,6 +305,7 @@ func (r Runtime) Env(c Config) ([]EnvVar, error) {
 		EnvSourceDir:              c.SourceDir,
 		EnvDepsDir:                c.DepsDir,
 		EnvPublisherAddress:       c.PublisherAddress,
+		EnvIdentityTokenFile:      c.IdentityTokenFile,
 		EnvTraceCollectorEndpoint: c.TraceCollectorEndpoint,
 		EnvMemoryLimit:            c.MemoryLimit,
 	} {

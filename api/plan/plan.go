@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -359,6 +360,7 @@ func (p *Plan) setHost(fn *v1alpha2.Function, cfg Config) error {
 		Port:                   int(Port),
 		Timeout:                userTimeout(p.UserEnv),
 		PublisherAddress:       cfg.PublisherAddress,
+		IdentityTokenFile:      path.Join(runtimes.PodIdentityDir, "token"),
 		TraceCollectorEndpoint: cfg.TraceCollectorEndpoint,
 	}
 	if p.Source.Git == nil {

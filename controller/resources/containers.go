@@ -32,6 +32,7 @@ const (
 	volumeRegistry = "registry-config"
 	volumeGitAuth  = "git-auth"
 	volumeToken    = "service-account-token"
+	volumeIdentity = "kfn-identity"
 )
 
 // Paths inside the init containers.
@@ -50,6 +51,10 @@ const (
 	// token, which the kubelet renews before it expires: Kubernetes' own
 	// for the tokens it mounts.
 	ServiceAccountTokenExpiration int64 = 3607
+	// IdentityAudience is the audience of every function container's
+	// identity token (runtimes.PodIdentityDir): kfn's listeners accept it
+	// (eventbridge/auth.Audience), the API server does not.
+	IdentityAudience = "kfn"
 )
 
 // functionVolumes returns the pod's volumes and the function container's
@@ -76,8 +81,9 @@ func functionVolumes(p plan.Plan, cfg Config) ([]*corev1ac.VolumeApplyConfigurat
 	if g := p.Source.Git; g != nil && g.Auth != nil {
 		volumes = append(volumes, gitAuthVolume(g))
 	}
-	volumes = append(volumes, emptyDir(volumeTmp, cfg.Volumes.Tmp))
-	mounts = append(mounts, corev1ac.VolumeMount().WithName(volumeTmp).WithMountPath("/tmp"))
+	volumes = append(volumes, emptyDir(volumeTmp, cfg.Volumes.Tmp), identityVolume())
+	mounts = append(mounts, corev1ac.VolumeMount().WithName(volumeTmp).WithMountPath("/tmp"),
+		corev1ac.VolumeMount().WithName(volumeIdentity).WithMountPath(runtimes.PodIdentityDir).WithReadOnly(true))
 	if p.ServiceAccountToken {
 		volumes = append(volumes, serviceAccountVolume())
 		mounts = append(mounts, corev1ac.VolumeMount().WithName(volumeToken).WithMountPath(ServiceAccountDir).WithReadOnly(true))
@@ -116,6 +122,18 @@ func serviceAccountVolume() *corev1ac.VolumeApplyConfiguration {
 				WithItems(corev1ac.DownwardAPIVolumeFile().WithPath("namespace").
 					WithFieldRef(corev1ac.ObjectFieldSelector().WithAPIVersion("v1").WithFieldPath("metadata.namespace")))),
 		))
+}
+
+// identityVolume is the function container's identity: a token of the
+// pod's ServiceAccount for kfn's audience only (the API server refuses it),
+// which the host sends with the events it emits, so that the publisher
+// knows the namespace that sent them. Every Function has it: it grants
+// nothing beyond what RBAC grants the ServiceAccount in kfn's listeners.
+func identityVolume() *corev1ac.VolumeApplyConfiguration {
+	return corev1ac.Volume().WithName(volumeIdentity).WithProjected(corev1ac.ProjectedVolumeSource().
+		WithDefaultMode(0o444).
+		WithSources(corev1ac.VolumeProjection().WithServiceAccountToken(corev1ac.ServiceAccountTokenProjection().
+			WithAudience(IdentityAudience).WithPath("token").WithExpirationSeconds(ServiceAccountTokenExpiration))))
 }
 
 // gitAuthVolume is the credentials Secret's keys, and, for SSH key

@@ -38,12 +38,50 @@ func TestNoServiceAccountTokenByDefault(t *testing.T) {
 			require.NotNil(t, pod.AutomountServiceAccountToken)
 			assert.False(t, *pod.AutomountServiceAccountToken, "the pod automounts no token")
 			for _, v := range pod.Volumes {
-				assert.Nil(t, v.Projected, "volume %s: no projected token", v.Name)
+				if v.Projected == nil {
+					continue
+				}
+				for _, src := range v.Projected.Sources {
+					if src.ServiceAccountToken != nil {
+						assert.Equal(t, resources.IdentityAudience, src.ServiceAccountToken.Audience,
+							"volume %s: no token the API server takes, only kfn's identity", v.Name)
+					}
+				}
 			}
 			for _, c := range append(pod.InitContainers, pod.Containers...) {
 				assert.Nil(t, mount(&c, resources.ServiceAccountDir), "container %s", c.Name)
 			}
 		})
+	}
+}
+
+// TestIdentityTokenOnlyInTheFunctionContainer checks the token every
+// function container gets for kfn's audience (which the API server
+// refuses): mounted read-only where the host's KFN_IDENTITY_TOKEN_FILE
+// points, in the function container only, renewed by the kubelet.
+func TestIdentityTokenOnlyInTheFunctionContainer(t *testing.T) {
+	pod := deployment(t, withEverything()).Spec.Template.Spec
+	fnc := container(pod, resources.ContainerFunction)
+	m := mount(fnc, runtimes.PodIdentityDir)
+	require.NotNil(t, m, "the function container has its identity")
+	assert.True(t, m.ReadOnly)
+	v := volume(pod, m.Name)
+	require.NotNil(t, v.Projected)
+	require.Len(t, v.Projected.Sources, 1, "a token and nothing else")
+	token := v.Projected.Sources[0].ServiceAccountToken
+	require.NotNil(t, token)
+	assert.Equal(t, resources.IdentityAudience, token.Audience)
+	assert.Equal(t, "token", token.Path)
+	assert.Equal(t, resources.ServiceAccountTokenExpiration, *token.ExpirationSeconds)
+	var file string
+	for _, e := range fnc.Env {
+		if e.Name == runtimes.EnvIdentityTokenFile {
+			file = e.Value
+		}
+	}
+	assert.Equal(t, runtimes.PodIdentityDir+"/token", file, "the host reads the mounted token")
+	for _, c := range pod.InitContainers {
+		assert.Nil(t, mount(&c, runtimes.PodIdentityDir), "container %s", c.Name)
 	}
 }
 

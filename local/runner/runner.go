@@ -387,6 +387,7 @@ func (r *Runner) spec(ctx context.Context, p plan.Plan) (supervisor.Spec, []stri
 	h.DepsDir = depsDir
 	h.Port = 0
 	h.ListenFD = 3
+	h.IdentityTokenFile = "" // no ServiceAccount here: kfn dev's publisher is the user's own
 	env, err := p.EnvFor(h)
 	if err != nil {
 		return supervisor.Spec{}, nil, err

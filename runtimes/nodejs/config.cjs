@@ -50,6 +50,7 @@ function load(env = process.env) {
     bodyLimitBytes: Math.max(1, Math.floor(bodyLimitMB * 1024 * 1024)),
     publisherAddress: env.PUBLISHER_PROXY_ADDRESS || '',
     publisherToken: env.PUBLISHER_TOKEN || '',
+    identityTokenFile: env.KFN_IDENTITY_TOKEN_FILE || '',
     traceCollectorEndpoint: env.TRACE_COLLECTOR_ENDPOINT || '',
   };
 }

@@ -23,7 +23,7 @@ const TRACE_HEADERS = [
 
 const CE_ATTRIBUTE = /^[a-z0-9]{1,20}$/;
 
-let settings = { publisherAddress: '', publisherToken: '', timeoutMs: 30000 };
+let settings = { publisherAddress: '', publisherToken: '', identityTokenFile: '', timeoutMs: 30000 };
 let agents;
 
 function configure(s) {
@@ -178,6 +178,17 @@ function emitCloudEvent(trace, type, source, data, attributes) {
   return post(message);
 }
 
+// identityToken is the pod's identity token (KFN_IDENTITY_TOKEN_FILE),
+// read at every emit since the kubelet renews it; '' when there is none.
+function identityToken() {
+  if (!settings.identityTokenFile) return '';
+  try {
+    return require('node:fs').readFileSync(settings.identityTokenFile, 'utf8').trim();
+  } catch {
+    return '';
+  }
+}
+
 // post sends a message of buildMessage to the publisher; it resolves and
 // rejects as emitCloudEvent does.
 function post(message) {
@@ -195,7 +206,8 @@ function post(message) {
     }
     const body = message.body;
     if (body !== undefined) message.headers['content-length'] = Buffer.byteLength(body);
-    if (settings.publisherToken) message.headers.authorization = `Bearer ${settings.publisherToken}`;
+    const token = settings.publisherToken || identityToken();
+    if (token) message.headers.authorization = `Bearer ${token}`;
     if (url.protocol !== 'http:' && url.protocol !== 'https:') {
       reject(new Error(`emitCloudEvent: PUBLISHER_PROXY_ADDRESS ${url.href} is not an http(s) URL`));
       return;

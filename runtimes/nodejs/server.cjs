@@ -86,7 +86,7 @@ function isReadyProbe(url) {
 // (loadError says why): the host then keeps serving, as Kyma's does, and
 // answers every call 500 "User function not loaded" and readiness 500.
 function serve(cfg, handler, loadError) {
-  configureEvents({ publisherAddress: cfg.publisherAddress, publisherToken: cfg.publisherToken, timeoutMs: cfg.timeoutMs });
+  configureEvents({ publisherAddress: cfg.publisherAddress, publisherToken: cfg.publisherToken, identityTokenFile: cfg.identityTokenFile, timeoutMs: cfg.timeoutMs });
   sdk.configure(cfg);
   // Calls in progress, in start order. Every call gets the same timeout, so
   // this is also deadline order: one timer, set for the oldest call, cuts

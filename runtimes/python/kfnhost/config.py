@@ -68,6 +68,7 @@ class Config:
         self.memory_limit = env.get('FUNC_MEMORY_LIMIT')
         self.publisher = env.get('PUBLISHER_PROXY_ADDRESS', '')
         self.publisher_token = env.get('PUBLISHER_TOKEN', '')
+        self.identity_token_file = env.get('KFN_IDENTITY_TOKEN_FILE', '')
         self.trace_endpoint = env.get('TRACE_COLLECTOR_ENDPOINT', '')
         if self.module_name in HOST_MODULES:
             raise ConfigError('%s=%s is the name of a host module' % (self.module_var, self.module_name))

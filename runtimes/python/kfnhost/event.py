@@ -42,15 +42,29 @@ class PublisherResponse:
 
 
 _CE_ATTRIBUTE = frozenset('abcdefghijklmnopqrstuvwxyz0123456789')
-_emit_settings = {'publisher': '', 'timeout': 30.0, 'token': ''}
+_emit_settings = {'publisher': '', 'timeout': 30.0, 'token': '', 'identity': ''}
 
 
-def configure_emit(publisher, timeout, token=''):
+def configure_emit(publisher, timeout, token='', identity_file=''):
     """Set where emitCloudEvent publishes, how long it waits, and the bearer
-    token it sends when the publisher requires one (PUBLISHER_TOKEN)."""
+    token it sends: the publisher's shared one (PUBLISHER_TOKEN), else the
+    pod's identity token, read from identity_file (KFN_IDENTITY_TOKEN_FILE)
+    at every emit since the kubelet renews it."""
     _emit_settings['publisher'] = publisher
     _emit_settings['timeout'] = timeout
     _emit_settings['token'] = token
+    _emit_settings['identity'] = identity_file
+
+
+def _identity_token():
+    path = _emit_settings['identity']
+    if not path:
+        return ''
+    try:
+        with open(path, encoding='utf-8') as f:
+            return f.read().strip()
+    except OSError:
+        return ''
 
 
 def _default_content_type(data):
@@ -170,8 +184,9 @@ def emit(scope, incoming, type, source, data, attributes=None):
             v = incoming.get(h)
             if v is not None:
                 headers[h] = v
-    if _emit_settings['token']:
-        headers['Authorization'] = 'Bearer ' + _emit_settings['token']
+    token = _emit_settings['token'] or _identity_token()
+    if token:
+        headers['Authorization'] = 'Bearer ' + token
     return _post(publisher, headers, body)
 
 

@@ -178,7 +178,7 @@ def main():
     except ConfigError as err:
         sys.stderr.write('kfn: %s\n' % err)
         return 1
-    configure_emit(cfg.publisher, cfg.timeout, cfg.publisher_token)
+    configure_emit(cfg.publisher, cfg.timeout, cfg.publisher_token, cfg.identity_token_file)
     tracing = Tracing()
     # A handler that cannot be loaded does not stop the host: it serves
     # without it, answering calls 500 "User function not loaded" and its
