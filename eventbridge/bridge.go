@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -62,6 +63,12 @@ type Deps struct {
 	// passed on to the Function. It may be Access itself. Nil: Token, when
 	// set, guards the gateway.
 	GatewayAccess *auth.Kubernetes
+	// Senders, when set, tells the publisher which namespace sends each
+	// event from the ServiceAccount token it carries (a Function's host
+	// sends its pod's), which it records as the extension
+	// publisher.SenderExtension; a token the cluster does not know is
+	// refused (401). It may be Access itself.
+	Senders *auth.Kubernetes
 
 	// Kubernetes, when set, is the manager the bridge reads Subscriptions,
 	// EndpointSlices and Kyma's Applications with and runs its reconciler
@@ -279,6 +286,9 @@ func (b *Bridge) newPublisher(c *cluster, lister publisher.SubscriptionLister) e
 	if b.deps.Store != nil {
 		store = b.deps.Store(store)
 	}
+	if b.deps.Senders != nil {
+		opts = append(opts, publisher.WithSenders(b.deps.Senders))
+	}
 	p, err := publisher.New(store, b.cfg.Publisher, opts...)
 	if err != nil {
 		return err
@@ -415,11 +425,12 @@ func (b *Bridge) Run(ctx context.Context) error {
 	if b.deps.Reconnected != nil {
 		g.Go(func() error { b.followNATS(ctx); return nil })
 	}
-	if b.deps.Access != nil {
-		g.Go(func() error { return b.deps.Access.Run(ctx) })
-	}
-	if a := b.deps.GatewayAccess; a != nil && a != b.deps.Access {
-		g.Go(func() error { return a.Run(ctx) })
+	var running []*auth.Kubernetes
+	for _, a := range []*auth.Kubernetes{b.deps.Access, b.deps.GatewayAccess, b.deps.Senders} {
+		if a != nil && !slices.Contains(running, a) {
+			running = append(running, a)
+			g.Go(func() error { return a.Run(ctx) })
+		}
 	}
 	lost := natsconn.Lost(ctx, b.deps.Conn)
 	g.Go(func() error {

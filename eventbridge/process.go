@@ -45,6 +45,14 @@ type Process struct {
 	// (Deps.GatewayAccess); GatewayAuthNone whoever reaches the listener
 	// (with -token-file, whoever sends its token).
 	GatewayAuth string
+	// PublisherSenders is how the publisher learns who sends an event:
+	// PublisherSendersKubernetes (the default) reviews the bearer token a
+	// publish carries (a Function's host sends its pod's ServiceAccount
+	// token of audience kfn) and records the ServiceAccount's namespace in
+	// the extension publisher.SenderExtension, refusing (401) a token the
+	// cluster does not know; a publish without one is taken as before,
+	// without a sender. PublisherSendersNone records nothing.
+	PublisherSenders string
 	// TokenFile, when set, names a file holding the bearer token that the
 	// publisher and the gateway require (package auth); empty: none.
 	TokenFile string
@@ -69,16 +77,17 @@ type Process struct {
 // DefaultProcess returns working defaults for a cluster.
 func DefaultProcess() Process {
 	return Process{
-		Config:         DefaultConfig(),
-		NATSURL:        "nats://127.0.0.1:4222",
-		Listen:         ":8080",
-		AdminListen:    ":8081",
-		AdminAuth:      AdminAuthKubernetes,
-		GatewayAuth:    GatewayAuthKubernetes,
-		MetricsListen:  ":9090",
-		GatewayListen:  ":8082",
-		LeaderElection: true,
-		LogLevel:       "info",
+		Config:           DefaultConfig(),
+		NATSURL:          "nats://127.0.0.1:4222",
+		Listen:           ":8080",
+		AdminListen:      ":8081",
+		AdminAuth:        AdminAuthKubernetes,
+		GatewayAuth:      GatewayAuthKubernetes,
+		PublisherSenders: PublisherSendersKubernetes,
+		MetricsListen:    ":9090",
+		GatewayListen:    ":8082",
+		LeaderElection:   true,
+		LogLevel:         "info",
 	}
 }
 
@@ -95,6 +104,7 @@ func (c *Process) RegisterFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.StringVar(&c.GatewayAuth, "gateway-auth", c.GatewayAuth, "who may call Functions through the gateway: kubernetes (callers authenticated by the cluster with a bearer token, or a client certificate over TLS on the same port, each allowed the Functions RBAC grants functions/invoke on) or none (whoever reaches -gateway-listen; with -token-file, whoever sends its token)")
+	fs.StringVar(&c.PublisherSenders, "publisher-senders", c.PublisherSenders, "how the publisher learns who sends an event: kubernetes (the bearer token a publish carries, which a Function's host sends, is reviewed, and its ServiceAccount's namespace recorded in the extension kfnsendernamespace; an unknown token is refused 401) or none")
 	fs.StringVar(&c.GatewayListen, "gateway-listen", c.GatewayListen, "address of the gateway to Functions (component gateway): /{namespace}/{function}/path, or Host <function>.<namespace>.svc[.cluster.local]")
 	fs.DurationVar(&c.Gateway.HoldTimeout, "gateway-hold-timeout", c.Gateway.HoldTimeout, "how long the gateway holds a request for a Function without a ready endpoint before answering 503")
 	fs.IntVar(&c.Gateway.MaxHeld, "gateway-max-held", c.Gateway.MaxHeld, "most requests the gateway holds at once; more are answered 503 at once")
@@ -199,6 +209,8 @@ func (c *Process) Validate() error {
 		}
 	}
 	switch {
+	case c.PublisherSenders != PublisherSendersKubernetes && c.PublisherSenders != PublisherSendersNone:
+		return fmt.Errorf("%w: -publisher-senders must be kubernetes or none, not %q", ErrInvalidConfig, c.PublisherSenders)
 	case c.AdminAuth != AdminAuthKubernetes && c.AdminAuth != AdminAuthNone:
 		return fmt.Errorf("%w: -admin-auth must be kubernetes or none, not %q", ErrInvalidConfig, c.AdminAuth)
 	case c.AdminAuth == AdminAuthKubernetes && c.AdminListen != "" && len(c.Subscriptions) > 0:
@@ -219,6 +231,12 @@ func (c *Process) Validate() error {
 const (
 	AdminAuthKubernetes = "kubernetes"
 	AdminAuthNone       = "none"
+)
+
+// Values of Process.PublisherSenders.
+const (
+	PublisherSendersKubernetes = "kubernetes"
+	PublisherSendersNone       = "none"
 )
 
 // Values of Process.GatewayAuth.

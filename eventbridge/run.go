@@ -97,7 +97,8 @@ func Run(ctx context.Context, p Process, root *slog.Logger) error {
 		}
 		adminAccess := cfg.Admin && p.AdminAuth == AdminAuthKubernetes
 		gatewayAccess := cfg.Has(ComponentGateway) && p.GatewayAuth == GatewayAuthKubernetes
-		if adminAccess || gatewayAccess {
+		senders := cfg.Has(ComponentPublisher) && p.PublisherSenders == PublisherSendersKubernetes
+		if adminAccess || gatewayAccess || senders {
 			client, err := kubernetes.NewForConfig(deps.Kubernetes.GetConfig())
 			if err != nil {
 				return fmt.Errorf("kubernetes client: %w", err)
@@ -111,6 +112,9 @@ func Run(ctx context.Context, p Process, root *slog.Logger) error {
 			}
 			if gatewayAccess {
 				deps.GatewayAccess = access
+			}
+			if senders {
+				deps.Senders = access
 			}
 		}
 	}

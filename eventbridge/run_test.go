@@ -16,10 +16,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,6 +29,7 @@ import (
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge"
 	"github.com/kfn-dev/kfn/eventbridge/auth"
+	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/test/natstest"
 	"github.com/kfn-dev/kfn/test/testcluster"
 	"github.com/kfn-dev/kfn/test/testport"
@@ -42,9 +45,11 @@ func TestRunInACluster(t *testing.T) {
 		t.Skip("starts an API server")
 	}
 	var got atomic.Int32
+	senders := make(chan string, 10)
 	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Ce-Type") == "order.created.v1" {
 			got.Add(1)
+			senders <- r.Header.Get("Ce-Id") + " from " + r.Header.Get("Ce-"+publisher.SenderExtension)
 		}
 	}))
 	defer sink.Close()
@@ -70,8 +75,11 @@ func TestRunInACluster(t *testing.T) {
 		return c.Get(bg, client.ObjectKey{Namespace: "default", Name: "orders"}, &s) == nil && s.Status.Ready
 	}, 30*time.Second, 20*time.Millisecond, "the Subscription becomes ready")
 
-	publish := func(id string) int {
+	publishAs := func(id, token string) int {
 		req, _ := http.NewRequest(http.MethodPost, "http://"+cfg.Listen+"/publish", strings.NewReader(`{}`))
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
 		req.Header.Set("Ce-Specversion", "1.0")
 		req.Header.Set("Ce-Id", id)
 		req.Header.Set("Ce-Source", "shop")
@@ -82,6 +90,7 @@ func TestRunInACluster(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
+	publish := func(id string) int { return publishAs(id, "") }
 	require.Equal(t, http.StatusNoContent, publish("1"))
 	require.Never(t, func() bool { return got.Load() > 0 }, 500*time.Millisecond, 20*time.Millisecond,
 		"no ready endpoint (the function is at zero): the event waits")
@@ -93,6 +102,7 @@ func TestRunInACluster(t *testing.T) {
 		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.7"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
 	}))
 	require.Eventually(t, func() bool { return got.Load() == 1 }, 10*time.Second, 10*time.Millisecond, "delivered once the sink is ready")
+	assert.Equal(t, "1 from ", <-senders, "no token, no sender")
 
 	// The delivery is counted once the sink's answer is in, after the sink
 	// saw the request.
@@ -132,6 +142,25 @@ func TestRunInACluster(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusBadRequest, resp.StatusCode, "no plain HTTP")
+
+	// Senders: a Function's host sends its pod's ServiceAccount token of
+	// kfn's audience; the event names the ServiceAccount's namespace.
+	admin, err := kubernetes.NewForConfig(cluster.Config)
+	require.NoError(t, err)
+	_, err = admin.CoreV1().ServiceAccounts("default").Create(bg, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "emitter"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	tr, err := admin.CoreV1().ServiceAccounts("default").CreateToken(bg, "emitter", &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{auth.Audience}, ExpirationSeconds: ptr.To[int64](600)},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusNoContent, publishAs("2", tr.Status.Token))
+	select {
+	case s := <-senders:
+		assert.Equal(t, "2 from default", s)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the event with a sender was not delivered")
+	}
+	assert.Equal(t, http.StatusUnauthorized, publishAs("3", "not-a-token-the-cluster-knows"))
 
 	resp, err = http.Get("http://" + cfg.Listen + "/readyz")
 	require.NoError(t, err)

@@ -26,21 +26,22 @@ func TestRunRefusesBadFlagsBeforeDoingAnything(t *testing.T) {
 		args    []string
 		wantErr string
 	}{
-		"unknown flag":           {args: []string{"-nope"}, wantErr: "flag provided but not defined"},
-		"unknown component":      {args: []string{"-components=publisher,scaler"}, wantErr: `unknown component "scaler"`},
-		"gateway without k8s":    {args: []string{"-components=gateway", "-subscriptions=subs.yaml"}, wantErr: "the gateway needs Kubernetes"},
-		"bad storage":            {args: []string{"-storage=tape"}, wantErr: `storage must be "file" or "memory"`},
-		"bad resolve":            {args: []string{"-resolve=fn"}, wantErr: "want <service>.<namespace>=<base URL>"},
-		"short ack wait":         {args: []string{"-ack-wait=10ms"}, wantErr: "-ack-wait must be at least 1s"},
-		"no replay sweep":        {args: []string{"-replay-sweep=0s"}, wantErr: "-replay-sweep must be positive"},
-		"bad log level":          {args: []string{"-log-level=loud"}, wantErr: "log-level"},
-		"bad trace endpoint":     {args: []string{"-trace-endpoint=collector:4318"}, wantErr: "-trace-endpoint must be an http(s) URL"},
-		"no delivery":            {args: []string{"-default-max-deliver=0"}, wantErr: "maxDeliver must be between 1 and 100, not 0"},
-		"in flight over its cap": {args: []string{"-default-max-in-flight=1001"}, wantErr: "maxInFlightMessages must be between 1 and 1000, not 1001"},
-		"backoff max < init":     {args: []string{"-default-backoff-initial=10s", "-default-backoff-max=1s"}, wantErr: "backoffMax (1s) must not be less than backoffInitial (10s)"},
-		"unknown admin auth":     {args: []string{"-admin-auth=maybe"}, wantErr: `-admin-auth must be kubernetes or none, not "maybe"`},
-		"admin auth without k8s": {args: []string{"-subscriptions=subs.yaml"}, wantErr: "-admin-auth=kubernetes needs Kubernetes"},
-		"unknown gateway auth":   {args: []string{"-components=gateway", "-gateway-auth=maybe"}, wantErr: `-gateway-auth must be kubernetes or none, not "maybe"`},
+		"unknown flag":              {args: []string{"-nope"}, wantErr: "flag provided but not defined"},
+		"unknown component":         {args: []string{"-components=publisher,scaler"}, wantErr: `unknown component "scaler"`},
+		"gateway without k8s":       {args: []string{"-components=gateway", "-subscriptions=subs.yaml"}, wantErr: "the gateway needs Kubernetes"},
+		"bad storage":               {args: []string{"-storage=tape"}, wantErr: `storage must be "file" or "memory"`},
+		"bad resolve":               {args: []string{"-resolve=fn"}, wantErr: "want <service>.<namespace>=<base URL>"},
+		"short ack wait":            {args: []string{"-ack-wait=10ms"}, wantErr: "-ack-wait must be at least 1s"},
+		"no replay sweep":           {args: []string{"-replay-sweep=0s"}, wantErr: "-replay-sweep must be positive"},
+		"bad log level":             {args: []string{"-log-level=loud"}, wantErr: "log-level"},
+		"bad trace endpoint":        {args: []string{"-trace-endpoint=collector:4318"}, wantErr: "-trace-endpoint must be an http(s) URL"},
+		"no delivery":               {args: []string{"-default-max-deliver=0"}, wantErr: "maxDeliver must be between 1 and 100, not 0"},
+		"in flight over its cap":    {args: []string{"-default-max-in-flight=1001"}, wantErr: "maxInFlightMessages must be between 1 and 1000, not 1001"},
+		"backoff max < init":        {args: []string{"-default-backoff-initial=10s", "-default-backoff-max=1s"}, wantErr: "backoffMax (1s) must not be less than backoffInitial (10s)"},
+		"unknown admin auth":        {args: []string{"-admin-auth=maybe"}, wantErr: `-admin-auth must be kubernetes or none, not "maybe"`},
+		"admin auth without k8s":    {args: []string{"-subscriptions=subs.yaml"}, wantErr: "-admin-auth=kubernetes needs Kubernetes"},
+		"unknown gateway auth":      {args: []string{"-components=gateway", "-gateway-auth=maybe"}, wantErr: `-gateway-auth must be kubernetes or none, not "maybe"`},
+		"unknown publisher senders": {args: []string{"-publisher-senders=maybe"}, wantErr: `-publisher-senders must be kubernetes or none, not "maybe"`},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
 	"k8s.io/apiserver/pkg/authentication/request/union"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
@@ -194,6 +195,39 @@ func (k *Kubernetes) Authenticate(h http.Handler, open ...string) http.Handler {
 		r.Header.Del("Authorization")
 		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, resp.User)))
 	})
+}
+
+// SenderNamespace returns the namespace of the ServiceAccount whose bearer
+// token r carries (of kfn's audience or the API server's): "" for a
+// request without one or for a caller that is no ServiceAccount (a user),
+// an error wrapping ErrUnauthenticated for a token the cluster does not
+// know. It implements publisher.Senders. The token is taken out of r.
+func (k *Kubernetes) SenderNamespace(r *http.Request) (string, error) {
+	if _, ok := bearer(r); !ok {
+		return "", nil
+	}
+	resp, ok, err := k.authn.AuthenticateRequest(r)
+	if err != nil || !ok {
+		if err == nil {
+			err = errors.New("the cluster does not know the bearer token")
+		}
+		return "", fmt.Errorf("%w: %w", ErrUnauthenticated, err)
+	}
+	r.Header.Del("Authorization")
+	namespace, _, err := serviceaccount.SplitUsername(resp.User.GetName())
+	if err != nil {
+		return "", nil // a user, not a ServiceAccount
+	}
+	return namespace, nil
+}
+
+// bearer is r's bearer token, if it has one.
+func bearer(r *http.Request) (string, bool) {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "bearer") || strings.TrimSpace(token) == "" {
+		return "", false
+	}
+	return token, true
 }
 
 // Allow returns nil when the caller of r (as Authenticate found them) may

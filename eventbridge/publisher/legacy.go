@@ -179,6 +179,10 @@ func combineSegments(name string) string {
 // serveLegacy serves /{app}/v1/events and returns the status it answered.
 func (p *Publisher) serveLegacy(w http.ResponseWriter, r *http.Request) int {
 	app := r.PathValue("app")
+	sender, err := p.sender(r)
+	if err != nil {
+		return p.legacyFail(w, r, &LegacyError{Status: http.StatusUnauthorized, Message: err.Error()})
+	}
 	body, err := p.readBody(w, r)
 	if errors.Is(err, errTooLarge) {
 		return p.legacyFail(w, r, &LegacyError{Status: http.StatusRequestEntityTooLarge, Type: legacyTypeRequestBodyTooLarge, Message: legacyMessageTooLarge, MoreInfo: err.Error()})
@@ -202,7 +206,7 @@ func (p *Publisher) serveLegacy(w http.ResponseWriter, r *http.Request) int {
 	}
 	annotate(r, events[:1]) // the second is the same event for exact matching
 	tp, ts := p.traceContext(r)
-	stored, err := encode(events, routes, tp, ts)
+	stored, err := encode(events, routes, tp, ts, sender)
 	if err == nil {
 		err = p.storeAll(r.Context(), stored)
 	}

@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/eventbridge/auth"
 	"github.com/kfn-dev/kfn/eventbridge/deadline"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 )
@@ -113,7 +114,8 @@ type Publisher struct {
 	mux     *http.ServeMux
 	newID   func() string
 	// stores give each request's wait for JetStream its StoreTimeout.
-	stores *deadline.Windows
+	stores  *deadline.Windows
+	senders Senders
 }
 
 // Option configures New.
@@ -294,6 +296,10 @@ func readAll(r io.Reader, size int64) ([]byte, error) {
 // servePublish serves /publish and /{app}/v2/events and returns the status
 // it answered.
 func (p *Publisher) servePublish(w http.ResponseWriter, r *http.Request) int {
+	sender, err := p.sender(r)
+	if err != nil {
+		return p.fail(w, r, err)
+	}
 	body, err := p.readBody(w, r)
 	if err != nil {
 		return p.fail(w, r, err)
@@ -301,7 +307,7 @@ func (p *Publisher) servePublish(w http.ResponseWriter, r *http.Request) int {
 	tp, ts := p.traceContext(r)
 	if !cehttp.IsHTTPBatch(r.Header) {
 		if h, ok := eventstore.EncodeBinary(r.Header, tp, ts); ok {
-			return p.publishEncoded(w, r, h, body)
+			return p.publishEncoded(w, r, h, body, sender)
 		}
 	}
 	events, err := p.parse(r.Context(), r.Header, body)
@@ -318,7 +324,7 @@ func (p *Publisher) servePublish(w http.ResponseWriter, r *http.Request) int {
 			return p.fail(w, r, err)
 		}
 	}
-	stored, err := encode(events, routes, tp, ts)
+	stored, err := encode(events, routes, tp, ts, sender)
 	if err != nil {
 		return p.fail(w, r, err)
 	}
@@ -340,11 +346,15 @@ type storedEvent struct {
 // encode puts the events of a request in their stored form and checks
 // them against the store's bounds, every one before any is stored, so
 // that a batch or a legacy event (stored twice) that the store would
-// refuse in part is refused whole. The error names the event of a batch.
-func encode(events []event.Event, routes []string, traceParent, traceState string) ([]storedEvent, error) {
+// refuse in part is refused whole. Each names its sender (stamp). The
+// error names the event of a batch.
+func encode(events []event.Event, routes []string, traceParent, traceState, sender string) ([]storedEvent, error) {
 	out := make([]storedEvent, len(events))
 	for i := range events {
 		h, data, err := eventstore.Encode(&events[i], traceParent, traceState)
+		if err == nil {
+			err = stamp(h, sender)
+		}
 		if err == nil {
 			err = eventstore.CheckAttributes(h)
 		}
@@ -375,7 +385,10 @@ func (p *Publisher) storeAll(ctx context.Context, events []storedEvent) error {
 // took (every attribute plainly valid, in its stored form h), routed and
 // typed as prepare does, and answers. Any other request goes through
 // sdk-go (parse, prepare), which stores it alike or says why not.
-func (p *Publisher) publishEncoded(w http.ResponseWriter, r *http.Request, h nats.Header, body []byte) int {
+func (p *Publisher) publishEncoded(w http.ResponseWriter, r *http.Request, h nats.Header, body []byte, sender string) int {
+	if err := stamp(h, sender); err != nil {
+		return p.fail(w, r, err)
+	}
 	eventType, source := eventstore.Attribute(h, "type"), eventstore.Attribute(h, "source")
 	annotateEvent(r, eventstore.Attribute(h, "id"), eventType)
 	stored, route, err := p.route(eventType, source)
@@ -497,6 +510,8 @@ func StatusCode(err error) int {
 		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, eventstore.ErrInvalidEvent):
 		return http.StatusBadRequest
+	case errors.Is(err, auth.ErrUnauthenticated):
+		return http.StatusUnauthorized
 	case errors.Is(err, eventstore.ErrStorageFull):
 		return http.StatusInsufficientStorage
 	case errors.Is(err, eventstore.ErrUnavailable):
