@@ -146,6 +146,14 @@ func (c *Process) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Publisher.StoreTimeout, "store-timeout", c.Publisher.StoreTimeout, "how long a publish waits for JetStream before answering 503")
 	fs.StringVar(&c.Publisher.LegacyPrefix, "legacy-event-prefix", c.Publisher.LegacyPrefix, "prefix of Kyma legacy event types")
 	fs.StringVar(&c.Publisher.LegacySource, "legacy-source", c.Publisher.LegacySource, "source of the exact-matching copy of legacy events")
+	fs.Func("reserve-source", "SOURCE[:TYPEPREFIX]=NAMESPACE[,NAMESPACE...]: events routed by SOURCE (and of types starting with TYPEPREFIX) are taken only from ServiceAccounts of those namespaces (repeatable; needs -publisher-senders=kubernetes). Sources no reservation names are open to anyone, as in Kyma", func(v string) error {
+		r, err := publisher.ParseReservation(v)
+		if err != nil {
+			return err
+		}
+		c.Publisher.Reserved = append(c.Publisher.Reserved, r)
+		return nil
+	})
 	fs.BoolVar(&c.KymaApplications, "kyma-applications", c.KymaApplications, "route the events of Kyma Applications (applicationconnector.kyma-project.io) by their application-type label, as Kyma's publisher does, once that CRD is served")
 	fs.DurationVar(&c.ApplicationCheckInterval, "application-check-interval", c.ApplicationCheckInterval, "how often the Application CRD is looked for until it is served")
 	fs.DurationVar(&c.Dispatcher.RequestTimeout, "request-timeout", c.Dispatcher.RequestTimeout, "timeout of one delivery to a sink")
@@ -211,6 +219,8 @@ func (c *Process) Validate() error {
 	switch {
 	case c.PublisherSenders != PublisherSendersKubernetes && c.PublisherSenders != PublisherSendersNone:
 		return fmt.Errorf("%w: -publisher-senders must be kubernetes or none, not %q", ErrInvalidConfig, c.PublisherSenders)
+	case len(c.Publisher.Reserved) > 0 && (c.PublisherSenders != PublisherSendersKubernetes || len(c.Subscriptions) > 0):
+		return fmt.Errorf("%w: -reserve-source needs senders: -publisher-senders=kubernetes, with Kubernetes (not -subscriptions)", ErrInvalidConfig)
 	case c.AdminAuth != AdminAuthKubernetes && c.AdminAuth != AdminAuthNone:
 		return fmt.Errorf("%w: -admin-auth must be kubernetes or none, not %q", ErrInvalidConfig, c.AdminAuth)
 	case c.AdminAuth == AdminAuthKubernetes && c.AdminListen != "" && len(c.Subscriptions) > 0:

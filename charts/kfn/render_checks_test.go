@@ -27,6 +27,7 @@ import (
 
 	v1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge"
+	"github.com/kfn-dev/kfn/eventbridge/publisher"
 )
 
 // rendered is one value set's objects, typed where the tests look inside.
@@ -335,6 +336,15 @@ func TestEventBridgeArgs(t *testing.T) {
 			assert.Equal(t, vs.name != "external NATS by URL", gateway, "the gateway runs unless eventbridge.gateway.enabled is false")
 			assert.ElementsMatch(t, want, cfg.Components)
 			assert.Equal(t, v1alpha2.DefaultDelivery(), cfg.Dispatcher.Delivery, "the chart's delivery defaults are the API's")
+			if vs.name == "hardened" {
+				assert.Equal(t, []publisher.Reservation{
+					{Source: "bank", Namespaces: []string{"team-a", "team-b"}},
+					{Source: "shop", TypePrefix: "order.refund", Namespaces: []string{"team-b"}},
+				}, cfg.Publisher.Reserved, "eventbridge.publisher.reservedSources")
+			} else {
+				assert.Empty(t, cfg.Publisher.Reserved)
+			}
+			assert.Equal(t, eventbridge.PublisherSendersKubernetes, cfg.PublisherSenders)
 		})
 	}
 }

@@ -68,6 +68,14 @@ func TestValuesRefused(t *testing.T) {
 			values: map[string]any{"eventbridge": map[string]any{"admin": map[string]any{"auth": "token"}}},
 			want:   []string{"/eventbridge/admin/auth", "kubernetes", "none"},
 		},
+		"reserved source without namespaces": {
+			values: map[string]any{"eventbridge": map[string]any{"publisher": map[string]any{"reservedSources": []any{map[string]any{"source": "bank", "namespaces": []any{}}}}}},
+			want:   []string{"/eventbridge/publisher/reservedSources/0/namespaces", "minItems"},
+		},
+		"reserved source for a namespace that cannot be": {
+			values: map[string]any{"eventbridge": map[string]any{"publisher": map[string]any{"reservedSources": []any{map[string]any{"source": "bank", "namespaces": []any{"Team_A"}}}}}},
+			want:   []string{"/eventbridge/publisher/reservedSources/0/namespaces/0"},
+		},
 		"gateway auth": {
 			values: map[string]any{"eventbridge": map[string]any{"gateway": map[string]any{"auth": "token"}}},
 			want:   []string{"/eventbridge/gateway/auth", "kubernetes", "none"},

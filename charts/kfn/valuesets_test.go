@@ -49,7 +49,11 @@ var valueSets = []valueSet{
 		"serviceMonitor": map[string]any{"enabled": true},
 		"scaler":         map[string]any{"tls": map[string]any{"enabled": true, "existingSecret": "kfn-scaler-tls", "requireClientCert": true}},
 		"eventbridge": map[string]any{"admin": map[string]any{"enabled": false}, "service": map[string]any{"port": 8080}, "token": map[string]any{"existingSecret": "kfn-token"},
-			"dispatcher": map[string]any{"sinkNetworks": []any{"10.244.0.0/16", "10.96.0.0/12"}}},
+			"dispatcher": map[string]any{"sinkNetworks": []any{"10.244.0.0/16", "10.96.0.0/12"}},
+			"publisher": map[string]any{"reservedSources": []any{
+				map[string]any{"source": "bank", "namespaces": []any{"team-a", "team-b"}},
+				map[string]any{"source": "shop", "typePrefix": "order.refund", "namespaces": []any{"team-b"}},
+			}}},
 		"runtimes": map[string]any{"images": map[string]any{"python312": "registry.example/python:3.12-kfn"}},
 	}},
 }

@@ -206,7 +206,7 @@ func (p *Publisher) serveLegacy(w http.ResponseWriter, r *http.Request) int {
 	}
 	annotate(r, events[:1]) // the second is the same event for exact matching
 	tp, ts := p.traceContext(r)
-	stored, err := encode(events, routes, tp, ts, sender)
+	stored, err := p.encode(events, routes, tp, ts, sender)
 	if err == nil {
 		err = p.storeAll(r.Context(), stored)
 	}

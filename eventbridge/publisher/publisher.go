@@ -97,6 +97,10 @@ type Config struct {
 	// twice: for standard matching with the application as source, and
 	// for exact matching with the full legacy type). Default "kyma".
 	LegacySource string
+	// Reserved keeps sources for the senders of some namespaces (see
+	// Reservation; needs WithSenders). None: anyone may publish anything,
+	// Kyma's model.
+	Reserved []Reservation
 }
 
 // Publisher is the HTTP handler of the publishing API. It is safe for
@@ -184,6 +188,11 @@ func New(store EventStore, cfg Config, opts ...Option) (*Publisher, error) {
 	}
 	if cfg.MaxRequestBytes < 0 {
 		return nil, fmt.Errorf("%w: max request bytes must not be negative", ErrInvalidOption)
+	}
+	for _, r := range cfg.Reserved {
+		if err := r.validate(); err != nil {
+			return nil, fmt.Errorf("%w: reservation of %q: %w", ErrInvalidOption, r.Source, err)
+		}
 	}
 	if cfg.MaxRequestBytes == 0 {
 		cfg.MaxRequestBytes = DefaultMaxRequestBytes
@@ -324,7 +333,7 @@ func (p *Publisher) servePublish(w http.ResponseWriter, r *http.Request) int {
 			return p.fail(w, r, err)
 		}
 	}
-	stored, err := encode(events, routes, tp, ts, sender)
+	stored, err := p.encode(events, routes, tp, ts, sender)
 	if err != nil {
 		return p.fail(w, r, err)
 	}
@@ -348,12 +357,12 @@ type storedEvent struct {
 // that a batch or a legacy event (stored twice) that the store would
 // refuse in part is refused whole. Each names its sender (stamp). The
 // error names the event of a batch.
-func encode(events []event.Event, routes []string, traceParent, traceState, sender string) ([]storedEvent, error) {
+func (p *Publisher) encode(events []event.Event, routes []string, traceParent, traceState, sender string) ([]storedEvent, error) {
 	out := make([]storedEvent, len(events))
 	for i := range events {
 		h, data, err := eventstore.Encode(&events[i], traceParent, traceState)
 		if err == nil {
-			err = stamp(h, sender)
+			err = p.stamp(h, routes[i], sender)
 		}
 		if err == nil {
 			err = eventstore.CheckAttributes(h)
@@ -386,9 +395,6 @@ func (p *Publisher) storeAll(ctx context.Context, events []storedEvent) error {
 // typed as prepare does, and answers. Any other request goes through
 // sdk-go (parse, prepare), which stores it alike or says why not.
 func (p *Publisher) publishEncoded(w http.ResponseWriter, r *http.Request, h nats.Header, body []byte, sender string) int {
-	if err := stamp(h, sender); err != nil {
-		return p.fail(w, r, err)
-	}
 	eventType, source := eventstore.Attribute(h, "type"), eventstore.Attribute(h, "source")
 	annotateEvent(r, eventstore.Attribute(h, "id"), eventType)
 	stored, route, err := p.route(eventType, source)
@@ -397,6 +403,9 @@ func (p *Publisher) publishEncoded(w http.ResponseWriter, r *http.Request, h nat
 	}
 	if stored != eventType {
 		h[eventstore.HeaderPrefix+"type"] = []string{stored}
+	}
+	if err := p.stamp(h, route, sender); err != nil {
+		return p.fail(w, r, err)
 	}
 	// The store refuses a type that maps to no subject before storing.
 	if _, err := p.store.PublishEncoded(p.stores.Context(r.Context()), h, body, route); err != nil {
@@ -512,6 +521,8 @@ func StatusCode(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, auth.ErrUnauthenticated):
 		return http.StatusUnauthorized
+	case errors.Is(err, ErrReserved):
+		return http.StatusForbidden
 	case errors.Is(err, eventstore.ErrStorageFull):
 		return http.StatusInsufficientStorage
 	case errors.Is(err, eventstore.ErrUnavailable):

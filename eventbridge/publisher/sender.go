@@ -1,11 +1,17 @@
 package publisher
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/nats-io/nats.go"
+	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/kfn-dev/kfn/eventbridge/auth"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 )
 
@@ -45,14 +51,88 @@ func (p *Publisher) sender(r *http.Request) (string, error) {
 	return p.senders.SenderNamespace(r)
 }
 
-// stamp refuses an event in its stored form h that names a sender itself,
-// and records sender in it when known.
-func stamp(h nats.Header, sender string) error {
+// stamp refuses an event in its stored form h, routed by route ("" its
+// own source), that names a sender itself or whose source is reserved to
+// other senders, and records sender in it when known.
+func (p *Publisher) stamp(h nats.Header, route, sender string) error {
 	if _, ok := h[eventstore.HeaderPrefix+SenderExtension]; ok {
 		return fmt.Errorf("%w: the extension %s is set by kfn's publisher only", eventstore.ErrInvalidEvent, SenderExtension)
+	}
+	source := cmp.Or(route, eventstore.Attribute(h, "source"))
+	if err := reserved(p.cfg.Reserved, source, eventstore.Attribute(h, "type"), sender); err != nil {
+		return err
 	}
 	if sender != "" {
 		h[eventstore.HeaderPrefix+SenderExtension] = []string{sender}
 	}
 	return nil
 }
+
+// Reservation keeps a source for the senders of some namespaces: an event
+// routed by Source (its route source: the application of /{app}/...
+// paths, or its own source), and whose type starts with TypePrefix when
+// set, is taken only from a ServiceAccount of one of Namespaces (401
+// without a sender, 403 from another namespace). Events of sources no
+// Reservation names are taken from anyone, as Kyma takes them.
+type Reservation struct {
+	Source     string
+	TypePrefix string
+	Namespaces []string
+}
+
+// ParseReservation reads SOURCE[:TYPEPREFIX]=NAMESPACE[,NAMESPACE...], the
+// form of the event bridge's -reserve-source flag.
+func ParseReservation(s string) (Reservation, error) {
+	what, namespaces, ok := strings.Cut(s, "=")
+	source, prefix, _ := strings.Cut(what, ":")
+	r := Reservation{Source: source, TypePrefix: prefix}
+	if ok {
+		for _, ns := range strings.Split(namespaces, ",") {
+			if ns = strings.TrimSpace(ns); ns != "" {
+				r.Namespaces = append(r.Namespaces, ns)
+			}
+		}
+	}
+	if err := r.validate(); err != nil {
+		return Reservation{}, fmt.Errorf("%w: reservation %q: want SOURCE[:TYPEPREFIX]=NAMESPACE[,NAMESPACE...]: %w", ErrInvalidOption, s, err)
+	}
+	return r, nil
+}
+
+func (r Reservation) validate() error {
+	switch {
+	case r.Source == "":
+		return errors.New("no source")
+	case len(r.Namespaces) == 0:
+		return errors.New("no namespace")
+	}
+	for _, ns := range r.Namespaces {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return fmt.Errorf("namespace %q: %s", ns, strings.Join(errs, "; "))
+		}
+	}
+	return nil
+}
+
+// reserved checks an event of eventType from source (its route source)
+// sent from namespace sender ("" unknown) against the reservations.
+func reserved(rs []Reservation, source, eventType, sender string) error {
+	var allowed []string
+	for _, r := range rs {
+		if r.Source == source && strings.HasPrefix(eventType, r.TypePrefix) {
+			allowed = append(allowed, r.Namespaces...)
+		}
+	}
+	switch {
+	case allowed == nil || slices.Contains(allowed, sender):
+		return nil
+	case sender == "":
+		return fmt.Errorf("%w: events of source %s and type %s are reserved to namespaces %s: send a ServiceAccount token of one of them", auth.ErrUnauthenticated, source, eventType, strings.Join(allowed, ", "))
+	default:
+		return fmt.Errorf("%w: events of source %s and type %s are reserved to namespaces %s, not %s", ErrReserved, source, eventType, strings.Join(allowed, ", "), sender)
+	}
+}
+
+// ErrReserved is wrapped by the refusal (403) of an event whose source a
+// Reservation keeps for other namespaces.
+var ErrReserved = errors.New("reserved")

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kfn-dev/kfn/eventbridge/auth"
+	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 )
 
@@ -96,4 +97,86 @@ func TestEveryPublishNamesItsSender(t *testing.T) {
 		assert.Equal(t, http.StatusBadRequest, code, body)
 		env.stored(t, 0)
 	}
+}
+
+// TestReservedSources keeps source bank for team-a's senders and the
+// refunds of source shop for team-b's: each is taken from its namespace,
+// refused from another (403 naming both) and without a sender (401), in
+// binary, structured and legacy mode; what no reservation names is taken
+// from anyone.
+func TestReservedSources(t *testing.T) {
+	cfg := publisher.Config{Reserved: []publisher.Reservation{
+		{Source: "bank", Namespaces: []string{"team-a"}},
+		{Source: "shop", TypePrefix: "order.refund", Namespaces: []string{"team-b"}},
+	}}
+	e := newEnv(t, cfg, nil, publisher.WithSenders(tokens{"a": "team-a", "b": "team-b"}),
+		publisher.WithApplications(applicationLabels{"bank-eu": {"Application-Type": "bank"}}))
+	n := 0
+	send := func(source, typ, token string) (int, string) {
+		t.Helper()
+		n++
+		h := binary(fmt.Sprint("r", n), typ)
+		h["Ce-Source"] = source
+		if token != "" {
+			h["Authorization"] = "Bearer " + token
+		}
+		code, body, _ := e.post(t, "/publish", h, "{}")
+		return code, body
+	}
+	structured := func(source, typ, token string) int {
+		t.Helper()
+		n++
+		h := map[string]string{"Content-Type": "application/cloudevents+json"}
+		if token != "" {
+			h["Authorization"] = "Bearer " + token
+		}
+		code, _, _ := e.post(t, "/publish", h, fmt.Sprintf(`{"specversion":"1.0","id":"s%d","source":%q,"type":%q}`, n, source, typ))
+		return code
+	}
+	legacy := func(app, token string) int {
+		t.Helper()
+		h := map[string]string{"Content-Type": "application/json"}
+		if token != "" {
+			h["Authorization"] = "Bearer " + token
+		}
+		code, _, _ := e.post(t, "/"+app+"/v1/events", h, `{"event-type":"account.opened","event-type-version":"v1","event-time":"2026-01-02T03:04:05Z","data":{}}`)
+		return code
+	}
+
+	code, body := send("bank", "account.opened.v1", "b")
+	assert.Equal(t, http.StatusForbidden, code, body)
+	assert.Contains(t, body, "reserved to namespaces team-a, not team-b")
+	code, body = send("bank", "account.opened.v1", "")
+	assert.Equal(t, http.StatusUnauthorized, code, body)
+	assert.Equal(t, http.StatusForbidden, structured("bank", "account.opened.v1", "b"))
+	assert.Equal(t, http.StatusForbidden, legacy("bank", "b"))
+	assert.Equal(t, http.StatusUnauthorized, legacy("bank", ""))
+	assert.Equal(t, http.StatusForbidden, structured("shop", "order.refund.v1", "a"), "shop's refunds are team-b's")
+	code, body = send("bank-eu", "account.opened.v1", "b")
+	assert.Equal(t, http.StatusForbidden, code, "an Application of type bank is routed, and reserved, as bank: %s", body)
+	e.stored(t, 0)
+
+	code, body = send("bank", "account.opened.v1", "a")
+	assert.Equal(t, http.StatusNoContent, code, body)
+	assert.Equal(t, http.StatusNoContent, structured("bank", "account.closed.v1", "a"))
+	assert.Less(t, legacy("bank", "a"), 300)
+	assert.Equal(t, http.StatusNoContent, structured("shop", "order.refund.v1", "b"))
+	code, body = send("shop", "order.created.v1", "")
+	assert.Equal(t, http.StatusNoContent, code, "what no reservation names: anyone, as Kyma: %s", body)
+	e.stored(t, 6) // the legacy event is stored twice
+}
+
+func TestParseReservation(t *testing.T) {
+	r, err := publisher.ParseReservation("bank=team-a, team-b")
+	require.NoError(t, err)
+	assert.Equal(t, publisher.Reservation{Source: "bank", Namespaces: []string{"team-a", "team-b"}}, r)
+	r, err = publisher.ParseReservation("shop:order.refund=team-b")
+	require.NoError(t, err)
+	assert.Equal(t, publisher.Reservation{Source: "shop", TypePrefix: "order.refund", Namespaces: []string{"team-b"}}, r)
+	for _, bad := range []string{"", "bank", "bank=", "=team-a", "bank=Team_A", "bank=,"} {
+		_, err := publisher.ParseReservation(bad)
+		assert.ErrorIs(t, err, publisher.ErrInvalidOption, "%q", bad)
+	}
+	_, err = publisher.New(eventstore.New(nil, "events"), publisher.Config{Reserved: []publisher.Reservation{{Source: "bank"}}})
+	assert.ErrorIs(t, err, publisher.ErrInvalidOption, "a reservation without namespaces")
 }
