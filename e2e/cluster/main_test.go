@@ -146,7 +146,7 @@ func setUp(ctx context.Context) (*env, *singlenode.Config, *singlenode.Watchdog,
 	}
 	// From here on, run tears the cluster down and then dismisses the
 	// watchdog, which does it only if this process dies first.
-	if err := clusterinstall.Platform(ctx, c, filepath.Join(root, "charts", "kfn"), logf); err != nil {
+	if err := clusterinstall.Platform(ctx, c, filepath.Join(root, "charts", "kfn"), logf, reserveBankSource); err != nil {
 		return nil, &cfg, wd, err
 	}
 	e, err := newEnv(ctx, c, root)

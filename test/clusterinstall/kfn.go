@@ -96,8 +96,9 @@ func Kfn(ctx context.Context, kubeconfig, chartDir string, vals map[string]any, 
 
 // Platform installs KEDA and then kfn (the chart in chartDir) into the
 // single-node cluster, with the images hack/cluster/images.sh built for the
-// binaries in the cluster's BinDir; logf reports each step.
-func Platform(ctx context.Context, c *singlenode.Cluster, chartDir string, logf func(string, ...any)) error {
+// binaries in the cluster's BinDir; logf reports each step. values, if
+// any, change LocalValues before the install.
+func Platform(ctx context.Context, c *singlenode.Cluster, chartDir string, logf func(string, ...any), values ...func(map[string]any)) error {
 	keda, err := singlenode.ComponentVersion(c.Config.BinDir, "keda")
 	if err != nil {
 		return err
@@ -114,6 +115,9 @@ func Platform(ctx context.Context, c *singlenode.Cluster, chartDir string, logf 
 	logf("installing kfn with its chart (KEDA took %s)", time.Since(start).Round(time.Second))
 	start = time.Now()
 	vals := LocalValues(LocalImages{Registry: "localhost/kfn", Tag: "dev", NATSRepository: "localhost/kfn-cluster/nats", NATSTag: nats})
+	for _, v := range values {
+		v(vals)
+	}
 	if err := Kfn(ctx, c.Config.KubeconfigPath(), chartDir, vals, 5*time.Minute); err != nil {
 		return fmt.Errorf("%w\n%s", err, c.Describe(context.Background(), Namespace))
 	}
