@@ -27,7 +27,7 @@ NESTED_TEST_MODULES := e2e/keda
 # Packages whose tests `make test` also runs under the race detector: the
 # ones with goroutines of their own, and the test infrastructure (about 3
 # minutes on 2 cores).
-RACE_PACKAGES := ./eventbridge/... ./scaler/... ./controller/... ./local/... ./internal/... ./cmd/... ./api/inflight ./api/stream ./test/...
+RACE_PACKAGES := ./eventbridge/... ./scaler/... ./controller/... ./local/... ./internal/... ./cmd/... ./api/inflight ./api/stream ./test/... ./cli
 
 # Fuzz targets, as package:Target:inputs, run briefly by `make test` (their
 # seed corpora also run as plain tests). The inputs are counts, not durations,

@@ -68,9 +68,18 @@ func (o *invokeOptions) run(cmd *cobra.Command, name string) error {
 	ep.authorize(req)
 	// A function at zero makes the gateway hold the request while it
 	// starts: say so when the answer takes more than a second.
+	said := make(chan struct{})
 	slow := time.AfterFunc(time.Second, func() {
+		defer close(said)
 		fmt.Fprintf(cmd.ErrOrStderr(), "kfn: waiting for %s/%s (a function at zero is being started)...\n", namespace, name)
 	})
+	// stopSlow stops the notice, or waits until it is written, so that
+	// nothing writes to stderr after the command returns.
+	stopSlow := func() {
+		if !slow.Stop() {
+			<-said
+		}
+	}
 	resp, err := http.DefaultClient.Do(req)
 	// A gateway that asks who calls (-gateway-auth=kubernetes) gets the
 	// kubeconfig's credentials, over TLS; one that does not never sees
@@ -78,12 +87,12 @@ func (o *invokeOptions) run(cmd *cobra.Command, name string) error {
 	if err == nil && resp.StatusCode == http.StatusUnauthorized && ep.gatewaySecure != "" && req.Header.Get("Authorization") == "" {
 		resp.Body.Close()
 		if req, err = o.request(cmd, ep.gatewaySecure+"/"+namespace+"/"+name, header.Clone()); err != nil {
-			slow.Stop()
+			stopSlow()
 			return err
 		}
 		resp, err = ep.gatewayClient.Do(req)
 	}
-	slow.Stop()
+	stopSlow()
 	if err != nil {
 		return ep.unreachable("invoke "+name+" through", err)
 	}
