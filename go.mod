@@ -41,6 +41,7 @@ require (
 	k8s.io/apiserver v0.36.4
 	k8s.io/cli-runtime v0.36.1
 	k8s.io/client-go v0.36.4
+	k8s.io/klog/v2 v2.140.0
 	k8s.io/pod-security-admission v0.36.4
 	k8s.io/utils v0.0.0-20260707023825-cf1189d6abe3
 	sigs.k8s.io/controller-runtime v0.24.1
@@ -203,7 +204,6 @@ require (
 	k8s.io/code-generator v0.36.4 // indirect
 	k8s.io/component-base v0.36.4 // indirect
 	k8s.io/gengo/v2 v2.0.0-20250922181213-ec3ebc5fd46b // indirect
-	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20260821135717-be32def86098 // indirect
 	k8s.io/kubectl v0.36.1 // indirect
 	k8s.io/streaming v0.36.4 // indirect

@@ -11,6 +11,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"k8s.io/klog/v2"
+
 	"github.com/kfn-dev/kfn/internal/logging"
 )
 
@@ -64,6 +66,14 @@ func Of[C any, P interface {
 // Main runs c with the process's arguments and exits: status 0 after a
 // clean stop or -h, 1 with "NAME: error" on stderr after a failure.
 func Main(c Component) {
+	run := c.Run
+	c.Run = func(ctx context.Context, log *slog.Logger) error {
+		// client-go's own lines (informers, leader election, the client
+		// CA's controller) in kfn's format: set once, by the process's
+		// main, before anything logs.
+		klog.SetSlogLogger(log)
+		return run(ctx, log)
+	}
 	if err := c.Execute(context.Background(), os.Args[1:], os.Stderr); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", c.Name, err)
 		os.Exit(1)
