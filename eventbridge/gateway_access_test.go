@@ -3,6 +3,7 @@ package eventbridge_test
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -156,6 +157,22 @@ func TestGatewayCallersAsRBACAllows(t *testing.T) {
 	code, body = call(http.DefaultClient, plain+"/payments/x", tr.Status.Token)
 	assert.Equal(t, http.StatusOK, code, body)
 	assert.Equal(t, "served /x", body, "the ServiceAccount's bearer token over plain HTTP, not passed on")
+
+	// Made-up tokens cannot flood the API server with TokenReviews: past
+	// the rate of new tokens they are answered 429 without a review, and a
+	// token accepted before still goes through.
+	tooMany := 0
+	for i := range 200 {
+		code, _ := call(http.DefaultClient, plain+"/payments/", fmt.Sprintf("made-up-%d", i))
+		if code == http.StatusTooManyRequests {
+			tooMany++
+		} else {
+			assert.Equal(t, http.StatusUnauthorized, code)
+		}
+	}
+	assert.Positive(t, tooMany, "new tokens past the rate are refused before a review")
+	code, body = call(http.DefaultClient, plain+"/payments/x", tr.Status.Token)
+	assert.Equal(t, http.StatusOK, code, "a known token through the flood: %s", body)
 
 	for _, fn := range []string{"orders", "does-not-exist"} {
 		code, body = call(adminClient(t, bob), secure+"/"+fn+"/", "")

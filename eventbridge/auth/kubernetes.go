@@ -68,6 +68,11 @@ type KubernetesConfig struct {
 	CacheTTL time.Duration
 	// Timeout bounds one TokenReview or SubjectAccessReview (default 10s).
 	Timeout time.Duration
+	// NewTokensPerSecond bounds the TokenReviews of bearer tokens not
+	// accepted within CacheTTL (default 20 a second, bursts of 100): more
+	// are answered 429 (ErrTooManyReviews), so that made-up tokens cannot
+	// flood the API server. Tokens accepted before are not limited.
+	NewTokensPerSecond float64
 }
 
 // Kubernetes authenticates a listener's callers as the API server does and
@@ -94,6 +99,9 @@ func NewKubernetes(client kubernetes.Interface, cfg KubernetesConfig) (*Kubernet
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 10 * time.Second
+	}
+	if cfg.NewTokensPerSecond <= 0 {
+		cfg.NewTokensPerSecond = 20
 	}
 	backoff := &wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 5}
 	ca, err := dynamiccertificates.NewDynamicCAFromConfigMapController("client-ca", "kube-system", "extension-apiserver-authentication", "client-ca-file", client)
@@ -127,7 +135,8 @@ func NewKubernetes(client kubernetes.Interface, cfg KubernetesConfig) (*Kubernet
 	forKfn := authenticator.RequestFunc(func(r *http.Request) (*authenticator.Response, bool, error) {
 		return ours.AuthenticateRequest(r.WithContext(authenticator.WithAudiences(r.Context(), authenticator.Audiences{Audience})))
 	})
-	return &Kubernetes{authn: union.New(forKfn, apiServers), authz: authz, ca: ca, caLoaded: make(chan struct{})}, nil
+	authn := newReviews(union.New(forKfn, apiServers), cfg.NewTokensPerSecond, max(1, int(5*cfg.NewTokensPerSecond)), cfg.CacheTTL, 10000)
+	return &Kubernetes{authn: authn, authz: authz, ca: ca, caLoaded: make(chan struct{})}, nil
 }
 
 // Run follows the cluster's client CA until ctx ends, then returns nil.
@@ -183,6 +192,11 @@ func (k *Kubernetes) Authenticate(h http.Handler, open ...string) http.Handler {
 			t.Stop()
 		}
 		resp, ok, err := k.authn.AuthenticateRequest(r)
+		if errors.Is(err, ErrTooManyReviews) {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, err.Error(), http.StatusTooManyRequests)
+			return
+		}
 		if err != nil || !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="kfn"`)
 			reason := "send a Kubernetes bearer token or client certificate (kfn's CLI sends the kubeconfig's)"
@@ -201,12 +215,16 @@ func (k *Kubernetes) Authenticate(h http.Handler, open ...string) http.Handler {
 // token r carries (of kfn's audience or the API server's): "" for a
 // request without one or for a caller that is no ServiceAccount (a user),
 // an error wrapping ErrUnauthenticated for a token the cluster does not
-// know. It implements publisher.Senders. The token is taken out of r.
+// know, ErrTooManyReviews past the rate of new tokens. It implements
+// publisher.Senders. The token is taken out of r.
 func (k *Kubernetes) SenderNamespace(r *http.Request) (string, error) {
 	if _, ok := bearer(r); !ok {
 		return "", nil
 	}
 	resp, ok, err := k.authn.AuthenticateRequest(r)
+	if errors.Is(err, ErrTooManyReviews) {
+		return "", err
+	}
 	if err != nil || !ok {
 		if err == nil {
 			err = errors.New("the cluster does not know the bearer token")

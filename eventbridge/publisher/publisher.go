@@ -521,6 +521,8 @@ func StatusCode(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, auth.ErrUnauthenticated):
 		return http.StatusUnauthorized
+	case errors.Is(err, auth.ErrTooManyReviews):
+		return http.StatusTooManyRequests
 	case errors.Is(err, ErrReserved):
 		return http.StatusForbidden
 	case errors.Is(err, eventstore.ErrStorageFull):
@@ -536,7 +538,7 @@ func StatusCode(err error) int {
 func (p *Publisher) fail(w http.ResponseWriter, r *http.Request, err error) int {
 	code := StatusCode(err)
 	p.logFailure(r, code, err)
-	if code == http.StatusServiceUnavailable {
+	if code == http.StatusServiceUnavailable || code == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", "1")
 	}
 	http.Error(w, err.Error(), code)
