@@ -53,6 +53,10 @@ type Process struct {
 	// cluster does not know; a publish without one is taken as before,
 	// without a sender. PublisherSendersNone records nothing.
 	PublisherSenders string
+	// NewTokensPerSecond bounds the TokenReviews of bearer tokens not seen
+	// before, over the admin API, the gateway and the publisher (bursts of
+	// five times as many); more are answered 429. Default 100.
+	NewTokensPerSecond float64
 	// TokenFile, when set, names a file holding the bearer token that the
 	// publisher and the gateway require (package auth); empty: none.
 	TokenFile string
@@ -77,17 +81,18 @@ type Process struct {
 // DefaultProcess returns working defaults for a cluster.
 func DefaultProcess() Process {
 	return Process{
-		Config:           DefaultConfig(),
-		NATSURL:          "nats://127.0.0.1:4222",
-		Listen:           ":8080",
-		AdminListen:      ":8081",
-		AdminAuth:        AdminAuthKubernetes,
-		GatewayAuth:      GatewayAuthKubernetes,
-		PublisherSenders: PublisherSendersKubernetes,
-		MetricsListen:    ":9090",
-		GatewayListen:    ":8082",
-		LeaderElection:   true,
-		LogLevel:         "info",
+		Config:             DefaultConfig(),
+		NATSURL:            "nats://127.0.0.1:4222",
+		Listen:             ":8080",
+		AdminListen:        ":8081",
+		AdminAuth:          AdminAuthKubernetes,
+		GatewayAuth:        GatewayAuthKubernetes,
+		PublisherSenders:   PublisherSendersKubernetes,
+		NewTokensPerSecond: 100,
+		MetricsListen:      ":9090",
+		GatewayListen:      ":8082",
+		LeaderElection:     true,
+		LogLevel:           "info",
 	}
 }
 
@@ -105,6 +110,7 @@ func (c *Process) RegisterFlags(fs *flag.FlagSet) {
 	})
 	fs.StringVar(&c.GatewayAuth, "gateway-auth", c.GatewayAuth, "who may call Functions through the gateway: kubernetes (callers authenticated by the cluster with a bearer token, or a client certificate over TLS on the same port, each allowed the Functions RBAC grants functions/invoke on) or none (whoever reaches -gateway-listen; with -token-file, whoever sends its token)")
 	fs.StringVar(&c.PublisherSenders, "publisher-senders", c.PublisherSenders, "how the publisher learns who sends an event: kubernetes (the bearer token a publish carries, which a Function's host sends, is reviewed, and its ServiceAccount's namespace recorded in the extension kfnsendernamespace; an unknown token is refused 401) or none")
+	fs.Float64Var(&c.NewTokensPerSecond, "new-tokens-per-second", c.NewTokensPerSecond, "TokenReviews of bearer tokens not seen before, a second, over the admin API, the gateway and the publisher (bursts of five times as many); more are answered 429, so that made-up tokens cannot flood the API server")
 	fs.StringVar(&c.GatewayListen, "gateway-listen", c.GatewayListen, "address of the gateway to Functions (component gateway): /{namespace}/{function}/path, or Host <function>.<namespace>.svc[.cluster.local]")
 	fs.DurationVar(&c.Gateway.HoldTimeout, "gateway-hold-timeout", c.Gateway.HoldTimeout, "how long the gateway holds a request for a Function without a ready endpoint before answering 503")
 	fs.IntVar(&c.Gateway.MaxHeld, "gateway-max-held", c.Gateway.MaxHeld, "most requests the gateway holds at once; more are answered 503 at once")
@@ -217,6 +223,8 @@ func (c *Process) Validate() error {
 		}
 	}
 	switch {
+	case c.NewTokensPerSecond <= 0:
+		return fmt.Errorf("%w: -new-tokens-per-second must be positive", ErrInvalidConfig)
 	case c.PublisherSenders != PublisherSendersKubernetes && c.PublisherSenders != PublisherSendersNone:
 		return fmt.Errorf("%w: -publisher-senders must be kubernetes or none, not %q", ErrInvalidConfig, c.PublisherSenders)
 	case len(c.Publisher.Reserved) > 0 && (c.PublisherSenders != PublisherSendersKubernetes || len(c.Subscriptions) > 0):

@@ -103,7 +103,7 @@ func Run(ctx context.Context, p Process, root *slog.Logger) error {
 			if err != nil {
 				return fmt.Errorf("kubernetes client: %w", err)
 			}
-			access, err := auth.NewKubernetes(client, auth.KubernetesConfig{})
+			access, err := auth.NewKubernetes(client, auth.KubernetesConfig{NewTokensPerSecond: p.NewTokensPerSecond})
 			if err != nil {
 				return err
 			}

@@ -345,6 +345,7 @@ func TestEventBridgeArgs(t *testing.T) {
 				assert.Empty(t, cfg.Publisher.Reserved)
 			}
 			assert.Equal(t, eventbridge.PublisherSendersKubernetes, cfg.PublisherSenders)
+			assert.Equal(t, 100.0, cfg.NewTokensPerSecond, "eventbridge.newTokensPerSecond")
 		})
 	}
 }

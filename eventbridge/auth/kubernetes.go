@@ -69,7 +69,7 @@ type KubernetesConfig struct {
 	// Timeout bounds one TokenReview or SubjectAccessReview (default 10s).
 	Timeout time.Duration
 	// NewTokensPerSecond bounds the TokenReviews of bearer tokens not
-	// accepted within CacheTTL (default 20 a second, bursts of 100): more
+	// accepted within CacheTTL (default 100 a second, bursts of 500: a scale-out of hundreds of pods, each with its own token, passes): more
 	// are answered 429 (ErrTooManyReviews), so that made-up tokens cannot
 	// flood the API server. Tokens accepted before are not limited.
 	NewTokensPerSecond float64
@@ -101,7 +101,7 @@ func NewKubernetes(client kubernetes.Interface, cfg KubernetesConfig) (*Kubernet
 		cfg.Timeout = 10 * time.Second
 	}
 	if cfg.NewTokensPerSecond <= 0 {
-		cfg.NewTokensPerSecond = 20
+		cfg.NewTokensPerSecond = 100
 	}
 	backoff := &wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 5}
 	ca, err := dynamiccertificates.NewDynamicCAFromConfigMapController("client-ca", "kube-system", "extension-apiserver-authentication", "client-ca-file", client)
