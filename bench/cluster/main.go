@@ -99,6 +99,17 @@ func run(ctx context.Context, trials int, latency time.Duration, rate int, figur
 			Value: ms(node.service.p99), Anchor: "the pod's own address", AnchorValue: ms(node.pod.p99),
 			Target: figures.Target{Max: 2, Text: "< 2 ms (runtime latency target); Kyma (published): ~200 ms p99"}},
 	}
+	figs = append(figs,
+		figures.Figure{Group: "real node", Name: fmt.Sprintf("cold start from zero by event, published -> delivered (p99 of %d)", trials), Unit: "s",
+			Value: node.eventDelivered99.Seconds(), Target: figures.Target{Text: "Knative (published): 2-4 s"}},
+		figures.Figure{Group: "real node", Name: fmt.Sprintf("cold start from zero by HTTP through the gateway (p99 of %d)", trials), Unit: "s",
+			Value: node.http99.Seconds(), Target: figures.Target{Text: "Knative (published): 2-4 s"}})
+	// The breakdown: when the median wake passed each step, since the
+	// publish (timeline.go says how each step is seen).
+	for _, s := range steps {
+		figs = append(figs, figures.Figure{Group: "real node wake by event, breakdown", Name: fmt.Sprintf("published -> %s (median)", s), Unit: "s",
+			Value: node.breakdown.percentile(s, 50).Seconds()})
+	}
 	for _, f := range figs {
 		fmt.Printf("%-75s %8.3f %s", f.Name, f.Value, f.Unit)
 		if f.Anchor != "" {

@@ -143,6 +143,17 @@ func median(ds []time.Duration) time.Duration {
 	return s[len(s)/2]
 }
 
+// percentile is the p-th percentile (0-100) of ds, nearest rank.
+func percentile(ds []time.Duration, p int) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := (len(s)*p + 99) / 100
+	if i > 0 {
+		i--
+	}
+	return s[i]
+}
+
 // publish posts a binary-mode CloudEvent and requires it stored.
 func publish(url, typ, id string) error {
 	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(`{}`))
@@ -313,6 +324,8 @@ func load(ctx context.Context, url string, rate int, d time.Duration) (latencies
 // nodeFigures are the real node's figures.
 type nodeFigures struct {
 	eventReady, eventDelivered, http time.Duration
+	eventDelivered99, http99         time.Duration
+	breakdown                        breakdown
 	service, pod                     latencies
 }
 
@@ -369,18 +382,35 @@ metadata:
 			return out, fmt.Errorf("cold at zero: %w\n%s", err, c.Describe(ctx, ns))
 		}
 		id := fmt.Sprintf("node-event-%d", i)
+		tl, stopWatch, err := watchWake(ctx, c, ns, "cold")
+		if err != nil {
+			return out, err
+		}
 		start := time.Now()
+		tl.begin(start)
 		if err := publish(publisher+"/publish", "bench.cold.v1", id); err != nil {
+			stopWatch()
 			return out, err
 		}
 		r, err := podReady(start)
 		if err != nil {
+			stopWatch()
 			return out, fmt.Errorf("event %s: no ready pod: %w", id, err)
 		}
 		at, err := rec.wait(ctx, id, 2*time.Minute)
 		if err != nil {
+			stopWatch()
 			return out, fmt.Errorf("event %s: %w\n%s", id, err, c.Describe(ctx, ns))
 		}
+		tl.see(stepDelivered)
+		if _, err := pollValue(ctx, 10*time.Second, func() (bool, bool) { _, ok := tl.since(); return ok, ok }); err != nil {
+			fmt.Fprintf(os.Stderr, "bench/cluster: wake %d: a step was not seen: %v\n", i+1, tl.at)
+		}
+		stopWatch()
+		w, _ := tl.since()
+		w[stepDelivered] = at.Sub(start)
+		out.breakdown = append(out.breakdown, w)
+		fmt.Fprintf(os.Stderr, "bench/cluster: wake %d timeline (ms): %s\n", i+1, format(w))
 		ready, delivered = append(ready, r), append(delivered, at.Sub(start))
 		if err := atZero(); err != nil {
 			return out, fmt.Errorf("cold back at zero: %w", err)
@@ -394,6 +424,8 @@ metadata:
 			r.Round(time.Millisecond), delivered[i].Round(time.Millisecond), https[i].Round(time.Millisecond))
 	}
 	out.eventReady, out.eventDelivered, out.http = median(ready), median(delivered), median(https)
+	out.eventDelivered99, out.http99 = percentile(delivered, 99), percentile(https, 99)
+	out.breakdown.print()
 
 	svc, pod, err := warmAddresses(ctx, c, ns)
 	if err != nil {

@@ -1,0 +1,261 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kfn-dev/kfn/api/plan"
+	"github.com/kfn-dev/kfn/test/singlenode"
+)
+
+// A step is one milestone of a wake, in the order a wake passes them.
+type step string
+
+const (
+	stepScaled    step = "Deployment scaled to 1 (scaler push, KEDA)"
+	stepReplicas  step = "ReplicaSet scaled to 1"
+	stepPod       step = "pod created"
+	stepScheduled step = "pod scheduled"
+	stepSandbox   step = "sandbox and network ready"
+	stepStarted   step = "container started"
+	stepListening step = "host listening"
+	stepLoaded    step = "handler loaded (ready path 200)"
+	stepReady     step = "pod Ready"
+	stepEndpoint  step = "EndpointSlice endpoint ready"
+	stepDelivered step = "delivered"
+)
+
+// steps is every step in order.
+var steps = []step{stepScaled, stepReplicas, stepPod, stepScheduled, stepSandbox, stepStarted,
+	stepListening, stepLoaded, stepReady, stepEndpoint, stepDelivered}
+
+// timeline is when one wake passed each step, as this program saw it:
+// watches of the Deployment, its ReplicaSets, its pods and the Service's
+// EndpointSlices (the API server's timestamps have a one-second
+// resolution, too coarse for a wake), and, once the pod has an address, a
+// connection attempt and a GET of the ready path every 2 ms from the node.
+type timeline struct {
+	mu      sync.Mutex
+	start   time.Time
+	at      map[step]time.Time
+	probing bool
+}
+
+// probe reports whether the host's probes are still to be started, and
+// notes that they are.
+func (t *timeline) probe() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	first := !t.probing
+	t.probing = true
+	return first
+}
+
+func (t *timeline) see(s step) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.at[s]; !ok {
+		t.at[s] = time.Now()
+	}
+}
+
+func (t *timeline) seen(s step) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.at[s]
+	return ok
+}
+
+// since returns each step's time after start; ok is false when a step was
+// not seen.
+func (t *timeline) since() (map[step]time.Duration, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[step]time.Duration{}
+	for _, s := range steps {
+		at, ok := t.at[s]
+		if !ok {
+			return out, false
+		}
+		out[s] = at.Sub(t.start)
+	}
+	return out, true
+}
+
+// watchWake starts watching the wake of Deployment name in ns; stop ends
+// the watches and the probes. Call it before the wake's publish and set
+// start with begin.
+func watchWake(ctx context.Context, c *singlenode.Cluster, ns, name string) (*timeline, func(), error) {
+	t := &timeline{at: map[step]time.Time{}}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	stop := func() { cancel(); wg.Wait() }
+	byName := metav1.ListOptions{FieldSelector: "metadata.name=" + name}
+	byFunction := metav1.ListOptions{LabelSelector: "serverless.kyma-project.io/function-name=" + name}
+	bySvc := metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + name}
+	watches := []struct {
+		open func() (watch.Interface, error)
+		on   func(any)
+	}{
+		{func() (watch.Interface, error) { return c.Clientset.AppsV1().Deployments(ns).Watch(ctx, byName) }, func(o any) {
+			if d, ok := o.(*appsv1.Deployment); ok && d.Spec.Replicas != nil && *d.Spec.Replicas > 0 {
+				t.see(stepScaled)
+			}
+		}},
+		{func() (watch.Interface, error) { return c.Clientset.AppsV1().ReplicaSets(ns).Watch(ctx, byFunction) }, func(o any) {
+			if rs, ok := o.(*appsv1.ReplicaSet); ok && rs.Spec.Replicas != nil && *rs.Spec.Replicas > 0 {
+				t.see(stepReplicas)
+			}
+		}},
+		{func() (watch.Interface, error) { return c.Clientset.CoreV1().Pods(ns).Watch(ctx, byFunction) }, func(o any) {
+			p, ok := o.(*corev1.Pod)
+			if !ok || p.DeletionTimestamp != nil {
+				return
+			}
+			t.see(stepPod)
+			if p.Spec.NodeName != "" {
+				t.see(stepScheduled)
+			}
+			for _, cond := range p.Status.Conditions {
+				if cond.Status != corev1.ConditionTrue {
+					continue
+				}
+				switch cond.Type {
+				case corev1.PodReadyToStartContainers:
+					t.see(stepSandbox)
+				case corev1.PodReady:
+					t.see(stepReady)
+				}
+			}
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.State.Running != nil {
+					t.see(stepStarted)
+				}
+			}
+			if p.Status.PodIP != "" && t.probe() {
+				wg.Add(1)
+				go func() { defer wg.Done(); probeHost(ctx, t, p.Status.PodIP) }()
+			}
+		}},
+		{func() (watch.Interface, error) { return c.Clientset.DiscoveryV1().EndpointSlices(ns).Watch(ctx, bySvc) }, func(o any) {
+			es, ok := o.(*discoveryv1.EndpointSlice)
+			if !ok {
+				return
+			}
+			for _, e := range es.Endpoints {
+				if e.Conditions.Ready != nil && *e.Conditions.Ready {
+					t.see(stepEndpoint)
+				}
+			}
+		}},
+	}
+	for _, w := range watches {
+		wi, err := w.open()
+		if err != nil {
+			stop()
+			return nil, nil, fmt.Errorf("watch: %w", err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer wi.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case ev, ok := <-wi.ResultChan():
+					if !ok {
+						return
+					}
+					w.on(ev.Object)
+				}
+			}
+		}()
+	}
+	return t, stop, nil
+}
+
+// begin sets the wake's start: the moment of its publish or request.
+func (t *timeline) begin(at time.Time) {
+	t.mu.Lock()
+	t.start = at
+	t.mu.Unlock()
+}
+
+// probeHost notes when the host at ip first accepts a connection and first
+// answers its ready path with 200, trying every 2 ms.
+func probeHost(ctx context.Context, t *timeline, ip string) {
+	addr := net.JoinHostPort(ip, fmt.Sprint(plan.Port))
+	hc := &http.Client{Timeout: 500 * time.Millisecond, Transport: &http.Transport{DisableKeepAlives: true}}
+	for !t.seen(stepLoaded) {
+		if !t.seen(stepListening) {
+			if conn, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
+				conn.Close()
+				t.see(stepListening)
+			}
+		}
+		if t.seen(stepListening) {
+			if resp, err := hc.Get("http://" + addr + plan.ReadyPath); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					t.see(stepLoaded)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+// breakdown is the wake timelines of several wakes.
+type breakdown []map[step]time.Duration
+
+// percentile returns the p-th percentile (0-100) of each step's time since
+// the start, nearest rank.
+func (b breakdown) percentile(s step, p int) time.Duration {
+	if len(b) == 0 {
+		return 0
+	}
+	var ds []time.Duration
+	for _, w := range b {
+		ds = append(ds, w[s])
+	}
+	return percentile(ds, p)
+}
+
+// print writes the median timeline of b, each step since the start and
+// since the step before it.
+func (b breakdown) print() {
+	var prev time.Duration
+	fmt.Fprintf(os.Stderr, "bench/cluster: wake by event, median of %d wakes (since the publish; since the step before):\n", len(b))
+	for _, s := range steps {
+		m := b.percentile(s, 50)
+		fmt.Fprintf(os.Stderr, "  %-45s %6d ms  %+6d ms\n", s, m.Milliseconds(), (m - prev).Milliseconds())
+		prev = m
+	}
+}
+
+// format is one wake's timeline on one line, each step's milliseconds
+// since the start in the order of steps.
+func format(w map[step]time.Duration) string {
+	var parts []string
+	for _, s := range steps {
+		parts = append(parts, fmt.Sprint(w[s].Milliseconds()))
+	}
+	return strings.Join(parts, " ")
+}
