@@ -172,6 +172,14 @@ func TestShopChainScalesFromZeroAndBack(t *testing.T) {
 		return len(st.Subscriptions) == 2
 	}, 30*time.Second, 50*time.Millisecond, "both subscriptions delivered every event, none dead-lettered: %+v", status(t, addr).Subscriptions)
 	phase("delivered")
+	// Once, as on the real node (e2e/cluster TestScaleToZeroAndBack): the
+	// events that woke fulfil from zero each reached it once (its
+	// replies carry fixed ids, so the publisher's deduplication would
+	// hide a second delivery from notify), and notify once.
+	for i := 0; i < n; i++ {
+		assert.Equal(t, 1, strings.Count(out.String(), fmt.Sprintf("fulfilling order %d (book)\n", i)), "order %d fulfilled once", i)
+		assert.Equal(t, 1, strings.Count(out.String(), fmt.Sprintf("| notified order %d via email\n", i)), "order %d notified once", i)
+	}
 	require.Eventually(t, func() bool { st, err := readStatus(addr); return err == nil && function(st, "fulfil").Replicas == 0 },
 		60*time.Second, 50*time.Millisecond, "fulfil goes back to zero after the cooldown")
 
