@@ -3,5 +3,7 @@
 // changes; it is the Kubernetes implementation of dispatcher.Endpoints, and
 // tells the gateway which Services are kfn Functions'. It also names the
 // ready endpoints themselves, so that the dispatcher and the gateway send
-// each request to the next pod directly, as Knative's activator does.
+// each request to the next pod directly, as Knative's activator does, and
+// asks a Function's starting pods whether their handler is loaded, so that
+// a pod woken from zero is reached before the kubelet marks it ready.
 package endpoints

@@ -5,16 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
+	"github.com/kfn-dev/kfn/api/plan"
 	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 )
@@ -36,6 +39,18 @@ type Watcher struct {
 	ready    map[service]bool
 	next     atomic.Uint64 // round robin of Pick
 	cache    cache.Cache   // fed from by Run; nil: fed by hand
+
+	// Starting pods of Functions: endpoints not ready yet, probed at the
+	// host's ready path until they answer (probe.go).
+	probeEvery time.Duration                   // 0: no probes
+	probeFor   time.Duration                   // a probe gives up after this long
+	client     *http.Client                    // of the probes
+	base       context.Context                 // ends when Run returns
+	stop       context.CancelFunc              // ends base
+	probing    map[service]map[string]*probe   // host:port -> its probe
+	early      map[service]map[string]bool     // host:port that answered, not ready yet in its slice
+	wasReady   map[service]map[string]bool     // host:port seen ready in a slice: never probed again
+	slicePorts map[service]map[string][]string // host:port of each slice's starting endpoints
 }
 
 // ErrInvalidOption is wrapped by New's errors.
@@ -72,7 +87,16 @@ func New(opts ...Option) (*Watcher, error) {
 		all:      map[service]map[string][]netip.AddrPort{},
 		changed:  map[service]chan struct{}{},
 		ready:    map[service]bool{},
+
+		probeEvery: DefaultProbeInterval,
+		probeFor:   plan.MaxStartup,
+		client:     &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}},
+		probing:    map[service]map[string]*probe{},
+		early:      map[service]map[string]bool{},
+		wasReady:   map[service]map[string]bool{},
+		slicePorts: map[service]map[string][]string{},
 	}
+	w.base, w.stop = context.WithCancel(context.Background())
 	for _, opt := range opts {
 		if opt == nil {
 			return nil, fmt.Errorf("%w: nil Option", ErrInvalidOption)
@@ -92,6 +116,7 @@ func New(opts ...Option) (*Watcher, error) {
 // informer synced, ctx's error when it ended before, and an error when
 // the informer cannot be had.
 func (w *Watcher) Run(ctx context.Context) error {
+	defer w.stop()
 	if w.cache == nil {
 		<-ctx.Done()
 		return nil
@@ -244,10 +269,6 @@ func (w *Watcher) set(obj any, deleted bool) {
 			delete(w.all, k)
 		}
 	}
-	total := 0
-	for _, c := range w.slices[k] {
-		total += c
-	}
 	if len(w.slices[k]) == 0 {
 		delete(w.slices, k)
 	}
@@ -264,6 +285,35 @@ func (w *Watcher) set(obj any, deleted bool) {
 			delete(w.fnSlices, k)
 		}
 	}
+	var starting []string
+	if isFn {
+		starting = startingAddresses(s)
+	}
+	w.setStarting(k, s.Name, addrs, starting)
+	w.refresh(k)
+}
+
+// refresh flattens the ready addresses of k's slices and the early ones
+// of its starting pods, and wakes the waiters of k when its readiness
+// flips.
+func (w *Watcher) refresh(k service) {
+	var flat []string
+	for _, a := range w.addrs[k] {
+		flat = append(flat, a...)
+	}
+	for a := range w.early[k] {
+		flat = append(flat, a)
+	}
+	if len(flat) == 0 {
+		delete(w.flat, k)
+	} else {
+		sort.Strings(flat)
+		w.flat[k] = flat
+	}
+	total := len(w.early[k])
+	for _, c := range w.slices[k] {
+		total += c
+	}
 	if now := total > 0; now != w.ready[k] {
 		if now {
 			w.ready[k] = true
@@ -277,8 +327,7 @@ func (w *Watcher) set(obj any, deleted bool) {
 	}
 }
 
-// setAddrs records the ready addresses of one slice of k and flattens
-// those of all its slices.
+// setAddrs records the ready addresses of one slice of k.
 func (w *Watcher) setAddrs(k service, slice string, addrs []string) {
 	if w.addrs[k] == nil {
 		w.addrs[k] = map[string][]string{}
@@ -288,17 +337,9 @@ func (w *Watcher) setAddrs(k service, slice string, addrs []string) {
 	} else {
 		w.addrs[k][slice] = addrs
 	}
-	var flat []string
-	for _, a := range w.addrs[k] {
-		flat = append(flat, a...)
-	}
-	if len(flat) == 0 {
+	if len(w.addrs[k]) == 0 {
 		delete(w.addrs, k)
-		delete(w.flat, k)
-		return
 	}
-	sort.Strings(flat)
-	w.flat[k] = flat
 }
 
 // readyAddresses returns host:port of the ready endpoints of a slice with

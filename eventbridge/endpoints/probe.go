@@ -1,0 +1,185 @@
+package endpoints
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/kfn-dev/kfn/api/plan"
+)
+
+// DefaultProbeInterval is how often the Watcher asks a starting Function
+// pod's host whether its handler is loaded.
+const DefaultProbeInterval = 10 * time.Millisecond
+
+// WithProbeInterval sets how often a starting pod of a Function is probed
+// (default DefaultProbeInterval); 0 turns the probes off, and a Function's
+// endpoint is then ready only when its EndpointSlice says so.
+//
+// A pod woken from zero listens some time before the kubelet's next
+// readiness probe (one a second at the most) marks it ready and the
+// EndpointSlice says so; the Watcher asks the pod itself in the meantime,
+// at the host's ready path (plan.ReadyPath, what the readiness probe
+// asks), and takes its endpoint as ready from the first 200 answer, so
+// that the dispatcher and the gateway reach it as soon as its handler is
+// loaded. Only endpoints of Functions' Services are probed, only while
+// they are neither ready nor terminating in their slice, only if this
+// Watcher never saw them ready (a pod whose readiness later fails is left
+// to the kubelet), and for at most plan.MaxStartup.
+func WithProbeInterval(d time.Duration) Option {
+	return func(w *Watcher) error {
+		if d < 0 {
+			return fmt.Errorf("%w: negative probe interval %s", ErrInvalidOption, d)
+		}
+		w.probeEvery = d
+		return nil
+	}
+}
+
+// probe is the probe of one starting endpoint.
+type probe struct{ cancel context.CancelFunc }
+
+// startingAddresses returns host:port of the endpoints of a slice with
+// exactly one port that are not ready and not terminating.
+func startingAddresses(s *discoveryv1.EndpointSlice) []string {
+	if len(s.Ports) != 1 || s.Ports[0].Port == nil {
+		return nil
+	}
+	port := strconv.Itoa(int(*s.Ports[0].Port))
+	var out []string
+	for _, e := range s.Endpoints {
+		if e.Conditions.Ready == nil || *e.Conditions.Ready {
+			continue
+		}
+		if e.Conditions.Terminating != nil && *e.Conditions.Terminating {
+			continue
+		}
+		for _, a := range e.Addresses {
+			out = append(out, net.JoinHostPort(a, port))
+		}
+	}
+	return out
+}
+
+// setStarting records the ready and the starting endpoints of one slice of
+// k, starts a probe for each starting endpoint never seen ready and stops
+// those of endpoints no longer starting. w.mu is held.
+func (w *Watcher) setStarting(k service, slice string, ready, starting []string) {
+	if w.wasReady[k] == nil {
+		w.wasReady[k] = map[string]bool{}
+	}
+	for _, a := range ready {
+		w.wasReady[k][a] = true
+	}
+	if w.slicePorts[k] == nil {
+		w.slicePorts[k] = map[string][]string{}
+	}
+	if len(starting) == 0 {
+		delete(w.slicePorts[k], slice)
+	} else {
+		w.slicePorts[k][slice] = starting
+	}
+	want := map[string]bool{}
+	for _, as := range w.slicePorts[k] {
+		for _, a := range as {
+			if !w.wasReady[k][a] {
+				want[a] = true
+			}
+		}
+	}
+	for a, p := range w.probing[k] {
+		if !want[a] {
+			p.cancel()
+			delete(w.probing[k], a)
+		}
+	}
+	for a := range w.early[k] {
+		if !want[a] {
+			delete(w.early[k], a)
+		}
+	}
+	if w.probeEvery > 0 {
+		for a := range want {
+			if _, ok := w.probing[k][a]; ok {
+				continue
+			}
+			if w.probing[k] == nil {
+				w.probing[k] = map[string]*probe{}
+			}
+			ctx, cancel := context.WithTimeout(w.base, w.probeFor)
+			p := &probe{cancel: cancel}
+			w.probing[k][a] = p
+			go w.probe(ctx, k, a, p)
+		}
+	}
+	// An address no endpoint of k has any more may come back as another
+	// pod's: forget that it was ready.
+	present := map[string]bool{}
+	for _, as := range w.all[k] {
+		for _, a := range as {
+			present[a.String()] = true
+		}
+	}
+	for a := range w.wasReady[k] {
+		if !present[a] {
+			delete(w.wasReady[k], a)
+		}
+	}
+	for _, m := range []map[service]map[string]bool{w.wasReady, w.early} {
+		if len(m[k]) == 0 {
+			delete(m, k)
+		}
+	}
+	if len(w.probing[k]) == 0 {
+		delete(w.probing, k)
+	}
+	if len(w.slicePorts[k]) == 0 {
+		delete(w.slicePorts, k)
+	}
+}
+
+// probe asks the host at addr for its ready path until it answers 200,
+// then takes addr as a ready endpoint of k (unless p was stopped).
+func (w *Watcher) probe(ctx context.Context, k service, addr string, p *probe) {
+	url := "http://" + addr + plan.ReadyPath
+	t := time.NewTicker(w.probeEvery)
+	defer t.Stop()
+	for {
+		if w.answers(ctx, url) {
+			w.mu.Lock()
+			if w.probing[k][addr] == p && ctx.Err() == nil {
+				if w.early[k] == nil {
+					w.early[k] = map[string]bool{}
+				}
+				w.early[k][addr] = true
+				w.refresh(k)
+			}
+			w.mu.Unlock()
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// answers reports whether a GET of url is answered 200.
+func (w *Watcher) answers(ctx context.Context, url string) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := w.client.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}

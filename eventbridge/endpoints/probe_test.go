@@ -1,0 +1,175 @@
+package endpoints_test
+
+import (
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/utils/ptr"
+
+	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
+	"github.com/kfn-dev/kfn/eventbridge/endpoints"
+)
+
+// host is a function host on a local port: its ready path answers 503
+// until loaded, then 200; asked counts the questions.
+type host struct {
+	addr   string
+	port   int32
+	loaded atomic.Bool
+	asked  atomic.Int64
+}
+
+func startHost(t *testing.T) *host {
+	h := &host{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" || r.URL.RawQuery != "ready" {
+			http.NotFound(w, r)
+			return
+		}
+		h.asked.Add(1)
+		if !h.loaded.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	h.addr = srv.Listener.Addr().String()
+	_, port, err := net.SplitHostPort(h.addr)
+	require.NoError(t, err)
+	p, err := net.LookupPort("tcp", port)
+	require.NoError(t, err)
+	h.port = int32(p)
+	return h
+}
+
+// fnSlice is the slice of Function fn's Service with one endpoint, h, in
+// the given conditions.
+func fnSlice(name, fn string, h *host, cond discoveryv1.EndpointConditions) *discoveryv1.EndpointSlice {
+	s := slice(name, fn, cond.Ready)
+	s.Labels[serverlessv1alpha2.LabelManagedBy] = serverlessv1alpha2.LabelManagedByValue
+	s.Labels[serverlessv1alpha2.LabelFunctionName] = fn
+	s = withAddresses(s, h.port, "127.0.0.1")
+	s.Endpoints[0].Conditions = cond
+	return s
+}
+
+func starting() discoveryv1.EndpointConditions {
+	return discoveryv1.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(false), Terminating: ptr.To(false)}
+}
+
+// probedAgain waits until witness, a starting endpoint not loaded, has been asked
+// twice more: any other probe of the same Watcher had its turns meanwhile.
+func probedAgain(t *testing.T, witness *host) {
+	t.Helper()
+	n := witness.asked.Load()
+	require.Eventually(t, func() bool { return witness.asked.Load() >= n+2 }, 10*time.Second, time.Millisecond, "the witness is probed")
+}
+
+// TestStartingFunctionPodIsReadyOnceItsHostAnswers: a Function's endpoint
+// that its slice says is not ready yet is probed at the host's ready path
+// and taken as ready from its first 200, so that the dispatcher and the
+// gateway reach a woken pod before the kubelet's next readiness probe.
+// Fails when the probe's answer is not taken as readiness (the Service
+// stays not ready until its slice says so).
+func TestStartingFunctionPodIsReadyOnceItsHostAnswers(t *testing.T) {
+	w, err := endpoints.New(endpoints.WithProbeInterval(time.Millisecond))
+	require.NoError(t, err)
+	w.MarkSynced()
+	h := startHost(t)
+
+	w.OnAdd(fnSlice("fn-a", "fn", h, starting()), false)
+	require.Eventually(t, func() bool { return h.asked.Load() > 0 }, 10*time.Second, time.Millisecond, "the starting pod is probed")
+	ready, changed := w.Ready("default", "fn")
+	assert.False(t, ready, "not ready while its host answers 503")
+	_, ok := w.Pick("default", "fn")
+	assert.False(t, ok)
+
+	h.loaded.Store(true)
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the Service did not become ready once its host answered 200")
+	}
+	ready, _ = w.Ready("default", "fn")
+	assert.True(t, ready, "ready from the host's answer, before its slice says so")
+	addr, ok := w.Pick("default", "fn")
+	assert.True(t, ok)
+	assert.Equal(t, h.addr, addr, "the starting pod is reached directly")
+
+	// The slice catches up: still ready, the same one address.
+	w.OnUpdate(nil, fnSlice("fn-a", "fn", h, discoveryv1.EndpointConditions{Ready: ptr.To(true)}))
+	addr, ok = w.Pick("default", "fn")
+	assert.True(t, ok)
+	assert.Equal(t, h.addr, addr)
+	addr, _ = w.Pick("default", "fn")
+	assert.Equal(t, h.addr, addr, "one address, not two")
+
+	// Its readiness fails later: the kubelet's word, no probe.
+	witness := startHost(t)
+	w.OnAdd(fnSlice("witness", "other", witness, starting()), false)
+	asked := h.asked.Load()
+	w.OnUpdate(nil, fnSlice("fn-a", "fn", h, starting()))
+	probedAgain(t, witness)
+	ready, _ = w.Ready("default", "fn")
+	assert.False(t, ready, "a pod once ready is not probed back to ready")
+	assert.Equal(t, asked, h.asked.Load(), "not probed")
+
+	// Gone and back (another pod with the same address): probed again.
+	w.OnDelete(fnSlice("fn-a", "fn", h, starting()))
+	w.OnAdd(fnSlice("fn-a", "fn", h, starting()), false)
+	require.Eventually(t, func() bool { r, _ := w.Ready("default", "fn"); return r }, 10*time.Second, time.Millisecond,
+		"a new pod at the address is probed")
+
+	// The slice says it is terminating: not ready, whatever the host says.
+	w.OnUpdate(nil, fnSlice("fn-a", "fn", h, discoveryv1.EndpointConditions{Ready: ptr.To(false), Terminating: ptr.To(true)}))
+	ready, _ = w.Ready("default", "fn")
+	assert.False(t, ready, "terminating")
+}
+
+// TestOnlyFunctionsStartingPodsAreProbed: the endpoints of other Services,
+// terminating ones, and all of them with the probes off, are ready only
+// when their slice says so. Fails when every Service's endpoints are
+// probed, or terminating ones.
+func TestOnlyFunctionsStartingPodsAreProbed(t *testing.T) {
+	w, err := endpoints.New(endpoints.WithProbeInterval(time.Millisecond))
+	require.NoError(t, err)
+	w.MarkSynced()
+	witness, plain, term := startHost(t), startHost(t), startHost(t)
+	for _, h := range []*host{witness, plain, term} {
+		h.loaded.Store(true)
+	}
+	notFn := fnSlice("plain-a", "plain", plain, starting())
+	delete(notFn.Labels, serverlessv1alpha2.LabelManagedBy)
+	w.OnAdd(notFn, false)
+	w.OnAdd(fnSlice("term-a", "term", term, discoveryv1.EndpointConditions{Ready: ptr.To(false), Terminating: ptr.To(true)}), false)
+	w.OnAdd(fnSlice("witness-a", "witness", witness, starting()), false)
+	require.Eventually(t, func() bool { r, _ := w.Ready("default", "witness"); return r }, 10*time.Second, time.Millisecond)
+	for _, name := range []string{"plain", "term"} {
+		ready, _ := w.Ready("default", name)
+		assert.False(t, ready, name)
+	}
+	assert.Zero(t, plain.asked.Load(), "not a Function's Service")
+	assert.Zero(t, term.asked.Load(), "terminating")
+
+	off, err := endpoints.New(endpoints.WithProbeInterval(0))
+	require.NoError(t, err)
+	off.MarkSynced()
+	offHost := startHost(t)
+	offHost.loaded.Store(true)
+	off.OnAdd(fnSlice("fn-a", "fn", offHost, starting()), false)
+	loading := startHost(t) // answers 503: probed again and again
+	w.OnAdd(fnSlice("loading-a", "loading", loading, starting()), false)
+	probedAgain(t, loading)
+	ready, _ := off.Ready("default", "fn")
+	assert.False(t, ready, "probes off")
+	assert.Zero(t, offHost.asked.Load(), "probes off")
+
+	_, err = endpoints.New(endpoints.WithProbeInterval(-time.Second))
+	require.ErrorIs(t, err, endpoints.ErrInvalidOption)
+}
