@@ -39,9 +39,10 @@ func main() {
 	latency := flag.Duration("latency", 10*time.Second, "how long the latency load runs, at each address")
 	rate := flag.Int("rate", 50, "requests per second of the latency load")
 	figuresOut := flag.String("figures", "", "also append the results as JSON lines (package bench/figures) to this file")
+	images := flag.String("images", "", "the directory of kfn's image archives that hack/cluster/images.sh wrote (default: build them from this checkout)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, *trials, *latency, *rate, *figuresOut)
+	err := run(ctx, *trials, *latency, *rate, *figuresOut, *images)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench/cluster:", err)
@@ -49,7 +50,7 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, trials int, latency time.Duration, rate int, figuresOut string) error {
+func run(ctx context.Context, trials int, latency time.Duration, rate int, figuresOut, images string) error {
 	if trials < 1 || rate < 1 || latency <= 0 {
 		return errors.New("-trials and -rate must be at least 1 and -latency positive")
 	}
@@ -68,7 +69,7 @@ func run(ctx context.Context, trials int, latency time.Duration, rate int, figur
 	if err != nil {
 		return fmt.Errorf("kfn dev: %w", err)
 	}
-	c, cfg, wd, err := startCluster(ctx, root)
+	c, cfg, wd, err := startCluster(ctx, root, images)
 	if cfg != nil {
 		defer func() {
 			if err := singlenode.Down(*cfg); err != nil {
@@ -122,18 +123,20 @@ func run(ctx context.Context, trials int, latency time.Duration, rate int, figur
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// startCluster builds the binaries and images, starts the node and installs
-// KEDA and kfn; cfg and the watchdog are set once there is something to
-// tear down (the caller dismisses the watchdog after tearing down).
-func startCluster(ctx context.Context, root string) (*singlenode.Cluster, *singlenode.Config, *singlenode.Watchdog, error) {
+// startCluster builds the binaries and, unless images names them, the
+// images, starts the node and installs KEDA and kfn; cfg and the watchdog
+// are set once there is something to tear down (the caller dismisses the
+// watchdog after tearing down).
+func startCluster(ctx context.Context, root, images string) (*singlenode.Cluster, *singlenode.Config, *singlenode.Watchdog, error) {
 	logf := func(format string, a ...any) { fmt.Fprintf(os.Stderr, "bench/cluster: "+format+"\n", a...) }
 	bin, err := script(ctx, root, "hack/cluster/assets.sh")
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	images, err := script(ctx, root, "hack/cluster/images.sh", bin)
-	if err != nil {
-		return nil, nil, nil, err
+	if images == "" {
+		if images, err = script(ctx, root, "hack/cluster/images.sh", bin); err != nil {
+			return nil, nil, nil, err
+		}
 	}
 	archives, _ := filepath.Glob(filepath.Join(images, "*.tar"))
 	cfg := singlenode.DefaultConfig(bin, filepath.Join(filepath.Dir(bin), "data"))
