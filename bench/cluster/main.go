@@ -3,6 +3,8 @@
 // beside kfn dev measured in the same run with the same function:
 //
 //   - cold start from zero by an event: published -> pod ready -> delivered;
+//   - where a wake by event spends its time: the median time since the
+//     publish at which it passed each step (timeline.go);
 //   - cold start from zero by an HTTP request through the gateway;
 //   - per-request latency of a warm function pod at 50 requests/s, through
 //     its Service (kube-proxy) and, as the anchor, to the pod's own address.
@@ -12,7 +14,7 @@
 // add-on's interceptor holds a first request for about as long as a pod
 // takes to become ready. It needs root, and builds what make cluster builds.
 //
-//	go run ./bench/cluster -figures out.jsonl
+//	go run ./bench/cluster -trials 10 -figures out.jsonl
 package main
 
 import (

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -239,11 +241,14 @@ func (b breakdown) percentile(s step, p int) time.Duration {
 }
 
 // print writes the median timeline of b, each step since the start and
-// since the step before it.
+// since the step before it, in the order of their medians (a delivery may
+// come before the pod is Ready).
 func (b breakdown) print() {
 	var prev time.Duration
 	fmt.Fprintf(os.Stderr, "bench/cluster: wake by event, median of %d wakes (since the publish; since the step before):\n", len(b))
-	for _, s := range steps {
+	order := slices.Clone(steps)
+	slices.SortStableFunc(order, func(x, y step) int { return cmp.Compare(b.percentile(x, 50), b.percentile(y, 50)) })
+	for _, s := range order {
 		m := b.percentile(s, 50)
 		fmt.Fprintf(os.Stderr, "  %-45s %6d ms  %+6d ms\n", s, m.Milliseconds(), (m - prev).Milliseconds())
 		prev = m
