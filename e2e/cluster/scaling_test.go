@@ -109,6 +109,14 @@ func TestScaleToZeroAndBack(t *testing.T) {
 		delivered := time.Since(start)
 		t.Logf("cold start by event: published -> pod ready %s -> delivered %s", podReady.Round(time.Millisecond), delivered.Round(time.Millisecond))
 		coldStarts.add("event", podReady, delivered)
+		// Once: by the time a second event, published after the first was
+		// reported, is reported too, the first was reported once (the
+		// dispatcher reaches the woken pod as soon as its host answers its
+		// ready path, before the kubelet marks it ready: no attempt is
+		// spent on a pod that does not listen yet).
+		publish(t, "order.created.v1", "shop", id+"-after", `{"wake": false}`)
+		require.NoError(t, platform.recorder.waitAll(t.Context(), "zero", []string{id + "-after"}, time.Minute))
+		assert.Equal(t, 1, platform.recorder.counts("zero")[id], "the event that woke the Function was delivered once")
 	})
 
 	t.Run("goes back to zero", func(t *testing.T) {
@@ -126,7 +134,8 @@ func TestScaleToZeroAndBack(t *testing.T) {
 		elapsed := time.Since(start)
 		require.NoError(t, err)
 		assert.Equal(t, 200, code, body)
-		assert.Equal(t, "handled "+ns+"-http", body)
+		assert.Equal(t, "handled "+ns+"-http", body, "held until the pod answers, never refused")
+		assert.Equal(t, 1, platform.recorder.counts("zero")[ns+"-http"], "the request was handled once")
 		t.Logf("cold start by HTTP through the gateway: %s", elapsed.Round(time.Millisecond))
 		coldStarts.add("http", 0, elapsed)
 	})
