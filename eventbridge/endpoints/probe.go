@@ -28,9 +28,10 @@ const DefaultProbeInterval = 10 * time.Millisecond
 // asks), and takes its endpoint as ready from the first 200 answer, so
 // that the dispatcher and the gateway reach it as soon as its handler is
 // loaded. Only endpoints of Functions' Services are probed, only while
-// they are neither ready nor terminating in their slice, only if this
-// Watcher never saw them ready (a pod whose readiness later fails is left
-// to the kubelet), and for at most plan.MaxStartup.
+// their Service has no ready endpoint in its slices (a wake from zero),
+// only while they are neither ready nor terminating in their slice, only
+// if this Watcher never saw them ready (a pod whose readiness later fails
+// is left to the kubelet), and for at most plan.MaxStartup.
 func WithProbeInterval(d time.Duration) Option {
 	return func(w *Watcher) error {
 		if d < 0 {
@@ -84,10 +85,18 @@ func (w *Watcher) setStarting(k service, slice string, ready, starting []string)
 	} else {
 		w.slicePorts[k][slice] = starting
 	}
+	// Probed: the starting endpoints never seen ready, while the slices
+	// of k have no ready endpoint (a wake from zero; a scale-out is
+	// served by the pods already ready meanwhile, and a hundred starting
+	// pods are not asked a hundred times a second each).
+	readyInSlices := 0
+	for _, n := range w.slices[k] {
+		readyInSlices += n
+	}
 	want := map[string]bool{}
 	for _, as := range w.slicePorts[k] {
 		for _, a := range as {
-			if !w.wasReady[k][a] {
+			if !w.wasReady[k][a] && readyInSlices == 0 {
 				want[a] = true
 			}
 		}

@@ -1,6 +1,7 @@
 package endpoints_test
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -71,6 +72,15 @@ func probedAgain(t *testing.T, witness *host) {
 	require.Eventually(t, func() bool { return witness.asked.Load() >= n+2 }, 10*time.Second, time.Millisecond, "the witness is probed")
 }
 
+// loadingHost adds to w a Function whose one pod answers 503, probed
+// again and again: a witness for probedAgain.
+func loadingHost(t *testing.T, w *endpoints.Watcher) *host {
+	h := startHost(t)
+	name := fmt.Sprintf("loading-%d", h.port)
+	w.OnAdd(fnSlice(name+"-a", name, h, starting()), false)
+	return h
+}
+
 // TestStartingFunctionPodIsReadyOnceItsHostAnswers: a Function's endpoint
 // that its slice says is not ready yet is probed at the host's ready path
 // and taken as ready from its first 200, so that the dispatcher and the
@@ -133,9 +143,10 @@ func TestStartingFunctionPodIsReadyOnceItsHostAnswers(t *testing.T) {
 }
 
 // TestOnlyFunctionsStartingPodsAreProbed: the endpoints of other Services,
-// terminating ones, and all of them with the probes off, are ready only
-// when their slice says so. Fails when every Service's endpoints are
-// probed, or terminating ones.
+// terminating ones, starting pods of a Function that has a ready one (a
+// scale-out), and all of them with the probes off, are ready only when
+// their slice says so. Fails when every Service's endpoints are probed,
+// terminating ones, or those of a Function with a ready pod.
 func TestOnlyFunctionsStartingPodsAreProbed(t *testing.T) {
 	w, err := endpoints.New(endpoints.WithProbeInterval(time.Millisecond))
 	require.NoError(t, err)
@@ -157,15 +168,25 @@ func TestOnlyFunctionsStartingPodsAreProbed(t *testing.T) {
 	assert.Zero(t, plain.asked.Load(), "not a Function's Service")
 	assert.Zero(t, term.asked.Load(), "terminating")
 
+	// A scale-out: the Service has a ready pod, the starting one is left
+	// to its slice.
+	up, starting2 := startHost(t), startHost(t)
+	starting2.loaded.Store(true)
+	w.OnAdd(fnSlice("out-a", "out", up, discoveryv1.EndpointConditions{Ready: ptr.To(true)}), false)
+	w.OnAdd(fnSlice("out-b", "out", starting2, starting()), false)
+	probedAgain(t, loadingHost(t, w))
+	assert.Zero(t, starting2.asked.Load(), "a starting pod of a Service with a ready one")
+	addr, ok := w.Pick("default", "out")
+	assert.True(t, ok)
+	assert.Equal(t, up.addr, addr)
+
 	off, err := endpoints.New(endpoints.WithProbeInterval(0))
 	require.NoError(t, err)
 	off.MarkSynced()
 	offHost := startHost(t)
 	offHost.loaded.Store(true)
 	off.OnAdd(fnSlice("fn-a", "fn", offHost, starting()), false)
-	loading := startHost(t) // answers 503: probed again and again
-	w.OnAdd(fnSlice("loading-a", "loading", loading, starting()), false)
-	probedAgain(t, loading)
+	probedAgain(t, loadingHost(t, w))
 	ready, _ := off.Ready("default", "fn")
 	assert.False(t, ready, "probes off")
 	assert.Zero(t, offHost.asked.Load(), "probes off")
