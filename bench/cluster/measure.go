@@ -16,8 +16,10 @@ import (
 	"sync"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kfn-dev/kfn/local/dev"
@@ -176,8 +178,18 @@ func publish(url, typ, id string) error {
 }
 
 // get returns nil after a 200 answer.
-func get(url string) error {
-	resp, err := (&http.Client{Timeout: time.Minute}).Get(url)
+func get(url string) error { return getAs(url, "") }
+
+// getAs is get with a bearer token, when not empty.
+func getAs(url, token string) error {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
 	if err != nil {
 		return err
 	}
@@ -358,6 +370,10 @@ metadata:
 	if err != nil {
 		return out, err
 	}
+	token, err := invoker(ctx, c, ns)
+	if err != nil {
+		return out, err
+	}
 	atZero := func() error {
 		_, err := pollValue(ctx, 3*time.Minute, func() (bool, bool) {
 			pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "serverless.kyma-project.io/function-name=cold"})
@@ -416,7 +432,7 @@ metadata:
 			return out, fmt.Errorf("cold back at zero: %w", err)
 		}
 		start = time.Now()
-		if err := get(fmt.Sprintf("%s/%s/cold/?id=node-http-%d", gateway, ns, i)); err != nil {
+		if err := getAs(fmt.Sprintf("%s/%s/cold/?id=node-http-%d", gateway, ns, i), token); err != nil {
 			return out, err
 		}
 		https = append(https, time.Since(start))
@@ -483,4 +499,39 @@ func serviceURL(ctx context.Context, c *singlenode.Cluster, ns, name string) (st
 		return "", fmt.Errorf("service %s/%s has no port", ns, name)
 	}
 	return fmt.Sprintf("http://%s:%d", svc.Spec.ClusterIP, svc.Spec.Ports[0].Port), nil
+}
+
+// invoker returns a bearer token of audience kfn for a ServiceAccount of ns
+// bound to the edit role there, which the chart gives functions/invoke:
+// the gateway asks who calls (eventbridge.gateway.auth: kubernetes).
+func invoker(ctx context.Context, c *singlenode.Cluster, ns string) (string, error) {
+	if err := c.Apply(ctx, []byte(fmt.Sprintf(`apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: bench-invoker
+  namespace: %[1]s
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: bench-invoker
+  namespace: %[1]s
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: edit
+subjects:
+  - kind: ServiceAccount
+    name: bench-invoker
+    namespace: %[1]s
+`, ns))); err != nil {
+		return "", err
+	}
+	tr, err := c.Clientset.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "bench-invoker", &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{"kfn"}, ExpirationSeconds: ptr.To[int64](3600)},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("token of the bench's invoker: %w", err)
+	}
+	return tr.Status.Token, nil
 }
