@@ -387,6 +387,23 @@ func TestConcurrentRequestsOverlap(t *testing.T) {
 	})
 }
 
+// TestHealthNamesTheFunction checks that the health answers name the
+// Function (namespace/name), which the event bridge's early ready probe
+// compares with the Service it probes for.
+func TestHealthNamesTheFunction(t *testing.T) {
+	t.Parallel()
+	forEachRuntime(t, func(t *testing.T, rt runtimes.Runtime) {
+		h := startHost(t, rt, fixture(t, rt, "contract"), hostOptions{
+			cfg: runtimes.Config{FunctionName: "orders", Namespace: "team-a"},
+		})
+		for _, path := range []string{"/healthz", "/healthz?ready"} {
+			r := h.mustDo("GET", path, nil, "")
+			require.Equal(t, 200, r.status, r.body)
+			assert.Equal(t, "team-a/orders", r.header.Get("X-Kfn-Function"), path)
+		}
+	})
+}
+
 // TestSIGTERMDrains checks graceful shutdown: a call in flight when SIGTERM
 // arrives is completed, new connections are refused, and the host exits 0.
 func TestSIGTERMDrains(t *testing.T) {

@@ -159,7 +159,7 @@ func (w *Watcher) probe(ctx context.Context, k service, addr string, p *probe) {
 	t := time.NewTicker(w.probeEvery)
 	defer t.Stop()
 	for {
-		if w.answers(ctx, url) {
+		if w.answers(ctx, url, k.namespace+"/"+k.name) {
 			w.mu.Lock()
 			if w.probing[k][addr] == p && ctx.Err() == nil {
 				if w.early[k] == nil {
@@ -179,8 +179,14 @@ func (w *Watcher) probe(ctx context.Context, k service, addr string, p *probe) {
 	}
 }
 
-// answers reports whether a GET of url is answered 200.
-func (w *Watcher) answers(ctx context.Context, url string) bool {
+// FunctionHeader is the header in which a Function's host names its
+// Function (namespace/name) on health answers.
+const FunctionHeader = "X-Kfn-Function"
+
+// answers reports whether a GET of url is answered 200 by the host of
+// Function fn (its FunctionHeader): an address another pod took over, in
+// another namespace maybe, answers for another Function and is not taken.
+func (w *Watcher) answers(ctx context.Context, url, fn string) bool {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return false
@@ -190,5 +196,5 @@ func (w *Watcher) answers(ctx context.Context, url string) bool {
 		return false
 	}
 	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	return resp.StatusCode == http.StatusOK && resp.Header.Get(FunctionHeader) == fn
 }

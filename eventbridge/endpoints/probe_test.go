@@ -25,6 +25,9 @@ type host struct {
 	port   int32
 	loaded atomic.Bool
 	asked  atomic.Int64
+	// function is the namespace/name its answers name (FunctionHeader):
+	// fnSlice sets it to the Function whose slice holds the host.
+	function atomic.Value
 }
 
 func startHost(t *testing.T) *host {
@@ -35,6 +38,9 @@ func startHost(t *testing.T) *host {
 			return
 		}
 		h.asked.Add(1)
+		if fn, ok := h.function.Load().(string); ok {
+			w.Header().Set(endpoints.FunctionHeader, fn)
+		}
 		if !h.loaded.Load() {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
@@ -57,6 +63,9 @@ func fnSlice(name, fn string, h *host, cond discoveryv1.EndpointConditions) *dis
 	s.Labels[serverlessv1alpha2.LabelFunctionName] = fn
 	s = withAddresses(s, h.port, "127.0.0.1")
 	s.Endpoints[0].Conditions = cond
+	if _, set := h.function.Load().(string); !set {
+		h.function.Store(s.Namespace + "/" + fn)
+	}
 	return s
 }
 
@@ -135,6 +144,22 @@ func TestStartingFunctionPodIsReadyOnceItsHostAnswers(t *testing.T) {
 	w.OnAdd(fnSlice("fn-a", "fn", h, starting()), false)
 	require.Eventually(t, func() bool { r, _ := w.Ready("default", "fn"); return r }, 10*time.Second, time.Millisecond,
 		"a new pod at the address is probed")
+
+	// An address another Function's pod took over (a stale slice): its
+	// 200 names that Function, and is not taken.
+	w.OnDelete(fnSlice("fn-a", "fn", h, starting()))
+	other := startHost(t)
+	other.loaded.Store(true)
+	other.function.Store("team-b/thief")
+	w.OnAdd(fnSlice("fn-b", "fn", other, starting()), false)
+	n := other.asked.Load()
+	require.Eventually(t, func() bool { return other.asked.Load() >= n+3 }, 10*time.Second, time.Millisecond,
+		"probed again and again: a 200 that names another Function is no answer")
+	ready, _ = w.Ready("default", "fn")
+	assert.False(t, ready, "a 200 that names another Function is not readiness")
+	w.OnDelete(fnSlice("fn-b", "fn", other, starting()))
+	w.OnAdd(fnSlice("fn-a", "fn", h, starting()), false)
+	require.Eventually(t, func() bool { r, _ := w.Ready("default", "fn"); return r }, 10*time.Second, time.Millisecond)
 
 	// The slice says it is terminating: not ready, whatever the host says.
 	w.OnUpdate(nil, fnSlice("fn-a", "fn", h, discoveryv1.EndpointConditions{Ready: ptr.To(false), Terminating: ptr.To(true)}))

@@ -85,6 +85,9 @@ function isReadyProbe(url) {
 // serve serves the handler; handler is null when it could not be loaded
 // (loadError says why): the host then keeps serving, as Kyma's does, and
 // answers every call 500 "User function not loaded" and readiness 500.
+// FUNCTION_HEADER names the Function (namespace/name) on health answers.
+const FUNCTION_HEADER = 'X-Kfn-Function';
+
 function serve(cfg, handler, loadError) {
   configureEvents({ publisherAddress: cfg.publisherAddress, publisherToken: cfg.publisherToken, identityTokenFile: cfg.identityTokenFile, timeoutMs: cfg.timeoutMs });
   sdk.configure(cfg);
@@ -283,6 +286,10 @@ function serve(cfg, handler, loadError) {
   }
 
   const dispatch = cfg.api === 'request' ? invokeRequest : invoke;
+  // The health answer names the Function, so that a probe of an address
+  // (the event bridge's early ready probe) knows it reached this
+  // Function's pod and not another that took over the address.
+  const functionID = `${cfg.namespace}/${cfg.functionName}`;
 
   function onRequest(req, res) {
     fresh.delete(req.socket);
@@ -293,7 +300,10 @@ function serve(cfg, handler, loadError) {
       if (routeIs(url, '/healthz')) {
         if (draining) sendError(res, 503, 'draining', true);
         else if (handler === null && isReadyProbe(url)) sendError(res, 500, `${NOT_LOADED}: ${loadError}`);
-        else res.end('OK');
+        else {
+          res.setHeader(FUNCTION_HEADER, functionID);
+          res.end('OK');
+        }
         return;
       }
       if (routeIs(url, '/metrics')) {

@@ -122,6 +122,7 @@ class Connection:
 class Server:
     def __init__(self, cfg, handler, load_error='', tracing=None):
         self.cfg = cfg
+        self.function_id = "%s/%s" % (cfg.namespace, cfg.function_name)
         # None when the handler could not be loaded; load_error says why.
         # For the request API (cfg.api), a requestapi.App.
         self.handler = handler
@@ -287,7 +288,10 @@ class Server:
                     elif self.handler is None and is_ready_probe(target):
                         self.respond_text(conn, 500, '%s: %s' % (NOT_LOADED, self.load_error), head)
                     else:
-                        self.respond(conn, 200, [('Content-Type', 'text/plain; charset=utf-8')], b'OK', head)
+                        # Names the Function, so that a probe of an address (the
+                        # event bridge's early ready probe) knows whose pod it reached.
+                        self.respond(conn, 200, [('Content-Type', 'text/plain; charset=utf-8'),
+                                                 ('X-Kfn-Function', self.function_id)], b'OK', head)
                     return True
                 if path == '/metrics':
                     self.respond(conn, 200, [('Content-Type', 'text/plain; version=0.0.4; charset=utf-8')],
