@@ -177,6 +177,32 @@ func (e *env) consumer(name string) (*jetstream.ConsumerInfo, error) {
 const wait = 20 * time.Second
 const tick = 20 * time.Millisecond
 
+// TestKymaTypeCleanupTutorial applies the Subscription of Kyma's tutorial
+// "Event name cleanup in Subscriptions" as it writes it (a type with the
+// prohibited *) and a second one whose type cleans to the same name, as
+// Kyma's event-name documentation warns: both are stored, both become
+// ready, status.types says the cleaned type Kyma's tutorial reads back
+// (order.paymentsuccess.v1), and both consumers filter on the same
+// subject: the collision Kyma documents, not an error.
+func TestKymaTypeCleanupTutorial(t *testing.T) {
+	e := newEnv(t)
+	e.service(t, "lastorder")
+	for name, typ := range map[string]string{"lastorder-payment-sub": "order.payment*success.v1", "colliding": "order.paymentsuccess.v1"} {
+		e.subscription(t, name, "lastorder", func(s *v1alpha2.Subscription) {
+			s.Spec.Source = "myapp"
+			s.Spec.Types = []string{typ}
+		})
+	}
+	for _, name := range []string{"lastorder-payment-sub", "colliding"} {
+		require.Eventually(t, func() bool { return e.status(name).Ready }, wait, tick, name)
+		info, err := e.consumer(name)
+		require.NoError(t, err)
+		assert.Equal(t, []string{"kyma.myapp.order.paymentsuccess.v1"}, info.Config.FilterSubjects, name)
+	}
+	assert.Equal(t, []v1alpha2.EventType{{OriginalType: "order.payment*success.v1", CleanType: "order.paymentsuccess.v1"}},
+		e.get(t, "lastorder-payment-sub").Status.Types)
+}
+
 func TestValidSubscriptionBecomesReady(t *testing.T) {
 	e := newEnv(t)
 	e.service(t, "orders")

@@ -48,6 +48,8 @@ func TestCleanEventType(t *testing.T) {
 		"slashes":          {"order/created\\x.v1", "ordercreatedx.v1"},
 		"whitespace":       {" order.created .v1", "order.created.v1"},
 		"dash, underscore": {"order-x.created_y.v1", "order-x.created_y.v1"},
+		"kyma's tutorial":  {"order.payment*success.v1", "order.paymentsuccess.v1"},
+		"only those five":  {"order!#.créé<%@.v1", "order!#.créé<%@.v1"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -214,6 +216,7 @@ func TestMatches(t *testing.T) {
 		"standard, other source":        {standard, "other", "order.created.v1", false},
 		"standard, other type":          {standard, "my.app", "order.deleted.v1", false},
 		"standard, type cleans alike":   {standard, "my.app", "order.created .v1", true},
+		"standard, collision as Kyma's": {subscription(TypeMatchingStandard, "app", "system>prod.v1"), "app", "systemprod.v1", true},
 		"exact, source and type":        {exact, "myapp", "order.created.v1", true},
 		"exact, stored form":            {exact, "my.app", "order.created .v1", true},
 		"exact, other source":           {exact, "anything", "order.created.v1", false},

@@ -22,6 +22,7 @@ const (
 //
 // +kubebuilder:validation:XValidation:rule="(has(self.typeMatching) && self.typeMatching == 'exact') || (has(self.source) && self.source.size() > 0)",message="must not be empty unless spec.typeMatching is exact",fieldPath=".source"
 // +kubebuilder:validation:XValidation:rule="(has(self.typeMatching) && self.typeMatching == 'exact') || self.types.all(t, !t.startsWith('sap.kyma.custom'))",message="with standard type matching, a type must not start with sap.kyma.custom (use typeMatching: exact for such types)",fieldPath=".types"
+// +kubebuilder:validation:XValidation:rule="!(has(self.typeMatching) && self.typeMatching == 'exact') || self.types.all(t, !t.matches('[\\\\s*>]'))",message="with exact type matching, a type must not contain whitespace, '*' or '>' (it would be a NATS wildcard or an invalid subject; standard matching removes them)",fieldPath=".types"
 type SubscriptionSpec struct {
 	// ID is a read-only identifier kept for compatibility with Kyma.
 	// +optional
@@ -47,7 +48,7 @@ type SubscriptionSpec struct {
 	// exact.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
-	// +kubebuilder:validation:XValidation:rule="!self.matches('\\\\s')",message="must be a valid URI reference (no whitespace)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('[\\\\x00-\\\\x1f\\\\x7f]')",message="must be a valid URI reference (no control characters)"
 	Source string `json:"source"`
 
 	// Types are the event types to receive.
@@ -57,8 +58,7 @@ type SubscriptionSpec struct {
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=512
 	// +kubebuilder:validation:XValidation:rule="self.all(t, t.contains('.'))",message="an event type must have at least two segments separated by '.'"
-	// +kubebuilder:validation:XValidation:rule="self.all(t, !t.startsWith('.') && !t.endsWith('.') && !t.contains('..'))",message="an event type must not have empty segments"
-	// +kubebuilder:validation:XValidation:rule="self.all(t, !t.matches('[\\\\s*>]'))",message="an event type must not contain whitespace, '*' or '>'"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !t.matches('(^|[.])[\\\\s>*/\\\\\\\\]*([.]|$)'))",message="an event type must not have empty segments, before or after cleaning (whitespace and the characters > * / \\ are removed)"
 	Types []string `json:"types"`
 
 	// Config holds delivery settings as strings; see the Config* key
