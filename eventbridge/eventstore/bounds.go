@@ -54,7 +54,8 @@ const (
 
 // CheckAttributes checks the attributes of an event in its stored form
 // (Encode's or EncodeBinary's headers) against MaxIDLength,
-// MaxExtensionNameLength, MaxAttributes and MaxAttributeBytes. The error
+// MaxExtensionNameLength, MaxAttributes and MaxAttributeBytes (an
+// OriginalTypeExtension equal to the type is not counted). The error
 // wraps ErrInvalidEvent for an id or a name too long and ErrTooLarge for
 // too many attributes or too many bytes of them; it says which bound, and
 // the number of the event.
@@ -73,6 +74,10 @@ func CheckAttributes(h nats.Header) error {
 					return fmt.Errorf("%w: the id is %d bytes long, at most %d are allowed", ErrInvalidEvent, len(v[0]), MaxIDLength)
 				}
 			case "specversion", "source", "type", "subject", "time", "dataschema":
+			case OriginalTypeExtension:
+				if v[0] == Attribute(h, "type") {
+					continue // the publisher's copy of the type, bounded with it
+				}
 			default:
 				if len(name) > MaxExtensionNameLength {
 					return fmt.Errorf("%w: extension name %.32q... is %d characters long, at most %d are allowed", ErrInvalidEvent, name, len(name), MaxExtensionNameLength)

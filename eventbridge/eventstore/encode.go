@@ -37,6 +37,15 @@ const (
 // attribute: CopyToHTTP does not deliver it.
 const HeaderRouteSource = "Kfn-Route-Source"
 
+// OriginalTypeExtension is the CloudEvents extension that holds the type
+// an event was published with. Kyma's publisher sets it on every event
+// whose type does not have the legacy prefix (overwriting one the
+// producer set), its dispatcher delivers the event with that type and the
+// extension, and so does kfn's publisher: a subscriber reads
+// ce-originaltype as on Kyma. Holding a copy of the type, it is not
+// counted in the bounds of CheckAttributes.
+const OriginalTypeExtension = "originaltype"
+
 // HopsExtension is the CloudEvents extension that counts how many sinks
 // an event passed through as a reply: an event a sink answers with gets
 // the hops of the event it answered plus one.

@@ -121,7 +121,8 @@ func ValidateLegacy(req *LegacyRequest) *LegacyError {
 // by the Application's type when an Application of that name has one) and
 // one for exact matching (source: LegacySource, type: <prefix>.<clean app
 // or its type>.<businessobject>.<operation>.<version>). Both have the same
-// id.
+// id, time and eventtypeversion; the standard one has the extension
+// OriginalTypeExtension too, as in Kyma.
 func (p *Publisher) legacyEvents(app string, req *LegacyRequest) ([]event.Event, []string, error) {
 	t, err := time.Parse(time.RFC3339, req.EventTime)
 	if err != nil {
@@ -146,6 +147,9 @@ func (p *Publisher) legacyEvents(app string, req *LegacyRequest) ([]event.Event,
 	if err != nil {
 		return nil, nil, err
 	}
+	// Kyma builds the standard copy as a CloudEvent published with that
+	// type; the exact copy is not built so and has no original type.
+	standard.SetExtension(OriginalTypeExtension, standard.Type())
 	appType, found := p.applicationType(app)
 	route, exactApp := "", app
 	if found {

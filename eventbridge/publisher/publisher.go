@@ -47,6 +47,10 @@ const MaxHeaderBytes = 64 << 10
 // client.
 const MaxBatchEvents = 100
 
+// OriginalTypeExtension is the extension that holds the type an event was
+// published with (see eventstore.OriginalTypeExtension).
+const OriginalTypeExtension = eventstore.OriginalTypeExtension
+
 // ErrInvalidOption is wrapped by errors of New about its options.
 var ErrInvalidOption = errors.New("invalid publisher option")
 
@@ -403,6 +407,8 @@ func (p *Publisher) publishEncoded(w http.ResponseWriter, r *http.Request, h nat
 	}
 	if stored != eventType {
 		h[eventstore.HeaderPrefix+"type"] = []string{stored}
+	} else if !p.legacyType(eventType) {
+		h[eventstore.HeaderPrefix+OriginalTypeExtension] = []string{eventType}
 	}
 	if err := p.stamp(h, route, sender); err != nil {
 		return p.fail(w, r, err)
@@ -466,6 +472,8 @@ func (p *Publisher) prepare(e *event.Event) (string, error) {
 	}
 	if eventType != e.Type() {
 		e.SetType(eventType)
+	} else if !p.legacyType(eventType) {
+		e.SetExtension(OriginalTypeExtension, eventType)
 	}
 	if err := checkSubject(cmp.Or(route, source), eventType); err != nil {
 		return "", err
@@ -480,7 +488,7 @@ func (p *Publisher) prepare(e *event.Event) (string, error) {
 // other event whose source names an Application is routed by the
 // Application's type.
 func (p *Publisher) route(eventType, source string) (string, string, error) {
-	if strings.HasPrefix(eventType, p.cfg.LegacyPrefix+".") {
+	if p.legacyType(eventType) {
 		app, name, version, err := v1alpha2.ParseLegacyEventType(p.cfg.LegacyPrefix, eventType)
 		if err != nil {
 			return "", "", fmt.Errorf("%w: %w", eventstore.ErrInvalidEvent, err)
@@ -492,6 +500,12 @@ func (p *Publisher) route(eventType, source string) (string, string, error) {
 	}
 	route, _ := p.applicationType(source)
 	return eventType, route, nil
+}
+
+// legacyType reports whether eventType has the legacy prefix: Kyma's
+// publisher cleans such a type and adds no OriginalTypeExtension.
+func (p *Publisher) legacyType(eventType string) bool {
+	return strings.HasPrefix(eventType, p.cfg.LegacyPrefix+".")
 }
 
 // applicationType returns the application type of the Application called
