@@ -74,7 +74,7 @@ func (c *cluster) status(ctx context.Context, ns string) (dev.Status, error) {
 		k := types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
 		n := counts[k]
 		st.Subscriptions = append(st.Subscriptions, dev.SubscriptionStatus{
-			Namespace: s.Namespace, Name: s.Name, Sink: s.Spec.Sink, Source: s.Spec.Source, Types: s.Spec.Types,
+			Namespace: s.Namespace, Name: s.Name, Sink: s.Spec.Sink, Source: s.Spec.Source, Types: s.Spec.Types, CleanTypes: s.Status.Types,
 			Ready: s.Status.Ready, Delivered: n.delivered, Failed: n.failed, DeadLettered: n.deadLettered,
 		})
 	}

@@ -45,7 +45,7 @@ func (p *Platform) Status() Status {
 	served := p.bridge.Subscriptions.Subscriptions()
 	subs := make([]SubscriptionStatus, 0, len(served))
 	for _, s := range served {
-		subs = append(subs, SubscriptionStatus{Namespace: s.Namespace, Name: s.Name, Sink: s.Spec.Sink, Source: s.Spec.Source, Types: s.Spec.Types})
+		subs = append(subs, SubscriptionStatus{Namespace: s.Namespace, Name: s.Name, Sink: s.Spec.Sink, Source: s.Spec.Source, Types: s.Spec.Types, CleanTypes: s.CleanTypes()})
 	}
 
 	for _, f := range p.runner.Functions() {

@@ -1,5 +1,7 @@
 package devstatus
 
+import "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+
 // Status is what `kfn get` shows: every function and Subscription of a
 // running kfn dev, or of a cluster's namespace.
 type Status struct {
@@ -46,7 +48,10 @@ type Subscription struct {
 	Sink      string   `json:"sink"`
 	Source    string   `json:"source"`
 	Types     []string `json:"types"`
-	Ready     bool     `json:"ready"`
+	// CleanTypes are the types with their cleaned forms, what a cluster's
+	// Subscription has in status.types.
+	CleanTypes []v1alpha2.EventType `json:"cleanTypes"`
+	Ready      bool                 `json:"ready"`
 	// Backlog is the number of events waiting for the Subscription:
 	// pending and unacknowledged in its consumer.
 	Backlog      uint64 `json:"backlog"`
