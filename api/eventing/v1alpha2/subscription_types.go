@@ -48,7 +48,7 @@ type SubscriptionSpec struct {
 	// exact.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
-	// +kubebuilder:validation:XValidation:rule="!self.matches('[\\\\x00-\\\\x1f\\\\x7f]')",message="must be a valid URI reference (no control characters)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('\\\\s')",message="must be a valid URI reference (no whitespace)"
 	Source string `json:"source"`
 
 	// Types are the event types to receive.
