@@ -1,15 +1,20 @@
 package eventbridge_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/cloudevents/sdk-go/v2/binding"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -150,4 +155,70 @@ func TestSubscribersGetWhatKymaDelivers(t *testing.T) {
 			assert.Equal(t, w.body, d.body, "data")
 		})
 	}
+}
+
+// TestDeliveryPercentEncodesAttributes publishes a structured event whose
+// extension holds %41, a space, a double quote and non-ASCII characters:
+// on the wire the dispatcher writes them
+// percent-encoded, as the CloudEvents HTTP binding asks of a sender in
+// binary mode, so a receiver that decodes as the binding asks reads
+// exactly what was published (written raw, %41 would read as A). sdk-go's
+// receiver (v2.16) does not decode: it reads the header as sent, which the
+// README says.
+func TestDeliveryPercentEncodesAttributes(t *testing.T) {
+	rec := &recordingSink{got: map[string]delivery{}}
+	sink := httptest.NewServer(rec)
+	t.Cleanup(sink.Close)
+	cfg := eventbridge.DefaultConfig()
+	cfg.Components = []string{eventbridge.ComponentPublisher, eventbridge.ComponentDispatcher}
+	cfg.Dispatcher.Egress.AllowLoopback = true
+	cfg.Admin = false
+	b, _ := bridgeOn(t, cfg, eventbridge.Deps{}, sink.URL)
+	sub := &v1alpha2.Subscription{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "orders"},
+		Spec:       v1alpha2.SubscriptionSpec{Sink: "http://orders.default.svc.cluster.local", Source: "myapp", Types: []string{"order.created.v1"}},
+	}
+	require.Empty(t, b.Subscriptions.Apply(context.Background(), []*v1alpha2.Subscription{sub}))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = b.Run(ctx) }()
+
+	const value = `%41 "quoted" café €`
+	body, err := json.Marshal(map[string]any{
+		"specversion": "1.0", "type": "order.created.v1", "source": "myapp", "id": "p1",
+		"myext": value, "datacontenttype": "application/json", "data": map[string]int{"n": 1},
+	})
+	require.NoError(t, err)
+	req := httptest.NewRequest(http.MethodPost, "/publish", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/cloudevents+json")
+	w := httptest.NewRecorder()
+	b.Handlers().Publisher.ServeHTTP(w, req)
+	require.Equal(t, http.StatusNoContent, w.Code, w.Body.String())
+
+	var d delivery
+	require.Eventually(t, func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		for _, got := range rec.got {
+			if got.header.Get("Ce-Id") == "p1" {
+				d = got
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 10*time.Millisecond, "delivered")
+
+	const wire = "%2541%20%22quoted%22%20caf%C3%A9%20%E2%82%AC"
+	assert.Equal(t, wire, d.header.Get("Ce-Myext"), "percent-encoded on the wire")
+	assert.Equal(t, "order.created.v1", d.header.Get("Ce-Type"), "nothing to encode, written as it is")
+	decoded, err := url.PathUnescape(d.header.Get("Ce-Myext"))
+	require.NoError(t, err)
+	assert.Equal(t, value, decoded, "a receiver that decodes as the binding asks reads the extension as published")
+
+	// sdk-go's own receiver, as a Go subscriber writes it.
+	r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(d.body))
+	r.Header = d.header.Clone()
+	e, err := binding.ToEvent(context.Background(), cehttp.NewMessageFromHttpRequest(r))
+	require.NoError(t, err)
+	assert.Equal(t, wire, e.Extensions()["myext"], "sdk-go does not percent-decode (README: 'attribute values on the wire')")
 }

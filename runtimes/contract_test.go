@@ -2,6 +2,7 @@ package runtimes_test
 
 import (
 	"encoding/json"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -133,6 +134,25 @@ func contractCases() map[string]contractCase {
 		"binary cloudevent": {
 			method: "POST", path: "/echo", header: ceHeaders(), body: `{"orderId":7}`, status: 200,
 			wantJSON: map[string]any{"kind": "json", "data": map[string]any{"orderId": 7}, "ce": wantCE},
+		},
+		// As kfn's dispatcher writes a binary-mode event (the CloudEvents
+		// HTTP binding's percent-encoding): the handler reads each
+		// attribute as published, what Kyma's runtimes hand a handler of
+		// a raw header. A value that is not percent-encoding stays.
+		"percent-encoded attributes": {
+			method: "POST", path: "/echo", body: `{"orderId":7}`, status: 200,
+			header: func() map[string]string {
+				h := ceHeaders()
+				h["Ce-Myext"] = "%2541%20%22quoted%22%20caf%C3%A9%20%E2%82%AC"
+				h["Ce-Raw"] = "100%"
+				return h
+			}(),
+			wantJSON: map[string]any{"ce": func() map[string]any {
+				ce := maps.Clone(wantCE)
+				ce["ce-myext"] = `%41 "quoted" café €`
+				ce["ce-raw"] = "100%"
+				return ce
+			}()},
 		},
 		"structured cloudevent": {
 			method: "POST", path: "/echo",

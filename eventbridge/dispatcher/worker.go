@@ -487,7 +487,7 @@ func (w *worker) send(ctx context.Context, log eventLog, msg jetstream.Msg, url 
 	if err != nil {
 		return result{verdict: GiveUp, err: fmt.Errorf("build request to %s: %w", url, err)}
 	}
-	eventstore.CopyToHTTP(req.Header, msg.Headers())
+	eventstore.CopyToWire(req.Header, msg.Headers())
 	w.inject(ctx, req.Header)
 	resp, err := w.d.do(req)
 	if err != nil {

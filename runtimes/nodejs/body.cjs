@@ -111,7 +111,7 @@ function fillEvent(event, req, buf) {
   const data = decodeData(type, buf);
   if (headers['ce-type'] !== undefined && headers['ce-source'] !== undefined) {
     for (const key of Object.keys(headers)) {
-      if (key.length > 3 && key.startsWith('ce-')) event[key] = headers[key];
+      if (key.length > 3 && key.startsWith('ce-')) event[key] = decodeAttribute(headers[key]);
     }
     if (headers['content-type'] !== undefined) event['ce-datacontenttype'] = headers['content-type'];
   }
@@ -135,4 +135,19 @@ function requestBody(req, buf) {
   return buf;
 }
 
-module.exports = { HTTPError, hasBody, readBody, fillEvent, decodeData, requestBody };
+// decodeAttribute undoes the percent-encoding the CloudEvents HTTP binding
+// asks of a sender in binary mode (kfn's dispatcher writes space, ", %
+// and non-ASCII as %XY): one round of decoding, so the handler reads the
+// attribute as it was published. A value that is not valid
+// percent-encoded UTF-8 ("100%", written raw by a sender that does not
+// encode) is kept as it came.
+function decodeAttribute(value) {
+  if (typeof value !== 'string' || !value.includes('%')) return value;
+  try {
+    return decodeURIComponent(value);
+  } catch {
+    return value;
+  }
+}
+
+module.exports = { HTTPError, hasBody, readBody, fillEvent, decodeData, requestBody, decodeAttribute };

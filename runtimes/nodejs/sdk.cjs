@@ -10,6 +10,7 @@ const crypto = require('node:crypto');
 const { AsyncLocalStorage } = require('node:async_hooks');
 const { buildMessage, post } = require('./event.cjs');
 const { mediaType } = require('./express.cjs');
+const { decodeAttribute } = require('./body.cjs');
 const tracing = require('./tracing.cjs');
 
 let settings = { functionName: '', namespace: '', runtime: 'nodejs26', timeoutSeconds: 180, bodyLimitMB: 1 };
@@ -87,7 +88,7 @@ function fromBinary(headers, body) {
   if (headers['ce-id'] === undefined) throw new TypeError('no ce-id header');
   const attributes = {};
   for (const [name, value] of Object.entries(headers)) {
-    if (name.length > 3 && name.startsWith('ce-')) attributes[name.slice(3)] = value;
+    if (name.length > 3 && name.startsWith('ce-')) attributes[name.slice(3)] = decodeAttribute(value);
   }
   if (headers['content-type'] !== undefined) attributes.datacontenttype = headers['content-type'];
   let data = body;

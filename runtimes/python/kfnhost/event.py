@@ -2,6 +2,7 @@
 
 import json
 import time
+from urllib.parse import unquote_to_bytes
 
 from .bottleapi import Request as BottleRequest
 from .httpio import HTTPError, media_type
@@ -245,9 +246,24 @@ def fill_event(event, request):
     if 'ce-type' in headers and 'ce-source' in headers:
         for k, v in headers.items():
             if k.startswith('ce-') and len(k) > 3:
-                event[k] = v
+                event[k] = decode_attribute(v)
         if ct is not None:
             event['ce-datacontenttype'] = ct
+
+
+def decode_attribute(value):
+    """Undo the percent-encoding the CloudEvents HTTP binding asks of a
+    sender in binary mode (kfn's dispatcher writes space, ", % and
+    non-ASCII as %XY): one round of decoding, so the handler reads the
+    attribute as it was published. A value that is not valid
+    percent-encoded UTF-8 ("100%", written raw by a sender that does not
+    encode) is kept as it came."""
+    if '%' not in value:
+        return value
+    try:
+        return unquote_to_bytes(value).decode('utf-8')
+    except UnicodeDecodeError:
+        return value
 
 
 def decode_data(mt, body):
