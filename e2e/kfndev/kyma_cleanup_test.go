@@ -1,6 +1,7 @@
 package kfndev_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -50,18 +51,51 @@ spec:
     - order.payment*success.v1
 `
 
+// attributesFunction logs the attributes a Kyma subscriber reads: the
+// type, Kyma's originaltype and an extension, as JSON.
+const attributesFunction = `apiVersion: serverless.kyma-project.io/v1alpha2
+kind: Function
+metadata:
+  name: attributes
+  namespace: default
+spec:
+  runtime: python312
+  source:
+    inline:
+      source: |-
+        import json
+        def main(event, context):
+            print("attributes " + json.dumps([event.get("ce-type"), event.get("ce-originaltype"), event.get("ce-myext")], ensure_ascii=False), flush=True)
+            return ""
+---
+apiVersion: eventing.kyma-project.io/v1alpha2
+kind: Subscription
+metadata:
+  name: attributes
+  namespace: default
+spec:
+  sink: http://attributes.default.svc.cluster.local
+  source: myapp
+  types:
+    - order.payment*success.v1
+`
+
 // TestKymaTypeCleanupTutorialInKfnDev follows Kyma's type-cleanup
 // tutorial in kfn dev: its Subscription, whose type holds the prohibited
 // *, is accepted and shows the cleaned type Kyma's tutorial reads from
 // status.types; the tutorial's curl publishes with the original type;
 // the function logs the event, with the type as published (what Kyma's
 // dispatcher delivers: it reverts the type to the originaltype extension).
+// A second subscriber (python312) reads Kyma's originaltype too, and an
+// extension holding %41, a space, quotes and non-ASCII as published,
+// after the dispatcher's percent-encoding and the host's decoding.
 func TestKymaTypeCleanupTutorialInKfnDev(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: builds and runs kfn dev")
 	}
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "lastorder.yaml"), []byte(kymaCleanupTutorial), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "attributes.yaml"), []byte(attributesFunction), 0o644))
 	dev := startDev(t, dir)
 
 	var out string
@@ -81,12 +115,15 @@ func TestKymaTypeCleanupTutorialInKfnDev(t *testing.T) {
 				} `json:"cleanTypes"`
 			} `json:"subscriptions"`
 		}
-		if json.Unmarshal([]byte(out), &st) != nil || len(st.Subscriptions) != 1 {
+		if json.Unmarshal([]byte(out), &st) != nil || len(st.Subscriptions) != 2 {
 			return false
 		}
-		s := st.Subscriptions[0]
-		return s.Name == "lastorder-payment-sub" && s.Ready && len(s.CleanTypes) == 1 &&
-			s.CleanTypes[0].OriginalType == "order.payment*success.v1" && s.CleanTypes[0].CleanType == "order.paymentsuccess.v1"
+		for _, s := range st.Subscriptions {
+			if !s.Ready || len(s.CleanTypes) != 1 || s.CleanTypes[0].OriginalType != "order.payment*success.v1" || s.CleanTypes[0].CleanType != "order.paymentsuccess.v1" {
+				return false
+			}
+		}
+		return true
 	}, 60*time.Second, 100*time.Millisecond, "the Subscription is accepted and ready, its type cleaned: %s\n%s", out, dev.out)
 
 	// The tutorial's curl, as it writes it.
@@ -106,4 +143,22 @@ func TestKymaTypeCleanupTutorialInKfnDev(t *testing.T) {
 	want := "Received event:  { orderCode: '3211213', orderAmount: '1250' } , Event Type:  order.payment*success.v1"
 	require.Eventually(t, func() bool { return strings.Contains(dev.out.String(), want) }, 60*time.Second, 50*time.Millisecond,
 		"the function logs the event:\n%s", dev.out)
+	want = `attributes ["order.payment*success.v1", "order.payment*success.v1", null]`
+	require.Eventually(t, func() bool { return strings.Contains(dev.out.String(), want) }, 60*time.Second, 50*time.Millisecond,
+		"a subscriber reads the type as published and Kyma's originaltype:\n%s", dev.out)
+
+	// A structured event whose extension the dispatcher must
+	// percent-encode: the python312 handler reads it as published.
+	body, err := json.Marshal(map[string]any{
+		"specversion": "1.0", "type": "order.payment*success.v1", "source": "myapp", "id": "ext-1",
+		"myext": `%41 "quoted" café €`, "data": map[string]int{"n": 1},
+	})
+	require.NoError(t, err)
+	resp, err = http.Post("http://"+dev.addr+"/publish", "application/cloudevents+json", bytes.NewReader(body))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusNoContent, resp.StatusCode)
+	want = `attributes ["order.payment*success.v1", "order.payment*success.v1", "%41 \"quoted\" café €"]`
+	require.Eventually(t, func() bool { return strings.Contains(dev.out.String(), want) }, 60*time.Second, 50*time.Millisecond,
+		"the handler reads the extension as published:\n%s", dev.out)
 }
