@@ -51,7 +51,10 @@ type SubscriptionSpec struct {
 	// +kubebuilder:validation:XValidation:rule="!self.matches('\\\\s')",message="must be a valid URI reference (no whitespace)"
 	Source string `json:"source"`
 
-	// Types are the event types to receive.
+	// Types are the event types to receive. With standard matching they
+	// are cleaned as Kyma cleans them (whitespace and the characters
+	// > * / \ removed; status.types shows the cleaned form), so two types
+	// that clean alike receive the same events.
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=64
 	// +listType=set
