@@ -412,7 +412,8 @@ func TestEventBridgeRBAC(t *testing.T) {
 
 	args := container(t, typed(t, in.objs).deployments["kfn-eventbridge"]).Args
 	adminAddr := testport.Addr(t)
-	args = append(append([]string(nil), args...), "-nats-url="+ns.ClientURL(), "-listen=127.0.0.1:0", "-gateway-listen=127.0.0.1:0", "-admin-listen="+adminAddr, "-metrics-listen=")
+	args = append(append([]string(nil), args...), "-nats-url="+ns.ClientURL(), "-listen=127.0.0.1:0", "-gateway-listen=127.0.0.1:0", "-admin-listen="+adminAddr, "-metrics-listen=",
+		"-stream-replicas=1") // one embedded server; the default profile renders 3
 	p := start(t, filepath.Join(in.bin, "eventbridge"), kubeconfig, args...)
 
 	a := in.admin

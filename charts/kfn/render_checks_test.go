@@ -220,7 +220,7 @@ func TestRenderValueSets(t *testing.T) {
 		r := get(t, "default")
 		assert.Equal(t, map[string]int{
 			"CustomResourceDefinition": 2, "ServiceAccount": 3, "ClusterRole": 6, "ClusterRoleBinding": 3, "Role": 3, "RoleBinding": 3, // the admin API's two aggregated roles and the gateway's one, the client CA's Role and binding
-			"ConfigMap": 2, "Deployment": 3, "StatefulSet": 1, "Service": 6,
+			"ConfigMap": 2, "Deployment": 3, "StatefulSet": 1, "Service": 6, "PodDisruptionBudget": 4, // profile ha
 		}, kinds(r.objs))
 		assert.Contains(t, container(t, r.deployments["kfn-eventbridge"]).Args, "-nats-url=nats://kfn-nats.kfn-system.svc.cluster.local:4222")
 		assert.Equal(t, corev1.ClusterIPNone, r.services["kfn-scaler"].Spec.ClusterIP, "KEDA balances over the scaler's pods")

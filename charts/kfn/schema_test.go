@@ -113,7 +113,7 @@ func TestValuesRefused(t *testing.T) {
 			want:   []string{"externalNATS.url or externalNATS.existingSecret"},
 		},
 		"more stream replicas than NATS servers": {
-			values: map[string]any{"eventbridge": map[string]any{"streams": map[string]any{"replicas": 3}}},
+			values: map[string]any{"profile": "small", "eventbridge": map[string]any{"streams": map[string]any{"replicas": 3}}},
 			want:   []string{"eventbridge.streams.replicas (3) cannot exceed nats.replicas (1)"},
 		},
 		"no consumer limit on the event stream": {

@@ -14,6 +14,7 @@ const natsSecret = "nats-credentials"
 // valueSets are the installations the chart promises to support.
 var valueSets = []valueSet{
 	{name: "default"},
+	{name: "small", values: map[string]any{"profile": "small"}},
 	{name: "external NATS", values: map[string]any{
 		"nats":         map[string]any{"enabled": false},
 		"externalNATS": map[string]any{"existingSecret": natsSecret},

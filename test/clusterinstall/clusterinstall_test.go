@@ -68,7 +68,7 @@ func TestLocalValuesInstallTheLocalImages(t *testing.T) {
 	install.Namespace = Namespace
 	install.KubeVersion, err = common.ParseKubeVersion("v1.36.4")
 	require.NoError(t, err)
-	rel, err := install.Run(ch, LocalValues(LocalImages{Registry: "localhost/kfn", Tag: "dev", NATSRepository: "localhost/kfn-cluster/nats", NATSTag: "v2.15.2"}))
+	rel, err := install.Run(ch, LocalValues(LocalImages{Registry: "localhost/kfn", Tag: "dev", NATSRepository: "localhost/kfn-cluster/nats", NATSTag: "v2.15.2"}, "ha"))
 	require.NoError(t, err)
 	objs, err := singlenode.DecodeObjects([]byte(rel.(*release.Release).Manifest))
 	require.NoError(t, err)

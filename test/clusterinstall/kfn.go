@@ -1,10 +1,12 @@
 package clusterinstall
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -34,13 +36,23 @@ type LocalImages struct {
 	NATSRepository, NATSTag string
 }
 
+// ProfileEnv names the environment variable that chooses the chart's
+// profile of the shared install (Platform): "ha" or "small"; empty:
+// DefaultProfile.
+const ProfileEnv = "KFN_CLUSTER_PROFILE"
+
+// DefaultProfile is the chart profile Platform installs unless ProfileEnv
+// says otherwise.
+const DefaultProfile = "small"
+
 // LocalValues are the chart values of a cluster whose images were imported
-// into the node, not pulled: kfn's images never pulled, NetworkPolicies on,
-// deliveries only into the node's pod and Service networks, NATS with a
-// small volume, and Functions with the S preset by default so that a
-// 2-core node holds several replicas.
-func LocalValues(img LocalImages) map[string]any {
+// into the node, not pulled: the chart's profile (ha or small), kfn's images
+// never pulled, NetworkPolicies on, deliveries only into the node's pod and
+// Service networks, NATS with a small volume, and Functions with the S
+// preset by default so that a 2-core node holds several replicas.
+func LocalValues(img LocalImages, profile string) map[string]any {
 	return map[string]any{
+		"profile": profile,
 		"image": map[string]any{
 			"registry":   img.Registry,
 			"repository": "kfn",
@@ -114,7 +126,9 @@ func Platform(ctx context.Context, c *singlenode.Cluster, chartDir string, logf 
 	}
 	logf("installing kfn with its chart (KEDA took %s)", time.Since(start).Round(time.Second))
 	start = time.Now()
-	vals := LocalValues(LocalImages{Registry: "localhost/kfn", Tag: "dev", NATSRepository: "localhost/kfn-cluster/nats", NATSTag: nats})
+	profile := cmp.Or(os.Getenv(ProfileEnv), DefaultProfile)
+	logf("chart profile %s (%s)", profile, ProfileEnv)
+	vals := LocalValues(LocalImages{Registry: "localhost/kfn", Tag: "dev", NATSRepository: "localhost/kfn-cluster/nats", NATSTag: nats}, profile)
 	for _, v := range values {
 		v(vals)
 	}

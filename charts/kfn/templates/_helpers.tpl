@@ -164,7 +164,7 @@ tolerations:
 {{- if .v.affinity }}
 affinity:
   {{- toYaml .v.affinity | nindent 2 }}
-{{- else if gt (int .v.replicas) 1 }}
+{{- else if gt (int (include "kfn.replicas" (dict "ctx" .ctx "component" .component))) 1 }}
 affinity:
   podAntiAffinity:
     preferredDuringSchedulingIgnoredDuringExecution:
@@ -179,6 +179,32 @@ affinity:
 topologySpreadConstraints:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- end }}
+
+{{/*
+The replicas of a component: its own replicas value when set, else what
+the profile gives it. Call with (dict "ctx" $ "component" "controller");
+component "streams" gives the JetStream replicas of kfn's streams and lock
+bucket. Profile ha (the default): 2 controllers, 2 event bridges, 2
+scalers, 3 NATS servers, and streams on as many servers as the chart's NATS
+has, at most 3 (1 with an external NATS, whose servers the chart does not
+know). Profile small: one of each, streams R1.
+*/}}
+{{- define "kfn.replicas" -}}
+{{- $v := .ctx.Values -}}
+{{- $small := eq (toString $v.profile) "small" -}}
+{{- $set := ternary $v.eventbridge.streams.replicas (index $v .component | default dict).replicas (eq .component "streams") -}}
+{{- if not (kindIs "invalid" $set) -}}
+{{- int $set -}}
+{{- else if $small -}}
+1
+{{- else if eq .component "streams" -}}
+{{- if $v.nats.enabled -}}{{ min 3 (int (include "kfn.replicas" (dict "ctx" .ctx "component" "nats"))) }}{{- else -}}1{{- end -}}
+{{- else if eq .component "nats" -}}
+3
+{{- else -}}
+2
+{{- end -}}
 {{- end }}
 
 {{- define "kfn.imagePullSecrets" -}}
@@ -197,8 +223,10 @@ Checks of values that span several keys (the schema checks each key alone).
 {{- if and (not .Values.nats.enabled) (not .Values.externalNATS.url) (not .Values.externalNATS.existingSecret) }}
 {{- fail "nats.enabled is false: set externalNATS.url or externalNATS.existingSecret to the NATS server the event bridge should use" }}
 {{- end }}
-{{- if and .Values.nats.enabled (gt (int .Values.eventbridge.streams.replicas) (int .Values.nats.replicas)) }}
-{{- fail (printf "eventbridge.streams.replicas (%d) cannot exceed nats.replicas (%d): JetStream keeps each replica on a different server" (int .Values.eventbridge.streams.replicas) (int .Values.nats.replicas)) }}
+{{- $streams := int (include "kfn.replicas" (dict "ctx" . "component" "streams")) }}
+{{- $servers := int (include "kfn.replicas" (dict "ctx" . "component" "nats")) }}
+{{- if and .Values.nats.enabled (gt $streams $servers) }}
+{{- fail (printf "eventbridge.streams.replicas (%d) cannot exceed nats.replicas (%d): JetStream keeps each replica on a different server" $streams $servers) }}
 {{- end }}
 {{- if and .Values.nats.enabled (lt (int64 .Values.nats.maxPayload) (int64 .Values.eventbridge.streams.maxMsgSize)) }}
 {{- fail (printf "nats.maxPayload (%d) must be at least eventbridge.streams.maxMsgSize (%d), or NATS refuses events the stream accepts" (int64 .Values.nats.maxPayload) (int64 .Values.eventbridge.streams.maxMsgSize)) }}
@@ -234,7 +262,7 @@ number of bytes, for the NATS config.
 {{- end }}
 
 {{- define "kfn.natsConfigChecksum" -}}
-{{- toJson (list .Values.nats.maxPayload .Values.nats.jetstream .Values.nats.replicas) | sha256sum -}}
+{{- toJson (list .Values.nats.maxPayload .Values.nats.jetstream (include "kfn.replicas" (dict "ctx" . "component" "nats"))) | sha256sum -}}
 {{- end }}
 
 {{/*
