@@ -25,6 +25,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/gateway"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
+	"github.com/kfn-dev/kfn/eventbridge/streamloss"
 	"github.com/kfn-dev/kfn/eventbridge/subscription"
 	"github.com/kfn-dev/kfn/internal/logging"
 	"github.com/kfn-dev/kfn/internal/natsconn"
@@ -131,6 +132,8 @@ type Bridge struct {
 	// gatewayReady is closed once the gateway knows the Functions
 	// (EndpointSlices synced); nil: at once.
 	gatewayReady <-chan struct{}
+	// lossGuard tells when NATS lost a stream (package streamloss).
+	lossGuard *streamloss.Guard
 }
 
 // New makes the parts of an event bridge that cfg asks for, wired to each
@@ -152,6 +155,10 @@ func New(cfg Config, deps Deps) (*Bridge, error) {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	b := &Bridge{cfg: cfg, deps: deps, js: js, log: logging.Component(deps.Log, "eventbridge")}
+	if b.lossGuard, err = streamloss.New(js, []string{cfg.Streams.EventStream, cfg.Streams.DeadLetterStream},
+		streamloss.WithMetrics(deps.Metrics), streamloss.WithLogger(b.component("streamloss"))); err != nil {
+		return nil, err
+	}
 	var c *cluster
 	if deps.Kubernetes != nil {
 		if c, err = b.newCluster(); err != nil {
@@ -422,6 +429,9 @@ func (b *Bridge) Run(ctx context.Context) error {
 	if b.DeadLetters != nil || b.Subscriptions != nil || b.reconciler != nil {
 		g.Go(func() error { return b.applier().SweepReplays(ctx, b.cfg.ReplaySweep, b.component("replay")) })
 	}
+	// A stream NATS lost is reported, not only made anew (package
+	// streamloss): looked at every resync and before each re-creation.
+	g.Go(func() error { b.lossGuard.Run(ctx, b.cfg.Resync); return nil })
 	if b.deps.Reconnected != nil {
 		g.Go(func() error { b.followNATS(ctx); return nil })
 	}
@@ -445,13 +455,17 @@ func (b *Bridge) Run(ctx context.Context) error {
 }
 
 // followNATS recreates, after each reconnect (NATS may be a new, empty
-// server), the streams first, then every consumer.
+// server), the streams first, then every consumer; a stream that was lost
+// is reported first.
 func (b *Bridge) followNATS(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-b.deps.Reconnected:
+		}
+		if _, err := b.lossGuard.Check(ctx); err != nil {
+			b.log.Warn("looking for lost streams after a reconnect failed; the next resync looks again", "error", err)
 		}
 		if err := EnsureStreams(ctx, b.js, b.cfg.Streams, b.log); err != nil {
 			b.log.Error("recreating streams after a reconnect failed; the next resync retries", "error", err)

@@ -76,3 +76,65 @@ spec: {sink: "http://orders.default.svc.cluster.local", source: shop, types: [or
 func binaryHeaders(id string) map[string]string {
 	return map[string]string{"Ce-Specversion": "1.0", "Ce-Id": id, "Ce-Source": "shop", "Ce-Type": "order.created.v1", "Content-Type": "application/json"}
 }
+
+// TestLostStreamIsReported runs the event bridge on a real NATS, then
+// stops NATS, deletes its store directory and starts it again, as a NATS
+// of the small profile that lost its volume: the event bridge makes the
+// streams anew (publishing works again) and says the events are gone in
+// kfn_eventbridge_streams_lost_total, rather than going on as if nothing
+// had happened.
+func TestLostStreamIsReported(t *testing.T) {
+	ns := natstest.Start(t)
+	manifest := filepath.Join(t.TempDir(), "subscriptions.yaml")
+	require.NoError(t, os.WriteFile(manifest, []byte(`apiVersion: eventing.kyma-project.io/v1alpha2
+kind: Subscription
+metadata: {name: orders, namespace: default}
+spec: {sink: "http://orders.default.svc.cluster.local", source: shop, types: [order.created.v1]}
+`), 0o600))
+	cfg := eventbridge.DefaultProcess()
+	cfg.NATSURL = ns.URL()
+	cfg.Subscriptions = []string{manifest}
+	cfg.Listen, cfg.MetricsListen, cfg.AdminListen = testport.Addr(t), testport.Addr(t), ""
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- eventbridge.Run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+	t.Cleanup(func() { cancel(); <-done })
+	publish := func(id string) int {
+		req, err := http.NewRequest(http.MethodPost, "http://"+cfg.Listen+"/publish", strings.NewReader(`{}`))
+		require.NoError(t, err)
+		for k, v := range binaryHeaders(id) {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	lost := func() string {
+		resp, err := http.Get("http://" + cfg.MetricsListen + "/metrics")
+		if err != nil {
+			return ""
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		for _, line := range strings.Split(string(body), "\n") {
+			if strings.HasPrefix(line, `kfn_eventbridge_streams_lost_total{reason="missing",stream="kfn-events"}`) {
+				return strings.Fields(line)[1]
+			}
+		}
+		return ""
+	}
+	require.Eventually(t, func() bool { return publish("1") == http.StatusNoContent }, 20*time.Second, 20*time.Millisecond, "the bridge publishes")
+	require.Equal(t, http.StatusNoContent, publish("2"))
+	require.Eventually(t, func() bool { return lost() == "0" }, 20*time.Second, 20*time.Millisecond, "no loss yet, and the series is there")
+
+	ns.Shutdown()
+	require.NoError(t, os.RemoveAll(ns.StoreDir()))
+	ns.Restart()
+
+	require.Eventually(t, func() bool { return lost() == "1" }, 20*time.Second, 20*time.Millisecond, "the loss is reported")
+	require.Eventually(t, func() bool { return publish("3") == http.StatusNoContent }, 20*time.Second, 20*time.Millisecond, "the streams are made anew")
+	assert.Equal(t, "1", lost(), "once")
+}
