@@ -215,3 +215,52 @@ func TestEnsureAndDeleteConsumer(t *testing.T) {
 	_, err = stream.EnsureConsumer(ctx, js, "no-such-stream", cfg)
 	require.ErrorIs(t, err, jetstream.ErrStreamNotFound)
 }
+
+// TestEnsureMovesReplicasInPlace: on a 3-server JetStream cluster, streams
+// and the lock bucket made with one replica (profile small) are moved to
+// three (profile ha) by Ensure with Replicas 3, keeping every stored event;
+// and back to one.
+func TestEnsureMovesReplicasInPlace(t *testing.T) {
+	c := natstest.StartCluster(t, 3)
+	js := c.JetStream(t)
+	ctx := context.Background()
+	cfg := stream.DefaultConfig()
+	require.Eventually(t, func() bool { return stream.Ensure(ctx, js, cfg) == nil }, 30*time.Second, 50*time.Millisecond, "R1 streams made")
+	for range 5 {
+		_, err := js.Publish(ctx, "kfn.deadletter.ns.default", []byte(`{}`))
+		require.NoError(t, err)
+	}
+	replicas := func(name string) (int, uint64) {
+		s, err := js.Stream(ctx, name)
+		require.NoError(t, err)
+		return s.CachedInfo().Config.Replicas, s.CachedInfo().State.Msgs
+	}
+	lockStream := "KV_" + cfg.LockBucket()
+
+	cfg.Replicas = 3
+	require.NoError(t, stream.Ensure(ctx, js, cfg))
+	for _, name := range []string{cfg.EventStream, cfg.DeadLetterStream, lockStream} {
+		n, _ := replicas(name)
+		assert.Equal(t, 3, n, "%s on three servers", name)
+	}
+	require.Eventually(t, func() bool {
+		s, err := js.Stream(ctx, cfg.DeadLetterStream)
+		if err != nil {
+			return false
+		}
+		info := s.CachedInfo()
+		current := 0
+		for _, r := range info.Cluster.Replicas {
+			if r.Current {
+				current++
+			}
+		}
+		return info.State.Msgs == 5 && current == 2
+	}, 30*time.Second, 50*time.Millisecond, "the dead letters are kept and copied to the two new replicas")
+
+	cfg.Replicas = 1
+	require.NoError(t, stream.Ensure(ctx, js, cfg))
+	n, msgs := replicas(cfg.DeadLetterStream)
+	assert.Equal(t, 1, n)
+	assert.Equal(t, uint64(5), msgs)
+}

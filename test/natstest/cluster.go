@@ -1,0 +1,103 @@
+package natstest
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Cluster is n embedded NATS servers routed to each other, with JetStream:
+// a JetStream cluster such as the chart's 3-server NATS, in one process.
+type Cluster struct {
+	// Servers are its servers, each with a store of its own.
+	Servers []*Server
+}
+
+// StartCluster starts n servers on loopback ports, routed to each other as
+// cluster "kfn", and waits until JetStream answers (a meta leader was
+// elected). The servers are shut down when the test ends.
+func StartCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
+	ports := make([]int, n)
+	for i := range ports {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("free port: %v", err)
+		}
+		ports[i] = ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+	}
+	var routes []*url.URL
+	for _, p := range ports {
+		routes = append(routes, &url.URL{Scheme: "nats", Host: fmt.Sprintf("127.0.0.1:%d", p)})
+	}
+	c := &Cluster{}
+	for i := range n {
+		s := &Server{t: t, opts: server.Options{
+			ServerName: fmt.Sprintf("n%d", i),
+			Host:       "127.0.0.1",
+			Port:       server.RANDOM_PORT,
+			JetStream:  true,
+			StoreDir:   t.TempDir(),
+			NoLog:      true,
+			NoSigs:     true,
+			Cluster:    server.ClusterOpts{Name: "kfn", Host: "127.0.0.1", Port: ports[i]},
+			Routes:     routes,
+		}}
+		s.start()
+		s.opts.Port = s.srv.Addr().(*net.TCPAddr).Port
+		t.Cleanup(s.Shutdown)
+		c.Servers = append(c.Servers, s)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !c.hasMetaLeader() {
+		if time.Now().After(deadline) {
+			t.Fatal("no JetStream meta leader within 30s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return c
+}
+
+// hasMetaLeader says whether one of the servers leads JetStream's meta
+// group, without which no stream can be made.
+func (c *Cluster) hasMetaLeader() bool {
+	for _, s := range c.Servers {
+		if s.srv.JetStreamIsLeader() {
+			return true
+		}
+	}
+	return false
+}
+
+// URL is the client URL of every server, comma-separated.
+func (c *Cluster) URL() string {
+	var urls []string
+	for _, s := range c.Servers {
+		urls = append(urls, s.URL())
+	}
+	return strings.Join(urls, ",")
+}
+
+// JetStream returns a JetStream context on a new connection to any of the
+// servers, closed when the test ends.
+func (c *Cluster) JetStream(t testing.TB) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(c.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
+	if err != nil {
+		t.Fatalf("connect to nats: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("jetstream: %v", err)
+	}
+	return js
+}
