@@ -145,7 +145,7 @@ func applyAll(t *testing.T, ns, manifest string) {
 	}
 }
 
-// eventBridgePod returns kfn's (one) event bridge pod, running.
+// eventBridgePod returns a running event bridge pod of kfn's (the first listed).
 func eventBridgePod(t *testing.T) corev1.Pod {
 	t.Helper()
 	list, err := platform.cluster.Clientset.CoreV1().Pods(clusterinstall.Namespace).List(t.Context(),

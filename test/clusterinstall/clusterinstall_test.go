@@ -14,6 +14,7 @@ import (
 	"helm.sh/helm/v4/pkg/chart/common"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	release "helm.sh/helm/v4/pkg/release/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kfn-dev/kfn/test/singlenode"
@@ -74,16 +75,41 @@ func TestLocalValuesInstallTheLocalImages(t *testing.T) {
 	require.NoError(t, err)
 	images := map[string]bool{}
 	var policies int
+	var cpu, pods int64
 	for _, o := range objs {
 		if o.GetKind() == "NetworkPolicy" {
 			policies++
 		}
+		var replicas int64
+		if n, ok, _ := unstructured.NestedFieldNoCopy(o.Object, "spec", "replicas"); ok {
+			replicas = int64(toFloat(n))
+		}
+		pods += replicas
 		containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
 		for _, c := range containers {
 			images[c.(map[string]any)["image"].(string)] = true
+			if req, ok, _ := unstructured.NestedString(c.(map[string]any), "resources", "requests", "cpu"); ok {
+				q := resource.MustParse(req)
+				cpu += replicas * q.MilliValue()
+			}
 		}
 	}
+	assert.Equal(t, int64(9), pods, "profile ha: 3 NATS servers and 2 of each other component")
+	assert.LessOrEqual(t, cpu, int64(550), "kfn's pods ask for no more CPU on the 2-core node than the small profile with the chart's requests")
 	assert.Equal(t, map[string]bool{"localhost/kfn/kfn:dev": true, "localhost/kfn-cluster/nats:v2.15.2": true}, images)
 	assert.Positive(t, policies, "NetworkPolicies on")
 	assert.Contains(t, rel.(*release.Release).Manifest, "localhost/kfn/runtime-nodejs22:dev", "the controller runs Functions on the local runtime images")
+}
+
+// toFloat reads a decoded YAML number, integer or not.
+func toFloat(n any) float64 {
+	switch v := n.(type) {
+	case int64:
+		return float64(v)
+	case int:
+		return float64(v)
+	case float64:
+		return v
+	}
+	return 0
 }

@@ -49,9 +49,15 @@ const DefaultProfile = "small"
 // into the node, not pulled: the chart's profile (ha or small), kfn's images
 // never pulled, NetworkPolicies on, deliveries only into the node's pod and
 // Service networks, NATS with a small volume, and Functions with the S
-// preset by default so that a 2-core node holds several replicas.
+// preset by default so that a 2-core node holds several replicas. The
+// platform's pods ask for less CPU than the chart's defaults (platformCPU;
+// their limits stay): with the ha profile's 9 pods the chart's requests,
+// 1.3 cores, left the scenarios' Functions unschedulable on the 2 cores.
 func LocalValues(img LocalImages, profile string) map[string]any {
-	return map[string]any{
+	cpu := func(c string) map[string]any {
+		return map[string]any{"resources": map[string]any{"requests": map[string]any{"cpu": c}}}
+	}
+	vals := map[string]any{
 		"profile": profile,
 		"image": map[string]any{
 			"registry":   img.Registry,
@@ -66,16 +72,26 @@ func LocalValues(img LocalImages, profile string) map[string]any {
 		"networkPolicy": map[string]any{"enabled": true},
 		"eventbridge": map[string]any{
 			"dispatcher": map[string]any{"sinkNetworks": []any{singlenode.DefaultClusterCIDR, singlenode.DefaultServiceCIDR}},
+			"resources":  map[string]any{"requests": map[string]any{"cpu": platformCPU["eventbridge"]}},
 		},
-		"keda": map[string]any{"enabled": true},
+		"controller": cpu(platformCPU["controller"]),
+		"scaler":     cpu(platformCPU["scaler"]),
+		"keda":       map[string]any{"enabled": true},
 		"nats": map[string]any{
 			"image": map[string]any{"repository": img.NATSRepository, "tag": img.NATSTag, "pullPolicy": "Never"},
 			"jetstream": map[string]any{
 				"fileStorage": map[string]any{"size": "1Gi"},
 			},
+			"resources": map[string]any{"requests": map[string]any{"cpu": platformCPU["nats"]}},
 		},
 	}
+	return vals
 }
+
+// platformCPU is the CPU each pod of kfn's asks for on the node: 500m for
+// the ha profile's 9 pods, less than the small profile's 4 with the
+// chart's requests (550m).
+var platformCPU = map[string]string{"controller": "50m", "eventbridge": "100m", "scaler": "25m", "nats": "50m"}
 
 // Kfn installs the chart in chartDir as release "kfn" in namespace
 // kfn-system (created) through the Helm SDK, with vals over the chart's
