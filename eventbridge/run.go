@@ -211,7 +211,6 @@ func serve(ctx context.Context, p Process, b *Bridge, reg *prometheus.Registry, 
 		for _, s := range servers {
 			_ = s.Shutdown(sctx)
 		}
-
 		return nil
 	})
 	return g.Wait()

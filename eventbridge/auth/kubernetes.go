@@ -69,9 +69,11 @@ type KubernetesConfig struct {
 	// Timeout bounds one TokenReview or SubjectAccessReview (default 10s).
 	Timeout time.Duration
 	// NewTokensPerSecond bounds the TokenReviews of bearer tokens not
-	// accepted within CacheTTL (default 100 a second, bursts of 500: a scale-out of hundreds of pods, each with its own token, passes): more
-	// are answered 429 (ErrTooManyReviews), so that made-up tokens cannot
-	// flood the API server. Tokens accepted before are not limited.
+	// accepted within CacheTTL (default 100 a second, bursts of five times
+	// as many: a scale-out of hundreds of pods, each with its own token,
+	// passes): more are answered 429 (ErrTooManyReviews), so that made-up
+	// tokens cannot flood the API server. Tokens accepted before are not
+	// limited.
 	NewTokensPerSecond float64
 }
 
