@@ -1,6 +1,12 @@
-// Package auth is the optional bearer token of the event bridge's HTTP
-// endpoints: with a token configured, the publisher and the gateway serve
-// only requests that carry "Authorization: Bearer <token>" (compared in
-// constant time); health and readiness probes stay open. Functions send
-// the token when their PUBLISHER_TOKEN variable holds it.
+// Package auth is who may use the event bridge's listeners. Kubernetes is
+// the identity provider: Kubernetes authenticates callers as the API
+// server does (a bearer token by TokenReview, of kfn's audience or the API
+// server's; a client certificate against the cluster's client CA), with
+// new tokens reviewed at a bounded rate, and authorizes them with RBAC
+// (SubjectAccessReview): the dead-letter admin API and the gateway ask it,
+// and the publisher learns from it which namespace sends an event.
+// RequireToken is the optional shared bearer token for callers outside
+// Kubernetes (compared in constant time, taken out of the request);
+// health and readiness probes stay open. ClientTransport is how kfn's
+// command sends the kubeconfig's credentials.
 package auth
