@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge/auth"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 )
@@ -58,9 +59,16 @@ func (p *Publisher) stamp(h nats.Header, route, sender string) error {
 	if _, ok := h[eventstore.HeaderPrefix+SenderExtension]; ok {
 		return fmt.Errorf("%w: the extension %s is set by kfn's publisher only", eventstore.ErrInvalidEvent, SenderExtension)
 	}
-	source := cmp.Or(route, eventstore.Attribute(h, "source"))
-	if err := reserved(p.cfg.Reserved, source, eventstore.Attribute(h, "type"), sender); err != nil {
+	source, eventType := cmp.Or(route, eventstore.Attribute(h, "source")), eventstore.Attribute(h, "type")
+	if err := reserved(p.cfg.Reserved, source, eventType, sender); err != nil {
 		return err
+	}
+	// A legacy type names its application, which legacy Subscriptions
+	// match: it is held to the application's reservations too.
+	if app, rest, ok := p.legacyApp(eventType); ok && app != source {
+		if err := reserved(p.cfg.Reserved, app, rest, sender); err != nil {
+			return err
+		}
 	}
 	if sender != "" {
 		h[eventstore.HeaderPrefix+SenderExtension] = []string{sender}
@@ -68,11 +76,23 @@ func (p *Publisher) stamp(h nats.Header, route, sender string) error {
 	return nil
 }
 
+// legacyApp is the application a legacy type names and the rest of the
+// type, parsed only when there are reservations to hold it to (publishing
+// is a hot path).
+func (p *Publisher) legacyApp(eventType string) (app, rest string, ok bool) {
+	if len(p.cfg.Reserved) == 0 || !strings.HasPrefix(eventType, p.cfg.LegacyPrefix+".") {
+		return "", "", false
+	}
+	app, event, version, err := v1alpha2.ParseLegacyEventType(p.cfg.LegacyPrefix, eventType)
+	return app, event + "." + version, err == nil
+}
+
 // Reservation keeps a source for the senders of some namespaces: an event
 // routed by Source (its route source: the application of /{app}/...
-// paths, or its own source), and whose type starts with TypePrefix when
-// set, is taken only from a ServiceAccount of one of Namespaces (401
-// without a sender, 403 from another namespace). Events of sources no
+// paths, or its own source), or of a legacy type naming Source as its
+// application, and whose type (after the application, for a legacy type)
+// starts with TypePrefix when set, is taken only from a ServiceAccount of
+// one of Namespaces (401 without a sender, 403 from another namespace). Events of sources no
 // Reservation names are taken from anyone, as Kyma takes them.
 type Reservation struct {
 	Source     string

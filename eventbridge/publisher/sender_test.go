@@ -152,6 +152,9 @@ func TestReservedSources(t *testing.T) {
 	assert.Equal(t, http.StatusForbidden, legacy("bank", "b"))
 	assert.Equal(t, http.StatusUnauthorized, legacy("bank", ""))
 	assert.Equal(t, http.StatusForbidden, structured("shop", "order.refund.v1", "a"), "shop's refunds are team-b's")
+	assert.Equal(t, http.StatusForbidden, structured("elsewhere", "sap.kyma.custom.bank.account.opened.v1", "b"),
+		"a legacy type names its application: bank's reservation holds")
+	assert.Equal(t, http.StatusUnauthorized, structured("elsewhere", "sap.kyma.custom.bank.account.opened.v1", ""))
 	code, body = send("bank-eu", "account.opened.v1", "b")
 	assert.Equal(t, http.StatusForbidden, code, "an Application of type bank is routed, and reserved, as bank: %s", body)
 	e.stored(t, 0)
@@ -161,9 +164,10 @@ func TestReservedSources(t *testing.T) {
 	assert.Equal(t, http.StatusNoContent, structured("bank", "account.closed.v1", "a"))
 	assert.Less(t, legacy("bank", "a"), 300)
 	assert.Equal(t, http.StatusNoContent, structured("shop", "order.refund.v1", "b"))
+	assert.Equal(t, http.StatusNoContent, structured("elsewhere", "sap.kyma.custom.bank.account.opened.v1", "a"))
 	code, body = send("shop", "order.created.v1", "")
 	assert.Equal(t, http.StatusNoContent, code, "what no reservation names: anyone, as Kyma: %s", body)
-	e.stored(t, 6) // the legacy event is stored twice
+	e.stored(t, 7) // the legacy event is stored twice
 }
 
 func TestParseReservation(t *testing.T) {
