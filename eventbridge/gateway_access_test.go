@@ -5,11 +5,8 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -22,10 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge"
 	"github.com/kfn-dev/kfn/eventbridge/auth"
-	"github.com/kfn-dev/kfn/test/natstest"
 	"github.com/kfn-dev/kfn/test/testcluster"
 	"github.com/kfn-dev/kfn/test/testport"
 )
@@ -43,14 +38,27 @@ func TestGatewayCallersAsRBACAllows(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts an API server")
 	}
-	cluster := testcluster.New(t, testcluster.WithScheme(v1alpha2.AddToScheme))
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	require.NoError(t, os.WriteFile(kubeconfig, cluster.KubeConfig, 0o600))
-	t.Setenv("KUBECONFIG", kubeconfig)
+	// The Functions' pods, reached through -resolve; each answer says
+	// whether a credential reached the Function.
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(r.Header.Values("Authorization")) > 0 {
+			_, _ = io.WriteString(w, "credential passed on")
+			return
+		}
+		_, _ = io.WriteString(w, "served "+r.URL.Path)
+	}))
+	defer backend.Close()
+	const ns = "team-a"
+	cfg, cluster := runInCluster(t, func(cfg *eventbridge.Process, _ *testcluster.Cluster) {
+		require.Equal(t, eventbridge.GatewayAuthKubernetes, cfg.GatewayAuth, "the default")
+		cfg.Components = []string{eventbridge.ComponentGateway}
+		cfg.GatewayListen, cfg.AdminListen, cfg.MetricsListen = testport.Addr(t), "", ""
+		cfg.NewTokensPerSecond = 2 // bursts of 10
+		cfg.Resolve = map[string]string{"orders." + ns: backend.URL, "payments." + ns: backend.URL}
+	})
 	bg := context.Background()
 	admin, err := kubernetes.NewForConfig(cluster.Config)
 	require.NoError(t, err)
-	const ns = "team-a"
 	_, err = admin.CoreV1().Namespaces().Create(bg, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	invoke := func(names ...string) []rbacv1.PolicyRule {
@@ -82,40 +90,9 @@ func TestGatewayCallersAsRBACAllows(t *testing.T) {
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	// The Functions' pods, reached through -resolve; each answer says
-	// whether a credential reached the Function.
-	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if len(r.Header.Values("Authorization")) > 0 {
-			_, _ = io.WriteString(w, "credential passed on")
-			return
-		}
-		_, _ = io.WriteString(w, "served "+r.URL.Path)
-	}))
-	defer backend.Close()
 	for _, fn := range []string{"orders", "payments"} {
 		require.NoError(t, cluster.Client.Create(bg, functionSlice(ns, fn, true)))
 	}
-
-	cfg := eventbridge.DefaultProcess()
-	require.Equal(t, eventbridge.GatewayAuthKubernetes, cfg.GatewayAuth, "the default")
-	cfg.NATSURL = natstest.Start(t).URL()
-	cfg.Components = []string{eventbridge.ComponentGateway}
-	cfg.GatewayListen, cfg.AdminListen, cfg.MetricsListen = testport.Addr(t), "", ""
-	cfg.LeaderElection = false
-	cfg.NewTokensPerSecond = 2 // bursts of 10
-	cfg.Resolve = map[string]string{"orders." + ns: backend.URL, "payments." + ns: backend.URL}
-	ctx, cancel := context.WithCancel(bg)
-	done := make(chan error, 1)
-	go func() { done <- eventbridge.Run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			assert.NoError(t, err, "a clean shutdown")
-		case <-time.After(20 * time.Second):
-			t.Error("the event bridge did not stop within 20s")
-		}
-	})
 
 	plain := "http://" + cfg.GatewayListen + "/" + ns
 	secure := "https://" + cfg.GatewayListen + "/" + ns
@@ -140,6 +117,12 @@ func TestGatewayCallersAsRBACAllows(t *testing.T) {
 		}
 		return err == nil
 	}, 30*time.Second, 20*time.Millisecond, "the gateway serves")
+	for _, fn := range []string{"orders", "payments"} { // their slices were made after the start
+		require.Eventually(t, func() bool {
+			code, _ := call(http.DefaultClient, plain+"/"+fn+"/", tr.Status.Token)
+			return code == http.StatusOK
+		}, 30*time.Second, 20*time.Millisecond, "the gateway knows %s", fn)
+	}
 
 	code, body := call(http.DefaultClient, plain+"/orders/", "")
 	assert.Equal(t, http.StatusUnauthorized, code, "no credential: %s", body)
