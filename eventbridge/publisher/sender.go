@@ -59,6 +59,20 @@ func (p *Publisher) stamp(h nats.Header, route, sender string) error {
 	if _, ok := h[eventstore.HeaderPrefix+SenderExtension]; ok {
 		return fmt.Errorf("%w: the extension %s is set by kfn's publisher only", eventstore.ErrInvalidEvent, SenderExtension)
 	}
+	if len(p.cfg.Reserved) > 0 { // the hot path without reservations reads no attribute
+		if err := p.reservedFor(h, route, sender); err != nil {
+			return err
+		}
+	}
+	if sender != "" {
+		h[eventstore.HeaderPrefix+SenderExtension] = []string{sender}
+	}
+	return nil
+}
+
+// reservedFor checks the event in its stored form h, routed by route, sent
+// from namespace sender, against the reservations.
+func (p *Publisher) reservedFor(h nats.Header, route, sender string) error {
 	source, eventType := cmp.Or(route, eventstore.Attribute(h, "source")), eventstore.Attribute(h, "type")
 	if err := reserved(p.cfg.Reserved, source, eventType, sender); err != nil {
 		return err
@@ -70,17 +84,13 @@ func (p *Publisher) stamp(h nats.Header, route, sender string) error {
 			return err
 		}
 	}
-	if sender != "" {
-		h[eventstore.HeaderPrefix+SenderExtension] = []string{sender}
-	}
 	return nil
 }
 
 // legacyApp is the application a legacy type names and the rest of the
-// type, parsed only when there are reservations to hold it to (publishing
-// is a hot path).
+// type.
 func (p *Publisher) legacyApp(eventType string) (app, rest string, ok bool) {
-	if len(p.cfg.Reserved) == 0 || !strings.HasPrefix(eventType, p.cfg.LegacyPrefix+".") {
+	if !strings.HasPrefix(eventType, p.cfg.LegacyPrefix+".") {
 		return "", "", false
 	}
 	app, event, version, err := v1alpha2.ParseLegacyEventType(p.cfg.LegacyPrefix, eventType)
@@ -92,8 +102,9 @@ func (p *Publisher) legacyApp(eventType string) (app, rest string, ok bool) {
 // paths, or its own source), or of a legacy type naming Source as its
 // application, and whose type (after the application, for a legacy type)
 // starts with TypePrefix when set, is taken only from a ServiceAccount of
-// one of Namespaces (401 without a sender, 403 from another namespace). Events of sources no
-// Reservation names are taken from anyone, as Kyma takes them.
+// one of Namespaces (401 without a sender, 403 from another namespace).
+// Events of sources no Reservation names are taken from anyone, as Kyma
+// takes them.
 type Reservation struct {
 	Source     string
 	TypePrefix string
