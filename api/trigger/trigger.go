@@ -20,8 +20,8 @@ const (
 	// KeyScalerAddress is the scaler's gRPC address, host:port (read by
 	// KEDA, not by the scaler).
 	KeyScalerAddress = "scalerAddress"
-	// KeyFunctionNamespace is the Function's namespace (default: the
-	// ScaledObject's).
+	// KeyFunctionNamespace is the Function's namespace (default, and the
+	// only one allowed: the ScaledObject's).
 	KeyFunctionNamespace = "functionNamespace"
 	// KeyFunctionName is the Function's name (default: the
 	// ScaledObject's).
@@ -67,7 +67,8 @@ func (m Metadata) Render() map[string]string {
 }
 
 // Parse reads trigger metadata md of the ScaledObject namespace/name. A
-// missing Function namespace or name is the ScaledObject's; a missing or
+// missing Function namespace or name is the ScaledObject's; a Function
+// namespace other than the ScaledObject's (when known) is refused; a missing or
 // empty target is its default. Other keys (KEDA's own) are ignored. The
 // error wraps ErrInvalidMetadata and names the key to fix.
 func Parse(md map[string]string, namespace, name string) (Metadata, error) {
@@ -77,6 +78,12 @@ func Parse(md map[string]string, namespace, name string) (Metadata, error) {
 	}
 	if m.Function.Namespace == "" {
 		m.Function.Namespace = namespace
+	}
+	if namespace != "" && m.Function.Namespace != namespace {
+		// A ScaledObject scales on its own namespace's Functions only: its
+		// status and HPA are readable where it lives, and would otherwise
+		// show another tenant's backlog.
+		return Metadata{}, fmt.Errorf("%w: %s %q is not the ScaledObject's namespace %q", ErrInvalidMetadata, KeyFunctionNamespace, m.Function.Namespace, namespace)
 	}
 	if m.Function.Name == "" {
 		m.Function.Name = name

@@ -25,7 +25,7 @@ func TestRenderThenParseIsTheSame(t *testing.T) {
 		"targetBacklog":     "25",
 		"targetConcurrency": "3",
 	}, md, "the keys are a contract with ScaledObjects already in clusters")
-	got, err := trigger.Parse(md, "elsewhere", "other")
+	got, err := trigger.Parse(md, "shop", "other")
 	require.NoError(t, err)
 	assert.Equal(t, m, got)
 	assert.NotContains(t, trigger.Metadata{Function: m.Function}.Render(), trigger.KeyScalerAddress)
@@ -50,7 +50,11 @@ func TestParse(t *testing.T) {
 			md:   map[string]string{"functionNamespace": "a", "functionName": "b", "caCert": "...", "unsafeSsl": "true"},
 			want: trigger.Metadata{Function: types.NamespacedName{Namespace: "a", Name: "b"}, TargetBacklog: 10, TargetConcurrency: 10},
 		},
-		"no Function":            {md: map[string]string{}, wantErrSubstr: "no Function"},
+		"no Function": {md: map[string]string{}, wantErrSubstr: "no Function"},
+		"another namespace's Function": {
+			md: map[string]string{"functionNamespace": "bank", "functionName": "ledger"}, ns: "shop", name: "spy",
+			wantErrSubstr: `functionNamespace "bank" is not the ScaledObject's namespace "shop"`,
+		},
 		"zero target":            {md: map[string]string{"targetBacklog": "0"}, ns: "a", name: "b", wantErrSubstr: `targetBacklog="0"`},
 		"negative target":        {md: map[string]string{"targetConcurrency": "-2"}, ns: "a", name: "b", wantErrSubstr: `targetConcurrency="-2"`},
 		"not a number":           {md: map[string]string{"targetConcurrency": "ten"}, ns: "a", name: "b", wantErrSubstr: `targetConcurrency="ten"`},

@@ -257,6 +257,34 @@ func TestFunctionFallsBackToScaledObjectName(t *testing.T) {
 	assert.Equal(t, int64(2), resp.MetricValues[0].MetricValue)
 }
 
+// TestAnotherNamespacesFunctionIsRefused: a ScaledObject of namespace spy
+// whose metadata names shop's Function (a tenant may create ScaledObjects
+// and name kfn's ClusterTriggerAuthentication) learns nothing of it: every
+// call is InvalidArgument, and shop's own ScaledObject is answered.
+func TestAnotherNamespacesFunctionIsRefused(t *testing.T) {
+	e := newEnv(t)
+	e.subscribe(t, "orders-created", "orders")
+	publish(t, e, "orders", 2)
+	e.awaitBacklog(t, "orders", 2, "2 published")
+	spy := &pb.ScaledObjectRef{Name: "spy", Namespace: "spy", ScalerMetadata: map[string]string{"functionNamespace": ns, "functionName": "orders"}}
+	ctx := context.Background()
+	_, err := e.client.IsActive(ctx, spy)
+	assert.Equal(t, codes.InvalidArgument, status.Code(err), "IsActive")
+	_, err = e.client.GetMetricSpec(ctx, spy)
+	assert.Equal(t, codes.InvalidArgument, status.Code(err), "GetMetricSpec")
+	_, err = e.client.GetMetrics(ctx, &pb.GetMetricsRequest{ScaledObjectRef: spy, MetricName: server.MetricBacklog})
+	assert.Equal(t, codes.InvalidArgument, status.Code(err), "GetMetrics")
+	s, err := e.client.StreamIsActive(ctx, spy)
+	require.NoError(t, err)
+	_, err = s.Recv()
+	assert.Equal(t, codes.InvalidArgument, status.Code(err), "StreamIsActive")
+
+	own := &pb.ScaledObjectRef{Name: "orders", Namespace: ns, ScalerMetadata: map[string]string{"functionNamespace": ns, "functionName": "orders"}}
+	resp, err := e.client.GetMetrics(ctx, &pb.GetMetricsRequest{ScaledObjectRef: own, MetricName: server.MetricBacklog})
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), resp.MetricValues[0].MetricValue)
+}
+
 // stream opens StreamIsActive as KEDA does and forwards what it receives.
 func stream(t *testing.T, e *env, fn string) <-chan bool {
 	t.Helper()

@@ -10,54 +10,46 @@ import (
 )
 
 // TLSConfig returns a server TLS configuration with the certificate and key
-// in certFile and keyFile, read again whenever either file changes (so a
-// rotated certificate is used without a restart). With clientCAFile, every
-// client must present a certificate signed by one of its CAs. The error
-// wraps ErrInvalidOption and names the file that could not be used.
+// in certFile and keyFile. With clientCAFile, every client must present a
+// certificate signed by one of its CAs. The files are read again whenever
+// one of them changes, so that a rotated certificate or CA (a Secret
+// updated by the chart or cert-manager) is used without a restart; a file
+// that is missing or half written keeps the last good set in use. The
+// error wraps ErrInvalidOption and names the file that could not be used.
 func TLSConfig(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
 	if certFile == "" || keyFile == "" {
 		return nil, fmt.Errorf("%w: TLS needs both a certificate and a key file", ErrInvalidOption)
 	}
-	r := &certReloader{certFile: certFile, keyFile: keyFile}
+	r := &tlsReloader{certFile: certFile, keyFile: keyFile, clientCAFile: clientCAFile}
 	if _, err := r.get(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
-	cfg := &tls.Config{
-		MinVersion:     tls.VersionTLS12,
-		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return r.get() },
-	}
-	if clientCAFile != "" {
-		pem, err := os.ReadFile(clientCAFile)
-		if err != nil {
-			return nil, fmt.Errorf("%w: read client CA: %w", ErrInvalidOption, err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%w: client CA file %s holds no PEM certificate", ErrInvalidOption, clientCAFile)
-		}
-		cfg.ClientCAs = pool
-		cfg.ClientAuth = tls.RequireAndVerifyClientCert
-	}
-	return cfg, nil
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			return r.get()
+		},
+	}, nil
 }
 
-type certReloader struct {
-	certFile, keyFile string
+// tlsReloader holds the configuration made of the files last read.
+type tlsReloader struct {
+	certFile, keyFile, clientCAFile string
 
 	mu      sync.Mutex
-	cert    *tls.Certificate
+	cfg     *tls.Config
 	modTime time.Time
 }
 
-func (r *certReloader) get() (*tls.Certificate, error) {
+func (r *tlsReloader) get() (*tls.Config, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var latest time.Time
-	for _, f := range []string{r.certFile, r.keyFile} {
+	for _, f := range r.files() {
 		fi, err := os.Stat(f)
 		if err != nil {
-			if r.cert != nil {
-				return r.cert, nil // keep serving the last good one
+			if r.cfg != nil {
+				return r.cfg, nil // keep serving the last good set
 			}
 			return nil, fmt.Errorf("TLS file: %w", err)
 		}
@@ -65,16 +57,47 @@ func (r *certReloader) get() (*tls.Certificate, error) {
 			latest = fi.ModTime()
 		}
 	}
-	if r.cert != nil && !latest.After(r.modTime) {
-		return r.cert, nil
+	if r.cfg != nil && !latest.After(r.modTime) {
+		return r.cfg, nil
 	}
+	cfg, err := r.load()
+	if err != nil {
+		if r.cfg != nil {
+			return r.cfg, nil // a half-written rotation: keep the last good set
+		}
+		return nil, err
+	}
+	r.cfg, r.modTime = cfg, latest
+	return r.cfg, nil
+}
+
+func (r *tlsReloader) files() []string {
+	if r.clientCAFile == "" {
+		return []string{r.certFile, r.keyFile}
+	}
+	return []string{r.certFile, r.keyFile, r.clientCAFile}
+}
+
+func (r *tlsReloader) load() (*tls.Config, error) {
 	cert, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
 	if err != nil {
-		if r.cert != nil {
-			return r.cert, nil // a half-written rotation: keep the last good one
-		}
 		return nil, fmt.Errorf("load TLS key pair %s, %s: %w", r.certFile, r.keyFile, err)
 	}
-	r.cert, r.modTime = &cert, latest
-	return r.cert, nil
+	// gRPC needs HTTP/2 negotiated by ALPN (its clients refuse a server
+	// without it).
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2"}}
+	if r.clientCAFile == "" {
+		return cfg, nil
+	}
+	pem, err := os.ReadFile(r.clientCAFile)
+	if err != nil {
+		return nil, fmt.Errorf("read client CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("client CA file %s holds no PEM certificate", r.clientCAFile)
+	}
+	cfg.ClientCAs = pool
+	cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	return cfg, nil
 }
