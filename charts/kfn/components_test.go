@@ -104,7 +104,7 @@ func install(t *testing.T) *installation {
 func doInstall(t *testing.T, c *testcluster.Cluster) *installation {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	objs := render(t, nil)
+	objs := renderForKEDA(t, nil) // KEDA's CRDs are installed below
 	installCRDs(t, ctx, c, objs)
 
 	kedaDir := goOutput(t, "list", "-m", "-f", "{{.Dir}}", "github.com/kedacore/keda/v2")
@@ -476,7 +476,8 @@ func TestEventBridgeRBAC(t *testing.T) {
 // namespace to bind each one's JetStream consumer to the Function its sink
 // names (package scaler), and nothing else (no leader election: every replica
 // answers KEDA from its own refresh loop). Its grants are checked against
-// its calls, both ways.
+// its calls, both ways. It serves the chart's generated certificates, and
+// answers KEDA's rendered client certificate only.
 func TestScalerRBAC(t *testing.T) {
 	in := install(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -490,8 +491,15 @@ func TestScalerRBAC(t *testing.T) {
 	t.Cleanup(ns.Shutdown)
 	require.True(t, ns.ReadyForConnections(10*time.Second))
 
-	args := container(t, typed(t, in.objs).deployments["kfn-scaler"]).Args
-	args = append(append([]string(nil), args...), "-nats-url="+ns.ClientURL(), "-listen=127.0.0.1:0", "-metrics-listen=")
+	// The rendered certificates, in the files the Secret's volume would
+	// hold: the scaler serves them, and KEDA's is the only way in.
+	tlsDir, keda := writeScalerTLS(t, in.objs)
+	var args []string
+	for _, a := range container(t, typed(t, in.objs).deployments["kfn-scaler"]).Args {
+		args = append(args, strings.ReplaceAll(a, "/etc/kfn/tls/", tlsDir+"/"))
+	}
+	grpcAddr := testport.Addr(t)
+	args = append(args, "-nats-url="+ns.ClientURL(), "-listen="+grpcAddr, "-metrics-listen=")
 	p := start(t, filepath.Join(in.bin, "scaler"), kubeconfig, args...)
 	a := in.admin
 	require.NoError(t, a.Create(ctx, &eventingv1alpha2.Subscription{
@@ -501,6 +509,8 @@ func TestScalerRBAC(t *testing.T) {
 	eventually(t, p, "the scaler lists and watches Subscriptions and serves gRPC", func(context.Context) bool {
 		return rec.has("list", "subscriptions", "") && rec.has("watch", "subscriptions", "") && strings.Contains(p.output(), `"server":"grpc"`)
 	})
+	require.NoError(t, scalerCall(t, grpcAddr, keda["ca.crt"], keda), "KEDA's rendered certificate is answered")
+	require.Error(t, scalerCall(t, grpcAddr, keda["ca.crt"], nil), "a caller without it is refused")
 	p.stop(t)
 
 	checkLeastPrivilege(t, rec.Calls(), grantsOf(t, in.objs, releaseNamespace, "kfn-scaler"), nil)

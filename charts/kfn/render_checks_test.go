@@ -221,6 +221,7 @@ func TestRenderValueSets(t *testing.T) {
 		assert.Equal(t, map[string]int{
 			"CustomResourceDefinition": 2, "ServiceAccount": 3, "ClusterRole": 6, "ClusterRoleBinding": 3, "Role": 3, "RoleBinding": 3, // the admin API's two aggregated roles and the gateway's one, the client CA's Role and binding
 			"ConfigMap": 2, "Deployment": 3, "StatefulSet": 1, "Service": 6, "PodDisruptionBudget": 4, // profile ha
+			"Secret": 1, // the scaler's certificates (KEDA's half only where KEDA's API is)
 		}, kinds(r.objs))
 		assert.Contains(t, container(t, r.deployments["kfn-eventbridge"]).Args, "-nats-url=nats://kfn-nats.kfn-system.svc.cluster.local:4222")
 		assert.Equal(t, corev1.ClusterIPNone, r.services["kfn-scaler"].Spec.ClusterIP, "KEDA balances over the scaler's pods")
@@ -304,7 +305,7 @@ func TestRenderValueSets(t *testing.T) {
 		assert.Contains(t, cfg, `python312: "registry.example/python:3.12-kfn"`)
 		assert.Contains(t, cfg, `gitFetchImage: "`+digest+`"`)
 		assert.Contains(t, cfg, `scalerAuthentication: "ClusterTriggerAuthentication/kfn-scaler"`, "KEDA gets the scaler's CA from the authentication the controller names")
-		assert.NotContains(t, get(t, "default").configMaps["kfn-controller"].Data["controller.yaml"], "scalerAuthentication", "plain gRPC without scaler.tls")
+		assert.Contains(t, get(t, "default").configMaps["kfn-controller"].Data["controller.yaml"], "scalerAuthentication", "mutual TLS by default (TestScalerMutualTLSByDefault)")
 	})
 }
 

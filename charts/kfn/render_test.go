@@ -55,6 +55,17 @@ func renderManifest(t testing.TB, vals map[string]any) (string, error) {
 
 func renderIn(t testing.TB, namespace string, vals map[string]any) (string, error) {
 	t.Helper()
+	return renderWithAPIs(t, namespace, vals)
+}
+
+// kedaAPI is the API of KEDA's that the chart looks for (as helm does in a
+// cluster where KEDA is installed).
+const kedaAPI = "keda.sh/v1alpha1/ClusterTriggerAuthentication"
+
+// renderWithAPIs renders as renderIn, in a cluster that also serves apis
+// (helm template --api-versions).
+func renderWithAPIs(t testing.TB, namespace string, vals map[string]any, apis ...string) (string, error) {
+	t.Helper()
 	cfg := action.NewConfiguration(action.ConfigurationSetLogger(slog.NewTextHandler(io.Discard, nil)))
 	install := action.NewInstall(cfg)
 	install.DryRunStrategy = action.DryRunClient
@@ -63,6 +74,7 @@ func renderIn(t testing.TB, namespace string, vals map[string]any) (string, erro
 	install.Replace = true
 	install.IncludeCRDs = true
 	install.KubeVersion = kubeVersion(t)
+	install.APIVersions = apis
 	rel, err := install.Run(loadChart(t), copyValues(vals))
 	if err != nil {
 		return "", err

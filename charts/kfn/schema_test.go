@@ -124,9 +124,17 @@ func TestValuesRefused(t *testing.T) {
 			values: map[string]any{"nats": map[string]any{"maxPayload": 1048576}},
 			want:   []string{"nats.maxPayload (1048576) must be at least eventbridge.streams.maxMsgSize (2097152)"},
 		},
-		"scaler TLS without a certificate": {
-			values: map[string]any{"scaler": map[string]any{"tls": map[string]any{"enabled": true}}},
-			want:   []string{"scaler.tls.existingSecret"},
+		"a scaler certificate without TLS": {
+			values: map[string]any{"scaler": map[string]any{"tls": map[string]any{"enabled": false, "requireClientCert": false, "existingSecret": "mine"}}},
+			want:   []string{"scaler.tls.existingSecret is set but scaler.tls.enabled is false"},
+		},
+		"KEDA authentication made sometimes": {
+			values: map[string]any{"scaler": map[string]any{"tls": map[string]any{"kedaAuthentication": map[string]any{"create": "sometimes"}}}},
+			want:   []string{"/scaler/tls/kedaAuthentication/create"},
+		},
+		"KEDA's namespace not a name": {
+			values: map[string]any{"scaler": map[string]any{"tls": map[string]any{"kedaAuthentication": map[string]any{"kedaNamespace": "../keda"}}}},
+			want:   []string{"/scaler/tls/kedaAuthentication/kedaNamespace"},
 		},
 		"KEDA authentication of an unknown kind": {
 			values: map[string]any{"scaler": map[string]any{"tls": map[string]any{"kedaAuthentication": map[string]any{"kind": "Secret"}}}},
@@ -137,7 +145,7 @@ func TestValuesRefused(t *testing.T) {
 			want:   []string{"/scaler/tls/kedaAuthentication/name"},
 		},
 		"client certificates without TLS": {
-			values: map[string]any{"scaler": map[string]any{"tls": map[string]any{"requireClientCert": true}}},
+			values: map[string]any{"scaler": map[string]any{"tls": map[string]any{"enabled": false}}},
 			want:   []string{"scaler.tls.requireClientCert needs scaler.tls.enabled"},
 		},
 	}

@@ -108,6 +108,60 @@ without its last segment (tag and digest go with it). */}}
 {{ include "kfn.scaler.name" . }}.{{ .Release.Namespace }}.svc.cluster.local:{{ .Values.scaler.port }}
 {{- end }}
 
+{{- define "kfn.scaler.tlsSecret" -}}
+{{- default (printf "%s-tls" (include "kfn.scaler.name" .)) .Values.scaler.tls.existingSecret -}}
+{{- end }}
+
+{{- define "kfn.scaler.kedaSecret" -}}{{ include "kfn.scaler.name" . }}-keda-client{{- end }}
+
+{{/*
+"true" when the chart makes KEDA's ClusterTriggerAuthentication and its
+Secret: with generated certificates and kind ClusterTriggerAuthentication,
+when create is true, or auto and KEDA's API is installed.
+*/}}
+{{- define "kfn.scaler.createKedaAuthentication" -}}
+{{- $a := .Values.scaler.tls.kedaAuthentication -}}
+{{- $create := toString $a.create -}}
+{{- $kedaAPI := .Capabilities.APIVersions.Has "keda.sh/v1alpha1/ClusterTriggerAuthentication" -}}
+{{- and (not .Values.scaler.tls.existingSecret) (eq $a.kind "ClusterTriggerAuthentication") (or (eq $create "true") (and (eq $create "auto") $kedaAPI)) -}}
+{{- end }}
+
+{{/*
+The scaler's generated certificates as YAML (base64 values: ca, crt, key,
+clientCrt, clientKey): the ones in the cluster when both Secrets are there,
+otherwise new ones (a CA and two certificates valid for 10 years).
+*/}}
+{{- define "kfn.scalerTLS" -}}
+{{- $server := lookup "v1" "Secret" .Release.Namespace (include "kfn.scaler.tlsSecret" .) -}}
+{{- $client := dict -}}
+{{- if eq (include "kfn.scaler.createKedaAuthentication" .) "true" -}}
+{{- $client = lookup "v1" "Secret" .Values.scaler.tls.kedaAuthentication.kedaNamespace (include "kfn.scaler.kedaSecret" .) -}}
+{{- else -}}
+{{- $client = dict "data" (dict "tls.crt" "" "tls.key" "") -}}
+{{- end -}}
+{{- $sd := (get $server "data") | default dict -}}
+{{- $cd := (get $client "data") | default dict -}}
+{{- if and (get $sd "ca.crt") (get $sd "tls.crt") (get $sd "tls.key") (hasKey $cd "tls.crt") (hasKey $cd "tls.key") (eq (get $cd "ca.crt" | default (get $sd "ca.crt")) (get $sd "ca.crt")) -}}
+ca: {{ get $sd "ca.crt" }}
+crt: {{ get $sd "tls.crt" }}
+key: {{ get $sd "tls.key" }}
+clientCrt: {{ get $cd "tls.crt" | quote }}
+clientKey: {{ get $cd "tls.key" | quote }}
+{{- else -}}
+{{- $svc := include "kfn.scaler.name" . -}}
+{{- $ns := .Release.Namespace -}}
+{{- $ca := genCA (printf "%s-ca" $svc) 3650 -}}
+{{- $names := list (printf "%s.%s.svc.cluster.local" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s" $svc $ns) $svc -}}
+{{- $crt := genSignedCert (printf "%s.%s.svc" $svc $ns) nil $names 3650 $ca -}}
+{{- $cl := genSignedCert "keda-operator" nil nil 3650 $ca -}}
+ca: {{ $ca.Cert | b64enc }}
+crt: {{ $crt.Cert | b64enc }}
+key: {{ $crt.Key | b64enc }}
+clientCrt: {{ $cl.Cert | b64enc }}
+clientKey: {{ $cl.Key | b64enc }}
+{{- end -}}
+{{- end }}
+
 {{- define "kfn.natsURL" -}}
 {{- if .Values.nats.enabled -}}
 nats://{{ include "kfn.nats.name" . }}.{{ .Release.Namespace }}.svc.cluster.local:4222
@@ -231,8 +285,8 @@ Checks of values that span several keys (the schema checks each key alone).
 {{- if and .Values.nats.enabled (lt (int64 .Values.nats.maxPayload) (int64 .Values.eventbridge.streams.maxMsgSize)) }}
 {{- fail (printf "nats.maxPayload (%d) must be at least eventbridge.streams.maxMsgSize (%d), or NATS refuses events the stream accepts" (int64 .Values.nats.maxPayload) (int64 .Values.eventbridge.streams.maxMsgSize)) }}
 {{- end }}
-{{- if and .Values.scaler.tls.enabled (not .Values.scaler.tls.existingSecret) }}
-{{- fail "scaler.tls.enabled is true: set scaler.tls.existingSecret to a kubernetes.io/tls Secret with the scaler's certificate" }}
+{{- if and .Values.scaler.tls.existingSecret (not .Values.scaler.tls.enabled) }}
+{{- fail "scaler.tls.existingSecret is set but scaler.tls.enabled is false: enable TLS or drop the Secret" }}
 {{- end }}
 {{- if and .Values.scaler.tls.requireClientCert (not .Values.scaler.tls.enabled) }}
 {{- fail "scaler.tls.requireClientCert needs scaler.tls.enabled" }}
