@@ -27,8 +27,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
-	"github.com/kfn-dev/kfn/eventbridge/auth"
 	"github.com/kfn-dev/kfn/eventbridge/tracing/otlp"
+	"github.com/kfn-dev/kfn/internal/auth"
 	"github.com/kfn-dev/kfn/internal/logging"
 	"github.com/kfn-dev/kfn/internal/natsconn"
 )

@@ -28,8 +28,8 @@ import (
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge"
-	"github.com/kfn-dev/kfn/eventbridge/auth"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
+	"github.com/kfn-dev/kfn/internal/auth"
 	"github.com/kfn-dev/kfn/test/natstest"
 	"github.com/kfn-dev/kfn/test/testcluster"
 	"github.com/kfn-dev/kfn/test/testport"

@@ -53,7 +53,7 @@ const (
 	ServiceAccountTokenExpiration int64 = 3607
 	// IdentityAudience is the audience of every function container's
 	// identity token (runtimes.PodIdentityDir): kfn's listeners accept it
-	// (eventbridge/auth.Audience), the API server does not.
+	// (internal/auth.Audience), the API server does not.
 	IdentityAudience = "kfn"
 )
 

@@ -16,9 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kfn-dev/kfn/api/stream"
-	"github.com/kfn-dev/kfn/eventbridge/auth"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/replay"
+	"github.com/kfn-dev/kfn/internal/auth"
 )
 
 // Errors of Admin.

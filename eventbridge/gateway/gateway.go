@@ -17,7 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/kfn-dev/kfn/eventbridge/auth"
+	"github.com/kfn-dev/kfn/internal/auth"
 )
 
 // ColdStartHeader is set to "true" on a response whose request waited for

@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
-	"github.com/kfn-dev/kfn/eventbridge/auth"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
+	"github.com/kfn-dev/kfn/internal/auth"
 )
 
 // SenderExtension is the CloudEvent extension the publisher sets to the

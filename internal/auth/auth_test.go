@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kfn-dev/kfn/eventbridge/auth"
+	"github.com/kfn-dev/kfn/internal/auth"
 )
 
 func TestRequireToken(t *testing.T) {
