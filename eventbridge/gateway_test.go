@@ -97,6 +97,7 @@ func TestGatewayInACluster(t *testing.T) {
 	cfg.NATSURL = natsSrv.URL()
 	cfg.Components = []string{eventbridge.ComponentGateway}
 	cfg.GatewayAuth = eventbridge.GatewayAuthNone // who may call: TestGatewayCallersAsRBACAllows
+	cfg.MetricsAuth = eventbridge.MetricsAuthNone // who may read: TestRunInACluster
 	cfg.GatewayListen, cfg.AdminListen, cfg.MetricsListen = testport.Addr(t), "", testport.Addr(t)
 	cfg.Gateway.HoldTimeout = 2 * time.Second
 	cfg.LeaderElection = false

@@ -95,6 +95,7 @@ spec: {sink: "http://orders.default.svc.cluster.local", source: shop, types: [or
 	cfg.NATSURL = ns.URL()
 	cfg.Subscriptions = []string{manifest}
 	cfg.Listen, cfg.MetricsListen, cfg.AdminListen = testport.Addr(t), testport.Addr(t), ""
+	cfg.MetricsAuth = eventbridge.MetricsAuthNone // -subscriptions: no Kubernetes to ask
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- eventbridge.Run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil))) }()

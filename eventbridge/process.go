@@ -33,6 +33,12 @@ type Process struct {
 	AdminAuth string
 	// MetricsListen serves Prometheus metrics on /metrics. Empty disables it.
 	MetricsListen string
+	// MetricsAuth is who may read the metrics (which name every tenant's
+	// namespaces and Subscriptions): MetricsAuthKubernetes (the default)
+	// serves them over TLS to callers the cluster authenticates whom RBAC
+	// lets get the non-resource URL /metrics; MetricsAuthNone to whoever
+	// reaches the listener (plain HTTP).
+	MetricsAuth string
 	// GatewayListen is the gateway's address (component gateway). It
 	// takes plain HTTP and, on the same port, TLS (with the admin API's
 	// kind of certificate), over which a caller may authenticate with a
@@ -86,6 +92,7 @@ func DefaultProcess() Process {
 		Listen:             ":8080",
 		AdminListen:        ":8081",
 		AdminAuth:          AdminAuthKubernetes,
+		MetricsAuth:        MetricsAuthKubernetes,
 		GatewayAuth:        GatewayAuthKubernetes,
 		PublisherSenders:   PublisherSendersKubernetes,
 		NewTokensPerSecond: 100,
@@ -108,6 +115,7 @@ func (c *Process) RegisterFlags(fs *flag.FlagSet) {
 		c.Components = splitList(v)
 		return nil
 	})
+	fs.StringVar(&c.MetricsAuth, "metrics-auth", c.MetricsAuth, "who may read -metrics-listen: kubernetes (over TLS, callers authenticated by the cluster whom RBAC lets get /metrics) or none (whoever reaches it, plain HTTP; only choice with -subscriptions)")
 	fs.StringVar(&c.GatewayAuth, "gateway-auth", c.GatewayAuth, "who may call Functions through the gateway: kubernetes (callers authenticated by the cluster with a bearer token, or a client certificate over TLS on the same port, each allowed the Functions RBAC grants functions/invoke on) or none (whoever reaches -gateway-listen; with -token-file, whoever sends its token)")
 	fs.StringVar(&c.PublisherSenders, "publisher-senders", c.PublisherSenders, "how the publisher learns who sends an event: kubernetes (the bearer token a publish carries, which a Function's host sends, is reviewed, and its ServiceAccount's namespace recorded in the extension kfnsendernamespace; an unknown token is refused 401) or none")
 	fs.Float64Var(&c.NewTokensPerSecond, "new-tokens-per-second", c.NewTokensPerSecond, "TokenReviews of bearer tokens not seen before, a second, over the admin API, the gateway and the publisher (bursts of five times as many); more are answered 429, so that made-up tokens cannot flood the API server")
@@ -229,6 +237,10 @@ func (c *Process) Validate() error {
 		return fmt.Errorf("%w: -publisher-senders must be kubernetes or none, not %q", ErrInvalidConfig, c.PublisherSenders)
 	case len(c.Publisher.Reserved) > 0 && (c.PublisherSenders != PublisherSendersKubernetes || len(c.Subscriptions) > 0):
 		return fmt.Errorf("%w: -reserve-source needs senders: -publisher-senders=kubernetes, with Kubernetes (not -subscriptions)", ErrInvalidConfig)
+	case c.MetricsAuth != MetricsAuthKubernetes && c.MetricsAuth != MetricsAuthNone:
+		return fmt.Errorf("%w: -metrics-auth must be kubernetes or none, not %q", ErrInvalidConfig, c.MetricsAuth)
+	case c.MetricsAuth == MetricsAuthKubernetes && c.MetricsListen != "" && len(c.Subscriptions) > 0:
+		return fmt.Errorf("%w: -metrics-auth=kubernetes needs Kubernetes; with -subscriptions, set -metrics-auth=none or -metrics-listen= to disable the metrics", ErrInvalidConfig)
 	case c.AdminAuth != AdminAuthKubernetes && c.AdminAuth != AdminAuthNone:
 		return fmt.Errorf("%w: -admin-auth must be kubernetes or none, not %q", ErrInvalidConfig, c.AdminAuth)
 	case c.AdminAuth == AdminAuthKubernetes && c.AdminListen != "" && len(c.Subscriptions) > 0:
@@ -249,6 +261,12 @@ func (c *Process) Validate() error {
 const (
 	AdminAuthKubernetes = "kubernetes"
 	AdminAuthNone       = "none"
+)
+
+// Values of Process.MetricsAuth.
+const (
+	MetricsAuthKubernetes = "kubernetes"
+	MetricsAuthNone       = "none"
 )
 
 // Values of Process.PublisherSenders.

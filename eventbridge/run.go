@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
@@ -91,6 +90,7 @@ func Run(ctx context.Context, p Process, root *slog.Logger) error {
 	}
 	cfg := p.Config
 	cfg.Admin = cfg.Admin && p.AdminListen != ""
+	var metricsReaders *auth.Kubernetes
 	if len(p.Subscriptions) == 0 {
 		if deps.Kubernetes, err = newManager(p, log); err != nil {
 			return err
@@ -98,7 +98,8 @@ func Run(ctx context.Context, p Process, root *slog.Logger) error {
 		adminAccess := cfg.Admin && p.AdminAuth == AdminAuthKubernetes
 		gatewayAccess := cfg.Has(ComponentGateway) && p.GatewayAuth == GatewayAuthKubernetes
 		senders := cfg.Has(ComponentPublisher) && p.PublisherSenders == PublisherSendersKubernetes
-		if adminAccess || gatewayAccess || senders {
+		metricsAccess := p.MetricsListen != "" && p.MetricsAuth == MetricsAuthKubernetes
+		if adminAccess || gatewayAccess || senders || metricsAccess {
 			client, err := kubernetes.NewForConfig(deps.Kubernetes.GetConfig())
 			if err != nil {
 				return fmt.Errorf("kubernetes client: %w", err)
@@ -116,6 +117,9 @@ func Run(ctx context.Context, p Process, root *slog.Logger) error {
 			if senders {
 				deps.Senders = access
 			}
+			if metricsAccess {
+				metricsReaders = access
+			}
 		}
 	}
 	b, err := New(cfg, deps)
@@ -131,12 +135,13 @@ func Run(ctx context.Context, p Process, root *slog.Logger) error {
 			return errors.Join(errs...)
 		}
 	}
-	return serve(ctx, p, b, reg, log)
+	return serve(ctx, p, b, reg, metricsReaders, log)
 }
 
 // serve serves the bridge's handlers and /metrics on their listeners while
-// the bridge runs, and shuts the listeners down when it stops.
-func serve(ctx context.Context, p Process, b *Bridge, reg *prometheus.Registry, log *slog.Logger) error {
+// the bridge runs, and shuts the listeners down when it stops. With
+// readers, /metrics is served over TLS to the callers they let read it.
+func serve(ctx context.Context, p Process, b *Bridge, reg *prometheus.Registry, readers *auth.Kubernetes, log *slog.Logger) error {
 	h := b.Handlers()
 	var servers []*http.Server
 	g, ctx := errgroup.WithContext(ctx)
@@ -199,9 +204,18 @@ func serve(ctx context.Context, p Process, b *Bridge, reg *prometheus.Registry, 
 	listen("gateway", p.GatewayListen, h.Gateway, selfSigned, true)
 	listen("admin", p.AdminListen, h.DeadLetters, adminTLS, false)
 	if p.MetricsListen != "" {
+		var metrics http.Handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+		var metricsTLS *tls.Config
+		if readers != nil {
+			metrics = readers.Require(auth.Metrics, metrics)
+			var err error
+			if metricsTLS, err = selfSignedTLS(); err != nil {
+				return fmt.Errorf("metrics: %w", err)
+			}
+		}
 		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-		listen("metrics", p.MetricsListen, mux, nil, false)
+		mux.Handle("GET /metrics", metrics)
+		listen("metrics", p.MetricsListen, mux, metricsTLS, false)
 	}
 	g.Go(func() error { return b.Run(ctx) })
 	g.Go(func() error {
@@ -216,21 +230,18 @@ func serve(ctx context.Context, p Process, b *Bridge, reg *prometheus.Registry, 
 	return g.Wait()
 }
 
-// selfSignedTLS is the admin API's and the gateway's TLS: a certificate made at start,
+// selfSignedTLS is the TLS of the admin API, the gateway and the metrics: a certificate made at start,
 // signed by itself (the kfn command reaches the admin API through a
 // port-forward, a tunnel the API server authenticated, to the pod it
 // chose), and a request for the client's certificate, which auth.Kubernetes
 // checks against the cluster's client CA.
 func selfSignedTLS() (*tls.Config, error) {
-	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey(hostname(), nil, nil)
+	cfg, err := auth.SelfSignedTLS(hostname())
 	if err != nil {
-		return nil, fmt.Errorf("admin API certificate: %w", err)
+		return nil, err
 	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		return nil, fmt.Errorf("admin API certificate: %w", err)
-	}
-	return &tls.Config{Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequestClientCert, MinVersion: tls.VersionTLS12}, nil
+	cfg.ClientAuth = tls.RequestClientCert
+	return cfg, nil
 }
 
 // ensureStreamsOn makes the streams exist before any part uses them.

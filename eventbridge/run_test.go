@@ -19,6 +19,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
@@ -108,7 +109,7 @@ func TestRunInACluster(t *testing.T) {
 	// saw the request.
 	var body []byte
 	require.Eventually(t, func() bool {
-		resp, err := http.Get("http://" + cfg.MetricsListen + "/metrics")
+		resp, err := adminClient(t, cluster.Config).Get("https://" + cfg.MetricsListen + "/metrics")
 		if err != nil {
 			return false
 		}
@@ -166,6 +167,38 @@ func TestRunInACluster(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
+
+	// The metrics name every tenant's namespaces: over TLS, to whom RBAC
+	// lets get /metrics (the chart's metrics-reader role, here one alike).
+	metrics := func(c *rest.Config) (int, string) {
+		resp, err := adminClient(t, c).Get("https://" + cfg.MetricsListen + "/metrics")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, page := metrics(nil)
+	assert.Equal(t, http.StatusUnauthorized, code, "no credential")
+	code, page = metrics(nobody)
+	assert.Equal(t, http.StatusForbidden, code)
+	assert.Contains(t, page, "nobody may not get /metrics")
+	_, err = admin.RbacV1().ClusterRoles().Create(bg, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "metrics-reader"},
+		Rules: []rbacv1.PolicyRule{{Verbs: []string{"get"}, NonResourceURLs: []string{"/metrics"}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = admin.RbacV1().ClusterRoleBindings().Create(bg, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "metrics-reader"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "metrics-reader"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "prometheus"}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	prometheus, err := cluster.AddUser("prometheus")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { code, page = metrics(prometheus); return code == http.StatusOK }, 10*time.Second, 50*time.Millisecond,
+		"the metrics reader is served: %d %s", code, page)
+	assert.Contains(t, page, "kfn_eventbridge_delivered_total")
+	resp, err = http.Get("http://" + cfg.MetricsListen + "/metrics")
+	if err == nil {
+		resp.Body.Close()
+		assert.Equal(t, http.StatusBadRequest, resp.StatusCode, "no plain HTTP")
+	}
 }
 
 // runInCluster runs the whole event bridge against a real API server (a

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	certutil "k8s.io/client-go/util/cert"
 )
 
 // Audience is the token audience of kfn's own: a token made for it (a
@@ -39,13 +41,24 @@ var (
 // Attributes are what a caller asks to do, as RBAC names it: a verb on a
 // resource (and subresource) of an API group in a namespace ("" for every
 // namespace), and on one object of it when Name is set (which an RBAC rule
-// can grant alone with resourceNames).
+// can grant alone with resourceNames); or, with Path, a verb on a
+// non-resource URL (an RBAC rule's nonResourceURLs).
 type Attributes struct {
 	Verb, Group, Resource, Subresource, Namespace, Name string
+	// Path, when set, makes the attributes a non-resource request: the
+	// resource fields are ignored.
+	Path string
 }
+
+// Metrics is what a Prometheus scrape asks: get on the non-resource URL
+// /metrics, which the chart's ClusterRole <release>-metrics-reader grants.
+var Metrics = Attributes{Verb: "get", Path: "/metrics"}
 
 // String names the permission, as an RBAC rule would grant it.
 func (a Attributes) String() string {
+	if a.Path != "" {
+		return a.Verb + " " + a.Path
+	}
 	r := a.Resource
 	if a.Subresource != "" {
 		r += "/" + a.Subresource
@@ -259,10 +272,14 @@ func (k *Kubernetes) Allow(r *http.Request, a Attributes) error {
 	if !ok {
 		return ErrUnauthenticated
 	}
-	decision, reason, err := k.authz.Authorize(r.Context(), authorizer.AttributesRecord{
+	attrs := authorizer.AttributesRecord{
 		User: u, Verb: a.Verb, Namespace: a.Namespace, APIGroup: a.Group, Resource: a.Resource, Subresource: a.Subresource,
 		Name: a.Name, ResourceRequest: true,
-	})
+	}
+	if a.Path != "" {
+		attrs = authorizer.AttributesRecord{User: u, Verb: a.Verb, Path: a.Path}
+	}
+	decision, reason, err := k.authz.Authorize(r.Context(), attrs)
 	if err != nil && decision != authorizer.DecisionAllow {
 		return fmt.Errorf("%w: cannot check whether %s may %s: %w", ErrForbidden, u.GetName(), a, err)
 	}
@@ -273,6 +290,37 @@ func (k *Kubernetes) Allow(r *http.Request, a Attributes) error {
 		return fmt.Errorf("%w: %s may not %s%s", ErrForbidden, u.GetName(), a, reason)
 	}
 	return nil
+}
+
+// Require serves h the requests of callers the cluster knows and RBAC lets
+// do a; it answers 401 to unknown callers, 429 past the rate of new tokens
+// and 403, naming the missing permission, to the others.
+func (k *Kubernetes) Require(a Attributes, h http.Handler) http.Handler {
+	return k.Authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := k.Allow(r, a); err != nil {
+			http.Error(w, err.Error(), http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+}
+
+// SelfSignedTLS is the TLS of a listener that Kubernetes guards: a
+// certificate for host made at start and signed by itself. Its callers
+// authenticate with Kubernetes credentials, not by checking the
+// certificate (Prometheus scrapes with insecureSkipVerify, kfn's commands
+// come through a port-forward the API server authenticated); TLS keeps
+// those credentials off the wire.
+func SelfSignedTLS(host string) (*tls.Config, error) {
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey(host, nil, nil)
+	if err != nil {
+		return nil, fmt.Errorf("self-signed certificate: %w", err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("self-signed certificate: %w", err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
 
 // ClientTransport is how a kfn command reaches a listener that
