@@ -237,14 +237,14 @@ func (c *Process) Validate() error {
 		return fmt.Errorf("%w: -publisher-senders must be kubernetes or none, not %q", ErrInvalidConfig, c.PublisherSenders)
 	case len(c.Publisher.Reserved) > 0 && (c.PublisherSenders != PublisherSendersKubernetes || len(c.Subscriptions) > 0):
 		return fmt.Errorf("%w: -reserve-source needs senders: -publisher-senders=kubernetes, with Kubernetes (not -subscriptions)", ErrInvalidConfig)
-	case c.MetricsAuth != MetricsAuthKubernetes && c.MetricsAuth != MetricsAuthNone:
-		return fmt.Errorf("%w: -metrics-auth must be kubernetes or none, not %q", ErrInvalidConfig, c.MetricsAuth)
-	case c.MetricsAuth == MetricsAuthKubernetes && c.MetricsListen != "" && len(c.Subscriptions) > 0:
-		return fmt.Errorf("%w: -metrics-auth=kubernetes needs Kubernetes; with -subscriptions, set -metrics-auth=none or -metrics-listen= to disable the metrics", ErrInvalidConfig)
 	case c.AdminAuth != AdminAuthKubernetes && c.AdminAuth != AdminAuthNone:
 		return fmt.Errorf("%w: -admin-auth must be kubernetes or none, not %q", ErrInvalidConfig, c.AdminAuth)
 	case c.AdminAuth == AdminAuthKubernetes && c.AdminListen != "" && len(c.Subscriptions) > 0:
 		return fmt.Errorf("%w: -admin-auth=kubernetes needs Kubernetes; with -subscriptions, set -admin-auth=none and an -admin-listen address no one else reaches, or -admin-listen= to disable the admin API", ErrInvalidConfig)
+	case c.MetricsAuth != MetricsAuthKubernetes && c.MetricsAuth != MetricsAuthNone:
+		return fmt.Errorf("%w: -metrics-auth must be kubernetes or none, not %q", ErrInvalidConfig, c.MetricsAuth)
+	case c.MetricsAuth == MetricsAuthKubernetes && c.MetricsListen != "" && len(c.Subscriptions) > 0:
+		return fmt.Errorf("%w: -metrics-auth=kubernetes needs Kubernetes; with -subscriptions, set -metrics-auth=none or -metrics-listen= to disable the metrics", ErrInvalidConfig)
 	}
 	if _, err := logging.ParseLevel(c.LogLevel); err != nil {
 		return fmt.Errorf("%w: -log-level: %w", ErrInvalidConfig, err)

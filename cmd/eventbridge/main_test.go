@@ -40,6 +40,8 @@ func TestRunRefusesBadFlagsBeforeDoingAnything(t *testing.T) {
 		"backoff max < init":          {args: []string{"-default-backoff-initial=10s", "-default-backoff-max=1s"}, wantErr: "backoffMax (1s) must not be less than backoffInitial (10s)"},
 		"unknown admin auth":          {args: []string{"-admin-auth=maybe"}, wantErr: `-admin-auth must be kubernetes or none, not "maybe"`},
 		"admin auth without k8s":      {args: []string{"-subscriptions=subs.yaml"}, wantErr: "-admin-auth=kubernetes needs Kubernetes"},
+		"unknown metrics auth":        {args: []string{"-metrics-auth=maybe"}, wantErr: `-metrics-auth must be kubernetes or none, not "maybe"`},
+		"metrics auth without k8s":    {args: []string{"-subscriptions=subs.yaml", "-admin-listen="}, wantErr: "-metrics-auth=kubernetes needs Kubernetes"},
 		"unknown gateway auth":        {args: []string{"-components=gateway", "-gateway-auth=maybe"}, wantErr: `-gateway-auth must be kubernetes or none, not "maybe"`},
 		"unknown publisher senders":   {args: []string{"-publisher-senders=maybe"}, wantErr: `-publisher-senders must be kubernetes or none, not "maybe"`},
 		"reservation without senders": {args: []string{"-reserve-source=bank=team-a", "-publisher-senders=none"}, wantErr: "-reserve-source needs senders"},
@@ -101,7 +103,7 @@ spec:
 		done <- component().Execute(ctx, []string{
 			"-components=publisher,dispatcher", "-subscriptions=" + manifest, "-nats-url=" + ns.ClientURL(),
 			"-resolve=orders.default=" + sink.URL, "-allow-loopback-sinks", "-storage=memory", "-listen=" + listen,
-			"-admin-listen=", "-metrics-listen=" + metrics, "-log-level=debug",
+			"-admin-listen=", "-metrics-listen=" + metrics, "-metrics-auth=none", "-log-level=debug",
 		}, &logs)
 	}()
 	require.Eventually(t, func() bool { return strings.Contains(logs.String(), `"server":"publisher"`) }, 30*time.Second, 10*time.Millisecond)
