@@ -411,8 +411,8 @@ func TestEventBridgeRBAC(t *testing.T) {
 	require.True(t, ns.ReadyForConnections(10*time.Second))
 
 	args := container(t, typed(t, in.objs).deployments["kfn-eventbridge"]).Args
-	adminAddr := testport.Addr(t)
-	args = append(append([]string(nil), args...), "-nats-url="+ns.ClientURL(), "-listen=127.0.0.1:0", "-gateway-listen=127.0.0.1:0", "-admin-listen="+adminAddr, "-metrics-listen=",
+	adminAddr, metricsAddr := testport.Addr(t), testport.Addr(t)
+	args = append(append([]string(nil), args...), "-nats-url="+ns.ClientURL(), "-listen=127.0.0.1:0", "-gateway-listen=127.0.0.1:0", "-admin-listen="+adminAddr, "-metrics-listen="+metricsAddr,
 		"-stream-replicas=1") // one embedded server; the default profile renders 3
 	p := start(t, filepath.Join(in.bin, "eventbridge"), kubeconfig, args...)
 
@@ -466,6 +466,26 @@ func TestEventBridgeRBAC(t *testing.T) {
 			return resp.StatusCode == http.StatusOK
 		})
 	}
+	// The metrics (-metrics-auth=kubernetes): to a ServiceAccount bound
+	// to the chart's metrics-reader role, as serviceMonitor binds
+	// Prometheus's; refused to the dead-letter reader.
+	require.NoError(t, a.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "scraper", Namespace: appsNamespace}}))
+	require.NoError(t, a.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "kfn-test-scraper"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "kfn-metrics-reader"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: appsNamespace, Name: "scraper"}}}))
+	scrape := func(u *rest.Config) int {
+		rt, err := auth.ClientTransport(u)
+		require.NoError(t, err)
+		resp, err := (&http.Client{Transport: rt}).Get("https://" + metricsAddr + "/metrics")
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	scraper := tokenConfig(t, ctx, in, "scraper")
+	eventually(t, p, "Prometheus's account reads the metrics over TLS", func(context.Context) bool { return scrape(scraper) == http.StatusOK })
+	assert.Equal(t, http.StatusForbidden, scrape(tokenUser), "an account without the metrics-reader role")
 	p.stop(t)
 
 	checkLeastPrivilege(t, rec.Calls(), grantsOf(t, in.objs, releaseNamespace, "kfn-eventbridge"), nil)
