@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go"
@@ -107,11 +108,36 @@ func (s *Store) PublishMsg(ctx context.Context, msg *nats.Msg, msgID string) (Re
 	if err := checkMsg(msg, msgID, s.stream); err != nil {
 		return Result{}, err
 	}
-	ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(s.stream))
+	ack, err := s.publish(ctx, msg, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(s.stream))
 	if err != nil {
 		return Result{}, fmt.Errorf("store event on %s: %w", msg.Subject, Classify(err))
 	}
 	return Result{Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil
+}
+
+// AttemptTimeout bounds one attempt to store a message when the caller's
+// context has a deadline: JetStream answers a healthy publish in
+// milliseconds, and one it has not answered by then is most likely lost
+// (the stream's leader died with it, a new one is being elected), so it
+// is sent again with the same message id until the caller's deadline.
+// JetStream's de-duplication stores it once whichever attempt arrives.
+const AttemptTimeout = 2 * time.Second
+
+// publish is js.PublishMsg made again after each attempt that JetStream
+// did not answer within AttemptTimeout, while ctx's deadline allows;
+// without a deadline it is one attempt (nats.go's default timeout).
+func (s *Store) publish(ctx context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		return s.js.PublishMsg(ctx, msg, opts...)
+	}
+	for {
+		attempt, cancel := context.WithTimeout(ctx, AttemptTimeout)
+		ack, err := s.js.PublishMsg(attempt, msg, opts...)
+		cancel()
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return ack, err
+		}
+	}
 }
 
 // Classify wraps a JetStream publish error in ErrTooLarge, ErrStorageFull or
