@@ -5,8 +5,9 @@
 // Dockerfiles), and scenarios on real pods: Kyma manifests running and
 // answering through their Services, rolling updates without a failed
 // request, events routed, chained and dead-lettered, scale to zero and
-// back by push, scaling out on backlog, killed pods without lost events,
-// and the restricted Pod Security Standard.
+// back by push, scaling out on backlog, killed pods without lost events
+// (each of profile ha's faults, killed with SIGKILL through the node:
+// faultload_test.go), and the restricted Pod Security Standard.
 //
 // It is a module of its own so that go test ./... of the main module does
 // not run it beside the unit tests: make test runs it after them. It needs
