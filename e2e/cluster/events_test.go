@@ -173,8 +173,14 @@ func TestEventsReachPodsChainAndDeadLetter(t *testing.T) {
 // its commands reach kfn's pods through port-forwards, as a user's do.
 func kfn(t *testing.T, args ...string) (string, error) {
 	t.Helper()
+	return kfnAs(t, platform.cluster.Config.KubeconfigPath(), args...)
+}
+
+// kfnAs is kfn as the user of kubeconfig.
+func kfnAs(t *testing.T, kubeconfig string, args ...string) (string, error) {
+	t.Helper()
 	cmd := exec.CommandContext(t.Context(), filepath.Join(platform.root, "bin", "kfn"),
-		append(args, "--kubeconfig", platform.cluster.Config.KubeconfigPath())...)
+		append(args, "--kubeconfig", kubeconfig)...)
 	cmd.Env = append(os.Environ(), "KFN_ADDR=", "NO_COLOR=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
