@@ -6,6 +6,8 @@
 #   kubelet, kube-controller-manager, kube-scheduler, kube-proxy
 #                                 k8s.io/kubernetes, the version of hack/envtest/go.mod
 #   coredns                       hack/cluster/tools/coredns/go.mod
+#   kube-network-policies         hack/cluster/tools/kube-network-policies/go.mod
+#                                 (the node's NetworkPolicy enforcer)
 #   keda, keda-adapter, keda-config/
 #                                 hack/cluster/tools/keda/go.mod (operator, metrics
 #                                 API server, and KEDA's own manifests from its module)
@@ -13,7 +15,12 @@
 #
 # The directory is ${KFN_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kfn}/cluster/bin-<versions>
 # and is built once per set of versions (about 10 minutes on 2 cores on top
-# of envtest's build). Only the directory goes to stdout; progress to stderr.
+# of envtest's build). A directory that lacks some binaries (one made
+# before a component was added) gains only those: each is built and moved
+# in on its own, so a cluster that runs from the directory keeps running.
+# kube-network-policies' version is not part of the name, so that adding
+# it rebuilt nothing else; it is in the directory's VERSIONS file. Only the
+# directory goes to stdout; progress to stderr.
 #
 # It also checks the Debian packages the node needs (singlenode.Packages):
 # as root it installs the missing ones with apt-get; otherwise it stops and
@@ -59,8 +66,9 @@ envtest_dir=$("$root/hack/envtest-assets.sh")
 k8s_version=$(module_version "$root/hack/envtest/go.mod" k8s.io/kubernetes)
 coredns_version=$(module_version "$root/hack/cluster/tools/coredns/go.mod" github.com/coredns/coredns)
 keda_version=$(module_version "$root/hack/cluster/tools/keda/go.mod" github.com/kedacore/keda/v2)
+netpol_version=$(module_version "$root/hack/cluster/tools/kube-network-policies/go.mod" sigs.k8s.io/kube-network-policies)
 nats_version=$(module_version "$root/go.mod" github.com/nats-io/nats-server/v2)
-for v in k8s_version coredns_version keda_version nats_version; do
+for v in k8s_version coredns_version keda_version netpol_version nats_version; do
 	[[ -n ${!v} ]] || die "cannot read ${v%_version}'s version from its go.mod"
 done
 # The pause program is kfn's own; its hash is part of the name.
@@ -70,12 +78,25 @@ cache_root=${KFN_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kfn}
 name="bin-${k8s_version}-coredns${coredns_version}-keda${keda_version}-nats${nats_version}-pause${pause_hash}"
 parent="$cache_root/cluster"
 dir="$parent/$name"
-binaries=(etcd kube-apiserver kubelet kube-controller-manager kube-scheduler kube-proxy coredns keda keda-adapter nats-server pause)
+binaries=(etcd kube-apiserver kubelet kube-controller-manager kube-scheduler kube-proxy coredns keda keda-adapter kube-network-policies nats-server pause)
+
+# versions is the content of the directory's VERSIONS file.
+versions() {
+	printf 'kubernetes %s\ncoredns %s\nkeda %s\nkube-network-policies %s\nnats-server %s\n' \
+		"$k8s_version" "$coredns_version" "$keda_version" "$netpol_version" "$nats_version"
+}
 
 complete() {
 	local b
 	for b in "${binaries[@]}"; do [[ -x $dir/$b ]] || return 1; done
-	[[ -d $dir/keda-config/crd/bases ]]
+	[[ -d $dir/keda-config/crd/bases ]] && [[ $(cat "$dir/VERSIONS" 2>/dev/null) == "$(versions)" ]]
+}
+
+# want NAME... reports whether the directory lacks any of NAME (to build).
+want() {
+	local b
+	for b in "$@"; do [[ -e $dir/$b ]] || return 0; done
+	return 1
 }
 
 if complete; then
@@ -101,7 +122,11 @@ trap 'rm -rf "$tmp"' EXIT
 trap 'exit 1' INT TERM HUP
 chmod 755 "$tmp"
 
-log "building the cluster's binaries into $dir (once per version, about 10 minutes on 2 cores)"
+if [[ -d $dir ]]; then
+	log "adding the missing binaries to $dir"
+else
+	log "building the cluster's binaries into $dir (once per version, about 10 minutes on 2 cores)"
+fi
 start=$SECONDS
 
 # build DIR OUT PKG... builds the packages of the module in DIR into OUT.
@@ -115,42 +140,70 @@ build() {
 	) >&2
 }
 
-cp "$envtest_dir/etcd" "$envtest_dir/kube-apiserver" "$tmp/"
+if want etcd kube-apiserver; then
+	cp "$envtest_dir/etcd" "$envtest_dir/kube-apiserver" "$tmp/"
+fi
 
-# shellcheck source=hack/k8s-ldflags.sh
-. "$root/hack/k8s-ldflags.sh"
-log "kubelet, kube-controller-manager, kube-scheduler, kube-proxy $k8s_version"
-LDFLAGS=$(k8s_ldflags "$k8s_version") build "$root/hack/envtest" "$tmp/" \
-	k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-controller-manager \
-	k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy ||
-	die "go build of the Kubernetes node binaries failed (see above)"
+if want kubelet kube-controller-manager kube-scheduler kube-proxy; then
+	# shellcheck source=hack/k8s-ldflags.sh
+	. "$root/hack/k8s-ldflags.sh"
+	log "kubelet, kube-controller-manager, kube-scheduler, kube-proxy $k8s_version"
+	LDFLAGS=$(k8s_ldflags "$k8s_version") build "$root/hack/envtest" "$tmp/" \
+		k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-controller-manager \
+		k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy ||
+		die "go build of the Kubernetes node binaries failed (see above)"
+fi
 
-log "coredns $coredns_version"
-LDFLAGS="-s -w -X github.com/coredns/coredns/coremain.GitCommit=$coredns_version" \
-	build "$root/hack/cluster/tools/coredns" "$tmp/coredns" github.com/coredns/coredns ||
-	die "go build of CoreDNS failed (see above)"
+if want coredns; then
+	log "coredns $coredns_version"
+	LDFLAGS="-s -w -X github.com/coredns/coredns/coremain.GitCommit=$coredns_version" \
+		build "$root/hack/cluster/tools/coredns" "$tmp/coredns" github.com/coredns/coredns ||
+		die "go build of CoreDNS failed (see above)"
+fi
 
-log "keda $keda_version (operator, metrics API server)"
-LDFLAGS="-s -w -X github.com/kedacore/keda/v2/version.Version=$keda_version" \
-	build "$root/hack/cluster/tools/keda" "$tmp/" \
-	github.com/kedacore/keda/v2/cmd/operator github.com/kedacore/keda/v2/cmd/adapter ||
-	die "go build of KEDA failed (see above)"
-mv "$tmp/operator" "$tmp/keda"
-mv "$tmp/adapter" "$tmp/keda-adapter"
-keda_src=$(cd "$root/hack/cluster/tools/keda" && GOWORK=off go list -mod=readonly -m -f '{{.Dir}}' github.com/kedacore/keda/v2) ||
-	die "cannot find KEDA's module directory"
-cp -r "$keda_src/config" "$tmp/keda-config"
-chmod -R u+w "$tmp/keda-config"
+if want keda keda-adapter keda-config; then
+	log "keda $keda_version (operator, metrics API server)"
+	LDFLAGS="-s -w -X github.com/kedacore/keda/v2/version.Version=$keda_version" \
+		build "$root/hack/cluster/tools/keda" "$tmp/" \
+		github.com/kedacore/keda/v2/cmd/operator github.com/kedacore/keda/v2/cmd/adapter ||
+		die "go build of KEDA failed (see above)"
+	mv "$tmp/operator" "$tmp/keda"
+	mv "$tmp/adapter" "$tmp/keda-adapter"
+	keda_src=$(cd "$root/hack/cluster/tools/keda" && GOWORK=off go list -mod=readonly -m -f '{{.Dir}}' github.com/kedacore/keda/v2) ||
+		die "cannot find KEDA's module directory"
+	cp -r "$keda_src/config" "$tmp/keda-config"
+	chmod -R u+w "$tmp/keda-config"
+fi
 
-log "nats-server $nats_version, pause"
-build "$root" "$tmp/nats-server" github.com/nats-io/nats-server/v2 || die "go build of nats-server failed (see above)"
-build "$root" "$tmp/pause" ./hack/cluster/pause || die "go build of pause failed (see above)"
+# Its version is not in the name: a directory with another version's
+# binary gets this one.
+if want kube-network-policies || ! grep -qx "kube-network-policies $netpol_version" "$dir/VERSIONS" 2>/dev/null; then
+	log "kube-network-policies $netpol_version"
+	build "$root/hack/cluster/tools/kube-network-policies" "$tmp/kube-network-policies" \
+		sigs.k8s.io/kube-network-policies/cmd/kube-network-policies/standard ||
+		die "go build of kube-network-policies failed (see above)"
+fi
 
-{
-	printf 'kubernetes %s\ncoredns %s\nkeda %s\nnats-server %s\n' "$k8s_version" "$coredns_version" "$keda_version" "$nats_version"
-} >"$tmp/VERSIONS"
-rm -rf "$dir"
-mv "$tmp" "$dir"
+if want nats-server; then
+	log "nats-server $nats_version"
+	build "$root" "$tmp/nats-server" github.com/nats-io/nats-server/v2 || die "go build of nats-server failed (see above)"
+fi
+if want pause; then
+	build "$root" "$tmp/pause" ./hack/cluster/pause || die "go build of pause failed (see above)"
+fi
+
+versions >"$tmp/VERSIONS"
+if [[ -d $dir ]]; then
+	# Each new file is renamed into place; the rest stays as it is.
+	for f in "$tmp"/*; do
+		target=$dir/$(basename "$f")
+		if [[ -d $f ]]; then rm -rf "$target"; fi
+		mv -T "$f" "$target"
+	done
+	rm -rf "$tmp"
+else
+	mv "$tmp" "$dir"
+fi
 trap - EXIT
 log "built in $((SECONDS - start))s"
 printf '%s\n' "$dir"

@@ -38,7 +38,8 @@ type Cluster struct {
 // (see [Down]), makes the certificates, the bridge and the guard rules,
 // starts etcd, the API server, the controller manager, the scheduler,
 // containerd (and imports images, the pause image among them), the kubelet
-// and kube-proxy, and returns when the node is Ready. logf reports each
+// and kube-proxy, then CoreDNS and the NetworkPolicy enforcer
+// (kube-network-policies), and returns when the node is Ready. logf reports each
 // step (nil: quiet).
 //
 // On error everything it started is stopped again and the error quotes the
@@ -129,8 +130,15 @@ func up(ctx context.Context, cfg Config, images []string, logf func(string, ...a
 	if err := waitFor(ctx, cfg, "kubelet", 2*time.Minute, c.nodeReady); err != nil {
 		return nil, err
 	}
-	logf("node %s is Ready (%s); starting CoreDNS", cfg.NodeName, time.Since(start).Round(100*time.Millisecond))
+	logf("node %s is Ready (%s); starting CoreDNS and the NetworkPolicy enforcer", cfg.NodeName, time.Since(start).Round(100*time.Millisecond))
 	if err := c.installAddons(ctx); err != nil {
+		return nil, err
+	}
+	// After the addons: they grant the enforcer its permissions.
+	if err := startAll(cfg, networkPolicyProcess); err != nil {
+		return nil, err
+	}
+	if err := waitFor(ctx, cfg, "kube-network-policies", time.Minute, networkPolicyServing(cfg)); err != nil {
 		return nil, err
 	}
 	if err := waitFor(ctx, cfg, "kubelet", 2*time.Minute, c.coreDNSReady); err != nil {
@@ -222,6 +230,25 @@ func etcdHealthy(cfg Config) func(context.Context) error {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
 			return fmt.Errorf("etcd health: %s", resp.Status)
+		}
+		return nil
+	}
+}
+
+// networkPolicyServing checks that the enforcer serves its metrics, which
+// it starts doing with its dataplane; it then enforces every policy once
+// its informers have synced.
+func networkPolicyServing(cfg Config) func(context.Context) error {
+	url := "http://" + net.JoinHostPort(cfg.NodeIP, networkPolicyMetricsPort) + "/metrics"
+	return func(ctx context.Context) error {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("kube-network-policies metrics: %s", resp.Status)
 		}
 		return nil
 	}

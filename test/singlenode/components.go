@@ -16,7 +16,7 @@ import (
 // the administrator's and one per component.
 func writeKubeconfigs(cfg Config) error {
 	pki := cfg.path("pki")
-	for _, name := range []string{"admin", "controller-manager", "scheduler", "kubelet-client", "kube-proxy"} {
+	for _, name := range []string{"admin", "controller-manager", "scheduler", "kubelet-client", "kube-proxy", "network-policies"} {
 		kc := clientcmdapi.NewConfig()
 		kc.Clusters["kfn"] = &clientcmdapi.Cluster{
 			Server:               cfg.APIServerURL(),
@@ -349,4 +349,38 @@ func kubeProxyProcess(cfg Config) (process, error) {
 		return process{}, err
 	}
 	return process{name: "kube-proxy", path: bin, args: []string{"--config=" + path}}, nil
+}
+
+// NetworkPolicyUser is the user of the NetworkPolicy enforcer's client
+// certificate: it may list and watch pods, namespaces and NetworkPolicies
+// (addons.yaml), nothing more.
+const NetworkPolicyUser = "system:kube-network-policies"
+
+// networkPolicyMetricsPort is where the enforcer serves its metrics, on
+// NodeIP; [Up] waits for it as the sign that the enforcer has started.
+const networkPolicyMetricsPort = "9080"
+
+// networkPolicyProcess runs kube-network-policies, the node's NetworkPolicy
+// enforcer (what kind runs): it reads the first packet of each new
+// connection of a pod from an NFQUEUE (policyChain puts them there) and
+// accepts or drops it by the NetworkPolicies it watches. NRI is off:
+// Debian's containerd 1.6 has none, so a pod's address comes from the API
+// server (a pod's first packets, before the kubelet reports its address,
+// are judged without its labels; TCP sends its SYN again). Strict mode is
+// off: it re-judges established connections by clearing a conntrack label
+// that only its own nftables rules read. It fails open, as kind runs it:
+// while it is not running, packets pass.
+func networkPolicyProcess(cfg Config) (process, error) {
+	bin, err := cfg.binary("kube-network-policies")
+	if err != nil {
+		return process{}, err
+	}
+	return process{name: "kube-network-policies", path: bin, args: []string{
+		"--kubeconfig=" + cfg.path("network-policies.kubeconfig"),
+		"--hostname-override=" + cfg.NodeName,
+		"--metrics-bind-address=" + net.JoinHostPort(cfg.NodeIP, networkPolicyMetricsPort),
+		"--disable-nri",
+		"--nfqueue-id=" + networkPolicyQueue,
+		"--strict-mode=false",
+	}}, nil
 }

@@ -1,12 +1,17 @@
 package singlenode
 
 import (
+	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"text/template"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 func testConfig(t *testing.T) Config {
@@ -139,6 +144,70 @@ func TestKubeProxyOpensNodePortsOnTheNodeAddressOnly(t *testing.T) {
 	for _, k := range []string{"healthzBindAddress", "metricsBindAddress"} {
 		assert.True(t, strings.HasPrefix(conf[k].(string), c.NodeIP+":"), "%s on the node address", k)
 	}
+}
+
+// TestNetworkPolicyEnforcerRunsAsItsOwnUser: kube-network-policies reads
+// the API server with its own certificate (list and watch of pods,
+// namespaces and NetworkPolicies, addons.yaml), names the node as the
+// kubelet does, serves metrics on the node address only, and does not
+// look for NRI, which Debian's containerd 1.6 lacks.
+func TestNetworkPolicyEnforcerRunsAsItsOwnUser(t *testing.T) {
+	c := testConfig(t)
+	bin := filepath.Join(c.BinDir, "kube-network-policies")
+	require.NoError(t, os.MkdirAll(c.BinDir, 0o755))
+	require.NoError(t, os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755))
+	p, err := networkPolicyProcess(c)
+	require.NoError(t, err)
+	assert.Equal(t, bin, p.path)
+	assert.Equal(t, []string{
+		"--kubeconfig=" + c.path("network-policies.kubeconfig"),
+		"--hostname-override=" + c.NodeName,
+		"--metrics-bind-address=" + c.NodeIP + ":9080",
+		"--disable-nri",
+		"--nfqueue-id=100",
+		"--strict-mode=false",
+	}, p.args)
+
+	var buf bytes.Buffer
+	require.NoError(t, template.Must(template.New("addons").Parse(addonsTemplate)).Execute(&buf, addonValues{}))
+	objs, err := DecodeObjects(buf.Bytes())
+	require.NoError(t, err)
+	var bound, granted bool
+	for _, o := range objs {
+		if o.GetName() != NetworkPolicyUser {
+			continue
+		}
+		switch o.GetKind() {
+		case "ClusterRole":
+			rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
+			granted = len(rules) == 2
+			for _, r := range rules {
+				verbs, _, _ := unstructured.NestedStringSlice(r.(map[string]any), "verbs")
+				assert.Equal(t, []string{"list", "watch"}, verbs, "it reads, never writes")
+			}
+		case "ClusterRoleBinding":
+			subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
+			require.Len(t, subjects, 1)
+			bound = subjects[0].(map[string]any)["name"] == NetworkPolicyUser
+		}
+	}
+	assert.True(t, granted && bound, "addons.yaml grants the enforcer's user its reads")
+}
+
+// TestPolicyChainQueuesNewPodConnectionsOnly: the first packet of every
+// new connection from or to a pod goes to the enforcer's queue, bypassed
+// while nothing listens; nothing else does.
+func TestPolicyChainQueuesNewPodConnectionsOnly(t *testing.T) {
+	c := testConfig(t)
+	rules := policyRules(c)
+	require.Len(t, rules, 2)
+	assert.Equal(t, []string{"-s", c.ClusterCIDR}, rules[0][:2])
+	assert.Equal(t, []string{"-d", c.ClusterCIDR}, rules[1][:2])
+	for _, r := range rules {
+		line := strings.Join(r, " ")
+		assert.Contains(t, line, "--ctstate NEW -j NFQUEUE --queue-num 100 --queue-bypass")
+	}
+	assert.Equal(t, []string{"FORWARD", "INPUT"}, policyHooks, "the node's own connections (OUTPUT) are not judged")
 }
 
 func TestContainerdConfiguration(t *testing.T) {

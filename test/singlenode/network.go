@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+
+	"github.com/google/nftables"
 )
 
 // guardChain is the iptables chain (raw table, before connection tracking
@@ -15,13 +17,29 @@ import (
 // nothing from another interface may reach a pod.
 const guardChain = "KFN-CLUSTER-GUARD"
 
+// policyChain is the iptables chain (mangle table, from FORWARD and INPUT)
+// that hands the first packet of every new connection to or from a pod to
+// the NetworkPolicy enforcer's NFQUEUE, which accepts or drops it.
+// kube-network-policies queues them with nftables' own queue expression,
+// which kernels without CONFIG_NFT_QUEUE (this machine's among them) lack:
+// its nftables table then fails to load (it logs so every second) and
+// iptables' NFQUEUE target (xt_NFQUEUE) diverts instead. Where both load,
+// a new connection is judged twice, with the same verdict. The queue is
+// bypassed while nothing listens on it: without the enforcer everything
+// passes, as with kube-network-policies' own rules.
+const policyChain = "KFN-CLUSTER-NETPOL"
+
+// networkPolicyQueue is the NFQUEUE the enforcer listens on.
+const networkPolicyQueue = "100"
+
 // forwardSysctl is turned on while the cluster runs (a pod's packet to a
 // Service is routed back onto the bridge after kube-proxy's DNAT) and set
 // back to its earlier value by Down.
 const forwardSysctl = "/proc/sys/net/ipv4/ip_forward"
 
 // setUpNetwork creates the bridge with the pods' gateway address, gives the
-// loopback interface the node's address, turns on IP forwarding and installs the guard chain.
+// loopback interface the node's address, turns on IP forwarding and installs the guard chain
+// and the policy chain.
 func setUpNetwork(cfg Config) error {
 	if hasAddr("lo", cfg.NodeIP) {
 		return fmt.Errorf("the node address %s is on lo already: another cluster runs, or a run was not torn down (run Down)", cfg.NodeIP)
@@ -54,7 +72,10 @@ func setUpNetwork(cfg Config) error {
 	if err := enableForwarding(cfg); err != nil {
 		return err
 	}
-	return installGuard(cfg)
+	if err := installGuard(cfg); err != nil {
+		return err
+	}
+	return installPolicyChain(cfg)
 }
 
 // enableForwarding records the current ip_forward value in StateDir, once,
@@ -101,6 +122,40 @@ func installGuard(cfg Config) error {
 	return run("iptables", "-w", "-t", "raw", "-I", "PREROUTING", "-j", guardChain)
 }
 
+// policyRules are the rules of the policy chain: new connections from or
+// to the pods (pod to pod, through a Service or not, and pod to node), the
+// node's own connections to pods not among them (they never pass FORWARD),
+// so the kubelet's probes and port-forwards are not judged, as
+// kube-network-policies leaves root's traffic alone.
+func policyRules(cfg Config) [][]string {
+	queue := []string{"-m", "conntrack", "--ctstate", "NEW", "-j", "NFQUEUE", "--queue-num", networkPolicyQueue, "--queue-bypass"}
+	return [][]string{
+		append([]string{"-s", cfg.ClusterCIDR}, queue...),
+		append([]string{"-d", cfg.ClusterCIDR}, queue...),
+	}
+}
+
+// policyHooks are the built-in chains of the mangle table that jump to the
+// policy chain.
+var policyHooks = []string{"FORWARD", "INPUT"}
+
+func installPolicyChain(cfg Config) error {
+	if err := run("iptables", "-w", "-t", "mangle", "-N", policyChain); err != nil {
+		return err
+	}
+	for _, r := range policyRules(cfg) {
+		if err := run(append([]string{"iptables", "-w", "-t", "mangle", "-A", policyChain}, r...)...); err != nil {
+			return err
+		}
+	}
+	for _, h := range policyHooks {
+		if err := run("iptables", "-w", "-t", "mangle", "-I", h, "-j", policyChain); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // tearDownNetwork removes what setUpNetwork made and restores ip_forward.
 // Each step runs even if an earlier one failed; missing pieces are fine.
 func tearDownNetwork(cfg Config) error {
@@ -115,6 +170,7 @@ func tearDownNetwork(cfg Config) error {
 		errs = append(errs, run("iptables", "-w", "-t", "raw", "-F", guardChain))
 		errs = append(errs, run("iptables", "-w", "-t", "raw", "-X", guardChain))
 	}
+	errs = append(errs, removeChain("mangle", policyChain))
 	if _, err := net.InterfaceByName(cfg.Bridge); err == nil {
 		errs = append(errs, run("ip", "link", "del", cfg.Bridge))
 	}
@@ -154,4 +210,31 @@ func hasAddr(name, ip string) bool {
 		}
 	}
 	return false
+}
+
+// networkPolicyTable is the nftables table (family inet) in which
+// kube-network-policies queues packets; it leaves the table behind when it
+// stops (it fails open, so the table then passes everything).
+const networkPolicyTable = "kube-network-policies"
+
+// removeNetworkPolicyTable deletes the enforcer's nftables table if there
+// is one.
+func removeNetworkPolicyTable() error {
+	conn, err := nftables.New()
+	if err != nil {
+		return fmt.Errorf("open nftables: %w", err)
+	}
+	tables, err := conn.ListTablesOfFamily(nftables.TableFamilyINet)
+	if err != nil {
+		return fmt.Errorf("list nftables tables: %w", err)
+	}
+	for _, t := range tables {
+		if t.Name == networkPolicyTable {
+			conn.DelTable(t)
+			if err := conn.Flush(); err != nil {
+				return fmt.Errorf("delete nftables table inet %s: %w", networkPolicyTable, err)
+			}
+		}
+	}
+	return nil
 }

@@ -45,6 +45,7 @@ func TestPKIChainsToTheClusterCA(t *testing.T) {
 		"kubelet-client":           {x509.ExtKeyUsageClientAuth, "", []string{"system:nodes"}},
 		"apiserver-kubelet-client": {x509.ExtKeyUsageClientAuth, "", []string{"system:masters"}},
 		"kube-proxy":               {x509.ExtKeyUsageClientAuth, "", nil},
+		"network-policies":         {x509.ExtKeyUsageClientAuth, "", nil}, // its own user, not system:masters
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -168,7 +169,7 @@ func TestAddonsRender(t *testing.T) {
 			assert.Equal(t, "10.214.0.10", ip)
 		}
 	}
-	assert.Equal(t, map[string]int{"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "ConfigMap": 1,
+	assert.Equal(t, map[string]int{"ServiceAccount": 1, "ClusterRole": 2, "ClusterRoleBinding": 2, "ConfigMap": 1,
 		"Deployment": 1, "Service": 1, "StorageClass": 1, "PersistentVolume": 2}, kinds)
 	assert.Contains(t, buf.String(), "image: localhost/kfn-cluster/coredns:v1")
 }

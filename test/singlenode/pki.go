@@ -104,6 +104,9 @@ func clusterCerts(cfg Config) []certSpec {
 		{file: "controller-manager", cn: "system:kube-controller-manager", client: true},
 		{file: "scheduler", cn: "system:kube-scheduler", client: true},
 		{file: "kube-proxy", cn: "system:kube-proxy", client: true},
+		// The NetworkPolicy enforcer lists and watches pods, namespaces
+		// and NetworkPolicies; addons.yaml grants that to this user.
+		{file: "network-policies", cn: NetworkPolicyUser, client: true},
 	}
 }
 

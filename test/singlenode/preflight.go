@@ -26,7 +26,7 @@ func Preflight(cfg Config) error {
 		return fmt.Errorf("%w: it must run as root (containers, a bridge and iptables rules), and runs as user %d", ErrCannotRun, os.Geteuid())
 	}
 	var missing []string
-	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy"} {
+	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "kube-network-policies"} {
 		if _, err := cfg.binary(b); err != nil {
 			missing = append(missing, filepath.Join(cfg.BinDir, b))
 		}

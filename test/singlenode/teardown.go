@@ -45,6 +45,8 @@ func Down(cfg Config) error {
 	// and their shims, then containerd and the control plane.
 	stop("kubelet", 10*time.Second)
 	stop("kube-proxy", 5*time.Second)
+	// It waits 5 s after SIGTERM before it exits.
+	stop("kube-network-policies", 10*time.Second)
 	errs = append(errs, killCgroup(cgroupParent))
 	stop("containerd", 10*time.Second)
 	for _, pid := range processesMentioning(cfg.StateDir) {
@@ -57,6 +59,7 @@ func Down(cfg Config) error {
 	stop("kube-apiserver", 10*time.Second)
 	stop("etcd", 10*time.Second)
 	errs = append(errs, cleanIptables(cfg))
+	errs = append(errs, removeNetworkPolicyTable())
 	errs = append(errs, unmountUnder(cfg.StateDir))
 	errs = append(errs, unmountUnder(cfg.DataDir))
 	errs = append(errs, removeCgroups(cgroupParent))
