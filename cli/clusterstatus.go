@@ -3,8 +3,10 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"sort"
+	"strings"
 	"time"
 
 	pb "github.com/kedacore/keda/v2/pkg/scalers/externalscaler"
@@ -21,6 +23,7 @@ import (
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 	"github.com/kfn-dev/kfn/api/trigger"
+	"github.com/kfn-dev/kfn/internal/auth"
 	"github.com/kfn-dev/kfn/local/dev"
 	"github.com/kfn-dev/kfn/scaler/server"
 )
@@ -139,12 +142,24 @@ func (c *cluster) deliveryCounts(ctx context.Context) (map[types.NamespacedName]
 	if err != nil {
 		return out, err
 	}
+	// The metrics name every tenant: the event bridge serves them over TLS
+	// to whom RBAC lets get /metrics (eventbridge.metrics.auth), so they
+	// get the kubeconfig's credentials; plain HTTP where the chart turned
+	// that off.
+	rt, err := auth.ClientTransport(c.rest)
+	if err != nil {
+		return out, err
+	}
+	kube := &http.Client{Transport: rt}
 	for _, p := range pods {
 		local, stop, err := c.forward(ctx, p.Name, bridgeMetricsPort)
 		if err != nil {
 			return out, err
 		}
-		err = addDeliveries(ctx, fmt.Sprintf("http://127.0.0.1:%d/metrics", local[0]), out)
+		err = addDeliveries(ctx, kube, fmt.Sprintf("https://127.0.0.1:%d/metrics", local[0]), out)
+		if err != nil && strings.Contains(err.Error(), "server gave HTTP response to HTTPS client") {
+			err = addDeliveries(ctx, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/metrics", local[0]), out)
+		}
 		stop()
 		if err != nil {
 			return out, fmt.Errorf("metrics of %s: %w", p.Name, err)
@@ -161,20 +176,21 @@ const (
 	metricDeadLettered = "kfn_eventbridge_dead_lettered_total"
 )
 
-// addDeliveries reads a Prometheus text page and adds its dispatcher
-// counters to out.
-func addDeliveries(ctx context.Context, url string, out map[types.NamespacedName]deliveries) error {
+// addDeliveries reads a Prometheus text page with hc and adds its
+// dispatcher counters to out.
+func addDeliveries(ctx context.Context, hc *http.Client, url string, out map[types.NamespacedName]deliveries) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET /metrics: %s", resp.Status)
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("GET /metrics: %s: %s", resp.Status, strings.TrimSpace(string(body)))
 	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(resp.Body)

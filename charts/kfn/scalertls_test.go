@@ -19,6 +19,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
@@ -240,4 +241,25 @@ func scalerCall(t testing.TB, addr string, ca []byte, client map[string][]byte) 
 		return fmt.Errorf("health: %s", resp.GetStatus())
 	}
 	return nil
+}
+
+// TestCLIRole: kfn's CLI needs to find the event bridge's pods and
+// port-forward to them; the Role allows that in the release's namespace
+// only, and cli.subjects binds it.
+func TestCLIRole(t *testing.T) {
+	r := typed(t, render(t, nil))
+	role := r.roles["kfn-cli"]
+	require.NotNil(t, role)
+	assert.Equal(t, releaseNamespace, role.Namespace)
+	assert.ElementsMatch(t, []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}},
+		{APIGroups: []string{""}, Resources: []string{"pods/portforward"}, Verbs: []string{"get", "create"}},
+	}, role.Rules)
+	assert.Nil(t, findIn(r.objs, "RoleBinding", releaseNamespace, "kfn-cli"), "bound to no one by default")
+
+	subject := map[string]any{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "developers"}
+	binding := findIn(render(t, map[string]any{"cli": map[string]any{"subjects": []any{subject}}}), "RoleBinding", releaseNamespace, "kfn-cli")
+	require.NotNil(t, binding)
+	subjects, _, _ := unstructured.NestedSlice(binding.Object, "subjects")
+	assert.Equal(t, []any{subject}, subjects)
 }

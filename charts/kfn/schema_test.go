@@ -128,6 +128,10 @@ func TestValuesRefused(t *testing.T) {
 			values: map[string]any{"scaler": map[string]any{"tls": map[string]any{"enabled": false, "requireClientCert": false, "existingSecret": "mine"}}},
 			want:   []string{"scaler.tls.existingSecret is set but scaler.tls.enabled is false"},
 		},
+		"a CLI subject of no kind RBAC knows": {
+			values: map[string]any{"cli": map[string]any{"subjects": []any{map[string]any{"kind": "Robot", "name": "r2"}}}},
+			want:   []string{"/cli/subjects/0/kind"},
+		},
 		"KEDA authentication made sometimes": {
 			values: map[string]any{"scaler": map[string]any{"tls": map[string]any{"kedaAuthentication": map[string]any{"create": "sometimes"}}}},
 			want:   []string{"/scaler/tls/kedaAuthentication/create"},

@@ -18,6 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
+
+	"github.com/kfn-dev/kfn/test/clusterinstall"
 )
 
 // proberFunction is a Node.js Function that tries, from its own pod and
@@ -185,7 +187,8 @@ func TestAnotherNamespaceGetsNothingOfA(t *testing.T) {
 }
 
 // kubeconfigOf writes a kubeconfig for a ServiceAccount of ns bound to
-// the cluster role there (a user of that namespace) and returns its path.
+// the cluster role there (a user of that namespace), who may use kfn's
+// CLI (the chart's Role <release>-cli), and returns its path.
 func kubeconfigOf(t *testing.T, ns, role string) string {
 	t.Helper()
 	cs := platform.cluster.Clientset
@@ -196,6 +199,14 @@ func kubeconfigOf(t *testing.T, ns, role string) string {
 	_, err = cs.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	// kfn's CLI reaches the event bridge through a port-forward: the
+	// chart's Role for it, bound as cli.subjects would.
+	_, err = cs.RbacV1().RoleBindings(clusterinstall.Namespace).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "cli-" + ns + "-" + name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: clusterinstall.Release + "-cli"},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
