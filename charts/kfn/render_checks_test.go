@@ -221,7 +221,7 @@ func TestRenderValueSets(t *testing.T) {
 		assert.Equal(t, map[string]int{
 			"CustomResourceDefinition": 2, "ServiceAccount": 3, "ClusterRole": 7, "ClusterRoleBinding": 3, "Role": 4, "RoleBinding": 3, // the admin API's two aggregated roles, the gateway's one and the metrics reader, the client CA's Role and binding, the CLI's Role (bound with cli.subjects)
 			"ConfigMap": 2, "Deployment": 3, "StatefulSet": 1, "Service": 6, "PodDisruptionBudget": 4, // profile ha
-			"Secret": 1, // the scaler's certificates (KEDA's half only where KEDA's API is)
+			"Secret":        1, // the scaler's certificates (KEDA's half only where KEDA's API is)
 			"NetworkPolicy": 4, // on by default
 		}, kinds(r.objs))
 		assert.Contains(t, container(t, r.deployments["kfn-eventbridge"]).Args, "-nats-url=nats://kfn-nats.kfn-system.svc.cluster.local:4222")
