@@ -9,6 +9,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/egress"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/internal/logging"
+	"github.com/kfn-dev/kfn/internal/natsconn"
 )
 
 // Process is the configuration of the event bridge as a process of its
@@ -19,6 +20,10 @@ type Process struct {
 	Config
 	// NATSURL is the NATS server (comma-separated for a cluster).
 	NATSURL string
+	// NATS is the user, password and CA the bridge connects to NATS with
+	// (flags -nats-user, -nats-password-file, -nats-creds-file,
+	// -nats-ca-file); the zero value connects anonymously.
+	NATS natsconn.Credentials
 	// Listen is the publisher's address (/publish, /{app}/v1/events,
 	// /{app}/v2/events, /healthz, /readyz).
 	Listen string
@@ -107,6 +112,7 @@ func DefaultProcess() Process {
 // values as defaults.
 func (c *Process) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.NATSURL, "nats-url", c.NATSURL, "NATS server URL(s), comma-separated")
+	c.NATS.RegisterFlags(fs)
 	fs.StringVar(&c.Listen, "listen", c.Listen, "address of the publisher (and /healthz, /readyz)")
 	fs.StringVar(&c.AdminListen, "admin-listen", c.AdminListen, "address of the dead-letter admin API; empty disables it")
 	fs.StringVar(&c.AdminAuth, "admin-auth", c.AdminAuth, "who may use the admin API: kubernetes (over TLS, callers authenticated by the cluster with a bearer token or client certificate, each allowed what RBAC grants on subscriptions/deadletters in a namespace) or none (whoever reaches -admin-listen; only with -subscriptions)")
@@ -214,6 +220,9 @@ func (c *Process) Validate() error {
 	}
 	if c.NATSURL == "" {
 		return fmt.Errorf("%w: -nats-url is required", ErrInvalidConfig)
+	}
+	if err := c.NATS.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	if c.Has(ComponentPublisher) && c.Listen == "" {
 		return fmt.Errorf("%w: the publisher needs -listen", ErrInvalidConfig)

@@ -62,7 +62,7 @@ func Run(ctx context.Context, p Process, root *slog.Logger) error {
 	}
 	reconnected := make(chan struct{}, 1)
 	deps.Reconnected = reconnected
-	nc, err := natsconn.Connect(p.NATSURL, natsconn.Options{Name: "kfn-eventbridge", Log: log, OnReconnect: func() {
+	nc, err := natsconn.Connect(p.NATSURL, natsconn.Options{Name: "kfn-eventbridge", Log: log, Credentials: p.NATS, OnReconnect: func() {
 		select {
 		case reconnected <- struct{}{}:
 		default:

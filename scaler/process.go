@@ -9,6 +9,7 @@ import (
 	"github.com/kfn-dev/kfn/api/inflight"
 	"github.com/kfn-dev/kfn/api/stream"
 	"github.com/kfn-dev/kfn/internal/logging"
+	"github.com/kfn-dev/kfn/internal/natsconn"
 	"github.com/kfn-dev/kfn/scaler/activity"
 )
 
@@ -20,6 +21,10 @@ var ErrInvalidConfig = errors.New("invalid scaler configuration")
 type Process struct {
 	// NATSURL is the NATS server (comma-separated for a cluster).
 	NATSURL string
+	// NATS is the user, password and CA the scaler connects to NATS with
+	// (flags -nats-user, -nats-password-file, -nats-creds-file,
+	// -nats-ca-file); the zero value connects anonymously.
+	NATS natsconn.Credentials
 	// EventStream is the stream whose consumers hold the backlog.
 	EventStream string
 	// Listen is the gRPC server's address (KEDA's external scaler protocol
@@ -61,6 +66,7 @@ func DefaultProcess() Process {
 // values as defaults.
 func (c *Process) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.NATSURL, "nats-url", c.NATSURL, "NATS server URL(s), comma-separated")
+	c.NATS.RegisterFlags(fs)
 	fs.StringVar(&c.EventStream, "event-stream", c.EventStream, "name of the event stream whose consumers hold the backlog")
 	fs.StringVar(&c.Listen, "listen", c.Listen, "address of the gRPC server (KEDA's external scaler protocol and gRPC health)")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "address of /metrics, /healthz and /readyz; empty disables it")
@@ -92,6 +98,9 @@ func (c *Process) Validate() error {
 	}
 	if _, err := logging.ParseLevel(c.LogLevel); err != nil {
 		return fmt.Errorf("%w: -log-level: %w", ErrInvalidConfig, err)
+	}
+	if err := c.NATS.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return nil
 }

@@ -60,7 +60,7 @@ func Run(ctx context.Context, cfg Process, root *slog.Logger) error {
 		}
 		serverOpts = append(serverOpts, server.WithTLS(tlsCfg))
 	}
-	nc, err := natsconn.Connect(cfg.NATSURL, natsconn.Options{Name: "kfn-scaler", Log: log})
+	nc, err := natsconn.Connect(cfg.NATSURL, natsconn.Options{Name: "kfn-scaler", Log: log, Credentials: cfg.NATS})
 	if err != nil {
 		return err
 	}

@@ -25,18 +25,28 @@ type Options struct {
 	// OnReconnect, if not nil, runs after each reconnect (NATS may be a new,
 	// empty server then). It must not block.
 	OnReconnect func()
+	// Credentials are the user, password and CA the connection uses; the
+	// zero value connects anonymously.
+	Credentials Credentials
 }
 
 // Connect connects to the NATS server(s) at url (comma-separated for a
 // cluster). A server that is not up yet is no error: the connection keeps
 // trying every ReconnectWait, as it does after any disconnect, forever.
-// The error says why the URL or the options are refused.
+// A server that refuses the credentials twice in a row closes the
+// connection for good (nats.go's rule; Lost reports it), and a permission
+// the server denies later is logged as a warning. The error says why the URL, the options or the credentials'
+// files are refused.
 func Connect(url string, o Options) (*nats.Conn, error) {
 	log := o.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	nc, err := nats.Connect(url,
+	creds, err := o.Credentials.options()
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS %s: %w", url, err)
+	}
+	nc, err := nats.Connect(url, append(creds,
 		nats.Name(o.Name),
 		nats.MaxReconnects(-1),
 		nats.RetryOnFailedConnect(true),
@@ -48,7 +58,8 @@ func Connect(url string, o Options) (*nats.Conn, error) {
 				o.OnReconnect()
 			}
 		}),
-	)
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { log.Warn("NATS error", "error", err) }),
+	)...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS %s: %w", url, err)
 	}

@@ -3,11 +3,14 @@ package natsconn_test
 import (
 	"context"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -107,4 +110,83 @@ func TestLostWhenTheServerRefuses(t *testing.T) {
 	cancel2()
 	nc2.Close()
 	require.Never(t, func() bool { return len(lost2) > 0 }, 200*time.Millisecond, 10*time.Millisecond, "closed by its owner: not lost")
+}
+
+// TestConnectWithCredentials connects to a server that has users: the
+// password comes from the file, which is read again before a reconnect
+// (a rotated Secret takes effect); a server that refuses the password
+// twice closes the connection for good, which Lost reports.
+func TestConnectWithCredentials(t *testing.T) {
+	port := testport.Port(t)
+	users := func(password string) *server.Options {
+		return &server.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true,
+			Users: []*server.User{{Username: "kfn-test", Password: password}}}
+	}
+	start := func(o *server.Options) *server.Server {
+		srv, err := server.NewServer(o)
+		require.NoError(t, err)
+		srv.Start()
+		require.True(t, srv.ReadyForConnections(10*time.Second))
+		t.Cleanup(srv.Shutdown)
+		return srv
+	}
+	srv := start(users("first-password"))
+	file := filepath.Join(t.TempDir(), "password")
+	require.NoError(t, os.WriteFile(file, []byte("first-password\n"), 0o600))
+	creds := natsconn.Credentials{User: "kfn-test", PasswordFile: file}
+	require.NoError(t, creds.Validate())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	nc, err := natsconn.Connect(srv.ClientURL(), natsconn.Options{Name: "kfn-test", Credentials: creds})
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	lost := natsconn.Lost(ctx, nc)
+	require.Eventually(t, nc.IsConnected, 10*time.Second, 10*time.Millisecond, "connected with the file's password")
+
+	// The Secret is rotated, and the server restarts with the new password.
+	require.NoError(t, os.WriteFile(file, []byte("second-password"), 0o600))
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	srv = start(users("second-password"))
+	require.Eventually(t, func() bool { return nc.IsConnected() && nc.Stats().Reconnects == 1 }, 10*time.Second, 10*time.Millisecond,
+		"reconnected with the new password")
+
+	// A server that does not know the password.
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	start(users("third-password"))
+	select {
+	case err := <-lost:
+		require.ErrorIs(t, err, natsconn.ErrLost)
+		assert.ErrorIs(t, err, nats.ErrAuthorization)
+	case <-time.After(20 * time.Second):
+		t.Fatal("a refused password did not close the connection")
+	}
+}
+
+// TestCredentialsValidate: flags that do not go together are refused by
+// Validate, files that cannot be used by Connect.
+func TestCredentialsValidate(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "password")
+	require.NoError(t, os.WriteFile(file, []byte("secret"), 0o600))
+	empty := filepath.Join(t.TempDir(), "empty")
+	require.NoError(t, os.WriteFile(empty, []byte(" \n"), 0o600))
+	assert.NoError(t, natsconn.Credentials{}.Validate(), "anonymous")
+	assert.NoError(t, natsconn.Credentials{User: "u", PasswordFile: file, CAFile: file}.Validate())
+	for name, c := range map[string]natsconn.Credentials{
+		"a user without a password":     {User: "u"},
+		"a password without a user":     {PasswordFile: file},
+		"a user and a credentials file": {User: "u", PasswordFile: file, CredsFile: file},
+	} {
+		assert.ErrorIs(t, c.Validate(), natsconn.ErrInvalidCredentials, name)
+	}
+	for name, c := range map[string]natsconn.Credentials{
+		"a missing password file": {User: "u", PasswordFile: file + ".missing"},
+		"an empty password":       {User: "u", PasswordFile: empty},
+		"a missing CA":            {CAFile: file + ".missing"},
+	} {
+		_, err := natsconn.Connect("nats://127.0.0.1:1", natsconn.Options{Credentials: c})
+		assert.Error(t, err, "Connect refuses %s", name)
+	}
 }
