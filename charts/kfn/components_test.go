@@ -17,7 +17,6 @@ import (
 	"time"
 
 	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -404,15 +403,13 @@ func TestEventBridgeRBAC(t *testing.T) {
 	useApps(t, ctx, in.admin, "kfn-eventbridge-reconciler")
 	kubeconfig, rec := serviceAccountProxy(t, in.cluster, releaseNamespace, "kfn-eventbridge")
 
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, MaxPayload: 4 << 20})
-	require.NoError(t, err)
-	ns.Start()
-	t.Cleanup(ns.Shutdown)
-	require.True(t, ns.ReadyForConnections(10*time.Second))
+	// The chart's NATS, with its users: the bridge connects as its own.
+	n := natsOf(t, typed(t, in.objs))
+	ns := n.startSingle(t)
 
 	args := container(t, typed(t, in.objs).deployments["kfn-eventbridge"]).Args
 	adminAddr, metricsAddr := testport.Addr(t), testport.Addr(t)
-	args = append(append([]string(nil), args...), "-nats-url="+ns.ClientURL(), "-listen=127.0.0.1:0", "-gateway-listen=127.0.0.1:0", "-admin-listen="+adminAddr, "-metrics-listen="+metricsAddr,
+	args = append(append([]string(nil), args...), "-nats-url="+ns.ClientURL(), "-nats-password-file="+n.passwordFile(t, "eventbridge"), "-listen=127.0.0.1:0", "-gateway-listen=127.0.0.1:0", "-admin-listen="+adminAddr, "-metrics-listen="+metricsAddr,
 		"-stream-replicas=1") // one embedded server; the default profile renders 3
 	p := start(t, filepath.Join(in.bin, "eventbridge"), kubeconfig, args...)
 
@@ -505,11 +502,8 @@ func TestScalerRBAC(t *testing.T) {
 	useApps(t, ctx, in.admin, "kfn-scaler") // the scaler holds no Lease: nothing to delete
 	kubeconfig, rec := serviceAccountProxy(t, in.cluster, releaseNamespace, "kfn-scaler")
 
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
-	require.NoError(t, err)
-	ns.Start()
-	t.Cleanup(ns.Shutdown)
-	require.True(t, ns.ReadyForConnections(10*time.Second))
+	n := natsOf(t, typed(t, in.objs))
+	ns := n.startSingle(t)
 
 	// The rendered certificates, in the files the Secret's volume would
 	// hold: the scaler serves them, and KEDA's is the only way in.
@@ -519,7 +513,7 @@ func TestScalerRBAC(t *testing.T) {
 		args = append(args, strings.ReplaceAll(a, "/etc/kfn/tls/", tlsDir+"/"))
 	}
 	grpcAddr := testport.Addr(t)
-	args = append(args, "-nats-url="+ns.ClientURL(), "-listen="+grpcAddr, "-metrics-listen=")
+	args = append(args, "-nats-url="+ns.ClientURL(), "-nats-password-file="+n.passwordFile(t, "scaler"), "-listen="+grpcAddr, "-metrics-listen=")
 	p := start(t, filepath.Join(in.bin, "scaler"), kubeconfig, args...)
 	a := in.admin
 	require.NoError(t, a.Create(ctx, &eventingv1alpha2.Subscription{

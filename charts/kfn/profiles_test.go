@@ -21,9 +21,9 @@ func TestProfileHA(t *testing.T) {
 	nats := r.statefulSets["kfn-nats"]
 	require.NotNil(t, nats)
 	assert.Equal(t, int32(3), *nats.Spec.Replicas, "3 NATS servers")
-	conf := r.configMaps["kfn-nats"].Data["nats.conf"]
+	env := natsOf(t, r).env
 	for i := range 3 {
-		assert.Contains(t, conf, fmt.Sprintf("nats://kfn-nats-%d.kfn-nats-headless.kfn-system.svc.cluster.local:6222", i), "routes to every server")
+		assert.Contains(t, env[fmt.Sprintf("KFN_NATS_ROUTE_%d", i)], fmt.Sprintf("@kfn-nats-%d.kfn-nats-headless.kfn-system.svc.cluster.local:6222", i), "routes to every server, with the routes' password")
 	}
 	assert.Contains(t, container(t, r.deployments["kfn-eventbridge"]).Args, "-stream-replicas=3", "streams R3")
 	assert.Contains(t, container(t, r.deployments["kfn-eventbridge"]).Args, "-leader-election=true")

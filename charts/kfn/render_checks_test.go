@@ -221,7 +221,7 @@ func TestRenderValueSets(t *testing.T) {
 		assert.Equal(t, map[string]int{
 			"CustomResourceDefinition": 2, "ServiceAccount": 3, "ClusterRole": 7, "ClusterRoleBinding": 3, "Role": 4, "RoleBinding": 3, // the admin API's two aggregated roles, the gateway's one and the metrics reader, the client CA's Role and binding, the CLI's Role (bound with cli.subjects)
 			"ConfigMap": 2, "Deployment": 3, "StatefulSet": 1, "Service": 6, "PodDisruptionBudget": 4, // profile ha
-			"Secret":        1, // the scaler's certificates (KEDA's half only where KEDA's API is)
+			"Secret":        2, // the scaler's certificates (KEDA's half only where KEDA's API is), NATS's passwords
 			"NetworkPolicy": 4, // on by default
 		}, kinds(r.objs))
 		assert.Contains(t, container(t, r.deployments["kfn-eventbridge"]).Args, "-nats-url=nats://kfn-nats.kfn-system.svc.cluster.local:4222")
@@ -276,7 +276,7 @@ func TestRenderValueSets(t *testing.T) {
 			require.NotNil(t, aff, "%s spreads its replicas", name)
 			assert.NotEmpty(t, aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution, name)
 		}
-		assert.Contains(t, r.configMaps["kfn-nats"].Data["nats.conf"], "nats://kfn-nats-2.kfn-nats-headless.kfn-system.svc.cluster.local:6222")
+		assert.Contains(t, natsOf(t, r).env["KFN_NATS_ROUTE_2"], "@kfn-nats-2.kfn-nats-headless.kfn-system.svc.cluster.local:6222")
 	})
 	t.Run("hardened", func(t *testing.T) {
 		r := get(t, "hardened")
@@ -368,6 +368,9 @@ func TestNATSConfig(t *testing.T) {
 			require.NotNil(t, sts)
 			assert.True(t, strings.HasSuffix(sts.Spec.Template.Spec.Containers[0].Image, server.VERSION+"-alpine"),
 				"the chart's NATS image %s is the version the tests embed (%s)", sts.Spec.Template.Spec.Containers[0].Image, server.VERSION)
+			for k, v := range natsOf(t, r).env {
+				t.Setenv(k, v) // the passwords and route URLs
+			}
 			t.Setenv("POD_NAME", "kfn-nats-0")
 			file := filepath.Join(t.TempDir(), "nats.conf")
 			require.NoError(t, os.WriteFile(file, []byte(cm.Data["nats.conf"]), 0o600))

@@ -316,7 +316,71 @@ number of bytes, for the NATS config.
 {{- end }}
 
 {{- define "kfn.natsConfigChecksum" -}}
-{{- toJson (list .Values.nats.maxPayload .Values.nats.jetstream (include "kfn.replicas" (dict "ctx" . "component" "nats"))) | sha256sum -}}
+{{- $s := .Values.eventbridge.streams -}}
+{{- toJson (list .Values.nats.maxPayload .Values.nats.jetstream (include "kfn.replicas" (dict "ctx" . "component" "nats")) .Values.nats.auth.enabled .Values.nats.tls.enabled $s.eventStream $s.deadLetterStream) | sha256sum -}}
+{{- end }}
+
+{{/*
+kfn.natsAuthData is the data (base64) of the NATS passwords' Secret: the
+Secret already in the cluster (Helm's lookup; so upgrades keep it), else
+new random passwords. Computed once per rendering (kept in the values), so
+that the Secret and the checksum that restarts NATS agree. Without a
+cluster (helm template) lookup finds nothing: every rendering makes new
+passwords.
+*/}}
+{{- define "kfn.natsAuthData" -}}
+{{- $c := .Values.nats.auth -}}
+{{- if not (hasKey $c "_data") -}}
+{{- $old := lookup "v1" "Secret" .Release.Namespace (include "kfn.natsAuth.secretName" .) -}}
+{{- $data := dict -}}
+{{- range $k := list "eventbridge" "scaler" "routes" -}}
+{{- $p := "" -}}
+{{- if and $old $old.data -}}{{- $p = get $old.data $k -}}{{- end -}}
+{{- $_ := set $data $k (default (randAlphaNum 32 | b64enc) $p) -}}
+{{- end -}}
+{{- $_ := set $c "_data" $data -}}
+{{- end -}}
+{{- toJson $c._data -}}
+{{- end }}
+
+{{- define "kfn.natsAuthChecksum" -}}
+{{- if .Values.nats.auth.existingSecret -}}
+{{- (lookup "v1" "Secret" .Release.Namespace .Values.nats.auth.existingSecret).data | toJson | sha256sum -}}
+{{- else -}}
+{{- include "kfn.natsAuthData" . | sha256sum -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+kfn.natsTLSData is the data (base64) of the NATS certificate's Secret, like
+kfn.natsAuthData: the one in the cluster, else a new CA (ten years) and a
+server certificate it signs for the client Service and every server's
+route name.
+*/}}
+{{- define "kfn.natsTLSData" -}}
+{{- $c := .Values.nats.tls -}}
+{{- if not (hasKey $c "_data") -}}
+{{- $old := lookup "v1" "Secret" .Release.Namespace (include "kfn.natsTLS.secretName" .) -}}
+{{- if and $old $old.data -}}
+{{- $_ := set $c "_data" (pick $old.data "ca.crt" "tls.crt" "tls.key") -}}
+{{- else -}}
+{{- $name := include "kfn.nats.name" . -}}
+{{- $ns := .Release.Namespace -}}
+{{- $sans := list $name (printf "%s.%s" $name $ns) (printf "%s.%s.svc" $name $ns) (printf "%s.%s.svc.cluster.local" $name $ns) (printf "*.%s-headless.%s.svc.cluster.local" $name $ns) (printf "*.%s-headless.%s.svc" $name $ns) -}}
+{{- $ca := genCA (printf "%s-ca" $name) 3650 -}}
+{{- $cert := genSignedCert $name nil $sans 3650 $ca -}}
+{{- $_ := set $c "_data" (dict "ca.crt" ($ca.Cert | b64enc) "tls.crt" ($cert.Cert | b64enc) "tls.key" ($cert.Key | b64enc)) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $c._data -}}
+{{- end }}
+
+{{- define "kfn.natsTLSChecksum" -}}
+{{- if .Values.nats.tls.existingSecret -}}
+{{- (lookup "v1" "Secret" .Release.Namespace .Values.nats.tls.existingSecret).data | toJson | sha256sum -}}
+{{- else -}}
+{{- include "kfn.natsTLSData" . | sha256sum -}}
+{{- end -}}
 {{- end }}
 
 {{/*
@@ -358,4 +422,75 @@ not made: an ExternalName alias answers on port 80 only and eventbridge.service.
 externalName
 {{- end -}}
 {{- end -}}
+{{- end }}
+
+{{/* The Secret of the in-chart NATS's passwords (keys eventbridge, scaler, routes). */}}
+{{- define "kfn.natsAuth.secretName" -}}
+{{- default (printf "%s-auth" (include "kfn.nats.name" .)) .Values.nats.auth.existingSecret -}}
+{{- end }}
+
+{{/* The Secret of the in-chart NATS's certificate (tls.crt, tls.key, ca.crt). */}}
+{{- define "kfn.natsTLS.secretName" -}}
+{{- default (printf "%s-tls" (include "kfn.nats.name" .)) .Values.nats.tls.existingSecret -}}
+{{- end }}
+
+{{/*
+What a component (dict "ctx" $ "component" "eventbridge"|"scaler") needs
+to connect to NATS with credentials: kfn.natsClientArgs are its flags,
+kfn.natsClientMounts and kfn.natsClientVolumes the files (a projected
+volume at /etc/kfn/nats holding only this component's password, and the
+CA). With the in-chart NATS, the component's own user of the chart's
+Secret; with an external NATS, externalNATS's user and keys.
+*/}}
+{{- define "kfn.natsClientFiles" -}}
+{{- $v := .ctx.Values -}}
+{{- $files := list -}}
+{{- if $v.nats.enabled -}}
+{{- if $v.nats.auth.enabled -}}{{- $files = append $files (list (include "kfn.natsAuth.secretName" .ctx) .component "password") -}}{{- end -}}
+{{- if $v.nats.tls.enabled -}}{{- $files = append $files (list (include "kfn.natsTLS.secretName" .ctx) "ca.crt" "ca.crt") -}}{{- end -}}
+{{- else if $v.externalNATS.existingSecret -}}
+{{- $e := $v.externalNATS -}}
+{{- if $e.passwordKey -}}{{- $files = append $files (list $e.existingSecret $e.passwordKey "password") -}}{{- end -}}
+{{- if $e.credsKey -}}{{- $files = append $files (list $e.existingSecret $e.credsKey "nats.creds") -}}{{- end -}}
+{{- if $e.caKey -}}{{- $files = append $files (list $e.existingSecret $e.caKey "ca.crt") -}}{{- end -}}
+{{- end -}}
+{{- toJson $files -}}
+{{- end }}
+
+{{- define "kfn.natsClientArgs" -}}
+{{- $v := .ctx.Values -}}
+{{- range $f := fromJsonArray (include "kfn.natsClientFiles" .) }}
+{{- if eq (index $f 2) "password" }}
+- -nats-user={{ if $v.nats.enabled }}kfn-{{ $.component }}{{ else }}{{ $v.externalNATS.user }}{{ end }}
+- -nats-password-file=/etc/kfn/nats/password
+{{- else if eq (index $f 2) "nats.creds" }}
+- -nats-creds-file=/etc/kfn/nats/nats.creds
+{{- else }}
+- -nats-ca-file=/etc/kfn/nats/ca.crt
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "kfn.natsClientMounts" -}}
+{{- if fromJsonArray (include "kfn.natsClientFiles" .) }}
+- name: nats-client
+  mountPath: /etc/kfn/nats
+  readOnly: true
+{{- end }}
+{{- end }}
+
+{{- define "kfn.natsClientVolumes" -}}
+{{- $files := fromJsonArray (include "kfn.natsClientFiles" .) -}}
+{{- if $files }}
+- name: nats-client
+  projected:
+    sources:
+      {{- range $f := $files }}
+      - secret:
+          name: {{ index $f 0 }}
+          items:
+            - key: {{ index $f 1 }}
+              path: {{ index $f 2 }}
+      {{- end }}
+{{- end }}
 {{- end }}
