@@ -657,7 +657,7 @@ func TestNATSSecretsKeptAcrossUpgrades(t *testing.T) {
 		require.NoError(t, err)
 		var out []*unstructured.Unstructured
 		for _, o := range objs {
-			if o.GetKind() == "Secret" {
+			if o.GetKind() == "Secret" && strings.Contains(o.GetName(), "-nats-") {
 				out = append(out, o)
 			}
 		}
