@@ -26,6 +26,7 @@ func TestPublisherToken(t *testing.T) {
 	bad.TokenFile = short
 	bad.Subscriptions = []string{filepath.Join(dir, "none.yaml")}
 	bad.AdminAuth = eventbridge.AdminAuthNone
+	bad.MetricsAuth = eventbridge.MetricsAuthNone
 	require.ErrorContains(t, eventbridge.Run(context.Background(), bad, slog.New(slog.NewTextHandler(io.Discard, nil))), "-token-file")
 
 	tokenFile := filepath.Join(dir, "token")

@@ -338,6 +338,7 @@ func (h *harness) startDispatcherReplica(name string, metricsPort int) *proc {
 	return start(h.t, name, []string{bins.eventbridge, "-components=dispatcher", "-nats-url=" + h.natsURL(),
 		fmt.Sprintf("-resolve=fn.%s=http://127.0.0.1:%d", h.ns, h.fnPort), "-allow-loopback-sinks",
 		"-request-timeout=1s", "-listen=", "-admin-listen=", fmt.Sprintf("-metrics-listen=127.0.0.1:%d", metricsPort),
+		"-metrics-auth=none", // the harness reads the counters; who may: eventbridge TestRunInACluster
 		"-log-level=debug"}, []string{"KUBECONFIG=" + kubeconfig})
 }
 
