@@ -27,13 +27,12 @@ import (
 	"github.com/kfn-dev/kfn/internal/auth"
 )
 
-// Ports of the event bridge's and the scaler's containers (the chart's).
+// Ports of the event bridge's container (the chart's).
 const (
 	bridgePublisherPort = 8080
 	bridgeAdminPort     = 8081
 	bridgeGatewayPort   = 8082
 	bridgeMetricsPort   = 9090
-	scalerGRPCPort      = 9090
 )
 
 // fieldManager owns what kfn apply writes.

@@ -7,13 +7,9 @@ import (
 	"net/http"
 	"sort"
 	"strings"
-	"time"
 
-	pb "github.com/kedacore/keda/v2/pkg/scalers/externalscaler"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,16 +18,14 @@ import (
 
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
-	"github.com/kfn-dev/kfn/api/trigger"
 	"github.com/kfn-dev/kfn/internal/auth"
 	"github.com/kfn-dev/kfn/local/dev"
-	"github.com/kfn-dev/kfn/scaler/server"
 )
 
 // status reads what `kfn get` shows of a cluster: Functions (replicas
-// from their Deployments, problems from their conditions, the backlog from
-// kfn's scaler) and Subscriptions (delivery counts from the event bridges'
-// metrics), in namespace ns or, when ns is empty, in all namespaces. What
+// from their Deployments, problems from their conditions, the backlog of
+// their Subscriptions) and Subscriptions (delivery counts and backlog from
+// the event bridges' metrics), in namespace ns or, when ns is empty, in all namespaces. What
 // cannot be read from kfn's pods is said in the status's Errors.
 func (c *cluster) status(ctx context.Context, ns string) (dev.Status, error) {
 	st := dev.Status{Ready: true, Addr: c.where}
@@ -43,10 +37,11 @@ func (c *cluster) status(ctx context.Context, ns string) (dev.Status, error) {
 	if err := c.client.List(ctx, &subs, client.InNamespace(ns)); err != nil {
 		return st, fmt.Errorf("list Subscriptions in %s: %w", c.where, err)
 	}
-	backlog, err := c.backlogs(ctx, fns.Items)
+	counts, err := c.deliveryCounts(ctx)
 	if err != nil {
-		st.Errors = append(st.Errors, "backlog unknown: "+err.Error())
+		st.Errors = append(st.Errors, "delivery counts and backlog unknown: "+err.Error())
 	}
+	backlog := functionBacklogs(subs.Items, counts)
 	for i := range fns.Items {
 		f := &fns.Items[i]
 		fs := dev.FunctionStatus{Namespace: f.Namespace, Name: f.Name, Runtime: string(f.Spec.Runtime),
@@ -69,10 +64,6 @@ func (c *cluster) status(ctx context.Context, ns string) (dev.Status, error) {
 		}
 		st.Functions = append(st.Functions, fs)
 	}
-	counts, err := c.deliveryCounts(ctx)
-	if err != nil {
-		st.Errors = append(st.Errors, "delivery counts unknown: "+err.Error())
-	}
 	for _, s := range subs.Items {
 		k := types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
 		n := counts[k]
@@ -84,56 +75,25 @@ func (c *cluster) status(ctx context.Context, ns string) (dev.Status, error) {
 	return st, nil
 }
 
-// backlogs asks kfn's scaler, as KEDA does, how many events wait for each
-// autoscaled Function.
-func (c *cluster) backlogs(ctx context.Context, fns []serverlessv1alpha2.Function) (map[types.NamespacedName]uint64, error) {
+// functionBacklogs adds up, for each Function, the events waiting for the
+// Subscriptions whose sink is its Service (what kfn's scaler counts for
+// KEDA; the scaler itself answers KEDA's certificate only).
+func functionBacklogs(subs []eventingv1alpha2.Subscription, counts map[types.NamespacedName]deliveries) map[types.NamespacedName]uint64 {
 	out := map[types.NamespacedName]uint64{}
-	var scaled []*serverlessv1alpha2.Function
-	for i := range fns {
-		if fns[i].Autoscaled() {
-			scaled = append(scaled, &fns[i])
-		}
-	}
-	if len(scaled) == 0 {
-		return out, nil
-	}
-	pods, err := c.readyPods(ctx, "scaler")
-	if err != nil {
-		return out, err
-	}
-	local, stop, err := c.forward(ctx, pods[0].Name, scalerGRPCPort)
-	if err != nil {
-		return out, err
-	}
-	defer stop()
-	conn, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", local[0]), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return out, fmt.Errorf("connect to the scaler: %w", err)
-	}
-	defer conn.Close()
-	sc := pb.NewExternalScalerClient(conn)
-	for _, f := range scaled {
-		md := trigger.Metadata{Function: types.NamespacedName{Namespace: f.Namespace, Name: f.Name},
-			TargetBacklog: f.TargetBacklog(), TargetConcurrency: f.TargetConcurrency()}
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		resp, err := sc.GetMetrics(rctx, &pb.GetMetricsRequest{
-			ScaledObjectRef: &pb.ScaledObjectRef{Namespace: f.Namespace, Name: f.Name, ScalerMetadata: md.Render()},
-			MetricName:      server.MetricBacklog,
-		})
-		cancel()
+	for i := range subs {
+		sink, err := subs[i].ValidateSink()
 		if err != nil {
-			// A Function whose ScaledObject KEDA has not asked about yet.
 			continue
 		}
-		for _, v := range resp.GetMetricValues() {
-			out[md.Function] = uint64(max(v.GetMetricValue(), 0))
-		}
+		fn := types.NamespacedName{Namespace: sink.Namespace, Name: sink.Service}
+		out[fn] += counts[types.NamespacedName{Namespace: subs[i].Namespace, Name: subs[i].Name}].backlog
 	}
-	return out, nil
+	return out
 }
 
-// deliveries are one Subscription's delivery counts.
-type deliveries struct{ delivered, failed, deadLettered uint64 }
+// deliveries are one Subscription's delivery counts, and the events
+// waiting for it.
+type deliveries struct{ delivered, failed, deadLettered, backlog uint64 }
 
 // deliveryCounts adds up the dispatcher counters of every event bridge pod.
 func (c *cluster) deliveryCounts(ctx context.Context) (map[types.NamespacedName]deliveries, error) {
@@ -174,6 +134,9 @@ const (
 	metricDelivered    = "kfn_eventbridge_delivered_total"
 	metricFailed       = "kfn_eventbridge_delivery_failures_total"
 	metricDeadLettered = "kfn_eventbridge_dead_lettered_total"
+	// metricBacklog is a gauge of the Subscription's consumer, the same on
+	// every event bridge pod: the largest is taken, not the sum.
+	metricBacklog = "kfn_eventbridge_backlog"
 )
 
 // addDeliveries reads a Prometheus text page with hc and adds its
@@ -220,6 +183,8 @@ func addDeliveries(ctx context.Context, hc *http.Client, url string, out map[typ
 				d.failed += v
 			case metricDeadLettered:
 				d.deadLettered += v
+			case metricBacklog:
+				d.backlog = max(d.backlog, uint64(max(m.GetGauge().GetValue(), 0)))
 			default:
 				continue
 			}
