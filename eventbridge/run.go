@@ -189,8 +189,10 @@ func serve(ctx context.Context, p Process, b *Bridge, reg *prometheus.Registry, 
 			return serve(plainLn)
 		})
 	}
+	// One certificate for every listener that needs one: each is an RSA
+	// key pair made at start.
 	var selfSigned *tls.Config
-	if b.deps.Access != nil || h.Gateway != nil {
+	if b.deps.Access != nil || h.Gateway != nil || (readers != nil && p.MetricsListen != "") {
 		var err error
 		if selfSigned, err = selfSignedTLS(); err != nil {
 			return err
@@ -207,11 +209,7 @@ func serve(ctx context.Context, p Process, b *Bridge, reg *prometheus.Registry, 
 		var metrics http.Handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 		var metricsTLS *tls.Config
 		if readers != nil {
-			metrics = readers.Require(auth.Metrics, metrics)
-			var err error
-			if metricsTLS, err = selfSignedTLS(); err != nil {
-				return fmt.Errorf("metrics: %w", err)
-			}
+			metrics, metricsTLS = readers.Require(auth.Metrics, metrics), selfSigned
 		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", metrics)
