@@ -23,31 +23,19 @@ func recordingFunction(name, fn string, status int, emitType string) string {
 	if emitType != "" {
 		emit = fmt.Sprintf(`await event.emitCloudEvent(%q, "shop", event.data, { id: event["ce-id"] + "-next" });`, emitType)
 	}
-	return fmt.Sprintf(`
-apiVersion: serverless.kyma-project.io/v1alpha2
-kind: Function
-metadata:
-  name: %s
-spec:
-  runtime: nodejs22
-  env:
-    - name: RECORDER_URL
-      value: %s
-  source:
-    inline:
-      source: |
-        module.exports = {
-          main: async function (event, context) {
-            await fetch(process.env.RECORDER_URL + "/record", {
-              method: "POST",
-              body: JSON.stringify({ fn: %q, id: event["ce-id"] || "", pod: require("node:os").hostname() }),
-            });
-            %s
-            event.extensions.response.status(%d);
-            return "done";
-          }
-        }
-`, name, platform.recorder.URL, fn, emit, status)
+	return inlineFunction(name, "nodejs22", recorderEnv(), fmt.Sprintf(`
+module.exports = {
+  main: async function (event, context) {
+    await fetch(process.env.RECORDER_URL + "/record", {
+      method: "POST",
+      body: JSON.stringify({ fn: %q, id: event["ce-id"] || "", pod: require("node:os").hostname() }),
+    });
+    %s
+    event.extensions.response.status(%d);
+    return "done";
+  }
+}
+`, fn, emit, status))
 }
 
 // subscription subscribes a Function (its Service in namespace ns) to one

@@ -205,18 +205,9 @@ func TestKilledEventBridgeReplicaKeepsDelivering(t *testing.T) {
 
 // answerFunction is a Node.js Function that answers text.
 func answerFunction(name, text string) string {
-	return fmt.Sprintf(`
-apiVersion: serverless.kyma-project.io/v1alpha2
-kind: Function
-metadata:
-  name: %s
-spec:
-  runtime: nodejs22
-  source:
-    inline:
-      source: |
-        module.exports = { main: async function () { return %q; } }
-`, name, text)
+	return inlineFunction(name, "nodejs22", nil, fmt.Sprintf(`
+module.exports = { main: async function () { return %q; } }
+`, text))
 }
 
 // controllerLease is the controller's leader election Lease

@@ -7,7 +7,9 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -231,4 +233,32 @@ func invoker(t *testing.T, ns string) string {
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	return tr.Status.Token
+}
+
+// inlineFunction is the manifest of a Function named name with runtime
+// and inline source (written without indentation), and env (sorted by
+// name) when not empty.
+func inlineFunction(name, runtime string, env map[string]string, source string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\napiVersion: serverless.kyma-project.io/v1alpha2\nkind: Function\nmetadata:\n  name: %s\nspec:\n  runtime: %s\n", name, runtime)
+	if len(env) > 0 {
+		b.WriteString("  env:\n")
+		for _, k := range slices.Sorted(maps.Keys(env)) {
+			fmt.Fprintf(&b, "    - name: %s\n      value: %q\n", k, env[k])
+		}
+	}
+	b.WriteString("  source:\n    inline:\n      source: |\n")
+	for _, line := range strings.Split(strings.TrimPrefix(source, "\n"), "\n") {
+		if line != "" {
+			b.WriteString("        " + line)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// recorderEnv is the environment of a Function that reports to the
+// test's recorder (RECORDER_URL).
+func recorderEnv() map[string]string {
+	return map[string]string{"RECORDER_URL": platform.recorder.URL}
 }

@@ -16,30 +16,18 @@ import (
 // record, the attributes Kyma's eventing documentation and this scenario
 // look at: ce-type, ce-originaltype and ce-myext.
 func attributesFunction(name string) string {
-	return fmt.Sprintf(`
-apiVersion: serverless.kyma-project.io/v1alpha2
-kind: Function
-metadata:
-  name: %s
-spec:
-  runtime: nodejs22
-  env:
-    - name: RECORDER_URL
-      value: %s
-  source:
-    inline:
-      source: |
-        module.exports = {
-          main: async function (event, context) {
-            const id = JSON.stringify([event["ce-type"], event["ce-originaltype"] || null, event["ce-myext"] || null]);
-            await fetch(process.env.RECORDER_URL + "/record", {
-              method: "POST",
-              body: JSON.stringify({ fn: %q, id, pod: require("node:os").hostname() }),
-            });
-            return "done";
-          }
-        }
-`, name, platform.recorder.URL, name)
+	return inlineFunction(name, "nodejs22", recorderEnv(), fmt.Sprintf(`
+module.exports = {
+  main: async function (event, context) {
+    const id = JSON.stringify([event["ce-type"], event["ce-originaltype"] || null, event["ce-myext"] || null]);
+    await fetch(process.env.RECORDER_URL + "/record", {
+      method: "POST",
+      body: JSON.stringify({ fn: %q, id, pod: require("node:os").hostname() }),
+    });
+    return "done";
+  }
+}
+`, name))
 }
 
 // TestKymaTypeCleanupAndAttributesOnTheCluster follows Kyma's type-cleanup

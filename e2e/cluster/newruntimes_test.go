@@ -57,58 +57,34 @@ spec:
 // requests and emits it on as emitType with id "<id>-next", through
 // sdk.emit_cloud_event.
 func pythonForwarder(name, emitType string) string {
-	return fmt.Sprintf(`
-apiVersion: serverless.kyma-project.io/v1alpha2
-kind: Function
-metadata:
-  name: %s
-spec:
-  runtime: python314
-  env:
-    - name: RECORDER_URL
-      value: %s
-  source:
-    inline:
-      source: |
-        import os
-        import socket
-        import requests
-        import sdk
-        def main():
-            event = sdk.get_cloud_event()
-            requests.post(os.environ["RECORDER_URL"] + "/record",
-                          json={"fn": %q, "id": event.get_id(), "pod": socket.gethostname()}, timeout=10).raise_for_status()
-            sdk.emit_cloud_event(%q, "shop", event.get_data(), {"id": event.get_id() + "-next"})
-            return ""
-`, name, platform.recorder.URL, name, emitType)
+	return inlineFunction(name, "python314", recorderEnv(), fmt.Sprintf(`
+import os
+import socket
+import requests
+import sdk
+def main():
+    event = sdk.get_cloud_event()
+    requests.post(os.environ["RECORDER_URL"] + "/record",
+                  json={"fn": %q, "id": event.get_id(), "pod": socket.gethostname()}, timeout=10).raise_for_status()
+    sdk.emit_cloud_event(%q, "shop", event.get_data(), {"id": event.get_id() + "-next"})
+    return ""
+`, name, emitType))
 }
 
 // nodeRecorder is a nodejs26 Function that records each event's id with
 // axios.
 func nodeRecorder(name string) string {
-	return fmt.Sprintf(`
-apiVersion: serverless.kyma-project.io/v1alpha2
-kind: Function
-metadata:
-  name: %s
-spec:
-  runtime: nodejs26
-  env:
-    - name: RECORDER_URL
-      value: %s
-  source:
-    inline:
-      source: |
-        const axios = require('axios');
-        const { getCloudEvent } = require('sdk');
-        module.exports = {
-          main: async function (req, res) {
-            const ce = getCloudEvent(req);
-            await axios.post(process.env.RECORDER_URL + "/record", { fn: %q, id: ce ? ce.id : "", pod: require("node:os").hostname() });
-            res.status(200).send("done");
-          }
-        }
-`, name, platform.recorder.URL, name)
+	return inlineFunction(name, "nodejs26", recorderEnv(), fmt.Sprintf(`
+const axios = require('axios');
+const { getCloudEvent } = require('sdk');
+module.exports = {
+  main: async function (req, res) {
+    const ce = getCloudEvent(req);
+    await axios.post(process.env.RECORDER_URL + "/record", { fn: %q, id: ce ? ce.id : "", pod: require("node:os").hostname() });
+    res.status(200).send("done");
+  }
+}
+`, name))
 }
 
 // TestKymaNewestRuntimes runs Kyma's nodejs26 and python314 Functions on

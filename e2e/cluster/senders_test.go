@@ -38,63 +38,39 @@ func reserveBankSource(vals map[string]any) {
 // account.opened.v1 event of bankSource (id "<id>-opened") and reports to
 // the recorder as fn "<id>-emitted" or "<id>-refused-<status>".
 func tellerFunction(fn string) string {
-	return fmt.Sprintf(`
-apiVersion: serverless.kyma-project.io/v1alpha2
-kind: Function
-metadata:
-  name: teller
-spec:
-  runtime: nodejs22
-  env:
-    - name: RECORDER_URL
-      value: %s
-  source:
-    inline:
-      source: |
-        module.exports = {
-          main: async function (event, context) {
-            let result = event["ce-id"] + "-emitted";
-            try {
-              await event.emitCloudEvent("account.opened.v1", %q, {}, { id: event["ce-id"] + "-opened" });
-            } catch (err) {
-              result = event["ce-id"] + "-refused-" + (err.response ? err.response.status : err.message);
-            }
-            await fetch(process.env.RECORDER_URL + "/record", {
-              method: "POST",
-              body: JSON.stringify({ fn: %q, id: result, pod: require("node:os").hostname() }),
-            });
-            return "done";
-          }
-        }
-`, platform.recorder.URL, bankSource, fn)
+	return inlineFunction("teller", "nodejs22", recorderEnv(), fmt.Sprintf(`
+module.exports = {
+  main: async function (event, context) {
+    let result = event["ce-id"] + "-emitted";
+    try {
+      await event.emitCloudEvent("account.opened.v1", %q, {}, { id: event["ce-id"] + "-opened" });
+    } catch (err) {
+      result = event["ce-id"] + "-refused-" + (err.response ? err.response.status : err.message);
+    }
+    await fetch(process.env.RECORDER_URL + "/record", {
+      method: "POST",
+      body: JSON.stringify({ fn: %q, id: result, pod: require("node:os").hostname() }),
+    });
+    return "done";
+  }
+}
+`, bankSource, fn))
 }
 
 // auditorFunction reports each event it gets as fn "<id>@<sender
 // namespace>".
 func auditorFunction(fn string) string {
-	return fmt.Sprintf(`
-apiVersion: serverless.kyma-project.io/v1alpha2
-kind: Function
-metadata:
-  name: auditor
-spec:
-  runtime: nodejs22
-  env:
-    - name: RECORDER_URL
-      value: %s
-  source:
-    inline:
-      source: |
-        module.exports = {
-          main: async function (event, context) {
-            await fetch(process.env.RECORDER_URL + "/record", {
-              method: "POST",
-              body: JSON.stringify({ fn: %q, id: event["ce-id"] + "@" + (event["ce-kfnsendernamespace"] || "nobody"), pod: require("node:os").hostname() }),
-            });
-            return "done";
-          }
-        }
-`, platform.recorder.URL, fn)
+	return inlineFunction("auditor", "nodejs22", recorderEnv(), fmt.Sprintf(`
+module.exports = {
+  main: async function (event, context) {
+    await fetch(process.env.RECORDER_URL + "/record", {
+      method: "POST",
+      body: JSON.stringify({ fn: %q, id: event["ce-id"] + "@" + (event["ce-kfnsendernamespace"] || "nobody"), pod: require("node:os").hostname() }),
+    });
+    return "done";
+  }
+}
+`, fn))
 }
 
 // TestSendersOnTheRealNode runs a teller Function in the namespace the

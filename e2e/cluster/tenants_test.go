@@ -30,78 +30,69 @@ import (
 // error) or "unreachable: ..." (nothing answered: a NetworkPolicy dropped
 // it, or nothing listens).
 func proberFunction(name string) string {
-	return fmt.Sprintf(`
-apiVersion: serverless.kyma-project.io/v1alpha2
-kind: Function
-metadata:
-  name: %s
-spec:
-  runtime: nodejs22
-  source:
-    inline:
-      source: |
-        const fs = require("node:fs"), https = require("node:https"), http2 = require("node:http2"), net = require("node:net");
-        const token = () => fs.readFileSync(process.env.KFN_IDENTITY_TOKEN_FILE, "utf8").trim();
-        function httpsStatus(url, method) {
-          return new Promise((resolve) => {
-            const req = https.request(url, { method, rejectUnauthorized: false, timeout: 5000, headers: { Authorization: "Bearer " + token() } }, (res) => { res.resume(); resolve(String(res.statusCode)); });
-            req.on("timeout", () => { req.destroy(); resolve("unreachable: timeout"); });
-            req.on("error", (e) => resolve("unreachable: " + (e.code || e.message)));
-            req.end();
-          });
-        }
-        async function httpStatus(url, init) {
-          try {
-            const res = await fetch(url, { ...init, signal: AbortSignal.timeout(5000) });
-            return String(res.status);
-          } catch (e) { return "unreachable: " + ((e.cause && e.cause.code) || e.name); }
-        }
-        function grpc(host, port) {
-          return new Promise((resolve) => {
-            let settled = false;
-            const c = http2.connect("https://" + host + ":" + port, { rejectUnauthorized: false });
-            const done = (v) => { if (!settled) { settled = true; clearTimeout(timer); c.destroy(); resolve(v); } };
-            const timer = setTimeout(() => done("unreachable: timeout"), 5000);
-            c.on("error", (e) => done("refused: " + (e.code || e.message)));
-            const req = c.request({ ":method": "POST", ":path": "/externalscaler.ExternalScaler/GetMetricSpec", "content-type": "application/grpc", te: "trailers" });
-            req.on("response", (h) => done("answered: " + (h["grpc-status"] || h[":status"])));
-            req.on("error", (e) => done("refused: " + (e.code || e.message)));
-            req.end(Buffer.from([0, 0, 0, 0, 0]));
-          });
-        }
-        function nats(host, port) {
-          return new Promise((resolve) => {
-            let settled = false, buf = "", sent = false;
-            const s = net.connect({ host, port });
-            const done = (v) => { if (!settled) { settled = true; clearTimeout(timer); s.destroy(); resolve(v); } };
-            const timer = setTimeout(() => done("unreachable: timeout"), 5000);
-            s.on("error", (e) => done("unreachable: " + e.code));
-            s.on("data", (d) => {
-              buf += d.toString();
-              const err = buf.indexOf("-ERR");
-              if (err >= 0) return done("refused: " + buf.slice(err).split("\r\n")[0]);
-              if (buf.includes("PONG")) return done("connected");
-              if (buf.startsWith("INFO") && !sent) { sent = true; s.write('CONNECT {"verbose":false,"pedantic":false}\r\nPING\r\n'); }
-            });
-            s.on("close", () => done("refused: closed after " + JSON.stringify(buf.slice(0, 60))));
-          });
-        }
-        module.exports = {
-          main: async function (event) {
-            const t = event.data, auth = { Authorization: "Bearer " + token() };
-            const [list, replay, invoke, scaler, natsClient, publishReserved] = await Promise.all([
-              httpsStatus(t.admin + "/deadletters?namespace=" + t.victim, "GET"),
-              httpsStatus(t.admin + "/deadletters/replay?namespace=" + t.victim + "&subscription=ledger", "POST"),
-              httpStatus(t.gateway + "/" + t.victim + "/" + t.victimFunction + "/", { headers: auth }),
-              grpc(t.scalerHost, t.scalerPort),
-              nats(t.natsHost, t.natsPort),
-              httpStatus(t.publisher + "/publish", { method: "POST", body: "{}", headers: { ...auth, "content-type": "application/json",
-                "ce-specversion": "1.0", "ce-id": "probe-1", "ce-source": t.reservedSource, "ce-type": "account.opened.v1" } }),
-            ]);
-            return JSON.stringify({ list, replay, invoke, scaler, nats: natsClient, publishReserved });
-          }
-        }
-`, name)
+	return inlineFunction(name, "nodejs22", nil, `
+const fs = require("node:fs"), https = require("node:https"), http2 = require("node:http2"), net = require("node:net");
+const token = () => fs.readFileSync(process.env.KFN_IDENTITY_TOKEN_FILE, "utf8").trim();
+function httpsStatus(url, method) {
+  return new Promise((resolve) => {
+    const req = https.request(url, { method, rejectUnauthorized: false, timeout: 5000, headers: { Authorization: "Bearer " + token() } }, (res) => { res.resume(); resolve(String(res.statusCode)); });
+    req.on("timeout", () => { req.destroy(); resolve("unreachable: timeout"); });
+    req.on("error", (e) => resolve("unreachable: " + (e.code || e.message)));
+    req.end();
+  });
+}
+async function httpStatus(url, init) {
+  try {
+    const res = await fetch(url, { ...init, signal: AbortSignal.timeout(5000) });
+    return String(res.status);
+  } catch (e) { return "unreachable: " + ((e.cause && e.cause.code) || e.name); }
+}
+function grpc(host, port) {
+  return new Promise((resolve) => {
+    let settled = false;
+    const c = http2.connect("https://" + host + ":" + port, { rejectUnauthorized: false });
+    const done = (v) => { if (!settled) { settled = true; clearTimeout(timer); c.destroy(); resolve(v); } };
+    const timer = setTimeout(() => done("unreachable: timeout"), 5000);
+    c.on("error", (e) => done("refused: " + (e.code || e.message)));
+    const req = c.request({ ":method": "POST", ":path": "/externalscaler.ExternalScaler/GetMetricSpec", "content-type": "application/grpc", te: "trailers" });
+    req.on("response", (h) => done("answered: " + (h["grpc-status"] || h[":status"])));
+    req.on("error", (e) => done("refused: " + (e.code || e.message)));
+    req.end(Buffer.from([0, 0, 0, 0, 0]));
+  });
+}
+function nats(host, port) {
+  return new Promise((resolve) => {
+    let settled = false, buf = "", sent = false;
+    const s = net.connect({ host, port });
+    const done = (v) => { if (!settled) { settled = true; clearTimeout(timer); s.destroy(); resolve(v); } };
+    const timer = setTimeout(() => done("unreachable: timeout"), 5000);
+    s.on("error", (e) => done("unreachable: " + e.code));
+    s.on("data", (d) => {
+      buf += d.toString();
+      const err = buf.indexOf("-ERR");
+      if (err >= 0) return done("refused: " + buf.slice(err).split("\r\n")[0]);
+      if (buf.includes("PONG")) return done("connected");
+      if (buf.startsWith("INFO") && !sent) { sent = true; s.write('CONNECT {"verbose":false,"pedantic":false}\r\nPING\r\n'); }
+    });
+    s.on("close", () => done("refused: closed after " + JSON.stringify(buf.slice(0, 60))));
+  });
+}
+module.exports = {
+  main: async function (event) {
+    const t = event.data, auth = { Authorization: "Bearer " + token() };
+    const [list, replay, invoke, scaler, natsClient, publishReserved] = await Promise.all([
+      httpsStatus(t.admin + "/deadletters?namespace=" + t.victim, "GET"),
+      httpsStatus(t.admin + "/deadletters/replay?namespace=" + t.victim + "&subscription=ledger", "POST"),
+      httpStatus(t.gateway + "/" + t.victim + "/" + t.victimFunction + "/", { headers: auth }),
+      grpc(t.scalerHost, t.scalerPort),
+      nats(t.natsHost, t.natsPort),
+      httpStatus(t.publisher + "/publish", { method: "POST", body: "{}", headers: { ...auth, "content-type": "application/json",
+        "ce-specversion": "1.0", "ce-id": "probe-1", "ce-source": t.reservedSource, "ce-type": "account.opened.v1" } }),
+    ]);
+    return JSON.stringify({ list, replay, invoke, scaler, nats: natsClient, publishReserved });
+  }
+}
+`)
 }
 
 // TestAnotherNamespaceGetsNothingOfA is the tenant boundary on the real
