@@ -39,7 +39,7 @@ func (b *Bridge) newCluster() (*cluster, error) {
 	}
 	mgr := b.deps.Kubernetes
 	var err error
-	if c.endpoints, err = endpoints.New(endpoints.WithCache(mgr.GetCache())); err != nil {
+	if c.endpoints, err = endpoints.New(endpoints.WithCache(mgr.GetCache()), endpoints.WithProbeInterval(b.cfg.WakeProbeInterval)); err != nil {
 		return nil, err
 	}
 	if err := mgr.Add(runnableFunc(c.endpoints.Run)); err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/kfn-dev/kfn/api/stream"
 	"github.com/kfn-dev/kfn/eventbridge/applications"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
+	"github.com/kfn-dev/kfn/eventbridge/endpoints"
 	"github.com/kfn-dev/kfn/eventbridge/gateway"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/eventbridge/replay"
@@ -72,6 +73,11 @@ type Config struct {
 	Resolve map[string]string
 	// Resync is how often each Subscription is reconciled without change.
 	Resync time.Duration
+	// WakeProbeInterval is how often the dispatcher and the gateway ask a
+	// pod of a Function woken from zero whether its host has loaded the
+	// handler, before the kubelet's readiness probe says so (package
+	// endpoints, WithProbeInterval); 0 leaves it to the EndpointSlices.
+	WakeProbeInterval time.Duration
 	// ReplaySweep is how often consumers whose replays settled lose their
 	// replay subject (package replay).
 	ReplaySweep time.Duration
@@ -96,6 +102,7 @@ func DefaultConfig() Config {
 		GatewayInFlightSubject: inflight.DefaultSubject,
 		Resync:                 subscription.DefaultResync,
 		ReplaySweep:            replay.DefaultSweepInterval,
+		WakeProbeInterval:      endpoints.DefaultProbeInterval,
 		Admin:                  true,
 	}
 }
@@ -136,6 +143,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Resync <= 0 {
 		return fmt.Errorf("%w: -resync must be positive", ErrInvalidConfig)
+	}
+	if c.WakeProbeInterval < 0 {
+		return fmt.Errorf("%w: -wake-probe-interval must not be negative (0 turns the probes off)", ErrInvalidConfig)
 	}
 	if c.ReplaySweep <= 0 {
 		return fmt.Errorf("%w: -replay-sweep must be positive", ErrInvalidConfig)

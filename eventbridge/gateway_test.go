@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -26,6 +29,7 @@ import (
 	"github.com/kfn-dev/kfn/api/inflight"
 	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge"
+	"github.com/kfn-dev/kfn/eventbridge/endpoints"
 	"github.com/kfn-dev/kfn/eventbridge/gateway"
 	"github.com/kfn-dev/kfn/test/natstest"
 	"github.com/kfn-dev/kfn/test/testcluster"
@@ -203,4 +207,102 @@ func TestGatewayInACluster(t *testing.T) {
 	assert.Contains(t, page, "kfn_gateway_request_duration_seconds_count"+fnLabels("orders")+" 2")
 	assert.Contains(t, page, "kfn_gateway_timeouts_total"+fnLabels("idle")+" 1")
 	assert.NotContains(t, page, `function="nope"`, "an unknown function gets no series")
+}
+
+// TestWakeProbeInterval runs the gateway with the -wake-probe-interval it
+// is given: a Function woken from zero is reached as soon as its host
+// answers its ready path, before its EndpointSlice says it is ready (the
+// default interval), and only once the slice says so with 0. The test API
+// server runs no pods, so the Function's host is a stand-in that answers
+// as kfn's hosts do (200 and its Function's name on the ready path); the
+// slice lists it as not ready, as it stays until the kubelet's readiness
+// probe.
+func TestWakeProbeInterval(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an API server")
+	}
+	cluster := testcluster.New(t, testcluster.WithScheme(v1alpha2.AddToScheme))
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, os.WriteFile(kubeconfig, cluster.KubeConfig, 0o600))
+	t.Setenv("KUBECONFIG", kubeconfig)
+	natsSrv := natstest.Start(t)
+	bg := context.Background()
+
+	for _, tc := range []struct {
+		ns       string
+		interval time.Duration
+		want     int
+	}{
+		{"probed", eventbridge.DefaultConfig().WakeProbeInterval, http.StatusOK},
+		{"unprobed", 0, http.StatusServiceUnavailable},
+	} {
+		t.Run(tc.ns, func(t *testing.T) {
+			var err error
+			require.NoError(t, cluster.Client.Create(bg, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tc.ns}}))
+			// On the machine's own address: the API server refuses a
+			// loopback address in an EndpointSlice.
+			host := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set(endpoints.FunctionHeader, tc.ns+"/orders")
+				fmt.Fprint(w, "loaded")
+			}))
+			host.Listener.Close()
+			host.Listener, err = net.Listen("tcp", net.JoinHostPort(machineAddress(t), "0"))
+			require.NoError(t, err)
+			host.Start()
+			defer host.Close()
+			hostURL, err := url.Parse(host.URL)
+			require.NoError(t, err)
+			port, err := strconv.Atoi(hostURL.Port())
+			require.NoError(t, err)
+			slice := functionSlice(tc.ns, "orders", false)
+			slice.Ports = []discoveryv1.EndpointPort{{Port: ptr.To(int32(port))}}
+			slice.Endpoints = []discoveryv1.Endpoint{{Addresses: []string{hostURL.Hostname()}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false)}}}
+			require.NoError(t, cluster.Client.Create(bg, slice))
+
+			cfg := eventbridge.DefaultProcess()
+			cfg.NATSURL = natsSrv.URL()
+			cfg.Components = []string{eventbridge.ComponentGateway}
+			cfg.GatewayAuth, cfg.MetricsAuth = eventbridge.GatewayAuthNone, eventbridge.MetricsAuthNone
+			cfg.GatewayListen, cfg.AdminListen, cfg.MetricsListen = testport.Addr(t), "", ""
+			cfg.Gateway.HoldTimeout = 3 * time.Second
+			cfg.LeaderElection = false
+			cfg.Resolve = map[string]string{"orders." + tc.ns: host.URL}
+			cfg.WakeProbeInterval = tc.interval
+			ctx, cancel := context.WithCancel(bg)
+			done := make(chan error, 1)
+			go func() { done <- eventbridge.Run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+			defer func() {
+				cancel()
+				select {
+				case err := <-done:
+					assert.NoError(t, err, "a clean shutdown")
+				case <-time.After(20 * time.Second):
+					t.Error("the event bridge did not stop within 20s")
+				}
+			}()
+
+			var resp *http.Response
+			require.Eventually(t, func() bool {
+				resp, err = http.Get("http://" + cfg.GatewayListen + "/" + tc.ns + "/orders/")
+				return err == nil
+			}, 30*time.Second, 20*time.Millisecond, "the gateway answers")
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			assert.Equal(t, tc.want, resp.StatusCode, "interval %s: %s", tc.interval, body)
+		})
+	}
+}
+
+// machineAddress is an IPv4 address of this machine that is not loopback.
+func machineAddress(t *testing.T) string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	require.NoError(t, err)
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && n.IP.IsGlobalUnicast() {
+			return n.IP.String()
+		}
+	}
+	t.Fatal("this machine has no IPv4 address but loopback: the test needs one for an EndpointSlice")
+	return ""
 }

@@ -196,6 +196,7 @@ func (c *Process) RegisterFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.Dispatcher.Delivery.MaxBacklogBytes, "default-max-backlog-bytes", c.Dispatcher.Delivery.MaxBacklogBytes, "maxBacklogBytes (bytes of events that may wait for one Subscription, estimated from a sample; the oldest past it are dead-lettered) of Subscriptions whose spec.config does not set it")
 	fs.DurationVar(&c.Dispatcher.BudgetInterval, "budget-interval", c.Dispatcher.BudgetInterval, "how often each Subscription's backlog is checked against its maxBacklog")
 	fs.DurationVar(&c.Resync, "resync", c.Resync, "period of reconciling each Subscription without change (recreates lost consumers)")
+	fs.DurationVar(&c.WakeProbeInterval, "wake-probe-interval", c.WakeProbeInterval, "how often the dispatcher and the gateway ask a pod of a Function woken from zero whether its handler is loaded (its host's ready path), so as to reach it before the kubelet's readiness probe marks it ready; 0: wait for the EndpointSlice")
 	fs.DurationVar(&c.ReplaySweep, "replay-sweep", c.ReplaySweep, "how often consumers whose dead-letter replays settled stop filtering on their replay subject")
 	fs.BoolVar(&c.LeaderElection, "leader-election", c.LeaderElection, "run the reconciler in one replica at a time")
 	fs.StringVar(&c.LeaderElectionNamespace, "leader-election-namespace", c.LeaderElectionNamespace, "namespace of the leader lease")

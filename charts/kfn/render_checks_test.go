@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/stretchr/testify/assert"
@@ -343,8 +344,10 @@ func TestEventBridgeArgs(t *testing.T) {
 					{Source: "bank", Namespaces: []string{"team-a", "team-b"}},
 					{Source: "shop", TypePrefix: "order.refund", Namespaces: []string{"team-b"}},
 				}, cfg.Publisher.Reserved, "eventbridge.publisher.reservedSources")
+				assert.Zero(t, cfg.WakeProbeInterval, "eventbridge.wakeProbeInterval")
 			} else {
 				assert.Empty(t, cfg.Publisher.Reserved)
+				assert.Equal(t, 10*time.Millisecond, cfg.WakeProbeInterval, "eventbridge.wakeProbeInterval")
 			}
 			assert.Equal(t, eventbridge.PublisherSendersKubernetes, cfg.PublisherSenders)
 			assert.Equal(t, 100.0, cfg.NewTokensPerSecond, "eventbridge.newTokensPerSecond")

@@ -49,7 +49,7 @@ var valueSets = []valueSet{
 		"networkPolicy":  map[string]any{"enabled": true},
 		"serviceMonitor": map[string]any{"enabled": true},
 		"scaler":         map[string]any{"tls": map[string]any{"enabled": true, "existingSecret": "kfn-scaler-tls", "requireClientCert": true}},
-		"eventbridge": map[string]any{"admin": map[string]any{"enabled": false}, "service": map[string]any{"port": 8080}, "token": map[string]any{"existingSecret": "kfn-token"},
+		"eventbridge": map[string]any{"admin": map[string]any{"enabled": false}, "service": map[string]any{"port": 8080}, "token": map[string]any{"existingSecret": "kfn-token"}, "wakeProbeInterval": "0s",
 			"dispatcher": map[string]any{"sinkNetworks": []any{"10.244.0.0/16", "10.96.0.0/12"}},
 			"publisher": map[string]any{"reservedSources": []any{
 				map[string]any{"source": "bank", "namespaces": []any{"team-a", "team-b"}},
