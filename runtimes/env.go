@@ -264,7 +264,7 @@ func platformEnvNames() []string {
 		EnvHandlerAPI, EnvPort, EnvHandler, EnvModule, EnvHandlerFunc, EnvHandlerModule, EnvHandlerPath,
 		EnvPublisherAddress, EnvTraceCollectorEndpoint, EnvMemoryLimit,
 		EnvNodePath, EnvPythonPath, EnvFunctionDir, EnvSourceDir, EnvDepsDir, EnvLibsDir, EnvListenFD,
-		EnvIdentityTokenFile,
+		EnvIdentityTokenFile, EnvStandbyTokenSHA256,
 	}
 	sort.Strings(names)
 	return names

@@ -26,6 +26,12 @@ function load(env = process.env) {
   const bodyLimitMB = number(env, api === 'request' ? 'FUNC_BODY_MB_LIMIT' : 'REQ_MB_LIMIT', 1, { min: 0.000001 });
   const listenFd = env.KFN_LISTEN_FD ? number(env, 'KFN_LISTEN_FD', 0, { min: 3, integer: true }) : undefined;
   const functionDir = path.resolve(env.KFN_FUNCTION_DIR || '/usr/src/app/function');
+  // A standby host (standby.cjs) waits for a Function, loaded by a caller
+  // holding the token whose SHA-256 this is.
+  const standbyTokenHash = env.KFN_STANDBY_TOKEN_SHA256 || '';
+  if (standbyTokenHash !== '' && !/^[0-9a-f]{64}$/.test(standbyTokenHash)) {
+    throw new Error('invalid KFN_STANDBY_TOKEN_SHA256: want the hex SHA-256 of the token (64 lower-case hex digits)');
+  }
   return {
     api,
     functionName: env.FUNC_NAME || '',
@@ -52,6 +58,7 @@ function load(env = process.env) {
     publisherToken: env.PUBLISHER_TOKEN || '',
     identityTokenFile: env.KFN_IDENTITY_TOKEN_FILE || '',
     traceCollectorEndpoint: env.TRACE_COLLECTOR_ENDPOINT || '',
+    standbyTokenHash,
   };
 }
 

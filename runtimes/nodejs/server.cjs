@@ -14,6 +14,7 @@ const tracing = require('./tracing.cjs');
 const { loadHandler } = require('./load.cjs');
 const sdk = require('./sdk.cjs');
 const requestlog = require('./requestlog.cjs');
+const standbyHost = require('./standby.cjs');
 
 function fatal(err) {
   console.error(`kfn: ${err && err.stack ? err.stack : err}`);
@@ -88,7 +89,13 @@ function isReadyProbe(url) {
 // FUNCTION_HEADER names the Function (namespace/name) on health answers.
 const FUNCTION_HEADER = 'X-Kfn-Function';
 
-function serve(cfg, handler, loadError) {
+//
+// standby (a host started with KFN_STANDBY_TOKEN_SHA256) serves no Function
+// until a caller with the token loads one (standby.cjs): health says
+// "standby", readiness 503, every other request 503, and POST
+// /_kfn/specialize loads the Function it carries; from then on the host is
+// that Function's, and that path is the Function's like any other.
+function serve(cfg, handler, loadError, standby) {
   configureEvents({ publisherAddress: cfg.publisherAddress, publisherToken: cfg.publisherToken, identityTokenFile: cfg.identityTokenFile, timeoutMs: cfg.timeoutMs });
   sdk.configure(cfg);
   // Calls in progress, in start order. Every call gets the same timeout, so
@@ -289,11 +296,111 @@ function serve(cfg, handler, loadError) {
   // The health answer names the Function, so that a probe of an address
   // (the event bridge's early ready probe) knows it reached this
   // Function's pod and not another that took over the address.
-  const functionID = `${cfg.namespace}/${cfg.functionName}`;
+  let functionID = `${cfg.namespace}/${cfg.functionName}`;
+  // loading is true while a specialize request loads its Function.
+  let loading = false;
+  let tracingStarted = false;
+
+  function onStandby(req, res) {
+    const method = req.method;
+    const url = req.url;
+    if ((method === 'GET' || method === 'HEAD') && routeIs(url, '/healthz')) {
+      if (draining) sendError(res, 503, 'draining', true);
+      else if (isReadyProbe(url)) sendError(res, 503, 'standby: no Function loaded');
+      else res.end('standby');
+      return;
+    }
+    if (method !== 'POST' || pathOf(url) !== standbyHost.SPECIALIZE_PATH) {
+      res.setHeader('Retry-After', '1');
+      sendError(res, 503, 'standby: no Function loaded');
+      return;
+    }
+    if (!standbyHost.authorized(req.headers.authorization, cfg.standbyTokenHash)) {
+      res.setHeader('WWW-Authenticate', 'Bearer');
+      sendError(res, 401, 'specialize: the standby token is required');
+      return;
+    }
+    if (loading) {
+      sendError(res, 409, 'specialize: a Function is being loaded');
+      return;
+    }
+    loading = true;
+    readBody(req, standbyHost.MAX_BYTES, (err, buf) => {
+      if (err) {
+        loading = false;
+        sendError(res, err.status, err.message, err.close);
+        return;
+      }
+      specialize(res, buf);
+    });
+  }
+
+  // specialize loads the Function a specialize request carries: checks
+  // its environment against the host's configuration, writes its files,
+  // takes its environment and loads its handler. A request refused before
+  // the files are written leaves the host on standby.
+  function specialize(res, buf) {
+    let spec;
+    let next;
+    try {
+      spec = standbyHost.parse(buf);
+      try {
+        next = config.load({ ...process.env, ...spec.env, KFN_STANDBY_TOKEN_SHA256: '' });
+      } catch (err) {
+        throw Object.assign(new Error(`specialize: ${err.message}`), { status: 400 });
+      }
+      if (next.api !== cfg.api) throw Object.assign(new Error('specialize: the handler API is the host\'s'), { status: 400 });
+      standbyHost.writeFiles(next.functionDir, spec.files);
+    } catch (err) {
+      loading = false;
+      sendError(res, err.status || 500, err.status ? err.message : `specialize: ${err.message}`);
+      return;
+    }
+    Object.assign(process.env, spec.env);
+    // The token's hash stays: requests during the load are still asked
+    // for it (and then refused 409).
+    Object.assign(cfg, next, { standbyTokenHash: cfg.standbyTokenHash });
+    configureEvents({ publisherAddress: cfg.publisherAddress, publisherToken: cfg.publisherToken, identityTokenFile: cfg.identityTokenFile, timeoutMs: cfg.timeoutMs });
+    sdk.configure(cfg);
+    functionID = `${cfg.namespace}/${cfg.functionName}`;
+    loadHandler(cfg).then((h) => {
+      handler = h;
+      loadError = '';
+    }, (err) => {
+      console.error(`kfn: ${NOT_LOADED}: ${err && err.stack ? err.stack : err}`);
+      handler = null;
+      loadError = oneLine(err);
+    }).then(() => {
+      standby = false;
+      loading = false;
+      startTracing();
+      if (handler === null) {
+        sendError(res, 500, `${NOT_LOADED}: ${loadError}`);
+        return;
+      }
+      console.log(`kfn: function ${functionID} loaded on standby host`);
+      res.setHeader(FUNCTION_HEADER, functionID);
+      res.end(`loaded ${functionID}`);
+    });
+  }
+
+  function startTracing() {
+    if (!cfg.traceCollectorEndpoint || tracingStarted) return;
+    tracingStarted = true;
+    setImmediate(() => {
+      const problem = tracing.start(cfg);
+      if (problem) console.error(`kfn: ${problem}`);
+      else console.log(`kfn: tracing: exporting spans to ${cfg.traceCollectorEndpoint}`);
+    });
+  }
 
   function onRequest(req, res) {
     fresh.delete(req.socket);
     if (cfg.requestLog) requestlog.watch(req, res);
+    if (standby) {
+      onStandby(req, res);
+      return;
+    }
     const method = req.method;
     const url = req.url;
     if (method === 'GET' || method === 'HEAD') {
@@ -373,18 +480,16 @@ function serve(cfg, handler, loadError) {
   process.on('SIGINT', () => drain('SIGINT'));
 
   const onListening = () => {
+    if (standby) {
+      console.log(`kfn: standby host on port ${server.address().port}: waiting for a Function`);
+      return;
+    }
     if (handler === null) {
       console.error(`kfn: function ${cfg.functionName || '(unnamed)'} serving on port ${server.address().port} without its handler: calls are answered 500 "${NOT_LOADED}"`);
     } else {
       console.log(`kfn: function ${cfg.functionName || '(unnamed)'} ready on port ${server.address().port}`);
     }
-    if (cfg.traceCollectorEndpoint) {
-      setImmediate(() => {
-        const problem = tracing.start(cfg);
-        if (problem) console.error(`kfn: ${problem}`);
-        else console.log(`kfn: tracing: exporting spans to ${cfg.traceCollectorEndpoint}`);
-      });
-    }
+    startTracing();
   };
   if (cfg.listenFd !== undefined) server.listen({ fd: cfg.listenFd }, onListening);
   else server.listen(cfg.port, onListening);
@@ -401,6 +506,10 @@ function main() {
   // the host logs and keeps serving, as Kyma's runtime does.
   process.on('uncaughtException', (err) => console.error('kfn: uncaught exception in function:', err));
   process.on('unhandledRejection', (err) => console.error('kfn: unhandled rejection in function:', err));
+  if (cfg.standbyTokenHash) {
+    serve(cfg, null, '', true);
+    return;
+  }
   // A handler that cannot be loaded (syntax error, missing module, no such
   // function) does not stop the host: it serves without it, as Kyma's
   // does, and its readiness says so (runtimes/README.md).

@@ -1,6 +1,7 @@
 """The host's settings, read from the environment."""
 
 import os
+import re
 
 # Module names the host itself uses; a function module may not have them.
 HOST_MODULES = ('kfnhost', 'kfn_main')
@@ -70,5 +71,10 @@ class Config:
         self.publisher_token = env.get('PUBLISHER_TOKEN', '')
         self.identity_token_file = env.get('KFN_IDENTITY_TOKEN_FILE', '')
         self.trace_endpoint = env.get('TRACE_COLLECTOR_ENDPOINT', '')
+        # A standby host (standby.py) waits for a Function, loaded by a
+        # caller holding the token whose SHA-256 this is.
+        self.standby_token_hash = env.get('KFN_STANDBY_TOKEN_SHA256', '')
+        if self.standby_token_hash and not re.match(r'[0-9a-f]{64}\Z', self.standby_token_hash):
+            raise ConfigError('invalid KFN_STANDBY_TOKEN_SHA256: want the hex SHA-256 of the token (64 lower-case hex digits)')
         if self.module_name in HOST_MODULES:
             raise ConfigError('%s=%s is the name of a host module' % (self.module_var, self.module_name))

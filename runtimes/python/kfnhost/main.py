@@ -12,6 +12,7 @@ import time
 from .config import Config, ConfigError
 from .event import configure_emit
 from .lines import install as install_line_streams
+from . import standby
 from .server import NOT_LOADED, Server
 from .tracing import Tracing
 
@@ -171,23 +172,17 @@ def describe_load_error(err, path):
     return ('%s: %s' % (where, text)).split('\n', 1)[0] + library_hint(err)
 
 
-def main():
-    install_line_streams(sys)
-    try:
-        cfg = Config(os.environ)
-    except ConfigError as err:
-        sys.stderr.write('kfn: %s\n' % err)
-        return 1
+def load(cfg, tracing):
+    """Configure the host for cfg and load its handler: (handler, '') or,
+    when it cannot be loaded, (None, why). A handler that cannot be loaded
+    does not stop the host: it serves without it, answering calls 500 "User
+    function not loaded" and its readiness (/healthz?ready) 500, as Kyma's
+    Node.js host does."""
     configure_emit(cfg.publisher, cfg.timeout, cfg.publisher_token, cfg.identity_token_file)
-    tracing = Tracing()
-    # A handler that cannot be loaded does not stop the host: it serves
-    # without it, answering calls 500 "User function not loaded" and its
-    # readiness (/healthz?ready) 500, as Kyma's Node.js host does.
-    handler, load_error = None, ''
     try:
         if cfg.api == 'request':
             configure_sdk(cfg, tracing)
-        handler = load_handler(cfg)
+        return load_handler(cfg), ''
     except (Exception, SystemExit) as err:  # SyntaxError, ImportError, a module's sys.exit() ...
         import traceback
         if isinstance(err, ConfigError):
@@ -195,8 +190,67 @@ def main():
         else:
             sys.stderr.write('kfn: %s: load %s from %s:\n%s' % (
                 NOT_LOADED, cfg.module_name, cfg.function_dir, ''.join(traceback.format_exception(err))))
-        load_error = describe_load_error(err, os.path.join(cfg.function_dir, cfg.module_name + '.py'))
-    server = Server(cfg, handler, load_error, tracing)
+        return None, describe_load_error(err, os.path.join(cfg.function_dir, cfg.module_name + '.py'))
+
+
+def specializer(host_cfg, tracing, started_tracing):
+    """The Server's standby callback of a standby host: it checks a
+    specialize request's environment against the host's configuration,
+    writes its files, takes its environment and loads its handler. A request
+    refused before the files are written leaves the host on standby."""
+    def specialize(body):
+        env, files = standby.parse(body)
+        merged = dict(os.environ)
+        merged.update(env)
+        merged['KFN_STANDBY_TOKEN_SHA256'] = ''
+        try:
+            cfg = Config(merged)
+        except ConfigError as err:
+            raise standby.SpecializeError(400, 'specialize: %s' % err) from None
+        if cfg.api != host_cfg.api:
+            raise standby.SpecializeError(400, "specialize: the handler API is the host's")
+        try:
+            standby.write_files(cfg.function_dir, files)
+        except OSError as err:
+            raise standby.SpecializeError(500, 'specialize: write the files into %s: %s' % (cfg.function_dir, err)) from None
+        os.environ.update(env)
+        handler, load_error = load(cfg, tracing)
+        if cfg.trace_endpoint and not started_tracing:
+            started_tracing.append(True)
+            threading.Thread(target=start_tracing, args=(tracing, cfg), name='kfn-tracing', daemon=True).start()
+        if handler is not None:
+            print('kfn: function %s/%s loaded on standby host' % (cfg.namespace, cfg.function_name), flush=True)
+        return cfg, handler, load_error
+    return specialize
+
+
+def start_tracing(tracing, cfg):
+    problem = tracing.start(cfg)
+    if problem:
+        sys.stderr.write('kfn: %s\n' % problem)
+    else:
+        print('kfn: tracing: exporting spans to %s' % cfg.trace_endpoint, flush=True)
+
+
+def main():
+    install_line_streams(sys)
+    try:
+        cfg = Config(os.environ)
+    except ConfigError as err:
+        sys.stderr.write('kfn: %s\n' % err)
+        return 1
+    tracing = Tracing()
+    if cfg.standby_token_hash:
+        # Flask is what the request API loads first: imported now, while
+        # the host waits, not when its Function is loaded.
+        if cfg.api == 'request':
+            from .requestapi import import_flask
+            import_flask()
+        handler, load_error = None, ''
+        server = Server(cfg, None, '', tracing, specializer(cfg, tracing, []))
+    else:
+        handler, load_error = load(cfg, tracing)
+        server = Server(cfg, handler, load_error, tracing)
 
     def on_signal(signum, frame):
         raise _Drain()
@@ -210,19 +264,15 @@ def main():
         sys.stderr.write('kfn: listen on port %s: %s\n' % (cfg.port, err))
         return 1
     threading.Thread(target=server.watchdog.run, name='kfn-watchdog', daemon=True).start()
-    if handler is None:
+    if server.standby is not None:
+        print('kfn: standby host on port %d: waiting for a Function' % lsock.getsockname()[1], flush=True)
+    elif handler is None:
         sys.stderr.write('kfn: function %s serving on port %d without its handler: calls are answered 500 "%s"\n' % (
             cfg.function_name or '(unnamed)', lsock.getsockname()[1], NOT_LOADED))
     else:
         print('kfn: function %s ready on port %d' % (cfg.function_name or '(unnamed)', lsock.getsockname()[1]), flush=True)
-    if cfg.trace_endpoint:
-        def start_tracing():
-            problem = server.tracing.start(cfg)
-            if problem:
-                sys.stderr.write('kfn: %s\n' % problem)
-            else:
-                print('kfn: tracing: exporting spans to %s' % cfg.trace_endpoint, flush=True)
-        threading.Thread(target=start_tracing, name='kfn-tracing', daemon=True).start()
+    if cfg.trace_endpoint and server.standby is None:
+        threading.Thread(target=start_tracing, args=(server.tracing, cfg), name='kfn-tracing', daemon=True).start()
     try:
         accept_loop(lsock, wake, server.serve_connection)
     except _Drain:

@@ -14,6 +14,7 @@ from .requestapi import INTERNAL_ERROR, TIMEOUT_TEXT
 from .requestlog import Entry
 from .result import encode_result
 from .tracing import NOOP_TRACER, Tracing
+from . import standby
 
 MAX_LINE = 65536
 MAX_HEADERS = 100
@@ -120,18 +121,15 @@ class Connection:
 
 
 class Server:
-    def __init__(self, cfg, handler, load_error='', tracing=None):
-        self.cfg = cfg
-        self.function_id = "%s/%s" % (cfg.namespace, cfg.function_name)
-        # None when the handler could not be loaded; load_error says why.
-        # For the request API (cfg.api), a requestapi.App.
-        self.handler = handler
-        self.load_error = load_error
+    def __init__(self, cfg, handler, load_error='', tracing=None, standby=None):
         self.request_api = cfg.api == 'request'
-        # bottle's MEMFILE_MAX, which Kyma's python312 sets to
-        # FUNC_MEMFILE_MAX, bounds what request.json and .forms read.
-        BottleRequest.MEMFILE_MAX = cfg.body_limit
-        BottleRequest.server_port = str(cfg.port)
+        # standby, for a host started with KFN_STANDBY_TOKEN_SHA256, loads
+        # the Function a specialize request carries: standby(body) returns
+        # (cfg, handler, load_error) or raises standby.SpecializeError.
+        # Until then the host serves no Function (serve_standby).
+        self.standby = standby
+        self.loading = False
+        self.become(cfg, handler, load_error)
         self.metrics = Metrics()
         self.tracing = tracing if tracing is not None else Tracing()
         self.watchdog = Watchdog(self)
@@ -140,6 +138,19 @@ class Server:
         self.conns = {}
         self.busy = 0
         self.draining = False
+
+    def become(self, cfg, handler, load_error):
+        """Serve handler as the Function cfg describes."""
+        self.cfg = cfg
+        self.function_id = "%s/%s" % (cfg.namespace, cfg.function_name)
+        # None when the handler could not be loaded; load_error says why.
+        # For the request API (cfg.api), a requestapi.App.
+        self.handler = handler
+        self.load_error = load_error
+        # bottle's MEMFILE_MAX, which Kyma's python312 sets to
+        # FUNC_MEMFILE_MAX, bounds what request.json and .forms read.
+        BottleRequest.MEMFILE_MAX = cfg.body_limit
+        BottleRequest.server_port = str(cfg.port)
         self.context = {
             'function-name': cfg.function_name,
             'namespace': cfg.namespace,
@@ -280,6 +291,8 @@ class Server:
             if self.cfg.request_log:
                 conn.log = Entry(remote[0], method, target, version, headers, not self.request_api)
             head = method == 'HEAD'
+            if self.standby is not None:
+                return self.serve_standby(conn, rfile, method, target, headers, head)
             if method == 'GET' or head:
                 path = target.partition('?')[0]
                 if path == '/healthz':
@@ -325,8 +338,55 @@ class Server:
             if not ended:
                 self.end(conn)
 
-    def read_body(self, conn, rfile, headers):
-        limit = self.cfg.body_limit
+    def serve_standby(self, conn, rfile, method, target, headers, head):
+        """Serve a request to a standby host: health says "standby",
+        readiness 503, POST /_kfn/specialize with the token loads a Function,
+        anything else is answered 503."""
+        path = target.partition('?')[0]
+        if (method == 'GET' or head) and path == '/healthz':
+            if self.draining:
+                self.respond_text(conn, 503, 'draining', head, close=True)
+            elif is_ready_probe(target):
+                self.respond_text(conn, 503, 'standby: no Function loaded', head)
+            else:
+                self.respond_text(conn, 200, 'standby', head)
+            return True
+        # The answers below leave a request's body unread: the connection
+        # is closed after them.
+        if method != 'POST' or path != standby.SPECIALIZE_PATH:
+            self.respond(conn, 503, [('Content-Type', 'text/plain; charset=utf-8'), ('Retry-After', '1')],
+                         b'standby: no Function loaded', head, close=True)
+            return False
+        if not standby.authorized(dict.get(headers, 'authorization'), self.cfg.standby_token_hash):
+            self.respond(conn, 401, [('Content-Type', 'text/plain; charset=utf-8'), ('WWW-Authenticate', 'Bearer')],
+                         b'specialize: the standby token is required', close=True)
+            return False
+        with self.lock:
+            if self.loading:
+                raise HTTPError(409, 'specialize: a Function is being loaded', close=True)
+            self.loading = True
+        try:
+            body = self.read_body(conn, rfile, headers, standby.MAX_BYTES) or b''
+            try:
+                cfg, handler, load_error = self.standby(body)
+            except standby.SpecializeError as err:
+                self.respond_text(conn, err.status, str(err))
+                return True
+            self.become(cfg, handler, load_error)
+            self.standby = None
+        finally:
+            with self.lock:
+                self.loading = False
+        if handler is None:
+            self.respond_text(conn, 500, '%s: %s' % (NOT_LOADED, load_error))
+        else:
+            self.respond(conn, 200, [('Content-Type', 'text/plain; charset=utf-8'), ('X-Kfn-Function', self.function_id)],
+                         ('loaded %s' % self.function_id).encode())
+        return True
+
+    def read_body(self, conn, rfile, headers, limit=None):
+        if limit is None:
+            limit = self.cfg.body_limit
         te = dict.get(headers, 'transfer-encoding')
         cl = dict.get(headers, 'content-length')
         if te is not None:

@@ -1,0 +1,87 @@
+'use strict';
+// Standby: a host started without a Function (KFN_STANDBY_TOKEN_SHA256
+// set) waits, listening, until one caller holding the token loads a
+// Function into it with POST /_kfn/specialize; from then on it is that
+// Function's host, for good. See runtimes/README.md ("Standby hosts").
+
+const crypto = require('node:crypto');
+const fs = require('node:fs');
+const path = require('node:path');
+
+const SPECIALIZE_PATH = '/_kfn/specialize';
+// Largest specialize request body: a Function's source and dependency
+// file, with room to spare (Kyma's inline source is far smaller).
+const MAX_BYTES = 4 * 1024 * 1024;
+const MAX_FILES = 64;
+const MAX_ENV = 512;
+const FILE_NAME = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,254}$/;
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,254}$/;
+// Variables read once at start (the port is already open, the contract and
+// directories are the image's), which a specialize request may not set.
+const FIXED = new Set(['FUNC_PORT', 'KFN_HANDLER_API', 'KFN_LISTEN_FD', 'KFN_STANDBY_TOKEN_SHA256', 'KFN_FUNCTION_DIR', 'KFN_SOURCE_DIR', 'NODE_OPTIONS']);
+
+function badRequest(message) {
+  const err = new Error(message);
+  err.status = 400;
+  return err;
+}
+
+// authorized reports whether an Authorization header carries the bearer
+// token whose SHA-256 (hex) is tokenHash, compared in constant time.
+function authorized(header, tokenHash) {
+  if (typeof header !== 'string' || !header.startsWith('Bearer ')) return false;
+  const got = crypto.createHash('sha256').update(header.slice(7)).digest();
+  const want = Buffer.from(tokenHash, 'hex');
+  return want.length === got.length && crypto.timingSafeEqual(got, want);
+}
+
+// parse reads a specialize request body: {"env": {NAME: value}, "files":
+// {name: content}}, all strings; it throws an error with status 400 that
+// says what is wrong.
+function parse(buf) {
+  let body;
+  try {
+    body = JSON.parse(buf.toString('utf8'));
+  } catch (err) {
+    throw badRequest(`specialize: body is not JSON: ${err.message}`);
+  }
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) throw badRequest('specialize: body must be a JSON object');
+  for (const k of Object.keys(body)) {
+    if (k !== 'env' && k !== 'files') throw badRequest(`specialize: unknown field ${JSON.stringify(k)} (want env, files)`);
+  }
+  const env = strings(body.env || {}, 'env', MAX_ENV, (name) => {
+    if (!ENV_NAME.test(name)) return 'is not a variable name';
+    if (FIXED.has(name)) return 'is fixed when the host starts';
+    return '';
+  });
+  const files = strings(body.files, 'files', MAX_FILES, (name) => (FILE_NAME.test(name) ? '' : 'is not a plain file name'));
+  if (Object.keys(files).length === 0) throw badRequest('specialize: files is empty: a Function needs its source');
+  return { env, files };
+}
+
+function strings(obj, field, max, check) {
+  if (obj === null || typeof obj !== 'object' || Array.isArray(obj)) throw badRequest(`specialize: ${field} must be an object of strings`);
+  const keys = Object.keys(obj);
+  if (keys.length > max) throw badRequest(`specialize: ${field} has ${keys.length} entries, at most ${max}`);
+  const out = Object.create(null);
+  for (const k of keys) {
+    const problem = check(k);
+    if (problem) throw badRequest(`specialize: ${field} ${JSON.stringify(k.slice(0, 64))} ${problem}`);
+    if (typeof obj[k] !== 'string') throw badRequest(`specialize: ${field} ${JSON.stringify(k)} must be a string`);
+    if (field === 'env' && obj[k].includes('\0')) throw badRequest(`specialize: env ${JSON.stringify(k)} holds a NUL character`);
+    out[k] = obj[k];
+  }
+  return out;
+}
+
+// writeFiles writes the Function's files into dir (the function's writable
+// directory), each owner-writable.
+function writeFiles(dir, files) {
+  for (const [name, content] of Object.entries(files)) {
+    const file = path.join(dir, name);
+    fs.rmSync(file, { force: true });
+    fs.writeFileSync(file, content, { mode: 0o644, flag: 'wx' });
+  }
+}
+
+module.exports = { SPECIALIZE_PATH, MAX_BYTES, authorized, parse, writeFiles };

@@ -1,0 +1,97 @@
+"""Standby: a host started without a Function (KFN_STANDBY_TOKEN_SHA256 set)
+waits, listening, until one caller holding the token loads a Function into it
+with POST /_kfn/specialize; from then on it is that Function's host, for good.
+See runtimes/README.md ("Standby hosts")."""
+
+import hashlib
+import hmac
+import json
+import os
+import re
+
+SPECIALIZE_PATH = '/_kfn/specialize'
+# Largest specialize request body: a Function's source and dependency file,
+# with room to spare.
+MAX_BYTES = 4 * 1024 * 1024
+MAX_FILES = 64
+MAX_ENV = 512
+FILE_NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9._-]{0,254}\Z')
+ENV_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]{0,254}\Z')
+# Variables read once at start (the port is already open, the contract and
+# directories are the image's), which a specialize request may not set.
+FIXED = frozenset(['FUNC_PORT', 'KFN_HANDLER_API', 'KFN_LISTEN_FD', 'KFN_STANDBY_TOKEN_SHA256',
+                   'KFN_FUNCTION_DIR', 'KFN_SOURCE_DIR', 'PYTHONPATH', 'PYTHONHOME'])
+
+
+class SpecializeError(Exception):
+    """A specialize request that is refused; status is the HTTP answer."""
+
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = status
+
+
+def authorized(header, token_hash):
+    """Whether an Authorization header carries the bearer token whose SHA-256
+    (hex) is token_hash, compared in constant time."""
+    if not header or not header.startswith('Bearer '):
+        return False
+    got = hashlib.sha256(header[7:].encode('latin-1')).hexdigest()
+    return hmac.compare_digest(got, token_hash)
+
+
+def _strings(obj, field, limit, check):
+    if not isinstance(obj, dict):
+        raise SpecializeError(400, 'specialize: %s must be an object of strings' % field)
+    if len(obj) > limit:
+        raise SpecializeError(400, 'specialize: %s has %d entries, at most %d' % (field, len(obj), limit))
+    for k, v in obj.items():
+        problem = check(k)
+        if problem:
+            raise SpecializeError(400, 'specialize: %s %s %s' % (field, json.dumps(k[:64]), problem))
+        if not isinstance(v, str):
+            raise SpecializeError(400, 'specialize: %s %s must be a string' % (field, json.dumps(k)))
+        if field == 'env' and '\0' in v:
+            raise SpecializeError(400, 'specialize: env %s holds a NUL character' % json.dumps(k))
+    return obj
+
+
+def _env_problem(name):
+    if not ENV_NAME.match(name):
+        return 'is not a variable name'
+    if name in FIXED:
+        return 'is fixed when the host starts'
+    return ''
+
+
+def parse(body):
+    """Read a specialize request body: {"env": {NAME: value}, "files": {name:
+    content}}, all strings; raise SpecializeError(400) saying what is wrong.
+    Returns (env, files)."""
+    try:
+        spec = json.loads(body.decode('utf-8'))
+    except (UnicodeDecodeError, ValueError) as err:
+        raise SpecializeError(400, 'specialize: body is not JSON: %s' % err) from None
+    if not isinstance(spec, dict):
+        raise SpecializeError(400, 'specialize: body must be a JSON object')
+    for k in spec:
+        if k not in ('env', 'files'):
+            raise SpecializeError(400, 'specialize: unknown field %s (want env, files)' % json.dumps(k))
+    env = _strings(spec.get('env') or {}, 'env', MAX_ENV, _env_problem)
+    files = _strings(spec.get('files'), 'files', MAX_FILES,
+                     lambda name: '' if FILE_NAME.match(name) else 'is not a plain file name')
+    if not files:
+        raise SpecializeError(400, 'specialize: files is empty: a Function needs its source')
+    return env, files
+
+
+def write_files(directory, files):
+    """Write the Function's files into directory (the function's writable
+    directory), each owner-writable."""
+    for name, content in files.items():
+        path = os.path.join(directory, name)
+        if os.path.lexists(path):
+            os.unlink(path)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        with os.fdopen(fd, 'w', encoding='utf-8') as f:
+            f.write(content)

@@ -1,0 +1,48 @@
+package runtimes
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+)
+
+// Standby hosts: a host started with EnvStandbyTokenSHA256 serves no
+// Function until a caller holding the token POSTs a Specialization to
+// SpecializePath; it then loads that Function and is its host for good (a
+// second specialize request is the Function's own request, like any other
+// path). Until then HealthPath answers 200 "standby", ReadyPath 503, and
+// every other request 503. runtimes/README.md ("Standby hosts") has the
+// whole contract.
+const (
+	// EnvStandbyTokenSHA256 is the hex SHA-256 of the bearer token a
+	// specialize request must carry; set, the host starts on standby. Only
+	// the hash is in the pod: whoever reads the pod learns nothing that
+	// specializes it.
+	EnvStandbyTokenSHA256 = "KFN_STANDBY_TOKEN_SHA256"
+	// SpecializePath is the path of the specialize request (POST, JSON
+	// body: a Specialization, bearer token in Authorization).
+	SpecializePath = "/_kfn/specialize"
+	// MaxSpecializeBytes bounds a specialize request's body; larger are
+	// answered 413.
+	MaxSpecializeBytes = 4 << 20
+)
+
+// Specialization is the body of a specialize request: the Function's
+// environment (as Env would give its Deployment, less the variables fixed
+// when the host starts: EnvPort, EnvHandlerAPI, EnvListenFD,
+// EnvFunctionDir, EnvSourceDir, EnvStandbyTokenSHA256, NODE_OPTIONS,
+// PYTHONPATH, PYTHONHOME) and its files (plain names, no directories),
+// written into the host's EnvFunctionDir before the handler is loaded.
+// Refused (400, the host stays on standby): more than 512 variables or 64
+// files, a name that is not a variable or plain file name, a fixed
+// variable, no file, or a configuration the host refuses (an invalid
+// FUNC_TIMEOUT, say).
+type Specialization struct {
+	Env   map[string]string `json:"env,omitempty"`
+	Files map[string]string `json:"files"`
+}
+
+// StandbyTokenHash is the value of EnvStandbyTokenSHA256 for token.
+func StandbyTokenHash(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
