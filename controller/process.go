@@ -68,6 +68,7 @@ func (c *Process) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.KubeAPIQPS, "kube-api-qps", c.KubeAPIQPS, "requests per second to the API server")
 	fs.IntVar(&c.KubeAPIBurst, "kube-api-burst", c.KubeAPIBurst, "burst of requests to the API server")
 	fs.IntVar(&f.Workers, "workers", f.Workers, "Functions reconciled concurrently")
+	fs.IntVar(&f.WarmPoolSize, "warm-pool-size", f.WarmPoolSize, "standby pods kept per namespace and shape of Function that scales to zero, given to such a Function when it is woken (0: off)")
 	fs.Var(&imagesFlag{images: &f.Plan.Images}, "runtime-image", "`runtime=image`; repeat for each runtime to change")
 	fs.StringVar(&f.Plan.DefaultProfile, "default-profile", f.Plan.DefaultProfile, "resource preset of Functions that name none (XS, S, M, L, XL; default L)")
 	fs.StringVar(&f.Plan.PublisherAddress, "publisher-address", f.Plan.PublisherAddress, "PUBLISHER_PROXY_ADDRESS given to functions")

@@ -24,6 +24,10 @@ const (
 	// MaxSpecializeBytes bounds a specialize request's body; larger are
 	// answered 413.
 	MaxSpecializeBytes = 4 << 20
+	// FunctionHeader names the Function a host serves (namespace/name) on
+	// its health answers and on the answer to the specialize request that
+	// loaded it.
+	FunctionHeader = "X-Kfn-Function"
 )
 
 // Specialization is the body of a specialize request: the Function's

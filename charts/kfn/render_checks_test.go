@@ -459,3 +459,27 @@ func checkEventBridgeEgress(t *testing.T, r rendered) {
 	}
 	assert.ElementsMatch(t, []string{"53", "53", "4222", "443", "6443"}, ports)
 }
+
+// TestWarmPoolValues: functions.warmPool.size reaches the controller's
+// configuration, and only a pool that is on lets the controller create,
+// patch and delete pods (off, it may only list and watch them). Fails
+// when the size is not rendered or the pod verbs are granted without a
+// pool.
+func TestWarmPoolValues(t *testing.T) {
+	podVerbs := func(objs []*unstructured.Unstructured) []string {
+		var verbs []string
+		for _, g := range grantsOf(t, objs, releaseNamespace, "kfn-controller") {
+			if g.Group == "" && g.Resource == "pods" {
+				verbs = append(verbs, g.Verb)
+			}
+		}
+		slices.Sort(verbs)
+		return verbs
+	}
+	off := render(t, nil)
+	assert.Contains(t, typed(t, off).configMaps["kfn-controller"].Data["controller.yaml"], "warmPoolSize: 0\n")
+	assert.Equal(t, []string{"list", "watch"}, podVerbs(off))
+	on := render(t, map[string]any{"functions": map[string]any{"warmPool": map[string]any{"size": 2}}})
+	assert.Contains(t, typed(t, on).configMaps["kfn-controller"].Data["controller.yaml"], "warmPoolSize: 2\n")
+	assert.Equal(t, []string{"create", "delete", "list", "patch", "watch"}, podVerbs(on))
+}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kfn-dev/kfn/api/plan"
+	"github.com/kfn-dev/kfn/controller/pool"
 	"github.com/kfn-dev/kfn/controller/resources"
 )
 
@@ -30,6 +31,8 @@ const (
 	DefaultKEDACheckInterval = 30 * time.Second
 	// DefaultWorkers is how many Functions are reconciled concurrently.
 	DefaultWorkers = 8
+	// MaxWarmPoolSize bounds Config.WarmPoolSize (pool.MaxSize).
+	MaxWarmPoolSize = pool.MaxSize
 )
 
 // Config is the Function controller's configuration. Use DefaultConfig and
@@ -53,6 +56,10 @@ type Config struct {
 	KEDACheckInterval time.Duration
 	// Workers is how many Functions are reconciled at once.
 	Workers int
+	// WarmPoolSize is how many standby pods the warm pool keeps per
+	// namespace and shape of Function that scales to zero (package
+	// controller/pool); 0 turns the pool off.
+	WarmPoolSize int
 }
 
 // DefaultConfig returns the defaults, with kfn's image names.
@@ -98,6 +105,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: resync %s: want >= 1s", ErrInvalidConfig, c.Resync)
 	case c.Workers < 1:
 		return fmt.Errorf("%w: workers %d: want >= 1", ErrInvalidConfig, c.Workers)
+	case c.WarmPoolSize < 0 || c.WarmPoolSize > MaxWarmPoolSize:
+		return fmt.Errorf("%w: warm pool size %d: want 0..%d", ErrInvalidConfig, c.WarmPoolSize, MaxWarmPoolSize)
 	case c.KEDACheckInterval < 100*time.Millisecond:
 		return fmt.Errorf("%w: KEDA check interval %s: want >= 100ms", ErrInvalidConfig, c.KEDACheckInterval)
 	}

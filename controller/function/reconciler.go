@@ -25,6 +25,7 @@ import (
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/api/plan"
 	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
+	"github.com/kfn-dev/kfn/controller/pool"
 )
 
 // AnnotationApplied is the hash of the configuration the controller last
@@ -44,6 +45,8 @@ type Reconciler struct {
 	recorder events.EventRecorder
 	keda     *kedaDetector
 	git      *gitResolver
+	// pool is the warm pool (cfg.WarmPoolSize), nil when off.
+	pool *pool.Pool
 
 	mu        sync.Mutex
 	lastForce map[types.NamespacedName]forcedApply
@@ -138,7 +141,18 @@ func (r *Reconciler) configure(ctx context.Context, fn *v1alpha2.Function, st *v
 	st.PodSelector = labels.SelectorFromSet(p.Selector).String()
 	d.plan = p
 	d.notes = append(d.notes, p.Notes...)
-	return r.chooseAutoscaler(ctx, fn, st, d)
+	d, res, err := r.chooseAutoscaler(ctx, fn, st, d)
+	if d == nil {
+		return nil, res, err
+	}
+	if r.pool != nil {
+		// Why the warm pool cannot serve a Function that scales to zero
+		// is for its user to know: the first event waits for a new pod.
+		if err := r.pool.Observe(d.plan); err != nil && d.plan.Scaling.ScalesToZero() {
+			d.notes = append(d.notes, err.Error()+": it wakes from zero on a new pod")
+		}
+	}
+	return d, ctrl.Result{}, nil
 }
 
 // resolveSource resolves a Git Function's reference to a commit, records
@@ -387,4 +401,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	delete(r.lastForce, key)
 	r.mu.Unlock()
 	r.git.forget(key)
+	if r.pool != nil {
+		r.pool.Forget(key)
+	}
 }

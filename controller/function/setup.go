@@ -26,6 +26,7 @@ import (
 
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
+	"github.com/kfn-dev/kfn/controller/pool"
 )
 
 // ControllerName names the controller in logs, metrics and events.
@@ -101,6 +102,15 @@ func NewReconciler(mgr ctrl.Manager, cfg Config) (*Reconciler, error) {
 		return nil, err
 	}
 	r.keda.present.Store(present)
+	if cfg.WarmPoolSize > 0 {
+		if r.pool, err = pool.New(mgr.GetClient(), mgr.GetCache(), pool.Config{Size: cfg.WarmPoolSize, Resources: cfg.Resources},
+			pool.WithLogger(mgr.GetLogger().WithName("pool"))); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
+		if err := mgr.Add(r.pool); err != nil {
+			return nil, fmt.Errorf("add the warm pool: %w", err)
+		}
+	}
 	return r, nil
 }
 

@@ -59,14 +59,14 @@ const (
 
 // functionVolumes returns the pod's volumes and the function container's
 // mounts of them.
-func functionVolumes(p plan.Plan, cfg Config) ([]*corev1ac.VolumeApplyConfiguration, []*corev1ac.VolumeMountApplyConfiguration) {
+func functionVolumes(p plan.Plan, cfg Config, standby bool) ([]*corev1ac.VolumeApplyConfiguration, []*corev1ac.VolumeMountApplyConfiguration) {
 	volumes := []*corev1ac.VolumeApplyConfiguration{
 		emptyDir(volumeFunction, cfg.Volumes.FunctionDir),
 	}
 	mounts := []*corev1ac.VolumeMountApplyConfiguration{
 		corev1ac.VolumeMount().WithName(volumeFunction).WithMountPath(p.Host.FunctionDir),
 	}
-	if p.Source.Git == nil {
+	if p.Source.Git == nil && !standby {
 		volumes = append(volumes, corev1ac.Volume().WithName(volumeSource).
 			WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(p.Name).WithDefaultMode(0o444)))
 		mounts = append(mounts, corev1ac.VolumeMount().WithName(volumeSource).WithMountPath(runtimes.PodSourceDir).WithReadOnly(true))

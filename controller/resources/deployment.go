@@ -48,7 +48,7 @@ func Deployment(p plan.Plan, cfg Config) *appsv1ac.DeploymentApplyConfiguration 
 		WithTemplate(corev1ac.PodTemplateSpec().
 			WithLabels(p.Labels).
 			WithAnnotations(podAnnotations(p, cfg)).
-			WithSpec(podSpec(p, cfg)))
+			WithSpec(podSpec(p, cfg, false)))
 	if replicas, ok := p.DeploymentReplicas(); ok {
 		spec.WithReplicas(replicas)
 	}
@@ -61,14 +61,15 @@ func Deployment(p plan.Plan, cfg Config) *appsv1ac.DeploymentApplyConfiguration 
 }
 
 // podSpec is the pod of the Deployment's template: the function container
-// after the init containers the source and dependencies need.
-func podSpec(p plan.Plan, cfg Config) *corev1ac.PodSpecApplyConfiguration {
+// after the init containers the source and dependencies need. A standby
+// pod (StandbyPod) has no source volume: its host is given the source.
+func podSpec(p plan.Plan, cfg Config, standby bool) *corev1ac.PodSpecApplyConfiguration {
 	var podSC corev1ac.PodSecurityContextApplyConfiguration
 	mustConvert(p.PodSecurityContext, &podSC)
 	var containerSC corev1ac.SecurityContextApplyConfiguration
 	mustConvert(p.ContainerSecurityContext, &containerSC)
 
-	volumes, mounts := functionVolumes(p, cfg)
+	volumes, mounts := functionVolumes(p, cfg, standby)
 	var initContainers []*corev1ac.ContainerApplyConfiguration
 	if g := p.Source.Git; g != nil {
 		initContainers = append(initContainers, fetchContainer(p, cfg, &containerSC))

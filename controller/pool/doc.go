@@ -1,0 +1,25 @@
+// Package pool is the warm pool of Function pods: per namespace and shape
+// of Function that scales to zero, it keeps Config.Size standby pods
+// running (runtimes' standby hosts: the Function's image, probes,
+// resources and security contexts, no source), and when such a Function's
+// Deployment is scaled up from zero it gives one of them the Function
+// (POST /_kfn/specialize with its source and environment) and labels it
+// as the Function's pod, so that its Service, and the event bridge's
+// early probe, reach it before the Deployment's own pod has even been
+// scheduled. The pod serves that Function only (its host refuses a second
+// one), in the Function's namespace, and is deleted once the Deployment
+// has a ready pod of its own or is scaled back to zero; the pool is
+// refilled meanwhile.
+//
+// Two Functions share a shape when their standby pods would be the same
+// pod (same image, command, probes, resources, security contexts and
+// start environment). A Function the pool cannot serve exactly wakes on
+// the Deployment path: a Git source, dependencies to install, Secrets
+// mounted as files, a ServiceAccount token, an environment variable taken
+// from a Secret, ConfigMap or field, or a variable the host reads only at
+// start (NODE_OPTIONS, PYTHONPATH, PYTHONHOME). Observe says why.
+//
+// The pool runs in the controller's leader. A standby pod's token is
+// derived from a key the process makes at start and never stores: a new
+// leader deletes the standby pods it finds and makes its own.
+package pool

@@ -1,0 +1,311 @@
+package pool_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/testr"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/kfn-dev/kfn/api/plan"
+	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
+	"github.com/kfn-dev/kfn/controller/function"
+	"github.com/kfn-dev/kfn/controller/pool"
+	"github.com/kfn-dev/kfn/controller/resources"
+	"github.com/kfn-dev/kfn/runtimes"
+	"github.com/kfn-dev/kfn/test/testcluster"
+	"github.com/kfn-dev/kfn/test/testport"
+)
+
+const wait = 30 * time.Second
+
+// kubelet plays the kubelet's part for the pool's pods on a test API
+// server, which runs no node: for each pod the pool makes, it starts the
+// real host of the pod's runtime with the pod's environment (its port and
+// function directory moved to this machine) and reports the pod running
+// and started, as a kubelet would; the pool reaches each host at the
+// address the kubelet gave it.
+type kubelet struct {
+	t       *testing.T
+	c       client.Client
+	hostDir string
+	mu      sync.Mutex
+	addrs   map[string]string // pod namespace/name -> host:port
+}
+
+func (k *kubelet) address(pod *corev1.Pod) string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.addrs[pod.Namespace+"/"+pod.Name]
+}
+
+// run starts the host of every standby pod of namespace ns not yet run.
+func (k *kubelet) run(ctx context.Context, ns string) int {
+	k.t.Helper()
+	var pods corev1.PodList
+	require.NoError(k.t, k.c.List(ctx, &pods, client.InNamespace(ns), client.HasLabels{pool.LabelShape}))
+	n := 0
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		key := pod.Namespace + "/" + pod.Name
+		k.mu.Lock()
+		_, running := k.addrs[key]
+		k.mu.Unlock()
+		if running || pod.DeletionTimestamp != nil {
+			continue
+		}
+		k.start(ctx, pod)
+		n++
+	}
+	return n
+}
+
+func (k *kubelet) start(ctx context.Context, pod *corev1.Pod) {
+	k.t.Helper()
+	c := pod.Spec.Containers[0]
+	port := testport.Port(k.t)
+	env := os.Environ()
+	rt := ""
+	for _, e := range c.Env {
+		switch e.Name {
+		case runtimes.EnvPort:
+			e.Value = strconv.Itoa(port)
+		case runtimes.EnvFunctionDir:
+			e.Value = k.t.TempDir()
+		case runtimes.EnvRuntime:
+			rt = e.Value
+		}
+		env = append(env, e.Name+"="+e.Value)
+	}
+	r, err := runtimes.Lookup(rt)
+	require.NoError(k.t, err)
+	argv := r.Command(k.hostDir)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
+	require.NoError(k.t, cmd.Start())
+	k.t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	require.Eventually(k.t, func() bool {
+		resp, err := http.Get("http://" + addr + runtimes.HealthPath)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, wait, 5*time.Millisecond, "the standby host serves")
+	k.mu.Lock()
+	k.addrs[pod.Namespace+"/"+pod.Name] = addr
+	k.mu.Unlock()
+	pod.Status = corev1.PodStatus{
+		Phase: corev1.PodRunning, PodIP: "10.244.0.9", PodIPs: []corev1.PodIP{{IP: "10.244.0.9"}},
+		ContainerStatuses: []corev1.ContainerStatus{{Name: c.Name, Image: c.Image, ImageID: c.Image, Started: ptr.To(true), Ready: false,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}},
+	}
+	require.NoError(k.t, k.c.Status().Update(ctx, pod))
+}
+
+// function creates a Function that scales to zero and returns its plan.
+func newFunction(t *testing.T, ctx context.Context, c client.Client, ns, name string, deps string) plan.Plan {
+	t.Helper()
+	fn := &v1alpha2.Function{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha2.FunctionSpec{
+			Runtime: "nodejs22",
+			Source: v1alpha2.Source{Inline: &v1alpha2.InlineSource{
+				Source:       `module.exports = { main: (event, context) => 'hello from ' + context.namespace + '/' + context['function-name'] + ' ' + process.env.GREETING };`,
+				Dependencies: deps,
+			}},
+			Env:         []v1alpha2.EnvVar{{Name: "GREETING", Value: "warm"}},
+			ScaleConfig: &v1alpha2.ScaleConfig{MinReplicas: ptr.To[int32](0), MaxReplicas: ptr.To[int32](3)},
+		},
+	}
+	require.NoError(t, c.Create(ctx, fn))
+	p, err := plan.For(fn, function.DefaultConfig().Plan)
+	require.NoError(t, err)
+	require.NoError(t, p.SetAutoscaler(true, true))
+	return p
+}
+
+// deployment creates the Function's Deployment as the reconciler applies
+// it, at zero as KEDA leaves it.
+func deployment(t *testing.T, ctx context.Context, c client.Client, p plan.Plan) *appsv1.Deployment {
+	t.Helper()
+	require.NoError(t, c.Apply(ctx, resources.Deployment(p, function.DefaultConfig().Resources), client.FieldOwner("test"), client.ForceOwnership))
+	d := &appsv1.Deployment{}
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: p.Name}, d))
+	scale(t, ctx, c, d, 0) // KEDA's part: the ScaledObject takes it to zero
+	return d
+}
+
+func scale(t *testing.T, ctx context.Context, c client.Client, d *appsv1.Deployment, n int32) {
+	t.Helper()
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(d), d))
+	d.Spec.Replicas = ptr.To(n)
+	require.NoError(t, c.Update(ctx, d))
+}
+
+func podsOf(t *testing.T, ctx context.Context, c client.Client, ns string, sel client.ListOption) []corev1.Pod {
+	t.Helper()
+	var pods corev1.PodList
+	require.NoError(t, c.List(ctx, &pods, client.InNamespace(ns), sel))
+	var out []corev1.Pod
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func ready(t *testing.T, addr string) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + runtimes.ReadyPath)
+	require.NoError(t, err)
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header.Get("X-Kfn-Function")
+}
+
+// TestPoolGivesAStandbyPodToAFunctionWokenFromZero runs the pool against a
+// real API server and real standby hosts: it keeps one standby pod per
+// namespace and shape of Function that scales to zero (none for a
+// Function with dependencies, which says why); when a Function's
+// Deployment is scaled up from zero it gives it a standby pod (the host
+// serves that Function, the pod wears its labels and is owned by it) and
+// makes a new standby pod; a second Function woken meanwhile never gets
+// the same pod; and the pod is deleted once the Deployment has a ready pod
+// of its own. Fails when a pod is given to two Functions, the labels or
+// the owner are not set, the pool is not refilled, or the pod stays.
+func TestPoolGivesAStandbyPodToAFunctionWokenFromZero(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an API server")
+	}
+	cluster := testcluster.New(t, testcluster.WithScheme(function.AddToScheme))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ctrl.SetLogger(logr.Discard())
+	mgr, err := ctrl.NewManager(cluster.Config, ctrl.Options{
+		Scheme: cluster.Scheme, Cache: function.CacheOptions(),
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+	})
+	require.NoError(t, err)
+	hostDir, err := runtimes.WriteHost(t.TempDir())
+	require.NoError(t, err)
+	k := &kubelet{t: t, c: cluster.Client, hostDir: hostDir, addrs: map[string]string{}}
+	p, err := pool.New(mgr.GetClient(), mgr.GetCache(), pool.Config{Size: 1, Resources: function.DefaultConfig().Resources, Resync: time.Second},
+		pool.WithAddress(k.address), pool.WithLogger(testr.New(t)))
+	require.NoError(t, err)
+	require.NoError(t, mgr.Add(p))
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		assert.NoError(t, <-done)
+	})
+	c := cluster.Client
+	for _, ns := range []string{"shop", "bank"} {
+		require.NoError(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	}
+
+	orders := newFunction(t, ctx, c, "shop", "orders", "")
+	refunds := newFunction(t, ctx, c, "shop", "refunds", "")
+	accounts := newFunction(t, ctx, c, "bank", "accounts", "")
+	heavy := newFunction(t, ctx, c, "bank", "heavy", `{"dependencies": {"left-pad": "1.3.0"}}`)
+	for _, fn := range []plan.Plan{orders, refunds, accounts} {
+		require.NoError(t, p.Observe(fn), fn.Name)
+	}
+	err = p.Observe(heavy)
+	require.ErrorIs(t, err, pool.ErrNotPoolable)
+	assert.ErrorContains(t, err, "dependencies to install")
+	assert.Equal(t, pool.Shape(orders, function.DefaultConfig().Resources), pool.Shape(accounts, function.DefaultConfig().Resources), "the same shape in both namespaces")
+
+	// One standby pod per namespace (orders and refunds share a shape),
+	// each in its Function's namespace, serving nothing yet.
+	for _, ns := range []string{"shop", "bank"} {
+		require.Eventually(t, func() bool {
+			return len(podsOf(t, ctx, c, ns, client.HasLabels{pool.LabelShape})) == 1
+		}, wait, 10*time.Millisecond, "one standby pod in %s", ns)
+		require.Equal(t, 1, k.run(ctx, ns))
+	}
+	standby := podsOf(t, ctx, c, "shop", client.HasLabels{pool.LabelShape})[0]
+	assert.NotContains(t, standby.Labels, v1alpha2.LabelFunctionName, "a standby pod is in no Function's Service")
+	assert.Equal(t, ptr.To(false), standby.Spec.AutomountServiceAccountToken)
+	assert.Equal(t, ptr.To(true), standby.Spec.SecurityContext.RunAsNonRoot, "the Function's restricted security context")
+	code, name := ready(t, k.address(&standby))
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Empty(t, name)
+
+	// orders and refunds are woken at once: one standby pod, one of them
+	// gets it.
+	ordersDep, refundsDep := deployment(t, ctx, c, orders), deployment(t, ctx, c, refunds)
+	scale(t, ctx, c, ordersDep, 1)
+	scale(t, ctx, c, refundsDep, 1)
+	var claimed corev1.Pod
+	require.Eventually(t, func() bool {
+		pods := podsOf(t, ctx, c, "shop", client.HasLabels{pool.LabelClaimedBy})
+		if len(pods) == 1 {
+			claimed = pods[0]
+		}
+		return len(pods) == 1
+	}, wait, 10*time.Millisecond, "a standby pod is given to a woken Function")
+	winner := claimed.Labels[pool.LabelClaimedBy]
+	require.Contains(t, []string{"orders", "refunds"}, winner)
+	assert.Equal(t, standby.Name, claimed.Name)
+	assert.Equal(t, winner, claimed.Labels[v1alpha2.LabelFunctionName], "in its Function's Service")
+	assert.NotContains(t, claimed.Labels, pool.LabelShape, "no longer standby")
+	require.Len(t, claimed.OwnerReferences, 1)
+	assert.Equal(t, "Function", claimed.OwnerReferences[0].Kind)
+	assert.Equal(t, winner, claimed.OwnerReferences[0].Name)
+	code, name = ready(t, k.address(&claimed))
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "shop/"+winner, name)
+	resp, err := http.Get("http://" + k.address(&claimed) + "/")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, "hello from shop/"+winner+" warm", string(body), "the Function's source and environment")
+
+	// The pool is refilled; the loser of the race never got the same pod.
+	require.Eventually(t, func() bool {
+		return len(podsOf(t, ctx, c, "shop", client.HasLabels{pool.LabelShape})) == 1
+	}, wait, 10*time.Millisecond, "a new standby pod")
+	assert.Len(t, podsOf(t, ctx, c, "shop", client.HasLabels{pool.LabelClaimedBy}), 1, "a pod is given to one Function only")
+	assert.Empty(t, podsOf(t, ctx, c, "bank", client.HasLabels{pool.LabelClaimedBy}), "another namespace's pool is not touched")
+
+	// The Deployment's own pod is ready: the pool's pod goes.
+	winnerDep := ordersDep
+	if winner == "refunds" {
+		winnerDep = refundsDep
+	}
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(winnerDep), winnerDep))
+	winnerDep.Status.Replicas, winnerDep.Status.ReadyReplicas, winnerDep.Status.AvailableReplicas = 1, 1, 1
+	require.NoError(t, c.Status().Update(ctx, winnerDep))
+	require.Eventually(t, func() bool {
+		err := c.Get(ctx, client.ObjectKeyFromObject(&claimed), &corev1.Pod{})
+		return apierrors.IsNotFound(err)
+	}, wait, 10*time.Millisecond, "the claimed pod is deleted once the Function has a ready pod")
+
+	// A Function the pool no longer serves loses its pool.
+	p.Forget(client.ObjectKeyFromObject(&v1alpha2.Function{ObjectMeta: metav1.ObjectMeta{Namespace: "bank", Name: "accounts"}}))
+	require.Eventually(t, func() bool {
+		return len(podsOf(t, ctx, c, "bank", client.HasLabels{pool.LabelShape})) == 0
+	}, wait, 10*time.Millisecond, "no standby pod where no Function needs one")
+}

@@ -1,0 +1,104 @@
+package pool
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kfn-dev/kfn/api/plan"
+	"github.com/kfn-dev/kfn/controller/resources"
+	"github.com/kfn-dev/kfn/runtimes"
+)
+
+// ErrNotPoolable is wrapped by Eligible's errors: the Function wakes on
+// the Deployment path.
+var ErrNotPoolable = errors.New("the warm pool cannot serve this Function")
+
+// startEnv are the container variables a standby host starts with: those
+// of the runtime and the pod, the same for every Function of a shape. The
+// others go to the host with the Function (Specialization).
+var startEnv = []string{
+	runtimes.EnvPort, runtimes.EnvHandlerAPI, runtimes.EnvRuntime, runtimes.EnvFunctionDir,
+	runtimes.EnvLibsDir, runtimes.EnvNodePath, runtimes.EnvPythonPath, runtimes.EnvIdentityTokenFile,
+}
+
+// startOnly are variables a running host cannot take: a Function's
+// environment that sets one wakes on the Deployment path.
+var startOnly = []string{"NODE_OPTIONS", "PYTHONPATH", "PYTHONHOME"}
+
+// Eligible returns nil when the warm pool can serve p exactly, else an
+// error wrapping ErrNotPoolable that says why not.
+func Eligible(p plan.Plan) error {
+	var why []string
+	if !p.Scaling.ScalesToZero() {
+		why = append(why, "it does not scale to zero")
+	}
+	if p.Source.Git != nil {
+		why = append(why, "its source is fetched from Git")
+	}
+	if p.Dependencies.Install() {
+		why = append(why, "it has dependencies to install")
+	}
+	if len(p.SecretMounts) > 0 {
+		why = append(why, "it mounts Secrets")
+	}
+	if p.ServiceAccountToken {
+		why = append(why, "it asks for a ServiceAccount token")
+	}
+	for _, e := range p.Env {
+		switch {
+		case e.ValueFrom != nil:
+			why = append(why, fmt.Sprintf("its variable %s is taken from elsewhere", e.Name))
+		case slices.Contains(startOnly, e.Name):
+			why = append(why, fmt.Sprintf("its variable %s is read only when a host starts", e.Name))
+		}
+	}
+	if len(why) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrNotPoolable, strings.Join(why, ", "))
+}
+
+// Specialization is what a standby host is given to become p's host: p's
+// environment but the start variables and the source directory (the files
+// are written into the host's function directory), and p's source files.
+func Specialization(p plan.Plan) runtimes.Specialization {
+	s := runtimes.Specialization{Env: map[string]string{}, Files: p.Source.Files}
+	for _, e := range p.Env {
+		if slices.Contains(startEnv, e.Name) || e.Name == runtimes.EnvSourceDir {
+			continue
+		}
+		s.Env[e.Name] = e.Value
+	}
+	return s
+}
+
+// podEnv is the environment of p's standby pods, without the token.
+func podEnv(p plan.Plan) []corev1.EnvVar {
+	var env []corev1.EnvVar
+	for _, e := range p.Env {
+		if slices.Contains(startEnv, e.Name) {
+			env = append(env, corev1.EnvVar{Name: e.Name, Value: e.Value})
+		}
+	}
+	return env
+}
+
+// Shape names the standby pods p needs: two Functions of a namespace with
+// the same shape can be served by the same standby pod. It is a hash of
+// the standby pod's spec.
+func Shape(p plan.Plan, cfg resources.Config) string {
+	pod := resources.StandbyPod(p, cfg, "", nil, podEnv(p))
+	b, err := json.Marshal(pod.Spec)
+	if err != nil {
+		panic(fmt.Sprintf("marshal standby pod spec: %v", err))
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
