@@ -20,6 +20,7 @@ type file struct {
 	KubeAPIQPS              float64           `json:"kubeAPIQPS"`
 	KubeAPIBurst            int               `json:"kubeAPIBurst"`
 	Workers                 int               `json:"workers"`
+	WarmPool                bool              `json:"warmPool"`
 	WarmPoolSize            int               `json:"warmPoolSize"`
 	RuntimeImages           map[string]string `json:"runtimeImages"`
 	DefaultProfile          string            `json:"defaultProfile"`
@@ -78,7 +79,7 @@ func fileOf(c *Process) file {
 		MetricsAddress: c.MetricsAddress, HealthAddress: c.HealthAddress,
 		LeaderElect: c.LeaderElect, LeaderElectionNamespace: c.LeaderElectionNamespace,
 		KubeAPIQPS: c.KubeAPIQPS, KubeAPIBurst: c.KubeAPIBurst,
-		Workers: fn.Workers, WarmPoolSize: fn.WarmPoolSize,
+		Workers: fn.Workers, WarmPool: fn.WarmPool, WarmPoolSize: fn.WarmPoolSize,
 		RuntimeImages: fn.Plan.Images, DefaultProfile: fn.Plan.DefaultProfile,
 		PublisherAddress: fn.Plan.PublisherAddress, TraceCollector: fn.Plan.TraceCollectorEndpoint,
 		ScalerAddress: r.ScalerAddress, ScalerAuthentication: formatAuthentication(r.ScalerAuthentication),
@@ -100,7 +101,7 @@ func (f file) into(c *Process) {
 	c.MetricsAddress, c.HealthAddress = f.MetricsAddress, f.HealthAddress
 	c.LeaderElect, c.LeaderElectionNamespace = f.LeaderElect, f.LeaderElectionNamespace
 	c.KubeAPIQPS, c.KubeAPIBurst = f.KubeAPIQPS, f.KubeAPIBurst
-	fn.Workers, fn.WarmPoolSize = f.Workers, f.WarmPoolSize
+	fn.Workers, fn.WarmPool, fn.WarmPoolSize = f.Workers, f.WarmPool, f.WarmPoolSize
 	fn.Plan.Images, fn.Plan.DefaultProfile = f.RuntimeImages, f.DefaultProfile
 	fn.Plan.PublisherAddress, fn.Plan.TraceCollectorEndpoint = f.PublisherAddress, f.TraceCollector
 	r.ScalerAddress, r.ScalerAuthentication = f.ScalerAddress, parseAuthentication(f.ScalerAuthentication)

@@ -39,6 +39,7 @@ import (
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 	"github.com/kfn-dev/kfn/controller/function"
+	"github.com/kfn-dev/kfn/controller/pool"
 	"github.com/kfn-dev/kfn/eventbridge/subscription"
 	"github.com/kfn-dev/kfn/internal/auth"
 	"github.com/kfn-dev/kfn/test/testcluster"
@@ -374,6 +375,19 @@ func TestControllerRBAC(t *testing.T) {
 		c := fn.Status.Condition(v1alpha2.ConditionConfigurationReady)
 		return c != nil && c.Status == metav1.ConditionFalse
 	})
+	// A Function that scales to zero gets the warm pool's standby pod in
+	// its namespace; deleted, it takes the pod with it.
+	require.NoError(t, a.Create(ctx, inlineFunction("idle", 0, 3)))
+	standbyPods := func(ctx context.Context) int {
+		var pods corev1.PodList
+		if a.List(ctx, &pods, client.InNamespace(appsNamespace), client.HasLabels{pool.LabelShape}) != nil {
+			return -1
+		}
+		return len(pods.Items)
+	}
+	eventually(t, p, "the warm pool makes a standby pod for idle", func(ctx context.Context) bool { return standbyPods(ctx) == 1 })
+	require.NoError(t, a.Delete(ctx, inlineFunction("idle", 0, 3)))
+	eventually(t, p, "the standby pod goes with the last Function that needed it", func(ctx context.Context) bool { return standbyPods(ctx) == 0 })
 	eventually(t, p, "condition changes are Events", func(ctx context.Context) bool {
 		var list eventsv1.EventList
 		return a.List(ctx, &list, client.InNamespace(appsNamespace)) == nil && len(list.Items) > 0
@@ -386,6 +400,7 @@ func TestControllerRBAC(t *testing.T) {
 	grants := grantsOf(t, in.objs, releaseNamespace, "kfn-controller")
 	checkLeastPrivilege(t, rec.Calls(), grants, map[grant]string{
 		{Group: "events.k8s.io", Resource: "events", Verb: "patch"}: "client-go's event broadcaster patches an Event series when the same event repeats within minutes; the scenario repeats none",
+		{Group: "", Resource: "pods", Verb: "patch"}:                "the warm pool labels a standby pod as a woken Function's once its host took the Function, which needs a running host at the pod's address: no kubelet runs here (controller/pool's TestPoolGivesAStandbyPodToAFunctionWokenFromZero and the real node claim)",
 	})
 }
 

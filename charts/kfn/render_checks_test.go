@@ -460,26 +460,28 @@ func checkEventBridgeEgress(t *testing.T, r rendered) {
 	assert.ElementsMatch(t, []string{"53", "53", "4222", "443", "6443"}, ports)
 }
 
-// TestWarmPoolValues: functions.warmPool.size reaches the controller's
+// TestWarmPoolValues: functions.warmPool reaches the controller's
 // configuration, and only a pool that is on lets the controller create,
-// patch and delete pods (off, it may only list and watch them). Fails
-// when the size is not rendered or the pod verbs are granted without a
-// pool.
+// patch and delete pods and watch namespaces (off, it may only list and
+// watch pods). Fails when a value is not rendered or the verbs are granted
+// without a pool.
 func TestWarmPoolValues(t *testing.T) {
-	podVerbs := func(objs []*unstructured.Unstructured) []string {
-		var verbs []string
+	verbs := func(objs []*unstructured.Unstructured, resource string) []string {
+		var out []string
 		for _, g := range grantsOf(t, objs, releaseNamespace, "kfn-controller") {
-			if g.Group == "" && g.Resource == "pods" {
-				verbs = append(verbs, g.Verb)
+			if g.Group == "" && g.Resource == resource {
+				out = append(out, g.Verb)
 			}
 		}
-		slices.Sort(verbs)
-		return verbs
+		slices.Sort(out)
+		return out
 	}
-	off := render(t, nil)
-	assert.Contains(t, typed(t, off).configMaps["kfn-controller"].Data["controller.yaml"], "warmPoolSize: 0\n")
-	assert.Equal(t, []string{"list", "watch"}, podVerbs(off))
-	on := render(t, map[string]any{"functions": map[string]any{"warmPool": map[string]any{"size": 2}}})
-	assert.Contains(t, typed(t, on).configMaps["kfn-controller"].Data["controller.yaml"], "warmPoolSize: 2\n")
-	assert.Equal(t, []string{"create", "delete", "list", "patch", "watch"}, podVerbs(on))
+	on := render(t, nil)
+	assert.Contains(t, typed(t, on).configMaps["kfn-controller"].Data["controller.yaml"], "warmPool: true\nwarmPoolSize: 1\n", "on by default, one per namespace and shape")
+	assert.Equal(t, []string{"create", "delete", "list", "patch", "watch"}, verbs(on, "pods"))
+	assert.Equal(t, []string{"list", "watch"}, verbs(on, "namespaces"))
+	off := render(t, map[string]any{"functions": map[string]any{"warmPool": map[string]any{"enabled": false, "size": 3}}})
+	assert.Contains(t, typed(t, off).configMaps["kfn-controller"].Data["controller.yaml"], "warmPool: false\nwarmPoolSize: 3\n")
+	assert.Equal(t, []string{"list", "watch"}, verbs(off, "pods"))
+	assert.Empty(t, verbs(off, "namespaces"))
 }

@@ -56,9 +56,12 @@ type Config struct {
 	KEDACheckInterval time.Duration
 	// Workers is how many Functions are reconciled at once.
 	Workers int
+	// WarmPool runs the warm pool (package controller/pool), which keeps
+	// standby pods for Functions that scale to zero.
+	WarmPool bool
 	// WarmPoolSize is how many standby pods the warm pool keeps per
-	// namespace and shape of Function that scales to zero (package
-	// controller/pool); 0 turns the pool off.
+	// namespace and shape of Function that scales to zero, unless the
+	// namespace's pool.AnnotationSize says otherwise.
 	WarmPoolSize int
 }
 

@@ -102,7 +102,7 @@ func NewReconciler(mgr ctrl.Manager, cfg Config) (*Reconciler, error) {
 		return nil, err
 	}
 	r.keda.present.Store(present)
-	if cfg.WarmPoolSize > 0 {
+	if cfg.WarmPool {
 		if r.pool, err = pool.New(mgr.GetClient(), mgr.GetCache(), pool.Config{Size: cfg.WarmPoolSize, Resources: cfg.Resources},
 			pool.WithLogger(mgr.GetLogger().WithName("pool"))); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)

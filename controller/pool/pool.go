@@ -41,6 +41,10 @@ const (
 	// LabelClaimedBy is on a pod the pool gave a Function: the Function's
 	// name (the pod then also has the Function's pod labels).
 	LabelClaimedBy = "kfn.dev/pool-claimed-by"
+	// AnnotationSize, on a namespace, sets the pool size of that
+	// namespace (an integer within 0..MaxSize; 0 turns its pools off),
+	// instead of Config.Size.
+	AnnotationSize = "kfn.dev/warm-pool-size"
 )
 
 // Defaults and bounds of Config.
@@ -57,7 +61,8 @@ var ErrInvalidConfig = errors.New("invalid warm pool configuration")
 // Config configures a Pool.
 type Config struct {
 	// Size is how many standby pods the pool keeps per namespace and
-	// shape of Function that scales to zero; 0 turns the pool off.
+	// shape of Function that scales to zero, unless the namespace says
+	// otherwise (AnnotationSize); 0 keeps none where no namespace asks.
 	Size int
 	// Resources configures the standby pods as it does Function pods.
 	Resources resources.Config
@@ -156,13 +161,10 @@ func podAddress(pod *corev1.Pod) string {
 	return net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(int(port)))
 }
 
-// Observe records p's plan: the pool serves it when it is Eligible and
-// the pool is on. It returns why the pool does not serve it, nil when it
-// does (or is off).
+// Observe records p's plan: the pool serves it when it is Eligible (and
+// its namespace's pool size is not 0). It returns why the pool cannot
+// serve it, nil when it can.
 func (p *Pool) Observe(fn plan.Plan) error {
-	if p.cfg.Size == 0 {
-		return nil
-	}
 	key := types.NamespacedName{Namespace: fn.Namespace, Name: fn.Name}
 	err := Eligible(fn)
 	p.mu.Lock()
@@ -207,10 +209,6 @@ func (p *Pool) NeedLeaderElection() bool { return true }
 // a claimed pod once its Function's Deployment has a ready pod or is
 // scaled to zero, and keeps Size standby pods per pool.
 func (p *Pool) Start(ctx context.Context) error {
-	if p.cfg.Size == 0 {
-		<-ctx.Done()
-		return nil
-	}
 	if err := p.deleteStandby(ctx); err != nil {
 		return err
 	}
@@ -218,6 +216,52 @@ func (p *Pool) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("watch deployments: %w", err)
 	}
+	nsInf, err := p.cache.GetInformer(ctx, &corev1.Namespace{})
+	if err != nil {
+		return fmt.Errorf("watch namespaces: %w", err)
+	}
+	nsReg, err := nsInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(oldObj, newObj any) {
+			old, ok1 := oldObj.(*corev1.Namespace)
+			ns, ok2 := newObj.(*corev1.Namespace)
+			if ok1 && ok2 && old.Annotations[AnnotationSize] != ns.Annotations[AnnotationSize] {
+				p.poke()
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("watch namespaces: %w", err)
+	}
+	defer func() { _ = nsInf.RemoveEventHandler(nsReg) }()
+	// A standby pod that changes (claimed, deleted by someone, evicted)
+	// is a reason to look at the pool again: the cache now says so.
+	podInf, err := p.cache.GetInformer(ctx, &corev1.Pod{})
+	if err != nil {
+		return fmt.Errorf("watch pods: %w", err)
+	}
+	standby := func(obj any) bool {
+		if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		pod, ok := obj.(*corev1.Pod)
+		return ok && pod.Labels[LabelShape] != ""
+	}
+	podReg, err := podInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(oldObj, newObj any) {
+			if standby(oldObj) || standby(newObj) {
+				p.poke()
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if standby(obj) {
+				p.poke()
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("watch pods: %w", err)
+	}
+	defer func() { _ = podInf.RemoveEventHandler(podReg) }()
 	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(oldObj, newObj any) {
 			old, ok1 := oldObj.(*appsv1.Deployment)
@@ -433,6 +477,14 @@ func (p *Pool) refill(ctx context.Context) error {
 	for _, m := range p.functions {
 		want[poolKey{m.plan.Namespace, m.shape}] = m.plan
 	}
+	p.mu.Unlock()
+	size := map[string]int{}
+	for k := range want {
+		if _, ok := size[k.namespace]; !ok {
+			size[k.namespace] = p.sizeOf(ctx, k.namespace)
+		}
+	}
+	p.mu.Lock()
 	have := map[poolKey]int{}
 	var extra []*corev1.Pod
 	for i := range pods.Items {
@@ -443,7 +495,7 @@ func (p *Pool) refill(ctx context.Context) error {
 			continue
 		}
 		k := poolKey{pod.Namespace, pod.Labels[LabelShape]}
-		if _, ok := want[k]; !ok || have[k] >= p.cfg.Size {
+		if _, ok := want[k]; !ok || have[k] >= size[k.namespace] {
 			if !p.taken[key] {
 				extra = append(extra, pod)
 			}
@@ -456,7 +508,7 @@ func (p *Pool) refill(ctx context.Context) error {
 	}
 	var todo []poolKey
 	for k := range want {
-		for n := have[k]; n < p.cfg.Size; n++ {
+		for n := have[k]; n < size[k.namespace]; n++ {
 			todo = append(todo, k)
 		}
 	}
@@ -501,6 +553,25 @@ func (p *Pool) retireServed(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// sizeOf is the pool size of a namespace: its AnnotationSize, else
+// Config.Size.
+func (p *Pool) sizeOf(ctx context.Context, namespace string) int {
+	var ns corev1.Namespace
+	if err := p.c.Get(ctx, client.ObjectKey{Name: namespace}, &ns); err != nil {
+		return p.cfg.Size
+	}
+	v, ok := ns.Annotations[AnnotationSize]
+	if !ok {
+		return p.cfg.Size
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > MaxSize {
+		p.log.Info("ignoring a namespace's warm pool size: want an integer within 0..MaxSize", "namespace", namespace, "annotation", AnnotationSize, "value", v, "MaxSize", MaxSize)
+		return p.cfg.Size
+	}
+	return n
 }
 
 // create makes a standby pod of pool k, shaped as fn.

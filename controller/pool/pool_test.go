@@ -210,7 +210,7 @@ func TestPoolGivesAStandbyPodToAFunctionWokenFromZero(t *testing.T) {
 	hostDir, err := runtimes.WriteHost(t.TempDir())
 	require.NoError(t, err)
 	k := &kubelet{t: t, c: cluster.Client, hostDir: hostDir, addrs: map[string]string{}}
-	p, err := pool.New(mgr.GetClient(), mgr.GetCache(), pool.Config{Size: 1, Resources: function.DefaultConfig().Resources, Resync: time.Second},
+	p, err := pool.New(mgr.GetClient(), mgr.GetCache(), pool.Config{Size: 1, Resources: function.DefaultConfig().Resources, Resync: time.Minute},
 		pool.WithAddress(k.address), pool.WithLogger(testr.New(t)))
 	require.NoError(t, err)
 	require.NoError(t, mgr.Add(p))
@@ -221,9 +221,9 @@ func TestPoolGivesAStandbyPodToAFunctionWokenFromZero(t *testing.T) {
 		assert.NoError(t, <-done)
 	})
 	c := cluster.Client
-	for _, ns := range []string{"shop", "bank"} {
-		require.NoError(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
-	}
+	require.NoError(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}))
+	bank := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bank", Annotations: map[string]string{pool.AnnotationSize: "2"}}}
+	require.NoError(t, c.Create(ctx, bank))
 
 	orders := newFunction(t, ctx, c, "shop", "orders", "")
 	refunds := newFunction(t, ctx, c, "shop", "refunds", "")
@@ -237,13 +237,14 @@ func TestPoolGivesAStandbyPodToAFunctionWokenFromZero(t *testing.T) {
 	assert.ErrorContains(t, err, "dependencies to install")
 	assert.Equal(t, pool.Shape(orders, function.DefaultConfig().Resources), pool.Shape(accounts, function.DefaultConfig().Resources), "the same shape in both namespaces")
 
-	// One standby pod per namespace (orders and refunds share a shape),
-	// each in its Function's namespace, serving nothing yet.
-	for _, ns := range []string{"shop", "bank"} {
+	// One standby pod in shop (orders and refunds share a shape), two in
+	// bank (its annotation), each in its Function's namespace, serving
+	// nothing yet.
+	for ns, n := range map[string]int{"shop": 1, "bank": 2} {
 		require.Eventually(t, func() bool {
-			return len(podsOf(t, ctx, c, ns, client.HasLabels{pool.LabelShape})) == 1
-		}, wait, 10*time.Millisecond, "one standby pod in %s", ns)
-		require.Equal(t, 1, k.run(ctx, ns))
+			return len(podsOf(t, ctx, c, ns, client.HasLabels{pool.LabelShape})) == n
+		}, wait, 10*time.Millisecond, "%d standby pods in %s", n, ns)
+		require.Equal(t, n, k.run(ctx, ns))
 	}
 	standby := podsOf(t, ctx, c, "shop", client.HasLabels{pool.LabelShape})[0]
 	assert.NotContains(t, standby.Labels, v1alpha2.LabelFunctionName, "a standby pod is in no Function's Service")
@@ -303,9 +304,17 @@ func TestPoolGivesAStandbyPodToAFunctionWokenFromZero(t *testing.T) {
 		return apierrors.IsNotFound(err)
 	}, wait, 10*time.Millisecond, "the claimed pod is deleted once the Function has a ready pod")
 
-	// A Function the pool no longer serves loses its pool.
-	p.Forget(client.ObjectKeyFromObject(&v1alpha2.Function{ObjectMeta: metav1.ObjectMeta{Namespace: "bank", Name: "accounts"}}))
+	// A namespace that turns its pool off, and a Function the pool no
+	// longer serves, lose their standby pods.
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(bank), bank))
+	bank.Annotations[pool.AnnotationSize] = "0"
+	require.NoError(t, c.Update(ctx, bank))
 	require.Eventually(t, func() bool {
 		return len(podsOf(t, ctx, c, "bank", client.HasLabels{pool.LabelShape})) == 0
+	}, wait, 10*time.Millisecond, "no standby pod in a namespace whose pool is off")
+	p.Forget(client.ObjectKeyFromObject(&v1alpha2.Function{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders"}}))
+	p.Forget(client.ObjectKeyFromObject(&v1alpha2.Function{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "refunds"}}))
+	require.Eventually(t, func() bool {
+		return len(podsOf(t, ctx, c, "shop", client.HasLabels{pool.LabelShape})) == 0
 	}, wait, 10*time.Millisecond, "no standby pod where no Function needs one")
 }

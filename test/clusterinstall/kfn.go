@@ -70,6 +70,10 @@ func LocalValues(img LocalImages, profile string) map[string]any {
 		"runtimes": map[string]any{"registry": img.Registry, "tag": img.Tag},
 		"functions": map[string]any{
 			"defaultProfile": "S",
+			// The warm pool runs, but keeps standby pods only in the
+			// namespaces that ask (kfn.dev/warm-pool-size): the
+			// scenarios' pods are theirs, and the node's 2 cores hold them.
+			"warmPool": map[string]any{"size": 0},
 		},
 		"networkPolicy": map[string]any{"enabled": true},
 		"eventbridge": map[string]any{

@@ -1,0 +1,137 @@
+package cluster
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The warm pool's labels and annotation (controller/pool's LabelShape,
+// LabelClaimedBy, AnnotationSize; this module does not build the
+// controller's packages).
+const (
+	poolShapeLabel     = "kfn.dev/pool-shape"
+	poolClaimedByLabel = "kfn.dev/pool-claimed-by"
+	poolSizeAnnotation = "kfn.dev/warm-pool-size"
+)
+
+// standbyPods lists the warm pool's standby pods of a namespace that are
+// started (their host serves) and not being deleted.
+func standbyPods(t *testing.T, ns string) ([]corev1.Pod, error) {
+	pods, err := platform.cluster.Clientset.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: poolShapeLabel})
+	if err != nil {
+		return nil, err
+	}
+	var out []corev1.Pod
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || len(p.Status.ContainerStatuses) == 0 {
+			continue
+		}
+		if s := p.Status.ContainerStatuses[0].Started; s != nil && *s {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// waitStandby waits until the namespace has a started standby pod and
+// returns its name.
+func waitStandby(t *testing.T, ns string) string {
+	t.Helper()
+	var name string
+	eventually(t, 2*time.Minute, "a started standby pod in "+ns, func() error {
+		pods, err := standbyPods(t, ns)
+		if err != nil {
+			return err
+		}
+		if len(pods) != 1 {
+			return fmt.Errorf("%d started standby pods", len(pods))
+		}
+		name = pods[0].Name
+		return nil
+	})
+	return name
+}
+
+// TestWarmPoolWakesAFunctionOnAStandbyPod runs the warm pool on the real
+// node in a namespace that asks for one standby pod (the shared install
+// keeps none by default, so that the other scenarios' pods are theirs): a
+// Function at zero is woken by one event, which the standby pod, given
+// the Function at once, handles, once; the pod wears the Function's labels
+// and owner, is deleted once the Function's own pod is ready, and the pool
+// is refilled; after the Function is back at zero, an HTTP request through
+// the gateway is served by the new standby pod. The figures go with the
+// Deployment path's (make bench reads them).
+func TestWarmPoolWakesAFunctionOnAStandbyPod(t *testing.T) {
+	ns := namespace(t, "warm")
+	nsObj, err := platform.cluster.Clientset.CoreV1().Namespaces().Get(t.Context(), ns, metav1.GetOptions{})
+	require.NoError(t, err)
+	nsObj.Annotations = map[string]string{poolSizeAnnotation: "1"}
+	_, err = platform.cluster.Clientset.CoreV1().Namespaces().Update(t.Context(), nsObj, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	apply(t, ns, scalingFunction("warm", 0, 2, 15, 10, 0))
+	apply(t, ns, subscription(ns, "warm", "warm", "order.paid.v1", nil))
+	waitSubscriptionReady(t, ns, "warm")
+	first := waitStandby(t, ns)
+	waitAtZero(t, ns, "warm", 3*time.Minute)
+
+	t.Run("one event is handled by the standby pod, once", func(t *testing.T) {
+		id := ns + "-wake"
+		start := time.Now()
+		publish(t, "order.paid.v1", "shop", id, `{"wake": true}`)
+		require.NoError(t, platform.recorder.waitAll(t.Context(), "warm", []string{id}, time.Minute))
+		delivered := time.Since(start)
+		t.Logf("warm pool wake by event: published -> delivered %s", delivered.Round(time.Millisecond))
+		coldStarts.add("pool event", 0, delivered)
+		assert.Equal(t, map[string]int{first: 1}, platform.recorder.podCounts("warm"), "the standby pod handled the waking event")
+
+		claimed, err := platform.cluster.Clientset.CoreV1().Pods(ns).Get(t.Context(), first, metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, "warm", claimed.Labels[functionLabel], "in the Function's Service")
+		assert.Equal(t, "warm", claimed.Labels[poolClaimedByLabel])
+		assert.NotContains(t, claimed.Labels, poolShapeLabel)
+		require.Len(t, claimed.OwnerReferences, 1)
+		assert.Equal(t, "Function", claimed.OwnerReferences[0].Kind)
+		assert.Equal(t, "warm", claimed.OwnerReferences[0].Name)
+
+		publish(t, "order.paid.v1", "shop", id+"-after", `{"wake": false}`)
+		require.NoError(t, platform.recorder.waitAll(t.Context(), "warm", []string{id + "-after"}, time.Minute))
+		assert.Equal(t, 1, platform.recorder.counts("warm")[id], "the event that woke the Function was delivered once")
+	})
+
+	t.Run("the standby pod goes once the Function's own pod is ready, and the pool is refilled", func(t *testing.T) {
+		eventually(t, 2*time.Minute, "the claimed pod deleted", func() error {
+			_, err := platform.cluster.Clientset.CoreV1().Pods(ns).Get(t.Context(), first, metav1.GetOptions{})
+			if err == nil {
+				return fmt.Errorf("%s still there", first)
+			}
+			return nil
+		})
+		_, ready, err := replicas(ns, "warm")
+		require.NoError(t, err)
+		assert.GreaterOrEqual(t, ready, int32(1), "the Deployment's own pod is ready")
+		second := waitStandby(t, ns)
+		assert.NotEqual(t, first, second, "a new standby pod")
+	})
+
+	t.Run("an HTTP request at zero is served by a standby pod", func(t *testing.T) {
+		waitAtZero(t, ns, "warm", 3*time.Minute)
+		standby := waitStandby(t, ns)
+		url := fmt.Sprintf("%s/%s/warm/?id=%s-http", platform.gateway, ns, ns)
+		token := invoker(t, ns)
+		start := time.Now()
+		code, body, err := getAs(url, token)
+		elapsed := time.Since(start)
+		require.NoError(t, err)
+		assert.Equal(t, 200, code, body)
+		assert.Equal(t, "handled "+ns+"-http", body)
+		t.Logf("warm pool wake by HTTP through the gateway: %s", elapsed.Round(time.Millisecond))
+		coldStarts.add("pool http", 0, elapsed)
+		assert.Equal(t, 1, platform.recorder.podCounts("warm")[standby], "the standby pod served the request")
+	})
+}
