@@ -6,6 +6,8 @@
 //   - where a wake by event spends its time: the median time since the
 //     publish at which it passed each step (timeline.go);
 //   - cold start from zero by an HTTP request through the gateway;
+//   - the same two wakes served by the warm pool (a standby pod given the
+//     Function when KEDA scales it up), p50 and p99;
 //   - per-request latency of a warm function pod at 50 requests/s, through
 //     its Service (kube-proxy) and, as the anchor, to the pod's own address.
 //
@@ -107,6 +109,17 @@ func run(ctx context.Context, trials int, latency time.Duration, rate int, figur
 			Value: node.eventDelivered99.Seconds(), Target: figures.Target{Text: "Knative (published): 2-4 s"}},
 		figures.Figure{Group: "real node", Name: fmt.Sprintf("cold start from zero by HTTP through the gateway (p99 of %d)", trials), Unit: "s",
 			Value: node.http99.Seconds(), Target: figures.Target{Text: "Knative (published): 2-4 s"}})
+	poolTarget := figures.Target{Max: 0.1, Text: "< 100 ms p50; Fission's pool manager (published, kind): p50 72.8 ms"}
+	poolTarget99 := figures.Target{Max: 0.25, Text: "< 250 ms p99; Fission (published, kind): p95 76.8 ms"}
+	figs = append(figs,
+		figures.Figure{Group: "real node", Name: "warm pool wake by event, published -> delivered (median)", Unit: "s",
+			Value: median(node.poolEvent).Seconds(), Anchor: "the Deployment path, same run", AnchorValue: node.eventDelivered.Seconds(), Target: poolTarget},
+		figures.Figure{Group: "real node", Name: fmt.Sprintf("warm pool wake by event, published -> delivered (p99 of %d)", trials), Unit: "s",
+			Value: percentile(node.poolEvent, 99).Seconds(), Target: poolTarget99},
+		figures.Figure{Group: "real node", Name: "warm pool wake by HTTP through the gateway (median)", Unit: "s",
+			Value: median(node.poolHTTP).Seconds(), Anchor: "the Deployment path, same run", AnchorValue: node.http.Seconds(), Target: poolTarget},
+		figures.Figure{Group: "real node", Name: fmt.Sprintf("warm pool wake by HTTP through the gateway (p99 of %d)", trials), Unit: "s",
+			Value: percentile(node.poolHTTP, 99).Seconds(), Target: poolTarget99})
 	// The breakdown: when the median wake passed each step, since the
 	// publish (timeline.go says how each step is seen).
 	for _, s := range steps {

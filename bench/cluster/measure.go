@@ -339,6 +339,8 @@ type nodeFigures struct {
 	eventDelivered99, http99         time.Duration
 	breakdown                        breakdown
 	service, pod                     latencies
+	// poolEvent and poolHTTP are the wakes served by the warm pool.
+	poolEvent, poolHTTP []time.Duration
 }
 
 // measureNode applies the functions in namespace bench and measures.
@@ -442,6 +444,64 @@ metadata:
 	out.eventReady, out.eventDelivered, out.http = median(ready), median(delivered), median(https)
 	out.eventDelivered99, out.http99 = percentile(delivered, 99), percentile(https, 99)
 	out.breakdown.print()
+
+	// The same wakes, served by the warm pool: the namespace asks for a
+	// standby pod (the install keeps none unless asked).
+	if err := c.Apply(ctx, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Namespace
+metadata:
+  name: %s
+  annotations:
+    kfn.dev/warm-pool-size: "1"
+`, ns))); err != nil {
+		return out, err
+	}
+	standby := func() error {
+		_, err := pollValue(ctx, 3*time.Minute, func() (bool, bool) {
+			pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "kfn.dev/pool-shape"})
+			if err != nil {
+				return false, false
+			}
+			for _, p := range pods.Items {
+				if p.DeletionTimestamp == nil && len(p.Status.ContainerStatuses) > 0 && ptr.Deref(p.Status.ContainerStatuses[0].Started, false) {
+					return true, true
+				}
+			}
+			return false, false
+		})
+		return err
+	}
+	for i := range trials {
+		if err := atZero(); err != nil {
+			return out, fmt.Errorf("cold at zero: %w", err)
+		}
+		if err := standby(); err != nil {
+			return out, fmt.Errorf("no standby pod: %w\n%s", err, c.Describe(ctx, ns))
+		}
+		id := fmt.Sprintf("pool-event-%d", i)
+		start := time.Now()
+		if err := publish(publisher+"/publish", "bench.cold.v1", id); err != nil {
+			return out, err
+		}
+		at, err := rec.wait(ctx, id, 2*time.Minute)
+		if err != nil {
+			return out, fmt.Errorf("event %s: %w\n%s", id, err, c.Describe(ctx, ns))
+		}
+		out.poolEvent = append(out.poolEvent, at.Sub(start))
+		if err := atZero(); err != nil {
+			return out, fmt.Errorf("cold back at zero: %w", err)
+		}
+		if err := standby(); err != nil {
+			return out, fmt.Errorf("no standby pod: %w", err)
+		}
+		start = time.Now()
+		if err := getAs(fmt.Sprintf("%s/%s/cold/?id=pool-http-%d", gateway, ns, i), token); err != nil {
+			return out, err
+		}
+		out.poolHTTP = append(out.poolHTTP, time.Since(start))
+		fmt.Fprintf(os.Stderr, "bench/cluster: warm pool wake %d: event delivered %s; HTTP %s\n", i+1,
+			out.poolEvent[i].Round(time.Millisecond), out.poolHTTP[i].Round(time.Millisecond))
+	}
 
 	svc, pod, err := warmAddresses(ctx, c, ns)
 	if err != nil {
