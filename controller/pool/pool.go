@@ -365,7 +365,10 @@ func (p *Pool) claim(ctx context.Context, fn types.NamespacedName) {
 		_ = p.c.Delete(ctx, pod)
 		return
 	}
-	patch := client.MergeFromWithOptions(pod.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	// No optimistic lock: one claimer takes a pod (taken), and the
+	// kubelet's status updates, which a lock would trip over, change no
+	// label.
+	patch := client.MergeFrom(pod.DeepCopy())
 	for k, v := range m.plan.Labels {
 		pod.Labels[k] = v
 	}
