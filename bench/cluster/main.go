@@ -8,6 +8,7 @@
 //   - cold start from zero by an HTTP request through the gateway;
 //   - the same two wakes served by the warm pool (a standby pod given the
 //     Function when KEDA scales it up), p50 and p99;
+//   - a Python Function's wake by event, on a new pod and by the pool;
 //   - per-request latency of a warm function pod at 50 requests/s, through
 //     its Service (kube-proxy) and, as the anchor, to the pod's own address.
 //
@@ -120,6 +121,15 @@ func run(ctx context.Context, trials int, latency time.Duration, rate int, figur
 			Value: median(node.poolHTTP).Seconds(), Anchor: "the Deployment path, same run", AnchorValue: node.http.Seconds(), Target: poolTarget},
 		figures.Figure{Group: "real node", Name: fmt.Sprintf("warm pool wake by HTTP through the gateway (p99 of %d)", trials), Unit: "s",
 			Value: percentile(node.poolHTTP, 99).Seconds(), Target: poolTarget99})
+	figs = append(figs,
+		figures.Figure{Group: "real node", Name: "Python: cold start from zero by event, published -> delivered (median)", Unit: "s",
+			Value: median(node.pyEvent).Seconds(), Anchor: "Node.js, same run", AnchorValue: node.eventDelivered.Seconds(), Target: figures.Target{Text: "Knative (published): 2-4 s"}},
+		figures.Figure{Group: "real node", Name: fmt.Sprintf("Python: cold start from zero by event, published -> delivered (p99 of %d)", trials), Unit: "s",
+			Value: percentile(node.pyEvent, 99).Seconds()},
+		figures.Figure{Group: "real node", Name: "Python: warm pool wake by event, published -> delivered (median)", Unit: "s",
+			Value: median(node.pyPoolEvent).Seconds(), Anchor: "Python, new pod, same run", AnchorValue: median(node.pyEvent).Seconds(), Target: poolTarget},
+		figures.Figure{Group: "real node", Name: fmt.Sprintf("Python: warm pool wake by event, published -> delivered (p99 of %d)", trials), Unit: "s",
+			Value: percentile(node.pyPoolEvent, 99).Seconds(), Target: poolTarget99})
 	// The breakdown: when the median wake passed each step, since the
 	// publish (timeline.go says how each step is seen).
 	for _, s := range steps {

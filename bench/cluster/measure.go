@@ -29,7 +29,8 @@ import (
 
 // coldFunction is the function every cold start wakes, in namespace ns,
 // reporting to recorderURL: a Node.js handler with minReplicas 0 and a
-// Subscription to bench.cold.v1 from source "bench".
+// Subscription to bench.cold.v1 from source "bench"; coldpy the same in
+// Python (bench.coldpy.v1), and warm a Function that stays up.
 func coldFunction(ns, recorderURL string) string {
 	return fmt.Sprintf(`apiVersion: serverless.kyma-project.io/v1alpha2
 kind: Function
@@ -66,6 +67,43 @@ spec:
   source: bench
   types:
     - bench.cold.v1
+---
+apiVersion: serverless.kyma-project.io/v1alpha2
+kind: Function
+metadata:
+  name: coldpy
+  namespace: %[1]s
+spec:
+  runtime: python312
+  scaleConfig:
+    minReplicas: 0
+    maxReplicas: 1
+    cooldownPeriod: 5
+  env:
+    - name: RECORDER_URL
+      value: %[2]s
+  source:
+    inline:
+      source: |
+        import os
+        import urllib.parse
+        import urllib.request
+
+        def main(event, context):
+            id = event.get('ce-id') or ''
+            urllib.request.urlopen(urllib.request.Request(os.environ['RECORDER_URL'] + '/record?id=' + urllib.parse.quote(id), method='POST'), timeout=10).close()
+            return 'ok'
+---
+apiVersion: eventing.kyma-project.io/v1alpha2
+kind: Subscription
+metadata:
+  name: coldpy
+  namespace: %[1]s
+spec:
+  sink: http://coldpy.%[1]s.svc.cluster.local
+  source: bench
+  types:
+    - bench.coldpy.v1
 ---
 apiVersion: serverless.kyma-project.io/v1alpha2
 kind: Function
@@ -341,6 +379,9 @@ type nodeFigures struct {
 	service, pod                     latencies
 	// poolEvent and poolHTTP are the wakes served by the warm pool.
 	poolEvent, poolHTTP []time.Duration
+	// pyEvent and pyPoolEvent are the Python Function's wakes by event,
+	// on a new pod and by the warm pool.
+	pyEvent, pyPoolEvent []time.Duration
 }
 
 // measureNode applies the functions in namespace bench and measures.
@@ -376,14 +417,31 @@ metadata:
 	if err != nil {
 		return out, err
 	}
-	atZero := func() error {
+	fnAtZero := func(fn string) error {
 		_, err := pollValue(ctx, 3*time.Minute, func() (bool, bool) {
-			pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "serverless.kyma-project.io/function-name=cold"})
-			d, derr := c.Clientset.AppsV1().Deployments(ns).Get(ctx, "cold", metav1.GetOptions{})
+			pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "serverless.kyma-project.io/function-name=" + fn})
+			d, derr := c.Clientset.AppsV1().Deployments(ns).Get(ctx, fn, metav1.GetOptions{})
 			ok := err == nil && derr == nil && len(pods.Items) == 0 && d.Spec.Replicas != nil && *d.Spec.Replicas == 0
 			return ok, ok
 		})
 		return err
+	}
+	atZero := func() error { return fnAtZero("cold") }
+	// pyWake publishes one event to coldpy at zero and returns when it
+	// was delivered.
+	pyWake := func(id string) (time.Duration, error) {
+		if err := fnAtZero("coldpy"); err != nil {
+			return 0, fmt.Errorf("coldpy at zero: %w", err)
+		}
+		start := time.Now()
+		if err := publish(publisher+"/publish", "bench.coldpy.v1", id); err != nil {
+			return 0, err
+		}
+		at, err := rec.wait(ctx, id, 2*time.Minute)
+		if err != nil {
+			return 0, fmt.Errorf("event %s: %w\n%s", id, err, c.Describe(ctx, ns))
+		}
+		return at.Sub(start), nil
 	}
 	podReady := func(since time.Time) (time.Duration, error) {
 		return pollValue(ctx, 3*time.Minute, func() (time.Duration, bool) {
@@ -444,6 +502,14 @@ metadata:
 	out.eventReady, out.eventDelivered, out.http = median(ready), median(delivered), median(https)
 	out.eventDelivered99, out.http99 = percentile(delivered, 99), percentile(https, 99)
 	out.breakdown.print()
+	for i := range trials {
+		d, err := pyWake(fmt.Sprintf("py-event-%d", i))
+		if err != nil {
+			return out, err
+		}
+		out.pyEvent = append(out.pyEvent, d)
+		fmt.Fprintf(os.Stderr, "bench/cluster: Python cold start %d: delivered %s\n", i+1, d.Round(time.Millisecond))
+	}
 
 	// The same wakes, served by the warm pool: the namespace asks for a
 	// standby pod (the install keeps none unless asked).
@@ -456,21 +522,28 @@ metadata:
 `, ns))); err != nil {
 		return out, err
 	}
-	standby := func() error {
+	// standbyOf waits for a started standby pod of the runtime.
+	standbyOf := func(runtime string) error {
 		_, err := pollValue(ctx, 3*time.Minute, func() (bool, bool) {
 			pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "kfn.dev/pool-shape"})
 			if err != nil {
 				return false, false
 			}
 			for _, p := range pods.Items {
-				if p.DeletionTimestamp == nil && len(p.Status.ContainerStatuses) > 0 && ptr.Deref(p.Status.ContainerStatuses[0].Started, false) {
-					return true, true
+				if p.DeletionTimestamp != nil || len(p.Status.ContainerStatuses) == 0 || !ptr.Deref(p.Status.ContainerStatuses[0].Started, false) {
+					continue
+				}
+				for _, e := range p.Spec.Containers[0].Env {
+					if e.Name == "FUNC_RUNTIME" && e.Value == runtime {
+						return true, true
+					}
 				}
 			}
 			return false, false
 		})
 		return err
 	}
+	standby := func() error { return standbyOf("nodejs22") }
 	for i := range trials {
 		if err := atZero(); err != nil {
 			return out, fmt.Errorf("cold at zero: %w", err)
@@ -501,6 +574,17 @@ metadata:
 		out.poolHTTP = append(out.poolHTTP, time.Since(start))
 		fmt.Fprintf(os.Stderr, "bench/cluster: warm pool wake %d: event delivered %s; HTTP %s\n", i+1,
 			out.poolEvent[i].Round(time.Millisecond), out.poolHTTP[i].Round(time.Millisecond))
+	}
+	for i := range trials {
+		if err := standbyOf("python312"); err != nil {
+			return out, fmt.Errorf("no Python standby pod: %w", err)
+		}
+		d, err := pyWake(fmt.Sprintf("py-pool-event-%d", i))
+		if err != nil {
+			return out, err
+		}
+		out.pyPoolEvent = append(out.pyPoolEvent, d)
+		fmt.Fprintf(os.Stderr, "bench/cluster: Python warm pool wake %d: delivered %s\n", i+1, d.Round(time.Millisecond))
 	}
 
 	svc, pod, err := warmAddresses(ctx, c, ns)
