@@ -136,6 +136,10 @@ func run(ctx context.Context, trials int, latency time.Duration, rate int, figur
 		figs = append(figs, figures.Figure{Group: "real node wake by event, breakdown", Name: fmt.Sprintf("published -> %s (median)", s), Unit: "s",
 			Value: node.breakdown.percentile(s, 50).Seconds()})
 	}
+	for _, s := range poolSteps {
+		figs = append(figs, figures.Figure{Group: "real node warm pool wake by event, breakdown", Name: fmt.Sprintf("published -> %s (median)", s), Unit: "s",
+			Value: node.poolBreakdown.percentile(s, 50).Seconds()})
+	}
 	for _, f := range figs {
 		fmt.Printf("%-75s %8.3f %s", f.Name, f.Value, f.Unit)
 		if f.Anchor != "" {

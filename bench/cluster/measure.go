@@ -377,8 +377,10 @@ type nodeFigures struct {
 	eventDelivered99, http99         time.Duration
 	breakdown                        breakdown
 	service, pod                     latencies
-	// poolEvent and poolHTTP are the wakes served by the warm pool.
+	// poolEvent and poolHTTP are the wakes served by the warm pool;
+	// poolBreakdown the event wakes' steps.
 	poolEvent, poolHTTP []time.Duration
+	poolBreakdown       breakdown
 	// pyEvent and pyPoolEvent are the Python Function's wakes by event,
 	// on a new pod and by the warm pool.
 	pyEvent, pyPoolEvent []time.Duration
@@ -552,14 +554,30 @@ metadata:
 			return out, fmt.Errorf("no standby pod: %w\n%s", err, c.Describe(ctx, ns))
 		}
 		id := fmt.Sprintf("pool-event-%d", i)
+		tl, stopWatch, err := watchPoolWake(ctx, c, ns, "cold")
+		if err != nil {
+			return out, err
+		}
 		start := time.Now()
+		tl.begin(start)
 		if err := publish(publisher+"/publish", "bench.cold.v1", id); err != nil {
+			stopWatch()
 			return out, err
 		}
 		at, err := rec.wait(ctx, id, 2*time.Minute)
 		if err != nil {
+			stopWatch()
 			return out, fmt.Errorf("event %s: %w\n%s", id, err, c.Describe(ctx, ns))
 		}
+		tl.see(stepPoolDelivered)
+		if _, err := pollValue(ctx, 10*time.Second, func() (bool, bool) { _, ok := tl.sinceOf(poolSteps); return ok, ok }); err != nil {
+			fmt.Fprintf(os.Stderr, "bench/cluster: pool wake %d: a step was not seen: %v\n", i+1, tl.at)
+		}
+		stopWatch()
+		w, _ := tl.sinceOf(poolSteps)
+		w[stepPoolDelivered] = at.Sub(start)
+		out.poolBreakdown = append(out.poolBreakdown, w)
+		fmt.Fprintf(os.Stderr, "bench/cluster: pool wake %d timeline (ms): %s\n", i+1, formatOf(w, poolSteps))
 		out.poolEvent = append(out.poolEvent, at.Sub(start))
 		if err := atZero(); err != nil {
 			return out, fmt.Errorf("cold back at zero: %w", err)
@@ -575,6 +593,7 @@ metadata:
 		fmt.Fprintf(os.Stderr, "bench/cluster: warm pool wake %d: event delivered %s; HTTP %s\n", i+1,
 			out.poolEvent[i].Round(time.Millisecond), out.poolHTTP[i].Round(time.Millisecond))
 	}
+	out.poolBreakdown.printOf("warm pool wake by event", poolSteps)
 	for i := range trials {
 		if err := standbyOf("python312"); err != nil {
 			return out, fmt.Errorf("no Python standby pod: %w", err)

@@ -43,6 +43,16 @@ const (
 var steps = []step{stepScaled, stepReplicas, stepPod, stepScheduled, stepSandbox, stepStarted,
 	stepListening, stepLoaded, stepReady, stepEndpoint, stepDelivered}
 
+// Steps of a wake served by the warm pool.
+const (
+	stepClaimed       step = "standby pod labelled as the Function's"
+	stepPoolEndpoint  step = "EndpointSlice lists the standby pod"
+	stepPoolDelivered step = "delivered by the standby pod"
+)
+
+// poolSteps is every step of a warm pool wake in order.
+var poolSteps = []step{stepScaled, stepClaimed, stepPoolEndpoint, stepPoolDelivered}
+
 // timeline is when one wake passed each step, as this program saw it:
 // watches of the Deployment, its ReplicaSets, its pods and the Service's
 // EndpointSlices (the API server's timestamps have a one-second
@@ -82,11 +92,14 @@ func (t *timeline) seen(s step) bool {
 
 // since returns each step's time after start; ok is false when a step was
 // not seen.
-func (t *timeline) since() (map[step]time.Duration, bool) {
+func (t *timeline) since() (map[step]time.Duration, bool) { return t.sinceOf(steps) }
+
+// sinceOf is since for the steps of list.
+func (t *timeline) sinceOf(list []step) (map[step]time.Duration, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	out := map[step]time.Duration{}
-	for _, s := range steps {
+	for _, s := range list {
 		at, ok := t.at[s]
 		if !ok {
 			return out, false
@@ -189,6 +202,75 @@ func watchWake(ctx context.Context, c *singlenode.Cluster, ns, name string) (*ti
 	return t, stop, nil
 }
 
+// watchPoolWake watches a wake of Function name in ns that the warm pool
+// serves: the Deployment scaled, the standby pod labelled as the
+// Function's, and the Function's EndpointSlice listing it (ready or not:
+// the event bridge probes it). Call it before the publish and set start
+// with begin.
+func watchPoolWake(ctx context.Context, c *singlenode.Cluster, ns, name string) (*timeline, func(), error) {
+	t := &timeline{at: map[step]time.Time{}}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	stop := func() { cancel(); wg.Wait() }
+	standby := func(pod string) bool { return strings.HasPrefix(pod, "kfn-pool-") }
+	watches := []struct {
+		open func() (watch.Interface, error)
+		on   func(any)
+	}{
+		{func() (watch.Interface, error) {
+			return c.Clientset.AppsV1().Deployments(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+		}, func(o any) {
+			if d, ok := o.(*appsv1.Deployment); ok && d.Spec.Replicas != nil && *d.Spec.Replicas > 0 {
+				t.see(stepScaled)
+			}
+		}},
+		{func() (watch.Interface, error) {
+			return c.Clientset.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: "serverless.kyma-project.io/function-name=" + name})
+		}, func(o any) {
+			if p, ok := o.(*corev1.Pod); ok && standby(p.Name) && p.DeletionTimestamp == nil {
+				t.see(stepClaimed)
+			}
+		}},
+		{func() (watch.Interface, error) {
+			return c.Clientset.DiscoveryV1().EndpointSlices(ns).Watch(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + name})
+		}, func(o any) {
+			es, ok := o.(*discoveryv1.EndpointSlice)
+			if !ok {
+				return
+			}
+			for _, e := range es.Endpoints {
+				if e.TargetRef != nil && standby(e.TargetRef.Name) {
+					t.see(stepPoolEndpoint)
+				}
+			}
+		}},
+	}
+	for _, w := range watches {
+		wi, err := w.open()
+		if err != nil {
+			stop()
+			return nil, nil, fmt.Errorf("watch: %w", err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer wi.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case ev, ok := <-wi.ResultChan():
+					if !ok {
+						return
+					}
+					w.on(ev.Object)
+				}
+			}
+		}()
+	}
+	return t, stop, nil
+}
+
 // begin sets the wake's start: the moment of its publish or request.
 func (t *timeline) begin(at time.Time) {
 	t.mu.Lock()
@@ -243,10 +325,13 @@ func (b breakdown) percentile(s step, p int) time.Duration {
 // print writes the median timeline of b, each step since the start and
 // since the step before it, in the order of their medians (a delivery may
 // come before the pod is Ready).
-func (b breakdown) print() {
+func (b breakdown) print() { b.printOf("wake by event", steps) }
+
+// printOf is print for the steps of list.
+func (b breakdown) printOf(what string, list []step) {
 	var prev time.Duration
-	fmt.Fprintf(os.Stderr, "bench/cluster: wake by event, median of %d wakes (since the publish; since the step before):\n", len(b))
-	order := slices.Clone(steps)
+	fmt.Fprintf(os.Stderr, "bench/cluster: %s, median of %d wakes (since the publish; since the step before):\n", what, len(b))
+	order := slices.Clone(list)
 	slices.SortStableFunc(order, func(x, y step) int { return cmp.Compare(b.percentile(x, 50), b.percentile(y, 50)) })
 	for _, s := range order {
 		m := b.percentile(s, 50)
@@ -257,9 +342,12 @@ func (b breakdown) print() {
 
 // format is one wake's timeline on one line, each step's milliseconds
 // since the start in the order of steps.
-func format(w map[step]time.Duration) string {
+func format(w map[step]time.Duration) string { return formatOf(w, steps) }
+
+// formatOf is format for the steps of list.
+func formatOf(w map[step]time.Duration, list []step) string {
 	var parts []string
-	for _, s := range steps {
+	for _, s := range list {
 		parts = append(parts, fmt.Sprint(w[s].Milliseconds()))
 	}
 	return strings.Join(parts, " ")
