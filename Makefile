@@ -145,10 +145,10 @@ envtest: ## Build kube-apiserver and etcd for tests into ~/.cache/kfn (only when
 	@hack/envtest-assets.sh >/dev/null
 
 .PHONY: generate
-generate: ## Regenerate deepcopy code and the CRDs (api/crds, copied into charts/kfn/crds) from the API markers.
+generate: ## Regenerate deepcopy code and the CRDs (api/crds, copied into charts/kfn/files/crds, which the chart renders) from the API markers.
 	$(GO) tool controller-gen object:headerFile=hack/boilerplate.go.txt paths=./api/...
 	$(GO) tool controller-gen crd paths=./api/... output:crd:artifacts:config=api/crds
-	rm -f charts/kfn/crds/*.yaml && cp api/crds/*.yaml charts/kfn/crds/
+	rm -f charts/kfn/files/crds/*.yaml && cp api/crds/*.yaml charts/kfn/files/crds/
 
 .PHONY: verify
 verify: ## Fail when code is unformatted, vet complains, a go.mod is untidy, or generated files are stale.
@@ -160,8 +160,8 @@ verify: ## Fail when code is unformatted, vet complains, a go.mod is untidy, or 
 	@# module's test run stops at "updates to go.mod needed" otherwise).
 	@for m in . $(NESTED_MODULES); do (cd $$m && $(GO) mod tidy -diff >/dev/null) || { echo "$$m: go.mod or go.sum is not tidy: run 'go mod tidy' there and commit"; exit 1; }; done
 	@$(MAKE) --no-print-directory generate >/dev/null
-	@if ! git diff --quiet -- api charts/kfn/crds; then \
-		git --no-pager diff --stat -- api charts/kfn/crds; \
+	@if ! git diff --quiet -- api charts/kfn/files/crds; then \
+		git --no-pager diff --stat -- api charts/kfn/files/crds; \
 		echo "generated files are stale: run 'make generate' and commit the result"; exit 1; fi
 
 .PHONY: kfn

@@ -1,8 +1,8 @@
 // Package crds holds kfn's CustomResourceDefinitions, generated from the
 // API types' markers by `make generate` (which copies them into the Helm
-// chart's crds folder too), and embeds them so that admission offline
-// (package manifest), `kfn dev` and the tests use exactly the CRDs a cluster
-// gets.
+// chart's files/crds, from which the chart renders them), and embeds them
+// so that admission offline (package manifest), `kfn dev` and the tests use
+// exactly the CRDs a cluster gets.
 package crds
 
 import (

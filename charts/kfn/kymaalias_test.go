@@ -118,6 +118,11 @@ func helmInstall(t *testing.T, namespace string, vals map[string]any) *release.R
 	install.ReleaseName = aliasRelease
 	install.Namespace = namespace
 	install.KubeVersion = kubeVersion(t)
+	// The CRDs, which the chart renders, exist on the shared API server
+	// without this release's ownership (other tests applied them): take
+	// them, as helm install --take-ownership would (a dry run changes
+	// nothing).
+	install.TakeOwnership = true
 	rel, err := install.Run(loadChart(t), copyValues(vals))
 	require.NoError(t, err)
 	r, ok := rel.(*release.Release)
