@@ -304,7 +304,7 @@ func startAPIServer(ctx context.Context) (*envtest.Environment, error) {
 	env := &envtest.Environment{
 		Scheme:                scheme,
 		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{filepath.Join("charts", "kfn", "crds")},
+		CRDDirectoryPaths:     []string{filepath.Join("api", "crds")},
 		ErrorIfCRDPathMissing: true,
 	}
 	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.96.0.0/16")
