@@ -47,6 +47,14 @@ const ProfileEnv = "KFN_CLUSTER_PROFILE"
 // requests of LocalValues; installing it took 14-16 s against small's 10 s.
 const DefaultProfile = "ha"
 
+// NodeImages are the images hack/cluster/images.sh imports into the node:
+// kfn's tagged tag (dev; hack/cluster/release-images.sh's
+// release-<commit> for an earlier commit's), and NATS version natsVersion
+// of the node's binaries (singlenode.ComponentVersion).
+func NodeImages(tag, natsVersion string) LocalImages {
+	return LocalImages{Registry: "localhost/kfn", Tag: tag, NATSRepository: "localhost/kfn-cluster/nats", NATSTag: natsVersion}
+}
+
 // LocalValues are the chart values of a cluster whose images were imported
 // into the node, not pulled: the chart's profile (ha or small), kfn's images
 // never pulled, NetworkPolicies on, deliveries only into the node's pod and
@@ -101,29 +109,85 @@ var platformCPU = map[string]string{"controller": "50m", "eventbridge": "100m", 
 
 // Kfn installs the chart in chartDir as release "kfn" in namespace
 // kfn-system (created) through the Helm SDK, with vals over the chart's
-// values, and waits up to timeout until every object is ready.
+// values, and waits up to timeout until every object is ready. CRDs an
+// earlier install left (helm uninstall keeps them) are taken over
+// (--take-ownership).
 func Kfn(ctx context.Context, kubeconfig, chartDir string, vals map[string]any, timeout time.Duration) error {
 	ch, err := loader.Load(chartDir)
 	if err != nil {
 		return fmt.Errorf("load chart %s: %w", chartDir, err)
 	}
+	cfg, err := helmConfig(kubeconfig)
+	if err != nil {
+		return err
+	}
+	install := action.NewInstall(cfg)
+	install.ReleaseName = Release
+	install.Namespace = Namespace
+	install.CreateNamespace = true
+	install.TakeOwnership = true
+	install.ServerSideApply = true
+	install.WaitStrategy = kube.StatusWatcherStrategy
+	install.Timeout = timeout
+	if _, err := install.RunWithContext(ctx, ch, vals); err != nil {
+		return fmt.Errorf("helm install %s %s: %w", Release, chartDir, err)
+	}
+	return nil
+}
+
+// helmConfig is a Helm action configuration for the release's namespace
+// of the cluster behind kubeconfig, with releases in Secrets as helm's own.
+func helmConfig(kubeconfig string) (*action.Configuration, error) {
 	flags := genericclioptions.NewConfigFlags(false)
 	flags.KubeConfig = &kubeconfig
 	ns := Namespace
 	flags.Namespace = &ns
 	cfg := action.NewConfiguration(action.ConfigurationSetLogger(slog.NewTextHandler(io.Discard, nil)))
 	if err := cfg.Init(flags, Namespace, "secret"); err != nil {
-		return fmt.Errorf("helm configuration: %w", err)
+		return nil, fmt.Errorf("helm configuration: %w", err)
 	}
-	install := action.NewInstall(cfg)
-	install.ReleaseName = Release
-	install.Namespace = Namespace
-	install.CreateNamespace = true
-	install.ServerSideApply = true
-	install.WaitStrategy = kube.StatusWatcherStrategy
-	install.Timeout = timeout
-	if _, err := install.RunWithContext(ctx, ch, vals); err != nil {
-		return fmt.Errorf("helm install %s %s: %w", Release, chartDir, err)
+	return cfg, nil
+}
+
+// Upgrade upgrades release "kfn" to the chart in chartDir as the chart's
+// README tells users to: helm upgrade --reset-then-reuse-values (the
+// values set before, the new chart's defaults for the rest) with vals over
+// them, --take-ownership and --force-conflicts (the CRDs of a release of
+// chart 0.1.0 are not the release's, and may have been applied by kubectl). It waits up to timeout until every object is ready.
+func Upgrade(ctx context.Context, kubeconfig, chartDir string, vals map[string]any, timeout time.Duration) error {
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		return fmt.Errorf("load chart %s: %w", chartDir, err)
+	}
+	cfg, err := helmConfig(kubeconfig)
+	if err != nil {
+		return err
+	}
+	upgrade := action.NewUpgrade(cfg)
+	upgrade.Namespace = Namespace
+	upgrade.ResetThenReuseValues = true
+	upgrade.TakeOwnership = true
+	upgrade.ForceConflicts = true
+	upgrade.WaitStrategy = kube.StatusWatcherStrategy
+	upgrade.Timeout = timeout
+	if _, err := upgrade.RunWithContext(ctx, Release, ch, vals); err != nil {
+		return fmt.Errorf("helm upgrade %s %s: %w", Release, chartDir, err)
+	}
+	return nil
+}
+
+// Uninstall uninstalls release "kfn" and waits up to timeout until its
+// objects are gone (the CRDs stay: the chart keeps them).
+func Uninstall(kubeconfig string, timeout time.Duration) error {
+	cfg, err := helmConfig(kubeconfig)
+	if err != nil {
+		return err
+	}
+	uninstall := action.NewUninstall(cfg)
+	uninstall.WaitStrategy = kube.StatusWatcherStrategy
+	uninstall.Timeout = timeout
+	if _, err := uninstall.Run(Release); err != nil {
+		return fmt.Errorf("helm uninstall %s: %w", Release, err)
 	}
 	return nil
 }
@@ -150,7 +214,7 @@ func Platform(ctx context.Context, c *singlenode.Cluster, chartDir string, logf 
 	start = time.Now()
 	profile := cmp.Or(os.Getenv(ProfileEnv), DefaultProfile)
 	logf("chart profile %s (%s)", profile, ProfileEnv)
-	vals := LocalValues(LocalImages{Registry: "localhost/kfn", Tag: "dev", NATSRepository: "localhost/kfn-cluster/nats", NATSTag: nats}, profile)
+	vals := LocalValues(NodeImages("dev", nats), profile)
 	for _, v := range values {
 		v(vals)
 	}
