@@ -72,8 +72,10 @@ test: verify envtest test-packages ## Run every test (builds the test API server
 
 # A single-node cluster from source (see README, "A real node"): the
 # binaries are built once per version into ~/.cache/kfn/cluster, kfn's
-# images on every run.
-CLUSTER_TESTFLAGS ?= -timeout 30m
+# images on every run. The upgrade scenario (e2e/cluster
+# TestUpgradeUnderLoad) also builds the previous release's images, once per
+# commit (hack/cluster/release-images.sh).
+CLUSTER_TESTFLAGS ?= -timeout 40m
 
 .PHONY: test-cluster
 test-cluster: ## Run the end-to-end tests on a real node (root; KFN_SKIP_CLUSTER=1 skips them).

@@ -7,7 +7,10 @@
 // request, events routed, chained and dead-lettered, scale to zero and
 // back by push, scaling out on backlog, killed pods without lost events
 // (each of profile ha's faults, killed with SIGKILL through the node:
-// faultload_test.go), and the restricted Pod Security Standard.
+// faultload_test.go), the restricted Pod Security Standard, and, last,
+// helm upgrade from the previous release and from profile small to ha
+// under load (upgrade_test.go, which reinstalls kfn and leaves this
+// checkout's install behind).
 //
 // It is a module of its own so that go test ./... of the main module does
 // not run it beside the unit tests: make test runs it after them. It needs
