@@ -218,8 +218,8 @@ func upgradeToHA(ctx context.Context, logf func(string, ...any), kubeconfig, cha
 			continue
 		}
 		first, err := pods.Get(ctx, "kfn-nats-0", metav1.GetOptions{})
-		if err != nil || first.Labels["controller-revision-hash"] == sts.Status.UpdateRevision {
-			continue // the first server runs the new configuration
+		if err != nil || first.DeletionTimestamp != nil || first.Labels["controller-revision-hash"] == sts.Status.UpdateRevision {
+			continue // going, or it runs the new configuration
 		}
 		running := 0
 		for _, name := range []string{"kfn-nats-1", "kfn-nats-2"} {
