@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/types"
 
+	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/scaler/activity"
 	"github.com/kfn-dev/kfn/test/logtest"
 	"github.com/kfn-dev/kfn/test/scalertest"
@@ -174,4 +175,51 @@ func TestRunRefreshesUntilItsContextEnds(t *testing.T) {
 	_, err := core.State(fn)
 	assert.ErrorIs(t, err, activity.ErrBacklogUnavailable)
 	stop()
+}
+
+// A listener ends once it is not needed: when an event on one of its
+// subjects activates the Function (the subscriptions on its other subjects
+// end too), and when Run returns.
+func TestListenersEndWhenNotNeeded(t *testing.T) {
+	n := scalertest.StartNATS(t)
+	conn := scalertest.Connect(t, n.Server.ClientURL())
+	fn := types.NamespacedName{Namespace: "shop", Name: "orders"}
+	sub := scalertest.Subscription(fn.Namespace, "orders", fn.Name, "shop", "order.created.v1")
+	n.CreateConsumer(t, sub)
+	newCore := func(sub *eventingv1alpha2.Subscription) *activity.Scaler {
+		core, err := activity.New(activity.NewJetStreamReader(n.JS, n.Streams.EventStream), activity.NewNATSListener(conn),
+			activity.WithActivationHold(0), activity.WithRefreshInterval(10*time.Millisecond))
+		require.NoError(t, err)
+		require.NoError(t, core.Upsert(sub))
+		return core
+	}
+
+	core := newCore(sub)
+	_, activated, cancel := core.Watch(fn)
+	defer cancel()
+	require.NoError(t, core.Refresh(context.Background()))
+	require.Equal(t, 2, conn.NumSubscriptions(), "the Subscription's subject and its replay subject")
+	n.Publish(t, "shop", "order.created.v1", "1")
+	awaitActivation(t, activated, "the event")
+	require.Eventually(t, func() bool { return conn.NumSubscriptions() == 0 }, 10*time.Second, 10*time.Millisecond,
+		"the listener ends with the activation")
+
+	// Another Function, with no events: Run listens for it, then stops.
+	idle := scalertest.Subscription(fn.Namespace, "shipping", "shipping", "shop", "order.shipped.v1")
+	n.CreateConsumer(t, idle)
+	core = newCore(idle)
+	ctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	done := make(chan error, 1)
+	go func() { done <- core.Run(ctx) }()
+	require.Eventually(t, func() bool { return conn.NumSubscriptions() == 2 }, 10*time.Second, 10*time.Millisecond,
+		"Run listens while the Function is inactive")
+	stop()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return within 10s of its context's end")
+	}
+	assert.Equal(t, 0, conn.NumSubscriptions(), "Run stops its listeners when it returns")
 }
