@@ -2,8 +2,10 @@ package activity_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -222,4 +224,55 @@ func TestListenersEndWhenNotNeeded(t *testing.T) {
 		t.Fatal("Run did not return within 10s of its context's end")
 	}
 	assert.Equal(t, 0, conn.NumSubscriptions(), "Run stops its listeners when it returns")
+}
+
+// failingReader fails its reads while fail is set, and otherwise reads
+// with the real reader. A fake: a real reader's failure cannot be turned
+// on and off between two refreshes without the server going away, which
+// would lose the consumers the test reads.
+type failingReader struct {
+	activity.BacklogReader
+	fail atomic.Bool
+}
+
+func (r *failingReader) Backlogs(ctx context.Context) (map[string]uint64, error) {
+	if r.fail.Load() {
+		return nil, errors.New("no answer")
+	}
+	return r.BacklogReader.Backlogs(ctx)
+}
+
+// A refresh that cannot read the backlog turns no Function inactive: one
+// that had events stays active through it, and the next refresh that
+// reads finds it active still, with no second announcement.
+func TestAFailedRefreshLeavesActiveFunctionsActive(t *testing.T) {
+	n := scalertest.StartNATS(t)
+	reader := &failingReader{BacklogReader: activity.NewJetStreamReader(n.JS, n.Streams.EventStream)}
+	reg := prometheus.NewRegistry()
+	core, err := activity.New(reader, nil, activity.WithActivationHold(0), activity.WithMetrics(reg))
+	require.NoError(t, err)
+	fn := types.NamespacedName{Namespace: "shop", Name: "orders"}
+	sub := scalertest.Subscription(fn.Namespace, "orders", fn.Name, "shop", "order.created.v1")
+	n.CreateConsumer(t, sub)
+	require.NoError(t, core.Upsert(sub))
+	_, activated, cancel := core.Watch(fn)
+	defer cancel()
+	n.Publish(t, "shop", "order.created.v1", "1")
+	n.AwaitPending(t, 1)
+	require.NoError(t, core.Refresh(context.Background()))
+	awaitActivation(t, activated, "the backlog")
+
+	reader.fail.Store(true)
+	require.ErrorIs(t, core.Refresh(context.Background()), activity.ErrBacklogUnavailable)
+	assert.Equal(t, 1.0, gauge(t, reg, "kfn_scaler_functions_active"), "active through the failed refresh")
+	reader.fail.Store(false)
+	require.NoError(t, core.Refresh(context.Background()))
+	st, err := core.State(fn)
+	require.NoError(t, err)
+	assert.Equal(t, activity.State{Backlog: 1, Active: true}, st)
+	select {
+	case <-activated:
+		t.Fatal("a second announcement: the failed refresh turned the Function inactive")
+	default:
+	}
 }
