@@ -526,11 +526,18 @@ func TestRedeliveryDelay(t *testing.T) {
 	assert.Equal(t, 100*time.Millisecond, dispatcher.RedeliveryDelay(d, 1, 0, 0))
 	assert.Equal(t, 400*time.Millisecond, dispatcher.RedeliveryDelay(d, 3, 0, 0))
 	assert.Equal(t, 5*time.Second, dispatcher.RedeliveryDelay(d, 3, 0, 5*time.Second), "Retry-After wins when longer")
+	// ±20% of 200ms at random: each delay within 160-240ms, and 100 of
+	// them spread beyond ±5% both ways (all 100 on one side of it by chance:
+	// under 1e-20), so that retries of events that failed together part.
+	low, high := time.Hour, time.Duration(0)
 	for range 100 {
 		got := dispatcher.RedeliveryDelay(d, 2, 0.2, 0)
 		assert.GreaterOrEqual(t, got, 160*time.Millisecond)
 		assert.LessOrEqual(t, got, 240*time.Millisecond)
+		low, high = min(low, got), max(high, got)
 	}
+	assert.Less(t, low, 190*time.Millisecond, "jitter shortens some delays")
+	assert.Greater(t, high, 210*time.Millisecond, "jitter lengthens some delays")
 }
 
 func TestRetryAfter(t *testing.T) {
