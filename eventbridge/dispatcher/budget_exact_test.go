@@ -132,3 +132,56 @@ func TestBudgetInBytes(t *testing.T) {
 	assert.Equal(t, 0, ids[0], "the oldest go")
 	assert.Equal(t, 500, waiting(b, "small"), "small events within both budgets all wait")
 }
+
+// TestBudgetGivesUpTheOldestRetriesFirst: a failing sink, maxBacklog and
+// maxInFlightMessages 20: twenty events fail their first attempt and wait
+// a minute for their next in the worker, within the budget. Ten more put
+// the backlog ten over: the budget gives up ten events, first those
+// waiting for their next attempt, earliest in the stream first (a slot it
+// frees takes one of the ten newer events, whose attempt fails meanwhile
+// and is given up in its turn, so how many of the twenty go varies; which
+// go does not).
+func TestBudgetGivesUpTheOldestRetriesFirst(t *testing.T) {
+	b := newBridge(t, withConfig(fastBudget))
+	b.newSink("dead", func(n int, r *http.Request, w http.ResponseWriter) { w.WriteHeader(http.StatusServiceUnavailable) })
+	b.subscribe(sub("dead", "dead", config("maxInFlightMessages", "20", "maxBacklog", "20", "backoffInitial", "1m", "backoffMax", "1m")))
+	for i := range 20 {
+		b.publish("shop", "order.created.v1", strconv.Itoa(i), "")
+	}
+	require.Eventually(t, func() bool { return failedAttempts(b) == 20 }, wait, tick, "every event's first attempt failed")
+	require.Empty(t, b.deadLetters(), "within the budget")
+	for i := 20; i < 30; i++ {
+		b.publish("shop", "order.created.v1", strconv.Itoa(i), "")
+	}
+	require.Eventually(t, func() bool { return len(b.deadLetters()) >= 10 }, wait, tick)
+	require.Never(t, func() bool { return len(b.deadLetters()) > 10 }, 300*time.Millisecond, tick, "the excess only")
+	var retried []int // given up while waiting for their next attempt
+	for _, id := range deadLetterIDs(t, b, "backlog over maxBacklog (20)") {
+		if id < 20 {
+			retried = append(retried, id)
+		}
+	}
+	t.Logf("%d of the 20 waiting given up: %v", len(retried), retried)
+	require.NotEmpty(t, retried, "the events waiting for their next attempt go first")
+	for i, id := range retried {
+		assert.Equal(t, i, id, "the earliest in the stream first")
+	}
+}
+
+// failedAttempts reads kfn_eventbridge_delivery_failures_total, summed,
+// -1 when it cannot; like waiting, it fails no test.
+func failedAttempts(b *bridge) int {
+	families, err := b.reg.Gather()
+	if err != nil {
+		return -1
+	}
+	n := 0.0
+	for _, f := range families {
+		if f.GetName() == "kfn_eventbridge_delivery_failures_total" {
+			for _, m := range f.GetMetric() {
+				n += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return int(n)
+}
