@@ -114,6 +114,8 @@ PKGS ?=
 BASE ?= main
 # More flags for `gremlins unleash`, for example --dry-run.
 MUTATE_FLAGS ?=
+# File names: only these files of the packages are mutated (empty: all).
+MUTATE_FILES ?=
 # Mutants tested at once, and how many times its package's first test run
 # a mutant's may take before it counts as timed out (see hack/mutate.sh).
 MUTATE_WORKERS ?= 1
@@ -128,7 +130,7 @@ mutate: envtest ## Mutation testing (gremlins) of PKGS, or of the packages chang
 	@GOBIN=$(BIN) $(GO) install github.com/go-gremlins/gremlins/cmd/gremlins@$(GREMLINS_VERSION)
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" GREMLINS=$(BIN)/gremlins BASE="$(BASE)" \
 		MUTATE_WORKERS="$(MUTATE_WORKERS)" MUTATE_TIMEOUT_COEFFICIENT="$(MUTATE_TIMEOUT_COEFFICIENT)" \
-		MUTATE_FLAGS="$(MUTATE_FLAGS)" hack/mutate.sh $(PKGS)
+		MUTATE_FLAGS="$(MUTATE_FLAGS)" MUTATE_FILES="$(MUTATE_FILES)" hack/mutate.sh $(PKGS)
 
 .PHONY: bench
 bench: envtest ## Run every benchmark and write BENCHMARKS.md with scaling curves (about 30 minutes; BENCH_QUICK=1: about 2).

@@ -27,7 +27,10 @@
 # how many times the first (coverage) run of a package's tests a mutant's
 # run may take before it counts as timed out (default 3); MUTATE_FLAGS,
 # more flags for `gremlins unleash` (for example --dry-run, or
-# --exclude-files REGEXP, a path relative to the package).
+# --exclude-files REGEXP, a path relative to the package); MUTATE_FILES,
+# file names (retry.go outcome.go): only these files of each package are
+# mutated (gremlins itself can only leave files out), the same subset for a
+# run before and after a change.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -35,6 +38,7 @@ gremlins=${GREMLINS:-gremlins}
 workers=${MUTATE_WORKERS:-1}
 coefficient=${MUTATE_TIMEOUT_COEFFICIENT:-3}
 read -r -a extra <<<"${MUTATE_FLAGS:-}"
+read -r -a only <<<"${MUTATE_FILES:-}"
 
 # gremlins gives each mutant's tests a multiple of the time its first run
 # of the package's tests took: a result from go test's cache would make
@@ -53,6 +57,26 @@ inModule() {
 		[[ -f $root/$d/go.mod ]] && return 1
 		d=$(dirname "$d")
 	done
+}
+
+# excludeOthers prints the --exclude-files regexp of the Go files of
+# directory $1 (tests aside) not named in MUTATE_FILES, or nothing when
+# every file is named.
+excludeOthers() {
+	local f b o keep
+	local -a others=()
+	for f in "$root/$1"/*.go; do
+		b=$(basename "$f")
+		[[ -e $f && $b != *_test.go ]] || continue
+		keep=
+		for o in "${only[@]}"; do
+			[[ $b == "$o" ]] && keep=1
+		done
+		[[ -n $keep ]] || others+=("${b//./\\.}")
+	done
+	((${#others[@]} > 0)) || return 0
+	local IFS='|'
+	printf '(^|/)(%s)$' "${others[*]}"
 }
 
 # hasCode succeeds when directory $1 holds Go code other than tests.
@@ -88,10 +112,23 @@ else
 	((${#dirs[@]} > 0)) || { log "no package of the main module changed since $BASE"; exit 0; }
 fi
 
+for o in "${only[@]}"; do
+	found=
+	for d in "${dirs[@]}"; do
+		[[ -f $root/$d/$o ]] && found=1
+	done
+	[[ -n $found ]] || die "MUTATE_FILES: no package to mutate has $o"
+done
+
 status=0
 for d in "${dirs[@]}"; do
 	args=(unleash "$root/$d" --workers "$workers" --timeout-coefficient "$coefficient" --exclude-files '/')
 	what="./$d, every mutant"
+	if ((${#only[@]} > 0)); then
+		ex=$(excludeOthers "$d")
+		[[ -z $ex ]] || args+=(--exclude-files "$ex")
+		what="./$d, every mutant of ${only[*]}"
+	fi
 	if [[ -n ${diffed[$d]:-} ]]; then
 		args+=(--diff "$BASE")
 		what="./$d, mutants on the lines changed since $BASE"
