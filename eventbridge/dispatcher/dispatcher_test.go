@@ -227,7 +227,7 @@ func TestRetryableStatuses(t *testing.T) {
 	for _, status := range []int{200, 201, 202, 204} {
 		assert.Equal(t, dispatcher.Done, dispatcher.Judge(status))
 	}
-	for _, status := range []int{301, 400, 401, 403, 404, 405, 409, 410, 413, 422} {
+	for _, status := range []int{300, 301, 302, 307, 308, 400, 401, 403, 404, 405, 409, 410, 413, 422} {
 		assert.Equal(t, dispatcher.GiveUp, dispatcher.Judge(status), "%d", status)
 	}
 }
