@@ -276,3 +276,39 @@ func TestAFailedRefreshLeavesActiveFunctionsActive(t *testing.T) {
 	default:
 	}
 }
+
+// deadlineReader records how long each read may take, by its context's
+// deadline, and reads with the real reader.
+type deadlineReader struct {
+	activity.BacklogReader
+	left atomic.Int64 // time.Duration
+}
+
+func (r *deadlineReader) Backlogs(ctx context.Context) (map[string]uint64, error) {
+	if d, ok := ctx.Deadline(); ok {
+		r.left.Store(int64(time.Until(d)))
+	}
+	return r.BacklogReader.Backlogs(ctx)
+}
+
+// A read of the backlog is bounded by the read timeout, by default the
+// larger of the refresh interval and 5s.
+func TestReadTimeout(t *testing.T) {
+	n := scalertest.StartNATS(t)
+	for _, tc := range []struct {
+		opts     []activity.Option
+		min, max time.Duration
+	}{
+		{min: 4 * time.Second, max: 5 * time.Second},
+		{opts: []activity.Option{activity.WithRefreshInterval(20 * time.Second)}, min: 19 * time.Second, max: 20 * time.Second},
+		{opts: []activity.Option{activity.WithReadTimeout(200 * time.Millisecond)}, max: 200 * time.Millisecond},
+	} {
+		reader := &deadlineReader{BacklogReader: activity.NewJetStreamReader(n.JS, n.Streams.EventStream)}
+		core, err := activity.New(reader, nil, tc.opts...)
+		require.NoError(t, err)
+		require.NoError(t, core.Refresh(context.Background()))
+		left := time.Duration(reader.left.Load())
+		assert.Greater(t, left, tc.min, "a read may take more than %s", tc.min)
+		assert.LessOrEqual(t, left, tc.max, "a read may take at most %s", tc.max)
+	}
+}
