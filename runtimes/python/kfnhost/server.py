@@ -372,6 +372,10 @@ class Server:
             except standby.SpecializeError as err:
                 self.respond_text(conn, err.status, str(err))
                 return True
+            except Exception as err:  # a host bug: said, and the host stays on standby
+                sys.stderr.write('kfn: specialize: %r\n' % err)
+                self.respond_text(conn, 500, 'specialize: %s' % err)
+                return True
             self.become(cfg, handler, load_error)
             self.standby = None
         finally:
