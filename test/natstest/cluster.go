@@ -25,6 +25,11 @@ type Cluster struct {
 // elected). The servers are shut down when the test ends.
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
+	return startCluster(t, n)
+}
+
+func startCluster(t harness, n int) *Cluster {
+	t.Helper()
 	ports := make([]int, n)
 	for i := range ports {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")

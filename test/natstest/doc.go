@@ -3,5 +3,6 @@
 // ends, restartable on the same port and store to simulate a NATS restart,
 // and reachable through a Proxy that can cut its clients off without a
 // word from the server, as a killed server or a lost network does; or
-// several servers routed into a JetStream cluster (StartCluster).
+// several servers routed into a JetStream cluster (StartCluster, or
+// LaunchCluster in a program that is not a test, such as a benchmark).
 package natstest

@@ -10,9 +10,21 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// harness is what a Server needs of its test: testing.TB's helpers, or a
+// program's (programHarness).
+type harness interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Cleanup(f func())
+	TempDir() string
+}
+
+var _ harness = testing.TB(nil)
+
 // Server is an embedded NATS server with JetStream.
 type Server struct {
-	t    testing.TB
+	t    harness
 	opts server.Options
 	srv  *server.Server
 }
