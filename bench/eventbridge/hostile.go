@@ -182,7 +182,7 @@ func newHostilePipeline(natsURL, sinkURL string, o options, attacker bool) (*hos
 		}
 		return sinkURL, nil
 	})
-	rb, err := startBridge(natsURL, []string{eventbridge.ComponentPublisher, eventbridge.ComponentDispatcher}, resolve, subs, nil)
+	rb, err := startBridge(natsURL, []string{eventbridge.ComponentPublisher, eventbridge.ComponentDispatcher}, resolve, subs, nil, 0)
 	if err != nil {
 		closeAll()
 		return nil, err

@@ -55,8 +55,9 @@ type runningBridge struct {
 // bridge's components (delivering each event to resolve's URL), serves subs
 // (their consumers made, as the Subscription reconciler makes them, and
 // the dispatcher told, when it runs) and runs it until stop. With obs, it
-// records its metrics and traces there.
-func startBridge(natsURL string, components []string, resolve dispatcher.Resolver, subs []*v1alpha2.Subscription, obs *telemetry) (*runningBridge, error) {
+// records its metrics and traces there. Its streams have replicas
+// replicas (the default, 1, when 0).
+func startBridge(natsURL string, components []string, resolve dispatcher.Resolver, subs []*v1alpha2.Subscription, obs *telemetry, replicas int) (*runningBridge, error) {
 	nc, err := nats.Connect(natsURL)
 	if err != nil {
 		return nil, err
@@ -66,6 +67,9 @@ func startBridge(natsURL string, components []string, resolve dispatcher.Resolve
 	cfg.Dispatcher.Egress = egress.Policy{AllowLoopback: true} // the sinks are on this machine
 	cfg.Admin = false
 	cfg.ReplaySweep = time.Hour // nothing is replayed here
+	if replicas > 0 {
+		cfg.Streams.Replicas = replicas
+	}
 	deps := eventbridge.Deps{
 		Conn:     nc,
 		Log:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
@@ -123,7 +127,13 @@ func to(url string) dispatcher.Resolver {
 // kfn is the event bridge: publisher, streams, consumers, dispatcher; with
 // obs, also its metrics and traces.
 func kfn(natsURL, sinkURL string, o options, obs *telemetry) (*pipeline, error) {
-	rb, err := startBridge(natsURL, []string{eventbridge.ComponentPublisher, eventbridge.ComponentDispatcher}, to(sinkURL), subscriptions(o), obs)
+	return kfnReplicated(natsURL, sinkURL, o, obs, 0)
+}
+
+// kfnReplicated is kfn with streams of replicas replicas (the default
+// when 0).
+func kfnReplicated(natsURL, sinkURL string, o options, obs *telemetry, replicas int) (*pipeline, error) {
+	rb, err := startBridge(natsURL, []string{eventbridge.ComponentPublisher, eventbridge.ComponentDispatcher}, to(sinkURL), subscriptions(o), obs, replicas)
 	if err != nil {
 		return nil, err
 	}

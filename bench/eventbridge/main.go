@@ -78,6 +78,7 @@ type options struct {
 	observe     string
 	sample      float64
 	replicas    bool
+	r3          bool
 	idle        bool
 	hostile     bool
 	pipelines   string
@@ -99,6 +100,7 @@ func main() {
 	flag.StringVar(&o.observe, "observability", "", "measure kfn with metrics and traces (both), or only metrics or traces, against kfn without them, instead of kfn against the bare pipeline")
 	flag.Float64Var(&o.sample, "sample", 1, "with -observability: the fraction of traces sampled (OTEL_TRACES_SAMPLER=parentbased_traceidratio below 1)")
 	flag.BoolVar(&o.replicas, "replicas", false, "measure instead the throughput of kfn with 2 dispatcher processes beside 1 (median of the rounds)")
+	flag.BoolVar(&o.r3, "stream-replicas", false, "measure instead kfn with R3 streams on a 3-server NATS cluster (embedded, one process) against R1 streams on one server: publish and delivery throughput and p99")
 	flag.BoolVar(&o.hostile, "hostile", false, "measure instead the victim's publish and delivery p99 at -rate beside a hostile tenant (test/hostile) against the same victim alone")
 	flag.BoolVar(&o.idle, "idle", false, "measure instead the CPU (over -duration) and memory of a dispatcher process serving -subscriptions idle Subscriptions")
 	flag.DurationVar(&o.slice, "slice", time.Second, "the throughput of the pipelines is measured in turns of this length, -duration in all for each")
@@ -196,6 +198,8 @@ func run(o options) error {
 		return idle(ns.ClientURL(), sinkURL, o)
 	case o.hostile:
 		return hostileTenant(ns.ClientURL(), sink, sinkURL, o)
+	case o.r3:
+		return streamReplicas(ns.ClientURL(), sink, sinkURL, o)
 	}
 	type result struct {
 		throughput float64
@@ -422,16 +426,22 @@ func throughput(p *pipeline, s *sink, o options, d time.Duration) (tp float64, e
 }
 
 // load is what a pipeline carried at full load: events published (and
-// delivered), in how long, for how much CPU of the process and how many
-// bytes it allocated.
+// delivered), in how long (elapsed until the last was delivered,
+// publishing until the last was acknowledged), for how much CPU of the
+// process and how many bytes it allocated.
 type load struct {
-	events  int64
-	elapsed time.Duration
-	cpu     time.Duration
-	alloc   uint64
+	events     int64
+	elapsed    time.Duration
+	publishing time.Duration
+	cpu        time.Duration
+	alloc      uint64
 }
 
+// rate is the events delivered per second.
 func (l load) rate() float64 { return float64(l.events) / max(l.elapsed.Seconds(), 1e-9) }
+
+// publishRate is the events acknowledged by the publisher per second.
+func (l load) publishRate() float64 { return float64(l.events) / max(l.publishing.Seconds(), 1e-9) }
 
 // cpuPerEvent is the CPU of the whole process (NATS, pipeline, sink and
 // load generator) per event, in µs.
@@ -443,7 +453,7 @@ func (l load) cpuPerEvent() float64 {
 func (l load) allocPerEvent() float64 { return float64(l.alloc) / float64(max(l.events, 1)) }
 
 func (l load) add(m load) load {
-	return load{events: l.events + m.events, elapsed: l.elapsed + m.elapsed, cpu: l.cpu + m.cpu, alloc: l.alloc + m.alloc}
+	return load{events: l.events + m.events, elapsed: l.elapsed + m.elapsed, publishing: l.publishing + m.publishing, cpu: l.cpu + m.cpu, alloc: l.alloc + m.alloc}
 }
 
 // measureInTurns measures the throughput of each pipeline, then its
@@ -511,6 +521,7 @@ func loadThroughput(p *pipeline, s *sink, o options, d time.Duration) (load, err
 		}()
 	}
 	wg.Wait()
+	publishing := time.Since(t0)
 	if firstErr != nil {
 		return load{}, firstErr
 	}
@@ -520,7 +531,7 @@ func loadThroughput(p *pipeline, s *sink, o options, d time.Duration) (load, err
 			return load{}, fmt.Errorf("%s: %d of %d events delivered after 30s", p.name, s.delivered.Load()-start, published.Load())
 		}
 	}
-	return load{events: published.Load(), elapsed: time.Since(t0), cpu: cpuTime() - cpu0, alloc: allocated() - alloc0}, nil
+	return load{events: published.Load(), elapsed: time.Since(t0), publishing: publishing, cpu: cpuTime() - cpu0, alloc: allocated() - alloc0}, nil
 }
 
 // latency publishes at o.rate for o.duration and returns p50 and p99 of
@@ -532,25 +543,35 @@ func latency(p *pipeline, s *sink, o options) (p50, p99 time.Duration, lost int,
 }
 
 // timing is what publishing at a steady rate measured: the latency of
-// every delivered event, the events not delivered, and the CPU of the
-// whole process per delivered event.
+// every delivered event (publish to delivery), the time of every
+// acknowledged publish request, the events not delivered, and the CPU of
+// the whole process per delivered event.
 type timing struct {
 	latencies []time.Duration
+	publishes []time.Duration
 	lost      int
 	delivered int64
 	cpu       time.Duration
 }
 
 func (t timing) add(u timing) timing {
-	return timing{latencies: append(t.latencies, u.latencies...), lost: t.lost + u.lost, delivered: t.delivered + u.delivered, cpu: t.cpu + u.cpu}
+	return timing{latencies: append(t.latencies, u.latencies...), publishes: append(t.publishes, u.publishes...),
+		lost: t.lost + u.lost, delivered: t.delivered + u.delivered, cpu: t.cpu + u.cpu}
 }
 
-// percentile returns the q-th percentile of the latencies, 0 if none.
-func (t timing) percentile(q int) time.Duration {
-	if len(t.latencies) == 0 {
+// percentile returns the q-th percentile of the delivery latencies, 0 if
+// none.
+func (t timing) percentile(q int) time.Duration { return percentile(t.latencies, q) }
+
+// publishPercentile returns the q-th percentile of the acknowledged
+// publish requests' times, 0 if none.
+func (t timing) publishPercentile(q int) time.Duration { return percentile(t.publishes, q) }
+
+func percentile(ds []time.Duration, q int) time.Duration {
+	if len(ds) == 0 {
 		return 0
 	}
-	lat := slices.Clone(t.latencies)
+	lat := slices.Clone(ds)
 	slices.Sort(lat)
 	return lat[len(lat)*q/100]
 }
@@ -571,22 +592,30 @@ func recordLatencies(p *pipeline, s *sink, o options, d time.Duration) (timing, 
 	interval := time.Second / time.Duration(o.rate)
 	var wg sync.WaitGroup
 	var failed atomic.Int64
+	var pubMu sync.Mutex
+	publishes := make([]time.Duration, 0, n)
 	t0 := time.Now()
 	for i := range n {
 		time.Sleep(time.Until(t0.Add(time.Duration(i) * interval)))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			began := time.Now()
 			if err := post(p, o.size); err != nil {
 				failed.Add(1)
+				return
 			}
+			took := time.Since(began)
+			pubMu.Lock()
+			publishes = append(publishes, took)
+			pubMu.Unlock()
 		}()
 	}
 	wg.Wait()
 	for limit := time.Now().Add(10 * time.Second); s.delivered.Load()-start < int64(n)-failed.Load() && time.Now().Before(limit); time.Sleep(time.Millisecond) {
 	}
 	s.mu.Lock()
-	t := timing{latencies: slices.Clone(s.latencies), delivered: s.delivered.Load() - start, cpu: cpuTime() - cpu0}
+	t := timing{latencies: slices.Clone(s.latencies), publishes: publishes, delivered: s.delivered.Load() - start, cpu: cpuTime() - cpu0}
 	s.record = false
 	s.mu.Unlock()
 	t.lost = n - len(t.latencies)

@@ -90,6 +90,12 @@ var programs = []program{
 	{name: "eventbridge", label: "eventbridge-replicas", reps: 1,
 		args:  []string{"-replicas", "-rounds", "3", "-duration", "3s"},
 		quick: []string{"-replicas", "-rounds", "2", "-duration", "2s"}},
+	// R3 streams on a 3-server NATS cluster (profile ha) beside R1 streams
+	// on one server (profile small): publish and delivery throughput and
+	// p99, in turns.
+	{name: "eventbridge", label: "eventbridge-r3", reps: 1,
+		args:  []string{"-stream-replicas", "-rounds", "3", "-duration", "3s"},
+		quick: []string{"-stream-replicas", "-rounds", "1", "-duration", "2s"}},
 	// A hostile tenant beside a victim (test/hostile), against the
 	// victim alone, in turns: the victim's publish and delivery p99.
 	{name: "eventbridge", label: "eventbridge-hostile", reps: 1,
