@@ -28,13 +28,18 @@
 // acknowledgement asks each consumer of the stream whether it still needs
 // the event) is in both, and the ratio shows what kfn adds.
 //
+// With -stream-replicas it measures instead what replicated streams cost:
+// kfn with R3 streams on a cluster of 3 NATS servers (the chart's profile
+// ha) against kfn with R1 streams on one server (profile small), publish
+// and delivery throughput and p99 (streamreplicas.go).
+//
 // Throughput is measured in turns: each pipeline publishes at full load
 // for -slice, then the next, the order rotating, until each has had
 // -duration; the machine's other load, which changes over seconds, then
 // falls on all of them alike. Latency follows, in turns too. A pipeline's
 // figures are those of all its turns in all rounds.
 //
-//	go run ./bench/eventbridge [-duration 5s] [-slice 1s] [-connections 64] [-inflight 256] [-rate 1000] [-subscriptions 1] [-observability]
+//	go run ./bench/eventbridge [-duration 5s] [-slice 1s] [-connections 64] [-inflight 256] [-rate 1000] [-subscriptions 1] [-observability] [-stream-replicas]
 package main
 
 import (
