@@ -174,10 +174,12 @@ func TestLostNATSStorageIsReportedOnProfileSmall(t *testing.T) {
 // claim (deleted first, it stays, terminating, while the pod uses it), the
 // pod, and, once the claim is gone, the PersistentVolume and its directory
 // on the node. It requires the directory to hold the server's store
-// before. It returns the lost volume's name and the pod's UID. Hold
-// replacements (holdReplacements) first: else the StatefulSet's new pod
-// may start before the volume is gone.
-func loseVolume(t *testing.T, server string) (volume string, uid types.UID) {
+// before. The node's pool of volumes (singlenode's, which nothing
+// provisions) keeps its size: a new, empty PersistentVolume of the same
+// name and directory takes the deleted one's place. It returns the lost
+// volume's UID and the pod's. Hold replacements (holdReplacements) first:
+// else the StatefulSet's new pod may start before the volume is gone.
+func loseVolume(t *testing.T, server string) (volume, pod types.UID) {
 	t.Helper()
 	claims := platform.cluster.Clientset.CoreV1().PersistentVolumeClaims(clusterinstall.Namespace)
 	claimName := "data-" + server
@@ -192,7 +194,7 @@ func loseVolume(t *testing.T, server string) (volume string, uid types.UID) {
 	require.NotEmpty(t, entries, "%s holds %s's store", dir, server)
 
 	require.NoError(t, claims.Delete(t.Context(), claimName, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &claim.UID}}))
-	uid = killAndRemove(t, server)
+	pod = killAndRemove(t, server)
 	eventually(t, 2*time.Minute, "the lost claim gone", func() error {
 		c, err := claims.Get(t.Context(), claimName, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) || (err == nil && c.UID != claim.UID) {
@@ -203,19 +205,36 @@ func loseVolume(t *testing.T, server string) (volume string, uid types.UID) {
 		}
 		return fmt.Errorf("still there, phase %s", c.Status.Phase)
 	})
-	require.NoError(t, platform.cluster.Clientset.CoreV1().PersistentVolumes().Delete(t.Context(), pv.Name, metav1.DeleteOptions{}))
+	pvs := platform.cluster.Clientset.CoreV1().PersistentVolumes()
+	require.NoError(t, pvs.Delete(t.Context(), pv.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pv.UID}}))
+	eventually(t, 2*time.Minute, "the lost volume gone", func() error {
+		if _, err := pvs.Get(t.Context(), pv.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (%v)", err)
+		}
+		return nil
+	})
 	require.NoError(t, os.RemoveAll(dir))
 	t.Logf("%s crashed, its claim %s, volume %s and directory %s deleted", server, claimName, pv.Name, dir)
-	return pv.Name, uid
+	// As singlenode makes its volumes: a directory any pod user may write.
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	require.NoError(t, os.Chmod(dir, 0o1777))
+	fresh := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: pv.Name, Labels: pv.Labels}, Spec: *pv.Spec.DeepCopy()}
+	fresh.Spec.ClaimRef = nil
+	_, err = pvs.Create(t.Context(), fresh, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return pv.UID, pod
 }
 
 // requireNewVolume requires that the NATS server's claim is bound to a
-// volume other than old.
-func requireNewVolume(t *testing.T, server, old string) {
+// volume other than the one of UID old.
+func requireNewVolume(t *testing.T, server string, old types.UID) {
 	t.Helper()
 	claim, err := platform.cluster.Clientset.CoreV1().PersistentVolumeClaims(clusterinstall.Namespace).Get(t.Context(), "data-"+server, metav1.GetOptions{})
 	require.NoError(t, err)
-	require.NotEqual(t, old, claim.Spec.VolumeName, "%s's replacement runs on another volume", server)
+	pv, err := platform.cluster.Clientset.CoreV1().PersistentVolumes().Get(t.Context(), claim.Spec.VolumeName, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NotEqual(t, old, pv.UID, "%s's replacement runs on another volume", server)
+	t.Logf("%s runs on volume %s (%s), the lost one was %s", server, pv.Name, pv.UID, old)
 }
 
 // streamState is one stream as its leader's monitoring port shows it.
