@@ -398,13 +398,32 @@ func (p *Pool) take(ctx context.Context, k poolKey) (*corev1.Pod, error) {
 	for i := range pods.Items {
 		pod := &pods.Items[i]
 		key := client.ObjectKeyFromObject(pod)
-		if p.taken[key] || !started(pod) {
+		if p.taken[key] || !started(pod) || !p.ours(pod) {
 			continue
 		}
 		p.taken[key] = true
 		return pod, nil
 	}
 	return nil, nil
+}
+
+// ours reports whether the pool made pod: its host's token hash is that of
+// the token the pool derives for it. A pod someone else labelled as
+// standby (a tenant of the namespace, say) is never given a Function's
+// source, nor counted in the pool.
+func (p *Pool) ours(pod *corev1.Pod) bool {
+	want := runtimes.StandbyTokenHash(p.token(pod.Namespace, pod.Name))
+	for _, c := range pod.Spec.Containers {
+		if c.Name != resources.ContainerFunction {
+			continue
+		}
+		for _, e := range c.Env {
+			if e.Name == runtimes.EnvStandbyTokenSHA256 {
+				return e.Value == want
+			}
+		}
+	}
+	return false
 }
 
 // started reports whether a pod's host serves: running, with an address,
@@ -494,7 +513,7 @@ func (p *Pool) refill(ctx context.Context) error {
 		pod := &pods.Items[i]
 		key := client.ObjectKeyFromObject(pod)
 		delete(p.created, key)
-		if pod.DeletionTimestamp != nil {
+		if pod.DeletionTimestamp != nil || !p.ours(pod) {
 			continue
 		}
 		k := poolKey{pod.Namespace, pod.Labels[LabelShape]}

@@ -254,6 +254,14 @@ func TestPoolGivesAStandbyPodToAFunctionWokenFromZero(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, code)
 	assert.Empty(t, name)
 
+	// A pod of the namespace's that wears the standby label, not made by
+	// the pool, is never given a Function nor counted.
+	fake := standby.DeepCopy()
+	fake.ObjectMeta = metav1.ObjectMeta{Namespace: "shop", Name: "impostor", Labels: standby.Labels}
+	fake.Status = corev1.PodStatus{}
+	require.NoError(t, c.Create(ctx, fake))
+	k.start(ctx, fake)
+
 	// orders and refunds are woken at once: one standby pod, one of them
 	// gets it.
 	ordersDep, refundsDep := deployment(t, ctx, c, orders), deployment(t, ctx, c, refunds)
@@ -269,7 +277,7 @@ func TestPoolGivesAStandbyPodToAFunctionWokenFromZero(t *testing.T) {
 	}, wait, 10*time.Millisecond, "a standby pod is given to a woken Function")
 	winner := claimed.Labels[pool.LabelClaimedBy]
 	require.Contains(t, []string{"orders", "refunds"}, winner)
-	assert.Equal(t, standby.Name, claimed.Name)
+	assert.Equal(t, standby.Name, claimed.Name, "the pool's own standby pod, not the impostor")
 	assert.Equal(t, winner, claimed.Labels[v1alpha2.LabelFunctionName], "in its Function's Service")
 	assert.NotContains(t, claimed.Labels, pool.LabelShape, "no longer standby")
 	require.Len(t, claimed.OwnerReferences, 1)
@@ -284,10 +292,14 @@ func TestPoolGivesAStandbyPodToAFunctionWokenFromZero(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, "hello from shop/"+winner+" warm", string(body), "the Function's source and environment")
 
-	// The pool is refilled; the loser of the race never got the same pod.
+	// The pool is refilled (the impostor does not count); the loser of
+	// the race never got the same pod.
 	require.Eventually(t, func() bool {
-		return len(podsOf(t, ctx, c, "shop", client.HasLabels{pool.LabelShape})) == 1
-	}, wait, 10*time.Millisecond, "a new standby pod")
+		return len(podsOf(t, ctx, c, "shop", client.HasLabels{pool.LabelShape})) == 2
+	}, wait, 10*time.Millisecond, "a new standby pod beside the impostor")
+	code, name = ready(t, k.address(fake))
+	assert.Equal(t, http.StatusServiceUnavailable, code, "the impostor was given nothing")
+	assert.Empty(t, name)
 	assert.Len(t, podsOf(t, ctx, c, "shop", client.HasLabels{pool.LabelClaimedBy}), 1, "a pod is given to one Function only")
 	assert.Empty(t, podsOf(t, ctx, c, "bank", client.HasLabels{pool.LabelClaimedBy}), "another namespace's pool is not touched")
 
@@ -315,6 +327,6 @@ func TestPoolGivesAStandbyPodToAFunctionWokenFromZero(t *testing.T) {
 	p.Forget(client.ObjectKeyFromObject(&v1alpha2.Function{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders"}}))
 	p.Forget(client.ObjectKeyFromObject(&v1alpha2.Function{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "refunds"}}))
 	require.Eventually(t, func() bool {
-		return len(podsOf(t, ctx, c, "shop", client.HasLabels{pool.LabelShape})) == 0
-	}, wait, 10*time.Millisecond, "no standby pod where no Function needs one")
+		return len(podsOf(t, ctx, c, "shop", client.HasLabels{pool.LabelShape})) == 1
+	}, wait, 10*time.Millisecond, "no standby pod of the pool's where no Function needs one (the impostor is not the pool's to delete)")
 }
