@@ -360,14 +360,14 @@ func (p *Pool) claim(ctx context.Context, fn types.NamespacedName) {
 		p.mu.Unlock()
 		p.poke()
 	}()
-	if err := p.specialize(ctx, pod, m.plan); err != nil {
-		p.log.Error(err, "give a standby pod its Function; deleting the pod", "function", fn, "pod", pod.Name)
-		_ = p.c.Delete(ctx, pod)
-		return
-	}
-	// No optimistic lock: one claimer takes a pod (taken), and the
-	// kubelet's status updates, which a lock would trip over, change no
-	// label.
+	// The host loads the Function while the pod is labelled as its: the
+	// two go on at once, since a pod in the Function's Service takes no
+	// traffic before its host says it serves that Function (the event
+	// bridge's probe, the kubelet's readiness). No optimistic lock on the
+	// patch: one claimer takes a pod (taken), and the kubelet's status
+	// updates, which a lock would trip over, change no label.
+	loaded := make(chan error, 1)
+	go func() { loaded <- p.specialize(ctx, pod, m.plan) }()
 	patch := client.MergeFrom(pod.DeepCopy())
 	for k, v := range m.plan.Labels {
 		pod.Labels[k] = v
@@ -378,8 +378,9 @@ func (p *Pool) claim(ctx context.Context, fn types.NamespacedName) {
 	pod.OwnerReferences = append(pod.OwnerReferences, metav1.OwnerReference{
 		APIVersion: v1alpha2.GroupVersion.String(), Kind: "Function", Name: fn.Name, UID: m.plan.UID,
 	})
-	if err := p.c.Patch(ctx, pod, patch); err != nil {
-		p.log.Error(err, "label a claimed pod as its Function's; deleting the pod", "function", fn, "pod", pod.Name)
+	patchErr := p.c.Patch(ctx, pod, patch)
+	if err := errors.Join(<-loaded, patchErr); err != nil {
+		p.log.Error(err, "give a standby pod its Function; deleting the pod", "function", fn, "pod", pod.Name)
 		_ = p.c.Delete(ctx, pod)
 		return
 	}
