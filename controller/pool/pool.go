@@ -50,7 +50,13 @@ const (
 // Defaults and bounds of Config.
 const (
 	// MaxSize bounds Config.Size: standby pods per namespace and shape.
-	MaxSize             = 20
+	MaxSize = 20
+	// MaxShapes bounds the shapes the pool keeps standby pods of in one
+	// namespace: Functions of further shapes (each set of resources,
+	// timeout or security contexts is one) wake on a new pod, so that a
+	// namespace's Functions cannot make the pool run more than
+	// MaxShapes*size pods there.
+	MaxShapes           = 8
 	DefaultClaimTimeout = 10 * time.Second
 	DefaultResync       = 30 * time.Second
 )
@@ -169,6 +175,9 @@ func (p *Pool) Observe(fn plan.Plan) error {
 	err := Eligible(fn)
 	p.mu.Lock()
 	before, had := p.functions[key]
+	if err == nil {
+		err = p.roomFor(key, Shape(fn, p.cfg.Resources))
+	}
 	if err != nil {
 		delete(p.functions, key)
 	} else {
@@ -180,6 +189,22 @@ func (p *Pool) Observe(fn plan.Plan) error {
 		p.poke()
 	}
 	return err
+}
+
+// roomFor returns an error wrapping ErrNotPoolable when Function key's
+// namespace has MaxShapes shapes pooled and shape is not one of them. p.mu
+// is held.
+func (p *Pool) roomFor(key types.NamespacedName, shape string) error {
+	shapes := map[string]bool{}
+	for k, m := range p.functions {
+		if k.Namespace == key.Namespace && k != key {
+			shapes[m.shape] = true
+		}
+	}
+	if shapes[shape] || len(shapes) < MaxShapes {
+		return nil
+	}
+	return fmt.Errorf("%w: its namespace has standby pods of %d other shapes already (image, resources, timeout, security contexts), the most the pool keeps", ErrNotPoolable, MaxShapes)
 }
 
 // Forget drops a deleted Function.
