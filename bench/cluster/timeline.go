@@ -120,10 +120,7 @@ func watchWake(ctx context.Context, c *singlenode.Cluster, ns, name string) (*ti
 	byName := metav1.ListOptions{FieldSelector: "metadata.name=" + name}
 	byFunction := metav1.ListOptions{LabelSelector: "serverless.kyma-project.io/function-name=" + name}
 	bySvc := metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + name}
-	watches := []struct {
-		open func() (watch.Interface, error)
-		on   func(any)
-	}{
+	watches := []watcher{
 		{func() (watch.Interface, error) { return c.Clientset.AppsV1().Deployments(ns).Watch(ctx, byName) }, func(o any) {
 			if d, ok := o.(*appsv1.Deployment); ok && d.Spec.Replicas != nil && *d.Spec.Replicas > 0 {
 				t.see(stepScaled)
@@ -176,28 +173,9 @@ func watchWake(ctx context.Context, c *singlenode.Cluster, ns, name string) (*ti
 			}
 		}},
 	}
-	for _, w := range watches {
-		wi, err := w.open()
-		if err != nil {
-			stop()
-			return nil, nil, fmt.Errorf("watch: %w", err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer wi.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case ev, ok := <-wi.ResultChan():
-					if !ok {
-						return
-					}
-					w.on(ev.Object)
-				}
-			}
-		}()
+	if err := follow(ctx, &wg, watches); err != nil {
+		stop()
+		return nil, nil, err
 	}
 	return t, stop, nil
 }
@@ -213,10 +191,7 @@ func watchPoolWake(ctx context.Context, c *singlenode.Cluster, ns, name string) 
 	var wg sync.WaitGroup
 	stop := func() { cancel(); wg.Wait() }
 	standby := func(pod string) bool { return strings.HasPrefix(pod, "kfn-pool-") }
-	watches := []struct {
-		open func() (watch.Interface, error)
-		on   func(any)
-	}{
+	watches := []watcher{
 		{func() (watch.Interface, error) {
 			return c.Clientset.AppsV1().Deployments(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
 		}, func(o any) {
@@ -245,11 +220,26 @@ func watchPoolWake(ctx context.Context, c *singlenode.Cluster, ns, name string) 
 			}
 		}},
 	}
+	if err := follow(ctx, &wg, watches); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return t, stop, nil
+}
+
+// watcher is one watch of a wake: open starts it, on sees each object.
+type watcher struct {
+	open func() (watch.Interface, error)
+	on   func(any)
+}
+
+// follow opens each watch and hands its objects to on, each in a goroutine
+// counted in wg, until ctx ends or the watch closes.
+func follow(ctx context.Context, wg *sync.WaitGroup, watches []watcher) error {
 	for _, w := range watches {
 		wi, err := w.open()
 		if err != nil {
-			stop()
-			return nil, nil, fmt.Errorf("watch: %w", err)
+			return fmt.Errorf("watch: %w", err)
 		}
 		wg.Add(1)
 		go func() {
@@ -268,7 +258,7 @@ func watchPoolWake(ctx context.Context, c *singlenode.Cluster, ns, name string) 
 			}
 		}()
 	}
-	return t, stop, nil
+	return nil
 }
 
 // begin sets the wake's start: the moment of its publish or request.
