@@ -324,6 +324,18 @@ func TestPoolGivesAStandbyPodToAFunctionWokenFromZero(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return len(podsOf(t, ctx, c, "bank", client.HasLabels{pool.LabelShape})) == 0
 	}, wait, 10*time.Millisecond, "no standby pod in a namespace whose pool is off")
+	// An absurd size is ignored: the chart's size (1) holds there.
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(bank), bank))
+	bank.Annotations[pool.AnnotationSize] = "9999"
+	require.NoError(t, c.Update(ctx, bank))
+	require.Eventually(t, func() bool {
+		return len(podsOf(t, ctx, c, "bank", client.HasLabels{pool.LabelShape})) == 1
+	}, wait, 10*time.Millisecond, "an absurd size is the chart's size, not 9999 pods")
+	// More would be made at once (refill makes what is missing in one
+	// pass); a second of none is the negative to check.
+	require.Never(t, func() bool {
+		return len(podsOf(t, ctx, c, "bank", client.HasLabels{pool.LabelShape})) > 1
+	}, time.Second, 10*time.Millisecond, "never more than the chart's size")
 	p.Forget(client.ObjectKeyFromObject(&v1alpha2.Function{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders"}}))
 	p.Forget(client.ObjectKeyFromObject(&v1alpha2.Function{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "refunds"}}))
 	require.Eventually(t, func() bool {
