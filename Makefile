@@ -17,6 +17,11 @@ FUZZTIME ?=
 BENCHFLAGS ?=
 # Passed to every `go test`.
 TESTFLAGS ?= -timeout 30m
+# go test's output goes through hack/testsummary: printed as without -v, and
+# each failed test's messages repeated at the end without the real node's
+# platform dumps, so that the last lines of a long run say what failed.
+TESTSUMMARY := $(BIN)/testsummary
+GOTEST = $(GO) test -json
 
 # Modules of their own inside the repository (heavy test-only dependencies):
 # `make verify` vets them all; `make test` runs e2e/keda's tests with the
@@ -59,12 +64,12 @@ dev: kfn ## Run kfn locally with the example application (kfn dev examples/shop)
 	$(BIN)/kfn dev --addr $(DEV_ADDR) $(DEV_FLAGS) $(DEV_DIR)
 
 .PHONY: test
-test: verify envtest test-packages ## Run every test (builds the test API server once, about 4 minutes), the real node's included.
-	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test $(TESTFLAGS) ./...
+test: verify envtest test-packages testsummary ## Run every test (builds the test API server once, about 4 minutes), the real node's included.
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GOTEST) $(TESTFLAGS) ./... | $(TESTSUMMARY)
 	@# Nested modules (own go.mod, outside ./... above): the real KEDA's e2e.
 	@for m in $(NESTED_TEST_MODULES); do \
 		echo "cd $$m && go test ./..."; \
-		(cd $$m && KUBEBUILDER_ASSETS="$$($(CURDIR)/hack/envtest-assets.sh)" $(GO) test $(TESTFLAGS) ./...); \
+		(cd $$m && KUBEBUILDER_ASSETS="$$($(CURDIR)/hack/envtest-assets.sh)" $(GOTEST) $(TESTFLAGS) ./... | $(TESTSUMMARY)); \
 	done
 	$(MAKE) --no-print-directory test-race
 	$(MAKE) --no-print-directory fuzz
@@ -76,21 +81,23 @@ test: verify envtest test-packages ## Run every test (builds the test API server
 # TestUpgradeUnderLoad) also builds the previous release's images, once per
 # commit (hack/cluster/release-images.sh).
 CLUSTER_TESTFLAGS ?= -timeout 40m
+# How many nodes make cluster starts (1 or 2; the tests add their second node themselves).
+CLUSTER_NODES ?= 1
 
 .PHONY: test-cluster
-test-cluster: ## Run the end-to-end tests on a real node (root; KFN_SKIP_CLUSTER=1 skips them).
+test-cluster: testsummary ## Run the end-to-end tests on a real node (root; KFN_SKIP_CLUSTER=1 skips them).
 	@if [ "$${KFN_SKIP_CLUSTER:-}" = 1 ]; then \
 		echo "test-cluster: SKIPPED (KFN_SKIP_CLUSTER=1): no kfn pod was run on a real node"; \
 	else \
 		bin=$$(hack/cluster/assets.sh) && images=$$(hack/cluster/images.sh "$$bin") && \
 		echo "cd e2e/cluster && go test $(CLUSTER_TESTFLAGS) ./..." && \
-		cd e2e/cluster && KFN_CLUSTER_BIN="$$bin" KFN_CLUSTER_IMAGES="$$images" $(GO) test $(CLUSTER_TESTFLAGS) ./...; \
+		cd e2e/cluster && KFN_CLUSTER_BIN="$$bin" KFN_CLUSTER_IMAGES="$$images" $(GOTEST) $(CLUSTER_TESTFLAGS) ./... | $(TESTSUMMARY); \
 	fi
 
 .PHONY: cluster
-cluster: ## Start a single-node cluster with KEDA and kfn installed (root; prints the kubeconfig).
+cluster: ## Start a single-node cluster with KEDA and kfn installed (root; prints the kubeconfig; CLUSTER_NODES=2 adds a second node).
 	bin=$$(hack/cluster/assets.sh) && images=$$(hack/cluster/images.sh "$$bin") && \
-		$(GO) run ./hack/cluster up -bin "$$bin" -images "$$images"
+		$(GO) run ./hack/cluster up -bin "$$bin" -images "$$images" -nodes $(CLUSTER_NODES)
 
 .PHONY: cluster-down
 cluster-down: ## Stop the cluster of make cluster and remove every trace of it.
@@ -133,12 +140,16 @@ mutate: envtest ## Mutation testing (gremlins) of PKGS, or of the packages chang
 		MUTATE_FLAGS="$(MUTATE_FLAGS)" MUTATE_FILES="$(MUTATE_FILES)" hack/mutate.sh $(PKGS)
 
 .PHONY: bench
-bench: envtest ## Run every benchmark and write BENCHMARKS.md with scaling curves (about 30 minutes; BENCH_QUICK=1: about 2).
+bench: envtest ## Run every benchmark and write BENCHMARKS.md with scaling curves (about an hour and a half, an hour of it the real node's wakes, which need root; BENCH_QUICK=1: about 2, without them).
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) run ./bench/report $(BENCHFLAGS)
 
 .PHONY: test-race
-test-race: envtest ## Run the tests of RACE_PACKAGES with the race detector (part of make test).
-	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test -race $(TESTFLAGS) $(RACE_PACKAGES)
+test-race: envtest testsummary ## Run the tests of RACE_PACKAGES with the race detector (part of make test).
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GOTEST) -race $(TESTFLAGS) $(RACE_PACKAGES) | $(TESTSUMMARY)
+
+.PHONY: testsummary
+testsummary: ## Build hack/testsummary, which prints go test -json's output for make test.
+	$(GO) build -o $(TESTSUMMARY) ./hack/testsummary
 
 .PHONY: test-packages
 test-packages: ## Install the Debian packages the tests use when missing (root: apt-get; else says what is missing).

@@ -13,13 +13,23 @@ import (
 // logTailLines is how much of each container's log Describe quotes.
 const logTailLines = 40
 
+// DumpBegin and DumpEnd are Describe's first and last lines: a report of
+// the tests' output (hack/testsummary) leaves out what is between them
+// when it repeats a failed test's messages at the end of a run.
+const (
+	DumpBegin = "<<<<< platform dump begins"
+	DumpEnd   = ">>>>> platform dump ends"
+)
+
 // Describe returns what a failed test needs to see of the namespaces: each
 // pod's phase, conditions and containers (state, restarts, last
 // termination), the namespaces' recent events, and the last lines of every
-// container's log (and of its previous run, after a restart). Errors
-// reading any of it are part of the text.
+// container's log (and of its previous run, after a restart), between
+// the lines DumpBegin and DumpEnd. Errors reading any of it are part of
+// the text.
 func (c *Cluster) Describe(ctx context.Context, namespaces ...string) string {
 	var b strings.Builder
+	fmt.Fprintf(&b, "%s (%s)\n", DumpBegin, strings.Join(namespaces, ", "))
 	for _, ns := range namespaces {
 		fmt.Fprintf(&b, "=== namespace %s\n", ns)
 		pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
@@ -46,6 +56,7 @@ func (c *Cluster) Describe(ctx context.Context, namespaces ...string) string {
 				e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, strings.TrimSpace(e.Message))
 		}
 	}
+	fmt.Fprintf(&b, "%s\n", DumpEnd)
 	return b.String()
 }
 

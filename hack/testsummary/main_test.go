@@ -1,0 +1,132 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kfn-dev/kfn/test/singlenode"
+)
+
+// goTestJSON renders events as go test -json would.
+func goTestJSON(t *testing.T, events ...event) string {
+	t.Helper()
+	var b strings.Builder
+	for _, e := range events {
+		line, err := json.Marshal(e)
+		require.NoError(t, err)
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+func out(pkg, test, text string) event {
+	return event{Action: "output", Package: pkg, Test: test, Output: text}
+}
+
+func TestMarkersAreDescribes(t *testing.T) {
+	assert.Equal(t, singlenode.DumpBegin, DumpBegin)
+	assert.Equal(t, singlenode.DumpEnd, DumpEnd)
+}
+
+func TestAFailedTestsMessagesComeLastWithoutTheDump(t *testing.T) {
+	const pkg = "example.com/e2e"
+	in := goTestJSON(t,
+		event{Action: "start", Package: pkg},
+		event{Action: "run", Package: pkg, Test: "TestGood"},
+		out(pkg, "TestGood", "=== RUN   TestGood\n"),
+		out(pkg, "TestGood", "    good_test.go:3: all well\n"),
+		out(pkg, "TestGood", "--- PASS: TestGood (1.00s)\n"),
+		event{Action: "pass", Package: pkg, Test: "TestGood", Elapsed: 1},
+		event{Action: "run", Package: pkg, Test: "TestBad"},
+		out(pkg, "TestBad", "=== RUN   TestBad\n"),
+		event{Action: "run", Package: pkg, Test: "TestBad/sub"},
+		out(pkg, "TestBad/sub", "=== RUN   TestBad/sub\n"),
+		out(pkg, "TestBad/sub", "    bad_test.go:9: \n"),
+		out(pkg, "TestBad/sub", "        \tError:      \tNot equal\n"),
+		out(pkg, "TestBad/sub", "    --- FAIL: TestBad/sub (2.00s)\n"),
+		event{Action: "fail", Package: pkg, Test: "TestBad/sub", Elapsed: 2},
+		out(pkg, "TestBad", "    helpers_test.go:61: \n        "+DumpBegin+" (ns-1, kfn-system)\n"),
+		out(pkg, "TestBad", "        --- pod kfn-controller: Running\n"),
+		out(pkg, "TestBad", "        "+DumpEnd+"\n"),
+		out(pkg, "TestBad", "--- FAIL: TestBad (3.00s)\n"),
+		event{Action: "fail", Package: pkg, Test: "TestBad", Elapsed: 3},
+		out(pkg, "", "PASS\n"),
+		out(pkg, "", "FAIL\n"),
+		out(pkg, "", "FAIL\texample.com/e2e\t3.1s\n"),
+		event{Action: "fail", Package: pkg, Elapsed: 3.1},
+	)
+	var b strings.Builder
+	require.NoError(t, run(strings.NewReader(in), &b))
+	got := b.String()
+	t.Log(got)
+
+	assert.NotContains(t, got, "all well", "a passing test's output is not printed, as without -v")
+	assert.NotContains(t, got, "=== RUN")
+	assert.Equal(t, 1, strings.Count(got, "--- pod kfn-controller"), "the dump is printed once, with the failure")
+	assert.Equal(t, 2, strings.Count(got, "Error:      \tNot equal"), "the failure is printed, then again in the summary")
+	summary := got[strings.Index(got, "=== testsummary"):]
+	assert.Contains(t, summary, "1 failed, 0 unfinished")
+	assert.Contains(t, summary, "Not equal")
+	assert.Contains(t, summary, "--- FAIL: TestBad/sub")
+	assert.Contains(t, summary, "(a platform dump, printed above) (ns-1, kfn-system)")
+	assert.NotContains(t, summary, "--- pod kfn-controller")
+	assert.True(t, strings.HasSuffix(summary, "--- FAIL: TestBad (3.00s)\n"), "the summary ends with the failure: %q", summary)
+	assert.Contains(t, got, "FAIL\texample.com/e2e\t3.1s\n")
+}
+
+func TestATestCutShortByTheTimeoutIsReportedWithItsOutput(t *testing.T) {
+	const pkg = "example.com/e2e"
+	in := goTestJSON(t,
+		event{Action: "run", Package: pkg, Test: "TestSlow"},
+		out(pkg, "TestSlow", "=== RUN   TestSlow\n"),
+		out(pkg, "TestSlow", "    slow_test.go:5: waiting for the pod\n"),
+		out(pkg, "", "panic: test timed out after 40m0s\n"),
+		out(pkg, "", "FAIL\texample.com/e2e\t2400.0s\n"),
+		event{Action: "fail", Package: pkg, Elapsed: 2400},
+	)
+	var b strings.Builder
+	require.NoError(t, run(strings.NewReader(in), &b))
+	got := b.String()
+	assert.Contains(t, got, "panic: test timed out")
+	assert.Contains(t, got, "=== TestSlow (example.com/e2e) was still running when its package ended")
+	assert.Contains(t, got, "0 failed, 1 unfinished")
+	assert.True(t, strings.HasSuffix(got, "waiting for the pod\n"), "%q", got)
+}
+
+func TestAllPassingPrintsThePackagesOnly(t *testing.T) {
+	const pkg = "example.com/unit"
+	in := goTestJSON(t,
+		event{Action: "run", Package: pkg, Test: "TestA"},
+		out(pkg, "TestA", "=== RUN   TestA\n"),
+		out(pkg, "TestA", "--- PASS: TestA (0.00s)\n"),
+		event{Action: "pass", Package: pkg, Test: "TestA"},
+		out(pkg, "", "PASS\n"),
+		out(pkg, "", "ok  \texample.com/unit\t0.1s\n"),
+		event{Action: "pass", Package: pkg},
+	)
+	var b strings.Builder
+	require.NoError(t, run(strings.NewReader(in), &b))
+	assert.Equal(t, "ok  \texample.com/unit\t0.1s\n", b.String())
+}
+
+func TestALongFailureKeepsItsBeginningAndEnd(t *testing.T) {
+	var lines strings.Builder
+	for i := range 1000 {
+		lines.WriteString(strings.Repeat("x", i%7) + "\n")
+	}
+	got := summary("first\n" + lines.String() + "last\n")
+	assert.True(t, strings.HasPrefix(got, "first\n"))
+	assert.True(t, strings.HasSuffix(got, "last\n"))
+	assert.Contains(t, got, "(702 lines left out)")
+	assert.Equal(t, maxSummaryLines+1, strings.Count(got, "\n"))
+}
+
+func TestBrokenInputIsAnError(t *testing.T) {
+	err := run(strings.NewReader("{\"Action\":"), &strings.Builder{})
+	assert.ErrorContains(t, err, "read go test -json")
+}
