@@ -26,6 +26,7 @@ type file struct {
 	DefaultProfile          string            `json:"defaultProfile"`
 	PublisherAddress        string            `json:"publisherAddress"`
 	TraceCollector          string            `json:"traceCollectorEndpoint"`
+	DependencyCache         string            `json:"dependencyCacheAddress"`
 	ScalerAddress           string            `json:"scalerAddress"`
 	ScalerAuthentication    string            `json:"scalerAuthentication"`
 	RegistrySecretName      string            `json:"registrySecretName"`
@@ -82,7 +83,8 @@ func fileOf(c *Process) file {
 		Workers: fn.Workers, WarmPool: fn.WarmPool, WarmPoolSize: fn.WarmPoolSize,
 		RuntimeImages: fn.Plan.Images, DefaultProfile: fn.Plan.DefaultProfile,
 		PublisherAddress: fn.Plan.PublisherAddress, TraceCollector: fn.Plan.TraceCollectorEndpoint,
-		ScalerAddress: r.ScalerAddress, ScalerAuthentication: formatAuthentication(r.ScalerAuthentication),
+		DependencyCache: fn.Plan.DependencyCacheAddress,
+		ScalerAddress:   r.ScalerAddress, ScalerAuthentication: formatAuthentication(r.ScalerAuthentication),
 		RegistrySecretName: r.RegistrySecretName,
 		GitFetchImage:      r.GitFetchImage, GitFetchCommand: r.GitFetchCommand,
 		GitPollInterval:   duration{fn.GitPollInterval},
@@ -104,6 +106,7 @@ func (f file) into(c *Process) {
 	fn.Workers, fn.WarmPool, fn.WarmPoolSize = f.Workers, f.WarmPool, f.WarmPoolSize
 	fn.Plan.Images, fn.Plan.DefaultProfile = f.RuntimeImages, f.DefaultProfile
 	fn.Plan.PublisherAddress, fn.Plan.TraceCollectorEndpoint = f.PublisherAddress, f.TraceCollector
+	fn.Plan.DependencyCacheAddress = f.DependencyCache
 	r.ScalerAddress, r.ScalerAuthentication = f.ScalerAddress, parseAuthentication(f.ScalerAuthentication)
 	r.RegistrySecretName = f.RegistrySecretName
 	r.GitFetchImage, r.GitFetchCommand = f.GitFetchImage, f.GitFetchCommand

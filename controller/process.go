@@ -73,6 +73,7 @@ func (c *Process) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(&imagesFlag{images: &f.Plan.Images}, "runtime-image", "`runtime=image`; repeat for each runtime to change")
 	fs.StringVar(&f.Plan.DefaultProfile, "default-profile", f.Plan.DefaultProfile, "resource preset of Functions that name none (XS, S, M, L, XL; default L)")
 	fs.StringVar(&f.Plan.PublisherAddress, "publisher-address", f.Plan.PublisherAddress, "PUBLISHER_PROXY_ADDRESS given to functions")
+	fs.StringVar(&f.Plan.DependencyCacheAddress, "dependency-cache-address", f.Plan.DependencyCacheAddress, "KFN_DEPENDENCY_CACHE given to the pods of Functions with dependencies (http://<publisher>/_kfn/dependencies); empty: no cache, every pod installs")
 	fs.StringVar(&f.Plan.TraceCollectorEndpoint, "trace-collector-endpoint", f.Plan.TraceCollectorEndpoint, "TRACE_COLLECTOR_ENDPOINT given to functions; empty: no tracing")
 	fs.StringVar(&r.ScalerAddress, "scaler-address", r.ScalerAddress, "host:port of kfn's KEDA external scaler, written into ScaledObjects")
 	fs.Var(authenticationFlag{&r.ScalerAuthentication}, "scaler-authentication", "KEDA (Cluster)TriggerAuthentication with the scaler's TLS settings, as `Kind/name` (ClusterTriggerAuthentication/kfn-scaler); empty: plain gRPC")

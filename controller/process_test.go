@@ -88,6 +88,7 @@ runtimeImages: {nodejs22: file/node}
 defaultProfile: XS
 publisherAddress: http://file
 traceCollectorEndpoint: http://file-otel
+dependencyCacheAddress: http://file-cache
 scalerAddress: file:1
 scalerAuthentication: TriggerAuthentication/file
 registrySecretName: file
@@ -110,6 +111,7 @@ logDevelopment: false
 		"--leader-election-namespace=flag", "--kube-api-qps=1.5", "--kube-api-burst=12", "--workers=13",
 		"--runtime-image=nodejs22=flag/node", "--runtime-image=python312=flag/py", "--default-profile=S",
 		"--publisher-address=http://flag", "--trace-collector-endpoint=http://flag-otel", "--scaler-address=flag:1",
+		"--dependency-cache-address=http://flag-cache",
 		"--scaler-authentication=ClusterTriggerAuthentication/flag", "--registry-secret-name=flag",
 		"--git-fetch-image=flag/fetch", "--git-fetch-command=/bin/flag fetch", "--git-poll-interval=2m",
 		"--hpa-cpu-utilization=20", "--resync=2m", "--keda-check-interval=2m", "--log-level=warn",
@@ -126,6 +128,7 @@ logDevelopment: false
 	fn.Workers = 13
 	fn.Plan.Images["nodejs22"], fn.Plan.Images["python312"] = "flag/node", "flag/py"
 	fn.Plan.DefaultProfile, fn.Plan.PublisherAddress, fn.Plan.TraceCollectorEndpoint = "S", "http://flag", "http://flag-otel"
+	fn.Plan.DependencyCacheAddress = "http://flag-cache"
 	r.ScalerAddress = "flag:1"
 	r.ScalerAuthentication = &kedav1alpha1.AuthenticationRef{Kind: "ClusterTriggerAuthentication", Name: "flag"}
 	r.RegistrySecretName, r.GitFetchImage, r.GitFetchCommand = "flag", "flag/fetch", []string{"/bin/flag", "fetch"}

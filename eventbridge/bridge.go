@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -20,6 +21,7 @@ import (
 	"github.com/kfn-dev/kfn/api/inflight"
 	"github.com/kfn-dev/kfn/api/stream"
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
+	"github.com/kfn-dev/kfn/eventbridge/depcache"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/gateway"
@@ -68,7 +70,9 @@ type Deps struct {
 	// event from the ServiceAccount token it carries (a Function's host
 	// sends its pod's), which it records as the extension
 	// publisher.SenderExtension; a token the cluster does not know is
-	// refused (401). It may be Access itself.
+	// refused (401). It may be Access itself. The dependency cache
+	// (Config.DependencyCache) learns its callers' namespaces from it, and
+	// is off without it.
 	Senders *auth.Kubernetes
 
 	// Kubernetes, when set, is the manager the bridge reads Subscriptions,
@@ -122,6 +126,9 @@ type Bridge struct {
 	// Subscriptions, without Kubernetes, serves the Subscriptions the host
 	// applies to it: their consumers, the dispatcher and Deps.Targets.
 	Subscriptions *subscription.Set
+	// DependencyCache is the dependency cache, served beside the
+	// publisher (Config.DependencyCache, with Deps.Senders).
+	DependencyCache *depcache.Cache
 
 	cfg  Config
 	deps Deps
@@ -134,6 +141,13 @@ type Bridge struct {
 	gatewayReady <-chan struct{}
 	// lossGuard tells when NATS lost a stream (package streamloss).
 	lossGuard *streamloss.Guard
+	// opener opens an event stream made anew once every Subscription's
+	// consumer exists in it; nil when this bridge makes no consumers
+	// (no reconciler), which makes a missing event stream open.
+	opener *subscription.Opener
+	// dependenciesOff says why the publisher's listener serves no
+	// dependency cache, when it does not.
+	dependenciesOff string
 }
 
 // New makes the parts of an event bridge that cfg asks for, wired to each
@@ -182,9 +196,23 @@ func New(cfg Config, deps Deps) (*Bridge, error) {
 		}
 		b.Subscriptions = subscription.NewSet(b.applier(), targets...)
 		lister = b.Subscriptions
+		log := b.log
+		b.opener = subscription.NewOpener(b.applier(), func(ctx context.Context) []error {
+			return b.Subscriptions.MakeConsumers(ctx, log)
+		}, log)
+		if deps.Metrics != nil {
+			if err := b.opener.WithMetrics(deps.Metrics); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if cfg.Has(ComponentPublisher) {
 		if err := b.newPublisher(c, lister); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Has(ComponentPublisher) {
+		if err := b.newDependencyCache(); err != nil {
 			return nil, err
 		}
 	}
@@ -304,6 +332,31 @@ func (b *Bridge) newPublisher(c *cluster, lister publisher.SubscriptionLister) e
 	return nil
 }
 
+// newDependencyCache makes the dependency cache, or says why there is
+// none: it needs the callers' namespaces (Deps.Senders).
+func (b *Bridge) newDependencyCache() error {
+	switch {
+	case !b.cfg.DependencyCache:
+		b.dependenciesOff = "turned off (-dependency-cache=false)"
+	case b.deps.Senders == nil:
+		b.dependenciesOff = "the event bridge cannot tell a caller's namespace (-publisher-senders=none, or no Kubernetes)"
+	}
+	if b.dependenciesOff != "" {
+		b.log.Info("no dependency cache: Function pods install their dependencies themselves", "reason", b.dependenciesOff)
+		return nil
+	}
+	opts := []depcache.Option{depcache.WithLogger(b.component("depcache"))}
+	if b.deps.Metrics != nil {
+		opts = append(opts, depcache.WithMetrics(b.deps.Metrics))
+	}
+	cache, err := depcache.New(b.js, b.cfg.Streams.DependencyBucketConfig(), b.deps.Senders, b.cfg.DependencyCacheBounds, opts...)
+	if err != nil {
+		return fmt.Errorf("dependency cache: %w", err)
+	}
+	b.DependencyCache = cache
+	return nil
+}
+
 // newGateway makes the gateway: Functions known and ready from the
 // cluster's EndpointSlices or Deps.Backends, in-flight counts reported to
 // Deps.InFlight or over NATS.
@@ -353,7 +406,10 @@ func (b *Bridge) newGateway(c *cluster) error {
 // mounts them on one (kfn dev). A handler is nil when its part does not
 // run.
 type Handlers struct {
-	// Publisher serves publisher.Routes.
+	// Publisher serves publisher.Routes, and the dependency cache's
+	// routes under depcache.PathPrefix (404 when it is off), which
+	// authenticate their callers by their ServiceAccount tokens, whether
+	// or not Deps.Token is set.
 	Publisher http.Handler
 	// Gateway serves requests to Functions; until it knows the Functions
 	// (the cluster's EndpointSlices synced), it holds them.
@@ -369,7 +425,11 @@ type Handlers struct {
 func (b *Bridge) Handlers() Handlers {
 	var h Handlers
 	if b.Publisher != nil {
-		h.Publisher = auth.RequireToken(b.deps.Token, b.Publisher, "/healthz", "/readyz")
+		var dependencies http.Handler = b.DependencyCache
+		if b.DependencyCache == nil {
+			dependencies = depcache.Off(b.dependenciesOff)
+		}
+		h.Publisher = withDependencies(dependencies, auth.RequireToken(b.deps.Token, b.Publisher, "/healthz", "/readyz"))
 	}
 	if b.Gateway != nil {
 		h.Gateway = waitFor(b.gatewayReady, b.Gateway)
@@ -386,6 +446,20 @@ func (b *Bridge) Handlers() Handlers {
 		}
 	}
 	return h
+}
+
+// withDependencies serves the paths under depcache.PathPrefix with
+// dependencies, the others with h. The path is matched as sent, not
+// cleaned (a ServeMux would redirect a path with "..": the cache refuses
+// it).
+func withDependencies(dependencies, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, depcache.PathPrefix) || strings.HasPrefix(r.URL.EscapedPath(), depcache.PathPrefix) {
+			dependencies.ServeHTTP(w, r)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // waitFor holds each request to h until ready is closed, or its client
@@ -429,6 +503,15 @@ func (b *Bridge) Run(ctx context.Context) error {
 	if b.DeadLetters != nil || b.Subscriptions != nil || b.reconciler != nil {
 		g.Go(func() error { return b.applier().SweepReplays(ctx, b.cfg.ReplaySweep, b.component("replay")) })
 	}
+	// In a cluster, the reconciler's leader runs the opener (cluster.go).
+	if b.Subscriptions != nil {
+		g.Go(func() error { return b.opener.Run(ctx) })
+	}
+	// The dependency cache's bucket is made now, not at the first
+	// pod's request.
+	if b.DependencyCache != nil {
+		g.Go(func() error { b.DependencyCache.Prepare(ctx, 2*time.Second); return nil })
+	}
 	// A stream NATS lost is reported, not only made anew (package
 	// streamloss): looked at every resync and before each re-creation.
 	g.Go(func() error { b.lossGuard.Run(ctx, b.cfg.Resync); return nil })
@@ -456,7 +539,8 @@ func (b *Bridge) Run(ctx context.Context) error {
 
 // followNATS recreates, after each reconnect (NATS may be a new, empty
 // server), the streams first, then every consumer; a stream that was lost
-// is reported first.
+// is reported first. An event stream made anew is closed until the opener
+// (in this replica or the reconciler's leader) made every consumer in it.
 func (b *Bridge) followNATS(ctx context.Context) {
 	for {
 		select {
@@ -467,9 +551,12 @@ func (b *Bridge) followNATS(ctx context.Context) {
 		if _, err := b.lossGuard.Check(ctx); err != nil {
 			b.log.Warn("looking for lost streams after a reconnect failed; the next resync looks again", "error", err)
 		}
-		if err := EnsureStreams(ctx, b.js, b.cfg.Streams, b.log); err != nil {
+		if err := ensureStreams(ctx, b.js, b.cfg.Streams, b.opener != nil, b.log); err != nil {
 			b.log.Error("recreating streams after a reconnect failed; the next resync retries", "error", err)
 			continue
+		}
+		if b.opener != nil {
+			b.opener.Wake()
 		}
 		if b.reconciler != nil {
 			if err := b.reconciler.RequeueAll(ctx); err != nil {
@@ -486,10 +573,22 @@ func (b *Bridge) followNATS(ctx context.Context) {
 
 // EnsureStreams makes kfn's streams exist as c says, retrying with backoff
 // until it works or ctx ends; a configuration NATS refuses is an error at
-// once (stream.ErrInvalidConfig).
+// once (stream.ErrInvalidConfig). A missing event stream is made open; a
+// closed one stays closed (see stream.ClosedSubjectPrefix).
 func EnsureStreams(ctx context.Context, js jetstream.JetStream, c stream.Config, log *slog.Logger) error {
+	return ensureStreams(ctx, js, c, false, log)
+}
+
+// ensureStreams is EnsureStreams; with closed, a missing event stream is
+// made closed (stream.EnsureClosed), for an Opener to open.
+func ensureStreams(ctx context.Context, js jetstream.JetStream, c stream.Config, closed bool, log *slog.Logger) error {
 	for wait := 100 * time.Millisecond; ; wait = min(wait*2, 5*time.Second) {
-		err := stream.Ensure(ctx, js, c)
+		var err error
+		if closed {
+			_, err = stream.EnsureClosed(ctx, js, c)
+		} else {
+			err = stream.Ensure(ctx, js, c)
+		}
 		if err == nil || errors.Is(err, stream.ErrInvalidConfig) {
 			return err
 		}

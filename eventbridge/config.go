@@ -10,6 +10,7 @@ import (
 	"github.com/kfn-dev/kfn/api/inflight"
 	"github.com/kfn-dev/kfn/api/stream"
 	"github.com/kfn-dev/kfn/eventbridge/applications"
+	"github.com/kfn-dev/kfn/eventbridge/depcache"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/eventbridge/endpoints"
 	"github.com/kfn-dev/kfn/eventbridge/gateway"
@@ -84,6 +85,15 @@ type Config struct {
 	// Admin makes the dead-letter admin API (Bridge.DeadLetters), whose
 	// replays the bridge then sweeps.
 	Admin bool
+	// DependencyCache makes the dependency cache (Bridge.DependencyCache,
+	// package depcache), served on the publisher's listener, when the
+	// publisher runs and the bridge can tell a caller's namespace
+	// (Deps.Senders); otherwise its routes answer 404 and pods install
+	// their dependencies themselves. Its objects are in the bucket
+	// Streams.DependencyBucket.
+	DependencyCache bool
+	// DependencyCacheBounds bounds it.
+	DependencyCacheBounds depcache.Config
 }
 
 // DefaultConfig returns working defaults: every component but the gateway,
@@ -104,6 +114,8 @@ func DefaultConfig() Config {
 		ReplaySweep:            replay.DefaultSweepInterval,
 		WakeProbeInterval:      endpoints.DefaultProbeInterval,
 		Admin:                  true,
+		DependencyCache:        true,
+		DependencyCacheBounds:  depcache.DefaultConfig(),
 	}
 }
 
@@ -149,6 +161,11 @@ func (c *Config) Validate() error {
 	}
 	if c.ReplaySweep <= 0 {
 		return fmt.Errorf("%w: -replay-sweep must be positive", ErrInvalidConfig)
+	}
+	if c.DependencyCache {
+		if err := c.DependencyCacheBounds.Validate(); err != nil {
+			return fmt.Errorf("%w: -dependency-cache-*: %w", ErrInvalidConfig, err)
+		}
 	}
 	if c.KymaApplications && c.ApplicationCheckInterval <= 0 {
 		return fmt.Errorf("%w: -application-check-interval must be positive", ErrInvalidConfig)

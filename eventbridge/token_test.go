@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kfn-dev/kfn/eventbridge"
+	"github.com/kfn-dev/kfn/eventbridge/depcache"
 )
 
 // TestPublisherToken runs the publisher with -token-file: publishing needs
@@ -51,4 +52,15 @@ func TestPublisherToken(t *testing.T) {
 	assert.Equal(t, http.StatusUnauthorized, publish(""))
 	assert.Equal(t, http.StatusUnauthorized, publish("Bearer wrong-token-of-length"))
 	assert.Equal(t, http.StatusNoContent, publish("Bearer a-long-enough-token"))
+
+	// Without Kubernetes the bridge cannot tell a pod's namespace: the
+	// dependency cache is off, whatever the token, and says so.
+	req, _ := http.NewRequest(http.MethodGet, base+depcache.PathPrefix+"nodejs24/"+strings.Repeat("ab", 32), nil)
+	req.Header.Set("Authorization", "Bearer a-long-enough-token")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
+	assert.Contains(t, string(body), "the dependency cache is off")
 }

@@ -100,6 +100,17 @@ func (r Runtime) Command(hostDir string) []string {
 	return []string{r.Interpreter, filepath.Join(hostDir, "nodejs", "server.cjs")}
 }
 
+// DependencyCacheCommand returns the argv, interpreter first, of r's
+// dependency cache client in a host directory (ImageHostDir in a runtime
+// image): "fetch" and "store" are its commands (runtimes/README.md,
+// "Dependency cache").
+func (r Runtime) DependencyCacheCommand(hostDir string) []string {
+	if r.Language == Python {
+		return []string{r.Interpreter, filepath.Join(hostDir, "python", "kfnhost", "depcache.py")}
+	}
+	return []string{r.Interpreter, filepath.Join(hostDir, "nodejs", "depcache.cjs")}
+}
+
 // DepsLibDir returns the directory inside an installed dependency directory
 // (as made by package deps) that holds the libraries: node_modules for
 // Node.js, site-packages for Python. It is what NODE_PATH or PYTHONPATH is

@@ -1,19 +1,8 @@
 package runtimes_test
 
 import (
-	"archive/tar"
-	"archive/zip"
-	"bytes"
-	"compress/gzip"
 	"context"
-	"crypto/sha1"
-	"crypto/sha256"
-	"crypto/sha512"
-	"encoding/base64"
-	"encoding/hex"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +14,7 @@ import (
 
 	"github.com/kfn-dev/kfn/runtimes"
 	"github.com/kfn-dev/kfn/runtimes/deps"
+	"github.com/kfn-dev/kfn/test/pkgindex"
 	"github.com/kfn-dev/kfn/test/testenv"
 )
 
@@ -93,56 +83,14 @@ func TestNPMDependencies(t *testing.T) {
 	}
 }
 
-// npmRegistry is a private npm registry serving one package, kfn-greet, to
-// clients presenting its token.
-type npmRegistry struct {
-	*httptest.Server
-	token   string
-	tarball []byte
-}
-
-func newNPMRegistry(t *testing.T) *npmRegistry {
-	reg := &npmRegistry{token: "s3cr3t-token", tarball: npmTarball(t, map[string]string{
-		"package/package.json": `{"name":"kfn-greet","version":"1.0.0","main":"index.js"}`,
-		"package/index.js":     `module.exports = { greet: (who) => 'Hi ' + who + ' from kfn-greet' };`,
-	})}
-	reg.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer "+reg.token {
-			http.Error(w, `{"error":"auth required"}`, http.StatusUnauthorized)
-			return
-		}
-		switch r.URL.Path {
-		case "/kfn-greet":
-			sha1sum := sha1.Sum(reg.tarball)
-			sha512sum := sha512.Sum512(reg.tarball)
-			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprintf(w, `{"name":"kfn-greet","dist-tags":{"latest":"1.0.0"},"versions":{"1.0.0":{`+
-				`"name":"kfn-greet","version":"1.0.0","main":"index.js",`+
-				`"dist":{"tarball":"%s/kfn-greet/-/kfn-greet-1.0.0.tgz","shasum":"%s","integrity":"sha512-%s"}}}}`,
-				reg.URL, hex.EncodeToString(sha1sum[:]), base64.StdEncoding.EncodeToString(sha512sum[:]))
-		case "/kfn-greet/-/kfn-greet-1.0.0.tgz":
-			w.Header().Set("Content-Type", "application/octet-stream")
-			w.Write(reg.tarball)
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	t.Cleanup(reg.Close)
-	return reg
-}
-
-func npmTarball(t *testing.T, files map[string]string) []byte {
-	var buf bytes.Buffer
-	gz := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(gz)
-	for name, body := range files {
-		require.NoError(t, tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), ModTime: time.Unix(1e9, 0)}))
-		_, err := tw.Write([]byte(body))
-		require.NoError(t, err)
-	}
-	require.NoError(t, tw.Close())
-	require.NoError(t, gz.Close())
-	return buf.Bytes()
+// startIndex serves test/pkgindex's package index on the loopback address
+// until the test ends.
+func startIndex(t *testing.T) *pkgindex.Index {
+	t.Helper()
+	index, err := pkgindex.Start("127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = index.Close() })
+	return index
 }
 
 // TestNPMPrivateRegistry installs with real npm from a private registry
@@ -152,17 +100,16 @@ func TestNPMPrivateRegistry(t *testing.T) {
 	t.Parallel()
 	testenv.LookPath(t, "npm")
 	rt := lookup(t, "nodejs24")
-	reg := newNPMRegistry(t)
-	host := reg.Listener.Addr().String()
-	npmrc := fmt.Sprintf("registry=%s/\n//%s/:_authToken=%s\n", reg.URL, host, reg.token)
+	index := startIndex(t)
 
 	inst, err := deps.New(t.TempDir())
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	depsDir, err := inst.Ensure(ctx, rt, `{"dependencies":{"kfn-greet":"^1.0.0"}}`, deps.Registry{NPMRC: npmrc})
+	depsDir, err := inst.Ensure(ctx, rt, `{"dependencies":{"kfn-greet":"^1.0.0"}}`, deps.Registry{NPMRC: index.NPMRC()})
 	require.NoError(t, err)
 	assert.NotContains(t, dirNames(t, depsDir), ".npmrc")
+	assert.Positive(t, index.Requests(pkgindex.NPM, pkgindex.Package), "npm asked the index")
 
 	h := startHost(t, rt, fixture(t, rt, "deps-private"), hostOptions{cfg: runtimes.Config{DepsDir: depsDir}})
 	r := h.mustDo("GET", "/", nil, "")
@@ -170,37 +117,10 @@ func TestNPMPrivateRegistry(t *testing.T) {
 	assert.Equal(t, "Hi node from kfn-greet", r.body)
 
 	// Without the token the same install fails, with npm's reason.
-	_, err = inst.Ensure(ctx, rt, `{"dependencies":{"kfn-greet":"^1.0.0"}}`, deps.Registry{NPMRC: "registry=" + reg.URL + "/\n"})
+	_, err = inst.Ensure(ctx, rt, `{"dependencies":{"kfn-greet":"^1.0.0"}}`, deps.Registry{NPMRC: "registry=" + index.NPMRegistry() + "\n"})
 	require.Error(t, err)
 	assert.ErrorIs(t, err, deps.ErrInstall)
 	assert.Contains(t, err.Error(), "401")
-}
-
-// wheel builds a pure-Python wheel of the package kfn-greet.
-func wheel(t *testing.T) (name string, data []byte) {
-	files := []struct{ name, body string }{
-		{"kfn_greet/__init__.py", "def greet(who):\n    return 'Hi ' + who + ' from kfn-greet'\n"},
-		{"kfn_greet-1.0.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: kfn-greet\nVersion: 1.0.0\n"},
-		{"kfn_greet-1.0.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: kfn-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"},
-	}
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	var record bytes.Buffer
-	for _, f := range files {
-		w, err := zw.Create(f.name)
-		require.NoError(t, err)
-		_, err = w.Write([]byte(f.body))
-		require.NoError(t, err)
-		sum := sha256.Sum256([]byte(f.body))
-		fmt.Fprintf(&record, "%s,sha256=%s,%d\n", f.name, base64.RawURLEncoding.EncodeToString(sum[:]), len(f.body))
-	}
-	record.WriteString("kfn_greet-1.0.0.dist-info/RECORD,,\n")
-	w, err := zw.Create("kfn_greet-1.0.0.dist-info/RECORD")
-	require.NoError(t, err)
-	_, err = w.Write(record.Bytes())
-	require.NoError(t, err)
-	require.NoError(t, zw.Close())
-	return "kfn_greet-1.0.0-py3-none-any.whl", buf.Bytes()
 }
 
 // TestPipPrivateIndex installs with real pip from a private package index
@@ -214,35 +134,18 @@ func TestPipPrivateIndex(t *testing.T) {
 	if err := exec.Command(python, "-m", "pip", "--version").Run(); err != nil {
 		testenv.Missing(t, "pip (python3 -m pip)", err)
 	}
-	name, whl := wheel(t)
-	sum := sha256.Sum256(whl)
-	index := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if u, p, ok := r.BasicAuth(); !ok || u != "kfn" || p != "pw" {
-			w.Header().Set("WWW-Authenticate", `Basic realm="kfn"`)
-			http.Error(w, "auth required", http.StatusUnauthorized)
-			return
-		}
-		switch r.URL.Path {
-		case "/simple/kfn-greet/":
-			w.Header().Set("Content-Type", "text/html")
-			fmt.Fprintf(w, `<!DOCTYPE html><html><body><a href="/files/%s#sha256=%x">%s</a></body></html>`, name, sum, name)
-		case "/files/" + name:
-			w.Write(whl)
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	t.Cleanup(index.Close)
-	pipConf := fmt.Sprintf("[global]\nindex-url = http://kfn:pw@%s/simple/\n", index.Listener.Addr())
+	index := startIndex(t)
+	name, whl := index.Wheel()
 
 	inst, err := deps.New(t.TempDir(), deps.WithPython(python))
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	depsDir, err := inst.Ensure(ctx, rt, "# greeting\nkfn-greet==1.0.0\n", deps.Registry{PipConf: pipConf})
+	depsDir, err := inst.Ensure(ctx, rt, "# greeting\nkfn-greet==1.0.0\n", deps.Registry{PipConf: index.PipConf()})
 	require.NoError(t, err)
 	assert.DirExists(t, filepath.Join(depsDir, "site-packages", "kfn_greet"))
 	assert.NotContains(t, dirNames(t, depsDir), "pip.conf")
+	assert.Positive(t, index.Requests(pkgindex.PyPI, pkgindex.Package), "pip asked the index")
 
 	h := startHost(t, rt, fixture(t, rt, "deps"), hostOptions{cfg: runtimes.Config{DepsDir: depsDir}})
 	r := h.mustDo("GET", "/", nil, "")

@@ -67,6 +67,20 @@ const (
 	EnvLegacyRequestLog = "KYMA_INTERNAL_LOGGER_ENABLED"
 	// EnvPublisherAddress is the URL emitCloudEvent POSTs events to.
 	EnvPublisherAddress = "PUBLISHER_PROXY_ADDRESS"
+	// EnvDependencyCache is the base URL of the dependency cache
+	// (http://<publisher>/_kfn/dependencies): the install init container,
+	// and a standby host given a Function with dependencies, GET
+	// <base>/<runtime>/<hash> (a gzip-compressed tar of the dependency
+	// directory) with the pod's identity token before installing, and the
+	// install container PUTs what it installed there. Set only for a
+	// Function whose dependencies have a hash; unset, pods install as
+	// before. runtimes/README.md ("Dependency cache") has the contract.
+	EnvDependencyCache = "KFN_DEPENDENCY_CACHE"
+	// EnvDependencyCacheRetryMS is the cache client program's first wait,
+	// in milliseconds (default 1000, doubled each time), before it asks
+	// the cache again after an answer that may pass (429, 502, 503, 504,
+	// no connection). Nothing sets it in a pod; tests shorten it.
+	EnvDependencyCacheRetryMS = "KFN_DEPENDENCY_CACHE_RETRY_MS"
 	// EnvTraceCollectorEndpoint is the OTLP/HTTP traces URL; when set and the
 	// OpenTelemetry SDK is installed, spans are exported there.
 	EnvTraceCollectorEndpoint = "TRACE_COLLECTOR_ENDPOINT"
@@ -247,6 +261,9 @@ type Config struct {
 	Module string
 	// PublisherAddress is the URL for emitCloudEvent.
 	PublisherAddress string
+	// DependencyCache is the dependency cache's base URL (see
+	// EnvDependencyCache); empty: none.
+	DependencyCache string
 	// IdentityTokenFile is the token file emitCloudEvent sends (see
 	// EnvIdentityTokenFile); empty: none.
 	IdentityTokenFile string
@@ -264,7 +281,7 @@ func platformEnvNames() []string {
 		EnvHandlerAPI, EnvPort, EnvHandler, EnvModule, EnvHandlerFunc, EnvHandlerModule, EnvHandlerPath,
 		EnvPublisherAddress, EnvTraceCollectorEndpoint, EnvMemoryLimit,
 		EnvNodePath, EnvPythonPath, EnvFunctionDir, EnvSourceDir, EnvDepsDir, EnvLibsDir, EnvListenFD,
-		EnvIdentityTokenFile, EnvStandbyTokenSHA256,
+		EnvIdentityTokenFile, EnvStandbyTokenSHA256, EnvDependencyCache,
 	}
 	sort.Strings(names)
 	return names
@@ -306,6 +323,7 @@ func (r Runtime) Env(c Config) ([]EnvVar, error) {
 		EnvDepsDir:                c.DepsDir,
 		EnvPublisherAddress:       c.PublisherAddress,
 		EnvIdentityTokenFile:      c.IdentityTokenFile,
+		EnvDependencyCache:        c.DependencyCache,
 		EnvTraceCollectorEndpoint: c.TraceCollectorEndpoint,
 		EnvMemoryLimit:            c.MemoryLimit,
 	} {

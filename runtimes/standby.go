@@ -40,9 +40,32 @@ const (
 // files, a name that is not a variable or plain file name, a fixed
 // variable, no file, or a configuration the host refuses (an invalid
 // FUNC_TIMEOUT, say).
+//
+// Dependencies, when set, names the Function's installed dependencies in
+// the dependency cache: the host GETs them from its KFN_DEPENDENCY_CACHE
+// (given in Env) with the pod's identity token (EnvIdentityTokenFile) and
+// unpacks them into KFN_DEPS_DIR (given in Env; writable in a standby
+// pod) before it loads the handler, with them resolvable as in a
+// Deployment's pod. Refused (400, the host stays on standby): another
+// runtime than the host's, no cache or dependency directory in the
+// environment, a hash that is not 64 lower-case hex digits. When the cache
+// does not hold them (404), cannot be reached or holds an archive that
+// reaches outside the directory, the request fails (500) after the files
+// were written and the host serves no Function from then on (409 to any
+// later specialize request).
 type Specialization struct {
-	Env   map[string]string `json:"env,omitempty"`
-	Files map[string]string `json:"files"`
+	Env          map[string]string           `json:"env,omitempty"`
+	Files        map[string]string           `json:"files"`
+	Dependencies *SpecializationDependencies `json:"dependencies,omitempty"`
+}
+
+// SpecializationDependencies names a dependency set in the dependency
+// cache: <KFN_DEPENDENCY_CACHE>/<Runtime>/<Hash>.
+type SpecializationDependencies struct {
+	// Runtime is the runtime name (nodejs22, python312, ...), the host's.
+	Runtime string `json:"runtime"`
+	// Hash is the plan's dependency hash: 64 lower-case hex digits.
+	Hash string `json:"hash"`
 }
 
 // StandbyTokenHash is the value of EnvStandbyTokenSHA256 for token.

@@ -65,6 +65,11 @@ type Config struct {
 	// TraceCollectorEndpoint is the OTLP/HTTP traces URL
 	// (TRACE_COLLECTOR_ENDPOINT); empty leaves it unset.
 	TraceCollectorEndpoint string
+	// DependencyCacheAddress is the dependency cache's base URL
+	// (KFN_DEPENDENCY_CACHE, http://<publisher>/_kfn/dependencies), given
+	// to the pods of Functions whose dependencies have a hash; empty: no
+	// cache, every pod installs its dependencies.
+	DependencyCacheAddress string
 	// ImageRegistries are the registries, or registry paths, that a
 	// spec.runtimeImageOverride must be from (ImageAllowed says how they
 	// match); nil allows any image. The images of Images are the
@@ -370,6 +375,11 @@ func (p *Plan) setHost(fn *v1alpha2.Function, cfg Config) error {
 	}
 	if p.Dependencies.Install() {
 		p.Host.DepsDir = runtimes.PodDepsDir
+	}
+	if p.Dependencies.Hash != "" {
+		// A Git source's dependencies have no hash: they install as
+		// before, without the cache.
+		p.Host.DependencyCache = cfg.DependencyCacheAddress
 	}
 	if rt.Language == runtimes.NodeJS {
 		// The libraries Kyma's images provide, in kfn's runtime images.

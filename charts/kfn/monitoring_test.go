@@ -237,7 +237,7 @@ func TestPrometheusRules(t *testing.T) {
 	}
 	sort.Strings(names)
 	assert.Equal(t, []string{"KfnBacklogNearBudget", "KfnBacklogOverBudget", "KfnDeadLetterStreamFull", "KfnDeadLettersRising", "KfnDeliveriesFailing", "KfnEventStorageFull",
-		"KfnEventsLost", "KfnFunctionReconcileErrors", "KfnNoReadyDispatcher", "KfnPublishFailing", "KfnScalerErrors", "KfnStreamLost"}, names)
+		"KfnEventStreamClosed", "KfnEventStreamOpenedAnyway", "KfnEventsLost", "KfnFunctionReconcileErrors", "KfnNoReadyDispatcher", "KfnPublishFailing", "KfnScalerErrors", "KfnStreamLost"}, names)
 	for name, r := range alerts {
 		assert.Contains(t, []string{"warning", "critical"}, r.Labels["severity"], name)
 		assert.Equal(t, "platform", r.Labels["team"], "alertLabels on %s", name)

@@ -2,6 +2,7 @@ package chart_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -35,6 +36,7 @@ import (
 
 	"github.com/kfn-dev/kfn/api/inflight"
 	"github.com/kfn-dev/kfn/eventbridge"
+	"github.com/kfn-dev/kfn/eventbridge/depcache"
 	"github.com/kfn-dev/kfn/internal/natsconn"
 	"github.com/kfn-dev/kfn/scaler/activity"
 	"github.com/kfn-dev/kfn/test/testport"
@@ -178,6 +180,27 @@ func (n chartNATS) connectAs(t *testing.T, srv *server.Server, component string,
 	return nc
 }
 
+// TestNATSFileStoreIsTheVolume: JetStream's file store limit is 80% of
+// the volume's size, so that the streams' and the dependency bucket's
+// reservations (1 GiB + 256 MiB + 2 GiB by default) are checked against
+// what the volume holds. Without it NATS takes 75% of the free disk at its
+// start, which on a CI machine was 2.95 GB, less than those reservations.
+// Fails when max_file_store is not rendered from
+// nats.jetstream.fileStorage.size.
+func TestNATSFileStoreIsTheVolume(t *testing.T) {
+	for size, volume := range map[string]int64{"": 10 << 30, "20Gi": 20 << 30} {
+		vals := map[string]any{}
+		if size != "" {
+			vals["nats"] = map[string]any{"jetstream": map[string]any{"fileStorage": map[string]any{"size": size}}}
+		}
+		n, r := renderedNATS(t, vals)
+		assert.Equal(t, volume*8/10, n.options(t, 0, t.TempDir()).JetStreamMaxStore, "size %q", size)
+		claims := r.statefulSets["kfn-nats"].Spec.VolumeClaimTemplates
+		require.Len(t, claims, 1)
+		assert.Equal(t, volume, claims[0].Spec.Resources.Requests.Storage().Value(), "the volume asked for")
+	}
+}
+
 // TestNATSRefusesAnonymousClients serves the chart's default NATS
 // configuration: a client without a user, with a wrong password or as a
 // user of a component with another's password is refused with NATS's
@@ -221,9 +244,11 @@ func TestNATSRefusesAnonymousClients(t *testing.T) {
 // the chart's NATS configuration: it makes its streams and consumers,
 // stores and delivers an event, keeps a failed one as a dead letter and
 // replays it (the lock bucket, the replay subject), and publishes the
-// gateway's in-flight reports the scaler's user receives. The scaler's
+// gateway's in-flight reports the scaler's user receives, and its
+// dependency cache stores and reads an object in its bucket. The scaler's
 // user reads the backlog of the consumers, is woken by an event, and
-// cannot publish an in-flight report, an event, or delete a stream.
+// cannot publish an in-flight report, an event, delete a stream or open
+// the dependency bucket.
 // Fails when a rule the bridge or the scaler needs is taken out of the
 // configuration, or when the scaler is allowed one it must not have.
 func TestNATSEventBridgeUserRunsTheBridge(t *testing.T) {
@@ -322,6 +347,33 @@ spec:
 	}
 	assert.Empty(t, bridgeErrs, "the bridge's user may send reports")
 
+	// The dependency cache, as the bridge's user: it makes its bucket,
+	// stores an object of 12 MB and reads it back (large enough that
+	// reading it needs flow control). (No API server
+	// here: the senders name one namespace; the NATS rules are under test.)
+	bridgeJS, err := jetstream.New(bridgeNC)
+	require.NoError(t, err)
+	cache, err := depcache.New(bridgeJS, p.Streams.DependencyBucketConfig(), oneNamespace("team-a"), depcache.DefaultConfig())
+	require.NoError(t, err)
+	cacheSrv := httptest.NewServer(cache)
+	t.Cleanup(cacheSrv.Close)
+	object := append([]byte{0x1f, 0x8b}, bytes.Repeat([]byte("dependencies"), 1_000_000)...)
+	objectURL := cacheSrv.URL + depcache.PathPrefix + "nodejs24/" + strings.Repeat("ab", 32)
+	req, err := http.NewRequest(http.MethodPut, objectURL, bytes.NewReader(object))
+	require.NoError(t, err)
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusCreated, resp.StatusCode, "the bridge's user stores dependencies: %s", b)
+	resp, err = http.Get(objectURL)
+	require.NoError(t, err)
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, object, b, "and reads them back")
+	assert.Empty(t, bridgeErrs)
+
 	// The scaler's user reads the consumers' backlog: the JetStream API it
 	// calls.
 	js, err := jetstream.New(scalerNC)
@@ -356,10 +408,18 @@ spec:
 	dctx, dcancel := context.WithTimeout(ctx, 2*time.Second)
 	defer dcancel()
 	require.Error(t, js.DeleteStream(dctx, p.Streams.EventStream), "the scaler's user may not delete a stream")
+	_, err = js.ObjectStore(dctx, p.Streams.DependencyBucket)
+	require.Error(t, err, "the scaler's user may not open the dependency bucket")
 	_, err = js.Stream(ctx, p.Streams.EventStream)
 	require.NoError(t, err, "the stream is still there")
 	assert.Equal(t, int32(1), delivered.Load(), "nothing was delivered twice")
 }
+
+// oneNamespace says every request comes from one namespace's
+// ServiceAccount.
+type oneNamespace string
+
+func (n oneNamespace) SenderNamespace(*http.Request) (string, error) { return string(n), nil }
 
 func get(t *testing.T, u string) int {
 	t.Helper()

@@ -230,6 +230,7 @@ func TestRenderValueSets(t *testing.T) {
 		cfg := r.configMaps["kfn-controller"].Data["controller.yaml"]
 		for _, want := range []string{
 			`publisherAddress: "http://kfn-publisher.kfn-system.svc.cluster.local/publish"`,
+			`dependencyCacheAddress: "http://kfn-publisher.kfn-system.svc.cluster.local/_kfn/dependencies"`,
 			`scalerAddress: "kfn-scaler.kfn-system.svc.cluster.local:9090"`,
 			`nodejs20: "ghcr.io/kfn-dev/runtime-nodejs22:0.2.0"`,
 			`python312: "ghcr.io/kfn-dev/runtime-python312:0.2.0"`,
@@ -304,6 +305,7 @@ func TestRenderValueSets(t *testing.T) {
 		}
 		cfg := r.configMaps["kfn-controller"].Data["controller.yaml"]
 		assert.Contains(t, cfg, `publisherAddress: "http://kfn-publisher.kfn-system.svc.cluster.local:8080/publish"`)
+		assert.Contains(t, cfg, `dependencyCacheAddress: "http://kfn-publisher.kfn-system.svc.cluster.local:8080/_kfn/dependencies"`, "the publisher's port, as PUBLISHER_PROXY_ADDRESS has it")
 		assert.Contains(t, cfg, `python312: "registry.example/python:3.12-kfn"`)
 		assert.Contains(t, cfg, `gitFetchImage: "`+digest+`"`)
 		assert.Contains(t, cfg, `scalerAuthentication: "ClusterTriggerAuthentication/kfn-scaler"`, "KEDA gets the scaler's CA from the authentication the controller names")
@@ -493,4 +495,22 @@ func TestWarmPoolValues(t *testing.T) {
 	assert.Contains(t, typed(t, off).configMaps["kfn-controller"].Data["controller.yaml"], "warmPool: false\nwarmPoolSize: 3\n")
 	assert.Equal(t, []string{"list", "watch"}, verbs(off, "pods"))
 	assert.Empty(t, verbs(off, "namespaces"))
+}
+
+// TestDependencyCacheValues: the controller gives Function pods this
+// release's publisher as their dependency cache by default, the address a
+// user sets instead, and none when the cache is turned off, or when the
+// event bridge serves none. Fails when the default or a switch is lost.
+func TestDependencyCacheValues(t *testing.T) {
+	cfg := func(values map[string]any) string {
+		return typed(t, render(t, values)).configMaps["kfn-controller"].Data["controller.yaml"]
+	}
+	assert.Contains(t, cfg(nil), `dependencyCacheAddress: "http://kfn-publisher.kfn-system.svc.cluster.local/_kfn/dependencies"`)
+	assert.Contains(t, cfg(map[string]any{"functions": map[string]any{"dependencyCache": map[string]any{"address": "http://cache.example/_kfn/dependencies"}}}),
+		`dependencyCacheAddress: "http://cache.example/_kfn/dependencies"`)
+	assert.Contains(t, cfg(map[string]any{"functions": map[string]any{"dependencyCache": map[string]any{"enabled": false}}}), `dependencyCacheAddress: ""`)
+	// The event bridge serves no cache: pods are given none (and so the
+	// warm pool does not take Functions with dependencies).
+	assert.Contains(t, cfg(map[string]any{"eventbridge": map[string]any{"dependencyCache": map[string]any{"enabled": false}}}), `dependencyCacheAddress: ""`)
+	assert.Contains(t, cfg(map[string]any{"eventbridge": map[string]any{"publisher": map[string]any{"senders": "none"}}}), `dependencyCacheAddress: ""`)
 }

@@ -124,6 +124,10 @@ func TestValuesRefused(t *testing.T) {
 			values: map[string]any{"nats": map[string]any{"maxPayload": 1048576}},
 			want:   []string{"nats.maxPayload (1048576) must be at least eventbridge.streams.maxMsgSize (2097152)"},
 		},
+		"a NATS volume smaller than the streams and the dependency cache reserve": {
+			values: map[string]any{"nats": map[string]any{"jetstream": map[string]any{"fileStorage": map[string]any{"size": "4Gi"}}}},
+			want:   []string{"80% of nats.jetstream.fileStorage.size (3435973836 bytes), is less than what NATS reserves on each server", "(3489660928 bytes)"},
+		},
 		"a scaler certificate without TLS": {
 			values: map[string]any{"scaler": map[string]any{"tls": map[string]any{"enabled": false, "requireClientCert": false, "existingSecret": "mine"}}},
 			want:   []string{"scaler.tls.existingSecret is set but scaler.tls.enabled is false"},

@@ -3,6 +3,7 @@ package function
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -119,6 +120,11 @@ func (c Config) Validate() error {
 		}
 		if errs := validation.IsDNS1123Subdomain(a.Name); len(errs) > 0 {
 			return fmt.Errorf("%w: scaler authentication name %q: %s", ErrInvalidConfig, a.Name, strings.Join(errs, "; "))
+		}
+	}
+	if a := c.Plan.DependencyCacheAddress; a != "" {
+		if u, err := url.Parse(a); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
+			return fmt.Errorf("%w: dependency cache address %q: want an http(s) URL without a query (http://kfn-publisher.kfn-system.svc.cluster.local/_kfn/dependencies), or empty for none", ErrInvalidConfig, a)
 		}
 	}
 	for rt, img := range c.Plan.Images {

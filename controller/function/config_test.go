@@ -29,7 +29,9 @@ func TestConfigValidate(t *testing.T) {
 		"function dir limit under 1Mi": func(c *function.Config) {
 			c.Resources.Volumes.FunctionDir = resource.MustParse("100Ki")
 		},
-		"negative deps limit": func(c *function.Config) { c.Resources.Volumes.Dependencies = resource.MustParse("-1Gi") },
+		"negative deps limit":           func(c *function.Config) { c.Resources.Volumes.Dependencies = resource.MustParse("-1Gi") },
+		"dependency cache not a URL":    func(c *function.Config) { c.Plan.DependencyCacheAddress = "kfn-publisher/_kfn/dependencies" },
+		"dependency cache with a query": func(c *function.Config) { c.Plan.DependencyCacheAddress = "http://p/_kfn/dependencies?x=1" },
 		"authentication kind": func(c *function.Config) {
 			c.Resources.ScalerAuthentication = &kedav1alpha1.AuthenticationRef{Kind: "Secret", Name: "x"}
 		},
@@ -49,6 +51,8 @@ func TestConfigValidate(t *testing.T) {
 	c := function.DefaultConfig()
 	c.Resources.ScalerAuthentication = &kedav1alpha1.AuthenticationRef{Kind: "ClusterTriggerAuthentication", Name: "kfn-scaler"}
 	require.NoError(t, c.Validate())
+	c.Plan.DependencyCacheAddress = "http://kfn-publisher.kfn-system.svc.cluster.local/_kfn/dependencies"
+	require.NoError(t, c.Validate(), "a dependency cache address")
 	c.Plan.ImageRegistries = []string{"*"}
 	c.Resources.Volumes.Tmp = resource.MustParse("1Mi")
 	require.NoError(t, c.Validate(), "* allows any image; 1Mi is the smallest limit")

@@ -150,6 +150,8 @@ func (r *Reconciler) configure(ctx context.Context, fn *v1alpha2.Function, st *v
 		// is for its user to know: the first event waits for a new pod.
 		if err := r.pool.Observe(d.plan); err != nil && d.plan.Scaling.ScalesToZero() {
 			d.notes = append(d.notes, err.Error()+": it wakes from zero on a new pod")
+		} else if why := r.pool.ClaimFailure(client.ObjectKeyFromObject(fn)); err == nil && why != "" {
+			d.notes = append(d.notes, "the warm pool could not serve its last wake from zero ("+why+"): it woke on a new pod")
 		}
 	}
 	return d, ctrl.Result{}, nil

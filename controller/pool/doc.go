@@ -13,11 +13,18 @@
 //
 // Two Functions share a shape when their standby pods would be the same
 // pod (same image, command, probes, resources, security contexts and
-// start environment). A Function the pool cannot serve exactly wakes on
-// the Deployment path: a Git source, dependencies to install, Secrets
-// mounted as files, a ServiceAccount token, an environment variable taken
-// from a Secret, ConfigMap or field, or a variable the host reads only at
-// start (NODE_OPTIONS, PYTHONPATH, PYTHONHOME). Observe says why.
+// start environment; a Function's dependencies are not part of it). A
+// Function with inline dependencies is served when a dependency cache is
+// configured: its standby host fetches them from the cache into the pod's
+// dependencies volume before loading it; when the cache does not hold them
+// yet, the specialize request fails, the pool deletes that pod, the
+// Function wakes on the Deployment path (whose install stores them) and
+// ClaimFailure says why. A Function the pool cannot serve exactly wakes on
+// the Deployment path: a Git source, dependencies without a dependency
+// cache, Secrets mounted as files, a ServiceAccount token, an environment
+// variable taken from a Secret, ConfigMap or field, or a variable the host
+// reads only at start (NODE_OPTIONS, PYTHONPATH, PYTHONHOME). Observe says
+// why.
 //
 // The pool runs in the controller's leader. A standby pod's token is
 // derived from a key the process makes at start and never stores: a new

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -110,7 +111,9 @@ type Pool struct {
 	taken map[types.NamespacedName]bool
 	// created are pods made and not seen in the cache yet.
 	created map[types.NamespacedName]poolKey
-	kick    chan struct{}
+	// failed says why the last claim for a Function failed.
+	failed map[types.NamespacedName]string
+	kick   chan struct{}
 }
 
 // Option configures a Pool.
@@ -148,6 +151,7 @@ func New(c client.Client, cache cache.Cache, cfg Config, opts ...Option) (*Pool,
 		functions: map[types.NamespacedName]member{},
 		taken:     map[types.NamespacedName]bool{},
 		created:   map[types.NamespacedName]poolKey{},
+		failed:    map[types.NamespacedName]string{},
 		kick:      make(chan struct{}, 1),
 	}
 	for _, o := range opts {
@@ -207,11 +211,23 @@ func (p *Pool) roomFor(key types.NamespacedName, shape string) error {
 	return fmt.Errorf("%w: its namespace has standby pods of %d other shapes already (image, resources, timeout, security contexts), the most the pool keeps", ErrNotPoolable, MaxShapes)
 }
 
+// ClaimFailure says why the pool could not serve fn's last wake from zero
+// on a standby pod although it had one (its host could not load fn: its
+// dependencies are not in the dependency cache yet, say), so that fn's
+// status can say that it woke on a new pod; "" when the last claim
+// succeeded, or none failed.
+func (p *Pool) ClaimFailure(fn types.NamespacedName) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.failed[fn]
+}
+
 // Forget drops a deleted Function.
 func (p *Pool) Forget(fn types.NamespacedName) {
 	p.mu.Lock()
 	_, had := p.functions[fn]
 	delete(p.functions, fn)
+	delete(p.failed, fn)
 	p.mu.Unlock()
 	if had {
 		p.poke()
@@ -249,7 +265,8 @@ func (p *Pool) Start(ctx context.Context) error {
 		UpdateFunc: func(oldObj, newObj any) {
 			old, ok1 := oldObj.(*corev1.Namespace)
 			ns, ok2 := newObj.(*corev1.Namespace)
-			if ok1 && ok2 && old.Annotations[AnnotationSize] != ns.Annotations[AnnotationSize] {
+			if ok1 && ok2 && (old.Annotations[AnnotationSize] != ns.Annotations[AnnotationSize] ||
+				old.DeletionTimestamp.IsZero() != ns.DeletionTimestamp.IsZero()) {
 				p.poke()
 			}
 		},
@@ -404,11 +421,21 @@ func (p *Pool) claim(ctx context.Context, fn types.NamespacedName) {
 		APIVersion: v1alpha2.GroupVersion.String(), Kind: "Function", Name: fn.Name, UID: m.plan.UID,
 	})
 	patchErr := p.c.Patch(ctx, pod, patch)
-	if err := errors.Join(<-loaded, patchErr); err != nil {
+	loadErr := <-loaded
+	if err := errors.Join(loadErr, patchErr); err != nil {
 		p.log.Error(err, "give a standby pod its Function; deleting the pod", "function", fn, "pod", pod.Name)
 		_ = p.c.Delete(ctx, pod)
+		var refused *hostAnswer
+		if errors.As(loadErr, &refused) {
+			p.mu.Lock()
+			p.failed[fn] = refused.Error()
+			p.mu.Unlock()
+		}
 		return
 	}
+	p.mu.Lock()
+	delete(p.failed, fn)
+	p.mu.Unlock()
 	p.log.Info("gave a standby pod to a Function woken from zero", "function", fn, "pod", pod.Name, "took", time.Since(start))
 }
 
@@ -486,7 +513,7 @@ func (p *Pool) specialize(ctx context.Context, pod *corev1.Pod, fn plan.Plan) er
 	defer resp.Body.Close()
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("specialize %s: %s: %s", url, resp.Status, answer)
+		return fmt.Errorf("specialize %s: %w", url, &hostAnswer{status: resp.StatusCode, text: string(answer)})
 	}
 	// A host that already serves a Function answers the path as that
 	// Function's: only its own name says this one was loaded.
@@ -494,6 +521,17 @@ func (p *Pool) specialize(ctx context.Context, pod *corev1.Pod, fn plan.Plan) er
 		return fmt.Errorf("specialize %s: the host serves %q, not %s", url, resp.Header.Get(runtimes.FunctionHeader), want)
 	}
 	return nil
+}
+
+// hostAnswer is a standby host's refusal of a Function: its status and
+// the reason it gives.
+type hostAnswer struct {
+	status int
+	text   string
+}
+
+func (a *hostAnswer) Error() string {
+	return fmt.Sprintf("the standby host answered %d: %s", a.status, strings.TrimSpace(a.text))
 }
 
 // retire deletes the pods the pool gave fn.
@@ -603,12 +641,16 @@ func (p *Pool) retireServed(ctx context.Context) error {
 	return nil
 }
 
-// sizeOf is the pool size of a namespace: its AnnotationSize, else
-// Config.Size.
+// sizeOf is the pool size of a namespace: 0 while it is being deleted,
+// else its AnnotationSize, else Config.Size.
 func (p *Pool) sizeOf(ctx context.Context, namespace string) int {
 	var ns corev1.Namespace
 	if err := p.c.Get(ctx, client.ObjectKey{Name: namespace}, &ns); err != nil {
 		return p.cfg.Size
+	}
+	if !ns.DeletionTimestamp.IsZero() {
+		// Nothing can be made in a namespace being deleted.
+		return 0
 	}
 	v, ok := ns.Annotations[AnnotationSize]
 	if !ok {
@@ -631,7 +673,7 @@ func (p *Pool) create(ctx context.Context, k poolKey, fn plan.Plan) error {
 	name := "kfn-pool-" + fn.Runtime.Name + "-" + hex.EncodeToString(suffix)
 	env := append(podEnv(fn), corev1.EnvVar{Name: runtimes.EnvStandbyTokenSHA256, Value: runtimes.StandbyTokenHash(p.token(k.namespace, name))})
 	labels := map[string]string{LabelShape: k.shape, v1alpha2.LabelManagedBy: v1alpha2.LabelManagedByValue}
-	pod := resources.StandbyPod(fn, p.cfg.Resources, name, labels, env)
+	pod := resources.StandbyPod(withoutDependencies(fn), p.cfg.Resources, name, labels, env)
 	if err := p.c.Apply(ctx, pod, client.FieldOwner("kfn-pool"), client.ForceOwnership); err != nil {
 		return fmt.Errorf("create standby pod %s/%s: %w", k.namespace, name, err)
 	}

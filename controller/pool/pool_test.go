@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strconv"
@@ -198,28 +199,7 @@ func TestPoolGivesAStandbyPodToAFunctionWokenFromZero(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts an API server")
 	}
-	cluster := testcluster.New(t, testcluster.WithScheme(function.AddToScheme))
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	ctrl.SetLogger(logr.Discard())
-	mgr, err := ctrl.NewManager(cluster.Config, ctrl.Options{
-		Scheme: cluster.Scheme, Cache: function.CacheOptions(),
-		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-	})
-	require.NoError(t, err)
-	hostDir, err := runtimes.WriteHost(t.TempDir())
-	require.NoError(t, err)
-	k := &kubelet{t: t, c: cluster.Client, hostDir: hostDir, addrs: map[string]string{}}
-	p, err := pool.New(mgr.GetClient(), mgr.GetCache(), pool.Config{Size: 1, Resources: function.DefaultConfig().Resources, Resync: time.Minute},
-		pool.WithAddress(k.address), pool.WithLogger(testr.New(t)))
-	require.NoError(t, err)
-	require.NoError(t, mgr.Add(p))
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		assert.NoError(t, <-done)
-	})
+	ctx, cluster, k, p := startPool(t)
 	c := cluster.Client
 	require.NoError(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}))
 	bank := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bank", Annotations: map[string]string{pool.AnnotationSize: "2"}}}
@@ -232,7 +212,7 @@ func TestPoolGivesAStandbyPodToAFunctionWokenFromZero(t *testing.T) {
 	for _, fn := range []plan.Plan{orders, refunds, accounts} {
 		require.NoError(t, p.Observe(fn), fn.Name)
 	}
-	err = p.Observe(heavy)
+	err := p.Observe(heavy)
 	require.ErrorIs(t, err, pool.ErrNotPoolable)
 	assert.ErrorContains(t, err, "dependencies to install")
 	assert.Equal(t, pool.Shape(orders, function.DefaultConfig().Resources), pool.Shape(accounts, function.DefaultConfig().Resources), "the same shape in both namespaces")
@@ -336,9 +316,118 @@ func TestPoolGivesAStandbyPodToAFunctionWokenFromZero(t *testing.T) {
 	require.Never(t, func() bool {
 		return len(podsOf(t, ctx, c, "bank", client.HasLabels{pool.LabelShape})) > 1
 	}, time.Second, 10*time.Millisecond, "never more than the chart's size")
+	// A namespace being deleted has no pool: nothing can be made there
+	// (the API server forbids it) and its standby pod goes.
+	require.NoError(t, c.Delete(ctx, bank))
+	require.Eventually(t, func() bool {
+		return len(podsOf(t, ctx, c, "bank", client.HasLabels{pool.LabelShape})) == 0
+	}, wait, 10*time.Millisecond, "no standby pod in a namespace being deleted")
 	p.Forget(client.ObjectKeyFromObject(&v1alpha2.Function{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders"}}))
 	p.Forget(client.ObjectKeyFromObject(&v1alpha2.Function{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "refunds"}}))
 	require.Eventually(t, func() bool {
 		return len(podsOf(t, ctx, c, "shop", client.HasLabels{pool.LabelShape})) == 1
 	}, wait, 10*time.Millisecond, "no standby pod of the pool's where no Function needs one (the impostor is not the pool's to delete)")
+}
+
+// TestPoolGivesBackAFunctionWhoseDependenciesAreNotCached: a Function
+// with dependencies is pooled when a dependency cache is configured; when
+// it is woken and the cache does not hold its dependencies yet (the
+// first install has not stored them), the standby host's specialize
+// request fails, the pool deletes that pod (it serves nobody), the
+// Function wakes on its Deployment's own pod, and ClaimFailure says why
+// (the Function's status shows it); a new standby pod replaces the
+// deleted one. The cache is a stand-in that holds nothing: the real one
+// is the event bridge's, tested there and on the real node. Fails when a
+// failed pod is kept or given out, or the failure is not recorded.
+func TestPoolGivesBackAFunctionWhoseDependenciesAreNotCached(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an API server")
+	}
+	var mu sync.Mutex
+	var asked []string
+	cache := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked = append(asked, r.Method+" "+r.URL.Path)
+		mu.Unlock()
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(cache.Close)
+
+	ctx, cluster, k, p := startPool(t)
+	c := cluster.Client
+	require.NoError(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "deps"}}))
+
+	fn := &v1alpha2.Function{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "deps", Name: "orders"},
+		Spec: v1alpha2.FunctionSpec{
+			Runtime: "nodejs22",
+			Source: v1alpha2.Source{Inline: &v1alpha2.InlineSource{
+				Source:       `module.exports = { main: () => require('left-pad')('x', 3) };`,
+				Dependencies: `{"dependencies": {"left-pad": "1.3.0"}}`,
+			}},
+			ScaleConfig: &v1alpha2.ScaleConfig{MinReplicas: ptr.To[int32](0), MaxReplicas: ptr.To[int32](3)},
+		},
+	}
+	require.NoError(t, c.Create(ctx, fn))
+	cfg := function.DefaultConfig().Plan
+	cfg.DependencyCacheAddress = cache.URL + "/_kfn/dependencies"
+	orders, err := plan.For(fn, cfg)
+	require.NoError(t, err)
+	require.NoError(t, orders.SetAutoscaler(true, true))
+	require.NoError(t, p.Observe(orders), "pooled: its dependencies come from the cache")
+
+	require.Eventually(t, func() bool {
+		return len(podsOf(t, ctx, c, "deps", client.HasLabels{pool.LabelShape})) == 1
+	}, wait, 10*time.Millisecond, "a standby pod")
+	require.Equal(t, 1, k.run(ctx, "deps"))
+	standby := podsOf(t, ctx, c, "deps", client.HasLabels{pool.LabelShape})[0]
+
+	scale(t, ctx, c, deployment(t, ctx, c, orders), 1)
+	key := client.ObjectKeyFromObject(fn)
+	require.Eventually(t, func() bool {
+		return p.ClaimFailure(key) != ""
+	}, wait, 10*time.Millisecond, "the failed claim is recorded")
+	assert.Contains(t, p.ClaimFailure(key), "not in the dependency cache (404)")
+	mu.Lock()
+	assert.Equal(t, []string{"GET /_kfn/dependencies/nodejs22/" + orders.Dependencies.Hash}, asked, "the host asked the cache for the Function's set")
+	mu.Unlock()
+	require.Eventually(t, func() bool {
+		err := c.Get(ctx, client.ObjectKeyFromObject(&standby), &corev1.Pod{})
+		return apierrors.IsNotFound(err)
+	}, wait, 10*time.Millisecond, "the pod that failed is deleted")
+	assert.Empty(t, podsOf(t, ctx, c, "deps", client.HasLabels{pool.LabelClaimedBy}), "no pod serves the Function: its Deployment's own does")
+	require.Eventually(t, func() bool {
+		pods := podsOf(t, ctx, c, "deps", client.HasLabels{pool.LabelShape})
+		return len(pods) == 1 && pods[0].Name != standby.Name
+	}, wait, 10*time.Millisecond, "a new standby pod")
+}
+
+// startPool starts a pool of Size 1 in a manager on a test API server, its
+// standby pods run by a kubelet of the test's (real standby hosts): the
+// context (ended when the test ends), the cluster, the kubelet and the
+// pool.
+func startPool(t *testing.T) (context.Context, *testcluster.Cluster, *kubelet, *pool.Pool) {
+	t.Helper()
+	cluster := testcluster.New(t, testcluster.WithScheme(function.AddToScheme))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctrl.SetLogger(logr.Discard())
+	mgr, err := ctrl.NewManager(cluster.Config, ctrl.Options{
+		Scheme: cluster.Scheme, Cache: function.CacheOptions(),
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+	})
+	require.NoError(t, err)
+	hostDir, err := runtimes.WriteHost(t.TempDir())
+	require.NoError(t, err)
+	k := &kubelet{t: t, c: cluster.Client, hostDir: hostDir, addrs: map[string]string{}}
+	p, err := pool.New(mgr.GetClient(), mgr.GetCache(), pool.Config{Size: 1, Resources: function.DefaultConfig().Resources, Resync: time.Minute},
+		pool.WithAddress(k.address), pool.WithLogger(testr.New(t)))
+	require.NoError(t, err)
+	require.NoError(t, mgr.Add(p))
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		assert.NoError(t, <-done)
+	})
+	return ctx, cluster, k, p
 }

@@ -42,8 +42,8 @@ func Eligible(p plan.Plan) error {
 	if p.Source.Git != nil {
 		why = append(why, "its source is fetched from Git")
 	}
-	if p.Dependencies.Install() {
-		why = append(why, "it has dependencies to install")
+	if p.Dependencies.Needed && p.Host.DependencyCache == "" {
+		why = append(why, "it has dependencies to install and no dependency cache is configured")
 	}
 	if len(p.SecretMounts) > 0 {
 		why = append(why, "it mounts Secrets")
@@ -51,7 +51,9 @@ func Eligible(p plan.Plan) error {
 	if p.ServiceAccountToken {
 		why = append(why, "it asks for a ServiceAccount token")
 	}
-	for _, e := range p.Env {
+	// The user's own variables: the platform's (a PYTHONPATH to the
+	// Function's dependencies, say) are the host's to take.
+	for _, e := range p.UserEnv {
 		switch {
 		case e.ValueFrom != nil:
 			why = append(why, fmt.Sprintf("its variable %s is taken from elsewhere", e.Name))
@@ -67,7 +69,10 @@ func Eligible(p plan.Plan) error {
 
 // Specialization is what a standby host is given to become p's host: p's
 // environment but the start variables and the source directory (the files
-// are written into the host's function directory), and p's source files.
+// are written into the host's function directory), p's source files, and,
+// for a Function with dependencies, their name in the dependency cache
+// (the environment then has KFN_DEPENDENCY_CACHE and KFN_DEPS_DIR, where
+// the host unpacks them: the standby pod's writable dependencies volume).
 func Specialization(p plan.Plan) runtimes.Specialization {
 	s := runtimes.Specialization{Env: map[string]string{}, Files: p.Source.Files}
 	for _, e := range p.Env {
@@ -76,13 +81,35 @@ func Specialization(p plan.Plan) runtimes.Specialization {
 		}
 		s.Env[e.Name] = e.Value
 	}
+	if p.Dependencies.Needed && p.Dependencies.Hash != "" {
+		s.Dependencies = &runtimes.SpecializationDependencies{Runtime: p.Runtime.Name, Hash: p.Dependencies.Hash}
+	}
 	return s
+}
+
+// withoutDependencies is p as its standby pods are made: without its
+// dependencies, whose library paths the host adds when it is given them,
+// so that Functions with and without dependencies share standby pods.
+func withoutDependencies(p plan.Plan) plan.Plan {
+	if !p.Dependencies.Install() {
+		return p
+	}
+	h := p.Host
+	h.DepsDir, h.DependencyCache = "", ""
+	env, err := p.EnvFor(h)
+	if err != nil {
+		// EnvFor refuses only what For refused already.
+		panic(fmt.Sprintf("environment of %s/%s without dependencies: %v", p.Namespace, p.Name, err))
+	}
+	p.Host, p.Env = h, env
+	p.Dependencies = plan.Dependencies{File: p.Dependencies.File}
+	return p
 }
 
 // podEnv is the environment of p's standby pods, without the token.
 func podEnv(p plan.Plan) []corev1.EnvVar {
 	var env []corev1.EnvVar
-	for _, e := range p.Env {
+	for _, e := range withoutDependencies(p).Env {
 		if slices.Contains(startEnv, e.Name) {
 			env = append(env, corev1.EnvVar{Name: e.Name, Value: e.Value})
 		}
@@ -94,7 +121,7 @@ func podEnv(p plan.Plan) []corev1.EnvVar {
 // the same shape can be served by the same standby pod. It is a hash of
 // the standby pod's spec.
 func Shape(p plan.Plan, cfg resources.Config) string {
-	pod := resources.StandbyPod(p, cfg, "", nil, podEnv(p))
+	pod := resources.StandbyPod(withoutDependencies(p), cfg, "", nil, podEnv(p))
 	b, err := json.Marshal(pod.Spec)
 	if err != nil {
 		panic(fmt.Sprintf("marshal standby pod spec: %v", err))

@@ -77,6 +77,11 @@ func functionVolumes(p plan.Plan, cfg Config, standby bool) ([]*corev1ac.VolumeA
 			corev1ac.Volume().WithName(volumeRegistry).WithSecret(corev1ac.SecretVolumeSource().
 				WithSecretName(cfg.RegistrySecretName).WithOptional(true).WithDefaultMode(0o440)))
 		mounts = append(mounts, corev1ac.VolumeMount().WithName(volumeDeps).WithMountPath(runtimes.PodDepsDir).WithReadOnly(true))
+	} else if standby {
+		// Where the host unpacks a Function's dependencies from the
+		// dependency cache when it is given one (StandbyPod).
+		volumes = append(volumes, emptyDir(volumeDeps, cfg.Volumes.Dependencies))
+		mounts = append(mounts, corev1ac.VolumeMount().WithName(volumeDeps).WithMountPath(runtimes.PodDepsDir))
 	}
 	if g := p.Source.Git; g != nil && g.Auth != nil {
 		volumes = append(volumes, gitAuthVolume(g))
@@ -190,49 +195,93 @@ func fetchContainer(p plan.Plan, cfg Config, sc *corev1ac.SecurityContextApplyCo
 // installContainer runs the runtime image's package manager, as
 // runtimes/README.md describes, into the dependencies volume. It reads the
 // dependency file from the source ConfigMap, or from the fetched directory
-// of a Git Function, which may have none: then it does nothing.
+// of a Git Function, which may have none: then it does nothing. With a
+// dependency cache (the plan's Host.DependencyCache, set only for
+// dependencies with a hash) it first asks the cache for them with the
+// pod's identity token, and installs only when the cache has none, then
+// stores what it installed there (installScript).
 func installContainer(p plan.Plan, sc *corev1ac.SecurityContextApplyConfiguration) *corev1ac.ContainerApplyConfiguration {
-	rt := p.Runtime
 	srcDir, srcVolume := runtimes.PodSourceDir, volumeSource
 	if p.Source.Git != nil {
 		srcDir, srcVolume = p.Host.FunctionDir, volumeFunction
 	}
-	src := path.Join(srcDir, rt.DepsFile())
-	dst := path.Join(runtimes.PodDepsDir, rt.DepsFile())
-	var script []string
-	script = append(script, "set -eu")
-	if p.Dependencies.FromSource {
-		script = append(script, fmt.Sprintf("if [ ! -f %s ]; then echo 'no %s: nothing to install'; exit 0; fi", src, rt.DepsFile()))
+	env := []*corev1ac.EnvVarApplyConfiguration{
+		corev1ac.EnvVar().WithName("HOME").WithValue("/tmp"),
+		corev1ac.EnvVar().WithName("npm_config_cache").WithValue("/tmp/.npm"),
+		corev1ac.EnvVar().WithName("PIP_CACHE_DIR").WithValue("/tmp/.pip-cache"),
 	}
-	script = append(script, fmt.Sprintf("cp %s %s", src, dst), "cd "+runtimes.PodDepsDir)
-	if rt.Language == runtimes.Python {
-		conf := path.Join(RegistryConfigDir, "pip.conf")
-		script = append(script,
-			fmt.Sprintf("if [ -f %s ]; then export PIP_CONFIG_FILE=%s; fi", conf, conf),
-			fmt.Sprintf("exec python3 -m pip install --no-input --disable-pip-version-check --no-warn-script-location --target %s -r %s",
-				rt.DepsLibDir(runtimes.PodDepsDir), dst))
-	} else {
-		conf := path.Join(RegistryConfigDir, ".npmrc")
-		script = append(script,
-			fmt.Sprintf("if [ -f %s ]; then export npm_config_userconfig=%s; fi", conf, conf),
-			"exec npm install --omit=dev --no-audit --no-fund --no-update-notifier")
+	mounts := []*corev1ac.VolumeMountApplyConfiguration{
+		corev1ac.VolumeMount().WithName(srcVolume).WithMountPath(srcDir).WithReadOnly(true),
+		corev1ac.VolumeMount().WithName(volumeDeps).WithMountPath(runtimes.PodDepsDir),
+		corev1ac.VolumeMount().WithName(volumeTmp).WithMountPath("/tmp"),
+		corev1ac.VolumeMount().WithName(volumeRegistry).WithMountPath(RegistryConfigDir).WithReadOnly(true),
+	}
+	if cached(p) {
+		// The cache knows the pod's namespace from its identity token
+		// (audience kfn only): no Kubernetes API token is mounted.
+		env = append(env,
+			corev1ac.EnvVar().WithName(runtimes.EnvDependencyCache).WithValue(p.Host.DependencyCache),
+			corev1ac.EnvVar().WithName(runtimes.EnvIdentityTokenFile).WithValue(p.Host.IdentityTokenFile))
+		mounts = append(mounts, corev1ac.VolumeMount().WithName(volumeIdentity).WithMountPath(runtimes.PodIdentityDir).WithReadOnly(true))
 	}
 	return corev1ac.Container().
 		WithName(ContainerInstallDeps).
 		WithImage(p.Image).
-		WithCommand("/bin/sh", "-c", strings.Join(script, "\n")).
-		WithEnv(
-			corev1ac.EnvVar().WithName("HOME").WithValue("/tmp"),
-			corev1ac.EnvVar().WithName("npm_config_cache").WithValue("/tmp/.npm"),
-			corev1ac.EnvVar().WithName("PIP_CACHE_DIR").WithValue("/tmp/.pip-cache"),
-		).
+		WithCommand("/bin/sh", "-c", installScript(p, srcDir)).
+		WithEnv(env...).
 		WithResources(requirements(p.Resources)).
-		WithVolumeMounts(
-			corev1ac.VolumeMount().WithName(srcVolume).WithMountPath(srcDir).WithReadOnly(true),
-			corev1ac.VolumeMount().WithName(volumeDeps).WithMountPath(runtimes.PodDepsDir),
-			corev1ac.VolumeMount().WithName(volumeTmp).WithMountPath("/tmp"),
-			corev1ac.VolumeMount().WithName(volumeRegistry).WithMountPath(RegistryConfigDir).WithReadOnly(true),
-		).
+		WithVolumeMounts(mounts...).
 		WithSecurityContext(sc).
 		WithTerminationMessagePolicy(corev1.TerminationMessageFallbackToLogsOnError)
+}
+
+// cached reports whether p's pods use the dependency cache: a cache is
+// configured and p's dependencies have a hash (inline dependencies).
+func cached(p plan.Plan) bool {
+	return p.Host.DependencyCache != "" && p.Dependencies.Hash != ""
+}
+
+// installScript is the install container's shell script. Without the
+// cache: copy the dependency file into the dependencies volume and exec
+// npm or pip there. With it: the runtime image's cache client
+// (runtimes.Runtime.DependencyCacheCommand) fetches and unpacks the
+// dependencies and the script exits 0 without running npm or pip; when the
+// cache has none (or cannot be reached) the client leaves the directory
+// empty, the script installs as without the cache and then has the client
+// store the result, which never fails the pod. An image without the client
+// (an older runtimeImageOverride) installs as without the cache.
+func installScript(p plan.Plan, srcDir string) string {
+	rt := p.Runtime
+	src := path.Join(srcDir, rt.DepsFile())
+	dst := path.Join(runtimes.PodDepsDir, rt.DepsFile())
+	client := rt.DependencyCacheCommand(runtimes.ImageHostDir)
+	args := fmt.Sprintf("--runtime=%s --hash=%s --dir=%s", rt.Name, p.Dependencies.Hash, runtimes.PodDepsDir)
+	run := "exec "
+	script := []string{"set -eu"}
+	if p.Dependencies.FromSource {
+		script = append(script, fmt.Sprintf("if [ ! -f %s ]; then echo 'no %s: nothing to install'; exit 0; fi", src, rt.DepsFile()))
+	}
+	if cached(p) {
+		run = ""
+		script = append(script, fmt.Sprintf("if [ -f %s ] && %s fetch %s; then exit 0; fi", client[1], strings.Join(client, " "), args))
+	}
+	// -f: a restarted container finds the copy its failed run left, read-only
+	// as the ConfigMap's file.
+	script = append(script, fmt.Sprintf("cp -f %s %s", src, dst), "cd "+runtimes.PodDepsDir)
+	if rt.Language == runtimes.Python {
+		conf := path.Join(RegistryConfigDir, "pip.conf")
+		script = append(script,
+			fmt.Sprintf("if [ -f %s ]; then export PIP_CONFIG_FILE=%s; fi", conf, conf),
+			fmt.Sprintf("%spython3 -m pip install --no-input --disable-pip-version-check --no-warn-script-location --target %s -r %s",
+				run, rt.DepsLibDir(runtimes.PodDepsDir), dst))
+	} else {
+		conf := path.Join(RegistryConfigDir, ".npmrc")
+		script = append(script,
+			fmt.Sprintf("if [ -f %s ]; then export npm_config_userconfig=%s; fi", conf, conf),
+			run+"npm install --omit=dev --no-audit --no-fund --no-update-notifier")
+	}
+	if cached(p) {
+		script = append(script, fmt.Sprintf("if [ -f %s ]; then %s store %s || true; fi", client[1], strings.Join(client, " "), args))
+	}
+	return strings.Join(script, "\n")
 }

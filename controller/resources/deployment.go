@@ -19,8 +19,13 @@ import (
 )
 
 // preStopSleep lets endpoints drop a stopping pod before its host stops
-// accepting connections.
-const preStopSleep = 2 * time.Second
+// accepting connections: every node's kube-proxy must have removed it, or
+// a new connection sent to it is refused. On the real node of the tests,
+// with a loaded machine (load average 11), kube-proxy took up to 4 s from
+// the EndpointSlice change to its rules (one in five over 2 s,
+// kubeproxy_network_programming_duration_seconds); 2 s, as before, let a
+// call fail now and then while a Function's pods rolled.
+const preStopSleep = 5 * time.Second
 
 // Deployment builds the Function's Deployment from its plan: the runtime
 // image running the host with the plan's argv, env, port, probes and

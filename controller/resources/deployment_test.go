@@ -1,6 +1,8 @@
 package resources_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -10,6 +12,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/utils/ptr"
 
+	"github.com/kfn-dev/kfn/api/plan"
 	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 	"github.com/kfn-dev/kfn/controller/resources"
 	"github.com/kfn-dev/kfn/runtimes"
@@ -47,8 +50,8 @@ func TestDeploymentDefaults(t *testing.T) {
 	assert.Equal(t, int32(3), c.LivenessProbe.FailureThreshold)
 	assert.True(t, apiequality.Semantic.DeepEqual(p.Resources, c.Resources))
 	assert.Equal(t, len(p.Env), len(c.Env))
-	assert.Equal(t, int64(187), *pod.TerminationGracePeriodSeconds, "timeout 180 s + 5 s + the 2 s preStop sleep")
-	assert.Equal(t, int64(2), c.Lifecycle.PreStop.Sleep.Seconds)
+	assert.Equal(t, int64(190), *pod.TerminationGracePeriodSeconds, "timeout 180 s + 5 s + the 5 s preStop sleep")
+	assert.Equal(t, int64(5), c.Lifecycle.PreStop.Sleep.Seconds)
 
 	// The function's directory is a writable emptyDir, the working
 	// directory; the host copies the read-only ConfigMap into it.
@@ -190,7 +193,7 @@ func TestDeploymentSpecFields(t *testing.T) {
 		"user FUNC_TIMEOUT sizes the grace period": {
 			mods: []fntest.Modifier{fntest.Env("FUNC_TIMEOUT", "10")},
 			check: func(t *testing.T, d *appsv1.Deployment) {
-				assert.Equal(t, int64(17), *d.Spec.Template.Spec.TerminationGracePeriodSeconds)
+				assert.Equal(t, int64(20), *d.Spec.Template.Spec.TerminationGracePeriodSeconds) // 10 s + 5 s + the 5 s preStop sleep
 			},
 		},
 	}
@@ -210,7 +213,7 @@ func TestDeploymentDependencies(t *testing.T) {
 	}{
 		"nodejs": {
 			fn:         fntest.Function("f", "ns", fntest.Source(fntest.HelloJS, fntest.PackageJSON)),
-			install:    []string{"cp /usr/src/app/source/package.json /usr/src/app/deps/package.json", "npm install --omit=dev"},
+			install:    []string{"cp -f /usr/src/app/source/package.json /usr/src/app/deps/package.json", "npm install --omit=dev"},
 			registry:   "npm_config_userconfig=/etc/kfn/registry/.npmrc",
 			libEnvName: "NODE_PATH",
 		},
@@ -288,4 +291,95 @@ func TestDeploymentGit(t *testing.T) {
 	moved := fntest.Function("g", "ns", fntest.Git("https://git.test/r.git", "/fns/g", "main", nil), fntest.Resolved("beef"))
 	assert.NotEqual(t, d.Spec.Template.Annotations[resources.AnnotationSourceHash],
 		deployment(t, moved).Spec.Template.Annotations[resources.AnnotationSourceHash], "a new commit rolls the pods")
+}
+
+// TestDeploymentDependencyCache: with a dependency cache configured, a
+// Function with inline dependencies gets an install container that asks
+// the cache first (the runtime image's client, the Function's runtime and
+// dependency hash, the pod's identity token mounted read-only and no
+// Kubernetes API token) and exits without npm or pip when it answers,
+// else installs as before and stores the result without ever failing the
+// pod; the function container is told the cache too. Without a cache, and
+// for a Git source (no hash), the install script is exactly the one
+// without the cache. Fails when the identity token, the cache variable or
+// the fallback is dropped, or when the no-cache script changes.
+func TestDeploymentDependencyCache(t *testing.T) {
+	const cache = "http://kfn-publisher.kfn-system.svc.cluster.local/_kfn/dependencies"
+	withCache := planConfig
+	withCache.DependencyCacheAddress = cache
+	tests := map[string]struct {
+		fn      *v1alpha2.Function
+		client  string
+		install string
+		today   string // the script without a cache
+	}{
+		"nodejs": {
+			fn:      fntest.Function("f", "ns", fntest.Source(fntest.HelloJS, fntest.PackageJSON)),
+			client:  "node /opt/kfn/nodejs/depcache.cjs",
+			install: "\nnpm install --omit=dev --no-audit --no-fund --no-update-notifier\n",
+			today: "set -eu\ncp -f /usr/src/app/source/package.json /usr/src/app/deps/package.json\ncd /usr/src/app/deps\n" +
+				"if [ -f /etc/kfn/registry/.npmrc ]; then export npm_config_userconfig=/etc/kfn/registry/.npmrc; fi\n" +
+				"exec npm install --omit=dev --no-audit --no-fund --no-update-notifier",
+		},
+		"python": {
+			fn:      fntest.Function("f", "ns", fntest.Runtime(v1alpha2.Python312), fntest.Source("def main(e,c): pass\n", "requests\n")),
+			client:  "python3 /opt/kfn/python/kfnhost/depcache.py",
+			install: "\npython3 -m pip install --no-input --disable-pip-version-check --no-warn-script-location --target /usr/src/app/deps/site-packages -r /usr/src/app/deps/requirements.txt\n",
+			today: "set -eu\ncp -f /usr/src/app/source/requirements.txt /usr/src/app/deps/requirements.txt\ncd /usr/src/app/deps\n" +
+				"if [ -f /etc/kfn/registry/pip.conf ]; then export PIP_CONFIG_FILE=/etc/kfn/registry/pip.conf; fi\n" +
+				"exec python3 -m pip install --no-input --disable-pip-version-check --no-warn-script-location --target /usr/src/app/deps/site-packages -r /usr/src/app/deps/requirements.txt",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			// No cache: today's script, no identity, no cache variable.
+			pod := deployment(t, tc.fn).Spec.Template.Spec
+			ic := container(pod, resources.ContainerInstallDeps)
+			require.NotNil(t, ic)
+			assert.Equal(t, tc.today, ic.Command[2], "without a cache the install is as it was")
+			assert.Nil(t, mount(ic, runtimes.PodIdentityDir))
+			assert.Empty(t, fntest.EnvValue(*ic, runtimes.EnvDependencyCache))
+			assert.Empty(t, fntest.EnvValue(*container(pod, resources.ContainerFunction), runtimes.EnvDependencyCache))
+
+			p, err := plan.For(tc.fn, withCache)
+			require.NoError(t, err)
+			require.NoError(t, p.SetAutoscaler(true, false))
+			pod = typed[appsv1.Deployment](t, resources.Deployment(p, testConfig())).Spec.Template.Spec
+			ic = container(pod, resources.ContainerInstallDeps)
+			require.NotNil(t, ic)
+			args := fmt.Sprintf(" --runtime=%s --hash=%s --dir=/usr/src/app/deps", p.Runtime.Name, p.Dependencies.Hash)
+			script := ic.Command[2]
+			file := strings.Fields(tc.client)[1]
+			assert.Contains(t, script, fmt.Sprintf("\nif [ -f %s ] && %s fetch%s; then exit 0; fi\n", file, tc.client, args),
+				"the cache first: an answer ends the install without npm or pip")
+			assert.Contains(t, script, tc.install, "else the install as before, not exec'd")
+			assert.True(t, strings.HasSuffix(script, fmt.Sprintf("\nif [ -f %s ]; then %s store%s || true; fi", file, tc.client, args)),
+				"then stored, never failing the pod: %s", script)
+			assert.Equal(t, cache, fntest.EnvValue(*ic, runtimes.EnvDependencyCache))
+			assert.Equal(t, runtimes.PodIdentityDir+"/token", fntest.EnvValue(*ic, runtimes.EnvIdentityTokenFile))
+			id := mount(ic, runtimes.PodIdentityDir)
+			require.NotNil(t, id, "the install container presents the pod's identity")
+			assert.True(t, id.ReadOnly)
+			v := volume(pod, id.Name)
+			require.NotNil(t, v.Projected)
+			require.Len(t, v.Projected.Sources, 1)
+			assert.Equal(t, resources.IdentityAudience, v.Projected.Sources[0].ServiceAccountToken.Audience, "kfn's audience: the API server refuses it")
+			assert.Nil(t, mount(ic, resources.ServiceAccountDir), "no Kubernetes API token")
+			assert.False(t, *pod.AutomountServiceAccountToken)
+			assert.Equal(t, cache, fntest.EnvValue(*container(pod, resources.ContainerFunction), runtimes.EnvDependencyCache))
+		})
+	}
+	t.Run("git", func(t *testing.T) {
+		fn := fntest.Function("g", "ns", fntest.Git("https://git.test/r.git", "/fns/g", "main", nil), fntest.Resolved("c0ffee"))
+		p, err := plan.For(fn, withCache)
+		require.NoError(t, err)
+		require.NoError(t, p.SetAutoscaler(true, false))
+		pod := typed[appsv1.Deployment](t, resources.Deployment(p, testConfig())).Spec.Template.Spec
+		ic := container(pod, resources.ContainerInstallDeps)
+		require.NotNil(t, ic)
+		assert.NotContains(t, ic.Command[2], "depcache", "a Git source's dependencies have no hash: installed as before")
+		assert.Contains(t, ic.Command[2], "\nexec npm install")
+		assert.Nil(t, mount(ic, runtimes.PodIdentityDir))
+		assert.Empty(t, fntest.EnvValue(*container(pod, resources.ContainerFunction), runtimes.EnvDependencyCache))
+	})
 }

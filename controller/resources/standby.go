@@ -14,10 +14,14 @@ import (
 // is given its Function's source, with env as the container's environment
 // (the host's start variables and runtimes.EnvStandbyTokenSHA256) and
 // labels as the pod's; named name, in p's namespace, owned by nobody (the
-// pool deletes it). p must have no Git source and no dependencies to
-// install: a standby pod has no init container.
+// pool deletes it). Every standby pod has a writable dependencies volume
+// at runtimes.PodDepsDir (bounded as a Function pod's), into which its
+// host unpacks a Function's dependencies from the dependency cache when it
+// is given one; it has no init container: p's dependencies, if any, are
+// not installed. p must have no Git source.
 func StandbyPod(p plan.Plan, cfg Config, name string, labels map[string]string, env []corev1.EnvVar) *corev1ac.PodApplyConfiguration {
 	p.Env = env
+	p.Dependencies = plan.Dependencies{}
 	// The namespace's default ServiceAccount, which a Deployment's pods
 	// get from admission: named, since the kfn identity volume needs one.
 	return corev1ac.Pod(name, p.Namespace).

@@ -57,6 +57,7 @@ function load(env = process.env) {
     publisherAddress: env.PUBLISHER_PROXY_ADDRESS || '',
     publisherToken: env.PUBLISHER_TOKEN || '',
     identityTokenFile: env.KFN_IDENTITY_TOKEN_FILE || '',
+    dependencyCache: env.KFN_DEPENDENCY_CACHE || '',
     traceCollectorEndpoint: env.TRACE_COLLECTOR_ENDPOINT || '',
     standbyTokenHash,
   };

@@ -15,6 +15,8 @@ const { loadHandler } = require('./load.cjs');
 const sdk = require('./sdk.cjs');
 const requestlog = require('./requestlog.cjs');
 const standbyHost = require('./standby.cjs');
+const Module = require('node:module');
+const path = require('node:path');
 
 function fatal(err) {
   console.error(`kfn: ${err && err.stack ? err.stack : err}`);
@@ -299,6 +301,9 @@ function serve(cfg, handler, loadError, standby) {
   let functionID = `${cfg.namespace}/${cfg.functionName}`;
   // loading is true while a specialize request loads its Function.
   let loading = false;
+  // spent says why a specialize request failed after the host took its
+  // Function's files: the host then serves no Function at all.
+  let spent = '';
   let tracingStarted = false;
 
   function onStandby(req, res) {
@@ -322,6 +327,10 @@ function serve(cfg, handler, loadError, standby) {
     }
     if (loading) {
       sendError(res, 409, 'specialize: a Function is being loaded');
+      return;
+    }
+    if (spent) {
+      sendError(res, 409, `specialize: this host failed to load a Function and serves none: ${spent}`);
       return;
     }
     loading = true;
@@ -350,12 +359,47 @@ function serve(cfg, handler, loadError, standby) {
         throw Object.assign(new Error(`specialize: ${err.message}`), { status: 400 });
       }
       if (next.api !== cfg.api) throw Object.assign(new Error('specialize: the handler API is the host\'s'), { status: 400 });
+      if (spec.dependencies) checkDependencies(spec.dependencies, next);
       standbyHost.writeFiles(next.functionDir, spec.files);
     } catch (err) {
       loading = false;
       sendError(res, err.status || 500, err.status ? err.message : `specialize: ${err.message}`);
       return;
     }
+    if (!spec.dependencies) {
+      take(res, spec, next);
+      return;
+    }
+    const d = spec.dependencies;
+    const start = performance.now();
+    require('./depcache.cjs').fetch({ base: next.dependencyCache, runtime: d.runtime, hash: d.hash, dir: next.depsDir, tokenFile: next.identityTokenFile }).then((found) => {
+      if (!found) throw new Error(`dependencies ${d.runtime}/${d.hash} are not in the dependency cache (404)`);
+      console.log(`kfn: dependencies ${d.runtime}/${d.hash.slice(0, 12)} from the cache in ${Math.round(performance.now() - start)} ms`);
+      // require() of the Function's dependencies before the libraries
+      // of the image, as NODE_PATH has them in a Deployment's pod.
+      const own = path.join(next.depsDir, 'node_modules');
+      process.env.NODE_PATH = [own, ...(process.env.NODE_PATH || '').split(path.delimiter).filter((p) => p && p !== own)].join(path.delimiter);
+      if (typeof Module._initPaths === "function") Module._initPaths();
+      take(res, spec, next);
+    }).catch((err) => {
+      spent = `dependencies: ${err.message}`;
+      loading = false;
+      console.error(`kfn: specialize: ${spent}`);
+      sendError(res, 500, `specialize: ${spent}`);
+    });
+  }
+
+  // checkDependencies refuses (400) a Function whose dependencies the host
+  // cannot fetch: another runtime's, or no cache or dependency directory.
+  function checkDependencies(d, next) {
+    const refuse = (message) => Object.assign(new Error(`specialize: dependencies: ${message}`), { status: 400 });
+    if (d.runtime !== cfg.runtime) throw refuse(`runtime ${d.runtime}, this host runs ${cfg.runtime || 'none'}`);
+    if (!next.dependencyCache) throw refuse('no KFN_DEPENDENCY_CACHE to fetch them from');
+    if (!next.depsDir) throw refuse('no KFN_DEPS_DIR to unpack them into');
+  }
+
+  // take makes the host the Function's: its environment, then its handler.
+  function take(res, spec, next) {
     Object.assign(process.env, spec.env);
     // The token's hash stays: requests during the load are still asked
     // for it (and then refused 409).
@@ -482,10 +526,6 @@ function serve(cfg, handler, loadError, standby) {
   const onListening = () => {
     if (standby) {
       console.log(`kfn: standby host on port ${server.address().port}: waiting for a Function`);
-      // fetch is loaded on first use (tens of milliseconds, more under a
-      // CPU limit): loaded while the host waits, not on the woken
-      // Function's first call (about 10 MiB more memory).
-      if (typeof fetch === 'function') fetch('data:,').then((r) => r.arrayBuffer()).catch(() => {});
       return;
     }
     if (handler === null) {
@@ -511,7 +551,17 @@ function main() {
   process.on('uncaughtException', (err) => console.error('kfn: uncaught exception in function:', err));
   process.on('unhandledRejection', (err) => console.error('kfn: unhandled rejection in function:', err));
   if (cfg.standbyTokenHash) {
-    serve(cfg, null, '', true);
+    // What a woken Function would otherwise load on its first call is
+    // loaded before the host listens, so that a standby pod is warm once
+    // its startup probe passes and the pool gives it out: a specialize
+    // request never waits behind it (under a Function's CPU limit, 200m
+    // for preset S, a pod given out a second after it started could still
+    // be doing it). fetch is loaded on first use (tens of milliseconds, more
+    // under a CPU limit; about 10 MiB more memory); the dependency
+    // cache's client is run once (depcache.warm) for a Function with
+    // dependencies.
+    const fetched = typeof fetch === 'function' ? fetch('data:,').then((r) => r.arrayBuffer()).catch(() => {}) : Promise.resolve();
+    Promise.all([fetched, require('./depcache.cjs').warm()]).then(() => serve(cfg, null, '', true));
     return;
   }
   // A handler that cannot be loaded (syntax error, missing module, no such

@@ -16,6 +16,7 @@ const MAX_FILES = 64;
 const MAX_ENV = 512;
 const FILE_NAME = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,254}$/;
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,254}$/;
+const DEPS_HASH = /^[0-9a-f]{64}$/;
 // Variables read once at start (the port is already open, the contract and
 // directories are the image's), which a specialize request may not set.
 const FIXED = new Set(['FUNC_PORT', 'KFN_HANDLER_API', 'KFN_LISTEN_FD', 'KFN_STANDBY_TOKEN_SHA256', 'KFN_FUNCTION_DIR', 'KFN_SOURCE_DIR', 'NODE_OPTIONS']);
@@ -36,7 +37,8 @@ function authorized(header, tokenHash) {
 }
 
 // parse reads a specialize request body: {"env": {NAME: value}, "files":
-// {name: content}}, all strings; it throws an error with status 400 that
+// {name: content}, "dependencies": {"runtime": name, "hash": hex}}, all
+// strings, dependencies optional; it throws an error with status 400 that
 // says what is wrong.
 function parse(buf) {
   let body;
@@ -47,7 +49,7 @@ function parse(buf) {
   }
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw badRequest('specialize: body must be a JSON object');
   for (const k of Object.keys(body)) {
-    if (k !== 'env' && k !== 'files') throw badRequest(`specialize: unknown field ${JSON.stringify(k)} (want env, files)`);
+    if (k !== 'env' && k !== 'files' && k !== 'dependencies') throw badRequest(`specialize: unknown field ${JSON.stringify(k)} (want env, files, dependencies)`);
   }
   const env = strings(body.env || {}, 'env', MAX_ENV, (name) => {
     if (!ENV_NAME.test(name)) return 'is not a variable name';
@@ -56,7 +58,21 @@ function parse(buf) {
   });
   const files = strings(body.files, 'files', MAX_FILES, (name) => (FILE_NAME.test(name) ? '' : 'is not a plain file name'));
   if (Object.keys(files).length === 0) throw badRequest('specialize: files is empty: a Function needs its source');
-  return { env, files };
+  return { env, files, dependencies: dependencies(body.dependencies) };
+}
+
+// dependencies reads the optional dependencies field: the runtime name and
+// dependency hash the dependency cache keeps the Function's installed
+// dependencies under.
+function dependencies(d) {
+  if (d === undefined || d === null) return null;
+  if (typeof d !== 'object' || Array.isArray(d)) throw badRequest('specialize: dependencies must be an object {runtime, hash}');
+  for (const k of Object.keys(d)) {
+    if (k !== 'runtime' && k !== 'hash') throw badRequest(`specialize: dependencies: unknown field ${JSON.stringify(k)} (want runtime, hash)`);
+  }
+  if (typeof d.runtime !== 'string' || d.runtime === '') throw badRequest('specialize: dependencies.runtime must be a runtime name');
+  if (typeof d.hash !== 'string' || !DEPS_HASH.test(d.hash)) throw badRequest('specialize: dependencies.hash must be 64 lower-case hex digits');
+  return { runtime: d.runtime, hash: d.hash };
 }
 
 function strings(obj, field, max, check) {

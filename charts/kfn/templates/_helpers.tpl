@@ -87,6 +87,20 @@ without its last segment (tag and digest go with it). */}}
 {{- coalesce .Values.serverless.eventing.endpoint .Values.functions.publisherAddress (printf "http://%s.%s.svc.cluster.local%s/publish" (include "kfn.publisher.name" .) .Release.Namespace $port) -}}
 {{- end }}
 
+{{/* The dependency cache of Function pods (KFN_DEPENDENCY_CACHE): functions.dependencyCache.address, else this release's publisher when its cache serves (eventbridge.dependencyCache.enabled, publisher senders kubernetes); empty when off. */}}
+{{- define "kfn.dependencyCacheAddress" -}}
+{{- $f := .Values.functions.dependencyCache -}}
+{{- $e := .Values.eventbridge -}}
+{{- if $f.enabled -}}
+{{- if $f.address -}}
+{{- $f.address -}}
+{{- else if and $e.dependencyCache.enabled (eq $e.publisher.senders "kubernetes") -}}
+{{- $port := ternary "" (printf ":%d" (int $e.service.port)) (eq (int $e.service.port) 80) -}}
+{{- printf "http://%s.%s.svc.cluster.local%s/_kfn/dependencies" (include "kfn.publisher.name" .) .Release.Namespace $port -}}
+{{- end -}}
+{{- end -}}
+{{- end }}
+
 {{/* The functions' trace collector: Kyma's Serverless CR setting, else functions.traceCollectorEndpoint. */}}
 {{- define "kfn.functionsTraceEndpoint" -}}
 {{- .Values.serverless.tracing.endpoint | default .Values.functions.traceCollectorEndpoint -}}
@@ -270,6 +284,13 @@ imagePullSecrets:
 {{- end }}
 {{- end }}
 
+{{/* JetStream's file store limit: 80% of each server's volume, the rest left to
+what NATS writes beside the messages (indexes, consumers' state, the Raft
+logs of replicated streams), so that the volume never fills under it. */}}
+{{- define "kfn.natsFileStore" -}}
+{{- div (mul (int64 (include "kfn.bytes" .Values.nats.jetstream.fileStorage.size)) 8) 10 -}}
+{{- end }}
+
 {{/*
 Checks of values that span several keys (the schema checks each key alone).
 */}}
@@ -284,6 +305,17 @@ Checks of values that span several keys (the schema checks each key alone).
 {{- end }}
 {{- if and .Values.nats.enabled (lt (int64 .Values.nats.maxPayload) (int64 .Values.eventbridge.streams.maxMsgSize)) }}
 {{- fail (printf "nats.maxPayload (%d) must be at least eventbridge.streams.maxMsgSize (%d), or NATS refuses events the stream accepts" (int64 .Values.nats.maxPayload) (int64 .Values.eventbridge.streams.maxMsgSize)) }}
+{{- end }}
+{{- $st := .Values.eventbridge.streams }}
+{{- if and .Values.nats.enabled (eq $st.storage "file") }}
+{{- $reserved := add (max 0 (int64 $st.maxBytes)) (max 0 (int64 $st.deadLetterMaxBytes)) }}
+{{- if .Values.eventbridge.dependencyCache.enabled }}
+{{- $reserved = add $reserved (max 0 (int64 .Values.eventbridge.dependencyCache.maxBytes)) }}
+{{- end }}
+{{- $store := int64 (include "kfn.natsFileStore" .) }}
+{{- if gt (int64 $reserved) $store }}
+{{- fail (printf "JetStream's file store, 80%% of nats.jetstream.fileStorage.size (%d bytes), is less than what NATS reserves on each server for eventbridge.streams.maxBytes + deadLetterMaxBytes + eventbridge.dependencyCache.maxBytes (%d bytes): NATS would refuse to make the streams; raise the size or lower those" $store (int64 $reserved)) }}
+{{- end }}
 {{- end }}
 {{- if and .Values.scaler.tls.existingSecret (not .Values.scaler.tls.enabled) }}
 {{- fail "scaler.tls.existingSecret is set but scaler.tls.enabled is false: enable TLS or drop the Secret" }}

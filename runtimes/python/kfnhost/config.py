@@ -70,6 +70,7 @@ class Config:
         self.publisher = env.get('PUBLISHER_PROXY_ADDRESS', '')
         self.publisher_token = env.get('PUBLISHER_TOKEN', '')
         self.identity_token_file = env.get('KFN_IDENTITY_TOKEN_FILE', '')
+        self.dependency_cache = env.get('KFN_DEPENDENCY_CACHE', '')
         self.trace_endpoint = env.get('TRACE_COLLECTOR_ENDPOINT', '')
         # A standby host (standby.py) waits for a Function, loaded by a
         # caller holding the token whose SHA-256 this is.

@@ -199,7 +199,7 @@ def specializer(host_cfg, tracing, started_tracing):
     writes its files, takes its environment and loads its handler. A request
     refused before the files are written leaves the host on standby."""
     def specialize(body):
-        env, files = standby.parse(body)
+        env, files, deps = standby.parse(body)
         merged = dict(os.environ)
         merged.update(env)
         merged['KFN_STANDBY_TOKEN_SHA256'] = ''
@@ -209,10 +209,14 @@ def specializer(host_cfg, tracing, started_tracing):
             raise standby.SpecializeError(400, 'specialize: %s' % err) from None
         if cfg.api != host_cfg.api:
             raise standby.SpecializeError(400, "specialize: the handler API is the host's")
+        if deps is not None:
+            check_dependencies(deps, host_cfg, cfg)
         try:
             standby.write_files(cfg.function_dir, files)
         except OSError as err:
             raise standby.SpecializeError(500, 'specialize: write the files into %s: %s' % (cfg.function_dir, err)) from None
+        if deps is not None:
+            fetch_dependencies(deps, cfg)
         os.environ.update(env)
         handler, load_error = load(cfg, tracing)
         if cfg.trace_endpoint and not started_tracing:
@@ -222,6 +226,38 @@ def specializer(host_cfg, tracing, started_tracing):
             print('kfn: function %s/%s loaded on standby host' % (cfg.namespace, cfg.function_name), flush=True)
         return cfg, handler, load_error
     return specialize
+
+
+def check_dependencies(deps, host_cfg, cfg):
+    """Refuse (400) a Function whose dependencies the host cannot fetch:
+    another runtime's, or no cache or dependency directory."""
+    def refuse(message):
+        return standby.SpecializeError(400, 'specialize: dependencies: %s' % message)
+    if deps['runtime'] != host_cfg.runtime:
+        raise refuse('runtime %s, this host runs %s' % (deps['runtime'], host_cfg.runtime or 'none'))
+    if not cfg.dependency_cache:
+        raise refuse('no KFN_DEPENDENCY_CACHE to fetch them from')
+    if not cfg.deps_dir:
+        raise refuse('no KFN_DEPS_DIR to unpack them into')
+
+
+def fetch_dependencies(deps, cfg):
+    """Unpack the Function's dependencies from the dependency cache into
+    its KFN_DEPS_DIR, where load_handler puts them on sys.path; any failure
+    (not there, unreachable, an unsafe archive) leaves the host serving no
+    Function (SpecializeError, spent)."""
+    from . import depcache
+    start = time.monotonic()
+    try:
+        found = depcache.fetch(cfg.dependency_cache, deps['runtime'], deps['hash'], cfg.deps_dir, cfg.identity_token_file)
+    except (depcache.CacheError, depcache.UnsafeEntry, ValueError, OSError) as err:
+        raise standby.SpecializeError(500, 'specialize: dependencies: %s' % err, spent=True) from None
+    if not found:
+        raise standby.SpecializeError(500, 'specialize: dependencies: dependencies %s/%s are not in the dependency cache (404)' % (
+            deps['runtime'], deps['hash']), spent=True)
+    importlib.invalidate_caches()
+    print('kfn: dependencies %s/%s from the cache in %d ms' % (
+        deps['runtime'], deps['hash'][:12], (time.monotonic() - start) * 1000), flush=True)
 
 
 def start_tracing(tracing, cfg):
@@ -249,6 +285,7 @@ def main():
             from .requestapi import import_flask
             import_flask()
         import urllib.request  # noqa: F401
+        from . import depcache  # noqa: F401  (tarfile, for a Function with dependencies)
         handler, load_error = None, ''
         server = Server(cfg, None, '', tracing, specializer(cfg, tracing, []))
     else:

@@ -129,6 +129,10 @@ class Server:
         # Until then the host serves no Function (serve_standby).
         self.standby = standby
         self.loading = False
+        # Why a specialize request failed after the host took its
+        # Function's files: the host then serves no Function at all.
+        self.spent = ''
+
         self.become(cfg, handler, load_error)
         self.metrics = Metrics()
         self.tracing = tracing if tracing is not None else Tracing()
@@ -364,12 +368,17 @@ class Server:
         with self.lock:
             if self.loading:
                 raise HTTPError(409, 'specialize: a Function is being loaded', close=True)
+            if self.spent:
+                raise HTTPError(409, 'specialize: this host failed to load a Function and serves none: %s' % self.spent, close=True)
             self.loading = True
         try:
             body = self.read_body(conn, rfile, headers, standby.MAX_BYTES) or b''
             try:
                 cfg, handler, load_error = self.standby(body)
             except standby.SpecializeError as err:
+                if err.spent:
+                    self.spent = str(err)
+                    sys.stderr.write('kfn: %s\n' % err)
                 self.respond_text(conn, err.status, str(err))
                 return True
             except Exception as err:  # a host bug: said, and the host stays on standby

@@ -17,6 +17,7 @@ MAX_FILES = 64
 MAX_ENV = 512
 FILE_NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9._-]{0,254}\Z')
 ENV_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]{0,254}\Z')
+DEPS_HASH = re.compile(r'[0-9a-f]{64}\Z')
 # Variables read once at start (the port is already open, the contract and
 # directories are the image's), which a specialize request may not set.
 FIXED = frozenset(['FUNC_PORT', 'KFN_HANDLER_API', 'KFN_LISTEN_FD', 'KFN_STANDBY_TOKEN_SHA256',
@@ -26,9 +27,12 @@ FIXED = frozenset(['FUNC_PORT', 'KFN_HANDLER_API', 'KFN_LISTEN_FD', 'KFN_STANDBY
 class SpecializeError(Exception):
     """A specialize request that is refused; status is the HTTP answer."""
 
-    def __init__(self, status, message):
+    def __init__(self, status, message, spent=False):
         super().__init__(message)
         self.status = status
+        # spent: the host took the Function's files and then failed: it
+        # serves no Function at all from then on.
+        self.spent = spent
 
 
 def authorized(header, token_hash):
@@ -64,10 +68,26 @@ def _env_problem(name):
     return ''
 
 
+def _dependencies(d):
+    if d is None:
+        return None
+    if not isinstance(d, dict):
+        raise SpecializeError(400, 'specialize: dependencies must be an object {runtime, hash}')
+    for k in d:
+        if k not in ('runtime', 'hash'):
+            raise SpecializeError(400, 'specialize: dependencies: unknown field %s (want runtime, hash)' % json.dumps(k))
+    if not isinstance(d.get('runtime'), str) or not d['runtime']:
+        raise SpecializeError(400, 'specialize: dependencies.runtime must be a runtime name')
+    if not isinstance(d.get('hash'), str) or not DEPS_HASH.match(d['hash']):
+        raise SpecializeError(400, 'specialize: dependencies.hash must be 64 lower-case hex digits')
+    return {'runtime': d['runtime'], 'hash': d['hash']}
+
+
 def parse(body):
     """Read a specialize request body: {"env": {NAME: value}, "files": {name:
-    content}}, all strings; raise SpecializeError(400) saying what is wrong.
-    Returns (env, files)."""
+    content}, "dependencies": {"runtime": name, "hash": hex}}, all strings,
+    dependencies optional; raise SpecializeError(400) saying what is wrong.
+    Returns (env, files, dependencies or None)."""
     try:
         spec = json.loads(body.decode('utf-8'))
     except (UnicodeDecodeError, ValueError) as err:
@@ -75,14 +95,14 @@ def parse(body):
     if not isinstance(spec, dict):
         raise SpecializeError(400, 'specialize: body must be a JSON object')
     for k in spec:
-        if k not in ('env', 'files'):
-            raise SpecializeError(400, 'specialize: unknown field %s (want env, files)' % json.dumps(k))
+        if k not in ('env', 'files', 'dependencies'):
+            raise SpecializeError(400, 'specialize: unknown field %s (want env, files, dependencies)' % json.dumps(k))
     env = _strings(spec.get('env') or {}, 'env', MAX_ENV, _env_problem)
     files = _strings(spec.get('files'), 'files', MAX_FILES,
                      lambda name: '' if FILE_NAME.match(name) else 'is not a plain file name')
     if not files:
         raise SpecializeError(400, 'specialize: files is empty: a Function needs its source')
-    return env, files
+    return env, files, _dependencies(spec.get('dependencies'))
 
 
 def write_files(directory, files):

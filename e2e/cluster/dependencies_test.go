@@ -1,0 +1,266 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kfn-dev/kfn/test/pkgindex"
+)
+
+// registrySecret is the Secret of a Function's namespace whose .npmrc and
+// pip.conf the install container uses (the controller's
+// -registry-secret-name, the chart's functions.registrySecretName).
+const registrySecret = "serverless-package-registry-config"
+
+// installContainer is the init container that installs a Function's
+// dependencies (controller/resources.ContainerInstallDeps).
+const installContainer = "install-dependencies"
+
+// depsFunction is a Function named name of runtime rt (Node.js or Python)
+// with kfn-greet from the test's package index as its inline dependency,
+// minReplicas 0 and a cooldown of 15 s: for each event or request it
+// reports its id to the recorder and answers kfn-greet's greeting and the
+// id. It requires kfn-greet when it loads: without its dependency it
+// never becomes ready.
+func depsFunction(name, rt string) string {
+	var source, deps string
+	if strings.HasPrefix(rt, "python") {
+		deps = pkgindex.Package + "==" + pkgindex.Version
+		source = fmt.Sprintf(`
+import json
+import os
+import socket
+import urllib.request
+from kfn_greet import greet
+def main(event, context):
+    id = event.get("ce-id") or event["extensions"]["request"].query.get("id") or ""
+    body = json.dumps({"fn": %q, "id": id, "pod": socket.gethostname()}).encode()
+    urllib.request.urlopen(urllib.request.Request(os.environ["RECORDER_URL"] + "/record", data=body, method="POST"), timeout=10).close()
+    return greet("python") + " " + id
+`, name)
+	} else {
+		deps = fmt.Sprintf(`{"dependencies":{%q:%q}}`, pkgindex.Package, pkgindex.Version)
+		source = fmt.Sprintf(`
+const { greet } = require(%q);
+module.exports = {
+  main: async function (event, context) {
+    const id = event["ce-id"] || event.extensions.request.query.id || "";
+    await fetch(process.env.RECORDER_URL + "/record", { method: "POST", body: JSON.stringify({ fn: %q, id, pod: require("node:os").hostname() }) });
+    return greet("node") + " " + id;
+  }
+}
+`, pkgindex.Package, name)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, `
+apiVersion: serverless.kyma-project.io/v1alpha2
+kind: Function
+metadata:
+  name: %s
+spec:
+  runtime: %s
+  scaleConfig:
+    minReplicas: 0
+    maxReplicas: 1
+    cooldownPeriod: 15
+  env:
+    - name: RECORDER_URL
+      value: %s
+  source:
+    inline:
+      dependencies: %q
+      source: |
+`, name, rt, platform.recorder.URL, deps)
+	for _, line := range strings.Split(strings.TrimPrefix(source, "\n"), "\n") {
+		if line != "" {
+			b.WriteString("        " + line)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// installLog returns the install container's log of a pod of Function
+// name (the newest one that ran it), and the pod's name.
+func installLog(t *testing.T, ns, name string) (pod, log string, err error) {
+	cs := platform.cluster.Clientset
+	pods, err := cs.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: functionLabel + "=" + name})
+	if err != nil {
+		return "", "", err
+	}
+	var newest *corev1.Pod
+	for i, p := range pods.Items {
+		for _, s := range p.Status.InitContainerStatuses {
+			if s.Name == installContainer && s.State.Terminated != nil && s.State.Terminated.ExitCode == 0 &&
+				(newest == nil || p.CreationTimestamp.After(newest.CreationTimestamp.Time)) {
+				newest = &pods.Items[i]
+			}
+		}
+	}
+	if newest == nil {
+		return "", "", fmt.Errorf("no pod of %s whose %s container ended well (%d pods)", name, installContainer, len(pods.Items))
+	}
+	out, err := cs.CoreV1().Pods(ns).GetLogs(newest.Name, &corev1.PodLogOptions{Container: installContainer}).DoRaw(t.Context())
+	return newest.Name, string(out), err
+}
+
+// TestFunctionsWithDependenciesInstallOnTheNode runs a Node.js and a
+// Python Function whose inline dependency, kfn-greet, comes from a package
+// index on the node's address (test/pkgindex: a private npm registry with
+// a token and a PEP 503 index with basic auth), as a user's private
+// registry would: the pods have no route out, so nothing else could serve
+// it. Each runs in a namespace of its own (a warm pool is per namespace)
+// whose registry config Secret (.npmrc, pip.conf) points the install
+// container at the index; the chart and the controller put no
+// NetworkPolicy in a Function's namespace, so the pods reach it (where a
+// user's own policies restrict egress, they must let the Function's pods
+// reach the registry, and the event bridge's publisher Service for the
+// dependency cache). The first start installs from the index (npm and pip
+// ask it), stores the result in the dependency cache, and the handler
+// loads the package. At zero, one event wakes it on a new pod whose
+// install container takes the dependencies from the cache (its log says
+// so; the index is not asked) and is delivered once; with one standby pod
+// in the namespace, the Function's next wake is served by it (in one of
+// at most three wakes: see the subtest), again without asking the index
+// (a standby pod never runs npm or pip).
+func TestFunctionsWithDependenciesInstallOnTheNode(t *testing.T) {
+	index, err := pkgindex.Start(net.JoinHostPort(platform.cluster.Config.NodeIP, "0"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = index.Close() })
+
+	for _, tc := range []struct {
+		name, runtime, greeting string
+		eco                     pkgindex.Ecosystem
+	}{
+		{"depnode", "nodejs22", "Hi node from kfn-greet", pkgindex.NPM},
+		{"deppy", "python312", "Hi python from kfn-greet", pkgindex.PyPI},
+	} {
+		t.Run(tc.runtime, func(t *testing.T) {
+			t.Parallel()
+			ns := namespace(t, tc.name)
+			_, err := platform.cluster.Clientset.CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Name: registrySecret},
+				StringData: map[string]string{".npmrc": index.NPMRC(), "pip.conf": index.PipConf()},
+			}, metav1.CreateOptions{})
+			require.NoError(t, err)
+			token := invoker(t, ns)
+			typ := "order." + tc.name + ".v1"
+			apply(t, ns, depsFunction(tc.name, tc.runtime))
+			apply(t, ns, subscription(ns, tc.name, tc.name, typ, nil))
+			asked := func() int { return index.Requests(tc.eco, pkgindex.Package) }
+			// wake publishes one event to the Function at zero and waits
+			// for it, then for a second one, and returns the pod that
+			// handled the first, which was delivered once.
+			wake := func(t *testing.T, id string) string {
+				pods := platform.recorder.podCounts(tc.name)
+				start := time.Now()
+				publish(t, typ, "shop", id, `{"wake": true}`)
+				require.NoError(t, platform.recorder.waitAll(t.Context(), tc.name, []string{id}, 2*time.Minute))
+				t.Logf("%s woken by event with its dependencies: published -> delivered %s", tc.name, time.Since(start).Round(time.Millisecond))
+				pod := podOf(pods, platform.recorder.podCounts(tc.name))
+				publish(t, typ, "shop", id+"-after", `{"wake": false}`)
+				require.NoError(t, platform.recorder.waitAll(t.Context(), tc.name, []string{id + "-after"}, time.Minute))
+				assert.Equal(t, 1, platform.recorder.counts(tc.name)[id], "the event that woke the Function was delivered once")
+				return pod
+			}
+
+			t.Run("the first start installs from the index and the handler loads the package", func(t *testing.T) {
+				// The gateway holds the request until the pod answers,
+				// after its install; a client's timeout (30 s) may end it
+				// first on a loaded machine: then it asks again.
+				url := fmt.Sprintf("%s/%s/%s/?id=%s-first", platform.gateway, ns, tc.name, ns)
+				eventually(t, 3*time.Minute, tc.name+" answers", func() error {
+					code, body, err := getAs(url, token)
+					if err == nil && (code != 200 || body != tc.greeting+" "+ns+"-first") {
+						err = fmt.Errorf("%d %q", code, body)
+					}
+					return err
+				})
+				assert.Positive(t, asked(), "the install asked the index for %s", pkgindex.Package)
+				pod, log, err := installLog(t, ns, tc.name)
+				require.NoError(t, err)
+				t.Logf("%s's install in %s (%d requests to the index):\n%s", tc.name, pod, asked(), log)
+				assert.NotRegexp(t, cacheHit, log, "nothing was cached yet: npm or pip ran")
+			})
+
+			waitSubscriptionReady(t, ns, tc.name)
+			waitAtZero(t, ns, tc.name, 3*time.Minute)
+
+			t.Run("one event wakes it at zero on a new pod, with its dependencies from the cache, delivered once", func(t *testing.T) {
+				before := asked()
+				wake(t, ns+"-wake")
+				assert.Equal(t, before, asked(), "the wake did not ask the index: npm and pip did not run")
+				pod, log, err := installLog(t, ns, tc.name)
+				require.NoError(t, err)
+				t.Logf("%s's install container in %s:\n%s", tc.name, pod, log)
+				assert.Regexp(t, cacheHit, log)
+			})
+
+			waitAtZero(t, ns, tc.name, 3*time.Minute)
+
+			t.Run("a standby pod serves it at zero, without npm or pip", func(t *testing.T) {
+				nsObj, err := platform.cluster.Clientset.CoreV1().Namespaces().Get(t.Context(), ns, metav1.GetOptions{})
+				require.NoError(t, err)
+				nsObj.Annotations = map[string]string{poolSizeAnnotation: "1"}
+				_, err = platform.cluster.Clientset.CoreV1().Namespaces().Update(t.Context(), nsObj, metav1.UpdateOptions{})
+				require.NoError(t, err)
+				// Which pod handles the waking event is a race: the standby
+				// pod, given the Function at once, usually wins it by about
+				// 2 s over the Deployment's own new pod. In 2 of 12 runs of
+				// the whole suite (none of 13 runs of this test alone) the
+				// Deployment's pod won it, the standby host having not yet
+				// logged its dependencies after 3 s; the cause is not
+				// found (note of 2026-11-25). So the test wakes it up to 3
+				// times, logging each lost race with the standby host's
+				// log, and fails if the standby pod never served it.
+				const attempts = 3
+				for i := 1; ; i++ {
+					standby := waitStandby(t, ns)
+					before := asked()
+					served := wake(t, fmt.Sprintf("%s-pool-%d", ns, i))
+					assert.Equal(t, before, asked(), "no pod asked the index: the standby pod and the Deployment's take the cache's")
+					if served == standby {
+						break
+					}
+					out, err := platform.cluster.Clientset.CoreV1().Pods(ns).GetLogs(standby, &corev1.PodLogOptions{Timestamps: true}).DoRaw(context.Background())
+					t.Logf("wake %d of %d: the Deployment's pod %s won the race, not the standby pod %s, whose host logged (%v):\n%s", i, attempts, served, standby, err, out)
+					if i == attempts {
+						t.Fatalf("in %d wakes the standby pod never handled the waking event", attempts)
+					}
+					waitAtZero(t, ns, tc.name, 3*time.Minute)
+				}
+			})
+		})
+	}
+}
+
+// cacheHit is what an install container logs when it took the
+// dependencies from the dependency cache instead of running npm or pip
+// (runtimes' depcache clients: "kfn: dependencies nodejs22/0123456789ab
+// from the cache in 12 ms: nothing to install").
+var cacheHit = regexp.MustCompile(`dependencies [a-z0-9]+/[0-9a-f]+ from the cache in \d+ ms: nothing to install`)
+
+// podOf returns the one pod that reported once more in after than in
+// before (or "" if none or several did).
+func podOf(before, after map[string]int) string {
+	var pod string
+	for p, n := range after {
+		if n == before[p]+1 {
+			if pod != "" {
+				return ""
+			}
+			pod = p
+		}
+	}
+	return pod
+}

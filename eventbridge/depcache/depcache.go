@@ -1,0 +1,615 @@
+package depcache
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kfn-dev/kfn/eventbridge/eventstore"
+	"github.com/kfn-dev/kfn/internal/auth"
+)
+
+// Defaults of Config.
+const (
+	// DefaultMaxObjectBytes bounds one object: 64 MiB, a large
+	// node_modules compressed.
+	DefaultMaxObjectBytes = 64 << 20
+	// DefaultMaxNamespaceBytes bounds the objects one namespace stores:
+	// 256 MiB.
+	DefaultMaxNamespaceBytes = 256 << 20
+	// DefaultMaxUploads is how many uploads one server takes at once.
+	DefaultMaxUploads = 4
+	// DefaultUploadTimeout bounds one upload, from its headers read to
+	// its object stored: 64 MiB at about 1 MiB/s.
+	DefaultUploadTimeout = time.Minute
+)
+
+// ContentType is the type of every object: a gzip-compressed tar.
+const ContentType = "application/gzip"
+
+// ErrInvalidConfig is wrapped by the errors of Config.Validate and of
+// New's options.
+var ErrInvalidConfig = errors.New("invalid dependency cache configuration")
+
+// Config bounds the cache; DefaultConfig has working values.
+type Config struct {
+	// MaxObjectBytes bounds one object's size, counted as its body
+	// streams in: past it the upload is cut and answered 413, nothing
+	// stored.
+	MaxObjectBytes int64
+	// MaxNamespaceBytes bounds the bytes of the objects one namespace
+	// stores: an upload that would pass it is answered 507, nothing
+	// stored. A namespace's usage is the sum of its objects' sizes listed
+	// from the bucket at the start of each upload (right across the event
+	// bridge's replicas), plus the bytes of the namespace's other uploads
+	// under way on the same server; uploads under way on other replicas
+	// at the same moment are not seen, so a namespace may pass it by what
+	// they carry.
+	MaxNamespaceBytes int64
+	// MaxUploads is how many uploads one server takes at once; more are
+	// answered 429 at once.
+	MaxUploads int
+	// UploadTimeout bounds one upload, reading its body included: a body
+	// slower than that is cut (408), nothing stored.
+	UploadTimeout time.Duration
+}
+
+// DefaultConfig returns the default bounds.
+func DefaultConfig() Config {
+	return Config{MaxObjectBytes: DefaultMaxObjectBytes, MaxNamespaceBytes: DefaultMaxNamespaceBytes,
+		MaxUploads: DefaultMaxUploads, UploadTimeout: DefaultUploadTimeout}
+}
+
+// Validate returns an error wrapping ErrInvalidConfig that names the
+// first bad bound.
+func (c Config) Validate() error {
+	switch {
+	case c.MaxObjectBytes < 1:
+		return fmt.Errorf("%w: the object bound must be positive, not %d", ErrInvalidConfig, c.MaxObjectBytes)
+	case c.MaxNamespaceBytes < 1:
+		return fmt.Errorf("%w: the namespace quota must be positive, not %d", ErrInvalidConfig, c.MaxNamespaceBytes)
+	case c.MaxUploads < 1:
+		return fmt.Errorf("%w: uploads at once must be at least 1, not %d", ErrInvalidConfig, c.MaxUploads)
+	case c.UploadTimeout <= 0:
+		return fmt.Errorf("%w: the upload timeout must be positive, not %s", ErrInvalidConfig, c.UploadTimeout)
+	}
+	return nil
+}
+
+// Senders tells the namespace of the ServiceAccount whose bearer token a
+// request carries: "" without one or for a caller that is no
+// ServiceAccount, an error for a token the cluster does not know, and
+// auth.ErrTooManyReviews past the rate of new tokens' reviews.
+// *auth.Kubernetes implements it (the publisher's senders).
+type Senders interface {
+	SenderNamespace(r *http.Request) (string, error)
+}
+
+// Option configures a Cache.
+type Option func(*Cache) error
+
+// WithLogger sets the logger (default: none).
+func WithLogger(l *slog.Logger) Option {
+	return func(c *Cache) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil logger", ErrInvalidConfig)
+		}
+		c.log = l
+		return nil
+	}
+}
+
+// WithMetrics registers the cache's metrics with reg (see newMetrics).
+func WithMetrics(reg prometheus.Registerer) Option {
+	return func(c *Cache) error {
+		if reg == nil {
+			return fmt.Errorf("%w: nil registerer", ErrInvalidConfig)
+		}
+		m, err := newMetrics(reg, c)
+		if err != nil {
+			return fmt.Errorf("register the dependency cache's metrics: %w", err)
+		}
+		c.metrics = m
+		return nil
+	}
+}
+
+// Cache serves the dependency cache (package doc) over HTTP. It is safe
+// for concurrent use.
+type Cache struct {
+	js      jetstream.JetStream
+	bucket  jetstream.ObjectStoreConfig
+	senders Senders
+	cfg     Config
+	log     *slog.Logger
+	metrics *metrics
+	// slots holds a token per upload under way (MaxUploads).
+	slots chan struct{}
+
+	mu sync.Mutex
+	// obs is the bucket, once made or opened; nil after NATS lost it.
+	obs jetstream.ObjectStore
+	// uploading are the objects being uploaded on this server.
+	uploading map[string]bool
+	// inflight are the bytes each namespace's uploads under way on this
+	// server have read so far.
+	inflight map[string]*namespaceUploads
+}
+
+// namespaceUploads are a namespace's uploads under way on one server.
+type namespaceUploads struct {
+	uploads int
+	bytes   atomic.Int64
+}
+
+// New returns a cache that keeps its objects in the object store bucket
+// describes (stream.Config.DependencyBucketConfig), made or updated when
+// first needed, and learns each caller's namespace from senders.
+func New(js jetstream.JetStream, bucket jetstream.ObjectStoreConfig, senders Senders, cfg Config, opts ...Option) (*Cache, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if js == nil || senders == nil || bucket.Bucket == "" {
+		return nil, fmt.Errorf("%w: JetStream, senders and a bucket name are required", ErrInvalidConfig)
+	}
+	c := &Cache{js: js, bucket: bucket, senders: senders, cfg: cfg, log: slog.New(slog.DiscardHandler),
+		slots: make(chan struct{}, cfg.MaxUploads), uploading: map[string]bool{}, inflight: map[string]*namespaceUploads{}}
+	for _, o := range opts {
+		if err := o(c); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Off answers every request of the cache's routes 404 with reason: the
+// pods then install their dependencies as without a cache. An event bridge
+// serves it when it cannot tell a caller's namespace (no senders).
+func Off(reason string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "the dependency cache is off: "+reason, http.StatusNotFound)
+	})
+}
+
+// ServeHTTP serves the routes of the package doc.
+func (c *Cache) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	route := strings.ToLower(r.Method)
+	rec := &recorder{ResponseWriter: w}
+	defer func() { c.metrics.request(route, rec.code()) }()
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodPut:
+	default:
+		route = "other"
+		rec.Header().Set("Allow", "GET, HEAD, PUT")
+		http.Error(rec, "method not allowed: GET, HEAD or PUT", http.StatusMethodNotAllowed)
+		return
+	}
+	namespace, err := c.senders.SenderNamespace(r)
+	switch {
+	case errors.Is(err, auth.ErrTooManyReviews):
+		rec.Header().Set("Retry-After", "1")
+		http.Error(rec, err.Error(), http.StatusTooManyRequests)
+		return
+	case err != nil || namespace == "":
+		reason := "send the pod's ServiceAccount token (Authorization: Bearer)"
+		if err != nil {
+			reason = err.Error()
+		} else if r.Header.Get("Authorization") != "" {
+			reason = "the token is not a ServiceAccount's"
+		}
+		rec.Header().Set("WWW-Authenticate", `Bearer realm="kfn"`)
+		http.Error(rec, "unauthenticated: "+reason, http.StatusUnauthorized)
+		return
+	}
+	runtime, hash, err := parseKey(r.URL.EscapedPath())
+	if err != nil {
+		http.Error(rec, err.Error(), http.StatusBadRequest)
+		return
+	}
+	k := key{namespace: namespace, runtime: runtime, hash: hash}
+	switch r.Method {
+	case http.MethodPut:
+		c.put(rec, r, k)
+	default:
+		c.get(rec, r, k)
+	}
+}
+
+// get answers GET and HEAD of k.
+func (c *Cache) get(w http.ResponseWriter, r *http.Request, k key) {
+	ctx := r.Context()
+	obs, err := c.store(ctx)
+	if err != nil {
+		c.unavailable(w, k, "open the bucket", err)
+		return
+	}
+	var info *jetstream.ObjectInfo
+	var body io.ReadCloser
+	if r.Method == http.MethodHead {
+		info, err = obs.GetInfo(ctx, k.name())
+	} else {
+		var res jetstream.ObjectResult
+		if res, err = obs.Get(ctx, k.name()); err == nil {
+			body = res
+			info, err = res.Info()
+			defer res.Close()
+		}
+	}
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		http.Error(w, "no dependencies cached for "+k.runtime+"/"+k.hash+" in namespace "+k.namespace, http.StatusNotFound)
+		return
+	}
+	if err != nil {
+		c.unavailable(w, k, "read the object", err)
+		return
+	}
+	w.Header().Set("Content-Type", ContentType)
+	w.Header().Set("Content-Length", strconv.FormatUint(info.Size, 10))
+	w.WriteHeader(http.StatusOK)
+	if body == nil {
+		return
+	}
+	if n, err := io.Copy(w, body); err != nil {
+		c.log.Warn("sending cached dependencies failed", "namespace", k.namespace, "runtime", k.runtime, "hash", k.hash, "sent", n, "size", info.Size, "error", err)
+	}
+}
+
+// Errors of an upload's body.
+var (
+	errTooLarge = errors.New("too large")
+	errQuota    = errors.New("namespace quota reached")
+	errNotGzip  = errors.New("not gzip")
+)
+
+// put answers PUT of k: the body stored as the object, unless it exists.
+func (c *Cache) put(w http.ResponseWriter, r *http.Request, k key) {
+	log := c.log.With("namespace", k.namespace, "runtime", k.runtime, "hash", k.hash)
+	// An answer before the whole body was read ends the connection, rather
+	// than waiting for the rest of the body to keep it.
+	w.Header().Set("Connection", "close")
+	if r.ContentLength > c.cfg.MaxObjectBytes {
+		http.Error(w, fmt.Sprintf("the dependencies are larger than %d bytes", c.cfg.MaxObjectBytes), http.StatusRequestEntityTooLarge)
+		return
+	}
+	select {
+	case c.slots <- struct{}{}:
+		defer func() { <-c.slots }()
+	default:
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, fmt.Sprintf("too many uploads at once (%d)", c.cfg.MaxUploads), http.StatusTooManyRequests)
+		return
+	}
+	ns, ok := c.claim(k)
+	if !ok {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "an upload of these dependencies is under way", http.StatusTooManyRequests)
+		return
+	}
+	defer c.release(k)
+	c.metrics.upload(1)
+	defer c.metrics.upload(-1)
+
+	deadline := time.Now().Add(c.cfg.UploadTimeout)
+	// The body's reads fail past the deadline, which cuts a slow one; the
+	// listener's own read timeout no longer applies.
+	if err := http.NewResponseController(w).SetReadDeadline(deadline); err != nil {
+		log.Debug("the listener cannot bound the upload's reads; the upload's context still does", "error", err)
+	}
+	// The store's work outlives a client that leaves and the read
+	// deadline by cleanupGrace, so that a failed upload's chunks are
+	// purged, not left behind.
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(r.Context()), deadline.Add(cleanupGrace))
+	defer cancel()
+	obs, err := c.store(ctx)
+	if err != nil {
+		c.unavailable(w, k, "open the bucket", err)
+		return
+	}
+	switch _, err := obs.GetInfo(ctx, k.name()); {
+	case err == nil:
+		w.WriteHeader(http.StatusOK) // first write wins
+		return
+	case !errors.Is(err, jetstream.ErrObjectNotFound):
+		c.unavailable(w, k, "look for the object", err)
+		return
+	}
+	used, err := c.usage(ctx, obs, k.namespace)
+	if err != nil {
+		c.unavailable(w, k, "count the namespace's objects", err)
+		return
+	}
+	if r.ContentLength > 0 && used+r.ContentLength > c.cfg.MaxNamespaceBytes {
+		c.quotaFull(w, k, used)
+		return
+	}
+	body := &bounded{r: r.Body, max: c.cfg.MaxObjectBytes, used: used, quota: c.cfg.MaxNamespaceBytes, ns: &ns.bytes}
+	// Once stored, the object is counted by the next listing; failed, by
+	// nothing.
+	defer func() { ns.bytes.Add(-body.n) }()
+	magic := make([]byte, 2)
+	if _, err := io.ReadFull(body, magic); err != nil || magic[0] != 0x1f || magic[1] != 0x8b {
+		if err == nil || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			err = errNotGzip
+		}
+		c.refuse(w, log, k, used, body.n, err)
+		return
+	}
+	info, err := obs.Put(ctx, jetstream.ObjectMeta{Name: k.name(), Headers: nats.Header{"Content-Type": []string{ContentType}}},
+		fullReads{io.MultiReader(bytes.NewReader(magic), body)})
+	if err != nil {
+		c.undo(ctx, obs, k, body.n, log)
+		c.forget(err)
+		c.refuse(w, log, k, used, body.n, err)
+		return
+	}
+	c.metrics.storedObject(info.Size)
+	log.Info("dependencies stored", "bytes", info.Size, "namespaceBytes", used+int64(info.Size))
+	w.WriteHeader(http.StatusCreated)
+}
+
+// cleanupGrace is how long after an upload's deadline its failure may
+// still be cleaned up.
+const cleanupGrace = 10 * time.Second
+
+// undo deletes what a failed upload of sent bytes left: the object store
+// purges the chunks of a failed upload, but an error that JetStream
+// reports only once the object's description was written (the bucket
+// full while its last chunks were stored) leaves that description, naming
+// chunks that are not all there. An object of another size is another
+// upload's (another event bridge's, at the same moment), and is left.
+func (c *Cache) undo(ctx context.Context, obs jetstream.ObjectStore, k key, sent int64, log *slog.Logger) {
+	info, err := obs.GetInfo(ctx, k.name())
+	if err != nil || info.Size != uint64(sent) {
+		return
+	}
+	if err := obs.Delete(ctx, k.name()); err != nil {
+		log.Error("deleting what a failed upload left failed: the object may be incomplete", "error", err)
+	}
+}
+
+// refuse answers an upload that failed after its body was read from
+// (nothing is stored then: the object store purges the chunks of a failed
+// upload): the status says why.
+func (c *Cache) refuse(w http.ResponseWriter, log *slog.Logger, k key, used, read int64, err error) {
+	var netErr interface{ Timeout() bool }
+	switch {
+	case errors.Is(err, errTooLarge):
+		http.Error(w, fmt.Sprintf("the dependencies are larger than %d bytes", c.cfg.MaxObjectBytes), http.StatusRequestEntityTooLarge)
+	case errors.Is(err, errQuota):
+		c.quotaFull(w, k, used)
+	case errors.Is(err, errNotGzip):
+		http.Error(w, "the body must be a gzip-compressed tar ("+ContentType+")", http.StatusUnsupportedMediaType)
+	case errors.Is(eventstore.Classify(err), eventstore.ErrStorageFull):
+		log.Warn("the dependency bucket is full", "error", err)
+		http.Error(w, "the dependency cache is full", http.StatusInsufficientStorage)
+	case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout),
+		errors.As(err, &netErr) && netErr.Timeout():
+		log.Info("upload cut: its body took longer than the upload timeout", "timeout", c.cfg.UploadTimeout, "read", read)
+		http.Error(w, fmt.Sprintf("the upload took longer than %s", c.cfg.UploadTimeout), http.StatusRequestTimeout)
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, context.Canceled):
+		log.Info("upload ended early by its client", "read", read, "error", err)
+		http.Error(w, "the body ended early", http.StatusBadRequest)
+	default:
+		c.unavailable(w, k, "store the object", err)
+	}
+}
+
+// quotaFull answers 507 for a namespace's quota.
+func (c *Cache) quotaFull(w http.ResponseWriter, k key, used int64) {
+	c.log.Info("upload refused: namespace quota", "namespace", k.namespace, "runtime", k.runtime, "hash", k.hash,
+		"namespaceBytes", used, "quota", c.cfg.MaxNamespaceBytes)
+	http.Error(w, fmt.Sprintf("namespace %s stores %d bytes of dependencies, and may store %d", k.namespace, used, c.cfg.MaxNamespaceBytes),
+		http.StatusInsufficientStorage)
+}
+
+// unavailable answers 503 for an error of NATS, and logs it.
+func (c *Cache) unavailable(w http.ResponseWriter, k key, doing string, err error) {
+	c.forget(err)
+	c.log.Error("dependency cache: "+doing+" failed", "namespace", k.namespace, "runtime", k.runtime, "hash", k.hash, "error", err)
+	w.Header().Set("Retry-After", "1")
+	http.Error(w, "the dependency cache is unavailable", http.StatusServiceUnavailable)
+}
+
+// claim marks k as uploading on this server and returns its namespace's
+// uploads under way; false when k is already being uploaded here.
+func (c *Cache) claim(k key) (*namespaceUploads, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.uploading[k.name()] {
+		return nil, false
+	}
+	c.uploading[k.name()] = true
+	ns := c.inflight[k.namespace]
+	if ns == nil {
+		ns = &namespaceUploads{}
+		c.inflight[k.namespace] = ns
+	}
+	ns.uploads++
+	return ns, true
+}
+
+// release ends the upload of k claimed.
+func (c *Cache) release(k key) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.uploading, k.name())
+	if ns := c.inflight[k.namespace]; ns != nil {
+		if ns.uploads--; ns.uploads == 0 {
+			delete(c.inflight, k.namespace)
+		}
+	}
+}
+
+// store returns the bucket, made or updated to its configuration the
+// first time and again after NATS lost it.
+func (c *Cache) store(ctx context.Context) (jetstream.ObjectStore, error) {
+	c.mu.Lock()
+	obs := c.obs
+	c.mu.Unlock()
+	if obs != nil {
+		return obs, nil
+	}
+	obs, err := c.js.CreateOrUpdateObjectStore(ctx, c.bucket)
+	if err != nil {
+		return nil, fmt.Errorf("create or update object store %s: %w", c.bucket.Bucket, err)
+	}
+	c.mu.Lock()
+	c.obs = obs
+	c.mu.Unlock()
+	return obs, nil
+}
+
+// prepareTimeout bounds each of Prepare's attempts to make the bucket: a
+// replicated bucket on a cluster just formed can take longer than the
+// JetStream API's default 5 s.
+const prepareTimeout = 30 * time.Second
+
+// Prepare makes the bucket as the event bridge starts, trying again every
+// retry until it exists or ctx ends, so that the first pod that asks does
+// not wait for it, or fail (503) when its making outlasts the request.
+// Errors are logged, the first and then one in ten.
+func (c *Cache) Prepare(ctx context.Context, retry time.Duration) {
+	for attempt := 0; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, prepareTimeout)
+		_, err := c.store(actx)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		if attempt%10 == 0 {
+			c.log.Warn("making the dependency cache's bucket failed; trying again", "bucket", c.bucket.Bucket, "attempt", attempt+1, "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(retry):
+		}
+	}
+}
+
+// forget drops the bucket after an error that says NATS lost it, so that
+// the next request makes it again.
+func (c *Cache) forget(err error) {
+	if errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrBucketNotFound) {
+		c.mu.Lock()
+		c.obs = nil
+		c.mu.Unlock()
+	}
+}
+
+// usage is the bytes of namespace's stored objects.
+func (c *Cache) usage(ctx context.Context, obs jetstream.ObjectStore, namespace string) (int64, error) {
+	objects, err := obs.List(ctx)
+	if errors.Is(err, jetstream.ErrNoObjectsFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	var used int64
+	for _, o := range objects {
+		if strings.HasPrefix(o.Name, namespace+"/") {
+			used += int64(o.Size)
+		}
+	}
+	return used, nil
+}
+
+// bucketBytes is the bytes the bucket holds, -1 when it cannot be read.
+func (c *Cache) bucketBytes(ctx context.Context) int64 {
+	obs, err := c.store(ctx)
+	if err != nil {
+		return -1
+	}
+	st, err := obs.Status(ctx)
+	if err != nil {
+		c.forget(err)
+		return -1
+	}
+	return int64(st.Size())
+}
+
+// bounded reads an upload's body, failing with errTooLarge past max bytes
+// and with errQuota once used plus the bytes the namespace's uploads under
+// way read (ns) pass quota.
+type bounded struct {
+	r           io.Reader
+	max, n      int64
+	used, quota int64
+	ns          *atomic.Int64
+}
+
+func (b *bounded) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	b.n += int64(n)
+	inflight := b.ns.Add(int64(n))
+	switch {
+	case b.n > b.max:
+		return n, errTooLarge
+	case b.used+inflight > b.quota:
+		return n, errQuota
+	}
+	return n, err
+}
+
+// fullReads fills each read whole, but at the end: the object store makes
+// a chunk of each read, and a request body's reads are as small as the
+// network's packets.
+type fullReads struct{ r io.Reader }
+
+func (f fullReads) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		m, err := f.r.Read(p[n:])
+		n += m
+		if err != nil {
+			return n, err // io.EOF ends the object; any other error fails it
+		}
+	}
+	return n, nil
+}
+
+// recorder remembers the status a handler answered.
+type recorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(p []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// code is the status answered (200 when nothing was written).
+func (r *recorder) code() int {
+	if r.status == 0 {
+		return http.StatusOK
+	}
+	return r.status
+}

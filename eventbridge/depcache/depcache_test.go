@@ -1,0 +1,621 @@
+package depcache_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/eventbridge/depcache"
+	"github.com/kfn-dev/kfn/internal/auth"
+	"github.com/kfn-dev/kfn/test/natstest"
+	"github.com/kfn-dev/kfn/test/testcluster"
+)
+
+// hash is a dependency hash (64 lowercase hex digits).
+const hash = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+// userToken stands for a user's bearer token: the test API server
+// authenticates users by client certificate only, and the cache reads
+// bearer tokens, so withUser answers for this one token what
+// auth.Kubernetes answers for a user's (no namespace).
+const userToken = "a-users-bearer-token"
+
+// withUser is the cluster's senders, but for userToken.
+type withUser struct{ depcache.Senders }
+
+func (u withUser) SenderNamespace(r *http.Request) (string, error) {
+	if r.Header.Get("Authorization") == "Bearer "+userToken {
+		return "", nil
+	}
+	return u.Senders.SenderNamespace(r)
+}
+
+// world is what every case shares: a real API server with the
+// ServiceAccounts team-a/fn and team-b/fn, whose tokens of kfn's audience
+// are tokens[namespace], and a real NATS.
+type world struct {
+	cluster *testcluster.Cluster
+	admin   kubernetes.Interface
+	tokens  map[string]string
+	js      jetstream.JetStream
+	senders *auth.Kubernetes
+	buckets atomic.Int32
+}
+
+func newWorld(t *testing.T) *world {
+	w := &world{cluster: testcluster.New(t), tokens: map[string]string{}}
+	var err error
+	w.admin, err = kubernetes.NewForConfig(w.cluster.Config)
+	require.NoError(t, err)
+	for _, ns := range []string{"team-a", "team-b"} {
+		w.tokens[ns] = w.token(t, ns, auth.Audience)
+	}
+	w.senders, err = auth.NewKubernetes(w.admin, auth.KubernetesConfig{})
+	require.NoError(t, err)
+	w.js = natstest.Start(t).JetStream()
+	return w
+}
+
+// token makes the ServiceAccount ns/fn (if missing) and a token of it for
+// audience.
+func (w *world) token(t *testing.T, ns, audience string) string {
+	ctx := context.Background()
+	_, err := w.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	if err == nil {
+		_, err = w.admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "fn"}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	tr, err := w.admin.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "fn", &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{audience}, ExpirationSeconds: ptr.To[int64](600)},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return tr.Status.Token
+}
+
+// server is one cache, on a bucket of its own, served over HTTP.
+type server struct {
+	t       *testing.T
+	url     string
+	bucket  jetstream.ObjectStoreConfig
+	js      jetstream.JetStream
+	metrics *prometheus.Registry
+}
+
+// serve serves a cache with cfg and senders (nil: the cluster's), whose
+// bucket is bounded by bucketBytes (0: 16 MiB; JetStream reserves a
+// bucket's bound from the server's storage, which the default's 2 GiB a
+// bucket would soon exhaust on a test's disk).
+func (w *world) serve(t *testing.T, cfg depcache.Config, senders depcache.Senders, bucketBytes int64, mods ...func(*stream.Config)) *server {
+	sc := stream.DefaultConfig()
+	for _, m := range mods {
+		m(&sc)
+	}
+	sc.DependencyBucket = fmt.Sprintf("deps-%d", w.buckets.Add(1))
+	sc.DependencyMaxBytes = 16 << 20
+	if bucketBytes != 0 {
+		sc.DependencyMaxBytes = bucketBytes
+	}
+	if senders == nil {
+		senders = withUser{w.senders}
+	}
+	reg := prometheus.NewRegistry()
+	c, err := depcache.New(w.js, sc.DependencyBucketConfig(), senders, cfg, depcache.WithMetrics(reg))
+	require.NoError(t, err)
+	srv := httptest.NewServer(c)
+	t.Cleanup(srv.Close)
+	return &server{t: t, url: srv.URL, bucket: sc.DependencyBucketConfig(), js: w.js, metrics: reg}
+}
+
+// do sends method to path (after the prefix) with token and body (nil:
+// none), and returns the status and the answer's body.
+func (s *server) do(method, path, token string, body io.Reader) (int, []byte) {
+	s.t.Helper()
+	req, err := http.NewRequest(method, s.url+depcache.PathPrefix+path, body)
+	require.NoError(s.t, err)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	req.Header.Set("Content-Type", depcache.ContentType)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(s.t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(s.t, err)
+	return resp.StatusCode, b
+}
+
+// unread PUTs path with token and a Content-Length of size, and sends no
+// body until the answer came (at most 10 s, while the upload timeout is
+// longer): its status.
+func (s *server) unread(path, token string, size int64) int {
+	s.t.Helper()
+	never, closeBody := io.Pipe()
+	defer closeBody.Close()
+	req, err := http.NewRequest(http.MethodPut, s.url+depcache.PathPrefix+path, never)
+	require.NoError(s.t, err)
+	req.ContentLength = size
+	req.Header.Set("Authorization", "Bearer "+token)
+	answered := make(chan int, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			answered <- 0
+			return
+		}
+		resp.Body.Close()
+		answered <- resp.StatusCode
+	}()
+	select {
+	case code := <-answered:
+		return code
+	case <-time.After(10 * time.Second):
+		return -1 // waiting for the body
+	}
+}
+
+// objects are the names the bucket holds.
+func (s *server) objects() []string {
+	s.t.Helper()
+	obs, err := s.js.CreateOrUpdateObjectStore(context.Background(), s.bucket)
+	require.NoError(s.t, err)
+	list, err := obs.List(context.Background())
+	if err == jetstream.ErrNoObjectsFound {
+		return nil
+	}
+	require.NoError(s.t, err)
+	var names []string
+	for _, o := range list {
+		names = append(names, o.Name)
+	}
+	return names
+}
+
+// chunks is how many chunks of objects the bucket's stream holds: a
+// refused upload leaves none.
+func (s *server) chunks() uint64 {
+	s.t.Helper()
+	st, err := s.js.Stream(context.Background(), "OBJ_"+s.bucket.Bucket)
+	require.NoError(s.t, err)
+	info, err := st.Info(context.Background(), jetstream.WithSubjectFilter("$O."+s.bucket.Bucket+".C.>"))
+	require.NoError(s.t, err)
+	var n uint64
+	for _, count := range info.State.Subjects {
+		n += count
+	}
+	return n
+}
+
+// gz is a gzip stream of n random bytes: about n bytes long, for the
+// cache only looks at its first two.
+func gz(t *testing.T, n int) []byte {
+	t.Helper()
+	raw := make([]byte, n)
+	_, _ = rand.Read(raw)
+	var b bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&b, gzip.NoCompression)
+	require.NoError(t, err)
+	_, err = zw.Write(raw)
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	return b.Bytes()
+}
+
+// exactly is a body of n bytes that the cache takes: gzip's first two
+// bytes, then random ones.
+func exactly(t *testing.T, n int) []byte {
+	t.Helper()
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	b[0], b[1] = 0x1f, 0x8b
+	return b
+}
+
+// chunked hides a body's length, so that it is sent without
+// Content-Length and counted only as it streams.
+type chunked struct{ r io.Reader }
+
+func (c chunked) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+func TestDependencyCache(t *testing.T) {
+	w := newWorld(t)
+	a, b := w.tokens["team-a"], w.tokens["team-b"]
+	key := "nodejs22/" + hash
+
+	t.Run("round trip", func(t *testing.T) {
+		s := w.serve(t, depcache.DefaultConfig(), nil, 0)
+		code, _ := s.do(http.MethodGet, key, a, nil)
+		assert.Equal(t, http.StatusNotFound, code, "nothing cached yet")
+		body := gz(t, 300<<10)
+		code, msg := s.do(http.MethodPut, key, a, bytes.NewReader(body))
+		require.Equal(t, http.StatusCreated, code, string(msg))
+		code, got := s.do(http.MethodGet, key, a, nil)
+		require.Equal(t, http.StatusOK, code)
+		assert.Equal(t, body, got, "the same bytes back")
+
+		req, _ := http.NewRequest(http.MethodHead, s.url+depcache.PathPrefix+key, nil)
+		req.Header.Set("Authorization", "Bearer "+a)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
+		assert.Equal(t, int64(len(body)), resp.ContentLength)
+		assert.Equal(t, depcache.ContentType, resp.Header.Get("Content-Type"))
+		assert.Equal(t, []string{"team-a/nodejs22/" + hash}, s.objects(), "stored under the token's namespace")
+		assert.Equal(t, uint64(3), s.chunks(), "300 KiB in chunks of 128 KiB")
+
+		assert.Equal(t, 1.0, testutil.ToFloat64(counter(t, s.metrics, "kfn_eventbridge_dependency_cache_stored_objects_total")))
+		assert.Equal(t, float64(len(body)), testutil.ToFloat64(counter(t, s.metrics, "kfn_eventbridge_dependency_cache_stored_bytes_total")))
+		page := scrape(t, s.metrics)
+		assert.Contains(t, page, `kfn_eventbridge_dependency_cache_requests_total{code="201",route="put"} 1`)
+		assert.Contains(t, page, `kfn_eventbridge_dependency_cache_requests_total{code="404",route="get"} 1`)
+		assert.Contains(t, page, `kfn_eventbridge_dependency_cache_requests_total{code="200",route="head"} 1`)
+		assert.Regexp(t, `kfn_eventbridge_dependency_cache_bucket_bytes \d{6}`, page, "the bucket holds the object")
+	})
+
+	t.Run("first write wins", func(t *testing.T) {
+		s := w.serve(t, depcache.DefaultConfig(), nil, 0)
+		first, second := gz(t, 1000), gz(t, 2000)
+		code, _ := s.do(http.MethodPut, key, a, bytes.NewReader(first))
+		require.Equal(t, http.StatusCreated, code)
+		code, _ = s.do(http.MethodPut, key, a, bytes.NewReader(second))
+		assert.Equal(t, http.StatusOK, code, "already there")
+		_, got := s.do(http.MethodGet, key, a, nil)
+		assert.Equal(t, first, got, "unchanged")
+	})
+
+	t.Run("another namespace neither reads nor overwrites", func(t *testing.T) {
+		s := w.serve(t, depcache.DefaultConfig(), nil, 0)
+		ours, theirs := gz(t, 1000), gz(t, 1500)
+		code, _ := s.do(http.MethodPut, key, a, bytes.NewReader(ours))
+		require.Equal(t, http.StatusCreated, code)
+		code, _ = s.do(http.MethodGet, key, b, nil)
+		assert.Equal(t, http.StatusNotFound, code, "team-b does not read team-a's")
+		code, _ = s.do(http.MethodPut, key, b, bytes.NewReader(theirs))
+		assert.Equal(t, http.StatusCreated, code, "team-b stores its own copy")
+		_, got := s.do(http.MethodGet, key, a, nil)
+		assert.Equal(t, ours, got, "team-a's unchanged")
+		_, got = s.do(http.MethodGet, key, b, nil)
+		assert.Equal(t, theirs, got)
+		assert.ElementsMatch(t, []string{"team-a/nodejs22/" + hash, "team-b/nodejs22/" + hash}, s.objects())
+	})
+
+	t.Run("who is not a ServiceAccount the cluster knows gets 401", func(t *testing.T) {
+		s := w.serve(t, depcache.DefaultConfig(), nil, 0)
+		otherAudience := w.token(t, "team-a", "someone-else")
+		for name, token := range map[string]string{"no token": "", "a user": userToken, "made up": "not-a-token-the-cluster-knows",
+			"another audience": otherAudience} {
+			code, msg := s.do(http.MethodPut, key, token, bytes.NewReader(gz(t, 100)))
+			assert.Equal(t, http.StatusUnauthorized, code, "%s: %s", name, msg)
+			code, _ = s.do(http.MethodGet, key, token, nil)
+			assert.Equal(t, http.StatusUnauthorized, code, name)
+		}
+		assert.Empty(t, s.objects(), "nothing stored")
+		code, _ := s.do(http.MethodGet, key, a, nil)
+		assert.Equal(t, http.StatusNotFound, code)
+		_, msg := s.do(http.MethodGet, key, userToken, nil)
+		assert.Contains(t, string(msg), "the token is not a ServiceAccount's")
+		_, msg = s.do(http.MethodGet, key, "", nil)
+		assert.Contains(t, string(msg), "send the pod's ServiceAccount token")
+	})
+
+	t.Run("bad keys are 400", func(t *testing.T) {
+		s := w.serve(t, depcache.DefaultConfig(), nil, 0)
+		for name, path := range map[string]string{
+			"dot dot":           "nodejs22/../../team-b/nodejs22/" + hash,
+			"dot dot hash":      "nodejs22/..",
+			"escaped slash":     "nodejs22%2F" + hash,
+			"escaped in hash":   "nodejs22/" + hash[:62] + "%2F",
+			"uppercase hex":     "nodejs22/" + strings.ToUpper(hash),
+			"63 digits":         "nodejs22/" + hash[:63],
+			"65 digits":         "nodejs22/" + hash + "0",
+			"not hex":           "nodejs22/" + hash[:63] + "g",
+			"unknown runtime":   "ruby33/" + hash,
+			"no hash":           "nodejs22",
+			"empty hash":        "nodejs22/",
+			"a third segment":   "nodejs22/" + hash + "/x",
+			"namespace in path": "team-b/nodejs22/" + hash,
+		} {
+			code, msg := s.do(http.MethodPut, path, a, bytes.NewReader(gz(t, 100)))
+			assert.Equal(t, http.StatusBadRequest, code, "%s: %s", name, msg)
+			code, _ = s.do(http.MethodGet, path, a, nil)
+			assert.Equal(t, http.StatusBadRequest, code, name)
+		}
+		code, _ := s.do(http.MethodPost, key, a, nil)
+		assert.Equal(t, http.StatusMethodNotAllowed, code)
+		code, _ = s.do(http.MethodPut, key, a, strings.NewReader("plain text, not gzip"))
+		assert.Equal(t, http.StatusUnsupportedMediaType, code)
+		code, _ = s.do(http.MethodPut, key, a, strings.NewReader(""))
+		assert.Equal(t, http.StatusUnsupportedMediaType, code, "an empty body")
+		assert.Empty(t, s.objects(), "nothing stored")
+	})
+
+	t.Run("an object past the bound is 413 and stores nothing", func(t *testing.T) {
+		cfg := depcache.DefaultConfig()
+		cfg.MaxObjectBytes = 256 << 10
+		s := w.serve(t, cfg, nil, 0)
+		code, _ := s.do(http.MethodPut, key, a, bytes.NewReader(gz(t, 300<<10)))
+		assert.Equal(t, http.StatusRequestEntityTooLarge, code, "told by Content-Length")
+		code, _ = s.do(http.MethodPut, key, a, chunked{bytes.NewReader(gz(t, 300<<10))})
+		assert.Equal(t, http.StatusRequestEntityTooLarge, code, "counted as it streams")
+		assert.Equal(t, http.StatusRequestEntityTooLarge, s.unread(key, a, 300<<10), "answered before the body is read")
+		assert.Empty(t, s.objects())
+		assert.Zero(t, s.chunks(), "no chunk left behind")
+		code, _ = s.do(http.MethodPut, key, a, chunked{bytes.NewReader(exactly(t, 256<<10))})
+		assert.Equal(t, http.StatusCreated, code, "the bound itself, as it streams")
+		code, _ = s.do(http.MethodPut, "python312/"+hash, a, bytes.NewReader(exactly(t, 256<<10)))
+		assert.Equal(t, http.StatusCreated, code, "the bound itself, by Content-Length")
+	})
+
+	t.Run("a namespace past its quota is 507 and stores nothing", func(t *testing.T) {
+		cfg := depcache.DefaultConfig()
+		cfg.MaxNamespaceBytes = 400 << 10
+		s := w.serve(t, cfg, nil, 0)
+		code, _ := s.do(http.MethodPut, "nodejs22/"+hash, a, bytes.NewReader(exactly(t, 250<<10)))
+		require.Equal(t, http.StatusCreated, code)
+		other := "python312/" + hash
+		code, msg := s.do(http.MethodPut, other, a, bytes.NewReader(gz(t, 250<<10)))
+		assert.Equal(t, http.StatusInsufficientStorage, code, "told by Content-Length: %s", msg)
+		assert.Contains(t, string(msg), "namespace team-a")
+		code, _ = s.do(http.MethodPut, other, a, chunked{bytes.NewReader(gz(t, 250<<10))})
+		assert.Equal(t, http.StatusInsufficientStorage, code, "counted as it streams")
+		assert.Equal(t, http.StatusInsufficientStorage, s.unread(other, a, 250<<10), "answered before the body is read")
+		code, _ = s.do(http.MethodGet, other, a, nil)
+		assert.Equal(t, http.StatusNotFound, code)
+		assert.Equal(t, []string{"team-a/nodejs22/" + hash}, s.objects())
+		code, _ = s.do(http.MethodPut, other, b, bytes.NewReader(gz(t, 250<<10)))
+		assert.Equal(t, http.StatusCreated, code, "another namespace has its own quota")
+		code, _ = s.do(http.MethodPut, other, a, bytes.NewReader(exactly(t, 100<<10)))
+		assert.Equal(t, http.StatusCreated, code, "within what is left")
+		code, _ = s.do(http.MethodPut, "nodejs24/"+hash, a, chunked{bytes.NewReader(exactly(t, 25<<10))})
+		assert.Equal(t, http.StatusCreated, code, "up to the quota itself, as it streams")
+		code, _ = s.do(http.MethodPut, "nodejs26/"+hash, a, bytes.NewReader(exactly(t, 25<<10)))
+		assert.Equal(t, http.StatusCreated, code, "up to the quota itself, by Content-Length")
+		code, _ = s.do(http.MethodPut, "python314/"+hash, a, bytes.NewReader(exactly(t, 2)))
+		assert.Equal(t, http.StatusInsufficientStorage, code, "full")
+	})
+
+	t.Run("a finished upload counts once against the quota", func(t *testing.T) {
+		cfg := depcache.DefaultConfig()
+		cfg.MaxNamespaceBytes = 400 << 10
+		s := w.serve(t, cfg, nil, 0)
+		slow, finish := io.Pipe()
+		first := make(chan int, 1)
+		go func() {
+			code, _ := s.do(http.MethodPut, key, a, slow)
+			first <- code
+		}()
+		_, err := finish.Write(exactly(t, 10<<10)[:10<<10])
+		require.NoError(t, err)
+		uploads := counter(t, s.metrics, "kfn_eventbridge_dependency_cache_uploads")
+		require.Eventually(t, func() bool { return testutil.ToFloat64(uploads) == 1 }, 10*time.Second, 5*time.Millisecond)
+		code, _ := s.do(http.MethodPut, "python312/"+hash, a, bytes.NewReader(exactly(t, 150<<10)))
+		require.Equal(t, http.StatusCreated, code)
+		code, msg := s.do(http.MethodPut, "python314/"+hash, a, bytes.NewReader(exactly(t, 150<<10)))
+		assert.Equal(t, http.StatusCreated, code, "150 KiB stored, 10 KiB under way, 150 KiB more: within 400 KiB: %s", msg)
+		require.NoError(t, finish.Close())
+		assert.Equal(t, http.StatusCreated, <-first)
+	})
+
+	t.Run("objects expire after the bucket's max age", func(t *testing.T) {
+		s := w.serve(t, depcache.DefaultConfig(), nil, 0, func(c *stream.Config) { c.DependencyMaxAge = time.Second })
+		code, _ := s.do(http.MethodPut, key, a, bytes.NewReader(exactly(t, 200<<10)))
+		require.Equal(t, http.StatusCreated, code)
+		require.Eventually(t, func() bool { code, _ = s.do(http.MethodGet, key, a, nil); return code == http.StatusNotFound },
+			20*time.Second, 100*time.Millisecond, "gone after a second")
+		assert.Empty(t, s.objects())
+		assert.Zero(t, s.chunks())
+		code, _ = s.do(http.MethodPut, key, a, bytes.NewReader(exactly(t, 100)))
+		assert.Equal(t, http.StatusCreated, code, "stored again by the next pod that installs")
+	})
+
+	t.Run("a full bucket is 507 and stores nothing", func(t *testing.T) {
+		s := w.serve(t, depcache.DefaultConfig(), nil, 512<<10)
+		code, msg := s.do(http.MethodPut, key, a, bytes.NewReader(gz(t, 600<<10)))
+		assert.Equal(t, http.StatusInsufficientStorage, code, string(msg))
+		assert.Empty(t, s.objects())
+		assert.Zero(t, s.chunks(), "no chunk left behind")
+		code, _ = s.do(http.MethodPut, key, a, bytes.NewReader(gz(t, 100<<10)))
+		assert.Equal(t, http.StatusCreated, code, "what fits is stored")
+	})
+
+	t.Run("uploads past the bound at once are 429", func(t *testing.T) {
+		cfg := depcache.DefaultConfig()
+		cfg.MaxUploads = 1
+		s := w.serve(t, cfg, nil, 0)
+		slow, finish := io.Pipe()
+		first := make(chan int, 1)
+		go func() {
+			code, _ := s.do(http.MethodPut, key, a, slow)
+			first <- code
+		}()
+		_, err := finish.Write(gz(t, 1000)[:500])
+		require.NoError(t, err)
+		uploads := counter(t, s.metrics, "kfn_eventbridge_dependency_cache_uploads")
+		require.Eventually(t, func() bool { return testutil.ToFloat64(uploads) == 1 }, 10*time.Second, 5*time.Millisecond, "the first upload under way")
+		code, msg := s.do(http.MethodPut, "python312/"+hash, b, bytes.NewReader(gz(t, 100)))
+		assert.Equal(t, http.StatusTooManyRequests, code, string(msg))
+		code, _ = s.do(http.MethodGet, key, a, nil)
+		assert.Equal(t, http.StatusNotFound, code, "reads are not uploads; nothing stored yet")
+		require.NoError(t, finish.Close())
+		assert.Equal(t, http.StatusCreated, <-first)
+		code, _ = s.do(http.MethodPut, "python312/"+hash, b, bytes.NewReader(gz(t, 100)))
+		assert.Equal(t, http.StatusCreated, code, "the slot is free again")
+	})
+
+	t.Run("a second upload of the same object at once is 429", func(t *testing.T) {
+		s := w.serve(t, depcache.DefaultConfig(), nil, 0)
+		slow, finish := io.Pipe()
+		first := make(chan int, 1)
+		go func() {
+			code, _ := s.do(http.MethodPut, key, a, slow)
+			first <- code
+		}()
+		body := gz(t, 1000)
+		_, err := finish.Write(body[:500])
+		require.NoError(t, err)
+		uploads := counter(t, s.metrics, "kfn_eventbridge_dependency_cache_uploads")
+		require.Eventually(t, func() bool { return testutil.ToFloat64(uploads) == 1 }, 10*time.Second, 5*time.Millisecond)
+		code, _ := s.do(http.MethodPut, key, a, bytes.NewReader(gz(t, 100)))
+		assert.Equal(t, http.StatusTooManyRequests, code)
+		code, _ = s.do(http.MethodPut, key, b, bytes.NewReader(gz(t, 100)))
+		assert.Equal(t, http.StatusCreated, code, "another namespace's object is another object")
+		_, err = finish.Write(body[500:])
+		require.NoError(t, err)
+		require.NoError(t, finish.Close())
+		assert.Equal(t, http.StatusCreated, <-first)
+		_, got := s.do(http.MethodGet, key, a, nil)
+		assert.Equal(t, body, got)
+	})
+
+	t.Run("a slow body is cut and stores nothing", func(t *testing.T) {
+		cfg := depcache.DefaultConfig()
+		cfg.UploadTimeout = 500 * time.Millisecond
+		s := w.serve(t, cfg, nil, 0)
+		slow, stalled := io.Pipe()
+		t.Cleanup(func() { _ = stalled.Close() })
+		done := make(chan int, 1)
+		go func() {
+			req, _ := http.NewRequest(http.MethodPut, s.url+depcache.PathPrefix+key, slow)
+			req.Header.Set("Authorization", "Bearer "+a)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				done <- 0 // the connection closed before the answer was read
+				return
+			}
+			resp.Body.Close()
+			done <- resp.StatusCode
+		}()
+		_, err := stalled.Write(gz(t, 200<<10)[:200<<10]) // a chunk stored, then nothing more
+		require.NoError(t, err)
+		select {
+		case code := <-done:
+			assert.Contains(t, []int{http.StatusRequestTimeout, 0}, code)
+		case <-time.After(30 * time.Second):
+			t.Fatal("the slow upload was not cut")
+		}
+		uploads := counter(t, s.metrics, "kfn_eventbridge_dependency_cache_uploads")
+		require.Eventually(t, func() bool { return testutil.ToFloat64(uploads) == 0 }, 10*time.Second, 5*time.Millisecond, "the upload ended")
+		assert.Contains(t, scrape(t, s.metrics), `kfn_eventbridge_dependency_cache_requests_total{code="408",route="put"} 1`)
+		assert.Empty(t, s.objects())
+		assert.Zero(t, s.chunks(), "no chunk left behind")
+	})
+
+	t.Run("a body cut short stores nothing", func(t *testing.T) {
+		s := w.serve(t, depcache.DefaultConfig(), nil, 0)
+		conn, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
+		require.NoError(t, err)
+		body := gz(t, 200<<10)
+		_, err = fmt.Fprintf(conn, "PUT %s%s HTTP/1.1\r\nHost: cache\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n", depcache.PathPrefix, key, a, len(body))
+		require.NoError(t, err)
+		_, err = conn.Write(body[:150<<10])
+		require.NoError(t, err)
+		uploads := counter(t, s.metrics, "kfn_eventbridge_dependency_cache_uploads")
+		require.Eventually(t, func() bool { return testutil.ToFloat64(uploads) == 1 }, 10*time.Second, 5*time.Millisecond)
+		require.NoError(t, conn.Close())
+		require.Eventually(t, func() bool { return testutil.ToFloat64(uploads) == 0 }, 10*time.Second, 5*time.Millisecond)
+		assert.Empty(t, s.objects())
+		assert.Zero(t, s.chunks(), "no chunk left behind")
+	})
+
+	t.Run("new tokens past their rate are 429", func(t *testing.T) {
+		slow, err := auth.NewKubernetes(w.admin, auth.KubernetesConfig{NewTokensPerSecond: 0.01})
+		require.NoError(t, err)
+		s := w.serve(t, depcache.DefaultConfig(), slow, 0)
+		code, _ := s.do(http.MethodGet, key, a, nil)
+		assert.Equal(t, http.StatusNotFound, code, "the first new token is reviewed")
+		code, _ = s.do(http.MethodPut, key, b, bytes.NewReader(gz(t, 100)))
+		assert.Equal(t, http.StatusTooManyRequests, code, "the second waits")
+		code, _ = s.do(http.MethodGet, key, a, nil)
+		assert.Equal(t, http.StatusNotFound, code, "a token reviewed before passes")
+		assert.Empty(t, s.objects())
+	})
+}
+
+// TestConfigValidate checks that every bound must be set.
+func TestConfigValidate(t *testing.T) {
+	require.NoError(t, depcache.DefaultConfig().Validate())
+	for name, mod := range map[string]func(*depcache.Config){
+		"object":    func(c *depcache.Config) { c.MaxObjectBytes = 0 },
+		"namespace": func(c *depcache.Config) { c.MaxNamespaceBytes = 0 },
+		"uploads":   func(c *depcache.Config) { c.MaxUploads = 0 },
+		"timeout":   func(c *depcache.Config) { c.UploadTimeout = 0 },
+	} {
+		c := depcache.DefaultConfig()
+		mod(&c)
+		assert.ErrorIs(t, c.Validate(), depcache.ErrInvalidConfig, name)
+	}
+}
+
+// counter finds the metric named name in reg.
+func counter(t *testing.T, reg *prometheus.Registry, name string) prometheus.Collector {
+	t.Helper()
+	return gathered{reg: reg, name: name}
+}
+
+// gathered is one metric of a registry, as a collector testutil reads.
+type gathered struct {
+	reg  *prometheus.Registry
+	name string
+}
+
+func (g gathered) Describe(chan<- *prometheus.Desc) {}
+
+func (g gathered) Collect(ch chan<- prometheus.Metric) {
+	mfs, err := g.reg.Gather()
+	if err != nil {
+		return
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != g.name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			v := m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(g.name, "", nil, nil), prometheus.UntypedValue, v)
+		}
+	}
+}
+
+// scrape is the registry's metrics in the text format.
+func scrape(t *testing.T, reg *prometheus.Registry) string {
+	t.Helper()
+	var b strings.Builder
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			labels := make([]string, 0, len(m.GetLabel()))
+			for _, l := range m.GetLabel() {
+				labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+			}
+			name := mf.GetName()
+			if len(labels) > 0 {
+				name += "{" + strings.Join(labels, ",") + "}"
+			}
+			fmt.Fprintf(&b, "%s %v\n", name, m.GetCounter().GetValue()+m.GetGauge().GetValue())
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,32 @@
+// Package depcache is the dependency cache's server: the installed
+// dependencies of Functions (a gzip-compressed tar of a pod's dependency
+// directory), kept in a JetStream object store by namespace, runtime and
+// dependency hash, so that a pod whose Function has dependencies unpacks
+// them instead of running npm or pip.
+//
+// Routes, under PathPrefix on the publisher's listener:
+//
+//	PUT  /_kfn/dependencies/{runtime}/{hash}  201 stored, 200 already there (first write wins, unchanged)
+//	GET  /_kfn/dependencies/{runtime}/{hash}  200 with the object, 404 when there is none
+//	HEAD /_kfn/dependencies/{runtime}/{hash}  as GET, without the body
+//
+// {runtime} is a runtime name of the Function API (nodejs22, python312,
+// ...), {hash} the plan's dependency hash (64 lowercase hex digits);
+// anything else is 400. The caller sends its pod's identity token
+// (Authorization: Bearer); the namespace is that of the token's
+// ServiceAccount (Senders), never taken from the request, and the object
+// is read and stored under <namespace>/<runtime>/<hash> only: a namespace
+// never reads nor overwrites another's. A request without a token, with
+// one the cluster does not know, or a user's, is 401 and changes nothing;
+// past the rate of new tokens' reviews, 429.
+//
+// A namespace is the trust boundary: any pod of a namespace may upload for
+// its namespace's hashes, as the namespace's Functions already share its
+// Secrets. Bounds, each of Config: one object's size (413, counted while
+// the body streams into the store, never buffered whole), a namespace's
+// stored bytes (507), the bucket's size (stream.Config.DependencyMaxBytes,
+// 507), uploads at once per server (429), and an upload's duration (408:
+// a slow body is cut). A refused or failed upload stores nothing. Objects
+// expire stream.Config.DependencyMaxAge after they were stored, so that
+// the sets a namespace no longer uses leave its quota.
+package depcache
