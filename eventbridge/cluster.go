@@ -11,6 +11,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/kfn-dev/kfn/api/feed"
 	"github.com/kfn-dev/kfn/eventbridge/applications"
@@ -87,6 +88,17 @@ func (c *cluster) serveSubscriptions() (publisher.SubscriptionLister, error) {
 			return nil, fmt.Errorf("set up subscription reconciler: %w", err)
 		}
 		b.reconciler = rec
+		// The opener makes consumers: it runs in the reconciler's leader
+		// (a runnable that does not say otherwise is leader-elected).
+		b.opener = subscription.NewOpener(b.applier(), rec.MakeConsumers, b.log)
+		if b.deps.Metrics != nil {
+			if err := b.opener.WithMetrics(b.deps.Metrics); err != nil {
+				return nil, err
+			}
+		}
+		if err := mgr.Add(manager.RunnableFunc(b.opener.Run)); err != nil {
+			return nil, fmt.Errorf("add event stream opener: %w", err)
+		}
 	}
 	return feed.Lister{Client: mgr.GetClient()}, nil
 }

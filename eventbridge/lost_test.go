@@ -44,19 +44,7 @@ spec: {sink: "http://orders.default.svc.cluster.local", source: shop, types: [or
 	go func() {
 		done <- eventbridge.Run(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	}()
-	publish := func(id string) int {
-		req, err := http.NewRequest(http.MethodPost, "http://"+cfg.Listen+"/publish", strings.NewReader(`{}`))
-		require.NoError(t, err)
-		for k, v := range binaryHeaders(id) {
-			req.Header.Set(k, v)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return 0
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
+	publish := func(id string) int { return publishStatus(t, cfg.Listen, id) }
 	require.Eventually(t, func() bool { return publish("1") == http.StatusNoContent }, 20*time.Second, 20*time.Millisecond, "the bridge publishes")
 
 	require.Positive(t, proxy.Cut())
@@ -71,6 +59,23 @@ spec: {sink: "http://orders.default.svc.cluster.local", source: shop, types: [or
 	case <-time.After(20 * time.Second):
 		t.Fatal("the event bridge went on without a NATS connection that cannot come back")
 	}
+}
+
+// publishStatus publishes event id in binary mode to the event bridge
+// listening at addr and returns the answer's status, 0 when none came.
+func publishStatus(t *testing.T, addr, id string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/publish", strings.NewReader(`{}`))
+	require.NoError(t, err)
+	for k, v := range binaryHeaders(id) {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 func binaryHeaders(id string) map[string]string {
@@ -100,19 +105,7 @@ spec: {sink: "http://orders.default.svc.cluster.local", source: shop, types: [or
 	done := make(chan error, 1)
 	go func() { done <- eventbridge.Run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
 	t.Cleanup(func() { cancel(); <-done })
-	publish := func(id string) int {
-		req, err := http.NewRequest(http.MethodPost, "http://"+cfg.Listen+"/publish", strings.NewReader(`{}`))
-		require.NoError(t, err)
-		for k, v := range binaryHeaders(id) {
-			req.Header.Set(k, v)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return 0
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
+	publish := func(id string) int { return publishStatus(t, cfg.Listen, id) }
 	lost := func() string {
 		resp, err := http.Get("http://" + cfg.MetricsListen + "/metrics")
 		if err != nil {

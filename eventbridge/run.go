@@ -242,13 +242,16 @@ func selfSignedTLS() (*tls.Config, error) {
 	return cfg, nil
 }
 
-// ensureStreamsOn makes the streams exist before any part uses them.
+// ensureStreamsOn makes the streams exist before any part uses them. A
+// bridge that makes consumers (the reconciler, or -subscriptions) makes a
+// missing event stream closed: its opener opens it once the consumers
+// exist (see stream.ClosedSubjectPrefix).
 func ensureStreamsOn(ctx context.Context, nc *nats.Conn, p Process, log *slog.Logger) error {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}
-	return EnsureStreams(ctx, js, p.Streams, log)
+	return ensureStreams(ctx, js, p.Streams, len(p.Subscriptions) > 0 || p.Has(ComponentReconciler), log)
 }
 
 // stopTracing exports the last spans.
@@ -283,6 +286,12 @@ func newManager(p Process, log *slog.Logger) (ctrl.Manager, error) {
 		LeaderElection:          p.LeaderElection && p.Has(ComponentReconciler),
 		LeaderElectionID:        "kfn-eventbridge-reconciler",
 		LeaderElectionNamespace: p.LeaderElectionNamespace,
+		// A replica that stops (a rolling update) hands the lease over at
+		// once rather than after it expires: an event stream made anew
+		// takes no event until the leader made the consumers (package
+		// subscription, Opener). Nothing leader-elected runs after the
+		// manager stopped: Run returns.
+		LeaderElectionReleaseOnCancel: true,
 		// Run may run more than once in a process (tests; a process that
 		// starts its event bridge again on a new NATS connection), each
 		// time with a manager of its own and its controllers' names.

@@ -1,6 +1,7 @@
 package eventbridge_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"io"
@@ -29,6 +30,7 @@ import (
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge"
+	"github.com/kfn-dev/kfn/eventbridge/depcache"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/internal/auth"
 	"github.com/kfn-dev/kfn/test/natstest"
@@ -163,6 +165,30 @@ func TestRunInACluster(t *testing.T) {
 	}
 	assert.Equal(t, http.StatusUnauthorized, publishAs("3", "not-a-token-the-cluster-knows"))
 
+	// The dependency cache, on the publisher's listener: a Function pod's
+	// token stores and reads its namespace's dependencies.
+	deps := "http://" + cfg.Listen + depcache.PathPrefix + "nodejs24/" + strings.Repeat("ab", 32)
+	cached := []byte{0x1f, 0x8b, 8, 0, 1, 2, 3}
+	dependencies := func(method, token string, body []byte) (int, []byte) {
+		req, _ := http.NewRequest(method, deps, bytes.NewReader(body))
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	var page string
+	code, _ := dependencies(http.MethodPut, "", cached)
+	assert.Equal(t, http.StatusUnauthorized, code, "no token")
+	code, _ = dependencies(http.MethodPut, tr.Status.Token, cached)
+	assert.Equal(t, http.StatusCreated, code)
+	code, stored := dependencies(http.MethodGet, tr.Status.Token, nil)
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, cached, stored)
+
 	resp, err = http.Get("http://" + cfg.Listen + "/readyz")
 	require.NoError(t, err)
 	resp.Body.Close()
@@ -177,7 +203,7 @@ func TestRunInACluster(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	code, page := metrics(nil)
+	code, page = metrics(nil)
 	assert.Equal(t, http.StatusUnauthorized, code, "no credential")
 	code, page = metrics(nobody)
 	assert.Equal(t, http.StatusForbidden, code)
@@ -194,6 +220,7 @@ func TestRunInACluster(t *testing.T) {
 	require.Eventually(t, func() bool { code, page = metrics(prometheus); return code == http.StatusOK }, 10*time.Second, 50*time.Millisecond,
 		"the metrics reader is served: %d %s", code, page)
 	assert.Contains(t, page, "kfn_eventbridge_delivered_total")
+	assert.Contains(t, page, `kfn_eventbridge_dependency_cache_requests_total{code="201",route="put"} 1`)
 	resp, err = http.Get("http://" + cfg.MetricsListen + "/metrics")
 	if err == nil {
 		resp.Body.Close()

@@ -1,5 +1,7 @@
 // Package stream is kfn's layout in NATS JetStream: the event stream and the
-// dead-letter stream (their configuration, created or updated at start), the
+// dead-letter stream (their configuration, created or updated at start; an
+// event stream made anew can be made closed, taking no event until it is
+// opened, see ClosedSubjectPrefix), the
 // subjects kfn uses besides the event subjects of the api package, and the
 // durable pull consumer of each Subscription (its deterministic name and its
 // configuration).

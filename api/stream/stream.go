@@ -16,6 +16,15 @@ import (
 const (
 	DefaultEventStream      = "kfn-events"
 	DefaultDeadLetterStream = "kfn-deadletter"
+	// DefaultDependencyBucket is the object store of installed
+	// dependencies (the event bridge's dependency cache).
+	DefaultDependencyBucket = "kfn-dependencies"
+)
+
+// Defaults of the dependency bucket: 2 GiB, objects kept 7 days.
+const (
+	DefaultDependencyMaxBytes = 2 << 30
+	DefaultDependencyMaxAge   = 7 * 24 * time.Hour
 )
 
 // Subjects kfn uses besides the event subjects (kyma.<source>.<type>).
@@ -86,12 +95,26 @@ type Config struct {
 	// DeadLetterMaxPerNamespace bounds the dead letters of one namespace:
 	// past it, that namespace's oldest are discarded, and no other's.
 	DeadLetterMaxPerNamespace int64
+	// DependencyBucket is the name of the JetStream object store that
+	// holds installed dependencies (package eventbridge/depcache), with
+	// the streams' Storage and Replicas.
+	DependencyBucket string
+	// DependencyMaxBytes bounds the dependency bucket as a whole; when
+	// full, an upload is refused (507) rather than anything stored
+	// discarded. -1 is unlimited.
+	DependencyMaxBytes int64
+	// DependencyMaxAge is how long an object of the dependency bucket is
+	// kept after it was stored, used or not (the next pod that misses it
+	// installs and stores it again), so that the sets a namespace no
+	// longer uses leave its quota. 0 keeps them until deleted.
+	DependencyMaxAge time.Duration
 }
 
 // DefaultConfig returns working defaults: file storage, one replica, a
 // 1 GiB event stream, 2 MiB per event, up to DefaultMaxConsumers
-// Subscriptions, a 2-minute de-duplication window, and dead letters kept for
-// 7 days within 256 MiB.
+// Subscriptions, a 2-minute de-duplication window, dead letters kept for
+// 7 days within 256 MiB, and a 2 GiB dependency bucket whose objects are
+// kept 7 days.
 func DefaultConfig() Config {
 	return Config{
 		EventStream:        DefaultEventStream,
@@ -106,6 +129,9 @@ func DefaultConfig() Config {
 		DeadLetterMaxBytes: 256 << 20,
 
 		DeadLetterMaxPerNamespace: DefaultDeadLetterMaxPerNamespace,
+		DependencyBucket:          DefaultDependencyBucket,
+		DependencyMaxBytes:        DefaultDependencyMaxBytes,
+		DependencyMaxAge:          DefaultDependencyMaxAge,
 	}
 }
 
@@ -139,6 +165,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: dead-letter max bytes must be positive or -1 (unlimited), not %d", ErrInvalidConfig, c.DeadLetterMaxBytes)
 	case c.DeadLetterMaxPerNamespace < 1:
 		return fmt.Errorf("%w: dead letters per namespace must be at least 1, not %d", ErrInvalidConfig, c.DeadLetterMaxPerNamespace)
+	case c.DependencyBucket == "" || !validBucket(c.DependencyBucket):
+		return fmt.Errorf("%w: dependency bucket name %q must be non-empty, made of letters, digits, '-' and '_' only", ErrInvalidConfig, c.DependencyBucket)
+	case c.DependencyMaxBytes == 0 || c.DependencyMaxBytes < -1:
+		return fmt.Errorf("%w: dependency bucket max bytes must be positive or -1 (unlimited), not %d", ErrInvalidConfig, c.DependencyMaxBytes)
+	case c.DependencyMaxAge < 0:
+		return fmt.Errorf("%w: dependency max age must not be negative (0 keeps objects until deleted), not %s", ErrInvalidConfig, c.DependencyMaxAge)
 	}
 	return nil
 }
@@ -228,21 +260,49 @@ func (c Config) LockBucketConfig() jetstream.KeyValueConfig {
 	}
 }
 
+// DependencyBucketConfig returns the JetStream configuration of the
+// dependency bucket: the streams' storage and replicas, at most
+// DependencyMaxBytes in all (JetStream's object store refuses a write
+// past it rather than discarding stored objects), each object kept
+// DependencyMaxAge after it was stored. The event bridge's dependency cache makes it when it first
+// needs it, not Ensure: a bridge without the cache (kfn dev) has none.
+func (c Config) DependencyBucketConfig() jetstream.ObjectStoreConfig {
+	return jetstream.ObjectStoreConfig{
+		Bucket:      c.DependencyBucket,
+		Description: "kfn: installed dependencies of Functions, by namespace, runtime and dependency hash",
+		MaxBytes:    c.DependencyMaxBytes,
+		TTL:         c.DependencyMaxAge,
+		Storage:     c.storage(),
+		Replicas:    c.Replicas,
+	}
+}
+
 // Ensure creates both streams and the lock bucket, or updates them to the
 // configuration. It is idempotent and safe to call from several replicas at
 // once. It fails if the configuration is invalid or JetStream refuses the
 // change (for example a change of storage type, which JetStream cannot make
-// in place).
+// in place). A missing event stream is made open (taking events at once);
+// a closed one (see EnsureClosed) is left closed: only Open opens it.
 func Ensure(ctx context.Context, js jetstream.JetStream, c Config) error {
+	_, err := ensure(ctx, js, c, false)
+	return err
+}
+
+// ensure is Ensure and EnsureClosed: closeNew makes a missing event stream
+// closed. It reports whether the event stream is open.
+func ensure(ctx context.Context, js jetstream.JetStream, c Config, closeNew bool) (bool, error) {
 	if err := c.Validate(); err != nil {
-		return err
+		return false, err
 	}
-	for _, sc := range []jetstream.StreamConfig{c.EventStreamConfig(), c.DeadLetterStreamConfig()} {
-		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
-			return fmt.Errorf("create or update stream %s: %w", sc.Name, err)
-		}
+	open, err := ensureEventStream(ctx, js, c, closeNew)
+	if err != nil {
+		return false, err
 	}
-	return EnsureLockBucket(ctx, js, c)
+	sc := c.DeadLetterStreamConfig()
+	if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
+		return false, fmt.Errorf("create or update stream %s: %w", sc.Name, err)
+	}
+	return open, EnsureLockBucket(ctx, js, c)
 }
 
 // EnsureLockBucket creates the lock bucket, or updates it to the
@@ -272,4 +332,27 @@ func DeadLetterSubject(namespace string) string {
 // still listed, replayed and deleted.
 func LegacyDeadLetterSubject(consumer string) string {
 	return DeadLetterSubjectPrefix + "." + consumer
+}
+
+// FewerReplicas reports whether the event stream, the dead-letter stream
+// or the lock bucket has fewer replicas than c asks for, or is missing: one made by an
+// event bridge of a smaller configuration (a replica of profile small still
+// leading while the chart moves to ha makes a stream NATS lost anew with
+// one replica). Ensure then raises them; FewerReplicas never asks for
+// fewer, so replicas of two configurations during a rolling update do not
+// take turns undoing each other.
+func FewerReplicas(ctx context.Context, js jetstream.JetStream, c Config) (bool, error) {
+	for _, name := range []string{c.EventStream, c.DeadLetterStream, "KV_" + c.LockBucket()} {
+		s, err := js.Stream(ctx, name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return true, nil // none at all: Ensure makes it
+		}
+		if err != nil {
+			return false, fmt.Errorf("look up stream %s: %w", name, err)
+		}
+		if s.CachedInfo().Config.Replicas < c.Replicas {
+			return true, nil
+		}
+	}
+	return false, nil
 }

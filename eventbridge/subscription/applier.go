@@ -54,8 +54,9 @@ func (a Applier) Apply(ctx context.Context, sub *v1alpha2.Subscription, checks .
 	obs := Observation{SpecError: a.checkSink(ctx, sub, checks)}
 	created, err := a.filters().Apply(ctx, cfg)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		// NATS lost the stream: recreate it, then the consumer.
-		if err = stream.Ensure(ctx, a.JetStream, a.Streams); err == nil {
+		// NATS lost the stream: make it anew, closed (an Opener opens it
+		// once every Subscription's consumer exists), then the consumer.
+		if _, err = stream.EnsureClosed(ctx, a.JetStream, a.Streams); err == nil {
 			created, err = a.filters().Apply(ctx, cfg)
 		}
 	}

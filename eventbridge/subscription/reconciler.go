@@ -102,6 +102,29 @@ func (r *Reconciler) RequeueAll(ctx context.Context) error {
 	return nil
 }
 
+// MakeConsumers makes the consumer of every Subscription not being
+// deleted at once, as its reconcile would (a consumer made anew although
+// the status named one is a loss, told by the next status write), for an
+// Opener: call it in the leader. It returns an error per consumer it
+// could not make.
+func (r *Reconciler) MakeConsumers(ctx context.Context) []error {
+	var list v1alpha2.SubscriptionList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return []error{fmt.Errorf("list subscriptions: %w", err)}
+	}
+	var errs []error
+	for i := range list.Items {
+		sub := &list.Items[i]
+		if !sub.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if obs := r.observe(ctx, sub); obs.ConsumerError != nil {
+			errs = append(errs, fmt.Errorf("Subscription %s/%s: %w", sub.Namespace, sub.Name, obs.ConsumerError))
+		}
+	}
+	return errs
+}
+
 func (r *Reconciler) subscriptionsOfService(ctx context.Context, o client.Object) []reconcile.Request {
 	var list v1alpha2.SubscriptionList
 	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {

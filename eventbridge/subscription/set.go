@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 
@@ -140,6 +141,21 @@ func (s *Set) Reapply(ctx context.Context) []error {
 		}
 	}
 	return errs
+}
+
+// MakeConsumers is Reapply for an Opener: it returns the errors of the
+// consumers it could not make, and logs to log each consumer made anew
+// (ErrConsumerLost).
+func (s *Set) MakeConsumers(ctx context.Context, log *slog.Logger) []error {
+	var failed []error
+	for _, err := range s.Reapply(ctx) {
+		if errors.Is(err, ErrConsumerLost) {
+			log.Error("the events that waited for a Subscription are lost", "error", err)
+			continue
+		}
+		failed = append(failed, err)
+	}
+	return failed
 }
 
 // Subscriptions returns the Subscriptions served, by namespace and name.

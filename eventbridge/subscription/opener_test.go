@@ -1,0 +1,189 @@
+package subscription_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/eventbridge/subscription"
+	"github.com/kfn-dev/kfn/test/natstest"
+)
+
+// TestOpenerOpensOnceTheConsumersExist: a missing event stream is made
+// closed; the Opener makes the consumers, then opens it; a consumer that
+// cannot be made keeps it closed for OpenAnywayAfter looks, then it opens
+// all the same; an open stream is left alone (no consumer is made again).
+func TestOpenerOpensOnceTheConsumersExist(t *testing.T) {
+	js := natstest.Start(t).JetStream()
+	ctx := context.Background()
+	streams := stream.DefaultConfig()
+	streams.Storage = stream.StorageMemory
+	var calls int
+	fail := errors.New("NATS refused the consumer")
+	failing := true
+	o := subscription.NewOpener(subscription.Applier{JetStream: js, Streams: streams}, func(ctx context.Context) []error {
+		calls++
+		if failing {
+			return []error{fail}
+		}
+		return nil
+	}, nil)
+	o.OpenAnywayAfter = 3
+	reg := prometheus.NewRegistry()
+	require.NoError(t, o.WithMetrics(reg))
+	isOpen := func() bool {
+		open, err := stream.EventStreamOpen(ctx, js, streams)
+		require.NoError(t, err)
+		return open
+	}
+	metrics := func(closed, openedAnyway int) string {
+		return fmt.Sprintf(`
+# HELP kfn_eventbridge_event_stream_closed 1 while the event stream is held closed (publishing answers 503) until every Subscription's consumer exists in it, as this replica's last look found it.
+# TYPE kfn_eventbridge_event_stream_closed gauge
+kfn_eventbridge_event_stream_closed{stream="kfn-events"} %d
+# HELP kfn_eventbridge_event_stream_opened_anyway_total Times the event stream was opened although some Subscription's consumer could not be made (its events are lost until it is).
+# TYPE kfn_eventbridge_event_stream_opened_anyway_total counter
+kfn_eventbridge_event_stream_opened_anyway_total{stream="kfn-events"} %d
+`, closed, openedAnyway)
+	}
+
+	for i := 1; i < 3; i++ {
+		opened, err := o.Open(ctx)
+		require.ErrorIs(t, err, fail)
+		assert.False(t, opened)
+		assert.False(t, isOpen(), "made closed, kept closed while a consumer cannot be made (look %d)", i)
+		require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(metrics(1, 0))), "reported closed (look %d)", i)
+	}
+	opened, err := o.Open(ctx)
+	require.NoError(t, err)
+	assert.True(t, opened, "opened all the same at the third look")
+	assert.True(t, isOpen())
+	assert.Equal(t, 3, calls)
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(metrics(0, 1))), "reported open, and opened anyway once")
+
+	opened, err = o.Open(ctx)
+	require.NoError(t, err)
+	assert.False(t, opened)
+	assert.Equal(t, 3, calls, "an open stream is left alone")
+
+	require.NoError(t, js.DeleteStream(ctx, streams.EventStream))
+	failing = false
+	opened, err = o.Open(ctx)
+	require.NoError(t, err)
+	assert.True(t, opened, "made anew closed, the consumers made, opened in one look")
+	assert.Equal(t, 4, calls)
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(metrics(0, 1))), "opened with every consumer: not opened anyway")
+	_, err = js.Publish(ctx, "kyma.shop.order.created.v1", []byte(`{}`))
+	require.NoError(t, err)
+	_, err = js.Publish(ctx, stream.ClosedSubjectPrefix+"."+streams.EventStream, nil)
+	require.ErrorIs(t, err, jetstream.ErrNoStreamResponse, "open: the closed subject is gone")
+}
+
+// TestOpenerRunLooksAtOnceAndAtEachWake: with an interval longer than the
+// test, Run opens a missing stream at its first look, and again after a
+// Wake once the stream was made anew; a failing consumer keeps it closed
+// for DefaultOpenAnywayAfter looks when OpenAnywayAfter is not set. Run
+// returns nil when its context ends.
+func TestOpenerRunLooksAtOnceAndAtEachWake(t *testing.T) {
+	js := natstest.Start(t).JetStream()
+	streams := stream.DefaultConfig()
+	streams.Storage = stream.StorageMemory
+	var failing atomic.Bool
+	o := subscription.NewOpener(subscription.Applier{JetStream: js, Streams: streams}, func(context.Context) []error {
+		if failing.Load() {
+			return []error{errors.New("refused")}
+		}
+		return nil
+	}, nil)
+	o.Interval = time.Hour
+	isOpen := func() bool {
+		open, err := stream.EventStreamOpen(context.Background(), js, streams)
+		return err == nil && open
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- o.Run(ctx) }()
+	require.Eventually(t, isOpen, 10*time.Second, 10*time.Millisecond, "opened at the first look")
+
+	failing.Store(true)
+	require.NoError(t, js.DeleteStream(context.Background(), streams.EventStream))
+	o.Wake()
+	require.Eventually(t, func() bool {
+		_, err := stream.EventStreamOpen(context.Background(), js, streams)
+		return err == nil
+	}, 10*time.Second, 10*time.Millisecond, "made anew at the Wake")
+	for range subscription.DefaultOpenAnywayAfter - 2 {
+		o.Wake()
+	}
+	require.Never(t, isOpen, 300*time.Millisecond, 10*time.Millisecond, "closed while the consumer fails, fewer than DefaultOpenAnywayAfter looks")
+	failing.Store(false)
+	o.Wake()
+	require.Eventually(t, isOpen, 10*time.Second, 10*time.Millisecond, "opened once the consumers exist")
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not end with its context")
+	}
+}
+
+// A move from profile small to ha can leave the streams with one replica:
+// an event bridge of the small configuration, still leading, makes a
+// stream NATS lost anew. The leader of the ha configuration raises every
+// stream (events, dead letters, the lock bucket) to its replicas at its
+// next look; a leader of a smaller configuration never lowers them.
+func TestOpenerRaisesStreamsMadeWithFewerReplicas(t *testing.T) {
+	js := natstest.StartCluster(t, 3).JetStream(t)
+	ctx := context.Background()
+	small := stream.DefaultConfig()
+	small.Storage = stream.StorageMemory
+	ha := small
+	ha.Replicas = 3
+	require.NoError(t, stream.Ensure(ctx, js, small), "streams made by a replica of profile small")
+	none := func(context.Context) []error { return nil }
+	replicas := func() []int {
+		var out []int
+		for _, name := range []string{ha.EventStream, ha.DeadLetterStream, "KV_" + ha.LockBucket()} {
+			s, err := js.Stream(ctx, name)
+			require.NoError(t, err)
+			out = append(out, s.CachedInfo().Config.Replicas)
+		}
+		return out
+	}
+
+	_, err := subscription.NewOpener(subscription.Applier{JetStream: js, Streams: ha}, none, nil).Open(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []int{3, 3, 3}, replicas(), "raised by the ha leader's look")
+
+	_, err = subscription.NewOpener(subscription.Applier{JetStream: js, Streams: small}, none, nil).Open(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []int{3, 3, 3}, replicas(), "a leader of profile small does not lower them")
+}
+
+// A dead-letter stream or lock bucket that went missing while the event
+// stream stayed is made again at the leader's next look.
+func TestOpenerMakesAMissingDeadLetterStreamAgain(t *testing.T) {
+	js := natstest.Start(t).JetStream()
+	ctx := context.Background()
+	streams := stream.DefaultConfig()
+	streams.Storage = stream.StorageMemory
+	require.NoError(t, stream.Ensure(ctx, js, streams))
+	require.NoError(t, js.DeleteStream(ctx, streams.DeadLetterStream))
+	_, err := subscription.NewOpener(subscription.Applier{JetStream: js, Streams: streams}, func(context.Context) []error { return nil }, nil).Open(ctx)
+	require.NoError(t, err)
+	_, err = js.Stream(ctx, streams.DeadLetterStream)
+	assert.NoError(t, err, "made again")
+}
