@@ -7,7 +7,9 @@
 // request, events routed, chained and dead-lettered, scale to zero and
 // back by push, scaling out on backlog, killed pods without lost events
 // (each of profile ha's faults, killed with SIGKILL through the node:
-// faultload_test.go), the restricted Pod Security Standard, and, last,
+// faultload_test.go), the loss of a whole second node that the test
+// adds to the cluster for it (nodeloss_test.go), the restricted Pod
+// Security Standard, and, last,
 // helm upgrade from the previous release and from profile small to ha
 // under load (upgrade_test.go, which reinstalls kfn and leaves this
 // checkout's install behind).

@@ -53,6 +53,9 @@ type env struct {
 	publisher, gateway string
 	// recorder receives what the test functions report.
 	recorder *recorder
+	// archives are the image archives the node runs (kfn's, the
+	// runtimes', the cluster's own).
+	archives []string
 }
 
 func TestMain(m *testing.M) {
@@ -153,6 +156,7 @@ func setUp(ctx context.Context) (*env, *singlenode.Config, *singlenode.Watchdog,
 	if err != nil {
 		return nil, &cfg, wd, err
 	}
+	e.archives = archives
 	logf("ready: node, CoreDNS, KEDA and kfn")
 	return e, &cfg, wd, nil
 }

@@ -58,12 +58,14 @@ MIRROR=${KFN_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 # that Node.js links against.
 BASE_PACKAGES=ca-certificates,libstdc++6
 # Debian's versions of the libraries Kyma's Python image provides (Debian has
-# no cloudevents): the python312 Dockerfile installs them from PyPI otherwise.
-PYTHON_PACKAGES=python3,python3-requests,python3-bottle,python3-prometheus-client
+# no cloudevents): the python312 Dockerfile installs them from PyPI otherwise;
+# and pip, which a Function's install container runs (the official Python
+# images have it, Debian's python3 does not).
+PYTHON_PACKAGES=python3,python3-pip,python3-requests,python3-bottle,python3-prometheus-client
 # python314's: Flask runs its handlers; requests and prometheus_client as
-# Kyma's python314 image has them, and the OpenTelemetry SDK with its OTLP
-# exporter (Debian has it; PyPI is not needed).
-PYTHON314_PACKAGES=python3,python3-flask,python3-requests,python3-prometheus-client,python3-opentelemetry-sdk,python3-opentelemetry-exporter-otlp-proto-http
+# Kyma's python314 image has them, the OpenTelemetry SDK with its OTLP
+# exporter (Debian has it; PyPI is not needed), and pip.
+PYTHON314_PACKAGES=python3,python3-pip,python3-flask,python3-requests,python3-prometheus-client,python3-opentelemetry-sdk,python3-opentelemetry-exporter-otlp-proto-http
 
 cache_root=${KFN_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kfn}
 out="$cache_root/cluster/images"

@@ -1,7 +1,7 @@
 // Command cluster brings the single-node cluster up with KEDA and kfn
 // installed, or tears it down (make cluster, make cluster-down):
 //
-//	go run ./hack/cluster up -bin DIR -images DIR
+//	go run ./hack/cluster up -bin DIR -images DIR [-nodes N]
 //	go run ./hack/cluster down -bin DIR
 //
 // DIR are what hack/cluster/assets.sh and hack/cluster/images.sh print. It
@@ -35,8 +35,8 @@ func main() {
 	}
 }
 
-const usage = `usage: cluster up -bin DIR -images DIR   start the cluster, install KEDA and kfn
-       cluster down                      stop it and remove every trace`
+const usage = `usage: cluster up -bin DIR -images DIR [-nodes N]   start the cluster (N nodes), install KEDA and kfn
+       cluster down                                  stop it and remove every trace`
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
@@ -47,6 +47,7 @@ func run(ctx context.Context, args []string) error {
 	bin := fs.String("bin", "", "directory of the cluster's binaries (hack/cluster/assets.sh)")
 	images := fs.String("images", "", "directory of the image archives (hack/cluster/images.sh)")
 	data := fs.String("data", defaultDataDir(), "directory kept between runs (containerd's images)")
+	nodes := fs.Int("nodes", 1, "how many nodes (1 or 2): the first, and kfn2 in a network namespace of its own with every image imported")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -57,7 +58,10 @@ func run(ctx context.Context, args []string) error {
 			fmt.Fprintln(os.Stderr, usage)
 			return flag.ErrHelp
 		}
-		return up(ctx, cfg, *images)
+		if *nodes < 1 || *nodes > 2 {
+			return fmt.Errorf("-nodes %d: 1 or 2 nodes", *nodes)
+		}
+		return up(ctx, cfg, *images, *nodes)
 	case "down":
 		if *bin == "" {
 			// The running cluster's own record, if there is one.
@@ -86,7 +90,7 @@ func defaultDataDir() string {
 	return filepath.Join(cache, "kfn", "cluster", "data")
 }
 
-func up(ctx context.Context, cfg singlenode.Config, imageDir string) error {
+func up(ctx context.Context, cfg singlenode.Config, imageDir string, nodes int) error {
 	archives, err := filepath.Glob(filepath.Join(imageDir, "*.tar"))
 	if err != nil || len(archives) == 0 {
 		return fmt.Errorf("no image archives in %s (run hack/cluster/images.sh)", imageDir)
@@ -95,6 +99,12 @@ func up(ctx context.Context, cfg singlenode.Config, imageDir string) error {
 	c, err := singlenode.Up(ctx, cfg, archives, logf)
 	if err != nil {
 		return err
+	}
+	// Before kfn, so that the chart's anti-affinity spreads its replicas.
+	for range nodes - 1 {
+		if _, err := c.AddNode(ctx, archives, logf); err != nil {
+			return errors.Join(err, singlenode.Down(cfg))
+		}
 	}
 	root, err := moduleRoot()
 	if err != nil {

@@ -14,6 +14,18 @@ import (
 // (re)connect.
 const ReconnectWait = 250 * time.Millisecond
 
+// DefaultPingInterval is how often a connection asks the server whether it
+// is there when Options.PingInterval is zero. A connection whose server
+// leaves MaxPingsOutstanding pings unanswered is taken as lost and
+// reconnects (to another server of a cluster): a server gone silent, its
+// node's power cut or its packets dropped, is left after two to three
+// intervals, 10-15 s, instead of nats.go's default of 2 minutes a ping.
+const DefaultPingInterval = 5 * time.Second
+
+// MaxPingsOutstanding is how many pings may go unanswered before the
+// connection is taken as lost.
+const MaxPingsOutstanding = 2
+
 // Options are how a server connects.
 type Options struct {
 	// Name is the client name NATS shows for the connection (kfn-eventbridge,
@@ -28,6 +40,9 @@ type Options struct {
 	// Credentials are the user, password and CA the connection uses; the
 	// zero value connects anonymously.
 	Credentials Credentials
+	// PingInterval is how often the connection checks that its server
+	// answers; zero means DefaultPingInterval.
+	PingInterval time.Duration
 }
 
 // Connect connects to the NATS server(s) at url (comma-separated for a
@@ -35,8 +50,11 @@ type Options struct {
 // trying every ReconnectWait, as it does after any disconnect, forever.
 // A server that refuses the credentials twice in a row closes the
 // connection for good (nats.go's rule; Lost reports it), and a permission
-// the server denies later is logged as a warning. The error says why the URL, the options or the credentials'
-// files are refused.
+// the server denies later is logged as a warning. A server that stops
+// answering without closing the connection is left after
+// MaxPingsOutstanding unanswered pings (Options.PingInterval) and the
+// connection reconnects. The error says why the URL, the options or the
+// credentials' files are refused.
 func Connect(url string, o Options) (*nats.Conn, error) {
 	log := o.Log
 	if log == nil {
@@ -46,8 +64,14 @@ func Connect(url string, o Options) (*nats.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS %s: %w", url, err)
 	}
+	ping := o.PingInterval
+	if ping <= 0 {
+		ping = DefaultPingInterval
+	}
 	nc, err := nats.Connect(url, append(creds,
 		nats.Name(o.Name),
+		nats.PingInterval(ping),
+		nats.MaxPingsOutstanding(MaxPingsOutstanding),
 		nats.MaxReconnects(-1),
 		nats.RetryOnFailedConnect(true),
 		nats.ReconnectWait(ReconnectWait),

@@ -190,3 +190,49 @@ func TestCredentialsValidate(t *testing.T) {
 		assert.Error(t, err, "Connect refuses %s", name)
 	}
 }
+
+// TestSilentServerIsLeft silences the connection to a server (it stays
+// open, nothing more arrives either way: a node whose power was cut): the
+// connection's own pings find it out and it reconnects, here to the same
+// server through a new connection, as it would to another of a cluster.
+// nats.go's default (a ping every 2 minutes) would hold it for minutes.
+func TestSilentServerIsLeft(t *testing.T) {
+	srv := startServer(t, testport.Port(t))
+	proxy := natsfault.Start(t, srv.ClientURL())
+	var logs logtest.Buffer
+	reconnected := make(chan struct{}, 4)
+	nc, err := natsconn.Connect(proxy.URL(), natsconn.Options{
+		Name:         "kfn-test",
+		Log:          slog.New(slog.NewTextHandler(&logs, nil)),
+		OnReconnect:  func() { reconnected <- struct{}{} },
+		PingInterval: 200 * time.Millisecond,
+	})
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	require.Eventually(t, nc.IsConnected, 10*time.Second, 10*time.Millisecond)
+
+	require.Equal(t, 1, proxy.Silence())
+	select {
+	case <-reconnected:
+	case <-time.After(20 * time.Second):
+		t.Fatal("still on the silent connection")
+	}
+	assert.Contains(t, logs.String(), "disconnected from NATS")
+	sub, err := nc.SubscribeSync("kfn.test")
+	require.NoError(t, err)
+	require.NoError(t, nc.Publish("kfn.test", []byte("back")))
+	msg, err := sub.NextMsg(10 * time.Second)
+	require.NoError(t, err, "the new connection carries messages")
+	assert.Equal(t, "back", string(msg.Data))
+}
+
+// TestConnectPingsByDefault: without Options.PingInterval a connection
+// pings every DefaultPingInterval and gives up after MaxPingsOutstanding.
+func TestConnectPingsByDefault(t *testing.T) {
+	nc, err := natsconn.Connect("nats://127.0.0.1:"+strconv.Itoa(testport.Port(t)), natsconn.Options{Name: "kfn-test"})
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	assert.Equal(t, natsconn.DefaultPingInterval, nc.Opts.PingInterval)
+	assert.Equal(t, natsconn.MaxPingsOutstanding, nc.Opts.MaxPingsOut)
+	assert.Less(t, natsconn.DefaultPingInterval*natsconn.MaxPingsOutstanding, 30*time.Second, "a silent server is left well within a minute")
+}

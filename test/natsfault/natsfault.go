@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -25,6 +26,7 @@ type Proxy struct {
 type link struct {
 	client, server net.Conn
 	mu             sync.Mutex // guards writes to client
+	silent         atomic.Bool
 }
 
 func (l *link) Write(b []byte) (int, error) {
@@ -85,10 +87,21 @@ func (p *Proxy) accept() {
 }
 
 // pipe copies from src to dst until either side ends, then closes the
-// link.
+// link; once the link is silent it reads and drops what comes.
 func (p *Proxy) pipe(l *link, dst io.Writer, src io.Reader) {
 	defer p.wg.Done()
-	_, _ = io.Copy(dst, src)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !l.silent.Load() {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
 	p.mu.Lock()
 	delete(p.conns, l)
 	p.mu.Unlock()
@@ -130,6 +143,21 @@ func (p *Proxy) Partition() int {
 	p.partitioned = true
 	p.mu.Unlock()
 	return p.Cut()
+}
+
+// Silence makes every open connection through the proxy carry nothing
+// more either way while it stays open, as a server whose node lost power
+// or whose packets are dropped: neither side hears of it, and only the
+// client's own pings can tell. New connections go through as before (the
+// client reaching another server of a cluster). It returns how many
+// connections it silenced.
+func (p *Proxy) Silence() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for l := range p.conns {
+		l.silent.Store(true)
+	}
+	return len(p.conns)
 }
 
 // Heal lets connections through again after Partition.

@@ -81,7 +81,8 @@ func up(ctx context.Context, cfg Config, images []string, logf func(string, ...a
 	if err := writeKubeconfigs(cfg); err != nil {
 		return nil, err
 	}
-	if err := writeCNIConfig(cfg); err != nil {
+	first := cfg.firstNode()
+	if err := writeCNIConfig(cfg, first); err != nil {
 		return nil, err
 	}
 	if err := setUpNetwork(cfg); err != nil {
@@ -110,10 +111,13 @@ func up(ctx context.Context, cfg Config, images []string, logf func(string, ...a
 	}
 
 	logf("starting the controller manager, the scheduler and containerd")
-	if err := startAll(cfg, controllerManagerProcess, schedulerProcess, containerdProcess); err != nil {
+	if err := startAll(cfg, controllerManagerProcess, schedulerProcess); err != nil {
 		return nil, err
 	}
-	if err := waitFor(ctx, cfg, "containerd", time.Minute, containerdReady(cfg)); err != nil {
+	if err := startNode(cfg, first, containerdProcess); err != nil {
+		return nil, err
+	}
+	if err := waitFor(ctx, cfg, "containerd", time.Minute, containerdReady(first)); err != nil {
 		return nil, err
 	}
 	if len(images) > 0 {
@@ -124,10 +128,10 @@ func up(ctx context.Context, cfg Config, images []string, logf func(string, ...a
 	}
 
 	logf("starting the kubelet and kube-proxy")
-	if err := startAll(cfg, kubeletProcess, kubeProxyProcess); err != nil {
+	if err := startNode(cfg, first, kubeletProcess, kubeProxyProcess); err != nil {
 		return nil, err
 	}
-	if err := waitFor(ctx, cfg, "kubelet", 2*time.Minute, c.nodeReady); err != nil {
+	if err := waitFor(ctx, cfg, "kubelet", 2*time.Minute, c.nodeReady(cfg.NodeName)); err != nil {
 		return nil, err
 	}
 	logf("node %s is Ready (%s); starting CoreDNS and the NetworkPolicy enforcer", cfg.NodeName, time.Since(start).Round(100*time.Millisecond))
@@ -135,10 +139,10 @@ func up(ctx context.Context, cfg Config, images []string, logf func(string, ...a
 		return nil, err
 	}
 	// After the addons: they grant the enforcer its permissions.
-	if err := startAll(cfg, networkPolicyProcess); err != nil {
+	if err := startNode(cfg, first, networkPolicyProcess); err != nil {
 		return nil, err
 	}
-	if err := waitFor(ctx, cfg, "kube-network-policies", time.Minute, networkPolicyServing(cfg)); err != nil {
+	if err := waitFor(ctx, cfg, "kube-network-policies", time.Minute, networkPolicyServing(first)); err != nil {
 		return nil, err
 	}
 	if err := waitFor(ctx, cfg, "kubelet", 2*time.Minute, c.coreDNSReady); err != nil {
@@ -195,6 +199,21 @@ func startAll(cfg Config, builders ...func(Config) (process, error)) error {
 	return nil
 }
 
+// startNode builds and starts each of node n's processes in turn, in its
+// network namespace, with their logs and ids in its directory.
+func startNode(cfg Config, n nodeSpec, builders ...func(Config, nodeSpec) (process, error)) error {
+	for _, b := range builders {
+		p, err := b(cfg, n)
+		if err != nil {
+			return err
+		}
+		if err := n.procs(cfg).start(n.wrap(p)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // waitFor polls check every 200 ms until it succeeds, d passes, or the
 // component named by name exits; the error then quotes its log.
 func waitFor(ctx context.Context, cfg Config, name string, d time.Duration, check func(context.Context) error) error {
@@ -238,8 +257,8 @@ func etcdHealthy(cfg Config) func(context.Context) error {
 // networkPolicyServing checks that the enforcer serves its metrics, which
 // it starts doing with its dataplane; it then enforces every policy once
 // its informers have synced.
-func networkPolicyServing(cfg Config) func(context.Context) error {
-	url := "http://" + net.JoinHostPort(cfg.NodeIP, networkPolicyMetricsPort) + "/metrics"
+func networkPolicyServing(n nodeSpec) func(context.Context) error {
+	url := "http://" + net.JoinHostPort(n.IP, networkPolicyMetricsPort) + "/metrics"
 	return func(ctx context.Context) error {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		resp, err := http.DefaultClient.Do(req)
@@ -262,9 +281,9 @@ func (c *Cluster) apiReady(ctx context.Context) error {
 	return nil
 }
 
-func containerdReady(cfg Config) func(context.Context) error {
+func containerdReady(n nodeSpec) func(context.Context) error {
 	return func(ctx context.Context) error {
-		conn, err := (&net.Dialer{}).DialContext(ctx, "unix", cfg.socket())
+		conn, err := (&net.Dialer{}).DialContext(ctx, "unix", n.socket())
 		if err != nil {
 			return err
 		}
@@ -272,20 +291,23 @@ func containerdReady(cfg Config) func(context.Context) error {
 	}
 }
 
-func (c *Cluster) nodeReady(ctx context.Context) error {
-	n, err := c.Clientset.CoreV1().Nodes().Get(ctx, c.Config.NodeName, metav1.GetOptions{})
-	if err != nil {
-		return err
-	}
-	for _, cond := range n.Status.Conditions {
-		if cond.Type == corev1.NodeReady {
-			if cond.Status == corev1.ConditionTrue {
-				return nil
-			}
-			return fmt.Errorf("node not ready: %s: %s", cond.Reason, cond.Message)
+// nodeReady checks that the Node name is Ready.
+func (c *Cluster) nodeReady(name string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		n, err := c.Clientset.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
 		}
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady {
+				if cond.Status == corev1.ConditionTrue {
+					return nil
+				}
+				return fmt.Errorf("node %s not ready: %s: %s", name, cond.Reason, cond.Message)
+			}
+		}
+		return fmt.Errorf("node %s has no Ready condition yet", name)
 	}
-	return errors.New("node has no Ready condition yet")
 }
 
 // defaultServiceAccount waits for the controller manager to make the
@@ -299,8 +321,13 @@ func (c *Cluster) defaultServiceAccount(ctx context.Context) error {
 // containerd, in the namespace the kubelet uses. An image with the name of
 // one already there replaces it; pods started afterwards run the new one.
 func (c *Cluster) ImportImages(ctx context.Context, archives ...string) error {
+	return importImages(ctx, c.Config, c.Config.firstNode(), archives)
+}
+
+// importImages imports image archives into node n's containerd.
+func importImages(ctx context.Context, cfg Config, n nodeSpec, archives []string) error {
 	for _, a := range archives {
-		cmd := exec.CommandContext(ctx, ctrBinary(c.Config), "--address", c.Config.socket(), "--namespace", "k8s.io",
+		cmd := exec.CommandContext(ctx, ctrBinary(cfg), "--address", n.socket(), "--namespace", "k8s.io",
 			"images", "import", a)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("import %s: %w: %s", a, err, tail2(string(out)))

@@ -17,21 +17,29 @@ import (
 func writeKubeconfigs(cfg Config) error {
 	pki := cfg.path("pki")
 	for _, name := range []string{"admin", "controller-manager", "scheduler", "kubelet-client", "kube-proxy", "network-policies"} {
-		kc := clientcmdapi.NewConfig()
-		kc.Clusters["kfn"] = &clientcmdapi.Cluster{
-			Server:               cfg.APIServerURL(),
-			CertificateAuthority: filepath.Join(pki, "ca.crt"),
+		if err := writeKubeconfig(cfg, cfg.path(name+".kubeconfig"), name, filepath.Join(pki, name)); err != nil {
+			return err
 		}
-		kc.AuthInfos[name] = &clientcmdapi.AuthInfo{
-			ClientCertificate: filepath.Join(pki, name+".crt"),
-			ClientKey:         filepath.Join(pki, name+".key"),
-		}
-		kc.Contexts["kfn"] = &clientcmdapi.Context{Cluster: "kfn", AuthInfo: name}
-		kc.CurrentContext = "kfn"
-		path := cfg.path(name + ".kubeconfig")
-		if err := clientcmd.WriteToFile(*kc, path); err != nil {
-			return fmt.Errorf("write %s: %w", path, err)
-		}
+	}
+	return nil
+}
+
+// writeKubeconfig writes a kubeconfig at path that reaches the API server
+// as user with the certificate and key cert.crt and cert.key.
+func writeKubeconfig(cfg Config, path, user, cert string) error {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["kfn"] = &clientcmdapi.Cluster{
+		Server:               cfg.APIServerURL(),
+		CertificateAuthority: cfg.path("pki", "ca.crt"),
+	}
+	kc.AuthInfos[user] = &clientcmdapi.AuthInfo{
+		ClientCertificate: cert + ".crt",
+		ClientKey:         cert + ".key",
+	}
+	kc.Contexts["kfn"] = &clientcmdapi.Context{Cluster: "kfn", AuthInfo: user}
+	kc.CurrentContext = "kfn"
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
 }
@@ -142,11 +150,11 @@ func schedulerProcess(cfg Config) (process, error) {
 	}}, nil
 }
 
-// containerdConfig is containerd's configuration (format version 2, which
-// Debian's containerd 1.6 reads): state and sockets in StateDir, images in
-// DataDir, runc through the v2 shim with cgroupfs, and the node's CNI
-// configuration.
-func containerdConfig(cfg Config) string {
+// containerdConfig is node n's containerd's configuration (format version
+// 2, which Debian's containerd 1.6 reads): state and sockets in the node's
+// directory, images in its DataDir, runc through the v2 shim with cgroupfs,
+// and the node's CNI configuration.
+func containerdConfig(cfg Config, n nodeSpec) string {
 	return fmt.Sprintf(`version = 2
 root = %q
 state = %q
@@ -179,30 +187,39 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     bin_dir = %q
     conf_dir = %q
 `,
-		filepath.Join(cfg.DataDir, "containerd"),
-		cfg.path("containerd", "state"),
-		cfg.socket(),
-		cfg.path("containerd", "ttrpc.sock"),
+		filepath.Join(n.DataDir, "containerd"),
+		n.path("containerd", "state"),
+		n.socket(),
+		n.path("containerd", "ttrpc.sock"),
 		cfg.PauseImage,
 		cfg.RuncBin,
 		cfg.CNIBinDir,
-		cfg.path("cni"),
+		n.path("cni"),
 	)
 }
 
-func containerdProcess(cfg Config) (process, error) {
-	path := cfg.path("containerd.toml")
-	if err := writeFile(path, []byte(containerdConfig(cfg))); err != nil {
+func containerdProcess(cfg Config, n nodeSpec) (process, error) {
+	path := n.path("containerd.toml")
+	if err := writeFile(path, []byte(containerdConfig(cfg, n))); err != nil {
 		return process{}, err
 	}
 	return process{name: "containerd", path: cfg.ContainerdBin, args: []string{"--config=" + path, "--log-level=warn"}}, nil
 }
 
-// cniConfig attaches pods to the bridge with addresses from PodCIDR and
-// routes only to the cluster's own ranges and the node: a pod has no
-// default route, so nothing it sends can leave the machine.
-func cniConfig(cfg Config) ([]byte, error) {
-	gw := cfg.gatewayIP().String()
+// cniConfig attaches node n's pods to its bridge with addresses from its
+// pod range and routes only to the cluster's own ranges and the nodes (the
+// first, where the API server is, and its own): a pod has no default
+// route, so nothing it sends can leave the machine.
+func cniConfig(cfg Config, n nodeSpec) ([]byte, error) {
+	gw := n.gatewayIP().String()
+	routes := []map[string]string{
+		{"dst": cfg.ClusterCIDR, "gw": gw},
+		{"dst": cfg.ServiceCIDR, "gw": gw},
+		{"dst": cfg.NodeIP + "/32", "gw": gw},
+	}
+	if n.extra() {
+		routes = append(routes, map[string]string{"dst": n.IP + "/32", "gw": gw})
+	}
 	conf := map[string]any{
 		"cniVersion": "1.0.0",
 		"name":       "kfn",
@@ -215,13 +232,9 @@ func cniConfig(cfg Config) ([]byte, error) {
 				"hairpinMode": true,
 				"ipam": map[string]any{
 					"type":    "host-local",
-					"dataDir": cfg.path("cni-ipam"),
-					"ranges":  [][]map[string]string{{{"subnet": cfg.PodCIDR, "gateway": gw}}},
-					"routes": []map[string]string{
-						{"dst": cfg.ClusterCIDR, "gw": gw},
-						{"dst": cfg.ServiceCIDR, "gw": gw},
-						{"dst": cfg.NodeIP + "/32", "gw": gw},
-					},
+					"dataDir": n.path("cni-ipam"),
+					"ranges":  [][]map[string]string{{{"subnet": n.PodCIDR, "gateway": gw}}},
+					"routes":  routes,
 				},
 			},
 		},
@@ -229,28 +242,31 @@ func cniConfig(cfg Config) ([]byte, error) {
 	return json.MarshalIndent(conf, "", "  ")
 }
 
-func writeCNIConfig(cfg Config) error {
-	data, err := cniConfig(cfg)
+func writeCNIConfig(cfg Config, n nodeSpec) error {
+	data, err := cniConfig(cfg, n)
 	if err != nil {
 		return fmt.Errorf("encode CNI configuration: %w", err)
 	}
-	if err := os.MkdirAll(cfg.path("cni"), 0o755); err != nil {
+	if err := os.MkdirAll(n.path("cni"), 0o755); err != nil {
 		return fmt.Errorf("create CNI configuration directory: %w", err)
 	}
-	return writeFile(cfg.path("cni", "10-kfn.conflist"), data)
+	return writeFile(n.path("cni", "10-kfn.conflist"), data)
 }
 
-// kubeletConfig is the KubeletConfiguration: cgroupfs on cgroup v1 (which
-// kubelet 1.35+ refuses unless failCgroupV1 is false), pods under the
-// kfn-cluster cgroup, serving on NodeIP, no image garbage collection (the
-// images were imported and cannot be pulled again) and no eviction on a
-// busy shared disk.
-func kubeletConfig(cfg Config) ([]byte, error) {
+// kubeletConfig is node n's KubeletConfiguration: cgroupfs on cgroup v1
+// (which kubelet 1.35+ refuses unless failCgroupV1 is false), pods under
+// the node's cgroup root (kfn-cluster for the first), serving on the
+// node's address, no image garbage collection (the images were imported
+// and cannot be pulled again) and no eviction on a busy shared disk. An
+// extra node keeps its pods' logs in its own directory: a kubelet removes
+// the log directories of the pods it does not know, which in the shared
+// /var/log/pods are the other nodes'.
+func kubeletConfig(cfg Config, n nodeSpec) ([]byte, error) {
 	pki := cfg.path("pki")
 	conf := map[string]any{
 		"apiVersion":   "kubelet.config.k8s.io/v1beta1",
 		"kind":         "KubeletConfiguration",
-		"address":      cfg.NodeIP,
+		"address":      n.IP,
 		"port":         10250,
 		"readOnlyPort": 0,
 		"healthzPort":  0,
@@ -260,13 +276,13 @@ func kubeletConfig(cfg Config) ([]byte, error) {
 			"x509":      map[string]any{"clientCAFile": filepath.Join(pki, "ca.crt")},
 		},
 		"authorization":               map[string]any{"mode": "Webhook"},
-		"tlsCertFile":                 filepath.Join(pki, "kubelet.crt"),
-		"tlsPrivateKeyFile":           filepath.Join(pki, "kubelet.key"),
+		"tlsCertFile":                 n.path("pki", "kubelet.crt"),
+		"tlsPrivateKeyFile":           n.path("pki", "kubelet.key"),
 		"cgroupDriver":                "cgroupfs",
-		"cgroupRoot":                  "/kfn-cluster",
+		"cgroupRoot":                  "/" + n.CgroupRoot,
 		"failCgroupV1":                false,
 		"failSwapOn":                  false,
-		"containerRuntimeEndpoint":    "unix://" + cfg.socket(),
+		"containerRuntimeEndpoint":    "unix://" + n.socket(),
 		"clusterDNS":                  []string{cfg.DNSServiceIP().String()},
 		"clusterDomain":               "cluster.local",
 		"resolvConf":                  "",
@@ -284,47 +300,50 @@ func kubeletConfig(cfg Config) ([]byte, error) {
 		"fileCheckFrequency":    "10s",
 		"protectKernelDefaults": false,
 	}
+	if n.extra() {
+		conf["podLogsDir"] = n.path("pod-logs")
+	}
 	return json.MarshalIndent(conf, "", "  ")
 }
 
-func kubeletProcess(cfg Config) (process, error) {
+func kubeletProcess(cfg Config, n nodeSpec) (process, error) {
 	bin, err := cfg.binary("kubelet")
 	if err != nil {
 		return process{}, err
 	}
-	data, err := kubeletConfig(cfg)
+	data, err := kubeletConfig(cfg, n)
 	if err != nil {
 		return process{}, fmt.Errorf("encode kubelet configuration: %w", err)
 	}
-	path := cfg.path("kubelet.json")
+	path := n.path("kubelet.json")
 	if err := writeFile(path, data); err != nil {
 		return process{}, err
 	}
 	return process{name: "kubelet", path: bin, args: []string{
 		"--config=" + path,
-		"--kubeconfig=" + cfg.path("kubelet-client.kubeconfig"),
-		"--root-dir=" + cfg.path("kubelet"),
-		"--cert-dir=" + cfg.path("kubelet", "pki"),
-		"--hostname-override=" + cfg.NodeName,
-		"--node-ip=" + cfg.NodeIP,
+		"--kubeconfig=" + n.path("kubelet-client.kubeconfig"),
+		"--root-dir=" + n.path("kubelet"),
+		"--cert-dir=" + n.path("kubelet", "pki"),
+		"--hostname-override=" + n.Name,
+		"--node-ip=" + n.IP,
 		"--v=1",
 	}}, nil
 }
 
-// kubeProxyConfig runs kube-proxy in iptables mode with NodePorts opened
-// on NodeIP only (never on the machine's other interfaces), and leaves the
-// kernel's conntrack settings as they are.
-func kubeProxyConfig(cfg Config) ([]byte, error) {
+// kubeProxyConfig runs node n's kube-proxy in iptables mode with NodePorts
+// opened on the node's address only (never on the machine's other
+// interfaces), and leaves the kernel's conntrack settings as they are.
+func kubeProxyConfig(cfg Config, n nodeSpec) ([]byte, error) {
 	conf := map[string]any{
 		"apiVersion":         "kubeproxy.config.k8s.io/v1alpha1",
 		"kind":               "KubeProxyConfiguration",
 		"clientConnection":   map[string]any{"kubeconfig": cfg.path("kube-proxy.kubeconfig")},
 		"mode":               "iptables",
 		"clusterCIDR":        cfg.ClusterCIDR,
-		"hostnameOverride":   cfg.NodeName,
-		"healthzBindAddress": net.JoinHostPort(cfg.NodeIP, "10256"),
-		"metricsBindAddress": net.JoinHostPort(cfg.NodeIP, "10249"),
-		"nodePortAddresses":  []string{cfg.NodeIP + "/32"},
+		"hostnameOverride":   n.Name,
+		"healthzBindAddress": net.JoinHostPort(n.IP, "10256"),
+		"metricsBindAddress": net.JoinHostPort(n.IP, "10249"),
+		"nodePortAddresses":  []string{n.IP + "/32"},
 		"conntrack": map[string]any{
 			"maxPerCore":            0,
 			"min":                   0,
@@ -335,16 +354,16 @@ func kubeProxyConfig(cfg Config) ([]byte, error) {
 	return json.MarshalIndent(conf, "", "  ")
 }
 
-func kubeProxyProcess(cfg Config) (process, error) {
+func kubeProxyProcess(cfg Config, n nodeSpec) (process, error) {
 	bin, err := cfg.binary("kube-proxy")
 	if err != nil {
 		return process{}, err
 	}
-	data, err := kubeProxyConfig(cfg)
+	data, err := kubeProxyConfig(cfg, n)
 	if err != nil {
 		return process{}, fmt.Errorf("encode kube-proxy configuration: %w", err)
 	}
-	path := cfg.path("kube-proxy.json")
+	path := n.path("kube-proxy.json")
 	if err := writeFile(path, data); err != nil {
 		return process{}, err
 	}
@@ -370,15 +389,15 @@ const networkPolicyMetricsPort = "9080"
 // off: it re-judges established connections by clearing a conntrack label
 // that only its own nftables rules read. It fails open, as kind runs it:
 // while it is not running, packets pass.
-func networkPolicyProcess(cfg Config) (process, error) {
+func networkPolicyProcess(cfg Config, n nodeSpec) (process, error) {
 	bin, err := cfg.binary("kube-network-policies")
 	if err != nil {
 		return process{}, err
 	}
 	return process{name: "kube-network-policies", path: bin, args: []string{
 		"--kubeconfig=" + cfg.path("network-policies.kubeconfig"),
-		"--hostname-override=" + cfg.NodeName,
-		"--metrics-bind-address=" + net.JoinHostPort(cfg.NodeIP, networkPolicyMetricsPort),
+		"--hostname-override=" + n.Name,
+		"--metrics-bind-address=" + net.JoinHostPort(n.IP, networkPolicyMetricsPort),
 		"--disable-nri",
 		"--nfqueue-id=" + networkPolicyQueue,
 		"--strict-mode=false",

@@ -66,7 +66,7 @@ func TestAddressesDerivedFromTheRanges(t *testing.T) {
 // masquerading.
 func TestPodsHaveNoRouteOutOfTheMachine(t *testing.T) {
 	c := testConfig(t)
-	data, err := cniConfig(c)
+	data, err := cniConfig(c, c.firstNode())
 	require.NoError(t, err)
 	var conf struct {
 		Plugins []struct {
@@ -118,7 +118,7 @@ func TestGuardKeepsTrafficOnTheMachine(t *testing.T) {
 
 func TestKubeletConfiguration(t *testing.T) {
 	c := testConfig(t)
-	data, err := kubeletConfig(c)
+	data, err := kubeletConfig(c, c.firstNode())
 	require.NoError(t, err)
 	var conf map[string]any
 	require.NoError(t, json.Unmarshal(data, &conf))
@@ -134,7 +134,7 @@ func TestKubeletConfiguration(t *testing.T) {
 
 func TestKubeProxyOpensNodePortsOnTheNodeAddressOnly(t *testing.T) {
 	c := testConfig(t)
-	data, err := kubeProxyConfig(c)
+	data, err := kubeProxyConfig(c, c.firstNode())
 	require.NoError(t, err)
 	var conf map[string]any
 	require.NoError(t, json.Unmarshal(data, &conf))
@@ -156,7 +156,7 @@ func TestNetworkPolicyEnforcerRunsAsItsOwnUser(t *testing.T) {
 	bin := filepath.Join(c.BinDir, "kube-network-policies")
 	require.NoError(t, os.MkdirAll(c.BinDir, 0o755))
 	require.NoError(t, os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755))
-	p, err := networkPolicyProcess(c)
+	p, err := networkPolicyProcess(c, c.firstNode())
 	require.NoError(t, err)
 	assert.Equal(t, bin, p.path)
 	assert.Equal(t, []string{
@@ -212,7 +212,7 @@ func TestPolicyChainQueuesNewPodConnectionsOnly(t *testing.T) {
 
 func TestContainerdConfiguration(t *testing.T) {
 	c := testConfig(t)
-	conf := containerdConfig(c)
+	conf := containerdConfig(c, c.firstNode())
 	for _, want := range []string{
 		`address = "` + c.ContainerdSocket() + `"`,
 		`sandbox_image = "` + c.PauseImage + `"`,

@@ -17,4 +17,13 @@
 // (containers, mounts, network namespaces, cgroups, the bridge, iptables
 // rules, the enforcer's nftables table), also after a crash. [Up] calls Down first, so a second run on the
 // same machine works.
+//
+// [Cluster.AddNode] adds more nodes to a running cluster, off by default:
+// each has its own kubelet, kube-proxy, NetworkPolicy enforcer and
+// containerd (its own root, run-time state and image store), its own pod
+// range and cgroup root, in its own network namespace joined to the
+// machine by a veth pair (the guard chain lets it reach the cluster's pods
+// and the API server only). They share the machine's file system and the
+// first node's control plane. [Node.Kill] stops every process of one at
+// once, as the loss of its machine would; Down removes them with the rest.
 package singlenode

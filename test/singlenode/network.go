@@ -75,7 +75,7 @@ func setUpNetwork(cfg Config) error {
 	if err := installGuard(cfg); err != nil {
 		return err
 	}
-	return installPolicyChain(cfg)
+	return installPolicyChain(cfg, cfg.firstNode())
 }
 
 // enableForwarding records the current ip_forward value in StateDir, once,
@@ -139,21 +139,135 @@ func policyRules(cfg Config) [][]string {
 // policy chain.
 var policyHooks = []string{"FORWARD", "INPUT"}
 
-func installPolicyChain(cfg Config) error {
-	if err := run("iptables", "-w", "-t", "mangle", "-N", policyChain); err != nil {
+// installPolicyChain installs the policy chain in node n's network
+// namespace, where its enforcer listens on the queue.
+func installPolicyChain(cfg Config, n nodeSpec) error {
+	if err := runIn(n, "iptables", "-w", "-t", "mangle", "-N", policyChain); err != nil {
 		return err
 	}
 	for _, r := range policyRules(cfg) {
-		if err := run(append([]string{"iptables", "-w", "-t", "mangle", "-A", policyChain}, r...)...); err != nil {
+		if err := runIn(n, append([]string{"iptables", "-w", "-t", "mangle", "-A", policyChain}, r...)...); err != nil {
 			return err
 		}
 	}
 	for _, h := range policyHooks {
-		if err := run("iptables", "-w", "-t", "mangle", "-I", h, "-j", policyChain); err != nil {
+		if err := runIn(n, "iptables", "-w", "-t", "mangle", "-I", h, "-j", policyChain); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// runIn runs a command in node n's network namespace (see
+// [nodeSpec.wrap]).
+func runIn(n nodeSpec, args ...string) error {
+	if !n.extra() {
+		return run(args...)
+	}
+	return run(append([]string{nsenterBinary, "--net=" + n.netnsPath(), "--"}, args...)...)
+}
+
+// nodeLinkSteps are the commands that join an extra node's network
+// namespace to the machine: a veth pair whose machine end has the first
+// node's address (the API server's, and the source of the machine's
+// packets to the node) and whose node end has the node's; the node's own
+// bridge with its pods' gateway address; routes from the machine to the
+// node's pods and from the node to the rest of the cluster (the other
+// nodes' pods through the machine, Services on its own bridge as on the
+// first node, where its kube-proxy translates them). The machine routes
+// the first node's pods, as before, and masquerades nothing.
+func nodeLinkSteps(cfg Config, n nodeSpec) [][]string {
+	_, pods, _ := net.ParseCIDR(n.PodCIDR)
+	ones, _ := pods.Mask.Size()
+	ns := []string{"ip", "-n", n.NetNS}
+	in := func(args ...string) []string { return append(append([]string{}, ns...), args...) }
+	return [][]string{
+		{"ip", "netns", "add", n.NetNS},
+		{"ip", "link", "add", n.HostLink, "type", "veth", "peer", "name", "eth0", "netns", n.NetNS},
+		{"ip", "addr", "add", cfg.NodeIP, "peer", n.IP + "/32", "dev", n.HostLink},
+		{"ip", "link", "set", n.HostLink, "up"},
+		{"ip", "route", "add", n.PodCIDR, "via", n.IP, "dev", n.HostLink, "src", cfg.NodeIP},
+		in("link", "set", "lo", "up"),
+		in("addr", "add", n.IP, "peer", cfg.NodeIP+"/32", "dev", "eth0"),
+		in("link", "set", "eth0", "up"),
+		in("link", "add", cfg.Bridge, "type", "bridge"),
+		in("addr", "add", fmt.Sprintf("%s/%d", n.gatewayIP(), ones), "dev", cfg.Bridge),
+		in("link", "set", cfg.Bridge, "up"),
+		in("route", "add", cfg.ClusterCIDR, "via", cfg.NodeIP, "dev", "eth0", "src", n.IP),
+		in("route", "add", cfg.ServiceCIDR, "dev", cfg.Bridge, "src", n.IP),
+	}
+}
+
+// nodeGuardRules are the rules of the guard chain for an extra node's
+// link, inserted before the first node's: from the link only the cluster's
+// pods and the first node's address may be reached (the node's pods talk
+// to the others' and to the API server; its kube-proxy has translated
+// Service addresses already). Its own namespace needs no guard: the link
+// is its only way out.
+func nodeGuardRules(cfg Config, n nodeSpec) [][]string {
+	return [][]string{
+		{"-i", n.HostLink, "-d", cfg.ClusterCIDR, "-j", "RETURN"},
+		{"-i", n.HostLink, "-d", cfg.NodeIP + "/32", "-j", "RETURN"},
+		{"-i", n.HostLink, "-j", "DROP"},
+	}
+}
+
+// nodeSysctls are the kernel settings of an extra node's network
+// namespace (each namespace has its own): forwarding on, no IPv6 on its
+// bridge and link.
+func nodeSysctls(cfg Config) map[string]string {
+	return map[string]string{
+		"/proc/sys/net/ipv4/ip_forward":                           "1",
+		"/proc/sys/net/ipv6/conf/" + cfg.Bridge + "/disable_ipv6": "1",
+		"/proc/sys/net/ipv6/conf/eth0/disable_ipv6":               "1",
+	}
+}
+
+// setUpNodeNetwork gives an extra node its network namespace, link,
+// bridge, routes, guard rules and policy chain.
+func setUpNodeNetwork(cfg Config, n nodeSpec) error {
+	if _, err := os.Stat(n.netnsPath()); err == nil {
+		return fmt.Errorf("network namespace %s exists already: another cluster runs, or a run was not torn down (run Down)", n.NetNS)
+	}
+	for _, s := range nodeLinkSteps(cfg, n) {
+		if err := run(s...); err != nil {
+			return err
+		}
+	}
+	for path, value := range nodeSysctls(cfg) {
+		if err := runIn(n, "sh", "-c", fmt.Sprintf("echo %s > %s", value, path)); err != nil {
+			return err
+		}
+	}
+	rules := nodeGuardRules(cfg, n)
+	for i := len(rules) - 1; i >= 0; i-- {
+		if err := run(append([]string{"iptables", "-w", "-t", "raw", "-I", guardChain, "1"}, rules[i]...)...); err != nil {
+			return err
+		}
+	}
+	return installPolicyChain(cfg, n)
+}
+
+// tearDownNodeNetwork removes what setUpNodeNetwork made; missing pieces
+// are fine. The namespace takes its bridge, its end of the link, its
+// iptables rules and its enforcer's nftables table with it.
+func tearDownNodeNetwork(cfg Config, n nodeSpec) error {
+	var errs []error
+	// A rule may be there more than once after crashed runs.
+	for _, r := range nodeGuardRules(cfg, n) {
+		for i := 0; i < 10; i++ {
+			if exec.Command("iptables", append([]string{"-w", "-t", "raw", "-D", guardChain}, r...)...).Run() != nil {
+				break
+			}
+		}
+	}
+	if _, err := net.InterfaceByName(n.HostLink); err == nil {
+		errs = append(errs, run("ip", "link", "del", n.HostLink))
+	}
+	if _, err := os.Stat(n.netnsPath()); err == nil {
+		errs = append(errs, run("ip", "netns", "del", n.NetNS))
+	}
+	return errors.Join(errs...)
 }
 
 // tearDownNetwork removes what setUpNetwork made and restores ip_forward.

@@ -91,15 +91,13 @@ func writePKI(dir string, cfg Config) error {
 // for every component that calls the API server or the kubelet.
 func clusterCerts(cfg Config) []certSpec {
 	nodeIP := net.ParseIP(cfg.NodeIP)
-	return []certSpec{
+	return append(nodeCerts(cfg.firstNode()), []certSpec{
 		{
 			file: "apiserver", cn: "kube-apiserver", server: true,
 			dns: []string{"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local", "localhost"},
 			ips: []net.IP{nodeIP, cfg.apiServiceIP(), net.IPv4(127, 0, 0, 1)},
 		},
 		{file: "apiserver-kubelet-client", cn: "kube-apiserver-kubelet-client", orgs: []string{"system:masters"}, client: true},
-		{file: "kubelet", cn: cfg.NodeName, server: true, dns: []string{cfg.NodeName, "localhost"}, ips: []net.IP{nodeIP}},
-		{file: "kubelet-client", cn: "system:node:" + cfg.NodeName, orgs: []string{"system:nodes"}, client: true},
 		{file: "admin", cn: "kfn-cluster-admin", orgs: []string{"system:masters"}, client: true},
 		{file: "controller-manager", cn: "system:kube-controller-manager", client: true},
 		{file: "scheduler", cn: "system:kube-scheduler", client: true},
@@ -107,7 +105,67 @@ func clusterCerts(cfg Config) []certSpec {
 		// The NetworkPolicy enforcer lists and watches pods, namespaces
 		// and NetworkPolicies; addons.yaml grants that to this user.
 		{file: "network-policies", cn: NetworkPolicyUser, client: true},
+	}...)
+}
+
+// nodeCerts are a node's own certificates: its kubelet's serving
+// certificate for its name and address, and its kubelet's client
+// certificate as system:node:<name>, which the Node authorizer and the
+// NodeRestriction admission plugin confine to the node's own objects.
+func nodeCerts(n nodeSpec) []certSpec {
+	return []certSpec{
+		{file: "kubelet", cn: n.Name, server: true, dns: []string{n.Name, "localhost"}, ips: []net.IP{net.ParseIP(n.IP)}},
+		{file: "kubelet-client", cn: "system:node:" + n.Name, orgs: []string{"system:nodes"}, client: true},
 	}
+}
+
+// writeNodePKI writes an extra node's certificates (nodeCerts) under
+// dir, signed by the cluster's CA, whose certificate and key are in
+// caDir.
+func writeNodePKI(caDir, dir string, n nodeSpec) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	ca, err := loadAuthority(caDir)
+	if err != nil {
+		return err
+	}
+	for _, spec := range nodeCerts(n) {
+		if err := ca.issue(dir, spec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// loadAuthority reads the cluster's CA (ca.crt and ca.key) from dir.
+func loadAuthority(dir string) (*authority, error) {
+	certPEM, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	if err != nil {
+		return nil, fmt.Errorf("read the cluster CA: %w", err)
+	}
+	keyPEM, err := os.ReadFile(filepath.Join(dir, "ca.key"))
+	if err != nil {
+		return nil, fmt.Errorf("read the cluster CA's key: %w", err)
+	}
+	cb, _ := pem.Decode(certPEM)
+	kb, _ := pem.Decode(keyPEM)
+	if cb == nil || kb == nil {
+		return nil, fmt.Errorf("read the cluster CA in %s: not PEM", dir)
+	}
+	cert, err := x509.ParseCertificate(cb.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("parse the cluster CA: %w", err)
+	}
+	key, err := x509.ParsePKCS8PrivateKey(kb.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("parse the cluster CA's key: %w", err)
+	}
+	signer, ok := key.(crypto.Signer)
+	if !ok {
+		return nil, fmt.Errorf("the cluster CA's key in %s cannot sign", dir)
+	}
+	return &authority{cert: cert, key: signer, pem: certPEM}, nil
 }
 
 func newAuthority(cn string) (*authority, error) {

@@ -28,9 +28,10 @@ var kubeletChains = map[string][]string{
 	"filter": {"KUBE-KUBELET-CANARY", "KUBE-FIREWALL"},
 }
 
-// Down stops every process of the cluster described by cfg and removes
-// what it left: containers, mounts, network namespaces, cgroups, the
-// bridge, iptables rules and StateDir. DataDir (images) stays. It works
+// Down stops every process of the cluster described by cfg, its extra
+// nodes' included, and removes what it left: containers, mounts, network
+// namespaces, cgroups, the bridge and the nodes' links, iptables rules and
+// StateDir. DataDir (images) stays. It works
 // on a cluster that runs, one that half-started, one whose processes were
 // killed, and when there is none at all; each step runs even if an earlier
 // one failed, and the error lists every step that failed.
@@ -41,8 +42,10 @@ func Down(cfg Config) error {
 			errs = append(errs, fmt.Errorf("stop %s: %w", name, err))
 		}
 	}
-	// The kubelet first, so that it restarts nothing; then the containers
-	// and their shims, then containerd and the control plane.
+	// The extra nodes first (AddNode), then the first node's kubelet, so
+	// that it restarts nothing; then the containers and their shims, then
+	// containerd and the control plane.
+	errs = append(errs, downExtraNodes(cfg))
 	stop("kubelet", 10*time.Second)
 	stop("kube-proxy", 5*time.Second)
 	// It waits 5 s after SIGTERM before it exits.
