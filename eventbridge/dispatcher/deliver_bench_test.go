@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,6 +15,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
@@ -48,9 +52,9 @@ func BenchmarkDeliver(b *testing.B) {
 	}
 	const inFlight = 64
 
-	b.Run("kfn", func(b *testing.B) {
+	kfn := func(b *testing.B, header nats.Header, opts ...Option) {
 		d, err := New(benchJetStream{}, Config{Streams: stream.DefaultConfig(), Egress: egress.Policy{AllowLoopback: true}},
-			WithResolver(ResolverFunc(func(v1alpha2.Sink) (string, error) { return sink.URL, nil })))
+			append(opts, WithResolver(ResolverFunc(func(v1alpha2.Sink) (string, error) { return sink.URL, nil })))...)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -78,7 +82,22 @@ func BenchmarkDeliver(b *testing.B) {
 			d.goroutines.Go(benchTask{m, w, slots})
 		}
 		w.busy.Wait()
-	})
+	}
+	b.Run("kfn", func(b *testing.B) { kfn(b, header) })
+	// As "kfn", with the metrics and traces of an installation that has
+	// them: a registry, and every span sampled, batched and exported (to
+	// an exporter that drops them).
+	observed := func(b *testing.B, header nats.Header) {
+		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+		defer func() { _ = tp.Shutdown(context.Background()) }()
+		kfn(b, header, WithMetrics(prometheus.NewRegistry()), WithTracerProvider(tp))
+	}
+	b.Run("kfn+obs", func(b *testing.B) { observed(b, header) })
+	// As "kfn+obs", the event's trace not sampled (as 9 in 10 with
+	// bench/eventbridge -sample 0.1): its spans record nothing.
+	unsampled := maps.Clone(header)
+	unsampled["traceparent"] = []string{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"}
+	b.Run("kfn+obs-unsampled", func(b *testing.B) { observed(b, unsampled) })
 
 	b.Run("bare", func(b *testing.B) {
 		client := &http.Client{Transport: NewTransport(egress.Policy{AllowLoopback: true})}

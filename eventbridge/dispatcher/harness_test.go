@@ -99,6 +99,16 @@ func newBridge(t *testing.T, opts ...bridgeOpt) *bridge {
 			t.Error("dispatcher did not stop within 10s")
 		}
 	})
+	// Registered last, so run first: a condition that require.Never or
+	// Eventually left running when they returned (testify does not wait
+	// for it) must not report the NATS connection the cleanups above
+	// close as the test's failure ("nats: connection closed", seen once
+	// under load in TestBudgetGivesUpExactlyTheExcessOfAFailingSink).
+	t.Cleanup(func() {
+		b.tmu.Lock()
+		defer b.tmu.Unlock()
+		b.over = true
+	})
 	return b
 }
 

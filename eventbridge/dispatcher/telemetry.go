@@ -92,6 +92,10 @@ type attempt struct {
 	start time.Time
 }
 
+// clientSpan are the options of an attempt's span, made once: each option
+// given in the call is a slice and an interface value allocated per span.
+var clientSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
+
 // startAttempt begins recording an attempt: the delivery-latency clock,
 // and, when tracing is on, the attempt's span, child of the event's stored
 // trace context, preceded on the first attempt by the span of the time the
@@ -106,9 +110,13 @@ func (w *worker) startAttempt(ctx context.Context, msg jetstream.Msg, meta *jets
 	parent := w.eventContext(ctx, h)
 	if attempts == 1 && !meta.Timestamp.IsZero() && meta.Timestamp.Before(a.start) {
 		_, wait := w.d.tracer.Start(parent, w.names.wait, trace.WithTimestamp(meta.Timestamp))
-		wait.End(trace.WithTimestamp(a.start))
+		if wait.IsRecording() {
+			wait.End(trace.WithTimestamp(a.start))
+		} else {
+			wait.End() // a span not recorded has no end time to give
+		}
 	}
-	ctx, a.span = w.d.tracer.Start(parent, w.names.deliver, trace.WithSpanKind(trace.SpanKindClient))
+	ctx, a.span = w.d.tracer.Start(parent, w.names.deliver, clientSpan...)
 	if a.span.IsRecording() { // a trace not sampled costs no attributes
 		a.span.SetAttributes(semconv.CloudEventsEventID(eventstore.Attribute(h, "id")), tracing.Attempt.Int(attempts))
 	}
@@ -119,7 +127,7 @@ func (w *worker) startAttempt(ctx context.Context, msg jetstream.Msg, meta *jets
 // (over the stored one CopyToHTTP copied), when tracing is on.
 func (w *worker) inject(ctx context.Context, h http.Header) {
 	if w.d.tracer != nil {
-		tracing.Propagator.Inject(ctx, propagation.HeaderCarrier(h))
+		tracing.Propagator.Inject(ctx, tracing.HeaderCarrier(h))
 	}
 }
 

@@ -2,6 +2,7 @@ package publisher
 
 import (
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -55,11 +56,21 @@ func (m *metrics) request(endpoint string, code int) {
 	m.requests.WithLabelValues(endpoint, strconv.Itoa(code)).Inc()
 }
 
-// endpointMetrics are one endpoint's metrics, looked up once.
+// endpointMetrics are one endpoint's metrics, looked up once: its
+// duration histogram, and its request counter of each status code the
+// first time the endpoint answers it (rather than hashing the labels and
+// formatting the code on every request).
 type endpointMetrics struct {
 	m        *metrics
 	endpoint string
 	duration prometheus.Observer
+	codes    *codeCounters
+}
+
+// codeCounters are an endpoint's request counters by status code.
+type codeCounters struct {
+	mu      sync.RWMutex
+	counter map[int]prometheus.Counter
 }
 
 // forEndpoint returns the endpoint's metrics; they record nothing for a
@@ -68,7 +79,23 @@ func (m *metrics) forEndpoint(endpoint string) endpointMetrics {
 	if m == nil {
 		return endpointMetrics{}
 	}
-	return endpointMetrics{m: m, endpoint: endpoint, duration: m.duration.WithLabelValues(endpoint)}
+	return endpointMetrics{m: m, endpoint: endpoint, duration: m.duration.WithLabelValues(endpoint),
+		codes: &codeCounters{counter: map[int]prometheus.Counter{}}}
+}
+
+// requests is the endpoint's counter of requests answered with code.
+func (e endpointMetrics) requests(code int) prometheus.Counter {
+	e.codes.mu.RLock()
+	c, ok := e.codes.counter[code]
+	e.codes.mu.RUnlock()
+	if ok {
+		return c
+	}
+	c = e.m.requests.WithLabelValues(e.endpoint, strconv.Itoa(code))
+	e.codes.mu.Lock()
+	e.codes.counter[code] = c
+	e.codes.mu.Unlock()
+	return c
 }
 
 // published counts a publish request answered with code, and times it
@@ -77,7 +104,7 @@ func (e endpointMetrics) published(code int, took time.Duration) {
 	if e.m == nil {
 		return
 	}
-	e.m.request(e.endpoint, code)
+	e.requests(code).Inc()
 	if code >= 200 && code < 300 {
 		e.duration.Observe(took.Seconds())
 	}

@@ -12,6 +12,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/kfn-dev/kfn/api/stream"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
@@ -68,6 +71,24 @@ func BenchmarkPublish(b *testing.B) {
 		}
 		serve(b, p, "/publish")
 	})
+
+	// As "kfn", with the metrics and traces of an installation that has
+	// them: a registry, and every span sampled, batched and exported (to
+	// an exporter that drops them).
+	observed := func(b *testing.B, sampler sdktrace.Sampler) {
+		js := &answeringJetStream{}
+		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()), sdktrace.WithSampler(sampler))
+		defer func() { _ = tp.Shutdown(context.Background()) }()
+		p, err := publisher.New(eventstore.New(js, stream.DefaultEventStream), publisher.Config{},
+			publisher.WithMetrics(prometheus.NewRegistry()), publisher.WithTracerProvider(tp))
+		if err != nil {
+			b.Fatal(err)
+		}
+		serve(b, p, "/publish")
+	}
+	b.Run("kfn+obs", func(b *testing.B) { observed(b, sdktrace.ParentBased(sdktrace.AlwaysSample())) })
+	// As "kfn+obs" with 1 trace in 10 sampled, as bench/eventbridge -sample 0.1.
+	b.Run("kfn+obs-sampled-0.1", func(b *testing.B) { observed(b, sdktrace.ParentBased(sdktrace.TraceIDRatioBased(0.1))) })
 
 	b.Run("bare", func(b *testing.B) {
 		js := &answeringJetStream{}

@@ -389,3 +389,24 @@ func TestSubscribed(t *testing.T) {
 	resp.Body.Close()
 	assert.JSONEq(t, `{"eventsInfo":[]}`, string(b))
 }
+
+// Each status code an endpoint answers is counted apart, however many
+// requests came before with another.
+func TestPublishCountsEachStatusCode(t *testing.T) {
+	e := newEnv(t, publisher.Config{}, nil)
+	for i, id := range []string{"e1", "", "e2", ""} { // an event without id is refused
+		h := binary(id, "order.created.v1")
+		code, body, _ := e.post(t, "/publish", h, `{"n":1}`)
+		if id == "" {
+			require.Equal(t, http.StatusBadRequest, code, "request %d: %s", i, body)
+		} else {
+			require.Equal(t, http.StatusNoContent, code, "request %d: %s", i, body)
+		}
+	}
+	require.NoError(t, testutil.GatherAndCompare(e.reg, strings.NewReader(`
+# HELP kfn_eventbridge_publish_requests_total Publish requests by endpoint (publish, v2, v1, subscribed) and HTTP status code.
+# TYPE kfn_eventbridge_publish_requests_total counter
+kfn_eventbridge_publish_requests_total{code="204",endpoint="publish"} 2
+kfn_eventbridge_publish_requests_total{code="400",endpoint="publish"} 2
+`), "kfn_eventbridge_publish_requests_total"))
+}

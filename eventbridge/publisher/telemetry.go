@@ -39,8 +39,8 @@ func (p *Publisher) instrument(endpoint, route string, serve func(http.ResponseW
 		start := time.Now()
 		var span trace.Span
 		if p.tracer != nil {
-			ctx := tracing.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-			ctx, span = p.tracer.Start(ctx, route, trace.WithSpanKind(trace.SpanKindServer))
+			ctx := tracing.Propagator.Extract(r.Context(), tracing.HeaderCarrier(r.Header))
+			ctx, span = p.tracer.Start(ctx, route, serverSpan...)
 			r = r.WithContext(ctx)
 		}
 		code := serve(w, r)
@@ -56,6 +56,11 @@ func (p *Publisher) instrument(endpoint, route string, serve func(http.ResponseW
 		m.published(code, time.Since(start))
 	}
 }
+
+// serverSpan are the options of a publish request's span, made once: each
+// option given in the call is a slice and an interface value allocated
+// per span.
+var serverSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
 
 // traceContext is the trace context to store with the events of r: its
 // span's when tracing is on, else the request's own headers.

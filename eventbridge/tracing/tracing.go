@@ -1,6 +1,9 @@
 package tracing
 
 import (
+	"net/http"
+	"net/textproto"
+
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 )
@@ -61,3 +64,53 @@ func (c *TraceContext) Set(key, value string) {
 
 // Keys returns nothing: a TraceContext is only written to.
 func (*TraceContext) Keys() []string { return nil }
+
+// The W3C header names as http.Header keeps them (canonical form).
+const (
+	canonicalTraceParent = "Traceparent"
+	canonicalTraceState  = "Tracestate"
+	canonicalBaggage     = "Baggage"
+)
+
+// HeaderCarrier is propagation.HeaderCarrier (the same reads and writes of
+// an http.Header, Values included) that knows the canonical form of the
+// W3C names the propagators ask for (traceparent, tracestate, baggage)
+// instead of making it anew on every call: http.Header canonicalizes a
+// lower-case key into a new string each time, two or three per request
+// and one per delivery.
+type HeaderCarrier http.Header
+
+var (
+	_ propagation.TextMapCarrier = HeaderCarrier(nil)
+	_ propagation.ValuesGetter   = HeaderCarrier(nil)
+)
+
+// canonical is key's form in an http.Header.
+func canonical(key string) string {
+	switch key {
+	case "traceparent":
+		return canonicalTraceParent
+	case "tracestate":
+		return canonicalTraceState
+	case "baggage":
+		return canonicalBaggage
+	}
+	return textproto.CanonicalMIMEHeaderKey(key)
+}
+
+// Get returns the first value of key, "" when it has none.
+func (c HeaderCarrier) Get(key string) string {
+	if v := c[canonical(key)]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// Values returns every value of key.
+func (c HeaderCarrier) Values(key string) []string { return c[canonical(key)] }
+
+// Set replaces the values of key with value.
+func (c HeaderCarrier) Set(key, value string) { c[canonical(key)] = []string{value} }
+
+// Keys returns the header's keys.
+func (c HeaderCarrier) Keys() []string { return propagation.HeaderCarrier(c).Keys() }
