@@ -2,13 +2,16 @@
 // test/singlenode, with KEDA and kfn installed as make cluster does)
 // beside kfn dev measured in the same run with the same function:
 //
-//   - cold start from zero by an event: published -> pod ready -> delivered;
+//   - wakes from zero, p50 and p99 of -trials each, of a Node.js and a
+//     Python Function, by an event (published -> delivered: the moment the
+//     handler was called) and by an HTTP request through the gateway
+//     (request -> answer), on a new pod and served by the warm pool (a
+//     standby pod given the Function when KEDA scales it up), each without
+//     and with a dependency to install (test/pkgindex's package, from its
+//     index on the node's address: the pods have no route out); wake.go
+//     says how the wakes take copies of each Function in turn;
 //   - where a wake by event spends its time: the median time since the
 //     publish at which it passed each step (timeline.go);
-//   - cold start from zero by an HTTP request through the gateway;
-//   - the same two wakes served by the warm pool (a standby pod given the
-//     Function when KEDA scales it up), p50 and p99;
-//   - a Python Function's wake by event, on a new pod and by the pool;
 //   - per-request latency of a warm function pod at 50 requests/s, through
 //     its Service (kube-proxy) and, as the anchor, to the pod's own address.
 //
@@ -17,7 +20,7 @@
 // add-on's interceptor holds a first request for about as long as a pod
 // takes to become ready. It needs root, and builds what make cluster builds.
 //
-//	go run ./bench/cluster -trials 10 -figures out.jsonl
+//	go run ./bench/cluster -trials 20 -figures out.jsonl
 package main
 
 import (
@@ -40,14 +43,15 @@ import (
 
 func main() {
 	singlenode.RunWatchdog()
-	trials := flag.Int("trials", 3, "cold starts of each kind; the median is reported")
+	trials := flag.Int("trials", 3, "wakes of each kind; the median and the p99 are reported")
+	copies := flag.Int("copies", 4, "copies of each cold Function the wakes take in turn (more: a shorter run, as each copy has longer to get back to zero)")
 	latency := flag.Duration("latency", 10*time.Second, "how long the latency load runs, at each address")
 	rate := flag.Int("rate", 50, "requests per second of the latency load")
 	figuresOut := flag.String("figures", "", "also append the results as JSON lines (package bench/figures) to this file")
 	images := flag.String("images", "", "the directory of kfn's image archives that hack/cluster/images.sh wrote (default: build them from this checkout)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, *trials, *latency, *rate, *figuresOut, *images)
+	err := run(ctx, *trials, *copies, *latency, *rate, *figuresOut, *images)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench/cluster:", err)
@@ -55,9 +59,9 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, trials int, latency time.Duration, rate int, figuresOut, images string) error {
-	if trials < 1 || rate < 1 || latency <= 0 {
-		return errors.New("-trials and -rate must be at least 1 and -latency positive")
+func run(ctx context.Context, trials, copies int, latency time.Duration, rate int, figuresOut, images string) error {
+	if trials < 1 || copies < 1 || rate < 1 || latency <= 0 {
+		return errors.New("-trials, -copies and -rate must be at least 1 and -latency positive")
 	}
 	if os.Geteuid() != 0 {
 		return errors.New("the single-node cluster needs root")
@@ -86,60 +90,11 @@ func run(ctx context.Context, trials int, latency time.Duration, rate int, figur
 	if err != nil {
 		return err
 	}
-	node, err := measureNode(ctx, c, trials, latency, rate)
+	node, err := measureNode(ctx, c, trials, copies, latency, rate)
 	if err != nil {
 		return err
 	}
-	figs := []figures.Figure{
-		{Group: "real node", Name: "cold start from zero by event, published -> pod ready (median)", Unit: "s",
-			Value: node.eventReady.Seconds(), Target: figures.Target{Text: "Knative (published): 2-4 s"}},
-		{Group: "real node", Name: "cold start from zero by event, published -> delivered (median)", Unit: "s",
-			Value: node.eventDelivered.Seconds(), Anchor: "kfn dev, same function", AnchorValue: dev.event.Seconds(),
-			Target: figures.Target{Text: "Knative (published): 2-4 s"}},
-		{Group: "real node", Name: "cold start from zero by HTTP through the gateway (median)", Unit: "s",
-			Value: node.http.Seconds(), Anchor: "kfn dev, same function", AnchorValue: dev.http.Seconds(),
-			Target: figures.Target{Text: "Knative (published): 2-4 s; KEDA HTTP add-on: pod readiness"}},
-		{Group: "real node", Name: fmt.Sprintf("function p50 latency through its Service at %d req/s", rate), Unit: "ms",
-			Value: ms(node.service.p50), Anchor: "the pod's own address", AnchorValue: ms(node.pod.p50)},
-		{Group: "real node", Name: fmt.Sprintf("function p99 latency through its Service at %d req/s", rate), Unit: "ms",
-			Value: ms(node.service.p99), Anchor: "the pod's own address", AnchorValue: ms(node.pod.p99),
-			Target: figures.Target{Max: 2, Text: "< 2 ms (runtime latency target); Kyma (published): ~200 ms p99"}},
-	}
-	figs = append(figs,
-		figures.Figure{Group: "real node", Name: fmt.Sprintf("cold start from zero by event, published -> delivered (p99 of %d)", trials), Unit: "s",
-			Value: node.eventDelivered99.Seconds(), Target: figures.Target{Text: "Knative (published): 2-4 s"}},
-		figures.Figure{Group: "real node", Name: fmt.Sprintf("cold start from zero by HTTP through the gateway (p99 of %d)", trials), Unit: "s",
-			Value: node.http99.Seconds(), Target: figures.Target{Text: "Knative (published): 2-4 s"}})
-	poolTarget := figures.Target{Max: 0.1, Text: "< 100 ms p50; Fission's pool manager (published, kind): p50 72.8 ms"}
-	poolTarget99 := figures.Target{Max: 0.25, Text: "< 250 ms p99; Fission (published, kind): p95 76.8 ms"}
-	figs = append(figs,
-		figures.Figure{Group: "real node", Name: "warm pool wake by event, published -> delivered (median)", Unit: "s",
-			Value: median(node.poolEvent).Seconds(), Anchor: "the Deployment path, same run", AnchorValue: node.eventDelivered.Seconds(), Target: poolTarget},
-		figures.Figure{Group: "real node", Name: fmt.Sprintf("warm pool wake by event, published -> delivered (p99 of %d)", trials), Unit: "s",
-			Value: percentile(node.poolEvent, 99).Seconds(), Target: poolTarget99},
-		figures.Figure{Group: "real node", Name: "warm pool wake by HTTP through the gateway (median)", Unit: "s",
-			Value: median(node.poolHTTP).Seconds(), Anchor: "the Deployment path, same run", AnchorValue: node.http.Seconds(), Target: poolTarget},
-		figures.Figure{Group: "real node", Name: fmt.Sprintf("warm pool wake by HTTP through the gateway (p99 of %d)", trials), Unit: "s",
-			Value: percentile(node.poolHTTP, 99).Seconds(), Target: poolTarget99})
-	figs = append(figs,
-		figures.Figure{Group: "real node", Name: "Python: cold start from zero by event, published -> delivered (median)", Unit: "s",
-			Value: median(node.pyEvent).Seconds(), Anchor: "Node.js, same run", AnchorValue: node.eventDelivered.Seconds(), Target: figures.Target{Text: "Knative (published): 2-4 s"}},
-		figures.Figure{Group: "real node", Name: fmt.Sprintf("Python: cold start from zero by event, published -> delivered (p99 of %d)", trials), Unit: "s",
-			Value: percentile(node.pyEvent, 99).Seconds()},
-		figures.Figure{Group: "real node", Name: "Python: warm pool wake by event, published -> delivered (median)", Unit: "s",
-			Value: median(node.pyPoolEvent).Seconds(), Anchor: "Python, new pod, same run", AnchorValue: median(node.pyEvent).Seconds(), Target: poolTarget},
-		figures.Figure{Group: "real node", Name: fmt.Sprintf("Python: warm pool wake by event, published -> delivered (p99 of %d)", trials), Unit: "s",
-			Value: percentile(node.pyPoolEvent, 99).Seconds(), Target: poolTarget99})
-	// The breakdown: when the median wake passed each step, since the
-	// publish (timeline.go says how each step is seen).
-	for _, s := range steps {
-		figs = append(figs, figures.Figure{Group: "real node wake by event, breakdown", Name: fmt.Sprintf("published -> %s (median)", s), Unit: "s",
-			Value: node.breakdown.percentile(s, 50).Seconds()})
-	}
-	for _, s := range poolSteps {
-		figs = append(figs, figures.Figure{Group: "real node warm pool wake by event, breakdown", Name: fmt.Sprintf("published -> %s (median)", s), Unit: "s",
-			Value: node.poolBreakdown.percentile(s, 50).Seconds()})
-	}
+	figs := nodeRows(node, dev, rate)
 	for _, f := range figs {
 		fmt.Printf("%-75s %8.3f %s", f.Name, f.Value, f.Unit)
 		if f.Anchor != "" {
@@ -195,4 +150,76 @@ func script(ctx context.Context, root, name string, args ...string) (string, err
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	return lines[len(lines)-1], nil
+}
+
+// nodeRows are the figures of the real node's run beside kfn dev's: the
+// median and p99 of each kind of wake, the latency through a Service at
+// rate, and the wakes' breakdowns.
+func nodeRows(node nodeFigures, dev devFigures, rate int) []figures.Figure {
+	knative := figures.Target{Text: "Knative (published): 2-4 s"}
+	newPod := figures.Target{Max: 1, Text: "< 1 s p50; Knative (published): 2-4 s; KEDA HTTP add-on: 1-1.5 s tuned"}
+	pool := figures.Target{Max: 0.1, Text: "< 100 ms p50; Fission's pool manager (published, kind): p50 72.8 ms"}
+	pool99 := figures.Target{Max: 0.25, Text: "< 250 ms p99; Fission (published, kind): p95 76.8 ms"}
+	const byEvent, byHTTP = "by event, published -> delivered", "by HTTP through the gateway"
+	var figs []figures.Figure
+	figs = append(figs, figures.Figure{Group: "real node", Name: "cold start from zero by event, published -> pod ready (median)", Unit: "s",
+		Value: median(node.nodeReady).Seconds(), Target: knative})
+	type wake struct {
+		name             string
+		ds               []time.Duration
+		anchor           string
+		anchorValue      float64
+		target, target99 figures.Target
+	}
+	// Each kind of wake is followed by the same wake of the Function with
+	// a dependency, anchored on it.
+	withDependency := func(w wake, ds []time.Duration) wake {
+		prefix, rest, ok := strings.Cut(w.name, ": ")
+		name := "with a dependency: " + w.name
+		if ok {
+			name = prefix + " with a dependency: " + rest
+		}
+		return wake{name, ds, "without, same run", median(w.ds).Seconds(), w.target, w.target99}
+	}
+	for _, w := range []struct {
+		wake
+		dependency []time.Duration
+	}{
+		{wake{"cold start from zero " + byEvent, node.nodeEvent, "kfn dev, same function", dev.event.Seconds(), newPod, knative}, node.dep.event},
+		{wake{"cold start from zero " + byHTTP, node.nodeHTTP, "kfn dev, same function", dev.http.Seconds(), newPod, knative}, node.dep.http},
+		{wake{"warm pool wake " + byEvent, node.poolEvent, "the Deployment path, same run", median(node.nodeEvent).Seconds(), pool, pool99}, node.dep.poolEvent},
+		{wake{"warm pool wake " + byHTTP, node.poolHTTP, "the Deployment path, same run", median(node.nodeHTTP).Seconds(), pool, pool99}, node.dep.poolHTTP},
+		{wake{"Python: cold start from zero " + byEvent, node.pyEvent, "Node.js, same run", median(node.nodeEvent).Seconds(), newPod, knative}, node.depPy.event},
+		{wake{"Python: cold start from zero " + byHTTP, node.pyHTTP, "Node.js, same run", median(node.nodeHTTP).Seconds(), newPod, knative}, node.depPy.http},
+		{wake{"Python: warm pool wake " + byEvent, node.pyPoolEvent, "Python, new pod, same run", median(node.pyEvent).Seconds(), pool, pool99}, node.depPy.poolEvent},
+		{wake{"Python: warm pool wake " + byHTTP, node.pyPoolHTTP, "Python, new pod, same run", median(node.pyHTTP).Seconds(), pool, pool99}, node.depPy.poolHTTP},
+	} {
+		for _, w := range []wake{w.wake, withDependency(w.wake, w.dependency)} {
+			if len(w.ds) == 0 {
+				continue
+			}
+			figs = append(figs,
+				figures.Figure{Group: "real node", Name: w.name + " (median)", Unit: "s", Value: median(w.ds).Seconds(),
+					Anchor: w.anchor, AnchorValue: w.anchorValue, Target: w.target},
+				figures.Figure{Group: "real node", Name: fmt.Sprintf("%s (p99 of %d)", w.name, len(w.ds)), Unit: "s",
+					Value: percentile(w.ds, 99).Seconds(), Target: w.target99})
+		}
+	}
+	figs = append(figs,
+		figures.Figure{Group: "real node", Name: fmt.Sprintf("function p50 latency through its Service at %d req/s", rate), Unit: "ms",
+			Value: ms(node.service.p50), Anchor: "the pod's own address", AnchorValue: ms(node.pod.p50)},
+		figures.Figure{Group: "real node", Name: fmt.Sprintf("function p99 latency through its Service at %d req/s", rate), Unit: "ms",
+			Value: ms(node.service.p99), Anchor: "the pod's own address", AnchorValue: ms(node.pod.p99),
+			Target: figures.Target{Max: 2, Text: "< 2 ms (runtime latency target); Kyma (published): ~200 ms p99"}})
+	// The breakdown: when the median wake passed each step, since the
+	// publish (timeline.go says how each step is seen).
+	for _, s := range steps {
+		figs = append(figs, figures.Figure{Group: "real node wake by event, breakdown", Name: fmt.Sprintf("published -> %s (median)", s), Unit: "s",
+			Value: node.breakdown.percentile(s, 50).Seconds()})
+	}
+	for _, s := range poolSteps {
+		figs = append(figs, figures.Figure{Group: "real node warm pool wake by event, breakdown", Name: fmt.Sprintf("published -> %s (median)", s), Unit: "s",
+			Value: node.poolBreakdown.percentile(s, 50).Seconds()})
+	}
+	return figs
 }

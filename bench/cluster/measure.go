@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -24,88 +25,31 @@ import (
 
 	"github.com/kfn-dev/kfn/local/dev"
 	"github.com/kfn-dev/kfn/test/clusterinstall"
+	"github.com/kfn-dev/kfn/test/pkgindex"
 	"github.com/kfn-dev/kfn/test/singlenode"
 )
 
-// coldFunction is the function every cold start wakes, in namespace ns,
-// reporting to recorderURL: a Node.js handler with minReplicas 0 and a
-// Subscription to bench.cold.v1 from source "bench"; coldpy the same in
-// Python (bench.coldpy.v1), and warm a Function that stays up.
-func coldFunction(ns, recorderURL string) string {
-	return fmt.Sprintf(`apiVersion: serverless.kyma-project.io/v1alpha2
-kind: Function
-metadata:
-  name: cold
-  namespace: %[1]s
-spec:
-  runtime: nodejs22
-  scaleConfig:
-    minReplicas: 0
-    maxReplicas: 1
-    cooldownPeriod: 5
-  env:
-    - name: RECORDER_URL
-      value: %[2]s
-  source:
-    inline:
-      source: |
-        module.exports = {
-          main: async function (event) {
-            const id = event["ce-id"] || event.extensions.request.query.id || "";
-            await fetch(process.env.RECORDER_URL + "/record?id=" + encodeURIComponent(id), { method: "POST" });
-            return "ok";
-          }
-        }
----
-apiVersion: eventing.kyma-project.io/v1alpha2
-kind: Subscription
-metadata:
-  name: cold
-  namespace: %[1]s
-spec:
-  sink: http://cold.%[1]s.svc.cluster.local
-  source: bench
-  types:
-    - bench.cold.v1
----
-apiVersion: serverless.kyma-project.io/v1alpha2
-kind: Function
-metadata:
-  name: coldpy
-  namespace: %[1]s
-spec:
-  runtime: python312
-  scaleConfig:
-    minReplicas: 0
-    maxReplicas: 1
-    cooldownPeriod: 5
-  env:
-    - name: RECORDER_URL
-      value: %[2]s
-  source:
-    inline:
-      source: |
-        import os
-        import urllib.parse
-        import urllib.request
-
-        def main(event, context):
-            id = event.get('ce-id') or ''
-            urllib.request.urlopen(urllib.request.Request(os.environ['RECORDER_URL'] + '/record?id=' + urllib.parse.quote(id), method='POST'), timeout=10).close()
-            return 'ok'
----
-apiVersion: eventing.kyma-project.io/v1alpha2
-kind: Subscription
-metadata:
-  name: coldpy
-  namespace: %[1]s
-spec:
-  sink: http://coldpy.%[1]s.svc.cluster.local
-  source: bench
-  types:
-    - bench.coldpy.v1
----
-apiVersion: serverless.kyma-project.io/v1alpha2
+// coldFunctions are the Functions the cold starts wake, in namespace ns,
+// reporting to recorderURL: the copies of each fleet (cold-0, cold-1, ...
+// of fleet cold), each with minReplicas 0 and a Subscription to its own
+// type (bench.cold0.v1, ...) from source "bench", and warm, a Function
+// that stays up. A fleet's Functions run a Node.js or a Python handler,
+// with test/pkgindex's package as their inline dependency (loaded before
+// the handler serves) or none. Wakes rotate over the copies (fleet), so
+// that one copy's way back to zero overlaps the next copies' wakes. A
+// handler called with an event reports its id and the moment it was
+// called (Date.now(), time.time(): the node's clock is this program's),
+// which is when the event was delivered; the report's own trip is not part
+// of the wake. Called by HTTP, it reports nothing: the caller times the
+// answer.
+func coldFunctions(ns, recorderURL string, fleets ...*fleet) string {
+	var b strings.Builder
+	for _, f := range fleets {
+		for i := range f.copies {
+			b.WriteString(coldFunction(ns, recorderURL, f, i))
+		}
+	}
+	fmt.Fprintf(&b, `apiVersion: serverless.kyma-project.io/v1alpha2
 kind: Function
 metadata:
   name: warm
@@ -116,10 +60,100 @@ spec:
     inline:
       source: |
         module.exports = { main: async () => "ok" }
-`, ns, recorderURL)
+`, ns)
+	return b.String()
 }
 
-// recorder notes when the function reported each id.
+// coldFunction is copy i of fleet f's cold Function and its Subscription.
+func coldFunction(ns, recorderURL string, f *fleet, i int) string {
+	var source, deps string
+	if strings.HasPrefix(f.runtime, "python") {
+		source = `import os
+import time
+import urllib.parse
+import urllib.request
+`
+		if f.dependency {
+			source += "import kfn_greet\n"
+			deps = pkgindex.Package + "==" + pkgindex.Version
+		}
+		source += `
+def main(event, context):
+    at = int(time.time() * 1000)
+    id = event.get('ce-id')
+    if id:
+        urllib.request.urlopen(urllib.request.Request(os.environ['RECORDER_URL'] + '/record?id=' + urllib.parse.quote(id) + '&at=' + str(at), method='POST'), timeout=10).close()
+    return 'ok'
+`
+	} else {
+		if f.dependency {
+			source = "require(\"" + pkgindex.Package + "\");\n"
+			deps = fmt.Sprintf(`{"dependencies":{%q:%q}}`, pkgindex.Package, pkgindex.Version)
+		}
+		source += `module.exports = {
+  main: async function (event) {
+    const at = Date.now();
+    const id = event["ce-id"];
+    if (id) {
+      await fetch(process.env.RECORDER_URL + "/record?id=" + encodeURIComponent(id) + "&at=" + at, { method: "POST" });
+    }
+    return "ok";
+  }
+}
+`
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, `apiVersion: serverless.kyma-project.io/v1alpha2
+kind: Function
+metadata:
+  name: %[3]s
+  namespace: %[1]s
+spec:
+  runtime: %[4]s
+  scaleConfig:
+    minReplicas: 0
+    maxReplicas: 1
+    cooldownPeriod: 5
+  env:
+    - name: RECORDER_URL
+      value: %[2]s
+  source:
+    inline:
+`, ns, recorderURL, f.name(i), f.runtime)
+	if deps != "" {
+		fmt.Fprintf(&b, "      dependencies: %q\n", deps)
+	}
+	b.WriteString("      source: |\n")
+	for _, line := range strings.Split(source, "\n") {
+		if line != "" {
+			b.WriteString("        " + line)
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, `---
+apiVersion: eventing.kyma-project.io/v1alpha2
+kind: Subscription
+metadata:
+  name: %[2]s
+  namespace: %[1]s
+spec:
+  sink: http://%[2]s.%[1]s.svc.cluster.local
+  source: bench
+  types:
+    - %[3]s
+---
+`, ns, f.name(i), f.typ(i))
+	return b.String()
+}
+
+// registrySecret is the Secret of a Function's namespace whose .npmrc and
+// pip.conf the install container uses (the chart's
+// functions.registrySecretName, by default).
+const registrySecret = "serverless-package-registry-config"
+
+// recorder notes, for each id a handler reports, the moment the handler
+// says it was called (its "at" parameter, Unix milliseconds), or else when
+// the report came.
 type recorder struct {
 	url string
 	srv *http.Server
@@ -134,9 +168,13 @@ func startRecorder(host string) (*recorder, error) {
 	}
 	r := &recorder{url: "http://" + ln.Addr().String(), at: map[string]time.Time{}}
 	r.srv = &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		at := time.Now()
+		if ms, err := strconv.ParseInt(req.URL.Query().Get("at"), 10, 64); err == nil {
+			at = time.UnixMilli(ms)
+		}
 		r.mu.Lock()
 		if _, ok := r.at[req.URL.Query().Get("id")]; !ok {
-			r.at[req.URL.Query().Get("id")] = time.Now()
+			r.at[req.URL.Query().Get("id")] = at
 		}
 		r.mu.Unlock()
 		w.WriteHeader(http.StatusNoContent)
@@ -265,7 +303,7 @@ func measureDev(ctx context.Context, root string, trials int) (devFigures, error
 	if err := os.MkdirAll(project, 0o755); err != nil {
 		return devFigures{}, err
 	}
-	if err := os.WriteFile(filepath.Join(project, "cold.yaml"), []byte(coldFunction("default", rec.url)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(project, "cold.yaml"), []byte(coldFunctions("default", rec.url, &fleet{runtime: "nodejs22", prefix: "cold", copies: 1}, &fleet{runtime: "python312", prefix: "coldpy", copies: 1})), 0o644); err != nil {
 		return devFigures{}, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -292,7 +330,7 @@ func measureDev(ctx context.Context, root string, trials int) (devFigures, error
 				return false, false
 			}
 			for _, f := range st.Functions {
-				if f.Name == "cold" && f.Replicas == 0 && f.Ready == 0 {
+				if f.Name == "cold-0" && f.Replicas == 0 && f.Ready == 0 {
 					return true, true
 				}
 			}
@@ -307,7 +345,7 @@ func measureDev(ctx context.Context, root string, trials int) (devFigures, error
 		}
 		id := fmt.Sprintf("dev-event-%d", i)
 		start := time.Now()
-		if err := publish("http://"+addr+"/publish", "bench.cold.v1", id); err != nil {
+		if err := publish("http://"+addr+"/publish", "bench.cold0.v1", id); err != nil {
 			return devFigures{}, err
 		}
 		at, err := rec.wait(ctx, id, time.Minute)
@@ -319,7 +357,7 @@ func measureDev(ctx context.Context, root string, trials int) (devFigures, error
 			return devFigures{}, fmt.Errorf("cold back at zero: %w", err)
 		}
 		start = time.Now()
-		if err := get(fmt.Sprintf("http://%s/default/cold/?id=dev-http-%d", addr, i)); err != nil {
+		if err := get(fmt.Sprintf("http://%s/default/cold-0/?id=dev-http-%d", addr, i)); err != nil {
 			return devFigures{}, err
 		}
 		https = append(https, time.Since(start))
@@ -371,29 +409,48 @@ func load(ctx context.Context, url string, rate int, d time.Duration) (latencies
 	return latencies{p50: ds[len(ds)/2], p99: ds[len(ds)*99/100]}, nil
 }
 
-// nodeFigures are the real node's figures.
+// nodeFigures are the real node's figures: every wake's time, by kind.
 type nodeFigures struct {
-	eventReady, eventDelivered, http time.Duration
-	eventDelivered99, http99         time.Duration
-	breakdown                        breakdown
-	service, pod                     latencies
+	// nodeEvent, nodeReady and nodeHTTP are the Node.js Function's wakes
+	// on a new pod: by event (published -> delivered, published -> pod
+	// Ready) and by HTTP through the gateway (request -> answer); breakdown
+	// the event wakes' steps.
+	nodeEvent, nodeReady, nodeHTTP []time.Duration
+	breakdown                      breakdown
 	// poolEvent and poolHTTP are the wakes served by the warm pool;
 	// poolBreakdown the event wakes' steps.
 	poolEvent, poolHTTP []time.Duration
 	poolBreakdown       breakdown
-	// pyEvent and pyPoolEvent are the Python Function's wakes by event,
-	// on a new pod and by the warm pool.
-	pyEvent, pyPoolEvent []time.Duration
+	// The Python Function's wakes, on a new pod and by the warm pool.
+	pyEvent, pyHTTP, pyPoolEvent, pyPoolHTTP []time.Duration
+	// dep and depPy are the wakes of the same Node.js and Python
+	// Functions with a dependency to install.
+	dep, depPy   wakes
+	service, pod latencies
 }
 
-// measureNode applies the functions in namespace bench and measures.
-func measureNode(ctx context.Context, c *singlenode.Cluster, trials int, latency time.Duration, rate int) (nodeFigures, error) {
+// wakes are one Function's wakes of each kind: by event and by HTTP, on a
+// new pod and by the warm pool.
+type wakes struct {
+	event, http, poolEvent, poolHTTP []time.Duration
+}
+
+// measureNode applies the functions in namespace bench, copies of each
+// cold one, and measures trials wakes of each kind. The Functions with a
+// dependency install it from test/pkgindex's index on the node's address,
+// which the namespace's registry config Secret names.
+func measureNode(ctx context.Context, c *singlenode.Cluster, trials, copies int, latency time.Duration, rate int) (nodeFigures, error) {
 	var out nodeFigures
 	rec, err := startRecorder(c.Config.NodeIP)
 	if err != nil {
 		return out, err
 	}
 	defer rec.close()
+	index, err := pkgindex.Start(net.JoinHostPort(c.Config.NodeIP, "0"))
+	if err != nil {
+		return out, err
+	}
+	defer index.Close()
 	const ns = "bench"
 	if err := c.Apply(ctx, []byte(fmt.Sprintf(`apiVersion: v1
 kind: Namespace
@@ -404,7 +461,17 @@ metadata:
 `, ns))); err != nil {
 		return out, err
 	}
-	if err := c.Apply(ctx, []byte(coldFunction(ns, rec.url))); err != nil {
+	if _, err := c.Clientset.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: registrySecret},
+		StringData: map[string]string{".npmrc": index.NPMRC(), "pip.conf": index.PipConf()},
+	}, metav1.CreateOptions{}); err != nil {
+		return out, fmt.Errorf("registry config Secret: %w", err)
+	}
+	node := &fleet{runtime: "nodejs22", prefix: "cold", copies: copies}
+	py := &fleet{runtime: "python312", prefix: "coldpy", copies: copies}
+	dep := &fleet{runtime: "nodejs22", prefix: "colddep", dependency: true, copies: copies}
+	depPy := &fleet{runtime: "python312", prefix: "colddeppy", dependency: true, copies: copies}
+	if err := c.Apply(ctx, []byte(coldFunctions(ns, rec.url, node, py, dep, depPy))); err != nil {
 		return out, err
 	}
 	publisher, err := serviceURL(ctx, c, clusterinstall.Namespace, "kfn-publisher")
@@ -419,102 +486,64 @@ metadata:
 	if err != nil {
 		return out, err
 	}
-	fnAtZero := func(fn string) error {
-		_, err := pollValue(ctx, 3*time.Minute, func() (bool, bool) {
-			pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "serverless.kyma-project.io/function-name=" + fn})
-			d, derr := c.Clientset.AppsV1().Deployments(ns).Get(ctx, fn, metav1.GetOptions{})
-			ok := err == nil && derr == nil && len(pods.Items) == 0 && d.Spec.Replicas != nil && *d.Spec.Replicas == 0
-			return ok, ok
-		})
-		return err
+	w := &waker{c: c, ns: ns, rec: rec, publisher: publisher, gateway: gateway, token: token}
+	// asked is how often npm and pip asked the index for the dependency
+	// so far: once per install, none when the cache serves it.
+	asked := func() int {
+		return index.Requests(pkgindex.NPM, pkgindex.Package) + index.Requests(pkgindex.PyPI, pkgindex.Package)
 	}
-	atZero := func() error { return fnAtZero("cold") }
-	// pyWake publishes one event to coldpy at zero and returns when it
-	// was delivered.
-	pyWake := func(id string) (time.Duration, error) {
-		if err := fnAtZero("coldpy"); err != nil {
-			return 0, fmt.Errorf("coldpy at zero: %w", err)
-		}
-		start := time.Now()
-		if err := publish(publisher+"/publish", "bench.coldpy.v1", id); err != nil {
-			return 0, err
-		}
-		at, err := rec.wait(ctx, id, 2*time.Minute)
-		if err != nil {
-			return 0, fmt.Errorf("event %s: %w\n%s", id, err, c.Describe(ctx, ns))
-		}
-		return at.Sub(start), nil
-	}
-	podReady := func(since time.Time) (time.Duration, error) {
-		return pollValue(ctx, 3*time.Minute, func() (time.Duration, bool) {
-			d, err := c.Clientset.AppsV1().Deployments(ns).Get(ctx, "cold", metav1.GetOptions{})
-			if err != nil || d.Status.ReadyReplicas < 1 {
-				return 0, false
-			}
-			return time.Since(since), true
-		})
-	}
-	var ready, delivered, https []time.Duration
+	var depBreakdown breakdown
+	notPooled := map[*fleet]bool{}
 	for i := range trials {
-		if err := atZero(); err != nil {
-			return out, fmt.Errorf("cold at zero: %w\n%s", err, c.Describe(ctx, ns))
-		}
-		id := fmt.Sprintf("node-event-%d", i)
-		tl, stopWatch, err := watchWake(ctx, c, ns, "cold")
+		tl, err := w.event(ctx, node, fmt.Sprintf("node-event-%d", i), false)
 		if err != nil {
 			return out, err
 		}
-		start := time.Now()
-		tl.begin(start)
-		if err := publish(publisher+"/publish", "bench.cold.v1", id); err != nil {
-			stopWatch()
+		out.breakdown = append(out.breakdown, tl)
+		out.nodeEvent = append(out.nodeEvent, tl[stepDelivered])
+		out.nodeReady = append(out.nodeReady, tl[stepReady])
+		if tl, err = w.event(ctx, py, fmt.Sprintf("py-event-%d", i), false); err != nil {
 			return out, err
 		}
-		r, err := podReady(start)
+		out.pyEvent = append(out.pyEvent, tl[stepDelivered])
+		d, err := w.http(ctx, node, fmt.Sprintf("node-http-%d", i), false)
 		if err != nil {
-			stopWatch()
-			return out, fmt.Errorf("event %s: no ready pod: %w", id, err)
-		}
-		at, err := rec.wait(ctx, id, 2*time.Minute)
-		if err != nil {
-			stopWatch()
-			return out, fmt.Errorf("event %s: %w\n%s", id, err, c.Describe(ctx, ns))
-		}
-		tl.see(stepDelivered)
-		if _, err := pollValue(ctx, 10*time.Second, func() (bool, bool) { _, ok := tl.since(); return ok, ok }); err != nil {
-			fmt.Fprintf(os.Stderr, "bench/cluster: wake %d: a step was not seen: %v\n", i+1, tl.at)
-		}
-		stopWatch()
-		w, _ := tl.since()
-		w[stepDelivered] = at.Sub(start)
-		out.breakdown = append(out.breakdown, w)
-		fmt.Fprintf(os.Stderr, "bench/cluster: wake %d timeline (ms): %s\n", i+1, format(w))
-		ready, delivered = append(ready, r), append(delivered, at.Sub(start))
-		if err := atZero(); err != nil {
-			return out, fmt.Errorf("cold back at zero: %w", err)
-		}
-		start = time.Now()
-		if err := getAs(fmt.Sprintf("%s/%s/cold/?id=node-http-%d", gateway, ns, i), token); err != nil {
 			return out, err
 		}
-		https = append(https, time.Since(start))
-		fmt.Fprintf(os.Stderr, "bench/cluster: real node cold start %d: event: pod ready %s, delivered %s; HTTP %s\n", i+1,
-			r.Round(time.Millisecond), delivered[i].Round(time.Millisecond), https[i].Round(time.Millisecond))
+		out.nodeHTTP = append(out.nodeHTTP, d)
+		if d, err = w.http(ctx, py, fmt.Sprintf("py-http-%d", i), false); err != nil {
+			return out, err
+		}
+		out.pyHTTP = append(out.pyHTTP, d)
+		fmt.Fprintf(os.Stderr, "bench/cluster: new pod wakes %d: Node.js event %s (pod Ready %s), HTTP %s; Python event %s, HTTP %s\n", i+1,
+			ms3(out.nodeEvent[i]), ms3(out.nodeReady[i]), ms3(out.nodeHTTP[i]), ms3(out.pyEvent[i]), ms3(out.pyHTTP[i]))
+
+		before := asked()
+		if tl, err = w.event(ctx, dep, fmt.Sprintf("dep-event-%d", i), false); err != nil {
+			return out, err
+		}
+		depBreakdown = append(depBreakdown, tl)
+		out.dep.event = append(out.dep.event, tl[stepDelivered])
+		if tl, err = w.event(ctx, depPy, fmt.Sprintf("dep-py-event-%d", i), false); err != nil {
+			return out, err
+		}
+		out.depPy.event = append(out.depPy.event, tl[stepDelivered])
+		if d, err = w.http(ctx, dep, fmt.Sprintf("dep-http-%d", i), false); err != nil {
+			return out, err
+		}
+		out.dep.http = append(out.dep.http, d)
+		if d, err = w.http(ctx, depPy, fmt.Sprintf("dep-py-http-%d", i), false); err != nil {
+			return out, err
+		}
+		out.depPy.http = append(out.depPy.http, d)
+		fmt.Fprintf(os.Stderr, "bench/cluster: new pod wakes with a dependency %d: Node.js event %s, HTTP %s; Python event %s, HTTP %s; the index was asked %d times\n", i+1,
+			ms3(out.dep.event[i]), ms3(out.dep.http[i]), ms3(out.depPy.event[i]), ms3(out.depPy.http[i]), asked()-before)
 	}
-	out.eventReady, out.eventDelivered, out.http = median(ready), median(delivered), median(https)
-	out.eventDelivered99, out.http99 = percentile(delivered, 99), percentile(https, 99)
 	out.breakdown.print()
-	for i := range trials {
-		d, err := pyWake(fmt.Sprintf("py-event-%d", i))
-		if err != nil {
-			return out, err
-		}
-		out.pyEvent = append(out.pyEvent, d)
-		fmt.Fprintf(os.Stderr, "bench/cluster: Python cold start %d: delivered %s\n", i+1, d.Round(time.Millisecond))
-	}
+	depBreakdown.printOf("wake by event with a dependency", steps)
 
 	// The same wakes, served by the warm pool: the namespace asks for a
-	// standby pod (the install keeps none unless asked).
+	// standby pod of each shape (the install keeps none unless asked).
 	if err := c.Apply(ctx, []byte(fmt.Sprintf(`apiVersion: v1
 kind: Namespace
 metadata:
@@ -524,87 +553,70 @@ metadata:
 `, ns))); err != nil {
 		return out, err
 	}
-	// standbyOf waits for a started standby pod of the runtime.
-	standbyOf := func(runtime string) error {
-		_, err := pollValue(ctx, 3*time.Minute, func() (bool, bool) {
-			pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "kfn.dev/pool-shape"})
-			if err != nil {
-				return false, false
-			}
-			for _, p := range pods.Items {
-				if p.DeletionTimestamp != nil || len(p.Status.ContainerStatuses) == 0 || !ptr.Deref(p.Status.ContainerStatuses[0].Started, false) {
-					continue
-				}
-				for _, e := range p.Spec.Containers[0].Env {
-					if e.Name == "FUNC_RUNTIME" && e.Value == runtime {
-						return true, true
-					}
-				}
-			}
-			return false, false
-		})
-		return err
-	}
-	standby := func() error { return standbyOf("nodejs22") }
 	for i := range trials {
-		if err := atZero(); err != nil {
-			return out, fmt.Errorf("cold at zero: %w", err)
-		}
-		if err := standby(); err != nil {
-			return out, fmt.Errorf("no standby pod: %w\n%s", err, c.Describe(ctx, ns))
-		}
-		id := fmt.Sprintf("pool-event-%d", i)
-		tl, stopWatch, err := watchPoolWake(ctx, c, ns, "cold")
+		tl, err := w.event(ctx, node, fmt.Sprintf("pool-event-%d", i), true)
 		if err != nil {
 			return out, err
 		}
-		start := time.Now()
-		tl.begin(start)
-		if err := publish(publisher+"/publish", "bench.cold.v1", id); err != nil {
-			stopWatch()
+		out.poolBreakdown = append(out.poolBreakdown, tl)
+		out.poolEvent = append(out.poolEvent, tl[stepPoolDelivered])
+		if tl, err = w.event(ctx, py, fmt.Sprintf("py-pool-event-%d", i), true); err != nil {
 			return out, err
 		}
-		at, err := rec.wait(ctx, id, 2*time.Minute)
+		out.pyPoolEvent = append(out.pyPoolEvent, tl[stepPoolDelivered])
+		d, err := w.http(ctx, node, fmt.Sprintf("pool-http-%d", i), true)
 		if err != nil {
-			stopWatch()
-			return out, fmt.Errorf("event %s: %w\n%s", id, err, c.Describe(ctx, ns))
-		}
-		tl.see(stepPoolDelivered)
-		if _, err := pollValue(ctx, 10*time.Second, func() (bool, bool) { _, ok := tl.sinceOf(poolSteps); return ok, ok }); err != nil {
-			fmt.Fprintf(os.Stderr, "bench/cluster: pool wake %d: a step was not seen: %v\n", i+1, tl.at)
-		}
-		stopWatch()
-		w, _ := tl.sinceOf(poolSteps)
-		w[stepPoolDelivered] = at.Sub(start)
-		out.poolBreakdown = append(out.poolBreakdown, w)
-		fmt.Fprintf(os.Stderr, "bench/cluster: pool wake %d timeline (ms): %s\n", i+1, formatOf(w, poolSteps))
-		out.poolEvent = append(out.poolEvent, at.Sub(start))
-		if err := atZero(); err != nil {
-			return out, fmt.Errorf("cold back at zero: %w", err)
-		}
-		if err := standby(); err != nil {
-			return out, fmt.Errorf("no standby pod: %w", err)
-		}
-		start = time.Now()
-		if err := getAs(fmt.Sprintf("%s/%s/cold/?id=pool-http-%d", gateway, ns, i), token); err != nil {
 			return out, err
 		}
-		out.poolHTTP = append(out.poolHTTP, time.Since(start))
-		fmt.Fprintf(os.Stderr, "bench/cluster: warm pool wake %d: event delivered %s; HTTP %s\n", i+1,
-			out.poolEvent[i].Round(time.Millisecond), out.poolHTTP[i].Round(time.Millisecond))
+		out.poolHTTP = append(out.poolHTTP, d)
+		if d, err = w.http(ctx, py, fmt.Sprintf("py-pool-http-%d", i), true); err != nil {
+			return out, err
+		}
+		out.pyPoolHTTP = append(out.pyPoolHTTP, d)
+		fmt.Fprintf(os.Stderr, "bench/cluster: warm pool wakes %d: Node.js event %s, HTTP %s; Python event %s, HTTP %s\n", i+1,
+			ms3(out.poolEvent[i]), ms3(out.poolHTTP[i]), ms3(out.pyPoolEvent[i]), ms3(out.pyPoolHTTP[i]))
+
+		before := asked()
+		for _, wk := range []struct {
+			f       *fleet
+			id      string
+			byEvent bool
+			ds      *[]time.Duration
+		}{
+			{dep, fmt.Sprintf("dep-pool-event-%d", i), true, &out.dep.poolEvent},
+			{depPy, fmt.Sprintf("dep-py-pool-event-%d", i), true, &out.depPy.poolEvent},
+			{dep, fmt.Sprintf("dep-pool-http-%d", i), false, &out.dep.poolHTTP},
+			{depPy, fmt.Sprintf("dep-py-pool-http-%d", i), false, &out.depPy.poolHTTP},
+		} {
+			if notPooled[wk.f] {
+				continue
+			}
+			var d time.Duration
+			if wk.byEvent {
+				var tl map[step]time.Duration
+				if tl, err = w.event(ctx, wk.f, wk.id, true); err == nil {
+					d = tl[stepPoolDelivered]
+				}
+			} else {
+				d, err = w.http(ctx, wk.f, wk.id, true)
+			}
+			if errors.Is(err, errNotPooled) {
+				// A Function with a dependency that the pool does not
+				// serve: its rows are left out, and the log says why.
+				notPooled[wk.f] = true
+				fmt.Fprintf(os.Stderr, "bench/cluster: %s: the warm pool did not serve it (%v; %s): its warm pool rows are left out\n",
+					wk.f.prefix, err, w.poolReason(ctx, wk.f.name(0)))
+				continue
+			}
+			if err != nil {
+				return out, err
+			}
+			*wk.ds = append(*wk.ds, d)
+		}
+		fmt.Fprintf(os.Stderr, "bench/cluster: warm pool wakes with a dependency %d: Node.js event %s, HTTP %s; Python event %s, HTTP %s; the index was asked %d times\n", i+1,
+			lastOf(out.dep.poolEvent), lastOf(out.dep.poolHTTP), lastOf(out.depPy.poolEvent), lastOf(out.depPy.poolHTTP), asked()-before)
 	}
 	out.poolBreakdown.printOf("warm pool wake by event", poolSteps)
-	for i := range trials {
-		if err := standbyOf("python312"); err != nil {
-			return out, fmt.Errorf("no Python standby pod: %w", err)
-		}
-		d, err := pyWake(fmt.Sprintf("py-pool-event-%d", i))
-		if err != nil {
-			return out, err
-		}
-		out.pyPoolEvent = append(out.pyPoolEvent, d)
-		fmt.Fprintf(os.Stderr, "bench/cluster: Python warm pool wake %d: delivered %s\n", i+1, d.Round(time.Millisecond))
-	}
 
 	svc, pod, err := warmAddresses(ctx, c, ns)
 	if err != nil {
@@ -617,6 +629,14 @@ metadata:
 		return out, err
 	}
 	return out, nil
+}
+
+// lastOf is the last of ds for the log, or "-".
+func lastOf(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "-"
+	}
+	return ms3(ds[len(ds)-1])
 }
 
 // warmAddresses waits for the warm function and returns its Service's and

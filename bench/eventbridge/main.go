@@ -319,11 +319,17 @@ func run(o options) error {
 // startNATS starts an embedded NATS server with JetStream on a store of
 // its own; stop shuts it down and removes the store.
 func startNATS() (ns *server.Server, stop func(), err error) {
+	return startNATSAs(partNATS)
+}
+
+// startNATSAs is startNATS with the profile label part=part on the
+// server's goroutines.
+func startNATSAs(part string) (ns *server.Server, stop func(), err error) {
 	dir, err := os.MkdirTemp("", "kfn-bench-")
 	if err != nil {
 		return nil, nil, err
 	}
-	as(partNATS, func() {
+	as(part, func() {
 		ns, err = server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true, MaxPayload: 8 << 20})
 		if err == nil {
 			ns.Start()

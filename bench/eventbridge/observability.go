@@ -105,11 +105,13 @@ func observability(natsURL string, s *sink, sinkURL string, o options) error {
 		os.Setenv("OTEL_TRACES_SAMPLER_ARG", strconv.FormatFloat(o.sample, 'g', -1, 64))
 		sampled = fmt.Sprintf("%g of traces sampled", o.sample)
 	}
-	obs, err := newTelemetry(o.observe)
+	var obs *telemetry
+	var err error
+	as(partObserved, func() { obs, err = newTelemetry(o.observe) })
 	if err != nil {
 		return err
 	}
-	observedNATS, stopNATS, err := startNATS()
+	observedNATS, stopNATS, err := startNATSAs(partObservedNATS)
 	if err != nil {
 		return err
 	}
@@ -120,7 +122,7 @@ func observability(natsURL string, s *sink, sinkURL string, o options) error {
 		return err
 	}
 	defer plain.cleanup()
-	as(partKfn, func() { observed, err = kfn(observedNATS.ClientURL(), sinkURL, o, obs) })
+	as(partObserved, func() { observed, err = kfn(observedNATS.ClientURL(), sinkURL, o, obs) })
 	if err != nil {
 		return err
 	}

@@ -11,16 +11,24 @@ import (
 // NATS, the two pipelines, the sink and the load generator:
 //
 //	go tool pprof -tags cpu.out            (the share of each part)
-//	go tool pprof -tagfocus part=kfn -top cpu.out
+//	go tool pprof -tagfocus 'part=^kfn$' -top cpu.out
+//
+// With -observability, kfn with its metrics and traces is "observed" (its
+// tracer's batch processor and the scrapes included) and its NATS server
+// "observed-nats", beside "kfn" and "nats" without them.
 const (
 	partNATS = "nats"
 	partBare = "bare"
 	// partBareCE is the bare CloudEvents pipeline.
 	partBareCE = "bare-ce"
 	partKfn    = "kfn"
-	partSink   = "sink"
-	partLoad   = "load"
-	partRaw    = "raw"
+	// partObserved is kfn with its metrics and traces (-observability),
+	// and partObservedNATS the NATS server it has to itself.
+	partObserved     = "observed"
+	partObservedNATS = "observed-nats"
+	partSink         = "sink"
+	partLoad         = "load"
+	partRaw          = "raw"
 )
 
 // as runs f with the profile label part=name on its goroutine and on the

@@ -67,7 +67,7 @@ func render(m machine, runs []repetition) string {
 	b.WriteString("# kfn benchmarks\n\n")
 	b.WriteString("Written by `make bench` (`go run ./bench/report`); do not edit by hand except the section\n")
 	b.WriteString("\"Peers measured by hand\" at the end, which the harness keeps.\n\n")
-	fmt.Fprintf(&b, "- date: %s\n", m.Date.Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(&b, "- date: %s (of this run; rows of programs it did not run are from the run the Runs table dates)\n", m.Date.Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(&b, "- machine: %d CPUs, %s; load average %s before, %s after\n", m.CPUs, m.CPUModel, m.LoadBefore, m.LoadAfter)
 	var vs []string
 	for _, v := range m.Versions {
@@ -134,7 +134,7 @@ func render(m machine, runs []repetition) string {
 		b.WriteString("\n")
 	}
 
-	b.WriteString("## Runs\n\n| program | repetition | took | outcome | command |\n|---|---|---|---|---|\n")
+	b.WriteString("## Runs\n\n| program | repetition | started | took | outcome | command |\n|---|---|---|---|---|---|\n")
 	for _, r := range runs {
 		outcome := fmt.Sprintf("%d figures", len(r.figures))
 		switch {
@@ -151,7 +151,11 @@ func render(m machine, runs []repetition) string {
 		if r.rep > 0 {
 			rep = fmt.Sprint(r.rep)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", r.program, rep, r.took.Round(time.Second), outcome, command)
+		started := "-"
+		if !r.at.IsZero() {
+			started = r.at.UTC().Format("2006-01-02 15:04")
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", r.program, rep, started, r.took.Round(time.Second), outcome, command)
 	}
 	b.WriteString("\n")
 	return b.String()

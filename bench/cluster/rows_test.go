@@ -1,0 +1,77 @@
+package main
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// Each kind of wake gets a median and a p99 row under its own name, beside
+// its anchor, with the targets: < 1 s p50 on a new pod, < 100 ms
+// p50 and < 250 ms p99 by the warm pool; the same wake of the Function
+// with a dependency follows it, anchored on it, with the same targets.
+func TestNodeRows(t *testing.T) {
+	ds := func(ms ...int) []time.Duration {
+		var out []time.Duration
+		for _, m := range ms {
+			out = append(out, time.Duration(m)*time.Millisecond)
+		}
+		return out
+	}
+	node := nodeFigures{
+		nodeEvent: ds(900, 950, 1200), nodeReady: ds(1900, 2000, 2100), nodeHTTP: ds(800, 850, 1500),
+		poolEvent: ds(60, 70, 300), poolHTTP: ds(50, 60, 70),
+		pyEvent: ds(1000, 1100, 1200), pyHTTP: ds(1000, 1000, 1000), pyPoolEvent: ds(80, 90, 100), pyPoolHTTP: ds(70, 75, 80),
+		dep:   wakes{event: ds(1500, 1600, 1700), http: ds(1400, 1500, 1600), poolEvent: ds(90, 95, 400), poolHTTP: ds(85, 90, 95)},
+		depPy: wakes{event: ds(2000, 2100, 2200), http: ds(1900, 2000, 2100), poolEvent: ds(100, 110, 120), poolHTTP: ds(105, 110, 115)},
+	}
+	rows := nodeRows(node, devFigures{event: 60 * time.Millisecond, http: 65 * time.Millisecond}, 50)
+	byName := map[string]int{}
+	for i, f := range rows {
+		_, dup := byName[f.Group+": "+f.Name]
+		assert.False(t, dup, "one row per name in a group: %s", f.Name)
+		byName[f.Group+": "+f.Name] = i
+	}
+	get := func(name string) (float64, float64, float64) {
+		i, ok := byName["real node: "+name]
+		if !assert.True(t, ok, "row %q", name) {
+			return 0, 0, 0
+		}
+		return rows[i].Value, rows[i].AnchorValue, rows[i].Target.Max
+	}
+	v, a, max := get("cold start from zero by event, published -> delivered (median)")
+	assert.Equal(t, []float64{0.95, 0.06, 1}, []float64{v, a, max})
+	v, _, max = get("cold start from zero by event, published -> delivered (p99 of 3)")
+	assert.Equal(t, []float64{1.2, 0}, []float64{v, max})
+	v, a, max = get("warm pool wake by event, published -> delivered (median)")
+	assert.Equal(t, []float64{0.07, 0.95, 0.1}, []float64{v, a, max}, "anchored on the Deployment path's median")
+	v, _, max = get("warm pool wake by event, published -> delivered (p99 of 3)")
+	assert.Equal(t, []float64{0.3, 0.25}, []float64{v, max})
+	v, a, _ = get("Python: warm pool wake by HTTP through the gateway (median)")
+	assert.Equal(t, []float64{0.075, 1}, []float64{v, a}, "anchored on Python's new pod")
+	v, a, max = get("with a dependency: cold start from zero by event, published -> delivered (median)")
+	assert.Equal(t, []float64{1.6, 0.95, 1}, []float64{v, a, max}, "anchored on the same wake without")
+	v, _, max = get("with a dependency: warm pool wake by event, published -> delivered (p99 of 3)")
+	assert.Equal(t, []float64{0.4, 0.25}, []float64{v, max})
+	v, a, max = get("Python with a dependency: warm pool wake by HTTP through the gateway (median)")
+	assert.Equal(t, []float64{0.11, 0.075, 0.1}, []float64{v, a, max}, "anchored on Python's pool wake without")
+	names := make([]string, len(rows))
+	for i, f := range rows {
+		names[i] = f.Name
+	}
+	i := slices.Index(names, "cold start from zero by HTTP through the gateway (p99 of 3)")
+	assert.Equal(t, "with a dependency: cold start from zero by HTTP through the gateway (median)", names[i+1], "beside the wake without")
+	v, _, _ = get("cold start from zero by event, published -> pod ready (median)")
+	assert.Equal(t, 2.0, v)
+	for _, name := range []string{"cold start from zero by HTTP through the gateway (median)", "warm pool wake by HTTP through the gateway (p99 of 3)",
+		"Python: cold start from zero by event, published -> delivered (median)", "Python: cold start from zero by HTTP through the gateway (p99 of 3)",
+		"Python: warm pool wake by event, published -> delivered (p99 of 3)",
+		"with a dependency: cold start from zero by HTTP through the gateway (p99 of 3)", "with a dependency: warm pool wake by HTTP through the gateway (median)",
+		"Python with a dependency: cold start from zero by event, published -> delivered (median)",
+		"Python with a dependency: cold start from zero by HTTP through the gateway (p99 of 3)",
+		"Python with a dependency: warm pool wake by event, published -> delivered (median)"} {
+		get(name)
+	}
+}
