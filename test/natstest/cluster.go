@@ -62,21 +62,25 @@ func startCluster(t harness, n int) *Cluster {
 		c.Servers = append(c.Servers, s)
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for !c.hasMetaLeader() {
+	for !c.formed() {
 		if time.Now().After(deadline) {
-			t.Fatal("no JetStream meta leader within 30s")
+			t.Fatalf("no JetStream meta leader seeing all %d servers online within 30s", n)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	return c
 }
 
-// hasMetaLeader says whether one of the servers leads JetStream's meta
-// group, without which no stream can be made.
-func (c *Cluster) hasMetaLeader() bool {
+// formed says whether one of the servers leads JetStream's meta group and
+// sees every server of the cluster online with its JetStream stats. A
+// leader alone is not enough: until a peer's stats reach it, the leader
+// counts the peer offline and refuses to place a stream on it ("no
+// suitable peers for placement, peer offline"), even a stream of one
+// replica when no peer's stats have arrived yet.
+func (c *Cluster) formed() bool {
 	for _, s := range c.Servers {
 		if s.srv.JetStreamIsLeader() {
-			return true
+			return len(s.srv.JetStreamClusterPeers()) == len(c.Servers)
 		}
 	}
 	return false
