@@ -21,8 +21,9 @@ type Cluster struct {
 }
 
 // StartCluster starts n servers on loopback ports, routed to each other as
-// cluster "kfn", and waits until JetStream answers (a meta leader was
-// elected). The servers are shut down when the test ends.
+// cluster "kfn", and waits until JetStream can place a stream on any of
+// them (a meta leader was elected and sees every server online). The
+// servers are shut down when the test ends.
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
 	return startCluster(t, n)
