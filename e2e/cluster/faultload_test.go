@@ -257,7 +257,14 @@ func streamLeader(t *testing.T, stream string) string {
 // deleted.
 func podsOf(t *testing.T, selector string) []corev1.Pod {
 	t.Helper()
-	list, err := platform.cluster.Clientset.CoreV1().Pods(clusterinstall.Namespace).List(t.Context(), metav1.ListOptions{LabelSelector: selector})
+	return livePods(t, clusterinstall.Namespace, selector)
+}
+
+// livePods lists the pods of namespace ns with the label selector that
+// are not being deleted.
+func livePods(t *testing.T, ns, selector string) []corev1.Pod {
+	t.Helper()
+	list, err := platform.cluster.Clientset.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: selector})
 	require.NoError(t, err)
 	var out []corev1.Pod
 	for _, p := range list.Items {

@@ -375,15 +375,7 @@ func podsOn(t *testing.T, node string) []string {
 // functionPods lists a Function's pods that are not being deleted.
 func functionPods(t *testing.T, ns, name string) []corev1.Pod {
 	t.Helper()
-	list, err := platform.cluster.Clientset.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: functionLabel + "=" + name})
-	require.NoError(t, err)
-	var out []corev1.Pod
-	for _, p := range list.Items {
-		if p.DeletionTimestamp == nil {
-			out = append(out, p)
-		}
-	}
-	return out
+	return livePods(t, ns, functionLabel+"="+name)
 }
 
 // cordon marks a node unschedulable or schedulable again; a cordoned
