@@ -64,16 +64,22 @@ dev: kfn ## Run kfn locally with the example application (kfn dev examples/shop)
 	$(BIN)/kfn dev --addr $(DEV_ADDR) $(DEV_FLAGS) $(DEV_DIR)
 
 .PHONY: test
-test: verify envtest test-packages testsummary ## Run every test (builds the test API server once, about 4 minutes), the real node's included.
-	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GOTEST) $(TESTFLAGS) ./... | $(TESTSUMMARY)
+test: testsummary ## Run every test (builds the test API server once, about 4 minutes), the real node's included; ends with a table of its phases.
+	@hack/phase.sh start
+	@hack/phase.sh run verify $(MAKE) --no-print-directory verify
+	@hack/phase.sh run envtest $(MAKE) --no-print-directory envtest
+	@hack/phase.sh run test-packages $(MAKE) --no-print-directory test-packages
+	@echo "go test ./..."
+	@hack/phase.sh run unit bash -c 'KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GOTEST) $(TESTFLAGS) ./... | $(TESTSUMMARY) -state "$$KFN_PHASE_STATE"'
 	@# Nested modules (own go.mod, outside ./... above): the real KEDA's e2e.
 	@for m in $(NESTED_TEST_MODULES); do \
 		echo "cd $$m && go test ./..."; \
-		(cd $$m && KUBEBUILDER_ASSETS="$$($(CURDIR)/hack/envtest-assets.sh)" $(GOTEST) $(TESTFLAGS) ./... | $(TESTSUMMARY)); \
+		hack/phase.sh run "$$m" bash -c 'cd "$$1" && KUBEBUILDER_ASSETS="$$($(CURDIR)/hack/envtest-assets.sh)" $(GOTEST) $(TESTFLAGS) ./... | $(TESTSUMMARY) -state "$$KFN_PHASE_STATE"' - "$$m" || exit 1; \
 	done
-	$(MAKE) --no-print-directory test-race
-	$(MAKE) --no-print-directory fuzz
-	$(MAKE) --no-print-directory test-cluster
+	@hack/phase.sh run race $(MAKE) --no-print-directory test-race
+	@hack/phase.sh run fuzz $(MAKE) --no-print-directory fuzz
+	@$(MAKE) --no-print-directory test-cluster
+	@hack/phase.sh report
 
 # A single-node cluster from source (see README, "A real node"): the
 # binaries are built once per version into ~/.cache/kfn/cluster, kfn's
@@ -81,6 +87,10 @@ test: verify envtest test-packages testsummary ## Run every test (builds the tes
 # TestUpgradeUnderLoad) also builds the previous release's images, once per
 # commit (hack/cluster/release-images.sh).
 CLUSTER_TESTFLAGS ?= -timeout 40m
+# The real node's scenarios must end within this (hack/testsummary -budget):
+# a new scenario pays for its time, by running beside the others or making
+# another cheaper, instead of slowing every make test.
+CLUSTER_BUDGET ?= 20m
 # How many nodes make cluster starts (1 or 2; the tests add their second node themselves).
 CLUSTER_NODES ?= 1
 
@@ -89,9 +99,11 @@ test-cluster: testsummary ## Run the end-to-end tests on a real node (root; KFN_
 	@if [ "$${KFN_SKIP_CLUSTER:-}" = 1 ]; then \
 		echo "test-cluster: SKIPPED (KFN_SKIP_CLUSTER=1): no kfn pod was run on a real node"; \
 	else \
-		bin=$$(hack/cluster/assets.sh) && images=$$(hack/cluster/images.sh "$$bin") && \
+		bin=$$(hack/phase.sh run cluster-binaries hack/cluster/assets.sh) && \
+		images=$$(hack/phase.sh run cluster-images hack/cluster/images.sh "$$bin") && \
 		echo "cd e2e/cluster && go test $(CLUSTER_TESTFLAGS) ./..." && \
-		cd e2e/cluster && KFN_CLUSTER_BIN="$$bin" KFN_CLUSTER_IMAGES="$$images" $(GOTEST) $(CLUSTER_TESTFLAGS) ./... | $(TESTSUMMARY); \
+		cd e2e/cluster && export KFN_CLUSTER_BIN="$$bin" KFN_CLUSTER_IMAGES="$$images" && \
+		../../hack/phase.sh run cluster-scenarios bash -c '$(GOTEST) $(CLUSTER_TESTFLAGS) ./... | $(TESTSUMMARY) -times -budget $(CLUSTER_BUDGET) -state "$$KFN_PHASE_STATE"'; \
 	fi
 
 .PHONY: cluster

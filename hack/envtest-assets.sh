@@ -15,6 +15,8 @@ set -euo pipefail
 tools_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/envtest" && pwd)
 
 log() { printf 'envtest-assets: %s\n' "$*" >&2; }
+# phase_state tells hack/phase.sh whether this call built anything.
+phase_state() { if [[ -n ${KFN_PHASE_STATE:-} ]]; then printf '%s\n' "$1" >"$KFN_PHASE_STATE"; fi; }
 die() { log "error: $*"; exit 1; }
 
 # module_version prints the version that hack/envtest/go.mod requires for $1.
@@ -42,6 +44,7 @@ dir="$parent/$name"
 complete() { [[ -x $dir/kube-apiserver && -x $dir/etcd ]]; }
 
 if complete; then
+	phase_state cached
 	printf '%s\n' "$dir"
 	exit 0
 fi
@@ -61,6 +64,7 @@ else
 fi
 
 if complete; then
+	phase_state cached
 	printf '%s\n' "$dir"
 	exit 0
 fi
@@ -103,4 +107,5 @@ mv "$tmp" "$dir"
 trap - EXIT
 
 log "built in $((SECONDS - start))s"
+phase_state cold
 printf '%s\n' "$dir"

@@ -30,6 +30,8 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 log() { printf 'cluster-assets: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
+# phase_state tells hack/phase.sh whether this call built anything.
+phase_state() { if [[ -n ${KFN_PHASE_STATE:-} ]]; then printf '%s\n' "$1" >"$KFN_PHASE_STATE"; fi; }
 
 # The node's programs that come from Debian (keep equal to
 # singlenode.Packages), and one file of each to check for.
@@ -100,6 +102,7 @@ want() {
 }
 
 if complete; then
+	phase_state cached
 	printf '%s\n' "$dir"
 	exit 0
 fi
@@ -113,6 +116,7 @@ if command -v flock >/dev/null 2>&1; then
 	fi
 fi
 if complete; then
+	phase_state cached
 	printf '%s\n' "$dir"
 	exit 0
 fi
@@ -206,4 +210,5 @@ else
 fi
 trap - EXIT
 log "built in $((SECONDS - start))s"
+phase_state cold
 printf '%s\n' "$dir"

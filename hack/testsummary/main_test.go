@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -61,7 +62,8 @@ func TestAFailedTestsMessagesComeLastWithoutTheDump(t *testing.T) {
 		event{Action: "fail", Package: pkg, Elapsed: 3.1},
 	)
 	var b strings.Builder
-	require.NoError(t, run(strings.NewReader(in), &b))
+	_, err := run(strings.NewReader(in), &b, options{})
+	require.NoError(t, err)
 	got := b.String()
 	t.Log(got)
 
@@ -90,7 +92,8 @@ func TestATestCutShortByTheTimeoutIsReportedWithItsOutput(t *testing.T) {
 		event{Action: "fail", Package: pkg, Elapsed: 2400},
 	)
 	var b strings.Builder
-	require.NoError(t, run(strings.NewReader(in), &b))
+	_, err := run(strings.NewReader(in), &b, options{})
+	require.NoError(t, err)
 	got := b.String()
 	assert.Contains(t, got, "panic: test timed out")
 	assert.Contains(t, got, "=== TestSlow (example.com/e2e) was still running when its package ended")
@@ -110,7 +113,8 @@ func TestAllPassingPrintsThePackagesOnly(t *testing.T) {
 		event{Action: "pass", Package: pkg},
 	)
 	var b strings.Builder
-	require.NoError(t, run(strings.NewReader(in), &b))
+	_, err := run(strings.NewReader(in), &b, options{})
+	require.NoError(t, err)
 	assert.Equal(t, "ok  \texample.com/unit\t0.1s\n", b.String())
 }
 
@@ -127,6 +131,59 @@ func TestALongFailureKeepsItsBeginningAndEnd(t *testing.T) {
 }
 
 func TestBrokenInputIsAnError(t *testing.T) {
-	err := run(strings.NewReader("{\"Action\":"), &strings.Builder{})
+	_, err := run(strings.NewReader("{\"Action\":"), &strings.Builder{}, options{})
 	assert.ErrorContains(t, err, "read go test -json")
+}
+
+func TestTimesPrintsEachTopLevelTestAsItEnds(t *testing.T) {
+	const pkg = "example.com/e2e"
+	in := goTestJSON(t,
+		event{Action: "run", Package: pkg, Test: "TestA"},
+		event{Action: "run", Package: pkg, Test: "TestA/sub"},
+		event{Action: "pass", Package: pkg, Test: "TestA/sub", Elapsed: 1.5},
+		event{Action: "pass", Package: pkg, Test: "TestA", Elapsed: 61.25},
+		event{Action: "skip", Package: pkg, Test: "TestB", Elapsed: 0},
+		out(pkg, "", "ok  \texample.com/e2e\t62.0s\n"),
+		event{Action: "pass", Package: pkg, Elapsed: 62},
+	)
+	var b strings.Builder
+	_, err := run(strings.NewReader(in), &b, options{times: true})
+	require.NoError(t, err)
+	assert.Equal(t, "--- PASS: TestA (61.2s)\n--- SKIP: TestB (0.0s)\nok  \texample.com/e2e\t62.0s\n", b.String(),
+		"one line per top-level test, none for a subtest")
+}
+
+func TestAPackageOverItsBudgetFails(t *testing.T) {
+	pkgRun := func(pkg string, elapsed float64, line string) []event {
+		return []event{
+			event{Action: "run", Package: pkg, Test: "TestA"},
+			event{Action: "pass", Package: pkg, Test: "TestA", Elapsed: elapsed},
+			out(pkg, "", line),
+			event{Action: "pass", Package: pkg, Elapsed: elapsed},
+		}
+	}
+	tests := map[string]struct {
+		events []event
+		over   []string
+		state  string
+	}{
+		"within": {pkgRun("example.com/a", 59, "ok  \texample.com/a\t59.0s\n"), nil, "cold"},
+		"over":   {pkgRun("example.com/a", 61, "ok  \texample.com/a\t61.0s\n"), []string{"example.com/a"}, "cold"},
+		"cached over the budget counts nothing": {
+			pkgRun("example.com/a", 61, "ok  \texample.com/a\t(cached)\n"), nil, "cached"},
+		"one of two cached": {
+			append(pkgRun("example.com/a", 1, "ok  \texample.com/a\t(cached)\n"), pkgRun("example.com/b", 1, "ok  \texample.com/b\t1.0s\n")...), nil, "cold"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			var b strings.Builder
+			res, err := run(strings.NewReader(goTestJSON(t, tt.events...)), &b, options{budget: time.Minute})
+			require.NoError(t, err)
+			assert.Equal(t, tt.over, res.overBudget)
+			assert.Equal(t, tt.state, res.state())
+			if tt.over != nil {
+				assert.Contains(t, b.String(), "example.com/a took 1m1s, over its budget of 1m0s")
+			}
+		})
+	}
 }
