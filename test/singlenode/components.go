@@ -132,6 +132,13 @@ func controllerManagerProcess(cfg Config) (process, error) {
 		// A test cluster scales back within a minute, not five.
 		"--horizontal-pod-autoscaler-downscale-stabilization=30s",
 		"--horizontal-pod-autoscaler-sync-period=5s",
+		// A lost node is found NotReady 20 s after its last lease
+		// renewal, not 50 s (the default): the node-loss scenarios wait
+		// for it. The kubelet renews every 2.5 s (nodeLeaseDurationSeconds
+		// 10), so eight renewals in a row must fail, which a loaded
+		// machine's API server does not make happen.
+		"--node-monitor-grace-period=20s",
+		"--node-monitor-period=2s",
 	}}, nil
 }
 
@@ -294,11 +301,15 @@ func kubeletConfig(cfg Config, n nodeSpec) ([]byte, error) {
 			"nodefs.available":  "1%",
 			"imagefs.available": "1%",
 		},
-		"rotateCertificates":    false,
-		"staticPodPath":         "",
-		"syncFrequency":         "10s",
-		"fileCheckFrequency":    "10s",
-		"protectKernelDefaults": false,
+		"rotateCertificates": false,
+		"staticPodPath":      "",
+		"syncFrequency":      "10s",
+		// Its lease renewed every 2.5 s (a quarter of the duration), for
+		// the controller manager's 20 s grace period.
+		"nodeLeaseDurationSeconds":  10,
+		"nodeStatusUpdateFrequency": "5s",
+		"fileCheckFrequency":        "10s",
+		"protectKernelDefaults":     false,
 	}
 	if n.extra() {
 		conf["podLogsDir"] = n.path("pod-logs")
