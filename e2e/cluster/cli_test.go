@@ -20,6 +20,7 @@ import (
 // request sent through port-forwards to kfn's event bridge, and get and
 // logs show what happened.
 func TestCLIOnTheCluster(t *testing.T) {
+	t.Parallel() // beside the other scenarios that leave the install as it is (doc.go)
 	ns := namespace(t, "cli")
 	dir := filepath.Join(t.TempDir(), "greeter")
 	init := exec.CommandContext(t.Context(), filepath.Join(platform.root, "bin", "kfn"), "init", "--runtime", "nodejs22", dir)

@@ -134,6 +134,7 @@ func installLog(t *testing.T, ns, name string) (pod, log string, err error) {
 // at most three wakes: see the subtest), again without asking the index
 // (a standby pod never runs npm or pip).
 func TestFunctionsWithDependenciesInstallOnTheNode(t *testing.T) {
+	t.Parallel() // beside the other scenarios that leave the install as it is (doc.go)
 	index, err := pkgindex.Start(net.JoinHostPort(platform.cluster.Config.NodeIP, "0"))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = index.Close() })

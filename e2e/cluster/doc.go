@@ -14,6 +14,13 @@
 // under load (upgrade_test.go, which reinstalls kfn and leaves this
 // checkout's install behind).
 //
+// Scenarios that disturb the shared install (kill its pods, a node or a
+// volume, reinstall it) run one at a time, first; every other scenario
+// calls t.Parallel and runs beside the others once those are done (make
+// test-cluster's -parallel bounds how many at once), each in namespaces of
+// its own, with Function names and event types no other scenario uses, so
+// that no scenario's events reach another's Functions.
+//
 // It is a module of its own so that go test ./... of the main module does
 // not run it beside the unit tests: make test runs it after them. It needs
 // root; KFN_SKIP_CLUSTER=1 skips it, saying so.

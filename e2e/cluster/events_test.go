@@ -91,6 +91,7 @@ func waitSubscriptionReady(t *testing.T, ns, name string) {
 // in the dead-letter stream, where `kfn dlq` lists them and replays them
 // once the function is fixed.
 func TestEventsReachPodsChainAndDeadLetter(t *testing.T) {
+	t.Parallel() // beside the other scenarios that leave the install as it is (doc.go)
 	ns := namespace(t, "events")
 	apply(t, ns, recordingFunction("first", "first", 200, "order.checked.v1"))
 	apply(t, ns, recordingFunction("second", "second", 200, ""))

@@ -53,6 +53,7 @@ spec:
 )
 
 func TestKymaFunctionsRunAndAnswerThroughTheirService(t *testing.T) {
+	t.Parallel() // beside the other scenarios that leave the install as it is (doc.go)
 	ns := namespace(t, "kyma")
 	apply(t, ns, kymaNode)
 	apply(t, ns, kymaPython)
@@ -89,6 +90,7 @@ func TestKymaFunctionsRunAndAnswerThroughTheirService(t *testing.T) {
 // source while a client calls it without pause: the Deployment rolls to
 // the new version and the client sees no failed request.
 func TestSourceUpdateRollsWithoutAFailedRequest(t *testing.T) {
+	t.Parallel() // beside the other scenarios that leave the install as it is (doc.go)
 	ns := namespace(t, "roll")
 	manifest := func(v string) string {
 		return fmt.Sprintf(`
@@ -185,6 +187,7 @@ spec:
 // and prometheus_client on Python (Debian's, in the image built here without
 // PyPI; cloudevents is not packaged by Debian).
 func TestKymaLibrariesInTheImages(t *testing.T) {
+	t.Parallel() // beside the other scenarios that leave the install as it is (doc.go)
 	ns := namespace(t, "libs")
 	apply(t, ns, `
 apiVersion: serverless.kyma-project.io/v1alpha2

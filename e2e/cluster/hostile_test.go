@@ -29,6 +29,7 @@ import (
 // answer or bound, the event bridge is never restarted, the victim's dead
 // letter stays, and every payment acknowledged reaches its ledger.
 func TestHostileTenant(t *testing.T) {
+	t.Parallel() // beside the other scenarios that leave the install as it is (doc.go)
 	victim, attacker := namespace(t, "bank"), namespace(t, "mallory")
 	bridge := eventBridgePod(t)
 	tenants := hostile.Tenants{Victim: victim, Attacker: attacker, Recorder: platform.recorder.URL,

@@ -40,6 +40,7 @@ module.exports = {
 // percent-encoded and reaches the handler as published. About 30 s on the
 // shared install (one Node.js pod).
 func TestKymaTypeCleanupAndAttributesOnTheCluster(t *testing.T) {
+	t.Parallel() // beside the other scenarios that leave the install as it is (doc.go)
 	ns := namespace(t, "cleanup")
 	apply(t, ns, attributesFunction("lastorder"))
 	apply(t, ns, `

@@ -25,6 +25,7 @@ import (
 // taken, so the refusals are NATS's. Fails when the shared install's NATS
 // takes anonymous clients (nats.auth off). A second or two.
 func TestNATSRefusesClientsWithoutCredentials(t *testing.T) {
+	t.Parallel() // beside the other scenarios that leave the install as it is (doc.go)
 	pod := podsOf(t, "app.kubernetes.io/component=nats")[0]
 	route := net.JoinHostPort(pod.Status.PodIP, "6222")
 	conn, err := net.DialTimeout("tcp", route, 10*time.Second)

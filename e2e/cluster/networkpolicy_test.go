@@ -214,6 +214,7 @@ func runningPod(t *testing.T, component string) corev1.Pod {
 // runs the same program; both settle within a minute and hold for five
 // more tries. About 30 s.
 func TestNetworkPolicyIsEnforced(t *testing.T) {
+	t.Parallel() // beside the other scenarios that leave the install as it is (doc.go)
 	server, allowed, denied := namespace(t, "np-server"), namespace(t, "np-allowed"), namespace(t, "np-denied")
 	ctx := t.Context()
 	cs := platform.cluster.Clientset
@@ -291,6 +292,7 @@ func TestNetworkPolicyIsEnforced(t *testing.T) {
 // bridge's own calls to NATS keep working (a publish is acknowledged,
 // which needs NATS's). About 60 s (each try of a dropped port waits 1 s).
 func TestOtherNamespacesReachNoInternalPort(t *testing.T) {
+	t.Parallel() // beside the other scenarios that leave the install as it is (doc.go)
 	ns := namespace(t, "np-outsider")
 	nats, bridge, scaler := runningPod(t, "nats"), runningPod(t, "eventbridge"), runningPod(t, "scaler")
 	targets := map[string]string{
@@ -309,7 +311,7 @@ func TestOtherNamespacesReachNoInternalPort(t *testing.T) {
 		}
 	}
 	awaitProbe(t, ns, "outsider", 3, 2*time.Minute, want)
-	code, body, err := publishEvent("order.created.v1", "shop", "np-outsider-"+suffix(), `{}`)
+	code, body, err := publishEvent("order.outsider.v1", "shop", "np-outsider-"+suffix(), `{}`)
 	require.NoError(t, err)
 	require.Equal(t, 2, code/100, "the publisher's publish through NATS: %s", body)
 }

@@ -93,6 +93,7 @@ module.exports = {
 // (get_cloud_event, emit_cloud_event) to a nodejs26 one (getCloudEvent)
 // through the event bridge.
 func TestKymaNewestRuntimes(t *testing.T) {
+	t.Parallel() // beside the other scenarios that leave the install as it is (doc.go)
 	ns := namespace(t, "newest")
 	apply(t, ns, kymaNode26)
 	apply(t, ns, kymaPython314)

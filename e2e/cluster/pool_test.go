@@ -68,6 +68,7 @@ func waitStandby(t *testing.T, ns string) string {
 // the gateway is served by the new standby pod. The figures go with the
 // Deployment path's (make bench reads them).
 func TestWarmPoolWakesAFunctionOnAStandbyPod(t *testing.T) {
+	t.Parallel() // beside the other scenarios that leave the install as it is (doc.go)
 	ns := namespace(t, "warm")
 	nsObj, err := platform.cluster.Clientset.CoreV1().Namespaces().Get(t.Context(), ns, metav1.GetOptions{})
 	require.NoError(t, err)

@@ -79,9 +79,10 @@ func waitAtZero(t *testing.T, ns, name string, d time.Duration) {
 // kfn's scaler (external-push) and KEDA and is delivered, and an HTTP
 // request for it at zero is held by the gateway and answered.
 func TestScaleToZeroAndBack(t *testing.T) {
+	t.Parallel() // beside the other scenarios that leave the install as it is (doc.go)
 	ns := namespace(t, "zero")
 	apply(t, ns, scalingFunction("zero", 0, 2, 15, 10, 0))
-	apply(t, ns, subscription(ns, "zero", "zero", "order.created.v1", nil))
+	apply(t, ns, subscription(ns, "zero", "zero", "order.zero.v1", nil))
 	waitSubscriptionReady(t, ns, "zero")
 
 	// KEDA scales to zero from its polling loop (every 30 s by default)
@@ -93,7 +94,7 @@ func TestScaleToZeroAndBack(t *testing.T) {
 	t.Run("one event brings a pod up and is delivered", func(t *testing.T) {
 		id := ns + "-wake"
 		start := time.Now()
-		publish(t, "order.created.v1", "shop", id, `{"wake": true}`)
+		publish(t, "order.zero.v1", "shop", id, `{"wake": true}`)
 		var podReady time.Duration
 		eventually(t, 2*time.Minute, "a ready pod", func() error {
 			_, ready, err := replicas(ns, "zero")
@@ -114,7 +115,7 @@ func TestScaleToZeroAndBack(t *testing.T) {
 		// dispatcher reaches the woken pod as soon as its host answers its
 		// ready path, before the kubelet marks it ready: no attempt is
 		// spent on a pod that does not listen yet).
-		publish(t, "order.created.v1", "shop", id+"-after", `{"wake": false}`)
+		publish(t, "order.zero.v1", "shop", id+"-after", `{"wake": false}`)
 		require.NoError(t, platform.recorder.waitAll(t.Context(), "zero", []string{id + "-after"}, time.Minute))
 		assert.Equal(t, 1, platform.recorder.counts("zero")[id], "the event that woke the Function was delivered once")
 	})
@@ -146,18 +147,19 @@ func TestScaleToZeroAndBack(t *testing.T) {
 // external metric served by KEDA's metrics API server from kfn's scaler),
 // every event is delivered, and the replicas go back to one.
 func TestBacklogScalesOutAndBack(t *testing.T) {
+	t.Parallel() // beside the other scenarios that leave the install as it is (doc.go)
 	ns := namespace(t, "backlog")
 	// One pod takes 5 events/s (10 in flight, 2 s each): the burst lasts
 	// about 30 s on one pod, well past the HPA's first scale-out (its sync
 	// period is 5 s here), so the added pods find events left to take.
 	apply(t, ns, scalingFunction("slow", 1, 3, 30, 5, 2000))
-	apply(t, ns, subscription(ns, "slow", "slow", "order.created.v1", map[string]string{"maxInFlightMessages": "10"}))
+	apply(t, ns, subscription(ns, "slow", "slow", "order.backlog.v1", map[string]string{"maxInFlightMessages": "10"}))
 	waitRunning(t, ns, "slow", 3*time.Minute)
 	waitSubscriptionReady(t, ns, "slow")
 
 	burst := ids(ns, 150)
 	for _, id := range burst {
-		publish(t, "order.created.v1", "shop", id, `{}`)
+		publish(t, "order.backlog.v1", "shop", id, `{}`)
 	}
 	var most int32
 	t.Run("scales above one replica", func(t *testing.T) {

@@ -23,6 +23,7 @@ import (
 // pods kfn runs are admitted under it (every other scenario's pods too, as
 // each runs in a restricted namespace).
 func TestRestrictedPodSecurity(t *testing.T) {
+	t.Parallel() // beside the other scenarios that leave the install as it is (doc.go)
 	ns := namespace(t, "restricted")
 
 	t.Run("a Function that breaks restricted is refused", func(t *testing.T) {
@@ -107,6 +108,7 @@ spec:
 // container finds one, with its namespace, while the pod's other
 // containers have none.
 func TestFunctionPodsGetATokenOnlyWhenTheyAsk(t *testing.T) {
+	t.Parallel() // beside the other scenarios that leave the install as it is (doc.go)
 	ns := namespace(t, "token")
 	apply(t, ns, fmt.Sprintf(tokenFunction, "no-token", "false"))
 	apply(t, ns, fmt.Sprintf(tokenFunction, "with-token", "true"))

@@ -80,6 +80,7 @@ module.exports = {
 // auditor with kfnsendernamespace naming the owner's namespace; the
 // other's are refused (403) by the publisher and reach nobody.
 func TestSendersOnTheRealNode(t *testing.T) {
+	t.Parallel() // beside the other scenarios that leave the install as it is (doc.go)
 	ctx := context.Background()
 	bank := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: bankNamespace, Labels: map[string]string{
 		"pod-security.kubernetes.io/enforce": "restricted",

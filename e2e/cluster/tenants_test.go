@@ -106,6 +106,7 @@ module.exports = {
 // ScaledObject rule are proven in TestSendersOnTheRealNode and
 // scaler/server's tests.
 func TestAnotherNamespaceGetsNothingOfA(t *testing.T) {
+	t.Parallel() // beside the other scenarios that leave the install as it is (doc.go)
 	start := time.Now()
 	a, b := namespace(t, "tenant-a"), namespace(t, "tenant-b")
 	apply(t, a, answerFunction("ledger", "ledger of A"))
