@@ -190,8 +190,8 @@ func (c *Process) RegisterFlags(fs *flag.FlagSet) {
 		c.Dispatcher.Egress.Networks = n
 		return err
 	})
-	fs.Int64Var(&c.Dispatcher.MaxHeldBytes, "max-held-bytes", c.Dispatcher.MaxHeldBytes, "bytes of events the dispatcher holds at once (arrived, not settled, retries included); past it, it asks for no more until some are settled (-1: no bound)")
-	fs.Int64Var(&c.Dispatcher.MaxHeldBytesPerSubscription, "max-held-bytes-per-subscription", c.Dispatcher.MaxHeldBytesPerSubscription, "the share of -max-held-bytes one Subscription may hold (a Subscription holding nothing may take one event of any size; -1: no bound)")
+	fs.Int64Var(&c.Dispatcher.MaxHeldBytes, "max-held-bytes", c.Dispatcher.MaxHeldBytes, "bytes of events the dispatcher holds at once (arrived, not settled, retries included), and of their sinks' replies while they are read and stored; past it, it asks for no more until some are settled (-1: no bound)")
+	fs.Int64Var(&c.Dispatcher.MaxHeldBytesPerSubscription, "max-held-bytes-per-subscription", c.Dispatcher.MaxHeldBytesPerSubscription, "the share of -max-held-bytes one Subscription may hold, its sink's replies included (a reply that does not fit fails its attempt; a Subscription holding nothing may take one event of any size; -1: no bound)")
 	fs.BoolVar(&c.Dispatcher.Egress.AllowLoopback, "allow-loopback-sinks", c.Dispatcher.Egress.AllowLoopback, "let deliveries reach loopback addresses, for -resolve targets on this machine (tests); never in a cluster, where it would open the pod's own ports to every tenant's sink")
 	fs.IntVar(&c.Dispatcher.MaxHops, "max-hops", c.Dispatcher.MaxHops, "longest chain of reply events")
 	fs.Float64Var(&c.Dispatcher.Jitter, "backoff-jitter", c.Dispatcher.Jitter, "random fraction of each redelivery backoff (0..1)")
