@@ -90,7 +90,7 @@ func New(opts ...Option) (*Watcher, error) {
 
 		probeEvery: DefaultProbeInterval,
 		probeFor:   plan.MaxStartup,
-		client:     &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}},
+		client:     &http.Client{Timeout: time.Second, Transport: probeTransport()},
 		probing:    map[service]map[string]*probe{},
 		early:      map[service]map[string]bool{},
 		wasReady:   map[service]map[string]bool{},

@@ -42,6 +42,23 @@ func WithProbeInterval(d time.Duration) Option {
 	}
 }
 
+// maxProbeHeaderBytes bounds the headers of a probe's answer, which a
+// tenant's pod gives: a host's ready answer has a few (FunctionHeader), and
+// one with more is no answer, not up to Go's 10 MiB read per probe.
+const maxProbeHeaderBytes = 16 << 10
+
+// probeTransport is the transport of the probes: a connection per probe
+// (a probe asks a pod that is not ready, and asks it no more once it is),
+// no proxy from the environment, and answers with at most
+// maxProbeHeaderBytes of headers.
+func probeTransport() *http.Transport {
+	return &http.Transport{
+		DialContext:            (&net.Dialer{Timeout: time.Second}).DialContext,
+		DisableKeepAlives:      true,
+		MaxResponseHeaderBytes: maxProbeHeaderBytes,
+	}
+}
+
 // probe is the probe of one starting endpoint.
 type probe struct{ cancel context.CancelFunc }
 

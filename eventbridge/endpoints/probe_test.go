@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,6 +29,8 @@ type host struct {
 	// function is the namespace/name its answers name (FunctionHeader):
 	// fnSlice sets it to the Function whose slice holds the host.
 	function atomic.Value
+	// padding, when not 0, is the bytes of a header added to each answer.
+	padding atomic.Int64
 }
 
 func startHost(t *testing.T) *host {
@@ -40,6 +43,9 @@ func startHost(t *testing.T) *host {
 		h.asked.Add(1)
 		if fn, ok := h.function.Load().(string); ok {
 			w.Header().Set(endpoints.FunctionHeader, fn)
+		}
+		if n := h.padding.Load(); n > 0 {
+			w.Header().Set("X-Padding", strings.Repeat("x", int(n)))
 		}
 		if !h.loaded.Load() {
 			w.WriteHeader(http.StatusServiceUnavailable)
@@ -218,4 +224,25 @@ func TestOnlyFunctionsStartingPodsAreProbed(t *testing.T) {
 
 	_, err = endpoints.New(endpoints.WithProbeInterval(-time.Second))
 	require.ErrorIs(t, err, endpoints.ErrInvalidOption)
+}
+
+// TestProbeAnswersAreBounded: a starting pod whose ready path answers 200,
+// naming its Function, with a megabyte of headers is not taken as ready:
+// the probes read little of an answer (Go's own bound is 10 MiB per probe
+// in flight, and a tenant's pod answers them).
+func TestProbeAnswersAreBounded(t *testing.T) {
+	w, err := endpoints.New(endpoints.WithProbeInterval(time.Millisecond))
+	require.NoError(t, err)
+	w.MarkSynced()
+	h := startHost(t)
+	h.loaded.Store(true)
+	h.padding.Store(1 << 20)
+	w.OnAdd(fnSlice("fn-a", "fn", h, starting()), false)
+	require.Eventually(t, func() bool { return h.asked.Load() >= 3 }, 10*time.Second, time.Millisecond, "probed again and again")
+	ready, _ := w.Ready("default", "fn")
+	assert.False(t, ready, "an answer with a megabyte of headers is no answer")
+
+	h.padding.Store(1 << 10)
+	require.Eventually(t, func() bool { r, _ := w.Ready("default", "fn"); return r }, 10*time.Second, time.Millisecond,
+		"a kilobyte of headers is an answer")
 }

@@ -60,6 +60,12 @@ type Access interface {
 // it to edit and admin.
 var Invoke = auth.Attributes{Verb: "create", Group: "serverless.kyma-project.io", Resource: "functions", Subresource: "invoke"}
 
+// MaxResponseHeaderBytes bounds the headers of a Function's answer that
+// the gateway reads (its transport), as the publisher bounds
+// a request's: an answer with more is answered 502, not read up to Go's
+// 10 MiB per request in flight.
+const MaxResponseHeaderBytes = 64 << 10
+
 // Defaults of Config.
 const (
 	// DefaultHoldTimeout is Config.HoldTimeout when unset.
@@ -223,12 +229,26 @@ func New(backends Backends, cfg Config, opts ...Option) (*Gateway, error) {
 			r.Out.URL.RawPath = ""
 			r.SetXForwarded()
 		},
+		Transport: newTransport(),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			g.log.Warn("backend failed", "path", r.URL.Path, "error", err)
 			http.Error(w, "the function's backend failed: "+err.Error(), http.StatusBadGateway)
 		},
 	}
 	return g, nil
+}
+
+// newTransport returns the gateway's transport to Functions: keep-alive
+// connections, no proxy from the environment, and answers with at most
+// MaxResponseHeaderBytes of headers.
+func newTransport() *http.Transport {
+	return &http.Transport{
+		DialContext:            (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:           1024,
+		MaxIdleConnsPerHost:    64,
+		IdleConnTimeout:        90 * time.Second,
+		MaxResponseHeaderBytes: MaxResponseHeaderBytes,
+	}
 }
 
 type targetKey struct{}

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -383,4 +384,35 @@ kfn_gateway_in_flight{function="orders",namespace="shop"} 0
 	require.Never(t, func() bool { after, _ := rep.afterLastBusy(); return len(after) > 1 }, 10*interval, interval,
 		"one report of zero, not one every interval")
 	assert.Equal(t, map[time.Duration]bool{5 * interval: true}, rep.validities(), "every report is valid for 5 intervals")
+}
+
+// TestBackendHeadersAreBounded: a Function that answers with megabytes of
+// headers (Go's own bound is 10 MiB per request in flight) is answered 502
+// with the reason past gateway.MaxResponseHeaderBytes, and another
+// tenant's Function is served meanwhile.
+func TestBackendHeadersAreBounded(t *testing.T) {
+	big := strings.Repeat("x", 1<<20)
+	loud := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("X-Big-0", big)
+		w.Header().Set("X-Big-1", big)
+	}))
+	t.Cleanup(loud.Close)
+	bs := newBackends()
+	bs.set("tenant-a/loud", strings.TrimPrefix(loud.URL, "http://"))
+	be := newBackend(t)
+	bs.set("tenant-b/orders", addr(be))
+	srv := newGateway(t, bs, nil, gateway.Config{})
+
+	resp, err := http.Get(srv.URL + "/tenant-a/loud/")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusBadGateway, resp.StatusCode)
+	assert.Contains(t, string(body), "response headers exceeded "+strconv.Itoa(gateway.MaxResponseHeaderBytes))
+	assert.Zero(t, len(resp.Header.Get("X-Big-0")), "the headers are not passed on")
+
+	resp, err = http.Get(srv.URL + "/tenant-b/orders/")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
 }
