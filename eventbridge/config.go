@@ -60,9 +60,11 @@ type Config struct {
 	// Dispatcher configures the dispatcher. Its Streams are set from
 	// Streams; its Delivery are also the consumers' defaults (one setting
 	// for both, so that they cannot disagree); a Jitter of 0 means none.
+	// Its Egress is also where the gateway and the wake probes may reach
+	// Functions (in a cluster, never the API server).
 	Dispatcher dispatcher.Config
 	// Gateway tunes the gateway (HoldTimeout, MaxHeld; Source names the
-	// reporter of its in-flight counts).
+	// reporter of its in-flight counts). Its Egress is Dispatcher's.
 	Gateway gateway.Config
 	// GatewayInFlightSubject is the core NATS subject on which the gateway
 	// reports its in-flight requests to the scalers, unless the host gives

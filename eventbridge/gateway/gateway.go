@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kfn-dev/kfn/eventbridge/egress"
 	"github.com/kfn-dev/kfn/internal/auth"
 )
 
@@ -92,6 +93,11 @@ type Config struct {
 	HostSuffixes []string
 	// Source names this gateway instance in its in-flight reports; default "gateway".
 	Source string
+	// Egress says which addresses the gateway may dial to reach a
+	// Function's backend, as deliveries (package egress): backends are
+	// named by EndpointSlices, which a tenant may write. The zero value
+	// refuses loopback among others.
+	Egress egress.Policy
 }
 
 func (c *Config) defaults() {
@@ -229,7 +235,7 @@ func New(backends Backends, cfg Config, opts ...Option) (*Gateway, error) {
 			r.Out.URL.RawPath = ""
 			r.SetXForwarded()
 		},
-		Transport: newTransport(),
+		Transport: newTransport(cfg.Egress),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			g.log.Warn("backend failed", "path", r.URL.Path, "error", err)
 			http.Error(w, "the function's backend failed: "+err.Error(), http.StatusBadGateway)
@@ -239,11 +245,12 @@ func New(backends Backends, cfg Config, opts ...Option) (*Gateway, error) {
 }
 
 // newTransport returns the gateway's transport to Functions: keep-alive
-// connections, no proxy from the environment, and answers with at most
+// connections, no proxy from the environment, connections only to the
+// addresses policy lets it reach, and answers with at most
 // MaxResponseHeaderBytes of headers.
-func newTransport() *http.Transport {
+func newTransport(policy egress.Policy) *http.Transport {
 	return &http.Transport{
-		DialContext:            (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:            (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second, Control: policy.Control}).DialContext,
 		MaxIdleConns:           1024,
 		MaxIdleConnsPerHost:    64,
 		IdleConnTimeout:        90 * time.Second,

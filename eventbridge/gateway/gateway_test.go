@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kfn-dev/kfn/eventbridge/egress"
 	"github.com/kfn-dev/kfn/eventbridge/gateway"
 )
 
@@ -131,8 +133,15 @@ func newGateway(t *testing.T, bs *backends, rep gateway.InFlightReporter, cfg ga
 	return srv
 }
 
+// loopback lets the tests' gateways reach their backends, httptest servers
+// on loopback, which the gateway refuses by default.
+var loopback = egress.Policy{AllowLoopback: true}
+
+// newGatewayWith makes a gateway of cfg, whose backends may be on
+// loopback, and serves it.
 func newGatewayWith(t *testing.T, bs *backends, rep gateway.InFlightReporter, cfg gateway.Config) (*gateway.Gateway, *httptest.Server) {
 	t.Helper()
+	cfg.Egress = loopback
 	var opts []gateway.Option
 	if rep != nil {
 		opts = append(opts, gateway.WithInFlightReporter(rep))
@@ -326,7 +335,7 @@ func TestInFlightEmptiesOnceRequestsAreOver(t *testing.T) {
 	rep := &reporter{}
 	reg := prometheus.NewRegistry()
 	const interval = 20 * time.Millisecond
-	g, err := gateway.New(bs, gateway.Config{HoldTimeout: 300 * time.Millisecond, ReportInterval: interval},
+	g, err := gateway.New(bs, gateway.Config{HoldTimeout: 300 * time.Millisecond, ReportInterval: interval, Egress: loopback},
 		gateway.WithInFlightReporter(rep), gateway.WithMetrics(reg))
 	require.NoError(t, err)
 	ctx, stop := context.WithCancel(context.Background())
@@ -415,4 +424,52 @@ func TestBackendHeadersAreBounded(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+// TestGatewayKeepsToTheEgressPolicy: the gateway dials a Function's
+// backend, an address a tenant's EndpointSlice may name, only where
+// Config.Egress lets it: a loopback address (the event bridge's own
+// ports), a link-local one (the cloud metadata service) or one its Deny
+// names (the API server's) is answered 502 with the reason, and nothing
+// reaches it.
+func TestGatewayKeepsToTheEgressPolicy(t *testing.T) {
+	be := newBackend(t)
+	apiServer := func(a netip.AddrPort) (string, bool) {
+		return "the Kubernetes API server's address", a.String() == addr(be)
+	}
+	tests := map[string]struct {
+		policy egress.Policy
+		addr   string
+		want   string
+	}{
+		"loopback":   {addr: addr(be), want: "is a loopback address"},
+		"link-local": {policy: egress.Policy{AllowLoopback: true}, addr: "169.254.169.254:80", want: "is a link-local address"},
+		"denied":     {policy: egress.Policy{AllowLoopback: true, Deny: apiServer}, addr: addr(be), want: "is the Kubernetes API server's address"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			bs := newBackends()
+			bs.set("shop/orders", tt.addr)
+			g, err := gateway.New(bs, gateway.Config{Egress: tt.policy})
+			require.NoError(t, err)
+			srv := httptest.NewServer(g)
+			t.Cleanup(srv.Close)
+			resp, err := http.Get(srv.URL + "/shop/orders/")
+			require.NoError(t, err)
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			assert.Equal(t, http.StatusBadGateway, resp.StatusCode)
+			assert.Contains(t, string(body), egress.ErrRefused.Error())
+			assert.Contains(t, string(body), tt.want)
+			assert.Zero(t, be.hits.Load(), "nothing reached the backend")
+		})
+	}
+
+	bs := newBackends()
+	bs.set("shop/orders", addr(be))
+	srv := newGateway(t, bs, nil, gateway.Config{Egress: loopback})
+	resp, err := http.Get(srv.URL + "/shop/orders/")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "allowed, it is reached")
 }
