@@ -128,6 +128,7 @@ func (c *Process) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.GatewayListen, "gateway-listen", c.GatewayListen, "address of the gateway to Functions (component gateway): /{namespace}/{function}/path, or Host <function>.<namespace>.svc[.cluster.local]")
 	fs.DurationVar(&c.Gateway.HoldTimeout, "gateway-hold-timeout", c.Gateway.HoldTimeout, "how long the gateway holds a request for a Function without a ready endpoint before answering 503")
 	fs.IntVar(&c.Gateway.MaxHeld, "gateway-max-held", c.Gateway.MaxHeld, "most requests the gateway holds at once; more are answered 503 at once")
+	fs.IntVar(&c.Gateway.MaxHeldPerNamespace, "gateway-max-held-per-namespace", c.Gateway.MaxHeldPerNamespace, "most requests the gateway holds at once for one namespace's Functions; more are answered 503 at once, and when -gateway-max-held are held, a namespace holding fewer takes the newest slot of the namespace holding the most")
 	fs.StringVar(&c.GatewayInFlightSubject, "gateway-inflight-subject", c.GatewayInFlightSubject, "core NATS subject of the gateway's in-flight reports to the scalers (the scaler's -inflight-subject)")
 	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "file with a bearer token (at least 16 characters) the publisher and the gateway require; functions send it from PUBLISHER_TOKEN. Empty: no token")
 	fs.Func("subscriptions", "manifest file of Subscriptions to serve without Kubernetes (repeatable); the reconciler then does not run", func(v string) error {

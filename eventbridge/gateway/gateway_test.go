@@ -473,3 +473,80 @@ func TestGatewayKeepsToTheEgressPolicy(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode, "allowed, it is reached")
 }
+
+// TestHeldRequestsAreSharedAmongNamespaces: a namespace holds at most
+// MaxHeldPerNamespace requests, and when namespaces at their cap hold every
+// slot, the request of a namespace holding fewer takes the newest of the
+// namespace holding the most (answered 503): one tenant's never-ready
+// Functions cannot make every other tenant's wake-by-HTTP answer 503.
+func TestHeldRequestsAreSharedAmongNamespaces(t *testing.T) {
+	bs := newBackends()
+	for _, fn := range []string{"tenant-a/never", "tenant-b/never", "tenant-c/orders"} {
+		bs.set(fn, "")
+	}
+	g, srv := newGatewayWith(t, bs, &reporter{}, gateway.Config{MaxHeld: 4, MaxHeldPerNamespace: 2, HoldTimeout: 10 * time.Second})
+	codes := make(chan int, 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel) // the requests still held leave before the server closes
+	get := func(path string) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+path, nil)
+		if !assert.NoError(t, err) {
+			codes <- 0
+			return
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			codes <- 0
+			return
+		}
+		resp.Body.Close()
+		codes <- resp.StatusCode
+	}
+	for range 2 {
+		go get("/tenant-a/never/")
+	}
+	require.Eventually(t, func() bool { return g.Held() == 2 }, 5*time.Second, time.Millisecond)
+
+	start := time.Now()
+	resp, err := http.Get(srv.URL + "/tenant-a/never/")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "a namespace past its share is refused")
+	assert.Less(t, time.Since(start), 5*time.Second, "at once, not after the hold timeout")
+	assert.Contains(t, string(body), "namespace tenant-a")
+	assert.NotEmpty(t, resp.Header.Get("Retry-After"))
+
+	for range 2 {
+		go get("/tenant-b/never/")
+	}
+	require.Eventually(t, func() bool { return g.Held() == 4 }, 5*time.Second, time.Millisecond, "two namespaces at their cap hold every slot")
+
+	be := newBackend(t)
+	done := make(chan int, 1)
+	go func() {
+		resp, err := http.Get(srv.URL + "/tenant-c/orders/")
+		if !assert.NoError(t, err) {
+			done <- 0
+			return
+		}
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	select {
+	case code := <-codes:
+		assert.Equal(t, http.StatusServiceUnavailable, code, "one held request of a full namespace gives its slot up")
+	case <-time.After(5 * time.Second):
+		t.Fatal("no held request gave its slot to another namespace's")
+	}
+	require.Eventually(t, func() bool { return g.Held() == 4 }, 5*time.Second, time.Millisecond, "the other namespace's request is held")
+	bs.set("tenant-c/orders", addr(be))
+	select {
+	case code := <-done:
+		assert.Equal(t, http.StatusOK, code, "and served once its Function is ready")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the other namespace's request was not served")
+	}
+	assert.Equal(t, int32(1), be.hits.Load())
+	assert.Empty(t, codes, "the other held requests wait on")
+}
