@@ -266,7 +266,7 @@ func (b *Bridge) newDispatcher(c *cluster) error {
 	}
 	if c != nil {
 		endpoints, resolver = c.endpoints, ClusterResolver(c.endpoints, b.cfg.Resolve)
-		cfg.Egress.Deny = c.apiServer()
+		cfg.Egress = c.egress()
 	}
 	if endpoints != nil {
 		opts = append(opts, dispatcher.WithEndpoints(endpoints))
@@ -383,6 +383,10 @@ func (b *Bridge) newGateway(c *cluster) error {
 		reporter = pub
 	}
 	cfg := b.cfg.Gateway
+	cfg.Egress = b.cfg.Dispatcher.Egress
+	if c != nil {
+		cfg.Egress = c.egress()
+	}
 	if cfg.Source == "" {
 		cfg.Source = "eventbridge/" + hostname()
 	}

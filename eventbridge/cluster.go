@@ -15,6 +15,7 @@ import (
 
 	"github.com/kfn-dev/kfn/api/feed"
 	"github.com/kfn-dev/kfn/eventbridge/applications"
+	"github.com/kfn-dev/kfn/eventbridge/egress"
 	"github.com/kfn-dev/kfn/eventbridge/endpoints"
 	"github.com/kfn-dev/kfn/eventbridge/gateway"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
@@ -40,7 +41,8 @@ func (b *Bridge) newCluster() (*cluster, error) {
 	}
 	mgr := b.deps.Kubernetes
 	var err error
-	if c.endpoints, err = endpoints.New(endpoints.WithCache(mgr.GetCache()), endpoints.WithProbeInterval(b.cfg.WakeProbeInterval)); err != nil {
+	if c.endpoints, err = endpoints.New(endpoints.WithCache(mgr.GetCache()), endpoints.WithProbeInterval(b.cfg.WakeProbeInterval),
+		endpoints.WithEgress(c.egress())); err != nil {
 		return nil, err
 	}
 	if err := mgr.Add(runnableFunc(c.endpoints.Run)); err != nil {
@@ -49,20 +51,26 @@ func (b *Bridge) newCluster() (*cluster, error) {
 	return c, nil
 }
 
-// apiServer denies deliveries the Kubernetes API server: its Service
-// address (from KUBERNETES_SERVICE_HOST and _PORT) and every endpoint of
-// the Service default/kubernetes, so that no sink, DNS name or redirect
-// makes the event bridge call the API server with a tenant's event from
-// where it stands in the network.
-func (c *cluster) apiServer() func(netip.AddrPort) (string, bool) {
-	return denyAPIServer(c.endpoints, os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT"))
+// egress is where the event bridge may reach tenants' code in the
+// cluster: deliveries, the gateway's requests and the wake probes alike
+// (Config.Dispatcher.Egress, the -sink-networks and -allow-loopback-sinks
+// flags), never the Kubernetes API server.
+func (c *cluster) egress() egress.Policy {
+	p := c.b.cfg.Dispatcher.Egress
+	p.Deny = c.apiServer()
+	return p
 }
 
-// denyAPIServer is apiServer with the Service's address given.
-func denyAPIServer(eps *endpoints.Watcher, serviceHost, servicePort string) func(netip.AddrPort) (string, bool) {
-	service, _ := netip.ParseAddrPort(net.JoinHostPort(serviceHost, servicePort))
+// apiServer denies the Kubernetes API server: its Service address (from
+// KUBERNETES_SERVICE_HOST and _PORT) and every endpoint of the Service
+// default/kubernetes, so that no sink, DNS name, redirect or EndpointSlice
+// makes the event bridge call the API server on a tenant's behalf from
+// where it stands in the network. It asks the EndpointSlice watcher when
+// it is called, and denies nothing more before there is one.
+func (c *cluster) apiServer() func(netip.AddrPort) (string, bool) {
+	service, _ := netip.ParseAddrPort(net.JoinHostPort(os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")))
 	return func(a netip.AddrPort) (string, bool) {
-		if a == service || eps.HasEndpoint(metav1.NamespaceDefault, "kubernetes", a) {
+		if a == service || c.endpoints != nil && c.endpoints.HasEndpoint(metav1.NamespaceDefault, "kubernetes", a) {
 			return "the Kubernetes API server's address", true
 		}
 		return "", false

@@ -60,9 +60,11 @@ type Config struct {
 	// Dispatcher configures the dispatcher. Its Streams are set from
 	// Streams; its Delivery are also the consumers' defaults (one setting
 	// for both, so that they cannot disagree); a Jitter of 0 means none.
+	// Its Egress is also where the gateway and the wake probes may reach
+	// Functions (in a cluster, never the API server).
 	Dispatcher dispatcher.Config
-	// Gateway tunes the gateway (HoldTimeout, MaxHeld; Source names the
-	// reporter of its in-flight counts).
+	// Gateway tunes the gateway (HoldTimeout, MaxHeld, MaxHeldPerNamespace; Source names the
+	// reporter of its in-flight counts). Its Egress is Dispatcher's.
 	Gateway gateway.Config
 	// GatewayInFlightSubject is the core NATS subject on which the gateway
 	// reports its in-flight requests to the scalers, unless the host gives
@@ -108,7 +110,7 @@ func DefaultConfig() Config {
 		ApplicationCheckInterval: applications.DefaultCheckInterval,
 		Dispatcher: dispatcher.Config{RequestTimeout: dispatcher.DefaultRequestTimeout, MaxHops: dispatcher.DefaultMaxHops, Jitter: dispatcher.DefaultJitter, Delivery: v1alpha2.DefaultDelivery(),
 			MaxHeldBytes: dispatcher.DefaultMaxHeldBytes, MaxHeldBytesPerSubscription: dispatcher.DefaultMaxHeldBytesPerSubscription, BudgetInterval: dispatcher.DefaultBudgetInterval},
-		Gateway:                gateway.Config{HoldTimeout: gateway.DefaultHoldTimeout, MaxHeld: gateway.DefaultMaxHeld},
+		Gateway:                gateway.Config{HoldTimeout: gateway.DefaultHoldTimeout, MaxHeld: gateway.DefaultMaxHeld, MaxHeldPerNamespace: gateway.DefaultMaxHeldPerNamespace},
 		GatewayInFlightSubject: inflight.DefaultSubject,
 		Resync:                 subscription.DefaultResync,
 		ReplaySweep:            replay.DefaultSweepInterval,
@@ -138,8 +140,8 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("%w: unknown component %q (want publisher, dispatcher, reconciler, gateway)", ErrInvalidConfig, x)
 		}
 	}
-	if c.Has(ComponentGateway) && (c.Gateway.HoldTimeout <= 0 || c.Gateway.MaxHeld < 1) {
-		return fmt.Errorf("%w: -gateway-hold-timeout must be positive and -gateway-max-held at least 1", ErrInvalidConfig)
+	if c.Has(ComponentGateway) && (c.Gateway.HoldTimeout <= 0 || c.Gateway.MaxHeld < 1 || c.Gateway.MaxHeldPerNamespace < 1) {
+		return fmt.Errorf("%w: -gateway-hold-timeout must be positive, -gateway-max-held and -gateway-max-held-per-namespace at least 1", ErrInvalidConfig)
 	}
 	if c.AckWait < time.Second {
 		return fmt.Errorf("%w: -ack-wait must be at least 1s, not %s", ErrInvalidConfig, c.AckWait)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -24,6 +25,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge"
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/test/testcluster"
+	"github.com/kfn-dev/kfn/test/testport"
 )
 
 // TestDeliveriesStayWithTheirSink runs the event bridge in a cluster with
@@ -134,4 +136,40 @@ func TestDeliveriesStayWithTheirSink(t *testing.T) {
 	assert.Equal(t, int32(4), loops.Load(), "a redirect loop is followed 3 times, then judged")
 	assert.Equal(t, int32(1), moved.Load(), "a redirect within the sink is followed")
 	assert.NotContains(t, reasons, "moved")
+}
+
+// TestGatewayStaysAwayFromTheAPIServer runs the event bridge's gateway in
+// a cluster where a Function's backend is the API server (a tenant who
+// may write EndpointSlices could name it): the request is answered 502
+// with the reason, as a delivery there is refused, and never sent.
+func TestGatewayStaysAwayFromTheAPIServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an API server")
+	}
+	cfg, cluster := runInCluster(t, func(cfg *eventbridge.Process, cluster *testcluster.Cluster) {
+		cfg.Components = []string{eventbridge.ComponentGateway}
+		cfg.GatewayAuth = eventbridge.GatewayAuthNone
+		cfg.GatewayListen, cfg.AdminListen = testport.Addr(t), ""
+		cfg.Dispatcher.Egress.AllowLoopback = true // what stops it is the rule under test
+		host, err := url.Parse(cluster.Config.Host)
+		require.NoError(t, err)
+		t.Setenv("KUBERNETES_SERVICE_HOST", host.Hostname())
+		t.Setenv("KUBERNETES_SERVICE_PORT", host.Port())
+		cfg.Resolve = map[string]string{"api.default": "http://" + host.Host}
+	})
+	require.NoError(t, cluster.Client.Create(context.Background(), functionSlice("default", "api", true)))
+	var code int
+	var body []byte
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + cfg.GatewayListen + "/default/api/")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		code = resp.StatusCode
+		body, _ = io.ReadAll(resp.Body)
+		return code != http.StatusNotFound && code != http.StatusServiceUnavailable
+	}, 30*time.Second, 20*time.Millisecond, "the gateway knows the Function")
+	assert.Equal(t, http.StatusBadGateway, code)
+	assert.Contains(t, string(body), "the Kubernetes API server's address")
 }

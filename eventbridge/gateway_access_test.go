@@ -55,6 +55,7 @@ func TestGatewayCallersAsRBACAllows(t *testing.T) {
 		cfg.GatewayListen, cfg.AdminListen, cfg.MetricsListen = testport.Addr(t), "", ""
 		cfg.NewTokensPerSecond = 2 // bursts of 10
 		cfg.Resolve = map[string]string{"orders." + ns: backend.URL, "payments." + ns: backend.URL}
+		cfg.Dispatcher.Egress.AllowLoopback = true // the backend listens there
 	})
 	bg := context.Background()
 	admin, err := kubernetes.NewForConfig(cluster.Config)

@@ -106,6 +106,7 @@ func TestGatewayInACluster(t *testing.T) {
 	cfg.Gateway.HoldTimeout = 2 * time.Second
 	cfg.LeaderElection = false
 	cfg.Resolve = map[string]string{"orders." + ns: backend.URL, "idle." + ns: backend.URL}
+	cfg.Dispatcher.Egress.AllowLoopback = true // the backend listens there
 	require.NoError(t, c.Create(bg, functionSlice(ns, "orders", false)))
 	require.NoError(t, c.Create(bg, functionSlice(ns, "idle", false)))
 	ctx, cancel := context.WithCancel(bg)

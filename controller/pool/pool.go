@@ -146,7 +146,7 @@ func New(c client.Client, cache cache.Cache, cfg Config, opts ...Option) (*Pool,
 	}
 	p := &Pool{
 		c: c, cache: cache, cfg: cfg, log: logr.Discard(), key: key,
-		http:      &http.Client{Timeout: cfg.ClaimTimeout},
+		http:      &http.Client{Timeout: cfg.ClaimTimeout, Transport: hostTransport()},
 		address:   podAddress,
 		functions: map[types.NamespacedName]member{},
 		taken:     map[types.NamespacedName]bool{},
@@ -491,6 +491,23 @@ func started(pod *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// maxAnswerHeaderBytes bounds the headers of a host's answer to
+// specialize: a few (runtimes.FunctionHeader) from a host that runs a
+// tenant's code once loaded; one with more fails the claim, rather than be
+// read up to Go's 10 MiB by the controller every tenant shares.
+const maxAnswerHeaderBytes = 16 << 10
+
+// hostTransport is the transport to standby hosts: no proxy from the
+// environment, and answers with at most maxAnswerHeaderBytes of headers.
+func hostTransport() *http.Transport {
+	return &http.Transport{
+		DialContext:            (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConnsPerHost:    1,
+		IdleConnTimeout:        90 * time.Second,
+		MaxResponseHeaderBytes: maxAnswerHeaderBytes,
+	}
 }
 
 // specialize sends fn's source and environment to pod's host.

@@ -41,6 +41,13 @@ const (
 	DefaultMaxHeldBytesPerSubscription = 16 << 20
 )
 
+// MaxResponseHeaderBytes bounds the headers of a sink's answer (what
+// NewTransport reads of them), as the publisher bounds a request's
+// (publisher.MaxHeaderBytes) and JetStream an event's: an answer with more
+// is a failed attempt, not 10 MiB (Go's own bound) held per delivery in
+// flight.
+const MaxResponseHeaderBytes = 64 << 10
+
 // MinPullExpiry is the shortest Config.PullExpiry.
 const MinPullExpiry = 100 * time.Millisecond
 
@@ -84,7 +91,11 @@ type Config struct {
 	// settled. MaxHeldBytesPerSubscription bounds one Subscription's
 	// share, so that one with large events or a slow sink cannot take it
 	// all. A Subscription holding nothing may take one event of any size.
-	// Defaults 256 MiB and 16 MiB; negative means no bound.
+	// The CloudEvent replies of its sink count too, from their headers to
+	// the last byte read until they are stored: a reply that does not fit
+	// fails its attempt (retried), unless its event is all the
+	// Subscription holds. Defaults 256 MiB and 16 MiB; negative means no
+	// bound.
 	MaxHeldBytes, MaxHeldBytesPerSubscription int64
 	// Egress says which addresses deliveries may reach (package egress);
 	// the zero value refuses loopback among others. It holds for the
@@ -297,16 +308,18 @@ func New(js jetstream.JetStream, cfg Config, opts ...Option) (*Dispatcher, error
 }
 
 // NewTransport returns the HTTP transport the dispatcher uses by default:
-// keep-alive connections, many per sink, no proxy, no compression, and
-// connections only to the addresses policy lets deliveries reach.
+// keep-alive connections, many per sink, no proxy, no compression,
+// connections only to the addresses policy lets deliveries reach, and
+// answers with at most MaxResponseHeaderBytes of headers.
 func NewTransport(policy egress.Policy) *http.Transport {
 	return &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second, Control: policy.Control}).DialContext,
-		MaxIdleConns:        4096,
-		MaxIdleConnsPerHost: 512,
-		IdleConnTimeout:     90 * time.Second,
-		DisableCompression:  true,
-		ForceAttemptHTTP2:   false,
+		DialContext:            (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second, Control: policy.Control}).DialContext,
+		MaxIdleConns:           4096,
+		MaxIdleConnsPerHost:    512,
+		IdleConnTimeout:        90 * time.Second,
+		DisableCompression:     true,
+		ForceAttemptHTTP2:      false,
+		MaxResponseHeaderBytes: MaxResponseHeaderBytes,
 	}
 }
 

@@ -292,7 +292,9 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg) {
 	defer at.end(w.giveUpOutcome()) // unless delivered or retried
 	res := w.post(ctx, log, msg, &at)
 	if res.verdict == Done && res.reply != nil {
-		if err := w.publishReply(ctx, log, h, res.reply, res.replyBody); err != nil {
+		err := w.publishReply(ctx, log, h, res.reply, res.replyBody)
+		res.replyHeld.release()
+		if err != nil {
 			at.failed(err)
 			res = result{verdict: Retry, err: err}
 		}
@@ -432,6 +434,9 @@ type result struct {
 	retryAfter time.Duration
 	reply      http.Header // headers of a 2xx CloudEvent reply, nil if none
 	replyBody  []byte
+	// replyHeld counts the reply against the event's held bytes until
+	// it is stored or dropped; nil without a reply.
+	replyHeld *replyBytes
 }
 
 func (r result) reason() string {
@@ -507,15 +512,22 @@ func (w *worker) send(ctx context.Context, log eventLog, msg jetstream.Msg, url 
 		r.retryAfter = RetryAfter(resp.Header.Get("Retry-After"), time.Now())
 	}
 	if r.verdict == Done && reply.IsCloudEvent(resp.Header) {
-		body, err := reply.Read(resp.Body, w.d.cfg.MaxReplyBytes)
+		held := newReplyBytes(msg)
+		err := held.grow(headerBytes(resp.Header))
+		var body []byte
+		if err == nil {
+			body, err = reply.Read(countedBody{r: resp.Body, bytes: held}, w.d.cfg.MaxReplyBytes)
+		}
 		switch {
 		case errors.Is(err, reply.ErrInvalid):
+			held.release()
 			w.count.replies[string(reply.Invalid)].Inc()
 			log.Warn("reply too large, dropped", "limit", w.d.cfg.MaxReplyBytes)
 		case err != nil:
+			held.release()
 			return result{verdict: Retry, err: fmt.Errorf("read reply from %s: %w", url, err)}
 		default:
-			r.reply, r.replyBody = resp.Header, body
+			r.reply, r.replyBody, r.replyHeld = resp.Header, body, held
 		}
 		return r
 	}

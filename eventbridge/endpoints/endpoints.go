@@ -20,6 +20,7 @@ import (
 	"github.com/kfn-dev/kfn/api/plan"
 	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
+	"github.com/kfn-dev/kfn/eventbridge/egress"
 )
 
 type service struct{ namespace, name string }
@@ -45,6 +46,7 @@ type Watcher struct {
 	probeEvery time.Duration                   // 0: no probes
 	probeFor   time.Duration                   // a probe gives up after this long
 	client     *http.Client                    // of the probes
+	egress     egress.Policy                   // where the probes may ask (WithEgress)
 	base       context.Context                 // ends when Run returns
 	stop       context.CancelFunc              // ends base
 	probing    map[service]map[string]*probe   // host:port -> its probe
@@ -90,7 +92,6 @@ func New(opts ...Option) (*Watcher, error) {
 
 		probeEvery: DefaultProbeInterval,
 		probeFor:   plan.MaxStartup,
-		client:     &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}},
 		probing:    map[service]map[string]*probe{},
 		early:      map[service]map[string]bool{},
 		wasReady:   map[service]map[string]bool{},
@@ -105,6 +106,7 @@ func New(opts ...Option) (*Watcher, error) {
 			return nil, err
 		}
 	}
+	w.client = &http.Client{Timeout: time.Second, Transport: probeTransport(w.egress)}
 	return w, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/kfn-dev/kfn/api/plan"
+	"github.com/kfn-dev/kfn/eventbridge/egress"
 )
 
 // DefaultProbeInterval is how often the Watcher asks a starting Function
@@ -38,6 +39,35 @@ func WithProbeInterval(d time.Duration) Option {
 			return fmt.Errorf("%w: negative probe interval %s", ErrInvalidOption, d)
 		}
 		w.probeEvery = d
+		return nil
+	}
+}
+
+// maxProbeHeaderBytes bounds the headers of a probe's answer, which a
+// tenant's pod gives: a host's ready answer has a few (FunctionHeader), and
+// one with more is no answer, not up to Go's 10 MiB read per probe.
+const maxProbeHeaderBytes = 16 << 10
+
+// probeTransport is the transport of the probes: a connection per probe
+// (a probe asks a pod that is not ready, and asks it no more once it is),
+// no proxy from the environment, connections only to the addresses policy
+// lets them reach, and answers with at most maxProbeHeaderBytes of
+// headers.
+func probeTransport(policy egress.Policy) *http.Transport {
+	return &http.Transport{
+		DialContext:            (&net.Dialer{Timeout: time.Second, Control: policy.Control}).DialContext,
+		DisableKeepAlives:      true,
+		MaxResponseHeaderBytes: maxProbeHeaderBytes,
+	}
+}
+
+// WithEgress says which addresses the probes may ask (package egress),
+// as deliveries: a starting pod's address is what its EndpointSlice says,
+// which a tenant may write. Without it, the zero egress.Policy: no
+// loopback, link-local, unspecified, multicast or broadcast address.
+func WithEgress(p egress.Policy) Option {
+	return func(w *Watcher) error {
+		w.egress = p
 		return nil
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
+	"github.com/kfn-dev/kfn/eventbridge/egress"
 	"github.com/kfn-dev/kfn/eventbridge/endpoints"
 )
 
@@ -28,7 +31,13 @@ type host struct {
 	// function is the namespace/name its answers name (FunctionHeader):
 	// fnSlice sets it to the Function whose slice holds the host.
 	function atomic.Value
+	// padding, when not 0, is the bytes of a header added to each answer.
+	padding atomic.Int64
 }
+
+// loopback lets the tests' probes reach their hosts, on loopback, which
+// the Watcher refuses by default.
+var loopback = egress.Policy{AllowLoopback: true}
 
 func startHost(t *testing.T) *host {
 	h := &host{}
@@ -40,6 +49,9 @@ func startHost(t *testing.T) *host {
 		h.asked.Add(1)
 		if fn, ok := h.function.Load().(string); ok {
 			w.Header().Set(endpoints.FunctionHeader, fn)
+		}
+		if n := h.padding.Load(); n > 0 {
+			w.Header().Set("X-Padding", strings.Repeat("x", int(n)))
 		}
 		if !h.loaded.Load() {
 			w.WriteHeader(http.StatusServiceUnavailable)
@@ -97,7 +109,7 @@ func loadingHost(t *testing.T, w *endpoints.Watcher) *host {
 // Fails when the probe's answer is not taken as readiness (the Service
 // stays not ready until its slice says so).
 func TestStartingFunctionPodIsReadyOnceItsHostAnswers(t *testing.T) {
-	w, err := endpoints.New(endpoints.WithProbeInterval(time.Millisecond))
+	w, err := endpoints.New(endpoints.WithProbeInterval(time.Millisecond), endpoints.WithEgress(loopback))
 	require.NoError(t, err)
 	w.MarkSynced()
 	h := startHost(t)
@@ -173,7 +185,7 @@ func TestStartingFunctionPodIsReadyOnceItsHostAnswers(t *testing.T) {
 // their slice says so. Fails when every Service's endpoints are probed,
 // terminating ones, or those of a Function with a ready pod.
 func TestOnlyFunctionsStartingPodsAreProbed(t *testing.T) {
-	w, err := endpoints.New(endpoints.WithProbeInterval(time.Millisecond))
+	w, err := endpoints.New(endpoints.WithProbeInterval(time.Millisecond), endpoints.WithEgress(loopback))
 	require.NoError(t, err)
 	w.MarkSynced()
 	witness, plain, term := startHost(t), startHost(t), startHost(t)
@@ -218,4 +230,62 @@ func TestOnlyFunctionsStartingPodsAreProbed(t *testing.T) {
 
 	_, err = endpoints.New(endpoints.WithProbeInterval(-time.Second))
 	require.ErrorIs(t, err, endpoints.ErrInvalidOption)
+}
+
+// TestProbeAnswersAreBounded: a starting pod whose ready path answers 200,
+// naming its Function, with a megabyte of headers is not taken as ready:
+// the probes read little of an answer (Go's own bound is 10 MiB per probe
+// in flight, and a tenant's pod answers them).
+func TestProbeAnswersAreBounded(t *testing.T) {
+	w, err := endpoints.New(endpoints.WithProbeInterval(time.Millisecond), endpoints.WithEgress(loopback))
+	require.NoError(t, err)
+	w.MarkSynced()
+	h := startHost(t)
+	h.loaded.Store(true)
+	h.padding.Store(1 << 20)
+	w.OnAdd(fnSlice("fn-a", "fn", h, starting()), false)
+	require.Eventually(t, func() bool { return h.asked.Load() >= 3 }, 10*time.Second, time.Millisecond, "probed again and again")
+	ready, _ := w.Ready("default", "fn")
+	assert.False(t, ready, "an answer with a megabyte of headers is no answer")
+
+	h.padding.Store(1 << 10)
+	require.Eventually(t, func() bool { r, _ := w.Ready("default", "fn"); return r }, 10*time.Second, time.Millisecond,
+		"a kilobyte of headers is an answer")
+}
+
+// TestProbesKeepToTheEgressPolicy: the wake probe asks a starting pod at
+// the address its slice names, which a tenant may write, only where the
+// Watcher's egress policy lets it (WithEgress): by default no loopback
+// address (the event bridge's own ports), and none the policy denies (the
+// API server's); nothing reaches them, and they are not taken as ready.
+func TestProbesKeepToTheEgressPolicy(t *testing.T) {
+	byDefault, err := endpoints.New(endpoints.WithProbeInterval(time.Millisecond))
+	require.NoError(t, err)
+	byDefault.MarkSynced()
+	h := startHost(t)
+	h.loaded.Store(true)
+	byDefault.OnAdd(fnSlice("fn-a", "fn", h, starting()), false)
+	require.Never(t, func() bool { return h.asked.Load() > 0 }, 200*time.Millisecond, time.Millisecond, "a loopback address is not asked")
+	ready, _ := byDefault.Ready("default", "fn")
+	assert.False(t, ready)
+
+	denied := startHost(t)
+	denied.loaded.Store(true)
+	apiServer := func(a netip.AddrPort) (string, bool) {
+		return "the Kubernetes API server's address", a.Port() == uint16(denied.port)
+	}
+	w, err := endpoints.New(endpoints.WithProbeInterval(time.Millisecond), endpoints.WithEgress(egress.Policy{AllowLoopback: true, Deny: apiServer}))
+	require.NoError(t, err)
+	w.MarkSynced()
+	witness := loadingHost(t, w)
+	w.OnAdd(fnSlice("api-a", "api", denied, starting()), false)
+	probedAgain(t, witness)
+	probedAgain(t, witness)
+	assert.Zero(t, denied.asked.Load(), "a denied address is not asked")
+	ready, _ = w.Ready("default", "api")
+	assert.False(t, ready)
+
+	w.OnAdd(fnSlice("fn-a", "fn", h, starting()), false)
+	require.Eventually(t, func() bool { r, _ := w.Ready("default", "fn"); return r }, 10*time.Second, time.Millisecond,
+		"an address the policy allows is asked")
 }

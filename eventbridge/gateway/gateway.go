@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kfn-dev/kfn/eventbridge/egress"
 	"github.com/kfn-dev/kfn/internal/auth"
 )
 
@@ -60,12 +61,20 @@ type Access interface {
 // it to edit and admin.
 var Invoke = auth.Attributes{Verb: "create", Group: "serverless.kyma-project.io", Resource: "functions", Subresource: "invoke"}
 
+// MaxResponseHeaderBytes bounds the headers of a Function's answer that
+// the gateway reads (its transport), as the publisher bounds
+// a request's: an answer with more is answered 502, not read up to Go's
+// 10 MiB per request in flight.
+const MaxResponseHeaderBytes = 64 << 10
+
 // Defaults of Config.
 const (
 	// DefaultHoldTimeout is Config.HoldTimeout when unset.
 	DefaultHoldTimeout = 30 * time.Second
 	// DefaultMaxHeld is Config.MaxHeld when unset.
 	DefaultMaxHeld = 1000
+	// DefaultMaxHeldPerNamespace is Config.MaxHeldPerNamespace when unset.
+	DefaultMaxHeldPerNamespace = 100
 )
 
 // Config tunes the gateway. Zero values mean the defaults.
@@ -76,6 +85,13 @@ type Config struct {
 	// MaxHeld bounds the requests waiting at once, over all functions;
 	// past it requests are answered 503 at once. Default 1000.
 	MaxHeld int
+	// MaxHeldPerNamespace bounds the requests held at once for one
+	// namespace's Functions; past it that namespace's requests are
+	// answered 503 at once. When namespaces hold all MaxHeld, a request
+	// of a namespace that holds fewer than the one holding the most takes
+	// the slot of that one's newest held request, which is answered 503:
+	// no number of tenants at their cap leaves another none. Default 100.
+	MaxHeldPerNamespace int
 	// RetryAfter is the Retry-After of a 503; default 5s.
 	RetryAfter time.Duration
 	// ReportInterval is how often in-flight counts are reported while
@@ -86,6 +102,11 @@ type Config struct {
 	HostSuffixes []string
 	// Source names this gateway instance in its in-flight reports; default "gateway".
 	Source string
+	// Egress says which addresses the gateway may dial to reach a
+	// Function's backend, as deliveries (package egress): backends are
+	// named by EndpointSlices, which a tenant may write. The zero value
+	// refuses loopback among others.
+	Egress egress.Policy
 }
 
 func (c *Config) defaults() {
@@ -94,6 +115,9 @@ func (c *Config) defaults() {
 	}
 	if c.MaxHeld == 0 {
 		c.MaxHeld = DefaultMaxHeld
+	}
+	if c.MaxHeldPerNamespace == 0 {
+		c.MaxHeldPerNamespace = DefaultMaxHeldPerNamespace
 	}
 	if c.RetryAfter == 0 {
 		c.RetryAfter = 5 * time.Second
@@ -131,8 +155,9 @@ type Gateway struct {
 
 	mu       sync.Mutex
 	inFlight map[types.NamespacedName]int
-	held     int
-	kick     chan struct{} // wakes the reporter
+	held     int                    // requests held, over all namespaces
+	heldBy   map[string][]*heldSlot // per namespace, oldest first
+	kick     chan struct{}          // wakes the reporter
 }
 
 // Option configures New; it returns an error wrapping ErrInvalidOption
@@ -200,13 +225,13 @@ func New(backends Backends, cfg Config, opts ...Option) (*Gateway, error) {
 	if backends == nil {
 		return nil, fmt.Errorf("%w: backends are required", ErrInvalidConfig)
 	}
-	if cfg.HoldTimeout < 0 || cfg.MaxHeld < 0 || cfg.RetryAfter < 0 || cfg.ReportInterval < 0 {
+	if cfg.HoldTimeout < 0 || cfg.MaxHeld < 0 || cfg.MaxHeldPerNamespace < 0 || cfg.RetryAfter < 0 || cfg.ReportInterval < 0 {
 		return nil, fmt.Errorf("%w: durations and limits must not be negative", ErrInvalidConfig)
 	}
 	cfg.defaults()
 	unregistered, _ := newMetrics(nil) // never fails without a registerer
 	g := &Gateway{cfg: cfg, backends: backends, log: slog.New(slog.DiscardHandler), metrics: unregistered,
-		inFlight: map[types.NamespacedName]int{}, kick: make(chan struct{}, 1)}
+		inFlight: map[types.NamespacedName]int{}, heldBy: map[string][]*heldSlot{}, kick: make(chan struct{}, 1)}
 	for _, opt := range opts {
 		if opt == nil {
 			return nil, fmt.Errorf("%w: nil Option", ErrInvalidOption)
@@ -223,12 +248,27 @@ func New(backends Backends, cfg Config, opts ...Option) (*Gateway, error) {
 			r.Out.URL.RawPath = ""
 			r.SetXForwarded()
 		},
+		Transport: newTransport(cfg.Egress),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			g.log.Warn("backend failed", "path", r.URL.Path, "error", err)
 			http.Error(w, "the function's backend failed: "+err.Error(), http.StatusBadGateway)
 		},
 	}
 	return g, nil
+}
+
+// newTransport returns the gateway's transport to Functions: keep-alive
+// connections, no proxy from the environment, connections only to the
+// addresses policy lets it reach, and answers with at most
+// MaxResponseHeaderBytes of headers.
+func newTransport(policy egress.Policy) *http.Transport {
+	return &http.Transport{
+		DialContext:            (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second, Control: policy.Control}).DialContext,
+		MaxIdleConns:           1024,
+		MaxIdleConnsPerHost:    64,
+		IdleConnTimeout:        90 * time.Second,
+		MaxResponseHeaderBytes: MaxResponseHeaderBytes,
+	}
 }
 
 type targetKey struct{}
@@ -291,10 +331,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ready, changed := g.backends.Ready(fn.Namespace, fn.Name)
 	if !ready {
 		cold = true
-		if !g.hold(r, fn, changed) {
+		if err := g.hold(r, fn, changed); err != nil {
 			m.timeouts.Inc()
 			w.Header().Set("Retry-After", strconv.Itoa(int(g.cfg.RetryAfter.Seconds())))
-			http.Error(w, fmt.Sprintf("function %s has no ready backend yet; try again", fn), http.StatusServiceUnavailable)
+			http.Error(w, fmt.Sprintf("function %s has no ready backend yet (%v); try again", fn, err), http.StatusServiceUnavailable)
 			return
 		}
 	}
@@ -315,21 +355,31 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.duration.Observe(time.Since(start).Seconds())
 }
 
-// hold waits for a ready backend; false after the hold timeout, when the
-// client leaves, or when too many requests are held already.
-func (g *Gateway) hold(r *http.Request, fn types.NamespacedName, changed <-chan struct{}) bool {
-	g.mu.Lock()
-	if g.held >= g.cfg.MaxHeld {
-		g.mu.Unlock()
-		return false
+// heldSlot is one held request's place among those MaxHeld bounds.
+type heldSlot struct {
+	namespace string
+	// taken is closed when another namespace's request took the slot
+	// (Config.MaxHeldPerNamespace); g.mu guards closing it.
+	taken chan struct{}
+}
+
+// Why hold gives up waiting.
+var (
+	errHoldTimeout = errors.New("the hold timeout passed")
+	errClientGone  = errors.New("the client left")
+	errSlotTaken   = errors.New("its namespace held the most requests of all, and another namespace's took its place")
+)
+
+// hold waits for a ready backend of fn: it returns nil once there is one,
+// an error saying why it gave up otherwise (the hold timeout passed, the
+// client left, too many requests are held for fn's namespace or in all,
+// or another namespace's request took its slot).
+func (g *Gateway) hold(r *http.Request, fn types.NamespacedName, changed <-chan struct{}) error {
+	slot, err := g.takeSlot(fn.Namespace)
+	if err != nil {
+		return err
 	}
-	g.held++
-	g.mu.Unlock()
-	defer func() {
-		g.mu.Lock()
-		g.held--
-		g.mu.Unlock()
-	}()
+	defer g.giveSlot(slot)
 	timeout := time.NewTimer(g.cfg.HoldTimeout)
 	defer timeout.Stop()
 	for {
@@ -337,14 +387,72 @@ func (g *Gateway) hold(r *http.Request, fn types.NamespacedName, changed <-chan 
 		case <-changed:
 			var ready bool
 			if ready, changed = g.backends.Ready(fn.Namespace, fn.Name); ready {
-				return true
+				return nil
 			}
 		case <-timeout.C:
-			return false
+			return errHoldTimeout
 		case <-r.Context().Done():
-			return false
+			return errClientGone
+		case <-slot.taken:
+			return errSlotTaken
 		}
 	}
+}
+
+// takeSlot takes a slot for a request of namespace ns to wait in: none
+// past MaxHeldPerNamespace for ns; past MaxHeld, the slot of the newest
+// request of the namespace that holds the most, if that is more than ns
+// would hold with this one (max-min fairness: the tenant over its share
+// gives way).
+func (g *Gateway) takeSlot(ns string) (*heldSlot, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	mine := len(g.heldBy[ns])
+	if mine >= g.cfg.MaxHeldPerNamespace {
+		return nil, fmt.Errorf("namespace %s holds %d requests for Functions without a ready backend, its most", ns, mine)
+	}
+	if g.held >= g.cfg.MaxHeld {
+		most, over := 0, ""
+		for n, slots := range g.heldBy {
+			if len(slots) > most {
+				most, over = len(slots), n
+			}
+		}
+		if most <= mine+1 {
+			return nil, fmt.Errorf("the gateway holds %d requests, its most, and namespace %s holds its share of them", g.held, ns)
+		}
+		slots := g.heldBy[over]
+		close(slots[len(slots)-1].taken)
+		g.dropLocked(over, len(slots)-1)
+	}
+	slot := &heldSlot{namespace: ns, taken: make(chan struct{})}
+	g.heldBy[ns] = append(g.heldBy[ns], slot)
+	g.held++
+	return slot, nil
+}
+
+// giveSlot gives back a slot takeSlot gave, unless another namespace's
+// request took it.
+func (g *Gateway) giveSlot(slot *heldSlot) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for i, s := range g.heldBy[slot.namespace] {
+		if s == slot {
+			g.dropLocked(slot.namespace, i)
+			return
+		}
+	}
+}
+
+// dropLocked removes the i-th slot of namespace ns. g.mu is held.
+func (g *Gateway) dropLocked(ns string, i int) {
+	slots := g.heldBy[ns]
+	if len(slots) == 1 {
+		delete(g.heldBy, ns)
+	} else {
+		g.heldBy[ns] = append(slots[:i:i], slots[i+1:]...)
+	}
+	g.held--
 }
 
 // begin counts a request in flight and, for a function that had none,

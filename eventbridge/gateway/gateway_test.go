@@ -6,6 +6,8 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kfn-dev/kfn/eventbridge/egress"
 	"github.com/kfn-dev/kfn/eventbridge/gateway"
 )
 
@@ -130,8 +133,15 @@ func newGateway(t *testing.T, bs *backends, rep gateway.InFlightReporter, cfg ga
 	return srv
 }
 
+// loopback lets the tests' gateways reach their backends, httptest servers
+// on loopback, which the gateway refuses by default.
+var loopback = egress.Policy{AllowLoopback: true}
+
+// newGatewayWith makes a gateway of cfg, whose backends may be on
+// loopback, and serves it.
 func newGatewayWith(t *testing.T, bs *backends, rep gateway.InFlightReporter, cfg gateway.Config) (*gateway.Gateway, *httptest.Server) {
 	t.Helper()
+	cfg.Egress = loopback
 	var opts []gateway.Option
 	if rep != nil {
 		opts = append(opts, gateway.WithInFlightReporter(rep))
@@ -325,7 +335,7 @@ func TestInFlightEmptiesOnceRequestsAreOver(t *testing.T) {
 	rep := &reporter{}
 	reg := prometheus.NewRegistry()
 	const interval = 20 * time.Millisecond
-	g, err := gateway.New(bs, gateway.Config{HoldTimeout: 300 * time.Millisecond, ReportInterval: interval},
+	g, err := gateway.New(bs, gateway.Config{HoldTimeout: 300 * time.Millisecond, ReportInterval: interval, Egress: loopback},
 		gateway.WithInFlightReporter(rep), gateway.WithMetrics(reg))
 	require.NoError(t, err)
 	ctx, stop := context.WithCancel(context.Background())
@@ -383,4 +393,160 @@ kfn_gateway_in_flight{function="orders",namespace="shop"} 0
 	require.Never(t, func() bool { after, _ := rep.afterLastBusy(); return len(after) > 1 }, 10*interval, interval,
 		"one report of zero, not one every interval")
 	assert.Equal(t, map[time.Duration]bool{5 * interval: true}, rep.validities(), "every report is valid for 5 intervals")
+}
+
+// TestBackendHeadersAreBounded: a Function that answers with megabytes of
+// headers (Go's own bound is 10 MiB per request in flight) is answered 502
+// with the reason past gateway.MaxResponseHeaderBytes, and another
+// tenant's Function is served meanwhile.
+func TestBackendHeadersAreBounded(t *testing.T) {
+	big := strings.Repeat("x", 1<<20)
+	loud := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("X-Big-0", big)
+		w.Header().Set("X-Big-1", big)
+	}))
+	t.Cleanup(loud.Close)
+	bs := newBackends()
+	bs.set("tenant-a/loud", strings.TrimPrefix(loud.URL, "http://"))
+	be := newBackend(t)
+	bs.set("tenant-b/orders", addr(be))
+	srv := newGateway(t, bs, nil, gateway.Config{})
+
+	resp, err := http.Get(srv.URL + "/tenant-a/loud/")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusBadGateway, resp.StatusCode)
+	assert.Contains(t, string(body), "response headers exceeded "+strconv.Itoa(gateway.MaxResponseHeaderBytes))
+	assert.Zero(t, len(resp.Header.Get("X-Big-0")), "the headers are not passed on")
+
+	resp, err = http.Get(srv.URL + "/tenant-b/orders/")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+// TestGatewayKeepsToTheEgressPolicy: the gateway dials a Function's
+// backend, an address a tenant's EndpointSlice may name, only where
+// Config.Egress lets it: a loopback address (the event bridge's own
+// ports), a link-local one (the cloud metadata service) or one its Deny
+// names (the API server's) is answered 502 with the reason, and nothing
+// reaches it.
+func TestGatewayKeepsToTheEgressPolicy(t *testing.T) {
+	be := newBackend(t)
+	apiServer := func(a netip.AddrPort) (string, bool) {
+		return "the Kubernetes API server's address", a.String() == addr(be)
+	}
+	tests := map[string]struct {
+		policy egress.Policy
+		addr   string
+		want   string
+	}{
+		"loopback":   {addr: addr(be), want: "is a loopback address"},
+		"link-local": {policy: egress.Policy{AllowLoopback: true}, addr: "169.254.169.254:80", want: "is a link-local address"},
+		"denied":     {policy: egress.Policy{AllowLoopback: true, Deny: apiServer}, addr: addr(be), want: "is the Kubernetes API server's address"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			bs := newBackends()
+			bs.set("shop/orders", tt.addr)
+			g, err := gateway.New(bs, gateway.Config{Egress: tt.policy})
+			require.NoError(t, err)
+			srv := httptest.NewServer(g)
+			t.Cleanup(srv.Close)
+			resp, err := http.Get(srv.URL + "/shop/orders/")
+			require.NoError(t, err)
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			assert.Equal(t, http.StatusBadGateway, resp.StatusCode)
+			assert.Contains(t, string(body), egress.ErrRefused.Error())
+			assert.Contains(t, string(body), tt.want)
+			assert.Zero(t, be.hits.Load(), "nothing reached the backend")
+		})
+	}
+
+	bs := newBackends()
+	bs.set("shop/orders", addr(be))
+	srv := newGateway(t, bs, nil, gateway.Config{Egress: loopback})
+	resp, err := http.Get(srv.URL + "/shop/orders/")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "allowed, it is reached")
+}
+
+// TestHeldRequestsAreSharedAmongNamespaces: a namespace holds at most
+// MaxHeldPerNamespace requests, and when namespaces at their cap hold every
+// slot, the request of a namespace holding fewer takes the newest of the
+// namespace holding the most (answered 503): one tenant's never-ready
+// Functions cannot make every other tenant's wake-by-HTTP answer 503.
+func TestHeldRequestsAreSharedAmongNamespaces(t *testing.T) {
+	bs := newBackends()
+	for _, fn := range []string{"tenant-a/never", "tenant-b/never", "tenant-c/orders"} {
+		bs.set(fn, "")
+	}
+	g, srv := newGatewayWith(t, bs, &reporter{}, gateway.Config{MaxHeld: 4, MaxHeldPerNamespace: 2, HoldTimeout: 10 * time.Second})
+	codes := make(chan int, 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel) // the requests still held leave before the server closes
+	get := func(path string) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+path, nil)
+		if !assert.NoError(t, err) {
+			codes <- 0
+			return
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			codes <- 0
+			return
+		}
+		resp.Body.Close()
+		codes <- resp.StatusCode
+	}
+	for range 2 {
+		go get("/tenant-a/never/")
+	}
+	require.Eventually(t, func() bool { return g.Held() == 2 }, 5*time.Second, time.Millisecond)
+
+	start := time.Now()
+	resp, err := http.Get(srv.URL + "/tenant-a/never/")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "a namespace past its share is refused")
+	assert.Less(t, time.Since(start), 5*time.Second, "at once, not after the hold timeout")
+	assert.Contains(t, string(body), "namespace tenant-a")
+	assert.NotEmpty(t, resp.Header.Get("Retry-After"))
+
+	for range 2 {
+		go get("/tenant-b/never/")
+	}
+	require.Eventually(t, func() bool { return g.Held() == 4 }, 5*time.Second, time.Millisecond, "two namespaces at their cap hold every slot")
+
+	be := newBackend(t)
+	done := make(chan int, 1)
+	go func() {
+		resp, err := http.Get(srv.URL + "/tenant-c/orders/")
+		if !assert.NoError(t, err) {
+			done <- 0
+			return
+		}
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	select {
+	case code := <-codes:
+		assert.Equal(t, http.StatusServiceUnavailable, code, "one held request of a full namespace gives its slot up")
+	case <-time.After(5 * time.Second):
+		t.Fatal("no held request gave its slot to another namespace's")
+	}
+	require.Eventually(t, func() bool { return g.Held() == 4 }, 5*time.Second, time.Millisecond, "the other namespace's request is held")
+	bs.set("tenant-c/orders", addr(be))
+	select {
+	case code := <-done:
+		assert.Equal(t, http.StatusOK, code, "and served once its Function is ready")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the other namespace's request was not served")
+	}
+	assert.Equal(t, int32(1), be.hits.Load())
+	assert.Empty(t, codes, "the other held requests wait on")
 }

@@ -47,9 +47,10 @@ type Config struct {
 	// told is asked again about a quarter of it later.
 	Expiry time.Duration
 	// MaxHeldBytes bounds the bytes of the messages held at once, from
-	// their arrival to their Release, for all pulls together, and
-	// MaxHeldBytesPerPull for each; 0 or less means no bound. A pull that
-	// holds nothing may still be sent one message of any size.
+	// their arrival to their Release (and what Msg.Grow adds to them), for
+	// all pulls together, and MaxHeldBytesPerPull for each; 0 or less
+	// means no bound. A pull that holds nothing may still be sent one
+	// message of any size.
 	MaxHeldBytes, MaxHeldBytesPerPull int64
 }
 
@@ -88,6 +89,10 @@ const (
 // ErrConsumerGone is what a pull's Lost tells when its consumer stopped
 // answering: deleted, or not there at all.
 var ErrConsumerGone = errors.New("the consumer is gone")
+
+// ErrNoRoom is wrapped by Msg.Grow's error when the bytes asked for do not
+// fit the byte bounds.
+var ErrNoRoom = errors.New("no room left under the held bytes bounds")
 
 // Puller asks consumers for messages and routes what they send to their
 // pulls (Add). Its methods are safe for concurrent use. It is the handle
@@ -430,6 +435,56 @@ func (e *Msg) Release() {
 	e.releaseLocked()
 }
 
+// Grow counts n more bytes as held with the message, until Shrink or its
+// Release: bytes its holder keeps in memory on its account (a sink's reply
+// read for it), which then count against the byte bounds as the message's
+// own do. When they do not fit the room its pull and the puller have left
+// (Config), Grow counts nothing and returns an error wrapping ErrNoRoom,
+// unless the message is all its pull holds: as a pull that holds nothing
+// may be sent one message of any size, a message alone may keep what its
+// handling needs. A message no Puller holds (NewMsg, or released) grows
+// without bounds, and counts nothing.
+func (e *Msg) Grow(n int64) error {
+	pl := e.pl
+	if pl == nil || n <= 0 {
+		return nil
+	}
+	p := pl.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e.pl == nil {
+		return nil
+	}
+	if room, bounded := pl.room(); bounded && n > room && pl.held != e.size {
+		return fmt.Errorf("%w: %d more bytes asked for, %d left (%d held by this consumer, %d in all; bounds %d and %d)",
+			ErrNoRoom, n, max(room, 0), pl.held, p.held, p.bounds.perPull, p.bounds.total)
+	}
+	e.size += n
+	pl.held += n
+	p.held += n
+	return nil
+}
+
+// Shrink counts n fewer bytes held with the message, of those Grow
+// counted; the pulls that wanted room ask again. It does nothing for a
+// released message (Release counted off what it held).
+func (e *Msg) Shrink(n int64) {
+	pl := e.pl
+	if pl == nil || n <= 0 {
+		return
+	}
+	p := pl.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e.pl == nil {
+		return
+	}
+	e.size -= n
+	pl.held -= n
+	p.held -= n
+	p.topUpStarved(pl)
+}
+
 // releaseLocked is release with the puller's mu held.
 func (e *Msg) releaseLocked() {
 	pl := e.pl
@@ -440,6 +495,12 @@ func (e *Msg) releaseLocked() {
 	e.pl = nil
 	pl.held -= e.size
 	p.held -= e.size
+	p.topUpStarved(pl)
+}
+
+// topUpStarved asks again for pl, which released bytes, and for the pulls
+// that wanted room, when the bytes are bounded. The puller's mu is held.
+func (p *Puller) topUpStarved(pl *Pull) {
 	if p.bounds.total <= 0 && p.bounds.perPull <= 0 {
 		return
 	}

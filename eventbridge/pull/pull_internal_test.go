@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kfn-dev/kfn/test/natsfault"
@@ -202,3 +203,58 @@ type take func(*Msg)
 
 func (f take) Take(m *Msg) bool { f(m); return true }
 func (take) Handle(*Msg)        {}
+
+// TestGrowCountsWithinTheByteBounds: bytes a holder keeps for a message
+// (Grow) count against the bounds as the message's own, until Shrink or
+// Release: they are refused past the room left, unless the message is all
+// its pull holds.
+func TestGrowCountsWithinTheByteBounds(t *testing.T) {
+	srv := natstest.Start(t)
+	nc := srv.Connect()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "events", Subjects: []string{"ev.>"}, Storage: jetstream.MemoryStorage})
+	require.NoError(t, err)
+	_, err = js.CreateConsumer(ctx, "events", jetstream.ConsumerConfig{Durable: "a", AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: "ev.a"})
+	require.NoError(t, err)
+	data := make([]byte, 100<<10)
+	for range 2 {
+		_, err = js.Publish(ctx, "ev.a", data)
+		require.NoError(t, err)
+	}
+
+	p := newPuller(nc, "events", time.Hour, heldBytes{total: 1 << 20, perPull: 250 << 10})
+	require.NoError(t, p.listen())
+	got := make(chan *Msg, 10)
+	pl := p.Add("a", 10, take(func(e *Msg) { got <- e }))
+	pl.Start()
+	require.Eventually(t, func() bool { return len(got) == 2 }, 5*time.Second, time.Millisecond)
+	first, second := <-got, <-got
+	held := func() (int64, int64) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return pl.held, p.held
+	}
+	events, _ := held()
+
+	require.ErrorIs(t, first.Grow(100<<10), ErrNoRoom, "two events of 100 KiB leave less than 50 KiB")
+	require.NoError(t, first.Grow(40<<10))
+	inPull, inAll := held()
+	assert.Equal(t, events+40<<10, inPull)
+	assert.Equal(t, events+40<<10, inAll)
+	first.Shrink(40 << 10)
+	inPull, _ = held()
+	assert.Equal(t, events, inPull)
+
+	second.Release()
+	require.NoError(t, first.Grow(1<<20), "a message alone may keep more than the room")
+	first.Release()
+	inPull, inAll = held()
+	assert.Zero(t, inPull, "released, the message counts off what it grew")
+	assert.Zero(t, inAll)
+	require.NoError(t, first.Grow(1<<30), "a released message counts nothing")
+	first.Shrink(1 << 30)
+	inPull, _ = held()
+	assert.Zero(t, inPull)
+}

@@ -1,0 +1,77 @@
+package dispatcher
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/kfn-dev/kfn/eventbridge/pull"
+)
+
+// replyBytes counts a sink's reply, from its headers to the last byte of
+// its body read, against the held bytes of the event it answers
+// (pull.Msg.Grow), until it is stored or dropped (release): what a tenant's
+// sink makes the dispatcher keep in memory counts within its
+// Subscription's share (Config.MaxHeldBytesPerSubscription) and the total,
+// as its events do, and a reply that does not fit fails its attempt.
+type replyBytes struct {
+	msg *pull.Msg // nil: an event no puller holds, nothing counted
+	n   int64
+}
+
+// newReplyBytes counts against msg's held bytes when the puller holds it.
+func newReplyBytes(msg jetstream.Msg) *replyBytes {
+	m, _ := msg.(*pull.Msg)
+	return &replyBytes{msg: m}
+}
+
+// grow counts n more bytes; the error wraps pull.ErrNoRoom.
+func (r *replyBytes) grow(n int64) error {
+	if r.msg == nil {
+		return nil
+	}
+	if err := r.msg.Grow(n); err != nil {
+		return fmt.Errorf("the sink's reply does not fit the held bytes of its Subscription after %d bytes: %w", r.n, err)
+	}
+	r.n += n
+	return nil
+}
+
+// release counts off what grow counted. Safe to call more than once.
+func (r *replyBytes) release() {
+	if r.msg != nil {
+		r.msg.Shrink(r.n)
+	}
+	r.n = 0
+}
+
+// headerBytes is about the bytes header takes in memory: its names and
+// values.
+func headerBytes(h http.Header) int64 {
+	var n int
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + len(v)
+		}
+	}
+	return int64(n)
+}
+
+// countedBody counts each byte read of a reply's body (replyBytes.grow)
+// and fails the read when they do not fit.
+type countedBody struct {
+	r     io.Reader
+	bytes *replyBytes
+}
+
+func (c countedBody) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if n > 0 {
+		if gerr := c.bytes.grow(int64(n)); gerr != nil {
+			return 0, gerr
+		}
+	}
+	return n, err
+}
