@@ -112,6 +112,10 @@ type Platform struct {
 	// running as it was, as its Deployment does in a cluster.
 	applied map[string]*serverlessv1alpha2.Function
 	ready   bool
+	// unread tells that the last load could not read the whole project
+	// (project.Project.ReadFailed, or the directory itself): the watcher
+	// reads it again.
+	unread bool
 }
 
 // Addr returns host:port of the publisher, gateway and admin API.
@@ -280,11 +284,17 @@ func ignoreCanceled(err error) error {
 
 // reload reads the project and makes every component run what it defines.
 // Problems are printed and kept for the status; they never stop the rest,
-// and what a file that cannot be used defined keeps running as it was
-// (project.KeepFrom).
+// and what a file that cannot be used or read, or a directory that cannot
+// be listed, defined keeps running as it was (project.KeepFrom): a failure
+// to read is never taken for files deleted. A project directory that
+// cannot be read at all changes nothing. Either way the watcher reads the
+// project again later (unread).
 func (p *Platform) reload(ctx context.Context) {
 	proj, err := project.Load(ctx, p.cfg.Dir, p.admitter)
 	if err != nil {
+		p.mu.Lock()
+		p.unread = true
+		p.mu.Unlock()
 		fmt.Fprintf(p.out, "kfn: %v\n", err)
 		return
 	}
@@ -323,6 +333,7 @@ func (p *Platform) reload(ctx context.Context) {
 	p.errors = problems
 	p.notReady = notReady
 	p.applied = applied
+	p.unread = proj.ReadFailed
 	p.mu.Unlock()
 	for _, msg := range problems {
 		fmt.Fprintf(p.out, "kfn: error: %s\n", msg)
