@@ -25,7 +25,6 @@ import (
 	"github.com/kfn-dev/kfn/api/stream"
 	"github.com/kfn-dev/kfn/api/trigger"
 	"github.com/kfn-dev/kfn/eventbridge"
-	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/internal/natsconn"
 	"github.com/kfn-dev/kfn/local/autoscaler"
 	"github.com/kfn-dev/kfn/local/broker"
@@ -64,6 +63,13 @@ type Config struct {
 	// DrainGrace bounds how long a replaced or stopped function process may
 	// finish its requests; default 30s.
 	DrainGrace time.Duration
+	// MaxConnections bounds the connections open at once on Addr. Past it,
+	// idle keep-alive connections are closed for new ones, and the rest
+	// wait to be accepted; a connection's headers must come within 10s and
+	// a request's body within 30s. Default DefaultMaxConnections(): a
+	// quarter of the process's file limit, at most 4,096, so that clients
+	// holding connections never take the descriptors kfn dev needs.
+	MaxConnections int
 	// Output receives function output (each line prefixed with the
 	// function) and kfn's own messages. Required.
 	Output io.Writer
@@ -259,7 +265,7 @@ func (p *Platform) serve(ctx context.Context, servers *errgroup.Group, lis net.L
 		return "", nil, err
 	}
 	servers.Go(func() error { return p.view.Run(ctx) })
-	srv := &http.Server{Handler: p.handler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: publisher.MaxHeaderBytes}
+	srv, lis := newServer(p.handler(), lis, serverLimits{header: readHeaderTimeout, body: bodyTimeout, idle: idleTimeout, conns: p.cfg.MaxConnections})
 	servers.Go(func() error {
 		if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("serve %s: %w", p.addr, err)

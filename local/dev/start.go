@@ -87,6 +87,12 @@ func withDefaults(cfg Config) (Config, error) {
 	if cfg.DrainGrace == 0 {
 		cfg.DrainGrace = 30 * time.Second
 	}
+	if cfg.MaxConnections == 0 {
+		cfg.MaxConnections = DefaultMaxConnections()
+	}
+	if cfg.MaxConnections < 0 {
+		return cfg, fmt.Errorf("kfn dev: max connections %d: want at least 1", cfg.MaxConnections)
+	}
 	return cfg, nil
 }
 
