@@ -53,21 +53,57 @@ spec:
   config: {maxInFlightMessages: "1"}
 `
 
+// slowSinks are the attacker's: two Functions that answer after two
+// minutes, each with 1,000 events in flight (maxInFlightMessages 1000),
+// which would hold 2,000 of kfn dev's descriptors.
+var slowSinks = func() string {
+	var docs []string
+	for _, name := range []string{"slow1", "slow2"} {
+		docs = append(docs, fmt.Sprintf(`apiVersion: serverless.kyma-project.io/v1alpha2
+kind: Function
+metadata: {name: %[1]s, namespace: mallory}
+spec:
+  runtime: nodejs24
+  env: [{name: FUNC_TIMEOUT, value: "180"}]
+  source:
+    inline:
+      source: |
+        module.exports = {
+          main: function (event, context) {
+            return new Promise((resolve) => setTimeout(() => resolve(""), 120000));
+          },
+        };
+---
+apiVersion: eventing.kyma-project.io/v1alpha2
+kind: Subscription
+metadata: {name: %[1]s, namespace: mallory}
+spec:
+  sink: http://%[1]s.mallory.svc.cluster.local
+  source: mallory
+  types: [spam.%[1]s.v1]
+  config: {maxInFlightMessages: "1000", maxBacklog: "2000"}
+`, name))
+	}
+	return strings.Join(docs, "---\n")
+}()
+
 // TestHostileConnections runs kfn dev with a file limit of 1,024 and a
 // victim whose acknowledged payments wait for its slow ledger, while an
-// attacker holds 2,048 idle keep-alive connections to kfn dev's port and
-// 64 requests whose bodies never end. kfn dev never runs out of file
-// descriptors (its connections are bounded below the limit, idle ones are
-// closed for new ones, bodies have a deadline), so its project watcher
-// never reads an empty project: the victim's consumer is never deleted,
-// the victim can still publish, and every payment the publisher
-// acknowledged reaches the ledger.
+// attacker has 2,000 events in flight to its sinks that answer after two
+// minutes, and holds 2,048 idle keep-alive connections to kfn dev's port
+// and 64 requests whose bodies never end. kfn dev never runs out of file
+// descriptors (its connections, in and out, are bounded below the limit,
+// idle ones are closed for new ones, bodies have a deadline), so its
+// project watcher never reads an empty project: the victim's consumer is
+// never deleted, the victim can still publish, and every payment the
+// publisher acknowledged reaches the ledger.
 func TestHostileConnections(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: builds and runs kfn dev")
 	}
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "bank.yaml"), []byte(slowLedger), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "mallory.yaml"), []byte(slowSinks), 0o644))
 	bin, err := kfnBinary()
 	require.NoError(t, err)
 	// sh's ulimit sets the soft and the hard limit: kfn dev cannot raise it.
@@ -80,25 +116,35 @@ func TestHostileConnections(t *testing.T) {
 	client := &http.Client{Timeout: 20 * time.Second}
 	var mu sync.Mutex
 	acked := map[string]bool{}
-	publish := func(id string) {
+	send := func(source, eventType, id string) bool {
 		req, err := http.NewRequest(http.MethodPost, base+"/publish", strings.NewReader(`{"amount":1}`))
 		require.NoError(t, err)
-		for k, v := range map[string]string{"Ce-Specversion": "1.0", "Ce-Id": id, "Ce-Source": hostile.VictimSource,
-			"Ce-Type": hostile.VictimType, "Content-Type": "application/json"} {
+		for k, v := range map[string]string{"Ce-Specversion": "1.0", "Ce-Id": id, "Ce-Source": source,
+			"Ce-Type": eventType, "Content-Type": "application/json"} {
 			req.Header.Set(k, v)
 		}
 		resp, err := client.Do(req)
 		if err != nil {
 			t.Logf("publish %s: %v", id, err)
-			return
+			return false
 		}
 		resp.Body.Close()
-		if resp.StatusCode == http.StatusNoContent {
+		return resp.StatusCode == http.StatusNoContent
+	}
+	publish := func(id string) {
+		if send(hostile.VictimSource, hostile.VictimType, id) {
 			mu.Lock()
 			acked[id] = true
 			mu.Unlock()
 		}
 	}
+	// The attacker's slow sinks take 2,000 events in flight.
+	for i := range 1000 {
+		for _, name := range []string{"slow1", "slow2"} {
+			require.True(t, send("mallory", "spam."+name+".v1", fmt.Sprintf("%s-%d", name, i)), "the attacker's event is stored")
+		}
+	}
+	phase("2,000 events for the slow sinks")
 	// 300 payments: six seconds of the ledger's work wait in its consumer.
 	for i := range 300 {
 		publish(fmt.Sprintf("before-%d", i))

@@ -97,6 +97,8 @@ type Platform struct {
 	// by the dispatcher and the scaler.
 	bridge *eventbridge.Bridge
 	scaler *activity.Scaler
+	// outbound bounds the dispatcher's connections to the functions.
+	outbound *outboundConns
 	// backlogReader reads the Subscriptions' backlogs for Status.
 	backlogReader *activity.JetStreamReader
 	autoscaler    *autoscaler.Autoscaler

@@ -132,22 +132,10 @@ func (l *countedListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	counted := &countedConn{Conn: c, limit: l.limit}
+	counted := &releasingConn{Conn: c}
+	counted.release = func() { l.limit.closed(counted) }
 	l.limit.opened()
 	return counted, nil
-}
-
-// countedConn is a connection of a countedListener.
-type countedConn struct {
-	net.Conn
-	limit *connLimit
-	once  sync.Once
-}
-
-func (c *countedConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(func() { c.limit.closed(c) })
-	return err
 }
 
 // bodyDeadline gives the reading of every request body d: past it the
