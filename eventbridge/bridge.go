@@ -247,6 +247,8 @@ func (b *Bridge) component(name string) *slog.Logger { return logging.Component(
 func (b *Bridge) newDispatcher(c *cluster) error {
 	cfg := b.cfg.Dispatcher
 	cfg.Streams = b.cfg.Streams
+	// Replies are held to the publisher's reservations (package admission).
+	cfg.Reserved, cfg.LegacyPrefix = b.cfg.Publisher.Reserved, b.cfg.Publisher.LegacyPrefix
 	if cfg.Jitter == 0 {
 		cfg.Jitter = -1 // none; the dispatcher reads 0 as its default
 	}

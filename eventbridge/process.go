@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/kfn-dev/kfn/eventbridge/admission"
 	"github.com/kfn-dev/kfn/eventbridge/egress"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/internal/logging"
@@ -176,7 +177,7 @@ func (c *Process) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Publisher.LegacyPrefix, "legacy-event-prefix", c.Publisher.LegacyPrefix, "prefix of Kyma legacy event types")
 	fs.StringVar(&c.Publisher.LegacySource, "legacy-source", c.Publisher.LegacySource, "source of the exact-matching copy of legacy events")
 	fs.Func("reserve-source", "SOURCE[:TYPEPREFIX]=NAMESPACE[,NAMESPACE...]: events routed by SOURCE (and of types starting with TYPEPREFIX) are taken only from ServiceAccounts of those namespaces (repeatable; needs -publisher-senders=kubernetes). Sources no reservation names are open to anyone, as in Kyma", func(v string) error {
-		r, err := publisher.ParseReservation(v)
+		r, err := admission.ParseReservation(v)
 		if err != nil {
 			return err
 		}

@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/eventbridge/admission"
 	"github.com/kfn-dev/kfn/eventbridge/deadline"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/internal/auth"
@@ -102,9 +103,9 @@ type Config struct {
 	// for exact matching with the full legacy type). Default "kyma".
 	LegacySource string
 	// Reserved keeps sources for the senders of some namespaces (see
-	// Reservation; needs WithSenders). None: anyone may publish anything,
-	// Kyma's model.
-	Reserved []Reservation
+	// admission.Reservation; needs WithSenders). None: anyone may publish
+	// anything, Kyma's model.
+	Reserved []admission.Reservation
 }
 
 // Publisher is the HTTP handler of the publishing API. It is safe for
@@ -124,6 +125,8 @@ type Publisher struct {
 	// stores give each request's wait for JetStream its StoreTimeout.
 	stores  *deadline.Windows
 	senders Senders
+	// admission is what every event is held to before it is stored.
+	admission admission.Policy
 }
 
 // Option configures New.
@@ -193,11 +196,6 @@ func New(store EventStore, cfg Config, opts ...Option) (*Publisher, error) {
 	if cfg.MaxRequestBytes < 0 {
 		return nil, fmt.Errorf("%w: max request bytes must not be negative", ErrInvalidOption)
 	}
-	for _, r := range cfg.Reserved {
-		if err := r.validate(); err != nil {
-			return nil, fmt.Errorf("%w: reservation of %q: %w", ErrInvalidOption, r.Source, err)
-		}
-	}
 	if cfg.MaxRequestBytes == 0 {
 		cfg.MaxRequestBytes = DefaultMaxRequestBytes
 	}
@@ -210,13 +208,18 @@ func New(store EventStore, cfg Config, opts ...Option) (*Publisher, error) {
 	if cfg.LegacySource == "" {
 		cfg.LegacySource = DefaultLegacySource
 	}
+	policy := admission.Policy{Reserved: cfg.Reserved, LegacyPrefix: cfg.LegacyPrefix}
+	if err := policy.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+	}
 	p := &Publisher{
 		cfg:   cfg,
 		store: store,
 		log:   slog.New(slog.DiscardHandler),
 		newID: newUUID,
 
-		stores: deadline.New(cfg.StoreTimeout),
+		stores:    deadline.New(cfg.StoreTimeout),
+		admission: policy,
 	}
 	for _, o := range opts {
 		if err := o(p); err != nil {
@@ -537,7 +540,7 @@ func StatusCode(err error) int {
 		return http.StatusUnauthorized
 	case errors.Is(err, auth.ErrTooManyReviews):
 		return http.StatusTooManyRequests
-	case errors.Is(err, ErrReserved):
+	case errors.Is(err, admission.ErrReserved):
 		return http.StatusForbidden
 	case errors.Is(err, eventstore.ErrStorageFull):
 		return http.StatusInsufficientStorage

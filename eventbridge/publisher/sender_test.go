@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kfn-dev/kfn/eventbridge/admission"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/internal/auth"
@@ -91,7 +92,7 @@ func TestEveryPublishNamesItsSender(t *testing.T) {
 		forged["Ce-"+publisher.SenderExtension] = "team-b"
 		code, body, _ := env.post(t, "/publish", forged, "{}")
 		assert.Equal(t, http.StatusBadRequest, code, body)
-		assert.Contains(t, body, "set by kfn's publisher only")
+		assert.Contains(t, body, "set by kfn's event bridge only")
 		code, body, _ = env.post(t, "/publish", map[string]string{"Content-Type": "application/cloudevents+json"},
 			`{"specversion":"1.0","id":"f2","source":"shop","type":"order.paid.v1","`+publisher.SenderExtension+`":"team-b"}`)
 		assert.Equal(t, http.StatusBadRequest, code, body)
@@ -105,7 +106,7 @@ func TestEveryPublishNamesItsSender(t *testing.T) {
 // binary, structured and legacy mode; what no reservation names is taken
 // from anyone.
 func TestReservedSources(t *testing.T) {
-	cfg := publisher.Config{Reserved: []publisher.Reservation{
+	cfg := publisher.Config{Reserved: []admission.Reservation{
 		{Source: "bank", Namespaces: []string{"team-a"}},
 		{Source: "shop", TypePrefix: "order.refund", Namespaces: []string{"team-b"}},
 	}}
@@ -170,17 +171,38 @@ func TestReservedSources(t *testing.T) {
 	e.stored(t, 7) // the legacy event is stored twice
 }
 
-func TestParseReservation(t *testing.T) {
-	r, err := publisher.ParseReservation("bank=team-a, team-b")
-	require.NoError(t, err)
-	assert.Equal(t, publisher.Reservation{Source: "bank", Namespaces: []string{"team-a", "team-b"}}, r)
-	r, err = publisher.ParseReservation("shop:order.refund=team-b")
-	require.NoError(t, err)
-	assert.Equal(t, publisher.Reservation{Source: "shop", TypePrefix: "order.refund", Namespaces: []string{"team-b"}}, r)
-	for _, bad := range []string{"", "bank", "bank=", "=team-a", "bank=Team_A", "bank=,"} {
-		_, err := publisher.ParseReservation(bad)
-		assert.ErrorIs(t, err, publisher.ErrInvalidOption, "%q", bad)
-	}
-	_, err = publisher.New(eventstore.New(nil, "events"), publisher.Config{Reserved: []publisher.Reservation{{Source: "bank"}}})
+func TestNewRefusesAnInvalidReservation(t *testing.T) {
+	_, err := publisher.New(eventstore.New(nil, "events"), publisher.Config{Reserved: []admission.Reservation{{Source: "bank"}}})
 	assert.ErrorIs(t, err, publisher.ErrInvalidOption, "a reservation without namespaces")
+}
+
+// TestOneSenderCannotSuppressAnothersEvent: JetStream stores an event once
+// per message id within the de-duplication window, so a namespace that
+// knows (or predicts) the source and id of another's next event could
+// publish it first and have the real one dropped as a duplicate. The
+// message id is the sender's namespace with the source and id: a sender's
+// own retries are stored once (Kyma's idempotent publish), the same source
+// and id from another namespace, or from no namespace, are other events.
+func TestOneSenderCannotSuppressAnothersEvent(t *testing.T) {
+	e := newEnv(t, publisher.Config{}, nil, publisher.WithSenders(tokens{"a": "team-a", "b": "team-b"}))
+	send := func(token string) {
+		t.Helper()
+		h := binary("pay-1", "order.paid.v1")
+		if token != "" {
+			h["Authorization"] = "Bearer " + token
+		}
+		code, body, _ := e.post(t, "/publish", h, "{}")
+		require.Equal(t, http.StatusNoContent, code, body)
+	}
+	send("b") // the attacker, first
+	send("a") // the real event
+	send("a") // its retry
+	send("")  // no sender
+	send("")
+	got := e.stored(t, 3)
+	var senders []string
+	for _, s := range got {
+		senders = append(senders, strings.Join(s.Header["ce-"+publisher.SenderExtension], ""))
+	}
+	assert.Equal(t, []string{"team-b", "team-a", ""}, senders)
 }
