@@ -326,7 +326,9 @@ func (b *Bridge) newPublisher(c *cluster, lister publisher.SubscriptionLister) e
 	if b.deps.Senders != nil {
 		opts = append(opts, publisher.WithSenders(b.deps.Senders))
 	}
-	p, err := publisher.New(store, b.cfg.Publisher, opts...)
+	cfg := b.cfg.Publisher
+	cfg.MaxHops = b.cfg.Dispatcher.MaxHops // one hop limit for replies and emitted events
+	p, err := publisher.New(store, cfg, opts...)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -21,6 +22,10 @@ var (
 	// ErrReserved: the event's source is reserved to other namespaces
 	// (403 at the publisher).
 	ErrReserved = errors.New("reserved")
+	// ErrHopLimit: the event is further down a chain of events than
+	// Policy.MaxHops allows. Admit's error wraps it with
+	// eventstore.ErrInvalidEvent (400 at the publisher).
+	ErrHopLimit = errors.New("over the hop limit")
 	// ErrInvalidPolicy is wrapped by the errors of Validate and
 	// ParseReservation.
 	ErrInvalidPolicy = errors.New("invalid admission policy")
@@ -36,8 +41,10 @@ type Policy struct {
 	// application is held to its reservations too. Default
 	// v1alpha2.DefaultLegacyPrefix.
 	LegacyPrefix string
-	// MaxHops bounds chains of replies (HopsExtension): a reply further
-	// down one is refused. Default DefaultMaxHops.
+	// MaxHops bounds chains of events (eventstore.HopsExtension): a
+	// sink's reply, or an event a Function's host emits while it handles
+	// another, is one hop further than the event it answers; one further
+	// down a chain than MaxHops is refused. Default DefaultMaxHops.
 	MaxHops int
 }
 
@@ -66,7 +73,10 @@ func (p *Policy) Hops() int { return cmp.Or(p.MaxHops, DefaultMaxHops) }
 //     subscriber may trust it, and the store scopes de-duplication by it;
 //   - one routed by a source, or of a legacy type naming an application,
 //     reserved to other namespaces (ErrReserved, or auth.ErrUnauthenticated
-//     without a sender).
+//     without a sender);
+//   - one whose eventstore.HopsExtension is not a decimal count of hops
+//     (eventstore.ErrInvalidEvent) or is over the hop limit (ErrHopLimit
+//     and eventstore.ErrInvalidEvent).
 //
 // It then records sender, when known, in eventstore.SenderExtension.
 // Admit does not check the bounds of the store (eventstore.CheckAttributes),
@@ -75,6 +85,9 @@ func (p *Policy) Admit(h nats.Header, route, sender string) error {
 	if _, ok := h[eventstore.HeaderPrefix+eventstore.SenderExtension]; ok {
 		return fmt.Errorf("%w: the extension %s is set by kfn's event bridge only", eventstore.ErrInvalidEvent, eventstore.SenderExtension)
 	}
+	if err := p.checkHops(h); err != nil {
+		return err
+	}
 	if len(p.Reserved) > 0 { // the hot path without reservations reads no attribute
 		if err := p.reservedFor(h, route, sender); err != nil {
 			return err
@@ -82,6 +95,30 @@ func (p *Policy) Admit(h nats.Header, route, sender string) error {
 	}
 	if sender != "" {
 		h[eventstore.HeaderPrefix+eventstore.SenderExtension] = []string{sender}
+	}
+	return nil
+}
+
+// checkHops checks the hop count of h, when it has one, and writes it in
+// its plain decimal form.
+func (p *Policy) checkHops(h nats.Header) error {
+	key := eventstore.HeaderPrefix + eventstore.HopsExtension
+	v, ok := h[key]
+	if !ok || len(v) == 0 {
+		return nil
+	}
+	n, err := strconv.Atoi(v[0])
+	if errors.Is(err, strconv.ErrRange) && n > 0 {
+		err = nil // more hops than an int holds: over any limit
+	}
+	if err != nil || n < 0 {
+		return fmt.Errorf("%w: the extension %s counts the events before this one in its chain and is set by kfn's hosts: want a number from 0, not %.16q", eventstore.ErrInvalidEvent, eventstore.HopsExtension, v[0])
+	}
+	if n > p.Hops() {
+		return fmt.Errorf("%w: %w: the event is %d events down a chain of events (%s), at most %d are allowed: is a function answering or emitting the events it receives?", eventstore.ErrInvalidEvent, ErrHopLimit, n, eventstore.HopsExtension, p.Hops())
+	}
+	if s := strconv.Itoa(n); s != v[0] {
+		h[key] = []string{s}
 	}
 	return nil
 }

@@ -21,13 +21,14 @@ func stored(source, typ string, more ...string) nats.Header {
 }
 
 func TestAdmit(t *testing.T) {
-	p := admission.Policy{Reserved: []admission.Reservation{{Source: "bank", Namespaces: []string{"team-a"}}}}
+	p := admission.Policy{MaxHops: 3, Reserved: []admission.Reservation{{Source: "bank", Namespaces: []string{"team-a"}}}}
 	tests := map[string]struct {
 		h          nats.Header
 		route      string
 		sender     string
 		wantErr    error
 		wantSender string
+		wantHops   string
 	}{
 		"a sender is recorded":         {h: stored("shop", "a.b"), sender: "team-b", wantSender: "team-b"},
 		"no sender, nothing recorded":  {h: stored("shop", "a.b")},
@@ -37,6 +38,10 @@ func TestAdmit(t *testing.T) {
 		"reserved, from another":       {h: stored("bank", "a.b"), sender: "team-b", wantErr: admission.ErrReserved},
 		"reserved, from nobody":        {h: stored("bank", "a.b"), wantErr: auth.ErrUnauthenticated},
 		"reserved, by its route":       {h: stored("bank-eu", "a.b"), route: "bank", sender: "team-b", wantErr: admission.ErrReserved},
+		"hops within the limit":        {h: stored("shop", "a.b", "ce-kfnhops", "03"), wantHops: "3"},
+		"hops over the limit":          {h: stored("shop", "a.b", "ce-kfnhops", "4"), wantErr: admission.ErrHopLimit},
+		"hops past any int":            {h: stored("shop", "a.b", "ce-kfnhops", "99999999999999999999"), wantErr: admission.ErrHopLimit},
+		"hops that are no count":       {h: stored("shop", "a.b", "ce-kfnhops", "-1"), wantErr: eventstore.ErrInvalidEvent},
 		"reserved, by its legacy type": {h: stored("x", "sap.kyma.custom.bank.account.opened.v1"), sender: "team-b", wantErr: admission.ErrReserved},
 	}
 	for name, tt := range tests {
@@ -48,6 +53,7 @@ func TestAdmit(t *testing.T) {
 			}
 			require.NoError(t, err)
 			assert.Equal(t, tt.wantSender, eventstore.Attribute(tt.h, eventstore.SenderExtension))
+			assert.Equal(t, tt.wantHops, eventstore.Attribute(tt.h, eventstore.HopsExtension))
 		})
 	}
 }

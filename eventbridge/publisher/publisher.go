@@ -106,6 +106,12 @@ type Config struct {
 	// admission.Reservation; needs WithSenders). None: anyone may publish
 	// anything, Kyma's model.
 	Reserved []admission.Reservation
+	// MaxHops bounds chains of events: an event whose hop count
+	// (eventstore.HopsExtension, which a Function's host sets on the
+	// events it emits to that of the event it handles plus one) is over it
+	// is refused (400), as a sink's reply over it is dropped. Default
+	// admission.DefaultMaxHops.
+	MaxHops int
 }
 
 // Publisher is the HTTP handler of the publishing API. It is safe for
@@ -208,7 +214,10 @@ func New(store EventStore, cfg Config, opts ...Option) (*Publisher, error) {
 	if cfg.LegacySource == "" {
 		cfg.LegacySource = DefaultLegacySource
 	}
-	policy := admission.Policy{Reserved: cfg.Reserved, LegacyPrefix: cfg.LegacyPrefix}
+	if cfg.MaxHops == 0 {
+		cfg.MaxHops = admission.DefaultMaxHops
+	}
+	policy := admission.Policy{Reserved: cfg.Reserved, LegacyPrefix: cfg.LegacyPrefix, MaxHops: cfg.MaxHops}
 	if err := policy.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}

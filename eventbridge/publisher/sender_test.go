@@ -206,3 +206,40 @@ func TestOneSenderCannotSuppressAnothersEvent(t *testing.T) {
 	}
 	assert.Equal(t, []string{"team-b", "team-a", ""}, senders)
 }
+
+// TestHopLimitHoldsForPublishes: a Function's host sets kfnhops on the
+// events it emits to that of the event it handles plus one, and the
+// publisher holds them to the hop limit that ends reply chains: past it,
+// in every mode, an event is refused (400, naming the limit), so that a
+// function emitting the events it receives cannot keep a storm going. A
+// kfnhops that is no count of hops is refused too; one within the limit
+// is stored as a plain number.
+func TestHopLimitHoldsForPublishes(t *testing.T) {
+	e := newEnv(t, publisher.Config{MaxHops: 3}, nil)
+	publish := func(id, hops string) (int, string) {
+		h := binary(id, "order.created.v1")
+		h["Ce-Kfnhops"] = hops
+		code, body, _ := e.post(t, "/publish", h, "{}")
+		return code, body
+	}
+	for _, hops := range []string{"4", "1000000", "99999999999999999999"} {
+		code, body := publish("over-"+hops, hops)
+		assert.Equal(t, http.StatusBadRequest, code, body)
+		assert.Contains(t, body, "at most 3", hops)
+	}
+	for _, hops := range []string{"-1", "x", "1.5"} {
+		code, body := publish("bad-"+hops, hops)
+		assert.Equal(t, http.StatusBadRequest, code, "%q: %s", hops, body)
+	}
+	code, _, _ := e.post(t, "/publish", map[string]string{"Content-Type": "application/cloudevents+json"},
+		`{"specversion":"1.0","id":"s","source":"shop","type":"order.paid.v1","kfnhops":4}`)
+	assert.Equal(t, http.StatusBadRequest, code, "structured")
+	code, _, _ = e.post(t, "/publish", map[string]string{"Content-Type": "application/cloudevents-batch+json"},
+		`[{"specversion":"1.0","id":"b1","source":"shop","type":"order.paid.v1"},{"specversion":"1.0","id":"b2","source":"shop","type":"order.paid.v1","kfnhops":"4"}]`)
+	assert.Equal(t, http.StatusBadRequest, code, "batch")
+	e.stored(t, 0)
+
+	code, body := publish("within", "03")
+	require.Equal(t, http.StatusNoContent, code, body)
+	assert.Equal(t, []string{"3"}, e.stored(t, 1)[0].Header["ce-kfnhops"])
+}
