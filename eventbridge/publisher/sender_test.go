@@ -243,3 +243,44 @@ func TestHopLimitHoldsForPublishes(t *testing.T) {
 	require.Equal(t, http.StatusNoContent, code, body)
 	assert.Equal(t, []string{"3"}, e.stored(t, 1)[0].Header["ce-kfnhops"])
 }
+
+// TestOneSendersFloodLeavesTheOthersTheirRate: a namespace that publishes
+// as fast as it can (a flood, or a function emitting what it receives
+// with a hop count of its own making) is held to its rate: past its burst
+// its requests are refused whole (429, Retry-After), in every mode, while
+// another namespace, and publishers without a namespace (who share a
+// bucket of their own), still store theirs.
+func TestOneSendersFloodLeavesTheOthersTheirRate(t *testing.T) {
+	cfg := publisher.Config{SenderRate: 0.001, SenderBurst: 100, AnonymousRate: 0.001, AnonymousBurst: 100}
+	e := newEnv(t, cfg, nil, publisher.WithSenders(tokens{"a": "team-a", "b": "team-b"}))
+	n := 0
+	send := func(token string) int {
+		t.Helper()
+		n++
+		h := binary(fmt.Sprint("e", n), "order.created.v1")
+		if token != "" {
+			h["Authorization"] = "Bearer " + token
+		}
+		code, _, _ := e.post(t, "/publish", h, "{}")
+		return code
+	}
+	for range 100 {
+		require.Equal(t, http.StatusNoContent, send("b"))
+	}
+	code, body, header := e.post(t, "/publish", map[string]string{"Authorization": "Bearer b", "Content-Type": "application/cloudevents+json"},
+		`{"specversion":"1.0","id":"s","source":"shop","type":"order.paid.v1"}`)
+	assert.Equal(t, http.StatusTooManyRequests, code, body)
+	assert.Contains(t, body, "namespace team-b may store")
+	assert.Equal(t, "1", header.Get("Retry-After"))
+	code, _, _ = e.post(t, "/commerce/v1/events", map[string]string{"Authorization": "Bearer b", "Content-Type": "application/json"},
+		`{"event-type":"order.created","event-type-version":"v1","event-time":"2026-01-02T03:04:05Z","data":{}}`)
+	assert.Equal(t, http.StatusTooManyRequests, code, "legacy")
+	assert.Equal(t, http.StatusNoContent, send("a"), "another namespace")
+	assert.Equal(t, http.StatusNoContent, send(""), "no namespace")
+	e.stored(t, 102)
+
+	batch := "[" + strings.TrimSuffix(strings.Repeat(`{"specversion":"1.0","id":"b","source":"shop","type":"order.paid.v1"},`, publisher.MaxBatchEvents), ",") + "]"
+	code, body, _ = e.post(t, "/publish", map[string]string{"Authorization": "Bearer a", "Content-Type": "application/cloudevents-batch+json"}, batch)
+	assert.Equal(t, http.StatusTooManyRequests, code, "a batch past the rate is refused whole: %s", body)
+	e.stored(t, 0)
+}
