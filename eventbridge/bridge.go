@@ -247,6 +247,8 @@ func (b *Bridge) component(name string) *slog.Logger { return logging.Component(
 func (b *Bridge) newDispatcher(c *cluster) error {
 	cfg := b.cfg.Dispatcher
 	cfg.Streams = b.cfg.Streams
+	// Replies are held to the publisher's reservations (package admission).
+	cfg.Reserved, cfg.LegacyPrefix = b.cfg.Publisher.Reserved, b.cfg.Publisher.LegacyPrefix
 	if cfg.Jitter == 0 {
 		cfg.Jitter = -1 // none; the dispatcher reads 0 as its default
 	}
@@ -324,7 +326,9 @@ func (b *Bridge) newPublisher(c *cluster, lister publisher.SubscriptionLister) e
 	if b.deps.Senders != nil {
 		opts = append(opts, publisher.WithSenders(b.deps.Senders))
 	}
-	p, err := publisher.New(store, b.cfg.Publisher, opts...)
+	cfg := b.cfg.Publisher
+	cfg.MaxHops = b.cfg.Dispatcher.MaxHops // one hop limit for replies and emitted events
+	p, err := publisher.New(store, cfg, opts...)
 	if err != nil {
 		return err
 	}

@@ -105,7 +105,7 @@ func DefaultConfig() Config {
 		Components:               []string{ComponentPublisher, ComponentDispatcher, ComponentReconciler},
 		Streams:                  stream.DefaultConfig(),
 		AckWait:                  stream.DefaultAckWait,
-		Publisher:                publisher.Config{MaxRequestBytes: publisher.DefaultMaxRequestBytes, StoreTimeout: publisher.DefaultStoreTimeout, LegacyPrefix: v1alpha2.DefaultLegacyPrefix, LegacySource: publisher.DefaultLegacySource},
+		Publisher:                publisher.Config{MaxRequestBytes: publisher.DefaultMaxRequestBytes, StoreTimeout: publisher.DefaultStoreTimeout, LegacyPrefix: v1alpha2.DefaultLegacyPrefix, LegacySource: publisher.DefaultLegacySource, SenderRate: publisher.DefaultSenderRate},
 		KymaApplications:         true,
 		ApplicationCheckInterval: applications.DefaultCheckInterval,
 		Dispatcher: dispatcher.Config{RequestTimeout: dispatcher.DefaultRequestTimeout, MaxHops: dispatcher.DefaultMaxHops, Jitter: dispatcher.DefaultJitter, Delivery: v1alpha2.DefaultDelivery(),
@@ -148,6 +148,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Publisher.MaxRequestBytes <= 0 || c.Publisher.StoreTimeout <= 0 {
 		return fmt.Errorf("%w: -max-request-bytes and -store-timeout must be positive", ErrInvalidConfig)
+	}
+	p := c.Publisher
+	if p.SenderRate < 0 || p.AnonymousRate < 0 || p.SenderBurst < 0 || p.AnonymousBurst < 0 ||
+		p.SenderBurst > 0 && p.SenderBurst < publisher.MaxBatchEvents || p.AnonymousBurst > 0 && p.AnonymousBurst < publisher.MaxBatchEvents {
+		return fmt.Errorf("%w: -publish-rate-* must not be negative, -publish-burst-* 0 or at least %d (a batch)", ErrInvalidConfig, publisher.MaxBatchEvents)
 	}
 	if c.Dispatcher.RequestTimeout <= 0 || c.Dispatcher.MaxHops < 1 || c.Dispatcher.Jitter < 0 || c.Dispatcher.Jitter > 1 {
 		return fmt.Errorf("%w: -request-timeout must be positive, -max-hops at least 1, -backoff-jitter within 0..1", ErrInvalidConfig)

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/kfn-dev/kfn/eventbridge/admission"
 	"github.com/kfn-dev/kfn/eventbridge/egress"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/internal/logging"
@@ -171,12 +172,16 @@ func (c *Process) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.DependencyCacheBounds.MaxUploads, "dependency-cache-max-uploads", c.DependencyCacheBounds.MaxUploads, "dependency uploads one event bridge takes at once; more answer 429")
 	fs.DurationVar(&c.DependencyCacheBounds.UploadTimeout, "dependency-cache-upload-timeout", c.DependencyCacheBounds.UploadTimeout, "longest dependency upload, its body included; a slower one is cut (408)")
 	fs.DurationVar(&c.AckWait, "ack-wait", c.AckWait, "consumers' ack wait: how soon another replica retries the events of a dispatcher that died")
+	fs.Float64Var(&c.Publisher.SenderRate, "publish-rate-per-namespace", c.Publisher.SenderRate, "events one sender namespace (-publisher-senders=kubernetes) may store a second on average; past it (and its burst) a request is refused 429 (0: no bound)")
+	fs.IntVar(&c.Publisher.SenderBurst, "publish-burst-per-namespace", c.Publisher.SenderBurst, "burst of -publish-rate-per-namespace, at least 100 (a batch); 0: the larger of the rate and 100")
+	fs.Float64Var(&c.Publisher.AnonymousRate, "publish-rate-anonymous", c.Publisher.AnonymousRate, "events every publisher without a namespace (no token, a user's) may store a second together; past it a request is refused 429 (0: no bound, Kyma's model)")
+	fs.IntVar(&c.Publisher.AnonymousBurst, "publish-burst-anonymous", c.Publisher.AnonymousBurst, "burst of -publish-rate-anonymous, at least 100; 0: the larger of the rate and 100")
 	fs.Int64Var(&c.Publisher.MaxRequestBytes, "max-request-bytes", c.Publisher.MaxRequestBytes, "largest publish request body; larger get 413")
 	fs.DurationVar(&c.Publisher.StoreTimeout, "store-timeout", c.Publisher.StoreTimeout, "how long a publish waits for JetStream before answering 503")
 	fs.StringVar(&c.Publisher.LegacyPrefix, "legacy-event-prefix", c.Publisher.LegacyPrefix, "prefix of Kyma legacy event types")
 	fs.StringVar(&c.Publisher.LegacySource, "legacy-source", c.Publisher.LegacySource, "source of the exact-matching copy of legacy events")
 	fs.Func("reserve-source", "SOURCE[:TYPEPREFIX]=NAMESPACE[,NAMESPACE...]: events routed by SOURCE (and of types starting with TYPEPREFIX) are taken only from ServiceAccounts of those namespaces (repeatable; needs -publisher-senders=kubernetes). Sources no reservation names are open to anyone, as in Kyma", func(v string) error {
-		r, err := publisher.ParseReservation(v)
+		r, err := admission.ParseReservation(v)
 		if err != nil {
 			return err
 		}
@@ -194,7 +199,7 @@ func (c *Process) RegisterFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.Dispatcher.MaxHeldBytes, "max-held-bytes", c.Dispatcher.MaxHeldBytes, "bytes of events the dispatcher holds at once (arrived, not settled, retries included), and of their sinks' replies while they are read and stored; past it, it asks for no more until some are settled (-1: no bound)")
 	fs.Int64Var(&c.Dispatcher.MaxHeldBytesPerSubscription, "max-held-bytes-per-subscription", c.Dispatcher.MaxHeldBytesPerSubscription, "the share of -max-held-bytes one Subscription may hold, its sink's replies included (a reply that does not fit fails its attempt; a Subscription holding nothing may take one event of any size; -1: no bound)")
 	fs.BoolVar(&c.Dispatcher.Egress.AllowLoopback, "allow-loopback-sinks", c.Dispatcher.Egress.AllowLoopback, "let deliveries, the gateway and the wake probes reach loopback addresses, for -resolve targets on this machine (tests); never in a cluster, where it would open the pod's own ports to every tenant's sink")
-	fs.IntVar(&c.Dispatcher.MaxHops, "max-hops", c.Dispatcher.MaxHops, "longest chain of reply events")
+	fs.IntVar(&c.Dispatcher.MaxHops, "max-hops", c.Dispatcher.MaxHops, "longest chain of events made by replies and by Functions' emitCloudEvent (kfnhops): a reply past it is dropped, a publish past it refused (400)")
 	fs.Float64Var(&c.Dispatcher.Jitter, "backoff-jitter", c.Dispatcher.Jitter, "random fraction of each redelivery backoff (0..1)")
 	fs.IntVar(&c.Dispatcher.Delivery.MaxInFlight, "default-max-in-flight", c.Dispatcher.Delivery.MaxInFlight, "maxInFlightMessages of Subscriptions whose spec.config does not set it")
 	fs.IntVar(&c.Dispatcher.Delivery.MaxDeliver, "default-max-deliver", c.Dispatcher.Delivery.MaxDeliver, "maxDeliver (delivery attempts per event) of Subscriptions whose spec.config does not set it")

@@ -46,6 +46,7 @@ func TestRunRefusesBadFlagsBeforeDoingAnything(t *testing.T) {
 		"unknown publisher senders":   {args: []string{"-publisher-senders=maybe"}, wantErr: `-publisher-senders must be kubernetes or none, not "maybe"`},
 		"reservation without senders": {args: []string{"-reserve-source=bank=team-a", "-publisher-senders=none"}, wantErr: "-reserve-source needs senders"},
 		"bad reservation":             {args: []string{"-reserve-source=bank"}, wantErr: "want SOURCE[:TYPEPREFIX]=NAMESPACE"},
+		"burst below a batch":         {args: []string{"-publish-burst-per-namespace=10"}, wantErr: "-publish-burst-* 0 or at least 100"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

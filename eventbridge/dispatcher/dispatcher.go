@@ -20,6 +20,7 @@ import (
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/eventbridge/admission"
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/deadline"
 	"github.com/kfn-dev/kfn/eventbridge/egress"
@@ -30,7 +31,7 @@ import (
 // Defaults of Config.
 const (
 	DefaultRequestTimeout = 60 * time.Second
-	DefaultMaxHops        = 16
+	DefaultMaxHops        = admission.DefaultMaxHops
 	DefaultJitter         = 0.2
 	DefaultMaxReplyBytes  = 1 << 20
 	DefaultPullExpiry     = 30 * time.Second
@@ -63,8 +64,16 @@ type Config struct {
 	// that start together share their deadline). Default 60s.
 	RequestTimeout time.Duration
 	// MaxHops bounds reply chains: a reply whose hop count would exceed it
-	// is dropped. Default 16.
+	// is dropped. Default 16 (admission.DefaultMaxHops).
 	MaxHops int
+	// Reserved keeps sources for some namespaces (admission.Reservation):
+	// the reply of a sink whose Subscription is of another namespace is
+	// dropped, as the publisher refuses their events. The publisher's
+	// reservations.
+	Reserved []admission.Reservation
+	// LegacyPrefix is the prefix of Kyma's legacy event types, for the
+	// reservations (default v1alpha2.DefaultLegacyPrefix). The publisher's.
+	LegacyPrefix string
 	// Jitter is the random part of each backoff, a fraction in [0,1].
 	// Default 0.2; negative means none.
 	Jitter float64
@@ -109,12 +118,21 @@ type Config struct {
 	Delivery v1alpha2.Delivery
 }
 
+// admission is the policy replies are held to.
+func (c *Config) admission() admission.Policy {
+	return admission.Policy{Reserved: c.Reserved, LegacyPrefix: c.LegacyPrefix, MaxHops: c.MaxHops}
+}
+
 func (c *Config) defaults() error {
 	if err := c.Streams.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	if c.RequestTimeout < 0 || c.MaxHops < 0 || c.MaxReplyBytes < 0 || c.PullExpiry < 0 || c.Jitter > 1 {
 		return fmt.Errorf("%w: negative duration, size or hop limit, or jitter above 1", ErrInvalidOption)
+	}
+	policy := c.admission()
+	if err := policy.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	if c.PullExpiry != 0 && c.PullExpiry < MinPullExpiry {
 		return fmt.Errorf("%w: pull expiry %s is below %s", ErrInvalidOption, c.PullExpiry, MinPullExpiry)
@@ -288,7 +306,7 @@ func New(js jetstream.JetStream, cfg Config, opts ...Option) (*Dispatcher, error
 	d := &Dispatcher{
 		cfg:         cfg,
 		js:          js,
-		replies:     reply.NewStore(js, cfg.Streams.EventStream, cfg.MaxHops),
+		replies:     reply.NewStore(js, cfg.Streams.EventStream, cfg.admission()),
 		deadLetters: deadletter.NewWriter(js, cfg.Streams.DeadLetterStream),
 		endpoints:   AlwaysReady{},
 		resolver:    DirectResolver,

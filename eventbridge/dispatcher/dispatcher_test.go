@@ -126,7 +126,7 @@ func TestOrderWithOneInFlight(t *testing.T) {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
 	})
-	b.subscribe(sub("s", "fn", config("maxInFlightMessages", "1", "maxDeliver", "100", "backoffInitial", "5ms", "backoffMax", "20ms")))
+	b.subscribe(sub("s", "fn", config("maxInFlightMessages", "1", "maxDeliver", "100", "backoffInitial", "10ms", "backoffMax", "20ms")))
 	const n = 40
 	for i := range n {
 		b.publish("shop", "order.created.v1", strconv.Itoa(i), "")

@@ -538,7 +538,7 @@ func (w *worker) send(ctx context.Context, log eventLog, msg jetstream.Msg, url 
 }
 
 // publishReply stores a sink's CloudEvent reply as a new event, one hop
-// further (package reply). An invalid reply or one over the hop limit is
+// further, sent by the Subscription's namespace (package reply). An invalid reply or one over the hop limit is
 // dropped (logged and counted) and is no error: the delivery itself
 // succeeded. The error is a failure to store a valid reply.
 func (w *worker) publishReply(ctx context.Context, log eventLog, h nats.Header, header http.Header, body []byte) error {
@@ -549,7 +549,7 @@ func (w *worker) publishReply(ctx context.Context, log eventLog, h nats.Header, 
 		return nil
 	}
 	ctx, tp, ts, end := w.replyContext(ctx, h, r.Event.ID(), r.Event.Type(), r.Hops)
-	res, err := w.d.replies.Publish(ctx, r, tp, ts)
+	res, err := w.d.replies.Publish(ctx, r, w.target.sub.Namespace, tp, ts)
 	if res == reply.Failed {
 		end(string(res), err)
 		return err

@@ -212,6 +212,9 @@ func (p *Publisher) serveLegacy(w http.ResponseWriter, r *http.Request) int {
 	tp, ts := p.traceContext(r)
 	stored, err := p.encode(events, routes, tp, ts, sender)
 	if err == nil {
+		err = p.rates.take(sender, len(stored))
+	}
+	if err == nil {
 		err = p.storeAll(r.Context(), stored)
 	}
 	if err != nil {
@@ -221,11 +224,11 @@ func (p *Publisher) serveLegacy(w http.ResponseWriter, r *http.Request) int {
 	return http.StatusOK
 }
 
-// legacyFail answers a legacy request with e, as Kyma's JSON error; a 503
-// says when to try again, as fail's does.
+// legacyFail answers a legacy request with e, as Kyma's JSON error; a 503 or
+// a 429 says when to try again, as fail's does.
 func (p *Publisher) legacyFail(w http.ResponseWriter, r *http.Request, e *LegacyError) int {
 	p.logFailure(r, e.Status, errors.New(e.Message+" "+e.MoreInfo))
-	if e.Status == http.StatusServiceUnavailable {
+	if e.Status == http.StatusServiceUnavailable || e.Status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", "1")
 	}
 	writeJSON(w, e.Status, e)

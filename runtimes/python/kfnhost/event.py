@@ -140,10 +140,25 @@ class Event(dict):
         }
 
 
+# The largest hop count read from an incoming event: a longer count is
+# taken as this, far over the event bridge's hop limit.
+_MAX_HOPS = 999999999
+
+
+def _hops_of(incoming):
+    """The hop count (ce-kfnhops) of the event a call handles: 0 for a call
+    that is no event or whose count is no number."""
+    v = incoming.get('ce-kfnhops') if incoming is not None else None
+    if not v or not v.isascii() or not v.isdigit():
+        return 0
+    return _MAX_HOPS if len(v) > 9 else int(v)
+
+
 def emit(scope, incoming, type, source, data, attributes=None):
     """POST a binary-mode CloudEvent to PUBLISHER_PROXY_ADDRESS with the trace
     context of the call it is emitted in: scope's (the call's span), else
-    the trace headers of incoming (the request's headers, or None). Returns
+    the trace headers of incoming (the request's headers, or None), one hop
+    further (kfnhops) than the event the call handles. Returns
     the publisher's response on 2xx; raises ValueError for an invalid type,
     source or attribute name and CloudEventError when it cannot publish."""
     publisher = _emit_settings['publisher']
@@ -167,6 +182,10 @@ def emit(scope, incoming, type, source, data, attributes=None):
         if not key or len(key) > 20 or not set(key) <= _CE_ATTRIBUTE:
             raise ValueError('emitCloudEvent: invalid CloudEvent attribute name %r' % name)
         headers['ce-' + key] = value.isoformat() if hasattr(value, 'isoformat') else str(value)
+    # One hop further than the event the call handles, whatever the handler
+    # set: the event bridge refuses events past its hop limit, which ends a
+    # function that emits the events it receives.
+    headers['ce-kfnhops'] = str(_hops_of(incoming) + 1)
     if 'ce-id' not in headers:
         import uuid
         headers['ce-id'] = str(uuid.uuid4())
