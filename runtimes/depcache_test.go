@@ -158,7 +158,8 @@ func TestDependencyCacheClient(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			cache := depcachetest.Start(t)
-			env := []string{runtimes.EnvDependencyCache + "=" + cache.Base(), runtimes.EnvIdentityTokenFile + "=" + tokenFile(t, depcachetest.Token)}
+			env := []string{runtimes.EnvDependencyCache + "=" + cache.Base(), runtimes.EnvIdentityTokenFile + "=" + tokenFile(t, depcachetest.Token),
+				runtimes.EnvDependencyWriterTokenFile + "=" + tokenFile(t, depcachetest.WriterToken(rt.Name, depsHash))}
 
 			empty := t.TempDir()
 			code, out := runClient(t, rt, "fetch", empty, env...)
@@ -186,7 +187,8 @@ func TestDependencyCacheClient(t *testing.T) {
 			assert.Equal(t, tree(t, src), tree(t, empty), "unpacked as installed")
 
 			for what, env := range map[string][]string{
-				"another token": {runtimes.EnvDependencyCache + "=" + cache.Base(), runtimes.EnvIdentityTokenFile + "=" + tokenFile(t, "someone-else")},
+				"another token": {runtimes.EnvDependencyCache + "=" + cache.Base(), runtimes.EnvIdentityTokenFile + "=" + tokenFile(t, "someone-else"),
+					runtimes.EnvDependencyWriterTokenFile + "=" + tokenFile(t, depcachetest.WriterToken(rt.Name, depsHash))},
 				"no token file": {runtimes.EnvDependencyCache + "=" + cache.Base()},
 				"no cache":      nil,
 				"unreachable":   {runtimes.EnvDependencyCache + "=http://127.0.0.1:1/_kfn/dependencies"},
@@ -201,6 +203,15 @@ func TestDependencyCacheClient(t *testing.T) {
 					assert.Contains(t, out, "asking the cache again", "no connection may pass")
 				}
 			}
+
+			// Without the writer token (the function container's code, say),
+			// the identity alone stores nothing: 403, never asked again.
+			before := cache.Requests()
+			code, out = runClient(t, rt, "store", src, env[:2]...)
+			assert.Equal(t, 0, code, out)
+			assert.Contains(t, out, "not stored in the cache")
+			assert.Contains(t, out, "403")
+			assert.Equal(t, 1, cache.Requests()-before, "a 403 is final")
 
 			// An answer that may pass is asked again: a fetch up to 3
 			// times, a store up to 5 (the event bridge restarting, its
@@ -219,7 +230,7 @@ func TestDependencyCacheClient(t *testing.T) {
 			assert.Contains(t, out, "in the cache already")
 			// Past them, the fetch installs and the store gives up.
 			cache.FailNext(100, http.StatusTooManyRequests)
-			before := cache.Requests()
+			before = cache.Requests()
 			code, out = runClient(t, rt, "fetch", t.TempDir(), env...)
 			assert.Equal(t, 1, code, out)
 			assert.Contains(t, out, "the cache could not be read")

@@ -114,6 +114,15 @@ const (
 	// set), re-read each time (the kubelet renews it): the publisher learns
 	// from it which namespace sent the event.
 	EnvIdentityTokenFile = "KFN_IDENTITY_TOKEN_FILE"
+	// EnvDependencyWriterTokenFile, when set, is a file holding the
+	// install step's writer token: a token of the pod's ServiceAccount for
+	// the audience DependencyWriterAudience(runtime, hash) only, which the
+	// dependency cache client sends (header DependencyWriterHeader) beside
+	// the identity token when it stores the dependencies it installed. The
+	// controller mounts it in the install init container only, never in the
+	// function container, so that neither the Function's code at run time
+	// nor any other token of the namespace can store dependencies.
+	EnvDependencyWriterTokenFile = "KFN_DEPENDENCY_WRITER_TOKEN_FILE"
 	// EnvListenFD, when set, is the number of an inherited file descriptor of
 	// a listening TCP socket that the host serves instead of binding EnvPort.
 	// Local mode uses it to keep a port across restarts.
@@ -175,6 +184,10 @@ const (
 	// PodIdentityDir is where the controller mounts the function
 	// container's identity token (EnvIdentityTokenFile is its file token).
 	PodIdentityDir = "/var/run/secrets/kfn"
+	// PodDependencyWriterDir is where the controller mounts the install
+	// container's writer token (EnvDependencyWriterTokenFile is its file
+	// token).
+	PodDependencyWriterDir = "/var/run/secrets/kfn-depcache"
 	// NodeModulesDir is the directory, under a host directory, that holds
 	// the modules the Node.js host provides to RequestAPI handlers as
 	// packages (sdk): NODE_PATH lists it after the function's dependencies.

@@ -2,6 +2,7 @@ package depcache_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -20,6 +21,11 @@ type oneNamespace string
 
 func (n oneNamespace) SenderNamespace(*http.Request) (string, error) { return string(n), nil }
 
+// WriterNamespace takes every writer token as n's.
+func (n oneNamespace) WriterNamespace(context.Context, string, string) (string, error) {
+	return string(n), nil
+}
+
 // BenchmarkRoundTrip stores an object of each size (a new hash each
 // time) and reads it back through the cache's HTTP routes, on an embedded
 // NATS with file storage: b.SetBytes makes go test report MB/s of the
@@ -29,7 +35,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 		b.Run(fmt.Sprintf("%dMiB", size>>20), func(b *testing.B) {
 			sc := stream.DefaultConfig()
 			sc.DependencyMaxBytes = 1 << 30
-			c, err := depcache.New(natstest.Start(b).JetStream(), sc.DependencyBucketConfig(), oneNamespace("team-a"), depcache.Config{
+			c, err := depcache.New(natstest.Start(b).JetStream(), sc.DependencyBucketConfig(), oneNamespace("team-a"), oneNamespace("team-a"), depcache.Config{
 				MaxObjectBytes: 64 << 20, MaxNamespaceBytes: 1 << 40, MaxUploads: 4, UploadTimeout: depcache.DefaultUploadTimeout})
 			if err != nil {
 				b.Fatal(err)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/internal/auth"
+	"github.com/kfn-dev/kfn/runtimes"
 )
 
 // Defaults of Config.
@@ -134,11 +135,14 @@ type Cache struct {
 	js      jetstream.JetStream
 	bucket  jetstream.ObjectStoreConfig
 	senders Senders
+	writers Writers
 	cfg     Config
 	log     *slog.Logger
 	metrics *metrics
 	// slots holds a token per upload under way (MaxUploads).
 	slots chan struct{}
+	// reviews bounds each namespace's writer token reviews.
+	reviews *namespaceRates
 
 	mu sync.Mutex
 	// obs is the bucket, once made or opened; nil after NATS lost it.
@@ -158,16 +162,18 @@ type namespaceUploads struct {
 
 // New returns a cache that keeps its objects in the object store bucket
 // describes (stream.Config.DependencyBucketConfig), made or updated when
-// first needed, and learns each caller's namespace from senders.
-func New(js jetstream.JetStream, bucket jetstream.ObjectStoreConfig, senders Senders, cfg Config, opts ...Option) (*Cache, error) {
+// first needed, learns each caller's namespace from senders, and lets
+// store an object only the install step that writers confirms for it.
+func New(js jetstream.JetStream, bucket jetstream.ObjectStoreConfig, senders Senders, writers Writers, cfg Config, opts ...Option) (*Cache, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if js == nil || senders == nil || bucket.Bucket == "" {
-		return nil, fmt.Errorf("%w: JetStream, senders and a bucket name are required", ErrInvalidConfig)
+	if js == nil || senders == nil || writers == nil || bucket.Bucket == "" {
+		return nil, fmt.Errorf("%w: JetStream, senders, writers and a bucket name are required", ErrInvalidConfig)
 	}
-	c := &Cache{js: js, bucket: bucket, senders: senders, cfg: cfg, log: slog.New(slog.DiscardHandler),
-		slots: make(chan struct{}, cfg.MaxUploads), uploading: map[string]bool{}, inflight: map[string]*namespaceUploads{}}
+	c := &Cache{js: js, bucket: bucket, senders: senders, writers: writers, cfg: cfg, log: slog.New(slog.DiscardHandler),
+		slots: make(chan struct{}, cfg.MaxUploads), uploading: map[string]bool{}, inflight: map[string]*namespaceUploads{},
+		reviews: newNamespaceRates(namespaceUploadsPerSecond, namespaceUploadsBurst)}
 	for _, o := range opts {
 		if err := o(c); err != nil {
 			return nil, err
@@ -223,10 +229,48 @@ func (c *Cache) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	k := key{namespace: namespace, runtime: runtime, hash: hash}
 	switch r.Method {
 	case http.MethodPut:
+		if !c.writer(rec, r, k) {
+			return
+		}
 		c.put(rec, r, k)
 	default:
 		c.get(rec, r, k)
 	}
+}
+
+// writer reports whether r may store k: it carries, beside the identity of
+// k's namespace, the writer token of the install step of a pod of that
+// namespace whose dependency set is k's (runtimes.DependencyWriterAudience).
+// Else it answers 403 (429 past the namespace's rate of writer reviews, 503
+// when the cluster cannot be asked) and returns false.
+func (c *Cache) writer(w http.ResponseWriter, r *http.Request, k key) bool {
+	token := strings.TrimSpace(r.Header.Get(runtimes.DependencyWriterHeader))
+	r.Header.Del(runtimes.DependencyWriterHeader)
+	if token == "" {
+		http.Error(w, "forbidden: only the install step of a Function's pod stores dependencies, with its writer token in "+
+			runtimes.DependencyWriterHeader, http.StatusForbidden)
+		return false
+	}
+	if !c.reviews.allow(k.namespace) {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, fmt.Sprintf("namespace %s sends more than %g uploads a second", k.namespace, namespaceUploadsPerSecond), http.StatusTooManyRequests)
+		return false
+	}
+	ns, err := c.writers.WriterNamespace(r.Context(), token, runtimes.DependencyWriterAudience(k.runtime, k.hash))
+	switch {
+	case errors.Is(err, ErrNotAWriter):
+		http.Error(w, "forbidden: "+err.Error(), http.StatusForbidden)
+		return false
+	case err != nil:
+		c.log.Error("dependency cache: reviewing a writer token failed", "namespace", k.namespace, "runtime", k.runtime, "hash", k.hash, "error", err)
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "the writer token cannot be checked now", http.StatusServiceUnavailable)
+		return false
+	case ns != k.namespace:
+		http.Error(w, fmt.Sprintf("forbidden: the writer token is of namespace %s, the identity of %s", ns, k.namespace), http.StatusForbidden)
+		return false
+	}
+	return true
 }
 
 // get answers GET and HEAD of k.

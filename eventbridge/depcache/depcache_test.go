@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -29,6 +30,7 @@ import (
 	"github.com/kfn-dev/kfn/api/stream"
 	"github.com/kfn-dev/kfn/eventbridge/depcache"
 	"github.com/kfn-dev/kfn/internal/auth"
+	"github.com/kfn-dev/kfn/runtimes"
 	"github.com/kfn-dev/kfn/test/natstest"
 	"github.com/kfn-dev/kfn/test/testcluster"
 )
@@ -61,13 +63,20 @@ type world struct {
 	tokens  map[string]string
 	js      jetstream.JetStream
 	senders *auth.Kubernetes
+	writers depcache.Writers
 	buckets atomic.Int32
+
+	mu sync.Mutex
+	// written are the writer tokens made for (namespace, runtime/hash).
+	written map[[2]string]string
 }
 
 func newWorld(t *testing.T) *world {
-	w := &world{cluster: testcluster.New(t), tokens: map[string]string{}}
+	w := &world{cluster: testcluster.New(t), tokens: map[string]string{}, written: map[[2]string]string{}}
 	var err error
 	w.admin, err = kubernetes.NewForConfig(w.cluster.Config)
+	require.NoError(t, err)
+	w.writers, err = depcache.NewTokenReviews(w.admin.AuthenticationV1(), time.Minute)
 	require.NoError(t, err)
 	for _, ns := range []string{"team-a", "team-b"} {
 		w.tokens[ns] = w.token(t, ns, auth.Audience)
@@ -94,9 +103,60 @@ func (w *world) token(t *testing.T, ns, audience string) string {
 	return tr.Status.Token
 }
 
+// writer is the writer token the install container of a pod of ns gets
+// for object (runtime/hash): bound to a pod, of the audience of that
+// object only.
+func (w *world) writer(t *testing.T, ns, object string) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if tok, ok := w.written[[2]string{ns, object}]; ok {
+		return tok
+	}
+	runtime, h, _ := strings.Cut(object, "/")
+	tok := w.boundToken(t, ns, runtimes.DependencyWriterAudience(runtime, h), true)
+	w.written[[2]string{ns, object}] = tok
+	return tok
+}
+
+// boundToken makes a token of ns/fn for audience ("": the API server's),
+// bound to a pod of ns when toPod (as the kubelet asks for a projected
+// token).
+func (w *world) boundToken(t *testing.T, ns, audience string, toPod bool) string {
+	t.Helper()
+	ctx := context.Background()
+	w.token(t, ns, auth.Audience) // the namespace and ServiceAccount
+	spec := authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}
+	if audience != "" {
+		spec.Audiences = []string{audience}
+	}
+	if toPod {
+		pod, err := w.admin.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "fn-"},
+			Spec:       corev1.PodSpec{ServiceAccountName: "fn", Containers: []corev1.Container{{Name: "fn", Image: "fn"}}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		spec.BoundObjectRef = &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}
+	}
+	tr, err := w.admin.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "fn", &authenticationv1.TokenRequest{Spec: spec}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return tr.Status.Token
+}
+
+// namespaceOf is the namespace whose identity token token is ("" for
+// another token).
+func (w *world) namespaceOf(token string) string {
+	for ns, tok := range w.tokens {
+		if tok == token {
+			return ns
+		}
+	}
+	return ""
+}
+
 // server is one cache, on a bucket of its own, served over HTTP.
 type server struct {
 	t       *testing.T
+	w       *world
 	url     string
 	bucket  jetstream.ObjectStoreConfig
 	js      jetstream.JetStream
@@ -121,21 +181,36 @@ func (w *world) serve(t *testing.T, cfg depcache.Config, senders depcache.Sender
 		senders = withUser{w.senders}
 	}
 	reg := prometheus.NewRegistry()
-	c, err := depcache.New(w.js, sc.DependencyBucketConfig(), senders, cfg, depcache.WithMetrics(reg))
+	c, err := depcache.New(w.js, sc.DependencyBucketConfig(), senders, w.writers, cfg, depcache.WithMetrics(reg))
 	require.NoError(t, err)
 	srv := httptest.NewServer(c)
 	t.Cleanup(srv.Close)
-	return &server{t: t, url: srv.URL, bucket: sc.DependencyBucketConfig(), js: w.js, metrics: reg}
+	return &server{t: t, w: w, url: srv.URL, bucket: sc.DependencyBucketConfig(), js: w.js, metrics: reg}
 }
 
 // do sends method to path (after the prefix) with token and body (nil:
-// none), and returns the status and the answer's body.
+// none), and returns the status and the answer's body. A PUT with the
+// identity token of a namespace of the world carries the writer token of
+// a pod of that namespace for path, as an install container's does.
 func (s *server) do(method, path, token string, body io.Reader) (int, []byte) {
+	s.t.Helper()
+	writer := ""
+	if ns := s.w.namespaceOf(token); method == http.MethodPut && ns != "" {
+		writer = s.w.writer(s.t, ns, path)
+	}
+	return s.doWith(method, path, token, writer, body)
+}
+
+// doWith is do with writer as the writer token ("": none).
+func (s *server) doWith(method, path, token, writer string, body io.Reader) (int, []byte) {
 	s.t.Helper()
 	req, err := http.NewRequest(method, s.url+depcache.PathPrefix+path, body)
 	require.NoError(s.t, err)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if writer != "" {
+		req.Header.Set(runtimes.DependencyWriterHeader, writer)
 	}
 	req.Header.Set("Content-Type", depcache.ContentType)
 	resp, err := http.DefaultClient.Do(req)
@@ -157,6 +232,7 @@ func (s *server) unread(path, token string, size int64) int {
 	require.NoError(s.t, err)
 	req.ContentLength = size
 	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set(runtimes.DependencyWriterHeader, s.w.writer(s.t, s.w.namespaceOf(token), path))
 	answered := make(chan int, 1)
 	go func() {
 		resp, err := http.DefaultClient.Do(req)
@@ -318,6 +394,38 @@ func TestDependencyCache(t *testing.T) {
 		assert.Contains(t, string(msg), "the token is not a ServiceAccount's")
 		_, msg = s.do(http.MethodGet, key, "", nil)
 		assert.Contains(t, string(msg), "send the pod's ServiceAccount token")
+	})
+
+	t.Run("only the install step of a pod of the object's own dependency set stores it", func(t *testing.T) {
+		s := w.serve(t, depcache.DefaultConfig(), nil, 0)
+		other := "python312/" + hash
+		apiServers := w.boundToken(t, "team-a", "", true) // as a pod's automounted token
+		for name, tc := range map[string]struct{ identity, writer string }{
+			"the identity alone (the function container's, or its code's)": {identity: a},
+			"a token the API server takes as the writer":                   {identity: a, writer: apiServers},
+			"the identity token as the writer":                             {identity: a, writer: a},
+			"the writer token of another dependency set":                   {identity: a, writer: w.writer(t, "team-a", other)},
+			"the writer token of another namespace's pod":                  {identity: a, writer: w.writer(t, "team-b", key)},
+			"a writer token bound to no pod":                               {identity: a, writer: w.boundToken(t, "team-a", runtimes.DependencyWriterAudience("nodejs22", hash), false)},
+			"a made-up writer token":                                       {identity: a, writer: "not-a-token-the-cluster-knows"},
+		} {
+			code, msg := s.doWith(http.MethodPut, key, tc.identity, tc.writer, bytes.NewReader(gz(t, 100)))
+			assert.Equal(t, http.StatusForbidden, code, "%s: %s", name, msg)
+		}
+		code, msg := s.doWith(http.MethodPut, key, w.writer(t, "team-a", key), "", bytes.NewReader(gz(t, 100)))
+		assert.Equal(t, http.StatusUnauthorized, code, "the writer token is no identity: %s", msg)
+		code, msg = s.doWith(http.MethodPut, key, apiServers, "", bytes.NewReader(gz(t, 100)))
+		assert.Equal(t, http.StatusForbidden, code, "a pod's API token alone: %s", msg)
+		_, msg = s.doWith(http.MethodPut, key, a, "", bytes.NewReader(gz(t, 100)))
+		assert.Contains(t, string(msg), runtimes.DependencyWriterHeader, "the refusal says what is missing")
+		assert.Empty(t, s.objects(), "nothing stored")
+
+		body := gz(t, 100)
+		code, msg = s.doWith(http.MethodPut, key, a, w.writer(t, "team-a", key), bytes.NewReader(body))
+		require.Equal(t, http.StatusCreated, code, string(msg))
+		code, got := s.do(http.MethodGet, key, a, nil)
+		assert.Equal(t, http.StatusOK, code, "reads need the identity only")
+		assert.Equal(t, body, got)
 	})
 
 	t.Run("bad keys are 400", func(t *testing.T) {
@@ -493,12 +601,14 @@ func TestDependencyCache(t *testing.T) {
 		cfg := depcache.DefaultConfig()
 		cfg.UploadTimeout = 500 * time.Millisecond
 		s := w.serve(t, cfg, nil, 0)
+		aWriter := w.writer(t, "team-a", key)
 		slow, stalled := io.Pipe()
 		t.Cleanup(func() { _ = stalled.Close() })
 		done := make(chan int, 1)
 		go func() {
 			req, _ := http.NewRequest(http.MethodPut, s.url+depcache.PathPrefix+key, slow)
 			req.Header.Set("Authorization", "Bearer "+a)
+			req.Header.Set(runtimes.DependencyWriterHeader, aWriter)
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				done <- 0 // the connection closed before the answer was read
@@ -527,7 +637,8 @@ func TestDependencyCache(t *testing.T) {
 		conn, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
 		require.NoError(t, err)
 		body := gz(t, 200<<10)
-		_, err = fmt.Fprintf(conn, "PUT %s%s HTTP/1.1\r\nHost: cache\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n", depcache.PathPrefix, key, a, len(body))
+		_, err = fmt.Fprintf(conn, "PUT %s%s HTTP/1.1\r\nHost: cache\r\nAuthorization: Bearer %s\r\n%s: %s\r\nContent-Length: %d\r\n\r\n",
+			depcache.PathPrefix, key, a, runtimes.DependencyWriterHeader, w.writer(t, "team-a", key), len(body))
 		require.NoError(t, err)
 		_, err = conn.Write(body[:150<<10])
 		require.NoError(t, err)

@@ -20,9 +20,19 @@
 // one the cluster does not know, or a user's, is 401 and changes nothing;
 // past the rate of new tokens' reviews, 429.
 //
-// A namespace is the trust boundary: any pod of a namespace may upload for
-// its namespace's hashes, as the namespace's Functions already share its
-// Secrets. Bounds, each of Config: one object's size (413, counted while
+// Only the install step of a Function's pod stores: a PUT carries, beside
+// the identity, the writer token of the install init container
+// (runtimes.DependencyWriterHeader), which the cluster must confirm (Writers:
+// a TokenReview) was made for that very object's audience
+// (runtimes.DependencyWriterAudience(runtime, hash)), is bound to a pod and
+// is of the identity's namespace; else 403 and nothing stored. The
+// controller asks for that token only for the install container of a
+// Function whose dependency set has that hash, never for the function
+// container, so neither a Function's code at run time nor any other token
+// of the namespace (an API token, another pod's identity or writer token)
+// stores an object, and what a pod stores is bound to the dependency set it
+// installs. A namespace's writer tokens are reviewed at most 2 a second
+// (bursts of 20), past which 429. Bounds, each of Config: one object's size (413, counted while
 // the body streams into the store, never buffered whole), a namespace's
 // stored bytes (507), the bucket's size (stream.Config.DependencyMaxBytes,
 // 507), uploads at once per server (429), and an upload's duration (408:

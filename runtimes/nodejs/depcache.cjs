@@ -2,8 +2,9 @@
 // The dependency cache client (runtimes/README.md, "Dependency cache"): a
 // Function's installed dependency directory travels as a gzip-compressed
 // tar to and from <KFN_DEPENDENCY_CACHE>/<runtime>/<hash>, with the pod's
-// identity token as the bearer token. The install init container runs it
-// as a program:
+// identity token as the bearer token, and, to store, the install step's
+// writer token (KFN_DEPENDENCY_WRITER_TOKEN_FILE) in Kfn-Dependency-Writer.
+// The install init container runs it as a program:
 //
 //   node depcache.cjs fetch --runtime=nodejs22 --hash=<hex> --dir=/usr/src/app/deps
 //     exit 0: the dependencies came from the cache and are in --dir;
@@ -46,6 +47,10 @@ const MAX_RETRY_WAIT_MS = 10 * 1000;
 const TRANSIENT_STATUSES = new Set([429, 502, 503, 504]);
 // Largest pax extended header or GNU long name accepted.
 const MAX_META = 1 << 20;
+// The header of the install step's writer token (KFN_DEPENDENCY_WRITER_TOKEN_FILE),
+// which a store sends beside the identity token: the cache stores nothing
+// without it.
+const WRITER_HEADER = 'Kfn-Dependency-Writer';
 const HASH = /^[0-9a-f]{64}$/;
 const RUNTIME = /^[a-z][a-z0-9]{0,31}$/;
 
@@ -84,11 +89,12 @@ async function answerError(method, url, res) {
 // send makes one request; it rejects with a transient error when no
 // connection was made or it broke (not when the request outlasted
 // timeoutMs).
-function send(method, url, token, timeoutMs, body) {
+function send(method, url, token, timeoutMs, body, writer) {
   const u = new URL(url);
   const client = u.protocol === 'https:' ? https : http;
   const headers = {};
   if (token) headers.Authorization = `Bearer ${token}`;
+  if (writer) headers[WRITER_HEADER] = writer;
   if (body) headers['Content-Type'] = 'application/gzip';
   return new Promise((resolve, reject) => {
     const fail = (err) => reject(cacheError(`${method} ${url}: ${err.message}`, err.name !== 'TimeoutError' && err.name !== 'AbortError'));
@@ -133,12 +139,12 @@ async function fetch({ base, runtime, hash, dir, tokenFile, timeoutMs = FETCH_TI
 
 // store packs dir and PUTs it; it resolves to the cache's answer status
 // (201 stored, 200 already there) and rejects on any other answer.
-async function store({ base, runtime, hash, dir, tokenFile, timeoutMs = STORE_TIMEOUT_MS }) {
+async function store({ base, runtime, hash, dir, tokenFile, writerTokenFile, timeoutMs = STORE_TIMEOUT_MS }) {
   const url = objectURL(base, runtime, hash);
   const body = zlib.createGzip();
   // A file that cannot be read fails the upload (the request is aborted).
   pipeline(Readable.from(entries(dir)), body).catch((err) => body.destroy(err));
-  const res = await send('PUT', url, bearer(tokenFile), timeoutMs, body);
+  const res = await send('PUT', url, bearer(tokenFile), timeoutMs, body, bearer(writerTokenFile));
   if (res.statusCode !== 200 && res.statusCode !== 201) throw await answerError('PUT', url, res);
   res.resume();
   return res.statusCode;
@@ -534,7 +540,10 @@ async function main(argv) {
   }
   const base = process.env.KFN_DEPENDENCY_CACHE || '';
   const what = `dependencies ${opts.runtime}/${opts.hash.slice(0, 12)}`;
-  const o = { base, runtime: opts.runtime, hash: opts.hash, dir: opts.dir, tokenFile: process.env.KFN_IDENTITY_TOKEN_FILE || '' };
+  const o = {
+    base, runtime: opts.runtime, hash: opts.hash, dir: opts.dir, tokenFile: process.env.KFN_IDENTITY_TOKEN_FILE || '',
+    writerTokenFile: process.env.KFN_DEPENDENCY_WRITER_TOKEN_FILE || '',
+  };
   if (command === 'fetch') {
     if (!base) {
       log(`no dependency cache: installing ${what}`);

@@ -1,8 +1,9 @@
 """The dependency cache client (runtimes/README.md, "Dependency cache"): a
 Function's installed dependency directory travels as a gzip-compressed tar
 to and from <KFN_DEPENDENCY_CACHE>/<runtime>/<hash>, with the pod's identity
-token as the bearer token. The install init container runs this file as a
-program (the standard library only, no import of the host):
+token as the bearer token, and, to store, the install step's writer token
+(KFN_DEPENDENCY_WRITER_TOKEN_FILE) in Kfn-Dependency-Writer. The install init
+container runs this file as a program (the standard library only, no import of the host):
 
   python3 depcache.py fetch --runtime=python312 --hash=<hex> --dir=/usr/src/app/deps
     exit 0: the dependencies came from the cache and are in --dir;
@@ -40,6 +41,10 @@ FETCH_ATTEMPTS = 3
 STORE_ATTEMPTS = 5
 MAX_RETRY_WAIT = 10.0
 TRANSIENT_STATUSES = (429, 502, 503, 504)
+# The header of the install step's writer token (KFN_DEPENDENCY_WRITER_TOKEN_FILE),
+# which a store sends beside the identity token: the cache stores nothing
+# without it.
+WRITER_HEADER = 'Kfn-Dependency-Writer'
 HASH = re.compile(r'[0-9a-f]{64}\Z')
 RUNTIME = re.compile(r'[a-z][a-z0-9]{0,31}\Z')
 
@@ -98,11 +103,14 @@ def _bearer(token_file):
         return ''
 
 
-def _request(method, url, token_file, data=None, length=None):
+def _request(method, url, token_file, data=None, length=None, writer_token_file=''):
     req = urllib.request.Request(url, method=method, data=data)
     token = _bearer(token_file)
     if token:
         req.add_header('Authorization', 'Bearer ' + token)
+    writer = _bearer(writer_token_file)
+    if writer:
+        req.add_header(WRITER_HEADER, writer)
     if data is not None:
         req.add_header('Content-Type', 'application/gzip')
         req.add_header('Content-Length', str(length))
@@ -248,16 +256,17 @@ def pack(directory, fileobj):
                     tar.add(full, arcname=rel, recursive=False, filter=clean)
 
 
-def store(base, runtime, digest, directory, token_file='', timeout=STORE_TIMEOUT):
-    """Pack directory (into a temporary file) and PUT it; return the cache's
-    answer status (201 stored, 200 already there), CacheError otherwise."""
+def store(base, runtime, digest, directory, token_file='', timeout=STORE_TIMEOUT, writer_token_file=''):
+    """Pack directory (into a temporary file) and PUT it with the writer
+    token of writer_token_file; return the cache's answer status (201
+    stored, 200 already there), CacheError otherwise."""
     url = object_url(base, runtime, digest)
     with tempfile.TemporaryFile() as tmp:
         pack(directory, tmp)
         length = tmp.tell()
         tmp.seek(0)
         try:
-            with _opener().open(_request('PUT', url, token_file, tmp, length), timeout=timeout) as resp:
+            with _opener().open(_request('PUT', url, token_file, tmp, length, writer_token_file), timeout=timeout) as resp:
                 return resp.status
         except urllib.error.HTTPError as err:
             raise _http_error('PUT', url, err) from None
@@ -314,6 +323,7 @@ def main(argv):
         return 2
     base = os.environ.get('KFN_DEPENDENCY_CACHE', '')
     token_file = os.environ.get('KFN_IDENTITY_TOKEN_FILE', '')
+    writer_token_file = os.environ.get('KFN_DEPENDENCY_WRITER_TOKEN_FILE', '')
     what = 'dependencies %s/%s' % (opts['runtime'], opts['hash'][:12])
     if command == 'fetch':
         if not base:
@@ -334,7 +344,8 @@ def main(argv):
     if not base:
         return 0
     try:
-        status = _again(what, STORE_ATTEMPTS, lambda: store(base, opts['runtime'], opts['hash'], opts['dir'], token_file))
+        status = _again(what, STORE_ATTEMPTS, lambda: store(base, opts['runtime'], opts['hash'], opts['dir'], token_file,
+                                                            writer_token_file=writer_token_file))
         print('kfn: %s %s' % (what, 'stored in the cache' if status == 201 else 'were in the cache already'), flush=True)
     except (CacheError, ValueError, OSError, tarfile.TarError) as err:
         print('kfn: %s not stored in the cache (%s); the next pod installs them again' % (what, err), flush=True)
