@@ -291,12 +291,14 @@ func tarLink(name, target string) *tar.Header {
 // they are unpacked into, or hold what a dependency directory has no use
 // for.
 var unsafeArchives = map[string][]*tar.Header{
-	"a name with ..":                 {tarFile("node_modules/../../escaped")},
-	"an absolute name":               {tarFile("/tmp/escaped")},
-	"an absolute link":               {tarLink("node_modules/passwd", "/etc/passwd")},
-	"a link out":                     {tarLink("node_modules/up", "../../escaped")},
-	"a file through a link":          {tarDir("node_modules/"), tarLink("node_modules/l", ".."), tarFile("node_modules/l/escaped")},
-	"links that lead out together":   {tarLink("d", "."), tarDir("x/"), tarLink("x/l", "../d/..")},
+	"a name with ..":               {tarFile("node_modules/../../escaped")},
+	"an absolute name":             {tarFile("/tmp/escaped")},
+	"an absolute link":             {tarLink("node_modules/passwd", "/etc/passwd")},
+	"a link out":                   {tarLink("node_modules/up", "../../escaped")},
+	"a file through a link":        {tarDir("node_modules/"), tarLink("node_modules/l", ".."), tarFile("node_modules/l/escaped")},
+	"links that lead out together": {tarLink("d", "."), tarDir("x/"), tarLink("x/l", "../d/..")},
+	"a dangling link that leads out through another": {tarDir("sub/"), tarLink("sub/up", ".."), tarLink("esc", "sub/up/../escaped")},
+	"a dangling link that leads out through a chain": {tarLink("a", "b"), tarLink("b", "sub/up/../../escaped"), tarDir("sub/"), tarLink("sub/up", "../sub/..")},
 	"a hard link":                    {tarFile("a"), {Name: "b", Typeflag: tar.TypeLink, Linkname: "a"}},
 	"a device":                       {{Name: "null", Typeflag: tar.TypeChar, Devmajor: 1, Devminor: 3}},
 	"a fifo":                         {{Name: "fifo", Typeflag: tar.TypeFifo}},

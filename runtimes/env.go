@@ -81,6 +81,12 @@ const (
 	// the cache again after an answer that may pass (429, 502, 503, 504,
 	// no connection). Nothing sets it in a pod; tests shorten it.
 	EnvDependencyCacheRetryMS = "KFN_DEPENDENCY_CACHE_RETRY_MS"
+	// EnvDependencyMaxBytes bounds the bytes the cache client unpacks from
+	// one object (the tar stream its gzip expands to, headers included):
+	// past it the fetch is refused, the directory left empty. The
+	// controller sets it in the install container to the dependencies
+	// volume's size limit; unset, 1 GiB (its default).
+	EnvDependencyMaxBytes = "KFN_DEPENDENCY_MAX_BYTES"
 	// EnvTraceCollectorEndpoint is the OTLP/HTTP traces URL; when set and the
 	// OpenTelemetry SDK is installed, spans are exported there.
 	EnvTraceCollectorEndpoint = "TRACE_COLLECTOR_ENDPOINT"

@@ -218,8 +218,9 @@ func fetchContainer(p plan.Plan, cfg Config, sc *corev1ac.SecurityContextApplyCo
 // dependency cache (the plan's Host.DependencyCache, set only for
 // dependencies with a hash) it first asks the cache for them with the
 // pod's identity token, and installs only when the cache has none, then
-// stores what it installed there (installScript).
-func installContainer(p plan.Plan, sc *corev1ac.SecurityContextApplyConfiguration) *corev1ac.ContainerApplyConfiguration {
+// stores what it installed there (installScript); what it unpacks from the
+// cache is bounded by the dependencies volume's size limit.
+func installContainer(p plan.Plan, cfg Config, sc *corev1ac.SecurityContextApplyConfiguration) *corev1ac.ContainerApplyConfiguration {
 	srcDir, srcVolume := runtimes.PodSourceDir, volumeSource
 	if p.Source.Git != nil {
 		srcDir, srcVolume = p.Host.FunctionDir, volumeFunction
@@ -243,6 +244,10 @@ func installContainer(p plan.Plan, sc *corev1ac.SecurityContextApplyConfiguratio
 			corev1ac.EnvVar().WithName(runtimes.EnvDependencyCache).WithValue(p.Host.DependencyCache),
 			corev1ac.EnvVar().WithName(runtimes.EnvIdentityTokenFile).WithValue(p.Host.IdentityTokenFile),
 			corev1ac.EnvVar().WithName(runtimes.EnvDependencyWriterTokenFile).WithValue(path.Join(runtimes.PodDependencyWriterDir, "token")))
+		if limit := cfg.Volumes.Dependencies; !limit.IsZero() {
+			// What the client unpacks fits the volume it unpacks into.
+			env = append(env, corev1ac.EnvVar().WithName(runtimes.EnvDependencyMaxBytes).WithValue(strconv.FormatInt(limit.Value(), 10)))
+		}
 		mounts = append(mounts,
 			corev1ac.VolumeMount().WithName(volumeIdentity).WithMountPath(runtimes.PodIdentityDir).WithReadOnly(true),
 			corev1ac.VolumeMount().WithName(volumeDepsWriter).WithMountPath(runtimes.PodDependencyWriterDir).WithReadOnly(true))

@@ -371,6 +371,11 @@ func TestDeploymentDependencyCache(t *testing.T) {
 			assert.Nil(t, mount(ic, resources.ServiceAccountDir), "no Kubernetes API token")
 			assert.False(t, *pod.AutomountServiceAccountToken)
 
+			// What the client unpacks from the cache is bounded by the
+			// volume it unpacks into.
+			limit := testConfig().Volumes.Dependencies
+			assert.Equal(t, fmt.Sprint(limit.Value()), fntest.EnvValue(*ic, runtimes.EnvDependencyMaxBytes))
+
 			// The install container alone holds the writer token, of the
 			// audience of this runtime and hash only.
 			assert.Equal(t, runtimes.PodDependencyWriterDir+"/token", fntest.EnvValue(*ic, runtimes.EnvDependencyWriterTokenFile))

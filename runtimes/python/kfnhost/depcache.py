@@ -15,8 +15,10 @@ container runs this file as a program (the standard library only, no import of t
 A standby host given a Function with dependencies calls fetch() itself.
 Unpacking refuses what would reach outside the directory: absolute names,
 "..", entries below a symbolic link, links whose target is absolute or
-leaves the directory, and anything but regular files, directories and
-symbolic links."""
+leads out of the directory (followed through the others, dangling or not),
+and anything but regular files, directories and symbolic links; and what
+passes its bounds (unpacked bytes, entries, extended header size, name
+length: MAX_* below)."""
 
 import os
 import posixpath
@@ -29,6 +31,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+import zlib
 
 # Bounds of one exchange with the cache: the install container falls back
 # to installing, a standby host fails its specialize request.
@@ -46,6 +49,20 @@ TRANSIENT_STATUSES = (429, 502, 503, 504)
 # without it.
 WRITER_HEADER = 'Kfn-Dependency-Writer'
 HASH = re.compile(r'[0-9a-f]{64}\Z')
+# Bounds of what a fetch unpacks (what the cache serves is as untrusted as
+# what a tenant stored): the bytes the gzip stream expands to (the install
+# container's KFN_DEPENDENCY_MAX_BYTES, the dependencies volume's size; a
+# gzip bomb expands a thousand times), entries, one extended header (pax,
+# GNU long name; names and link targets are at most MAX_PATH_BYTES), such
+# headers in a row, a name's and a name part's length (Linux's PATH_MAX and
+# NAME_MAX), and links followed in a row (Linux's).
+MAX_UNPACKED_BYTES = 1 << 30
+MAX_ENTRIES = 200000
+MAX_HEADER_BYTES = 16 << 10
+MAX_CHAINED_HEADERS = 8
+MAX_PATH_BYTES = 4096
+MAX_NAME_BYTES = 255
+MAX_LINK_HOPS = 40
 RUNTIME = re.compile(r'[a-z][a-z0-9]{0,31}\Z')
 
 
@@ -188,15 +205,111 @@ def _parents(root, rel):
         _mkdir(root, path, rel)
 
 
+class _Gunzip:
+    """A gzip stream's decompressed bytes, read by tarfile in 'r|' mode, and
+    at most limit of them: past it, UnsafeEntry (a gzip bomb expands a
+    thousand times). What it holds at once is bounded by the reads asked."""
+
+    def __init__(self, fileobj, limit):
+        self._src = fileobj
+        self._z = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        self._pending = b''
+        self._limit = limit
+        self.total = 0
+
+    def read(self, size=-1):
+        if size is None or size < 0:
+            size = 1 << 20
+        out = []
+        want = size
+        while want > 0:
+            if self._pending:
+                chunk = self._z.decompress(self._pending, want)
+                self._pending = self._z.unconsumed_tail
+            elif self._z.eof:
+                break
+            else:
+                raw = self._src.read(1 << 16)
+                if not raw:
+                    if not self._z.eof:
+                        raise EOFError('the gzip stream ends early')
+                    break
+                chunk = self._z.decompress(raw, want)
+                self._pending = self._z.unconsumed_tail
+            self.total += len(chunk)
+            if self.total > self._limit:
+                raise UnsafeEntry('the archive unpacks to more than %d bytes' % self._limit)
+            out.append(chunk)
+            want -= len(chunk)
+            if not chunk and not self._pending and self._z.eof:
+                break
+        return b''.join(out)
+
+
+_EXTENDED = (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE, tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK)
+
+
+class _BoundedInfo(tarfile.TarInfo):
+    """A tar header whose extended headers (pax, GNU long names) are
+    refused past MAX_HEADER_BYTES, and at most MAX_CHAINED_HEADERS in a row,
+    before tarfile reads or parses them: a 200 KB pax header of small
+    records cost tarfile 560 MiB."""
+
+    def _proc_member(self, tar):
+        if self.type in _EXTENDED:
+            if self.size > MAX_HEADER_BYTES:
+                raise UnsafeEntry('an extended header of %d bytes (at most %d)' % (self.size, MAX_HEADER_BYTES))
+            tar.kfn_chained = getattr(tar, 'kfn_chained', 0) + 1
+            if tar.kfn_chained > MAX_CHAINED_HEADERS:
+                raise UnsafeEntry('more than %d extended headers in a row' % MAX_CHAINED_HEADERS)
+        elif self.type == tarfile.GNUTYPE_SPARSE:
+            raise UnsafeEntry('entry %r: a sparse file' % self.name)
+        else:
+            tar.kfn_chained = 0
+        return super()._proc_member(tar)
+
+
+def _limit(name, default):
+    try:
+        value = int(os.environ.get(name, '') or default)
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+def _check_length(what, rel, name):
+    if len(name.encode('utf-8', 'surrogateescape')) > MAX_PATH_BYTES:
+        raise UnsafeEntry('%s %s: longer than %d bytes' % (what, rel[:64] + '...', MAX_PATH_BYTES))
+    for part in name.split('/'):
+        if len(part.encode('utf-8', 'surrogateescape')) > MAX_NAME_BYTES:
+            raise UnsafeEntry('%s %s: a name longer than %d bytes' % (what, rel[:64] + '...', MAX_NAME_BYTES))
+
+
 def unpack(fileobj, directory, deadline=None):
     """Write a gzip-compressed tar stream's entries into directory as they
-    arrive, refusing unsafe ones (UnsafeEntry)."""
+    arrive, refusing unsafe ones and what passes the bounds (UnsafeEntry):
+    KFN_DEPENDENCY_MAX_BYTES unpacked (default MAX_UNPACKED_BYTES),
+    MAX_ENTRIES entries, extended headers of MAX_HEADER_BYTES, names of
+    MAX_PATH_BYTES. Symbolic links are checked once all is written: one
+    that leads out of the directory, followed through the others, is
+    refused, even when it leads nowhere."""
     root = os.path.abspath(directory)
     links = []
-    with tarfile.open(fileobj=fileobj, mode='r|gz') as tar:
-        for member in tar:
+    entries = 0
+    source = _Gunzip(fileobj, _limit('KFN_DEPENDENCY_MAX_BYTES', MAX_UNPACKED_BYTES))
+    with tarfile.open(fileobj=source, mode='r|', tarinfo=_BoundedInfo) as tar:
+        while True:
+            member = tar.next()
+            if member is None:
+                break
+            # tarfile keeps every member it read; these are written at once.
+            tar.members.clear()
+            entries += 1
+            if entries > MAX_ENTRIES:
+                raise UnsafeEntry('the archive has more than %d entries' % MAX_ENTRIES)
             if deadline is not None and time.monotonic() > deadline:
                 raise CacheError('the download took too long')
+            _check_length('entry', member.name, member.name)
             rel = _safe_name(member.name)
             full = os.path.join(root, rel) if rel else root
             if member.isreg():
@@ -216,6 +329,7 @@ def unpack(fileobj, directory, deadline=None):
                 if not rel:
                     raise UnsafeEntry('a symbolic link with no name')
                 target = member.linkname
+                _check_length('symbolic link', rel, target)
                 if not target or target.startswith('/'):
                     raise UnsafeEntry('symbolic link %s -> %s: an absolute target' % (rel, target))
                 lexical = posixpath.normpath(posixpath.join(posixpath.dirname(rel), target))
@@ -223,16 +337,49 @@ def unpack(fileobj, directory, deadline=None):
                     raise UnsafeEntry('symbolic link %s -> %s: leaves the directory' % (rel, target))
                 _parents(root, rel)
                 os.symlink(target, full)
-                links.append((rel, full))
+                links.append(rel)
             else:
                 raise UnsafeEntry('entry %r: only files, directories and symbolic links' % rel)
-    real_root = os.path.realpath(root)
-    for rel, full in links:
-        real = os.path.realpath(full)
-        if not os.path.lexists(real):
-            continue  # dangling: leads nowhere
-        if real != real_root and not real.startswith(real_root + os.sep):
+    for rel in links:
+        if _leads_out(root, rel):
             raise UnsafeEntry('symbolic link %s: leads out of the directory' % rel)
+
+
+def _leads_out(root, rel):
+    """Whether the symbolic link rel under root, followed as the kernel
+    would through the links under root, leads out of root. A name that does
+    not exist is taken as it is written (a dangling link leads where its
+    target would be made); at most MAX_LINK_HOPS links are followed."""
+    parts = rel.split('/')
+    done = parts[:-1]  # real directories: the link's parents were made so
+    todo = [parts[-1]]
+    hops = 0
+    while todo:
+        part = todo.pop(0)
+        if part in ('', '.'):
+            continue
+        if part == '..':
+            if not done:
+                return True
+            done.pop()
+            continue
+        path = os.path.join(root, *done, part)
+        try:
+            st = os.lstat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            done.append(part)
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            hops += 1
+            if hops > MAX_LINK_HOPS:
+                raise UnsafeEntry('symbolic link %s: more than %d links in a row' % (rel, MAX_LINK_HOPS))
+            target = os.readlink(path)
+            if target.startswith('/'):
+                return True
+            todo = target.split('/') + todo
+            continue
+        done.append(part)
+    return False
 
 
 def pack(directory, fileobj):
