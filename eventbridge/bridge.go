@@ -514,7 +514,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	// The dependency cache's bucket is made now, not at the first
 	// pod's request.
 	if b.DependencyCache != nil {
-		g.Go(func() error { b.DependencyCache.Prepare(ctx, 2*time.Second); return nil })
+		g.Go(func() error { b.DependencyCache.Run(ctx, 2*time.Second); return nil })
 	}
 	// A stream NATS lost is reported, not only made anew (package
 	// streamloss): looked at every resync and before each re-creation.

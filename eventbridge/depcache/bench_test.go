@@ -8,9 +8,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/kfn-dev/kfn/api/stream"
 	"github.com/kfn-dev/kfn/eventbridge/depcache"
+	"github.com/kfn-dev/kfn/runtimes"
 	"github.com/kfn-dev/kfn/test/natstest"
 )
 
@@ -35,11 +37,16 @@ func BenchmarkRoundTrip(b *testing.B) {
 		b.Run(fmt.Sprintf("%dMiB", size>>20), func(b *testing.B) {
 			sc := stream.DefaultConfig()
 			sc.DependencyMaxBytes = 1 << 30
-			c, err := depcache.New(natstest.Start(b).JetStream(), sc.DependencyBucketConfig(), oneNamespace("team-a"), oneNamespace("team-a"), depcache.Config{
-				MaxObjectBytes: 64 << 20, MaxNamespaceBytes: 1 << 40, MaxUploads: 4, UploadTimeout: depcache.DefaultUploadTimeout})
+			cfg := depcache.DefaultConfig()
+			cfg.MaxNamespaceBytes, cfg.MaxNamespaceObjects = 1<<40, 1<<30
+			c, err := depcache.New(natstest.Start(b).JetStream(), sc.DependencyBucketConfig(), oneNamespace("team-a"), oneNamespace("team-a"), cfg)
 			if err != nil {
 				b.Fatal(err)
 			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { c.Run(ctx, 10*time.Millisecond); close(done) }()
+			defer func() { cancel(); <-done }()
 			srv := httptest.NewServer(c)
 			defer srv.Close()
 			body := make([]byte, size)
@@ -49,6 +56,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 			for i := 0; b.Loop(); i++ {
 				url := fmt.Sprintf("%s%snodejs24/%064x", srv.URL, depcache.PathPrefix, i)
 				req, _ := http.NewRequest(http.MethodPut, url, bytes.NewReader(body))
+				req.Header.Set(runtimes.DependencyWriterHeader, "a writer token")
 				resp, err := http.DefaultClient.Do(req)
 				if err != nil || resp.StatusCode != http.StatusCreated {
 					b.Fatalf("PUT: %v %v", err, resp)

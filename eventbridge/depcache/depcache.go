@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"strconv"
@@ -37,6 +38,12 @@ const (
 	// DefaultUploadTimeout bounds one upload, from its headers read to
 	// its object stored: 64 MiB at about 1 MiB/s.
 	DefaultUploadTimeout = time.Minute
+	// DefaultMaxNamespaceObjects bounds the objects one namespace stores:
+	// 64 dependency sets, its Functions' distinct ones and a few past ones.
+	DefaultMaxNamespaceObjects = 64
+	// DefaultMaxIdle is how long an object no pod read is kept: 3 days,
+	// a long weekend of a Function at zero.
+	DefaultMaxIdle = 72 * time.Hour
 )
 
 // ContentType is the type of every object: a gzip-compressed tar.
@@ -54,12 +61,12 @@ type Config struct {
 	MaxObjectBytes int64
 	// MaxNamespaceBytes bounds the bytes of the objects one namespace
 	// stores: an upload that would pass it is answered 507, nothing
-	// stored. A namespace's usage is the sum of its objects' sizes listed
-	// from the bucket at the start of each upload (right across the event
-	// bridge's replicas), plus the bytes of the namespace's other uploads
-	// under way on the same server; uploads under way on other replicas
-	// at the same moment are not seen, so a namespace may pass it by what
-	// they carry.
+	// stored. A namespace's usage is the sum of its objects' sizes in the
+	// index (Run: a watch of the bucket, so right across the event
+	// bridge's replicas, never a listing of the bucket), plus the bytes of
+	// the namespace's other uploads under way on the same server; uploads
+	// under way on other replicas at the same moment are not seen, so a
+	// namespace may pass it by what they carry.
 	MaxNamespaceBytes int64
 	// MaxUploads is how many uploads one server takes at once; more are
 	// answered 429 at once.
@@ -67,12 +74,24 @@ type Config struct {
 	// UploadTimeout bounds one upload, reading its body included: a body
 	// slower than that is cut (408), nothing stored.
 	UploadTimeout time.Duration
+	// MaxNamespaceObjects bounds how many objects one namespace stores
+	// (right across the replicas, as MaxNamespaceBytes): an upload past it
+	// is answered 507, nothing stored.
+	MaxNamespaceObjects int
+	// MaxIdle is how long an object no pod read is kept: then it is
+	// removed (within MaxIdle/16, at most 10 minutes, by every replica),
+	// so that the dependency sets no Function of the namespace uses any
+	// more leave its quota, and a bad first write does not stay. A read
+	// keeps an object (recorded at most every MaxIdle/4); the bucket's
+	// max age (stream.Config.DependencyMaxAge) still bounds its life.
+	MaxIdle time.Duration
 }
 
 // DefaultConfig returns the default bounds.
 func DefaultConfig() Config {
 	return Config{MaxObjectBytes: DefaultMaxObjectBytes, MaxNamespaceBytes: DefaultMaxNamespaceBytes,
-		MaxUploads: DefaultMaxUploads, UploadTimeout: DefaultUploadTimeout}
+		MaxUploads: DefaultMaxUploads, UploadTimeout: DefaultUploadTimeout,
+		MaxNamespaceObjects: DefaultMaxNamespaceObjects, MaxIdle: DefaultMaxIdle}
 }
 
 // Validate returns an error wrapping ErrInvalidConfig that names the
@@ -87,6 +106,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: uploads at once must be at least 1, not %d", ErrInvalidConfig, c.MaxUploads)
 	case c.UploadTimeout <= 0:
 		return fmt.Errorf("%w: the upload timeout must be positive, not %s", ErrInvalidConfig, c.UploadTimeout)
+	case c.MaxNamespaceObjects < 1:
+		return fmt.Errorf("%w: a namespace's objects must be at least 1, not %d", ErrInvalidConfig, c.MaxNamespaceObjects)
+	case c.MaxIdle <= 0:
+		return fmt.Errorf("%w: the idle time must be positive, not %s", ErrInvalidConfig, c.MaxIdle)
 	}
 	return nil
 }
@@ -143,6 +166,8 @@ type Cache struct {
 	slots chan struct{}
 	// reviews bounds each namespace's writer token reviews.
 	reviews *namespaceRates
+	// index is what the bucket holds, by namespace (Run keeps it).
+	index *index
 
 	mu sync.Mutex
 	// obs is the bucket, once made or opened; nil after NATS lost it.
@@ -173,7 +198,7 @@ func New(js jetstream.JetStream, bucket jetstream.ObjectStoreConfig, senders Sen
 	}
 	c := &Cache{js: js, bucket: bucket, senders: senders, writers: writers, cfg: cfg, log: slog.New(slog.DiscardHandler),
 		slots: make(chan struct{}, cfg.MaxUploads), uploading: map[string]bool{}, inflight: map[string]*namespaceUploads{},
-		reviews: newNamespaceRates(namespaceUploadsPerSecond, namespaceUploadsBurst)}
+		reviews: newNamespaceRates(namespaceUploadsPerSecond, namespaceUploadsBurst), index: newIndex()}
 	for _, o := range opts {
 		if err := o(c); err != nil {
 			return nil, err
@@ -293,6 +318,9 @@ func (c *Cache) get(w http.ResponseWriter, r *http.Request, k key) {
 			defer res.Close()
 		}
 	}
+	if err == nil && c.expired(info, time.Now()) {
+		err = jetstream.ErrObjectNotFound // its chunks are gone, or going
+	}
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
 		http.Error(w, "no dependencies cached for "+k.runtime+"/"+k.hash+" in namespace "+k.namespace, http.StatusNotFound)
 		return
@@ -309,7 +337,44 @@ func (c *Cache) get(w http.ResponseWriter, r *http.Request, k key) {
 	}
 	if n, err := io.Copy(w, body); err != nil {
 		c.log.Warn("sending cached dependencies failed", "namespace", k.namespace, "runtime", k.runtime, "hash", k.hash, "sent", n, "size", info.Size, "error", err)
+		return
 	}
+	c.touch(ctx, obs, info)
+}
+
+// touch records that a pod read info's object, in its description (which
+// every replica's index watches), at most every MaxIdle/4: a read object
+// is not removed as idle.
+func (c *Cache) touch(ctx context.Context, obs jetstream.ObjectStore, info *jetstream.ObjectInfo) {
+	now := time.Now()
+	if used, ok := c.index.used(info.Name); ok && now.Sub(used) < c.cfg.MaxIdle/4 {
+		return
+	}
+	meta := info.ObjectMeta
+	meta.Metadata = maps.Clone(meta.Metadata)
+	if meta.Metadata == nil {
+		meta.Metadata = map[string]string{}
+	}
+	meta.Metadata[metaRead] = now.UTC().Format(time.RFC3339Nano)
+	if err := obs.UpdateMeta(ctx, info.Name, meta); err != nil {
+		c.log.Warn("recording a read of cached dependencies failed: the object may be removed as idle", "object", info.Name, "error", err)
+		return
+	}
+	c.index.touch(info.Name, now)
+}
+
+// expired reports whether info's object was stored more than the bucket's
+// max age before now: the stream drops its chunks then, and its
+// description, when read since, stays a little longer.
+func (c *Cache) expired(info *jetstream.ObjectInfo, now time.Time) bool {
+	if c.bucket.TTL <= 0 {
+		return false
+	}
+	stored, err := time.Parse(time.RFC3339Nano, info.Metadata[metaStored])
+	if err != nil {
+		stored = info.ModTime
+	}
+	return now.Sub(stored) > c.bucket.TTL
 }
 
 // Errors of an upload's body.
@@ -363,7 +428,9 @@ func (c *Cache) put(w http.ResponseWriter, r *http.Request, k key) {
 		c.unavailable(w, k, "open the bucket", err)
 		return
 	}
-	switch _, err := obs.GetInfo(ctx, k.name()); {
+	switch info, err := obs.GetInfo(ctx, k.name()); {
+	case err == nil && c.expired(info, time.Now()):
+		c.undo(ctx, obs, k, int64(info.Size), log) // its chunks are gone: stored again
 	case err == nil:
 		w.WriteHeader(http.StatusOK) // first write wins
 		return
@@ -371,9 +438,20 @@ func (c *Cache) put(w http.ResponseWriter, r *http.Request, k key) {
 		c.unavailable(w, k, "look for the object", err)
 		return
 	}
-	used, err := c.usage(ctx, obs, k.namespace)
+	wctx, wcancel := context.WithTimeout(ctx, syncWait)
+	err = c.index.wait(wctx)
+	wcancel()
 	if err != nil {
-		c.unavailable(w, k, "count the namespace's objects", err)
+		c.unavailable(w, k, "read what the bucket holds", err)
+		return
+	}
+	u := c.index.usageOf(k.namespace)
+	used := u.bytes
+	if objects := u.objects + c.uploadsOf(k.namespace); objects > c.cfg.MaxNamespaceObjects {
+		c.log.Info("upload refused: namespace's objects", "namespace", k.namespace, "runtime", k.runtime, "hash", k.hash,
+			"objects", u.objects, "max", c.cfg.MaxNamespaceObjects)
+		http.Error(w, fmt.Sprintf("namespace %s stores %d objects of dependencies (uploads under way included), and may store %d objects",
+			k.namespace, objects-1, c.cfg.MaxNamespaceObjects), http.StatusInsufficientStorage)
 		return
 	}
 	if r.ContentLength > 0 && used+r.ContentLength > c.cfg.MaxNamespaceBytes {
@@ -381,7 +459,7 @@ func (c *Cache) put(w http.ResponseWriter, r *http.Request, k key) {
 		return
 	}
 	body := &bounded{r: r.Body, max: c.cfg.MaxObjectBytes, used: used, quota: c.cfg.MaxNamespaceBytes, ns: &ns.bytes}
-	// Once stored, the object is counted by the next listing; failed, by
+	// Once stored, the object is counted by the index; failed, by
 	// nothing.
 	defer func() { ns.bytes.Add(-body.n) }()
 	magic := make([]byte, 2)
@@ -392,7 +470,8 @@ func (c *Cache) put(w http.ResponseWriter, r *http.Request, k key) {
 		c.refuse(w, log, k, used, body.n, err)
 		return
 	}
-	info, err := obs.Put(ctx, jetstream.ObjectMeta{Name: k.name(), Headers: nats.Header{"Content-Type": []string{ContentType}}},
+	info, err := obs.Put(ctx, jetstream.ObjectMeta{Name: k.name(), Headers: nats.Header{"Content-Type": []string{ContentType}},
+		Metadata: map[string]string{metaStored: time.Now().UTC().Format(time.RFC3339Nano)}},
 		fullReads{io.MultiReader(bytes.NewReader(magic), body)})
 	if err != nil {
 		c.undo(ctx, obs, k, body.n, log)
@@ -400,6 +479,7 @@ func (c *Cache) put(w http.ResponseWriter, r *http.Request, k key) {
 		c.refuse(w, log, k, used, body.n, err)
 		return
 	}
+	c.index.put(info) // counted at once here, by the watch on the other replicas
 	c.metrics.storedObject(info.Size)
 	log.Info("dependencies stored", "bytes", info.Size, "namespaceBytes", used+int64(info.Size))
 	w.WriteHeader(http.StatusCreated)
@@ -486,6 +566,16 @@ func (c *Cache) claim(k key) (*namespaceUploads, bool) {
 	return ns, true
 }
 
+// uploadsOf is how many uploads of namespace are under way here.
+func (c *Cache) uploadsOf(namespace string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ns := c.inflight[namespace]; ns != nil {
+		return ns.uploads
+	}
+	return 0
+}
+
 // release ends the upload of k claimed.
 func (c *Cache) release(k key) {
 	c.mu.Lock()
@@ -515,6 +605,85 @@ func (c *Cache) store(ctx context.Context) (jetstream.ObjectStore, error) {
 	c.obs = obs
 	c.mu.Unlock()
 	return obs, nil
+}
+
+// syncWait bounds how long an upload waits for the index to hold what the
+// bucket holds (after the event bridge started, or NATS came back).
+const syncWait = 10 * time.Second
+
+// Run makes the bucket (Prepare), then, until ctx ends, keeps the index of
+// what it holds from a watch of its objects' descriptions, watching again
+// every retry after the watch ended, and removes the objects unread for
+// MaxIdle or past the bucket's max age.
+func (c *Cache) Run(ctx context.Context, retry time.Duration) {
+	c.Prepare(ctx, retry)
+	sweep := time.NewTicker(min(max(c.cfg.MaxIdle/16, 10*time.Millisecond), 10*time.Minute))
+	defer sweep.Stop()
+	for attempt := 0; ctx.Err() == nil; attempt++ {
+		err := c.watch(ctx, sweep.C)
+		if ctx.Err() != nil {
+			return
+		}
+		c.index.reset()
+		if attempt%10 == 0 {
+			c.log.Warn("watching the dependency cache's bucket ended; watching again", "bucket", c.bucket.Bucket, "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(retry):
+		}
+	}
+}
+
+// watch keeps the index from a watch of the bucket until it ends, and
+// sweeps at each tick of sweep.
+func (c *Cache) watch(ctx context.Context, sweep <-chan time.Time) error {
+	obs, err := c.store(ctx)
+	if err != nil {
+		return err
+	}
+	c.index.reset()
+	watcher, err := obs.Watch(ctx)
+	if err != nil {
+		c.forget(err)
+		return fmt.Errorf("watch the bucket: %w", err)
+	}
+	defer func() { _ = watcher.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case info, ok := <-watcher.Updates():
+			switch {
+			case !ok:
+				return errors.New("the watch of the bucket ended")
+			case info == nil:
+				c.index.markSynced()
+			default:
+				c.index.put(info)
+			}
+		case <-sweep:
+			c.sweep(ctx, obs)
+		}
+	}
+}
+
+// sweep removes the objects unread for MaxIdle or past the bucket's max
+// age (every replica does: a second removal finds nothing).
+func (c *Cache) sweep(ctx context.Context, obs jetstream.ObjectStore) {
+	for _, name := range c.index.stale(time.Now(), c.cfg.MaxIdle, c.bucket.TTL) {
+		err := obs.Delete(ctx, name)
+		switch {
+		case err == nil:
+			c.log.Info("dependencies removed: unread or expired", "object", name, "maxIdle", c.cfg.MaxIdle)
+		case !errors.Is(err, jetstream.ErrObjectNotFound):
+			c.forget(err)
+			c.log.Warn("removing unread dependencies failed; trying again at the next sweep", "object", name, "error", err)
+			continue
+		}
+		c.index.remove(name)
+	}
 }
 
 // prepareTimeout bounds each of Prepare's attempts to make the bucket: a
@@ -553,24 +722,6 @@ func (c *Cache) forget(err error) {
 		c.obs = nil
 		c.mu.Unlock()
 	}
-}
-
-// usage is the bytes of namespace's stored objects.
-func (c *Cache) usage(ctx context.Context, obs jetstream.ObjectStore, namespace string) (int64, error) {
-	objects, err := obs.List(ctx)
-	if errors.Is(err, jetstream.ErrNoObjectsFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	var used int64
-	for _, o := range objects {
-		if strings.HasPrefix(o.Name, namespace+"/") {
-			used += int64(o.Size)
-		}
-	}
-	return used, nil
 }
 
 // bucketBytes is the bytes the bucket holds, -1 when it cannot be read.

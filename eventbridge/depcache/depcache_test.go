@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -59,6 +60,7 @@ func (u withUser) SenderNamespace(r *http.Request) (string, error) {
 // are tokens[namespace], and a real NATS.
 type world struct {
 	cluster *testcluster.Cluster
+	nats    *natstest.Server
 	admin   kubernetes.Interface
 	tokens  map[string]string
 	js      jetstream.JetStream
@@ -83,7 +85,8 @@ func newWorld(t *testing.T) *world {
 	}
 	w.senders, err = auth.NewKubernetes(w.admin, auth.KubernetesConfig{})
 	require.NoError(t, err)
-	w.js = natstest.Start(t).JetStream()
+	w.nats = natstest.Start(t)
+	w.js = w.nats.JetStream()
 	return w
 }
 
@@ -168,6 +171,11 @@ type server struct {
 // bucket's bound from the server's storage, which the default's 2 GiB a
 // bucket would soon exhaust on a test's disk).
 func (w *world) serve(t *testing.T, cfg depcache.Config, senders depcache.Senders, bucketBytes int64, mods ...func(*stream.Config)) *server {
+	return w.serveOn(t, w.js, w.bucket(bucketBytes, mods...), cfg, senders)
+}
+
+// bucket is the configuration of a new bucket of bucketBytes (0: 16 MiB).
+func (w *world) bucket(bucketBytes int64, mods ...func(*stream.Config)) stream.Config {
 	sc := stream.DefaultConfig()
 	for _, m := range mods {
 		m(&sc)
@@ -177,16 +185,31 @@ func (w *world) serve(t *testing.T, cfg depcache.Config, senders depcache.Sender
 	if bucketBytes != 0 {
 		sc.DependencyMaxBytes = bucketBytes
 	}
+	return sc
+}
+
+// serveOn serves a cache of sc's bucket through js (an event bridge
+// replica), running as the event bridge runs it until the test ends.
+func (w *world) serveOn(t *testing.T, js jetstream.JetStream, sc stream.Config, cfg depcache.Config, senders depcache.Senders) *server {
 	if senders == nil {
 		senders = withUser{w.senders}
 	}
 	reg := prometheus.NewRegistry()
-	c, err := depcache.New(w.js, sc.DependencyBucketConfig(), senders, w.writers, cfg, depcache.WithMetrics(reg))
+	c, err := depcache.New(js, sc.DependencyBucketConfig(), senders, w.writers, cfg, depcache.WithMetrics(reg),
+		depcache.WithLogger(slog.New(slog.NewTextHandler(testWriter{t}, nil))))
 	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx, 10*time.Millisecond); close(done) }()
 	srv := httptest.NewServer(c)
-	t.Cleanup(srv.Close)
-	return &server{t: t, w: w, url: srv.URL, bucket: sc.DependencyBucketConfig(), js: w.js, metrics: reg}
+	t.Cleanup(func() { srv.Close(); cancel(); <-done })
+	return &server{t: t, w: w, url: srv.URL, bucket: sc.DependencyBucketConfig(), js: js, metrics: reg}
 }
+
+// testWriter writes a cache's log into its test's.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
 
 // do sends method to path (after the prefix) with token and body (nil:
 // none), and returns the status and the answer's body. A PUT with the
@@ -532,14 +555,16 @@ func TestDependencyCache(t *testing.T) {
 		require.Equal(t, http.StatusCreated, code)
 		require.Eventually(t, func() bool { code, _ = s.do(http.MethodGet, key, a, nil); return code == http.StatusNotFound },
 			20*time.Second, 100*time.Millisecond, "gone after a second")
-		assert.Empty(t, s.objects())
-		assert.Zero(t, s.chunks())
+		require.Eventually(t, func() bool { return len(s.objects()) == 0 && s.chunks() == 0 }, 20*time.Second, 100*time.Millisecond,
+			"the stream drops it")
 		code, _ = s.do(http.MethodPut, key, a, bytes.NewReader(exactly(t, 100)))
 		assert.Equal(t, http.StatusCreated, code, "stored again by the next pod that installs")
 	})
 
 	t.Run("a full bucket is 507 and stores nothing", func(t *testing.T) {
-		s := w.serve(t, depcache.DefaultConfig(), nil, 512<<10)
+		cfg := depcache.DefaultConfig()
+		cfg.MaxNamespaceBytes = 1 << 20
+		s := w.serve(t, cfg, nil, 512<<10)
 		code, msg := s.do(http.MethodPut, key, a, bytes.NewReader(gz(t, 600<<10)))
 		assert.Equal(t, http.StatusInsufficientStorage, code, string(msg))
 		assert.Empty(t, s.objects())
@@ -650,6 +675,86 @@ func TestDependencyCache(t *testing.T) {
 		assert.Zero(t, s.chunks(), "no chunk left behind")
 	})
 
+	t.Run("a namespace stores at most its number of objects", func(t *testing.T) {
+		cfg := depcache.DefaultConfig()
+		cfg.MaxNamespaceObjects = 2
+		s := w.serve(t, cfg, nil, 0)
+		for _, k := range []string{"nodejs22/" + hash, "python312/" + hash} {
+			code, msg := s.do(http.MethodPut, k, a, bytes.NewReader(gz(t, 100)))
+			require.Equal(t, http.StatusCreated, code, string(msg))
+		}
+		code, msg := s.do(http.MethodPut, "nodejs24/"+hash, a, bytes.NewReader(gz(t, 100)))
+		assert.Equal(t, http.StatusInsufficientStorage, code, string(msg))
+		assert.Contains(t, string(msg), "2 objects")
+		code, _ = s.do(http.MethodPut, "nodejs24/"+hash, b, bytes.NewReader(gz(t, 100)))
+		assert.Equal(t, http.StatusCreated, code, "another namespace has its own count")
+		assert.Len(t, s.objects(), 3)
+	})
+
+	t.Run("objects not read for the idle time are removed, a read keeps one", func(t *testing.T) {
+		cfg := depcache.DefaultConfig()
+		cfg.MaxIdle = 2 * time.Second
+		s := w.serve(t, cfg, nil, 0)
+		used, unused := "nodejs22/"+hash, "python312/"+hash
+		for _, k := range []string{used, unused} {
+			code, msg := s.do(http.MethodPut, k, a, bytes.NewReader(gz(t, 1000)))
+			require.Equal(t, http.StatusCreated, code, string(msg))
+		}
+		require.Eventually(t, func() bool {
+			code, _ := s.do(http.MethodGet, used, a, nil)
+			require.Equal(t, http.StatusOK, code, "read every 200 ms, kept")
+			code, _ = s.do(http.MethodHead, unused, a, nil) // a HEAD is no read
+			return code == http.StatusNotFound
+		}, 20*time.Second, 200*time.Millisecond, "the unread object is removed")
+		assert.Equal(t, []string{"team-a/" + used}, s.objects())
+		code, _ := s.do(http.MethodPut, unused, a, bytes.NewReader(gz(t, 100)))
+		assert.Equal(t, http.StatusCreated, code, "stored again by the next pod that installs")
+		require.Eventually(t, func() bool { return len(s.objects()) == 0 }, 20*time.Second, 100*time.Millisecond,
+			"unread, both go")
+		assert.Zero(t, s.chunks())
+	})
+
+	t.Run("replicas share one count of a namespace's objects", func(t *testing.T) {
+		cfg := depcache.DefaultConfig()
+		cfg.MaxNamespaceBytes = 400 << 10
+		sc := w.bucket(0)
+		one := w.serveOn(t, w.js, sc, cfg, nil)
+		code, _ := one.do(http.MethodPut, "nodejs22/"+hash, a, bytes.NewReader(exactly(t, 250<<10)))
+		require.Equal(t, http.StatusCreated, code)
+		// A replica that starts now reads what the bucket holds before it
+		// takes an upload; one running learns it as it is stored (a few
+		// milliseconds later).
+		two := w.serveOn(t, w.nats.JetStream(), sc, cfg, nil)
+		code, msg := two.do(http.MethodPut, "python312/"+hash, a, bytes.NewReader(exactly(t, 250<<10)))
+		assert.Equal(t, http.StatusInsufficientStorage, code, "the other replica counts what this one stored: %s", msg)
+		code, _ = two.do(http.MethodPut, "python312/"+hash, a, bytes.NewReader(exactly(t, 100<<10)))
+		assert.Equal(t, http.StatusCreated, code, "within what is left")
+	})
+
+	t.Run("an upload does not list the bucket", func(t *testing.T) {
+		sc := w.bucket(64 << 20)
+		nc := w.nats.Connect()
+		js, err := jetstream.New(nc)
+		require.NoError(t, err)
+		obs, err := w.js.CreateOrUpdateObjectStore(context.Background(), sc.DependencyBucketConfig())
+		require.NoError(t, err)
+		for i := range 1000 {
+			_, err := obs.PutBytes(context.Background(), fmt.Sprintf("team-c/nodejs22/%064x", i), []byte{0x1f, 0x8b})
+			require.NoError(t, err)
+		}
+		s := w.serveOn(t, js, sc, depcache.DefaultConfig(), nil)
+		code, msg := s.do(http.MethodGet, key, a, nil) // the cache has read the bucket once
+		require.Equal(t, http.StatusNotFound, code, string(msg))
+		code, msg = s.do(http.MethodPut, key, b, bytes.NewReader(gz(t, 1000)))
+		require.Equal(t, http.StatusCreated, code, string(msg))
+		for i, k := range []string{key, "python312/" + hash} {
+			before := nc.Stats().InMsgs
+			code, msg := s.do(http.MethodPut, k, a, bytes.NewReader(gz(t, 1000)))
+			require.Equal(t, http.StatusCreated, code, string(msg))
+			assert.Less(t, nc.Stats().InMsgs-before, uint64(50), "upload %d: messages the cache received, not one per object of the bucket", i)
+		}
+	})
+
 	t.Run("new tokens past their rate are 429", func(t *testing.T) {
 		slow, err := auth.NewKubernetes(w.admin, auth.KubernetesConfig{NewTokensPerSecond: 0.01})
 		require.NoError(t, err)
@@ -672,6 +777,8 @@ func TestConfigValidate(t *testing.T) {
 		"namespace": func(c *depcache.Config) { c.MaxNamespaceBytes = 0 },
 		"uploads":   func(c *depcache.Config) { c.MaxUploads = 0 },
 		"timeout":   func(c *depcache.Config) { c.UploadTimeout = 0 },
+		"objects":   func(c *depcache.Config) { c.MaxNamespaceObjects = 0 },
+		"idle":      func(c *depcache.Config) { c.MaxIdle = 0 },
 	} {
 		c := depcache.DefaultConfig()
 		mod(&c)

@@ -6,7 +6,7 @@
 //
 // Routes, under PathPrefix on the publisher's listener:
 //
-//	PUT  /_kfn/dependencies/{runtime}/{hash}  201 stored, 200 already there (first write wins, unchanged)
+//	PUT  /_kfn/dependencies/{runtime}/{hash}  201 stored, 200 already there (the first write stays until removed)
 //	GET  /_kfn/dependencies/{runtime}/{hash}  200 with the object, 404 when there is none
 //	HEAD /_kfn/dependencies/{runtime}/{hash}  as GET, without the body
 //
@@ -32,11 +32,16 @@
 // of the namespace (an API token, another pod's identity or writer token)
 // stores an object, and what a pod stores is bound to the dependency set it
 // installs. A namespace's writer tokens are reviewed at most 2 a second
-// (bursts of 20), past which 429. Bounds, each of Config: one object's size (413, counted while
-// the body streams into the store, never buffered whole), a namespace's
-// stored bytes (507), the bucket's size (stream.Config.DependencyMaxBytes,
-// 507), uploads at once per server (429), and an upload's duration (408:
-// a slow body is cut). A refused or failed upload stores nothing. Objects
-// expire stream.Config.DependencyMaxAge after they were stored, so that
-// the sets a namespace no longer uses leave its quota.
+// (bursts of 20), past which 429. Bounds, each of Config: one object's
+// size (413, counted while the body streams into the store, never
+// buffered whole), a namespace's stored bytes and objects (507), the
+// bucket's size (stream.Config.DependencyMaxBytes, 507), uploads at once
+// per server (429), and an upload's duration (408: a slow body is cut). A
+// refused or failed upload stores nothing. A namespace's usage comes from
+// each server's index of the bucket, kept by a watch of its objects'
+// descriptions (Cache.Run), never from a listing of the bucket. An object
+// no pod read for Config.MaxIdle is removed, and every object expires
+// stream.Config.DependencyMaxAge after it was stored, so that the sets a
+// namespace no longer uses leave its quota and a bad first write does not
+// stay.
 package depcache
