@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kfn-dev/kfn/api/stream"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/internal/auth"
 	"github.com/kfn-dev/kfn/runtimes"
@@ -30,9 +31,14 @@ const (
 	// DefaultMaxObjectBytes bounds one object: 64 MiB, a large
 	// node_modules compressed.
 	DefaultMaxObjectBytes = 64 << 20
-	// DefaultMaxNamespaceBytes bounds the objects one namespace stores:
-	// 256 MiB.
-	DefaultMaxNamespaceBytes = 256 << 20
+	// DefaultNamespaceShares makes a namespace's quota a 32nd of the
+	// bucket (64 MiB of the default 2 GiB, one largest object): 32
+	// namespaces at their quota fill it, where 8 did with a quota of 256
+	// MiB.
+	DefaultNamespaceShares = 32
+	// DefaultMaxNamespaceUploads is how many uploads one namespace takes
+	// at once on one server: 1 of DefaultMaxUploads.
+	DefaultMaxNamespaceUploads = 1
 	// DefaultMaxUploads is how many uploads one server takes at once.
 	DefaultMaxUploads = 4
 	// DefaultUploadTimeout bounds one upload, from its headers read to
@@ -61,7 +67,7 @@ type Config struct {
 	MaxObjectBytes int64
 	// MaxNamespaceBytes bounds the bytes of the objects one namespace
 	// stores: an upload that would pass it is answered 507, nothing
-	// stored. A namespace's usage is the sum of its objects' sizes in the
+	// stored. 0 (the default): a NamespaceShares-th of the bucket. A namespace's usage is the sum of its objects' sizes in the
 	// index (Run: a watch of the bucket, so right across the event
 	// bridge's replicas, never a listing of the bucket), plus the bytes of
 	// the namespace's other uploads under way on the same server; uploads
@@ -78,6 +84,14 @@ type Config struct {
 	// (right across the replicas, as MaxNamespaceBytes): an upload past it
 	// is answered 507, nothing stored.
 	MaxNamespaceObjects int
+	// NamespaceShares makes MaxNamespaceBytes, when it is 0, the bucket's
+	// size divided by it (2 GiB when the bucket is unlimited): so many
+	// namespaces at their quota fill the bucket, never fewer.
+	NamespaceShares int
+	// MaxNamespaceUploads is how many of MaxUploads one namespace takes
+	// at once on one server; more are answered 429 at once, so that a
+	// namespace's slow uploads leave the others' slots free.
+	MaxNamespaceUploads int
 	// MaxIdle is how long an object no pod read is kept: then it is
 	// removed (within MaxIdle/16, at most 10 minutes, by every replica),
 	// so that the dependency sets no Function of the namespace uses any
@@ -89,8 +103,8 @@ type Config struct {
 
 // DefaultConfig returns the default bounds.
 func DefaultConfig() Config {
-	return Config{MaxObjectBytes: DefaultMaxObjectBytes, MaxNamespaceBytes: DefaultMaxNamespaceBytes,
-		MaxUploads: DefaultMaxUploads, UploadTimeout: DefaultUploadTimeout,
+	return Config{MaxObjectBytes: DefaultMaxObjectBytes, NamespaceShares: DefaultNamespaceShares,
+		MaxUploads: DefaultMaxUploads, MaxNamespaceUploads: DefaultMaxNamespaceUploads, UploadTimeout: DefaultUploadTimeout,
 		MaxNamespaceObjects: DefaultMaxNamespaceObjects, MaxIdle: DefaultMaxIdle}
 }
 
@@ -100,8 +114,12 @@ func (c Config) Validate() error {
 	switch {
 	case c.MaxObjectBytes < 1:
 		return fmt.Errorf("%w: the object bound must be positive, not %d", ErrInvalidConfig, c.MaxObjectBytes)
-	case c.MaxNamespaceBytes < 1:
-		return fmt.Errorf("%w: the namespace quota must be positive, not %d", ErrInvalidConfig, c.MaxNamespaceBytes)
+	case c.MaxNamespaceBytes < 0:
+		return fmt.Errorf("%w: the namespace quota must be positive, or 0 for a share of the bucket, not %d", ErrInvalidConfig, c.MaxNamespaceBytes)
+	case c.NamespaceShares < 1:
+		return fmt.Errorf("%w: the bucket's shares must be at least 1, not %d", ErrInvalidConfig, c.NamespaceShares)
+	case c.MaxNamespaceUploads < 1:
+		return fmt.Errorf("%w: a namespace's uploads at once must be at least 1, not %d", ErrInvalidConfig, c.MaxNamespaceUploads)
 	case c.MaxUploads < 1:
 		return fmt.Errorf("%w: uploads at once must be at least 1, not %d", ErrInvalidConfig, c.MaxUploads)
 	case c.UploadTimeout <= 0:
@@ -195,6 +213,13 @@ func New(js jetstream.JetStream, bucket jetstream.ObjectStoreConfig, senders Sen
 	}
 	if js == nil || senders == nil || writers == nil || bucket.Bucket == "" {
 		return nil, fmt.Errorf("%w: JetStream, senders, writers and a bucket name are required", ErrInvalidConfig)
+	}
+	if cfg.MaxNamespaceBytes == 0 {
+		size := bucket.MaxBytes
+		if size <= 0 {
+			size = stream.DefaultDependencyMaxBytes
+		}
+		cfg.MaxNamespaceBytes = max(1, size/int64(cfg.NamespaceShares))
 	}
 	c := &Cache{js: js, bucket: bucket, senders: senders, writers: writers, cfg: cfg, log: slog.New(slog.DiscardHandler),
 		slots: make(chan struct{}, cfg.MaxUploads), uploading: map[string]bool{}, inflight: map[string]*namespaceUploads{},
@@ -394,6 +419,13 @@ func (c *Cache) put(w http.ResponseWriter, r *http.Request, k key) {
 		http.Error(w, fmt.Sprintf("the dependencies are larger than %d bytes", c.cfg.MaxObjectBytes), http.StatusRequestEntityTooLarge)
 		return
 	}
+	ns, busy := c.claim(k)
+	if busy != "" {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, busy, http.StatusTooManyRequests)
+		return
+	}
+	defer c.release(k)
 	select {
 	case c.slots <- struct{}{}:
 		defer func() { <-c.slots }()
@@ -402,13 +434,6 @@ func (c *Cache) put(w http.ResponseWriter, r *http.Request, k key) {
 		http.Error(w, fmt.Sprintf("too many uploads at once (%d)", c.cfg.MaxUploads), http.StatusTooManyRequests)
 		return
 	}
-	ns, ok := c.claim(k)
-	if !ok {
-		w.Header().Set("Retry-After", "1")
-		http.Error(w, "an upload of these dependencies is under way", http.StatusTooManyRequests)
-		return
-	}
-	defer c.release(k)
 	c.metrics.upload(1)
 	defer c.metrics.upload(-1)
 
@@ -549,21 +574,25 @@ func (c *Cache) unavailable(w http.ResponseWriter, k key, doing string, err erro
 }
 
 // claim marks k as uploading on this server and returns its namespace's
-// uploads under way; false when k is already being uploaded here.
-func (c *Cache) claim(k key) (*namespaceUploads, bool) {
+// uploads under way; or why it cannot be: k is already being uploaded
+// here, or its namespace has MaxNamespaceUploads under way here.
+func (c *Cache) claim(k key) (*namespaceUploads, string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.uploading[k.name()] {
-		return nil, false
+		return nil, "an upload of these dependencies is under way"
 	}
-	c.uploading[k.name()] = true
 	ns := c.inflight[k.namespace]
 	if ns == nil {
 		ns = &namespaceUploads{}
 		c.inflight[k.namespace] = ns
 	}
+	if ns.uploads >= c.cfg.MaxNamespaceUploads {
+		return nil, fmt.Sprintf("namespace %s has %d uploads under way, as many as it may at once", k.namespace, ns.uploads)
+	}
+	c.uploading[k.name()] = true
 	ns.uploads++
-	return ns, true
+	return ns, ""
 }
 
 // uploadsOf is how many uploads of namespace are under way here.

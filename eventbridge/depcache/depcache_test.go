@@ -530,6 +530,7 @@ func TestDependencyCache(t *testing.T) {
 	t.Run("a finished upload counts once against the quota", func(t *testing.T) {
 		cfg := depcache.DefaultConfig()
 		cfg.MaxNamespaceBytes = 400 << 10
+		cfg.MaxNamespaceUploads = 2
 		s := w.serve(t, cfg, nil, 0)
 		slow, finish := io.Pipe()
 		first := make(chan int, 1)
@@ -675,6 +676,38 @@ func TestDependencyCache(t *testing.T) {
 		assert.Zero(t, s.chunks(), "no chunk left behind")
 	})
 
+	t.Run("a namespace's uploads at once past its share are 429", func(t *testing.T) {
+		s := w.serve(t, depcache.DefaultConfig(), nil, 0) // 4 at once, 1 a namespace
+		slow, finish := io.Pipe()
+		first := make(chan int, 1)
+		go func() {
+			code, _ := s.do(http.MethodPut, key, a, slow)
+			first <- code
+		}()
+		_, err := finish.Write(gz(t, 1000)[:500])
+		require.NoError(t, err)
+		uploads := counter(t, s.metrics, "kfn_eventbridge_dependency_cache_uploads")
+		require.Eventually(t, func() bool { return testutil.ToFloat64(uploads) == 1 }, 10*time.Second, 5*time.Millisecond, "the first upload under way")
+		code, msg := s.do(http.MethodPut, "python312/"+hash, a, bytes.NewReader(gz(t, 100)))
+		assert.Equal(t, http.StatusTooManyRequests, code, string(msg))
+		assert.Contains(t, string(msg), "namespace team-a")
+		code, msg = s.do(http.MethodPut, "python312/"+hash, b, bytes.NewReader(gz(t, 100)))
+		assert.Equal(t, http.StatusCreated, code, "another namespace has its own share: %s", msg)
+		require.NoError(t, finish.Close())
+		assert.Equal(t, http.StatusCreated, <-first)
+		code, _ = s.do(http.MethodPut, "python312/"+hash, a, bytes.NewReader(gz(t, 100)))
+		assert.Equal(t, http.StatusCreated, code, "the namespace's share is free again")
+	})
+
+	t.Run("by default a namespace stores a share of the bucket", func(t *testing.T) {
+		s := w.serve(t, depcache.DefaultConfig(), nil, 16<<20) // a 32nd: 512 KiB
+		code, msg := s.do(http.MethodPut, key, a, bytes.NewReader(exactly(t, 600<<10)))
+		assert.Equal(t, http.StatusInsufficientStorage, code, string(msg))
+		assert.Contains(t, string(msg), "may store 524288")
+		code, msg = s.do(http.MethodPut, key, a, bytes.NewReader(exactly(t, 500<<10)))
+		assert.Equal(t, http.StatusCreated, code, string(msg))
+	})
+
 	t.Run("a namespace stores at most its number of objects", func(t *testing.T) {
 		cfg := depcache.DefaultConfig()
 		cfg.MaxNamespaceObjects = 2
@@ -774,7 +807,9 @@ func TestConfigValidate(t *testing.T) {
 	require.NoError(t, depcache.DefaultConfig().Validate())
 	for name, mod := range map[string]func(*depcache.Config){
 		"object":    func(c *depcache.Config) { c.MaxObjectBytes = 0 },
-		"namespace": func(c *depcache.Config) { c.MaxNamespaceBytes = 0 },
+		"namespace": func(c *depcache.Config) { c.MaxNamespaceBytes = -1 },
+		"shares":    func(c *depcache.Config) { c.NamespaceShares = 0 },
+		"share":     func(c *depcache.Config) { c.MaxNamespaceUploads = 0 },
 		"uploads":   func(c *depcache.Config) { c.MaxUploads = 0 },
 		"timeout":   func(c *depcache.Config) { c.UploadTimeout = 0 },
 		"objects":   func(c *depcache.Config) { c.MaxNamespaceObjects = 0 },
