@@ -367,12 +367,13 @@ func (c *Cache) get(w http.ResponseWriter, r *http.Request, k key) {
 	c.touch(ctx, obs, info)
 }
 
-// touch records that a pod read info's object, in its description (which
-// every replica's index watches), at most every MaxIdle/4: a read object
-// is not removed as idle.
+// touch records that a pod read info's object: in this server's index at
+// once, and in its description (which every replica's index watches) at
+// most every MaxIdle/4, so that a read object is not removed as idle.
 func (c *Cache) touch(ctx context.Context, obs jetstream.ObjectStore, info *jetstream.ObjectInfo) {
 	now := time.Now()
-	if used, ok := c.index.used(info.Name); ok && now.Sub(used) < c.cfg.MaxIdle/4 {
+	c.index.touch(info.Name, now)
+	if recorded, ok := c.index.recorded(info.Name); ok && now.Sub(recorded) < c.cfg.MaxIdle/4 {
 		return
 	}
 	meta := info.ObjectMeta
@@ -383,9 +384,7 @@ func (c *Cache) touch(ctx context.Context, obs jetstream.ObjectStore, info *jets
 	meta.Metadata[metaRead] = now.UTC().Format(time.RFC3339Nano)
 	if err := obs.UpdateMeta(ctx, info.Name, meta); err != nil {
 		c.log.Warn("recording a read of cached dependencies failed: the object may be removed as idle", "object", info.Name, "error", err)
-		return
 	}
-	c.index.touch(info.Name, now)
 }
 
 // expired reports whether info's object was stored more than the bucket's
@@ -483,6 +482,11 @@ func (c *Cache) put(w http.ResponseWriter, r *http.Request, k key) {
 		c.quotaFull(w, k, used)
 		return
 	}
+	need := r.ContentLength
+	if need <= 0 {
+		need = min(c.cfg.MaxObjectBytes, c.cfg.MaxNamespaceBytes-used)
+	}
+	c.makeRoom(ctx, obs, k, need, log)
 	body := &bounded{r: r.Body, max: c.cfg.MaxObjectBytes, used: used, quota: c.cfg.MaxNamespaceBytes, ns: &ns.bytes}
 	// Once stored, the object is counted by the index; failed, by
 	// nothing.
@@ -508,6 +512,54 @@ func (c *Cache) put(w http.ResponseWriter, r *http.Request, k key) {
 	c.metrics.storedObject(info.Size)
 	log.Info("dependencies stored", "bytes", info.Size, "namespaceBytes", used+int64(info.Size))
 	w.WriteHeader(http.StatusCreated)
+}
+
+// makeRoom removes objects of other namespaces when the bucket has no
+// room for need more bytes of k's namespace (and the uploads under way
+// here): the least recently read objects of the namespaces that store more
+// than a fair share of the bucket (its size divided by the namespaces that
+// store objects, k's counted), none of them below it. So however many
+// namespaces filled the bucket, each other namespace can still store its
+// fair share. Best effort: when that is not enough, the store refuses the
+// upload (507).
+func (c *Cache) makeRoom(ctx context.Context, obs jetstream.ObjectStore, k key, need int64, log *slog.Logger) {
+	if c.bucket.MaxBytes <= 0 {
+		return
+	}
+	st, err := obs.Status(ctx)
+	if err != nil {
+		c.forget(err)
+		return
+	}
+	// The stream's bytes count each message's headers too: 1% and a
+	// description's worth more.
+	need += need/100 + 4<<10 + c.inflightBytes()
+	short := int64(st.Size()) + need - c.bucket.MaxBytes
+	if short <= 0 {
+		return
+	}
+	share := c.bucket.MaxBytes / int64(c.index.namespaces(k.namespace))
+	for _, name := range c.index.victims(k.namespace, short, share) {
+		if err := obs.Delete(ctx, name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+			c.forget(err)
+			log.Warn("making room in the full dependency bucket failed", "object", name, "error", err)
+			return
+		}
+		c.index.remove(name)
+		log.Info("dependencies removed to make room: their namespace stores more than its fair share of the full bucket",
+			"object", name, "fairShare", share)
+	}
+}
+
+// inflightBytes is what every upload under way here has read so far.
+func (c *Cache) inflightBytes() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var n int64
+	for _, ns := range c.inflight {
+		n += ns.bytes.Load()
+	}
+	return n
 }
 
 // cleanupGrace is how long after an upload's deadline its failure may

@@ -708,6 +708,26 @@ func TestDependencyCache(t *testing.T) {
 		assert.Equal(t, http.StatusCreated, code, string(msg))
 	})
 
+	t.Run("a full bucket makes room from the namespaces past their fair share, least read first", func(t *testing.T) {
+		cfg := depcache.DefaultConfig()
+		cfg.NamespaceShares = 1 // a namespace may fill the bucket alone: as many at their quota would
+		s := w.serve(t, cfg, nil, 1<<20)
+		keys := []string{"nodejs22/" + hash, "python312/" + hash, "nodejs24/" + hash}
+		for _, k := range keys {
+			code, msg := s.do(http.MethodPut, k, a, bytes.NewReader(exactly(t, 300<<10)))
+			require.Equal(t, http.StatusCreated, code, string(msg))
+		}
+		code, _ := s.do(http.MethodGet, keys[0], a, nil) // read since: the second is the least read
+		require.Equal(t, http.StatusOK, code)
+		code, msg := s.do(http.MethodPut, "python312/"+hash, b, bytes.NewReader(exactly(t, 200<<10)))
+		assert.Equal(t, http.StatusCreated, code, "team-b stores, though team-a filled the bucket: %s", msg)
+		assert.ElementsMatch(t, []string{"team-a/" + keys[0], "team-a/" + keys[2], "team-b/python312/" + hash}, s.objects(),
+			"team-a's least read object made room")
+		code, msg = s.do(http.MethodPut, "nodejs26/"+hash, a, bytes.NewReader(exactly(t, 300<<10)))
+		assert.Equal(t, http.StatusInsufficientStorage, code, "team-a is past its fair share: nothing of team-b's goes: %s", msg)
+		assert.Len(t, s.objects(), 3)
+	})
+
 	t.Run("a namespace stores at most its number of objects", func(t *testing.T) {
 		cfg := depcache.DefaultConfig()
 		cfg.MaxNamespaceObjects = 2

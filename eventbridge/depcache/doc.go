@@ -35,8 +35,10 @@
 // (bursts of 20), past which 429. Bounds, each of Config: one object's
 // size (413, counted while the body streams into the store, never
 // buffered whole), a namespace's stored bytes and objects (507), the
-// bucket's size (stream.Config.DependencyMaxBytes, 507), uploads at once
-// per server (429), and an upload's duration (408: a slow body is cut). A
+// bucket's size (stream.Config.DependencyMaxBytes: when it is full, an
+// upload first removes the least read objects of the namespaces that store
+// more than a fair share of it, else 507), uploads at once per server and
+// per namespace (429), and an upload's duration (408: a slow body is cut). A
 // refused or failed upload stores nothing. A namespace's usage comes from
 // each server's index of the bucket, kept by a watch of its objects'
 // descriptions (Cache.Run), never from a listing of the bucket. An object

@@ -2,6 +2,8 @@ package depcache
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -35,8 +37,10 @@ type index struct {
 type object struct {
 	namespace string
 	size      int64
-	// stored is when it was stored, used when it was last stored or read.
-	stored, used time.Time
+	// stored is when it was stored, used when it was last stored or read
+	// (here, or as its description says), recorded when its description
+	// says it was.
+	stored, used, recorded time.Time
 }
 
 // usage is what a namespace stores.
@@ -89,11 +93,13 @@ func (x *index) wait(ctx context.Context) error {
 func (x *index) put(info *jetstream.ObjectInfo) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.removeLocked(info.Name)
 	if info.Deleted {
+		x.removeLocked(info.Name)
 		return
 	}
 	namespace, _, _ := strings.Cut(info.Name, "/")
+	prev, had := x.objects[info.Name]
+	x.removeLocked(info.Name)
 	o := object{namespace: namespace, size: int64(info.Size), stored: info.ModTime}
 	if t, err := time.Parse(time.RFC3339Nano, info.Metadata[metaStored]); err == nil {
 		o.stored = t
@@ -101,6 +107,10 @@ func (x *index) put(info *jetstream.ObjectInfo) {
 	o.used = o.stored
 	if t, err := time.Parse(time.RFC3339Nano, info.Metadata[metaRead]); err == nil && t.After(o.used) {
 		o.used = t
+	}
+	o.recorded = o.used
+	if had && prev.used.After(o.used) {
+		o.used = prev.used // read here since
 	}
 	x.objects[info.Name] = o
 	u := x.usage[namespace]
@@ -139,13 +149,13 @@ func (x *index) usageOf(namespace string) usage {
 	return x.usage[namespace]
 }
 
-// used is when the object name was last stored or read; false when the
-// index does not hold it.
-func (x *index) used(name string) (time.Time, bool) {
+// recorded is when the description of the object name last recorded its
+// use; false when the index does not hold it.
+func (x *index) recorded(name string) (time.Time, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	o, ok := x.objects[name]
-	return o.used, ok
+	return o.recorded, ok
 }
 
 // touch records that name was read at t.
@@ -170,4 +180,48 @@ func (x *index) stale(now time.Time, maxIdle, maxAge time.Duration) []string {
 		}
 	}
 	return out
+}
+
+// victims are the objects to remove, least recently used first, so that
+// need bytes are freed from the namespaces other than namespace that store
+// more than share bytes, none of them below share: what a full bucket gives
+// up for namespace's upload. Fewer when those do not hold enough.
+func (x *index) victims(namespace string, need, share int64) []string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var candidates []string
+	for name, o := range x.objects {
+		if o.namespace != namespace && x.usage[o.namespace].bytes > share {
+			candidates = append(candidates, name)
+		}
+	}
+	slices.SortFunc(candidates, func(a, b string) int { return x.objects[a].used.Compare(x.objects[b].used) })
+	left := maps.Clone(x.usage)
+	var out []string
+	for _, name := range candidates {
+		if need <= 0 {
+			break
+		}
+		o := x.objects[name]
+		u := left[o.namespace]
+		if u.bytes <= share {
+			continue
+		}
+		u.bytes -= o.size
+		left[o.namespace] = u
+		need -= o.size
+		out = append(out, name)
+	}
+	return out
+}
+
+// namespaces is how many namespaces store objects, namespace counted.
+func (x *index) namespaces(namespace string) int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	n := len(x.usage)
+	if _, ok := x.usage[namespace]; !ok {
+		n++
+	}
+	return n
 }
