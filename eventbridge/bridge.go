@@ -74,6 +74,10 @@ type Deps struct {
 	// (Config.DependencyCache) learns its callers' namespaces from it, and
 	// is off without it.
 	Senders *auth.Kubernetes
+	// DependencyWriters tells the dependency cache which upload is the
+	// install step of a pod of the object's own dependency set (its writer
+	// token); the cache is off without it, as without Senders.
+	DependencyWriters depcache.Writers
 
 	// Kubernetes, when set, is the manager the bridge reads Subscriptions,
 	// EndpointSlices and Kyma's Applications with and runs its reconciler
@@ -342,7 +346,7 @@ func (b *Bridge) newDependencyCache() error {
 	switch {
 	case !b.cfg.DependencyCache:
 		b.dependenciesOff = "turned off (-dependency-cache=false)"
-	case b.deps.Senders == nil:
+	case b.deps.Senders == nil || b.deps.DependencyWriters == nil:
 		b.dependenciesOff = "the event bridge cannot tell a caller's namespace (-publisher-senders=none, or no Kubernetes)"
 	}
 	if b.dependenciesOff != "" {
@@ -353,7 +357,7 @@ func (b *Bridge) newDependencyCache() error {
 	if b.deps.Metrics != nil {
 		opts = append(opts, depcache.WithMetrics(b.deps.Metrics))
 	}
-	cache, err := depcache.New(b.js, b.cfg.Streams.DependencyBucketConfig(), b.deps.Senders, b.cfg.DependencyCacheBounds, opts...)
+	cache, err := depcache.New(b.js, b.cfg.Streams.DependencyBucketConfig(), b.deps.Senders, b.deps.DependencyWriters, b.cfg.DependencyCacheBounds, opts...)
 	if err != nil {
 		return fmt.Errorf("dependency cache: %w", err)
 	}
@@ -518,7 +522,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	// The dependency cache's bucket is made now, not at the first
 	// pod's request.
 	if b.DependencyCache != nil {
-		g.Go(func() error { b.DependencyCache.Prepare(ctx, 2*time.Second); return nil })
+		g.Go(func() error { b.DependencyCache.Run(ctx, 2*time.Second); return nil })
 	}
 	// A stream NATS lost is reported, not only made anew (package
 	// streamloss): looked at every resync and before each re-creation.

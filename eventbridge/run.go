@@ -26,6 +26,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/eventbridge/depcache"
 	"github.com/kfn-dev/kfn/eventbridge/tracing/otlp"
 	"github.com/kfn-dev/kfn/internal/auth"
 	"github.com/kfn-dev/kfn/internal/logging"
@@ -116,6 +117,9 @@ func Run(ctx context.Context, p Process, root *slog.Logger) error {
 			}
 			if senders {
 				deps.Senders = access
+				if deps.DependencyWriters, err = depcache.NewTokenReviews(client.AuthenticationV1(), 2*time.Minute); err != nil {
+					return err
+				}
 			}
 			if metricsAccess {
 				metricsReaders = access

@@ -33,6 +33,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/depcache"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/internal/auth"
+	"github.com/kfn-dev/kfn/runtimes"
 	"github.com/kfn-dev/kfn/test/natstest"
 	"github.com/kfn-dev/kfn/test/testcluster"
 	"github.com/kfn-dev/kfn/test/testport"
@@ -166,13 +167,27 @@ func TestRunInACluster(t *testing.T) {
 	assert.Equal(t, http.StatusUnauthorized, publishAs("3", "not-a-token-the-cluster-knows"))
 
 	// The dependency cache, on the publisher's listener: a Function pod's
-	// token stores and reads its namespace's dependencies.
+	// token reads its namespace's dependencies, and stores them with the
+	// writer token of its install step, bound to the pod and made for this
+	// dependency set.
 	deps := "http://" + cfg.Listen + depcache.PathPrefix + "nodejs24/" + strings.Repeat("ab", 32)
 	cached := []byte{0x1f, 0x8b, 8, 0, 1, 2, 3}
+	pod, err := admin.CoreV1().Pods("default").Create(bg, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "emitter"},
+		Spec: corev1.PodSpec{ServiceAccountName: "emitter", Containers: []corev1.Container{{Name: "fn", Image: "fn"}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	wr, err := admin.CoreV1().ServiceAccounts("default").CreateToken(bg, "emitter", &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{runtimes.DependencyWriterAudience("nodejs24", strings.Repeat("ab", 32))},
+			ExpirationSeconds: ptr.To[int64](600), BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	writer := ""
 	dependencies := func(method, token string, body []byte) (int, []byte) {
 		req, _ := http.NewRequest(method, deps, bytes.NewReader(body))
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		if writer != "" {
+			req.Header.Set(runtimes.DependencyWriterHeader, writer)
 		}
 		resp, err := http.DefaultClient.Do(req)
 		require.NoError(t, err)
@@ -183,6 +198,9 @@ func TestRunInACluster(t *testing.T) {
 	var page string
 	code, _ := dependencies(http.MethodPut, "", cached)
 	assert.Equal(t, http.StatusUnauthorized, code, "no token")
+	code, _ = dependencies(http.MethodPut, tr.Status.Token, cached)
+	assert.Equal(t, http.StatusForbidden, code, "the identity alone stores nothing")
+	writer = wr.Status.Token
 	code, _ = dependencies(http.MethodPut, tr.Status.Token, cached)
 	assert.Equal(t, http.StatusCreated, code)
 	code, stored := dependencies(http.MethodGet, tr.Status.Token, nil)

@@ -100,8 +100,10 @@ type Config struct {
 	// the streams' Storage and Replicas.
 	DependencyBucket string
 	// DependencyMaxBytes bounds the dependency bucket as a whole; when
-	// full, an upload is refused (507) rather than anything stored
-	// discarded. -1 is unlimited.
+	// full, the cache removes the least read objects of the namespaces
+	// that store more than a fair share of it to make room for an upload,
+	// else refuses it (507); JetStream itself never discards what is
+	// stored. -1 is unlimited.
 	DependencyMaxBytes int64
 	// DependencyMaxAge is how long an object of the dependency bucket is
 	// kept after it was stored, used or not (the next pod that misses it

@@ -38,6 +38,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge"
 	"github.com/kfn-dev/kfn/eventbridge/depcache"
 	"github.com/kfn-dev/kfn/internal/natsconn"
+	"github.com/kfn-dev/kfn/runtimes"
 	"github.com/kfn-dev/kfn/scaler/activity"
 	"github.com/kfn-dev/kfn/test/testport"
 )
@@ -353,14 +354,19 @@ spec:
 	// here: the senders name one namespace; the NATS rules are under test.)
 	bridgeJS, err := jetstream.New(bridgeNC)
 	require.NoError(t, err)
-	cache, err := depcache.New(bridgeJS, p.Streams.DependencyBucketConfig(), oneNamespace("team-a"), depcache.DefaultConfig())
+	cache, err := depcache.New(bridgeJS, p.Streams.DependencyBucketConfig(), oneNamespace("team-a"), oneNamespace("team-a"), depcache.DefaultConfig())
 	require.NoError(t, err)
+	cacheCtx, stopCache := context.WithCancel(ctx)
+	cacheDone := make(chan struct{})
+	go func() { cache.Run(cacheCtx, 10*time.Millisecond); close(cacheDone) }()
+	t.Cleanup(func() { stopCache(); <-cacheDone })
 	cacheSrv := httptest.NewServer(cache)
 	t.Cleanup(cacheSrv.Close)
 	object := append([]byte{0x1f, 0x8b}, bytes.Repeat([]byte("dependencies"), 1_000_000)...)
 	objectURL := cacheSrv.URL + depcache.PathPrefix + "nodejs24/" + strings.Repeat("ab", 32)
 	req, err := http.NewRequest(http.MethodPut, objectURL, bytes.NewReader(object))
 	require.NoError(t, err)
+	req.Header.Set(runtimes.DependencyWriterHeader, "an install container's writer token")
 	resp, err = http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	b, _ = io.ReadAll(resp.Body)
@@ -420,6 +426,11 @@ spec:
 type oneNamespace string
 
 func (n oneNamespace) SenderNamespace(*http.Request) (string, error) { return string(n), nil }
+
+// WriterNamespace takes every writer token as n's.
+func (n oneNamespace) WriterNamespace(context.Context, string, string) (string, error) {
+	return string(n), nil
+}
 
 func get(t *testing.T, u string) int {
 	t.Helper()
