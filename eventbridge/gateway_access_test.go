@@ -53,7 +53,7 @@ func TestGatewayCallersAsRBACAllows(t *testing.T) {
 		require.Equal(t, eventbridge.GatewayAuthKubernetes, cfg.GatewayAuth, "the default")
 		cfg.Components = []string{eventbridge.ComponentGateway}
 		cfg.GatewayListen, cfg.AdminListen, cfg.MetricsListen = testport.Addr(t), "", ""
-		cfg.NewTokensPerSecond = 2 // bursts of 10
+		cfg.NewTokensPerSecond = 20 // bursts of 100, 10 for one caller address
 		cfg.Resolve = map[string]string{"orders." + ns: backend.URL, "payments." + ns: backend.URL}
 		cfg.Dispatcher.Egress.AllowLoopback = true // the backend listens there
 	})
