@@ -24,9 +24,11 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 )
 
-// Audience is the token audience of kfn's own: a token made for it (a
-// projected ServiceAccount token with this audience) is accepted, as are
-// the tokens the API server itself accepts (a user's kubeconfig token).
+// Audience is the token audience of kfn's own: a ServiceAccount token
+// made for it (a projected token with this audience, which the API server
+// refuses) is accepted on every listener; the tokens the API server itself
+// accepts (a user's kubeconfig token, Prometheus's) only over TLS, so that
+// no token the API server takes crosses the network in the clear to kfn.
 const Audience = "kfn"
 
 // Errors of Kubernetes.Allow, which a handler answers with 401 and 403.
@@ -95,7 +97,8 @@ type KubernetesConfig struct {
 
 // Kubernetes authenticates a listener's callers as the API server does and
 // authorizes them with its RBAC: a bearer token through TokenReview (of
-// kfn's Audience or the API server's own), a client certificate against
+// kfn's Audience, or over TLS also the API server's own), a client
+// certificate against
 // the cluster's client CA (the ConfigMap kube-system/
 // extension-apiserver-authentication, which it follows); a decision through
 // SubjectAccessReview. Reviews and decisions are cached. Its identity
@@ -185,6 +188,10 @@ func (k *Kubernetes) Run(ctx context.Context) error {
 	return nil
 }
 
+// plainHTTPTokens says which bearer tokens a listener takes over plain
+// HTTP.
+const plainHTTPTokens = "over plain HTTP only a ServiceAccount token of audience " + Audience + " is taken"
+
 // caWait bounds how long a request with a client certificate waits for
 // the client CA.
 const caWait = 10 * time.Second
@@ -228,6 +235,9 @@ func (k *Kubernetes) Authenticate(h http.Handler, open ...string) http.Handler {
 			if err != nil {
 				reason = err.Error()
 			}
+			if _, ok := bearer(r); ok && r.TLS == nil {
+				reason += "; " + plainHTTPTokens
+			}
 			http.Error(w, "unauthenticated: "+reason, http.StatusUnauthorized)
 			return
 		}
@@ -237,7 +247,7 @@ func (k *Kubernetes) Authenticate(h http.Handler, open ...string) http.Handler {
 }
 
 // SenderNamespace returns the namespace of the ServiceAccount whose bearer
-// token r carries (of kfn's audience or the API server's): "" for a
+// token r carries (of kfn's audience; over TLS also the API server's): "" for a
 // request without one or for a caller that is no ServiceAccount (a user),
 // an error wrapping ErrUnauthenticated for a token the cluster does not
 // know, ErrTooManyReviews past the rate of new tokens. It implements
@@ -253,6 +263,9 @@ func (k *Kubernetes) SenderNamespace(r *http.Request) (string, error) {
 	if err != nil || !ok {
 		if err == nil {
 			err = errors.New("the cluster does not know the bearer token")
+		}
+		if r.TLS == nil {
+			return "", fmt.Errorf("%w: %w; %s", ErrUnauthenticated, err, plainHTTPTokens)
 		}
 		return "", fmt.Errorf("%w: %w", ErrUnauthenticated, err)
 	}

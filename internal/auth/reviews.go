@@ -39,7 +39,7 @@ const (
 	// forKfn: kfn's Audience; taken on every listener.
 	forKfn audience = iota
 	// forAPIServer: the API server's own audiences (a user's kubeconfig
-	// token).
+	// token); taken over TLS only.
 	forAPIServer
 )
 
@@ -186,7 +186,9 @@ func source(r *http.Request) string {
 
 // reviews authenticates a listener's callers: a client certificate
 // against the cluster's client CA, a bearer token by TokenReview, for
-// kfn's audience or the API server's. A token the verdicts
+// kfn's audience on every listener and for the API server's only over TLS,
+// so that a listener over plain HTTP never takes a token the API server
+// would (which whoever sees it could replay there). A token the verdicts
 // do not know spends the listener's budget; one they refused is not
 // reviewed again.
 type reviews struct {
@@ -205,7 +207,10 @@ func (v *reviews) authenticate(r *http.Request, b *budget) (*authenticator.Respo
 	if !ok {
 		return nil, false, nil
 	}
-	audiences := []audience{forKfn, forAPIServer}
+	audiences := []audience{forKfn}
+	if r.TLS != nil {
+		audiences = append(audiences, forAPIServer)
+	}
 	now := time.Now()
 	var errs []error
 	var ask []audience
