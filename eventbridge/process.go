@@ -132,7 +132,7 @@ func (c *Process) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Gateway.MaxHeld, "gateway-max-held", c.Gateway.MaxHeld, "most requests the gateway holds at once; more are answered 503 at once")
 	fs.IntVar(&c.Gateway.MaxHeldPerNamespace, "gateway-max-held-per-namespace", c.Gateway.MaxHeldPerNamespace, "most requests the gateway holds at once for one namespace's Functions; more are answered 503 at once, and when -gateway-max-held are held, a namespace holding fewer takes the newest slot of the namespace holding the most")
 	fs.StringVar(&c.GatewayInFlightSubject, "gateway-inflight-subject", c.GatewayInFlightSubject, "core NATS subject of the gateway's in-flight reports to the scalers (the scaler's -inflight-subject)")
-	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "file with a bearer token (at least 16 characters) the publisher and the gateway require; functions send it from PUBLISHER_TOKEN. Empty: no token")
+	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "file with a bearer token (at least 16 characters) the publisher and the gateway require, as the bearer token or in the Kfn-Publisher-Token header beside a ServiceAccount token (both are then checked); functions send it from PUBLISHER_TOKEN beside their identity. Empty: no token")
 	fs.Func("subscriptions", "manifest file of Subscriptions to serve without Kubernetes (repeatable); the reconciler then does not run", func(v string) error {
 		c.Subscriptions = append(c.Subscriptions, v)
 		return nil
