@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/kfn-dev/kfn/eventbridge/admission"
-	"github.com/kfn-dev/kfn/eventbridge/egress"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
+	"github.com/kfn-dev/kfn/internal/egress"
 	"github.com/kfn-dev/kfn/internal/logging"
 	"github.com/kfn-dev/kfn/internal/natsconn"
 )

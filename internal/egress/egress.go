@@ -9,17 +9,18 @@ import (
 )
 
 // ErrRefused is wrapped by every error about an address a Policy does not
-// let a delivery reach.
-var ErrRefused = errors.New("address refused for deliveries")
+// let a connection reach.
+var ErrRefused = errors.New("address refused")
 
-// Policy says which addresses deliveries may reach. The zero value refuses
-// only the addresses always refused (see package doc), loopback among them.
+// Policy says which addresses connections made for a tenant (deliveries,
+// Git fetches) may reach. The zero value refuses only the addresses always
+// refused (see package doc), loopback among them.
 type Policy struct {
-	// AllowLoopback lets deliveries reach loopback addresses: kfn dev,
-	// whose functions are processes of the same machine.
+	// AllowLoopback lets connections reach loopback addresses: kfn dev,
+	// whose functions are processes of the same machine, and tests.
 	AllowLoopback bool
-	// Networks, when not empty, are the only networks deliveries may reach
-	// (a cluster's pod and Service networks).
+	// Networks, when not empty, are the only networks connections may
+	// reach (a cluster's pod and Service networks).
 	Networks []netip.Prefix
 	// Deny, when not nil, refuses further addresses and ports, saying what
 	// they are (the API server's). It must be safe for concurrent use.
@@ -31,8 +32,8 @@ var (
 	broadcast   = netip.MustParseAddr("255.255.255.255")
 )
 
-// Check returns nil when a delivery may reach ap, else an error that wraps
-// ErrRefused and says why.
+// Check returns nil when a connection may reach ap, else an error that
+// wraps ErrRefused and says why.
 func (p Policy) Check(ap netip.AddrPort) error {
 	a := ap.Addr().Unmap()
 	var why string
@@ -54,7 +55,7 @@ func (p Policy) Check(ap netip.AddrPort) error {
 		}
 	}
 	if why == "" && len(p.Networks) > 0 && !p.inNetworks(a) && !a.IsLoopback() {
-		why = fmt.Sprintf("outside the networks deliveries may reach (%v)", p.Networks)
+		why = fmt.Sprintf("outside the networks connections may reach (%v)", p.Networks)
 	}
 	if why != "" {
 		return fmt.Errorf("%w: %s is %s", ErrRefused, netip.AddrPortFrom(a, ap.Port()), why)

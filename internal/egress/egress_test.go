@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kfn-dev/kfn/eventbridge/egress"
+	"github.com/kfn-dev/kfn/internal/egress"
 )
 
 func TestCheck(t *testing.T) {
