@@ -3,7 +3,10 @@ package egress
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
+	"os"
+	"slices"
 	"strings"
 	"syscall"
 )
@@ -97,4 +100,29 @@ func ParseNetworks(s string) ([]netip.Prefix, error) {
 		out = append(out, n.Masked())
 	}
 	return out, nil
+}
+
+// APIServerService is the address of the Kubernetes API server's Service
+// as the kubelet tells every pod (KUBERNETES_SERVICE_HOST and
+// KUBERNETES_SERVICE_PORT); the zero AddrPort outside a cluster.
+func APIServerService() netip.AddrPort {
+	ap, err := netip.ParseAddrPort(net.JoinHostPort(os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")))
+	if err != nil {
+		return netip.AddrPort{}
+	}
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+}
+
+// DenyAPIServer is a Policy.Deny that refuses the API server's addresses
+// (its Service's, its own): the valid ones of addrs.
+func DenyAPIServer(addrs ...netip.AddrPort) func(netip.AddrPort) (string, bool) {
+	var denied []netip.AddrPort
+	for _, a := range addrs {
+		if a.IsValid() {
+			denied = append(denied, netip.AddrPortFrom(a.Addr().Unmap(), a.Port()))
+		}
+	}
+	return func(a netip.AddrPort) (string, bool) {
+		return "the Kubernetes API server's address", slices.Contains(denied, a)
+	}
 }
