@@ -50,7 +50,9 @@ type Deps struct {
 	// Tracer makes the publisher's and the dispatcher's spans; nil: none.
 	Tracer trace.TracerProvider
 	// Token, when set, is the bearer token the publisher's handler
-	// requires, and the gateway's without GatewayAccess (package auth).
+	// requires, and the gateway's without GatewayAccess (auth.RequireToken:
+	// in auth.TokenHeader beside a sender's identity, which Senders then
+	// checks too, or as the bearer token).
 	Token []byte
 	// Access, when set, authenticates the callers of the dead-letter
 	// admin API as Kubernetes does and lets each do only what RBAC grants

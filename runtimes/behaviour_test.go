@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kfn-dev/kfn/internal/auth"
 	"github.com/kfn-dev/kfn/runtimes"
 )
 
@@ -364,8 +365,9 @@ func TestEmitCloudEventWithToken(t *testing.T) {
 
 // TestEmitCloudEventWithIdentity checks that a function sends its pod's
 // identity token (KFN_IDENTITY_TOKEN_FILE) as its bearer token, read anew
-// at every emit (the kubelet renews it), that PUBLISHER_TOKEN wins over
-// it, and that a missing file sends nothing.
+// at every emit (the kubelet renews it), that PUBLISHER_TOKEN goes beside
+// it (auth.TokenHeader) so that the publisher checks both, and that a
+// missing file sends nothing.
 func TestEmitCloudEventWithIdentity(t *testing.T) {
 	t.Parallel()
 	forEachRuntime(t, func(t *testing.T, rt runtimes.Runtime) {
@@ -395,7 +397,11 @@ func TestEmitCloudEventWithIdentity(t *testing.T) {
 			cfg: runtimes.Config{PublisherAddress: shared.URL + "/publish", IdentityTokenFile: file},
 			env: map[string]string{"PUBLISHER_TOKEN": "s3cret"},
 		})
-		assert.Equal(t, "Bearer s3cret", emit(h, shared), "the shared token wins")
+		assert.Equal(t, "Bearer identity-3", emit(h, shared), "the identity beside the shared token")
+		assert.Equal(t, "s3cret", shared.received()[0].header.Get(auth.TokenHeader), "the shared token beside the identity")
+		require.NoError(t, os.Remove(file))
+		assert.Equal(t, "Bearer s3cret", emit(h, shared), "the shared token alone without an identity")
+		assert.Empty(t, shared.received()[1].header.Values(auth.TokenHeader))
 	})
 }
 

@@ -116,9 +116,10 @@ const (
 	EnvLibsDir = "KFN_LIBS_DIR"
 	// EnvIdentityTokenFile, when set, is a file holding a token of the
 	// pod's ServiceAccount for kfn's audience, which the host sends as its
-	// bearer token with every event it emits (unless PUBLISHER_TOKEN is
-	// set), re-read each time (the kubelet renews it): the publisher learns
-	// from it which namespace sent the event.
+	// bearer token with every event it emits, re-read each time (the
+	// kubelet renews it): the publisher learns from it which namespace sent
+	// the event. PUBLISHER_TOKEN, when set, then goes beside it in the
+	// header auth.TokenHeader (as the bearer token without an identity).
 	EnvIdentityTokenFile = "KFN_IDENTITY_TOKEN_FILE"
 	// EnvDependencyWriterTokenFile, when set, is a file holding the
 	// install step's writer token: a token of the pod's ServiceAccount for

@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -170,6 +171,7 @@ func (n chartNATS) passwordFile(t *testing.T, component string) string {
 func (n chartNATS) connectAs(t *testing.T, srv *server.Server, component string, errs chan<- error) *nats.Conn {
 	t.Helper()
 	nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo("kfn-"+component, n.passwords[component]),
+		nats.CustomInboxPrefix(natsconn.InboxPrefix("kfn-"+component)),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			select {
 			case errs <- err:
@@ -237,6 +239,50 @@ func TestNATSRefusesAnonymousClients(t *testing.T) {
 		require.NoError(t, err)
 		require.Eventually(t, nc.IsConnected, 10*time.Second, 10*time.Millisecond, "%s connects with its own password", component)
 		nc.Close()
+	}
+}
+
+// TestNATSInboxesAreEachComponentsOwn: the event bridge's and the
+// scaler's connections (natsconn, named as their binaries name them) take
+// their replies on inboxes of their own, and the chart's NATS lets each
+// user subscribe to its own inboxes only: the scaler's user cannot read
+// what the bridge is sent on its inboxes (pulled events, dead letters,
+// dependency objects, JetStream's answers), nor the bridge's user the
+// scaler's; each still gets the answers to its own requests.
+// Fails when a user may subscribe to every inbox (_INBOX.>).
+func TestNATSInboxesAreEachComponentsOwn(t *testing.T) {
+	n, _ := renderedNATS(t, nil)
+	srv := n.startSingle(t)
+	for component, other := range map[string]string{"eventbridge": "scaler", "scaler": "eventbridge"} {
+		t.Run(component, func(t *testing.T) {
+			nc, err := natsconn.Connect(srv.ClientURL(), natsconn.Options{Name: "kfn-" + component, Credentials: natsconn.Credentials{
+				User: "kfn-" + component, PasswordFile: n.passwordFile(t, component),
+			}})
+			require.NoError(t, err)
+			t.Cleanup(nc.Close)
+			require.Eventually(t, nc.IsConnected, 10*time.Second, 10*time.Millisecond)
+			assert.True(t, strings.HasPrefix(nc.NewInbox(), "_INBOX.kfn-"+component+"."), "its inboxes: %s", nc.NewInbox())
+			js, err := jetstream.New(nc)
+			require.NoError(t, err)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, err = js.AccountInfo(ctx)
+			require.NoError(t, err, "JetStream answers it on its own inbox")
+			require.NoError(t, nc.LastError())
+
+			for _, subject := range []string{"_INBOX.kfn-" + other + ".>", "_INBOX.kfn-" + other + ".abc", "_INBOX.>"} {
+				sub, err := nc.SubscribeSync(subject)
+				require.NoError(t, err)
+				require.NoError(t, nc.Flush())
+				require.Eventually(t, func() bool {
+					err := nc.LastError()
+					return errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), `"`+subject+`"`)
+				}, 10*time.Second, 10*time.Millisecond, "%s's user may not subscribe to %s", component, subject)
+				_ = sub.Unsubscribe()
+				_, err = js.AccountInfo(ctx)
+				require.NoError(t, err, "and its connection still works")
+			}
+		})
 	}
 }
 

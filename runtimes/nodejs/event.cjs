@@ -223,8 +223,16 @@ function post(message) {
     }
     const body = message.body;
     if (body !== undefined) message.headers['content-length'] = Buffer.byteLength(body);
-    const token = settings.publisherToken || identityToken();
-    if (token) message.headers.authorization = `Bearer ${token}`;
+    // The pod's identity goes in Authorization; the publisher's shared
+    // token beside it (kfn-publisher-token), or alone in Authorization
+    // when there is no identity: the publisher checks both.
+    const identity = identityToken();
+    if (identity) {
+      message.headers.authorization = `Bearer ${identity}`;
+      if (settings.publisherToken) message.headers['kfn-publisher-token'] = settings.publisherToken;
+    } else if (settings.publisherToken) {
+      message.headers.authorization = `Bearer ${settings.publisherToken}`;
+    }
     if (url.protocol !== 'http:' && url.protocol !== 'https:') {
       reject(new Error(`emitCloudEvent: PUBLISHER_PROXY_ADDRESS ${url.href} is not an http(s) URL`));
       return;

@@ -47,10 +47,12 @@ _emit_settings = {'publisher': '', 'timeout': 30.0, 'token': '', 'identity': ''}
 
 
 def configure_emit(publisher, timeout, token='', identity_file=''):
-    """Set where emitCloudEvent publishes, how long it waits, and the bearer
-    token it sends: the publisher's shared one (PUBLISHER_TOKEN), else the
-    pod's identity token, read from identity_file (KFN_IDENTITY_TOKEN_FILE)
-    at every emit since the kubelet renews it."""
+    """Set where emitCloudEvent publishes, how long it waits, and the tokens
+    it sends: the pod's identity token, read from identity_file
+    (KFN_IDENTITY_TOKEN_FILE) at every emit since the kubelet renews it, as
+    its bearer token, and the publisher's shared one (PUBLISHER_TOKEN)
+    beside it in Kfn-Publisher-Token, or as the bearer token without an
+    identity."""
     _emit_settings['publisher'] = publisher
     _emit_settings['timeout'] = timeout
     _emit_settings['token'] = token
@@ -204,9 +206,16 @@ def emit(scope, incoming, type, source, data, attributes=None):
             v = incoming.get(h)
             if v is not None:
                 headers[h] = v
-    token = _emit_settings['token'] or _identity_token()
-    if token:
-        headers['Authorization'] = 'Bearer ' + token
+    # The pod's identity goes in Authorization; the publisher's shared
+    # token beside it (Kfn-Publisher-Token), or alone in Authorization when
+    # there is no identity: the publisher checks both.
+    identity, shared = _identity_token(), _emit_settings['token']
+    if identity:
+        headers['Authorization'] = 'Bearer ' + identity
+        if shared:
+            headers['Kfn-Publisher-Token'] = shared
+    elif shared:
+        headers['Authorization'] = 'Bearer ' + shared
     return _post(publisher, headers, body)
 
 
