@@ -438,7 +438,7 @@ func TestDependencyCache(t *testing.T) {
 		code, msg := s.doWith(http.MethodPut, key, w.writer(t, "team-a", key), "", bytes.NewReader(gz(t, 100)))
 		assert.Equal(t, http.StatusUnauthorized, code, "the writer token is no identity: %s", msg)
 		code, msg = s.doWith(http.MethodPut, key, apiServers, "", bytes.NewReader(gz(t, 100)))
-		assert.Equal(t, http.StatusForbidden, code, "a pod's API token alone: %s", msg)
+		assert.Equal(t, http.StatusUnauthorized, code, "a pod's API token alone is no identity over plain HTTP: %s", msg)
 		_, msg = s.doWith(http.MethodPut, key, a, "", bytes.NewReader(gz(t, 100)))
 		assert.Contains(t, string(msg), runtimes.DependencyWriterHeader, "the refusal says what is missing")
 		assert.Empty(t, s.objects(), "nothing stored")
