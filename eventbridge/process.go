@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/kfn-dev/kfn/eventbridge/admission"
+	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/internal/egress"
 	"github.com/kfn-dev/kfn/internal/logging"
@@ -213,6 +214,8 @@ func (c *Process) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Dispatcher.Delivery.DeadLetter, "default-dead-letter", c.Dispatcher.Delivery.DeadLetter, "deadLetter (keep events that ran out of attempts) of Subscriptions whose spec.config does not set it")
 	fs.IntVar(&c.Dispatcher.Delivery.MaxBacklog, "default-max-backlog", c.Dispatcher.Delivery.MaxBacklog, "maxBacklog (events that may wait for one Subscription; the oldest past it are dead-lettered) of Subscriptions whose spec.config does not set it")
 	fs.Int64Var(&c.Dispatcher.Delivery.MaxBacklogBytes, "default-max-backlog-bytes", c.Dispatcher.Delivery.MaxBacklogBytes, "maxBacklogBytes (bytes of events that may wait for one Subscription, estimated from a sample; the oldest past it are dead-lettered) of Subscriptions whose spec.config does not set it")
+	fs.IntVar(&c.Dispatcher.NamespaceMaxBacklog, "namespace-max-backlog", c.Dispatcher.NamespaceMaxBacklog, fmt.Sprintf("events that may wait for all of one namespace's Subscriptions together (each Subscription's counted); past it the namespace's oldest are dead-lettered, never another namespace's, and no Subscription's maxBacklog goes beyond it (0: %d)", dispatcher.DefaultNamespaceMaxBacklog))
+	fs.Int64Var(&c.Dispatcher.NamespaceMaxBacklogBytes, "namespace-max-backlog-bytes", c.Dispatcher.NamespaceMaxBacklogBytes, fmt.Sprintf("bytes of events that may wait for all of one namespace's Subscriptions together, estimated as maxBacklogBytes is; past it the namespace's oldest are dead-lettered, never another namespace's, and no Subscription's maxBacklogBytes goes beyond it; at most -stream-max-bytes (0: a %dth of -stream-max-bytes, so that %d namespaces at their total leave the rest of the stream to the others)", dispatcher.NamespaceShareOfStream, dispatcher.NamespaceShareOfStream-1))
 	fs.DurationVar(&c.Dispatcher.BudgetInterval, "budget-interval", c.Dispatcher.BudgetInterval, "how often each Subscription's backlog is checked against its maxBacklog")
 	fs.DurationVar(&c.Resync, "resync", c.Resync, "period of reconciling each Subscription without change (recreates lost consumers)")
 	fs.DurationVar(&c.WakeProbeInterval, "wake-probe-interval", c.WakeProbeInterval, "how often the dispatcher and the gateway ask a pod of a Function woken from zero whether its handler is loaded (its host's ready path), so as to reach it before the kubelet's readiness probe marks it ready; 0: wait for the EndpointSlice")

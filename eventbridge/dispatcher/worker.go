@@ -60,6 +60,22 @@ type worker struct {
 	bytesWaiting atomic.Int64
 	sampledSize  int64
 	sinceSample  int
+	// seenEvents and seenBytes are what the last check found waiting,
+	// less what it gave up (bytes estimated), and oldest the stream
+	// sequence from which the Subscription's events wait; zero while its
+	// deliveries keep up; oldest is valid while oldestKnown, and was
+	// found from acknowledgement floor oldestFrom (only the running check
+	// uses it). While nsLimited, nsKeep is how many events the
+	// namespace's total lets the worker keep; nsShare is its share of the
+	// namespace's bytes; nsPressed says the namespace is near its totals;
+	// overNamespace says the last check gave up for the namespace's total
+	// (namespace.go).
+	seenEvents, seenBytes               atomic.Int64
+	oldest                              atomic.Uint64
+	oldestKnown                         atomic.Bool
+	oldestFrom                          uint64
+	nsKeep, nsShare                     atomic.Int64
+	nsLimited, nsPressed, overNamespace atomic.Bool
 	// budget is told when overBudget changes.
 	budget chan struct{}
 	// retries are the events waiting for their next attempt (retry.go).

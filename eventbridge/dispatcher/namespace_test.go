@@ -1,0 +1,133 @@
+package dispatcher_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/eventbridge/deadletter"
+	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
+)
+
+// in puts the Subscription in namespace ns, its sink the Service service
+// of ns, for events of typ.
+func in(ns, service, typ string) func(*v1alpha2.Subscription) {
+	return func(s *v1alpha2.Subscription) {
+		s.Namespace = ns
+		s.Spec.Sink = "http://" + service + "." + ns + ".svc.cluster.local/events"
+		s.Spec.Types = []string{typ}
+	}
+}
+
+// waitingIn is what JetStream counts as waiting for ns/name, -1 when it
+// cannot be read (it fails no test, as waiting).
+func waitingIn(b *bridge, ns, name string) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := b.js.Consumer(ctx, b.streams.EventStream, stream.ConsumerName(ns, name))
+	if err != nil {
+		return -1
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		return -1
+	}
+	return int(info.NumPending) + info.NumAckPending
+}
+
+// lettersOf returns the ids of the dead letters of namespace ns.
+func lettersOf(b *bridge, ns string) []string {
+	var ids []string
+	for _, dl := range b.deadLetters() {
+		if dl.Headers().Get(deadletter.HeaderNamespace) == ns {
+			ids = append(ids, dl.Headers().Get("ce-id"))
+		}
+	}
+	return ids
+}
+
+// TestNamespaceBacklogTotal: a namespace's Subscriptions, each within its
+// own maxBacklog, wait together for more than the namespace's total:
+// the namespace's oldest events are given up until it is within it, and
+// another namespace's Subscription, within the total, keeps every event.
+func TestNamespaceBacklogTotal(t *testing.T) {
+	eps := newEndpoints(false)
+	b := newBridge(t, withEndpoints(eps), withConfig(fastBudget), withConfig(func(c *dispatcher.Config) {
+		c.NamespaceMaxBacklog = 60
+	}))
+	for _, name := range []string{"ta", "tb", "v"} {
+		b.newSink(name, nil)
+	}
+	own := config("maxBacklog", "100")
+	b.subscribe(sub("ta", "ta", own, in("tenant", "ta", "order.a.v1")))
+	b.subscribe(sub("tb", "tb", own, in("tenant", "tb", "order.b.v1")))
+	b.subscribe(sub("v", "v", own, in("victim", "v", "order.c.v1")))
+	for _, typ := range []string{"a", "b", "c"} {
+		for i := range 50 {
+			b.publish("shop", "order."+typ+".v1", typ+strconv.Itoa(i), "")
+		}
+	}
+	require.Eventually(t, func() bool {
+		return waitingIn(b, "tenant", "ta")+waitingIn(b, "tenant", "tb") == 60
+	}, wait, tick, "the namespace is held to its total")
+	require.Never(t, func() bool {
+		return waitingIn(b, "tenant", "ta")+waitingIn(b, "tenant", "tb") < 60 || waitingIn(b, "victim", "v") != 50
+	}, 300*time.Millisecond, tick, "exactly the excess, and nothing of the other namespace")
+	assert.Equal(t, 10, waitingIn(b, "tenant", "ta"), "the oldest of the namespace go: those of its first Subscription")
+	assert.Equal(t, 50, waitingIn(b, "tenant", "tb"))
+	assert.Empty(t, lettersOf(b, "victim"))
+	letters := b.deadLetters()
+	require.Len(t, letters, 40)
+	for _, dl := range letters {
+		assert.True(t, strings.HasPrefix(dl.Headers().Get("ce-id"), "a"), "given up: %s", dl.Headers().Get("ce-id"))
+		assert.Contains(t, dl.Headers().Get(deadletter.HeaderError), "namespace tenant's backlog over its total (60 events")
+	}
+}
+
+// TestSubscriptionBudgetIsHeldToTheStream: a Subscription whose sink has
+// no endpoint asks for the largest budgets the API takes (a million
+// events, 4 GiB) on an event stream of 8 MiB. Its budget is held to its
+// namespace's total, by default a 16th of the stream, so publishing never
+// fails and another namespace's healthy Subscription gets every event;
+// without that, the stream fills and every publish answers 507.
+func TestSubscriptionBudgetIsHeldToTheStream(t *testing.T) {
+	eps := newEndpoints(false, "victim")
+	b := newBridge(t, withEndpoints(eps), withConfig(fastBudget), withConfig(func(c *dispatcher.Config) {
+		c.Streams.MaxBytes = 8 << 20
+		c.Streams.MaxMsgSize = 128 << 10
+	}))
+	b.newSink("hog", nil)
+	victim := b.newSink("victim", nil)
+	b.subscribe(sub("hog", "hog", config("maxBacklog", "1000000", "maxBacklogBytes", "4294967296"), in("attacker", "hog", "order.big.v1")))
+	b.subscribe(sub("victim", "victim", in("victim", "victim", "order.created.v1")))
+	data := strings.Repeat("x", 64<<10)
+	tk := time.NewTicker(5 * time.Millisecond)
+	defer tk.Stop()
+	const events = 300 // 19 MiB, more than twice the stream
+	failed := 0
+	for i := range events {
+		<-tk.C
+		if err := b.publishErr("shop", "order.big.v1", strconv.Itoa(i), data); err != nil {
+			failed++
+		}
+		if err := b.publishErr("shop", "order.created.v1", "v"+strconv.Itoa(i), "small"); err != nil {
+			failed++
+		}
+	}
+	assert.Zero(t, failed, "no publish fails")
+	require.Eventually(t, func() bool { return victim.count() == events }, wait, tick, "the other namespace gets every event")
+	require.Eventually(t, func() bool { n := waitingIn(b, "attacker", "hog"); return n >= 0 && n*(64<<10) <= 512<<10 }, wait, tick,
+		"the attacker's backlog is held to a 16th of the stream")
+	ids := lettersOf(b, "attacker")
+	assert.NotEmpty(t, ids)
+	for _, dl := range b.deadLetters() {
+		assert.Contains(t, dl.Headers().Get(deadletter.HeaderError), "namespace attacker's")
+	}
+}
