@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/kfn-dev/kfn/api/stream"
 	"github.com/kfn-dev/kfn/eventbridge/admission"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
@@ -163,8 +164,9 @@ func (c *Process) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Streams.MaxConsumers, "stream-max-consumers", c.Streams.MaxConsumers, "most consumers of the event stream, one per Subscription (NATS gives a stream without one 1,000)")
 	fs.DurationVar(&c.Streams.Duplicates, "dedup-window", c.Streams.Duplicates, "de-duplication window: a re-published source+id inside it is stored once")
 	fs.DurationVar(&c.Streams.DeadLetterMaxAge, "dead-letter-max-age", c.Streams.DeadLetterMaxAge, "how long dead letters are kept (0 forever)")
-	fs.Int64Var(&c.Streams.DeadLetterMaxBytes, "dead-letter-max-bytes", c.Streams.DeadLetterMaxBytes, "size limit of the dead-letter stream; when full, new dead letters are refused (their events retried later), none dropped (-1 unlimited)")
+	fs.Int64Var(&c.Streams.DeadLetterMaxBytes, "dead-letter-max-bytes", c.Streams.DeadLetterMaxBytes, "size limit of the dead-letter stream; when full, a namespace's new dead letter takes the place of its own oldest, never another namespace's, and one of a namespace with none is dropped with its event (counted, logged) (-1 unlimited)")
 	fs.Int64Var(&c.Streams.DeadLetterMaxPerNamespace, "dead-letter-max-per-namespace", c.Streams.DeadLetterMaxPerNamespace, "most dead letters of one namespace; past it, that namespace's oldest are dropped, no other's")
+	fs.Int64Var(&c.Streams.DeadLetterMaxBytesPerNamespace, "dead-letter-max-bytes-per-namespace", c.Streams.DeadLetterMaxBytesPerNamespace, fmt.Sprintf("most bytes of one namespace's dead letters; past it, that namespace's oldest are dropped, no other's; at most -dead-letter-max-bytes (0: a %dth of -dead-letter-max-bytes, at least -stream-max-msg-size, so that %d namespaces at their bound leave the rest to the others)", stream.DeadLetterShareOfStream, stream.DeadLetterShareOfStream-1))
 	fs.StringVar(&c.Streams.DependencyBucket, "dependency-bucket", c.Streams.DependencyBucket, "name of the JetStream object store of the dependency cache (same storage and replicas as the streams)")
 	fs.Int64Var(&c.Streams.DependencyMaxBytes, "dependency-bucket-max-bytes", c.Streams.DependencyMaxBytes, "size limit of the dependency bucket, every namespace's objects; when full, uploads answer 507 (-1 unlimited)")
 	fs.DurationVar(&c.Streams.DependencyMaxAge, "dependency-max-age", c.Streams.DependencyMaxAge, "how long a cached dependency object is kept after it was stored, used or not (a pod that then misses it installs and stores it again); 0 keeps objects until deleted")

@@ -363,7 +363,7 @@ func New(js jetstream.JetStream, cfg Config, opts ...Option) (*Dispatcher, error
 		cfg:         cfg,
 		js:          js,
 		replies:     reply.NewStore(js, cfg.Streams.EventStream, cfg.admission()),
-		deadLetters: deadletter.NewWriter(js, cfg.Streams.DeadLetterStream),
+		deadLetters: deadletter.NewWriter(js, cfg.Streams),
 		endpoints:   AlwaysReady{},
 		resolver:    DirectResolver,
 		transport:   NewTransport(cfg.Egress),

@@ -2,11 +2,13 @@ package dispatcher_test
 
 import (
 	"context"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/kfn-dev/kfn/api/stream"
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
+	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 )
 
 // in puts the Subscription in namespace ns, its sink the Service service
@@ -130,4 +133,38 @@ func TestSubscriptionBudgetIsHeldToTheStream(t *testing.T) {
 	for _, dl := range b.deadLetters() {
 		assert.Contains(t, dl.Headers().Get(deadletter.HeaderError), "namespace attacker's")
 	}
+}
+
+// TestFullDeadLetterStreamDropsTheEvent: another namespace's letters fill
+// the dead-letter stream, and an event of this namespace runs out of
+// attempts. It has no dead letter of its own to give up for the new one:
+// the event is dropped, counted and logged, not kept in the shared event
+// stream to be given up again for ever (which filled the event stream for
+// everyone while the dead-letter stream was full).
+func TestFullDeadLetterStreamDropsTheEvent(t *testing.T) {
+	b := newBridge(t, withConfig(fastBudget), withConfig(func(c *dispatcher.Config) {
+		c.Streams.MaxMsgSize = 16 << 10
+		c.Streams.DeadLetterMaxBytes = 64 << 10
+	}))
+	filler := eventstore.New(b.js, b.streams.DeadLetterStream)
+	data := []byte(strings.Repeat("x", 8<<10))
+	for seq := uint64(1); ; seq++ {
+		f := deadletter.Failure{Namespace: "other", Subscription: "s", Status: 500, Error: "failed", Attempts: 1,
+			Subject: "kyma.shop.order.created.v1", Sequence: seq, At: time.Now()}
+		_, err := filler.PublishMsg(context.Background(), deadletter.NewMsg(nats.Header{"ce-id": {"o"}}, data, f), deadletter.MsgID(f))
+		if err != nil {
+			require.ErrorIs(t, err, eventstore.ErrStorageFull)
+			break
+		}
+	}
+	b.newSink("dead", func(n int, r *http.Request, w http.ResponseWriter) { w.WriteHeader(http.StatusInternalServerError) })
+	s := sub("dead", "dead", config("maxDeliver", "1"), in("tenant", "dead", "order.created.v1"))
+	b.subscribe(s)
+	b.publish("shop", "order.created.v1", "lost", string(data))
+	labels := map[string]string{"namespace": "tenant", "subscription": "dead"}
+	require.Eventually(t, func() bool {
+		return waitingIn(b, "tenant", "dead") == 0 && b.gauge("kfn_eventbridge_dead_letters_refused_total", labels) == 1
+	}, wait, tick, "the event is dropped and counted, not kept")
+	assert.Empty(t, lettersOf(b, "tenant"))
+	assert.NotEmpty(t, lettersOf(b, "other"), "another namespace's letters stay")
 }
