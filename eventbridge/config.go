@@ -76,6 +76,12 @@ type Config struct {
 	Resolve map[string]string
 	// Resync is how often each Subscription is reconciled without change.
 	Resync time.Duration
+	// MaxConsumersPerNamespace and MaxSubscriptionsPerType bound one
+	// namespace's Subscriptions that get a consumer, all of them and those
+	// of one event type (subscription.Reconciler's fields of the same
+	// names); 0 means their defaults, a 100th of the event stream's
+	// consumers and subscription.DefaultMaxSubscriptionsPerType.
+	MaxConsumersPerNamespace, MaxSubscriptionsPerType int
 	// WakeProbeInterval is how often the dispatcher and the gateway ask a
 	// pod of a Function woken from zero whether its host has loaded the
 	// handler, before the kubelet's readiness probe says so (package
@@ -162,6 +168,19 @@ func (c *Config) Validate() error {
 	}
 	if c.Resync <= 0 {
 		return fmt.Errorf("%w: -resync must be positive", ErrInvalidConfig)
+	}
+	if c.Dispatcher.NamespaceMaxBacklog < 0 || c.Dispatcher.NamespaceMaxBacklogBytes < 0 {
+		return fmt.Errorf("%w: -namespace-max-backlog and -namespace-max-backlog-bytes must not be negative (0: their defaults)", ErrInvalidConfig)
+	}
+	if c.Streams.MaxBytes > 0 && c.Dispatcher.NamespaceMaxBacklogBytes > c.Streams.MaxBytes {
+		return fmt.Errorf("%w: -namespace-max-backlog-bytes (%d) must not be above -stream-max-bytes (%d): a namespace's events would fill the event stream for everyone",
+			ErrInvalidConfig, c.Dispatcher.NamespaceMaxBacklogBytes, c.Streams.MaxBytes)
+	}
+	if c.MaxConsumersPerNamespace < 0 || c.MaxSubscriptionsPerType < 0 {
+		return fmt.Errorf("%w: -max-consumers-per-namespace and -max-subscriptions-per-type must not be negative (0: their defaults)", ErrInvalidConfig)
+	}
+	if c.MaxConsumersPerNamespace > c.Streams.MaxConsumers {
+		return fmt.Errorf("%w: -max-consumers-per-namespace (%d) must not be above -stream-max-consumers (%d)", ErrInvalidConfig, c.MaxConsumersPerNamespace, c.Streams.MaxConsumers)
 	}
 	if c.WakeProbeInterval < 0 {
 		return fmt.Errorf("%w: -wake-probe-interval must not be negative (0 turns the probes off)", ErrInvalidConfig)

@@ -10,6 +10,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/admission"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
+	"github.com/kfn-dev/kfn/eventbridge/subscription"
 	"github.com/kfn-dev/kfn/internal/egress"
 	"github.com/kfn-dev/kfn/internal/logging"
 	"github.com/kfn-dev/kfn/internal/natsconn"
@@ -162,6 +163,8 @@ func (c *Process) RegisterFlags(fs *flag.FlagSet) {
 		return err
 	})
 	fs.IntVar(&c.Streams.MaxConsumers, "stream-max-consumers", c.Streams.MaxConsumers, "most consumers of the event stream, one per Subscription (NATS gives a stream without one 1,000)")
+	fs.IntVar(&c.MaxConsumersPerNamespace, "max-consumers-per-namespace", c.MaxConsumersPerNamespace, fmt.Sprintf("most Subscriptions of one namespace that get a consumer, in the order they were made; the next are not active, with the reason, so that no namespace takes every consumer of the event stream (0: a %dth of -stream-max-consumers)", subscription.ConsumerShareOfStream))
+	fs.IntVar(&c.MaxSubscriptionsPerType, "max-subscriptions-per-type", c.MaxSubscriptionsPerType, fmt.Sprintf("most Subscriptions of one namespace on one event type (source and type) that get a consumer, so that one publish becomes at most this many deliveries for a namespace (0: %d)", subscription.DefaultMaxSubscriptionsPerType))
 	fs.DurationVar(&c.Streams.Duplicates, "dedup-window", c.Streams.Duplicates, "de-duplication window: a re-published source+id inside it is stored once")
 	fs.DurationVar(&c.Streams.DeadLetterMaxAge, "dead-letter-max-age", c.Streams.DeadLetterMaxAge, "how long dead letters are kept (0 forever)")
 	fs.Int64Var(&c.Streams.DeadLetterMaxBytes, "dead-letter-max-bytes", c.Streams.DeadLetterMaxBytes, "size limit of the dead-letter stream; when full, a namespace's new dead letter takes the place of its own oldest, never another namespace's, and one of a namespace with none is dropped with its event (counted, logged) (-1 unlimited)")

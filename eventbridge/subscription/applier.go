@@ -68,6 +68,15 @@ func (a Applier) Apply(ctx context.Context, sub *v1alpha2.Subscription, checks .
 	return obs
 }
 
+// Check validates sub as Apply does, then with checks, without making or
+// changing anything: the error is the SpecError Apply would observe.
+func (a Applier) Check(ctx context.Context, sub *v1alpha2.Subscription, checks ...Check) error {
+	if _, err := stream.ConsumerConfig(sub, a.Consumer); err != nil {
+		return err
+	}
+	return a.checkSink(ctx, sub, checks)
+}
+
 // keep is Apply's Observation of a Subscription whose consumer cannot be
 // computed from its spec (invalid types or spec.config): the consumer is
 // left as it is, and named when it exists.
