@@ -130,11 +130,13 @@ func (w *worker) checkBudget() {
 }
 
 // saturated reports whether the worker has had all of its
-// maxInFlightMessages in flight at this tick and the one before: its sink
-// does not keep up with what is published for it (a healthy sink may fill
-// them for a moment in a burst).
+// maxInFlightMessages in flight, or as many bytes of events as its pull
+// may hold (pull.Pull.Starved: large events), at this tick and the one
+// before: its sink does not keep up with what is published for it (a
+// healthy sink may fill them for a moment in a burst).
 func (w *worker) saturated() bool {
-	full := w.inFlight.Load()+int64(w.retries.len()) >= int64(w.target.delivery.MaxInFlight)
+	full := w.inFlight.Load()+int64(w.retries.len()) >= int64(w.target.delivery.MaxInFlight) ||
+		w.pl != nil && w.pl.Starved()
 	if !full {
 		w.fullTicks = 0
 		return false

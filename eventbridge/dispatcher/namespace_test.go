@@ -168,3 +168,20 @@ func TestFullDeadLetterStreamDropsTheEvent(t *testing.T) {
 	assert.Empty(t, lettersOf(b, "tenant"))
 	assert.NotEmpty(t, lettersOf(b, "other"), "another namespace's letters stay")
 }
+
+// TestBudgetHoldsASlowSinkOfLargeEvents: a slow sink whose events are
+// large holds fewer than its maxInFlightMessages (the dispatcher's bytes
+// per Subscription bound them), so it never had all of them in flight and
+// its backlog was never read: it grew without bound past its budget. A
+// pull that wants events and has no room for them counts as busy too.
+func TestBudgetHoldsASlowSinkOfLargeEvents(t *testing.T) {
+	b := newBridge(t, withConfig(fastBudget), withConfig(func(c *dispatcher.Config) { c.MaxHeldBytesPerSubscription = 256 << 10 }))
+	b.newSink("slow", func(n int, r *http.Request, w http.ResponseWriter) { time.Sleep(time.Second) })
+	b.subscribe(sub("slow", "slow", config("maxInFlightMessages", "10", "maxBacklog", "20")))
+	data := strings.Repeat("x", 100<<10)
+	for i := range 100 {
+		b.publish("shop", "order.created.v1", strconv.Itoa(i), data)
+	}
+	require.Eventually(t, func() bool { n := waiting(b, "slow"); return n >= 0 && n <= 20 }, 5*time.Second, tick, "held to its budget")
+	assert.NotEmpty(t, deadLetterIDs(t, b, "the sink does not keep up"))
+}
