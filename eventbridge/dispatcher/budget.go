@@ -244,15 +244,11 @@ const (
 // the mean size of budgetSamples events read at sequences spread over it
 // (renewed every sampleEvery checks); it is not made while the backlog,
 // were every event of the largest size the stream takes, would be within
-// the budget and within the worker's share of its namespace's total.
+// the budget.
 func (w *worker) bytesOver(ctx context.Context, info *jetstream.ConsumerInfo, backlog int) (int, int64) {
 	limit := w.maxBacklogBytes()
-	bound := limit
-	if share := w.nsShare.Load(); share > 0 {
-		bound = min(bound, share)
-	}
 	largest := int64(w.d.cfg.Streams.MaxMsgSize)
-	if backlog == 0 || limit <= 0 || largest > 0 && int64(backlog)*largest <= bound {
+	if backlog == 0 || limit <= 0 || largest > 0 && int64(backlog)*largest <= limit {
 		w.bytesWaiting.Store(0)
 		return 0, 0
 	}

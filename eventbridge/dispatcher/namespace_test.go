@@ -2,6 +2,7 @@ package dispatcher_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -184,4 +185,55 @@ func TestBudgetHoldsASlowSinkOfLargeEvents(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { n := waiting(b, "slow"); return n >= 0 && n <= 20 }, 5*time.Second, tick, "held to its budget")
 	assert.NotEmpty(t, deadLetterIDs(t, b, "the sink does not keep up"))
+}
+
+// TestManyNamespacesAtTheirTotalDoNotFillTheStream: 24 namespaces, each a
+// Subscription whose sink has no endpoint, each within its own total (a
+// 16th of the stream), would hold half again the event stream's bytes
+// together. Past three quarters of the stream, the namespaces holding the
+// most are cut to a level that brings the stream back under it (those
+// holding less than the level keep theirs): publishing never fails, and
+// another namespace's healthy Subscription gets every event.
+func TestManyNamespacesAtTheirTotalDoNotFillTheStream(t *testing.T) {
+	eps := newEndpoints(false, "victim")
+	b := newBridge(t, withEndpoints(eps), withConfig(fastBudget), withConfig(func(c *dispatcher.Config) {
+		c.Streams.MaxBytes = 8 << 20
+		c.Streams.MaxMsgSize = 128 << 10
+	}))
+	const tenants = 24
+	for i := range tenants {
+		ns := fmt.Sprintf("tenant-%d", i)
+		b.newSink(ns, nil)
+		b.subscribe(sub("s", ns, in(ns, ns, fmt.Sprintf("order.t%d.v1", i))))
+	}
+	victim := b.newSink("victim", nil)
+	b.subscribe(sub("victim", "victim", in("victim", "victim", "order.created.v1")))
+	// A namespace whose sink is down too, holding little: it keeps it.
+	b.newSink("quiet", nil)
+	b.subscribe(sub("quiet", "quiet", in("quiet", "quiet", "order.quiet.v1")))
+	b.publish("shop", "order.quiet.v1", "q1", "small")
+	b.publish("shop", "order.quiet.v1", "q2", "small")
+	data := strings.Repeat("x", 64<<10)
+	tk := time.NewTicker(2 * time.Millisecond)
+	defer tk.Stop()
+	const rounds = 12 // 24 x 12 x 64 KiB: 18 MiB, more than twice the stream
+	failed := 0
+	for r := range rounds {
+		for i := range tenants {
+			<-tk.C
+			if err := b.publishErr("shop", fmt.Sprintf("order.t%d.v1", i), fmt.Sprintf("%d-%d", i, r), data); err != nil {
+				failed++
+			}
+		}
+		if err := b.publishErr("shop", "order.created.v1", strconv.Itoa(r), "small"); err != nil {
+			failed++
+		}
+	}
+	assert.Zero(t, failed, "no publish fails")
+	require.Eventually(t, func() bool { return victim.count() == rounds }, wait, tick, "the other namespace gets every event")
+	assert.Equal(t, 2, waitingIn(b, "quiet", "quiet"), "a namespace holding less than the level keeps its events")
+	assert.Empty(t, lettersOf(b, "quiet"))
+	letters := b.deadLetters()
+	assert.NotEmpty(t, letters, "those holding the most gave way")
+	t.Logf("%d of %d events of the %d namespaces given up", len(letters), tenants*rounds, tenants)
 }

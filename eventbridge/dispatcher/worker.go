@@ -63,18 +63,21 @@ type worker struct {
 	// seenEvents and seenBytes are what the last check found waiting,
 	// less what it gave up (bytes estimated), and oldest the stream
 	// sequence from which the Subscription's events wait; zero while its
-	// deliveries keep up; oldest is valid while oldestKnown, and was
-	// found from acknowledgement floor oldestFrom (only the running check
-	// uses it). While nsLimited, nsKeep is how many events the
-	// namespace's total lets the worker keep; nsShare is its share of the
-	// namespace's bytes; nsPressed says the namespace is near its totals;
-	// overNamespace says the last check gave up for the namespace's total
-	// (namespace.go).
+	// deliveries keep up (seenSized: the bytes estimated from a sample,
+	// else counted at the largest event size); oldest is valid while
+	// oldestKnown, and was found from acknowledgement floor oldestFrom,
+	// with the size of that event oldestSize, in budgetStream (only the
+	// running check uses these three). While nsLimited, nsKeep is how
+	// many events the namespace's total lets the worker keep; nsPressed
+	// says the namespace is near its totals; overNamespace says the last
+	// check gave up for the namespace's total (namespace.go).
 	seenEvents, seenBytes               atomic.Int64
 	oldest                              atomic.Uint64
-	oldestKnown                         atomic.Bool
+	oldestKnown, seenSized              atomic.Bool
 	oldestFrom                          uint64
-	nsKeep, nsShare                     atomic.Int64
+	oldestSize                          int64
+	budgetStream                        jetstream.Stream
+	nsKeep                              atomic.Int64
 	nsLimited, nsPressed, overNamespace atomic.Bool
 	// budget is told when overBudget changes.
 	budget chan struct{}
