@@ -91,8 +91,7 @@ func (c *cluster) serveSubscriptions() (publisher.SubscriptionLister, error) {
 		}
 	}
 	if b.cfg.Has(ComponentReconciler) {
-		rec := &subscription.Reconciler{Client: mgr.GetClient(), Applier: b.applier(), Resync: b.cfg.Resync, Metrics: b.deps.Metrics,
-			MaxConsumersPerNamespace: b.cfg.MaxConsumersPerNamespace, MaxSubscriptionsPerType: b.cfg.MaxSubscriptionsPerType}
+		rec := &subscription.Reconciler{Client: mgr.GetClient(), Applier: b.applier(), Resync: b.cfg.Resync, Metrics: b.deps.Metrics}
 		if err := rec.SetupWithManager(mgr); err != nil {
 			return nil, fmt.Errorf("set up subscription reconciler: %w", err)
 		}

@@ -25,6 +25,10 @@ type Applier struct {
 	Streams stream.Config
 	// Consumer holds the consumer settings not in the Subscription.
 	Consumer stream.ConsumerSettings
+	// Limits bound a namespace's Subscriptions that get a consumer; the
+	// Reconciler and the Set hold them (Apply does not: it sees one
+	// Subscription).
+	Limits Limits
 }
 
 // Check validates what a Subscription's spec alone cannot show, such as

@@ -9,10 +9,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/api/stream"
 )
 
-// Defaults of a namespace's limits (Reconciler.MaxConsumersPerNamespace,
-// MaxSubscriptionsPerType).
+// Defaults of a namespace's limits (Limits).
 const (
 	// ConsumerShareOfStream divides the event stream's MaxConsumers into
 	// the default MaxConsumersPerNamespace: 99 namespaces at their limit
@@ -29,51 +29,50 @@ const (
 // consumer for its namespace's limits.
 var ErrNamespaceLimit = errors.New("namespace's limit of Subscriptions reached")
 
-// maxConsumersPerNamespace is MaxConsumersPerNamespace or its default.
-func (r *Reconciler) maxConsumersPerNamespace() int {
-	if r.MaxConsumersPerNamespace > 0 {
-		return r.MaxConsumersPerNamespace
-	}
-	return max(r.Applier.Streams.MaxConsumers/ConsumerShareOfStream, 1)
+// Limits bound one namespace's Subscriptions that get a consumer: all of
+// them, and those of one event type (subject). A namespace's Subscriptions
+// take their places in the order they were made: one gets a consumer when
+// fewer than MaxConsumersPerNamespace were made before it, and fewer than
+// MaxSubscriptionsPerType of those receive each of its event types. So the
+// places of a namespace's Subscriptions never change with another
+// namespace's, a Subscription never loses its place to a newer one, one
+// tenant cannot take every consumer of the shared event stream, and one
+// publish becomes at most MaxSubscriptionsPerType deliveries for a
+// namespace.
+type Limits struct {
+	// MaxConsumersPerNamespace is 0 for a ConsumerShareOfStream-th of the
+	// event stream's MaxConsumers.
+	MaxConsumersPerNamespace int
+	// MaxSubscriptionsPerType is 0 for DefaultMaxSubscriptionsPerType.
+	MaxSubscriptionsPerType int
 }
 
-// maxSubscriptionsPerType is MaxSubscriptionsPerType or its default.
-func (r *Reconciler) maxSubscriptionsPerType() int {
-	if r.MaxSubscriptionsPerType > 0 {
-		return r.MaxSubscriptionsPerType
+// consumers is MaxConsumersPerNamespace or its default for streams.
+func (l Limits) consumers(streams stream.Config) int {
+	if l.MaxConsumersPerNamespace > 0 {
+		return l.MaxConsumersPerNamespace
+	}
+	return max(streams.MaxConsumers/ConsumerShareOfStream, 1)
+}
+
+// perType is MaxSubscriptionsPerType or its default.
+func (l Limits) perType() int {
+	if l.MaxSubscriptionsPerType > 0 {
+		return l.MaxSubscriptionsPerType
 	}
 	return DefaultMaxSubscriptionsPerType
 }
 
-// overLimits says why sub may not have a consumer for its namespace's
-// limits (the error wraps ErrNamespaceLimit), nil when it may; listErr is
-// why the namespace's Subscriptions could not be listed. A namespace's
-// Subscriptions not being deleted take their places in the order they
-// were made (then by name): one gets a consumer when fewer than
-// MaxConsumersPerNamespace were made before it, and fewer than
-// MaxSubscriptionsPerType of those receive each of its event types. So
-// the places of a namespace's Subscriptions never change with another
-// namespace's, a Subscription never loses its place to a newer one, and
-// one tenant cannot take every consumer of the shared event stream nor
-// turn one publish into more deliveries than the limit. It reads the
-// manager's cache, without copying it.
-func (r *Reconciler) overLimits(ctx context.Context, sub *v1alpha2.Subscription) (over, listErr error) {
-	var list v1alpha2.SubscriptionList
-	if err := r.Client.List(ctx, &list, client.InNamespace(sub.Namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("list the Subscriptions of namespace %s: %w", sub.Namespace, err)
-	}
+// Over says why sub may not have a consumer, given the Subscriptions of
+// its namespace made before it (earlier ones, not being deleted); the
+// error wraps ErrNamespaceLimit. Nil: it may.
+func (l Limits) Over(sub *v1alpha2.Subscription, before []*v1alpha2.Subscription, streams stream.Config) error {
 	mine, _ := sub.FilterSubjects() // invalid types: the spec's error says so
 	perType := make(map[string]int, len(mine))
 	for _, s := range mine {
 		perType[s] = 0
 	}
-	before := 0
-	for i := range list.Items {
-		other := &list.Items[i]
-		if !other.DeletionTimestamp.IsZero() || !madeBefore(other, sub) {
-			continue
-		}
-		before++
+	for _, other := range before {
 		subjects, err := other.FilterSubjects()
 		if err != nil {
 			continue
@@ -84,11 +83,11 @@ func (r *Reconciler) overLimits(ctx context.Context, sub *v1alpha2.Subscription)
 			}
 		}
 	}
-	if most := r.maxConsumersPerNamespace(); before >= most {
+	if most := l.consumers(streams); len(before) >= most {
 		return fmt.Errorf("%w: %d Subscriptions of namespace %s were made before this one, and a namespace may have %d with a consumer (the event bridge's -max-consumers-per-namespace): no consumer, events published meanwhile are not kept for it",
-			ErrNamespaceLimit, before, sub.Namespace, most), nil
+			ErrNamespaceLimit, len(before), sub.Namespace, most)
 	}
-	most := r.maxSubscriptionsPerType()
+	most := l.perType()
 	var full []string
 	for _, s := range mine {
 		if perType[s] >= most {
@@ -97,9 +96,28 @@ func (r *Reconciler) overLimits(ctx context.Context, sub *v1alpha2.Subscription)
 	}
 	if len(full) > 0 {
 		return fmt.Errorf("%w: %d Subscriptions of namespace %s made before this one receive %s, and a namespace may have %d per event type (the event bridge's -max-subscriptions-per-type): no consumer, events published meanwhile are not kept for it",
-			ErrNamespaceLimit, perType[full[0]], sub.Namespace, strings.Join(full, ", "), most), nil
+			ErrNamespaceLimit, perType[full[0]], sub.Namespace, strings.Join(full, ", "), most)
 	}
-	return nil, nil
+	return nil
+}
+
+// overLimits is Limits.Over for a Subscription of the cluster, with the
+// Subscriptions of its namespace read from the manager's cache (without
+// copying them) and taken in the order they were made (then by name);
+// listErr is why they could not be listed.
+func (r *Reconciler) overLimits(ctx context.Context, sub *v1alpha2.Subscription) (over, listErr error) {
+	var list v1alpha2.SubscriptionList
+	if err := r.Client.List(ctx, &list, client.InNamespace(sub.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("list the Subscriptions of namespace %s: %w", sub.Namespace, err)
+	}
+	var before []*v1alpha2.Subscription
+	for i := range list.Items {
+		other := &list.Items[i]
+		if other.DeletionTimestamp.IsZero() && madeBefore(other, sub) {
+			before = append(before, other)
+		}
+	}
+	return r.Applier.Limits.Over(sub, before, r.Applier.Streams), nil
 }
 
 // madeBefore reports whether a was made before b: earlier, or in the

@@ -64,7 +64,7 @@ func (e *env) namespace(t *testing.T, ns string) {
 func TestOneNamespaceCannotTakeEveryConsumer(t *testing.T) {
 	e := newEnvWith(t, func(c *stream.Config, r *subscription.Reconciler) {
 		c.MaxConsumers = 4
-		r.MaxConsumersPerNamespace = 3
+		r.Applier.Limits.MaxConsumersPerNamespace = 3
 	})
 	e.service(t, "fn")
 	for i := range 5 {
@@ -108,7 +108,7 @@ func TestOneNamespaceCannotTakeEveryConsumer(t *testing.T) {
 // for it: the third on order.created.v1 gets no consumer, with the
 // reason; one on another type does.
 func TestSubscriptionsPerEventType(t *testing.T) {
-	e := newEnvWith(t, func(_ *stream.Config, r *subscription.Reconciler) { r.MaxSubscriptionsPerType = 2 })
+	e := newEnvWith(t, func(_ *stream.Config, r *subscription.Reconciler) { r.Applier.Limits.MaxSubscriptionsPerType = 2 })
 	e.service(t, "fn")
 	created := func(s *v1alpha2.Subscription) { s.Spec.Types = []string{"order.created.v1"} }
 	for _, name := range []string{"a", "b", "c"} {

@@ -48,11 +48,6 @@ type Reconciler struct {
 	Resync time.Duration
 	// Now returns the time for conditions; time.Now when nil.
 	Now func() time.Time
-	// MaxConsumersPerNamespace and MaxSubscriptionsPerType bound one
-	// namespace's Subscriptions that get a consumer: all of them, and
-	// those of one event type. Zero means the defaults
-	// (DefaultMaxConsumersPerNamespace and DefaultMaxSubscriptionsPerType).
-	MaxConsumersPerNamespace, MaxSubscriptionsPerType int
 	// Metrics, when set, is where SetupWithManager registers the
 	// reconciler's metrics (kfn_eventbridge_consumers_lost_total, lost
 	// consumers by Subscription); nil counts nothing.

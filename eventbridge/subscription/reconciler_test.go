@@ -119,7 +119,8 @@ func newEnvWith(t *testing.T, modify func(*stream.Config, *subscription.Reconcil
 	})
 	require.NoError(t, err)
 	e.reg = prometheus.NewRegistry()
-	e.rec.Client, e.rec.Applier, e.rec.Metrics = mgr.GetClient(), subscription.Applier{JetStream: e.js, Streams: e.streams}, e.reg
+	e.rec.Client, e.rec.Metrics = mgr.GetClient(), e.reg
+	e.rec.Applier.JetStream, e.rec.Applier.Streams = e.js, e.streams
 	require.NoError(t, e.rec.SetupWithManager(mgr))
 	require.NoError(t, (&feed.Feeder{Client: mgr.GetClient(), Targets: e.targets}).SetupWithManager(mgr))
 	ctx, cancel := context.WithCancel(context.Background())
