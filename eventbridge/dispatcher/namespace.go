@@ -84,6 +84,10 @@ func (d *Dispatcher) holdNamespaces(workers []*worker) {
 				continue
 			}
 			w.nsKeep.Store(held - give)
+			w.nsLevel.Store(0)
+			if limit < d.cfg.NamespaceMaxBacklogBytes && overEvents <= 0 {
+				w.nsLevel.Store(limit) // cut by the stream's level, not its own total
+			}
 			w.nsLimited.Store(true)
 		}
 	}
@@ -258,6 +262,10 @@ func (w *worker) heldBy(want, have int64) string {
 // namespaceReason is the dead-letter reason of an event given up over its
 // namespace's totals.
 func (w *worker) namespaceReason(why string) string {
+	if level := w.nsLevel.Load(); level > 0 {
+		return fmt.Sprintf("the backlogs of all namespaces over three quarters of the event stream, namespace %s's among those holding the most (cut to %d bytes each) and %s: its oldest events given up",
+			w.target.sub.Namespace, level, why)
+	}
 	return fmt.Sprintf("namespace %s's backlog over its total (%d events, %d bytes, of all its Subscriptions together) and %s: its oldest events given up",
 		w.target.sub.Namespace, w.d.cfg.NamespaceMaxBacklog, w.d.cfg.NamespaceMaxBacklogBytes, why)
 }

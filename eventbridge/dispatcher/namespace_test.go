@@ -235,5 +235,12 @@ func TestManyNamespacesAtTheirTotalDoNotFillTheStream(t *testing.T) {
 	assert.Empty(t, lettersOf(b, "quiet"))
 	letters := b.deadLetters()
 	assert.NotEmpty(t, letters, "those holding the most gave way")
+	levelCut := 0
+	for _, dl := range letters {
+		if strings.Contains(dl.Headers().Get(deadletter.HeaderError), "the backlogs of all namespaces over three quarters of the event stream") {
+			levelCut++
+		}
+	}
+	assert.Positive(t, levelCut, "the reason says the stream's level cut them")
 	t.Logf("%d of %d events of the %d namespaces given up", len(letters), tenants*rounds, tenants)
 }

@@ -68,7 +68,8 @@ type worker struct {
 	// oldestKnown, and was found from acknowledgement floor oldestFrom,
 	// with the size of that event oldestSize, in budgetStream (only the
 	// running check uses these three). While nsLimited, nsKeep is how
-	// many events the namespace's total lets the worker keep; nsPressed
+	// many events the namespace's total lets the worker keep (nsLevel,
+	// when not 0, is the stream's level that cut it); nsPressed
 	// says the namespace is near its totals; overNamespace says the last
 	// check gave up for the namespace's total (namespace.go).
 	seenEvents, seenBytes               atomic.Int64
@@ -77,7 +78,7 @@ type worker struct {
 	oldestFrom                          uint64
 	oldestSize                          int64
 	budgetStream                        jetstream.Stream
-	nsKeep                              atomic.Int64
+	nsKeep, nsLevel                     atomic.Int64
 	nsLimited, nsPressed, overNamespace atomic.Bool
 	// budget is told when overBudget changes.
 	budget chan struct{}
