@@ -240,10 +240,12 @@ func New(cfg Config, deps Deps) (*Bridge, error) {
 }
 
 // applier applies Subscriptions to JetStream with the configured consumer
-// settings: the same delivery defaults as the dispatcher's.
+// settings (the same delivery defaults as the dispatcher's) and a
+// namespace's limits.
 func (b *Bridge) applier() subscription.Applier {
 	return subscription.Applier{JetStream: b.js, Streams: b.cfg.Streams,
-		Consumer: stream.ConsumerSettings{AckWait: b.cfg.AckWait, Defaults: b.cfg.Dispatcher.Delivery}}
+		Consumer: stream.ConsumerSettings{AckWait: b.cfg.AckWait, Defaults: b.cfg.Dispatcher.Delivery},
+		Limits:   b.cfg.SubscriptionLimits}
 }
 
 // component returns the logger of a part.

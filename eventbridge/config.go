@@ -76,6 +76,11 @@ type Config struct {
 	Resolve map[string]string
 	// Resync is how often each Subscription is reconciled without change.
 	Resync time.Duration
+	// SubscriptionLimits bound one namespace's Subscriptions that get a
+	// consumer, all of them and those of one event type; zero fields mean
+	// their defaults, a 100th of the event stream's consumers and
+	// subscription.DefaultMaxSubscriptionsPerType.
+	SubscriptionLimits subscription.Limits
 	// WakeProbeInterval is how often the dispatcher and the gateway ask a
 	// pod of a Function woken from zero whether its host has loaded the
 	// handler, before the kubelet's readiness probe says so (package
@@ -162,6 +167,19 @@ func (c *Config) Validate() error {
 	}
 	if c.Resync <= 0 {
 		return fmt.Errorf("%w: -resync must be positive", ErrInvalidConfig)
+	}
+	if c.Dispatcher.NamespaceMaxBacklog < 0 || c.Dispatcher.NamespaceMaxBacklogBytes < 0 {
+		return fmt.Errorf("%w: -namespace-max-backlog and -namespace-max-backlog-bytes must not be negative (0: their defaults)", ErrInvalidConfig)
+	}
+	if c.Streams.MaxBytes > 0 && c.Dispatcher.NamespaceMaxBacklogBytes > c.Streams.MaxBytes {
+		return fmt.Errorf("%w: -namespace-max-backlog-bytes (%d) must not be above -stream-max-bytes (%d): a namespace's events would fill the event stream for everyone",
+			ErrInvalidConfig, c.Dispatcher.NamespaceMaxBacklogBytes, c.Streams.MaxBytes)
+	}
+	if l := c.SubscriptionLimits; l.MaxConsumersPerNamespace < 0 || l.MaxSubscriptionsPerType < 0 {
+		return fmt.Errorf("%w: -max-consumers-per-namespace and -max-subscriptions-per-type must not be negative (0: their defaults)", ErrInvalidConfig)
+	}
+	if n := c.SubscriptionLimits.MaxConsumersPerNamespace; n > c.Streams.MaxConsumers {
+		return fmt.Errorf("%w: -max-consumers-per-namespace (%d) must not be above -stream-max-consumers (%d)", ErrInvalidConfig, n, c.Streams.MaxConsumers)
 	}
 	if c.WakeProbeInterval < 0 {
 		return fmt.Errorf("%w: -wake-probe-interval must not be negative (0 turns the probes off)", ErrInvalidConfig)

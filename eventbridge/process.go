@@ -6,8 +6,11 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/kfn-dev/kfn/api/stream"
 	"github.com/kfn-dev/kfn/eventbridge/admission"
+	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
+	"github.com/kfn-dev/kfn/eventbridge/subscription"
 	"github.com/kfn-dev/kfn/internal/egress"
 	"github.com/kfn-dev/kfn/internal/logging"
 	"github.com/kfn-dev/kfn/internal/natsconn"
@@ -160,10 +163,13 @@ func (c *Process) RegisterFlags(fs *flag.FlagSet) {
 		return err
 	})
 	fs.IntVar(&c.Streams.MaxConsumers, "stream-max-consumers", c.Streams.MaxConsumers, "most consumers of the event stream, one per Subscription (NATS gives a stream without one 1,000)")
+	fs.IntVar(&c.SubscriptionLimits.MaxConsumersPerNamespace, "max-consumers-per-namespace", c.SubscriptionLimits.MaxConsumersPerNamespace, fmt.Sprintf("most Subscriptions of one namespace that get a consumer, in the order they were made; the next are not active, with the reason, so that no namespace takes every consumer of the event stream (0: a %dth of -stream-max-consumers)", subscription.ConsumerShareOfStream))
+	fs.IntVar(&c.SubscriptionLimits.MaxSubscriptionsPerType, "max-subscriptions-per-type", c.SubscriptionLimits.MaxSubscriptionsPerType, fmt.Sprintf("most Subscriptions of one namespace on one event type (source and type) that get a consumer, so that one publish becomes at most this many deliveries for a namespace (0: %d)", subscription.DefaultMaxSubscriptionsPerType))
 	fs.DurationVar(&c.Streams.Duplicates, "dedup-window", c.Streams.Duplicates, "de-duplication window: a re-published source+id inside it is stored once")
 	fs.DurationVar(&c.Streams.DeadLetterMaxAge, "dead-letter-max-age", c.Streams.DeadLetterMaxAge, "how long dead letters are kept (0 forever)")
-	fs.Int64Var(&c.Streams.DeadLetterMaxBytes, "dead-letter-max-bytes", c.Streams.DeadLetterMaxBytes, "size limit of the dead-letter stream; when full, new dead letters are refused (their events retried later), none dropped (-1 unlimited)")
+	fs.Int64Var(&c.Streams.DeadLetterMaxBytes, "dead-letter-max-bytes", c.Streams.DeadLetterMaxBytes, "size limit of the dead-letter stream; when full, a namespace's new dead letter takes the place of its own oldest, never another namespace's, and one of a namespace with none is dropped with its event (counted, logged) (-1 unlimited)")
 	fs.Int64Var(&c.Streams.DeadLetterMaxPerNamespace, "dead-letter-max-per-namespace", c.Streams.DeadLetterMaxPerNamespace, "most dead letters of one namespace; past it, that namespace's oldest are dropped, no other's")
+	fs.Int64Var(&c.Streams.DeadLetterMaxBytesPerNamespace, "dead-letter-max-bytes-per-namespace", c.Streams.DeadLetterMaxBytesPerNamespace, fmt.Sprintf("most bytes of one namespace's dead letters; past it, that namespace's oldest are dropped, no other's; at most -dead-letter-max-bytes (0: a %dth of -dead-letter-max-bytes, at least -stream-max-msg-size, so that %d namespaces at their bound leave the rest to the others)", stream.DeadLetterShareOfStream, stream.DeadLetterShareOfStream-1))
 	fs.StringVar(&c.Streams.DependencyBucket, "dependency-bucket", c.Streams.DependencyBucket, "name of the JetStream object store of the dependency cache (same storage and replicas as the streams)")
 	fs.Int64Var(&c.Streams.DependencyMaxBytes, "dependency-bucket-max-bytes", c.Streams.DependencyMaxBytes, "size limit of the dependency bucket, every namespace's objects; when full, uploads answer 507 (-1 unlimited)")
 	fs.DurationVar(&c.Streams.DependencyMaxAge, "dependency-max-age", c.Streams.DependencyMaxAge, "how long a cached dependency object is kept after it was stored, used or not (a pod that then misses it installs and stores it again); 0 keeps objects until deleted")
@@ -213,6 +219,8 @@ func (c *Process) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Dispatcher.Delivery.DeadLetter, "default-dead-letter", c.Dispatcher.Delivery.DeadLetter, "deadLetter (keep events that ran out of attempts) of Subscriptions whose spec.config does not set it")
 	fs.IntVar(&c.Dispatcher.Delivery.MaxBacklog, "default-max-backlog", c.Dispatcher.Delivery.MaxBacklog, "maxBacklog (events that may wait for one Subscription; the oldest past it are dead-lettered) of Subscriptions whose spec.config does not set it")
 	fs.Int64Var(&c.Dispatcher.Delivery.MaxBacklogBytes, "default-max-backlog-bytes", c.Dispatcher.Delivery.MaxBacklogBytes, "maxBacklogBytes (bytes of events that may wait for one Subscription, estimated from a sample; the oldest past it are dead-lettered) of Subscriptions whose spec.config does not set it")
+	fs.IntVar(&c.Dispatcher.NamespaceMaxBacklog, "namespace-max-backlog", c.Dispatcher.NamespaceMaxBacklog, fmt.Sprintf("events that may wait for all of one namespace's Subscriptions together (each Subscription's counted); past it the namespace's oldest are dead-lettered, never another namespace's, and no Subscription's maxBacklog goes beyond it (0: %d)", dispatcher.DefaultNamespaceMaxBacklog))
+	fs.Int64Var(&c.Dispatcher.NamespaceMaxBacklogBytes, "namespace-max-backlog-bytes", c.Dispatcher.NamespaceMaxBacklogBytes, fmt.Sprintf("bytes of events that may wait for all of one namespace's Subscriptions together, estimated as maxBacklogBytes is; past it the namespace's oldest are dead-lettered, never another namespace's, and no Subscription's maxBacklogBytes goes beyond it; at most -stream-max-bytes (0: a %dth of -stream-max-bytes, so that %d namespaces at their total leave the rest of the stream to the others)", dispatcher.NamespaceShareOfStream, dispatcher.NamespaceShareOfStream-1))
 	fs.DurationVar(&c.Dispatcher.BudgetInterval, "budget-interval", c.Dispatcher.BudgetInterval, "how often each Subscription's backlog is checked against its maxBacklog")
 	fs.DurationVar(&c.Resync, "resync", c.Resync, "period of reconciling each Subscription without change (recreates lost consumers)")
 	fs.DurationVar(&c.WakeProbeInterval, "wake-probe-interval", c.WakeProbeInterval, "how often the dispatcher and the gateway ask a pod of a Function woken from zero whether its handler is loaded (its host's ready path), so as to reach it before the kubelet's readiness probe marks it ready; 0: wait for the EndpointSlice")

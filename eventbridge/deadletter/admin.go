@@ -279,13 +279,19 @@ func (f Filter) selects(l Letter) bool {
 // deleteConsumer removes the server's consumer behind the ordered consumer
 // c; a failure leaves it to expire on its own.
 func (a *Admin) deleteConsumer(c jetstream.Consumer) {
+	deleteOrdered(a.js, a.streams.DeadLetterStream, c)
+}
+
+// deleteOrdered removes the server's consumer behind the ordered consumer
+// c of stream name; a failure leaves it to expire on its own.
+func deleteOrdered(js jetstream.JetStream, name string, c jetstream.Consumer) {
 	info := c.CachedInfo()
 	if info == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_ = a.js.DeleteConsumer(ctx, a.streams.DeadLetterStream, info.Name)
+	_ = js.DeleteConsumer(ctx, name, info.Name)
 }
 
 // DeadLetterSubjectPrefixAll selects every dead letter.

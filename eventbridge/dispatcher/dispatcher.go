@@ -40,6 +40,15 @@ const (
 
 	DefaultMaxHeldBytes                = 256 << 20
 	DefaultMaxHeldBytesPerSubscription = 16 << 20
+
+	// DefaultNamespaceMaxBacklog is the default Config.NamespaceMaxBacklog:
+	// what one Subscription may ask for at most.
+	DefaultNamespaceMaxBacklog = v1alpha2.MaxMaxBacklog
+	// NamespaceShareOfStream divides the event stream's MaxBytes into the
+	// default Config.NamespaceMaxBacklogBytes: 16 namespaces at their
+	// total fill the stream, 15 leave a 16th of it to the others (64 MiB
+	// of the default 1 GiB).
+	NamespaceShareOfStream = 16
 )
 
 // MaxResponseHeaderBytes bounds the headers of a sink's answer (what
@@ -116,6 +125,21 @@ type Config struct {
 	// with. The zero value means v1alpha2.DefaultDelivery(), and a zero
 	// MaxBacklogBytes v1alpha2.DefaultMaxBacklogBytes.
 	Delivery v1alpha2.Delivery
+	// NamespaceMaxBacklog and NamespaceMaxBacklogBytes bound the backlog
+	// of all of one namespace's Subscriptions together, in events and in
+	// bytes (each Subscription's backlog counted, so that an event waiting
+	// for three of them counts three times: a namespace's fan-out costs
+	// its own total). Past either, the namespace's oldest waiting events
+	// are given up as over a Subscription's budget, and never another
+	// namespace's; a Subscription's own maxBacklog and maxBacklogBytes
+	// are held to them, so that no spec.config asks for more of the
+	// shared event stream than its namespace may hold. Defaults
+	// DefaultNamespaceMaxBacklog and the event stream's MaxBytes divided
+	// by NamespaceShareOfStream (v1alpha2.MaxMaxBacklogBytes for a stream
+	// without a limit); the bytes must not be above the stream's MaxBytes
+	// nor below its MaxMsgSize.
+	NamespaceMaxBacklog      int
+	NamespaceMaxBacklogBytes int64
 }
 
 // admission is the policy replies are held to.
@@ -178,6 +202,38 @@ func (c *Config) defaults() error {
 	}
 	if c.MaxHeldBytesPerSubscription == 0 {
 		c.MaxHeldBytesPerSubscription = DefaultMaxHeldBytesPerSubscription
+	}
+	return c.namespaceDefaults()
+}
+
+// namespaceDefaults sets and checks the namespace totals.
+func (c *Config) namespaceDefaults() error {
+	if c.NamespaceMaxBacklog == 0 {
+		c.NamespaceMaxBacklog = DefaultNamespaceMaxBacklog
+	}
+	if c.NamespaceMaxBacklogBytes == 0 {
+		c.NamespaceMaxBacklogBytes = v1alpha2.MaxMaxBacklogBytes
+		if c.Streams.MaxBytes > 0 {
+			// At least one event of the largest size, at most the stream.
+			c.NamespaceMaxBacklogBytes = min(max(c.Streams.MaxBytes/NamespaceShareOfStream, int64(c.Streams.MaxMsgSize)), c.Streams.MaxBytes)
+			if c.Streams.MaxMsgSize < 0 {
+				c.NamespaceMaxBacklogBytes = c.Streams.MaxBytes / NamespaceShareOfStream
+			}
+		}
+	}
+	largest := int64(c.Streams.MaxMsgSize)
+	if c.Streams.MaxBytes > 0 && (largest < 0 || largest > c.Streams.MaxBytes) {
+		largest = c.Streams.MaxBytes
+	}
+	switch {
+	case c.NamespaceMaxBacklog < 1:
+		return fmt.Errorf("%w: a namespace's total backlog must be at least 1 event, not %d", ErrInvalidOption, c.NamespaceMaxBacklog)
+	case c.Streams.MaxBytes > 0 && c.NamespaceMaxBacklogBytes > c.Streams.MaxBytes:
+		return fmt.Errorf("%w: a namespace's total backlog (%d bytes) must not be above the event stream's max bytes (%d)",
+			ErrInvalidOption, c.NamespaceMaxBacklogBytes, c.Streams.MaxBytes)
+	case c.NamespaceMaxBacklogBytes < max(largest, 1):
+		return fmt.Errorf("%w: a namespace's total backlog (%d bytes) must hold at least one event of the stream's largest (%d bytes)",
+			ErrInvalidOption, c.NamespaceMaxBacklogBytes, largest)
 	}
 	return nil
 }
@@ -307,7 +363,7 @@ func New(js jetstream.JetStream, cfg Config, opts ...Option) (*Dispatcher, error
 		cfg:         cfg,
 		js:          js,
 		replies:     reply.NewStore(js, cfg.Streams.EventStream, cfg.admission()),
-		deadLetters: deadletter.NewWriter(js, cfg.Streams.DeadLetterStream),
+		deadLetters: deadletter.NewWriter(js, cfg.Streams),
 		endpoints:   AlwaysReady{},
 		resolver:    DirectResolver,
 		transport:   NewTransport(cfg.Egress),

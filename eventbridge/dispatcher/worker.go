@@ -60,6 +60,26 @@ type worker struct {
 	bytesWaiting atomic.Int64
 	sampledSize  int64
 	sinceSample  int
+	// seenEvents and seenBytes are what the last check found waiting,
+	// less what it gave up (bytes estimated), and oldest the stream
+	// sequence from which the Subscription's events wait; zero while its
+	// deliveries keep up (seenSized: the bytes estimated from a sample,
+	// else counted at the largest event size); oldest is valid while
+	// oldestKnown, and was found from acknowledgement floor oldestFrom,
+	// with the size of that event oldestSize, in budgetStream (only the
+	// running check uses these three). While nsLimited, nsKeep is how
+	// many events the namespace's total lets the worker keep (nsLevel,
+	// when not 0, is the stream's level that cut it); nsPressed
+	// says the namespace is near its totals; overNamespace says the last
+	// check gave up for the namespace's total (namespace.go).
+	seenEvents, seenBytes               atomic.Int64
+	oldest                              atomic.Uint64
+	oldestKnown, seenSized              atomic.Bool
+	oldestFrom                          uint64
+	oldestSize                          int64
+	budgetStream                        jetstream.Stream
+	nsKeep, nsLevel                     atomic.Int64
+	nsLimited, nsPressed, overNamespace atomic.Bool
 	// budget is told when overBudget changes.
 	budget chan struct{}
 	// retries are the events waiting for their next attempt (retry.go).

@@ -31,14 +31,19 @@ const (
 	// oldest are dead-lettered (or dropped with deadLetter "false") with the
 	// reason, so that a dead sink cannot fill the shared event stream and
 	// make publishing fail for every Subscription. Default "100000", at
-	// most "1000000".
+	// most "1000000". The event bridge holds it to the total of the
+	// Subscription's namespace (-namespace-max-backlog), which all of the
+	// namespace's Subscriptions share.
 	ConfigMaxBacklog = "maxBacklog"
 	// ConfigMaxBacklogBytes is kfn's backlog budget in bytes: the most
 	// bytes of events that may wait for the Subscription, estimated from
 	// a sample of them. Past it the oldest are given up as past
 	// maxBacklog, so that a few large events cannot fill what a count of
 	// small ones would not. Default "67108864" (64 MiB), at most
-	// "4294967296" (4 GiB).
+	// "4294967296" (4 GiB), which is more than an event stream may hold:
+	// the event bridge holds it to the total of the Subscription's
+	// namespace (-namespace-max-backlog-bytes, by default a 16th of the
+	// stream), which all of the namespace's Subscriptions share.
 	ConfigMaxBacklogBytes = "maxBacklogBytes"
 )
 
