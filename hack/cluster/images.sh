@@ -90,34 +90,63 @@ fi
 work=$(mktemp -d)
 # Working containers are removed however the script ends (a failed build
 # leaves its own otherwise, with its file system mounted).
-trap 'bah rm --all >/dev/null 2>&1; rm -rf "$work"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null; wait; bah rm --all >/dev/null 2>&1; rm -rf "$work"' EXIT
 trap 'exit 1' INT TERM HUP
 
-# debian_image PACKAGES [SUITE] prints the name of a Debian base image with
-# PACKAGES (comma-separated) on top of minbase, of SUITE (default $SUITE),
-# making it when missing. The Release files of testing carry a Valid-Until
-# a week ahead, which a mirror that is a snapshot (as the one reachable
-# here is) outlives: for a suite other than $SUITE the date is not checked;
-# the signature still is.
-debian_image() {
+# debian_ref PACKAGES [SUITE] prints the name of the Debian base image with
+# PACKAGES (comma-separated) on top of minbase, of SUITE (default $SUITE).
+debian_ref() {
 	local packages=$1 suite=${2:-$SUITE}
-	local ref="localhost/kfn-local/debian:$suite-$(short_hash "$suite $packages $MIRROR")"
+	printf 'localhost/kfn-local/debian:%s-%s\n' "$suite" "$(short_hash "$suite $packages $MIRROR")"
+}
+
+# debian_rootfs PACKAGES [SUITE] starts, in the background, mmdebstrap of
+# the root file system of debian_ref's image when that image is missing,
+# into $work/<its hash>.tar; debian_import waits for them and makes the
+# images. So the bases' file systems are made at once (mmdebstrap mostly
+# waits on the mirror and on dpkg), faster than one after the other. The
+# Release files of testing carry a Valid-Until a week ahead, which a
+# mirror that is a snapshot (as the one reachable here is) outlives: for a
+# suite other than $SUITE the date is not checked; the signature still is.
+declare -A rootfs_pid
+debian_rootfs() {
+	local packages=$1 suite=${2:-$SUITE} ref
+	ref=$(debian_ref "$@")
+	if has_image "$ref" || [[ -n ${rootfs_pid[$ref]:-} ]]; then return; fi
 	local valid=()
 	[[ $suite == "$SUITE" ]] || valid=(--aptopt='Acquire::Check-Valid-Until "false"')
-	if ! has_image "$ref"; then
-		log "making $ref from Debian packages ($packages)"
-		touch "$work/made"
-		mmdebstrap --quiet --variant=minbase --include="$packages" "${valid[@]}" \
-			--dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
-			--dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/info/*' \
-			"$suite" "$work/rootfs.tar" "$MIRROR" >&2 || die "mmdebstrap $suite with $packages failed"
-		local c
+	log "making $ref from Debian packages ($packages)"
+	touch "$work/made"
+	mmdebstrap --quiet --variant=minbase --include="$packages" "${valid[@]}" \
+		--dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
+		--dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/info/*' \
+		"$suite" "$work/${ref##*:}.tar" "$MIRROR" >&2 &
+	rootfs_pid[$ref]=$!
+}
+
+# debian_import waits for every debian_rootfs started (in this shell: a
+# command substitution cannot wait for its parent's jobs) and makes the
+# images from their file systems.
+debian_import() {
+	local ref c tar
+	for ref in "${!rootfs_pid[@]}"; do
+		tar="$work/${ref##*:}.tar"
+		wait "${rootfs_pid[$ref]}" || die "mmdebstrap of $ref failed (see above)"
 		c=$(bah from scratch)
-		bah add "$c" "$work/rootfs.tar" / >/dev/null
+		bah add "$c" "$tar" / >/dev/null
 		bah config --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$c"
 		bah commit --quiet --rm "$c" "$ref" >/dev/null
-		rm -f "$work/rootfs.tar"
-	fi
+		rm -f "$tar"
+	done
+	rootfs_pid=()
+}
+
+# debian_image PACKAGES [SUITE] prints debian_ref's image name; the image
+# must have been made (debian_rootfs, debian_import).
+debian_image() {
+	local ref
+	ref=$(debian_ref "$@")
+	has_image "$ref" || die "no base image $ref: debian_rootfs and debian_import did not make it"
 	printf '%s\n' "$ref"
 }
 
@@ -211,6 +240,13 @@ binary_image() {
 version_of() { awk -v c="$1" '$1 == c { print $2 }' "$bin_dir/VERSIONS"; }
 
 start=$SECONDS
+# Every base's file system at once, then their images (both in this
+# shell, which started the jobs: not inside a command substitution).
+debian_rootfs "$BASE_PACKAGES"
+debian_rootfs "$BASE_PACKAGES,$PYTHON_PACKAGES"
+debian_rootfs "$BASE_PACKAGES,$PYTHON314_PACKAGES" "$PYTHON314_SUITE"
+debian_rootfs "$BASE_PACKAGES,libatomic1"
+debian_import
 debian=$(debian_image "$BASE_PACKAGES")
 python=$(debian_image "$BASE_PACKAGES,$PYTHON_PACKAGES")
 python314=$(debian_image "$BASE_PACKAGES,$PYTHON314_PACKAGES" "$PYTHON314_SUITE")

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -324,16 +325,26 @@ func (c *Cluster) ImportImages(ctx context.Context, archives ...string) error {
 	return importImages(ctx, c.Config, c.Config.firstNode(), archives)
 }
 
-// importImages imports image archives into node n's containerd.
+// importsAtOnce is how many archives importImages imports at once: an
+// import is reading, decompressing and writing layers, which overlap.
+const importsAtOnce = 4
+
+// importImages imports image archives into node n's containerd, several
+// at once.
 func importImages(ctx context.Context, cfg Config, n nodeSpec, archives []string) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(importsAtOnce)
 	for _, a := range archives {
-		cmd := exec.CommandContext(ctx, ctrBinary(cfg), "--address", n.socket(), "--namespace", "k8s.io",
-			"images", "import", a)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("import %s: %w: %s", a, err, tail2(string(out)))
-		}
+		g.Go(func() error {
+			cmd := exec.CommandContext(ctx, ctrBinary(cfg), "--address", n.socket(), "--namespace", "k8s.io",
+				"images", "import", a)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				return fmt.Errorf("import %s: %w: %s", a, err, tail2(string(out)))
+			}
+			return nil
+		})
 	}
-	return nil
+	return g.Wait()
 }
 
 // ctrBinary is containerd's command-line client, next to containerd.
