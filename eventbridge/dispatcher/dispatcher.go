@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -39,6 +40,11 @@ const (
 
 	DefaultMaxHeldBytes                = 256 << 20
 	DefaultMaxHeldBytesPerSubscription = 16 << 20
+
+	// DefaultSlotsPerCPU is Config.DeliverySlots by default, per CPU the
+	// process may use (GOMAXPROCS).
+	DefaultSlotsPerCPU = 16
+	DefaultSlotTime    = 5 * time.Millisecond
 )
 
 // MaxResponseHeaderBytes bounds the headers of a sink's answer (what
@@ -101,6 +107,20 @@ type Config struct {
 	// the zero value refuses loopback among others. It holds for the
 	// default transport (NewTransport).
 	Egress egress.Policy
+	// DeliverySlots is how many events' turns (an attempt and what
+	// settles it: acknowledging, retrying, dead-lettering, storing the
+	// sink's reply) run at once, shared fairly among namespaces: a
+	// namespace alone may use them all, and when turns wait, each slot
+	// that frees goes to the waiting namespace that runs the fewest, so
+	// that one namespace's fan-out, retries, large events or slow sinks
+	// wait behind its own work, not in front of another's (share.go).
+	// SlotTime bounds how long a turn holds its slot (one to two of it;
+	// then it runs on without one), so that a sink that never answers
+	// keeps no slot from the others, and so how long a namespace waits
+	// for one. Defaults DefaultSlotsPerCPU per GOMAXPROCS and 5ms;
+	// negative DeliverySlots means no bound.
+	DeliverySlots int
+	SlotTime      time.Duration
 	// Delivery holds the delivery settings of the spec.config keys a
 	// Subscription does not set (retries, backoff, dead-lettering); it must
 	// match the stream.ConsumerSettings.Defaults the consumers were made
@@ -161,6 +181,15 @@ func (c *Config) defaults() error {
 	if c.MaxHeldBytesPerSubscription == 0 {
 		c.MaxHeldBytesPerSubscription = DefaultMaxHeldBytesPerSubscription
 	}
+	if c.SlotTime < 0 {
+		return fmt.Errorf("%w: negative slot time", ErrInvalidOption)
+	}
+	if c.DeliverySlots == 0 {
+		c.DeliverySlots = DefaultSlotsPerCPU * runtime.GOMAXPROCS(0)
+	}
+	if c.SlotTime == 0 {
+		c.SlotTime = DefaultSlotTime
+	}
 	return nil
 }
 
@@ -195,8 +224,10 @@ type Dispatcher struct {
 	observers []Observer
 	tallies   sync.Map
 	tracer    trace.Tracer // nil: no spans
-	// goroutines run the deliveries and budget checks of every worker.
+	// goroutines run the deliveries and budget checks of every worker,
+	// the deliveries in the turns shares gives them.
 	goroutines *pull.Goroutines
+	shares     *shares
 	// deadlines give the delivery requests their timeout.
 	deadlines *deadline.Windows
 
@@ -299,6 +330,7 @@ func New(js jetstream.JetStream, cfg Config, opts ...Option) (*Dispatcher, error
 		goroutines: pull.NewGoroutines(pull.DefaultIdle),
 		deadlines:  deadline.New(cfg.RequestTimeout),
 	}
+	d.shares = newShares(cfg.DeliverySlots, cfg.SlotTime, d.goroutines.Go)
 	for _, o := range opts {
 		if err := o(d); err != nil {
 			return nil, err
@@ -537,6 +569,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 func (d *Dispatcher) startLocked(w *worker) {
 	w.ctx, w.cancel = context.WithCancel(d.runCtx)
 	w.init()
+	w.space = d.shares.join(w.target.sub.Namespace)
 	w.pl = d.puller.Add(w.target.consumer, w.target.delivery.MaxInFlight, w)
 	d.wg.Add(1)
 	go func() {

@@ -64,6 +64,9 @@ type worker struct {
 	budget chan struct{}
 	// retries are the events waiting for their next attempt (retry.go).
 	retries retries
+	// space is the worker's namespace's part of the delivery slots
+	// (share.go), joined when the worker starts and left when it ends.
+	space *space
 	// inFlight counts the events in handle: waiting for the sink, or in
 	// delivery.
 	inFlight atomic.Int64
@@ -109,14 +112,14 @@ func (w *worker) goBusy(f func()) bool {
 }
 
 // Take delivers m on a goroutine of the dispatcher's that run waits for
-// (m.Run calls Handle), unless the worker is closing: then the event is
-// left to come again after its ack wait. The worker is its pull's
-// pull.Handler.
+// (m.Run calls Handle), in a turn of its namespace's (share.go), unless
+// the worker is closing: then the event is left to come again after its
+// ack wait. The worker is its pull's pull.Handler.
 func (w *worker) Take(m *pull.Msg) bool {
 	if !w.startBusy() {
 		return false
 	}
-	w.d.goroutines.Go(m)
+	w.d.shares.submit(w, m)
 	return true
 }
 
@@ -167,7 +170,9 @@ func (w *worker) run(ctx context.Context) {
 		for e, left := range w.retries.close() {
 			w.handBack(e, left)
 		}
+		w.d.shares.drop(w) // its waiting turns end now, without a slot
 		w.busy.Wait()
+		w.d.shares.leave(w.space)
 	}()
 	pl := w.pl
 	defer pl.Remove() // before the wait above: no delivery starts after it
@@ -344,7 +349,7 @@ func (w *worker) retryLater(msg jetstream.Msg, delay time.Duration) bool {
 			w.handBack(e, 0)
 			return
 		}
-		w.d.goroutines.Go(e)
+		w.d.shares.submit(w, e)
 	})
 }
 

@@ -1,0 +1,170 @@
+package dispatcher
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kfn-dev/kfn/eventbridge/pull"
+)
+
+// testShares is shares on a clock the test moves, recording the turns it
+// runs instead of running them, and waking nobody (the test calls tick).
+type testShares struct {
+	*shares
+	now time.Time
+	ran []ran
+}
+
+// ran is a turn run, as it was when it ran (turns are used again).
+type ran struct {
+	t         *turn
+	namespace string
+	w         *worker
+	slot      bool
+}
+
+func newTestShares(slots int) *testShares {
+	ts := &testShares{now: time.Unix(1000, 0)}
+	ts.shares = newShares(slots, 10*time.Millisecond, func(t pull.Task) {
+		tn := t.(*turn)
+		ts.ran = append(ts.ran, ran{t: tn, namespace: tn.sp.name, w: tn.w, slot: tn.slot})
+	})
+	ts.shares.now = func() time.Time { return ts.now }
+	ts.wake = nil
+	return ts
+}
+
+// worker returns a worker of namespace that has joined the shares.
+func (ts *testShares) worker(namespace string) *worker {
+	return &worker{space: ts.join(namespace)}
+}
+
+// submit submits n events of w.
+func (ts *testShares) submit(w *worker, n int) {
+	for range n {
+		ts.shares.submit(w, &pull.Msg{})
+	}
+}
+
+// finish ends the oldest turn that runs and is not finished yet, and
+// returns the namespace of the turn that ran after it, "" if none did.
+func (ts *testShares) finishOldest(running *int) string {
+	t := ts.ran[*running].t
+	*running++
+	n := len(ts.ran)
+	ts.done(t)
+	if len(ts.ran) == n {
+		return ""
+	}
+	return ts.ran[n].namespace
+}
+
+func (ts *testShares) namespaces() []string {
+	var out []string
+	for _, r := range ts.ran {
+		out = append(out, r.namespace)
+	}
+	return out
+}
+
+// TestSharesLetANamespaceAloneUseEverySlot: with no other namespace
+// waiting, one namespace's turns take every slot, and the next when one
+// frees (work-conserving).
+func TestSharesLetANamespaceAloneUseEverySlot(t *testing.T) {
+	ts := newTestShares(4)
+	w := ts.worker("mallory")
+	ts.submit(w, 10)
+	require.Len(t, ts.ran, 4, "every slot taken at once")
+	running := 0
+	for i := range 6 {
+		assert.Equal(t, "mallory", ts.finishOldest(&running), "turn %d", 5+i)
+	}
+	assert.Len(t, ts.ran, 10)
+}
+
+// TestSharesGiveEachWaitingNamespaceAnEqualShare: a namespace whose 300
+// events (a fan-out, say) fill every slot and its queue does not keep
+// another's 30 behind them: each slot that frees goes to the namespace
+// that runs the fewest, so the other's turns run at once as slots free,
+// until both run half the slots, and then in turn.
+func TestSharesGiveEachWaitingNamespaceAnEqualShare(t *testing.T) {
+	ts := newTestShares(4)
+	attacker, victim := ts.worker("mallory"), ts.worker("bank")
+	ts.submit(attacker, 300)
+	ts.submit(victim, 30)
+	require.Equal(t, []string{"mallory", "mallory", "mallory", "mallory"}, ts.namespaces())
+	running := 0
+	var next []string
+	for range 8 {
+		next = append(next, ts.finishOldest(&running))
+	}
+	// The first two slots that free go to the victim (0 and 1 running
+	// against 3 and 2); from then on each namespace runs half the slots,
+	// and a slot that frees goes back to its namespace.
+	assert.Equal(t, []string{"bank", "bank", "mallory", "mallory", "bank", "bank", "mallory", "mallory"}, next)
+	for len(ts.ran) < 4+60 {
+		ts.finishOldest(&running)
+	}
+	victims := 0
+	for _, ns := range ts.namespaces()[4:64] {
+		if ns == "bank" {
+			victims++
+		}
+	}
+	assert.Equal(t, 30, victims, "all of the victim's turns among the first 60 after the attacker's")
+	for running < len(ts.ran) {
+		ts.finishOldest(&running)
+	}
+	assert.Len(t, ts.ran, 330, "every turn ran")
+}
+
+// TestSharesTakeBackTheSlotsOfTurnsThatHoldThemPastTheirTime: turns whose
+// sink never answers hold their slots for two SlotTimes at most; then the
+// slots go to the waiting turns, one to each namespace.
+func TestSharesTakeBackTheSlotsOfTurnsThatHoldThemPastTheirTime(t *testing.T) {
+	ts := newTestShares(2)
+	attacker, victim := ts.worker("mallory"), ts.worker("bank")
+	ts.submit(attacker, 5)
+	ts.submit(victim, 1)
+	require.Len(t, ts.ran, 2)
+	ts.now = ts.now.Add(ts.quantum)
+	ts.tick()
+	assert.Len(t, ts.ran, 2, "a turn holds its slot in the SlotTime after its own")
+	ts.now = ts.now.Add(ts.quantum)
+	ts.tick()
+	require.Len(t, ts.ran, 4)
+	assert.ElementsMatch(t, []string{"mallory", "bank"}, ts.namespaces()[2:], "one slot to each")
+	// A turn that ends after its slot was taken back frees none.
+	ts.done(ts.ran[0].t)
+	assert.Len(t, ts.ran, 4)
+	for _, r := range ts.ran[2:4] {
+		if r.namespace == "bank" {
+			ts.done(r.t)
+		}
+	}
+	require.Len(t, ts.ran, 5)
+	assert.Equal(t, "mallory", ts.ran[4].namespace, "the victim's slot, freed")
+}
+
+// TestSharesRunTheWaitingTurnsOfAStoppingWorker: a worker that stops has
+// its waiting turns run at once, without a slot, so that it can end; the
+// turns of the namespace's other workers keep waiting.
+func TestSharesRunTheWaitingTurnsOfAStoppingWorker(t *testing.T) {
+	ts := newTestShares(1)
+	a, b := ts.worker("mallory"), ts.worker("mallory")
+	ts.submit(a, 3)
+	ts.submit(b, 2)
+	require.Len(t, ts.ran, 1)
+	ts.drop(a)
+	require.Len(t, ts.ran, 3)
+	assert.False(t, ts.ran[1].slot)
+	assert.False(t, ts.ran[2].slot)
+	ts.done(ts.ran[1].t) // a dropped turn frees no slot
+	assert.Len(t, ts.ran, 3)
+	ts.done(ts.ran[0].t)
+	require.Len(t, ts.ran, 4)
+	assert.Same(t, b, ts.ran[3].w)
+}
