@@ -10,25 +10,31 @@ import (
 
 // Delivery slots: how the dispatcher's work is shared among namespaces.
 //
-// Every event a worker takes, first attempt or retry, is a turn: its
-// attempt and all that settles it (acknowledging, retrying, dead-lettering,
-// storing the sink's reply). At most Config.DeliverySlots turns run at
-// once. While slots are free a turn runs at once, so a namespace alone may
-// use them all; when none is, turns wait in a queue of their namespace,
-// and each slot that frees goes to the waiting namespace that runs the
-// fewest turns (in turn among equals), oldest turn first. So under
-// contention every namespace with work runs an equal share of the slots,
-// whatever its fan-out, retries or event sizes: a namespace whose 300
-// Subscriptions take one event each waits behind its own events, not in
-// front of another's.
+// Every event a worker takes, first attempt or retry, is a turn: the
+// dispatcher's own work for one attempt, before it (reading the event,
+// building the request) and after it (storing the sink's reply,
+// acknowledging, retrying, dead-lettering). At most Config.DeliverySlots
+// turns run at once. While slots are free a turn runs at once, so a
+// namespace alone may use them all; when none is, turns wait in a queue of
+// their namespace, and each slot that frees goes to the waiting namespace
+// that runs the fewest turns (in turn among equals), oldest turn first. So
+// under contention every namespace with work runs an equal share of the
+// slots, whatever its fan-out, retries or event sizes: a namespace whose
+// 300 Subscriptions take one event each waits behind its own events, not
+// in front of another's. The dispatcher's work then proceeds at each
+// namespace's share of what the machine does, and so does what the work
+// sets off (the requests to the sinks, the acknowledgements JetStream
+// stores).
 //
-// A sink that never answers must not keep slots from the others, and an
-// attempt waiting for its sink costs no CPU, so a turn holds its slot for
-// one to two SlotTimes at most (the slots count the turns started in this
+// A turn gives its slot back while it waits for its sink (pause): for the
+// sink to be ready, and from sending the request to the last byte of the
+// answer read; it then waits for a slot again (resume), before the turns
+// of its namespace that have not started. A sink that never answers, or
+// answers slowly, so holds no slot. Lest anything else hold one long (a
+// store that does not answer), a turn holds a slot for one to two
+// SlotTimes at most (the slots count the turns that took one in this
 // SlotTime and the last one, still running): after that it runs on
-// without one. Waiting is then bounded by about SlotTime, and a
-// namespace's held events by its Subscriptions' maxInFlightMessages and
-// the held bytes bounds, as before.
+// without one.
 
 // shares hands out the delivery slots. Its methods are safe for concurrent
 // use.
@@ -64,10 +70,16 @@ type space struct {
 	workers   int // joined, not left
 	epoch     int64
 	cur, prev int
-	queue     []*turn // queue[head:] wait, oldest first
-	head      int
-	waiting   bool
+	// resumed are the turns that wait for a slot again after their sink
+	// answered, served before queue[head:], those that wait for their
+	// first, oldest first.
+	resumed []*turn
+	queue   []*turn
+	head    int
+	waiting bool
 }
+
+func (sp *space) idle() bool { return len(sp.resumed) == 0 && sp.head == len(sp.queue) }
 
 // turn is one event's turn: a Task that hands the event to its worker and
 // gives the slot back.
@@ -75,15 +87,34 @@ type turn struct {
 	s     *shares
 	sp    *space
 	epoch int64
-	slot  bool // holds a slot (not run by drop)
+	slot  bool // holds a slot
 	w     *worker
 	m     *pull.Msg
+	// wake tells a turn that resumes that it may go on; made once, and
+	// kept when the turn is used again.
+	wake chan struct{}
 }
 
 // Run handles the event and gives its slot back.
 func (t *turn) Run() {
-	t.w.Handle(t.m)
+	t.w.handleTurn(t)
 	t.s.done(t)
+}
+
+// pause gives t's slot back while it waits for its sink. A nil turn
+// (an event handled outside the shares) has nothing to give.
+func (t *turn) pause() {
+	if t != nil && t.slot {
+		t.s.release(t)
+	}
+}
+
+// resume waits for a slot for t again, before the turns of its namespace
+// that have not started.
+func (t *turn) resume() {
+	if t != nil && t.s.slots > 0 {
+		t.s.resume(t)
+	}
 }
 
 func newShares(slots int, quantum time.Duration, run func(pull.Task)) *shares {
@@ -123,19 +154,18 @@ func (s *shares) leave(sp *space) {
 func (s *shares) submit(w *worker, m *pull.Msg) {
 	t, _ := s.turns.Get().(*turn)
 	if t == nil {
-		t = &turn{s: s}
+		t = &turn{s: s, wake: make(chan struct{}, 1)}
 	}
 	t.sp, t.w, t.m = w.space, w, m
 	if s.slots <= 0 {
-		t.slot = false
 		s.run(t)
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.advance(s.now())
-	if s.cur+s.prev < s.slots {
+	if s.free() {
 		s.grant(t)
+		s.run(t)
 		return
 	}
 	sp := t.sp
@@ -145,30 +175,69 @@ func (s *shares) submit(w *worker, m *pull.Msg) {
 		sp.queue, sp.head = sp.queue[:n], 0
 	}
 	sp.queue = append(sp.queue, t)
+	s.await(sp)
+	s.armLocked()
+}
+
+// await puts sp, which has turns waiting, on the waiting list. The mu is
+// held.
+func (s *shares) await(sp *space) {
 	if !sp.waiting {
 		sp.waiting = true
 		s.waiting = append(s.waiting, sp)
 	}
-	s.armLocked()
 }
 
-// done gives t's slot back, and the slot to a waiting turn.
+// resume takes a slot for t, whose sink answered, waiting for one behind
+// the turns of other namespaces that run fewer, and before those of its
+// own that have not started.
+func (s *shares) resume(t *turn) {
+	s.mu.Lock()
+	if s.free() {
+		s.grant(t)
+		s.mu.Unlock()
+		return
+	}
+	sp := t.sp
+	sp.resumed = append(sp.resumed, t)
+	s.await(sp)
+	s.armLocked()
+	s.mu.Unlock()
+	<-t.wake // granted, or dropped without a slot
+}
+
+// free moves the epoch to now's, gives the slots it frees to waiting
+// turns, and reports whether a slot is left. The mu is held.
+func (s *shares) free() bool {
+	s.advance(s.now())
+	s.dispatchLocked()
+	return s.cur+s.prev < s.slots
+}
+
+// release gives t's slot back, and the slot to a waiting turn.
+func (s *shares) release(t *turn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.advance(s.now())
+	switch t.epoch {
+	case s.epoch:
+		s.cur--
+		t.sp.cur--
+	case s.epoch - 1:
+		s.prev--
+		t.sp.prev--
+	}
+	t.slot = false
+	s.dispatchLocked()
+}
+
+// done gives t's slot back, if it holds one, and keeps t for another
+// event.
 func (s *shares) done(t *turn) {
 	if t.slot {
-		s.mu.Lock()
-		s.advance(s.now())
-		switch t.epoch {
-		case s.epoch:
-			s.cur--
-			t.sp.cur--
-		case s.epoch - 1:
-			s.prev--
-			t.sp.prev--
-		}
-		s.dispatchLocked()
-		s.mu.Unlock()
+		s.release(t)
 	}
-	*t = turn{s: s}
+	*t = turn{s: s, wake: t.wake}
 	s.turns.Put(t)
 }
 
@@ -183,29 +252,36 @@ func (s *shares) tick() {
 	s.armLocked()
 }
 
-// drop runs, without a slot, the turns of w that wait: a worker that stops
-// lets them end (its events come again after their ack wait).
+// drop lets the turns of w that wait go on without a slot: a worker that
+// stops lets them end (its events come again after their ack wait).
 func (s *shares) drop(w *worker) {
 	s.mu.Lock()
 	sp := w.space
-	var mine []*turn
-	kept := sp.queue[:sp.head]
-	for _, t := range sp.queue[sp.head:] {
-		if t.w == w {
-			mine = append(mine, t)
-		} else {
-			kept = append(kept, t)
+	var starts, resumes []*turn
+	sp.queue = slices.DeleteFunc(sp.queue, func(t *turn) bool {
+		if t != nil && t.w == w {
+			starts = append(starts, t)
+			return true
 		}
-	}
-	clear(sp.queue[len(kept):])
-	sp.queue = kept
-	if sp.head == len(sp.queue) {
+		return false
+	})
+	sp.head = min(sp.head, len(sp.queue)) // the nils before head are no turn of w's
+	sp.resumed = slices.DeleteFunc(sp.resumed, func(t *turn) bool {
+		if t.w == w {
+			resumes = append(resumes, t)
+			return true
+		}
+		return false
+	})
+	if sp.idle() {
 		s.unwait(sp)
 	}
 	s.mu.Unlock()
-	for _, t := range mine {
-		t.slot = false
+	for _, t := range starts {
 		s.run(t)
+	}
+	for _, t := range resumes {
+		t.wake <- struct{}{}
 	}
 }
 
@@ -238,13 +314,12 @@ func (sp *space) sync(epoch int64) int {
 	return sp.cur + sp.prev
 }
 
-// grant gives t a slot and runs it. The mu is held.
+// grant gives t a slot. The mu is held.
 func (s *shares) grant(t *turn) {
 	t.sp.sync(s.epoch)
 	t.epoch, t.slot = s.epoch, true
 	s.cur++
 	t.sp.cur++
-	s.run(t)
 }
 
 // dispatchLocked gives the free slots to waiting turns: each to the
@@ -260,20 +335,32 @@ func (s *shares) dispatchLocked() {
 			}
 		}
 		sp := s.waiting[best]
+		s.next = best + 1
+		if len(sp.resumed) > 0 {
+			t := sp.resumed[0]
+			sp.resumed = slices.Delete(sp.resumed, 0, 1)
+			if sp.idle() {
+				s.unwait(sp)
+			}
+			s.grant(t)
+			t.wake <- struct{}{}
+			continue
+		}
 		t := sp.queue[sp.head]
 		sp.queue[sp.head] = nil
 		sp.head++
-		s.next = best + 1
-		if sp.head == len(sp.queue) {
+		if sp.idle() {
 			s.unwait(sp)
 		}
 		s.grant(t)
+		s.run(t)
 	}
 }
 
-// unwait takes sp, whose queue is empty, off the waiting list. The mu is
-// held.
+// unwait takes sp, which has no turn waiting, off the waiting list. The
+// mu is held.
 func (s *shares) unwait(sp *space) {
+	clear(sp.queue)
 	sp.queue, sp.head = sp.queue[:0], 0
 	if !sp.waiting {
 		return

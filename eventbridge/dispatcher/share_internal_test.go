@@ -168,3 +168,30 @@ func TestSharesRunTheWaitingTurnsOfAStoppingWorker(t *testing.T) {
 	require.Len(t, ts.ran, 4)
 	assert.Same(t, b, ts.ran[3].w)
 }
+
+// TestSharesLetTurnsThatWaitForTheirSinkGiveTheirSlotBack: a turn that
+// pauses (its request sent, the sink working) frees its slot for a
+// waiting turn; when it resumes it waits for a slot again, before the
+// turns of its namespace that have not started.
+func TestSharesLetTurnsThatWaitForTheirSinkGiveTheirSlotBack(t *testing.T) {
+	ts := newTestShares(1)
+	w := ts.worker("mallory")
+	ts.submit(w, 3)
+	require.Len(t, ts.ran, 1)
+	first := ts.ran[0].t
+	first.pause()
+	require.Len(t, ts.ran, 2, "the slot it gave back went to the next turn")
+	resumed := make(chan struct{})
+	go func() { first.resume(); close(resumed) }()
+	require.Eventually(t, func() bool {
+		ts.mu.Lock()
+		defer ts.mu.Unlock()
+		return len(w.space.resumed) == 1
+	}, 5*time.Second, time.Millisecond, "waiting for a slot")
+	ts.done(ts.ran[1].t)
+	<-resumed
+	assert.True(t, first.slot, "the slot went to the turn that resumed")
+	assert.Len(t, ts.ran, 2, "not to the turn that had not started")
+	ts.done(first)
+	assert.Len(t, ts.ran, 3)
+}

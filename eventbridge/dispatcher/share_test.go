@@ -2,7 +2,7 @@ package dispatcher_test
 
 import (
 	"fmt"
-	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,19 +14,33 @@ import (
 )
 
 // TestAFanOutWaitsBehindItsOwnNamespace: a namespace's 100 Subscriptions
-// on one type take one event each, to a sink that never answers; once all
-// 100 are in the dispatcher's hands, another namespace's event is
-// delivered, and before it the attacker's sink got no more than the
-// slots' worth of its events (the slots, and those that freed when their
-// turns had held them their SlotTime, one to each namespace), not all 100:
+// on one type take one event each, and the dispatcher's work for each is
+// slow (here its sinks' resolution, which blocks); once all 100 are in the
+// dispatcher's hands, another namespace's event is delivered, and before
+// it the dispatcher started its work for no more than the slots' worth of
+// the attacker's events (the slots, and those that freed when their turns
+// had held them their SlotTime, one to each namespace), not for all 100:
 // the fan-out waits behind its own namespace's turns, not in front of the
 // victim's.
 func TestAFanOutWaitsBehindItsOwnNamespace(t *testing.T) {
 	const slots, fanOut = 4, 100
-	b := newBridge(t, withConfig(func(c *dispatcher.Config) { c.DeliverySlots, c.SlotTime = slots, time.Second }))
 	release := make(chan struct{})
-	attacker := b.newSink("spam", func(int, *http.Request, http.ResponseWriter) { <-release })
-	t.Cleanup(func() { close(release) }) // before the sink closes: cleanups run last first
+	var mu sync.Mutex
+	var started []time.Time // the attacker's resolutions
+	var b *bridge
+	resolve := dispatcher.ResolverFunc(func(s v1alpha2.Sink) (string, error) {
+		if s.Namespace == "mallory" {
+			mu.Lock()
+			started = append(started, time.Now())
+			mu.Unlock()
+			<-release
+		}
+		return b.resolve(s)
+	})
+	b = newBridge(t, withConfig(func(c *dispatcher.Config) { c.DeliverySlots, c.SlotTime = slots, time.Second }),
+		withOption(dispatcher.WithResolver(resolve)))
+	t.Cleanup(func() { close(release) }) // before the dispatcher stops: cleanups run last first
+	b.newSink("spam", nil)
 	victim := b.newSink("ledger", nil)
 	var fan []*v1alpha2.Subscription
 	for i := range fanOut {
@@ -53,10 +67,12 @@ func TestAFanOutWaitsBehindItsOwnNamespace(t *testing.T) {
 	require.Eventually(t, func() bool { return victim.count() == 1 }, 10*time.Second, 5*time.Millisecond)
 	delivered := victim.deliveries()[0].at
 	before := 0
-	for _, d := range attacker.deliveries() {
-		if d.at.Before(delivered) {
+	mu.Lock()
+	for _, at := range started {
+		if at.Before(delivered) {
 			before++
 		}
 	}
-	assert.LessOrEqual(t, before, 2*slots, "the attacker's events that reached its sink before the victim's")
+	mu.Unlock()
+	assert.LessOrEqual(t, before, 2*slots, "the attacker's events the dispatcher worked on before the victim's was delivered")
 }
