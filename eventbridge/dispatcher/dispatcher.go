@@ -44,7 +44,7 @@ const (
 	// DefaultSlotsPerCPU is Config.DeliverySlots by default, per CPU the
 	// process may use (GOMAXPROCS).
 	DefaultSlotsPerCPU = 16
-	DefaultSlotTime    = 5 * time.Millisecond
+	DefaultSlotTime    = 2 * time.Millisecond
 )
 
 // MaxResponseHeaderBytes bounds the headers of a sink's answer (what
@@ -107,17 +107,17 @@ type Config struct {
 	// the zero value refuses loopback among others. It holds for the
 	// default transport (NewTransport).
 	Egress egress.Policy
-	// DeliverySlots is how many events' turns (an attempt and what
-	// settles it: acknowledging, retrying, dead-lettering, storing the
-	// sink's reply) run at once, shared fairly among namespaces: a
-	// namespace alone may use them all, and when turns wait, each slot
-	// that frees goes to the waiting namespace that runs the fewest, so
-	// that one namespace's fan-out, retries, large events or slow sinks
-	// wait behind its own work, not in front of another's (share.go).
-	// SlotTime bounds how long a turn holds its slot (one to two of it;
-	// then it runs on without one), so that a sink that never answers
-	// keeps no slot from the others, and so how long a namespace waits
-	// for one. Defaults DefaultSlotsPerCPU per GOMAXPROCS and 5ms;
+	// DeliverySlots is how many events' turns (an attempt, and what
+	// settles it: storing the sink's reply, acknowledging, retrying,
+	// dead-lettering) run at once, shared fairly among namespaces: a
+	// namespace alone may use all but a quarter kept for namespaces that
+	// run few, and when turns wait, each slot that frees goes to the
+	// waiting namespace that runs the fewest, so that one namespace's
+	// fan-out, retries, large events or replies wait behind its own
+	// work, not in front of another's (share.go). SlotTime bounds how
+	// long a turn holds its slot (one to two of it; a sink that is slower
+	// keeps none from the others, and the turn takes one again once it
+	// answered). Defaults DefaultSlotsPerCPU per GOMAXPROCS and 2ms;
 	// negative DeliverySlots means no bound.
 	DeliverySlots int
 	SlotTime      time.Duration

@@ -11,30 +11,32 @@ import (
 // Delivery slots: how the dispatcher's work is shared among namespaces.
 //
 // Every event a worker takes, first attempt or retry, is a turn: the
-// dispatcher's own work for one attempt, before it (reading the event,
-// building the request) and after it (storing the sink's reply,
-// acknowledging, retrying, dead-lettering). At most Config.DeliverySlots
-// turns run at once. While slots are free a turn runs at once, so a
-// namespace alone may use them all; when none is, turns wait in a queue of
-// their namespace, and each slot that frees goes to the waiting namespace
-// that runs the fewest turns (in turn among equals), oldest turn first. So
-// under contention every namespace with work runs an equal share of the
-// slots, whatever its fan-out, retries or event sizes: a namespace whose
-// 300 Subscriptions take one event each waits behind its own events, not
-// in front of another's. The dispatcher's work then proceeds at each
-// namespace's share of what the machine does, and so does what the work
-// sets off (the requests to the sinks, the acknowledgements JetStream
-// stores).
+// dispatcher's work for one attempt, from reading the event through the
+// request and the sink's answer to storing its reply and settling the
+// event (acknowledging, retrying, dead-lettering). At most
+// Config.DeliverySlots turns run at once. While slots are free a turn
+// runs at once, so a namespace alone may use them nearly all; when none
+// is, turns wait in a queue of their namespace, and each slot that frees
+// goes to the waiting namespace that runs the fewest turns (in turn among
+// equals), oldest turn first. So under contention every namespace with
+// work runs an equal share of the slots, whatever its fan-out, retries or
+// event sizes: a namespace whose 300 Subscriptions take one event each
+// waits behind its own events, not in front of another's, and its
+// deliveries proceed at its share of what the machine does, and so does
+// the work they set off (the sinks' requests, the acknowledgements
+// JetStream stores).
 //
-// A turn gives its slot back while it waits for its sink (pause): for the
-// sink to be ready, and from sending the request to the last byte of the
-// answer read; it then waits for a slot again (resume), before the turns
-// of its namespace that have not started. A sink that never answers, or
-// answers slowly, so holds no slot. Lest anything else hold one long (a
-// store that does not answer), a turn holds a slot for one to two
-// SlotTimes at most (the slots count the turns that took one in this
-// SlotTime and the last one, still running): after that it runs on
-// without one.
+// A quarter of the slots is kept for namespaces that run fewer turns than
+// that quarter: a namespace that takes the other slots, its sink slow,
+// does not make the next namespace wait for one of them to free.
+//
+// A sink that never answers must not keep its slot, nor a sink that has
+// no ready endpoint: a turn gives its slot back while it waits for its
+// sink to be ready (pause), and holds it for one to two SlotTimes at most
+// (the slots count the turns that took one in this SlotTime and the last
+// one, still running). A turn whose slot was so taken back while its sink
+// worked takes one again for what follows (renew), before the turns of
+// its namespace that have not started.
 
 // shares hands out the delivery slots. Its methods are safe for concurrent
 // use.
@@ -46,6 +48,10 @@ type shares struct {
 	run func(pull.Task)
 	// wake calls f after d; nil: no timer (tests call tick).
 	wake func(d time.Duration, f func())
+
+	// reserve is how many slots only a namespace running fewer turns
+	// may take.
+	reserve int
 
 	mu sync.Mutex
 	// epoch is the current SlotTime's number; cur and prev count the
@@ -101,8 +107,8 @@ func (t *turn) Run() {
 	t.s.done(t)
 }
 
-// pause gives t's slot back while it waits for its sink. A nil turn
-// (an event handled outside the shares) has nothing to give.
+// pause gives t's slot back while it waits for its sink to be ready. A
+// nil turn (an event handled outside the shares) has nothing to give.
 func (t *turn) pause() {
 	if t != nil && t.slot {
 		t.s.release(t)
@@ -117,9 +123,17 @@ func (t *turn) resume() {
 	}
 }
 
+// renew takes a slot for t again, as resume does, if the one it took was
+// taken back while its sink worked.
+func (t *turn) renew() {
+	if t != nil && t.s.slots > 0 && t.s.expired(t) {
+		t.s.resume(t)
+	}
+}
+
 func newShares(slots int, quantum time.Duration, run func(pull.Task)) *shares {
 	return &shares{
-		slots: slots, quantum: quantum, now: time.Now, run: run,
+		slots: slots, quantum: quantum, reserve: slots / 4, now: time.Now, run: run,
 		wake:   func(d time.Duration, f func()) { time.AfterFunc(d, f) },
 		spaces: map[string]*space{},
 	}
@@ -163,7 +177,7 @@ func (s *shares) submit(w *worker, m *pull.Msg) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.free() {
+	if s.free(t.sp) {
 		s.grant(t)
 		s.run(t)
 		return
@@ -193,7 +207,7 @@ func (s *shares) await(sp *space) {
 // own that have not started.
 func (s *shares) resume(t *turn) {
 	s.mu.Lock()
-	if s.free() {
+	if s.free(t.sp) {
 		s.grant(t)
 		s.mu.Unlock()
 		return
@@ -207,11 +221,31 @@ func (s *shares) resume(t *turn) {
 }
 
 // free moves the epoch to now's, gives the slots it frees to waiting
-// turns, and reports whether a slot is left. The mu is held.
-func (s *shares) free() bool {
+// turns, and reports whether a slot is left that sp may take. The mu is
+// held.
+func (s *shares) free(sp *space) bool {
 	s.advance(s.now())
 	s.dispatchLocked()
-	return s.cur+s.prev < s.slots
+	return s.mayTake(sp)
+}
+
+// mayTake reports whether sp may take a free slot: one that is not kept,
+// or a kept one when it runs fewer than are kept. The mu is held.
+func (s *shares) mayTake(sp *space) bool {
+	free := s.slots - s.cur - s.prev
+	return free > s.reserve || free > 0 && sp.sync(s.epoch) < s.reserve
+}
+
+// expired reports whether t's slot was taken back (it held it for its
+// SlotTimes), and then that it holds none.
+func (s *shares) expired(t *turn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.advance(s.now())
+	if t.slot && t.epoch < s.epoch-1 {
+		t.slot = false
+	}
+	return !t.slot
 }
 
 // release gives t's slot back, and the slot to a waiting turn.
@@ -335,6 +369,9 @@ func (s *shares) dispatchLocked() {
 			}
 		}
 		sp := s.waiting[best]
+		if !s.mayTake(sp) {
+			return // nor may the others, which run as many or more
+		}
 		s.next = best + 1
 		if len(sp.resumed) > 0 {
 			t := sp.resumed[0]

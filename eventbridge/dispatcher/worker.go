@@ -500,7 +500,7 @@ func (l eventLog) Warn(msg string, args ...any)  { l.emit(slog.LevelWarn, msg, a
 func (l eventLog) Error(msg string, args ...any) { l.emit(slog.LevelError, msg, args) }
 
 // post makes one delivery attempt, recorded by at, in turn t, whose slot
-// it gives back from sending the request to reading the answer.
+// it takes again if it was taken back while the sink worked.
 func (w *worker) post(ctx context.Context, log eventLog, msg jetstream.Msg, at *attempt, t *turn) result {
 	url, err := w.d.resolver.Resolve(w.target.sink)
 	if err != nil {
@@ -508,9 +508,8 @@ func (w *worker) post(ctx context.Context, log eventLog, msg jetstream.Msg, at *
 		at.answered(res)
 		return res
 	}
-	t.pause() // a turn holds no slot while the sink works
 	res := w.send(ctx, log, msg, url)
-	t.resume()
+	t.renew()
 	at.answered(res)
 	return res
 }
