@@ -105,7 +105,7 @@ func DefaultConfig() Config {
 		Components:               []string{ComponentPublisher, ComponentDispatcher, ComponentReconciler},
 		Streams:                  stream.DefaultConfig(),
 		AckWait:                  stream.DefaultAckWait,
-		Publisher:                publisher.Config{MaxRequestBytes: publisher.DefaultMaxRequestBytes, StoreTimeout: publisher.DefaultStoreTimeout, LegacyPrefix: v1alpha2.DefaultLegacyPrefix, LegacySource: publisher.DefaultLegacySource},
+		Publisher:                publisher.Config{MaxRequestBytes: publisher.DefaultMaxRequestBytes, MaxPublishing: publisher.DefaultMaxPublishing, StoreTimeout: publisher.DefaultStoreTimeout, LegacyPrefix: v1alpha2.DefaultLegacyPrefix, LegacySource: publisher.DefaultLegacySource},
 		KymaApplications:         true,
 		ApplicationCheckInterval: applications.DefaultCheckInterval,
 		Dispatcher: dispatcher.Config{RequestTimeout: dispatcher.DefaultRequestTimeout, MaxHops: dispatcher.DefaultMaxHops, Jitter: dispatcher.DefaultJitter, Delivery: v1alpha2.DefaultDelivery(),

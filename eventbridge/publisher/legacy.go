@@ -187,6 +187,10 @@ func (p *Publisher) serveLegacy(w http.ResponseWriter, r *http.Request) int {
 	if err != nil {
 		return p.legacyFail(w, r, &LegacyError{Status: http.StatusUnauthorized, Message: err.Error()})
 	}
+	if err := p.publishing.enter(sender); err != nil {
+		return p.legacyFail(w, r, &LegacyError{Status: http.StatusTooManyRequests, Message: err.Error()})
+	}
+	defer p.publishing.leave(sender)
 	body, err := p.readBody(w, r)
 	if errors.Is(err, errTooLarge) {
 		return p.legacyFail(w, r, &LegacyError{Status: http.StatusRequestEntityTooLarge, Type: legacyTypeRequestBodyTooLarge, Message: legacyMessageTooLarge, MoreInfo: err.Error()})
@@ -221,11 +225,11 @@ func (p *Publisher) serveLegacy(w http.ResponseWriter, r *http.Request) int {
 	return http.StatusOK
 }
 
-// legacyFail answers a legacy request with e, as Kyma's JSON error; a 503
-// says when to try again, as fail's does.
+// legacyFail answers a legacy request with e, as Kyma's JSON error; a 503 or
+// a 429 says when to try again, as fail's does.
 func (p *Publisher) legacyFail(w http.ResponseWriter, r *http.Request, e *LegacyError) int {
 	p.logFailure(r, e.Status, errors.New(e.Message+" "+e.MoreInfo))
-	if e.Status == http.StatusServiceUnavailable {
+	if e.Status == http.StatusServiceUnavailable || e.Status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", "1")
 	}
 	writeJSON(w, e.Status, e)

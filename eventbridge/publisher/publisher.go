@@ -105,6 +105,14 @@ type Config struct {
 	// Reservation; needs WithSenders). None: anyone may publish anything,
 	// Kyma's model.
 	Reserved []Reservation
+	// MaxPublishing is how many requests the publisher works on at once
+	// before it shares them among sender namespaces (WithSenders; every
+	// request without one counts as one sender): past it, a request of a
+	// sender that has its share of those in progress (MaxPublishing over
+	// the senders with any) is refused (429, Retry-After), so that one
+	// namespace's flood leaves the others theirs. Default
+	// DefaultMaxPublishing; negative: no bound.
+	MaxPublishing int
 }
 
 // Publisher is the HTTP handler of the publishing API. It is safe for
@@ -124,6 +132,8 @@ type Publisher struct {
 	// stores give each request's wait for JetStream its StoreTimeout.
 	stores  *deadline.Windows
 	senders Senders
+	// publishing shares the requests in progress among senders.
+	publishing *publishing
 }
 
 // Option configures New.
@@ -210,13 +220,17 @@ func New(store EventStore, cfg Config, opts ...Option) (*Publisher, error) {
 	if cfg.LegacySource == "" {
 		cfg.LegacySource = DefaultLegacySource
 	}
+	if cfg.MaxPublishing == 0 {
+		cfg.MaxPublishing = DefaultMaxPublishing
+	}
 	p := &Publisher{
 		cfg:   cfg,
 		store: store,
 		log:   slog.New(slog.DiscardHandler),
 		newID: newUUID,
 
-		stores: deadline.New(cfg.StoreTimeout),
+		stores:     deadline.New(cfg.StoreTimeout),
+		publishing: newPublishing(cfg.MaxPublishing),
 	}
 	for _, o := range opts {
 		if err := o(p); err != nil {
@@ -313,6 +327,10 @@ func (p *Publisher) servePublish(w http.ResponseWriter, r *http.Request) int {
 	if err != nil {
 		return p.fail(w, r, err)
 	}
+	if err := p.publishing.enter(sender); err != nil {
+		return p.fail(w, r, err)
+	}
+	defer p.publishing.leave(sender)
 	body, err := p.readBody(w, r)
 	if err != nil {
 		return p.fail(w, r, err)
@@ -535,7 +553,7 @@ func StatusCode(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, auth.ErrUnauthenticated):
 		return http.StatusUnauthorized
-	case errors.Is(err, auth.ErrTooManyReviews):
+	case errors.Is(err, auth.ErrTooManyReviews), errors.Is(err, ErrOverShare):
 		return http.StatusTooManyRequests
 	case errors.Is(err, ErrReserved):
 		return http.StatusForbidden
