@@ -96,7 +96,12 @@ type Config struct {
 	// retry included); past it, it asks for no more until some are
 	// settled. MaxHeldBytesPerSubscription bounds one Subscription's
 	// share, so that one with large events or a slow sink cannot take it
-	// all. A Subscription holding nothing may take one event of any size.
+	// all, and a namespace holding a quarter of MaxHeldBytes or more
+	// shares the other three quarters with every other such namespace,
+	// the last quarter kept for namespaces holding less, so that one
+	// namespace's many Subscriptions cannot take it all either. A
+	// Subscription whose namespace holds nothing may take one event of
+	// any size.
 	// The CloudEvent replies of its sink count too, from their headers to
 	// the last byte read until they are stored: a reply that does not fit
 	// fails its attempt (retried), unless its event is all the
@@ -570,7 +575,7 @@ func (d *Dispatcher) startLocked(w *worker) {
 	w.ctx, w.cancel = context.WithCancel(d.runCtx)
 	w.init()
 	w.space = d.shares.join(w.target.sub.Namespace)
-	w.pl = d.puller.Add(w.target.consumer, w.target.delivery.MaxInFlight, w)
+	w.pl = d.puller.Add(w.target.sub.Namespace, w.target.consumer, w.target.delivery.MaxInFlight, w)
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
