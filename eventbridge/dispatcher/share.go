@@ -253,6 +253,7 @@ func (s *shares) release(t *turn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.advance(s.now())
+	t.sp.sync(s.epoch)
 	switch t.epoch {
 	case s.epoch:
 		s.cur--

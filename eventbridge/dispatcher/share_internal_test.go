@@ -231,3 +231,18 @@ func TestSharesRenewTheSlotsTakenBackWhileTheSinkWorked(t *testing.T) {
 	<-renewed
 	assert.True(t, slow.slot)
 }
+
+// TestSharesCountATurnOffInTheSlotTimeItEnds: a turn that ends in the
+// SlotTime after the one it took its slot in frees it in its namespace's
+// count too, however long since the namespace was last counted.
+func TestSharesCountATurnOffInTheSlotTimeItEnds(t *testing.T) {
+	ts := newTestShares(8)
+	w := ts.worker("mallory")
+	ts.submit(w, 2)
+	ts.now = ts.now.Add(ts.quantum)
+	ts.done(ts.ran[0].t)
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	assert.Equal(t, 1, w.space.sync(ts.epoch), "one of the two still runs")
+	assert.Equal(t, 1, ts.cur+ts.prev)
+}
