@@ -172,7 +172,7 @@ func (c *Process) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.DependencyCacheBounds.UploadTimeout, "dependency-cache-upload-timeout", c.DependencyCacheBounds.UploadTimeout, "longest dependency upload, its body included; a slower one is cut (408)")
 	fs.DurationVar(&c.AckWait, "ack-wait", c.AckWait, "consumers' ack wait: how soon another replica retries the events of a dispatcher that died")
 	fs.Int64Var(&c.Publisher.MaxRequestBytes, "max-request-bytes", c.Publisher.MaxRequestBytes, "largest publish request body; larger get 413")
-	fs.IntVar(&c.Publisher.MaxPublishing, "max-publishing", c.Publisher.MaxPublishing, "publish requests worked on at once before they are shared among sender namespaces (requests without one count as one sender): past it, a sender that has its share of those in progress gets 429 with Retry-After (-1: no bound)")
+	fs.IntVar(&c.Publisher.MaxPublishing, "max-publishing", c.Publisher.MaxPublishing, "publish requests worked on at once before they are shared among sender namespaces (requests without one count as one sender): past it, a sender that has its share of those in progress gets 429 with Retry-After while another has requests in progress (-1: no bound)")
 	fs.DurationVar(&c.Publisher.StoreTimeout, "store-timeout", c.Publisher.StoreTimeout, "how long a publish waits for JetStream before answering 503")
 	fs.StringVar(&c.Publisher.LegacyPrefix, "legacy-event-prefix", c.Publisher.LegacyPrefix, "prefix of Kyma legacy event types")
 	fs.StringVar(&c.Publisher.LegacySource, "legacy-source", c.Publisher.LegacySource, "source of the exact-matching copy of legacy events")

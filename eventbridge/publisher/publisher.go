@@ -109,9 +109,10 @@ type Config struct {
 	// before it shares them among sender namespaces (WithSenders; every
 	// request without one counts as one sender): past it, a request of a
 	// sender that has its share of those in progress (MaxPublishing over
-	// the senders with any) is refused (429, Retry-After), so that one
-	// namespace's flood leaves the others theirs. Default
-	// DefaultMaxPublishing; negative: no bound.
+	// the senders with any) is refused (429, Retry-After) while another
+	// sender has requests in progress, so that one namespace's flood
+	// leaves the others theirs. Default DefaultMaxPublishing; negative:
+	// no bound.
 	MaxPublishing int
 }
 

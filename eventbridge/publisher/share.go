@@ -17,13 +17,14 @@ var ErrOverShare = errors.New("over its share of the publisher")
 // publishing counts the requests the publisher works on (from knowing
 // their sender to their answer) per sender namespace, "" for every
 // request without one together, and shares them under contention: while
-// fewer than max are in progress every request is taken, so a sender
-// alone may have them all; past max, a sender's request is taken only
-// while it has fewer than max over the senders with requests in progress
-// (itself counted). So one namespace's flood of publishes, valid or not,
-// or of requests whose bodies come slowly, leaves the others theirs, and
-// a sender below its share is never refused. It is safe for concurrent
-// use.
+// fewer than max are in progress, or all are one sender's, every request
+// is taken, so a sender alone may have as many as it sends (Kyma's model,
+// where every publish is anonymous, is never refused); past max, a
+// sender's request is taken only while it has fewer than max over the
+// senders with requests in progress (itself counted). So one namespace's
+// flood of publishes, valid or not, or of requests whose bodies come
+// slowly, leaves the others theirs, and a sender below its share is never
+// refused. It is safe for concurrent use.
 type publishing struct {
 	max int // <= 0: no bound
 
@@ -50,7 +51,7 @@ func (p *publishing) enter(sender string) error {
 		if !ok {
 			senders++
 		}
-		if share := max(p.max/senders, 1); n >= share {
+		if share := max(p.max/senders, 1); senders > 1 && n >= share {
 			who := "namespace " + sender
 			if sender == "" {
 				who = "publishers without a namespace (together)"

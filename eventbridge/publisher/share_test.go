@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -15,10 +16,11 @@ import (
 
 // TestANamespaceHoldingThePublisherGetsNoMore: a namespace whose
 // publishes take every request the publisher works on at once (here four
-// whose bodies never end) is answered 429 with Retry-After for its next,
-// while another namespace, and publishers without one, still publish:
-// each has its share of the publisher's work under contention. Once its
-// requests end, its publishes are stored again.
+// whose bodies never end), while another namespace has one in progress
+// too, is answered 429 with Retry-After for its next, while the other
+// namespace, and publishers without one, still publish: each has its
+// share of the publisher's work under contention. Once its requests end,
+// its publishes are stored again.
 func TestANamespaceHoldingThePublisherGetsNoMore(t *testing.T) {
 	const maxPublishing = 4
 	e := newEnv(t, publisher.Config{MaxPublishing: maxPublishing}, nil, publisher.WithSenders(tokens{"a": "team-a", "b": "team-b"}))
@@ -40,8 +42,9 @@ func TestANamespaceHoldingThePublisherGetsNoMore(t *testing.T) {
 			w.CloseWithError(io.ErrUnexpectedEOF)
 		}
 	})
-	answers := make(chan answer, maxPublishing)
-	for i := range maxPublishing {
+	slow := append(slices.Repeat([]string{"a"}, maxPublishing), "b")
+	answers := make(chan answer, len(slow))
+	for i, token := range slow {
 		r, w := io.Pipe()
 		bodies = append(bodies, w)
 		req, err := http.NewRequest(http.MethodPost, e.srv.URL+"/publish", r)
@@ -49,7 +52,7 @@ func TestANamespaceHoldingThePublisherGetsNoMore(t *testing.T) {
 		for k, v := range binary(fmt.Sprint("slow-", i), "order.created.v1") {
 			req.Header.Set(k, v)
 		}
-		req.Header.Set("Authorization", "Bearer a")
+		req.Header.Set("Authorization", "Bearer "+token)
 		go func() {
 			resp, err := http.DefaultClient.Do(req)
 			if err == nil {
@@ -86,12 +89,12 @@ func TestANamespaceHoldingThePublisherGetsNoMore(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, w.Close())
 	}
-	for range maxPublishing {
+	for range slow {
 		a := <-answers
 		require.NoError(t, a.err)
 		assert.Equal(t, http.StatusNoContent, a.code)
 	}
 	code, body, _ = send("a", "again")
 	assert.Equal(t, http.StatusNoContent, code, "team-a once its requests ended: %s", body)
-	e.stored(t, stored+maxPublishing+3)
+	e.stored(t, stored+len(slow)+3)
 }
