@@ -22,6 +22,8 @@ TESTFLAGS ?= -timeout 30m
 # platform dumps, so that the last lines of a long run say what failed.
 TESTSUMMARY := $(BIN)/testsummary
 GOTEST = $(GO) test -json
+# More flags for testsummary in test-race (make test passes -state).
+TESTSUMMARY_FLAGS ?=
 
 # Modules of their own inside the repository (heavy test-only dependencies):
 # `make verify` vets them all; `make test` runs e2e/keda's tests with the
@@ -33,9 +35,9 @@ NESTED_TEST_MODULES := e2e/keda
 # the node's KEDA then compiles only the packages the tests did not.
 KFN_E2E_KEDA_ENV := CGO_ENABLED=0
 
-# Packages whose tests `make test` also runs under the race detector: the
-# ones with goroutines of their own, and the test infrastructure (about 3
-# minutes on 2 cores).
+# Packages whose tests `make test` runs under the race detector, and not
+# again without it: the ones with goroutines of their own, and the test
+# infrastructure.
 RACE_PACKAGES := ./eventbridge/... ./scaler/... ./controller/... ./local/... ./internal/... ./cmd/... ./api/inflight ./api/stream ./test/... ./cli
 
 # Fuzz targets, as package:Target:inputs, run briefly by `make test` (their
@@ -73,14 +75,17 @@ test: testsummary ## Run every test (builds the test API server once, about 4 mi
 	@hack/phase.sh run verify $(MAKE) --no-print-directory verify
 	@hack/phase.sh run envtest $(MAKE) --no-print-directory envtest
 	@hack/phase.sh run test-packages $(MAKE) --no-print-directory test-packages
-	@echo "go test ./..."
-	@hack/phase.sh run unit bash -c 'KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GOTEST) $(TESTFLAGS) ./... | $(TESTSUMMARY) -state "$$KFN_PHASE_STATE"'
+	@# Every package once: those of RACE_PACKAGES under the race detector
+	@# (the race phase below), the others here.
+	@echo "go test ./... but RACE_PACKAGES"
+	@hack/phase.sh run unit bash -c 'pkgs=$$($(GO) list ./... | grep -vxF -f <($(GO) list $(RACE_PACKAGES))) && \
+		KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GOTEST) $(TESTFLAGS) $$pkgs | $(TESTSUMMARY) -state "$$KFN_PHASE_STATE"'
 	@# Nested modules (own go.mod, outside ./... above): the real KEDA's e2e.
 	@for m in $(NESTED_TEST_MODULES); do \
 		echo "cd $$m && go test ./..."; \
 		hack/phase.sh run "$$m" env $$([ $$m = e2e/keda ] && echo $(KFN_E2E_KEDA_ENV)) bash -c 'cd "$$1" && KUBEBUILDER_ASSETS="$$($(CURDIR)/hack/envtest-assets.sh)" $(GOTEST) $(TESTFLAGS) ./... | $(TESTSUMMARY) -state "$$KFN_PHASE_STATE"' - "$$m" || exit 1; \
 	done
-	@hack/phase.sh run race $(MAKE) --no-print-directory test-race
+	@hack/phase.sh run race bash -c '$(MAKE) --no-print-directory test-race TESTSUMMARY_FLAGS="-state $$KFN_PHASE_STATE"'
 	@hack/phase.sh run fuzz $(MAKE) --no-print-directory fuzz
 	@$(MAKE) --no-print-directory test-cluster
 	@hack/phase.sh report
@@ -162,7 +167,7 @@ bench: envtest ## Run every benchmark and write BENCHMARKS.md with scaling curve
 
 .PHONY: test-race
 test-race: envtest testsummary ## Run the tests of RACE_PACKAGES with the race detector (part of make test).
-	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GOTEST) -race $(TESTFLAGS) $(RACE_PACKAGES) | $(TESTSUMMARY)
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GOTEST) -race $(TESTFLAGS) $(RACE_PACKAGES) | $(TESTSUMMARY) $(TESTSUMMARY_FLAGS)
 
 .PHONY: testsummary
 testsummary: ## Build hack/testsummary, which prints go test -json's output for make test.

@@ -28,6 +28,7 @@ func newDevCommand() *cobra.Command {
 		plainLogs bool
 		logLevel  string
 		logFormat string
+		maxConns  int
 	)
 	cmd := &cobra.Command{
 		Use:   "dev [DIR]",
@@ -74,7 +75,7 @@ Subscriptions) running and shows why. Ctrl-C stops every process.`,
 				return usagef("%v", err)
 			}
 			tty := isTerminal(out) && !plainLogs
-			cfg := dev.Config{Dir: dir, Addr: strings.TrimPrefix(listen, "http://"), NATSPort: natsPort, Cooldown: cooldown, StateDir: stateDir, Output: out, Logger: log}
+			cfg := dev.Config{Dir: dir, Addr: strings.TrimPrefix(listen, "http://"), NATSPort: natsPort, Cooldown: cooldown, StateDir: stateDir, Output: out, Logger: log, MaxConnections: maxConns}
 			if noWatch {
 				cfg.WatchInterval = -1
 			}
@@ -93,6 +94,7 @@ Subscriptions) running and shows why. Ctrl-C stops every process.`,
 	cmd.Flags().IntVar(&natsPort, "nats-port", 0, "client port of the embedded NATS server (0: a free one)")
 	cmd.Flags().DurationVar(&cooldown, "cooldown", 0, "replace every function's scaleConfig.cooldownPeriod, e.g. 10s to watch scale-to-zero quickly")
 	cmd.Flags().StringVar(&stateDir, "state-dir", "", "where NATS data, function files and installed dependencies live (default DIR/.kfn)")
+	cmd.Flags().IntVar(&maxConns, "max-connections", 0, "most connections open at once on --addr; past it, idle keep-alive connections are closed for new ones and the rest wait (0: a quarter of the process's file limit, at most 4096)")
 	cmd.Flags().BoolVar(&noWatch, "no-watch", false, "do not apply edits to DIR while running")
 	cmd.Flags().BoolVar(&plainLogs, "plain", false, "plain logs only, no status table, even on a terminal")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "level of kfn's own logs: "+logging.Levels)

@@ -50,7 +50,9 @@ type Deps struct {
 	// Tracer makes the publisher's and the dispatcher's spans; nil: none.
 	Tracer trace.TracerProvider
 	// Token, when set, is the bearer token the publisher's handler
-	// requires, and the gateway's without GatewayAccess (package auth).
+	// requires, and the gateway's without GatewayAccess (auth.RequireToken:
+	// in auth.TokenHeader beside a sender's identity, which Senders then
+	// checks too, or as the bearer token).
 	Token []byte
 	// Access, when set, authenticates the callers of the dead-letter
 	// admin API as Kubernetes does and lets each do only what RBAC grants
@@ -74,6 +76,10 @@ type Deps struct {
 	// (Config.DependencyCache) learns its callers' namespaces from it, and
 	// is off without it.
 	Senders *auth.Kubernetes
+	// DependencyWriters tells the dependency cache which upload is the
+	// install step of a pod of the object's own dependency set (its writer
+	// token); the cache is off without it, as without Senders.
+	DependencyWriters depcache.Writers
 
 	// Kubernetes, when set, is the manager the bridge reads Subscriptions,
 	// EndpointSlices and Kyma's Applications with and runs its reconciler
@@ -234,10 +240,12 @@ func New(cfg Config, deps Deps) (*Bridge, error) {
 }
 
 // applier applies Subscriptions to JetStream with the configured consumer
-// settings: the same delivery defaults as the dispatcher's.
+// settings (the same delivery defaults as the dispatcher's) and a
+// namespace's limits.
 func (b *Bridge) applier() subscription.Applier {
 	return subscription.Applier{JetStream: b.js, Streams: b.cfg.Streams,
-		Consumer: stream.ConsumerSettings{AckWait: b.cfg.AckWait, Defaults: b.cfg.Dispatcher.Delivery}}
+		Consumer: stream.ConsumerSettings{AckWait: b.cfg.AckWait, Defaults: b.cfg.Dispatcher.Delivery},
+		Limits:   b.cfg.SubscriptionLimits}
 }
 
 // component returns the logger of a part.
@@ -247,6 +255,8 @@ func (b *Bridge) component(name string) *slog.Logger { return logging.Component(
 func (b *Bridge) newDispatcher(c *cluster) error {
 	cfg := b.cfg.Dispatcher
 	cfg.Streams = b.cfg.Streams
+	// Replies are held to the publisher's reservations (package admission).
+	cfg.Reserved, cfg.LegacyPrefix = b.cfg.Publisher.Reserved, b.cfg.Publisher.LegacyPrefix
 	if cfg.Jitter == 0 {
 		cfg.Jitter = -1 // none; the dispatcher reads 0 as its default
 	}
@@ -324,7 +334,9 @@ func (b *Bridge) newPublisher(c *cluster, lister publisher.SubscriptionLister) e
 	if b.deps.Senders != nil {
 		opts = append(opts, publisher.WithSenders(b.deps.Senders))
 	}
-	p, err := publisher.New(store, b.cfg.Publisher, opts...)
+	cfg := b.cfg.Publisher
+	cfg.MaxHops = b.cfg.Dispatcher.MaxHops // one hop limit for replies and emitted events
+	p, err := publisher.New(store, cfg, opts...)
 	if err != nil {
 		return err
 	}
@@ -338,7 +350,7 @@ func (b *Bridge) newDependencyCache() error {
 	switch {
 	case !b.cfg.DependencyCache:
 		b.dependenciesOff = "turned off (-dependency-cache=false)"
-	case b.deps.Senders == nil:
+	case b.deps.Senders == nil || b.deps.DependencyWriters == nil:
 		b.dependenciesOff = "the event bridge cannot tell a caller's namespace (-publisher-senders=none, or no Kubernetes)"
 	}
 	if b.dependenciesOff != "" {
@@ -349,7 +361,7 @@ func (b *Bridge) newDependencyCache() error {
 	if b.deps.Metrics != nil {
 		opts = append(opts, depcache.WithMetrics(b.deps.Metrics))
 	}
-	cache, err := depcache.New(b.js, b.cfg.Streams.DependencyBucketConfig(), b.deps.Senders, b.cfg.DependencyCacheBounds, opts...)
+	cache, err := depcache.New(b.js, b.cfg.Streams.DependencyBucketConfig(), b.deps.Senders, b.deps.DependencyWriters, b.cfg.DependencyCacheBounds, opts...)
 	if err != nil {
 		return fmt.Errorf("dependency cache: %w", err)
 	}
@@ -514,7 +526,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	// The dependency cache's bucket is made now, not at the first
 	// pod's request.
 	if b.DependencyCache != nil {
-		g.Go(func() error { b.DependencyCache.Prepare(ctx, 2*time.Second); return nil })
+		g.Go(func() error { b.DependencyCache.Run(ctx, 2*time.Second); return nil })
 	}
 	// A stream NATS lost is reported, not only made anew (package
 	// streamloss): looked at every resync and before each re-creation.

@@ -15,11 +15,11 @@ import (
 
 	"github.com/kfn-dev/kfn/api/feed"
 	"github.com/kfn-dev/kfn/eventbridge/applications"
-	"github.com/kfn-dev/kfn/eventbridge/egress"
 	"github.com/kfn-dev/kfn/eventbridge/endpoints"
 	"github.com/kfn-dev/kfn/eventbridge/gateway"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/eventbridge/subscription"
+	"github.com/kfn-dev/kfn/internal/egress"
 )
 
 // cluster is what an event bridge in a cluster reads from Kubernetes

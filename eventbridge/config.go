@@ -76,6 +76,11 @@ type Config struct {
 	Resolve map[string]string
 	// Resync is how often each Subscription is reconciled without change.
 	Resync time.Duration
+	// SubscriptionLimits bound one namespace's Subscriptions that get a
+	// consumer, all of them and those of one event type; zero fields mean
+	// their defaults, a 100th of the event stream's consumers and
+	// subscription.DefaultMaxSubscriptionsPerType.
+	SubscriptionLimits subscription.Limits
 	// WakeProbeInterval is how often the dispatcher and the gateway ask a
 	// pod of a Function woken from zero whether its host has loaded the
 	// handler, before the kubelet's readiness probe says so (package
@@ -102,10 +107,11 @@ type Config struct {
 // the admin API on.
 func DefaultConfig() Config {
 	return Config{
-		Components:               []string{ComponentPublisher, ComponentDispatcher, ComponentReconciler},
-		Streams:                  stream.DefaultConfig(),
-		AckWait:                  stream.DefaultAckWait,
-		Publisher:                publisher.Config{MaxRequestBytes: publisher.DefaultMaxRequestBytes, MaxPublishing: publisher.DefaultMaxPublishing, StoreTimeout: publisher.DefaultStoreTimeout, LegacyPrefix: v1alpha2.DefaultLegacyPrefix, LegacySource: publisher.DefaultLegacySource},
+		Components: []string{ComponentPublisher, ComponentDispatcher, ComponentReconciler},
+		Streams:    stream.DefaultConfig(),
+		AckWait:    stream.DefaultAckWait,
+		Publisher: publisher.Config{MaxRequestBytes: publisher.DefaultMaxRequestBytes, StoreTimeout: publisher.DefaultStoreTimeout, LegacyPrefix: v1alpha2.DefaultLegacyPrefix, LegacySource: publisher.DefaultLegacySource, SenderRate: publisher.DefaultSenderRate,
+			MaxPublishing: publisher.DefaultMaxPublishing},
 		KymaApplications:         true,
 		ApplicationCheckInterval: applications.DefaultCheckInterval,
 		Dispatcher: dispatcher.Config{RequestTimeout: dispatcher.DefaultRequestTimeout, MaxHops: dispatcher.DefaultMaxHops, Jitter: dispatcher.DefaultJitter, Delivery: v1alpha2.DefaultDelivery(),
@@ -150,6 +156,11 @@ func (c *Config) Validate() error {
 	if c.Publisher.MaxRequestBytes <= 0 || c.Publisher.StoreTimeout <= 0 {
 		return fmt.Errorf("%w: -max-request-bytes and -store-timeout must be positive", ErrInvalidConfig)
 	}
+	p := c.Publisher
+	if p.SenderRate < 0 || p.AnonymousRate < 0 || p.SenderBurst < 0 || p.AnonymousBurst < 0 ||
+		p.SenderBurst > 0 && p.SenderBurst < publisher.MaxBatchEvents || p.AnonymousBurst > 0 && p.AnonymousBurst < publisher.MaxBatchEvents {
+		return fmt.Errorf("%w: -publish-rate-* must not be negative, -publish-burst-* 0 or at least %d (a batch)", ErrInvalidConfig, publisher.MaxBatchEvents)
+	}
 	if c.Dispatcher.RequestTimeout <= 0 || c.Dispatcher.MaxHops < 1 || c.Dispatcher.Jitter < 0 || c.Dispatcher.Jitter > 1 {
 		return fmt.Errorf("%w: -request-timeout must be positive, -max-hops at least 1, -backoff-jitter within 0..1", ErrInvalidConfig)
 	}
@@ -158,6 +169,19 @@ func (c *Config) Validate() error {
 	}
 	if c.Resync <= 0 {
 		return fmt.Errorf("%w: -resync must be positive", ErrInvalidConfig)
+	}
+	if c.Dispatcher.NamespaceMaxBacklog < 0 || c.Dispatcher.NamespaceMaxBacklogBytes < 0 {
+		return fmt.Errorf("%w: -namespace-max-backlog and -namespace-max-backlog-bytes must not be negative (0: their defaults)", ErrInvalidConfig)
+	}
+	if c.Streams.MaxBytes > 0 && c.Dispatcher.NamespaceMaxBacklogBytes > c.Streams.MaxBytes {
+		return fmt.Errorf("%w: -namespace-max-backlog-bytes (%d) must not be above -stream-max-bytes (%d): a namespace's events would fill the event stream for everyone",
+			ErrInvalidConfig, c.Dispatcher.NamespaceMaxBacklogBytes, c.Streams.MaxBytes)
+	}
+	if l := c.SubscriptionLimits; l.MaxConsumersPerNamespace < 0 || l.MaxSubscriptionsPerType < 0 {
+		return fmt.Errorf("%w: -max-consumers-per-namespace and -max-subscriptions-per-type must not be negative (0: their defaults)", ErrInvalidConfig)
+	}
+	if n := c.SubscriptionLimits.MaxConsumersPerNamespace; n > c.Streams.MaxConsumers {
+		return fmt.Errorf("%w: -max-consumers-per-namespace (%d) must not be above -stream-max-consumers (%d)", ErrInvalidConfig, n, c.Streams.MaxConsumers)
 	}
 	if c.WakeProbeInterval < 0 {
 		return fmt.Errorf("%w: -wake-probe-interval must not be negative (0 turns the probes off)", ErrInvalidConfig)

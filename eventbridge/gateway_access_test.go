@@ -31,7 +31,8 @@ import (
 // it over TLS with a client certificate, as kfn invoke does, and is refused
 // the namespace's other Function; a ServiceAccount of team-a granted the
 // namespace's functions/invoke calls with a bearer token of kfn's audience
-// over plain HTTP, as a pod does; a user granted nothing is refused (403
+// over plain HTTP, as a pod does, and with one of the API server's
+// audience only over TLS; a user granted nothing is refused (403
 // naming the permission) even for a Function that does not exist; no
 // credential is 401. The Function never sees the caller's credential.
 func TestGatewayCallersAsRBACAllows(t *testing.T) {
@@ -53,7 +54,7 @@ func TestGatewayCallersAsRBACAllows(t *testing.T) {
 		require.Equal(t, eventbridge.GatewayAuthKubernetes, cfg.GatewayAuth, "the default")
 		cfg.Components = []string{eventbridge.ComponentGateway}
 		cfg.GatewayListen, cfg.AdminListen, cfg.MetricsListen = testport.Addr(t), "", ""
-		cfg.NewTokensPerSecond = 2 // bursts of 10
+		cfg.NewTokensPerSecond = 20 // bursts of 100, 10 for one caller address
 		cfg.Resolve = map[string]string{"orders." + ns: backend.URL, "payments." + ns: backend.URL}
 		cfg.Dispatcher.Egress.AllowLoopback = true // the backend listens there
 	})
@@ -88,6 +89,10 @@ func TestGatewayCallersAsRBACAllows(t *testing.T) {
 	require.NoError(t, err)
 	tr, err := admin.CoreV1().ServiceAccounts(ns).CreateToken(bg, "caller", &authenticationv1.TokenRequest{
 		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{auth.Audience}, ExpirationSeconds: ptr.To[int64](600)},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	apiTR, err := admin.CoreV1().ServiceAccounts(ns).CreateToken(bg, "caller", &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
@@ -142,6 +147,16 @@ func TestGatewayCallersAsRBACAllows(t *testing.T) {
 	code, body = call(http.DefaultClient, plain+"/payments/x", tr.Status.Token)
 	assert.Equal(t, http.StatusOK, code, body)
 	assert.Equal(t, "served /x", body, "the ServiceAccount's bearer token over plain HTTP, not passed on")
+
+	// A token the API server takes is never taken over plain HTTP, where
+	// whoever sees it could replay it there; over TLS (kfn invoke through
+	// a port-forward) it is.
+	code, body = call(http.DefaultClient, plain+"/payments/x", apiTR.Status.Token)
+	assert.Equal(t, http.StatusUnauthorized, code, "the API server's token over plain HTTP: %s", body)
+	assert.Contains(t, body, "over plain HTTP only a ServiceAccount token of audience kfn is taken")
+	code, body = call(anonymous, secure+"/payments/x", apiTR.Status.Token)
+	assert.Equal(t, http.StatusOK, code, "the API server's token over TLS: %s", body)
+	assert.Equal(t, "served /x", body)
 
 	// Made-up tokens cannot flood the API server with TokenReviews: past
 	// the rate of new tokens they are answered 429 without a review, and a

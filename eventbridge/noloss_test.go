@@ -145,7 +145,7 @@ func TestNoEventLostWhenTheDispatcherIsKilled(t *testing.T) {
 		Spec: v1alpha2.SubscriptionSpec{
 			Sink: "http://orders.default.svc.cluster.local/", Source: "shop", Types: []string{"order.created.v1"},
 			Config: map[string]v1alpha2.ConfigValue{
-				"maxInFlightMessages": v1alpha2.ConfigValue(strconv.Itoa(maxInFlight)), "maxDeliver": "30", "backoffInitial": "5ms", "backoffMax": "50ms",
+				"maxInFlightMessages": v1alpha2.ConfigValue(strconv.Itoa(maxInFlight)), "maxDeliver": "30", "backoffInitial": "10ms", "backoffMax": "50ms",
 			},
 		},
 	}
@@ -157,7 +157,7 @@ spec:
   sink: %s
   source: shop
   types: [order.created.v1]
-  config: {maxInFlightMessages: "%d", maxDeliver: "30", backoffInitial: 5ms, backoffMax: 50ms}
+  config: {maxInFlightMessages: "%d", maxDeliver: "30", backoffInitial: 10ms, backoffMax: 50ms}
 `, sub.Spec.Sink, maxInFlight)), 0o600))
 	// The consumer exists before the first publish, as the reconciler makes it.
 	cc, err := stream.ConsumerConfig(sub, stream.ConsumerSettings{AckWait: time.Second})

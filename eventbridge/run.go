@@ -26,6 +26,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/eventbridge/depcache"
 	"github.com/kfn-dev/kfn/eventbridge/tracing/otlp"
 	"github.com/kfn-dev/kfn/internal/auth"
 	"github.com/kfn-dev/kfn/internal/logging"
@@ -108,17 +109,22 @@ func Run(ctx context.Context, p Process, root *slog.Logger) error {
 			if err != nil {
 				return err
 			}
+			// Each listener has its own budget of new tokens: callers of
+			// one cannot spend another's.
 			if adminAccess {
-				deps.Access = access
+				deps.Access = access.Listener()
 			}
 			if gatewayAccess {
-				deps.GatewayAccess = access
+				deps.GatewayAccess = access.Listener()
 			}
 			if senders {
-				deps.Senders = access
+				deps.Senders = access.Listener()
+				if deps.DependencyWriters, err = depcache.NewTokenReviews(client.AuthenticationV1(), 2*time.Minute); err != nil {
+					return err
+				}
 			}
 			if metricsAccess {
-				metricsReaders = access
+				metricsReaders = access.Listener()
 			}
 		}
 	}
@@ -216,6 +222,11 @@ func serve(ctx context.Context, p Process, b *Bridge, reg *prometheus.Registry, 
 		listen("metrics", p.MetricsListen, mux, metricsTLS, false)
 	}
 	g.Go(func() error { return b.Run(ctx) })
+	if readers != nil {
+		// The client CA, when no other listener follows it (a second Run
+		// of the same CA only waits).
+		g.Go(func() error { return readers.Run(ctx) })
+	}
 	g.Go(func() error {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)

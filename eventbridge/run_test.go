@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -30,9 +31,11 @@ import (
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge"
+	"github.com/kfn-dev/kfn/eventbridge/admission"
 	"github.com/kfn-dev/kfn/eventbridge/depcache"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/internal/auth"
+	"github.com/kfn-dev/kfn/runtimes"
 	"github.com/kfn-dev/kfn/test/natstest"
 	"github.com/kfn-dev/kfn/test/testcluster"
 	"github.com/kfn-dev/kfn/test/testport"
@@ -166,13 +169,27 @@ func TestRunInACluster(t *testing.T) {
 	assert.Equal(t, http.StatusUnauthorized, publishAs("3", "not-a-token-the-cluster-knows"))
 
 	// The dependency cache, on the publisher's listener: a Function pod's
-	// token stores and reads its namespace's dependencies.
+	// token reads its namespace's dependencies, and stores them with the
+	// writer token of its install step, bound to the pod and made for this
+	// dependency set.
 	deps := "http://" + cfg.Listen + depcache.PathPrefix + "nodejs24/" + strings.Repeat("ab", 32)
 	cached := []byte{0x1f, 0x8b, 8, 0, 1, 2, 3}
+	pod, err := admin.CoreV1().Pods("default").Create(bg, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "emitter"},
+		Spec: corev1.PodSpec{ServiceAccountName: "emitter", Containers: []corev1.Container{{Name: "fn", Image: "fn"}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	wr, err := admin.CoreV1().ServiceAccounts("default").CreateToken(bg, "emitter", &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{runtimes.DependencyWriterAudience("nodejs24", strings.Repeat("ab", 32))},
+			ExpirationSeconds: ptr.To[int64](600), BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	writer := ""
 	dependencies := func(method, token string, body []byte) (int, []byte) {
 		req, _ := http.NewRequest(method, deps, bytes.NewReader(body))
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		if writer != "" {
+			req.Header.Set(runtimes.DependencyWriterHeader, writer)
 		}
 		resp, err := http.DefaultClient.Do(req)
 		require.NoError(t, err)
@@ -183,6 +200,9 @@ func TestRunInACluster(t *testing.T) {
 	var page string
 	code, _ := dependencies(http.MethodPut, "", cached)
 	assert.Equal(t, http.StatusUnauthorized, code, "no token")
+	code, _ = dependencies(http.MethodPut, tr.Status.Token, cached)
+	assert.Equal(t, http.StatusForbidden, code, "the identity alone stores nothing")
+	writer = wr.Status.Token
 	code, _ = dependencies(http.MethodPut, tr.Status.Token, cached)
 	assert.Equal(t, http.StatusCreated, code)
 	code, stored := dependencies(http.MethodGet, tr.Status.Token, nil)
@@ -273,4 +293,85 @@ func adminClient(t *testing.T, cfg *rest.Config) *http.Client {
 	rt, err := auth.ClientTransport(cfg)
 	require.NoError(t, err)
 	return &http.Client{Transport: rt}
+}
+
+// TestSharedTokenAndSenderIdentityBothApply runs the publisher with the
+// shared bearer token (-token-file) and sender identity (its default)
+// against a real API server, with the source shop reserved for namespace
+// default: a Function's host sends its pod's identity token (Authorization)
+// and the shared token (auth.TokenHeader); the event is taken only when
+// both are right, so the shared token does not turn sender identity off.
+// A producer outside Kubernetes sends the shared token alone, as before,
+// and is taken as a sender of no namespace.
+func TestSharedTokenAndSenderIdentityBothApply(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an API server")
+	}
+	const shared = "a-shared-token-of-the-publisher"
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte(shared), 0o600))
+	cfg, cluster := runInCluster(t, func(cfg *eventbridge.Process, _ *testcluster.Cluster) {
+		cfg.Components = []string{eventbridge.ComponentPublisher}
+		cfg.AdminListen, cfg.MetricsListen = "", ""
+		cfg.TokenFile = tokenFile
+		r, err := admission.ParseReservation("shop=default")
+		require.NoError(t, err)
+		cfg.Publisher.Reserved = []admission.Reservation{r}
+	})
+	admin, err := kubernetes.NewForConfig(cluster.Config)
+	require.NoError(t, err)
+	bg := context.Background()
+	_, err = admin.CoreV1().ServiceAccounts("default").Create(bg, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "emitter"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	tr, err := admin.CoreV1().ServiceAccounts("default").CreateToken(bg, "emitter", &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{auth.Audience}, ExpirationSeconds: ptr.To[int64](600)},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	identity := tr.Status.Token
+
+	publish := func(source string, headers map[string]string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, "http://"+cfg.Listen+"/publish", strings.NewReader(`{}`))
+		for k, v := range headers {
+			req.Header.Set(k, v)
+		}
+		req.Header.Set("Ce-Specversion", "1.0")
+		req.Header.Set("Ce-Id", fmt.Sprint(time.Now().UnixNano()))
+		req.Header.Set("Ce-Source", source)
+		req.Header.Set("Ce-Type", "order.created.v1")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + cfg.Listen + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 30*time.Second, 20*time.Millisecond, "the publisher is ready")
+
+	for name, c := range map[string]struct {
+		source  string
+		headers map[string]string
+		code    int
+	}{
+		"both, a reserved source":                 {"shop", map[string]string{"Authorization": "Bearer " + identity, auth.TokenHeader: shared}, http.StatusNoContent},
+		"both, an open source":                    {"other", map[string]string{"Authorization": "Bearer " + identity, auth.TokenHeader: shared}, http.StatusNoContent},
+		"the shared token alone, an open source":  {"other", map[string]string{"Authorization": "Bearer " + shared}, http.StatusNoContent},
+		"the shared token alone, a reserved one":  {"shop", map[string]string{"Authorization": "Bearer " + shared}, http.StatusUnauthorized},
+		"the shared token in its header alone":    {"shop", map[string]string{auth.TokenHeader: shared}, http.StatusUnauthorized},
+		"the identity alone":                      {"shop", map[string]string{"Authorization": "Bearer " + identity}, http.StatusUnauthorized},
+		"the identity and a wrong shared token":   {"shop", map[string]string{"Authorization": "Bearer " + identity, auth.TokenHeader: shared + "x"}, http.StatusUnauthorized},
+		"a made-up identity and the shared token": {"other", map[string]string{"Authorization": "Bearer made-up", auth.TokenHeader: shared}, http.StatusUnauthorized},
+	} {
+		t.Run(name, func(t *testing.T) {
+			code, body := publish(c.source, c.headers)
+			assert.Equal(t, c.code, code, body)
+		})
+	}
 }

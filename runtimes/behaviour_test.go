@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kfn-dev/kfn/internal/auth"
 	"github.com/kfn-dev/kfn/runtimes"
 )
 
@@ -311,6 +312,39 @@ func TestEmitCloudEvent(t *testing.T) {
 	})
 }
 
+// TestEmittedEventsCarryTheHopCount checks that an event a function emits
+// while it handles another is one hop further down the chain (kfnhops:
+// the handled event's plus one, 1 for a call that is no event or whose
+// count is no number), whatever the handler sets itself, so that the
+// publisher's hop limit ends a function that emits what it receives.
+func TestEmittedEventsCarryTheHopCount(t *testing.T) {
+	t.Parallel()
+	forEachRuntime(t, func(t *testing.T, rt runtimes.Runtime) {
+		pub := newPublisher(t)
+		h := startHost(t, rt, fixture(t, rt, "contract"), hostOptions{
+			cfg: runtimes.Config{PublisherAddress: pub.URL + "/publish"},
+		})
+		tests := []struct{ path, incoming, want string }{
+			{"/emit", "3", "4"},
+			{"/emit", "", "1"},
+			{"/emit", "x", "1"},
+			{"/emit", "99999999999999999999", "1000000000"},
+			{"/emit?kfnhops=0", "5", "6"},
+		}
+		for i, tt := range tests {
+			header := map[string]string{"Content-Type": "application/json"}
+			if tt.incoming != "" {
+				header["Ce-Kfnhops"] = tt.incoming
+			}
+			r := h.mustDo("POST", tt.path, header, `{}`)
+			require.Equal(t, 200, r.status, r.body)
+			got := pub.received()
+			require.Len(t, got, i+1)
+			assert.Equal(t, tt.want, got[i].header.Get("Ce-Kfnhops"), "%s with kfnhops %q", tt.path, tt.incoming)
+		}
+	})
+}
+
 // TestEmitCloudEventWithToken checks that a function sends PUBLISHER_TOKEN
 // as a bearer token, for a publisher that requires one.
 func TestEmitCloudEventWithToken(t *testing.T) {
@@ -331,8 +365,9 @@ func TestEmitCloudEventWithToken(t *testing.T) {
 
 // TestEmitCloudEventWithIdentity checks that a function sends its pod's
 // identity token (KFN_IDENTITY_TOKEN_FILE) as its bearer token, read anew
-// at every emit (the kubelet renews it), that PUBLISHER_TOKEN wins over
-// it, and that a missing file sends nothing.
+// at every emit (the kubelet renews it), that PUBLISHER_TOKEN goes beside
+// it (auth.TokenHeader) so that the publisher checks both, and that a
+// missing file sends nothing.
 func TestEmitCloudEventWithIdentity(t *testing.T) {
 	t.Parallel()
 	forEachRuntime(t, func(t *testing.T, rt runtimes.Runtime) {
@@ -362,7 +397,11 @@ func TestEmitCloudEventWithIdentity(t *testing.T) {
 			cfg: runtimes.Config{PublisherAddress: shared.URL + "/publish", IdentityTokenFile: file},
 			env: map[string]string{"PUBLISHER_TOKEN": "s3cret"},
 		})
-		assert.Equal(t, "Bearer s3cret", emit(h, shared), "the shared token wins")
+		assert.Equal(t, "Bearer identity-3", emit(h, shared), "the identity beside the shared token")
+		assert.Equal(t, "s3cret", shared.received()[0].header.Get(auth.TokenHeader), "the shared token beside the identity")
+		require.NoError(t, os.Remove(file))
+		assert.Equal(t, "Bearer s3cret", emit(h, shared), "the shared token alone without an identity")
+		assert.Empty(t, shared.received()[1].header.Values(auth.TokenHeader))
 	})
 }
 

@@ -158,7 +158,8 @@ func TestDependencyCacheClient(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			cache := depcachetest.Start(t)
-			env := []string{runtimes.EnvDependencyCache + "=" + cache.Base(), runtimes.EnvIdentityTokenFile + "=" + tokenFile(t, depcachetest.Token)}
+			env := []string{runtimes.EnvDependencyCache + "=" + cache.Base(), runtimes.EnvIdentityTokenFile + "=" + tokenFile(t, depcachetest.Token),
+				runtimes.EnvDependencyWriterTokenFile + "=" + tokenFile(t, depcachetest.WriterToken(rt.Name, depsHash))}
 
 			empty := t.TempDir()
 			code, out := runClient(t, rt, "fetch", empty, env...)
@@ -186,7 +187,8 @@ func TestDependencyCacheClient(t *testing.T) {
 			assert.Equal(t, tree(t, src), tree(t, empty), "unpacked as installed")
 
 			for what, env := range map[string][]string{
-				"another token": {runtimes.EnvDependencyCache + "=" + cache.Base(), runtimes.EnvIdentityTokenFile + "=" + tokenFile(t, "someone-else")},
+				"another token": {runtimes.EnvDependencyCache + "=" + cache.Base(), runtimes.EnvIdentityTokenFile + "=" + tokenFile(t, "someone-else"),
+					runtimes.EnvDependencyWriterTokenFile + "=" + tokenFile(t, depcachetest.WriterToken(rt.Name, depsHash))},
 				"no token file": {runtimes.EnvDependencyCache + "=" + cache.Base()},
 				"no cache":      nil,
 				"unreachable":   {runtimes.EnvDependencyCache + "=http://127.0.0.1:1/_kfn/dependencies"},
@@ -201,6 +203,15 @@ func TestDependencyCacheClient(t *testing.T) {
 					assert.Contains(t, out, "asking the cache again", "no connection may pass")
 				}
 			}
+
+			// Without the writer token (the function container's code, say),
+			// the identity alone stores nothing: 403, never asked again.
+			before := cache.Requests()
+			code, out = runClient(t, rt, "store", src, env[:2]...)
+			assert.Equal(t, 0, code, out)
+			assert.Contains(t, out, "not stored in the cache")
+			assert.Contains(t, out, "403")
+			assert.Equal(t, 1, cache.Requests()-before, "a 403 is final")
 
 			// An answer that may pass is asked again: a fetch up to 3
 			// times, a store up to 5 (the event bridge restarting, its
@@ -219,7 +230,7 @@ func TestDependencyCacheClient(t *testing.T) {
 			assert.Contains(t, out, "in the cache already")
 			// Past them, the fetch installs and the store gives up.
 			cache.FailNext(100, http.StatusTooManyRequests)
-			before := cache.Requests()
+			before = cache.Requests()
 			code, out = runClient(t, rt, "fetch", t.TempDir(), env...)
 			assert.Equal(t, 1, code, out)
 			assert.Contains(t, out, "the cache could not be read")
@@ -280,12 +291,14 @@ func tarLink(name, target string) *tar.Header {
 // they are unpacked into, or hold what a dependency directory has no use
 // for.
 var unsafeArchives = map[string][]*tar.Header{
-	"a name with ..":                 {tarFile("node_modules/../../escaped")},
-	"an absolute name":               {tarFile("/tmp/escaped")},
-	"an absolute link":               {tarLink("node_modules/passwd", "/etc/passwd")},
-	"a link out":                     {tarLink("node_modules/up", "../../escaped")},
-	"a file through a link":          {tarDir("node_modules/"), tarLink("node_modules/l", ".."), tarFile("node_modules/l/escaped")},
-	"links that lead out together":   {tarLink("d", "."), tarDir("x/"), tarLink("x/l", "../d/..")},
+	"a name with ..":               {tarFile("node_modules/../../escaped")},
+	"an absolute name":             {tarFile("/tmp/escaped")},
+	"an absolute link":             {tarLink("node_modules/passwd", "/etc/passwd")},
+	"a link out":                   {tarLink("node_modules/up", "../../escaped")},
+	"a file through a link":        {tarDir("node_modules/"), tarLink("node_modules/l", ".."), tarFile("node_modules/l/escaped")},
+	"links that lead out together": {tarLink("d", "."), tarDir("x/"), tarLink("x/l", "../d/..")},
+	"a dangling link that leads out through another": {tarDir("sub/"), tarLink("sub/up", ".."), tarLink("esc", "sub/up/../escaped")},
+	"a dangling link that leads out through a chain": {tarLink("a", "b"), tarLink("b", "sub/up/../../escaped"), tarDir("sub/"), tarLink("sub/up", "../sub/..")},
 	"a hard link":                    {tarFile("a"), {Name: "b", Typeflag: tar.TypeLink, Linkname: "a"}},
 	"a device":                       {{Name: "null", Typeflag: tar.TypeChar, Devmajor: 1, Devminor: 3}},
 	"a fifo":                         {{Name: "fifo", Typeflag: tar.TypeFifo}},

@@ -81,6 +81,12 @@ const (
 	// the cache again after an answer that may pass (429, 502, 503, 504,
 	// no connection). Nothing sets it in a pod; tests shorten it.
 	EnvDependencyCacheRetryMS = "KFN_DEPENDENCY_CACHE_RETRY_MS"
+	// EnvDependencyMaxBytes bounds the bytes the cache client unpacks from
+	// one object (the tar stream its gzip expands to, headers included):
+	// past it the fetch is refused, the directory left empty. The
+	// controller sets it in the install container to the dependencies
+	// volume's size limit; unset, 1 GiB (its default).
+	EnvDependencyMaxBytes = "KFN_DEPENDENCY_MAX_BYTES"
 	// EnvTraceCollectorEndpoint is the OTLP/HTTP traces URL; when set and the
 	// OpenTelemetry SDK is installed, spans are exported there.
 	EnvTraceCollectorEndpoint = "TRACE_COLLECTOR_ENDPOINT"
@@ -110,10 +116,20 @@ const (
 	EnvLibsDir = "KFN_LIBS_DIR"
 	// EnvIdentityTokenFile, when set, is a file holding a token of the
 	// pod's ServiceAccount for kfn's audience, which the host sends as its
-	// bearer token with every event it emits (unless PUBLISHER_TOKEN is
-	// set), re-read each time (the kubelet renews it): the publisher learns
-	// from it which namespace sent the event.
+	// bearer token with every event it emits, re-read each time (the
+	// kubelet renews it): the publisher learns from it which namespace sent
+	// the event. PUBLISHER_TOKEN, when set, then goes beside it in the
+	// header auth.TokenHeader (as the bearer token without an identity).
 	EnvIdentityTokenFile = "KFN_IDENTITY_TOKEN_FILE"
+	// EnvDependencyWriterTokenFile, when set, is a file holding the
+	// install step's writer token: a token of the pod's ServiceAccount for
+	// the audience DependencyWriterAudience(runtime, hash) only, which the
+	// dependency cache client sends (header DependencyWriterHeader) beside
+	// the identity token when it stores the dependencies it installed. The
+	// controller mounts it in the install init container only, never in the
+	// function container, so that neither the Function's code at run time
+	// nor any other token of the namespace can store dependencies.
+	EnvDependencyWriterTokenFile = "KFN_DEPENDENCY_WRITER_TOKEN_FILE"
 	// EnvListenFD, when set, is the number of an inherited file descriptor of
 	// a listening TCP socket that the host serves instead of binding EnvPort.
 	// Local mode uses it to keep a port across restarts.
@@ -175,6 +191,10 @@ const (
 	// PodIdentityDir is where the controller mounts the function
 	// container's identity token (EnvIdentityTokenFile is its file token).
 	PodIdentityDir = "/var/run/secrets/kfn"
+	// PodDependencyWriterDir is where the controller mounts the install
+	// container's writer token (EnvDependencyWriterTokenFile is its file
+	// token).
+	PodDependencyWriterDir = "/var/run/secrets/kfn-depcache"
 	// NodeModulesDir is the directory, under a host directory, that holds
 	// the modules the Node.js host provides to RequestAPI handlers as
 	// packages (sdk): NODE_PATH lists it after the function's dependencies.

@@ -229,7 +229,7 @@ func TestRequestAPIEmit(t *testing.T) {
 			cfg: runtimes.Config{PublisherAddress: pub.URL + "/publish"},
 			env: map[string]string{"PUBLISHER_TOKEN": "s3cret"},
 		})
-		r := h.mustDo("GET", "/emit", nil, "")
+		r := h.mustDo("GET", "/emit", map[string]string{"Ce-Kfnhops": "2"}, "")
 		require.Equal(t, 200, r.status, r.body)
 		if rt.Language == runtimes.NodeJS {
 			assert.JSONEq(t, `{"status":204}`, r.body)
@@ -241,6 +241,7 @@ func TestRequestAPIEmit(t *testing.T) {
 		assert.Equal(t, "order.created.v1", got[0].header.Get("Ce-Type"))
 		assert.Equal(t, "v1", got[0].header.Get("Ce-Eventtypeversion"))
 		assert.Equal(t, "Bearer s3cret", got[0].header.Get("Authorization"))
+		assert.Equal(t, "3", got[0].header.Get("Ce-Kfnhops"), "one hop further than the call's event")
 		assert.JSONEq(t, `{"x":1}`, got[0].body)
 
 		r = h.mustDo("GET", "/emit?type=fail.me.v1", nil, "")

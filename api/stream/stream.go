@@ -46,6 +46,12 @@ const (
 // Config.DeadLetterMaxPerNamespace.
 const DefaultDeadLetterMaxPerNamespace = 10_000
 
+// DeadLetterShareOfStream divides DeadLetterMaxBytes into the default
+// bytes of one namespace's dead letters (Config.DeadLetterNamespaceBytes):
+// 15 namespaces at their bound leave a 16th of the dead-letter stream to
+// every other (16 MiB of the default 256 MiB).
+const DeadLetterShareOfStream = 16
+
 // DefaultMaxConsumers is the default Config.MaxConsumers: ten times what
 // NATS 2.15 allows a stream that sets no limit.
 const DefaultMaxConsumers = 10_000
@@ -95,13 +101,23 @@ type Config struct {
 	// DeadLetterMaxPerNamespace bounds the dead letters of one namespace:
 	// past it, that namespace's oldest are discarded, and no other's.
 	DeadLetterMaxPerNamespace int64
+	// DeadLetterMaxBytesPerNamespace bounds the bytes of one namespace's
+	// dead letters (JetStream bounds bytes per stream only: the
+	// dead-letter writer keeps this one, see deadletter.Writer): past it,
+	// that namespace's oldest are discarded for its newest, and no
+	// other's. At most DeadLetterMaxBytes, and at least MaxMsgSize (or
+	// DeadLetterMaxBytes if less); 0 means DeadLetterNamespaceBytes's
+	// default.
+	DeadLetterMaxBytesPerNamespace int64
 	// DependencyBucket is the name of the JetStream object store that
 	// holds installed dependencies (package eventbridge/depcache), with
 	// the streams' Storage and Replicas.
 	DependencyBucket string
 	// DependencyMaxBytes bounds the dependency bucket as a whole; when
-	// full, an upload is refused (507) rather than anything stored
-	// discarded. -1 is unlimited.
+	// full, the cache removes the least read objects of the namespaces
+	// that store more than a fair share of it to make room for an upload,
+	// else refuses it (507); JetStream itself never discards what is
+	// stored. -1 is unlimited.
 	DependencyMaxBytes int64
 	// DependencyMaxAge is how long an object of the dependency bucket is
 	// kept after it was stored, used or not (the next pod that misses it
@@ -113,8 +129,8 @@ type Config struct {
 // DefaultConfig returns working defaults: file storage, one replica, a
 // 1 GiB event stream, 2 MiB per event, up to DefaultMaxConsumers
 // Subscriptions, a 2-minute de-duplication window, dead letters kept for
-// 7 days within 256 MiB, and a 2 GiB dependency bucket whose objects are
-// kept 7 days.
+// 7 days within 256 MiB (16 MiB and 10,000 letters per namespace), and a
+// 2 GiB dependency bucket whose objects are kept 7 days.
 func DefaultConfig() Config {
 	return Config{
 		EventStream:        DefaultEventStream,
@@ -165,6 +181,14 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: dead-letter max bytes must be positive or -1 (unlimited), not %d", ErrInvalidConfig, c.DeadLetterMaxBytes)
 	case c.DeadLetterMaxPerNamespace < 1:
 		return fmt.Errorf("%w: dead letters per namespace must be at least 1, not %d", ErrInvalidConfig, c.DeadLetterMaxPerNamespace)
+	case c.DeadLetterMaxBytesPerNamespace < 0:
+		return fmt.Errorf("%w: dead-letter bytes per namespace must be positive (or 0 for the default), not %d", ErrInvalidConfig, c.DeadLetterMaxBytesPerNamespace)
+	case c.DeadLetterMaxBytes > 0 && c.DeadLetterNamespaceBytes() > c.DeadLetterMaxBytes:
+		return fmt.Errorf("%w: dead-letter bytes per namespace (%d) must not be above the dead-letter stream's max bytes (%d)",
+			ErrInvalidConfig, c.DeadLetterMaxBytesPerNamespace, c.DeadLetterMaxBytes)
+	case c.DeadLetterNamespaceBytes() < c.largestLetter():
+		return fmt.Errorf("%w: dead-letter bytes per namespace (%d) must hold one event of the largest size (%d)",
+			ErrInvalidConfig, c.DeadLetterMaxBytesPerNamespace, c.largestLetter())
 	case c.DependencyBucket == "" || !validBucket(c.DependencyBucket):
 		return fmt.Errorf("%w: dependency bucket name %q must be non-empty, made of letters, digits, '-' and '_' only", ErrInvalidConfig, c.DependencyBucket)
 	case c.DependencyMaxBytes == 0 || c.DependencyMaxBytes < -1:
@@ -173,6 +197,40 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: dependency max age must not be negative (0 keeps objects until deleted), not %s", ErrInvalidConfig, c.DependencyMaxAge)
 	}
 	return nil
+}
+
+// DeadLetterNamespaceBytes is the most bytes of one namespace's dead
+// letters: DeadLetterMaxBytesPerNamespace, or by default
+// DeadLetterMaxBytes divided by DeadLetterShareOfStream (of an unlimited
+// stream, of the default 256 MiB), but at least one event of the largest
+// size and at most DeadLetterMaxBytes.
+func (c Config) DeadLetterNamespaceBytes() int64 {
+	if c.DeadLetterMaxBytesPerNamespace > 0 {
+		return c.DeadLetterMaxBytesPerNamespace
+	}
+	total := c.DeadLetterMaxBytes
+	if total <= 0 {
+		total = DefaultConfig().DeadLetterMaxBytes
+	}
+	n := max(total/DeadLetterShareOfStream, c.largestLetter())
+	if c.DeadLetterMaxBytes > 0 {
+		n = min(n, c.DeadLetterMaxBytes)
+	}
+	return n
+}
+
+// largestLetter is the size of the largest event, as far as the
+// dead-letter stream can hold one: what a namespace's dead letters must
+// have room for.
+func (c Config) largestLetter() int64 {
+	n := int64(c.MaxMsgSize)
+	if n <= 0 {
+		n = 1
+	}
+	if c.DeadLetterMaxBytes > 0 {
+		n = min(n, c.DeadLetterMaxBytes)
+	}
+	return n
 }
 
 func validName(name string) bool {

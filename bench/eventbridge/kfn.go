@@ -17,7 +17,7 @@ import (
 	"github.com/kfn-dev/kfn/api/stream"
 	"github.com/kfn-dev/kfn/eventbridge"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
-	"github.com/kfn-dev/kfn/eventbridge/egress"
+	"github.com/kfn-dev/kfn/internal/egress"
 )
 
 // plainKfn is the event bridge without metrics or traces.
@@ -67,6 +67,9 @@ func startBridge(natsURL string, components []string, resolve dispatcher.Resolve
 	cfg.Dispatcher.Egress = egress.Policy{AllowLoopback: true} // the sinks are on this machine
 	cfg.Admin = false
 	cfg.ReplaySweep = time.Hour // nothing is replayed here
+	// The benchmark's Subscriptions (up to 2,000) are one namespace's: it
+	// measures the bridge at scale, not a namespace's limits.
+	cfg.SubscriptionLimits.MaxConsumersPerNamespace = cfg.Streams.MaxConsumers
 	if replicas > 0 {
 		cfg.Streams.Replicas = replicas
 	}

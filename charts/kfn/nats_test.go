@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -38,6 +39,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge"
 	"github.com/kfn-dev/kfn/eventbridge/depcache"
 	"github.com/kfn-dev/kfn/internal/natsconn"
+	"github.com/kfn-dev/kfn/runtimes"
 	"github.com/kfn-dev/kfn/scaler/activity"
 	"github.com/kfn-dev/kfn/test/testport"
 )
@@ -169,6 +171,7 @@ func (n chartNATS) passwordFile(t *testing.T, component string) string {
 func (n chartNATS) connectAs(t *testing.T, srv *server.Server, component string, errs chan<- error) *nats.Conn {
 	t.Helper()
 	nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo("kfn-"+component, n.passwords[component]),
+		nats.CustomInboxPrefix(natsconn.InboxPrefix("kfn-"+component)),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			select {
 			case errs <- err:
@@ -236,6 +239,50 @@ func TestNATSRefusesAnonymousClients(t *testing.T) {
 		require.NoError(t, err)
 		require.Eventually(t, nc.IsConnected, 10*time.Second, 10*time.Millisecond, "%s connects with its own password", component)
 		nc.Close()
+	}
+}
+
+// TestNATSInboxesAreEachComponentsOwn: the event bridge's and the
+// scaler's connections (natsconn, named as their binaries name them) take
+// their replies on inboxes of their own, and the chart's NATS lets each
+// user subscribe to its own inboxes only: the scaler's user cannot read
+// what the bridge is sent on its inboxes (pulled events, dead letters,
+// dependency objects, JetStream's answers), nor the bridge's user the
+// scaler's; each still gets the answers to its own requests.
+// Fails when a user may subscribe to every inbox (_INBOX.>).
+func TestNATSInboxesAreEachComponentsOwn(t *testing.T) {
+	n, _ := renderedNATS(t, nil)
+	srv := n.startSingle(t)
+	for component, other := range map[string]string{"eventbridge": "scaler", "scaler": "eventbridge"} {
+		t.Run(component, func(t *testing.T) {
+			nc, err := natsconn.Connect(srv.ClientURL(), natsconn.Options{Name: "kfn-" + component, Credentials: natsconn.Credentials{
+				User: "kfn-" + component, PasswordFile: n.passwordFile(t, component),
+			}})
+			require.NoError(t, err)
+			t.Cleanup(nc.Close)
+			require.Eventually(t, nc.IsConnected, 10*time.Second, 10*time.Millisecond)
+			assert.True(t, strings.HasPrefix(nc.NewInbox(), "_INBOX.kfn-"+component+"."), "its inboxes: %s", nc.NewInbox())
+			js, err := jetstream.New(nc)
+			require.NoError(t, err)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, err = js.AccountInfo(ctx)
+			require.NoError(t, err, "JetStream answers it on its own inbox")
+			require.NoError(t, nc.LastError())
+
+			for _, subject := range []string{"_INBOX.kfn-" + other + ".>", "_INBOX.kfn-" + other + ".abc", "_INBOX.>"} {
+				sub, err := nc.SubscribeSync(subject)
+				require.NoError(t, err)
+				require.NoError(t, nc.Flush())
+				require.Eventually(t, func() bool {
+					err := nc.LastError()
+					return errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), `"`+subject+`"`)
+				}, 10*time.Second, 10*time.Millisecond, "%s's user may not subscribe to %s", component, subject)
+				_ = sub.Unsubscribe()
+				_, err = js.AccountInfo(ctx)
+				require.NoError(t, err, "and its connection still works")
+			}
+		})
 	}
 }
 
@@ -353,14 +400,19 @@ spec:
 	// here: the senders name one namespace; the NATS rules are under test.)
 	bridgeJS, err := jetstream.New(bridgeNC)
 	require.NoError(t, err)
-	cache, err := depcache.New(bridgeJS, p.Streams.DependencyBucketConfig(), oneNamespace("team-a"), depcache.DefaultConfig())
+	cache, err := depcache.New(bridgeJS, p.Streams.DependencyBucketConfig(), oneNamespace("team-a"), oneNamespace("team-a"), depcache.DefaultConfig())
 	require.NoError(t, err)
+	cacheCtx, stopCache := context.WithCancel(ctx)
+	cacheDone := make(chan struct{})
+	go func() { cache.Run(cacheCtx, 10*time.Millisecond); close(cacheDone) }()
+	t.Cleanup(func() { stopCache(); <-cacheDone })
 	cacheSrv := httptest.NewServer(cache)
 	t.Cleanup(cacheSrv.Close)
 	object := append([]byte{0x1f, 0x8b}, bytes.Repeat([]byte("dependencies"), 1_000_000)...)
 	objectURL := cacheSrv.URL + depcache.PathPrefix + "nodejs24/" + strings.Repeat("ab", 32)
 	req, err := http.NewRequest(http.MethodPut, objectURL, bytes.NewReader(object))
 	require.NoError(t, err)
+	req.Header.Set(runtimes.DependencyWriterHeader, "an install container's writer token")
 	resp, err = http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	b, _ = io.ReadAll(resp.Body)
@@ -420,6 +472,11 @@ spec:
 type oneNamespace string
 
 func (n oneNamespace) SenderNamespace(*http.Request) (string, error) { return string(n), nil }
+
+// WriterNamespace takes every writer token as n's.
+func (n oneNamespace) WriterNamespace(context.Context, string, string) (string, error) {
+	return string(n), nil
+}
 
 func get(t *testing.T, u string) int {
 	t.Helper()

@@ -28,7 +28,7 @@ import (
 
 	v1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge"
-	"github.com/kfn-dev/kfn/eventbridge/publisher"
+	"github.com/kfn-dev/kfn/eventbridge/admission"
 )
 
 // rendered is one value set's objects, typed where the tests look inside.
@@ -342,7 +342,7 @@ func TestEventBridgeArgs(t *testing.T) {
 			assert.ElementsMatch(t, want, cfg.Components)
 			assert.Equal(t, v1alpha2.DefaultDelivery(), cfg.Dispatcher.Delivery, "the chart's delivery defaults are the API's")
 			if vs.name == "hardened" {
-				assert.Equal(t, []publisher.Reservation{
+				assert.Equal(t, []admission.Reservation{
 					{Source: "bank", Namespaces: []string{"team-a", "team-b"}},
 					{Source: "shop", TypePrefix: "order.refund", Namespaces: []string{"team-b"}},
 				}, cfg.Publisher.Reserved, "eventbridge.publisher.reservedSources")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 	"github.com/kfn-dev/kfn/controller/gitsource"
+	"github.com/kfn-dev/kfn/internal/egress"
 )
 
 // fetchSource is the fetch-source init container: it copies a Git
@@ -26,6 +27,7 @@ func fetchSource(ctx context.Context, args []string) error {
 	dest := fs.String("dest", "", "directory to copy into")
 	authType := fs.String("auth-type", "", "basic or key; empty for a public repository")
 	authDir := fs.String("auth-dir", "", "directory of the credentials Secret's files")
+	allowLoopback := fs.Bool("allow-loopback", false, "reach repositories on loopback or a path on this machine (tests only; the controller never sets it)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -39,7 +41,10 @@ func fetchSource(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	if err := gitsource.Fetch(ctx, gitsource.FetchOptions{URL: *url, Commit: *commit, BaseDir: *baseDir, Dest: *dest, Auth: auth}); err != nil {
+	// The policy the controller resolved the reference under, but for
+	// the address it talks to the API server at, which a pod does not use.
+	policy := egress.Policy{AllowLoopback: *allowLoopback, Deny: egress.DenyAPIServer(egress.APIServerService())}
+	if err := gitsource.Fetch(ctx, gitsource.FetchOptions{URL: *url, Commit: *commit, BaseDir: *baseDir, Dest: *dest, Auth: auth, Egress: policy}); err != nil {
 		return fmt.Errorf("fetch %s (%s) at %s: %w", *url, *ref, *commit, err)
 	}
 	fmt.Printf("fetched %s of %s at %s (%s) into %s\n", *baseDir, *url, *commit, *ref, *dest)

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kfn-dev/kfn/controller/function"
+	"github.com/kfn-dev/kfn/internal/egress"
 	"github.com/kfn-dev/kfn/internal/logging"
 )
 
@@ -42,8 +43,11 @@ func TestFetchSourceCommand(t *testing.T) {
 	dest := filepath.Join(t.TempDir(), "function")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	require.NoError(t, component().Execute(ctx, []string{"fetch-source", "--url=" + dir, "--reference=master", "--commit=" + h.String(),
-		"--base-dir=fns/a", "--dest=" + dest}, io.Discard))
+	args := []string{"fetch-source", "--url=" + dir, "--reference=master", "--commit=" + h.String(), "--base-dir=fns/a", "--dest=" + dest}
+	err = component().Execute(ctx, args, io.Discard)
+	require.ErrorIs(t, err, egress.ErrRefused, "a path on this machine, by default")
+	assert.NoFileExists(t, filepath.Join(dest, "handler.js"))
+	require.NoError(t, component().Execute(ctx, append(args, "--allow-loopback"), io.Discard))
 	b, err := os.ReadFile(filepath.Join(dest, "handler.js"))
 	require.NoError(t, err)
 	assert.Equal(t, "hi", string(b))

@@ -46,6 +46,10 @@ func TestRunRefusesBadFlagsBeforeDoingAnything(t *testing.T) {
 		"unknown publisher senders":   {args: []string{"-publisher-senders=maybe"}, wantErr: `-publisher-senders must be kubernetes or none, not "maybe"`},
 		"reservation without senders": {args: []string{"-reserve-source=bank=team-a", "-publisher-senders=none"}, wantErr: "-reserve-source needs senders"},
 		"bad reservation":             {args: []string{"-reserve-source=bank"}, wantErr: "want SOURCE[:TYPEPREFIX]=NAMESPACE"},
+		"burst below a batch":         {args: []string{"-publish-burst-per-namespace=10"}, wantErr: "-publish-burst-* 0 or at least 100"},
+		"namespace over the stream":   {args: []string{"-stream-max-bytes=1048576", "-stream-max-msg-size=65536", "-namespace-max-backlog-bytes=2097152"}, wantErr: "-namespace-max-backlog-bytes (2097152) must not be above -stream-max-bytes (1048576)"},
+		"consumers per namespace":     {args: []string{"-stream-max-consumers=10", "-max-consumers-per-namespace=11"}, wantErr: "-max-consumers-per-namespace (11) must not be above -stream-max-consumers (10)"},
+		"dead letters per namespace":  {args: []string{"-dead-letter-max-bytes=4194304", "-dead-letter-max-bytes-per-namespace=8388608"}, wantErr: "dead-letter bytes per namespace (8388608) must not be above"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"github.com/kfn-dev/kfn/api/plan"
 	"github.com/kfn-dev/kfn/controller/pool"
 	"github.com/kfn-dev/kfn/controller/resources"
+	"github.com/kfn-dev/kfn/internal/egress"
 )
 
 // ErrInvalidConfig is wrapped by Config.Validate's errors.
@@ -50,6 +51,14 @@ type Config struct {
 	Resources resources.Config
 	// GitPollInterval is how often a Git reference is re-resolved.
 	GitPollInterval time.Duration
+	// GitEgress is where resolving a Git Function's reference may connect
+	// (its URL and the redirects its server answers). Its zero value, the
+	// default, refuses loopback, link-local (the cloud metadata address),
+	// multicast and unspecified addresses; NewReconciler adds the API
+	// server's addresses (its Service's and the one the controller talks
+	// to) when Deny is nil. Tests whose repositories are on loopback set
+	// AllowLoopback.
+	GitEgress egress.Policy
 	// Resync is how often each Function is reconciled without a change.
 	Resync time.Duration
 	// KEDACheckInterval is how often the controller checks whether KEDA's

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 	"github.com/kfn-dev/kfn/controller/gitsource"
+	"github.com/kfn-dev/kfn/internal/egress"
 )
 
 // gitResolveTimeout bounds one reference resolution.
@@ -29,6 +30,8 @@ type gitResolver struct {
 	interval time.Duration
 	// knownHosts are the installation's SSH known hosts.
 	knownHosts string
+	// egress is where a resolution may connect.
+	egress egress.Policy
 
 	mu      sync.Mutex
 	entries map[types.NamespacedName]gitEntry
@@ -77,7 +80,7 @@ func (g *gitResolver) resolve(ctx context.Context, fn *v1alpha2.Function) (strin
 	}
 	ctx, cancel := context.WithTimeout(ctx, gitResolveTimeout)
 	defer cancel()
-	commit, err := gitsource.Resolve(ctx, src.URL, src.Reference, auth)
+	commit, err := gitsource.Resolve(ctx, src.URL, src.Reference, auth, g.egress)
 	if err != nil {
 		return "", 0, err
 	}

@@ -3,6 +3,9 @@ package function
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
 
 	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -27,6 +30,7 @@ import (
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 	"github.com/kfn-dev/kfn/controller/pool"
+	"github.com/kfn-dev/kfn/internal/egress"
 )
 
 // ControllerName names the controller in logs, metrics and events.
@@ -84,11 +88,12 @@ func NewReconciler(mgr ctrl.Manager, cfg Config) (*Reconciler, error) {
 		return nil, fmt.Errorf("create discovery client: %w", err)
 	}
 	r := &Reconciler{
-		client:    mgr.GetClient(),
-		live:      mgr.GetAPIReader(),
-		cfg:       cfg,
-		recorder:  mgr.GetEventRecorder("kfn-" + ControllerName + "-controller"),
-		git:       &gitResolver{secrets: mgr.GetAPIReader(), interval: cfg.GitPollInterval, knownHosts: cfg.Resources.GitKnownHosts, entries: map[types.NamespacedName]gitEntry{}},
+		client:   mgr.GetClient(),
+		live:     mgr.GetAPIReader(),
+		cfg:      cfg,
+		recorder: mgr.GetEventRecorder("kfn-" + ControllerName + "-controller"),
+		git: &gitResolver{secrets: mgr.GetAPIReader(), interval: cfg.GitPollInterval, knownHosts: cfg.Resources.GitKnownHosts,
+			egress: gitEgress(cfg.GitEgress, mgr.GetConfig().Host), entries: map[types.NamespacedName]gitEntry{}},
 		lastForce: map[types.NamespacedName]forcedApply{},
 		keda: &kedaDetector{
 			disc:     disc,
@@ -229,4 +234,23 @@ func subscriptionToFunction(_ context.Context, o client.Object) []reconcile.Requ
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: sink.Namespace, Name: sink.Service}}}
+}
+
+// gitEgress is p, refusing the API server's addresses when p denies
+// nothing itself: its Service's (from the pod's environment) and
+// apiServer's, the host the controller talks to when it is an address.
+func gitEgress(p egress.Policy, apiServer string) egress.Policy {
+	if p.Deny != nil {
+		return p
+	}
+	var own netip.AddrPort
+	if u, err := url.Parse(apiServer); err == nil {
+		port := u.Port()
+		if port == "" {
+			port = "443"
+		}
+		own, _ = netip.ParseAddrPort(net.JoinHostPort(u.Hostname(), port))
+	}
+	p.Deny = egress.DenyAPIServer(egress.APIServerService(), own)
+	return p
 }

@@ -57,6 +57,7 @@ func startController(c *testcluster.Cluster) (func(), error) {
 	cfg := function.DefaultConfig()
 	cfg.Resources.ScalerAddress = "scaler.test:9090"
 	cfg.GitPollInterval = time.Second
+	cfg.GitEgress.AllowLoopback = true // the tests' repositories
 	cfg.KEDACheckInterval = 200 * time.Millisecond
 	cfg.Resources.GitKnownHosts = sshKnownHosts
 	ctx, cancel := context.WithCancel(context.Background())

@@ -66,11 +66,11 @@ func TestCredentialsOnlyForTheRepositorysOrigin(t *testing.T) {
 	auth, err := gitsource.Auth(v1alpha2.RepositoryAuthBasic, named.URL, basicAuth(t))
 	require.NoError(t, err)
 
-	commit, err := gitsource.Resolve(ctx(t), named.URL, "main", auth)
+	commit, err := gitsource.Resolve(ctx(t), named.URL, "main", auth, testEgress)
 	require.NoError(t, err, "the redirect is followed, without the credentials")
 	assert.Equal(t, c1, commit)
 	dest := filepath.Join(t.TempDir(), "fn")
-	require.NoError(t, gitsource.Fetch(ctx(t), gitsource.FetchOptions{URL: named.URL, Commit: c1, BaseDir: "fn", Dest: dest, WorkDir: t.TempDir(), Auth: auth}))
+	require.NoError(t, gitsource.Fetch(ctx(t), gitsource.FetchOptions{URL: named.URL, Commit: c1, BaseDir: "fn", Dest: dest, WorkDir: t.TempDir(), Auth: auth, Egress: testEgress}))
 	b, err := os.ReadFile(filepath.Join(dest, "handler.js"))
 	require.NoError(t, err)
 	assert.Equal(t, "moved", string(b))
@@ -88,7 +88,7 @@ func TestCredentialsOnlyForTheRepositorysOrigin(t *testing.T) {
 	toGuarded := redirectTo(t, guarded.URL)
 	auth, err = gitsource.Auth(v1alpha2.RepositoryAuthBasic, toGuarded.URL, basicAuth(t))
 	require.NoError(t, err)
-	_, err = gitsource.Resolve(ctx(t), toGuarded.URL, "main", auth)
+	_, err = gitsource.Resolve(ctx(t), toGuarded.URL, "main", auth, testEgress)
 	require.Error(t, err)
 	for _, a := range guarded.Authorizations() {
 		assert.Empty(t, a)
@@ -106,12 +106,12 @@ func TestSubmodulesAreNotFetched(t *testing.T) {
 	repo.AddSubmodule(t, "fn/lib", sub.URL)
 	auth, err := gitsource.Auth(v1alpha2.RepositoryAuthBasic, repo.URL, basicAuth(t))
 	require.NoError(t, err)
-	commit, err := gitsource.Resolve(ctx(t), repo.URL, "main", auth)
+	commit, err := gitsource.Resolve(ctx(t), repo.URL, "main", auth, testEgress)
 	require.NoError(t, err)
 
 	before := len(sub.Authorizations()) // git itself cloned it to add it
 	dest := filepath.Join(t.TempDir(), "fn")
-	require.NoError(t, gitsource.Fetch(ctx(t), gitsource.FetchOptions{URL: repo.URL, Commit: commit, BaseDir: "fn", Dest: dest, WorkDir: t.TempDir(), Auth: auth}))
+	require.NoError(t, gitsource.Fetch(ctx(t), gitsource.FetchOptions{URL: repo.URL, Commit: commit, BaseDir: "fn", Dest: dest, WorkDir: t.TempDir(), Auth: auth, Egress: testEgress}))
 	assert.FileExists(t, filepath.Join(dest, "handler.js"))
 	assert.NoFileExists(t, filepath.Join(dest, "lib", "lib.js"))
 	assert.Len(t, sub.Authorizations(), before, "no request reaches the submodule's server")

@@ -3,5 +3,10 @@
 // without cloning, and fetches one directory of a repository at a commit
 // into a local directory (what the fetch-source init container runs).
 // Credentials come from a Kubernetes Secret's data, as Kyma defines them:
-// basic (username, password) or key (ssh-privatekey, legacy key).
+// basic (username, password) or key (ssh-privatekey, legacy key). A
+// repository's server, and every address its redirects lead to (at most
+// MaxRedirects), must be one the caller's egress policy allows (package
+// internal/egress, as for the event bridge's deliveries): a tenant's URL
+// cannot make the controller connect to loopback, the cloud metadata
+// address or the API server.
 package gitsource

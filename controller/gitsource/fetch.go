@@ -15,6 +15,8 @@ import (
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/transport"
+
+	"github.com/kfn-dev/kfn/internal/egress"
 )
 
 // ErrInvalidFetch is wrapped by Fetch for options it cannot use.
@@ -36,6 +38,10 @@ type FetchOptions struct {
 	WorkDir string
 	// Auth may be nil for a public repository.
 	Auth transport.AuthMethod
+	// Egress is where the server, and the redirects it answers, may lead
+	// (errors wrap egress.ErrRefused otherwise); the zero Policy refuses
+	// loopback, link-local and the other addresses it always refuses.
+	Egress egress.Policy
 }
 
 // Fetch clones the repository into a temporary directory, checks out
@@ -54,7 +60,12 @@ func Fetch(ctx context.Context, o FetchOptions) error {
 		return fmt.Errorf("create clone directory: %w", err)
 	}
 	defer os.RemoveAll(work)
-	repo, err := git.PlainCloneContext(ctx, work, false, &git.CloneOptions{URL: o.URL, Auth: o.Auth, NoCheckout: true, Tags: git.NoTags})
+	ctx, repoURL, auth, err := useEgress(ctx, o.Egress, o.URL, o.Auth)
+	if err != nil {
+		return fmt.Errorf("clone %s: %w", o.URL, err)
+	}
+	o.Auth = auth
+	repo, err := git.PlainCloneContext(ctx, work, false, &git.CloneOptions{URL: repoURL, Auth: o.Auth, NoCheckout: true, Tags: git.NoTags})
 	if err != nil {
 		return fmt.Errorf("clone %s: %w", o.URL, err)
 	}

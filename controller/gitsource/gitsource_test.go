@@ -15,8 +15,12 @@ import (
 
 	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 	"github.com/kfn-dev/kfn/controller/gitsource"
+	"github.com/kfn-dev/kfn/internal/egress"
 	"github.com/kfn-dev/kfn/test/gittest"
 )
+
+// testEgress lets the tests' repositories, on loopback, be reached.
+var testEgress = egress.Policy{AllowLoopback: true}
 
 func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -47,7 +51,7 @@ func TestResolve(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got, err := gitsource.Resolve(ctx(t), repo.URL, tc.ref, nil)
+			got, err := gitsource.Resolve(ctx(t), repo.URL, tc.ref, nil, testEgress)
 			if tc.err != nil {
 				require.ErrorIs(t, err, tc.err)
 				return
@@ -79,7 +83,7 @@ func TestKymaReferences(t *testing.T) {
 		onMain:                    {onMain, "main"},
 	} {
 		t.Run(ref, func(t *testing.T) {
-			commit, err := gitsource.Resolve(ctx(t), repo.URL, ref, nil)
+			commit, err := gitsource.Resolve(ctx(t), repo.URL, ref, nil, testEgress)
 			require.NoError(t, err)
 			assert.Equal(t, want.commit, commit)
 			dest := filepath.Join(t.TempDir(), "function")
@@ -87,13 +91,13 @@ func TestKymaReferences(t *testing.T) {
 			if len(ref) == 40 {
 				fetch = ref // Fetch takes a SHA in either case too
 			}
-			require.NoError(t, gitsource.Fetch(ctx(t), gitsource.FetchOptions{URL: repo.URL, Commit: fetch, BaseDir: "fn", Dest: dest, WorkDir: t.TempDir()}))
+			require.NoError(t, gitsource.Fetch(ctx(t), gitsource.FetchOptions{URL: repo.URL, Commit: fetch, BaseDir: "fn", Dest: dest, WorkDir: t.TempDir(), Egress: testEgress}))
 			b, err := os.ReadFile(filepath.Join(dest, "handler.js"))
 			require.NoError(t, err)
 			assert.Equal(t, want.content, string(b))
 		})
 	}
-	_, err := gitsource.Resolve(ctx(t), repo.URL, released[:7], nil)
+	_, err := gitsource.Resolve(ctx(t), repo.URL, released[:7], nil, testEgress)
 	require.ErrorIs(t, err, gitsource.ErrReferenceNotFound, "an abbreviated SHA is no full commit SHA, as in Kyma")
 }
 
@@ -101,18 +105,18 @@ func TestResolveBasicAuth(t *testing.T) {
 	repo := gittest.New(t, "alice", "s3cret")
 	c1 := repo.Commit(t, map[string]string{"a": "1"})
 
-	_, err := gitsource.Resolve(ctx(t), repo.URL, "main", nil)
+	_, err := gitsource.Resolve(ctx(t), repo.URL, "main", nil, testEgress)
 	require.Error(t, err, "anonymous access is refused")
 
 	auth, err := gitsource.Auth(v1alpha2.RepositoryAuthBasic, repo.URL, map[string][]byte{"username": []byte("alice"), "password": []byte("s3cret")})
 	require.NoError(t, err)
-	got, err := gitsource.Resolve(ctx(t), repo.URL, "main", auth)
+	got, err := gitsource.Resolve(ctx(t), repo.URL, "main", auth, testEgress)
 	require.NoError(t, err)
 	assert.Equal(t, c1, got)
 
 	bad, err := gitsource.Auth(v1alpha2.RepositoryAuthBasic, repo.URL, map[string][]byte{"username": []byte("alice"), "password": []byte("wrong")})
 	require.NoError(t, err)
-	_, err = gitsource.Resolve(ctx(t), repo.URL, "main", bad)
+	_, err = gitsource.Resolve(ctx(t), repo.URL, "main", bad, testEgress)
 	require.Error(t, err)
 }
 
@@ -183,7 +187,7 @@ func TestFetch(t *testing.T) {
 	repo.Commit(t, map[string]string{"fns/hello/handler.js": "v2"})
 
 	dest := filepath.Join(t.TempDir(), "function")
-	require.NoError(t, gitsource.Fetch(ctx(t), gitsource.FetchOptions{URL: repo.URL, Commit: c1, BaseDir: "/fns/hello/", Dest: dest, WorkDir: t.TempDir()}))
+	require.NoError(t, gitsource.Fetch(ctx(t), gitsource.FetchOptions{URL: repo.URL, Commit: c1, BaseDir: "/fns/hello/", Dest: dest, WorkDir: t.TempDir(), Egress: testEgress}))
 	b, err := os.ReadFile(filepath.Join(dest, "handler.js"))
 	require.NoError(t, err)
 	assert.Equal(t, "v1", string(b), "the commit asked for, not the branch's head")
@@ -192,13 +196,13 @@ func TestFetch(t *testing.T) {
 	_, err = os.Stat(filepath.Join(dest, "README"))
 	require.True(t, os.IsNotExist(err), "only baseDir is copied")
 
-	err = gitsource.Fetch(ctx(t), gitsource.FetchOptions{URL: repo.URL, Commit: c1, BaseDir: "missing", Dest: t.TempDir()})
+	err = gitsource.Fetch(ctx(t), gitsource.FetchOptions{URL: repo.URL, Commit: c1, BaseDir: "missing", Dest: t.TempDir(), Egress: testEgress})
 	require.ErrorIs(t, err, gitsource.ErrInvalidFetch)
-	err = gitsource.Fetch(ctx(t), gitsource.FetchOptions{URL: repo.URL, Commit: "main", Dest: t.TempDir()})
+	err = gitsource.Fetch(ctx(t), gitsource.FetchOptions{URL: repo.URL, Commit: "main", Dest: t.TempDir(), Egress: testEgress})
 	require.ErrorIs(t, err, gitsource.ErrInvalidFetch)
 
 	root := t.TempDir()
-	require.NoError(t, gitsource.Fetch(ctx(t), gitsource.FetchOptions{URL: repo.URL, Commit: c1, BaseDir: "../..", Dest: root}), "a base dir cannot climb out of the repository")
+	require.NoError(t, gitsource.Fetch(ctx(t), gitsource.FetchOptions{URL: repo.URL, Commit: c1, BaseDir: "../..", Dest: root, Egress: testEgress}), "a base dir cannot climb out of the repository")
 	_, err = os.Stat(filepath.Join(root, "README"))
 	require.NoError(t, err)
 }

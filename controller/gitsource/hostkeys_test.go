@@ -59,9 +59,9 @@ func TestSSHHostKeys(t *testing.T) {
 			auth, err := gitsource.Auth(v1alpha2.RepositoryAuthSSHKey, srv.URL(), data)
 			require.NoError(t, err)
 			before := srv.Sessions()
-			commit, err := gitsource.Resolve(ctx(t), srv.URL(), "main", auth)
+			commit, err := gitsource.Resolve(ctx(t), srv.URL(), "main", auth, testEgress)
 			dest := filepath.Join(t.TempDir(), "fn")
-			ferr := gitsource.Fetch(ctx(t), gitsource.FetchOptions{URL: srv.URL(), Commit: c1, BaseDir: "fn", Dest: dest, WorkDir: t.TempDir(), Auth: auth})
+			ferr := gitsource.Fetch(ctx(t), gitsource.FetchOptions{URL: srv.URL(), Commit: c1, BaseDir: "fn", Dest: dest, WorkDir: t.TempDir(), Auth: auth, Egress: testEgress})
 			if !tc.ok {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), "is not known: add it to the Secret's known_hosts, or ask the administrator to add it to the installation's known hosts (chart value git.knownHosts)")

@@ -12,6 +12,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/storage/memory"
+
+	"github.com/kfn-dev/kfn/internal/egress"
 )
 
 // ErrReferenceNotFound is wrapped by Resolve when the repository has no
@@ -27,17 +29,24 @@ var commitHash = regexp.MustCompile(`^[0-9a-fA-F]{40}$`)
 // their commit), a full ref name (refs/...), HEAD, or a full 40-character
 // commit hash in either case, which is returned as it is, lower-case,
 // without asking the server (an abbreviated hash is looked up as a name).
-// auth may be nil. Errors wrap ErrReferenceNotFound when the server
-// answered but has no such reference.
-func Resolve(ctx context.Context, url, reference string, auth transport.AuthMethod) (string, error) {
+// auth may be nil. The server, and every address a redirect leads to, must
+// be one policy allows (errors wrap egress.ErrRefused otherwise). Errors
+// wrap ErrReferenceNotFound when the server answered but has no such
+// reference.
+func Resolve(ctx context.Context, url, reference string, auth transport.AuthMethod, policy egress.Policy) (string, error) {
 	reference = strings.TrimSpace(reference)
 	if commitHash.MatchString(reference) {
 		return strings.ToLower(reference), nil
 	}
+	name := url
+	ctx, url, auth, err := useEgress(ctx, policy, url, auth)
+	if err != nil {
+		return "", fmt.Errorf("list references of %s: %w", name, err)
+	}
 	remote := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{url}})
 	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: auth, PeelingOption: git.AppendPeeled})
 	if err != nil {
-		return "", fmt.Errorf("list references of %s: %w", url, err)
+		return "", fmt.Errorf("list references of %s: %w", name, err)
 	}
 	byName := make(map[plumbing.ReferenceName]*plumbing.Reference, len(refs))
 	for _, r := range refs {
@@ -61,5 +70,5 @@ func Resolve(ctx context.Context, url, reference string, auth transport.AuthMeth
 		}
 		return r.Hash().String(), nil
 	}
-	return "", fmt.Errorf("%w: %s has no branch or tag %q", ErrReferenceNotFound, url, reference)
+	return "", fmt.Errorf("%w: %s has no branch or tag %q", ErrReferenceNotFound, name, reference)
 }

@@ -28,5 +28,8 @@
 //
 // The pool runs in the controller's leader. A standby pod's token is
 // derived from a key the process makes at start and never stores: a new
-// leader deletes the standby pods it finds and makes its own.
+// leader deletes the standby pods it finds and makes its own. The pool
+// knows its pods by the UID the API server gave each when it made it,
+// never by name: a tenant who deletes one and makes another of the same
+// name (its spec and token hash copied) gets nothing.
 package pool

@@ -111,6 +111,10 @@ type Pool struct {
 	taken map[types.NamespacedName]bool
 	// created are pods made and not seen in the cache yet.
 	created map[types.NamespacedName]poolKey
+	// made are the UIDs of the standby pods the pool made, by name: a pod
+	// of the same name someone else made (after deleting the pool's) is
+	// not the pool's.
+	made map[types.NamespacedName]types.UID
 	// failed says why the last claim for a Function failed.
 	failed map[types.NamespacedName]string
 	kick   chan struct{}
@@ -151,6 +155,7 @@ func New(c client.Client, cache cache.Cache, cfg Config, opts ...Option) (*Pool,
 		functions: map[types.NamespacedName]member{},
 		taken:     map[types.NamespacedName]bool{},
 		created:   map[types.NamespacedName]poolKey{},
+		made:      map[types.NamespacedName]types.UID{},
 		failed:    map[types.NamespacedName]string{},
 		kick:      make(chan struct{}, 1),
 	}
@@ -410,7 +415,11 @@ func (p *Pool) claim(ctx context.Context, fn types.NamespacedName) {
 	// updates, which a lock would trip over, change no label.
 	loaded := make(chan error, 1)
 	go func() { loaded <- p.specialize(ctx, pod, m.plan) }()
-	patch := client.MergeFrom(pod.DeepCopy())
+	// The patch carries the pod's UID, which the API server does not let
+	// change: it fails on another pod of the same name.
+	base := pod.DeepCopy()
+	base.UID = ""
+	patch := client.MergeFrom(base)
 	for k, v := range m.plan.Labels {
 		pod.Labels[k] = v
 	}
@@ -424,7 +433,7 @@ func (p *Pool) claim(ctx context.Context, fn types.NamespacedName) {
 	loadErr := <-loaded
 	if err := errors.Join(loadErr, patchErr); err != nil {
 		p.log.Error(err, "give a standby pod its Function; deleting the pod", "function", fn, "pod", pod.Name)
-		_ = p.c.Delete(ctx, pod)
+		_ = p.c.Delete(ctx, pod, client.Preconditions{UID: &pod.UID})
 		var refused *hostAnswer
 		if errors.As(loadErr, &refused) {
 			p.mu.Lock()
@@ -460,11 +469,16 @@ func (p *Pool) take(ctx context.Context, k poolKey) (*corev1.Pod, error) {
 	return nil, nil
 }
 
-// ours reports whether the pool made pod: its host's token hash is that of
-// the token the pool derives for it. A pod someone else labelled as
-// standby (a tenant of the namespace, say) is never given a Function's
-// source, nor counted in the pool.
+// ours reports whether the pool made pod: it is the pod the pool made
+// under its name (its UID), and its host's token hash is that of the
+// token the pool derives for it. A pod someone else labelled as standby (a
+// tenant of the namespace, say), or made under the name of one of the
+// pool's after deleting it, with its environment copied, is never given
+// a Function's source, nor counted in the pool. p.mu is held.
 func (p *Pool) ours(pod *corev1.Pod) bool {
+	if uid, ok := p.made[client.ObjectKeyFromObject(pod)]; !ok || uid != pod.UID {
+		return false
+	}
 	want := runtimes.StandbyTokenHash(p.token(pod.Namespace, pod.Name))
 	for _, c := range pod.Spec.Containers {
 		if c.Name != resources.ContainerFunction {
@@ -590,9 +604,11 @@ func (p *Pool) refill(ctx context.Context) error {
 	p.mu.Lock()
 	have := map[poolKey]int{}
 	var extra []*corev1.Pod
+	listed := map[types.NamespacedName]bool{}
 	for i := range pods.Items {
 		pod := &pods.Items[i]
 		key := client.ObjectKeyFromObject(pod)
+		listed[key] = true
 		delete(p.created, key)
 		if pod.DeletionTimestamp != nil || !p.ours(pod) {
 			continue
@@ -608,6 +624,13 @@ func (p *Pool) refill(ctx context.Context) error {
 	}
 	for _, k := range p.created {
 		have[k]++
+	}
+	// The pods made that are gone, or given to a Function, are no longer
+	// standby pods of the pool's.
+	for key := range p.made {
+		if _, pending := p.created[key]; !listed[key] && !pending {
+			delete(p.made, key)
+		}
 	}
 	var todo []poolKey
 	for k := range want {
@@ -694,8 +717,13 @@ func (p *Pool) create(ctx context.Context, k poolKey, fn plan.Plan) error {
 	if err := p.c.Apply(ctx, pod, client.FieldOwner("kfn-pool"), client.ForceOwnership); err != nil {
 		return fmt.Errorf("create standby pod %s/%s: %w", k.namespace, name, err)
 	}
+	if pod.UID == nil || *pod.UID == "" {
+		return fmt.Errorf("create standby pod %s/%s: the API server's answer has no UID", k.namespace, name)
+	}
+	key := types.NamespacedName{Namespace: k.namespace, Name: name}
 	p.mu.Lock()
-	p.created[types.NamespacedName{Namespace: k.namespace, Name: name}] = k
+	p.created[key] = k
+	p.made[key] = *pod.UID
 	p.mu.Unlock()
 	return nil
 }

@@ -329,6 +329,82 @@ func TestPoolGivesAStandbyPodToAFunctionWokenFromZero(t *testing.T) {
 	}, wait, 10*time.Millisecond, "no standby pod of the pool's where no Function needs one (the impostor is not the pool's to delete)")
 }
 
+// TestPoolKnowsItsPodsByUIDNotName: a tenant deletes the pool's standby
+// pod and creates an impostor of the same name, labels and spec (the
+// token hash in its environment copied): the pool never gives it a
+// Function (neither its source nor its traffic) nor counts it, makes a
+// standby pod of its own instead, and gives that one to the Function it
+// wakes. Fails when the pool recognises its pods by name.
+func TestPoolKnowsItsPodsByUIDNotName(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an API server")
+	}
+	ctx, cluster, k, p := startPool(t)
+	c := cluster.Client
+	require.NoError(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}))
+	orders := newFunction(t, ctx, c, "shop", "orders", "")
+	require.NoError(t, p.Observe(orders))
+	require.Eventually(t, func() bool {
+		return len(podsOf(t, ctx, c, "shop", client.HasLabels{pool.LabelShape})) == 1
+	}, wait, 10*time.Millisecond, "a standby pod")
+	require.Equal(t, 1, k.run(ctx, "shop"))
+	standby := podsOf(t, ctx, c, "shop", client.HasLabels{pool.LabelShape})[0]
+
+	// The tenant's impostor: the same pod under the same name.
+	require.NoError(t, c.Delete(ctx, &standby))
+	require.Eventually(t, func() bool {
+		return apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(&standby), &corev1.Pod{}))
+	}, wait, 10*time.Millisecond, "the pool's pod is gone")
+	impostor := standby.DeepCopy()
+	impostor.ObjectMeta = metav1.ObjectMeta{Namespace: standby.Namespace, Name: standby.Name, Labels: standby.Labels}
+	impostor.Status = corev1.PodStatus{}
+	require.NoError(t, c.Create(ctx, impostor))
+	k.start(ctx, impostor)
+	require.NotEqual(t, standby.UID, impostor.UID)
+
+	// The Function is woken: the impostor is the only started pod of the
+	// pool's shape.
+	ordersDep := deployment(t, ctx, c, orders)
+	scale(t, ctx, c, ordersDep, 1)
+	var own corev1.Pod
+	require.Eventually(t, func() bool {
+		for _, pod := range podsOf(t, ctx, c, "shop", client.HasLabels{pool.LabelShape}) {
+			if pod.UID != impostor.UID {
+				own = pod
+				return true
+			}
+		}
+		return false
+	}, wait, 10*time.Millisecond, "the pool makes a standby pod of its own: the impostor does not count")
+	code, name := ready(t, k.address(impostor))
+	assert.Equal(t, http.StatusServiceUnavailable, code, "the impostor was sent no source")
+	assert.Empty(t, name, "the impostor serves no Function")
+	require.Equal(t, 1, k.run(ctx, "shop"), "the kubelet starts the pool's new pod")
+
+	// Woken again, it gets the pool's own pod.
+	scale(t, ctx, c, ordersDep, 0)
+	scale(t, ctx, c, ordersDep, 1)
+	var claimed corev1.Pod
+	require.Eventually(t, func() bool {
+		pods := podsOf(t, ctx, c, "shop", client.HasLabels{pool.LabelClaimedBy})
+		if len(pods) == 1 {
+			claimed = pods[0]
+		}
+		return len(pods) == 1
+	}, wait, 10*time.Millisecond, "a standby pod is given to the woken Function")
+	assert.Equal(t, own.UID, claimed.UID, "the pool's own pod, not the impostor")
+	code, name = ready(t, k.address(&claimed))
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "shop/orders", name)
+
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(impostor), impostor))
+	assert.Equal(t, standby.Labels, impostor.Labels, "the impostor is in no Function's Service")
+	assert.Empty(t, impostor.OwnerReferences)
+	code, name = ready(t, k.address(impostor))
+	assert.Equal(t, http.StatusServiceUnavailable, code, "the impostor was sent no source")
+	assert.Empty(t, name)
+}
+
 // TestPoolGivesBackAFunctionWhoseDependenciesAreNotCached: a Function
 // with dependencies is pooled when a dependency cache is configured; when
 // it is woken and the cache does not hold its dependencies yet (the

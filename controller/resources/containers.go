@@ -33,6 +33,8 @@ const (
 	volumeGitAuth  = "git-auth"
 	volumeToken    = "service-account-token"
 	volumeIdentity = "kfn-identity"
+	// volumeDepsWriter is the install container's writer token.
+	volumeDepsWriter = "kfn-dependency-writer"
 )
 
 // Paths inside the init containers.
@@ -87,6 +89,9 @@ func functionVolumes(p plan.Plan, cfg Config, standby bool) ([]*corev1ac.VolumeA
 		volumes = append(volumes, gitAuthVolume(g))
 	}
 	volumes = append(volumes, emptyDir(volumeTmp, cfg.Volumes.Tmp), identityVolume())
+	if cached(p) {
+		volumes = append(volumes, dependencyWriterVolume(p))
+	}
 	mounts = append(mounts, corev1ac.VolumeMount().WithName(volumeTmp).WithMountPath("/tmp"),
 		corev1ac.VolumeMount().WithName(volumeIdentity).WithMountPath(runtimes.PodIdentityDir).WithReadOnly(true))
 	if p.ServiceAccountToken {
@@ -139,6 +144,20 @@ func identityVolume() *corev1ac.VolumeApplyConfiguration {
 		WithDefaultMode(0o444).
 		WithSources(corev1ac.VolumeProjection().WithServiceAccountToken(corev1ac.ServiceAccountTokenProjection().
 			WithAudience(IdentityAudience).WithPath("token").WithExpirationSeconds(ServiceAccountTokenExpiration))))
+}
+
+// dependencyWriterVolume is the install container's writer token: a token
+// of the pod's ServiceAccount for the audience that may store p's
+// dependency set in the cache and nothing else
+// (runtimes.DependencyWriterAudience). Only the install container mounts
+// it: the function container, whose code runs the Function, cannot store
+// dependencies for the namespace's other pods.
+func dependencyWriterVolume(p plan.Plan) *corev1ac.VolumeApplyConfiguration {
+	return corev1ac.Volume().WithName(volumeDepsWriter).WithProjected(corev1ac.ProjectedVolumeSource().
+		WithDefaultMode(0o444).
+		WithSources(corev1ac.VolumeProjection().WithServiceAccountToken(corev1ac.ServiceAccountTokenProjection().
+			WithAudience(runtimes.DependencyWriterAudience(p.Runtime.Name, p.Dependencies.Hash)).
+			WithPath("token").WithExpirationSeconds(ServiceAccountTokenExpiration))))
 }
 
 // gitAuthVolume is the credentials Secret's keys, and, for SSH key
@@ -199,8 +218,9 @@ func fetchContainer(p plan.Plan, cfg Config, sc *corev1ac.SecurityContextApplyCo
 // dependency cache (the plan's Host.DependencyCache, set only for
 // dependencies with a hash) it first asks the cache for them with the
 // pod's identity token, and installs only when the cache has none, then
-// stores what it installed there (installScript).
-func installContainer(p plan.Plan, sc *corev1ac.SecurityContextApplyConfiguration) *corev1ac.ContainerApplyConfiguration {
+// stores what it installed there (installScript); what it unpacks from the
+// cache is bounded by the dependencies volume's size limit.
+func installContainer(p plan.Plan, cfg Config, sc *corev1ac.SecurityContextApplyConfiguration) *corev1ac.ContainerApplyConfiguration {
 	srcDir, srcVolume := runtimes.PodSourceDir, volumeSource
 	if p.Source.Git != nil {
 		srcDir, srcVolume = p.Host.FunctionDir, volumeFunction
@@ -218,11 +238,19 @@ func installContainer(p plan.Plan, sc *corev1ac.SecurityContextApplyConfiguratio
 	}
 	if cached(p) {
 		// The cache knows the pod's namespace from its identity token
-		// (audience kfn only): no Kubernetes API token is mounted.
+		// (audience kfn only), and lets it store p's dependency set only
+		// with the writer token: no Kubernetes API token is mounted.
 		env = append(env,
 			corev1ac.EnvVar().WithName(runtimes.EnvDependencyCache).WithValue(p.Host.DependencyCache),
-			corev1ac.EnvVar().WithName(runtimes.EnvIdentityTokenFile).WithValue(p.Host.IdentityTokenFile))
-		mounts = append(mounts, corev1ac.VolumeMount().WithName(volumeIdentity).WithMountPath(runtimes.PodIdentityDir).WithReadOnly(true))
+			corev1ac.EnvVar().WithName(runtimes.EnvIdentityTokenFile).WithValue(p.Host.IdentityTokenFile),
+			corev1ac.EnvVar().WithName(runtimes.EnvDependencyWriterTokenFile).WithValue(path.Join(runtimes.PodDependencyWriterDir, "token")))
+		if limit := cfg.Volumes.Dependencies; !limit.IsZero() {
+			// What the client unpacks fits the volume it unpacks into.
+			env = append(env, corev1ac.EnvVar().WithName(runtimes.EnvDependencyMaxBytes).WithValue(strconv.FormatInt(limit.Value(), 10)))
+		}
+		mounts = append(mounts,
+			corev1ac.VolumeMount().WithName(volumeIdentity).WithMountPath(runtimes.PodIdentityDir).WithReadOnly(true),
+			corev1ac.VolumeMount().WithName(volumeDepsWriter).WithMountPath(runtimes.PodDependencyWriterDir).WithReadOnly(true))
 	}
 	return corev1ac.Container().
 		WithName(ContainerInstallDeps).

@@ -80,7 +80,7 @@ func podSpec(p plan.Plan, cfg Config, standby bool) *corev1ac.PodSpecApplyConfig
 		initContainers = append(initContainers, fetchContainer(p, cfg, &containerSC))
 	}
 	if p.Dependencies.Install() {
-		initContainers = append(initContainers, installContainer(p, &containerSC))
+		initContainers = append(initContainers, installContainer(p, cfg, &containerSC))
 	}
 	container := corev1ac.Container().
 		WithName(ContainerFunction).

@@ -302,7 +302,10 @@ func TestDeploymentGit(t *testing.T) {
 // pod; the function container is told the cache too. Without a cache, and
 // for a Git source (no hash), the install script is exactly the one
 // without the cache. Fails when the identity token, the cache variable or
-// the fallback is dropped, or when the no-cache script changes.
+// the fallback is dropped, or when the no-cache script changes. Only the
+// install container holds the writer token (audience of this runtime and
+// hash): fails when it is missing, of another audience, or mounted in the
+// function container, whose code could then store dependencies.
 func TestDeploymentDependencyCache(t *testing.T) {
 	const cache = "http://kfn-publisher.kfn-system.svc.cluster.local/_kfn/dependencies"
 	withCache := planConfig
@@ -338,6 +341,7 @@ func TestDeploymentDependencyCache(t *testing.T) {
 			require.NotNil(t, ic)
 			assert.Equal(t, tc.today, ic.Command[2], "without a cache the install is as it was")
 			assert.Nil(t, mount(ic, runtimes.PodIdentityDir))
+			assert.Nil(t, mount(ic, runtimes.PodDependencyWriterDir))
 			assert.Empty(t, fntest.EnvValue(*ic, runtimes.EnvDependencyCache))
 			assert.Empty(t, fntest.EnvValue(*container(pod, resources.ContainerFunction), runtimes.EnvDependencyCache))
 
@@ -366,6 +370,31 @@ func TestDeploymentDependencyCache(t *testing.T) {
 			assert.Equal(t, resources.IdentityAudience, v.Projected.Sources[0].ServiceAccountToken.Audience, "kfn's audience: the API server refuses it")
 			assert.Nil(t, mount(ic, resources.ServiceAccountDir), "no Kubernetes API token")
 			assert.False(t, *pod.AutomountServiceAccountToken)
+
+			// What the client unpacks from the cache is bounded by the
+			// volume it unpacks into.
+			limit := testConfig().Volumes.Dependencies
+			assert.Equal(t, fmt.Sprint(limit.Value()), fntest.EnvValue(*ic, runtimes.EnvDependencyMaxBytes))
+
+			// The install container alone holds the writer token, of the
+			// audience of this runtime and hash only.
+			assert.Equal(t, runtimes.PodDependencyWriterDir+"/token", fntest.EnvValue(*ic, runtimes.EnvDependencyWriterTokenFile))
+			wm := mount(ic, runtimes.PodDependencyWriterDir)
+			require.NotNil(t, wm, "the install container may store what it installed")
+			assert.True(t, wm.ReadOnly)
+			wv := volume(pod, wm.Name)
+			require.NotNil(t, wv.Projected)
+			require.Len(t, wv.Projected.Sources, 1)
+			assert.Equal(t, runtimes.DependencyWriterAudience(p.Runtime.Name, p.Dependencies.Hash), wv.Projected.Sources[0].ServiceAccountToken.Audience)
+			for _, c := range append(pod.InitContainers, pod.Containers...) {
+				if c.Name == resources.ContainerInstallDeps {
+					continue
+				}
+				for _, m := range c.VolumeMounts {
+					assert.NotEqual(t, wm.Name, m.Name, "container %s must not hold the writer token", c.Name)
+				}
+				assert.Empty(t, fntest.EnvValue(c, runtimes.EnvDependencyWriterTokenFile), "container %s", c.Name)
+			}
 			assert.Equal(t, cache, fntest.EnvValue(*container(pod, resources.ContainerFunction), runtimes.EnvDependencyCache))
 		})
 	}

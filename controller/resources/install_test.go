@@ -99,6 +99,8 @@ func TestInstallContainerTakesDependenciesFromTheCache(t *testing.T) {
 			name, content := tc.config(index)
 			require.NoError(t, os.WriteFile(filepath.Join(registryDir, name), []byte(content), 0o444))
 			require.NoError(t, os.WriteFile(filepath.Join(identity, "token"), []byte(depcachetest.Token), 0o444))
+			writer := t.TempDir()
+			require.NoError(t, os.WriteFile(filepath.Join(writer, "token"), []byte(depcachetest.WriterToken(rt.Name, p.Dependencies.Hash)), 0o444))
 			// npm and python3 log their arguments before running: a hit
 			// must not run the package manager.
 			bin, calls := t.TempDir(), filepath.Join(t.TempDir(), "calls")
@@ -118,7 +120,7 @@ func TestInstallContainerTakesDependenciesFromTheCache(t *testing.T) {
 				deps, tmp := t.TempDir(), t.TempDir()
 				moved := strings.NewReplacer(
 					runtimes.PodDepsDir, deps, runtimes.PodSourceDir, source, resources.RegistryConfigDir, registryDir,
-					runtimes.ImageHostDir, hostDir, runtimes.PodIdentityDir, identity, "/tmp", tmp,
+					runtimes.ImageHostDir, hostDir, runtimes.PodDependencyWriterDir, writer, runtimes.PodIdentityDir, identity, "/tmp", tmp,
 				)
 				cmd := exec.Command(ic.Command[0], ic.Command[1], moved.Replace(ic.Command[2]))
 				cmd.Env = []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH")}

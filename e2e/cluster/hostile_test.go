@@ -12,7 +12,11 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/eventbridge/admission"
+	subscriptions "github.com/kfn-dev/kfn/eventbridge/subscription"
 	"github.com/kfn-dev/kfn/test/clusterinstall"
 	"github.com/kfn-dev/kfn/test/hostile"
 	"github.com/kfn-dev/kfn/test/singlenode"
@@ -24,10 +28,15 @@ import (
 // bridge, redirects the event bridge to its own dead-letter admin API (on
 // the pod's address: no Service reaches it), never answers with a
 // thousand large events in flight, fails everything, replies with events
-// NATS would close the connection for, and asks for Subscriptions over
-// their bounds or with the victim's sink. Every attack gets its clear
-// answer or bound, the event bridge is never restarted, the victim's dead
-// letter stays, and every payment acknowledged reaches its ledger.
+// NATS would close the connection for or forged as the victim's, emits
+// every event it gets (a loop), answers with a megabyte of headers, and
+// asks for Subscriptions over their bounds, with the victim's sink or
+// more on one type than a namespace may have. Every attack gets its clear
+// answer or bound (the loop ends at the hop limit, no forged reply reaches
+// the ledger, the headers fail their delivery with the reason, the
+// Subscriptions past the limit say why), the event bridge is never
+// restarted, the victim's dead letter stays, and every payment
+// acknowledged reaches its ledger.
 func TestHostileTenant(t *testing.T) {
 	t.Parallel() // beside the other scenarios that leave the install as it is (doc.go)
 	victim, attacker := namespace(t, "bank"), namespace(t, "mallory")
@@ -46,7 +55,7 @@ func TestHostileTenant(t *testing.T) {
 			assert.Contains(t, err.Error(), m.Says, name)
 		}
 	}
-	for ns, fns := range map[string][]string{victim: {"ledger", "audit"}, attacker: {"redirector", "dead", "slow", "replier"}} {
+	for ns, fns := range map[string][]string{victim: {"ledger", "audit"}, attacker: {"redirector", "dead", "slow", "replier", "spoofer", "looper", "headers"}} {
 		for _, fn := range fns {
 			waitRunning(t, ns, fn, 3*time.Minute)
 			waitSubscriptionReady(t, ns, fn)
@@ -104,8 +113,11 @@ func TestHostileTenant(t *testing.T) {
 			if i < 5 {
 				_, _, _ = publishEvent(hostile.RedirectType, hostile.AttackerSource, fmt.Sprintf("%s-redirect-%d", attacker, i), `{}`)
 				_, _, _ = publishEvent(hostile.ReplyType, hostile.AttackerSource, fmt.Sprintf("%s-reply-%d", attacker, i), `{}`)
+				_, _, _ = publishEvent(hostile.SpoofType, hostile.AttackerSource, fmt.Sprintf("%s-pay-%03d", victim, i), `{}`)
+				_, _, _ = publishEvent(hostile.HeaderType, hostile.AttackerSource, fmt.Sprintf("%s-headers-%d", attacker, i), `{}`)
 			}
 		}
+		_, _, _ = publishEvent(hostile.LoopType, hostile.AttackerSource, attacker+"-loop", `{}`)
 	}()
 	wg.Wait()
 
@@ -126,6 +138,42 @@ func TestHostileTenant(t *testing.T) {
 		}
 		return nil
 	})
+	eventually(t, 2*time.Minute, "a sink's megabyte of headers fails its delivery with the reason", func() error {
+		out, err := kfn(t, "dlq", "list", "-n", attacker, "--subscription", "headers", "-o", "json")
+		if err != nil {
+			return err
+		}
+		if n := strings.Count(out, "header"); n < 5 {
+			return fmt.Errorf("%d of 5: %s", n, out)
+		}
+		return nil
+	})
+	loop := "looper-" + attacker
+	var loops int
+	eventually(t, 2*time.Minute, "the emitting loop ends", func() error {
+		n := len(platform.recorder.counts(loop))
+		if n < 2 || n != loops {
+			loops = n
+			return fmt.Errorf("%d events so far", n)
+		}
+		return nil
+	})
+	assert.Equal(t, admission.DefaultMaxHops+1, loops, "the loop ends at the hop limit")
+	for id := range platform.recorder.counts("ledger") {
+		assert.False(t, strings.HasPrefix(id, hostile.SpoofPrefix), "a reply forged as the victim's never reaches its ledger: %s", id)
+	}
+	limited := 0
+	for i := range hostile.FanoutSubscriptions {
+		var sub eventingv1alpha2.Subscription
+		require.NoError(t, platform.client.Get(t.Context(), client.ObjectKey{Namespace: attacker, Name: fmt.Sprintf("fanout-%02d", i)}, &sub))
+		for _, c := range sub.Status.Conditions {
+			if c.Reason == eventingv1alpha2.ReasonNamespaceLimit {
+				limited++
+			}
+		}
+	}
+	assert.Equal(t, hostile.FanoutSubscriptions-subscriptions.DefaultMaxSubscriptionsPerType, limited,
+		"the attacker's Subscriptions on one type past its namespace's limit are not active, and say why")
 	out, err := kfn(t, "dlq", "list", "-n", victim, "--subscription", "audit")
 	require.NoError(t, err, out)
 	assert.Contains(t, out, victim+"-audit-1", "the victim's dead letter was not replayed by the attacker's redirect")

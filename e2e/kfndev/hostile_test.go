@@ -15,7 +15,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kfn-dev/kfn/eventbridge/admission"
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
+	"github.com/kfn-dev/kfn/eventbridge/subscription"
 	"github.com/kfn-dev/kfn/local/dev"
 	"github.com/kfn-dev/kfn/test/hostile"
 	"github.com/kfn-dev/kfn/test/testport"
@@ -26,10 +28,12 @@ import (
 // same time sends every publish that once stopped or flooded the event
 // bridge, and whose Functions redirect the event bridge to kfn's own
 // dead-letter API (to replay the victim's dead letters), never answer
-// with large events in flight, fail everything, and reply with events
-// NATS would close the connection for; its Subscriptions that ask for
-// too much are refused, and the one whose sink is the victim's is never
-// served. Every attack gets its clear answer or bound, kfn dev stays up
+// with large events in flight, fail everything, reply with events NATS
+// would close the connection for or forged as the victim's, emit every
+// event they get (a loop, which ends at the hop limit), and answer with a
+// megabyte of headers; its Subscriptions that ask for too much are
+// refused, the one whose sink is the victim's is never served, and those
+// on one type past the namespace's limit are not served and say why. Every attack gets its clear answer or bound, kfn dev stays up
 // (no restart), the victim's dead letter stays, and every payment the
 // publisher acknowledged reaches the ledger.
 func TestHostileTenant(t *testing.T) {
@@ -66,6 +70,8 @@ func TestHostileTenant(t *testing.T) {
 		assert.Contains(t, errs, m.Says, "refused-%s.yaml is refused with the reason", name)
 	}
 	assert.Contains(t, errs, "mallory/trespass", "a Subscription whose sink is another namespace's is not served")
+	assert.Equal(t, hostile.FanoutSubscriptions-subscription.DefaultMaxSubscriptionsPerType, strings.Count(errs, "per event type"),
+		"the attacker's Subscriptions on one type past its namespace's limit are not served, each says why:\n%s", errs)
 
 	publish := func(source, eventType, id, data string) int {
 		req, err := http.NewRequest(http.MethodPost, base+"/publish", strings.NewReader(data))
@@ -137,8 +143,11 @@ func TestHostileTenant(t *testing.T) {
 			if i < 5 {
 				publish(hostile.AttackerSource, hostile.RedirectType, fmt.Sprintf("redirect-%d", i), `{}`)
 				publish(hostile.AttackerSource, hostile.ReplyType, fmt.Sprintf("reply-%d", i), `{}`)
+				publish(hostile.AttackerSource, hostile.SpoofType, fmt.Sprintf("pay-%d", i), `{}`)
+				publish(hostile.AttackerSource, hostile.HeaderType, fmt.Sprintf("headers-%d", i), `{}`)
 			}
 		}
+		publish(hostile.AttackerSource, hostile.LoopType, "loop", `{}`)
 	}()
 	wg.Wait()
 	phase("attack sent")
@@ -176,6 +185,27 @@ func TestHostileTenant(t *testing.T) {
 	require.Eventually(t, func() bool { return strings.Contains(p.out.String(), "emit refused") }, 60*time.Second, 100*time.Millisecond,
 		"a Function's emitted event with a type over the bound is refused to the Function")
 	phase("emit refused")
+	var loops []string
+	require.Eventually(t, func() bool {
+		now := hostile.LoopIDs(p.out.String())
+		ended := len(now) > 1 && len(now) == len(loops) && strings.Contains(p.out.String(), "loop ended")
+		loops = now
+		return ended
+	}, 60*time.Second, time.Second, "the emitting loop ends")
+	assert.Len(t, loops, admission.DefaultMaxHops+1, "the loop ends at the hop limit: %v", loops)
+	for id := range hostile.LedgerIDs(p.out.String()) {
+		assert.False(t, strings.HasPrefix(id, hostile.SpoofPrefix), "a reply forged as the victim's never reaches its ledger: %s", id)
+	}
+	require.Eventually(t, func() bool {
+		n := 0
+		for _, l := range letters("mallory") {
+			if l.Subscription == "headers" && strings.Contains(l.Error, "header") {
+				n++
+			}
+		}
+		return n == 5
+	}, 60*time.Second, 100*time.Millisecond, "a sink's megabyte of headers fails its delivery with the reason")
+	phase("loop, spoofed replies and header bomb held")
 	assert.Equal(t, 1, strings.Count(p.out.String(), "is up on http://"), "kfn dev never restarted: its NATS connection held")
 	assert.NotContains(t, p.out.String(), "starting kfn dev again")
 	for _, s := range st().Subscriptions {

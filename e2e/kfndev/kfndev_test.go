@@ -111,6 +111,12 @@ func startDevEnv(t *testing.T, dir string, env []string, extra ...string) *devPr
 	if env != nil {
 		cmd.Env = append(os.Environ(), env...)
 	}
+	return runDev(t, cmd)
+}
+
+// runDev starts cmd, a `kfn dev` command, and waits until it says it is up.
+func runDev(t *testing.T, cmd *exec.Cmd) *devProcess {
+	t.Helper()
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	cmd.Stderr = cmd.Stdout

@@ -2,6 +2,7 @@ package deadletter
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -54,9 +55,12 @@ type Letter struct {
 	ID     string `json:"id"`
 	Source string `json:"source"`
 	Type   string `json:"type"`
-	// ContentType and Data are the event's data.
+	// ContentType and Data are the event's data; with Filter.Preview,
+	// Data is only its start (at most MaxPreview bytes).
 	ContentType string `json:"contentType,omitempty"`
 	Data        []byte `json:"data,omitempty"`
+	// DataSize is the size of the whole data in bytes.
+	DataSize int `json:"dataSize"`
 }
 
 // Filter selects dead letters.
@@ -68,6 +72,12 @@ type Filter struct {
 	After uint64
 	// Limit is the most returned; DefaultLimit when 0, at most MaxLimit.
 	Limit int
+	// Preview lists each letter with only the start of its data (the
+	// MaxPreview bytes kept in its header HeaderDataPreview when it was
+	// dead-lettered) and the size of the whole: the data itself is not
+	// read, so a page of large letters costs what their headers do.
+	// Letters stored before previews were kept have no data then.
+	Preview bool
 }
 
 // Admin lists, replays and deletes dead letters. It is safe for concurrent
@@ -146,6 +156,10 @@ func (a *Admin) allowLetter(r *http.Request, verb string, seq uint64) error {
 // lists.
 const listBufferBytes = 4 << 20
 
+// previewReadAhead is how many letters a listing with Filter.Preview reads
+// ahead: their headers, each at most the event's and the failure's.
+const previewReadAhead = 64
+
 // List returns the dead letters the filter selects, oldest first. It holds
 // them all: for many, use Each.
 func (a *Admin) List(ctx context.Context, f Filter) ([]Letter, error) {
@@ -170,7 +184,7 @@ func (a *Admin) Each(ctx context.Context, f Filter, fn func(Letter) error) (next
 	if f.Limit == 0 {
 		f.Limit = DefaultLimit
 	}
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: subjects, DeliverPolicy: jetstream.DeliverAllPolicy}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: subjects, DeliverPolicy: jetstream.DeliverAllPolicy, HeadersOnly: f.Preview}
 	if f.After > 0 {
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 		cfg.OptStartSeq = f.After + 1
@@ -189,7 +203,13 @@ func (a *Admin) Each(ctx context.Context, f Filter, fn func(Letter) error) (next
 	if info.NumPending == 0 {
 		return 0, nil
 	}
-	it, err := c.Messages(jetstream.PullMaxBytes(listBufferBytes))
+	// Headers only (Preview) are small: a batch of messages, where a bound
+	// in bytes would make the client buffer a million of them.
+	readAhead := jetstream.PullMessagesOpt(jetstream.PullMaxBytes(listBufferBytes))
+	if f.Preview {
+		readAhead = jetstream.PullMaxMessages(previewReadAhead)
+	}
+	it, err := c.Messages(readAhead)
 	if err != nil {
 		return 0, fmt.Errorf("read dead letters: %w", err)
 	}
@@ -204,7 +224,12 @@ func (a *Admin) Each(ctx context.Context, f Filter, fn func(Letter) error) (next
 		if err != nil {
 			continue
 		}
-		l := letter(meta.Sequence.Stream, m.Headers(), m.Data())
+		var l Letter
+		if f.Preview {
+			l = preview(meta.Sequence.Stream, m.Headers())
+		} else {
+			l = letter(meta.Sequence.Stream, m.Headers(), m.Data())
+		}
 		if !f.selects(l) {
 			continue
 		}
@@ -254,13 +279,19 @@ func (f Filter) selects(l Letter) bool {
 // deleteConsumer removes the server's consumer behind the ordered consumer
 // c; a failure leaves it to expire on its own.
 func (a *Admin) deleteConsumer(c jetstream.Consumer) {
+	deleteOrdered(a.js, a.streams.DeadLetterStream, c)
+}
+
+// deleteOrdered removes the server's consumer behind the ordered consumer
+// c of stream name; a failure leaves it to expire on its own.
+func deleteOrdered(js jetstream.JetStream, name string, c jetstream.Consumer) {
 	info := c.CachedInfo()
 	if info == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_ = a.js.DeleteConsumer(ctx, a.streams.DeadLetterStream, info.Name)
+	_ = js.DeleteConsumer(ctx, name, info.Name)
 }
 
 // DeadLetterSubjectPrefixAll selects every dead letter.
@@ -275,8 +306,24 @@ func letter(seq uint64, h nats.Header, data []byte) Letter {
 		Status: status, Error: h.Get(HeaderError), Attempts: attempts, FailedAt: at,
 		Subject: h.Get(HeaderSubject),
 		ID:      eventstore.Attribute(h, "id"), Source: eventstore.Attribute(h, "source"), Type: eventstore.Attribute(h, "type"),
-		ContentType: h.Get(eventstore.HeaderContentType), Data: data,
+		ContentType: h.Get(eventstore.HeaderContentType), Data: data, DataSize: len(data),
 	}
+}
+
+// headerMsgSize is the header in which JetStream gives the size of a
+// message's data when it sends the headers only.
+const headerMsgSize = "Nats-Msg-Size"
+
+// preview is the letter of a message sent without its data (a consumer
+// with HeadersOnly): Data is the preview its header kept.
+func preview(seq uint64, h nats.Header) Letter {
+	data, err := base64.StdEncoding.DecodeString(h.Get(HeaderDataPreview))
+	if err != nil {
+		data = nil
+	}
+	l := letter(seq, h, data)
+	l.DataSize, _ = strconv.Atoi(h.Get(headerMsgSize))
+	return l
 }
 
 // Get returns one dead letter; the error wraps ErrNotFound when there is

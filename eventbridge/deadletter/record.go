@@ -1,6 +1,7 @@
 package deadletter
 
 import (
+	"encoding/base64"
 	"strconv"
 	"strings"
 	"time"
@@ -21,7 +22,15 @@ const (
 	HeaderSubject      = "Kfn-Subject"
 	HeaderSequence     = "Kfn-Sequence"
 	HeaderFailedAt     = "Kfn-Failed-At"
+	// HeaderDataPreview holds the start of the event's data, at most
+	// MaxPreview bytes, in base64 (standard encoding): what a listing with
+	// Filter.Preview gives without reading the data.
+	HeaderDataPreview = "Kfn-Data-Preview"
 )
+
+// MaxPreview bounds the start of a dead letter's data kept in
+// HeaderDataPreview.
+const MaxPreview = 256
 
 // maxErrorLen bounds the stored error text.
 const maxErrorLen = 1024
@@ -49,7 +58,7 @@ type Failure struct {
 // dead-letter subject of the Subscription's namespace (whose letters the
 // stream bounds together, see stream.Config.DeadLetterMaxPerNamespace).
 func NewMsg(h nats.Header, data []byte, f Failure) *nats.Msg {
-	out := make(nats.Header, len(h)+9)
+	out := make(nats.Header, len(h)+10)
 	for k, v := range h {
 		if !strings.HasPrefix(k, "Nats-") {
 			out[k] = v
@@ -65,6 +74,7 @@ func NewMsg(h nats.Header, data []byte, f Failure) *nats.Msg {
 	out.Set(HeaderSubject, f.Subject)
 	out.Set(HeaderSequence, strconv.FormatUint(f.Sequence, 10))
 	out.Set(HeaderFailedAt, f.At.UTC().Format(time.RFC3339Nano))
+	out.Set(HeaderDataPreview, base64.StdEncoding.EncodeToString(data[:min(len(data), MaxPreview)]))
 	return &nats.Msg{Subject: stream.DeadLetterSubject(f.Namespace), Header: out, Data: data}
 }
 

@@ -2,12 +2,17 @@ package deadletter
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/kfn-dev/kfn/api/stream"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 )
 
@@ -15,29 +20,241 @@ import (
 // letter.
 const WriteTimeout = 10 * time.Second
 
+// CountAgain is how long the Writer trusts its count of a namespace's
+// dead-letter bytes: past it, the next letter of the namespace counts
+// them again from the stream (letters other replicas stored, replayed,
+// deleted or aged out meanwhile).
+const CountAgain = 10 * time.Second
+
+// ErrNoRoom is wrapped, with eventstore.ErrStorageFull, when a dead letter
+// cannot be stored: it is larger than its namespace's bytes, or the
+// dead-letter stream is full and the namespace has no letter of its own
+// left to give up for it.
+var ErrNoRoom = errors.New("no room for the dead letter")
+
 // Writer stores dead letters in the dead-letter stream, through one
 // event store made with it: an event given up costs one publish, nothing
-// set up for it. Its methods are safe for concurrent use.
+// set up for it. It keeps each namespace's letters within
+// stream.Config.DeadLetterNamespaceBytes (JetStream bounds bytes per
+// stream only) by dropping the namespace's oldest for its newest, and
+// makes room in a full stream the same way, with the namespace's own
+// letters only. Its methods are safe for concurrent use.
 type Writer struct {
-	store *eventstore.Store
+	js      jetstream.JetStream
+	streams stream.Config
+	store   *eventstore.Store
+
+	mu         sync.Mutex
+	namespaces map[string]*usage
+	swept      time.Time
+	stream     jetstream.Stream // looked up once, again after an error
 }
 
-// NewWriter returns a Writer to the dead-letter stream deadLetterStream.
-func NewWriter(js jetstream.JetStream, deadLetterStream string) *Writer {
-	return &Writer{store: eventstore.New(js, deadLetterStream)}
+// usage is what the Writer knows of one namespace's dead letters; mu
+// serializes the namespace's writes.
+type usage struct {
+	mu      sync.Mutex
+	bytes   int64
+	counted time.Time // zero: count from the stream
+	used    time.Time
+}
+
+// NewWriter returns a Writer to the dead-letter stream of streams.
+func NewWriter(js jetstream.JetStream, streams stream.Config) *Writer {
+	return &Writer{js: js, streams: streams, store: eventstore.New(js, streams.DeadLetterStream), namespaces: map[string]*usage{}}
 }
 
 // Write stores the dead letter of the event with headers h and data
-// (NewMsg), once per event and Subscription (MsgID). It waits at most
-// WriteTimeout, also when ctx is done (a give-up is finished when the
-// worker stops). The error wraps eventstore's sentinels
-// (eventstore.ErrStorageFull when the stream or the namespace's share of
-// it is full): the event was not dead-lettered and must stay unsettled.
-func (w *Writer) Write(ctx context.Context, h nats.Header, data []byte, f Failure) error {
+// (NewMsg), once per event and Subscription (MsgID), and returns how many
+// older letters of the same namespace it dropped to make room for it. It
+// waits at most WriteTimeout, also when ctx is done (a give-up is
+// finished when the worker stops). The error wraps eventstore's sentinels:
+// eventstore.ErrStorageFull with ErrNoRoom when the letter cannot be
+// stored for want of room (it never will: the caller should not keep the
+// event for it), eventstore.ErrUnavailable for a failure that may pass.
+func (w *Writer) Write(ctx context.Context, h nats.Header, data []byte, f Failure) (int, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), WriteTimeout)
 	defer cancel()
-	if _, err := w.store.PublishMsg(ctx, NewMsg(h, data, f), MsgID(f)); err != nil {
-		return fmt.Errorf("store dead letter of %s/%s event %d: %w", f.Namespace, f.Subscription, f.Sequence, err)
+	msg := NewMsg(h, data, f)
+	size := letterSize(msg.Subject, msg.Header, len(data))
+	limit := w.streams.DeadLetterNamespaceBytes()
+	fail := func(err error) (int, error) {
+		return 0, fmt.Errorf("store dead letter of %s/%s event %d: %w", f.Namespace, f.Subscription, f.Sequence, err)
 	}
+	if size > limit {
+		return fail(fmt.Errorf("%w: %w: %d bytes, and namespace %s may keep %d", ErrNoRoom, eventstore.ErrStorageFull, size, f.Namespace, limit))
+	}
+	u := w.usage(f.Namespace)
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if err := w.count(ctx, f.Namespace, u); err != nil {
+		return fail(err)
+	}
+	dropped := 0
+	for u.bytes+size > limit {
+		n, err := w.dropOldest(ctx, f.Namespace, u)
+		if err != nil {
+			return fail(err)
+		}
+		if n == 0 {
+			break // the count was off: none left
+		}
+		dropped++
+	}
+	for {
+		res, err := w.store.PublishMsg(ctx, msg, MsgID(f))
+		if err == nil {
+			if !res.Duplicate {
+				u.bytes += size
+			}
+			return dropped, nil
+		}
+		if !errors.Is(err, eventstore.ErrStorageFull) {
+			return fail(err)
+		}
+		// The stream is full: make room with the namespace's own oldest.
+		n, derr := w.dropOldest(ctx, f.Namespace, u)
+		if derr != nil {
+			return fail(derr)
+		}
+		if n == 0 {
+			return fail(fmt.Errorf("%w: namespace %s has no older dead letter to give up for it: %w", ErrNoRoom, f.Namespace, err))
+		}
+		dropped++
+	}
+}
+
+// usage returns the namespace's usage, forgetting those of namespaces
+// that wrote nothing for CountAgain (they are counted again when they
+// write), so that the Writer holds only namespaces that dead-letter now.
+func (w *Writer) usage(ns string) *usage {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	if now.Sub(w.swept) > CountAgain {
+		for k, u := range w.namespaces {
+			if now.Sub(u.used) > CountAgain {
+				delete(w.namespaces, k)
+			}
+		}
+		w.swept = now
+	}
+	u, ok := w.namespaces[ns]
+	if !ok {
+		u = &usage{}
+		w.namespaces[ns] = u
+	}
+	u.used = now
+	return u
+}
+
+// count counts the namespace's dead-letter bytes from the stream (their
+// headers only) unless it did within CountAgain. u.mu is held.
+func (w *Writer) count(ctx context.Context, ns string, u *usage) error {
+	if !u.counted.IsZero() && time.Since(u.counted) < CountAgain {
+		return nil
+	}
+	c, err := w.js.OrderedConsumer(ctx, w.streams.DeadLetterStream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{stream.DeadLetterSubject(ns)}, DeliverPolicy: jetstream.DeliverAllPolicy, HeadersOnly: true,
+	})
+	if err != nil {
+		return fmt.Errorf("%w: count the dead letters of namespace %s: %w", eventstore.ErrUnavailable, ns, err)
+	}
+	defer deleteOrdered(w.js, w.streams.DeadLetterStream, c)
+	info, err := c.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: count the dead letters of namespace %s: %w", eventstore.ErrUnavailable, ns, err)
+	}
+	var total int64
+	if info.NumPending > 0 {
+		it, err := c.Messages()
+		if err != nil {
+			return fmt.Errorf("%w: count the dead letters of namespace %s: %w", eventstore.ErrUnavailable, ns, err)
+		}
+		defer it.Stop()
+		for left := info.NumPending; left > 0; left-- {
+			m, err := it.Next(jetstream.NextContext(ctx))
+			if err != nil {
+				return fmt.Errorf("%w: count the dead letters of namespace %s: %w", eventstore.ErrUnavailable, ns, err)
+			}
+			n, err := strconv.Atoi(m.Headers().Get(nats.MsgSize)) // the data left out
+			if err != nil {
+				n = len(m.Data())
+			}
+			total += letterSize(m.Subject(), m.Headers(), n)
+		}
+	}
+	u.bytes, u.counted = total, time.Now()
 	return nil
+}
+
+// dropOldest deletes the namespace's oldest dead letter and returns how
+// many it deleted: 0 when the namespace has none. u.mu is held.
+func (w *Writer) dropOldest(ctx context.Context, ns string, u *usage) (int, error) {
+	s, err := w.deadLetterStream(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("%w: find the oldest dead letter of namespace %s: %w", eventstore.ErrUnavailable, ns, err)
+	}
+	for {
+		m, err := s.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(stream.DeadLetterSubject(ns)))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			u.bytes = 0
+			return 0, nil
+		}
+		if err != nil {
+			w.forgetStream()
+			return 0, fmt.Errorf("%w: find the oldest dead letter of namespace %s: %w", eventstore.ErrUnavailable, ns, err)
+		}
+		err = s.DeleteMsg(ctx, m.Sequence)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue // deleted meanwhile (replayed, another replica)
+		}
+		if err != nil {
+			w.forgetStream()
+			return 0, fmt.Errorf("%w: drop the oldest dead letter of namespace %s: %w", eventstore.ErrUnavailable, ns, err)
+		}
+		u.bytes = max(u.bytes-letterSize(m.Subject, m.Header, len(m.Data)), 0)
+		return 1, nil
+	}
+}
+
+// deadLetterStream returns the dead-letter stream, looked up once.
+func (w *Writer) deadLetterStream(ctx context.Context) (jetstream.Stream, error) {
+	w.mu.Lock()
+	s := w.stream
+	w.mu.Unlock()
+	if s != nil {
+		return s, nil
+	}
+	s, err := w.js.Stream(ctx, w.streams.DeadLetterStream)
+	if err != nil {
+		return nil, err
+	}
+	w.mu.Lock()
+	w.stream = s
+	w.mu.Unlock()
+	return s, nil
+}
+
+// forgetStream has the next look-up ask again (the stream may have been
+// made anew).
+func (w *Writer) forgetStream() {
+	w.mu.Lock()
+	w.stream = nil
+	w.mu.Unlock()
+}
+
+// letterSize is what a dead letter counts against its namespace's bytes:
+// its subject, headers (but JetStream's own) and data.
+func letterSize(subject string, h nats.Header, data int) int64 {
+	n := int64(len(subject) + data)
+	for k, vs := range h {
+		if strings.HasPrefix(k, "Nats-") {
+			continue
+		}
+		for _, v := range vs {
+			n += int64(len(k) + len(v) + 4)
+		}
+	}
+	return n
 }

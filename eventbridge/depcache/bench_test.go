@@ -2,14 +2,17 @@ package depcache_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/kfn-dev/kfn/api/stream"
 	"github.com/kfn-dev/kfn/eventbridge/depcache"
+	"github.com/kfn-dev/kfn/runtimes"
 	"github.com/kfn-dev/kfn/test/natstest"
 )
 
@@ -20,6 +23,11 @@ type oneNamespace string
 
 func (n oneNamespace) SenderNamespace(*http.Request) (string, error) { return string(n), nil }
 
+// WriterNamespace takes every writer token as n's.
+func (n oneNamespace) WriterNamespace(context.Context, string, string) (string, error) {
+	return string(n), nil
+}
+
 // BenchmarkRoundTrip stores an object of each size (a new hash each
 // time) and reads it back through the cache's HTTP routes, on an embedded
 // NATS with file storage: b.SetBytes makes go test report MB/s of the
@@ -29,11 +37,16 @@ func BenchmarkRoundTrip(b *testing.B) {
 		b.Run(fmt.Sprintf("%dMiB", size>>20), func(b *testing.B) {
 			sc := stream.DefaultConfig()
 			sc.DependencyMaxBytes = 1 << 30
-			c, err := depcache.New(natstest.Start(b).JetStream(), sc.DependencyBucketConfig(), oneNamespace("team-a"), depcache.Config{
-				MaxObjectBytes: 64 << 20, MaxNamespaceBytes: 1 << 40, MaxUploads: 4, UploadTimeout: depcache.DefaultUploadTimeout})
+			cfg := depcache.DefaultConfig()
+			cfg.MaxNamespaceBytes, cfg.MaxNamespaceObjects = 1<<40, 1<<30
+			c, err := depcache.New(natstest.Start(b).JetStream(), sc.DependencyBucketConfig(), oneNamespace("team-a"), oneNamespace("team-a"), cfg)
 			if err != nil {
 				b.Fatal(err)
 			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { c.Run(ctx, 10*time.Millisecond); close(done) }()
+			defer func() { cancel(); <-done }()
 			srv := httptest.NewServer(c)
 			defer srv.Close()
 			body := make([]byte, size)
@@ -43,6 +56,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 			for i := 0; b.Loop(); i++ {
 				url := fmt.Sprintf("%s%snodejs24/%064x", srv.URL, depcache.PathPrefix, i)
 				req, _ := http.NewRequest(http.MethodPut, url, bytes.NewReader(body))
+				req.Header.Set(runtimes.DependencyWriterHeader, "a writer token")
 				resp, err := http.DefaultClient.Do(req)
 				if err != nil || resp.StatusCode != http.StatusCreated {
 					b.Fatalf("PUT: %v %v", err, resp)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"strconv"
@@ -19,8 +20,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kfn-dev/kfn/api/stream"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/internal/auth"
+	"github.com/kfn-dev/kfn/runtimes"
 )
 
 // Defaults of Config.
@@ -28,14 +31,25 @@ const (
 	// DefaultMaxObjectBytes bounds one object: 64 MiB, a large
 	// node_modules compressed.
 	DefaultMaxObjectBytes = 64 << 20
-	// DefaultMaxNamespaceBytes bounds the objects one namespace stores:
-	// 256 MiB.
-	DefaultMaxNamespaceBytes = 256 << 20
+	// DefaultNamespaceShares makes a namespace's quota a 32nd of the
+	// bucket (64 MiB of the default 2 GiB, one largest object): 32
+	// namespaces at their quota fill it, where 8 did with a quota of 256
+	// MiB.
+	DefaultNamespaceShares = 32
+	// DefaultMaxNamespaceUploads is how many uploads one namespace takes
+	// at once on one server: 1 of DefaultMaxUploads.
+	DefaultMaxNamespaceUploads = 1
 	// DefaultMaxUploads is how many uploads one server takes at once.
 	DefaultMaxUploads = 4
 	// DefaultUploadTimeout bounds one upload, from its headers read to
 	// its object stored: 64 MiB at about 1 MiB/s.
 	DefaultUploadTimeout = time.Minute
+	// DefaultMaxNamespaceObjects bounds the objects one namespace stores:
+	// 64 dependency sets, its Functions' distinct ones and a few past ones.
+	DefaultMaxNamespaceObjects = 64
+	// DefaultMaxIdle is how long an object no pod read is kept: 3 days,
+	// a long weekend of a Function at zero.
+	DefaultMaxIdle = 72 * time.Hour
 )
 
 // ContentType is the type of every object: a gzip-compressed tar.
@@ -53,12 +67,12 @@ type Config struct {
 	MaxObjectBytes int64
 	// MaxNamespaceBytes bounds the bytes of the objects one namespace
 	// stores: an upload that would pass it is answered 507, nothing
-	// stored. A namespace's usage is the sum of its objects' sizes listed
-	// from the bucket at the start of each upload (right across the event
-	// bridge's replicas), plus the bytes of the namespace's other uploads
-	// under way on the same server; uploads under way on other replicas
-	// at the same moment are not seen, so a namespace may pass it by what
-	// they carry.
+	// stored. 0 (the default): a NamespaceShares-th of the bucket. A namespace's usage is the sum of its objects' sizes in the
+	// index (Run: a watch of the bucket, so right across the event
+	// bridge's replicas, never a listing of the bucket), plus the bytes of
+	// the namespace's other uploads under way on the same server; uploads
+	// under way on other replicas at the same moment are not seen, so a
+	// namespace may pass it by what they carry.
 	MaxNamespaceBytes int64
 	// MaxUploads is how many uploads one server takes at once; more are
 	// answered 429 at once.
@@ -66,12 +80,32 @@ type Config struct {
 	// UploadTimeout bounds one upload, reading its body included: a body
 	// slower than that is cut (408), nothing stored.
 	UploadTimeout time.Duration
+	// MaxNamespaceObjects bounds how many objects one namespace stores
+	// (right across the replicas, as MaxNamespaceBytes): an upload past it
+	// is answered 507, nothing stored.
+	MaxNamespaceObjects int
+	// NamespaceShares makes MaxNamespaceBytes, when it is 0, the bucket's
+	// size divided by it (2 GiB when the bucket is unlimited): so many
+	// namespaces at their quota fill the bucket, never fewer.
+	NamespaceShares int
+	// MaxNamespaceUploads is how many of MaxUploads one namespace takes
+	// at once on one server; more are answered 429 at once, so that a
+	// namespace's slow uploads leave the others' slots free.
+	MaxNamespaceUploads int
+	// MaxIdle is how long an object no pod read is kept: then it is
+	// removed (within MaxIdle/16, at most 10 minutes, by every replica),
+	// so that the dependency sets no Function of the namespace uses any
+	// more leave its quota, and a bad first write does not stay. A read
+	// keeps an object (recorded at most every MaxIdle/4); the bucket's
+	// max age (stream.Config.DependencyMaxAge) still bounds its life.
+	MaxIdle time.Duration
 }
 
 // DefaultConfig returns the default bounds.
 func DefaultConfig() Config {
-	return Config{MaxObjectBytes: DefaultMaxObjectBytes, MaxNamespaceBytes: DefaultMaxNamespaceBytes,
-		MaxUploads: DefaultMaxUploads, UploadTimeout: DefaultUploadTimeout}
+	return Config{MaxObjectBytes: DefaultMaxObjectBytes, NamespaceShares: DefaultNamespaceShares,
+		MaxUploads: DefaultMaxUploads, MaxNamespaceUploads: DefaultMaxNamespaceUploads, UploadTimeout: DefaultUploadTimeout,
+		MaxNamespaceObjects: DefaultMaxNamespaceObjects, MaxIdle: DefaultMaxIdle}
 }
 
 // Validate returns an error wrapping ErrInvalidConfig that names the
@@ -80,12 +114,20 @@ func (c Config) Validate() error {
 	switch {
 	case c.MaxObjectBytes < 1:
 		return fmt.Errorf("%w: the object bound must be positive, not %d", ErrInvalidConfig, c.MaxObjectBytes)
-	case c.MaxNamespaceBytes < 1:
-		return fmt.Errorf("%w: the namespace quota must be positive, not %d", ErrInvalidConfig, c.MaxNamespaceBytes)
+	case c.MaxNamespaceBytes < 0:
+		return fmt.Errorf("%w: the namespace quota must be positive, or 0 for a share of the bucket, not %d", ErrInvalidConfig, c.MaxNamespaceBytes)
+	case c.NamespaceShares < 1:
+		return fmt.Errorf("%w: the bucket's shares must be at least 1, not %d", ErrInvalidConfig, c.NamespaceShares)
+	case c.MaxNamespaceUploads < 1:
+		return fmt.Errorf("%w: a namespace's uploads at once must be at least 1, not %d", ErrInvalidConfig, c.MaxNamespaceUploads)
 	case c.MaxUploads < 1:
 		return fmt.Errorf("%w: uploads at once must be at least 1, not %d", ErrInvalidConfig, c.MaxUploads)
 	case c.UploadTimeout <= 0:
 		return fmt.Errorf("%w: the upload timeout must be positive, not %s", ErrInvalidConfig, c.UploadTimeout)
+	case c.MaxNamespaceObjects < 1:
+		return fmt.Errorf("%w: a namespace's objects must be at least 1, not %d", ErrInvalidConfig, c.MaxNamespaceObjects)
+	case c.MaxIdle <= 0:
+		return fmt.Errorf("%w: the idle time must be positive, not %s", ErrInvalidConfig, c.MaxIdle)
 	}
 	return nil
 }
@@ -134,11 +176,16 @@ type Cache struct {
 	js      jetstream.JetStream
 	bucket  jetstream.ObjectStoreConfig
 	senders Senders
+	writers Writers
 	cfg     Config
 	log     *slog.Logger
 	metrics *metrics
 	// slots holds a token per upload under way (MaxUploads).
 	slots chan struct{}
+	// reviews bounds each namespace's writer token reviews.
+	reviews *namespaceRates
+	// index is what the bucket holds, by namespace (Run keeps it).
+	index *index
 
 	mu sync.Mutex
 	// obs is the bucket, once made or opened; nil after NATS lost it.
@@ -158,16 +205,25 @@ type namespaceUploads struct {
 
 // New returns a cache that keeps its objects in the object store bucket
 // describes (stream.Config.DependencyBucketConfig), made or updated when
-// first needed, and learns each caller's namespace from senders.
-func New(js jetstream.JetStream, bucket jetstream.ObjectStoreConfig, senders Senders, cfg Config, opts ...Option) (*Cache, error) {
+// first needed, learns each caller's namespace from senders, and lets
+// store an object only the install step that writers confirms for it.
+func New(js jetstream.JetStream, bucket jetstream.ObjectStoreConfig, senders Senders, writers Writers, cfg Config, opts ...Option) (*Cache, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if js == nil || senders == nil || bucket.Bucket == "" {
-		return nil, fmt.Errorf("%w: JetStream, senders and a bucket name are required", ErrInvalidConfig)
+	if js == nil || senders == nil || writers == nil || bucket.Bucket == "" {
+		return nil, fmt.Errorf("%w: JetStream, senders, writers and a bucket name are required", ErrInvalidConfig)
 	}
-	c := &Cache{js: js, bucket: bucket, senders: senders, cfg: cfg, log: slog.New(slog.DiscardHandler),
-		slots: make(chan struct{}, cfg.MaxUploads), uploading: map[string]bool{}, inflight: map[string]*namespaceUploads{}}
+	if cfg.MaxNamespaceBytes == 0 {
+		size := bucket.MaxBytes
+		if size <= 0 {
+			size = stream.DefaultDependencyMaxBytes
+		}
+		cfg.MaxNamespaceBytes = max(1, size/int64(cfg.NamespaceShares))
+	}
+	c := &Cache{js: js, bucket: bucket, senders: senders, writers: writers, cfg: cfg, log: slog.New(slog.DiscardHandler),
+		slots: make(chan struct{}, cfg.MaxUploads), uploading: map[string]bool{}, inflight: map[string]*namespaceUploads{},
+		reviews: newNamespaceRates(namespaceUploadsPerSecond, namespaceUploadsBurst), index: newIndex()}
 	for _, o := range opts {
 		if err := o(c); err != nil {
 			return nil, err
@@ -223,10 +279,48 @@ func (c *Cache) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	k := key{namespace: namespace, runtime: runtime, hash: hash}
 	switch r.Method {
 	case http.MethodPut:
+		if !c.writer(rec, r, k) {
+			return
+		}
 		c.put(rec, r, k)
 	default:
 		c.get(rec, r, k)
 	}
+}
+
+// writer reports whether r may store k: it carries, beside the identity of
+// k's namespace, the writer token of the install step of a pod of that
+// namespace whose dependency set is k's (runtimes.DependencyWriterAudience).
+// Else it answers 403 (429 past the namespace's rate of writer reviews, 503
+// when the cluster cannot be asked) and returns false.
+func (c *Cache) writer(w http.ResponseWriter, r *http.Request, k key) bool {
+	token := strings.TrimSpace(r.Header.Get(runtimes.DependencyWriterHeader))
+	r.Header.Del(runtimes.DependencyWriterHeader)
+	if token == "" {
+		http.Error(w, "forbidden: only the install step of a Function's pod stores dependencies, with its writer token in "+
+			runtimes.DependencyWriterHeader, http.StatusForbidden)
+		return false
+	}
+	if !c.reviews.allow(k.namespace) {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, fmt.Sprintf("namespace %s sends more than %g uploads a second", k.namespace, namespaceUploadsPerSecond), http.StatusTooManyRequests)
+		return false
+	}
+	ns, err := c.writers.WriterNamespace(r.Context(), token, runtimes.DependencyWriterAudience(k.runtime, k.hash))
+	switch {
+	case errors.Is(err, ErrNotAWriter):
+		http.Error(w, "forbidden: "+err.Error(), http.StatusForbidden)
+		return false
+	case err != nil:
+		c.log.Error("dependency cache: reviewing a writer token failed", "namespace", k.namespace, "runtime", k.runtime, "hash", k.hash, "error", err)
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "the writer token cannot be checked now", http.StatusServiceUnavailable)
+		return false
+	case ns != k.namespace:
+		http.Error(w, fmt.Sprintf("forbidden: the writer token is of namespace %s, the identity of %s", ns, k.namespace), http.StatusForbidden)
+		return false
+	}
+	return true
 }
 
 // get answers GET and HEAD of k.
@@ -249,6 +343,9 @@ func (c *Cache) get(w http.ResponseWriter, r *http.Request, k key) {
 			defer res.Close()
 		}
 	}
+	if err == nil && c.expired(info, time.Now()) {
+		err = jetstream.ErrObjectNotFound // its chunks are gone, or going
+	}
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
 		http.Error(w, "no dependencies cached for "+k.runtime+"/"+k.hash+" in namespace "+k.namespace, http.StatusNotFound)
 		return
@@ -265,7 +362,43 @@ func (c *Cache) get(w http.ResponseWriter, r *http.Request, k key) {
 	}
 	if n, err := io.Copy(w, body); err != nil {
 		c.log.Warn("sending cached dependencies failed", "namespace", k.namespace, "runtime", k.runtime, "hash", k.hash, "sent", n, "size", info.Size, "error", err)
+		return
 	}
+	c.touch(ctx, obs, info)
+}
+
+// touch records that a pod read info's object: in this server's index at
+// once, and in its description (which every replica's index watches) at
+// most every MaxIdle/4, so that a read object is not removed as idle.
+func (c *Cache) touch(ctx context.Context, obs jetstream.ObjectStore, info *jetstream.ObjectInfo) {
+	now := time.Now()
+	c.index.touch(info.Name, now)
+	if recorded, ok := c.index.recorded(info.Name); ok && now.Sub(recorded) < c.cfg.MaxIdle/4 {
+		return
+	}
+	meta := info.ObjectMeta
+	meta.Metadata = maps.Clone(meta.Metadata)
+	if meta.Metadata == nil {
+		meta.Metadata = map[string]string{}
+	}
+	meta.Metadata[metaRead] = now.UTC().Format(time.RFC3339Nano)
+	if err := obs.UpdateMeta(ctx, info.Name, meta); err != nil {
+		c.log.Warn("recording a read of cached dependencies failed: the object may be removed as idle", "object", info.Name, "error", err)
+	}
+}
+
+// expired reports whether info's object was stored more than the bucket's
+// max age before now: the stream drops its chunks then, and its
+// description, when read since, stays a little longer.
+func (c *Cache) expired(info *jetstream.ObjectInfo, now time.Time) bool {
+	if c.bucket.TTL <= 0 {
+		return false
+	}
+	stored, err := time.Parse(time.RFC3339Nano, info.Metadata[metaStored])
+	if err != nil {
+		stored = info.ModTime
+	}
+	return now.Sub(stored) > c.bucket.TTL
 }
 
 // Errors of an upload's body.
@@ -285,6 +418,13 @@ func (c *Cache) put(w http.ResponseWriter, r *http.Request, k key) {
 		http.Error(w, fmt.Sprintf("the dependencies are larger than %d bytes", c.cfg.MaxObjectBytes), http.StatusRequestEntityTooLarge)
 		return
 	}
+	ns, busy := c.claim(k)
+	if busy != "" {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, busy, http.StatusTooManyRequests)
+		return
+	}
+	defer c.release(k)
 	select {
 	case c.slots <- struct{}{}:
 		defer func() { <-c.slots }()
@@ -293,13 +433,6 @@ func (c *Cache) put(w http.ResponseWriter, r *http.Request, k key) {
 		http.Error(w, fmt.Sprintf("too many uploads at once (%d)", c.cfg.MaxUploads), http.StatusTooManyRequests)
 		return
 	}
-	ns, ok := c.claim(k)
-	if !ok {
-		w.Header().Set("Retry-After", "1")
-		http.Error(w, "an upload of these dependencies is under way", http.StatusTooManyRequests)
-		return
-	}
-	defer c.release(k)
 	c.metrics.upload(1)
 	defer c.metrics.upload(-1)
 
@@ -319,7 +452,9 @@ func (c *Cache) put(w http.ResponseWriter, r *http.Request, k key) {
 		c.unavailable(w, k, "open the bucket", err)
 		return
 	}
-	switch _, err := obs.GetInfo(ctx, k.name()); {
+	switch info, err := obs.GetInfo(ctx, k.name()); {
+	case err == nil && c.expired(info, time.Now()):
+		c.undo(ctx, obs, k, int64(info.Size), log) // its chunks are gone: stored again
 	case err == nil:
 		w.WriteHeader(http.StatusOK) // first write wins
 		return
@@ -327,17 +462,33 @@ func (c *Cache) put(w http.ResponseWriter, r *http.Request, k key) {
 		c.unavailable(w, k, "look for the object", err)
 		return
 	}
-	used, err := c.usage(ctx, obs, k.namespace)
+	wctx, wcancel := context.WithTimeout(ctx, syncWait)
+	err = c.index.wait(wctx)
+	wcancel()
 	if err != nil {
-		c.unavailable(w, k, "count the namespace's objects", err)
+		c.unavailable(w, k, "read what the bucket holds", err)
+		return
+	}
+	u := c.index.usageOf(k.namespace)
+	used := u.bytes
+	if objects := u.objects + c.uploadsOf(k.namespace); objects > c.cfg.MaxNamespaceObjects {
+		c.log.Info("upload refused: namespace's objects", "namespace", k.namespace, "runtime", k.runtime, "hash", k.hash,
+			"objects", u.objects, "max", c.cfg.MaxNamespaceObjects)
+		http.Error(w, fmt.Sprintf("namespace %s stores %d objects of dependencies (uploads under way included), and may store %d objects",
+			k.namespace, objects-1, c.cfg.MaxNamespaceObjects), http.StatusInsufficientStorage)
 		return
 	}
 	if r.ContentLength > 0 && used+r.ContentLength > c.cfg.MaxNamespaceBytes {
 		c.quotaFull(w, k, used)
 		return
 	}
+	need := r.ContentLength
+	if need <= 0 {
+		need = min(c.cfg.MaxObjectBytes, c.cfg.MaxNamespaceBytes-used)
+	}
+	c.makeRoom(ctx, obs, k, need, log)
 	body := &bounded{r: r.Body, max: c.cfg.MaxObjectBytes, used: used, quota: c.cfg.MaxNamespaceBytes, ns: &ns.bytes}
-	// Once stored, the object is counted by the next listing; failed, by
+	// Once stored, the object is counted by the index; failed, by
 	// nothing.
 	defer func() { ns.bytes.Add(-body.n) }()
 	magic := make([]byte, 2)
@@ -348,7 +499,8 @@ func (c *Cache) put(w http.ResponseWriter, r *http.Request, k key) {
 		c.refuse(w, log, k, used, body.n, err)
 		return
 	}
-	info, err := obs.Put(ctx, jetstream.ObjectMeta{Name: k.name(), Headers: nats.Header{"Content-Type": []string{ContentType}}},
+	info, err := obs.Put(ctx, jetstream.ObjectMeta{Name: k.name(), Headers: nats.Header{"Content-Type": []string{ContentType}},
+		Metadata: map[string]string{metaStored: time.Now().UTC().Format(time.RFC3339Nano)}},
 		fullReads{io.MultiReader(bytes.NewReader(magic), body)})
 	if err != nil {
 		c.undo(ctx, obs, k, body.n, log)
@@ -356,9 +508,58 @@ func (c *Cache) put(w http.ResponseWriter, r *http.Request, k key) {
 		c.refuse(w, log, k, used, body.n, err)
 		return
 	}
+	c.index.put(info) // counted at once here, by the watch on the other replicas
 	c.metrics.storedObject(info.Size)
 	log.Info("dependencies stored", "bytes", info.Size, "namespaceBytes", used+int64(info.Size))
 	w.WriteHeader(http.StatusCreated)
+}
+
+// makeRoom removes objects of other namespaces when the bucket has no
+// room for need more bytes of k's namespace (and the uploads under way
+// here): the least recently read objects of the namespaces that store more
+// than a fair share of the bucket (its size divided by the namespaces that
+// store objects, k's counted), none of them below it. So however many
+// namespaces filled the bucket, each other namespace can still store its
+// fair share. Best effort: when that is not enough, the store refuses the
+// upload (507).
+func (c *Cache) makeRoom(ctx context.Context, obs jetstream.ObjectStore, k key, need int64, log *slog.Logger) {
+	if c.bucket.MaxBytes <= 0 {
+		return
+	}
+	st, err := obs.Status(ctx)
+	if err != nil {
+		c.forget(err)
+		return
+	}
+	// The stream's bytes count each message's headers too: 1% and a
+	// description's worth more.
+	need += need/100 + 4<<10 + c.inflightBytes()
+	short := int64(st.Size()) + need - c.bucket.MaxBytes
+	if short <= 0 {
+		return
+	}
+	share := c.bucket.MaxBytes / int64(c.index.namespaces(k.namespace))
+	for _, name := range c.index.victims(k.namespace, short, share) {
+		if err := obs.Delete(ctx, name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+			c.forget(err)
+			log.Warn("making room in the full dependency bucket failed", "object", name, "error", err)
+			return
+		}
+		c.index.remove(name)
+		log.Info("dependencies removed to make room: their namespace stores more than its fair share of the full bucket",
+			"object", name, "fairShare", share)
+	}
+}
+
+// inflightBytes is what every upload under way here has read so far.
+func (c *Cache) inflightBytes() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var n int64
+	for _, ns := range c.inflight {
+		n += ns.bytes.Load()
+	}
+	return n
 }
 
 // cleanupGrace is how long after an upload's deadline its failure may
@@ -425,21 +626,35 @@ func (c *Cache) unavailable(w http.ResponseWriter, k key, doing string, err erro
 }
 
 // claim marks k as uploading on this server and returns its namespace's
-// uploads under way; false when k is already being uploaded here.
-func (c *Cache) claim(k key) (*namespaceUploads, bool) {
+// uploads under way; or why it cannot be: k is already being uploaded
+// here, or its namespace has MaxNamespaceUploads under way here.
+func (c *Cache) claim(k key) (*namespaceUploads, string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.uploading[k.name()] {
-		return nil, false
+		return nil, "an upload of these dependencies is under way"
 	}
-	c.uploading[k.name()] = true
 	ns := c.inflight[k.namespace]
 	if ns == nil {
 		ns = &namespaceUploads{}
 		c.inflight[k.namespace] = ns
 	}
+	if ns.uploads >= c.cfg.MaxNamespaceUploads {
+		return nil, fmt.Sprintf("namespace %s has %d uploads under way, as many as it may at once", k.namespace, ns.uploads)
+	}
+	c.uploading[k.name()] = true
 	ns.uploads++
-	return ns, true
+	return ns, ""
+}
+
+// uploadsOf is how many uploads of namespace are under way here.
+func (c *Cache) uploadsOf(namespace string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ns := c.inflight[namespace]; ns != nil {
+		return ns.uploads
+	}
+	return 0
 }
 
 // release ends the upload of k claimed.
@@ -471,6 +686,85 @@ func (c *Cache) store(ctx context.Context) (jetstream.ObjectStore, error) {
 	c.obs = obs
 	c.mu.Unlock()
 	return obs, nil
+}
+
+// syncWait bounds how long an upload waits for the index to hold what the
+// bucket holds (after the event bridge started, or NATS came back).
+const syncWait = 10 * time.Second
+
+// Run makes the bucket (Prepare), then, until ctx ends, keeps the index of
+// what it holds from a watch of its objects' descriptions, watching again
+// every retry after the watch ended, and removes the objects unread for
+// MaxIdle or past the bucket's max age.
+func (c *Cache) Run(ctx context.Context, retry time.Duration) {
+	c.Prepare(ctx, retry)
+	sweep := time.NewTicker(min(max(c.cfg.MaxIdle/16, 10*time.Millisecond), 10*time.Minute))
+	defer sweep.Stop()
+	for attempt := 0; ctx.Err() == nil; attempt++ {
+		err := c.watch(ctx, sweep.C)
+		if ctx.Err() != nil {
+			return
+		}
+		c.index.reset()
+		if attempt%10 == 0 {
+			c.log.Warn("watching the dependency cache's bucket ended; watching again", "bucket", c.bucket.Bucket, "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(retry):
+		}
+	}
+}
+
+// watch keeps the index from a watch of the bucket until it ends, and
+// sweeps at each tick of sweep.
+func (c *Cache) watch(ctx context.Context, sweep <-chan time.Time) error {
+	obs, err := c.store(ctx)
+	if err != nil {
+		return err
+	}
+	c.index.reset()
+	watcher, err := obs.Watch(ctx)
+	if err != nil {
+		c.forget(err)
+		return fmt.Errorf("watch the bucket: %w", err)
+	}
+	defer func() { _ = watcher.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case info, ok := <-watcher.Updates():
+			switch {
+			case !ok:
+				return errors.New("the watch of the bucket ended")
+			case info == nil:
+				c.index.markSynced()
+			default:
+				c.index.put(info)
+			}
+		case <-sweep:
+			c.sweep(ctx, obs)
+		}
+	}
+}
+
+// sweep removes the objects unread for MaxIdle or past the bucket's max
+// age (every replica does: a second removal finds nothing).
+func (c *Cache) sweep(ctx context.Context, obs jetstream.ObjectStore) {
+	for _, name := range c.index.stale(time.Now(), c.cfg.MaxIdle, c.bucket.TTL) {
+		err := obs.Delete(ctx, name)
+		switch {
+		case err == nil:
+			c.log.Info("dependencies removed: unread or expired", "object", name, "maxIdle", c.cfg.MaxIdle)
+		case !errors.Is(err, jetstream.ErrObjectNotFound):
+			c.forget(err)
+			c.log.Warn("removing unread dependencies failed; trying again at the next sweep", "object", name, "error", err)
+			continue
+		}
+		c.index.remove(name)
+	}
 }
 
 // prepareTimeout bounds each of Prepare's attempts to make the bucket: a
@@ -509,24 +803,6 @@ func (c *Cache) forget(err error) {
 		c.obs = nil
 		c.mu.Unlock()
 	}
-}
-
-// usage is the bytes of namespace's stored objects.
-func (c *Cache) usage(ctx context.Context, obs jetstream.ObjectStore, namespace string) (int64, error) {
-	objects, err := obs.List(ctx)
-	if errors.Is(err, jetstream.ErrNoObjectsFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	var used int64
-	for _, o := range objects {
-		if strings.HasPrefix(o.Name, namespace+"/") {
-			used += int64(o.Size)
-		}
-	}
-	return used, nil
 }
 
 // bucketBytes is the bytes the bucket holds, -1 when it cannot be read.

@@ -7,10 +7,12 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -29,6 +31,7 @@ import (
 	"github.com/kfn-dev/kfn/api/stream"
 	"github.com/kfn-dev/kfn/eventbridge/depcache"
 	"github.com/kfn-dev/kfn/internal/auth"
+	"github.com/kfn-dev/kfn/runtimes"
 	"github.com/kfn-dev/kfn/test/natstest"
 	"github.com/kfn-dev/kfn/test/testcluster"
 )
@@ -57,24 +60,33 @@ func (u withUser) SenderNamespace(r *http.Request) (string, error) {
 // are tokens[namespace], and a real NATS.
 type world struct {
 	cluster *testcluster.Cluster
+	nats    *natstest.Server
 	admin   kubernetes.Interface
 	tokens  map[string]string
 	js      jetstream.JetStream
 	senders *auth.Kubernetes
+	writers depcache.Writers
 	buckets atomic.Int32
+
+	mu sync.Mutex
+	// written are the writer tokens made for (namespace, runtime/hash).
+	written map[[2]string]string
 }
 
 func newWorld(t *testing.T) *world {
-	w := &world{cluster: testcluster.New(t), tokens: map[string]string{}}
+	w := &world{cluster: testcluster.New(t), tokens: map[string]string{}, written: map[[2]string]string{}}
 	var err error
 	w.admin, err = kubernetes.NewForConfig(w.cluster.Config)
+	require.NoError(t, err)
+	w.writers, err = depcache.NewTokenReviews(w.admin.AuthenticationV1(), time.Minute)
 	require.NoError(t, err)
 	for _, ns := range []string{"team-a", "team-b"} {
 		w.tokens[ns] = w.token(t, ns, auth.Audience)
 	}
 	w.senders, err = auth.NewKubernetes(w.admin, auth.KubernetesConfig{})
 	require.NoError(t, err)
-	w.js = natstest.Start(t).JetStream()
+	w.nats = natstest.Start(t)
+	w.js = w.nats.JetStream()
 	return w
 }
 
@@ -94,9 +106,60 @@ func (w *world) token(t *testing.T, ns, audience string) string {
 	return tr.Status.Token
 }
 
+// writer is the writer token the install container of a pod of ns gets
+// for object (runtime/hash): bound to a pod, of the audience of that
+// object only.
+func (w *world) writer(t *testing.T, ns, object string) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if tok, ok := w.written[[2]string{ns, object}]; ok {
+		return tok
+	}
+	runtime, h, _ := strings.Cut(object, "/")
+	tok := w.boundToken(t, ns, runtimes.DependencyWriterAudience(runtime, h), true)
+	w.written[[2]string{ns, object}] = tok
+	return tok
+}
+
+// boundToken makes a token of ns/fn for audience ("": the API server's),
+// bound to a pod of ns when toPod (as the kubelet asks for a projected
+// token).
+func (w *world) boundToken(t *testing.T, ns, audience string, toPod bool) string {
+	t.Helper()
+	ctx := context.Background()
+	w.token(t, ns, auth.Audience) // the namespace and ServiceAccount
+	spec := authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}
+	if audience != "" {
+		spec.Audiences = []string{audience}
+	}
+	if toPod {
+		pod, err := w.admin.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "fn-"},
+			Spec:       corev1.PodSpec{ServiceAccountName: "fn", Containers: []corev1.Container{{Name: "fn", Image: "fn"}}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		spec.BoundObjectRef = &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}
+	}
+	tr, err := w.admin.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "fn", &authenticationv1.TokenRequest{Spec: spec}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return tr.Status.Token
+}
+
+// namespaceOf is the namespace whose identity token token is ("" for
+// another token).
+func (w *world) namespaceOf(token string) string {
+	for ns, tok := range w.tokens {
+		if tok == token {
+			return ns
+		}
+	}
+	return ""
+}
+
 // server is one cache, on a bucket of its own, served over HTTP.
 type server struct {
 	t       *testing.T
+	w       *world
 	url     string
 	bucket  jetstream.ObjectStoreConfig
 	js      jetstream.JetStream
@@ -108,6 +171,11 @@ type server struct {
 // bucket's bound from the server's storage, which the default's 2 GiB a
 // bucket would soon exhaust on a test's disk).
 func (w *world) serve(t *testing.T, cfg depcache.Config, senders depcache.Senders, bucketBytes int64, mods ...func(*stream.Config)) *server {
+	return w.serveOn(t, w.js, w.bucket(bucketBytes, mods...), cfg, senders)
+}
+
+// bucket is the configuration of a new bucket of bucketBytes (0: 16 MiB).
+func (w *world) bucket(bucketBytes int64, mods ...func(*stream.Config)) stream.Config {
 	sc := stream.DefaultConfig()
 	for _, m := range mods {
 		m(&sc)
@@ -117,25 +185,55 @@ func (w *world) serve(t *testing.T, cfg depcache.Config, senders depcache.Sender
 	if bucketBytes != 0 {
 		sc.DependencyMaxBytes = bucketBytes
 	}
+	return sc
+}
+
+// serveOn serves a cache of sc's bucket through js (an event bridge
+// replica), running as the event bridge runs it until the test ends.
+func (w *world) serveOn(t *testing.T, js jetstream.JetStream, sc stream.Config, cfg depcache.Config, senders depcache.Senders) *server {
 	if senders == nil {
 		senders = withUser{w.senders}
 	}
 	reg := prometheus.NewRegistry()
-	c, err := depcache.New(w.js, sc.DependencyBucketConfig(), senders, cfg, depcache.WithMetrics(reg))
+	c, err := depcache.New(js, sc.DependencyBucketConfig(), senders, w.writers, cfg, depcache.WithMetrics(reg),
+		depcache.WithLogger(slog.New(slog.NewTextHandler(testWriter{t}, nil))))
 	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx, 10*time.Millisecond); close(done) }()
 	srv := httptest.NewServer(c)
-	t.Cleanup(srv.Close)
-	return &server{t: t, url: srv.URL, bucket: sc.DependencyBucketConfig(), js: w.js, metrics: reg}
+	t.Cleanup(func() { srv.Close(); cancel(); <-done })
+	return &server{t: t, w: w, url: srv.URL, bucket: sc.DependencyBucketConfig(), js: js, metrics: reg}
 }
 
+// testWriter writes a cache's log into its test's.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
 // do sends method to path (after the prefix) with token and body (nil:
-// none), and returns the status and the answer's body.
+// none), and returns the status and the answer's body. A PUT with the
+// identity token of a namespace of the world carries the writer token of
+// a pod of that namespace for path, as an install container's does.
 func (s *server) do(method, path, token string, body io.Reader) (int, []byte) {
+	s.t.Helper()
+	writer := ""
+	if ns := s.w.namespaceOf(token); method == http.MethodPut && ns != "" {
+		writer = s.w.writer(s.t, ns, path)
+	}
+	return s.doWith(method, path, token, writer, body)
+}
+
+// doWith is do with writer as the writer token ("": none).
+func (s *server) doWith(method, path, token, writer string, body io.Reader) (int, []byte) {
 	s.t.Helper()
 	req, err := http.NewRequest(method, s.url+depcache.PathPrefix+path, body)
 	require.NoError(s.t, err)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if writer != "" {
+		req.Header.Set(runtimes.DependencyWriterHeader, writer)
 	}
 	req.Header.Set("Content-Type", depcache.ContentType)
 	resp, err := http.DefaultClient.Do(req)
@@ -157,6 +255,7 @@ func (s *server) unread(path, token string, size int64) int {
 	require.NoError(s.t, err)
 	req.ContentLength = size
 	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set(runtimes.DependencyWriterHeader, s.w.writer(s.t, s.w.namespaceOf(token), path))
 	answered := make(chan int, 1)
 	go func() {
 		resp, err := http.DefaultClient.Do(req)
@@ -320,6 +419,38 @@ func TestDependencyCache(t *testing.T) {
 		assert.Contains(t, string(msg), "send the pod's ServiceAccount token")
 	})
 
+	t.Run("only the install step of a pod of the object's own dependency set stores it", func(t *testing.T) {
+		s := w.serve(t, depcache.DefaultConfig(), nil, 0)
+		other := "python312/" + hash
+		apiServers := w.boundToken(t, "team-a", "", true) // as a pod's automounted token
+		for name, tc := range map[string]struct{ identity, writer string }{
+			"the identity alone (the function container's, or its code's)": {identity: a},
+			"a token the API server takes as the writer":                   {identity: a, writer: apiServers},
+			"the identity token as the writer":                             {identity: a, writer: a},
+			"the writer token of another dependency set":                   {identity: a, writer: w.writer(t, "team-a", other)},
+			"the writer token of another namespace's pod":                  {identity: a, writer: w.writer(t, "team-b", key)},
+			"a writer token bound to no pod":                               {identity: a, writer: w.boundToken(t, "team-a", runtimes.DependencyWriterAudience("nodejs22", hash), false)},
+			"a made-up writer token":                                       {identity: a, writer: "not-a-token-the-cluster-knows"},
+		} {
+			code, msg := s.doWith(http.MethodPut, key, tc.identity, tc.writer, bytes.NewReader(gz(t, 100)))
+			assert.Equal(t, http.StatusForbidden, code, "%s: %s", name, msg)
+		}
+		code, msg := s.doWith(http.MethodPut, key, w.writer(t, "team-a", key), "", bytes.NewReader(gz(t, 100)))
+		assert.Equal(t, http.StatusUnauthorized, code, "the writer token is no identity: %s", msg)
+		code, msg = s.doWith(http.MethodPut, key, apiServers, "", bytes.NewReader(gz(t, 100)))
+		assert.Equal(t, http.StatusUnauthorized, code, "a pod's API token alone is no identity over plain HTTP: %s", msg)
+		_, msg = s.doWith(http.MethodPut, key, a, "", bytes.NewReader(gz(t, 100)))
+		assert.Contains(t, string(msg), runtimes.DependencyWriterHeader, "the refusal says what is missing")
+		assert.Empty(t, s.objects(), "nothing stored")
+
+		body := gz(t, 100)
+		code, msg = s.doWith(http.MethodPut, key, a, w.writer(t, "team-a", key), bytes.NewReader(body))
+		require.Equal(t, http.StatusCreated, code, string(msg))
+		code, got := s.do(http.MethodGet, key, a, nil)
+		assert.Equal(t, http.StatusOK, code, "reads need the identity only")
+		assert.Equal(t, body, got)
+	})
+
 	t.Run("bad keys are 400", func(t *testing.T) {
 		s := w.serve(t, depcache.DefaultConfig(), nil, 0)
 		for name, path := range map[string]string{
@@ -399,6 +530,7 @@ func TestDependencyCache(t *testing.T) {
 	t.Run("a finished upload counts once against the quota", func(t *testing.T) {
 		cfg := depcache.DefaultConfig()
 		cfg.MaxNamespaceBytes = 400 << 10
+		cfg.MaxNamespaceUploads = 2
 		s := w.serve(t, cfg, nil, 0)
 		slow, finish := io.Pipe()
 		first := make(chan int, 1)
@@ -424,14 +556,16 @@ func TestDependencyCache(t *testing.T) {
 		require.Equal(t, http.StatusCreated, code)
 		require.Eventually(t, func() bool { code, _ = s.do(http.MethodGet, key, a, nil); return code == http.StatusNotFound },
 			20*time.Second, 100*time.Millisecond, "gone after a second")
-		assert.Empty(t, s.objects())
-		assert.Zero(t, s.chunks())
+		require.Eventually(t, func() bool { return len(s.objects()) == 0 && s.chunks() == 0 }, 20*time.Second, 100*time.Millisecond,
+			"the stream drops it")
 		code, _ = s.do(http.MethodPut, key, a, bytes.NewReader(exactly(t, 100)))
 		assert.Equal(t, http.StatusCreated, code, "stored again by the next pod that installs")
 	})
 
 	t.Run("a full bucket is 507 and stores nothing", func(t *testing.T) {
-		s := w.serve(t, depcache.DefaultConfig(), nil, 512<<10)
+		cfg := depcache.DefaultConfig()
+		cfg.MaxNamespaceBytes = 1 << 20
+		s := w.serve(t, cfg, nil, 512<<10)
 		code, msg := s.do(http.MethodPut, key, a, bytes.NewReader(gz(t, 600<<10)))
 		assert.Equal(t, http.StatusInsufficientStorage, code, string(msg))
 		assert.Empty(t, s.objects())
@@ -493,12 +627,14 @@ func TestDependencyCache(t *testing.T) {
 		cfg := depcache.DefaultConfig()
 		cfg.UploadTimeout = 500 * time.Millisecond
 		s := w.serve(t, cfg, nil, 0)
+		aWriter := w.writer(t, "team-a", key)
 		slow, stalled := io.Pipe()
 		t.Cleanup(func() { _ = stalled.Close() })
 		done := make(chan int, 1)
 		go func() {
 			req, _ := http.NewRequest(http.MethodPut, s.url+depcache.PathPrefix+key, slow)
 			req.Header.Set("Authorization", "Bearer "+a)
+			req.Header.Set(runtimes.DependencyWriterHeader, aWriter)
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				done <- 0 // the connection closed before the answer was read
@@ -527,7 +663,8 @@ func TestDependencyCache(t *testing.T) {
 		conn, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
 		require.NoError(t, err)
 		body := gz(t, 200<<10)
-		_, err = fmt.Fprintf(conn, "PUT %s%s HTTP/1.1\r\nHost: cache\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n", depcache.PathPrefix, key, a, len(body))
+		_, err = fmt.Fprintf(conn, "PUT %s%s HTTP/1.1\r\nHost: cache\r\nAuthorization: Bearer %s\r\n%s: %s\r\nContent-Length: %d\r\n\r\n",
+			depcache.PathPrefix, key, a, runtimes.DependencyWriterHeader, w.writer(t, "team-a", key), len(body))
 		require.NoError(t, err)
 		_, err = conn.Write(body[:150<<10])
 		require.NoError(t, err)
@@ -537,6 +674,138 @@ func TestDependencyCache(t *testing.T) {
 		require.Eventually(t, func() bool { return testutil.ToFloat64(uploads) == 0 }, 10*time.Second, 5*time.Millisecond)
 		assert.Empty(t, s.objects())
 		assert.Zero(t, s.chunks(), "no chunk left behind")
+	})
+
+	t.Run("a namespace's uploads at once past its share are 429", func(t *testing.T) {
+		s := w.serve(t, depcache.DefaultConfig(), nil, 0) // 4 at once, 1 a namespace
+		slow, finish := io.Pipe()
+		first := make(chan int, 1)
+		go func() {
+			code, _ := s.do(http.MethodPut, key, a, slow)
+			first <- code
+		}()
+		_, err := finish.Write(gz(t, 1000)[:500])
+		require.NoError(t, err)
+		uploads := counter(t, s.metrics, "kfn_eventbridge_dependency_cache_uploads")
+		require.Eventually(t, func() bool { return testutil.ToFloat64(uploads) == 1 }, 10*time.Second, 5*time.Millisecond, "the first upload under way")
+		code, msg := s.do(http.MethodPut, "python312/"+hash, a, bytes.NewReader(gz(t, 100)))
+		assert.Equal(t, http.StatusTooManyRequests, code, string(msg))
+		assert.Contains(t, string(msg), "namespace team-a")
+		code, msg = s.do(http.MethodPut, "python312/"+hash, b, bytes.NewReader(gz(t, 100)))
+		assert.Equal(t, http.StatusCreated, code, "another namespace has its own share: %s", msg)
+		require.NoError(t, finish.Close())
+		assert.Equal(t, http.StatusCreated, <-first)
+		code, _ = s.do(http.MethodPut, "python312/"+hash, a, bytes.NewReader(gz(t, 100)))
+		assert.Equal(t, http.StatusCreated, code, "the namespace's share is free again")
+	})
+
+	t.Run("by default a namespace stores a share of the bucket", func(t *testing.T) {
+		s := w.serve(t, depcache.DefaultConfig(), nil, 16<<20) // a 32nd: 512 KiB
+		code, msg := s.do(http.MethodPut, key, a, bytes.NewReader(exactly(t, 600<<10)))
+		assert.Equal(t, http.StatusInsufficientStorage, code, string(msg))
+		assert.Contains(t, string(msg), "may store 524288")
+		code, msg = s.do(http.MethodPut, key, a, bytes.NewReader(exactly(t, 500<<10)))
+		assert.Equal(t, http.StatusCreated, code, string(msg))
+	})
+
+	t.Run("a full bucket makes room from the namespaces past their fair share, least read first", func(t *testing.T) {
+		cfg := depcache.DefaultConfig()
+		cfg.NamespaceShares = 1 // a namespace may fill the bucket alone: as many at their quota would
+		s := w.serve(t, cfg, nil, 1<<20)
+		keys := []string{"nodejs22/" + hash, "python312/" + hash, "nodejs24/" + hash}
+		for _, k := range keys {
+			code, msg := s.do(http.MethodPut, k, a, bytes.NewReader(exactly(t, 300<<10)))
+			require.Equal(t, http.StatusCreated, code, string(msg))
+		}
+		code, _ := s.do(http.MethodGet, keys[0], a, nil) // read since: the second is the least read
+		require.Equal(t, http.StatusOK, code)
+		code, msg := s.do(http.MethodPut, "python312/"+hash, b, bytes.NewReader(exactly(t, 200<<10)))
+		assert.Equal(t, http.StatusCreated, code, "team-b stores, though team-a filled the bucket: %s", msg)
+		assert.ElementsMatch(t, []string{"team-a/" + keys[0], "team-a/" + keys[2], "team-b/python312/" + hash}, s.objects(),
+			"team-a's least read object made room")
+		code, msg = s.do(http.MethodPut, "nodejs26/"+hash, a, bytes.NewReader(exactly(t, 300<<10)))
+		assert.Equal(t, http.StatusInsufficientStorage, code, "team-a is past its fair share: nothing of team-b's goes: %s", msg)
+		assert.Len(t, s.objects(), 3)
+	})
+
+	t.Run("a namespace stores at most its number of objects", func(t *testing.T) {
+		cfg := depcache.DefaultConfig()
+		cfg.MaxNamespaceObjects = 2
+		s := w.serve(t, cfg, nil, 0)
+		for _, k := range []string{"nodejs22/" + hash, "python312/" + hash} {
+			code, msg := s.do(http.MethodPut, k, a, bytes.NewReader(gz(t, 100)))
+			require.Equal(t, http.StatusCreated, code, string(msg))
+		}
+		code, msg := s.do(http.MethodPut, "nodejs24/"+hash, a, bytes.NewReader(gz(t, 100)))
+		assert.Equal(t, http.StatusInsufficientStorage, code, string(msg))
+		assert.Contains(t, string(msg), "2 objects")
+		code, _ = s.do(http.MethodPut, "nodejs24/"+hash, b, bytes.NewReader(gz(t, 100)))
+		assert.Equal(t, http.StatusCreated, code, "another namespace has its own count")
+		assert.Len(t, s.objects(), 3)
+	})
+
+	t.Run("objects not read for the idle time are removed, a read keeps one", func(t *testing.T) {
+		cfg := depcache.DefaultConfig()
+		cfg.MaxIdle = 2 * time.Second
+		s := w.serve(t, cfg, nil, 0)
+		used, unused := "nodejs22/"+hash, "python312/"+hash
+		for _, k := range []string{used, unused} {
+			code, msg := s.do(http.MethodPut, k, a, bytes.NewReader(gz(t, 1000)))
+			require.Equal(t, http.StatusCreated, code, string(msg))
+		}
+		require.Eventually(t, func() bool {
+			code, _ := s.do(http.MethodGet, used, a, nil)
+			require.Equal(t, http.StatusOK, code, "read every 200 ms, kept")
+			code, _ = s.do(http.MethodHead, unused, a, nil) // a HEAD is no read
+			return code == http.StatusNotFound
+		}, 20*time.Second, 200*time.Millisecond, "the unread object is removed")
+		assert.Equal(t, []string{"team-a/" + used}, s.objects())
+		code, _ := s.do(http.MethodPut, unused, a, bytes.NewReader(gz(t, 100)))
+		assert.Equal(t, http.StatusCreated, code, "stored again by the next pod that installs")
+		require.Eventually(t, func() bool { return len(s.objects()) == 0 }, 20*time.Second, 100*time.Millisecond,
+			"unread, both go")
+		assert.Zero(t, s.chunks())
+	})
+
+	t.Run("replicas share one count of a namespace's objects", func(t *testing.T) {
+		cfg := depcache.DefaultConfig()
+		cfg.MaxNamespaceBytes = 400 << 10
+		sc := w.bucket(0)
+		one := w.serveOn(t, w.js, sc, cfg, nil)
+		code, _ := one.do(http.MethodPut, "nodejs22/"+hash, a, bytes.NewReader(exactly(t, 250<<10)))
+		require.Equal(t, http.StatusCreated, code)
+		// A replica that starts now reads what the bucket holds before it
+		// takes an upload; one running learns it as it is stored (a few
+		// milliseconds later).
+		two := w.serveOn(t, w.nats.JetStream(), sc, cfg, nil)
+		code, msg := two.do(http.MethodPut, "python312/"+hash, a, bytes.NewReader(exactly(t, 250<<10)))
+		assert.Equal(t, http.StatusInsufficientStorage, code, "the other replica counts what this one stored: %s", msg)
+		code, _ = two.do(http.MethodPut, "python312/"+hash, a, bytes.NewReader(exactly(t, 100<<10)))
+		assert.Equal(t, http.StatusCreated, code, "within what is left")
+	})
+
+	t.Run("an upload does not list the bucket", func(t *testing.T) {
+		sc := w.bucket(64 << 20)
+		nc := w.nats.Connect()
+		js, err := jetstream.New(nc)
+		require.NoError(t, err)
+		obs, err := w.js.CreateOrUpdateObjectStore(context.Background(), sc.DependencyBucketConfig())
+		require.NoError(t, err)
+		for i := range 1000 {
+			_, err := obs.PutBytes(context.Background(), fmt.Sprintf("team-c/nodejs22/%064x", i), []byte{0x1f, 0x8b})
+			require.NoError(t, err)
+		}
+		s := w.serveOn(t, js, sc, depcache.DefaultConfig(), nil)
+		code, msg := s.do(http.MethodGet, key, a, nil) // the cache has read the bucket once
+		require.Equal(t, http.StatusNotFound, code, string(msg))
+		code, msg = s.do(http.MethodPut, key, b, bytes.NewReader(gz(t, 1000)))
+		require.Equal(t, http.StatusCreated, code, string(msg))
+		for i, k := range []string{key, "python312/" + hash} {
+			before := nc.Stats().InMsgs
+			code, msg := s.do(http.MethodPut, k, a, bytes.NewReader(gz(t, 1000)))
+			require.Equal(t, http.StatusCreated, code, string(msg))
+			assert.Less(t, nc.Stats().InMsgs-before, uint64(50), "upload %d: messages the cache received, not one per object of the bucket", i)
+		}
 	})
 
 	t.Run("new tokens past their rate are 429", func(t *testing.T) {
@@ -558,9 +827,13 @@ func TestConfigValidate(t *testing.T) {
 	require.NoError(t, depcache.DefaultConfig().Validate())
 	for name, mod := range map[string]func(*depcache.Config){
 		"object":    func(c *depcache.Config) { c.MaxObjectBytes = 0 },
-		"namespace": func(c *depcache.Config) { c.MaxNamespaceBytes = 0 },
+		"namespace": func(c *depcache.Config) { c.MaxNamespaceBytes = -1 },
+		"shares":    func(c *depcache.Config) { c.NamespaceShares = 0 },
+		"share":     func(c *depcache.Config) { c.MaxNamespaceUploads = 0 },
 		"uploads":   func(c *depcache.Config) { c.MaxUploads = 0 },
 		"timeout":   func(c *depcache.Config) { c.UploadTimeout = 0 },
+		"objects":   func(c *depcache.Config) { c.MaxNamespaceObjects = 0 },
+		"idle":      func(c *depcache.Config) { c.MaxIdle = 0 },
 	} {
 		c := depcache.DefaultConfig()
 		mod(&c)

@@ -24,6 +24,10 @@ type nobody struct{}
 
 func (nobody) SenderNamespace(*http.Request) (string, error) { return "", nil }
 
+func (nobody) WriterNamespace(context.Context, string, string) (string, error) {
+	return "", depcache.ErrNotAWriter
+}
+
 // TestPrepareMakesTheBucketBeforeAnyRequest: the event bridge makes the
 // bucket as it starts, not at the first pod's request (which, on a
 // cluster just formed, failed 503 when making a replicated bucket
@@ -49,7 +53,7 @@ func TestPrepareMakesTheBucketBeforeAnyRequest(t *testing.T) {
 	sc := stream.DefaultConfig()
 	sc.DependencyMaxBytes = 16 << 20
 	var logs logtest.Buffer
-	c, err := depcache.New(js, sc.DependencyBucketConfig(), nobody{}, depcache.DefaultConfig(), depcache.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	c, err := depcache.New(js, sc.DependencyBucketConfig(), nobody{}, nobody{}, depcache.DefaultConfig(), depcache.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	require.NoError(t, err)
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -16,7 +16,7 @@ const backlogReadTimeout = 5 * time.Second
 // state of the Subscriptions the dispatcher serves:
 //
 //	kfn_eventbridge_backlog{namespace,subscription}         events waiting: the consumer's pending plus unacknowledged events
-//	kfn_eventbridge_backlog_budget{namespace,subscription}  the Subscription's maxBacklog
+//	kfn_eventbridge_backlog_budget{namespace,subscription}  the Subscription's maxBacklog, held to its namespace's total
 //	kfn_eventbridge_dispatcher_ready                        1 while the dispatcher runs and is connected to NATS, else 0
 //	kfn_eventbridge_backlog_read_errors_total               scrapes that could not list the consumers
 //
@@ -31,7 +31,7 @@ func (d *Dispatcher) Collector() prometheus.Collector {
 			"Events waiting for the Subscription: its consumer's pending plus unacknowledged events, read at scrape time.",
 			[]string{"namespace", "subscription"}, nil),
 		budget: prometheus.NewDesc("kfn_eventbridge_backlog_budget",
-			"The Subscription's maxBacklog: past it the oldest waiting events of a failing sink are dead-lettered.",
+			"The Subscription's maxBacklog, held to its namespace's total: past it the oldest waiting events of a failing sink are dead-lettered.",
 			[]string{"namespace", "subscription"}, nil),
 		ready: prometheus.NewDesc("kfn_eventbridge_dispatcher_ready",
 			"1 while this dispatcher runs and is connected to NATS, else 0.", nil, nil),
@@ -78,7 +78,7 @@ func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.ready, prometheus.GaugeValue, ready)
 	for _, t := range served {
-		ch <- prometheus.MustNewConstMetric(c.budget, prometheus.GaugeValue, float64(t.delivery.MaxBacklog), t.sub.Namespace, t.sub.Name)
+		ch <- prometheus.MustNewConstMetric(c.budget, prometheus.GaugeValue, float64(min(t.delivery.MaxBacklog, d.cfg.NamespaceMaxBacklog)), t.sub.Namespace, t.sub.Name)
 	}
 	switch {
 	case len(served) == 0:

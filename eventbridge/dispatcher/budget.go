@@ -15,11 +15,13 @@ import (
 const maxShedBatch = 256
 
 // holdBudgets keeps each Subscription's backlog (pending plus
-// unacknowledged events of its consumer) within its maxBacklog until ctx
+// unacknowledged events of its consumer) within its maxBacklog, and each
+// namespace's within its totals (holdNamespaces), until ctx
 // ends: every BudgetInterval it checks, on a goroutine of the worker's
 // own, each Subscription in whose last interval an attempt failed, whose
 // sink had no ready endpoint, that had all of its maxInFlightMessages in
-// flight (a slow sink) or that was over budget (checkBudget). A
+// flight (a slow sink), that was over budget or whose namespace is over
+// its totals (checkBudget). A
 // Subscription whose deliveries keep up is not read at all: with
 // thousands of Subscriptions a read each per interval would load the
 // broker for nothing. One loop serves every Subscription, so that an idle
@@ -40,11 +42,13 @@ func (d *Dispatcher) holdBudgets(ctx context.Context) {
 			workers = append(workers, w)
 		}
 		d.mu.Unlock()
+		d.holdNamespaces(workers)
 		for _, w := range workers {
 			ready, _ := w.sinkReady()
 			failed := w.failed.Swap(false)
 			busy := w.saturated()
-			if ready && !failed && !busy && !w.overBudget.Load() {
+			if ready && !failed && !busy && !w.overBudget.Load() && !w.nsLimited.Load() {
+				w.keepingUp()
 				continue
 			}
 			if !w.checking.CompareAndSwap(false, true) {
@@ -89,12 +93,20 @@ func (w *worker) checkBudget() {
 		return
 	}
 	backlog := int(info.NumPending) + info.NumAckPending
-	over := backlog - t.delivery.MaxBacklog
-	byBytes := false
-	if n := w.bytesOver(ctx, info, backlog); n > max(over, 0) {
+	over := backlog - w.maxBacklog()
+	byBytes, byNamespace := false, false
+	n, size := w.bytesOver(ctx, info, backlog)
+	if n > max(over, 0) {
 		over, byBytes = n, true
 	}
+	if keep, ok := w.namespaceKeep(); ok && backlog-keep > max(over, 0) {
+		over, byBytes, byNamespace = backlog-keep, false, true
+	}
 	w.overBytes.Store(byBytes)
+	w.overNamespace.Store(byNamespace)
+	// Before any is given up: the namespace's next look counts what is
+	// left, not what this check is giving up.
+	w.saw(ctx, info, backlog, max(over, 0), size)
 	// The excess first, so that an attempt failing from now on is given
 	// up rather than kept for a retry newer than the oldest waiting.
 	w.excess.Store(int64(max(over, 0)))
@@ -118,11 +130,13 @@ func (w *worker) checkBudget() {
 }
 
 // saturated reports whether the worker has had all of its
-// maxInFlightMessages in flight at this tick and the one before: its sink
-// does not keep up with what is published for it (a healthy sink may fill
-// them for a moment in a burst).
+// maxInFlightMessages in flight, or as many bytes of events as its pull
+// may hold (pull.Pull.Starved: large events), at this tick and the one
+// before: its sink does not keep up with what is published for it (a
+// healthy sink may fill them for a moment in a burst).
 func (w *worker) saturated() bool {
-	full := w.inFlight.Load()+int64(w.retries.len()) >= int64(w.target.delivery.MaxInFlight)
+	full := w.inFlight.Load()+int64(w.retries.len()) >= int64(w.target.delivery.MaxInFlight) ||
+		w.pl != nil && w.pl.Starved()
 	if !full {
 		w.fullTicks = 0
 		return false
@@ -204,11 +218,16 @@ func (w *worker) shed(ctx context.Context, cons jetstream.Consumer, n int) error
 
 // budgetReason is the dead-letter reason of an event given up over budget.
 func (w *worker) budgetReason(why string) string {
-	if w.overBytes.Load() {
-		return fmt.Sprintf("backlog over maxBacklogBytes (%d, about %d bytes waiting) and %s: oldest events given up",
-			w.target.delivery.MaxBacklogBytes, w.bytesWaiting.Load(), why)
+	d := w.target.delivery
+	switch {
+	case w.overNamespace.Load():
+		return w.namespaceReason(why)
+	case w.overBytes.Load():
+		return fmt.Sprintf("backlog over maxBacklogBytes (%d%s, about %d bytes waiting) and %s: oldest events given up",
+			w.maxBacklogBytes(), w.heldBy(d.MaxBacklogBytes, w.maxBacklogBytes()), w.bytesWaiting.Load(), why)
 	}
-	return fmt.Sprintf("backlog over maxBacklog (%d) and %s: oldest events given up", w.target.delivery.MaxBacklog, why)
+	return fmt.Sprintf("backlog over maxBacklog (%d%s) and %s: oldest events given up",
+		w.maxBacklog(), w.heldBy(int64(d.MaxBacklog), int64(w.maxBacklog())), why)
 }
 
 // budgetSamples is how many waiting events a byte estimate reads, and
@@ -220,17 +239,18 @@ const (
 
 // bytesOver estimates the bytes of the backlog events waiting for the
 // Subscription (JetStream counts them, not their bytes) and returns how
-// many events are over maxBacklogBytes. The estimate is the backlog times
+// many events are over maxBacklogBytes, and the mean event size it
+// estimated with (0 when it made no estimate). The estimate is the backlog times
 // the mean size of budgetSamples events read at sequences spread over it
 // (renewed every sampleEvery checks); it is not made while the backlog,
 // were every event of the largest size the stream takes, would be within
 // the budget.
-func (w *worker) bytesOver(ctx context.Context, info *jetstream.ConsumerInfo, backlog int) int {
-	limit := w.target.delivery.MaxBacklogBytes
+func (w *worker) bytesOver(ctx context.Context, info *jetstream.ConsumerInfo, backlog int) (int, int64) {
+	limit := w.maxBacklogBytes()
 	largest := int64(w.d.cfg.Streams.MaxMsgSize)
 	if backlog == 0 || limit <= 0 || largest > 0 && int64(backlog)*largest <= limit {
 		w.bytesWaiting.Store(0)
-		return 0
+		return 0, 0
 	}
 	if w.sampledSize == 0 || w.sinceSample >= sampleEvery {
 		if size := w.sampleEventSize(ctx, info); size > 0 {
@@ -240,14 +260,14 @@ func (w *worker) bytesOver(ctx context.Context, info *jetstream.ConsumerInfo, ba
 	w.sinceSample++
 	size := w.sampledSize
 	if size == 0 {
-		return 0
+		return 0, 0
 	}
 	waiting := int64(backlog) * size
 	w.bytesWaiting.Store(waiting)
 	if waiting <= limit {
-		return 0
+		return 0, size
 	}
-	return int((waiting - limit + size - 1) / size)
+	return int((waiting - limit + size - 1) / size), size
 }
 
 // sampleEventSize returns the mean size, data and headers, of up to

@@ -22,8 +22,8 @@ import (
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/api/stream"
-	"github.com/kfn-dev/kfn/eventbridge/egress"
 	"github.com/kfn-dev/kfn/eventbridge/pull"
+	"github.com/kfn-dev/kfn/internal/egress"
 )
 
 // BenchmarkDeliver measures what one delivery costs the dispatcher's

@@ -21,17 +21,18 @@ import (
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/eventbridge/admission"
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/deadline"
-	"github.com/kfn-dev/kfn/eventbridge/egress"
 	"github.com/kfn-dev/kfn/eventbridge/pull"
 	"github.com/kfn-dev/kfn/eventbridge/reply"
+	"github.com/kfn-dev/kfn/internal/egress"
 )
 
 // Defaults of Config.
 const (
 	DefaultRequestTimeout = 60 * time.Second
-	DefaultMaxHops        = 16
+	DefaultMaxHops        = admission.DefaultMaxHops
 	DefaultJitter         = 0.2
 	DefaultMaxReplyBytes  = 1 << 20
 	DefaultPullExpiry     = 30 * time.Second
@@ -40,6 +41,15 @@ const (
 
 	DefaultMaxHeldBytes                = 256 << 20
 	DefaultMaxHeldBytesPerSubscription = 16 << 20
+
+	// DefaultNamespaceMaxBacklog is the default Config.NamespaceMaxBacklog:
+	// what one Subscription may ask for at most.
+	DefaultNamespaceMaxBacklog = v1alpha2.MaxMaxBacklog
+	// NamespaceShareOfStream divides the event stream's MaxBytes into the
+	// default Config.NamespaceMaxBacklogBytes: 16 namespaces at their
+	// total fill the stream, 15 leave a 16th of it to the others (64 MiB
+	// of the default 1 GiB).
+	NamespaceShareOfStream = 16
 
 	// DefaultSlotsPerCPU is Config.DeliverySlots by default, per CPU the
 	// process may use (GOMAXPROCS).
@@ -69,8 +79,16 @@ type Config struct {
 	// that start together share their deadline). Default 60s.
 	RequestTimeout time.Duration
 	// MaxHops bounds reply chains: a reply whose hop count would exceed it
-	// is dropped. Default 16.
+	// is dropped. Default 16 (admission.DefaultMaxHops).
 	MaxHops int
+	// Reserved keeps sources for some namespaces (admission.Reservation):
+	// the reply of a sink whose Subscription is of another namespace is
+	// dropped, as the publisher refuses their events. The publisher's
+	// reservations.
+	Reserved []admission.Reservation
+	// LegacyPrefix is the prefix of Kyma's legacy event types, for the
+	// reservations (default v1alpha2.DefaultLegacyPrefix). The publisher's.
+	LegacyPrefix string
 	// Jitter is the random part of each backoff, a fraction in [0,1].
 	// Default 0.2; negative means none.
 	Jitter float64
@@ -132,6 +150,26 @@ type Config struct {
 	// with. The zero value means v1alpha2.DefaultDelivery(), and a zero
 	// MaxBacklogBytes v1alpha2.DefaultMaxBacklogBytes.
 	Delivery v1alpha2.Delivery
+	// NamespaceMaxBacklog and NamespaceMaxBacklogBytes bound the backlog
+	// of all of one namespace's Subscriptions together, in events and in
+	// bytes (each Subscription's backlog counted, so that an event waiting
+	// for three of them counts three times: a namespace's fan-out costs
+	// its own total). Past either, the namespace's oldest waiting events
+	// are given up as over a Subscription's budget, and never another
+	// namespace's; a Subscription's own maxBacklog and maxBacklogBytes
+	// are held to them, so that no spec.config asks for more of the
+	// shared event stream than its namespace may hold. Defaults
+	// DefaultNamespaceMaxBacklog and the event stream's MaxBytes divided
+	// by NamespaceShareOfStream (v1alpha2.MaxMaxBacklogBytes for a stream
+	// without a limit); the bytes must not be above the stream's MaxBytes
+	// nor below its MaxMsgSize.
+	NamespaceMaxBacklog      int
+	NamespaceMaxBacklogBytes int64
+}
+
+// admission is the policy replies are held to.
+func (c *Config) admission() admission.Policy {
+	return admission.Policy{Reserved: c.Reserved, LegacyPrefix: c.LegacyPrefix, MaxHops: c.MaxHops}
 }
 
 func (c *Config) defaults() error {
@@ -140,6 +178,10 @@ func (c *Config) defaults() error {
 	}
 	if c.RequestTimeout < 0 || c.MaxHops < 0 || c.MaxReplyBytes < 0 || c.PullExpiry < 0 || c.Jitter > 1 {
 		return fmt.Errorf("%w: negative duration, size or hop limit, or jitter above 1", ErrInvalidOption)
+	}
+	policy := c.admission()
+	if err := policy.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	if c.PullExpiry != 0 && c.PullExpiry < MinPullExpiry {
 		return fmt.Errorf("%w: pull expiry %s is below %s", ErrInvalidOption, c.PullExpiry, MinPullExpiry)
@@ -194,6 +236,38 @@ func (c *Config) defaults() error {
 	}
 	if c.SlotTime == 0 {
 		c.SlotTime = DefaultSlotTime
+	}
+	return c.namespaceDefaults()
+}
+
+// namespaceDefaults sets and checks the namespace totals.
+func (c *Config) namespaceDefaults() error {
+	if c.NamespaceMaxBacklog == 0 {
+		c.NamespaceMaxBacklog = DefaultNamespaceMaxBacklog
+	}
+	if c.NamespaceMaxBacklogBytes == 0 {
+		c.NamespaceMaxBacklogBytes = v1alpha2.MaxMaxBacklogBytes
+		if c.Streams.MaxBytes > 0 {
+			// At least one event of the largest size, at most the stream.
+			c.NamespaceMaxBacklogBytes = min(max(c.Streams.MaxBytes/NamespaceShareOfStream, int64(c.Streams.MaxMsgSize)), c.Streams.MaxBytes)
+			if c.Streams.MaxMsgSize < 0 {
+				c.NamespaceMaxBacklogBytes = c.Streams.MaxBytes / NamespaceShareOfStream
+			}
+		}
+	}
+	largest := int64(c.Streams.MaxMsgSize)
+	if c.Streams.MaxBytes > 0 && (largest < 0 || largest > c.Streams.MaxBytes) {
+		largest = c.Streams.MaxBytes
+	}
+	switch {
+	case c.NamespaceMaxBacklog < 1:
+		return fmt.Errorf("%w: a namespace's total backlog must be at least 1 event, not %d", ErrInvalidOption, c.NamespaceMaxBacklog)
+	case c.Streams.MaxBytes > 0 && c.NamespaceMaxBacklogBytes > c.Streams.MaxBytes:
+		return fmt.Errorf("%w: a namespace's total backlog (%d bytes) must not be above the event stream's max bytes (%d)",
+			ErrInvalidOption, c.NamespaceMaxBacklogBytes, c.Streams.MaxBytes)
+	case c.NamespaceMaxBacklogBytes < max(largest, 1):
+		return fmt.Errorf("%w: a namespace's total backlog (%d bytes) must hold at least one event of the stream's largest (%d bytes)",
+			ErrInvalidOption, c.NamespaceMaxBacklogBytes, largest)
 	}
 	return nil
 }
@@ -324,8 +398,8 @@ func New(js jetstream.JetStream, cfg Config, opts ...Option) (*Dispatcher, error
 	d := &Dispatcher{
 		cfg:         cfg,
 		js:          js,
-		replies:     reply.NewStore(js, cfg.Streams.EventStream, cfg.MaxHops),
-		deadLetters: deadletter.NewWriter(js, cfg.Streams.DeadLetterStream),
+		replies:     reply.NewStore(js, cfg.Streams.EventStream, cfg.admission()),
+		deadLetters: deadletter.NewWriter(js, cfg.Streams),
 		endpoints:   AlwaysReady{},
 		resolver:    DirectResolver,
 		transport:   NewTransport(cfg.Egress),

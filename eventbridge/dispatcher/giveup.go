@@ -15,8 +15,11 @@ import (
 )
 
 // giveUp dead-letters the event (or drops it when dead-lettering is off)
-// and terminates it. If the dead letter cannot be stored, the event is
-// redelivered later and given up again then.
+// and terminates it. A dead letter that cannot be stored for want of room
+// (its namespace's older letters already made what room they could) or
+// size is dropped with its event, counted and logged; one that failed
+// otherwise (NATS unavailable) leaves the event to be redelivered and
+// given up again.
 func (w *worker) giveUp(ctx context.Context, log eventLog, msg jetstream.Msg, meta *jetstream.MsgMetadata, status int, reason string) {
 	t := w.target
 	span := w.deadLetterSpan(ctx, msg, meta, status, reason)
@@ -38,13 +41,24 @@ func (w *worker) giveUp(ctx context.Context, log eventLog, msg jetstream.Msg, me
 		Status: status, Error: reason, Attempts: int(meta.NumDelivered),
 		Subject: msg.Subject(), Sequence: meta.Sequence.Stream, At: time.Now(),
 	}
-	if err := w.d.deadLetters.Write(ctx, msg.Headers(), msg.Data(), f); err != nil {
+	dropped, err := w.d.deadLetters.Write(ctx, msg.Headers(), msg.Data(), f)
+	if err != nil {
 		if span != nil {
 			span.RecordError(err)
 			span.SetStatus(codes.Error, "storing the dead letter failed")
 		}
-		if errors.Is(err, eventstore.ErrStorageFull) {
+		if errors.Is(err, eventstore.ErrStorageFull) || errors.Is(err, eventstore.ErrTooLarge) {
+			// It never will be stored: kept in the event stream, it would
+			// be given up again and again, and fill the stream for every
+			// namespace.
 			w.count.deadLetterFull.Inc()
+			w.observeGiveUp(msg, meta, Discarded, status, reason)
+			if span != nil {
+				span.SetAttributes(tracing.Outcome.String(tracing.OutcomeDiscarded))
+			}
+			log.Error("event given up and dropped: its dead letter cannot be stored", "status", status, "reason", reason, "error", err)
+			w.settle(log, w.term(ctx, msg, "dropped, the dead letter could not be stored: "+reason))
+			return
 		}
 		log.Error("storing dead letter failed, will retry", "error", err)
 		w.settle(log, msg.NakWithDelay(RedeliveryDelay(t.delivery, int(meta.NumDelivered), w.d.cfg.Jitter, 0)))
@@ -55,7 +69,11 @@ func (w *worker) giveUp(ctx context.Context, log eventLog, msg jetstream.Msg, me
 	if span != nil {
 		span.SetAttributes(tracing.Outcome.String(tracing.OutcomeDeadLetter))
 	}
-	log.Info("event dead-lettered", "status", status, "error", reason)
+	if dropped > 0 {
+		log.Info("event dead-lettered; older dead letters of the namespace dropped to make room for it", "status", status, "error", reason, "droppedLetters", dropped)
+	} else {
+		log.Info("event dead-lettered", "status", status, "error", reason)
+	}
 	w.settle(log, w.term(ctx, msg, "dead-lettered: "+reason))
 }
 

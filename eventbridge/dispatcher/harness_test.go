@@ -21,8 +21,8 @@ import (
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/api/stream"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
-	"github.com/kfn-dev/kfn/eventbridge/egress"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
+	"github.com/kfn-dev/kfn/internal/egress"
 	"github.com/kfn-dev/kfn/test/natstest"
 )
 
@@ -140,13 +140,20 @@ func (b *bridge) subscribeAckWait(s *v1alpha2.Subscription, ackWait time.Duratio
 
 func (b *bridge) publish(source, typ, id string, data string) {
 	b.t.Helper()
+	require.NoError(b.t, b.publishErr(source, typ, id, data))
+}
+
+// publishErr is publish, returning the store's error.
+func (b *bridge) publishErr(source, typ, id string, data string) error {
 	e := event.New()
 	e.SetID(id)
 	e.SetSource(source)
 	e.SetType(typ)
-	require.NoError(b.t, e.SetData("text/plain", data))
+	if err := e.SetData("text/plain", data); err != nil {
+		return err
+	}
 	_, err := b.store.Publish(context.Background(), &e, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "")
-	require.NoError(b.t, err)
+	return err
 }
 
 // errorf fails the test without stopping it, and only while it runs. The

@@ -32,7 +32,7 @@ var (
 //	kfn_eventbridge_delivered_total            events the sink acknowledged (2xx)
 //	kfn_eventbridge_delivery_failures_total    failed delivery attempts
 //	kfn_eventbridge_dead_lettered_total        events moved to the dead-letter stream
-//	kfn_eventbridge_dead_letters_refused_total dead letters the full dead-letter stream refused (the event is retried later)
+//	kfn_eventbridge_dead_letters_refused_total dead letters that could not be stored (no room, too large): the event is dropped
 //	kfn_eventbridge_discarded_total            events dropped after the last attempt (deadLetter: "false")
 //	kfn_eventbridge_replies_total{result}      sink replies: published, invalid, hop_limit
 //	kfn_eventbridge_delivery_duration_seconds  histogram: each attempt, request to answer
@@ -50,7 +50,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "kfn_eventbridge_dead_lettered_total", Help: "Events moved to the dead-letter stream.",
 		}, labels),
 		deadLetterFull: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kfn_eventbridge_dead_letters_refused_total", Help: "Dead letters the dead-letter stream refused because it is full (it drops no namespace's letters for another's); the event stays and is given up again later.",
+			Name: "kfn_eventbridge_dead_letters_refused_total", Help: "Dead letters that could not be stored: larger than the namespace's dead-letter bytes, or the dead-letter stream full and the namespace without an older letter of its own to drop for it (no namespace's letters are dropped for another's). The event is dropped and logged, not kept in the event stream.",
 		}, labels),
 		discarded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kfn_eventbridge_discarded_total", Help: "Events dropped after their last attempt because dead-lettering is off.",

@@ -27,7 +27,8 @@ const (
 	// DeadLettered: the event was given up and kept in the dead-letter
 	// stream, where it can be replayed.
 	DeadLettered Outcome = "dead-lettered"
-	// Discarded: the event was given up and dropped (deadLetter "false").
+	// Discarded: the event was given up and dropped (deadLetter "false",
+	// or its dead letter could not be stored for want of room).
 	Discarded Outcome = "discarded"
 )
 

@@ -19,10 +19,13 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	_, err = dispatcher.New(js, dispatcher.Config{})
 	require.ErrorIs(t, err, dispatcher.ErrInvalidOption, "streams are required")
 	for name, cfg := range map[string]dispatcher.Config{
-		"negative timeout": {Streams: good.Streams, RequestTimeout: -1},
-		"jitter over 1":    {Streams: good.Streams, Jitter: 1.5},
-		"negative hops":    {Streams: good.Streams, MaxHops: -1},
-		"tiny pull expiry": {Streams: good.Streams, PullExpiry: dispatcher.MinPullExpiry / 2},
+		"negative timeout":                     {Streams: good.Streams, RequestTimeout: -1},
+		"jitter over 1":                        {Streams: good.Streams, Jitter: 1.5},
+		"negative hops":                        {Streams: good.Streams, MaxHops: -1},
+		"tiny pull expiry":                     {Streams: good.Streams, PullExpiry: dispatcher.MinPullExpiry / 2},
+		"a namespace's total above the stream": {Streams: good.Streams, NamespaceMaxBacklogBytes: good.Streams.MaxBytes + 1},
+		"a namespace's total below one event":  {Streams: good.Streams, NamespaceMaxBacklogBytes: int64(good.Streams.MaxMsgSize) - 1},
+		"a namespace's total of no events":     {Streams: good.Streams, NamespaceMaxBacklog: -1},
 	} {
 		_, err := dispatcher.New(js, cfg)
 		require.ErrorIs(t, err, dispatcher.ErrInvalidOption, name)

@@ -119,7 +119,7 @@ func TestReplicasKeepOrderWithOneInFlight(t *testing.T) {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
 	})
-	s := sub("s", "fn", config("maxInFlightMessages", "1", "maxDeliver", "100", "backoffInitial", "5ms", "backoffMax", "20ms"))
+	s := sub("s", "fn", config("maxInFlightMessages", "1", "maxDeliver", "100", "backoffInitial", "10ms", "backoffMax", "20ms"))
 	b.consumer(s, 2*time.Second)
 	for _, name := range []string{"a", "b"} {
 		b.newReplica(name, 5*time.Second).serve(t, s)

@@ -17,10 +17,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kfn-dev/kfn/api/stream"
-	"github.com/kfn-dev/kfn/eventbridge/egress"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/pull"
 	"github.com/kfn-dev/kfn/eventbridge/reply"
+	"github.com/kfn-dev/kfn/internal/egress"
 )
 
 // worker serves one Subscription: it has the dispatcher's puller pull
@@ -60,6 +60,26 @@ type worker struct {
 	bytesWaiting atomic.Int64
 	sampledSize  int64
 	sinceSample  int
+	// seenEvents and seenBytes are what the last check found waiting,
+	// less what it gave up (bytes estimated), and oldest the stream
+	// sequence from which the Subscription's events wait; zero while its
+	// deliveries keep up (seenSized: the bytes estimated from a sample,
+	// else counted at the largest event size); oldest is valid while
+	// oldestKnown, and was found from acknowledgement floor oldestFrom,
+	// with the size of that event oldestSize, in budgetStream (only the
+	// running check uses these three). While nsLimited, nsKeep is how
+	// many events the namespace's total lets the worker keep (nsLevel,
+	// when not 0, is the stream's level that cut it); nsPressed
+	// says the namespace is near its totals; overNamespace says the last
+	// check gave up for the namespace's total (namespace.go).
+	seenEvents, seenBytes               atomic.Int64
+	oldest                              atomic.Uint64
+	oldestKnown, seenSized              atomic.Bool
+	oldestFrom                          uint64
+	oldestSize                          int64
+	budgetStream                        jetstream.Stream
+	nsKeep, nsLevel                     atomic.Int64
+	nsLimited, nsPressed, overNamespace atomic.Bool
 	// budget is told when overBudget changes.
 	budget chan struct{}
 	// retries are the events waiting for their next attempt (retry.go).
@@ -566,7 +586,7 @@ func (w *worker) send(ctx context.Context, log eventLog, msg jetstream.Msg, url 
 }
 
 // publishReply stores a sink's CloudEvent reply as a new event, one hop
-// further (package reply). An invalid reply or one over the hop limit is
+// further, sent by the Subscription's namespace (package reply). An invalid reply or one over the hop limit is
 // dropped (logged and counted) and is no error: the delivery itself
 // succeeded. The error is a failure to store a valid reply.
 func (w *worker) publishReply(ctx context.Context, log eventLog, h nats.Header, header http.Header, body []byte) error {
@@ -577,7 +597,7 @@ func (w *worker) publishReply(ctx context.Context, log eventLog, h nats.Header, 
 		return nil
 	}
 	ctx, tp, ts, end := w.replyContext(ctx, h, r.Event.ID(), r.Event.Type(), r.Hops)
-	res, err := w.d.replies.Publish(ctx, r, tp, ts)
+	res, err := w.d.replies.Publish(ctx, r, w.target.sub.Namespace, tp, ts)
 	if res == reply.Failed {
 		end(string(res), err)
 		return err

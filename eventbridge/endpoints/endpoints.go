@@ -20,7 +20,7 @@ import (
 	"github.com/kfn-dev/kfn/api/plan"
 	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
-	"github.com/kfn-dev/kfn/eventbridge/egress"
+	"github.com/kfn-dev/kfn/internal/egress"
 )
 
 type service struct{ namespace, name string }

@@ -11,7 +11,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/kfn-dev/kfn/api/plan"
-	"github.com/kfn-dev/kfn/eventbridge/egress"
+	"github.com/kfn-dev/kfn/internal/egress"
 )
 
 // DefaultProbeInterval is how often the Watcher asks a starting Function

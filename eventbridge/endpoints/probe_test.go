@@ -17,8 +17,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
-	"github.com/kfn-dev/kfn/eventbridge/egress"
 	"github.com/kfn-dev/kfn/eventbridge/endpoints"
+	"github.com/kfn-dev/kfn/internal/egress"
 )
 
 // host is a function host on a local port: its ready path answers 503

@@ -33,8 +33,12 @@ const (
 	// MaxExtensionNameLength bounds an extension's name (CloudEvents
 	// asks for at most 20 characters; sdk-go sets no bound).
 	MaxExtensionNameLength = 64
-	// MaxAttributeBytes bounds the attributes of an event as headers: the
-	// sum over them of name, value and 4 bytes (": " and the line break).
+	// MaxAttributeBytes bounds the attributes of an event as headers on
+	// the wire: the sum over them of name, value as delivered
+	// (percent-encoded, CopyToWire: up to three bytes for each stored
+	// one) and 4 bytes (": " and the line break). Bounded as stored, an
+	// attribute of 32 KiB of bytes that travel encoded took 96 KiB of
+	// headers, which kfn's hosts answered with 431.
 	MaxAttributeBytes = 32 << 10
 	// MaxTraceParentLength, MaxTraceStateLength and MaxBaggageLength
 	// bound the W3C trace context stored with an event (traceparent is 55
@@ -54,8 +58,9 @@ const (
 
 // CheckAttributes checks the attributes of an event in its stored form
 // (Encode's or EncodeBinary's headers) against MaxIDLength,
-// MaxExtensionNameLength, MaxAttributes and MaxAttributeBytes (an
-// OriginalTypeExtension equal to the type is not counted). The error
+// MaxExtensionNameLength, MaxAttributes and MaxAttributeBytes (counted
+// as the dispatcher sends them, percent-encoded; an OriginalTypeExtension
+// equal to the type is not counted). The error
 // wraps ErrInvalidEvent for an id or a name too long and ErrTooLarge for
 // too many attributes or too many bytes of them; it says which bound, and
 // the number of the event.
@@ -89,12 +94,15 @@ func CheckAttributes(h nats.Header) error {
 		}
 		count++
 		size += len(k) + len(v[0]) + 4
+		if k != HeaderContentType {
+			size += 2 * encoded(v[0]) // CopyToWire's %XY for each such byte
+		}
 	}
 	if count > MaxAttributes {
 		return fmt.Errorf("%w: the event has %d attributes, at most %d are allowed", ErrTooLarge, count, MaxAttributes)
 	}
 	if size > MaxAttributeBytes {
-		return fmt.Errorf("%w: the event's attributes take %d bytes as headers, at most %d are allowed", ErrTooLarge, size, MaxAttributeBytes)
+		return fmt.Errorf("%w: the event's attributes take %d bytes as headers (percent-encoded, as they are delivered), at most %d are allowed", ErrTooLarge, size, MaxAttributeBytes)
 	}
 	return nil
 }

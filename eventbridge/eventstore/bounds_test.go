@@ -38,16 +38,18 @@ func TestCheckAttributes(t *testing.T) {
 		h    nats.Header
 		want error
 	}{
-		"ordinary":          {attrs(nil), nil},
-		"longest id":        {attrs(map[string]string{"ce-id": strings.Repeat("i", eventstore.MaxIDLength)}), nil},
-		"id too long":       {attrs(map[string]string{"ce-id": strings.Repeat("i", eventstore.MaxIDLength+1)}), eventstore.ErrInvalidEvent},
-		"longest name":      {attrs(map[string]string{"ce-" + strings.Repeat("n", eventstore.MaxExtensionNameLength): "v"}), nil},
-		"name too long":     {attrs(map[string]string{"ce-" + strings.Repeat("n", eventstore.MaxExtensionNameLength+1): "v"}), eventstore.ErrInvalidEvent},
-		"most attributes":   {attrs(many), nil},
-		"one too many":      {attrs(map[string]string{"ce-x999": "v", "Content-Type": "text/plain"}), nil},
-		"too many":          {func() nats.Header { h := attrs(many); h["Content-Type"] = []string{"text/plain"}; return h }(), eventstore.ErrTooLarge},
-		"too many bytes":    {attrs(map[string]string{"ce-big": strings.Repeat("x", eventstore.MaxAttributeBytes)}), eventstore.ErrTooLarge},
-		"trace not counted": {attrs(map[string]string{eventstore.HeaderBaggage: strings.Repeat("b", eventstore.MaxAttributeBytes)}), nil},
+		"ordinary":                              {attrs(nil), nil},
+		"longest id":                            {attrs(map[string]string{"ce-id": strings.Repeat("i", eventstore.MaxIDLength)}), nil},
+		"id too long":                           {attrs(map[string]string{"ce-id": strings.Repeat("i", eventstore.MaxIDLength+1)}), eventstore.ErrInvalidEvent},
+		"longest name":                          {attrs(map[string]string{"ce-" + strings.Repeat("n", eventstore.MaxExtensionNameLength): "v"}), nil},
+		"name too long":                         {attrs(map[string]string{"ce-" + strings.Repeat("n", eventstore.MaxExtensionNameLength+1): "v"}), eventstore.ErrInvalidEvent},
+		"most attributes":                       {attrs(many), nil},
+		"one too many":                          {attrs(map[string]string{"ce-x999": "v", "Content-Type": "text/plain"}), nil},
+		"too many":                              {func() nats.Header { h := attrs(many); h["Content-Type"] = []string{"text/plain"}; return h }(), eventstore.ErrTooLarge},
+		"too many bytes":                        {attrs(map[string]string{"ce-big": strings.Repeat("x", eventstore.MaxAttributeBytes)}), eventstore.ErrTooLarge},
+		"trace not counted":                     {attrs(map[string]string{eventstore.HeaderBaggage: strings.Repeat("b", eventstore.MaxAttributeBytes)}), nil},
+		"bytes as they travel, percent-encoded": {attrs(map[string]string{"ce-big": strings.Repeat("%", eventstore.MaxAttributeBytes/3)}), eventstore.ErrTooLarge},
+		"non-ASCII within the bound":            {attrs(map[string]string{"ce-big": strings.Repeat("é", eventstore.MaxAttributeBytes/8)}), nil},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -51,15 +51,34 @@ const OriginalTypeExtension = "originaltype"
 // the hops of the event it answered plus one.
 const HopsExtension = "kfnhops"
 
+// SenderExtension is the CloudEvents extension that names the namespace
+// an event was sent from: the event bridge sets it (package admission) on
+// the events of a publisher that knows its senders and on sinks' replies,
+// and refuses an event that sets it itself, so that a subscriber may
+// trust it. MsgID scopes de-duplication by it.
+const SenderExtension = "kfnsendernamespace"
+
 // ErrInvalidEvent is wrapped by every error about an event that cannot be
 // stored: invalid CloudEvent, a type or source that maps to no subject, an
 // attribute value that cannot travel in a header.
 var ErrInvalidEvent = errors.New("invalid event")
 
-// MsgID returns the JetStream message id of an event: its source and id,
-// length-prefixed so that no two (source, id) pairs share a message id.
-func MsgID(source, id string) string {
-	return strconv.Itoa(len(source)) + ":" + source + id
+// MsgID returns the JetStream message id of an event: its sender's
+// namespace (SenderExtension), source and id, so that JetStream stores
+// once what one sender sends again within the de-duplication window
+// (Kyma's idempotent publish), while the same source and id from another
+// namespace is another event: one tenant cannot suppress another's events
+// by sending their ids first. Without a sender it is the source and id,
+// length-prefixed, as it was before replies and publishes were scoped
+// by sender; with one, "<sender>/" before that. No two
+// (sender, source, id) share a message id: a namespace has no "/" and a
+// sender-less id has ":" after its leading digits.
+func MsgID(sender, source, id string) string {
+	unscoped := strconv.Itoa(len(source)) + ":" + source + id
+	if sender == "" {
+		return unscoped
+	}
+	return sender + "/" + unscoped
 }
 
 // Encode returns the headers and data of the stored form of a valid event,

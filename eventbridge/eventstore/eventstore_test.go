@@ -17,8 +17,18 @@ import (
 )
 
 func TestMsgIDIsUnambiguous(t *testing.T) {
-	assert.NotEqual(t, eventstore.MsgID("a", "bc"), eventstore.MsgID("ab", "c"))
-	assert.Equal(t, eventstore.MsgID("shop", "1"), eventstore.MsgID("shop", "1"))
+	assert.NotEqual(t, eventstore.MsgID("", "a", "bc"), eventstore.MsgID("", "ab", "c"))
+	assert.Equal(t, eventstore.MsgID("", "shop", "1"), eventstore.MsgID("", "shop", "1"))
+	assert.Equal(t, "4:shop1", eventstore.MsgID("", "shop", "1"), "without a sender, as before senders scoped it")
+	ids := map[string][3]string{}
+	for _, k := range [][3]string{
+		{"", "shop", "1"}, {"a", "shop", "1"}, {"b", "shop", "1"}, {"12", "shop", "1"},
+		{"", "12/4:shop", "1"}, {"", "4", ":shop1"}, {"a", "4", ":shop1"}, {"1", "2", "/4:shop1"},
+	} {
+		id := eventstore.MsgID(k[0], k[1], k[2])
+		assert.NotContains(t, ids, id, "%q and %q", k, ids[id])
+		ids[id] = k
+	}
 }
 
 func newEvent() *event.Event {

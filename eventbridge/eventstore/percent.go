@@ -31,12 +31,7 @@ func CopyToWire(dst http.Header, src nats.Header) {
 // upper-case hex digits; everything else as it is. A value with nothing
 // to encode is returned as it is, without allocating.
 func PercentEncode(s string) string {
-	n := 0
-	for i := 0; i < len(s); i++ {
-		if mustEncode(s[i]) {
-			n++
-		}
-	}
+	n := encoded(s)
 	if n == 0 {
 		return s
 	}
@@ -54,6 +49,18 @@ func PercentEncode(s string) string {
 		b.WriteByte(c)
 	}
 	return b.String()
+}
+
+// encoded is the number of bytes of s that PercentEncode writes as %XY:
+// its result is len(s) + 2*encoded(s) bytes long.
+func encoded(s string) int {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if mustEncode(s[i]) {
+			n++
+		}
+	}
+	return n
 }
 
 // mustEncode reports whether a byte of a header value is percent-encoded.

@@ -48,8 +48,8 @@ func New(js jetstream.JetStream, eventStream string) *Store {
 }
 
 // Publish stores an event under its subject (kyma.<clean source>.<clean
-// type>) with MsgID(source, id) as message id, so a retried publish within
-// the de-duplication window is stored once. traceParent and traceState are
+// type>) with MsgID(sender, source, id) as message id, so a retried
+// publish within the de-duplication window is stored once. traceParent and traceState are
 // the trace context of the request that carried it, if any.
 func (s *Store) Publish(ctx context.Context, e *event.Event, traceParent, traceState string) (Result, error) {
 	return s.PublishRouted(ctx, e, "", traceParent, traceState)
@@ -94,7 +94,7 @@ func (s *Store) PublishEncoded(ctx context.Context, h nats.Header, data []byte, 
 	if err != nil {
 		return Result{}, fmt.Errorf("%w: %w", ErrInvalidEvent, err)
 	}
-	return s.PublishMsg(ctx, &nats.Msg{Subject: subject, Header: h, Data: data}, MsgID(source, id))
+	return s.PublishMsg(ctx, &nats.Msg{Subject: subject, Header: h, Data: data}, MsgID(Attribute(h, SenderExtension), source, id))
 }
 
 // PublishMsg stores an already encoded event under msg.Subject with the

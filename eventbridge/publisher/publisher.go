@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/eventbridge/admission"
 	"github.com/kfn-dev/kfn/eventbridge/deadline"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/internal/auth"
@@ -31,6 +32,10 @@ const (
 	DefaultMaxRequestBytes = 1 << 20
 	DefaultStoreTimeout    = 10 * time.Second
 	DefaultLegacySource    = "kyma"
+	// DefaultSenderRate is the Config.SenderRate the event bridge sets by
+	// default (the package's zero value is no bound): a tenth of what one
+	// publisher stores at most on the machine of BENCHMARKS.md.
+	DefaultSenderRate = 1000
 )
 
 // MaxHeaderBytes is the http.Server MaxHeaderBytes a server of the
@@ -102,9 +107,31 @@ type Config struct {
 	// for exact matching with the full legacy type). Default "kyma".
 	LegacySource string
 	// Reserved keeps sources for the senders of some namespaces (see
-	// Reservation; needs WithSenders). None: anyone may publish anything,
-	// Kyma's model.
-	Reserved []Reservation
+	// admission.Reservation; needs WithSenders). None: anyone may publish
+	// anything, Kyma's model.
+	Reserved []admission.Reservation
+	// MaxHops bounds chains of events: an event whose hop count
+	// (eventstore.HopsExtension, which a Function's host sets on the
+	// events it emits to that of the event it handles plus one) is over it
+	// is refused (400), as a sink's reply over it is dropped. Default
+	// admission.DefaultMaxHops.
+	MaxHops int
+	// SenderRate bounds the events one sender namespace (WithSenders)
+	// stores, per second on average, in bursts of at most SenderBurst
+	// (default the larger of SenderRate and MaxBatchEvents): a request
+	// past it is refused whole (429, Retry-After), so that a namespace's
+	// flood, or a function that emits the events it receives with a hop
+	// count of its own making, leaves the publisher to the others. 0: no
+	// bound.
+	SenderRate  float64
+	SenderBurst int
+	// AnonymousRate and AnonymousBurst are the same bound for every
+	// publish without a namespace (no token, a user's token, no Senders)
+	// together: they cannot be told apart. 0: no bound, Kyma's model;
+	// with senders, a function that leaves its token out publishes
+	// without a namespace, and this is its bound.
+	AnonymousRate  float64
+	AnonymousBurst int
 	// MaxPublishing is how many requests the publisher works on at once
 	// before it shares them among sender namespaces (WithSenders; every
 	// request without one counts as one sender): past it, a request of a
@@ -133,6 +160,10 @@ type Publisher struct {
 	// stores give each request's wait for JetStream its StoreTimeout.
 	stores  *deadline.Windows
 	senders Senders
+	// admission is what every event is held to before it is stored.
+	admission admission.Policy
+	// rates bound the events each sender stores per second.
+	rates *senderRates
 	// publishing shares the requests in progress among senders.
 	publishing *publishing
 }
@@ -204,9 +235,17 @@ func New(store EventStore, cfg Config, opts ...Option) (*Publisher, error) {
 	if cfg.MaxRequestBytes < 0 {
 		return nil, fmt.Errorf("%w: max request bytes must not be negative", ErrInvalidOption)
 	}
-	for _, r := range cfg.Reserved {
-		if err := r.validate(); err != nil {
-			return nil, fmt.Errorf("%w: reservation of %q: %w", ErrInvalidOption, r.Source, err)
+	for _, b := range []struct {
+		rate  float64
+		burst *int
+	}{{cfg.SenderRate, &cfg.SenderBurst}, {cfg.AnonymousRate, &cfg.AnonymousBurst}} {
+		switch {
+		case b.rate < 0:
+			return nil, fmt.Errorf("%w: a rate of events must not be negative", ErrInvalidOption)
+		case *b.burst == 0:
+			*b.burst = max(int(b.rate), MaxBatchEvents)
+		case *b.burst < MaxBatchEvents:
+			return nil, fmt.Errorf("%w: a burst of %d events is less than a batch's %d", ErrInvalidOption, *b.burst, MaxBatchEvents)
 		}
 	}
 	if cfg.MaxRequestBytes == 0 {
@@ -224,6 +263,13 @@ func New(store EventStore, cfg Config, opts ...Option) (*Publisher, error) {
 	if cfg.MaxPublishing == 0 {
 		cfg.MaxPublishing = DefaultMaxPublishing
 	}
+	if cfg.MaxHops == 0 {
+		cfg.MaxHops = admission.DefaultMaxHops
+	}
+	policy := admission.Policy{Reserved: cfg.Reserved, LegacyPrefix: cfg.LegacyPrefix, MaxHops: cfg.MaxHops}
+	if err := policy.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+	}
 	p := &Publisher{
 		cfg:   cfg,
 		store: store,
@@ -231,6 +277,8 @@ func New(store EventStore, cfg Config, opts ...Option) (*Publisher, error) {
 		newID: newUUID,
 
 		stores:     deadline.New(cfg.StoreTimeout),
+		admission:  policy,
+		rates:      newSenderRates(cfg),
 		publishing: newPublishing(cfg.MaxPublishing),
 	}
 	for _, o := range opts {
@@ -357,6 +405,9 @@ func (p *Publisher) servePublish(w http.ResponseWriter, r *http.Request) int {
 		}
 	}
 	stored, err := p.encode(events, routes, tp, ts, sender)
+	if err == nil {
+		err = p.rates.take(sender, len(stored))
+	}
 	if err != nil {
 		return p.fail(w, r, err)
 	}
@@ -430,6 +481,9 @@ func (p *Publisher) publishEncoded(w http.ResponseWriter, r *http.Request, h nat
 		h[eventstore.HeaderPrefix+OriginalTypeExtension] = []string{eventType}
 	}
 	if err := p.stamp(h, route, sender); err != nil {
+		return p.fail(w, r, err)
+	}
+	if err := p.rates.take(sender, 1); err != nil {
 		return p.fail(w, r, err)
 	}
 	// The store refuses a type that maps to no subject before storing.
@@ -554,9 +608,9 @@ func StatusCode(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, auth.ErrUnauthenticated):
 		return http.StatusUnauthorized
-	case errors.Is(err, auth.ErrTooManyReviews), errors.Is(err, ErrOverShare):
+	case errors.Is(err, auth.ErrTooManyReviews), errors.Is(err, ErrTooManyEvents), errors.Is(err, ErrOverShare):
 		return http.StatusTooManyRequests
-	case errors.Is(err, ErrReserved):
+	case errors.Is(err, admission.ErrReserved):
 		return http.StatusForbidden
 	case errors.Is(err, eventstore.ErrStorageFull):
 		return http.StatusInsufficientStorage

@@ -126,7 +126,7 @@ func TestPublishBinary(t *testing.T) {
 	assert.Equal(t, []string{"2026-01-02T03:04:05Z"}, got.Header["ce-time"])
 	assert.Equal(t, []string{"application/json"}, got.Header["Content-Type"])
 	assert.Equal(t, []string{h["Traceparent"]}, got.Header["traceparent"])
-	assert.Equal(t, []string{eventstore.MsgID("shop", "e1")}, got.Header["Nats-Msg-Id"])
+	assert.Equal(t, []string{eventstore.MsgID("", "shop", "e1")}, got.Header["Nats-Msg-Id"])
 	require.NoError(t, testutil.GatherAndCompare(e.reg, strings.NewReader(`
 # HELP kfn_eventbridge_publish_requests_total Publish requests by endpoint (publish, v2, v1, subscribed) and HTTP status code.
 # TYPE kfn_eventbridge_publish_requests_total counter

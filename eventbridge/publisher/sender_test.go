@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kfn-dev/kfn/eventbridge/admission"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/internal/auth"
@@ -91,7 +92,7 @@ func TestEveryPublishNamesItsSender(t *testing.T) {
 		forged["Ce-"+publisher.SenderExtension] = "team-b"
 		code, body, _ := env.post(t, "/publish", forged, "{}")
 		assert.Equal(t, http.StatusBadRequest, code, body)
-		assert.Contains(t, body, "set by kfn's publisher only")
+		assert.Contains(t, body, "set by kfn's event bridge only")
 		code, body, _ = env.post(t, "/publish", map[string]string{"Content-Type": "application/cloudevents+json"},
 			`{"specversion":"1.0","id":"f2","source":"shop","type":"order.paid.v1","`+publisher.SenderExtension+`":"team-b"}`)
 		assert.Equal(t, http.StatusBadRequest, code, body)
@@ -105,7 +106,7 @@ func TestEveryPublishNamesItsSender(t *testing.T) {
 // binary, structured and legacy mode; what no reservation names is taken
 // from anyone.
 func TestReservedSources(t *testing.T) {
-	cfg := publisher.Config{Reserved: []publisher.Reservation{
+	cfg := publisher.Config{Reserved: []admission.Reservation{
 		{Source: "bank", Namespaces: []string{"team-a"}},
 		{Source: "shop", TypePrefix: "order.refund", Namespaces: []string{"team-b"}},
 	}}
@@ -170,17 +171,116 @@ func TestReservedSources(t *testing.T) {
 	e.stored(t, 7) // the legacy event is stored twice
 }
 
-func TestParseReservation(t *testing.T) {
-	r, err := publisher.ParseReservation("bank=team-a, team-b")
-	require.NoError(t, err)
-	assert.Equal(t, publisher.Reservation{Source: "bank", Namespaces: []string{"team-a", "team-b"}}, r)
-	r, err = publisher.ParseReservation("shop:order.refund=team-b")
-	require.NoError(t, err)
-	assert.Equal(t, publisher.Reservation{Source: "shop", TypePrefix: "order.refund", Namespaces: []string{"team-b"}}, r)
-	for _, bad := range []string{"", "bank", "bank=", "=team-a", "bank=Team_A", "bank=,"} {
-		_, err := publisher.ParseReservation(bad)
-		assert.ErrorIs(t, err, publisher.ErrInvalidOption, "%q", bad)
-	}
-	_, err = publisher.New(eventstore.New(nil, "events"), publisher.Config{Reserved: []publisher.Reservation{{Source: "bank"}}})
+func TestNewRefusesAnInvalidReservation(t *testing.T) {
+	_, err := publisher.New(eventstore.New(nil, "events"), publisher.Config{Reserved: []admission.Reservation{{Source: "bank"}}})
 	assert.ErrorIs(t, err, publisher.ErrInvalidOption, "a reservation without namespaces")
+}
+
+// TestOneSenderCannotSuppressAnothersEvent: JetStream stores an event once
+// per message id within the de-duplication window, so a namespace that
+// knows (or predicts) the source and id of another's next event could
+// publish it first and have the real one dropped as a duplicate. The
+// message id is the sender's namespace with the source and id: a sender's
+// own retries are stored once (Kyma's idempotent publish), the same source
+// and id from another namespace, or from no namespace, are other events.
+func TestOneSenderCannotSuppressAnothersEvent(t *testing.T) {
+	e := newEnv(t, publisher.Config{}, nil, publisher.WithSenders(tokens{"a": "team-a", "b": "team-b"}))
+	send := func(token string) {
+		t.Helper()
+		h := binary("pay-1", "order.paid.v1")
+		if token != "" {
+			h["Authorization"] = "Bearer " + token
+		}
+		code, body, _ := e.post(t, "/publish", h, "{}")
+		require.Equal(t, http.StatusNoContent, code, body)
+	}
+	send("b") // the attacker, first
+	send("a") // the real event
+	send("a") // its retry
+	send("")  // no sender
+	send("")
+	got := e.stored(t, 3)
+	var senders []string
+	for _, s := range got {
+		senders = append(senders, strings.Join(s.Header["ce-"+publisher.SenderExtension], ""))
+	}
+	assert.Equal(t, []string{"team-b", "team-a", ""}, senders)
+}
+
+// TestHopLimitHoldsForPublishes: a Function's host sets kfnhops on the
+// events it emits to that of the event it handles plus one, and the
+// publisher holds them to the hop limit that ends reply chains: past it,
+// in every mode, an event is refused (400, naming the limit), so that a
+// function emitting the events it receives cannot keep a storm going. A
+// kfnhops that is no count of hops is refused too; one within the limit
+// is stored as a plain number.
+func TestHopLimitHoldsForPublishes(t *testing.T) {
+	e := newEnv(t, publisher.Config{MaxHops: 3}, nil)
+	publish := func(id, hops string) (int, string) {
+		h := binary(id, "order.created.v1")
+		h["Ce-Kfnhops"] = hops
+		code, body, _ := e.post(t, "/publish", h, "{}")
+		return code, body
+	}
+	for _, hops := range []string{"4", "1000000", "99999999999999999999"} {
+		code, body := publish("over-"+hops, hops)
+		assert.Equal(t, http.StatusBadRequest, code, body)
+		assert.Contains(t, body, "at most 3", hops)
+	}
+	for _, hops := range []string{"-1", "x", "1.5"} {
+		code, body := publish("bad-"+hops, hops)
+		assert.Equal(t, http.StatusBadRequest, code, "%q: %s", hops, body)
+	}
+	code, _, _ := e.post(t, "/publish", map[string]string{"Content-Type": "application/cloudevents+json"},
+		`{"specversion":"1.0","id":"s","source":"shop","type":"order.paid.v1","kfnhops":4}`)
+	assert.Equal(t, http.StatusBadRequest, code, "structured")
+	code, _, _ = e.post(t, "/publish", map[string]string{"Content-Type": "application/cloudevents-batch+json"},
+		`[{"specversion":"1.0","id":"b1","source":"shop","type":"order.paid.v1"},{"specversion":"1.0","id":"b2","source":"shop","type":"order.paid.v1","kfnhops":"4"}]`)
+	assert.Equal(t, http.StatusBadRequest, code, "batch")
+	e.stored(t, 0)
+
+	code, body := publish("within", "03")
+	require.Equal(t, http.StatusNoContent, code, body)
+	assert.Equal(t, []string{"3"}, e.stored(t, 1)[0].Header["ce-kfnhops"])
+}
+
+// TestOneSendersFloodLeavesTheOthersTheirRate: a namespace that publishes
+// as fast as it can (a flood, or a function emitting what it receives
+// with a hop count of its own making) is held to its rate: past its burst
+// its requests are refused whole (429, Retry-After), in every mode, while
+// another namespace, and publishers without a namespace (who share a
+// bucket of their own), still store theirs.
+func TestOneSendersFloodLeavesTheOthersTheirRate(t *testing.T) {
+	cfg := publisher.Config{SenderRate: 0.001, SenderBurst: 100, AnonymousRate: 0.001, AnonymousBurst: 100}
+	e := newEnv(t, cfg, nil, publisher.WithSenders(tokens{"a": "team-a", "b": "team-b"}))
+	n := 0
+	send := func(token string) int {
+		t.Helper()
+		n++
+		h := binary(fmt.Sprint("e", n), "order.created.v1")
+		if token != "" {
+			h["Authorization"] = "Bearer " + token
+		}
+		code, _, _ := e.post(t, "/publish", h, "{}")
+		return code
+	}
+	for range 100 {
+		require.Equal(t, http.StatusNoContent, send("b"))
+	}
+	code, body, header := e.post(t, "/publish", map[string]string{"Authorization": "Bearer b", "Content-Type": "application/cloudevents+json"},
+		`{"specversion":"1.0","id":"s","source":"shop","type":"order.paid.v1"}`)
+	assert.Equal(t, http.StatusTooManyRequests, code, body)
+	assert.Contains(t, body, "namespace team-b may store")
+	assert.Equal(t, "1", header.Get("Retry-After"))
+	code, _, _ = e.post(t, "/commerce/v1/events", map[string]string{"Authorization": "Bearer b", "Content-Type": "application/json"},
+		`{"event-type":"order.created","event-type-version":"v1","event-time":"2026-01-02T03:04:05Z","data":{}}`)
+	assert.Equal(t, http.StatusTooManyRequests, code, "legacy")
+	assert.Equal(t, http.StatusNoContent, send("a"), "another namespace")
+	assert.Equal(t, http.StatusNoContent, send(""), "no namespace")
+	e.stored(t, 102)
+
+	batch := "[" + strings.TrimSuffix(strings.Repeat(`{"specversion":"1.0","id":"b","source":"shop","type":"order.paid.v1"},`, publisher.MaxBatchEvents), ",") + "]"
+	code, body, _ = e.post(t, "/publish", map[string]string{"Authorization": "Bearer a", "Content-Type": "application/cloudevents-batch+json"}, batch)
+	assert.Equal(t, http.StatusTooManyRequests, code, "a batch past the rate is refused whole: %s", body)
+	e.stored(t, 0)
 }

@@ -535,6 +535,16 @@ func (p *Puller) topUpStarved(pl *Pull) {
 	}
 }
 
+// Starved reports whether the pull wants events and the byte bounds leave
+// it no room for the next: its worker holds as many bytes as it may,
+// however many events that is. Safe for concurrent use.
+func (pl *Pull) Starved() bool {
+	pl.p.mu.Lock()
+	defer pl.p.mu.Unlock()
+	_, ok := pl.p.starved[pl]
+	return ok
+}
+
 // msgSize is about the bytes an event takes in memory: its data and
 // headers.
 func msgSize(m *nats.Msg) int64 {

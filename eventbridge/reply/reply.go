@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/cloudevents/sdk-go/v2/binding"
@@ -15,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/kfn-dev/kfn/eventbridge/admission"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 )
 
@@ -77,32 +79,45 @@ func Decode(ctx context.Context, header http.Header, body []byte, answered nats.
 	return &Reply{Event: e, Hops: eventstore.Hops(answered) + 1}, nil
 }
 
-// Store stores replies in the event stream through one event store. Its
-// methods are safe for concurrent use.
+// Store stores replies in the event stream through one event store, each
+// as a publish by the namespace of the Subscription whose sink answered:
+// held to the same admission policy as the publisher's events (package
+// admission: the sender's namespace recorded, a reply that names one
+// itself or uses a source reserved to other namespaces refused, the hop
+// limit) and to the store's bounds, de-duplicated within that namespace's
+// events only. Its methods are safe for concurrent use.
 type Store struct {
-	store   *eventstore.Store
-	maxHops int
+	store  *eventstore.Store
+	policy admission.Policy
 }
 
-// NewStore returns a Store of replies in eventStream, dropping those of
-// more than maxHops hops.
-func NewStore(js jetstream.JetStream, eventStream string, maxHops int) *Store {
-	return &Store{store: eventstore.New(js, eventStream), maxHops: maxHops}
+// NewStore returns a Store of replies in eventStream that admits them by
+// policy.
+func NewStore(js jetstream.JetStream, eventStream string, policy admission.Policy) *Store {
+	return &Store{store: eventstore.New(js, eventStream), policy: policy}
 }
 
 // MaxHops returns the hop limit.
-func (s *Store) MaxHops() int { return s.maxHops }
+func (s *Store) MaxHops() int { return s.policy.Hops() }
 
-// Publish stores r with its hop count and the trace context given, and
-// says what became of it. The error is nil but for Failed (the reply
-// could not be stored, for a reason that may pass) and Invalid (why the
-// event store refused it).
-func (s *Store) Publish(ctx context.Context, r *Reply, traceParent, traceState string) (Result, error) {
-	if r.Hops > s.maxHops {
+// Publish stores r, sent by namespace sender (the Subscription's), with
+// its hop count and the trace context given, and says what became of it.
+// The error is nil but for Failed (the reply could not be stored, for a
+// reason that may pass) and Invalid (why it was refused).
+func (s *Store) Publish(ctx context.Context, r *Reply, sender, traceParent, traceState string) (Result, error) {
+	if r.Hops > s.policy.Hops() {
 		return HopLimit, nil
 	}
-	r.Event.SetExtension(eventstore.HopsExtension, r.Hops)
-	if _, err := s.store.Publish(ctx, r.Event, traceParent, traceState); err != nil {
+	h, data, err := eventstore.Encode(r.Event, traceParent, traceState)
+	if err != nil {
+		return Invalid, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	// The hop count is the bridge's, whatever the sink wrote.
+	h[eventstore.HeaderPrefix+eventstore.HopsExtension] = []string{strconv.Itoa(r.Hops)}
+	if err := s.policy.Admit(h, "", sender); err != nil {
+		return Invalid, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if _, err := s.store.PublishEncoded(ctx, h, data, ""); err != nil {
 		if errors.Is(err, eventstore.ErrInvalidEvent) || errors.Is(err, eventstore.ErrTooLarge) {
 			return Invalid, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}

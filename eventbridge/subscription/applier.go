@@ -25,6 +25,10 @@ type Applier struct {
 	Streams stream.Config
 	// Consumer holds the consumer settings not in the Subscription.
 	Consumer stream.ConsumerSettings
+	// Limits bound a namespace's Subscriptions that get a consumer; the
+	// Reconciler and the Set hold them (Apply does not: it sees one
+	// Subscription).
+	Limits Limits
 }
 
 // Check validates what a Subscription's spec alone cannot show, such as
@@ -66,6 +70,15 @@ func (a Applier) Apply(ctx context.Context, sub *v1alpha2.Subscription, checks .
 	}
 	obs.Consumer, obs.Created = cfg.Durable, created
 	return obs
+}
+
+// Check validates sub as Apply does, then with checks, without making or
+// changing anything: the error is the SpecError Apply would observe.
+func (a Applier) Check(ctx context.Context, sub *v1alpha2.Subscription, checks ...Check) error {
+	if _, err := stream.ConsumerConfig(sub, a.Consumer); err != nil {
+		return err
+	}
+	return a.checkSink(ctx, sub, checks)
 }
 
 // keep is Apply's Observation of a Subscription whose consumer cannot be

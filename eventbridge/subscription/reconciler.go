@@ -182,6 +182,9 @@ func (r *Reconciler) resync() time.Duration {
 // with the events that waited in it: that is logged as an error, counted,
 // and shown in the status (Observation.Lost).
 func (r *Reconciler) observe(ctx context.Context, sub *v1alpha2.Subscription) Observation {
+	if limited, obs := r.limit(ctx, sub); limited {
+		return obs
+	}
 	obs := r.Applier.Apply(ctx, sub, r.serviceExists)
 	key := types.NamespacedName{Namespace: sub.Namespace, Name: sub.Name}
 	r.mu.Lock()
@@ -197,6 +200,27 @@ func (r *Reconciler) observe(ctx context.Context, sub *v1alpha2.Subscription) Ob
 	}
 	obs.Lost = r.lost[key]
 	return obs
+}
+
+// limit reports whether sub may not have a consumer now, and then its
+// Observation: over its namespace's limits (overLimits), it has none (one
+// its status names, made before the limits were lowered, is deleted with
+// the events waiting in it, as the status says); while its namespace's
+// Subscriptions cannot be listed, its consumer is left as it is and the
+// reconcile retried.
+func (r *Reconciler) limit(ctx context.Context, sub *v1alpha2.Subscription) (bool, Observation) {
+	over, err := r.overLimits(ctx, sub)
+	switch {
+	case err != nil:
+		return true, Observation{ConsumerError: err}
+	case over == nil:
+		return false, Observation{}
+	}
+	obs := Observation{SpecError: r.Applier.Check(ctx, sub, r.serviceExists), Limited: over}
+	if hadConsumer(sub) {
+		obs.ConsumerError = r.Applier.Delete(ctx, sub.Namespace, sub.Name)
+	}
+	return true, obs
 }
 
 // errConsumerLost is what the log says when NATS lost a consumer.
@@ -258,5 +282,28 @@ func (r *Reconciler) finalize(ctx context.Context, sub *v1alpha2.Subscription) e
 	if err := r.Client.Update(ctx, sub); err != nil {
 		return fmt.Errorf("remove finalizer: %w", client.IgnoreNotFound(err))
 	}
+	r.requeueNamespace(ctx, sub.Namespace)
 	return nil
+}
+
+// requeueNamespace reconciles the namespace's Subscriptions soon: the one
+// deleted left a place within the namespace's limits (overLimits) to the
+// next in line. It never blocks; requests over the buffer wait for the
+// next resync.
+func (r *Reconciler) requeueNamespace(ctx context.Context, namespace string) {
+	if r.requeue == nil {
+		return
+	}
+	var list v1alpha2.SubscriptionList
+	if err := r.Client.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list the Subscriptions of a namespace, whose next in line waits for the resync", "namespace", namespace)
+		return
+	}
+	for i := range list.Items {
+		select {
+		case r.requeue <- event.GenericEvent{Object: &list.Items[i]}:
+		default:
+			return
+		}
+	}
 }

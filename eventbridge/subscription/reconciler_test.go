@@ -95,10 +95,19 @@ var nsCounter atomic.Int32
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvWith(t, func(*stream.Config, *subscription.Reconciler) {})
+}
+
+// newEnvWith is newEnv with the streams and the reconciler as modify
+// leaves them.
+func newEnvWith(t *testing.T, modify func(*stream.Config, *subscription.Reconciler)) *env {
+	t.Helper()
 	e := &env{ns: fmt.Sprintf("test-%d", nsCounter.Add(1)), nats: natstest.Start(t), targets: &targets{serving: map[string]*v1alpha2.Subscription{}}, c: cluster.Client}
 	e.js = e.nats.JetStream()
 	e.streams = stream.DefaultConfig()
 	e.streams.Storage = stream.StorageMemory
+	e.rec = &subscription.Reconciler{Resync: 300 * time.Millisecond}
+	modify(&e.streams, e.rec)
 	require.NoError(t, stream.Ensure(context.Background(), e.js, e.streams))
 	require.NoError(t, e.c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}))
 
@@ -110,7 +119,8 @@ func newEnv(t *testing.T) *env {
 	})
 	require.NoError(t, err)
 	e.reg = prometheus.NewRegistry()
-	e.rec = &subscription.Reconciler{Client: mgr.GetClient(), Applier: subscription.Applier{JetStream: e.js, Streams: e.streams}, Resync: 300 * time.Millisecond, Metrics: e.reg}
+	e.rec.Client, e.rec.Metrics = mgr.GetClient(), e.reg
+	e.rec.Applier.JetStream, e.rec.Applier.Streams = e.js, e.streams
 	require.NoError(t, e.rec.SetupWithManager(mgr))
 	require.NoError(t, (&feed.Feeder{Client: mgr.GetClient(), Targets: e.targets}).SetupWithManager(mgr))
 	ctx, cancel := context.WithCancel(context.Background())

@@ -29,6 +29,9 @@ type Set struct {
 	// made are the Subscriptions whose consumer the Set saw exist: one
 	// made anew later was lost by NATS.
 	made map[types.NamespacedName]bool
+	// limited are the Subscriptions over their namespace's limits: they
+	// have no consumer.
+	limited map[types.NamespacedName]bool
 }
 
 // ErrConsumerLost is wrapped by the error about a Subscription whose
@@ -39,7 +42,8 @@ var ErrConsumerLost = errors.New("NATS lost the consumer and the events waiting 
 // NewSet returns an empty Set that applies with a and serves through
 // targets.
 func NewSet(a Applier, targets ...feed.Targets) *Set {
-	return &Set{applier: a, targets: targets, subs: map[types.NamespacedName]*v1alpha2.Subscription{}, made: map[types.NamespacedName]bool{}}
+	return &Set{applier: a, targets: targets, subs: map[types.NamespacedName]*v1alpha2.Subscription{},
+		made: map[types.NamespacedName]bool{}, limited: map[types.NamespacedName]bool{}}
 }
 
 // Apply makes subs the Subscriptions served. Each one gets its consumer
@@ -49,16 +53,23 @@ func NewSet(a Applier, targets ...feed.Targets) *Set {
 // error names it; the dispatcher holds its events, within its backlog
 // budget, until it can be served. Only one that is no longer in subs is
 // removed from every target and loses its consumer, with the events
-// waiting in it, as when a Subscription is deleted in a cluster. It
-// returns the errors, one per Subscription, "Subscription namespace/name:
-// why" (ErrConsumerLost among them).
+// waiting in it, as when a Subscription is deleted in a cluster. A
+// namespace's Subscriptions take their places within the applier's Limits
+// in the order subs gives them, as they would in the order they were made
+// in a cluster: one over them has no consumer (one it had is deleted),
+// and its error wraps ErrNamespaceLimit. It returns the errors, one per
+// Subscription, "Subscription namespace/name: why" (ErrConsumerLost among
+// them).
 func (s *Set) Apply(ctx context.Context, subs []*v1alpha2.Subscription) []error {
 	var errs []error
 	want := make(map[types.NamespacedName]*v1alpha2.Subscription, len(subs))
+	before := map[string][]*v1alpha2.Subscription{}
 	for _, sub := range subs {
 		key := types.NamespacedName{Namespace: sub.Namespace, Name: sub.Name}
 		want[key] = sub
-		if err := s.serve(ctx, sub); err != nil {
+		over := s.applier.Limits.Over(sub, before[sub.Namespace], s.applier.Streams)
+		before[sub.Namespace] = append(before[sub.Namespace], sub)
+		if err := s.serve(ctx, sub, over); err != nil {
 			errs = append(errs, fmt.Errorf("Subscription %s: %w", key, err))
 		}
 	}
@@ -77,13 +88,23 @@ func (s *Set) Apply(ctx context.Context, subs []*v1alpha2.Subscription) []error 
 	return errs
 }
 
-// serve applies sub and hands it to every target, whether or not its spec
+// serve applies sub (over its namespace's limits, over says why: it has
+// no consumer) and hands it to every target, whether or not its spec
 // can be served: a target that cannot serve it says why (the dispatcher
-// holds its events meanwhile). The error is the first of the spec's, the
-// consumer's and the targets'.
-func (s *Set) serve(ctx context.Context, sub *v1alpha2.Subscription) error {
-	obs, lost := s.apply(ctx, sub)
-	errs := []error{lost, obs.SpecError, obs.ConsumerError}
+// holds its events meanwhile). The error is the first of the limits', the
+// spec's, the consumer's and the targets'.
+func (s *Set) serve(ctx context.Context, sub *v1alpha2.Subscription, over error) error {
+	key := types.NamespacedName{Namespace: sub.Namespace, Name: sub.Name}
+	s.mu.Lock()
+	s.limited[key] = over != nil
+	s.mu.Unlock()
+	var errs []error
+	if over != nil {
+		errs = append(errs, over, s.forget(ctx, key))
+	} else {
+		obs, lost := s.apply(ctx, sub)
+		errs = append(errs, lost, obs.SpecError, obs.ConsumerError)
+	}
 	for _, t := range s.targets {
 		errs = append(errs, t.Upsert(sub))
 	}
@@ -118,6 +139,14 @@ func (s *Set) stop(ctx context.Context, key types.NamespacedName) error {
 		t.Remove(key.Namespace, key.Name)
 	}
 	s.mu.Lock()
+	delete(s.limited, key)
+	s.mu.Unlock()
+	return s.forget(ctx, key)
+}
+
+// forget deletes the Subscription's consumer, and that the Set saw it.
+func (s *Set) forget(ctx context.Context, key types.NamespacedName) error {
+	s.mu.Lock()
 	delete(s.made, key)
 	s.mu.Unlock()
 	if err := s.applier.Delete(ctx, key.Namespace, key.Name); err != nil {
@@ -126,13 +155,20 @@ func (s *Set) stop(ctx context.Context, key types.NamespacedName) error {
 	return nil
 }
 
-// Reapply makes the consumers of the Subscriptions served exist again, for
-// a NATS server that restarted empty (recreate the streams first). It
+// Reapply makes the consumers of the Subscriptions served (within their
+// namespace's limits) exist again, for a NATS server that restarted empty
+// (recreate the streams first). It
 // returns an error per consumer it could not make, and one wrapping
 // ErrConsumerLost per consumer it made anew.
 func (s *Set) Reapply(ctx context.Context) []error {
 	var errs []error
 	for _, sub := range s.Subscriptions() {
+		s.mu.Lock()
+		limited := s.limited[types.NamespacedName{Namespace: sub.Namespace, Name: sub.Name}]
+		s.mu.Unlock()
+		if limited {
+			continue // it has no consumer
+		}
 		obs, lost := s.apply(ctx, sub)
 		for _, err := range []error{lost, obs.ConsumerError} {
 			if err != nil {

@@ -187,3 +187,36 @@ func (e *setEnv) pending(t *testing.T, ns, name string) uint64 {
 	require.NoError(t, err)
 	return info.NumPending
 }
+
+// TestSetHoldsANamespaceToItsLimits: kfn dev and -subscriptions hold a
+// namespace's Subscriptions to the limits as a cluster does, in the order
+// the manifests give them: the third of a namespace allowed two has no
+// consumer and its error says why; another namespace's is not affected;
+// a consumer it had before is deleted; and Reapply makes none for it.
+func TestSetHoldsANamespaceToItsLimits(t *testing.T) {
+	e := newSetEnv(t)
+	ctx := context.Background()
+	e.set = subscription.NewSet(subscription.Applier{JetStream: e.js, Streams: e.streams,
+		Limits: subscription.Limits{MaxConsumersPerNamespace: 2}}, e.targets[0], e.targets[1])
+	a, b, c := sub("shop", "a", "http://a.shop.svc.cluster.local"), sub("shop", "b", "http://b.shop.svc.cluster.local"), sub("shop", "c", "http://c.shop.svc.cluster.local")
+	other := sub("bank", "x", "http://x.bank.svc.cluster.local")
+	require.Empty(t, e.set.Apply(ctx, []*v1alpha2.Subscription{c, other}), "c first: within the limits")
+	require.True(t, e.hasConsumer(t, "shop", "c"))
+
+	errs := e.set.Apply(ctx, []*v1alpha2.Subscription{a, b, c, other})
+	require.Len(t, errs, 1)
+	require.ErrorIs(t, errs[0], subscription.ErrNamespaceLimit)
+	assert.Contains(t, errs[0].Error(), "Subscription shop/c: namespace's limit of Subscriptions reached: 2 Subscriptions of namespace shop were made before this one")
+	assert.True(t, e.hasConsumer(t, "shop", "a"))
+	assert.True(t, e.hasConsumer(t, "shop", "b"))
+	assert.False(t, e.hasConsumer(t, "shop", "c"), "its consumer is deleted")
+	assert.True(t, e.hasConsumer(t, "bank", "x"), "another namespace's is not affected")
+
+	require.NoError(t, e.js.DeleteStream(ctx, e.streams.EventStream))
+	require.NoError(t, stream.Ensure(ctx, e.js, e.streams))
+	for _, err := range e.set.Reapply(ctx) {
+		require.ErrorIs(t, err, subscription.ErrConsumerLost)
+	}
+	assert.True(t, e.hasConsumer(t, "shop", "a"))
+	assert.False(t, e.hasConsumer(t, "shop", "c"), "Reapply makes none for it")
+}

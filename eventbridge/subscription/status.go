@@ -31,6 +31,9 @@ type Observation struct {
 	// the events that waited in it) and was made anew; the caller, which
 	// knows the consumer existed, sets it.
 	Lost bool
+	// Limited is why the Subscription has no consumer for its namespace's
+	// limits (wrapping ErrNamespaceLimit), nil when it is within them.
+	Limited error
 }
 
 // EventsLostFor is how long the condition that says a Subscription's
@@ -41,7 +44,9 @@ const EventsLostFor = 24 * time.Hour
 // from its current status so that transition times are kept: types with
 // their clean forms, backend.types with the consumer serving each (while
 // it exists, also while the spec has errors), and the two conditions, from
-// which ready follows. A Subscription with a wrong sink is never ready.
+// which ready follows; a Subscription over its namespace's limits
+// (Observation.Limited) is not active, and says why. A Subscription with
+// a wrong sink is never ready.
 // After a loss (Observation.Lost) the condition "Events kept" is False for
 // EventsLostFor; it does not change ready.
 func Status(sub *v1alpha2.Subscription, o Observation, now metav1.Time) v1alpha2.SubscriptionStatus {
@@ -58,6 +63,13 @@ func Status(sub *v1alpha2.Subscription, o Observation, now metav1.Time) v1alpha2
 		}
 	}
 	switch {
+	case o.Limited != nil:
+		if o.SpecError != nil {
+			s.SetCondition(v1alpha2.ConditionSubscriptionSpecValid, corev1.ConditionFalse, v1alpha2.ReasonSpecInvalid, o.SpecError.Error(), now)
+		} else {
+			s.SetCondition(v1alpha2.ConditionSubscriptionSpecValid, corev1.ConditionTrue, v1alpha2.ReasonSpecValid, "", now)
+		}
+		s.SetCondition(v1alpha2.ConditionSubscriptionActive, corev1.ConditionFalse, v1alpha2.ReasonNamespaceLimit, o.Limited.Error(), now)
 	case o.SpecError != nil:
 		s.SetCondition(v1alpha2.ConditionSubscriptionSpecValid, corev1.ConditionFalse, v1alpha2.ReasonSpecInvalid, o.SpecError.Error(), now)
 		waiting := "no consumer while the spec has errors: events published meanwhile are not kept for it"

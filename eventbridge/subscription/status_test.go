@@ -2,6 +2,7 @@ package subscription_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -40,6 +41,14 @@ func TestStatus(t *testing.T) {
 		"invalid types, no consumer": {
 			obs:      subscription.Observation{SpecError: errors.New(`invalid event type`)},
 			wantSpec: corev1.ConditionFalse, wantActive: corev1.ConditionFalse, wantMsg: "events published meanwhile are not kept",
+		},
+		"over the namespace's limits": {
+			obs:      subscription.Observation{Limited: fmt.Errorf("%w: 100 made before", subscription.ErrNamespaceLimit)},
+			wantSpec: corev1.ConditionTrue, wantActive: corev1.ConditionFalse, wantMsg: "namespace's limit of Subscriptions reached: 100 made before",
+		},
+		"over the namespace's limits, wrong sink": {
+			obs:      subscription.Observation{Limited: fmt.Errorf("%w: 100 made before", subscription.ErrNamespaceLimit), SpecError: errors.New("spec.sink: no")},
+			wantSpec: corev1.ConditionFalse, wantActive: corev1.ConditionFalse, wantMsg: "namespace's limit of Subscriptions reached",
 		},
 		"consumer failed": {
 			obs:      subscription.Observation{ConsumerError: errors.New("nats: timeout")},

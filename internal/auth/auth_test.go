@@ -51,6 +51,45 @@ func TestRequireToken(t *testing.T) {
 	assert.NotNil(t, auth.RequireToken(nil, plain), "no token: the handler as it is")
 }
 
+// TestRequireTokenBesideAnIdentity: with the token in auth.TokenHeader,
+// the request's Authorization (a sender's identity) is left for the
+// handler, and the token is still required and taken out.
+func TestRequireTokenBesideAnIdentity(t *testing.T) {
+	var got []string
+	h := auth.RequireToken([]byte("0123456789abcdef"), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		assert.Empty(t, r.Header.Values(auth.TokenHeader), "the token goes no further than the check")
+		got = append(got, r.Header.Get("Authorization"))
+	}))
+	for name, c := range map[string]struct {
+		token, authorization string
+		want                 int
+	}{
+		"the token beside an identity":        {"0123456789abcdef", "Bearer identity", http.StatusOK},
+		"the token alone in its header":       {"0123456789abcdef", "", http.StatusOK},
+		"a wrong token beside an identity":    {"0123456789abcdeF", "Bearer identity", http.StatusUnauthorized},
+		"a wrong token, the right bearer one": {"wrong", "Bearer 0123456789abcdef", http.StatusUnauthorized},
+		"an empty header":                     {"", "Bearer 0123456789abcdef", http.StatusUnauthorized},
+		"the token as a bearer token in it":   {"Bearer 0123456789abcdef", "Bearer identity", http.StatusUnauthorized},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got = nil
+			req := httptest.NewRequest(http.MethodPost, "/publish", nil)
+			req.Header.Set(auth.TokenHeader, c.token)
+			if c.authorization != "" {
+				req.Header.Set("Authorization", c.authorization)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			assert.Equal(t, c.want, rec.Code, rec.Body.String())
+			if c.want == http.StatusOK {
+				assert.Equal(t, []string{c.authorization}, got, "the identity reaches the handler")
+			} else {
+				assert.Empty(t, got, "refused requests change nothing")
+			}
+		})
+	}
+}
+
 func TestReadToken(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good")

@@ -1,8 +1,11 @@
 // Package auth is who may use the event bridge's listeners. Kubernetes is
 // the identity provider: Kubernetes authenticates callers as the API
-// server does (a bearer token by TokenReview, of kfn's audience or the API
-// server's; a client certificate against the cluster's client CA), with
-// new tokens reviewed at a bounded rate, and authorizes them with RBAC
+// server does (a bearer token by TokenReview: of kfn's audience, and over
+// TLS also of the API server's, so that no listener over plain HTTP takes
+// a token the API server would; a client certificate against the
+// cluster's client CA), with new tokens reviewed within a budget per
+// listener and per caller address and refused tokens not reviewed again,
+// and authorizes them with RBAC
 // (SubjectAccessReview): the dead-letter admin API and the gateway ask it,
 // and the publisher learns from it which namespace sends an event.
 // RequireToken is the optional shared bearer token for callers outside

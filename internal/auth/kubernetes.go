@@ -8,12 +8,12 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apiserver/pkg/authentication/authenticator"
-	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
-	"k8s.io/apiserver/pkg/authentication/request/union"
+	"k8s.io/apiserver/pkg/authentication/group"
+	"k8s.io/apiserver/pkg/authentication/request/x509"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
@@ -24,9 +24,11 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 )
 
-// Audience is the token audience of kfn's own: a token made for it (a
-// projected ServiceAccount token with this audience) is accepted, as are
-// the tokens the API server itself accepts (a user's kubeconfig token).
+// Audience is the token audience of kfn's own: a ServiceAccount token
+// made for it (a projected token with this audience, which the API server
+// refuses) is accepted on every listener; the tokens the API server itself
+// accepts (a user's kubeconfig token, Prometheus's) only over TLS, so that
+// no token the API server takes crosses the network in the clear to kfn.
 const Audience = "kfn"
 
 // Errors of Kubernetes.Allow, which a handler answers with 401 and 403.
@@ -82,28 +84,35 @@ type KubernetesConfig struct {
 	// Timeout bounds one TokenReview or SubjectAccessReview (default 10s).
 	Timeout time.Duration
 	// NewTokensPerSecond bounds the TokenReviews of bearer tokens not
-	// accepted within CacheTTL (default 100 a second, bursts of five times
-	// as many: a scale-out of hundreds of pods, each with its own token,
-	// passes): more are answered 429 (ErrTooManyReviews), so that made-up
-	// tokens cannot flood the API server. Tokens accepted before are not
-	// limited.
+	// reviewed within CacheTTL, per listener (each Listener has its own
+	// budget; default 100 a second, bursts of five times as many: a
+	// scale-out of hundreds of pods, each with its own token, passes), and
+	// a tenth of it for one caller address: more are answered 429
+	// (ErrTooManyReviews), so that made-up tokens cannot flood the API
+	// server, nor one caller spend the others' budget. Tokens accepted
+	// before are not limited; a token refused before is answered 401
+	// without a review.
 	NewTokensPerSecond float64
 }
 
 // Kubernetes authenticates a listener's callers as the API server does and
 // authorizes them with its RBAC: a bearer token through TokenReview (of
-// kfn's Audience or the API server's own), a client certificate against
+// kfn's Audience, or over TLS also the API server's own), a client
+// certificate against
 // the cluster's client CA (the ConfigMap kube-system/
 // extension-apiserver-authentication, which it follows); a decision through
 // SubjectAccessReview. Reviews and decisions are cached. Its identity
 // needs the ClusterRole system:auth-delegator and, for the client CA, the
 // Role kube-system/extension-apiserver-authentication-reader.
 type Kubernetes struct {
-	authn    authenticator.Request
+	reviews  *reviews
+	budget   *budget // this listener's
+	cfg      KubernetesConfig
 	authz    authorizer.Authorizer
 	ca       *dynamiccertificates.ConfigMapCAController
 	caLoaded chan struct{} // closed once Run read the client CA
-	loaded   sync.Once
+	loaded   *sync.Once
+	running  *atomic.Bool // whether a Run follows the CA
 }
 
 // NewKubernetes makes a Kubernetes that asks the API server of client.
@@ -123,21 +132,10 @@ func NewKubernetes(client kubernetes.Interface, cfg KubernetesConfig) (*Kubernet
 	if err != nil {
 		return nil, fmt.Errorf("client CA: %w", err)
 	}
-	// Certificates and tokens of kfn's audience, then the tokens of the
-	// API server's own audiences.
-	ours, _, err := authenticatorfactory.DelegatingAuthenticatorConfig{
-		TokenAccessReviewClient: client.AuthenticationV1(), TokenAccessReviewTimeout: cfg.Timeout, WebhookRetryBackoff: backoff,
-		CacheTTL: cfg.CacheTTL, ClientCertificateCAContentProvider: ca,
-	}.New()
+	verdicts := newVerdicts(cfg.CacheTTL, 10000)
+	tokens, err := newTokenReviews(client.AuthenticationV1(), verdicts, *backoff, cfg.Timeout, cfg.CacheTTL)
 	if err != nil {
-		return nil, fmt.Errorf("authenticator: %w", err)
-	}
-	apiServers, _, err := authenticatorfactory.DelegatingAuthenticatorConfig{
-		TokenAccessReviewClient: client.AuthenticationV1(), TokenAccessReviewTimeout: cfg.Timeout, WebhookRetryBackoff: backoff,
-		CacheTTL: cfg.CacheTTL,
-	}.New()
-	if err != nil {
-		return nil, fmt.Errorf("authenticator: %w", err)
+		return nil, err
 	}
 	authz, err := authorizerfactory.DelegatingAuthorizerConfig{
 		SubjectAccessReviewClient: client.AuthorizationV1(), AllowCacheTTL: cfg.CacheTTL, DenyCacheTTL: cfg.CacheTTL / 10,
@@ -146,19 +144,34 @@ func NewKubernetes(client kubernetes.Interface, cfg KubernetesConfig) (*Kubernet
 	if err != nil {
 		return nil, fmt.Errorf("authorizer: %w", err)
 	}
-	// A review checks audiences only when the request's context names them.
-	forKfn := authenticator.RequestFunc(func(r *http.Request) (*authenticator.Response, bool, error) {
-		return ours.AuthenticateRequest(r.WithContext(authenticator.WithAudiences(r.Context(), authenticator.Audiences{Audience})))
-	})
-	authn := newReviews(union.New(forKfn, apiServers), cfg.NewTokensPerSecond, max(1, int(5*cfg.NewTokensPerSecond)), cfg.CacheTTL, 10000)
-	return &Kubernetes{authn: authn, authz: authz, ca: ca, caLoaded: make(chan struct{})}, nil
+	k := &Kubernetes{cfg: cfg, authz: authz, ca: ca, caLoaded: make(chan struct{}), loaded: &sync.Once{}, running: &atomic.Bool{},
+		reviews: &reviews{
+			certificates: group.NewAuthenticatedGroupAdder(x509.NewDynamic(ca.VerifyOptions, x509.CommonNameUserConversion)),
+			tokens:       tokens, verdicts: verdicts,
+		}}
+	return k.Listener(), nil
+}
+
+// Listener returns a Kubernetes for another listener: it shares k's
+// reviews, decisions and client CA (Run of either serves both), and has a
+// budget of new tokens of its own, so that one listener's callers cannot
+// spend another's.
+func (k *Kubernetes) Listener() *Kubernetes {
+	l := *k
+	l.budget = newBudget(k.cfg.NewTokensPerSecond, max(1, int(5*k.cfg.NewTokensPerSecond)))
+	return &l
 }
 
 // Run follows the cluster's client CA until ctx ends, then returns nil.
 // Client certificates are accepted once it has read the CA (the informer
 // of its ConfigMap synced); a request with one waits for that, at most
-// caWait.
+// caWait. The Kubernetes of every Listener share the CA: a Run of any of
+// them serves all, and a second Run only waits for ctx to end.
 func (k *Kubernetes) Run(ctx context.Context) error {
+	if !k.running.CompareAndSwap(false, true) {
+		<-ctx.Done()
+		return nil
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -174,6 +187,10 @@ func (k *Kubernetes) Run(ctx context.Context) error {
 	<-done
 	return nil
 }
+
+// plainHTTPTokens says which bearer tokens a listener takes over plain
+// HTTP.
+const plainHTTPTokens = "over plain HTTP only a ServiceAccount token of audience " + Audience + " is taken"
 
 // caWait bounds how long a request with a client certificate waits for
 // the client CA.
@@ -206,7 +223,7 @@ func (k *Kubernetes) Authenticate(h http.Handler, open ...string) http.Handler {
 			}
 			t.Stop()
 		}
-		resp, ok, err := k.authn.AuthenticateRequest(r)
+		resp, ok, err := k.reviews.authenticate(r, k.budget)
 		if errors.Is(err, ErrTooManyReviews) {
 			w.Header().Set("Retry-After", "1")
 			http.Error(w, err.Error(), http.StatusTooManyRequests)
@@ -218,6 +235,9 @@ func (k *Kubernetes) Authenticate(h http.Handler, open ...string) http.Handler {
 			if err != nil {
 				reason = err.Error()
 			}
+			if _, ok := bearer(r); ok && r.TLS == nil {
+				reason += "; " + plainHTTPTokens
+			}
 			http.Error(w, "unauthenticated: "+reason, http.StatusUnauthorized)
 			return
 		}
@@ -227,7 +247,7 @@ func (k *Kubernetes) Authenticate(h http.Handler, open ...string) http.Handler {
 }
 
 // SenderNamespace returns the namespace of the ServiceAccount whose bearer
-// token r carries (of kfn's audience or the API server's): "" for a
+// token r carries (of kfn's audience; over TLS also the API server's): "" for a
 // request without one or for a caller that is no ServiceAccount (a user),
 // an error wrapping ErrUnauthenticated for a token the cluster does not
 // know, ErrTooManyReviews past the rate of new tokens. It implements
@@ -236,13 +256,16 @@ func (k *Kubernetes) SenderNamespace(r *http.Request) (string, error) {
 	if _, ok := bearer(r); !ok {
 		return "", nil
 	}
-	resp, ok, err := k.authn.AuthenticateRequest(r)
+	resp, ok, err := k.reviews.authenticate(r, k.budget)
 	if errors.Is(err, ErrTooManyReviews) {
 		return "", err
 	}
 	if err != nil || !ok {
 		if err == nil {
 			err = errors.New("the cluster does not know the bearer token")
+		}
+		if r.TLS == nil {
+			return "", fmt.Errorf("%w: %w; %s", ErrUnauthenticated, err, plainHTTPTokens)
 		}
 		return "", fmt.Errorf("%w: %w", ErrUnauthenticated, err)
 	}

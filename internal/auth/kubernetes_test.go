@@ -4,10 +4,13 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -144,4 +147,120 @@ func TestKubernetesAuthenticatesAndAuthorizesAsTheAPIServer(t *testing.T) {
 			assert.Contains(t, body, c.body)
 		})
 	}
+
+	// Over plain HTTP, whoever sees a token could replay it: only a
+	// ServiceAccount token of kfn's audience is taken, never one the API
+	// server would take.
+	plain := httptest.NewServer(srv.Config.Handler)
+	t.Cleanup(plain.Close)
+	for name, c := range map[string]struct {
+		token string
+		code  int
+		body  string
+	}{
+		"token of kfn's audience": {kfnTR.Status.Token, http.StatusOK, "letters"},
+		"token of the API server": {tr.Status.Token, http.StatusUnauthorized, "only a ServiceAccount token of audience kfn is taken"},
+	} {
+		t.Run("plain HTTP, "+name, func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodGet, plain.URL+"/?namespace=team-a", nil)
+			require.NoError(t, err)
+			req.Header.Set("Authorization", "Bearer "+c.token)
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			assert.Equal(t, c.code, resp.StatusCode, string(body))
+			assert.Contains(t, string(body), c.body)
+		})
+	}
+}
+
+// reviewCounter counts the TokenReviews a client makes.
+type reviewCounter struct {
+	next  http.RoundTripper
+	count atomic.Int64
+}
+
+func (c *reviewCounter) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/tokenreviews") {
+		c.count.Add(1)
+	}
+	return c.next.RoundTrip(r)
+}
+
+// from is a client whose connections leave from the loopback address ip,
+// so that a listener on 127.0.0.1 sees it as a caller of its own.
+func from(ip string) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
+}
+
+// TestMadeUpTokensDoNotStarveOthersReviews: against a real API server, an
+// attacker repeating one made-up bearer token costs one TokenReview and is
+// answered 401, never 429; an attacker sending many distinct made-up
+// tokens spends the budget of its own address only; meanwhile a
+// legitimate new token from another caller is reviewed and accepted, on
+// this listener and on another one of the same Kubernetes.
+func TestMadeUpTokensDoNotStarveOthersReviews(t *testing.T) {
+	c := testcluster.New(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	admin, err := kubernetes.NewForConfig(c.Config)
+	require.NoError(t, err)
+	_, err = admin.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "emitter"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	token := func() string {
+		tr, err := admin.CoreV1().ServiceAccounts("default").CreateToken(ctx, "emitter", &authenticationv1.TokenRequest{
+			Spec: authenticationv1.TokenRequestSpec{Audiences: []string{auth.Audience}, ExpirationSeconds: ptr.To[int64](600)},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		return tr.Status.Token
+	}
+
+	counted := rest.CopyConfig(c.Config)
+	reviews := &reviewCounter{}
+	counted.Wrap(func(rt http.RoundTripper) http.RoundTripper { reviews.next = rt; return reviews })
+	client, err := kubernetes.NewForConfig(counted)
+	require.NoError(t, err)
+	k, err := auth.NewKubernetes(client, auth.KubernetesConfig{NewTokensPerSecond: 1}) // bursts of 5
+	require.NoError(t, err)
+	go func() { _ = k.Run(ctx) }()
+	serve := func(k *auth.Kubernetes) string {
+		srv := httptest.NewServer(k.Authenticate(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = io.WriteString(w, "served")
+		})))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	publisher := serve(k)
+	call := func(c *http.Client, url, token string) int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, url, nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := c.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode
+	}
+	attacker, victim := from("127.0.0.2"), from("127.0.0.3")
+
+	before := reviews.count.Load()
+	for range 50 {
+		assert.Equal(t, http.StatusUnauthorized, call(attacker, publisher, "the-same-made-up-token"), "a made-up token, again")
+	}
+	assert.LessOrEqual(t, reviews.count.Load()-before, int64(1), "a made-up token is reviewed once (for kfn's audience: plain HTTP)")
+
+	tooMany := 0
+	for i := range 50 {
+		if call(attacker, publisher, fmt.Sprintf("made-up-%d", i)) == http.StatusTooManyRequests {
+			tooMany++
+		}
+	}
+	assert.Positive(t, tooMany, "distinct made-up tokens of one caller past its share are refused before a review")
+
+	assert.Equal(t, http.StatusOK, call(victim, publisher, token()), "another caller's new token is reviewed and accepted")
+	assert.Equal(t, http.StatusOK, call(attacker, serve(k.Listener()), token()),
+		"another listener's budget is its own, even for the attacker's address")
 }

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -26,43 +27,67 @@ func (c *countingReviews) AuthenticateRequest(r *http.Request) (*authenticator.R
 	return nil, false, nil
 }
 
-func withToken(token string) *http.Request {
+func withToken(token, from string) *http.Request {
 	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.RemoteAddr = from + ":40000"
 	if token != "" {
 		r.Header.Set("Authorization", "Bearer "+token)
 	}
 	return r
 }
 
-// TestNewTokensAreReviewedAtABoundedRate: past the burst, tokens not seen
-// before are refused without a review (ErrTooManyReviews), while a token
-// accepted before and requests without a token still go through; the
-// tokens kept are bounded.
+// TestNewTokensAreReviewedAtABoundedRate: past a caller's share, and past
+// the listener's total, tokens not seen before are refused without a
+// review (ErrTooManyReviews), while a token accepted before and requests
+// without a token still go through; a made-up token refused before costs
+// no review and no budget; the verdicts and callers kept are bounded.
 func TestNewTokensAreReviewedAtABoundedRate(t *testing.T) {
 	next := &countingReviews{}
-	v := newReviews(next, 0.001, 3, time.Minute, 2)
-	_, ok, err := v.AuthenticateRequest(withToken("good"))
+	v := &reviews{certificates: next, tokens: next, verdicts: newVerdicts(time.Minute, 2)}
+	b := newBudget(0.001, 30) // a caller's share: 3
+	_, ok, err := v.authenticate(withToken("good", "10.0.0.1"), b)
 	require.NoError(t, err)
 	require.True(t, ok)
 	for i := range 2 {
-		_, ok, err := v.AuthenticateRequest(withToken("made-up-" + strconv.Itoa(i)))
-		assert.NoError(t, err, "within the burst: reviewed")
+		_, ok, err := v.authenticate(withToken("made-up-"+strconv.Itoa(i), "10.0.0.1"), b)
+		assert.NoError(t, err, "within the caller's share: reviewed")
 		assert.False(t, ok)
 	}
 	asked := next.asked
 	for i := range 50 {
-		_, _, err := v.AuthenticateRequest(withToken("flood-" + strconv.Itoa(i)))
+		_, _, err := v.authenticate(withToken("flood-"+strconv.Itoa(i), "10.0.0.1"), b)
 		assert.ErrorIs(t, err, ErrTooManyReviews)
 	}
-	assert.Equal(t, asked, next.asked, "no review past the rate")
-	_, ok, err = v.AuthenticateRequest(withToken("good"))
+	assert.Equal(t, asked, next.asked, "no review past the caller's share")
+	_, ok, err = v.authenticate(withToken("good", "10.0.0.1"), b)
 	assert.NoError(t, err)
 	assert.True(t, ok, "a token accepted before is not held back by the flood")
-	_, _, err = v.AuthenticateRequest(withToken(""))
+	_, _, err = v.authenticate(withToken("", "10.0.0.1"), b)
 	assert.NoError(t, err, "no bearer token (a client certificate): not limited")
 
-	for i := range 5 {
-		v.remember([32]byte{byte(i)}, time.Now())
+	v.verdicts.refuse(keyOf(forKfn, "refused-before"), time.Now())
+	v.verdicts.refuse(keyOf(forAPIServer, "refused-before"), time.Now())
+	asked = next.asked
+	_, ok, err = v.authenticate(withToken("refused-before", "10.0.0.1"), b)
+	assert.ErrorIs(t, err, errRefused)
+	assert.False(t, ok)
+	assert.Equal(t, asked, next.asked, "a token refused before is not reviewed again")
+
+	// Other callers share the rest of the total: 27 more reviews.
+	reviewed := 0
+	for i := range 100 {
+		if _, _, err := v.authenticate(withToken("other-"+strconv.Itoa(i), "10.0.1."+strconv.Itoa(i)), b); !errors.Is(err, ErrTooManyReviews) {
+			reviewed++
+		}
 	}
-	assert.LessOrEqual(t, len(v.known), 2, "the accepted tokens kept are bounded")
+	assert.Equal(t, 27, reviewed, "the listener's total holds whatever the callers")
+
+	for i := range 5 {
+		v.verdicts.accept(tokenKey{byte(i)}, time.Now())
+	}
+	assert.LessOrEqual(t, len(v.verdicts.accepted), 2, "the accepted tokens kept are bounded")
+	for i := range maxSources + 10 {
+		b.allow("10.1."+strconv.Itoa(i), time.Now())
+	}
+	assert.LessOrEqual(t, len(b.sources), maxSources, "the callers followed are bounded")
 }

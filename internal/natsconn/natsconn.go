@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -29,7 +30,8 @@ const MaxPingsOutstanding = 2
 // Options are how a server connects.
 type Options struct {
 	// Name is the client name NATS shows for the connection (kfn-eventbridge,
-	// kfn-scaler).
+	// kfn-scaler), and names its inboxes (InboxPrefix): one token of a
+	// subject, without '.', '*', '>' or white space.
 	Name string
 	// Log receives a warning when the connection drops and an info line
 	// when it is back; nil discards them.
@@ -44,6 +46,22 @@ type Options struct {
 	// answers; zero means DefaultPingInterval.
 	PingInterval time.Duration
 }
+
+// InboxPrefix is the prefix of the inboxes (the subjects its replies come
+// on: JetStream's answers, pulled messages, objects) of a connection
+// named name: _INBOX.<name>. The chart's NATS lets each component's user
+// subscribe to its own inboxes only, so that none reads the replies sent
+// to another. Without a name, nats.go's _INBOX.
+func InboxPrefix(name string) string {
+	if name == "" {
+		return "_INBOX"
+	}
+	return "_INBOX." + name
+}
+
+// ErrInvalidName is wrapped by Connect's error for an Options.Name that
+// is not one token of a subject.
+var ErrInvalidName = errors.New("invalid connection name")
 
 // Connect connects to the NATS server(s) at url (comma-separated for a
 // cluster). A server that is not up yet is no error: the connection keeps
@@ -64,12 +82,16 @@ func Connect(url string, o Options) (*nats.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS %s: %w", url, err)
 	}
+	if strings.ContainsAny(o.Name, ".*> \t\r\n") {
+		return nil, fmt.Errorf("connect to NATS %s: %w: %q: want one token of a subject, without '.', '*', '>' or white space", url, ErrInvalidName, o.Name)
+	}
 	ping := o.PingInterval
 	if ping <= 0 {
 		ping = DefaultPingInterval
 	}
 	nc, err := nats.Connect(url, append(creds,
 		nats.Name(o.Name),
+		nats.CustomInboxPrefix(InboxPrefix(o.Name)),
 		nats.PingInterval(ping),
 		nats.MaxPingsOutstanding(MaxPingsOutstanding),
 		nats.MaxReconnects(-1),

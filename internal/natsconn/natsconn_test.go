@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/kfn-dev/kfn/internal/natsconn"
 	"github.com/kfn-dev/kfn/test/logtest"
 	"github.com/kfn-dev/kfn/test/natsfault"
+	"github.com/kfn-dev/kfn/test/natstest"
 	"github.com/kfn-dev/kfn/test/testport"
 )
 
@@ -235,4 +237,24 @@ func TestConnectPingsByDefault(t *testing.T) {
 	assert.Equal(t, natsconn.DefaultPingInterval, nc.Opts.PingInterval)
 	assert.Equal(t, natsconn.MaxPingsOutstanding, nc.Opts.MaxPingsOut)
 	assert.Less(t, natsconn.DefaultPingInterval*natsconn.MaxPingsOutstanding, 30*time.Second, "a silent server is left well within a minute")
+}
+
+// TestConnectNamesItsInboxes: a connection's inboxes are under
+// _INBOX.<name>, which the chart's NATS lets only that component's user
+// subscribe to; a name that is not one token of a subject is refused.
+func TestConnectNamesItsInboxes(t *testing.T) {
+	srv := natstest.Start(t)
+	nc, err := natsconn.Connect(srv.URL(), natsconn.Options{Name: "kfn-test"})
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	assert.Equal(t, "_INBOX.kfn-test", natsconn.InboxPrefix("kfn-test"))
+	assert.True(t, strings.HasPrefix(nc.NewInbox(), "_INBOX.kfn-test."), nc.NewInbox())
+	require.Eventually(t, nc.IsConnected, 10*time.Second, 10*time.Millisecond)
+	_, err = nc.Request("$JS.API.INFO", nil, 10*time.Second)
+	require.NoError(t, err, "a request's answer comes on the named inbox")
+
+	for _, name := range []string{"kfn.test", "kfn-*", "kfn->", "kfn test"} {
+		_, err := natsconn.Connect(srv.URL(), natsconn.Options{Name: name})
+		assert.ErrorIs(t, err, natsconn.ErrInvalidName, name)
+	}
 }

@@ -25,7 +25,6 @@ import (
 	"github.com/kfn-dev/kfn/api/stream"
 	"github.com/kfn-dev/kfn/api/trigger"
 	"github.com/kfn-dev/kfn/eventbridge"
-	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/internal/natsconn"
 	"github.com/kfn-dev/kfn/local/autoscaler"
 	"github.com/kfn-dev/kfn/local/broker"
@@ -64,6 +63,13 @@ type Config struct {
 	// DrainGrace bounds how long a replaced or stopped function process may
 	// finish its requests; default 30s.
 	DrainGrace time.Duration
+	// MaxConnections bounds the connections open at once on Addr. Past it,
+	// idle keep-alive connections are closed for new ones, and the rest
+	// wait to be accepted; a connection's headers must come within 10s and
+	// a request's body within 30s. Default DefaultMaxConnections(): a
+	// quarter of the process's file limit, at most 4,096, so that clients
+	// holding connections never take the descriptors kfn dev needs.
+	MaxConnections int
 	// Output receives function output (each line prefixed with the
 	// function) and kfn's own messages. Required.
 	Output io.Writer
@@ -91,6 +97,8 @@ type Platform struct {
 	// by the dispatcher and the scaler.
 	bridge *eventbridge.Bridge
 	scaler *activity.Scaler
+	// outbound bounds the dispatcher's connections to the functions.
+	outbound *outboundConns
 	// backlogReader reads the Subscriptions' backlogs for Status.
 	backlogReader *activity.JetStreamReader
 	autoscaler    *autoscaler.Autoscaler
@@ -112,6 +120,10 @@ type Platform struct {
 	// running as it was, as its Deployment does in a cluster.
 	applied map[string]*serverlessv1alpha2.Function
 	ready   bool
+	// unread tells that the last load could not read the whole project
+	// (project.Project.ReadFailed, or the directory itself): the watcher
+	// reads it again.
+	unread bool
 }
 
 // Addr returns host:port of the publisher, gateway and admin API.
@@ -255,7 +267,7 @@ func (p *Platform) serve(ctx context.Context, servers *errgroup.Group, lis net.L
 		return "", nil, err
 	}
 	servers.Go(func() error { return p.view.Run(ctx) })
-	srv := &http.Server{Handler: p.handler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: publisher.MaxHeaderBytes}
+	srv, lis := newServer(p.handler(), lis, serverLimits{header: readHeaderTimeout, body: bodyTimeout, idle: idleTimeout, conns: p.cfg.MaxConnections})
 	servers.Go(func() error {
 		if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("serve %s: %w", p.addr, err)
@@ -280,11 +292,17 @@ func ignoreCanceled(err error) error {
 
 // reload reads the project and makes every component run what it defines.
 // Problems are printed and kept for the status; they never stop the rest,
-// and what a file that cannot be used defined keeps running as it was
-// (project.KeepFrom).
+// and what a file that cannot be used or read, or a directory that cannot
+// be listed, defined keeps running as it was (project.KeepFrom): a failure
+// to read is never taken for files deleted. A project directory that
+// cannot be read at all changes nothing. Either way the watcher reads the
+// project again later (unread).
 func (p *Platform) reload(ctx context.Context) {
 	proj, err := project.Load(ctx, p.cfg.Dir, p.admitter)
 	if err != nil {
+		p.mu.Lock()
+		p.unread = true
+		p.mu.Unlock()
 		fmt.Fprintf(p.out, "kfn: %v\n", err)
 		return
 	}
@@ -323,6 +341,7 @@ func (p *Platform) reload(ctx context.Context) {
 	p.errors = problems
 	p.notReady = notReady
 	p.applied = applied
+	p.unread = proj.ReadFailed
 	p.mu.Unlock()
 	for _, msg := range problems {
 		fmt.Fprintf(p.out, "kfn: error: %s\n", msg)

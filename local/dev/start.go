@@ -18,7 +18,7 @@ import (
 	"github.com/kfn-dev/kfn/api/manifest"
 	"github.com/kfn-dev/kfn/api/stream"
 	"github.com/kfn-dev/kfn/eventbridge"
-	"github.com/kfn-dev/kfn/eventbridge/egress"
+	"github.com/kfn-dev/kfn/internal/egress"
 	"github.com/kfn-dev/kfn/internal/logging"
 	"github.com/kfn-dev/kfn/local/broker"
 	"github.com/kfn-dev/kfn/local/eventpath"
@@ -87,6 +87,12 @@ func withDefaults(cfg Config) (Config, error) {
 	if cfg.DrainGrace == 0 {
 		cfg.DrainGrace = 30 * time.Second
 	}
+	if cfg.MaxConnections == 0 {
+		cfg.MaxConnections = DefaultMaxConnections()
+	}
+	if cfg.MaxConnections < 0 {
+		return cfg, fmt.Errorf("kfn dev: max connections %d: want at least 1", cfg.MaxConnections)
+	}
 	return cfg, nil
 }
 
@@ -132,6 +138,8 @@ func (p *Platform) newComponents() (err error) {
 		activity.WithRefreshInterval(500*time.Millisecond), activity.WithLogger(logging.Component(p.log, "scaler"))); err != nil {
 		return err
 	}
+	total := DefaultMaxConnections()
+	p.outbound = newOutboundConns(total, max(1, total/4), p.namespaceAt)
 	if p.bridge, err = p.newBridge(); err != nil {
 		return err
 	}
@@ -164,7 +172,12 @@ func (p *Platform) newBridge() (*eventbridge.Bridge, error) {
 		Targets:   []feed.Targets{p.scaler},
 		InFlight:  p.scaler,
 		Observer:  p.events,
-		Transport: func(rt http.RoundTripper) http.RoundTripper { return p.events.Transport(rt, p.functionAt) },
+		Transport: func(rt http.RoundTripper) http.RoundTripper {
+			if t, ok := rt.(*http.Transport); ok {
+				p.outbound.bound(t)
+			}
+			return p.events.Transport(rt, p.functionAt)
+		},
 		// Events published without trace context start a trace, and each
 		// delivery attempt gets a span id of its own, so the web view can
 		// link the events a function emits to the delivery it was handling.

@@ -3,6 +3,7 @@ package dev
 import (
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/kfn-dev/kfn/local/webview"
 )
@@ -26,6 +27,13 @@ func (p *Platform) functionAt(host string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// namespaceAt names the namespace of the function listening on host.
+func (p *Platform) namespaceAt(host string) (string, bool) {
+	fn, ok := p.functionAt(host)
+	namespace, _, _ := strings.Cut(fn, "/")
+	return namespace, ok
 }
 
 // route names the function a gateway request is for, for the event

@@ -12,11 +12,23 @@ import (
 	"github.com/kfn-dev/kfn/local/project"
 )
 
+// maxReread bounds the wait between two readings of a project that could
+// not be read whole.
+const maxReread = 30 * time.Second
+
 // watch reloads the project whenever a file under it changes (a new,
 // removed or modified file outside hidden and dependency directories). It
 // polls: cheap for a project directory, and the same on every platform.
+//
+// A project that could not be read whole (a directory or a file that
+// cannot be read: kfn dev out of file descriptors, a permission) was
+// applied with what that part defined kept as it was (reload); it is read
+// again, every WatchInterval at first, then less often up to maxReread,
+// until it reads whole.
 func (p *Platform) watch(ctx context.Context) {
 	last := fingerprint(p.cfg.Dir)
+	reread := p.cfg.WatchInterval
+	var rereadAt time.Time
 	ticker := time.NewTicker(p.cfg.WatchInterval)
 	defer ticker.Stop()
 	for {
@@ -25,22 +37,45 @@ func (p *Platform) watch(ctx context.Context) {
 			return
 		case <-ticker.C:
 		}
+		p.mu.Lock()
+		unread := p.unread
+		p.mu.Unlock()
 		now := fingerprint(p.cfg.Dir)
-		if now == last {
+		switch {
+		case now != last:
+			fmt.Fprintln(p.out, "kfn: project changed, reloading")
+		case !unread:
 			continue
+		case rereadAt.IsZero():
+			rereadAt = time.Now().Add(reread)
+			continue
+		case time.Now().Before(rereadAt):
+			continue
+		default:
+			fmt.Fprintln(p.out, "kfn: reading the project again: part of it could not be read")
 		}
 		last = now
-		fmt.Fprintln(p.out, "kfn: project changed, reloading")
 		p.reload(ctx)
+		p.mu.Lock()
+		unread = p.unread
+		p.mu.Unlock()
+		if !unread {
+			reread, rereadAt = p.cfg.WatchInterval, time.Time{}
+			continue
+		}
+		reread = min(2*reread, maxReread)
+		rereadAt = time.Now().Add(reread)
 	}
 }
 
 // fingerprint hashes the names, sizes and modification times of the
-// project's files.
+// project's files, and the errors of reading them: a directory that could
+// not be listed and then can is a change.
 func fingerprint(dir string) string {
 	h := sha256.New()
 	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
+			fmt.Fprintf(h, "%s\x00error\x00%v\n", path, err)
 			return nil
 		}
 		name := d.Name()
@@ -52,6 +87,7 @@ func fingerprint(dir string) string {
 		}
 		info, err := d.Info()
 		if err != nil {
+			fmt.Fprintf(h, "%s\x00error\x00%v\n", path, err)
 			return nil
 		}
 		fmt.Fprintf(h, "%s\x00%d\x00%d\n", path, info.Size(), info.ModTime().UnixNano())

@@ -30,8 +30,15 @@ type Project struct {
 	// Origins name the file of each admitted object, by ObjectKey.
 	Origins map[string]string
 	// Broken are the files with a document that could not be used (a
-	// function folder's config.yaml stands for its whole folder).
+	// function folder's config.yaml stands for its whole folder), and the
+	// directories that could not be listed (whole or in part), which stand
+	// for every file under them.
 	Broken map[string]bool
+	// ReadFailed tells that a directory or a file could not be read (as
+	// opposed to read and found wrong): out of file descriptors, a
+	// permission, an I/O error. What it defined is kept (KeepFrom), never
+	// taken for deleted; reading the project again may succeed.
+	ReadFailed bool
 }
 
 // ObjectKey names an object in Origins: "Kind namespace/name".
@@ -70,8 +77,10 @@ func Load(ctx context.Context, dir string, admitter *manifest.Admitter) (*Projec
 	var docs []manifest.Document
 	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
-			p.Invalid = append(p.Invalid, fmt.Errorf("%s: %w", path, err))
-			p.Broken[path] = true
+			// A directory that cannot be listed, whole or in part, is
+			// Broken for every file under it: what they defined is kept,
+			// not taken for deleted.
+			p.unreadable(path, err)
 			return nil
 		}
 		if d.IsDir() {
@@ -85,8 +94,7 @@ func Load(ctx context.Context, dir string, admitter *manifest.Admitter) (*Projec
 		}
 		data, err := os.ReadFile(path)
 		if err != nil {
-			p.Invalid = append(p.Invalid, fmt.Errorf("%s: %w", path, err))
-			p.Broken[path] = true
+			p.unreadable(path, err)
 			return nil
 		}
 		p.Files = append(p.Files, path)
@@ -95,6 +103,7 @@ func Load(ctx context.Context, dir string, admitter *manifest.Admitter) (*Projec
 			if err != nil {
 				p.Invalid = append(p.Invalid, err)
 				p.Broken[path] = true
+				p.ReadFailed = p.ReadFailed || readFailure(err)
 				return nil
 			}
 			p.Files = append(p.Files, folderSources(filepath.Dir(path))...)
@@ -127,6 +136,22 @@ func Load(ctx context.Context, dir string, admitter *manifest.Admitter) (*Projec
 	return p, nil
 }
 
+// unreadable records that path, a file or a directory, could not be read:
+// it is Broken, and the error is reported.
+func (p *Project) unreadable(path string, err error) {
+	p.Invalid = append(p.Invalid, fmt.Errorf("%s: %w", path, err))
+	p.Broken[path] = true
+	p.ReadFailed = p.ReadFailed || readFailure(err)
+}
+
+// readFailure reports whether err is a failure to read a file or a
+// directory that exists (a file that is gone is not one: the next listing
+// will not have it).
+func readFailure(err error) bool {
+	var pathErr *fs.PathError
+	return errors.As(err, &pathErr) && !errors.Is(err, fs.ErrNotExist)
+}
+
 // origins maps every admitted object of set to the file of its document.
 func origins(docs []manifest.Document, set manifest.Set) map[string]string {
 	files := map[string]string{}
@@ -149,10 +174,14 @@ func origins(docs []manifest.Document, set manifest.Set) map[string]string {
 }
 
 // KeepFrom carries over from prev, the project as read before, every
-// Function and Subscription that came from a file p could not use and that
-// p lacks: a file saved half-written, or with a mistake, reports its error
-// and leaves what it defined running as it was, instead of removing it.
-// What a file that reads well no longer defines is gone, as before.
+// Function, Subscription and other document (the ConfigMaps and Secrets
+// functions read) that came from a file p could not use, or from under a
+// directory p could not list, and that p lacks: a file saved half-written,
+// or with a mistake, reports its error and leaves what it defined running
+// as it was, instead of removing it; a directory that cannot be listed
+// (kfn dev out of file descriptors) removes nothing. What a file that
+// reads well no longer defines, and a file a listing no longer has, are
+// gone, as before.
 func (p *Project) KeepFrom(prev *Project) {
 	if prev == nil || len(p.Broken) == 0 {
 		return
@@ -172,17 +201,40 @@ func (p *Project) KeepFrom(prev *Project) {
 			p.Origins[key] = prev.Origins[key]
 		}
 	}
+	present := make(map[string]bool, len(p.Ignored))
+	for _, d := range p.Ignored {
+		present[ObjectKey(d.Object.GetKind(), namespaceOf(d), d.Object.GetName())] = true
+	}
+	for _, d := range prev.Ignored {
+		if !present[ObjectKey(d.Object.GetKind(), namespaceOf(d), d.Object.GetName())] && p.brokenAt(d.File) {
+			p.Ignored = append(p.Ignored, d)
+		}
+	}
 }
 
 // keeps reports whether the object key of prev came from a file broken in
 // p and is missing from p.
 func (p *Project) keeps(prev *Project, key string) bool {
 	file, ok := prev.Origins[key]
-	if !ok || !p.Broken[file] {
+	if !ok || !p.brokenAt(file) {
 		return false
 	}
 	_, present := p.Origins[key]
 	return !present
+}
+
+// brokenAt reports whether file, or a directory above it, is Broken in p.
+func (p *Project) brokenAt(file string) bool {
+	for path := file; ; {
+		if p.Broken[path] {
+			return true
+		}
+		parent := filepath.Dir(path)
+		if path == p.Dir || parent == path {
+			return false
+		}
+		path = parent
+	}
 }
 
 // sources maps the Functions of docs to their folders (for a folder's

@@ -92,9 +92,9 @@ func deadLetterOf(l deadletter.Letter) DeadLetter {
 		ID: l.ID, Source: l.Source, Type: l.Type,
 		Status: l.Status, Error: l.Error, Attempts: l.Attempts, FailedAt: l.FailedAt,
 	}
-	data := l.Data
-	if len(data) > maxDataPreview {
-		data = data[:maxDataPreview]
+	data := l.Data // the whole data, or its start (deadletter.Filter.Preview)
+	if cut := len(data) > maxDataPreview || l.DataSize > len(data); cut {
+		data = data[:min(len(data), maxDataPreview)]
 		for len(data) > 0 && !utf8.Valid(data) { // do not cut a character in two
 			data = data[:len(data)-1]
 		}

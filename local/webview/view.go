@@ -119,7 +119,9 @@ func (v *View) State(ctx context.Context) State {
 	for _, f := range p.Functions {
 		st.Functions = append(st.Functions, Function{Function: f, State: Classify(f)})
 	}
-	letters, err := v.letters.List(ctx, deadletter.Filter{Limit: v.o.MaxDeadLetters + 1})
+	// Previews only: the page shows the start of each letter's data, and
+	// reading the whole of every one was 1 MB a letter each time.
+	letters, err := v.letters.List(ctx, deadletter.Filter{Limit: v.o.MaxDeadLetters + 1, Preview: true})
 	if err != nil {
 		st.Problems = append(st.Problems, fmt.Sprintf("dead letters: %v", err))
 	}

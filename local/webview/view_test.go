@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -53,6 +54,7 @@ type fixture struct {
 	view    *webview.View
 	srv     *httptest.Server
 	js      jetstream.JetStream
+	nc      *nats.Conn // the view's connection to NATS
 	streams stream.Config
 	reads   atomic.Int64
 
@@ -68,7 +70,7 @@ func newFixture(t *testing.T, o webview.Config) *fixture {
 	nc, err := b.Connect()
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
-	f := &fixture{streams: stream.DefaultConfig()}
+	f := &fixture{streams: stream.DefaultConfig(), nc: nc}
 	f.streams.Storage = stream.StorageMemory
 	f.js, err = jetstream.New(nc)
 	require.NoError(t, err)

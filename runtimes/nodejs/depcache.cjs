@@ -2,8 +2,9 @@
 // The dependency cache client (runtimes/README.md, "Dependency cache"): a
 // Function's installed dependency directory travels as a gzip-compressed
 // tar to and from <KFN_DEPENDENCY_CACHE>/<runtime>/<hash>, with the pod's
-// identity token as the bearer token. The install init container runs it
-// as a program:
+// identity token as the bearer token, and, to store, the install step's
+// writer token (KFN_DEPENDENCY_WRITER_TOKEN_FILE) in Kfn-Dependency-Writer.
+// The install init container runs it as a program:
 //
 //   node depcache.cjs fetch --runtime=nodejs22 --hash=<hex> --dir=/usr/src/app/deps
 //     exit 0: the dependencies came from the cache and are in --dir;
@@ -21,8 +22,10 @@
 // A standby host given a Function with dependencies calls fetch() itself.
 // Unpacking refuses what would reach outside the directory: absolute
 // names, "..", entries below a symbolic link, links whose target is
-// absolute or leaves the directory, and anything but regular files,
-// directories and symbolic links.
+// absolute or leads out of the directory (followed through the others,
+// dangling or not), and anything but regular files, directories and
+// symbolic links; and what passes its bounds (unpacked bytes, entries,
+// extended header size, name length: MAX_* below).
 
 const fs = require('node:fs');
 const path = require('node:path');
@@ -44,8 +47,24 @@ const FETCH_ATTEMPTS = 3;
 const STORE_ATTEMPTS = 5;
 const MAX_RETRY_WAIT_MS = 10 * 1000;
 const TRANSIENT_STATUSES = new Set([429, 502, 503, 504]);
-// Largest pax extended header or GNU long name accepted.
-const MAX_META = 1 << 20;
+// Bounds of what a fetch unpacks (what the cache serves is as untrusted as
+// what a tenant stored): the bytes the gzip stream expands to (the install
+// container's KFN_DEPENDENCY_MAX_BYTES, the dependencies volume's size; a
+// gzip bomb expands a thousand times), entries, one extended header (pax,
+// GNU long name; names and link targets are at most MAX_PATH_BYTES), such
+// headers in a row, a name's and a name part's length (Linux's PATH_MAX and
+// NAME_MAX), and links followed in a row (Linux's).
+const MAX_UNPACKED_BYTES = 1 << 30;
+const MAX_ENTRIES = 200000;
+const MAX_META = 16 << 10;
+const MAX_CHAINED_HEADERS = 8;
+const MAX_PATH_BYTES = 4096;
+const MAX_NAME_BYTES = 255;
+const MAX_LINK_HOPS = 40;
+// The header of the install step's writer token (KFN_DEPENDENCY_WRITER_TOKEN_FILE),
+// which a store sends beside the identity token: the cache stores nothing
+// without it.
+const WRITER_HEADER = 'Kfn-Dependency-Writer';
 const HASH = /^[0-9a-f]{64}$/;
 const RUNTIME = /^[a-z][a-z0-9]{0,31}$/;
 
@@ -84,11 +103,12 @@ async function answerError(method, url, res) {
 // send makes one request; it rejects with a transient error when no
 // connection was made or it broke (not when the request outlasted
 // timeoutMs).
-function send(method, url, token, timeoutMs, body) {
+function send(method, url, token, timeoutMs, body, writer) {
   const u = new URL(url);
   const client = u.protocol === 'https:' ? https : http;
   const headers = {};
   if (token) headers.Authorization = `Bearer ${token}`;
+  if (writer) headers[WRITER_HEADER] = writer;
   if (body) headers['Content-Type'] = 'application/gzip';
   return new Promise((resolve, reject) => {
     const fail = (err) => reject(cacheError(`${method} ${url}: ${err.message}`, err.name !== 'TimeoutError' && err.name !== 'AbortError'));
@@ -133,12 +153,12 @@ async function fetch({ base, runtime, hash, dir, tokenFile, timeoutMs = FETCH_TI
 
 // store packs dir and PUTs it; it resolves to the cache's answer status
 // (201 stored, 200 already there) and rejects on any other answer.
-async function store({ base, runtime, hash, dir, tokenFile, timeoutMs = STORE_TIMEOUT_MS }) {
+async function store({ base, runtime, hash, dir, tokenFile, writerTokenFile, timeoutMs = STORE_TIMEOUT_MS }) {
   const url = objectURL(base, runtime, hash);
   const body = zlib.createGzip();
   // A file that cannot be read fails the upload (the request is aborted).
   pipeline(Readable.from(entries(dir)), body).catch((err) => body.destroy(err));
-  const res = await send('PUT', url, bearer(tokenFile), timeoutMs, body);
+  const res = await send('PUT', url, bearer(tokenFile), timeoutMs, body, bearer(writerTokenFile));
   if (res.statusCode !== 200 && res.statusCode !== 201) throw await answerError('PUT', url, res);
   res.resume();
   return res.statusCode;
@@ -191,10 +211,27 @@ function safeName(name) {
   return parts.join('/');
 }
 
+// checkLength refuses a name or link target longer than the file system
+// takes, with a clear error.
+function checkLength(what, rel, name) {
+  if (Buffer.byteLength(name) > MAX_PATH_BYTES) throw new UnsafeEntry(`${what} ${rel.slice(0, 64)}...: longer than ${MAX_PATH_BYTES} bytes`);
+  for (const part of name.split('/')) {
+    if (Buffer.byteLength(part) > MAX_NAME_BYTES) throw new UnsafeEntry(`${what} ${rel.slice(0, 64)}...: a name longer than ${MAX_NAME_BYTES} bytes`);
+  }
+}
+
+// limit reads a positive integer bound from the environment.
+function limit(name, fallback) {
+  const v = Number(process.env[name]);
+  return Number.isSafeInteger(v) && v > 0 ? v : fallback;
+}
+
 // Extractor writes a tar stream's entries under root as they arrive.
 class Extractor {
   constructor(root) {
     this.root = path.resolve(root);
+    this.entries = 0;
+    this.chained = 0;
     // Bytes received and not used yet: buf from off.
     this.buf = Buffer.alloc(0);
     this.off = 0;
@@ -235,7 +272,8 @@ class Extractor {
           const n = Math.min(e.left, this.have);
           const part = this.take(n);
           if (e.fd !== undefined) fs.writeSync(e.fd, part);
-          else e.meta.push(Buffer.from(part));
+          else if (e.meta) e.meta.push(Buffer.from(part));
+          // else the data of a directory or link: nothing to keep
           e.left -= n;
           continue;
         }
@@ -249,7 +287,9 @@ class Extractor {
 
   end() {
     if (this.state !== 'header') throw new UnsafeEntry('the archive ends inside an entry');
-    for (const link of this.links) this.checkLink(link);
+    for (const rel of this.links) {
+      if (this.leadsOut(rel)) throw new UnsafeEntry(`symbolic link ${rel}: leads out of the directory`);
+    }
   }
 
   header(h) {
@@ -265,7 +305,8 @@ class Extractor {
     let linkname = cstring(h, 157, 100);
     const e = { type, size, left: size, pad: (BLOCK - (size % BLOCK)) % BLOCK, mode: octal(h, 100, 8) };
     if (type === 'x' || type === 'g' || type === 'L' || type === 'K') {
-      if (size > MAX_META) throw new UnsafeEntry(`a ${size}-byte extended header`);
+      if (size > MAX_META) throw new UnsafeEntry(`an extended header of ${size} bytes (at most ${MAX_META})`);
+      if (++this.chained > MAX_CHAINED_HEADERS) throw new UnsafeEntry(`more than ${MAX_CHAINED_HEADERS} extended headers in a row`);
       e.meta = [];
       this.entry = e;
       this.state = 'data';
@@ -274,6 +315,9 @@ class Extractor {
     if (this.pax.path !== undefined) name = this.pax.path;
     if (this.pax.linkpath !== undefined) linkname = this.pax.linkpath;
     this.pax = {};
+    this.chained = 0;
+    if (++this.entries > MAX_ENTRIES) throw new UnsafeEntry(`the archive has more than ${MAX_ENTRIES} entries`);
+    checkLength('entry', name, name);
     e.rel = safeName(name);
     e.full = e.rel === '' ? this.root : path.join(this.root, e.rel);
     switch (type) {
@@ -289,12 +333,13 @@ class Extractor {
         break;
       case '2': {
         if (e.rel === '') throw new UnsafeEntry('a symbolic link with no name');
+        checkLength('symbolic link', e.rel, linkname);
         if (linkname === '' || linkname.startsWith('/')) throw new UnsafeEntry(`symbolic link ${e.rel} -> ${linkname}: an absolute target`);
         const target = path.posix.normalize(path.posix.join(path.posix.dirname(e.rel), linkname));
         if (target === '..' || target.startsWith('../')) throw new UnsafeEntry(`symbolic link ${e.rel} -> ${linkname}: leaves the directory`);
         this.parents(e.rel);
         fs.symlinkSync(linkname, e.full);
-        this.links.push(e);
+        this.links.push(e.rel);
         break;
       }
       default:
@@ -345,27 +390,66 @@ class Extractor {
     if (!st.isDirectory()) throw new UnsafeEntry(`entry ${rel}: below ${path.relative(this.root, dir)}, which is not a directory`);
   }
 
-  // checkLink refuses a symbolic link that, followed through the others,
-  // leads out of the directory.
-  checkLink(e) {
-    let real;
-    try {
-      real = fs.realpathSync.native(e.full);
-    } catch (err) {
-      if (err.code === 'ENOENT') return; // dangling: leads nowhere
-      throw new UnsafeEntry(`symbolic link ${e.rel}: ${err.code || err.message}`);
+  // leadsOut tells whether the symbolic link rel, followed as the kernel
+  // would through the links under the root, leads out of it. A name that
+  // does not exist is taken as it is written (a dangling link leads where
+  // its target would be made); at most MAX_LINK_HOPS links are followed.
+  leadsOut(rel) {
+    const parts = rel.split('/');
+    const done = parts.slice(0, -1); // real directories: the link's parents were made so
+    let todo = [parts[parts.length - 1]];
+    let hops = 0;
+    while (todo.length > 0) {
+      const part = todo.shift();
+      if (part === '' || part === '.') continue;
+      if (part === '..') {
+        if (done.length === 0) return true;
+        done.pop();
+        continue;
+      }
+      let st;
+      try {
+        st = fs.lstatSync(path.join(this.root, ...done, part));
+      } catch (err) {
+        if (err.code !== 'ENOENT' && err.code !== 'ENOTDIR') throw err;
+        done.push(part);
+        continue;
+      }
+      if (st.isSymbolicLink()) {
+        if (++hops > MAX_LINK_HOPS) throw new UnsafeEntry(`symbolic link ${rel}: more than ${MAX_LINK_HOPS} links in a row`);
+        const target = fs.readlinkSync(path.join(this.root, ...done, part));
+        if (target.startsWith('/')) return true;
+        todo = target.split('/').concat(todo);
+        continue;
+      }
+      done.push(part);
     }
-    const root = fs.realpathSync.native(this.root);
-    if (real !== root && !real.startsWith(root + path.sep)) throw new UnsafeEntry(`symbolic link ${e.rel}: leads out of the directory`);
+    return false;
   }
 }
 
 // unpack writes a gzip-compressed tar stream into dir.
 async function unpack(stream, dir) {
   const x = new Extractor(dir);
+  const max = limit('KFN_DEPENDENCY_MAX_BYTES', MAX_UNPACKED_BYTES);
+  let total = 0;
+  // Why the unpacking stopped: pipeline rejects with an AbortError instead
+  // when its last step throws (Node.js 20).
+  let refused;
   try {
     await pipeline(stream, zlib.createGunzip(), async (source) => {
-      for await (const chunk of source) x.write(chunk);
+      try {
+        for await (const chunk of source) {
+          total += chunk.length;
+          if (total > max) throw new UnsafeEntry(`the archive unpacks to more than ${max} bytes`);
+          x.write(chunk);
+        }
+      } catch (err) {
+        refused = err;
+        throw err;
+      }
+    }).catch((err) => {
+      throw refused || err;
     });
     x.end();
   } finally {
@@ -534,7 +618,10 @@ async function main(argv) {
   }
   const base = process.env.KFN_DEPENDENCY_CACHE || '';
   const what = `dependencies ${opts.runtime}/${opts.hash.slice(0, 12)}`;
-  const o = { base, runtime: opts.runtime, hash: opts.hash, dir: opts.dir, tokenFile: process.env.KFN_IDENTITY_TOKEN_FILE || '' };
+  const o = {
+    base, runtime: opts.runtime, hash: opts.hash, dir: opts.dir, tokenFile: process.env.KFN_IDENTITY_TOKEN_FILE || '',
+    writerTokenFile: process.env.KFN_DEPENDENCY_WRITER_TOKEN_FILE || '',
+  };
   if (command === 'fetch') {
     if (!base) {
       log(`no dependency cache: installing ${what}`);

@@ -23,6 +23,18 @@ const TRACE_HEADERS = [
 
 const CE_ATTRIBUTE = /^[a-z0-9]{1,20}$/;
 
+// MAX_HOPS is the largest hop count read from an incoming event: a longer
+// count is taken as this, far over the event bridge's hop limit.
+const MAX_HOPS = 999999999;
+
+// hopsOf is the hop count (ce-kfnhops) of the event a call handles: 0 for
+// a call that is no event or whose count is no number.
+function hopsOf(headers) {
+  const v = headers && headers['ce-kfnhops'];
+  if (typeof v !== 'string' || !/^[0-9]+$/.test(v)) return 0;
+  return v.length > 9 ? MAX_HOPS : Number(v);
+}
+
 let settings = { publisherAddress: '', publisherToken: '', identityTokenFile: '', timeoutMs: 30000 };
 let agents;
 
@@ -117,7 +129,8 @@ function encodeData(data, contentType) {
 // buildMessage returns the binary-mode CloudEvent headers and body of an
 // event emitted in the call that trace describes ({scope, headers}: the
 // call's tracing scope, else the incoming request's headers, whose trace
-// headers are passed on). It throws a TypeError for an invalid type,
+// headers are passed on), one hop further (kfnhops) than the event the
+// call handles. It throws a TypeError for an invalid type,
 // source or attribute name.
 function buildMessage(trace, type, source, data, attributes) {
   if (typeof type !== 'string' || type === '') throw new TypeError('emitCloudEvent: type must be a non-empty string');
@@ -139,6 +152,10 @@ function buildMessage(trace, type, source, data, attributes) {
     if (!CE_ATTRIBUTE.test(key)) throw new TypeError(`emitCloudEvent: invalid CloudEvent attribute name ${JSON.stringify(name)}`);
     headers[`ce-${key}`] = value instanceof Date ? value.toISOString() : String(value);
   }
+  // One hop further than the event the call handles, whatever the handler
+  // set: the event bridge refuses events past its hop limit, which ends a
+  // function that emits the events it receives.
+  headers['ce-kfnhops'] = String(hopsOf(trace.headers) + 1);
   if (headers['ce-id'] === undefined) headers['ce-id'] = crypto.randomUUID();
   if (headers['ce-time'] === undefined) headers['ce-time'] = new Date().toISOString();
   if (contentType === undefined) contentType = defaultContentType(data);
@@ -206,8 +223,16 @@ function post(message) {
     }
     const body = message.body;
     if (body !== undefined) message.headers['content-length'] = Buffer.byteLength(body);
-    const token = settings.publisherToken || identityToken();
-    if (token) message.headers.authorization = `Bearer ${token}`;
+    // The pod's identity goes in Authorization; the publisher's shared
+    // token beside it (kfn-publisher-token), or alone in Authorization
+    // when there is no identity: the publisher checks both.
+    const identity = identityToken();
+    if (identity) {
+      message.headers.authorization = `Bearer ${identity}`;
+      if (settings.publisherToken) message.headers['kfn-publisher-token'] = settings.publisherToken;
+    } else if (settings.publisherToken) {
+      message.headers.authorization = `Bearer ${settings.publisherToken}`;
+    }
     if (url.protocol !== 'http:' && url.protocol !== 'https:') {
       reject(new Error(`emitCloudEvent: PUBLISHER_PROXY_ADDRESS ${url.href} is not an http(s) URL`));
       return;

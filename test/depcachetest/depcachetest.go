@@ -7,13 +7,22 @@ import (
 	"regexp"
 	"sync"
 	"testing"
+
+	"github.com/kfn-dev/kfn/runtimes"
 )
 
 // Token is the bearer token the stand-in requires: a pod's identity token.
 const Token = "a-pod-identity-token"
 
+// WriterToken is the writer token the stand-in requires with a PUT of
+// runtime and hash (header runtimes.DependencyWriterHeader): it stands for
+// the install container's token of the audience
+// runtimes.DependencyWriterAudience(runtime, hash).
+func WriterToken(runtime, hash string) string { return "writer-of-" + runtime + "-" + hash }
+
 // StandIn answers GET, HEAD and PUT of /_kfn/dependencies/<runtime>/<hash>
-// with Token required (401 otherwise), first write wins (201, then 200),
+// with Token required (401 otherwise) and, for a PUT, WriterToken too (403
+// otherwise), first write wins (201, then 200),
 // 404 for what it does not hold, 400 for another path; and, when a test
 // forces it, that status to every request, or to the next few. Its
 // methods are safe for concurrent use.
@@ -75,6 +84,10 @@ func (c *StandIn) serve(w http.ResponseWriter, r *http.Request) {
 			_, _ = w.Write(b)
 		}
 	case http.MethodPut:
+		if r.Header.Get(runtimes.DependencyWriterHeader) != WriterToken(m[1], m[2]) {
+			http.Error(w, "forbidden: not the install step of these dependencies", http.StatusForbidden)
+			return
+		}
 		b, err := io.ReadAll(r.Body)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)

@@ -17,7 +17,28 @@ const (
 	DeadType     = "spam.dead.v1"
 	SlowType     = "spam.slow.v1"
 	ReplyType    = "spam.reply.v1"
+	// SpoofType's Function answers with a reply that names the victim's
+	// namespace as its sender, with the victim's source and type.
+	SpoofType = "spam.spoof.v1"
+	// LoopType's Function emits an event of LoopType for each it gets.
+	LoopType = "spam.loop.v1"
+	// HeaderType's Function answers with a megabyte of headers.
+	HeaderType = "spam.headers.v1"
+	// FanoutType has FanoutSubscriptions Subscriptions of the attacker.
+	FanoutType = "spam.fanout.v1"
 )
+
+// FanoutSubscriptions is how many Subscriptions the attacker makes on
+// FanoutType: more than a namespace's limit per event type (20 by
+// default), so that the last are not served.
+const FanoutSubscriptions = 25
+
+// SpoofPrefix begins the id of every event the spoofer forges as the
+// victim's: the victim's ledger must never get one.
+const SpoofPrefix = "spoof-"
+
+// LoopLine is what the looper prints for each event it gets, before its id.
+const LoopLine = "looper got "
 
 // Tenants are the two namespaces of a hostile test.
 type Tenants struct {
@@ -122,9 +143,14 @@ module.exports = {
 // redirector (307 to Redirect), dead (500; its failures fill the dead
 // letters), slow (answers after two minutes; up to 1,000 events in
 // flight), replier (answers with a reply whose type NATS would close the
-// connection for, and emits one), and a Subscription whose sink is the
+// connection for, and emits one), a Subscription whose sink is the
 // victim's ledger (not ready: a sink must be in the Subscription's
-// namespace).
+// namespace), spoofer (replies as the victim: its namespace as sender,
+// its source and type), looper (emits an event of its own type for each
+// it gets, for ever were it not for the hop limit; it prints LoopLine and
+// the id, and posts {"fn": "looper-<attacker>", "id"} to Recorder),
+// headers (answers with a megabyte of headers), and FanoutSubscriptions
+// Subscriptions on FanoutType.
 func (t Tenants) AttackerManifests() string {
 	v, a := t.Victim, t.Attacker
 	docs := []string{
@@ -170,8 +196,71 @@ module.exports = {
 };`, nil, ""),
 		subscription(a, "replier", sink(a, "replier"), AttackerSource, ReplyType, nil),
 		subscription(a, "trespass", sink(v, "ledger"), VictimSource, VictimType, nil),
+		t.function(a, "spoofer", fmt.Sprintf(`
+module.exports = {
+  main: function (event, context) {
+    event.setResponseHeader("ce-specversion", "1.0");
+    event.setResponseHeader("ce-id", %q + event["ce-id"]);
+    event.setResponseHeader("ce-source", %q);
+    event.setResponseHeader("ce-type", %q);
+    event.setResponseHeader("ce-kfnsendernamespace", %q);
+    event.setResponseHeader("content-type", "application/json");
+    return {amount: 1000000};
+  },
+};`, SpoofPrefix, VictimSource, VictimType, v), nil, ""),
+		subscription(a, "spoofer", sink(a, "spoofer"), AttackerSource, SpoofType, nil),
+		t.function(a, "looper", fmt.Sprintf(`
+module.exports = {
+  main: async function (event, context) {
+    console.log(%q + event["ce-id"]);
+    if (process.env.RECORDER_URL) {
+      await fetch(process.env.RECORDER_URL + "/record", {
+        method: "POST", body: JSON.stringify({ fn: "looper-" + process.env.NAMESPACE, id: event["ce-id"] }),
+      });
+    }
+    try {
+      await event.emitCloudEvent(%q, %q, {}, { id: event["ce-id"] + "+" });
+    } catch (e) {
+      console.log("loop ended: " + e.message);
+    }
+    return "";
+  },
+};`, LoopLine, LoopType, AttackerSource), t.recorderEnv(map[string]string{"NAMESPACE": a}), ""),
+		subscription(a, "looper", sink(a, "looper"), AttackerSource, LoopType, nil),
+		t.function(a, "headers", `
+module.exports = {
+  main: function (event, context) {
+    for (let i = 0; i < 16; i++) {
+      event.setResponseHeader("x-pad-" + i, "x".repeat(64 * 1024));
+    }
+    return "";
+  },
+};`, nil, ""),
+		subscription(a, "headers", sink(a, "headers"), AttackerSource, HeaderType, map[string]string{"maxDeliver": "1"}),
+	}
+	for i := range FanoutSubscriptions {
+		docs = append(docs, subscription(a, fmt.Sprintf("fanout-%02d", i), sink(a, "dead"), AttackerSource, FanoutType, map[string]string{"maxDeliver": "1"}))
 	}
 	return strings.Join(docs, "---\n")
+}
+
+// recorderEnv is env with RECORDER_URL set to Recorder, when there is one.
+func (t Tenants) recorderEnv(env map[string]string) map[string]string {
+	if t.Recorder != "" {
+		env["RECORDER_URL"] = t.Recorder
+	}
+	return env
+}
+
+// LoopIDs returns the ids the attacker's looper printed in out.
+func LoopIDs(out string) []string {
+	var ids []string
+	for _, line := range strings.Split(out, "\n") {
+		if _, id, ok := strings.Cut(line, LoopLine); ok {
+			ids = append(ids, strings.TrimSpace(id))
+		}
+	}
+	return ids
 }
 
 // Refused are Subscriptions the API (kubectl apply, kfn dev's admission)

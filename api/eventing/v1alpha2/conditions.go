@@ -56,6 +56,11 @@ const (
 	ReasonNATSSubscriptionActive ConditionReason = "NATS Subscription active"
 	// ReasonNATSSubscriptionNotActive goes with ConditionSubscriptionActive False.
 	ReasonNATSSubscriptionNotActive ConditionReason = "NATS Subscription not active"
+	// ReasonNamespaceLimit goes with ConditionSubscriptionActive False
+	// when the namespace has as many Subscriptions as it may have
+	// consumers, or as many on one of the Subscription's event types as
+	// it may have: the Subscription gets no consumer (kfn's own).
+	ReasonNamespaceLimit ConditionReason = "Namespace's limit of Subscriptions reached"
 	// ReasonConsumerLost goes with ConditionEventsKept False.
 	ReasonConsumerLost ConditionReason = "NATS lost the consumer and the events waiting in it"
 )

@@ -18,7 +18,7 @@ const (
 	ConfigMaxDeliver = "maxDeliver"
 	// ConfigBackoffInitial is the delay before the first redelivery; each
 	// further one doubles it, with jitter, up to ConfigBackoffMax. A Go
-	// duration. Default "1s".
+	// duration of at least MinBackoff. Default "1s".
 	ConfigBackoffInitial = "backoffInitial"
 	// ConfigBackoffMax caps the redelivery delay. A Go duration. Default "60s".
 	ConfigBackoffMax = "backoffMax"
@@ -31,14 +31,19 @@ const (
 	// oldest are dead-lettered (or dropped with deadLetter "false") with the
 	// reason, so that a dead sink cannot fill the shared event stream and
 	// make publishing fail for every Subscription. Default "100000", at
-	// most "1000000".
+	// most "1000000". The event bridge holds it to the total of the
+	// Subscription's namespace (-namespace-max-backlog), which all of the
+	// namespace's Subscriptions share.
 	ConfigMaxBacklog = "maxBacklog"
 	// ConfigMaxBacklogBytes is kfn's backlog budget in bytes: the most
 	// bytes of events that may wait for the Subscription, estimated from
 	// a sample of them. Past it the oldest are given up as past
 	// maxBacklog, so that a few large events cannot fill what a count of
 	// small ones would not. Default "67108864" (64 MiB), at most
-	// "4294967296" (4 GiB).
+	// "4294967296" (4 GiB), which is more than an event stream may hold:
+	// the event bridge holds it to the total of the Subscription's
+	// namespace (-namespace-max-backlog-bytes, by default a 16th of the
+	// stream), which all of the namespace's Subscriptions share.
 	ConfigMaxBacklogBytes = "maxBacklogBytes"
 )
 
@@ -67,6 +72,13 @@ const (
 	MaxMaxBacklog          = 1000000
 	MaxMaxBacklogBytes     = 4 << 30
 )
+
+// MinBackoff is the shortest backoffInitial (and so backoffMax): with
+// maxDeliver's 100 attempts an event then retries for at least a second,
+// and a Subscription makes at most maxInFlightMessages attempts per 10 ms,
+// where a backoff of 1 ns made 100,000 attempts in 7 s. (Knative asks only
+// for a positive backoffDelay; Kyma sets no backoff per Subscription.)
+const MinBackoff = 10 * time.Millisecond
 
 // minMaxBacklogBytes is the smallest maxBacklogBytes: one event of the
 // largest a stream takes by default (2 MiB).
@@ -121,8 +133,8 @@ func (d Delivery) Validate() error {
 		return fmt.Errorf("%w: %s must be at most %d, not %d", ErrInvalidConfig, ConfigMaxBacklog, MaxMaxBacklog, d.MaxBacklog)
 	case d.MaxBacklogBytes < minMaxBacklogBytes || d.MaxBacklogBytes > MaxMaxBacklogBytes:
 		return fmt.Errorf("%w: %s must be between %d and %d, not %d", ErrInvalidConfig, ConfigMaxBacklogBytes, minMaxBacklogBytes, int64(MaxMaxBacklogBytes), d.MaxBacklogBytes)
-	case d.BackoffInitial <= 0:
-		return fmt.Errorf("%w: %s must be positive, not %s", ErrInvalidConfig, ConfigBackoffInitial, d.BackoffInitial)
+	case d.BackoffInitial < MinBackoff:
+		return fmt.Errorf("%w: %s must be at least %s, not %s", ErrInvalidConfig, ConfigBackoffInitial, MinBackoff, d.BackoffInitial)
 	case d.BackoffMax < d.BackoffInitial:
 		return fmt.Errorf("%w: %s (%s) must not be less than %s (%s)",
 			ErrInvalidConfig, ConfigBackoffMax, d.BackoffMax, ConfigBackoffInitial, d.BackoffInitial)
@@ -164,12 +176,12 @@ func ParseDeliveryOver(defaults Delivery, config map[string]ConfigValue) (Delive
 		}
 	}
 	if v, ok := config[ConfigBackoffInitial]; ok {
-		if d.BackoffInitial, err = positiveDuration(ConfigBackoffInitial, string(v)); err != nil {
+		if d.BackoffInitial, err = backoff(ConfigBackoffInitial, string(v)); err != nil {
 			return Delivery{}, err
 		}
 	}
 	if v, ok := config[ConfigBackoffMax]; ok {
-		if d.BackoffMax, err = positiveDuration(ConfigBackoffMax, string(v)); err != nil {
+		if d.BackoffMax, err = backoff(ConfigBackoffMax, string(v)); err != nil {
 			return Delivery{}, err
 		}
 	}
@@ -224,10 +236,10 @@ func boundedInt(key, v string, most int) (int, error) {
 	return n, nil
 }
 
-func positiveDuration(key, v string) (time.Duration, error) {
+func backoff(key, v string) (time.Duration, error) {
 	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("%w: %s must be a positive duration such as 1s or 5m, not %q", ErrInvalidConfig, key, v)
+	if err != nil || d < MinBackoff {
+		return 0, fmt.Errorf("%w: %s must be a duration of at least %s such as 1s or 5m, not %q", ErrInvalidConfig, key, MinBackoff, v)
 	}
 	return d, nil
 }

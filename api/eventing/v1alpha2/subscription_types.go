@@ -76,6 +76,8 @@ type SubscriptionSpec struct {
 	// +kubebuilder:validation:XValidation:rule="!('maxDeliver' in self) || (self['maxDeliver'].matches('^[0-9]{1,9}$') && int(self['maxDeliver']) >= 1 && int(self['maxDeliver']) <= 100)",message="maxDeliver must be a stringified int value between 1 and 100"
 	// +kubebuilder:validation:XValidation:rule="!('backoffInitial' in self) || self['backoffInitial'].matches('^([0-9]+(\\\\.[0-9]+)?(ms|s|m|h))+$')",message="backoffInitial must be a duration such as 500ms, 1s or 1m30s"
 	// +kubebuilder:validation:XValidation:rule="!('backoffMax' in self) || self['backoffMax'].matches('^([0-9]+(\\\\.[0-9]+)?(ms|s|m|h))+$')",message="backoffMax must be a duration such as 30s, 5m or 1h"
+	// +kubebuilder:validation:XValidation:rule="!('backoffInitial' in self) || !self['backoffInitial'].matches('^([0-9]+(\\\\.[0-9]+)?(ms|s|m|h))+$') || duration(self['backoffInitial']) >= duration('10ms')",message="backoffInitial must be at least 10ms"
+	// +kubebuilder:validation:XValidation:rule="!('backoffMax' in self) || !self['backoffMax'].matches('^([0-9]+(\\\\.[0-9]+)?(ms|s|m|h))+$') || duration(self['backoffMax']) >= duration('10ms')",message="backoffMax must be at least 10ms"
 	// +kubebuilder:validation:XValidation:rule="!('deadLetter' in self) || self['deadLetter'] in ['true','false']",message="deadLetter must be \"true\" or \"false\""
 	Config map[string]ConfigValue `json:"config,omitempty"`
 }

@@ -151,8 +151,10 @@ type FunctionSpec struct {
 	ScaleConfig *ScaleConfig `json:"scaleConfig,omitempty"`
 
 	// Replicas is the exact number of pods when no autoscaler manages the
-	// Function. With scaleConfig, the autoscaler owns it.
+	// Function. With scaleConfig, the autoscaler owns it. At most
+	// MaxReplicas.
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
 	// +kubebuilder:default:=1
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
@@ -317,35 +319,66 @@ type ResourceRequirements struct {
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 }
 
+// Caps on the counts a Function sets. The CRD holds every Function to
+// them (and so does kfn dev's offline admission), so that none asks the
+// cluster, or kfn dev's machine, for more than it can hold: replicas of
+// 2^31 made its ReplicaSet create pods until the namespace's ResourceQuota,
+// if it has one, refused them. A namespace's total is its ResourceQuota's.
+// Kyma sets none of these. The lists and maps a Function sets (env,
+// secretMounts, labels, annotations) are bounded by the size of the object
+// (etcd's 1.5 MiB) only, as in Kyma, whose manifests with many of them
+// stay valid (testdata/valid/many-labels.yaml).
+const (
+	// MaxReplicas bounds spec.replicas, scaleConfig.minReplicas and
+	// scaleConfig.maxReplicas.
+	MaxReplicas = 100
+	// MaxTargetBacklog bounds scaleConfig.targetBacklog: a Subscription's
+	// largest backlog (eventing's MaxMaxBacklog).
+	MaxTargetBacklog = 1000000
+	// MaxTargetConcurrency bounds scaleConfig.targetConcurrency.
+	MaxTargetConcurrency = 10000
+	// MaxCooldownPeriod bounds scaleConfig.cooldownPeriod: a day.
+	MaxCooldownPeriod = 86400
+)
+
 // ScaleConfig is the Function's autoscaling range and, as kfn additions,
 // its queue-depth scaling knobs. A minReplicas above maxReplicas shows as
 // ConfigurationReady False.
 type ScaleConfig struct {
 	// MinReplicas is the fewest pods. 0 lets the Function scale to zero
-	// (needs KEDA in the cluster); Kyma accepts only 1 and more.
+	// (needs KEDA in the cluster); Kyma accepts only 1 and more. At most
+	// MaxReplicas.
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
 	MinReplicas *int32 `json:"minReplicas"`
 
-	// MaxReplicas is the most pods.
+	// MaxReplicas is the most pods, at most MaxReplicas.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
 	MaxReplicas *int32 `json:"maxReplicas"`
 
 	// TargetBacklog is how many waiting events one replica is expected to
-	// absorb when scaling on queue depth (kfn addition; default 10).
+	// absorb when scaling on queue depth (kfn addition; default 10), at
+	// most MaxTargetBacklog.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
 	TargetBacklog *int32 `json:"targetBacklog,omitempty"`
 
 	// TargetConcurrency is how many concurrent HTTP requests through the
-	// gateway one replica is expected to serve (kfn addition; default 10).
+	// gateway one replica is expected to serve (kfn addition; default 10),
+	// at most MaxTargetConcurrency.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
 	TargetConcurrency *int32 `json:"targetConcurrency,omitempty"`
 
 	// CooldownPeriod is how many seconds without work pass before a Function
-	// with minReplicas 0 is scaled to zero (kfn addition; default 300, as KEDA).
+	// with minReplicas 0 is scaled to zero (kfn addition; default 300, as
+	// KEDA), at most MaxCooldownPeriod (a day).
 	// +optional
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=86400
 	CooldownPeriod *int32 `json:"cooldownPeriod,omitempty"`
 }
 

@@ -1,8 +1,9 @@
 """The dependency cache client (runtimes/README.md, "Dependency cache"): a
 Function's installed dependency directory travels as a gzip-compressed tar
 to and from <KFN_DEPENDENCY_CACHE>/<runtime>/<hash>, with the pod's identity
-token as the bearer token. The install init container runs this file as a
-program (the standard library only, no import of the host):
+token as the bearer token, and, to store, the install step's writer token
+(KFN_DEPENDENCY_WRITER_TOKEN_FILE) in Kfn-Dependency-Writer. The install init
+container runs this file as a program (the standard library only, no import of the host):
 
   python3 depcache.py fetch --runtime=python312 --hash=<hex> --dir=/usr/src/app/deps
     exit 0: the dependencies came from the cache and are in --dir;
@@ -14,8 +15,10 @@ program (the standard library only, no import of the host):
 A standby host given a Function with dependencies calls fetch() itself.
 Unpacking refuses what would reach outside the directory: absolute names,
 "..", entries below a symbolic link, links whose target is absolute or
-leaves the directory, and anything but regular files, directories and
-symbolic links."""
+leads out of the directory (followed through the others, dangling or not),
+and anything but regular files, directories and symbolic links; and what
+passes its bounds (unpacked bytes, entries, extended header size, name
+length: MAX_* below)."""
 
 import os
 import posixpath
@@ -28,6 +31,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+import zlib
 
 # Bounds of one exchange with the cache: the install container falls back
 # to installing, a standby host fails its specialize request.
@@ -40,7 +44,25 @@ FETCH_ATTEMPTS = 3
 STORE_ATTEMPTS = 5
 MAX_RETRY_WAIT = 10.0
 TRANSIENT_STATUSES = (429, 502, 503, 504)
+# The header of the install step's writer token (KFN_DEPENDENCY_WRITER_TOKEN_FILE),
+# which a store sends beside the identity token: the cache stores nothing
+# without it.
+WRITER_HEADER = 'Kfn-Dependency-Writer'
 HASH = re.compile(r'[0-9a-f]{64}\Z')
+# Bounds of what a fetch unpacks (what the cache serves is as untrusted as
+# what a tenant stored): the bytes the gzip stream expands to (the install
+# container's KFN_DEPENDENCY_MAX_BYTES, the dependencies volume's size; a
+# gzip bomb expands a thousand times), entries, one extended header (pax,
+# GNU long name; names and link targets are at most MAX_PATH_BYTES), such
+# headers in a row, a name's and a name part's length (Linux's PATH_MAX and
+# NAME_MAX), and links followed in a row (Linux's).
+MAX_UNPACKED_BYTES = 1 << 30
+MAX_ENTRIES = 200000
+MAX_HEADER_BYTES = 16 << 10
+MAX_CHAINED_HEADERS = 8
+MAX_PATH_BYTES = 4096
+MAX_NAME_BYTES = 255
+MAX_LINK_HOPS = 40
 RUNTIME = re.compile(r'[a-z][a-z0-9]{0,31}\Z')
 
 
@@ -98,11 +120,14 @@ def _bearer(token_file):
         return ''
 
 
-def _request(method, url, token_file, data=None, length=None):
+def _request(method, url, token_file, data=None, length=None, writer_token_file=''):
     req = urllib.request.Request(url, method=method, data=data)
     token = _bearer(token_file)
     if token:
         req.add_header('Authorization', 'Bearer ' + token)
+    writer = _bearer(writer_token_file)
+    if writer:
+        req.add_header(WRITER_HEADER, writer)
     if data is not None:
         req.add_header('Content-Type', 'application/gzip')
         req.add_header('Content-Length', str(length))
@@ -180,15 +205,111 @@ def _parents(root, rel):
         _mkdir(root, path, rel)
 
 
+class _Gunzip:
+    """A gzip stream's decompressed bytes, read by tarfile in 'r|' mode, and
+    at most limit of them: past it, UnsafeEntry (a gzip bomb expands a
+    thousand times). What it holds at once is bounded by the reads asked."""
+
+    def __init__(self, fileobj, limit):
+        self._src = fileobj
+        self._z = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        self._pending = b''
+        self._limit = limit
+        self.total = 0
+
+    def read(self, size=-1):
+        if size is None or size < 0:
+            size = 1 << 20
+        out = []
+        want = size
+        while want > 0:
+            if self._pending:
+                chunk = self._z.decompress(self._pending, want)
+                self._pending = self._z.unconsumed_tail
+            elif self._z.eof:
+                break
+            else:
+                raw = self._src.read(1 << 16)
+                if not raw:
+                    if not self._z.eof:
+                        raise EOFError('the gzip stream ends early')
+                    break
+                chunk = self._z.decompress(raw, want)
+                self._pending = self._z.unconsumed_tail
+            self.total += len(chunk)
+            if self.total > self._limit:
+                raise UnsafeEntry('the archive unpacks to more than %d bytes' % self._limit)
+            out.append(chunk)
+            want -= len(chunk)
+            if not chunk and not self._pending and self._z.eof:
+                break
+        return b''.join(out)
+
+
+_EXTENDED = (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE, tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK)
+
+
+class _BoundedInfo(tarfile.TarInfo):
+    """A tar header whose extended headers (pax, GNU long names) are
+    refused past MAX_HEADER_BYTES, and at most MAX_CHAINED_HEADERS in a row,
+    before tarfile reads or parses them: a 200 KB pax header of small
+    records cost tarfile 560 MiB."""
+
+    def _proc_member(self, tar):
+        if self.type in _EXTENDED:
+            if self.size > MAX_HEADER_BYTES:
+                raise UnsafeEntry('an extended header of %d bytes (at most %d)' % (self.size, MAX_HEADER_BYTES))
+            tar.kfn_chained = getattr(tar, 'kfn_chained', 0) + 1
+            if tar.kfn_chained > MAX_CHAINED_HEADERS:
+                raise UnsafeEntry('more than %d extended headers in a row' % MAX_CHAINED_HEADERS)
+        elif self.type == tarfile.GNUTYPE_SPARSE:
+            raise UnsafeEntry('entry %r: a sparse file' % self.name)
+        else:
+            tar.kfn_chained = 0
+        return super()._proc_member(tar)
+
+
+def _limit(name, default):
+    try:
+        value = int(os.environ.get(name, '') or default)
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+def _check_length(what, rel, name):
+    if len(name.encode('utf-8', 'surrogateescape')) > MAX_PATH_BYTES:
+        raise UnsafeEntry('%s %s: longer than %d bytes' % (what, rel[:64] + '...', MAX_PATH_BYTES))
+    for part in name.split('/'):
+        if len(part.encode('utf-8', 'surrogateescape')) > MAX_NAME_BYTES:
+            raise UnsafeEntry('%s %s: a name longer than %d bytes' % (what, rel[:64] + '...', MAX_NAME_BYTES))
+
+
 def unpack(fileobj, directory, deadline=None):
     """Write a gzip-compressed tar stream's entries into directory as they
-    arrive, refusing unsafe ones (UnsafeEntry)."""
+    arrive, refusing unsafe ones and what passes the bounds (UnsafeEntry):
+    KFN_DEPENDENCY_MAX_BYTES unpacked (default MAX_UNPACKED_BYTES),
+    MAX_ENTRIES entries, extended headers of MAX_HEADER_BYTES, names of
+    MAX_PATH_BYTES. Symbolic links are checked once all is written: one
+    that leads out of the directory, followed through the others, is
+    refused, even when it leads nowhere."""
     root = os.path.abspath(directory)
     links = []
-    with tarfile.open(fileobj=fileobj, mode='r|gz') as tar:
-        for member in tar:
+    entries = 0
+    source = _Gunzip(fileobj, _limit('KFN_DEPENDENCY_MAX_BYTES', MAX_UNPACKED_BYTES))
+    with tarfile.open(fileobj=source, mode='r|', tarinfo=_BoundedInfo) as tar:
+        while True:
+            member = tar.next()
+            if member is None:
+                break
+            # tarfile keeps every member it read; these are written at once.
+            tar.members.clear()
+            entries += 1
+            if entries > MAX_ENTRIES:
+                raise UnsafeEntry('the archive has more than %d entries' % MAX_ENTRIES)
             if deadline is not None and time.monotonic() > deadline:
                 raise CacheError('the download took too long')
+            _check_length('entry', member.name, member.name)
             rel = _safe_name(member.name)
             full = os.path.join(root, rel) if rel else root
             if member.isreg():
@@ -208,6 +329,7 @@ def unpack(fileobj, directory, deadline=None):
                 if not rel:
                     raise UnsafeEntry('a symbolic link with no name')
                 target = member.linkname
+                _check_length('symbolic link', rel, target)
                 if not target or target.startswith('/'):
                     raise UnsafeEntry('symbolic link %s -> %s: an absolute target' % (rel, target))
                 lexical = posixpath.normpath(posixpath.join(posixpath.dirname(rel), target))
@@ -215,16 +337,49 @@ def unpack(fileobj, directory, deadline=None):
                     raise UnsafeEntry('symbolic link %s -> %s: leaves the directory' % (rel, target))
                 _parents(root, rel)
                 os.symlink(target, full)
-                links.append((rel, full))
+                links.append(rel)
             else:
                 raise UnsafeEntry('entry %r: only files, directories and symbolic links' % rel)
-    real_root = os.path.realpath(root)
-    for rel, full in links:
-        real = os.path.realpath(full)
-        if not os.path.lexists(real):
-            continue  # dangling: leads nowhere
-        if real != real_root and not real.startswith(real_root + os.sep):
+    for rel in links:
+        if _leads_out(root, rel):
             raise UnsafeEntry('symbolic link %s: leads out of the directory' % rel)
+
+
+def _leads_out(root, rel):
+    """Whether the symbolic link rel under root, followed as the kernel
+    would through the links under root, leads out of root. A name that does
+    not exist is taken as it is written (a dangling link leads where its
+    target would be made); at most MAX_LINK_HOPS links are followed."""
+    parts = rel.split('/')
+    done = parts[:-1]  # real directories: the link's parents were made so
+    todo = [parts[-1]]
+    hops = 0
+    while todo:
+        part = todo.pop(0)
+        if part in ('', '.'):
+            continue
+        if part == '..':
+            if not done:
+                return True
+            done.pop()
+            continue
+        path = os.path.join(root, *done, part)
+        try:
+            st = os.lstat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            done.append(part)
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            hops += 1
+            if hops > MAX_LINK_HOPS:
+                raise UnsafeEntry('symbolic link %s: more than %d links in a row' % (rel, MAX_LINK_HOPS))
+            target = os.readlink(path)
+            if target.startswith('/'):
+                return True
+            todo = target.split('/') + todo
+            continue
+        done.append(part)
+    return False
 
 
 def pack(directory, fileobj):
@@ -248,16 +403,17 @@ def pack(directory, fileobj):
                     tar.add(full, arcname=rel, recursive=False, filter=clean)
 
 
-def store(base, runtime, digest, directory, token_file='', timeout=STORE_TIMEOUT):
-    """Pack directory (into a temporary file) and PUT it; return the cache's
-    answer status (201 stored, 200 already there), CacheError otherwise."""
+def store(base, runtime, digest, directory, token_file='', timeout=STORE_TIMEOUT, writer_token_file=''):
+    """Pack directory (into a temporary file) and PUT it with the writer
+    token of writer_token_file; return the cache's answer status (201
+    stored, 200 already there), CacheError otherwise."""
     url = object_url(base, runtime, digest)
     with tempfile.TemporaryFile() as tmp:
         pack(directory, tmp)
         length = tmp.tell()
         tmp.seek(0)
         try:
-            with _opener().open(_request('PUT', url, token_file, tmp, length), timeout=timeout) as resp:
+            with _opener().open(_request('PUT', url, token_file, tmp, length, writer_token_file), timeout=timeout) as resp:
                 return resp.status
         except urllib.error.HTTPError as err:
             raise _http_error('PUT', url, err) from None
@@ -314,6 +470,7 @@ def main(argv):
         return 2
     base = os.environ.get('KFN_DEPENDENCY_CACHE', '')
     token_file = os.environ.get('KFN_IDENTITY_TOKEN_FILE', '')
+    writer_token_file = os.environ.get('KFN_DEPENDENCY_WRITER_TOKEN_FILE', '')
     what = 'dependencies %s/%s' % (opts['runtime'], opts['hash'][:12])
     if command == 'fetch':
         if not base:
@@ -334,7 +491,8 @@ def main(argv):
     if not base:
         return 0
     try:
-        status = _again(what, STORE_ATTEMPTS, lambda: store(base, opts['runtime'], opts['hash'], opts['dir'], token_file))
+        status = _again(what, STORE_ATTEMPTS, lambda: store(base, opts['runtime'], opts['hash'], opts['dir'], token_file,
+                                                            writer_token_file=writer_token_file))
         print('kfn: %s %s' % (what, 'stored in the cache' if status == 201 else 'were in the cache already'), flush=True)
     except (CacheError, ValueError, OSError, tarfile.TarError) as err:
         print('kfn: %s not stored in the cache (%s); the next pod installs them again' % (what, err), flush=True)

@@ -47,10 +47,12 @@ _emit_settings = {'publisher': '', 'timeout': 30.0, 'token': '', 'identity': ''}
 
 
 def configure_emit(publisher, timeout, token='', identity_file=''):
-    """Set where emitCloudEvent publishes, how long it waits, and the bearer
-    token it sends: the publisher's shared one (PUBLISHER_TOKEN), else the
-    pod's identity token, read from identity_file (KFN_IDENTITY_TOKEN_FILE)
-    at every emit since the kubelet renews it."""
+    """Set where emitCloudEvent publishes, how long it waits, and the tokens
+    it sends: the pod's identity token, read from identity_file
+    (KFN_IDENTITY_TOKEN_FILE) at every emit since the kubelet renews it, as
+    its bearer token, and the publisher's shared one (PUBLISHER_TOKEN)
+    beside it in Kfn-Publisher-Token, or as the bearer token without an
+    identity."""
     _emit_settings['publisher'] = publisher
     _emit_settings['timeout'] = timeout
     _emit_settings['token'] = token
@@ -140,10 +142,25 @@ class Event(dict):
         }
 
 
+# The largest hop count read from an incoming event: a longer count is
+# taken as this, far over the event bridge's hop limit.
+_MAX_HOPS = 999999999
+
+
+def _hops_of(incoming):
+    """The hop count (ce-kfnhops) of the event a call handles: 0 for a call
+    that is no event or whose count is no number."""
+    v = incoming.get('ce-kfnhops') if incoming is not None else None
+    if not v or not v.isascii() or not v.isdigit():
+        return 0
+    return _MAX_HOPS if len(v) > 9 else int(v)
+
+
 def emit(scope, incoming, type, source, data, attributes=None):
     """POST a binary-mode CloudEvent to PUBLISHER_PROXY_ADDRESS with the trace
     context of the call it is emitted in: scope's (the call's span), else
-    the trace headers of incoming (the request's headers, or None). Returns
+    the trace headers of incoming (the request's headers, or None), one hop
+    further (kfnhops) than the event the call handles. Returns
     the publisher's response on 2xx; raises ValueError for an invalid type,
     source or attribute name and CloudEventError when it cannot publish."""
     publisher = _emit_settings['publisher']
@@ -167,6 +184,10 @@ def emit(scope, incoming, type, source, data, attributes=None):
         if not key or len(key) > 20 or not set(key) <= _CE_ATTRIBUTE:
             raise ValueError('emitCloudEvent: invalid CloudEvent attribute name %r' % name)
         headers['ce-' + key] = value.isoformat() if hasattr(value, 'isoformat') else str(value)
+    # One hop further than the event the call handles, whatever the handler
+    # set: the event bridge refuses events past its hop limit, which ends a
+    # function that emits the events it receives.
+    headers['ce-kfnhops'] = str(_hops_of(incoming) + 1)
     if 'ce-id' not in headers:
         import uuid
         headers['ce-id'] = str(uuid.uuid4())
@@ -185,9 +206,16 @@ def emit(scope, incoming, type, source, data, attributes=None):
             v = incoming.get(h)
             if v is not None:
                 headers[h] = v
-    token = _emit_settings['token'] or _identity_token()
-    if token:
-        headers['Authorization'] = 'Bearer ' + token
+    # The pod's identity goes in Authorization; the publisher's shared
+    # token beside it (Kfn-Publisher-Token), or alone in Authorization when
+    # there is no identity: the publisher checks both.
+    identity, shared = _identity_token(), _emit_settings['token']
+    if identity:
+        headers['Authorization'] = 'Bearer ' + identity
+        if shared:
+            headers['Kfn-Publisher-Token'] = shared
+    elif shared:
+        headers['Authorization'] = 'Bearer ' + shared
     return _post(publisher, headers, body)
 
 

@@ -83,7 +83,7 @@ module.exports = {
         fs.writeFileSync(path.join(process.env.MARKER_DIR, 'started'), '');
         return sleep(Number(req.query.ms)).then(() => 'finished');
       case '/emit':
-        return event.emitCloudEvent(req.query.type || 'order.created.v1', 'kfn-test', { x: 1 }, { eventtypeversion: 'v1' })
+        return event.emitCloudEvent(req.query.type || 'order.created.v1', 'kfn-test', { x: 1 }, { eventtypeversion: 'v1', kfnhops: req.query.kfnhops })
           .then((r) => ({ status: r.status }))
           .catch((err) => {
             event.setResponseStatus(502);

@@ -76,7 +76,7 @@ def main(event, context):
     if path == '/emit':
         try:
             r = event.emitCloudEvent(req.query.type or 'order.created.v1', 'kfn-test', {'x': 1},
-                                     {'eventtypeversion': 'v1'})
+                                     {'eventtypeversion': 'v1', 'kfnhops': req.query.kfnhops or None})
             return {'status': r.status_code}
         except Exception as err:
             event.setResponseStatus(502)

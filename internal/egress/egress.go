@@ -3,23 +3,27 @@ package egress
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
+	"os"
+	"slices"
 	"strings"
 	"syscall"
 )
 
 // ErrRefused is wrapped by every error about an address a Policy does not
-// let a delivery reach.
-var ErrRefused = errors.New("address refused for deliveries")
+// let a connection reach.
+var ErrRefused = errors.New("address refused")
 
-// Policy says which addresses deliveries may reach. The zero value refuses
-// only the addresses always refused (see package doc), loopback among them.
+// Policy says which addresses connections made for a tenant (deliveries,
+// Git fetches) may reach. The zero value refuses only the addresses always
+// refused (see package doc), loopback among them.
 type Policy struct {
-	// AllowLoopback lets deliveries reach loopback addresses: kfn dev,
-	// whose functions are processes of the same machine.
+	// AllowLoopback lets connections reach loopback addresses: kfn dev,
+	// whose functions are processes of the same machine, and tests.
 	AllowLoopback bool
-	// Networks, when not empty, are the only networks deliveries may reach
-	// (a cluster's pod and Service networks).
+	// Networks, when not empty, are the only networks connections may
+	// reach (a cluster's pod and Service networks).
 	Networks []netip.Prefix
 	// Deny, when not nil, refuses further addresses and ports, saying what
 	// they are (the API server's). It must be safe for concurrent use.
@@ -31,8 +35,8 @@ var (
 	broadcast   = netip.MustParseAddr("255.255.255.255")
 )
 
-// Check returns nil when a delivery may reach ap, else an error that wraps
-// ErrRefused and says why.
+// Check returns nil when a connection may reach ap, else an error that
+// wraps ErrRefused and says why.
 func (p Policy) Check(ap netip.AddrPort) error {
 	a := ap.Addr().Unmap()
 	var why string
@@ -54,7 +58,7 @@ func (p Policy) Check(ap netip.AddrPort) error {
 		}
 	}
 	if why == "" && len(p.Networks) > 0 && !p.inNetworks(a) && !a.IsLoopback() {
-		why = fmt.Sprintf("outside the networks deliveries may reach (%v)", p.Networks)
+		why = fmt.Sprintf("outside the networks connections may reach (%v)", p.Networks)
 	}
 	if why != "" {
 		return fmt.Errorf("%w: %s is %s", ErrRefused, netip.AddrPortFrom(a, ap.Port()), why)
@@ -96,4 +100,29 @@ func ParseNetworks(s string) ([]netip.Prefix, error) {
 		out = append(out, n.Masked())
 	}
 	return out, nil
+}
+
+// APIServerService is the address of the Kubernetes API server's Service
+// as the kubelet tells every pod (KUBERNETES_SERVICE_HOST and
+// KUBERNETES_SERVICE_PORT); the zero AddrPort outside a cluster.
+func APIServerService() netip.AddrPort {
+	ap, err := netip.ParseAddrPort(net.JoinHostPort(os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")))
+	if err != nil {
+		return netip.AddrPort{}
+	}
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+}
+
+// DenyAPIServer is a Policy.Deny that refuses the API server's addresses
+// (its Service's, its own): the valid ones of addrs.
+func DenyAPIServer(addrs ...netip.AddrPort) func(netip.AddrPort) (string, bool) {
+	var denied []netip.AddrPort
+	for _, a := range addrs {
+		if a.IsValid() {
+			denied = append(denied, netip.AddrPortFrom(a.Addr().Unmap(), a.Port()))
+		}
+	}
+	return func(a netip.AddrPort) (string, bool) {
+		return "the Kubernetes API server's address", slices.Contains(denied, a)
+	}
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kfn-dev/kfn/eventbridge/egress"
+	"github.com/kfn-dev/kfn/internal/egress"
 )
 
 func TestCheck(t *testing.T) {
@@ -100,4 +100,27 @@ func TestParseNetworks(t *testing.T) {
 	assert.Empty(t, none)
 	_, err = egress.ParseNetworks("10.0.0.0")
 	assert.Error(t, err)
+}
+
+// TestDenyAPIServer: the API server's Service address, as the kubelet
+// tells a pod, and its own are refused, an IPv4-mapped form too; others
+// are not, and an address outside a cluster is none.
+func TestDenyAPIServer(t *testing.T) {
+	t.Setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+	t.Setenv("KUBERNETES_SERVICE_PORT", "443")
+	p := egress.Policy{Deny: egress.DenyAPIServer(egress.APIServerService(), netip.MustParseAddrPort("172.18.0.2:6443"), netip.AddrPort{})}
+	for addr, refused := range map[string]bool{
+		"10.96.0.1:443": true, "[::ffff:10.96.0.1]:443": true, "172.18.0.2:6443": true,
+		"10.96.0.1:80": false, "172.18.0.3:6443": false,
+	} {
+		err := p.Check(netip.MustParseAddrPort(addr))
+		if refused {
+			assert.ErrorIs(t, err, egress.ErrRefused, addr)
+			assert.ErrorContains(t, err, "the Kubernetes API server's address", addr)
+		} else {
+			assert.NoError(t, err, addr)
+		}
+	}
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	assert.False(t, egress.APIServerService().IsValid(), "outside a cluster")
 }

@@ -1,0 +1,108 @@
+package deadletter_test
+
+import (
+	"bytes"
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/eventbridge/deadletter"
+	"github.com/kfn-dev/kfn/eventbridge/eventstore"
+	"github.com/kfn-dev/kfn/test/natstest"
+)
+
+// writerEnv is a dead-letter stream of maxBytes, perNamespace bytes of
+// it for each namespace, and a Writer to it.
+func writerEnv(t *testing.T, maxBytes, perNamespace int64) (*env, *deadletter.Writer) {
+	t.Helper()
+	js := natstest.Start(t).JetStream()
+	sc := stream.DefaultConfig()
+	sc.Storage = stream.StorageMemory
+	sc.MaxMsgSize = 32 << 10
+	sc.DeadLetterMaxBytes, sc.DeadLetterMaxBytesPerNamespace = maxBytes, perNamespace
+	require.NoError(t, stream.Ensure(context.Background(), js, sc))
+	a, err := deadletter.NewAdmin(js, sc)
+	require.NoError(t, err)
+	return &env{js: js, streams: sc, admin: a}, deadletter.NewWriter(js, sc)
+}
+
+// write stores a dead letter of ns/s with data through w, as the
+// dispatcher does.
+func write(w *deadletter.Writer, ns string, seq uint64, data []byte) (int, error) {
+	h := nats.Header{"ce-specversion": {"1.0"}, "ce-id": {strconv.FormatUint(seq, 10)}, "ce-source": {"shop"}, "ce-type": {"order.created.v1"}}
+	f := deadletter.Failure{Namespace: ns, Subscription: "s", Status: 500, Error: "sink answered 500", Attempts: 1,
+		Subject: "kyma.shop.order.created.v1", Sequence: seq, At: time.Now()}
+	return w.Write(context.Background(), h, data, f)
+}
+
+// sequences returns the event sequences of namespace ns's dead letters
+// (write makes them their ids), oldest first.
+func (e *env) sequences(t *testing.T, ns string) []uint64 {
+	t.Helper()
+	letters, err := e.admin.List(context.Background(), deadletter.Filter{Namespace: ns})
+	require.NoError(t, err)
+	var seqs []uint64
+	for _, l := range letters {
+		seq, err := strconv.ParseUint(l.ID, 10, 64)
+		require.NoError(t, err)
+		seqs = append(seqs, seq)
+	}
+	return seqs
+}
+
+// TestNamespaceDeadLettersAreBoundedInBytes: a namespace's dead letters of
+// 16 KiB, 64 KiB of them at most: it keeps its newest (three: each is a
+// little over 16 KiB with its headers), its oldest are dropped for them,
+// and another namespace's letters stay. JetStream bounds bytes per stream
+// only, so without the writer's bound the namespace filled the stream.
+func TestNamespaceDeadLettersAreBoundedInBytes(t *testing.T) {
+	e, w := writerEnv(t, 1<<20, 64<<10)
+	data := bytes.Repeat([]byte("x"), 16<<10)
+	for seq := range uint64(3) {
+		_, err := write(w, "victim", seq+1, data)
+		require.NoError(t, err)
+	}
+	dropped := 0
+	for seq := range uint64(20) {
+		n, err := write(w, "attacker", 100+seq, data)
+		require.NoError(t, err, "a namespace at its bound makes room with its own oldest")
+		dropped += n
+	}
+	assert.Equal(t, []uint64{117, 118, 119}, e.sequences(t, "attacker"), "its newest are kept")
+	assert.Equal(t, 17, dropped, "the writer says how many it dropped")
+	assert.Equal(t, []uint64{1, 2, 3}, e.sequences(t, "victim"), "another namespace's letters stay")
+}
+
+// TestFullDeadLetterStreamTakesOnlyTheNamespacesOwn: the dead-letter
+// stream is full (two namespaces hold it all, within their bounds). A
+// namespace with letters makes room for its newest with its own oldest,
+// never another's; a namespace with none gets eventstore.ErrStorageFull
+// (the dispatcher then drops the event, counted and logged, rather than
+// keep it in the shared event stream).
+func TestFullDeadLetterStreamTakesOnlyTheNamespacesOwn(t *testing.T) {
+	e, w := writerEnv(t, 90<<10, 64<<10)
+	data := bytes.Repeat([]byte("x"), 16<<10)
+	for seq := range uint64(3) {
+		_, err := write(w, "a", seq+1, data)
+		require.NoError(t, err)
+	}
+	for seq := range uint64(3) {
+		_, err := write(w, "b", 10+seq, data)
+		require.NoError(t, err, "the stream is full: b's own oldest make room")
+	}
+	assert.Equal(t, []uint64{1, 2, 3}, e.sequences(t, "a"), "a's letters stay")
+	assert.Equal(t, []uint64{11, 12}, e.sequences(t, "b"), "b's oldest made room for its newest")
+
+	_, err := write(w, "c", 20, data)
+	require.ErrorIs(t, err, eventstore.ErrStorageFull, "c has no letter of its own to give up")
+	require.ErrorIs(t, err, deadletter.ErrNoRoom)
+	assert.Empty(t, e.sequences(t, "c"))
+	assert.Equal(t, []uint64{1, 2, 3}, e.sequences(t, "a"))
+	assert.Equal(t, []uint64{11, 12}, e.sequences(t, "b"))
+}

@@ -1,0 +1,95 @@
+package dispatcher_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/eventbridge/admission"
+	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
+	"github.com/kfn-dev/kfn/eventbridge/eventstore"
+)
+
+// TestRepliesArePublishedByTheSubscriptionsNamespace has the sink of a
+// Subscription of namespace tenant answer with replies that, taken as
+// they come, would pass for another namespace's events: one that names
+// its sender itself, one of a source reserved to namespace bank, and one
+// with the source and id of bank's next event (which JetStream's
+// de-duplication would then drop). A reply is a publish by its
+// Subscription's namespace: stamped with it, the first two dropped and
+// counted invalid, and bank's event stored and delivered beside the
+// tenant's look-alike.
+func TestRepliesArePublishedByTheSubscriptionsNamespace(t *testing.T) {
+	b := newBridge(t, withConfig(func(c *dispatcher.Config) {
+		c.Reserved = []admission.Reservation{{Source: "bank", Namespaces: []string{"bank"}}}
+	}))
+	replies := map[string]string{ // by the id of the event answered
+		"plain":     `{"specversion":"1.0","id":"r1","source":"fn","type":"reply.v1"}`,
+		"forged":    `{"specversion":"1.0","id":"r2","source":"fn","type":"reply.v1","kfnsendernamespace":"bank"}`,
+		"reserved":  `{"specversion":"1.0","id":"r3","source":"bank","type":"reply.v1"}`,
+		"predicted": `{"specversion":"1.0","id":"pay-1","source":"payments","type":"reply.v1"}`,
+	}
+	b.newSink("fn", func(n int, r *http.Request, w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "application/cloudevents+json")
+		fmt.Fprint(w, replies[r.Header.Get("Ce-Id")])
+	})
+	watch := func(name, source string) *sink {
+		k := b.newSink(name, nil)
+		b.subscribe(sub(name, name, func(s *v1alpha2.Subscription) {
+			s.Spec.Source, s.Spec.Types = source, []string{"reply.v1"}
+		}))
+		return k
+	}
+	fromFn, fromBank, fromPayments := watch("from-fn", "fn"), watch("from-bank", "bank"), watch("from-payments", "payments")
+	b.subscribe(sub("s", "fn", func(s *v1alpha2.Subscription) {
+		s.Namespace, s.Spec.Sink = "tenant", "http://fn.tenant.svc.cluster.local/events"
+	}))
+	for id := range replies {
+		b.publish("shop", "order.created.v1", id, "")
+	}
+	require.Eventually(t, func() bool { return fromFn.count() == 1 && fromPayments.count() == 1 }, wait, tick)
+
+	// bank's own event, of the id the tenant predicted.
+	e := event.New()
+	e.SetID("pay-1")
+	e.SetSource("payments")
+	e.SetType("reply.v1")
+	e.SetExtension(eventstore.SenderExtension, "bank")
+	_, err := b.store.Publish(context.Background(), &e, "", "")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return fromPayments.count() == 2 }, wait, tick, "bank's event is not taken for the tenant's")
+	require.Never(t, func() bool { return fromFn.count() > 1 || fromBank.count() > 0 }, 300*time.Millisecond, tick)
+
+	assert.Equal(t, "r1", fromFn.deliveries()[0].header.Get("Ce-Id"))
+	assert.Equal(t, "tenant", fromFn.deliveries()[0].header.Get("Ce-Kfnsendernamespace"), "a reply names its Subscription's namespace")
+	var senders []string
+	for _, d := range fromPayments.deliveries() {
+		senders = append(senders, d.header.Get("Ce-Kfnsendernamespace"))
+	}
+	assert.ElementsMatch(t, []string{"tenant", "bank"}, senders)
+	require.NoError(t, testutil.GatherAndCompare(b.reg, strings.NewReader(`
+# HELP kfn_eventbridge_replies_total CloudEvent replies of sinks by result: published, invalid, hop_limit.
+# TYPE kfn_eventbridge_replies_total counter
+kfn_eventbridge_replies_total{namespace="default",result="hop_limit",subscription="from-bank"} 0
+kfn_eventbridge_replies_total{namespace="default",result="hop_limit",subscription="from-fn"} 0
+kfn_eventbridge_replies_total{namespace="default",result="hop_limit",subscription="from-payments"} 0
+kfn_eventbridge_replies_total{namespace="default",result="invalid",subscription="from-bank"} 0
+kfn_eventbridge_replies_total{namespace="default",result="invalid",subscription="from-fn"} 0
+kfn_eventbridge_replies_total{namespace="default",result="invalid",subscription="from-payments"} 0
+kfn_eventbridge_replies_total{namespace="default",result="published",subscription="from-bank"} 0
+kfn_eventbridge_replies_total{namespace="default",result="published",subscription="from-fn"} 0
+kfn_eventbridge_replies_total{namespace="default",result="published",subscription="from-payments"} 0
+kfn_eventbridge_replies_total{namespace="tenant",result="hop_limit",subscription="s"} 0
+kfn_eventbridge_replies_total{namespace="tenant",result="invalid",subscription="s"} 2
+kfn_eventbridge_replies_total{namespace="tenant",result="published",subscription="s"} 2
+`), "kfn_eventbridge_replies_total"))
+}
