@@ -35,13 +35,15 @@ type attackClass struct {
 
 // attackClasses are the attack classes, in the order of the report.
 var attackClasses = []attackClass{
-	{name: "fan-out", text: "300 Subscriptions on one type, 5 publishes/s (1,500 deliveries/s) to a sink that answers at once",
+	{name: "fan-out", text: "100 Subscriptions (a namespace's limit), 20 on each of 5 types (the limit per type), 15 publishes/s of each type (1,500 deliveries/s) to a sink that answers at once",
 		arm: func(a *attacker) {
 			a.sink("fast", func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) })
-			for i := range 300 {
-				a.subscribe(fmt.Sprint("fan-", i), "fast", "spam.fan.v1", nil)
+			for i := range 100 {
+				a.subscribe(fmt.Sprint("fan-", i), "fast", fmt.Sprintf("spam.fan%d.v1", i%5), nil)
 			}
-			a.publish(5, "spam.fan.v1", 64)
+			for t := range 5 {
+				a.publish(15, fmt.Sprintf("spam.fan%d.v1", t), 64)
+			}
 		}},
 	{name: "slow sinks", text: "300 publishes/s of 10 KiB to a sink that never answers, 1,000 in flight",
 		arm: func(a *attacker) {
