@@ -107,14 +107,16 @@ type Config struct {
 // the admin API on.
 func DefaultConfig() Config {
 	return Config{
-		Components:               []string{ComponentPublisher, ComponentDispatcher, ComponentReconciler},
-		Streams:                  stream.DefaultConfig(),
-		AckWait:                  stream.DefaultAckWait,
-		Publisher:                publisher.Config{MaxRequestBytes: publisher.DefaultMaxRequestBytes, StoreTimeout: publisher.DefaultStoreTimeout, LegacyPrefix: v1alpha2.DefaultLegacyPrefix, LegacySource: publisher.DefaultLegacySource, SenderRate: publisher.DefaultSenderRate},
+		Components: []string{ComponentPublisher, ComponentDispatcher, ComponentReconciler},
+		Streams:    stream.DefaultConfig(),
+		AckWait:    stream.DefaultAckWait,
+		Publisher: publisher.Config{MaxRequestBytes: publisher.DefaultMaxRequestBytes, StoreTimeout: publisher.DefaultStoreTimeout, LegacyPrefix: v1alpha2.DefaultLegacyPrefix, LegacySource: publisher.DefaultLegacySource, SenderRate: publisher.DefaultSenderRate,
+			MaxPublishing: publisher.DefaultMaxPublishing},
 		KymaApplications:         true,
 		ApplicationCheckInterval: applications.DefaultCheckInterval,
 		Dispatcher: dispatcher.Config{RequestTimeout: dispatcher.DefaultRequestTimeout, MaxHops: dispatcher.DefaultMaxHops, Jitter: dispatcher.DefaultJitter, Delivery: v1alpha2.DefaultDelivery(),
-			MaxHeldBytes: dispatcher.DefaultMaxHeldBytes, MaxHeldBytesPerSubscription: dispatcher.DefaultMaxHeldBytesPerSubscription, BudgetInterval: dispatcher.DefaultBudgetInterval},
+			MaxHeldBytes: dispatcher.DefaultMaxHeldBytes, MaxHeldBytesPerSubscription: dispatcher.DefaultMaxHeldBytesPerSubscription, BudgetInterval: dispatcher.DefaultBudgetInterval,
+			SlotTime: dispatcher.DefaultSlotTime},
 		Gateway:                gateway.Config{HoldTimeout: gateway.DefaultHoldTimeout, MaxHeld: gateway.DefaultMaxHeld, MaxHeldPerNamespace: gateway.DefaultMaxHeldPerNamespace},
 		GatewayInFlightSubject: inflight.DefaultSubject,
 		Resync:                 subscription.DefaultResync,

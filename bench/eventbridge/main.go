@@ -86,6 +86,7 @@ type options struct {
 	r3          bool
 	idle        bool
 	hostile     bool
+	attacks     string
 	pipelines   string
 	slice       time.Duration
 }
@@ -106,7 +107,8 @@ func main() {
 	flag.Float64Var(&o.sample, "sample", 1, "with -observability: the fraction of traces sampled (OTEL_TRACES_SAMPLER=parentbased_traceidratio below 1)")
 	flag.BoolVar(&o.replicas, "replicas", false, "measure instead the throughput of kfn with 2 dispatcher processes beside 1 (median of the rounds)")
 	flag.BoolVar(&o.r3, "stream-replicas", false, "measure instead kfn with R3 streams on a 3-server NATS cluster (embedded, one process) against R1 streams on one server: publish and delivery throughput and p99")
-	flag.BoolVar(&o.hostile, "hostile", false, "measure instead the victim's publish and delivery p99 at -rate beside a hostile tenant (test/hostile) against the same victim alone")
+	flag.BoolVar(&o.hostile, "hostile", false, "measure instead the victim's publish and delivery p99 at -rate beside a hostile tenant of each attack class (test/hostile) against the same victim alone, each on a pipeline made for its turn")
+	flag.StringVar(&o.attacks, "attacks", "", "with -hostile: the comma-separated attack classes to measure (default all: fan-out, slow sinks, failing sinks, refused publishes, large events, redirects, reply storm, all at once)")
 	flag.BoolVar(&o.idle, "idle", false, "measure instead the CPU (over -duration) and memory of a dispatcher process serving -subscriptions idle Subscriptions")
 	flag.DurationVar(&o.slice, "slice", time.Second, "the throughput of the pipelines is measured in turns of this length, -duration in all for each")
 	flag.StringVar(&o.pipelines, "pipelines", "bare,bare-ce,kfn", "the pipelines to run, for profiling one alone (the ratios need bare, bare-ce and kfn)")
@@ -202,7 +204,7 @@ func run(o options) error {
 	case o.idle:
 		return idle(ns.ClientURL(), sinkURL, o)
 	case o.hostile:
-		return hostileTenant(ns.ClientURL(), sink, sinkURL, o)
+		return hostileTenant(sink, sinkURL, o)
 	case o.r3:
 		return streamReplicas(ns.ClientURL(), sink, sinkURL, o)
 	}

@@ -97,7 +97,10 @@ var programs = []program{
 		args:  []string{"-stream-replicas", "-rounds", "3", "-duration", "3s"},
 		quick: []string{"-stream-replicas", "-rounds", "1", "-duration", "2s"}},
 	// A hostile tenant beside a victim (test/hostile), against the
-	// victim alone, in turns: the victim's publish and delivery p99.
+	// victim alone, in turns: the victim's publish and delivery p99, one
+	// pair of rows per attack class (fan-out, slow sinks, failing sinks,
+	// refused publishes, large events, redirects, reply storm, all at
+	// once), each turn on a pipeline of its own.
 	{name: "eventbridge", label: "eventbridge-hostile", reps: 1,
 		args:  []string{"-hostile", "-rounds", "4", "-duration", "3s"},
 		quick: []string{"-hostile", "-rounds", "2", "-duration", "2s"}},

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -49,6 +50,11 @@ const (
 	// total fill the stream, 15 leave a 16th of it to the others (64 MiB
 	// of the default 1 GiB).
 	NamespaceShareOfStream = 16
+
+	// DefaultSlotsPerCPU is Config.DeliverySlots by default, per CPU the
+	// process may use (GOMAXPROCS).
+	DefaultSlotsPerCPU = 16
+	DefaultSlotTime    = 2 * time.Millisecond
 )
 
 // MaxResponseHeaderBytes bounds the headers of a sink's answer (what
@@ -108,7 +114,12 @@ type Config struct {
 	// retry included); past it, it asks for no more until some are
 	// settled. MaxHeldBytesPerSubscription bounds one Subscription's
 	// share, so that one with large events or a slow sink cannot take it
-	// all. A Subscription holding nothing may take one event of any size.
+	// all, and a namespace holding a quarter of MaxHeldBytes or more
+	// shares the other three quarters with every other such namespace,
+	// the last quarter kept for namespaces holding less, so that one
+	// namespace's many Subscriptions cannot take it all either. A
+	// Subscription whose namespace holds nothing may take one event of
+	// any size.
 	// The CloudEvent replies of its sink count too, from their headers to
 	// the last byte read until they are stored: a reply that does not fit
 	// fails its attempt (retried), unless its event is all the
@@ -119,6 +130,20 @@ type Config struct {
 	// the zero value refuses loopback among others. It holds for the
 	// default transport (NewTransport).
 	Egress egress.Policy
+	// DeliverySlots is how many events' turns (an attempt, and what
+	// settles it: storing the sink's reply, acknowledging, retrying,
+	// dead-lettering) run at once, shared fairly among namespaces: a
+	// namespace alone may use all but a quarter kept for namespaces that
+	// run few, and when turns wait, each slot that frees goes to the
+	// waiting namespace that runs the fewest, so that one namespace's
+	// fan-out, retries, large events or replies wait behind its own
+	// work, not in front of another's (share.go). SlotTime bounds how
+	// long a turn holds its slot (one to two of it; a sink that is slower
+	// keeps none from the others, and the turn takes one again once it
+	// answered). Defaults DefaultSlotsPerCPU per GOMAXPROCS and 2ms;
+	// negative DeliverySlots means no bound.
+	DeliverySlots int
+	SlotTime      time.Duration
 	// Delivery holds the delivery settings of the spec.config keys a
 	// Subscription does not set (retries, backoff, dead-lettering); it must
 	// match the stream.ConsumerSettings.Defaults the consumers were made
@@ -203,6 +228,15 @@ func (c *Config) defaults() error {
 	if c.MaxHeldBytesPerSubscription == 0 {
 		c.MaxHeldBytesPerSubscription = DefaultMaxHeldBytesPerSubscription
 	}
+	if c.SlotTime < 0 {
+		return fmt.Errorf("%w: negative slot time", ErrInvalidOption)
+	}
+	if c.DeliverySlots == 0 {
+		c.DeliverySlots = DefaultSlotsPerCPU * runtime.GOMAXPROCS(0)
+	}
+	if c.SlotTime == 0 {
+		c.SlotTime = DefaultSlotTime
+	}
 	return c.namespaceDefaults()
 }
 
@@ -269,8 +303,10 @@ type Dispatcher struct {
 	observers []Observer
 	tallies   sync.Map
 	tracer    trace.Tracer // nil: no spans
-	// goroutines run the deliveries and budget checks of every worker.
+	// goroutines run the deliveries and budget checks of every worker,
+	// the deliveries in the turns shares gives them.
 	goroutines *pull.Goroutines
+	shares     *shares
 	// deadlines give the delivery requests their timeout.
 	deadlines *deadline.Windows
 
@@ -373,6 +409,7 @@ func New(js jetstream.JetStream, cfg Config, opts ...Option) (*Dispatcher, error
 		goroutines: pull.NewGoroutines(pull.DefaultIdle),
 		deadlines:  deadline.New(cfg.RequestTimeout),
 	}
+	d.shares = newShares(cfg.DeliverySlots, cfg.SlotTime, d.goroutines.Go)
 	for _, o := range opts {
 		if err := o(d); err != nil {
 			return nil, err
@@ -611,7 +648,8 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 func (d *Dispatcher) startLocked(w *worker) {
 	w.ctx, w.cancel = context.WithCancel(d.runCtx)
 	w.init()
-	w.pl = d.puller.Add(w.target.consumer, w.target.delivery.MaxInFlight, w)
+	w.space = d.shares.join(w.target.sub.Namespace)
+	w.pl = d.puller.Add(w.target.sub.Namespace, w.target.consumer, w.target.delivery.MaxInFlight, w)
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()

@@ -9,6 +9,11 @@
 // it, so events wait in the stream, visible as backlog, and no attempt is
 // spent.
 //
+// The deliveries of all Subscriptions take turns in the dispatcher's
+// delivery slots, shared fairly among namespaces (share.go): one
+// namespace's fan-out, retries, large events or replies wait behind its
+// own work, not in front of another's.
+//
 // The pulling is package pull's (one Puller for every Subscription), the
 // stored forms of a dead letter and of a reply event are packages
 // deadletter's and reply's: this package decides, per event, what to do.

@@ -84,6 +84,9 @@ type worker struct {
 	budget chan struct{}
 	// retries are the events waiting for their next attempt (retry.go).
 	retries retries
+	// space is the worker's namespace's part of the delivery slots
+	// (share.go), joined when the worker starts and left when it ends.
+	space *space
 	// inFlight counts the events in handle: waiting for the sink, or in
 	// delivery.
 	inFlight atomic.Int64
@@ -129,21 +132,30 @@ func (w *worker) goBusy(f func()) bool {
 }
 
 // Take delivers m on a goroutine of the dispatcher's that run waits for
-// (m.Run calls Handle), unless the worker is closing: then the event is
-// left to come again after its ack wait. The worker is its pull's
-// pull.Handler.
+// (m.Run calls Handle), in a turn of its namespace's (share.go), unless
+// the worker is closing: then the event is left to come again after its
+// ack wait. The worker is its pull's pull.Handler.
 func (w *worker) Take(m *pull.Msg) bool {
 	if !w.startBusy() {
 		return false
 	}
-	w.d.goroutines.Go(m)
+	w.d.shares.submit(w, m)
 	return true
 }
 
-// Handle delivers an event Take took, or one retried (retryLater).
+// Handle delivers an event Take took, or one retried (retryLater),
+// outside the delivery slots: what pull.Handler asks for (Msg.Run). The
+// worker's own events go in turns (handleTurn).
 func (w *worker) Handle(m *pull.Msg) {
 	defer w.busy.Done()
 	w.handle(w.ctx, m)
+}
+
+// handleTurn delivers an event Take took, or one retried, in its turn of
+// the delivery slots (share.go).
+func (w *worker) handleTurn(t *turn) {
+	defer w.busy.Done()
+	w.handleIn(w.ctx, t.m, t)
 }
 
 var _ pull.Handler = (*worker)(nil)
@@ -187,7 +199,9 @@ func (w *worker) run(ctx context.Context) {
 		for e, left := range w.retries.close() {
 			w.handBack(e, left)
 		}
+		w.d.shares.drop(w) // its waiting turns end now, without a slot
 		w.busy.Wait()
+		w.d.shares.leave(w.space)
 	}()
 	pl := w.pl
 	defer pl.Remove() // before the wait above: no delivery starts after it
@@ -262,8 +276,14 @@ func (w *worker) pullWhileReady(ctx context.Context, pl *pull.Pull, changed <-ch
 	}
 }
 
-// handle delivers one event and settles it.
+// handle delivers one event and settles it, outside the delivery slots.
 func (w *worker) handle(ctx context.Context, msg jetstream.Msg) {
+	w.handleIn(ctx, msg, nil)
+}
+
+// handleIn delivers one event and settles it, in turn t (nil: outside the
+// delivery slots), whose slot it gives back while it waits for the sink.
+func (w *worker) handleIn(ctx context.Context, msg jetstream.Msg, t *turn) {
 	w.inFlight.Add(1)
 	defer w.inFlight.Add(-1)
 	// Whatever becomes of the event, it leaves the worker's hands here,
@@ -277,7 +297,7 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg) {
 			}
 		}
 	}()
-	t := w.target
+	target := w.target
 	meta, err := msg.Metadata()
 	if err != nil {
 		w.log.Error("event without metadata, terminating it", "error", err)
@@ -288,12 +308,12 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg) {
 	attempts := int(meta.NumDelivered)
 	log := w.eventLog(h, meta)
 	replay := strings.HasPrefix(msg.Subject(), stream.ReplaySubjectPrefix+".")
-	if !replay && !t.sub.Matches(eventstore.RouteSource(h), eventstore.Attribute(h, "type")) {
+	if !replay && !target.sub.Matches(eventstore.RouteSource(h), eventstore.Attribute(h, "type")) {
 		// Cleaning mapped another type onto one of our subjects.
 		w.settle(log, msg.Ack())
 		return
 	}
-	if attempts > t.delivery.MaxDeliver {
+	if attempts > target.delivery.MaxDeliver {
 		w.giveUp(ctx, log, msg, meta, 0, "delivery attempts used up before the last attempt was settled")
 		return
 	}
@@ -301,7 +321,13 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg) {
 	// Keep the event ours while we wait for the sink and while it works,
 	// and while it waits for its next attempt (retryLater).
 	w.heartbeat.Hold(msg, max(time.Duration(w.ackWait.Load())/2, 10*time.Millisecond))
-	switch w.waitReady(ctx) {
+	readiness := ready
+	if ok, _ := w.sinkReady(); !ok {
+		t.pause() // a turn waiting for its sink holds no slot
+		readiness = w.waitReady(ctx)
+		t.resume()
+	}
+	switch readiness {
 	case stopping:
 		return // JetStream redelivers it after the ack wait
 	case overBudget:
@@ -310,7 +336,7 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg) {
 	}
 	ctx, at := w.startAttempt(ctx, msg, meta, attempts)
 	defer at.end(w.giveUpOutcome()) // unless delivered or retried
-	res := w.post(ctx, log, msg, &at)
+	res := w.post(ctx, log, msg, &at, t)
 	if res.verdict == Done && res.reply != nil {
 		err := w.publishReply(ctx, log, h, res.reply, res.replyBody)
 		res.replyHeld.release()
@@ -328,7 +354,7 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg) {
 	case Retry:
 		w.count.failed.Inc()
 		w.failed.Store(true)
-		if attempts >= t.delivery.MaxDeliver {
+		if attempts >= target.delivery.MaxDeliver {
 			w.giveUp(ctx, log, msg, meta, res.status, res.reason())
 			return
 		}
@@ -336,7 +362,7 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg) {
 			w.giveUp(ctx, log, msg, meta, res.status, w.budgetReason("the attempt failed: "+res.reason()))
 			return
 		}
-		delay := RedeliveryDelay(t.delivery, attempts, w.d.cfg.Jitter, res.retryAfter)
+		delay := RedeliveryDelay(target.delivery, attempts, w.d.cfg.Jitter, res.retryAfter)
 		log.Debug("delivery failed, will retry", "status", res.status, "error", res.reason(), "retryIn", delay)
 		at.retry(delay)
 		kept = w.retryLater(msg, delay)
@@ -364,7 +390,7 @@ func (w *worker) retryLater(msg jetstream.Msg, delay time.Duration) bool {
 			w.handBack(e, 0)
 			return
 		}
-		w.d.goroutines.Go(e)
+		w.d.shares.submit(w, e)
 	})
 }
 
@@ -493,8 +519,9 @@ func (l eventLog) Info(msg string, args ...any)  { l.emit(slog.LevelInfo, msg, a
 func (l eventLog) Warn(msg string, args ...any)  { l.emit(slog.LevelWarn, msg, args) }
 func (l eventLog) Error(msg string, args ...any) { l.emit(slog.LevelError, msg, args) }
 
-// post makes one delivery attempt, recorded by at.
-func (w *worker) post(ctx context.Context, log eventLog, msg jetstream.Msg, at *attempt) result {
+// post makes one delivery attempt, recorded by at, in turn t, whose slot
+// it takes again if it was taken back while the sink worked.
+func (w *worker) post(ctx context.Context, log eventLog, msg jetstream.Msg, at *attempt, t *turn) result {
 	url, err := w.d.resolver.Resolve(w.target.sink)
 	if err != nil {
 		res := result{verdict: Retry, err: fmt.Errorf("resolve sink: %w", err)}
@@ -502,6 +529,7 @@ func (w *worker) post(ctx context.Context, log eventLog, msg jetstream.Msg, at *
 		return res
 	}
 	res := w.send(ctx, log, msg, url)
+	t.renew()
 	at.answered(res)
 	return res
 }

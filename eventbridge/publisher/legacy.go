@@ -187,6 +187,10 @@ func (p *Publisher) serveLegacy(w http.ResponseWriter, r *http.Request) int {
 	if err != nil {
 		return p.legacyFail(w, r, &LegacyError{Status: http.StatusUnauthorized, Message: err.Error()})
 	}
+	if err := p.publishing.enter(sender); err != nil {
+		return p.legacyFail(w, r, &LegacyError{Status: http.StatusTooManyRequests, Message: err.Error()})
+	}
+	defer p.publishing.leave(sender)
 	body, err := p.readBody(w, r)
 	if errors.Is(err, errTooLarge) {
 		return p.legacyFail(w, r, &LegacyError{Status: http.StatusRequestEntityTooLarge, Type: legacyTypeRequestBodyTooLarge, Message: legacyMessageTooLarge, MoreInfo: err.Error()})

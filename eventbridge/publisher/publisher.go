@@ -132,6 +132,15 @@ type Config struct {
 	// without a namespace, and this is its bound.
 	AnonymousRate  float64
 	AnonymousBurst int
+	// MaxPublishing is how many requests the publisher works on at once
+	// before it shares them among sender namespaces (WithSenders; every
+	// request without one counts as one sender): past it, a request of a
+	// sender that has its share of those in progress (MaxPublishing over
+	// the senders with any) is refused (429, Retry-After) while another
+	// sender has requests in progress, so that one namespace's flood
+	// leaves the others theirs. Default DefaultMaxPublishing; negative:
+	// no bound.
+	MaxPublishing int
 }
 
 // Publisher is the HTTP handler of the publishing API. It is safe for
@@ -155,6 +164,8 @@ type Publisher struct {
 	admission admission.Policy
 	// rates bound the events each sender stores per second.
 	rates *senderRates
+	// publishing shares the requests in progress among senders.
+	publishing *publishing
 }
 
 // Option configures New.
@@ -249,6 +260,9 @@ func New(store EventStore, cfg Config, opts ...Option) (*Publisher, error) {
 	if cfg.LegacySource == "" {
 		cfg.LegacySource = DefaultLegacySource
 	}
+	if cfg.MaxPublishing == 0 {
+		cfg.MaxPublishing = DefaultMaxPublishing
+	}
 	if cfg.MaxHops == 0 {
 		cfg.MaxHops = admission.DefaultMaxHops
 	}
@@ -262,9 +276,10 @@ func New(store EventStore, cfg Config, opts ...Option) (*Publisher, error) {
 		log:   slog.New(slog.DiscardHandler),
 		newID: newUUID,
 
-		stores:    deadline.New(cfg.StoreTimeout),
-		admission: policy,
-		rates:     newSenderRates(cfg),
+		stores:     deadline.New(cfg.StoreTimeout),
+		admission:  policy,
+		rates:      newSenderRates(cfg),
+		publishing: newPublishing(cfg.MaxPublishing),
 	}
 	for _, o := range opts {
 		if err := o(p); err != nil {
@@ -361,6 +376,10 @@ func (p *Publisher) servePublish(w http.ResponseWriter, r *http.Request) int {
 	if err != nil {
 		return p.fail(w, r, err)
 	}
+	if err := p.publishing.enter(sender); err != nil {
+		return p.fail(w, r, err)
+	}
+	defer p.publishing.leave(sender)
 	body, err := p.readBody(w, r)
 	if err != nil {
 		return p.fail(w, r, err)
@@ -589,7 +608,7 @@ func StatusCode(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, auth.ErrUnauthenticated):
 		return http.StatusUnauthorized
-	case errors.Is(err, auth.ErrTooManyReviews), errors.Is(err, ErrTooManyEvents):
+	case errors.Is(err, auth.ErrTooManyReviews), errors.Is(err, ErrTooManyEvents), errors.Is(err, ErrOverShare):
 		return http.StatusTooManyRequests
 	case errors.Is(err, admission.ErrReserved):
 		return http.StatusForbidden

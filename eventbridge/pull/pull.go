@@ -50,7 +50,10 @@ type Config struct {
 	// their arrival to their Release (and what Msg.Grow adds to them), for
 	// all pulls together, and MaxHeldBytesPerPull for each; 0 or less
 	// means no bound. A pull that holds nothing may still be sent one
-	// message of any size.
+	// message of any size. A quarter of MaxHeldBytes is kept for the
+	// pulls of groups (Add) that hold less than a quarter: the pulls of a
+	// group that holds more share the other three quarters, so that one
+	// group's many pulls, slow to release, leave the next group room.
 	MaxHeldBytes, MaxHeldBytesPerPull int64
 }
 
@@ -118,6 +121,8 @@ type Puller struct {
 	// pulls that asked for nothing for want of room under the bounds.
 	held    int64
 	starved map[*Pull]struct{}
+	// heldBy is held by group, for the groups that hold any.
+	heldBy map[string]int64
 
 	stop   context.CancelFunc // set by Start
 	closed chan struct{}
@@ -129,6 +134,7 @@ type Puller struct {
 type Pull struct {
 	p        *Puller
 	id       uint64
+	group    string
 	consumer string
 	subject  string
 	reply    string
@@ -199,6 +205,7 @@ func newPuller(nc *nats.Conn, stream string, expiry time.Duration, bounds heldBy
 		byID:    map[uint64]*Pull{},
 		byName:  map[string]*Pull{},
 		starved: map[*Pull]struct{}{},
+		heldBy:  map[string]int64{},
 	}
 }
 
@@ -303,13 +310,15 @@ type Handler interface {
 
 // Add registers a pull of consumer, asking for up to batch messages at
 // once when started, handed to h. Messages of the consumer that arrive go
-// to the newest pull of it, also while it is paused.
-func (p *Puller) Add(consumer string, batch int, h Handler) *Pull {
+// to the newest pull of it, also while it is paused. The pull's bytes
+// count in its group's (the dispatcher's: the Subscription's namespace),
+// which the kept quarter of Config.MaxHeldBytes is shared by.
+func (p *Puller) Add(group, consumer string, batch int, h Handler) *Pull {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.ids++
 	pl := &Pull{
-		p: p, id: p.ids, consumer: consumer, batch: batch, h: h,
+		p: p, id: p.ids, group: group, consumer: consumer, batch: batch, h: h,
 		subject: p.next + consumer, reply: p.inbox + strconv.FormatUint(p.ids, 10),
 		lost: make(chan error, 1),
 	}
@@ -377,8 +386,8 @@ func (pl *Pull) topUp() {
 	switch {
 	case !bounded:
 	case room >= max(pl.needs, 1):
-	case pl.held == 0:
-		n, room = 1, 0 // one event, however large
+	case pl.p.heldBy[pl.group] == 0:
+		n, room = 1, 0 // one event, however large, for a group that holds none
 	default:
 		pl.p.starved[pl] = struct{}{} // asked again when bytes are released
 		return
@@ -409,16 +418,35 @@ func (pl *Pull) room() (int64, bool) {
 	}
 	if b.total > 0 {
 		room = min(room, b.total-pl.p.held)
+		// The kept quarter: a group holding it or more shares the rest,
+		// one holding less may take what it lacks of it.
+		kept, group := b.total/4, pl.p.heldBy[pl.group]
+		shared := max(b.total-kept-pl.p.held, 0)
+		if group < kept {
+			shared += kept - group
+		}
+		room = min(room, shared)
 	}
 	return room, true
+}
+
+// count counts n more bytes held by pl (fewer when negative), in all and
+// in its group's. The puller's mu is held.
+func (pl *Pull) count(n int64) {
+	pl.held += n
+	pl.p.held += n
+	if g := pl.p.heldBy[pl.group] + n; g != 0 {
+		pl.p.heldBy[pl.group] = g
+	} else {
+		delete(pl.p.heldBy, pl.group)
+	}
 }
 
 // hold counts an event's bytes as held by its pull until release. The
 // puller's mu is held.
 func (pl *Pull) hold(e *Msg) {
 	e.pl, e.size, e.h = pl, msgSize(e.msg), pl.h
-	pl.held += e.size
-	pl.p.held += e.size
+	pl.count(e.size)
 }
 
 // Release says the message is no longer held (settled, or handed back):
@@ -460,8 +488,7 @@ func (e *Msg) Grow(n int64) error {
 			ErrNoRoom, n, max(room, 0), pl.held, p.held, p.bounds.perPull, p.bounds.total)
 	}
 	e.size += n
-	pl.held += n
-	p.held += n
+	pl.count(n)
 	return nil
 }
 
@@ -480,8 +507,7 @@ func (e *Msg) Shrink(n int64) {
 		return
 	}
 	e.size -= n
-	pl.held -= n
-	p.held -= n
+	pl.count(-n)
 	p.topUpStarved(pl)
 }
 
@@ -493,8 +519,7 @@ func (e *Msg) releaseLocked() {
 	}
 	p := pl.p
 	e.pl = nil
-	pl.held -= e.size
-	p.held -= e.size
+	pl.count(-e.size)
 	p.topUpStarved(pl)
 }
 

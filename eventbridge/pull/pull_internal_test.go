@@ -79,7 +79,7 @@ func TestEveryPullAsksAgainAfterTheServerVanished(t *testing.T) {
 	var pulls []*Pull
 	for i := range consumers {
 		ch := make(chan jetstream.Msg, 10)
-		pl := p.Add(fmt.Sprintf("c%d", i), 2, take(func(m *Msg) { ch <- m }))
+		pl := p.Add("", fmt.Sprintf("c%d", i), 2, take(func(m *Msg) { ch <- m }))
 		pl.Start()
 		got, pulls = append(got, ch), append(pulls, pl)
 	}
@@ -112,7 +112,7 @@ func TestPullerAsksAgainAfterAnUntoldReconnect(t *testing.T) {
 	p := newPuller(nc, "events", time.Hour, heldBytes{}) // no request of the test expires by itself
 	require.NoError(t, p.listen())
 	got := make(chan jetstream.Msg, 10)
-	pl := p.Add("c0", 1, take(func(m *Msg) { got <- m }))
+	pl := p.Add("", "c0", 1, take(func(m *Msg) { got <- m }))
 	pl.Start()
 	require.NoError(t, nc.Flush()) // the request is on the server
 
@@ -158,21 +158,22 @@ func TestPullerKeepsToItsByteBounds(t *testing.T) {
 	p := newPuller(nc, "events", time.Hour, heldBytes{total: 350 << 10, perPull: 250 << 10})
 	require.NoError(t, p.listen())
 	got := map[string]chan *Msg{"a": make(chan *Msg, 10), "b": make(chan *Msg, 10)}
-	pa := p.Add("a", 10, take(func(e *Msg) { got["a"] <- e }))
+	pa := p.Add("a", "a", 10, take(func(e *Msg) { got["a"] <- e }))
 	pa.Start()
 	count := func(c string) int { return len(got[c]) }
 	require.Eventually(t, func() bool { return count("a") == 2 }, 5*time.Second, time.Millisecond)
 	require.Never(t, func() bool { return count("a") > 2 }, 200*time.Millisecond, 5*time.Millisecond, "250 KiB hold two events of 100 KiB")
 
-	pb := p.Add("b", 10, take(func(e *Msg) { got["b"] <- e }))
+	pb := p.Add("b", "b", 10, take(func(e *Msg) { got["b"] <- e }))
 	pb.Start()
 	require.Eventually(t, func() bool { return count("b") == 1 }, 5*time.Second, time.Millisecond)
 	require.Never(t, func() bool { return count("b") > 1 }, 200*time.Millisecond, 5*time.Millisecond, "the total's 350 KiB leave room for one more")
 
-	first := <-got["a"]
-	require.NoError(t, first.Ack())
-	first.Release()
-	require.Eventually(t, func() bool { return count("a") == 2 }, 5*time.Second, time.Millisecond, "one released, one more given")
+	for _, e := range drain(got["a"]) {
+		require.NoError(t, e.Ack())
+		e.Release()
+	}
+	require.Eventually(t, func() bool { return count("a") == 2 }, 5*time.Second, time.Millisecond, "released, more given")
 
 	// Room for less than one event: a pull that holds nothing still gets one.
 	p.mu.Lock()
@@ -183,6 +184,69 @@ func TestPullerKeepsToItsByteBounds(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return count("b") == 1 }, 5*time.Second, time.Millisecond, "an event larger than the room, alone")
 	require.Never(t, func() bool { return count("b") > 1 }, 200*time.Millisecond, 5*time.Millisecond)
+}
+
+// TestPullerKeepsAQuarterOfItsBytesForGroupsHoldingLess: the pulls of a
+// group (a namespace) whose many consumers hold events take at most three
+// quarters of MaxHeldBytes, and a pull of it that holds nothing is sent
+// no event past them (only a group that holds nothing may be sent one of
+// any size); the last quarter is left to a group that holds less, whose
+// pull is sent events to fill it instead of one at a time.
+func TestPullerKeepsAQuarterOfItsBytesForGroupsHoldingLess(t *testing.T) {
+	srv := natstest.Start(t)
+	nc := srv.Connect()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "events", Subjects: []string{"ev.>"}, Storage: jetstream.MemoryStorage})
+	require.NoError(t, err)
+	consumers := []string{"m0", "m1", "m2", "m3", "v"}
+	for _, c := range consumers {
+		_, err = js.CreateConsumer(ctx, "events", jetstream.ConsumerConfig{Durable: c, AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: "ev." + c})
+		require.NoError(t, err)
+	}
+	data := make([]byte, 40<<10) // and about 100 bytes of subject and headers
+	for range 10 {
+		for _, c := range consumers {
+			_, err = js.Publish(ctx, "ev."+c, data)
+			require.NoError(t, err)
+		}
+	}
+
+	p := newPuller(nc, "events", time.Hour, heldBytes{total: 400 << 10, perPull: 200 << 10})
+	require.NoError(t, p.listen())
+	got := map[string]chan *Msg{}
+	count := func(cs ...string) (n int) {
+		for _, c := range cs {
+			n += len(got[c])
+		}
+		return n
+	}
+	// settled waits until no more events come for the consumers.
+	settled := func(cs ...string) int {
+		last := -1
+		require.Eventually(t, func() bool {
+			n := count(cs...)
+			defer func() { last = n }()
+			return n == last
+		}, 5*time.Second, 100*time.Millisecond)
+		return last
+	}
+	mallory := consumers[:4]
+	for _, c := range mallory { // one at a time, so that no two requests ask for the same room
+		got[c] = make(chan *Msg, 10)
+		p.Add("mallory", c, 10, take(func(e *Msg) { got[c] <- e })).Start()
+		settled(c)
+	}
+	// m0: 200 KiB hold 4; m1: 3 more reach 300 KiB, three quarters; m2,
+	// m3: none.
+	assert.Equal(t, []int{4, 3, 0, 0}, []int{count("m0"), count("m1"), count("m2"), count("m3")})
+
+	got["v"] = make(chan *Msg, 10)
+	p.Add("bank", "v", 10, take(func(e *Msg) { got["v"] <- e })).Start()
+	require.Eventually(t, func() bool { return count("v") == 2 }, 5*time.Second, time.Millisecond,
+		"the other namespace is sent the kept quarter's 100 KiB")
+	assert.Equal(t, 2, settled("v"))
 }
 
 func drain(c chan *Msg) []*Msg {
@@ -227,7 +291,7 @@ func TestGrowCountsWithinTheByteBounds(t *testing.T) {
 	p := newPuller(nc, "events", time.Hour, heldBytes{total: 1 << 20, perPull: 250 << 10})
 	require.NoError(t, p.listen())
 	got := make(chan *Msg, 10)
-	pl := p.Add("a", 10, take(func(e *Msg) { got <- e }))
+	pl := p.Add("", "a", 10, take(func(e *Msg) { got <- e }))
 	pl.Start()
 	require.Eventually(t, func() bool { return len(got) == 2 }, 5*time.Second, time.Millisecond)
 	first, second := <-got, <-got

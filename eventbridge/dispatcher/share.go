@@ -1,0 +1,429 @@
+package dispatcher
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/kfn-dev/kfn/eventbridge/pull"
+)
+
+// Delivery slots: how the dispatcher's work is shared among namespaces.
+//
+// Every event a worker takes, first attempt or retry, is a turn: the
+// dispatcher's work for one attempt, from reading the event through the
+// request and the sink's answer to storing its reply and settling the
+// event (acknowledging, retrying, dead-lettering). At most
+// Config.DeliverySlots turns run at once. While slots are free a turn
+// runs at once, so a namespace alone may use them nearly all; when none
+// is, turns wait in a queue of their namespace, and each slot that frees
+// goes to the waiting namespace that runs the fewest turns (in turn among
+// equals), oldest turn first. So under contention every namespace with
+// work runs an equal share of the slots, whatever its fan-out, retries or
+// event sizes: a namespace whose 300 Subscriptions take one event each
+// waits behind its own events, not in front of another's, and its
+// deliveries proceed at its share of what the machine does, and so does
+// the work they set off (the sinks' requests, the acknowledgements
+// JetStream stores).
+//
+// A quarter of the slots is kept for namespaces that run fewer turns than
+// that quarter: a namespace that takes the other slots, its sink slow,
+// does not make the next namespace wait for one of them to free.
+//
+// A sink that never answers must not keep its slot, nor a sink that has
+// no ready endpoint: a turn gives its slot back while it waits for its
+// sink to be ready (pause), and holds it for one to two SlotTimes at most
+// (the slots count the turns that took one in this SlotTime and the last
+// one, still running). A turn whose slot was so taken back while its sink
+// worked takes one again for what follows (renew), before the turns of
+// its namespace that have not started.
+
+// shares hands out the delivery slots. Its methods are safe for concurrent
+// use.
+type shares struct {
+	slots   int           // <= 0: no bound, every turn runs at once
+	quantum time.Duration // SlotTime
+	now     func() time.Time
+	// run runs a granted turn (Goroutines.Go); it must not block.
+	run func(pull.Task)
+	// wake calls f after d; nil: no timer (tests call tick).
+	wake func(d time.Duration, f func())
+
+	// reserve is how many slots only a namespace running fewer turns
+	// may take.
+	reserve int
+
+	mu sync.Mutex
+	// epoch is the current SlotTime's number; cur and prev count the
+	// running turns that took a slot in it and in the one before (turns
+	// started earlier hold none).
+	epoch     int64
+	cur, prev int
+	spaces    map[string]*space
+	// waiting are the spaces with turns queued, in the order they are
+	// served in turn; next is where the next search for one starts.
+	waiting []*space
+	next    int
+	// armed is set while a wake is due.
+	armed bool
+	turns sync.Pool
+}
+
+// space is one namespace's part of the shares: its running turns (as
+// shares counts them) and its queue.
+type space struct {
+	name      string
+	workers   int // joined, not left
+	epoch     int64
+	cur, prev int
+	// resumed are the turns that wait for a slot again after their sink
+	// answered, served before queue[head:], those that wait for their
+	// first, oldest first.
+	resumed []*turn
+	queue   []*turn
+	head    int
+	waiting bool
+}
+
+func (sp *space) idle() bool { return len(sp.resumed) == 0 && sp.head == len(sp.queue) }
+
+// turn is one event's turn: a Task that hands the event to its worker and
+// gives the slot back.
+type turn struct {
+	s     *shares
+	sp    *space
+	epoch int64
+	slot  bool // holds a slot
+	w     *worker
+	m     *pull.Msg
+	// wake tells a turn that resumes that it may go on; made once, and
+	// kept when the turn is used again.
+	wake chan struct{}
+}
+
+// Run handles the event and gives its slot back.
+func (t *turn) Run() {
+	t.w.handleTurn(t)
+	t.s.done(t)
+}
+
+// pause gives t's slot back while it waits for its sink to be ready. A
+// nil turn (an event handled outside the shares) has nothing to give.
+func (t *turn) pause() {
+	if t != nil && t.slot {
+		t.s.release(t)
+	}
+}
+
+// resume waits for a slot for t again, before the turns of its namespace
+// that have not started.
+func (t *turn) resume() {
+	if t != nil && t.s.slots > 0 {
+		t.s.resume(t)
+	}
+}
+
+// renew takes a slot for t again, as resume does, if the one it took was
+// taken back while its sink worked.
+func (t *turn) renew() {
+	if t != nil && t.s.slots > 0 && t.s.expired(t) {
+		t.s.resume(t)
+	}
+}
+
+func newShares(slots int, quantum time.Duration, run func(pull.Task)) *shares {
+	return &shares{
+		slots: slots, quantum: quantum, reserve: slots / 4, now: time.Now, run: run,
+		wake:   func(d time.Duration, f func()) { time.AfterFunc(d, f) },
+		spaces: map[string]*space{},
+	}
+}
+
+// join returns namespace's space, for a worker of it until leave.
+func (s *shares) join(namespace string) *space {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sp := s.spaces[namespace]
+	if sp == nil {
+		sp = &space{name: namespace, epoch: s.epoch}
+		s.spaces[namespace] = sp
+	}
+	sp.workers++
+	return sp
+}
+
+// leave says a worker of sp's namespace stopped; the space is forgotten
+// with its namespace's last worker (turns still running count it off
+// themselves).
+func (s *shares) leave(sp *space) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sp.workers--; sp.workers == 0 && s.spaces[sp.name] == sp {
+		delete(s.spaces, sp.name)
+	}
+}
+
+// submit runs m's turn for w: at once while a slot is free, else when one
+// is given to w's namespace.
+func (s *shares) submit(w *worker, m *pull.Msg) {
+	t, _ := s.turns.Get().(*turn)
+	if t == nil {
+		t = &turn{s: s, wake: make(chan struct{}, 1)}
+	}
+	t.sp, t.w, t.m = w.space, w, m
+	if s.slots <= 0 {
+		s.run(t)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.free(t.sp) {
+		s.grant(t)
+		s.run(t)
+		return
+	}
+	sp := t.sp
+	if sp.head > 0 && sp.head*2 >= len(sp.queue) { // keep the queue from growing at its head
+		n := copy(sp.queue, sp.queue[sp.head:])
+		clear(sp.queue[n:])
+		sp.queue, sp.head = sp.queue[:n], 0
+	}
+	sp.queue = append(sp.queue, t)
+	s.await(sp)
+	s.armLocked()
+}
+
+// await puts sp, which has turns waiting, on the waiting list. The mu is
+// held.
+func (s *shares) await(sp *space) {
+	if !sp.waiting {
+		sp.waiting = true
+		s.waiting = append(s.waiting, sp)
+	}
+}
+
+// resume takes a slot for t, whose sink answered, waiting for one behind
+// the turns of other namespaces that run fewer, and before those of its
+// own that have not started.
+func (s *shares) resume(t *turn) {
+	s.mu.Lock()
+	if s.free(t.sp) {
+		s.grant(t)
+		s.mu.Unlock()
+		return
+	}
+	sp := t.sp
+	sp.resumed = append(sp.resumed, t)
+	s.await(sp)
+	s.armLocked()
+	s.mu.Unlock()
+	<-t.wake // granted, or dropped without a slot
+}
+
+// free moves the epoch to now's, gives the slots it frees to waiting
+// turns, and reports whether a slot is left that sp may take. The mu is
+// held.
+func (s *shares) free(sp *space) bool {
+	s.advance(s.now())
+	s.dispatchLocked()
+	return s.mayTake(sp)
+}
+
+// mayTake reports whether sp may take a free slot: one that is not kept,
+// or a kept one when it runs fewer than are kept. The mu is held.
+func (s *shares) mayTake(sp *space) bool {
+	free := s.slots - s.cur - s.prev
+	return free > s.reserve || free > 0 && sp.sync(s.epoch) < s.reserve
+}
+
+// expired reports whether t's slot was taken back (it held it for its
+// SlotTimes), and then that it holds none.
+func (s *shares) expired(t *turn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.advance(s.now())
+	if t.slot && t.epoch < s.epoch-1 {
+		t.slot = false
+	}
+	return !t.slot
+}
+
+// release gives t's slot back, and the slot to a waiting turn.
+func (s *shares) release(t *turn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.advance(s.now())
+	t.sp.sync(s.epoch)
+	switch t.epoch {
+	case s.epoch:
+		s.cur--
+		t.sp.cur--
+	case s.epoch - 1:
+		s.prev--
+		t.sp.prev--
+	}
+	t.slot = false
+	s.dispatchLocked()
+}
+
+// done gives t's slot back, if it holds one, and keeps t for another
+// event.
+func (s *shares) done(t *turn) {
+	if t.slot {
+		s.release(t)
+	}
+	*t = turn{s: s, wake: t.wake}
+	s.turns.Put(t)
+}
+
+// tick frees the slots of turns that held one for their SlotTimes, and
+// hands them to waiting turns: what a wake does.
+func (s *shares) tick() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.armed = false
+	s.advance(s.now())
+	s.dispatchLocked()
+	s.armLocked()
+}
+
+// drop lets the turns of w that wait go on without a slot: a worker that
+// stops lets them end (its events come again after their ack wait).
+func (s *shares) drop(w *worker) {
+	s.mu.Lock()
+	sp := w.space
+	var starts, resumes []*turn
+	sp.queue = slices.DeleteFunc(sp.queue, func(t *turn) bool {
+		if t != nil && t.w == w {
+			starts = append(starts, t)
+			return true
+		}
+		return false
+	})
+	sp.head = min(sp.head, len(sp.queue)) // the nils before head are no turn of w's
+	sp.resumed = slices.DeleteFunc(sp.resumed, func(t *turn) bool {
+		if t.w == w {
+			resumes = append(resumes, t)
+			return true
+		}
+		return false
+	})
+	if sp.idle() {
+		s.unwait(sp)
+	}
+	s.mu.Unlock()
+	for _, t := range starts {
+		s.run(t)
+	}
+	for _, t := range resumes {
+		t.wake <- struct{}{}
+	}
+}
+
+// advance moves the epoch to now's: turns that took their slot two or more
+// SlotTimes ago hold it no more. The mu is held.
+func (s *shares) advance(now time.Time) {
+	e := now.UnixNano() / int64(s.quantum)
+	switch {
+	case e == s.epoch:
+	case e == s.epoch+1:
+		s.prev, s.cur = s.cur, 0
+	case e > s.epoch:
+		s.prev, s.cur = 0, 0
+	default:
+		return // the clock went back: keep the epoch
+	}
+	s.epoch = e
+}
+
+// sync brings sp's counts to the shares' epoch. The mu is held.
+func (sp *space) sync(epoch int64) int {
+	switch {
+	case sp.epoch == epoch:
+	case sp.epoch+1 == epoch:
+		sp.prev, sp.cur = sp.cur, 0
+	default:
+		sp.prev, sp.cur = 0, 0
+	}
+	sp.epoch = epoch
+	return sp.cur + sp.prev
+}
+
+// grant gives t a slot. The mu is held.
+func (s *shares) grant(t *turn) {
+	t.sp.sync(s.epoch)
+	t.epoch, t.slot = s.epoch, true
+	s.cur++
+	t.sp.cur++
+}
+
+// dispatchLocked gives the free slots to waiting turns: each to the
+// oldest turn of the waiting namespace that runs the fewest, the first
+// such from where the last search ended. The mu is held.
+func (s *shares) dispatchLocked() {
+	for s.cur+s.prev < s.slots && len(s.waiting) > 0 {
+		best, fewest := 0, int(^uint(0)>>1)
+		for k := range s.waiting {
+			i := (s.next + k) % len(s.waiting)
+			if n := s.waiting[i].sync(s.epoch); n < fewest {
+				best, fewest = i, n
+			}
+		}
+		sp := s.waiting[best]
+		if !s.mayTake(sp) {
+			return // nor may the others, which run as many or more
+		}
+		s.next = best + 1
+		if len(sp.resumed) > 0 {
+			t := sp.resumed[0]
+			sp.resumed = slices.Delete(sp.resumed, 0, 1)
+			if sp.idle() {
+				s.unwait(sp)
+			}
+			s.grant(t)
+			t.wake <- struct{}{}
+			continue
+		}
+		t := sp.queue[sp.head]
+		sp.queue[sp.head] = nil
+		sp.head++
+		if sp.idle() {
+			s.unwait(sp)
+		}
+		s.grant(t)
+		s.run(t)
+	}
+}
+
+// unwait takes sp, which has no turn waiting, off the waiting list. The
+// mu is held.
+func (s *shares) unwait(sp *space) {
+	clear(sp.queue)
+	sp.queue, sp.head = sp.queue[:0], 0
+	if !sp.waiting {
+		return
+	}
+	sp.waiting = false
+	i := slices.Index(s.waiting, sp)
+	s.waiting = slices.Delete(s.waiting, i, i+1)
+	if s.next > i {
+		s.next--
+	}
+	if len(s.waiting) > 0 {
+		s.next %= len(s.waiting)
+	} else {
+		s.next = 0
+	}
+}
+
+// armLocked has tick called at the next SlotTime while turns wait. The mu
+// is held.
+func (s *shares) armLocked() {
+	if s.armed || len(s.waiting) == 0 || s.wake == nil {
+		return
+	}
+	s.armed = true
+	now := s.now().UnixNano()
+	q := int64(s.quantum)
+	s.wake(time.Duration((now/q+1)*q-now), s.tick)
+}

@@ -1,0 +1,78 @@
+package dispatcher_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
+)
+
+// TestAFanOutWaitsBehindItsOwnNamespace: a namespace's 100 Subscriptions
+// on one type take one event each, and the dispatcher's work for each is
+// slow (here its sinks' resolution, which blocks); once all 100 are in the
+// dispatcher's hands, another namespace's event is delivered, and before
+// it the dispatcher started its work for no more than the slots' worth of
+// the attacker's events (the slots, and those that freed when their turns
+// had held them their SlotTime, one to each namespace), not for all 100:
+// the fan-out waits behind its own namespace's turns, not in front of the
+// victim's.
+func TestAFanOutWaitsBehindItsOwnNamespace(t *testing.T) {
+	const slots, fanOut = 4, 100
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var started []time.Time // the attacker's resolutions
+	var b *bridge
+	resolve := dispatcher.ResolverFunc(func(s v1alpha2.Sink) (string, error) {
+		if s.Namespace == "mallory" {
+			mu.Lock()
+			started = append(started, time.Now())
+			mu.Unlock()
+			<-release
+		}
+		return b.resolve(s)
+	})
+	b = newBridge(t, withConfig(func(c *dispatcher.Config) { c.DeliverySlots, c.SlotTime = slots, time.Second }),
+		withOption(dispatcher.WithResolver(resolve)))
+	t.Cleanup(func() { close(release) }) // before the dispatcher stops: cleanups run last first
+	b.newSink("spam", nil)
+	victim := b.newSink("ledger", nil)
+	var fan []*v1alpha2.Subscription
+	for i := range fanOut {
+		s := sub(fmt.Sprint("fan-", i), "spam", func(s *v1alpha2.Subscription) {
+			s.Namespace = "mallory"
+			s.Spec.Sink = "http://spam.mallory.svc.cluster.local/"
+			s.Spec.Types = []string{"spam.fan.v1"}
+		})
+		b.subscribe(s)
+		fan = append(fan, s)
+	}
+	b.subscribe(sub("ledger", "ledger"))
+	b.publish("shop", "spam.fan.v1", "spam-1", "x")
+	require.Eventually(t, func() bool {
+		for _, s := range fan {
+			if b.consumerInfo(s).NumAckPending != 1 {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 100*time.Millisecond, "every event of the fan-out in the dispatcher's hands")
+
+	b.publish("shop", "order.created.v1", "pay-1", "x")
+	require.Eventually(t, func() bool { return victim.count() == 1 }, 10*time.Second, 5*time.Millisecond)
+	delivered := victim.deliveries()[0].at
+	before := 0
+	mu.Lock()
+	for _, at := range started {
+		if at.Before(delivered) {
+			before++
+		}
+	}
+	mu.Unlock()
+	assert.LessOrEqual(t, before, 2*slots, "the attacker's events the dispatcher worked on before the victim's was delivered")
+}
