@@ -23,7 +23,6 @@ import (
 	"github.com/kfn-dev/kfn/api/stream"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/internal/auth"
-	"github.com/kfn-dev/kfn/runtimes"
 )
 
 // Defaults of Config.
@@ -290,15 +289,15 @@ func (c *Cache) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // writer reports whether r may store k: it carries, beside the identity of
 // k's namespace, the writer token of the install step of a pod of that
-// namespace whose dependency set is k's (runtimes.DependencyWriterAudience).
+// namespace whose dependency set is k's (WriterAudience).
 // Else it answers 403 (429 past the namespace's rate of writer reviews, 503
 // when the cluster cannot be asked) and returns false.
 func (c *Cache) writer(w http.ResponseWriter, r *http.Request, k key) bool {
-	token := strings.TrimSpace(r.Header.Get(runtimes.DependencyWriterHeader))
-	r.Header.Del(runtimes.DependencyWriterHeader)
+	token := strings.TrimSpace(r.Header.Get(WriterHeader))
+	r.Header.Del(WriterHeader)
 	if token == "" {
 		http.Error(w, "forbidden: only the install step of a Function's pod stores dependencies, with its writer token in "+
-			runtimes.DependencyWriterHeader, http.StatusForbidden)
+			WriterHeader, http.StatusForbidden)
 		return false
 	}
 	if !c.reviews.allow(k.namespace) {
@@ -306,7 +305,7 @@ func (c *Cache) writer(w http.ResponseWriter, r *http.Request, k key) bool {
 		http.Error(w, fmt.Sprintf("namespace %s sends more than %g uploads a second", k.namespace, namespaceUploadsPerSecond), http.StatusTooManyRequests)
 		return false
 	}
-	ns, err := c.writers.WriterNamespace(r.Context(), token, runtimes.DependencyWriterAudience(k.runtime, k.hash))
+	ns, err := c.writers.WriterNamespace(r.Context(), token, WriterAudience(k.runtime, k.hash))
 	switch {
 	case errors.Is(err, ErrNotAWriter):
 		http.Error(w, "forbidden: "+err.Error(), http.StatusForbidden)

@@ -22,9 +22,9 @@
 //
 // Only the install step of a Function's pod stores: a PUT carries, beside
 // the identity, the writer token of the install init container
-// (runtimes.DependencyWriterHeader), which the cluster must confirm (Writers:
+// (WriterHeader), which the cluster must confirm (Writers:
 // a TokenReview) was made for that very object's audience
-// (runtimes.DependencyWriterAudience(runtime, hash)), is bound to a pod and
+// (WriterAudience(runtime, hash)), is bound to a pod and
 // is of the identity's namespace; else 403 and nothing stored. The
 // controller asks for that token only for the install container of a
 // Function whose dependency set has that hash, never for the function

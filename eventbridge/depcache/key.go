@@ -12,6 +12,21 @@ import (
 // PathPrefix starts every route of the cache.
 const PathPrefix = "/_kfn/dependencies/"
 
+// WriterHeader is the request header in which a PUT carries the install
+// step's writer token, beside the identity token in Authorization. The
+// runtimes' cache clients send it under this name
+// (runtimes.DependencyWriterHeader; test/depcachetest holds the two equal).
+const WriterHeader = "Kfn-Dependency-Writer"
+
+// WriterAudience is the audience of the one writer token that may store
+// the dependency set hash of runtime: "kfn-depcache/<runtime>/<hash>",
+// the audience the controller asks the kubelet for in the install
+// container (runtimes.DependencyWriterAudience; test/depcachetest holds
+// the two equal). The API server and kfn's other listeners refuse it.
+func WriterAudience(runtime, hash string) string {
+	return "kfn-depcache/" + runtime + "/" + hash
+}
+
 // hashLength is the length of a dependency hash: a hex SHA-256
 // (api/plan Dependencies.Hash).
 const hashLength = 64
