@@ -170,12 +170,16 @@ func (p *Process) ExitError() error {
 	}
 }
 
+// MaxHealthHeaderBytes bounds the headers of a health check's answer: a
+// function's host is tenant code, and an answer past it is no answer.
+const MaxHealthHeaderBytes = 16 << 10
+
 // WaitReady polls the health path until it answers 200. The error wraps
 // ErrNotReady and quotes the end of the process's stderr when the process
 // exits first or ctx ends first, or the health path's answer when it is
 // 500 (the process will not become ready; the host's answer says why).
 func (p *Process) WaitReady(ctx context.Context) error {
-	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true, MaxResponseHeaderBytes: MaxHealthHeaderBytes}}
 	url := "http://" + p.addr + p.health
 	delay := 5 * time.Millisecond
 	for {

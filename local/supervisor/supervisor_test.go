@@ -78,6 +78,9 @@ func serve(mode string) {
 			http.Error(w, "User function not loaded: SyntaxError: Unexpected token '}'", http.StatusInternalServerError)
 			return
 		}
+		if mode == "header-bomb" {
+			w.Header().Set("X-Pad", strings.Repeat("x", 1<<20))
+		}
 		w.WriteHeader(http.StatusOK)
 	})
 	mux.HandleFunc("/cwd", func(w http.ResponseWriter, r *http.Request) {
@@ -220,6 +223,21 @@ func TestProcessServingWithoutHandlerIsNotReady(t *testing.T) {
 	require.ErrorIs(t, err, supervisor.ErrNotReady)
 	assert.NotErrorIs(t, err, context.DeadlineExceeded)
 	assert.Contains(t, err.Error(), "User function not loaded: SyntaxError: Unexpected token '}'")
+}
+
+// TestProcessAnsweringMegabytesOfHeadersIsNotReady: the health check
+// reads at most supervisor.MaxHealthHeaderBytes of an answer's headers (a
+// function's host is tenant code), so a host that answers with a megabyte
+// of them is never ready, and kfn dev holds none of it.
+func TestProcessAnsweringMegabytesOfHeadersIsNotReady(t *testing.T) {
+	p, err := supervisor.Start(spec("header-bomb", "v1"), io.Discard)
+	require.NoError(t, err)
+	t.Cleanup(func() { p.Stop(5 * time.Second) })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err = p.WaitReady(ctx)
+	require.ErrorIs(t, err, supervisor.ErrNotReady)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
 }
 
 // TestProcessRunDir checks that each process gets a directory of its own,
