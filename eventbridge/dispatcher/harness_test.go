@@ -195,7 +195,9 @@ func (b *bridge) consumerInfo(s *v1alpha2.Subscription) *jetstream.ConsumerInfo 
 // like. An error fails the test without stopping it (errorf) and reads as
 // no dead letters.
 func (b *bridge) deadLetters() []letter {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// Letters are read one by one, whole: a few hundred large ones take
+	// seconds on a loaded machine under the race detector.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s, err := b.js.Stream(ctx, b.streams.DeadLetterStream)
 	if err != nil {

@@ -234,16 +234,18 @@ func TestPullerKeepsAQuarterOfItsBytesForGroupsHoldingLess(t *testing.T) {
 	}
 	mallory := consumers[:4]
 	for _, c := range mallory { // one at a time, so that no two requests ask for the same room
-		got[c] = make(chan *Msg, 10)
-		p.Add("mallory", c, 10, take(func(e *Msg) { got[c] <- e })).Start()
+		ch := make(chan *Msg, 10) // the handler's own: got is the test goroutine's
+		got[c] = ch
+		p.Add("mallory", c, 10, take(func(e *Msg) { ch <- e })).Start()
 		settled(c)
 	}
 	// m0: 200 KiB hold 4; m1: 3 more reach 300 KiB, three quarters; m2,
 	// m3: none.
 	assert.Equal(t, []int{4, 3, 0, 0}, []int{count("m0"), count("m1"), count("m2"), count("m3")})
 
-	got["v"] = make(chan *Msg, 10)
-	p.Add("bank", "v", 10, take(func(e *Msg) { got["v"] <- e })).Start()
+	v := make(chan *Msg, 10)
+	got["v"] = v
+	p.Add("bank", "v", 10, take(func(e *Msg) { v <- e })).Start()
 	require.Eventually(t, func() bool { return count("v") == 2 }, 5*time.Second, time.Millisecond,
 		"the other namespace is sent the kept quarter's 100 KiB")
 	assert.Equal(t, 2, settled("v"))

@@ -79,9 +79,13 @@ func TestOutboundConnectionsAreBoundedPerNamespace(t *testing.T) {
 			t.Fatal("the other tenant's delivery waited for the slow tenant's connections")
 		}
 	}
+	// Measured before the deliveries end: once they are cancelled, their
+	// connections are closed and given back at once, while the server
+	// sees each close a moment later, so that a delivery let in then may
+	// overlap on the server with one the client already closed.
+	assert.LessOrEqual(t, slowMost.Load(), int64(perNamespace))
 	cancel()
 	wg.Wait()
-	assert.LessOrEqual(t, slowMost.Load(), int64(perNamespace))
 }
 
 // All namespaces together hold no more than the total.
