@@ -75,6 +75,9 @@ test: testsummary ## Run every test (builds the test API server once, about 4 mi
 	@hack/phase.sh run verify $(MAKE) --no-print-directory verify
 	@hack/phase.sh run envtest $(MAKE) --no-print-directory envtest
 	@hack/phase.sh run test-packages $(MAKE) --no-print-directory test-packages
+	@# The real node's binaries and images build beside the package tests,
+	@# which leave a quarter of the cores idle (waiting on their servers).
+	@[ "$${KFN_SKIP_CLUSTER:-}" = 1 ] || hack/phase.sh background cluster-build hack/cluster/prepare.sh
 	@# Every package once: those of RACE_PACKAGES under the race detector
 	@# (the race phase below), the others here.
 	@echo "go test ./... but RACE_PACKAGES"
@@ -109,8 +112,9 @@ test-cluster: testsummary ## Run the end-to-end tests on a real node (root; KFN_
 	@if [ "$${KFN_SKIP_CLUSTER:-}" = 1 ]; then \
 		echo "test-cluster: SKIPPED (KFN_SKIP_CLUSTER=1): no kfn pod was run on a real node"; \
 	else \
-		bin=$$(hack/phase.sh run cluster-binaries hack/cluster/assets.sh) && \
-		images=$$(hack/phase.sh run cluster-images hack/cluster/images.sh "$$bin") && \
+		{ dirs=$$(hack/phase.sh await cluster-build) || \
+			{ [ $$? = 3 ] && dirs=$$(hack/phase.sh run cluster-build hack/cluster/prepare.sh); }; } && \
+		bin=$$(echo "$$dirs" | sed -n 1p) && images=$$(echo "$$dirs" | sed -n 2p) && \
 		echo "cd e2e/cluster && go test $(CLUSTER_TESTFLAGS) ./..." && \
 		cd e2e/cluster && export KFN_CLUSTER_BIN="$$bin" KFN_CLUSTER_IMAGES="$$images" && \
 		../../hack/phase.sh run cluster-scenarios bash -c '$(GOTEST) $(CLUSTER_TESTFLAGS) ./... | $(TESTSUMMARY) -times -budget $(CLUSTER_BUDGET) -state "$$KFN_PHASE_STATE"'; \
