@@ -90,7 +90,7 @@ fi
 work=$(mktemp -d)
 # Working containers are removed however the script ends (a failed build
 # leaves its own otherwise, with its file system mounted).
-trap 'kill $(jobs -p) 2>/dev/null; wait; bah rm --all >/dev/null 2>&1; rm -rf "$work"' EXIT
+trap 'jobs=$(jobs -p); [[ -z $jobs ]] || { kill $jobs 2>/dev/null; wait; }; bah rm --all >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 trap 'exit 1' INT TERM HUP
 
 # debian_ref PACKAGES [SUITE] prints the name of the Debian base image with
