@@ -13,6 +13,7 @@ import (
 
 	"github.com/kfn-dev/kfn/api/stream"
 	"github.com/kfn-dev/kfn/internal/auth"
+	"github.com/kfn-dev/kfn/internal/ratelimit"
 )
 
 // ContentType is the type of every object: a gzip-compressed tar.
@@ -69,7 +70,7 @@ type Cache struct {
 	// slots holds a token per upload under way (MaxUploads).
 	slots chan struct{}
 	// reviews bounds each namespace's writer token reviews.
-	reviews *namespaceRates
+	reviews *ratelimit.PerKey
 	// index is what the bucket holds, by namespace (Run keeps it).
 	index *index
 
@@ -103,7 +104,7 @@ func New(js jetstream.JetStream, bucket jetstream.ObjectStoreConfig, senders Sen
 	}
 	c := &Cache{js: js, bucket: bucket, senders: senders, writers: writers, cfg: cfg, log: slog.New(slog.DiscardHandler),
 		slots: make(chan struct{}, cfg.MaxUploads), uploading: map[string]bool{}, inflight: map[string]*namespaceUploads{},
-		reviews: newNamespaceRates(namespaceUploadsPerSecond, namespaceUploadsBurst), index: newIndex()}
+		reviews: ratelimit.NewPerKey(namespaceUploadsPerSecond, namespaceUploadsBurst), index: newIndex()}
 	for _, o := range opts {
 		if err := o(c); err != nil {
 			return nil, err
@@ -181,7 +182,7 @@ func (c *Cache) writer(w http.ResponseWriter, r *http.Request, k key) bool {
 			WriterHeader, http.StatusForbidden)
 		return false
 	}
-	if !c.reviews.allow(k.namespace) {
+	if !c.reviews.Allow(k.namespace) {
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, fmt.Sprintf("namespace %s sends more than %g uploads a second", k.namespace, namespaceUploadsPerSecond), http.StatusTooManyRequests)
 		return false
