@@ -47,8 +47,7 @@ type Watcher struct {
 	probeFor   time.Duration                   // a probe gives up after this long
 	client     *http.Client                    // of the probes
 	egress     egress.Policy                   // where the probes may ask (WithEgress)
-	base       context.Context                 // ends when Run returns
-	stop       context.CancelFunc              // ends base
+	stopped    bool                            // Run returned: no probe starts any more
 	probing    map[service]map[string]*probe   // host:port -> its probe
 	early      map[service]map[string]bool     // host:port that answered, not ready yet in its slice
 	wasReady   map[service]map[string]bool     // host:port seen ready in a slice: never probed again
@@ -97,7 +96,6 @@ func New(opts ...Option) (*Watcher, error) {
 		wasReady:   map[service]map[string]bool{},
 		slicePorts: map[service]map[string][]string{},
 	}
-	w.base, w.stop = context.WithCancel(context.Background())
 	for _, opt := range opts {
 		if opt == nil {
 			return nil, fmt.Errorf("%w: nil Option", ErrInvalidOption)
@@ -118,7 +116,7 @@ func New(opts ...Option) (*Watcher, error) {
 // informer synced, ctx's error when it ended before, and an error when
 // the informer cannot be had.
 func (w *Watcher) Run(ctx context.Context) error {
-	defer w.stop()
+	defer w.stopProbes()
 	if w.cache == nil {
 		<-ctx.Done()
 		return nil
