@@ -346,13 +346,19 @@ func (w *Watcher) setAddrs(k service, slice string, addrs []string) {
 // exactly one port; for other slices, nil (which port a request is meant
 // for is known only to the Service).
 func readyAddresses(s *discoveryv1.EndpointSlice) []string {
+	return singlePortAddresses(s, isReady)
+}
+
+// singlePortAddresses returns host:port of the endpoints of a slice with
+// exactly one port whose conditions keep takes; for other slices, nil.
+func singlePortAddresses(s *discoveryv1.EndpointSlice, keep func(discoveryv1.EndpointConditions) bool) []string {
 	if len(s.Ports) != 1 || s.Ports[0].Port == nil {
 		return nil
 	}
 	port := strconv.Itoa(int(*s.Ports[0].Port))
 	var out []string
 	for _, e := range s.Endpoints {
-		if e.Conditions.Ready != nil && !*e.Conditions.Ready {
+		if !keep(e.Conditions) {
 			continue
 		}
 		for _, a := range e.Addresses {
@@ -361,6 +367,10 @@ func readyAddresses(s *discoveryv1.EndpointSlice) []string {
 	}
 	return out
 }
+
+// isReady reports whether an endpoint is ready (an unset condition means
+// ready, as the API defines).
+func isReady(c discoveryv1.EndpointConditions) bool { return c.Ready == nil || *c.Ready }
 
 // allAddresses returns the address and port of every endpoint of a
 // slice, for each of its ports.
@@ -382,12 +392,11 @@ func allAddresses(s *discoveryv1.EndpointSlice) []netip.AddrPort {
 	return out
 }
 
-// readyEndpoints counts the endpoints of a slice that are ready (an unset
-// condition means ready, as the API defines).
+// readyEndpoints counts the endpoints of a slice that are ready.
 func readyEndpoints(s *discoveryv1.EndpointSlice) int {
 	n := 0
 	for _, e := range s.Endpoints {
-		if e.Conditions.Ready == nil || *e.Conditions.Ready {
+		if isReady(e.Conditions) {
 			n++
 		}
 	}

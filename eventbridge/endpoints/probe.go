@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strconv"
 	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -78,23 +77,9 @@ type probe struct{ cancel context.CancelFunc }
 // startingAddresses returns host:port of the endpoints of a slice with
 // exactly one port that are not ready and not terminating.
 func startingAddresses(s *discoveryv1.EndpointSlice) []string {
-	if len(s.Ports) != 1 || s.Ports[0].Port == nil {
-		return nil
-	}
-	port := strconv.Itoa(int(*s.Ports[0].Port))
-	var out []string
-	for _, e := range s.Endpoints {
-		if e.Conditions.Ready == nil || *e.Conditions.Ready {
-			continue
-		}
-		if e.Conditions.Terminating != nil && *e.Conditions.Terminating {
-			continue
-		}
-		for _, a := range e.Addresses {
-			out = append(out, net.JoinHostPort(a, port))
-		}
-	}
-	return out
+	return singlePortAddresses(s, func(c discoveryv1.EndpointConditions) bool {
+		return !isReady(c) && (c.Terminating == nil || !*c.Terminating)
+	})
 }
 
 // setStarting records the ready and the starting endpoints of one slice of
