@@ -48,7 +48,7 @@ func main() {
 	latency := flag.Duration("latency", 10*time.Second, "how long the latency load runs, at each address")
 	rate := flag.Int("rate", 50, "requests per second of the latency load")
 	figuresOut := flag.String("figures", "", "also append the results as JSON lines (package bench/figures) to this file")
-	images := flag.String("images", "", "the directory of kfn's image archives that hack/cluster/images.sh wrote (default: build them from this checkout)")
+	images := flag.String("images", "", "the directory of kfn's image archives that test/node/images.sh wrote (default: build them from this checkout)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, *trials, *copies, *latency, *rate, *figuresOut, *images)
@@ -113,12 +113,12 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // watchdog after tearing down).
 func startCluster(ctx context.Context, root, images string) (*singlenode.Cluster, *singlenode.Config, *singlenode.Watchdog, error) {
 	logf := func(format string, a ...any) { fmt.Fprintf(os.Stderr, "bench/cluster: "+format+"\n", a...) }
-	bin, err := script(ctx, root, "hack/cluster/assets.sh")
+	bin, err := script(ctx, root, "test/node/assets.sh")
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	if images == "" {
-		if images, err = script(ctx, root, "hack/cluster/images.sh", bin); err != nil {
+		if images, err = script(ctx, root, "test/node/images.sh", bin); err != nil {
 			return nil, nil, nil, err
 		}
 	}

@@ -27,8 +27,8 @@ import (
 // test without the node (for example on a machine without root).
 const skipEnv = "KFN_SKIP_CLUSTER"
 
-// binEnv and imagesEnv name directories that hack/cluster/assets.sh and
-// hack/cluster/images.sh printed, when they ran before the tests.
+// binEnv and imagesEnv name directories that test/node/assets.sh and
+// test/node/images.sh printed, when they ran before the tests.
 const (
 	binEnv    = "KFN_CLUSTER_BIN"
 	imagesEnv = "KFN_CLUSTER_IMAGES"
@@ -115,14 +115,14 @@ func setUp(ctx context.Context) (*env, *singlenode.Config, *singlenode.Watchdog,
 	// bounds the tests only); a plain go test builds them here.
 	bin, images := os.Getenv(binEnv), os.Getenv(imagesEnv)
 	if bin == "" {
-		logf("building the cluster's binaries (hack/cluster/assets.sh)")
-		if bin, err = script(ctx, root, "hack/cluster/assets.sh"); err != nil {
+		logf("building the cluster's binaries (test/node/assets.sh)")
+		if bin, err = script(ctx, root, "test/node/assets.sh"); err != nil {
 			return nil, nil, nil, err
 		}
 	}
 	if images == "" {
-		logf("building the images (hack/cluster/images.sh)")
-		if images, err = script(ctx, root, "hack/cluster/images.sh", bin); err != nil {
+		logf("building the images (test/node/images.sh)")
+		if images, err = script(ctx, root, "test/node/images.sh", bin); err != nil {
 			return nil, nil, nil, err
 		}
 	}

@@ -95,7 +95,7 @@ func TestUpgradeUnderLoad(t *testing.T) {
 	if out, err := exec.Command("git", "-C", platform.root, "cat-file", "-e", previousRelease+"^{commit}").CombinedOutput(); err != nil {
 		t.Fatalf("the previous release %s is not in this clone of the repository (a shallow clone? fetch the full history): %v %s", previousRelease, err, out)
 	}
-	images, err := script(ctx, platform.root, "hack/cluster/release-images.sh", previousRelease, platform.cluster.Config.BinDir)
+	images, err := script(ctx, platform.root, "test/node/release-images.sh", previousRelease, platform.cluster.Config.BinDir)
 	require.NoError(t, err)
 	tag, err := os.ReadFile(filepath.Join(images, "tag"))
 	require.NoError(t, err)

@@ -21,7 +21,7 @@ import (
 )
 
 // kedaConfig is KEDA's config directory in the module the main module
-// requires: the same version hack/cluster/assets.sh builds from e2e/keda.
+// requires: the same version test/node/assets.sh builds from e2e/keda.
 func kedaConfig(t *testing.T) string {
 	t.Helper()
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/kedacore/keda/v2").Output()

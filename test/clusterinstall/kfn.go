@@ -27,7 +27,7 @@ const (
 	Namespace = "kfn-system"
 )
 
-// LocalImages names the images hack/cluster/images.sh builds and imports.
+// LocalImages names the images test/node/images.sh builds and imports.
 type LocalImages struct {
 	// Registry and Tag of kfn's image and runtime images
 	// (Registry/kfn:Tag, Registry/runtime-<runtime>:Tag).
@@ -47,8 +47,8 @@ const ProfileEnv = "KFN_CLUSTER_PROFILE"
 // requests of LocalValues; installing it took 14-16 s against small's 10 s.
 const DefaultProfile = "ha"
 
-// NodeImages are the images hack/cluster/images.sh imports into the node:
-// kfn's tagged tag (dev; hack/cluster/release-images.sh's
+// NodeImages are the images test/node/images.sh imports into the node:
+// kfn's tagged tag (dev; test/node/release-images.sh's
 // release-<commit> for an earlier commit's), and NATS version natsVersion
 // of the node's binaries (singlenode.ComponentVersion).
 func NodeImages(tag, natsVersion string) LocalImages {
@@ -197,7 +197,7 @@ func Uninstall(kubeconfig string, timeout time.Duration) error {
 }
 
 // Platform installs KEDA and then kfn (the chart in chartDir) into the
-// single-node cluster, with the images hack/cluster/images.sh built for the
+// single-node cluster, with the images test/node/images.sh built for the
 // binaries in the cluster's BinDir; logf reports each step. values, if
 // any, change LocalValues before the install.
 func Platform(ctx context.Context, c *singlenode.Cluster, chartDir string, logf func(string, ...any), values ...func(map[string]any)) error {

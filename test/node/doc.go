@@ -1,0 +1,10 @@
+// Command node brings the real node up, a single-node Kubernetes cluster on
+// this machine with KEDA and kfn installed, or tears it down (make cluster,
+// make cluster-down):
+//
+//	go run ./test/node up -bin DIR -images DIR [-nodes N]
+//	go run ./test/node down -bin DIR
+//
+// DIR are what test/node/assets.sh and test/node/images.sh print. It
+// must run as root.
+package main
