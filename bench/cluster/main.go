@@ -1,5 +1,5 @@
 // Command cluster measures kfn on a real node (the single-node cluster of
-// test/singlenode, with KEDA and kfn installed as make cluster does)
+// test/node/singlenode, with KEDA and kfn installed as make cluster does)
 // beside kfn dev measured in the same run with the same function:
 //
 //   - wakes from zero, p50 and p99 of -trials each, of a Node.js and a
@@ -38,7 +38,7 @@ import (
 
 	"github.com/kfn-dev/kfn/bench/figures"
 	"github.com/kfn-dev/kfn/test/clusterinstall"
-	"github.com/kfn-dev/kfn/test/singlenode"
+	"github.com/kfn-dev/kfn/test/node/singlenode"
 )
 
 func main() {

@@ -25,8 +25,8 @@ import (
 
 	"github.com/kfn-dev/kfn/local/dev"
 	"github.com/kfn-dev/kfn/test/clusterinstall"
+	"github.com/kfn-dev/kfn/test/node/singlenode"
 	"github.com/kfn-dev/kfn/test/pkgindex"
-	"github.com/kfn-dev/kfn/test/singlenode"
 )
 
 // coldFunctions are the Functions the cold starts wake, in namespace ns,

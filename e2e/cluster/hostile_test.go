@@ -19,7 +19,7 @@ import (
 	subscriptions "github.com/kfn-dev/kfn/eventbridge/subscription"
 	"github.com/kfn-dev/kfn/test/clusterinstall"
 	"github.com/kfn-dev/kfn/test/hostile"
-	"github.com/kfn-dev/kfn/test/singlenode"
+	"github.com/kfn-dev/kfn/test/node/singlenode"
 )
 
 // TestHostileTenant is e2e/kfndev's TestHostileTenant on the real node:

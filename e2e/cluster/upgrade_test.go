@@ -31,7 +31,7 @@ import (
 	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 	"github.com/kfn-dev/kfn/api/stream"
 	"github.com/kfn-dev/kfn/test/clusterinstall"
-	"github.com/kfn-dev/kfn/test/singlenode"
+	"github.com/kfn-dev/kfn/test/node/singlenode"
 )
 
 // previousRelease is the commit of main the upgrade scenario installs

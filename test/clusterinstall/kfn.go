@@ -15,7 +15,7 @@ import (
 	"helm.sh/helm/v4/pkg/kube"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 
-	"github.com/kfn-dev/kfn/test/singlenode"
+	"github.com/kfn-dev/kfn/test/node/singlenode"
 )
 
 // fieldOwner is the field manager of what this package applies itself.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # assets.sh prints the directory that holds every binary of the single-node
-# cluster (test/singlenode), building what is missing first:
+# cluster (test/node/singlenode), building what is missing first:
 #
 #   etcd, kube-apiserver          hack/envtest-assets.sh (the envtest build)
 #   kubelet, kube-controller-manager, kube-scheduler, kube-proxy

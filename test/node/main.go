@@ -11,7 +11,7 @@ import (
 	"syscall"
 
 	"github.com/kfn-dev/kfn/test/clusterinstall"
-	"github.com/kfn-dev/kfn/test/singlenode"
+	"github.com/kfn-dev/kfn/test/node/singlenode"
 )
 
 func main() {
