@@ -37,7 +37,7 @@ import (
 	"time"
 
 	"github.com/kfn-dev/kfn/bench/figures"
-	"github.com/kfn-dev/kfn/test/clusterinstall"
+	"github.com/kfn-dev/kfn/test/node/install"
 	"github.com/kfn-dev/kfn/test/node/singlenode"
 )
 
@@ -133,7 +133,7 @@ func startCluster(ctx context.Context, root, images string) (*singlenode.Cluster
 		wd.Dismiss()
 		return nil, nil, nil, err
 	}
-	if err := clusterinstall.Platform(ctx, c, filepath.Join(root, "charts", "kfn"), logf); err != nil {
+	if err := install.Platform(ctx, c, filepath.Join(root, "charts", "kfn"), logf); err != nil {
 		return nil, &cfg, wd, err
 	}
 	return c, &cfg, wd, nil

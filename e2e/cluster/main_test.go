@@ -19,7 +19,7 @@ import (
 
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
-	"github.com/kfn-dev/kfn/test/clusterinstall"
+	"github.com/kfn-dev/kfn/test/node/install"
 	"github.com/kfn-dev/kfn/test/node/singlenode"
 )
 
@@ -149,7 +149,7 @@ func setUp(ctx context.Context) (*env, *singlenode.Config, *singlenode.Watchdog,
 	}
 	// From here on, run tears the cluster down and then dismisses the
 	// watchdog, which does it only if this process dies first.
-	if err := clusterinstall.Platform(ctx, c, filepath.Join(root, "charts", "kfn"), logf, reserveBankSource); err != nil {
+	if err := install.Platform(ctx, c, filepath.Join(root, "charts", "kfn"), logf, reserveBankSource); err != nil {
 		return nil, &cfg, wd, err
 	}
 	e, err := newEnv(ctx, c, root)
@@ -206,7 +206,7 @@ func newEnv(ctx context.Context, c *singlenode.Cluster, root string) (*env, erro
 // serviceURL is http://<cluster IP>:<first port> of one of kfn's Services:
 // the host reaches cluster IPs through kube-proxy's rules, as a pod does.
 func serviceURL(ctx context.Context, c *singlenode.Cluster, name string) (string, error) {
-	svc, err := c.Clientset.CoreV1().Services(clusterinstall.Namespace).Get(ctx, name, metav1GetOptions)
+	svc, err := c.Clientset.CoreV1().Services(install.Namespace).Get(ctx, name, metav1GetOptions)
 	if err != nil {
 		return "", fmt.Errorf("service %s: %w", name, err)
 	}

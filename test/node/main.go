@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/kfn-dev/kfn/test/clusterinstall"
+	"github.com/kfn-dev/kfn/test/node/install"
 	"github.com/kfn-dev/kfn/test/node/singlenode"
 )
 
@@ -102,7 +102,7 @@ func up(ctx context.Context, cfg singlenode.Config, imageDir string, nodes int) 
 	if err != nil {
 		return errors.Join(err, singlenode.Down(cfg))
 	}
-	if err := clusterinstall.Platform(ctx, c, filepath.Join(root, "charts", "kfn"), logf); err != nil {
+	if err := install.Platform(ctx, c, filepath.Join(root, "charts", "kfn"), logf); err != nil {
 		return errors.Join(err, singlenode.Down(cfg))
 	}
 	fmt.Printf(`

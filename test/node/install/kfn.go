@@ -1,4 +1,4 @@
-package clusterinstall
+package install
 
 import (
 	"cmp"
@@ -18,7 +18,9 @@ import (
 	"github.com/kfn-dev/kfn/test/node/singlenode"
 )
 
-// fieldOwner is the field manager of what this package applies itself.
+// fieldOwner is the field manager of what this package applies itself
+// (named after the package's first name, clusterinstall: a cluster
+// installed before keeps one manager for its fields).
 const fieldOwner = "kfn-clusterinstall"
 
 // Release and Namespace are the Helm release of kfn and its namespace.

@@ -1,4 +1,4 @@
-package clusterinstall
+package install
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package clusterinstall
+package install
 
 import (
 	"io"
@@ -60,7 +60,7 @@ func TestKEDAObjectsNeedKEDAsManifests(t *testing.T) {
 // TestLocalValuesInstallTheLocalImages renders the chart with LocalValues
 // (its schema checks them) and finds every pod on the imported images.
 func TestLocalValuesInstallTheLocalImages(t *testing.T) {
-	ch, err := loader.Load("../../charts/kfn")
+	ch, err := loader.Load("../../../charts/kfn")
 	require.NoError(t, err)
 	cfg := action.NewConfiguration(action.ConfigurationSetLogger(slog.NewTextHandler(io.Discard, nil)))
 	install := action.NewInstall(cfg)
