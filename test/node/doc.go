@@ -7,4 +7,10 @@
 //
 // DIR are what test/node/assets.sh and test/node/images.sh print. It
 // must run as root.
+//
+// Its folder holds the rest of the real node (its README.md maps it):
+// the scripts that build the node's binaries and images, the cluster
+// itself (singlenode), installing KEDA and kfn on it (install), and the
+// programs built for it (pause, tools), which e2e/cluster's scenarios and
+// bench/cluster use too.
 package main
