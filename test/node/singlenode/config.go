@@ -31,7 +31,7 @@ const (
 // and which addresses it uses. [DefaultConfig] fills every field.
 type Config struct {
 	// BinDir holds etcd, kube-apiserver, kube-controller-manager,
-	// kube-scheduler, kubelet and kube-proxy (hack/cluster/assets.sh).
+	// kube-scheduler, kubelet and kube-proxy (test/node/assets.sh).
 	BinDir string
 	// StateDir holds everything of one run: certificates, configuration,
 	// logs, process ids, etcd's data, the kubelet's and containerd's
@@ -192,7 +192,7 @@ func (c Config) binary(name string) (string, error) {
 	p := filepath.Join(c.BinDir, name)
 	info, err := os.Stat(p)
 	if err != nil || info.IsDir() || info.Mode().Perm()&0o111 == 0 {
-		return "", fmt.Errorf("no executable %s in %s (hack/cluster/assets.sh builds it)", name, c.BinDir)
+		return "", fmt.Errorf("no executable %s in %s (test/node/assets.sh builds it)", name, c.BinDir)
 	}
 	return p, nil
 }

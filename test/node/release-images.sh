@@ -8,7 +8,7 @@
 #   localhost/kfn/runtime-<runtime>:release-<commit> that commit's runtimes
 #
 # The images come from that commit's sources with that commit's own
-# hack/cluster/images.sh (a git archive of the commit in a temporary
+# images.sh (a git archive of the commit in a temporary
 # directory), on the bases and layers of this machine's image cache, and are
 # tagged release-<commit> so that they never replace this checkout's :dev
 # images. The result is kept per commit under
@@ -17,7 +17,7 @@
 #
 # The node is a shared resource: run it inside the same flock as the tests
 # (flock /tmp/kfn-cluster.lock). It leaves buildah's localhost/kfn/*:dev
-# tags on the commit's images; hack/cluster/images.sh builds them again
+# tags on the commit's images; test/node/images.sh builds them again
 # from this checkout on its next call.
 set -euo pipefail
 
@@ -27,7 +27,7 @@ die() { log "error: $*"; exit 1; }
 
 commit=${1:-}
 bin_dir=${2:-}
-[[ -n $commit && -n $bin_dir && -f $bin_dir/VERSIONS ]] || die "usage: release-images.sh COMMIT BIN_DIR (the directory hack/cluster/assets.sh prints)"
+[[ -n $commit && -n $bin_dir && -f $bin_dir/VERSIONS ]] || die "usage: release-images.sh COMMIT BIN_DIR (the directory test/node/assets.sh prints)"
 [[ $(id -u) -eq 0 ]] || die "building images needs root (buildah with overlay storage); run as root"
 full=$(git -C "$root" rev-parse --verify --quiet "$commit^{commit}") ||
 	die "commit $commit is not in this clone of the repository (a shallow clone? fetch the full history)"
@@ -50,7 +50,11 @@ git -C "$root" archive "$full" | tar -x -C "$work/src"
 mkdir -p "$cache_root/cluster/buildah" "$cache_root/cluster/downloads"
 ln -s "$cache_root/cluster/buildah" "$work/cache/cluster/buildah"
 ln -s "$cache_root/cluster/downloads" "$work/cache/cluster/downloads"
-KFN_CACHE_DIR="$work/cache" "$work/src/hack/cluster/images.sh" "$bin_dir" >/dev/null ||
+# Where the commit keeps images.sh: test/node, or hack/cluster in commits
+# before the real node's machinery moved to test/node.
+images_sh="$work/src/test/node/images.sh"
+[[ -f $images_sh ]] || images_sh="$work/src/hack/cluster/images.sh"
+KFN_CACHE_DIR="$work/cache" "$images_sh" "$bin_dir" >/dev/null ||
 	die "the images.sh of $full failed"
 
 export BUILDAH_ISOLATION=chroot

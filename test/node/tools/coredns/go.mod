@@ -1,8 +1,8 @@
-module github.com/kfn-dev/kfn/hack/cluster/tools/coredns
+module github.com/kfn-dev/kfn/test/node/tools/coredns
 
 go 1.26.0
 
-// Builds CoreDNS for the single-node cluster (hack/cluster/assets.sh) with
+// Builds CoreDNS for the single-node cluster (test/node/assets.sh) with
 // the plugins main.go imports; the require line pins its version. Update with
 // go get github.com/coredns/coredns@vX.Y.Z && go mod tidy.
 

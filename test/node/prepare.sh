@@ -11,9 +11,9 @@ state=${KFN_PHASE_STATE:-}
 states=$(mktemp)
 trap 'rm -f "$states"' EXIT
 
-bin=$(KFN_PHASE_STATE=$states "$root/hack/cluster/assets.sh")
+bin=$(KFN_PHASE_STATE=$states "$root/test/node/assets.sh")
 cold=$(cat "$states")
-images=$(KFN_PHASE_STATE=$states "$root/hack/cluster/images.sh" "$bin")
+images=$(KFN_PHASE_STATE=$states "$root/test/node/images.sh" "$bin")
 cold="$cold $(cat "$states")"
 if [[ -n $state ]]; then
 	if [[ $cold == *cold* ]]; then echo cold >"$state"; else echo cached >"$state"; fi

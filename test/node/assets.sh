@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # assets.sh prints the directory that holds every binary of the single-node
-# cluster (test/singlenode), building what is missing first:
+# cluster (test/node/singlenode), building what is missing first:
 #
 #   etcd, kube-apiserver          hack/envtest-assets.sh (the envtest build)
 #   kubelet, kube-controller-manager, kube-scheduler, kube-proxy
 #                                 k8s.io/kubernetes, the version of hack/envtest/go.mod
-#   coredns                       hack/cluster/tools/coredns/go.mod
-#   kube-network-policies         hack/cluster/tools/kube-network-policies/go.mod
+#   coredns                       test/node/tools/coredns/go.mod
+#   kube-network-policies         test/node/tools/kube-network-policies/go.mod
 #                                 (the node's NetworkPolicy enforcer)
 #   keda, keda-adapter, keda-config/
 #                                 e2e/keda/go.mod (operator, metrics API server, and
@@ -14,7 +14,7 @@
 #                                 whose tests run KEDA's controllers in-process, built
 #                                 with the flags make test compiles it with, so that
 #                                 the node's KEDA compiles only what those tests did not
-#   nats-server, pause            kfn's go.mod (nats-server), hack/cluster/pause
+#   nats-server, pause            kfn's go.mod (nats-server), test/node/pause
 #
 # The directory is ${KFN_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kfn}/cluster/bin-<versions>
 # and is built once per set of versions (about 10 minutes on 2 cores on top
@@ -69,15 +69,15 @@ module_version() {
 
 envtest_dir=$("$root/hack/envtest-assets.sh")
 k8s_version=$(module_version "$root/hack/envtest/go.mod" k8s.io/kubernetes)
-coredns_version=$(module_version "$root/hack/cluster/tools/coredns/go.mod" github.com/coredns/coredns)
+coredns_version=$(module_version "$root/test/node/tools/coredns/go.mod" github.com/coredns/coredns)
 keda_version=$(module_version "$root/e2e/keda/go.mod" github.com/kedacore/keda/v2)
-netpol_version=$(module_version "$root/hack/cluster/tools/kube-network-policies/go.mod" sigs.k8s.io/kube-network-policies)
+netpol_version=$(module_version "$root/test/node/tools/kube-network-policies/go.mod" sigs.k8s.io/kube-network-policies)
 nats_version=$(module_version "$root/go.mod" github.com/nats-io/nats-server/v2)
 for v in k8s_version coredns_version keda_version netpol_version nats_version; do
 	[[ -n ${!v} ]] || die "cannot read ${v%_version}'s version from its go.mod"
 done
 # The pause program is kfn's own; its hash is part of the name.
-pause_hash=$(sha256sum "$root/hack/cluster/pause/main.go" | cut -c1-8)
+pause_hash=$(sha256sum "$root/test/node/pause/main.go" | cut -c1-8)
 
 cache_root=${KFN_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kfn}
 name="bin-${k8s_version}-coredns${coredns_version}-keda${keda_version}-nats${nats_version}-pause${pause_hash}"
@@ -164,7 +164,7 @@ fi
 if want coredns; then
 	log "coredns $coredns_version"
 	LDFLAGS="-s -w -X github.com/coredns/coredns/coremain.GitCommit=$coredns_version" \
-		build "$root/hack/cluster/tools/coredns" "$tmp/coredns" . ||
+		build "$root/test/node/tools/coredns" "$tmp/coredns" . ||
 		die "go build of CoreDNS failed (see above)"
 fi
 
@@ -192,7 +192,7 @@ fi
 # binary gets this one.
 if want kube-network-policies || ! grep -qx "kube-network-policies $netpol_version" "$dir/VERSIONS" 2>/dev/null; then
 	log "kube-network-policies $netpol_version"
-	build "$root/hack/cluster/tools/kube-network-policies" "$tmp/kube-network-policies" \
+	build "$root/test/node/tools/kube-network-policies" "$tmp/kube-network-policies" \
 		sigs.k8s.io/kube-network-policies/cmd/kube-network-policies/standard ||
 		die "go build of kube-network-policies failed (see above)"
 fi
@@ -202,7 +202,7 @@ if want nats-server; then
 	build "$root" "$tmp/nats-server" github.com/nats-io/nats-server/v2 || die "go build of nats-server failed (see above)"
 fi
 if want pause; then
-	build "$root" "$tmp/pause" ./hack/cluster/pause || die "go build of pause failed (see above)"
+	build "$root" "$tmp/pause" ./test/node/pause || die "go build of pause failed (see above)"
 fi
 
 versions >"$tmp/VERSIONS"

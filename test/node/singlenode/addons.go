@@ -36,7 +36,7 @@ type addonValues struct {
 	Volumes      []string
 }
 
-// CoreDNSImage is the name of the CoreDNS image that hack/cluster/images.sh
+// CoreDNSImage is the name of the CoreDNS image that test/node/images.sh
 // makes for the binaries in binDir (the version is in binDir/VERSIONS).
 func CoreDNSImage(binDir string) (string, error) {
 	v, err := ComponentVersion(binDir, "coredns")
@@ -47,7 +47,7 @@ func CoreDNSImage(binDir string) (string, error) {
 }
 
 // ComponentVersion reads a component's version from BinDir/VERSIONS, which
-// hack/cluster/assets.sh writes.
+// test/node/assets.sh writes.
 func ComponentVersion(binDir, component string) (string, error) {
 	data, err := os.ReadFile(filepath.Join(binDir, "VERSIONS"))
 	if err != nil {

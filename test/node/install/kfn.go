@@ -1,4 +1,4 @@
-package clusterinstall
+package install
 
 import (
 	"cmp"
@@ -15,10 +15,12 @@ import (
 	"helm.sh/helm/v4/pkg/kube"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 
-	"github.com/kfn-dev/kfn/test/singlenode"
+	"github.com/kfn-dev/kfn/test/node/singlenode"
 )
 
-// fieldOwner is the field manager of what this package applies itself.
+// fieldOwner is the field manager of what this package applies itself
+// (named after the package's first name, clusterinstall: a cluster
+// installed before keeps one manager for its fields).
 const fieldOwner = "kfn-clusterinstall"
 
 // Release and Namespace are the Helm release of kfn and its namespace.
@@ -27,7 +29,7 @@ const (
 	Namespace = "kfn-system"
 )
 
-// LocalImages names the images hack/cluster/images.sh builds and imports.
+// LocalImages names the images test/node/images.sh builds and imports.
 type LocalImages struct {
 	// Registry and Tag of kfn's image and runtime images
 	// (Registry/kfn:Tag, Registry/runtime-<runtime>:Tag).
@@ -47,8 +49,8 @@ const ProfileEnv = "KFN_CLUSTER_PROFILE"
 // requests of LocalValues; installing it took 14-16 s against small's 10 s.
 const DefaultProfile = "ha"
 
-// NodeImages are the images hack/cluster/images.sh imports into the node:
-// kfn's tagged tag (dev; hack/cluster/release-images.sh's
+// NodeImages are the images test/node/images.sh imports into the node:
+// kfn's tagged tag (dev; test/node/release-images.sh's
 // release-<commit> for an earlier commit's), and NATS version natsVersion
 // of the node's binaries (singlenode.ComponentVersion).
 func NodeImages(tag, natsVersion string) LocalImages {
@@ -197,7 +199,7 @@ func Uninstall(kubeconfig string, timeout time.Duration) error {
 }
 
 // Platform installs KEDA and then kfn (the chart in chartDir) into the
-// single-node cluster, with the images hack/cluster/images.sh built for the
+// single-node cluster, with the images test/node/images.sh built for the
 // binaries in the cluster's BinDir; logf reports each step. values, if
 // any, change LocalValues before the install.
 func Platform(ctx context.Context, c *singlenode.Cluster, chartDir string, logf func(string, ...any), values ...func(map[string]any)) error {

@@ -1,4 +1,4 @@
-package clusterinstall
+package install
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
-	"github.com/kfn-dev/kfn/test/singlenode"
+	"github.com/kfn-dev/kfn/test/node/singlenode"
 )
 
 // KEDANamespace is where KEDA's manifests install it.

@@ -7,7 +7,7 @@
 #   localhost/kfn/runtime-<runtime>:dev    runtimes/nodejs/Dockerfile or runtimes/python/Dockerfile,
 #                                          as runtimes/images.txt lists them
 #   localhost/kfn-cluster/{pause,coredns,keda,nats}:<version>
-#                                          the binaries of BIN_DIR (hack/cluster/assets.sh)
+#                                          the binaries of BIN_DIR (test/node/assets.sh)
 #
 # kfn's images come from the same Dockerfiles as `make images`, with the
 # same build arguments (runtimes/images.txt), and BASE_IMAGE (and GO_IMAGE)
@@ -32,7 +32,7 @@ die() { log "error: $*"; exit 1; }
 phase_state() { if [[ -n ${KFN_PHASE_STATE:-} ]]; then printf '%s\n' "$1" >"$KFN_PHASE_STATE"; fi; }
 
 bin_dir=${1:-}
-[[ -n $bin_dir && -f $bin_dir/VERSIONS ]] || die "usage: images.sh BIN_DIR (the directory hack/cluster/assets.sh prints)"
+[[ -n $bin_dir && -f $bin_dir/VERSIONS ]] || die "usage: images.sh BIN_DIR (the directory test/node/assets.sh prints)"
 [[ $(id -u) -eq 0 ]] || die "building images needs root (buildah with overlay storage); run as root"
 
 missing=()

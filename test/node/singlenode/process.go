@@ -14,7 +14,7 @@ import (
 )
 
 // process is one of the node's programs, started detached from the caller
-// (its own session) so that it outlives `hack/cluster up`, with its output in
+// (its own session) so that it outlives `go run ./test/node up`, with its output in
 // StateDir/logs/NAME.log and its id in StateDir/pids/NAME.pid.
 type process struct {
 	name string

@@ -1,8 +1,8 @@
 // Command coredns is CoreDNS with only the plugins the single-node
-// cluster's Corefile uses (test/singlenode/addons.yaml): building it
+// cluster's Corefile uses (test/node/singlenode/addons.yaml): building it
 // compiles none of the cloud providers' SDKs that CoreDNS's own main
 // links for its other plugins, which made it one of the slowest binaries
-// of hack/cluster/assets.sh. CoreDNS runs its plugins in the order of its
+// of test/node/assets.sh. CoreDNS runs its plugins in the order of its
 // own directive list (core/dnsserver), whatever the order of the imports.
 package main
 

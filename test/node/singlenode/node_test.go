@@ -191,5 +191,5 @@ func TestPreflightNamesWhatIsMissing(t *testing.T) {
 		return
 	}
 	assert.ErrorContains(t, err, filepath.Join(c.BinDir, "kubelet"))
-	assert.ErrorContains(t, err, "hack/cluster/assets.sh builds them")
+	assert.ErrorContains(t, err, "test/node/assets.sh builds them")
 }

@@ -1,9 +1,9 @@
-module github.com/kfn-dev/kfn/hack/cluster/tools/kube-network-policies
+module github.com/kfn-dev/kfn/test/node/tools/kube-network-policies
 
 go 1.26.0
 
 // Builds kube-network-policies, the node's NetworkPolicy enforcer, for the
-// single-node cluster (hack/cluster/assets.sh): the tool line pins its
+// single-node cluster (test/node/assets.sh): the tool line pins its
 // version. Update with go get -tool sigs.k8s.io/kube-network-policies/cmd/kube-network-policies/standard@vX.Y.Z && go mod tidy.
 
 tool sigs.k8s.io/kube-network-policies/cmd/kube-network-policies/standard

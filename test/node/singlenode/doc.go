@@ -2,7 +2,7 @@
 // this machine, built from source and without Docker: etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler, kubelet, kube-proxy and the
 // NetworkPolicy enforcer kube-network-policies (built from their Go modules
-// by hack/cluster/assets.sh), Debian's containerd and runc, and the CNI
+// by test/node/assets.sh), Debian's containerd and runc, and the CNI
 // bridge plugin. NetworkPolicies are enforced: the bridge plugin implements
 // none, so kube-network-policies judges the pods' new connections, which
 // an iptables chain hands it through an NFQUEUE.
@@ -12,7 +12,7 @@
 // iptables guard in the raw table drops anything else from the bridge and
 // anything from another interface to the pods: nothing leaves the machine.
 //
-// Every process runs detached, so the cluster outlives `hack/cluster up`;
+// Every process runs detached, so the cluster outlives `go run ./test/node up`;
 // [Down] finds them again by their recorded ids and removes every trace
 // (containers, mounts, network namespaces, cgroups, the bridge, iptables
 // rules, the enforcer's nftables table), also after a crash. [Up] calls Down first, so a second run on the

@@ -1,11 +1,3 @@
-// Command cluster brings the single-node cluster up with KEDA and kfn
-// installed, or tears it down (make cluster, make cluster-down):
-//
-//	go run ./hack/cluster up -bin DIR -images DIR [-nodes N]
-//	go run ./hack/cluster down -bin DIR
-//
-// DIR are what hack/cluster/assets.sh and hack/cluster/images.sh print. It
-// must run as root.
 package main
 
 import (
@@ -18,8 +10,8 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/kfn-dev/kfn/test/clusterinstall"
-	"github.com/kfn-dev/kfn/test/singlenode"
+	"github.com/kfn-dev/kfn/test/node/install"
+	"github.com/kfn-dev/kfn/test/node/singlenode"
 )
 
 func main() {
@@ -35,8 +27,8 @@ func main() {
 	}
 }
 
-const usage = `usage: cluster up -bin DIR -images DIR [-nodes N]   start the cluster (N nodes), install KEDA and kfn
-       cluster down                                  stop it and remove every trace`
+const usage = `usage: go run ./test/node up -bin DIR -images DIR [-nodes N]   start the cluster (N nodes), install KEDA and kfn
+       go run ./test/node down                                  stop it and remove every trace`
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
@@ -44,8 +36,8 @@ func run(ctx context.Context, args []string) error {
 		return flag.ErrHelp
 	}
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
-	bin := fs.String("bin", "", "directory of the cluster's binaries (hack/cluster/assets.sh)")
-	images := fs.String("images", "", "directory of the image archives (hack/cluster/images.sh)")
+	bin := fs.String("bin", "", "directory of the cluster's binaries (test/node/assets.sh)")
+	images := fs.String("images", "", "directory of the image archives (test/node/images.sh)")
 	data := fs.String("data", defaultDataDir(), "directory kept between runs (containerd's images)")
 	nodes := fs.Int("nodes", 1, "how many nodes (1 or 2): the first, and kfn2 in a network namespace of its own with every image imported")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -93,7 +85,7 @@ func defaultDataDir() string {
 func up(ctx context.Context, cfg singlenode.Config, imageDir string, nodes int) error {
 	archives, err := filepath.Glob(filepath.Join(imageDir, "*.tar"))
 	if err != nil || len(archives) == 0 {
-		return fmt.Errorf("no image archives in %s (run hack/cluster/images.sh)", imageDir)
+		return fmt.Errorf("no image archives in %s (run test/node/images.sh)", imageDir)
 	}
 	logf := func(format string, a ...any) { fmt.Fprintf(os.Stderr, "cluster: "+format+"\n", a...) }
 	c, err := singlenode.Up(ctx, cfg, archives, logf)
@@ -110,7 +102,7 @@ func up(ctx context.Context, cfg singlenode.Config, imageDir string, nodes int) 
 	if err != nil {
 		return errors.Join(err, singlenode.Down(cfg))
 	}
-	if err := clusterinstall.Platform(ctx, c, filepath.Join(root, "charts", "kfn"), logf); err != nil {
+	if err := install.Platform(ctx, c, filepath.Join(root, "charts", "kfn"), logf); err != nil {
 		return errors.Join(err, singlenode.Down(cfg))
 	}
 	fmt.Printf(`

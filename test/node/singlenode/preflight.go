@@ -14,7 +14,7 @@ import (
 var ErrCannotRun = errors.New("this machine cannot run the single-node cluster")
 
 // Packages are the Debian packages that provide the node's programs
-// outside BinDir; hack/cluster/assets.sh installs them when it runs as root.
+// outside BinDir; test/node/assets.sh installs them when it runs as root.
 var Packages = []string{"containerd", "runc", "containernetworking-plugins", "iptables", "conntrack", "iproute2"}
 
 // Preflight checks, without changing anything, that the cluster can start
@@ -32,7 +32,7 @@ func Preflight(cfg Config) error {
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("%w: missing %s (hack/cluster/assets.sh builds them)", ErrCannotRun, strings.Join(missing, ", "))
+		return fmt.Errorf("%w: missing %s (test/node/assets.sh builds them)", ErrCannotRun, strings.Join(missing, ", "))
 	}
 	for _, p := range []string{cfg.ContainerdBin, ctrBinary(cfg), cfg.RuncBin,
 		filepath.Join(cfg.CNIBinDir, "bridge"), filepath.Join(cfg.CNIBinDir, "host-local"), filepath.Join(cfg.CNIBinDir, "loopback")} {
@@ -48,7 +48,7 @@ func Preflight(cfg Config) error {
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("%w: missing %s; install the Debian packages %s (hack/cluster/assets.sh does as root)",
+		return fmt.Errorf("%w: missing %s; install the Debian packages %s (test/node/assets.sh does as root)",
 			ErrCannotRun, strings.Join(missing, ", "), strings.Join(Packages, " "))
 	}
 	if _, err := os.Stat("/proc/sys/net/bridge/bridge-nf-call-iptables"); err != nil {

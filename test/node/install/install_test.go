@@ -1,4 +1,4 @@
-package clusterinstall
+package install
 
 import (
 	"io"
@@ -17,11 +17,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/kfn-dev/kfn/test/singlenode"
+	"github.com/kfn-dev/kfn/test/node/singlenode"
 )
 
 // kedaConfig is KEDA's config directory in the module the main module
-// requires: the same version hack/cluster/assets.sh builds from e2e/keda.
+// requires: the same version test/node/assets.sh builds from e2e/keda.
 func kedaConfig(t *testing.T) string {
 	t.Helper()
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/kedacore/keda/v2").Output()
@@ -60,7 +60,7 @@ func TestKEDAObjectsNeedKEDAsManifests(t *testing.T) {
 // TestLocalValuesInstallTheLocalImages renders the chart with LocalValues
 // (its schema checks them) and finds every pod on the imported images.
 func TestLocalValuesInstallTheLocalImages(t *testing.T) {
-	ch, err := loader.Load("../../charts/kfn")
+	ch, err := loader.Load("../../../charts/kfn")
 	require.NoError(t, err)
 	cfg := action.NewConfiguration(action.ConfigurationSetLogger(slog.NewTextHandler(io.Discard, nil)))
 	install := action.NewInstall(cfg)
