@@ -541,15 +541,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 			g.Go(func() error { return a.Run(ctx) })
 		}
 	}
-	lost := natsconn.Lost(ctx, b.deps.Conn)
-	g.Go(func() error {
-		select {
-		case err := <-lost:
-			return err
-		case <-ctx.Done():
-			return nil
-		}
-	})
+	g.Go(func() error { return natsconn.UntilLost(ctx, b.deps.Conn) })
 	return g.Wait()
 }
 

@@ -110,15 +110,7 @@ func serve(ctx context.Context, cfg Process, core *activity.Scaler, srv *server.
 
 	var ready atomic.Bool
 	g, ctx := errgroup.WithContext(ctx)
-	lost := natsconn.Lost(ctx, nc)
-	g.Go(func() error {
-		select {
-		case err := <-lost:
-			return err
-		case <-ctx.Done():
-			return nil
-		}
-	})
+	g.Go(func() error { return natsconn.UntilLost(ctx, nc) })
 	g.Go(func() error { return mgr.Start(ctx) })
 	if cfg.MetricsListen != "" {
 		if err := serveMetrics(ctx, g, cfg.MetricsListen, reg, &ready, nc, log); err != nil {
