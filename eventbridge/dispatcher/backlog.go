@@ -7,6 +7,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kfn-dev/kfn/eventbridge/dispatcher/schedule"
 )
 
 // backlogReadTimeout bounds the consumer listing of one scrape.
@@ -64,13 +66,7 @@ func (c *backlogCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
 	d := c.d
-	d.mu.Lock()
-	started := d.runCtx != nil
-	served := make(map[string]target, len(d.workers))
-	for _, w := range d.workers {
-		served[w.target.consumer] = w.target
-	}
-	d.mu.Unlock()
+	started, served := d.sched.Served()
 	connected := d.js.Conn().IsConnected()
 	ready := 0.0
 	if started && connected {
@@ -78,7 +74,7 @@ func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.ready, prometheus.GaugeValue, ready)
 	for _, t := range served {
-		ch <- prometheus.MustNewConstMetric(c.budget, prometheus.GaugeValue, float64(min(t.delivery.MaxBacklog, d.cfg.NamespaceMaxBacklog)), t.sub.Namespace, t.sub.Name)
+		ch <- prometheus.MustNewConstMetric(c.budget, prometheus.GaugeValue, float64(t.MaxBacklog), t.Namespace, t.Name)
 	}
 	switch {
 	case len(served) == 0:
@@ -95,7 +91,7 @@ func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
 
 // collectBacklog lists the event stream's consumers once and reports the
 // backlog of those of served Subscriptions.
-func (c *backlogCollector) collectBacklog(ch chan<- prometheus.Metric, served map[string]target) error {
+func (c *backlogCollector) collectBacklog(ch chan<- prometheus.Metric, served map[string]schedule.Served) error {
 	ctx, cancel := context.WithTimeout(context.Background(), backlogReadTimeout)
 	defer cancel()
 	c.mu.Lock()
@@ -116,7 +112,7 @@ func (c *backlogCollector) collectBacklog(ch chan<- prometheus.Metric, served ma
 		if !ok {
 			continue
 		}
-		ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, float64(info.NumPending)+float64(info.NumAckPending), t.sub.Namespace, t.sub.Name)
+		ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, float64(info.NumPending)+float64(info.NumAckPending), t.Namespace, t.Name)
 	}
 	if err := list.Err(); err != nil {
 		c.mu.Lock()

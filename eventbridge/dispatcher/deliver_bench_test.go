@@ -62,13 +62,12 @@ func BenchmarkDeliver(b *testing.B) {
 			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "bench"},
 			Spec:       v1alpha2.SubscriptionSpec{Sink: "http://sink.default.svc.cluster.local/", Source: "bench", Types: []string{"order.created.v1"}},
 		}
-		t, err := newTarget(sub, d.cfg.Delivery)
+		w, err := d.sched.Unpulled(sub)
 		if err != nil {
 			b.Fatal(err)
 		}
-		w := &worker{d: d, target: t, ctx: context.Background()}
-		w.init()
 		slots := make(chan struct{}, inFlight)
+		free := func() { <-slots }
 		b.ReportAllocs()
 		defer reportCPU(b)()
 		for i := 0; i < b.N; i++ {
@@ -76,12 +75,9 @@ func BenchmarkDeliver(b *testing.B) {
 			m := pull.NewMsg(&nats.Msg{Subject: "kyma.bench.order.created.v1", Header: header, Data: data},
 				&jetstream.MsgMetadata{NumDelivered: 1, Timestamp: time.Now()})
 			// As deliver, and frees the slot once the event is settled.
-			if !w.startBusy() {
-				b.Fatal("worker closing")
-			}
-			d.goroutines.Go(benchTask{m, w, slots})
+			w.Deliver(m, free)
 		}
-		w.busy.Wait()
+		w.Wait()
 	}
 	b.Run("kfn", func(b *testing.B) { kfn(b, header) })
 	// As "kfn", with the metrics and traces of an installation that has
@@ -153,18 +149,6 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// benchTask delivers its event, then frees a slot.
-type benchTask struct {
-	m     *pull.Msg
-	w     *worker
-	slots chan struct{}
-}
-
-func (t benchTask) Run() {
-	t.w.Handle(t.m)
-	<-t.slots
 }
 
 // benchJetStream is a JetStream that BenchmarkDeliver's dispatcher never

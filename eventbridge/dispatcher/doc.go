@@ -9,19 +9,27 @@
 // it, so events wait in the stream, visible as backlog, and no attempt is
 // spent.
 //
-// The deliveries of all Subscriptions take turns in the dispatcher's
-// delivery slots, shared fairly among namespaces (share.go): one
-// namespace's fan-out, retries, large events or replies wait behind its
-// own work, not in front of another's.
+// This package is the dispatcher's API (Config, New, the Options, the
+// Dispatcher's methods) over its parts, each a package of its own:
+//   - schedule: per Subscription, a worker that pulls while the sink is
+//     ready and within budget, and decides when each event is attempted
+//     and what its verdict leads to (Upsert, Remove, Start).
+//   - delivery: per event, one attempt (the request, the answer, the
+//     reply and its bytes), its verdict and backoff, giving up.
+//   - budget: each Subscription's backlog within its maxBacklog, and each
+//     namespace's within its totals.
+//   - slots: the delivery slots, shared fairly among namespaces: one
+//     namespace's fan-out, retries, large events or replies wait behind
+//     its own work, not in front of another's.
+//   - observe: what is recorded of each delivery: the Steps told to the
+//     Observers added with WithObserver and counted for Counts, the
+//     Prometheus metrics, the spans.
 //
 // The pulling is package pull's (one Puller for every Subscription), the
 // stored forms of a dead letter and of a reply event are packages
-// deadletter's and reply's: this package decides, per event, what to do.
+// deadletter's and reply's.
 //
 // Where a sink is and whether it is ready are asked through two small
 // interfaces, Resolver and Endpoints, so that the same dispatcher serves a
-// cluster and local mode. Every step of a delivery (an attempt and its
-// outcome, an event given up) is counted for Counts, a typed view of the
-// same numbers as the Prometheus counters, and told to the Observers added
-// with WithObserver (observer.go).
+// cluster and local mode.
 package dispatcher

@@ -1,4 +1,4 @@
-package dispatcher
+package slots
 
 import (
 	"slices"
@@ -8,7 +8,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/pull"
 )
 
-// Delivery slots: how the dispatcher's work is shared among namespaces.
+// How the dispatcher's work is shared among namespaces.
 //
 // Every event a worker takes, first attempt or retry, is a turn: the
 // dispatcher's work for one attempt, from reading the event through the
@@ -38,9 +38,9 @@ import (
 // worked takes one again for what follows (renew), before the turns of
 // its namespace that have not started.
 
-// shares hands out the delivery slots. Its methods are safe for concurrent
+// Shares hands out the delivery slots. Its methods are safe for concurrent
 // use.
-type shares struct {
+type Shares struct {
 	slots   int           // <= 0: no bound, every turn runs at once
 	quantum time.Duration // SlotTime
 	now     func() time.Time
@@ -59,19 +59,19 @@ type shares struct {
 	// started earlier hold none).
 	epoch     int64
 	cur, prev int
-	spaces    map[string]*space
+	spaces    map[string]*Space
 	// waiting are the spaces with turns queued, in the order they are
 	// served in turn; next is where the next search for one starts.
-	waiting []*space
+	waiting []*Space
 	next    int
 	// armed is set while a wake is due.
 	armed bool
 	turns sync.Pool
 }
 
-// space is one namespace's part of the shares: its running turns (as
-// shares counts them) and its queue.
-type space struct {
+// Space is one namespace's part of the shares: its running turns (as
+// Shares counts them) and its queue.
+type Space struct {
 	name      string
 	workers   int // joined, not left
 	epoch     int64
@@ -79,22 +79,27 @@ type space struct {
 	// resumed are the turns that wait for a slot again after their sink
 	// answered, served before queue[head:], those that wait for their
 	// first, oldest first.
-	resumed []*turn
-	queue   []*turn
+	resumed []*Turn
+	queue   []*Turn
 	head    int
 	waiting bool
 }
 
-func (sp *space) idle() bool { return len(sp.resumed) == 0 && sp.head == len(sp.queue) }
+func (sp *Space) idle() bool { return len(sp.resumed) == 0 && sp.head == len(sp.queue) }
 
-// turn is one event's turn: a Task that hands the event to its worker and
-// gives the slot back.
-type turn struct {
-	s     *shares
-	sp    *space
+// Handler handles the event of a turn (Turn.Msg) when the turn runs.
+type Handler interface {
+	HandleTurn(*Turn)
+}
+
+// Turn is one event's turn: a Task that hands the event to its Handler
+// and gives the slot back.
+type Turn struct {
+	s     *Shares
+	sp    *Space
 	epoch int64
 	slot  bool // holds a slot
-	w     *worker
+	h     Handler
 	m     *pull.Msg
 	// wake tells a turn that resumes that it may go on; made once, and
 	// kept when the turn is used again.
@@ -102,60 +107,66 @@ type turn struct {
 }
 
 // Run handles the event and gives its slot back.
-func (t *turn) Run() {
-	t.w.handleTurn(t)
+func (t *Turn) Run() {
+	t.h.HandleTurn(t)
 	t.s.done(t)
 }
 
-// pause gives t's slot back while it waits for its sink to be ready. A
+// Msg is the turn's event.
+func (t *Turn) Msg() *pull.Msg { return t.m }
+
+// Pause gives t's slot back while it waits for its sink to be ready. A
 // nil turn (an event handled outside the shares) has nothing to give.
-func (t *turn) pause() {
+func (t *Turn) Pause() {
 	if t != nil && t.slot {
 		t.s.release(t)
 	}
 }
 
-// resume waits for a slot for t again, before the turns of its namespace
+// Resume waits for a slot for t again, before the turns of its namespace
 // that have not started.
-func (t *turn) resume() {
+func (t *Turn) Resume() {
 	if t != nil && t.s.slots > 0 {
 		t.s.resume(t)
 	}
 }
 
-// renew takes a slot for t again, as resume does, if the one it took was
+// Renew takes a slot for t again, as Resume does, if the one it took was
 // taken back while its sink worked.
-func (t *turn) renew() {
+func (t *Turn) Renew() {
 	if t != nil && t.s.slots > 0 && t.s.expired(t) {
 		t.s.resume(t)
 	}
 }
 
-func newShares(slots int, quantum time.Duration, run func(pull.Task)) *shares {
-	return &shares{
+// New returns Shares of slots slots (<= 0: no bound) held for one to two
+// quantum each, whose granted turns run calls (it must not block:
+// Goroutines.Go).
+func New(slots int, quantum time.Duration, run func(pull.Task)) *Shares {
+	return &Shares{
 		slots: slots, quantum: quantum, reserve: slots / 4, now: time.Now, run: run,
 		wake:   func(d time.Duration, f func()) { time.AfterFunc(d, f) },
-		spaces: map[string]*space{},
+		spaces: map[string]*Space{},
 	}
 }
 
-// join returns namespace's space, for a worker of it until leave.
-func (s *shares) join(namespace string) *space {
+// Join returns namespace's space, for a worker of it until Leave.
+func (s *Shares) Join(namespace string) *Space {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sp := s.spaces[namespace]
 	if sp == nil {
-		sp = &space{name: namespace, epoch: s.epoch}
+		sp = &Space{name: namespace, epoch: s.epoch}
 		s.spaces[namespace] = sp
 	}
 	sp.workers++
 	return sp
 }
 
-// leave says a worker of sp's namespace stopped; the space is forgotten
+// Leave says a worker of sp's namespace stopped; the space is forgotten
 // with its namespace's last worker (turns still running count it off
 // themselves).
-func (s *shares) leave(sp *space) {
+func (s *Shares) Leave(sp *Space) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sp.workers--; sp.workers == 0 && s.spaces[sp.name] == sp {
@@ -163,14 +174,14 @@ func (s *shares) leave(sp *space) {
 	}
 }
 
-// submit runs m's turn for w: at once while a slot is free, else when one
-// is given to w's namespace.
-func (s *shares) submit(w *worker, m *pull.Msg) {
-	t, _ := s.turns.Get().(*turn)
+// Submit runs m's turn for h, a worker that joined sp: at once while a
+// slot is free, else when one is given to sp's namespace.
+func (s *Shares) Submit(h Handler, sp *Space, m *pull.Msg) {
+	t, _ := s.turns.Get().(*Turn)
 	if t == nil {
-		t = &turn{s: s, wake: make(chan struct{}, 1)}
+		t = &Turn{s: s, wake: make(chan struct{}, 1)}
 	}
-	t.sp, t.w, t.m = w.space, w, m
+	t.sp, t.h, t.m = sp, h, m
 	if s.slots <= 0 {
 		s.run(t)
 		return
@@ -182,7 +193,6 @@ func (s *shares) submit(w *worker, m *pull.Msg) {
 		s.run(t)
 		return
 	}
-	sp := t.sp
 	if sp.head > 0 && sp.head*2 >= len(sp.queue) { // keep the queue from growing at its head
 		n := copy(sp.queue, sp.queue[sp.head:])
 		clear(sp.queue[n:])
@@ -195,7 +205,7 @@ func (s *shares) submit(w *worker, m *pull.Msg) {
 
 // await puts sp, which has turns waiting, on the waiting list. The mu is
 // held.
-func (s *shares) await(sp *space) {
+func (s *Shares) await(sp *Space) {
 	if !sp.waiting {
 		sp.waiting = true
 		s.waiting = append(s.waiting, sp)
@@ -205,7 +215,7 @@ func (s *shares) await(sp *space) {
 // resume takes a slot for t, whose sink answered, waiting for one behind
 // the turns of other namespaces that run fewer, and before those of its
 // own that have not started.
-func (s *shares) resume(t *turn) {
+func (s *Shares) resume(t *Turn) {
 	s.mu.Lock()
 	if s.free(t.sp) {
 		s.grant(t)
@@ -223,7 +233,7 @@ func (s *shares) resume(t *turn) {
 // free moves the epoch to now's, gives the slots it frees to waiting
 // turns, and reports whether a slot is left that sp may take. The mu is
 // held.
-func (s *shares) free(sp *space) bool {
+func (s *Shares) free(sp *Space) bool {
 	s.advance(s.now())
 	s.dispatchLocked()
 	return s.mayTake(sp)
@@ -231,14 +241,14 @@ func (s *shares) free(sp *space) bool {
 
 // mayTake reports whether sp may take a free slot: one that is not kept,
 // or a kept one when it runs fewer than are kept. The mu is held.
-func (s *shares) mayTake(sp *space) bool {
+func (s *Shares) mayTake(sp *Space) bool {
 	free := s.slots - s.cur - s.prev
 	return free > s.reserve || free > 0 && sp.sync(s.epoch) < s.reserve
 }
 
 // expired reports whether t's slot was taken back (it held it for its
 // SlotTimes), and then that it holds none.
-func (s *shares) expired(t *turn) bool {
+func (s *Shares) expired(t *Turn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.advance(s.now())
@@ -249,7 +259,7 @@ func (s *shares) expired(t *turn) bool {
 }
 
 // release gives t's slot back, and the slot to a waiting turn.
-func (s *shares) release(t *turn) {
+func (s *Shares) release(t *Turn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.advance(s.now())
@@ -268,17 +278,17 @@ func (s *shares) release(t *turn) {
 
 // done gives t's slot back, if it holds one, and keeps t for another
 // event.
-func (s *shares) done(t *turn) {
+func (s *Shares) done(t *Turn) {
 	if t.slot {
 		s.release(t)
 	}
-	*t = turn{s: s, wake: t.wake}
+	*t = Turn{s: s, wake: t.wake}
 	s.turns.Put(t)
 }
 
 // tick frees the slots of turns that held one for their SlotTimes, and
 // hands them to waiting turns: what a wake does.
-func (s *shares) tick() {
+func (s *Shares) tick() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.armed = false
@@ -287,22 +297,22 @@ func (s *shares) tick() {
 	s.armLocked()
 }
 
-// drop lets the turns of w that wait go on without a slot: a worker that
-// stops lets them end (its events come again after their ack wait).
-func (s *shares) drop(w *worker) {
+// Drop lets the turns of h, a worker of sp, that wait go on without a
+// slot: a worker that stops lets them end (its events come again after
+// their ack wait).
+func (s *Shares) Drop(h Handler, sp *Space) {
 	s.mu.Lock()
-	sp := w.space
-	var starts, resumes []*turn
-	sp.queue = slices.DeleteFunc(sp.queue, func(t *turn) bool {
-		if t != nil && t.w == w {
+	var starts, resumes []*Turn
+	sp.queue = slices.DeleteFunc(sp.queue, func(t *Turn) bool {
+		if t != nil && t.h == h {
 			starts = append(starts, t)
 			return true
 		}
 		return false
 	})
-	sp.head = min(sp.head, len(sp.queue)) // the nils before head are no turn of w's
-	sp.resumed = slices.DeleteFunc(sp.resumed, func(t *turn) bool {
-		if t.w == w {
+	sp.head = min(sp.head, len(sp.queue)) // the nils before head are no turn of h's
+	sp.resumed = slices.DeleteFunc(sp.resumed, func(t *Turn) bool {
+		if t.h == h {
 			resumes = append(resumes, t)
 			return true
 		}
@@ -322,7 +332,7 @@ func (s *shares) drop(w *worker) {
 
 // advance moves the epoch to now's: turns that took their slot two or more
 // SlotTimes ago hold it no more. The mu is held.
-func (s *shares) advance(now time.Time) {
+func (s *Shares) advance(now time.Time) {
 	e := now.UnixNano() / int64(s.quantum)
 	switch {
 	case e == s.epoch:
@@ -337,7 +347,7 @@ func (s *shares) advance(now time.Time) {
 }
 
 // sync brings sp's counts to the shares' epoch. The mu is held.
-func (sp *space) sync(epoch int64) int {
+func (sp *Space) sync(epoch int64) int {
 	switch {
 	case sp.epoch == epoch:
 	case sp.epoch+1 == epoch:
@@ -350,7 +360,7 @@ func (sp *space) sync(epoch int64) int {
 }
 
 // grant gives t a slot. The mu is held.
-func (s *shares) grant(t *turn) {
+func (s *Shares) grant(t *Turn) {
 	t.sp.sync(s.epoch)
 	t.epoch, t.slot = s.epoch, true
 	s.cur++
@@ -360,7 +370,7 @@ func (s *shares) grant(t *turn) {
 // dispatchLocked gives the free slots to waiting turns: each to the
 // oldest turn of the waiting namespace that runs the fewest, the first
 // such from where the last search ended. The mu is held.
-func (s *shares) dispatchLocked() {
+func (s *Shares) dispatchLocked() {
 	for s.cur+s.prev < s.slots && len(s.waiting) > 0 {
 		best, fewest := 0, int(^uint(0)>>1)
 		for k := range s.waiting {
@@ -397,7 +407,7 @@ func (s *shares) dispatchLocked() {
 
 // unwait takes sp, which has no turn waiting, off the waiting list. The
 // mu is held.
-func (s *shares) unwait(sp *space) {
+func (s *Shares) unwait(sp *Space) {
 	clear(sp.queue)
 	sp.queue, sp.head = sp.queue[:0], 0
 	if !sp.waiting {
@@ -418,7 +428,7 @@ func (s *shares) unwait(sp *space) {
 
 // armLocked has tick called at the next SlotTime while turns wait. The mu
 // is held.
-func (s *shares) armLocked() {
+func (s *Shares) armLocked() {
 	if s.armed || len(s.waiting) == 0 || s.wake == nil {
 		return
 	}

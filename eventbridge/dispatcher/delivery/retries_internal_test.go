@@ -1,4 +1,4 @@
-package dispatcher
+package delivery
 
 import (
 	"testing"
@@ -14,31 +14,31 @@ import (
 
 // The budget gives up, of an event it fetched at stream sequence seq and an
 // event waiting for its next attempt, the one earlier in the stream
-// (worker.shed): takeOlder hands over the oldest waiting event only when it
+// (schedule's worker.shed): takeOlder hands over the oldest waiting event only when it
 // is earlier than seq, never one at seq or later, and the event it hands
 // over is no longer waiting: its next attempt never comes.
 func TestTakeOlderHandsOverTheOldestWaitingEventEarlierThanSeq(t *testing.T) {
-	var rs retries
+	var rs Retries
 	attempts := make(chan uint64, 8)
 	wait := func(seq uint64, delay time.Duration) *pull.Msg {
 		e := pull.NewMsg(&nats.Msg{Subject: "kfn.events"}, &jetstream.MsgMetadata{Sequence: jetstream.SequencePair{Stream: seq}})
-		require.True(t, rs.add(e, delay, func(*pull.Msg) { attempts <- seq }))
+		require.True(t, rs.Add(e, delay, func(*pull.Msg) { attempts <- seq }))
 		return e
 	}
 	wait(7, time.Hour)
 	wait(3, 20*time.Millisecond) // due soon: taken first, it must never be attempted
 	wait(5, time.Hour)
 
-	assert.Nil(t, rs.takeOlder(3), "no event waiting is earlier than sequence 3 (3 itself is not)")
-	assert.Nil(t, rs.takeOlder(1))
-	got := rs.takeOlder(6)
+	assert.Nil(t, rs.TakeOlder(3), "no event waiting is earlier than sequence 3 (3 itself is not)")
+	assert.Nil(t, rs.TakeOlder(1))
+	got := rs.TakeOlder(6)
 	require.NotNil(t, got)
 	assert.Equal(t, uint64(3), streamSeq(got), "the oldest earlier than 6, not any earlier one")
-	got = rs.takeOlder(6)
+	got = rs.TakeOlder(6)
 	require.NotNil(t, got)
 	assert.Equal(t, uint64(5), streamSeq(got))
-	assert.Nil(t, rs.takeOlder(6), "7 is not earlier than 6")
-	assert.Equal(t, 1, rs.len(), "only 7 still waits")
+	assert.Nil(t, rs.TakeOlder(6), "7 is not earlier than 6")
+	assert.Equal(t, 1, rs.Len(), "only 7 still waits")
 
 	// An event due after the one taken is attempted; the taken one never is.
 	wait(9, 40*time.Millisecond)

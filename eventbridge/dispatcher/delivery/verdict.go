@@ -1,4 +1,4 @@
-package dispatcher
+package delivery
 
 import (
 	"math/rand/v2"

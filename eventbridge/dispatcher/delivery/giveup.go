@@ -1,4 +1,4 @@
-package dispatcher
+package delivery
 
 import (
 	"context"
@@ -9,39 +9,39 @@ import (
 	"go.opentelemetry.io/otel/codes"
 
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
+	"github.com/kfn-dev/kfn/eventbridge/dispatcher/observe"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/pull"
 	"github.com/kfn-dev/kfn/eventbridge/tracing"
 )
 
-// giveUp dead-letters the event (or drops it when dead-lettering is off)
+// GiveUp dead-letters the event (or drops it when dead-lettering is off)
 // and terminates it. A dead letter that cannot be stored for want of room
 // (its namespace's older letters already made what room they could) or
 // size is dropped with its event, counted and logged; one that failed
 // otherwise (NATS unavailable) leaves the event to be redelivered and
 // given up again.
-func (w *worker) giveUp(ctx context.Context, log eventLog, msg jetstream.Msg, meta *jetstream.MsgMetadata, status int, reason string) {
-	t := w.target
-	span := w.deadLetterSpan(ctx, msg, meta, status, reason)
+func (d *Deliverer) GiveUp(ctx context.Context, log EventLog, msg jetstream.Msg, meta *jetstream.MsgMetadata, status int, reason string) {
+	span := d.rec.DeadLetterSpan(ctx, msg, meta, status, reason)
 	if span != nil {
 		defer span.End()
 	}
-	if !t.delivery.DeadLetter {
-		w.count.discarded.Inc()
-		w.observeGiveUp(msg, meta, Discarded, status, reason)
+	if !d.delivery.DeadLetter {
+		d.rec.Count.Discarded.Inc()
+		d.rec.ObserveGiveUp(msg, meta, observe.Discarded, status, reason)
 		if span != nil {
 			span.SetAttributes(tracing.Outcome.String(tracing.OutcomeDiscarded))
 		}
 		log.Warn("event given up and discarded (deadLetter is off)", "status", status, "error", reason)
-		w.settle(log, w.term(ctx, msg, reason))
+		Settle(log, d.term(ctx, msg, reason))
 		return
 	}
 	f := deadletter.Failure{
-		Namespace: t.sub.Namespace, Subscription: t.sub.Name,
+		Namespace: d.namespace, Subscription: d.name,
 		Status: status, Error: reason, Attempts: int(meta.NumDelivered),
 		Subject: msg.Subject(), Sequence: meta.Sequence.Stream, At: time.Now(),
 	}
-	dropped, err := w.d.deadLetters.Write(ctx, msg.Headers(), msg.Data(), f)
+	dropped, err := d.s.cfg.DeadLetters.Write(ctx, msg.Headers(), msg.Data(), f)
 	if err != nil {
 		if span != nil {
 			span.RecordError(err)
@@ -51,21 +51,21 @@ func (w *worker) giveUp(ctx context.Context, log eventLog, msg jetstream.Msg, me
 			// It never will be stored: kept in the event stream, it would
 			// be given up again and again, and fill the stream for every
 			// namespace.
-			w.count.deadLetterFull.Inc()
-			w.observeGiveUp(msg, meta, Discarded, status, reason)
+			d.rec.Count.DeadLetterFull.Inc()
+			d.rec.ObserveGiveUp(msg, meta, observe.Discarded, status, reason)
 			if span != nil {
 				span.SetAttributes(tracing.Outcome.String(tracing.OutcomeDiscarded))
 			}
 			log.Error("event given up and dropped: its dead letter cannot be stored", "status", status, "reason", reason, "error", err)
-			w.settle(log, w.term(ctx, msg, "dropped, the dead letter could not be stored: "+reason))
+			Settle(log, d.term(ctx, msg, "dropped, the dead letter could not be stored: "+reason))
 			return
 		}
 		log.Error("storing dead letter failed, will retry", "error", err)
-		w.settle(log, msg.NakWithDelay(RedeliveryDelay(t.delivery, int(meta.NumDelivered), w.d.cfg.Jitter, 0)))
+		Settle(log, msg.NakWithDelay(d.Delay(int(meta.NumDelivered), 0)))
 		return
 	}
-	w.count.deadLettered.Inc()
-	w.observeGiveUp(msg, meta, DeadLettered, status, reason)
+	d.rec.Count.DeadLettered.Inc()
+	d.rec.ObserveGiveUp(msg, meta, observe.DeadLettered, status, reason)
 	if span != nil {
 		span.SetAttributes(tracing.Outcome.String(tracing.OutcomeDeadLetter))
 	}
@@ -74,13 +74,13 @@ func (w *worker) giveUp(ctx context.Context, log eventLog, msg jetstream.Msg, me
 	} else {
 		log.Info("event dead-lettered", "status", status, "error", reason)
 	}
-	w.settle(log, w.term(ctx, msg, "dead-lettered: "+reason))
+	Settle(log, d.term(ctx, msg, "dead-lettered: "+reason))
 }
 
 // term terminates msg with reason and waits until JetStream confirms it
 // (pull.Terminate): the budget reads the consumer's backlog right after
 // giving events up, and a term still on its way would count there as
 // unacknowledged and make it give up one event too many.
-func (w *worker) term(ctx context.Context, msg jetstream.Msg, reason string) error {
-	return pull.Terminate(ctx, w.d.js.Conn(), msg, reason)
+func (d *Deliverer) term(ctx context.Context, msg jetstream.Msg, reason string) error {
+	return pull.Terminate(ctx, d.s.cfg.JetStream.Conn(), msg, reason)
 }

@@ -1,4 +1,4 @@
-package dispatcher
+package slots
 
 import (
 	"testing"
@@ -13,39 +13,45 @@ import (
 // testShares is shares on a clock the test moves, recording the turns it
 // runs instead of running them, and waking nobody (the test calls tick).
 type testShares struct {
-	*shares
+	*Shares
 	now time.Time
 	ran []ran
 }
 
 // ran is a turn run, as it was when it ran (turns are used again).
 type ran struct {
-	t         *turn
+	t         *Turn
 	namespace string
-	w         *worker
+	w         Handler
 	slot      bool
 }
 
 func newTestShares(slots int) *testShares {
 	ts := &testShares{now: time.Unix(1000, 0)}
-	ts.shares = newShares(slots, 10*time.Millisecond, func(t pull.Task) {
-		tn := t.(*turn)
-		ts.ran = append(ts.ran, ran{t: tn, namespace: tn.sp.name, w: tn.w, slot: tn.slot})
+	ts.Shares = New(slots, 10*time.Millisecond, func(t pull.Task) {
+		tn := t.(*Turn)
+		ts.ran = append(ts.ran, ran{t: tn, namespace: tn.sp.name, w: tn.h, slot: tn.slot})
 	})
-	ts.shares.now = func() time.Time { return ts.now }
+	ts.Shares.now = func() time.Time { return ts.now }
 	ts.wake = nil
 	return ts
 }
 
+// testWorker is a worker that has joined the shares; its turns run
+// nothing (testShares records them).
+type testWorker struct{ space *Space }
+
+func (*testWorker) HandleTurn(*Turn) {}
+
 // worker returns a worker of namespace that has joined the shares.
-func (ts *testShares) worker(namespace string) *worker {
-	return &worker{space: ts.join(namespace)}
+func (ts *testShares) worker(namespace string) *testWorker {
+	return &testWorker{space: ts.Join(namespace)}
 }
 
 // submit submits n events of w.
-func (ts *testShares) submit(w *worker, n int) {
+func (ts *testShares) submit(w *testWorker, n int) {
 	for range n {
-		ts.shares.submit(w, &pull.Msg{})
+		ts.Submit(w, w.space, &pull.Msg{})
 	}
 }
 
@@ -164,7 +170,7 @@ func TestSharesRunTheWaitingTurnsOfAStoppingWorker(t *testing.T) {
 	ts.submit(a, 3)
 	ts.submit(b, 2)
 	require.Len(t, ts.ran, 1)
-	ts.drop(a)
+	ts.Drop(a, a.space)
 	require.Len(t, ts.ran, 3)
 	assert.False(t, ts.ran[1].slot)
 	assert.False(t, ts.ran[2].slot)
@@ -172,7 +178,7 @@ func TestSharesRunTheWaitingTurnsOfAStoppingWorker(t *testing.T) {
 	assert.Len(t, ts.ran, 3)
 	ts.done(ts.ran[0].t)
 	require.Len(t, ts.ran, 4)
-	assert.Same(t, b, ts.ran[3].w)
+	assert.Same(t, b, ts.ran[3].w.(*testWorker))
 }
 
 // TestSharesLetTurnsThatWaitForTheirSinkGiveTheirSlotBack: a turn that
@@ -185,10 +191,10 @@ func TestSharesLetTurnsThatWaitForTheirSinkGiveTheirSlotBack(t *testing.T) {
 	ts.submit(w, 3)
 	require.Len(t, ts.ran, 1)
 	first := ts.ran[0].t
-	first.pause()
+	first.Pause()
 	require.Len(t, ts.ran, 2, "the slot it gave back went to the next turn")
 	resumed := make(chan struct{})
-	go func() { first.resume(); close(resumed) }()
+	go func() { first.Resume(); close(resumed) }()
 	require.Eventually(t, func() bool {
 		ts.mu.Lock()
 		defer ts.mu.Unlock()
@@ -211,7 +217,7 @@ func TestSharesRenewTheSlotsTakenBackWhileTheSinkWorked(t *testing.T) {
 	w := ts.worker("mallory")
 	ts.submit(w, 1)
 	quick := ts.ran[0].t
-	quick.renew()
+	quick.Renew()
 	assert.True(t, quick.slot)
 	ts.done(quick)
 
@@ -221,7 +227,7 @@ func TestSharesRenewTheSlotsTakenBackWhileTheSinkWorked(t *testing.T) {
 	ts.submit(w, 1) // takes the slot taken back
 	require.Len(t, ts.ran, 3)
 	renewed := make(chan struct{})
-	go func() { slow.renew(); close(renewed) }()
+	go func() { slow.Renew(); close(renewed) }()
 	require.Eventually(t, func() bool {
 		ts.mu.Lock()
 		defer ts.mu.Unlock()

@@ -1,4 +1,4 @@
-package dispatcher
+package delivery
 
 import (
 	"cmp"
@@ -9,19 +9,19 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/pull"
 )
 
-// retries are the events of a worker whose attempt failed and that wait
+// Retries are the events of a worker whose attempt failed and that wait
 // for their next attempt held by the worker (in progress for JetStream,
 // kept so by the heartbeat), not handed back to JetStream with a delay:
 // JetStream counts an event handed back as unacknowledged until its delay
 // ends and offers no way to take it back earlier, so the backlog budget
 // could not give up the events of a failing sink while they waited. Held
-// here, the oldest of them are the first the budget gives up (takeOldest).
+// here, the oldest of them are the first the budget gives up (TakeOldest).
 // A worker that stops hands its retries back to JetStream with the rest of
-// their delay (close). A dispatcher that dies leaves them to be
+// their delay (Close). A dispatcher that dies leaves them to be
 // redelivered after the ack wait; attempts are then counted from
 // JetStream's delivery count again, so an event can get more attempts
 // than maxDeliver, never fewer.
-type retries struct {
+type Retries struct {
 	mu     sync.Mutex
 	closed bool
 	byID   map[*pull.Msg]*retry
@@ -34,9 +34,9 @@ type retry struct {
 	timer *time.Timer
 }
 
-// add keeps e until delay has passed, then calls due with it, unless it
+// Add keeps e until delay has passed, then calls due with it, unless it
 // was taken meanwhile. It reports false when the retries are closed.
-func (rs *retries) add(e *pull.Msg, delay time.Duration, due func(*pull.Msg)) bool {
+func (rs *Retries) Add(e *pull.Msg, delay time.Duration, due func(*pull.Msg)) bool {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	if rs.closed {
@@ -56,7 +56,7 @@ func (rs *retries) add(e *pull.Msg, delay time.Duration, due func(*pull.Msg)) bo
 }
 
 // take removes r if it is still there, and reports whether it was.
-func (rs *retries) take(r *retry) bool {
+func (rs *Retries) take(r *retry) bool {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	if rs.byID[r.e] != r {
@@ -66,9 +66,9 @@ func (rs *retries) take(r *retry) bool {
 	return true
 }
 
-// takeOldest removes up to n of the events waiting, those earliest in the
+// TakeOldest removes up to n of the events waiting, those earliest in the
 // stream first, and returns them; their timers will not fire.
-func (rs *retries) takeOldest(n int) []*pull.Msg {
+func (rs *Retries) TakeOldest(n int) []*pull.Msg {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	if n <= 0 || len(rs.byID) == 0 {
@@ -89,9 +89,9 @@ func (rs *retries) takeOldest(n int) []*pull.Msg {
 	return out
 }
 
-// takeOlder removes and returns the oldest event waiting if it is earlier
+// TakeOlder removes and returns the oldest event waiting if it is earlier
 // in the stream than seq, else nil; its timer will not fire.
-func (rs *retries) takeOlder(seq uint64) *pull.Msg {
+func (rs *Retries) TakeOlder(seq uint64) *pull.Msg {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	var oldest *retry
@@ -107,16 +107,16 @@ func (rs *retries) takeOlder(seq uint64) *pull.Msg {
 	return oldest.e
 }
 
-// len returns the number of events waiting.
-func (rs *retries) len() int {
+// Len returns the number of events waiting.
+func (rs *Retries) Len() int {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	return len(rs.byID)
 }
 
-// close stops taking events and returns those waiting, each with the time
+// Close stops taking events and returns those waiting, each with the time
 // left until it was due; their timers will not fire.
-func (rs *retries) close() map[*pull.Msg]time.Duration {
+func (rs *Retries) Close() map[*pull.Msg]time.Duration {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	rs.closed = true

@@ -1,12 +1,12 @@
-package dispatcher
+package observe
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// metrics are the dispatcher's per-Subscription Prometheus metrics. A nil
-// *metrics records nothing.
-type metrics struct {
+// Metrics are the dispatcher's per-Subscription Prometheus metrics. A nil
+// *Metrics records nothing.
+type Metrics struct {
 	delivered        *prometheus.CounterVec
 	failed           *prometheus.CounterVec
 	deadLettered     *prometheus.CounterVec
@@ -26,7 +26,7 @@ var (
 	EventAgeBuckets         = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
 )
 
-// newMetrics registers, with reg, metrics labelled by namespace and
+// NewMetrics registers, with reg, metrics labelled by namespace and
 // subscription:
 //
 //	kfn_eventbridge_delivered_total            events the sink acknowledged (2xx)
@@ -37,9 +37,9 @@ var (
 //	kfn_eventbridge_replies_total{result}      sink replies: published, invalid, hop_limit
 //	kfn_eventbridge_delivery_duration_seconds  histogram: each attempt, request to answer
 //	kfn_eventbridge_event_age_seconds          histogram: each delivered event, stored to the start of the attempt that delivered it
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	labels := []string{"namespace", "subscription"}
-	m := &metrics{
+	m := &Metrics{
 		delivered: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kfn_eventbridge_delivered_total", Help: "Events delivered to the sink (2xx).",
 		}, labels),
@@ -75,12 +75,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
-// counters are one Subscription's metrics, looked up once per worker
-// rather than once per event.
-type counters struct {
-	delivered, failed, deadLettered, deadLetterFull, discarded prometheus.Counter
-	replies                                                    map[string]prometheus.Counter
-	deliveryDuration, eventAge                                 prometheus.Observer
+// Counters are one Subscription's metrics, looked up once per worker
+// rather than once per event. Replies are by result: published, invalid,
+// hop_limit.
+type Counters struct {
+	Delivered, Failed, DeadLettered, DeadLetterFull, Discarded prometheus.Counter
+	Replies                                                    map[string]prometheus.Counter
+	DeliveryDuration, EventAge                                 prometheus.Observer
 }
 
 // Nothing, for a nil *metrics: a counter and a histogram never registered.
@@ -89,29 +90,32 @@ var (
 	noHistogram = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "unregistered"})
 )
 
-func (m *metrics) forSubscription(namespace, name string) *counters {
+// ForSubscription returns the Subscription's metrics; of a nil *Metrics,
+// counters registered nowhere.
+func (m *Metrics) ForSubscription(namespace, name string) *Counters {
 	if m == nil {
-		return &counters{delivered: noCounter, failed: noCounter, deadLettered: noCounter, deadLetterFull: noCounter, discarded: noCounter,
-			replies:          map[string]prometheus.Counter{"published": noCounter, "invalid": noCounter, "hop_limit": noCounter},
-			deliveryDuration: noHistogram, eventAge: noHistogram}
+		return &Counters{Delivered: noCounter, Failed: noCounter, DeadLettered: noCounter, DeadLetterFull: noCounter, Discarded: noCounter,
+			Replies:          map[string]prometheus.Counter{"published": noCounter, "invalid": noCounter, "hop_limit": noCounter},
+			DeliveryDuration: noHistogram, EventAge: noHistogram}
 	}
-	c := &counters{
-		delivered:        m.delivered.WithLabelValues(namespace, name),
-		failed:           m.failed.WithLabelValues(namespace, name),
-		deadLettered:     m.deadLettered.WithLabelValues(namespace, name),
-		deadLetterFull:   m.deadLetterFull.WithLabelValues(namespace, name),
-		discarded:        m.discarded.WithLabelValues(namespace, name),
-		replies:          map[string]prometheus.Counter{},
-		deliveryDuration: m.deliveryDuration.WithLabelValues(namespace, name),
-		eventAge:         m.eventAge.WithLabelValues(namespace, name),
+	c := &Counters{
+		Delivered:        m.delivered.WithLabelValues(namespace, name),
+		Failed:           m.failed.WithLabelValues(namespace, name),
+		DeadLettered:     m.deadLettered.WithLabelValues(namespace, name),
+		DeadLetterFull:   m.deadLetterFull.WithLabelValues(namespace, name),
+		Discarded:        m.discarded.WithLabelValues(namespace, name),
+		Replies:          map[string]prometheus.Counter{},
+		DeliveryDuration: m.deliveryDuration.WithLabelValues(namespace, name),
+		EventAge:         m.eventAge.WithLabelValues(namespace, name),
 	}
 	for _, r := range []string{"published", "invalid", "hop_limit"} {
-		c.replies[r] = m.replies.WithLabelValues(namespace, name, r)
+		c.Replies[r] = m.replies.WithLabelValues(namespace, name, r)
 	}
 	return c
 }
 
-func (m *metrics) forget(namespace, name string) {
+// Forget deletes the Subscription's metrics.
+func (m *Metrics) Forget(namespace, name string) {
 	if m == nil {
 		return
 	}

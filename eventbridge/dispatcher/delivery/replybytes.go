@@ -1,4 +1,4 @@
-package dispatcher
+package delivery
 
 import (
 	"fmt"
@@ -10,25 +10,25 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/pull"
 )
 
-// replyBytes counts a sink's reply, from its headers to the last byte of
+// ReplyBytes counts a sink's reply, from its headers to the last byte of
 // its body read, against the held bytes of the event it answers
-// (pull.Msg.Grow), until it is stored or dropped (release): what a tenant's
+// (pull.Msg.Grow), until it is stored or dropped (Release): what a tenant's
 // sink makes the dispatcher keep in memory counts within its
-// Subscription's share (Config.MaxHeldBytesPerSubscription) and the total,
+// Subscription's share (the dispatcher's Config.MaxHeldBytesPerSubscription) and the total,
 // as its events do, and a reply that does not fit fails its attempt.
-type replyBytes struct {
+type ReplyBytes struct {
 	msg *pull.Msg // nil: an event no puller holds, nothing counted
 	n   int64
 }
 
 // newReplyBytes counts against msg's held bytes when the puller holds it.
-func newReplyBytes(msg jetstream.Msg) *replyBytes {
+func newReplyBytes(msg jetstream.Msg) *ReplyBytes {
 	m, _ := msg.(*pull.Msg)
-	return &replyBytes{msg: m}
+	return &ReplyBytes{msg: m}
 }
 
 // grow counts n more bytes; the error wraps pull.ErrNoRoom.
-func (r *replyBytes) grow(n int64) error {
+func (r *ReplyBytes) grow(n int64) error {
 	if r.msg == nil {
 		return nil
 	}
@@ -39,8 +39,8 @@ func (r *replyBytes) grow(n int64) error {
 	return nil
 }
 
-// release counts off what grow counted. Safe to call more than once.
-func (r *replyBytes) release() {
+// Release counts off what grow counted. Safe to call more than once.
+func (r *ReplyBytes) Release() {
 	if r.msg != nil {
 		r.msg.Shrink(r.n)
 	}
@@ -59,11 +59,11 @@ func headerBytes(h http.Header) int64 {
 	return int64(n)
 }
 
-// countedBody counts each byte read of a reply's body (replyBytes.grow)
+// countedBody counts each byte read of a reply's body (ReplyBytes.grow)
 // and fails the read when they do not fit.
 type countedBody struct {
 	r     io.Reader
-	bytes *replyBytes
+	bytes *ReplyBytes
 }
 
 func (c countedBody) Read(p []byte) (int, error) {

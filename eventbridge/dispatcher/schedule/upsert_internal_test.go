@@ -1,7 +1,9 @@
-package dispatcher
+package schedule
 
 import (
 	"context"
+	"log/slog"
+	"net/http"
 	"testing"
 	"time"
 
@@ -11,6 +13,9 @@ import (
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/eventbridge/deadline"
+	"github.com/kfn-dev/kfn/eventbridge/dispatcher/delivery"
+	"github.com/kfn-dev/kfn/eventbridge/dispatcher/observe"
 	"github.com/kfn-dev/kfn/eventbridge/pull"
 	"github.com/kfn-dev/kfn/test/natstest"
 )
@@ -23,11 +28,19 @@ func TestReplacedWorkerPullsBeforeTheOldStops(t *testing.T) {
 	srv := natstest.Start(t)
 	js, err := jetstream.New(srv.Connect())
 	require.NoError(t, err)
-	d, err := New(js, Config{Streams: stream.DefaultConfig()})
-	require.NoError(t, err)
+	streams := stream.DefaultConfig()
+	d := New(js, Config{
+		Streams: streams, Defaults: v1alpha2.DefaultDelivery(), PullExpiry: time.Second,
+		BudgetInterval: time.Second, ShutdownGrace: time.Second, MaxHeldBytes: 1 << 20, MaxHeldBytesPerSubscription: 1 << 20,
+	}, Parts{
+		Sender: delivery.NewSender(delivery.Config{
+			JetStream: js, Transport: http.DefaultTransport, Resolver: delivery.DirectResolver, Deadlines: deadline.New(time.Second),
+		}),
+		Recorder: observe.NewRecorder(observe.Config{}), Endpoints: AlwaysReady{}, Log: slog.New(slog.DiscardHandler),
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { _ = d.Start(ctx); close(done) }()
+	go func() { _ = d.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	require.Eventually(t, func() bool { d.mu.Lock(); defer d.mu.Unlock(); return d.puller != nil }, 5*time.Second, time.Millisecond)
 

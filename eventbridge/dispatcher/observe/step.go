@@ -1,16 +1,11 @@
-package dispatcher
+package observe
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 )
 
 // Outcome is what became of an event at one step of its delivery to a
@@ -87,17 +82,6 @@ type ObserverFunc func(Step)
 // Observe calls f.
 func (f ObserverFunc) Observe(s Step) { f(s) }
 
-// WithObserver adds o to the observers told of every Step.
-func WithObserver(o Observer) Option {
-	return func(d *Dispatcher) error {
-		if o == nil {
-			return fmt.Errorf("%w: nil observer", ErrInvalidOption)
-		}
-		d.observers = append(d.observers, o)
-		return nil
-	}
-}
-
 // Counts are a Subscription's delivery counts, the same numbers as the
 // Prometheus counters of Metrics.
 type Counts struct {
@@ -114,89 +98,6 @@ type Counts struct {
 // tally is one Subscription's Counts, updated atomically.
 type tally struct {
 	delivered, failed, deadLettered, discarded atomic.Uint64
-}
-
-// Counts returns the Subscription's delivery counts since it was first
-// served (Upsert) after being removed or never served. It returns false
-// when the dispatcher does not serve it. Safe for concurrent use.
-func (d *Dispatcher) Counts(namespace, name string) (Counts, bool) {
-	if !d.Serving(namespace, name) {
-		return Counts{}, false
-	}
-	t := d.tallyOf(key{namespace, name})
-	return Counts{
-		Delivered: t.delivered.Load(), Failed: t.failed.Load(),
-		DeadLettered: t.deadLettered.Load(), Discarded: t.discarded.Load(),
-	}, true
-}
-
-func (d *Dispatcher) tallyOf(k key) *tally {
-	if t, ok := d.tallies.Load(k); ok {
-		return t.(*tally)
-	}
-	t, _ := d.tallies.LoadOrStore(k, &tally{})
-	return t.(*tally)
-}
-
-// observeAttempt counts one attempt and tells the observers of it.
-func (w *worker) observeAttempt(msg jetstream.Msg, meta *jetstream.MsgMetadata, res result, began time.Time) {
-	s := w.step(msg, meta)
-	s.Duration = s.At.Sub(began)
-	s.Status = res.status
-	t := w.tally
-	if res.verdict == Done {
-		s.Outcome = Delivered
-		t.delivered.Add(1)
-	} else {
-		s.Outcome = Failed
-		s.Error = res.reason()
-		t.failed.Add(1)
-	}
-	if len(w.d.observers) == 0 {
-		return
-	}
-	if s.Outcome == Delivered && res.reply != nil {
-		s.Reply = replyRef(res.reply, res.replyBody)
-	}
-	w.tell(s)
-}
-
-// observeGiveUp counts an event given up (DeadLettered or Discarded) and
-// tells the observers of it.
-func (w *worker) observeGiveUp(msg jetstream.Msg, meta *jetstream.MsgMetadata, outcome Outcome, status int, reason string) {
-	s := w.step(msg, meta)
-	s.Outcome, s.Status, s.Error = outcome, status, reason
-	t := w.tally
-	if outcome == DeadLettered {
-		t.deadLettered.Add(1)
-	} else {
-		t.discarded.Add(1)
-	}
-	w.tell(s)
-}
-
-func (w *worker) step(msg jetstream.Msg, meta *jetstream.MsgMetadata) Step {
-	t := w.target
-	s := Step{
-		Namespace: t.sub.Namespace, Subscription: t.sub.Name,
-		SinkNamespace: t.sink.Namespace, SinkService: t.sink.Service,
-		Attempt: int(meta.NumDelivered), Sequence: meta.Sequence.Stream, At: time.Now(),
-	}
-	if len(w.d.observers) == 0 {
-		return s
-	}
-	h := msg.Headers()
-	s.Event = EventRef{ID: eventstore.Attribute(h, "id"), Source: eventstore.Attribute(h, "source"), Type: eventstore.Attribute(h, "type")}
-	if v := h[eventstore.HeaderTraceParent]; len(v) > 0 {
-		s.TraceParent = v[0]
-	}
-	return s
-}
-
-func (w *worker) tell(s Step) {
-	for _, o := range w.d.observers {
-		o.Observe(s)
-	}
 }
 
 // replyRef names the CloudEvent of a sink's reply: from its ce- headers in

@@ -1,0 +1,249 @@
+package dispatcher
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/eventbridge/admission"
+	"github.com/kfn-dev/kfn/internal/egress"
+)
+
+// Defaults of Config.
+const (
+	DefaultRequestTimeout = 60 * time.Second
+	DefaultMaxHops        = admission.DefaultMaxHops
+	DefaultJitter         = 0.2
+	DefaultMaxReplyBytes  = 1 << 20
+	DefaultPullExpiry     = 30 * time.Second
+	DefaultBudgetInterval = 2 * time.Second
+	DefaultShutdownGrace  = 10 * time.Second
+
+	DefaultMaxHeldBytes                = 256 << 20
+	DefaultMaxHeldBytesPerSubscription = 16 << 20
+
+	// DefaultNamespaceMaxBacklog is the default Config.NamespaceMaxBacklog:
+	// what one Subscription may ask for at most.
+	DefaultNamespaceMaxBacklog = v1alpha2.MaxMaxBacklog
+	// NamespaceShareOfStream divides the event stream's MaxBytes into the
+	// default Config.NamespaceMaxBacklogBytes: 16 namespaces at their
+	// total fill the stream, 15 leave a 16th of it to the others (64 MiB
+	// of the default 1 GiB).
+	NamespaceShareOfStream = 16
+
+	// DefaultSlotsPerCPU is Config.DeliverySlots by default, per CPU the
+	// process may use (GOMAXPROCS).
+	DefaultSlotsPerCPU = 16
+	DefaultSlotTime    = 2 * time.Millisecond
+)
+
+// MinPullExpiry is the shortest Config.PullExpiry.
+const MinPullExpiry = 100 * time.Millisecond
+
+// ErrInvalidOption is wrapped by errors about options of New.
+var ErrInvalidOption = errors.New("invalid dispatcher option")
+
+// Config configures a Dispatcher. A zero field means its default.
+type Config struct {
+	// Streams names the event and dead-letter streams.
+	Streams stream.Config
+	// RequestTimeout bounds one delivery request: a request is given up
+	// after at least RequestTimeout and at most a 64th of it more (requests
+	// that start together share their deadline). Default 60s.
+	RequestTimeout time.Duration
+	// MaxHops bounds reply chains: a reply whose hop count would exceed it
+	// is dropped. Default 16 (admission.DefaultMaxHops).
+	MaxHops int
+	// Reserved keeps sources for some namespaces (admission.Reservation):
+	// the reply of a sink whose Subscription is of another namespace is
+	// dropped, as the publisher refuses their events. The publisher's
+	// reservations.
+	Reserved []admission.Reservation
+	// LegacyPrefix is the prefix of Kyma's legacy event types, for the
+	// reservations (default v1alpha2.DefaultLegacyPrefix). The publisher's.
+	LegacyPrefix string
+	// Jitter is the random part of each backoff, a fraction in [0,1].
+	// Default 0.2; negative means none.
+	Jitter float64
+	// MaxReplyBytes bounds a sink's CloudEvent reply. Default 1 MiB.
+	MaxReplyBytes int64
+	// PullExpiry is how long one pull request waits on the server (each
+	// drawn from its last quarter). An idle Subscription costs one request
+	// per expiry; a request the server lost without telling is asked again
+	// within about a quarter of it more. A deleted consumer is noticed at
+	// once. Default 30s.
+	PullExpiry time.Duration
+	// BudgetInterval is how often the backlog of a Subscription whose
+	// sink failed or is not ready is read (one consumer info request) to
+	// hold it to its maxBacklog. Default 2s.
+	BudgetInterval time.Duration
+	// ShutdownGrace bounds how long Start, once its context ends, waits
+	// for deliveries in flight; past it they end (their events come again
+	// after the ack wait), so that a sink that never answers cannot hold
+	// up a restart of the shared dispatcher. Default 10s.
+	ShutdownGrace time.Duration
+	// MaxHeldBytes bounds the bytes of the events the dispatcher holds at
+	// once (from their arrival to their settling, those waiting for a
+	// retry included); past it, it asks for no more until some are
+	// settled. MaxHeldBytesPerSubscription bounds one Subscription's
+	// share, so that one with large events or a slow sink cannot take it
+	// all, and a namespace holding a quarter of MaxHeldBytes or more
+	// shares the other three quarters with every other such namespace,
+	// the last quarter kept for namespaces holding less, so that one
+	// namespace's many Subscriptions cannot take it all either. A
+	// Subscription whose namespace holds nothing may take one event of
+	// any size.
+	// The CloudEvent replies of its sink count too, from their headers to
+	// the last byte read until they are stored: a reply that does not fit
+	// fails its attempt (retried), unless its event is all the
+	// Subscription holds. Defaults 256 MiB and 16 MiB; negative means no
+	// bound.
+	MaxHeldBytes, MaxHeldBytesPerSubscription int64
+	// Egress says which addresses deliveries may reach (package egress);
+	// the zero value refuses loopback among others. It holds for the
+	// default transport (NewTransport).
+	Egress egress.Policy
+	// DeliverySlots is how many events' turns (an attempt, and what
+	// settles it: storing the sink's reply, acknowledging, retrying,
+	// dead-lettering) run at once, shared fairly among namespaces: a
+	// namespace alone may use all but a quarter kept for namespaces that
+	// run few, and when turns wait, each slot that frees goes to the
+	// waiting namespace that runs the fewest, so that one namespace's
+	// fan-out, retries, large events or replies wait behind its own
+	// work, not in front of another's (package slots). SlotTime bounds how
+	// long a turn holds its slot (one to two of it; a sink that is slower
+	// keeps none from the others, and the turn takes one again once it
+	// answered). Defaults DefaultSlotsPerCPU per GOMAXPROCS and 2ms;
+	// negative DeliverySlots means no bound.
+	DeliverySlots int
+	SlotTime      time.Duration
+	// Delivery holds the delivery settings of the spec.config keys a
+	// Subscription does not set (retries, backoff, dead-lettering); it must
+	// match the stream.ConsumerSettings.Defaults the consumers were made
+	// with. The zero value means v1alpha2.DefaultDelivery(), and a zero
+	// MaxBacklogBytes v1alpha2.DefaultMaxBacklogBytes.
+	Delivery v1alpha2.Delivery
+	// NamespaceMaxBacklog and NamespaceMaxBacklogBytes bound the backlog
+	// of all of one namespace's Subscriptions together, in events and in
+	// bytes (each Subscription's backlog counted, so that an event waiting
+	// for three of them counts three times: a namespace's fan-out costs
+	// its own total). Past either, the namespace's oldest waiting events
+	// are given up as over a Subscription's budget, and never another
+	// namespace's; a Subscription's own maxBacklog and maxBacklogBytes
+	// are held to them, so that no spec.config asks for more of the
+	// shared event stream than its namespace may hold. Defaults
+	// DefaultNamespaceMaxBacklog and the event stream's MaxBytes divided
+	// by NamespaceShareOfStream (v1alpha2.MaxMaxBacklogBytes for a stream
+	// without a limit); the bytes must not be above the stream's MaxBytes
+	// nor below its MaxMsgSize.
+	NamespaceMaxBacklog      int
+	NamespaceMaxBacklogBytes int64
+}
+
+// admission is the policy replies are held to.
+func (c *Config) admission() admission.Policy {
+	return admission.Policy{Reserved: c.Reserved, LegacyPrefix: c.LegacyPrefix, MaxHops: c.MaxHops}
+}
+
+func (c *Config) defaults() error {
+	if err := c.Streams.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidOption, err)
+	}
+	if c.RequestTimeout < 0 || c.MaxHops < 0 || c.MaxReplyBytes < 0 || c.PullExpiry < 0 || c.Jitter > 1 {
+		return fmt.Errorf("%w: negative duration, size or hop limit, or jitter above 1", ErrInvalidOption)
+	}
+	policy := c.admission()
+	if err := policy.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidOption, err)
+	}
+	if c.PullExpiry != 0 && c.PullExpiry < MinPullExpiry {
+		return fmt.Errorf("%w: pull expiry %s is below %s", ErrInvalidOption, c.PullExpiry, MinPullExpiry)
+	}
+	if c.Delivery == (v1alpha2.Delivery{}) {
+		c.Delivery = v1alpha2.DefaultDelivery()
+	}
+	if c.Delivery.MaxBacklogBytes == 0 {
+		c.Delivery.MaxBacklogBytes = v1alpha2.DefaultMaxBacklogBytes
+	}
+	if err := c.Delivery.Validate(); err != nil {
+		return fmt.Errorf("%w: delivery defaults: %w", ErrInvalidOption, err)
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.MaxHops == 0 {
+		c.MaxHops = DefaultMaxHops
+	}
+	if c.Jitter == 0 {
+		c.Jitter = DefaultJitter
+	}
+	if c.Jitter < 0 {
+		c.Jitter = 0
+	}
+	if c.MaxReplyBytes == 0 {
+		c.MaxReplyBytes = DefaultMaxReplyBytes
+	}
+	if c.PullExpiry == 0 {
+		c.PullExpiry = DefaultPullExpiry
+	}
+	if c.BudgetInterval < 0 {
+		return fmt.Errorf("%w: negative budget interval", ErrInvalidOption)
+	}
+	if c.BudgetInterval == 0 {
+		c.BudgetInterval = DefaultBudgetInterval
+	}
+	if c.MaxHeldBytes == 0 {
+		c.MaxHeldBytes = DefaultMaxHeldBytes
+	}
+	if c.ShutdownGrace <= 0 {
+		c.ShutdownGrace = DefaultShutdownGrace
+	}
+	if c.MaxHeldBytesPerSubscription == 0 {
+		c.MaxHeldBytesPerSubscription = DefaultMaxHeldBytesPerSubscription
+	}
+	if c.SlotTime < 0 {
+		return fmt.Errorf("%w: negative slot time", ErrInvalidOption)
+	}
+	if c.DeliverySlots == 0 {
+		c.DeliverySlots = DefaultSlotsPerCPU * runtime.GOMAXPROCS(0)
+	}
+	if c.SlotTime == 0 {
+		c.SlotTime = DefaultSlotTime
+	}
+	return c.namespaceDefaults()
+}
+
+// namespaceDefaults sets and checks the namespace totals.
+func (c *Config) namespaceDefaults() error {
+	if c.NamespaceMaxBacklog == 0 {
+		c.NamespaceMaxBacklog = DefaultNamespaceMaxBacklog
+	}
+	if c.NamespaceMaxBacklogBytes == 0 {
+		c.NamespaceMaxBacklogBytes = v1alpha2.MaxMaxBacklogBytes
+		if c.Streams.MaxBytes > 0 {
+			// At least one event of the largest size, at most the stream.
+			c.NamespaceMaxBacklogBytes = min(max(c.Streams.MaxBytes/NamespaceShareOfStream, int64(c.Streams.MaxMsgSize)), c.Streams.MaxBytes)
+			if c.Streams.MaxMsgSize < 0 {
+				c.NamespaceMaxBacklogBytes = c.Streams.MaxBytes / NamespaceShareOfStream
+			}
+		}
+	}
+	largest := int64(c.Streams.MaxMsgSize)
+	if c.Streams.MaxBytes > 0 && (largest < 0 || largest > c.Streams.MaxBytes) {
+		largest = c.Streams.MaxBytes
+	}
+	switch {
+	case c.NamespaceMaxBacklog < 1:
+		return fmt.Errorf("%w: a namespace's total backlog must be at least 1 event, not %d", ErrInvalidOption, c.NamespaceMaxBacklog)
+	case c.Streams.MaxBytes > 0 && c.NamespaceMaxBacklogBytes > c.Streams.MaxBytes:
+		return fmt.Errorf("%w: a namespace's total backlog (%d bytes) must not be above the event stream's max bytes (%d)",
+			ErrInvalidOption, c.NamespaceMaxBacklogBytes, c.Streams.MaxBytes)
+	case c.NamespaceMaxBacklogBytes < max(largest, 1):
+		return fmt.Errorf("%w: a namespace's total backlog (%d bytes) must hold at least one event of the stream's largest (%d bytes)",
+			ErrInvalidOption, c.NamespaceMaxBacklogBytes, largest)
+	}
+	return nil
+}

@@ -1,0 +1,260 @@
+package schedule
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/eventbridge/dispatcher/budget"
+	"github.com/kfn-dev/kfn/eventbridge/dispatcher/delivery"
+	"github.com/kfn-dev/kfn/eventbridge/dispatcher/observe"
+	"github.com/kfn-dev/kfn/eventbridge/dispatcher/slots"
+	"github.com/kfn-dev/kfn/eventbridge/pull"
+)
+
+// Config is what the scheduling needs of the dispatcher's Config (the
+// fields of the same names there), defaults applied.
+type Config struct {
+	Streams stream.Config
+	// Defaults are the delivery settings of the spec.config keys a
+	// Subscription does not set.
+	Defaults                                  v1alpha2.Delivery
+	PullExpiry, BudgetInterval, ShutdownGrace time.Duration
+	MaxHeldBytes, MaxHeldBytesPerSubscription int64
+	DeliverySlots                             int
+	SlotTime                                  time.Duration
+	Budget                                    budget.Config
+}
+
+// Parts are what the workers deliver, record, log and ask readiness with.
+type Parts struct {
+	Sender    *delivery.Sender
+	Recorder  *observe.Recorder
+	Endpoints Endpoints
+	Log       *slog.Logger
+}
+
+// Scheduler serves a changing set of Subscriptions, a worker each. Tell
+// it the Subscriptions with Upsert and Remove (any time, from any
+// goroutine); Run runs the deliveries.
+//
+// One pull.Puller serves all the Subscriptions over one subscription of
+// the NATS connection; each Subscription has a goroutine that follows
+// its sink's readiness and a pull.Heartbeat while it holds events; each
+// event in flight is delivered on one of the Scheduler's pull.Goroutines,
+// in a turn of the delivery slots. Backlog budgets are checked by one
+// loop for all (budget.go).
+type Scheduler struct {
+	cfg   Config
+	js    jetstream.JetStream
+	parts Parts
+	// goroutines run the deliveries and budget checks of every worker,
+	// the deliveries in the turns slots gives them.
+	goroutines *pull.Goroutines
+	slots      *slots.Shares
+
+	mu sync.Mutex
+	// start starts a worker within Run's context; nil until Run.
+	start   func(*worker)
+	puller  *pull.Puller // set by Run
+	workers map[key]*worker
+	wg      sync.WaitGroup
+}
+
+type key struct{ namespace, name string }
+
+// New returns a Scheduler that pulls through js.
+func New(js jetstream.JetStream, cfg Config, parts Parts) *Scheduler {
+	s := &Scheduler{cfg: cfg, js: js, parts: parts, workers: map[key]*worker{}, goroutines: pull.NewGoroutines(pull.DefaultIdle)}
+	s.slots = slots.New(cfg.DeliverySlots, cfg.SlotTime, s.goroutines.Go)
+	return s
+}
+
+// Upsert starts serving the Subscription, or restarts its worker if what
+// matters for delivery changed (the dispatcher's Upsert). A Subscription
+// whose spec cannot be served (the error says why) gets a worker that
+// delivers nothing and holds its consumer's events within the backlog
+// budget: its own maxBacklog when its spec.config can be read, the last
+// one served otherwise, else the default.
+func (s *Scheduler) Upsert(sub *v1alpha2.Subscription) error {
+	t, err := newTarget(sub, s.cfg.Defaults)
+	k := key{sub.Namespace, sub.Name}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, ok := s.workers[k]
+	if err != nil {
+		t = holdTarget(sub, err, s.cfg.Defaults, old)
+	}
+	if ok && sameTarget(old.target, t) {
+		return err
+	}
+	w := &worker{s: s, target: t, done: make(chan struct{})}
+	s.workers[k] = w
+	if s.start != nil {
+		// The new worker's pull takes over the consumer's events before
+		// the old one stops: none arrives with no worker to take it.
+		s.start(w)
+	}
+	if ok {
+		old.stop()
+	}
+	return err
+}
+
+// Remove stops serving the Subscription and forgets its counts and
+// metrics. Deliveries in progress finish.
+func (s *Scheduler) Remove(namespace, name string) {
+	k := key{namespace, name}
+	s.mu.Lock()
+	w, ok := s.workers[k]
+	delete(s.workers, k)
+	s.mu.Unlock()
+	if ok {
+		w.stop()
+		s.parts.Recorder.Forget(namespace, name)
+	}
+}
+
+// Serving reports whether the Subscription is being served: its events
+// delivered (not only held while its spec is invalid).
+func (s *Scheduler) Serving(namespace, name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w, ok := s.workers[key{namespace, name}]
+	return ok && w.target.invalid == nil
+}
+
+// Holding reports whether the Subscription's events are held, not
+// delivered, because its spec cannot be served (see Upsert).
+func (s *Scheduler) Holding(namespace, name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w, ok := s.workers[key{namespace, name}]
+	return ok && w.target.invalid != nil
+}
+
+// Served is a Subscription the Scheduler serves, as its metrics name it:
+// its consumer, and its maxBacklog held to its namespace's total.
+type Served struct {
+	Namespace, Name, Consumer string
+	MaxBacklog                int
+}
+
+// Served returns the Subscriptions served, by consumer, and whether Run
+// runs.
+func (s *Scheduler) Served() (running bool, served map[string]Served) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	served = make(map[string]Served, len(s.workers))
+	for _, w := range s.workers {
+		t := w.target
+		served[t.consumer] = Served{
+			Namespace: t.sub.Namespace, Name: t.sub.Name, Consumer: t.consumer,
+			MaxBacklog: min(t.delivery.MaxBacklog, s.cfg.Budget.NamespaceMaxBacklog),
+		}
+	}
+	return s.start != nil, served
+}
+
+// Run serves the Subscriptions until ctx is done, then stops pulling and
+// waits for the deliveries in progress, at most Config.ShutdownGrace (the
+// dispatcher's Start). It may be called once.
+func (s *Scheduler) Run(ctx context.Context) error {
+	p, err := s.begin(ctx)
+	if err != nil {
+		return err
+	}
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); s.holdBudgets(ctx) }()
+	<-ctx.Done()
+	p.Stop() // events on their way come again after the ack wait
+	stopped := make(chan struct{})
+	go func() { s.wg.Wait(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(s.cfg.ShutdownGrace):
+		// Deliveries still in flight end now; their events come again
+		// after the ack wait, to this or another replica.
+		s.parts.Sender.EndRequests()
+		<-stopped
+	}
+	<-p.Closed()
+	s.parts.Sender.EndRequests() // no delivery is in flight any more
+	return nil
+}
+
+// begin starts the puller and the workers of the Subscriptions upserted
+// so far, and has Upsert start the others, within ctx.
+func (s *Scheduler) begin(ctx context.Context) (*pull.Puller, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.start != nil {
+		return nil, errors.New("dispatcher already started")
+	}
+	p, err := pull.Start(s.js.Conn(), pull.Config{
+		Stream: s.cfg.Streams.EventStream, Expiry: s.cfg.PullExpiry,
+		MaxHeldBytes: s.cfg.MaxHeldBytes, MaxHeldBytesPerPull: s.cfg.MaxHeldBytesPerSubscription,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.puller = p
+	s.start = func(w *worker) { s.startLocked(ctx, w) }
+	for _, w := range s.workers {
+		s.start(w)
+	}
+	return p, nil
+}
+
+// startLocked starts w within ctx: it joins its namespace's slots, adds
+// its pull and runs. The mu is held.
+func (s *Scheduler) startLocked(ctx context.Context, w *worker) {
+	ctx, w.cancel = context.WithCancel(ctx)
+	w.init(ctx)
+	w.space = s.slots.Join(w.target.sub.Namespace)
+	w.pl = s.puller.Add(w.target.sub.Namespace, w.target.consumer, w.target.delivery.MaxInFlight, w)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer close(w.done)
+		w.run(ctx)
+	}()
+}
+
+// Unpulled is a Subscription's worker that no puller feeds and that
+// never runs: events are handed to it with Deliver. It measures what a
+// delivery costs the dispatcher without JetStream (BenchmarkDeliver).
+type Unpulled struct{ w *worker }
+
+// Unpulled returns a worker of sub, handed its events with Deliver.
+func (s *Scheduler) Unpulled(sub *v1alpha2.Subscription) (*Unpulled, error) {
+	t, err := newTarget(sub, s.cfg.Defaults)
+	if err != nil {
+		return nil, err
+	}
+	w := &worker{s: s, target: t, done: make(chan struct{})}
+	w.init(context.Background())
+	return &Unpulled{w: w}, nil
+}
+
+// Deliver delivers m on one of the Scheduler's goroutines, outside the
+// delivery slots (Handle), then calls done.
+func (u *Unpulled) Deliver(m *pull.Msg, done func()) {
+	w := u.w
+	if !w.startBusy() {
+		return
+	}
+	w.s.goroutines.Go(pull.TaskFunc(func() {
+		w.Handle(m)
+		done()
+	}))
+}
+
+// Wait waits for the deliveries Deliver started.
+func (u *Unpulled) Wait() { u.w.busy.Wait() }
