@@ -115,8 +115,8 @@ func wireEvent() *event.Event {
 }
 
 // TestStoredFormOnTheWire holds every path that stores an event to the
-// stored form it wrote before the event store had one entry point
-// (testdata/wire.golden.json, written with -update): the dispatcher and
+// stored form it wrote before the event store had one entry point, Put
+// (testdata/wire.golden.json, written with -update before): the dispatcher and
 // older releases (an upgrade) read these headers.
 func TestStoredFormOnTheWire(t *testing.T) {
 	r := newRecorder(t)
@@ -141,19 +141,25 @@ func storeCases(t *testing.T, ctx context.Context, r *recorder) []wireMsg {
 	var got []wireMsg
 	store := eventstore.New(r.js, "events")
 
-	_, err := store.Publish(ctx, wireEvent(), "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "k=v")
+	e, err := eventstore.Encode(wireEvent(), "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "k=v")
+	require.NoError(t, err)
+	_, err = store.Put(ctx, e)
 	require.NoError(t, err)
 	got = append(got, r.take(t, "store: an event", 1)...)
 
 	bag, err := baggage.Parse("user=alice")
 	require.NoError(t, err)
-	_, err = store.PublishRouted(baggage.ContextWithBaggage(ctx, bag), wireEvent(), "commerce", "", "")
+	e, err = eventstore.Encode(wireEvent(), "", "")
+	require.NoError(t, err)
+	e.SetRoute("commerce")
+	_, err = store.Put(baggage.ContextWithBaggage(ctx, bag), e)
 	require.NoError(t, err)
 	got = append(got, r.take(t, "store: routed, with baggage", 1)...)
 
-	h, ok := eventstore.EncodeBinary(plainBinary(), "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "")
+	e, ok := eventstore.EncodeBinary(plainBinary(), []byte(`{"n":1}`), "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "")
 	require.True(t, ok)
-	_, err = store.PublishEncoded(ctx, h, []byte(`{"n":1}`), "/shop")
+	e.SetRoute("/shop")
+	_, err = store.Put(ctx, e)
 	require.NoError(t, err)
 	got = append(got, r.take(t, "store: binary, routed by its own source", 1)...)
 
@@ -167,17 +173,18 @@ func storeCases(t *testing.T, ctx context.Context, r *recorder) []wireMsg {
 	f := deadletter.Failure{Namespace: "shop", Subscription: "orders", Status: 500, Error: "boom\nagain", Attempts: 3,
 		Subject: stored.Subject, Sequence: 7, At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	letter := deadletter.NewMsg(nats.Header(stored.Header), []byte(stored.Data), f)
-	_, err = eventstore.New(r.js, "dead-letters").PublishMsg(ctx, letter, deadletter.MsgID(f))
+	_, err = eventstore.New(r.js, "dead-letters").Put(ctx, eventstore.Restore(letter, deadletter.MsgID(f)))
 	require.NoError(t, err)
 	got = append(got, r.take(t, "dead letter", 1)...)
 
-	h = nats.Header{}
+	h := nats.Header{}
 	for k, v := range letter.Header {
 		if !strings.HasPrefix(k, "Kfn-") && !strings.HasPrefix(k, "Nats-") {
 			h[k] = v
 		}
 	}
-	_, err = store.PublishMsg(ctx, &nats.Msg{Subject: stream.ReplaySubject(stream.ConsumerName("shop", "orders")), Header: h, Data: letter.Data}, "replay:dead-letters:7")
+	replayed := &nats.Msg{Subject: stream.ReplaySubject(stream.ConsumerName("shop", "orders")), Header: h, Data: letter.Data}
+	_, err = store.Put(ctx, eventstore.Restore(replayed, "replay:dead-letters:7"))
 	require.NoError(t, err)
 	got = append(got, r.take(t, "replay", 1)...)
 	return got

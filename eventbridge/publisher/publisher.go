@@ -16,7 +16,6 @@ import (
 	"github.com/cloudevents/sdk-go/v2/binding"
 	"github.com/cloudevents/sdk-go/v2/event"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
-	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
@@ -61,12 +60,11 @@ var ErrInvalidOption = errors.New("invalid publisher option")
 
 // EventStore stores events; *eventstore.Store is the implementation.
 type EventStore interface {
-	// PublishEncoded stores an event in its stored form (the headers of
-	// eventstore.Encode or EncodeBinary, with their trace context, and its
-	// data), routed by routeSource (stored under the subject of, and
-	// matched with it; "" for its own source), and answers once it is
-	// stored. Errors wrap the sentinels of package eventstore.
-	PublishEncoded(ctx context.Context, h nats.Header, data []byte, routeSource string) (eventstore.Result, error)
+	// Put stores an event in its stored form (eventstore.Encode's or
+	// EncodeBinary's, with its trace context, route and sender) and
+	// answers once it is stored. Errors wrap the sentinels of package
+	// eventstore.
+	Put(ctx context.Context, e eventstore.Event) (eventstore.Result, error)
 }
 
 // Applications looks up Kyma Applications (applicationconnector.kyma-project.io)
@@ -386,8 +384,8 @@ func (p *Publisher) servePublish(w http.ResponseWriter, r *http.Request) int {
 	}
 	tp, ts := p.traceContext(r)
 	if !cehttp.IsHTTPBatch(r.Header) {
-		if h, ok := eventstore.EncodeBinary(r.Header, tp, ts); ok {
-			return p.publishEncoded(w, r, h, body, sender)
+		if e, ok := eventstore.EncodeBinary(r.Header, body, tp, ts); ok {
+			return p.publishBinary(w, r, e, sender)
 		}
 	}
 	events, err := p.parse(r.Context(), r.Header, body)
@@ -418,28 +416,21 @@ func (p *Publisher) servePublish(w http.ResponseWriter, r *http.Request) int {
 	return http.StatusNoContent
 }
 
-// storedEvent is an event in its stored form, with the source it is
-// routed by ("" for its own).
-type storedEvent struct {
-	h     nats.Header
-	data  []byte
-	route string
-}
-
 // encode puts the events of a request in their stored form and checks
 // them against the store's bounds, every one before any is stored, so
 // that a batch or a legacy event (stored twice) that the store would
 // refuse in part is refused whole. Each names its sender (stamp). The
 // error names the event of a batch.
-func (p *Publisher) encode(events []event.Event, routes []string, traceParent, traceState, sender string) ([]storedEvent, error) {
-	out := make([]storedEvent, len(events))
+func (p *Publisher) encode(events []event.Event, routes []string, traceParent, traceState, sender string) ([]eventstore.Event, error) {
+	out := make([]eventstore.Event, len(events))
 	for i := range events {
-		h, data, err := eventstore.Encode(&events[i], traceParent, traceState)
+		e, err := eventstore.Encode(&events[i], traceParent, traceState)
 		if err == nil {
-			err = p.stamp(h, routes[i], sender)
+			e.SetRoute(routes[i])
+			err = p.stamp(&e, sender)
 		}
 		if err == nil {
-			err = eventstore.CheckAttributes(h)
+			err = e.Check()
 		}
 		if err != nil {
 			if len(events) > 1 {
@@ -447,47 +438,48 @@ func (p *Publisher) encode(events []event.Event, routes []string, traceParent, t
 			}
 			return nil, err
 		}
-		out[i] = storedEvent{h: h, data: data, route: routes[i]}
+		out[i] = e
 	}
 	return out, nil
 }
 
 // storeAll stores the events of one request, in order, within one
 // StoreTimeout.
-func (p *Publisher) storeAll(ctx context.Context, events []storedEvent) error {
+func (p *Publisher) storeAll(ctx context.Context, events []eventstore.Event) error {
 	ctx = p.stores.Context(ctx)
 	for _, e := range events {
-		if _, err := p.store.PublishEncoded(ctx, e.h, e.data, e.route); err != nil {
+		if _, err := p.store.Put(ctx, e); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// publishEncoded stores a binary-mode event that eventstore.EncodeBinary
-// took (every attribute plainly valid, in its stored form h), routed and
-// typed as prepare does, and answers. Any other request goes through
-// sdk-go (parse, prepare), which stores it alike or says why not.
-func (p *Publisher) publishEncoded(w http.ResponseWriter, r *http.Request, h nats.Header, body []byte, sender string) int {
-	eventType, source := eventstore.Attribute(h, "type"), eventstore.Attribute(h, "source")
-	annotateEvent(r, eventstore.Attribute(h, "id"), eventType)
+// publishBinary stores a binary-mode event that eventstore.EncodeBinary
+// took (every attribute plainly valid), routed and typed as prepare does,
+// and answers. Any other request goes through sdk-go (parse, prepare),
+// which stores it alike or says why not.
+func (p *Publisher) publishBinary(w http.ResponseWriter, r *http.Request, e eventstore.Event, sender string) int {
+	eventType, source := e.Attribute("type"), e.Attribute("source")
+	annotateEvent(r, e.Attribute("id"), eventType)
 	stored, route, err := p.route(eventType, source)
 	if err != nil {
 		return p.fail(w, r, err)
 	}
 	if stored != eventType {
-		h[eventstore.HeaderPrefix+"type"] = []string{stored}
+		e.SetType(stored)
 	} else if !p.legacyType(eventType) {
-		h[eventstore.HeaderPrefix+OriginalTypeExtension] = []string{eventType}
+		e.SetOriginalType(eventType)
 	}
-	if err := p.stamp(h, route, sender); err != nil {
+	e.SetRoute(route)
+	if err := p.stamp(&e, sender); err != nil {
 		return p.fail(w, r, err)
 	}
 	if err := p.rates.take(sender, 1); err != nil {
 		return p.fail(w, r, err)
 	}
 	// The store refuses a type that maps to no subject before storing.
-	if _, err := p.store.PublishEncoded(p.stores.Context(r.Context()), h, body, route); err != nil {
+	if _, err := p.store.Put(p.stores.Context(r.Context()), e); err != nil {
 		return p.fail(w, r, err)
 	}
 	w.WriteHeader(http.StatusNoContent)
