@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 )
@@ -64,10 +62,9 @@ func (p *Policy) Validate() error {
 // Hops returns the hop limit, its default for 0.
 func (p *Policy) Hops() int { return cmp.Or(p.MaxHops, DefaultMaxHops) }
 
-// Admit checks an event in its stored form h (eventstore.Encode's or
-// EncodeBinary's headers), routed by route ("" its own source) and sent on
-// behalf of namespace sender ("" when unknown or no namespace's), and
-// completes it. It refuses, with an error saying why:
+// Admit checks an event in its stored form, routed by its route
+// (eventstore.Event.SetRoute) and sent on behalf of namespace sender (""
+// when unknown or no namespace's), and completes it. It refuses, with an error saying why:
 //   - an event that sets eventstore.SenderExtension itself
 //     (eventstore.ErrInvalidEvent): only Admit sets it, so that a
 //     subscriber may trust it, and the store scopes de-duplication by it;
@@ -81,52 +78,51 @@ func (p *Policy) Hops() int { return cmp.Or(p.MaxHops, DefaultMaxHops) }
 // It then records sender, when known, in eventstore.SenderExtension.
 // Admit does not check the bounds of the store (eventstore.CheckAttributes),
 // which the store applies to every event it writes.
-func (p *Policy) Admit(h nats.Header, route, sender string) error {
-	if _, ok := h[eventstore.HeaderPrefix+eventstore.SenderExtension]; ok {
+func (p *Policy) Admit(e *eventstore.Event, sender string) error {
+	if _, ok := e.Extension(eventstore.SenderExtension); ok {
 		return fmt.Errorf("%w: the extension %s is set by kfn's event bridge only", eventstore.ErrInvalidEvent, eventstore.SenderExtension)
 	}
-	if err := p.checkHops(h); err != nil {
+	if err := p.checkHops(e); err != nil {
 		return err
 	}
 	if len(p.Reserved) > 0 { // the hot path without reservations reads no attribute
-		if err := p.reservedFor(h, route, sender); err != nil {
+		if err := p.reservedFor(e, sender); err != nil {
 			return err
 		}
 	}
 	if sender != "" {
-		h[eventstore.HeaderPrefix+eventstore.SenderExtension] = []string{sender}
+		e.SetSender(sender)
 	}
 	return nil
 }
 
-// checkHops checks the hop count of h, when it has one, and writes it in
+// checkHops checks the hop count of e, when it has one, and writes it in
 // its plain decimal form.
-func (p *Policy) checkHops(h nats.Header) error {
-	key := eventstore.HeaderPrefix + eventstore.HopsExtension
-	v, ok := h[key]
-	if !ok || len(v) == 0 {
+func (p *Policy) checkHops(e *eventstore.Event) error {
+	v, ok := e.Extension(eventstore.HopsExtension)
+	if !ok {
 		return nil
 	}
-	n, err := strconv.Atoi(v[0])
+	n, err := strconv.Atoi(v)
 	if errors.Is(err, strconv.ErrRange) && n > 0 {
 		err = nil // more hops than an int holds: over any limit
 	}
 	if err != nil || n < 0 {
-		return fmt.Errorf("%w: the extension %s counts the events before this one in its chain and is set by kfn's hosts: want a number from 0, not %.16q", eventstore.ErrInvalidEvent, eventstore.HopsExtension, v[0])
+		return fmt.Errorf("%w: the extension %s counts the events before this one in its chain and is set by kfn's hosts: want a number from 0, not %.16q", eventstore.ErrInvalidEvent, eventstore.HopsExtension, v)
 	}
 	if n > p.Hops() {
 		return fmt.Errorf("%w: %w: the event is %d events down a chain of events (%s), at most %d are allowed: is a function answering or emitting the events it receives?", eventstore.ErrInvalidEvent, ErrHopLimit, n, eventstore.HopsExtension, p.Hops())
 	}
-	if s := strconv.Itoa(n); s != v[0] {
-		h[key] = []string{s}
+	if strconv.Itoa(n) != v {
+		e.SetHops(n)
 	}
 	return nil
 }
 
-// reservedFor checks the event in its stored form h, routed by route, sent
-// from namespace sender, against the reservations.
-func (p *Policy) reservedFor(h nats.Header, route, sender string) error {
-	source, eventType := cmp.Or(route, eventstore.Attribute(h, "source")), eventstore.Attribute(h, "type")
+// reservedFor checks the event in its stored form, sent from namespace
+// sender, against the reservations.
+func (p *Policy) reservedFor(e *eventstore.Event, sender string) error {
+	source, eventType := e.RouteSource(), e.Attribute("type")
 	if err := reserved(p.Reserved, source, eventType, sender); err != nil {
 		return err
 	}

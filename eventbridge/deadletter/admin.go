@@ -133,7 +133,7 @@ func (a *Admin) Replay(ctx context.Context, seq uint64) (Letter, error) {
 		return Letter{}, fmt.Errorf("replay dead letter %d: %w", seq, err)
 	}
 	msg := &nats.Msg{Subject: stream.ReplaySubject(consumer), Header: h, Data: m.Data}
-	_, err = a.events.PublishMsg(ctx, msg, "replay:"+a.streams.DeadLetterStream+":"+strconv.FormatUint(seq, 10))
+	_, err = a.events.Put(ctx, eventstore.Restore(msg, "replay:"+a.streams.DeadLetterStream+":"+strconv.FormatUint(seq, 10)))
 	release()
 	if err != nil {
 		return Letter{}, fmt.Errorf("replay dead letter %d: %w", seq, err)

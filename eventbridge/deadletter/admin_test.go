@@ -46,7 +46,7 @@ func (e *env) bury(t *testing.T, ns, name, id string, seq uint64) {
 		"Content-Type": {"text/plain"}, "Nats-Msg-Id": {"x"}}
 	f := deadletter.Failure{Namespace: ns, Subscription: name, Status: 500, Error: "sink answered 500\nInternal", Attempts: 3,
 		Subject: "kyma.shop.order.created.v1", Sequence: seq, At: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	_, err := eventstore.New(e.js, e.streams.DeadLetterStream).PublishMsg(context.Background(), deadletter.NewMsg(h, []byte("data-"+id), f), deadletter.MsgID(f))
+	_, err := eventstore.New(e.js, e.streams.DeadLetterStream).Put(context.Background(), eventstore.Restore(deadletter.NewMsg(h, []byte("data-"+id), f), deadletter.MsgID(f)))
 	require.NoError(t, err)
 }
 

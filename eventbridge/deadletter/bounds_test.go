@@ -31,7 +31,7 @@ func (e *env) buryData(ns, name string, seq uint64, data []byte) error {
 	h := nats.Header{"ce-specversion": {"1.0"}, "ce-id": {strconv.FormatUint(seq, 10)}, "ce-source": {"shop"}, "ce-type": {"order.created.v1"}}
 	f := deadletter.Failure{Namespace: ns, Subscription: name, Status: 500, Error: "sink answered 500", Attempts: 3,
 		Subject: "kyma.shop.order.created.v1", Sequence: seq, At: time.Now()}
-	_, err := eventstore.New(e.js, e.streams.DeadLetterStream).PublishMsg(context.Background(), deadletter.NewMsg(h, data, f), deadletter.MsgID(f))
+	_, err := eventstore.New(e.js, e.streams.DeadLetterStream).Put(context.Background(), eventstore.Restore(deadletter.NewMsg(h, data, f), deadletter.MsgID(f)))
 	return err
 }
 

@@ -102,7 +102,7 @@ func (w *Writer) Write(ctx context.Context, h nats.Header, data []byte, f Failur
 		dropped++
 	}
 	for {
-		res, err := w.store.PublishMsg(ctx, msg, MsgID(f))
+		res, err := w.store.Put(ctx, eventstore.Restore(msg, MsgID(f)))
 		if err == nil {
 			if !res.Duplicate {
 				u.bytes += size

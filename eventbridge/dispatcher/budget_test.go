@@ -151,7 +151,7 @@ func TestNoisyNeighbour(t *testing.T) {
 			e.SetType("order.created.v1")
 			require.NoError(t, e.SetData("text/plain", data))
 			published[e.ID()] = time.Now()
-			if _, err := b.store.Publish(context.Background(), &e, "", ""); err != nil {
+			if _, err := put(context.Background(), b.store, &e, "", ""); err != nil {
 				failed++
 				delete(published, e.ID())
 			}

@@ -152,7 +152,7 @@ func (b *bridge) publishErr(source, typ, id string, data string) error {
 	if err := e.SetData("text/plain", data); err != nil {
 		return err
 	}
-	_, err := b.store.Publish(context.Background(), &e, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "")
+	_, err := put(context.Background(), b.store, &e, "", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
 	return err
 }
 

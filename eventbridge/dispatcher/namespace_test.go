@@ -152,7 +152,7 @@ func TestFullDeadLetterStreamDropsTheEvent(t *testing.T) {
 	for seq := uint64(1); ; seq++ {
 		f := deadletter.Failure{Namespace: "other", Subscription: "s", Status: 500, Error: "failed", Attempts: 1,
 			Subject: "kyma.shop.order.created.v1", Sequence: seq, At: time.Now()}
-		_, err := filler.PublishMsg(context.Background(), deadletter.NewMsg(nats.Header{"ce-id": {"o"}}, data, f), deadletter.MsgID(f))
+		_, err := filler.Put(context.Background(), eventstore.Restore(deadletter.NewMsg(nats.Header{"ce-id": {"o"}}, data, f), deadletter.MsgID(f)))
 		if err != nil {
 			require.ErrorIs(t, err, eventstore.ErrStorageFull)
 			break

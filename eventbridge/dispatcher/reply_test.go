@@ -64,7 +64,7 @@ func TestRepliesArePublishedByTheSubscriptionsNamespace(t *testing.T) {
 	e.SetSource("payments")
 	e.SetType("reply.v1")
 	e.SetExtension(eventstore.SenderExtension, "bank")
-	_, err := b.store.Publish(context.Background(), &e, "", "")
+	_, err := put(context.Background(), b.store, &e, "", "")
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return fromPayments.count() == 2 }, wait, tick, "bank's event is not taken for the tenant's")
 	require.Never(t, func() bool { return fromFn.count() > 1 || fromBank.count() > 0 }, 300*time.Millisecond, tick)

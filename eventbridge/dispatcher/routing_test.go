@@ -34,7 +34,7 @@ func TestApplicationTypeRouting(t *testing.T) {
 	e.SetSource("commerce-prod")
 	e.SetType("order.created.v1")
 	require.NoError(t, e.SetData("application/json", map[string]int{"id": 1}))
-	_, err := b.store.PublishRouted(context.Background(), &e, "commerce", "", "")
+	_, err := put(context.Background(), b.store, &e, "commerce", "")
 	require.NoError(t, err)
 	b.publish("commerce-prod", "order.created.v1", "r2", "not routed: the name's own")
 

@@ -10,9 +10,9 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// EncodeBinary returns the stored form (the headers; the data is the
-// body) of a binary-mode CloudEvent 1.0 given by the headers of its HTTP
-// request, with the request's trace context, when every attribute of it
+// EncodeBinary returns the stored form of a binary-mode CloudEvent 1.0
+// given by the headers and body of its HTTP request, with the request's
+// trace context, when every attribute of it
 // is plainly valid: the same headers as sdk-go's binding.ToEvent, the
 // event's Validate and Encode give it, for a fraction of their work. When
 // it reports false, the request is to go that way, which accepts it or
@@ -26,7 +26,16 @@ import (
 // the event (formatting its source URL anew at each look), and Encode
 // writes it back into headers; for the event bridge's 1 KiB events that
 // was most of the publisher's own work (issue 20's profiles).
-func EncodeBinary(h http.Header, traceParent, traceState string) (nats.Header, bool) {
+func EncodeBinary(h http.Header, body []byte, traceParent, traceState string) (Event, bool) {
+	stored, ok := encodeBinary(h, traceParent, traceState)
+	if !ok {
+		return Event{}, false
+	}
+	return Event{h: stored, data: body}, true
+}
+
+// encodeBinary is EncodeBinary's headers, one by one.
+func encodeBinary(h http.Header, traceParent, traceState string) (nats.Header, bool) {
 	if v := h["Ce-Specversion"]; len(v) == 0 || v[0] != "1.0" {
 		return nil, false
 	}

@@ -57,7 +57,7 @@ const (
 )
 
 // CheckAttributes checks the attributes of an event in its stored form
-// (Encode's or EncodeBinary's headers) against MaxIDLength,
+// (its headers) against MaxIDLength,
 // MaxExtensionNameLength, MaxAttributes and MaxAttributeBytes (counted
 // as the dispatcher sends them, percent-encoded; an OriginalTypeExtension
 // equal to the type is not counted). The error

@@ -29,6 +29,14 @@ func attrs(extra map[string]string) nats.Header {
 	return h
 }
 
+// putNew stores a new event whose stored form is h and data, routed by
+// route.
+func putNew(ctx context.Context, s *eventstore.Store, h nats.Header, data []byte, route string) (eventstore.Result, error) {
+	e := eventstore.FromHeader(h, data)
+	e.SetRoute(route)
+	return s.Put(ctx, e)
+}
+
 func TestCheckAttributes(t *testing.T) {
 	many := map[string]string{}
 	for i := range eventstore.MaxAttributes - 4 {
@@ -65,20 +73,20 @@ func TestCheckAttributes(t *testing.T) {
 
 func TestTraceContextOverItsBoundIsNotStored(t *testing.T) {
 	long := "00-" + strings.Repeat("a", eventstore.MaxTraceParentLength)
-	h, _, err := eventstore.Encode(newEvent(), long, "k=v")
+	e, err := eventstore.Encode(newEvent(), long, "k=v")
 	require.NoError(t, err)
-	assert.Empty(t, h[eventstore.HeaderTraceParent])
-	assert.Empty(t, h[eventstore.HeaderTraceState], "no state without its parent")
+	assert.Empty(t, e.Header()[eventstore.HeaderTraceParent])
+	assert.Empty(t, e.Header()[eventstore.HeaderTraceState], "no state without its parent")
 
-	h, _, err = eventstore.Encode(newEvent(), "00-trace-01", strings.Repeat("s", eventstore.MaxTraceStateLength+1))
+	e, err = eventstore.Encode(newEvent(), "00-trace-01", strings.Repeat("s", eventstore.MaxTraceStateLength+1))
 	require.NoError(t, err)
-	assert.Equal(t, []string{"00-trace-01"}, h[eventstore.HeaderTraceParent])
-	assert.Empty(t, h[eventstore.HeaderTraceState])
+	assert.Equal(t, []string{"00-trace-01"}, e.Header()[eventstore.HeaderTraceParent])
+	assert.Empty(t, e.Header()[eventstore.HeaderTraceState])
 
 	req := http.Header{"Ce-Specversion": {"1.0"}, "Ce-Id": {"1"}, "Ce-Source": {"s"}, "Ce-Type": {"a.b"}}
-	b, ok := eventstore.EncodeBinary(req, long, "")
+	b, ok := eventstore.EncodeBinary(req, nil, long, "")
 	require.True(t, ok)
-	assert.Empty(t, b[eventstore.HeaderTraceParent])
+	assert.Empty(t, b.Header()[eventstore.HeaderTraceParent])
 }
 
 // TestStoreRefusesWhatWouldCloseTheConnection shows what the bounds guard
@@ -109,17 +117,17 @@ func TestStoreRefusesWhatWouldCloseTheConnection(t *testing.T) {
 	require.NoError(t, stream.Ensure(ctx, js, c))
 	store := eventstore.New(js, c.EventStream)
 
-	_, err = store.PublishMsg(ctx, &nats.Msg{Subject: "kyma." + strings.Repeat("a", eventstore.MaxSubjectLength), Header: attrs(nil)}, "m1")
+	_, err = store.Put(ctx, eventstore.Restore(&nats.Msg{Subject: "kyma." + strings.Repeat("a", eventstore.MaxSubjectLength), Header: attrs(nil)}, "m1"))
 	require.ErrorIs(t, err, eventstore.ErrInvalidEvent)
-	_, err = store.PublishMsg(ctx, &nats.Msg{Subject: "kyma.shop.a.b", Header: attrs(map[string]string{"x-big": strings.Repeat("x", 64<<10)})}, "m2")
+	_, err = store.Put(ctx, eventstore.Restore(&nats.Msg{Subject: "kyma.shop.a.b", Header: attrs(map[string]string{"x-big": strings.Repeat("x", 64<<10)})}, "m2"))
 	require.ErrorIs(t, err, eventstore.ErrTooLarge)
 
-	_, err = store.PublishEncoded(ctx, attrs(map[string]string{"ce-type": strings.Repeat("a", 5000)}), nil, "")
+	_, err = putNew(ctx, store, attrs(map[string]string{"ce-type": strings.Repeat("a", 5000)}), nil, "")
 	require.ErrorIs(t, err, eventstore.ErrInvalidEvent)
-	_, err = store.PublishEncoded(ctx, attrs(nil), nil, strings.Repeat("r", 5000))
+	_, err = putNew(ctx, store, attrs(nil), nil, strings.Repeat("r", 5000))
 	require.ErrorIs(t, err, eventstore.ErrInvalidEvent, "a route source is bounded as a source")
 
-	res, err := store.PublishEncoded(ctx, attrs(nil), []byte("{}"), "")
+	res, err := putNew(ctx, store, attrs(nil), []byte("{}"), "")
 	require.NoError(t, err, "the connection is still there")
 	assert.Equal(t, uint64(1), res.Sequence)
 	assert.True(t, nc.IsConnected())
@@ -162,7 +170,7 @@ func TestLargestEventIsStoredAndDeadLettered(t *testing.T) {
 	require.NoError(t, err)
 	route := strings.Repeat("r", v1alpha2.MaxEventSourceLength)
 
-	res, err := eventstore.New(js, c.EventStream).PublishEncoded(baggage.ContextWithBaggage(ctx, bag), h, []byte("{}"), route)
+	res, err := putNew(baggage.ContextWithBaggage(ctx, bag), eventstore.New(js, c.EventStream), h, []byte("{}"), route)
 	require.NoError(t, err)
 	events, err := js.Stream(ctx, c.EventStream)
 	require.NoError(t, err)
@@ -172,6 +180,6 @@ func TestLargestEventIsStoredAndDeadLettered(t *testing.T) {
 
 	f := deadletter.Failure{Namespace: strings.Repeat("n", 63), Subscription: strings.Repeat("s", 253),
 		Error: strings.Repeat("e", 10000), Subject: msg.Subject, Sequence: res.Sequence, Attempts: 10, Status: 500, At: time.Now()}
-	_, err = eventstore.New(js, c.DeadLetterStream).PublishMsg(ctx, deadletter.NewMsg(msg.Header, msg.Data, f), deadletter.MsgID(f))
+	_, err = eventstore.New(js, c.DeadLetterStream).Put(ctx, eventstore.Restore(deadletter.NewMsg(msg.Header, msg.Data, f), deadletter.MsgID(f)))
 	require.NoError(t, err, "the largest event's dead letter is stored")
 }

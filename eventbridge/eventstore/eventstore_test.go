@@ -46,8 +46,9 @@ func newEvent() *event.Event {
 
 func TestEncodeDecodeRoundTrip(t *testing.T) {
 	e := newEvent()
-	h, data, err := eventstore.Encode(e, "00-trace-01", "k=v")
+	stored, err := eventstore.Encode(e, "00-trace-01", "k=v")
 	require.NoError(t, err)
+	h, data := stored.Header(), stored.Data()
 	assert.Equal(t, "order-7", h.Get("ce-subject"))
 	assert.Equal(t, "acme", h.Get("ce-tenant"))
 	assert.Equal(t, "application/json", h.Get(eventstore.HeaderContentType))
@@ -73,8 +74,9 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 func TestEncodeKeepsAnEventsOwnTraceParent(t *testing.T) {
 	e := newEvent()
 	e.SetExtension("traceparent", "00-own-01")
-	h, _, err := eventstore.Encode(e, "00-request-01", "")
+	stored, err := eventstore.Encode(e, "00-request-01", "")
 	require.NoError(t, err)
+	h := stored.Header()
 	assert.Equal(t, "00-own-01", h.Get("ce-traceparent"))
 	assert.Empty(t, h.Get(eventstore.HeaderTraceParent))
 }
@@ -89,7 +91,7 @@ func TestEncodeRefuses(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			e := newEvent()
 			modify(e)
-			_, _, err := eventstore.Encode(e, "", "")
+			_, err := eventstore.Encode(e, "", "")
 			require.ErrorIs(t, err, eventstore.ErrInvalidEvent)
 		})
 	}

@@ -47,7 +47,7 @@ func TestUnansweredAttemptIsMadeAgain(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 5*eventstore.AttemptTimeout)
 	defer cancel()
-	res, err := eventstore.New(js, "events").PublishMsg(ctx, &nats.Msg{Subject: "kyma.shop.order.created.v1", Header: attrs(nil)}, "m1")
+	res, err := eventstore.New(js, "events").Put(ctx, eventstore.Restore(&nats.Msg{Subject: "kyma.shop.order.created.v1", Header: attrs(nil)}, "m1"))
 	require.NoError(t, err, "stored by the second attempt")
 	assert.Equal(t, uint64(7), res.Sequence)
 	mu.Lock()
@@ -69,7 +69,7 @@ func TestAttemptsEndAtTheCallersDeadline(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), eventstore.AttemptTimeout+eventstore.AttemptTimeout/2)
 	defer cancel()
-	_, err = eventstore.New(js, "events").PublishMsg(ctx, &nats.Msg{Subject: "kyma.shop.order.created.v1", Header: attrs(nil)}, "m1")
+	_, err = eventstore.New(js, "events").Put(ctx, eventstore.Restore(&nats.Msg{Subject: "kyma.shop.order.created.v1", Header: attrs(nil)}, "m1"))
 	require.ErrorIs(t, err, eventstore.ErrUnavailable)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 }

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/baggage"
@@ -35,76 +34,45 @@ type Result struct {
 	Duplicate bool
 }
 
-// Store writes events into the event stream and answers only once JetStream
-// has stored them. It is safe for concurrent use.
+// Store writes events into one stream (the event stream; the dead-letter
+// stream for dead letters) and answers only once JetStream has stored
+// them. It is safe for concurrent use.
 type Store struct {
 	js     jetstream.JetStream
 	stream string
 }
 
-// New returns a Store writing into the named event stream through js.
-func New(js jetstream.JetStream, eventStream string) *Store {
-	return &Store{js: js, stream: eventStream}
+// New returns a Store writing into the named stream through js.
+func New(js jetstream.JetStream, stream string) *Store {
+	return &Store{js: js, stream: stream}
 }
 
-// Publish stores an event under its subject (kyma.<clean source>.<clean
-// type>) with MsgID(sender, source, id) as message id, so a retried
-// publish within the de-duplication window is stored once. traceParent and traceState are
-// the trace context of the request that carried it, if any.
-func (s *Store) Publish(ctx context.Context, e *event.Event, traceParent, traceState string) (Result, error) {
-	return s.PublishRouted(ctx, e, "", traceParent, traceState)
-}
-
-// PublishRouted is Publish for an event routed by routeSource rather than
-// by its own source: its subject is kyma.<clean routeSource>.<clean type>
-// and routeSource is stored in the HeaderRouteSource header, which
-// Subscriptions are matched with (RouteSource) and which is not delivered.
-// The event keeps its source. An empty routeSource, or the event's own
-// source, is Publish.
+// Put stores an event and answers once JetStream has stored it. Every
+// path that stores an event comes here.
 //
-// The W3C baggage in ctx (go.opentelemetry.io/otel/baggage), if any, is
-// stored with the event (HeaderBaggage) and goes with it to the sinks.
-func (s *Store) PublishRouted(ctx context.Context, e *event.Event, routeSource, traceParent, traceState string) (Result, error) {
-	h, data, err := Encode(e, traceParent, traceState)
-	if err != nil {
-		return Result{}, err
-	}
-	return s.PublishEncoded(ctx, h, data, routeSource)
-}
-
-// PublishEncoded is PublishRouted for an event already in its stored form
-// (Encode's or EncodeBinary's headers, and its data): it checks the
-// attributes against their bounds (CheckAttributes), adds the W3C baggage
-// in ctx (unless longer than MaxBaggageLength) and the route, and stores it
-// under its subject with its message id.
-func (s *Store) PublishEncoded(ctx context.Context, h nats.Header, data []byte, routeSource string) (Result, error) {
-	if err := CheckAttributes(h); err != nil {
-		return Result{}, err
-	}
-	if b := baggage.FromContext(ctx); b.Len() > 0 {
-		if v := b.String(); len(v) <= MaxBaggageLength {
-			h[HeaderBaggage] = []string{v}
+// A new event (Encode's or EncodeBinary's) is checked against the bounds
+// of its attributes (CheckAttributes), gets the W3C baggage in ctx
+// (go.opentelemetry.io/otel/baggage; unless longer than MaxBaggageLength),
+// which goes with it to the sinks, and its route (SetRoute), and is stored
+// under its subject (kyma.<clean route source>.<clean type>) with message
+// id MsgID(sender, source, id), so that one published again within the
+// de-duplication window is stored once. A Restored message is stored as it
+// is, on its subject under its message id.
+//
+// Whatever it stores, a subject over MaxSubjectLength (ErrInvalidEvent) or
+// headers over JetStream's bound (ErrTooLarge) are refused before anything
+// is sent, so that no message can make NATS close the connection.
+func (s *Store) Put(ctx context.Context, e Event) (Result, error) {
+	var msg *nats.Msg
+	msgID := e.msgID
+	if e.subject != "" {
+		msg = &nats.Msg{Subject: e.subject, Header: e.h, Data: e.data}
+	} else {
+		var err error
+		if msg, msgID, err = e.message(ctx); err != nil {
+			return Result{}, err
 		}
 	}
-	source, id, eventType := Attribute(h, "source"), Attribute(h, "id"), Attribute(h, "type")
-	if routeSource != "" && routeSource != source {
-		h[HeaderRouteSource] = []string{routeSource}
-	}
-	subject, err := v1alpha2.EventSubject(RouteSource(h), eventType)
-	if err != nil {
-		return Result{}, fmt.Errorf("%w: %w", ErrInvalidEvent, err)
-	}
-	return s.PublishMsg(ctx, &nats.Msg{Subject: subject, Header: h, Data: data}, MsgID(Attribute(h, SenderExtension), source, id))
-}
-
-// PublishMsg stores an already encoded event under msg.Subject with the
-// given message id. It is how dead letters are stored and replayed (to
-// stream.ReplaySubject) and is otherwise like Publish. Every message the
-// Store writes passes here: a subject over MaxSubjectLength
-// (ErrInvalidEvent) or headers over JetStream's bound (ErrTooLarge) are
-// refused before anything is sent, so that no message can make NATS close
-// the connection.
-func (s *Store) PublishMsg(ctx context.Context, msg *nats.Msg, msgID string) (Result, error) {
 	if err := checkMsg(msg, msgID, s.stream); err != nil {
 		return Result{}, err
 	}
@@ -113,6 +81,31 @@ func (s *Store) PublishMsg(ctx context.Context, msg *nats.Msg, msgID string) (Re
 		return Result{}, fmt.Errorf("store event on %s: %w", msg.Subject, Classify(err))
 	}
 	return Result{Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil
+}
+
+// message completes a new event (its bounds checked, the baggage of ctx
+// and its route added) and returns it with its subject and message id.
+func (e *Event) message(ctx context.Context) (*nats.Msg, string, error) {
+	if e.h == nil {
+		return nil, "", fmt.Errorf("%w: no event", ErrInvalidEvent)
+	}
+	if err := CheckAttributes(e.h); err != nil {
+		return nil, "", err
+	}
+	if b := baggage.FromContext(ctx); b.Len() > 0 {
+		if v := b.String(); len(v) <= MaxBaggageLength {
+			e.h[HeaderBaggage] = []string{v}
+		}
+	}
+	source, id, eventType := e.Attribute("source"), e.Attribute("id"), e.Attribute("type")
+	if e.route != "" && e.route != source {
+		e.h[HeaderRouteSource] = []string{e.route}
+	}
+	subject, err := v1alpha2.EventSubject(RouteSource(e.h), eventType)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: %w", ErrInvalidEvent, err)
+	}
+	return &nats.Msg{Subject: subject, Header: e.h, Data: e.data}, MsgID(e.Attribute(SenderExtension), source, id), nil
 }
 
 // AttemptTimeout bounds one attempt to store a message when the caller's

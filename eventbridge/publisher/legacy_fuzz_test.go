@@ -11,41 +11,29 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 )
 
-// keepStore encodes events as the real store does and keeps the last
-// request's events.
+// keepStore is a JetStream that takes every message the real store
+// writes, and keeps its events, decoded.
 type keepStore struct {
+	jetstream.JetStream
 	mu     sync.Mutex
 	events []event.Event
 }
 
-func (s *keepStore) Publish(_ context.Context, e *event.Event, tp, ts string) (eventstore.Result, error) {
-	if _, _, err := eventstore.Encode(e, tp, ts); err != nil {
-		return eventstore.Result{}, err
-	}
-	s.mu.Lock()
-	s.events = append(s.events, e.Clone())
-	s.mu.Unlock()
-	return eventstore.Result{}, nil
-}
-
-func (s *keepStore) PublishRouted(ctx context.Context, e *event.Event, _, tp, ts string) (eventstore.Result, error) {
-	return s.Publish(ctx, e, tp, ts)
-}
-
-func (s *keepStore) PublishEncoded(_ context.Context, h nats.Header, data []byte, _ string) (eventstore.Result, error) {
-	e, err := eventstore.Decode(h, data)
+func (s *keepStore) PublishMsg(_ context.Context, m *nats.Msg, _ ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	e, err := eventstore.Decode(m.Header, m.Data)
 	if err != nil {
-		return eventstore.Result{}, err
+		return nil, err
 	}
 	s.mu.Lock()
 	s.events = append(s.events, *e)
 	s.mu.Unlock()
-	return eventstore.Result{}, nil
+	return &jetstream.PubAck{}, nil
 }
 
 // FuzzLegacyPublish sends Kyma's legacy event format (POST /{app}/v1/events)
@@ -66,7 +54,7 @@ func FuzzLegacyPublish(f *testing.F) {
 			return // not one path segment
 		}
 		store := &keepStore{}
-		p, err := publisher.New(store, publisher.Config{MaxRequestBytes: 1 << 16})
+		p, err := publisher.New(eventstore.New(store, "events"), publisher.Config{MaxRequestBytes: 1 << 16})
 		if err != nil {
 			t.Fatal(err)
 		}

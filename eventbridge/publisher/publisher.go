@@ -1,22 +1,13 @@
 package publisher
 
 import (
-	"bytes"
-	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
-	"github.com/cloudevents/sdk-go/v2/binding"
-	"github.com/cloudevents/sdk-go/v2/event"
-	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
-	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
@@ -24,7 +15,6 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/admission"
 	"github.com/kfn-dev/kfn/eventbridge/deadline"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
-	"github.com/kfn-dev/kfn/internal/auth"
 )
 
 // Defaults of Config.
@@ -61,12 +51,11 @@ var ErrInvalidOption = errors.New("invalid publisher option")
 
 // EventStore stores events; *eventstore.Store is the implementation.
 type EventStore interface {
-	// PublishEncoded stores an event in its stored form (the headers of
-	// eventstore.Encode or EncodeBinary, with their trace context, and its
-	// data), routed by routeSource (stored under the subject of, and
-	// matched with it; "" for its own source), and answers once it is
-	// stored. Errors wrap the sentinels of package eventstore.
-	PublishEncoded(ctx context.Context, h nats.Header, data []byte, routeSource string) (eventstore.Result, error)
+	// Put stores an event in its stored form (eventstore.Encode's or
+	// EncodeBinary's, with its trace context, route and sender) and
+	// answers once it is stored. Errors wrap the sentinels of package
+	// eventstore.
+	Put(ctx context.Context, e eventstore.Event) (eventstore.Result, error)
 }
 
 // Applications looks up Kyma Applications (applicationconnector.kyma-project.io)
@@ -333,309 +322,4 @@ func check(w http.ResponseWriter, r *http.Request, f ReadyFunc) {
 		}
 	}
 	w.WriteHeader(http.StatusOK)
-}
-
-// errTooLarge is returned by readBody when the body is over the limit.
-var errTooLarge = errors.New("request body too large")
-
-// readBody reads the whole body within MaxRequestBytes.
-func (p *Publisher) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	if r.ContentLength > p.cfg.MaxRequestBytes {
-		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", errTooLarge, r.ContentLength, p.cfg.MaxRequestBytes)
-	}
-	body, err := readAll(http.MaxBytesReader(w, r.Body, p.cfg.MaxRequestBytes), r.ContentLength)
-	var maxErr *http.MaxBytesError
-	if errors.As(err, &maxErr) {
-		return nil, fmt.Errorf("%w: the limit is %d bytes", errTooLarge, p.cfg.MaxRequestBytes)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read request body: %w", err)
-	}
-	return body, nil
-}
-
-// readAll reads a request body of size bytes (-1: unknown) into one
-// buffer of its size when it is known (io.ReadAll would grow its buffer
-// three times for a 1 KiB event). A server's request body yields exactly
-// its Content-Length.
-func readAll(r io.Reader, size int64) ([]byte, error) {
-	if size < 0 {
-		return io.ReadAll(r)
-	}
-	b := make([]byte, size)
-	if _, err := io.ReadFull(r, b); err != nil {
-		return nil, err
-	}
-	return b, nil
-}
-
-// servePublish serves /publish and /{app}/v2/events and returns the status
-// it answered.
-func (p *Publisher) servePublish(w http.ResponseWriter, r *http.Request) int {
-	sender, err := p.sender(r)
-	if err != nil {
-		return p.fail(w, r, err)
-	}
-	if err := p.publishing.enter(sender); err != nil {
-		return p.fail(w, r, err)
-	}
-	defer p.publishing.leave(sender)
-	body, err := p.readBody(w, r)
-	if err != nil {
-		return p.fail(w, r, err)
-	}
-	tp, ts := p.traceContext(r)
-	if !cehttp.IsHTTPBatch(r.Header) {
-		if h, ok := eventstore.EncodeBinary(r.Header, tp, ts); ok {
-			return p.publishEncoded(w, r, h, body, sender)
-		}
-	}
-	events, err := p.parse(r.Context(), r.Header, body)
-	if err != nil {
-		return p.fail(w, r, err)
-	}
-	annotate(r, events)
-	routes := make([]string, len(events))
-	for i := range events {
-		if routes[i], err = p.prepare(&events[i]); err != nil {
-			if len(events) > 1 {
-				err = fmt.Errorf("event %d of the batch: %w", i, err)
-			}
-			return p.fail(w, r, err)
-		}
-	}
-	stored, err := p.encode(events, routes, tp, ts, sender)
-	if err == nil {
-		err = p.rates.take(sender, len(stored))
-	}
-	if err != nil {
-		return p.fail(w, r, err)
-	}
-	if err := p.storeAll(r.Context(), stored); err != nil {
-		return p.fail(w, r, err)
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return http.StatusNoContent
-}
-
-// storedEvent is an event in its stored form, with the source it is
-// routed by ("" for its own).
-type storedEvent struct {
-	h     nats.Header
-	data  []byte
-	route string
-}
-
-// encode puts the events of a request in their stored form and checks
-// them against the store's bounds, every one before any is stored, so
-// that a batch or a legacy event (stored twice) that the store would
-// refuse in part is refused whole. Each names its sender (stamp). The
-// error names the event of a batch.
-func (p *Publisher) encode(events []event.Event, routes []string, traceParent, traceState, sender string) ([]storedEvent, error) {
-	out := make([]storedEvent, len(events))
-	for i := range events {
-		h, data, err := eventstore.Encode(&events[i], traceParent, traceState)
-		if err == nil {
-			err = p.stamp(h, routes[i], sender)
-		}
-		if err == nil {
-			err = eventstore.CheckAttributes(h)
-		}
-		if err != nil {
-			if len(events) > 1 {
-				err = fmt.Errorf("event %d of the batch: %w", i, err)
-			}
-			return nil, err
-		}
-		out[i] = storedEvent{h: h, data: data, route: routes[i]}
-	}
-	return out, nil
-}
-
-// storeAll stores the events of one request, in order, within one
-// StoreTimeout.
-func (p *Publisher) storeAll(ctx context.Context, events []storedEvent) error {
-	ctx = p.stores.Context(ctx)
-	for _, e := range events {
-		if _, err := p.store.PublishEncoded(ctx, e.h, e.data, e.route); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// publishEncoded stores a binary-mode event that eventstore.EncodeBinary
-// took (every attribute plainly valid, in its stored form h), routed and
-// typed as prepare does, and answers. Any other request goes through
-// sdk-go (parse, prepare), which stores it alike or says why not.
-func (p *Publisher) publishEncoded(w http.ResponseWriter, r *http.Request, h nats.Header, body []byte, sender string) int {
-	eventType, source := eventstore.Attribute(h, "type"), eventstore.Attribute(h, "source")
-	annotateEvent(r, eventstore.Attribute(h, "id"), eventType)
-	stored, route, err := p.route(eventType, source)
-	if err != nil {
-		return p.fail(w, r, err)
-	}
-	if stored != eventType {
-		h[eventstore.HeaderPrefix+"type"] = []string{stored}
-	} else if !p.legacyType(eventType) {
-		h[eventstore.HeaderPrefix+OriginalTypeExtension] = []string{eventType}
-	}
-	if err := p.stamp(h, route, sender); err != nil {
-		return p.fail(w, r, err)
-	}
-	if err := p.rates.take(sender, 1); err != nil {
-		return p.fail(w, r, err)
-	}
-	// The store refuses a type that maps to no subject before storing.
-	if _, err := p.store.PublishEncoded(p.stores.Context(r.Context()), h, body, route); err != nil {
-		return p.fail(w, r, err)
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return http.StatusNoContent
-}
-
-// parse reads the CloudEvents of a request: one in binary or structured
-// mode, or a batch.
-func (p *Publisher) parse(ctx context.Context, h http.Header, body []byte) ([]event.Event, error) {
-	if cehttp.IsHTTPBatch(h) {
-		var events []event.Event
-		if err := json.Unmarshal(body, &events); err != nil {
-			return nil, fmt.Errorf("%w: batch: %w", eventstore.ErrInvalidEvent, err)
-		}
-		if len(events) == 0 {
-			return nil, fmt.Errorf("%w: batch: no events", eventstore.ErrInvalidEvent)
-		}
-		if len(events) > MaxBatchEvents {
-			return nil, fmt.Errorf("%w: batch: %d events, at most %d are allowed in one request", eventstore.ErrInvalidEvent, len(events), MaxBatchEvents)
-		}
-		return events, nil
-	}
-	// In binary mode the body is the data as it is: the event is read
-	// from the headers and takes the body (sdk-go would copy it into a
-	// buffer of its own, grown step by step). In structured mode the body
-	// is the event.
-	msg := cehttp.NewMessage(h, nil)
-	binary := msg.ReadEncoding() == binding.EncodingBinary
-	if !binary {
-		msg = cehttp.NewMessage(h, io.NopCloser(bytes.NewReader(body)))
-	}
-	e, err := binding.ToEvent(ctx, msg)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", eventstore.ErrInvalidEvent, err)
-	}
-	if binary && len(body) > 0 {
-		e.DataEncoded = body
-	}
-	return []event.Event{*e}, nil
-}
-
-// prepare validates a published event as Kyma's publisher does and
-// returns the source to route it by ("" for its own). A type with the
-// legacy prefix is cleaned, its application replaced by the Application's
-// type when an Application of that name has one; any other event whose
-// source names an Application is routed by the Application's type.
-func (p *Publisher) prepare(e *event.Event) (string, error) {
-	if err := e.Validate(); err != nil {
-		return "", fmt.Errorf("%w: %w", eventstore.ErrInvalidEvent, err)
-	}
-	source := e.Source()
-	eventType, route, err := p.route(e.Type(), source)
-	if err != nil {
-		return "", err
-	}
-	if eventType != e.Type() {
-		e.SetType(eventType)
-	} else if !p.legacyType(eventType) {
-		e.SetExtension(OriginalTypeExtension, eventType)
-	}
-	if err := checkSubject(cmp.Or(route, source), eventType); err != nil {
-		return "", err
-	}
-	return route, nil
-}
-
-// route returns the type an event of eventType from source is stored
-// with and the source to route it by ("" for its own), as Kyma's publisher
-// does: a type with the legacy prefix is cleaned, its application replaced
-// by the Application's type when an Application of that name has one; any
-// other event whose source names an Application is routed by the
-// Application's type.
-func (p *Publisher) route(eventType, source string) (string, string, error) {
-	if p.legacyType(eventType) {
-		app, name, version, err := v1alpha2.ParseLegacyEventType(p.cfg.LegacyPrefix, eventType)
-		if err != nil {
-			return "", "", fmt.Errorf("%w: %w", eventstore.ErrInvalidEvent, err)
-		}
-		if t, ok := p.applicationType(app); ok {
-			app = t
-		}
-		return v1alpha2.LegacyEventType(p.cfg.LegacyPrefix, app, name, version), "", nil
-	}
-	route, _ := p.applicationType(source)
-	return eventType, route, nil
-}
-
-// legacyType reports whether eventType has the legacy prefix: Kyma's
-// publisher cleans such a type and adds no OriginalTypeExtension.
-func (p *Publisher) legacyType(eventType string) bool {
-	return strings.HasPrefix(eventType, p.cfg.LegacyPrefix+".")
-}
-
-// applicationType returns the application type of the Application called
-// name (its application-type label, or its name), when there is one.
-func (p *Publisher) applicationType(name string) (string, bool) {
-	if p.apps == nil || name == "" {
-		return "", false
-	}
-	return p.apps.TypeOrName(name)
-}
-
-// checkSubject checks that an event of eventType routed by routeSource
-// maps to a subject.
-func checkSubject(routeSource, eventType string) error {
-	if _, err := v1alpha2.EventSubject(routeSource, eventType); err != nil {
-		return fmt.Errorf("%w: %w", eventstore.ErrInvalidEvent, err)
-	}
-	return nil
-}
-
-// StatusCode maps an error of the publishing path to its HTTP status.
-func StatusCode(err error) int {
-	switch {
-	case errors.Is(err, errTooLarge), errors.Is(err, eventstore.ErrTooLarge):
-		return http.StatusRequestEntityTooLarge
-	case errors.Is(err, eventstore.ErrInvalidEvent):
-		return http.StatusBadRequest
-	case errors.Is(err, auth.ErrUnauthenticated):
-		return http.StatusUnauthorized
-	case errors.Is(err, auth.ErrTooManyReviews), errors.Is(err, ErrTooManyEvents), errors.Is(err, ErrOverShare):
-		return http.StatusTooManyRequests
-	case errors.Is(err, admission.ErrReserved):
-		return http.StatusForbidden
-	case errors.Is(err, eventstore.ErrStorageFull):
-		return http.StatusInsufficientStorage
-	case errors.Is(err, eventstore.ErrUnavailable):
-		return http.StatusServiceUnavailable
-	default:
-		return http.StatusInternalServerError
-	}
-}
-
-// fail answers a CloudEvents request with the status of err and its text.
-func (p *Publisher) fail(w http.ResponseWriter, r *http.Request, err error) int {
-	code := StatusCode(err)
-	p.logFailure(r, code, err)
-	if code == http.StatusServiceUnavailable || code == http.StatusTooManyRequests {
-		w.Header().Set("Retry-After", "1")
-	}
-	http.Error(w, err.Error(), code)
-	return code
-}
-
-func (p *Publisher) logFailure(r *http.Request, code int, err error) {
-	level := slog.LevelDebug // the client is told; a bad request is its problem
-	if code >= 500 {
-		level = slog.LevelWarn
-	}
-	p.log.Log(r.Context(), level, "publish failed", "path", r.URL.Path, "code", code, "error", err)
 }

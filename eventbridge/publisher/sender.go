@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 )
 
@@ -46,10 +44,9 @@ func (p *Publisher) sender(r *http.Request) (string, error) {
 	return p.senders.SenderNamespace(r)
 }
 
-// stamp holds an event in its stored form h, routed by route ("" its own
-// source), sent from namespace sender, to the admission policy (package
-// admission: sender identity, reserved sources, hop limit), which records
-// sender in it when known.
-func (p *Publisher) stamp(h nats.Header, route, sender string) error {
-	return p.admission.Admit(h, route, sender)
+// stamp holds an event in its stored form, sent from namespace sender, to
+// the admission policy (package admission: sender identity, reserved
+// sources, hop limit), which records sender in it when known.
+func (p *Publisher) stamp(e *eventstore.Event, sender string) error {
+	return p.admission.Admit(e, sender)
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/cloudevents/sdk-go/v2/binding"
@@ -108,16 +107,15 @@ func (s *Store) Publish(ctx context.Context, r *Reply, sender, traceParent, trac
 	if r.Hops > s.policy.Hops() {
 		return HopLimit, nil
 	}
-	h, data, err := eventstore.Encode(r.Event, traceParent, traceState)
+	e, err := eventstore.Encode(r.Event, traceParent, traceState)
 	if err != nil {
 		return Invalid, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	// The hop count is the bridge's, whatever the sink wrote.
-	h[eventstore.HeaderPrefix+eventstore.HopsExtension] = []string{strconv.Itoa(r.Hops)}
-	if err := s.policy.Admit(h, "", sender); err != nil {
+	e.SetHops(r.Hops) // the bridge's, whatever the sink wrote
+	if err := s.policy.Admit(&e, sender); err != nil {
 		return Invalid, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	if _, err := s.store.PublishEncoded(ctx, h, data, ""); err != nil {
+	if _, err := s.store.Put(ctx, e); err != nil {
 		if errors.Is(err, eventstore.ErrInvalidEvent) || errors.Is(err, eventstore.ErrTooLarge) {
 			return Invalid, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}

@@ -5,7 +5,6 @@ import (
 	crand "crypto/rand"
 	"net/http"
 
-	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
@@ -71,27 +70,15 @@ func TraceRoots(next publisher.EventStore) publisher.EventStore {
 	return traceRoots{next: next}
 }
 
-// PublishEncoded implements publisher.EventStore: the stored form's trace
-// context is replaced by a new root when it is not valid, as Publish does
-// before the event is encoded; an event's own traceparent extension,
-// which Encode stores instead of the request's, is kept as it is.
-func (s traceRoots) PublishEncoded(ctx context.Context, h nats.Header, data []byte, routeSource string) (eventstore.Result, error) {
-	if eventstore.Attribute(h, eventstore.HeaderTraceParent) == "" {
-		traceParent, traceState := rootIfNone(first(h, eventstore.HeaderTraceParent), first(h, eventstore.HeaderTraceState))
-		h[eventstore.HeaderTraceParent] = []string{traceParent}
-		if traceState == "" {
-			delete(h, eventstore.HeaderTraceState)
-		}
+// Put implements publisher.EventStore: the stored form's trace context is
+// replaced by a new root when it is not valid; an event's own traceparent
+// extension, which Encode stores instead of the request's, is kept as it
+// is.
+func (s traceRoots) Put(ctx context.Context, e eventstore.Event) (eventstore.Result, error) {
+	if e.Attribute(eventstore.HeaderTraceParent) == "" {
+		e.SetTraceContext(rootIfNone(e.TraceContext()))
 	}
-	return s.next.PublishEncoded(ctx, h, data, routeSource)
-}
-
-// first is the first value of a stored event's header, "" when none.
-func first(h nats.Header, key string) string {
-	if v := h[key]; len(v) > 0 {
-		return v[0]
-	}
-	return ""
+	return s.next.Put(ctx, e)
 }
 
 func rootIfNone(traceParent, traceState string) (string, string) {

@@ -1,17 +1,12 @@
 package eventstore
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/textproto"
 	"strconv"
 	"strings"
 
-	"github.com/cloudevents/sdk-go/v2/binding"
 	"github.com/cloudevents/sdk-go/v2/event"
-	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/cloudevents/sdk-go/v2/types"
 	"github.com/nats-io/nats.go"
 )
@@ -81,13 +76,42 @@ func MsgID(sender, source, id string) string {
 	return sender + "/" + unscoped
 }
 
-// Encode returns the headers and data of the stored form of a valid event,
-// without subject or message id. traceParent and traceState, when not
-// empty, are the W3C trace context of the request that carried the event.
-// The error wraps ErrInvalidEvent.
-func Encode(e *event.Event, traceParent, traceState string) (nats.Header, []byte, error) {
+// Event is an event in its stored form, the one every path that stores an
+// event hands the Store (Put): its CloudEvents attributes and extensions
+// as ce-* headers (as the CloudEvents HTTP binary mode has them, so that
+// delivering it copies headers) beside its data, its content type, the
+// W3C trace context of the request that carried it, and what the event
+// bridge records with it: the namespace that sent it (SetSender), its hop
+// count (SetHops), the source it is routed by (SetRoute). Encode makes one
+// of a CloudEvent, EncodeBinary of a binary-mode request, Restore of a
+// message stored before; only this package writes its headers.
+//
+// The zero Event is no event. An Event is a small value: its copies share
+// the headers, which its methods change in place.
+type Event struct {
+	h     nats.Header
+	data  []byte
+	route string
+	// subject and msgID are those of a Restored message; "" for a new
+	// event, whose subject and message id follow from its attributes.
+	subject, msgID string
+}
+
+// Restore returns a message stored before, as it is to be stored again
+// (a dead letter, the event and its failure; a replayed one): Put stores
+// it as it is, on msg.Subject under message id msgID, checked only against
+// what NATS would close the connection for (see Put).
+func Restore(msg *nats.Msg, msgID string) Event {
+	return Event{h: msg.Header, data: msg.Data, subject: msg.Subject, msgID: msgID}
+}
+
+// Encode returns the stored form of a valid CloudEvent. traceParent and
+// traceState, when not empty, are the W3C trace context of the request
+// that carried it; the event's own traceparent extension, when it has
+// one, is kept instead. The error wraps ErrInvalidEvent.
+func Encode(e *event.Event, traceParent, traceState string) (Event, error) {
 	if err := e.Validate(); err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", ErrInvalidEvent, err)
+		return Event{}, fmt.Errorf("%w: %w", ErrInvalidEvent, err)
 	}
 	ext := e.Extensions()
 	h := make(nats.Header, 10+len(ext))
@@ -118,21 +142,21 @@ func Encode(e *event.Event, traceParent, traceState string) (nats.Header, []byte
 			continue
 		}
 		if err := set(a.key, a.value); err != nil {
-			return nil, nil, err
+			return Event{}, err
 		}
 	}
 	for name, v := range ext {
 		s, err := types.Format(v)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w: extension %s: %w", ErrInvalidEvent, name, err)
+			return Event{}, fmt.Errorf("%w: extension %s: %w", ErrInvalidEvent, name, err)
 		}
 		if err := set(HeaderPrefix+name, s); err != nil {
-			return nil, nil, err
+			return Event{}, err
 		}
 	}
 	if ct := e.DataContentType(); ct != "" {
 		if strings.IndexFunc(ct, isControl) >= 0 {
-			return nil, nil, fmt.Errorf("%w: datacontenttype contains a control character", ErrInvalidEvent)
+			return Event{}, fmt.Errorf("%w: datacontenttype contains a control character", ErrInvalidEvent)
 		}
 		_ = set(HeaderContentType, ct)
 	}
@@ -142,7 +166,7 @@ func Encode(e *event.Event, traceParent, traceState string) (nats.Header, []byte
 			_ = set(HeaderTraceState, traceState)
 		}
 	}
-	return h, e.Data(), nil
+	return Event{h: h, data: e.Data()}, nil
 }
 
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
@@ -157,87 +181,4 @@ func storableTraceParent(v string) bool {
 
 func storableTraceState(v string) bool {
 	return v != "" && len(v) <= MaxTraceStateLength && strings.IndexFunc(v, isControl) < 0
-}
-
-// Attribute returns a CloudEvent attribute or extension of a stored event,
-// "" when absent.
-func Attribute(h nats.Header, name string) string {
-	if v := h[HeaderPrefix+name]; len(v) > 0 {
-		return v[0]
-	}
-	return ""
-}
-
-// RouteSource returns the source a stored event is routed and matched by:
-// HeaderRouteSource when set, else its ce-source.
-func RouteSource(h nats.Header) string {
-	if v := h[HeaderRouteSource]; len(v) > 0 && v[0] != "" {
-		return v[0]
-	}
-	return Attribute(h, "source")
-}
-
-// CopyToHTTP writes the stored event's headers into an HTTP request header
-// as a binary-mode CloudEvent: every ce-* attribute, Content-Type and the
-// trace context (traceparent, tracestate, baggage). JetStream's own headers
-// (Nats-*) are not copied.
-func CopyToHTTP(dst http.Header, src nats.Header) {
-	for k, v := range src {
-		if len(v) == 0 {
-			continue
-		}
-		switch {
-		case strings.HasPrefix(k, HeaderPrefix):
-			dst[canonical(k)] = v[:1:1]
-		case k == HeaderContentType:
-			dst["Content-Type"] = v[:1:1]
-		case k == HeaderTraceParent:
-			dst["Traceparent"] = v[:1:1]
-		case k == HeaderTraceState:
-			dst["Tracestate"] = v[:1:1]
-		case k == HeaderBaggage:
-			dst["Baggage"] = v[:1:1]
-		}
-	}
-}
-
-var canonicalNames = func() map[string]string {
-	m := map[string]string{}
-	for _, a := range []string{"specversion", "id", "source", "type", "subject", "time", "dataschema", HopsExtension, "eventtypeversion"} {
-		m[HeaderPrefix+a] = textproto.CanonicalMIMEHeaderKey(HeaderPrefix + a)
-	}
-	return m
-}()
-
-func canonical(k string) string {
-	if c, ok := canonicalNames[k]; ok {
-		return c
-	}
-	return textproto.CanonicalMIMEHeaderKey(k)
-}
-
-// Decode parses a stored event back into a CloudEvent. The error wraps
-// ErrInvalidEvent.
-func Decode(h nats.Header, data []byte) (*event.Event, error) {
-	hh := make(http.Header, len(h))
-	CopyToHTTP(hh, h)
-	msg := cehttp.NewMessage(hh, nil)
-	e, err := binding.ToEvent(context.Background(), msg)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidEvent, err)
-	}
-	if len(data) > 0 {
-		e.DataEncoded = data
-	}
-	return e, nil
-}
-
-// Hops returns the value of the hop-counter extension, 0 when absent or
-// not a non-negative integer.
-func Hops(h nats.Header) int {
-	n, err := strconv.Atoi(Attribute(h, HopsExtension))
-	if err != nil || n < 0 {
-		return 0
-	}
-	return n
 }

@@ -1,0 +1,165 @@
+package pull
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"strconv"
+	"time"
+)
+
+// pullReq is the body of a JetStream pull request.
+type pullReq struct {
+	Batch   int           `json:"batch"`
+	Expires time.Duration `json:"expires"`
+	// MaxBytes, when not 0, bounds the bytes the request is answered
+	// with: the server ends it before an event that does not fit.
+	MaxBytes int64 `json:"max_bytes,omitempty"`
+}
+
+// Pull is one consumer's share of a Puller: its consumer, how many
+// messages it asks for, and where they go. Its methods are safe for
+// concurrent use. Fields after lost are guarded by the puller's mu.
+type Pull struct {
+	p        *Puller
+	id       uint64
+	group    string
+	consumer string
+	subject  string
+	reply    string
+	batch    int
+	// h is handed each message (Handler).
+	h Handler
+	// lost says that the consumer went away or refused a request; the
+	// pull then asks for nothing until started again.
+	lost chan error
+
+	active  bool      // asking for events
+	pending int       // events asked for and neither received nor expired
+	expires time.Time // when the last request asked ends (its 408 is due)
+	held    int64     // bytes of the events of this pull that its worker holds
+	// needs, when not 0, is more than the room left in the last request
+	// when the next event did not fit it: the pull asks again once it has
+	// that much room, or for that event alone once it holds nothing.
+	needs int64
+}
+
+// Handler is what a pull hands its messages to.
+type Handler interface {
+	// Take is called with each message as it arrives, under the Puller's
+	// lock: it must only hand the message over (never call the Puller,
+	// the Pull or Release), and report whether it took it; one not taken
+	// is released and comes again after its ack wait.
+	Take(*Msg) bool
+	// Handle handles a message taken: it is what the message's Run calls,
+	// so that a Msg is a Task for Goroutines with no allocation of its
+	// own.
+	Handle(*Msg)
+}
+
+// Add registers a pull of consumer, asking for up to batch messages at
+// once when started, handed to h. Messages of the consumer that arrive go
+// to the newest pull of it, also while it is paused. The pull's bytes
+// count in its group's (the dispatcher's: the Subscription's namespace),
+// which the kept quarter of Config.MaxHeldBytes is shared by.
+func (p *Puller) Add(group, consumer string, batch int, h Handler) *Pull {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ids++
+	pl := &Pull{
+		p: p, id: p.ids, group: group, consumer: consumer, batch: batch, h: h,
+		subject: p.next + consumer, reply: p.inbox + strconv.FormatUint(p.ids, 10),
+		lost: make(chan error, 1),
+	}
+	p.byID[pl.id] = pl
+	p.byName[consumer] = pl
+	return pl
+}
+
+// PullOf returns the pull consumer's messages go to, nil if none.
+func (p *Puller) PullOf(consumer string) *Pull {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.byName[consumer]
+}
+
+// Start makes the pull ask for messages, and forgets a loss told before.
+func (pl *Pull) Start() {
+	pl.p.mu.Lock()
+	defer pl.p.mu.Unlock()
+	select {
+	case <-pl.lost: // told before this start
+	default:
+	}
+	pl.active = true
+	pl.topUp()
+}
+
+// Pause makes the pull ask for nothing more. Messages already asked for
+// still arrive, until their requests expire.
+func (pl *Pull) Pause() {
+	pl.p.mu.Lock()
+	defer pl.p.mu.Unlock()
+	pl.active = false
+}
+
+// Lost is told why the pull stopped asking on its own: ErrConsumerGone
+// when its consumer went away, or a request the consumer refused. The
+// pull then asks for nothing until started again.
+func (pl *Pull) Lost() <-chan error { return pl.lost }
+
+// Remove unregisters the pull: once it returns, deliver is not called
+// again. Messages of the consumer that arrive later, with no other pull
+// of it, are left unacknowledged and come again after the ack wait.
+func (pl *Pull) Remove() {
+	p := pl.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pl.active = false
+	delete(p.byID, pl.id)
+	delete(p.starved, pl)
+	if p.byName[pl.consumer] == pl {
+		delete(p.byName, pl.consumer)
+	}
+}
+
+// topUp asks for more events when an active pull has fewer than half its
+// batch asked for, within the room the byte bounds leave (heldBytes). The
+// puller's mu is held.
+func (pl *Pull) topUp() {
+	if !pl.active || !pl.p.connected || pl.pending >= (pl.batch+1)/2 {
+		return
+	}
+	n := pl.batch - pl.pending
+	room, bounded := pl.room()
+	switch {
+	case !bounded:
+	case room >= max(pl.needs, 1):
+	case pl.p.heldBy[pl.group] == 0:
+		n, room = 1, 0 // one event, however large, for a group that holds none
+	default:
+		pl.p.starved[pl] = struct{}{} // asked again when bytes are released
+		return
+	}
+	// The last quarter of the expiry, at random: requests made at the
+	// same moment end at different ones.
+	expiry := pl.p.expiry - time.Duration(rand.Int64N(int64(pl.p.expiry/4)+1))
+	body, _ := json.Marshal(pullReq{Batch: n, Expires: expiry, MaxBytes: room}) // cannot fail
+	if err := pl.p.nc.PublishRequest(pl.subject, pl.reply, body); err != nil {
+		return // renew asks again
+	}
+	delete(pl.p.starved, pl)
+	pl.needs = 0
+	pl.pending += n
+	pl.expires = time.Now().Add(expiry)
+}
+
+// fail ends the pull's asking and tells its worker why. The puller's mu is
+// held.
+func (pl *Pull) fail(err error) {
+	pl.active = false
+	pl.pending = 0
+	select {
+	case pl.lost <- err:
+	default: // the worker has not read the last one yet
+	}
+}
