@@ -51,12 +51,7 @@ that cannot be read or admitted, keeps the old version (and its
 Subscriptions) running and shows why. Ctrl-C stops every process.`,
 		Example: `  kfn dev examples/shop
   kfn dev --addr 127.0.0.1:9090 --cooldown 10s .`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 1 {
-				return usagef("%s takes at most one DIR (got %d arguments)", cmd.CommandPath(), len(args))
-			}
-			return nil
-		},
+		Args: atMostOneArg("DIR"),
 		RunE: f.run,
 	}
 	f.register(cmd)

@@ -294,12 +294,7 @@ func newFunctionGetCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "get [NAME] [flags]",
 		Short: "List Functions: name, configured, running, runtime, generation",
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 1 {
-				return usagef("%s takes at most one NAME (got %d arguments)", cmd.CommandPath(), len(args))
-			}
-			return nil
-		},
+		Args:  atMostOneArg("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkKymaOutput(output); err != nil {
 				return err
