@@ -25,6 +25,7 @@ import (
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 	"github.com/kfn-dev/kfn/internal/auth"
+	"github.com/kfn-dev/kfn/local/supervisor"
 )
 
 // Ports of the event bridge's container (the chart's).
@@ -132,7 +133,7 @@ func (c *cluster) forward(ctx context.Context, pod string, ports ...int) ([]int,
 	}
 	stop, ready := make(chan struct{}), make(chan struct{})
 	var errOut strings.Builder
-	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, specs, stop, ready, io.Discard, &syncWriter{w: &errOut})
+	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, specs, stop, ready, io.Discard, supervisor.NewSyncWriter(&errOut))
 	if err != nil {
 		return nil, nil, fmt.Errorf("port-forward to %s: %w", pod, err)
 	}
@@ -157,18 +158,6 @@ func (c *cluster) forward(ctx context.Context, pod string, ports ...int) ([]int,
 	}
 	var once sync.Once
 	return local, func() { once.Do(func() { close(stop) }) }, nil
-}
-
-// syncWriter serializes writes of the port-forwarder's goroutines.
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
 }
 
 // bridgeEndpoints forwards local ports to an event bridge pod's publisher,

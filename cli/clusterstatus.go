@@ -197,12 +197,15 @@ func addDeliveries(ctx context.Context, hc *http.Client, url string, out map[typ
 // sortStatus orders functions and subscriptions by namespace and name, as
 // kfn dev does.
 func sortStatus(st *dev.Status) {
-	sort.Slice(st.Functions, func(i, j int) bool {
-		a, b := st.Functions[i], st.Functions[j]
-		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
-	})
-	sort.Slice(st.Subscriptions, func(i, j int) bool {
-		a, b := st.Subscriptions[i], st.Subscriptions[j]
-		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
-	})
+	sortByName(st.Functions, func(f dev.FunctionStatus) (string, string) { return f.Namespace, f.Name })
+	sortByName(st.Subscriptions, func(s dev.SubscriptionStatus) (string, string) { return s.Namespace, s.Name })
+}
+
+// sortByName orders s by namespace/name.
+func sortByName[T any](s []T, name func(T) (namespace, name string)) {
+	key := func(v T) string {
+		ns, n := name(v)
+		return ns + "/" + n
+	}
+	sort.Slice(s, func(i, j int) bool { return key(s[i]) < key(s[j]) })
 }

@@ -18,18 +18,21 @@ import (
 	"github.com/kfn-dev/kfn/local/dev"
 )
 
+// devFlags are the flags of kfn dev.
+type devFlags struct {
+	addr      string
+	natsPort  int
+	cooldown  time.Duration
+	stateDir  string
+	noWatch   bool
+	plainLogs bool
+	logLevel  string
+	logFormat string
+	maxConns  int
+}
+
 func newDevCommand() *cobra.Command {
-	var (
-		addr      string
-		natsPort  int
-		cooldown  time.Duration
-		stateDir  string
-		noWatch   bool
-		plainLogs bool
-		logLevel  string
-		logFormat string
-		maxConns  int
-	)
+	var f devFlags
 	cmd := &cobra.Command{
 		Use:   "dev [DIR]",
 		Short: "Run the whole platform on this machine for the functions and subscriptions in DIR",
@@ -48,58 +51,62 @@ that cannot be read or admitted, keeps the old version (and its
 Subscriptions) running and shows why. Ctrl-C stops every process.`,
 		Example: `  kfn dev examples/shop
   kfn dev --addr 127.0.0.1:9090 --cooldown 10s .`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 1 {
-				return usagef("%s takes at most one DIR (got %d arguments)", cmd.CommandPath(), len(args))
-			}
-			return nil
-		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			dir := "."
-			if len(args) == 1 {
-				dir = args[0]
-			}
-			if info, err := os.Stat(dir); err != nil || !info.IsDir() {
-				return usagef("%s is not a directory: give the folder with your functions, e.g. 'kfn dev examples/shop'", dir)
-			}
-			listen, err := baseURL(addr)
-			if err != nil {
-				return err
-			}
-			if strings.HasPrefix(listen, "https://") {
-				return usagef("--addr %q: kfn dev serves plain HTTP; give host:port or http://host:port", addr)
-			}
-			out := cmd.OutOrStdout()
-			log, err := devLogger(out, logLevel, logFormat)
-			if err != nil {
-				return usagef("%v", err)
-			}
-			tty := isTerminal(out) && !plainLogs
-			cfg := dev.Config{Dir: dir, Addr: strings.TrimPrefix(listen, "http://"), NATSPort: natsPort, Cooldown: cooldown, StateDir: stateDir, Output: out, Logger: log, MaxConnections: maxConns}
-			if noWatch {
-				cfg.WatchInterval = -1
-			}
-			started := time.Now()
-			return dev.Run(cmd.Context(), cfg, func(p *dev.Platform) {
-				fmt.Fprintf(out, "kfn dev: %s is up on http://%s in %s (NATS %s)\n", dir, p.Addr(), time.Since(started).Round(time.Millisecond), p.NATSURL())
-				fmt.Fprintf(out, "Web view: http://%s%s (functions, Subscriptions, events and dead letters, live)\n", p.Addr(), dev.ViewPath)
-				printTry(out, p.Status(), p.Addr())
-				if tty {
-					go liveTable(cmd.Context(), out, p)
-				}
-			})
-		},
+		Args: atMostOneArg("DIR"),
+		RunE: f.run,
 	}
-	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "address to serve the publisher, gateway and admin API on, host:port or http://host:port")
-	cmd.Flags().IntVar(&natsPort, "nats-port", 0, "client port of the embedded NATS server (0: a free one)")
-	cmd.Flags().DurationVar(&cooldown, "cooldown", 0, "replace every function's scaleConfig.cooldownPeriod, e.g. 10s to watch scale-to-zero quickly")
-	cmd.Flags().StringVar(&stateDir, "state-dir", "", "where NATS data, function files and installed dependencies live (default DIR/.kfn)")
-	cmd.Flags().IntVar(&maxConns, "max-connections", 0, "most connections open at once on --addr; past it, idle keep-alive connections are closed for new ones and the rest wait (0: a quarter of the process's file limit, at most 4096)")
-	cmd.Flags().BoolVar(&noWatch, "no-watch", false, "do not apply edits to DIR while running")
-	cmd.Flags().BoolVar(&plainLogs, "plain", false, "plain logs only, no status table, even on a terminal")
-	cmd.Flags().StringVar(&logLevel, "log-level", "info", "level of kfn's own logs: "+logging.Levels)
-	cmd.Flags().StringVar(&logFormat, "log-format", "text", "kfn's own logs as text (key=value, beside the functions' output) or json (the lines kfn's servers write in a cluster); the keys are the same")
+	f.register(cmd)
 	return cmd
+}
+
+func (f *devFlags) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "address to serve the publisher, gateway and admin API on, host:port or http://host:port")
+	fs.IntVar(&f.natsPort, "nats-port", 0, "client port of the embedded NATS server (0: a free one)")
+	fs.DurationVar(&f.cooldown, "cooldown", 0, "replace every function's scaleConfig.cooldownPeriod, e.g. 10s to watch scale-to-zero quickly")
+	fs.StringVar(&f.stateDir, "state-dir", "", "where NATS data, function files and installed dependencies live (default DIR/.kfn)")
+	fs.IntVar(&f.maxConns, "max-connections", 0, "most connections open at once on --addr; past it, idle keep-alive connections are closed for new ones and the rest wait (0: a quarter of the process's file limit, at most 4096)")
+	fs.BoolVar(&f.noWatch, "no-watch", false, "do not apply edits to DIR while running")
+	fs.BoolVar(&f.plainLogs, "plain", false, "plain logs only, no status table, even on a terminal")
+	fs.StringVar(&f.logLevel, "log-level", "info", "level of kfn's own logs: "+logging.Levels)
+	fs.StringVar(&f.logFormat, "log-format", "text", "kfn's own logs as text (key=value, beside the functions' output) or json (the lines kfn's servers write in a cluster); the keys are the same")
+}
+
+// run runs the platform for the functions in DIR (args[0], default the
+// current folder) until the command's context ends.
+func (f *devFlags) run(cmd *cobra.Command, args []string) error {
+	dir := "."
+	if len(args) == 1 {
+		dir = args[0]
+	}
+	if info, err := os.Stat(dir); err != nil || !info.IsDir() {
+		return usagef("%s is not a directory: give the folder with your functions, e.g. 'kfn dev examples/shop'", dir)
+	}
+	listen, err := baseURL(f.addr)
+	if err != nil {
+		return err
+	}
+	if strings.HasPrefix(listen, "https://") {
+		return usagef("--addr %q: kfn dev serves plain HTTP; give host:port or http://host:port", f.addr)
+	}
+	out := cmd.OutOrStdout()
+	log, err := devLogger(out, f.logLevel, f.logFormat)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	tty := isTerminal(out) && !f.plainLogs
+	cfg := dev.Config{Dir: dir, Addr: strings.TrimPrefix(listen, "http://"), NATSPort: f.natsPort, Cooldown: f.cooldown, StateDir: f.stateDir, Output: out, Logger: log, MaxConnections: f.maxConns}
+	if f.noWatch {
+		cfg.WatchInterval = -1
+	}
+	started := time.Now()
+	return dev.Run(cmd.Context(), cfg, func(p *dev.Platform) {
+		fmt.Fprintf(out, "kfn dev: %s is up on http://%s in %s (NATS %s)\n", dir, p.Addr(), time.Since(started).Round(time.Millisecond), p.NATSURL())
+		fmt.Fprintf(out, "Web view: http://%s%s (functions, Subscriptions, events and dead letters, live)\n", p.Addr(), dev.ViewPath)
+		printTry(out, p.Status(), p.Addr())
+		if tty {
+			go liveTable(cmd.Context(), out, p)
+		}
+	})
 }
 
 // devLogger is the logger of kfn dev's components, in the layout of kfn's

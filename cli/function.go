@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -77,116 +76,6 @@ create writes the Function's manifest into the project kfn dev runs
 	cmd.AddCommand(newFunctionInitCommand(), newFunctionCreateCommand(), newFunctionGetCommand(),
 		newFunctionDeleteCommand(), newFunctionExplainCommand())
 	return cmd
-}
-
-// --- init
-
-func newFunctionInitCommand() *cobra.Command {
-	mk := func(language string) *cobra.Command {
-		var dir, version string
-		use, short := language+" [flags]", "Write the source and dependency files of a "+language+" function"
-		if language == "" {
-			use, short = "init [flags]", "Write the source and dependency files of a function (Node.js; init python for Python)"
-		}
-		cmd := &cobra.Command{
-			Use:   use,
-			Short: short,
-			Args:  exactArgs(0, "no arguments"),
-			RunE: func(cmd *cobra.Command, _ []string) error {
-				lang := orDefault(language, "nodejs")
-				rt, err := runtimeOf(lang, version)
-				if err != nil {
-					return err
-				}
-				handler, deps := functionFiles(rt)
-				handlerFile, depsFile := project.DefaultFiles(rt)
-				if err := writeFunctionFiles(dir, map[string]string{handlerFile: handler, depsFile: deps}); err != nil {
-					return err
-				}
-				abs, err := filepath.Abs(dir)
-				if err != nil {
-					abs = dir
-				}
-				out := cmd.OutOrStdout()
-				fmt.Fprintf(out, "Function files of runtime %s initialized to dir %s\n\n", lang, abs)
-				fmt.Fprintf(out, "Next steps:\n* edit %s and %s\n* create the Function, for example:\n  kfn function create %s my-function --source %s --dependencies %s\n",
-					handlerFile, depsFile, lang, filepath.Join(dir, handlerFile), filepath.Join(dir, depsFile))
-				return nil
-			},
-		}
-		cmd.Flags().StringVar(&dir, "dir", ".", "directory to write the files in (made when missing)")
-		def, versions := defaultNodeVersion, nodeVersions
-		if language == "python" {
-			def, versions = defaultPythonVersion, pythonVersions
-		}
-		cmd.Flags().StringVarP(&version, "version", "v", def, "runtime version: "+strings.Join(versions, ", ")+" (kfn's addition: 26 and 3.14 write Kyma's newer handler API)")
-		return cmd
-	}
-	cmd := mk("")
-	cmd.AddCommand(mk("nodejs"), mk("python"))
-	return cmd
-}
-
-// functionFiles returns the hello-world handler and the empty dependency
-// file of a new function of rt: main(event, context), or Kyma's newer API
-// for nodejs26 and python314.
-func functionFiles(rt serverlessv1alpha2.Runtime) (handler, deps string) {
-	switch {
-	case rt == serverlessv1alpha2.NodeJS26:
-		return `module.exports = {
-  main: function (req, res) {
-    res.send('Hello World!');
-  },
-};
-`, "{\n  \"dependencies\": {}\n}\n"
-	case rt == serverlessv1alpha2.Python314:
-		return `import sdk
-
-
-def main():
-    return 'Hello World from ' + sdk.get_function_name() + '!'
-`, ""
-	case rt.IsPython():
-		return `def main(event, context):
-    message = 'Hello World from ' + context['function-name'] + ' on ' + context['runtime'] + '!'
-    print(message)
-    return message
-`, ""
-	}
-	return `module.exports = {
-  main: async function (event, context) {
-    const message = ` + "`Hello World from ${context['function-name']} on ${context.runtime}!`" + `;
-    console.log(message);
-    return message;
-  },
-};
-`, "{\n  \"dependencies\": {}\n}\n"
-}
-
-// writeFunctionFiles writes files into dir, made when missing. A file
-// that exists with other content is not replaced: nothing is written then.
-func writeFunctionFiles(dir string, files map[string]string) error {
-	for _, name := range sortedKeys(files) {
-		if data, err := os.ReadFile(filepath.Join(dir, name)); err == nil && string(data) != files[name] {
-			return fmt.Errorf("%s exists: remove it, or choose another --dir", filepath.Join(dir, name))
-		}
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("create %s: %w", dir, err)
-	}
-	for _, name := range sortedKeys(files) {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(files[name]), 0o644); err != nil {
-			return fmt.Errorf("write %s: %w", name, err)
-		}
-	}
-	return nil
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // --- create
@@ -309,7 +198,12 @@ func dryRunSuffix(dryRun bool) string {
 
 // function makes the Function the flags describe, as Kyma's CLI does.
 func (f *createFlags) function(cmd *cobra.Command, name string, rt serverlessv1alpha2.Runtime) (*serverlessv1alpha2.Function, error) {
-	handler, deps := functionFiles(rt)
+	files, err := project.KymaScaffold.Files(name, f.namespace, rt)
+	if err != nil {
+		return nil, err
+	}
+	handlerFile, depsFile := project.DefaultFiles(rt)
+	handler, deps := files[handlerFile], files[depsFile]
 	for _, file := range []struct {
 		flag string
 		into *string
@@ -400,12 +294,7 @@ func newFunctionGetCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "get [NAME] [flags]",
 		Short: "List Functions: name, configured, running, runtime, generation",
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 1 {
-				return usagef("%s takes at most one NAME (got %d arguments)", cmd.CommandPath(), len(args))
-			}
-			return nil
-		},
+		Args:  atMostOneArg("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkKymaOutput(output); err != nil {
 				return err

@@ -1,5 +1,10 @@
 package cli
 
+// The two commands that write a new function: kfn init (a function folder
+// kfn dev runs) and kfn function init (Kyma CLI's, a handler and its
+// dependencies), each from its scaffold in local/project, through one
+// writer.
+
 import (
 	"errors"
 	"fmt"
@@ -50,8 +55,11 @@ the handler and an empty dependencies file. 'kfn dev' runs the folder as it is.`
 			if dir == "" {
 				dir = name
 			}
-			files := initFiles(name, namespace, rt)
-			if err := writeNew(dir, files); err != nil {
+			files, err := project.FolderScaffold.Files(name, namespace, rt)
+			if err != nil {
+				return err
+			}
+			if err := writeScaffold(dir, files, refuseNonEmpty); err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
@@ -76,96 +84,63 @@ the handler and an empty dependencies file. 'kfn dev' runs the folder as it is.`
 	return cmd
 }
 
-func initFiles(name, namespace string, rt serverlessv1alpha2.Runtime) map[string]string {
-	config := string(project.NewConfig(name, namespace, rt))
-	handler, deps := project.DefaultFiles(rt)
-	switch rt {
-	case serverlessv1alpha2.NodeJS26:
-		return map[string]string{
-			project.ConfigFile: config,
-			handler: `const { getCloudEvent, getFunctionName } = require('sdk');
-
-module.exports = {
-  // Called for each HTTP request and each event, with Express's request and
-  // response; answer through res.
-  main: function (req, res) {
-    const event = getCloudEvent(req);
-    const data = (event ? event.data : req.body) || {};
-    console.log(` + "`${getFunctionName()} got type=${event ? event.type : undefined} data=${JSON.stringify(data)}`" + `);
-    res.json({ message: ` + "`${process.env.GREETING || 'Hello'} ${data.name || 'world'}`" + ` });
-  },
-};
-`,
-			deps: nodePackage(name),
+func newFunctionInitCommand() *cobra.Command {
+	mk := func(language string) *cobra.Command {
+		var dir, version string
+		use, short := language+" [flags]", "Write the source and dependency files of a "+language+" function"
+		if language == "" {
+			use, short = "init [flags]", "Write the source and dependency files of a function (Node.js; init python for Python)"
 		}
-	case serverlessv1alpha2.Python314:
-		return map[string]string{
-			project.ConfigFile: config,
-			handler: `import os
-
-import flask
-
-import sdk
-
-
-def main():
-    """Called for each HTTP request and each event; flask.request is the request."""
-    event = sdk.get_cloud_event()
-    data = (event.get_data() if event else flask.request.get_json(silent=True)) or {}
-    name = data.get("name", "world") if isinstance(data, dict) else "world"
-    print(f"{sdk.get_function_name()} got type={event.get_type() if event else None} data={data}")
-    return {"message": f"{os.environ.get('GREETING', 'Hello')} {name}"}
-`,
-			deps: "",
+		cmd := &cobra.Command{
+			Use:   use,
+			Short: short,
+			Args:  exactArgs(0, "no arguments"),
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				lang := language
+				if lang == "" {
+					lang = "nodejs"
+				}
+				rt, err := runtimeOf(lang, version)
+				if err != nil {
+					return err
+				}
+				files, err := project.KymaScaffold.Files("", "", rt)
+				if err != nil {
+					return err
+				}
+				if err := writeScaffold(dir, files, refuseOtherContent); err != nil {
+					return err
+				}
+				handlerFile, depsFile := project.DefaultFiles(rt)
+				abs, err := filepath.Abs(dir)
+				if err != nil {
+					abs = dir
+				}
+				out := cmd.OutOrStdout()
+				fmt.Fprintf(out, "Function files of runtime %s initialized to dir %s\n\n", lang, abs)
+				fmt.Fprintf(out, "Next steps:\n* edit %s and %s\n* create the Function, for example:\n  kfn function create %s my-function --source %s --dependencies %s\n",
+					handlerFile, depsFile, lang, filepath.Join(dir, handlerFile), filepath.Join(dir, depsFile))
+				return nil
+			},
 		}
-	}
-	if rt.IsPython() {
-		return map[string]string{
-			project.ConfigFile: config,
-			handler: `def main(event, context):
-    """Called for each HTTP request and each event; returns the response body."""
-    import os
-    data = event.get("data") or {}
-    name = data.get("name", "world") if isinstance(data, dict) else "world"
-    print(f"{context['function-name']} got type={event.get('ce-type')} data={data}")
-    return {"message": f"{os.environ.get('GREETING', 'Hello')} {name}"}
-`,
-			deps: "",
+		cmd.Flags().StringVar(&dir, "dir", ".", "directory to write the files in (made when missing)")
+		def, versions := defaultNodeVersion, nodeVersions
+		if language == "python" {
+			def, versions = defaultPythonVersion, pythonVersions
 		}
+		cmd.Flags().StringVarP(&version, "version", "v", def, "runtime version: "+strings.Join(versions, ", ")+" (kfn's addition: 26 and 3.14 write Kyma's newer handler API)")
+		return cmd
 	}
-	return map[string]string{
-		project.ConfigFile: config,
-		handler: `module.exports = {
-  // Called for each HTTP request and each event; the return value is the response body.
-  main: async function (event, context) {
-    const data = event.data || {};
-    console.log(` + "`${context['function-name']} got type=${event['ce-type']} data=${JSON.stringify(data)}`" + `);
-    return { message: ` + "`${process.env.GREETING || 'Hello'} ${data.name || 'world'}`" + ` };
-  },
-};
-`,
-		deps: nodePackage(name),
-	}
+	cmd := mk("")
+	cmd.AddCommand(mk("nodejs"), mk("python"))
+	return cmd
 }
 
-func nodePackage(name string) string {
-	return fmt.Sprintf(`{
-  "name": %q,
-  "version": "1.0.0",
-  "dependencies": {}
-}
-`, name)
-}
-
-// writeNew writes files into dir, which must not exist or be empty; it
-// writes nothing when it refuses.
-func writeNew(dir string, files map[string]string) error {
-	entries, err := os.ReadDir(dir)
-	switch {
-	case err == nil && len(entries) > 0:
-		return fmt.Errorf("%s is not empty: choose another --dir or name", dir)
-	case err != nil && !errors.Is(err, os.ErrNotExist):
-		return fmt.Errorf("read %s: %w", dir, err)
+// writeScaffold writes files into dir, made when missing, unless refuse
+// finds a reason not to: it writes nothing then.
+func writeScaffold(dir string, files map[string]string, refuse func(dir string, files map[string]string) error) error {
+	if err := refuse(dir, files); err != nil {
+		return err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", dir, err)
@@ -173,6 +148,29 @@ func writeNew(dir string, files map[string]string) error {
 	for _, name := range sortedKeys(files) {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(files[name]), 0o644); err != nil {
 			return fmt.Errorf("write %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// refuseNonEmpty refuses a dir that exists and is not empty (kfn init).
+func refuseNonEmpty(dir string, _ map[string]string) error {
+	entries, err := os.ReadDir(dir)
+	switch {
+	case err == nil && len(entries) > 0:
+		return fmt.Errorf("%s is not empty: choose another --dir or name", dir)
+	case err != nil && !errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("read %s: %w", dir, err)
+	}
+	return nil
+}
+
+// refuseOtherContent refuses when one of the files exists with other
+// content (kfn function init, as Kyma's CLI).
+func refuseOtherContent(dir string, files map[string]string) error {
+	for _, name := range sortedKeys(files) {
+		if data, err := os.ReadFile(filepath.Join(dir, name)); err == nil && string(data) != files[name] {
+			return fmt.Errorf("%s exists: remove it, or choose another --dir", filepath.Join(dir, name))
 		}
 	}
 	return nil

@@ -29,8 +29,8 @@ func usagef(format string, args ...any) error {
 	return usageError{fmt.Errorf(format, args...)}
 }
 
-// NewRoot returns the kfn command with every subcommand.
-func NewRoot(s Streams) *cobra.Command {
+// newRootCommand returns the kfn command with every subcommand.
+func newRootCommand(s Streams) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "kfn",
 		Short: "kfn runs Kyma-compatible functions and events, on Kubernetes or on your machine",
@@ -72,7 +72,7 @@ depth from zero. 'kfn dev' runs all of it on this machine without a cluster.`,
 // Main runs kfn with args and returns the process exit code: 0 on success,
 // 1 when the command failed, 2 when it was called wrongly.
 func Main(ctx context.Context, args []string, s Streams) int {
-	root := NewRoot(s)
+	root := newRootCommand(s)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
@@ -88,6 +88,16 @@ func Main(ctx context.Context, args []string, s Streams) int {
 }
 
 // exactArgs is cobra.ExactArgs with a message that names what is missing.
+// atMostOneArg accepts no argument or one, what it names.
+func atMostOneArg(what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) > 1 {
+			return usagef("%s takes at most one %s (got %d arguments)", cmd.CommandPath(), what, len(args))
+		}
+		return nil
+	}
+}
+
 func exactArgs(n int, what string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) != n {

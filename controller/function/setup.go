@@ -129,8 +129,8 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		if !ok {
 			return nil
 		}
-		sink, err := eventingv1alpha2.ParseSink(sub.Spec.Sink)
-		if err != nil || sink.Namespace != sub.Namespace {
+		sink, err := sub.ValidateSink()
+		if err != nil {
 			return nil
 		}
 		return []string{sink.Service}
@@ -229,8 +229,8 @@ func subscriptionToFunction(_ context.Context, o client.Object) []reconcile.Requ
 	if !ok {
 		return nil
 	}
-	sink, err := eventingv1alpha2.ParseSink(sub.Spec.Sink)
-	if err != nil || sink.Namespace != sub.Namespace {
+	sink, err := sub.ValidateSink()
+	if err != nil {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: sink.Namespace, Name: sink.Service}}}

@@ -1,10 +1,11 @@
 package dev
 
 import (
-	"bytes"
 	"io"
 	"strings"
 	"sync"
+
+	"github.com/kfn-dev/kfn/local/supervisor"
 )
 
 // logBook keeps the last lines each function printed and hands new ones
@@ -15,41 +16,39 @@ type logBook struct {
 	max       int
 	lines     map[string][]string
 	followers map[string]map[chan string]struct{}
-	partial   []byte
+	split     supervisor.Lines
 }
 
 // kfnLog is the key of kfn's own lines.
 const kfnLog = "kfn"
 
 func newLogBook(max int) *logBook {
-	return &logBook{max: max, lines: map[string][]string{}, followers: map[string]map[chan string]struct{}{}}
+	b := &logBook{max: max, lines: map[string][]string{}, followers: map[string]map[chan string]struct{}{}}
+	b.split.Line = b.record
+	return b
 }
 
 // Write records complete lines.
-func (b *logBook) Write(p []byte) (int, error) {
+func (b *logBook) Write(p []byte) (int, error) { return b.split.Write(p) }
+
+// record keeps line and hands it to its key's followers.
+func (b *logBook) record(p []byte) error {
+	line := string(p)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.partial = append(b.partial, p...)
-	for {
-		i := bytes.IndexByte(b.partial, '\n')
-		if i < 0 {
-			return len(p), nil
-		}
-		line := string(b.partial[:i])
-		b.partial = b.partial[i+1:]
-		key := lineKey(line)
-		kept := append(b.lines[key], line)
-		if len(kept) > b.max {
-			kept = kept[len(kept)-b.max:]
-		}
-		b.lines[key] = kept
-		for ch := range b.followers[key] {
-			select {
-			case ch <- line:
-			default: // a slow follower misses lines rather than block functions
-			}
+	key := lineKey(line)
+	kept := append(b.lines[key], line)
+	if len(kept) > b.max {
+		kept = kept[len(kept)-b.max:]
+	}
+	b.lines[key] = kept
+	for ch := range b.followers[key] {
+		select {
+		case ch <- line:
+		default: // a slow follower misses lines rather than block functions
 		}
 	}
+	return nil
 }
 
 // lineKey returns namespace/name for "namespace/name-N | ...", else kfnLog.

@@ -23,16 +23,22 @@ func objectsOf(p *project.Project) runner.Objects {
 		}
 		switch u.GetKind() {
 		case "ConfigMap":
-			cm := &corev1.ConfigMap{}
-			if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, cm) == nil {
-				objs.ConfigMaps[runner.Key(ns, cm.Name)] = cm
-			}
+			keep(objs.ConfigMaps, ns, u.Object)
 		case "Secret":
-			s := &corev1.Secret{}
-			if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, s) == nil {
-				objs.Secrets[runner.Key(ns, s.Name)] = s
-			}
+			keep(objs.Secrets, ns, u.Object)
 		}
 	}
 	return objs
+}
+
+// keep adds the object of unstructured content u to m, under its key in
+// namespace ns, when it converts.
+func keep[T any, PT interface {
+	*T
+	GetName() string
+}](m map[string]PT, ns string, u map[string]any) {
+	obj := PT(new(T))
+	if runtime.DefaultUnstructuredConverter.FromUnstructured(u, obj) == nil {
+		m[runner.Key(ns, obj.GetName())] = obj
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	crand "crypto/rand"
 	"net/http"
+	"slices"
 
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -36,21 +37,17 @@ func format(sc trace.SpanContext) (traceParent, traceState string) {
 }
 
 // newSpanID returns a random, valid span id.
-func newSpanID() trace.SpanID {
-	var id trace.SpanID
-	for !id.IsValid() {
-		_, _ = crand.Read(id[:]) // never fails (crypto/rand)
-	}
-	return id
-}
+func newSpanID() (id trace.SpanID) { randomID(id[:]); return id }
 
 // newTraceID returns a random, valid trace id.
-func newTraceID() trace.TraceID {
-	var id trace.TraceID
-	for !id.IsValid() {
-		_, _ = crand.Read(id[:])
+func newTraceID() (id trace.TraceID) { randomID(id[:]); return id }
+
+// randomID fills id with random bytes, not all zero (the one invalid span
+// or trace id).
+func randomID(id []byte) {
+	for !slices.ContainsFunc(id, func(b byte) bool { return b != 0 }) {
+		_, _ = crand.Read(id) // never fails (crypto/rand)
 	}
-	return id
 }
 
 // traceRoots is the event store of TraceRoots.

@@ -6,40 +6,59 @@ import (
 	"sync"
 )
 
-// lineWriter writes each complete line it receives to out in one Write,
-// with a prefix, so lines of several processes interleave whole.
-type lineWriter struct {
-	mu     sync.Mutex
-	out    io.Writer
-	prefix string
-	buf    []byte
+// Lines is an io.Writer of lines: it hands each complete line written to
+// it, without its newline, to Line, in order and one at a time, so that
+// lines written in pieces or several at once come out whole. A line
+// longer than Max (when Max > 0) that has no newline yet is handed on as
+// it is. Write returns Line's first error (the lines after it stay
+// buffered).
+type Lines struct {
+	Line func(line []byte) error
+	Max  int
+
+	mu  sync.Mutex
+	buf []byte
 }
 
-func (w *lineWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf = append(w.buf, p...)
+func (l *Lines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
 	for {
-		i := bytes.IndexByte(w.buf, '\n')
+		i := bytes.IndexByte(l.buf, '\n')
 		if i < 0 {
 			break
 		}
-		line := make([]byte, 0, len(w.prefix)+i+1)
-		line = append(line, w.prefix...)
-		line = append(line, w.buf[:i+1]...)
-		w.buf = w.buf[i+1:]
-		if _, err := w.out.Write(line); err != nil {
+		line := l.buf[:i]
+		l.buf = l.buf[i+1:]
+		if err := l.Line(line); err != nil {
 			return len(p), err
 		}
 	}
-	if len(w.buf) > 64*1024 { // a very long line without newline: flush it
-		line := append([]byte(w.prefix), w.buf...)
-		w.buf = w.buf[:0]
-		if _, err := w.out.Write(append(line, '\n')); err != nil {
+	if l.Max > 0 && len(l.buf) > l.Max {
+		line := l.buf
+		l.buf = l.buf[len(l.buf):]
+		if err := l.Line(line); err != nil {
 			return len(p), err
 		}
 	}
 	return len(p), nil
+}
+
+// maxLine is the longest line without a newline a process's output keeps
+// before it is written as it is.
+const maxLine = 64 * 1024
+
+// prefixedLines writes each complete line written to it to out in one
+// Write, after prefix, so that the lines of several processes interleave
+// whole.
+func prefixedLines(out io.Writer, prefix string) *Lines {
+	return &Lines{Max: maxLine, Line: func(line []byte) error {
+		b := make([]byte, 0, len(prefix)+len(line)+1)
+		b = append(append(append(b, prefix...), line...), '\n')
+		_, err := out.Write(b)
+		return err
+	}}
 }
 
 // SyncWriter serializes writes to an io.Writer shared by many processes.

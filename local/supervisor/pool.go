@@ -380,5 +380,5 @@ func (p *Pool) logWriter() io.Writer {
 	p.next++
 	prefix := fmt.Sprintf("%s-%d | ", p.name, p.next)
 	p.mu.Unlock()
-	return &lineWriter{out: p.out, prefix: prefix}
+	return prefixedLines(p.out, prefix)
 }

@@ -1,7 +1,9 @@
 package project_test
 
 import (
+	"maps"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -13,13 +15,15 @@ import (
 
 // The config.yaml 'kfn init' writes is read back by the loader, strictly
 // and admitted, for every runtime: the two cannot drift apart.
-func TestNewConfigLoadsForEveryRuntime(t *testing.T) {
+func TestFolderConfigLoadsForEveryRuntime(t *testing.T) {
 	for _, rt := range serverlessv1alpha2.Runtimes {
 		t.Run(string(rt), func(t *testing.T) {
 			dir := t.TempDir()
 			handler, deps := project.DefaultFiles(rt)
+			files, err := project.FolderScaffold.Files("greet", "shop", rt)
+			require.NoError(t, err)
 			write(t, dir, map[string]string{
-				"greet/" + project.ConfigFile: string(project.NewConfig("greet", "shop", rt)),
+				"greet/" + project.ConfigFile: files[project.ConfigFile],
 				"greet/" + handler:            "the handler",
 				"greet/" + deps:               "the dependencies",
 			})
@@ -49,4 +53,21 @@ func TestDefaultFiles(t *testing.T) {
 	assert.Equal(t, []string{"handler.js", "package.json"}, []string{h, d})
 	h, d = project.DefaultFiles(serverlessv1alpha2.Python314)
 	assert.Equal(t, []string{"handler.py", "requirements.txt"}, []string{h, d})
+}
+
+// Each scaffold writes a handler and its dependencies under the names a
+// folder has by default, for every runtime; a folder also its config.yaml.
+func TestScaffoldsWriteTheDefaultFiles(t *testing.T) {
+	for _, rt := range serverlessv1alpha2.Runtimes {
+		handler, deps := project.DefaultFiles(rt)
+		for s, want := range map[project.Scaffold][]string{
+			project.KymaScaffold:   {deps, handler},
+			project.FolderScaffold: {project.ConfigFile, deps, handler},
+		} {
+			files, err := s.Files("greet", "shop", rt)
+			require.NoError(t, err)
+			assert.ElementsMatch(t, want, slices.Collect(maps.Keys(files)), "%s %s", s, rt)
+			assert.NotEmpty(t, files[handler])
+		}
+	}
 }

@@ -1,0 +1,169 @@
+package pool
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
+	"github.com/kfn-dev/kfn/controller/resources"
+	"github.com/kfn-dev/kfn/runtimes"
+)
+
+// token is the bearer token of a standby pod.
+func (p *Pool) token(namespace, name string) string {
+	m := hmac.New(sha256.New, p.key)
+	m.Write([]byte(namespace + "/" + name))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// claim gives a standby pod of fn's pool to fn: the host loads fn, then
+// the pod is labelled as fn's, which puts it in fn's Service.
+func (p *Pool) claim(ctx context.Context, fn types.NamespacedName) {
+	p.mu.Lock()
+	m, ok := p.functions[fn]
+	p.mu.Unlock()
+	if !ok {
+		return
+	}
+	start := time.Now()
+	pod, err := p.take(ctx, poolKey{fn.Namespace, m.shape})
+	if err != nil || pod == nil {
+		if err != nil {
+			p.log.Error(err, "take a standby pod", "function", fn)
+		} else {
+			p.log.Info("no standby pod ready: the Function wakes on the Deployment path", "function", fn)
+		}
+		return
+	}
+	podKey := client.ObjectKeyFromObject(pod)
+	defer func() {
+		p.mu.Lock()
+		delete(p.taken, podKey)
+		p.mu.Unlock()
+		p.poke()
+	}()
+	// The host loads the Function while the pod is labelled as its: the
+	// two go on at once, since a pod in the Function's Service takes no
+	// traffic before its host says it serves that Function (the event
+	// bridge's probe, the kubelet's readiness). No optimistic lock on the
+	// patch: one claimer takes a pod (taken), and the kubelet's status
+	// updates, which a lock would trip over, change no label.
+	loaded := make(chan error, 1)
+	go func() { loaded <- p.specialize(ctx, pod, m.plan) }()
+	// The patch carries the pod's UID, which the API server does not let
+	// change: it fails on another pod of the same name.
+	base := pod.DeepCopy()
+	base.UID = ""
+	patch := client.MergeFrom(base)
+	for k, v := range m.plan.Labels {
+		pod.Labels[k] = v
+	}
+	pod.Labels[LabelClaimedBy] = fn.Name
+	delete(pod.Labels, LabelShape)
+	// Deleted with its Function, whatever becomes of the pool.
+	pod.OwnerReferences = append(pod.OwnerReferences, metav1.OwnerReference{
+		APIVersion: v1alpha2.GroupVersion.String(), Kind: "Function", Name: fn.Name, UID: m.plan.UID,
+	})
+	patchErr := p.c.Patch(ctx, pod, patch)
+	loadErr := <-loaded
+	if err := errors.Join(loadErr, patchErr); err != nil {
+		p.log.Error(err, "give a standby pod its Function; deleting the pod", "function", fn, "pod", pod.Name)
+		_ = p.c.Delete(ctx, pod, client.Preconditions{UID: &pod.UID})
+		var refused *hostAnswer
+		if errors.As(loadErr, &refused) {
+			p.mu.Lock()
+			p.failed[fn] = refused.Error()
+			p.mu.Unlock()
+		}
+		return
+	}
+	p.mu.Lock()
+	delete(p.failed, fn)
+	p.mu.Unlock()
+	p.log.Info("gave a standby pod to a Function woken from zero", "function", fn, "pod", pod.Name, "took", time.Since(start))
+}
+
+// take returns a started standby pod of pool k and marks it taken; nil
+// when there is none.
+func (p *Pool) take(ctx context.Context, k poolKey) (*corev1.Pod, error) {
+	var pods corev1.PodList
+	if err := p.c.List(ctx, &pods, client.InNamespace(k.namespace), client.MatchingLabels{LabelShape: k.shape}); err != nil {
+		return nil, fmt.Errorf("list standby pods: %w", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		key := client.ObjectKeyFromObject(pod)
+		if p.taken[key] || !started(pod) || !p.ours(pod) {
+			continue
+		}
+		p.taken[key] = true
+		return pod, nil
+	}
+	return nil, nil
+}
+
+// ours reports whether the pool made pod: it is the pod the pool made
+// under its name (its UID), and its host's token hash is that of the
+// token the pool derives for it. A pod someone else labelled as standby (a
+// tenant of the namespace, say), or made under the name of one of the
+// pool's after deleting it, with its environment copied, is never given
+// a Function's source, nor counted in the pool. p.mu is held.
+func (p *Pool) ours(pod *corev1.Pod) bool {
+	if uid, ok := p.made[client.ObjectKeyFromObject(pod)]; !ok || uid != pod.UID {
+		return false
+	}
+	want := runtimes.StandbyTokenHash(p.token(pod.Namespace, pod.Name))
+	for _, c := range pod.Spec.Containers {
+		if c.Name != resources.ContainerFunction {
+			continue
+		}
+		for _, e := range c.Env {
+			if e.Name == runtimes.EnvStandbyTokenSHA256 {
+				return e.Value == want
+			}
+		}
+	}
+	return false
+}
+
+// started reports whether a pod's host serves: running, with an address,
+// its container's startup probe passed, not being deleted.
+func started(pod *corev1.Pod) bool {
+	if pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning || pod.Status.PodIP == "" {
+		return false
+	}
+	for _, c := range pod.Status.ContainerStatuses {
+		if c.Name == resources.ContainerFunction {
+			return c.Started != nil && *c.Started
+		}
+	}
+	return false
+}
+
+// retire deletes the pods the pool gave fn.
+func (p *Pool) retire(ctx context.Context, fn types.NamespacedName) {
+	var pods corev1.PodList
+	if err := p.c.List(ctx, &pods, client.InNamespace(fn.Namespace), client.MatchingLabels{LabelClaimedBy: fn.Name}); err != nil {
+		p.log.Error(err, "list claimed pods", "function", fn)
+		return
+	}
+	for i := range pods.Items {
+		if err := p.c.Delete(ctx, &pods.Items[i]); client.IgnoreNotFound(err) != nil {
+			p.log.Error(err, "delete a claimed pod", "function", fn, "pod", pods.Items[i].Name)
+			continue
+		}
+		p.log.Info("deleted the pod the pool gave a Function", "function", fn, "pod", pods.Items[i].Name)
+	}
+}

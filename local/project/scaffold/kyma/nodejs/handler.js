@@ -1,0 +1,7 @@
+module.exports = {
+  main: async function (event, context) {
+    const message = `Hello World from ${context['function-name']} on ${context.runtime}!`;
+    console.log(message);
+    return message;
+  },
+};

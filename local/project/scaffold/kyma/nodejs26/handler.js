@@ -1,0 +1,5 @@
+module.exports = {
+  main: function (req, res) {
+    res.send('Hello World!');
+  },
+};
