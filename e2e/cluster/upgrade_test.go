@@ -34,12 +34,22 @@ import (
 	"github.com/kfn-dev/kfn/test/node/singlenode"
 )
 
-// previousRelease is the commit of main the upgrade scenario installs
-// first: the last one before issue 37's defaults (no NATS credentials, no
-// scaler mutual TLS, no enforced NetworkPolicies by default) and before
-// the chart's profiles (one NATS server, R1 streams), with chart 0.1.0 and
-// its CRDs in crds/. Pinned by hash: a tag may not reach CI.
-const previousRelease = "13897a4833f7a32b8903389764cf6bfe94e937bc"
+// previousRelease reads the commit of main the upgrade scenario installs
+// first from test/node/previous-release (which says why that one), the
+// file test/node/prepare.sh builds its images from beside the package
+// tests.
+func previousRelease(t *testing.T, root string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root, "test", "node", "previous-release"))
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(data), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			return line
+		}
+	}
+	t.Fatal("test/node/previous-release names no commit")
+	return ""
+}
 
 // upgradeRestarts is how many pods that hold deliveries or lead the event
 // stream's consumers the upgrade from the previous release restarts under
@@ -91,7 +101,8 @@ func TestUpgradeUnderLoad(t *testing.T) {
 	require.NoError(t, err)
 
 	// The previous release: its images (built from its sources, cached by
-	// commit) and its chart.
+	// commit, by test/node/prepare.sh when make test ran it) and its chart.
+	previousRelease := previousRelease(t, platform.root)
 	if out, err := exec.Command("git", "-C", platform.root, "cat-file", "-e", previousRelease+"^{commit}").CombinedOutput(); err != nil {
 		t.Fatalf("the previous release %s is not in this clone of the repository (a shallow clone? fetch the full history): %v %s", previousRelease, err, out)
 	}

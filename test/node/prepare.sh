@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # prepare.sh builds what the real node's scenarios need, the cluster's
-# binaries (assets.sh) and the images (images.sh), and prints their two
+# binaries (assets.sh), the images (images.sh) and the upgrade scenario's
+# previous release's images (release-images.sh), and prints the first two
 # directories, one a line: make test runs it beside the package tests
 # (hack/phase.sh background), make test-cluster reads its result or runs it.
 # It tells hack/phase.sh "cold" when either script built something.
@@ -15,6 +16,16 @@ bin=$(KFN_PHASE_STATE=$states "$root/test/node/assets.sh")
 cold=$(cat "$states")
 images=$(KFN_PHASE_STATE=$states "$root/test/node/images.sh" "$bin")
 cold="$cold $(cat "$states")"
+# The upgrade scenario's previous release (test/node/previous-release): its
+# images, built here beside the package tests instead of inside the
+# scenarios' serial part; the scenario finds them in the cache. After
+# images.sh, whose archives are written: release-images.sh leaves buildah's
+# :dev tags on the release's images.
+release=$(grep -v '^#' "$root/test/node/previous-release" | head -n1)
+if [[ ! -f ${KFN_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kfn}/cluster/images-release/$release/complete ]]; then
+	cold="$cold cold"
+fi
+"$root/test/node/release-images.sh" "$release" "$bin" >/dev/null
 if [[ -n $state ]]; then
 	if [[ $cold == *cold* ]]; then echo cold >"$state"; else echo cached >"$state"; fi
 fi
