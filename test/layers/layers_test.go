@@ -18,15 +18,16 @@ const module = "github.com/kfn-dev/kfn/"
 // folders its non-test code may import. A folder not listed (bench, e2e,
 // hack, test) may import anything; nothing in this list may import them.
 var mayImport = map[string][]string{
-	"runtimes":    {"runtimes"},
-	"api":         {"api", "runtimes"},
-	"internal":    {"internal", "api"},
-	"controller":  {"controller", "api", "runtimes", "internal"},
-	"eventbridge": {"eventbridge", "api", "internal"},
-	"scaler":      {"scaler", "api", "internal"},
-	"local":       {"local", "controller", "eventbridge", "scaler", "api", "runtimes", "internal"},
-	"cli":         {"cli", "local", "controller", "eventbridge", "scaler", "api", "runtimes", "internal"},
-	"cmd":         {"cmd", "cli", "local", "controller", "eventbridge", "scaler", "api", "runtimes", "internal"},
+	"api":         {"api"},
+	"contract":    {"contract", "api"},
+	"runtimes":    {"runtimes", "api", "contract"},
+	"internal":    {"internal", "api", "contract"},
+	"controller":  {"controller", "api", "contract", "runtimes", "internal"},
+	"eventbridge": {"eventbridge", "api", "contract", "internal"},
+	"scaler":      {"scaler", "api", "contract", "internal"},
+	"local":       {"local", "controller", "eventbridge", "scaler", "api", "contract", "runtimes", "internal"},
+	"cli":         {"cli", "local", "controller", "eventbridge", "scaler", "api", "contract", "runtimes", "internal"},
+	"cmd":         {"cmd", "cli", "local", "controller", "eventbridge", "scaler", "api", "contract", "runtimes", "internal"},
 }
 
 // pkg is what `go list -json` tells of one package.
