@@ -17,9 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/kfn-dev/kfn/api/feed"
-	"github.com/kfn-dev/kfn/api/inflight"
-	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/contract/stream"
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/depcache"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
@@ -29,8 +27,11 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/streamloss"
 	"github.com/kfn-dev/kfn/eventbridge/subscription"
 	"github.com/kfn-dev/kfn/internal/auth"
+	"github.com/kfn-dev/kfn/internal/feed"
+	"github.com/kfn-dev/kfn/internal/jsstream"
 	"github.com/kfn-dev/kfn/internal/logging"
 	"github.com/kfn-dev/kfn/internal/natsconn"
+	"github.com/kfn-dev/kfn/internal/natsinflight"
 )
 
 // Deps are what the host of an event bridge gives it: the NATS connection
@@ -361,7 +362,7 @@ func (b *Bridge) newDependencyCache() error {
 	if b.deps.Metrics != nil {
 		opts = append(opts, depcache.WithMetrics(b.deps.Metrics))
 	}
-	cache, err := depcache.New(b.js, b.cfg.Streams.DependencyBucketConfig(), b.deps.Senders, b.deps.DependencyWriters, b.cfg.DependencyCacheBounds, opts...)
+	cache, err := depcache.New(b.js, jsstream.DependencyBucketConfig(b.cfg.Streams), b.deps.Senders, b.deps.DependencyWriters, b.cfg.DependencyCacheBounds, opts...)
 	if err != nil {
 		return fmt.Errorf("dependency cache: %w", err)
 	}
@@ -384,11 +385,11 @@ func (b *Bridge) newGateway(c *cluster) error {
 	}
 	reporter := b.deps.InFlight
 	if reporter == nil {
-		opts := []inflight.Option{inflight.WithLogger(log)}
+		opts := []natsinflight.Option{natsinflight.WithLogger(log)}
 		if b.cfg.GatewayInFlightSubject != "" {
-			opts = append(opts, inflight.WithSubject(b.cfg.GatewayInFlightSubject))
+			opts = append(opts, natsinflight.WithSubject(b.cfg.GatewayInFlightSubject))
 		}
-		pub, err := inflight.NewPublisher(b.deps.Conn, opts...)
+		pub, err := natsinflight.NewPublisher(b.deps.Conn, opts...)
 		if err != nil {
 			return fmt.Errorf("gateway: %w", err)
 		}
@@ -601,9 +602,9 @@ func ensureStreams(ctx context.Context, js jetstream.JetStream, c stream.Config,
 	for wait := 100 * time.Millisecond; ; wait = min(wait*2, 5*time.Second) {
 		var err error
 		if closed {
-			_, err = stream.EnsureClosed(ctx, js, c)
+			_, err = jsstream.EnsureClosed(ctx, js, c)
 		} else {
-			err = stream.Ensure(ctx, js, c)
+			err = jsstream.Ensure(ctx, js, c)
 		}
 		if err == nil || errors.Is(err, stream.ErrInvalidConfig) {
 			return err

@@ -13,13 +13,13 @@ import (
 	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/kfn-dev/kfn/api/feed"
 	"github.com/kfn-dev/kfn/eventbridge/applications"
 	"github.com/kfn-dev/kfn/eventbridge/endpoints"
 	"github.com/kfn-dev/kfn/eventbridge/gateway"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/eventbridge/subscription"
 	"github.com/kfn-dev/kfn/internal/egress"
+	"github.com/kfn-dev/kfn/internal/feed"
 )
 
 // cluster is what an event bridge in a cluster reads from Kubernetes

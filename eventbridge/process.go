@@ -6,7 +6,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/contract/stream"
 	"github.com/kfn-dev/kfn/eventbridge/admission"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"

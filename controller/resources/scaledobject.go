@@ -6,7 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/kfn-dev/kfn/api/trigger"
+	"github.com/kfn-dev/kfn/contract/trigger"
 	"github.com/kfn-dev/kfn/runtimes/plan"
 )
 

@@ -16,7 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/contract/stream"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/replay"
 	"github.com/kfn-dev/kfn/internal/auth"

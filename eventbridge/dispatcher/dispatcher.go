@@ -20,7 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
-	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/contract/stream"
 	"github.com/kfn-dev/kfn/eventbridge/admission"
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/deadline"
