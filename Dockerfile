@@ -7,7 +7,7 @@
 #   docker build -t kfn:dev --build-arg VERSION=$(git describe --always) .
 #
 # GO_IMAGE and BASE_IMAGE name the build and run bases; the defaults are the
-# public images. Where no registry can be reached, hack/cluster/images.sh
+# public images. Where no registry can be reached, test/node/images.sh
 # passes bases it made from Debian packages and the machine's Go.
 ARG GO_IMAGE=golang:1.26
 ARG BASE_IMAGE=gcr.io/distroless/static-debian12:nonroot

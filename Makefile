@@ -31,7 +31,7 @@ TESTSUMMARY_FLAGS ?=
 NESTED_MODULES := e2e/keda e2e/cluster
 NESTED_TEST_MODULES := e2e/keda
 # e2e/keda is vetted and tested without cgo and -trimpath, the flags
-# hack/cluster/assets.sh builds the node's KEDA from the same module with:
+# test/node/assets.sh builds the node's KEDA from the same module with:
 # the node's KEDA then compiles only the packages the tests did not.
 KFN_E2E_KEDA_ENV := CGO_ENABLED=0
 
@@ -72,12 +72,15 @@ dev: kfn ## Run kfn locally with the example application (kfn dev examples/shop)
 .PHONY: test
 test: testsummary ## Run every test (builds the test API server once, about 4 minutes), the real node's included; ends with a table of its phases.
 	@hack/phase.sh start
+	@# The test API server builds beside verify, which leaves a core idle
+	@# while it downloads modules and links.
+	@hack/phase.sh background envtest $(MAKE) --no-print-directory envtest
 	@hack/phase.sh run verify $(MAKE) --no-print-directory verify
-	@hack/phase.sh run envtest $(MAKE) --no-print-directory envtest
 	@hack/phase.sh run test-packages $(MAKE) --no-print-directory test-packages
+	@hack/phase.sh await envtest
 	@# The real node's binaries and images build beside the package tests,
 	@# which leave a quarter of the cores idle (waiting on their servers).
-	@[ "$${KFN_SKIP_CLUSTER:-}" = 1 ] || hack/phase.sh background cluster-build hack/cluster/prepare.sh
+	@[ "$${KFN_SKIP_CLUSTER:-}" = 1 ] || hack/phase.sh background cluster-build test/node/prepare.sh
 	@# Every package once: those of RACE_PACKAGES under the race detector
 	@# (the race phase below), the others here.
 	@echo "go test ./... but RACE_PACKAGES"
@@ -89,15 +92,20 @@ test: testsummary ## Run every test (builds the test API server once, about 4 mi
 		hack/phase.sh run "$$m" env $$([ $$m = e2e/keda ] && echo $(KFN_E2E_KEDA_ENV)) bash -c 'cd "$$1" && KUBEBUILDER_ASSETS="$$($(CURDIR)/hack/envtest-assets.sh)" $(GOTEST) $(TESTFLAGS) ./... | $(TESTSUMMARY) -state "$$KFN_PHASE_STATE"' - "$$m" || exit 1; \
 	done
 	@hack/phase.sh run race bash -c '$(MAKE) --no-print-directory test-race TESTSUMMARY_FLAGS="-state $$KFN_PHASE_STATE"'
-	@hack/phase.sh run fuzz $(MAKE) --no-print-directory fuzz
+	@# The fuzz targets' instrumented build (every dependency compiled again
+	@# for coverage) runs beside the real node's scenarios, which wait on
+	@# pods for a third of their time; at the lowest priority, so that the
+	@# scenarios' timing is as without it.
+	@hack/phase.sh background fuzz nice -n 19 $(MAKE) --no-print-directory fuzz
 	@$(MAKE) --no-print-directory test-cluster
+	@hack/phase.sh await fuzz
 	@hack/phase.sh report
 
 # A single-node cluster from source (see README, "A real node"): the
 # binaries are built once per version into ~/.cache/kfn/cluster, kfn's
 # images on every run. The upgrade scenario (e2e/cluster
 # TestUpgradeUnderLoad) also builds the previous release's images, once per
-# commit (hack/cluster/release-images.sh). -parallel: how many of the
+# commit (test/node/release-images.sh). -parallel: how many of the
 # scenarios that leave the install as it is run at once (e2e/cluster doc.go).
 CLUSTER_TESTFLAGS ?= -timeout 40m -parallel 6
 # The real node's scenarios must end within this (hack/testsummary -budget):
@@ -113,7 +121,7 @@ test-cluster: testsummary ## Run the end-to-end tests on a real node (root; KFN_
 		echo "test-cluster: SKIPPED (KFN_SKIP_CLUSTER=1): no kfn pod was run on a real node"; \
 	else \
 		{ dirs=$$(hack/phase.sh await cluster-build) || \
-			{ [ $$? = 3 ] && dirs=$$(hack/phase.sh run cluster-build hack/cluster/prepare.sh); }; } && \
+			{ [ $$? = 3 ] && dirs=$$(hack/phase.sh run cluster-build test/node/prepare.sh); }; } && \
 		bin=$$(echo "$$dirs" | sed -n 1p) && images=$$(echo "$$dirs" | sed -n 2p) && \
 		echo "cd e2e/cluster && go test $(CLUSTER_TESTFLAGS) ./..." && \
 		cd e2e/cluster && export KFN_CLUSTER_BIN="$$bin" KFN_CLUSTER_IMAGES="$$images" && \
@@ -122,12 +130,12 @@ test-cluster: testsummary ## Run the end-to-end tests on a real node (root; KFN_
 
 .PHONY: cluster
 cluster: ## Start a single-node cluster with KEDA and kfn installed (root; prints the kubeconfig; CLUSTER_NODES=2 adds a second node).
-	bin=$$(hack/cluster/assets.sh) && images=$$(hack/cluster/images.sh "$$bin") && \
-		$(GO) run ./hack/cluster up -bin "$$bin" -images "$$images" -nodes $(CLUSTER_NODES)
+	bin=$$(test/node/assets.sh) && images=$$(test/node/images.sh "$$bin") && \
+		$(GO) run ./test/node up -bin "$$bin" -images "$$images" -nodes $(CLUSTER_NODES)
 
 .PHONY: cluster-down
 cluster-down: ## Stop the cluster of make cluster and remove every trace of it.
-	$(GO) run ./hack/cluster down
+	$(GO) run ./test/node down
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for its number of inputs (or FUZZTIME).
@@ -219,7 +227,7 @@ build: ## Build the binaries under cmd/ into bin/.
 REGISTRY ?= localhost:5000/kfn
 APP_VERSION = $(shell awk '/^appVersion:/ {gsub(/"/, "", $$2); print $$2}' charts/kfn/Chart.yaml)
 # The runtime images, each with its Dockerfile and build arguments, as
-# runtimes/images.txt lists them (hack/cluster/images.sh reads it too).
+# runtimes/images.txt lists them (test/node/images.sh reads it too).
 RUNTIME_IMAGES := $(shell awk '!/^\#/ && NF { print $$1 }' runtimes/images.txt)
 
 .PHONY: images

@@ -26,8 +26,9 @@ import (
 )
 
 // bridgeOn builds an event bridge of components on a new connection to a
-// new NATS server with kfn's streams, delivering every sink to sinkURL.
-func bridgeOn(t *testing.T, cfg eventbridge.Config, deps eventbridge.Deps, sinkURL string) (*eventbridge.Bridge, *nats.Conn) {
+// new NATS server with kfn's streams, in a static world delivering every
+// sink to sinkURL.
+func bridgeOn(t *testing.T, cfg eventbridge.Config, sinkURL string, opts ...eventbridge.Option) (*eventbridge.Bridge, *eventbridge.Static, *nats.Conn) {
 	t.Helper()
 	srv := natstest.Start(t)
 	nc, err := nats.Connect(srv.URL())
@@ -36,11 +37,10 @@ func bridgeOn(t *testing.T, cfg eventbridge.Config, deps eventbridge.Deps, sinkU
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
 	require.NoError(t, jsstream.Ensure(context.Background(), js, cfg.Streams))
-	deps.Conn = nc
-	deps.Resolver = dispatcher.ResolverFunc(func(v1alpha2.Sink) (string, error) { return sinkURL, nil })
-	b, err := eventbridge.New(cfg, deps)
+	static := &eventbridge.Static{Resolver: dispatcher.ResolverFunc(func(v1alpha2.Sink) (string, error) { return sinkURL, nil })}
+	b, err := eventbridge.New(cfg, nc, static, opts...)
 	require.NoError(t, err)
-	return b, nc
+	return b, static, nc
 }
 
 // publishTo posts one binary CloudEvent of type order.created.v1 to h with
@@ -80,7 +80,7 @@ func TestBridgeWithoutKubernetesDeliversWhatItIsGiven(t *testing.T) {
 	cfg.Dispatcher.Egress.AllowLoopback = true
 	cfg.Admin = false
 	reg := prometheus.NewRegistry()
-	b, nc := bridgeOn(t, cfg, eventbridge.Deps{Metrics: reg}, sink.URL)
+	b, static, nc := bridgeOn(t, cfg, sink.URL, eventbridge.WithMetrics(reg))
 	assert.NotNil(t, b.Publisher)
 	assert.NotNil(t, b.Dispatcher)
 	assert.Nil(t, b.Gateway, "not in Config.Components")
@@ -93,7 +93,7 @@ func TestBridgeWithoutKubernetesDeliversWhatItIsGiven(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders"},
 		Spec:       v1alpha2.SubscriptionSpec{Sink: "http://orders.shop.svc.cluster.local", Source: "shop", Types: []string{"order.created.v1"}},
 	}
-	require.Empty(t, b.Subscriptions.Apply(context.Background(), []*v1alpha2.Subscription{sub}))
+	require.Empty(t, static.Apply(context.Background(), []*v1alpha2.Subscription{sub}))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ran := make(chan error, 1)
@@ -121,13 +121,13 @@ func TestBridgeWithoutKubernetesDeliversWhatItIsGiven(t *testing.T) {
 	}
 }
 
-// TestBridgeHandlersRequireTheToken: with Deps.Token, the publisher's
+// TestBridgeHandlersRequireTheToken: with WithToken, the publisher's
 // handler refuses a request without the token, and takes one with it;
 // its probes need none.
 func TestBridgeHandlersRequireTheToken(t *testing.T) {
 	cfg := eventbridge.DefaultConfig()
 	cfg.Components = []string{eventbridge.ComponentPublisher}
-	b, _ := bridgeOn(t, cfg, eventbridge.Deps{Token: []byte("a-long-enough-token")}, "http://127.0.0.1:1")
+	b, _, _ := bridgeOn(t, cfg, "http://127.0.0.1:1", eventbridge.WithToken([]byte("a-long-enough-token")))
 	h := b.Handlers()
 	assert.Equal(t, http.StatusUnauthorized, publishTo(t, h.Publisher, "e1", ""))
 	assert.Equal(t, http.StatusUnauthorized, publishTo(t, h.Publisher, "e1", "Bearer not-the-right-token"))
@@ -147,21 +147,23 @@ func TestNewRefusesWhatCannotWork(t *testing.T) {
 	t.Cleanup(nc.Close)
 	for name, c := range map[string]struct {
 		cfg  func(*eventbridge.Config)
-		deps eventbridge.Deps
+		nc   *nats.Conn
+		env  eventbridge.Environment
 		want string
 	}{
-		"no connection":             {deps: eventbridge.Deps{}, want: "Deps.Conn is required"},
-		"gateway without backends":  {cfg: func(c *eventbridge.Config) { c.Components = []string{eventbridge.ComponentGateway} }, deps: eventbridge.Deps{Conn: nc}, want: "gateway: no backends"},
-		"no component":              {cfg: func(c *eventbridge.Config) { c.Components = nil }, deps: eventbridge.Deps{Conn: nc}, want: "no component"},
-		"unknown component":         {cfg: func(c *eventbridge.Config) { c.Components = []string{"broker"} }, deps: eventbridge.Deps{Conn: nc}, want: `unknown component "broker"`},
-		"ack wait under one second": {cfg: func(c *eventbridge.Config) { c.AckWait = time.Millisecond }, deps: eventbridge.Deps{Conn: nc}, want: "-ack-wait"},
+		"no connection":             {env: &eventbridge.Static{}, want: "a NATS connection is required"},
+		"no environment":            {nc: nc, want: "an Environment is required"},
+		"gateway without backends":  {cfg: func(c *eventbridge.Config) { c.Components = []string{eventbridge.ComponentGateway} }, nc: nc, env: &eventbridge.Static{}, want: "gateway: no backends"},
+		"no component":              {cfg: func(c *eventbridge.Config) { c.Components = nil }, nc: nc, env: &eventbridge.Static{}, want: "no component"},
+		"unknown component":         {cfg: func(c *eventbridge.Config) { c.Components = []string{"broker"} }, nc: nc, env: &eventbridge.Static{}, want: `unknown component "broker"`},
+		"ack wait under one second": {cfg: func(c *eventbridge.Config) { c.AckWait = time.Millisecond }, nc: nc, env: &eventbridge.Static{}, want: "-ack-wait"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := eventbridge.DefaultConfig()
 			if c.cfg != nil {
 				c.cfg(&cfg)
 			}
-			b, err := eventbridge.New(cfg, c.deps)
+			b, err := eventbridge.New(cfg, c.nc, c.env)
 			require.ErrorContains(t, err, c.want)
 			assert.Nil(t, b)
 		})

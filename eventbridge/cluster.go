@@ -2,6 +2,7 @@ package eventbridge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -9,54 +10,72 @@ import (
 	"net/url"
 	"os"
 
+	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/kfn-dev/kfn/eventbridge/applications"
+	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/eventbridge/endpoints"
 	"github.com/kfn-dev/kfn/eventbridge/gateway"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/eventbridge/subscription"
 	"github.com/kfn-dev/kfn/internal/egress"
 	"github.com/kfn-dev/kfn/internal/feed"
+	"github.com/kfn-dev/kfn/internal/logging"
 )
 
-// cluster is what an event bridge in a cluster reads from Kubernetes
-// (Deps.Kubernetes): one EndpointSlice watcher, shared by the dispatcher
-// and the gateway.
-type cluster struct {
-	b *Bridge
+// Cluster is the Environment of an event bridge in a cluster: a
+// Kubernetes manager it reads Subscriptions, EndpointSlices and Kyma's
+// Applications with and runs its reconciler in (Run starts it). One
+// EndpointSlice watcher is shared by the dispatcher and the gateway.
+type Cluster struct {
+	mgr     ctrl.Manager
+	cfg     Config
+	metrics prometheus.Registerer
+	root    *slog.Logger
+	log     *slog.Logger
 	// endpoints watches EndpointSlices; nil when neither the dispatcher
 	// nor the gateway runs.
 	endpoints *endpoints.Watcher
+	// reconciler is the Subscription reconciler (component reconciler).
+	reconciler *subscription.Reconciler
+	// opener opens an event stream made anew once every Subscription's
+	// consumer exists in it; it runs in the reconciler's leader, and only
+	// beside the reconciler.
+	opener *subscription.Opener
 }
 
-// newCluster adds the EndpointSlice watcher to the manager, when a part
-// needs it.
-func (b *Bridge) newCluster() (*cluster, error) {
-	c := &cluster{b: b}
-	if !b.cfg.Has(ComponentDispatcher) && !b.cfg.Has(ComponentGateway) {
-		return c, nil
+// NewCluster returns the Environment of an event bridge reading mgr,
+// which the bridge's Run starts.
+func NewCluster(mgr ctrl.Manager) *Cluster { return &Cluster{mgr: mgr} }
+
+// Prepare implements Environment: it adds the EndpointSlice watcher to
+// the manager, when a part needs it.
+func (c *Cluster) Prepare(cfg Config, metrics prometheus.Registerer, log *slog.Logger) error {
+	c.cfg, c.metrics, c.root, c.log = cfg, metrics, log, logging.Component(log, "eventbridge")
+	if !cfg.Has(ComponentDispatcher) && !cfg.Has(ComponentGateway) {
+		return nil
 	}
-	mgr := b.deps.Kubernetes
 	var err error
-	if c.endpoints, err = endpoints.New(endpoints.WithCache(mgr.GetCache()), endpoints.WithProbeInterval(b.cfg.WakeProbeInterval),
-		endpoints.WithEgress(c.egress())); err != nil {
-		return nil, err
+	if c.endpoints, err = endpoints.New(endpoints.WithCache(c.mgr.GetCache()), endpoints.WithProbeInterval(cfg.WakeProbeInterval),
+		endpoints.WithEgress(c.Egress())); err != nil {
+		return err
 	}
-	if err := mgr.Add(runnableFunc(c.endpoints.Run)); err != nil {
-		return nil, fmt.Errorf("add endpoints watcher: %w", err)
+	if err := c.mgr.Add(runnableFunc(c.endpoints.Run)); err != nil {
+		return fmt.Errorf("add endpoints watcher: %w", err)
 	}
-	return c, nil
+	return nil
 }
 
-// egress is where the event bridge may reach tenants' code in the
-// cluster: deliveries, the gateway's requests and the wake probes alike
-// (Config.Dispatcher.Egress, the -sink-networks and -allow-loopback-sinks
-// flags), never the Kubernetes API server.
-func (c *cluster) egress() egress.Policy {
-	p := c.b.cfg.Dispatcher.Egress
+// Egress implements Environment: where the event bridge may reach
+// tenants' code in the cluster, deliveries, the gateway's requests and the
+// wake probes alike (Config.Dispatcher.Egress, the -sink-networks and
+// -allow-loopback-sinks flags), never the Kubernetes API server.
+func (c *Cluster) Egress() egress.Policy {
+	p := c.cfg.Dispatcher.Egress
 	p.Deny = c.apiServer()
 	return p
 }
@@ -67,7 +86,7 @@ func (c *cluster) egress() egress.Policy {
 // makes the event bridge call the API server on a tenant's behalf from
 // where it stands in the network. It asks the EndpointSlice watcher when
 // it is called, and denies nothing more before there is one.
-func (c *cluster) apiServer() func(netip.AddrPort) (string, bool) {
+func (c *Cluster) apiServer() func(netip.AddrPort) (string, bool) {
 	service, _ := netip.ParseAddrPort(net.JoinHostPort(os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")))
 	return func(a netip.AddrPort) (string, bool) {
 		if a == service || c.endpoints != nil && c.endpoints.HasEndpoint(metav1.NamespaceDefault, "kubernetes", a) {
@@ -77,59 +96,107 @@ func (c *cluster) apiServer() func(netip.AddrPort) (string, bool) {
 	}
 }
 
-// serveSubscriptions serves the cluster's Subscriptions: the dispatcher is
-// fed by a feed.Feeder and runs in every replica; the reconciler, when it
-// runs, is leader-elected. It returns the publisher's lister.
-func (c *cluster) serveSubscriptions() (publisher.SubscriptionLister, error) {
-	b, mgr := c.b, c.b.deps.Kubernetes
-	if d := b.Dispatcher; d != nil {
-		if err := (&feed.Feeder{Client: mgr.GetClient(), Targets: d}).SetupWithManager(mgr); err != nil {
+// Sinks implements Environment: the EndpointSlice watcher, and
+// ClusterResolver.
+func (c *Cluster) Sinks() (dispatcher.Endpoints, dispatcher.Resolver) {
+	if c.endpoints == nil {
+		return nil, ClusterResolver(nil, c.cfg.Resolve)
+	}
+	return c.endpoints, ClusterResolver(c.endpoints, c.cfg.Resolve)
+}
+
+// Functions implements Environment: ClusterBackends, known once the
+// EndpointSlices synced.
+func (c *Cluster) Functions() (gateway.Backends, <-chan struct{}, error) {
+	if c.endpoints == nil {
+		return nil, nil, errors.New("gateway: no EndpointSlice watcher")
+	}
+	return ClusterBackends{Endpoints: c.endpoints, Resolve: c.cfg.Resolve}, c.endpoints.Synced(), nil
+}
+
+// Serve implements Environment: the dispatcher is fed by a feed.Feeder
+// and runs in every replica; the reconciler, when it runs, is
+// leader-elected, and so is the opener beside it.
+func (c *Cluster) Serve(a subscription.Applier, d *dispatcher.Dispatcher) (publisher.SubscriptionLister, error) {
+	if d != nil {
+		if err := (&feed.Feeder{Client: c.mgr.GetClient(), Targets: d}).SetupWithManager(c.mgr); err != nil {
 			return nil, fmt.Errorf("set up dispatcher feeder: %w", err)
 		}
-		if err := mgr.Add(runnableFunc(d.Start)); err != nil {
+		if err := c.mgr.Add(runnableFunc(d.Start)); err != nil {
 			return nil, fmt.Errorf("add dispatcher: %w", err)
 		}
 	}
-	if b.cfg.Has(ComponentReconciler) {
-		rec := &subscription.Reconciler{Client: mgr.GetClient(), Applier: b.applier(), Resync: b.cfg.Resync, Metrics: b.deps.Metrics}
-		if err := rec.SetupWithManager(mgr); err != nil {
-			return nil, fmt.Errorf("set up subscription reconciler: %w", err)
-		}
-		b.reconciler = rec
-		// The opener makes consumers: it runs in the reconciler's leader
-		// (a runnable that does not say otherwise is leader-elected).
-		b.opener = subscription.NewOpener(b.applier(), rec.MakeConsumers, b.log)
-		if b.deps.Metrics != nil {
-			if err := b.opener.WithMetrics(b.deps.Metrics); err != nil {
-				return nil, err
-			}
-		}
-		if err := mgr.Add(manager.RunnableFunc(b.opener.Run)); err != nil {
-			return nil, fmt.Errorf("add event stream opener: %w", err)
+	if c.cfg.Has(ComponentReconciler) {
+		if err := c.serveReconciler(a); err != nil {
+			return nil, err
 		}
 	}
-	return feed.Lister{Client: mgr.GetClient()}, nil
+	return feed.Lister{Client: c.mgr.GetClient()}, nil
 }
 
-// applications watches Kyma's Applications for the publisher.
-func (c *cluster) applications(log *slog.Logger) (*applications.Watcher, error) {
-	mgr := c.b.deps.Kubernetes
-	disc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+// serveReconciler sets up the Subscription reconciler and the opener.
+func (c *Cluster) serveReconciler(a subscription.Applier) error {
+	rec := &subscription.Reconciler{Client: c.mgr.GetClient(), Applier: a, Resync: c.cfg.Resync, Metrics: c.metrics}
+	if err := rec.SetupWithManager(c.mgr); err != nil {
+		return fmt.Errorf("set up subscription reconciler: %w", err)
+	}
+	c.reconciler = rec
+	// The opener makes consumers: it runs in the reconciler's leader (a
+	// runnable that does not say otherwise is leader-elected).
+	c.opener = subscription.NewOpener(a, rec.MakeConsumers, c.log)
+	if c.metrics != nil {
+		if err := c.opener.WithMetrics(c.metrics); err != nil {
+			return err
+		}
+	}
+	if err := c.mgr.Add(manager.RunnableFunc(c.opener.Run)); err != nil {
+		return fmt.Errorf("add event stream opener: %w", err)
+	}
+	return nil
+}
+
+// Applications implements Environment: with Config.KymaApplications, a
+// watcher of Kyma's Applications.
+func (c *Cluster) Applications() (publisher.Applications, error) {
+	if !c.cfg.KymaApplications {
+		return nil, nil
+	}
+	disc, err := discovery.NewDiscoveryClientForConfig(c.mgr.GetConfig())
 	if err != nil {
 		return nil, fmt.Errorf("discovery client: %w", err)
 	}
-	opts := []applications.Option{applications.WithLogger(log)}
-	if d := c.b.cfg.ApplicationCheckInterval; d > 0 {
+	opts := []applications.Option{applications.WithLogger(logging.Component(c.root, "publisher"))}
+	if d := c.cfg.ApplicationCheckInterval; d > 0 {
 		opts = append(opts, applications.WithCheckInterval(d))
 	}
-	apps, err := applications.New(disc, mgr.GetCache(), opts...)
+	apps, err := applications.New(disc, c.mgr.GetCache(), opts...)
 	if err != nil {
 		return nil, err
 	}
-	if err := mgr.Add(runnableFunc(apps.Run)); err != nil {
+	if err := c.mgr.Add(runnableFunc(apps.Run)); err != nil {
 		return nil, fmt.Errorf("add application watcher: %w", err)
 	}
 	return apps, nil
+}
+
+// MakesConsumers implements Environment: the reconciler's leader does.
+func (c *Cluster) MakesConsumers() bool { return c.opener != nil }
+
+// Run implements Environment: the manager runs the reconciler, the
+// feeder, the watchers and the dispatcher.
+func (c *Cluster) Run(ctx context.Context) error { return c.mgr.Start(ctx) }
+
+// Reapply implements Environment: the opener (here or in the leader)
+// opens a stream made anew once the reconciler made every consumer again.
+func (c *Cluster) Reapply(ctx context.Context) {
+	if c.opener != nil {
+		c.opener.Wake()
+	}
+	if c.reconciler != nil {
+		if err := c.reconciler.RequeueAll(ctx); err != nil {
+			c.log.Error("requeueing subscriptions after a reconnect failed; the next resync retries", "error", err)
+		}
+	}
 }
 
 // runnableFunc runs in every replica: the dispatcher and the watchers are

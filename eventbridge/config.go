@@ -68,7 +68,7 @@ type Config struct {
 	Gateway gateway.Config
 	// GatewayInFlightSubject is the core NATS subject on which the gateway
 	// reports its in-flight requests to the scalers, unless the host gives
-	// another reporter (Deps.InFlight).
+	// another reporter (WithInFlight).
 	GatewayInFlightSubject string
 	// Resolve maps sink Services, as "<service>.<namespace>", to base URLs
 	// to deliver to instead of the cluster DNS name (for running outside a
@@ -95,7 +95,7 @@ type Config struct {
 	// DependencyCache makes the dependency cache (Bridge.DependencyCache,
 	// package depcache), served on the publisher's listener, when the
 	// publisher runs and the bridge can tell a caller's namespace
-	// (Deps.Senders); otherwise its routes answer 404 and pods install
+	// (Access.Senders); otherwise its routes answer 404 and pods install
 	// their dependencies themselves. Its objects are in the bucket
 	// Streams.DependencyBucket.
 	DependencyCache bool

@@ -75,7 +75,7 @@ func TestSubscribersGetWhatKymaDelivers(t *testing.T) {
 	cfg.Components = []string{eventbridge.ComponentPublisher, eventbridge.ComponentDispatcher}
 	cfg.Dispatcher.Egress.AllowLoopback = true
 	cfg.Admin = false
-	b, _ := bridgeOn(t, cfg, eventbridge.Deps{}, sink.URL)
+	b, static, _ := bridgeOn(t, cfg, sink.URL)
 	subs := []*v1alpha2.Subscription{
 		{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "lastorder-payment-sub"},
@@ -88,7 +88,7 @@ func TestSubscribersGetWhatKymaDelivers(t *testing.T) {
 				Types: []string{"sap.kyma.custom.myapp.order.created.v1"}},
 		},
 	}
-	require.Empty(t, b.Subscriptions.Apply(context.Background(), subs))
+	require.Empty(t, static.Apply(context.Background(), subs))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = b.Run(ctx) }()
@@ -173,12 +173,12 @@ func TestDeliveryPercentEncodesAttributes(t *testing.T) {
 	cfg.Components = []string{eventbridge.ComponentPublisher, eventbridge.ComponentDispatcher}
 	cfg.Dispatcher.Egress.AllowLoopback = true
 	cfg.Admin = false
-	b, _ := bridgeOn(t, cfg, eventbridge.Deps{}, sink.URL)
+	b, static, _ := bridgeOn(t, cfg, sink.URL)
 	sub := &v1alpha2.Subscription{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "orders"},
 		Spec:       v1alpha2.SubscriptionSpec{Sink: "http://orders.default.svc.cluster.local", Source: "myapp", Types: []string{"order.created.v1"}},
 	}
-	require.Empty(t, b.Subscriptions.Apply(context.Background(), []*v1alpha2.Subscription{sub}))
+	require.Empty(t, static.Apply(context.Background(), []*v1alpha2.Subscription{sub}))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = b.Run(ctx) }()

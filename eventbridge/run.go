@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"time"
 
@@ -15,11 +14,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/soheilhy/cmux"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
@@ -53,33 +52,26 @@ func Run(ctx context.Context, p Process, root *slog.Logger) error {
 		return err
 	}
 	log := logging.Component(root, "eventbridge")
-	deps := Deps{Log: root}
+	opts := []Option{WithLogger(root)}
 	if p.TokenFile != "" {
 		t, err := auth.ReadToken(p.TokenFile)
 		if err != nil {
 			return fmt.Errorf("-token-file: %w", err)
 		}
-		deps.Token = t
+		opts = append(opts, WithToken(t))
 	}
-	reconnected := make(chan struct{}, 1)
-	deps.Reconnected = reconnected
-	nc, err := natsconn.Connect(p.NATSURL, natsconn.Options{Name: "kfn-eventbridge", Log: log, Credentials: p.NATS, OnReconnect: func() {
-		select {
-		case reconnected <- struct{}{}:
-		default:
-		}
-	}})
+	nc, reconnected, err := connect(p, log)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	deps.Conn = nc
+	opts = append(opts, WithReconnected(reconnected))
 	if err := ensureStreamsOn(ctx, nc, p, log); err != nil {
 		return err
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	deps.Metrics = reg
+	opts = append(opts, WithMetrics(reg))
 	traces, err := otlp.Start(ctx, otlp.Config{Endpoint: p.TraceEndpoint})
 	if err != nil {
 		return err
@@ -87,61 +79,115 @@ func Run(ctx context.Context, p Process, root *slog.Logger) error {
 	defer stopTracing(ctx, traces, log)
 	if traces.Enabled {
 		log.Info("tracing", "endpoint", p.TraceEndpoint)
-		deps.Tracer = traces
+		opts = append(opts, WithTracer(traces))
 	}
 	cfg := p.Config
 	cfg.Admin = cfg.Admin && p.AdminListen != ""
-	var metricsReaders *auth.Kubernetes
-	if len(p.Subscriptions) == 0 {
-		if deps.Kubernetes, err = newManager(p, log); err != nil {
-			return err
-		}
-		adminAccess := cfg.Admin && p.AdminAuth == AdminAuthKubernetes
-		gatewayAccess := cfg.Has(ComponentGateway) && p.GatewayAuth == GatewayAuthKubernetes
-		senders := cfg.Has(ComponentPublisher) && p.PublisherSenders == PublisherSendersKubernetes
-		metricsAccess := p.MetricsListen != "" && p.MetricsAuth == MetricsAuthKubernetes
-		if adminAccess || gatewayAccess || senders || metricsAccess {
-			client, err := kubernetes.NewForConfig(deps.Kubernetes.GetConfig())
-			if err != nil {
-				return fmt.Errorf("kubernetes client: %w", err)
-			}
-			access, err := auth.NewKubernetes(client, auth.KubernetesConfig{NewTokensPerSecond: p.NewTokensPerSecond})
-			if err != nil {
-				return err
-			}
-			// Each listener has its own budget of new tokens: callers of
-			// one cannot spend another's.
-			if adminAccess {
-				deps.Access = access.Listener()
-			}
-			if gatewayAccess {
-				deps.GatewayAccess = access.Listener()
-			}
-			if senders {
-				deps.Senders = access.Listener()
-				if deps.DependencyWriters, err = depcache.NewTokenReviews(client.AuthenticationV1(), 2*time.Minute); err != nil {
-					return err
-				}
-			}
-			if metricsAccess {
-				metricsReaders = access.Listener()
-			}
-		}
-	}
-	b, err := New(cfg, deps)
+	w, err := newWorld(p, cfg, log)
 	if err != nil {
 		return err
 	}
-	if len(p.Subscriptions) > 0 {
-		subs, err := loadSubscriptions(ctx, p.Subscriptions)
-		if err != nil {
-			return err
+	b, err := New(cfg, nc, w.env, append(opts, WithAccess(w.access))...)
+	if err != nil {
+		return err
+	}
+	if err := w.applySubscriptions(ctx, p); err != nil {
+		return err
+	}
+	return serve(ctx, p, b, reg, w.metricsReaders, log)
+}
+
+// connect connects to NATS; the channel receives after each reconnect.
+func connect(p Process, log *slog.Logger) (*nats.Conn, <-chan struct{}, error) {
+	reconnected := make(chan struct{}, 1)
+	nc, err := natsconn.Connect(p.NATSURL, natsconn.Options{Name: "kfn-eventbridge", Log: log, Credentials: p.NATS, OnReconnect: func() {
+		select {
+		case reconnected <- struct{}{}:
+		default:
 		}
-		if errs := b.Subscriptions.Apply(ctx, subs); len(errs) > 0 {
-			return errors.Join(errs...)
+	}})
+	return nc, reconnected, err
+}
+
+// world is where Run's event bridge runs: a cluster, or the Subscriptions
+// of -subscriptions without Kubernetes.
+type world struct {
+	env Environment
+	// static is env with -subscriptions.
+	static *Static
+	// access are the listeners' checks, in a cluster.
+	access Access
+	// metricsReaders, when set, are who may read /metrics.
+	metricsReaders *auth.Kubernetes
+}
+
+// newWorld makes the environment Process says, with its listeners' access
+// in a cluster.
+func newWorld(p Process, cfg Config, log *slog.Logger) (world, error) {
+	if len(p.Subscriptions) > 0 {
+		s := &Static{}
+		return world{env: s, static: s}, nil
+	}
+	mgr, err := newManager(p, log)
+	if err != nil {
+		return world{}, err
+	}
+	w := world{env: NewCluster(mgr)}
+	w.access, w.metricsReaders, err = kubernetesAccess(p, cfg, mgr.GetConfig())
+	return w, err
+}
+
+// applySubscriptions serves the Subscriptions of -subscriptions, their
+// consumers made before the publisher serves.
+func (w world) applySubscriptions(ctx context.Context, p Process) error {
+	if w.static == nil {
+		return nil
+	}
+	subs, err := loadSubscriptions(ctx, p.Subscriptions)
+	if err != nil {
+		return err
+	}
+	return errors.Join(w.static.Apply(ctx, subs)...)
+}
+
+// kubernetesAccess makes the checks of the listeners whose -*-auth (and
+// -publisher-senders) flags say kubernetes, and of the metrics' readers.
+// Each listener has its own budget of new tokens: callers of one cannot
+// spend another's.
+func kubernetesAccess(p Process, cfg Config, restCfg *rest.Config) (Access, *auth.Kubernetes, error) {
+	var a Access
+	adminAccess := cfg.Admin && p.AdminAuth == AdminAuthKubernetes
+	gatewayAccess := cfg.Has(ComponentGateway) && p.GatewayAuth == GatewayAuthKubernetes
+	senders := cfg.Has(ComponentPublisher) && p.PublisherSenders == PublisherSendersKubernetes
+	metricsAccess := p.MetricsListen != "" && p.MetricsAuth == MetricsAuthKubernetes
+	if !adminAccess && !gatewayAccess && !senders && !metricsAccess {
+		return a, nil, nil
+	}
+	client, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return a, nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	access, err := auth.NewKubernetes(client, auth.KubernetesConfig{NewTokensPerSecond: p.NewTokensPerSecond})
+	if err != nil {
+		return a, nil, err
+	}
+	if adminAccess {
+		a.Admin = access.Listener()
+	}
+	if gatewayAccess {
+		a.Gateway = access.Listener()
+	}
+	if senders {
+		a.Senders = access.Listener()
+		if a.DependencyWriters, err = depcache.NewTokenReviews(client.AuthenticationV1(), 2*time.Minute); err != nil {
+			return a, nil, err
 		}
 	}
-	return serve(ctx, p, b, reg, metricsReaders, log)
+	var readers *auth.Kubernetes
+	if metricsAccess {
+		readers = access.Listener()
+	}
+	return a, readers, nil
 }
 
 // serve serves the bridge's handlers and /metrics on their listeners while
@@ -149,68 +195,24 @@ func Run(ctx context.Context, p Process, root *slog.Logger) error {
 // readers, /metrics is served over TLS to the callers they let read it.
 func serve(ctx context.Context, p Process, b *Bridge, reg *prometheus.Registry, readers *auth.Kubernetes, log *slog.Logger) error {
 	h := b.Handlers()
-	var servers []*http.Server
 	g, ctx := errgroup.WithContext(ctx)
-	// listen serves h on addr: plain HTTP without tlsConfig, TLS with it,
-	// and both on the one port with plainToo (told apart by the first
-	// bytes a client sends: a TLS handshake's or not).
-	listen := func(name, addr string, h http.Handler, tlsConfig *tls.Config, plainToo bool) {
-		if addr == "" || h == nil {
-			return
-		}
-		srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout,
-			IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes}
-		servers = append(servers, srv)
-		g.Go(func() error {
-			ln, err := net.Listen("tcp", addr)
-			if err != nil {
-				return fmt.Errorf("%s: listen on %s: %w", name, addr, err)
-			}
-			log.Info("serving", "server", name, "address", ln.Addr().String(), "tls", tlsConfig != nil, "plain", tlsConfig == nil || plainToo)
-			serve := func(ln net.Listener) error {
-				// A mux's listeners may end before Shutdown marks the
-				// server closed: an error once ctx ended is the shutdown.
-				if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) && ctx.Err() == nil {
-					return fmt.Errorf("%s: %w", name, err)
-				}
-				return nil
-			}
-			switch {
-			case tlsConfig == nil:
-				return serve(ln)
-			case !plainToo:
-				return serve(tls.NewListener(ln, tlsConfig))
-			}
-			m := cmux.New(ln)
-			m.SetReadTimeout(readHeaderTimeout)
-			tlsLn, plainLn := m.Match(cmux.TLS()), m.Match(cmux.Any())
-			g.Go(func() error { return serve(tls.NewListener(tlsLn, tlsConfig)) })
-			g.Go(func() error { <-ctx.Done(); _ = ln.Close(); return nil }) // the servers close only their own listeners
-			g.Go(func() error {
-				if err := m.Serve(); err != nil && ctx.Err() == nil {
-					return fmt.Errorf("%s: %w", name, err)
-				}
-				return nil
-			})
-			return serve(plainLn)
-		})
-	}
+	l := &listeners{g: g, log: log}
 	// One certificate for every listener that needs one: each is an RSA
 	// key pair made at start.
 	var selfSigned *tls.Config
-	if b.deps.Access != nil || h.Gateway != nil || (readers != nil && p.MetricsListen != "") {
+	if b.opts.access.Admin != nil || h.Gateway != nil || (readers != nil && p.MetricsListen != "") {
 		var err error
 		if selfSigned, err = selfSignedTLS(); err != nil {
 			return err
 		}
 	}
 	var adminTLS *tls.Config
-	if b.deps.Access != nil {
+	if b.opts.access.Admin != nil {
 		adminTLS = selfSigned
 	}
-	listen("publisher", p.Listen, h.Publisher, nil, false)
-	listen("gateway", p.GatewayListen, h.Gateway, selfSigned, true)
-	listen("admin", p.AdminListen, h.DeadLetters, adminTLS, false)
+	l.listen(ctx, "publisher", p.Listen, h.Publisher, nil, false)
+	l.listen(ctx, "gateway", p.GatewayListen, h.Gateway, selfSigned, true)
+	l.listen(ctx, "admin", p.AdminListen, h.DeadLetters, adminTLS, false)
 	if p.MetricsListen != "" {
 		var metrics http.Handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 		var metricsTLS *tls.Config
@@ -219,7 +221,7 @@ func serve(ctx context.Context, p Process, b *Bridge, reg *prometheus.Registry, 
 		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", metrics)
-		listen("metrics", p.MetricsListen, mux, metricsTLS, false)
+		l.listen(ctx, "metrics", p.MetricsListen, mux, metricsTLS, false)
 	}
 	g.Go(func() error { return b.Run(ctx) })
 	if readers != nil {
@@ -227,15 +229,7 @@ func serve(ctx context.Context, p Process, b *Bridge, reg *prometheus.Registry, 
 		// of the same CA only waits).
 		g.Go(func() error { return readers.Run(ctx) })
 	}
-	g.Go(func() error {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
-		defer cancel()
-		for _, s := range servers {
-			_ = s.Shutdown(sctx)
-		}
-		return nil
-	})
+	g.Go(func() error { <-ctx.Done(); l.shutdown(ctx); return nil })
 	return g.Wait()
 }
 

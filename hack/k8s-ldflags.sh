@@ -1,4 +1,4 @@
-# Sourced by hack/envtest-assets.sh and hack/cluster/assets.sh.
+# Sourced by hack/envtest-assets.sh and test/node/assets.sh.
 #
 # k8s_ldflags VERSION prints the -ldflags for a Kubernetes binary of
 # VERSION (v1.x.y): stripped, with the version variables Kubernetes' own

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -52,53 +51,45 @@ func Run(ctx context.Context, cfg Process, root *slog.Logger) error {
 	}
 	log := logging.Component(root, "scaler")
 	ctrl.SetLogger(logging.Logr(log))
-	var serverOpts []server.Option
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	opts := []PartsOption{WithLogger(root), WithMetrics(reg), WithRefreshInterval(cfg.RefreshInterval)}
 	if cfg.TLSCertFile != "" {
 		tlsCfg, err := server.TLSConfig(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile)
 		if err != nil {
 			return err
 		}
-		serverOpts = append(serverOpts, server.WithTLS(tlsCfg))
+		opts = append(opts, WithTLS(tlsCfg))
 	}
 	nc, err := natsconn.Connect(cfg.NATSURL, natsconn.Options{Name: "kfn-scaler", Log: log, Credentials: cfg.NATS})
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return fmt.Errorf("jetstream: %w", err)
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	core, err := activity.New(activity.NewJetStreamReader(js, cfg.EventStream), activity.NewNATSListener(nc),
-		activity.WithRefreshInterval(cfg.RefreshInterval), activity.WithLogger(log), activity.WithMetrics(reg))
+	parts, err := NewParts(nc, cfg.EventStream, opts...)
 	if err != nil {
 		return err
 	}
-	srv, err := server.New(core, append(serverOpts, server.WithMetrics(reg), server.WithLogger(logging.Component(root, "grpc")))...)
-	if err != nil {
-		return err
-	}
-	stopInFlight, err := natsinflight.Subscribe(nc, core, natsinflight.WithSubject(cfg.InFlightSubject), natsinflight.WithLogger(logging.Component(root, "inflight")))
+	stopInFlight, err := natsinflight.Subscribe(nc, parts.Core, natsinflight.WithSubject(cfg.InFlightSubject), natsinflight.WithLogger(logging.Component(root, "inflight")))
 	if err != nil {
 		return err
 	}
 	defer stopInFlight()
-	return serve(ctx, cfg, core, srv, reg, nc, log)
+	return serve(ctx, cfg, parts, reg, nc, log)
 }
 
 // serve runs the Subscription feeder, the metrics server, and, once every
-// Subscription is known, the core's refresh loop and the gRPC server.
+// Subscription is known, the parts (the core's refresh loop and the gRPC
+// server).
 //
 // A NATS connection that closes for good (natsconn.Lost) ends it with an
 // error: the kubelet then starts the scaler again on a new one.
-func serve(ctx context.Context, cfg Process, core *activity.Scaler, srv *server.Server, reg *prometheus.Registry, nc *nats.Conn, log *slog.Logger) error {
+func serve(ctx context.Context, cfg Process, parts *Parts, reg *prometheus.Registry, nc *nats.Conn, log *slog.Logger) error {
 	mgr, err := newManager()
 	if err != nil {
 		return err
 	}
-	feeder := &feed.Feeder{Client: mgr.GetClient(), Targets: core, Name: FeederName}
+	feeder := &feed.Feeder{Client: mgr.GetClient(), Targets: parts.Core, Name: FeederName}
 	if err := feeder.SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -110,15 +101,7 @@ func serve(ctx context.Context, cfg Process, core *activity.Scaler, srv *server.
 
 	var ready atomic.Bool
 	g, ctx := errgroup.WithContext(ctx)
-	lost := natsconn.Lost(ctx, nc)
-	g.Go(func() error {
-		select {
-		case err := <-lost:
-			return err
-		case <-ctx.Done():
-			return nil
-		}
-	})
+	g.Go(func() error { return natsconn.UntilLost(ctx, nc) })
 	g.Go(func() error { return mgr.Start(ctx) })
 	if cfg.MetricsListen != "" {
 		if err := serveMetrics(ctx, g, cfg.MetricsListen, reg, &ready, nc, log); err != nil {
@@ -134,10 +117,9 @@ func serve(ctx context.Context, cfg Process, core *activity.Scaler, srv *server.
 			}
 			return err
 		}
-		g.Go(func() error { return core.Run(ctx) })
 		ready.Store(true)
 		log.Info("serving", "server", "grpc", "address", grpcLis.Addr().String(), "tls", cfg.TLSCertFile != "")
-		return srv.Serve(ctx, grpcLis)
+		return parts.Run(ctx, grpcLis)
 	})
 	return g.Wait()
 }

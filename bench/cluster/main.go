@@ -1,5 +1,5 @@
 // Command cluster measures kfn on a real node (the single-node cluster of
-// test/singlenode, with KEDA and kfn installed as make cluster does)
+// test/node/singlenode, with KEDA and kfn installed as make cluster does)
 // beside kfn dev measured in the same run with the same function:
 //
 //   - wakes from zero, p50 and p99 of -trials each, of a Node.js and a
@@ -37,8 +37,8 @@ import (
 	"time"
 
 	"github.com/kfn-dev/kfn/bench/figures"
-	"github.com/kfn-dev/kfn/test/clusterinstall"
-	"github.com/kfn-dev/kfn/test/singlenode"
+	"github.com/kfn-dev/kfn/test/node/install"
+	"github.com/kfn-dev/kfn/test/node/singlenode"
 )
 
 func main() {
@@ -48,7 +48,7 @@ func main() {
 	latency := flag.Duration("latency", 10*time.Second, "how long the latency load runs, at each address")
 	rate := flag.Int("rate", 50, "requests per second of the latency load")
 	figuresOut := flag.String("figures", "", "also append the results as JSON lines (package bench/figures) to this file")
-	images := flag.String("images", "", "the directory of kfn's image archives that hack/cluster/images.sh wrote (default: build them from this checkout)")
+	images := flag.String("images", "", "the directory of kfn's image archives that test/node/images.sh wrote (default: build them from this checkout)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, *trials, *copies, *latency, *rate, *figuresOut, *images)
@@ -113,12 +113,12 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // watchdog after tearing down).
 func startCluster(ctx context.Context, root, images string) (*singlenode.Cluster, *singlenode.Config, *singlenode.Watchdog, error) {
 	logf := func(format string, a ...any) { fmt.Fprintf(os.Stderr, "bench/cluster: "+format+"\n", a...) }
-	bin, err := script(ctx, root, "hack/cluster/assets.sh")
+	bin, err := script(ctx, root, "test/node/assets.sh")
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	if images == "" {
-		if images, err = script(ctx, root, "hack/cluster/images.sh", bin); err != nil {
+		if images, err = script(ctx, root, "test/node/images.sh", bin); err != nil {
 			return nil, nil, nil, err
 		}
 	}
@@ -133,7 +133,7 @@ func startCluster(ctx context.Context, root, images string) (*singlenode.Cluster
 		wd.Dismiss()
 		return nil, nil, nil, err
 	}
-	if err := clusterinstall.Platform(ctx, c, filepath.Join(root, "charts", "kfn"), logf); err != nil {
+	if err := install.Platform(ctx, c, filepath.Join(root, "charts", "kfn"), logf); err != nil {
 		return nil, &cfg, wd, err
 	}
 	return c, &cfg, wd, nil

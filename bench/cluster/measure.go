@@ -24,9 +24,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kfn-dev/kfn/local/dev"
-	"github.com/kfn-dev/kfn/test/clusterinstall"
+	"github.com/kfn-dev/kfn/test/node/install"
+	"github.com/kfn-dev/kfn/test/node/singlenode"
 	"github.com/kfn-dev/kfn/test/pkgindex"
-	"github.com/kfn-dev/kfn/test/singlenode"
 )
 
 // coldFunctions are the Functions the cold starts wake, in namespace ns,
@@ -474,11 +474,11 @@ metadata:
 	if err := c.Apply(ctx, []byte(coldFunctions(ns, rec.url, node, py, dep, depPy))); err != nil {
 		return out, err
 	}
-	publisher, err := serviceURL(ctx, c, clusterinstall.Namespace, "kfn-publisher")
+	publisher, err := serviceURL(ctx, c, install.Namespace, "kfn-publisher")
 	if err != nil {
 		return out, err
 	}
-	gateway, err := serviceURL(ctx, c, clusterinstall.Namespace, "kfn-gateway")
+	gateway, err := serviceURL(ctx, c, install.Namespace, "kfn-gateway")
 	if err != nil {
 		return out, err
 	}

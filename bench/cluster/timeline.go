@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kfn-dev/kfn/runtimes/plan"
-	"github.com/kfn-dev/kfn/test/singlenode"
+	"github.com/kfn-dev/kfn/test/node/singlenode"
 )
 
 // A step is one milestone of a wake, in the order a wake passes them.

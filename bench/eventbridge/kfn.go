@@ -73,16 +73,12 @@ func startBridge(natsURL string, components []string, resolve dispatcher.Resolve
 	if replicas > 0 {
 		cfg.Streams.Replicas = replicas
 	}
-	deps := eventbridge.Deps{
-		Conn:     nc,
-		Log:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Resolver: resolve,
-	}
+	opts := []eventbridge.Option{eventbridge.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))}
 	if obs != nil && obs.reg != nil {
-		deps.Metrics = obs.reg
+		opts = append(opts, eventbridge.WithMetrics(obs.reg))
 	}
 	if obs != nil && obs.traces.Enabled {
-		deps.Tracer = obs.traces
+		opts = append(opts, eventbridge.WithTracer(obs.traces))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	fail := func(err error) (*runningBridge, error) {
@@ -97,11 +93,12 @@ func startBridge(natsURL string, components []string, resolve dispatcher.Resolve
 	if err := jsstream.Ensure(ctx, js, cfg.Streams); err != nil {
 		return fail(err)
 	}
-	b, err := eventbridge.New(cfg, deps)
+	static := &eventbridge.Static{Resolver: resolve}
+	b, err := eventbridge.New(cfg, nc, static, opts...)
 	if err != nil {
 		return fail(err)
 	}
-	if errs := b.Subscriptions.Apply(ctx, subs); len(errs) > 0 {
+	if errs := static.Apply(ctx, subs); len(errs) > 0 {
 		return fail(errors.Join(errs...))
 	}
 	rb := &runningBridge{Bridge: b, nc: nc, cancel: cancel, done: make(chan struct{})}

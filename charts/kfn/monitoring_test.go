@@ -449,7 +449,7 @@ func eventBridgeMetrics(t *testing.T) []string {
 	require.NoError(t, err)
 	cfg := eventbridge.DefaultConfig()
 	cfg.Components = append(cfg.Components, eventbridge.ComponentGateway)
-	_, err = eventbridge.New(cfg, eventbridge.Deps{Conn: nc, Metrics: reg, Kubernetes: mgr})
+	_, err = eventbridge.New(cfg, nc, eventbridge.NewCluster(mgr), eventbridge.WithMetrics(reg))
 	require.NoError(t, err)
 	return reg.names
 }

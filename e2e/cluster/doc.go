@@ -1,6 +1,6 @@
 // Package cluster holds kfn's end-to-end tests on a real node: a
 // single-node Kubernetes cluster built from source on this machine
-// (test/singlenode), KEDA and kfn installed by clusterinstall (kfn with
+// (test/node/singlenode), KEDA and kfn installed by test/node/install (kfn with
 // its Helm chart and its own images, built daemonless from its
 // Dockerfiles), and scenarios on real pods: Kyma manifests running and
 // answering through their Services, rolling updates without a failed

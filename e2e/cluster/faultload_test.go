@@ -24,7 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/kfn-dev/kfn/test/clusterinstall"
+	"github.com/kfn-dev/kfn/test/node/install"
 )
 
 // What the fault scenarios share: a steady publish load and its accounting
@@ -206,10 +206,10 @@ func (l *load) finish(t *testing.T, fn string, maxDups int, what string, start t
 // NATS servers, R3 streams).
 func requireHA(t *testing.T) {
 	t.Helper()
-	sts, err := platform.cluster.Clientset.AppsV1().StatefulSets(clusterinstall.Namespace).Get(t.Context(), "kfn-nats", metav1.GetOptions{})
+	sts, err := platform.cluster.Clientset.AppsV1().StatefulSets(install.Namespace).Get(t.Context(), "kfn-nats", metav1.GetOptions{})
 	require.NoError(t, err)
 	if *sts.Spec.Replicas < 3 {
-		t.Skipf("needs the chart's profile ha (3 NATS servers); the install runs %d (%s)", *sts.Spec.Replicas, clusterinstall.ProfileEnv)
+		t.Skipf("needs the chart's profile ha (3 NATS servers); the install runs %d (%s)", *sts.Spec.Replicas, install.ProfileEnv)
 	}
 }
 
@@ -217,7 +217,7 @@ func requireHA(t *testing.T) {
 // the stream (server names are pod names); "" while none does.
 func streamLeader(t *testing.T, stream string) string {
 	t.Helper()
-	pods, err := platform.cluster.Clientset.CoreV1().Pods(clusterinstall.Namespace).List(t.Context(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=nats"})
+	pods, err := platform.cluster.Clientset.CoreV1().Pods(install.Namespace).List(t.Context(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=nats"})
 	require.NoError(t, err)
 	for _, p := range pods.Items {
 		if p.Status.PodIP == "" || p.DeletionTimestamp != nil {
@@ -257,7 +257,7 @@ func streamLeader(t *testing.T, stream string) string {
 // deleted.
 func podsOf(t *testing.T, selector string) []corev1.Pod {
 	t.Helper()
-	return livePods(t, clusterinstall.Namespace, selector)
+	return livePods(t, install.Namespace, selector)
 }
 
 // livePods lists the pods of namespace ns with the label selector that
@@ -285,7 +285,7 @@ func livePods(t *testing.T, ns, selector string) []corev1.Pod {
 // returns the pod as it was.
 func crash(t *testing.T, name string) *corev1.Pod {
 	t.Helper()
-	p, err := platform.cluster.Clientset.CoreV1().Pods(clusterinstall.Namespace).Get(t.Context(), name, metav1.GetOptions{})
+	p, err := platform.cluster.Clientset.CoreV1().Pods(install.Namespace).Get(t.Context(), name, metav1.GetOptions{})
 	require.NoError(t, err)
 	var killed []int
 	for _, pid := range podProcesses(t, p.UID) {
@@ -322,7 +322,7 @@ func killPod(t *testing.T, name string) {
 // restarted containers and is ready.
 func waitRestarted(t *testing.T, before *corev1.Pod) {
 	t.Helper()
-	pods := platform.cluster.Clientset.CoreV1().Pods(clusterinstall.Namespace)
+	pods := platform.cluster.Clientset.CoreV1().Pods(install.Namespace)
 	eventually(t, 3*time.Minute, before.Name+" restarted and ready", func() error {
 		p, err := pods.Get(t.Context(), before.Name, metav1.GetOptions{})
 		if err != nil {
@@ -345,7 +345,7 @@ func waitRestarted(t *testing.T, before *corev1.Pod) {
 func killAndRemove(t *testing.T, name string) types.UID {
 	t.Helper()
 	p := crash(t, name)
-	err := platform.cluster.Clientset.CoreV1().Pods(clusterinstall.Namespace).Delete(t.Context(), name,
+	err := platform.cluster.Clientset.CoreV1().Pods(install.Namespace).Delete(t.Context(), name,
 		metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &p.UID}})
 	require.NoError(t, err)
 	return p.UID
@@ -355,7 +355,7 @@ func killAndRemove(t *testing.T, name string) types.UID {
 // in a pod other than uid.
 func waitReplaced(t *testing.T, name string, uid types.UID) {
 	t.Helper()
-	pods := platform.cluster.Clientset.CoreV1().Pods(clusterinstall.Namespace)
+	pods := platform.cluster.Clientset.CoreV1().Pods(install.Namespace)
 	eventually(t, 3*time.Minute, name+" replaced and ready", func() error {
 		p, err := pods.Get(t.Context(), name, metav1.GetOptions{})
 		if err != nil {
@@ -447,7 +447,7 @@ func holdReplacements(t *testing.T) (release func()) {
 // takes a new uuid), and the holder's pod.
 func leaseHolder(t *testing.T, name string) (identity, pod string) {
 	t.Helper()
-	l, err := platform.cluster.Clientset.CoordinationV1().Leases(clusterinstall.Namespace).Get(t.Context(), name, metav1.GetOptions{})
+	l, err := platform.cluster.Clientset.CoordinationV1().Leases(install.Namespace).Get(t.Context(), name, metav1.GetOptions{})
 	require.NoError(t, err)
 	if l.Spec.HolderIdentity == nil {
 		return "", ""

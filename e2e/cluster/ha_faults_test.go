@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
-	"github.com/kfn-dev/kfn/test/clusterinstall"
+	"github.com/kfn-dev/kfn/test/node/install"
 )
 
 // The faults of the chart's profile ha (issue 33): each under the steady
@@ -161,7 +161,7 @@ func TestKilledEventBridgeReplicaKeepsDelivering(t *testing.T) {
 	start := time.Now()
 	bridges := podsOf(t, eventBridgeSelector)
 	if len(bridges) < 2 {
-		t.Skipf("needs 2 event bridge replicas (the chart's profile ha); the install runs %d (%s)", len(bridges), clusterinstall.ProfileEnv)
+		t.Skipf("needs 2 event bridge replicas (the chart's profile ha); the install runs %d (%s)", len(bridges), install.ProfileEnv)
 	}
 	ns, fn := faultSink(t, "bridge")
 	load := startLoad(t, ns)
@@ -230,7 +230,7 @@ const controllerConvergeBound = 3 * time.Minute
 func TestKilledControllerLeaderConverges(t *testing.T) {
 	controllers := podsOf(t, controllerSelector)
 	if len(controllers) < 2 {
-		t.Skipf("needs 2 controller replicas (the chart's profile ha); the install runs %d (%s)", len(controllers), clusterinstall.ProfileEnv)
+		t.Skipf("needs 2 controller replicas (the chart's profile ha); the install runs %d (%s)", len(controllers), install.ProfileEnv)
 	}
 	start := time.Now()
 	ns, fn := faultSink(t, "leaderctl")
@@ -273,7 +273,7 @@ func TestKilledControllerLeaderConverges(t *testing.T) {
 func TestKilledActiveScalerStillWakes(t *testing.T) {
 	scalers := podsOf(t, scalerSelector)
 	if len(scalers) < 2 {
-		t.Skipf("needs 2 scaler replicas (the chart's profile ha); the install runs %d (%s)", len(scalers), clusterinstall.ProfileEnv)
+		t.Skipf("needs 2 scaler replicas (the chart's profile ha); the install runs %d (%s)", len(scalers), install.ProfileEnv)
 	}
 	start := time.Now()
 	ns, fn := faultSink(t, "scaler")
@@ -311,7 +311,7 @@ func TestKilledActiveScalerStillWakes(t *testing.T) {
 // connection to on port, nil when none.
 func activeScaler(t *testing.T, port int) *corev1.Pod {
 	t.Helper()
-	keda, err := platform.cluster.Clientset.CoreV1().Pods(clusterinstall.KEDANamespace).List(t.Context(), metav1.ListOptions{})
+	keda, err := platform.cluster.Clientset.CoreV1().Pods(install.KEDANamespace).List(t.Context(), metav1.ListOptions{})
 	require.NoError(t, err)
 	peers := map[string]bool{}
 	for i := range keda.Items {

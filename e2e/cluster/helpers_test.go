@@ -24,8 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
-	"github.com/kfn-dev/kfn/test/clusterinstall"
-	"github.com/kfn-dev/kfn/test/singlenode"
+	"github.com/kfn-dev/kfn/test/node/install"
+	"github.com/kfn-dev/kfn/test/node/singlenode"
 )
 
 var metav1GetOptions = metav1.GetOptions{}
@@ -58,7 +58,7 @@ func namespace(t *testing.T, prefix string) string {
 	require.NoError(t, platform.client.Create(ctx, ns))
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Log("\n" + platform.cluster.Describe(context.Background(), name, clusterinstall.Namespace))
+			t.Log("\n" + platform.cluster.Describe(context.Background(), name, install.Namespace))
 		}
 		_ = platform.client.Delete(context.Background(), ns)
 	})

@@ -17,9 +17,9 @@ import (
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge/admission"
 	subscriptions "github.com/kfn-dev/kfn/eventbridge/subscription"
-	"github.com/kfn-dev/kfn/test/clusterinstall"
 	"github.com/kfn-dev/kfn/test/hostile"
-	"github.com/kfn-dev/kfn/test/singlenode"
+	"github.com/kfn-dev/kfn/test/node/install"
+	"github.com/kfn-dev/kfn/test/node/singlenode"
 )
 
 // TestHostileTenant is e2e/kfndev's TestHostileTenant on the real node:
@@ -197,7 +197,7 @@ func applyAll(t *testing.T, ns, manifest string) {
 // eventBridgePod returns a running event bridge pod of kfn's (the first listed).
 func eventBridgePod(t *testing.T) corev1.Pod {
 	t.Helper()
-	list, err := platform.cluster.Clientset.CoreV1().Pods(clusterinstall.Namespace).List(t.Context(),
+	list, err := platform.cluster.Clientset.CoreV1().Pods(install.Namespace).List(t.Context(),
 		metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=eventbridge"})
 	require.NoError(t, err)
 	for _, p := range list.Items {

@@ -19,16 +19,16 @@ import (
 
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
-	"github.com/kfn-dev/kfn/test/clusterinstall"
-	"github.com/kfn-dev/kfn/test/singlenode"
+	"github.com/kfn-dev/kfn/test/node/install"
+	"github.com/kfn-dev/kfn/test/node/singlenode"
 )
 
 // skipEnv skips the whole suite when set to 1: the only way to run make
 // test without the node (for example on a machine without root).
 const skipEnv = "KFN_SKIP_CLUSTER"
 
-// binEnv and imagesEnv name directories that hack/cluster/assets.sh and
-// hack/cluster/images.sh printed, when they ran before the tests.
+// binEnv and imagesEnv name directories that test/node/assets.sh and
+// test/node/images.sh printed, when they ran before the tests.
 const (
 	binEnv    = "KFN_CLUSTER_BIN"
 	imagesEnv = "KFN_CLUSTER_IMAGES"
@@ -115,14 +115,14 @@ func setUp(ctx context.Context) (*env, *singlenode.Config, *singlenode.Watchdog,
 	// bounds the tests only); a plain go test builds them here.
 	bin, images := os.Getenv(binEnv), os.Getenv(imagesEnv)
 	if bin == "" {
-		logf("building the cluster's binaries (hack/cluster/assets.sh)")
-		if bin, err = script(ctx, root, "hack/cluster/assets.sh"); err != nil {
+		logf("building the cluster's binaries (test/node/assets.sh)")
+		if bin, err = script(ctx, root, "test/node/assets.sh"); err != nil {
 			return nil, nil, nil, err
 		}
 	}
 	if images == "" {
-		logf("building the images (hack/cluster/images.sh)")
-		if images, err = script(ctx, root, "hack/cluster/images.sh", bin); err != nil {
+		logf("building the images (test/node/images.sh)")
+		if images, err = script(ctx, root, "test/node/images.sh", bin); err != nil {
 			return nil, nil, nil, err
 		}
 	}
@@ -149,7 +149,7 @@ func setUp(ctx context.Context) (*env, *singlenode.Config, *singlenode.Watchdog,
 	}
 	// From here on, run tears the cluster down and then dismisses the
 	// watchdog, which does it only if this process dies first.
-	if err := clusterinstall.Platform(ctx, c, filepath.Join(root, "charts", "kfn"), logf, reserveBankSource); err != nil {
+	if err := install.Platform(ctx, c, filepath.Join(root, "charts", "kfn"), logf, reserveBankSource); err != nil {
 		return nil, &cfg, wd, err
 	}
 	e, err := newEnv(ctx, c, root)
@@ -206,7 +206,7 @@ func newEnv(ctx context.Context, c *singlenode.Cluster, root string) (*env, erro
 // serviceURL is http://<cluster IP>:<first port> of one of kfn's Services:
 // the host reaches cluster IPs through kube-proxy's rules, as a pod does.
 func serviceURL(ctx context.Context, c *singlenode.Cluster, name string) (string, error) {
-	svc, err := c.Clientset.CoreV1().Services(clusterinstall.Namespace).Get(ctx, name, metav1GetOptions)
+	svc, err := c.Clientset.CoreV1().Services(install.Namespace).Get(ctx, name, metav1GetOptions)
 	if err != nil {
 		return "", fmt.Errorf("service %s: %w", name, err)
 	}

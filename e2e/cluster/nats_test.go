@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kfn-dev/kfn/test/clusterinstall"
+	"github.com/kfn-dev/kfn/test/node/install"
 )
 
 // TestNATSRefusesClientsWithoutCredentials connects to kfn's NATS from
@@ -43,13 +43,13 @@ func TestNATSRefusesClientsWithoutCredentials(t *testing.T) {
 	assert.Equal(t, "-ERR 'Authorization Violation'", strings.TrimSpace(answer), "an anonymous route")
 
 	cs := platform.cluster.Clientset
-	svc, err := cs.CoreV1().Services(clusterinstall.Namespace).Get(t.Context(), "kfn-nats", metav1.GetOptions{})
+	svc, err := cs.CoreV1().Services(install.Namespace).Get(t.Context(), "kfn-nats", metav1.GetOptions{})
 	require.NoError(t, err)
 	url := "nats://" + net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(svc.Spec.Ports[0].Port)))
 	_, err = nats.Connect(url, nats.Timeout(10*time.Second))
 	require.Error(t, err)
 	assert.ErrorIs(t, err, nats.ErrAuthorization, "anonymous, from the node")
-	secret, err := cs.CoreV1().Secrets(clusterinstall.Namespace).Get(t.Context(), "kfn-nats-auth", metav1.GetOptions{})
+	secret, err := cs.CoreV1().Secrets(install.Namespace).Get(t.Context(), "kfn-nats-auth", metav1.GetOptions{})
 	require.NoError(t, err, "the chart made the passwords")
 	nc, err := nats.Connect(url, nats.Timeout(10*time.Second), nats.UserInfo("kfn-eventbridge", strings.TrimSpace(string(secret.Data["eventbridge"]))))
 	require.NoError(t, err, "the event bridge's user")

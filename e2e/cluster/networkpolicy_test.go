@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
-	"github.com/kfn-dev/kfn/test/clusterinstall"
+	"github.com/kfn-dev/kfn/test/node/install"
 )
 
 // probeImage holds the probes' python3: kfn's python312 runtime image,
@@ -195,7 +195,7 @@ func podAddress(t *testing.T, pod corev1.Pod, port string) string {
 // runningPod returns a running pod of kfn's component.
 func runningPod(t *testing.T, component string) corev1.Pod {
 	t.Helper()
-	list, err := platform.cluster.Clientset.CoreV1().Pods(clusterinstall.Namespace).List(t.Context(),
+	list, err := platform.cluster.Clientset.CoreV1().Pods(install.Namespace).List(t.Context(),
 		metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=" + component})
 	require.NoError(t, err)
 	for _, p := range list.Items {

@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
-	"github.com/kfn-dev/kfn/test/clusterinstall"
+	"github.com/kfn-dev/kfn/test/node/install"
 )
 
 // nodeLossEnv skips the node-loss scenario when set to 1 (it adds a
@@ -112,7 +112,7 @@ func nodeLoss(t *testing.T, silent bool) {
 		for _, p := range pods {
 			old[p.UID] = true
 		}
-		require.NoError(t, cs.CoreV1().Pods(clusterinstall.Namespace).Delete(ctx, victim.Name, metav1.DeleteOptions{}))
+		require.NoError(t, cs.CoreV1().Pods(install.Namespace).Delete(ctx, victim.Name, metav1.DeleteOptions{}))
 		waitReadyPods(t, sel, 1, old)
 	}
 	for _, sel := range selectors {
@@ -262,7 +262,7 @@ func admitMachine(t *testing.T, ip string) {
 	t.Helper()
 	labels := podsOf(t, eventBridgeSelector)[0].Labels
 	np := &networkingv1.NetworkPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: "e2e-publish-from-the-machine", Namespace: clusterinstall.Namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-publish-from-the-machine", Namespace: install.Namespace},
 		Spec: networkingv1.NetworkPolicySpec{
 			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{
 				"app.kubernetes.io/component": labels["app.kubernetes.io/component"],
@@ -275,7 +275,7 @@ func admitMachine(t *testing.T, ip string) {
 			}},
 		},
 	}
-	nps := platform.cluster.Clientset.NetworkingV1().NetworkPolicies(clusterinstall.Namespace)
+	nps := platform.cluster.Clientset.NetworkingV1().NetworkPolicies(install.Namespace)
 	_, err := nps.Create(t.Context(), np, metav1.CreateOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = nps.Delete(context.Background(), np.Name, metav1.DeleteOptions{}) })

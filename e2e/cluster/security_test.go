@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
-	"github.com/kfn-dev/kfn/test/singlenode"
+	"github.com/kfn-dev/kfn/test/node/singlenode"
 )
 
 // TestRestrictedPodSecurity checks both sides of the restricted Pod

@@ -23,7 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/kfn-dev/kfn/test/clusterinstall"
+	"github.com/kfn-dev/kfn/test/node/install"
 )
 
 // The loss of one NATS server's storage in the chart's profile ha (issue
@@ -124,10 +124,10 @@ func TestLostNATSStorageHealsFromReplicas(t *testing.T) {
 // streams made anew; publishing recovers by itself on the new, empty
 // server, and what is acknowledged after the loss is delivered.
 func TestLostNATSStorageIsReportedOnProfileSmall(t *testing.T) {
-	sts, err := platform.cluster.Clientset.AppsV1().StatefulSets(clusterinstall.Namespace).Get(t.Context(), "kfn-nats", metav1.GetOptions{})
+	sts, err := platform.cluster.Clientset.AppsV1().StatefulSets(install.Namespace).Get(t.Context(), "kfn-nats", metav1.GetOptions{})
 	require.NoError(t, err)
 	if *sts.Spec.Replicas != 1 {
-		t.Skipf("needs the chart's profile small (one NATS server); the install runs %d (%s)", *sts.Spec.Replicas, clusterinstall.ProfileEnv)
+		t.Skipf("needs the chart's profile small (one NATS server); the install runs %d (%s)", *sts.Spec.Replicas, install.ProfileEnv)
 	}
 	start := time.Now()
 	ns, fn := faultSink(t, "storagesmall")
@@ -181,7 +181,7 @@ func TestLostNATSStorageIsReportedOnProfileSmall(t *testing.T) {
 // else the StatefulSet's new pod may start before the volume is gone.
 func loseVolume(t *testing.T, server string) (volume, pod types.UID) {
 	t.Helper()
-	claims := platform.cluster.Clientset.CoreV1().PersistentVolumeClaims(clusterinstall.Namespace)
+	claims := platform.cluster.Clientset.CoreV1().PersistentVolumeClaims(install.Namespace)
 	claimName := "data-" + server
 	claim, err := claims.Get(t.Context(), claimName, metav1.GetOptions{})
 	require.NoError(t, err)
@@ -229,7 +229,7 @@ func loseVolume(t *testing.T, server string) (volume, pod types.UID) {
 // volume other than the one of UID old.
 func requireNewVolume(t *testing.T, server string, old types.UID) {
 	t.Helper()
-	claim, err := platform.cluster.Clientset.CoreV1().PersistentVolumeClaims(clusterinstall.Namespace).Get(t.Context(), "data-"+server, metav1.GetOptions{})
+	claim, err := platform.cluster.Clientset.CoreV1().PersistentVolumeClaims(install.Namespace).Get(t.Context(), "data-"+server, metav1.GetOptions{})
 	require.NoError(t, err)
 	pv, err := platform.cluster.Clientset.CoreV1().PersistentVolumes().Get(t.Context(), claim.Spec.VolumeName, metav1.GetOptions{})
 	require.NoError(t, err)
@@ -340,7 +340,7 @@ func metricsReader(t *testing.T, ns string) *eventBridgeMetrics {
 	require.NoError(t, err)
 	binding := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: ns + "-metrics-reader"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterinstall.Release + "-metrics-reader"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: install.Release + "-metrics-reader"},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: sa.Name}},
 	}
 	_, err = cs.RbacV1().ClusterRoleBindings().Create(t.Context(), binding, metav1.CreateOptions{})

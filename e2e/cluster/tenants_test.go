@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
-	"github.com/kfn-dev/kfn/test/clusterinstall"
+	"github.com/kfn-dev/kfn/test/node/install"
 )
 
 // proberFunction is a Node.js Function that tries, from its own pod and
@@ -196,9 +196,9 @@ func kubeconfigOf(t *testing.T, ns, role string) string {
 	require.NoError(t, err)
 	// kfn's CLI reaches the event bridge through a port-forward: the
 	// chart's Role for it, bound as cli.subjects would.
-	_, err = cs.RbacV1().RoleBindings(clusterinstall.Namespace).Create(ctx, &rbacv1.RoleBinding{
+	_, err = cs.RbacV1().RoleBindings(install.Namespace).Create(ctx, &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "cli-" + ns + "-" + name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: clusterinstall.Release + "-cli"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: install.Release + "-cli"},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)

@@ -31,8 +31,8 @@ import (
 	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 	"github.com/kfn-dev/kfn/contract/stream"
 	"github.com/kfn-dev/kfn/internal/jsstream"
-	"github.com/kfn-dev/kfn/test/clusterinstall"
-	"github.com/kfn-dev/kfn/test/singlenode"
+	"github.com/kfn-dev/kfn/test/node/install"
+	"github.com/kfn-dev/kfn/test/node/singlenode"
 )
 
 // previousRelease is the commit of main the upgrade scenario installs
@@ -96,7 +96,7 @@ func TestUpgradeUnderLoad(t *testing.T) {
 	if out, err := exec.Command("git", "-C", platform.root, "cat-file", "-e", previousRelease+"^{commit}").CombinedOutput(); err != nil {
 		t.Fatalf("the previous release %s is not in this clone of the repository (a shallow clone? fetch the full history): %v %s", previousRelease, err, out)
 	}
-	images, err := script(ctx, platform.root, "hack/cluster/release-images.sh", previousRelease, platform.cluster.Config.BinDir)
+	images, err := script(ctx, platform.root, "test/node/release-images.sh", previousRelease, platform.cluster.Config.BinDir)
 	require.NoError(t, err)
 	tag, err := os.ReadFile(filepath.Join(images, "tag"))
 	require.NoError(t, err)
@@ -117,21 +117,21 @@ func TestUpgradeUnderLoad(t *testing.T) {
 
 	// Whatever happens, leave this checkout's install behind.
 	headValues := func(profile string) map[string]any {
-		v := clusterinstall.LocalValues(clusterinstall.NodeImages("dev", natsVersion), profile)
+		v := install.LocalValues(install.NodeImages("dev", natsVersion), profile)
 		reserveBankSource(v)
 		return v
 	}
-	t.Cleanup(func() { restoreHead(t, kubeconfig, chartDir, headValues(clusterinstall.DefaultProfile)) })
+	t.Cleanup(func() { restoreHead(t, kubeconfig, chartDir, headValues(install.DefaultProfile)) })
 
 	removeSharedInstall(t, kubeconfig)
-	oldValues := clusterinstall.LocalValues(clusterinstall.NodeImages(oldTag, natsVersion), "")
+	oldValues := install.LocalValues(install.NodeImages(oldTag, natsVersion), "")
 	delete(oldValues, "profile")       // no profiles then: one of each
 	delete(oldValues, "networkPolicy") // off by default then
 	if fns, ok := oldValues["functions"].(map[string]any); ok {
 		delete(fns, "warmPool") // no warm pool then: its schema refuses the key
 	}
 	phase := time.Now()
-	require.NoError(t, clusterinstall.Kfn(ctx, kubeconfig, filepath.Join(oldChart, "charts", "kfn"), oldValues, 5*time.Minute), "install the previous release")
+	require.NoError(t, install.Kfn(ctx, kubeconfig, filepath.Join(oldChart, "charts", "kfn"), oldValues, 5*time.Minute), "install the previous release")
 	t.Logf("previous release installed (%s)", time.Since(phase).Round(time.Second))
 	refreshAddresses(ctx, t)
 
@@ -186,7 +186,7 @@ def main(event, context):
 	require.Equal(t, 1, before.Config.Replicas)
 	from := time.Now()
 	// (The publisher's Service stays, with its address, across an upgrade.)
-	require.NoError(t, clusterinstall.Upgrade(ctx, kubeconfig, chartDir, headValues("small"), 10*time.Minute), "helm upgrade to this checkout, profile small")
+	require.NoError(t, install.Upgrade(ctx, kubeconfig, chartDir, headValues("small"), 10*time.Minute), "helm upgrade to this checkout, profile small")
 	settled(fmt.Sprintf("upgrade from %s (chart %s) to this checkout, profile small, under load", previousRelease[:12], oldVersion), from, load)
 	afterSmall := streamDetail(t, stream.DefaultEventStream)
 	sameStream(t, before, afterSmall, 1)
@@ -201,7 +201,7 @@ def main(event, context):
 	// it, so that nothing published after the move is acknowledged before
 	// a consumer keeps it.
 	from = time.Now()
-	require.NoError(t, upgradeToHA(ctx, t.Logf, kubeconfig, chartDir, headValues(clusterinstall.DefaultProfile)), "helm upgrade to profile ha")
+	require.NoError(t, upgradeToHA(ctx, t.Logf, kubeconfig, chartDir, headValues(install.DefaultProfile)), "helm upgrade to profile ha")
 	haLoad := startLoad(t, ns+"-ha")
 	settled("small to ha, publishing stopped during the move", from, haLoad)
 	afterHA := streamDetail(t, stream.DefaultEventStream)
@@ -236,9 +236,9 @@ def main(event, context):
 // already it is a plain upgrade.
 func upgradeToHA(ctx context.Context, logf func(string, ...any), kubeconfig, chartDir string, vals map[string]any) error {
 	done := make(chan error, 1)
-	go func() { done <- clusterinstall.Upgrade(ctx, kubeconfig, chartDir, vals, 10*time.Minute) }()
+	go func() { done <- install.Upgrade(ctx, kubeconfig, chartDir, vals, 10*time.Minute) }()
 	cs := platform.cluster.Clientset
-	pods := cs.CoreV1().Pods(clusterinstall.Namespace)
+	pods := cs.CoreV1().Pods(install.Namespace)
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -247,7 +247,7 @@ func upgradeToHA(ctx context.Context, logf func(string, ...any), kubeconfig, cha
 			return err
 		case <-tick.C:
 		}
-		sts, err := cs.AppsV1().StatefulSets(clusterinstall.Namespace).Get(ctx, "kfn-nats", metav1.GetOptions{})
+		sts, err := cs.AppsV1().StatefulSets(install.Namespace).Get(ctx, "kfn-nats", metav1.GetOptions{})
 		if err != nil || sts.Status.UpdateRevision == "" {
 			continue
 		}
@@ -322,8 +322,8 @@ func removeSharedInstall(t *testing.T, kubeconfig string) {
 		}
 		return nil
 	})
-	require.NoError(t, clusterinstall.Uninstall(kubeconfig, 5*time.Minute))
-	pvcs := platform.cluster.Clientset.CoreV1().PersistentVolumeClaims(clusterinstall.Namespace)
+	require.NoError(t, install.Uninstall(kubeconfig, 5*time.Minute))
+	pvcs := platform.cluster.Clientset.CoreV1().PersistentVolumeClaims(install.Namespace)
 	require.NoError(t, pvcs.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=nats"}))
 	eventually(t, 3*time.Minute, "NATS's volumes gone", func() error {
 		list, err := pvcs.List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=nats"})
@@ -375,7 +375,7 @@ func crdsAreHead(t *testing.T) {
 		require.NoError(t, yaml.Unmarshal(data, want))
 		got := &apiextensionsv1.CustomResourceDefinition{}
 		require.NoError(t, crdClient(t).Get(t.Context(), client.ObjectKey{Name: name}, got))
-		assert.Equal(t, clusterinstall.Release, got.Annotations["meta.helm.sh/release-name"], "%s is the release's", name)
+		assert.Equal(t, install.Release, got.Annotations["meta.helm.sh/release-name"], "%s is the release's", name)
 		gotJSON, err := json.Marshal(got.Spec.Versions)
 		require.NoError(t, err)
 		wantJSON, err := json.Marshal(want.Spec.Versions)
@@ -393,8 +393,8 @@ func restoreHead(t *testing.T, kubeconfig, chartDir string, vals map[string]any)
 	defer cancel()
 	if err := upgradeToHA(ctx, t.Logf, kubeconfig, chartDir, vals); err != nil {
 		t.Logf("restore by upgrade: %v; installing anew", err)
-		_ = clusterinstall.Uninstall(kubeconfig, 5*time.Minute)
-		require.NoError(t, clusterinstall.Kfn(ctx, kubeconfig, chartDir, vals, 5*time.Minute), "this checkout's install restored")
+		_ = install.Uninstall(kubeconfig, 5*time.Minute)
+		require.NoError(t, install.Kfn(ctx, kubeconfig, chartDir, vals, 5*time.Minute), "this checkout's install restored")
 	}
 	refreshAddresses(ctx, t)
 }

@@ -28,6 +28,17 @@ type Writers interface {
 	WriterNamespace(ctx context.Context, token, audience string) (string, error)
 }
 
+// A namespace's uploads, each of which may cost a TokenReview of its
+// writer token: namespaceUploadsPerSecond, in bursts of
+// namespaceUploadsBurst (the pods of a scale-out that all missed the same
+// set). More are answered 429 before any review, so that a tenant's code,
+// which holds its pod's identity token, cannot have made-up writer tokens
+// reviewed at the API server's or other namespaces' expense.
+const (
+	namespaceUploadsPerSecond = 2.0
+	namespaceUploadsBurst     = 20
+)
+
 // podNameExtra is the key of a TokenReview's user extra that names the pod
 // a token is bound to (a projected token the kubelet asked for).
 const podNameExtra = "authentication.kubernetes.io/pod-name"

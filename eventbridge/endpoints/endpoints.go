@@ -47,8 +47,7 @@ type Watcher struct {
 	probeFor   time.Duration                   // a probe gives up after this long
 	client     *http.Client                    // of the probes
 	egress     egress.Policy                   // where the probes may ask (WithEgress)
-	base       context.Context                 // ends when Run returns
-	stop       context.CancelFunc              // ends base
+	stopped    bool                            // Run returned: no probe starts any more
 	probing    map[service]map[string]*probe   // host:port -> its probe
 	early      map[service]map[string]bool     // host:port that answered, not ready yet in its slice
 	wasReady   map[service]map[string]bool     // host:port seen ready in a slice: never probed again
@@ -97,7 +96,6 @@ func New(opts ...Option) (*Watcher, error) {
 		wasReady:   map[service]map[string]bool{},
 		slicePorts: map[service]map[string][]string{},
 	}
-	w.base, w.stop = context.WithCancel(context.Background())
 	for _, opt := range opts {
 		if opt == nil {
 			return nil, fmt.Errorf("%w: nil Option", ErrInvalidOption)
@@ -118,7 +116,7 @@ func New(opts ...Option) (*Watcher, error) {
 // informer synced, ctx's error when it ended before, and an error when
 // the informer cannot be had.
 func (w *Watcher) Run(ctx context.Context) error {
-	defer w.stop()
+	defer w.stopProbes()
 	if w.cache == nil {
 		<-ctx.Done()
 		return nil
@@ -348,13 +346,19 @@ func (w *Watcher) setAddrs(k service, slice string, addrs []string) {
 // exactly one port; for other slices, nil (which port a request is meant
 // for is known only to the Service).
 func readyAddresses(s *discoveryv1.EndpointSlice) []string {
+	return singlePortAddresses(s, isReady)
+}
+
+// singlePortAddresses returns host:port of the endpoints of a slice with
+// exactly one port whose conditions keep takes; for other slices, nil.
+func singlePortAddresses(s *discoveryv1.EndpointSlice, keep func(discoveryv1.EndpointConditions) bool) []string {
 	if len(s.Ports) != 1 || s.Ports[0].Port == nil {
 		return nil
 	}
 	port := strconv.Itoa(int(*s.Ports[0].Port))
 	var out []string
 	for _, e := range s.Endpoints {
-		if e.Conditions.Ready != nil && !*e.Conditions.Ready {
+		if !keep(e.Conditions) {
 			continue
 		}
 		for _, a := range e.Addresses {
@@ -363,6 +367,10 @@ func readyAddresses(s *discoveryv1.EndpointSlice) []string {
 	}
 	return out
 }
+
+// isReady reports whether an endpoint is ready (an unset condition means
+// ready, as the API defines).
+func isReady(c discoveryv1.EndpointConditions) bool { return c.Ready == nil || *c.Ready }
 
 // allAddresses returns the address and port of every endpoint of a
 // slice, for each of its ports.
@@ -384,12 +392,11 @@ func allAddresses(s *discoveryv1.EndpointSlice) []netip.AddrPort {
 	return out
 }
 
-// readyEndpoints counts the endpoints of a slice that are ready (an unset
-// condition means ready, as the API defines).
+// readyEndpoints counts the endpoints of a slice that are ready.
 func readyEndpoints(s *discoveryv1.EndpointSlice) int {
 	n := 0
 	for _, e := range s.Endpoints {
-		if e.Conditions.Ready == nil || *e.Conditions.Ready {
+		if isReady(e.Conditions) {
 			n++
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strconv"
 	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -78,29 +77,36 @@ type probe struct{ cancel context.CancelFunc }
 // startingAddresses returns host:port of the endpoints of a slice with
 // exactly one port that are not ready and not terminating.
 func startingAddresses(s *discoveryv1.EndpointSlice) []string {
-	if len(s.Ports) != 1 || s.Ports[0].Port == nil {
-		return nil
-	}
-	port := strconv.Itoa(int(*s.Ports[0].Port))
-	var out []string
-	for _, e := range s.Endpoints {
-		if e.Conditions.Ready == nil || *e.Conditions.Ready {
-			continue
-		}
-		if e.Conditions.Terminating != nil && *e.Conditions.Terminating {
-			continue
-		}
-		for _, a := range e.Addresses {
-			out = append(out, net.JoinHostPort(a, port))
-		}
-	}
-	return out
+	return singlePortAddresses(s, func(c discoveryv1.EndpointConditions) bool {
+		return !isReady(c) && (c.Terminating == nil || !*c.Terminating)
+	})
 }
 
 // setStarting records the ready and the starting endpoints of one slice of
 // k, starts a probe for each starting endpoint never seen ready and stops
 // those of endpoints no longer starting. w.mu is held.
 func (w *Watcher) setStarting(k service, slice string, ready, starting []string) {
+	w.recordSlice(k, slice, ready, starting)
+	want := w.toProbe(k)
+	w.stopUnwanted(k, want)
+	w.startProbes(k, want)
+	w.forgetGone(k)
+	for _, m := range []map[service]map[string]bool{w.wasReady, w.early} {
+		if len(m[k]) == 0 {
+			delete(m, k)
+		}
+	}
+	if len(w.probing[k]) == 0 {
+		delete(w.probing, k)
+	}
+	if len(w.slicePorts[k]) == 0 {
+		delete(w.slicePorts, k)
+	}
+}
+
+// recordSlice records which endpoints of one slice of k are ready (seen
+// ready once, never probed again) and which are starting. w.mu is held.
+func (w *Watcher) recordSlice(k service, slice string, ready, starting []string) {
 	if w.wasReady[k] == nil {
 		w.wasReady[k] = map[string]bool{}
 	}
@@ -115,10 +121,14 @@ func (w *Watcher) setStarting(k service, slice string, ready, starting []string)
 	} else {
 		w.slicePorts[k][slice] = starting
 	}
-	// Probed: the starting endpoints never seen ready, while the slices
-	// of k have no ready endpoint (a wake from zero; a scale-out is
-	// served by the pods already ready meanwhile, and a hundred starting
-	// pods are not asked a hundred times a second each).
+}
+
+// toProbe returns the starting endpoints of k to probe: those never seen
+// ready, while the slices of k have no ready endpoint (a wake from zero; a
+// scale-out is served by the pods already ready meanwhile, and a hundred
+// starting pods are not asked a hundred times a second each). w.mu is
+// held.
+func (w *Watcher) toProbe(k service) map[string]bool {
 	readyInSlices := 0
 	for _, n := range w.slices[k] {
 		readyInSlices += n
@@ -131,6 +141,12 @@ func (w *Watcher) setStarting(k service, slice string, ready, starting []string)
 			}
 		}
 	}
+	return want
+}
+
+// stopUnwanted stops the probes of k's endpoints not in want, and forgets
+// that those answered. w.mu is held.
+func (w *Watcher) stopUnwanted(k service, want map[string]bool) {
 	for a, p := range w.probing[k] {
 		if !want[a] {
 			p.cancel()
@@ -142,22 +158,31 @@ func (w *Watcher) setStarting(k service, slice string, ready, starting []string)
 			delete(w.early[k], a)
 		}
 	}
-	if w.probeEvery > 0 {
-		for a := range want {
-			if _, ok := w.probing[k][a]; ok {
-				continue
-			}
-			if w.probing[k] == nil {
-				w.probing[k] = map[string]*probe{}
-			}
-			ctx, cancel := context.WithTimeout(w.base, w.probeFor)
-			p := &probe{cancel: cancel}
-			w.probing[k][a] = p
-			go w.probe(ctx, k, a, p)
-		}
+}
+
+// startProbes starts a probe for each endpoint of k in want that has
+// none, unless probes are off or Run returned. w.mu is held.
+func (w *Watcher) startProbes(k service, want map[string]bool) {
+	if w.probeEvery <= 0 || w.stopped {
+		return
 	}
-	// An address no endpoint of k has any more may come back as another
-	// pod's: forget that it was ready.
+	for a := range want {
+		if _, ok := w.probing[k][a]; ok {
+			continue
+		}
+		if w.probing[k] == nil {
+			w.probing[k] = map[string]*probe{}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), w.probeFor)
+		p := &probe{cancel: cancel}
+		w.probing[k][a] = p
+		go w.probe(ctx, k, a, p)
+	}
+}
+
+// forgetGone forgets that an address was ready once no endpoint of k has
+// it any more: it may come back as another pod's. w.mu is held.
+func (w *Watcher) forgetGone(k service) {
 	present := map[string]bool{}
 	for _, as := range w.all[k] {
 		for _, a := range as {
@@ -169,16 +194,17 @@ func (w *Watcher) setStarting(k service, slice string, ready, starting []string)
 			delete(w.wasReady[k], a)
 		}
 	}
-	for _, m := range []map[service]map[string]bool{w.wasReady, w.early} {
-		if len(m[k]) == 0 {
-			delete(m, k)
+}
+
+// stopProbes stops every probe as Run returns, and starts no more.
+func (w *Watcher) stopProbes() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stopped = true
+	for _, probes := range w.probing {
+		for _, p := range probes {
+			p.cancel()
 		}
-	}
-	if len(w.probing[k]) == 0 {
-		delete(w.probing, k)
-	}
-	if len(w.slicePorts[k]) == 0 {
-		delete(w.slicePorts, k)
 	}
 }
 

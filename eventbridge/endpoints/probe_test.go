@@ -1,6 +1,7 @@
 package endpoints_test
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -230,6 +231,37 @@ func TestOnlyFunctionsStartingPodsAreProbed(t *testing.T) {
 
 	_, err = endpoints.New(endpoints.WithProbeInterval(-time.Second))
 	require.ErrorIs(t, err, endpoints.ErrInvalidOption)
+}
+
+// TestProbesEndWhenRunReturns: once Run returned, the probes under way
+// stop asking and a starting pod added then is not probed, so that a
+// Watcher stopped leaves no goroutine asking pods. Fails when the probes
+// outlive Run (until plan.MaxStartup).
+func TestProbesEndWhenRunReturns(t *testing.T) {
+	w, err := endpoints.New(endpoints.WithProbeInterval(time.Millisecond), endpoints.WithEgress(loopback))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	w.MarkSynced()
+	loading := loadingHost(t, w)
+	probedAgain(t, loading)
+
+	cancel()
+	require.NoError(t, <-done)
+	late := startHost(t)
+	w.OnAdd(fnSlice("late-a", "late", late, starting()), false)
+	n := loading.asked.Load()
+	// A Watcher still running: its probes have had their turns meanwhile.
+	running, err := endpoints.New(endpoints.WithProbeInterval(time.Millisecond), endpoints.WithEgress(loopback))
+	require.NoError(t, err)
+	running.MarkSynced()
+	witness := loadingHost(t, running)
+	for range 3 {
+		probedAgain(t, witness)
+	}
+	assert.LessOrEqual(t, loading.asked.Load(), n+1, "no probe asks once Run returned (one under way may end)")
+	assert.Zero(t, late.asked.Load(), "no probe starts once Run returned")
 }
 
 // TestProbeAnswersAreBounded: a starting pod whose ready path answers 200,

@@ -3,10 +3,11 @@ package publisher
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/kfn-dev/kfn/internal/ratelimit"
 )
 
 // ErrTooManyEvents is wrapped by the refusal (429) of a request whose
@@ -20,16 +21,15 @@ var ErrTooManyEvents = errors.New("too many events")
 // buckets are at most one per namespace of the cluster. It is safe for
 // concurrent use.
 type senderRates struct {
-	perSender rate.Limit // 0: no bound
-	burst     int
-	anonymous *rate.Limiter // nil: no bound
-
-	mu      sync.Mutex
-	senders map[string]*rate.Limiter
+	perSender *ratelimit.PerKey // nil: no bound
+	anonymous *rate.Limiter     // nil: no bound
 }
 
 func newSenderRates(cfg Config) *senderRates {
-	s := &senderRates{perSender: rate.Limit(cfg.SenderRate), burst: cfg.SenderBurst, senders: map[string]*rate.Limiter{}}
+	s := &senderRates{}
+	if cfg.SenderRate > 0 {
+		s.perSender = ratelimit.NewPerKey(cfg.SenderRate, cfg.SenderBurst)
+	}
 	if cfg.AnonymousRate > 0 {
 		s.anonymous = rate.NewLimiter(rate.Limit(cfg.AnonymousRate), cfg.AnonymousBurst)
 	}
@@ -39,30 +39,19 @@ func newSenderRates(cfg Config) *senderRates {
 // take takes n events from sender's bucket ("" the sender-less one), or
 // none and an error wrapping ErrTooManyEvents when it has fewer.
 func (s *senderRates) take(sender string, n int) error {
-	l := s.limiter(sender)
-	if l == nil || l.AllowN(time.Now(), n) {
+	now := time.Now()
+	if sender == "" {
+		if s.anonymous == nil || s.anonymous.AllowN(now, n) {
+			return nil
+		}
+		return tooManyEvents("publishers without a namespace (together)", float64(s.anonymous.Limit()), s.anonymous.Burst())
+	}
+	if s.perSender == nil || s.perSender.AllowN(sender, now, n) {
 		return nil
 	}
-	who := "namespace " + sender
-	if sender == "" {
-		who = "publishers without a namespace (together)"
-	}
-	return fmt.Errorf("%w: %s may store %g events a second (bursts of %d); try again later", ErrTooManyEvents, who, float64(l.Limit()), l.Burst())
+	return tooManyEvents("namespace "+sender, s.perSender.Rate(), s.perSender.Burst())
 }
 
-func (s *senderRates) limiter(sender string) *rate.Limiter {
-	if sender == "" {
-		return s.anonymous
-	}
-	if s.perSender == 0 {
-		return nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	l, ok := s.senders[sender]
-	if !ok {
-		l = rate.NewLimiter(s.perSender, s.burst)
-		s.senders[sender] = l
-	}
-	return l
+func tooManyEvents(who string, perSecond float64, burst int) error {
+	return fmt.Errorf("%w: %s may store %g events a second (bursts of %d); try again later", ErrTooManyEvents, who, perSecond, burst)
 }

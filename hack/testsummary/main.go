@@ -1,7 +1,7 @@
 // Command testsummary prints the output of `go test -json` (its standard
 // input) as `go test` without -v would, and ends with what a reader of
 // only the last lines of a long run needs: each failed test's own output
-// again, without the platform dumps (test/singlenode's Describe, which a
+// again, without the platform dumps (test/node/singlenode's Describe, which a
 // failed real-node test prints and which can be hundreds of lines long),
 // so that the failure messages are the last thing printed.
 //
@@ -35,7 +35,7 @@ import (
 )
 
 // DumpBegin and DumpEnd are the lines that enclose a platform dump
-// (test/singlenode.DumpBegin and DumpEnd: a test keeps them equal).
+// (test/node/singlenode.DumpBegin and DumpEnd: a test keeps them equal).
 const (
 	DumpBegin = "<<<<< platform dump begins"
 	DumpEnd   = ">>>>> platform dump ends"

@@ -146,6 +146,21 @@ func Lost(ctx context.Context, nc *nats.Conn) <-chan error {
 	return ch
 }
 
+// UntilLost blocks until nc closes for good (Lost), and returns that
+// error, wrapping ErrLost; or until ctx ends, and returns nil. The event
+// bridge and the scaler run it beside their parts, so that a connection
+// that cannot come back ends them and what supervises them starts them
+// again on a new one. It takes nc's closed handler.
+func UntilLost(ctx context.Context, nc *nats.Conn) error {
+	lost := Lost(ctx, nc)
+	select {
+	case err := <-lost:
+		return err
+	case <-ctx.Done():
+		return nil
+	}
+}
+
 // Live returns nil while nc is connected or trying to be, and an error
 // once it is closed: what a liveness probe should say.
 func Live(nc *nats.Conn) error {

@@ -258,3 +258,19 @@ func TestConnectNamesItsInboxes(t *testing.T) {
 		assert.ErrorIs(t, err, natsconn.ErrInvalidName, name)
 	}
 }
+
+// TestUntilLost returns nil when its context ends first, and ErrLost once
+// the connection is closed for good.
+func TestUntilLost(t *testing.T) {
+	srv := startServer(t, testport.Port(t))
+	nc, err := natsconn.Connect(srv.ClientURL(), natsconn.Options{Name: "kfn-test"})
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	assert.NoError(t, natsconn.UntilLost(ctx, nc))
+
+	nc.Close()
+	err = natsconn.UntilLost(context.Background(), nc)
+	assert.ErrorIs(t, err, natsconn.ErrLost)
+}

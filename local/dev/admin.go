@@ -42,7 +42,7 @@ func (p *Platform) Status() Status {
 		notReady[f.Namespace+"/"+f.Name] = f
 	}
 	p.mu.Unlock()
-	served := p.bridge.Subscriptions.Subscriptions()
+	served := p.subscriptions.Subscriptions()
 	subs := make([]SubscriptionStatus, 0, len(served))
 	for _, s := range served {
 		subs = append(subs, SubscriptionStatus{Namespace: s.Namespace, Name: s.Name, Sink: s.Spec.Sink, Source: s.Spec.Source, Types: s.Spec.Types, CleanTypes: s.CleanTypes()})
@@ -65,7 +65,7 @@ func (p *Platform) Status() Status {
 			fs.Error = nr.Error
 			delete(notReady, fs.Namespace+"/"+fs.Name)
 		}
-		if s, err := p.scaler.State(types.NamespacedName{Namespace: fs.Namespace, Name: fs.Name}); err == nil {
+		if s, err := p.scaler.Core.State(types.NamespacedName{Namespace: fs.Namespace, Name: fs.Name}); err == nil {
 			fs.Backlog, fs.InFlight, fs.Active = s.Backlog, s.InFlight, s.Active
 		}
 		st.Functions = append(st.Functions, fs)

@@ -32,8 +32,8 @@ import (
 	"github.com/kfn-dev/kfn/local/project"
 	"github.com/kfn-dev/kfn/local/runner"
 	"github.com/kfn-dev/kfn/local/webview"
+	"github.com/kfn-dev/kfn/scaler"
 	"github.com/kfn-dev/kfn/scaler/activity"
-	scalerserver "github.com/kfn-dev/kfn/scaler/server"
 )
 
 // Config is how `kfn dev` runs. Zero values mean the defaults.
@@ -93,10 +93,14 @@ type Platform struct {
 	runner    *runner.Runner
 	endpoints *localEndpoints
 	// bridge is the event bridge: publisher, dispatcher, gateway and
-	// dead-letter admin API; its Subscriptions are the project's, served
-	// by the dispatcher and the scaler.
+	// dead-letter admin API.
 	bridge *eventbridge.Bridge
-	scaler *activity.Scaler
+	// subscriptions is the bridge's environment: the project's
+	// Subscriptions, served by the dispatcher and the scaler, and the
+	// functions' processes as its sinks and the gateway's backends.
+	subscriptions *eventbridge.Static
+	// scaler is the scaler's core and gRPC server.
+	scaler *scaler.Parts
 	// outbound bounds the dispatcher's connections to the functions.
 	outbound *outboundConns
 	// backlogReader reads the Subscriptions' backlogs for Status.
@@ -256,13 +260,7 @@ func (p *Platform) serve(ctx context.Context, servers *errgroup.Group, lis net.L
 	if err != nil {
 		return "", nil, fmt.Errorf("listen for the scaler: %w", err)
 	}
-	grpcServer, err := scalerserver.New(p.scaler, scalerserver.WithLogger(p.log.With("component", "scaler")))
-	if err != nil {
-		_ = scalerLis.Close()
-		return "", nil, fmt.Errorf("scaler server: %w", err)
-	}
-	servers.Go(func() error { return p.scaler.Run(ctx) })
-	servers.Go(func() error { return grpcServer.Serve(ctx, scalerLis) })
+	servers.Go(func() error { return p.scaler.Run(ctx, scalerLis) })
 	if stopFollowing, err = p.events.Follow(ctx, p.js, p.streams.EventStream); err != nil {
 		return "", nil, err
 	}
@@ -331,7 +329,7 @@ func (p *Platform) reload(ctx context.Context) {
 	for _, e := range p.runner.Apply(ctx, runnable) {
 		problems = append(problems, e.Error())
 	}
-	for _, err := range p.bridge.Subscriptions.Apply(ctx, proj.Subscriptions) {
+	for _, err := range p.subscriptions.Apply(ctx, proj.Subscriptions) {
 		problems = append(problems, err.Error())
 	}
 	p.applyScaling(ctx)

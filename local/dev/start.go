@@ -26,6 +26,7 @@ import (
 	"github.com/kfn-dev/kfn/local/runner"
 	"github.com/kfn-dev/kfn/local/supervisor"
 	"github.com/kfn-dev/kfn/local/webview"
+	"github.com/kfn-dev/kfn/scaler"
 	"github.com/kfn-dev/kfn/scaler/activity"
 )
 
@@ -135,8 +136,7 @@ func (p *Platform) newComponents() (err error) {
 	if p.events, err = eventpath.New(0); err != nil {
 		return err
 	}
-	if p.scaler, err = activity.New(activity.NewJetStreamReader(p.js, p.streams.EventStream), activity.NewNATSListener(p.nc),
-		activity.WithRefreshInterval(500*time.Millisecond), activity.WithLogger(logging.Component(p.log, "scaler"))); err != nil {
+	if p.scaler, err = scaler.NewParts(p.nc, p.streams.EventStream, scaler.WithRefreshInterval(500*time.Millisecond), scaler.WithLogger(p.log)); err != nil {
 		return err
 	}
 	total := DefaultMaxConnections()
@@ -163,27 +163,23 @@ func (p *Platform) newBridge() (*eventbridge.Bridge, error) {
 	cfg.Streams = p.streams
 	cfg.Dispatcher.Egress = devEgress
 	cfg.Gateway.Source = "kfn-dev"
-	return eventbridge.New(cfg, eventbridge.Deps{
-		Conn:      p.nc,
-		Log:       p.log,
-		Metrics:   p.registry,
-		Endpoints: p.endpoints,
-		Resolver:  p.endpoints,
-		Backends:  p.endpoints,
-		Targets:   []feed.Targets{p.scaler},
-		InFlight:  p.scaler,
-		Observer:  p.events,
-		Transport: func(rt http.RoundTripper) http.RoundTripper {
+	p.subscriptions = &eventbridge.Static{Endpoints: p.endpoints, Resolver: p.endpoints, Backends: p.endpoints, Targets: []feed.Targets{p.scaler.Core}}
+	return eventbridge.New(cfg, p.nc, p.subscriptions,
+		eventbridge.WithLogger(p.log),
+		eventbridge.WithMetrics(p.registry),
+		eventbridge.WithInFlight(p.scaler.Core),
+		eventbridge.WithObserver(p.events),
+		eventbridge.WithTransport(func(rt http.RoundTripper) http.RoundTripper {
 			if t, ok := rt.(*http.Transport); ok {
 				p.outbound.bound(t)
 			}
 			return p.events.Transport(rt, p.functionAt)
-		},
+		}),
 		// Events published without trace context start a trace, and each
 		// delivery attempt gets a span id of its own, so the web view can
 		// link the events a function emits to the delivery it was handling.
-		Store: eventpath.TraceRoots,
-	})
+		eventbridge.WithStore(eventpath.TraceRoots),
+	)
 }
 
 // close stops every function process, then the broker. Safe on a

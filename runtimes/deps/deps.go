@@ -207,6 +207,8 @@ func exists(dir string) bool {
 	return err == nil
 }
 
+// install installs rt's dependencies into dir: the installer runs in a
+// temporary directory of the cache, renamed to dir once it succeeded.
 func (i *Installer) install(ctx context.Context, rt runtimes.Runtime, dependencies string, reg Registry, key, dir string) error {
 	tmp, err := os.MkdirTemp(i.cacheDir, ".tmp-"+key[:12]+"-")
 	if err != nil {
@@ -224,8 +226,29 @@ func (i *Installer) install(ctx context.Context, rt runtimes.Runtime, dependenci
 	if err := os.WriteFile(filepath.Join(tmp, rt.DepsFile()), []byte(dependencies), 0o644); err != nil {
 		return fmt.Errorf("%w for %s: %w", ErrInstall, rt.Name, err)
 	}
-	var argv []string
-	env := append(os.Environ(), i.env...)
+	argv, env, err := i.command(rt, reg, tmp, confDir)
+	if err != nil {
+		return fmt.Errorf("%w for %s: %w", ErrInstall, rt.Name, err)
+	}
+	if err := i.run(ctx, rt, key, tmp, argv, env); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		if exists(dir) {
+			return nil // cannot happen while we hold the lock, but is harmless
+		}
+		return fmt.Errorf("%w for %s: %w", ErrInstall, rt.Name, err)
+	}
+	return nil
+}
+
+// command returns the command line and environment of the installer of
+// rt's dependency file in tmp: pip (into rt's library directory) or npm,
+// with its download cache in the cache directory, and reg's configuration
+// for it, if any, written into confDir (in place of the registry the
+// environment names).
+func (i *Installer) command(rt runtimes.Runtime, reg Registry, tmp, confDir string) (argv, env []string, err error) {
+	env = append(os.Environ(), i.env...)
 	if rt.Language == runtimes.Python {
 		argv = []string{i.python, "-m", "pip", "install", "--no-input", "--disable-pip-version-check",
 			"--no-warn-script-location", "--target", rt.DepsLibDir(tmp), "-r", filepath.Join(tmp, rt.DepsFile())}
@@ -233,23 +256,30 @@ func (i *Installer) install(ctx context.Context, rt runtimes.Runtime, dependenci
 		if reg.PipConf != "" {
 			conf := filepath.Join(confDir, "pip.conf")
 			if err := os.WriteFile(conf, []byte(reg.PipConf), 0o600); err != nil {
-				return fmt.Errorf("%w for %s: %w", ErrInstall, rt.Name, err)
+				return nil, nil, err
 			}
 			env = append(without(env, "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_NO_INDEX", "PIP_FIND_LINKS"), "PIP_CONFIG_FILE="+conf)
 		}
-	} else {
-		argv = []string{i.npm, "install", "--omit=dev", "--no-audit", "--no-fund", "--no-update-notifier"}
-		env = append(env, "npm_config_cache="+filepath.Join(i.cacheDir, ".npm-cache"))
-		if reg.NPMRC != "" {
-			conf := filepath.Join(confDir, ".npmrc")
-			if err := os.WriteFile(conf, []byte(reg.NPMRC), 0o600); err != nil {
-				return fmt.Errorf("%w for %s: %w", ErrInstall, rt.Name, err)
-			}
-			env = append(without(env, "npm_config_registry", "NPM_CONFIG_REGISTRY"), "npm_config_userconfig="+conf)
-		}
+		return argv, env, nil
 	}
+	argv = []string{i.npm, "install", "--omit=dev", "--no-audit", "--no-fund", "--no-update-notifier"}
+	env = append(env, "npm_config_cache="+filepath.Join(i.cacheDir, ".npm-cache"))
+	if reg.NPMRC != "" {
+		conf := filepath.Join(confDir, ".npmrc")
+		if err := os.WriteFile(conf, []byte(reg.NPMRC), 0o600); err != nil {
+			return nil, nil, err
+		}
+		env = append(without(env, "npm_config_registry", "NPM_CONFIG_REGISTRY"), "npm_config_userconfig="+conf)
+	}
+	return argv, env, nil
+}
+
+// run runs the installer argv in dir with env, its output written to the
+// progress writer, if any, line by line; the error wraps ErrInstall and
+// carries the tail of the output.
+func (i *Installer) run(ctx context.Context, rt runtimes.Runtime, key, dir string, argv, env []string) error {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Dir = tmp
+	cmd.Dir = dir
 	cmd.Env = env
 	var out bytes.Buffer
 	var sink io.Writer = &out
@@ -268,7 +298,7 @@ func (i *Installer) install(ctx context.Context, rt runtimes.Runtime, dependenci
 	setProcessGroup(cmd)
 	cmd.WaitDelay = 5 * time.Second
 	start := time.Now()
-	err = cmd.Run()
+	err := cmd.Run()
 	lines.flush()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -279,12 +309,6 @@ func (i *Installer) install(ctx context.Context, rt runtimes.Runtime, dependenci
 	}
 	if i.progress != nil {
 		fmt.Fprintf(i.progress, "kfn: installed the %s dependencies %s in %s\n", rt.Name, key[:12], time.Since(start).Round(100*time.Millisecond))
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		if exists(dir) {
-			return nil // cannot happen while we hold the lock, but is harmless
-		}
-		return fmt.Errorf("%w for %s: %w", ErrInstall, rt.Name, err)
 	}
 	return nil
 }

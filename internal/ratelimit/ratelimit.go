@@ -1,0 +1,64 @@
+package ratelimit
+
+import (
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// maxKept is how many keys' buckets are kept before the full ones are
+// forgotten: a full bucket is what a key not seen before gets, so
+// forgetting it changes no answer.
+const maxKept = 4096
+
+// PerKey is a token bucket per key, each refilled at the same rate up to
+// the same burst. It is safe for concurrent use.
+type PerKey struct {
+	limit rate.Limit
+	burst int
+
+	mu      sync.Mutex
+	buckets map[string]*rate.Limiter
+}
+
+// NewPerKey returns buckets of burst tokens, each refilled at perSecond
+// tokens a second.
+func NewPerKey(perSecond float64, burst int) *PerKey {
+	return &PerKey{limit: rate.Limit(perSecond), burst: burst, buckets: map[string]*rate.Limiter{}}
+}
+
+// Allow takes a token of key's bucket now, or none and reports false when
+// it is empty.
+func (p *PerKey) Allow(key string) bool { return p.AllowN(key, time.Now(), 1) }
+
+// AllowN takes n tokens of key's bucket at now, or none and reports false
+// when it has fewer.
+func (p *PerKey) AllowN(key string, now time.Time, n int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l := p.buckets[key]
+	if l == nil {
+		if len(p.buckets) >= maxKept {
+			p.forgetFull(now)
+		}
+		l = rate.NewLimiter(p.limit, p.burst)
+		p.buckets[key] = l
+	}
+	return l.AllowN(now, n)
+}
+
+// Rate is the tokens a second each bucket is refilled with.
+func (p *PerKey) Rate() float64 { return float64(p.limit) }
+
+// Burst is the tokens each bucket holds when full.
+func (p *PerKey) Burst() int { return p.burst }
+
+// forgetFull drops the buckets that are full at now. p.mu is held.
+func (p *PerKey) forgetFull(now time.Time) {
+	for k, l := range p.buckets {
+		if l.TokensAt(now) >= float64(p.burst) {
+			delete(p.buckets, k)
+		}
+	}
+}
