@@ -38,7 +38,7 @@ KFN_E2E_KEDA_ENV := CGO_ENABLED=0
 # Packages whose tests `make test` runs under the race detector, and not
 # again without it: the ones with goroutines of their own, and the test
 # infrastructure.
-RACE_PACKAGES := ./eventbridge/... ./scaler/... ./controller/... ./local/... ./internal/... ./cmd/... ./api/inflight ./api/stream ./test/... ./cli
+RACE_PACKAGES := ./eventbridge/... ./scaler/... ./controller/... ./local/... ./internal/... ./cmd/... ./contract/... ./test/... ./cli
 
 # Fuzz targets, as package:Target:inputs, run briefly by `make test` (their
 # seed corpora also run as plain tests). The inputs are counts, not durations,
@@ -54,7 +54,7 @@ FUZZ_TARGETS := \
 	./eventbridge/publisher:FuzzPublishToNATS:1500 \
 	./runtimes:FuzzHostHTTP:600 \
 	./runtimes:FuzzHostRequest:400 \
-	./api/trigger:FuzzParse:8000
+	./contract/trigger:FuzzParse:8000
 
 .PHONY: help
 help: ## Show the targets.

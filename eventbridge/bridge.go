@@ -9,8 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/kfn-dev/kfn/api/inflight"
-	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/contract/stream"
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/depcache"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
@@ -19,8 +18,10 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/eventbridge/streamloss"
 	"github.com/kfn-dev/kfn/eventbridge/subscription"
+	"github.com/kfn-dev/kfn/internal/jsstream"
 	"github.com/kfn-dev/kfn/internal/logging"
 	"github.com/kfn-dev/kfn/internal/natsconn"
+	"github.com/kfn-dev/kfn/internal/natsinflight"
 )
 
 // Bridge is an event bridge's parts, made by New and run by Run. The parts
@@ -271,7 +272,7 @@ func (b *Bridge) newDependencyCache() error {
 	if b.opts.metrics != nil {
 		opts = append(opts, depcache.WithMetrics(b.opts.metrics))
 	}
-	cache, err := depcache.New(b.js, b.cfg.Streams.DependencyBucketConfig(), b.opts.access.Senders, b.opts.access.DependencyWriters,
+	cache, err := depcache.New(b.js, jsstream.DependencyBucketConfig(b.cfg.Streams), b.opts.access.Senders, b.opts.access.DependencyWriters,
 		b.cfg.DependencyCacheBounds, opts...)
 	if err != nil {
 		return fmt.Errorf("dependency cache: %w", err)
@@ -324,11 +325,11 @@ func (b *Bridge) inFlightReporter(log *slog.Logger) (gateway.InFlightReporter, e
 	if b.opts.inFlight != nil {
 		return b.opts.inFlight, nil
 	}
-	opts := []inflight.Option{inflight.WithLogger(log)}
+	opts := []natsinflight.Option{natsinflight.WithLogger(log)}
 	if b.cfg.GatewayInFlightSubject != "" {
-		opts = append(opts, inflight.WithSubject(b.cfg.GatewayInFlightSubject))
+		opts = append(opts, natsinflight.WithSubject(b.cfg.GatewayInFlightSubject))
 	}
-	pub, err := inflight.NewPublisher(b.nc, opts...)
+	pub, err := natsinflight.NewPublisher(b.nc, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}

@@ -18,9 +18,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
-	"github.com/kfn-dev/kfn/api/stream"
 	"github.com/kfn-dev/kfn/eventbridge"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
+	"github.com/kfn-dev/kfn/internal/jsstream"
 	"github.com/kfn-dev/kfn/internal/natsconn"
 	"github.com/kfn-dev/kfn/test/natstest"
 )
@@ -36,7 +36,7 @@ func bridgeOn(t *testing.T, cfg eventbridge.Config, sinkURL string, opts ...even
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
-	require.NoError(t, stream.Ensure(context.Background(), js, cfg.Streams))
+	require.NoError(t, jsstream.Ensure(context.Background(), js, cfg.Streams))
 	static := &eventbridge.Static{Resolver: dispatcher.ResolverFunc(func(v1alpha2.Sink) (string, error) { return sinkURL, nil })}
 	b, err := eventbridge.New(cfg, nc, static, opts...)
 	require.NoError(t, err)

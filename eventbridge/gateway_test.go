@@ -26,11 +26,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
-	"github.com/kfn-dev/kfn/api/inflight"
 	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge"
 	"github.com/kfn-dev/kfn/eventbridge/endpoints"
 	"github.com/kfn-dev/kfn/eventbridge/gateway"
+	"github.com/kfn-dev/kfn/internal/natsinflight"
 	"github.com/kfn-dev/kfn/test/natstest"
 	"github.com/kfn-dev/kfn/test/testcluster"
 	"github.com/kfn-dev/kfn/test/testport"
@@ -93,7 +93,7 @@ func TestGatewayInACluster(t *testing.T) {
 	require.NoError(t, err)
 	defer nc.Close()
 	got := make(reports, 100)
-	stop, err := inflight.Subscribe(nc, got)
+	stop, err := natsinflight.Subscribe(nc, got)
 	require.NoError(t, err)
 	defer stop()
 

@@ -24,9 +24,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
-	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/contract/stream"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
+	"github.com/kfn-dev/kfn/internal/jsstream"
 	"github.com/kfn-dev/kfn/test/natstest"
 )
 
@@ -112,7 +113,7 @@ func TestNoEventLostWhenTheDispatcherIsKilled(t *testing.T) {
 	js := ns.JetStream()
 	streams := stream.DefaultConfig() // file storage, as in production
 	ctx := context.Background()
-	require.NoError(t, stream.Ensure(ctx, js, streams))
+	require.NoError(t, jsstream.Ensure(ctx, js, streams))
 
 	// The sink: 20% of requests fail; ids answered 2xx are delivered.
 	var (
@@ -160,9 +161,9 @@ spec:
   config: {maxInFlightMessages: "%d", maxDeliver: "30", backoffInitial: 10ms, backoffMax: 50ms}
 `, sub.Spec.Sink, maxInFlight)), 0o600))
 	// The consumer exists before the first publish, as the reconciler makes it.
-	cc, err := stream.ConsumerConfig(sub, stream.ConsumerSettings{AckWait: time.Second})
+	cc, err := jsstream.ConsumerConfig(sub, stream.ConsumerSettings{AckWait: time.Second})
 	require.NoError(t, err)
-	_, err = stream.EnsureConsumer(ctx, js, streams.EventStream, cc)
+	_, err = jsstream.EnsureConsumer(ctx, js, streams.EventStream, cc)
 	require.NoError(t, err)
 
 	args := []string{

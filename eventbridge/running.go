@@ -11,8 +11,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/contract/stream"
+
 	"github.com/kfn-dev/kfn/internal/auth"
+	"github.com/kfn-dev/kfn/internal/jsstream"
 	"github.com/kfn-dev/kfn/internal/natsconn"
 )
 
@@ -105,9 +107,9 @@ func ensureStreams(ctx context.Context, js jetstream.JetStream, c stream.Config,
 	for wait := 100 * time.Millisecond; ; wait = min(wait*2, 5*time.Second) {
 		var err error
 		if closed {
-			_, err = stream.EnsureClosed(ctx, js, c)
+			_, err = jsstream.EnsureClosed(ctx, js, c)
 		} else {
-			err = stream.Ensure(ctx, js, c)
+			err = jsstream.Ensure(ctx, js, c)
 		}
 		if err == nil || errors.Is(err, stream.ErrInvalidConfig) {
 			return err

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kfn-dev/kfn/contract/host"
 )
 
 // Environment variables a host reads. Kyma's names are used where Kyma has
@@ -138,7 +140,7 @@ const (
 
 // Defaults the host applies when a variable is unset.
 const (
-	DefaultPort    = 8080
+	DefaultPort    = host.Port
 	DefaultTimeout = 180 * time.Second
 	// DefaultBodyLimitMB is the Node.js body limit, 1 MiB (Kyma's REQ_MB_LIMIT default).
 	DefaultBodyLimitMB = 1
@@ -156,18 +158,12 @@ const (
 
 // HTTP paths the host serves itself (and GET /metrics, the function's
 // Prometheus metrics: runtimes/README.md); every other path goes to the
-// handler.
+// handler. Package contract/host defines them.
 const (
-	// HealthPath answers 200 while the host serves (503 while draining),
-	// whether or not the handler could be loaded, as in Kyma: the startup
-	// and liveness probe. The host listens only once it tried to load the
-	// handler.
-	HealthPath = "/healthz"
-	// ReadyPath answers 200 once the handler is loaded, 500 "User function
-	// not loaded: <reason>" when it could not be loaded, 503 while
-	// draining: the readiness probe. (A query on /healthz takes no path away
-	// from the handler.)
-	ReadyPath = HealthPath + "?ready"
+	// HealthPath is the startup and liveness probe (host.HealthPath).
+	HealthPath = host.HealthPath
+	// ReadyPath is the readiness probe (host.ReadyPath).
+	ReadyPath = host.ReadyPath
 )
 
 // Paths inside a runtime image and a function pod.

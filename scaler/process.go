@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/kfn-dev/kfn/api/inflight"
-	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/contract/inflight"
+	"github.com/kfn-dev/kfn/contract/stream"
 	"github.com/kfn-dev/kfn/internal/logging"
 	"github.com/kfn-dev/kfn/internal/natsconn"
 	"github.com/kfn-dev/kfn/scaler/activity"

@@ -22,10 +22,10 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
-	"github.com/kfn-dev/kfn/api/feed"
-	"github.com/kfn-dev/kfn/api/inflight"
+	"github.com/kfn-dev/kfn/internal/feed"
 	"github.com/kfn-dev/kfn/internal/logging"
 	"github.com/kfn-dev/kfn/internal/natsconn"
+	"github.com/kfn-dev/kfn/internal/natsinflight"
 	"github.com/kfn-dev/kfn/scaler/activity"
 	"github.com/kfn-dev/kfn/scaler/server"
 )
@@ -70,7 +70,7 @@ func Run(ctx context.Context, cfg Process, root *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	stopInFlight, err := inflight.Subscribe(nc, parts.Core, inflight.WithSubject(cfg.InFlightSubject), inflight.WithLogger(logging.Component(root, "inflight")))
+	stopInFlight, err := natsinflight.Subscribe(nc, parts.Core, natsinflight.WithSubject(cfg.InFlightSubject), natsinflight.WithLogger(logging.Component(root, "inflight")))
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/kfn-dev/kfn/api/plan"
+	"github.com/kfn-dev/kfn/runtimes/plan"
 	"github.com/kfn-dev/kfn/test/node/singlenode"
 )
 

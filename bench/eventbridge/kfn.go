@@ -14,10 +14,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
-	"github.com/kfn-dev/kfn/api/stream"
 	"github.com/kfn-dev/kfn/eventbridge"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/internal/egress"
+	"github.com/kfn-dev/kfn/internal/jsstream"
 )
 
 // plainKfn is the event bridge without metrics or traces.
@@ -90,7 +90,7 @@ func startBridge(natsURL string, components []string, resolve dispatcher.Resolve
 	if err != nil {
 		return fail(err)
 	}
-	if err := stream.Ensure(ctx, js, cfg.Streams); err != nil {
+	if err := jsstream.Ensure(ctx, js, cfg.Streams); err != nil {
 		return fail(err)
 	}
 	static := &eventbridge.Static{Resolver: resolve}

@@ -54,10 +54,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
-	"github.com/kfn-dev/kfn/api/stream"
-	"github.com/kfn-dev/kfn/api/trigger"
 	"github.com/kfn-dev/kfn/bench/figures"
 	"github.com/kfn-dev/kfn/bench/procstat"
+	"github.com/kfn-dev/kfn/contract/stream"
+	"github.com/kfn-dev/kfn/contract/trigger"
+	"github.com/kfn-dev/kfn/internal/jsstream"
 	"github.com/kfn-dev/kfn/scaler/server"
 	"github.com/kfn-dev/kfn/test/scalertest"
 	"github.com/kfn-dev/kfn/test/testcluster"
@@ -523,7 +524,7 @@ func startNATS(ctx context.Context, dir string) (*natsServer, error) {
 		n.stop()
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	if err := stream.Ensure(ctx, n.js, n.streams); err != nil {
+	if err := jsstream.Ensure(ctx, n.js, n.streams); err != nil {
 		n.stop()
 		return nil, fmt.Errorf("create streams: %w", err)
 	}
@@ -541,11 +542,11 @@ func (n *natsServer) stop() {
 // createConsumer creates the Subscription's consumer as the event bridge
 // does.
 func (n *natsServer) createConsumer(ctx context.Context, sub *eventingv1alpha2.Subscription) error {
-	cfg, err := stream.ConsumerConfig(sub, stream.ConsumerSettings{})
+	cfg, err := jsstream.ConsumerConfig(sub, stream.ConsumerSettings{})
 	if err != nil {
 		return fmt.Errorf("consumer config: %w", err)
 	}
-	if _, err := stream.EnsureConsumer(ctx, n.js, n.streams.EventStream, cfg); err != nil {
+	if _, err := jsstream.EnsureConsumer(ctx, n.js, n.streams.EventStream, cfg); err != nil {
 		return fmt.Errorf("create consumer: %w", err)
 	}
 	return nil

@@ -35,9 +35,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/kfn-dev/kfn/api/inflight"
+	"github.com/kfn-dev/kfn/contract/inflight"
 	"github.com/kfn-dev/kfn/eventbridge"
 	"github.com/kfn-dev/kfn/eventbridge/depcache"
+	"github.com/kfn-dev/kfn/internal/jsstream"
 	"github.com/kfn-dev/kfn/internal/natsconn"
 	"github.com/kfn-dev/kfn/runtimes"
 	"github.com/kfn-dev/kfn/scaler/activity"
@@ -400,7 +401,7 @@ spec:
 	// here: the senders name one namespace; the NATS rules are under test.)
 	bridgeJS, err := jetstream.New(bridgeNC)
 	require.NoError(t, err)
-	cache, err := depcache.New(bridgeJS, p.Streams.DependencyBucketConfig(), oneNamespace("team-a"), oneNamespace("team-a"), depcache.DefaultConfig())
+	cache, err := depcache.New(bridgeJS, jsstream.DependencyBucketConfig(p.Streams), oneNamespace("team-a"), oneNamespace("team-a"), depcache.DefaultConfig())
 	require.NoError(t, err)
 	cacheCtx, stopCache := context.WithCancel(ctx)
 	cacheDone := make(chan struct{})

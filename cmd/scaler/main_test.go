@@ -22,9 +22,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
-	"github.com/kfn-dev/kfn/api/inflight"
-	"github.com/kfn-dev/kfn/api/trigger"
+	"github.com/kfn-dev/kfn/contract/trigger"
 	"github.com/kfn-dev/kfn/internal/natsconn"
+	"github.com/kfn-dev/kfn/internal/natsinflight"
 	"github.com/kfn-dev/kfn/scaler"
 	"github.com/kfn-dev/kfn/scaler/server"
 	"github.com/kfn-dev/kfn/test/logtest"
@@ -162,7 +162,7 @@ func TestServesKEDA(t *testing.T) {
 	eventually(t, metric(server.MetricBacklog), 1)
 
 	// Gateway requests reported over NATS count, in every replica.
-	pub, err := inflight.NewPublisher(n.Conn)
+	pub, err := natsinflight.NewPublisher(n.Conn)
 	require.NoError(t, err)
 	pub.ReportInFlight("eventbridge-0", map[types.NamespacedName]int{fn: 3}, time.Minute)
 	eventually(t, metric(server.MetricConcurrency), 3)

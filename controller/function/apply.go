@@ -18,9 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/kfn-dev/kfn/api/plan"
 	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 	"github.com/kfn-dev/kfn/controller/resources"
+	"github.com/kfn-dev/kfn/runtimes/plan"
 )
 
 // applyConfigMap writes the source ConfigMap of an inline Function (and

@@ -22,7 +22,7 @@ import (
 
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
-	"github.com/kfn-dev/kfn/api/trigger"
+	"github.com/kfn-dev/kfn/contract/trigger"
 	"github.com/kfn-dev/kfn/controller/function"
 	"github.com/kfn-dev/kfn/test/fntest"
 )

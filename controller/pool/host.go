@@ -14,7 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/kfn-dev/kfn/api/plan"
+	"github.com/kfn-dev/kfn/runtimes/plan"
 	"github.com/kfn-dev/kfn/controller/resources"
 	"github.com/kfn-dev/kfn/runtimes"
 )

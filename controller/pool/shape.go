@@ -11,9 +11,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/kfn-dev/kfn/api/plan"
 	"github.com/kfn-dev/kfn/controller/resources"
 	"github.com/kfn-dev/kfn/runtimes"
+	"github.com/kfn-dev/kfn/runtimes/plan"
 )
 
 // ErrNotPoolable is wrapped by Eligible's errors: the Function wakes on

@@ -3,7 +3,7 @@ package resources
 import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
-	"github.com/kfn-dev/kfn/api/plan"
+	"github.com/kfn-dev/kfn/runtimes/plan"
 )
 
 // ConfigMap builds the ConfigMap that holds an inline Function's source

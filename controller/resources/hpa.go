@@ -5,7 +5,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	autoscalingv2ac "k8s.io/client-go/applyconfigurations/autoscaling/v2"
 
-	"github.com/kfn-dev/kfn/api/plan"
+	"github.com/kfn-dev/kfn/runtimes/plan"
 )
 
 // HorizontalPodAutoscaler builds the CPU autoscaler of a Function that

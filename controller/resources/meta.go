@@ -3,8 +3,8 @@ package resources
 import (
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 
-	"github.com/kfn-dev/kfn/api/plan"
 	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
+	"github.com/kfn-dev/kfn/runtimes/plan"
 )
 
 // Annotations kfn writes on the objects it makes.

@@ -13,10 +13,10 @@ import (
 	"k8s.io/pod-security-admission/policy"
 
 	"github.com/kfn-dev/kfn/api/manifest"
-	"github.com/kfn-dev/kfn/api/plan"
 	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 	"github.com/kfn-dev/kfn/controller/resources"
 	"github.com/kfn-dev/kfn/runtimes"
+	"github.com/kfn-dev/kfn/runtimes/plan"
 	"github.com/kfn-dev/kfn/test/fntest"
 )
 

@@ -6,8 +6,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/kfn-dev/kfn/api/plan"
-	"github.com/kfn-dev/kfn/api/trigger"
+	"github.com/kfn-dev/kfn/contract/trigger"
+	"github.com/kfn-dev/kfn/runtimes/plan"
 )
 
 // ScaledObjectGVK is KEDA's ScaledObject kind.

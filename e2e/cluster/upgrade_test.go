@@ -29,7 +29,8 @@ import (
 
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
-	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/contract/stream"
+	"github.com/kfn-dev/kfn/internal/jsstream"
 	"github.com/kfn-dev/kfn/test/node/install"
 	"github.com/kfn-dev/kfn/test/node/singlenode"
 )
@@ -480,7 +481,7 @@ func sameStream(t *testing.T, before, after streamInfo, replicas int) {
 	assert.Greater(t, after.State.LastSeq, before.State.LastSeq, "its sequence goes on")
 	c := stream.DefaultConfig()
 	c.Replicas = replicas
-	want := c.EventStreamConfig()
+	want := jsstream.EventStreamConfig(c)
 	got := after.Config
 	assert.Equal(t, want.Replicas, got.Replicas, "replicas")
 	assert.ElementsMatch(t, want.Subjects, got.Subjects, "subjects")

@@ -12,9 +12,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/contract/stream"
+
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/internal/auth"
+	"github.com/kfn-dev/kfn/internal/jsstream"
 	"github.com/kfn-dev/kfn/test/natstest"
 )
 
@@ -49,7 +51,7 @@ func TestEveryRouteAsksBeforeItActs(t *testing.T) {
 	js := natstest.Start(t).JetStream()
 	sc := stream.DefaultConfig()
 	sc.Storage = stream.StorageMemory
-	require.NoError(t, stream.Ensure(context.Background(), js, sc))
+	require.NoError(t, jsstream.Ensure(context.Background(), js, sc))
 	g := &grants{allow: map[string]bool{}}
 	a, err := deadletter.NewAdmin(js, sc, deadletter.WithAccess(g))
 	require.NoError(t, err)

@@ -15,9 +15,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/contract/stream"
+
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
+	"github.com/kfn-dev/kfn/internal/jsstream"
 	"github.com/kfn-dev/kfn/test/natstest"
 )
 
@@ -32,7 +34,7 @@ func newEnv(t *testing.T) *env {
 	js := natstest.Start(t).JetStream()
 	sc := stream.DefaultConfig()
 	sc.Storage = stream.StorageMemory
-	require.NoError(t, stream.Ensure(context.Background(), js, sc))
+	require.NoError(t, jsstream.Ensure(context.Background(), js, sc))
 	a, err := deadletter.NewAdmin(js, sc)
 	require.NoError(t, err)
 	srv := httptest.NewServer(a.Handler())

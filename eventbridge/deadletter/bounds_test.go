@@ -19,9 +19,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/contract/stream"
+
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
+	"github.com/kfn-dev/kfn/internal/jsstream"
 	"github.com/kfn-dev/kfn/test/natstest"
 )
 
@@ -41,7 +43,7 @@ func newBoundedEnv(t *testing.T, perNamespace, maxBytes int64) *env {
 	sc := stream.DefaultConfig()
 	sc.Storage = stream.StorageMemory
 	sc.DeadLetterMaxPerNamespace, sc.DeadLetterMaxBytes = perNamespace, maxBytes
-	require.NoError(t, stream.Ensure(context.Background(), js, sc))
+	require.NoError(t, jsstream.Ensure(context.Background(), js, sc))
 	a, err := deadletter.NewAdmin(js, sc)
 	require.NoError(t, err)
 	return &env{js: js, streams: sc, admin: a}

@@ -11,9 +11,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/contract/stream"
+
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
+	"github.com/kfn-dev/kfn/internal/jsstream"
 	"github.com/kfn-dev/kfn/test/natstest"
 )
 
@@ -26,7 +28,7 @@ func writerEnv(t *testing.T, maxBytes, perNamespace int64) (*env, *deadletter.Wr
 	sc.Storage = stream.StorageMemory
 	sc.MaxMsgSize = 32 << 10
 	sc.DeadLetterMaxBytes, sc.DeadLetterMaxBytesPerNamespace = maxBytes, perNamespace
-	require.NoError(t, stream.Ensure(context.Background(), js, sc))
+	require.NoError(t, jsstream.Ensure(context.Background(), js, sc))
 	a, err := deadletter.NewAdmin(js, sc)
 	require.NoError(t, err)
 	return &env{js: js, streams: sc, admin: a}, deadletter.NewWriter(js, sc)

@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/contract/stream"
+
 	"github.com/kfn-dev/kfn/eventbridge/depcache"
+	"github.com/kfn-dev/kfn/internal/jsstream"
 	"github.com/kfn-dev/kfn/runtimes"
 	"github.com/kfn-dev/kfn/test/natstest"
 )
@@ -39,7 +41,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 			sc.DependencyMaxBytes = 1 << 30
 			cfg := depcache.DefaultConfig()
 			cfg.MaxNamespaceBytes, cfg.MaxNamespaceObjects = 1<<40, 1<<30
-			c, err := depcache.New(natstest.Start(b).JetStream(), sc.DependencyBucketConfig(), oneNamespace("team-a"), oneNamespace("team-a"), cfg)
+			c, err := depcache.New(natstest.Start(b).JetStream(), jsstream.DependencyBucketConfig(sc), oneNamespace("team-a"), oneNamespace("team-a"), cfg)
 			if err != nil {
 				b.Fatal(err)
 			}

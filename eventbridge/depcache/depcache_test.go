@@ -28,9 +28,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/contract/stream"
+
 	"github.com/kfn-dev/kfn/eventbridge/depcache"
 	"github.com/kfn-dev/kfn/internal/auth"
+	"github.com/kfn-dev/kfn/internal/jsstream"
 	"github.com/kfn-dev/kfn/runtimes"
 	"github.com/kfn-dev/kfn/test/natstest"
 	"github.com/kfn-dev/kfn/test/testcluster"
@@ -195,7 +197,7 @@ func (w *world) serveOn(t *testing.T, js jetstream.JetStream, sc stream.Config, 
 		senders = withUser{w.senders}
 	}
 	reg := prometheus.NewRegistry()
-	c, err := depcache.New(js, sc.DependencyBucketConfig(), senders, w.writers, cfg, depcache.WithMetrics(reg),
+	c, err := depcache.New(js, jsstream.DependencyBucketConfig(sc), senders, w.writers, cfg, depcache.WithMetrics(reg),
 		depcache.WithLogger(slog.New(slog.NewTextHandler(testWriter{t}, nil))))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -203,7 +205,7 @@ func (w *world) serveOn(t *testing.T, js jetstream.JetStream, sc stream.Config, 
 	go func() { c.Run(ctx, 10*time.Millisecond); close(done) }()
 	srv := httptest.NewServer(c)
 	t.Cleanup(func() { srv.Close(); cancel(); <-done })
-	return &server{t: t, w: w, url: srv.URL, bucket: sc.DependencyBucketConfig(), js: js, metrics: reg}
+	return &server{t: t, w: w, url: srv.URL, bucket: jsstream.DependencyBucketConfig(sc), js: js, metrics: reg}
 }
 
 // testWriter writes a cache's log into its test's.
@@ -789,7 +791,7 @@ func TestDependencyCache(t *testing.T) {
 		nc := w.nats.Connect()
 		js, err := jetstream.New(nc)
 		require.NoError(t, err)
-		obs, err := w.js.CreateOrUpdateObjectStore(context.Background(), sc.DependencyBucketConfig())
+		obs, err := w.js.CreateOrUpdateObjectStore(context.Background(), jsstream.DependencyBucketConfig(sc))
 		require.NoError(t, err)
 		for i := range 1000 {
 			_, err := obs.PutBytes(context.Background(), fmt.Sprintf("team-c/nodejs22/%064x", i), []byte{0x1f, 0x8b})

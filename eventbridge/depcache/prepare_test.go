@@ -13,8 +13,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/contract/stream"
+
 	"github.com/kfn-dev/kfn/eventbridge/depcache"
+	"github.com/kfn-dev/kfn/internal/jsstream"
 	"github.com/kfn-dev/kfn/test/logtest"
 	"github.com/kfn-dev/kfn/test/testport"
 )
@@ -53,7 +55,7 @@ func TestPrepareMakesTheBucketBeforeAnyRequest(t *testing.T) {
 	sc := stream.DefaultConfig()
 	sc.DependencyMaxBytes = 16 << 20
 	var logs logtest.Buffer
-	c, err := depcache.New(js, sc.DependencyBucketConfig(), nobody{}, nobody{}, depcache.DefaultConfig(), depcache.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	c, err := depcache.New(js, jsstream.DependencyBucketConfig(sc), nobody{}, nobody{}, depcache.DefaultConfig(), depcache.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	require.NoError(t, err)
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -70,6 +72,6 @@ func TestPrepareMakesTheBucketBeforeAnyRequest(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Prepare did not make the bucket")
 	}
-	_, err = js.ObjectStore(context.Background(), sc.DependencyBucketConfig().Bucket)
+	_, err = js.ObjectStore(context.Background(), jsstream.DependencyBucketConfig(sc).Bucket)
 	require.NoError(t, err, "the bucket exists before any request")
 }

@@ -16,9 +16,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/contract/stream"
+
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
+	"github.com/kfn-dev/kfn/internal/jsstream"
 )
 
 func fastBudget(c *dispatcher.Config) { c.BudgetInterval = 20 * time.Millisecond }
@@ -128,9 +130,9 @@ func TestNoisyNeighbour(t *testing.T) {
 		switch budget {
 		case "":
 		case "none":
-			cfg, err := stream.ConsumerConfig(sub("dead", "dead"), stream.ConsumerSettings{})
+			cfg, err := jsstream.ConsumerConfig(sub("dead", "dead"), stream.ConsumerSettings{})
 			require.NoError(t, err)
-			_, err = stream.EnsureConsumer(context.Background(), b.js, b.streams.EventStream, cfg)
+			_, err = jsstream.EnsureConsumer(context.Background(), b.js, b.streams.EventStream, cfg)
 			require.NoError(t, err)
 		default:
 			b.newSink("dead", func(n int, r *http.Request, w http.ResponseWriter) { w.WriteHeader(http.StatusServiceUnavailable) })

@@ -19,10 +19,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
-	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/contract/stream"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/internal/egress"
+	"github.com/kfn-dev/kfn/internal/jsstream"
 	"github.com/kfn-dev/kfn/test/natstest"
 )
 
@@ -82,7 +83,7 @@ func newBridge(t *testing.T, opts ...bridgeOpt) *bridge {
 		o(&cfg, &dopts)
 	}
 	b.streams = cfg.Streams // options may change the streams too
-	require.NoError(t, stream.Ensure(context.Background(), b.js, b.streams))
+	require.NoError(t, jsstream.Ensure(context.Background(), b.js, b.streams))
 	b.store = eventstore.New(b.js, b.streams.EventStream)
 	var err error
 	b.d, err = dispatcher.New(b.js, cfg, dopts...)
@@ -131,9 +132,9 @@ func (b *bridge) subscribe(s *v1alpha2.Subscription) {
 // subscribeAckWait is subscribe with the consumer's ack wait.
 func (b *bridge) subscribeAckWait(s *v1alpha2.Subscription, ackWait time.Duration) {
 	b.t.Helper()
-	cfg, err := stream.ConsumerConfig(s, stream.ConsumerSettings{AckWait: ackWait})
+	cfg, err := jsstream.ConsumerConfig(s, stream.ConsumerSettings{AckWait: ackWait})
 	require.NoError(b.t, err)
-	_, err = stream.EnsureConsumer(context.Background(), b.js, b.streams.EventStream, cfg)
+	_, err = jsstream.EnsureConsumer(context.Background(), b.js, b.streams.EventStream, cfg)
 	require.NoError(b.t, err)
 	require.NoError(b.t, b.d.Upsert(s))
 }
@@ -382,9 +383,9 @@ func contextWithCancel() (context.Context, context.CancelFunc) {
 // another, started, dispatcher.
 func (b *bridge) subscribeWith(d *dispatcher.Dispatcher, s *v1alpha2.Subscription) {
 	b.t.Helper()
-	cfg, err := stream.ConsumerConfig(s, stream.ConsumerSettings{AckWait: 2 * time.Second})
+	cfg, err := jsstream.ConsumerConfig(s, stream.ConsumerSettings{AckWait: 2 * time.Second})
 	require.NoError(b.t, err)
-	_, err = stream.EnsureConsumer(context.Background(), b.js, b.streams.EventStream, cfg)
+	_, err = jsstream.EnsureConsumer(context.Background(), b.js, b.streams.EventStream, cfg)
 	require.NoError(b.t, err)
 	require.NoError(b.t, d.Upsert(s))
 	ctx, cancel := contextWithCancel()

@@ -7,7 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/contract/stream"
+
+	"github.com/kfn-dev/kfn/internal/jsstream"
 )
 
 // An idle Subscription's pull requests expire (after the bridge's pull
@@ -35,7 +37,7 @@ func TestDeletedConsumerIsPulledAgainOnceRecreated(t *testing.T) {
 	b.publish("shop", "order.created.v1", "before", "")
 	require.Eventually(t, func() bool { return k.count() == 1 }, wait, tick)
 
-	require.NoError(t, stream.DeleteConsumer(context.Background(), b.js, b.streams.EventStream, stream.ConsumerName(s.Namespace, s.Name)))
+	require.NoError(t, jsstream.DeleteConsumer(context.Background(), b.js, b.streams.EventStream, stream.ConsumerName(s.Namespace, s.Name)))
 	b.subscribe(s) // the same Subscription: the dispatcher keeps its worker, the consumer is new
 	published := time.Now()
 	b.publish("shop", "order.created.v1", "after", "")

@@ -15,8 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
-	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/contract/stream"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
+	"github.com/kfn-dev/kfn/internal/jsstream"
 )
 
 // replica is another dispatcher serving the bridge's Subscriptions, as a
@@ -62,9 +63,9 @@ func (r *replica) die() { r.nc.Close() }
 // without serving it from the bridge's own dispatcher.
 func (b *bridge) consumer(s *v1alpha2.Subscription, ackWait time.Duration) {
 	b.t.Helper()
-	cfg, err := stream.ConsumerConfig(s, stream.ConsumerSettings{AckWait: ackWait})
+	cfg, err := jsstream.ConsumerConfig(s, stream.ConsumerSettings{AckWait: ackWait})
 	require.NoError(b.t, err)
-	_, err = stream.EnsureConsumer(context.Background(), b.js, b.streams.EventStream, cfg)
+	_, err = jsstream.EnsureConsumer(context.Background(), b.js, b.streams.EventStream, cfg)
 	require.NoError(b.t, err)
 }
 

@@ -11,8 +11,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/contract/stream"
+
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
+	"github.com/kfn-dev/kfn/internal/jsstream"
 )
 
 func TestDeliversAcrossNATSRestart(t *testing.T) {
@@ -22,7 +24,7 @@ func TestDeliversAcrossNATSRestart(t *testing.T) {
 	b.streams.Storage = stream.StorageFile
 	require.NoError(t, b.js.DeleteStream(context.Background(), b.streams.EventStream))
 	require.NoError(t, b.js.DeleteStream(context.Background(), b.streams.DeadLetterStream))
-	require.NoError(t, stream.Ensure(context.Background(), b.js, b.streams))
+	require.NoError(t, jsstream.Ensure(context.Background(), b.js, b.streams))
 	b.subscribe(sub("s", "fn"))
 	b.publish("shop", "order.created.v1", "before", "")
 	require.Eventually(t, func() bool { return k.count() == 1 }, wait, tick)
@@ -58,7 +60,7 @@ func TestRebindsWhenNATSLostEverything(t *testing.T) {
 		return err == nil
 	}, wait, tick)
 	// What the reconciler does after a loss: streams and consumer again.
-	require.NoError(t, stream.Ensure(context.Background(), b.js, b.streams))
+	require.NoError(t, jsstream.Ensure(context.Background(), b.js, b.streams))
 	b.subscribe(s)
 	for i := range 3 {
 		b.publish("shop", "order.created.v1", "after"+strconv.Itoa(i), "")

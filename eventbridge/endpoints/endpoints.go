@@ -17,8 +17,8 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
-	"github.com/kfn-dev/kfn/api/plan"
 	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
+	"github.com/kfn-dev/kfn/contract/host"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/internal/egress"
 )
@@ -90,7 +90,7 @@ func New(opts ...Option) (*Watcher, error) {
 		ready:    map[service]bool{},
 
 		probeEvery: DefaultProbeInterval,
-		probeFor:   plan.MaxStartup,
+		probeFor:   host.MaxStartup,
 		probing:    map[service]map[string]*probe{},
 		early:      map[service]map[string]bool{},
 		wasReady:   map[service]map[string]bool{},

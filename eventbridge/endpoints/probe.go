@@ -9,7 +9,7 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 
-	"github.com/kfn-dev/kfn/api/plan"
+	"github.com/kfn-dev/kfn/contract/host"
 	"github.com/kfn-dev/kfn/internal/egress"
 )
 
@@ -24,14 +24,14 @@ const DefaultProbeInterval = 10 * time.Millisecond
 // A pod woken from zero listens some time before the kubelet's next
 // readiness probe (one a second at the most) marks it ready and the
 // EndpointSlice says so; the Watcher asks the pod itself in the meantime,
-// at the host's ready path (plan.ReadyPath, what the readiness probe
+// at the host's ready path (host.ReadyPath, what the readiness probe
 // asks), and takes its endpoint as ready from the first 200 answer, so
 // that the dispatcher and the gateway reach it as soon as its handler is
 // loaded. Only endpoints of Functions' Services are probed, only while
 // their Service has no ready endpoint in its slices (a wake from zero),
 // only while they are neither ready nor terminating in their slice, only
 // if this Watcher never saw them ready (a pod whose readiness later fails
-// is left to the kubelet), and for at most plan.MaxStartup.
+// is left to the kubelet), and for at most host.MaxStartup.
 func WithProbeInterval(d time.Duration) Option {
 	return func(w *Watcher) error {
 		if d < 0 {
@@ -211,7 +211,7 @@ func (w *Watcher) stopProbes() {
 // probe asks the host at addr for its ready path until it answers 200,
 // then takes addr as a ready endpoint of k (unless p was stopped).
 func (w *Watcher) probe(ctx context.Context, k service, addr string, p *probe) {
-	url := "http://" + addr + plan.ReadyPath
+	url := "http://" + addr + host.ReadyPath
 	t := time.NewTicker(w.probeEvery)
 	defer t.Stop()
 	for {

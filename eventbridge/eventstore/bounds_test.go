@@ -15,9 +15,10 @@ import (
 	"go.opentelemetry.io/otel/baggage"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
-	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/contract/stream"
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
+	"github.com/kfn-dev/kfn/internal/jsstream"
 	"github.com/kfn-dev/kfn/test/natstest"
 )
 
@@ -114,7 +115,7 @@ func TestStoreRefusesWhatWouldCloseTheConnection(t *testing.T) {
 	require.NoError(t, err)
 	c := stream.DefaultConfig()
 	c.Storage = stream.StorageMemory
-	require.NoError(t, stream.Ensure(ctx, js, c))
+	require.NoError(t, jsstream.Ensure(ctx, js, c))
 	store := eventstore.New(js, c.EventStream)
 
 	_, err = store.Put(ctx, eventstore.Restore(&nats.Msg{Subject: "kyma." + strings.Repeat("a", eventstore.MaxSubjectLength), Header: attrs(nil)}, "m1"))
@@ -143,7 +144,7 @@ func TestLargestEventIsStoredAndDeadLettered(t *testing.T) {
 	js := ns.JetStream()
 	c := stream.DefaultConfig()
 	c.Storage = stream.StorageMemory
-	require.NoError(t, stream.Ensure(ctx, js, c))
+	require.NoError(t, jsstream.Ensure(ctx, js, c))
 	// The event stream keeps events while a consumer is interested.
 	_, err := js.CreateOrUpdateConsumer(ctx, c.EventStream, jetstream.ConsumerConfig{Durable: "probe", AckPolicy: jetstream.AckExplicitPolicy})
 	require.NoError(t, err)

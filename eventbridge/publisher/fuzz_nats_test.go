@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/contract/stream"
+
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
+	"github.com/kfn-dev/kfn/internal/jsstream"
 	"github.com/kfn-dev/kfn/test/natstest"
 )
 
@@ -34,7 +36,7 @@ func FuzzPublishToNATS(f *testing.F) {
 	js := ns.JetStream()
 	sc := stream.DefaultConfig()
 	sc.Storage = stream.StorageMemory
-	if err := stream.Ensure(context.Background(), js, sc); err != nil {
+	if err := jsstream.Ensure(context.Background(), js, sc); err != nil {
 		f.Fatal(err)
 	}
 	p, err := publisher.New(eventstore.New(js, sc.EventStream), publisher.Config{StoreTimeout: 5 * time.Second})

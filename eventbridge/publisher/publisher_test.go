@@ -19,9 +19,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
-	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/contract/stream"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
+	"github.com/kfn-dev/kfn/internal/jsstream"
 	"github.com/kfn-dev/kfn/test/natstest"
 )
 
@@ -46,7 +47,7 @@ func newEnv(t *testing.T, cfg publisher.Config, modify func(*stream.Config), opt
 		modify(&sc)
 	}
 	ctx := context.Background()
-	require.NoError(t, stream.Ensure(ctx, js, sc))
+	require.NoError(t, jsstream.Ensure(ctx, js, sc))
 	probe, err := js.CreateOrUpdateConsumer(ctx, sc.EventStream, jetstream.ConsumerConfig{Durable: "probe", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: -1})
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()

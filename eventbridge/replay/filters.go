@@ -10,7 +10,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/contract/stream"
+
+	"github.com/kfn-dev/kfn/internal/jsstream"
 )
 
 // DefaultSweepInterval is how often Run sweeps by default: how long, at
@@ -208,6 +210,6 @@ func (f Filters) config(ctx context.Context, consumer string) (jetstream.Consume
 }
 
 func (f Filters) update(ctx context.Context, cfg jetstream.ConsumerConfig) error {
-	_, err := stream.EnsureConsumer(ctx, f.JetStream, f.Streams.EventStream, cfg)
+	_, err := jsstream.EnsureConsumer(ctx, f.JetStream, f.Streams.EventStream, cfg)
 	return err
 }

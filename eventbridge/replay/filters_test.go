@@ -12,8 +12,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/contract/stream"
+
 	"github.com/kfn-dev/kfn/eventbridge/replay"
+	"github.com/kfn-dev/kfn/internal/jsstream"
 	"github.com/kfn-dev/kfn/test/natstest"
 )
 
@@ -34,7 +36,7 @@ func newEnv(t *testing.T) *env {
 	js := natstest.Start(t).JetStream()
 	sc := stream.DefaultConfig()
 	sc.Storage = stream.StorageMemory
-	require.NoError(t, stream.Ensure(context.Background(), js, sc))
+	require.NoError(t, jsstream.Ensure(context.Background(), js, sc))
 	return &env{js: js, streams: sc, filters: replay.Filters{JetStream: js, Streams: sc}}
 }
 
@@ -195,7 +197,7 @@ func TestTheLockOfADeadHolderExpires(t *testing.T) {
 	ctx := context.Background()
 	name := stream.ConsumerName("default", "a")
 	// A shorter life than stream.LockTTL, to keep the test short.
-	short := e.streams.LockBucketConfig()
+	short := jsstream.LockBucketConfig(e.streams)
 	short.TTL = time.Second
 	kv, err := e.js.UpdateKeyValue(ctx, short)
 	require.NoError(t, err)

@@ -10,7 +10,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/contract/stream"
+
+	"github.com/kfn-dev/kfn/internal/jsstream"
 )
 
 // holder names this process in the locks it holds, for whoever inspects
@@ -27,7 +29,7 @@ var holder = func() string {
 func (f Filters) lock(ctx context.Context, consumer string) (unlock func(), err error) {
 	kv, err := f.JetStream.KeyValue(ctx, f.Streams.LockBucket())
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		if err = stream.EnsureLockBucket(ctx, f.JetStream, f.Streams); err == nil {
+		if err = jsstream.EnsureLockBucket(ctx, f.JetStream, f.Streams); err == nil {
 			kv, err = f.JetStream.KeyValue(ctx, f.Streams.LockBucket())
 		}
 	}

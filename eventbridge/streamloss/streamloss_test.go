@@ -12,8 +12,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/contract/stream"
+
 	"github.com/kfn-dev/kfn/eventbridge/streamloss"
+	"github.com/kfn-dev/kfn/internal/jsstream"
 	"github.com/kfn-dev/kfn/test/natstest"
 )
 
@@ -33,7 +35,7 @@ func start(t *testing.T) *fixture {
 	f := &fixture{ns: natstest.Start(t), streams: stream.DefaultConfig(), reg: prometheus.NewRegistry()}
 	f.js = f.ns.JetStream()
 	ctx := context.Background()
-	require.NoError(t, stream.Ensure(ctx, f.js, f.streams))
+	require.NoError(t, jsstream.Ensure(ctx, f.js, f.streams))
 	var err error
 	f.guard, err = streamloss.New(f.js, []string{f.streams.EventStream, f.streams.DeadLetterStream}, streamloss.WithMetrics(f.reg))
 	require.NoError(t, err)
@@ -109,7 +111,7 @@ func TestStoreDirDeletedIsALoss(t *testing.T) {
 	assert.Equal(t, 1.0, f.counted(t, f.streams.DeadLetterStream, streamloss.ReasonMissing))
 
 	assert.Empty(t, f.check(t), "a loss is reported once")
-	require.NoError(t, stream.Ensure(context.Background(), f.js, f.streams))
+	require.NoError(t, jsstream.Ensure(context.Background(), f.js, f.streams))
 	assert.Empty(t, f.check(t), "the stream made anew is the new baseline")
 	f.publish(t, 1)
 	assert.Empty(t, f.check(t))
@@ -123,7 +125,7 @@ func TestStreamMadeAnewBeforeTheLookIsALoss(t *testing.T) {
 	f := start(t)
 	f.check(t)
 	require.NoError(t, f.js.DeleteStream(context.Background(), f.streams.EventStream))
-	require.NoError(t, stream.Ensure(context.Background(), f.js, f.streams))
+	require.NoError(t, jsstream.Ensure(context.Background(), f.js, f.streams))
 
 	assert.Equal(t, []streamloss.Loss{{Stream: f.streams.EventStream, Reason: streamloss.ReasonRecreated, LastSeq: 3}}, f.check(t))
 	assert.Equal(t, 1.0, f.counted(t, f.streams.EventStream, streamloss.ReasonRecreated))

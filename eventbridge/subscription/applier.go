@@ -10,8 +10,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
-	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/contract/stream"
 	"github.com/kfn-dev/kfn/eventbridge/replay"
+	"github.com/kfn-dev/kfn/internal/jsstream"
 )
 
 // Applier makes Subscriptions' durable JetStream consumers match their
@@ -51,7 +52,7 @@ type Check func(ctx context.Context, sub *v1alpha2.Subscription, sink v1alpha2.S
 // The Observation has the SpecError, and the ConsumerError or the
 // consumer's name, and whether Apply made a consumer that did not exist.
 func (a Applier) Apply(ctx context.Context, sub *v1alpha2.Subscription, checks ...Check) Observation {
-	cfg, err := stream.ConsumerConfig(sub, a.Consumer)
+	cfg, err := jsstream.ConsumerConfig(sub, a.Consumer)
 	if err != nil {
 		return a.keep(ctx, sub, err)
 	}
@@ -60,7 +61,7 @@ func (a Applier) Apply(ctx context.Context, sub *v1alpha2.Subscription, checks .
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		// NATS lost the stream: make it anew, closed (an Opener opens it
 		// once every Subscription's consumer exists), then the consumer.
-		if _, err = stream.EnsureClosed(ctx, a.JetStream, a.Streams); err == nil {
+		if _, err = jsstream.EnsureClosed(ctx, a.JetStream, a.Streams); err == nil {
 			created, err = a.filters().Apply(ctx, cfg)
 		}
 	}
@@ -75,7 +76,7 @@ func (a Applier) Apply(ctx context.Context, sub *v1alpha2.Subscription, checks .
 // Check validates sub as Apply does, then with checks, without making or
 // changing anything: the error is the SpecError Apply would observe.
 func (a Applier) Check(ctx context.Context, sub *v1alpha2.Subscription, checks ...Check) error {
-	if _, err := stream.ConsumerConfig(sub, a.Consumer); err != nil {
+	if _, err := jsstream.ConsumerConfig(sub, a.Consumer); err != nil {
 		return err
 	}
 	return a.checkSink(ctx, sub, checks)
@@ -128,5 +129,5 @@ func (a Applier) filters() replay.Filters {
 // events waiting in it, as deleting the Subscription does in a cluster. A
 // consumer that does not exist is no error.
 func (a Applier) Delete(ctx context.Context, namespace, name string) error {
-	return stream.DeleteConsumer(ctx, a.JetStream, a.Streams.EventStream, stream.ConsumerName(namespace, name))
+	return jsstream.DeleteConsumer(ctx, a.JetStream, a.Streams.EventStream, stream.ConsumerName(namespace, name))
 }

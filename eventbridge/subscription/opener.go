@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/internal/jsstream"
 )
 
 // DefaultOpenInterval is how often an Opener looks at the event stream
@@ -156,9 +156,9 @@ func (o *Opener) Run(ctx context.Context) error {
 // calls in a row.
 func (o *Opener) Open(ctx context.Context) (bool, error) {
 	js, streams := o.Applier.JetStream, o.Applier.Streams
-	open, err := stream.EventStreamOpen(ctx, js, streams)
+	open, err := jsstream.EventStreamOpen(ctx, js, streams)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		open, err = stream.EnsureClosed(ctx, js, streams)
+		open, err = jsstream.EnsureClosed(ctx, js, streams)
 	}
 	if err == nil && open {
 		o.failing = 0
@@ -185,7 +185,7 @@ func (o *Opener) Open(ctx context.Context) (bool, error) {
 			o.openedAnyway.Inc()
 		}
 	}
-	if err := stream.Open(ctx, js, streams); err != nil {
+	if err := jsstream.Open(ctx, js, streams); err != nil {
 		return false, err
 	}
 	o.setClosed(false)
@@ -201,11 +201,11 @@ func (o *Opener) Open(ctx context.Context) (bool, error) {
 // restarts.
 func (o *Opener) raiseReplicas(ctx context.Context) error {
 	js, streams := o.Applier.JetStream, o.Applier.Streams
-	fewer, err := stream.FewerReplicas(ctx, js, streams)
+	fewer, err := jsstream.FewerReplicas(ctx, js, streams)
 	if err != nil || !fewer {
 		return err
 	}
-	if err := stream.Ensure(ctx, js, streams); err != nil {
+	if err := jsstream.Ensure(ctx, js, streams); err != nil {
 		return fmt.Errorf("raise the streams to %d replicas: %w", streams.Replicas, err)
 	}
 	o.log().Info("the streams had fewer replicas than configured: raised", "replicas", streams.Replicas)

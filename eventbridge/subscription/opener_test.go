@@ -17,8 +17,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/contract/stream"
+
 	"github.com/kfn-dev/kfn/eventbridge/subscription"
+	"github.com/kfn-dev/kfn/internal/jsstream"
 	"github.com/kfn-dev/kfn/test/natstest"
 )
 
@@ -45,7 +47,7 @@ func TestOpenerOpensOnceTheConsumersExist(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	require.NoError(t, o.WithMetrics(reg))
 	isOpen := func() bool {
-		open, err := stream.EventStreamOpen(ctx, js, streams)
+		open, err := jsstream.EventStreamOpen(ctx, js, streams)
 		require.NoError(t, err)
 		return open
 	}
@@ -110,7 +112,7 @@ func TestOpenerRunLooksAtOnceAndAtEachWake(t *testing.T) {
 	}, nil)
 	o.Interval = time.Hour
 	isOpen := func() bool {
-		open, err := stream.EventStreamOpen(context.Background(), js, streams)
+		open, err := jsstream.EventStreamOpen(context.Background(), js, streams)
 		return err == nil && open
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -122,7 +124,7 @@ func TestOpenerRunLooksAtOnceAndAtEachWake(t *testing.T) {
 	require.NoError(t, js.DeleteStream(context.Background(), streams.EventStream))
 	o.Wake()
 	require.Eventually(t, func() bool {
-		_, err := stream.EventStreamOpen(context.Background(), js, streams)
+		_, err := jsstream.EventStreamOpen(context.Background(), js, streams)
 		return err == nil
 	}, 10*time.Second, 10*time.Millisecond, "made anew at the Wake")
 	for range subscription.DefaultOpenAnywayAfter - 2 {
@@ -154,7 +156,7 @@ func TestOpenerRaisesStreamsMadeWithFewerReplicas(t *testing.T) {
 	small.Storage = stream.StorageMemory
 	ha := small
 	ha.Replicas = 3
-	require.NoError(t, stream.Ensure(ctx, js, small), "streams made by a replica of profile small")
+	require.NoError(t, jsstream.Ensure(ctx, js, small), "streams made by a replica of profile small")
 	none := func(context.Context) []error { return nil }
 	replicasOf := func() ([]int, error) {
 		var out []int
@@ -211,7 +213,7 @@ func TestOpenerMakesAMissingDeadLetterStreamAgain(t *testing.T) {
 	ctx := context.Background()
 	streams := stream.DefaultConfig()
 	streams.Storage = stream.StorageMemory
-	require.NoError(t, stream.Ensure(ctx, js, streams))
+	require.NoError(t, jsstream.Ensure(ctx, js, streams))
 	require.NoError(t, js.DeleteStream(ctx, streams.DeadLetterStream))
 	_, err := subscription.NewOpener(subscription.Applier{JetStream: js, Streams: streams}, func(context.Context) []error { return nil }, nil).Open(ctx)
 	require.NoError(t, err)

@@ -26,9 +26,10 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
-	"github.com/kfn-dev/kfn/api/feed"
-	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/contract/stream"
 	"github.com/kfn-dev/kfn/eventbridge/subscription"
+	"github.com/kfn-dev/kfn/internal/feed"
+	"github.com/kfn-dev/kfn/internal/jsstream"
 	"github.com/kfn-dev/kfn/test/natstest"
 	"github.com/kfn-dev/kfn/test/testcluster"
 )
@@ -108,7 +109,7 @@ func newEnvWith(t *testing.T, modify func(*stream.Config, *subscription.Reconcil
 	e.streams.Storage = stream.StorageMemory
 	e.rec = &subscription.Reconciler{Resync: 300 * time.Millisecond}
 	modify(&e.streams, e.rec)
-	require.NoError(t, stream.Ensure(context.Background(), e.js, e.streams))
+	require.NoError(t, jsstream.Ensure(context.Background(), e.js, e.streams))
 	require.NoError(t, e.c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}))
 
 	mgr, err := ctrl.NewManager(cluster.Config, ctrl.Options{

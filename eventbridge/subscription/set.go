@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
-	"github.com/kfn-dev/kfn/api/feed"
+	"github.com/kfn-dev/kfn/internal/feed"
 )
 
 // Set serves a whole set of Subscriptions read from manifests, without

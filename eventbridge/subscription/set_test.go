@@ -11,8 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
-	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/contract/stream"
 	"github.com/kfn-dev/kfn/eventbridge/subscription"
+	"github.com/kfn-dev/kfn/internal/jsstream"
 	"github.com/kfn-dev/kfn/test/natstest"
 )
 
@@ -31,7 +32,7 @@ func newSetEnv(t *testing.T) *setEnv {
 	e := &setEnv{nats: natstest.Start(t), streams: stream.DefaultConfig()}
 	e.js = e.nats.JetStream()
 	e.streams.Storage = stream.StorageMemory
-	require.NoError(t, stream.Ensure(context.Background(), e.js, e.streams))
+	require.NoError(t, jsstream.Ensure(context.Background(), e.js, e.streams))
 	for i := range e.targets {
 		e.targets[i] = &targets{serving: map[string]*v1alpha2.Subscription{}}
 	}
@@ -213,7 +214,7 @@ func TestSetHoldsANamespaceToItsLimits(t *testing.T) {
 	assert.True(t, e.hasConsumer(t, "bank", "x"), "another namespace's is not affected")
 
 	require.NoError(t, e.js.DeleteStream(ctx, e.streams.EventStream))
-	require.NoError(t, stream.Ensure(ctx, e.js, e.streams))
+	require.NoError(t, jsstream.Ensure(ctx, e.js, e.streams))
 	for _, err := range e.set.Reapply(ctx) {
 		require.ErrorIs(t, err, subscription.ErrConsumerLost)
 	}

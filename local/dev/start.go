@@ -14,11 +14,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/kfn-dev/kfn/api/feed"
 	"github.com/kfn-dev/kfn/api/manifest"
-	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/contract/stream"
 	"github.com/kfn-dev/kfn/eventbridge"
 	"github.com/kfn-dev/kfn/internal/egress"
+	"github.com/kfn-dev/kfn/internal/feed"
+	"github.com/kfn-dev/kfn/internal/jsstream"
 	"github.com/kfn-dev/kfn/internal/logging"
 	"github.com/kfn-dev/kfn/local/broker"
 	"github.com/kfn-dev/kfn/local/eventpath"
@@ -112,7 +113,7 @@ func (p *Platform) startBroker() (err error) {
 	p.backlogReader = activity.NewJetStreamReader(p.js, p.streams.EventStream)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return stream.Ensure(ctx, p.js, p.streams)
+	return jsstream.Ensure(ctx, p.js, p.streams)
 }
 
 // newComponents makes the runner and the event bridge's and the scaler's

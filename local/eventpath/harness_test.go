@@ -17,12 +17,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
-	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/contract/stream"
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/internal/egress"
+	"github.com/kfn-dev/kfn/internal/jsstream"
 	"github.com/kfn-dev/kfn/local/broker"
 	"github.com/kfn-dev/kfn/local/eventpath"
 )
@@ -71,7 +72,7 @@ func newPipeline(t *testing.T, maxEvents int) *pipeline {
 	p.streams.Storage = stream.StorageMemory
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	require.NoError(t, stream.Ensure(ctx, js, p.streams))
+	require.NoError(t, jsstream.Ensure(ctx, js, p.streams))
 
 	p.rec, err = eventpath.New(maxEvents)
 	require.NoError(t, err)
@@ -155,9 +156,9 @@ func (p *pipeline) subscribe(name, function, typ string, config ...string) {
 	for i := 0; i+1 < len(config); i += 2 {
 		s.Spec.Config[config[i]] = v1alpha2.ConfigValue(config[i+1])
 	}
-	cc, err := stream.ConsumerConfig(s, stream.ConsumerSettings{AckWait: 5 * time.Second})
+	cc, err := jsstream.ConsumerConfig(s, stream.ConsumerSettings{AckWait: 5 * time.Second})
 	require.NoError(p.t, err)
-	_, err = stream.EnsureConsumer(context.Background(), p.js, p.streams.EventStream, cc)
+	_, err = jsstream.EnsureConsumer(context.Background(), p.js, p.streams.EventStream, cc)
 	require.NoError(p.t, err)
 	require.NoError(p.t, p.d.Upsert(s))
 }

@@ -7,7 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/kfn-dev/kfn/api/plan"
+	"github.com/kfn-dev/kfn/runtimes/plan"
 )
 
 // resolveEnv turns EnvVars into KEY=VALUE, resolving valueFrom from the

@@ -20,11 +20,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/kfn-dev/kfn/api/plan"
 	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 	"github.com/kfn-dev/kfn/local/supervisor"
 	"github.com/kfn-dev/kfn/runtimes"
 	"github.com/kfn-dev/kfn/runtimes/deps"
+	"github.com/kfn-dev/kfn/runtimes/plan"
 )
 
 // Config is where the runner keeps its files and what functions are told.

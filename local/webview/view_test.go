@@ -18,8 +18,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/contract/stream"
+
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
+	"github.com/kfn-dev/kfn/internal/jsstream"
 	"github.com/kfn-dev/kfn/local/broker"
 	"github.com/kfn-dev/kfn/local/devstatus"
 	"github.com/kfn-dev/kfn/local/eventpath"
@@ -74,7 +76,7 @@ func newFixture(t *testing.T, o webview.Config) *fixture {
 	f.streams.Storage = stream.StorageMemory
 	f.js, err = jetstream.New(nc)
 	require.NoError(t, err)
-	require.NoError(t, stream.Ensure(context.Background(), f.js, f.streams))
+	require.NoError(t, jsstream.Ensure(context.Background(), f.js, f.streams))
 	admin, err := deadletter.NewAdmin(f.js, f.streams)
 	require.NoError(t, err)
 	rec, err := eventpath.New(0)

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/kfn-dev/kfn/api/inflight"
+	"github.com/kfn-dev/kfn/internal/natsinflight"
 	"github.com/kfn-dev/kfn/scaler/activity"
 	"github.com/kfn-dev/kfn/test/scalertest"
 )
@@ -30,7 +30,7 @@ func TestInFlightReportsReachEveryReplica(t *testing.T) {
 		core, err := activity.New(activity.NewJetStreamReader(n.JS, n.Streams.EventStream), nil, activity.WithActivationHold(0))
 		require.NoError(t, err)
 		require.NoError(t, core.Refresh(context.Background()))
-		stop, err := inflight.Subscribe(scalertest.Connect(t, n.Server.ClientURL()), core, inflight.WithSubject(subject))
+		stop, err := natsinflight.Subscribe(scalertest.Connect(t, n.Server.ClientURL()), core, natsinflight.WithSubject(subject))
 		require.NoError(t, err)
 		t.Cleanup(stop)
 		active, ch, cancel := core.Watch(fn)
@@ -38,7 +38,7 @@ func TestInFlightReportsReachEveryReplica(t *testing.T) {
 		require.False(t, active)
 		cores, watches = append(cores, core), append(watches, ch)
 	}
-	pub, err := inflight.NewPublisher(scalertest.Connect(t, n.Server.ClientURL()), inflight.WithSubject(subject))
+	pub, err := natsinflight.NewPublisher(scalertest.Connect(t, n.Server.ClientURL()), natsinflight.WithSubject(subject))
 	require.NoError(t, err)
 
 	// Garbage first: dropped, changes nothing; then a real report.

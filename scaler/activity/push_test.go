@@ -18,9 +18,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/kfn-dev/kfn/api/inflight"
-	"github.com/kfn-dev/kfn/api/trigger"
+	"github.com/kfn-dev/kfn/contract/trigger"
 	"github.com/kfn-dev/kfn/eventbridge/gateway"
+	"github.com/kfn-dev/kfn/internal/natsinflight"
 	"github.com/kfn-dev/kfn/scaler/activity"
 	"github.com/kfn-dev/kfn/scaler/server"
 	"github.com/kfn-dev/kfn/test/scalertest"
@@ -87,7 +87,7 @@ func TestOneActivationWhileTheGatewayKeepsReporting(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, core.Refresh(context.Background()))
 	reports := &busyReports{Scaler: core}
-	stop, err := inflight.Subscribe(scalertest.Connect(t, n.Server.ClientURL()), reports)
+	stop, err := natsinflight.Subscribe(scalertest.Connect(t, n.Server.ClientURL()), reports)
 	require.NoError(t, err)
 	t.Cleanup(stop)
 
@@ -130,7 +130,7 @@ func TestOneActivationWhileTheGatewayKeepsReporting(t *testing.T) {
 	// report valid for 500 ms (5 intervals): long enough on a loaded
 	// machine, where a report that came too late would let the held
 	// request lapse in the scaler and the Function flap.
-	pub, err := inflight.NewPublisher(scalertest.Connect(t, n.Server.ClientURL()))
+	pub, err := natsinflight.NewPublisher(scalertest.Connect(t, n.Server.ClientURL()))
 	require.NoError(t, err)
 	g, err := gateway.New(atZero{}, gateway.Config{ReportInterval: 100 * time.Millisecond, HoldTimeout: time.Minute, Source: "gw-0"},
 		gateway.WithInFlightReporter(pub))

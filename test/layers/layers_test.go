@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"os/exec"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -18,15 +19,16 @@ const module = "github.com/kfn-dev/kfn/"
 // folders its non-test code may import. A folder not listed (bench, e2e,
 // hack, test) may import anything; nothing in this list may import them.
 var mayImport = map[string][]string{
-	"runtimes":    {"runtimes"},
-	"api":         {"api", "runtimes"},
-	"internal":    {"internal", "api"},
-	"controller":  {"controller", "api", "runtimes", "internal"},
-	"eventbridge": {"eventbridge", "api", "internal"},
-	"scaler":      {"scaler", "api", "internal"},
-	"local":       {"local", "controller", "eventbridge", "scaler", "api", "runtimes", "internal"},
-	"cli":         {"cli", "local", "controller", "eventbridge", "scaler", "api", "runtimes", "internal"},
-	"cmd":         {"cmd", "cli", "local", "controller", "eventbridge", "scaler", "api", "runtimes", "internal"},
+	"api":         {"api"},
+	"contract":    {"contract", "api"},
+	"runtimes":    {"runtimes", "api", "contract"},
+	"internal":    {"internal", "api", "contract"},
+	"controller":  {"controller", "api", "contract", "runtimes", "internal"},
+	"eventbridge": {"eventbridge", "api", "contract", "internal"},
+	"scaler":      {"scaler", "api", "contract", "internal"},
+	"local":       {"local", "controller", "eventbridge", "scaler", "api", "contract", "runtimes", "internal"},
+	"cli":         {"cli", "local", "controller", "eventbridge", "scaler", "api", "contract", "runtimes", "internal"},
+	"cmd":         {"cmd", "cli", "local", "controller", "eventbridge", "scaler", "api", "contract", "runtimes", "internal"},
 }
 
 // pkg is what `go list -json` tells of one package.
@@ -39,7 +41,8 @@ type pkg struct {
 
 // TestLayers fails when a package of product code imports, outside its
 // tests, a folder its layer may not: a component importing a sibling
-// component (their shared contracts belong under api/), anything importing
+// component (their shared wire contracts belong under contract/, their
+// shared types under api/), anything importing
 // upwards, or product code importing test infrastructure.
 func TestLayers(t *testing.T) {
 	var broken []string
@@ -60,7 +63,41 @@ func TestLayers(t *testing.T) {
 		}
 	}
 	sort.Strings(broken)
-	require.Empty(t, broken, "imports across layers; move the shared contract under api/, or the assembly up to local/ or cmd/")
+	require.Empty(t, broken, "imports across layers; move the shared contract under contract/ (wire) or api/ (types), or the assembly up to local/ or cmd/")
+}
+
+// TestContractsImportOnlyAPITypes fails when a package of contract/
+// imports, outside its tests, anything but the standard library, other
+// contract packages, the API's type packages (api/<group>/<version>) and
+// apimachinery's types: a wire contract is data every side can read, with
+// no client, no I/O library and no engine behind it.
+func TestContractsImportOnlyAPITypes(t *testing.T) {
+	var broken []string
+	for _, p := range goList(t, "./contract/...") {
+		for _, imp := range p.Imports {
+			if !contractMayImport(imp) {
+				broken = append(broken, strings.TrimPrefix(p.ImportPath, module)+" imports "+imp)
+			}
+		}
+	}
+	sort.Strings(broken)
+	require.Empty(t, broken, "a contract imports only API type packages, apimachinery types and the standard library; move the I/O half to internal/")
+}
+
+// apiTypes matches the API's type packages: api/<group>/v<version>.
+var apiTypes = regexp.MustCompile(`^` + regexp.QuoteMeta(module) + `api/[a-z]+/v[0-9]+((alpha|beta)[0-9]+)?$`)
+
+// contractMayImport says whether a contract package may import imp.
+func contractMayImport(imp string) bool {
+	switch {
+	case !strings.Contains(strings.SplitN(imp, "/", 2)[0], "."):
+		return true // the standard library
+	case strings.HasPrefix(imp, module+"contract/"), apiTypes.MatchString(imp):
+		return true
+	case imp == "k8s.io/apimachinery/pkg/types", strings.HasPrefix(imp, "k8s.io/apimachinery/pkg/apis/meta/"):
+		return true
+	}
+	return false
 }
 
 // TestSiblingsShareNoCode checks the whole dependency closure, not only

@@ -11,7 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
-	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/contract/stream"
+	"github.com/kfn-dev/kfn/internal/jsstream"
 )
 
 // NATS is an embedded NATS server with JetStream and kfn's streams.
@@ -59,7 +60,7 @@ func StartNATS(tb testing.TB) *NATS {
 	n.Streams.Storage = stream.StorageMemory
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := stream.Ensure(ctx, n.JS, n.Streams); err != nil {
+	if err := jsstream.Ensure(ctx, n.JS, n.Streams); err != nil {
 		tb.Fatalf("create streams: %v", err)
 	}
 	return n
@@ -81,13 +82,13 @@ func Connect(tb testing.TB, url string) *nats.Conn {
 // stream, as the event bridge does, and returns it.
 func (n *NATS) CreateConsumer(tb testing.TB, sub *eventingv1alpha2.Subscription) jetstream.Consumer {
 	tb.Helper()
-	cfg, err := stream.ConsumerConfig(sub, stream.ConsumerSettings{})
+	cfg, err := jsstream.ConsumerConfig(sub, stream.ConsumerSettings{})
 	if err != nil {
 		tb.Fatalf("consumer config: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := stream.EnsureConsumer(ctx, n.JS, n.Streams.EventStream, cfg)
+	c, err := jsstream.EnsureConsumer(ctx, n.JS, n.Streams.EventStream, cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}

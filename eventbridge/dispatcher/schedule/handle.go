@@ -7,7 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/contract/stream"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher/delivery"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher/observe"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher/slots"

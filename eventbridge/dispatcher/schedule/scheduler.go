@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
-	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/contract/stream"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher/budget"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher/delivery"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher/observe"

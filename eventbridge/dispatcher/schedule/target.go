@@ -4,7 +4,7 @@ import (
 	"reflect"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
-	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/contract/stream"
 )
 
 // target is what a worker needs of a Subscription; workers restart when it

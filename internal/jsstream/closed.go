@@ -1,4 +1,4 @@
-package stream
+package jsstream
 
 import (
 	"context"
@@ -9,26 +9,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/contract/stream"
 )
-
-// ClosedSubjectPrefix starts the one subject of a closed event stream,
-// ClosedSubjectPrefix.<event stream>: nothing publishes on it.
-//
-// The event stream keeps an event only for the consumers that exist when
-// it is published (interest retention): NATS acknowledges an event no
-// consumer is interested in and keeps nothing of it. An event stream made
-// anew (NATS lost it: a server without its storage, a move from one server
-// to a cluster) has no consumer, so it is made closed, without the event
-// subjects: a publish finds no stream and is refused (the publisher
-// answers 503, and the sender sends again) until the Subscriptions'
-// consumers exist in the new stream and it is opened (Open).
-const ClosedSubjectPrefix = "kfn.closed"
 
 // ClosedEventStreamConfig is EventStreamConfig closed: the same stream
 // without the event and replay subjects.
-func (c Config) ClosedEventStreamConfig() jetstream.StreamConfig {
-	sc := c.EventStreamConfig()
-	sc.Subjects = []string{ClosedSubjectPrefix + "." + c.EventStream}
+func ClosedEventStreamConfig(c stream.Config) jetstream.StreamConfig {
+	sc := EventStreamConfig(c)
+	sc.Subjects = []string{c.ClosedSubject()}
 	sc.Description = "kfn events (closed until the Subscriptions' consumers exist in it)"
 	return sc
 }
@@ -43,7 +31,7 @@ func IsOpen(sc jetstream.StreamConfig) bool {
 // (ClosedEventStreamConfig), for the caller to make the consumers in it
 // and then Open it. It reports whether the event stream is open: false
 // when it was made now or found closed.
-func EnsureClosed(ctx context.Context, js jetstream.JetStream, c Config) (open bool, err error) {
+func EnsureClosed(ctx context.Context, js jetstream.JetStream, c stream.Config) (open bool, err error) {
 	return ensure(ctx, js, c, true)
 }
 
@@ -51,14 +39,14 @@ func EnsureClosed(ctx context.Context, js jetstream.JetStream, c Config) (open b
 // closed with closeNew, else open; an existing one is updated to the
 // configuration and stays as closed or open as it is. It reports whether
 // the stream is open.
-func ensureEventStream(ctx context.Context, js jetstream.JetStream, c Config, closeNew bool) (bool, error) {
-	want := c.EventStreamConfig()
+func ensureEventStream(ctx context.Context, js jetstream.JetStream, c stream.Config, closeNew bool) (bool, error) {
+	want := EventStreamConfig(c)
 	for {
 		s, err := js.Stream(ctx, want.Name)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			made := want
 			if closeNew {
-				made = c.ClosedEventStreamConfig()
+				made = ClosedEventStreamConfig(c)
 			}
 			_, err := js.CreateStream(ctx, made)
 			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
@@ -73,7 +61,7 @@ func ensureEventStream(ctx context.Context, js jetstream.JetStream, c Config, cl
 			return false, fmt.Errorf("look up stream %s: %w", want.Name, err)
 		}
 		if !IsOpen(s.CachedInfo().Config) {
-			want = c.ClosedEventStreamConfig()
+			want = ClosedEventStreamConfig(c)
 		}
 		if _, err := js.UpdateStream(ctx, want); err != nil {
 			return false, fmt.Errorf("update stream %s: %w", want.Name, err)
@@ -87,11 +75,11 @@ func ensureEventStream(ctx context.Context, js jetstream.JetStream, c Config, cl
 // before a consumer exists are acknowledged and never delivered. Opening
 // an open stream changes nothing; a missing one is an error wrapping
 // jetstream.ErrStreamNotFound.
-func Open(ctx context.Context, js jetstream.JetStream, c Config) error {
+func Open(ctx context.Context, js jetstream.JetStream, c stream.Config) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	if _, err := js.UpdateStream(ctx, c.EventStreamConfig()); err != nil {
+	if _, err := js.UpdateStream(ctx, EventStreamConfig(c)); err != nil {
 		return fmt.Errorf("open stream %s: %w", c.EventStream, err)
 	}
 	return nil
@@ -99,7 +87,7 @@ func Open(ctx context.Context, js jetstream.JetStream, c Config) error {
 
 // EventStreamOpen reports whether the event stream takes events; a
 // missing one is an error wrapping jetstream.ErrStreamNotFound.
-func EventStreamOpen(ctx context.Context, js jetstream.JetStream, c Config) (bool, error) {
+func EventStreamOpen(ctx context.Context, js jetstream.JetStream, c stream.Config) (bool, error) {
 	s, err := js.Stream(ctx, c.EventStream)
 	if err != nil {
 		return false, fmt.Errorf("look up stream %s: %w", c.EventStream, err)

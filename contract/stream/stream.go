@@ -1,13 +1,10 @@
 package stream
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 )
@@ -64,6 +61,19 @@ const (
 
 // ErrInvalidConfig is wrapped by every error of Config.Validate.
 var ErrInvalidConfig = errors.New("invalid stream configuration")
+
+// ClosedSubjectPrefix starts the one subject of a closed event stream,
+// ClosedSubjectPrefix.<event stream>: nothing publishes on it.
+//
+// The event stream keeps an event only for the consumers that exist when
+// it is published (interest retention): NATS acknowledges an event no
+// consumer is interested in and keeps nothing of it. An event stream made
+// anew (NATS lost it: a server without its storage, a move from one server
+// to a cluster) has no consumer, so it is made closed, without the event
+// subjects: a publish finds no stream and is refused (the publisher
+// answers 503, and the sender sends again) until the Subscriptions'
+// consumers exist in the new stream and it is opened (jsstream.Open).
+const ClosedSubjectPrefix = "kfn.closed"
 
 // Config describes the two streams. The zero value is not valid; start from
 // DefaultConfig.
@@ -242,58 +252,6 @@ func validBucket(name string) bool {
 	return strings.Trim(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") == ""
 }
 
-func (c Config) storage() jetstream.StorageType {
-	if c.Storage == StorageMemory {
-		return jetstream.MemoryStorage
-	}
-	return jetstream.FileStorage
-}
-
-// EventStreamConfig returns the JetStream configuration of the event stream:
-// subjects kyma.> and the replay subjects, interest retention (an event is
-// kept until every consumer whose filter matches it acknowledged it), and
-// "discard new" when full, so that a full stream refuses new events rather
-// than losing stored ones.
-func (c Config) EventStreamConfig() jetstream.StreamConfig {
-	return jetstream.StreamConfig{
-		Name:         c.EventStream,
-		Description:  "kfn events, kept until every interested Subscription acknowledged them",
-		Subjects:     []string{v1alpha2.SubjectPrefix + ".>", ReplaySubjectPrefix + ".>"},
-		Retention:    jetstream.InterestPolicy,
-		Discard:      jetstream.DiscardNew,
-		MaxBytes:     c.MaxBytes,
-		MaxMsgs:      -1,
-		MaxMsgSize:   c.MaxMsgSize,
-		MaxConsumers: c.MaxConsumers,
-		Storage:      c.storage(),
-		Replicas:     c.Replicas,
-		Duplicates:   c.Duplicates,
-	}
-}
-
-// DeadLetterStreamConfig returns the JetStream configuration of the
-// dead-letter stream: limits retention; a namespace's letters on a
-// subject of its own, of which it keeps at most DeadLetterMaxPerNamespace
-// (its oldest discarded past it, JetStream's per-subject limit); and when
-// the stream as a whole is full, new letters refused rather than anyone's
-// discarded.
-func (c Config) DeadLetterStreamConfig() jetstream.StreamConfig {
-	return jetstream.StreamConfig{
-		Name:              c.DeadLetterStream,
-		Description:       "kfn dead letters: events that ran out of delivery attempts",
-		Subjects:          []string{DeadLetterSubjectPrefix + ".>"},
-		Retention:         jetstream.LimitsPolicy,
-		Discard:           jetstream.DiscardNew,
-		MaxBytes:          c.DeadLetterMaxBytes,
-		MaxMsgs:           -1,
-		MaxMsgsPerSubject: c.DeadLetterMaxPerNamespace,
-		MaxAge:            c.DeadLetterMaxAge,
-		Storage:           c.storage(),
-		Replicas:          c.Replicas,
-		Duplicates:        c.Duplicates,
-	}
-}
-
 // LockTTL is how long a lock in the lock bucket lives at most: a holder
 // that dies leaves its lock to expire after it.
 const LockTTL = 30 * time.Second
@@ -301,76 +259,6 @@ const LockTTL = 30 * time.Second
 // LockBucket is the name of the key-value bucket that holds the locks of
 // the event stream's consumers: the event stream's name and "-locks".
 func (c Config) LockBucket() string { return c.EventStream + "-locks" }
-
-// LockBucketConfig returns the JetStream configuration of the lock bucket:
-// in memory whatever the streams' storage (a lock only matters while its
-// holder runs, and moving the streams to another storage, which means
-// deleting them, then leaves the bucket as it is), one value per key, and
-// every entry gone after LockTTL.
-func (c Config) LockBucketConfig() jetstream.KeyValueConfig {
-	return jetstream.KeyValueConfig{
-		Bucket:      c.LockBucket(),
-		Description: "kfn: locks of the consumers of " + c.EventStream,
-		History:     1,
-		TTL:         LockTTL,
-		Storage:     jetstream.MemoryStorage,
-		Replicas:    c.Replicas,
-	}
-}
-
-// DependencyBucketConfig returns the JetStream configuration of the
-// dependency bucket: the streams' storage and replicas, at most
-// DependencyMaxBytes in all (JetStream's object store refuses a write
-// past it rather than discarding stored objects), each object kept
-// DependencyMaxAge after it was stored. The event bridge's dependency cache makes it when it first
-// needs it, not Ensure: a bridge without the cache (kfn dev) has none.
-func (c Config) DependencyBucketConfig() jetstream.ObjectStoreConfig {
-	return jetstream.ObjectStoreConfig{
-		Bucket:      c.DependencyBucket,
-		Description: "kfn: installed dependencies of Functions, by namespace, runtime and dependency hash",
-		MaxBytes:    c.DependencyMaxBytes,
-		TTL:         c.DependencyMaxAge,
-		Storage:     c.storage(),
-		Replicas:    c.Replicas,
-	}
-}
-
-// Ensure creates both streams and the lock bucket, or updates them to the
-// configuration. It is idempotent and safe to call from several replicas at
-// once. It fails if the configuration is invalid or JetStream refuses the
-// change (for example a change of storage type, which JetStream cannot make
-// in place). A missing event stream is made open (taking events at once);
-// a closed one (see EnsureClosed) is left closed: only Open opens it.
-func Ensure(ctx context.Context, js jetstream.JetStream, c Config) error {
-	_, err := ensure(ctx, js, c, false)
-	return err
-}
-
-// ensure is Ensure and EnsureClosed: closeNew makes a missing event stream
-// closed. It reports whether the event stream is open.
-func ensure(ctx context.Context, js jetstream.JetStream, c Config, closeNew bool) (bool, error) {
-	if err := c.Validate(); err != nil {
-		return false, err
-	}
-	open, err := ensureEventStream(ctx, js, c, closeNew)
-	if err != nil {
-		return false, err
-	}
-	sc := c.DeadLetterStreamConfig()
-	if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
-		return false, fmt.Errorf("create or update stream %s: %w", sc.Name, err)
-	}
-	return open, EnsureLockBucket(ctx, js, c)
-}
-
-// EnsureLockBucket creates the lock bucket, or updates it to the
-// configuration.
-func EnsureLockBucket(ctx context.Context, js jetstream.JetStream, c Config) error {
-	if _, err := js.CreateOrUpdateKeyValue(ctx, c.LockBucketConfig()); err != nil {
-		return fmt.Errorf("create or update lock bucket %s: %w", c.LockBucket(), err)
-	}
-	return nil
-}
 
 // ReplaySubject is the subject on which events replayed to the given
 // consumer are published.
@@ -392,25 +280,11 @@ func LegacyDeadLetterSubject(consumer string) string {
 	return DeadLetterSubjectPrefix + "." + consumer
 }
 
-// FewerReplicas reports whether the event stream, the dead-letter stream
-// or the lock bucket has fewer replicas than c asks for, or is missing: one made by an
-// event bridge of a smaller configuration (a replica of profile small still
-// leading while the chart moves to ha makes a stream NATS lost anew with
-// one replica). Ensure then raises them; FewerReplicas never asks for
-// fewer, so replicas of two configurations during a rolling update do not
-// take turns undoing each other.
-func FewerReplicas(ctx context.Context, js jetstream.JetStream, c Config) (bool, error) {
-	for _, name := range []string{c.EventStream, c.DeadLetterStream, "KV_" + c.LockBucket()} {
-		s, err := js.Stream(ctx, name)
-		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			return true, nil // none at all: Ensure makes it
-		}
-		if err != nil {
-			return false, fmt.Errorf("look up stream %s: %w", name, err)
-		}
-		if s.CachedInfo().Config.Replicas < c.Replicas {
-			return true, nil
-		}
-	}
-	return false, nil
+// EventSubjects are the subjects of an open event stream: the event
+// subjects (v1alpha2.SubjectPrefix.>) and the replay subjects.
+func EventSubjects() []string {
+	return []string{v1alpha2.SubjectPrefix + ".>", ReplaySubjectPrefix + ".>"}
 }
+
+// ClosedSubject is the one subject of the closed event stream of c.
+func (c Config) ClosedSubject() string { return ClosedSubjectPrefix + "." + c.EventStream }

@@ -1,4 +1,4 @@
-package stream_test
+package jsstream_test
 
 import (
 	"context"
@@ -8,7 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kfn-dev/kfn/api/stream"
+	"github.com/kfn-dev/kfn/contract/stream"
+	"github.com/kfn-dev/kfn/internal/jsstream"
 	"github.com/kfn-dev/kfn/test/natstest"
 )
 
@@ -27,15 +28,15 @@ func TestAClosedEventStreamTakesNoEventUntilOpened(t *testing.T) {
 		return err
 	}
 
-	open, err := stream.EnsureClosed(ctx, js, c)
+	open, err := jsstream.EnsureClosed(ctx, js, c)
 	require.NoError(t, err)
 	assert.False(t, open, "made closed")
 	require.ErrorIs(t, publish(), jetstream.ErrNoStreamResponse, "refused, not acknowledged")
-	require.NoError(t, stream.Ensure(ctx, js, c))
-	open, err = stream.EventStreamOpen(ctx, js, c)
+	require.NoError(t, jsstream.Ensure(ctx, js, c))
+	open, err = jsstream.EventStreamOpen(ctx, js, c)
 	require.NoError(t, err)
 	assert.False(t, open, "Ensure leaves it closed")
-	open, err = stream.EnsureClosed(ctx, js, c)
+	open, err = jsstream.EnsureClosed(ctx, js, c)
 	require.NoError(t, err)
 	assert.False(t, open, "EnsureClosed too")
 	require.ErrorIs(t, publish(), jetstream.ErrNoStreamResponse)
@@ -44,14 +45,14 @@ func TestAClosedEventStreamTakesNoEventUntilOpened(t *testing.T) {
 		Durable: "orders", FilterSubject: "kyma.shop.order.created.v1", AckPolicy: jetstream.AckExplicitPolicy,
 	})
 	require.NoError(t, err, "a consumer is made in a closed stream")
-	require.NoError(t, stream.Open(ctx, js, c))
+	require.NoError(t, jsstream.Open(ctx, js, c))
 	require.NoError(t, publish())
 	s, err := js.Stream(ctx, c.EventStream)
 	require.NoError(t, err)
-	assert.ElementsMatch(t, c.EventStreamConfig().Subjects, s.CachedInfo().Config.Subjects)
+	assert.ElementsMatch(t, jsstream.EventStreamConfig(c).Subjects, s.CachedInfo().Config.Subjects)
 	assert.Equal(t, uint64(1), s.CachedInfo().State.Msgs, "kept for the consumer")
 
-	open, err = stream.EnsureClosed(ctx, js, c)
+	open, err = jsstream.EnsureClosed(ctx, js, c)
 	require.NoError(t, err)
 	assert.True(t, open, "an open stream stays open")
 	require.NoError(t, publish())
@@ -64,12 +65,12 @@ func TestEnsureMakesAMissingEventStreamOpen(t *testing.T) {
 	js := natstest.Start(t).JetStream()
 	ctx := context.Background()
 	c := stream.DefaultConfig()
-	require.NoError(t, stream.Ensure(ctx, js, c))
-	open, err := stream.EventStreamOpen(ctx, js, c)
+	require.NoError(t, jsstream.Ensure(ctx, js, c))
+	open, err := jsstream.EventStreamOpen(ctx, js, c)
 	require.NoError(t, err)
 	assert.True(t, open)
 	require.NoError(t, js.DeleteStream(ctx, c.EventStream))
-	_, err = stream.EventStreamOpen(ctx, js, c)
+	_, err = jsstream.EventStreamOpen(ctx, js, c)
 	require.ErrorIs(t, err, jetstream.ErrStreamNotFound)
-	require.ErrorIs(t, stream.Open(ctx, js, c), jetstream.ErrStreamNotFound)
+	require.ErrorIs(t, jsstream.Open(ctx, js, c), jetstream.ErrStreamNotFound)
 }

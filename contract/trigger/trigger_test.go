@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/kfn-dev/kfn/api/trigger"
+	"github.com/kfn-dev/kfn/contract/trigger"
 )
 
 func TestRenderThenParseIsTheSame(t *testing.T) {

@@ -4,12 +4,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/kfn-dev/kfn/api/inflight"
+	"github.com/kfn-dev/kfn/contract/inflight"
 )
 
 func TestDecode(t *testing.T) {
@@ -57,28 +56,4 @@ func TestEncodeDecode(t *testing.T) {
 	assert.Equal(t, "gw-1", src)
 	assert.Equal(t, 750*time.Millisecond, ttl)
 	assert.Equal(t, map[types.NamespacedName]int{{Namespace: "b", Name: "x"}: 2, {Namespace: "a", Name: "y"}: 1}, out)
-}
-
-func TestOptionsRefuseWhatCannotWork(t *testing.T) {
-	nc := &nats.Conn{} // never used: every case is refused before
-	_, err := inflight.NewPublisher(nil)
-	require.ErrorIs(t, err, inflight.ErrInvalidOption)
-	_, err = inflight.Subscribe(nc, nil)
-	require.ErrorIs(t, err, inflight.ErrInvalidOption)
-	for name, opt := range map[string]inflight.Option{
-		"empty subject": inflight.WithSubject(""),
-		"nil logger":    inflight.WithLogger(nil),
-		"nil option":    nil,
-	} {
-		_, err := inflight.NewPublisher(nc, opt)
-		require.ErrorIs(t, err, inflight.ErrInvalidOption, name)
-		_, err = inflight.Subscribe(nc, reporterFunc(func(string, map[types.NamespacedName]int, time.Duration) {}), opt)
-		require.ErrorIs(t, err, inflight.ErrInvalidOption, name)
-	}
-}
-
-type reporterFunc func(string, map[types.NamespacedName]int, time.Duration)
-
-func (f reporterFunc) ReportInFlight(src string, counts map[types.NamespacedName]int, ttl time.Duration) {
-	f(src, counts, ttl)
 }
