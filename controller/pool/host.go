@@ -14,9 +14,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/kfn-dev/kfn/runtimes/plan"
 	"github.com/kfn-dev/kfn/controller/resources"
 	"github.com/kfn-dev/kfn/runtimes"
+	"github.com/kfn-dev/kfn/runtimes/plan"
 )
 
 // podAddress is the pod's IP and its function container's port.

@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/kfn-dev/kfn/runtimes/plan"
 	"github.com/kfn-dev/kfn/controller/resources"
+	"github.com/kfn-dev/kfn/runtimes/plan"
 )
 
 // Labels of the pool's pods. Every pod of the pool also has

@@ -14,10 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/kfn-dev/kfn/runtimes/plan"
 	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 	"github.com/kfn-dev/kfn/controller/resources"
 	"github.com/kfn-dev/kfn/runtimes"
+	"github.com/kfn-dev/kfn/runtimes/plan"
 )
 
 // deleteStandby deletes every standby pod the cache holds.
