@@ -28,7 +28,7 @@ func WriterAudience(runtime, hash string) string {
 }
 
 // hashLength is the length of a dependency hash: a hex SHA-256
-// (api/plan Dependencies.Hash).
+// (runtimes/plan Dependencies.Hash).
 const hashLength = 64
 
 // errBadKey is wrapped by parseKey's errors (answered 400).

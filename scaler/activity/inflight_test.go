@@ -16,7 +16,7 @@ import (
 
 // TestInFlightReportsReachEveryReplica runs two scaler cores, each
 // subscribed to the gateway's in-flight reports (package
-// api/inflight) as a scaler replica is, and one gateway-side
+// contract/inflight) as a scaler replica is, and one gateway-side
 // Publisher, all on an embedded NATS.
 func TestInFlightReportsReachEveryReplica(t *testing.T) {
 	n := scalertest.StartNATS(t)

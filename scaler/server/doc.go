@@ -4,7 +4,7 @@
 // with the gRPC health service, optional TLS and Prometheus metrics.
 //
 // A ScaledObject names its Function and targets in its trigger metadata (see
-// package api/trigger, the contract with the controller); the server reports two metrics per Function,
+// package contract/trigger, the contract with the controller); the server reports two metrics per Function,
 // [MetricBacklog] (events waiting, per replica target targetBacklog) and
 // [MetricConcurrency] (requests in the gateway, per replica target
 // targetConcurrency), so the HPA runs as many replicas as the larger of the
