@@ -72,12 +72,9 @@ dev: kfn ## Run kfn locally with the example application (kfn dev examples/shop)
 .PHONY: test
 test: testsummary ## Run every test (builds the test API server once, about 4 minutes), the real node's included; ends with a table of its phases.
 	@hack/phase.sh start
-	@# The test API server builds beside verify, which leaves a core idle
-	@# while it downloads modules and links.
-	@hack/phase.sh background envtest $(MAKE) --no-print-directory envtest
 	@hack/phase.sh run verify $(MAKE) --no-print-directory verify
+	@hack/phase.sh run envtest $(MAKE) --no-print-directory envtest
 	@hack/phase.sh run test-packages $(MAKE) --no-print-directory test-packages
-	@hack/phase.sh await envtest
 	@# The real node's binaries and images build beside the package tests,
 	@# which leave a quarter of the cores idle (waiting on their servers).
 	@[ "$${KFN_SKIP_CLUSTER:-}" = 1 ] || hack/phase.sh background cluster-build test/node/prepare.sh
