@@ -8,14 +8,17 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -82,7 +85,26 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&v1alpha2.Subscription{}, builder.WithPredicates()).
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.subscriptionsOfService)).
 		WatchesRawSource(source.Channel(r.requeue, &handler.EnqueueRequestForObject{})).
+		WithOptions(controller.Options{RateLimiter: retryLimiter()}).
 		Complete(r)
+}
+
+// MaxRetryDelay bounds how long a Subscription whose reconcile failed
+// waits for its next one. controller-runtime's default doubles the wait
+// from 5 ms up to 1,000 s: a Subscription whose reconciles failed all
+// through a NATS outage (no stream, no consumer) had doubled it a dozen
+// times, so that after NATS came back its consumer, and its events, waited
+// for seconds to minutes more, longer the longer the outage.
+const MaxRetryDelay = 5 * time.Second
+
+// retryLimiter is controller-runtime's default rate limiter with its
+// per-Subscription wait held to MaxRetryDelay: 10 retries a second for
+// all Subscriptions together (a burst of 100), as by default.
+func retryLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, MaxRetryDelay),
+		&workqueue.TypedBucketRateLimiter[reconcile.Request]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
+	)
 }
 
 // RequeueAll reconciles every Subscription soon; call it when NATS
