@@ -101,8 +101,9 @@ test: testsummary ## Run every test (builds the test API server once, about 4 mi
 # A single-node cluster from source (see README, "A real node"): the
 # binaries are built once per version into ~/.cache/kfn/cluster, kfn's
 # images on every run. The upgrade scenario (e2e/cluster
-# TestUpgradeUnderLoad) also builds the previous release's images, once per
-# commit (test/node/release-images.sh). -parallel: how many of the
+# TestUpgradeUnderLoad) also needs the previous release's images, built once
+# per commit (test/node/release-images.sh) by test/node/prepare.sh, beside
+# the package tests in make test. -parallel: how many of the
 # scenarios that leave the install as it is run at once (e2e/cluster doc.go).
 CLUSTER_TESTFLAGS ?= -timeout 40m -parallel 6
 # The real node's scenarios must end within this (hack/testsummary -budget):
