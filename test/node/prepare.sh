@@ -4,7 +4,7 @@
 # previous release's images (release-images.sh), and prints the first two
 # directories, one a line: make test runs it beside the package tests
 # (hack/phase.sh background), make test-cluster reads its result or runs it.
-# It tells hack/phase.sh "cold" when either script built something.
+# It tells hack/phase.sh "cold" when any of the three built something.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -22,10 +22,8 @@ cold="$cold $(cat "$states")"
 # images.sh, whose archives are written: release-images.sh leaves buildah's
 # :dev tags on the release's images.
 release=$(grep -v '^#' "$root/test/node/previous-release" | head -n1)
-if [[ ! -f ${KFN_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kfn}/cluster/images-release/$release/complete ]]; then
-	cold="$cold cold"
-fi
-"$root/test/node/release-images.sh" "$release" "$bin" >/dev/null
+KFN_PHASE_STATE=$states "$root/test/node/release-images.sh" "$release" "$bin" >/dev/null
+cold="$cold $(cat "$states")"
 if [[ -n $state ]]; then
 	if [[ $cold == *cold* ]]; then echo cold >"$state"; else echo cached >"$state"; fi
 fi

@@ -34,10 +34,14 @@ full=$(git -C "$root" rev-parse --verify --quiet "$commit^{commit}") ||
 
 cache_root=${KFN_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kfn}
 out="$cache_root/cluster/images-release/$full"
+# Tells hack/phase.sh (through $KFN_PHASE_STATE, when set) whether it built.
+phase_state() { if [[ -n ${KFN_PHASE_STATE:-} ]]; then printf '%s\n' "$1" >"$KFN_PHASE_STATE"; fi; }
 if [[ -f $out/complete ]]; then
+	phase_state cached
 	printf '%s\n' "$out"
 	exit 0
 fi
+phase_state cold
 
 tag="release-${full:0:12}"
 work=$(mktemp -d)
