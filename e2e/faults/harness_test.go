@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -83,8 +82,7 @@ var bins struct {
 func build(t *testing.T) {
 	t.Helper()
 	bins.once.Do(func() {
-		_, file, _, _ := runtime.Caller(0)
-		root := filepath.Join(filepath.Dir(file), "..", "..")
+		root := filepath.Join("..", "..") // go test runs a package's tests in its directory
 		dir, err := os.MkdirTemp("", "kfn-faults-")
 		if err != nil {
 			bins.err = err

@@ -170,16 +170,13 @@ fi
 
 if want keda keda-adapter keda-config; then
 	log "keda $keda_version (operator, metrics API server)"
-	# No -trimpath and CGO_ENABLED=0, as make test vets and tests
-	# e2e/keda (KFN_E2E_KEDA_ENV in the Makefile): of the operator's and the
-	# adapter's 3,700 packages, the 3,300 those tests compiled are taken from
-	# the build cache instead of being compiled again.
-	(
-		cd "$root/e2e/keda"
-		env -u GOOS -u GOARCH GOWORK=off CGO_ENABLED=0 go build -mod=readonly \
-			-ldflags "-s -w -X github.com/kedacore/keda/v2/version.Version=$keda_version" -o "$tmp/" \
-			github.com/kedacore/keda/v2/cmd/operator github.com/kedacore/keda/v2/cmd/adapter
-	) >&2 || die "go build of KEDA failed (see above)"
+	# From e2e/keda's module, with the flags make test vets and tests it
+	# with (CGO_ENABLED=0, -trimpath: the Makefile's): of the operator's and
+	# the adapter's 3,700 packages, the 3,300 those tests compiled are taken
+	# from the build cache instead of being compiled again.
+	LDFLAGS="-s -w -X github.com/kedacore/keda/v2/version.Version=$keda_version" \
+		build "$root/e2e/keda" "$tmp/" github.com/kedacore/keda/v2/cmd/operator github.com/kedacore/keda/v2/cmd/adapter ||
+		die "go build of KEDA failed (see above)"
 	mv "$tmp/operator" "$tmp/keda"
 	mv "$tmp/adapter" "$tmp/keda-adapter"
 	keda_src=$(cd "$root/e2e/keda" && GOWORK=off go list -mod=readonly -m -f '{{.Dir}}' github.com/kedacore/keda/v2) ||

@@ -58,6 +58,14 @@ ln -s "$cache_root/cluster/downloads" "$work/cache/cluster/downloads"
 # before the real node's machinery moved to test/node.
 images_sh="$work/src/test/node/images.sh"
 [[ -f $images_sh ]] || images_sh="$work/src/hack/cluster/images.sh"
+# The node's own images (cluster-*: pause, CoreDNS, KEDA, NATS) are made
+# from BIN_DIR alike; images.sh keeps an archive newer than its binaries, so
+# the ones this checkout's images.sh made are linked in instead of made and
+# exported again (and are not part of the result below anyway).
+mkdir -p "$work/cache/cluster/images"
+for archive in "$cache_root/cluster/images"/cluster-*.tar; do
+	[[ -e $archive ]] && ln "$archive" "$work/cache/cluster/images/" 2>/dev/null || true
+done
 KFN_CACHE_DIR="$work/cache" "$images_sh" "$bin_dir" >/dev/null ||
 	die "the images.sh of $full failed"
 
