@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kfn-dev/kfn/contract/stream"
+	"github.com/kfn-dev/kfn/eventbridge/admission"
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/depcache"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
@@ -54,6 +55,9 @@ type Bridge struct {
 	gatewayReady <-chan struct{}
 	// lossGuard tells when NATS lost a stream (package streamloss).
 	lossGuard *streamloss.Guard
+	// rates bound each namespace's events a second: its publishes and
+	// its sinks' replies take from the same buckets.
+	rates *admission.Rates
 	// dependenciesOff says why the publisher's listener serves no
 	// dependency cache, when it does not.
 	dependenciesOff string
@@ -112,6 +116,9 @@ func newBridge(cfg Config, nc *nats.Conn, env Environment, opts []Option) (*Brid
 	}
 	if b.lossGuard, err = streamloss.New(b.js, []string{cfg.Streams.EventStream, cfg.Streams.DeadLetterStream},
 		streamloss.WithMetrics(b.opts.metrics), streamloss.WithLogger(b.component("streamloss"))); err != nil {
+		return nil, err
+	}
+	if b.rates, err = publisher.NewRates(cfg.Publisher); err != nil {
 		return nil, err
 	}
 	return b, nil
@@ -183,6 +190,11 @@ func (b *Bridge) newDispatcher() error {
 // environment finds them, and what the host added.
 func (b *Bridge) dispatcherOptions(cfg dispatcher.Config) []dispatcher.Option {
 	opts := []dispatcher.Option{dispatcher.WithLogger(b.component("dispatcher"))}
+	if b.opts.access.Senders != nil {
+		// Publishes have their namespace's rate only when senders are
+		// known; replies always name theirs, and then share it.
+		opts = append(opts, dispatcher.WithReplyRates(b.rates))
+	}
 	if b.opts.metrics != nil {
 		opts = append(opts, dispatcher.WithMetrics(b.opts.metrics))
 	}
@@ -220,6 +232,7 @@ func (b *Bridge) newPublisher() error {
 			return nil
 		}),
 		publisher.WithLive(func(context.Context) error { return natsconn.Live(nc) }),
+		publisher.WithRates(b.rates),
 	}
 	if b.opts.metrics != nil {
 		opts = append(opts, publisher.WithMetrics(b.opts.metrics))

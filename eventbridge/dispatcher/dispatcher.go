@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/eventbridge/admission"
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/deadline"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher/budget"
@@ -43,7 +44,8 @@ type Dispatcher struct {
 	log       *slog.Logger
 	metrics   *observe.Metrics
 	observers []Observer
-	tracer    trace.Tracer // nil: no spans
+	tracer    trace.Tracer     // nil: no spans
+	rates     *admission.Rates // nil: replies unbounded in rate
 	// Made by New.
 	rec   *observe.Recorder
 	sched *schedule.Scheduler
@@ -84,6 +86,22 @@ func WithTransport(rt http.RoundTripper) Option {
 			return fmt.Errorf("%w: nil transport", ErrInvalidOption)
 		}
 		d.transport = rt
+		return nil
+	}
+}
+
+// WithReplyRates counts each sink's CloudEvent reply as an event its
+// Subscription's namespace stores, in r: a reply past the namespace's rate
+// is not stored and its delivery is retried (reply.RateLimited). The
+// event bridge passes the buckets its publisher takes publishes from
+// (publisher.WithRates), so that a namespace's sinks cannot store more
+// than its publishers may. Default: replies are not bounded in rate.
+func WithReplyRates(r *admission.Rates) Option {
+	return func(d *Dispatcher) error {
+		if r == nil {
+			return fmt.Errorf("%w: nil reply rates", ErrInvalidOption)
+		}
+		d.rates = r
 		return nil
 	}
 }
@@ -166,7 +184,7 @@ func New(js jetstream.JetStream, cfg Config, opts ...Option) (*Dispatcher, error
 	sender := delivery.NewSender(delivery.Config{
 		JetStream: js, Transport: d.transport, Resolver: d.resolver,
 		Deadlines:   deadline.New(cfg.RequestTimeout),
-		Replies:     reply.NewStore(js, cfg.Streams.EventStream, cfg.admission()),
+		Replies:     reply.NewStore(js, cfg.Streams.EventStream, cfg.admission(), d.rates),
 		DeadLetters: deadletter.NewWriter(js, cfg.Streams),
 		Jitter:      cfg.Jitter, MaxReplyBytes: cfg.MaxReplyBytes,
 	})

@@ -455,11 +455,12 @@ func TestReplyLoopIsBounded(t *testing.T) {
 	require.Never(t, func() bool { return k.count() > 4 }, 300*time.Millisecond, tick)
 	assert.Equal(t, "3", k.deliveries()[3].header.Get("Ce-Kfnhops"))
 	require.NoError(t, testutil.GatherAndCompare(b.reg, strings.NewReader(`
-# HELP kfn_eventbridge_replies_total CloudEvent replies of sinks by result: published, invalid, hop_limit.
+# HELP kfn_eventbridge_replies_total CloudEvent replies of sinks by result: published, invalid, hop_limit, rate_limited.
 # TYPE kfn_eventbridge_replies_total counter
 kfn_eventbridge_replies_total{namespace="default",result="hop_limit",subscription="echo"} 1
 kfn_eventbridge_replies_total{namespace="default",result="invalid",subscription="echo"} 0
 kfn_eventbridge_replies_total{namespace="default",result="published",subscription="echo"} 3
+kfn_eventbridge_replies_total{namespace="default",result="rate_limited",subscription="echo"} 0
 `), "kfn_eventbridge_replies_total"))
 }
 
@@ -510,11 +511,12 @@ func TestHostileRepliesAreDroppedAndChangeNothing(t *testing.T) {
 	require.Never(t, func() bool { return k.count() > len(replies)+1 }, 300*time.Millisecond, tick, "nothing delivered twice")
 	assert.Empty(t, b.deadLetters())
 	require.NoError(t, testutil.GatherAndCompare(b.reg, strings.NewReader(`
-# HELP kfn_eventbridge_replies_total CloudEvent replies of sinks by result: published, invalid, hop_limit.
+# HELP kfn_eventbridge_replies_total CloudEvent replies of sinks by result: published, invalid, hop_limit, rate_limited.
 # TYPE kfn_eventbridge_replies_total counter
 kfn_eventbridge_replies_total{namespace="default",result="hop_limit",subscription="s"} 0
 kfn_eventbridge_replies_total{namespace="default",result="invalid",subscription="s"} 3
 kfn_eventbridge_replies_total{namespace="default",result="published",subscription="s"} 0
+kfn_eventbridge_replies_total{namespace="default",result="rate_limited",subscription="s"} 0
 `), "kfn_eventbridge_replies_total"))
 }
 

@@ -77,7 +77,7 @@ func TestRepliesArePublishedByTheSubscriptionsNamespace(t *testing.T) {
 	}
 	assert.ElementsMatch(t, []string{"tenant", "bank"}, senders)
 	require.NoError(t, testutil.GatherAndCompare(b.reg, strings.NewReader(`
-# HELP kfn_eventbridge_replies_total CloudEvent replies of sinks by result: published, invalid, hop_limit.
+# HELP kfn_eventbridge_replies_total CloudEvent replies of sinks by result: published, invalid, hop_limit, rate_limited.
 # TYPE kfn_eventbridge_replies_total counter
 kfn_eventbridge_replies_total{namespace="default",result="hop_limit",subscription="from-bank"} 0
 kfn_eventbridge_replies_total{namespace="default",result="hop_limit",subscription="from-fn"} 0
@@ -88,8 +88,52 @@ kfn_eventbridge_replies_total{namespace="default",result="invalid",subscription=
 kfn_eventbridge_replies_total{namespace="default",result="published",subscription="from-bank"} 0
 kfn_eventbridge_replies_total{namespace="default",result="published",subscription="from-fn"} 0
 kfn_eventbridge_replies_total{namespace="default",result="published",subscription="from-payments"} 0
+kfn_eventbridge_replies_total{namespace="default",result="rate_limited",subscription="from-bank"} 0
+kfn_eventbridge_replies_total{namespace="default",result="rate_limited",subscription="from-fn"} 0
+kfn_eventbridge_replies_total{namespace="default",result="rate_limited",subscription="from-payments"} 0
 kfn_eventbridge_replies_total{namespace="tenant",result="hop_limit",subscription="s"} 0
 kfn_eventbridge_replies_total{namespace="tenant",result="invalid",subscription="s"} 2
 kfn_eventbridge_replies_total{namespace="tenant",result="published",subscription="s"} 2
+kfn_eventbridge_replies_total{namespace="tenant",result="rate_limited",subscription="s"} 0
 `), "kfn_eventbridge_replies_total"))
+}
+
+// TestRepliesTakeTheirNamespacesRate has the sink of namespace tenant's
+// Subscription answer each of five events with a reply, its namespace's
+// rate being 3 events at once and one every 2 s. A reply is an event the
+// namespace stores: the first three are stored at once, the others only
+// as the rate lets, their deliveries retried (counted rate_limited), none
+// lost; and the namespace's bucket, the one its publishes take from
+// (publisher.WithRates), is then empty while another namespace's is not.
+func TestRepliesTakeTheirNamespacesRate(t *testing.T) {
+	rates := admission.NewRates(0.5, 3, 0, 0)
+	b := newBridge(t, withOption(dispatcher.WithReplyRates(rates)))
+	b.newSink("fn", func(n int, r *http.Request, w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "application/cloudevents+json")
+		fmt.Fprintf(w, `{"specversion":"1.0","id":"re-%s","source":"fn","type":"reply.v1"}`, r.Header.Get("Ce-Id"))
+	})
+	replies := b.newSink("replies", nil)
+	b.subscribe(sub("replies", "replies", func(s *v1alpha2.Subscription) {
+		s.Spec.Source, s.Spec.Types = "fn", []string{"reply.v1"}
+	}))
+	b.subscribe(sub("s", "fn", config("maxDeliver", "20"), func(s *v1alpha2.Subscription) {
+		s.Namespace, s.Spec.Sink = "tenant", "http://fn.tenant.svc.cluster.local/events"
+	}))
+	for i := range 5 {
+		b.publish("shop", "order.created.v1", fmt.Sprint("o", i), "")
+	}
+	require.Eventually(t, func() bool { return replies.count() == 3 }, wait, tick, "the burst's replies are stored")
+	require.Never(t, func() bool { return replies.count() > 3 }, 500*time.Millisecond, tick, "no reply past the namespace's rate")
+	assert.Positive(t, b.gauge("kfn_eventbridge_replies_total", map[string]string{"namespace": "tenant", "subscription": "s", "result": "rate_limited"}),
+		"the replies past the rate are counted")
+	require.ErrorIs(t, rates.Take("tenant", 1), admission.ErrTooManyEvents, "the namespace's publishes share the bucket its replies emptied")
+	require.NoError(t, rates.Take("other", 1), "another namespace's bucket is its own")
+
+	require.Eventually(t, func() bool { return replies.count() == 5 }, 3*wait, tick, "every reply is stored in the end")
+	ids := map[string]bool{}
+	for _, d := range replies.deliveries() {
+		ids[d.header.Get("Ce-Id")] = true
+	}
+	assert.Len(t, ids, 5, "each event's reply once")
+	assert.Empty(t, b.deadLetters())
 }

@@ -216,7 +216,7 @@ func (p *Publisher) serveLegacy(w http.ResponseWriter, r *http.Request) int {
 	tp, ts := p.traceContext(r)
 	stored, err := p.encode(events, routes, tp, ts, sender)
 	if err == nil {
-		err = p.rates.take(sender, len(stored))
+		err = p.rates.Take(sender, len(stored))
 	}
 	if err == nil {
 		err = p.storeAll(r.Context(), stored)

@@ -87,7 +87,7 @@ func (p *Publisher) servePublish(w http.ResponseWriter, r *http.Request) int {
 	}
 	stored, err := p.encode(events, routes, tp, ts, sender)
 	if err == nil {
-		err = p.rates.take(sender, len(stored))
+		err = p.rates.Take(sender, len(stored))
 	}
 	if err != nil {
 		return p.fail(w, r, err)
@@ -158,7 +158,7 @@ func (p *Publisher) publishBinary(w http.ResponseWriter, r *http.Request, e even
 	if err := p.stamp(&e, sender); err != nil {
 		return p.fail(w, r, err)
 	}
-	if err := p.rates.take(sender, 1); err != nil {
+	if err := p.rates.Take(sender, 1); err != nil {
 		return p.fail(w, r, err)
 	}
 	// The store refuses a type that maps to no subject before storing.

@@ -152,7 +152,7 @@ type Publisher struct {
 	// admission is what every event is held to before it is stored.
 	admission admission.Policy
 	// rates bound the events each sender stores per second.
-	rates *senderRates
+	rates *admission.Rates
 	// publishing shares the requests in progress among senders.
 	publishing *publishing
 }
@@ -216,14 +216,16 @@ func WithMetrics(reg prometheus.Registerer) Option {
 	}
 }
 
-// New returns a Publisher storing events into store.
-func New(store EventStore, cfg Config, opts ...Option) (*Publisher, error) {
-	if store == nil {
-		return nil, fmt.Errorf("%w: nil event store", ErrInvalidOption)
-	}
-	if cfg.MaxRequestBytes < 0 {
-		return nil, fmt.Errorf("%w: max request bytes must not be negative", ErrInvalidOption)
-	}
+// ErrTooManyEvents is wrapped by the refusal (429) of a request whose
+// events would take its sender past its rate (Config.SenderRate,
+// AnonymousRate).
+var ErrTooManyEvents = admission.ErrTooManyEvents
+
+// NewRates returns the buckets of Config.SenderRate and AnonymousRate, with
+// their bursts' defaults, or an error wrapping ErrInvalidOption. New makes
+// them; WithRates shares them with the sinks' replies
+// (dispatcher.WithReplyRates).
+func NewRates(cfg Config) (*admission.Rates, error) {
 	for _, b := range []struct {
 		rate  float64
 		burst *int
@@ -236,6 +238,35 @@ func New(store EventStore, cfg Config, opts ...Option) (*Publisher, error) {
 		case *b.burst < MaxBatchEvents:
 			return nil, fmt.Errorf("%w: a burst of %d events is less than a batch's %d", ErrInvalidOption, *b.burst, MaxBatchEvents)
 		}
+	}
+	return admission.NewRates(cfg.SenderRate, cfg.SenderBurst, cfg.AnonymousRate, cfg.AnonymousBurst), nil
+}
+
+// WithRates makes the publisher take its senders' events from r instead
+// of buckets of its own (Config.SenderRate and AnonymousRate are then
+// r's): the event bridge gives the same buckets to the dispatcher, so that
+// a namespace's publishes and its sinks' replies share its one rate.
+func WithRates(r *admission.Rates) Option {
+	return func(p *Publisher) error {
+		if r == nil {
+			return fmt.Errorf("%w: nil rates", ErrInvalidOption)
+		}
+		p.rates = r
+		return nil
+	}
+}
+
+// New returns a Publisher storing events into store.
+func New(store EventStore, cfg Config, opts ...Option) (*Publisher, error) {
+	if store == nil {
+		return nil, fmt.Errorf("%w: nil event store", ErrInvalidOption)
+	}
+	if cfg.MaxRequestBytes < 0 {
+		return nil, fmt.Errorf("%w: max request bytes must not be negative", ErrInvalidOption)
+	}
+	rates, err := NewRates(cfg)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.MaxRequestBytes == 0 {
 		cfg.MaxRequestBytes = DefaultMaxRequestBytes
@@ -267,7 +298,7 @@ func New(store EventStore, cfg Config, opts ...Option) (*Publisher, error) {
 
 		stores:     deadline.New(cfg.StoreTimeout),
 		admission:  policy,
-		rates:      newSenderRates(cfg),
+		rates:      rates,
 		publishing: newPublishing(cfg.MaxPublishing),
 	}
 	for _, o := range opts {

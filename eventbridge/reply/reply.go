@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/cloudevents/sdk-go/v2/binding"
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -33,7 +34,16 @@ const (
 	HopLimit Result = "hop_limit"
 	// Failed: valid, but storing it failed; the delivery is to be retried.
 	Failed Result = "failed"
+	// RateLimited: valid, but its namespace has stored as many events as
+	// its rate lets it (admission.Rates, shared with its publishes); not
+	// stored, the delivery is to be retried after RateLimitedRetryAfter.
+	RateLimited Result = "rate_limited"
 )
+
+// RateLimitedRetryAfter is how long a delivery whose reply was
+// RateLimited waits at least before its next attempt, as the publisher's
+// 429 asks a publisher to (Retry-After: 1).
+const RateLimitedRetryAfter = time.Second
 
 // ErrInvalid is wrapped by the errors of replies that cannot be events.
 var ErrInvalid = errors.New("invalid reply")
@@ -84,16 +94,20 @@ func Decode(ctx context.Context, header http.Header, body []byte, answered nats.
 // admission: the sender's namespace recorded, a reply that names one
 // itself or uses a source reserved to other namespaces refused, the hop
 // limit) and to the store's bounds, de-duplicated within that namespace's
-// events only. Its methods are safe for concurrent use.
+// events only, and counted in that namespace's rate of events, which its
+// publishes share (admission.Rates), so that a namespace's sinks cannot
+// store more events a second than its publishers may. Its methods are
+// safe for concurrent use.
 type Store struct {
 	store  *eventstore.Store
 	policy admission.Policy
+	rates  *admission.Rates
 }
 
 // NewStore returns a Store of replies in eventStream that admits them by
-// policy.
-func NewStore(js jetstream.JetStream, eventStream string, policy admission.Policy) *Store {
-	return &Store{store: eventstore.New(js, eventStream), policy: policy}
+// policy and takes them from rates (nil: no bound).
+func NewStore(js jetstream.JetStream, eventStream string, policy admission.Policy, rates *admission.Rates) *Store {
+	return &Store{store: eventstore.New(js, eventStream), policy: policy, rates: rates}
 }
 
 // MaxHops returns the hop limit.
@@ -102,7 +116,8 @@ func (s *Store) MaxHops() int { return s.policy.Hops() }
 // Publish stores r, sent by namespace sender (the Subscription's), with
 // its hop count and the trace context given, and says what became of it.
 // The error is nil but for Failed (the reply could not be stored, for a
-// reason that may pass) and Invalid (why it was refused).
+// reason that may pass), RateLimited (wrapping admission.ErrTooManyEvents)
+// and Invalid (why it was refused).
 func (s *Store) Publish(ctx context.Context, r *Reply, sender, traceParent, traceState string) (Result, error) {
 	if r.Hops > s.policy.Hops() {
 		return HopLimit, nil
@@ -114,6 +129,9 @@ func (s *Store) Publish(ctx context.Context, r *Reply, sender, traceParent, trac
 	e.SetHops(r.Hops) // the bridge's, whatever the sink wrote
 	if err := s.policy.Admit(&e, sender); err != nil {
 		return Invalid, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if err := s.rates.Take(sender, 1); err != nil {
+		return RateLimited, fmt.Errorf("store reply %s: %w", r.Event.ID(), err)
 	}
 	if _, err := s.store.Put(ctx, e); err != nil {
 		if errors.Is(err, eventstore.ErrInvalidEvent) || errors.Is(err, eventstore.ErrTooLarge) {

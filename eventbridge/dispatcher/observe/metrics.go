@@ -34,7 +34,7 @@ var (
 //	kfn_eventbridge_dead_lettered_total        events moved to the dead-letter stream
 //	kfn_eventbridge_dead_letters_refused_total dead letters that could not be stored (no room, too large): the event is dropped
 //	kfn_eventbridge_discarded_total            events dropped after the last attempt (deadLetter: "false")
-//	kfn_eventbridge_replies_total{result}      sink replies: published, invalid, hop_limit
+//	kfn_eventbridge_replies_total{result}      sink replies: published, invalid, hop_limit, rate_limited
 //	kfn_eventbridge_delivery_duration_seconds  histogram: each attempt, request to answer
 //	kfn_eventbridge_event_age_seconds          histogram: each delivered event, stored to the start of the attempt that delivered it
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
@@ -56,7 +56,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "kfn_eventbridge_discarded_total", Help: "Events dropped after their last attempt because dead-lettering is off.",
 		}, labels),
 		replies: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kfn_eventbridge_replies_total", Help: "CloudEvent replies of sinks by result: published, invalid, hop_limit.",
+			Name: "kfn_eventbridge_replies_total", Help: "CloudEvent replies of sinks by result: published, invalid, hop_limit, rate_limited.",
 		}, append(labels, "result")),
 		deliveryDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "kfn_eventbridge_delivery_duration_seconds", Help: "Delivery attempts, from the request to the sink to its answer (or failure).",
@@ -77,7 +77,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 
 // Counters are one Subscription's metrics, looked up once per worker
 // rather than once per event. Replies are by result: published, invalid,
-// hop_limit.
+// hop_limit, rate_limited.
 type Counters struct {
 	Delivered, Failed, DeadLettered, DeadLetterFull, Discarded prometheus.Counter
 	Replies                                                    map[string]prometheus.Counter
@@ -95,7 +95,7 @@ var (
 func (m *Metrics) ForSubscription(namespace, name string) *Counters {
 	if m == nil {
 		return &Counters{Delivered: noCounter, Failed: noCounter, DeadLettered: noCounter, DeadLetterFull: noCounter, Discarded: noCounter,
-			Replies:          map[string]prometheus.Counter{"published": noCounter, "invalid": noCounter, "hop_limit": noCounter},
+			Replies:          map[string]prometheus.Counter{"published": noCounter, "invalid": noCounter, "hop_limit": noCounter, "rate_limited": noCounter},
 			DeliveryDuration: noHistogram, EventAge: noHistogram}
 	}
 	c := &Counters{
@@ -108,7 +108,7 @@ func (m *Metrics) ForSubscription(namespace, name string) *Counters {
 		DeliveryDuration: m.deliveryDuration.WithLabelValues(namespace, name),
 		EventAge:         m.eventAge.WithLabelValues(namespace, name),
 	}
-	for _, r := range []string{"published", "invalid", "hop_limit"} {
+	for _, r := range []string{"published", "invalid", "hop_limit", "rate_limited"} {
 		c.Replies[r] = m.replies.WithLabelValues(namespace, name, r)
 	}
 	return c

@@ -103,7 +103,7 @@ func (w *worker) attempt(ctx context.Context, log delivery.EventLog, msg jetstre
 		res.ReplyHeld.Release()
 		if err != nil {
 			at.Failed(err)
-			res = delivery.Result{Verdict: delivery.Retry, Err: err}
+			res = delivery.ReplyFailure(err)
 		}
 	}
 	w.rec.ObserveAttempt(msg, meta, res.Answer(), at.Start())
