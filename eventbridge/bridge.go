@@ -118,7 +118,7 @@ func newBridge(cfg Config, nc *nats.Conn, env Environment, opts []Option) (*Brid
 		streamloss.WithMetrics(b.opts.metrics), streamloss.WithLogger(b.component("streamloss"))); err != nil {
 		return nil, err
 	}
-	if b.rates, err = publisher.NewRates(cfg.Publisher); err != nil {
+	if b.rates, err = publisher.SenderRates(cfg.Publisher); err != nil {
 		return nil, err
 	}
 	return b, nil

@@ -64,8 +64,9 @@ type Process struct {
 	PublisherSenders string
 	// NewTokensPerSecond bounds the TokenReviews of bearer tokens not seen
 	// before, on each listener (admin API, gateway, publisher, metrics;
-	// bursts of five times as many), and a tenth of it for one caller
-	// address; more are answered 429. Default 100.
+	// bursts of five times as many), a quarter of it for the tokens of one
+	// namespace and a tenth for one caller address (auth.KubernetesConfig);
+	// more are answered 429. Default 100.
 	NewTokensPerSecond float64
 	// TokenFile, when set, names a file holding the bearer token that the
 	// publisher and the gateway require (package auth); empty: none.
@@ -119,7 +120,7 @@ func (c *Process) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.MetricsAuth, "metrics-auth", c.MetricsAuth, "who may read -metrics-listen: kubernetes (over TLS, callers authenticated by the cluster whom RBAC lets get /metrics) or none (whoever reaches it, plain HTTP; only choice with -subscriptions)")
 	fs.StringVar(&c.GatewayAuth, "gateway-auth", c.GatewayAuth, "who may call Functions through the gateway: kubernetes (callers authenticated by the cluster with a bearer token, or a client certificate over TLS on the same port, each allowed the Functions RBAC grants functions/invoke on) or none (whoever reaches -gateway-listen; with -token-file, whoever sends its token)")
 	fs.StringVar(&c.PublisherSenders, "publisher-senders", c.PublisherSenders, "how the publisher learns who sends an event: kubernetes (the bearer token a publish carries, which a Function's host sends, is reviewed, and its ServiceAccount's namespace recorded in the extension kfnsendernamespace; an unknown token is refused 401) or none")
-	fs.Float64Var(&c.NewTokensPerSecond, "new-tokens-per-second", c.NewTokensPerSecond, "TokenReviews of bearer tokens not seen before, a second, on each of the admin API, the gateway, the publisher and the metrics (bursts of five times as many), a tenth of it for one caller address; more are answered 429, so that made-up tokens cannot flood the API server nor one caller spend the others' reviews (a token the cluster refused is answered 401 without another review)")
+	fs.Float64Var(&c.NewTokensPerSecond, "new-tokens-per-second", c.NewTokensPerSecond, "TokenReviews of bearer tokens not seen before, a second, on each of the admin API, the gateway, the publisher and the metrics (bursts of five times as many), a quarter of it for the tokens of one namespace (those the cluster signed: their signature is checked against its ServiceAccount issuer's keys before a review) and a tenth for one caller address (the others, which together have at most half); more are answered 429, so that made-up tokens cannot flood the API server nor one namespace or caller spend the others' reviews (a token the cluster refused is answered 401 without another review)")
 	fs.StringVar(&c.GatewayListen, "gateway-listen", c.GatewayListen, "address of the gateway to Functions (component gateway): /{namespace}/{function}/path, or Host <function>.<namespace>.svc[.cluster.local]")
 	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "file with a bearer token (at least 16 characters) the publisher and the gateway require, as the bearer token or in the Kfn-Publisher-Token header beside a ServiceAccount token (both are then checked); functions send it from PUBLISHER_TOKEN beside their identity. Empty: no token")
 	fs.Func("subscriptions", "manifest file of Subscriptions to serve without Kubernetes (repeatable); the reconciler then does not run", func(v string) error {

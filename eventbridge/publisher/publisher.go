@@ -221,11 +221,11 @@ func WithMetrics(reg prometheus.Registerer) Option {
 // AnonymousRate).
 var ErrTooManyEvents = admission.ErrTooManyEvents
 
-// NewRates returns the buckets of Config.SenderRate and AnonymousRate, with
+// SenderRates returns the buckets of Config.SenderRate and AnonymousRate, with
 // their bursts' defaults, or an error wrapping ErrInvalidOption. New makes
 // them; WithRates shares them with the sinks' replies
 // (dispatcher.WithReplyRates).
-func NewRates(cfg Config) (*admission.Rates, error) {
+func SenderRates(cfg Config) (*admission.Rates, error) {
 	for _, b := range []struct {
 		rate  float64
 		burst *int
@@ -264,7 +264,7 @@ func New(store EventStore, cfg Config, opts ...Option) (*Publisher, error) {
 	if cfg.MaxRequestBytes < 0 {
 		return nil, fmt.Errorf("%w: max request bytes must not be negative", ErrInvalidOption)
 	}
-	rates, err := NewRates(cfg)
+	rates, err := SenderRates(cfg)
 	if err != nil {
 		return nil, err
 	}

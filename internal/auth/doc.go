@@ -4,7 +4,9 @@
 // TLS also of the API server's, so that no listener over plain HTTP takes
 // a token the API server would; a client certificate against the
 // cluster's client CA), with new tokens reviewed within a budget per
-// listener and per caller address and refused tokens not reviewed again,
+// listener, shared per namespace for the tokens the cluster signed (their
+// signature checked against its issuer's keys first) and per caller
+// address for the others, and refused tokens not reviewed again,
 // and authorizes them with RBAC
 // (SubjectAccessReview): the dead-letter admin API and the gateway ask it,
 // and the publisher learns from it which namespace sends an event.

@@ -86,10 +86,14 @@ type KubernetesConfig struct {
 	// NewTokensPerSecond bounds the TokenReviews of bearer tokens not
 	// reviewed within CacheTTL, per listener (each Listener has its own
 	// budget; default 100 a second, bursts of five times as many: a
-	// scale-out of hundreds of pods, each with its own token, passes), and
-	// a tenth of it for one caller address: more are answered 429
+	// scale-out of hundreds of pods, each with its own token, passes); a
+	// quarter of it for the tokens of one namespace, when the cluster
+	// signed them (their signature checked against the API server's
+	// ServiceAccount issuer keys, /openid/v1/jwks, before a review), and a
+	// tenth of it for one caller address for any other token, which
+	// together have at most half: more are answered 429
 	// (ErrTooManyReviews), so that made-up tokens cannot flood the API
-	// server, nor one caller spend the others' budget. Tokens accepted
+	// server, nor one namespace or caller spend the others' budget. Tokens accepted
 	// before are not limited; a token refused before is answered 401
 	// without a review.
 	NewTokensPerSecond float64
@@ -102,8 +106,11 @@ type KubernetesConfig struct {
 // the cluster's client CA (the ConfigMap kube-system/
 // extension-apiserver-authentication, which it follows); a decision through
 // SubjectAccessReview. Reviews and decisions are cached. Its identity
-// needs the ClusterRole system:auth-delegator and, for the client CA, the
-// Role kube-system/extension-apiserver-authentication-reader.
+// needs the ClusterRole system:auth-delegator, for the client CA the Role
+// kube-system/extension-apiserver-authentication-reader, and, to meter new
+// tokens per namespace, get on /openid/v1/jwks (ClusterRole
+// system:service-account-issuer-discovery; without it new tokens are
+// metered per caller address only).
 type Kubernetes struct {
 	reviews  *reviews
 	budget   *budget // this listener's
@@ -148,6 +155,7 @@ func NewKubernetes(client kubernetes.Interface, cfg KubernetesConfig) (*Kubernet
 		reviews: &reviews{
 			certificates: group.NewAuthenticatedGroupAdder(x509.NewDynamic(ca.VerifyOptions, x509.CommonNameUserConversion)),
 			tokens:       tokens, verdicts: verdicts,
+			issuer: &issuerKeys{client: restClient(client), timeout: cfg.Timeout},
 		}}
 	return k.Listener(), nil
 }
@@ -177,6 +185,12 @@ func (k *Kubernetes) Run(ctx context.Context) error {
 		defer close(done)
 		k.ca.Run(ctx, 1)
 	}()
+	keysDone := make(chan struct{})
+	go func() {
+		defer close(keysDone)
+		k.followIssuerKeys(ctx)
+	}()
+	defer func() { <-keysDone }()
 	err := wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
 		_, ok := k.ca.VerifyOptions()
 		return ok, nil
@@ -186,6 +200,32 @@ func (k *Kubernetes) Run(ctx context.Context) error {
 	}
 	<-done
 	return nil
+}
+
+// followIssuerKeys fetches the cluster's ServiceAccount issuer's keys at
+// once and again every keysRefresh, until ctx ends, so that new tokens are
+// metered per namespace from the first one and across key rotations.
+func (k *Kubernetes) followIssuerKeys(ctx context.Context) {
+	t := time.NewTicker(keysRefresh)
+	defer t.Stop()
+	for {
+		k.reviews.issuer.refresh(time.Now())
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// restClient is the client of client's API server's own paths, nil when
+// it has none (a fake's).
+func restClient(client kubernetes.Interface) rest.Interface {
+	d := client.Discovery()
+	if d == nil {
+		return nil
+	}
+	return d.RESTClient()
 }
 
 // plainHTTPTokens says which bearer tokens a listener takes over plain

@@ -3,6 +3,7 @@ package auth_test
 import (
 	"context"
 	"crypto/tls"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -263,4 +264,91 @@ func TestMadeUpTokensDoNotStarveOthersReviews(t *testing.T) {
 	assert.Equal(t, http.StatusOK, call(victim, publisher, token()), "another caller's new token is reviewed and accepted")
 	assert.Equal(t, http.StatusOK, call(attacker, serve(k.Listener()), token()),
 		"another listener's budget is its own, even for the attacker's address")
+}
+
+// TestOneNamespaceCannotSpendAnothersReviews: against a real API server,
+// the pods of one namespace, each sending a new token of the namespace
+// from an address of its own, spend that namespace's share of the
+// listener's budget of reviews, not the whole of it; tokens made up to
+// claim another namespace (with the cluster's key id, but not its
+// signature), from many addresses, are not counted as that namespace's
+// and spend at most half of it. Meanwhile a new token of namespace victim
+// is reviewed and accepted.
+func TestOneNamespaceCannotSpendAnothersReviews(t *testing.T) {
+	c := testcluster.New(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	admin, err := kubernetes.NewForConfig(c.Config)
+	require.NoError(t, err)
+	token := func(namespace string) string {
+		tr, err := admin.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, "app", &authenticationv1.TokenRequest{
+			Spec: authenticationv1.TokenRequestSpec{Audiences: []string{auth.Audience}, ExpirationSeconds: ptr.To[int64](600)},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		return tr.Status.Token
+	}
+	for _, ns := range []string{"attacker", "victim"} {
+		_, err = admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		_, err = admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	const pods = 30
+	genuine := make([]string, pods)
+	for i := range genuine {
+		genuine[i] = token("attacker")
+	}
+	// Made up: the header of a genuine token (the cluster's key id), claims
+	// of namespace victim, and a signature of nothing.
+	header := strings.Split(genuine[0], ".")[0]
+	forged := make([]string, pods)
+	for i := range forged {
+		claims := fmt.Sprintf(`{"iss":"https://kubernetes.default.svc","sub":"system:serviceaccount:victim:app","aud":["kfn"],"exp":%d,"kubernetes.io":{"namespace":"victim","serviceaccount":{"name":"app","uid":"%d"}}}`,
+			time.Now().Add(time.Hour).Unix(), i)
+		forged[i] = header + "." + base64.RawURLEncoding.EncodeToString([]byte(claims)) + "." + base64.RawURLEncoding.EncodeToString([]byte("not a signature"))
+	}
+
+	counted := rest.CopyConfig(c.Config)
+	reviews := &reviewCounter{}
+	counted.Wrap(func(rt http.RoundTripper) http.RoundTripper { reviews.next = rt; return reviews })
+	client, err := kubernetes.NewForConfig(counted)
+	require.NoError(t, err)
+	// 1 new token a second, bursts of 5: a namespace's share is 1, the
+	// made-up tokens' half 2.
+	k, err := auth.NewKubernetes(client, auth.KubernetesConfig{NewTokensPerSecond: 1})
+	require.NoError(t, err)
+	go func() { _ = k.Run(ctx) }()
+	srv := httptest.NewServer(k.Authenticate(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "served")
+	})))
+	t.Cleanup(srv.Close)
+	call := func(c *http.Client, token string) int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := c.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode
+	}
+
+	before := reviews.count.Load()
+	accepted := 0
+	for i, tok := range genuine {
+		if call(from(fmt.Sprintf("127.0.1.%d", i+1)), tok) == http.StatusOK {
+			accepted++
+		}
+	}
+	assert.LessOrEqual(t, accepted, 3, "the attacker's new tokens past its namespace's share are refused, from whichever address")
+	assert.LessOrEqual(t, reviews.count.Load()-before, int64(3), "and not reviewed")
+
+	before = reviews.count.Load()
+	for i, tok := range forged {
+		assert.Contains(t, []int{http.StatusUnauthorized, http.StatusTooManyRequests}, call(from(fmt.Sprintf("127.0.2.%d", i+1)), tok))
+	}
+	assert.LessOrEqual(t, reviews.count.Load()-before, int64(4), "made-up tokens spend at most half the budget")
+
+	assert.Equal(t, http.StatusOK, call(from("127.0.3.1"), token("victim")), "another namespace's new token is reviewed and accepted")
 }

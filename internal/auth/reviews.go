@@ -47,6 +47,11 @@ const (
 // caller address may spend.
 const sourceShare = 10
 
+// namespaceShare is the part of a listener's budget of new tokens that the
+// tokens of one namespace may spend (a scale-out of 125 pods at once, by
+// default, before the others wait).
+const namespaceShare = 4
+
 // maxSources bounds the callers a budget follows.
 const maxSources = 10000
 
@@ -115,65 +120,100 @@ func (v *verdicts) put(m map[tokenKey]time.Time, k tokenKey, now time.Time) {
 }
 
 // budget meters the TokenReviews of one listener's tokens not seen before:
-// at most perSecond in all (bursts of burst), and a sourceShare-th of
-// that for one caller address, so that a caller sending made-up tokens
-// spends its own share, not the others'.
+// at most perSecond in all (bursts of burst). A token the cluster's
+// ServiceAccount issuer signed (issuerKeys) spends its namespace's share,
+// a namespaceShare-th of the total, wherever it comes from; any other
+// token (made up, whatever it claims, or a user's) spends its caller
+// address's share, a sourceShare-th, and, while the issuer's keys are
+// known, together with every other such token at most half the total. So
+// neither one namespace's pods, however many addresses they have, nor
+// made-up tokens from many addresses, spend what other namespaces' new
+// tokens need.
 type budget struct {
-	total       *rate.Limiter
-	sourceRate  rate.Limit
-	sourceBurst int
+	total, unattributed *rate.Limiter
 
-	mu      sync.Mutex
-	sources map[string]*rate.Limiter
+	mu                  sync.Mutex
+	namespaces, sources shares
+}
+
+// shares are a token bucket per key, of the same rate and burst; kept
+// under budget.mu.
+type shares struct {
+	rate  rate.Limit
+	burst int
+	m     map[string]*rate.Limiter
+}
+
+// of returns key's bucket, made full when new; when maxSources are kept,
+// the full ones (as a new one would be) are dropped first, then any one.
+func (s *shares) of(key string, now time.Time) *rate.Limiter {
+	if l, ok := s.m[key]; ok {
+		return l
+	}
+	if len(s.m) >= maxSources {
+		for k, l := range s.m {
+			if l.TokensAt(now) >= float64(s.burst) {
+				delete(s.m, k)
+			}
+		}
+		for k := range s.m {
+			if len(s.m) < maxSources {
+				break
+			}
+			delete(s.m, k)
+		}
+	}
+	l := rate.NewLimiter(s.rate, s.burst)
+	s.m[key] = l
+	return l
 }
 
 func newBudget(perSecond float64, burst int) *budget {
+	share := func(part int) shares {
+		return shares{rate: rate.Limit(perSecond / float64(part)), burst: max(1, burst/part), m: map[string]*rate.Limiter{}}
+	}
 	return &budget{
-		total:      rate.NewLimiter(rate.Limit(perSecond), burst),
-		sourceRate: rate.Limit(perSecond / sourceShare), sourceBurst: max(1, burst/sourceShare),
-		sources: map[string]*rate.Limiter{},
+		total:        rate.NewLimiter(rate.Limit(perSecond), burst),
+		unattributed: rate.NewLimiter(rate.Limit(perSecond/2), max(1, burst/2)),
+		namespaces:   share(namespaceShare), sources: share(sourceShare),
 	}
 }
 
-// allow takes one review from source's share and from the total, or
-// neither.
-func (b *budget) allow(source string, now time.Time) bool {
+// caller is who sends a new token: its address, and the namespace of the
+// token when the cluster's issuer signed it ("" otherwise).
+type caller struct {
+	address, namespace string
+}
+
+// allow takes one review from the caller's share (its namespace's, or its
+// address's and, when keysKnown, the unattributed tokens') and from the
+// total, or from none.
+func (b *budget) allow(c caller, keysKnown bool, now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	l, ok := b.sources[source]
-	if !ok {
-		if len(b.sources) >= maxSources {
-			b.forget(now)
+	var limiters []*rate.Limiter
+	if c.namespace != "" {
+		limiters = append(limiters, b.namespaces.of(c.namespace, now))
+	} else {
+		limiters = append(limiters, b.sources.of(c.address, now))
+		if keysKnown {
+			limiters = append(limiters, b.unattributed)
 		}
-		l = rate.NewLimiter(b.sourceRate, b.sourceBurst)
-		b.sources[source] = l
 	}
-	r := l.ReserveN(now, 1)
-	if !r.OK() || r.DelayFrom(now) > 0 {
-		r.CancelAt(now)
-		return false
-	}
-	if !b.total.AllowN(now, 1) {
-		r.CancelAt(now)
-		return false
+	limiters = append(limiters, b.total)
+	taken := make([]*rate.Reservation, 0, len(limiters))
+	for _, l := range limiters {
+		r := l.ReserveN(now, 1)
+		if !r.OK() || r.DelayFrom(now) > 0 {
+			r.CancelAt(now)
+			for _, t := range taken {
+				t.CancelAt(now)
+			}
+			return false
+		}
+		taken = append(taken, r)
 	}
 	return true
-}
-
-// forget drops the sources whose share is whole again (as a new source's
-// would be), then, if as many are still kept, any one. b.mu is held.
-func (b *budget) forget(now time.Time) {
-	for s, l := range b.sources {
-		if l.TokensAt(now) >= float64(b.sourceBurst) {
-			delete(b.sources, s)
-		}
-	}
-	for s := range b.sources {
-		if len(b.sources) < maxSources {
-			break
-		}
-		delete(b.sources, s)
-	}
 }
 
 // source is the address a request comes from.
@@ -194,6 +234,8 @@ func source(r *http.Request) string {
 type reviews struct {
 	certificates, tokens authenticator.Request
 	verdicts             *verdicts
+	// issuer attributes the tokens the cluster signed to their namespace.
+	issuer *issuerKeys
 }
 
 // authenticate authenticates r, spending b for tokens not seen before.
@@ -224,9 +266,14 @@ func (v *reviews) authenticate(r *http.Request, b *budget) (*authenticator.Respo
 		known = known || accepted
 		ask = append(ask, a)
 	}
-	// A new token is one review of the budget, for whichever audiences.
-	if len(ask) > 0 && !known && !b.allow(source(r), now) {
-		return nil, false, ErrTooManyReviews
+	// A new token is one review of the budget, for whichever audiences,
+	// spent from its namespace's share when the cluster signed it.
+	if len(ask) > 0 && !known {
+		c := caller{address: source(r)}
+		c.namespace, _ = v.issuer.namespaceOf(token, now)
+		if !b.allow(c, v.issuer.known(), now) {
+			return nil, false, ErrTooManyReviews
+		}
 	}
 	for _, a := range ask {
 		ctx := r.Context()

@@ -87,7 +87,9 @@ func TestNewTokensAreReviewedAtABoundedRate(t *testing.T) {
 	}
 	assert.LessOrEqual(t, len(v.verdicts.accepted), 2, "the accepted tokens kept are bounded")
 	for i := range maxSources + 10 {
-		b.allow("10.1."+strconv.Itoa(i), time.Now())
+		b.allow(caller{address: "10.1." + strconv.Itoa(i)}, false, time.Now())
+		b.allow(caller{namespace: "ns-" + strconv.Itoa(i)}, false, time.Now())
 	}
-	assert.LessOrEqual(t, len(b.sources), maxSources, "the callers followed are bounded")
+	assert.LessOrEqual(t, len(b.sources.m), maxSources, "the callers followed are bounded")
+	assert.LessOrEqual(t, len(b.namespaces.m), maxSources, "the namespaces followed are bounded")
 }
