@@ -42,8 +42,12 @@ export GOFLAGS := $(strip -trimpath $(filter-out -trimpath,$(shell $(GO) env GOF
 
 # Packages whose tests `make test` runs under the race detector, and not
 # again without it: the ones with goroutines of their own, and the test
-# infrastructure.
-RACE_PACKAGES := ./eventbridge/... ./scaler/... ./controller/... ./local/... ./internal/... ./cmd/... ./contract/... ./test/... ./cli
+# infrastructure, but the real node's (test/node/...), whose dependencies
+# (Helm, kustomize, wazero: a sixth of the packages) would be compiled
+# again for the race detector for a few seconds of tests; the real node's
+# scenarios run it.
+RACE_PACKAGES := ./eventbridge/... ./scaler/... ./controller/... ./local/... ./internal/... ./cmd/... ./contract/... ./cli \
+	$(filter-out ./test/node%,$(patsubst %/,./%,$(sort $(dir $(wildcard test/*/*.go)))))
 
 # Fuzz targets, as package:Target:inputs, run briefly by `make test` (their
 # seed corpora also run as plain tests). The inputs are counts, not durations,
