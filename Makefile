@@ -90,12 +90,12 @@ test: testsummary ## Run every test (builds the test API server once, about 4 mi
 	@# Every package once: those of RACE_PACKAGES under the race detector
 	@# (the race phase below), the others here.
 	@echo "go test ./... but RACE_PACKAGES"
-	@hack/phase.sh run unit bash -c 'pkgs=$$($(GO) list ./... | grep -vxF -f <($(GO) list $(RACE_PACKAGES))) && \
+	@hack/phase.sh run unit bash -o pipefail -c 'pkgs=$$($(GO) list ./... | grep -vxF -f <($(GO) list $(RACE_PACKAGES))) && \
 		KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GOTEST) $(TESTFLAGS) $$pkgs | $(TESTSUMMARY) -state "$$KFN_PHASE_STATE"'
 	@# Nested modules (own go.mod, outside ./... above): the real KEDA's e2e.
 	@for m in $(NESTED_TEST_MODULES); do \
 		echo "cd $$m && go test ./..."; \
-		hack/phase.sh run "$$m" bash -c 'cd "$$1" && KUBEBUILDER_ASSETS="$$($(CURDIR)/hack/envtest-assets.sh)" $(GOTEST) $(TESTFLAGS) ./... | $(TESTSUMMARY) -state "$$KFN_PHASE_STATE"' - "$$m" || exit 1; \
+		hack/phase.sh run "$$m" bash -o pipefail -c 'cd "$$1" && KUBEBUILDER_ASSETS="$$($(CURDIR)/hack/envtest-assets.sh)" $(GOTEST) $(TESTFLAGS) ./... | $(TESTSUMMARY) -state "$$KFN_PHASE_STATE"' - "$$m" || exit 1; \
 	done
 	@hack/phase.sh run race bash -c '$(MAKE) --no-print-directory test-race TESTSUMMARY_FLAGS="-state $$KFN_PHASE_STATE"'
 	@# The fuzz targets' instrumented build (every dependency compiled again
@@ -132,7 +132,7 @@ test-cluster: testsummary ## Run the end-to-end tests on a real node (root; KFN_
 		bin=$$(echo "$$dirs" | sed -n 1p) && images=$$(echo "$$dirs" | sed -n 2p) && \
 		echo "cd e2e/cluster && go test $(CLUSTER_TESTFLAGS) ./..." && \
 		cd e2e/cluster && export KFN_CLUSTER_BIN="$$bin" KFN_CLUSTER_IMAGES="$$images" && \
-		../../hack/phase.sh run cluster-scenarios bash -c '$(GOTEST) $(CLUSTER_TESTFLAGS) ./... | $(TESTSUMMARY) -times -budget $(CLUSTER_BUDGET) -state "$$KFN_PHASE_STATE"'; \
+		../../hack/phase.sh run cluster-scenarios bash -o pipefail -c '$(GOTEST) $(CLUSTER_TESTFLAGS) ./... | $(TESTSUMMARY) -times -budget $(CLUSTER_BUDGET) -state "$$KFN_PHASE_STATE"'; \
 	fi
 
 .PHONY: cluster

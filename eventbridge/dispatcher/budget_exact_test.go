@@ -2,6 +2,7 @@ package dispatcher_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -154,7 +155,9 @@ func TestBudgetGivesUpTheOldestRetriesFirst(t *testing.T) {
 		b.publish("shop", "order.created.v1", strconv.Itoa(i), "")
 	}
 	require.Eventually(t, func() bool { return len(b.deadLetters()) >= 10 }, wait, tick)
-	require.Never(t, func() bool { return len(b.deadLetters()) > 10 }, 300*time.Millisecond, tick, "the excess only")
+	if !assert.Never(t, func() bool { return len(b.deadLetters()) > 10 }, 300*time.Millisecond, tick, "the excess only") {
+		t.Fatalf("dead letters: %s", describeLetters(b))
+	}
 	var retried []int // given up while waiting for their next attempt
 	for _, id := range deadLetterIDs(t, b, "backlog over maxBacklog (20)") {
 		if id < 20 {
@@ -166,6 +169,17 @@ func TestBudgetGivesUpTheOldestRetriesFirst(t *testing.T) {
 	for i, id := range retried {
 		assert.Equal(t, i, id, "the earliest in the stream first")
 	}
+}
+
+// describeLetters says of each dead letter its event's id, attempts and
+// error, for a failure's message.
+func describeLetters(b *bridge) string {
+	var d []string
+	for _, dl := range b.deadLetters() {
+		h := dl.Headers()
+		d = append(d, fmt.Sprintf("%s (attempts %s, sequence %s: %s)", h.Get("ce-id"), h.Get(deadletter.HeaderAttempts), h.Get(deadletter.HeaderSequence), h.Get(deadletter.HeaderError)))
+	}
+	return strings.Join(d, "; ")
 }
 
 // failedAttempts reads kfn_eventbridge_delivery_failures_total, summed,

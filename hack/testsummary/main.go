@@ -18,8 +18,10 @@
 //	-state FILE  write "cached" to FILE when go test answered every package
 //	             from its cache, "cold" otherwise (hack/phase.sh's table)
 //
-// The exit status is 1 when a package is over its budget, 2 when the input
-// could not be read, 0 otherwise: the Makefile's pipefail keeps go test's.
+// The exit status is 1 when a package or a test failed (a build error, a
+// failed or unfinished test) or a package is over its budget, 2 when the
+// input could not be read, 0 otherwise: a pipe from go test fails with
+// go test even where the shell that runs it has no pipefail.
 package main
 
 import (
@@ -62,7 +64,7 @@ func main() {
 			os.Exit(2)
 		}
 	}
-	if len(res.overBudget) > 0 {
+	if res.failed() {
 		os.Exit(1)
 	}
 }
@@ -80,6 +82,16 @@ type result struct {
 	packages, cached int
 	// overBudget names the packages that took longer than the budget.
 	overBudget []string
+	// failedPackages counts the packages go test reported failed (their
+	// tests, or their build); failedTests the top-level tests that failed
+	// or had not ended when their package did.
+	failedPackages, failedTests int
+}
+
+// failed reports whether the run failed: a package or test failed, or a
+// package was over its budget.
+func (r result) failed() bool {
+	return r.failedPackages > 0 || r.failedTests > 0 || len(r.overBudget) > 0
 }
 
 // state is "cached" when every package that ended was answered from go
@@ -134,6 +146,9 @@ func run(in io.Reader, out io.Writer, opts options) (result, error) {
 			if strings.HasPrefix(e.Output, "ok ") && strings.HasSuffix(e.Output, "(cached)\n") {
 				cachedPkgs[e.Package] = true
 			}
+			if e.Action == "fail" {
+				res.failedPackages++
+			}
 			if e.Action == "pass" || e.Action == "fail" || e.Action == "skip" {
 				res.packages++
 				if cachedPkgs[e.Package] {
@@ -179,7 +194,8 @@ func run(in io.Reader, out io.Writer, opts options) (result, error) {
 			fmt.Fprintf(out, "=== %s (%s) was still running when its package ended; its output so far:\n%s", t.name, t.pkg, withoutProgress(t.out.String()))
 		}
 	}
-	if len(failed)+len(running) == 0 {
+	res.failedTests = len(failed) + len(running)
+	if res.failedTests == 0 {
 		return res, nil
 	}
 	fmt.Fprintf(out, "\n=== testsummary: %d failed, %d unfinished; their output again, without platform dumps:\n", len(failed), len(running))

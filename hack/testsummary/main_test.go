@@ -187,3 +187,44 @@ func TestAPackageOverItsBudgetFails(t *testing.T) {
 		})
 	}
 }
+
+// TestAFailedRunFails: a failed test, a test cut short, and a package
+// that failed to build each make the run fail (testsummary exits 1), so
+// that `go test -json | testsummary` fails in a shell without pipefail
+// (make test's phases run their pipes under hack/phase.sh's bash -c); a
+// run of passing and skipped tests does not.
+func TestAFailedRunFails(t *testing.T) {
+	for name, c := range map[string]struct {
+		events []event
+		failed bool
+	}{
+		"passing": {[]event{
+			{Action: "run", Package: "example.com/a", Test: "TestA"},
+			{Action: "pass", Package: "example.com/a", Test: "TestA", Elapsed: 0.1},
+			{Action: "skip", Package: "example.com/a", Test: "TestSkipped"},
+			out("example.com/a", "", "ok  \texample.com/a\t0.1s\n"),
+			{Action: "pass", Package: "example.com/a", Elapsed: 0.1},
+		}, false},
+		"a failed test": {[]event{
+			{Action: "run", Package: "example.com/a", Test: "TestA"},
+			{Action: "pass", Package: "example.com/a", Test: "TestA/sub"},
+			{Action: "fail", Package: "example.com/a", Test: "TestA", Elapsed: 0.1},
+			{Action: "fail", Package: "example.com/a", Elapsed: 0.1},
+		}, true},
+		"a test cut short": {[]event{
+			{Action: "run", Package: "example.com/a", Test: "TestSlow"},
+			out("example.com/a", "", "panic: test timed out after 1s\n"),
+			{Action: "fail", Package: "example.com/a", Elapsed: 1},
+		}, true},
+		"a build error": {[]event{
+			out("example.com/a", "", "# example.com/a\n./a.go:1:1: syntax error\n"),
+			{Action: "fail", Package: "example.com/a"},
+		}, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			res, err := run(strings.NewReader(goTestJSON(t, c.events...)), &strings.Builder{}, options{})
+			require.NoError(t, err)
+			assert.Equal(t, c.failed, res.failed())
+		})
+	}
+}
