@@ -60,8 +60,10 @@ func NodeImages(tag, natsVersion string) LocalImages {
 // LocalValues are the chart values of a cluster whose images were imported
 // into the node, not pulled: the chart's profile (ha or small), kfn's images
 // never pulled, NetworkPolicies on, deliveries only into the node's pod and
-// Service networks, NATS with a small volume, and Functions with the S
-// preset by default so that a 2-core node holds several replicas. The
+// Service networks, NATS with a small volume, and Functions with the XS
+// preset by default (50m of CPU asked for each) so that a 2-core node holds
+// the Functions of six scenarios at once: with S (100m) a cold make test
+// once left a scenario's pods unschedulable ("Insufficient cpu"). The
 // platform's pods ask for less CPU than the chart's defaults (platformCPU;
 // their limits stay): with the ha profile's 9 pods the chart's requests,
 // 1.3 cores, left the scenarios' Functions unschedulable on the 2 cores.
@@ -79,7 +81,7 @@ func LocalValues(img LocalImages, profile string) map[string]any {
 		},
 		"runtimes": map[string]any{"registry": img.Registry, "tag": img.Tag},
 		"functions": map[string]any{
-			"defaultProfile": "S",
+			"defaultProfile": "XS",
 			// The warm pool runs, but keeps standby pods only in the
 			// namespaces that ask (kfn.dev/warm-pool-size): the
 			// scenarios' pods are theirs, and the node's 2 cores hold them.
