@@ -96,7 +96,7 @@ func (c *Config) registerDependencyCacheFlags(fs *flag.FlagSet) {
 // registerPublisherFlags binds the publisher's bounds and Kyma's legacy
 // events and Applications.
 func (c *Config) registerPublisherFlags(fs *flag.FlagSet) {
-	fs.Float64Var(&c.Publisher.SenderRate, "publish-rate-per-namespace", c.Publisher.SenderRate, "events one sender namespace (-publisher-senders=kubernetes) may store a second on average, its sinks' replies included; past it (and its burst) a request is refused 429 and a reply's delivery retried (0: no bound)")
+	fs.Float64Var(&c.Publisher.SenderRate, "publish-rate-per-namespace", c.Publisher.SenderRate, "events one sender namespace (-publisher-senders=kubernetes) may store a second on average, its sinks' replies included; past it (and its burst) a request is refused 429 and a reply waits for its turn (0: no bound)")
 	fs.IntVar(&c.Publisher.SenderBurst, "publish-burst-per-namespace", c.Publisher.SenderBurst, "burst of -publish-rate-per-namespace, at least 100 (a batch); 0: the larger of the rate and 100")
 	fs.Float64Var(&c.Publisher.AnonymousRate, "publish-rate-anonymous", c.Publisher.AnonymousRate, "events every publisher without a namespace (no token, a user's) may store a second together; past it a request is refused 429 (0: no bound, Kyma's model)")
 	fs.IntVar(&c.Publisher.AnonymousBurst, "publish-burst-anonymous", c.Publisher.AnonymousBurst, "burst of -publish-rate-anonymous, at least 100; 0: the larger of the rate and 100")

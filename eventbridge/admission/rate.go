@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -59,6 +60,35 @@ func (r *Rates) Take(sender string, n int) error {
 		return nil
 	}
 	return tooManyEvents("namespace "+sender, r.perSender.Rate(), r.perSender.Burst())
+}
+
+// Wait takes one event from sender's bucket, waiting for it when the
+// bucket is empty, at most maxWait: a sink's reply waits for its
+// namespace's rate instead of failing its delivery. It returns an error
+// wrapping ErrTooManyEvents, having taken nothing, when the wait would be
+// longer than maxWait, and ctx's error when ctx ends first. Without a
+// sender it is Take.
+func (r *Rates) Wait(ctx context.Context, sender string, maxWait time.Duration) error {
+	if r == nil || r.perSender == nil || sender == "" {
+		return r.Take(sender, 1)
+	}
+	wait, cancel, ok := r.perSender.ReserveN(sender, time.Now(), 1, maxWait)
+	if !ok {
+		return fmt.Errorf("%w: namespace %s stores %g events a second (bursts of %d), and its next one is more than %s away",
+			ErrTooManyEvents, sender, r.perSender.Rate(), r.perSender.Burst(), maxWait)
+	}
+	if wait <= 0 {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		cancel()
+		return fmt.Errorf("wait for namespace %s's rate of events: %w", sender, ctx.Err())
+	}
 }
 
 func tooManyEvents(who string, perSecond float64, burst int) error {

@@ -101,14 +101,15 @@ kfn_eventbridge_replies_total{namespace="tenant",result="rate_limited",subscript
 // TestRepliesTakeTheirNamespacesRate has the sink of namespace tenant's
 // Subscription answer each of five events with a reply, its namespace's
 // rate being 3 events at once and one every 2 s. A reply is an event the
-// namespace stores: the first three are stored at once, the others only
-// as the rate lets, their deliveries retried (counted rate_limited), none
-// lost; and the namespace's bucket, the one its publishes take from
+// namespace stores: the first three are stored at once, the others each
+// when the rate lets it, their deliveries waiting for that (not failed, so
+// not retried nor dead-lettered with the default maxDeliver), each reply
+// once; and the namespace's bucket, the one its publishes take from
 // (publisher.WithRates), is then empty while another namespace's is not.
 func TestRepliesTakeTheirNamespacesRate(t *testing.T) {
 	rates := admission.NewRates(0.5, 3, 0, 0)
 	b := newBridge(t, withOption(dispatcher.WithReplyRates(rates)))
-	b.newSink("fn", func(n int, r *http.Request, w http.ResponseWriter) {
+	fn := b.newSink("fn", func(n int, r *http.Request, w http.ResponseWriter) {
 		w.Header().Set("Content-Type", "application/cloudevents+json")
 		fmt.Fprintf(w, `{"specversion":"1.0","id":"re-%s","source":"fn","type":"reply.v1"}`, r.Header.Get("Ce-Id"))
 	})
@@ -116,7 +117,7 @@ func TestRepliesTakeTheirNamespacesRate(t *testing.T) {
 	b.subscribe(sub("replies", "replies", func(s *v1alpha2.Subscription) {
 		s.Spec.Source, s.Spec.Types = "fn", []string{"reply.v1"}
 	}))
-	b.subscribe(sub("s", "fn", config("maxDeliver", "20"), func(s *v1alpha2.Subscription) {
+	b.subscribe(sub("s", "fn", func(s *v1alpha2.Subscription) {
 		s.Namespace, s.Spec.Sink = "tenant", "http://fn.tenant.svc.cluster.local/events"
 	}))
 	for i := range 5 {
@@ -124,16 +125,40 @@ func TestRepliesTakeTheirNamespacesRate(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return replies.count() == 3 }, wait, tick, "the burst's replies are stored")
 	require.Never(t, func() bool { return replies.count() > 3 }, 500*time.Millisecond, tick, "no reply past the namespace's rate")
-	assert.Positive(t, b.gauge("kfn_eventbridge_replies_total", map[string]string{"namespace": "tenant", "subscription": "s", "result": "rate_limited"}),
-		"the replies past the rate are counted")
 	require.ErrorIs(t, rates.Take("tenant", 1), admission.ErrTooManyEvents, "the namespace's publishes share the bucket its replies emptied")
 	require.NoError(t, rates.Take("other", 1), "another namespace's bucket is its own")
 
-	require.Eventually(t, func() bool { return replies.count() == 5 }, 3*wait, tick, "every reply is stored in the end")
+	require.Eventually(t, func() bool { return replies.count() == 5 }, 3*wait, tick, "every reply is stored in its turn")
 	ids := map[string]bool{}
 	for _, d := range replies.deliveries() {
 		ids[d.header.Get("Ce-Id")] = true
 	}
 	assert.Len(t, ids, 5, "each event's reply once")
+	assert.Equal(t, 5, fn.count(), "each event delivered once: a reply waiting for its turn fails no attempt")
+	assert.Zero(t, b.gauge("kfn_eventbridge_delivery_failures_total", map[string]string{"namespace": "tenant", "subscription": "s"}))
+	assert.Zero(t, b.gauge("kfn_eventbridge_replies_total", map[string]string{"namespace": "tenant", "subscription": "s", "result": "rate_limited"}))
+	assert.Empty(t, b.deadLetters())
+}
+
+// TestAReplyTooFarPastItsRateIsRetried: a namespace whose next event its
+// rate allows only in 100 s (more than reply.MaxRateWait) has its
+// sink's reply refused (counted rate_limited) and the delivery retried,
+// not lost.
+func TestAReplyTooFarPastItsRateIsRetried(t *testing.T) {
+	rates := admission.NewRates(0.01, 1, 0, 0)
+	require.NoError(t, rates.Take("tenant", 1)) // the bucket empty: the next event in 100 s
+	b := newBridge(t, withOption(dispatcher.WithReplyRates(rates)))
+	fn := b.newSink("fn", func(n int, r *http.Request, w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "application/cloudevents+json")
+		fmt.Fprint(w, `{"specversion":"1.0","id":"re","source":"fn","type":"reply.v1"}`)
+	})
+	b.subscribe(sub("s", "fn", config("backoffInitial", "10ms", "backoffMax", "10ms"), func(s *v1alpha2.Subscription) {
+		s.Namespace, s.Spec.Sink = "tenant", "http://fn.tenant.svc.cluster.local/events"
+	}))
+	b.publish("shop", "order.created.v1", "o", "")
+	require.Eventually(t, func() bool {
+		return b.gauge("kfn_eventbridge_replies_total", map[string]string{"namespace": "tenant", "subscription": "s", "result": "rate_limited"}) >= 1
+	}, wait, tick, "the reply is refused, counted")
+	require.Eventually(t, func() bool { return fn.count() >= 2 }, wait, tick, "and the delivery retried")
 	assert.Empty(t, b.deadLetters())
 }

@@ -34,11 +34,18 @@ const (
 	HopLimit Result = "hop_limit"
 	// Failed: valid, but storing it failed; the delivery is to be retried.
 	Failed Result = "failed"
-	// RateLimited: valid, but its namespace has stored as many events as
-	// its rate lets it (admission.Rates, shared with its publishes); not
-	// stored, the delivery is to be retried after RateLimitedRetryAfter.
+	// RateLimited: valid, but its namespace's rate of events
+	// (admission.Rates, shared with its publishes) would let it be stored
+	// only more than MaxRateWait from now; not stored, the delivery is to
+	// be retried after RateLimitedRetryAfter.
 	RateLimited Result = "rate_limited"
 )
+
+// MaxRateWait is how long a reply waits at most for its namespace's rate
+// of events to let it be stored: a namespace whose sinks reply faster than
+// its rate has its deliveries slowed to it, each reply stored once its
+// turn comes, rather than failed.
+const MaxRateWait = 10 * time.Second
 
 // RateLimitedRetryAfter is how long a delivery whose reply was
 // RateLimited waits at least before its next attempt, as the publisher's
@@ -95,9 +102,10 @@ func Decode(ctx context.Context, header http.Header, body []byte, answered nats.
 // itself or uses a source reserved to other namespaces refused, the hop
 // limit) and to the store's bounds, de-duplicated within that namespace's
 // events only, and counted in that namespace's rate of events, which its
-// publishes share (admission.Rates), so that a namespace's sinks cannot
-// store more events a second than its publishers may. Its methods are
-// safe for concurrent use.
+// publishes share (admission.Rates): a reply waits for its turn (at most
+// MaxRateWait), so that a namespace's sinks cannot store more events a
+// second than its publishers may. Its methods are safe for concurrent
+// use.
 type Store struct {
 	store  *eventstore.Store
 	policy admission.Policy
@@ -130,8 +138,10 @@ func (s *Store) Publish(ctx context.Context, r *Reply, sender, traceParent, trac
 	if err := s.policy.Admit(&e, sender); err != nil {
 		return Invalid, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	if err := s.rates.Take(sender, 1); err != nil {
+	if err := s.rates.Wait(ctx, sender, MaxRateWait); errors.Is(err, admission.ErrTooManyEvents) {
 		return RateLimited, fmt.Errorf("store reply %s: %w", r.Event.ID(), err)
+	} else if err != nil {
+		return Failed, fmt.Errorf("store reply %s: %w", r.Event.ID(), err)
 	}
 	if _, err := s.store.Put(ctx, e); err != nil {
 		if errors.Is(err, eventstore.ErrInvalidEvent) || errors.Is(err, eventstore.ErrTooLarge) {

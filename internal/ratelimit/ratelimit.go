@@ -37,6 +37,30 @@ func (p *PerKey) Allow(key string) bool { return p.AllowN(key, time.Now(), 1) }
 func (p *PerKey) AllowN(key string, now time.Time, n int) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.bucket(key, now).AllowN(now, n)
+}
+
+// ReserveN takes n tokens of key's bucket at now, ahead of their refill
+// when it has fewer (the bucket owes them: the next takes wait for them
+// too), and returns how long from now the caller waits for them, with a
+// cancel that gives them back; ok is false, and nothing is taken, when n
+// is more than a burst or the wait would be longer than maxWait.
+func (p *PerKey) ReserveN(key string, now time.Time, n int, maxWait time.Duration) (wait time.Duration, cancel func(), ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r := p.bucket(key, now).ReserveN(now, n)
+	if !r.OK() {
+		return 0, nil, false
+	}
+	if wait = r.DelayFrom(now); wait > maxWait {
+		r.CancelAt(now)
+		return 0, nil, false
+	}
+	return wait, r.Cancel, true
+}
+
+// bucket returns key's bucket, made full when new. p.mu is held.
+func (p *PerKey) bucket(key string, now time.Time) *rate.Limiter {
 	l := p.buckets[key]
 	if l == nil {
 		if len(p.buckets) >= maxKept {
@@ -45,7 +69,7 @@ func (p *PerKey) AllowN(key string, now time.Time, n int) bool {
 		l = rate.NewLimiter(p.limit, p.burst)
 		p.buckets[key] = l
 	}
-	return l.AllowN(now, n)
+	return l
 }
 
 // Rate is the tokens a second each bucket is refilled with.

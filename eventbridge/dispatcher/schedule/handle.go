@@ -99,7 +99,12 @@ func (w *worker) attempt(ctx context.Context, log delivery.EventLog, msg jetstre
 	defer at.End(observe.GiveUpOutcome(w.target.delivery.DeadLetter)) // unless delivered or retried
 	res := w.post(ctx, log, msg, &at, t)
 	if res.Verdict == delivery.Done && res.Reply != nil {
+		// Storing the reply may wait for the namespace's rate of events
+		// (reply.MaxRateWait): no slot is held meanwhile, as none is while
+		// the sink works.
+		t.Pause()
 		err := w.dl.PublishReply(ctx, log, msg.Headers(), res.Reply, res.ReplyBody)
+		t.Resume()
 		res.ReplyHeld.Release()
 		if err != nil {
 			at.Failed(err)
