@@ -46,8 +46,8 @@ export GOFLAGS := $(strip -trimpath $(filter-out -trimpath,$(shell $(GO) env GOF
 # (Helm, kustomize, wazero: a sixth of the packages) would be compiled
 # again for the race detector for a few seconds of tests; the real node's
 # scenarios run it.
-RACE_PACKAGES := ./eventbridge/... ./scaler/... ./controller/... ./local/... ./internal/... ./cmd/... ./contract/... ./cli \
-	$(filter-out ./test/node%,$(patsubst %/,./%,$(sort $(dir $(wildcard test/*/*.go)))))
+RACE_PACKAGES = ./eventbridge/... ./scaler/... ./controller/... ./local/... ./internal/... ./cmd/... ./contract/... ./cli \
+	$(shell $(GO) list ./test/... | grep -v '/test/node\(/\|$$\)')
 
 # Fuzz targets, as package:Target:inputs, run briefly by `make test` (their
 # seed corpora also run as plain tests). The inputs are counts, not durations,
@@ -90,7 +90,7 @@ test: testsummary ## Run every test (builds the test API server once, about 4 mi
 	@# Every package once: those of RACE_PACKAGES under the race detector
 	@# (the race phase below), the others here.
 	@echo "go test ./... but RACE_PACKAGES"
-	@hack/phase.sh run unit bash -o pipefail -c 'pkgs=$$($(GO) list ./... | grep -vxF -f <($(GO) list $(RACE_PACKAGES))) && \
+	@hack/phase.sh run unit bash -o pipefail -c 'race=$$($(GO) list $(RACE_PACKAGES)) && pkgs=$$($(GO) list ./... | grep -vxF -f <(echo "$$race")) && \
 		KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GOTEST) $(TESTFLAGS) $$pkgs | $(TESTSUMMARY) -state "$$KFN_PHASE_STATE"'
 	@# Nested modules (own go.mod, outside ./... above): the real KEDA's e2e.
 	@for m in $(NESTED_TEST_MODULES); do \

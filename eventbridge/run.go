@@ -133,7 +133,7 @@ func newWorld(p Process, cfg Config, log *slog.Logger) (world, error) {
 		return world{}, err
 	}
 	w := world{env: NewCluster(mgr)}
-	w.access, w.metricsReaders, err = kubernetesAccess(p, cfg, mgr.GetConfig())
+	w.access, w.metricsReaders, err = kubernetesAccess(p, cfg, mgr.GetConfig(), log)
 	return w, err
 }
 
@@ -154,7 +154,7 @@ func (w world) applySubscriptions(ctx context.Context, p Process) error {
 // -publisher-senders) flags say kubernetes, and of the metrics' readers.
 // Each listener has its own budget of new tokens: callers of one cannot
 // spend another's.
-func kubernetesAccess(p Process, cfg Config, restCfg *rest.Config) (Access, *auth.Kubernetes, error) {
+func kubernetesAccess(p Process, cfg Config, restCfg *rest.Config, log *slog.Logger) (Access, *auth.Kubernetes, error) {
 	var a Access
 	adminAccess := cfg.Admin && p.AdminAuth == AdminAuthKubernetes
 	gatewayAccess := cfg.Has(ComponentGateway) && p.GatewayAuth == GatewayAuthKubernetes
@@ -167,7 +167,7 @@ func kubernetesAccess(p Process, cfg Config, restCfg *rest.Config) (Access, *aut
 	if err != nil {
 		return a, nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	access, err := auth.NewKubernetes(client, auth.KubernetesConfig{NewTokensPerSecond: p.NewTokensPerSecond})
+	access, err := auth.NewKubernetes(client, auth.KubernetesConfig{NewTokensPerSecond: p.NewTokensPerSecond, Logger: log})
 	if err != nil {
 		return a, nil, err
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -15,62 +17,84 @@ import (
 // The API server's ServiceAccount issuer discovery (its OpenID provider
 // configuration's jwks_uri): the public keys ServiceAccount tokens are
 // signed with. RBAC's ClusterRole system:service-account-issuer-discovery
-// grants it; the chart grants the event bridge the same two URLs.
+// grants it; the chart grants the event bridge the same URL.
 const jwksPath = "/openid/v1/jwks"
 
 // maxSignedToken bounds the bearer tokens whose signature is checked: a
 // ServiceAccount token is about 1 KiB.
 const maxSignedToken = 16 << 10
 
-// keysRefresh is how often the issuer's keys are fetched again at most:
-// on a token that names a key not known (the keys were rotated), and in
-// Run.
+// keysRefresh is how often the issuer's keys are fetched again: by Run,
+// and at most that often on a token that names a key not known (the keys
+// were rotated).
 const keysRefresh = 30 * time.Second
 
-// issuerKeys knows which namespace a ServiceAccount token is of before
-// any TokenReview, from the token's claims once its signature is checked
-// against the cluster's ServiceAccount issuer's keys, so that reviews can
-// be metered per namespace: a token signed by the cluster names its
-// namespace truly, a made-up one (whatever it claims) is not attributed
-// to any. It is safe for concurrent use.
-type issuerKeys struct {
-	client  rest.Interface // nil: no keys, every token unattributed
-	timeout time.Duration
+// keysWait bounds how long a request with a new token waits for the first
+// fetch of the keys (made when the listener starts): a token that comes
+// before them is metered by its caller's address.
+const keysWait = 2 * time.Second
 
-	// first is the first fetch, which every caller waits for.
-	first sync.Once
+// signatureAlgorithms are those ServiceAccount tokens are signed with
+// (the API server signs with RS256 or ES256): never none or a MAC.
+var signatureAlgorithms = []jose.SignatureAlgorithm{jose.RS256, jose.RS384, jose.RS512, jose.ES256, jose.ES384, jose.ES512, jose.PS256, jose.PS384, jose.PS512}
+
+// KeyFetcher fetches the cluster's ServiceAccount issuer's key set.
+type KeyFetcher func(ctx context.Context) (*jose.JSONWebKeySet, error)
+
+// issuerKeys knows which namespace a ServiceAccount token of kfn's
+// Audience is of before any TokenReview, from the token's claims once its
+// signature is checked against the cluster's ServiceAccount issuer's keys,
+// so that reviews can be metered per namespace: a token the cluster signed
+// names its namespace truly; a made-up one (whatever it claims), one for
+// another audience (which whoever it was given to could replay here) and a
+// user's are attributed to none. It is safe for concurrent use.
+type issuerKeys struct {
+	fetchKeys KeyFetcher // nil: no keys, every token unattributed
+	timeout   time.Duration
+	log       *slog.Logger
+
+	// first is the first fetch, closed once it ended.
+	startFirst sync.Once
+	first      chan struct{}
 
 	mu       sync.Mutex
 	keys     *jose.JSONWebKeySet // nil until fetched
 	fetched  time.Time           // the last fetch's start, answered or not
 	fetching bool
+	failed   bool // the last fetch failed (logged once until one succeeds)
 }
 
-// serviceAccountClaims are the claims of a ServiceAccount token that name
-// its namespace: "kubernetes.io" of bound tokens (TokenRequest, projected
-// volumes), and the one of legacy Secret-based tokens.
+func newIssuerKeys(fetch KeyFetcher, timeout time.Duration, log *slog.Logger) *issuerKeys {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &issuerKeys{fetchKeys: fetch, timeout: timeout, log: log, first: make(chan struct{})}
+}
+
+// serviceAccountClaims are the claims of a bound ServiceAccount token
+// (TokenRequest, projected volumes) that name its namespace. Legacy
+// Secret-based tokens, which do not expire, are not attributed.
 type serviceAccountClaims struct {
 	jwt.Claims
 	Kubernetes struct {
 		Namespace string `json:"namespace"`
 	} `json:"kubernetes.io"`
-	LegacyNamespace string `json:"kubernetes.io/serviceaccount/namespace"`
 }
 
-// namespaceOf returns the namespace of a ServiceAccount token the
-// cluster's issuer signed and that has not expired, or false for any
-// other token (made up, a user's, another issuer's, too long, or no keys
-// known). It reviews nothing: TokenReview still decides whether the token
-// is accepted.
-func (k *issuerKeys) namespaceOf(token string, now time.Time) (string, bool) {
-	if k == nil || k.client == nil || len(token) > maxSignedToken {
+// namespaceOf returns the namespace of a ServiceAccount token of kfn's
+// Audience that the cluster's issuer signed and that has not expired, or
+// false for any other token (made up, a user's, for another audience,
+// legacy, too long, or no keys known). It reviews nothing: TokenReview
+// still decides whether the token is accepted.
+func (k *issuerKeys) namespaceOf(ctx context.Context, token string, now time.Time) (string, bool) {
+	if k == nil || k.fetchKeys == nil || len(token) > maxSignedToken {
 		return "", false
 	}
-	tok, err := jwt.ParseSigned(token, []jose.SignatureAlgorithm{jose.RS256, jose.RS384, jose.RS512, jose.ES256, jose.ES384, jose.ES512, jose.PS256})
+	tok, err := jwt.ParseSigned(token, signatureAlgorithms)
 	if err != nil || len(tok.Headers) != 1 {
 		return "", false
 	}
-	key, ok := k.key(tok.Headers[0].KeyID, now)
+	key, ok := k.key(ctx, tok.Headers[0].KeyID, now)
 	if !ok {
 		return "", false
 	}
@@ -78,100 +102,124 @@ func (k *issuerKeys) namespaceOf(token string, now time.Time) (string, bool) {
 	if err := tok.Claims(key.Key, &c); err != nil {
 		return "", false
 	}
-	if c.Expiry == nil || c.ValidateWithLeeway(jwt.Expected{Time: now}, time.Minute) != nil {
+	if c.Expiry == nil || c.ValidateWithLeeway(jwt.Expected{Time: now}, time.Minute) != nil ||
+		!slices.Contains(c.Audience, Audience) {
 		return "", false
 	}
-	ns := c.Kubernetes.Namespace
-	if ns == "" {
-		ns = c.LegacyNamespace
-	}
-	return ns, ns != ""
+	return c.Kubernetes.Namespace, c.Kubernetes.Namespace != ""
 }
 
-// key returns the issuer's key of that id. The keys are fetched first
-// when first needed (callers wait for that one fetch), and again, in the
-// background and at most every keysRefresh, when a token names a key not
-// known (a rotation makes new tokens unattributed for a moment rather
-// than wait).
-func (k *issuerKeys) key(id string, now time.Time) (jose.JSONWebKey, bool) {
+// key returns the issuer's key of that id. Before the first fetch ended it
+// waits for it, at most keysWait (starting it when Run has not); a key id
+// not known starts a fetch in the background, at most every keysRefresh,
+// so that after a rotation new tokens are unattributed for a moment
+// rather than wait.
+func (k *issuerKeys) key(ctx context.Context, id string, now time.Time) (jose.JSONWebKey, bool) {
 	if id == "" {
 		return jose.JSONWebKey{}, false
 	}
-	k.first.Do(k.fetchFirst)
+	k.startFirst.Do(func() { go k.fetch(context.WithoutCancel(ctx), true) })
+	wait := time.NewTimer(keysWait)
+	select {
+	case <-k.first:
+	case <-wait.C:
+	case <-ctx.Done():
+	}
+	wait.Stop()
 	k.mu.Lock()
 	keys := k.keys
 	stale := !k.fetching && now.Sub(k.fetched) >= keysRefresh
 	k.mu.Unlock()
 	if keys != nil {
-		if found := keys.Key(id); len(found) > 0 {
+		if found := keys.Key(id); len(found) > 0 && found[0].Valid() && found[0].IsPublic() {
 			return found[0], true
 		}
 	}
 	if stale {
-		go k.refresh(now)
+		go k.fetch(context.WithoutCancel(ctx), false)
 	}
 	return jose.JSONWebKey{}, false
 }
 
-// refresh fetches the keys again, unless a fetch started within
-// keysRefresh or runs.
-func (k *issuerKeys) refresh(now time.Time) {
-	if k == nil || k.client == nil {
+// follow fetches the keys at once and every keysRefresh until ctx ends.
+func (k *issuerKeys) follow(ctx context.Context) {
+	if k == nil || k.fetchKeys == nil {
 		return
 	}
-	k.first.Do(k.fetchFirst)
-	k.mu.Lock()
-	stale := !k.fetching && now.Sub(k.fetched) >= keysRefresh
-	if stale {
-		k.fetching, k.fetched = true, now
+	byRequest := true
+	k.startFirst.Do(func() { k.fetch(ctx, true); byRequest = false })
+	if byRequest { // a request started the first fetch: it ends it
+		select {
+		case <-k.first:
+		case <-ctx.Done():
+			return
+		}
 	}
-	k.mu.Unlock()
-	if stale {
-		k.fetch()
+	t := time.NewTicker(keysRefresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			k.fetch(ctx, false)
+		}
 	}
 }
 
-// fetchFirst is the first fetch.
-func (k *issuerKeys) fetchFirst() {
+// fetch fetches the issuer's keys, unless another fetch runs (the first
+// always does); on failure the keys known stay, and the first failure
+// after a success is logged. The first fetch closes k.first when it ends.
+func (k *issuerKeys) fetch(ctx context.Context, first bool) {
 	k.mu.Lock()
+	if k.fetching && !first {
+		k.mu.Unlock()
+		return
+	}
 	k.fetching, k.fetched = true, time.Now()
 	k.mu.Unlock()
-	k.fetch()
-}
-
-// fetch fetches the issuer's keys, the caller having set k.fetching; on
-// failure the keys known stay.
-func (k *issuerKeys) fetch() {
-	ctx, cancel := context.WithTimeout(context.Background(), k.timeout)
+	ctx, cancel := context.WithTimeout(ctx, k.timeout)
 	defer cancel()
-	keys, err := fetchKeys(ctx, k.client)
+	keys, err := k.fetchKeys(ctx)
 	k.mu.Lock()
-	defer k.mu.Unlock()
 	k.fetching = false
-	if err == nil {
-		k.keys = keys
+	switch {
+	case err == nil:
+		k.keys, k.failed = keys, false
+	case !k.failed:
+		k.failed = true
+		k.log.Warn("cannot read the cluster's ServiceAccount issuer keys: new bearer tokens are metered by caller address, not by namespace (grant get on "+jwksPath+")", "error", err)
+	}
+	k.mu.Unlock()
+	if first {
+		close(k.first)
 	}
 }
 
-// known says whether the issuer's keys were fetched.
+// known says whether the issuer's keys were fetched, and there are any.
 func (k *issuerKeys) known() bool {
 	if k == nil {
 		return false
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.keys != nil
+	return k.keys != nil && len(k.keys.Keys) > 0
 }
 
-// fetchKeys reads the issuer's key set from the API server.
-func fetchKeys(ctx context.Context, client rest.Interface) (*jose.JSONWebKeySet, error) {
-	b, err := client.Get().AbsPath(jwksPath).DoRaw(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("get %s: %w", jwksPath, err)
+// restKeys fetches the issuer's key set from the API server of client.
+func restKeys(client rest.Interface) KeyFetcher {
+	if client == nil {
+		return nil
 	}
-	var keys jose.JSONWebKeySet
-	if err := json.Unmarshal(b, &keys); err != nil {
-		return nil, fmt.Errorf("decode %s: %w", jwksPath, err)
+	return func(ctx context.Context) (*jose.JSONWebKeySet, error) {
+		b, err := client.Get().AbsPath(jwksPath).DoRaw(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("get %s: %w", jwksPath, err)
+		}
+		var keys jose.JSONWebKeySet
+		if err := json.Unmarshal(b, &keys); err != nil {
+			return nil, fmt.Errorf("decode %s: %w", jwksPath, err)
+		}
+		return &keys, nil
 	}
-	return &keys, nil
 }

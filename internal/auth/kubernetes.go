@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -87,9 +88,10 @@ type KubernetesConfig struct {
 	// reviewed within CacheTTL, per listener (each Listener has its own
 	// budget; default 100 a second, bursts of five times as many: a
 	// scale-out of hundreds of pods, each with its own token, passes); a
-	// quarter of it for the tokens of one namespace, when the cluster
-	// signed them (their signature checked against the API server's
-	// ServiceAccount issuer keys, /openid/v1/jwks, before a review), and a
+	// quarter of it for the tokens of one namespace while the total holds
+	// less than half, when the cluster signed them for kfn (their
+	// signature checked against the API server's ServiceAccount issuer
+	// keys, /openid/v1/jwks, before a review), and a
 	// tenth of it for one caller address for any other token, which
 	// together have at most half: more are answered 429
 	// (ErrTooManyReviews), so that made-up tokens cannot flood the API
@@ -97,6 +99,9 @@ type KubernetesConfig struct {
 	// before are not limited; a token refused before is answered 401
 	// without a review.
 	NewTokensPerSecond float64
+	// Logger is where Kubernetes says what it cannot do (read the
+	// issuer's keys); default none.
+	Logger *slog.Logger
 }
 
 // Kubernetes authenticates a listener's callers as the API server does and
@@ -155,7 +160,7 @@ func NewKubernetes(client kubernetes.Interface, cfg KubernetesConfig) (*Kubernet
 		reviews: &reviews{
 			certificates: group.NewAuthenticatedGroupAdder(x509.NewDynamic(ca.VerifyOptions, x509.CommonNameUserConversion)),
 			tokens:       tokens, verdicts: verdicts,
-			issuer: &issuerKeys{client: restClient(client), timeout: cfg.Timeout},
+			issuer: newIssuerKeys(restKeys(restClient(client)), cfg.Timeout, cfg.Logger),
 		}}
 	return k.Listener(), nil
 }
@@ -188,7 +193,7 @@ func (k *Kubernetes) Run(ctx context.Context) error {
 	keysDone := make(chan struct{})
 	go func() {
 		defer close(keysDone)
-		k.followIssuerKeys(ctx)
+		k.reviews.issuer.follow(ctx)
 	}()
 	defer func() { <-keysDone }()
 	err := wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
@@ -200,22 +205,6 @@ func (k *Kubernetes) Run(ctx context.Context) error {
 	}
 	<-done
 	return nil
-}
-
-// followIssuerKeys fetches the cluster's ServiceAccount issuer's keys at
-// once and again every keysRefresh, until ctx ends, so that new tokens are
-// metered per namespace from the first one and across key rotations.
-func (k *Kubernetes) followIssuerKeys(ctx context.Context) {
-	t := time.NewTicker(keysRefresh)
-	defer t.Stop()
-	for {
-		k.reviews.issuer.refresh(time.Now())
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
 }
 
 // restClient is the client of client's API server's own paths, nil when

@@ -121,12 +121,13 @@ func (v *verdicts) put(m map[tokenKey]time.Time, k tokenKey, now time.Time) {
 
 // budget meters the TokenReviews of one listener's tokens not seen before:
 // at most perSecond in all (bursts of burst). A token the cluster's
-// ServiceAccount issuer signed (issuerKeys) spends its namespace's share,
-// a namespaceShare-th of the total, wherever it comes from; any other
-// token (made up, whatever it claims, or a user's) spends its caller
-// address's share, a sourceShare-th, and, while the issuer's keys are
-// known, together with every other such token at most half the total. So
-// neither one namespace's pods, however many addresses they have, nor
+// ServiceAccount issuer signed for kfn (issuerKeys) spends its namespace's
+// share, a namespaceShare-th of the total, wherever it comes from, and past
+// it only what the total holds over half its burst; any other token (made
+// up, whatever it claims, for another audience, or a user's) spends its
+// caller address's share, a sourceShare-th, and, while the issuer's keys
+// are known, together with every other such token at most half the total.
+// So neither one namespace's pods, however many addresses they have, nor
 // made-up tokens from many addresses, spend what other namespaces' new
 // tokens need.
 type budget struct {
@@ -187,20 +188,31 @@ type caller struct {
 
 // allow takes one review from the caller's share (its namespace's, or its
 // address's and, when keysKnown, the unattributed tokens') and from the
-// total, or from none.
+// total, or from none. A namespace past its share still takes one from
+// the total alone while the total holds more than half its burst: alone,
+// a namespace scales out as before; under contention each has its share.
 func (b *budget) allow(c caller, keysKnown bool, now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var limiters []*rate.Limiter
 	if c.namespace != "" {
-		limiters = append(limiters, b.namespaces.of(c.namespace, now))
-	} else {
-		limiters = append(limiters, b.sources.of(c.address, now))
-		if keysKnown {
-			limiters = append(limiters, b.unattributed)
+		if takeAll(now, b.namespaces.of(c.namespace, now), b.total) {
+			return true
 		}
+		return b.total.TokensAt(now) >= float64(b.total.Burst())/2+1 && takeAll(now, b.total)
 	}
-	limiters = append(limiters, b.total)
+	if keysKnown {
+		return takeAll(now, b.sources.of(c.address, now), b.unattributed, b.total)
+	}
+	return takeAll(now, b.sources.of(c.address, now), b.total)
+}
+
+// exhausted says whether the total has no review left now: a new token is
+// then refused before its signature is checked, which costs more than the
+// refusal.
+func (b *budget) exhausted(now time.Time) bool { return b.total.TokensAt(now) < 1 }
+
+// takeAll takes one token of every limiter at now, or none.
+func takeAll(now time.Time, limiters ...*rate.Limiter) bool {
 	taken := make([]*rate.Reservation, 0, len(limiters))
 	for _, l := range limiters {
 		r := l.ReserveN(now, 1)
@@ -269,8 +281,11 @@ func (v *reviews) authenticate(r *http.Request, b *budget) (*authenticator.Respo
 	// A new token is one review of the budget, for whichever audiences,
 	// spent from its namespace's share when the cluster signed it.
 	if len(ask) > 0 && !known {
+		if b.exhausted(now) {
+			return nil, false, ErrTooManyReviews
+		}
 		c := caller{address: source(r)}
-		c.namespace, _ = v.issuer.namespaceOf(token, now)
+		c.namespace, _ = v.issuer.namespaceOf(r.Context(), token, now)
 		if !b.allow(c, v.issuer.known(), now) {
 			return nil, false, ErrTooManyReviews
 		}

@@ -93,3 +93,25 @@ func TestNewTokensAreReviewedAtABoundedRate(t *testing.T) {
 	assert.LessOrEqual(t, len(b.sources.m), maxSources, "the callers followed are bounded")
 	assert.LessOrEqual(t, len(b.namespaces.m), maxSources, "the namespaces followed are bounded")
 }
+
+// TestANamespaceAloneScalesOutPastItsShare: with no other namespace
+// sending new tokens, one namespace's go past its share (a quarter of the
+// burst) down to half the total, so a scale-out of 250 pods is reviewed at
+// once; another namespace then still has its whole share, and the first
+// nothing more.
+func TestANamespaceAloneScalesOutPastItsShare(t *testing.T) {
+	b := newBudget(100, 500)
+	now := time.Now()
+	count := func(c caller) int {
+		n := 0
+		for b.allow(c, true, now) {
+			n++
+		}
+		return n
+	}
+	a := count(caller{address: "10.0.0.1", namespace: "a"})
+	assert.InDelta(t, 250, a, 2, "its share (125) and the total down to half")
+	assert.Equal(t, 125, count(caller{address: "10.0.0.2", namespace: "b"}), "another namespace's share is whole")
+	assert.False(t, b.allow(caller{address: "10.0.0.3", namespace: "a"}, true, now))
+	assert.Equal(t, 50, count(caller{address: "10.0.0.4"}), "an address's unattributed tokens have their own share (a tenth)")
+}
