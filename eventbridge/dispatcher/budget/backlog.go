@@ -39,6 +39,11 @@ type Backlog struct {
 	// backlog was over maxBacklog at the last check, less what was given
 	// up since.
 	excess atomic.Int64
+	// settling counts the events being given up, from the moment a path
+	// decides to (TakeExcess, GivingUp) until JetStream has confirmed
+	// their term (GaveUp): JetStream counts them in the backlog until
+	// then, Check does not.
+	settling atomic.Int64
 	// overBudget is set while the backlog was over maxBacklog at the last
 	// check: the worker then asks for no events to deliver, so that the
 	// oldest waiting can be reached and given up; changed is told when
@@ -130,7 +135,12 @@ func (b *Backlog) Check(ctx context.Context) bool {
 		b.cons = nil // look it up again: it may have been recreated
 		return false
 	}
-	backlog := int(info.NumPending) + info.NumAckPending
+	// Read after the consumer: an event whose give-up started before the
+	// read and was not confirmed is counted there and subtracted here; one
+	// confirmed between the read and this is subtracted though not
+	// counted, and this check gives up one event less (the next check
+	// gives it up), never one more.
+	backlog := max(int(info.NumPending)+info.NumAckPending-int(b.settling.Load()), 0)
 	over := backlog - b.MaxBacklog()
 	byBytes, byNamespace := false, false
 	n, size := b.bytesOver(ctx, info, backlog)
@@ -174,11 +184,14 @@ func (b *Backlog) setOverBudget(over bool) {
 }
 
 // TakeExcess takes one event of the excess the budget gives up, and
-// reports whether there was one: the caller then gives its event up.
+// reports whether there was one: the caller then gives its event up and
+// calls GaveUp (or Unused, giving it back).
 func (b *Backlog) TakeExcess() bool {
+	b.settling.Add(1) // before the excess is taken: a check in between subtracts it
 	for {
 		n := b.excess.Load()
 		if n <= 0 {
+			b.settling.Add(-1)
 			return false
 		}
 		if b.excess.CompareAndSwap(n, n-1) {
@@ -188,7 +201,18 @@ func (b *Backlog) TakeExcess() bool {
 }
 
 // Unused gives back one event TakeExcess took and did not give up.
-func (b *Backlog) Unused() { b.excess.Add(1) }
+func (b *Backlog) Unused() {
+	b.excess.Add(1)
+	b.settling.Add(-1)
+}
+
+// GivingUp says an event is being given up for another reason than the
+// excess (its attempts used up, a verdict): GaveUp follows.
+func (b *Backlog) GivingUp() { b.settling.Add(1) }
+
+// GaveUp says a give-up that TakeExcess or GivingUp began has ended: its
+// event is terminated (or handed back).
+func (b *Backlog) GaveUp() { b.settling.Add(-1) }
 
 // Excess is how many events the budget still gives up.
 func (b *Backlog) Excess() int { return int(b.excess.Load()) }

@@ -80,6 +80,7 @@ func (w *worker) checkBudget(ctx context.Context) {
 			break
 		}
 		w.giveUpRetry(ctx, e[0])
+		w.backlog.GaveUp()
 	}
 	if n := w.backlog.Excess(); n > 0 {
 		if err := w.shed(ctx, min(n, maxShedBatch)); err != nil && ctx.Err() == nil {
@@ -135,8 +136,10 @@ func (w *worker) shed(ctx context.Context, n int) error {
 			if older := w.retries.TakeOlder(meta.Sequence.Stream); older != nil {
 				// An event that failed meanwhile is older: it goes first.
 				w.giveUpRetry(ctx, older)
+				w.backlog.GaveUp()
 			} else {
 				w.dl.GiveUp(ctx, w.dl.EventLog(msg.Headers(), meta), msg, meta, 0, w.backlog.Reason(w.overReason()))
+				w.backlog.GaveUp()
 				continue
 			}
 		}

@@ -64,7 +64,7 @@ func (w *worker) admit(ctx context.Context, msg jetstream.Msg) (*jetstream.MsgMe
 		return nil, log, false
 	}
 	if int(meta.NumDelivered) > w.target.delivery.MaxDeliver {
-		w.dl.GiveUp(ctx, log, msg, meta, 0, "delivery attempts used up before the last attempt was settled")
+		w.giveUp(ctx, log, msg, meta, 0, "delivery attempts used up before the last attempt was settled")
 		return nil, log, false
 	}
 	return meta, log, true
@@ -84,8 +84,9 @@ func (w *worker) awaitSink(ctx context.Context, log delivery.EventLog, msg jetst
 	switch readiness {
 	case stopping:
 		return false
-	case overBudget:
+	case overBudget: // waitReady took the excess
 		w.dl.GiveUp(ctx, log, msg, meta, 0, w.backlog.Reason(w.notReadyReason()))
+		w.backlog.GaveUp()
 		return false
 	}
 	return true
@@ -144,11 +145,12 @@ func (w *worker) settle(ctx context.Context, log delivery.EventLog, msg jetstrea
 		w.rec.Count.Failed.Inc()
 		w.backlog.Failed()
 		if attempts >= w.target.delivery.MaxDeliver {
-			w.dl.GiveUp(ctx, log, msg, meta, res.Status, res.Reason())
+			w.giveUp(ctx, log, msg, meta, res.Status, res.Reason())
 			return false
 		}
 		if w.backlog.TakeExcess() {
 			w.dl.GiveUp(ctx, log, msg, meta, res.Status, w.backlog.Reason("the attempt failed: "+res.Reason()))
+			w.backlog.GaveUp()
 			return false
 		}
 		delay := w.dl.Delay(attempts, res.RetryAfter)
@@ -160,9 +162,18 @@ func (w *worker) settle(ctx context.Context, log delivery.EventLog, msg jetstrea
 		delivery.Settle(log, msg.NakWithDelay(delay))
 	case delivery.GiveUp:
 		w.rec.Count.Failed.Inc()
-		w.dl.GiveUp(ctx, log, msg, meta, res.Status, res.Reason())
+		w.giveUp(ctx, log, msg, meta, res.Status, res.Reason())
 	}
 	return false
+}
+
+// giveUp gives msg up for another reason than the budget's excess,
+// counted as settling (budget.Backlog.GivingUp) until its term is
+// confirmed.
+func (w *worker) giveUp(ctx context.Context, log delivery.EventLog, msg jetstream.Msg, meta *jetstream.MsgMetadata, status int, reason string) {
+	w.backlog.GivingUp()
+	defer w.backlog.GaveUp()
+	w.dl.GiveUp(ctx, log, msg, meta, status, reason)
 }
 
 // retryLater keeps msg, which the puller delivered, for its next attempt
