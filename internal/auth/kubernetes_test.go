@@ -218,33 +218,13 @@ func TestMadeUpTokensDoNotStarveOthersReviews(t *testing.T) {
 		return tr.Status.Token
 	}
 
-	counted := rest.CopyConfig(c.Config)
-	reviews := &reviewCounter{}
-	counted.Wrap(func(rt http.RoundTripper) http.RoundTripper { reviews.next = rt; return reviews })
-	client, err := kubernetes.NewForConfig(counted)
-	require.NoError(t, err)
+	client, reviews := countingClient(t, c.Config)
 	k, err := auth.NewKubernetes(client, auth.KubernetesConfig{NewTokensPerSecond: 1}) // bursts of 5
 	require.NoError(t, err)
 	go func() { _ = k.Run(ctx) }()
-	serve := func(k *auth.Kubernetes) string {
-		srv := httptest.NewServer(k.Authenticate(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			_, _ = io.WriteString(w, "served")
-		})))
-		t.Cleanup(srv.Close)
-		return srv.URL
-	}
+	serve := func(k *auth.Kubernetes) string { return serveAuthenticated(t, k) }
 	publisher := serve(k)
-	call := func(c *http.Client, url, token string) int {
-		t.Helper()
-		req, err := http.NewRequest(http.MethodGet, url, nil)
-		require.NoError(t, err)
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := c.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		_, _ = io.Copy(io.Discard, resp.Body)
-		return resp.StatusCode
-	}
+	call := func(c *http.Client, url, token string) int { t.Helper(); return bearerCall(t, c, url, token) }
 	attacker, victim := from("127.0.0.2"), from("127.0.0.3")
 
 	before := reviews.count.Load()
@@ -308,31 +288,14 @@ func TestOneNamespaceCannotSpendAnothersReviews(t *testing.T) {
 		forged[i] = header + "." + base64.RawURLEncoding.EncodeToString([]byte(claims)) + "." + base64.RawURLEncoding.EncodeToString([]byte("not a signature"))
 	}
 
-	counted := rest.CopyConfig(c.Config)
-	reviews := &reviewCounter{}
-	counted.Wrap(func(rt http.RoundTripper) http.RoundTripper { reviews.next = rt; return reviews })
-	client, err := kubernetes.NewForConfig(counted)
-	require.NoError(t, err)
+	client, reviews := countingClient(t, c.Config)
 	// 1 new token a second, bursts of 5: a namespace's share is 1, the
 	// made-up tokens' half 2.
 	k, err := auth.NewKubernetes(client, auth.KubernetesConfig{NewTokensPerSecond: 1})
 	require.NoError(t, err)
 	go func() { _ = k.Run(ctx) }()
-	srv := httptest.NewServer(k.Authenticate(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = io.WriteString(w, "served")
-	})))
-	t.Cleanup(srv.Close)
-	call := func(c *http.Client, token string) int {
-		t.Helper()
-		req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
-		require.NoError(t, err)
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := c.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		_, _ = io.Copy(io.Discard, resp.Body)
-		return resp.StatusCode
-	}
+	url := serveAuthenticated(t, k)
+	call := func(c *http.Client, token string) int { t.Helper(); return bearerCall(t, c, url, token) }
 
 	before := reviews.count.Load()
 	accepted := 0
@@ -351,4 +314,40 @@ func TestOneNamespaceCannotSpendAnothersReviews(t *testing.T) {
 	assert.LessOrEqual(t, reviews.count.Load()-before, int64(4), "made-up tokens spend at most half the budget")
 
 	assert.Equal(t, http.StatusOK, call(from("127.0.3.1"), token("victim")), "another namespace's new token is reviewed and accepted")
+}
+
+// countingClient is a client of c's API server that counts its
+// TokenReviews.
+func countingClient(t *testing.T, cfg *rest.Config) (kubernetes.Interface, *reviewCounter) {
+	t.Helper()
+	counted := rest.CopyConfig(cfg)
+	reviews := &reviewCounter{}
+	counted.Wrap(func(rt http.RoundTripper) http.RoundTripper { reviews.next = rt; return reviews })
+	client, err := kubernetes.NewForConfig(counted)
+	require.NoError(t, err)
+	return client, reviews
+}
+
+// serveAuthenticated serves "served" to the callers k authenticates and
+// returns the server's URL.
+func serveAuthenticated(t *testing.T, k *auth.Kubernetes) string {
+	t.Helper()
+	srv := httptest.NewServer(k.Authenticate(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "served")
+	})))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// bearerCall GETs url with token as c, and returns the status code.
+func bearerCall(t *testing.T, c *http.Client, url, token string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := c.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode
 }
