@@ -764,8 +764,10 @@ func TestDependencyCache(t *testing.T) {
 		assert.Equal(t, []string{"team-a/" + used}, s.objects())
 		code, _ := s.do(http.MethodPut, unused, a, bytes.NewReader(gz(t, 100)))
 		assert.Equal(t, http.StatusCreated, code, "stored again by the next pod that installs")
-		require.Eventually(t, func() bool { return len(s.objects()) == 0 }, 20*time.Second, 100*time.Millisecond,
-			"unread, both go")
+		if !assert.Eventually(t, func() bool { return len(s.objects()) == 0 }, 20*time.Second, 100*time.Millisecond,
+			"unread, both go") {
+			t.Fatalf("left in the bucket: %v", s.objects()) // failed once in a cold make test's race phase, both logged removed
+		}
 		assert.Zero(t, s.chunks())
 	})
 
