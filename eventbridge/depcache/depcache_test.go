@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -281,9 +282,18 @@ func (s *server) objects() []string {
 	s.t.Helper()
 	obs, err := s.js.CreateOrUpdateObjectStore(context.Background(), s.bucket)
 	require.NoError(s.t, err)
-	list, err := obs.List(context.Background())
-	if err == jetstream.ErrNoObjectsFound {
+	// Bounded: a List whose watch never sends its end marker would
+	// otherwise hang the test (an Eventually's condition included) and
+	// hide what it found; nats.go#1610 was such a hang.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	list, err := obs.List(ctx)
+	if errors.Is(err, jetstream.ErrNoObjectsFound) {
 		return nil
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		s.t.Logf("listing the bucket did not end in 5 s")
+		return []string{"(listing did not end)"}
 	}
 	require.NoError(s.t, err)
 	var names []string
