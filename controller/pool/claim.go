@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -26,13 +27,102 @@ func (p *Pool) token(namespace, name string) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// claim gives a standby pod of fn's pool to fn: the host loads fn, then
-// the pod is labelled as fn's, which puts it in fn's Service.
-func (p *Pool) claim(ctx context.Context, fn types.NamespacedName) {
+// Errors of Claim.
+var (
+	// ErrNotPooled: the pool does not serve the Function (it does not
+	// scale to zero, or cannot be served by a standby pod: Observe said
+	// why), or the pool does not run in this process (not the leader).
+	ErrNotPooled = errors.New("the warm pool does not serve this Function")
+	// ErrNoStandby: no standby pod of the Function's pool has started.
+	ErrNoStandby = errors.New("no standby pod of the Function's pool has started")
+	// ErrServed: the Function's Deployment has a ready pod of its own.
+	ErrServed = errors.New("the Function has a ready pod of its own")
+)
+
+// Claimed is a pod the pool gave a Function.
+type Claimed struct {
+	// Pod is the pod's name, in the Function's namespace.
+	Pod string
+	// Address is host:port of the pod's host, which serves the Function.
+	Address string
+}
+
+// claim is one claim of a standby pod for a Function: under way until
+// loaded is closed, then its result, kept until the pod is retired so
+// that every caller (the Deployment watch, each event bridge replica's
+// first event or request) is given the same pod.
+type claim struct {
+	at     time.Time
+	loaded chan struct{}
+	got    Claimed
+	err    error
+}
+
+// Claim gives Function fn a standby pod of its pool, at once, and returns
+// it once its host serves fn: the first event or request for fn at zero
+// calls it, so that it is delivered to the pod's address without waiting
+// for KEDA, the Deployment or an EndpointSlice. The pod is labelled as
+// fn's and owned by it meanwhile (its Service, the Deployment and the
+// EndpointSlices catch up behind), and is retired as any claimed pod is:
+// once fn's Deployment has a ready pod of its own, or is scaled to zero
+// (but not in the first ClaimHold after the claim, which may come before
+// KEDA scaled it up). A claim already made or under way for fn is shared:
+// fn never gets two pods, and a pod never serves two Functions. ctx
+// bounds the wait only; the claim goes on without the caller. Errors:
+// ErrNotPooled, ErrServed, ErrNoStandby, or the host's refusal.
+func (p *Pool) Claim(ctx context.Context, fn types.NamespacedName) (Claimed, error) {
+	var d appsv1.Deployment
+	if err := p.cache.Get(ctx, fn, &d); err == nil && d.Status.ReadyReplicas > 0 {
+		return Claimed{}, ErrServed
+	}
+	p.mu.Lock()
+	c, ok := p.claims[fn]
+	if !ok {
+		_, member := p.functions[fn]
+		if !member || p.ctx == nil {
+			p.mu.Unlock()
+			return Claimed{}, ErrNotPooled
+		}
+		c = &claim{at: time.Now(), loaded: make(chan struct{})}
+		p.claims[fn] = c
+		go p.claim(p.ctx, fn, c)
+	}
+	p.mu.Unlock()
+	select {
+	case <-c.loaded:
+		return c.got, c.err
+	case <-ctx.Done():
+		return Claimed{}, ctx.Err()
+	}
+}
+
+// claim gives a standby pod of fn's pool to fn, as c: the host loads fn
+// (c is answered then), and the pod is labelled as fn's, which puts it in
+// fn's Service. A claim that fails is forgotten, so that the next one
+// tries again.
+func (p *Pool) claim(ctx context.Context, fn types.NamespacedName, c *claim) {
+	answered := false
+	answer := func(got Claimed, err error) {
+		if answered {
+			return
+		}
+		answered = true
+		c.got, c.err = got, err
+		close(c.loaded)
+	}
+	fail := func(err error) {
+		p.mu.Lock()
+		if p.claims[fn] == c {
+			delete(p.claims, fn)
+		}
+		p.mu.Unlock()
+		answer(Claimed{}, err)
+	}
 	p.mu.Lock()
 	m, ok := p.functions[fn]
 	p.mu.Unlock()
 	if !ok {
+		fail(ErrNotPooled)
 		return
 	}
 	start := time.Now()
@@ -42,7 +132,9 @@ func (p *Pool) claim(ctx context.Context, fn types.NamespacedName) {
 			p.log.Error(err, "take a standby pod", "function", fn)
 		} else {
 			p.log.Info("no standby pod ready: the Function wakes on the Deployment path", "function", fn)
+			err = ErrNoStandby
 		}
+		fail(err)
 		return
 	}
 	podKey := client.ObjectKeyFromObject(pod)
@@ -53,12 +145,13 @@ func (p *Pool) claim(ctx context.Context, fn types.NamespacedName) {
 		p.poke()
 	}()
 	// The host loads the Function while the pod is labelled as its: the
-	// two go on at once, since a pod in the Function's Service takes no
-	// traffic before its host says it serves that Function (the event
-	// bridge's probe, the kubelet's readiness). No optimistic lock on the
-	// patch: one claimer takes a pod (taken), and the kubelet's status
-	// updates, which a lock would trip over, change no label.
+	// two go on at once, and the claim is answered as soon as the host
+	// serves the Function (a pod serves one Function only, whatever its
+	// labels say). No optimistic lock on the patch: one claimer takes a
+	// pod (taken), and the kubelet's status updates, which a lock would
+	// trip over, change no label.
 	loaded := make(chan error, 1)
+	got := Claimed{Pod: pod.Name, Address: p.address(pod)}
 	go func() { loaded <- p.specialize(ctx, pod, m.plan) }()
 	// The patch carries the pod's UID, which the API server does not let
 	// change: it fails on another pod of the same name.
@@ -74,8 +167,13 @@ func (p *Pool) claim(ctx context.Context, fn types.NamespacedName) {
 	pod.OwnerReferences = append(pod.OwnerReferences, metav1.OwnerReference{
 		APIVersion: v1alpha2.GroupVersion.String(), Kind: "Function", Name: fn.Name, UID: m.plan.UID,
 	})
-	patchErr := p.c.Patch(ctx, pod, patch)
+	patched := make(chan error, 1)
+	go func() { patched <- p.c.Patch(ctx, pod, patch) }()
 	loadErr := <-loaded
+	if loadErr == nil {
+		answer(got, nil)
+	}
+	patchErr := <-patched
 	if err := errors.Join(loadErr, patchErr); err != nil {
 		p.log.Error(err, "give a standby pod its Function; deleting the pod", "function", fn, "pod", pod.Name)
 		_ = p.c.Delete(ctx, pod, client.Preconditions{UID: &pod.UID})
@@ -85,12 +183,22 @@ func (p *Pool) claim(ctx context.Context, fn types.NamespacedName) {
 			p.failed[fn] = refused.Error()
 			p.mu.Unlock()
 		}
+		fail(err)
 		return
 	}
 	p.mu.Lock()
 	delete(p.failed, fn)
 	p.mu.Unlock()
 	p.log.Info("gave a standby pod to a Function woken from zero", "function", fn, "pod", pod.Name, "took", time.Since(start))
+}
+
+// claimedRecently reports whether fn's pod was claimed here less than
+// ClaimHold ago: its Deployment may not have been scaled up yet.
+func (p *Pool) claimedRecently(fn types.NamespacedName) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c, ok := p.claims[fn]
+	return ok && time.Since(c.at) < p.cfg.ClaimHold
 }
 
 // take returns a started standby pod of pool k and marks it taken; nil
@@ -152,8 +260,11 @@ func started(pod *corev1.Pod) bool {
 	return false
 }
 
-// retire deletes the pods the pool gave fn.
+// retire deletes the pods the pool gave fn, and forgets its claim.
 func (p *Pool) retire(ctx context.Context, fn types.NamespacedName) {
+	p.mu.Lock()
+	delete(p.claims, fn)
+	p.mu.Unlock()
 	var pods corev1.PodList
 	if err := p.c.List(ctx, &pods, client.InNamespace(fn.Namespace), client.MatchingLabels{LabelClaimedBy: fn.Name}); err != nil {
 		p.log.Error(err, "list claimed pods", "function", fn)

@@ -44,6 +44,7 @@ const (
 	// MaxShapes*size pods there.
 	MaxShapes           = 8
 	DefaultClaimTimeout = 10 * time.Second
+	DefaultClaimHold    = 30 * time.Second
 	DefaultResync       = 30 * time.Second
 )
 
@@ -62,6 +63,10 @@ type Config struct {
 	// Function; a pod that does not answer in time is deleted and the
 	// Function wakes on the Deployment path.
 	ClaimTimeout time.Duration
+	// ClaimHold is how long a pod claimed by a Function's first event or
+	// request (Claim) is kept while the Function's Deployment is still at
+	// zero: KEDA scales it up meanwhile, or the pod is retired after it.
+	ClaimHold time.Duration
 	// Resync is how often the pool is compared with what it should be,
 	// besides after every change.
 	Resync time.Duration
@@ -102,6 +107,11 @@ type Pool struct {
 	made map[types.NamespacedName]types.UID
 	// failed says why the last claim for a Function failed.
 	failed map[types.NamespacedName]string
+	// claims are the claims under way or made, by Function, until their
+	// pod is retired.
+	claims map[types.NamespacedName]*claim
+	// ctx is Start's: claims run on it; nil until the pool runs.
+	ctx context.Context
 	kick   chan struct{}
 }
 
@@ -126,6 +136,9 @@ func New(c client.Client, cache cache.Cache, cfg Config, opts ...Option) (*Pool,
 	if cfg.ClaimTimeout <= 0 {
 		cfg.ClaimTimeout = DefaultClaimTimeout
 	}
+	if cfg.ClaimHold <= 0 {
+		cfg.ClaimHold = DefaultClaimHold
+	}
 	if cfg.Resync <= 0 {
 		cfg.Resync = DefaultResync
 	}
@@ -142,6 +155,7 @@ func New(c client.Client, cache cache.Cache, cfg Config, opts ...Option) (*Pool,
 		created:   map[types.NamespacedName]poolKey{},
 		made:      map[types.NamespacedName]types.UID{},
 		failed:    map[types.NamespacedName]string{},
+		claims:    map[types.NamespacedName]*claim{},
 		kick:      make(chan struct{}, 1),
 	}
 	for _, o := range opts {
@@ -232,6 +246,14 @@ func (p *Pool) Start(ctx context.Context) error {
 	if err := p.deleteStandby(ctx); err != nil {
 		return err
 	}
+	p.mu.Lock()
+	p.ctx = ctx
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.ctx = nil
+		p.mu.Unlock()
+	}()
 	unwatch, err := p.watch(ctx)
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package pool_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -482,7 +483,114 @@ func TestPoolGivesBackAFunctionWhoseDependenciesAreNotCached(t *testing.T) {
 // standby pods run by a kubelet of the test's (real standby hosts): the
 // context (ended when the test ends), the cluster, the kubelet and the
 // pool.
-func startPool(t *testing.T) (context.Context, *testcluster.Cluster, *kubelet, *pool.Pool) {
+// TestClaimGivesAFunctionAStandbyPodAtItsFirstEvent: a Function at zero
+// whose Deployment KEDA has not scaled yet is claimed by its first event
+// (Claim, as the event bridge calls it): every caller at once gets the
+// same pod, whose host serves the Function when Claim answers; the pod is
+// labelled as the Function's behind it, kept while the Deployment is at
+// zero for ClaimHold, then retired; a second claim after that takes a new
+// pod. Claims of a Function the pool does not serve, of one with a ready
+// pod, and with no standby pod fail and say why. Fails when two callers
+// get two pods, when Claim answers before the host serves the Function,
+// or when the pod is retired at once because the Deployment is at zero.
+func TestClaimGivesAFunctionAStandbyPodAtItsFirstEvent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an API server")
+	}
+	const hold = 3 * time.Second
+	ctx, cluster, k, p := startPool(t, func(c *pool.Config) { c.ClaimHold, c.Resync = hold, 200*time.Millisecond })
+	c := cluster.Client
+	require.NoError(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}))
+	orders := newFunction(t, ctx, c, "shop", "orders", "")
+	require.NoError(t, p.Observe(orders))
+	deployment(t, ctx, c, orders) // at zero: KEDA has not scaled it up
+	fn := client.ObjectKey{Namespace: "shop", Name: "orders"}
+
+	_, err := p.Claim(ctx, fn)
+	require.ErrorIs(t, err, pool.ErrNoStandby, "no standby pod has started yet")
+	_, err = p.Claim(ctx, client.ObjectKey{Namespace: "shop", Name: "unknown"})
+	require.ErrorIs(t, err, pool.ErrNotPooled)
+
+	require.Eventually(t, func() bool {
+		return len(podsOf(t, ctx, c, "shop", client.HasLabels{pool.LabelShape})) == 1
+	}, wait, 10*time.Millisecond, "a standby pod")
+	require.Equal(t, 1, k.run(ctx, "shop"))
+	standby := podsOf(t, ctx, c, "shop", client.HasLabels{pool.LabelShape})[0]
+	// The pool takes only pods its cache has seen started.
+	require.Eventually(t, func() bool {
+		var pod corev1.Pod
+		return c.Get(ctx, client.ObjectKeyFromObject(&standby), &pod) == nil && pod.Status.PodIP != ""
+	}, wait, 10*time.Millisecond)
+
+	const callers = 4
+	got := make([]pool.Claimed, callers)
+	errs := make([]error, callers)
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Go(func() {
+			got[i], errs[i] = eventuallyClaim(t, ctx, p, fn)
+		})
+	}
+	wg.Wait()
+	for i := range callers {
+		require.NoError(t, errs[i])
+		assert.Equal(t, got[0], got[i], "every caller is given the same pod")
+	}
+	assert.Equal(t, pool.Claimed{Pod: standby.Name, Address: k.address(&standby)}, got[0])
+	code, name := ready(t, got[0].Address)
+	assert.Equal(t, http.StatusOK, code, "the host serves the Function when Claim answers")
+	assert.Equal(t, "shop/orders", name)
+
+	require.Eventually(t, func() bool {
+		pods := podsOf(t, ctx, c, "shop", client.MatchingLabels{pool.LabelClaimedBy: "orders"})
+		return len(pods) == 1 && pods[0].Name == standby.Name && pods[0].Labels[v1alpha2.LabelFunctionName] == "orders"
+	}, wait, 10*time.Millisecond, "the pod is labelled as the Function's behind the answer")
+	claimedAt := time.Now()
+	again, err := p.Claim(ctx, fn)
+	require.NoError(t, err)
+	assert.Equal(t, got[0], again, "a later first event of another replica is given the same pod")
+
+	// The Deployment stays at zero (KEDA never scales it): the pod is kept
+	// for the hold, then retired.
+	require.Never(t, func() bool {
+		return len(podsOf(t, ctx, c, "shop", client.MatchingLabels{pool.LabelClaimedBy: "orders"})) == 0
+	}, hold-time.Since(claimedAt)-500*time.Millisecond, 50*time.Millisecond, "kept while KEDA may still scale the Deployment up")
+	require.Eventually(t, func() bool {
+		return len(podsOf(t, ctx, c, "shop", client.MatchingLabels{pool.LabelClaimedBy: "orders"})) == 0
+	}, wait, 10*time.Millisecond, "retired after the hold with its Deployment at zero")
+
+	// The next first event takes the next standby pod.
+	require.Eventually(t, func() bool {
+		k.run(ctx, "shop")
+		next, err := p.Claim(ctx, fn)
+		return err == nil && next.Pod != standby.Name
+	}, wait, 50*time.Millisecond, "the next claim takes a new pod")
+
+	// A Function with a ready pod of its own is not claimed for.
+	var d appsv1.Deployment
+	require.NoError(t, c.Get(ctx, fn, &d))
+	d.Status.Replicas, d.Status.ReadyReplicas, d.Status.AvailableReplicas = 1, 1, 1
+	require.NoError(t, c.Status().Update(ctx, &d))
+	require.Eventually(t, func() bool {
+		_, err := p.Claim(ctx, fn)
+		return errors.Is(err, pool.ErrServed)
+	}, wait, 10*time.Millisecond)
+}
+
+// eventuallyClaim claims a pod for fn, again while the pool's cache has
+// not seen its standby pod started.
+func eventuallyClaim(t *testing.T, ctx context.Context, p *pool.Pool, fn client.ObjectKey) (pool.Claimed, error) {
+	var got pool.Claimed
+	var err error
+	for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if got, err = p.Claim(ctx, fn); !errors.Is(err, pool.ErrNoStandby) {
+			break
+		}
+	}
+	return got, err
+}
+
+func startPool(t *testing.T, mods ...func(*pool.Config)) (context.Context, *testcluster.Cluster, *kubelet, *pool.Pool) {
 	t.Helper()
 	cluster := testcluster.New(t, testcluster.WithScheme(function.AddToScheme))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -495,8 +603,11 @@ func startPool(t *testing.T) (context.Context, *testcluster.Cluster, *kubelet, *
 	hostDir, err := runtimes.WriteHost(t.TempDir())
 	require.NoError(t, err)
 	k := &kubelet{t: t, c: cluster.Client, hostDir: hostDir, addrs: map[string]string{}}
-	p, err := pool.New(mgr.GetClient(), mgr.GetCache(), pool.Config{Size: 1, Resources: function.DefaultConfig().Resources, Resync: time.Minute},
-		pool.WithAddress(k.address), pool.WithLogger(testr.New(t)))
+	cfg := pool.Config{Size: 1, Resources: function.DefaultConfig().Resources, Resync: time.Minute}
+	for _, m := range mods {
+		m(&cfg)
+	}
+	p, err := pool.New(mgr.GetClient(), mgr.GetCache(), cfg, pool.WithAddress(k.address), pool.WithLogger(testr.New(t)))
 	require.NoError(t, err)
 	require.NoError(t, mgr.Add(p))
 	done := make(chan error, 1)

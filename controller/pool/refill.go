@@ -108,7 +108,8 @@ func (p *Pool) refill(ctx context.Context) error {
 }
 
 // retireServed deletes the claimed pods whose Function's Deployment has a
-// ready pod of its own or is at zero: those whose change the Deployment
+// ready pod of its own or is at zero (and was not claimed here in the last
+// ClaimHold, before KEDA scaled it up): those whose change the Deployment
 // watch missed (a claim that ended after it, an earlier leader's).
 func (p *Pool) retireServed(ctx context.Context) error {
 	var pods corev1.PodList
@@ -127,7 +128,8 @@ func (p *Pool) retireServed(ctx context.Context) error {
 		if client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("get deployment %s: %w", fn, err)
 		}
-		if apierrors.IsNotFound(err) || d.Status.ReadyReplicas > 0 || (d.Spec.Replicas != nil && *d.Spec.Replicas == 0) {
+		atZero := d.Spec.Replicas != nil && *d.Spec.Replicas == 0 && !p.claimedRecently(fn)
+		if apierrors.IsNotFound(err) || d.Status.ReadyReplicas > 0 || atZero {
 			p.retire(ctx, fn)
 		}
 	}

@@ -41,6 +41,7 @@ func (p *Pool) watch(ctx context.Context) (unwatch func(), err error) {
 				if standby(obj) {
 					p.poke()
 				}
+				p.claimedPodGone(obj)
 			},
 		}},
 		{"deployments", &appsv1.Deployment{}, toolscache.ResourceEventHandlerFuncs{
@@ -79,6 +80,34 @@ func (p *Pool) namespaceChanged(oldObj, newObj any) {
 	}
 }
 
+// claimedPodGone forgets the claim of a claimed pod deleted (retired, or
+// by someone else): the Function's next first event claims another.
+func (p *Pool) claimedPodGone(obj any) {
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || pod.Labels[LabelClaimedBy] == "" {
+		return
+	}
+	fn := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Labels[LabelClaimedBy]}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c, ok := p.claims[fn]; ok && isClosed(c.loaded) && c.got.Pod == pod.Name {
+		delete(p.claims, fn)
+	}
+}
+
+// isClosed reports whether ch is closed.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
 // standby reports whether obj is (or was, deleted) a standby pod.
 func standby(obj any) bool {
 	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
@@ -105,7 +134,7 @@ func (p *Pool) deploymentChanged(ctx context.Context, old, d *appsv1.Deployment)
 	}
 	switch {
 	case replicas(old) == 0 && replicas(d) > 0 && d.Status.ReadyReplicas == 0:
-		go p.claim(ctx, fn)
+		go func() { _, _ = p.Claim(ctx, fn) }() // logged by claim
 	case d.Status.ReadyReplicas > 0 && old.Status.ReadyReplicas == 0, replicas(d) == 0 && replicas(old) > 0:
 		go p.retire(ctx, fn)
 	}
