@@ -15,6 +15,7 @@ import (
 type file struct {
 	MetricsAddress          string            `json:"metricsAddress"`
 	HealthAddress           string            `json:"healthAddress"`
+	ClaimAddress            string            `json:"claimAddress"`
 	LeaderElect             bool              `json:"leaderElect"`
 	LeaderElectionNamespace string            `json:"leaderElectionNamespace"`
 	KubeAPIQPS              float64           `json:"kubeAPIQPS"`
@@ -77,7 +78,7 @@ func (c *Process) readFile() error {
 func fileOf(c *Process) file {
 	fn, r := c.Function, c.Function.Resources
 	return file{
-		MetricsAddress: c.MetricsAddress, HealthAddress: c.HealthAddress,
+		MetricsAddress: c.MetricsAddress, HealthAddress: c.HealthAddress, ClaimAddress: c.ClaimAddress,
 		LeaderElect: c.LeaderElect, LeaderElectionNamespace: c.LeaderElectionNamespace,
 		KubeAPIQPS: c.KubeAPIQPS, KubeAPIBurst: c.KubeAPIBurst,
 		Workers: fn.Workers, WarmPool: fn.WarmPool, WarmPoolSize: fn.WarmPoolSize,
@@ -100,7 +101,7 @@ func fileOf(c *Process) file {
 // into sets c from f.
 func (f file) into(c *Process) {
 	fn, r := &c.Function, &c.Function.Resources
-	c.MetricsAddress, c.HealthAddress = f.MetricsAddress, f.HealthAddress
+	c.MetricsAddress, c.HealthAddress, c.ClaimAddress = f.MetricsAddress, f.HealthAddress, f.ClaimAddress
 	c.LeaderElect, c.LeaderElectionNamespace = f.LeaderElect, f.LeaderElectionNamespace
 	c.KubeAPIQPS, c.KubeAPIBurst = f.KubeAPIQPS, f.KubeAPIBurst
 	fn.Workers, fn.WarmPool, fn.WarmPoolSize = f.Workers, f.WarmPool, f.WarmPoolSize

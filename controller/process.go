@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/kfn-dev/kfn/contract/claim"
 	"github.com/kfn-dev/kfn/controller/function"
 	"github.com/kfn-dev/kfn/internal/logging"
 )
@@ -26,6 +27,11 @@ type Process struct {
 	// HealthAddress serves /healthz and /readyz (cache synced); "0"
 	// disables them.
 	HealthAddress string
+	// ClaimAddress serves the warm pool's claims (package contract/claim)
+	// in the leader, to callers with create on functions/claim (the event
+	// bridge); "0" disables them (Functions then wake on a standby pod
+	// once KEDA scaled their Deployment).
+	ClaimAddress string
 	// LeaderElect makes only the replica holding the Lease
 	// LeaderElectionID reconcile.
 	LeaderElect bool
@@ -49,6 +55,7 @@ func DefaultProcess() Process {
 	return Process{
 		MetricsAddress: ":8080",
 		HealthAddress:  ":8081",
+		ClaimAddress:   fmt.Sprintf(":%d", claim.DefaultPort),
 		LeaderElect:    true,
 		KubeAPIQPS:     200,
 		KubeAPIBurst:   400,
@@ -63,6 +70,7 @@ func (c *Process) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.File, "config", c.File, "YAML config file (see controller/README.md); flags override it")
 	fs.StringVar(&c.MetricsAddress, "metrics-bind-address", c.MetricsAddress, "address of the Prometheus metrics endpoint; 0 disables it")
 	fs.StringVar(&c.HealthAddress, "health-probe-bind-address", c.HealthAddress, "address of /healthz and /readyz; 0 disables them")
+	fs.StringVar(&c.ClaimAddress, "claim-bind-address", c.ClaimAddress, "address of the warm pool's claims (the leader's; the event bridge's first event or request for a Function at zero claims a standby pod there); 0 disables them")
 	fs.BoolVar(&c.LeaderElect, "leader-elect", c.LeaderElect, "elect a leader so only one replica reconciles")
 	fs.StringVar(&c.LeaderElectionNamespace, "leader-election-namespace", c.LeaderElectionNamespace, "namespace of the leader election Lease (default: the pod's namespace)")
 	fs.Float64Var(&c.KubeAPIQPS, "kube-api-qps", c.KubeAPIQPS, "requests per second to the API server")

@@ -79,6 +79,7 @@ func TestOptionsFileThenFlags(t *testing.T) {
 func TestEveryFlagWinsOverTheFile(t *testing.T) {
 	file := writeFile(t, `metricsAddress: ":1"
 healthAddress: ":2"
+claimAddress: ":3"
 leaderElect: true
 leaderElectionNamespace: file
 kubeAPIQPS: 1
@@ -107,7 +108,7 @@ gitKnownHosts: |
 logLevel: error
 logDevelopment: false
 `)
-	cfg, err := parse("--metrics-bind-address=:11", "--health-probe-bind-address=:12", "--leader-elect=false",
+	cfg, err := parse("--metrics-bind-address=:11", "--health-probe-bind-address=:12", "--claim-bind-address=:13", "--leader-elect=false",
 		"--leader-election-namespace=flag", "--kube-api-qps=1.5", "--kube-api-burst=12", "--workers=13",
 		"--runtime-image=nodejs22=flag/node", "--runtime-image=python312=flag/py", "--default-profile=S",
 		"--publisher-address=http://flag", "--trace-collector-endpoint=http://flag-otel", "--scaler-address=flag:1",
@@ -121,7 +122,7 @@ logDevelopment: false
 	require.NoError(t, err)
 	want := DefaultProcess()
 	want.File = file
-	want.MetricsAddress, want.HealthAddress = ":11", ":12"
+	want.MetricsAddress, want.HealthAddress, want.ClaimAddress = ":11", ":12", ":13"
 	want.LeaderElect, want.LeaderElectionNamespace = false, "flag"
 	want.KubeAPIQPS, want.KubeAPIBurst = 1.5, 12
 	fn, r := &want.Function, &want.Function.Resources

@@ -38,6 +38,11 @@ func Run(ctx context.Context, cfg Process, root *slog.Logger) error {
 	if err := r.SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
+	if p := r.Pool(); p != nil && cfg.ClaimAddress != "0" && cfg.ClaimAddress != "" {
+		if err := addClaims(mgr, p, cfg.ClaimAddress, logging.Component(root, "controller")); err != nil {
+			return err
+		}
+	}
 	if err := addChecks(mgr); err != nil {
 		return err
 	}

@@ -57,6 +57,9 @@ type forcedApply struct {
 	at  time.Time
 }
 
+// Pool is the reconciler's warm pool, nil when Config.WarmPool is off.
+func (r *Reconciler) Pool() *pool.Pool { return r.pool }
+
 // Reconcile brings one Function's children in line with its spec and
 // writes its status once, when it changed. Errors are returned to
 // controller-runtime, which logs them and retries with backoff.

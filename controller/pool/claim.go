@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
+	"github.com/kfn-dev/kfn/contract/claim"
 	"github.com/kfn-dev/kfn/controller/resources"
 	"github.com/kfn-dev/kfn/runtimes"
 )
@@ -27,16 +28,17 @@ func (p *Pool) token(namespace, name string) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// Errors of Claim.
+// Errors of Claim: those of package contract/claim, which the claim
+// listener answers with their status (claim.StatusOf).
 var (
 	// ErrNotPooled: the pool does not serve the Function (it does not
 	// scale to zero, or cannot be served by a standby pod: Observe said
 	// why), or the pool does not run in this process (not the leader).
-	ErrNotPooled = errors.New("the warm pool does not serve this Function")
+	ErrNotPooled = claim.ErrNotPooled
 	// ErrNoStandby: no standby pod of the Function's pool has started.
-	ErrNoStandby = errors.New("no standby pod of the Function's pool has started")
+	ErrNoStandby = claim.ErrNoStandby
 	// ErrServed: the Function's Deployment has a ready pod of its own.
-	ErrServed = errors.New("the Function has a ready pod of its own")
+	ErrServed = claim.ErrServed
 )
 
 // Claimed is a pod the pool gave a Function.
@@ -47,11 +49,11 @@ type Claimed struct {
 	Address string
 }
 
-// claim is one claim of a standby pod for a Function: under way until
+// claimState is one claim of a standby pod for a Function: under way until
 // loaded is closed, then its result, kept until the pod is retired so
 // that every caller (the Deployment watch, each event bridge replica's
 // first event or request) is given the same pod.
-type claim struct {
+type claimState struct {
 	at     time.Time
 	loaded chan struct{}
 	got    Claimed
@@ -83,7 +85,7 @@ func (p *Pool) Claim(ctx context.Context, fn types.NamespacedName) (Claimed, err
 			p.mu.Unlock()
 			return Claimed{}, ErrNotPooled
 		}
-		c = &claim{at: time.Now(), loaded: make(chan struct{})}
+		c = &claimState{at: time.Now(), loaded: make(chan struct{})}
 		p.claims[fn] = c
 		go p.claim(p.ctx, fn, c)
 	}
@@ -100,7 +102,7 @@ func (p *Pool) Claim(ctx context.Context, fn types.NamespacedName) (Claimed, err
 // (c is answered then), and the pod is labelled as fn's, which puts it in
 // fn's Service. A claim that fails is forgotten, so that the next one
 // tries again.
-func (p *Pool) claim(ctx context.Context, fn types.NamespacedName, c *claim) {
+func (p *Pool) claim(ctx context.Context, fn types.NamespacedName, c *claimState) {
 	answered := false
 	answer := func(got Claimed, err error) {
 		if answered {

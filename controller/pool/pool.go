@@ -109,7 +109,7 @@ type Pool struct {
 	failed map[types.NamespacedName]string
 	// claims are the claims under way or made, by Function, until their
 	// pod is retired.
-	claims map[types.NamespacedName]*claim
+	claims map[types.NamespacedName]*claimState
 	// ctx is Start's: claims run on it; nil until the pool runs.
 	ctx context.Context
 	kick   chan struct{}
@@ -155,7 +155,7 @@ func New(c client.Client, cache cache.Cache, cfg Config, opts ...Option) (*Pool,
 		created:   map[types.NamespacedName]poolKey{},
 		made:      map[types.NamespacedName]types.UID{},
 		failed:    map[types.NamespacedName]string{},
-		claims:    map[types.NamespacedName]*claim{},
+		claims:    map[types.NamespacedName]*claimState{},
 		kick:      make(chan struct{}, 1),
 	}
 	for _, o := range opts {

@@ -28,6 +28,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
+	"github.com/kfn-dev/kfn/contract/claim"
 	"github.com/kfn-dev/kfn/controller/function"
 	"github.com/kfn-dev/kfn/controller/pool"
 	"github.com/kfn-dev/kfn/controller/resources"
@@ -522,13 +523,31 @@ func TestClaimGivesAFunctionAStandbyPodAtItsFirstEvent(t *testing.T) {
 		return c.Get(ctx, client.ObjectKeyFromObject(&standby), &pod) == nil && pod.Status.PodIP != ""
 	}, wait, 10*time.Millisecond)
 
+	// Half the callers claim over HTTP, as the event bridge does (the
+	// controller's listener adds authentication in front of Handler).
+	srv := httptest.NewServer(p.Handler(func(*http.Request, string, string) error { return nil }))
+	t.Cleanup(srv.Close)
+	host, port, err := net.SplitHostPort(srv.Listener.Addr().String())
+	require.NoError(t, err)
+	portN, err := strconv.Atoi(port)
+	require.NoError(t, err)
+	claims := claim.NewClient(host, portN, func() (string, error) { return "test", nil })
 	const callers = 4
 	got := make([]pool.Claimed, callers)
 	errs := make([]error, callers)
 	var wg sync.WaitGroup
 	for i := range callers {
 		wg.Go(func() {
-			got[i], errs[i] = eventuallyClaim(t, ctx, p, fn)
+			if i%2 == 0 {
+				got[i], errs[i] = eventuallyClaim(t, ctx, p, fn)
+				return
+			}
+			var a claim.Answer
+			require.Eventually(t, func() bool {
+				a, errs[i] = claims.Claim(ctx, fn.Namespace, fn.Name)
+				return !errors.Is(errs[i], claim.ErrNoStandby)
+			}, wait, 10*time.Millisecond)
+			got[i] = pool.Claimed{Pod: a.Pod, Address: a.Address}
 		})
 	}
 	wg.Wait()
@@ -566,6 +585,26 @@ func TestClaimGivesAFunctionAStandbyPodAtItsFirstEvent(t *testing.T) {
 		return err == nil && next.Pod != standby.Name
 	}, wait, 50*time.Millisecond, "the next claim takes a new pod")
 
+	// The listener's refusals, as the client reads them.
+	_, err = claims.Claim(ctx, "shop", "unknown")
+	require.ErrorIs(t, err, claim.ErrNotPooled)
+	for path, code := range map[string]int{"/claims/shop": 404, "/claims/shop/orders/x": 404, "/claims/Shop/orders": 404, "/other": 404} {
+		resp, err := http.Post(srv.URL+path, "", nil)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, code, resp.StatusCode, path)
+	}
+	resp, err := http.Get(srv.URL + claim.Path("shop", "orders"))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
+	refusing := httptest.NewServer(p.Handler(func(*http.Request, string, string) error { return errors.New("no") }))
+	t.Cleanup(refusing.Close)
+	resp, err = http.Post(refusing.URL+claim.Path("shop", "orders"), "", nil)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode, "allow's refusal")
+
 	// A Function with a ready pod of its own is not claimed for.
 	var d appsv1.Deployment
 	require.NoError(t, c.Get(ctx, fn, &d))
@@ -575,6 +614,8 @@ func TestClaimGivesAFunctionAStandbyPodAtItsFirstEvent(t *testing.T) {
 		_, err := p.Claim(ctx, fn)
 		return errors.Is(err, pool.ErrServed)
 	}, wait, 10*time.Millisecond)
+	_, err = claims.Claim(ctx, fn.Namespace, fn.Name)
+	require.ErrorIs(t, err, claim.ErrServed)
 }
 
 // eventuallyClaim claims a pod for fn, again while the pool's cache has
