@@ -140,11 +140,15 @@ func (c *Client) Claim(ctx context.Context, namespace, name string) (Answer, err
 	c.mu.Unlock()
 	var errs []error
 	if leader != "" {
+		// Any failure to get an answer from it (it lost its leadership,
+		// or restarted) sends the claim to every address again: a claim
+		// asked twice is given one pod.
 		a, err := c.ask(ctx, leader, token, namespace, name)
-		if !errors.Is(err, errUnreachable) {
+		if !errors.Is(err, errUnreachable) && !errors.Is(err, errNoAnswer) {
 			return a, err
 		}
 		errs = append(errs, err)
+		leader = ""
 	}
 	addrs, err := c.look(ctx, c.host)
 	if err != nil {
@@ -168,8 +172,12 @@ func (c *Client) Claim(ctx context.Context, namespace, name string) (Answer, err
 	return Answer{}, fmt.Errorf("claim %s/%s: %w: %w", namespace, name, ErrNoLeader, errors.Join(errs...))
 }
 
-// errUnreachable: the address did not take the request (no listener).
-var errUnreachable = errors.New("unreachable")
+// Failures of ask to get an answer: the address did not take the
+// request (no listener), or gave no answer.
+var (
+	errUnreachable = errors.New("unreachable")
+	errNoAnswer    = errors.New("no answer")
+)
 
 // ask sends one claim to addr.
 func (c *Client) ask(ctx context.Context, addr, token, namespace, name string) (Answer, error) {
@@ -178,13 +186,16 @@ func (c *Client) ask(ctx context.Context, addr, token, namespace, name string) (
 		return Answer{}, fmt.Errorf("claim %s/%s: %w", namespace, name, err)
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
+	// A claim asked twice is given one pod: the transport may send it
+	// again on a new connection when a kept one turns out closed.
+	req.Header.Set("Idempotency-Key", namespace+"/"+name)
 	resp, err := c.http.Do(req)
 	if err != nil {
 		var op *net.OpError
 		if errors.As(err, &op) && op.Op == "dial" {
 			return Answer{}, fmt.Errorf("%w: %s: %w", errUnreachable, addr, err)
 		}
-		return Answer{}, fmt.Errorf("claim %s/%s at %s: %w", namespace, name, addr, err)
+		return Answer{}, fmt.Errorf("claim %s/%s at %s: %w: %w", namespace, name, addr, errNoAnswer, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
