@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -52,6 +53,13 @@ type Watcher struct {
 	early      map[service]map[string]bool     // host:port that answered, not ready yet in its slice
 	wasReady   map[service]map[string]bool     // host:port seen ready in a slice: never probed again
 	slicePorts map[service]map[string][]string // host:port of each slice's starting endpoints
+
+	// Pods claimed for Functions at zero (claim.go).
+	claimer       Claimer
+	claimHold     time.Duration
+	claiming      map[service]bool
+	claimed       map[service]claimed
+	log           *slog.Logger
 }
 
 // ErrInvalidOption is wrapped by New's errors.
@@ -75,6 +83,18 @@ func WithCache(c cache.Cache) Option {
 
 var _ dispatcher.Endpoints = (*Watcher)(nil)
 
+// WithLogger sets where the Watcher says what its claims came to
+// (default: nowhere).
+func WithLogger(l *slog.Logger) Option {
+	return func(w *Watcher) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil logger", ErrInvalidOption)
+		}
+		w.log = l
+		return nil
+	}
+}
+
 // New returns a Watcher that knows nothing until it is fed (by Run, with
 // WithCache, or by the OnAdd, OnUpdate, OnDelete and MarkSynced methods);
 // until then no Service is ready.
@@ -95,6 +115,9 @@ func New(opts ...Option) (*Watcher, error) {
 		early:      map[service]map[string]bool{},
 		wasReady:   map[service]map[string]bool{},
 		slicePorts: map[service]map[string][]string{},
+		claiming:   map[service]bool{},
+		claimed:    map[service]claimed{},
+		log:        slog.New(slog.DiscardHandler),
 	}
 	for _, opt := range opts {
 		if opt == nil {
@@ -297,12 +320,17 @@ func (w *Watcher) set(obj any, deleted bool) {
 // of its starting pods, and wakes the waiters of k when its readiness
 // flips.
 func (w *Watcher) refresh(k service) {
+	w.dropClaimSeen(k)
 	var flat []string
 	for _, a := range w.addrs[k] {
 		flat = append(flat, a...)
 	}
 	for a := range w.early[k] {
 		flat = append(flat, a)
+	}
+	c, claimedPod := w.claimed[k]
+	if claimedPod {
+		flat = append(flat, c.addr)
 	}
 	if len(flat) == 0 {
 		delete(w.flat, k)
@@ -311,8 +339,11 @@ func (w *Watcher) refresh(k service) {
 		w.flat[k] = flat
 	}
 	total := len(w.early[k])
-	for _, c := range w.slices[k] {
-		total += c
+	for _, n := range w.slices[k] {
+		total += n
+	}
+	if claimedPod {
+		total++
 	}
 	if now := total > 0; now != w.ready[k] {
 		if now {

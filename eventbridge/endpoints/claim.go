@@ -1,0 +1,142 @@
+package endpoints
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"time"
+
+	"github.com/kfn-dev/kfn/contract/claim"
+)
+
+// Claimer claims a standby pod for a Function at zero (package
+// contract/claim's Client, which asks the controller's leader) and returns
+// host:port of its host, which serves the Function when Claim returns.
+type Claimer interface {
+	Claim(ctx context.Context, namespace, name string) (address string, err error)
+}
+
+// ClaimerFunc is a Claimer of a function.
+type ClaimerFunc func(ctx context.Context, namespace, name string) (string, error)
+
+// Claim calls f.
+func (f ClaimerFunc) Claim(ctx context.Context, namespace, name string) (string, error) {
+	return f(ctx, namespace, name)
+}
+
+// Defaults of the claims.
+const (
+	// DefaultClaimHold is how long a claimed pod's address is taken as a
+	// ready endpoint of its Function without its EndpointSlice: the slice
+	// lists it (labelled as the Function's) well within it.
+	DefaultClaimHold = 30 * time.Second
+	// claimTimeout bounds one claim.
+	claimTimeout = 15 * time.Second
+)
+
+// WithClaimer makes Wake claim a standby pod with c for a Function's
+// Service that has no ready endpoint, and take the claimed pod's address
+// as its ready endpoint at once, for hold (0: DefaultClaimHold) or until
+// the Service's EndpointSlices take it as ready, whichever comes first.
+func WithClaimer(c Claimer, hold time.Duration) Option {
+	return func(w *Watcher) error {
+		if c == nil {
+			return fmt.Errorf("%w: nil Claimer", ErrInvalidOption)
+		}
+		if hold <= 0 {
+			hold = DefaultClaimHold
+		}
+		w.claimer, w.claimHold = c, hold
+		return nil
+	}
+}
+
+// claimed is the address of a pod claimed for a Service, until when it
+// is taken as ready without the Service's slices.
+type claimed struct {
+	addr  string
+	until time.Time
+}
+
+// Wake says that an event or a request waits for namespace/name: when it
+// is a Function's Service without a ready endpoint and a Claimer is set,
+// a standby pod is claimed for it now (one claim at a time per Service),
+// and its address becomes a ready endpoint as soon as the pod's host
+// serves the Function, before any EndpointSlice lists it; Ready's
+// channel closes then. A claim that fails (the pool does not serve the
+// Function, has no standby pod, the controller is away) changes nothing:
+// the Function wakes as before, on KEDA's scale-up. Wake returns at once.
+func (w *Watcher) Wake(namespace, name string) {
+	if w.claimer == nil {
+		return
+	}
+	k := service{namespace, name}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, fn := w.fnSlices[k]; !fn || w.ready[k] || w.claiming[k] || w.stopped {
+		return
+	}
+	w.claiming[k] = true
+	go w.claim(k)
+}
+
+// claim claims a pod for k and takes its address as ready.
+func (w *Watcher) claim(k service) {
+	ctx, cancel := context.WithTimeout(context.Background(), claimTimeout)
+	defer cancel()
+	start := time.Now()
+	addr, err := w.claimer.Claim(ctx, k.namespace, k.name)
+	if err == nil {
+		if _, perr := netip.ParseAddrPort(addr); perr != nil {
+			err = fmt.Errorf("claimed address %q: %w", addr, perr)
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.claiming, k)
+	if err != nil {
+		level := slog.LevelWarn
+		if errors.Is(err, claim.ErrNotPooled) || errors.Is(err, claim.ErrNoStandby) || errors.Is(err, claim.ErrServed) {
+			level = slog.LevelDebug // the Function wakes on KEDA's scale-up, as without the pool
+		}
+		w.log.Log(ctx, level, "no standby pod claimed for a Function at zero", "namespace", k.namespace, "function", k.name, "error", err)
+		return
+	}
+	w.log.Debug("claimed a standby pod for a Function at zero", "namespace", k.namespace, "function", k.name, "address", addr, "took", time.Since(start))
+	c := claimed{addr: addr, until: time.Now().Add(w.claimHold)}
+	w.claimed[k] = c
+	w.refresh(k)
+	time.AfterFunc(w.claimHold, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.claimed[k] == c {
+			delete(w.claimed, k)
+			w.refresh(k)
+		}
+	})
+}
+
+// dropClaimSeen forgets k's claimed address once its slices take it as
+// ready (listed ready, or answered its probe): they carry it from then on.
+// w.mu is held.
+func (w *Watcher) dropClaimSeen(k service) {
+	c, ok := w.claimed[k]
+	if ok && (w.early[k][c.addr] || w.listedReady(k, c.addr)) {
+		delete(w.claimed, k)
+	}
+}
+
+// listedReady reports whether a slice of k lists addr as ready. w.mu is
+// held.
+func (w *Watcher) listedReady(k service, addr string) bool {
+	for _, as := range w.addrs[k] {
+		for _, a := range as {
+			if a == addr {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,139 @@
+package endpoints_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/utils/ptr"
+
+	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
+	"github.com/kfn-dev/kfn/contract/claim"
+	"github.com/kfn-dev/kfn/eventbridge/endpoints"
+)
+
+// claims is a Claimer that answers each claim when the test says. The
+// pool's own claims (a standby host that serves the Function when the
+// claim returns) are tested in controller/pool, the controller's listener
+// in controller, and the whole path on the real node; here the Watcher's
+// part alone: what it does with an answer, and when.
+type claims struct {
+	mu     sync.Mutex
+	asked  []string
+	answer chan answer
+}
+
+type answer struct {
+	addr string
+	err  error
+}
+
+func (c *claims) Claim(ctx context.Context, namespace, name string) (string, error) {
+	c.mu.Lock()
+	c.asked = append(c.asked, namespace+"/"+name)
+	c.mu.Unlock()
+	select {
+	case a := <-c.answer:
+		return a.addr, a.err
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+func (c *claims) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.asked)
+}
+
+// atZero is the slice of Function fn's Service at zero replicas: labelled
+// as a Function's, no endpoint.
+func atZero(fn string) *discoveryv1.EndpointSlice {
+	s := slice(fn+"-a", fn)
+	s.Labels[serverlessv1alpha2.LabelManagedBy] = serverlessv1alpha2.LabelManagedByValue
+	s.Labels[serverlessv1alpha2.LabelFunctionName] = fn
+	return s
+}
+
+// TestWakeClaimsAPodForAFunctionAtZero: the first event or request for a
+// Function at zero (Wake) claims one pod, however many ask at once; its
+// address is a ready endpoint from the claim's answer, before any slice
+// lists it, and Ready's waiters are woken then; once the slice lists it
+// ready, the slice carries it; a claim that fails changes nothing and the
+// next Wake claims again; a Service that is not a Function's, or is
+// ready, claims nothing; the claimed address is dropped after the hold
+// if no slice ever lists it. Fails when Wake claims twice at once, when
+// the claimed address is not taken as ready, or kept past its hold.
+func TestWakeClaimsAPodForAFunctionAtZero(t *testing.T) {
+	c := &claims{answer: make(chan answer)}
+	const hold = 300 * time.Millisecond
+	w, err := endpoints.New(endpoints.WithClaimer(c, hold))
+	require.NoError(t, err)
+	w.MarkSynced()
+	w.OnAdd(atZero("orders"), false)
+	w.OnAdd(slice("plain-a", "plain"), false) // not a Function's Service
+
+	w.Wake("default", "plain")
+	ready, ch := w.Ready("default", "orders")
+	require.False(t, ready)
+	for range 3 {
+		w.Wake("default", "orders")
+	}
+	require.Eventually(t, func() bool { return c.count() == 1 }, 5*time.Second, time.Millisecond)
+	assert.False(t, closed(ch), "not ready before the claim's answer")
+
+	// A claim that fails changes nothing; the next Wake claims again.
+	c.answer <- answer{err: claim.ErrNoStandby}
+	require.Eventually(t, func() bool { w.Wake("default", "orders"); return c.count() == 2 }, 5*time.Second, time.Millisecond)
+	assert.False(t, closed(ch))
+	c.answer <- answer{addr: "10.244.0.9:8080"}
+	require.Eventually(t, func() bool { return closed(ch) }, 5*time.Second, time.Millisecond, "woken by the claim")
+	ready, ch = w.Ready("default", "orders")
+	assert.True(t, ready)
+	addr, ok := w.Pick("default", "orders")
+	assert.True(t, ok)
+	assert.Equal(t, "10.244.0.9:8080", addr, "the claimed pod, before any slice lists it")
+	w.Wake("default", "orders")
+	assert.Equal(t, 2, c.count(), "a ready Service claims nothing")
+	assert.Equal(t, []string{"default/orders", "default/orders"}, c.asked, "the Service that is not a Function's claimed nothing")
+
+	// The slice lists the pod ready: it carries it, past the hold.
+	s := atZero("orders")
+	s.Endpoints = []discoveryv1.Endpoint{{Addresses: []string{"10.244.0.9"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}}
+	s.Ports = []discoveryv1.EndpointPort{{Port: ptr.To[int32](8080)}}
+	w.OnUpdate(nil, s)
+	require.Never(t, func() bool { r, _ := w.Ready("default", "orders"); return !r }, 2*hold, 10*time.Millisecond, "ready in its slice")
+	addr, _ = w.Pick("default", "orders")
+	assert.Equal(t, "10.244.0.9:8080", addr)
+	assert.False(t, closed(ch))
+
+	// Back at zero; a claim no slice ever lists is dropped after the hold.
+	w.OnUpdate(nil, atZero("orders"))
+	require.True(t, closed(ch))
+	ready, ch = w.Ready("default", "orders")
+	require.False(t, ready)
+	w.Wake("default", "orders")
+	require.Eventually(t, func() bool { return c.count() == 3 }, 5*time.Second, time.Millisecond)
+	c.answer <- answer{addr: "10.244.0.10:8080"}
+	require.Eventually(t, func() bool { return closed(ch) }, 5*time.Second, time.Millisecond)
+	_, ch = w.Ready("default", "orders")
+	require.Eventually(t, func() bool { return closed(ch) }, 10*hold, time.Millisecond, "dropped after the hold")
+	ready, _ = w.Ready("default", "orders")
+	assert.False(t, ready)
+	_, ok = w.Pick("default", "orders")
+	assert.False(t, ok)
+
+	// An answer that is no address is no endpoint.
+	_, ch = w.Ready("default", "orders")
+	w.Wake("default", "orders")
+	require.Eventually(t, func() bool { return c.count() == 4 }, 5*time.Second, time.Millisecond)
+	c.answer <- answer{addr: "pod.example:8080"}
+	require.Never(t, func() bool { return closed(ch) }, 200*time.Millisecond, 10*time.Millisecond)
+	_, err = endpoints.New(endpoints.WithClaimer(nil, 0))
+	assert.True(t, errors.Is(err, endpoints.ErrInvalidOption))
+}
