@@ -226,7 +226,10 @@ type ClusterBackends struct {
 	Resolve map[string]string
 }
 
-var _ gateway.Backends = ClusterBackends{}
+var (
+	_ gateway.Backends = ClusterBackends{}
+	_ gateway.Waker    = ClusterBackends{}
+)
 
 // Known implements gateway.Backends.
 func (b ClusterBackends) Known(namespace, name string) bool {
@@ -237,6 +240,10 @@ func (b ClusterBackends) Known(namespace, name string) bool {
 func (b ClusterBackends) Ready(namespace, name string) (bool, <-chan struct{}) {
 	return b.Endpoints.Ready(namespace, name)
 }
+
+// Wake implements gateway.Waker: a request for a Function at zero claims
+// a standby pod for it (endpoints.Watcher.Wake).
+func (b ClusterBackends) Wake(namespace, name string) { b.Endpoints.Wake(namespace, name) }
 
 // Pick implements gateway.Backends: a ready endpoint, or else the
 // Service's address.

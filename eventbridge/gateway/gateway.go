@@ -38,6 +38,14 @@ type Backends interface {
 	Pick(namespace, name string) (string, error)
 }
 
+// Waker is implemented by Backends that start a Function's wake on its
+// first request themselves (the cluster's claims a standby pod at once):
+// the gateway calls Wake for a request that finds no ready backend,
+// before it holds it.
+type Waker interface {
+	Wake(namespace, name string)
+}
+
 // Access decides whether the caller of a request may call a Function
 // (auth.Kubernetes, behind its Authenticate): a nil error allows; an error
 // wrapping auth.ErrUnauthenticated is answered 401, any other 403 with its
@@ -324,6 +332,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ready, changed := g.backends.Ready(fn.Namespace, fn.Name)
 	if !ready {
 		cold = true
+		if wk, ok := g.backends.(Waker); ok {
+			wk.Wake(fn.Namespace, fn.Name)
+		}
 		if err := g.hold(r, fn, changed); err != nil {
 			m.timeouts.Inc()
 			w.Header().Set("Retry-After", strconv.Itoa(int(g.cfg.RetryAfter.Seconds())))

@@ -127,7 +127,7 @@ func newBackend(t *testing.T) *backend {
 
 func addr(b *backend) string { return strings.TrimPrefix(b.URL, "http://") }
 
-func newGateway(t *testing.T, bs *backends, rep gateway.InFlightReporter, cfg gateway.Config) *httptest.Server {
+func newGateway(t *testing.T, bs gateway.Backends, rep gateway.InFlightReporter, cfg gateway.Config) *httptest.Server {
 	t.Helper()
 	_, srv := newGatewayWith(t, bs, rep, cfg)
 	return srv
@@ -139,7 +139,7 @@ var loopback = egress.Policy{AllowLoopback: true}
 
 // newGatewayWith makes a gateway of cfg, whose backends may be on
 // loopback, and serves it.
-func newGatewayWith(t *testing.T, bs *backends, rep gateway.InFlightReporter, cfg gateway.Config) (*gateway.Gateway, *httptest.Server) {
+func newGatewayWith(t *testing.T, bs gateway.Backends, rep gateway.InFlightReporter, cfg gateway.Config) (*gateway.Gateway, *httptest.Server) {
 	t.Helper()
 	cfg.Egress = loopback
 	var opts []gateway.Option
@@ -242,6 +242,41 @@ func TestHoldsUntilABackendIsReady(t *testing.T) {
 	assert.Equal(t, http.StatusOK, r.resp.StatusCode)
 	assert.Equal(t, "true", r.resp.Header.Get(gateway.ColdStartHeader))
 	assert.Equal(t, int32(1), be.hits.Load())
+}
+
+// waking is a Backends that wakes a Function itself (as the cluster's
+// claims a standby pod): its Wake makes the backend at addr ready.
+type waking struct {
+	*backends
+	addr  string
+	woken atomic.Int32
+}
+
+func (w *waking) Wake(ns, name string) {
+	w.woken.Add(1)
+	w.set(ns+"/"+name, w.addr)
+}
+
+// TestAColdRequestWakesItsFunction: a request that finds no ready backend
+// has the Backends wake the Function (Waker) before it is held, and is
+// served by the backend that wake made ready, without waiting for anyone
+// else. Fails when the gateway only holds (the request times out).
+func TestAColdRequestWakesItsFunction(t *testing.T) {
+	be := newBackend(t)
+	bs := &waking{backends: newBackends(), addr: addr(be)}
+	bs.set("shop/fulfil", "")
+	srv := newGateway(t, bs, &reporter{}, gateway.Config{ReportInterval: time.Hour, HoldTimeout: 10 * time.Second})
+	resp, err := http.Get(srv.URL + "/shop/fulfil/run")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, "true", resp.Header.Get(gateway.ColdStartHeader))
+	assert.Equal(t, int32(1), bs.woken.Load())
+	resp, err = http.Get(srv.URL + "/shop/fulfil/run")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, "false", resp.Header.Get(gateway.ColdStartHeader))
+	assert.Equal(t, int32(1), bs.woken.Load(), "a ready Function is not woken again")
 }
 
 func TestHoldTimesOutWithRetryAfter(t *testing.T) {
