@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kfn-dev/kfn/internal/logging"
 	"github.com/kfn-dev/kfn/scaler/activity"
@@ -36,10 +37,11 @@ type Parts struct {
 type PartsOption func(*partsOptions)
 
 type partsOptions struct {
-	log     *slog.Logger
-	metrics prometheus.Registerer
-	tls     *tls.Config
-	refresh time.Duration
+	log       *slog.Logger
+	metrics   prometheus.Registerer
+	tls       *tls.Config
+	refresh   time.Duration
+	activated func(types.NamespacedName)
 }
 
 // WithLogger sets the root logger (package logging): the core logs as
@@ -62,6 +64,12 @@ func WithRefreshInterval(d time.Duration) PartsOption {
 	return func(o *partsOptions) { o.refresh = d }
 }
 
+// WithActivations has the core call f with each Function that turns
+// active (activity.WithActivations). Without it, none.
+func WithActivations(f func(types.NamespacedName)) PartsOption {
+	return func(o *partsOptions) { o.activated = f }
+}
+
 // NewParts makes the core, reading the backlogs of the consumers of
 // eventStream and listening for activity on nc, and its gRPC server.
 // Nothing runs until Run.
@@ -82,6 +90,9 @@ func NewParts(nc *nats.Conn, eventStream string, opts ...PartsOption) (*Parts, e
 	}
 	if o.tls != nil {
 		serverOpts = append(serverOpts, server.WithTLS(o.tls))
+	}
+	if o.activated != nil {
+		coreOpts = append(coreOpts, activity.WithActivations(o.activated))
 	}
 	core, err := activity.New(activity.NewJetStreamReader(js, eventStream), activity.NewNATSListener(nc), coreOpts...)
 	if err != nil {

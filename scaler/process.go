@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kfn-dev/kfn/contract/activation"
 	"github.com/kfn-dev/kfn/contract/inflight"
 	"github.com/kfn-dev/kfn/contract/stream"
 	"github.com/kfn-dev/kfn/internal/logging"
@@ -45,6 +46,10 @@ type Process struct {
 	// InFlightSubject is the core NATS subject of the gateway's in-flight
 	// reports.
 	InFlightSubject string
+	// ActivationSubject is the core NATS subject the scaler publishes
+	// each Function's activation on (package contract/activation), for
+	// the event bridge to claim a standby pod at once; empty: none.
+	ActivationSubject string
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
 }
@@ -52,13 +57,14 @@ type Process struct {
 // DefaultProcess returns working defaults.
 func DefaultProcess() Process {
 	return Process{
-		NATSURL:         "nats://127.0.0.1:4222",
-		EventStream:     stream.DefaultConfig().EventStream,
-		Listen:          ":9090",
-		MetricsListen:   ":8080",
-		RefreshInterval: activity.DefaultRefreshInterval,
-		InFlightSubject: inflight.DefaultSubject,
-		LogLevel:        "info",
+		NATSURL:           "nats://127.0.0.1:4222",
+		EventStream:       stream.DefaultConfig().EventStream,
+		Listen:            ":9090",
+		MetricsListen:     ":8080",
+		RefreshInterval:   activity.DefaultRefreshInterval,
+		InFlightSubject:   inflight.DefaultSubject,
+		ActivationSubject: activation.DefaultSubject,
+		LogLevel:          "info",
 	}
 }
 
@@ -74,6 +80,7 @@ func (c *Process) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.TLSKeyFile, "tls-key-file", c.TLSKeyFile, "the key of -tls-cert-file (PEM)")
 	fs.StringVar(&c.TLSClientCAFile, "tls-client-ca-file", c.TLSClientCAFile, "require client certificates signed by these CAs (PEM); needs -tls-cert-file")
 	fs.DurationVar(&c.RefreshInterval, "refresh-interval", c.RefreshInterval, "how often the backlog of every consumer is read (at least 10ms)")
+	fs.StringVar(&c.ActivationSubject, "activation-subject", c.ActivationSubject, "core NATS subject on which each Function's activation is published, for the event bridge to claim a standby pod at once (its -claim-activation-subject); empty: none")
 	fs.StringVar(&c.InFlightSubject, "inflight-subject", c.InFlightSubject, "core NATS subject of the gateway's in-flight reports (the event bridge's -gateway-inflight-subject)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: "+logging.Levels)
 }

@@ -16,12 +16,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/contract/activation"
 	"github.com/kfn-dev/kfn/internal/feed"
 	"github.com/kfn-dev/kfn/internal/logging"
 	"github.com/kfn-dev/kfn/internal/natsconn"
@@ -66,6 +68,13 @@ func Run(ctx context.Context, cfg Process, root *slog.Logger) error {
 		return err
 	}
 	defer nc.Close()
+	if subject := cfg.ActivationSubject; subject != "" {
+		opts = append(opts, WithActivations(func(fn types.NamespacedName) {
+			if err := nc.Publish(subject, activation.Encode(fn)); err != nil {
+				log.Warn("publishing an activation failed: the Function wakes once KEDA scaled it", "namespace", fn.Namespace, "function", fn.Name, "error", err)
+			}
+		}))
+	}
 	parts, err := NewParts(nc, cfg.EventStream, opts...)
 	if err != nil {
 		return err

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Option configures [New].
@@ -15,6 +17,7 @@ type options struct {
 	hold        time.Duration
 	log         *slog.Logger
 	metrics     *metrics
+	activated   func(types.NamespacedName)
 }
 
 // Defaults of the options.
@@ -79,6 +82,21 @@ func WithActivationHold(d time.Duration) Option {
 			return fmt.Errorf("%w: activation hold must not be negative, not %s", ErrInvalidOption, d)
 		}
 		o.hold = d
+		return nil
+	}
+}
+
+// WithActivations has f called with each Function that turns active
+// (every inactive->active transition, as Watch announces it), on a
+// goroutine of its own: the scaler's process publishes them
+// (package contract/activation), so that the event bridge claims a
+// standby pod for the Function at once.
+func WithActivations(f func(types.NamespacedName)) Option {
+	return func(o *options) error {
+		if f == nil {
+			return fmt.Errorf("%w: nil activation hook", ErrInvalidOption)
+		}
+		o.activated = f
 		return nil
 	}
 }

@@ -177,3 +177,34 @@ func TestListensOnTheSubjectsOfAnInactiveFunction(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, st.Active)
 }
+
+// TestActivationsGoToTheHook: a Function's first event while it has no
+// work calls the activation hook (which the scaler's process publishes
+// for the event bridge to claim a standby pod) once with that Function,
+// and further events while it is active call it no more. Fails when the
+// hook is not called, or called for every event.
+func TestActivationsGoToTheHook(t *testing.T) {
+	n := scalertest.StartNATS(t)
+	activated := make(chan types.NamespacedName, 10)
+	core, err := activity.New(activity.NewJetStreamReader(n.JS, n.Streams.EventStream),
+		activity.NewNATSListener(scalertest.Connect(t, n.Server.ClientURL())), activity.WithActivationHold(time.Minute),
+		activity.WithActivations(func(fn types.NamespacedName) { activated <- fn }))
+	require.NoError(t, err)
+	fn := types.NamespacedName{Namespace: "shop", Name: "orders"}
+	sub := scalertest.Subscription(fn.Namespace, "orders", fn.Name, "shop", "order.created.v1")
+	n.CreateConsumer(t, sub)
+	require.NoError(t, core.Upsert(sub))
+	require.NoError(t, core.Refresh(context.Background()))
+	n.Publish(t, "shop", "order.created.v1", "1")
+	select {
+	case got := <-activated:
+		assert.Equal(t, fn, got)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first event called no hook")
+	}
+	n.Publish(t, "shop", "order.created.v1", "2")
+	require.NoError(t, core.Refresh(context.Background()))
+	require.Never(t, func() bool { return len(activated) > 0 }, 300*time.Millisecond, 10*time.Millisecond, "active already: no second call")
+	_, err = activity.New(activity.NewJetStreamReader(n.JS, n.Streams.EventStream), nil, activity.WithActivations(nil))
+	assert.ErrorIs(t, err, activity.ErrInvalidOption)
+}

@@ -273,6 +273,9 @@ func (s *Scaler) activateLocked(fn *function, why string) func() {
 		}
 	}
 	s.o.metrics.activation(why)
+	if f := s.o.activated; f != nil {
+		go f(fn.key)
+	}
 	s.o.log.Debug("function active", "namespace", fn.key.Namespace, "function", fn.key.Name, "cause", why)
 	return fn.detachListener()
 }

@@ -1,0 +1,55 @@
+package activation
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// DefaultSubject is the core NATS subject of activations.
+const DefaultSubject = "kfn.scaler.activated"
+
+// MaxBytes bounds a message.
+const MaxBytes = 1 << 10
+
+// ErrInvalid is wrapped by every error of [Decode].
+var ErrInvalid = errors.New("invalid activation")
+
+// message is an activation on the wire.
+type message struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+}
+
+// Encode returns the message of Function fn's activation.
+func Encode(fn types.NamespacedName) []byte {
+	b, _ := json.Marshal(message{Namespace: fn.Namespace, Name: fn.Name}) // two strings: cannot fail
+	return b
+}
+
+// Decode returns the Function a message activates: a namespace and a name
+// that are DNS labels, in at most MaxBytes, no other field.
+func Decode(b []byte) (types.NamespacedName, error) {
+	if len(b) > MaxBytes {
+		return types.NamespacedName{}, fmt.Errorf("%w: %d bytes, at most %d", ErrInvalid, len(b), MaxBytes)
+	}
+	var m message
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return types.NamespacedName{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if dec.More() {
+		return types.NamespacedName{}, fmt.Errorf("%w: more than one message", ErrInvalid)
+	}
+	for what, s := range map[string]string{"namespace": m.Namespace, "name": m.Name} {
+		if errs := validation.NameIsDNSLabel(s, false); len(errs) > 0 {
+			return types.NamespacedName{}, fmt.Errorf("%w: %s %q: %s", ErrInvalid, what, s, strings.Join(errs, "; "))
+		}
+	}
+	return types.NamespacedName{Namespace: m.Namespace, Name: m.Name}, nil
+}
