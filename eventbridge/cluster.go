@@ -16,12 +16,14 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/kfn-dev/kfn/contract/claim"
 	"github.com/kfn-dev/kfn/eventbridge/applications"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/eventbridge/endpoints"
 	"github.com/kfn-dev/kfn/eventbridge/gateway"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/eventbridge/subscription"
+	"github.com/kfn-dev/kfn/internal/auth"
 	"github.com/kfn-dev/kfn/internal/egress"
 	"github.com/kfn-dev/kfn/internal/feed"
 	"github.com/kfn-dev/kfn/internal/logging"
@@ -59,15 +61,34 @@ func (c *Cluster) Prepare(cfg Config, metrics prometheus.Registerer, log *slog.L
 	if !cfg.Has(ComponentDispatcher) && !cfg.Has(ComponentGateway) {
 		return nil
 	}
+	opts := []endpoints.Option{endpoints.WithCache(c.mgr.GetCache()), endpoints.WithProbeInterval(cfg.WakeProbeInterval),
+		endpoints.WithEgress(c.Egress()), endpoints.WithLogger(logging.Component(log, "claims"))}
+	if cl := cfg.Claims; cl.Controller != "" {
+		client := claim.NewClient(cl.Controller, cl.Port, func() (string, error) {
+			b, err := auth.ReadToken(cl.TokenFile)
+			return string(b), err
+		})
+		opts = append(opts, endpoints.WithClaimer(endpoints.ClaimerFunc(func(ctx context.Context, namespace, name string) (string, error) {
+			a, err := client.Claim(ctx, namespace, name)
+			return a.Address, err
+		}), cl.Hold))
+	}
 	var err error
-	if c.endpoints, err = endpoints.New(endpoints.WithCache(c.mgr.GetCache()), endpoints.WithProbeInterval(cfg.WakeProbeInterval),
-		endpoints.WithEgress(c.Egress())); err != nil {
+	if c.endpoints, err = endpoints.New(opts...); err != nil {
 		return err
 	}
 	if err := c.mgr.Add(runnableFunc(c.endpoints.Run)); err != nil {
 		return fmt.Errorf("add endpoints watcher: %w", err)
 	}
 	return nil
+}
+
+// Wake implements Waker: an activation of Function namespace/name claims
+// a standby pod for it, when claims are on (endpoints.Watcher.Wake).
+func (c *Cluster) Wake(namespace, name string) {
+	if c.endpoints != nil {
+		c.endpoints.Wake(namespace, name)
+	}
 }
 
 // Egress implements Environment: where the event bridge may reach

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	v1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/contract/activation"
+	"github.com/kfn-dev/kfn/contract/claim"
 	"github.com/kfn-dev/kfn/contract/inflight"
 	"github.com/kfn-dev/kfn/contract/stream"
 	"github.com/kfn-dev/kfn/eventbridge/applications"
@@ -86,6 +88,9 @@ type Config struct {
 	// handler, before the kubelet's readiness probe says so (package
 	// endpoints, WithProbeInterval); 0 leaves it to the EndpointSlices.
 	WakeProbeInterval time.Duration
+	// Claims has the first event or request for a Function at zero claim
+	// a standby pod of the warm pool at once (package contract/claim).
+	Claims ClaimsConfig
 	// ReplaySweep is how often consumers whose replays settled lose their
 	// replay subject (package replay).
 	ReplaySweep time.Duration
@@ -101,6 +106,32 @@ type Config struct {
 	DependencyCache bool
 	// DependencyCacheBounds bounds it.
 	DependencyCacheBounds depcache.Config
+}
+
+// ClaimsConfig configures the claims of standby pods: a request that
+// finds a Function without a ready endpoint (the gateway's), and each
+// activation the scalers publish (the first event for a Function at
+// zero), ask the controller's leader for a standby pod, and the pod's
+// address is a ready endpoint of the Function from the answer on, until
+// its EndpointSlice lists it (package endpoints, WithClaimer).
+type ClaimsConfig struct {
+	// Controller is the DNS name of the controller's headless claims
+	// Service, each of whose addresses is tried (only the leader
+	// listens); empty: no claims (a Function at zero wakes once KEDA
+	// scaled its Deployment).
+	Controller string
+	// Port is the controller's claim port.
+	Port int
+	// TokenFile holds the event bridge's ServiceAccount token for kfn's
+	// audience (a projected token, read again at each claim).
+	TokenFile string
+	// ActivationSubject is the core NATS subject of the scalers'
+	// activations (package contract/activation); empty: only the
+	// gateway's requests claim.
+	ActivationSubject string
+	// Hold is how long a claimed pod's address is taken as ready before
+	// its EndpointSlice lists it (0: endpoints.DefaultClaimHold).
+	Hold time.Duration
 }
 
 // DefaultConfig returns working defaults: every component but the gateway,
@@ -122,6 +153,7 @@ func DefaultConfig() Config {
 		Resync:                 subscription.DefaultResync,
 		ReplaySweep:            replay.DefaultSweepInterval,
 		WakeProbeInterval:      endpoints.DefaultProbeInterval,
+		Claims:                 ClaimsConfig{Port: claim.DefaultPort, ActivationSubject: activation.DefaultSubject, Hold: endpoints.DefaultClaimHold},
 		Admin:                  true,
 		DependencyCache:        true,
 		DependencyCacheBounds:  depcache.DefaultConfig(),
@@ -185,6 +217,9 @@ func (c *Config) Validate() error {
 	}
 	if c.WakeProbeInterval < 0 {
 		return fmt.Errorf("%w: -wake-probe-interval must not be negative (0 turns the probes off)", ErrInvalidConfig)
+	}
+	if c.Claims.Controller != "" && (c.Claims.TokenFile == "" || c.Claims.Port < 1 || c.Claims.Port > 65535 || c.Claims.Hold < 0) {
+		return fmt.Errorf("%w: -claim-controller needs -claim-token-file, a -claim-port within 1..65535 and a -claim-hold not negative", ErrInvalidConfig)
 	}
 	if c.ReplaySweep <= 0 {
 		return fmt.Errorf("%w: -replay-sweep must be positive", ErrInvalidConfig)

@@ -59,7 +59,15 @@ type Environment interface {
 	Reapply(ctx context.Context)
 }
 
+// Waker is implemented by an Environment that claims a standby pod for a
+// Function at zero when the scalers announce its activation (Cluster,
+// with Config.Claims).
+type Waker interface {
+	Wake(namespace, name string)
+}
+
 var (
+	_ Waker       = (*Cluster)(nil)
 	_ Environment = (*Cluster)(nil)
 	_ Environment = (*Static)(nil)
 )

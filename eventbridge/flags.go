@@ -49,6 +49,11 @@ func (c *Config) registerPartFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ApplicationCheckInterval, "application-check-interval", c.ApplicationCheckInterval, "how often the Application CRD is looked for until it is served")
 	fs.DurationVar(&c.Resync, "resync", c.Resync, "period of reconciling each Subscription without change (recreates lost consumers)")
 	fs.DurationVar(&c.WakeProbeInterval, "wake-probe-interval", c.WakeProbeInterval, "how often the dispatcher and the gateway ask a pod of a Function woken from zero whether its handler is loaded (its host's ready path), so as to reach it before the kubelet's readiness probe marks it ready; 0: wait for the EndpointSlice")
+	fs.StringVar(&c.Claims.Controller, "claim-controller", c.Claims.Controller, "DNS name of the controller's headless claims Service: a request or first event for a Function at zero claims a standby pod of the warm pool there and is delivered to it at once; empty: none")
+	fs.IntVar(&c.Claims.Port, "claim-port", c.Claims.Port, "the controller's claim port (its -claim-bind-address)")
+	fs.StringVar(&c.Claims.TokenFile, "claim-token-file", c.Claims.TokenFile, "file holding this ServiceAccount's token for audience kfn (a projected token), sent with each claim")
+	fs.StringVar(&c.Claims.ActivationSubject, "claim-activation-subject", c.Claims.ActivationSubject, "core NATS subject of the scalers' activations (the scaler's -activation-subject), each of which claims a standby pod; empty: only the gateway's requests claim")
+	fs.DurationVar(&c.Claims.Hold, "claim-hold", c.Claims.Hold, "how long a claimed pod's address is taken as a ready endpoint before its EndpointSlice lists it")
 	fs.DurationVar(&c.ReplaySweep, "replay-sweep", c.ReplaySweep, "how often consumers whose dead-letter replays settled stop filtering on their replay subject")
 }
 

@@ -8,9 +8,11 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/kfn-dev/kfn/contract/activation"
 	"github.com/kfn-dev/kfn/contract/stream"
 
 	"github.com/kfn-dev/kfn/internal/auth"
@@ -53,6 +55,20 @@ func (b *Bridge) Run(ctx context.Context) error {
 	}
 	for _, a := range b.opts.access.distinct() {
 		g.Go(func() error { return a.Run(ctx) })
+	}
+	if w, ok := b.env.(Waker); ok && b.cfg.Claims.Controller != "" && b.cfg.Claims.ActivationSubject != "" {
+		sub, err := b.nc.Subscribe(b.cfg.Claims.ActivationSubject, func(m *nats.Msg) {
+			fn, err := activation.Decode(m.Data)
+			if err != nil {
+				b.log.Debug("dropping an activation that does not decode", "subject", m.Subject, "error", err)
+				return
+			}
+			w.Wake(fn.Namespace, fn.Name)
+		})
+		if err != nil {
+			return fmt.Errorf("subscribe to the scalers' activations on %s: %w", b.cfg.Claims.ActivationSubject, err)
+		}
+		defer func() { _ = sub.Unsubscribe() }()
 	}
 	g.Go(func() error { return natsconn.UntilLost(ctx, b.nc) })
 	return g.Wait()

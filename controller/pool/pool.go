@@ -111,8 +111,8 @@ type Pool struct {
 	// pod is retired.
 	claims map[types.NamespacedName]*claimState
 	// ctx is Start's: claims run on it; nil until the pool runs.
-	ctx context.Context
-	kick   chan struct{}
+	ctx  context.Context
+	kick chan struct{}
 }
 
 // Option configures a Pool.

@@ -55,11 +55,11 @@ type Watcher struct {
 	slicePorts map[service]map[string][]string // host:port of each slice's starting endpoints
 
 	// Pods claimed for Functions at zero (claim.go).
-	claimer       Claimer
-	claimHold     time.Duration
-	claiming      map[service]bool
-	claimed       map[service]claimed
-	log           *slog.Logger
+	claimer   Claimer
+	claimHold time.Duration
+	claiming  map[service]bool
+	claimed   map[service]claimed
+	log       *slog.Logger
 }
 
 // ErrInvalidOption is wrapped by New's errors.
