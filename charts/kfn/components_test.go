@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -38,6 +40,7 @@ import (
 
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
+	"github.com/kfn-dev/kfn/contract/claim"
 	"github.com/kfn-dev/kfn/controller/function"
 	"github.com/kfn-dev/kfn/controller/pool"
 	"github.com/kfn-dev/kfn/eventbridge/subscription"
@@ -310,8 +313,9 @@ func TestControllerRBAC(t *testing.T) {
 	dep := typed(t, in.objs).deployments["kfn-controller"]
 	args := container(t, dep).Args
 	require.Equal(t, []string{"--config=/etc/kfn/controller.yaml"}, args, "the test runs the rendered config file")
+	claimAddr := testport.Addr(t)
 	p := start(t, filepath.Join(in.bin, "controller"), kubeconfig,
-		"--config="+config, "--metrics-bind-address=0", "--health-probe-bind-address=0")
+		"--config="+config, "--metrics-bind-address=0", "--health-probe-bind-address=0", "--claim-bind-address="+claimAddr)
 
 	a := in.admin
 	eventually(t, p, "the controller leads", func(ctx context.Context) bool {
@@ -386,6 +390,23 @@ func TestControllerRBAC(t *testing.T) {
 		return len(pods.Items)
 	}
 	eventually(t, p, "the warm pool makes a standby pod for idle", func(ctx context.Context) bool { return standbyPods(ctx) == 1 })
+	// The event bridge claims it on the claim port with its token for
+	// kfn's audience: reviewed, and its access asked of RBAC (the event
+	// bridge's ClusterRole). No kubelet runs the pod here: the pool has no
+	// started standby pod to give.
+	host, port, err := net.SplitHostPort(claimAddr)
+	require.NoError(t, err)
+	portN, err := strconv.Atoi(port)
+	require.NoError(t, err)
+	bridgeToken := audienceToken(t, ctx, in, releaseNamespace, "kfn-eventbridge", auth.Audience)
+	claims := claim.NewClient(host, portN, func() (string, error) { return bridgeToken, nil })
+	eventually(t, p, "the leader answers the event bridge's claim", func(ctx context.Context) bool {
+		_, err := claims.Claim(ctx, appsNamespace, "idle")
+		return errors.Is(err, claim.ErrNoStandby)
+	})
+	tenantToken := audienceToken(t, ctx, in, appsNamespace, "tenant", auth.Audience)
+	_, err = claim.NewClient(host, portN, func() (string, error) { return tenantToken, nil }).Claim(ctx, appsNamespace, "idle")
+	require.ErrorContains(t, err, "answered 403", "a tenant's ServiceAccount may not claim")
 	require.NoError(t, a.Delete(ctx, inlineFunction("idle", 0, 3)))
 	eventually(t, p, "the standby pod goes with the last Function that needed it", func(ctx context.Context) bool { return standbyPods(ctx) == 0 })
 	eventually(t, p, "condition changes are Events", func(ctx context.Context) bool {
@@ -500,7 +521,9 @@ func TestEventBridgeRBAC(t *testing.T) {
 	assert.Equal(t, http.StatusForbidden, scrape(tokenUser), "an account without the metrics-reader role")
 	p.stop(t)
 
-	checkLeastPrivilege(t, rec.Calls(), grantsOf(t, in.objs, releaseNamespace, "kfn-eventbridge"), nil)
+	checkLeastPrivilege(t, rec.Calls(), grantsOf(t, in.objs, releaseNamespace, "kfn-eventbridge"), map[grant]string{
+		{Group: "serverless.kyma-project.io", Resource: "functions/claim", Verb: "create"}: "no call of the event bridge's: the controller's claim port asks RBAC whether its caller may (TestControllerRBAC claims with the event bridge's token)",
+	})
 }
 
 // TestScalerRBAC runs the scaler binary with the chart's arguments under
@@ -559,6 +582,21 @@ func deadLetterReader(t *testing.T, ctx context.Context, in *installation, name 
 
 // tokenConfig is a configuration with a token of the ServiceAccount name
 // of appsNamespace, as a kubeconfig of it would have.
+// audienceToken is a token of ServiceAccount namespace/name (made when
+// missing) for audience.
+func audienceToken(t *testing.T, ctx context.Context, in *installation, namespace, name, audience string) string {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(in.cluster.Config)
+	require.NoError(t, err)
+	if _, err := cs.CoreV1().ServiceAccounts(namespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		require.True(t, apierrors.IsAlreadyExists(err), "%v", err)
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{audience}, ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return tr.Status.Token
+}
+
 func tokenConfig(t *testing.T, ctx context.Context, in *installation, name string) *rest.Config {
 	t.Helper()
 	cs, err := kubernetes.NewForConfig(in.cluster.Config)

@@ -122,7 +122,8 @@ func TestRender(t *testing.T) {
 				switch {
 				case clusterScoped(o.GetKind()):
 					assert.Empty(t, o.GetNamespace(), key)
-				case key == "Role/kfn-eventbridge-client-ca" || key == "RoleBinding/kfn-eventbridge-client-ca":
+				case key == "Role/kfn-eventbridge-client-ca" || key == "RoleBinding/kfn-eventbridge-client-ca",
+					key == "Role/kfn-controller-client-ca" || key == "RoleBinding/kfn-controller-client-ca":
 					// Reading the cluster's client CA, where the API server keeps it.
 					assert.Equal(t, "kube-system", o.GetNamespace(), key)
 				default:
@@ -220,13 +221,15 @@ func TestRenderValueSets(t *testing.T) {
 	t.Run("default", func(t *testing.T) {
 		r := get(t, "default")
 		assert.Equal(t, map[string]int{
-			"CustomResourceDefinition": 2, "ServiceAccount": 3, "ClusterRole": 7, "ClusterRoleBinding": 3, "Role": 4, "RoleBinding": 3, // the admin API's two aggregated roles, the gateway's one and the metrics reader, the client CA's Role and binding, the CLI's Role (bound with cli.subjects)
-			"ConfigMap": 2, "Deployment": 3, "StatefulSet": 1, "Service": 6, "PodDisruptionBudget": 4, // profile ha
+			"CustomResourceDefinition": 2, "ServiceAccount": 3, "ClusterRole": 7, "ClusterRoleBinding": 3, "Role": 5, "RoleBinding": 4, // the admin API's two aggregated roles, the gateway's one and the metrics reader, the event bridge's and the controller's client CA Roles and bindings, the CLI's Role (bound with cli.subjects)
+			"ConfigMap": 2, "Deployment": 3, "StatefulSet": 1, "Service": 7, "PodDisruptionBudget": 4, // profile ha; the controller's claims Service
 			"Secret":        2, // the scaler's certificates (KEDA's half only where KEDA's API is), NATS's passwords
 			"NetworkPolicy": 4, // on by default
 		}, kinds(r.objs))
 		assert.Contains(t, container(t, r.deployments["kfn-eventbridge"]).Args, "-nats-url=nats://kfn-nats.kfn-system.svc.cluster.local:4222")
 		assert.Equal(t, corev1.ClusterIPNone, r.services["kfn-scaler"].Spec.ClusterIP, "KEDA balances over the scaler's pods")
+		assert.Equal(t, corev1.ClusterIPNone, r.services["kfn-controller-claims"].Spec.ClusterIP, "the event bridge tries each controller pod: only the leader listens")
+		assert.Contains(t, container(t, r.deployments["kfn-eventbridge"]).Args, "-claim-controller=kfn-controller-claims.kfn-system.svc")
 		cfg := r.configMaps["kfn-controller"].Data["controller.yaml"]
 		for _, want := range []string{
 			`publisherAddress: "http://kfn-publisher.kfn-system.svc.cluster.local/publish"`,
@@ -236,6 +239,7 @@ func TestRenderValueSets(t *testing.T) {
 			`python312: "ghcr.io/kfn-dev/runtime-python312:0.2.0"`,
 			`gitFetchImage: "ghcr.io/kfn-dev/kfn:0.2.0"`,
 			"leaderElectionNamespace: kfn-system",
+			`claimAddress: ":8083"`,
 		} {
 			assert.Contains(t, cfg, want)
 		}

@@ -20,6 +20,9 @@ name, or <release>-kfn when the release name does not contain "kfn".
 {{- end }}
 
 {{- define "kfn.controller.name" -}}{{ include "kfn.fullname" . }}-controller{{- end }}
+{{- define "kfn.claims.name" -}}{{ include "kfn.fullname" . }}-controller-claims{{- end }}
+{{/* Whether a Function's first event or request claims a standby pod at once (functions.warmPool.claimAtFirstEvent). */}}
+{{- define "kfn.claims.enabled" -}}{{ if and .Values.functions.warmPool.enabled .Values.functions.warmPool.claimAtFirstEvent }}true{{ end }}{{- end }}
 {{- define "kfn.eventbridge.name" -}}{{ include "kfn.fullname" . }}-eventbridge{{- end }}
 {{- define "kfn.publisher.name" -}}{{ include "kfn.fullname" . }}-publisher{{- end }}
 {{- define "kfn.gateway.name" -}}{{ include "kfn.fullname" . }}-gateway{{- end }}
