@@ -63,6 +63,9 @@ func (c *Cluster) Prepare(cfg Config, metrics prometheus.Registerer, log *slog.L
 	}
 	opts := []endpoints.Option{endpoints.WithCache(c.mgr.GetCache()), endpoints.WithProbeInterval(cfg.WakeProbeInterval),
 		endpoints.WithEgress(c.Egress()), endpoints.WithLogger(logging.Component(log, "claims"))}
+	if metrics != nil {
+		opts = append(opts, endpoints.WithMetrics(metrics))
+	}
 	if cl := cfg.Claims; cl.Controller != "" {
 		client := claim.NewClient(cl.Controller, cl.Port, func() (string, error) {
 			b, err := auth.ReadToken(cl.TokenFile)

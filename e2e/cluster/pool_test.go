@@ -81,8 +81,18 @@ func TestWarmPoolWakesAFunctionOnAStandbyPod(t *testing.T) {
 	first := waitStandby(t, ns)
 	waitAtZero(t, ns, "warm", 3*time.Minute)
 
+	metrics := metricsReader(t, ns)
+	claimsGranted := func() float64 {
+		total := 0.0
+		for _, n := range metrics.sum(t, `kfn_eventbridge_claims_total{result="claimed"}`) {
+			total += n
+		}
+		return total
+	}
+
 	t.Run("one event is handled by the standby pod, once", func(t *testing.T) {
 		id := ns + "-wake"
+		claimsBefore := claimsGranted()
 		start := time.Now()
 		publish(t, "order.paid.v1", "shop", id, `{"wake": true}`)
 		require.NoError(t, platform.recorder.waitAll(t.Context(), "warm", []string{id}, time.Minute))
@@ -90,6 +100,7 @@ func TestWarmPoolWakesAFunctionOnAStandbyPod(t *testing.T) {
 		t.Logf("warm pool wake by event: published -> delivered %s", delivered.Round(time.Millisecond))
 		coldStarts.add("pool event", 0, delivered)
 		assert.Equal(t, map[string]int{first: 1}, platform.recorder.podCounts("warm"), "the standby pod handled the waking event")
+		assert.Greater(t, claimsGranted(), claimsBefore, "the event claimed the pod itself (the scaler's activation), before KEDA scaled the Deployment")
 
 		claimed, err := platform.cluster.Clientset.CoreV1().Pods(ns).Get(t.Context(), first, metav1.GetOptions{})
 		require.NoError(t, err)
@@ -125,6 +136,7 @@ func TestWarmPoolWakesAFunctionOnAStandbyPod(t *testing.T) {
 		standby := waitStandby(t, ns)
 		url := fmt.Sprintf("%s/%s/warm/?id=%s-http", platform.gateway, ns, ns)
 		token := invoker(t, ns)
+		claimsBefore := claimsGranted()
 		start := time.Now()
 		code, body, err := getAs(url, token)
 		elapsed := time.Since(start)
@@ -134,5 +146,6 @@ func TestWarmPoolWakesAFunctionOnAStandbyPod(t *testing.T) {
 		t.Logf("warm pool wake by HTTP through the gateway: %s", elapsed.Round(time.Millisecond))
 		coldStarts.add("pool http", 0, elapsed)
 		assert.Equal(t, 1, platform.recorder.podCounts("warm")[standby], "the standby pod served the request")
+		assert.Greater(t, claimsGranted(), claimsBefore, "the request claimed the pod itself")
 	})
 }

@@ -364,6 +364,15 @@ func metricsReader(t *testing.T, ns string) *eventBridgeMetrics {
 // metrics cannot be read or have no such series.
 func (m *eventBridgeMetrics) streamsLost(t *testing.T) map[string]float64 {
 	t.Helper()
+	return m.sum(t, "kfn_eventbridge_streams_lost_total{")
+}
+
+// sum returns, for each running event bridge pod, the sum of its series
+// whose line starts with prefix (a metric's name and "{", or a series up
+// to its labels' end); it fails t when a pod's metrics cannot be read or
+// have no such series.
+func (m *eventBridgeMetrics) sum(t *testing.T, prefix string) map[string]float64 {
+	t.Helper()
 	out := map[string]float64{}
 	for _, p := range podsOf(t, eventBridgeSelector) {
 		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "https://"+p.Status.PodIP+":9090/metrics", nil)
@@ -376,7 +385,7 @@ func (m *eventBridgeMetrics) streamsLost(t *testing.T) map[string]float64 {
 		s.Buffer(make([]byte, 0, 64<<10), 1<<20)
 		for s.Scan() {
 			line := s.Text()
-			if !strings.HasPrefix(line, "kfn_eventbridge_streams_lost_total{") {
+			if !strings.HasPrefix(line, prefix) {
 				continue
 			}
 			fields := strings.Fields(line)
@@ -388,7 +397,7 @@ func (m *eventBridgeMetrics) streamsLost(t *testing.T) map[string]float64 {
 		resp.Body.Close()
 		require.NoError(t, s.Err())
 		require.Equal(t, http.StatusOK, resp.StatusCode, "metrics of %s", p.Name)
-		require.NotZero(t, series, "%s has kfn_eventbridge_streams_lost_total series", p.Name)
+		require.NotZero(t, series, "%s has series %s", p.Name, prefix)
 		out[p.Name] = sum
 	}
 	require.NotEmpty(t, out, "event bridge pods")

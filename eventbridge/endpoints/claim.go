@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/kfn-dev/kfn/contract/claim"
 )
 
@@ -53,6 +55,70 @@ func WithClaimer(c Claimer, hold time.Duration) Option {
 	}
 }
 
+// Results of a claim, the label of kfn_eventbridge_claims_total.
+const (
+	claimClaimed   = "claimed"
+	claimNotPooled = "not_pooled"
+	claimNoStandby = "no_standby"
+	claimServed    = "served"
+	claimError     = "error"
+)
+
+// claimMetrics count the claims by result and time the granted ones.
+type claimMetrics struct {
+	claims  *prometheus.CounterVec
+	seconds prometheus.Histogram
+}
+
+// WithMetrics registers the claims' metrics on reg:
+// kfn_eventbridge_claims_total{result} (claimed, not_pooled, no_standby,
+// served, error) and kfn_eventbridge_claim_seconds (from Wake to the
+// granted claim's answer).
+func WithMetrics(reg prometheus.Registerer) Option {
+	return func(w *Watcher) error {
+		if reg == nil {
+			return fmt.Errorf("%w: nil registerer", ErrInvalidOption)
+		}
+		m := &claimMetrics{
+			claims: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kfn_eventbridge_claims_total",
+				Help: "Claims of a standby pod for a Function at zero, by result (claimed, not_pooled, no_standby, served, error)."}, []string{"result"}),
+			seconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kfn_eventbridge_claim_seconds",
+				Help:    "Time from a Function's first event or request at zero to the granted claim's answer (its pod serves the Function).",
+				Buckets: []float64{.002, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5}}),
+		}
+		for _, r := range []string{claimClaimed, claimNotPooled, claimNoStandby, claimServed, claimError} {
+			m.claims.WithLabelValues(r)
+		}
+		for _, c := range []prometheus.Collector{m.claims, m.seconds} {
+			if err := reg.Register(c); err != nil {
+				return fmt.Errorf("%w: register claim metrics: %w", ErrInvalidOption, err)
+			}
+		}
+		w.metrics = m
+		return nil
+	}
+}
+
+// count records a claim's result.
+func (w *Watcher) count(err error, took time.Duration) {
+	if w.metrics == nil {
+		return
+	}
+	r := claimError
+	switch {
+	case err == nil:
+		r = claimClaimed
+		w.metrics.seconds.Observe(took.Seconds())
+	case errors.Is(err, claim.ErrNotPooled):
+		r = claimNotPooled
+	case errors.Is(err, claim.ErrNoStandby):
+		r = claimNoStandby
+	case errors.Is(err, claim.ErrServed):
+		r = claimServed
+	}
+	w.metrics.claims.WithLabelValues(r).Inc()
+}
+
 // claimed is the address of a pod claimed for a Service, until when it
 // is taken as ready without the Service's slices.
 type claimed struct {
@@ -93,6 +159,7 @@ func (w *Watcher) claim(k service) {
 			err = fmt.Errorf("claimed address %q: %w", addr, perr)
 		}
 	}
+	w.count(err, time.Since(start))
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.claiming, k)

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -51,6 +53,26 @@ func (c *claims) count() int {
 	return len(c.asked)
 }
 
+// counted is kfn_eventbridge_claims_total{result} in reg.
+func counted(t *testing.T, reg *prometheus.Registry, result string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != "kfn_eventbridge_claims_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == result {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return -1
+}
+
 // atZero is the slice of Function fn's Service at zero replicas: labelled
 // as a Function's, no endpoint.
 func atZero(fn string) *discoveryv1.EndpointSlice {
@@ -72,7 +94,8 @@ func atZero(fn string) *discoveryv1.EndpointSlice {
 func TestWakeClaimsAPodForAFunctionAtZero(t *testing.T) {
 	c := &claims{answer: make(chan answer)}
 	const hold = 300 * time.Millisecond
-	w, err := endpoints.New(endpoints.WithClaimer(c, hold))
+	reg := prometheus.NewRegistry()
+	w, err := endpoints.New(endpoints.WithClaimer(c, hold), endpoints.WithMetrics(reg))
 	require.NoError(t, err)
 	w.MarkSynced()
 	w.OnAdd(atZero("orders"), false)
@@ -134,6 +157,13 @@ func TestWakeClaimsAPodForAFunctionAtZero(t *testing.T) {
 	require.Eventually(t, func() bool { return c.count() == 4 }, 5*time.Second, time.Millisecond)
 	c.answer <- answer{addr: "pod.example:8080"}
 	require.Never(t, func() bool { return closed(ch) }, 200*time.Millisecond, 10*time.Millisecond)
+	require.Eventually(t, func() bool {
+		n, err := testutil.GatherAndCount(reg, "kfn_eventbridge_claims_total")
+		return err == nil && n == 5 && counted(t, reg, "error") == 1
+	}, 5*time.Second, time.Millisecond)
+	assert.Equal(t, 2.0, counted(t, reg, "claimed"))
+	assert.Equal(t, 1.0, counted(t, reg, "no_standby"))
+	assert.Equal(t, 0.0, counted(t, reg, "not_pooled"))
 	_, err = endpoints.New(endpoints.WithClaimer(nil, 0))
 	assert.True(t, errors.Is(err, endpoints.ErrInvalidOption))
 }

@@ -59,6 +59,7 @@ type Watcher struct {
 	claimHold time.Duration
 	claiming  map[service]bool
 	claimed   map[service]claimed
+	metrics   *claimMetrics
 	log       *slog.Logger
 }
 
