@@ -100,7 +100,7 @@ func TestWarmPoolWakesAFunctionOnAStandbyPod(t *testing.T) {
 		t.Logf("warm pool wake by event: published -> delivered %s", delivered.Round(time.Millisecond))
 		coldStarts.add("pool event", 0, delivered)
 		assert.Equal(t, map[string]int{first: 1}, platform.recorder.podCounts("warm"), "the standby pod handled the waking event")
-		assert.Greater(t, claimsGranted(), claimsBefore, "the event claimed the pod itself (the scaler's activation), before KEDA scaled the Deployment")
+		assert.Greater(t, claimsGranted(), claimsBefore, "the event bridge claimed the pod for the event (the scaler's activation)")
 
 		claimed, err := platform.cluster.Clientset.CoreV1().Pods(ns).Get(t.Context(), first, metav1.GetOptions{})
 		require.NoError(t, err)
