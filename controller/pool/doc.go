@@ -2,14 +2,19 @@
 // of Function that scales to zero, it keeps Config.Size standby pods
 // running (runtimes' standby hosts: the Function's image, probes,
 // resources and security contexts, no source), and when such a Function's
-// Deployment is scaled up from zero it gives one of them the Function
-// (POST /_kfn/specialize with its source and environment) and labels it
-// as the Function's pod, so that its Service, and the event bridge's
-// early probe, reach it before the Deployment's own pod has even been
-// scheduled. The pod serves that Function only (its host refuses a second
+// first event or request arrives (Claim, which the controller's leader
+// serves to the event bridge on package contract/claim's port, Handler),
+// or its Deployment is scaled up from zero, whichever comes first, it
+// gives one of them the Function (POST /_kfn/specialize with its source
+// and environment), answers the claim with the pod's address as soon as
+// its host serves the Function, and labels it as the Function's pod behind
+// that, so that its Service, and the event bridge's early probe, reach it
+// too, before the Deployment's own pod has even been scheduled. Every
+// claim of a Function, from any caller, is given the same pod until it is
+// retired. The pod serves that Function only (its host refuses a second
 // one), in the Function's namespace, and is deleted once the Deployment
-// has a ready pod of its own or is scaled back to zero; the pool is
-// refilled meanwhile.
+// has a ready pod of its own or is scaled back to zero (or is still at
+// zero Config.ClaimHold after the claim); the pool is refilled meanwhile.
 //
 // Two Functions share a shape when their standby pods would be the same
 // pod (same image, command, probes, resources, security contexts and
