@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -19,6 +20,7 @@ import (
 	"github.com/kfn-dev/kfn/contract/claim"
 	"github.com/kfn-dev/kfn/controller/resources"
 	"github.com/kfn-dev/kfn/runtimes"
+	"github.com/kfn-dev/kfn/runtimes/plan"
 )
 
 // token is the bearer token of a standby pod.
@@ -49,15 +51,24 @@ type Claimed struct {
 	Address string
 }
 
-// claimState is one claim of a standby pod for a Function: under way until
-// loaded is closed, then its result, kept until the pod is retired so
-// that every caller (the Deployment watch, each event bridge replica's
+// claimState is one claim of a standby pod for a Function: under way
+// until loaded is closed, then its result, kept until the pod is retired
+// so that every caller (the Deployment watch, each event bridge replica's
 // first event or request) is given the same pod.
 type claimState struct {
 	at     time.Time
 	loaded chan struct{}
+	once   sync.Once
 	got    Claimed
 	err    error
+}
+
+// answer gives the claim its result, once: later answers are dropped.
+func (c *claimState) answer(got Claimed, err error) {
+	c.once.Do(func() {
+		c.got, c.err = got, err
+		close(c.loaded)
+	})
 }
 
 // Claim gives Function fn a standby pod of its pool, at once, and returns
@@ -70,8 +81,9 @@ type claimState struct {
 // (but not in the first ClaimHold after the claim, which may come before
 // KEDA scaled it up). A claim already made or under way for fn is shared:
 // fn never gets two pods, and a pod never serves two Functions. ctx
-// bounds the wait only; the claim goes on without the caller. Errors:
-// ErrNotPooled, ErrServed, ErrNoStandby, or the host's refusal.
+// bounds the wait only; the claim goes on without the caller, for at most
+// ClaimTimeout. Errors: ErrNotPooled, ErrServed, ErrNoStandby, or the
+// host's refusal.
 func (p *Pool) Claim(ctx context.Context, fn types.NamespacedName) (Claimed, error) {
 	var d appsv1.Deployment
 	if err := p.cache.Get(ctx, fn, &d); err == nil && d.Status.ReadyReplicas > 0 {
@@ -80,14 +92,13 @@ func (p *Pool) Claim(ctx context.Context, fn types.NamespacedName) (Claimed, err
 	p.mu.Lock()
 	c, ok := p.claims[fn]
 	if !ok {
-		_, member := p.functions[fn]
-		if !member || p.ctx == nil {
+		if _, member := p.functions[fn]; !member || !p.running {
 			p.mu.Unlock()
 			return Claimed{}, ErrNotPooled
 		}
 		c = &claimState{at: time.Now(), loaded: make(chan struct{})}
 		p.claims[fn] = c
-		go p.claim(p.ctx, fn, c)
+		go p.claim(fn, c)
 	}
 	p.mu.Unlock()
 	select {
@@ -102,29 +113,14 @@ func (p *Pool) Claim(ctx context.Context, fn types.NamespacedName) (Claimed, err
 // (c is answered then), and the pod is labelled as fn's, which puts it in
 // fn's Service. A claim that fails is forgotten, so that the next one
 // tries again.
-func (p *Pool) claim(ctx context.Context, fn types.NamespacedName, c *claimState) {
-	answered := false
-	answer := func(got Claimed, err error) {
-		if answered {
-			return
-		}
-		answered = true
-		c.got, c.err = got, err
-		close(c.loaded)
-	}
-	fail := func(err error) {
-		p.mu.Lock()
-		if p.claims[fn] == c {
-			delete(p.claims, fn)
-		}
-		p.mu.Unlock()
-		answer(Claimed{}, err)
-	}
+func (p *Pool) claim(fn types.NamespacedName, c *claimState) {
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ClaimTimeout)
+	defer cancel()
 	p.mu.Lock()
 	m, ok := p.functions[fn]
 	p.mu.Unlock()
 	if !ok {
-		fail(ErrNotPooled)
+		p.fail(fn, c, ErrNotPooled)
 		return
 	}
 	start := time.Now()
@@ -136,7 +132,7 @@ func (p *Pool) claim(ctx context.Context, fn types.NamespacedName, c *claimState
 			p.log.Info("no standby pod ready: the Function wakes on the Deployment path", "function", fn)
 			err = ErrNoStandby
 		}
-		fail(err)
+		p.fail(fn, c, err)
 		return
 	}
 	podKey := client.ObjectKeyFromObject(pod)
@@ -149,49 +145,66 @@ func (p *Pool) claim(ctx context.Context, fn types.NamespacedName, c *claimState
 	// The host loads the Function while the pod is labelled as its: the
 	// two go on at once, and the claim is answered as soon as the host
 	// serves the Function (a pod serves one Function only, whatever its
-	// labels say). No optimistic lock on the patch: one claimer takes a
-	// pod (taken), and the kubelet's status updates, which a lock would
-	// trip over, change no label.
-	loaded := make(chan error, 1)
+	// labels say).
 	got := Claimed{Pod: pod.Name, Address: p.address(pod)}
+	loaded := make(chan error, 1)
 	go func() { loaded <- p.specialize(ctx, pod, m.plan) }()
-	// The patch carries the pod's UID, which the API server does not let
-	// change: it fails on another pod of the same name.
-	base := pod.DeepCopy()
-	base.UID = ""
-	patch := client.MergeFrom(base)
-	for k, v := range m.plan.Labels {
-		pod.Labels[k] = v
-	}
-	pod.Labels[LabelClaimedBy] = fn.Name
-	delete(pod.Labels, LabelShape)
-	// Deleted with its Function, whatever becomes of the pool.
-	pod.OwnerReferences = append(pod.OwnerReferences, metav1.OwnerReference{
-		APIVersion: v1alpha2.GroupVersion.String(), Kind: "Function", Name: fn.Name, UID: m.plan.UID,
-	})
-	patched := make(chan error, 1)
-	go func() { patched <- p.c.Patch(ctx, pod, patch) }()
+	patched := p.label(ctx, pod, fn, m.plan)
 	loadErr := <-loaded
 	if loadErr == nil {
-		answer(got, nil)
+		c.answer(got, nil)
 	}
-	patchErr := <-patched
-	if err := errors.Join(loadErr, patchErr); err != nil {
+	if err := errors.Join(loadErr, <-patched); err != nil {
 		p.log.Error(err, "give a standby pod its Function; deleting the pod", "function", fn, "pod", pod.Name)
 		_ = p.c.Delete(ctx, pod, client.Preconditions{UID: &pod.UID})
 		var refused *hostAnswer
+		p.mu.Lock()
 		if errors.As(loadErr, &refused) {
-			p.mu.Lock()
 			p.failed[fn] = refused.Error()
-			p.mu.Unlock()
 		}
-		fail(err)
+		p.mu.Unlock()
+		p.fail(fn, c, err)
 		return
 	}
 	p.mu.Lock()
 	delete(p.failed, fn)
 	p.mu.Unlock()
 	p.log.Info("gave a standby pod to a Function woken from zero", "function", fn, "pod", pod.Name, "took", time.Since(start))
+}
+
+// fail ends claim c of fn with err and forgets it.
+func (p *Pool) fail(fn types.NamespacedName, c *claimState, err error) {
+	p.mu.Lock()
+	if p.claims[fn] == c {
+		delete(p.claims, fn)
+	}
+	p.mu.Unlock()
+	c.answer(Claimed{}, err)
+}
+
+// label patches pod into fn's Service (fn's labels, LabelClaimedBy, no
+// LabelShape) and under fn's ownership (deleted with it, whatever becomes
+// of the pool), on a goroutine; the channel gives the result. The patch
+// carries the pod's UID, which the API server does not let change: it
+// fails on another pod of the same name. No optimistic lock: one claimer
+// takes a pod (taken), and the kubelet's status updates, which a lock
+// would trip over, change no label.
+func (p *Pool) label(ctx context.Context, pod *corev1.Pod, fn types.NamespacedName, plan plan.Plan) <-chan error {
+	base := pod.DeepCopy()
+	base.UID = ""
+	patch := client.MergeFrom(base)
+	labelled := pod.DeepCopy()
+	for k, v := range plan.Labels {
+		labelled.Labels[k] = v
+	}
+	labelled.Labels[LabelClaimedBy] = fn.Name
+	delete(labelled.Labels, LabelShape)
+	labelled.OwnerReferences = append(labelled.OwnerReferences, metav1.OwnerReference{
+		APIVersion: v1alpha2.GroupVersion.String(), Kind: "Function", Name: fn.Name, UID: plan.UID,
+	})
+	done := make(chan error, 1)
+	go func() { done <- p.c.Patch(ctx, labelled, patch) }()
+	return done
 }
 
 // claimedRecently reports whether fn's pod was claimed here less than

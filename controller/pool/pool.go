@@ -110,9 +110,9 @@ type Pool struct {
 	// claims are the claims under way or made, by Function, until their
 	// pod is retired.
 	claims map[types.NamespacedName]*claimState
-	// ctx is Start's: claims run on it; nil until the pool runs.
-	ctx  context.Context
-	kick chan struct{}
+	// running is whether Start runs the pool: claims are given then only.
+	running bool
+	kick    chan struct{}
 }
 
 // Option configures a Pool.
@@ -247,11 +247,11 @@ func (p *Pool) Start(ctx context.Context) error {
 		return err
 	}
 	p.mu.Lock()
-	p.ctx = ctx
+	p.running = true
 	p.mu.Unlock()
 	defer func() {
 		p.mu.Lock()
-		p.ctx = nil
+		p.running = false
 		p.mu.Unlock()
 	}()
 	unwatch, err := p.watch(ctx)
