@@ -215,30 +215,19 @@ func TestFunctionsWithDependenciesInstallOnTheNode(t *testing.T) {
 				nsObj.Annotations = map[string]string{poolSizeAnnotation: "1"}
 				_, err = platform.cluster.Clientset.CoreV1().Namespaces().Update(t.Context(), nsObj, metav1.UpdateOptions{})
 				require.NoError(t, err)
-				// Which pod handles the waking event is a race: the standby
-				// pod, given the Function at once, usually wins it by about
-				// 2 s over the Deployment's own new pod. In 2 of 12 runs of
-				// the whole suite (none of 13 runs of this test alone) the
-				// Deployment's pod won it, the standby host having not yet
-				// logged its dependencies after 3 s; the cause is not
-				// found (note of 2026-11-25). So the test wakes it up to 3
-				// times, logging each lost race with the standby host's
-				// log, and fails if the standby pod never served it.
-				const attempts = 3
-				for i := 1; ; i++ {
-					standby := waitStandby(t, ns)
-					before := asked()
-					served := wake(t, fmt.Sprintf("%s-pool-%d", ns, i))
-					assert.Equal(t, before, asked(), "no pod asked the index: the standby pod and the Deployment's take the cache's")
-					if served == standby {
-						break
-					}
+				// The first event claims the standby pod itself (the
+				// scaler's activation, the event bridge's claim), so the
+				// pod serves it before the Deployment's own pod has
+				// started: no race with the Deployment path any more (it
+				// lost 2 runs of 12 when the standby pod was given the
+				// Function only once KEDA had scaled the Deployment).
+				standby := waitStandby(t, ns)
+				before := asked()
+				served := wake(t, ns+"-pool")
+				assert.Equal(t, before, asked(), "no pod asked the index: the standby pod and the Deployment's take the cache's")
+				if served != standby {
 					out, err := platform.cluster.Clientset.CoreV1().Pods(ns).GetLogs(standby, &corev1.PodLogOptions{Timestamps: true}).DoRaw(context.Background())
-					t.Logf("wake %d of %d: the Deployment's pod %s won the race, not the standby pod %s, whose host logged (%v):\n%s", i, attempts, served, standby, err, out)
-					if i == attempts {
-						t.Fatalf("in %d wakes the standby pod never handled the waking event", attempts)
-					}
-					waitAtZero(t, ns, tc.name, 3*time.Minute)
+					t.Fatalf("the Deployment's pod %s handled the waking event, not the standby pod %s, whose host logged (%v):\n%s", served, standby, err, out)
 				}
 			})
 		})

@@ -38,6 +38,10 @@ func (f *figures) print(w io.Writer) {
 			fmt.Fprintf(w, "cold start from zero, event: published -> pod ready %s, -> delivered %s\n", r.ready.Round(time.Millisecond), r.total.Round(time.Millisecond))
 		case "http":
 			fmt.Fprintf(w, "cold start from zero, HTTP through the gateway: request -> answer %s\n", r.total.Round(time.Millisecond))
+		case "pool event":
+			fmt.Fprintf(w, "warm pool wake, event: published -> delivered %s\n", r.total.Round(time.Millisecond))
+		case "pool http":
+			fmt.Fprintf(w, "warm pool wake, HTTP through the gateway: request -> answer %s\n", r.total.Round(time.Millisecond))
 		}
 	}
 }
