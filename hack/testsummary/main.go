@@ -166,7 +166,9 @@ func run(in io.Reader, out io.Writer, opts options) (result, error) {
 		top, _, sub := strings.Cut(e.Test, "/")
 		key := e.Package + "\x00" + top
 		t := tests[key]
-		if t == nil {
+		if t == nil || t.ended && e.Action == "run" && !sub {
+			// A test run again (-count, a rerun) is a test of its own:
+			// its failure is not hidden behind an earlier pass.
 			t = &test{pkg: e.Package, name: top}
 			tests[key] = t
 			order = append(order, t)

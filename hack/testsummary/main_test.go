@@ -216,6 +216,12 @@ func TestAFailedRunFails(t *testing.T) {
 			out("example.com/a", "", "panic: test timed out after 1s\n"),
 			{Action: "fail", Package: "example.com/a", Elapsed: 1},
 		}, true},
+		"a test that fails when run again (-count)": {[]event{
+			{Action: "run", Package: "example.com/a", Test: "TestA"},
+			{Action: "pass", Package: "example.com/a", Test: "TestA", Elapsed: 0.1},
+			{Action: "run", Package: "example.com/a", Test: "TestA"},
+			{Action: "fail", Package: "example.com/a", Test: "TestA", Elapsed: 0.1},
+		}, true},
 		"a build error": {[]event{
 			out("example.com/a", "", "# example.com/a\n./a.go:1:1: syntax error\n"),
 			{Action: "fail", Package: "example.com/a"},
