@@ -229,7 +229,7 @@ func TestRenderValueSets(t *testing.T) {
 		assert.Contains(t, container(t, r.deployments["kfn-eventbridge"]).Args, "-nats-url=nats://kfn-nats.kfn-system.svc.cluster.local:4222")
 		assert.Equal(t, corev1.ClusterIPNone, r.services["kfn-scaler"].Spec.ClusterIP, "KEDA balances over the scaler's pods")
 		assert.Equal(t, corev1.ClusterIPNone, r.services["kfn-controller-claims"].Spec.ClusterIP, "the event bridge tries each controller pod: only the leader listens")
-		assert.Contains(t, container(t, r.deployments["kfn-eventbridge"]).Args, "-claim-controller=kfn-controller-claims.kfn-system.svc")
+		assert.Contains(t, container(t, r.deployments["kfn-eventbridge"]).Args, "-claim-controller=kfn-controller-claims.kfn-system.svc.cluster.local.")
 		cfg := r.configMaps["kfn-controller"].Data["controller.yaml"]
 		for _, want := range []string{
 			`publisherAddress: "http://kfn-publisher.kfn-system.svc.cluster.local/publish"`,

@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 )
@@ -40,6 +41,8 @@ func (f *figures) print(w io.Writer) {
 			fmt.Fprintf(w, "cold start from zero, HTTP through the gateway: request -> answer %s\n", r.total.Round(time.Millisecond))
 		case "pool event":
 			fmt.Fprintf(w, "warm pool wake, event: published -> delivered %s\n", r.total.Round(time.Millisecond))
+		case "pool claim event", "pool claim http":
+			fmt.Fprintf(w, "warm pool wake, %s: the event bridge's claims took %s\n", strings.TrimPrefix(r.kind, "pool claim "), r.total.Round(time.Millisecond))
 		case "pool http":
 			fmt.Fprintf(w, "warm pool wake, HTTP through the gateway: request -> answer %s\n", r.total.Round(time.Millisecond))
 		}

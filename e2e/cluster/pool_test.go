@@ -82,12 +82,23 @@ func TestWarmPoolWakesAFunctionOnAStandbyPod(t *testing.T) {
 	waitAtZero(t, ns, "warm", 3*time.Minute)
 
 	metrics := metricsReader(t, ns)
-	claimsGranted := func() float64 {
-		total := 0.0
-		for _, n := range metrics.sum(t, `kfn_eventbridge_claims_total{result="claimed"}`) {
-			total += n
+	total := func(prefix string) float64 {
+		sum := 0.0
+		for _, n := range metrics.sum(t, prefix) {
+			sum += n
 		}
-		return total
+		return sum
+	}
+	claimsGranted := func() float64 { return total(`kfn_eventbridge_claims_total{result="claimed"}`) }
+	// claimTime logs how long the claims since the last call took, as
+	// the event bridge saw them (from the first event or request to the
+	// controller's answer): where the wake's time goes.
+	lastClaimSeconds := total("kfn_eventbridge_claim_seconds_sum")
+	claimTime := func(what string) {
+		now := total("kfn_eventbridge_claim_seconds_sum")
+		t.Logf("%s: the claims took %.1f ms", what, (now-lastClaimSeconds)*1000)
+		coldStarts.add("pool claim "+what, 0, time.Duration((now-lastClaimSeconds)*float64(time.Second)))
+		lastClaimSeconds = now
 	}
 
 	t.Run("one event is handled by the standby pod, once", func(t *testing.T) {
@@ -101,6 +112,7 @@ func TestWarmPoolWakesAFunctionOnAStandbyPod(t *testing.T) {
 		coldStarts.add("pool event", 0, delivered)
 		assert.Equal(t, map[string]int{first: 1}, platform.recorder.podCounts("warm"), "the standby pod handled the waking event")
 		assert.Greater(t, claimsGranted(), claimsBefore, "the event bridge claimed the pod for the event (the scaler's activation)")
+		claimTime("event")
 
 		claimed, err := platform.cluster.Clientset.CoreV1().Pods(ns).Get(t.Context(), first, metav1.GetOptions{})
 		require.NoError(t, err)
@@ -147,5 +159,6 @@ func TestWarmPoolWakesAFunctionOnAStandbyPod(t *testing.T) {
 		coldStarts.add("pool http", 0, elapsed)
 		assert.Equal(t, 1, platform.recorder.podCounts("warm")[standby], "the standby pod served the request")
 		assert.Greater(t, claimsGranted(), claimsBefore, "the request claimed the pod itself")
+		claimTime("http")
 	})
 }
