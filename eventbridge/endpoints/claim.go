@@ -36,6 +36,11 @@ const (
 	DefaultClaimHold = 30 * time.Second
 	// claimTimeout bounds one claim.
 	claimTimeout = 15 * time.Second
+	// claimBackoff is how long after a failed claim a Service is not
+	// claimed for again: the requests held for a Function the pool does
+	// not serve (or whose pool is empty) ask the controller once in it,
+	// not once each.
+	claimBackoff = 2 * time.Second
 )
 
 // WithClaimer makes Wake claim a standby pod with c for a Function's
@@ -128,7 +133,8 @@ type claimed struct {
 
 // Wake says that an event or a request waits for namespace/name: when it
 // is a Function's Service without a ready endpoint and a Claimer is set,
-// a standby pod is claimed for it now (one claim at a time per Service),
+// a standby pod is claimed for it now (one claim at a time per Service,
+// none in the 2 s after one failed),
 // and its address becomes a ready endpoint as soon as the pod's host
 // serves the Function, before any EndpointSlice lists it; Ready's
 // channel closes then. A claim that fails (the pool does not serve the
@@ -143,6 +149,12 @@ func (w *Watcher) Wake(namespace, name string) {
 	defer w.mu.Unlock()
 	if _, fn := w.fnSlices[k]; !fn || w.ready[k] || w.claiming[k] || w.stopped {
 		return
+	}
+	if next, ok := w.claimAfter[k]; ok {
+		if time.Now().Before(next) {
+			return
+		}
+		delete(w.claimAfter, k)
 	}
 	w.claiming[k] = true
 	go w.claim(k)
@@ -169,6 +181,7 @@ func (w *Watcher) claim(k service) {
 			level = slog.LevelDebug // the Function wakes on KEDA's scale-up, as without the pool
 		}
 		w.log.Log(ctx, level, "no standby pod claimed for a Function at zero", "namespace", k.namespace, "function", k.name, "error", err)
+		w.claimAfter[k] = time.Now().Add(claimBackoff)
 		return
 	}
 	w.log.Debug("claimed a standby pod for a Function at zero", "namespace", k.namespace, "function", k.name, "address", addr, "took", time.Since(start))

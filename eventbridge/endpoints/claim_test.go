@@ -110,9 +110,12 @@ func TestWakeClaimsAPodForAFunctionAtZero(t *testing.T) {
 	require.Eventually(t, func() bool { return c.count() == 1 }, 5*time.Second, time.Millisecond)
 	assert.False(t, closed(ch), "not ready before the claim's answer")
 
-	// A claim that fails changes nothing; the next Wake claims again.
+	// A claim that fails changes nothing; a Wake claims again, after the
+	// backoff (the requests held meanwhile do not each ask).
 	c.answer <- answer{err: claim.ErrNoStandby}
+	failed := time.Now()
 	require.Eventually(t, func() bool { w.Wake("default", "orders"); return c.count() == 2 }, 5*time.Second, time.Millisecond)
+	assert.GreaterOrEqual(t, time.Since(failed), 1900*time.Millisecond, "not claimed again within the backoff (2 s)")
 	assert.False(t, closed(ch))
 	c.answer <- answer{addr: "10.244.0.9:8080"}
 	require.Eventually(t, func() bool { return closed(ch) }, 5*time.Second, time.Millisecond, "woken by the claim")

@@ -55,12 +55,13 @@ type Watcher struct {
 	slicePorts map[service]map[string][]string // host:port of each slice's starting endpoints
 
 	// Pods claimed for Functions at zero (claim.go).
-	claimer   Claimer
-	claimHold time.Duration
-	claiming  map[service]bool
-	claimed   map[service]claimed
-	metrics   *claimMetrics
-	log       *slog.Logger
+	claimer    Claimer
+	claimHold  time.Duration
+	claiming   map[service]bool
+	claimAfter map[service]time.Time // no claim before, after a failed one
+	claimed    map[service]claimed
+	metrics    *claimMetrics
+	log        *slog.Logger
 }
 
 // ErrInvalidOption is wrapped by New's errors.
@@ -117,6 +118,7 @@ func New(opts ...Option) (*Watcher, error) {
 		wasReady:   map[service]map[string]bool{},
 		slicePorts: map[service]map[string][]string{},
 		claiming:   map[service]bool{},
+		claimAfter: map[service]time.Time{},
 		claimed:    map[service]claimed{},
 		log:        slog.New(slog.DiscardHandler),
 	}
