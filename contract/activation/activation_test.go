@@ -23,4 +23,10 @@ func TestActivationsRoundTripAndRefuseTheRest(t *testing.T) {
 		_, err := activation.Decode([]byte(bad))
 		assert.ErrorIs(t, err, activation.ErrInvalid, bad)
 	}
+	// At most MaxBytes, white space included.
+	msg := string(activation.Encode(fn))
+	_, err = activation.Decode([]byte(msg + strings.Repeat(" ", activation.MaxBytes-len(msg))))
+	assert.NoError(t, err, "exactly MaxBytes")
+	_, err = activation.Decode([]byte(msg + strings.Repeat(" ", activation.MaxBytes-len(msg)+1)))
+	assert.ErrorIs(t, err, activation.ErrInvalid, "one byte more")
 }

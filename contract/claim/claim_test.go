@@ -63,6 +63,12 @@ func TestClientReadsAnswersAndRefusals(t *testing.T) {
 		_, err := serve(t, 200, body).Claim(ctx, "shop", "orders")
 		assert.Error(t, err, body)
 	}
+	// An answer of at most 4 KiB, white space included.
+	good := `{"pod":"p","address":"10.0.0.1:80"}`
+	_, err = serve(t, 200, good+strings.Repeat(" ", 4<<10-len(good))).Claim(ctx, "shop", "orders")
+	assert.NoError(t, err, "exactly 4 KiB")
+	_, err = serve(t, 200, good+strings.Repeat(" ", 4<<10-len(good)+1)).Claim(ctx, "shop", "orders")
+	assert.ErrorContains(t, err, "over 4096 bytes")
 	_, err = serve(t, 500, "broken").Claim(ctx, "shop", "orders")
 	assert.ErrorContains(t, err, "answered 500: broken")
 }
