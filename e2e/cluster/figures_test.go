@@ -14,8 +14,9 @@ var coldStarts figures
 
 // figures are named durations measured by the scenarios.
 type figures struct {
-	mu   sync.Mutex
-	rows []figure
+	mu    sync.Mutex
+	rows  []figure
+	notes []string
 }
 
 type figure struct {
@@ -29,7 +30,15 @@ func (f *figures) add(kind string, ready, total time.Duration) {
 	f.rows = append(f.rows, figure{kind, ready, total})
 }
 
-// print writes one line per figure.
+// note adds a line printed after the figures: what a scenario saw of
+// where a figure's time went.
+func (f *figures) note(line string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.notes = append(f.notes, line)
+}
+
+// print writes one line per figure, then the notes.
 func (f *figures) print(w io.Writer) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -46,5 +55,8 @@ func (f *figures) print(w io.Writer) {
 		case "pool http":
 			fmt.Fprintf(w, "warm pool wake, HTTP through the gateway: request -> answer %s\n", r.total.Round(time.Millisecond))
 		}
+	}
+	for _, n := range f.notes {
+		fmt.Fprintln(w, n)
 	}
 }

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,11 +95,26 @@ func TestWarmPoolWakesAFunctionOnAStandbyPod(t *testing.T) {
 	// the event bridge saw them (from the first event or request to the
 	// controller's answer): where the wake's time goes.
 	lastClaimSeconds := total("kfn_eventbridge_claim_seconds_sum")
+	noted := map[string]bool{}
 	claimTime := func(what string) {
 		now := total("kfn_eventbridge_claim_seconds_sum")
 		t.Logf("%s: the claims took %.1f ms", what, (now-lastClaimSeconds)*1000)
 		coldStarts.add("pool claim "+what, 0, time.Duration((now-lastClaimSeconds)*float64(time.Second)))
 		lastClaimSeconds = now
+		// And as the pool saw it: its log of each claim of this
+		// namespace's Function (take, specialize, label).
+		for _, p := range podsOf(t, controllerSelector) {
+			out, err := platform.cluster.Clientset.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(t.Context())
+			if err != nil {
+				continue
+			}
+			for _, line := range strings.Split(string(out), "\n") {
+				if strings.Contains(line, "gave a standby pod") && strings.Contains(line, ns) && !noted[line] {
+					noted[line] = true
+					coldStarts.note("warm pool wake, " + what + ", the controller logged: " + line)
+				}
+			}
+		}
 	}
 
 	t.Run("one event is handled by the standby pod, once", func(t *testing.T) {
