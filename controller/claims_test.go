@@ -26,6 +26,7 @@ import (
 	"github.com/kfn-dev/kfn/controller/function"
 	"github.com/kfn-dev/kfn/controller/pool"
 	"github.com/kfn-dev/kfn/internal/auth"
+	"github.com/kfn-dev/kfn/internal/claims"
 	"github.com/kfn-dev/kfn/test/testcluster"
 	"github.com/kfn-dev/kfn/test/testport"
 )
@@ -89,7 +90,7 @@ func TestClaimsAreTheEventBridgesOnly(t *testing.T) {
 		return tr.Status.Token
 	}
 	claimAs := func(tok string) error {
-		_, err := claim.NewClient("127.0.0.1", port, func() (string, error) { return tok, nil }).Claim(ctx, "shop", "orders")
+		_, err := claims.NewClient("127.0.0.1", port, func() (string, error) { return tok, nil }).Claim(ctx, "shop", "orders")
 		return err
 	}
 

@@ -16,7 +16,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/kfn-dev/kfn/contract/claim"
 	"github.com/kfn-dev/kfn/eventbridge/applications"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/eventbridge/endpoints"
@@ -24,6 +23,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/eventbridge/subscription"
 	"github.com/kfn-dev/kfn/internal/auth"
+	"github.com/kfn-dev/kfn/internal/claims"
 	"github.com/kfn-dev/kfn/internal/egress"
 	"github.com/kfn-dev/kfn/internal/feed"
 	"github.com/kfn-dev/kfn/internal/logging"
@@ -67,7 +67,7 @@ func (c *Cluster) Prepare(cfg Config, metrics prometheus.Registerer, log *slog.L
 		opts = append(opts, endpoints.WithMetrics(metrics))
 	}
 	if cl := cfg.Claims; cl.Controller != "" {
-		client := claim.NewClient(cl.Controller, cl.Port, func() (string, error) {
+		client := claims.NewClient(cl.Controller, cl.Port, func() (string, error) {
 			b, err := auth.ReadToken(cl.TokenFile)
 			return string(b), err
 		})

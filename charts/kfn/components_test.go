@@ -45,6 +45,7 @@ import (
 	"github.com/kfn-dev/kfn/controller/pool"
 	"github.com/kfn-dev/kfn/eventbridge/subscription"
 	"github.com/kfn-dev/kfn/internal/auth"
+	"github.com/kfn-dev/kfn/internal/claims"
 	"github.com/kfn-dev/kfn/test/testcluster"
 	"github.com/kfn-dev/kfn/test/testport"
 )
@@ -399,13 +400,13 @@ func TestControllerRBAC(t *testing.T) {
 	portN, err := strconv.Atoi(port)
 	require.NoError(t, err)
 	bridgeToken := audienceToken(t, ctx, in, releaseNamespace, "kfn-eventbridge", auth.Audience)
-	claims := claim.NewClient(host, portN, func() (string, error) { return bridgeToken, nil })
+	bridge := claims.NewClient(host, portN, func() (string, error) { return bridgeToken, nil })
 	eventually(t, p, "the leader answers the event bridge's claim", func(ctx context.Context) bool {
-		_, err := claims.Claim(ctx, appsNamespace, "idle")
+		_, err := bridge.Claim(ctx, appsNamespace, "idle")
 		return errors.Is(err, claim.ErrNoStandby)
 	})
 	tenantToken := audienceToken(t, ctx, in, appsNamespace, "tenant", auth.Audience)
-	_, err = claim.NewClient(host, portN, func() (string, error) { return tenantToken, nil }).Claim(ctx, appsNamespace, "idle")
+	_, err = claims.NewClient(host, portN, func() (string, error) { return tenantToken, nil }).Claim(ctx, appsNamespace, "idle")
 	require.ErrorContains(t, err, "answered 403", "a tenant's ServiceAccount may not claim")
 	require.NoError(t, a.Delete(ctx, inlineFunction("idle", 0, 3)))
 	eventually(t, p, "the standby pod goes with the last Function that needed it", func(ctx context.Context) bool { return standbyPods(ctx) == 0 })

@@ -4,9 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -15,6 +15,10 @@ const DefaultSubject = "kfn.scaler.activated"
 
 // MaxBytes bounds a message.
 const MaxBytes = 1 << 10
+
+// dnsLabel is an RFC 1123 label, as Kubernetes names namespaces and
+// Functions.
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
 // ErrInvalid is wrapped by every error of [Decode].
 var ErrInvalid = errors.New("invalid activation")
@@ -47,8 +51,8 @@ func Decode(b []byte) (types.NamespacedName, error) {
 		return types.NamespacedName{}, fmt.Errorf("%w: more than one message", ErrInvalid)
 	}
 	for what, s := range map[string]string{"namespace": m.Namespace, "name": m.Name} {
-		if errs := validation.NameIsDNSLabel(s, false); len(errs) > 0 {
-			return types.NamespacedName{}, fmt.Errorf("%w: %s %q: %s", ErrInvalid, what, s, strings.Join(errs, "; "))
+		if !dnsLabel.MatchString(s) {
+			return types.NamespacedName{}, fmt.Errorf("%w: %s %q is not a DNS label (lower-case letters, digits and '-', at most 63)", ErrInvalid, what, s)
 		}
 	}
 	return types.NamespacedName{Namespace: m.Namespace, Name: m.Name}, nil

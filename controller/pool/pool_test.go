@@ -32,6 +32,7 @@ import (
 	"github.com/kfn-dev/kfn/controller/function"
 	"github.com/kfn-dev/kfn/controller/pool"
 	"github.com/kfn-dev/kfn/controller/resources"
+	"github.com/kfn-dev/kfn/internal/claims"
 	"github.com/kfn-dev/kfn/runtimes"
 	"github.com/kfn-dev/kfn/runtimes/plan"
 	"github.com/kfn-dev/kfn/test/testcluster"
@@ -531,7 +532,7 @@ func TestClaimGivesAFunctionAStandbyPodAtItsFirstEvent(t *testing.T) {
 	require.NoError(t, err)
 	portN, err := strconv.Atoi(port)
 	require.NoError(t, err)
-	claims := claim.NewClient(host, portN, func() (string, error) { return "test", nil })
+	claimer := claims.NewClient(host, portN, func() (string, error) { return "test", nil })
 	const callers = 4
 	got := make([]pool.Claimed, callers)
 	errs := make([]error, callers)
@@ -544,7 +545,7 @@ func TestClaimGivesAFunctionAStandbyPodAtItsFirstEvent(t *testing.T) {
 			}
 			var a claim.Answer
 			require.Eventually(t, func() bool {
-				a, errs[i] = claims.Claim(ctx, fn.Namespace, fn.Name)
+				a, errs[i] = claimer.Claim(ctx, fn.Namespace, fn.Name)
 				return !errors.Is(errs[i], claim.ErrNoStandby)
 			}, wait, 10*time.Millisecond)
 			got[i] = pool.Claimed{Pod: a.Pod, Address: a.Address}
@@ -586,7 +587,7 @@ func TestClaimGivesAFunctionAStandbyPodAtItsFirstEvent(t *testing.T) {
 	}, wait, 50*time.Millisecond, "the next claim takes a new pod")
 
 	// The listener's refusals, as the client reads them.
-	_, err = claims.Claim(ctx, "shop", "unknown")
+	_, err = claimer.Claim(ctx, "shop", "unknown")
 	require.ErrorIs(t, err, claim.ErrNotPooled)
 	for path, code := range map[string]int{"/claims/shop": 404, "/claims/shop/orders/x": 404, "/claims/Shop/orders": 404, "/other": 404} {
 		resp, err := http.Post(srv.URL+path, "", nil)
@@ -614,7 +615,7 @@ func TestClaimGivesAFunctionAStandbyPodAtItsFirstEvent(t *testing.T) {
 		_, err := p.Claim(ctx, fn)
 		return errors.Is(err, pool.ErrServed)
 	}, wait, 10*time.Millisecond)
-	_, err = claims.Claim(ctx, fn.Namespace, fn.Name)
+	_, err = claimer.Claim(ctx, fn.Namespace, fn.Name)
 	require.ErrorIs(t, err, claim.ErrServed)
 }
 
