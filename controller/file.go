@@ -23,6 +23,8 @@ type file struct {
 	Workers                 int               `json:"workers"`
 	WarmPool                bool              `json:"warmPool"`
 	WarmPoolSize            int               `json:"warmPoolSize"`
+	WarmPoolMaxStandby      int               `json:"warmPoolMaxStandby"`
+	WarmPoolIdle            duration          `json:"warmPoolIdle"`
 	RuntimeImages           map[string]string `json:"runtimeImages"`
 	DefaultProfile          string            `json:"defaultProfile"`
 	PublisherAddress        string            `json:"publisherAddress"`
@@ -82,6 +84,7 @@ func fileOf(c *Process) file {
 		LeaderElect: c.LeaderElect, LeaderElectionNamespace: c.LeaderElectionNamespace,
 		KubeAPIQPS: c.KubeAPIQPS, KubeAPIBurst: c.KubeAPIBurst,
 		Workers: fn.Workers, WarmPool: fn.WarmPool, WarmPoolSize: fn.WarmPoolSize,
+		WarmPoolMaxStandby: fn.WarmPoolMaxStandby, WarmPoolIdle: duration{fn.WarmPoolIdle},
 		RuntimeImages: fn.Plan.Images, DefaultProfile: fn.Plan.DefaultProfile,
 		PublisherAddress: fn.Plan.PublisherAddress, TraceCollector: fn.Plan.TraceCollectorEndpoint,
 		DependencyCache: fn.Plan.DependencyCacheAddress,
@@ -105,6 +108,7 @@ func (f file) into(c *Process) {
 	c.LeaderElect, c.LeaderElectionNamespace = f.LeaderElect, f.LeaderElectionNamespace
 	c.KubeAPIQPS, c.KubeAPIBurst = f.KubeAPIQPS, f.KubeAPIBurst
 	fn.Workers, fn.WarmPool, fn.WarmPoolSize = f.Workers, f.WarmPool, f.WarmPoolSize
+	fn.WarmPoolMaxStandby, fn.WarmPoolIdle = f.WarmPoolMaxStandby, f.WarmPoolIdle.Duration
 	fn.Plan.Images, fn.Plan.DefaultProfile = f.RuntimeImages, f.DefaultProfile
 	fn.Plan.PublisherAddress, fn.Plan.TraceCollectorEndpoint = f.PublisherAddress, f.TraceCollector
 	fn.Plan.DependencyCacheAddress = f.DependencyCache

@@ -492,7 +492,8 @@ func TestWarmPoolValues(t *testing.T) {
 		return out
 	}
 	on := render(t, nil)
-	assert.Contains(t, typed(t, on).configMaps["kfn-controller"].Data["controller.yaml"], "warmPool: true\nwarmPoolSize: 1\n", "on by default, one per namespace and shape")
+	assert.Contains(t, typed(t, on).configMaps["kfn-controller"].Data["controller.yaml"],
+		"warmPool: true\nwarmPoolSize: 1\nwarmPoolIdle: \"1h\"\nwarmPoolMaxStandby: 100\n", "on by default, at most one per namespace and shape, 100 in all")
 	assert.Equal(t, []string{"create", "delete", "list", "patch", "watch"}, verbs(on, "pods"))
 	assert.Equal(t, []string{"list", "watch"}, verbs(on, "namespaces"))
 	off := render(t, map[string]any{"functions": map[string]any{"warmPool": map[string]any{"enabled": false, "size": 3}}})

@@ -71,8 +71,15 @@ type Config struct {
 	WarmPool bool
 	// WarmPoolSize is how many standby pods the warm pool keeps per
 	// namespace and shape of Function that scales to zero, unless the
-	// namespace's pool.AnnotationSize says otherwise.
+	// namespace's pool.AnnotationSize says otherwise: the most the pool's
+	// demand policy keeps (pool.Config.Size).
 	WarmPoolSize int
+	// WarmPoolMaxStandby bounds the standby pods of all namespaces
+	// together (pool.Config.MaxStandby).
+	WarmPoolMaxStandby int
+	// WarmPoolIdle is how long a namespace's pool keeps a standby pod
+	// after its Functions last woke or joined it (pool.Config.Idle).
+	WarmPoolIdle time.Duration
 }
 
 // DefaultConfig returns the defaults, with kfn's image names.
@@ -93,12 +100,14 @@ func DefaultConfig() Config {
 			PublisherAddress: "http://kfn-publisher.kfn-system.svc.cluster.local/publish",
 			ImageRegistries:  plan.RegistriesOf(images),
 		},
-		FieldManager:      DefaultFieldManager,
-		Resources:         resources.DefaultConfig(),
-		GitPollInterval:   DefaultGitPollInterval,
-		Resync:            DefaultResync,
-		KEDACheckInterval: DefaultKEDACheckInterval,
-		Workers:           DefaultWorkers,
+		FieldManager:       DefaultFieldManager,
+		Resources:          resources.DefaultConfig(),
+		GitPollInterval:    DefaultGitPollInterval,
+		Resync:             DefaultResync,
+		KEDACheckInterval:  DefaultKEDACheckInterval,
+		Workers:            DefaultWorkers,
+		WarmPoolMaxStandby: pool.DefaultMaxStandby,
+		WarmPoolIdle:       pool.DefaultIdle,
 	}
 }
 
@@ -120,6 +129,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: workers %d: want >= 1", ErrInvalidConfig, c.Workers)
 	case c.WarmPoolSize < 0 || c.WarmPoolSize > MaxWarmPoolSize:
 		return fmt.Errorf("%w: warm pool size %d: want 0..%d", ErrInvalidConfig, c.WarmPoolSize, MaxWarmPoolSize)
+	case c.WarmPoolMaxStandby < 1 || c.WarmPoolMaxStandby > pool.MaxMaxStandby:
+		return fmt.Errorf("%w: warm pool's most standby pods %d: want 1..%d", ErrInvalidConfig, c.WarmPoolMaxStandby, pool.MaxMaxStandby)
+	case c.WarmPoolIdle < time.Minute:
+		return fmt.Errorf("%w: warm pool idle %s: want >= 1m", ErrInvalidConfig, c.WarmPoolIdle)
 	case c.KEDACheckInterval < 100*time.Millisecond:
 		return fmt.Errorf("%w: KEDA check interval %s: want >= 100ms", ErrInvalidConfig, c.KEDACheckInterval)
 	}

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -108,8 +109,9 @@ func NewReconciler(mgr ctrl.Manager, cfg Config) (*Reconciler, error) {
 	}
 	r.keda.present.Store(present)
 	if cfg.WarmPool {
-		if r.pool, err = pool.New(mgr.GetClient(), mgr.GetCache(), pool.Config{Size: cfg.WarmPoolSize, Resources: cfg.Resources},
-			pool.WithLogger(mgr.GetLogger().WithName("pool"))); err != nil {
+		if r.pool, err = pool.New(mgr.GetClient(), mgr.GetCache(), pool.Config{Size: cfg.WarmPoolSize, Resources: cfg.Resources,
+			MaxStandby: cfg.WarmPoolMaxStandby, Idle: cfg.WarmPoolIdle},
+			pool.WithLogger(mgr.GetLogger().WithName("pool")), pool.WithMetrics(metrics.Registry)); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 		}
 		if err := mgr.Add(r.pool); err != nil {

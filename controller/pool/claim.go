@@ -98,6 +98,7 @@ func (p *Pool) Claim(ctx context.Context, fn types.NamespacedName) (Claimed, err
 		}
 		c = &claimState{at: time.Now(), loaded: make(chan struct{})}
 		p.claims[fn] = c
+		p.demandOf(poolKey{fn.Namespace, p.functions[fn].shape}).woke(p.now(), p.cfg.Window)
 		go p.claim(fn, c)
 	}
 	p.mu.Unlock()
@@ -151,6 +152,7 @@ func (p *Pool) claim(fn types.NamespacedName, c *claimState) {
 	go func() { loaded <- p.specialize(ctx, pod, m.plan) }()
 	patched := p.label(ctx, pod, fn, m.plan)
 	loadErr := <-loaded
+	loadedIn := time.Since(start) // the claim is answered then: the labels may come later
 	if loadErr == nil {
 		c.answer(got, nil)
 	}
@@ -169,7 +171,7 @@ func (p *Pool) claim(fn types.NamespacedName, c *claimState) {
 	p.mu.Lock()
 	delete(p.failed, fn)
 	p.mu.Unlock()
-	p.log.Info("gave a standby pod to a Function woken from zero", "function", fn, "pod", pod.Name, "took", time.Since(start))
+	p.log.Info("gave a standby pod to a Function woken from zero", "function", fn, "pod", pod.Name, "loaded", loadedIn, "took", time.Since(start))
 }
 
 // fail ends claim c of fn with err and forgets it.

@@ -1,7 +1,7 @@
 // Package pool is the warm pool of Function pods: per namespace and shape
-// of Function that scales to zero, it keeps Config.Size standby pods
-// running (runtimes' standby hosts: the Function's image, probes,
-// resources and security contexts, no source), and when such a Function's
+// of Function that scales to zero, it keeps standby pods running
+// (runtimes' standby hosts: the Function's image, probes, resources and
+// security contexts, no source), and when such a Function's
 // first event or request arrives (Claim, which the controller's leader
 // serves to the event bridge on package contract/claim's port, Handler),
 // or its Deployment is scaled up from zero, whichever comes first, it
@@ -15,6 +15,15 @@
 // one), in the Function's namespace, and is deleted once the Deployment
 // has a ready pod of its own or is scaled back to zero (or is still at
 // zero Config.ClaimHold after the claim); the pool is refilled meanwhile.
+//
+// Each pool is sized to what it woke recently (demand): as many standby
+// pods as the most wakes it saw in one minute of the last Config.Window,
+// at least one from the moment a Function joins it, at most Config.Size;
+// none once its Functions have neither woken nor joined it for
+// Config.Idle. A namespace's AnnotationSize fixes its pools' size
+// instead. All pools together keep at most Config.MaxStandby pods: past
+// it, every pool gets its first pod before any gets a second, the pools
+// that woke last first.
 //
 // Two Functions share a shape when their standby pods would be the same
 // pod (same image, command, probes, resources, security contexts and

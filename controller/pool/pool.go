@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -70,6 +71,20 @@ type Config struct {
 	// Resync is how often the pool is compared with what it should be,
 	// besides after every change.
 	Resync time.Duration
+	// Window is how far back a pool's wakes size it: a pool of a
+	// namespace without AnnotationSize keeps as many standby pods as the
+	// most wakes it saw in one minute of the last Window, at least one,
+	// at most Size (0: DefaultWindow).
+	Window time.Duration
+	// Idle is how long a pool keeps its standby pod after its Functions
+	// last woke or joined it (0: DefaultIdle); then it keeps none, and
+	// its next wake is on a new pod.
+	Idle time.Duration
+	// MaxStandby bounds the standby pods of all pools together (0:
+	// DefaultMaxStandby; at most MaxMaxStandby): past it, every pool
+	// gets its first pod before any gets a second, the pools that woke
+	// last first.
+	MaxStandby int
 }
 
 // member is a Function the pool serves.
@@ -110,13 +125,27 @@ type Pool struct {
 	// claims are the claims under way or made, by Function, until their
 	// pod is retired.
 	claims map[types.NamespacedName]*claimState
+	// demand is what each pool's Functions asked of it (package doc:
+	// Config.Window, Config.Idle).
+	demand map[poolKey]*demand
+	// now is the clock of the demand policy.
+	now func() time.Time
 	// running is whether Start runs the pool: claims are given then only.
 	running bool
+	// reg, standbyPods and cappedPods are WithMetrics's.
+	reg         prometheus.Registerer
+	standbyPods *prometheus.GaugeVec
+	cappedPods  prometheus.Gauge
 	kick    chan struct{}
 }
 
 // Option configures a Pool.
 type Option func(*Pool)
+
+// WithMetrics registers the pool's gauges on reg: the standby pods it
+// keeps by runtime (kfn_warm_pool_standby_pods{runtime}) and those its
+// demand asked for beyond Config.MaxStandby (kfn_warm_pool_capped_pods).
+func WithMetrics(reg prometheus.Registerer) Option { return func(p *Pool) { p.reg = reg } }
 
 // WithLogger sets the pool's logger.
 func WithLogger(l logr.Logger) Option { return func(p *Pool) { p.log = l } }
@@ -142,6 +171,18 @@ func New(c client.Client, cache cache.Cache, cfg Config, opts ...Option) (*Pool,
 	if cfg.Resync <= 0 {
 		cfg.Resync = DefaultResync
 	}
+	if cfg.Window <= 0 {
+		cfg.Window = DefaultWindow
+	}
+	if cfg.Idle <= 0 {
+		cfg.Idle = DefaultIdle
+	}
+	if cfg.MaxStandby < 0 || cfg.MaxStandby > MaxMaxStandby {
+		return nil, fmt.Errorf("%w: the most standby pods, %d, is not within 0..%d", ErrInvalidConfig, cfg.MaxStandby, MaxMaxStandby)
+	}
+	if cfg.MaxStandby == 0 {
+		cfg.MaxStandby = DefaultMaxStandby
+	}
 	key := make([]byte, 32)
 	if _, err := rand.Read(key); err != nil {
 		return nil, fmt.Errorf("make the pool's token key: %w", err)
@@ -156,10 +197,27 @@ func New(c client.Client, cache cache.Cache, cfg Config, opts ...Option) (*Pool,
 		made:      map[types.NamespacedName]types.UID{},
 		failed:    map[types.NamespacedName]string{},
 		claims:    map[types.NamespacedName]*claimState{},
+		demand:    map[poolKey]*demand{},
+		now:       time.Now,
 		kick:      make(chan struct{}, 1),
 	}
 	for _, o := range opts {
 		o(p)
+	}
+	if p.reg != nil {
+		p.standbyPods = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kfn_warm_pool_standby_pods",
+			Help: "Standby pods the warm pool keeps, by runtime (its demand policy's targets, within the cluster's cap)."}, []string{"runtime"})
+		p.cappedPods = prometheus.NewGauge(prometheus.GaugeOpts{Name: "kfn_warm_pool_capped_pods",
+			Help: "Standby pods the pools' demand asked for beyond the cluster's cap (maxStandbyPods)."})
+		// A second pool on the same registry (a test's second manager on
+		// controller-runtime's global one) shares the first's gauges.
+		var err error
+		if p.standbyPods, err = register(p.reg, p.standbyPods); err != nil {
+			return nil, err
+		}
+		if p.cappedPods, err = register(p.reg, p.cappedPods); err != nil {
+			return nil, err
+		}
 	}
 	return p, nil
 }
@@ -181,6 +239,9 @@ func (p *Pool) Observe(fn plan.Plan) error {
 		p.functions[key] = member{shape: Shape(fn, p.cfg.Resources), plan: fn}
 	}
 	changed := had != (err == nil) || (err == nil && before.shape != p.functions[key].shape)
+	if changed && err == nil {
+		p.demandOf(poolKey{fn.Namespace, p.functions[key].shape}).joined(p.now())
+	}
 	p.mu.Unlock()
 	if changed {
 		p.poke()
@@ -225,6 +286,31 @@ func (p *Pool) Forget(fn types.NamespacedName) {
 	if had {
 		p.poke()
 	}
+}
+
+// register registers c on reg, or returns the collector registered
+// before it under its name.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if same, ok := are.ExistingCollector.(C); ok {
+				return same, nil
+			}
+		}
+		return c, fmt.Errorf("%w: register the pool's metrics: %w", ErrInvalidConfig, err)
+	}
+	return c, nil
+}
+
+// demandOf returns pool k's demand. p.mu is held.
+func (p *Pool) demandOf(k poolKey) *demand {
+	d, ok := p.demand[k]
+	if !ok {
+		d = &demand{}
+		p.demand[k] = d
+	}
+	return d
 }
 
 func (p *Pool) poke() {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -34,9 +35,9 @@ func (p *Pool) deleteStandby(ctx context.Context) error {
 	return nil
 }
 
-// refill makes Size standby pods per pool that a pooled Function needs,
-// and deletes standby pods no pool needs (and claimed pods of Functions
-// the pool no longer serves).
+// refill makes the standby pods each pool a pooled Function needs wants
+// (targets), and deletes those no pool wants (and claimed pods of
+// Functions the pool no longer serves).
 func (p *Pool) refill(ctx context.Context) error {
 	var pods corev1.PodList
 	if err := p.c.List(ctx, &pods, client.HasLabels{LabelShape}); err != nil {
@@ -48,13 +49,19 @@ func (p *Pool) refill(ctx context.Context) error {
 		want[poolKey{m.plan.Namespace, m.shape}] = m.plan
 	}
 	p.mu.Unlock()
-	size := map[string]int{}
+	type nsSize struct {
+		n     int
+		fixed bool
+	}
+	sizes := map[string]nsSize{}
 	for k := range want {
-		if _, ok := size[k.namespace]; !ok {
-			size[k.namespace] = p.sizeOf(ctx, k.namespace)
+		if _, ok := sizes[k.namespace]; !ok {
+			n, fixed := p.sizeOf(ctx, k.namespace)
+			sizes[k.namespace] = nsSize{n, fixed}
 		}
 	}
 	p.mu.Lock()
+	size := p.targets(want, func(ns string) (int, bool) { s := sizes[ns]; return s.n, s.fixed })
 	have := map[poolKey]int{}
 	var extra []*corev1.Pod
 	listed := map[types.NamespacedName]bool{}
@@ -67,7 +74,7 @@ func (p *Pool) refill(ctx context.Context) error {
 			continue
 		}
 		k := poolKey{pod.Namespace, pod.Labels[LabelShape]}
-		if _, ok := want[k]; !ok || have[k] >= size[k.namespace] {
+		if _, ok := want[k]; !ok || have[k] >= size[k] {
 			if !p.taken[key] {
 				extra = append(extra, pod)
 			}
@@ -87,7 +94,7 @@ func (p *Pool) refill(ctx context.Context) error {
 	}
 	var todo []poolKey
 	for k := range want {
-		for n := have[k]; n < size[k.namespace]; n++ {
+		for n := have[k]; n < size[k]; n++ {
 			todo = append(todo, k)
 		}
 	}
@@ -136,27 +143,71 @@ func (p *Pool) retireServed(ctx context.Context) error {
 	return nil
 }
 
-// sizeOf is the pool size of a namespace: 0 while it is being deleted,
-// else its AnnotationSize, else Config.Size.
-func (p *Pool) sizeOf(ctx context.Context, namespace string) int {
+// sizeOf is the pool size of a namespace, and whether it is fixed: 0
+// while it is being deleted, else its AnnotationSize (fixed), else
+// Config.Size (the most the demand policy keeps).
+func (p *Pool) sizeOf(ctx context.Context, namespace string) (size int, fixed bool) {
 	var ns corev1.Namespace
 	if err := p.c.Get(ctx, client.ObjectKey{Name: namespace}, &ns); err != nil {
-		return p.cfg.Size
+		return p.cfg.Size, false
 	}
 	if !ns.DeletionTimestamp.IsZero() {
 		// Nothing can be made in a namespace being deleted.
-		return 0
+		return 0, true
 	}
 	v, ok := ns.Annotations[AnnotationSize]
 	if !ok {
-		return p.cfg.Size
+		return p.cfg.Size, false
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 0 || n > MaxSize {
 		p.log.Info("ignoring a namespace's warm pool size: want an integer within 0..MaxSize", "namespace", namespace, "annotation", AnnotationSize, "value", v, "MaxSize", MaxSize)
-		return p.cfg.Size
+		return p.cfg.Size, false
 	}
-	return n
+	return n, true
+}
+
+// targets is the standby pods each pool of want keeps: a namespace's
+// fixed size (AnnotationSize), else what its demand asks within its size
+// (Config.Size), all within Config.MaxStandby (allocate). It forgets the
+// demand of pools no Function needs any more. p.mu is held.
+func (p *Pool) targets(want map[poolKey]plan.Plan, sizeOf func(namespace string) (int, bool)) map[poolKey]int {
+	now := p.now()
+	for k := range p.demand {
+		if _, ok := want[k]; !ok {
+			delete(p.demand, k)
+		}
+	}
+	target := make(map[poolKey]int, len(want))
+	last := make(map[poolKey]time.Time, len(want))
+	for k := range want {
+		n, fixed := sizeOf(k.namespace)
+		d := p.demandOf(k)
+		last[k] = d.last
+		if fixed {
+			target[k] = n
+		} else {
+			target[k] = d.want(now, p.cfg.Window, p.cfg.Idle, n)
+		}
+	}
+	got := allocate(target, last, p.cfg.MaxStandby)
+	if p.standbyPods != nil {
+		wanted, kept := 0, map[string]int{}
+		for k, n := range target {
+			wanted += n
+			kept[want[k].Runtime.Name] += got[k]
+		}
+		p.standbyPods.Reset()
+		for runtime, n := range kept {
+			p.standbyPods.WithLabelValues(runtime).Set(float64(n))
+		}
+		total := 0
+		for _, n := range got {
+			total += n
+		}
+		p.cappedPods.Set(float64(wanted - total))
+	}
+	return got
 }
 
 // create makes a standby pod of pool k, shaped as fn.

@@ -1,0 +1,127 @@
+package pool
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kfn-dev/kfn/runtimes"
+	"github.com/kfn-dev/kfn/runtimes/plan"
+)
+
+// TestAPoolIsSizedToItsRecentWakes: a pool keeps one standby pod from the
+// moment a Function joins it, as many as the most wakes it saw in one
+// minute of the window (within its size), back to one when those leave
+// the window, and none once its Functions were idle for Idle.
+func TestAPoolIsSizedToItsRecentWakes(t *testing.T) {
+	const window, idle, size = 10 * time.Minute, time.Hour, 5
+	t0 := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	var d demand
+	assert.Zero(t, d.want(t0, window, idle, size), "no Function joined")
+	d.joined(t0)
+	assert.Equal(t, 1, d.want(t0, window, idle, size), "one pod for the first wake")
+
+	for range 3 { // three Functions of the pool woke in the same minute
+		d.woke(t0.Add(2*time.Minute), window)
+	}
+	d.woke(t0.Add(4*time.Minute), window)
+	assert.Equal(t, 3, d.want(t0.Add(5*time.Minute), window, idle, size), "the busiest minute of the window")
+	assert.Equal(t, 2, d.want(t0.Add(5*time.Minute), window, idle, 2), "at most size")
+	assert.Equal(t, 0, d.want(t0.Add(5*time.Minute), window, idle, 0), "a size of 0 keeps none")
+
+	assert.Equal(t, 1, d.want(t0.Add(13*time.Minute), window, idle, size), "the busy minute left the window; the last wake did not")
+	assert.Equal(t, 1, d.want(t0.Add(4*time.Minute+idle), window, idle, size), "idle for exactly Idle")
+	assert.Zero(t, d.want(t0.Add(4*time.Minute+idle+time.Second), window, idle, size), "idle for longer than Idle")
+
+	d.woke(t0.Add(3*time.Hour), window)
+	assert.Equal(t, 1, d.want(t0.Add(3*time.Hour), window, idle, size), "a wake brings the pool back")
+	assert.Len(t, d.perMinute, 1, "the minutes before the window are forgotten")
+}
+
+// TestTheClusterCapGivesEveryPoolOneFirst: past MaxStandby, the pools
+// that woke last are served first, and every pool gets its first pod
+// before any gets a second: a namespace that wakes many Functions cannot
+// take the others' pods.
+func TestTheClusterCapGivesEveryPoolOneFirst(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	busy, quiet, old := poolKey{"busy", "a"}, poolKey{"quiet", "a"}, poolKey{"old", "a"}
+	want := map[poolKey]int{busy: 5, quiet: 1, old: 2}
+	last := map[poolKey]time.Time{busy: t0.Add(time.Minute), quiet: t0, old: t0.Add(-time.Hour)}
+
+	assert.Equal(t, want, allocate(want, last, 8), "within the cap")
+	assert.Equal(t, want, allocate(want, last, 0), "no cap")
+	assert.Equal(t, map[poolKey]int{busy: 3, quiet: 1, old: 2}, allocate(want, last, 6))
+	assert.Equal(t, map[poolKey]int{busy: 2, quiet: 1, old: 1}, allocate(want, last, 4))
+	assert.Equal(t, map[poolKey]int{busy: 1, quiet: 1}, allocate(want, last, 2), "the pool that woke longest ago goes without")
+	assert.Equal(t, map[poolKey]int{busy: 1}, allocate(want, last, 1))
+}
+
+// TestTargetsFollowTheNamespacesSize: a namespace's AnnotationSize is
+// kept as it is, whatever the demand; otherwise the demand asks within
+// Config.Size; the demand of a pool no Function needs is forgotten.
+func TestTargetsFollowTheNamespacesSize(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	p, err := New(nil, nil, Config{Size: 2, MaxStandby: 100})
+	require.NoError(t, err)
+	p.now = func() time.Time { return t0 }
+	fixed, demanded, idle, gone := poolKey{"fixed", "a"}, poolKey{"demanded", "a"}, poolKey{"idle", "a"}, poolKey{"gone", "a"}
+	for _, k := range []poolKey{fixed, demanded, gone} {
+		p.demandOf(k).joined(t0)
+	}
+	for range 4 {
+		p.demandOf(demanded).woke(t0, p.cfg.Window)
+	}
+	p.demandOf(idle).joined(t0.Add(-2 * time.Hour))
+	want := map[poolKey]plan.Plan{fixed: {}, demanded: {}, idle: {}}
+	got := p.targets(want, func(ns string) (int, bool) {
+		if ns == "fixed" {
+			return 3, true
+		}
+		return 2, false
+	})
+	assert.Equal(t, map[poolKey]int{fixed: 3, demanded: 2, idle: 0}, got)
+	assert.NotContains(t, p.demand, gone)
+}
+
+// TestThePoolReportsItsStandbyPods: the gauges say how many standby pods
+// the pool keeps per runtime and how many its demand asked for beyond the
+// cluster's cap.
+func TestThePoolReportsItsStandbyPods(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	reg := prometheus.NewRegistry()
+	p, err := New(nil, nil, Config{Size: 5, MaxStandby: 3}, WithMetrics(reg))
+	require.NoError(t, err)
+	_, err = New(nil, nil, Config{}, WithMetrics(reg))
+	require.NoError(t, err, "a second pool on the registry shares the gauges")
+	p.now = func() time.Time { return t0 }
+	node, py := poolKey{"a", "node"}, poolKey{"b", "py"}
+	for range 4 {
+		p.demandOf(node).woke(t0, p.cfg.Window)
+	}
+	p.demandOf(py).joined(t0)
+	want := map[poolKey]plan.Plan{node: {Runtime: runtimes.Runtime{Name: "nodejs22"}}, py: {Runtime: runtimes.Runtime{Name: "python312"}}}
+	got := p.targets(want, func(string) (int, bool) { return 5, false })
+	assert.Equal(t, map[poolKey]int{node: 2, py: 1}, got)
+	assert.Equal(t, 2.0, testutil.ToFloat64(p.standbyPods.WithLabelValues("nodejs22")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(p.standbyPods.WithLabelValues("python312")))
+	assert.Equal(t, 2.0, testutil.ToFloat64(p.cappedPods), "4 and 1 asked for, 3 kept")
+}
+
+// TestMaxStandbyIsBounded: a cap out of 0..MaxMaxStandby is refused, 0
+// takes the default.
+func TestMaxStandbyIsBounded(t *testing.T) {
+	for _, n := range []int{-1, MaxMaxStandby + 1} {
+		_, err := New(nil, nil, Config{MaxStandby: n})
+		require.ErrorIs(t, err, ErrInvalidConfig, "%d", n)
+	}
+	p, err := New(nil, nil, Config{}, WithAddress(func(*corev1.Pod) string { return "" }))
+	require.NoError(t, err)
+	assert.Equal(t, DefaultMaxStandby, p.cfg.MaxStandby)
+	assert.Equal(t, DefaultWindow, p.cfg.Window)
+	assert.Equal(t, DefaultIdle, p.cfg.Idle)
+}
