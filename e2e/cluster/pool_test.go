@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -93,28 +94,14 @@ func TestWarmPoolWakesAFunctionOnAStandbyPod(t *testing.T) {
 	claimsGranted := func() float64 { return total(`kfn_eventbridge_claims_total{result="claimed"}`) }
 	// claimTime logs how long the claims since the last call took, as
 	// the event bridge saw them (from the first event or request to the
-	// controller's answer): where the wake's time goes.
+	// controller's answer), and the wake's timeline: where its time goes.
 	lastClaimSeconds := total("kfn_eventbridge_claim_seconds_sum")
-	noted := map[string]bool{}
-	claimTime := func(what string) {
+	claimTime := func(what, standby string, start time.Time) {
 		now := total("kfn_eventbridge_claim_seconds_sum")
 		t.Logf("%s: the claims took %.1f ms", what, (now-lastClaimSeconds)*1000)
 		coldStarts.add("pool claim "+what, 0, time.Duration((now-lastClaimSeconds)*float64(time.Second)))
 		lastClaimSeconds = now
-		// And as the pool saw it: its log of each claim of this
-		// namespace's Function (take, specialize, label).
-		for _, p := range podsOf(t, controllerSelector) {
-			out, err := platform.cluster.Clientset.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(t.Context())
-			if err != nil {
-				continue
-			}
-			for _, line := range strings.Split(string(out), "\n") {
-				if strings.Contains(line, "gave a standby pod") && strings.Contains(line, ns) && !noted[line] {
-					noted[line] = true
-					coldStarts.note("warm pool wake, " + what + ", the controller logged: " + line)
-				}
-			}
-		}
+		coldStarts.note("warm pool wake, " + what + ", as the platform logged it:\n" + strings.Join(wakeTimeline(t, ns, standby, start), "\n"))
 	}
 
 	t.Run("one event is handled by the standby pod, once", func(t *testing.T) {
@@ -128,7 +115,7 @@ func TestWarmPoolWakesAFunctionOnAStandbyPod(t *testing.T) {
 		coldStarts.add("pool event", 0, delivered)
 		assert.Equal(t, map[string]int{first: 1}, platform.recorder.podCounts("warm"), "the standby pod handled the waking event")
 		assert.Greater(t, claimsGranted(), claimsBefore, "the event bridge claimed the pod for the event (the scaler's activation)")
-		claimTime("event")
+		claimTime("event", first, start)
 
 		claimed, err := platform.cluster.Clientset.CoreV1().Pods(ns).Get(t.Context(), first, metav1.GetOptions{})
 		require.NoError(t, err)
@@ -175,6 +162,56 @@ func TestWarmPoolWakesAFunctionOnAStandbyPod(t *testing.T) {
 		coldStarts.add("pool http", 0, elapsed)
 		assert.Equal(t, 1, platform.recorder.podCounts("warm")[standby], "the standby pod served the request")
 		assert.Greater(t, claimsGranted(), claimsBefore, "the request claimed the pod itself")
-		claimTime("http")
+		claimTime("http", standby, start)
 	})
+}
+
+// wakeTimeline returns, in time order, what the platform logged of a wake
+// of a Function of namespace ns that began at start: the scalers'
+// activation, the event bridges' claims, the controller's answer (lines
+// that name ns), and what the standby pod's host logged, each with its
+// time since start (the container runtime's timestamps, on this
+// machine's clock).
+func wakeTimeline(t *testing.T, ns, standby string, start time.Time) []string {
+	t.Helper()
+	type entry struct {
+		at        time.Time
+		who, text string
+	}
+	var entries []entry
+	read := func(p corev1.Pod, keep func(string) bool) {
+		since := metav1.NewTime(start.Add(-time.Second))
+		out, err := platform.cluster.Clientset.CoreV1().Pods(p.Namespace).GetLogs(p.Name,
+			&corev1.PodLogOptions{Timestamps: true, SinceTime: &since}).DoRaw(t.Context())
+		if err != nil {
+			entries = append(entries, entry{start, p.Name, "(its log: " + err.Error() + ")"})
+			return
+		}
+		for _, l := range strings.Split(string(out), "\n") {
+			stamp, text, ok := strings.Cut(l, " ")
+			at, err := time.Parse(time.RFC3339Nano, stamp)
+			if ok && err == nil && !at.Before(start) && keep(text) {
+				entries = append(entries, entry{at, p.Name, text})
+			}
+		}
+	}
+	names := func(text string) bool { return strings.Contains(text, `"`+ns+`"`) || strings.Contains(text, ns+"/") }
+	for _, selector := range []string{scalerSelector, eventBridgeSelector, controllerSelector} {
+		for _, p := range podsOf(t, selector) {
+			read(p, names)
+		}
+	}
+	if p, err := platform.cluster.Clientset.CoreV1().Pods(ns).Get(t.Context(), standby, metav1.GetOptions{}); err == nil {
+		read(*p, func(string) bool { return true })
+	}
+	slices.SortStableFunc(entries, func(a, b entry) int { return a.at.Compare(b.at) })
+	lines := make([]string, 0, len(entries))
+	for _, e := range entries {
+		text := e.text
+		if len(text) > 400 {
+			text = text[:400] + "..."
+		}
+		lines = append(lines, fmt.Sprintf("  %+8.1f ms  %s: %s", float64(e.at.Sub(start).Microseconds())/1000, e.who, text))
+	}
+	return lines
 }

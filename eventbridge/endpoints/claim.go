@@ -184,7 +184,7 @@ func (w *Watcher) claim(k service) {
 		w.claimAfter[k] = time.Now().Add(claimBackoff)
 		return
 	}
-	w.log.Debug("claimed a standby pod for a Function at zero", "namespace", k.namespace, "function", k.name, "address", addr, "took", time.Since(start))
+	w.log.Info("claimed a standby pod for a Function at zero", "namespace", k.namespace, "function", k.name, "address", addr, "took", time.Since(start))
 	c := claimed{addr: addr, until: time.Now().Add(w.claimHold)}
 	w.claimed[k] = c
 	w.refresh(k)

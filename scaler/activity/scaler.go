@@ -276,7 +276,7 @@ func (s *Scaler) activateLocked(fn *function, why string) func() {
 	if f := s.o.activated; f != nil {
 		go f(fn.key)
 	}
-	s.o.log.Debug("function active", "namespace", fn.key.Namespace, "function", fn.key.Name, "cause", why)
+	s.o.log.Info("function active", "namespace", fn.key.Namespace, "function", fn.key.Name, "cause", why)
 	return fn.detachListener()
 }
 
