@@ -497,6 +497,91 @@ func TestStandbyHostLoadsDependenciesFromTheCache(t *testing.T) {
 	}
 }
 
+// TestStandbyHostPreparesDependencies: a standby host asked to prepare a
+// dependency set fetches it before any Function is given to it; the
+// specialize request of a Function with that set then asks the cache for
+// nothing and loads a handler that requires it; one with another set has
+// the prepared one cleared and fetches its own. A host prepares once (409
+// after), only with the token (401), only a set the cache holds (404,
+// after which it may be asked again), and refuses a body with files or
+// without dependencies (400). Fails when the prepared set is fetched again
+// at specialize, or left behind under another Function's.
+func TestStandbyHostPreparesDependencies(t *testing.T) {
+	for _, rt := range testRuntimes(t) {
+		t.Run(rt.Name, func(t *testing.T) {
+			t.Parallel()
+			cache := depcachetest.Start(t)
+			cache.Put(rt.Name, depsHash, greetTarball(t, rt.Language))
+			const other = "2222222222222222222222222222222222222222222222222222222222222222"
+			cache.Put(rt.Name, other, tarball(t, tarFile("leftover.txt")))
+			const token = "a-standby-token"
+			bearer := map[string]string{"Authorization": "Bearer " + token}
+			start := func() *host {
+				h := startHost(t, rt, t.TempDir(), hostOptions{noWait: true, env: map[string]string{
+					runtimes.EnvStandbyTokenSHA256: runtimes.StandbyTokenHash(token),
+					runtimes.EnvIdentityTokenFile:  tokenFile(t, depcachetest.Token),
+				}})
+				h.waitServing(15 * time.Second)
+				return h
+			}
+			depsDir := t.TempDir()
+			env := map[string]string{runtimes.EnvDependencyCache: cache.Base(), runtimes.EnvDepsDir: depsDir}
+			prep := func(hash string) string {
+				return body(t, runtimes.Preparation{Env: env, Dependencies: &runtimes.SpecializationDependencies{Runtime: rt.Name, Hash: hash}})
+			}
+			spec := body(t, runtimes.Specialization{
+				Env: map[string]string{
+					runtimes.EnvFunctionName: "orders", runtimes.EnvNamespace: "shop",
+					runtimes.EnvDependencyCache: cache.Base(), runtimes.EnvDepsDir: depsDir,
+				},
+				Files:        greetSources[rt.Name],
+				Dependencies: &runtimes.SpecializationDependencies{Runtime: rt.Name, Hash: depsHash},
+			})
+
+			h := start()
+			assert.Equal(t, http.StatusUnauthorized, h.mustDo("POST", runtimes.PreparePath, nil, prep(depsHash)).status)
+			for what, b := range map[string]string{
+				"files":           `{"files": {"handler.js": "x"}, "dependencies": {"runtime": "` + rt.Name + `", "hash": "` + depsHash + `"}}`,
+				"no dependencies": `{"env": {}}`,
+				"another runtime": body(t, runtimes.Preparation{Env: env, Dependencies: &runtimes.SpecializationDependencies{Runtime: "nodejs99", Hash: depsHash}}),
+			} {
+				r := h.mustDo("POST", runtimes.PreparePath, bearer, b)
+				assert.Equal(t, http.StatusBadRequest, r.status, "%s: %s", what, r.body)
+				assert.Contains(t, r.body, "prepare: ", what)
+			}
+			const missing = "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
+			r := h.mustDo("POST", runtimes.PreparePath, bearer, prep(missing))
+			assert.Equal(t, http.StatusNotFound, r.status, r.body)
+			r = h.mustDo("POST", runtimes.PreparePath, bearer, prep(depsHash))
+			require.Equal(t, http.StatusOK, r.status, "asked again after a 404: %s\n%s", r.body, h.out)
+			assert.Equal(t, http.StatusConflict, h.mustDo("POST", runtimes.PreparePath, bearer, prep(other)).status, "prepared once")
+			assert.Equal(t, "standby", h.mustDo("GET", runtimes.HealthPath, nil, "").body, "still on standby")
+
+			asked := cache.Requests()
+			r = h.mustDo("POST", runtimes.SpecializePath, bearer, spec)
+			require.Equal(t, http.StatusOK, r.status, "%s\n%s", r.body, h.out)
+			assert.Equal(t, asked, cache.Requests(), "the specialize request asked the cache for nothing")
+			assert.Equal(t, "Hi orders from kfn-greet", h.mustDo("GET", "/", nil, "").body, "the handler requires the prepared dependency")
+			assert.Contains(t, h.out.String(), "prepared before")
+
+			// Another set prepared: cleared, and the Function's own fetched.
+			depsDir = t.TempDir()
+			env[runtimes.EnvDepsDir] = depsDir
+			h = start()
+			r = h.mustDo("POST", runtimes.PreparePath, bearer, prep(other))
+			require.Equal(t, http.StatusOK, r.status, r.body)
+			require.FileExists(t, filepath.Join(depsDir, "leftover.txt"))
+			var s runtimes.Specialization
+			require.NoError(t, json.Unmarshal([]byte(spec), &s))
+			s.Env[runtimes.EnvDepsDir] = depsDir
+			r = h.mustDo("POST", runtimes.SpecializePath, bearer, body(t, s))
+			require.Equal(t, http.StatusOK, r.status, "%s\n%s", r.body, h.out)
+			assert.Equal(t, "Hi orders from kfn-greet", h.mustDo("GET", "/", nil, "").body)
+			assert.NoFileExists(t, filepath.Join(depsDir, "leftover.txt"), "the other set is cleared")
+		})
+	}
+}
+
 func body(t *testing.T, s any) string {
 	t.Helper()
 	b, err := json.Marshal(s)

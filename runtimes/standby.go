@@ -28,7 +28,31 @@ const (
 	// its health answers and on the answer to the specialize request that
 	// loaded it.
 	FunctionHeader = "X-Kfn-Function"
+	// PreparePath is the path of the prepare request (POST, JSON body: a
+	// Preparation, bearer token in Authorization).
+	PreparePath = "/_kfn/prepare"
+	// MaxPrepareBytes bounds a prepare request's body; larger are answered
+	// 413.
+	MaxPrepareBytes = 64 << 10
 )
+
+// Preparation is the body of a prepare request, which a standby host takes
+// once, before any specialize request: it GETs the dependency set
+// Dependencies names from its KFN_DEPENDENCY_CACHE (given in Env) and
+// unpacks it into KFN_DEPS_DIR (given in Env), as a Specialization's
+// Dependencies would be, and answers 200 once they are there. A later
+// specialize request whose Dependencies and KFN_DEPS_DIR are the same
+// unpacks nothing; one with other dependencies has the directory cleared
+// first. Refused: as a Specialization's environment and dependencies are
+// (400), no Dependencies (400), a host that prepared (or was given a
+// Function) already (409); a set the cache does not hold is answered 404,
+// and any other failure 500: either leaves nothing prepared, and may be
+// asked again. A specialize request that arrives while the prepare request
+// fetches waits for it.
+type Preparation struct {
+	Env          map[string]string           `json:"env,omitempty"`
+	Dependencies *SpecializationDependencies `json:"dependencies"`
+}
 
 // Specialization is the body of a specialize request: the Function's
 // environment (as Env would give its Deployment, less the variables fixed

@@ -98,7 +98,9 @@ func (p *Pool) Claim(ctx context.Context, fn types.NamespacedName) (Claimed, err
 		}
 		c = &claimState{at: time.Now(), loaded: make(chan struct{})}
 		p.claims[fn] = c
-		p.demandOf(poolKey{fn.Namespace, p.functions[fn].shape}).woke(p.now(), p.cfg.Window)
+		now := p.now()
+		p.demandOf(poolKey{fn.Namespace, p.functions[fn].shape}).woke(now, p.cfg.Window)
+		p.woke[fn] = now
 		go p.claim(fn, c)
 	}
 	p.mu.Unlock()
@@ -125,7 +127,7 @@ func (p *Pool) claim(fn types.NamespacedName, c *claimState) {
 		return
 	}
 	start := time.Now()
-	pod, err := p.take(ctx, poolKey{fn.Namespace, m.shape})
+	pod, err := p.take(ctx, poolKey{fn.Namespace, m.shape}, m.plan)
 	if err != nil || pod == nil {
 		if err != nil {
 			p.log.Error(err, "take a standby pod", "function", fn)
@@ -218,15 +220,21 @@ func (p *Pool) claimedRecently(fn types.NamespacedName) bool {
 	return ok && time.Since(c.at) < p.cfg.ClaimHold
 }
 
-// take returns a started standby pod of pool k and marks it taken; nil
-// when there is none.
-func (p *Pool) take(ctx context.Context, k poolKey) (*corev1.Pod, error) {
+// take returns a started standby pod of pool k for fn and marks it taken
+// (one prepared with fn's dependencies first: rank); nil when there is
+// none.
+func (p *Pool) take(ctx context.Context, k poolKey, fn plan.Plan) (*corev1.Pod, error) {
 	var pods corev1.PodList
 	if err := p.c.List(ctx, &pods, client.InNamespace(k.namespace), client.MatchingLabels{LabelShape: k.shape}); err != nil {
 		return nil, fmt.Errorf("list standby pods: %w", err)
 	}
+	hash := ""
+	if d := Specialization(fn).Dependencies; d != nil {
+		hash = d.Hash
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.rank(pods.Items, hash)
 	for i := range pods.Items {
 		pod := &pods.Items[i]
 		key := client.ObjectKeyFromObject(pod)

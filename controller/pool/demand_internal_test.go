@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kfn-dev/kfn/runtimes"
 	"github.com/kfn-dev/kfn/runtimes/plan"
@@ -124,4 +126,32 @@ func TestMaxStandbyIsBounded(t *testing.T) {
 	assert.Equal(t, DefaultMaxStandby, p.cfg.MaxStandby)
 	assert.Equal(t, DefaultWindow, p.cfg.Window)
 	assert.Equal(t, DefaultIdle, p.cfg.Idle)
+}
+
+// TestTakePrefersAPodPreparedWithTheFunctionsDependencies: a Function
+// with dependencies is given a pod prepared with them first, then one
+// being prepared with them or prepared with nothing, never first one
+// prepared with another set; a Function without dependencies is given an
+// unprepared pod first.
+func TestTakePrefersAPodPreparedWithTheFunctionsDependencies(t *testing.T) {
+	p, err := New(nil, nil, Config{})
+	require.NoError(t, err)
+	pod := func(name string) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name}}
+	}
+	p.prepared[types.NamespacedName{Namespace: "shop", Name: "other"}] = preparation{hash: "b", done: true}
+	p.prepared[types.NamespacedName{Namespace: "shop", Name: "mine"}] = preparation{hash: "a", done: true}
+	p.prepared[types.NamespacedName{Namespace: "shop", Name: "pending"}] = preparation{hash: "a"}
+	names := func(hash string) []string {
+		pods := []corev1.Pod{pod("other"), pod("plain"), pod("pending"), pod("mine")}
+		p.rank(pods, hash)
+		var out []string
+		for _, x := range pods {
+			out = append(out, x.Name)
+		}
+		return out
+	}
+	assert.Equal(t, []string{"mine", "plain", "pending", "other"}, names("a"))
+	assert.Equal(t, []string{"plain", "other", "pending", "mine"}, names(""))
+	assert.Equal(t, []string{"plain", "other", "pending", "mine"}, names("c"))
 }

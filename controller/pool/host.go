@@ -87,3 +87,29 @@ type hostAnswer struct {
 func (a *hostAnswer) Error() string {
 	return fmt.Sprintf("the standby host answered %d: %s", a.status, strings.TrimSpace(a.text))
 }
+
+// prepareHost asks pod's host to fetch the dependency set prep names
+// before any Function is given to it (runtimes.Preparation).
+func (p *Pool) prepareHost(ctx context.Context, pod *corev1.Pod, prep runtimes.Preparation) error {
+	body, err := json.Marshal(prep)
+	if err != nil {
+		return fmt.Errorf("encode the preparation: %w", err)
+	}
+	url := "http://" + p.address(pod) + runtimes.PreparePath
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("prepare %s: %w", url, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+p.token(pod.Namespace, pod.Name))
+	resp, err := p.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("prepare %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("prepare %s: %w", url, &hostAnswer{status: resp.StatusCode, text: string(answer)})
+	}
+	return nil
+}

@@ -125,6 +125,10 @@ type Pool struct {
 	// claims are the claims under way or made, by Function, until their
 	// pod is retired.
 	claims map[types.NamespacedName]*claimState
+	// prepared are the standby pods asked to prepare a dependency set.
+	prepared map[types.NamespacedName]preparation
+	// woke is when each Function was last claimed for.
+	woke map[types.NamespacedName]time.Time
 	// demand is what each pool's Functions asked of it (package doc:
 	// Config.Window, Config.Idle).
 	demand map[poolKey]*demand
@@ -198,6 +202,8 @@ func New(c client.Client, cache cache.Cache, cfg Config, opts ...Option) (*Pool,
 		failed:    map[types.NamespacedName]string{},
 		claims:    map[types.NamespacedName]*claimState{},
 		demand:    map[poolKey]*demand{},
+		prepared:  map[types.NamespacedName]preparation{},
+		woke:      map[types.NamespacedName]time.Time{},
 		now:       time.Now,
 		kick:      make(chan struct{}, 1),
 	}
@@ -282,6 +288,7 @@ func (p *Pool) Forget(fn types.NamespacedName) {
 	_, had := p.functions[fn]
 	delete(p.functions, fn)
 	delete(p.failed, fn)
+	delete(p.woke, fn)
 	p.mu.Unlock()
 	if had {
 		p.poke()

@@ -61,6 +61,7 @@ func (p *Pool) refill(ctx context.Context) error {
 		}
 	}
 	p.mu.Lock()
+	p.prepare(ctx, pods.Items)
 	size := p.targets(want, func(ns string) (int, bool) { s := sizes[ns]; return s.n, s.fixed })
 	have := map[poolKey]int{}
 	var extra []*corev1.Pod

@@ -663,4 +663,4 @@ if (require.main === module) {
   });
 }
 
-module.exports = { fetch, store, unpack, warm, objectURL, UnsafeEntry };
+module.exports = { fetch, store, unpack, warm, emptyDir, objectURL, UnsafeEntry };

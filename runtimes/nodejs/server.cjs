@@ -15,6 +15,8 @@ const { loadHandler } = require('./load.cjs');
 const sdk = require('./sdk.cjs');
 const requestlog = require('./requestlog.cjs');
 const standbyHost = require('./standby.cjs');
+// The dependency cache's client, loaded when a standby host first needs it.
+const depcache = () => require('./depcache.cjs');
 const Module = require('node:module');
 const path = require('node:path');
 
@@ -305,6 +307,11 @@ function serve(cfg, handler, loadError, standby) {
   // Function's files: the host then serves no Function at all.
   let spent = '';
   let tracingStarted = false;
+  // preparing settles when a prepare request's fetch ended; prepared is
+  // the dependency set it left in the dependency directory ({runtime,
+  // hash, dir}), null when none.
+  let preparing = null;
+  let prepared = null;
 
   function onStandby(req, res) {
     const method = req.method;
@@ -315,14 +322,19 @@ function serve(cfg, handler, loadError, standby) {
       else res.end('standby');
       return;
     }
-    if (method !== 'POST' || pathOf(url) !== standbyHost.SPECIALIZE_PATH) {
+    const prepare = method === 'POST' && pathOf(url) === standbyHost.PREPARE_PATH;
+    if (!prepare && (method !== 'POST' || pathOf(url) !== standbyHost.SPECIALIZE_PATH)) {
       res.setHeader('Retry-After', '1');
       sendError(res, 503, 'standby: no Function loaded');
       return;
     }
     if (!standbyHost.authorized(req.headers.authorization, cfg.standbyTokenHash)) {
       res.setHeader('WWW-Authenticate', 'Bearer');
-      sendError(res, 401, 'specialize: the standby token is required');
+      sendError(res, 401, `${prepare ? 'prepare' : 'specialize'}: the standby token is required`);
+      return;
+    }
+    if (prepare) {
+      onPrepare(req, res);
       return;
     }
     if (loading) {
@@ -341,6 +353,58 @@ function serve(cfg, handler, loadError, standby) {
         return;
       }
       specialize(res, buf);
+    });
+  }
+
+  // onPrepare fetches the dependency set a prepare request names into the
+  // dependency directory, once per host and before any Function is
+  // loaded: 200 when it is there, 404 when the cache has none, 409 when
+  // the host prepared or loads already.
+  function onPrepare(req, res) {
+    if (loading || spent || preparing || prepared) {
+      sendError(res, 409, 'prepare: this host prepared or loads a Function already');
+      return;
+    }
+    let settle;
+    preparing = new Promise((resolve) => { settle = resolve; });
+    const done = (status, message) => {
+      preparing = null;
+      settle();
+      if (status === 200) res.end(message);
+      else sendError(res, status, message);
+    };
+    readBody(req, standbyHost.PREPARE_MAX_BYTES, (err, buf) => {
+      if (err) {
+        preparing = null;
+        settle();
+        sendError(res, err.status, err.message, err.close);
+        return;
+      }
+      let spec;
+      let next;
+      try {
+        spec = standbyHost.parsePreparation(buf);
+        try {
+          next = config.load({ ...process.env, ...spec.env, KFN_STANDBY_TOKEN_SHA256: '' });
+        } catch (e) {
+          throw Object.assign(new Error(`prepare: ${e.message}`), { status: 400 });
+        }
+        checkDependencies(spec.dependencies, next, 'prepare');
+      } catch (e) {
+        done(e.status || 500, e.status ? e.message : `prepare: ${e.message}`);
+        return;
+      }
+      const d = spec.dependencies;
+      const start = performance.now();
+      depcache().fetch({ base: next.dependencyCache, runtime: d.runtime, hash: d.hash, dir: next.depsDir, tokenFile: next.identityTokenFile }).then((found) => {
+        if (!found) {
+          done(404, `prepare: dependencies ${d.runtime}/${d.hash} are not in the dependency cache`);
+          return;
+        }
+        prepared = { runtime: d.runtime, hash: d.hash, dir: next.depsDir };
+        console.log(`kfn: dependencies ${d.runtime}/${d.hash.slice(0, 12)} prepared from the cache in ${Math.round(performance.now() - start)} ms`);
+        done(200, `prepared ${d.runtime}/${d.hash}`);
+      }, (e) => done(500, `prepare: dependencies: ${e.message}`));
     });
   }
 
@@ -372,9 +436,17 @@ function serve(cfg, handler, loadError, standby) {
     }
     const d = spec.dependencies;
     const start = performance.now();
-    require('./depcache.cjs').fetch({ base: next.dependencyCache, runtime: d.runtime, hash: d.hash, dir: next.depsDir, tokenFile: next.identityTokenFile }).then((found) => {
+    // A prepare request under way ends first; what it left is taken when
+    // it is this Function's set, and cleared otherwise.
+    Promise.resolve(preparing).then(() => {
+      if (prepared && prepared.runtime === d.runtime && prepared.hash === d.hash && prepared.dir === next.depsDir) return 'prepared';
+      if (prepared) depcache().emptyDir(prepared.dir);
+      prepared = null;
+      return depcache().fetch({ base: next.dependencyCache, runtime: d.runtime, hash: d.hash, dir: next.depsDir, tokenFile: next.identityTokenFile });
+    }).then((found) => {
       if (!found) throw new Error(`dependencies ${d.runtime}/${d.hash} are not in the dependency cache (404)`);
-      console.log(`kfn: dependencies ${d.runtime}/${d.hash.slice(0, 12)} from the cache in ${Math.round(performance.now() - start)} ms`);
+      const how = found === 'prepared' ? 'prepared before' : `from the cache in ${Math.round(performance.now() - start)} ms`;
+      console.log(`kfn: dependencies ${d.runtime}/${d.hash.slice(0, 12)} ${how}`);
       // require() of the Function's dependencies before the libraries
       // of the image, as NODE_PATH has them in a Deployment's pod.
       const own = path.join(next.depsDir, 'node_modules');
@@ -391,8 +463,8 @@ function serve(cfg, handler, loadError, standby) {
 
   // checkDependencies refuses (400) a Function whose dependencies the host
   // cannot fetch: another runtime's, or no cache or dependency directory.
-  function checkDependencies(d, next) {
-    const refuse = (message) => Object.assign(new Error(`specialize: dependencies: ${message}`), { status: 400 });
+  function checkDependencies(d, next, what = 'specialize') {
+    const refuse = (message) => Object.assign(new Error(`${what}: dependencies: ${message}`), { status: 400 });
     if (d.runtime !== cfg.runtime) throw refuse(`runtime ${d.runtime}, this host runs ${cfg.runtime || 'none'}`);
     if (!next.dependencyCache) throw refuse('no KFN_DEPENDENCY_CACHE to fetch them from');
     if (!next.depsDir) throw refuse('no KFN_DEPS_DIR to unpack them into');

@@ -9,6 +9,12 @@ const fs = require('node:fs');
 const path = require('node:path');
 
 const SPECIALIZE_PATH = '/_kfn/specialize';
+// POST /_kfn/prepare fetches a Function's dependencies into the host's
+// dependency directory before any Function is given to it, so that a
+// specialize request with the same dependencies unpacks nothing.
+const PREPARE_PATH = '/_kfn/prepare';
+// Largest prepare request body: an environment and a dependency set's name.
+const PREPARE_MAX_BYTES = 64 * 1024;
 // Largest specialize request body: a Function's source and dependency
 // file, with room to spare (Kyma's inline source is far smaller).
 const MAX_BYTES = 4 * 1024 * 1024;
@@ -61,6 +67,35 @@ function parse(buf) {
   return { env, files, dependencies: dependencies(body.dependencies) };
 }
 
+// parsePreparation reads a prepare request body: {"env": {NAME: value},
+// "dependencies": {"runtime": name, "hash": hex}}, dependencies required,
+// no files; it throws an error with status 400 that says what is wrong.
+function parsePreparation(buf) {
+  try {
+    let body;
+    try {
+      body = JSON.parse(buf.toString('utf8'));
+    } catch (err) {
+      throw badRequest(`specialize: body is not JSON: ${err.message}`);
+    }
+    if (body === null || typeof body !== 'object' || Array.isArray(body)) throw badRequest('specialize: body must be a JSON object');
+    for (const k of Object.keys(body)) {
+      if (k !== 'env' && k !== 'dependencies') throw badRequest(`specialize: unknown field ${JSON.stringify(k)} (want env, dependencies)`);
+    }
+    const env = strings(body.env || {}, 'env', MAX_ENV, (name) => {
+      if (!ENV_NAME.test(name)) return 'is not a variable name';
+      if (FIXED.has(name)) return 'is fixed when the host starts';
+      return '';
+    });
+    const deps = dependencies(body.dependencies);
+    if (deps === null) throw badRequest('specialize: dependencies are required');
+    return { env, dependencies: deps };
+  } catch (err) {
+    err.message = err.message.replace(/^specialize:/, 'prepare:');
+    throw err;
+  }
+}
+
 // dependencies reads the optional dependencies field: the runtime name and
 // dependency hash the dependency cache keeps the Function's installed
 // dependencies under.
@@ -100,4 +135,4 @@ function writeFiles(dir, files) {
   }
 }
 
-module.exports = { SPECIALIZE_PATH, MAX_BYTES, authorized, parse, writeFiles };
+module.exports = { SPECIALIZE_PATH, PREPARE_PATH, MAX_BYTES, PREPARE_MAX_BYTES, authorized, parse, parsePreparation, writeFiles };

@@ -193,7 +193,37 @@ def load(cfg, tracing):
         return None, describe_load_error(err, os.path.join(cfg.function_dir, cfg.module_name + '.py'))
 
 
-def specializer(host_cfg, tracing, started_tracing):
+def preparer(host_cfg, prepared):
+    """The Server's prepare callback of a standby host: it fetches the
+    dependency set a prepare request names into the dependency directory its
+    environment gives, and notes it in prepared (runtime, hash, dir), where
+    the specialize request of a Function with that set finds it."""
+    def prepare(body):
+        env, deps = standby.parse_preparation(body)
+        merged = dict(os.environ)
+        merged.update(env)
+        merged['KFN_STANDBY_TOKEN_SHA256'] = ''
+        try:
+            cfg = Config(merged)
+        except ConfigError as err:
+            raise standby.SpecializeError(400, 'prepare: %s' % err) from None
+        check_dependencies(deps, host_cfg, cfg, 'prepare')
+        from . import depcache
+        start = time.monotonic()
+        try:
+            found = depcache.fetch(cfg.dependency_cache, deps['runtime'], deps['hash'], cfg.deps_dir, cfg.identity_token_file)
+        except (depcache.CacheError, depcache.UnsafeEntry, ValueError, OSError) as err:
+            raise standby.SpecializeError(500, 'prepare: dependencies: %s' % err) from None
+        if not found:
+            raise standby.SpecializeError(404, 'prepare: dependencies %s/%s are not in the dependency cache' % (deps['runtime'], deps['hash']))
+        prepared.update(runtime=deps['runtime'], hash=deps['hash'], dir=cfg.deps_dir)
+        print('kfn: dependencies %s/%s prepared from the cache in %d ms' % (
+            deps['runtime'], deps['hash'][:12], (time.monotonic() - start) * 1000), flush=True)
+        return 'prepared %s/%s' % (deps['runtime'], deps['hash'])
+    return prepare
+
+
+def specializer(host_cfg, tracing, started_tracing, prepared):
     """The Server's standby callback of a standby host: it checks a
     specialize request's environment against the host's configuration,
     writes its files, takes its environment and loads its handler. A request
@@ -216,7 +246,7 @@ def specializer(host_cfg, tracing, started_tracing):
         except OSError as err:
             raise standby.SpecializeError(500, 'specialize: write the files into %s: %s' % (cfg.function_dir, err)) from None
         if deps is not None:
-            fetch_dependencies(deps, cfg)
+            fetch_dependencies(deps, cfg, prepared)
         os.environ.update(env)
         handler, load_error = load(cfg, tracing)
         if cfg.trace_endpoint and not started_tracing:
@@ -228,11 +258,11 @@ def specializer(host_cfg, tracing, started_tracing):
     return specialize
 
 
-def check_dependencies(deps, host_cfg, cfg):
+def check_dependencies(deps, host_cfg, cfg, what='specialize'):
     """Refuse (400) a Function whose dependencies the host cannot fetch:
     another runtime's, or no cache or dependency directory."""
     def refuse(message):
-        return standby.SpecializeError(400, 'specialize: dependencies: %s' % message)
+        return standby.SpecializeError(400, '%s: dependencies: %s' % (what, message))
     if deps['runtime'] != host_cfg.runtime:
         raise refuse('runtime %s, this host runs %s' % (deps['runtime'], host_cfg.runtime or 'none'))
     if not cfg.dependency_cache:
@@ -241,14 +271,22 @@ def check_dependencies(deps, host_cfg, cfg):
         raise refuse('no KFN_DEPS_DIR to unpack them into')
 
 
-def fetch_dependencies(deps, cfg):
+def fetch_dependencies(deps, cfg, prepared):
     """Unpack the Function's dependencies from the dependency cache into
-    its KFN_DEPS_DIR, where load_handler puts them on sys.path; any failure
-    (not there, unreachable, an unsafe archive) leaves the host serving no
-    Function (SpecializeError, spent)."""
+    its KFN_DEPS_DIR, where load_handler puts them on sys.path, unless a
+    prepare request left them there (prepared); another set it left is
+    cleared first. Any failure (not there, unreachable, an unsafe archive)
+    leaves the host serving no Function (SpecializeError, spent)."""
     from . import depcache
+    if prepared.get('runtime') == deps['runtime'] and prepared.get('hash') == deps['hash'] and prepared.get('dir') == cfg.deps_dir:
+        importlib.invalidate_caches()
+        print('kfn: dependencies %s/%s prepared before' % (deps['runtime'], deps['hash'][:12]), flush=True)
+        return
     start = time.monotonic()
     try:
+        if prepared:
+            depcache.empty_dir(prepared['dir'])
+            prepared.clear()
         found = depcache.fetch(cfg.dependency_cache, deps['runtime'], deps['hash'], cfg.deps_dir, cfg.identity_token_file)
     except (depcache.CacheError, depcache.UnsafeEntry, ValueError, OSError) as err:
         raise standby.SpecializeError(500, 'specialize: dependencies: %s' % err, spent=True) from None
@@ -287,7 +325,8 @@ def main():
         import urllib.request  # noqa: F401
         from . import depcache  # noqa: F401  (tarfile, for a Function with dependencies)
         handler, load_error = None, ''
-        server = Server(cfg, None, '', tracing, specializer(cfg, tracing, []))
+        prepared = {}
+        server = Server(cfg, None, '', tracing, specializer(cfg, tracing, [], prepared), preparer(cfg, prepared))
     else:
         handler, load_error = load(cfg, tracing)
         server = Server(cfg, handler, load_error, tracing)

@@ -121,13 +121,21 @@ class Connection:
 
 
 class Server:
-    def __init__(self, cfg, handler, load_error='', tracing=None, standby=None):
+    def __init__(self, cfg, handler, load_error='', tracing=None, standby=None, prepare=None):
         self.request_api = cfg.api == 'request'
         # standby, for a host started with KFN_STANDBY_TOKEN_SHA256, loads
         # the Function a specialize request carries: standby(body) returns
         # (cfg, handler, load_error) or raises standby.SpecializeError.
         # Until then the host serves no Function (serve_standby).
         self.standby = standby
+        # prepare, of a standby host, fetches the dependencies a prepare
+        # request names: prepare(body) returns the answer's text or raises
+        # standby.SpecializeError. It is taken once (prepare_taken) and a
+        # specialize request waits for it (prepare_idle).
+        self.prepare = prepare
+        self.prepare_taken = False
+        self.prepare_idle = threading.Event()
+        self.prepare_idle.set()
         self.loading = False
         # Why a specialize request failed after the host took its
         # Function's files: the host then serves no Function at all.
@@ -357,14 +365,17 @@ class Server:
             return True
         # The answers below leave a request's body unread: the connection
         # is closed after them.
-        if method != 'POST' or path != standby.SPECIALIZE_PATH:
+        prepare = method == 'POST' and path == standby.PREPARE_PATH and self.prepare is not None
+        if not prepare and (method != 'POST' or path != standby.SPECIALIZE_PATH):
             self.respond(conn, 503, [('Content-Type', 'text/plain; charset=utf-8'), ('Retry-After', '1')],
                          b'standby: no Function loaded', head, close=True)
             return False
         if not standby.authorized(dict.get(headers, 'authorization'), self.cfg.standby_token_hash):
             self.respond(conn, 401, [('Content-Type', 'text/plain; charset=utf-8'), ('WWW-Authenticate', 'Bearer')],
-                         b'specialize: the standby token is required', close=True)
+                         b'prepare: the standby token is required' if prepare else b'specialize: the standby token is required', close=True)
             return False
+        if prepare:
+            return self.serve_prepare(conn, rfile, headers)
         with self.lock:
             if self.loading:
                 raise HTTPError(409, 'specialize: a Function is being loaded', close=True)
@@ -373,6 +384,8 @@ class Server:
             self.loading = True
         try:
             body = self.read_body(conn, rfile, headers, standby.MAX_BYTES) or b''
+            # A prepare request under way ends first (its fetch is bounded).
+            self.prepare_idle.wait()
             try:
                 cfg, handler, load_error = self.standby(body)
             except standby.SpecializeError as err:
@@ -395,6 +408,37 @@ class Server:
         else:
             self.respond(conn, 200, [('Content-Type', 'text/plain; charset=utf-8'), ('X-Kfn-Function', self.function_id)],
                          ('loaded %s' % self.function_id).encode())
+        return True
+
+    def serve_prepare(self, conn, rfile, headers):
+        """Serve POST /_kfn/prepare: fetch the dependency set it names, once
+        per host and before any Function is loaded: 200 when it is there, 404
+        when the cache has none, 409 when the host prepared or loads already.
+        A prepare that fails may be asked again."""
+        with self.lock:
+            if self.loading or self.spent or self.prepare_taken:
+                raise HTTPError(409, 'prepare: this host prepared or loads a Function already', close=True)
+            self.prepare_taken = True
+            self.prepare_idle.clear()
+        done = False
+        try:
+            body = self.read_body(conn, rfile, headers, standby.PREPARE_MAX_BYTES) or b''
+            try:
+                message = self.prepare(body)
+            except standby.SpecializeError as err:
+                self.respond_text(conn, err.status, str(err))
+                return True
+            except Exception as err:  # a host bug: said, and nothing is prepared
+                sys.stderr.write('kfn: prepare: %r\n' % err)
+                self.respond_text(conn, 500, 'prepare: %s' % err)
+                return True
+            done = True
+        finally:
+            with self.lock:
+                if not done:
+                    self.prepare_taken = False
+            self.prepare_idle.set()
+        self.respond_text(conn, 200, message)
         return True
 
     def read_body(self, conn, rfile, headers, limit=None):

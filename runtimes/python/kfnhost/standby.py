@@ -10,6 +10,12 @@ import os
 import re
 
 SPECIALIZE_PATH = '/_kfn/specialize'
+# POST /_kfn/prepare fetches a Function's dependencies into the host's
+# dependency directory before any Function is given to it, so that a
+# specialize request with the same dependencies unpacks nothing.
+PREPARE_PATH = '/_kfn/prepare'
+# Largest prepare request body: an environment and a dependency set's name.
+PREPARE_MAX_BYTES = 64 * 1024
 # Largest specialize request body: a Function's source and dependency file,
 # with room to spare.
 MAX_BYTES = 4 * 1024 * 1024
@@ -103,6 +109,29 @@ def parse(body):
     if not files:
         raise SpecializeError(400, 'specialize: files is empty: a Function needs its source')
     return env, files, _dependencies(spec.get('dependencies'))
+
+
+def parse_preparation(body):
+    """Read a prepare request body: {"env": {NAME: value}, "dependencies":
+    {"runtime": name, "hash": hex}}, dependencies required, no files; raise
+    SpecializeError(400) saying what is wrong. Returns (env, dependencies)."""
+    try:
+        try:
+            spec = json.loads(body.decode('utf-8'))
+        except (UnicodeDecodeError, ValueError) as err:
+            raise SpecializeError(400, 'specialize: body is not JSON: %s' % err) from None
+        if not isinstance(spec, dict):
+            raise SpecializeError(400, 'specialize: body must be a JSON object')
+        for k in spec:
+            if k not in ('env', 'dependencies'):
+                raise SpecializeError(400, 'specialize: unknown field %s (want env, dependencies)' % json.dumps(k))
+        env = _strings(spec.get('env') or {}, 'env', MAX_ENV, _env_problem)
+        deps = _dependencies(spec.get('dependencies'))
+        if deps is None:
+            raise SpecializeError(400, 'specialize: dependencies are required')
+        return env, deps
+    except SpecializeError as err:
+        raise SpecializeError(400, 'prepare:' + str(err).removeprefix('specialize:')) from None
 
 
 def write_files(directory, files):
