@@ -140,7 +140,7 @@ type Pool struct {
 	reg         prometheus.Registerer
 	standbyPods *prometheus.GaugeVec
 	cappedPods  prometheus.Gauge
-	kick    chan struct{}
+	kick        chan struct{}
 }
 
 // Option configures a Pool.
