@@ -168,7 +168,8 @@ func installs(t *testing.T, ns, name string) ([]installRun, error) {
 // so; the index is not asked) and is delivered once; with one standby pod
 // in the namespace, the Function's next wake is served by it (the event
 // claims it), again without asking the index (a standby pod never runs npm
-// or pip).
+// or pip), and without unpacking anything at the wake: the pool prepared
+// the pod with the Function's dependencies as it started.
 func TestFunctionsWithDependenciesInstallOnTheNode(t *testing.T) {
 	t.Parallel() // beside the other scenarios that leave the install as it is (doc.go)
 	index, err := pkgindex.Start(net.JoinHostPort(platform.cluster.Config.NodeIP, "0"))
@@ -264,13 +265,28 @@ func TestFunctionsWithDependenciesInstallOnTheNode(t *testing.T) {
 				// lost 2 runs of 12 when the standby pod was given the
 				// Function only once KEDA had scaled the Deployment).
 				standby := waitStandby(t, ns)
+				hostLog := func() string {
+					out, err := platform.cluster.Clientset.CoreV1().Pods(ns).GetLogs(standby, &corev1.PodLogOptions{Timestamps: true}).DoRaw(context.Background())
+					if err != nil {
+						return fmt.Sprintf("(its log: %v)", err)
+					}
+					return string(out)
+				}
+				// The pool prepares the standby pod with the Function's
+				// dependencies as it starts, before any wake.
+				eventually(t, time.Minute, "the standby pod prepared", func() error {
+					if log := hostLog(); !strings.Contains(log, "prepared from the cache") {
+						return fmt.Errorf("its host logged:\n%s", log)
+					}
+					return nil
+				})
 				before := asked()
 				served := wake(t, ns+"-pool")
 				assert.Equal(t, before, asked(), "no pod asked the index: the standby pod and the Deployment's take the cache's")
 				if served != standby {
-					out, err := platform.cluster.Clientset.CoreV1().Pods(ns).GetLogs(standby, &corev1.PodLogOptions{Timestamps: true}).DoRaw(context.Background())
-					t.Fatalf("the Deployment's pod %s handled the waking event, not the standby pod %s, whose host logged (%v):\n%s", served, standby, err, out)
+					t.Fatalf("the Deployment's pod %s handled the waking event, not the standby pod %s, whose host logged:\n%s", served, standby, hostLog())
 				}
+				assert.Contains(t, hostLog(), "prepared before", "the wake unpacked nothing: the pod was prepared with them")
 			})
 		})
 	}
