@@ -158,8 +158,12 @@ func script(ctx context.Context, root, name string, args ...string) (string, err
 func nodeRows(node nodeFigures, dev devFigures, rate int) []figures.Figure {
 	knative := figures.Target{Text: "Knative (published): 2-4 s"}
 	newPod := figures.Target{Max: 1, Text: "< 1 s p50; Knative (published): 2-4 s; KEDA HTTP add-on: 1-1.5 s tuned"}
-	pool := figures.Target{Max: 0.1, Text: "< 100 ms p50; Fission's pool manager (published, kind): p50 72.8 ms"}
-	pool99 := figures.Target{Max: 0.25, Text: "< 250 ms p99; Fission (published, kind): p95 76.8 ms"}
+	// Issue 48's targets; Fission's pool manager measured its first
+	// request through its router on kind (its July 2026 benchmark), and
+	// Kubernetes' agent-sandbox aims at 50 ms claims of a warm pool.
+	pool := figures.Target{Max: 0.02, Text: "< 20 ms p50; Fission's pool manager (published, kind, 2026-07): p50 39.7 ms; agent-sandbox (aim): 50 ms claims"}
+	pool99 := figures.Target{Max: 0.06, Text: "< 60 ms p99; Fission (published, kind, 2026-07): p95 48.6 ms"}
+	poolDep := figures.Target{Max: 0.03, Text: "< 30 ms p50; Fission's pool manager (published, kind, 2026-07): p50 39.7 ms without dependencies"}
 	const byEvent, byHTTP = "by event, published -> delivered", "by HTTP through the gateway"
 	var figs []figures.Figure
 	figs = append(figs, figures.Figure{Group: "real node", Name: "cold start from zero by event, published -> pod ready (median)", Unit: "s",
@@ -172,14 +176,19 @@ func nodeRows(node nodeFigures, dev devFigures, rate int) []figures.Figure {
 		target, target99 figures.Target
 	}
 	// Each kind of wake is followed by the same wake of the Function with
-	// a dependency, anchored on it.
+	// a dependency, anchored on it, with the same targets but the pool's
+	// median (< 30 ms).
 	withDependency := func(w wake, ds []time.Duration) wake {
 		prefix, rest, ok := strings.Cut(w.name, ": ")
 		name := "with a dependency: " + w.name
 		if ok {
 			name = prefix + " with a dependency: " + rest
 		}
-		return wake{name, ds, "without, same run", median(w.ds).Seconds(), w.target, w.target99}
+		target := w.target
+		if target == pool {
+			target = poolDep
+		}
+		return wake{name, ds, "without, same run", median(w.ds).Seconds(), target, w.target99}
 	}
 	for _, w := range []struct {
 		wake
