@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/kfn-dev/kfn/runtimes"
 	"github.com/kfn-dev/kfn/runtimes/plan"
 	"github.com/kfn-dev/kfn/test/node/singlenode"
 )
@@ -45,13 +46,14 @@ var steps = []step{stepScaled, stepReplicas, stepPod, stepScheduled, stepSandbox
 
 // Steps of a wake served by the warm pool.
 const (
+	stepServes        step = "standby host serves the Function (health names it)"
 	stepClaimed       step = "standby pod labelled as the Function's"
 	stepPoolEndpoint  step = "EndpointSlice lists the standby pod"
 	stepPoolDelivered step = "delivered by the standby pod"
 )
 
 // poolSteps is every step of a warm pool wake in order.
-var poolSteps = []step{stepScaled, stepClaimed, stepPoolEndpoint, stepPoolDelivered}
+var poolSteps = []step{stepServes, stepScaled, stepClaimed, stepPoolEndpoint, stepPoolDelivered}
 
 // timeline is when one wake passed each step, as this program saw it:
 // watches of the Deployment, its ReplicaSets, its pods and the Service's
@@ -224,7 +226,49 @@ func watchPoolWake(ctx context.Context, c *singlenode.Cluster, ns, name string) 
 		stop()
 		return nil, nil, err
 	}
+	// Each standby pod's health is asked every 2 ms: the first that names
+	// the Function serves it (the claim's answer, or the Deployment
+	// path's specialize).
+	pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "kfn.dev/pool-shape"})
+	if err != nil {
+		stop()
+		return nil, nil, fmt.Errorf("list standby pods: %w", err)
+	}
+	for _, p := range pods.Items {
+		if p.Status.PodIP == "" {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			probeServes(ctx, t, p.Status.PodIP, ns+"/"+name)
+		}()
+	}
 	return t, stop, nil
+}
+
+// probeServes notes when the host at ip first answers its health with fn
+// in runtimes.FunctionHeader, asking every 2 ms.
+func probeServes(ctx context.Context, t *timeline, ip, fn string) {
+	url := "http://" + net.JoinHostPort(ip, fmt.Sprint(plan.Port)) + runtimes.HealthPath
+	hc := &http.Client{Timeout: 500 * time.Millisecond}
+	for !t.seen(stepServes) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return
+		}
+		if resp, err := hc.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.Header.Get(runtimes.FunctionHeader) == fn {
+				t.see(stepServes)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
 }
 
 // watcher is one watch of a wake: open starts it, on sees each object.
