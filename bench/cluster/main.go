@@ -28,10 +28,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -220,6 +222,16 @@ func nodeRows(node nodeFigures, dev devFigures, rate int) []figures.Figure {
 		figures.Figure{Group: "real node", Name: fmt.Sprintf("function p99 latency through its Service at %d req/s", rate), Unit: "ms",
 			Value: ms(node.service.p99), Anchor: "the pod's own address", AnchorValue: ms(node.pod.p99),
 			Target: figures.Target{Max: 2, Text: "< 2 ms (runtime latency target); Kyma (published): ~200 ms p99"}})
+	// The pool's cost: what an idle standby pod of each runtime uses.
+	runtimes := slices.Sorted(maps.Keys(node.standby))
+	for _, rt := range runtimes {
+		sc := node.standby[rt]
+		figs = append(figs,
+			figures.Figure{Group: "real node warm pool cost", Name: fmt.Sprintf("idle standby pod of %s: memory working set (median of %d)", rt, sc.pods), Unit: "MiB",
+				Value: sc.memoryMiB},
+			figures.Figure{Group: "real node warm pool cost", Name: fmt.Sprintf("idle standby pod of %s: CPU (median of %d)", rt, sc.pods), Unit: "millicores",
+				Value: sc.cpuMillicores})
+	}
 	// The breakdown: when the median wake passed each step, since the
 	// publish (timeline.go says how each step is seen).
 	for _, s := range steps {

@@ -427,6 +427,8 @@ type nodeFigures struct {
 	// Functions with a dependency to install.
 	dep, depPy   wakes
 	service, pod latencies
+	// standby is what the idle standby pods use, by runtime.
+	standby map[string]standbyCost
 }
 
 // wakes are one Function's wakes of each kind: by event and by HTTP, on a
@@ -617,6 +619,14 @@ metadata:
 			lastOf(out.dep.poolEvent), lastOf(out.dep.poolHTTP), lastOf(out.depPy.poolEvent), lastOf(out.depPy.poolHTTP), asked()-before)
 	}
 	out.poolBreakdown.printOf("warm pool wake by event", poolSteps)
+	// The pool's cost: its pods idle for a minute after the last wake
+	// (the kubelet's CPU rate is over its last sampling window).
+	if out.standby, err = measureStandbyCost(ctx, c, ns, time.Minute); err != nil {
+		return out, err
+	}
+	for runtime, sc := range out.standby {
+		fmt.Fprintf(os.Stderr, "bench/cluster: idle standby pods of %s: %d, median %.1f MiB, %.2f millicores\n", runtime, sc.pods, sc.memoryMiB, sc.cpuMillicores)
+	}
 
 	svc, pod, err := warmAddresses(ctx, c, ns)
 	if err != nil {

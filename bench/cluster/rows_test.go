@@ -28,6 +28,7 @@ func TestNodeRows(t *testing.T) {
 		dep:   wakes{event: ds(1500, 1600, 1700), http: ds(1400, 1500, 1600), poolEvent: ds(90, 95, 400), poolHTTP: ds(85, 90, 95)},
 		depPy: wakes{event: ds(2000, 2100, 2200), http: ds(1900, 2000, 2100), poolEvent: ds(100, 110, 120), poolHTTP: ds(105, 110, 115)},
 	}
+	node.standby = map[string]standbyCost{"python312": {pods: 1, memoryMiB: 23, cpuMillicores: 0.5}, "nodejs22": {pods: 2, memoryMiB: 54, cpuMillicores: 1}}
 	rows := nodeRows(node, devFigures{event: 60 * time.Millisecond, http: 65 * time.Millisecond}, 50)
 	byName := map[string]int{}
 	for i, f := range rows {
@@ -64,6 +65,9 @@ func TestNodeRows(t *testing.T) {
 	}
 	i := slices.Index(names, "cold start from zero by HTTP through the gateway (p99 of 3)")
 	assert.Equal(t, "with a dependency: cold start from zero by HTTP through the gateway (median)", names[i+1], "beside the wake without")
+	i = byName["real node warm pool cost: idle standby pod of nodejs22: memory working set (median of 2)"]
+	assert.Equal(t, 54.0, rows[i].Value, "the pool's cost, by runtime")
+	assert.Less(t, i, byName["real node warm pool cost: idle standby pod of python312: CPU (median of 1)"], "in runtime order")
 	v, _, _ = get("cold start from zero by event, published -> pod ready (median)")
 	assert.Equal(t, 2.0, v)
 	for _, name := range []string{"cold start from zero by HTTP through the gateway (median)", "warm pool wake by HTTP through the gateway (p99 of 3)",
