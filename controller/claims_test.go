@@ -34,7 +34,8 @@ import (
 // TestClaimsAreTheEventBridgesOnly runs the controller's claim listener
 // against a real API server: a ServiceAccount with create on
 // functions/claim (the chart grants it to the event bridge) is answered
-// by the pool (here: it does not serve the Function); a tenant's
+// by the pool (here: it does not serve the Function), as is one granted
+// it in the Function's namespace only, but not in another; a tenant's
 // ServiceAccount without it gets 403 naming the permission; no token, a
 // made-up one, and a token of the API server's audience get 401. Fails
 // when the listener claims for a caller RBAC does not let, or takes a
@@ -89,16 +90,30 @@ func TestClaimsAreTheEventBridgesOnly(t *testing.T) {
 		require.NoError(t, err)
 		return tr.Status.Token
 	}
-	claimAs := func(tok string) error {
-		_, err := claims.NewClient("127.0.0.1", port, func() (string, error) { return tok, nil }).Claim(ctx, "shop", "orders")
+	claimIn := func(tok, ns string) error {
+		_, err := claims.NewClient("127.0.0.1", port, func() (string, error) { return tok, nil }).Claim(ctx, ns, "orders")
 		return err
 	}
+	claimAs := func(tok string) error { return claimIn(tok, "shop") }
 
 	eventbridge := token("kfn-system", "eventbridge", auth.Audience)
 	require.Eventually(t, func() bool {
 		return !errors.Is(claimAs(eventbridge), claim.ErrNoLeader)
 	}, time.Minute, 20*time.Millisecond, "the listener serves once the manager runs")
 	assert.ErrorIs(t, claimAs(eventbridge), claim.ErrNotPooled, "authorized: the pool answers")
+
+	// A caller granted one namespace claims there only.
+	_, err = admin.RbacV1().RoleBindings("shop").Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "claims"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "claims"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "kfn-system", Name: "scoped"}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	scoped := token("kfn-system", "scoped", auth.Audience)
+	require.Eventually(t, func() bool { return errors.Is(claimAs(scoped), claim.ErrNotPooled) }, time.Minute, 50*time.Millisecond,
+		"granted in shop: the pool answers")
+	err = claimIn(scoped, "kfn-system")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "answered 403", "not granted in kfn-system")
 
 	err = claimAs(token("shop", "tenant", auth.Audience))
 	require.Error(t, err)
