@@ -11,11 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/contract/stream"
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
@@ -399,6 +401,35 @@ func TestScaleToZeroWaitsWithoutSpendingAttempts(t *testing.T) {
 	eps.set(true)
 	require.Eventually(t, func() bool { return k.count() == 6 }, wait, tick)
 	assert.Empty(t, b.deadLetters(), "no attempt was spent while at zero")
+}
+
+// TestAWokenSinkIsPulledAtOnce: a sink that is ready again (a Function
+// woken from zero) is pulled for without asking JetStream for its
+// consumer again, a round trip on the first event's path: the requests
+// for the consumer's info, seen on the JetStream API's subject, are
+// counted from the moment the sink is ready to the event's delivery.
+// Fails when the worker looks the consumer up at each wake.
+func TestAWokenSinkIsPulledAtOnce(t *testing.T) {
+	eps := newEndpoints(true)
+	b := newBridge(t, withEndpoints(eps))
+	k := b.newSink("fn", nil)
+	s := sub("s", "fn")
+	b.subscribe(s)
+	b.publish("shop", "order.created.v1", "first", "")
+	require.Eventually(t, func() bool { return k.count() == 1 }, wait, tick)
+
+	eps.set(false)
+	nc := b.nats.Connect()
+	var lookups atomic.Int32
+	info, err := nc.Subscribe("$JS.API.CONSUMER.INFO."+b.streams.EventStream+"."+stream.ConsumerName(s.Namespace, s.Name), func(*nats.Msg) { lookups.Add(1) })
+	require.NoError(t, err)
+	require.NoError(t, nc.Flush())
+	t.Cleanup(func() { _ = info.Unsubscribe() })
+	b.publish("shop", "order.created.v1", "wake", "")
+	lookups.Store(0)
+	eps.set(true)
+	require.Eventually(t, func() bool { return k.count() == 2 }, wait, tick)
+	assert.Zero(t, lookups.Load(), "the consumer was not looked up again")
 }
 
 func TestOneDeadSinkDoesNotStopOthers(t *testing.T) {

@@ -160,6 +160,11 @@ func (w *worker) run(ctx context.Context) {
 	pl := w.pl
 	defer pl.Remove() // before the wait in close: no delivery starts after it
 	wait := minRebind
+	// bound: the consumer was looked up, and has not been lost since. A
+	// sink that is ready again (a Function woken from zero) is pulled for
+	// at once, without asking JetStream for the consumer again: a lost
+	// consumer is told by the pull itself (pl.Lost).
+	bound := false
 	for ctx.Err() == nil {
 		ready, changed := w.sinkReady()
 		if !ready || w.backlog.Over() {
@@ -173,17 +178,24 @@ func (w *worker) run(ctx context.Context) {
 			}
 			continue
 		}
-		cons, err := w.s.js.Consumer(ctx, w.s.cfg.Streams.EventStream, t.consumer)
-		if err == nil {
-			if info := cons.CachedInfo(); info != nil && info.Config.AckWait > 0 {
-				w.ackWait.Store(int64(info.Config.AckWait))
+		var err error
+		if !bound {
+			var cons jetstream.Consumer
+			if cons, err = w.s.js.Consumer(ctx, w.s.cfg.Streams.EventStream, t.consumer); err == nil {
+				if info := cons.CachedInfo(); info != nil && info.Config.AckWait > 0 {
+					w.ackWait.Store(int64(info.Config.AckWait))
+				}
+				bound = true
 			}
+		}
+		if err == nil {
 			err = w.pullWhileReady(ctx, pl, changed)
 		}
 		if err == nil {
 			wait = minRebind
 			continue
 		}
+		bound = false
 		if ctx.Err() != nil {
 			return
 		}
