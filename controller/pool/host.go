@@ -49,32 +49,50 @@ func hostTransport() *http.Transport {
 
 // specialize sends fn's source and environment to pod's host.
 func (p *Pool) specialize(ctx context.Context, pod *corev1.Pod, fn plan.Plan) error {
-	body, err := json.Marshal(Specialization(fn))
+	header, err := p.post(ctx, pod, "specialize", runtimes.SpecializePath, Specialization(fn))
 	if err != nil {
-		return fmt.Errorf("encode the specialization: %w", err)
+		return err
 	}
-	url := "http://" + p.address(pod) + runtimes.SpecializePath
+	// A host that already serves a Function answers the path as that
+	// Function's: only its own name says this one was loaded.
+	if want := fn.Namespace + "/" + fn.Name; header.Get(runtimes.FunctionHeader) != want {
+		return fmt.Errorf("specialize %s: the host serves %q, not %s", p.address(pod), header.Get(runtimes.FunctionHeader), want)
+	}
+	return nil
+}
+
+// prepareHost asks pod's host to fetch the dependency set prep names
+// before any Function is given to it (runtimes.Preparation).
+func (p *Pool) prepareHost(ctx context.Context, pod *corev1.Pod, prep runtimes.Preparation) error {
+	_, err := p.post(ctx, pod, "prepare", runtimes.PreparePath, prep)
+	return err
+}
+
+// post sends v as JSON to path of pod's host with the pod's standby
+// token, and returns the headers of its 200 answer; any other answer is a
+// *hostAnswer error. what names the request in errors.
+func (p *Pool) post(ctx context.Context, pod *corev1.Pod, what, path string, v any) (http.Header, error) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("encode the %s request: %w", what, err)
+	}
+	url := "http://" + p.address(pod) + path
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("specialize %s: %w", url, err)
+		return nil, fmt.Errorf("%s %s: %w", what, url, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+p.token(pod.Namespace, pod.Name))
 	resp, err := p.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("specialize %s: %w", url, err)
+		return nil, fmt.Errorf("%s %s: %w", what, url, err)
 	}
 	defer resp.Body.Close()
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("specialize %s: %w", url, &hostAnswer{status: resp.StatusCode, text: string(answer)})
+		return nil, fmt.Errorf("%s %s: %w", what, url, &hostAnswer{status: resp.StatusCode, text: string(answer)})
 	}
-	// A host that already serves a Function answers the path as that
-	// Function's: only its own name says this one was loaded.
-	if want := fn.Namespace + "/" + fn.Name; resp.Header.Get(runtimes.FunctionHeader) != want {
-		return fmt.Errorf("specialize %s: the host serves %q, not %s", url, resp.Header.Get(runtimes.FunctionHeader), want)
-	}
-	return nil
+	return resp.Header, nil
 }
 
 // hostAnswer is a standby host's refusal of a Function: its status and
@@ -86,30 +104,4 @@ type hostAnswer struct {
 
 func (a *hostAnswer) Error() string {
 	return fmt.Sprintf("the standby host answered %d: %s", a.status, strings.TrimSpace(a.text))
-}
-
-// prepareHost asks pod's host to fetch the dependency set prep names
-// before any Function is given to it (runtimes.Preparation).
-func (p *Pool) prepareHost(ctx context.Context, pod *corev1.Pod, prep runtimes.Preparation) error {
-	body, err := json.Marshal(prep)
-	if err != nil {
-		return fmt.Errorf("encode the preparation: %w", err)
-	}
-	url := "http://" + p.address(pod) + runtimes.PreparePath
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("prepare %s: %w", url, err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+p.token(pod.Namespace, pod.Name))
-	resp, err := p.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("prepare %s: %w", url, err)
-	}
-	defer resp.Body.Close()
-	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("prepare %s: %w", url, &hostAnswer{status: resp.StatusCode, text: string(answer)})
-	}
-	return nil
 }

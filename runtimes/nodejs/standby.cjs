@@ -42,11 +42,9 @@ function authorized(header, tokenHash) {
   return want.length === got.length && crypto.timingSafeEqual(got, want);
 }
 
-// parse reads a specialize request body: {"env": {NAME: value}, "files":
-// {name: content}, "dependencies": {"runtime": name, "hash": hex}}, all
-// strings, dependencies optional; it throws an error with status 400 that
-// says what is wrong.
-function parse(buf) {
+// object decodes a request body that must be a JSON object of the given
+// fields, and reads its env; it throws an error with status 400 otherwise.
+function object(buf, fields) {
   let body;
   try {
     body = JSON.parse(buf.toString('utf8'));
@@ -55,13 +53,22 @@ function parse(buf) {
   }
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw badRequest('specialize: body must be a JSON object');
   for (const k of Object.keys(body)) {
-    if (k !== 'env' && k !== 'files' && k !== 'dependencies') throw badRequest(`specialize: unknown field ${JSON.stringify(k)} (want env, files, dependencies)`);
+    if (!fields.includes(k)) throw badRequest(`specialize: unknown field ${JSON.stringify(k)} (want ${fields.join(', ')})`);
   }
   const env = strings(body.env || {}, 'env', MAX_ENV, (name) => {
     if (!ENV_NAME.test(name)) return 'is not a variable name';
     if (FIXED.has(name)) return 'is fixed when the host starts';
     return '';
   });
+  return { body, env };
+}
+
+// parse reads a specialize request body: {"env": {NAME: value}, "files":
+// {name: content}, "dependencies": {"runtime": name, "hash": hex}}, all
+// strings, dependencies optional; it throws an error with status 400 that
+// says what is wrong.
+function parse(buf) {
+  const { body, env } = object(buf, ['env', 'files', 'dependencies']);
   const files = strings(body.files, 'files', MAX_FILES, (name) => (FILE_NAME.test(name) ? '' : 'is not a plain file name'));
   if (Object.keys(files).length === 0) throw badRequest('specialize: files is empty: a Function needs its source');
   return { env, files, dependencies: dependencies(body.dependencies) };
@@ -72,21 +79,7 @@ function parse(buf) {
 // no files; it throws an error with status 400 that says what is wrong.
 function parsePreparation(buf) {
   try {
-    let body;
-    try {
-      body = JSON.parse(buf.toString('utf8'));
-    } catch (err) {
-      throw badRequest(`specialize: body is not JSON: ${err.message}`);
-    }
-    if (body === null || typeof body !== 'object' || Array.isArray(body)) throw badRequest('specialize: body must be a JSON object');
-    for (const k of Object.keys(body)) {
-      if (k !== 'env' && k !== 'dependencies') throw badRequest(`specialize: unknown field ${JSON.stringify(k)} (want env, dependencies)`);
-    }
-    const env = strings(body.env || {}, 'env', MAX_ENV, (name) => {
-      if (!ENV_NAME.test(name)) return 'is not a variable name';
-      if (FIXED.has(name)) return 'is fixed when the host starts';
-      return '';
-    });
+    const { body, env } = object(buf, ['env', 'dependencies']);
     const deps = dependencies(body.dependencies);
     if (deps === null) throw badRequest('specialize: dependencies are required');
     return { env, dependencies: deps };

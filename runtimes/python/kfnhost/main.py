@@ -193,6 +193,18 @@ def load(cfg, tracing):
         return None, describe_load_error(err, os.path.join(cfg.function_dir, cfg.module_name + '.py'))
 
 
+def config_with(env, what):
+    """The host's configuration with a request's environment over its own
+    (no longer on standby); SpecializeError(400) when it is refused."""
+    merged = dict(os.environ)
+    merged.update(env)
+    merged['KFN_STANDBY_TOKEN_SHA256'] = ''
+    try:
+        return Config(merged)
+    except ConfigError as err:
+        raise standby.SpecializeError(400, '%s: %s' % (what, err)) from None
+
+
 def preparer(host_cfg, prepared):
     """The Server's prepare callback of a standby host: it fetches the
     dependency set a prepare request names into the dependency directory its
@@ -200,13 +212,7 @@ def preparer(host_cfg, prepared):
     the specialize request of a Function with that set finds it."""
     def prepare(body):
         env, deps = standby.parse_preparation(body)
-        merged = dict(os.environ)
-        merged.update(env)
-        merged['KFN_STANDBY_TOKEN_SHA256'] = ''
-        try:
-            cfg = Config(merged)
-        except ConfigError as err:
-            raise standby.SpecializeError(400, 'prepare: %s' % err) from None
+        cfg = config_with(env, 'prepare')
         check_dependencies(deps, host_cfg, cfg, 'prepare')
         from . import depcache
         start = time.monotonic()
@@ -230,13 +236,7 @@ def specializer(host_cfg, tracing, started_tracing, prepared):
     refused before the files are written leaves the host on standby."""
     def specialize(body):
         env, files, deps = standby.parse(body)
-        merged = dict(os.environ)
-        merged.update(env)
-        merged['KFN_STANDBY_TOKEN_SHA256'] = ''
-        try:
-            cfg = Config(merged)
-        except ConfigError as err:
-            raise standby.SpecializeError(400, 'specialize: %s' % err) from None
+        cfg = config_with(env, 'specialize')
         if cfg.api != host_cfg.api:
             raise standby.SpecializeError(400, "specialize: the handler API is the host's")
         if deps is not None:

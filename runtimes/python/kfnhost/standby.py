@@ -89,11 +89,9 @@ def _dependencies(d):
     return {'runtime': d['runtime'], 'hash': d['hash']}
 
 
-def parse(body):
-    """Read a specialize request body: {"env": {NAME: value}, "files": {name:
-    content}, "dependencies": {"runtime": name, "hash": hex}}, all strings,
-    dependencies optional; raise SpecializeError(400) saying what is wrong.
-    Returns (env, files, dependencies or None)."""
+def _object(body, fields):
+    """Decode a request body that must be a JSON object of the given fields
+    (SpecializeError(400) otherwise)."""
     try:
         spec = json.loads(body.decode('utf-8'))
     except (UnicodeDecodeError, ValueError) as err:
@@ -101,8 +99,17 @@ def parse(body):
     if not isinstance(spec, dict):
         raise SpecializeError(400, 'specialize: body must be a JSON object')
     for k in spec:
-        if k not in ('env', 'files', 'dependencies'):
-            raise SpecializeError(400, 'specialize: unknown field %s (want env, files, dependencies)' % json.dumps(k))
+        if k not in fields:
+            raise SpecializeError(400, 'specialize: unknown field %s (want %s)' % (json.dumps(k), ', '.join(fields)))
+    return spec
+
+
+def parse(body):
+    """Read a specialize request body: {"env": {NAME: value}, "files": {name:
+    content}, "dependencies": {"runtime": name, "hash": hex}}, all strings,
+    dependencies optional; raise SpecializeError(400) saying what is wrong.
+    Returns (env, files, dependencies or None)."""
+    spec = _object(body, ('env', 'files', 'dependencies'))
     env = _strings(spec.get('env') or {}, 'env', MAX_ENV, _env_problem)
     files = _strings(spec.get('files'), 'files', MAX_FILES,
                      lambda name: '' if FILE_NAME.match(name) else 'is not a plain file name')
@@ -116,15 +123,7 @@ def parse_preparation(body):
     {"runtime": name, "hash": hex}}, dependencies required, no files; raise
     SpecializeError(400) saying what is wrong. Returns (env, dependencies)."""
     try:
-        try:
-            spec = json.loads(body.decode('utf-8'))
-        except (UnicodeDecodeError, ValueError) as err:
-            raise SpecializeError(400, 'specialize: body is not JSON: %s' % err) from None
-        if not isinstance(spec, dict):
-            raise SpecializeError(400, 'specialize: body must be a JSON object')
-        for k in spec:
-            if k not in ('env', 'dependencies'):
-                raise SpecializeError(400, 'specialize: unknown field %s (want env, dependencies)' % json.dumps(k))
+        spec = _object(body, ('env', 'dependencies'))
         env = _strings(spec.get('env') or {}, 'env', MAX_ENV, _env_problem)
         deps = _dependencies(spec.get('dependencies'))
         if deps is None:
