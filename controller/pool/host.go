@@ -49,7 +49,7 @@ func hostTransport() *http.Transport {
 
 // specialize sends fn's source and environment to pod's host.
 func (p *Pool) specialize(ctx context.Context, pod *corev1.Pod, fn plan.Plan) error {
-	header, err := p.post(ctx, pod, "specialize", runtimes.SpecializePath, Specialization(fn))
+	header, err := p.post(ctx, p.http, pod, "specialize", runtimes.SpecializePath, Specialization(fn))
 	if err != nil {
 		return err
 	}
@@ -64,14 +64,14 @@ func (p *Pool) specialize(ctx context.Context, pod *corev1.Pod, fn plan.Plan) er
 // prepareHost asks pod's host to fetch the dependency set prep names
 // before any Function is given to it (runtimes.Preparation).
 func (p *Pool) prepareHost(ctx context.Context, pod *corev1.Pod, prep runtimes.Preparation) error {
-	_, err := p.post(ctx, pod, "prepare", runtimes.PreparePath, prep)
+	_, err := p.post(ctx, p.prepareHTTP, pod, "prepare", runtimes.PreparePath, prep)
 	return err
 }
 
-// post sends v as JSON to path of pod's host with the pod's standby
-// token, and returns the headers of its 200 answer; any other answer is a
-// *hostAnswer error. what names the request in errors.
-func (p *Pool) post(ctx context.Context, pod *corev1.Pod, what, path string, v any) (http.Header, error) {
+// post sends v as JSON with hc to path of pod's host with the pod's
+// standby token, and returns the headers of its 200 answer; any other
+// answer is a *hostAnswer error. what names the request in errors.
+func (p *Pool) post(ctx context.Context, hc *http.Client, pod *corev1.Pod, what, path string, v any) (http.Header, error) {
 	body, err := json.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("encode the %s request: %w", what, err)
@@ -83,7 +83,7 @@ func (p *Pool) post(ctx context.Context, pod *corev1.Pod, what, path string, v a
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+p.token(pod.Namespace, pod.Name))
-	resp, err := p.http.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", what, url, err)
 	}

@@ -105,6 +105,9 @@ type Pool struct {
 	cfg   Config
 	log   logr.Logger
 	http  *http.Client
+	// prepareHTTP sends the prepare requests, which may fetch large
+	// dependency sets, bounded by prepareTimeout instead of ClaimTimeout.
+	prepareHTTP *http.Client
 	// key derives each standby pod's token; made at start, never stored.
 	key []byte
 	// address gives the host:port of a pod's host.
@@ -191,21 +194,23 @@ func New(c client.Client, cache cache.Cache, cfg Config, opts ...Option) (*Pool,
 	if _, err := rand.Read(key); err != nil {
 		return nil, fmt.Errorf("make the pool's token key: %w", err)
 	}
+	hosts := hostTransport()
 	p := &Pool{
 		c: c, cache: cache, cfg: cfg, log: logr.Discard(), key: key,
-		http:      &http.Client{Timeout: cfg.ClaimTimeout, Transport: hostTransport()},
-		address:   podAddress,
-		functions: map[types.NamespacedName]member{},
-		taken:     map[types.NamespacedName]bool{},
-		created:   map[types.NamespacedName]poolKey{},
-		made:      map[types.NamespacedName]types.UID{},
-		failed:    map[types.NamespacedName]string{},
-		claims:    map[types.NamespacedName]*claimState{},
-		demand:    map[poolKey]*demand{},
-		prepared:  map[types.NamespacedName]preparation{},
-		woke:      map[types.NamespacedName]time.Time{},
-		now:       time.Now,
-		kick:      make(chan struct{}, 1),
+		http:        &http.Client{Timeout: cfg.ClaimTimeout, Transport: hosts},
+		prepareHTTP: &http.Client{Timeout: prepareTimeout, Transport: hosts},
+		address:     podAddress,
+		functions:   map[types.NamespacedName]member{},
+		taken:       map[types.NamespacedName]bool{},
+		created:     map[types.NamespacedName]poolKey{},
+		made:        map[types.NamespacedName]types.UID{},
+		failed:      map[types.NamespacedName]string{},
+		claims:      map[types.NamespacedName]*claimState{},
+		demand:      map[poolKey]*demand{},
+		prepared:    map[types.NamespacedName]preparation{},
+		woke:        map[types.NamespacedName]time.Time{},
+		now:         time.Now,
+		kick:        make(chan struct{}, 1),
 	}
 	for _, o := range opts {
 		o(p)
