@@ -33,9 +33,11 @@ spec:
       source: |
         module.exports = {
           main: async function (event, context) {
-            await new Promise((resolve) => setTimeout(resolve, %[6]d));
             const id = event["ce-id"] || event.extensions.request.query.id || "";
+            console.log("handling " + id);
+            await new Promise((resolve) => setTimeout(resolve, %[6]d));
             await fetch(process.env.RECORDER_URL + "/record", { method: "POST", body: JSON.stringify({ fn: %[1]q, id, pod: require("node:os").hostname() }) });
+            console.log("recorded " + id);
             return "handled " + id;
           }
         }

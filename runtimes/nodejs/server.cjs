@@ -611,6 +611,25 @@ function serve(cfg, handler, loadError, standby) {
   else server.listen(cfg.port, onListening);
 }
 
+// warmFetch makes one request with fetch to a server of its own on
+// 127.0.0.1, then closes it; it resolves whatever happens (a host without
+// fetch, or where nothing can listen, still starts).
+function warmFetch() {
+  if (typeof fetch !== 'function') return Promise.resolve();
+  return new Promise((resolve) => {
+    const srv = http.createServer((req, res) => res.end('ok'));
+    const done = () => {
+      srv.close();
+      if (typeof srv.closeAllConnections === 'function') srv.closeAllConnections();
+      resolve();
+    };
+    srv.on('error', done);
+    srv.listen(0, '127.0.0.1', () => {
+      fetch(`http://127.0.0.1:${srv.address().port}/`).then((r) => r.arrayBuffer()).catch(() => {}).finally(done);
+    });
+  });
+}
+
 function main() {
   let cfg;
   try {
@@ -629,11 +648,13 @@ function main() {
     // request never waits behind it (under a Function's CPU limit, 200m
     // for preset S, a pod given out a second after it started could still
     // be doing it). fetch is loaded on first use (tens of milliseconds, more
-    // under a CPU limit; about 10 MiB more memory); the dependency
-    // cache's client is run once (depcache.warm) for a Function with
-    // dependencies.
-    const fetched = typeof fetch === 'function' ? fetch('data:,').then((r) => r.arrayBuffer()).catch(() => {}) : Promise.resolve();
-    Promise.all([fetched, require('./depcache.cjs').warm()]).then(() => serve(cfg, null, '', true));
+    // under a CPU limit; about 10 MiB more memory), and its first HTTP
+    // request compiles its HTTP parser (WebAssembly): one request to a
+    // server of the host's own on 127.0.0.1 does both now (a woken
+    // handler's first fetch took 60-120 ms on the test node without it);
+    // the dependency cache's client is run once (depcache.warm) for a
+    // Function with dependencies.
+    Promise.all([warmFetch(), require('./depcache.cjs').warm()]).then(() => serve(cfg, null, '', true));
     return;
   }
   // A handler that cannot be loaded (syntax error, missing module, no such
