@@ -72,7 +72,7 @@ func run(ctx context.Context, trials, copies int, latency time.Duration, rate in
 	if err != nil {
 		return err
 	}
-	if _, err := os.Stat(filepath.Join(root, "hack", "cluster", "assets.sh")); err != nil {
+	if _, err := os.Stat(filepath.Join(root, "test", "node", "assets.sh")); err != nil {
 		return errors.New("run from the repository root")
 	}
 	// kfn dev first: the anchor of the cold starts, on an idle machine too.
