@@ -123,11 +123,15 @@ func (w *waker) http(ctx context.Context, f *fleet, id string, pool bool) (time.
 	}
 	d := time.Since(start)
 	if pool {
-		pods, err := w.c.Clientset.CoreV1().Pods(w.ns).List(ctx, metav1.ListOptions{LabelSelector: "serverless.kyma-project.io/function-name=" + name})
-		if err != nil {
-			return 0, err
+		// The claim is answered before the standby pod is labelled as
+		// the Function's (the label patch goes on beside it): the label
+		// may come after the answer.
+		labelled := func() (bool, bool) {
+			pods, err := w.c.Clientset.CoreV1().Pods(w.ns).List(ctx, metav1.ListOptions{LabelSelector: "serverless.kyma-project.io/function-name=" + name})
+			ok := err == nil && slices.ContainsFunc(pods.Items, func(p corev1.Pod) bool { return standbyPod(p.Name) })
+			return ok, ok
 		}
-		if !slices.ContainsFunc(pods.Items, func(p corev1.Pod) bool { return standbyPod(p.Name) }) {
+		if _, err := pollValue(ctx, 10*time.Second, labelled); err != nil {
 			return 0, fmt.Errorf("request %s to %s: %w", id, name, errNotPooled)
 		}
 	}
