@@ -373,8 +373,29 @@ func (m *eventBridgeMetrics) streamsLost(t *testing.T) map[string]float64 {
 // have no such series.
 func (m *eventBridgeMetrics) sum(t *testing.T, prefix string) map[string]float64 {
 	t.Helper()
-	out := map[string]float64{}
+	return m.sumOf(t, prefix, podsOf(t, eventBridgeSelector))
+}
+
+// sumReady is sum over the event bridge pods that are Ready only: a pod
+// another scenario's rollout is starting or stopping is left out.
+func (m *eventBridgeMetrics) sumReady(t *testing.T, prefix string) map[string]float64 {
+	t.Helper()
+	var ready []corev1.Pod
 	for _, p := range podsOf(t, eventBridgeSelector) {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				ready = append(ready, p)
+			}
+		}
+	}
+	return m.sumOf(t, prefix, ready)
+}
+
+// sumOf is sum over pods.
+func (m *eventBridgeMetrics) sumOf(t *testing.T, prefix string, pods []corev1.Pod) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	for _, p := range pods {
 		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "https://"+p.Status.PodIP+":9090/metrics", nil)
 		require.NoError(t, err)
 		req.Header.Set("Authorization", "Bearer "+m.token)
