@@ -356,6 +356,17 @@ function serve(cfg, handler, loadError, standby) {
     });
   }
 
+  // configWith is the host's configuration with a request's environment
+  // over its own (no longer on standby); it throws a 400 error when it is
+  // refused.
+  function configWith(env, what) {
+    try {
+      return config.load({ ...process.env, ...env, KFN_STANDBY_TOKEN_SHA256: '' });
+    } catch (err) {
+      throw Object.assign(new Error(`${what}: ${err.message}`), { status: 400 });
+    }
+  }
+
   // onPrepare fetches the dependency set a prepare request names into the
   // dependency directory, once per host and before any Function is
   // loaded: 200 when it is there, 404 when the cache has none, 409 when
@@ -384,11 +395,7 @@ function serve(cfg, handler, loadError, standby) {
       let next;
       try {
         spec = standbyHost.parsePreparation(buf);
-        try {
-          next = config.load({ ...process.env, ...spec.env, KFN_STANDBY_TOKEN_SHA256: '' });
-        } catch (e) {
-          throw Object.assign(new Error(`prepare: ${e.message}`), { status: 400 });
-        }
+        next = configWith(spec.env, 'prepare');
         checkDependencies(spec.dependencies, next, 'prepare');
       } catch (e) {
         done(e.status || 500, e.status ? e.message : `prepare: ${e.message}`);
@@ -417,11 +424,7 @@ function serve(cfg, handler, loadError, standby) {
     let next;
     try {
       spec = standbyHost.parse(buf);
-      try {
-        next = config.load({ ...process.env, ...spec.env, KFN_STANDBY_TOKEN_SHA256: '' });
-      } catch (err) {
-        throw Object.assign(new Error(`specialize: ${err.message}`), { status: 400 });
-      }
+      next = configWith(spec.env, 'specialize');
       if (next.api !== cfg.api) throw Object.assign(new Error('specialize: the handler API is the host\'s'), { status: 400 });
       if (spec.dependencies) checkDependencies(spec.dependencies, next);
       standbyHost.writeFiles(next.functionDir, spec.files);
