@@ -346,13 +346,14 @@ function serve(cfg, handler, loadError, standby) {
       return;
     }
     loading = true;
+    const arrived = performance.now();
     readBody(req, standbyHost.MAX_BYTES, (err, buf) => {
       if (err) {
         loading = false;
         sendError(res, err.status, err.message, err.close);
         return;
       }
-      specialize(res, buf);
+      specialize(res, buf, arrived);
     });
   }
 
@@ -418,8 +419,10 @@ function serve(cfg, handler, loadError, standby) {
   // specialize loads the Function a specialize request carries: checks
   // its environment against the host's configuration, writes its files,
   // takes its environment and loads its handler. A request refused before
-  // the files are written leaves the host on standby.
-  function specialize(res, buf) {
+  // the files are written leaves the host on standby. arrived is when the
+  // request did (performance.now()), for the log line that says how long
+  // the load took.
+  function specialize(res, buf, arrived) {
     let spec;
     let next;
     try {
@@ -434,7 +437,7 @@ function serve(cfg, handler, loadError, standby) {
       return;
     }
     if (!spec.dependencies) {
-      take(res, spec, next);
+      take(res, spec, next, arrived);
       return;
     }
     const d = spec.dependencies;
@@ -455,7 +458,7 @@ function serve(cfg, handler, loadError, standby) {
       const own = path.join(next.depsDir, 'node_modules');
       process.env.NODE_PATH = [own, ...(process.env.NODE_PATH || '').split(path.delimiter).filter((p) => p && p !== own)].join(path.delimiter);
       if (typeof Module._initPaths === "function") Module._initPaths();
-      take(res, spec, next);
+      take(res, spec, next, arrived);
     }).catch((err) => {
       spent = `dependencies: ${err.message}`;
       loading = false;
@@ -474,7 +477,7 @@ function serve(cfg, handler, loadError, standby) {
   }
 
   // take makes the host the Function's: its environment, then its handler.
-  function take(res, spec, next) {
+  function take(res, spec, next, arrived) {
     Object.assign(process.env, spec.env);
     // The token's hash stays: requests during the load are still asked
     // for it (and then refused 409).
@@ -482,6 +485,7 @@ function serve(cfg, handler, loadError, standby) {
     configureEvents({ publisherAddress: cfg.publisherAddress, publisherToken: cfg.publisherToken, identityTokenFile: cfg.identityTokenFile, timeoutMs: cfg.timeoutMs });
     sdk.configure(cfg);
     functionID = `${cfg.namespace}/${cfg.functionName}`;
+    const loadStart = performance.now();
     loadHandler(cfg).then((h) => {
       handler = h;
       loadError = '';
@@ -497,7 +501,8 @@ function serve(cfg, handler, loadError, standby) {
         sendError(res, 500, `${NOT_LOADED}: ${loadError}`);
         return;
       }
-      console.log(`kfn: function ${functionID} loaded on standby host`);
+      const now = performance.now();
+      console.log(`kfn: function ${functionID} loaded on standby host in ${ms(now - arrived)} ms (its handler in ${ms(now - loadStart)} ms)`);
       res.setHeader(FUNCTION_HEADER, functionID);
       res.end(`loaded ${functionID}`);
     });
@@ -612,6 +617,11 @@ function serve(cfg, handler, loadError, standby) {
   };
   if (cfg.listenFd !== undefined) server.listen({ fd: cfg.listenFd }, onListening);
   else server.listen(cfg.port, onListening);
+}
+
+// ms rounds a duration in milliseconds to a tenth, for log lines.
+function ms(d) {
+  return Math.round(d * 10) / 10;
 }
 
 // warmFetch makes one request with fetch to a server of its own on
