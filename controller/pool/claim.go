@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -85,25 +87,10 @@ func (c *claimState) answer(got Claimed, err error) {
 // ClaimTimeout. Errors: ErrNotPooled, ErrServed, ErrNoStandby, or the
 // host's refusal.
 func (p *Pool) Claim(ctx context.Context, fn types.NamespacedName) (Claimed, error) {
-	var d appsv1.Deployment
-	if err := p.cache.Get(ctx, fn, &d); err == nil && d.Status.ReadyReplicas > 0 {
-		return Claimed{}, ErrServed
+	c, err := p.startClaim(ctx, fn)
+	if err != nil {
+		return Claimed{}, err
 	}
-	p.mu.Lock()
-	c, ok := p.claims[fn]
-	if !ok {
-		if _, member := p.functions[fn]; !member || !p.running {
-			p.mu.Unlock()
-			return Claimed{}, ErrNotPooled
-		}
-		c = &claimState{at: time.Now(), loaded: make(chan struct{})}
-		p.claims[fn] = c
-		now := p.now()
-		p.demandOf(poolKey{fn.Namespace, p.functions[fn].shape}).woke(now, p.cfg.Window)
-		p.woke[fn] = now
-		go p.claim(fn, c)
-	}
-	p.mu.Unlock()
 	select {
 	case <-c.loaded:
 		return c.got, c.err
@@ -112,33 +99,85 @@ func (p *Pool) Claim(ctx context.Context, fn types.NamespacedName) (Claimed, err
 	}
 }
 
+// startClaim returns fn's claim, started now unless one is under way or
+// made: the pool counts it as one of fn's pods from then on (burst).
+func (p *Pool) startClaim(ctx context.Context, fn types.NamespacedName) (*claimState, error) {
+	var d appsv1.Deployment
+	if err := p.cache.Get(ctx, fn, &d); err == nil && d.Status.ReadyReplicas > 0 {
+		return nil, ErrServed
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c, ok := p.claims[fn]
+	if ok {
+		return c, nil
+	}
+	m, member := p.functions[fn]
+	if !member || !p.running {
+		return nil, ErrNotPooled
+	}
+	c = &claimState{at: time.Now(), loaded: make(chan struct{})}
+	p.claims[fn] = c
+	p.wokeNow(fn, m)
+	go p.claim(fn, m, c)
+	return c, nil
+}
+
+// wokeNow counts a pod given to fn in its pool's demand, and starts the
+// count of fn's pods being given (give ends it). p.mu is held.
+func (p *Pool) wokeNow(fn types.NamespacedName, m member) {
+	now := p.now()
+	p.demandOf(poolKey{fn.Namespace, m.shape}).woke(now, p.cfg.Window)
+	p.woke[fn] = now
+	p.giving[fn]++
+}
+
 // claim gives a standby pod of fn's pool to fn, as c: the host loads fn
 // (c is answered then), and the pod is labelled as fn's, which puts it in
 // fn's Service. A claim that fails is forgotten, so that the next one
 // tries again.
-func (p *Pool) claim(fn types.NamespacedName, c *claimState) {
+func (p *Pool) claim(fn types.NamespacedName, m member, c *claimState) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ClaimTimeout)
 	defer cancel()
-	p.mu.Lock()
-	m, ok := p.functions[fn]
-	p.mu.Unlock()
-	if !ok {
-		p.fail(fn, c, ErrNotPooled)
+	start := time.Now()
+	got, loadedIn, err := p.give(ctx, fn, m, func(got Claimed) { c.answer(got, nil) })
+	switch {
+	case errors.Is(err, ErrNoStandby):
+		p.log.Info("no standby pod ready: the Function wakes on the Deployment path", "function", fn)
+	case err != nil:
+		p.log.Error(err, "give a standby pod its Function", "function", fn)
+	default:
+		p.log.Info("gave a standby pod to a Function woken from zero", "function", fn, "pod", got.Pod, "loaded", loadedIn, "took", time.Since(start))
 		return
 	}
+	p.fail(fn, c, err)
+}
+
+// give takes a started standby pod of fn's pool (m) and gives it fn: the
+// host loads fn (loaded is called then) while the pod is labelled as fn's
+// and owned by it, which puts it in fn's Service. It returns the pod and
+// how long its host took to serve fn; ErrNoStandby when the pool has none
+// started. A pod whose host refuses fn, or that cannot be labelled, is
+// deleted. It ends the count wokeNow started.
+func (p *Pool) give(ctx context.Context, fn types.NamespacedName, m member, loaded func(Claimed)) (Claimed, time.Duration, error) {
 	start := time.Now()
 	pod, err := p.take(ctx, poolKey{fn.Namespace, m.shape}, m.plan)
-	if err != nil || pod == nil {
-		if err != nil {
-			p.log.Error(err, "take a standby pod", "function", fn)
-		} else {
-			p.log.Info("no standby pod ready: the Function wakes on the Deployment path", "function", fn)
-			err = ErrNoStandby
-		}
-		p.fail(fn, c, err)
-		return
+	p.mu.Lock()
+	p.giving[fn]--
+	if p.giving[fn] <= 0 {
+		delete(p.giving, fn)
+	}
+	p.mu.Unlock()
+	if err != nil {
+		return Claimed{}, 0, fmt.Errorf("take a standby pod: %w", err)
+	}
+	if pod == nil {
+		return Claimed{}, 0, ErrNoStandby
 	}
 	podKey := client.ObjectKeyFromObject(pod)
+	p.mu.Lock()
+	p.givenTo(fn)[podKey] = true
+	p.mu.Unlock()
 	defer func() {
 		p.mu.Lock()
 		delete(p.taken, podKey)
@@ -146,34 +185,52 @@ func (p *Pool) claim(fn types.NamespacedName, c *claimState) {
 		p.poke()
 	}()
 	// The host loads the Function while the pod is labelled as its: the
-	// two go on at once, and the claim is answered as soon as the host
-	// serves the Function (a pod serves one Function only, whatever its
-	// labels say).
+	// two go on at once, and the caller hears as soon as the host serves
+	// the Function (a pod serves one Function only, whatever its labels
+	// say).
 	got := Claimed{Pod: pod.Name, Address: p.address(pod)}
-	loaded := make(chan error, 1)
-	go func() { loaded <- p.specialize(ctx, pod, m.plan) }()
+	done := make(chan error, 1)
+	go func() { done <- p.specialize(ctx, pod, m.plan) }()
 	patched := p.label(ctx, pod, fn, m.plan)
-	loadErr := <-loaded
-	loadedIn := time.Since(start) // the claim is answered then: the labels may come later
+	loadErr := <-done
+	loadedIn := time.Since(start) // the caller hears then: the labels may come later
 	if loadErr == nil {
-		c.answer(got, nil)
+		loaded(got)
 	}
 	if err := errors.Join(loadErr, <-patched); err != nil {
-		p.log.Error(err, "give a standby pod its Function; deleting the pod", "function", fn, "pod", pod.Name)
 		_ = p.c.Delete(ctx, pod, client.Preconditions{UID: &pod.UID})
 		var refused *hostAnswer
 		p.mu.Lock()
+		p.forgetGiven(fn, podKey)
 		if errors.As(loadErr, &refused) {
 			p.failed[fn] = refused.Error()
 		}
 		p.mu.Unlock()
-		p.fail(fn, c, err)
-		return
+		return got, loadedIn, fmt.Errorf("give standby pod %s (deleted): %w", pod.Name, err)
 	}
 	p.mu.Lock()
 	delete(p.failed, fn)
 	p.mu.Unlock()
-	p.log.Info("gave a standby pod to a Function woken from zero", "function", fn, "pod", pod.Name, "loaded", loadedIn, "took", time.Since(start))
+	return got, loadedIn, nil
+}
+
+// givenTo returns the set of pods given to fn (being loaded or serving,
+// not yet seen deleted). p.mu is held.
+func (p *Pool) givenTo(fn types.NamespacedName) map[types.NamespacedName]bool {
+	g, ok := p.given[fn]
+	if !ok {
+		g = map[types.NamespacedName]bool{}
+		p.given[fn] = g
+	}
+	return g
+}
+
+// forgetGiven drops pod from the pods given to fn. p.mu is held.
+func (p *Pool) forgetGiven(fn, pod types.NamespacedName) {
+	delete(p.given[fn], pod)
+	if len(p.given[fn]) == 0 {
+		delete(p.given, fn)
+	}
 }
 
 // fail ends claim c of fn with err and forgets it.
@@ -285,21 +342,52 @@ func started(pod *corev1.Pod) bool {
 	return false
 }
 
-// retire deletes the pods the pool gave fn, and forgets its claim.
-func (p *Pool) retire(ctx context.Context, fn types.NamespacedName) {
-	p.mu.Lock()
-	delete(p.claims, fn)
-	p.mu.Unlock()
-	var pods corev1.PodList
-	if err := p.c.List(ctx, &pods, client.InNamespace(fn.Namespace), client.MatchingLabels{LabelClaimedBy: fn.Name}); err != nil {
+// retire deletes the pods the pool gave fn but keep of them (those fn's
+// Deployment still waits for pods of its own in place of: keep), the
+// pod of fn's claim last; with none kept it forgets fn's claim too.
+func (p *Pool) retire(ctx context.Context, fn types.NamespacedName, keep int) {
+	if keep <= 0 {
+		p.mu.Lock()
+		delete(p.claims, fn)
+		p.mu.Unlock()
+	}
+	var list corev1.PodList
+	if err := p.c.List(ctx, &list, client.InNamespace(fn.Namespace), client.MatchingLabels{LabelClaimedBy: fn.Name}); err != nil {
 		p.log.Error(err, "list claimed pods", "function", fn)
 		return
 	}
-	for i := range pods.Items {
-		if err := p.c.Delete(ctx, &pods.Items[i]); client.IgnoreNotFound(err) != nil {
-			p.log.Error(err, "delete a claimed pod", "function", fn, "pod", pods.Items[i].Name)
+	var pods []*corev1.Pod
+	for i := range list.Items {
+		if list.Items[i].DeletionTimestamp == nil {
+			pods = append(pods, &list.Items[i])
+		}
+	}
+	if len(pods) <= keep {
+		return
+	}
+	p.mu.Lock()
+	claimed := ""
+	if c, ok := p.claims[fn]; ok && isClosed(c.loaded) {
+		claimed = c.got.Pod
+	}
+	p.mu.Unlock()
+	slices.SortFunc(pods, func(a, b *corev1.Pod) int {
+		if (a.Name == claimed) != (b.Name == claimed) {
+			if a.Name == claimed {
+				return 1
+			}
+			return -1
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	for _, pod := range pods[:len(pods)-max(keep, 0)] {
+		if err := p.c.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
+			p.log.Error(err, "delete a claimed pod", "function", fn, "pod", pod.Name)
 			continue
 		}
-		p.log.Info("deleted the pod the pool gave a Function", "function", fn, "pod", pods.Items[i].Name)
+		p.mu.Lock()
+		p.forgetGiven(fn, client.ObjectKeyFromObject(pod))
+		p.mu.Unlock()
+		p.log.Info("deleted a pod the pool gave a Function", "function", fn, "pod", pod.Name, "kept", max(keep, 0))
 	}
 }

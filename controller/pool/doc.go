@@ -16,6 +16,12 @@
 // has a ready pod of its own or is scaled back to zero (or is still at
 // zero Config.ClaimHold after the claim); the pool is refilled meanwhile.
 //
+// Bursts are served the same way: when a Function's Deployment is scaled
+// up (from zero or from a few replicas), the pool gives it a standby pod
+// for each replica it wants and has not made ready, as many as it has
+// started, and deletes one for each of the Deployment's own pods that
+// becomes ready, until the Deployment serves alone.
+//
 // Each pool is sized to what it woke recently (demand): as many standby
 // pods as the most wakes it saw in one minute of the last Config.Window,
 // at least one from the moment a Function joins it, at most Config.Size;

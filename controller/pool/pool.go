@@ -128,6 +128,11 @@ type Pool struct {
 	// claims are the claims under way or made, by Function, until their
 	// pod is retired.
 	claims map[types.NamespacedName]*claimState
+	// given are the pods given to each Function (claimed from zero or in a
+	// burst), being loaded or serving, until they are seen deleted;
+	// giving counts those whose standby pod is being taken.
+	given  map[types.NamespacedName]map[types.NamespacedName]bool
+	giving map[types.NamespacedName]int
 	// prepared are the standby pods asked to prepare a dependency set.
 	prepared map[types.NamespacedName]preparation
 	// woke is when each Function was last claimed for.
@@ -206,6 +211,8 @@ func New(c client.Client, cache cache.Cache, cfg Config, opts ...Option) (*Pool,
 		made:        map[types.NamespacedName]types.UID{},
 		failed:      map[types.NamespacedName]string{},
 		claims:      map[types.NamespacedName]*claimState{},
+		given:       map[types.NamespacedName]map[types.NamespacedName]bool{},
+		giving:      map[types.NamespacedName]int{},
 		demand:      map[poolKey]*demand{},
 		prepared:    map[types.NamespacedName]preparation{},
 		woke:        map[types.NamespacedName]time.Time{},
@@ -294,6 +301,7 @@ func (p *Pool) Forget(fn types.NamespacedName) {
 	delete(p.functions, fn)
 	delete(p.failed, fn)
 	delete(p.woke, fn)
+	delete(p.given, fn)
 	p.mu.Unlock()
 	if had {
 		p.poke()
@@ -336,10 +344,10 @@ func (p *Pool) poke() {
 func (p *Pool) NeedLeaderElection() bool { return true }
 
 // Start runs the pool until ctx ends: it deletes the standby pods of an
-// earlier leader (whose tokens it cannot know), claims a standby pod for
-// every pooled Function whose Deployment is scaled up from zero, deletes
-// a claimed pod once its Function's Deployment has a ready pod or is
-// scaled to zero, and keeps Size standby pods per pool.
+// earlier leader (whose tokens it cannot know), gives standby pods to
+// every pooled Function whose Deployment is scaled up, for the replicas it
+// has not made ready, deletes them as its Deployment's own pods become
+// ready or it is scaled to zero, and keeps each pool at its target.
 func (p *Pool) Start(ctx context.Context) error {
 	if err := p.deleteStandby(ctx); err != nil {
 		return err

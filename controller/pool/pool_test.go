@@ -632,6 +632,81 @@ func TestClaimGivesAFunctionAStandbyPodAtItsFirstEvent(t *testing.T) {
 	require.ErrorIs(t, err, claim.ErrServed)
 }
 
+// TestPoolServesABurstWithStandbyPods: a Function serving on one ready
+// pod of its own is scaled up to three replicas (a burst its backlog
+// needs): the pool gives it a standby pod for each of the two replicas its
+// Deployment has not made ready, which serve the Function at once, and
+// deletes one for each of the Deployment's own pods that becomes ready;
+// scaled up from zero to three, it gets a claim and two more. Fails when
+// the pool gives none (only a wake from zero), more than the replicas
+// missing, or keeps them once the Deployment serves alone.
+func TestPoolServesABurstWithStandbyPods(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an API server")
+	}
+	ctx, cluster, k, p := startPool(t)
+	c := cluster.Client
+	require.NoError(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop", Annotations: map[string]string{pool.AnnotationSize: "3"}}}))
+	orders := newFunction(t, ctx, c, "shop", "orders", "")
+	require.NoError(t, p.Observe(orders))
+	d := deployment(t, ctx, c, orders)
+	given := func() []corev1.Pod {
+		return podsOf(t, ctx, c, "shop", client.MatchingLabels{pool.LabelClaimedBy: "orders"})
+	}
+	setReady := func(n int32) {
+		t.Helper()
+		require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(d), d))
+		d.Status.Replicas, d.Status.ReadyReplicas, d.Status.AvailableReplicas = n, n, n
+		require.NoError(t, c.Status().Update(ctx, d))
+	}
+	startStandby := func(n int) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			k.run(ctx, "shop")
+			started := 0
+			for _, pod := range podsOf(t, ctx, c, "shop", client.HasLabels{pool.LabelShape}) {
+				if pod.Status.PodIP != "" {
+					started++
+				}
+			}
+			return started == n
+		}, wait, 10*time.Millisecond, "%d standby pods started", n)
+	}
+	startStandby(3)
+
+	// One ready pod of its own, then three replicas wanted: two pods of
+	// the pool's, serving the Function.
+	setReady(1)
+	scale(t, ctx, c, d, 1)
+	require.Never(t, func() bool { return len(given()) > 0 }, 300*time.Millisecond, 10*time.Millisecond, "nothing given to a Function its own pod serves")
+	scale(t, ctx, c, d, 3)
+	require.Eventually(t, func() bool { return len(given()) == 2 }, wait, 10*time.Millisecond, "a standby pod for each replica not ready")
+	for _, pod := range given() {
+		code, name := ready(t, k.address(&pod))
+		assert.Equal(t, http.StatusOK, code, pod.Name)
+		assert.Equal(t, "shop/orders", name, pod.Name)
+		assert.Equal(t, "orders", pod.Labels[v1alpha2.LabelFunctionName], "in the Function's Service")
+	}
+	require.Never(t, func() bool { return len(given()) > 2 }, 300*time.Millisecond, 10*time.Millisecond, "no more than the replicas missing")
+
+	// The Deployment's own pods become ready: one of the pool's goes for
+	// each.
+	setReady(2)
+	require.Eventually(t, func() bool { return len(given()) == 1 }, wait, 10*time.Millisecond, "one retired for the second ready pod")
+	require.Never(t, func() bool { return len(given()) != 1 }, 300*time.Millisecond, 10*time.Millisecond, "the other kept while the third replica is not ready")
+	setReady(3)
+	require.Eventually(t, func() bool { return len(given()) == 0 }, wait, 10*time.Millisecond, "all retired once the Deployment serves alone")
+
+	// From zero to three at once: the claim and two more.
+	scale(t, ctx, c, d, 0)
+	setReady(0)
+	startStandby(3)
+	scale(t, ctx, c, d, 3)
+	require.Eventually(t, func() bool { return len(given()) == 3 }, wait, 10*time.Millisecond, "a claim from zero and two more")
+	scale(t, ctx, c, d, 0)
+	require.Eventually(t, func() bool { return len(given()) == 0 }, wait, 10*time.Millisecond, "all retired at zero")
+}
+
 // eventuallyClaim claims a pod for fn, again while the pool's cache has
 // not seen its standby pod started.
 func eventuallyClaim(t *testing.T, ctx context.Context, p *pool.Pool, fn client.ObjectKey) (pool.Claimed, error) {

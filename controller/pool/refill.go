@@ -115,10 +115,11 @@ func (p *Pool) refill(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// retireServed deletes the claimed pods whose Function's Deployment has a
-// ready pod of its own or is at zero (and was not claimed here in the last
-// ClaimHold, before KEDA scaled it up): those whose change the Deployment
-// watch missed (a claim that ended after it, an earlier leader's).
+// retireServed deletes the claimed pods whose Function's Deployment has
+// ready pods of its own in their place or is at zero (and was not claimed
+// here in the last ClaimHold, before KEDA scaled it up: keep): those whose
+// change the Deployment watch missed (a claim that ended after it, an
+// earlier leader's).
 func (p *Pool) retireServed(ctx context.Context) error {
 	var pods corev1.PodList
 	if err := p.c.List(ctx, &pods, client.HasLabels{LabelClaimedBy}); err != nil {
@@ -136,10 +137,11 @@ func (p *Pool) retireServed(ctx context.Context) error {
 		if client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("get deployment %s: %w", fn, err)
 		}
-		atZero := d.Spec.Replicas != nil && *d.Spec.Replicas == 0 && !p.claimedRecently(fn)
-		if apierrors.IsNotFound(err) || d.Status.ReadyReplicas > 0 || atZero {
-			p.retire(ctx, fn)
+		if apierrors.IsNotFound(err) {
+			p.retire(ctx, fn, 0)
+			continue
 		}
+		p.retire(ctx, fn, keep(&d, p.claimedRecently(fn)))
 	}
 	return nil
 }

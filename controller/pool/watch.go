@@ -80,8 +80,9 @@ func (p *Pool) namespaceChanged(oldObj, newObj any) {
 	}
 }
 
-// claimedPodGone forgets the claim of a claimed pod deleted (retired, or
-// by someone else): the Function's next first event claims another.
+// claimedPodGone forgets a claimed pod deleted (retired, or by someone
+// else), and the claim it served: the Function's next first event claims
+// another.
 func (p *Pool) claimedPodGone(obj any) {
 	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
@@ -93,6 +94,7 @@ func (p *Pool) claimedPodGone(obj any) {
 	fn := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Labels[LabelClaimedBy]}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.forgetGiven(fn, types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name})
 	if c, ok := p.claims[fn]; ok && isClosed(c.loaded) && c.got.Pod == pod.Name {
 		delete(p.claims, fn)
 	}
@@ -117,25 +119,27 @@ func standby(obj any) bool {
 	return ok && pod.Labels[LabelShape] != ""
 }
 
-// deploymentChanged claims a standby pod for a pooled Function whose
-// Deployment was scaled up from zero, and retires its claimed pod once the
-// Deployment has a ready pod or is at zero again.
+// deploymentChanged gives standby pods to a pooled Function whose
+// Deployment was scaled up: a claim from zero (the first of them), and
+// one for each further replica it has not made ready (burst); and retires
+// the pods given to it once the Deployment's own ready pods take their
+// place, or it is at zero again (keep).
 func (p *Pool) deploymentChanged(ctx context.Context, old, d *appsv1.Deployment) {
 	name := d.Labels[v1alpha2.LabelFunctionName]
 	if name == "" {
 		return
 	}
 	fn := types.NamespacedName{Namespace: d.Namespace, Name: name}
-	replicas := func(d *appsv1.Deployment) int32 {
-		if d.Spec.Replicas == nil {
-			return 1
-		}
-		return *d.Spec.Replicas
-	}
 	switch {
-	case replicas(old) == 0 && replicas(d) > 0 && d.Status.ReadyReplicas == 0:
-		go func() { _, _ = p.Claim(ctx, fn) }() // logged by claim
-	case d.Status.ReadyReplicas > 0 && old.Status.ReadyReplicas == 0, replicas(d) == 0 && replicas(old) > 0:
-		go p.retire(ctx, fn)
+	case wanted(d) > wanted(old):
+		if wanted(old) == 0 && d.Status.ReadyReplicas == 0 {
+			// Started here, so that the burst counts it.
+			if _, err := p.startClaim(ctx, fn); err != nil {
+				return // not pooled, or served
+			}
+		}
+		p.burst(ctx, fn, d)
+	case d.Status.ReadyReplicas > old.Status.ReadyReplicas, wanted(d) < wanted(old):
+		go p.retire(ctx, fn, keep(d, false))
 	}
 }
