@@ -253,11 +253,7 @@ func TestFunctionsWithDependenciesInstallOnTheNode(t *testing.T) {
 			waitAtZero(t, ns, tc.name, 3*time.Minute)
 
 			t.Run("a standby pod serves it at zero, without npm or pip", func(t *testing.T) {
-				nsObj, err := platform.cluster.Clientset.CoreV1().Namespaces().Get(t.Context(), ns, metav1.GetOptions{})
-				require.NoError(t, err)
-				nsObj.Annotations = map[string]string{poolSizeAnnotation: "1"}
-				_, err = platform.cluster.Clientset.CoreV1().Namespaces().Update(t.Context(), nsObj, metav1.UpdateOptions{})
-				require.NoError(t, err)
+				setPoolSize(t, ns, 1)
 				// The first event claims the standby pod itself (the
 				// scaler's activation, the event bridge's claim), so the
 				// pod serves it before the Deployment's own pod has

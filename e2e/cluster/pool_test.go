@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -41,6 +42,17 @@ func standbyPods(t *testing.T, ns string) ([]corev1.Pod, error) {
 	return out, nil
 }
 
+// setPoolSize sets how many standby pods the warm pool keeps in ns (the
+// shared install keeps none by default).
+func setPoolSize(t *testing.T, ns string, n int) {
+	t.Helper()
+	nsObj, err := platform.cluster.Clientset.CoreV1().Namespaces().Get(t.Context(), ns, metav1.GetOptions{})
+	require.NoError(t, err)
+	nsObj.Annotations = map[string]string{poolSizeAnnotation: strconv.Itoa(n)}
+	_, err = platform.cluster.Clientset.CoreV1().Namespaces().Update(t.Context(), nsObj, metav1.UpdateOptions{})
+	require.NoError(t, err)
+}
+
 // waitStandby waits until the namespace has a started standby pod and
 // returns its name.
 func waitStandby(t *testing.T, ns string) string {
@@ -72,11 +84,7 @@ func waitStandby(t *testing.T, ns string) string {
 func TestWarmPoolWakesAFunctionOnAStandbyPod(t *testing.T) {
 	t.Parallel() // beside the other scenarios that leave the install as it is (doc.go)
 	ns := namespace(t, "warm")
-	nsObj, err := platform.cluster.Clientset.CoreV1().Namespaces().Get(t.Context(), ns, metav1.GetOptions{})
-	require.NoError(t, err)
-	nsObj.Annotations = map[string]string{poolSizeAnnotation: "1"}
-	_, err = platform.cluster.Clientset.CoreV1().Namespaces().Update(t.Context(), nsObj, metav1.UpdateOptions{})
-	require.NoError(t, err)
+	setPoolSize(t, ns, 1)
 	apply(t, ns, scalingFunction("warm", 0, 2, 15, 10, 0))
 	apply(t, ns, subscription(ns, "warm", "warm", "order.paid.v1", nil))
 	waitSubscriptionReady(t, ns, "warm")
