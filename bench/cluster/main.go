@@ -13,7 +13,10 @@
 //   - where a wake by event spends its time: the median time since the
 //     publish at which it passed each step (timeline.go);
 //   - per-request latency of a warm function pod at 50 requests/s, through
-//     its Service (kube-proxy) and, as the anchor, to the pod's own address.
+//     its Service (kube-proxy) and, as the anchor, to the pod's own address;
+//   - a burst of events at a Function serving on one pod, with the warm
+//     pool and without (burst.go): how soon the replicas the HPA asks for
+//     serve, and the events' delivery.
 //
 // Published anchors for the cold starts (no Knative or KEDA HTTP add-on
 // runs here): Knative Serving's cold start is 2-4 s; the KEDA HTTP
@@ -47,13 +50,14 @@ func main() {
 	singlenode.RunWatchdog()
 	trials := flag.Int("trials", 3, "wakes of each kind; the median and the p99 are reported")
 	copies := flag.Int("copies", 4, "copies of each cold Function the wakes take in turn (more: a shorter run, as each copy has longer to get back to zero)")
+	bursts := flag.Int("bursts", 1, "bursts at one replica with the warm pool, and as many without it (0: none)")
 	latency := flag.Duration("latency", 10*time.Second, "how long the latency load runs, at each address")
 	rate := flag.Int("rate", 50, "requests per second of the latency load")
 	figuresOut := flag.String("figures", "", "also append the results as JSON lines (package bench/figures) to this file")
 	images := flag.String("images", "", "the directory of kfn's image archives that test/node/images.sh wrote (default: build them from this checkout)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, *trials, *copies, *latency, *rate, *figuresOut, *images)
+	err := run(ctx, *trials, *copies, *bursts, *latency, *rate, *figuresOut, *images)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench/cluster:", err)
@@ -61,9 +65,9 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, trials, copies int, latency time.Duration, rate int, figuresOut, images string) error {
-	if trials < 1 || copies < 1 || rate < 1 || latency <= 0 {
-		return errors.New("-trials, -copies and -rate must be at least 1 and -latency positive")
+func run(ctx context.Context, trials, copies, bursts int, latency time.Duration, rate int, figuresOut, images string) error {
+	if trials < 1 || copies < 1 || rate < 1 || bursts < 0 || latency <= 0 {
+		return errors.New("-trials, -copies and -rate must be at least 1, -bursts at least 0 and -latency positive")
 	}
 	if os.Geteuid() != 0 {
 		return errors.New("the single-node cluster needs root")
@@ -92,7 +96,7 @@ func run(ctx context.Context, trials, copies int, latency time.Duration, rate in
 	if err != nil {
 		return err
 	}
-	node, err := measureNode(ctx, c, trials, copies, latency, rate)
+	node, err := measureNode(ctx, c, trials, copies, bursts, latency, rate)
 	if err != nil {
 		return err
 	}
@@ -232,6 +236,7 @@ func nodeRows(node nodeFigures, dev devFigures, rate int) []figures.Figure {
 			figures.Figure{Group: "real node warm pool cost", Name: fmt.Sprintf("idle standby pod of %s: CPU (median of %d)", rt, sc.pods), Unit: "millicores",
 				Value: sc.cpuMillicores})
 	}
+	figs = append(figs, burstRows(node.burstPool, node.burstNone)...)
 	// The breakdown: when the median wake passed each step, since the
 	// publish (timeline.go says how each step is seen).
 	for _, s := range steps {

@@ -153,12 +153,13 @@ const registrySecret = "serverless-package-registry-config"
 
 // recorder notes, for each id a handler reports, the moment the handler
 // says it was called (its "at" parameter, Unix milliseconds), or else when
-// the report came.
+// the report came, and the pod it names (its "pod" parameter), if any.
 type recorder struct {
-	url string
-	srv *http.Server
-	mu  sync.Mutex
-	at  map[string]time.Time
+	url  string
+	srv  *http.Server
+	mu   sync.Mutex
+	at   map[string]time.Time
+	pods map[string]string
 }
 
 func startRecorder(host string) (*recorder, error) {
@@ -166,15 +167,19 @@ func startRecorder(host string) (*recorder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("recorder: %w", err)
 	}
-	r := &recorder{url: "http://" + ln.Addr().String(), at: map[string]time.Time{}}
+	r := &recorder{url: "http://" + ln.Addr().String(), at: map[string]time.Time{}, pods: map[string]string{}}
 	r.srv = &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		at := time.Now()
 		if ms, err := strconv.ParseInt(req.URL.Query().Get("at"), 10, 64); err == nil {
 			at = time.UnixMilli(ms)
 		}
+		id := req.URL.Query().Get("id")
 		r.mu.Lock()
-		if _, ok := r.at[req.URL.Query().Get("id")]; !ok {
-			r.at[req.URL.Query().Get("id")] = at
+		if _, ok := r.at[id]; !ok {
+			r.at[id] = at
+			if pod := req.URL.Query().Get("pod"); pod != "" {
+				r.pods[id] = pod
+			}
 		}
 		r.mu.Unlock()
 		w.WriteHeader(http.StatusNoContent)
@@ -193,6 +198,14 @@ func (r *recorder) wait(ctx context.Context, id string, d time.Duration) (time.T
 		t, ok := r.at[id]
 		return t, ok
 	})
+}
+
+// pod returns the pod that reported id, if it said.
+func (r *recorder) pod(id string) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.pods[id]
+	return p, ok
 }
 
 // pollValue polls get every 10 ms until it reports ok or d passes.
@@ -233,7 +246,10 @@ func percentile(ds []time.Duration, p int) time.Duration {
 }
 
 // publish posts a binary-mode CloudEvent and requires it stored.
-func publish(url, typ, id string) error {
+func publish(url, typ, id string) error { return publishWith(http.DefaultClient, url, typ, id) }
+
+// publishWith is publish with hc.
+func publishWith(hc *http.Client, url, typ, id string) error {
 	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(`{}`))
 	if err != nil {
 		return err
@@ -241,7 +257,7 @@ func publish(url, typ, id string) error {
 	for k, v := range map[string]string{"ce-specversion": "1.0", "ce-type": typ, "ce-source": "bench", "ce-id": id, "content-type": "application/json"} {
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}
@@ -429,6 +445,9 @@ type nodeFigures struct {
 	service, pod latencies
 	// standby is what the idle standby pods use, by runtime.
 	standby map[string]standbyCost
+	// burstPool and burstNone are the bursts at one replica, with the
+	// warm pool and without it (burst.go).
+	burstPool, burstNone []burstFigures
 }
 
 // wakes are one Function's wakes of each kind: by event and by HTTP, on a
@@ -438,10 +457,11 @@ type wakes struct {
 }
 
 // measureNode applies the functions in namespace bench, copies of each
-// cold one, and measures trials wakes of each kind. The Functions with a
+// cold one, and measures trials wakes of each kind, then bursts bursts
+// at one replica with the warm pool and as many without (burst.go). The Functions with a
 // dependency install it from test/pkgindex's index on the node's address,
 // which the namespace's registry config Secret names.
-func measureNode(ctx context.Context, c *singlenode.Cluster, trials, copies int, latency time.Duration, rate int) (nodeFigures, error) {
+func measureNode(ctx context.Context, c *singlenode.Cluster, trials, copies, bursts int, latency time.Duration, rate int) (nodeFigures, error) {
 	var out nodeFigures
 	rec, err := startRecorder(c.Config.NodeIP)
 	if err != nil {
@@ -637,6 +657,25 @@ metadata:
 	}
 	if out.pod, err = load(ctx, pod, rate, latency); err != nil {
 		return out, err
+	}
+
+	// Bursts at one replica, without and with the warm pool, in turn,
+	// each in a namespace of its own (deleted after it).
+	for i := range bursts {
+		for _, b := range []struct {
+			ns      string
+			standby int
+			out     *[]burstFigures
+		}{
+			{fmt.Sprintf("burst-none-%d", i), 0, &out.burstNone},
+			{fmt.Sprintf("burst-pool-%d", i), burstStandby, &out.burstPool},
+		} {
+			f, err := measureBurst(ctx, c, rec, publisher, b.ns, b.standby)
+			if err != nil {
+				return out, err
+			}
+			*b.out = append(*b.out, f)
+		}
 	}
 	return out, nil
 }

@@ -2,10 +2,12 @@ package main
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // Each kind of wake gets a median and a p99 row under its own name, beside
@@ -79,4 +81,26 @@ func TestNodeRows(t *testing.T) {
 		"Python with a dependency: warm pool wake by event, published -> delivered (median)"} {
 		get(name)
 	}
+}
+
+// The bursts' rows are medians with the warm pool, each anchored on the
+// same figure without it; the kfn part (the HPA's ask -> serving) is its
+// own row; no burst, no rows.
+func TestBurstRows(t *testing.T) {
+	s := time.Second
+	pool := []burstFigures{{scaled: 5 * s, serving: 5*s + 100*time.Millisecond, p99: 9 * s}, {scaled: 6 * s, serving: 6*s + 300*time.Millisecond, p99: 11 * s}, {scaled: 4 * s, serving: 4*s + 200*time.Millisecond, p99: 10 * s}}
+	none := []burstFigures{{scaled: 5 * s, serving: 7 * s, p99: 12 * s}}
+	rows := burstRows(pool, none)
+	require.Len(t, rows, 5)
+	byWhat := map[string][]float64{}
+	for _, r := range rows {
+		assert.Equal(t, "without the warm pool, same run", r.Anchor)
+		_, what, _ := strings.Cut(r.Name, "): ")
+		byWhat[what] = []float64{r.Value, r.AnchorValue}
+	}
+	assert.InDeltaSlice(t, []float64{0.2, 2}, byWhat["the HPA asks for more replicas -> as many serve, with the warm pool (median of 3)"], 1e-9)
+	assert.InDeltaSlice(t, []float64{5.1, 7}, byWhat["first event -> the replicas the HPA asked for serve, with the warm pool (median of 3)"], 1e-9)
+	assert.InDeltaSlice(t, []float64{10, 12}, byWhat["delivery p99, published -> handler called, with the warm pool (median of 3)"], 1e-9)
+	assert.Empty(t, burstRows(nil, none))
+	assert.Empty(t, burstRows(pool, nil))
 }
