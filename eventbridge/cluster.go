@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -75,6 +76,14 @@ func (c *Cluster) Prepare(cfg Config, metrics prometheus.Registerer, log *slog.L
 			a, err := client.Claim(ctx, namespace, name)
 			return a.Address, err
 		}), cl.Hold))
+		// The controller's review of this replica's token and permission
+		// is kept fresh, so that a first event waits for neither.
+		if err := c.mgr.Add(runnableFunc(func(ctx context.Context) error {
+			client.KeepWarm(ctx, claimsWarmEvery)
+			return nil
+		})); err != nil {
+			return fmt.Errorf("add the claims' warm-up: %w", err)
+		}
 	}
 	var err error
 	if c.endpoints, err = endpoints.New(opts...); err != nil {
@@ -225,6 +234,12 @@ func (c *Cluster) Reapply(ctx context.Context) {
 
 // runnableFunc runs in every replica: the dispatcher and the watchers are
 // not leader-elected (only the reconciler is).
+// claimsWarmEvery is how often the event bridge has the controller check
+// it as a claim's caller (claims.Client.KeepWarm): well within the
+// controller's review cache (2 minutes), so that a review expired is
+// renewed within seconds, before a Function's first event needs it.
+const claimsWarmEvery = 10 * time.Second
+
 type runnableFunc func(context.Context) error
 
 func (f runnableFunc) Start(ctx context.Context) error { return f(ctx) }

@@ -15,6 +15,14 @@ const DefaultPort = 8083
 // PathPrefix starts every claim's path.
 const PathPrefix = "/claims/"
 
+// WarmPath is POSTed by a caller to be checked as a claim's caller is
+// (authenticated, and allowed to claim for every Function) without
+// claiming anything: 204 when it would be allowed, 403 when not. The event
+// bridge sends it every few seconds, so that the controller holds the
+// review of its token and its permission when a Function's first event
+// after a quiet time comes.
+const WarmPath = "/warm"
+
 // Path is the path of a claim for Function namespace/name.
 func Path(namespace, name string) string {
 	return PathPrefix + url.PathEscape(namespace) + "/" + url.PathEscape(name)

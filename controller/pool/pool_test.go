@@ -618,6 +618,23 @@ func TestClaimGivesAFunctionAStandbyPodAtItsFirstEvent(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusForbidden, resp.StatusCode, "allow's refusal")
+	// The warm-up is checked as a claim for every Function is, and claims
+	// nothing.
+	var warmed [][2]string
+	warming := httptest.NewServer(p.Handler(func(_ *http.Request, ns, name string) error {
+		warmed = append(warmed, [2]string{ns, name})
+		return nil
+	}))
+	t.Cleanup(warming.Close)
+	resp, err = http.Post(warming.URL+claim.WarmPath, "", nil)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusNoContent, resp.StatusCode)
+	assert.Equal(t, [][2]string{{"", ""}}, warmed, "allowed for every Function")
+	resp, err = http.Post(refusing.URL+claim.WarmPath, "", nil)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode, "allow's refusal of a warm-up")
 
 	// A Function with a ready pod of its own is not claimed for.
 	var d appsv1.Deployment

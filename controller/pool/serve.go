@@ -14,13 +14,25 @@ import (
 // Handler serves the claims of package contract/claim: POST of a
 // Function's claim path, from a caller allow lets claim a pod for that
 // Function (allow's error is answered 403), answered with Claim's pod and
-// address, or with the status of Claim's error. A claim is bounded by
+// address, or with the status of Claim's error; POST of claim.WarmPath is
+// answered 204 when allow lets the caller claim for every Function
+// (namespace and name empty), 403 when not, and claims nothing. A claim is bounded by
 // ClaimTimeout; the caller leaving ends its wait, not the claim.
 func (p *Pool) Handler(allow func(r *http.Request, namespace, name string) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
 			http.Error(w, "claims are POSTed", http.StatusMethodNotAllowed)
+			return
+		}
+		if r.URL.Path == claim.WarmPath {
+			// Checked as a claim for every Function is: the caller's
+			// review is then held for its next claim.
+			if err := allow(r, "", ""); err != nil {
+				http.Error(w, err.Error(), http.StatusForbidden)
+				return
+			}
+			w.WriteHeader(http.StatusNoContent)
 			return
 		}
 		namespace, name, err := claim.ParsePath(r.URL.Path)

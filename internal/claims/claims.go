@@ -61,35 +61,70 @@ func NewClient(host string, port int, token func() (string, error)) *Client {
 // of the controller; a controller that does not listen (not the leader)
 // refuses the connection at once.
 func (c *Client) Claim(ctx context.Context, namespace, name string) (claim.Answer, error) {
+	var a claim.Answer
+	err := c.toLeader(ctx, fmt.Sprintf("claim %s/%s", namespace, name), func(addr, token string) error {
+		var err error
+		a, err = c.ask(ctx, addr, token, namespace, name)
+		return err
+	})
+	return a, err
+}
+
+// Warm has the controller's leader check this client as it checks a
+// claim (claim.WarmPath), so that the leader holds the review of its
+// token and its permission when the next claim comes: a Function's first
+// event after a quiet time waits for no TokenReview or
+// SubjectAccessReview.
+func (c *Client) Warm(ctx context.Context) error {
+	return c.toLeader(ctx, "warm", func(addr, token string) error { return c.warm(ctx, addr, token) })
+}
+
+// KeepWarm calls Warm every interval until ctx ends, its failures (no
+// leader yet, say) dropped: the next claim then pays the reviews.
+func (c *Client) KeepWarm(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		_ = c.Warm(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// toLeader sends one request with send to the leader: to the address
+// that answered last first, to every address again when that one gives no
+// answer (it lost its leadership, or restarted: a claim asked twice is
+// given one pod), keeping the one that answered.
+func (c *Client) toLeader(ctx context.Context, what string, send func(addr, token string) error) error {
 	token, err := c.token()
 	if err != nil {
-		return claim.Answer{}, fmt.Errorf("claim %s/%s: read the token: %w", namespace, name, err)
+		return fmt.Errorf("%s: read the token: %w", what, err)
 	}
 	c.mu.Lock()
 	leader := c.leader
 	c.mu.Unlock()
 	var errs []error
 	if leader != "" {
-		// Any failure to get an answer from it (it lost its leadership,
-		// or restarted) sends the claim to every address again: a claim
-		// asked twice is given one pod.
-		a, err := c.ask(ctx, leader, token, namespace, name)
+		err := send(leader, token)
 		if !errors.Is(err, errUnreachable) && !errors.Is(err, errNoAnswer) {
-			return a, err
+			return err
 		}
 		errs = append(errs, err)
 		leader = ""
 	}
 	addrs, err := c.look(ctx, c.host)
 	if err != nil {
-		return claim.Answer{}, fmt.Errorf("claim %s/%s: %w: resolve %s: %w", namespace, name, claim.ErrNoLeader, c.host, err)
+		return fmt.Errorf("%s: %w: resolve %s: %w", what, claim.ErrNoLeader, c.host, err)
 	}
 	for _, ip := range addrs {
 		addr := net.JoinHostPort(ip, strconv.Itoa(c.port))
 		if addr == leader {
 			continue
 		}
-		a, err := c.ask(ctx, addr, token, namespace, name)
+		err := send(addr, token)
 		if errors.Is(err, errUnreachable) {
 			errs = append(errs, err)
 			continue
@@ -97,9 +132,9 @@ func (c *Client) Claim(ctx context.Context, namespace, name string) (claim.Answe
 		c.mu.Lock()
 		c.leader = addr
 		c.mu.Unlock()
-		return a, err
+		return err
 	}
-	return claim.Answer{}, fmt.Errorf("claim %s/%s: %w: %w", namespace, name, claim.ErrNoLeader, errors.Join(errs...))
+	return fmt.Errorf("%s: %w: %w", what, claim.ErrNoLeader, errors.Join(errs...))
 }
 
 // Failures of ask to get an answer: the address did not take the
@@ -161,4 +196,27 @@ func (c *Client) ask(ctx context.Context, addr, token, namespace, name string) (
 		return claim.Answer{}, fmt.Errorf("claim %s/%s at %s: the answer names no pod and address: %q", namespace, name, addr, body)
 	}
 	return a, nil
+}
+
+// warm sends one warm-up to addr: nil when the leader answered 204.
+func (c *Client) warm(ctx context.Context, addr, token string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+claim.WarmPath, http.NoBody)
+	if err != nil {
+		return fmt.Errorf("warm: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			return fmt.Errorf("%w: %s: %w", errUnreachable, addr, err)
+		}
+		return fmt.Errorf("warm at %s: %w: %w", addr, errNoAnswer, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
+	if resp.StatusCode != http.StatusNoContent {
+		return fmt.Errorf("warm at %s: answered %d: %s", addr, resp.StatusCode, strings.TrimSpace(string(body)))
+	}
+	return nil
 }

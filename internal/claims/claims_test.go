@@ -7,7 +7,10 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -73,16 +76,17 @@ func TestClientFindsTheLeader(t *testing.T) {
 	}))
 	// Every address the name resolves to listens on one port: the
 	// leader on 127.0.0.2's, the other replica (127.0.0.1) not at all.
-	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	// That port of 127.0.0.1 is held by a socket that does not listen, so
+	// that no other process's server answers there (one did, under load).
+	port := refusing(t)
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.2", strconv.Itoa(port)))
 	if err != nil {
 		t.Skip("no 127.0.0.2 here:", err)
 	}
 	leader.Listener = ln
 	leader.Start()
 	t.Cleanup(leader.Close)
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	n, _ := strconv.Atoi(port)
-	c := claims.NewClient("controller.kfn-system.svc", n, func() (string, error) { return "t", nil })
+	c := claims.NewClient("controller.kfn-system.svc", port, func() (string, error) { return "t", nil })
 	claims.SetLookup(c, func(context.Context, string) ([]string, error) { return []string{"127.0.0.1", "127.0.0.2"}, nil })
 	for range 3 {
 		_, err := c.Claim(context.Background(), "shop", "orders")
@@ -92,4 +96,73 @@ func TestClientFindsTheLeader(t *testing.T) {
 	leader.Close()
 	_, err = c.Claim(context.Background(), "shop", "orders")
 	assert.ErrorIs(t, err, claim.ErrNoLeader)
+}
+
+// refusing binds a TCP socket to a free port of 127.0.0.1 without
+// listening, until the test ends, and returns the port: connections to it
+// are refused, and no other socket can listen there meanwhile.
+func refusing(t *testing.T) int {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	require.NoError(t, syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}))
+	sa, err := syscall.Getsockname(fd)
+	require.NoError(t, err)
+	return sa.(*syscall.SockaddrInet4).Port
+}
+
+// TestClientWarmsTheLeader: Warm POSTs claim.WarmPath with the client's
+// token to the leader, found as a claim finds it, and is nil on 204 only;
+// KeepWarm sends it again each interval until its context ends.
+func TestClientWarmsTheLeader(t *testing.T) {
+	var mu sync.Mutex
+	paths := map[string]int{}
+	code := http.StatusNoContent
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		assert.Equal(t, http.MethodPost, r.Method)
+		assert.Equal(t, "Bearer token-of-the-event-bridge", r.Header.Get("Authorization"))
+		mu.Lock()
+		paths[r.URL.Path]++
+		c := code
+		mu.Unlock()
+		w.WriteHeader(c)
+		if c != http.StatusNoContent {
+			_, _ = w.Write([]byte("not allowed"))
+		}
+	}))
+	t.Cleanup(srv.Close)
+	host, port, err := net.SplitHostPort(srv.Listener.Addr().String())
+	require.NoError(t, err)
+	n, err := strconv.Atoi(port)
+	require.NoError(t, err)
+	c := claims.NewClient(host, n, func() (string, error) { return "token-of-the-event-bridge", nil })
+
+	require.NoError(t, c.Warm(context.Background()))
+	mu.Lock()
+	assert.Equal(t, map[string]int{claim.WarmPath: 1}, paths, "one warm-up, no claim")
+	code = http.StatusForbidden
+	mu.Unlock()
+	assert.ErrorContains(t, c.Warm(context.Background()), "answered 403: not allowed")
+
+	mu.Lock()
+	code = http.StatusNoContent
+	mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		c.KeepWarm(ctx, 5*time.Millisecond)
+		close(done)
+	}()
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return paths[claim.WarmPath] >= 5
+	}, 10*time.Second, 5*time.Millisecond, "again each interval")
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("KeepWarm did not end with its context")
+	}
 }
