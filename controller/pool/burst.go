@@ -61,13 +61,13 @@ func (p *Pool) giveOne(ctx context.Context, fn types.NamespacedName, m member) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.ClaimTimeout)
 	defer cancel()
 	start := time.Now()
-	got, loadedIn, err := p.give(ctx, fn, m, func(Claimed) {})
+	got, took, err := p.give(ctx, fn, m, func(Claimed) {})
 	switch {
 	case errors.Is(err, ErrNoStandby):
 		p.log.V(1).Info("no standby pod left for a Function scaling up: its Deployment's own pods serve the rest", "function", fn)
 	case err != nil:
 		p.log.Error(err, "give a standby pod to a Function scaling up", "function", fn)
 	default:
-		p.log.Info("gave a standby pod to a Function scaling up", "function", fn, "pod", got.Pod, "loaded", loadedIn, "took", time.Since(start))
+		p.log.Info("gave a standby pod to a Function scaling up", "function", fn, "pod", got.Pod, "taken", took.taken, "loaded", took.loaded, "took", time.Since(start))
 	}
 }

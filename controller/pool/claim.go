@@ -140,14 +140,14 @@ func (p *Pool) claim(fn types.NamespacedName, m member, c *claimState) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ClaimTimeout)
 	defer cancel()
 	start := time.Now()
-	got, loadedIn, err := p.give(ctx, fn, m, func(got Claimed) { c.answer(got, nil) })
+	got, took, err := p.give(ctx, fn, m, func(got Claimed) { c.answer(got, nil) })
 	switch {
 	case errors.Is(err, ErrNoStandby):
 		p.log.Info("no standby pod ready: the Function wakes on the Deployment path", "function", fn)
 	case err != nil:
 		p.log.Error(err, "give a standby pod its Function", "function", fn)
 	default:
-		p.log.Info("gave a standby pod to a Function woken from zero", "function", fn, "pod", got.Pod, "loaded", loadedIn, "took", time.Since(start))
+		p.log.Info("gave a standby pod to a Function woken from zero", "function", fn, "pod", got.Pod, "taken", took.taken, "loaded", took.loaded, "took", time.Since(start))
 		return
 	}
 	p.fail(fn, c, err)
@@ -159,9 +159,11 @@ func (p *Pool) claim(fn types.NamespacedName, m member, c *claimState) {
 // how long its host took to serve fn; ErrNoStandby when the pool has none
 // started. A pod whose host refuses fn, or that cannot be labelled, is
 // deleted. It ends the count wokeNow started.
-func (p *Pool) give(ctx context.Context, fn types.NamespacedName, m member, loaded func(Claimed)) (Claimed, time.Duration, error) {
+func (p *Pool) give(ctx context.Context, fn types.NamespacedName, m member, loaded func(Claimed)) (Claimed, giveTimes, error) {
+	var took giveTimes
 	start := time.Now()
 	pod, err := p.take(ctx, poolKey{fn.Namespace, m.shape}, m.plan)
+	took.taken = time.Since(start)
 	p.mu.Lock()
 	p.giving[fn]--
 	if p.giving[fn] <= 0 {
@@ -169,10 +171,10 @@ func (p *Pool) give(ctx context.Context, fn types.NamespacedName, m member, load
 	}
 	p.mu.Unlock()
 	if err != nil {
-		return Claimed{}, 0, fmt.Errorf("take a standby pod: %w", err)
+		return Claimed{}, took, fmt.Errorf("take a standby pod: %w", err)
 	}
 	if pod == nil {
-		return Claimed{}, 0, ErrNoStandby
+		return Claimed{}, took, ErrNoStandby
 	}
 	podKey := client.ObjectKeyFromObject(pod)
 	p.mu.Lock()
@@ -193,7 +195,7 @@ func (p *Pool) give(ctx context.Context, fn types.NamespacedName, m member, load
 	go func() { done <- p.specialize(ctx, pod, m.plan) }()
 	patched := p.label(ctx, pod, fn, m.plan)
 	loadErr := <-done
-	loadedIn := time.Since(start) // the caller hears then: the labels may come later
+	took.loaded = time.Since(start) // the caller hears then: the labels may come later
 	if loadErr == nil {
 		loaded(got)
 	}
@@ -206,13 +208,17 @@ func (p *Pool) give(ctx context.Context, fn types.NamespacedName, m member, load
 			p.failed[fn] = refused.Error()
 		}
 		p.mu.Unlock()
-		return got, loadedIn, fmt.Errorf("give standby pod %s (deleted): %w", pod.Name, err)
+		return got, took, fmt.Errorf("give standby pod %s (deleted): %w", pod.Name, err)
 	}
 	p.mu.Lock()
 	delete(p.failed, fn)
 	p.mu.Unlock()
-	return got, loadedIn, nil
+	return got, took, nil
 }
+
+// giveTimes are how long give took to take a standby pod, and until its
+// host served the Function, both since give began.
+type giveTimes struct{ taken, loaded time.Duration }
 
 // givenTo returns the set of pods given to fn (being loaded or serving,
 // not yet seen deleted). p.mu is held.
