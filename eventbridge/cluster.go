@@ -232,14 +232,14 @@ func (c *Cluster) Reapply(ctx context.Context) {
 	}
 }
 
-// runnableFunc runs in every replica: the dispatcher and the watchers are
-// not leader-elected (only the reconciler is).
 // claimsWarmEvery is how often the event bridge has the controller check
 // it as a claim's caller (claims.Client.KeepWarm): well within the
 // controller's review cache (2 minutes), so that a review expired is
 // renewed within seconds, before a Function's first event needs it.
 const claimsWarmEvery = 10 * time.Second
 
+// runnableFunc runs in every replica: the dispatcher and the watchers are
+// not leader-elected (only the reconciler is).
 type runnableFunc func(context.Context) error
 
 func (f runnableFunc) Start(ctx context.Context) error { return f(ctx) }
