@@ -39,7 +39,8 @@ import (
 // ServiceAccount without it gets 403 naming the permission; no token, a
 // made-up one, and a token of the API server's audience get 401. Fails
 // when the listener claims for a caller RBAC does not let, or takes a
-// token the API server would take.
+// token the API server would take. The warm-up (claim.WarmPath) is
+// answered to the event bridge's token only.
 func TestClaimsAreTheEventBridgesOnly(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts an API server")
@@ -128,6 +129,20 @@ func TestClaimsAreTheEventBridgesOnly(t *testing.T) {
 		require.Error(t, err, what)
 		assert.Contains(t, err.Error(), "answered 401", what)
 	}
+	// The warm-up is the event bridge's only: a caller granted one
+	// namespace, or none, is refused 403, and an unknown token 401.
+	warmAs := func(tok string) error {
+		return claims.NewClient("127.0.0.1", port, func() (string, error) { return tok, nil }).Warm(ctx)
+	}
+	assert.NoError(t, warmAs(eventbridge))
+	for what, tok := range map[string]string{"granted one namespace": scoped, "a tenant": token("shop", "tenant", auth.Audience)} {
+		err := warmAs(tok)
+		require.Error(t, err, what)
+		assert.Contains(t, err.Error(), "answered 403", what)
+	}
+	err = warmAs("not-a-token-of-this-cluster")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "answered 401")
 	assert.True(t, (&claimServer{}).NeedLeaderElection(), "only the leader, where the pool runs, listens")
 	resp, err := http.Get("http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) + "/healthz")
 	require.NoError(t, err)
