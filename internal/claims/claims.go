@@ -154,13 +154,9 @@ func (c *Client) ask(ctx context.Context, addr, token, namespace, name string) (
 	// A claim asked twice is given one pod: the transport may send it
 	// again on a new connection when a kept one turns out closed.
 	req.Header.Set("Idempotency-Key", namespace+"/"+name)
-	resp, err := c.http.Do(req)
+	resp, err := c.send(req, addr, fmt.Sprintf("claim %s/%s", namespace, name))
 	if err != nil {
-		var op *net.OpError
-		if errors.As(err, &op) && op.Op == "dial" {
-			return claim.Answer{}, fmt.Errorf("%w: %s: %w", errUnreachable, addr, err)
-		}
-		return claim.Answer{}, fmt.Errorf("claim %s/%s at %s: %w: %w", namespace, name, addr, errNoAnswer, err)
+		return claim.Answer{}, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
@@ -205,13 +201,9 @@ func (c *Client) warm(ctx context.Context, addr, token string) error {
 		return fmt.Errorf("warm: %w", err)
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := c.http.Do(req)
+	resp, err := c.send(req, addr, "warm")
 	if err != nil {
-		var op *net.OpError
-		if errors.As(err, &op) && op.Op == "dial" {
-			return fmt.Errorf("%w: %s: %w", errUnreachable, addr, err)
-		}
-		return fmt.Errorf("warm at %s: %w: %w", addr, errNoAnswer, err)
+		return err
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
@@ -219,4 +211,19 @@ func (c *Client) warm(ctx context.Context, addr, token string) error {
 		return fmt.Errorf("warm at %s: answered %d: %s", addr, resp.StatusCode, strings.TrimSpace(string(body)))
 	}
 	return nil
+}
+
+// send sends req to addr; its errors say whether the address took no
+// connection (errUnreachable: no listener) or gave no answer
+// (errNoAnswer), what names the request.
+func (c *Client) send(req *http.Request, addr, what string) (*http.Response, error) {
+	resp, err := c.http.Do(req)
+	if err == nil {
+		return resp, nil
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return nil, fmt.Errorf("%w: %s: %w", errUnreachable, addr, err)
+	}
+	return nil, fmt.Errorf("%s at %s: %w: %w", what, addr, errNoAnswer, err)
 }
