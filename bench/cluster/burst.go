@@ -1,15 +1,18 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kfn-dev/kfn/bench/figures"
@@ -46,6 +49,18 @@ type burstFigures struct {
 	p50, p99 time.Duration
 	// standby is how many of the pool's pods handled events.
 	standby int
+}
+
+// burstType is the event type of the burst in namespace ns: a type of its
+// own, so that no Subscription of another burst's namespace (still being
+// deleted) takes its events to that namespace's pods.
+func burstType(ns string) string {
+	return "bench.surge" + strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return -1
+	}, ns) + ".v1"
 }
 
 // burstFunction is the burst's Function and Subscription in ns: the
@@ -97,8 +112,8 @@ spec:
   config:
     maxInFlightMessages: "%[5]d"
   types:
-    - bench.surge.v1
-`, ns, recorderURL, burstMaxReplicas, burstHandlerMs, burstInFlight)
+    - %[6]s
+`, ns, recorderURL, burstMaxReplicas, burstHandlerMs, burstInFlight, burstType(ns))
 }
 
 // measureBurst runs the burst in namespace ns, whose warm pool keeps
@@ -128,7 +143,7 @@ func measureBurst(ctx context.Context, c *singlenode.Cluster, rec *recorder, pub
 			if _, handled := rec.pod(id); wakes == 0 || handled || time.Since(lastWake) > 5*time.Second {
 				wakes++
 				lastWake = time.Now()
-				_ = publish(publisher+"/publish", "bench.surge.v1", fmt.Sprintf("%s-wake-%d", ns, wakes))
+				_ = publish(publisher+"/publish", burstType(ns), fmt.Sprintf("%s-wake-%d", ns, wakes))
 			}
 			return false, false
 		}
@@ -194,7 +209,7 @@ func measureBurst(ctx context.Context, c *singlenode.Cluster, rec *recorder, pub
 		wg.Go(func() {
 			for i := w; i < len(ids); i += burstPublishers {
 				published[i] = time.Now()
-				if err := publishWith(hc, publisher+"/publish", "bench.surge.v1", ids[i]); err != nil {
+				if err := publishWith(hc, publisher+"/publish", burstType(ns), ids[i]); err != nil {
 					errs <- err
 					return
 				}
@@ -232,33 +247,43 @@ func measureBurst(ctx context.Context, c *singlenode.Cluster, rec *recorder, pub
 		out.scaled = scaledAt.Sub(start)
 	}
 	mu.Unlock()
-	var firsts []time.Duration
+	type served struct {
+		pod string
+		at  time.Duration
+	}
+	var byPod []served
 	for pod, at := range firstOf {
-		firsts = append(firsts, at.Sub(start))
+		byPod = append(byPod, served{pod, at.Sub(start)})
 		if standbyPod(pod) {
 			out.standby++
 		}
 	}
-	slices.Sort(firsts)
+	slices.SortFunc(byPod, func(a, b served) int { return cmp.Compare(a.at, b.at) })
+	firsts := make([]time.Duration, len(byPod))
+	order := make([]string, len(byPod))
+	for i, s := range byPod {
+		firsts[i] = s.at
+		order[i] = fmt.Sprintf("%s=%d", s.pod, s.at.Milliseconds())
+	}
 	if n := int(out.replicas); n > 0 && n <= len(firsts) {
 		out.serving = firsts[n-1]
 	} else if len(firsts) > 0 {
 		out.serving = firsts[len(firsts)-1]
 	}
-	fmt.Fprintf(os.Stderr, "bench/cluster: burst %s (%d standby pods): HPA asked for more at %s, at most %d replicas, %d serving at %s (%d of the pool's); delivery p50 %s, p99 %s; pods' first events (ms): %v\n",
-		ns, standby, ms3(out.scaled), out.replicas, min(int(out.replicas), len(firsts)), ms3(out.serving), out.standby, ms3(out.p50), ms3(out.p99), msList(firsts))
-	// The namespace goes: its pods leave the node to the next measure.
-	_ = c.Clientset.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
-	return out, nil
-}
-
-// msList is ds in whole milliseconds, for the log.
-func msList(ds []time.Duration) []int64 {
-	out := make([]int64, len(ds))
-	for i, d := range ds {
-		out[i] = d.Milliseconds()
+	fmt.Fprintf(os.Stderr, "bench/cluster: burst %s (%d standby pods): HPA asked for more at %s, at most %d replicas, %d serving at %s (%d of the pool's); delivery p50 %s, p99 %s; each pod's first event (ms since the first publish): %s\n",
+		ns, standby, ms3(out.scaled), out.replicas, min(int(out.replicas), len(firsts)), ms3(out.serving), out.standby, ms3(out.p50), ms3(out.p99), strings.Join(order, " "))
+	// The namespace goes, and the next measure waits for it: its pods
+	// leave the node (and its Subscription the event bridge) first.
+	if err := c.Clientset.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
+		return out, fmt.Errorf("burst %s: delete its namespace: %w", ns, err)
 	}
-	return out
+	if _, err := pollValue(ctx, 3*time.Minute, func() (bool, bool) {
+		_, err := c.Clientset.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		return true, apierrors.IsNotFound(err)
+	}); err != nil {
+		return out, fmt.Errorf("burst %s: its namespace not gone: %w\n%s", ns, err, c.Describe(ctx, ns))
+	}
+	return out, nil
 }
 
 // burstRows are the bursts' figures with the warm pool, each anchored on

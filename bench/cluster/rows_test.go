@@ -104,3 +104,11 @@ func TestBurstRows(t *testing.T) {
 	assert.Empty(t, burstRows(nil, none))
 	assert.Empty(t, burstRows(pool, nil))
 }
+
+// Each burst's namespace has an event type of its own (a valid one: dots
+// and lower-case letters and digits), so that a Subscription of the last
+// burst's namespace, still being deleted, never takes this one's events.
+func TestBurstTypeIsTheNamespaces(t *testing.T) {
+	assert.Equal(t, "bench.surgeburstpool0.v1", burstType("burst-pool-0"))
+	assert.NotEqual(t, burstType("burst-none-0"), burstType("burst-pool-0"))
+}
