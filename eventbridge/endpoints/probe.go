@@ -3,8 +3,11 @@ package endpoints
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -27,11 +30,15 @@ const DefaultProbeInterval = 10 * time.Millisecond
 // at the host's ready path (host.ReadyPath, what the readiness probe
 // asks), and takes its endpoint as ready from the first 200 answer, so
 // that the dispatcher and the gateway reach it as soon as its handler is
-// loaded. Only endpoints of Functions' Services are probed, only while
-// their Service has no ready endpoint in its slices (a wake from zero),
-// only while they are neither ready nor terminating in their slice, only
-// if this Watcher never saw them ready (a pod whose readiness later fails
-// is left to the kubelet), and for at most host.MaxStartup.
+// loaded. The same goes for the first replicas a scale-out adds (a
+// standby pod the warm pool gave a Function scaling up serves it in
+// milliseconds). Only endpoints of Functions' Services are probed: all
+// the starting ones while their Service has no ready endpoint in its
+// slices (a wake from zero), four of them at a time otherwise (a
+// scale-out), at most 64 at a time per namespace; only while they are
+// neither ready nor terminating in their slice, only if this Watcher
+// never saw them ready (a pod whose readiness later fails is left to the
+// kubelet), and for at most host.MaxStartup.
 func WithProbeInterval(d time.Duration) Option {
 	return func(w *Watcher) error {
 		if d < 0 {
@@ -123,25 +130,69 @@ func (w *Watcher) recordSlice(k service, slice string, ready, starting []string)
 	}
 }
 
-// toProbe returns the starting endpoints of k to probe: those never seen
-// ready, while the slices of k have no ready endpoint (a wake from zero; a
-// scale-out is served by the pods already ready meanwhile, and a hundred
-// starting pods are not asked a hundred times a second each). w.mu is
-// held.
+// Bounds of the probes.
+const (
+	// scaleOutProbes is how many starting endpoints of a Service that has
+	// a ready one (a scale-out) are probed at once: the first replicas
+	// it adds (standby pods the warm pool gave it serve in milliseconds)
+	// take traffic as soon as they answer, not a kubelet readiness period
+	// later, and a hundred starting pods are not asked a hundred times a
+	// second each.
+	scaleOutProbes = 4
+	// namespaceProbes is how many endpoints of one namespace's Services
+	// are probed at once: past it, a starting pod is ready when its
+	// slice says so, and the probes left are the other namespaces'.
+	namespaceProbes = 64
+)
+
+// toProbe returns the starting endpoints of k to probe, never seen
+// ready: all of them while the slices of k have no ready endpoint (a
+// wake from zero), scaleOutProbes of them otherwise (those probed
+// already first, then by address). w.mu is held.
 func (w *Watcher) toProbe(k service) map[string]bool {
 	readyInSlices := 0
 	for _, n := range w.slices[k] {
 		readyInSlices += n
 	}
-	want := map[string]bool{}
+	var never []string
 	for _, as := range w.slicePorts[k] {
 		for _, a := range as {
-			if !w.wasReady[k][a] && readyInSlices == 0 {
-				want[a] = true
+			if !w.wasReady[k][a] {
+				never = append(never, a)
 			}
 		}
 	}
+	if readyInSlices > 0 && len(never) > scaleOutProbes {
+		slices.SortFunc(never, func(a, b string) int {
+			_, pa := w.probing[k][a]
+			_, pb := w.probing[k][b]
+			if pa != pb {
+				if pa {
+					return -1
+				}
+				return 1
+			}
+			return strings.Compare(a, b)
+		})
+		never = never[:scaleOutProbes]
+	}
+	want := make(map[string]bool, len(never))
+	for _, a := range never {
+		want[a] = true
+	}
 	return want
+}
+
+// probesIn counts the endpoints of namespace ns's Services probed (or
+// answered, not ready in their slice yet). w.mu is held.
+func (w *Watcher) probesIn(ns string) int {
+	n := 0
+	for k, ps := range w.probing {
+		if k.namespace == ns {
+			n += len(ps)
+		}
+	}
+	return n
 }
 
 // stopUnwanted stops the probes of k's endpoints not in want, and forgets
@@ -161,15 +212,21 @@ func (w *Watcher) stopUnwanted(k service, want map[string]bool) {
 }
 
 // startProbes starts a probe for each endpoint of k in want that has
-// none, unless probes are off or Run returned. w.mu is held.
+// none (in address order), unless probes are off or Run returned, while
+// k's namespace has fewer than namespaceProbes. w.mu is held.
 func (w *Watcher) startProbes(k service, want map[string]bool) {
 	if w.probeEvery <= 0 || w.stopped {
 		return
 	}
-	for a := range want {
+	inNamespace := w.probesIn(k.namespace)
+	for _, a := range slices.Sorted(maps.Keys(want)) {
 		if _, ok := w.probing[k][a]; ok {
 			continue
 		}
+		if inNamespace >= namespaceProbes {
+			return
+		}
+		inNamespace++
 		if w.probing[k] == nil {
 			w.probing[k] = map[string]*probe{}
 		}

@@ -181,10 +181,9 @@ func TestStartingFunctionPodIsReadyOnceItsHostAnswers(t *testing.T) {
 }
 
 // TestOnlyFunctionsStartingPodsAreProbed: the endpoints of other Services,
-// terminating ones, starting pods of a Function that has a ready one (a
-// scale-out), and all of them with the probes off, are ready only when
-// their slice says so. Fails when every Service's endpoints are probed,
-// terminating ones, or those of a Function with a ready pod.
+// terminating ones, and all of them with the probes off, are ready only
+// when their slice says so. Fails when every Service's endpoints are
+// probed, or terminating ones.
 func TestOnlyFunctionsStartingPodsAreProbed(t *testing.T) {
 	w, err := endpoints.New(endpoints.WithProbeInterval(time.Millisecond), endpoints.WithEgress(loopback))
 	require.NoError(t, err)
@@ -206,18 +205,6 @@ func TestOnlyFunctionsStartingPodsAreProbed(t *testing.T) {
 	assert.Zero(t, plain.asked.Load(), "not a Function's Service")
 	assert.Zero(t, term.asked.Load(), "terminating")
 
-	// A scale-out: the Service has a ready pod, the starting one is left
-	// to its slice.
-	up, starting2 := startHost(t), startHost(t)
-	starting2.loaded.Store(true)
-	w.OnAdd(fnSlice("out-a", "out", up, discoveryv1.EndpointConditions{Ready: ptr.To(true)}), false)
-	w.OnAdd(fnSlice("out-b", "out", starting2, starting()), false)
-	probedAgain(t, loadingHost(t, w))
-	assert.Zero(t, starting2.asked.Load(), "a starting pod of a Service with a ready one")
-	addr, ok := w.Pick("default", "out")
-	assert.True(t, ok)
-	assert.Equal(t, up.addr, addr)
-
 	off, err := endpoints.New(endpoints.WithProbeInterval(0))
 	require.NoError(t, err)
 	off.MarkSynced()
@@ -231,6 +218,95 @@ func TestOnlyFunctionsStartingPodsAreProbed(t *testing.T) {
 
 	_, err = endpoints.New(endpoints.WithProbeInterval(-time.Second))
 	require.ErrorIs(t, err, endpoints.ErrInvalidOption)
+}
+
+// TestScaleOutProbesItsFirstPods: a Function with a ready pod that scales
+// out (the warm pool gives it standby pods that serve in milliseconds)
+// has its first four starting pods probed and taken as ready from their
+// host's answer, not the kubelet's next readiness probe; the others wait
+// until a probed one is ready in its slice, so that a hundred starting
+// pods are not asked a hundred times a second each. Fails when a
+// scale-out's pods are left to their slices (the Service is served by its
+// ready pod only), or when every starting pod is probed.
+func TestScaleOutProbesItsFirstPods(t *testing.T) {
+	w, err := endpoints.New(endpoints.WithProbeInterval(time.Millisecond), endpoints.WithEgress(loopback))
+	require.NoError(t, err)
+	w.MarkSynced()
+	up := startHost(t)
+	w.OnAdd(fnSlice("out-up", "out", up, discoveryv1.EndpointConditions{Ready: ptr.To(true)}), false)
+	hosts := make([]*host, 6)
+	for i := range hosts {
+		hosts[i] = startHost(t)
+		hosts[i].loaded.Store(true)
+		w.OnAdd(fnSlice(fmt.Sprintf("out-%d", i), "out", hosts[i], starting()), false)
+	}
+	picked := func() map[string]bool {
+		seen := map[string]bool{}
+		for range 40 {
+			a, _ := w.Pick("default", "out")
+			seen[a] = true
+		}
+		return seen
+	}
+	require.Eventually(t, func() bool { return len(picked()) == 5 }, 10*time.Second, time.Millisecond,
+		"the ready pod and four starting ones that answered are picked")
+	probedAgain(t, loadingHost(t, w))
+	var asked []*host
+	for _, h := range hosts {
+		if h.asked.Load() > 0 {
+			asked = append(asked, h)
+		}
+	}
+	require.Len(t, asked, 4, "four starting pods of a scale-out are probed, not six")
+	seen := picked()
+	for _, h := range asked {
+		assert.True(t, seen[h.addr], "a probed pod that answered is picked: %s", h.addr)
+	}
+
+	// One of them is ready in its slice: a fifth is probed in its place.
+	for i, h := range hosts {
+		if h == asked[0] {
+			w.OnUpdate(nil, fnSlice(fmt.Sprintf("out-%d", i), "out", h, discoveryv1.EndpointConditions{Ready: ptr.To(true)}))
+		}
+	}
+	require.Eventually(t, func() bool { return len(picked()) == 6 }, 10*time.Second, time.Millisecond,
+		"a fifth starting pod is probed once one of the four is ready in its slice")
+}
+
+// TestProbesPerNamespaceAreBounded: one namespace's starting pods are
+// probed 64 at a time at most, whatever their number, and another
+// namespace's starting pod is probed meanwhile. Fails when a namespace's
+// probes are not bounded.
+func TestProbesPerNamespaceAreBounded(t *testing.T) {
+	w, err := endpoints.New(endpoints.WithProbeInterval(time.Millisecond), endpoints.WithEgress(loopback))
+	require.NoError(t, err)
+	w.MarkSynced()
+	inNamespace := func(ns, fn string, h *host, i int) *discoveryv1.EndpointSlice {
+		h.function.Store(ns + "/" + fn)
+		s := fnSlice(fmt.Sprintf("%s-%d", fn, i), fn, h, starting())
+		s.Namespace = ns
+		return s
+	}
+	many := make([]*host, 70)
+	for i := range many {
+		many[i] = startHost(t)
+		w.OnAdd(inNamespace("team-a", "big", many[i], i), false)
+	}
+	other := startHost(t)
+	other.loaded.Store(true)
+	w.OnAdd(inNamespace("team-b", "small", other, 0), false)
+	require.Eventually(t, func() bool { r, _ := w.Ready("team-b", "small"); return r }, 10*time.Second, time.Millisecond,
+		"another namespace's starting pod is probed")
+	witness := loadingHost(t, w)
+	probedAgain(t, witness)
+	probedAgain(t, witness)
+	asked := 0
+	for _, h := range many {
+		if h.asked.Load() > 0 {
+			asked++
+		}
+	}
+	assert.Equal(t, 64, asked, "64 of the namespace's 70 starting pods are probed")
 }
 
 // TestProbesEndWhenRunReturns: once Run returned, the probes under way
