@@ -432,6 +432,32 @@ func TestAWokenSinkIsPulledAtOnce(t *testing.T) {
 	assert.Zero(t, lookups.Load(), "the consumer was not looked up again")
 }
 
+// TestANeverReadySinkIsBoundBeforeItsFirstWake: a Subscription whose sink
+// has never been ready (a Function made at zero) has its consumer looked
+// up when its worker starts, so that its first wake pays no lookup either:
+// the requests for the consumer's info are counted from the moment the
+// sink is ready to the event's delivery. Fails when the worker looks the
+// consumer up only once the sink is ready.
+func TestANeverReadySinkIsBoundBeforeItsFirstWake(t *testing.T) {
+	eps := newEndpoints(false)
+	b := newBridge(t, withEndpoints(eps))
+	k := b.newSink("fn", nil)
+	s := sub("s", "fn")
+	nc := b.nats.Connect()
+	var lookups atomic.Int32
+	info, err := nc.Subscribe("$JS.API.CONSUMER.INFO."+b.streams.EventStream+"."+stream.ConsumerName(s.Namespace, s.Name), func(*nats.Msg) { lookups.Add(1) })
+	require.NoError(t, err)
+	require.NoError(t, nc.Flush())
+	t.Cleanup(func() { _ = info.Unsubscribe() })
+	b.subscribe(s)
+	require.Eventually(t, func() bool { return lookups.Load() > 0 }, wait, tick, "the consumer is looked up while the sink is not ready")
+	b.publish("shop", "order.created.v1", "wake", "")
+	lookups.Store(0)
+	eps.set(true)
+	require.Eventually(t, func() bool { return k.count() == 1 }, wait, tick)
+	assert.Zero(t, lookups.Load(), "the consumer was not looked up on the wake's path")
+}
+
 func TestOneDeadSinkDoesNotStopOthers(t *testing.T) {
 	b := newBridge(t)
 	hang := make(chan struct{})

@@ -163,10 +163,18 @@ func (w *worker) run(ctx context.Context) {
 	// bound: the consumer was looked up, and has not been lost since. A
 	// sink that is ready again (a Function woken from zero) is pulled for
 	// at once, without asking JetStream for the consumer again: a lost
-	// consumer is told by the pull itself (pl.Lost).
-	bound := false
+	// consumer is told by the pull itself (pl.Lost). A sink not ready
+	// when the worker starts has its consumer looked up then, once, so
+	// that its first wake does not wait for that round trip either (the
+	// consumer's leader answers it, another server maybe).
+	bound, early := false, false
 	for ctx.Err() == nil {
 		ready, changed := w.sinkReady()
+		if !ready && !bound && !early {
+			early = true
+			bound = w.bind(ctx) == nil // a failure is retried once the sink is ready
+			continue
+		}
 		if !ready || w.backlog.Over() {
 			if !ready {
 				w.log.Debug("sink has no ready endpoint, not pulling", "service", t.sink.Service)
@@ -180,11 +188,7 @@ func (w *worker) run(ctx context.Context) {
 		}
 		var err error
 		if !bound {
-			var cons jetstream.Consumer
-			if cons, err = w.s.js.Consumer(ctx, w.s.cfg.Streams.EventStream, t.consumer); err == nil {
-				if info := cons.CachedInfo(); info != nil && info.Config.AckWait > 0 {
-					w.ackWait.Store(int64(info.Config.AckWait))
-				}
+			if err = w.bind(ctx); err == nil {
 				bound = true
 			}
 		}
@@ -210,6 +214,18 @@ func (w *worker) run(ctx context.Context) {
 		}
 		wait = min(wait*2, maxRebind)
 	}
+}
+
+// bind looks the worker's consumer up, and takes its ack wait.
+func (w *worker) bind(ctx context.Context) error {
+	cons, err := w.s.js.Consumer(ctx, w.s.cfg.Streams.EventStream, w.target.consumer)
+	if err != nil {
+		return err
+	}
+	if info := cons.CachedInfo(); info != nil && info.Config.AckWait > 0 {
+		w.ackWait.Store(int64(info.Config.AckWait))
+	}
+	return nil
 }
 
 // close ends the worker once run's loop ended: no work starts any more,
