@@ -43,6 +43,9 @@ var (
 	ErrNoStandby = claim.ErrNoStandby
 	// ErrServed: the Function's Deployment has a ready pod of its own.
 	ErrServed = claim.ErrServed
+	// errBurstsOnly: the Function does not scale to zero; the pool serves
+	// its scale-ups only (burst), never a claim.
+	errBurstsOnly = fmt.Errorf("%w: it does not scale to zero, and the warm pool serves its scale-ups only", ErrNotPooled)
 )
 
 // Claimed is a pod the pool gave a Function.
@@ -115,6 +118,9 @@ func (p *Pool) startClaim(ctx context.Context, fn types.NamespacedName) (*claimS
 	m, member := p.functions[fn]
 	if !member || !p.running {
 		return nil, ErrNotPooled
+	}
+	if m.burstsOnly {
+		return nil, errBurstsOnly
 	}
 	c = &claimState{at: time.Now(), loaded: make(chan struct{})}
 	p.claims[fn] = c

@@ -155,3 +155,30 @@ func TestTakePrefersAPodPreparedWithTheFunctionsDependencies(t *testing.T) {
 	assert.Equal(t, []string{"plain", "other", "pending", "mine"}, names(""))
 	assert.Equal(t, []string{"plain", "other", "pending", "mine"}, names("c"))
 }
+
+// TestABurstOnlyFunctionGetsStandbyPodsOnceItScaledUp: a Function that
+// does not scale to zero joins the pool for its bursts without making its
+// pool keep a standby pod (it never wakes from zero); once it scaled up,
+// its gives count as wakes and the pool keeps pods for it. A Function
+// that scales to zero has its pool keep one from the moment it joins.
+// Fails when a burst-only Function's joining counts as demand.
+func TestABurstOnlyFunctionGetsStandbyPodsOnceItScaledUp(t *testing.T) {
+	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	p, err := New(nil, nil, Config{Size: 2, MaxStandby: 100})
+	require.NoError(t, err)
+	p.now = func() time.Time { return t0 }
+	steady := plan.Plan{Namespace: "shop", Name: "steady", Scaling: plan.Scaling{Autoscaled: true, MinReplicas: 1, MaxReplicas: 3}}
+	require.NoError(t, p.Observe(steady))
+	k := poolKey{"shop", p.functions[types.NamespacedName{Namespace: "shop", Name: "steady"}].shape}
+	notFixed := func(string) (int, bool) { return 2, false }
+	assert.Equal(t, 0, p.targets(map[poolKey]plan.Plan{k: steady}, notFixed)[k], "no standby pod for a Function that never woke")
+	p.mu.Lock()
+	p.wokeNow(types.NamespacedName{Namespace: "shop", Name: "steady"}, p.functions[types.NamespacedName{Namespace: "shop", Name: "steady"}])
+	p.mu.Unlock()
+	assert.Equal(t, 1, p.targets(map[poolKey]plan.Plan{k: steady}, notFixed)[k], "one once it scaled up")
+
+	zero := plan.Plan{Namespace: "other", Name: "cold", Scaling: plan.Scaling{Autoscaled: true, MinReplicas: 0, MaxReplicas: 3}}
+	require.NoError(t, p.Observe(zero))
+	kz := poolKey{"other", p.functions[types.NamespacedName{Namespace: "other", Name: "cold"}].shape}
+	assert.Equal(t, 1, p.targets(map[poolKey]plan.Plan{kz: zero}, notFixed)[kz], "one from the moment a Function that scales to zero joins")
+}

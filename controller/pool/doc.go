@@ -1,5 +1,5 @@
 // Package pool is the warm pool of Function pods: per namespace and shape
-// of Function that scales to zero, it keeps standby pods running
+// of Function, it keeps standby pods running
 // (runtimes' standby hosts: the Function's image, probes, resources and
 // security contexts, no source), and when such a Function's
 // first event or request arrives (Claim, which the controller's leader
@@ -20,7 +20,10 @@
 // up (from zero or from a few replicas), the pool gives it a standby pod
 // for each replica it wants and has not made ready, as many as it has
 // started, and deletes one for each of the Deployment's own pods that
-// becomes ready, until the Deployment serves alone.
+// becomes ready, until the Deployment serves alone. A Function that does
+// not scale to zero (minReplicas >= 1) has its bursts served so, never a
+// claim, and its pool keeps standby pods only once it scaled up (its
+// gives count as wakes).
 //
 // Each pool is sized to what it woke recently (demand): as many standby
 // pods as the most wakes it saw in one minute of the last Config.Window,

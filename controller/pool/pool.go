@@ -87,10 +87,12 @@ type Config struct {
 	MaxStandby int
 }
 
-// member is a Function the pool serves.
+// member is a Function the pool serves: its claims from zero and its
+// bursts, or only its bursts when it does not scale to zero.
 type member struct {
-	shape string
-	plan  plan.Plan
+	shape      string
+	plan       plan.Plan
+	burstsOnly bool
 }
 
 // poolKey is one pool: a namespace and a shape.
@@ -254,11 +256,14 @@ func (p *Pool) Observe(fn plan.Plan) error {
 	if err != nil {
 		delete(p.functions, key)
 	} else {
-		p.functions[key] = member{shape: Shape(fn, p.cfg.Resources), plan: fn}
+		p.functions[key] = member{shape: Shape(fn, p.cfg.Resources), plan: fn, burstsOnly: !fn.Scaling.ScalesToZero()}
 	}
 	changed := had != (err == nil) || (err == nil && before.shape != p.functions[key].shape)
-	if changed && err == nil {
-		p.demandOf(poolKey{fn.Namespace, p.functions[key].shape}).joined(p.now())
+	if m := p.functions[key]; changed && err == nil && !m.burstsOnly {
+		// A Function that scales to zero has its pool keep a standby pod
+		// from now on; one that does not, once it scaled up (its gives
+		// count as wakes).
+		p.demandOf(poolKey{fn.Namespace, m.shape}).joined(p.now())
 	}
 	p.mu.Unlock()
 	if changed {

@@ -130,6 +130,12 @@ func (k *kubelet) start(ctx context.Context, pod *corev1.Pod) {
 // function creates a Function that scales to zero and returns its plan.
 func newFunction(t *testing.T, ctx context.Context, c client.Client, ns, name string, deps string) plan.Plan {
 	t.Helper()
+	return newFunctionFrom(t, ctx, c, ns, name, deps, 0)
+}
+
+// newFunctionFrom is newFunction with minReplicas minimum.
+func newFunctionFrom(t *testing.T, ctx context.Context, c client.Client, ns, name string, deps string, minimum int32) plan.Plan {
+	t.Helper()
 	fn := &v1alpha2.Function{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: v1alpha2.FunctionSpec{
@@ -139,7 +145,7 @@ func newFunction(t *testing.T, ctx context.Context, c client.Client, ns, name st
 				Dependencies: deps,
 			}},
 			Env:         []v1alpha2.EnvVar{{Name: "GREETING", Value: "warm"}},
-			ScaleConfig: &v1alpha2.ScaleConfig{MinReplicas: ptr.To[int32](0), MaxReplicas: ptr.To[int32](3)},
+			ScaleConfig: &v1alpha2.ScaleConfig{MinReplicas: ptr.To(minimum), MaxReplicas: ptr.To[int32](3)},
 		},
 	}
 	require.NoError(t, c.Create(ctx, fn))
@@ -667,15 +673,17 @@ func TestPoolServesABurstWithStandbyPods(t *testing.T) {
 	orders := newFunction(t, ctx, c, "shop", "orders", "")
 	require.NoError(t, p.Observe(orders))
 	d := deployment(t, ctx, c, orders)
-	given := func() []corev1.Pod {
-		return podsOf(t, ctx, c, "shop", client.MatchingLabels{pool.LabelClaimedBy: "orders"})
+	givenTo := func(fn string) []corev1.Pod {
+		return podsOf(t, ctx, c, "shop", client.MatchingLabels{pool.LabelClaimedBy: fn})
 	}
-	setReady := func(n int32) {
+	given := func() []corev1.Pod { return givenTo("orders") }
+	readyOf := func(d *appsv1.Deployment, n int32) {
 		t.Helper()
 		require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(d), d))
 		d.Status.Replicas, d.Status.ReadyReplicas, d.Status.AvailableReplicas = n, n, n
 		require.NoError(t, c.Status().Update(ctx, d))
 	}
+	setReady := func(n int32) { t.Helper(); readyOf(d, n) }
 	startStandby := func(n int) {
 		t.Helper()
 		require.Eventually(t, func() bool {
@@ -722,6 +730,27 @@ func TestPoolServesABurstWithStandbyPods(t *testing.T) {
 	require.Eventually(t, func() bool { return len(given()) == 3 }, wait, 10*time.Millisecond, "a claim from zero and two more")
 	scale(t, ctx, c, d, 0)
 	require.Eventually(t, func() bool { return len(given()) == 0 }, wait, 10*time.Millisecond, "all retired at zero")
+
+	// A Function that does not scale to zero: never claimed, its bursts
+	// served as any.
+	steady := newFunctionFrom(t, ctx, c, "shop", "steady", "", 1)
+	require.NoError(t, p.Observe(steady), "a Function with minReplicas 1 is pooled for its bursts")
+	_, err := p.Claim(ctx, client.ObjectKey{Namespace: "shop", Name: "steady"})
+	require.ErrorIs(t, err, pool.ErrNotPooled, "never claimed")
+	assert.ErrorContains(t, err, "does not scale to zero")
+	sd := deployment(t, ctx, c, steady)
+	scale(t, ctx, c, sd, 1)
+	readyOf(sd, 1)
+	startStandby(3)
+	scale(t, ctx, c, sd, 3)
+	require.Eventually(t, func() bool { return len(givenTo("steady")) == 2 }, wait, 10*time.Millisecond, "a standby pod for each replica of its burst not ready")
+	for _, pod := range givenTo("steady") {
+		code, name := ready(t, k.address(&pod))
+		assert.Equal(t, http.StatusOK, code, pod.Name)
+		assert.Equal(t, "shop/steady", name, pod.Name)
+	}
+	readyOf(sd, 3)
+	require.Eventually(t, func() bool { return len(givenTo("steady")) == 0 }, wait, 10*time.Millisecond, "all retired once its Deployment serves alone")
 }
 
 // eventuallyClaim claims a pod for fn, again while the pool's cache has

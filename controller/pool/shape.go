@@ -33,12 +33,11 @@ var startEnv = []string{
 var startOnly = []string{"NODE_OPTIONS", "PYTHONPATH", "PYTHONHOME"}
 
 // Eligible returns nil when the warm pool can serve p exactly, else an
-// error wrapping ErrNotPoolable that says why not.
+// error wrapping ErrNotPoolable that says why not. A Function that does
+// not scale to zero is eligible too: the pool serves its scale-ups
+// (bursts), never a claim.
 func Eligible(p plan.Plan) error {
 	var why []string
-	if !p.Scaling.ScalesToZero() {
-		why = append(why, "it does not scale to zero")
-	}
 	if p.Source.Git != nil {
 		why = append(why, "its source is fetched from Git")
 	}

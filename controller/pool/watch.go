@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -134,7 +135,7 @@ func (p *Pool) deploymentChanged(ctx context.Context, old, d *appsv1.Deployment)
 	case wanted(d) > wanted(old):
 		if wanted(old) == 0 && d.Status.ReadyReplicas == 0 {
 			// Started here, so that the burst counts it.
-			if _, err := p.startClaim(ctx, fn); err != nil {
+			if _, err := p.startClaim(ctx, fn); err != nil && !errors.Is(err, errBurstsOnly) {
 				return // not pooled, or served
 			}
 		}
