@@ -171,14 +171,42 @@ func TestABurstOnlyFunctionGetsStandbyPodsOnceItScaledUp(t *testing.T) {
 	require.NoError(t, p.Observe(steady))
 	k := poolKey{"shop", p.functions[types.NamespacedName{Namespace: "shop", Name: "steady"}].shape}
 	notFixed := func(string) (int, bool) { return 2, false }
+	assert.Empty(t, p.pools(), "no pool for a Function that never scaled up")
 	assert.Equal(t, 0, p.targets(map[poolKey]plan.Plan{k: steady}, notFixed)[k], "no standby pod for a Function that never woke")
 	p.mu.Lock()
 	p.wokeNow(types.NamespacedName{Namespace: "shop", Name: "steady"}, p.functions[types.NamespacedName{Namespace: "shop", Name: "steady"}])
 	p.mu.Unlock()
+	assert.Contains(t, p.pools(), k, "its pool once it scaled up")
 	assert.Equal(t, 1, p.targets(map[poolKey]plan.Plan{k: steady}, notFixed)[k], "one once it scaled up")
+	p.now = func() time.Time { return t0.Add(2 * time.Hour) }
+	assert.Empty(t, p.pools(), "none once it has not scaled up for Idle")
+	p.now = func() time.Time { return t0 }
 
 	zero := plan.Plan{Namespace: "other", Name: "cold", Scaling: plan.Scaling{Autoscaled: true, MinReplicas: 0, MaxReplicas: 3}}
 	require.NoError(t, p.Observe(zero))
 	kz := poolKey{"other", p.functions[types.NamespacedName{Namespace: "other", Name: "cold"}].shape}
 	assert.Equal(t, 1, p.targets(map[poolKey]plan.Plan{kz: zero}, notFixed)[kz], "one from the moment a Function that scales to zero joins")
+}
+
+// TestABurstOnlyFunctionDoesNotKeepAnotherFunctionsPool: the wakes of a
+// Function that scales to zero keep its pool, whose shape a Function
+// that does not scale to zero shares, only while that Function is pooled:
+// once it goes, the other one's pool goes too, until it scales up itself.
+// Fails when the pool's wakes, not the Function's own, keep it.
+func TestABurstOnlyFunctionDoesNotKeepAnotherFunctionsPool(t *testing.T) {
+	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	p, err := New(nil, nil, Config{Size: 2, MaxStandby: 100})
+	require.NoError(t, err)
+	p.now = func() time.Time { return t0 }
+	steady := plan.Plan{Namespace: "shop", Name: "steady", Scaling: plan.Scaling{Autoscaled: true, MinReplicas: 1, MaxReplicas: 3}}
+	cold := plan.Plan{Namespace: "shop", Name: "cold", Scaling: plan.Scaling{Autoscaled: true, MinReplicas: 0, MaxReplicas: 3}}
+	require.NoError(t, p.Observe(steady))
+	require.NoError(t, p.Observe(cold))
+	coldKey := types.NamespacedName{Namespace: "shop", Name: "cold"}
+	p.mu.Lock()
+	p.wokeNow(coldKey, p.functions[coldKey])
+	p.mu.Unlock()
+	require.Len(t, p.pools(), 1, "one shape, kept by the Function that scales to zero")
+	p.Forget(coldKey)
+	assert.Empty(t, p.pools(), "the other Function's wakes do not keep the pool of one that never scaled up")
 }

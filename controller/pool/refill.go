@@ -35,6 +35,24 @@ func (p *Pool) deleteStandby(ctx context.Context) error {
 	return nil
 }
 
+// pools returns the pools the pool's Functions need, each with the plan of
+// one of its Functions: the pool of each Function that scales to zero,
+// and that of a Function that does not only while it scaled up itself in
+// the last Config.Idle (another Function's wakes in the same pool do not
+// count). p.mu is held.
+func (p *Pool) pools() map[poolKey]plan.Plan {
+	want := map[poolKey]plan.Plan{}
+	now := p.now()
+	for fn, m := range p.functions {
+		at, woke := p.woke[fn]
+		if m.burstsOnly && (!woke || now.Sub(at) > p.cfg.Idle) {
+			continue
+		}
+		want[poolKey{m.plan.Namespace, m.shape}] = m.plan
+	}
+	return want
+}
+
 // refill makes the standby pods each pool a pooled Function needs wants
 // (targets), and deletes those no pool wants (and claimed pods of
 // Functions the pool no longer serves).
@@ -44,10 +62,7 @@ func (p *Pool) refill(ctx context.Context) error {
 		return fmt.Errorf("list standby pods: %w", err)
 	}
 	p.mu.Lock()
-	want := map[poolKey]plan.Plan{}
-	for _, m := range p.functions {
-		want[poolKey{m.plan.Namespace, m.shape}] = m.plan
-	}
+	want := p.pools()
 	p.mu.Unlock()
 	type nsSize struct {
 		n     int
