@@ -156,6 +156,16 @@ func TestTakePrefersAPodPreparedWithTheFunctionsDependencies(t *testing.T) {
 	assert.Equal(t, []string{"plain", "other", "pending", "mine"}, names("c"))
 }
 
+// burstOnlyPool is a pool at t0 and the plan of a Function of namespace
+// shop that does not scale to zero.
+func burstOnlyPool(t *testing.T, t0 time.Time) (*Pool, plan.Plan) {
+	t.Helper()
+	p, err := New(nil, nil, Config{Size: 2, MaxStandby: 100})
+	require.NoError(t, err)
+	p.now = func() time.Time { return t0 }
+	return p, plan.Plan{Namespace: "shop", Name: "steady", Scaling: plan.Scaling{Autoscaled: true, MinReplicas: 1, MaxReplicas: 3}}
+}
+
 // TestABurstOnlyFunctionGetsStandbyPodsOnceItScaledUp: a Function that
 // does not scale to zero joins the pool for its bursts without making its
 // pool keep a standby pod (it never wakes from zero); once it scaled up,
@@ -164,10 +174,7 @@ func TestTakePrefersAPodPreparedWithTheFunctionsDependencies(t *testing.T) {
 // Fails when a burst-only Function's joining counts as demand.
 func TestABurstOnlyFunctionGetsStandbyPodsOnceItScaledUp(t *testing.T) {
 	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
-	p, err := New(nil, nil, Config{Size: 2, MaxStandby: 100})
-	require.NoError(t, err)
-	p.now = func() time.Time { return t0 }
-	steady := plan.Plan{Namespace: "shop", Name: "steady", Scaling: plan.Scaling{Autoscaled: true, MinReplicas: 1, MaxReplicas: 3}}
+	p, steady := burstOnlyPool(t, t0)
 	require.NoError(t, p.Observe(steady))
 	k := poolKey{"shop", p.functions[types.NamespacedName{Namespace: "shop", Name: "steady"}].shape}
 	notFixed := func(string) (int, bool) { return 2, false }
@@ -195,10 +202,7 @@ func TestABurstOnlyFunctionGetsStandbyPodsOnceItScaledUp(t *testing.T) {
 // Fails when the pool's wakes, not the Function's own, keep it.
 func TestABurstOnlyFunctionDoesNotKeepAnotherFunctionsPool(t *testing.T) {
 	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
-	p, err := New(nil, nil, Config{Size: 2, MaxStandby: 100})
-	require.NoError(t, err)
-	p.now = func() time.Time { return t0 }
-	steady := plan.Plan{Namespace: "shop", Name: "steady", Scaling: plan.Scaling{Autoscaled: true, MinReplicas: 1, MaxReplicas: 3}}
+	p, steady := burstOnlyPool(t, t0)
 	cold := plan.Plan{Namespace: "shop", Name: "cold", Scaling: plan.Scaling{Autoscaled: true, MinReplicas: 0, MaxReplicas: 3}}
 	require.NoError(t, p.Observe(steady))
 	require.NoError(t, p.Observe(cold))

@@ -419,17 +419,25 @@ func TestAWokenSinkIsPulledAtOnce(t *testing.T) {
 	require.Eventually(t, func() bool { return k.count() == 1 }, wait, tick)
 
 	eps.set(false)
+	lookups := countLookups(t, b, s)
+	b.publish("shop", "order.created.v1", "wake", "")
+	lookups.Store(0)
+	eps.set(true)
+	require.Eventually(t, func() bool { return k.count() == 2 }, wait, tick)
+	assert.Zero(t, lookups.Load(), "the consumer was not looked up again")
+}
+
+// countLookups counts the requests for s's consumer's info, as they are
+// seen on the JetStream API's subject from now on.
+func countLookups(t *testing.T, b *bridge, s *v1alpha2.Subscription) *atomic.Int32 {
+	t.Helper()
 	nc := b.nats.Connect()
 	var lookups atomic.Int32
 	info, err := nc.Subscribe("$JS.API.CONSUMER.INFO."+b.streams.EventStream+"."+stream.ConsumerName(s.Namespace, s.Name), func(*nats.Msg) { lookups.Add(1) })
 	require.NoError(t, err)
 	require.NoError(t, nc.Flush())
 	t.Cleanup(func() { _ = info.Unsubscribe() })
-	b.publish("shop", "order.created.v1", "wake", "")
-	lookups.Store(0)
-	eps.set(true)
-	require.Eventually(t, func() bool { return k.count() == 2 }, wait, tick)
-	assert.Zero(t, lookups.Load(), "the consumer was not looked up again")
+	return &lookups
 }
 
 // TestANeverReadySinkIsBoundBeforeItsFirstWake: a Subscription whose sink
@@ -443,12 +451,7 @@ func TestANeverReadySinkIsBoundBeforeItsFirstWake(t *testing.T) {
 	b := newBridge(t, withEndpoints(eps))
 	k := b.newSink("fn", nil)
 	s := sub("s", "fn")
-	nc := b.nats.Connect()
-	var lookups atomic.Int32
-	info, err := nc.Subscribe("$JS.API.CONSUMER.INFO."+b.streams.EventStream+"."+stream.ConsumerName(s.Namespace, s.Name), func(*nats.Msg) { lookups.Add(1) })
-	require.NoError(t, err)
-	require.NoError(t, nc.Flush())
-	t.Cleanup(func() { _ = info.Unsubscribe() })
+	lookups := countLookups(t, b, s)
 	b.subscribe(s)
 	require.Eventually(t, func() bool { return lookups.Load() > 0 }, wait, tick, "the consumer is looked up while the sink is not ready")
 	b.publish("shop", "order.created.v1", "wake", "")
