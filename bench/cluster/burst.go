@@ -133,17 +133,17 @@ func measureBurst(ctx context.Context, c *singlenode.Cluster, rec *recorder, pub
 	// standby pods started and none given to it.
 	wakes := 0
 	var lastWake time.Time
+	wakeID := func(n int) string { return fmt.Sprintf("%s-wake-%d", ns, n) }
 	if _, err := pollValue(ctx, 3*time.Minute, func() (bool, bool) {
 		d, err := c.Clientset.AppsV1().Deployments(ns).Get(ctx, "surge", metav1.GetOptions{})
 		if err != nil || d.Spec.Replicas == nil {
 			return false, false
 		}
 		if *d.Spec.Replicas == 0 {
-			id := fmt.Sprintf("%s-wake-%d", ns, wakes)
-			if _, handled := rec.pod(id); wakes == 0 || handled || time.Since(lastWake) > 5*time.Second {
+			if _, handled := rec.pod(wakeID(wakes)); wakes == 0 || handled || time.Since(lastWake) > 5*time.Second {
 				wakes++
 				lastWake = time.Now()
-				_ = publish(publisher+"/publish", burstType(ns), fmt.Sprintf("%s-wake-%d", ns, wakes))
+				_ = publish(publisher+"/publish", burstType(ns), wakeID(wakes))
 			}
 			return false, false
 		}
