@@ -129,6 +129,10 @@ func (c *Cluster) apiServer() func(netip.AddrPort) (string, bool) {
 	}
 }
 
+// The EndpointSlice watcher tells the dispatcher of claims under way, so
+// that a Function's events are pulled while its standby pod is claimed.
+var _ dispatcher.Waking = (*endpoints.Watcher)(nil)
+
 // Sinks implements Environment: the EndpointSlice watcher, and
 // ClusterResolver.
 func (c *Cluster) Sinks() (dispatcher.Endpoints, dispatcher.Resolver) {

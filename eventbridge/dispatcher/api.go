@@ -24,6 +24,10 @@ type (
 	Endpoints = schedule.Endpoints
 	// AlwaysReady is an Endpoints for which every Service is always ready.
 	AlwaysReady = schedule.AlwaysReady
+	// Waking is what an Endpoints may also tell: a Service without a
+	// ready endpoint is being given one now, and its events are pulled
+	// ahead of it.
+	Waking = schedule.Waking
 )
 
 // DirectResolver delivers to the sink URL as written.

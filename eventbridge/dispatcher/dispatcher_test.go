@@ -427,6 +427,54 @@ func TestAWokenSinkIsPulledAtOnce(t *testing.T) {
 	assert.Zero(t, lookups.Load(), "the consumer was not looked up again")
 }
 
+// TestEventsArePulledWhileTheirSinkWakes: while a standby pod is being
+// claimed for a sink at zero (Waking), its events are pulled ahead of its
+// readiness and wait, no attempt spent, to be delivered the moment it is
+// ready (not a pull's round trip after); after a wake that ends without
+// a ready sink (the claim failed) the events pulled wait, as those pulled
+// before a sink went away do (the pull asks for no more; its requests
+// under way still bring what they asked for), and are delivered once when
+// the sink is ready later. The sink answers 503 while not ready and
+// maxDeliver is 1, so that an attempt spent before readiness would
+// dead-letter its event. Fails when the worker does not pull while the
+// sink wakes.
+func TestEventsArePulledWhileTheirSinkWakes(t *testing.T) {
+	eps := newEndpoints(false, "witness")
+	b := newBridge(t, withEndpoints(eps))
+	k := b.newSink("fn", func(_ int, _ *http.Request, w http.ResponseWriter) {
+		if !eps.isReady() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	})
+	witness := b.newSink("witness", nil)
+	s := sub("s", "fn", config("maxDeliver", "1"))
+	b.subscribe(s)
+	b.subscribe(sub("witness", "witness"))
+	b.publish("shop", "order.created.v1", "first", "")
+	require.Eventually(t, func() bool { return witness.count() == 1 }, wait, tick, "the witness got the event")
+	assert.Zero(t, b.consumerInfo(s).NumAckPending, "nothing pulled at zero")
+
+	eps.setWaking(true)
+	require.Eventually(t, func() bool { return b.consumerInfo(s).NumAckPending == 1 }, wait, tick, "pulled while the sink wakes")
+	assert.Zero(t, b.consumerInfo(s).NumPending)
+	assert.Zero(t, k.count(), "not delivered before the sink is ready")
+
+	// The wake ends without a ready sink: what was pulled waits.
+	eps.setWaking(false)
+	b.publish("shop", "order.created.v1", "second", "")
+	require.Eventually(t, func() bool { return witness.count() == 2 }, wait, tick, "the witness got the event")
+	require.Never(t, func() bool { return k.count() > 0 }, 200*time.Millisecond, 20*time.Millisecond, "nothing delivered before the sink is ready")
+
+	eps.set(true)
+	require.Eventually(t, func() bool { return k.count() == 2 && b.consumerInfo(s).NumAckPending == 0 }, wait, tick)
+	var ids []string
+	for _, d := range k.deliveries() {
+		ids = append(ids, d.header.Get("Ce-Id"))
+	}
+	assert.ElementsMatch(t, []string{"first", "second"}, ids, "each delivered once")
+	assert.Empty(t, b.deadLetters(), "no attempt was spent before the sink was ready")
+}
+
 // countLookups counts the requests for s's consumer's info, as they are
 // seen on the JetStream API's subject from now on.
 func countLookups(t *testing.T, b *bridge, s *v1alpha2.Subscription) *atomic.Int32 {

@@ -334,6 +334,7 @@ func config(kv ...string) func(*v1alpha2.Subscription) {
 type endpoints struct {
 	mu      sync.Mutex
 	ready   bool
+	waking  bool
 	changed chan struct{}
 	always  map[string]bool
 }
@@ -353,6 +354,22 @@ func (e *endpoints) Ready(_, service string) (bool, <-chan struct{}) {
 		return true, never
 	}
 	return e.ready, e.changed
+}
+
+// Waking reports the waking switch (dispatcher.Waking).
+func (e *endpoints) Waking(_, service string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return !e.always[service] && e.waking
+}
+
+// setWaking turns the waking switch, and tells it as a claim does.
+func (e *endpoints) setWaking(waking bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.waking = waking
+	close(e.changed)
+	e.changed = make(chan struct{})
 }
 
 // isReady reports the switch.

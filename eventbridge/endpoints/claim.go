@@ -157,7 +157,18 @@ func (w *Watcher) Wake(namespace, name string) {
 		delete(w.claimAfter, k)
 	}
 	w.claiming[k] = true
+	w.notify(k)
 	go w.claim(k)
+}
+
+// Waking reports whether a standby pod is being claimed for
+// namespace/name now: its events may be pulled ahead of its readiness
+// (dispatcher.Waking). Ready's channel closes when a claim starts and
+// when it ends.
+func (w *Watcher) Waking(namespace, name string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.claiming[service{namespace, name}]
 }
 
 // claim claims a pod for k and takes its address as ready.
@@ -175,6 +186,7 @@ func (w *Watcher) claim(k service) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.claiming, k)
+	w.notify(k) // whatever refresh says below: no longer waking
 	if err != nil {
 		level := slog.LevelWarn
 		if errors.Is(err, claim.ErrNotPooled) || errors.Is(err, claim.ErrNoStandby) || errors.Is(err, claim.ErrServed) {

@@ -108,19 +108,32 @@ func TestWakeClaimsAPodForAFunctionAtZero(t *testing.T) {
 		w.Wake("default", "orders")
 	}
 	require.Eventually(t, func() bool { return c.count() == 1 }, 5*time.Second, time.Millisecond)
-	assert.False(t, closed(ch), "not ready before the claim's answer")
+	// The claim under way is told (Waking, Ready's channel closed), so
+	// that events are pulled ahead of it; not ready before its answer.
+	assert.True(t, closed(ch), "the claim's start is told")
+	assert.True(t, w.Waking("default", "orders"))
+	assert.False(t, w.Waking("default", "plain"))
+	ready, ch = w.Ready("default", "orders")
+	assert.False(t, ready, "not ready before the claim's answer")
 
-	// A claim that fails changes nothing; a Wake claims again, after the
-	// backoff (the requests held meanwhile do not each ask).
+	// A claim that fails changes nothing but the waking; a Wake claims
+	// again, after the backoff (the requests held meanwhile do not each
+	// ask).
 	c.answer <- answer{err: claim.ErrNoStandby}
 	failed := time.Now()
+	require.Eventually(t, func() bool { return closed(ch) }, 5*time.Second, time.Millisecond, "the claim's end is told")
+	ready, _ = w.Ready("default", "orders")
+	assert.False(t, ready)
+	assert.False(t, w.Waking("default", "orders"))
 	require.Eventually(t, func() bool { w.Wake("default", "orders"); return c.count() == 2 }, 5*time.Second, time.Millisecond)
 	assert.GreaterOrEqual(t, time.Since(failed), 1900*time.Millisecond, "not claimed again within the backoff (2 s)")
-	assert.False(t, closed(ch))
+	assert.True(t, w.Waking("default", "orders"))
+	_, ch = w.Ready("default", "orders")
 	c.answer <- answer{addr: "10.244.0.9:8080"}
 	require.Eventually(t, func() bool { return closed(ch) }, 5*time.Second, time.Millisecond, "woken by the claim")
 	ready, ch = w.Ready("default", "orders")
 	assert.True(t, ready)
+	assert.False(t, w.Waking("default", "orders"), "ready, no longer waking")
 	addr, ok := w.Pick("default", "orders")
 	assert.True(t, ok)
 	assert.Equal(t, "10.244.0.9:8080", addr, "the claimed pod, before any slice lists it")
@@ -145,6 +158,7 @@ func TestWakeClaimsAPodForAFunctionAtZero(t *testing.T) {
 	require.False(t, ready)
 	w.Wake("default", "orders")
 	require.Eventually(t, func() bool { return c.count() == 3 }, 5*time.Second, time.Millisecond)
+	_, ch = w.Ready("default", "orders")
 	c.answer <- answer{addr: "10.244.0.10:8080"}
 	require.Eventually(t, func() bool { return closed(ch) }, 5*time.Second, time.Millisecond)
 	_, ch = w.Ready("default", "orders")
@@ -155,11 +169,13 @@ func TestWakeClaimsAPodForAFunctionAtZero(t *testing.T) {
 	assert.False(t, ok)
 
 	// An answer that is no address is no endpoint.
-	_, ch = w.Ready("default", "orders")
 	w.Wake("default", "orders")
 	require.Eventually(t, func() bool { return c.count() == 4 }, 5*time.Second, time.Millisecond)
+	_, ch = w.Ready("default", "orders")
 	c.answer <- answer{addr: "pod.example:8080"}
-	require.Never(t, func() bool { return closed(ch) }, 200*time.Millisecond, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return closed(ch) }, 5*time.Second, time.Millisecond, "the claim's end is told")
+	_, ch = w.Ready("default", "orders")
+	require.Never(t, func() bool { r, _ := w.Ready("default", "orders"); return r || closed(ch) }, 200*time.Millisecond, 10*time.Millisecond)
 	require.Eventually(t, func() bool {
 		n, err := testutil.GatherAndCount(reg, "kfn_eventbridge_claims_total")
 		return err == nil && n == 5 && counted(t, reg, "error") == 1

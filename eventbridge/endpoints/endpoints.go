@@ -354,10 +354,16 @@ func (w *Watcher) refresh(k service) {
 		} else {
 			delete(w.ready, k)
 		}
-		if ch, ok := w.changed[k]; ok {
-			close(ch)
-			delete(w.changed, k)
-		}
+		w.notify(k)
+	}
+}
+
+// notify closes the channel Ready gave for k: whoever waits asks again.
+// w.mu is held.
+func (w *Watcher) notify(k service) {
+	if ch, ok := w.changed[k]; ok {
+		close(ch)
+		delete(w.changed, k)
 	}
 }
 

@@ -20,3 +20,14 @@ var never = make(chan struct{})
 func (AlwaysReady) Ready(string, string) (bool, <-chan struct{}) { return true, never }
 
 var _ Endpoints = AlwaysReady{}
+
+// Waking is what an Endpoints may also tell: that a Service without a
+// ready endpoint is being given one now (a standby pod claimed for a
+// Function at zero, which serves it within milliseconds). A worker pulls
+// its sink's events meanwhile, so that they are in hand, waiting for the
+// sink as events pulled before a sink went away do, and delivered the
+// moment it is ready, not a pull's round trip after it. Ready's channel
+// is closed when a wake starts and when it ends.
+type Waking interface {
+	Waking(namespace, service string) bool
+}

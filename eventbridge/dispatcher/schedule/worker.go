@@ -175,8 +175,9 @@ func (w *worker) run(ctx context.Context) {
 			bound = w.bind(ctx) == nil // a failure is retried once the sink is ready
 			continue
 		}
-		if !ready || w.backlog.Over() {
-			if !ready {
+		pulling := ready || w.sinkWaking()
+		if !pulling || w.backlog.Over() {
+			if !pulling {
 				w.log.Debug("sink has no ready endpoint, not pulling", "service", t.sink.Service)
 			}
 			select {
@@ -244,12 +245,12 @@ func (w *worker) close() {
 }
 
 // pullWhileReady has the consumer pulled until ctx is done or the sink stops being
-// ready (nil), or the consumer goes away (the error). A notification that
-// leaves the sink ready (for another Service, or a change of endpoints
-// that keeps one ready) changes nothing. When the sink is no longer ready
-// the pull pauses: events already asked for still come to handle, which
-// waits for readiness without spending attempts, and no more are asked
-// for.
+// ready or waking (nil), or the consumer goes away (the error). A
+// notification that leaves the sink ready (for another Service, or a
+// change of endpoints that keeps one ready) changes nothing. When the sink
+// is neither ready nor waking the pull pauses: events already asked for
+// still come to handle, which waits for readiness without spending
+// attempts, and no more are asked for.
 func (w *worker) pullWhileReady(ctx context.Context, pl *pull.Pull, changed <-chan struct{}) error {
 	pl.Start()
 	defer pl.Pause()
@@ -265,7 +266,7 @@ func (w *worker) pullWhileReady(ctx context.Context, pl *pull.Pull, changed <-ch
 			}
 		case <-changed:
 			ready, next := w.sinkReady()
-			if !ready {
+			if !ready && !w.sinkWaking() {
 				return nil
 			}
 			changed = next
@@ -281,6 +282,13 @@ func (w *worker) sinkReady() (bool, <-chan struct{}) {
 		return false, nil
 	}
 	return w.s.parts.Endpoints.Ready(w.target.sink.Namespace, w.target.sink.Service)
+}
+
+// sinkWaking reports whether the worker's sink, not ready, is being given
+// a ready endpoint now (Waking): its events are pulled ahead of it.
+func (w *worker) sinkWaking() bool {
+	wk, ok := w.s.parts.Endpoints.(Waking)
+	return ok && w.target.invalid == nil && wk.Waking(w.target.sink.Namespace, w.target.sink.Service)
 }
 
 // overReason says why the worker's events are over budget.
