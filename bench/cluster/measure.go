@@ -64,6 +64,25 @@ spec:
 	return b.String()
 }
 
+// benchResources are the cold Functions' resources: the limits of the
+// chart's default preset (L: 800m of CPU, 1 GiB), which is what a Function
+// that names none gets from the chart, and XS's requests (50m, 64Mi), so
+// that the 2-core node schedules the wakes' new pods and standby pods
+// beside kfn's own. With the XS preset's limit (150m, the test install's
+// default) a pod starting or loading a Function spends its CFS quota in
+// a few milliseconds and waits for the next period: the wakes then
+// measure the throttling, not kfn.
+const benchResources = `  resourceConfiguration:
+    function:
+      resources:
+        requests:
+          cpu: 50m
+          memory: 64Mi
+        limits:
+          cpu: 800m
+          memory: 1Gi
+`
+
 // coldFunction is copy i of fleet f's cold Function and its Subscription.
 func coldFunction(ns, recorderURL string, f *fleet, i int) string {
 	var source, deps string
@@ -114,12 +133,12 @@ spec:
     minReplicas: 0
     maxReplicas: 1
     cooldownPeriod: 5
-  env:
+%[5]s  env:
     - name: RECORDER_URL
       value: %[2]s
   source:
     inline:
-`, ns, recorderURL, f.name(i), f.runtime)
+`, ns, recorderURL, f.name(i), f.runtime, benchResources)
 	if deps != "" {
 		fmt.Fprintf(&b, "      dependencies: %q\n", deps)
 	}

@@ -18,7 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/kfn-dev/kfn/runtimes"
+	"github.com/kfn-dev/kfn/controller/resources"
 	"github.com/kfn-dev/kfn/runtimes/plan"
 	"github.com/kfn-dev/kfn/test/node/singlenode"
 )
@@ -46,7 +46,7 @@ var steps = []step{stepScaled, stepReplicas, stepPod, stepScheduled, stepSandbox
 
 // Steps of a wake served by the warm pool.
 const (
-	stepServes        step = "standby host serves the Function (health names it)"
+	stepServes        step = "standby host serves the Function (its log line)"
 	stepClaimed       step = "standby pod labelled as the Function's"
 	stepPoolEndpoint  step = "EndpointSlice lists the standby pod"
 	stepPoolDelivered step = "delivered by the standby pod"
@@ -65,6 +65,8 @@ type timeline struct {
 	start   time.Time
 	at      map[step]time.Time
 	probing bool
+	// given is the standby pod labelled as the Function's (pool wakes).
+	given string
 }
 
 // probe reports whether the host's probes are still to be started, and
@@ -206,6 +208,9 @@ func watchPoolWake(ctx context.Context, c *singlenode.Cluster, ns, name string) 
 		}, func(o any) {
 			if p, ok := o.(*corev1.Pod); ok && standby(p.Name) && p.DeletionTimestamp == nil {
 				t.see(stepClaimed)
+				t.mu.Lock()
+				t.given = p.Name
+				t.mu.Unlock()
 			}
 		}},
 		{func() (watch.Interface, error) {
@@ -226,49 +231,53 @@ func watchPoolWake(ctx context.Context, c *singlenode.Cluster, ns, name string) 
 		stop()
 		return nil, nil, err
 	}
-	// Each standby pod's health is asked every 2 ms: the first that names
-	// the Function serves it (the claim's answer, or the Deployment
-	// path's specialize).
-	pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "kfn.dev/pool-shape"})
-	if err != nil {
-		stop()
-		return nil, nil, fmt.Errorf("list standby pods: %w", err)
-	}
-	for _, p := range pods.Items {
-		if p.Status.PodIP == "" {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			probeServes(ctx, t, p.Status.PodIP, ns+"/"+name)
-		}()
-	}
 	return t, stop, nil
 }
 
-// probeServes notes when the host at ip first answers its health with fn
-// in runtimes.FunctionHeader, asking every 2 ms.
-func probeServes(ctx context.Context, t *timeline, ip, fn string) {
-	url := "http://" + net.JoinHostPort(ip, fmt.Sprint(plan.Port)) + runtimes.HealthPath
-	hc := &http.Client{Timeout: 500 * time.Millisecond}
-	for !t.seen(stepServes) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return
+// servesFromLog notes when the standby pod given Function fn of ns
+// logged that its host serves fn (the runtimes' "kfn: function <ns>/<fn>
+// loaded on standby host" line), as the node's container runtime
+// timestamped the line: the node's clock is this program's. Nothing asks
+// the pod anything during the wake (a probe every few milliseconds would
+// take CPU of the pod it measures, and of the node's two cores). It
+// reports whether the step is seen.
+func (t *timeline) servesFromLog(ctx context.Context, c *singlenode.Cluster, ns, fn string) bool {
+	t.mu.Lock()
+	pod := t.given
+	_, seen := t.at[stepServes]
+	t.mu.Unlock()
+	if seen {
+		return true
+	}
+	if pod == "" {
+		return false
+	}
+	raw, err := c.Clientset.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: resources.ContainerFunction, Timestamps: true}).DoRaw(ctx)
+	if err != nil {
+		return false
+	}
+	at, ok := loggedServes(string(raw), ns+"/"+fn)
+	if ok {
+		t.mu.Lock()
+		t.at[stepServes] = at
+		t.mu.Unlock()
+	}
+	return ok
+}
+
+// loggedServes finds, in a container's log with timestamps, when its
+// host logged that it serves fn (namespace/name).
+func loggedServes(log, fn string) (time.Time, bool) {
+	for _, line := range strings.Split(log, "\n") {
+		ts, rest, ok := strings.Cut(line, " ")
+		if !ok || !strings.HasPrefix(rest, "kfn: function "+fn+" loaded on standby host") {
+			continue
 		}
-		if resp, err := hc.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.Header.Get(runtimes.FunctionHeader) == fn {
-				t.see(stepServes)
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(2 * time.Millisecond):
+		if at, err := time.Parse(time.RFC3339Nano, ts); err == nil {
+			return at, true
 		}
 	}
+	return time.Time{}, false
 }
 
 // watcher is one watch of a wake: open starts it, on sees each object.

@@ -95,7 +95,13 @@ func (w *waker) event(ctx context.Context, f *fleet, id string, pool bool) (map[
 		return nil, fmt.Errorf("event %s to %s: %w\n%s", id, name, err, w.c.Describe(ctx, w.ns))
 	}
 	tl.see(last)
-	if _, err := pollValue(ctx, 30*time.Second, func() (bool, bool) { _, ok := tl.sinceOf(list); return ok, ok }); err != nil {
+	if _, err := pollValue(ctx, 30*time.Second, func() (bool, bool) {
+		if pool && !tl.servesFromLog(ctx, w.c, w.ns, name) {
+			return false, false
+		}
+		_, ok := tl.sinceOf(list)
+		return ok, ok
+	}); err != nil {
 		seen, _ := tl.sinceOf(steps)
 		fmt.Fprintf(os.Stderr, "bench/cluster: wake %s: a step was not seen: %v\n", id, seen)
 	}
