@@ -9,7 +9,12 @@
 //     standby pod given the Function when KEDA scales it up), each without
 //     and with a dependency to install (test/pkgindex's package, from its
 //     index on the node's address: the pods have no route out); wake.go
-//     says how the wakes take copies of each Function in turn;
+//     says how the wakes take copies of each Function in turn. The
+//     Functions ask for 50m of CPU with an 800m limit (measure.go's
+//     benchResources: the chart's default preset's limits). A warm pool
+//     wake with a dependency waits for a standby pod prepared with the
+//     namespace's dependency set, as a namespace whose Functions woke
+//     before has;
 //   - where a wake by event spends its time: the median time since the
 //     publish at which it passed each step (timeline.go);
 //   - per-request latency of a warm function pod at 50 requests/s, through

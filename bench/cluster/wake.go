@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kfn-dev/kfn/controller/resources"
 	"github.com/kfn-dev/kfn/test/node/singlenode"
 )
 
@@ -58,7 +59,7 @@ func (w *waker) next(ctx context.Context, f *fleet, pool bool) (name, typ string
 		return "", "", fmt.Errorf("%s at zero: %w\n%s", name, err, w.c.Describe(ctx, w.ns))
 	}
 	if pool {
-		if err := w.standby(ctx, f.runtime); err != nil {
+		if err := w.standby(ctx, f.runtime, f.dependency); err != nil {
 			return "", "", fmt.Errorf("no %s standby pod: %w\n%s", f.runtime, err, w.c.Describe(ctx, w.ns))
 		}
 	}
@@ -157,7 +158,7 @@ func (w *waker) atZero(ctx context.Context, name string) error {
 }
 
 // standby waits for a started standby pod of runtime.
-func (w *waker) standby(ctx context.Context, runtime string) error {
+func (w *waker) standby(ctx context.Context, runtime string, prepared bool) error {
 	_, err := pollValue(ctx, 3*time.Minute, func() (bool, bool) {
 		pods, err := w.c.Clientset.CoreV1().Pods(w.ns).List(ctx, metav1.ListOptions{LabelSelector: "kfn.dev/pool-shape"})
 		if err != nil {
@@ -168,7 +169,7 @@ func (w *waker) standby(ctx context.Context, runtime string) error {
 				continue
 			}
 			for _, e := range p.Spec.Containers[0].Env {
-				if e.Name == "FUNC_RUNTIME" && e.Value == runtime {
+				if e.Name == "FUNC_RUNTIME" && e.Value == runtime && (!prepared || w.prepared(ctx, p.Name)) {
 					return true, true
 				}
 			}
@@ -176,6 +177,15 @@ func (w *waker) standby(ctx context.Context, runtime string) error {
 		return false, false
 	})
 	return err
+}
+
+// prepared reports whether standby pod pod's host logged that it holds
+// its pool's dependency set (the pool's prepare, from the dependency
+// cache): the steady state of a namespace whose Functions with
+// dependencies woke before, which the wakes with a dependency measure.
+func (w *waker) prepared(ctx context.Context, pod string) bool {
+	raw, err := w.c.Clientset.CoreV1().Pods(w.ns).GetLogs(pod, &corev1.PodLogOptions{Container: resources.ContainerFunction}).DoRaw(ctx)
+	return err == nil && strings.Contains(string(raw), " prepared from the cache in ")
 }
 
 // quiet waits until no pod of the namespace is starting or ending: each
