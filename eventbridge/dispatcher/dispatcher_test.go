@@ -368,17 +368,7 @@ kfn_eventbridge_delivery_failures_total{namespace="default",subscription="s"} 1
 // endpoints does, so that an attempt spent at zero would fail and, with
 // maxDeliver 1, be dead-lettered.
 func TestScaleToZeroWaitsWithoutSpendingAttempts(t *testing.T) {
-	eps := newEndpoints(false, "witness")
-	b := newBridge(t, withEndpoints(eps))
-	k := b.newSink("fn", func(_ int, _ *http.Request, w http.ResponseWriter) {
-		if !eps.isReady() {
-			w.WriteHeader(http.StatusServiceUnavailable)
-		}
-	})
-	witness := b.newSink("witness", nil)
-	s := sub("s", "fn", config("maxDeliver", "1"))
-	b.subscribe(s)
-	b.subscribe(sub("witness", "witness"))
+	eps, b, k, witness, s := atZero(t)
 	for i := range 5 {
 		b.publish("shop", "order.created.v1", strconv.Itoa(i), "")
 	}
@@ -439,17 +429,7 @@ func TestAWokenSinkIsPulledAtOnce(t *testing.T) {
 // dead-letter its event. Fails when the worker does not pull while the
 // sink wakes.
 func TestEventsArePulledWhileTheirSinkWakes(t *testing.T) {
-	eps := newEndpoints(false, "witness")
-	b := newBridge(t, withEndpoints(eps))
-	k := b.newSink("fn", func(_ int, _ *http.Request, w http.ResponseWriter) {
-		if !eps.isReady() {
-			w.WriteHeader(http.StatusServiceUnavailable)
-		}
-	})
-	witness := b.newSink("witness", nil)
-	s := sub("s", "fn", config("maxDeliver", "1"))
-	b.subscribe(s)
-	b.subscribe(sub("witness", "witness"))
+	eps, b, k, witness, s := atZero(t)
 	b.publish("shop", "order.created.v1", "first", "")
 	require.Eventually(t, func() bool { return witness.count() == 1 }, wait, tick, "the witness got the event")
 	assert.Zero(t, b.consumerInfo(s).NumAckPending, "nothing pulled at zero")
@@ -473,6 +453,27 @@ func TestEventsArePulledWhileTheirSinkWakes(t *testing.T) {
 	}
 	assert.ElementsMatch(t, []string{"first", "second"}, ids, "each delivered once")
 	assert.Empty(t, b.deadLetters(), "no attempt was spent before the sink was ready")
+}
+
+// atZero is a bridge whose sink "fn" has no ready endpoint (eps), with
+// Subscription s (maxDeliver 1) to it, and a witness: a Subscription to
+// the same events whose sink is always ready. The sink answers 503 while
+// not ready, as a Service without endpoints does, so that an attempt spent
+// at zero would fail and be dead-lettered.
+func atZero(t *testing.T) (eps *endpoints, b *bridge, k, witness *sink, s *v1alpha2.Subscription) {
+	t.Helper()
+	eps = newEndpoints(false, "witness")
+	b = newBridge(t, withEndpoints(eps))
+	k = b.newSink("fn", func(_ int, _ *http.Request, w http.ResponseWriter) {
+		if !eps.isReady() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	})
+	witness = b.newSink("witness", nil)
+	s = sub("s", "fn", config("maxDeliver", "1"))
+	b.subscribe(s)
+	b.subscribe(sub("witness", "witness"))
+	return eps, b, k, witness, s
 }
 
 // countLookups counts the requests for s's consumer's info, as they are

@@ -364,13 +364,7 @@ func (e *endpoints) Waking(_, service string) bool {
 }
 
 // setWaking turns the waking switch, and tells it as a claim does.
-func (e *endpoints) setWaking(waking bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.waking = waking
-	close(e.changed)
-	e.changed = make(chan struct{})
-}
+func (e *endpoints) setWaking(waking bool) { e.change(func() { e.waking = waking }) }
 
 // isReady reports the switch.
 func (e *endpoints) isReady() bool {
@@ -381,10 +375,13 @@ func (e *endpoints) isReady() bool {
 
 var never = make(chan struct{})
 
-func (e *endpoints) set(ready bool) {
+func (e *endpoints) set(ready bool) { e.change(func() { e.ready = ready }) }
+
+// change makes f's change and tells it to Ready's callers.
+func (e *endpoints) change(f func()) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.ready = ready
+	f()
 	close(e.changed)
 	e.changed = make(chan struct{})
 }
