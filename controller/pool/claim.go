@@ -192,20 +192,21 @@ func (p *Pool) give(ctx context.Context, fn types.NamespacedName, m member, load
 		p.mu.Unlock()
 		p.poke()
 	}()
-	// The host loads the Function while the pod is labelled as its: the
-	// two go on at once, and the caller hears as soon as the host serves
-	// the Function (a pod serves one Function only, whatever its labels
-	// say).
+	// The host loads the Function, the caller hears as soon as it serves
+	// it, and only then is the pod labelled as the Function's (a pod
+	// serves one Function only, whatever its labels say): the label's
+	// patch and what follows it (the EndpointSlice controller's update,
+	// every watcher of pods and slices) would otherwise take the node's
+	// CPU while the host loads the Function, on the wake's path.
 	got := Claimed{Pod: pod.Name, Address: p.address(pod)}
-	done := make(chan error, 1)
-	go func() { done <- p.specialize(ctx, pod, m.plan) }()
-	patched := p.label(ctx, pod, fn, m.plan)
-	loadErr := <-done
-	took.loaded = time.Since(start) // the caller hears then: the labels may come later
+	loadErr := p.specialize(ctx, pod, m.plan)
+	took.loaded = time.Since(start)
+	var labelErr error
 	if loadErr == nil {
 		loaded(got)
+		labelErr = p.label(ctx, pod, fn, m.plan)
 	}
-	if err := errors.Join(loadErr, <-patched); err != nil {
+	if err := errors.Join(loadErr, labelErr); err != nil {
 		_ = p.c.Delete(ctx, pod, client.Preconditions{UID: &pod.UID})
 		var refused *hostAnswer
 		p.mu.Lock()
@@ -257,12 +258,12 @@ func (p *Pool) fail(fn types.NamespacedName, c *claimState, err error) {
 
 // label patches pod into fn's Service (fn's labels, LabelClaimedBy, no
 // LabelShape) and under fn's ownership (deleted with it, whatever becomes
-// of the pool), on a goroutine; the channel gives the result. The patch
+// of the pool). The patch
 // carries the pod's UID, which the API server does not let change: it
 // fails on another pod of the same name. No optimistic lock: one claimer
 // takes a pod (taken), and the kubelet's status updates, which a lock
 // would trip over, change no label.
-func (p *Pool) label(ctx context.Context, pod *corev1.Pod, fn types.NamespacedName, plan plan.Plan) <-chan error {
+func (p *Pool) label(ctx context.Context, pod *corev1.Pod, fn types.NamespacedName, plan plan.Plan) error {
 	base := pod.DeepCopy()
 	base.UID = ""
 	patch := client.MergeFrom(base)
@@ -275,9 +276,7 @@ func (p *Pool) label(ctx context.Context, pod *corev1.Pod, fn types.NamespacedNa
 	labelled.OwnerReferences = append(labelled.OwnerReferences, metav1.OwnerReference{
 		APIVersion: v1alpha2.GroupVersion.String(), Kind: "Function", Name: fn.Name, UID: plan.UID,
 	})
-	done := make(chan error, 1)
-	go func() { done <- p.c.Patch(ctx, labelled, patch) }()
-	return done
+	return p.c.Patch(ctx, labelled, patch)
 }
 
 // claimedRecently reports whether fn's pod was claimed here less than
