@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -136,15 +137,28 @@ func newFunction(t *testing.T, ctx context.Context, c client.Client, ns, name st
 // newFunctionFrom is newFunction with minReplicas minimum.
 func newFunctionFrom(t *testing.T, ctx context.Context, c client.Client, ns, name string, deps string, minimum int32) plan.Plan {
 	t.Helper()
+	return newFunctionOf(t, ctx, c, ns, name, greeting, deps, minimum)
+}
+
+// greeting is the source of the tests' Functions: it answers with its
+// namespace, name and environment.
+const greeting = `module.exports = { main: (event, context) => 'hello from ' + context.namespace + '/' + context['function-name'] + ' ' + process.env.GREETING };`
+
+// newFunctionOf creates Function ns/name of source and dependencies deps,
+// with minReplicas minimum and GREETING=warm and env (name, value pairs)
+// in its environment, and returns its plan.
+func newFunctionOf(t *testing.T, ctx context.Context, c client.Client, ns, name, source, deps string, minimum int32, env ...string) plan.Plan {
+	t.Helper()
+	vars := []v1alpha2.EnvVar{{Name: "GREETING", Value: "warm"}}
+	for i := 0; i+1 < len(env); i += 2 {
+		vars = append(vars, v1alpha2.EnvVar{Name: env[i], Value: env[i+1]})
+	}
 	fn := &v1alpha2.Function{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: v1alpha2.FunctionSpec{
-			Runtime: "nodejs22",
-			Source: v1alpha2.Source{Inline: &v1alpha2.InlineSource{
-				Source:       `module.exports = { main: (event, context) => 'hello from ' + context.namespace + '/' + context['function-name'] + ' ' + process.env.GREETING };`,
-				Dependencies: deps,
-			}},
-			Env:         []v1alpha2.EnvVar{{Name: "GREETING", Value: "warm"}},
+			Runtime:     "nodejs22",
+			Source:      v1alpha2.Source{Inline: &v1alpha2.InlineSource{Source: source, Dependencies: deps}},
+			Env:         vars,
 			ScaleConfig: &v1alpha2.ScaleConfig{MinReplicas: ptr.To(minimum), MaxReplicas: ptr.To[int32](3)},
 		},
 	}
@@ -755,6 +769,47 @@ func TestPoolServesABurstWithStandbyPods(t *testing.T) {
 
 // eventuallyClaim claims a pod for fn, again while the pool's cache has
 // not seen its standby pod started.
+// TestAClaimedPodIsLabelledOnceItsHostServes: a claimed pod joins its
+// Function's Service (its labels, its owner) only once its host has
+// loaded the Function, so that the label's patch and what follows it (the
+// EndpointSlice controller, every watcher of pods and slices) do not take
+// the node's CPU while the host loads, on the wake's path. The Function's
+// module marks a file when its load starts, then takes 600 ms: the pod is
+// not labelled in the 300 ms after the mark, and is labelled behind the
+// claim's answer. Fails when the pod is labelled while its host loads.
+func TestAClaimedPodIsLabelledOnceItsHostServes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an API server")
+	}
+	ctx, cluster, k, p := startPool(t)
+	c := cluster.Client
+	require.NoError(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}))
+	mark := filepath.Join(t.TempDir(), "loading")
+	slow := newFunctionOf(t, ctx, c, "shop", "slow", `require('fs').writeFileSync(process.env.MARK, 'loading');
+const end = Date.now() + 600;
+while (Date.now() < end) {}
+module.exports = { main: () => 'loaded' };`, "", 0, "MARK", mark)
+	require.NoError(t, p.Observe(slow))
+	deployment(t, ctx, c, slow)
+	require.Eventually(t, func() bool {
+		return len(podsOf(t, ctx, c, "shop", client.HasLabels{pool.LabelShape})) == 1
+	}, wait, 10*time.Millisecond, "a standby pod")
+	require.Equal(t, 1, k.run(ctx, "shop"))
+
+	claimed := make(chan error, 1)
+	go func() {
+		_, err := eventuallyClaim(t, ctx, p, client.ObjectKey{Namespace: "shop", Name: "slow"})
+		claimed <- err
+	}()
+	require.Eventually(t, func() bool { _, err := os.Stat(mark); return err == nil }, wait, 5*time.Millisecond, "the host loads the Function")
+	labelled := func() bool {
+		return len(podsOf(t, ctx, c, "shop", client.MatchingLabels{pool.LabelClaimedBy: "slow"})) > 0
+	}
+	require.Never(t, labelled, 300*time.Millisecond, 10*time.Millisecond, "not labelled while its host loads the Function")
+	require.NoError(t, <-claimed)
+	require.Eventually(t, labelled, wait, 10*time.Millisecond, "labelled behind the claim's answer")
+}
+
 func eventuallyClaim(t *testing.T, ctx context.Context, p *pool.Pool, fn client.ObjectKey) (pool.Claimed, error) {
 	var got pool.Claimed
 	var err error
