@@ -258,11 +258,10 @@ func (p *Pool) fail(fn types.NamespacedName, c *claimState, err error) {
 
 // label patches pod into fn's Service (fn's labels, LabelClaimedBy, no
 // LabelShape) and under fn's ownership (deleted with it, whatever becomes
-// of the pool). The patch
-// carries the pod's UID, which the API server does not let change: it
-// fails on another pod of the same name. No optimistic lock: one claimer
-// takes a pod (taken), and the kubelet's status updates, which a lock
-// would trip over, change no label.
+// of the pool). The patch carries the pod's UID, which the API server does
+// not let change: it fails on another pod of the same name. No optimistic
+// lock: one claimer takes a pod (taken), and the kubelet's status updates,
+// which a lock would trip over, change no label.
 func (p *Pool) label(ctx context.Context, pod *corev1.Pod, fn types.NamespacedName, plan plan.Plan) error {
 	base := pod.DeepCopy()
 	base.UID = ""
