@@ -80,8 +80,8 @@ func (c *claimState) answer(got Claimed, err error) {
 // it once its host serves fn: the first event or request for fn at zero
 // calls it, so that it is delivered to the pod's address without waiting
 // for KEDA, the Deployment or an EndpointSlice. The pod is labelled as
-// fn's and owned by it meanwhile (its Service, the Deployment and the
-// EndpointSlices catch up behind), and is retired as any claimed pod is:
+// fn's and owned by it behind the answer (its Service, the Deployment and
+// the EndpointSlices catch up), and is retired as any claimed pod is:
 // once fn's Deployment has a ready pod of its own, or is scaled to zero
 // (but not in the first ClaimHold after the claim, which may come before
 // KEDA scaled it up). A claim already made or under way for fn is shared:
@@ -160,7 +160,7 @@ func (p *Pool) claim(fn types.NamespacedName, m member, c *claimState) {
 }
 
 // give takes a started standby pod of fn's pool (m) and gives it fn: the
-// host loads fn (loaded is called then) while the pod is labelled as fn's
+// host loads fn (loaded is called then), then the pod is labelled as fn's
 // and owned by it, which puts it in fn's Service. It returns the pod and
 // how long its host took to serve fn; ErrNoStandby when the pool has none
 // started. A pod whose host refuses fn, or that cannot be labelled, is
