@@ -219,11 +219,7 @@ func ready(t *testing.T, addr string) (int, string) {
 // of its own. Fails when a pod is given to two Functions, the labels or
 // the owner are not set, the pool is not refilled, or the pod stays.
 func TestPoolGivesAStandbyPodToAFunctionWokenFromZero(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts an API server")
-	}
-	ctx, cluster, k, p := startPool(t)
-	c := cluster.Client
+	ctx, c, k, p := startPool(t)
 	require.NoError(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}))
 	bank := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bank", Annotations: map[string]string{pool.AnnotationSize: "2"}}}
 	require.NoError(t, c.Create(ctx, bank))
@@ -359,11 +355,7 @@ func TestPoolGivesAStandbyPodToAFunctionWokenFromZero(t *testing.T) {
 // standby pod of its own instead, and gives that one to the Function it
 // wakes. Fails when the pool recognises its pods by name.
 func TestPoolKnowsItsPodsByUIDNotName(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts an API server")
-	}
-	ctx, cluster, k, p := startPool(t)
-	c := cluster.Client
+	ctx, c, k, p := startPool(t)
 	require.NoError(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}))
 	orders := newFunction(t, ctx, c, "shop", "orders", "")
 	require.NoError(t, p.Observe(orders))
@@ -443,9 +435,6 @@ func TestPoolKnowsItsPodsByUIDNotName(t *testing.T) {
 // is kept or given out, the failure is not recorded, or the standby pod
 // is not asked to prepare.
 func TestPoolGivesBackAFunctionWhoseDependenciesAreNotCached(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts an API server")
-	}
 	var mu sync.Mutex
 	var asked []string
 	cache := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -456,8 +445,7 @@ func TestPoolGivesBackAFunctionWhoseDependenciesAreNotCached(t *testing.T) {
 	}))
 	t.Cleanup(cache.Close)
 
-	ctx, cluster, k, p := startPool(t)
-	c := cluster.Client
+	ctx, c, k, p := startPool(t)
 	require.NoError(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "deps"}}))
 
 	fn := &v1alpha2.Function{
@@ -529,12 +517,8 @@ func TestPoolGivesBackAFunctionWhoseDependenciesAreNotCached(t *testing.T) {
 // get two pods, when Claim answers before the host serves the Function,
 // or when the pod is retired at once because the Deployment is at zero.
 func TestClaimGivesAFunctionAStandbyPodAtItsFirstEvent(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts an API server")
-	}
 	const hold = 3 * time.Second
-	ctx, cluster, k, p := startPool(t, func(c *pool.Config) { c.ClaimHold, c.Resync = hold, 200*time.Millisecond })
-	c := cluster.Client
+	ctx, c, k, p := startPool(t, func(c *pool.Config) { c.ClaimHold, c.Resync = hold, 200*time.Millisecond })
 	require.NoError(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}))
 	orders := newFunction(t, ctx, c, "shop", "orders", "")
 	require.NoError(t, p.Observe(orders))
@@ -678,11 +662,7 @@ func TestClaimGivesAFunctionAStandbyPodAtItsFirstEvent(t *testing.T) {
 // the pool gives none (only a wake from zero), more than the replicas
 // missing, or keeps them once the Deployment serves alone.
 func TestPoolServesABurstWithStandbyPods(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts an API server")
-	}
-	ctx, cluster, k, p := startPool(t)
-	c := cluster.Client
+	ctx, c, k, p := startPool(t)
 	require.NoError(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop", Annotations: map[string]string{pool.AnnotationSize: "3"}}}))
 	orders := newFunction(t, ctx, c, "shop", "orders", "")
 	require.NoError(t, p.Observe(orders))
@@ -778,11 +758,7 @@ func TestPoolServesABurstWithStandbyPods(t *testing.T) {
 // not labelled in the 300 ms after the mark, and is labelled behind the
 // claim's answer. Fails when the pod is labelled while its host loads.
 func TestAClaimedPodIsLabelledOnceItsHostServes(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts an API server")
-	}
-	ctx, cluster, k, p := startPool(t)
-	c := cluster.Client
+	ctx, c, k, p := startPool(t)
 	require.NoError(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}))
 	mark := filepath.Join(t.TempDir(), "loading")
 	slow := newFunctionOf(t, ctx, c, "shop", "slow", `require('fs').writeFileSync(process.env.MARK, 'loading');
@@ -821,8 +797,14 @@ func eventuallyClaim(t *testing.T, ctx context.Context, p *pool.Pool, fn client.
 	return got, err
 }
 
-func startPool(t *testing.T, mods ...func(*pool.Config)) (context.Context, *testcluster.Cluster, *kubelet, *pool.Pool) {
+// startPool starts an API server, a manager with a pool configured by
+// mods, and a kubelet that runs its standby pods' hosts; the test is
+// skipped in -short.
+func startPool(t *testing.T, mods ...func(*pool.Config)) (context.Context, client.Client, *kubelet, *pool.Pool) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("starts an API server")
+	}
 	cluster := testcluster.New(t, testcluster.WithScheme(function.AddToScheme))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	ctrl.SetLogger(logr.Discard())
@@ -847,5 +829,5 @@ func startPool(t *testing.T, mods ...func(*pool.Config)) (context.Context, *test
 		cancel()
 		assert.NoError(t, <-done)
 	})
-	return ctx, cluster, k, p
+	return ctx, cluster.Client, k, p
 }
