@@ -13,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -30,6 +29,7 @@ import (
 	"github.com/kfn-dev/kfn/internal/auth"
 	"github.com/kfn-dev/kfn/internal/logging"
 	"github.com/kfn-dev/kfn/internal/natsconn"
+	"github.com/kfn-dev/kfn/internal/scrape"
 )
 
 // Timeouts of the HTTP servers, bounding slow clients.
@@ -214,7 +214,7 @@ func serve(ctx context.Context, p Process, b *Bridge, reg *prometheus.Registry, 
 	l.listen(ctx, "gateway", p.GatewayListen, h.Gateway, selfSigned, true)
 	l.listen(ctx, "admin", p.AdminListen, h.DeadLetters, adminTLS, false)
 	if p.MetricsListen != "" {
-		var metrics http.Handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+		metrics := scrape.Handler(reg, log)
 		var metricsTLS *tls.Config
 		if readers != nil {
 			metrics, metricsTLS = readers.Require(auth.Metrics, metrics), selfSigned

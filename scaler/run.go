@@ -13,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -28,6 +27,7 @@ import (
 	"github.com/kfn-dev/kfn/internal/logging"
 	"github.com/kfn-dev/kfn/internal/natsconn"
 	"github.com/kfn-dev/kfn/internal/natsinflight"
+	"github.com/kfn-dev/kfn/internal/scrape"
 	"github.com/kfn-dev/kfn/scaler/activity"
 	"github.com/kfn-dev/kfn/scaler/server"
 )
@@ -168,7 +168,7 @@ func serveMetrics(ctx context.Context, g *errgroup.Group, addr string, reg *prom
 		return fmt.Errorf("metrics: listen on %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("GET /metrics", scrape.Handler(reg, log))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if err := natsconn.Live(nc); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)

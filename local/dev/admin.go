@@ -10,12 +10,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kfn-dev/kfn/contract/stream"
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
+	"github.com/kfn-dev/kfn/internal/scrape"
 	"github.com/kfn-dev/kfn/local/devstatus"
 )
 
@@ -110,7 +110,7 @@ func (p *Platform) handler() http.Handler {
 		_ = json.NewEncoder(w).Encode(p.Status())
 	})
 	admin.HandleFunc("GET /logs/{namespace}/{name}", p.serveLogs)
-	admin.Handle("GET /metrics", promhttp.HandlerFor(p.registry, promhttp.HandlerOpts{}))
+	admin.Handle("GET /metrics", scrape.Handler(p.registry, p.log))
 	h := p.bridge.Handlers()
 	dl := h.DeadLetters
 	admin.Handle("/deadletters", dl)
