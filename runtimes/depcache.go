@@ -20,3 +20,30 @@ const dependencyWriterAudiencePrefix = "kfn-depcache/"
 func DependencyWriterAudience(runtime, hash string) string {
 	return dependencyWriterAudiencePrefix + runtime + "/" + hash
 }
+
+// Lines a Function's pod leaves as a container's termination message, by
+// which the controller learns whether the dependency cache holds the pod's
+// dependency set (<runtime>/<hash> follows each):
+//
+//   - DependencyCachedMessage, written by the install init container when
+//     it took the set from the cache or stored it there: the Function's
+//     next pods may fetch it when their host starts (EnvDependencyHash);
+//   - DependencyMissingMessage, the last line of a host that was to fetch
+//     its set at start and found none (it exits DependencyMissingExit):
+//     the Function's pods go back to installing.
+//
+// A tenant's install may write either (a package's install script can
+// write the termination log); neither lets a pod have more than its own
+// Function's set, which the cache gives only to its namespace.
+const (
+	DependencyCachedMessage  = "kfn: dependency set in the cache: "
+	DependencyMissingMessage = "kfn: dependency set not in the cache: "
+)
+
+// DependencyMissingExit is the exit code of a host whose dependency set,
+// to be fetched at start, is not in the cache.
+const DependencyMissingExit = 3
+
+// DependencySet is how the termination messages name a dependency set:
+// <runtime>/<hash>.
+func DependencySet(runtime, hash string) string { return runtime + "/" + hash }

@@ -149,9 +149,10 @@ func installedTree(t *testing.T, rt runtimes.Runtime) string {
 // long names); fetch then exits 0 with the same tree, logging that the
 // dependencies came from the cache, also into a directory an earlier,
 // failed run left files in. A refused token, a cache that fails,
-// or no cache: fetch exits 1 and store 0 (the pod never fails for the
-// cache). Fails when a tree does not survive the round trip, an exit code
-// changes, or a failed upload fails the install.
+// or no cache: fetch and store exit 1 (the install script goes on: the pod
+// never fails for the cache; a store's 0 says the cache holds the set).
+// Fails when a tree does not survive the round trip or an exit code
+// changes.
 func TestDependencyCacheClient(t *testing.T) {
 	for _, name := range []string{"nodejs22", "python312"} {
 		rt := lookup(t, name)
@@ -198,7 +199,7 @@ func TestDependencyCacheClient(t *testing.T) {
 				assert.Equal(t, 1, code, "%s: %s", what, out)
 				assert.Empty(t, tree(t, dir), what)
 				code, out = runClient(t, rt, "store", src, env...)
-				assert.Equal(t, 0, code, "%s: %s", what, out)
+				assert.Equal(t, 1, code, "%s: %s", what, out)
 				if what == "unreachable" {
 					assert.Contains(t, out, "asking the cache again", "no connection may pass")
 				}
@@ -208,7 +209,7 @@ func TestDependencyCacheClient(t *testing.T) {
 			// the identity alone stores nothing: 403, never asked again.
 			before := cache.Requests()
 			code, out = runClient(t, rt, "store", src, env[:2]...)
-			assert.Equal(t, 0, code, out)
+			assert.Equal(t, 1, code, out)
 			assert.Contains(t, out, "not stored in the cache")
 			assert.Contains(t, out, "403")
 			assert.Equal(t, 1, cache.Requests()-before, "a 403 is final")
@@ -237,7 +238,7 @@ func TestDependencyCacheClient(t *testing.T) {
 			assert.Equal(t, 3, cache.Requests()-before, "a fetch asks 3 times")
 			before = cache.Requests()
 			code, out = runClient(t, rt, "store", src, env...)
-			assert.Equal(t, 0, code, out)
+			assert.Equal(t, 1, code, out)
 			assert.Contains(t, out, "not stored in the cache")
 			assert.Equal(t, 5, cache.Requests()-before, "a store asks 5 times")
 			cache.FailNext(0, 0)
@@ -246,7 +247,7 @@ func TestDependencyCacheClient(t *testing.T) {
 			cache.Force(http.StatusInsufficientStorage)
 			before = cache.Requests()
 			code, out = runClient(t, rt, "store", src, env...)
-			assert.Equal(t, 0, code, out)
+			assert.Equal(t, 1, code, out)
 			assert.Contains(t, out, "not stored in the cache")
 			assert.Contains(t, out, "507")
 			assert.NotContains(t, out, "asking the cache again")
@@ -616,5 +617,65 @@ dc.warm().then(() => { console.log('requests=' + requests); }, (err) => { consol
 		} else {
 			assert.Equal(t, "requests=0\n", string(out), "no directory, no fetch, no error")
 		}
+	}
+}
+
+// TestHostFetchesItsDependenciesAtStart: a host given KFN_DEPENDENCY_HASH
+// (a pod rendered without the install container) fetches its dependency
+// set from the cache into KFN_DEPS_DIR before it loads the handler, which
+// then requires it, and what a restarted container's last run left there
+// goes first. When the cache does not have the set, the host exits
+// DependencyMissingExit and its last line, the container's termination
+// message, names the set (by which the controller goes back to
+// installing); a hash that is not one, or one without a cache, is refused
+// at start. Fails when the handler cannot resolve its dependency, the host
+// serves without its set, or its exit does not say why.
+func TestHostFetchesItsDependenciesAtStart(t *testing.T) {
+	for _, rt := range testRuntimes(t) {
+		t.Run(rt.Name, func(t *testing.T) {
+			t.Parallel()
+			cache := depcachetest.Start(t)
+			cache.Put(rt.Name, depsHash, greetTarball(t, rt.Language))
+			start := func(hash string, cfg runtimes.Config) (*host, string) {
+				fnDir, depsDir := t.TempDir(), t.TempDir()
+				for name, body := range greetSources[rt.Name] {
+					require.NoError(t, os.WriteFile(filepath.Join(fnDir, name), []byte(body), 0o644))
+				}
+				require.NoError(t, os.WriteFile(filepath.Join(depsDir, "left-over"), []byte("x"), 0o644))
+				cfg.FunctionName, cfg.Namespace = "orders", "shop"
+				cfg.DepsDir, cfg.DependencyHash = depsDir, hash
+				cfg.IdentityTokenFile = tokenFile(t, depcachetest.Token)
+				if cfg.DependencyCache == "-" {
+					cfg.DependencyCache = ""
+				} else {
+					cfg.DependencyCache = cache.Base()
+				}
+				return startHost(t, rt, fnDir, hostOptions{cfg: cfg, noWait: true}), depsDir
+			}
+
+			h, depsDir := start(depsHash, runtimes.Config{})
+			h.waitReady(15 * time.Second)
+			assert.Equal(t, "Hi orders from kfn-greet", h.mustDo("GET", "/", nil, "").body, "the handler requires its dependency")
+			assert.Contains(t, h.out.String(), "from the cache")
+			assert.NoFileExists(t, filepath.Join(depsDir, "left-over"))
+
+			const missing = "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
+			h, _ = start(missing, runtimes.Config{})
+			assert.Equal(t, runtimes.DependencyMissingExit, h.waitExit(15*time.Second), "%s", h.out)
+			lines := strings.Split(strings.TrimSpace(h.out.String()), "\n")
+			assert.Equal(t, runtimes.DependencyMissingMessage+runtimes.DependencySet(rt.Name, missing), lines[len(lines)-1])
+
+			for what, c := range map[string]struct {
+				hash string
+				cfg  runtimes.Config
+			}{
+				"a hash that is not": {"../../x", runtimes.Config{}},
+				"no cache":           {depsHash, runtimes.Config{DependencyCache: "-"}},
+			} {
+				h, _ := start(c.hash, c.cfg)
+				assert.Equal(t, 1, h.waitExit(15*time.Second), "%s: %s", what, h.out)
+				assert.Contains(t, h.out.String(), "KFN_DEPENDENCY_HASH", what)
+			}
+		})
 	}
 }

@@ -78,6 +78,14 @@ const (
 	// Function whose dependencies have a hash; unset, pods install as
 	// before. runtimes/README.md ("Dependency cache") has the contract.
 	EnvDependencyCache = "KFN_DEPENDENCY_CACHE"
+	// EnvDependencyHash, when set with EnvDependencyCache and EnvDepsDir,
+	// has a host that is not on standby fetch the Function's dependency set
+	// <runtime>/<hash> from the cache into EnvDepsDir before it loads the
+	// handler: the controller renders a Function's pods without the install
+	// init container once the cache holds their set (a second container
+	// start less on a wake). When the cache has no such set the host exits
+	// DependencyMissingExit, its last line DependencyMissingMessage.
+	EnvDependencyHash = "KFN_DEPENDENCY_HASH"
 	// EnvDependencyCacheRetryMS is the cache client program's first wait,
 	// in milliseconds (default 1000, doubled each time), before it asks
 	// the cache again after an answer that may pass (429, 502, 503, 504,
@@ -280,6 +288,10 @@ type Config struct {
 	// DependencyCache is the dependency cache's base URL (see
 	// EnvDependencyCache); empty: none.
 	DependencyCache string
+	// DependencyHash, with DependencyCache and DepsDir, has the host fetch
+	// its dependency set when it starts (see EnvDependencyHash); empty:
+	// the dependencies are installed in DepsDir before the host starts.
+	DependencyHash string
 	// IdentityTokenFile is the token file emitCloudEvent sends (see
 	// EnvIdentityTokenFile); empty: none.
 	IdentityTokenFile string
@@ -297,7 +309,7 @@ func platformEnvNames() []string {
 		EnvHandlerAPI, EnvPort, EnvHandler, EnvModule, EnvHandlerFunc, EnvHandlerModule, EnvHandlerPath,
 		EnvPublisherAddress, EnvTraceCollectorEndpoint, EnvMemoryLimit,
 		EnvNodePath, EnvPythonPath, EnvFunctionDir, EnvSourceDir, EnvDepsDir, EnvLibsDir, EnvListenFD,
-		EnvIdentityTokenFile, EnvStandbyTokenSHA256, EnvDependencyCache,
+		EnvIdentityTokenFile, EnvStandbyTokenSHA256, EnvDependencyCache, EnvDependencyHash,
 	}
 	sort.Strings(names)
 	return names
@@ -340,6 +352,7 @@ func (r Runtime) Env(c Config) ([]EnvVar, error) {
 		EnvPublisherAddress:       c.PublisherAddress,
 		EnvIdentityTokenFile:      c.IdentityTokenFile,
 		EnvDependencyCache:        c.DependencyCache,
+		EnvDependencyHash:         c.DependencyHash,
 		EnvTraceCollectorEndpoint: c.TraceCollectorEndpoint,
 		EnvMemoryLimit:            c.MemoryLimit,
 	} {

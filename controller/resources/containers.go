@@ -289,9 +289,14 @@ func installScript(p plan.Plan, srcDir string) string {
 	if p.Dependencies.FromSource {
 		script = append(script, fmt.Sprintf("if [ ! -f %s ]; then echo 'no %s: nothing to install'; exit 0; fi", src, rt.DepsFile()))
 	}
+	// mark leaves the termination message by which the controller learns
+	// that the cache holds the set (runtimes.DependencyCachedMessage); a
+	// termination log that cannot be written fails nothing.
+	mark := fmt.Sprintf("{ echo '%s%s' > %s; } 2>/dev/null || true", runtimes.DependencyCachedMessage,
+		runtimes.DependencySet(rt.Name, p.Dependencies.Hash), corev1.TerminationMessagePathDefault)
 	if cached(p) {
 		run = ""
-		script = append(script, fmt.Sprintf("if [ -f %s ] && %s fetch %s; then exit 0; fi", client[1], strings.Join(client, " "), args))
+		script = append(script, fmt.Sprintf("if [ -f %s ] && %s fetch %s; then %s; exit 0; fi", client[1], strings.Join(client, " "), args, mark))
 	}
 	// -f: a restarted container finds the copy its failed run left, read-only
 	// as the ConfigMap's file.
@@ -309,7 +314,7 @@ func installScript(p plan.Plan, srcDir string) string {
 			run+"npm install --omit=dev --no-audit --no-fund --no-update-notifier")
 	}
 	if cached(p) {
-		script = append(script, fmt.Sprintf("if [ -f %s ]; then %s store %s || true; fi", client[1], strings.Join(client, " "), args))
+		script = append(script, fmt.Sprintf("if [ -f %s ] && %s store %s; then %s; fi", client[1], strings.Join(client, " "), args, mark))
 	}
 	return strings.Join(script, "\n")
 }

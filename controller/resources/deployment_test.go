@@ -354,11 +354,13 @@ func TestDeploymentDependencyCache(t *testing.T) {
 			args := fmt.Sprintf(" --runtime=%s --hash=%s --dir=/usr/src/app/deps", p.Runtime.Name, p.Dependencies.Hash)
 			script := ic.Command[2]
 			file := strings.Fields(tc.client)[1]
-			assert.Contains(t, script, fmt.Sprintf("\nif [ -f %s ] && %s fetch%s; then exit 0; fi\n", file, tc.client, args),
-				"the cache first: an answer ends the install without npm or pip")
+			mark := fmt.Sprintf("{ echo '%s%s' > /dev/termination-log; } 2>/dev/null || true", runtimes.DependencyCachedMessage,
+				runtimes.DependencySet(p.Runtime.Name, p.Dependencies.Hash))
+			assert.Contains(t, script, fmt.Sprintf("\nif [ -f %s ] && %s fetch%s; then %s; exit 0; fi\n", file, tc.client, args, mark),
+				"the cache first: an answer ends the install without npm or pip, saying the cache holds the set")
 			assert.Contains(t, script, tc.install, "else the install as before, not exec'd")
-			assert.True(t, strings.HasSuffix(script, fmt.Sprintf("\nif [ -f %s ]; then %s store%s || true; fi", file, tc.client, args)),
-				"then stored, never failing the pod: %s", script)
+			assert.True(t, strings.HasSuffix(script, fmt.Sprintf("\nif [ -f %s ] && %s store%s; then %s; fi", file, tc.client, args, mark)),
+				"then stored, never failing the pod, and said so once stored: %s", script)
 			assert.Equal(t, cache, fntest.EnvValue(*ic, runtimes.EnvDependencyCache))
 			assert.Equal(t, runtimes.PodIdentityDir+"/token", fntest.EnvValue(*ic, runtimes.EnvIdentityTokenFile))
 			id := mount(ic, runtimes.PodIdentityDir)

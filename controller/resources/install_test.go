@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 	"github.com/kfn-dev/kfn/controller/resources"
@@ -115,12 +116,19 @@ func TestInstallContainerTakesDependenciesFromTheCache(t *testing.T) {
 				_ = os.Remove(calls)
 				return string(b)
 			}
+			termination := filepath.Join(t.TempDir(), "termination-log")
+			message := func() string {
+				b, _ := os.ReadFile(termination)
+				_ = os.Remove(termination)
+				return string(b)
+			}
 			install := func() (string, string) {
 				t.Helper()
 				deps, tmp := t.TempDir(), t.TempDir()
 				moved := strings.NewReplacer(
 					runtimes.PodDepsDir, deps, runtimes.PodSourceDir, source, resources.RegistryConfigDir, registryDir,
 					runtimes.ImageHostDir, hostDir, runtimes.PodDependencyWriterDir, writer, runtimes.PodIdentityDir, identity, "/tmp", tmp,
+					corev1.TerminationMessagePathDefault, termination,
 				)
 				cmd := exec.Command(ic.Command[0], ic.Command[1], moved.Replace(ic.Command[2]))
 				cmd.Env = []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH")}
@@ -140,8 +148,11 @@ func TestInstallContainerTakesDependenciesFromTheCache(t *testing.T) {
 			assert.Positive(t, before, "the package manager ran")
 			require.NotEmpty(t, cache.Object(rt.Name, p.Dependencies.Hash), "stored: %s", out)
 			assert.Contains(t, out, "stored in the cache")
+			cached := runtimes.DependencyCachedMessage + runtimes.DependencySet(rt.Name, p.Dependencies.Hash) + "\n"
+			assert.Equal(t, cached, message(), "the termination message says the cache holds the set once stored")
 
 			second, out := install()
+			assert.Equal(t, cached, message(), "and once taken from it")
 			assert.Contains(t, out, "from the cache")
 			assert.NotContains(t, ran(), tc.manager, "no npm or pip")
 			assert.Equal(t, before, asked(), "no npm or pip: the registry was not asked again\n%s", out)

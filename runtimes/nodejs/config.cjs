@@ -32,6 +32,16 @@ function load(env = process.env) {
   if (standbyTokenHash !== '' && !/^[0-9a-f]{64}$/.test(standbyTokenHash)) {
     throw new Error('invalid KFN_STANDBY_TOKEN_SHA256: want the hex SHA-256 of the token (64 lower-case hex digits)');
   }
+  // A host that fetches its dependency set from the cache when it starts
+  // (the pod has no install container): its hash, the cache and the
+  // directory to unpack into.
+  const dependencyHash = env.KFN_DEPENDENCY_HASH || '';
+  if (dependencyHash !== '') {
+    if (!/^[0-9a-f]{64}$/.test(dependencyHash)) throw new Error('invalid KFN_DEPENDENCY_HASH: want 64 lower-case hex digits');
+    if (!env.KFN_DEPENDENCY_CACHE || !env.KFN_DEPS_DIR || !env.FUNC_RUNTIME) {
+      throw new Error('KFN_DEPENDENCY_HASH needs KFN_DEPENDENCY_CACHE, KFN_DEPS_DIR and FUNC_RUNTIME');
+    }
+  }
   return {
     api,
     functionName: env.FUNC_NAME || '',
@@ -58,6 +68,7 @@ function load(env = process.env) {
     publisherToken: env.PUBLISHER_TOKEN || '',
     identityTokenFile: env.KFN_IDENTITY_TOKEN_FILE || '',
     dependencyCache: env.KFN_DEPENDENCY_CACHE || '',
+    dependencyHash,
     traceCollectorEndpoint: env.TRACE_COLLECTOR_ENDPOINT || '',
     standbyTokenHash,
   };

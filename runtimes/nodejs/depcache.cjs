@@ -11,7 +11,9 @@
 //     exit 1: they did not (not there, no cache, an error), --dir is empty
 //     (it is emptied first).
 //   node depcache.cjs store --runtime=nodejs22 --hash=<hex> --dir=/usr/src/app/deps
-//     uploads --dir; always exits 0 (a failed upload is logged only).
+//     uploads --dir; exit 0: the cache holds the set (stored, or there
+//     already); exit 1: it does not (the failed upload is logged). The
+//     install script never fails the pod for it.
 //
 // As a program, each asks again after an answer that may pass (429, 502,
 // 503, 504, or no connection: the event bridge restarting, its bucket not
@@ -606,6 +608,16 @@ async function again(what, attempts, call, log) {
   }
 }
 
+// fetchAtStart fetches a host's own dependency set into dir before its
+// handler loads (KFN_DEPENDENCY_HASH), asking again as the program does
+// while the cache's answer may pass. It resolves to true when the set is
+// in dir, false when the cache has none (404); it rejects when the cache
+// could not be read.
+async function fetchAtStart(o, log) {
+  emptyDir(o.dir); // what a restarted container's last run left
+  return again(`dependencies ${o.runtime}/${o.hash.slice(0, 12)}`, FETCH_ATTEMPTS, () => fetch(o), log);
+}
+
 async function main(argv) {
   const [command, ...rest] = argv;
   const log = (msg) => console.log(`kfn: ${msg}`);
@@ -643,14 +655,15 @@ async function main(argv) {
     return 1;
   }
   if (command === 'store') {
-    if (!base) return 0;
+    if (!base) return 1;
     try {
       const status = await again(what, STORE_ATTEMPTS, () => store(o), log);
       log(status === 201 ? `${what} stored in the cache` : `${what} were in the cache already`);
+      return 0;
     } catch (err) {
       log(`${what} not stored in the cache (${err.message}); the next pod installs them again`);
+      return 1;
     }
-    return 0;
   }
   console.error('kfn: depcache: usage: depcache.cjs fetch|store --runtime=<name> --hash=<hex> --dir=<dir>');
   return 2;
@@ -659,8 +672,8 @@ async function main(argv) {
 if (require.main === module) {
   main(process.argv.slice(2)).then((code) => process.exit(code), (err) => {
     console.error(`kfn: depcache: ${err && err.stack ? err.stack : err}`);
-    process.exit(process.argv[2] === 'store' ? 0 : 1);
+    process.exit(1);
   });
 }
 
-module.exports = { fetch, store, unpack, warm, emptyDir, objectURL, UnsafeEntry };
+module.exports = { fetch, fetchAtStart, store, unpack, warm, emptyDir, objectURL, UnsafeEntry };

@@ -20,6 +20,11 @@ const depcache = () => require('./depcache.cjs');
 const Module = require('node:module');
 const path = require('node:path');
 
+// The last line of a host whose dependency set is not in the cache, and
+// its exit code (runtimes.DependencyMissingMessage, DependencyMissingExit).
+const DEPENDENCY_MISSING_MESSAGE = 'kfn: dependency set not in the cache: ';
+const DEPENDENCY_MISSING_EXIT = 3;
+
 function fatal(err) {
   console.error(`kfn: ${err && err.stack ? err.stack : err}`);
   process.exit(1);
@@ -673,9 +678,33 @@ function main() {
   // A handler that cannot be loaded (syntax error, missing module, no such
   // function) does not stop the host: it serves without it, as Kyma's
   // does, and its readiness says so (runtimes/README.md).
-  loadHandler(cfg).then((handler) => serve(cfg, handler, ''), (err) => {
+  fetchDependencies(cfg).then(() => loadHandler(cfg)).then((handler) => serve(cfg, handler, ''), (err) => {
     console.error(`kfn: ${NOT_LOADED}: ${err && err.stack ? err.stack : err}`);
     serve(cfg, null, oneLine(err));
+  });
+}
+
+// fetchDependencies fetches the Function's dependency set from the cache
+// into its dependency directory when the pod has no install container
+// (KFN_DEPENDENCY_HASH). A set the cache does not have ends the host with
+// DEPENDENCY_MISSING_EXIT, its last line saying so (the container's
+// termination message, by which the controller goes back to installing);
+// a cache that cannot be read ends it with 1, and the kubelet starts it
+// again.
+function fetchDependencies(cfg) {
+  if (!cfg.dependencyHash) return Promise.resolve();
+  const set = `${cfg.runtime}/${cfg.dependencyHash}`;
+  const start = performance.now();
+  const o = { base: cfg.dependencyCache, runtime: cfg.runtime, hash: cfg.dependencyHash, dir: cfg.depsDir, tokenFile: cfg.identityTokenFile };
+  return depcache().fetchAtStart(o, (msg) => console.log(`kfn: ${msg}`)).then((found) => {
+    if (!found) {
+      console.error(`${DEPENDENCY_MISSING_MESSAGE}${set}`);
+      process.exit(DEPENDENCY_MISSING_EXIT);
+    }
+    console.log(`kfn: dependencies ${cfg.runtime}/${cfg.dependencyHash.slice(0, 12)} from the cache in ${Math.round(performance.now() - start)} ms`);
+  }, (err) => {
+    console.error(`kfn: dependencies ${set}: the cache could not be read: ${err.message}`);
+    process.exit(1);
   });
 }
 

@@ -72,6 +72,14 @@ class Config:
         self.identity_token_file = env.get('KFN_IDENTITY_TOKEN_FILE', '')
         self.dependency_cache = env.get('KFN_DEPENDENCY_CACHE', '')
         self.trace_endpoint = env.get('TRACE_COLLECTOR_ENDPOINT', '')
+        # A host that fetches its dependency set from the cache when it
+        # starts (the pod has no install container): its hash.
+        self.dependency_hash = env.get('KFN_DEPENDENCY_HASH', '')
+        if self.dependency_hash:
+            if not re.match(r'[0-9a-f]{64}\Z', self.dependency_hash):
+                raise ConfigError('invalid KFN_DEPENDENCY_HASH: want 64 lower-case hex digits')
+            if not (self.dependency_cache and self.deps_dir and self.runtime):
+                raise ConfigError('KFN_DEPENDENCY_HASH needs KFN_DEPENDENCY_CACHE, KFN_DEPS_DIR and FUNC_RUNTIME')
         # A standby host (standby.py) waits for a Function, loaded by a
         # caller holding the token whose SHA-256 this is.
         self.standby_token_hash = env.get('KFN_STANDBY_TOKEN_SHA256', '')

@@ -10,7 +10,9 @@ container runs this file as a program (the standard library only, no import of t
     exit 1: they did not (not there, no cache, an error), --dir is empty
     (it is emptied first).
   python3 depcache.py store --runtime=python312 --hash=<hex> --dir=/usr/src/app/deps
-    uploads --dir; always exits 0 (a failed upload is logged only).
+    uploads --dir; exit 0: the cache holds the set (stored, or there
+    already); exit 1: it does not (the failed upload is logged). The
+    install script never fails the pod for it.
 
 A standby host given a Function with dependencies calls fetch() itself.
 Unpacking refuses what would reach outside the directory: absolute names,
@@ -458,6 +460,16 @@ def _again(what, attempts, call):
             time.sleep(wait)
 
 
+def fetch_at_start(base, runtime, digest, directory, token_file=''):
+    """Fetch a host's own dependency set into directory before its handler
+    loads (KFN_DEPENDENCY_HASH), asking again as the program does while the
+    cache's answer may pass: True when the set is there, False when the
+    cache has none (404); an error when the cache could not be read."""
+    empty_dir(directory)  # what a restarted container's last run left
+    return _again('dependencies %s/%s' % (runtime, digest[:12]), FETCH_ATTEMPTS,
+                  lambda: fetch(base, runtime, digest, directory, token_file))
+
+
 def main(argv):
     if not argv or argv[0] not in ('fetch', 'store'):
         sys.stderr.write('kfn: depcache: usage: depcache.py fetch|store --runtime=<name> --hash=<hex> --dir=<dir>\n')
@@ -489,14 +501,15 @@ def main(argv):
             print('kfn: %s: the cache could not be read (%s): installing' % (what, err), flush=True)
         return 1
     if not base:
-        return 0
+        return 1
     try:
         status = _again(what, STORE_ATTEMPTS, lambda: store(base, opts['runtime'], opts['hash'], opts['dir'], token_file,
                                                             writer_token_file=writer_token_file))
         print('kfn: %s %s' % (what, 'stored in the cache' if status == 201 else 'were in the cache already'), flush=True)
+        return 0
     except (CacheError, ValueError, OSError, tarfile.TarError) as err:
         print('kfn: %s not stored in the cache (%s); the next pod installs them again' % (what, err), flush=True)
-    return 0
+        return 1
 
 
 if __name__ == '__main__':

@@ -302,6 +302,38 @@ def fetch_dependencies(deps, cfg, prepared):
         deps['runtime'], deps['hash'][:12], (time.monotonic() - start) * 1000), flush=True)
 
 
+# The last line of a host whose dependency set is not in the cache, and its
+# exit code (runtimes.DependencyMissingMessage, DependencyMissingExit).
+DEPENDENCY_MISSING_MESSAGE = 'kfn: dependency set not in the cache: '
+DEPENDENCY_MISSING_EXIT = 3
+
+
+def fetch_own_dependencies(cfg):
+    """Fetch the Function's dependency set from the cache into its
+    KFN_DEPS_DIR when the pod has no install container (KFN_DEPENDENCY_HASH),
+    before the handler loads. It returns the exit code of a host that
+    cannot start: DEPENDENCY_MISSING_EXIT when the cache does not have the
+    set (the last line says so: the container's termination message, by
+    which the controller goes back to installing), 1 when the cache could
+    not be read (the kubelet starts the host again); else 0."""
+    if not cfg.dependency_hash:
+        return 0
+    from . import depcache
+    dep_set = '%s/%s' % (cfg.runtime, cfg.dependency_hash)
+    start = time.monotonic()
+    try:
+        found = depcache.fetch_at_start(cfg.dependency_cache, cfg.runtime, cfg.dependency_hash, cfg.deps_dir, cfg.identity_token_file)
+    except (depcache.CacheError, depcache.UnsafeEntry, ValueError, OSError) as err:
+        sys.stderr.write('kfn: dependencies %s: the cache could not be read: %s\n' % (dep_set, err))
+        return 1
+    if not found:
+        sys.stderr.write('%s%s\n' % (DEPENDENCY_MISSING_MESSAGE, dep_set))
+        return DEPENDENCY_MISSING_EXIT
+    importlib.invalidate_caches()  # the directory was empty when Python started
+    print('kfn: dependencies %s/%s from the cache in %d ms' % (cfg.runtime, cfg.dependency_hash[:12], (time.monotonic() - start) * 1000), flush=True)
+    return 0
+
+
 def start_tracing(tracing, cfg):
     problem = tracing.start(cfg)
     if problem:
@@ -332,6 +364,9 @@ def main():
         prepared = {}
         server = Server(cfg, None, '', tracing, specializer(cfg, tracing, [], prepared), preparer(cfg, prepared))
     else:
+        code = fetch_own_dependencies(cfg)
+        if code:
+            return code
         handler, load_error = load(cfg, tracing)
         server = Server(cfg, handler, load_error, tracing)
 
