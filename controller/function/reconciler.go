@@ -88,13 +88,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return res, err
 }
 
-// reconcile configures the Function, then applies its children. It
+// reconcile configures the Function, chooses where its pods take their
+// dependencies from, then applies its children. It
 // returns an error only for what a retry may fix; a Function that cannot
 // run as written gets a False condition and no error.
 func (r *Reconciler) reconcile(ctx context.Context, fn *v1alpha2.Function, st *v1alpha2.FunctionStatus) (ctrl.Result, error) {
 	d, res, err := r.configure(ctx, fn, st)
 	if d == nil {
 		return res, err
+	}
+	if err := r.chooseDependencySource(ctx, d); err != nil {
+		return ctrl.Result{}, err
 	}
 	return r.applyChildren(ctx, fn, d, st)
 }

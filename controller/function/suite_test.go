@@ -60,6 +60,7 @@ func startController(c *testcluster.Cluster) (func(), error) {
 	cfg.GitEgress.AllowLoopback = true // the tests' repositories
 	cfg.KEDACheckInterval = 200 * time.Millisecond
 	cfg.Resources.GitKnownHosts = sshKnownHosts
+	cfg.Plan.DependencyCacheAddress = "http://kfn-publisher.kfn-system.svc.cluster.local/_kfn/dependencies"
 	ctx, cancel := context.WithCancel(context.Background())
 	r, err := function.NewReconciler(mgr, cfg)
 	if err == nil {

@@ -67,15 +67,16 @@ func Eligible(p plan.Plan) error {
 }
 
 // Specialization is what a standby host is given to become p's host: p's
-// environment but the start variables and the source directory (the files
-// are written into the host's function directory), p's source files, and,
+// environment but the start variables, the source directory (the files
+// are written into the host's function directory) and KFN_DEPENDENCY_HASH
+// (a standby host fetches the set as it is given it), p's source files, and,
 // for a Function with dependencies, their name in the dependency cache
 // (the environment then has KFN_DEPENDENCY_CACHE and KFN_DEPS_DIR, where
 // the host unpacks them: the standby pod's writable dependencies volume).
 func Specialization(p plan.Plan) runtimes.Specialization {
 	s := runtimes.Specialization{Env: map[string]string{}, Files: p.Source.Files}
 	for _, e := range p.Env {
-		if slices.Contains(startEnv, e.Name) || e.Name == runtimes.EnvSourceDir {
+		if slices.Contains(startEnv, e.Name) || e.Name == runtimes.EnvSourceDir || e.Name == runtimes.EnvDependencyHash {
 			continue
 		}
 		s.Env[e.Name] = e.Value
@@ -94,7 +95,7 @@ func withoutDependencies(p plan.Plan) plan.Plan {
 		return p
 	}
 	h := p.Host
-	h.DepsDir, h.DependencyCache = "", ""
+	h.DepsDir, h.DependencyCache, h.DependencyHash = "", "", ""
 	env, err := p.EnvFor(h)
 	if err != nil {
 		// EnvFor refuses only what For refused already.

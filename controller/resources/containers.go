@@ -73,13 +73,18 @@ func functionVolumes(p plan.Plan, cfg Config, standby bool) ([]*corev1ac.VolumeA
 			WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(p.Name).WithDefaultMode(0o444)))
 		mounts = append(mounts, corev1ac.VolumeMount().WithName(volumeSource).WithMountPath(runtimes.PodSourceDir).WithReadOnly(true))
 	}
-	if p.Dependencies.Install() {
+	switch {
+	case p.Dependencies.InstallContainer():
 		volumes = append(volumes,
 			emptyDir(volumeDeps, cfg.Volumes.Dependencies),
 			corev1ac.Volume().WithName(volumeRegistry).WithSecret(corev1ac.SecretVolumeSource().
 				WithSecretName(cfg.RegistrySecretName).WithOptional(true).WithDefaultMode(0o440)))
 		mounts = append(mounts, corev1ac.VolumeMount().WithName(volumeDeps).WithMountPath(runtimes.PodDepsDir).WithReadOnly(true))
-	} else if standby {
+	case p.Dependencies.AtStart:
+		// The host unpacks the set from the cache into it when it starts.
+		volumes = append(volumes, emptyDir(volumeDeps, cfg.Volumes.Dependencies))
+		mounts = append(mounts, corev1ac.VolumeMount().WithName(volumeDeps).WithMountPath(runtimes.PodDepsDir))
+	case standby:
 		// Where the host unpacks a Function's dependencies from the
 		// dependency cache when it is given one (StandbyPod).
 		volumes = append(volumes, emptyDir(volumeDeps, cfg.Volumes.Dependencies))
@@ -89,7 +94,7 @@ func functionVolumes(p plan.Plan, cfg Config, standby bool) ([]*corev1ac.VolumeA
 		volumes = append(volumes, gitAuthVolume(g))
 	}
 	volumes = append(volumes, emptyDir(volumeTmp, cfg.Volumes.Tmp), identityVolume())
-	if cached(p) {
+	if cached(p) && p.Dependencies.InstallContainer() {
 		volumes = append(volumes, dependencyWriterVolume(p))
 	}
 	mounts = append(mounts, corev1ac.VolumeMount().WithName(volumeTmp).WithMountPath("/tmp"),

@@ -15,6 +15,7 @@ import (
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 
 	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
+	"github.com/kfn-dev/kfn/runtimes"
 	"github.com/kfn-dev/kfn/runtimes/plan"
 )
 
@@ -32,7 +33,9 @@ const preStopSleep = 5 * time.Second
 // resources; the function's directory a writable emptyDir (as Kyma's), into
 // which the host copies the source from the read-only ConfigMap (or an init
 // container fetches it, for Git), and the working directory; an install
-// init container only when there are dependencies; spec.secretMounts
+// init container only when there are dependencies that the host does not
+// fetch from the cache when it starts (plan.Dependencies.AtStart; the
+// Deployment then says the cache holds them, AnnotationDependenciesCached); spec.secretMounts
 // read-only; writable /tmp; every emptyDir bounded by cfg.Volumes; no
 // ServiceAccount token, unless the plan asks for one, and then in the
 // function container only; the root file system read-only; the plan's
@@ -59,7 +62,11 @@ func Deployment(p plan.Plan, cfg Config) *appsv1ac.DeploymentApplyConfiguration 
 	}
 	labels := maps.Clone(p.Labels)
 	delete(labels, v1alpha2.LabelResource)
-	return appsv1ac.Deployment(p.Name, p.Namespace).
+	dep := appsv1ac.Deployment(p.Name, p.Namespace)
+	if p.Dependencies.Cached {
+		dep.WithAnnotations(map[string]string{AnnotationDependenciesCached: runtimes.DependencySet(p.Runtime.Name, p.Dependencies.Hash)})
+	}
+	return dep.
 		WithLabels(labels).
 		WithOwnerReferences(ownerReference(p)).
 		WithSpec(spec)
@@ -79,7 +86,7 @@ func podSpec(p plan.Plan, cfg Config, standby bool) *corev1ac.PodSpecApplyConfig
 	if g := p.Source.Git; g != nil {
 		initContainers = append(initContainers, fetchContainer(p, cfg, &containerSC))
 	}
-	if p.Dependencies.Install() {
+	if p.Dependencies.InstallContainer() {
 		initContainers = append(initContainers, installContainer(p, cfg, &containerSC))
 	}
 	container := corev1ac.Container().

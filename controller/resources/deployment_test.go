@@ -414,3 +414,75 @@ func TestDeploymentDependencyCache(t *testing.T) {
 		assert.Empty(t, fntest.EnvValue(*container(pod, resources.ContainerFunction), runtimes.EnvDependencyCache))
 	})
 }
+
+// TestDeploymentFetchesDependenciesAtStart: once the cache holds a
+// Function's dependency set, its Deployment says so
+// (AnnotationDependenciesCached, runtime and hash); rendered at start
+// (plan.Dependencies.AtStart) its pods have no install container, no
+// registry configuration and no writer token, and the function container
+// gets KFN_DEPENDENCY_HASH and a writable dependencies volume (bounded as
+// before) to unpack the set into. A Git source's dependencies (no hash),
+// or no cache, cannot be fetched at start. Fails when an at-start pod
+// still starts an install container, or its host has nowhere to unpack or
+// no hash to fetch.
+func TestDeploymentFetchesDependenciesAtStart(t *testing.T) {
+	withCache := planConfig
+	withCache.DependencyCacheAddress = "http://kfn-publisher.kfn-system.svc.cluster.local/_kfn/dependencies"
+	for name, fn := range map[string]*v1alpha2.Function{
+		"nodejs": fntest.Function("f", "ns", fntest.Source(fntest.HelloJS, fntest.PackageJSON)),
+		"python": fntest.Function("f", "ns", fntest.Runtime(v1alpha2.Python312), fntest.Source("def main(e,c): pass\n", "requests\n")),
+	} {
+		t.Run(name, func(t *testing.T) {
+			planned := func(atStart bool) (plan.Plan, *appsv1.Deployment) {
+				p, err := plan.For(fn, withCache)
+				require.NoError(t, err)
+				require.NoError(t, p.SetAutoscaler(true, false))
+				require.NoError(t, p.SetDependenciesCached(atStart))
+				return p, typed[appsv1.Deployment](t, resources.Deployment(p, testConfig()))
+			}
+			p, d := planned(false)
+			set := runtimes.DependencySet(p.Runtime.Name, p.Dependencies.Hash)
+			assert.Equal(t, set, d.Annotations[resources.AnnotationDependenciesCached])
+			pod := d.Spec.Template.Spec
+			require.NotNil(t, container(pod, resources.ContainerInstallDeps), "known cached, the pods still install until rendered at start")
+			assert.Empty(t, fntest.EnvValue(*container(pod, resources.ContainerFunction), runtimes.EnvDependencyHash))
+
+			p, d = planned(true)
+			assert.Equal(t, set, d.Annotations[resources.AnnotationDependenciesCached])
+			pod = d.Spec.Template.Spec
+			assert.Nil(t, container(pod, resources.ContainerInstallDeps), "no second container start")
+			assert.Empty(t, pod.InitContainers)
+			c := container(pod, resources.ContainerFunction)
+			assert.Equal(t, p.Dependencies.Hash, fntest.EnvValue(*c, runtimes.EnvDependencyHash))
+			assert.Equal(t, withCache.DependencyCacheAddress, fntest.EnvValue(*c, runtimes.EnvDependencyCache))
+			assert.Equal(t, runtimes.PodDepsDir, fntest.EnvValue(*c, runtimes.EnvDepsDir))
+			m := mount(c, runtimes.PodDepsDir)
+			require.NotNil(t, m, "the host unpacks the set into the dependencies volume")
+			assert.False(t, m.ReadOnly)
+			v := volume(pod, m.Name)
+			require.NotNil(t, v.EmptyDir)
+			limit := testConfig().Volumes.Dependencies
+			assert.Equal(t, limit.String(), v.EmptyDir.SizeLimit.String(), "bounded as the install's")
+			assert.Nil(t, mount(c, resources.RegistryConfigDir))
+			assert.Nil(t, mount(c, runtimes.PodDependencyWriterDir))
+			for _, v := range pod.Volumes {
+				if v.Projected != nil {
+					for _, s := range v.Projected.Sources {
+						if s.ServiceAccountToken != nil {
+							assert.NotEqual(t, runtimes.DependencyWriterAudience(p.Runtime.Name, p.Dependencies.Hash), s.ServiceAccountToken.Audience, "no writer token")
+						}
+					}
+				}
+				assert.Nil(t, v.Secret, "no registry configuration: %s", v.Name)
+			}
+
+			noCache, err := plan.For(fn, planConfig)
+			require.NoError(t, err)
+			assert.ErrorIs(t, noCache.SetDependenciesCached(true), plan.ErrNotCacheable)
+			assert.False(t, noCache.Dependencies.AtStart, "left as it was")
+		})
+	}
+	git, err := plan.For(fntest.Function("g", "ns", fntest.Git("https://git.test/r.git", "/fns/g", "main", nil), fntest.Resolved("cafe")), withCache)
+	require.NoError(t, err)
+	assert.ErrorIs(t, git.SetDependenciesCached(true), plan.ErrNotCacheable)
+}

@@ -20,6 +20,12 @@ const (
 	// SSH key credentials: the fetch-source container reads it through the
 	// downward API, and a change of it rolls the pods.
 	AnnotationGitKnownHosts = "kfn.dev/git-known-hosts"
+	// AnnotationDependenciesCached is on a Function's Deployment once its
+	// pods said that the dependency cache holds their set
+	// (runtimes.DependencyCachedMessage): <runtime>/<hash>. The controller
+	// then renders the pods without the install init container when the
+	// Function is at zero (plan.Dependencies.AtStart).
+	AnnotationDependenciesCached = "kfn.dev/dependencies-cached"
 )
 
 // ObjectLabels are the labels on every object kfn makes for a Function

@@ -3,6 +3,7 @@ package plan
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -62,10 +63,49 @@ type Dependencies struct {
 	// Hash is the installed set's cache key (deps.Key with no registry
 	// configuration) when Needed, else "".
 	Hash string
+	// Cached reports that the dependency cache holds the set, as the
+	// Function's pods said (Plan.SetDependenciesCached).
+	Cached bool
+	// AtStart reports that the host fetches the set from the cache when it
+	// starts, in place of the install init container
+	// (Plan.SetDependenciesCached).
+	AtStart bool
 }
 
 // Install reports whether running the function needs an install step.
 func (d Dependencies) Install() bool { return d.Needed || d.FromSource }
+
+// InstallContainer reports whether the Function's pods install their
+// dependencies in an init container: when they need an install step that
+// their host does not take from the cache.
+func (d Dependencies) InstallContainer() bool { return d.Install() && !d.AtStart }
+
+// ErrNotCacheable is returned by Plan.SetDependenciesCached for a Function
+// whose dependency set the cache does not keep: no inline dependencies, or
+// no cache configured.
+var ErrNotCacheable = errors.New("the dependency cache does not keep this Function's dependencies")
+
+// SetDependenciesCached records that the dependency cache holds p's
+// dependency set and, with atStart, that p's host fetches it when it
+// starts (KFN_DEPENDENCY_HASH) instead of an install init container
+// taking it: a pod starts one container fewer. On error
+// (ErrNotCacheable) p is left as it was.
+func (p *Plan) SetDependenciesCached(atStart bool) error {
+	if p.Dependencies.Hash == "" || p.Host.DependencyCache == "" || p.Host.DepsDir == "" {
+		return fmt.Errorf("%w: %s/%s", ErrNotCacheable, p.Namespace, p.Name)
+	}
+	h := p.Host
+	if atStart {
+		h.DependencyHash = p.Dependencies.Hash
+	}
+	env, err := p.EnvFor(h)
+	if err != nil {
+		return err
+	}
+	p.Host, p.Env = h, env
+	p.Dependencies.Cached, p.Dependencies.AtStart = true, atStart
+	return nil
+}
 
 // setSource sets Source and Dependencies from fn's spec: inline files, or
 // a Git directory at the commit fn's status resolved.
