@@ -163,9 +163,12 @@ func installs(t *testing.T, ns, name string) ([]installRun, error) {
 // reach the registry, and the event bridge's publisher Service for the
 // dependency cache). The first start installs from the index (npm and pip
 // ask it), stores the result in the dependency cache, and the handler
-// loads the package. At zero, one event wakes it on a new pod whose
-// install container takes the dependencies from the cache (its log says
-// so; the index is not asked) and is delivered once; with one standby pod
+// loads the package, and the install's termination message says the
+// cache holds the set: at zero the Deployment's pods are rendered without
+// the install container, and one event wakes the Function on a new pod
+// that starts one container, whose host takes the dependencies from the
+// cache as it starts (its log says so; the index is not asked), and is
+// delivered once; with one standby pod
 // in the namespace, the Function's next wake is served by it (the event
 // claims it), again without asking the index (a standby pod never runs npm
 // or pip), and without unpacking anything at the wake: the pool prepared
@@ -238,16 +241,32 @@ func TestFunctionsWithDependenciesInstallOnTheNode(t *testing.T) {
 			waitSubscriptionReady(t, ns, tc.name)
 			waitAtZero(t, ns, tc.name, 3*time.Minute)
 
-			t.Run("one event wakes it at zero on a new pod, with its dependencies from the cache, delivered once", func(t *testing.T) {
+			t.Run("one event wakes it at zero on a new pod that starts one container, its host fetching the dependencies from the cache, delivered once", func(t *testing.T) {
+				// The first pod's install said the cache holds the set: the
+				// Deployment remembers it, and at zero its pods were
+				// rendered without the install container.
+				cs := platform.cluster.Clientset
+				eventually(t, time.Minute, "pods rendered to fetch their dependencies at start", func() error {
+					d, err := cs.AppsV1().Deployments(ns).Get(t.Context(), tc.name, metav1.GetOptions{})
+					if err != nil {
+						return err
+					}
+					if d.Annotations[dependenciesCached] == "" || len(d.Spec.Template.Spec.InitContainers) != 0 {
+						return fmt.Errorf("annotations %v, %d init containers", d.Annotations, len(d.Spec.Template.Spec.InitContainers))
+					}
+					return nil
+				})
 				before := asked()
-				wake(t, ns+"-wake")
+				served := wake(t, ns+"-wake")
 				assert.Equal(t, before, asked(), "the wake did not ask the index: npm and pip did not run")
-				runs, err := installs(t, ns, tc.name)
+				require.NotEmpty(t, served, "the pod that handled the waking event")
+				pod, err := cs.CoreV1().Pods(ns).Get(t.Context(), served, metav1.GetOptions{})
 				require.NoError(t, err)
-				t.Logf("%s's install container in %v", tc.name, runs)
-				for _, run := range runs {
-					assert.Regexp(t, cacheHit, run.log, "pod %s installed from the cache", run.pod)
-				}
+				assert.Empty(t, pod.Spec.InitContainers, "one container start: no install container")
+				out, err := cs.CoreV1().Pods(ns).GetLogs(served, &corev1.PodLogOptions{Container: "function"}).DoRaw(t.Context())
+				require.NoError(t, err)
+				t.Logf("%s's host:\n%s", served, out)
+				assert.Regexp(t, hostFetched, string(out), "the host took its dependencies from the cache as it started")
 			})
 
 			waitAtZero(t, ns, tc.name, 3*time.Minute)
@@ -293,6 +312,16 @@ func TestFunctionsWithDependenciesInstallOnTheNode(t *testing.T) {
 // (runtimes' depcache clients: "kfn: dependencies nodejs22/0123456789ab
 // from the cache in 12 ms: nothing to install").
 var cacheHit = regexp.MustCompile(`dependencies [a-z0-9]+/[0-9a-f]+ from the cache in \d+ ms: nothing to install`)
+
+// hostFetched is what a host logs when it fetched its dependencies from
+// the cache as it started (a pod without the install container:
+// "kfn: dependencies nodejs22/0123456789ab from the cache in 12 ms").
+var hostFetched = regexp.MustCompile(`(?m)dependencies [a-z0-9]+/[0-9a-f]+ from the cache in \d+ ms$`)
+
+// dependenciesCached is the annotation of a Function's Deployment whose
+// pods said the dependency cache holds their set
+// (controller/resources.AnnotationDependenciesCached).
+const dependenciesCached = "kfn.dev/dependencies-cached"
 
 // stored is what an install container logs when it ran npm or pip and
 // the result is in the dependency cache (stored by it, or by a pod that
