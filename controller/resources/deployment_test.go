@@ -485,4 +485,16 @@ func TestDeploymentFetchesDependenciesAtStart(t *testing.T) {
 	git, err := plan.For(fntest.Function("g", "ns", fntest.Git("https://git.test/r.git", "/fns/g", "main", nil), fntest.Resolved("cafe")), withCache)
 	require.NoError(t, err)
 	assert.ErrorIs(t, git.SetDependenciesCached(true), plan.ErrNotCacheable)
+
+	// An image of the user's may predate KFN_DEPENDENCY_HASH: its pods
+	// keep installing; one naming the platform's own image fetches.
+	for image, atStart := range map[string]bool{"registry.test/own/node:1": false, withCache.Images["nodejs22"]: true} {
+		p, err := plan.For(fntest.Function("f", "ns", fntest.Source(fntest.HelloJS, fntest.PackageJSON), fntest.ImageOverride(image)), withCache)
+		require.NoError(t, err)
+		require.NoError(t, p.SetDependenciesCached(true))
+		assert.True(t, p.Dependencies.Cached, image)
+		assert.Equal(t, atStart, p.Dependencies.AtStart, image)
+		pod := typed[appsv1.Deployment](t, resources.Deployment(p, testConfig())).Spec.Template.Spec
+		assert.Equal(t, !atStart, container(pod, resources.ContainerInstallDeps) != nil, image)
+	}
 }

@@ -45,9 +45,11 @@ func For(fn *v1alpha2.Function, cfg Config) (Plan, error) {
 		UID:       fn.UID,
 		Runtime:   rt,
 		Image:     image,
-		Command:   rt.Command(runtimes.ImageHostDir),
-		UserEnv:   v1alpha2.ToCore(fn.Spec.Env),
-		Port:      Port,
+		// An override naming the platform's image is the platform's.
+		PlatformImage: image == cfg.Images[rt.Name],
+		Command:       rt.Command(runtimes.ImageHostDir),
+		UserEnv:       v1alpha2.ToCore(fn.Spec.Env),
+		Port:          Port,
 		// Every second, the shortest period Kubernetes allows: a pod woken
 		// from zero is usually probed once before its host listens, and
 		// the next probe is what makes it ready (a 2 s period made cold

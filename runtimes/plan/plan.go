@@ -80,6 +80,10 @@ type Plan struct {
 	// Image is the runtime image: spec.runtimeImageOverride, else the
 	// configured image of the runtime.
 	Image string
+	// PlatformImage reports that Image is the platform's own image of the
+	// runtime (Config.Images), not another from spec.runtimeImageOverride,
+	// which may be older than what the platform asks of a host.
+	PlatformImage bool
 	// Command is the argv that starts the host inside the image
 	// (Runtime.Command(runtimes.ImageHostDir)). Local mode uses
 	// Runtime.Command with the directory runtimes.WriteHost returned.

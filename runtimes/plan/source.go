@@ -88,12 +88,14 @@ var ErrNotCacheable = errors.New("the dependency cache does not keep this Functi
 // SetDependenciesCached records that the dependency cache holds p's
 // dependency set and, with atStart, that p's host fetches it when it
 // starts (KFN_DEPENDENCY_HASH) instead of an install init container
-// taking it: a pod starts one container fewer. On error
-// (ErrNotCacheable) p is left as it was.
+// taking it: a pod starts one container fewer. Only the platform's own
+// image is known to fetch at start (PlatformImage): another keeps the
+// install container. On error (ErrNotCacheable) p is left as it was.
 func (p *Plan) SetDependenciesCached(atStart bool) error {
 	if p.Dependencies.Hash == "" || p.Host.DependencyCache == "" || p.Host.DepsDir == "" {
 		return fmt.Errorf("%w: %s/%s", ErrNotCacheable, p.Namespace, p.Name)
 	}
+	atStart = atStart && p.PlatformImage
 	h := p.Host
 	if atStart {
 		h.DependencyHash = p.Dependencies.Hash
