@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/contract/stream"
@@ -200,7 +201,13 @@ func TestRetryBackoffThenDeadLetter(t *testing.T) {
 	// at least that much between attempts. How much longer depends on the
 	// machine's load, which a test cannot bound: the delays come from the
 	// spans, not the clock.
-	delivers := spanTree{t, spans.GetSpans()}.named("deliver default/s")
+	// The last attempt's span ends after its dead letter is published: it
+	// may not be recorded yet when the dead letter is seen.
+	var delivers []tracetest.SpanStub
+	require.Eventually(t, func() bool {
+		delivers = spanTree{t, spans.GetSpans()}.named("deliver default/s")
+		return len(delivers) >= 4
+	}, wait, tick)
 	require.Len(t, delivers, 4, "one span per attempt")
 	var delays []int64
 	for _, sp := range delivers[:3] {
