@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"strconv"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -89,12 +90,18 @@ func podSpec(p plan.Plan, cfg Config, standby bool) *corev1ac.PodSpecApplyConfig
 	if p.Dependencies.InstallContainer() {
 		initContainers = append(initContainers, installContainer(p, cfg, &containerSC))
 	}
+	env := envApply(p.Env)
+	if limit := cfg.Volumes.Dependencies; p.Dependencies.AtStart && !limit.IsZero() {
+		// What the host unpacks at start fits the volume it unpacks into,
+		// as the install container's client is told.
+		env = append(env, corev1ac.EnvVar().WithName(runtimes.EnvDependencyMaxBytes).WithValue(strconv.FormatInt(limit.Value(), 10)))
+	}
 	container := corev1ac.Container().
 		WithName(ContainerFunction).
 		WithImage(p.Image).
 		WithCommand(p.Command...).
 		WithWorkingDir(p.Host.FunctionDir).
-		WithEnv(envApply(p.Env)...).
+		WithEnv(env...).
 		WithPorts(corev1ac.ContainerPort().WithName("http").WithContainerPort(p.Port).WithProtocol(corev1.ProtocolTCP)).
 		WithStartupProbe(probe(p.Startup)).
 		WithReadinessProbe(probe(p.Readiness)).

@@ -463,6 +463,7 @@ func TestDeploymentFetchesDependenciesAtStart(t *testing.T) {
 			require.NotNil(t, v.EmptyDir)
 			limit := testConfig().Volumes.Dependencies
 			assert.Equal(t, limit.String(), v.EmptyDir.SizeLimit.String(), "bounded as the install's")
+			assert.Equal(t, fmt.Sprint(limit.Value()), fntest.EnvValue(*c, runtimes.EnvDependencyMaxBytes), "what the host unpacks fits the volume")
 			assert.Nil(t, mount(c, resources.RegistryConfigDir))
 			assert.Nil(t, mount(c, runtimes.PodDependencyWriterDir))
 			for _, v := range pod.Volumes {
