@@ -80,13 +80,10 @@ func functionVolumes(p plan.Plan, cfg Config, standby bool) ([]*corev1ac.VolumeA
 			corev1ac.Volume().WithName(volumeRegistry).WithSecret(corev1ac.SecretVolumeSource().
 				WithSecretName(cfg.RegistrySecretName).WithOptional(true).WithDefaultMode(0o440)))
 		mounts = append(mounts, corev1ac.VolumeMount().WithName(volumeDeps).WithMountPath(runtimes.PodDepsDir).WithReadOnly(true))
-	case p.Dependencies.AtStart:
-		// The host unpacks the set from the cache into it when it starts.
-		volumes = append(volumes, emptyDir(volumeDeps, cfg.Volumes.Dependencies))
-		mounts = append(mounts, corev1ac.VolumeMount().WithName(volumeDeps).WithMountPath(runtimes.PodDepsDir))
-	case standby:
-		// Where the host unpacks a Function's dependencies from the
-		// dependency cache when it is given one (StandbyPod).
+	case p.Dependencies.AtStart || standby:
+		// Where the host unpacks the Function's dependencies from the
+		// dependency cache: as it starts (AtStart), or when it is given
+		// the Function (StandbyPod).
 		volumes = append(volumes, emptyDir(volumeDeps, cfg.Volumes.Dependencies))
 		mounts = append(mounts, corev1ac.VolumeMount().WithName(volumeDeps).WithMountPath(runtimes.PodDepsDir))
 	}
@@ -249,10 +246,7 @@ func installContainer(p plan.Plan, cfg Config, sc *corev1ac.SecurityContextApply
 			corev1ac.EnvVar().WithName(runtimes.EnvDependencyCache).WithValue(p.Host.DependencyCache),
 			corev1ac.EnvVar().WithName(runtimes.EnvIdentityTokenFile).WithValue(p.Host.IdentityTokenFile),
 			corev1ac.EnvVar().WithName(runtimes.EnvDependencyWriterTokenFile).WithValue(path.Join(runtimes.PodDependencyWriterDir, "token")))
-		if limit := cfg.Volumes.Dependencies; !limit.IsZero() {
-			// What the client unpacks fits the volume it unpacks into.
-			env = append(env, corev1ac.EnvVar().WithName(runtimes.EnvDependencyMaxBytes).WithValue(strconv.FormatInt(limit.Value(), 10)))
-		}
+		env = append(env, dependencyMaxBytes(cfg)...)
 		mounts = append(mounts,
 			corev1ac.VolumeMount().WithName(volumeIdentity).WithMountPath(runtimes.PodIdentityDir).WithReadOnly(true),
 			corev1ac.VolumeMount().WithName(volumeDepsWriter).WithMountPath(runtimes.PodDependencyWriterDir).WithReadOnly(true))
@@ -266,6 +260,19 @@ func installContainer(p plan.Plan, cfg Config, sc *corev1ac.SecurityContextApply
 		WithVolumeMounts(mounts...).
 		WithSecurityContext(sc).
 		WithTerminationMessagePolicy(corev1.TerminationMessageFallbackToLogsOnError)
+}
+
+// dependencyMaxBytes tells the cache client the dependencies volume's
+// size (runtimes.EnvDependencyMaxBytes), so that what it unpacks fits the
+// volume it unpacks into; nothing when the volume is unbounded.
+func dependencyMaxBytes(cfg Config) []*corev1ac.EnvVarApplyConfiguration {
+	limit := cfg.Volumes.Dependencies
+	if limit.IsZero() {
+		return nil
+	}
+	return []*corev1ac.EnvVarApplyConfiguration{
+		corev1ac.EnvVar().WithName(runtimes.EnvDependencyMaxBytes).WithValue(strconv.FormatInt(limit.Value(), 10)),
+	}
 }
 
 // cached reports whether p's pods use the dependency cache: a cache is

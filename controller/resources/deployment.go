@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"strconv"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -91,10 +90,8 @@ func podSpec(p plan.Plan, cfg Config, standby bool) *corev1ac.PodSpecApplyConfig
 		initContainers = append(initContainers, installContainer(p, cfg, &containerSC))
 	}
 	env := envApply(p.Env)
-	if limit := cfg.Volumes.Dependencies; p.Dependencies.AtStart && !limit.IsZero() {
-		// What the host unpacks at start fits the volume it unpacks into,
-		// as the install container's client is told.
-		env = append(env, corev1ac.EnvVar().WithName(runtimes.EnvDependencyMaxBytes).WithValue(strconv.FormatInt(limit.Value(), 10)))
+	if p.Dependencies.AtStart {
+		env = append(env, dependencyMaxBytes(cfg)...)
 	}
 	container := corev1ac.Container().
 		WithName(ContainerFunction).
