@@ -95,12 +95,16 @@ func (c *Cluster) Prepare(cfg Config, metrics prometheus.Registerer, log *slog.L
 	return nil
 }
 
-// Wake implements Waker: an activation of Function namespace/name claims
-// a standby pod for it, when claims are on (endpoints.Watcher.Wake).
-func (c *Cluster) Wake(namespace, name string) {
-	if c.endpoints != nil {
-		c.endpoints.Wake(namespace, name)
+// WakeThen implements Waker: an activation of Function namespace/name
+// claims a standby pod for it, when claims are on, and ended is called
+// once the claim has ended (endpoints.Watcher.WakeThen); at once when
+// nothing is claimed.
+func (c *Cluster) WakeThen(namespace, name string, ended func()) {
+	if c.endpoints == nil {
+		go ended()
+		return
 	}
+	c.endpoints.WakeThen(namespace, name, ended)
 }
 
 // Egress implements Environment: where the event bridge may reach

@@ -129,6 +129,11 @@ type ClaimsConfig struct {
 	// activations (package contract/activation); empty: only the
 	// gateway's requests claim.
 	ActivationSubject string
+	// ClaimedSubject is the core NATS subject on which the bridge says
+	// that the claim an activation started has ended (package
+	// contract/activation), for the scalers to tell KEDA then; empty:
+	// nothing is said (the scalers tell KEDA after their claim hold).
+	ClaimedSubject string
 	// Hold is how long a claimed pod's address is taken as ready before
 	// its EndpointSlice lists it (0: endpoints.DefaultClaimHold).
 	Hold time.Duration
@@ -153,7 +158,7 @@ func DefaultConfig() Config {
 		Resync:                 subscription.DefaultResync,
 		ReplaySweep:            replay.DefaultSweepInterval,
 		WakeProbeInterval:      endpoints.DefaultProbeInterval,
-		Claims:                 ClaimsConfig{Port: claim.DefaultPort, ActivationSubject: activation.DefaultSubject, Hold: endpoints.DefaultClaimHold},
+		Claims:                 ClaimsConfig{Port: claim.DefaultPort, ActivationSubject: activation.DefaultSubject, ClaimedSubject: activation.ClaimedSubject, Hold: endpoints.DefaultClaimHold},
 		Admin:                  true,
 		DependencyCache:        true,
 		DependencyCacheBounds:  depcache.DefaultConfig(),

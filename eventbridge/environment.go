@@ -60,10 +60,13 @@ type Environment interface {
 }
 
 // Waker is implemented by an Environment that claims a standby pod for a
-// Function at zero when the scalers announce its activation (Cluster,
-// with Config.Claims).
+// Function at zero when a scaler's activation names it (package
+// contract/activation).
 type Waker interface {
-	Wake(namespace, name string)
+	// WakeThen claims a standby pod for Function namespace/name, unless
+	// one is being claimed, and calls ended once that claim has ended, or
+	// at once when nothing is claimed.
+	WakeThen(namespace, name string, ended func())
 }
 
 var (

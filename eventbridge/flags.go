@@ -53,6 +53,7 @@ func (c *Config) registerPartFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Claims.Port, "claim-port", c.Claims.Port, "the controller's claim port (its -claim-bind-address)")
 	fs.StringVar(&c.Claims.TokenFile, "claim-token-file", c.Claims.TokenFile, "file holding this ServiceAccount's token for audience kfn (a projected token), sent with each claim")
 	fs.StringVar(&c.Claims.ActivationSubject, "claim-activation-subject", c.Claims.ActivationSubject, "core NATS subject of the scalers' activations (the scaler's -activation-subject), each of which claims a standby pod; empty: only the gateway's requests claim")
+	fs.StringVar(&c.Claims.ClaimedSubject, "claimed-subject", c.Claims.ClaimedSubject, "core NATS subject on which the end of each claim an activation started is said, for the scalers to tell KEDA then (the scaler's -claimed-subject); empty: not said")
 	fs.DurationVar(&c.Claims.Hold, "claim-hold", c.Claims.Hold, "how long a claimed pod's address is taken as a ready endpoint before its EndpointSlice lists it")
 	fs.DurationVar(&c.ReplaySweep, "replay-sweep", c.ReplaySweep, "how often consumers whose dead-letter replays settled stop filtering on their replay subject")
 }

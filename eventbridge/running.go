@@ -63,7 +63,15 @@ func (b *Bridge) Run(ctx context.Context) error {
 				b.log.Debug("dropping an activation that does not decode", "subject", m.Subject, "error", err)
 				return
 			}
-			w.Wake(fn.Namespace, fn.Name)
+			// The scalers hold KEDA's scale-up until a bridge says the
+			// claim ended (their -claim-hold).
+			w.WakeThen(fn.Namespace, fn.Name, func() {
+				if subject := b.cfg.Claims.ClaimedSubject; subject != "" {
+					if err := b.nc.Publish(subject, activation.Encode(fn)); err != nil {
+						b.log.Debug("publishing a claim's end failed: the scalers tell KEDA after their hold", "namespace", fn.Namespace, "function", fn.Name, "error", err)
+					}
+				}
+			})
 		})
 		if err != nil {
 			return fmt.Errorf("subscribe to the scalers' activations on %s: %w", b.cfg.Claims.ActivationSubject, err)

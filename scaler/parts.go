@@ -42,6 +42,7 @@ type partsOptions struct {
 	tls       *tls.Config
 	refresh   time.Duration
 	activated func(types.NamespacedName)
+	claimHold time.Duration
 }
 
 // WithLogger sets the root logger (package logging): the core logs as
@@ -70,6 +71,14 @@ func WithActivations(f func(types.NamespacedName)) PartsOption {
 	return func(o *partsOptions) { o.activated = f }
 }
 
+// WithClaimHold holds each activation from KEDA while the event bridge
+// claims a standby pod, for at most d (activity.WithClaimHold); the
+// caller reports the claims' ends to Parts.Core.ClaimEnded. Without it,
+// KEDA is told at once.
+func WithClaimHold(d time.Duration) PartsOption {
+	return func(o *partsOptions) { o.claimHold = d }
+}
+
 // NewParts makes the core, reading the backlogs of the consumers of
 // eventStream and listening for activity on nc, and its gRPC server.
 // Nothing runs until Run.
@@ -93,6 +102,9 @@ func NewParts(nc *nats.Conn, eventStream string, opts ...PartsOption) (*Parts, e
 	}
 	if o.activated != nil {
 		coreOpts = append(coreOpts, activity.WithActivations(o.activated))
+	}
+	if o.claimHold > 0 {
+		coreOpts = append(coreOpts, activity.WithClaimHold(o.claimHold))
 	}
 	core, err := activity.New(activity.NewJetStreamReader(js, eventStream), activity.NewNATSListener(nc), coreOpts...)
 	if err != nil {

@@ -50,6 +50,16 @@ type Process struct {
 	// each Function's activation on (package contract/activation), for
 	// the event bridge to claim a standby pod at once; empty: none.
 	ActivationSubject string
+	// ClaimHold holds each activation from KEDA while the event bridge
+	// claims a standby pod for the Function: until a bridge says on
+	// ClaimedSubject that the claim ended, or for at most ClaimHold; 0:
+	// KEDA is told at once. Set it where the bridges claim (the chart
+	// does when the warm pool's claims are on): without them every
+	// activation waits the whole hold.
+	ClaimHold time.Duration
+	// ClaimedSubject is the core NATS subject of the bridges' answers to
+	// activations (package contract/activation).
+	ClaimedSubject string
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
 }
@@ -64,6 +74,7 @@ func DefaultProcess() Process {
 		RefreshInterval:   activity.DefaultRefreshInterval,
 		InFlightSubject:   inflight.DefaultSubject,
 		ActivationSubject: activation.DefaultSubject,
+		ClaimedSubject:    activation.ClaimedSubject,
 		LogLevel:          "info",
 	}
 }
@@ -81,6 +92,8 @@ func (c *Process) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.TLSClientCAFile, "tls-client-ca-file", c.TLSClientCAFile, "require client certificates signed by these CAs (PEM); needs -tls-cert-file")
 	fs.DurationVar(&c.RefreshInterval, "refresh-interval", c.RefreshInterval, "how often the backlog of every consumer is read (at least 10ms)")
 	fs.StringVar(&c.ActivationSubject, "activation-subject", c.ActivationSubject, "core NATS subject on which each Function's activation is published, for the event bridge to claim a standby pod at once (its -claim-activation-subject); empty: none")
+	fs.DurationVar(&c.ClaimHold, "claim-hold", c.ClaimHold, "hold each activation from KEDA while the event bridge claims a standby pod for the Function, until it says the claim ended (on -claimed-subject) or for at most this (at most 1m); 0: tell KEDA at once. Only where the bridges claim: otherwise every wake waits it")
+	fs.StringVar(&c.ClaimedSubject, "claimed-subject", c.ClaimedSubject, "core NATS subject of the event bridges' answers to activations (their -claimed-subject)")
 	fs.StringVar(&c.InFlightSubject, "inflight-subject", c.InFlightSubject, "core NATS subject of the gateway's in-flight reports (the event bridge's -gateway-inflight-subject)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: "+logging.Levels)
 }
@@ -102,6 +115,10 @@ func (c *Process) Validate() error {
 		return fmt.Errorf("%w: -refresh-interval must be at least 10ms, not %s", ErrInvalidConfig, c.RefreshInterval)
 	case c.InFlightSubject == "":
 		return fmt.Errorf("%w: -inflight-subject is required", ErrInvalidConfig)
+	case c.ClaimHold < 0 || c.ClaimHold > time.Minute:
+		return fmt.Errorf("%w: -claim-hold must be between 0 and 1m, not %s", ErrInvalidConfig, c.ClaimHold)
+	case c.ClaimHold > 0 && (c.ActivationSubject == "" || c.ClaimedSubject == ""):
+		return fmt.Errorf("%w: -claim-hold needs -activation-subject and -claimed-subject (the bridges claim on the one and answer on the other)", ErrInvalidConfig)
 	}
 	if _, err := logging.ParseLevel(c.LogLevel); err != nil {
 		return fmt.Errorf("%w: -log-level: %w", ErrInvalidConfig, err)

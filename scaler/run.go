@@ -75,9 +75,26 @@ func Run(ctx context.Context, cfg Process, root *slog.Logger) error {
 			}
 		}))
 	}
+	if cfg.ActivationSubject != "" && cfg.ClaimHold > 0 {
+		opts = append(opts, WithClaimHold(cfg.ClaimHold))
+	}
 	parts, err := NewParts(nc, cfg.EventStream, opts...)
 	if err != nil {
 		return err
+	}
+	if cfg.ActivationSubject != "" && cfg.ClaimHold > 0 {
+		sub, err := nc.Subscribe(cfg.ClaimedSubject, func(m *nats.Msg) {
+			fn, err := activation.Decode(m.Data)
+			if err != nil {
+				log.Debug("dropping a claim's end that does not decode", "subject", m.Subject, "error", err)
+				return
+			}
+			parts.Core.ClaimEnded(fn)
+		})
+		if err != nil {
+			return fmt.Errorf("subscribe to the event bridges' claims on %s: %w", cfg.ClaimedSubject, err)
+		}
+		defer func() { _ = sub.Unsubscribe() }()
 	}
 	stopInFlight, err := natsinflight.Subscribe(nc, parts.Core, natsinflight.WithSubject(cfg.InFlightSubject), natsinflight.WithLogger(logging.Component(root, "inflight")))
 	if err != nil {

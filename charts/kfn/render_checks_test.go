@@ -230,6 +230,7 @@ func TestRenderValueSets(t *testing.T) {
 		assert.Equal(t, corev1.ClusterIPNone, r.services["kfn-scaler"].Spec.ClusterIP, "KEDA balances over the scaler's pods")
 		assert.Equal(t, corev1.ClusterIPNone, r.services["kfn-controller-claims"].Spec.ClusterIP, "the event bridge tries each controller pod: only the leader listens")
 		assert.Contains(t, container(t, r.deployments["kfn-eventbridge"]).Args, "-claim-controller=kfn-controller-claims.kfn-system.svc.cluster.local.")
+		assert.Contains(t, container(t, r.deployments["kfn-scaler"]).Args, "-claim-hold=250ms", "KEDA is told once the bridges' claim ended")
 		cfg := r.configMaps["kfn-controller"].Data["controller.yaml"]
 		for _, want := range []string{
 			`publisherAddress: "http://kfn-publisher.kfn-system.svc.cluster.local/publish"`,
@@ -500,6 +501,9 @@ func TestWarmPoolValues(t *testing.T) {
 	assert.Contains(t, typed(t, off).configMaps["kfn-controller"].Data["controller.yaml"], "warmPool: false\nwarmPoolSize: 3\n")
 	assert.Equal(t, []string{"list", "watch"}, verbs(off, "pods"))
 	assert.Empty(t, verbs(off, "namespaces"))
+	for _, arg := range container(t, typed(t, off).deployments["kfn-scaler"]).Args {
+		assert.NotContains(t, arg, "-claim-hold", "no bridge claims: KEDA is told at once")
+	}
 }
 
 // TestDependencyCacheValues: the controller gives Function pods this

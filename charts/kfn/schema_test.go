@@ -84,6 +84,10 @@ func TestValuesRefused(t *testing.T) {
 			values: map[string]any{"eventbridge": map[string]any{"streams": map[string]any{"replicas": 7}}},
 			want:   []string{"/eventbridge/streams/replicas", "maximum"},
 		},
+		"a claim hold of an hour": {
+			values: map[string]any{"scaler": map[string]any{"claimHold": "1h"}},
+			want:   []string{"/scaler/claimHold"},
+		},
 		"log level": {
 			values: map[string]any{"eventbridge": map[string]any{"logLevel": "verbose"}},
 			want:   []string{"/eventbridge/logLevel", "must be one of 'debug', 'info', 'warn', 'error'"},

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/contract/activation"
 	"github.com/kfn-dev/kfn/contract/trigger"
 	"github.com/kfn-dev/kfn/internal/natsconn"
 	"github.com/kfn-dev/kfn/internal/natsinflight"
@@ -53,6 +54,8 @@ func TestRunRefusesBadFlagsBeforeDoingAnything(t *testing.T) {
 		"missing cert files":     {args: []string{"-tls-cert-file=/nonexistent/c.pem", "-tls-key-file=/nonexistent/k.pem"}, wantErr: "TLS file"},
 		"too fast a refresh":     {args: []string{"-refresh-interval=1ms"}, wantErr: "at least 10ms"},
 		"bad log level":          {args: []string{"-log-level=loud"}, wantErr: "-log-level"},
+		"claim hold over 1m":     {args: []string{"-claim-hold=2m"}, wantErr: "between 0 and 1m"},
+		"claim hold, no answers": {args: []string{"-claim-hold=100ms", "-claimed-subject="}, wantErr: "-claim-hold needs"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -93,6 +96,7 @@ func TestServesKEDA(t *testing.T) {
 			"-listen=" + grpcAddr,
 			"-metrics-listen=" + metricsAddr,
 			"-refresh-interval=100ms",
+			"-claim-hold=1m",
 			"-log-level=debug",
 		}, &logs)
 	}()
@@ -133,7 +137,9 @@ func TestServesKEDA(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(5), spec.MetricSpecs[0].TargetSize)
 
-	// At zero, idle: the first event is pushed to KEDA's stream.
+	// At zero, idle: the first event is published for the event bridges
+	// to claim a standby pod, and pushed to KEDA's stream once a bridge
+	// says the claim ended (-claim-hold).
 	active, err := keda.IsActive(ctx, ref)
 	require.NoError(t, err)
 	require.False(t, active.Result)
@@ -147,12 +153,25 @@ func TestServesKEDA(t *testing.T) {
 		v, err := metricValue("http://"+metricsAddr+"/metrics", "kfn_scaler_watchers")
 		return int64(v), err
 	}, 1)
+	activations, err := n.Conn.SubscribeSync(activation.DefaultSubject)
+	require.NoError(t, err)
 	n.Publish(t, "shop", "order.created.v1", "1")
 	got := make(chan bool, 1)
 	go func() {
 		r, err := stream.Recv()
 		got <- err == nil && r.Result
 	}()
+	m, err := activations.NextMsg(10 * time.Second)
+	require.NoError(t, err, "the activation is published for the bridges")
+	claimed, err := activation.Decode(m.Data)
+	require.NoError(t, err)
+	require.Equal(t, fn, claimed)
+	select {
+	case <-got:
+		t.Fatal("KEDA was told before the bridge said the claim ended")
+	case <-time.After(200 * time.Millisecond):
+	}
+	require.NoError(t, n.Conn.Publish(activation.ClaimedSubject, activation.Encode(fn)))
 	select {
 	case ok := <-got:
 		require.True(t, ok, "StreamIsActive sends true")
@@ -168,7 +187,7 @@ func TestServesKEDA(t *testing.T) {
 	eventually(t, metric(server.MetricConcurrency), 3)
 
 	body := get(t, "http://"+metricsAddr+"/metrics").body
-	for _, m := range []string{"kfn_scaler_refresh_seconds", "kfn_scaler_activations_total", "kfn_scaler_grpc_requests_total", "go_goroutines"} {
+	for _, m := range []string{"kfn_scaler_refresh_seconds", "kfn_scaler_activations_total", `kfn_scaler_activation_holds_total{ended_by="claim_ended"} 1`, "kfn_scaler_grpc_requests_total", "go_goroutines"} {
 		assert.Contains(t, body, m)
 	}
 

@@ -13,6 +13,15 @@ import (
 // DefaultSubject is the core NATS subject of activations.
 const DefaultSubject = "kfn.scaler.activated"
 
+// ClaimedSubject is the core NATS subject of the event bridges' answers
+// to activations, in the same message (Encode, Decode): the claim of a
+// standby pod that the Function's activation started has ended (a pod
+// serves the Function, or none was given), or none was started. The
+// scalers hold KEDA's activation until then, for a bounded time, so that
+// KEDA's scale-up does not take the node's CPU from the claim and the
+// first delivery (the scaler's -claim-hold).
+const ClaimedSubject = "kfn.scaler.claimed"
+
 // MaxBytes bounds a message.
 const MaxBytes = 1 << 10
 

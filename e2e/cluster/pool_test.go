@@ -130,6 +130,7 @@ func TestWarmPoolWakesAFunctionOnAStandbyPod(t *testing.T) {
 	t.Run("one event is handled by the standby pod, once", func(t *testing.T) {
 		id := ns + "-wake"
 		claimsBefore := claimsGranted(t)
+		heldBefore := claimHoldsEnded(t)
 		start := time.Now()
 		publish(t, "order.paid.v1", "shop", id, `{"wake": true}`)
 		require.NoError(t, platform.recorder.waitAll(t.Context(), "warm", []string{id}, time.Minute))
@@ -138,6 +139,12 @@ func TestWarmPoolWakesAFunctionOnAStandbyPod(t *testing.T) {
 		coldStarts.add("pool event", 0, delivered)
 		assert.Equal(t, map[string]int{first: 1}, platform.recorder.podCounts("warm"), "the standby pod handled the waking event")
 		assert.True(t, rose(t, claimsBefore), "the event bridge claimed the pod for the event (the scaler's activation)")
+		eventually(t, 30*time.Second, "a scaler told KEDA once the bridge said the claim ended", func() error {
+			if now := claimHoldsEnded(t); now <= heldBefore {
+				return fmt.Errorf("kfn_scaler_activation_holds_total{ended_by=\"claim_ended\"}: %v, %v before", now, heldBefore)
+			}
+			return nil
+		})
 		claimTime(t, "event", first, start)
 
 		claimed, err := platform.cluster.Clientset.CoreV1().Pods(ns).Get(t.Context(), first, metav1.GetOptions{})
@@ -187,6 +194,33 @@ func TestWarmPoolWakesAFunctionOnAStandbyPod(t *testing.T) {
 		assert.True(t, rose(t, claimsBefore), "the request claimed the pod itself")
 		claimTime(t, "http", standby, start)
 	})
+}
+
+// claimHoldsEnded sums, over the scaler pods, the activations held from
+// KEDA that a bridge's word on the claim ended (the scalers' plain HTTP
+// metrics, which carry no tenant's names); a pod whose metrics cannot be
+// read counts nothing (another scenario may be replacing it).
+func claimHoldsEnded(t *testing.T) float64 {
+	t.Helper()
+	const series = `kfn_scaler_activation_holds_total{ended_by="claim_ended"} `
+	sum := 0.0
+	for _, p := range podsOf(t, scalerSelector) {
+		if p.Status.PodIP == "" || p.DeletionTimestamp != nil {
+			continue
+		}
+		_, body, err := getAs("http://"+p.Status.PodIP+":8080/metrics", "")
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(body, "\n") {
+			if v, ok := strings.CutPrefix(line, series); ok {
+				n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				require.NoError(t, err, "%s: %q", p.Name, line)
+				sum += n
+			}
+		}
+	}
+	return sum
 }
 
 // wakeTimeline returns, in time order, what the platform logged of a wake

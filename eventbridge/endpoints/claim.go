@@ -161,6 +161,33 @@ func (w *Watcher) Wake(namespace, name string) {
 	go w.claim(k)
 }
 
+// maxClaimWaiters bounds the callers of WakeThen waiting for one claim:
+// one per scaler replica's activation in practice; a later one is not
+// called (the activations' answers are all alike: the first tells every
+// scaler).
+const maxClaimWaiters = 16
+
+// WakeThen is Wake, and calls ended, on a goroutine of its own, once the
+// claim that Wake started or found under way for namespace/name has
+// ended (a pod serves the Function, or none was given); at once when Wake
+// claims nothing (no Claimer, not a Function's Service, a ready endpoint
+// already, within the backoff of a failed claim). The scalers hold KEDA's
+// scale-up until then (package contract/activation).
+func (w *Watcher) WakeThen(namespace, name string, ended func()) {
+	w.Wake(namespace, name)
+	k := service{namespace, name}
+	w.mu.Lock()
+	if w.claiming[k] {
+		if len(w.claimEnded[k]) < maxClaimWaiters {
+			w.claimEnded[k] = append(w.claimEnded[k], ended)
+		}
+		w.mu.Unlock()
+		return
+	}
+	w.mu.Unlock()
+	go ended()
+}
+
 // Waking reports whether a standby pod is being claimed for
 // namespace/name now: its events may be pulled ahead of its readiness
 // (dispatcher.Waking). Ready's channel closes when a claim starts and
@@ -187,6 +214,10 @@ func (w *Watcher) claim(k service) {
 	defer w.mu.Unlock()
 	delete(w.claiming, k)
 	w.notify(k) // whatever refresh says below: no longer waking
+	for _, ended := range w.claimEnded[k] {
+		go ended()
+	}
+	delete(w.claimEnded, k)
 	if err != nil {
 		level := slog.LevelWarn
 		if errors.Is(err, claim.ErrNotPooled) || errors.Is(err, claim.ErrNoStandby) || errors.Is(err, claim.ErrServed) {

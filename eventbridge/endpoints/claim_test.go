@@ -186,3 +186,76 @@ func TestWakeClaimsAPodForAFunctionAtZero(t *testing.T) {
 	_, err = endpoints.New(endpoints.WithClaimer(nil, 0))
 	assert.True(t, errors.Is(err, endpoints.ErrInvalidOption))
 }
+
+// TestWakeThenTellsWhenTheClaimEnded: WakeThen's callback runs once the
+// claim it started or joined has ended, whether a pod was given or not,
+// and at once when nothing is claimed (a Service that is not a Function's,
+// a ready one, no Claimer), so that the scalers release KEDA's scale-up
+// then. Fails when the callback runs before the claim's answer, or never.
+func TestWakeThenTellsWhenTheClaimEnded(t *testing.T) {
+	c := &claims{answer: make(chan answer)}
+	w, err := endpoints.New(endpoints.WithClaimer(c, time.Minute))
+	require.NoError(t, err)
+	w.MarkSynced()
+	w.OnAdd(atZero("orders"), false)
+	w.OnAdd(slice("plain-a", "plain"), false)
+	ended := make(chan string, 8)
+	then := func(what string) func() { return func() { ended <- what } }
+	awaitEnded := func(want string) {
+		t.Helper()
+		select {
+		case got := <-ended:
+			assert.Equal(t, want, got)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: not told within 5s", want)
+		}
+	}
+	noneEnded := func(when string) {
+		t.Helper()
+		select {
+		case got := <-ended:
+			t.Fatalf("%s: %s told before its claim ended", when, got)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+
+	w.WakeThen("default", "plain", then("plain"))
+	awaitEnded("plain")
+
+	for _, who := range []string{"scaler-a", "scaler-b"} {
+		w.WakeThen("default", "orders", then(who))
+	}
+	require.Eventually(t, func() bool { return c.count() == 1 }, 5*time.Second, time.Millisecond)
+	noneEnded("claim under way")
+	c.answer <- answer{err: claim.ErrNoStandby}
+	got := []string{<-ended, <-ended}
+	assert.ElementsMatch(t, []string{"scaler-a", "scaler-b"}, got, "each waiter is told when the claim fails")
+
+	// Within the failed claim's backoff nothing is claimed: told at once.
+	w.WakeThen("default", "orders", then("backoff"))
+	awaitEnded("backoff")
+
+	require.Eventually(t, func() bool {
+		w.WakeThen("default", "orders", then("second"))
+		if w.Waking("default", "orders") {
+			return true
+		}
+		awaitEnded("second") // within the backoff still
+		return false
+	}, 5*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return c.count() == 2 }, 5*time.Second, time.Millisecond)
+	noneEnded("second claim under way")
+	c.answer <- answer{addr: "10.244.0.9:8080"}
+	awaitEnded("second")
+	ready, _ := w.Ready("default", "orders")
+	assert.True(t, ready, "the claimed pod is ready when its waiters are told")
+	w.WakeThen("default", "orders", then("ready"))
+	awaitEnded("ready")
+
+	bare, err := endpoints.New()
+	require.NoError(t, err)
+	bare.MarkSynced()
+	bare.OnAdd(atZero("orders"), false)
+	bare.WakeThen("default", "orders", then("no claimer"))
+	awaitEnded("no claimer")
+}

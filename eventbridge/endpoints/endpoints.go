@@ -55,9 +55,12 @@ type Watcher struct {
 	slicePorts map[service]map[string][]string // host:port of each slice's starting endpoints
 
 	// Pods claimed for Functions at zero (claim.go).
-	claimer    Claimer
-	claimHold  time.Duration
-	claiming   map[service]bool
+	claimer   Claimer
+	claimHold time.Duration
+	claiming  map[service]bool
+	// claimEnded are the callers of WakeThen waiting for a claim under
+	// way to end.
+	claimEnded map[service][]func()
 	claimAfter map[service]time.Time // no claim before, after a failed one
 	claimed    map[service]claimed
 	metrics    *claimMetrics
@@ -118,6 +121,7 @@ func New(opts ...Option) (*Watcher, error) {
 		wasReady:   map[service]map[string]bool{},
 		slicePorts: map[service]map[string][]string{},
 		claiming:   map[service]bool{},
+		claimEnded: map[service][]func(){},
 		claimAfter: map[service]time.Time{},
 		claimed:    map[service]claimed{},
 		log:        slog.New(slog.DiscardHandler),

@@ -44,6 +44,8 @@ func TestNewRefusesOptionsThatCannotWork(t *testing.T) {
 		"refresh interval under 10ms": activity.WithRefreshInterval(5 * time.Millisecond),
 		"zero read timeout":           activity.WithReadTimeout(0),
 		"negative activation hold":    activity.WithActivationHold(-time.Millisecond),
+		"negative claim hold":         activity.WithClaimHold(-time.Millisecond),
+		"claim hold over a minute":    activity.WithClaimHold(time.Minute + 1),
 		"nil logger":                  activity.WithLogger(nil),
 		"nil metrics registerer":      activity.WithMetrics(nil),
 	} {

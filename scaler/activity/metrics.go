@@ -13,6 +13,7 @@ type metrics struct {
 	refreshSeconds prometheus.Histogram
 	refreshErrors  prometheus.Counter
 	activations    *prometheus.CounterVec
+	holds          *prometheus.CounterVec
 	functions      prometheus.Gauge
 	active         prometheus.Gauge
 	watcherCount   prometheus.Gauge
@@ -20,6 +21,7 @@ type metrics struct {
 
 // WithMetrics registers the scaler's metrics with reg: kfn_scaler_refresh_seconds,
 // kfn_scaler_refresh_errors_total, kfn_scaler_activations_total{cause},
+// kfn_scaler_activation_holds_total{ended_by},
 // kfn_scaler_functions, kfn_scaler_functions_active and kfn_scaler_watchers.
 func WithMetrics(reg prometheus.Registerer) Option {
 	return func(o *options) error {
@@ -40,6 +42,10 @@ func WithMetrics(reg prometheus.Registerer) Option {
 				Name: "kfn_scaler_activations_total",
 				Help: "Inactive->active transitions of Functions, by what found the work: event, request or backlog.",
 			}, []string{"cause"}),
+			holds: prometheus.NewCounterVec(prometheus.CounterOpts{
+				Name: "kfn_scaler_activation_holds_total",
+				Help: "Activations held from KEDA while a standby pod was claimed, by what ended the hold: claim_ended (the event bridge said so) or bound (the claim hold passed).",
+			}, []string{"ended_by"}),
 			functions: prometheus.NewGauge(prometheus.GaugeOpts{
 				Name: "kfn_scaler_functions",
 				Help: "Functions the scaler tracks.",
@@ -53,10 +59,13 @@ func WithMetrics(reg prometheus.Registerer) Option {
 				Help: "Open activation watchers (StreamIsActive streams).",
 			}),
 		}
-		for _, c := range []prometheus.Collector{m.refreshSeconds, m.refreshErrors, m.activations, m.functions, m.active, m.watcherCount} {
+		for _, c := range []prometheus.Collector{m.refreshSeconds, m.refreshErrors, m.activations, m.holds, m.functions, m.active, m.watcherCount} {
 			if err := reg.Register(c); err != nil {
 				return fmt.Errorf("%w: register metrics: %w", ErrInvalidOption, err)
 			}
+		}
+		for _, by := range []string{releasedByClaim, releasedByBound} {
+			m.holds.WithLabelValues(by)
 		}
 		o.metrics = m
 		return nil
@@ -70,6 +79,12 @@ func (m *metrics) observeRefresh(d time.Duration, err error) {
 	m.refreshSeconds.Observe(d.Seconds())
 	if err != nil {
 		m.refreshErrors.Inc()
+	}
+}
+
+func (m *metrics) held(endedBy string) {
+	if m.holds != nil {
+		m.holds.WithLabelValues(endedBy).Inc()
 	}
 }
 

@@ -18,6 +18,7 @@ type options struct {
 	log         *slog.Logger
 	metrics     *metrics
 	activated   func(types.NamespacedName)
+	claimHold   time.Duration
 }
 
 // Defaults of the options.
@@ -97,6 +98,22 @@ func WithActivations(f func(types.NamespacedName)) Option {
 			return fmt.Errorf("%w: nil activation hook", ErrInvalidOption)
 		}
 		o.activated = f
+		return nil
+	}
+}
+
+// WithClaimHold holds each activation's announcement to the watchers
+// (KEDA's StreamIsActive, and so its scale-up) while the event bridge
+// claims a standby pod for the Function: until ClaimEnded is called for
+// it, or for at most d. It applies only with WithActivations (which tells
+// the bridge); 0 (the default) announces at once. d must be at most a
+// minute.
+func WithClaimHold(d time.Duration) Option {
+	return func(o *options) error {
+		if d < 0 || d > time.Minute {
+			return fmt.Errorf("%w: claim hold must be between 0 and 1m, not %s", ErrInvalidOption, d)
+		}
+		o.claimHold = d
 		return nil
 	}
 }

@@ -84,6 +84,12 @@ type function struct {
 
 	stopListen    func() // non-nil while listening
 	listenSubject string // the subjects listened to, joined
+
+	// held says that the watchers are not yet told of the last
+	// activation: a standby pod is being claimed for the Function
+	// (WithClaimHold); holdTimer tells them once the hold's bound passes.
+	held      bool
+	holdTimer *time.Timer
 }
 
 type source struct {
@@ -266,11 +272,20 @@ func (s *Scaler) signal(key types.NamespacedName, why string) {
 // function of its listener, to be called without the lock.
 func (s *Scaler) activateLocked(fn *function, why string) func() {
 	fn.active = true
-	for ch := range fn.watchers {
-		select {
-		case ch <- struct{}{}:
-		default: // an announcement is already pending
+	if s.o.activated != nil && s.o.claimHold > 0 {
+		// The event bridges claim a standby pod for fn now (they hear of
+		// the activation from s.o.activated): KEDA's scale-up, and the
+		// API server's, the controllers' and the kubelet's work behind
+		// it, would take the node's CPU from the claim and the first
+		// delivery, which need no Deployment. The watchers are told
+		// once the claim ended (ClaimEnded) or the hold's bound passed.
+		if fn.holdTimer != nil {
+			fn.holdTimer.Stop()
 		}
+		fn.held = true
+		fn.holdTimer = time.AfterFunc(s.o.claimHold, func() { s.release(fn, releasedByBound) })
+	} else {
+		s.announceLocked(fn)
 	}
 	s.o.metrics.activation(why)
 	if f := s.o.activated; f != nil {
@@ -278,6 +293,54 @@ func (s *Scaler) activateLocked(fn *function, why string) func() {
 	}
 	s.o.log.Info("function active", "namespace", fn.key.Namespace, "function", fn.key.Name, "cause", why)
 	return fn.detachListener()
+}
+
+// announceLocked tells fn's watchers that it is active.
+func (s *Scaler) announceLocked(fn *function) {
+	for ch := range fn.watchers {
+		select {
+		case ch <- struct{}{}:
+		default: // an announcement is already pending
+		}
+	}
+}
+
+// What ends a held activation (the label of
+// kfn_scaler_activation_holds_total).
+const (
+	releasedByClaim = "claim_ended"
+	releasedByBound = "bound"
+)
+
+// release ends fn's held activation, if it still is held, and tells its
+// watchers when fn is still active; by says what ended it.
+func (s *Scaler) release(fn *function, by string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !fn.held {
+		return
+	}
+	fn.held = false
+	fn.holdTimer.Stop()
+	fn.holdTimer = nil
+	s.o.metrics.held(by)
+	if fn.active {
+		s.announceLocked(fn)
+	}
+}
+
+// ClaimEnded says that the event bridge's claim of a standby pod for
+// Function key, which its activation started, has ended (a pod serves
+// it, or none was given; the message of package contract/activation on
+// its ClaimedSubject): a held activation is told to the watchers now
+// (WithClaimHold). Anything else changes nothing.
+func (s *Scaler) ClaimEnded(key types.NamespacedName) {
+	s.mu.Lock()
+	fn, ok := s.functions[key]
+	s.mu.Unlock()
+	if ok {
+		s.release(fn, releasedByClaim)
+	}
 }
 
 func (s *Scaler) functionLocked(key types.NamespacedName) *function {
@@ -335,7 +398,7 @@ func (s *Scaler) Watch(fn types.NamespacedName) (active bool, ch <-chan struct{}
 	s.mu.Lock()
 	f := s.functionLocked(fn)
 	f.watchers[c] = struct{}{}
-	active = f.active
+	active = f.active && !f.held
 	s.o.metrics.watchers(1)
 	s.mu.Unlock()
 	var once sync.Once
