@@ -99,9 +99,9 @@ func (c *Cluster) Prepare(cfg Config, metrics prometheus.Registerer, log *slog.L
 // claims a standby pod for it, when claims are on, and ended is called
 // once the claim has ended (endpoints.Watcher.WakeThen); at once when
 // nothing is claimed.
-func (c *Cluster) WakeThen(namespace, name string, ended func()) {
+func (c *Cluster) WakeThen(namespace, name string, ended func(claimed bool)) {
 	if c.endpoints == nil {
-		go ended()
+		go ended(false)
 		return
 	}
 	c.endpoints.WakeThen(namespace, name, ended)

@@ -64,9 +64,10 @@ type Environment interface {
 // contract/activation).
 type Waker interface {
 	// WakeThen claims a standby pod for Function namespace/name, unless
-	// one is being claimed, and calls ended once that claim has ended, or
-	// at once when nothing is claimed.
-	WakeThen(namespace, name string, ended func())
+	// one is being claimed, and calls ended once that claim has ended,
+	// with whether a pod was given, or at once, with false, when nothing
+	// is claimed.
+	WakeThen(namespace, name string, ended func(claimed bool))
 }
 
 var (

@@ -64,13 +64,23 @@ func (b *Bridge) Run(ctx context.Context) error {
 				return
 			}
 			// The scalers hold KEDA's scale-up until a bridge says the
-			// claim ended (their -claim-hold).
-			w.WakeThen(fn.Namespace, fn.Name, func() {
-				if subject := b.cfg.Claims.ClaimedSubject; subject != "" {
+			// claim ended (their -claim-hold); after a granted claim, once
+			// the first deliveries to the pod had claimSettle to start.
+			w.WakeThen(fn.Namespace, fn.Name, func(claimed bool) {
+				subject := b.cfg.Claims.ClaimedSubject
+				if subject == "" {
+					return
+				}
+				say := func() {
 					if err := b.nc.Publish(subject, activation.Encode(fn)); err != nil {
 						b.log.Debug("publishing a claim's end failed: the scalers tell KEDA after their hold", "namespace", fn.Namespace, "function", fn.Name, "error", err)
 					}
 				}
+				if claimed {
+					time.AfterFunc(claimSettle, say)
+					return
+				}
+				say()
 			})
 		})
 		if err != nil {
@@ -81,6 +91,13 @@ func (b *Bridge) Run(ctx context.Context) error {
 	g.Go(func() error { return natsconn.UntilLost(ctx, b.nc) })
 	return g.Wait()
 }
+
+// claimSettle is how long after a granted claim the bridge says it
+// ended: KEDA's scale-up, which the scalers start then, takes the node's
+// CPU (the API server's, the controllers', the kubelet's work behind it),
+// and the first deliveries to the claimed pod, made the moment the claim
+// was answered, end within it. The scalers' hold bounds it.
+const claimSettle = 50 * time.Millisecond
 
 // distinct are the checks of a that are set, each once (a field may be
 // another itself).

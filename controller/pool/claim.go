@@ -193,17 +193,23 @@ func (p *Pool) give(ctx context.Context, fn types.NamespacedName, m member, load
 		p.poke()
 	}()
 	// The host loads the Function, the caller hears as soon as it serves
-	// it, and only then is the pod labelled as the Function's (a pod
-	// serves one Function only, whatever its labels say): the label's
-	// patch and what follows it (the EndpointSlice controller's update,
-	// every watcher of pods and slices) would otherwise take the node's
-	// CPU while the host loads the Function, on the wake's path.
+	// it, and only labelSettle later is the pod labelled as the
+	// Function's (a pod serves one Function only, whatever its labels
+	// say): the label's patch and what follows it (the EndpointSlice
+	// controller's update, every watcher of pods and slices) would
+	// otherwise take the node's CPU while the host loads the Function and
+	// the first deliveries reach it, on the wake's path. The callers take
+	// the claimed address as the Function's endpoint meanwhile.
 	got := Claimed{Pod: pod.Name, Address: p.address(pod)}
 	loadErr := p.specialize(ctx, pod, m.plan)
 	took.loaded = time.Since(start)
 	var labelErr error
 	if loadErr == nil {
 		loaded(got)
+		select {
+		case <-time.After(labelSettle):
+		case <-ctx.Done():
+		}
 		labelErr = p.label(ctx, pod, fn, m.plan)
 	}
 	if err := errors.Join(loadErr, labelErr); err != nil {
@@ -222,6 +228,11 @@ func (p *Pool) give(ctx context.Context, fn types.NamespacedName, m member, load
 	p.mu.Unlock()
 	return got, took, nil
 }
+
+// labelSettle is how long after a claim's answer its pod is labelled:
+// the first deliveries to the pod, made the moment the claim is
+// answered, end within it.
+const labelSettle = 50 * time.Millisecond
 
 // giveTimes are how long give took to take a standby pod, and until its
 // host served the Function, both since give began.

@@ -147,8 +147,18 @@ func TestWarmPoolWakesAFunctionOnAStandbyPod(t *testing.T) {
 		})
 		claimTime(t, "event", first, start)
 
-		claimed, err := platform.cluster.Clientset.CoreV1().Pods(ns).Get(t.Context(), first, metav1.GetOptions{})
-		require.NoError(t, err)
+		// Labelled behind the claim's answer (the first deliveries first).
+		var claimed *corev1.Pod
+		eventually(t, 30*time.Second, "the claimed pod labelled as the Function's", func() error {
+			var err error
+			if claimed, err = platform.cluster.Clientset.CoreV1().Pods(ns).Get(t.Context(), first, metav1.GetOptions{}); err != nil {
+				return err
+			}
+			if claimed.Labels[poolClaimedByLabel] == "" {
+				return fmt.Errorf("%s not labelled yet: %v", first, claimed.Labels)
+			}
+			return nil
+		})
 		assert.Equal(t, "warm", claimed.Labels[functionLabel], "in the Function's Service")
 		assert.Equal(t, "warm", claimed.Labels[poolClaimedByLabel])
 		assert.NotContains(t, claimed.Labels, poolShapeLabel)

@@ -169,11 +169,12 @@ const maxClaimWaiters = 16
 
 // WakeThen is Wake, and calls ended, on a goroutine of its own, once the
 // claim that Wake started or found under way for namespace/name has
-// ended (a pod serves the Function, or none was given); at once when Wake
-// claims nothing (no Claimer, not a Function's Service, a ready endpoint
-// already, within the backoff of a failed claim). The scalers hold KEDA's
-// scale-up until then (package contract/activation).
-func (w *Watcher) WakeThen(namespace, name string, ended func()) {
+// ended, with whether a pod was given (its address is a ready endpoint
+// then); at once, with false, when Wake claims nothing (no Claimer, not a
+// Function's Service, a ready endpoint already, within the backoff of a
+// failed claim). The scalers hold KEDA's scale-up until then (package
+// contract/activation).
+func (w *Watcher) WakeThen(namespace, name string, ended func(claimed bool)) {
 	w.Wake(namespace, name)
 	k := service{namespace, name}
 	w.mu.Lock()
@@ -185,7 +186,7 @@ func (w *Watcher) WakeThen(namespace, name string, ended func()) {
 		return
 	}
 	w.mu.Unlock()
-	go ended()
+	go ended(false)
 }
 
 // Waking reports whether a standby pod is being claimed for
@@ -215,7 +216,7 @@ func (w *Watcher) claim(k service) {
 	delete(w.claiming, k)
 	w.notify(k) // whatever refresh says below: no longer waking
 	for _, ended := range w.claimEnded[k] {
-		go ended()
+		go ended(err == nil)
 	}
 	delete(w.claimEnded, k)
 	if err != nil {

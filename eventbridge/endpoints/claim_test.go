@@ -200,7 +200,15 @@ func TestWakeThenTellsWhenTheClaimEnded(t *testing.T) {
 	w.OnAdd(atZero("orders"), false)
 	w.OnAdd(slice("plain-a", "plain"), false)
 	ended := make(chan string, 8)
-	then := func(what string) func() { return func() { ended <- what } }
+	// then's callback tells what it was, and whether a pod was given.
+	then := func(what string) func(bool) {
+		return func(claimed bool) {
+			if claimed {
+				what += ", claimed"
+			}
+			ended <- what
+		}
+	}
 	awaitEnded := func(want string) {
 		t.Helper()
 		select {
@@ -246,7 +254,7 @@ func TestWakeThenTellsWhenTheClaimEnded(t *testing.T) {
 	require.Eventually(t, func() bool { return c.count() == 2 }, 5*time.Second, time.Millisecond)
 	noneEnded("second claim under way")
 	c.answer <- answer{addr: "10.244.0.9:8080"}
-	awaitEnded("second")
+	awaitEnded("second, claimed")
 	ready, _ := w.Ready("default", "orders")
 	assert.True(t, ready, "the claimed pod is ready when its waiters are told")
 	w.WakeThen("default", "orders", then("ready"))

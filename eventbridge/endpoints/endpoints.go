@@ -60,7 +60,7 @@ type Watcher struct {
 	claiming  map[service]bool
 	// claimEnded are the callers of WakeThen waiting for a claim under
 	// way to end.
-	claimEnded map[service][]func()
+	claimEnded map[service][]func(claimed bool)
 	claimAfter map[service]time.Time // no claim before, after a failed one
 	claimed    map[service]claimed
 	metrics    *claimMetrics
@@ -121,7 +121,7 @@ func New(opts ...Option) (*Watcher, error) {
 		wasReady:   map[service]map[string]bool{},
 		slicePorts: map[service]map[string][]string{},
 		claiming:   map[service]bool{},
-		claimEnded: map[service][]func(){},
+		claimEnded: map[service][]func(claimed bool){},
 		claimAfter: map[service]time.Time{},
 		claimed:    map[service]claimed{},
 		log:        slog.New(slog.DiscardHandler),
