@@ -7,9 +7,11 @@
 // or its Deployment is scaled up from zero, whichever comes first, it
 // gives one of them the Function (POST /_kfn/specialize with its source
 // and environment), answers the claim with the pod's address as soon as
-// its host serves the Function, and labels it as the Function's pod behind
-// that, so that its Service, and the event bridge's early probe, reach it
-// too, before the Deployment's own pod has even been scheduled. Every
+// its host serves the Function, and labels it as the Function's pod 50 ms
+// behind that (once the first deliveries reached it: the patch and the
+// watchers it wakes would take the node's CPU from them), so that its
+// Service, and the event bridge's early probe, reach it too, before the
+// Deployment's own pod has even been scheduled. Every
 // claim of a Function, from any caller, is given the same pod until it is
 // retired. The pod serves that Function only (its host refuses a second
 // one), in the Function's namespace, and is deleted once the Deployment
