@@ -62,6 +62,8 @@ func TestNewRefusesOptionsThatCannotWork(t *testing.T) {
 	_, err = activity.New(reader, nil, activity.WithRefreshInterval(10*time.Millisecond),
 		activity.WithReadTimeout(time.Second), activity.WithLogger(slog.New(slog.DiscardHandler)))
 	assert.NoError(t, err, "the smallest refresh interval")
+	_, err = activity.New(reader, nil, activity.WithClaimHold(0), activity.WithClaimHold(time.Minute))
+	assert.NoError(t, err, "claim holds of 0 (none) and of a minute")
 }
 
 // The backlog counts the events delivered and not yet acknowledged as well
