@@ -222,7 +222,7 @@ func TestWakeThenTellsWhenTheClaimEnded(t *testing.T) {
 		t.Helper()
 		select {
 		case got := <-ended:
-			t.Fatalf("%s: %s told before its claim ended", when, got)
+			t.Fatalf("%s: %q was told", when, got)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -259,6 +259,20 @@ func TestWakeThenTellsWhenTheClaimEnded(t *testing.T) {
 	assert.True(t, ready, "the claimed pod is ready when its waiters are told")
 	w.WakeThen("default", "orders", then("ready"))
 	awaitEnded("ready")
+
+	// At most 16 waiters per claim: the answers are all alike, and the
+	// scalers that publish activations are few.
+	w.OnAdd(atZero("invoices"), false)
+	w.Wake("default", "invoices")
+	require.True(t, w.Waking("default", "invoices"))
+	for range 20 {
+		w.WakeThen("default", "invoices", then("many"))
+	}
+	c.answer <- answer{addr: "10.244.0.10:8080"}
+	for range 16 {
+		awaitEnded("many, claimed")
+	}
+	noneEnded("past the 16th waiter")
 
 	bare, err := endpoints.New()
 	require.NoError(t, err)
