@@ -49,8 +49,8 @@ type Waker interface {
 // Access decides whether the caller of a request may call a Function
 // (auth.Kubernetes, behind its Authenticate): a nil error allows; an error
 // wrapping auth.ErrUnauthenticated is answered 401, any other 403 with its
-// message. The attributes are Invoke, for the Function's namespace and
-// name.
+// message. The attributes are Invoke for the Function's namespace (every
+// Function of it) and, when that is refused, for the Function's name.
 type Access interface {
 	Allow(r *http.Request, a auth.Attributes) error
 }
@@ -308,9 +308,19 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Asked before whether the Function exists: a caller learns nothing
 	// of a namespace it may not call.
 	if g.access != nil {
+		// The permission for every Function of the namespace first: its
+		// decision is cached per caller and namespace, so that the first
+		// request for a Function at zero, on the wake's path, waits for no
+		// SubjectAccessReview of its own; a caller granted some Functions
+		// only (resourceNames) is then asked for this one.
 		a := Invoke
-		a.Namespace, a.Name = fn.Namespace, fn.Name
-		if err := g.access.Allow(r, a); err != nil {
+		a.Namespace = fn.Namespace
+		err := g.access.Allow(r, a)
+		if err != nil && !errors.Is(err, auth.ErrUnauthenticated) {
+			a.Name = fn.Name
+			err = g.access.Allow(r, a)
+		}
+		if err != nil {
 			code := http.StatusForbidden
 			if errors.Is(err, auth.ErrUnauthenticated) {
 				code = http.StatusUnauthorized
