@@ -75,14 +75,15 @@ func Run(ctx context.Context, cfg Process, root *slog.Logger) error {
 			}
 		}))
 	}
-	if cfg.ActivationSubject != "" && cfg.ClaimHold > 0 {
+	// Validate let a hold in only with both subjects.
+	if cfg.ClaimHold > 0 {
 		opts = append(opts, WithClaimHold(cfg.ClaimHold))
 	}
 	parts, err := NewParts(nc, cfg.EventStream, opts...)
 	if err != nil {
 		return err
 	}
-	if cfg.ActivationSubject != "" && cfg.ClaimHold > 0 {
+	if cfg.ClaimHold > 0 {
 		sub, err := nc.Subscribe(cfg.ClaimedSubject, func(m *nats.Msg) {
 			fn, err := activation.Decode(m.Data)
 			if err != nil {

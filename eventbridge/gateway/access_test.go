@@ -1,10 +1,8 @@
 package gateway_test
 
 import (
-	"context"
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -65,13 +63,7 @@ func TestAccessIsAskedForTheNamespaceFirst(t *testing.T) {
 	bs.set("team/orders", addr(be))
 	bs.set("team/payroll", addr(be))
 	access := &grants{namespaces: map[string]bool{"shop": true}, functions: map[string]bool{"team/orders": true}}
-	g, err := gateway.New(bs, gateway.Config{Egress: loopback}, gateway.WithAccess(access))
-	require.NoError(t, err)
-	ctx, stop := context.WithCancel(context.Background())
-	t.Cleanup(stop)
-	go func() { _ = g.Run(ctx) }()
-	srv := httptest.NewServer(g)
-	t.Cleanup(srv.Close)
+	_, srv := newGatewayWith(t, bs, nil, gateway.Config{}, gateway.WithAccess(access))
 	call := func(path string) int {
 		resp, err := http.Post(srv.URL+path, "text/plain", strings.NewReader("x"))
 		require.NoError(t, err)

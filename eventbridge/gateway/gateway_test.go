@@ -137,12 +137,11 @@ func newGateway(t *testing.T, bs gateway.Backends, rep gateway.InFlightReporter,
 // on loopback, which the gateway refuses by default.
 var loopback = egress.Policy{AllowLoopback: true}
 
-// newGatewayWith makes a gateway of cfg, whose backends may be on
-// loopback, and serves it.
-func newGatewayWith(t *testing.T, bs gateway.Backends, rep gateway.InFlightReporter, cfg gateway.Config) (*gateway.Gateway, *httptest.Server) {
+// newGatewayWith makes a gateway of cfg and opts, whose backends may be
+// on loopback, and serves it.
+func newGatewayWith(t *testing.T, bs gateway.Backends, rep gateway.InFlightReporter, cfg gateway.Config, opts ...gateway.Option) (*gateway.Gateway, *httptest.Server) {
 	t.Helper()
 	cfg.Egress = loopback
-	var opts []gateway.Option
 	if rep != nil {
 		opts = append(opts, gateway.WithInFlightReporter(rep))
 	}
