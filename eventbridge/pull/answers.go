@@ -15,7 +15,14 @@ const (
 	statusTimeout      = "408"
 	statusConflict     = "409"
 	statusNoResponders = "503"
+	// statusWrongPin ends a request that carried a pin the server no
+	// longer gives (another client was pinned), or that it took back.
+	statusWrongPin = "423"
 )
+
+// pinHeader carries the pin of a pinned consumer's client on each of its
+// messages.
+const pinHeader = "Nats-Pin-Id"
 
 // receive handles one message on the inbox: an event, or the status of a
 // pull request. An event names its consumer in its metadata (it comes
@@ -40,6 +47,16 @@ func (p *Puller) receive(m *nats.Msg) {
 		return // no worker any more: it comes again after the ack wait
 	}
 	pl.pending = max(pl.pending-1, 0)
+	if pl.priority != "" {
+		// The pin this message came with, and the connection: a message
+		// lost with a connection, or handed out before another client
+		// was pinned, comes again later, in another session.
+		pin := m.Header.Get(pinHeader)
+		if pin != "" {
+			p.pins[pl.consumer] = pin
+		}
+		e.session = Session{Pin: pin, Reconnects: p.nc.Stats().Reconnects}
+	}
 	pl.hold(e)
 	if !pl.h.Take(e) {
 		e.releaseLocked() // not taken: it comes again after the ack wait
@@ -93,6 +110,14 @@ func (p *Puller) status(m *nats.Msg, status string) {
 		default: // a request the consumer refused (max waiting, batch, expiry)
 			pl.fail(fmt.Errorf("pull request refused: %s", m.Header.Get("Description")))
 		}
+	case statusWrongPin:
+		// Another client holds the pin, or the server took ours back: ask
+		// again without it, which the server holds until the pin is free.
+		// The refusal of a request as it came says nothing of its size:
+		// ask for a whole batch again.
+		delete(p.pins, pl.consumer)
+		pl.pending = 0
+		pl.topUp()
 	case statusNoResponders:
 		pl.fail(ErrConsumerGone)
 	default:

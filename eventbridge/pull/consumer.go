@@ -14,6 +14,10 @@ type pullReq struct {
 	// MaxBytes, when not 0, bounds the bytes the request is answered
 	// with: the server ends it before an event that does not fit.
 	MaxBytes int64 `json:"max_bytes,omitempty"`
+	// Group is the consumer's priority group, for a pinned pull (Pin);
+	// ID the pin the server gave this puller, once it gave one.
+	Group string `json:"group,omitempty"`
+	ID    string `json:"id,omitempty"`
 }
 
 // Pull is one consumer's share of a Puller: its consumer, how many
@@ -29,6 +33,9 @@ type Pull struct {
 	batch    int
 	// h is handed each message (Handler).
 	h Handler
+	// priority is the consumer's priority group when the pull asks as a
+	// pinned client (Pin); empty otherwise.
+	priority string
 	// lost says that the consumer went away or refused a request; the
 	// pull then asks for nothing until started again.
 	lost chan error
@@ -56,6 +63,15 @@ type Handler interface {
 	Handle(*Msg)
 }
 
+// Disconnected is what the Handler of a pinned pull (Pin) may also be:
+// it is told, under the Puller's lock as Take is, when the connection is
+// lost (at the latest a second after), for it no longer holds its
+// messages alone: they go to another client after their ack wait, and
+// the pin after its time to live.
+type Disconnected interface {
+	Disconnected()
+}
+
 // Add registers a pull of consumer, asking for up to batch messages at
 // once when started, handed to h. Messages of the consumer that arrive go
 // to the newest pull of it, also while it is paused. The pull's bytes
@@ -73,6 +89,20 @@ func (p *Puller) Add(group, consumer string, batch int, h Handler) *Pull {
 	p.byID[pl.id] = pl
 	p.byName[consumer] = pl
 	return pl
+}
+
+// Pin makes the pull ask as a client of the consumer's priority group
+// (a consumer of JetStream's pinned client policy), before it starts:
+// JetStream hands the consumer's events to one client at a time, the
+// one it pinned, and its requests carry the pin the server gave (the
+// Puller's for the consumer, which every pull of it shares). A client not
+// pinned waits: its requests are held by the server until the pin is
+// free. Each message tells the pin and the connection it came in
+// (Msg.Session).
+func (pl *Pull) Pin(group string) {
+	pl.p.mu.Lock()
+	defer pl.p.mu.Unlock()
+	pl.priority = group
 }
 
 // PullOf returns the pull consumer's messages go to, nil if none.
@@ -143,7 +173,11 @@ func (pl *Pull) topUp() {
 	// The last quarter of the expiry, at random: requests made at the
 	// same moment end at different ones.
 	expiry := pl.p.expiry - time.Duration(rand.Int64N(int64(pl.p.expiry/4)+1))
-	body, _ := json.Marshal(pullReq{Batch: n, Expires: expiry, MaxBytes: room}) // cannot fail
+	req := pullReq{Batch: n, Expires: expiry, MaxBytes: room}
+	if pl.priority != "" {
+		req.Group, req.ID = pl.priority, pl.p.pins[pl.consumer]
+	}
+	body, _ := json.Marshal(req) // cannot fail
 	if err := pl.p.nc.PublishRequest(pl.subject, pl.reply, body); err != nil {
 		return // renew asks again
 	}

@@ -32,7 +32,26 @@ type Msg struct {
 	// h is the Handler of the pull that received the message; nil for
 	// one of NewMsg.
 	h Handler
+	// session is the session of a pinned pull's message (Session).
+	session Session
 }
+
+// Session is what a message of a pinned pull (Pull.Pin) was received in:
+// the pin the server gave the client, and the connection's count of
+// reconnects. Within one session a consumer hands out its events in the
+// order of the stream, and the events it handed out before the session
+// (to another client, or lost with a connection) come again only after
+// their ack wait: a holder that keeps events of a key in order waits, at
+// each new session, until every event the consumer handed out is in its
+// hands.
+type Session struct {
+	Pin        string
+	Reconnects uint64
+}
+
+// Session returns the session the message was received in; the zero
+// Session for a message of a pull that is not pinned, or of NewMsg.
+func (e *Msg) Session() Session { return e.session }
 
 // Run hands the message to the Handle of the pull that received it, which
 // makes it a Task for Goroutines. A message of NewMsg has none: Run does

@@ -80,6 +80,10 @@ type Puller struct {
 	ids        uint64
 	byID       map[uint64]*Pull // status messages name the request's inbox
 	byName     map[string]*Pull // events name their consumer
+	// pins are the pins the server gave this puller, by consumer (of
+	// pinned pulls: Pull.Pin), from the last message that carried one; a
+	// pin the server refused is forgotten.
+	pins map[string]string
 	// held is the bytes of the events the workers hold; starved are the
 	// pulls that asked for nothing for want of room under the bounds.
 	held    int64
@@ -140,6 +144,7 @@ func newPuller(nc *nats.Conn, stream string, expiry time.Duration, bounds heldBy
 		bounds:  bounds,
 		byID:    map[uint64]*Pull{},
 		byName:  map[string]*Pull{},
+		pins:    map[string]string{},
 		starved: map[*Pull]struct{}{},
 		heldBy:  map[string]int64{},
 	}
@@ -167,7 +172,7 @@ func (p *Puller) listen() error {
 // run renews requests whose end was never told and asks again after a
 // reconnect, until ctx ends; then it unsubscribes.
 func (p *Puller) run(ctx context.Context) {
-	status := p.nc.StatusChanged(nats.CONNECTED, nats.RECONNECTING)
+	status := p.nc.StatusChanged(nats.CONNECTED, nats.RECONNECTING, nats.DISCONNECTED, nats.CLOSED)
 	defer p.nc.RemoveStatusListener(status)
 	tick := time.NewTicker(min(p.expiry/4, time.Second))
 	defer tick.Stop()
@@ -200,7 +205,15 @@ func (p *Puller) follow() {
 
 func (p *Puller) followLocked(connected bool, reconnects uint64) {
 	again := connected && reconnects != p.reconnects
+	lost := p.connected && !connected
 	p.connected = connected
+	if lost {
+		for _, pl := range p.byID {
+			if d, ok := pl.h.(Disconnected); ok && pl.priority != "" {
+				d.Disconnected()
+			}
+		}
+	}
 	if !connected {
 		return
 	}

@@ -14,12 +14,15 @@ import (
 // ConsumerConfig returns the configuration of the Subscription's durable
 // pull consumer: its filter subjects (one per type; the replay subject is
 // added only while replayed events wait, see package replay), explicit
-// acknowledgement, MaxAckPending equal to
-// maxInFlightMessages (so the limit holds across all dispatcher replicas),
-// and no JetStream delivery limit (the dispatcher counts attempts and
-// dead-letters, so an event is never dropped silently). New consumers start
-// with the events published after them. The error wraps
-// v1alpha2.ErrInvalidConfig or v1alpha2.ErrInvalidEventType.
+// acknowledgement, MaxAckPending equal to maxInFlightMessages (so the
+// limit holds across all dispatcher replicas), and no JetStream delivery
+// limit (the dispatcher counts attempts and dead-letters, so an event is
+// never dropped silently). An ordered Subscription's consumer (ordering
+// partitionkey) hands out Delivery.AckPending events, and is pinned to
+// one client at a time (stream.PriorityGroup), whose dispatcher holds its
+// deliveries to maxInFlightMessages. New consumers start with the events
+// published after them. The error wraps v1alpha2.ErrInvalidConfig or
+// v1alpha2.ErrInvalidEventType.
 func ConsumerConfig(sub *v1alpha2.Subscription, s stream.ConsumerSettings) (jetstream.ConsumerConfig, error) {
 	defaults := s.Defaults
 	if defaults == (v1alpha2.Delivery{}) {
@@ -41,21 +44,30 @@ func ConsumerConfig(sub *v1alpha2.Subscription, s stream.ConsumerSettings) (jets
 	if ackWait <= 0 {
 		ackWait = stream.DefaultAckWait
 	}
-	return jetstream.ConsumerConfig{
+	cfg := jetstream.ConsumerConfig{
 		Durable:        name,
 		Description:    fmt.Sprintf("kfn Subscription %s/%s", sub.Namespace, sub.Name),
 		DeliverPolicy:  jetstream.DeliverNewPolicy,
 		AckPolicy:      jetstream.AckExplicitPolicy,
 		AckWait:        ackWait,
 		MaxDeliver:     -1,
-		MaxAckPending:  delivery.MaxInFlight,
+		MaxAckPending:  delivery.AckPending(),
 		FilterSubjects: subjects,
 		ReplayPolicy:   jetstream.ReplayInstantPolicy,
 		Metadata: map[string]string{
 			stream.MetadataNamespace:    sub.Namespace,
 			stream.MetadataSubscription: sub.Name,
 		},
-	}, nil
+	}
+	if delivery.Ordered {
+		cfg.PriorityPolicy = jetstream.PriorityPolicyPinned
+		cfg.PriorityGroups = []string{stream.PriorityGroup}
+		cfg.PinnedTTL = s.PinnedTTL
+		if cfg.PinnedTTL <= 0 {
+			cfg.PinnedTTL = stream.PinnedTTL
+		}
+	}
+	return cfg, nil
 }
 
 // EnsureConsumer creates the consumer or updates it to cfg in the given

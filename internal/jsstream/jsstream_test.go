@@ -128,6 +128,22 @@ func TestConsumerConfig(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 25, cfg.MaxAckPending, "the operator's default when spec.config does not set it")
 
+	assert.Equal(t, jetstream.PriorityPolicyNone, cfg.PriorityPolicy, "not ordered: every replica pulls")
+	assert.Empty(t, cfg.PriorityGroups)
+
+	ordered := sub("ordered", func(s *v1alpha2.Subscription) {
+		s.Spec.Config = map[string]v1alpha2.ConfigValue{"maxInFlightMessages": "4", "ordering": "partitionkey"}
+	})
+	cfg, err = jsstream.ConsumerConfig(ordered, stream.ConsumerSettings{})
+	require.NoError(t, err)
+	assert.Equal(t, jetstream.PriorityPolicyPinned, cfg.PriorityPolicy, "one replica at a time")
+	assert.Equal(t, []string{stream.PriorityGroup}, cfg.PriorityGroups)
+	assert.Equal(t, stream.PinnedTTL, cfg.PinnedTTL)
+	assert.Equal(t, 4*v1alpha2.OrderedAckPendingFactor, cfg.MaxAckPending, "events wait behind their keys")
+	cfg, err = jsstream.ConsumerConfig(ordered, stream.ConsumerSettings{PinnedTTL: time.Second})
+	require.NoError(t, err)
+	assert.Equal(t, time.Second, cfg.PinnedTTL)
+
 	_, err = jsstream.ConsumerConfig(sub("bad", func(s *v1alpha2.Subscription) {
 		s.Spec.Config = map[string]v1alpha2.ConfigValue{"maxInFlightMessages": "0"}
 	}), stream.ConsumerSettings{})
@@ -158,6 +174,25 @@ func TestEnsureAndDeleteConsumer(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1, info.Config.MaxAckPending, "updated in place")
 	assert.Contains(t, info.Config.FilterSubjects, "kyma.shop.order.shipped.v1")
+
+	// Ordered and back, in place: the consumer keeps its position.
+	s.Spec.Config["ordering"] = "partitionkey"
+	cfg, err = jsstream.ConsumerConfig(s, stream.ConsumerSettings{})
+	require.NoError(t, err)
+	cons, err = jsstream.EnsureConsumer(ctx, js, c.EventStream, cfg)
+	require.NoError(t, err)
+	info, err = cons.Info(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, jetstream.PriorityPolicyPinned, info.Config.PriorityPolicy, "ordered in place")
+	assert.Equal(t, v1alpha2.OrderedAckPendingFactor, info.Config.MaxAckPending)
+	s.Spec.Config["ordering"] = "none"
+	cfg, err = jsstream.ConsumerConfig(s, stream.ConsumerSettings{})
+	require.NoError(t, err)
+	cons, err = jsstream.EnsureConsumer(ctx, js, c.EventStream, cfg)
+	require.NoError(t, err)
+	info, err = cons.Info(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, jetstream.PriorityPolicyNone, info.Config.PriorityPolicy, "unordered in place")
 
 	require.NoError(t, jsstream.DeleteConsumer(ctx, js, c.EventStream, cfg.Durable))
 	require.NoError(t, jsstream.DeleteConsumer(ctx, js, c.EventStream, cfg.Durable), "already gone is fine")

@@ -45,7 +45,38 @@ const (
 	// namespace (-namespace-max-backlog-bytes, by default a 16th of the
 	// stream), which all of the namespace's Subscriptions share.
 	ConfigMaxBacklogBytes = "maxBacklogBytes"
+	// ConfigOrdering is kfn's ordering of deliveries: "none" (default)
+	// delivers events in parallel, up to maxInFlightMessages, in any order;
+	// OrderingPartitionKey delivers the events of one partition key (the
+	// CloudEvents extension partitionkey) one at a time, in the order they
+	// were published, across retries, redeliveries and dispatcher
+	// replicas, and events of different keys in parallel up to
+	// maxInFlightMessages. A failing event holds back only its own key,
+	// until it is delivered or given up. Events without a partitionkey are
+	// not ordered. Kyma has no ordering; the key is kfn's.
+	ConfigOrdering = "ordering"
 )
+
+// The values of ConfigOrdering.
+const (
+	// OrderingNone delivers events in any order (the default).
+	OrderingNone = "none"
+	// OrderingPartitionKey delivers the events of one partitionkey in
+	// order (see ConfigOrdering).
+	OrderingPartitionKey = "partitionkey"
+)
+
+// OrderedAckPendingFactor is how many events an ordered Subscription may
+// hold per delivery slot (maxInFlightMessages): events of a key wait
+// behind the key's event in delivery, and the events of the other keys
+// behind them must still reach the dispatcher to run in parallel.
+// OrderedAckPending bounds it.
+const OrderedAckPendingFactor = 8
+
+// MaxOrderedAckPending is the most events an ordered Subscription holds
+// unacknowledged at once (delivered, waiting behind their key, or in
+// retry), whatever its maxInFlightMessages.
+const MaxOrderedAckPending = 4000
 
 // Defaults of the delivery settings.
 const (
@@ -105,6 +136,21 @@ type Delivery struct {
 	// MaxBacklogBytes is the most bytes of events that may wait for the
 	// Subscription; the oldest past it are given up.
 	MaxBacklogBytes int64
+	// Ordered delivers the events of one partitionkey in order
+	// (ConfigOrdering).
+	Ordered bool
+}
+
+// AckPending is the most events the Subscription's consumer hands out
+// unacknowledged (JetStream's MaxAckPending): maxInFlightMessages, and
+// for an ordered Subscription OrderedAckPendingFactor times as many (at
+// most MaxOrderedAckPending), of which maxInFlightMessages are in
+// delivery at once and the others wait behind their key.
+func (d Delivery) AckPending() int {
+	if !d.Ordered {
+		return d.MaxInFlight
+	}
+	return min(d.MaxInFlight*OrderedAckPendingFactor, MaxOrderedAckPending)
 }
 
 // DefaultDelivery returns the settings of a Subscription with no config.
@@ -203,6 +249,16 @@ func ParseDeliveryOver(defaults Delivery, config map[string]ConfigValue) (Delive
 	}
 	if err := d.Validate(); err != nil {
 		return Delivery{}, err
+	}
+	if v, ok := config[ConfigOrdering]; ok {
+		switch v {
+		case OrderingNone:
+			d.Ordered = false
+		case OrderingPartitionKey:
+			d.Ordered = true
+		default:
+			return Delivery{}, fmt.Errorf("%w: %s must be %q or %q, not %q", ErrInvalidConfig, ConfigOrdering, OrderingNone, OrderingPartitionKey, v)
+		}
 	}
 	if v, ok := config[ConfigDeadLetter]; ok {
 		switch v {

@@ -54,6 +54,13 @@ func TestParseDelivery(t *testing.T) {
 			want:     Delivery{MaxInFlight: 500, MaxDeliver: 10, BackoffInitial: time.Second, BackoffMax: time.Minute, DeadLetter: true, MaxBacklog: 500, MaxBacklogBytes: DefaultMaxBacklogBytes},
 		},
 		"bad dead letter": {config: map[string]ConfigValue{"deadLetter": "yes"}, wantErr: `deadLetter must be "true" or "false", not "yes"`},
+		"ordered by partition key": {
+			config: map[string]ConfigValue{"ordering": "partitionkey"},
+			want:   Delivery{MaxInFlight: 10, MaxDeliver: 10, BackoffInitial: time.Second, BackoffMax: time.Minute, DeadLetter: true, MaxBacklog: 100000, MaxBacklogBytes: DefaultMaxBacklogBytes, Ordered: true},
+		},
+		"not ordered":      {config: map[string]ConfigValue{"ordering": "none"}, want: DefaultDelivery()},
+		"unknown ordering": {config: map[string]ConfigValue{"ordering": "PartitionKey"}, wantErr: `ordering must be "none" or "partitionkey", not "PartitionKey"`},
+		"empty ordering":   {config: map[string]ConfigValue{"ordering": ""}, wantErr: `ordering must be "none" or "partitionkey", not ""`},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -102,6 +109,15 @@ func TestDeliveryOverOperatorDefaults(t *testing.T) {
 	} {
 		assert.ErrorIs(t, bad.Validate(), ErrInvalidConfig, name)
 	}
+}
+
+func TestAnOrderedSubscriptionHoldsMoreThanItDelivers(t *testing.T) {
+	d := DefaultDelivery()
+	assert.Equal(t, 10, d.AckPending(), "unordered: maxInFlightMessages")
+	d.Ordered = true
+	assert.Equal(t, 10*OrderedAckPendingFactor, d.AckPending(), "events of busy keys wait behind them, and the others must still come")
+	d.MaxInFlight = MaxMaxInFlightMessages
+	assert.Equal(t, MaxOrderedAckPending, d.AckPending(), "bounded")
 }
 
 func TestBackoffDoublesUpToMax(t *testing.T) {

@@ -29,6 +29,9 @@ func (w *worker) handleIn(ctx context.Context, msg jetstream.Msg, t *slots.Turn)
 			if e, ok := msg.(*pull.Msg); ok {
 				e.Release()
 			}
+			if w.order != nil {
+				w.settledInOrder(msg)
+			}
 		}
 	}()
 	meta, log, ok := w.admit(ctx, msg)
@@ -37,7 +40,7 @@ func (w *worker) handleIn(ctx context.Context, msg jetstream.Msg, t *slots.Turn)
 	}
 	// Keep the event ours while we wait for the sink and while it works,
 	// and while it waits for its next attempt (retryLater).
-	w.heartbeat.Hold(msg, max(time.Duration(w.ackWait.Load())/2, 10*time.Millisecond))
+	w.heartbeat.Hold(msg, w.beatEvery())
 	if !w.awaitSink(ctx, log, msg, meta, t) {
 		return
 	}
@@ -189,6 +192,15 @@ func (w *worker) retryLater(msg jetstream.Msg, delay time.Duration) bool {
 		e.Redelivered() // the attempt's number, as JetStream's count would be
 		if !w.startBusy() {
 			w.handBack(e, 0)
+			return
+		}
+		if w.order != nil && !w.order.IsOpen() {
+			// A new session, or a lost connection: the event may be handed
+			// out again before this attempt would end. It goes back, to
+			// come again in its place (order.go).
+			w.busy.Done()
+			w.handBack(e, 0)
+			w.settledInOrder(e)
 			return
 		}
 		w.s.slots.Submit(w, w.space, e)

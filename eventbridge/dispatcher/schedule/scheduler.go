@@ -218,7 +218,10 @@ func (s *Scheduler) startLocked(ctx context.Context, w *worker) {
 	ctx, w.cancel = context.WithCancel(ctx)
 	w.init(ctx)
 	w.space = s.slots.Join(w.target.sub.Namespace)
-	w.pl = s.puller.Add(w.target.sub.Namespace, w.target.consumer, w.target.delivery.MaxInFlight, w)
+	w.pl = s.puller.Add(w.target.sub.Namespace, w.target.consumer, w.target.delivery.AckPending(), w)
+	if w.order != nil {
+		w.pl.Pin(stream.PriorityGroup)
+	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()

@@ -13,6 +13,7 @@ import (
 	"github.com/kfn-dev/kfn/contract/stream"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher/budget"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher/delivery"
+	"github.com/kfn-dev/kfn/eventbridge/dispatcher/keyorder"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher/observe"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher/slots"
 	"github.com/kfn-dev/kfn/eventbridge/pull"
@@ -57,6 +58,15 @@ type worker struct {
 	// inFlight counts the events in handleIn: waiting for the sink, or in
 	// delivery.
 	inFlight atomic.Int64
+	// order holds the events of an ordered Subscription by key (see
+	// order.go); nil for one that is not ordered. session is the session
+	// of the last event it was given, opening says a wait to open it
+	// runs, open runs it (made by init); session and opening are guarded
+	// by mu.
+	order   *keyorder.Order[*pull.Msg]
+	session pull.Session
+	opening bool
+	open    func()
 	// fullTicks counts the budget loop's ticks in a row at which all of
 	// the worker's maxInFlightMessages were in flight; only that loop
 	// uses it.
@@ -81,6 +91,16 @@ func (w *worker) init(ctx context.Context) {
 	w.ackWait.Store(int64(stream.DefaultAckWait))
 	w.deliver = func(msg jetstream.Msg, turn *slots.Turn) { w.handleIn(ctx, msg, turn) }
 	w.check = func() { w.checkBudget(ctx) }
+	if t.delivery.Ordered && t.invalid == nil {
+		w.order = keyorder.New[*pull.Msg](t.delivery.MaxInFlight)
+		w.open = func() { w.openWhenAllHeld(ctx) }
+	}
+}
+
+// beatEvery is how often the events the worker holds are told in
+// progress: half the consumer's ack wait.
+func (w *worker) beatEvery() time.Duration {
+	return max(time.Duration(w.ackWait.Load())/2, 10*time.Millisecond)
 }
 
 // stop asks the worker to stop; it does not wait.
@@ -106,8 +126,17 @@ func (w *worker) goBusy(f func()) bool {
 // Take delivers m on a goroutine of the scheduler's that run waits for
 // (m.Run calls Handle), in a turn of its namespace's (package slots),
 // unless the worker is closing: then the event is left to come again
-// after its ack wait. The worker is its pull's pull.Handler.
+// after its ack wait. An ordered Subscription's event waits behind its
+// key first (takeInOrder). The worker is its pull's pull.Handler.
 func (w *worker) Take(m *pull.Msg) bool {
+	if w.order != nil {
+		return w.takeInOrder(m)
+	}
+	return w.takeNow(m)
+}
+
+// takeNow is Take of an event that waits for nothing but its turn.
+func (w *worker) takeNow(m *pull.Msg) bool {
 	if !w.startBusy() {
 		return false
 	}
@@ -236,6 +265,12 @@ func (w *worker) close() {
 	w.mu.Lock()
 	w.closing = true
 	w.mu.Unlock()
+	if w.order != nil {
+		// The events waiting behind their keys go back by sequence; those
+		// started settle or go back below, and whoever holds the
+		// consumer's events next waits for all of them (order.go).
+		w.handBackAll(w.order.Drain())
+	}
 	for e, left := range w.retries.Close() {
 		w.handBack(e, left)
 	}
