@@ -263,3 +263,29 @@ func TestOrderingHoldsAcrossReplicas(t *testing.T) {
 		require.Equal(t, "second", d.replica, "the replica that died started no delivery after")
 	}
 }
+
+func TestOrderingHoldsAcrossAWorkersRestart(t *testing.T) {
+	b := newBridge(t)
+	log := newKeyLog()
+	b.newSink("fn", func(_ int, r *http.Request, w http.ResponseWriter) {
+		log.serve(w, r, 3*time.Millisecond, func(_ string, n, attempt int) bool { return n%4 == 1 && attempt <= 2 })
+	})
+	s := sub("ordered", "fn", ordered(v1alpha2.ConfigMaxInFlightMessages, "4"))
+	b.subscribe(s)
+	keys, events := keysOf(8), 30
+	for n := range events {
+		if n == events/3 || n == 2*events/3 {
+			// A change of its delivery settings restarts the worker with
+			// events waiting behind their keys and in retry: the new one
+			// starts none before the old one's came back to it.
+			s = s.DeepCopy()
+			s.Spec.Config[v1alpha2.ConfigBackoffMax] = v1alpha2.ConfigValue(fmt.Sprintf("%dms", 20+n))
+			require.NoError(t, b.d.Upsert(s))
+		}
+		for _, key := range keys {
+			b.publishKeyed(key, n)
+		}
+	}
+	require.Eventually(t, func() bool { return log.answeredAll(keys, events) }, 30*time.Second, 10*time.Millisecond)
+	log.check(t, keys, events)
+}
