@@ -27,7 +27,7 @@ func plainKfn(natsURL, sinkURL string, o options) (*pipeline, error) {
 
 // subscriptions are the kfn pipeline's Subscriptions: max(o.subs, 1), the
 // i-th subscribing to the i-th event type, each with maxInFlightMessages
-// o.inflight.
+// o.inflight, and ordered by partition key with o.ordering.
 func subscriptions(o options) []*v1alpha2.Subscription {
 	subs := make([]*v1alpha2.Subscription, max(o.subs, 1))
 	for i := range subs {
@@ -37,6 +37,9 @@ func subscriptions(o options) []*v1alpha2.Subscription {
 				Sink: "http://sink.default.svc.cluster.local/", Source: "bench", Types: []string{eventType(int64(i), o.subs)},
 				Config: map[string]v1alpha2.ConfigValue{v1alpha2.ConfigMaxInFlightMessages: v1alpha2.ConfigValue(strconv.Itoa(o.inflight))},
 			},
+		}
+		if o.ordering {
+			subs[i].Spec.Config[v1alpha2.ConfigOrdering] = v1alpha2.OrderingPartitionKey
 		}
 	}
 	return subs

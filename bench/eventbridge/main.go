@@ -28,6 +28,10 @@
 // acknowledgement asks each consumer of the stream whether it still needs
 // the event) is in both, and the ratio shows what kfn adds.
 //
+// With -ordered N it measures instead what ordering per key costs: kfn
+// delivering the events of N partition keys in order against kfn
+// delivering the same events unordered (ordered.go).
+//
 // With -stream-replicas it measures instead what replicated streams cost:
 // kfn with R3 streams on a cluster of 3 NATS servers (the chart's profile
 // ha) against kfn with R1 streams on one server (profile small), publish
@@ -39,7 +43,7 @@
 // falls on all of them alike. Latency follows, in turns too. A pipeline's
 // figures are those of all its turns in all rounds.
 //
-//	go run ./bench/eventbridge [-duration 5s] [-slice 1s] [-connections 64] [-inflight 256] [-rate 1000] [-subscriptions 1] [-observability] [-stream-replicas]
+//	go run ./bench/eventbridge [-duration 5s] [-slice 1s] [-connections 64] [-inflight 256] [-rate 1000] [-subscriptions 1] [-observability] [-stream-replicas] [-ordered 1000]
 package main
 
 import (
@@ -89,6 +93,10 @@ type options struct {
 	attacks     string
 	pipelines   string
 	slice       time.Duration
+	// keys is -ordered's number of partition keys; ordering makes the
+	// kfn pipeline's Subscriptions ordered by them (ordered.go).
+	keys     int
+	ordering bool
 }
 
 func main() {
@@ -111,6 +119,7 @@ func main() {
 	flag.StringVar(&o.attacks, "attacks", "", "with -hostile: the comma-separated attack classes to measure (default all: fan-out, slow sinks, failing sinks, refused publishes, large events, redirects, reply storm, all at once)")
 	flag.BoolVar(&o.idle, "idle", false, "measure instead the CPU (over -duration) and memory of a dispatcher process serving -subscriptions idle Subscriptions")
 	flag.DurationVar(&o.slice, "slice", time.Second, "the throughput of the pipelines is measured in turns of this length, -duration in all for each")
+	flag.IntVar(&o.keys, "ordered", 0, "measure instead kfn delivering in order per partition key, with this many keys, against kfn delivering the same events unordered")
 	flag.StringVar(&o.pipelines, "pipelines", "bare,bare-ce,kfn", "the pipelines to run, for profiling one alone (the ratios need bare, bare-ce and kfn)")
 	var c childFlags
 	flag.StringVar(&c.nats, "child-dispatcher", "", "internal: run as a dispatcher process of the benchmark, on this NATS server")
@@ -165,6 +174,7 @@ type pipeline struct {
 	url     string // where the load generator POSTs
 	binary  bool   // send CloudEvents headers
 	types   int    // event types to spread the events over (>= 1)
+	keys    int    // partition keys to give the events in turn (0: none)
 	cleanup func()
 }
 
@@ -207,6 +217,8 @@ func run(o options) error {
 		return hostileTenant(sink, sinkURL, o)
 	case o.r3:
 		return streamReplicas(ns.ClientURL(), sink, sinkURL, o)
+	case o.keys > 0:
+		return ordered(ns.ClientURL(), sink, sinkURL, o)
 	}
 	type result struct {
 		throughput float64
@@ -409,6 +421,9 @@ func newRequest(p *pipeline, body []byte) *http.Request {
 		req.Header.Set("Ce-Id", strconv.FormatInt(id, 10))
 		req.Header.Set("Ce-Source", "bench")
 		req.Header.Set("Ce-Type", eventType(id, p.types))
+		if p.keys > 0 {
+			req.Header.Set("Ce-Partitionkey", "key-"+strconv.FormatInt(id%int64(p.keys), 10))
+		}
 	}
 	req.Header.Set("Content-Type", "application/octet-stream")
 	return req

@@ -26,9 +26,13 @@ const (
 	// and partObservedNATS the NATS server it has to itself.
 	partObserved     = "observed"
 	partObservedNATS = "observed-nats"
-	partSink         = "sink"
-	partLoad         = "load"
-	partRaw          = "raw"
+	// partOrdered is kfn delivering in order per key (-ordered), and
+	// partOrderedNATS the NATS server it has to itself.
+	partOrdered     = "ordered"
+	partOrderedNATS = "ordered-nats"
+	partSink        = "sink"
+	partLoad        = "load"
+	partRaw         = "raw"
 )
 
 // as runs f with the profile label part=name on its goroutine and on the

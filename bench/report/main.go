@@ -104,6 +104,11 @@ var programs = []program{
 	{name: "eventbridge", label: "eventbridge-hostile", reps: 1,
 		args:  []string{"-hostile", "-rounds", "4", "-duration", "3s"},
 		quick: []string{"-hostile", "-rounds", "2", "-duration", "2s"}},
+	// Delivery in order per partition key (1,000 keys) against the same
+	// events unordered, in turns.
+	{name: "eventbridge", label: "eventbridge-ordered", reps: 1,
+		args:  []string{"-ordered", "1000", "-rounds", "3", "-duration", "2s"},
+		quick: []string{"-ordered", "1000", "-rounds", "1", "-duration", "2s"}},
 	{name: "eventbridge", label: "eventbridge-idle-1000", reps: 1,
 		args:  []string{"-idle", "-subscriptions", "1000", "-duration", "30s"},
 		quick: []string{"-idle", "-subscriptions", "1000", "-duration", "10s"}},
