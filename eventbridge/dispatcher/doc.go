@@ -18,6 +18,8 @@
 //     reply and its bytes), its verdict and backoff, giving up.
 //   - budget: each Subscription's backlog within its maxBacklog, and each
 //     namespace's within its totals.
+//   - keyorder: an ordered Subscription's events by partition key,
+//     which may start (schedule's worker holds them in it).
 //   - slots: the delivery slots, shared fairly among namespaces: one
 //     namespace's fan-out, retries, large events or replies wait behind
 //     its own work, not in front of another's.
