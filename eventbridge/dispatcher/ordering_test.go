@@ -289,3 +289,27 @@ func TestOrderingHoldsAcrossAWorkersRestart(t *testing.T) {
 	require.Eventually(t, func() bool { return log.answeredAll(keys, events) }, 30*time.Second, 10*time.Millisecond)
 	log.check(t, keys, events)
 }
+
+func TestOrderingRestartDoesNotWaitForARetrysBackoff(t *testing.T) {
+	b := newBridge(t)
+	log := newKeyLog()
+	b.newSink("fn", func(_ int, r *http.Request, w http.ResponseWriter) {
+		log.serve(w, r, 0, func(key string, _, attempt int) bool { return key == "slow" && attempt == 1 })
+	})
+	k := b.sinks["fn"]
+	// A failed attempt waits a minute for the next.
+	s := sub("ordered", "fn", config(v1alpha2.ConfigOrdering, v1alpha2.OrderingPartitionKey,
+		v1alpha2.ConfigBackoffInitial, "1m", v1alpha2.ConfigBackoffMax, "1h"))
+	b.subscribe(s)
+	b.publishKeyed("slow", 0)
+	require.Eventually(t, func() bool { return k.count() == 1 }, wait, tick)
+	// The worker restarts (its settings changed) while the event waits
+	// for its next attempt: the new worker starts nothing before the
+	// event is back in its hands, which it is at once, not in a minute.
+	s = s.DeepCopy()
+	s.Spec.Config[v1alpha2.ConfigMaxDeliver] = "5"
+	require.NoError(t, b.d.Upsert(s))
+	b.publishKeyed("other", 0)
+	require.Eventually(t, func() bool { return log.answeredAll([]string{"slow", "other"}, 1) }, wait, tick)
+	log.check(t, []string{"slow", "other"}, 1)
+}

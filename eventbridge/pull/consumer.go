@@ -14,7 +14,7 @@ type pullReq struct {
 	// MaxBytes, when not 0, bounds the bytes the request is answered
 	// with: the server ends it before an event that does not fit.
 	MaxBytes int64 `json:"max_bytes,omitempty"`
-	// Group is the consumer's priority group, for a pinned pull (Pin);
+	// Group is the consumer's priority group, for a pinned pull (AddPinned);
 	// ID the pin the server gave this puller, once it gave one.
 	Group string `json:"group,omitempty"`
 	ID    string `json:"id,omitempty"`
@@ -34,7 +34,7 @@ type Pull struct {
 	// h is handed each message (Handler).
 	h Handler
 	// priority is the consumer's priority group when the pull asks as a
-	// pinned client (Pin); empty otherwise.
+	// pinned client (AddPinned); empty otherwise.
 	priority string
 	// lost says that the consumer went away or refused a request; the
 	// pull then asks for nothing until started again.
@@ -63,7 +63,7 @@ type Handler interface {
 	Handle(*Msg)
 }
 
-// Disconnected is what the Handler of a pinned pull (Pin) may also be:
+// Disconnected is what the Handler of a pinned pull (AddPinned) may also be:
 // it is told, under the Puller's lock as Take is, when the connection is
 // lost (at the latest a second after), for it no longer holds its
 // messages alone: they go to another client after their ack wait, and
@@ -78,31 +78,30 @@ type Disconnected interface {
 // count in its group's (the dispatcher's: the Subscription's namespace),
 // which the kept quarter of Config.MaxHeldBytes is shared by.
 func (p *Puller) Add(group, consumer string, batch int, h Handler) *Pull {
+	return p.AddPinned(group, consumer, "", batch, h)
+}
+
+// AddPinned is Add of a pull that asks as a client of the consumer's
+// priority group priority (a consumer of JetStream's pinned client
+// policy; none when empty): JetStream hands the consumer's events to one
+// client at a time, the one it pinned, and the pull's requests carry the
+// pin the server gave (the Puller's for the consumer, which every pull of
+// it shares). A client not pinned waits: the server holds its requests
+// until the pin is free. Each message tells the pin and the connection it
+// came in (Msg.Session), and h is told when the connection is lost if it
+// is a Disconnected.
+func (p *Puller) AddPinned(group, consumer, priority string, batch int, h Handler) *Pull {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.ids++
 	pl := &Pull{
-		p: p, id: p.ids, group: group, consumer: consumer, batch: batch, h: h,
+		p: p, id: p.ids, group: group, consumer: consumer, batch: batch, h: h, priority: priority,
 		subject: p.next + consumer, reply: p.inbox + strconv.FormatUint(p.ids, 10),
 		lost: make(chan error, 1),
 	}
 	p.byID[pl.id] = pl
 	p.byName[consumer] = pl
 	return pl
-}
-
-// Pin makes the pull ask as a client of the consumer's priority group
-// (a consumer of JetStream's pinned client policy), before it starts:
-// JetStream hands the consumer's events to one client at a time, the
-// one it pinned, and its requests carry the pin the server gave (the
-// Puller's for the consumer, which every pull of it shares). A client not
-// pinned waits: its requests are held by the server until the pin is
-// free. Each message tells the pin and the connection it came in
-// (Msg.Session).
-func (pl *Pull) Pin(group string) {
-	pl.p.mu.Lock()
-	defer pl.p.mu.Unlock()
-	pl.priority = group
 }
 
 // PullOf returns the pull consumer's messages go to, nil if none.
@@ -149,6 +148,7 @@ func (pl *Pull) Remove() {
 	delete(p.starved, pl)
 	if p.byName[pl.consumer] == pl {
 		delete(p.byName, pl.consumer)
+		delete(p.pins, pl.consumer)
 	}
 }
 

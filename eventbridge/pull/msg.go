@@ -36,7 +36,7 @@ type Msg struct {
 	session Session
 }
 
-// Session is what a message of a pinned pull (Pull.Pin) was received in:
+// Session is what a message of a pinned pull (Puller.AddPinned) was received in:
 // the pin the server gave the client, and the connection's count of
 // reconnects. Within one session a consumer hands out its events in the
 // order of the stream, and the events it handed out before the session

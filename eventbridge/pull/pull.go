@@ -81,7 +81,7 @@ type Puller struct {
 	byID       map[uint64]*Pull // status messages name the request's inbox
 	byName     map[string]*Pull // events name their consumer
 	// pins are the pins the server gave this puller, by consumer (of
-	// pinned pulls: Pull.Pin), from the last message that carried one; a
+	// pinned pulls: Puller.AddPinned), from the last message that carried one; a
 	// pin the server refused is forgotten.
 	pins map[string]string
 	// held is the bytes of the events the workers hold; starved are the

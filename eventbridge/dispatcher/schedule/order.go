@@ -13,7 +13,7 @@ import (
 // How an ordered Subscription's worker (ordering partitionkey) keeps the
 // events of a key in order.
 //
-// The consumer is pinned to one client at a time (pull.Pull.Pin), so
+// The consumer is pinned to one client at a time (pull.Puller.AddPinned), so
 // that one worker, of one replica, holds its events; the worker's
 // keyorder.Order starts an event once the events of its key before it
 // are settled, and at most maxInFlightMessages at once. An event failing
@@ -57,6 +57,8 @@ func (w *worker) takeInOrder(m *pull.Msg) bool {
 		w.session = s
 		w.order.Close()
 		w.openLocked()
+	} else if !w.opening && !w.order.IsOpen() {
+		w.openLocked() // closed, and nothing opens it: the first message, say
 	}
 	start, duplicate := w.order.Add(partitionKey(m), meta.Sequence.Stream, m)
 	if duplicate {

@@ -218,10 +218,11 @@ func (s *Scheduler) startLocked(ctx context.Context, w *worker) {
 	ctx, w.cancel = context.WithCancel(ctx)
 	w.init(ctx)
 	w.space = s.slots.Join(w.target.sub.Namespace)
-	w.pl = s.puller.Add(w.target.sub.Namespace, w.target.consumer, w.target.delivery.AckPending(), w)
+	priority := ""
 	if w.order != nil {
-		w.pl.Pin(stream.PriorityGroup)
+		priority = stream.PriorityGroup // one replica at a time (order.go)
 	}
+	w.pl = s.puller.AddPinned(w.target.sub.Namespace, w.target.consumer, priority, w.target.delivery.AckPending(), w)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()

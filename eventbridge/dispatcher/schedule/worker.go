@@ -272,6 +272,12 @@ func (w *worker) close() {
 		w.handBackAll(w.order.Drain())
 	}
 	for e, left := range w.retries.Close() {
+		if w.order != nil {
+			// Whoever holds an ordered consumer's events next starts none
+			// before this one is back: not after the rest of its backoff
+			// (backoffMax may be an hour), but at once.
+			left = 0
+		}
 		w.handBack(e, left)
 	}
 	w.s.slots.Drop(w, w.space) // its waiting turns end now, without a slot
