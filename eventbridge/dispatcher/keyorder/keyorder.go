@@ -16,12 +16,11 @@ type Order[T any] struct {
 	// them (an event is started from the Add or Done that returned it to
 	// its Done).
 	most, started int
-	// open says events may start (Open, Close); gate counts the closes,
-	// so that an Open decided before the last Close is refused.
+	// open says events may start (Open, Close).
 	open bool
-	gate uint64
-	// version changes with every event added or done: an Open decided on
-	// a count of held events is refused if it changed meanwhile.
+	// version changes with every event added or done and every close: an
+	// Open decided on a count of held events is refused if it changed
+	// meanwhile.
 	version uint64
 	lanes   map[string]*lane[T]
 	held    map[uint64]struct{} // sequences of the events held: queued or started
@@ -108,10 +107,10 @@ func (o *Order[T]) Done(key string, seq uint64) []T {
 	return o.fill()
 }
 
-// markReady queues l for a start when it has a first event and none
-// started. The mu is held.
+// markReady queues l, which has an event queued, for a start when none
+// of it is started. The mu is held.
 func (o *Order[T]) markReady(l *lane[T]) {
-	if !l.started && !l.ready && len(l.queue) > 0 {
+	if !l.started && !l.ready {
 		l.ready = true
 		o.ready = append(o.ready, l)
 	}
@@ -140,10 +139,10 @@ func (o *Order[T]) fill() []T {
 }
 
 // State is what Open checks against the consumer: how many events the
-// Order held, in which gate and version.
+// Order held, at which version.
 type State struct {
-	Held          int
-	gate, version uint64
+	Held    int
+	version uint64
 }
 
 // Snapshot returns the Order's state, to open it with once the consumer
@@ -151,7 +150,7 @@ type State struct {
 func (o *Order[T]) Snapshot() State {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return State{Held: len(o.held), gate: o.gate, version: o.version}
+	return State{Held: len(o.held), version: o.version}
 }
 
 // Open opens the Order, when the consumer's count of events handed out
@@ -164,7 +163,7 @@ func (o *Order[T]) Snapshot() State {
 func (o *Order[T]) Open(s State, ackPending int) (bool, []T) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if s.gate != o.gate || s.version != o.version || ackPending > s.Held {
+	if s.version != o.version || ackPending > s.Held {
 		return false, nil
 	}
 	o.open = true
@@ -184,7 +183,7 @@ func (o *Order[T]) Close() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.open = false
-	o.gate++
+	o.version++
 }
 
 // Held returns how many events the Order holds: queued and started.
@@ -200,7 +199,7 @@ func (o *Order[T]) Drain() []T {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.open = false
-	o.gate++
+	o.version++
 	var queued []entry[T]
 	for k, l := range o.lanes {
 		queued = append(queued, l.queue...)
@@ -216,6 +215,5 @@ func (o *Order[T]) Drain() []T {
 		delete(o.held, e.seq)
 		out[i] = e.v
 	}
-	o.version++
 	return out
 }

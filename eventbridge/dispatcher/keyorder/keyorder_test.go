@@ -118,3 +118,23 @@ func TestDrainHandsBackTheQueuedBySequence(t *testing.T) {
 	assert.Empty(t, o.Done("a", 1), "closed: nothing starts")
 	assert.Zero(t, o.Held())
 }
+
+func TestAnOpenDecidedBeforeAnyChangeIsRefused(t *testing.T) {
+	for name, change := range map[string]func(o *keyorder.Order[uint64]){
+		"an event added and done": func(o *keyorder.Order[uint64]) { add(t, o, "a", 1); o.Done("a", 1) },
+		"an event added, closed":  func(o *keyorder.Order[uint64]) { add(t, o, "a", 1); o.Close() },
+		"an event added, drained": func(o *keyorder.Order[uint64]) { add(t, o, "a", 1); o.Drain() },
+		"closed twice":            func(o *keyorder.Order[uint64]) { o.Close(); o.Close() },
+		"closed and drained":      func(o *keyorder.Order[uint64]) { o.Close(); o.Drain() },
+	} {
+		t.Run(name, func(t *testing.T) {
+			o := keyorder.New[uint64](4)
+			s := o.Snapshot()
+			change(o)
+			ok, _ := o.Open(s, 0)
+			assert.False(t, ok, "the Order changed after the snapshot")
+			ok, _ = o.Open(o.Snapshot(), o.Held())
+			assert.True(t, ok)
+		})
+	}
+}
