@@ -27,6 +27,13 @@ func newDisconnects() *disconnects {
 	return &disconnects{got: make(chan *Msg, 16), lost: make(chan struct{}, 4)}
 }
 
+// pinOf is the pin p keeps for consumer.
+func pinOf(p *Puller, consumer string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pins[consumer]
+}
+
 // next waits for a message of h.
 func (d *disconnects) next(t *testing.T, why string) *Msg {
 	t.Helper()
@@ -80,6 +87,7 @@ func TestPinnedPullsTakeTurns(t *testing.T) {
 	m := a.next(t, "the first client asked first")
 	pin := m.Session().Pin
 	require.NotEmpty(t, pin, "a pinned client's message carries its pin")
+	assert.Equal(t, pin, pinOf(first, "c"), "kept for the pull's next requests")
 	require.NoError(t, m.Ack())
 	m.Release()
 	publish("2")
@@ -106,12 +114,7 @@ func TestPinnedPullsTakeTurns(t *testing.T) {
 	// The first asks again with its old pin: refused, it forgets it and
 	// waits while the second holds the pin.
 	pa.Start()
-	require.Eventually(t, func() bool {
-		first.mu.Lock()
-		defer first.mu.Unlock()
-		_, ok := first.pins["c"]
-		return !ok
-	}, 10*time.Second, 5*time.Millisecond, "the refused pin is forgotten")
+	require.Eventually(t, func() bool { return pinOf(first, "c") == "" }, 10*time.Second, 5*time.Millisecond, "the refused pin is forgotten")
 	publish("4")
 	m = b.next(t, "the second keeps the pin while it asks")
 	require.NoError(t, m.Ack())
@@ -122,6 +125,9 @@ func TestPinnedPullsTakeTurns(t *testing.T) {
 		t.Fatalf("a refused pin is no loss of the pull: %v", err)
 	default:
 	}
+
+	second.PullOf("c").Remove()
+	assert.Empty(t, pinOf(second, "c"), "a consumer no pull serves keeps no pin")
 
 	firstConn.Close()
 	select {
