@@ -77,7 +77,25 @@ func EnsureConsumer(ctx context.Context, js jetstream.JetStream, streamName stri
 	if err != nil {
 		return nil, fmt.Errorf("create or update consumer %s in stream %s: %w", cfg.Durable, streamName, err)
 	}
+	if info := c.CachedInfo(); info != nil {
+		if err := applied(cfg, info.Config); err != nil {
+			return nil, fmt.Errorf("consumer %s in stream %s: %w", cfg.Durable, streamName, err)
+		}
+	}
 	return c, nil
+}
+
+// ErrNoPriorityGroups is the error of an ordered Subscription's consumer
+// on a NATS server that does not know priority groups (before 2.11): it
+// ignores them, and the consumer would hand its events to every replica.
+var ErrNoPriorityGroups = errors.New("the NATS server ignored the consumer's priority group (ordering partitionkey needs NATS 2.11 or later)")
+
+// applied reports a setting of want that the server did not keep in got.
+func applied(want, got jetstream.ConsumerConfig) error {
+	if want.PriorityPolicy != got.PriorityPolicy {
+		return ErrNoPriorityGroups
+	}
+	return nil
 }
 
 // DeleteConsumer deletes the named consumer; a consumer or stream that does
