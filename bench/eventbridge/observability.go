@@ -127,31 +127,17 @@ func observability(natsURL string, s *sink, sinkURL string, o options) error {
 		return err
 	}
 	defer observed.cleanup()
-	for _, p := range []*pipeline{plain, observed} {
-		if _, err := throughput(p, s, o, time.Second); err != nil { // warm-up
-			return err
-		}
-	}
-
-	loads, timings := map[string]load{}, map[string]timing{}
 	var ratios []float64
-	for round := 1; round <= o.rounds; round++ {
-		order := []*pipeline{plain, observed}
-		if round%2 == 0 {
-			order = []*pipeline{observed, plain}
-		}
-		roundLoads, roundTimings, err := measureInTurns(order, s, o)
-		if err != nil {
-			return err
-		}
+	loads, timings, err := alternate(plain, observed, s, o, func(round int, order []*pipeline, roundLoads map[string]load, roundTimings map[string]timing) {
 		for _, p := range order {
 			l, t := roundLoads[p.name], roundTimings[p.name]
 			fmt.Printf("round %d  %-7s throughput %8.0f events/s  CPU %5.1f µs/event  allocated %5.1f KiB/event   latency at %d/s: p99 %6.2f ms  (undelivered %d)\n",
 				round, p.name, l.rate(), l.cpuPerEvent(), l.allocPerEvent()/1024, o.rate, ms(t.percentile(99)), t.lost)
-			loads[p.name] = loads[p.name].add(l)
-			timings[p.name] = timings[p.name].add(t)
 		}
 		ratios = append(ratios, roundLoads[observed.name].rate()/roundLoads[plain.name].rate())
+	})
+	if err != nil {
+		return err
 	}
 	without, with := loads[plain.name], loads[observed.name]
 	p99Without, p99With := ms(timings[plain.name].percentile(99)), ms(timings[observed.name].percentile(99))
@@ -173,6 +159,35 @@ func observability(natsURL string, s *sink, sinkURL string, o options) error {
 		figures.Figure{Group: group, Name: fmt.Sprintf("p99 latency at %d events/s with %s", o.rate, what), Unit: "ms", Value: p99With,
 			Anchor: "the same pipeline without them", AnchorValue: p99Without},
 	)
+}
+
+// alternate warms up a and b, then measures them in turns
+// (measureInTurns) o.rounds times, the first to go alternating, and
+// returns each one's loads and timings over all rounds; each is called
+// with every round's, in the order they went.
+func alternate(a, b *pipeline, s *sink, o options, each func(round int, order []*pipeline, loads map[string]load, timings map[string]timing)) (map[string]load, map[string]timing, error) {
+	for _, p := range []*pipeline{a, b} {
+		if _, err := throughput(p, s, o, time.Second); err != nil { // warm-up
+			return nil, nil, err
+		}
+	}
+	loads, timings := map[string]load{}, map[string]timing{}
+	for round := 1; round <= o.rounds; round++ {
+		order := []*pipeline{a, b}
+		if round%2 == 0 {
+			order = []*pipeline{b, a}
+		}
+		roundLoads, roundTimings, err := measureInTurns(order, s, o)
+		if err != nil {
+			return nil, nil, err
+		}
+		each(round, order, roundLoads, roundTimings)
+		for _, p := range order {
+			loads[p.name] = loads[p.name].add(roundLoads[p.name])
+			timings[p.name] = timings[p.name].add(roundTimings[p.name])
+		}
+	}
+	return loads, timings, nil
 }
 
 // cpuTime is the CPU time (user and system) this process used so far:

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/kfn-dev/kfn/bench/figures"
 )
@@ -40,29 +39,16 @@ func ordered(natsURL string, s *sink, sinkURL string, o options) error {
 	}
 	defer inOrder.cleanup()
 	inOrder.name = "ordered"
-	for _, p := range []*pipeline{unordered, inOrder} {
-		p.keys = o.keys
-		if _, err := throughput(p, s, o, time.Second); err != nil { // warm-up
-			return err
-		}
-	}
-	loads, timings := map[string]load{}, map[string]timing{}
-	for round := 1; round <= o.rounds; round++ {
-		order := []*pipeline{unordered, inOrder}
-		if round%2 == 0 {
-			order = []*pipeline{inOrder, unordered}
-		}
-		roundLoads, roundTimings, err := measureInTurns(order, s, o)
-		if err != nil {
-			return err
-		}
+	unordered.keys, inOrder.keys = o.keys, o.keys
+	loads, timings, err := alternate(unordered, inOrder, s, o, func(round int, order []*pipeline, roundLoads map[string]load, roundTimings map[string]timing) {
 		for _, p := range order {
 			l, t := roundLoads[p.name], roundTimings[p.name]
 			fmt.Printf("round %d  %-9s throughput %8.0f events/s  CPU %5.1f µs/event   latency at %d/s: p99 %6.2f ms  (undelivered %d)\n",
 				round, p.name, l.rate(), l.cpuPerEvent(), o.rate, ms(t.percentile(99)), t.lost)
-			loads[p.name] = loads[p.name].add(l)
-			timings[p.name] = timings[p.name].add(t)
 		}
+	})
+	if err != nil {
+		return err
 	}
 	without, with := loads[unordered.name], loads[inOrder.name]
 	p99Without, p99With := ms(timings[unordered.name].percentile(99)), ms(timings[inOrder.name].percentile(99))

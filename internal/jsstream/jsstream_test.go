@@ -175,23 +175,26 @@ func TestEnsureAndDeleteConsumer(t *testing.T) {
 	assert.Equal(t, 1, info.Config.MaxAckPending, "updated in place")
 	assert.Contains(t, info.Config.FilterSubjects, "kyma.shop.order.shipped.v1")
 
-	// Ordered and back, in place: the consumer keeps its position.
-	s.Spec.Config["ordering"] = "partitionkey"
-	cfg, err = jsstream.ConsumerConfig(s, stream.ConsumerSettings{})
+	// Ordered and back, in place: the consumer keeps its position (the
+	// event waiting for it).
+	_, err = js.Publish(ctx, "kyma.shop.order.shipped.v1", []byte("waiting"))
 	require.NoError(t, err)
-	cons, err = jsstream.EnsureConsumer(ctx, js, c.EventStream, cfg)
-	require.NoError(t, err)
-	info, err = cons.Info(ctx)
-	require.NoError(t, err)
+	ordering := func(value string) *jetstream.ConsumerInfo {
+		t.Helper()
+		s.Spec.Config["ordering"] = v1alpha2.ConfigValue(value)
+		cfg, err = jsstream.ConsumerConfig(s, stream.ConsumerSettings{})
+		require.NoError(t, err)
+		cons, err := jsstream.EnsureConsumer(ctx, js, c.EventStream, cfg)
+		require.NoError(t, err)
+		info, err := cons.Info(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, uint64(1), info.NumPending, "the event still waits")
+		return info
+	}
+	info = ordering("partitionkey")
 	assert.Equal(t, jetstream.PriorityPolicyPinned, info.Config.PriorityPolicy, "ordered in place")
 	assert.Equal(t, v1alpha2.OrderedAckPendingFactor, info.Config.MaxAckPending)
-	s.Spec.Config["ordering"] = "none"
-	cfg, err = jsstream.ConsumerConfig(s, stream.ConsumerSettings{})
-	require.NoError(t, err)
-	cons, err = jsstream.EnsureConsumer(ctx, js, c.EventStream, cfg)
-	require.NoError(t, err)
-	info, err = cons.Info(ctx)
-	require.NoError(t, err)
+	info = ordering("none")
 	assert.Equal(t, jetstream.PriorityPolicyNone, info.Config.PriorityPolicy, "unordered in place")
 
 	require.NoError(t, jsstream.DeleteConsumer(ctx, js, c.EventStream, cfg.Durable))
