@@ -198,7 +198,7 @@ func (w *worker) retryLater(msg jetstream.Msg, delay time.Duration) bool {
 			// A new session, or a lost connection: the event may be handed
 			// out again before this attempt would end. It goes back, to
 			// come again in its place (order.go).
-			w.busy.Done()
+			defer w.busy.Done()
 			w.handBack(e, 0)
 			w.settledInOrder(e)
 			return

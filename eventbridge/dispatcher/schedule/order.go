@@ -156,7 +156,7 @@ func (w *worker) openWhenAllHeld(ctx context.Context) {
 		s := w.order.Snapshot()
 		pending, err := w.ackPending(ctx)
 		if err == nil {
-			if ok, start := w.order.Open(s, pending); ok || len(start) > 0 {
+			if ok, start := w.order.Open(s, pending); ok {
 				w.mu.Lock()
 				closing := w.closing
 				if !closing {
