@@ -28,8 +28,9 @@ import (
 // consumer has handed out and not had settled is in its hands: its Order
 // is closed at each new session, and opened once the consumer's ack
 // pending is at most what the Order holds, counted before the consumer
-// was asked and unchanged after (keyorder.Order.Open). The events that
-// came again then take their place by stream sequence.
+// was asked and unchanged after (keyorder.Order.Open), and while none of
+// its events is in delivery. The events that came again then take their
+// place by stream sequence.
 
 // partitionKey is the key an ordered Subscription keeps msg's order by:
 // its CloudEvents extension partitionkey ("" when it has none: not
@@ -155,7 +156,12 @@ func (w *worker) openWhenAllHeld(ctx context.Context) {
 	for {
 		s := w.order.Snapshot()
 		pending, err := w.ackPending(ctx)
-		if err == nil {
+		// Not while an event is in delivery (read after the answer): one
+		// acknowledged before the consumer answered, and not yet done in
+		// the Order, would count in the Order's held and not in the
+		// consumer's pending, and hide an event held elsewhere. One that
+		// left delivery since was done, which changed the Order.
+		if err == nil && w.inFlight.Load() == 0 {
 			if ok, start := w.order.Open(s, pending); ok {
 				w.mu.Lock()
 				closing := w.closing
