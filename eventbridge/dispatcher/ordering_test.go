@@ -313,3 +313,34 @@ func TestOrderingRestartDoesNotWaitForARetrysBackoff(t *testing.T) {
 	require.Eventually(t, func() bool { return log.answeredAll([]string{"slow", "other"}, 1) }, wait, tick)
 	log.check(t, []string{"slow", "other"}, 1)
 }
+
+// A tenant's ordered Subscription whose one key is stuck (its sink never
+// answers) holds its own events only: it is handed at most 8 times its
+// maxInFlightMessages, delivers one at a time, and another namespace's
+// Subscription to the same events gets every one of them meanwhile.
+func TestAStuckOrderedKeyHoldsBackNobodyElse(t *testing.T) {
+	b := newBridge(t)
+	stuck := make(chan struct{})
+	k := b.newSink("stuck", func(_ int, r *http.Request, _ http.ResponseWriter) {
+		select {
+		case <-stuck:
+		case <-r.Context().Done():
+		}
+	})
+	t.Cleanup(func() { close(stuck) }) // before the sink's Close, which waits for it
+	fast := b.newSink("fast", nil)
+	s := sub("ordered", "stuck", ordered(v1alpha2.ConfigMaxInFlightMessages, "10"))
+	b.subscribe(s)
+	b.subscribe(sub("other", "fast", func(s *v1alpha2.Subscription) {
+		s.Namespace = "other"
+		s.Spec.Sink = "http://fast.other.svc.cluster.local/events"
+	}))
+	const events = 200
+	for n := range events {
+		b.publishKeyed("k", n)
+	}
+	require.Eventually(t, func() bool { return fast.count() == events }, wait, tick, "the other namespace's Subscription got every event")
+	info := b.consumerInfo(s)
+	assert.LessOrEqual(t, info.NumAckPending, 10*v1alpha2.OrderedAckPendingFactor, "handed out within its bound")
+	assert.Equal(t, 1, k.count(), "one key: one event in delivery")
+}
