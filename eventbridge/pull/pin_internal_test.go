@@ -27,6 +27,22 @@ func newDisconnects() *disconnects {
 	return &disconnects{got: make(chan *Msg, 16), lost: make(chan struct{}, 4)}
 }
 
+// streamWithConsumer starts a NATS server with the stream "events" (ev.>)
+// and its consumer "c" of ev.c, explicitly acknowledged, with the rest of
+// cfg.
+func streamWithConsumer(t *testing.T, cfg jetstream.ConsumerConfig) (*natstest.Server, jetstream.JetStream) {
+	t.Helper()
+	srv := natstest.Start(t)
+	js := srv.JetStream()
+	ctx := context.Background()
+	_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "events", Subjects: []string{"ev.>"}, Storage: jetstream.MemoryStorage})
+	require.NoError(t, err)
+	cfg.Durable, cfg.FilterSubject, cfg.AckPolicy = "c", "ev.c", jetstream.AckExplicitPolicy
+	_, err = js.CreateConsumer(ctx, "events", cfg)
+	require.NoError(t, err)
+	return srv, js
+}
+
 // pinOf is the pin p keeps for consumer.
 func pinOf(p *Puller, consumer string) string {
 	p.mu.Lock()
@@ -54,14 +70,9 @@ func (d *disconnects) next(t *testing.T, why string) *Msg {
 // that is not pinned carries no session, and a lost connection is told
 // to a pinned pull's Handler.
 func TestPinnedPullsTakeTurns(t *testing.T) {
-	srv := natstest.Start(t)
-	js := srv.JetStream()
-	ctx := context.Background()
-	_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "events", Subjects: []string{"ev.>"}, Storage: jetstream.MemoryStorage})
-	require.NoError(t, err)
-	_, err = js.CreateConsumer(ctx, "events", jetstream.ConsumerConfig{Durable: "c", FilterSubject: "ev.c", AckPolicy: jetstream.AckExplicitPolicy,
+	srv, js := streamWithConsumer(t, jetstream.ConsumerConfig{
 		PriorityPolicy: jetstream.PriorityPolicyPinned, PriorityGroups: []string{"g"}, PinnedTTL: 500 * time.Millisecond})
-	require.NoError(t, err)
+	ctx := context.Background()
 	publish := func(data string) {
 		t.Helper()
 		_, err := js.Publish(ctx, "ev.c", []byte(data))
@@ -139,13 +150,8 @@ func TestPinnedPullsTakeTurns(t *testing.T) {
 
 // A pull that is not pinned keeps no session.
 func TestAPullNotPinnedHasNoSession(t *testing.T) {
-	srv := natstest.Start(t)
-	js := srv.JetStream()
+	srv, js := streamWithConsumer(t, jetstream.ConsumerConfig{})
 	ctx := context.Background()
-	_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "events", Subjects: []string{"ev.>"}, Storage: jetstream.MemoryStorage})
-	require.NoError(t, err)
-	_, err = js.CreateConsumer(ctx, "events", jetstream.ConsumerConfig{Durable: "c", FilterSubject: "ev.c", AckPolicy: jetstream.AckExplicitPolicy})
-	require.NoError(t, err)
 	nc := srv.Connect()
 	p, err := Start(nc, Config{Stream: "events"})
 	require.NoError(t, err)
