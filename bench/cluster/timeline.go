@@ -234,6 +234,13 @@ func watchPoolWake(ctx context.Context, c *singlenode.Cluster, ns, name string) 
 	return t, stop, nil
 }
 
+// givenPod is the standby pod labelled as the Function's, if seen.
+func (t *timeline) givenPod() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.given
+}
+
 // servesFromLog notes when the standby pod given Function fn of ns
 // logged that its host serves fn (the runtimes' "kfn: function <ns>/<fn>
 // loaded on standby host" line), as the node's container runtime

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kfn-dev/kfn/controller/resources"
+	"github.com/kfn-dev/kfn/test/node/install"
 	"github.com/kfn-dev/kfn/test/node/singlenode"
 )
 
@@ -77,6 +77,52 @@ func (w *waker) event(ctx context.Context, f *fleet, id string, pool bool) (map[
 	if err != nil {
 		return nil, err
 	}
+	return w.timed(ctx, name, id, pool, func() (time.Time, error) {
+		if err := publish(w.publisher+"/publish", typ, id); err != nil {
+			return time.Time{}, err
+		}
+		at, err := w.rec.wait(ctx, id, 2*time.Minute)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("event %s to %s: %w\n%s", id, name, err, w.c.Describe(ctx, w.ns))
+		}
+		return at, nil
+	})
+}
+
+// http wakes f's next copy with one request through the gateway and
+// returns the time to its answer; with pool, it fails unless a standby pod
+// was given the Function, and logs the wake's timeline as event does.
+func (w *waker) http(ctx context.Context, f *fleet, id string, pool bool) (time.Duration, error) {
+	name, _, err := w.next(ctx, f, pool)
+	if err != nil {
+		return 0, err
+	}
+	get := func() (time.Time, error) {
+		if err := getAs(fmt.Sprintf("%s/%s/%s/?id=%s", w.gateway, w.ns, name, id), w.token); err != nil {
+			return time.Time{}, fmt.Errorf("request %s to %s: %w", id, name, err)
+		}
+		return time.Now(), nil
+	}
+	if pool {
+		tl, err := w.timed(ctx, name, id, true, get)
+		return tl[stepPoolDelivered], err
+	}
+	start := time.Now()
+	at, err := get()
+	return at.Sub(start), err
+}
+
+// slowPoolWake is the time to delivery from which a warm pool wake's log
+// also quotes what the platform logged of it (the scalers', the event
+// bridges', the controller's and the standby host's lines): the wakes
+// that make the p99 (target < 60 ms), with their steps.
+const slowPoolWake = 40 * time.Millisecond
+
+// timed watches the wake of Function name that send starts (a publish or a
+// request; it returns when the handler was called or answered), and
+// returns the wake's timeline (steps, or poolSteps with pool), having
+// logged it.
+func (w *waker) timed(ctx context.Context, name, id string, pool bool, send func() (time.Time, error)) (map[step]time.Duration, error) {
 	watch, list, last := watchWake, steps, stepDelivered
 	if pool {
 		watch, list, last = watchPoolWake, poolSteps, stepPoolDelivered
@@ -88,12 +134,9 @@ func (w *waker) event(ctx context.Context, f *fleet, id string, pool bool) (map[
 	defer stop()
 	start := time.Now()
 	tl.begin(start)
-	if err := publish(w.publisher+"/publish", typ, id); err != nil {
-		return nil, err
-	}
-	at, err := w.rec.wait(ctx, id, 2*time.Minute)
+	at, err := send()
 	if err != nil {
-		return nil, fmt.Errorf("event %s to %s: %w\n%s", id, name, err, w.c.Describe(ctx, w.ns))
+		return nil, err
 	}
 	tl.see(last)
 	if _, err := pollValue(ctx, 30*time.Second, func() (bool, bool) {
@@ -103,46 +146,45 @@ func (w *waker) event(ctx context.Context, f *fleet, id string, pool bool) (map[
 		_, ok := tl.sinceOf(list)
 		return ok, ok
 	}); err != nil {
-		seen, _ := tl.sinceOf(steps)
+		seen, _ := tl.sinceOf(list)
 		fmt.Fprintf(os.Stderr, "bench/cluster: wake %s: a step was not seen: %v\n", id, seen)
 	}
 	stop()
 	d, _ := tl.sinceOf(list)
 	d[last] = at.Sub(start)
 	if pool && d[stepClaimed] == 0 {
-		return nil, fmt.Errorf("event %s to %s: %w", id, name, errNotPooled)
+		return nil, fmt.Errorf("wake %s of %s: %w", id, name, errNotPooled)
 	}
 	fmt.Fprintf(os.Stderr, "bench/cluster: %s (%s) timeline (ms): %s\n", id, name, formatOf(d, list))
+	if pool && d[last] >= slowPoolWake {
+		fmt.Fprintf(os.Stderr, "bench/cluster: %s took %s; the platform logged:\n%s\n", id, ms3(d[last]), strings.Join(w.logged(ctx, tl.givenPod(), start), "\n"))
+	}
 	return d, nil
 }
 
-// http wakes f's next copy with one request through the gateway and
-// returns the time to its answer; with pool, it fails unless a standby pod
-// was given the Function.
-func (w *waker) http(ctx context.Context, f *fleet, id string, pool bool) (time.Duration, error) {
-	name, _, err := w.next(ctx, f, pool)
-	if err != nil {
-		return 0, err
+// Label selectors of the platform's components (the chart's labels; the
+// gateway runs in the event bridge's pods).
+const (
+	scalerSelector      = "app.kubernetes.io/component=scaler"
+	eventBridgeSelector = "app.kubernetes.io/component=eventbridge"
+	controllerSelector  = "app.kubernetes.io/component=controller"
+)
+
+// logged is what the platform logged of a wake in w's namespace from
+// start on: the lines of the scalers, the event bridges (with their
+// gateways) and the controller that name the namespace, and every line of standby pod standby.
+func (w *waker) logged(ctx context.Context, standby string, start time.Time) []string {
+	names := func(text string) bool {
+		return strings.Contains(text, `"`+w.ns+`"`) || strings.Contains(text, w.ns+"/")
 	}
-	start := time.Now()
-	if err := getAs(fmt.Sprintf("%s/%s/%s/?id=%s", w.gateway, w.ns, name, id), w.token); err != nil {
-		return 0, fmt.Errorf("request %s to %s: %w", id, name, err)
+	var sources []singlenode.LogSource
+	for _, sel := range []string{scalerSelector, eventBridgeSelector, controllerSelector} {
+		sources = append(sources, singlenode.LogSource{Namespace: install.Namespace, Selector: sel, Keep: names})
 	}
-	d := time.Since(start)
-	if pool {
-		// The claim is answered before the standby pod is labelled as
-		// the Function's (the label patch goes on beside it): the label
-		// may come after the answer.
-		labelled := func() (bool, bool) {
-			pods, err := w.c.Clientset.CoreV1().Pods(w.ns).List(ctx, metav1.ListOptions{LabelSelector: "serverless.kyma-project.io/function-name=" + name})
-			ok := err == nil && slices.ContainsFunc(pods.Items, func(p corev1.Pod) bool { return standbyPod(p.Name) })
-			return ok, ok
-		}
-		if _, err := pollValue(ctx, 10*time.Second, labelled); err != nil {
-			return 0, fmt.Errorf("request %s to %s: %w", id, name, errNotPooled)
-		}
+	if standby != "" {
+		sources = append(sources, singlenode.LogSource{Namespace: w.ns, Name: standby})
 	}
-	return d, nil
+	return w.c.LogsSince(ctx, start, sources...)
 }
 
 // atZero waits until Function name's Deployment is scaled to zero and its

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kfn-dev/kfn/test/node/install"
+	"github.com/kfn-dev/kfn/test/node/singlenode"
 )
 
 // The warm pool's labels and annotation (controller/pool's LabelShape,
@@ -241,44 +243,10 @@ func claimHoldsEnded(t *testing.T) float64 {
 // machine's clock).
 func wakeTimeline(t *testing.T, ns, standby string, start time.Time) []string {
 	t.Helper()
-	type entry struct {
-		at        time.Time
-		who, text string
-	}
-	var entries []entry
-	read := func(p corev1.Pod, keep func(string) bool) {
-		since := metav1.NewTime(start.Add(-time.Second))
-		out, err := platform.cluster.Clientset.CoreV1().Pods(p.Namespace).GetLogs(p.Name,
-			&corev1.PodLogOptions{Timestamps: true, SinceTime: &since}).DoRaw(t.Context())
-		if err != nil {
-			entries = append(entries, entry{start, p.Name, "(its log: " + err.Error() + ")"})
-			return
-		}
-		for _, l := range strings.Split(string(out), "\n") {
-			stamp, text, ok := strings.Cut(l, " ")
-			at, err := time.Parse(time.RFC3339Nano, stamp)
-			if ok && err == nil && !at.Before(start) && keep(text) {
-				entries = append(entries, entry{at, p.Name, text})
-			}
-		}
-	}
 	names := func(text string) bool { return strings.Contains(text, `"`+ns+`"`) || strings.Contains(text, ns+"/") }
-	for _, selector := range []string{scalerSelector, eventBridgeSelector, controllerSelector} {
-		for _, p := range podsOf(t, selector) {
-			read(p, names)
-		}
-	}
-	if p, err := platform.cluster.Clientset.CoreV1().Pods(ns).Get(t.Context(), standby, metav1.GetOptions{}); err == nil {
-		read(*p, func(string) bool { return true })
-	}
-	slices.SortStableFunc(entries, func(a, b entry) int { return a.at.Compare(b.at) })
-	lines := make([]string, 0, len(entries))
-	for _, e := range entries {
-		text := e.text
-		if len(text) > 400 {
-			text = text[:400] + "..."
-		}
-		lines = append(lines, fmt.Sprintf("  %+8.1f ms  %s: %s", float64(e.at.Sub(start).Microseconds())/1000, e.who, text))
-	}
-	return lines
+	return platform.cluster.LogsSince(t.Context(), start,
+		singlenode.LogSource{Namespace: install.Namespace, Selector: scalerSelector, Keep: names},
+		singlenode.LogSource{Namespace: install.Namespace, Selector: eventBridgeSelector, Keep: names},
+		singlenode.LogSource{Namespace: install.Namespace, Selector: controllerSelector, Keep: names},
+		singlenode.LogSource{Namespace: ns, Name: standby})
 }
