@@ -80,7 +80,10 @@ func (a Attributes) String() string {
 // KubernetesConfig tunes Kubernetes; the zero value works.
 type KubernetesConfig struct {
 	// CacheTTL is how long a token's review and an allowed decision are
-	// kept (default 2 minutes); a denial is kept a tenth of it.
+	// kept (default 2 minutes); one used in the second half of it is
+	// asked again in the background, so that a caller that keeps calling
+	// waits for no review after its first, and none served is older than
+	// CacheTTL. A denial is kept a tenth of it, not renewed.
 	CacheTTL time.Duration
 	// Timeout bounds one TokenReview or SubjectAccessReview (default 10s).
 	Timeout time.Duration
@@ -110,7 +113,8 @@ type KubernetesConfig struct {
 // certificate against
 // the cluster's client CA (the ConfigMap kube-system/
 // extension-apiserver-authentication, which it follows); a decision through
-// SubjectAccessReview. Reviews and decisions are cached. Its identity
+// SubjectAccessReview. Reviews and decisions are kept, and renewed while
+// used (KubernetesConfig.CacheTTL). Its identity
 // needs the ClusterRole system:auth-delegator, for the client CA the Role
 // kube-system/extension-apiserver-authentication-reader, and, to meter new
 // tokens per namespace, get on /openid/v1/jwks (ClusterRole
@@ -149,13 +153,16 @@ func NewKubernetes(client kubernetes.Interface, cfg KubernetesConfig) (*Kubernet
 	if err != nil {
 		return nil, err
 	}
-	authz, err := authorizerfactory.DelegatingAuthorizerConfig{
-		SubjectAccessReviewClient: client.AuthorizationV1(), AllowCacheTTL: cfg.CacheTTL, DenyCacheTTL: cfg.CacheTTL / 10,
+	// The delegating authorizer keeps no decision (a nanosecond): the
+	// renewal in front of it keeps and renews them.
+	reviewer, err := authorizerfactory.DelegatingAuthorizerConfig{
+		SubjectAccessReviewClient: client.AuthorizationV1(), AllowCacheTTL: time.Nanosecond, DenyCacheTTL: time.Nanosecond,
 		WebhookRetryBackoff: backoff,
 	}.New()
 	if err != nil {
 		return nil, fmt.Errorf("authorizer: %w", err)
 	}
+	authz := renewedDecisions{next: reviewer, allowed: cfg.CacheTTL, denied: cfg.CacheTTL / 10, answers: newRenewal[decision](maxKept, cfg.Timeout)}
 	k := &Kubernetes{cfg: cfg, authz: authz, ca: ca, caLoaded: make(chan struct{}), loaded: &sync.Once{}, running: &atomic.Bool{},
 		reviews: &reviews{
 			certificates: group.NewAuthenticatedGroupAdder(x509.NewDynamic(ca.VerifyOptions, x509.CommonNameUserConversion)),
@@ -331,11 +338,11 @@ func (k *Kubernetes) Allow(r *http.Request, a Attributes) error {
 	if a.Path != "" {
 		attrs = authorizer.AttributesRecord{User: u, Verb: a.Verb, Path: a.Path}
 	}
-	decision, reason, err := k.authz.Authorize(r.Context(), attrs)
-	if err != nil && decision != authorizer.DecisionAllow {
+	verdict, reason, err := k.authz.Authorize(r.Context(), attrs)
+	if err != nil && verdict != authorizer.DecisionAllow {
 		return fmt.Errorf("%w: cannot check whether %s may %s: %w", ErrForbidden, u.GetName(), a, err)
 	}
-	if decision != authorizer.DecisionAllow {
+	if verdict != authorizer.DecisionAllow {
 		if reason = strings.TrimSpace(reason); reason != "" {
 			reason = " (" + reason + ")"
 		}

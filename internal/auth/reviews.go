@@ -16,7 +16,6 @@ import (
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/group"
 	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
-	"k8s.io/apiserver/pkg/authentication/token/cache"
 	webhooktoken "k8s.io/apiserver/plugin/pkg/authenticator/token/webhook"
 	authenticationv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
 )
@@ -320,8 +319,49 @@ func newTokenReviews(client authenticationv1client.AuthenticationV1Interface, ve
 	if err != nil {
 		return nil, fmt.Errorf("token review authenticator: %w", err)
 	}
-	cached := cache.New(refusals{next: webhook, verdicts: verdicts}, false, ttl, ttl)
-	return group.NewAuthenticatedGroupAdder(bearertoken.New(cached)), nil
+	kept := renewedTokens{next: refusals{next: webhook, verdicts: verdicts}, ttl: ttl, answers: newRenewal[*authenticator.Response](maxKept, timeout)}
+	return group.NewAuthenticatedGroupAdder(bearertoken.New(kept)), nil
+}
+
+// maxKept bounds the reviews, and the decisions, a Kubernetes keeps.
+const maxKept = 10000
+
+// renewedTokens keeps each token a review accepted for ttl, for the
+// audiences the review was for, and reviews it again in the background
+// once used in the second half of that time (renewal): a caller that calls
+// at least every ttl/2 waits for no review after its first; a token the
+// cluster no longer accepts is refused from the renewal's answer on, and
+// no acceptance served is older than ttl.
+type renewedTokens struct {
+	next    authenticator.Token
+	ttl     time.Duration
+	answers *renewal[*authenticator.Response]
+}
+
+// AuthenticateToken implements authenticator.Token.
+func (t renewedTokens) AuthenticateToken(ctx context.Context, token string) (*authenticator.Response, bool, error) {
+	auds, _ := authenticator.AudiencesFrom(ctx)
+	h := sha256.New()
+	for _, a := range auds {
+		h.Write([]byte(a))
+		h.Write([]byte{0})
+	}
+	h.Write([]byte{0})
+	h.Write([]byte(token))
+	resp, err := t.answers.get(ctx, string(h.Sum(nil)), func(ctx context.Context) fetched[*authenticator.Response] {
+		resp, ok, err := t.next.AuthenticateToken(ctx, token)
+		if ok && err == nil {
+			return fetched[*authenticator.Response]{value: resp, keep: t.ttl, renew: true}
+		}
+		// A review that answered is a refusal: it withdraws a kept
+		// acceptance; an error of the API server leaves it.
+		var r refusal
+		return fetched[*authenticator.Response]{err: err, refused: err == nil || errors.As(err, &r)}
+	})
+	if resp == nil {
+		return nil, false, err
+	}
+	return resp, true, nil
 }
 
 // refusals records in verdicts each token a review refused. The webhook
@@ -353,6 +393,15 @@ func (r refusals) AuthenticateToken(ctx context.Context, token string) (*authent
 			a = forKfn
 		}
 		r.verdicts.refuse(keyOf(a, token), time.Now())
+		if err != nil {
+			err = refusal{err}
+		}
 	}
 	return resp, ok, err
 }
+
+// refusal is the error of a review the API server answered with a
+// refusal (its message unchanged), as opposed to one it could not answer.
+type refusal struct{ error }
+
+func (r refusal) Unwrap() error { return r.error }
