@@ -243,8 +243,15 @@ func (w *waker) quiet(ctx context.Context) error {
 			if p.DeletionTimestamp != nil {
 				return false, false
 			}
-			if standbyPod(p.Name) && started(p) && p.Labels["serverless.kyma-project.io/function-name"] == "" {
-				continue
+			if standbyPod(p.Name) {
+				// An idle started standby pod is the pool at rest;
+				// one given a Function is deleted once the Function's
+				// own pod is Ready (its end would fall in the next
+				// wake), one not started yet is starting.
+				if started(p) && p.Labels["serverless.kyma-project.io/function-name"] == "" {
+					continue
+				}
+				return false, false
 			}
 			if !podReady(p) {
 				return false, false
