@@ -186,9 +186,9 @@ func (d renewedDecisions) Authorize(ctx context.Context, a authorizer.Attributes
 func decisionKey(a authorizer.Attributes) (string, error) {
 	k := struct {
 		User, UID, Verb, Namespace, Group, Version, Resource, Subresource, Name, Path string
-		Groups                                                                      []string
-		Extra                                                                       map[string][]string
-		ResourceRequest                                                             bool
+		Groups                                                                        []string
+		Extra                                                                         map[string][]string
+		ResourceRequest                                                               bool
 	}{Verb: a.GetVerb(), Namespace: a.GetNamespace(), Group: a.GetAPIGroup(), Version: a.GetAPIVersion(), Resource: a.GetResource(),
 		Subresource: a.GetSubresource(), Name: a.GetName(), Path: a.GetPath(), ResourceRequest: a.IsResourceRequest()}
 	if u := a.GetUser(); u != nil {
