@@ -521,6 +521,9 @@ func TestHandlerLoadFailure(t *testing.T) {
 					r = h.mustDo(call.method, call.path, map[string]string{"Content-Type": "application/json"}, call.body)
 					assert.Equal(t, 500, r.status, "%s %s", call.method, call.path)
 					assert.Equal(t, "User function not loaded", r.body, "Kyma's answer")
+					if rt.Language == runtimes.NodeJS {
+						assert.Equal(t, "text/html; charset=utf-8", r.header.Get("Content-Type"), "Kyma's Express send")
+					}
 				}
 				r = h.mustDo("OPTIONS", "/", map[string]string{"Origin": "https://app", "Access-Control-Request-Method": "POST"}, "")
 				assert.Equal(t, 200, r.status, "CORS preflight")

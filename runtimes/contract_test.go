@@ -181,6 +181,16 @@ func contractCases() map[string]contractCase {
 		"nothing returned is an empty 200": {method: "GET", path: "/none", status: 200, wantBody: ""},
 		"thrown error is a 500": {
 			method: "GET", path: "/throw", status: 500, wantBody: "Internal server error",
+			// Byte for byte Kyma's: Node.js's res.end adds no type,
+			// python312's bottle its default.
+			check: func(t *testing.T, rt runtimes.Runtime, r response) {
+				want := map[runtimes.Language]string{runtimes.NodeJS: "", runtimes.Python: "text/html; charset=UTF-8"}[rt.Language]
+				assert.Equal(t, want, r.header.Get("Content-Type"))
+			},
+		},
+		"sendResponse with a status only is its text, as plain text": {
+			method: "GET", path: "/callback-status", only: runtimes.NodeJS, status: 404, wantBody: "Not Found",
+			wantHeader: map[string]string{"Content-Type": "text/plain; charset=utf-8"},
 		},
 		"rejected promise is a 500": {
 			method: "GET", path: "/reject", status: 500, wantBody: "Internal server error",

@@ -64,7 +64,7 @@ func TestNodeJS26KymaHandlers(t *testing.T) {
 		"malformed json":         {method: "POST", path: "/body", header: map[string]string{"Content-Type": "application/json"}, body: `{`, status: 400},
 		"metadata":               {method: "GET", path: "/meta", status: 200, wantJSON: `{"name":"orders","namespace":"shop","runtime":"nodejs26","timeout":5,"limit":2}`},
 		"thrown string":          {method: "GET", path: "/throw-string", status: 500, wantBody: "bad thing"},
-		"thrown error":           {method: "GET", path: "/throw", status: 500, wantBody: "Internal server error"},
+		"thrown error":           {method: "GET", path: "/throw", status: 500, wantBody: "Internal server error", wantHeader: map[string]string{"Content-Type": "text/html; charset=utf-8"}},
 		"rejection":              {method: "GET", path: "/reject", status: 500, wantBody: "Internal server error"},
 		"late rejection":         {method: "GET", path: "/late-reject", status: 200, wantBody: "answered"},
 		"not a cloud event":      {method: "POST", path: "/not-an-event", header: map[string]string{"Content-Type": "application/json"}, body: `{}`, status: 200, wantJSON: `{"event":null}`},
@@ -280,13 +280,16 @@ func TestRequestAPILimits(t *testing.T) {
 		r = h.mustDo("POST", "/body", map[string]string{"Content-Type": "text/plain"}, big[:1<<20])
 		assert.Equal(t, 200, r.status)
 
-		path, want := "/never", "Request Timeout"
+		// Kyma's answers, byte for byte: nodejs26's Express text, python314's
+		// Flask view returning a str.
+		path, want, typ := "/never", "Request Timeout", "text/plain; charset=utf-8"
 		if rt.Language == runtimes.Python {
-			path, want = "/sleep?s=3", "Timeout while processing the function"
+			path, want, typ = "/sleep?s=3", "Timeout while processing the function", "text/html; charset=utf-8"
 		}
 		r = h.mustDo("GET", path, nil, "")
 		assert.Equal(t, 408, r.status)
 		assert.Equal(t, want, r.body)
+		assert.Equal(t, typ, r.header.Get("Content-Type"))
 	})
 }
 

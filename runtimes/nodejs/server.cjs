@@ -74,6 +74,16 @@ function writeResult(res, value) {
   res.end(String(value));
 }
 
+// sendFailure answers a failed call 500 as Kyma's runtimes do: the event
+// API (nodejs20-24) with res.end, which adds no Content-Type (one the
+// handler set stays); the request API (nodejs26) with Express's send, which
+// makes an unset type HTML.
+function sendFailure(res, message, api) {
+  res.statusCode = 500;
+  if (api === 'request' && !res.hasHeader('content-type')) res.setHeader('Content-Type', 'text/html; charset=utf-8');
+  res.end(message);
+}
+
 function sendError(res, status, message, close) {
   res.statusCode = status;
   res.setHeader('Content-Type', 'text/plain; charset=utf-8');
@@ -157,7 +167,13 @@ function serve(cfg, handler, loadError, standby) {
       this.send = (body, status, headers) => {
         if (headers) for (const k of Object.keys(headers)) res.setHeader(k, headers[k]);
         if (status) res.statusCode = status;
-        this.finish(!body && status ? http.STATUS_CODES[status] || String(status) : body);
+        if (!body && status) {
+          // Express's sendStatus: the status text, as plain text.
+          if (!res.headersSent) res.setHeader('Content-Type', 'text/plain; charset=utf-8');
+          this.finish(http.STATUS_CODES[status] || String(status));
+          return;
+        }
+        this.finish(body);
       };
     }
 
@@ -206,7 +222,7 @@ function serve(cfg, handler, loadError, standby) {
       metrics.failure();
       console.error('kfn: function failed:', err);
       const res = this.res;
-      if (!res.headersSent) sendError(res, 500, errorText(err));
+      if (!res.headersSent) sendFailure(res, errorText(err), cfg.api);
       else if (!res.writableEnded) res.destroy();
       if (this.scope) this.scope.end(500, String(err && err.message ? err.message : err));
     }
@@ -224,10 +240,14 @@ function serve(cfg, handler, loadError, standby) {
     if (call.scope) call.scope.end(408, 'timeout');
   }
 
+  // notLoaded answers a call to a host whose handler could not be loaded
+  // as Kyma's runtime does: Express's send of the text, so HTML.
   function notLoaded(res) {
     metrics.call();
     metrics.failure();
-    sendError(res, 500, NOT_LOADED);
+    res.statusCode = 500;
+    res.setHeader('Content-Type', 'text/html; charset=utf-8');
+    res.end(NOT_LOADED);
   }
 
   // invoke calls main(event, context) and answers with its result.

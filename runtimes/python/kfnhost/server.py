@@ -221,7 +221,12 @@ class Server:
             self.cfg.timeout, call.request.method, call.request.path))
         self.metrics.observe(call.request.method, time.monotonic() - call.start, True)
         try:
-            self.respond_text(conn, 408, TIMEOUT_TEXT if self.request_api else 'Request Timeout', close=True)
+            if self.request_api:
+                # Kyma's python314 returns the text from its Flask view:
+                # Flask's type for a str.
+                self.respond(conn, 408, [('Content-Type', 'text/html; charset=utf-8')], TIMEOUT_TEXT.encode(), close=True)
+            else:
+                self.respond_text(conn, 408, 'Request Timeout', close=True)
             conn.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
@@ -623,7 +628,9 @@ class Server:
                     err = encode_err
             import traceback
             sys.stderr.write('kfn: function failed:\n' + ''.join(traceback.format_exception(err)))
-            return 500, [('Content-Type', 'text/plain; charset=utf-8')], b'Internal server error', err
+            # Kyma's python312 answers its error handler's text with
+            # bottle's default type.
+            return 500, [('Content-Type', 'text/html; charset=UTF-8')], b'Internal server error', err
 
     # -- lifecycle
 

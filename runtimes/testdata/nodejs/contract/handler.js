@@ -113,6 +113,8 @@ module.exports = {
       case '/callback':
         // Kyma's third argument: sendResponse(body, status, headers).
         return arguments[2]('via callback', 203, { 'X-Callback': 'yes' });
+      case '/callback-status':
+        return arguments[2](undefined, 404);
       case '/tracer': {
         const span = event.tracer.startSpan('work');
         span.setAttribute('k', 'v');
