@@ -75,7 +75,8 @@ DEV_ADDR ?= 127.0.0.1:8080
 DEV_FLAGS ?=
 
 .PHONY: dev
-dev: kfn ## Run kfn locally with the example application (kfn dev examples/shop).
+dev: kfn ## Run kfn locally with the example application (kfn dev examples/shop; installs Debian's python3-flask when missing, for its python314 function).
+	@hack/test-packages.sh python3-flask
 	$(BIN)/kfn dev --addr $(DEV_ADDR) $(DEV_FLAGS) $(DEV_DIR)
 
 .PHONY: test

@@ -26,7 +26,9 @@ import (
 // cluster or a kfn dev.
 
 // Versions of the runtimes of each language, as Kyma's CLI takes them
-// (-v/--version), and the default of each.
+// (-v/--version), and the default of each: the newest Kyma does not
+// deprecate (python312 is deprecated, so Python's is 3.14, Kyma's newer
+// handler API).
 var (
 	nodeVersions   = []string{"20", "22", "24", "26"}
 	pythonVersions = []string{"3.12", "3.14"}
@@ -34,7 +36,7 @@ var (
 
 const (
 	defaultNodeVersion   = "24"
-	defaultPythonVersion = "3.12"
+	defaultPythonVersion = "3.14"
 	// defaultDevWait bounds how long create and delete wait for kfn dev
 	// to show the change (it reads the project every half second, and
 	// installs dependencies before it shows a new function).

@@ -47,6 +47,22 @@ func TestKymaFunctionCommandsOnACluster(t *testing.T) {
 		assert.Equal(t, string(handler), fn.Spec.Source.Inline.Source)
 		assert.Equal(t, int32(1), *fn.Spec.Replicas)
 	})
+	t.Run("python defaults to the version Kyma recommends", func(t *testing.T) {
+		pyDir := filepath.Join(t.TempDir(), "py")
+		code, out, errOut := run(t, "function", "init", "python", "--dir", pyDir)
+		require.Equal(t, 0, code, errOut)
+		assert.Contains(t, out, "kfn function create python my-function --source "+filepath.Join(pyDir, "handler.py"))
+		handler, err := os.ReadFile(filepath.Join(pyDir, "handler.py"))
+		require.NoError(t, err)
+		assert.Contains(t, string(handler), "def main():", "python314's handler API")
+		code, _, errOut = run(t, "function", "create", "python", "py-default", "--source", filepath.Join(pyDir, "handler.py"),
+			"-n", ns, "--kubeconfig", kc)
+		require.Equal(t, 0, code, errOut)
+		assert.NotContains(t, errOut, "deprecated")
+		fn := &serverlessv1alpha2.Function{}
+		require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "py-default"}, fn))
+		assert.Equal(t, serverlessv1alpha2.Python314, fn.Spec.Runtime, "python312 is deprecated: python314 is the default")
+	})
 	t.Run("create with Kyma's flags", func(t *testing.T) {
 		code, out, errOut := run(t, "function", "create", "python", "hello", "-v", "3.14", "--env", "GREETING=hi", "--env", "TARGET=world=all",
 			"--secret-mount", "creds=/etc/creds", "--replicas", "2", "--runtime-image-override", "registry.example/py:1",

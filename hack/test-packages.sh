@@ -15,9 +15,16 @@
 # As root with apt-get it installs what is missing (once); otherwise it
 # says what is missing and leaves it to the tests, which skip (or, under
 # CI=true, fail) and name the tool (test/testenv).
+#
+# With arguments it does the same for those packages only: `make dev` asks
+# for python3-flask, which the example's python314 function (notify) runs
+# in, so that the first run on a fresh machine needs nothing by hand.
 set -euo pipefail
 
 PACKAGES=(python3-flask python3-bottle python3-cheroot chromium fonts-dejavu-core)
+if (($#)); then
+	PACKAGES=("$@")
+fi
 
 log() { printf 'test-packages: %s\n' "$*" >&2; }
 
@@ -27,7 +34,7 @@ for p in "${PACKAGES[@]}"; do
 done
 ((${#missing[@]})) || exit 0
 if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
-	log "missing ${missing[*]}: install them (apt-get install ${missing[*]}); the tests that need them skip, or fail under CI=true"
+	log "missing ${missing[*]}: install them (apt-get install ${missing[*]}); what needs them skips (tests; or fails under CI=true) or says it is missing (kfn dev)"
 	exit 0
 fi
 log "installing ${missing[*]} with apt-get"

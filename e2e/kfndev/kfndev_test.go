@@ -418,7 +418,7 @@ func TestPendingEventsSurviveARestart(t *testing.T) {
 	notify := filepath.Join(dir, "notify.yaml")
 	src, err := os.ReadFile(notify)
 	require.NoError(t, err)
-	slow := strings.Replace(string(src), "        def main(event, context):\n", "        import time\n\n        def main(event, context):\n            time.sleep(0.5)\n", 1)
+	slow := strings.Replace(string(src), "        def main():\n", "        import time\n\n        def main():\n            time.sleep(0.5)\n", 1)
 	require.NotEqual(t, string(src), slow)
 	require.NoError(t, os.WriteFile(notify, []byte(slow), 0o644))
 

@@ -171,6 +171,9 @@ func TestExampleShopLoads(t *testing.T) {
 	names := map[string]bool{}
 	for _, fn := range p.Functions {
 		names[fn.Name] = true
+		// The first screen of `make dev` shows no deprecation warning:
+		// the example runs the runtimes Kyma recommends.
+		assert.False(t, fn.Spec.Runtime.Deprecated(), "%s runs %s, which Kyma deprecates", fn.Name, fn.Spec.Runtime)
 	}
 	assert.Equal(t, map[string]bool{"orders": true, "fulfil": true, "notify": true}, names)
 	require.Len(t, p.Subscriptions, 2)
