@@ -219,11 +219,26 @@ func contractCases() map[string]contractCase {
 			// be: Python's are labelled by method (as Kyma's), and the cases
 			// run in parallel, so this one may come before any call. The
 			// behaviour test checks the values after calls.
-			check: func(t *testing.T, _ runtimes.Runtime, r response) {
+			check: func(t *testing.T, rt runtimes.Runtime, r response) {
 				for _, family := range []string{"function_calls_total counter", "function_failures_total counter", "function_duration_seconds histogram"} {
 					assert.Contains(t, r.body, "# TYPE "+family+"\n")
 				}
 				assert.True(t, strings.HasPrefix(r.header.Get("Content-Type"), "text/plain"))
+				if rt.Language == runtimes.Python {
+					// What prometheus_client's default registry adds to
+					// Kyma's Python runtimes' /metrics, as it writes it.
+					for _, line := range []string{
+						"# HELP python_gc_objects_uncollectable_total Uncollectable object found during GC\n# TYPE python_gc_objects_uncollectable_total counter\n",
+						`python_gc_collections_total{generation="0"} `,
+						"# TYPE python_info gauge\npython_info{implementation=\"CPython\",major=\"3\",",
+						"# HELP process_resident_memory_bytes Resident memory size in bytes.\n# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes ",
+						"# TYPE process_cpu_seconds_total counter\n", "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds 1.",
+						"# TYPE process_open_fds gauge\n", "# TYPE process_max_fds gauge\n", "# TYPE process_virtual_memory_bytes gauge\n",
+					} {
+						assert.Contains(t, r.body, line)
+					}
+					assert.Regexp(t, `\nprocess_resident_memory_bytes [1-9]\.[0-9]+e\+0[0-9]\n`, r.body, "bytes, in Go's float format")
+				}
 			},
 		},
 		"CORS preflight": {

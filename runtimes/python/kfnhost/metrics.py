@@ -1,5 +1,8 @@
 """Function metrics in the Prometheus text format."""
 
+import gc
+import os
+import platform
 import threading
 
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 180)
@@ -72,4 +75,74 @@ class Metrics:
             durations.append('function_duration_seconds_bucket{method="%s",le="+Inf"} %d' % (m, cumulative))
             durations.append('function_duration_seconds_sum{method="%s"} %r' % (m, total))
             durations.append('function_duration_seconds_count{method="%s"} %d' % (m, cumulative))
-        return ('\n'.join(calls + failures + durations) + '\n').encode()
+        return ('\n'.join(calls + failures + durations + runtime_series()) + '\n').encode()
+
+
+def _family(name, kind, help_text, samples):
+    """One metric family as prometheus_client writes it: HELP, TYPE, then
+    each sample (labels, value) with the value as a float."""
+    out = ['# HELP %s %s' % (name, help_text), '# TYPE %s %s' % (name, kind)]
+    for labels, value in samples:
+        text = ','.join('%s="%s"' % (k, _label(str(v))) for k, v in labels)
+        out.append('%s%s %s' % (name, '{%s}' % text if text else '', _go_float(value)))
+    return out
+
+
+def _go_float(value):
+    """A sample's value as prometheus_client writes it: Python's repr of
+    the float, but with an exponent once it has more than six digits
+    before the point, as Go writes it (181514240.0 is 1.8151424e+08)."""
+    s = repr(float(value))
+    dot = s.find('.')
+    if value > 0 and dot > 6:
+        mantissa = ('%s.%s%s' % (s[0], s[1:dot], s[dot + 1:])).rstrip('0.')
+        return '%se+0%d' % (mantissa, dot - 1)
+    return s
+
+
+def _process():
+    """The process's own series, read from /proc as prometheus_client's
+    process collector reads them; none where /proc cannot be read."""
+    try:
+        with open('/proc/self/stat', 'rb') as f:
+            fields = f.read().split(b')')[-1].split()
+        with open('/proc/stat', 'rb') as f:
+            boot = next(float(line.split()[1]) for line in f if line.startswith(b'btime'))
+        ticks = os.sysconf('SC_CLK_TCK')
+        page = os.sysconf('SC_PAGESIZE')
+        out = []
+        out += _family('process_virtual_memory_bytes', 'gauge', 'Virtual memory size in bytes.', [((), float(fields[20]))])
+        out += _family('process_resident_memory_bytes', 'gauge', 'Resident memory size in bytes.', [((), float(fields[21]) * page)])
+        out += _family('process_start_time_seconds', 'gauge', 'Start time of the process since unix epoch in seconds.',
+                       [((), float(fields[19]) / ticks + boot)])
+        out += _family('process_cpu_seconds_total', 'counter', 'Total user and system CPU time spent in seconds.',
+                       [((), (float(fields[11]) + float(fields[12])) / ticks)])
+        out += _family('process_open_fds', 'gauge', 'Number of open file descriptors.', [((), len(os.listdir('/proc/self/fd')))])
+        with open('/proc/self/limits') as f:
+            for line in f:
+                if line.startswith('Max open files'):
+                    out += _family('process_max_fds', 'gauge', 'Maximum number of open file descriptors.', [((), float(line.split()[3]))])
+        return out
+    except (OSError, ValueError, IndexError, StopIteration):
+        return []
+
+
+def runtime_series():
+    """The series prometheus_client's default registry adds to Kyma's
+    Python runtimes' /metrics, in its order: the garbage collector per
+    generation, python_info, and the process (memory, CPU, start time,
+    file descriptors),
+    with its names and help texts, so that a dashboard or alert written for
+    Kyma's pods reads kfn's."""
+    stats = gc.get_stats()
+    out = _family('python_gc_objects_collected_total', 'counter', 'Objects collected during gc',
+                   [((('generation', i),), s['collected']) for i, s in enumerate(stats)])
+    out += _family('python_gc_objects_uncollectable_total', 'counter', 'Uncollectable object found during GC',
+                   [((('generation', i),), s['uncollectable']) for i, s in enumerate(stats)])
+    out += _family('python_gc_collections_total', 'counter', 'Number of times this generation was collected',
+                   [((('generation', i),), s['collections']) for i, s in enumerate(stats)])
+    major, minor, patch = platform.python_version_tuple()
+    out += _family('python_info', 'gauge', 'Python platform information',
+                   [((('implementation', platform.python_implementation()), ('major', major), ('minor', minor),
+                      ('patchlevel', patch), ('version', platform.python_version())), 1)])
+    return out + _process()
