@@ -2,6 +2,7 @@ package runtimes_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -107,6 +108,82 @@ func testNodeTracing(t *testing.T, runtime, fixtureName, spanPath string) {
 		return strings.Contains(all, traceID) && strings.Contains(all, `"work"`) && strings.Contains(all, "GET /emit")
 	}, 20*time.Second, 20*time.Millisecond, "spans not exported; collector got:\n%s\nhost:\n%s", col.all(), h.out)
 	assert.Contains(t, col.all(), `"traced"`, "service.name is the function name")
+}
+
+// TestNodeHandlersRequestsCarryTheTrace is Kyma's tracing test
+// (tests/serverless/internal/testsuite/tracing.go with its
+// BasicTracingNodeFunction and the check of
+// tests/serverless/internal/assertion/check.go) on kfn's host: without
+// TRACE_COLLECTOR_ENDPOINT, a handler's own HTTP request carries the call's
+// trace as W3C traceparent and B3 x-b3-traceid, x-b3-spanid, x-b3-sampled
+// of one span, a new trace when the call has none (Kyma's test sends only
+// X-B3-Sampled: 1), the caller's when it has one (W3C or B3); and the
+// handler's own @opentelemetry/api sees the call's span.
+func TestNodeHandlersRequestsCarryTheTrace(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("needs the npm registry")
+	}
+	testenv.LookPath(t, "npm")
+	depsDir := nodeTracingSDK(t)
+	for _, name := range []string{"nodejs22", "nodejs24"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			rt := lookup(t, name)
+			got := make(chan http.Header, 10)
+			target := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { got <- r.Header.Clone() }))
+			t.Cleanup(target.Close)
+			h := startHost(t, rt, fixture(t, rt, "kyma-tracing"), hostOptions{
+				cfg: runtimes.Config{FunctionName: "traced", DepsDir: depsDir},
+				env: map[string]string{"TARGET_URL": target.URL},
+			})
+			// call returns what the handler's request carried, and the
+			// trace id the handler's API saw.
+			call := func(header map[string]string) (http.Header, string) {
+				t.Helper()
+				r := h.mustDo("GET", "/", header, "")
+				require.Equal(t, 200, r.status, "%s\n%s", r.body, h.out)
+				var body struct{ Active string }
+				require.NoError(t, json.Unmarshal([]byte(r.body), &body), r.body)
+				select {
+				case hdr := <-got:
+					return hdr, body.Active
+				case <-time.After(10 * time.Second):
+					t.Fatal("the handler's request did not arrive")
+					return nil, ""
+				}
+			}
+			w3c := func(t *testing.T, hdr http.Header) (traceID, spanID string) {
+				t.Helper()
+				tp := strings.Split(hdr.Get("Traceparent"), "-")
+				require.Len(t, tp, 4, "traceparent %q", hdr.Get("Traceparent"))
+				assert.Equal(t, "01", tp[3], "sampled")
+				assert.Equal(t, tp[1], hdr.Get("X-B3-Traceid"), "B3 names the same trace")
+				assert.Equal(t, tp[2], hdr.Get("X-B3-Spanid"), "and the same span")
+				assert.Equal(t, "1", hdr.Get("X-B3-Sampled"))
+				return tp[1], tp[2]
+			}
+
+			hdr, active := call(map[string]string{"X-B3-Sampled": "1"})
+			traceID, _ := w3c(t, hdr)
+			assert.Regexp(t, "^[0-9a-f]{32}$", traceID)
+			assert.NotEqual(t, strings.Repeat("0", 32), traceID, "a trace of its own")
+			assert.Equal(t, traceID, active, "the handler's API sees the call's span")
+
+			const caller, parent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+			hdr, active = call(map[string]string{"Traceparent": "00-" + caller + "-" + parent + "-01"})
+			traceID, spanID := w3c(t, hdr)
+			assert.Equal(t, caller, traceID, "the caller's trace goes on")
+			assert.NotEqual(t, parent, spanID, "from a span of the call's")
+			assert.Equal(t, caller, active)
+
+			const b3Trace = "80f198ee56343ba864fe8b2a57d3eff7"
+			hdr, _ = call(map[string]string{"X-B3-Traceid": b3Trace, "X-B3-Spanid": "e457b5a2e4d86bd1", "X-B3-Sampled": "1"})
+			traceID, _ = w3c(t, hdr)
+			assert.Equal(t, b3Trace, traceID, "a B3 caller's trace goes on")
+			assert.NotContains(t, h.out.String(), "exporting spans", "no endpoint: nothing is exported")
+		})
+	}
 }
 
 var (
