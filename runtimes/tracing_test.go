@@ -186,6 +186,51 @@ func TestNodeHandlersRequestsCarryTheTrace(t *testing.T) {
 	}
 }
 
+// TestStandbyNodeHostTracesTheFunctionItIsGiven: a standby host, which
+// loads the SDK before it is given a Function (found here through
+// NODE_PATH, in an image next to the host), traces the Function it is
+// given as a host started for it does: the handler's requests carry the
+// caller's trace.
+func TestStandbyNodeHostTracesTheFunctionItIsGiven(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("needs the npm registry")
+	}
+	testenv.LookPath(t, "npm")
+	depsDir := nodeTracingSDK(t)
+	rt := lookup(t, "nodejs22")
+	got := make(chan http.Header, 10)
+	target := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { got <- r.Header.Clone() }))
+	t.Cleanup(target.Close)
+	const token = "a-standby-token-only-the-pool-knows"
+	h := startHost(t, rt, t.TempDir(), hostOptions{noWait: true, env: map[string]string{
+		runtimes.EnvStandbyTokenSHA256: runtimes.StandbyTokenHash(token),
+		"NODE_PATH":                    filepath.Join(depsDir, "node_modules"),
+	}})
+	h.waitServing(15 * time.Second)
+	source, err := os.ReadFile(filepath.Join(fixture(t, rt, "kyma-tracing"), "handler.js"))
+	require.NoError(t, err)
+	spec, err := json.Marshal(runtimes.Specialization{
+		Env:   map[string]string{runtimes.EnvFunctionName: "traced", runtimes.EnvNamespace: "shop", "TARGET_URL": target.URL},
+		Files: map[string]string{"handler.js": string(source)},
+	})
+	require.NoError(t, err)
+	r := h.mustDo("POST", runtimes.SpecializePath, map[string]string{"Authorization": "Bearer " + token}, string(spec))
+	require.Equal(t, http.StatusOK, r.status, "%s\n%s", r.body, h.out)
+
+	const caller = "4bf92f3577b34da6a3ce929d0e0e4736"
+	r = h.mustDo("GET", "/", map[string]string{"Traceparent": "00-" + caller + "-00f067aa0ba902b7-01"}, "")
+	require.Equal(t, 200, r.status, "%s\n%s", r.body, h.out)
+	assert.JSONEq(t, `{"active":"`+caller+`"}`, r.body, "the handler's API sees the call's span")
+	select {
+	case hdr := <-got:
+		assert.Contains(t, hdr.Get("Traceparent"), "00-"+caller+"-")
+		assert.Equal(t, caller, hdr.Get("X-B3-Traceid"))
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler's request did not arrive")
+	}
+}
+
 var (
 	nodeSDKOnce sync.Once
 	nodeSDKDir  string

@@ -683,7 +683,7 @@ function main() {
     // the dependency cache's client is run once (depcache.warm) for a
     // Function with dependencies.
     // The tracing SDK is loaded too (set up once a Function is given).
-    tracing.preload();
+    tracing.preload(undefined, true);
     Promise.all([warmFetch(), require('./depcache.cjs').warm()]).then(() => serve(cfg, null, '', true));
     return;
   }

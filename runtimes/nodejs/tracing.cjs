@@ -51,12 +51,13 @@ function requireOptional(name, depsDir) {
 
 // preload loads the OpenTelemetry SDK's modules (tens of milliseconds of
 // compiling, most of what tracing costs a host to start), from the host's
-// own node_modules (the runtime images') or the function's dependencies.
-// A standby host calls it before it listens, so that start costs a woken
-// Function a few milliseconds only. It returns the reason when the SDK
+// own node_modules (the runtime images') or the function's dependencies,
+// and prepares what does not depend on the Function. A standby host calls
+// it before it listens, so that start costs a woken Function a millisecond
+// or so. It returns the reason when the SDK
 // cannot be loaded (kfn dev, which ships none: the incoming trace headers
 // are then passed on unchanged by emitCloudEvent, and nothing else).
-function preload(depsDir) {
+function preload(depsDir, withExporter) {
   if (sdk) return undefined;
   try {
     const load = (name) => requireOptional(name, depsDir);
@@ -67,18 +68,58 @@ function preload(depsDir) {
       b3: load('@opentelemetry/propagator-b3'),
       instrumentation: load('@opentelemetry/instrumentation'),
       http: load('@opentelemetry/instrumentation-http'),
-      load,
     };
     try {
       sdk.contextManager = load('@opentelemetry/context-async-hooks').AsyncLocalStorageContextManager;
     } catch {
       // Without a context manager, spans still nest through event.tracer.
     }
+    // The resource's attributes (optional), and the exporter when asked
+    // for (a standby host, whose Function may have an endpoint), else
+    // loaded by start when an endpoint is set (tens of milliseconds).
+    try {
+      sdk.resources = load('@opentelemetry/resources');
+    } catch {
+      sdk.resources = undefined;
+    }
+    sdk.exporter = () => load('@opentelemetry/exporter-trace-otlp-http');
+    if (withExporter) {
+      try {
+        sdk.exporter = sdk.exporter();
+      } catch {
+        // start says so if an endpoint asks for it.
+      }
+    }
+    prepare();
     return undefined;
   } catch (err) {
     sdk = undefined;
     return `load OpenTelemetry SDK: ${err.message}`;
   }
+}
+
+// prepare sets up what does not depend on the Function (done by preload):
+// the propagators (W3C trace context and baggage, B3 multi-header, as
+// Kyma's), the context manager, and the instrumentation of outgoing HTTP
+// requests (only those: a call's own span is the host's, Scope), whose
+// spans come from the global tracer provider start sets.
+function prepare() {
+  const { api, core, b3, instrumentation, http } = sdk;
+  api.propagation.setGlobalPropagator(new core.CompositePropagator({
+    propagators: [
+      new core.W3CTraceContextPropagator(),
+      new core.W3CBaggagePropagator(),
+      new b3.B3Propagator({ injectEncoding: b3.B3InjectEncoding.MULTI_HEADER }),
+    ],
+  }));
+  if (sdk.contextManager) api.context.setGlobalContextManager(new sdk.contextManager().enable());
+  instrumentation.registerInstrumentations({
+    instrumentations: [new http.HttpInstrumentation({ ignoreIncomingRequestHook: () => true })],
+  });
+  // The core modules the host loaded before are patched on their next
+  // require: now, before a handler holds on to their functions.
+  require('node:http');
+  require('node:https');
 }
 
 // start sets up tracing as Kyma's Node.js runtimes do, whether or not
@@ -88,30 +129,29 @@ function preload(depsDir) {
 // clients; not fetch, as in Kyma) carry the call's context as W3C
 // traceparent and B3 x-b3-* headers; a handler's @opentelemetry/api (the
 // images' 1.9) sees the call's span. Spans are exported to
-// TRACE_COLLECTOR_ENDPOINT only when it is set. It returns an error message
-// when the SDK cannot be loaded and an endpoint was configured (without
-// one, a host without the SDK passes trace headers through silently).
+// TRACE_COLLECTOR_ENDPOINT only when it is set. After preload, what is
+// left is the Function's tracer provider (a millisecond or so). It returns
+// an error message when the SDK cannot be loaded and an endpoint was
+// configured (without one, a host without the SDK passes trace headers
+// through silently).
 function start(cfg) {
   if (otel) return undefined;
-  const problem = preload(cfg.depsDir);
+  const problem = preload(cfg.depsDir, false);
   if (problem) return cfg.traceCollectorEndpoint ? `tracing disabled: ${problem}` : undefined;
   try {
-    const { api, base, core, b3, instrumentation, http, load } = sdk;
+    const { api, base, resources } = sdk;
     const attributes = { 'service.name': cfg.functionName || 'function' };
     if (cfg.namespace) attributes['k8s.namespace.name'] = cfg.namespace;
     let resource;
-    try {
-      const resources = load('@opentelemetry/resources');
+    if (resources) {
       resource = resources.resourceFromAttributes
         ? resources.resourceFromAttributes(attributes)
         : new resources.Resource(attributes);
-    } catch {
-      resource = undefined;
     }
     const spanProcessors = [];
     if (cfg.traceCollectorEndpoint) {
-      const { OTLPTraceExporter } = load('@opentelemetry/exporter-trace-otlp-http');
-      spanProcessors.push(new base.BatchSpanProcessor(new OTLPTraceExporter({ url: cfg.traceCollectorEndpoint }), { scheduledDelayMillis: 1000 }));
+      const exporter = typeof sdk.exporter === 'function' ? sdk.exporter() : sdk.exporter;
+      spanProcessors.push(new base.BatchSpanProcessor(new exporter.OTLPTraceExporter({ url: cfg.traceCollectorEndpoint }), { scheduledDelayMillis: 1000 }));
     }
     let provider;
     if (typeof base.BasicTracerProvider.prototype.addSpanProcessor === 'function') {
@@ -121,23 +161,6 @@ function start(cfg) {
       provider = new base.BasicTracerProvider({ resource, spanProcessors });
     }
     api.trace.setGlobalTracerProvider(provider);
-    api.propagation.setGlobalPropagator(new core.CompositePropagator({
-      propagators: [
-        new core.W3CTraceContextPropagator(),
-        new core.W3CBaggagePropagator(),
-        new b3.B3Propagator({ injectEncoding: b3.B3InjectEncoding.MULTI_HEADER }),
-      ],
-    }));
-    if (sdk.contextManager) api.context.setGlobalContextManager(new sdk.contextManager().enable());
-    // Outgoing requests only: the call's own span is the host's (Scope).
-    instrumentation.registerInstrumentations({
-      tracerProvider: provider,
-      instrumentations: [new http.HttpInstrumentation({ ignoreIncomingRequestHook: () => true })],
-    });
-    // The core modules the host loaded before are patched on their next
-    // require: now, before the handler holds on to their functions.
-    require('node:http');
-    require('node:https');
     otel = { api, provider, tracer: provider.getTracer('io.kfn.runtime'), exporting: spanProcessors.length > 0 };
     return undefined;
   } catch (err) {
