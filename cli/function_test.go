@@ -62,6 +62,7 @@ func TestKymaFunctionCommandsOnACluster(t *testing.T) {
 		fn := &serverlessv1alpha2.Function{}
 		require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "py-default"}, fn))
 		assert.Equal(t, serverlessv1alpha2.Python314, fn.Spec.Runtime, "python312 is deprecated: python314 is the default")
+		require.NoError(t, c.Delete(ctx, fn), "the later subtests list the namespace's Functions")
 	})
 	t.Run("create with Kyma's flags", func(t *testing.T) {
 		code, out, errOut := run(t, "function", "create", "python", "hello", "-v", "3.14", "--env", "GREETING=hi", "--env", "TARGET=world=all",

@@ -41,13 +41,25 @@ let otel;
 let sdk;
 
 function requireOptional(name, depsDir) {
+  return require(resolveOptional(name, depsDir));
+}
+
+// resolveOptional finds module name next to the host, else in the
+// function's dependencies; it throws MODULE_NOT_FOUND when neither has it.
+function resolveOptional(name, depsDir) {
   try {
-    return require(name);
+    return require.resolve(name);
   } catch (err) {
     if (!depsDir || err.code !== 'MODULE_NOT_FOUND') throw err;
-    return require(require.resolve(name, { paths: [path.join(depsDir, 'node_modules')] }));
+    return require.resolve(name, { paths: [path.join(depsDir, 'node_modules')] });
   }
 }
+
+// SDK_MODULES are the modules tracing needs; preload loads none unless it
+// finds them all (a handler's libraries have @opentelemetry/api alone,
+// which is then left for the handler to load).
+const SDK_MODULES = ['@opentelemetry/api', '@opentelemetry/sdk-trace-base', '@opentelemetry/core', '@opentelemetry/propagator-b3',
+  '@opentelemetry/instrumentation', '@opentelemetry/instrumentation-http'];
 
 // preload loads the OpenTelemetry SDK's modules (tens of milliseconds of
 // compiling, most of what tracing costs a host to start), from the host's
@@ -60,6 +72,7 @@ function requireOptional(name, depsDir) {
 function preload(depsDir, withExporter) {
   if (sdk) return undefined;
   try {
+    for (const name of SDK_MODULES) resolveOptional(name, depsDir);
     const load = (name) => requireOptional(name, depsDir);
     sdk = {
       api: load('@opentelemetry/api'),
