@@ -70,12 +70,8 @@ func TestNodeJS26TracingExportsSpans(t *testing.T) {
 // runtime's fixture: GET spanPath makes a span "work" with the function's
 // tracer, GET /emit emits an event.
 func testNodeTracing(t *testing.T, runtime, fixtureName, spanPath string) {
-	if testing.Short() {
-		t.Skip("needs the npm registry")
-	}
-	testenv.LookPath(t, "npm")
-	rt := lookup(t, runtime)
 	depsDir := nodeTracingSDK(t)
+	rt := lookup(t, runtime)
 
 	col := newCollector(t)
 	pub := newPublisher(t)
@@ -121,21 +117,15 @@ func testNodeTracing(t *testing.T, runtime, fixtureName, spanPath string) {
 // handler's own @opentelemetry/api sees the call's span.
 func TestNodeHandlersRequestsCarryTheTrace(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("needs the npm registry")
-	}
-	testenv.LookPath(t, "npm")
 	depsDir := nodeTracingSDK(t)
 	for _, name := range []string{"nodejs22", "nodejs24"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			rt := lookup(t, name)
-			got := make(chan http.Header, 10)
-			target := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { got <- r.Header.Clone() }))
-			t.Cleanup(target.Close)
+			target, sent := headerSink(t)
 			h := startHost(t, rt, fixture(t, rt, "kyma-tracing"), hostOptions{
 				cfg: runtimes.Config{FunctionName: "traced", DepsDir: depsDir},
-				env: map[string]string{"TARGET_URL": target.URL},
+				env: map[string]string{"TARGET_URL": target},
 			})
 			// call returns what the handler's request carried, and the
 			// trace id the handler's API saw.
@@ -145,13 +135,7 @@ func TestNodeHandlersRequestsCarryTheTrace(t *testing.T) {
 				require.Equal(t, 200, r.status, "%s\n%s", r.body, h.out)
 				var body struct{ Active string }
 				require.NoError(t, json.Unmarshal([]byte(r.body), &body), r.body)
-				select {
-				case hdr := <-got:
-					return hdr, body.Active
-				case <-time.After(10 * time.Second):
-					t.Fatal("the handler's request did not arrive")
-					return nil, ""
-				}
+				return sent(), body.Active
 			}
 			w3c := func(t *testing.T, hdr http.Header) (traceID, spanID string) {
 				t.Helper()
@@ -193,15 +177,9 @@ func TestNodeHandlersRequestsCarryTheTrace(t *testing.T) {
 // caller's trace.
 func TestStandbyNodeHostTracesTheFunctionItIsGiven(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("needs the npm registry")
-	}
-	testenv.LookPath(t, "npm")
 	depsDir := nodeTracingSDK(t)
 	rt := lookup(t, "nodejs22")
-	got := make(chan http.Header, 10)
-	target := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { got <- r.Header.Clone() }))
-	t.Cleanup(target.Close)
+	target, sent := headerSink(t)
 	const token = "a-standby-token-only-the-pool-knows"
 	h := startHost(t, rt, t.TempDir(), hostOptions{noWait: true, env: map[string]string{
 		runtimes.EnvStandbyTokenSHA256: runtimes.StandbyTokenHash(token),
@@ -211,7 +189,7 @@ func TestStandbyNodeHostTracesTheFunctionItIsGiven(t *testing.T) {
 	source, err := os.ReadFile(filepath.Join(fixture(t, rt, "kyma-tracing"), "handler.js"))
 	require.NoError(t, err)
 	spec, err := json.Marshal(runtimes.Specialization{
-		Env:   map[string]string{runtimes.EnvFunctionName: "traced", runtimes.EnvNamespace: "shop", "TARGET_URL": target.URL},
+		Env:   map[string]string{runtimes.EnvFunctionName: "traced", runtimes.EnvNamespace: "shop", "TARGET_URL": target},
 		Files: map[string]string{"handler.js": string(source)},
 	})
 	require.NoError(t, err)
@@ -222,12 +200,26 @@ func TestStandbyNodeHostTracesTheFunctionItIsGiven(t *testing.T) {
 	r = h.mustDo("GET", "/", map[string]string{"Traceparent": "00-" + caller + "-00f067aa0ba902b7-01"}, "")
 	require.Equal(t, 200, r.status, "%s\n%s", r.body, h.out)
 	assert.JSONEq(t, `{"active":"`+caller+`"}`, r.body, "the handler's API sees the call's span")
-	select {
-	case hdr := <-got:
-		assert.Contains(t, hdr.Get("Traceparent"), "00-"+caller+"-")
-		assert.Equal(t, caller, hdr.Get("X-B3-Traceid"))
-	case <-time.After(10 * time.Second):
-		t.Fatal("the handler's request did not arrive")
+	hdr := sent()
+	assert.Contains(t, hdr.Get("Traceparent"), "00-"+caller+"-")
+	assert.Equal(t, caller, hdr.Get("X-B3-Traceid"))
+}
+
+// headerSink is a server where a traced handler sends its own request:
+// sent returns the headers of the next request it got.
+func headerSink(t *testing.T) (url string, sent func() http.Header) {
+	got := make(chan http.Header, 10)
+	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { got <- r.Header.Clone() }))
+	t.Cleanup(srv.Close)
+	return srv.URL, func() http.Header {
+		t.Helper()
+		select {
+		case hdr := <-got:
+			return hdr
+		case <-time.After(10 * time.Second):
+			t.Fatal("the handler's request did not arrive")
+			return nil
+		}
 	}
 }
 
@@ -239,9 +231,14 @@ var (
 
 // nodeTracingSDK installs, once per test binary, exactly the OpenTelemetry
 // SDK set the runtime images ship (nodejs/otel/package.json) from the npm
-// registry and returns the installed dependency directory.
+// registry and returns the installed dependency directory; it skips the
+// test with -short, and without npm (fails under CI=true).
 func nodeTracingSDK(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("needs the npm registry")
+	}
+	testenv.LookPath(t, "npm")
 	nodeSDKOnce.Do(func() {
 		var inst *deps.Installer
 		if inst, nodeSDKErr = deps.New(filepath.Join(os.TempDir(), "kfn-runtimes-test-otel")); nodeSDKErr != nil {
