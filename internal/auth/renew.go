@@ -62,11 +62,11 @@ type fetched[V any] struct {
 
 // get returns key's kept answer while its time lasts, starting its renewal
 // by ask (once at a time) when asked for in the second half of it; without
-// one kept it asks, with ctx, keeps the answer as ask says, and returns it
-// or ask's error (the same to the gets of key that joined the ask).
-// ask's context for a renewal is detached from ctx (a renewal outlives
-// the request that started it) but keeps its values (the audiences a
-// review is for), bounded by the renewal's timeout.
+// one kept it asks, keeps the answer as ask says, and returns it or ask's
+// error (the same to the gets of key that joined the ask). ask's context is
+// detached from ctx (a renewal outlives the request that started it, and
+// an ask is shared by the gets that joined it) but keeps its values (the
+// audiences a review is for), bounded by the timeout.
 func (c *renewal[V]) get(ctx context.Context, key string, ask fetch[V]) (V, error) {
 	now := c.now()
 	c.mu.Lock()
@@ -81,7 +81,12 @@ func (c *renewal[V]) get(ctx context.Context, key string, ask fetch[V]) (V, erro
 	}
 	c.mu.Unlock()
 	f, _, _ := c.asks.Do(key, func() (any, error) {
-		f := ask(ctx)
+		// Detached from the first caller's context, bounded by the
+		// timeout: a caller that goes away must not fail the others
+		// that joined its ask.
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.timeout)
+		defer cancel()
+		f := ask(actx)
 		c.put(key, f)
 		return f, nil
 	})

@@ -51,7 +51,7 @@ func newAPIServer(accept ...string) *apiServer {
 	return s
 }
 
-func (s *apiServer) answer(name string) (ok bool, err error) {
+func (s *apiServer) answer(ctx context.Context, name string) (ok bool, err error) {
 	s.mu.Lock()
 	hold := s.hold
 	s.mu.Unlock()
@@ -61,6 +61,9 @@ func (s *apiServer) answer(name string) (ok bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer func() { s.asked <- struct{}{} }()
+	if err := ctx.Err(); err != nil {
+		return false, err // a review whose request was cancelled
+	}
 	if s.down {
 		return false, errors.New("the API server is down")
 	}
@@ -74,8 +77,8 @@ func (s *apiServer) count() int { s.mu.Lock(); defer s.mu.Unlock(); return s.rev
 
 // AuthenticateToken reviews a token as the webhook and refusals do: a
 // refusal is an error of its own kind.
-func (s *apiServer) AuthenticateToken(_ context.Context, token string) (*authenticator.Response, bool, error) {
-	ok, err := s.answer(token)
+func (s *apiServer) AuthenticateToken(ctx context.Context, token string) (*authenticator.Response, bool, error) {
+	ok, err := s.answer(ctx, token)
 	switch {
 	case err != nil:
 		return nil, false, err
@@ -86,8 +89,8 @@ func (s *apiServer) AuthenticateToken(_ context.Context, token string) (*authent
 }
 
 // Authorize decides as a SubjectAccessReview would.
-func (s *apiServer) Authorize(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
-	ok, err := s.answer(a.GetUser().GetName())
+func (s *apiServer) Authorize(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+	ok, err := s.answer(ctx, a.GetUser().GetName())
 	switch {
 	case err != nil:
 		return authorizer.DecisionNoOpinion, "", err
@@ -201,6 +204,24 @@ func TestAUsedTokenIsReviewedAgainBeforeItsTimeEnds(t *testing.T) {
 	clk.add(ttl)
 	require.True(t, accepted("bridge"))
 	assert.Equal(t, reviews+2, api.count())
+}
+
+// TestACallerThatGoesAwayFailsNoOtherCaller: a review is asked for with a
+// context of its own, not the first caller's (the callers that arrive
+// together share it): a caller whose request is gone still gets the
+// review, which is kept for the next.
+func TestACallerThatGoesAwayFailsNoOtherCaller(t *testing.T) {
+	api := newAPIServer("pod")
+	tokens := renewedTokens{next: api, ttl: time.Minute, answers: newRenewal[*authenticator.Response](maxKept, 10*time.Second)}
+	gone, leave := context.WithCancel(context.Background())
+	leave()
+	_, ok, err := tokens.AuthenticateToken(gone, "pod")
+	require.NoError(t, err, "the review was not cancelled with its first caller")
+	assert.True(t, ok)
+	_, ok, err = tokens.AuthenticateToken(context.Background(), "pod")
+	require.NoError(t, err)
+	assert.True(t, ok)
+	assert.Equal(t, 1, api.count(), "the next caller is answered from the kept review")
 }
 
 // TestAReviewIsKeptPerAudience: a token's review for kfn's audience does
