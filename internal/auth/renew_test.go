@@ -215,13 +215,17 @@ func TestACallerThatGoesAwayFailsNoOtherCaller(t *testing.T) {
 	tokens := renewedTokens{next: api, ttl: time.Minute, answers: newRenewal[*authenticator.Response](maxKept, 10*time.Second)}
 	gone, leave := context.WithCancel(context.Background())
 	leave()
-	_, ok, err := tokens.AuthenticateToken(gone, "pod")
-	require.NoError(t, err, "the review was not cancelled with its first caller")
-	assert.True(t, ok)
-	_, ok, err = tokens.AuthenticateToken(context.Background(), "pod")
-	require.NoError(t, err)
-	assert.True(t, ok)
+	mustAccept(t, tokens, gone, "pod", "the review was not cancelled with its first caller")
+	mustAccept(t, tokens, context.Background(), "pod")
 	assert.Equal(t, 1, api.count(), "the next caller is answered from the kept review")
+}
+
+// mustAccept fails t unless tokens accept token, with ctx, without error.
+func mustAccept(t *testing.T, tokens renewedTokens, ctx context.Context, token string, why ...any) {
+	t.Helper()
+	_, ok, err := tokens.AuthenticateToken(ctx, token)
+	require.NoError(t, err, why...)
+	require.True(t, ok, why...)
 }
 
 // TestAReviewIsKeptPerAudience: a token's review for kfn's audience does
@@ -230,12 +234,8 @@ func TestAReviewIsKeptPerAudience(t *testing.T) {
 	api := newAPIServer("pod")
 	tokens := renewedTokens{next: api, ttl: time.Minute, answers: newRenewal[*authenticator.Response](maxKept, time.Second)}
 	forKfn := authenticator.WithAudiences(context.Background(), authenticator.Audiences{Audience})
-	_, ok, err := tokens.AuthenticateToken(forKfn, "pod")
-	require.NoError(t, err)
-	require.True(t, ok)
-	_, ok, err = tokens.AuthenticateToken(context.Background(), "pod")
-	require.NoError(t, err)
-	require.True(t, ok)
+	mustAccept(t, tokens, forKfn, "pod")
+	mustAccept(t, tokens, context.Background(), "pod")
 	assert.Equal(t, 2, api.count(), "one review per audience")
 }
 
