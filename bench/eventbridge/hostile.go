@@ -107,7 +107,9 @@ var attackClasses = []attackClass{
 
 // attacker is the hostile tenant of one pipeline: namespace mallory, its
 // sinks (served on this machine) and Subscriptions, and the loads it runs
-// while the victim publishes.
+// while the victim publishes. The benchmark's process keeps its
+// Subscriptions; its sinks and loads run in the attacker process
+// (attackerproc.go).
 type attacker struct {
 	victimSink string
 	// done ends the sinks that never answer, before the pipeline stops.
@@ -126,6 +128,10 @@ type attacker struct {
 type attackLoad struct {
 	perSecond int
 	f         func(ctx context.Context, base string, i int)
+}
+
+func newAttacker(victimSink string) *attacker {
+	return &attacker{victimSink: victimSink, done: make(chan struct{}), sinks: map[string]http.HandlerFunc{}}
 }
 
 func (a *attacker) sink(service string, h http.HandlerFunc) { a.sinks[service] = h }
@@ -210,8 +216,10 @@ func p99(d []time.Duration) time.Duration {
 // the turn, alone or beside the attacker of one class, whose load runs
 // from before the victim's warm-up to the end of the turn. The figures are
 // the victim's publish and delivery p99 beside each attacker over those
-// alone (goal: within 1.5x). o.attacks, when set, names the classes to
-// run.
+// alone (goal: within 1.5x). The attacker's clients and sinks run in a
+// process of their own at the lowest CPU priority (attackerproc.go), so
+// that what is measured is what the attack costs the victim through kfn's
+// shared parts. o.attacks, when set, names the classes to run.
 func hostileTenant(s *sink, sinkURL string, o options) error {
 	classes := attackClasses
 	if o.attacks != "" {
@@ -235,14 +243,20 @@ func hostileTenant(s *sink, sinkURL string, o options) error {
 	for round := 1; round <= o.rounds; round++ {
 		k := (round - 1) % len(turns)
 		for _, c := range append(slices.Clone(turns[k:]), turns[:k]...) {
-			t, refused, err := hostileTurn(s, sinkURL, o, c)
+			began := time.Now()
+			t, r, err := hostileTurn(s, sinkURL, o, c)
 			if err != nil {
 				return err
 			}
 			name := turnName(c)
-			refusedOK += refused
-			fmt.Printf("round %d  %-18s victim publish p99 %7.2f ms  delivery p99 %7.2f ms  (%d delivered, %d not within 10s)\n",
-				round, name, ms(p99(t.publish)), ms(p99(t.delivery)), len(t.delivery)-t.late, t.late)
+			refusedOK += r.RefusedOK
+			attack := ""
+			if c != nil {
+				secs := time.Since(began).Seconds()
+				attack = fmt.Sprintf("; attacker sent %.0f/s, its sinks answered %.0f/s", float64(r.Sent)/secs, float64(r.Answered)/secs)
+			}
+			fmt.Printf("round %d  %-18s victim publish p99 %7.2f ms  delivery p99 %7.2f ms  (%d delivered, %d not within 10s%s)\n",
+				round, name, ms(p99(t.publish)), ms(p99(t.delivery)), len(t.delivery)-t.late, t.late, attack)
 			timings[name] = timings[name].add(t)
 		}
 	}
@@ -288,34 +302,25 @@ func turnName(c *attackClass) string {
 // attacker's load, warms the victim up for a second, measures it for
 // o.duration, and takes the pipeline down. It fails when the victim's
 // publishes fail or a hostile publish is not answered as it must be.
-func hostileTurn(s *sink, sinkURL string, o options, c *attackClass) (victimTiming, int64, error) {
+func hostileTurn(s *sink, sinkURL string, o options, c *attackClass) (victimTiming, attackerReport, error) {
 	ns, stopNATS, err := startNATS()
 	if err != nil {
-		return victimTiming{}, 0, err
+		return victimTiming{}, attackerReport{}, err
 	}
 	defer stopNATS()
-	a := &attacker{victimSink: sinkURL, done: make(chan struct{}), sinks: map[string]http.HandlerFunc{}}
+	a := newAttacker(sinkURL) // its Subscriptions; its sinks and loads are the process's
+	var proc *attackerProc
+	sinks := map[string]string{}
 	if c != nil {
 		c.arm(a)
-	}
-	urls := map[string]string{}
-	var closers []func()
-	defer func() {
-		close(a.done) // before the bridge stops: it waits for its deliveries
-		for _, c := range slices.Backward(closers) {
-			c()
+		if proc, err = startAttacker(c, sinkURL); err != nil {
+			return victimTiming{}, attackerReport{}, err
 		}
-	}()
-	for name, h := range a.sinks {
-		var srv *http.Server
-		as(partSink, func() { srv, urls[name], err = serve(h) })
-		if err != nil {
-			return victimTiming{}, 0, err
-		}
-		closers = append(closers, func() { srv.Close() })
+		defer func() { _ = proc.cmd.Process.Kill() }()
+		sinks = proc.sinks
 	}
 	resolve := dispatcher.ResolverFunc(func(s v1alpha2.Sink) (string, error) {
-		if u, ok := urls[s.Service]; ok && s.Namespace == "mallory" {
+		if u, ok := sinks[s.Service]; ok && s.Namespace == "mallory" {
 			return u, nil
 		}
 		return sinkURL, nil
@@ -329,31 +334,38 @@ func hostileTurn(s *sink, sinkURL string, o options, c *attackClass) (victimTimi
 		}
 	})
 	if err != nil {
-		return victimTiming{}, 0, err
+		return victimTiming{}, attackerReport{}, err
 	}
-	closers = append(closers, p.cleanup)
+	defer p.cleanup()
 	p.name = turnName(c)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	as(partLoad, func() { a.attack(ctx, &wg, strings.TrimSuffix(p.url, "/publish")) })
-	stopAttack := func() { cancel(); wg.Wait() }
-	defer stopAttack()
+	if proc != nil {
+		if err := proc.attack(strings.TrimSuffix(p.url, "/publish")); err != nil {
+			return victimTiming{}, attackerReport{}, fmt.Errorf("start the attack: %w", err)
+		}
+	}
 	var t victimTiming
 	as(partLoad, func() {
 		if _, err = victim(p, s, o, time.Second); err == nil { // warm-up
 			t, err = victim(p, s, o, o.duration)
 		}
 	})
-	stopAttack()
+	var r attackerReport
+	if proc != nil {
+		// Before the bridge stops: it waits for its deliveries, which the
+		// sinks that never answer end with the process.
+		var stopErr error
+		r, stopErr = proc.stop()
+		err = errors.Join(err, stopErr)
+	}
 	switch {
 	case err != nil:
-		return t, 0, err
+		return t, r, err
 	case t.failed > 0:
-		return t, 0, fmt.Errorf("%s: %d of the victim's publishes failed", p.name, t.failed)
-	case a.wrong.Load() > 0:
-		return t, 0, fmt.Errorf("%d hostile publishes were not answered as they must be (first: %v)", a.wrong.Load(), a.firstWrong.Load())
+		return t, r, fmt.Errorf("%s: %d of the victim's publishes failed", p.name, t.failed)
+	case r.Wrong > 0:
+		return t, r, fmt.Errorf("%d hostile publishes were not answered as they must be (first: %s)", r.Wrong, r.FirstWrong)
 	}
-	return t, a.refusedOK.Load(), nil
+	return t, r, nil
 }
 
 // victim publishes the victim's events at o.rate for d and returns what
@@ -402,8 +414,8 @@ func victim(p *pipeline, s *sink, o options, d time.Duration) (victimTiming, err
 }
 
 // attack runs the attacker's loads on the publisher at base until ctx
-// ends.
-func (a *attacker) attack(ctx context.Context, wg *sync.WaitGroup, base string) {
+// ends, counting in sent the requests it starts.
+func (a *attacker) attack(ctx context.Context, wg *sync.WaitGroup, base string, sent *atomic.Int64) {
 	for _, l := range a.loads {
 		wg.Add(1)
 		go func() {
@@ -417,6 +429,7 @@ func (a *attacker) attack(ctx context.Context, wg *sync.WaitGroup, base string) 
 				case <-tick.C:
 				}
 				wg.Add(1)
+				sent.Add(1)
 				go func() { defer wg.Done(); l.f(ctx, base, i) }()
 			}
 		}()

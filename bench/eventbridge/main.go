@@ -125,6 +125,7 @@ func main() {
 	flag.StringVar(&c.nats, "child-dispatcher", "", "internal: run as a dispatcher process of the benchmark, on this NATS server")
 	flag.StringVar(&c.sink, "child-sink", "", "internal: the sink of a dispatcher process")
 	flag.IntVar(&c.serve, "child-serve", 0, "internal: how many of the Subscriptions a dispatcher process serves")
+	flag.StringVar(&c.attacker, "child-attacker", "", "internal: run as the attacker process of -hostile, of this attack class (its victim's sink is -child-sink)")
 	flag.Parse()
 	// Dispatcher processes write their profiles beside the benchmark's,
 	// with the suffix ".dispatcher<pid>".
@@ -149,9 +150,12 @@ func main() {
 		}
 	}
 	var err error
-	if c.nats != "" {
+	switch {
+	case c.attacker != "":
+		err = childAttacker(c.attacker, c.sink)
+	case c.nats != "":
 		err = childDispatcher(c, o)
-	} else {
+	default:
 		err = run(o)
 	}
 	pprof.StopCPUProfile()

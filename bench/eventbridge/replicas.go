@@ -246,4 +246,6 @@ func idle(natsURL, sinkURL string, o options) error {
 type childFlags struct {
 	nats, sink string
 	serve      int
+	// attacker is the attack class of an attacker process (-hostile).
+	attacker string
 }
