@@ -38,6 +38,13 @@ const (
 	// process may use (GOMAXPROCS).
 	DefaultSlotsPerCPU = 16
 	DefaultSlotTime    = 2 * time.Millisecond
+
+	// DefaultRetryRatePerNamespace and DefaultRetryBurstPerNamespace are
+	// Config.RetryRatePerNamespace and RetryBurstPerNamespace by default:
+	// a namespace's sinks failing at once (1,000 in flight) retry without
+	// waiting once; a namespace retrying faster than 500 a second waits.
+	DefaultRetryRatePerNamespace  = 500
+	DefaultRetryBurstPerNamespace = 1000
 )
 
 // MinPullExpiry is the shortest Config.PullExpiry.
@@ -120,6 +127,16 @@ type Config struct {
 	// negative DeliverySlots means no bound.
 	DeliverySlots int
 	SlotTime      time.Duration
+	// RetryRatePerNamespace bounds the retries all of one namespace's
+	// Subscriptions make a second (bursts of RetryBurstPerNamespace): past
+	// it, a failed delivery's next attempt waits for its namespace's turn
+	// beyond its backoff, so that a namespace's failing sinks cost its own
+	// events time, not the other namespaces' the dispatcher's and NATS's
+	// work (100 in flight at the shortest backoff made 8,000 attempts a
+	// second). Defaults DefaultRetryRatePerNamespace and
+	// DefaultRetryBurstPerNamespace; a negative rate means no bound.
+	RetryRatePerNamespace  float64
+	RetryBurstPerNamespace int
 	// Delivery holds the delivery settings of the spec.config keys a
 	// Subscription does not set (retries, backoff, dead-lettering); it must
 	// match the stream.ConsumerSettings.Defaults the consumers were made
@@ -212,6 +229,15 @@ func (c *Config) defaults() error {
 	}
 	if c.SlotTime == 0 {
 		c.SlotTime = DefaultSlotTime
+	}
+	if c.RetryRatePerNamespace == 0 {
+		c.RetryRatePerNamespace = DefaultRetryRatePerNamespace
+	}
+	if c.RetryBurstPerNamespace < 0 {
+		return fmt.Errorf("%w: negative retry burst per namespace", ErrInvalidOption)
+	}
+	if c.RetryBurstPerNamespace == 0 {
+		c.RetryBurstPerNamespace = DefaultRetryBurstPerNamespace
 	}
 	return c.namespaceDefaults()
 }

@@ -193,6 +193,7 @@ func New(js jetstream.JetStream, cfg Config, opts ...Option) (*Dispatcher, error
 		PullExpiry: cfg.PullExpiry, BudgetInterval: cfg.BudgetInterval, ShutdownGrace: cfg.ShutdownGrace,
 		MaxHeldBytes: cfg.MaxHeldBytes, MaxHeldBytesPerSubscription: cfg.MaxHeldBytesPerSubscription,
 		DeliverySlots: cfg.DeliverySlots, SlotTime: cfg.SlotTime,
+		RetryRate: cfg.RetryRatePerNamespace, RetryBurst: cfg.RetryBurstPerNamespace,
 		Budget: budget.Config{
 			Streams: cfg.Streams, NamespaceMaxBacklog: cfg.NamespaceMaxBacklog, NamespaceMaxBacklogBytes: cfg.NamespaceMaxBacklogBytes,
 		},

@@ -2,6 +2,7 @@ package dispatcher_test
 
 import (
 	"fmt"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -75,4 +76,58 @@ func TestAFanOutWaitsBehindItsOwnNamespace(t *testing.T) {
 	}
 	mu.Unlock()
 	assert.LessOrEqual(t, before, 2*slots, "the attacker's events the dispatcher worked on before the victim's was delivered")
+}
+
+// TestANamespacesRetriesTakeTheirTurns: namespace mallory's sink fails
+// every delivery of 100 events in flight at the shortest backoff (10 ms:
+// thousands of attempts a second unbounded); with a retry rate of 10 a
+// second per namespace (bursts of 10) its attempts stay within its first
+// ones, the burst and the rate. Meanwhile the victim's events, each failing
+// once, are retried at their own backoff: mallory's retries, waiting
+// seconds for their turns, are not in front of them.
+func TestANamespacesRetriesTakeTheirTurns(t *testing.T) {
+	const rate, burst, inFlight = 10, 10, 100
+	b := newBridge(t, withConfig(func(c *dispatcher.Config) { c.RetryRatePerNamespace, c.RetryBurstPerNamespace = rate, burst }))
+	failing := b.newSink("spam", func(_ int, _ *http.Request, w http.ResponseWriter) { w.WriteHeader(http.StatusInternalServerError) })
+	var mu sync.Mutex
+	failed := map[string]bool{}
+	victim := b.newSink("ledger", func(_ int, r *http.Request, w http.ResponseWriter) {
+		mu.Lock()
+		defer mu.Unlock()
+		if id := r.Header.Get("Ce-Id"); !failed[id] {
+			failed[id] = true
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	})
+	b.subscribe(sub("spam", "spam", func(s *v1alpha2.Subscription) {
+		s.Namespace = "mallory"
+		s.Spec.Sink = "http://spam.mallory.svc.cluster.local/"
+		s.Spec.Types = []string{"spam.fail.v1"}
+	}, config(v1alpha2.ConfigMaxInFlightMessages, fmt.Sprint(inFlight), v1alpha2.ConfigMaxDeliver, "100",
+		v1alpha2.ConfigBackoffInitial, "10ms", v1alpha2.ConfigBackoffMax, "10ms")))
+	b.subscribe(sub("ledger", "ledger", config(v1alpha2.ConfigBackoffInitial, "10ms", v1alpha2.ConfigBackoffMax, "10ms")))
+
+	for i := range inFlight {
+		b.publish("shop", "spam.fail.v1", fmt.Sprint("spam-", i), "x")
+	}
+	require.Eventually(t, func() bool { return failing.count() >= inFlight+burst }, 10*time.Second, 5*time.Millisecond,
+		"every event attempted and the burst of retries spent")
+	first := failing.deliveries()[0].at
+
+	const victims = 5
+	for i := range victims {
+		b.publish("shop", "order.created.v1", fmt.Sprint("pay-", i), "x")
+	}
+	require.Eventually(t, func() bool { return victim.count() == 2*victims }, 10*time.Second, 5*time.Millisecond,
+		"the victim's events, each retried once")
+	for _, d := range victim.deliveries() {
+		assert.Less(t, d.at.Sub(first), 3*time.Second, "a victim's attempt waited behind the attacker's retries (%s)", d.header.Get("Ce-Id"))
+	}
+
+	// A second of the attacker's turns: unbounded, it is there within
+	// milliseconds, and far past what the rate allows by then.
+	require.Eventually(t, func() bool { return failing.count() >= inFlight+burst+rate }, 10*time.Second, 5*time.Millisecond)
+	attempts, elapsed := failing.count(), time.Since(first)
+	allowed := inFlight + burst + int(rate*elapsed.Seconds()) + 1
+	assert.LessOrEqual(t, attempts, allowed, "the attacker's attempts in %s", elapsed)
 }

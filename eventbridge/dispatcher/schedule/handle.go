@@ -156,8 +156,9 @@ func (w *worker) settle(ctx context.Context, log delivery.EventLog, msg jetstrea
 			w.backlog.GaveUp()
 			return false
 		}
-		delay := w.dl.Delay(attempts, res.RetryAfter)
-		log.Debug("delivery failed, will retry", "status", res.Status, "error", res.Reason(), "retryIn", delay)
+		backoff := w.dl.Delay(attempts, res.RetryAfter)
+		delay := w.s.retryTurns.after(w.target.sub.Namespace, backoff)
+		log.Debug("delivery failed, will retry", "status", res.Status, "error", res.Reason(), "retryIn", delay, "backoff", backoff)
 		at.Retry(delay)
 		if w.retryLater(msg, delay) {
 			return true

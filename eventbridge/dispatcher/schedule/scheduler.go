@@ -29,7 +29,11 @@ type Config struct {
 	MaxHeldBytes, MaxHeldBytesPerSubscription int64
 	DeliverySlots                             int
 	SlotTime                                  time.Duration
-	Budget                                    budget.Config
+	// RetryRate and RetryBurst bound each namespace's retries a second
+	// (retryTurns); a rate of 0 or less bounds nothing.
+	RetryRate  float64
+	RetryBurst int
+	Budget     budget.Config
 }
 
 // Parts are what the workers deliver, record, log and ask readiness with.
@@ -58,6 +62,7 @@ type Scheduler struct {
 	// the deliveries in the turns slots gives them.
 	goroutines *pull.Goroutines
 	slots      *slots.Shares
+	retryTurns *retryTurns
 
 	mu sync.Mutex
 	// start starts a worker within Run's context; nil until Run.
@@ -73,6 +78,7 @@ type key struct{ namespace, name string }
 func New(js jetstream.JetStream, cfg Config, parts Parts) *Scheduler {
 	s := &Scheduler{cfg: cfg, js: js, parts: parts, workers: map[key]*worker{}, goroutines: pull.NewGoroutines(pull.DefaultIdle)}
 	s.slots = slots.New(cfg.DeliverySlots, cfg.SlotTime, s.goroutines.Go)
+	s.retryTurns = newRetryTurns(cfg.RetryRate, cfg.RetryBurst)
 	return s
 }
 
