@@ -100,6 +100,18 @@ func (r Runtime) Command(hostDir string) []string {
 	return []string{r.Interpreter, filepath.Join(hostDir, "nodejs", "server.cjs")}
 }
 
+// ImageEnv is the environment r's image sets (its Dockerfile's ENV) that a
+// handler can observe, for a host run outside the image (kfn dev) to have
+// it too: NODE_ENV empty for the Node.js runtimes, as in Kyma's images
+// (their Dockerfiles' NODE_ENV build argument, never given). Env's
+// variables and a Function's own env come after it and win.
+func (r Runtime) ImageEnv() []EnvVar {
+	if r.Language == NodeJS {
+		return []EnvVar{{Name: "NODE_ENV", Value: ""}}
+	}
+	return nil
+}
+
 // DependencyCacheCommand returns the argv, interpreter first, of r's
 // dependency cache client in a host directory (ImageHostDir in a runtime
 // image): "fetch" and "store" are its commands (runtimes/README.md,

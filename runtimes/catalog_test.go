@@ -2,6 +2,9 @@ package runtimes_test
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -88,5 +91,18 @@ func TestFunctionDir(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			assert.Equal(t, want, lookup(t, name).FunctionDir())
 		})
+	}
+}
+
+// TestImageEnvIsTheImagesEnv: what kfn dev gives a host as its image's
+// environment (ImageEnv) is what the runtime's Dockerfile sets.
+func TestImageEnvIsTheImagesEnv(t *testing.T) {
+	for _, rt := range runtimes.All() {
+		dockerfile, err := os.ReadFile(filepath.Join(string(rt.Language), "Dockerfile"))
+		require.NoError(t, err)
+		for _, e := range rt.ImageEnv() {
+			assert.Regexp(t, `(?m)^(ENV |    )`+regexp.QuoteMeta(e.Name+"="+e.Value)+`( \\)?$`, string(dockerfile),
+				"%s: the image sets %s=%q", rt.Name, e.Name, e.Value)
+		}
 	}
 }

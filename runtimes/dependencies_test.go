@@ -123,6 +123,31 @@ func TestNPMPrivateRegistry(t *testing.T) {
 	assert.Contains(t, err.Error(), "401")
 }
 
+// TestNPMDevDependencies: a Function whose package.json lists a package
+// under devDependencies only can use it, and its NODE_ENV is empty, as on
+// Kyma, whose images are built with NODE_ENV empty (nodejs24/Dockerfile's
+// ARG NODE_ENV, never given) and whose pods run "npm install" without
+// --production (buildless-serverless's resources/deployment.go). kfn
+// omitted them (--omit=dev) and set NODE_ENV=production.
+func TestNPMDevDependencies(t *testing.T) {
+	t.Parallel()
+	testenv.LookPath(t, "npm")
+	rt := lookup(t, "nodejs24")
+	index := startIndex(t)
+	inst, err := deps.New(t.TempDir())
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	depsDir, err := inst.Ensure(ctx, rt, `{"devDependencies":{"kfn-greet":"^1.0.0"}}`, deps.Registry{NPMRC: index.NPMRC()})
+	require.NoError(t, err)
+	require.NotEmpty(t, depsDir, "devDependencies are something to install")
+
+	h := startHost(t, rt, fixture(t, rt, "dev-deps"), hostOptions{cfg: runtimes.Config{DepsDir: depsDir}})
+	r := h.mustDo("GET", "/", nil, "")
+	require.Equal(t, 200, r.status, "%s\n%s", r.body, h.out)
+	assert.JSONEq(t, `{"greeting":"Hi node from kfn-greet","nodeEnv":""}`, r.body)
+}
+
 // TestPipPrivateIndex installs with real pip from a private package index
 // (PEP 503 simple API behind basic auth) configured only through pip.conf
 // content, and imports the package from a Python handler. PyPI itself is

@@ -224,7 +224,7 @@ func startHost(t testing.TB, rt runtimes.Runtime, fnDir string, opts hostOptions
 		path = interpreter(t, rt)
 	}
 	cmd := exec.Command(path, append(slices.Clone(opts.interpreterArgs), argv[1:]...)...)
-	cmd.Env = processEnv(env, opts.env)
+	cmd.Env = processEnv(append(rt.ImageEnv(), env...), opts.env)
 	cmd.ExtraFiles = files
 	out := &syncBuffer{}
 	cmd.Stdout = out

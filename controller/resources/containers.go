@@ -323,7 +323,7 @@ func installScript(p plan.Plan, srcDir string) string {
 		conf := path.Join(RegistryConfigDir, ".npmrc")
 		script = append(script,
 			fmt.Sprintf("if [ -f %s ]; then export npm_config_userconfig=%s; fi", conf, conf),
-			run+"npm install --omit=dev --no-audit --no-fund --no-update-notifier")
+			run+"npm install --include=dev --no-audit --no-fund --no-update-notifier")
 	}
 	if cached(p) {
 		script = append(script, fmt.Sprintf("if [ -f %s ] && %s store %s; then %s; fi", client[1], strings.Join(client, " "), args, mark))

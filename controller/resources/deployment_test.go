@@ -213,7 +213,7 @@ func TestDeploymentDependencies(t *testing.T) {
 	}{
 		"nodejs": {
 			fn:         fntest.Function("f", "ns", fntest.Source(fntest.HelloJS, fntest.PackageJSON)),
-			install:    []string{"cp -f /usr/src/app/source/package.json /usr/src/app/deps/package.json", "npm install --omit=dev"},
+			install:    []string{"cp -f /usr/src/app/source/package.json /usr/src/app/deps/package.json", "npm install --include=dev"},
 			registry:   "npm_config_userconfig=/etc/kfn/registry/.npmrc",
 			libEnvName: "NODE_PATH",
 		},
@@ -319,10 +319,10 @@ func TestDeploymentDependencyCache(t *testing.T) {
 		"nodejs": {
 			fn:      fntest.Function("f", "ns", fntest.Source(fntest.HelloJS, fntest.PackageJSON)),
 			client:  "node /opt/kfn/nodejs/depcache.cjs",
-			install: "\nnpm install --omit=dev --no-audit --no-fund --no-update-notifier\n",
+			install: "\nnpm install --include=dev --no-audit --no-fund --no-update-notifier\n",
 			today: "set -eu\ncp -f /usr/src/app/source/package.json /usr/src/app/deps/package.json\ncd /usr/src/app/deps\n" +
 				"if [ -f /etc/kfn/registry/.npmrc ]; then export npm_config_userconfig=/etc/kfn/registry/.npmrc; fi\n" +
-				"exec npm install --omit=dev --no-audit --no-fund --no-update-notifier",
+				"exec npm install --include=dev --no-audit --no-fund --no-update-notifier",
 		},
 		"python": {
 			fn:      fntest.Function("f", "ns", fntest.Runtime(v1alpha2.Python312), fntest.Source("def main(e,c): pass\n", "requests\n")),

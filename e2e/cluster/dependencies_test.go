@@ -28,7 +28,8 @@ const registrySecret = "serverless-package-registry-config"
 const installContainer = "install-dependencies"
 
 // depsFunction is a Function named name of runtime rt (Node.js or Python)
-// with kfn-greet from the test's package index as its inline dependency,
+// with kfn-greet from the test's package index as its inline dependency
+// (for Node.js under devDependencies, which Kyma's images install too),
 // minReplicas 0 and a cooldown of 15 s: for each event or request it
 // reports its id to the recorder and answers kfn-greet's greeting and the
 // id. It requires kfn-greet when it loads: without its dependency it
@@ -50,7 +51,7 @@ def main(event, context):
     return greet("python") + " " + id
 `, name)
 	} else {
-		deps = fmt.Sprintf(`{"dependencies":{%q:%q}}`, pkgindex.Package, pkgindex.Version)
+		deps = fmt.Sprintf(`{"devDependencies":{%q:%q}}`, pkgindex.Package, pkgindex.Version)
 		source = fmt.Sprintf(`
 const { greet } = require(%q);
 module.exports = {

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/kfn-dev/kfn/runtimes"
 	"github.com/kfn-dev/kfn/runtimes/plan"
 )
 
@@ -86,4 +87,14 @@ func valueFrom(p plan.Plan, objs Objects, src *corev1.EnvVarSource) (string, err
 		return q.String(), nil
 	}
 	return "", errors.New("unsupported valueFrom")
+}
+
+// imageEnv is what rt's image sets in its environment (runtimes.ImageEnv),
+// which a function process here gets first, as a container does.
+func imageEnv(rt runtimes.Runtime) []corev1.EnvVar {
+	var out []corev1.EnvVar
+	for _, e := range rt.ImageEnv() {
+		out = append(out, corev1.EnvVar{Name: e.Name, Value: e.Value})
+	}
+	return out
 }

@@ -392,7 +392,7 @@ func (r *Runner) spec(ctx context.Context, p plan.Plan) (supervisor.Spec, []stri
 	if err != nil {
 		return supervisor.Spec{}, nil, err
 	}
-	kv, envWarnings := r.resolveEnv(p, env)
+	kv, envWarnings := r.resolveEnv(p, append(imageEnv(p.Runtime), env...))
 	warnings = append(warnings, envWarnings...)
 	if len(p.SecretMounts) > 0 {
 		warnings = append(warnings, "secretMounts are not mounted locally; read the values from env instead")

@@ -128,15 +128,17 @@ func New(cacheDir string, opts ...Option) (*Installer, error) {
 // it is part of the key.
 func Key(rt runtimes.Runtime, dependencies string, reg Registry) string {
 	h := sha256.New()
-	for _, part := range []string{"kfn-deps-v1", rt.Name, dependencies, reg.NPMRC, reg.PipConf} {
+	// v2: devDependencies installed too (v1 sets lack them).
+	for _, part := range []string{"kfn-deps-v2", rt.Name, dependencies, reg.NPMRC, reg.PipConf} {
 		fmt.Fprintf(h, "%d:%s\x00", len(part), part)
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 
 // Needed reports whether a dependency file asks for anything to install: a
-// package.json with at least one entry in "dependencies" or
-// "optionalDependencies", or a requirements.txt with a line that is not
+// package.json with at least one entry in "dependencies",
+// "optionalDependencies" or "devDependencies" (installed too, as Kyma's
+// images install them), or a requirements.txt with a line that is not
 // blank or a comment. It returns an error for a package.json that is not a
 // JSON object.
 func Needed(rt runtimes.Runtime, dependencies string) (bool, error) {
@@ -155,11 +157,12 @@ func Needed(rt runtimes.Runtime, dependencies string) (bool, error) {
 	var pkg struct {
 		Dependencies         map[string]any `json:"dependencies"`
 		OptionalDependencies map[string]any `json:"optionalDependencies"`
+		DevDependencies      map[string]any `json:"devDependencies"`
 	}
 	if err := json.Unmarshal([]byte(dependencies), &pkg); err != nil {
 		return false, fmt.Errorf("parse package.json: %w", err)
 	}
-	return len(pkg.Dependencies)+len(pkg.OptionalDependencies) > 0, nil
+	return len(pkg.Dependencies)+len(pkg.OptionalDependencies)+len(pkg.DevDependencies) > 0, nil
 }
 
 // Ensure returns the directory holding rt's installed dependencies for the
@@ -262,7 +265,7 @@ func (i *Installer) command(rt runtimes.Runtime, reg Registry, tmp, confDir stri
 		}
 		return argv, env, nil
 	}
-	argv = []string{i.npm, "install", "--omit=dev", "--no-audit", "--no-fund", "--no-update-notifier"}
+	argv = []string{i.npm, "install", "--include=dev", "--no-audit", "--no-fund", "--no-update-notifier"}
 	env = append(env, "npm_config_cache="+filepath.Join(i.cacheDir, ".npm-cache"))
 	if reg.NPMRC != "" {
 		conf := filepath.Join(confDir, ".npmrc")

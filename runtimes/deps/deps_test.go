@@ -35,7 +35,7 @@ func TestNeeded(t *testing.T) {
 		"empty":                          {runtime: "nodejs22", deps: "  \n", want: false},
 		"package.json without deps":      {runtime: "nodejs22", deps: `{"name":"f","type":"module"}`, want: false},
 		"package.json with empty deps":   {runtime: "nodejs22", deps: `{"dependencies":{}}`, want: false},
-		"package.json with dev deps":     {runtime: "nodejs22", deps: `{"devDependencies":{"jest":"*"}}`, want: false},
+		"package.json with dev deps":     {runtime: "nodejs22", deps: `{"devDependencies":{"jest":"*"}}`, want: true}, // installed too, as Kyma
 		"package.json with deps":         {runtime: "nodejs24", deps: `{"dependencies":{"lodash":"^4"}}`, want: true},
 		"package.json with optional":     {runtime: "nodejs24", deps: `{"optionalDependencies":{"x":"1"}}`, want: true},
 		"malformed package.json":         {runtime: "nodejs22", deps: `{"dependencies":`, wantErr: true},
