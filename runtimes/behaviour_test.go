@@ -2,6 +2,8 @@ package runtimes_test
 
 import (
 	"bytes"
+	"compress/gzip"
+	"compress/zlib"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -847,6 +850,78 @@ func TestRequestLog(t *testing.T) {
 			}
 			require.Eventually(t, func() bool { return regexp.MustCompile(tc.line).MatchString(h.out.String()) },
 				5*time.Second, 5*time.Millisecond, "no request log line in:\n%s", h.out)
+		})
+	}
+}
+
+// TestNodeBodiesAsKymasBodyParsers: the Node.js hosts read a body as
+// body-parser does in Kyma's runtimes (components/runtimes/nodejs24 and
+// nodejs26's server.mjs): a gzip, deflate or br body is inflated before it
+// is parsed, its limit counting the inflated bytes (a small bomb is 413),
+// another Content-Encoding is 415 and an invalid stream 400; the event
+// API's event.data parses application/json only, other *+json types being
+// a Buffer (Kyma gives its JSON parser application/json and
+// application/cloudevents+json only). The host keeps serving.
+func TestNodeBodiesAsKymasBodyParsers(t *testing.T) {
+	t.Parallel()
+	const doc = `{"a":1}`
+	compress := map[string]func([]byte) []byte{
+		"gzip": func(b []byte) []byte {
+			var buf bytes.Buffer
+			w := gzip.NewWriter(&buf)
+			_, _ = w.Write(b)
+			_ = w.Close()
+			return buf.Bytes()
+		},
+		"deflate": func(b []byte) []byte {
+			var buf bytes.Buffer
+			w, _ := zlib.NewWriterLevel(&buf, zlib.BestCompression)
+			_, _ = w.Write(b)
+			_ = w.Close()
+			return buf.Bytes()
+		},
+		"br": func(b []byte) []byte { // Go's standard library has no brotli writer; node has
+			cmd := exec.Command("node", "-e", "process.stdout.write(require('node:zlib').brotliCompressSync(require('node:fs').readFileSync(0)))")
+			cmd.Stdin = bytes.NewReader(b)
+			out, err := cmd.Output()
+			require.NoError(t, err)
+			return out
+		},
+	}
+	for _, name := range []string{"nodejs24", "nodejs26"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			rt := lookup(t, name)
+			fix, path, jsonKind := "contract", "/echo", `"kind":"json","data":{"a":1}`
+			if rt.API == runtimes.RequestAPI {
+				fix, path, jsonKind = "kyma", "/body", `"kind":"object","body":{"a":1}`
+			}
+			h := startHost(t, rt, fixture(t, rt, fix), hostOptions{cfg: runtimes.Config{BodyLimit: 1 << 20}, env: map[string]string{"PERSON_NAME": "World"}})
+			post := func(header map[string]string, body []byte) response {
+				r, err := h.do("POST", path, header, bytes.NewReader(body))
+				require.NoError(t, err)
+				return r
+			}
+			for encoding, c := range compress {
+				r := post(map[string]string{"Content-Type": "application/json", "Content-Encoding": encoding}, c([]byte(doc)))
+				require.Equal(t, 200, r.status, "%s: %s", encoding, r.body)
+				assert.Contains(t, r.body, jsonKind, encoding)
+			}
+			bomb := compress["gzip"](bytes.Repeat([]byte(" "), 8<<20)) // 8 MiB of JSON whitespace in ~8 KiB
+			assert.Less(t, len(bomb), 64<<10)
+			assert.Equal(t, 413, post(map[string]string{"Content-Type": "application/json", "Content-Encoding": "gzip"}, bomb).status, "inflated past the limit")
+			r := post(map[string]string{"Content-Type": "application/json", "Content-Encoding": "compress"}, []byte(doc))
+			assert.Equal(t, 415, r.status, r.body)
+			assert.Contains(t, r.body, `unsupported content encoding "compress"`)
+			assert.Equal(t, 400, post(map[string]string{"Content-Type": "application/json", "Content-Encoding": "gzip"}, []byte(doc)).status, "not gzip")
+			if rt.API == runtimes.EventAPI {
+				r = post(map[string]string{"Content-Type": "application/vnd.api+json"}, []byte(doc))
+				require.Equal(t, 200, r.status, r.body)
+				assert.Contains(t, r.body, `"kind":"bytes","data":"{\"a\":1}"`, "a Buffer, as Kyma's raw parser gives it")
+			}
+			r = post(map[string]string{"Content-Type": "application/json"}, []byte(doc))
+			require.Equal(t, 200, r.status, "the host keeps serving: %s", r.body)
+			assert.Contains(t, r.body, jsonKind)
 		})
 	}
 }

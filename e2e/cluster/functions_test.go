@@ -29,7 +29,7 @@ spec:
       source: |
         module.exports = {
           main: async function (event, context) {
-            return { hello: "node", version: process.versions.node.split(".")[0], query: event.extensions.request.query.q || null };
+            return { hello: "node", version: process.versions.node.split(".")[0], query: event.extensions.request.query.q || null, nodeEnv: process.env.NODE_ENV };
           }
         }
 `
@@ -59,7 +59,7 @@ func TestKymaFunctionsRunAndAnswerThroughTheirService(t *testing.T) {
 	apply(t, ns, kymaPython)
 
 	for name, want := range map[string]string{
-		"hello-node":   `{"hello":"node","version":"22","query":"x"}`,
+		"hello-node":   `{"hello":"node","version":"22","query":"x","nodeEnv":""}`, // NODE_ENV empty, as Kyma's images
 		"hello-python": "hi from hello-python",
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -2,6 +2,7 @@
 // Reading a request body within the size limit, and turning it into Kyma's
 // event.data and ce-* attributes (binary and structured CloudEvents).
 
+const zlib = require('node:zlib');
 const { parseQuery, mediaType } = require('./express.cjs');
 
 class HTTPError extends Error {
@@ -23,13 +24,41 @@ function hasBody(req) {
 // with unread data makes the kernel reset it).
 const DISCARD_LIMIT = 64 << 20;
 
-// readBody calls done(err, buffer). err.status is 413 when the body is over
-// limit bytes: the answer can go out at once, the rest of the body is read
-// and dropped (up to DISCARD_LIMIT more bytes, then the connection is
-// destroyed), never kept in memory. err.close says the connection cannot
-// be reused.
+// The Content-Encodings a body may come in, inflated before it is read, as
+// body-parser (Kyma's runtimes) does.
+const INFLATE = {
+  gzip: () => zlib.createGunzip(),
+  'x-gzip': () => zlib.createGunzip(),
+  deflate: () => zlib.createInflate(),
+  br: () => zlib.createBrotliDecompress(),
+};
+
+// readBody calls done(err, buffer), the body inflated when its
+// Content-Encoding is gzip, deflate or br (another encoding is 415). err.status is 413 when the body
+// (inflated) is over limit bytes: the answer can go out at once, the rest of the
+// body is read and dropped (up to DISCARD_LIMIT more bytes, then the
+// connection is destroyed), never kept in memory. err.close says the
+// connection cannot be reused.
 function readBody(req, limit, done) {
-  const declared = Number(req.headers['content-length']);
+  const encoding = String(req.headers['content-encoding'] ?? 'identity').trim().toLowerCase();
+  if (encoding === 'identity') {
+    readStream(req, req, Number(req.headers['content-length']), limit, done);
+    return;
+  }
+  const inflate = INFLATE[encoding];
+  if (inflate === undefined) {
+    discard(req);
+    done(new HTTPError(415, `unsupported content encoding "${encoding}"`));
+    return;
+  }
+  const stream = inflate();
+  req.pipe(stream);
+  readStream(req, stream, NaN, limit, done);
+}
+
+// readStream reads the body from stream (req itself, or what inflates it),
+// within limit bytes, declared the Content-Length of an identity body.
+function readStream(req, stream, declared, limit, done) {
   if (declared > limit) {
     const err = new HTTPError(413, `request body of ${declared} bytes is over the limit of ${limit} bytes`);
     err.close = declared > limit + DISCARD_LIMIT;
@@ -40,35 +69,51 @@ function readBody(req, limit, done) {
   const chunks = [];
   let size = 0;
   let failed = false;
-  req.on('data', (chunk) => {
+  const fail = (err) => {
+    failed = true;
+    chunks.length = 0;
+    if (stream !== req) {
+      // The rest is dropped as it comes, not inflated.
+      req.unpipe(stream);
+      stream.destroy();
+      discard(req);
+    }
+    done(err);
+  };
+  stream.on('data', (chunk) => {
     size += chunk.length;
     if (failed) {
       if (size > limit + DISCARD_LIMIT) req.destroy();
       return;
     }
     if (size > limit) {
-      failed = true;
-      chunks.length = 0;
-      done(new HTTPError(413, `request body is over the limit of ${limit} bytes`));
+      fail(new HTTPError(413, `request body is over the limit of ${limit} bytes`));
       return;
     }
     chunks.push(chunk);
   });
-  req.on('end', () => {
+  stream.on('end', () => {
     if (!failed) done(null, chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size));
   });
-  req.on('error', (err) => {
-    if (!failed) {
-      failed = true;
-      const e = new HTTPError(400, `read request body: ${err.message}`);
-      e.close = true;
-      done(e);
-    }
-  });
+  const onError = (err) => {
+    if (failed) return;
+    const e = new HTTPError(400, `read request body: ${err.message}`);
+    e.close = true;
+    fail(e);
+  };
+  stream.on('error', onError);
+  if (stream !== req) req.on('error', onError);
 }
 
-function isJSON(type) {
-  return type === 'application/json' || type.endsWith('+json');
+// discard reads and drops what is left of req's body, destroying the
+// connection past DISCARD_LIMIT bytes.
+function discard(req) {
+  let size = 0;
+  req.on('data', (chunk) => {
+    size += chunk.length;
+    if (size > DISCARD_LIMIT) req.destroy();
+  });
+  req.resume();
 }
 
 function parseJSON(buf, what) {
@@ -79,11 +124,13 @@ function parseJSON(buf, what) {
   }
 }
 
-// decodeData turns a body into event.data by its media type: JSON parsed,
-// text/* as a string, urlencoded as an object, anything else as a Buffer.
+// decodeData turns a body into event.data by its media type, as Kyma's
+// body parsers do: application/json parsed (other *+json types, which
+// Kyma's JSON parser is not given, are a Buffer), text/* as a string,
+// urlencoded as an object, anything else as a Buffer.
 function decodeData(type, buf) {
   if (buf === undefined) return undefined;
-  if (isJSON(type)) return buf.length === 0 ? {} : parseJSON(buf, 'request body');
+  if (type === 'application/json') return buf.length === 0 ? {} : parseJSON(buf, 'request body');
   if (type.startsWith('text/')) return buf.toString('utf8');
   if (type === 'application/x-www-form-urlencoded') return parseQuery(buf.toString('utf8'));
   return buf;
