@@ -574,9 +574,14 @@ function serve(cfg, handler, loadError, standby) {
       }
     }
     res.setHeader('Access-Control-Allow-Origin', '*');
-    if (method === 'OPTIONS' && req.headers['access-control-request-method'] !== undefined) {
-      // CORS preflight, answered by the host as Kyma's runtime does.
-      res.setHeader('Access-Control-Allow-Methods', req.headers['access-control-request-method']);
+    if (method === 'OPTIONS') {
+      // Every OPTIONS is answered by the host, a CORS preflight or not, and
+      // never reaches the handler, as Kyma's Node.js runtimes do
+      // (components/runtimes/nodejs*/server.mjs); the requested method and
+      // headers are allowed when asked for (Kyma writes "undefined" when
+      // they are not).
+      const m = req.headers['access-control-request-method'];
+      if (m !== undefined) res.setHeader('Access-Control-Allow-Methods', m);
       const h = req.headers['access-control-request-headers'];
       if (h !== undefined) res.setHeader('Access-Control-Allow-Headers', h);
       res.end();
