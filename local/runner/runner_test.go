@@ -224,3 +224,19 @@ def main(event, context):
 		assert.NoDirExists(t, d, "removed with the process")
 	}
 }
+
+// TestNodeFunctionsGetTheImagesEnvironment: a Node.js Function in kfn dev
+// sees NODE_ENV empty, as in its runtime image (and Kyma's), whatever the
+// machine's environment says; a Function's own env sets it.
+func TestNodeFunctionsGetTheImagesEnvironment(t *testing.T) {
+	t.Setenv("NODE_ENV", "production") // the machine's: not passed on
+	ctx := context.Background()
+	var log logtest.Buffer
+	r := newRunner(t, &log)
+	const source = `module.exports = { main: () => JSON.stringify(process.env.NODE_ENV) };`
+	plain := function("plain", serverlessv1alpha2.NodeJS22, source)
+	own := function("own", serverlessv1alpha2.NodeJS22, source, serverlessv1alpha2.EnvVar{Name: "NODE_ENV", Value: "development"})
+	require.Empty(t, r.Apply(ctx, []*serverlessv1alpha2.Function{plain, own}), log.String())
+	assert.Equal(t, `""`, call(t, r, "plain"))
+	assert.Equal(t, `"development"`, call(t, r, "own"))
+}
