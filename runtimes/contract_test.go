@@ -294,7 +294,9 @@ func contractCases() map[string]contractCase {
 	// runtimes/README.md's differences).
 	cases["method OPTIONS, Node.js"] = contractCase{method: "OPTIONS", path: "/method", only: runtimes.NodeJS, status: 200,
 		wantHeader: map[string]string{"Access-Control-Allow-Origin": "*", "Access-Control-Allow-Methods": "", "Access-Control-Allow-Headers": ""},
-		check: func(t *testing.T, _ runtimes.Runtime, r response) { assert.Empty(t, r.body, "the handler was not called") }}
+		check: func(t *testing.T, _ runtimes.Runtime, r response) {
+			assert.Empty(t, r.body, "the handler was not called")
+		}}
 	cases["method OPTIONS, Python"] = contractCase{method: "OPTIONS", path: "/method", only: runtimes.Python, status: 200, wantBody: "OPTIONS"}
 	return cases
 }
