@@ -93,6 +93,20 @@ func startIndex(t *testing.T) *pkgindex.Index {
 	return index
 }
 
+// installFromIndex installs packageJSON's dependencies for rt from the test's
+// package index (a private registry, through .npmrc) into a new dependency
+// cache, and returns the installer and the directory.
+func installFromIndex(t *testing.T, rt runtimes.Runtime, index *pkgindex.Index, packageJSON string) (*deps.Installer, string) {
+	t.Helper()
+	inst, err := deps.New(t.TempDir())
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	depsDir, err := inst.Ensure(ctx, rt, packageJSON, deps.Registry{NPMRC: index.NPMRC()})
+	require.NoError(t, err)
+	return inst, depsDir
+}
+
 // TestNPMPrivateRegistry installs with real npm from a private registry
 // configured only through .npmrc content (registry URL and token), and
 // imports the package from an ES module handler.
@@ -101,13 +115,9 @@ func TestNPMPrivateRegistry(t *testing.T) {
 	testenv.LookPath(t, "npm")
 	rt := lookup(t, "nodejs24")
 	index := startIndex(t)
-
-	inst, err := deps.New(t.TempDir())
-	require.NoError(t, err)
+	inst, depsDir := installFromIndex(t, rt, index, `{"dependencies":{"kfn-greet":"^1.0.0"}}`)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	depsDir, err := inst.Ensure(ctx, rt, `{"dependencies":{"kfn-greet":"^1.0.0"}}`, deps.Registry{NPMRC: index.NPMRC()})
-	require.NoError(t, err)
 	assert.NotContains(t, dirNames(t, depsDir), ".npmrc")
 	assert.Positive(t, index.Requests(pkgindex.NPM, pkgindex.Package), "npm asked the index")
 
@@ -117,7 +127,7 @@ func TestNPMPrivateRegistry(t *testing.T) {
 	assert.Equal(t, "Hi node from kfn-greet", r.body)
 
 	// Without the token the same install fails, with npm's reason.
-	_, err = inst.Ensure(ctx, rt, `{"dependencies":{"kfn-greet":"^1.0.0"}}`, deps.Registry{NPMRC: "registry=" + index.NPMRegistry() + "\n"})
+	_, err := inst.Ensure(ctx, rt, `{"dependencies":{"kfn-greet":"^1.0.0"}}`, deps.Registry{NPMRC: "registry=" + index.NPMRegistry() + "\n"})
 	require.Error(t, err)
 	assert.ErrorIs(t, err, deps.ErrInstall)
 	assert.Contains(t, err.Error(), "401")
@@ -133,13 +143,7 @@ func TestNPMDevDependencies(t *testing.T) {
 	t.Parallel()
 	testenv.LookPath(t, "npm")
 	rt := lookup(t, "nodejs24")
-	index := startIndex(t)
-	inst, err := deps.New(t.TempDir())
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	depsDir, err := inst.Ensure(ctx, rt, `{"devDependencies":{"kfn-greet":"^1.0.0"}}`, deps.Registry{NPMRC: index.NPMRC()})
-	require.NoError(t, err)
+	_, depsDir := installFromIndex(t, rt, startIndex(t), `{"devDependencies":{"kfn-greet":"^1.0.0"}}`)
 	require.NotEmpty(t, depsDir, "devDependencies are something to install")
 
 	h := startHost(t, rt, fixture(t, rt, "dev-deps"), hostOptions{cfg: runtimes.Config{DepsDir: depsDir}})

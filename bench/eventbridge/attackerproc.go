@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -112,26 +111,11 @@ type attackerProc struct {
 // startAttacker starts the attacker process of class c at nice 19 and
 // reads where its sinks listen.
 func startAttacker(c *attackClass, victimSink string) (*attackerProc, error) {
-	self, err := os.Executable()
+	cmd, in, out, err := startSelf([]string{"nice", "-n", "19"}, "-child-attacker", c.name, "-child-sink", victimSink)
 	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command("nice", "-n", "19", self, "-child-attacker", c.name, "-child-sink", victimSink)
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the benchmark
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start the attacker process: %w", err)
 	}
-	p := &attackerProc{cmd: cmd, in: in, out: bufio.NewScanner(out)}
-	p.out.Buffer(nil, 1<<20)
+	p := &attackerProc{cmd: cmd, in: in, out: out}
 	if !p.out.Scan() {
 		_ = cmd.Process.Kill()
 		return nil, fmt.Errorf("the attacker process did not start: %w", errors.Join(cmd.Wait(), p.out.Err()))

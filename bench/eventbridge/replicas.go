@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -59,33 +60,47 @@ type child struct {
 // startChild starts a dispatcher process for the first serve
 // Subscriptions of o and waits until it serves them.
 func startChild(natsURL, sinkURL string, o options, serve int) (*child, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(self, "-child-dispatcher", natsURL, "-child-sink", sinkURL, "-child-serve", strconv.Itoa(serve),
+	cmd, in, out, err := startSelf(nil, "-child-dispatcher", natsURL, "-child-sink", sinkURL, "-child-serve", strconv.Itoa(serve),
 		"-subscriptions", strconv.Itoa(o.subs), "-inflight", strconv.Itoa(o.inflight),
 		"-cpuprofile", profiles.cpu, "-memprofile", profiles.mem)
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the benchmark
-	in, err := cmd.StdinPipe()
 	if err != nil {
-		return nil, err
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start a dispatcher process: %w", err)
 	}
-	c := &child{cmd: cmd, in: in, out: bufio.NewScanner(out), done: make(chan error, 1)}
+	c := &child{cmd: cmd, in: in, out: out, done: make(chan error, 1)}
 	if !c.out.Scan() || c.out.Text() != "ready" {
 		_ = cmd.Process.Kill()
 		return nil, fmt.Errorf("dispatcher process did not start: %w", errors.Join(cmd.Wait(), c.out.Err()))
 	}
 	go func() { c.done <- cmd.Wait() }()
 	return c, nil
+}
+
+// startSelf starts this program again with args (run by the command
+// before, such as nice, when given), its stdin and stdout piped, its
+// stderr the benchmark's; it dies with the benchmark.
+func startSelf(before []string, args ...string) (*exec.Cmd, io.WriteCloser, *bufio.Scanner, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	argv := append(append(slices.Clone(before), self), args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the benchmark
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, nil, err
+	}
+	scan := bufio.NewScanner(out)
+	scan.Buffer(nil, 1<<20)
+	return cmd, in, scan, nil
 }
 
 // stats returns the CPU time the child used so far and its resident

@@ -26,6 +26,7 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		"a namespace's total above the stream": {Streams: good.Streams, NamespaceMaxBacklogBytes: good.Streams.MaxBytes + 1},
 		"a namespace's total below one event":  {Streams: good.Streams, NamespaceMaxBacklogBytes: int64(good.Streams.MaxMsgSize) - 1},
 		"a namespace's total of no events":     {Streams: good.Streams, NamespaceMaxBacklog: -1},
+		"a negative retry burst":               {Streams: good.Streams, RetryBurstPerNamespace: -1},
 	} {
 		_, err := dispatcher.New(js, cfg)
 		require.ErrorIs(t, err, dispatcher.ErrInvalidOption, name)
