@@ -483,6 +483,32 @@ func TestSIGTERMDrains(t *testing.T) {
 	})
 }
 
+// TestASignalWhileStartingEndsTheHost: a host signalled while it still
+// loads its handler exits at once. It runs as PID 1 of its own PID
+// namespace, as in a container, where a signal the process has no handler
+// for is ignored: the hosts installed theirs only once they served, so a
+// pod deleted while its host started (a Function scaled to zero a second
+// after its new pod started, which a real-node bench run hit whenever
+// loading took seconds) lived on until the kubelet's SIGKILL.
+func TestASignalWhileStartingEndsTheHost(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("a PID namespace of its own (unshare) needs root")
+	}
+	for _, name := range []string{"nodejs22", "python312"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			rt := lookup(t, name)
+			h := startHost(t, rt, fixture(t, rt, "slow-load"), hostOptions{noWait: true, pid1: true})
+			require.Eventually(t, func() bool { return strings.Contains(h.out.String(), "kfn-test: loading") }, 15*time.Second, 5*time.Millisecond,
+				"the handler started loading\n%s", h.out)
+			h.signalInit(syscall.SIGTERM)
+			assert.Equal(t, 0, h.waitExit(5*time.Second), h.out.String())
+			assert.Contains(t, h.out.String(), "kfn: SIGTERM before serving: exiting")
+		})
+	}
+}
+
 // TestHandlerLoadFailure runs handlers that cannot be loaded, as Kyma users
 // write them (a syntax error, an undeclared dependency, a module that throws
 // while loading, no such handler function). As Kyma's Node.js host does, the

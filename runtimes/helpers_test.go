@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -188,6 +189,9 @@ type hostOptions struct {
 	// interpreter replaces the runtime's interpreter (a python3 that has
 	// bottle, say).
 	interpreter string
+	// pid1 runs the host as PID 1 of a PID namespace of its own (unshare),
+	// as in a container: signals it has no handler for are ignored.
+	pid1 bool
 }
 
 // startHost starts rt's host serving the function in fnDir and waits until
@@ -223,7 +227,12 @@ func startHost(t testing.TB, rt runtimes.Runtime, fnDir string, opts hostOptions
 	if path == "" {
 		path = interpreter(t, rt)
 	}
-	cmd := exec.Command(path, append(slices.Clone(opts.interpreterArgs), argv[1:]...)...)
+	args := append(slices.Clone(opts.interpreterArgs), argv[1:]...)
+	if opts.pid1 {
+		args = append([]string{"--pid", "--fork", "--kill-child", path}, args...)
+		path = testenv.LookPath(t, "unshare")
+	}
+	cmd := exec.Command(path, args...)
 	cmd.Env = processEnv(append(rt.ImageEnv(), env...), opts.env)
 	cmd.ExtraFiles = files
 	out := &syncBuffer{}
@@ -310,6 +319,20 @@ func (h *host) waitFor(path string, bound time.Duration) time.Duration {
 func (h *host) signal(sig syscall.Signal) {
 	h.t.Helper()
 	require.NoError(h.t, h.cmd.Process.Signal(sig))
+}
+
+// signalInit sends sig to the host started with hostOptions.pid1: PID 1 of
+// its namespace, the child of unshare.
+func (h *host) signalInit(sig syscall.Signal) {
+	h.t.Helper()
+	pid := h.cmd.Process.Pid
+	children, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	require.NoError(h.t, err)
+	fields := strings.Fields(string(children))
+	require.Len(h.t, fields, 1, "unshare's child")
+	child, err := strconv.Atoi(fields[0])
+	require.NoError(h.t, err)
+	require.NoError(h.t, syscall.Kill(child, sig))
 }
 
 // waitExit waits for the process to exit within bound and returns its exit code.

@@ -630,6 +630,8 @@ function serve(cfg, handler, loadError, standby) {
       process.exit(1);
     }, cfg.timeoutMs + 5000).unref();
   }
+  process.removeListener('SIGTERM', exitBeforeServing);
+  process.removeListener('SIGINT', exitBeforeServing);
   process.on('SIGTERM', () => drain('SIGTERM'));
   process.on('SIGINT', () => drain('SIGINT'));
 
@@ -673,7 +675,22 @@ function warmFetch() {
   });
 }
 
+// exitBeforeServing ends the host on a signal that comes before it serves
+// (while it loads its handler, fetches its dependencies or warms up on
+// standby): there is nothing to drain yet. Without it the signal would be
+// lost: the host is PID 1 in its container, and PID 1 ignores a signal it
+// has no handler for, so a pod deleted while its host started (a Function
+// scaled to zero a second after a new pod started, say) lived on until the
+// kubelet's SIGKILL at the end of its grace period. serve replaces it with
+// the drain.
+function exitBeforeServing(signal) {
+  console.log(`kfn: ${signal} before serving: exiting`);
+  process.exit(0);
+}
+
 function main() {
+  process.on('SIGTERM', exitBeforeServing);
+  process.on('SIGINT', exitBeforeServing);
   let cfg;
   try {
     cfg = config.load();

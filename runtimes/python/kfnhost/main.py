@@ -342,7 +342,22 @@ def start_tracing(tracing, cfg):
         print('kfn: tracing: exporting spans to %s' % cfg.trace_endpoint, flush=True)
 
 
+def exit_before_serving(signum, frame):
+    """Ends the host on a signal that comes before it serves (while it loads
+    its handler, fetches its dependencies or warms up on standby): there is
+    nothing to drain yet. Without it the signal would be lost: the host is
+    PID 1 in its container, and PID 1 ignores a signal it has no handler
+    for, so a pod deleted while its host started lived on until the
+    kubelet's SIGKILL. main replaces it with the drain once it serves."""
+    # os.write, not print: the signal may come while this thread holds the
+    # line stream's lock in a print of its own (install_line_streams).
+    os.write(1, b'kfn: %s before serving: exiting\n' % signal.Signals(signum).name.encode())
+    os._exit(0)
+
+
 def main():
+    signal.signal(signal.SIGTERM, exit_before_serving)
+    signal.signal(signal.SIGINT, exit_before_serving)
     install_line_streams(sys)
     try:
         cfg = Config(os.environ)
