@@ -76,16 +76,13 @@ function readStream(req, stream, declared, limit, done) {
       // The rest is dropped as it comes, not inflated.
       req.unpipe(stream);
       stream.destroy();
-      discard(req);
     }
+    discard(req);
     done(err);
   };
   stream.on('data', (chunk) => {
+    if (failed) return;
     size += chunk.length;
-    if (failed) {
-      if (size > limit + DISCARD_LIMIT) req.destroy();
-      return;
-    }
     if (size > limit) {
       fail(new HTTPError(413, `request body is over the limit of ${limit} bytes`));
       return;
