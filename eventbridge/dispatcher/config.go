@@ -9,6 +9,7 @@ import (
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/contract/stream"
 	"github.com/kfn-dev/kfn/eventbridge/admission"
+	"github.com/kfn-dev/kfn/eventbridge/pull"
 	"github.com/kfn-dev/kfn/internal/egress"
 )
 
@@ -45,6 +46,11 @@ const (
 	// waiting once; a namespace retrying faster than 500 a second waits.
 	DefaultRetryRatePerNamespace  = 500
 	DefaultRetryBurstPerNamespace = 1000
+
+	// DefaultStreamingConsumersPerNamespace and DefaultConsumerTurn are
+	// Config.StreamingConsumersPerNamespace and ConsumerTurn by default.
+	DefaultStreamingConsumersPerNamespace = 8
+	DefaultConsumerTurn                   = pull.DefaultTurn
 )
 
 // MinPullExpiry is the shortest Config.PullExpiry.
@@ -137,6 +143,20 @@ type Config struct {
 	// DefaultRetryBurstPerNamespace; a negative rate means no bound.
 	RetryRatePerNamespace  float64
 	RetryBurstPerNamespace int
+	// StreamingConsumersPerNamespace bounds how many of one namespace's
+	// Subscriptions' consumers are pulled for their whole
+	// maxInFlightMessages at once: NATS's work grows with the consumers
+	// that are handed events (each one's state is written to a file up to
+	// ten times a second), so a namespace with 100 busy Subscriptions
+	// cost the others ten times what one with 5 did for as many events.
+	// Past the bound a consumer is asked for one event, then waits for
+	// its turn, which the consumers of its namespace hand on when they
+	// emptied their consumer or after ConsumerTurn while others wait
+	// (package pull's turns). Defaults
+	// DefaultStreamingConsumersPerNamespace and DefaultConsumerTurn; a
+	// negative bound means none.
+	StreamingConsumersPerNamespace int
+	ConsumerTurn                   time.Duration
 	// Delivery holds the delivery settings of the spec.config keys a
 	// Subscription does not set (retries, backoff, dead-lettering); it must
 	// match the stream.ConsumerSettings.Defaults the consumers were made
@@ -238,6 +258,15 @@ func (c *Config) defaults() error {
 	}
 	if c.RetryBurstPerNamespace == 0 {
 		c.RetryBurstPerNamespace = DefaultRetryBurstPerNamespace
+	}
+	if c.StreamingConsumersPerNamespace == 0 {
+		c.StreamingConsumersPerNamespace = DefaultStreamingConsumersPerNamespace
+	}
+	if c.ConsumerTurn < 0 {
+		return fmt.Errorf("%w: negative consumer turn", ErrInvalidOption)
+	}
+	if c.ConsumerTurn == 0 {
+		c.ConsumerTurn = DefaultConsumerTurn
 	}
 	return c.namespaceDefaults()
 }

@@ -194,6 +194,7 @@ func New(js jetstream.JetStream, cfg Config, opts ...Option) (*Dispatcher, error
 		MaxHeldBytes: cfg.MaxHeldBytes, MaxHeldBytesPerSubscription: cfg.MaxHeldBytesPerSubscription,
 		DeliverySlots: cfg.DeliverySlots, SlotTime: cfg.SlotTime,
 		RetryRate: cfg.RetryRatePerNamespace, RetryBurst: cfg.RetryBurstPerNamespace,
+		StreamingPerNamespace: cfg.StreamingConsumersPerNamespace, ConsumerTurn: cfg.ConsumerTurn,
 		Budget: budget.Config{
 			Streams: cfg.Streams, NamespaceMaxBacklog: cfg.NamespaceMaxBacklog, NamespaceMaxBacklogBytes: cfg.NamespaceMaxBacklogBytes,
 		},

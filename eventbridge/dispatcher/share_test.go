@@ -131,3 +131,51 @@ func TestANamespacesRetriesTakeTheirTurns(t *testing.T) {
 	allowed := inFlight + burst + int(rate*elapsed.Seconds()) + 1
 	assert.LessOrEqual(t, attempts, allowed, "the attacker's attempts in %s", elapsed)
 }
+
+// TestANamespacesConsumersTakeTurns: namespace mallory's 12 Subscriptions
+// on one type each take an event every 20 ms; with 2 of a namespace's
+// consumers streaming at once and turns of 100 ms, the Subscriptions
+// handed events in a 100 ms window are few, not all 12 (NATS's work grows
+// with the consumers handed events, on the server every namespace
+// shares), and every event of every Subscription, and of the victim's
+// beside them, is delivered.
+func TestANamespacesConsumersTakeTurns(t *testing.T) {
+	const fanOut, rounds, window = 12, 30, 100 * time.Millisecond
+	b := newBridge(t, withConfig(func(c *dispatcher.Config) { c.StreamingConsumersPerNamespace, c.ConsumerTurn = 2, window }))
+	spam := b.newSink("spam", nil)
+	victim := b.newSink("ledger", nil)
+	for i := range fanOut {
+		b.subscribe(sub(fmt.Sprint("fan-", i), "spam", func(s *v1alpha2.Subscription) {
+			s.Namespace = "mallory"
+			s.Spec.Sink = fmt.Sprintf("http://spam.mallory.svc.cluster.local/%d", i)
+			s.Spec.Types = []string{"spam.fan.v1"}
+		}))
+	}
+	b.subscribe(sub("ledger", "ledger"))
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for i := range rounds {
+		<-tick.C
+		b.publish("shop", "spam.fan.v1", fmt.Sprint("spam-", i), "x")
+		b.publish("shop", "order.created.v1", fmt.Sprint("pay-", i), "x")
+	}
+	require.Eventually(t, func() bool { return spam.count() >= fanOut*rounds && victim.count() >= rounds }, 30*time.Second, 10*time.Millisecond,
+		"every event delivered to every Subscription")
+
+	windows := map[int64]map[string]bool{}
+	start := spam.deliveries()[0].at
+	for _, d := range spam.deliveries() {
+		w := int64(d.at.Sub(start) / window)
+		if windows[w] == nil {
+			windows[w] = map[string]bool{}
+		}
+		windows[w][d.path] = true
+	}
+	var sum int
+	for _, w := range windows {
+		sum += len(w)
+	}
+	mean := float64(sum) / float64(len(windows))
+	t.Logf("mallory's Subscriptions handed events per %v: %.1f on average over %d windows", window, mean, len(windows))
+	assert.Less(t, mean, float64(fanOut)*2/3, "mallory's consumers take turns")
+}

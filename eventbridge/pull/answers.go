@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 )
@@ -61,6 +62,7 @@ func (p *Puller) receive(m *nats.Msg) {
 	if !pl.h.Take(e) {
 		e.releaseLocked() // not taken: it comes again after the ack wait
 	}
+	pl.handed(time.Now())
 	pl.topUp()
 }
 
@@ -130,5 +132,6 @@ func (p *Puller) status(m *nats.Msg, status string) {
 func (pl *Pull) ended(m *nats.Msg) {
 	left, _ := strconv.Atoi(m.Header.Get("Nats-Pending-Messages"))
 	pl.pending = max(pl.pending-left, 0)
+	pl.yieldIfOver(time.Now())
 	pl.topUp()
 }

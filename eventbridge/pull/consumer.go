@@ -48,6 +48,10 @@ type Pull struct {
 	// when the next event did not fit it: the pull asks again once it has
 	// that much room, or for that event alone once it holds nothing.
 	needs int64
+	// turn is where the pull stands in its group's turns, since when it
+	// streams (turns.go).
+	turn  turnState
+	since time.Time
 }
 
 // Handler is what a pull hands its messages to.
@@ -120,6 +124,7 @@ func (pl *Pull) Start() {
 	default:
 	}
 	pl.active = true
+	pl.enter(time.Now())
 	pl.topUp()
 }
 
@@ -129,6 +134,7 @@ func (pl *Pull) Pause() {
 	pl.p.mu.Lock()
 	defer pl.p.mu.Unlock()
 	pl.active = false
+	pl.leave(time.Now())
 }
 
 // Lost is told why the pull stopped asking on its own: ErrConsumerGone
@@ -144,6 +150,7 @@ func (pl *Pull) Remove() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	pl.active = false
+	pl.leave(time.Now())
 	delete(p.byID, pl.id)
 	delete(p.starved, pl)
 	if p.byName[pl.consumer] == pl {
@@ -156,10 +163,11 @@ func (pl *Pull) Remove() {
 // batch asked for, within the room the byte bounds leave (heldBytes). The
 // puller's mu is held.
 func (pl *Pull) topUp() {
-	if !pl.active || !pl.p.connected || pl.pending >= (pl.batch+1)/2 {
+	batch := pl.batchNow()
+	if !pl.active || !pl.p.connected || batch == 0 || pl.pending >= (batch+1)/2 {
 		return
 	}
-	n := pl.batch - pl.pending
+	n := batch - pl.pending
 	room, bounded := pl.room()
 	switch {
 	case !bounded:
@@ -172,7 +180,8 @@ func (pl *Pull) topUp() {
 	}
 	// The last quarter of the expiry, at random: requests made at the
 	// same moment end at different ones.
-	expiry := pl.p.expiry - time.Duration(rand.Int64N(int64(pl.p.expiry/4)+1))
+	now := time.Now()
+	expiry := pl.requestExpiry(pl.p.expiry-time.Duration(rand.Int64N(int64(pl.p.expiry/4)+1)), now)
 	req := pullReq{Batch: n, Expires: expiry, MaxBytes: room}
 	if pl.priority != "" {
 		req.Group, req.ID = pl.priority, pl.p.pins[pl.consumer]
@@ -184,13 +193,14 @@ func (pl *Pull) topUp() {
 	delete(pl.p.starved, pl)
 	pl.needs = 0
 	pl.pending += n
-	pl.expires = time.Now().Add(expiry)
+	pl.expires = now.Add(expiry)
 }
 
 // fail ends the pull's asking and tells its worker why. The puller's mu is
 // held.
 func (pl *Pull) fail(err error) {
 	pl.active = false
+	pl.leave(time.Now())
 	pl.pending = 0
 	select {
 	case pl.lost <- err:

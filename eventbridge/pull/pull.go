@@ -51,7 +51,18 @@ type Config struct {
 	// group that holds more share the other three quarters, so that one
 	// group's many pulls, slow to release, leave the next group room.
 	MaxHeldBytes, MaxHeldBytesPerPull int64
+	// MaxStreamingPerGroup bounds the pulls of one group (Add) that ask
+	// for their whole batch at once; the group's other active pulls ask
+	// for one event, and wait for a turn once it came (turns.go). A pull
+	// streams for Turn at most while others of its group wait, less if it
+	// empties its consumer. 0 or less means no bound; a zero Turn means
+	// DefaultTurn.
+	MaxStreamingPerGroup int
+	Turn                 time.Duration
 }
+
+// DefaultTurn is the Turn of a Config that sets none.
+const DefaultTurn = 250 * time.Millisecond
 
 // DefaultExpiry is the Expiry of a zero Config.
 const DefaultExpiry = 30 * time.Second
@@ -90,6 +101,8 @@ type Puller struct {
 	starved map[*Pull]struct{}
 	// heldBy is held by group, for the groups that hold any.
 	heldBy map[string]int64
+	// turns are the groups' turns to stream (turns.go).
+	turns turns
 
 	stop   context.CancelFunc // set by Start
 	closed chan struct{}
@@ -103,7 +116,11 @@ func Start(nc *nats.Conn, cfg Config) (*Puller, error) {
 	if cfg.Expiry <= 0 {
 		cfg.Expiry = DefaultExpiry
 	}
+	if cfg.Turn <= 0 {
+		cfg.Turn = DefaultTurn
+	}
 	p := newPuller(nc, cfg.Stream, cfg.Expiry, heldBytes{total: cfg.MaxHeldBytes, perPull: cfg.MaxHeldBytesPerPull})
+	p.turns.max, p.turns.turn = cfg.MaxStreamingPerGroup, cfg.Turn
 	if err := p.listen(); err != nil {
 		return nil, err
 	}
@@ -147,6 +164,7 @@ func newPuller(nc *nats.Conn, stream string, expiry time.Duration, bounds heldBy
 		pins:    map[string]string{},
 		starved: map[*Pull]struct{}{},
 		heldBy:  map[string]int64{},
+		turns:   turns{holders: map[string]map[*Pull]struct{}{}, queue: map[string][]*Pull{}},
 	}
 }
 
@@ -236,6 +254,7 @@ func (p *Puller) renew(now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.followLocked(connected, reconnects)
+	p.rotate(now)
 	for _, pl := range p.byID {
 		if pl.pending > 0 && now.After(pl.expires.Add(grace)) {
 			pl.pending = 0

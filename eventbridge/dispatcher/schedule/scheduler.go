@@ -33,7 +33,11 @@ type Config struct {
 	// (retryTurns); a rate of 0 or less bounds nothing.
 	RetryRate  float64
 	RetryBurst int
-	Budget     budget.Config
+	// StreamingPerNamespace and ConsumerTurn are pull.Config's
+	// MaxStreamingPerGroup and Turn, a namespace being a group.
+	StreamingPerNamespace int
+	ConsumerTurn          time.Duration
+	Budget                budget.Config
 }
 
 // Parts are what the workers deliver, record, log and ask readiness with.
@@ -206,6 +210,7 @@ func (s *Scheduler) begin(ctx context.Context) (*pull.Puller, error) {
 	p, err := pull.Start(s.js.Conn(), pull.Config{
 		Stream: s.cfg.Streams.EventStream, Expiry: s.cfg.PullExpiry,
 		MaxHeldBytes: s.cfg.MaxHeldBytes, MaxHeldBytesPerPull: s.cfg.MaxHeldBytesPerSubscription,
+		MaxStreamingPerGroup: s.cfg.StreamingPerNamespace, Turn: s.cfg.ConsumerTurn,
 	})
 	if err != nil {
 		return nil, err

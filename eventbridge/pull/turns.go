@@ -1,0 +1,221 @@
+package pull
+
+import "time"
+
+// Turns: how many consumers of one group are pulled at once.
+//
+// NATS pays for each consumer that is handed events, not for each event:
+// the server writes a consumer's state to a file of its own up to ten
+// times a second while it changes (nats-server's consumer file store),
+// and answers and acknowledges each consumer's requests apart. 100
+// consumers of one namespace each handed 15 events a second cost the
+// server ten times what 5 consumers handed 300 a second do, for as many
+// events (bench/eventbridge -hostile, "fan-out"), and that cost is on the
+// server every namespace shares. So a group (the dispatcher's: a
+// namespace) has at most Config.MaxStreamingPerGroup of its active pulls
+// streaming (asking for their whole batch) at once; its others probe: each
+// asks for one event, and once that came it asks for nothing more and
+// waits for a turn. A turn goes, in the order they asked, to the pulls
+// that wait, when a streaming pull of the group has streamed for
+// Config.Turn while others waited, or paused or went away; while others
+// wait, a streaming pull's requests end with its turn, so that nothing it
+// asked for comes after it. A consumer is so handed events in one turn
+// and one probe per round of its group's turns, whatever it is sent
+// between them: the events wait in the stream, and come in a batch. A
+// group with no more pulls wanting events than its bound sees no
+// difference; one with more pays for it in latency, its own, as the pulls
+// of its many consumers take turns.
+
+// turnState is where an active pull stands in its group's turns.
+type turnState uint8
+
+const (
+	// probing: no turn, asking for one event at a time.
+	probing turnState = iota
+	// waiting: no turn, handed an event while probing: asks for nothing
+	// until it gets one (in its group's queue).
+	waiting
+	// streaming: holds one of its group's turns, asks for its batch.
+	streaming
+)
+
+// turns are the groups' turns: the streaming pulls of each, and the pulls
+// waiting for one, in order. Guarded by the puller's mu.
+type turns struct {
+	// max is the streaming pulls a group may have at once, turn how long
+	// one streams at most while others wait; max 0 means no bound.
+	max  int
+	turn time.Duration
+	// holders are each group's streaming pulls; queue is each group's
+	// waiting pulls, in the order they asked.
+	holders map[string]map[*Pull]struct{}
+	queue   map[string][]*Pull
+}
+
+// batchNow is how many events the pull asks for at once where it stands.
+// The puller's mu is held.
+func (pl *Pull) batchNow() int {
+	if pl.p.turns.max <= 0 {
+		return pl.batch
+	}
+	switch pl.turn {
+	case streaming:
+		return pl.batch
+	case probing:
+		return 1
+	default:
+		return 0
+	}
+}
+
+// enter places a pull that starts asking: streaming if its group has a
+// turn free, probing otherwise. The puller's mu is held.
+func (pl *Pull) enter(now time.Time) {
+	t := &pl.p.turns
+	if t.max <= 0 || pl.turn == streaming {
+		return
+	}
+	if pl.turn == waiting {
+		return // in the queue already
+	}
+	if len(t.holders[pl.group]) < t.max {
+		pl.stream(now)
+		return
+	}
+	pl.turn = probing
+}
+
+// stream gives the pull one of its group's turns. The puller's mu is held.
+func (pl *Pull) stream(now time.Time) {
+	t := &pl.p.turns
+	h := t.holders[pl.group]
+	if h == nil {
+		h = map[*Pull]struct{}{}
+		t.holders[pl.group] = h
+	}
+	h[pl] = struct{}{}
+	pl.turn, pl.since = streaming, now
+}
+
+// leave takes the pull out of its group's turns (it pauses, fails, or
+// goes away): its turn, if it had one, goes to the next in the queue. The
+// puller's mu is held.
+func (pl *Pull) leave(now time.Time) {
+	t := &pl.p.turns
+	if t.max <= 0 {
+		return
+	}
+	switch pl.turn {
+	case streaming:
+		pl.yield(now)
+	case waiting:
+		q := t.queue[pl.group]
+		for i, w := range q {
+			if w == pl {
+				q = append(q[:i:i], q[i+1:]...)
+				break
+			}
+		}
+		pl.setQueue(q)
+		pl.turn = probing
+	}
+}
+
+// handed is told of each event the pull is handed: a probing pull then
+// waits for a turn; a streaming one gives its turn up when others wait and
+// its time is over. The puller's mu is held.
+func (pl *Pull) handed(now time.Time) {
+	t := &pl.p.turns
+	if t.max <= 0 || !pl.active {
+		return
+	}
+	switch pl.turn {
+	case probing:
+		if len(t.holders[pl.group]) < t.max && len(t.queue[pl.group]) == 0 {
+			pl.stream(now)
+			return
+		}
+		pl.turn = waiting
+		pl.setQueue(append(t.queue[pl.group], pl))
+		pl.p.yieldIdle(pl.group, now)
+	case streaming:
+		pl.yieldIfOver(now)
+	}
+}
+
+// yieldIfOver gives a streaming pull's turn up when others of its group
+// wait and its time is over (an event handed, a request ended). The
+// puller's mu is held.
+func (pl *Pull) yieldIfOver(now time.Time) {
+	t := &pl.p.turns
+	if pl.turn == streaming && len(t.queue[pl.group]) > 0 && now.Sub(pl.since) >= t.turn {
+		pl.yield(now)
+	}
+}
+
+// requestExpiry is how long the pull's next request may wait: expiry,
+// or while others of its group wait for a turn, what is left of the
+// streaming pull's, so that nothing it asks for comes after its turn. The
+// puller's mu is held.
+func (pl *Pull) requestExpiry(expiry time.Duration, now time.Time) time.Duration {
+	t := &pl.p.turns
+	if pl.turn != streaming || len(t.queue[pl.group]) == 0 {
+		return expiry
+	}
+	return min(expiry, max(pl.since.Add(t.turn).Sub(now), minTurnExpiry))
+}
+
+// minTurnExpiry is the shortest request of a streaming pull whose turn
+// ends.
+const minTurnExpiry = 10 * time.Millisecond
+
+// yield gives the pull's turn to the next in its group's queue; the pull
+// probes. The puller's mu is held.
+func (pl *Pull) yield(now time.Time) {
+	t := &pl.p.turns
+	pl.turn = probing
+	h := t.holders[pl.group]
+	delete(h, pl)
+	if len(h) == 0 {
+		delete(t.holders, pl.group)
+	}
+	q := t.queue[pl.group]
+	if len(q) == 0 {
+		return
+	}
+	next := q[0]
+	q[0] = nil
+	next.setQueue(q[1:])
+	next.stream(now)
+	next.topUp()
+}
+
+// setQueue sets the pull's group's queue. The puller's mu is held.
+func (pl *Pull) setQueue(q []*Pull) {
+	if len(q) == 0 {
+		delete(pl.p.turns.queue, pl.group)
+		return
+	}
+	pl.p.turns.queue[pl.group] = q
+}
+
+// yieldIdle takes the turns of group's streaming pulls that streamed for
+// their time, for the pulls waiting: one that is handed nothing more
+// would otherwise keep its turn. The puller's mu is held.
+func (p *Puller) yieldIdle(group string, now time.Time) {
+	t := &p.turns
+	for pl := range t.holders[group] {
+		if len(t.queue[group]) == 0 {
+			return
+		}
+		pl.yieldIfOver(now) // deletes pl from the map ranged over: allowed
+	}
+}
+
+// rotate passes on the turns held for their time in every group where
+// pulls wait (the puller's tick). The puller's mu is held.
+func (p *Puller) rotate(now time.Time) {
+	for group := range p.turns.queue {
+		p.yieldIdle(group, now)
+	}
+}
