@@ -146,7 +146,7 @@ func DefaultConfig() Config {
 		Components: []string{ComponentPublisher, ComponentDispatcher, ComponentReconciler},
 		Streams:    stream.DefaultConfig(),
 		AckWait:    stream.DefaultAckWait,
-		Publisher: publisher.Config{MaxRequestBytes: publisher.DefaultMaxRequestBytes, StoreTimeout: publisher.DefaultStoreTimeout, LegacyPrefix: v1alpha2.DefaultLegacyPrefix, LegacySource: publisher.DefaultLegacySource, SenderRate: publisher.DefaultSenderRate,
+		Publisher: publisher.Config{MaxRequestBytes: publisher.DefaultMaxRequestBytes, StoreTimeout: publisher.DefaultStoreTimeout, LegacyPrefix: v1alpha2.DefaultLegacyPrefix, LegacySource: publisher.DefaultLegacySource, SenderRate: publisher.DefaultSenderRate, SenderBytesRate: publisher.DefaultSenderBytesRate,
 			MaxPublishing: publisher.DefaultMaxPublishing},
 		KymaApplications:         true,
 		ApplicationCheckInterval: applications.DefaultCheckInterval,
@@ -194,7 +194,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: -max-request-bytes and -store-timeout must be positive", ErrInvalidConfig)
 	}
 	p := c.Publisher
-	if p.SenderRate < 0 || p.AnonymousRate < 0 || p.SenderBurst < 0 || p.AnonymousBurst < 0 ||
+	if p.SenderRate < 0 || p.AnonymousRate < 0 || p.SenderBytesRate < 0 || p.AnonymousBytesRate < 0 || p.SenderBurst < 0 || p.AnonymousBurst < 0 ||
 		p.SenderBurst > 0 && p.SenderBurst < publisher.MaxBatchEvents || p.AnonymousBurst > 0 && p.AnonymousBurst < publisher.MaxBatchEvents {
 		return fmt.Errorf("%w: -publish-rate-* must not be negative, -publish-burst-* 0 or at least %d (a batch)", ErrInvalidConfig, publisher.MaxBatchEvents)
 	}

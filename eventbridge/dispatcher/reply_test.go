@@ -162,3 +162,47 @@ func TestAReplyTooFarPastItsRateIsRetried(t *testing.T) {
 	require.Eventually(t, func() bool { return fn.count() >= 2 }, wait, tick, "and the delivery retried")
 	assert.Empty(t, b.deadLetters())
 }
+
+// TestARepliesBytesTakeTheirNamespacesRate: a namespace whose bytes its
+// rate allows only 100 a second, in bursts of 2,000, has its sink's reply
+// of about 3,000 bytes refused (counted rate_limited) and the delivery
+// retried, while its replies of a few bytes are stored: a reply's bytes
+// are the namespace's, as its publishes' are.
+func TestARepliesBytesTakeTheirNamespacesRate(t *testing.T) {
+	rates := admission.NewRates(1000, 1000, 0, 0)
+	rates.LimitBytes(100, 2000, 0, 0)
+	b := newBridge(t, withOption(dispatcher.WithReplyRates(rates)))
+	large := strings.Repeat("x", 3000)
+	fn := b.newSink("fn", func(n int, r *http.Request, w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "application/cloudevents+json")
+		data := "small"
+		if r.Header.Get("Ce-Id") == "large" {
+			data = large
+		}
+		fmt.Fprintf(w, `{"specversion":"1.0","id":"re-%s","source":"fn","type":"reply.v1","data":%q}`, r.Header.Get("Ce-Id"), data)
+	})
+	replies := b.newSink("replies", nil)
+	b.subscribe(sub("replies", "replies", func(s *v1alpha2.Subscription) {
+		s.Spec.Source, s.Spec.Types = "fn", []string{"reply.v1"}
+	}))
+	b.subscribe(sub("s", "fn", config("backoffInitial", "10ms", "backoffMax", "10ms"), func(s *v1alpha2.Subscription) {
+		s.Namespace, s.Spec.Sink = "tenant", "http://fn.tenant.svc.cluster.local/events"
+	}))
+	b.publish("shop", "order.created.v1", "large", "")
+	require.Eventually(t, func() bool {
+		return b.gauge("kfn_eventbridge_replies_total", map[string]string{"namespace": "tenant", "subscription": "s", "result": "rate_limited"}) >= 1
+	}, wait, tick, "the large reply is refused, counted")
+	require.Eventually(t, func() bool { return fn.count() >= 2 }, wait, tick, "and its delivery retried")
+	b.publish("shop", "order.created.v1", "small", "")
+	require.Eventually(t, func() bool {
+		for _, d := range replies.deliveries() {
+			if d.header.Get("Ce-Id") == "re-small" {
+				return true
+			}
+		}
+		return false
+	}, wait, tick, "a small reply is stored")
+	for _, d := range replies.deliveries() {
+		assert.NotEqual(t, "re-large", d.header.Get("Ce-Id"), "the reply past the namespace's bytes is not stored")
+	}
+}

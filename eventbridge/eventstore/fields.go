@@ -67,3 +67,15 @@ func (e *Event) SetTraceContext(traceParent, traceState string) {
 func (e *Event) Check() error { return CheckAttributes(e.h) }
 
 func (e *Event) set(key, value string) { e.h[key] = []string{value} }
+
+// Size is about the bytes the event takes in the store: its data and its
+// attributes' names and values.
+func (e *Event) Size() int64 {
+	n := len(e.data)
+	for k, vs := range e.h {
+		for _, v := range vs {
+			n += len(k) + len(v)
+		}
+	}
+	return int64(n)
+}

@@ -191,7 +191,7 @@ func (p *Publisher) serveLegacy(w http.ResponseWriter, r *http.Request) int {
 		return p.legacyFail(w, r, &LegacyError{Status: http.StatusTooManyRequests, Message: err.Error()})
 	}
 	defer p.publishing.leave(sender)
-	body, err := p.readBody(w, r)
+	body, err := p.readBody(w, r, sender)
 	if errors.Is(err, errTooLarge) {
 		return p.legacyFail(w, r, &LegacyError{Status: http.StatusRequestEntityTooLarge, Type: legacyTypeRequestBodyTooLarge, Message: legacyMessageTooLarge, MoreInfo: err.Error()})
 	}

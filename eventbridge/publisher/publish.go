@@ -19,10 +19,18 @@ import (
 // errTooLarge is returned by readBody when the body is over the limit.
 var errTooLarge = errors.New("request body too large")
 
-// readBody reads the whole body within MaxRequestBytes.
-func (p *Publisher) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+// readBody reads the whole body within MaxRequestBytes, and takes its
+// bytes from sender's bytes bucket (admission.Rates.TakeBytes): before
+// reading it when its length is told, so that a sender past its rate of
+// bytes costs no read of them.
+func (p *Publisher) readBody(w http.ResponseWriter, r *http.Request, sender string) ([]byte, error) {
 	if r.ContentLength > p.cfg.MaxRequestBytes {
 		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", errTooLarge, r.ContentLength, p.cfg.MaxRequestBytes)
+	}
+	if r.ContentLength >= 0 {
+		if err := p.rates.TakeBytes(sender, r.ContentLength); err != nil {
+			return nil, err
+		}
 	}
 	body, err := readAll(http.MaxBytesReader(w, r.Body, p.cfg.MaxRequestBytes), r.ContentLength)
 	var maxErr *http.MaxBytesError
@@ -31,6 +39,11 @@ func (p *Publisher) readBody(w http.ResponseWriter, r *http.Request) ([]byte, er
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read request body: %w", err)
+	}
+	if r.ContentLength < 0 {
+		if err := p.rates.TakeBytes(sender, int64(len(body))); err != nil {
+			return nil, err
+		}
 	}
 	return body, nil
 }
@@ -61,7 +74,7 @@ func (p *Publisher) servePublish(w http.ResponseWriter, r *http.Request) int {
 		return p.fail(w, r, err)
 	}
 	defer p.publishing.leave(sender)
-	body, err := p.readBody(w, r)
+	body, err := p.readBody(w, r, sender)
 	if err != nil {
 		return p.fail(w, r, err)
 	}

@@ -26,6 +26,12 @@ const (
 	// default (the package's zero value is no bound): a tenth of what one
 	// publisher stores at most on the machine of BENCHMARKS.md.
 	DefaultSenderRate = 1000
+	// DefaultSenderBytesRate is the Config.SenderBytesRate the event
+	// bridge sets by default (the package's zero value is no bound): 1,000
+	// events a second of 8 KiB, or 8 of the largest; a stream of 1 MiB
+	// events at 20 a second slowed another namespace's p99 4x
+	// (BENCHMARKS.md, "large events").
+	DefaultSenderBytesRate = 8 << 20
 )
 
 // MaxHeaderBytes is the http.Server MaxHeaderBytes a server of the
@@ -121,6 +127,12 @@ type Config struct {
 	// without a namespace, and this is its bound.
 	AnonymousRate  float64
 	AnonymousBurst int
+	// SenderBytesRate and AnonymousBytesRate bound the bytes of the same
+	// senders, as SenderRate and AnonymousRate their events, in bursts of
+	// the larger of the rate and MaxRequestBytes: a request's body is
+	// taken before it is read when its length is told, and a sink's reply
+	// waits for its bytes as for its event. 0: no bound.
+	SenderBytesRate, AnonymousBytesRate float64
 	// MaxPublishing is how many requests the publisher works on at once
 	// before it shares them among sender namespaces (WithSenders; every
 	// request without one counts as one sender): past it, a request of a
@@ -239,7 +251,14 @@ func SenderRates(cfg Config) (*admission.Rates, error) {
 			return nil, fmt.Errorf("%w: a burst of %d events is less than a batch's %d", ErrInvalidOption, *b.burst, MaxBatchEvents)
 		}
 	}
-	return admission.NewRates(cfg.SenderRate, cfg.SenderBurst, cfg.AnonymousRate, cfg.AnonymousBurst), nil
+	if cfg.SenderBytesRate < 0 || cfg.AnonymousBytesRate < 0 {
+		return nil, fmt.Errorf("%w: a rate of bytes must not be negative", ErrInvalidOption)
+	}
+	r := admission.NewRates(cfg.SenderRate, cfg.SenderBurst, cfg.AnonymousRate, cfg.AnonymousBurst)
+	largest := max(cfg.MaxRequestBytes, DefaultMaxRequestBytes)
+	burst := func(rate float64) int { return int(min(max(int64(rate), largest), 1<<31-1)) }
+	r.LimitBytes(cfg.SenderBytesRate, burst(cfg.SenderBytesRate), cfg.AnonymousBytesRate, burst(cfg.AnonymousBytesRate))
+	return r, nil
 }
 
 // WithRates makes the publisher take its senders' events from r instead

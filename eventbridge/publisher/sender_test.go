@@ -2,13 +2,16 @@ package publisher_test
 
 import (
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kfn-dev/kfn/contract/stream"
 	"github.com/kfn-dev/kfn/eventbridge/admission"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
@@ -283,4 +286,70 @@ func TestOneSendersFloodLeavesTheOthersTheirRate(t *testing.T) {
 	code, body, _ = e.post(t, "/publish", map[string]string{"Authorization": "Bearer a", "Content-Type": "application/cloudevents-batch+json"}, batch)
 	assert.Equal(t, http.StatusTooManyRequests, code, "a batch past the rate is refused whole: %s", body)
 	e.stored(t, 0)
+}
+
+// countingReader counts the bytes read from it.
+type countingReader struct {
+	r    io.Reader
+	read int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.read += n
+	return n, err
+}
+
+// TestOneSendersLargeEventsLeaveTheOthersTheirBytes: a namespace's bytes
+// are bounded as its events are (SenderBytesRate, in bursts of the
+// largest request): once its 1 MiB burst is spent its next request is
+// refused (429, Retry-After, the bound named) before its body is read, a
+// body of unknown length after, while another namespace, and publishers
+// without one, still store theirs.
+func TestOneSendersLargeEventsLeaveTheOthersTheirBytes(t *testing.T) {
+	cfg := publisher.Config{SenderRate: 1000, SenderBytesRate: 0.001, MaxRequestBytes: 1 << 20}
+	e := newEnv(t, cfg, func(c *stream.Config) { c.MaxMsgSize = 2 << 20 }, publisher.WithSenders(tokens{"a": "team-a", "b": "team-b"}))
+	data := `"` + strings.Repeat("x", 600<<10) + `"`
+	send := func(token, id string) (int, string, http.Header) {
+		t.Helper()
+		h := binary(id, "order.created.v1")
+		h["Authorization"] = "Bearer " + token
+		return e.post(t, "/publish", h, data)
+	}
+	code, body, _ := send("b", "b1")
+	require.Equal(t, http.StatusNoContent, code, body)
+	code, body, header := send("b", "b2")
+	assert.Equal(t, http.StatusTooManyRequests, code, body)
+	assert.Contains(t, body, "namespace team-b may store 0.001 bytes a second")
+	assert.Equal(t, "1", header.Get("Retry-After"))
+	e.stored(t, 1)
+
+	// Refused before its body is read.
+	body1 := &countingReader{r: strings.NewReader(data)}
+	req := httptest.NewRequest(http.MethodPost, "/publish", body1)
+	req.ContentLength = int64(len(data))
+	for k, v := range binary("b3", "order.created.v1") {
+		req.Header.Set(k, v)
+	}
+	req.Header.Set("Authorization", "Bearer b")
+	rec := httptest.NewRecorder()
+	e.srv.Config.Handler.ServeHTTP(rec, req)
+	assert.Equal(t, http.StatusTooManyRequests, rec.Code)
+	assert.Zero(t, body1.read, "the body of a request past its sender's bytes is not read")
+	// One of unknown length: read, then refused.
+	req = httptest.NewRequest(http.MethodPost, "/publish", strings.NewReader(data))
+	req.ContentLength = -1
+	for k, v := range binary("b4", "order.created.v1") {
+		req.Header.Set(k, v)
+	}
+	req.Header.Set("Authorization", "Bearer b")
+	rec = httptest.NewRecorder()
+	e.srv.Config.Handler.ServeHTTP(rec, req)
+	assert.Equal(t, http.StatusTooManyRequests, rec.Code, "a body of unknown length")
+
+	code, body, _ = send("a", "a1")
+	assert.Equal(t, http.StatusNoContent, code, "another namespace: %s", body)
+	code, body, _ = e.post(t, "/publish", binary("anon", "order.created.v1"), data)
+	assert.Equal(t, http.StatusNoContent, code, "no namespace: %s", body)
+	e.stored(t, 2)
 }

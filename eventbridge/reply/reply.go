@@ -138,7 +138,7 @@ func (s *Store) Publish(ctx context.Context, r *Reply, sender, traceParent, trac
 	if err := s.policy.Admit(&e, sender); err != nil {
 		return Invalid, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	if err := s.rates.Wait(ctx, sender, MaxRateWait); errors.Is(err, admission.ErrTooManyEvents) {
+	if err := s.rates.Wait(ctx, sender, e.Size(), MaxRateWait); errors.Is(err, admission.ErrTooManyEvents) {
 		return RateLimited, fmt.Errorf("store reply %s: %w", r.Event.ID(), err)
 	} else if err != nil {
 		return Failed, fmt.Errorf("store reply %s: %w", r.Event.ID(), err)

@@ -43,8 +43,10 @@ func (p *PerKey) AllowN(key string, now time.Time, n int) bool {
 // ReserveN takes n tokens of key's bucket at now, ahead of their refill
 // when it has fewer (the bucket owes them: the next takes wait for them
 // too), and returns how long from now the caller waits for them, with a
-// cancel that gives them back; ok is false, and nothing is taken, when n
-// is more than a burst or the wait would be longer than maxWait.
+// cancel that gives them back (also those taken at once, as of now, which
+// rate.Reservation's Cancel would keep once now has passed); ok is false,
+// and nothing is taken, when n is more than a burst or the wait would be
+// longer than maxWait.
 func (p *PerKey) ReserveN(key string, now time.Time, n int, maxWait time.Duration) (wait time.Duration, cancel func(), ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -56,7 +58,16 @@ func (p *PerKey) ReserveN(key string, now time.Time, n int, maxWait time.Duratio
 		r.CancelAt(now)
 		return 0, nil, false
 	}
-	return wait, r.Cancel, true
+	cancel = func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		at := time.Now()
+		if r.DelayFrom(at) <= 0 {
+			at = now // its time has come: give them back as of when they were taken
+		}
+		r.CancelAt(at)
+	}
+	return wait, cancel, true
 }
 
 // bucket returns key's bucket, made full when new. p.mu is held.
