@@ -51,6 +51,10 @@ const (
 	// Config.StreamingConsumersPerNamespace and ConsumerTurn by default.
 	DefaultStreamingConsumersPerNamespace = 8
 	DefaultConsumerTurn                   = pull.DefaultTurn
+
+	// DefaultLogLinesPerNamespace is Config.LogLinesPerNamespace by
+	// default.
+	DefaultLogLinesPerNamespace = 10
 )
 
 // MinPullExpiry is the shortest Config.PullExpiry.
@@ -157,6 +161,14 @@ type Config struct {
 	// negative bound means none.
 	StreamingConsumersPerNamespace int
 	ConsumerTurn                   time.Duration
+	// LogLinesPerNamespace bounds the lines the events of one namespace
+	// log a second (a failing sink's dead letters, replies dropped), in
+	// bursts of ten seconds' worth: past it they are dropped, and the
+	// namespace's next line says how many were (droppedLines), so that one
+	// namespace's thousands of failing events a second do not fill the
+	// log every namespace's lines are in. Default
+	// DefaultLogLinesPerNamespace; negative means no bound.
+	LogLinesPerNamespace float64
 	// Delivery holds the delivery settings of the spec.config keys a
 	// Subscription does not set (retries, backoff, dead-lettering); it must
 	// match the stream.ConsumerSettings.Defaults the consumers were made
@@ -267,6 +279,9 @@ func (c *Config) defaults() error {
 	}
 	if c.ConsumerTurn == 0 {
 		c.ConsumerTurn = DefaultConsumerTurn
+	}
+	if c.LogLinesPerNamespace == 0 {
+		c.LogLinesPerNamespace = DefaultLogLinesPerNamespace
 	}
 	return c.namespaceDefaults()
 }

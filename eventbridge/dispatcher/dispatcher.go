@@ -186,7 +186,7 @@ func New(js jetstream.JetStream, cfg Config, opts ...Option) (*Dispatcher, error
 		Deadlines:   deadline.New(cfg.RequestTimeout),
 		Replies:     reply.NewStore(js, cfg.Streams.EventStream, cfg.admission(), d.rates),
 		DeadLetters: deadletter.NewWriter(js, cfg.Streams),
-		Jitter:      cfg.Jitter, MaxReplyBytes: cfg.MaxReplyBytes,
+		Jitter:      cfg.Jitter, MaxReplyBytes: cfg.MaxReplyBytes, LogLinesPerNamespace: cfg.LogLinesPerNamespace,
 	})
 	d.sched = schedule.New(js, schedule.Config{
 		Streams: cfg.Streams, Defaults: cfg.Delivery,

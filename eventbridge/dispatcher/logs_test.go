@@ -1,14 +1,17 @@
 package dispatcher_test
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/internal/logging"
 	"github.com/kfn-dev/kfn/test/logtest"
@@ -59,4 +62,65 @@ func TestDeliveryLogLines(t *testing.T) {
 	for _, msg := range []string{"delivery failed, will retry", "event dead-lettered", "sink replied with an invalid CloudEvent, dropped"} {
 		assert.True(t, seen[msg], "logged %q", msg)
 	}
+}
+
+// TestANamespacesEventsLogWithinTheirLines: namespace mallory's sink
+// answers 400 to each of 100 events (a dead letter, and a line, each);
+// with 1 line a second per namespace (bursts of 10) mallory's lines stay
+// within the burst and the rate, the line after those dropped says how
+// many were (all but those logged, of its events dead-lettered before it),
+// and the victim's dead letter, after all of mallory's, is still logged.
+func TestANamespacesEventsLogWithinTheirLines(t *testing.T) {
+	var buf logtest.Buffer
+	root, err := logging.New(&buf, "info", logging.JSON)
+	require.NoError(t, err)
+	b := newBridge(t, withOption(dispatcher.WithLogger(logging.Component(root, "dispatcher"))),
+		withConfig(func(c *dispatcher.Config) { c.LogLinesPerNamespace = 1 }))
+	b.newSink("spam", func(n int, r *http.Request, w http.ResponseWriter) { w.WriteHeader(http.StatusBadRequest) })
+	b.newSink("ledger", func(n int, r *http.Request, w http.ResponseWriter) { w.WriteHeader(http.StatusBadRequest) })
+	b.subscribe(sub("spam", "spam", func(s *v1alpha2.Subscription) {
+		s.Namespace = "mallory"
+		s.Spec.Sink = "http://spam.mallory.svc.cluster.local/"
+		s.Spec.Types = []string{"spam.fail.v1"}
+	}))
+	b.subscribe(sub("ledger", "ledger"))
+	start := time.Now()
+	const spam = 100
+	for i := range spam {
+		b.publish("shop", "spam.fail.v1", fmt.Sprint("spam-", i), "x")
+	}
+	require.Eventually(t, func() bool { return len(b.deadLetters()) == spam }, wait, tick)
+	b.publish("shop", "order.created.v1", "pay-1", "x")
+	require.Eventually(t, func() bool { return strings.Contains(buf.String(), `"eventID":"pay-1"`) }, wait, tick, "the victim's line")
+	// Once its bucket has a line again (a second), one more of mallory's
+	// says how many were dropped.
+	sent := spam
+	require.Eventually(t, func() bool {
+		if strings.Contains(buf.String(), `"droppedLines"`) {
+			return true
+		}
+		b.publish("shop", "spam.fail.v1", fmt.Sprint("spam-", sent), "x")
+		sent++
+		return false
+	}, 2*wait, 200*time.Millisecond, "mallory's line past the rate, saying how many were dropped")
+	require.Eventually(t, func() bool { return len(b.deadLetters()) == sent+1 }, wait, tick)
+
+	elapsed := time.Since(start)
+	var mallory int
+	var dropped float64
+	for _, l := range logtest.CheckLayout(t, buf.String(), "dispatcher") {
+		if l.String("namespace") != "mallory" || l.String("eventID") == "" {
+			continue
+		}
+		mallory++
+		if n, ok := l["droppedLines"].(float64); ok {
+			dropped += n
+		}
+	}
+	assert.LessOrEqual(t, mallory, 10+int(elapsed.Seconds())+1, "mallory's lines in %s", elapsed)
+	// Every line dropped among the first 100 is told; of the events sent
+	// after (one a tick until a line told), the last may have been dropped
+	// after the line that told.
+	assert.GreaterOrEqual(t, dropped, float64(spam-mallory), "the lines dropped are told")
+	assert.LessOrEqual(t, dropped, float64(sent-mallory), "no more than were dropped")
 }

@@ -12,17 +12,20 @@ import (
 
 // EventLog logs about one event's delivery: with the worker's keys
 // (namespace, subscription, function, consumer), the event's id and
-// attempt. It formats nothing for a level that is not enabled: most
-// events log nothing at all.
+// attempt, within the lines its namespace may log
+// (Config.LogLinesPerNamespace). It formats nothing for a level that is
+// not enabled: most events log nothing at all.
 type EventLog struct {
-	log     *slog.Logger
-	h       nats.Header
-	attempt int
+	log       *slog.Logger
+	lines     *lines
+	namespace string
+	h         nats.Header
+	attempt   int
 }
 
 // EventLog returns the log of the event of headers h and metadata meta.
 func (d *Deliverer) EventLog(h nats.Header, meta *jetstream.MsgMetadata) EventLog {
-	return EventLog{log: d.log, h: h, attempt: int(meta.NumDelivered)}
+	return EventLog{log: d.log, lines: d.s.lines, namespace: d.namespace, h: h, attempt: int(meta.NumDelivered)}
 }
 
 func (l EventLog) emit(level slog.Level, msg string, args []any) {
@@ -30,7 +33,15 @@ func (l EventLog) emit(level slog.Level, msg string, args []any) {
 	if !l.log.Enabled(ctx, level) {
 		return
 	}
-	l.log.Log(ctx, level, msg, append([]any{"eventID", eventstore.Attribute(l.h, "id"), "attempt", l.attempt}, args...)...)
+	ok, dropped := l.lines.take(l.namespace)
+	if !ok {
+		return
+	}
+	head := []any{"eventID", eventstore.Attribute(l.h, "id"), "attempt", l.attempt}
+	if dropped > 0 {
+		head = append(head, "droppedLines", dropped)
+	}
+	l.log.Log(ctx, level, msg, append(head, args...)...)
 }
 
 // Debug logs msg with args at debug level.

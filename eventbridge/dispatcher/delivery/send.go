@@ -37,14 +37,22 @@ type Config struct {
 	Jitter float64
 	// MaxReplyBytes bounds a sink's CloudEvent reply.
 	MaxReplyBytes int64
+	// LogLinesPerNamespace bounds the lines the events of one namespace
+	// log a second (EventLog), in bursts of ten seconds' worth; past it
+	// they are dropped, and the namespace's next line says how many were.
+	// 0 or less: no bound.
+	LogLinesPerNamespace float64
 }
 
 // Sender makes the delivery attempts of every Subscription of a
 // dispatcher and settles their events. Safe for concurrent use.
-type Sender struct{ cfg Config }
+type Sender struct {
+	cfg   Config
+	lines *lines
+}
 
 // NewSender returns a Sender of cfg.
-func NewSender(cfg Config) *Sender { return &Sender{cfg: cfg} }
+func NewSender(cfg Config) *Sender { return &Sender{cfg: cfg, lines: newLines(cfg.LogLinesPerNamespace)} }
 
 // EndRequests ends the requests in flight now (their attempts fail): at
 // shutdown, once the dispatcher's grace is over, and after the last.
