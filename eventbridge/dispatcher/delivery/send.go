@@ -52,7 +52,9 @@ type Sender struct {
 }
 
 // NewSender returns a Sender of cfg.
-func NewSender(cfg Config) *Sender { return &Sender{cfg: cfg, lines: newLines(cfg.LogLinesPerNamespace)} }
+func NewSender(cfg Config) *Sender {
+	return &Sender{cfg: cfg, lines: newLines(cfg.LogLinesPerNamespace)}
+}
 
 // EndRequests ends the requests in flight now (their attempts fail): at
 // shutdown, once the dispatcher's grace is over, and after the last.
