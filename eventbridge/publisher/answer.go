@@ -4,6 +4,9 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
+
+	"golang.org/x/time/rate"
 
 	"github.com/kfn-dev/kfn/eventbridge/admission"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
@@ -48,5 +51,44 @@ func (p *Publisher) logFailure(r *http.Request, code int, err error) {
 	if code >= 500 {
 		level = slog.LevelWarn
 	}
-	p.log.Log(r.Context(), level, "publish failed", "path", r.URL.Path, "code", code, "error", err)
+	ctx := r.Context()
+	if !p.log.Enabled(ctx, level) {
+		return
+	}
+	ok, dropped := p.failLines.take()
+	if !ok {
+		return
+	}
+	args := []any{"path", r.URL.Path, "code", code, "error", err}
+	if dropped > 0 {
+		args = append(args, "droppedLines", dropped)
+	}
+	p.log.Log(ctx, level, "publish failed", args...)
+}
+
+// FailureLinesPerSecond bounds the lines the publisher logs about the
+// requests it fails, in bursts of ten times as many: a full stream or a
+// NATS away fails every request, thousands a second, each told to its
+// client and counted in the metrics. Past it the lines are dropped, and
+// the next says how many were (droppedLines).
+const FailureLinesPerSecond = 10
+
+// lineBudget is a bucket of log lines that counts those it refused.
+type lineBudget struct {
+	limiter *rate.Limiter
+	dropped atomic.Int64
+}
+
+func newLineBudget(perSecond float64) *lineBudget {
+	return &lineBudget{limiter: rate.NewLimiter(rate.Limit(perSecond), int(10*perSecond))}
+}
+
+// take reports whether a line may be logged now, and how many were
+// refused since the last one that was.
+func (b *lineBudget) take() (ok bool, droppedBefore int64) {
+	if !b.limiter.Allow() {
+		b.dropped.Add(1)
+		return false, 0
+	}
+	return true, b.dropped.Swap(0)
 }

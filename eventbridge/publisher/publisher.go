@@ -147,17 +147,19 @@ type Config struct {
 // Publisher is the HTTP handler of the publishing API. It is safe for
 // concurrent use.
 type Publisher struct {
-	cfg     Config
-	store   EventStore
-	apps    Applications
-	subs    SubscriptionLister
-	ready   ReadyFunc
-	live    ReadyFunc
-	log     *slog.Logger
-	metrics *metrics
-	tracer  trace.Tracer // nil: no spans
-	mux     *http.ServeMux
-	newID   func() string
+	cfg   Config
+	store EventStore
+	apps  Applications
+	subs  SubscriptionLister
+	ready ReadyFunc
+	live  ReadyFunc
+	log   *slog.Logger
+	// failLines bounds the lines logged about failed requests.
+	failLines *lineBudget
+	metrics   *metrics
+	tracer    trace.Tracer // nil: no spans
+	mux       *http.ServeMux
+	newID     func() string
 	// stores give each request's wait for JetStream its StoreTimeout.
 	stores  *deadline.Windows
 	senders Senders
@@ -312,7 +314,7 @@ func New(store EventStore, cfg Config, opts ...Option) (*Publisher, error) {
 	p := &Publisher{
 		cfg:   cfg,
 		store: store,
-		log:   slog.New(slog.DiscardHandler),
+		log:   slog.New(slog.DiscardHandler), failLines: newLineBudget(FailureLinesPerSecond),
 		newID: newUUID,
 
 		stores:     deadline.New(cfg.StoreTimeout),

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -23,6 +24,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/internal/jsstream"
+	"github.com/kfn-dev/kfn/test/logtest"
 	"github.com/kfn-dev/kfn/test/natstest"
 )
 
@@ -410,4 +412,34 @@ func TestPublishCountsEachStatusCode(t *testing.T) {
 kfn_eventbridge_publish_requests_total{code="204",endpoint="publish"} 2
 kfn_eventbridge_publish_requests_total{code="400",endpoint="publish"} 2
 `), "kfn_eventbridge_publish_requests_total"))
+}
+
+// TestFailuresLogWithinTheirLines: with the stream full every publish
+// fails (507) and would log a warning each; 300 of them log at most the
+// burst of FailureLinesPerSecond and its rate, and a line past the refill
+// says how many were dropped.
+func TestFailuresLogWithinTheirLines(t *testing.T) {
+	var buf logtest.Buffer
+	log := slog.New(slog.NewJSONHandler(&buf, nil))
+	e := newEnv(t, publisher.Config{}, func(c *stream.Config) { c.MaxBytes = 4096 }, publisher.WithLogger(log))
+	start := time.Now()
+	const requests = 300
+	full := 0
+	for i := range requests {
+		code, body, _ := e.post(t, "/publish", binary(fmt.Sprint(i), "a.b"), strings.Repeat("x", 500))
+		require.Contains(t, []int{http.StatusNoContent, http.StatusInsufficientStorage}, code, body)
+		if code == http.StatusInsufficientStorage {
+			full++
+		}
+	}
+	lines := strings.Count(buf.String(), `"msg":"publish failed"`)
+	assert.LessOrEqual(t, lines, 10*publisher.FailureLinesPerSecond+int(time.Since(start).Seconds()*publisher.FailureLinesPerSecond)+1,
+		"%d failures in %s", full, time.Since(start))
+	require.Greater(t, full, lines, "some lines dropped")
+	i := requests
+	require.Eventually(t, func() bool {
+		i++
+		_, _, _ = e.post(t, "/publish", binary(fmt.Sprint(i), "a.b"), strings.Repeat("x", 500))
+		return strings.Contains(buf.String(), `"droppedLines"`)
+	}, 10*time.Second, 50*time.Millisecond, "a line past the refill says how many were dropped")
 }
