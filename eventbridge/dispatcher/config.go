@@ -253,6 +253,15 @@ func (c *Config) defaults() error {
 	if c.MaxHeldBytesPerSubscription == 0 {
 		c.MaxHeldBytesPerSubscription = DefaultMaxHeldBytesPerSubscription
 	}
+	if err := c.sharesDefaults(); err != nil {
+		return err
+	}
+	return c.namespaceDefaults()
+}
+
+// sharesDefaults sets and checks what shares the dispatcher's work among
+// namespaces: delivery slots, retry turns, consumer turns, log lines.
+func (c *Config) sharesDefaults() error {
 	if c.SlotTime < 0 {
 		return fmt.Errorf("%w: negative slot time", ErrInvalidOption)
 	}
@@ -283,7 +292,7 @@ func (c *Config) defaults() error {
 	if c.LogLinesPerNamespace == 0 {
 		c.LogLinesPerNamespace = DefaultLogLinesPerNamespace
 	}
-	return c.namespaceDefaults()
+	return nil
 }
 
 // namespaceDefaults sets and checks the namespace totals.

@@ -4,13 +4,11 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"sync/atomic"
-
-	"golang.org/x/time/rate"
 
 	"github.com/kfn-dev/kfn/eventbridge/admission"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/internal/auth"
+	"github.com/kfn-dev/kfn/internal/logging"
 )
 
 // StatusCode maps an error of the publishing path to its HTTP status.
@@ -55,13 +53,13 @@ func (p *Publisher) logFailure(r *http.Request, code int, err error) {
 	if !p.log.Enabled(ctx, level) {
 		return
 	}
-	ok, dropped := p.failLines.take()
+	ok, dropped := p.failLines.Take("")
 	if !ok {
 		return
 	}
 	args := []any{"path", r.URL.Path, "code", code, "error", err}
 	if dropped > 0 {
-		args = append(args, "droppedLines", dropped)
+		args = append(args, logging.DroppedKey, dropped)
 	}
 	p.log.Log(ctx, level, "publish failed", args...)
 }
@@ -72,23 +70,3 @@ func (p *Publisher) logFailure(r *http.Request, code int, err error) {
 // client and counted in the metrics. Past it the lines are dropped, and
 // the next says how many were (droppedLines).
 const FailureLinesPerSecond = 10
-
-// lineBudget is a bucket of log lines that counts those it refused.
-type lineBudget struct {
-	limiter *rate.Limiter
-	dropped atomic.Int64
-}
-
-func newLineBudget(perSecond float64) *lineBudget {
-	return &lineBudget{limiter: rate.NewLimiter(rate.Limit(perSecond), int(10*perSecond))}
-}
-
-// take reports whether a line may be logged now, and how many were
-// refused since the last one that was.
-func (b *lineBudget) take() (ok bool, droppedBefore int64) {
-	if !b.limiter.Allow() {
-		b.dropped.Add(1)
-		return false, 0
-	}
-	return true, b.dropped.Swap(0)
-}

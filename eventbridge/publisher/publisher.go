@@ -15,6 +15,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/admission"
 	"github.com/kfn-dev/kfn/eventbridge/deadline"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
+	"github.com/kfn-dev/kfn/internal/logging"
 )
 
 // Defaults of Config.
@@ -155,7 +156,7 @@ type Publisher struct {
 	live  ReadyFunc
 	log   *slog.Logger
 	// failLines bounds the lines logged about failed requests.
-	failLines *lineBudget
+	failLines *logging.Budget
 	metrics   *metrics
 	tracer    trace.Tracer // nil: no spans
 	mux       *http.ServeMux
@@ -314,7 +315,7 @@ func New(store EventStore, cfg Config, opts ...Option) (*Publisher, error) {
 	p := &Publisher{
 		cfg:   cfg,
 		store: store,
-		log:   slog.New(slog.DiscardHandler), failLines: newLineBudget(FailureLinesPerSecond),
+		log:   slog.New(slog.DiscardHandler), failLines: logging.NewBudget(FailureLinesPerSecond),
 		newID: newUUID,
 
 		stores:     deadline.New(cfg.StoreTimeout),

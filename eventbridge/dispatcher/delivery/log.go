@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
+	"github.com/kfn-dev/kfn/internal/logging"
 )
 
 // EventLog logs about one event's delivery: with the worker's keys
@@ -17,7 +18,7 @@ import (
 // not enabled: most events log nothing at all.
 type EventLog struct {
 	log       *slog.Logger
-	lines     *lines
+	lines     *logging.Budget
 	namespace string
 	h         nats.Header
 	attempt   int
@@ -33,13 +34,13 @@ func (l EventLog) emit(level slog.Level, msg string, args []any) {
 	if !l.log.Enabled(ctx, level) {
 		return
 	}
-	ok, dropped := l.lines.take(l.namespace)
+	ok, dropped := l.lines.Take(l.namespace)
 	if !ok {
 		return
 	}
 	head := []any{"eventID", eventstore.Attribute(l.h, "id"), "attempt", l.attempt}
 	if dropped > 0 {
-		head = append(head, "droppedLines", dropped)
+		head = append(head, logging.DroppedKey, dropped)
 	}
 	l.log.Log(ctx, level, msg, append(head, args...)...)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/reply"
 	"github.com/kfn-dev/kfn/internal/egress"
+	"github.com/kfn-dev/kfn/internal/logging"
 )
 
 // Config is what a Sender sends and settles with. Every field is needed.
@@ -48,12 +49,12 @@ type Config struct {
 // dispatcher and settles their events. Safe for concurrent use.
 type Sender struct {
 	cfg   Config
-	lines *lines
+	lines *logging.Budget
 }
 
 // NewSender returns a Sender of cfg.
 func NewSender(cfg Config) *Sender {
-	return &Sender{cfg: cfg, lines: newLines(cfg.LogLinesPerNamespace)}
+	return &Sender{cfg: cfg, lines: logging.NewBudget(cfg.LogLinesPerNamespace)}
 }
 
 // EndRequests ends the requests in flight now (their attempts fail): at
