@@ -55,6 +55,14 @@ const (
 	// DefaultLogLinesPerNamespace is Config.LogLinesPerNamespace by
 	// default.
 	DefaultLogLinesPerNamespace = 10
+
+	// DefaultMaxInFlight and DefaultMaxInFlightPerNamespace are
+	// Config.MaxInFlight and MaxInFlightPerNamespace by default: a
+	// namespace as many as one Subscription may have (maxInFlightMessages
+	// at most 1,000), four namespaces at it fill the total (about 40 KiB
+	// each, a connection and its goroutines: 160 MiB).
+	DefaultMaxInFlight             = 4096
+	DefaultMaxInFlightPerNamespace = v1alpha2.MaxMaxInFlightMessages
 )
 
 // MinPullExpiry is the shortest Config.PullExpiry.
@@ -169,6 +177,18 @@ type Config struct {
 	// log every namespace's lines are in. Default
 	// DefaultLogLinesPerNamespace; negative means no bound.
 	LogLinesPerNamespace float64
+	// MaxInFlight bounds the deliveries in flight (sent, their sinks'
+	// answers not yet read) of all Subscriptions, MaxInFlightPerNamespace
+	// those of one namespace's: each holds a connection, goroutines and
+	// buffers, and a namespace's Subscriptions may each have up to 1,000
+	// in flight, so that without them one namespace's sinks that never
+	// answer took the dispatcher's descriptors and memory. Past a bound an
+	// attempt waits, within its request timeout, for a delivery to end;
+	// each that ends goes to the namespace waiting that has the fewest in
+	// flight. Defaults DefaultMaxInFlight and
+	// DefaultMaxInFlightPerNamespace; a negative MaxInFlight means no
+	// bound.
+	MaxInFlight, MaxInFlightPerNamespace int
 	// Delivery holds the delivery settings of the spec.config keys a
 	// Subscription does not set (retries, backoff, dead-lettering); it must
 	// match the stream.ConsumerSettings.Defaults the consumers were made
@@ -291,6 +311,15 @@ func (c *Config) sharesDefaults() error {
 	}
 	if c.LogLinesPerNamespace == 0 {
 		c.LogLinesPerNamespace = DefaultLogLinesPerNamespace
+	}
+	if c.MaxInFlightPerNamespace < 0 {
+		return fmt.Errorf("%w: negative deliveries in flight per namespace", ErrInvalidOption)
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = DefaultMaxInFlight
+	}
+	if c.MaxInFlightPerNamespace == 0 {
+		c.MaxInFlightPerNamespace = DefaultMaxInFlightPerNamespace
 	}
 	return nil
 }

@@ -187,6 +187,7 @@ func New(js jetstream.JetStream, cfg Config, opts ...Option) (*Dispatcher, error
 		Replies:     reply.NewStore(js, cfg.Streams.EventStream, cfg.admission(), d.rates),
 		DeadLetters: deadletter.NewWriter(js, cfg.Streams),
 		Jitter:      cfg.Jitter, MaxReplyBytes: cfg.MaxReplyBytes, LogLinesPerNamespace: cfg.LogLinesPerNamespace,
+		MaxInFlight: cfg.MaxInFlight, MaxInFlightPerNamespace: cfg.MaxInFlightPerNamespace,
 	})
 	d.sched = schedule.New(js, schedule.Config{
 		Streams: cfg.Streams, Defaults: cfg.Delivery,

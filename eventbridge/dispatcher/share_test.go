@@ -179,3 +179,34 @@ func TestANamespacesConsumersTakeTurns(t *testing.T) {
 	t.Logf("mallory's Subscriptions handed events per %v: %.1f on average over %d windows", window, mean, len(windows))
 	assert.Less(t, mean, float64(fanOut)*2/3, "mallory's consumers take turns")
 }
+
+// TestANamespacesDeliveriesInFlightAreBounded: namespace mallory's sink
+// never answers, its Subscription allowing 50 in flight; with 5 in flight
+// per namespace the sink has at most 5 requests at once, and the victim's
+// events, beside them, are delivered.
+func TestANamespacesDeliveriesInFlightAreBounded(t *testing.T) {
+	const perNamespace = 5
+	release := make(chan struct{})
+	b := newBridge(t, withConfig(func(c *dispatcher.Config) { c.MaxInFlightPerNamespace = perNamespace }))
+	spam := b.newSink("spam", func(int, *http.Request, http.ResponseWriter) { <-release })
+	victim := b.newSink("ledger", nil)
+	// Before the sink's server closes (it waits for its requests) and the
+	// dispatcher stops: cleanups run last first.
+	t.Cleanup(func() { close(release) })
+	b.subscribe(sub("spam", "spam", func(s *v1alpha2.Subscription) {
+		s.Namespace = "mallory"
+		s.Spec.Sink = "http://spam.mallory.svc.cluster.local/"
+		s.Spec.Types = []string{"spam.slow.v1"}
+	}, config(v1alpha2.ConfigMaxInFlightMessages, "50")))
+	b.subscribe(sub("ledger", "ledger"))
+	for i := range 50 {
+		b.publish("shop", "spam.slow.v1", fmt.Sprint("spam-", i), "x")
+	}
+	require.Eventually(t, func() bool { return spam.count() == perNamespace }, wait, tick, "the namespace's bound of requests reaches the sink")
+	for i := range 5 {
+		b.publish("shop", "order.created.v1", fmt.Sprint("pay-", i), "x")
+	}
+	require.Eventually(t, func() bool { return victim.count() == 5 }, wait, tick, "the victim's events beside them")
+	assert.Equal(t, perNamespace, spam.maxInFlight(), "mallory's requests in flight at once")
+	assert.Equal(t, perNamespace, spam.count(), "no more sent while those hang")
+}

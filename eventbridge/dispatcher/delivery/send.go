@@ -43,18 +43,26 @@ type Config struct {
 	// they are dropped, and the namespace's next line says how many were.
 	// 0 or less: no bound.
 	LogLinesPerNamespace float64
+	// MaxInFlight bounds the requests in flight to sinks, and
+	// MaxInFlightPerNamespace those of one namespace's Subscriptions:
+	// past either an attempt waits, within its timeout, for one to end
+	// (the next goes to the namespace waiting with the fewest in flight).
+	// MaxInFlight 0 or less: no bound; MaxInFlightPerNamespace 0 or less:
+	// MaxInFlight.
+	MaxInFlight, MaxInFlightPerNamespace int
 }
 
 // Sender makes the delivery attempts of every Subscription of a
 // dispatcher and settles their events. Safe for concurrent use.
 type Sender struct {
-	cfg   Config
-	lines *logging.Budget
+	cfg      Config
+	lines    *logging.Budget
+	inFlight *inFlight
 }
 
 // NewSender returns a Sender of cfg.
 func NewSender(cfg Config) *Sender {
-	return &Sender{cfg: cfg, lines: logging.NewBudget(cfg.LogLinesPerNamespace)}
+	return &Sender{cfg: cfg, lines: logging.NewBudget(cfg.LogLinesPerNamespace), inFlight: newInFlight(cfg.MaxInFlight, cfg.MaxInFlightPerNamespace)}
 }
 
 // EndRequests ends the requests in flight now (their attempts fail): at
@@ -129,6 +137,10 @@ func (d *Deliverer) Send(ctx context.Context, log EventLog, msg jetstream.Msg, u
 	}
 	eventstore.CopyToWire(req.Header, msg.Headers())
 	d.rec.Inject(ctx, req.Header)
+	if err := d.s.inFlight.acquire(req.Context(), d.namespace); err != nil {
+		return Result{Verdict: Retry, Err: fmt.Errorf("post to %s: %w", url, err)}
+	}
+	defer d.s.inFlight.release(d.namespace) // after the answer's body is read and closed (deferred below)
 	resp, err := d.s.do(req)
 	if err != nil {
 		verdict := Retry
