@@ -66,7 +66,13 @@ func TestAGroupsConsumersTakeTurns(t *testing.T) {
 		var pl *Pull
 		pl = p.Add(group, consumer, 10, take(func(m *Msg) {
 			// Take runs under the puller's lock: the turns can be read.
-			mostHolders.Store(max(mostHolders.Load(), int64(len(p.turns.holders["many"]))))
+			streamingNow := 0
+			for _, other := range p.byID {
+				if other.group == "many" && other.turn == streaming {
+					streamingNow++
+				}
+			}
+			mostHolders.Store(max(mostHolders.Load(), int64(streamingNow), int64(len(p.turns.holders["many"]))))
 			if group == "one" && pl.turn != streaming {
 				oneWaited.Store(true)
 			}
@@ -133,4 +139,144 @@ func TestAGroupsConsumersTakeTurns(t *testing.T) {
 	// Without turns each of the 24 is handed events in every window; with
 	// them about 2 streaming and the probes of the turns passed on.
 	assert.Less(t, mean, float64(many)/2, "the group's consumers are handed events in turns, not all at once")
+}
+
+// turnsEnv is a stream "events" with consumers c0..c<n-1> (subjects
+// ev.<i>) and a Puller of them whose groups stream one pull at a time,
+// in turns of turn, and renew requests about every second (an expiry of
+// an hour).
+func turnsEnv(t *testing.T, n int, turn time.Duration) (*Puller, jetstream.JetStream) {
+	t.Helper()
+	srv := natstest.Start(t)
+	nc := srv.Connect()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "events", Subjects: []string{"ev.>"}, Storage: jetstream.MemoryStorage})
+	require.NoError(t, err)
+	for i := range n {
+		_, err = js.CreateConsumer(ctx, "events", jetstream.ConsumerConfig{Durable: fmt.Sprintf("c%d", i),
+			FilterSubject: fmt.Sprintf("ev.%d", i), AckPolicy: jetstream.AckExplicitPolicy})
+		require.NoError(t, err)
+	}
+	p, err := Start(nc, Config{Stream: "events", Expiry: time.Hour, MaxStreamingPerGroup: 1, Turn: turn})
+	require.NoError(t, err)
+	t.Cleanup(func() { p.Stop(); <-p.Closed() })
+	return p, js
+}
+
+// turnOf reads where pl stands in its group's turns.
+func turnOf(pl *Pull) turnState {
+	pl.p.mu.Lock()
+	defer pl.p.mu.Unlock()
+	return pl.turn
+}
+
+// A turn freed while no pull waited (its holder paused) goes to the next
+// pull handed an event: it streams, and asks for its whole batch.
+func TestAFreedTurnGoesToThePullHandedAnEvent(t *testing.T) {
+	p, js := turnsEnv(t, 2, time.Hour)
+	got := make(chan *Msg, 10)
+	a := p.Add("g", "c0", 10, take(func(m *Msg) { got <- m }))
+	b := p.Add("g", "c1", 10, take(func(m *Msg) { got <- m }))
+	a.Start()
+	b.Start()
+	require.Equal(t, streaming, turnOf(a))
+	require.Equal(t, probing, turnOf(b), "the group's one turn is a's")
+	a.Pause()
+	require.Equal(t, probing, turnOf(a), "a paused gave its turn up, to none")
+
+	for range 4 {
+		_, err := js.Publish(context.Background(), "ev.1", []byte("x"))
+		require.NoError(t, err)
+	}
+	for range 4 {
+		select {
+		case m := <-got:
+			require.NoError(t, m.Ack())
+			m.Release()
+		case <-time.After(5 * time.Second):
+			t.Fatal("b was not handed its events: it waits for a turn no one holds")
+		}
+	}
+	assert.Equal(t, streaming, turnOf(b))
+}
+
+// A pull that streams and is then handed nothing more gives its turn, once
+// its time is over, to a pull handed an event at once, not at the
+// puller's next renewal (about a second here).
+func TestAnIdleTurnPassesAtOnce(t *testing.T) {
+	const turn = 20 * time.Millisecond
+	p, js := turnsEnv(t, 2, turn)
+	got := make(chan *Msg, 10)
+	a := p.Add("g", "c0", 10, take(func(m *Msg) { got <- m }))
+	b := p.Add("g", "c1", 10, take(func(m *Msg) { got <- m }))
+	a.Start()
+	b.Start()
+	require.Equal(t, streaming, turnOf(a))
+	require.Eventually(t, func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return time.Since(a.since) > turn
+	}, time.Second, time.Millisecond, "a's time is over")
+
+	_, err := js.Publish(context.Background(), "ev.1", []byte("x"))
+	require.NoError(t, err)
+	m := <-got
+	require.NoError(t, m.Ack())
+	m.Release()
+	require.Eventually(t, func() bool { return turnOf(b) == streaming }, 500*time.Millisecond, time.Millisecond,
+		"b streams once a's idle turn passed to it")
+	assert.Equal(t, probing, turnOf(a))
+}
+
+// While others of its group wait, a streaming pull's requests end with its
+// turn (at least minTurnExpiry ahead), so that nothing it asked for comes
+// after it; without waiters, or for a pull that probes, they take the
+// whole expiry.
+func TestRequestsEndWithTheTurn(t *testing.T) {
+	p := &Puller{turns: turns{max: 1, turn: 100 * time.Millisecond, holders: map[string]map[*Pull]struct{}{}, queue: map[string][]*Pull{}}}
+	now := time.Now()
+	pl := &Pull{p: p, group: "g"}
+	pl.stream(now.Add(-30 * time.Millisecond))
+	assert.Equal(t, time.Minute, pl.requestExpiry(time.Minute, now), "no one waits")
+	other := &Pull{p: p, group: "g", turn: waiting}
+	p.turns.queue["g"] = []*Pull{other}
+	assert.Equal(t, 70*time.Millisecond, pl.requestExpiry(time.Minute, now), "what is left of the turn")
+	assert.Equal(t, minTurnExpiry, pl.requestExpiry(time.Minute, now.Add(time.Second)), "a turn over: the shortest")
+	assert.Equal(t, 50*time.Millisecond, pl.requestExpiry(50*time.Millisecond, now), "never past the expiry")
+	prober := &Pull{p: p, group: "g", turn: probing}
+	assert.Equal(t, time.Minute, prober.requestExpiry(time.Minute, now), "a pull that probes")
+}
+
+// A pull that pauses while it waits for a turn leaves the queue: the
+// turn its group's holder gives up later goes to none.
+func TestAPausedPullLeavesTheQueue(t *testing.T) {
+	p, js := turnsEnv(t, 3, time.Hour)
+	got := make(chan *Msg, 10)
+	a := p.Add("g", "c0", 10, take(func(m *Msg) { got <- m }))
+	b := p.Add("g", "c1", 10, take(func(m *Msg) { got <- m }))
+	c := p.Add("g", "c2", 10, take(func(m *Msg) { got <- m }))
+	a.Start()
+	b.Start()
+	c.Start()
+	for _, subject := range []string{"ev.1", "ev.2"} {
+		_, err := js.Publish(context.Background(), subject, []byte("x"))
+		require.NoError(t, err)
+	}
+	for range 2 {
+		m := <-got
+		require.NoError(t, m.Ack())
+		m.Release()
+	}
+	require.Eventually(t, func() bool { return turnOf(b) == waiting && turnOf(c) == waiting }, 5*time.Second, time.Millisecond)
+	b.Pause()
+	assert.Equal(t, probing, turnOf(b))
+	a.Pause()
+	assert.Equal(t, streaming, turnOf(c), "a's turn goes to c, which still waits")
+	assert.Equal(t, probing, turnOf(b), "not to b, which left the queue")
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	assert.Empty(t, p.turns.queue)
+	assert.Len(t, p.turns.holders["g"], 1)
 }
