@@ -104,10 +104,16 @@ func TestBytesAreEachNamespacesOwn(t *testing.T) {
 	require.NoError(t, r.Take("a", 1))
 	require.ErrorIs(t, r.Take("a", 1), admission.ErrTooManyEvents)
 
+	require.ErrorIs(t, r.TakeBytes("b2", 1<<40), admission.ErrTooManyEvents, "more than any burst, however large")
+	// A reply without a sender takes from the buckets without a namespace.
+	require.ErrorIs(t, r.Wait(t.Context(), "", 50, time.Second), admission.ErrTooManyEvents, "the sender-less bytes are spent (50 more: 5 s away)")
+
 	var none *admission.Rates
 	require.NoError(t, none.TakeBytes("a", 1<<40))
 	unbounded := admission.NewRates(0, 0, 0, 0)
 	unbounded.LimitBytes(0, 0, 0, 0)
 	require.NoError(t, unbounded.TakeBytes("a", 1<<40))
+	require.NoError(t, unbounded.TakeBytes("", 1<<40))
 	require.NoError(t, unbounded.Wait(t.Context(), "a", 1<<40, 0))
+	require.NoError(t, unbounded.Wait(t.Context(), "", 1<<40, 0))
 }
