@@ -30,7 +30,7 @@ import (
 // The protocol, a line each on the child's stdin and stdout:
 //
 //	child:  sinks {"service": "http://127.0.0.1:port", ...}
-//	parent: attack http://publisher-base
+//	parent: attack http://publisher-base <the attacker namespace's token>
 //	parent: (closes stdin)
 //	child:  done {"sent": n, "answered": n, "refusedOK": n, "wrong": n, "firstWrong": "..."}
 
@@ -72,10 +72,12 @@ func childAttacker(class, victimSink string) error {
 	if !in.Scan() {
 		return fmt.Errorf("child attacker: no publisher: %w", in.Err())
 	}
-	base, ok := strings.CutPrefix(in.Text(), "attack ")
+	args, ok := strings.CutPrefix(in.Text(), "attack ")
+	base, token, _ := strings.Cut(args, " ")
 	if !ok {
 		return fmt.Errorf("child attacker: unknown request %q", in.Text())
 	}
+	a.token = token
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	var sent atomic.Int64
@@ -128,9 +130,10 @@ func startAttacker(c *attackClass, victimSink string) (*attackerProc, error) {
 	return p, nil
 }
 
-// attack has the process start its loads on the publisher at base.
-func (p *attackerProc) attack(base string) error {
-	_, err := fmt.Fprintf(p.in, "attack %s\n", base)
+// attack has the process start its loads on the publisher at base, its
+// publishes carrying token.
+func (p *attackerProc) attack(base, token string) error {
+	_, err := fmt.Fprintf(p.in, "attack %s %s\n", base, token)
 	return err
 }
 

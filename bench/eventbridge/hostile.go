@@ -19,7 +19,6 @@ import (
 	"github.com/kfn-dev/kfn/bench/figures"
 	"github.com/kfn-dev/kfn/eventbridge"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
-	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/test/hostile"
 )
 
@@ -33,10 +32,6 @@ type attackClass struct {
 	name, text string
 	arm        func(a *attacker)
 }
-
-// largePerSecond is how many events of 1,000 KiB a namespace may publish
-// a second by default.
-const largePerSecond = publisher.DefaultSenderBytesRate / (1000 << 10)
 
 // attackClasses are the attack classes, in the order of the report.
 var attackClasses = []attackClass{
@@ -65,14 +60,11 @@ var attackClasses = []attackClass{
 		}},
 	{name: "refused publishes", text: "300 refused publishes/s (every kind of test/hostile's in turn)",
 		arm: func(a *attacker) { a.refused(300) }},
-	// A namespace may store -publish-bytes-per-namespace a second: the
-	// attacker publishes as much (the benchmark's publishes carry no
-	// identity, so the publisher cannot hold them to it).
-	{name: "large events", text: fmt.Sprintf("%d publishes/s of 1,000 KiB (a namespace's bytes a second, -publish-bytes-per-namespace) to a sink that answers at once", largePerSecond),
+	{name: "large events", text: "20 publishes/s of 1,000 KiB to a sink that answers at once (past a namespace's -publish-bytes-per-namespace, 8 MiB a second: the rest refused)",
 		arm: func(a *attacker) {
 			a.sink("large", func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) })
 			a.subscribe("large", "large", "spam.large.v1", nil)
-			a.publish(largePerSecond, "spam.large.v1", 1000<<10)
+			a.publish(20, "spam.large.v1", 1000<<10)
 		}},
 	{name: "redirects", text: "100 publishes/s to a sink that redirects to the victim's",
 		arm: func(a *attacker) {
@@ -113,6 +105,12 @@ var attackClasses = []attackClass{
 		}},
 }
 
+// The namespaces of the hostile-tenant benchmark's sender identities.
+const (
+	victimNamespace   = "bank"
+	attackerNamespace = "mallory"
+)
+
 // attacker is the hostile tenant of one pipeline: namespace mallory, its
 // sinks (served on this machine) and Subscriptions, and the loads it runs
 // while the victim publishes. The benchmark's process keeps its
@@ -120,6 +118,9 @@ var attackClasses = []attackClass{
 // (attackerproc.go).
 type attacker struct {
 	victimSink string
+	// token is the attacker namespace's, which its publishes carry (the
+	// refused publishes carry their own, or none).
+	token string
 	// done ends the sinks that never answer, before the pipeline stops.
 	done  chan struct{}
 	sinks map[string]http.HandlerFunc // service -> handler
@@ -160,6 +161,9 @@ func (a *attacker) publish(perSecond int, eventType string, size int) {
 		for k, v := range map[string]string{"Ce-Specversion": "1.0", "Ce-Id": eventType + "-" + strconv.FormatInt(ids.Add(1), 10),
 			"Ce-Source": hostile.AttackerSource, "Ce-Type": eventType, "Content-Type": "application/octet-stream"} {
 			req.Header.Set(k, v)
+		}
+		if a.token != "" {
+			req.Header.Set("Authorization", "Bearer "+a.token)
 		}
 		if resp, err := client.Do(req); err == nil {
 			_, _ = io.Copy(io.Discard, resp.Body)
@@ -227,7 +231,11 @@ func p99(d []time.Duration) time.Duration {
 // alone (goal: within 1.5x). The attacker's clients and sinks run in a
 // process of their own at the lowest CPU priority (attackerproc.go), so
 // that what is measured is what the attack costs the victim through kfn's
-// shared parts. o.attacks, when set, names the classes to run.
+// shared parts. The victim's and the attacker's publishes carry their
+// namespaces' tokens, which a real API server reviews (identities.go), so
+// that the publisher holds each to its namespace's bounds as in a cluster
+// (the refused publishes carry their own, or none). o.attacks, when set,
+// names the classes to run.
 func hostileTenant(s *sink, sinkURL string, o options) error {
 	classes := attackClasses
 	if o.attacks != "" {
@@ -240,7 +248,12 @@ func hostileTenant(s *sink, sinkURL string, o options) error {
 			classes = append(classes, attackClasses[i])
 		}
 	}
-	fmt.Printf("a hostile tenant beside the victim: victim %d events/s of %d B; each attack class on a pipeline of its own, made for each turn:\n", o.rate, o.size)
+	id, err := startIdentities(victimNamespace, attackerNamespace)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = id.stop() }()
+	fmt.Printf("a hostile tenant beside the victim: victim %d events/s of %d B; each attack class on a pipeline of its own, made for each turn; publishers with their namespaces' tokens (a real API server's TokenReview):\n", o.rate, o.size)
 	for _, c := range classes {
 		fmt.Printf("  %-18s %s\n", c.name, c.text)
 	}
@@ -252,7 +265,7 @@ func hostileTenant(s *sink, sinkURL string, o options) error {
 		k := (round - 1) % len(turns)
 		for _, c := range append(slices.Clone(turns[k:]), turns[:k]...) {
 			began := time.Now()
-			t, r, err := hostileTurn(s, sinkURL, o, c)
+			t, r, err := hostileTurn(s, sinkURL, o, c, id)
 			if err != nil {
 				return err
 			}
@@ -310,7 +323,7 @@ func turnName(c *attackClass) string {
 // attacker's load, warms the victim up for a second, measures it for
 // o.duration, and takes the pipeline down. It fails when the victim's
 // publishes fail or a hostile publish is not answered as it must be.
-func hostileTurn(s *sink, sinkURL string, o options, c *attackClass) (victimTiming, attackerReport, error) {
+func hostileTurn(s *sink, sinkURL string, o options, c *attackClass, id *identities) (victimTiming, attackerReport, error) {
 	ns, stopNATS, err := startNATS()
 	if err != nil {
 		return victimTiming{}, attackerReport{}, err
@@ -336,7 +349,8 @@ func hostileTurn(s *sink, sinkURL string, o options, c *attackClass) (victimTimi
 	var p *pipeline
 	as(partKfn, func() {
 		var rb *runningBridge
-		rb, err = startBridge(ns.ClientURL(), []string{eventbridge.ComponentPublisher, eventbridge.ComponentDispatcher}, resolve, append(subscriptions(o), a.subs...), nil, 0)
+		rb, err = startBridge(ns.ClientURL(), []string{eventbridge.ComponentPublisher, eventbridge.ComponentDispatcher}, resolve, append(subscriptions(o), a.subs...), nil, 0,
+			eventbridge.WithAccess(eventbridge.Access{Senders: id.senders}))
 		if err == nil {
 			p, err = publish(rb, o, rb.stop)
 		}
@@ -345,9 +359,9 @@ func hostileTurn(s *sink, sinkURL string, o options, c *attackClass) (victimTimi
 		return victimTiming{}, attackerReport{}, err
 	}
 	defer p.cleanup()
-	p.name = turnName(c)
+	p.name, p.token = turnName(c), id.tokens[victimNamespace]
 	if proc != nil {
-		if err := proc.attack(strings.TrimSuffix(p.url, "/publish")); err != nil {
+		if err := proc.attack(strings.TrimSuffix(p.url, "/publish"), id.tokens[attackerNamespace]); err != nil {
 			return victimTiming{}, attackerReport{}, fmt.Errorf("start the attack: %w", err)
 		}
 	}

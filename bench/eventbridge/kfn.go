@@ -59,8 +59,9 @@ type runningBridge struct {
 // (their consumers made, as the Subscription reconciler makes them, and
 // the dispatcher told, when it runs) and runs it until stop. With obs, it
 // records its metrics and traces there. Its streams have replicas
-// replicas (the default, 1, when 0).
-func startBridge(natsURL string, components []string, resolve dispatcher.Resolver, subs []*v1alpha2.Subscription, obs *telemetry, replicas int) (*runningBridge, error) {
+// replicas (the default, 1, when 0). extra are more options of the
+// bridge's.
+func startBridge(natsURL string, components []string, resolve dispatcher.Resolver, subs []*v1alpha2.Subscription, obs *telemetry, replicas int, extra ...eventbridge.Option) (*runningBridge, error) {
 	nc, err := nats.Connect(natsURL)
 	if err != nil {
 		return nil, err
@@ -83,6 +84,7 @@ func startBridge(natsURL string, components []string, resolve dispatcher.Resolve
 	if obs != nil && obs.traces.Enabled {
 		opts = append(opts, eventbridge.WithTracer(obs.traces))
 	}
+	opts = append(opts, extra...)
 	ctx, cancel := context.WithCancel(context.Background())
 	fail := func(err error) (*runningBridge, error) {
 		cancel()

@@ -174,11 +174,14 @@ var profiles struct{ cpu, mem string }
 
 // pipeline is something to publish to whose deliveries reach the sink.
 type pipeline struct {
-	name    string
-	url     string // where the load generator POSTs
-	binary  bool   // send CloudEvents headers
-	types   int    // event types to spread the events over (>= 1)
-	keys    int    // partition keys to give the events in turn (0: none)
+	name   string
+	url    string // where the load generator POSTs
+	binary bool   // send CloudEvents headers
+	types  int    // event types to spread the events over (>= 1)
+	keys   int    // partition keys to give the events in turn (0: none)
+	// token, when set, is the sender's: its requests carry it as a bearer
+	// token.
+	token   string
 	cleanup func()
 }
 
@@ -430,6 +433,9 @@ func newRequest(p *pipeline, body []byte) *http.Request {
 		}
 	}
 	req.Header.Set("Content-Type", "application/octet-stream")
+	if p.token != "" {
+		req.Header.Set("Authorization", "Bearer "+p.token)
+	}
 	return req
 }
 
