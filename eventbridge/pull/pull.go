@@ -54,9 +54,9 @@ type Config struct {
 	// MaxStreamingPerGroup bounds the pulls of one group (Add) that ask
 	// for their whole batch at once; the group's other active pulls ask
 	// for one event, and wait for a turn once it came (turns.go). A pull
-	// streams for Turn at most while others of its group wait, less if it
-	// empties its consumer. 0 or less means no bound; a zero Turn means
-	// DefaultTurn.
+	// streams for Turn at most while others of its group wait (its
+	// requests then end with its turn), and as long as it likes while
+	// none do. 0 or less means no bound; a zero Turn means DefaultTurn.
 	MaxStreamingPerGroup int
 	Turn                 time.Duration
 }
