@@ -2,13 +2,17 @@ package cluster
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 )
 
 // scalingFunction is a Node.js Function with kfn's scaleConfig that reports
@@ -170,6 +174,7 @@ func TestBacklogScalesOutAndBack(t *testing.T) {
 		return err
 	})
 
+	given := watchGiven(t, ns, "slow")
 	burst := ids(ns, 150)
 	for _, id := range burst {
 		publish(t, "order.backlog.v1", "shop", id, `{}`)
@@ -196,7 +201,8 @@ func TestBacklogScalesOutAndBack(t *testing.T) {
 	})
 	t.Run("standby pods and the added replicas take a share of the events", func(t *testing.T) {
 		pods := platform.recorder.podCounts("slow")
-		t.Logf("events per pod: %v", pods)
+		gave := given()
+		t.Logf("events per pod: %v; standby pods given: %v", pods, gave)
 		standby := 0
 		for pod := range pods {
 			if strings.HasPrefix(pod, "kfn-pool-") {
@@ -204,10 +210,15 @@ func TestBacklogScalesOutAndBack(t *testing.T) {
 			}
 		}
 		assert.GreaterOrEqual(t, len(pods)-standby, 2, "more than one of the Deployment's own pods handled events")
-		// The Function may have been at zero or at one replica when the
-		// burst came: either way the HPA's scale-out is served by
-		// standby pods beside the one a wake from zero may have claimed.
-		assert.GreaterOrEqual(t, standby, 2, "standby pods given to the replicas the HPA added handled events")
+		// The pool gives a standby pod to the wake from zero and one to
+		// each replica the HPA adds, at once. The wake's handles events
+		// (the dispatcher delivers to it before any other pod exists);
+		// one given to an added replica serves until the Deployment's own
+		// pod is ready in its place, which on this machine may be a second
+		// or two later: too soon, under load, for its endpoint to reach
+		// the dispatcher, so whether it handled events is not asserted.
+		assert.GreaterOrEqual(t, len(gave), 2, "standby pods given to the wake and to the replicas the HPA added")
+		assert.GreaterOrEqual(t, standby, 1, "a standby pod handled events")
 	})
 	t.Run("the standby pods go once the Deployment's own pods are ready", func(t *testing.T) {
 		eventually(t, 2*time.Minute, "no pod of the pool's serving slow", func() error {
@@ -231,4 +242,36 @@ func TestBacklogScalesOutAndBack(t *testing.T) {
 		})
 		t.Logf("most ready replicas during the burst: %d", most)
 	})
+}
+
+// watchGiven watches, until the test ends, the pods of ns the pool gives
+// Function fn (labelled claimed by it), and returns what tells the names
+// of all it saw, sorted: a watch sees a pod the pool gave and took back
+// within a second, which a list now and then would miss.
+func watchGiven(t *testing.T, ns, fn string) func() []string {
+	t.Helper()
+	w, err := platform.cluster.Clientset.CoreV1().Pods(ns).Watch(t.Context(), metav1.ListOptions{LabelSelector: poolClaimedByLabel + "=" + fn})
+	require.NoError(t, err)
+	t.Cleanup(w.Stop)
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	go func() {
+		for ev := range w.ResultChan() {
+			if pod, ok := ev.Object.(*corev1.Pod); ok && (ev.Type == watch.Added || ev.Type == watch.Modified) {
+				mu.Lock()
+				seen[pod.Name] = true
+				mu.Unlock()
+			}
+		}
+	}()
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		names := make([]string, 0, len(seen))
+		for name := range seen {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		return names
+	}
 }
