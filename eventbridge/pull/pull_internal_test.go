@@ -30,7 +30,23 @@ func natsThatVanishes(t *testing.T, n int) (nc *nats.Conn, js jetstream.JetStrea
 	nc, err := nats.Connect(proxy.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
-	js, err = jetstream.New(nc)
+	js = eventsStream(t, nc, n)
+	reconnects := nc.Stats().Reconnects
+	return nc, js, func() {
+		proxy.Partition()
+		srv.Restart()
+		proxy.Heal()
+		require.Eventually(t, func() bool { return nc.IsConnected() && nc.Stats().Reconnects > reconnects }, 10*time.Second, 10*time.Millisecond,
+			"the client is connected to the restarted server")
+	}
+}
+
+// eventsStream makes, through nc, the stream "events" (file storage, so
+// that a restart keeps it) with consumers c0..c<n-1>, c<i> of subject
+// ev.<i>.
+func eventsStream(t *testing.T, nc *nats.Conn, n int) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(nc)
 	require.NoError(t, err)
 	ctx := context.Background()
 	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "events", Subjects: []string{"ev.>"}, Storage: jetstream.FileStorage})
@@ -40,14 +56,7 @@ func natsThatVanishes(t *testing.T, n int) (nc *nats.Conn, js jetstream.JetStrea
 			FilterSubject: fmt.Sprintf("ev.%d", i), AckPolicy: jetstream.AckExplicitPolicy})
 		require.NoError(t, err)
 	}
-	reconnects := nc.Stats().Reconnects
-	return nc, js, func() {
-		proxy.Partition()
-		srv.Restart()
-		proxy.Heal()
-		require.Eventually(t, func() bool { return nc.IsConnected() && nc.Stats().Reconnects > reconnects }, 10*time.Second, 10*time.Millisecond,
-			"the client is connected to the restarted server")
-	}
+	return js
 }
 
 // receives waits for one event on each channel, with the data want[i].

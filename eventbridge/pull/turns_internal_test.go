@@ -31,21 +31,7 @@ func TestAGroupsConsumersTakeTurns(t *testing.T) {
 		maxStream = 2
 		turn      = 50 * time.Millisecond
 	)
-	srv := natstest.Start(t)
-	nc := srv.Connect()
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	ctx := context.Background()
-	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "events", Subjects: []string{"ev.>"}, Storage: jetstream.FileStorage})
-	require.NoError(t, err)
-	for i := range many + 1 {
-		_, err = js.CreateConsumer(ctx, "events", jetstream.ConsumerConfig{Durable: fmt.Sprintf("c%d", i),
-			FilterSubject: fmt.Sprintf("ev.%d", i), AckPolicy: jetstream.AckExplicitPolicy})
-		require.NoError(t, err)
-	}
-	p, err := Start(nc, Config{Stream: "events", MaxStreamingPerGroup: maxStream, Turn: turn})
-	require.NoError(t, err)
-	t.Cleanup(func() { p.Stop(); <-p.Closed() })
+	p, js := turnsEnv(t, many+1, Config{MaxStreamingPerGroup: maxStream, Turn: turn})
 
 	var (
 		mu sync.Mutex
@@ -141,28 +127,24 @@ func TestAGroupsConsumersTakeTurns(t *testing.T) {
 	assert.Less(t, mean, float64(many)/2, "the group's consumers are handed events in turns, not all at once")
 }
 
-// turnsEnv is a stream "events" with consumers c0..c<n-1> (subjects
-// ev.<i>) and a Puller of them whose groups stream one pull at a time,
-// in turns of turn, and renew requests about every second (an expiry of
-// an hour).
-func turnsEnv(t *testing.T, n int, turn time.Duration) (*Puller, jetstream.JetStream) {
+// turnsEnv is the stream "events" with consumers c0..c<n-1> (eventsStream)
+// and a Puller of them of cfg (its Stream set).
+func turnsEnv(t *testing.T, n int, cfg Config) (*Puller, jetstream.JetStream) {
 	t.Helper()
-	srv := natstest.Start(t)
-	nc := srv.Connect()
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	ctx := context.Background()
-	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "events", Subjects: []string{"ev.>"}, Storage: jetstream.MemoryStorage})
-	require.NoError(t, err)
-	for i := range n {
-		_, err = js.CreateConsumer(ctx, "events", jetstream.ConsumerConfig{Durable: fmt.Sprintf("c%d", i),
-			FilterSubject: fmt.Sprintf("ev.%d", i), AckPolicy: jetstream.AckExplicitPolicy})
-		require.NoError(t, err)
-	}
-	p, err := Start(nc, Config{Stream: "events", Expiry: time.Hour, MaxStreamingPerGroup: 1, Turn: turn})
+	nc := natstest.Start(t).Connect()
+	js := eventsStream(t, nc, n)
+	cfg.Stream = "events"
+	p, err := Start(nc, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { p.Stop(); <-p.Closed() })
 	return p, js
+}
+
+// oneAtATime is a Config whose groups stream one pull at a time, in
+// turns of turn, and whose puller renews requests about every second (an
+// expiry of an hour).
+func oneAtATime(turn time.Duration) Config {
+	return Config{Expiry: time.Hour, MaxStreamingPerGroup: 1, Turn: turn}
 }
 
 // turnOf reads where pl stands in its group's turns.
@@ -175,7 +157,7 @@ func turnOf(pl *Pull) turnState {
 // A turn freed while no pull waited (its holder paused) goes to the next
 // pull handed an event: it streams, and asks for its whole batch.
 func TestAFreedTurnGoesToThePullHandedAnEvent(t *testing.T) {
-	p, js := turnsEnv(t, 2, time.Hour)
+	p, js := turnsEnv(t, 2, oneAtATime(time.Hour))
 	got := make(chan *Msg, 10)
 	a := p.Add("g", "c0", 10, take(func(m *Msg) { got <- m }))
 	b := p.Add("g", "c1", 10, take(func(m *Msg) { got <- m }))
@@ -207,7 +189,7 @@ func TestAFreedTurnGoesToThePullHandedAnEvent(t *testing.T) {
 // puller's next renewal (about a second here).
 func TestAnIdleTurnPassesAtOnce(t *testing.T) {
 	const turn = 20 * time.Millisecond
-	p, js := turnsEnv(t, 2, turn)
+	p, js := turnsEnv(t, 2, oneAtATime(turn))
 	got := make(chan *Msg, 10)
 	a := p.Add("g", "c0", 10, take(func(m *Msg) { got <- m }))
 	b := p.Add("g", "c1", 10, take(func(m *Msg) { got <- m }))
@@ -252,7 +234,7 @@ func TestRequestsEndWithTheTurn(t *testing.T) {
 // A pull that pauses while it waits for a turn leaves the queue: the
 // turn its group's holder gives up later goes to none.
 func TestAPausedPullLeavesTheQueue(t *testing.T) {
-	p, js := turnsEnv(t, 3, time.Hour)
+	p, js := turnsEnv(t, 3, oneAtATime(time.Hour))
 	got := make(chan *Msg, 10)
 	a := p.Add("g", "c0", 10, take(func(m *Msg) { got <- m }))
 	b := p.Add("g", "c1", 10, take(func(m *Msg) { got <- m }))
