@@ -56,6 +56,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -109,6 +110,7 @@ func main() {
 	flag.IntVar(&o.rounds, "rounds", 2, "rounds of turns of the pipelines, each starting with another; every round counts")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	memprofile := flag.String("memprofile", "", "write a profile of the memory allocated during the whole run to this file")
+	mutexprofile := flag.String("mutexprofile", "", "write a profile of the lock contention of the whole run to this file (every contention event recorded: the run is slower)")
 	flag.IntVar(&o.subs, "subscriptions", 1, "Subscriptions of the kfn pipeline, one event type each; events are spread over them")
 	flag.StringVar(&o.figures, "figures", "", "also append the results as JSON lines (package bench/figures) to this file")
 	flag.StringVar(&o.observe, "observability", "", "measure kfn with metrics and traces (both), or only metrics or traces, against kfn without them, instead of kfn against the bare pipeline")
@@ -129,13 +131,12 @@ func main() {
 	flag.Parse()
 	// Dispatcher processes write their profiles beside the benchmark's,
 	// with the suffix ".dispatcher<pid>".
-	profiles.cpu, profiles.mem = *cpuprofile, *memprofile
+	profiles.cpu, profiles.mem, profiles.mutex = *cpuprofile, *memprofile, *mutexprofile
 	if c.nats != "" {
-		if *cpuprofile != "" {
-			*cpuprofile += fmt.Sprintf(".dispatcher%d", os.Getpid())
-		}
-		if *memprofile != "" {
-			*memprofile += fmt.Sprintf(".dispatcher%d", os.Getpid())
+		for _, p := range []*string{cpuprofile, memprofile, mutexprofile} {
+			if *p != "" {
+				*p += fmt.Sprintf(".dispatcher%d", os.Getpid())
+			}
 		}
 	}
 	if *cpuprofile != "" {
@@ -149,6 +150,9 @@ func main() {
 			os.Exit(1)
 		}
 	}
+	if *mutexprofile != "" {
+		runtime.SetMutexProfileFraction(1)
+	}
 	var err error
 	switch {
 	case c.attacker != "":
@@ -160,7 +164,10 @@ func main() {
 	}
 	pprof.StopCPUProfile()
 	if err == nil && *memprofile != "" {
-		err = writeHeapProfile(*memprofile)
+		err = writeProfile("allocs", *memprofile)
+	}
+	if err == nil && *mutexprofile != "" {
+		err = writeProfile("mutex", *mutexprofile)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "eventbridge-bench:", err)
@@ -168,9 +175,9 @@ func main() {
 	}
 }
 
-// profiles are the -cpuprofile and -memprofile of the benchmark, passed on
-// to its dispatcher processes.
-var profiles struct{ cpu, mem string }
+// profiles are the -cpuprofile, -memprofile and -mutexprofile of the
+// benchmark, passed on to its dispatcher processes.
+var profiles struct{ cpu, mem, mutex string }
 
 // pipeline is something to publish to whose deliveries reach the sink.
 type pipeline struct {
@@ -790,16 +797,17 @@ func barePipeline(natsURL, sinkURL string, o options, cloudEvents bool) (*pipeli
 	}}, nil
 }
 
-// writeHeapProfile writes the allocation profile (alloc_space shows what
-// the run allocated) to path.
-func writeHeapProfile(path string) error {
+// writeProfile writes the runtime's profile name to path: "allocs"
+// (alloc_space shows what the run allocated) or "mutex" (the delays of
+// goroutines waiting for locks, at the stacks that released them).
+func writeProfile(name, path string) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
 		f.Close()
-		return fmt.Errorf("write memory profile: %w", err)
+		return fmt.Errorf("write %s profile: %w", name, err)
 	}
 	return f.Close()
 }

@@ -62,7 +62,7 @@ type child struct {
 func startChild(natsURL, sinkURL string, o options, serve int) (*child, error) {
 	cmd, in, out, err := startSelf(nil, "-child-dispatcher", natsURL, "-child-sink", sinkURL, "-child-serve", strconv.Itoa(serve),
 		"-subscriptions", strconv.Itoa(o.subs), "-inflight", strconv.Itoa(o.inflight),
-		"-cpuprofile", profiles.cpu, "-memprofile", profiles.mem)
+		"-cpuprofile", profiles.cpu, "-memprofile", profiles.mem, "-mutexprofile", profiles.mutex)
 	if err != nil {
 		return nil, fmt.Errorf("start a dispatcher process: %w", err)
 	}
