@@ -60,7 +60,7 @@ var attackClasses = []attackClass{
 		}},
 	{name: "refused publishes", text: "300 refused publishes/s (every kind of test/hostile's in turn)",
 		arm: func(a *attacker) { a.refused(300) }},
-	{name: "large events", text: "20 publishes/s of 1,000 KiB to a sink that answers at once (past a namespace's -publish-bytes-per-namespace, 8 MiB a second: the rest refused)",
+	{name: "large events", text: "20 publishes/s of 1,000 KiB to a sink that answers at once (past a namespace's -publish-bytes-per-namespace, 2 MiB a second: the rest refused)",
 		arm: func(a *attacker) {
 			a.sink("large", func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) })
 			a.subscribe("large", "large", "spam.large.v1", nil)

@@ -29,10 +29,14 @@ const (
 	DefaultSenderRate = 1000
 	// DefaultSenderBytesRate is the Config.SenderBytesRate the event
 	// bridge sets by default (the package's zero value is no bound): 1,000
-	// events a second of 8 KiB, or 8 of the largest; a stream of 1 MiB
-	// events at 20 a second slowed another namespace's p99 4x
-	// (BENCHMARKS.md, "large events").
-	DefaultSenderBytesRate = 8 << 20
+	// events a second (DefaultSenderRate) of 2 KiB, or 2 of the largest,
+	// an eighth of the bytes the bridge moves on the 2 cores of
+	// BENCHMARKS.md (16k events of 1 KiB a second). What one namespace
+	// stores costs the others by the byte, whatever the size of its
+	// events: another namespace's p99 was 1.2x its p99 alone beside one
+	// storing 2 MiB a second, 1.75x beside 4 and 2.8-3.4x beside 8
+	// (`bench/eventbridge -hostile -attacks "large events"`).
+	DefaultSenderBytesRate = 2 << 20
 )
 
 // MaxHeaderBytes is the http.Server MaxHeaderBytes a server of the
