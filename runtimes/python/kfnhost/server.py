@@ -221,12 +221,12 @@ class Server:
             self.cfg.timeout, call.request.method, call.request.path))
         self.metrics.observe(call.request.method, time.monotonic() - call.start, True)
         try:
-            if self.request_api:
-                # Kyma's python314 returns the text from its Flask view:
-                # Flask's type for a str.
-                self.respond(conn, 408, [('Content-Type', 'text/html; charset=utf-8')], TIMEOUT_TEXT.encode(), close=True)
-            else:
-                self.respond_text(conn, 408, 'Request Timeout', close=True)
+            # Kyma's python314 returns the text from its Flask view (Flask's
+            # type for a str); python312 returns bottle's HTTPError(408) of
+            # the same text, which bottle shows in its HTML error page
+            # (type and text kept, the page around it is bottle's own).
+            ctype = 'text/html; charset=utf-8' if self.request_api else 'text/html; charset=UTF-8'
+            self.respond(conn, 408, [('Content-Type', ctype)], TIMEOUT_TEXT.encode(), close=True)
             conn.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
