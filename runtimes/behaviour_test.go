@@ -945,6 +945,43 @@ func TestNodeBodiesAsKymasBodyParsers(t *testing.T) {
 				require.Equal(t, 200, r.status, r.body)
 				assert.Contains(t, r.body, `"kind":"bytes","data":"{\"a\":1}"`, "a Buffer, as Kyma's raw parser gives it")
 			}
+			// Each body in the charset its Content-Type names, as
+			// body-parser decodes it: text in any charset Node reads,
+			// JSON in a UTF, a form in UTF-8 or ISO-8859-1; a byte-order
+			// mark dropped; another charset 415.
+			textKind := `"kind":"text","data":`
+			if rt.API == runtimes.RequestAPI {
+				textKind = `"kind":"string","body":`
+			}
+			charsets := []struct {
+				contentType string
+				body        []byte
+				want        string
+			}{
+				{"text/plain; charset=ISO-8859-1", []byte("caf\xe9 \x80"), textKind + "\"café \u0080\""},
+				{`text/plain; charset="utf-16le"`, []byte("h\x00\xe9\x00"), textKind + `"hé"`},
+				{"text/plain; charset=shift_jis", []byte("\x82\xa0"), textKind + `"あ"`},
+				{"text/plain", []byte("\xef\xbb\xbfhi"), textKind + `"hi"`},
+				{"application/json", []byte("\xef\xbb\xbf" + doc), jsonKind},
+				{"application/json; charset=utf-16le", []byte("{\x00}\x00"), strings.Replace(jsonKind, `{"a":1}`, `{}`, 1)},
+			}
+			for _, c := range charsets {
+				r := post(map[string]string{"Content-Type": c.contentType}, c.body)
+				require.Equal(t, 200, r.status, "%s: %s", c.contentType, r.body)
+				assert.Contains(t, r.body, c.want, c.contentType)
+			}
+			form := post(map[string]string{"Content-Type": "application/x-www-form-urlencoded; charset=iso-8859-1"}, []byte("name=J%FCrgen+M\xfcller"))
+			require.Equal(t, 200, form.status, form.body)
+			assert.Contains(t, form.body, `"name":"Jürgen Müller"`)
+			for ct, want := range map[string]string{
+				"text/plain; charset=bogus":                            `unsupported charset "BOGUS"`,
+				"application/json; charset=latin1":                     `unsupported charset "LATIN1"`,
+				"application/x-www-form-urlencoded; charset=shift_jis": `unsupported charset "SHIFT_JIS"`,
+			} {
+				r := post(map[string]string{"Content-Type": ct}, []byte(doc))
+				assert.Equal(t, 415, r.status, "%s: %s", ct, r.body)
+				assert.Contains(t, r.body, want, ct)
+			}
 			r = post(map[string]string{"Content-Type": "application/json"}, []byte(doc))
 			require.Equal(t, 200, r.status, "the host keeps serving: %s", r.body)
 			assert.Contains(t, r.body, jsonKind)

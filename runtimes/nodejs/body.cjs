@@ -113,23 +113,73 @@ function discard(req) {
   req.resume();
 }
 
-function parseJSON(buf, what) {
+// charsetOf is the charset parameter of a Content-Type, in lower case,
+// '' without one.
+function charsetOf(contentType) {
+  if (!contentType) return '';
+  for (const param of contentType.split(';').slice(1)) {
+    const eq = param.indexOf('=');
+    if (eq === -1 || param.slice(0, eq).trim().toLowerCase() !== 'charset') continue;
+    return param.slice(eq + 1).trim().replace(/^"(.*)"$/, '$1').toLowerCase();
+  }
+  return '';
+}
+
+// The labels of ISO-8859-1, which Buffer decodes as it is (the WHATWG
+// TextDecoder reads them as windows-1252).
+const LATIN1 = new Set(['iso-8859-1', 'iso8859-1', 'latin1', 'l1', 'binary', 'iso_8859-1', 'cp819', 'ibm819']);
+
+function unsupportedCharset(charset) {
+  return new HTTPError(415, `unsupported charset "${charset.toUpperCase()}"`);
+}
+
+// decodeText is buf as text in charset (UTF-8 when ''), as body-parser's
+// decoder leaves it: a byte-order mark dropped, bytes the charset cannot
+// read replaced by U+FFFD. A charset this Node.js cannot decode is an
+// HTTPError(415), body-parser's "unsupported charset".
+function decodeText(buf, charset) {
+  const label = charset || 'utf-8';
+  if (LATIN1.has(label)) return buf.toString('latin1');
+  let decoder;
   try {
-    return JSON.parse(buf.toString('utf8'));
+    decoder = new TextDecoder(label);
+  } catch {
+    throw unsupportedCharset(label);
+  }
+  return decoder.decode(buf);
+}
+
+// parseJSON parses a JSON body in charset: a UTF (utf-8, utf-16le, ...)
+// as body-parser's JSON parser takes, any other charset 415.
+function parseJSON(buf, charset, what) {
+  if (charset !== '' && !charset.startsWith('utf-')) throw unsupportedCharset(charset);
+  const text = decodeText(buf, charset);
+  try {
+    return JSON.parse(text);
   } catch (err) {
     throw new HTTPError(400, `malformed JSON in ${what}: ${err.message}`);
   }
 }
 
-// decodeData turns a body into event.data by its media type, as Kyma's
-// body parsers do: application/json parsed (other *+json types, which
-// Kyma's JSON parser is not given, are a Buffer), text/* as a string,
-// urlencoded as an object, anything else as a Buffer.
-function decodeData(type, buf) {
+// parseForm parses a urlencoded body in charset: UTF-8 or ISO-8859-1 (its
+// escapes too), as body-parser's urlencoded parser takes; any other 415.
+function parseForm(buf, charset) {
+  if (charset !== '' && charset !== 'utf-8' && charset !== 'iso-8859-1') throw unsupportedCharset(charset);
+  return parseQuery(decodeText(buf, charset), charset === 'iso-8859-1');
+}
+
+// decodeData turns a body of Content-Type contentType into event.data, as
+// Kyma's body parsers do: application/json parsed (other *+json types,
+// which Kyma's JSON parser is not given, are a Buffer), text/* as a
+// string, urlencoded as an object, each in the charset it names (UTF-8
+// without one), anything else as a Buffer.
+function decodeData(contentType, buf) {
   if (buf === undefined) return undefined;
-  if (type === 'application/json') return buf.length === 0 ? {} : parseJSON(buf, 'request body');
-  if (type.startsWith('text/')) return buf.toString('utf8');
-  if (type === 'application/x-www-form-urlencoded') return parseQuery(buf.toString('utf8'));
+  const type = mediaType(contentType);
+  const charset = charsetOf(contentType);
+  if (type === 'application/json') return buf.length === 0 ? {} : parseJSON(buf, charset, 'request body');
+  if (type.startsWith('text/')) return decodeText(buf, charset);
+  if (type === 'application/x-www-form-urlencoded') return parseForm(buf, charset);
   return buf;
 }
 
@@ -139,7 +189,7 @@ function fillEvent(event, req, buf) {
   const headers = req.headers;
   const type = mediaType(headers['content-type']);
   if (type === 'application/cloudevents+json') {
-    const envelope = buf === undefined || buf.length === 0 ? undefined : parseJSON(buf, 'structured CloudEvent');
+    const envelope = buf === undefined || buf.length === 0 ? undefined : parseJSON(buf, charsetOf(headers['content-type']), 'structured CloudEvent');
     if (envelope === null || typeof envelope !== 'object' || Array.isArray(envelope)) {
       throw new HTTPError(400, 'a structured CloudEvent must be a JSON object');
     }
@@ -152,7 +202,7 @@ function fillEvent(event, req, buf) {
     req.body = envelope;
     return;
   }
-  const data = decodeData(type, buf);
+  const data = decodeData(headers['content-type'], buf);
   if (headers['ce-type'] !== undefined && headers['ce-source'] !== undefined) {
     for (const key of Object.keys(headers)) {
       if (key.length > 3 && key.startsWith('ce-')) event[key] = decodeAttribute(headers[key]);
@@ -170,13 +220,11 @@ function fillEvent(event, req, buf) {
 // without a body. It throws an HTTPError(400) for malformed JSON.
 function requestBody(req, buf) {
   if (buf === undefined) return undefined;
-  const type = mediaType(req.headers['content-type']);
-  if (type === 'application/json' || type === 'application/cloudevents+json') {
-    return buf.length === 0 ? {} : parseJSON(buf, 'request body');
+  const contentType = req.headers['content-type'];
+  if (mediaType(contentType) === 'application/cloudevents+json') {
+    return buf.length === 0 ? {} : parseJSON(buf, charsetOf(contentType), 'request body');
   }
-  if (type.startsWith('text/')) return buf.toString('utf8');
-  if (type === 'application/x-www-form-urlencoded') return parseQuery(buf.toString('utf8'));
-  return buf;
+  return decodeData(contentType, buf);
 }
 
 // decodeAttribute undoes the percent-encoding the CloudEvents HTTP binding

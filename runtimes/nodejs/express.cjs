@@ -6,9 +6,12 @@
 
 const http = require('node:http');
 
-function decode(s) {
+// decode undoes a query string's escapes: '+' is a space, and %XY the
+// bytes of UTF-8 or, with latin1, one ISO-8859-1 character each.
+function decode(s, latin1) {
   if (s.indexOf('+') !== -1) s = s.replace(/\+/g, ' ');
   if (s.indexOf('%') === -1) return s;
+  if (latin1) return s.replace(/%([0-9a-fA-F]{2})/g, (_, hex) => String.fromCharCode(parseInt(hex, 16)));
   try {
     return decodeURIComponent(s);
   } catch {
@@ -26,14 +29,15 @@ function assign(target, key, value) {
 // parseQuery parses a query string or urlencoded body the way Express's
 // "extended" parser does for the common cases: repeated keys give arrays,
 // "a[]=x" gives an array, "a[b]=x" gives a nested object (one level).
-function parseQuery(qs) {
+// With latin1, its escapes are ISO-8859-1 (a form sent in that charset).
+function parseQuery(qs, latin1) {
   const out = Object.create(null);
   if (!qs) return out;
   for (const part of qs.split('&')) {
     if (part === '') continue;
     const eq = part.indexOf('=');
-    const rawKey = decode(eq === -1 ? part : part.slice(0, eq));
-    const value = eq === -1 ? '' : decode(part.slice(eq + 1));
+    const rawKey = decode(eq === -1 ? part : part.slice(0, eq), latin1);
+    const value = eq === -1 ? '' : decode(part.slice(eq + 1), latin1);
     const open = rawKey.indexOf('[');
     if (open > 0 && rawKey.endsWith(']')) {
       const base = rawKey.slice(0, open);
