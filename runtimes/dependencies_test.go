@@ -219,7 +219,7 @@ func TestKymaLibraries(t *testing.T) {
 		h := startHost(t, rt, copyFixture(t, rt, "kyma-libs"), hostOptions{cfg: runtimes.Config{LibsDir: libsDir}})
 		r := h.mustDo("GET", "/", nil, "")
 		require.Equal(t, 200, r.status, "%s\n%s", r.body, h.out)
-		assert.JSONEq(t, `{"axios":"function","cloudevents":"order.created.v1","express":"function","otel":"function","axiosVersion":"1.21.1"}`, r.body)
+		assert.JSONEq(t, `{"axios":"function","cloudevents":"order.created.v1","co":"co","express":"function","morgan":"function","mz":"number","otel":"function","axiosVersion":"1.21.1"}`, r.body)
 	})
 	t.Run("ES module import", func(t *testing.T) {
 		t.Parallel()

@@ -15,7 +15,7 @@ func TestNodeLibraries(t *testing.T) {
 		Dependencies map[string]string `json:"dependencies"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(runtimes.NodeLibraries()), &pkg))
-	assert.Equal(t, []string{"@opentelemetry/api", "axios", "cloudevents", "express"}, runtimes.NodeLibraryNames())
+	assert.Equal(t, []string{"@opentelemetry/api", "axios", "cloudevents", "co", "express", "morgan", "mz"}, runtimes.NodeLibraryNames())
 	for name, v := range pkg.Dependencies {
 		assert.Regexp(t, `^\d+\.\d+\.\d+$`, v, "%s is pinned", name)
 	}
@@ -30,6 +30,11 @@ func TestMentionsNodeLibrary(t *testing.T) {
 		`module.exports = { main: () => 'axios is not used' }`: false,
 		`const a = require('axios-retry')`:                     false,
 		`module.exports = { main: () => require('left-pad') }`: false,
+		`const fs = require('mz/fs')`:                          true,
+		`const co = require("co")`:                             true,
+		`import morgan from 'morgan'`:                          true,
+		`const cors = require('cors')`:                         false,
+		`const c = require('colors/safe')`:                     false,
 	}
 	for src, want := range tests {
 		assert.Equal(t, want, runtimes.MentionsNodeLibrary(src), src)
