@@ -185,22 +185,54 @@ func publish(t *testing.T, typ, source, id, data string) {
 }
 
 func publishEvent(typ, source, id, data string) (int, string, error) {
+	code, _, body, err := publishEventAs("", typ, source, id, data)
+	return code, body, err
+}
+
+// publishEventAs publishes as publishEvent does, with token as the bearer
+// token when not empty (a sender's identity), and returns the answer's
+// headers too.
+func publishEventAs(token, typ, source, id, data string) (int, http.Header, string, error) {
 	req, err := http.NewRequest(http.MethodPost, platform.publisher+"/publish", bytes.NewBufferString(data))
 	if err != nil {
-		return 0, "", err
+		return 0, nil, "", err
 	}
 	req.Header.Set("ce-specversion", "1.0")
 	req.Header.Set("ce-type", typ)
 	req.Header.Set("ce-source", source)
 	req.Header.Set("ce-id", id)
 	req.Header.Set("content-type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	resp, err := httpClient.Do(req)
 	if err != nil {
-		return 0, "", err
+		return 0, nil, "", err
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, strings.TrimSpace(string(body)), nil
+	return resp.StatusCode, resp.Header, strings.TrimSpace(string(body)), nil
+}
+
+// senderToken returns a token of kfn's audience for a ServiceAccount of ns
+// with no role: what the publisher takes as a sender of ns.
+func senderToken(t *testing.T, ns string) string {
+	t.Helper()
+	return accountToken(t, ns, "sender")
+}
+
+// accountToken makes ServiceAccount name in ns and returns a token of
+// kfn's audience for it, valid for an hour.
+func accountToken(t *testing.T, ns, name string) string {
+	t.Helper()
+	cs := platform.cluster.Clientset
+	_, err := cs.CoreV1().ServiceAccounts(ns).Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(t.Context(), name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{"kfn"}, ExpirationSeconds: ptr.To[int64](3600)},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return tr.Status.Token
 }
 
 // ids returns n event ids with a common prefix.
@@ -218,21 +250,14 @@ func ids(prefix string, n int) []string {
 // namespace's Functions through the gateway sends.
 func invoker(t *testing.T, ns string) string {
 	t.Helper()
-	cs := platform.cluster.Clientset
-	ctx := t.Context()
-	_, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "invoker"}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = cs.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+	token := accountToken(t, ns, "invoker")
+	_, err := platform.cluster.Clientset.RbacV1().RoleBindings(ns).Create(t.Context(), &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "invoker"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "invoker"}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "invoker", &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{"kfn"}, ExpirationSeconds: ptr.To[int64](3600)},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	return tr.Status.Token
+	return token
 }
 
 // inlineFunction is the manifest of a Function named name with runtime

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge/admission"
+	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	subscriptions "github.com/kfn-dev/kfn/eventbridge/subscription"
 	"github.com/kfn-dev/kfn/test/hostile"
 	"github.com/kfn-dev/kfn/test/node/install"
@@ -31,10 +33,13 @@ import (
 // NATS would close the connection for or forged as the victim's, emits
 // every event it gets (a loop), answers with a megabyte of headers, and
 // asks for Subscriptions over their bounds, with the victim's sink or
-// more on one type than a namespace may have. Every attack gets its clear
+// more on one type than a namespace may have, and publishes large events
+// as its namespace past its bytes a second. Every attack gets its clear
 // answer or bound (the loop ends at the hop limit, no forged reply reaches
 // the ledger, the headers fail their delivery with the reason, the
-// Subscriptions past the limit say why), the event bridge is never
+// Subscriptions past the limit say why, the large events past the
+// namespace's bytes get 429 while the victim, publishing as its own
+// namespace, gets every payment in), the event bridge is never
 // restarted, the victim's dead letter stays, and every payment
 // acknowledged reaches its ledger.
 func TestHostileTenant(t *testing.T) {
@@ -72,6 +77,9 @@ func TestHostileTenant(t *testing.T) {
 		return nil
 	})
 
+	// Both namespaces publish as themselves (ServiceAccount tokens), so
+	// that each is held to its own namespace's bounds.
+	victimToken, attackerToken := senderToken(t, victim), senderToken(t, attacker)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -86,12 +94,18 @@ func TestHostileTenant(t *testing.T) {
 		for i := range 100 {
 			<-tick.C
 			id := fmt.Sprintf("%s-pay-%03d", victim, i)
-			if code, _, err := publishEvent(hostile.VictimType, hostile.VictimSource, id, `{"amount":1}`); err == nil && code/100 == 2 {
+			if code, _, _, err := publishEventAs(victimToken, hostile.VictimType, hostile.VictimSource, id, `{"amount":1}`); err == nil && code/100 == 2 {
 				mu.Lock()
 				acked = append(acked, id)
 				mu.Unlock()
 			}
 		}
+	}()
+	var large largeEvents
+	wg.Add(1)
+	go func() { // the attacker's large events, as its namespace
+		defer wg.Done()
+		large = publishLargeEvents(attackerToken, attacker)
 	}()
 	wg.Add(1)
 	go func() { // the attacker's publishes, each checked
@@ -126,6 +140,7 @@ func TestHostileTenant(t *testing.T) {
 	all := append([]string(nil), acked...)
 	mu.Unlock()
 	assert.Len(t, all, 100, "the victim's publishes are all acknowledged while the attack runs")
+	large.check(t, len(eventBridgePods(t)))
 	require.NoError(t, platform.recorder.waitAll(t.Context(), "ledger", all, 3*time.Minute), "every acknowledged payment reaches the ledger")
 
 	eventually(t, 2*time.Minute, "the redirects are dead-lettered, not followed", func() error {
@@ -197,14 +212,92 @@ func applyAll(t *testing.T, ns, manifest string) {
 // eventBridgePod returns a running event bridge pod of kfn's (the first listed).
 func eventBridgePod(t *testing.T) corev1.Pod {
 	t.Helper()
+	pods := eventBridgePods(t)
+	if len(pods) == 0 {
+		t.Fatal("no running event bridge pod")
+	}
+	return pods[0]
+}
+
+// eventBridgePods returns kfn's running event bridge pods.
+func eventBridgePods(t *testing.T) []corev1.Pod {
+	t.Helper()
 	list, err := platform.cluster.Clientset.CoreV1().Pods(install.Namespace).List(t.Context(),
 		metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=eventbridge"})
 	require.NoError(t, err)
+	var running []corev1.Pod
 	for _, p := range list.Items {
 		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" {
-			return p
+			running = append(running, p)
 		}
 	}
-	t.Fatalf("no running event bridge pod among %d", len(list.Items))
-	return corev1.Pod{}
+	return running
+}
+
+// largeEvents is what publishLargeEvents saw: the bytes of the events the
+// publisher took, the 429s (and how many told when to come back), other
+// answers, and how long it published.
+type largeEvents struct {
+	size             int
+	took, tookBytes  int
+	refused, retryAt int
+	other            []string
+	elapsed          time.Duration
+}
+
+// The attacker's large events: 15 a second of 512 KiB for 8 seconds, 7.5
+// MiB a second against its namespace's 2 MiB (the chart's
+// eventbridge.publisher.bytesPerNamespace) on each publisher.
+const (
+	largeEventBytes     = 512 << 10
+	largeEventsCount    = 120
+	largeEventsInterval = time.Second / 15
+)
+
+// publishLargeEvents publishes largeEventsCount events of largeEventBytes,
+// one every largeEventsInterval, with token (a sender of namespace ns).
+func publishLargeEvents(token, ns string) largeEvents {
+	data := `{"pad":"` + strings.Repeat("x", largeEventBytes-10) + `"}`
+	out := largeEvents{size: len(data)}
+	tick := time.NewTicker(largeEventsInterval)
+	defer tick.Stop()
+	start := time.Now()
+	for i := range largeEventsCount {
+		<-tick.C
+		code, header, body, err := publishEventAs(token, "spam.large.v1", hostile.AttackerSource, fmt.Sprintf("%s-large-%d", ns, i), data)
+		switch {
+		case err != nil:
+			// A refused body the publisher does not read may end with
+			// the connection before its answer is read: neither taken
+			// nor refused as far as this count goes.
+		case code/100 == 2:
+			out.took++
+			out.tookBytes += len(data)
+		case code == http.StatusTooManyRequests:
+			out.refused++
+			if header.Get("Retry-After") != "" {
+				out.retryAt++
+			}
+		default:
+			out.other = append(out.other, fmt.Sprintf("%d %s", code, body))
+		}
+	}
+	out.elapsed = time.Since(start)
+	return out
+}
+
+// check asserts that the publishers (replicas of them, each holding a
+// namespace to its bytes on its own) took at most the namespace's bytes a
+// second over the time it published, and its burst (the larger of the
+// rate and the largest request), one event more at most, each, and
+// refused the rest with 429 and Retry-After.
+func (l largeEvents) check(t *testing.T, replicas int) {
+	t.Helper()
+	rate := float64(publisher.DefaultSenderBytesRate)
+	allowed := float64(replicas) * (rate*l.elapsed.Seconds() + max(rate, float64(publisher.DefaultMaxRequestBytes)) + float64(l.size))
+	assert.LessOrEqual(t, float64(l.tookBytes), allowed,
+		"the attacker's namespace stored at most its bytes a second on each of %d publishers: %d events of %d bytes in %s", replicas, l.took, l.size, l.elapsed)
+	assert.Positive(t, l.refused, "the attacker's events past its namespace's bytes are refused 429")
+	assert.Equal(t, l.refused, l.retryAt, "each 429 says when to come back")
+	assert.Empty(t, l.other, "no other answer to a large event within the request limit")
 }
