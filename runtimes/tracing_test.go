@@ -2,6 +2,7 @@ package runtimes_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -69,12 +70,8 @@ func TestNodeJS26TracingExportsSpans(t *testing.T) {
 // runtime's fixture: GET spanPath makes a span "work" with the function's
 // tracer, GET /emit emits an event.
 func testNodeTracing(t *testing.T, runtime, fixtureName, spanPath string) {
-	if testing.Short() {
-		t.Skip("needs the npm registry")
-	}
-	testenv.LookPath(t, "npm")
-	rt := lookup(t, runtime)
 	depsDir := nodeTracingSDK(t)
+	rt := lookup(t, runtime)
 
 	col := newCollector(t)
 	pub := newPublisher(t)
@@ -109,6 +106,123 @@ func testNodeTracing(t *testing.T, runtime, fixtureName, spanPath string) {
 	assert.Contains(t, col.all(), `"traced"`, "service.name is the function name")
 }
 
+// TestNodeHandlersRequestsCarryTheTrace is Kyma's tracing test
+// (tests/serverless/internal/testsuite/tracing.go with its
+// BasicTracingNodeFunction and the check of
+// tests/serverless/internal/assertion/check.go) on kfn's host: without
+// TRACE_COLLECTOR_ENDPOINT, a handler's own HTTP request carries the call's
+// trace as W3C traceparent and B3 x-b3-traceid, x-b3-spanid, x-b3-sampled
+// of one span, a new trace when the call has none (Kyma's test sends only
+// X-B3-Sampled: 1), the caller's when it has one (W3C or B3); and the
+// handler's own @opentelemetry/api sees the call's span.
+func TestNodeHandlersRequestsCarryTheTrace(t *testing.T) {
+	t.Parallel()
+	depsDir := nodeTracingSDK(t)
+	for _, name := range []string{"nodejs22", "nodejs24"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			rt := lookup(t, name)
+			target, sent := headerSink(t)
+			h := startHost(t, rt, fixture(t, rt, "kyma-tracing"), hostOptions{
+				cfg: runtimes.Config{FunctionName: "traced", DepsDir: depsDir},
+				env: map[string]string{"TARGET_URL": target},
+			})
+			// call returns what the handler's request carried, and the
+			// trace id the handler's API saw.
+			call := func(header map[string]string) (http.Header, string) {
+				t.Helper()
+				r := h.mustDo("GET", "/", header, "")
+				require.Equal(t, 200, r.status, "%s\n%s", r.body, h.out)
+				var body struct{ Active string }
+				require.NoError(t, json.Unmarshal([]byte(r.body), &body), r.body)
+				return sent(), body.Active
+			}
+			w3c := func(t *testing.T, hdr http.Header) (traceID, spanID string) {
+				t.Helper()
+				tp := strings.Split(hdr.Get("Traceparent"), "-")
+				require.Len(t, tp, 4, "traceparent %q", hdr.Get("Traceparent"))
+				assert.Equal(t, "01", tp[3], "sampled")
+				assert.Equal(t, tp[1], hdr.Get("X-B3-Traceid"), "B3 names the same trace")
+				assert.Equal(t, tp[2], hdr.Get("X-B3-Spanid"), "and the same span")
+				assert.Equal(t, "1", hdr.Get("X-B3-Sampled"))
+				return tp[1], tp[2]
+			}
+
+			hdr, active := call(map[string]string{"X-B3-Sampled": "1"})
+			traceID, _ := w3c(t, hdr)
+			assert.Regexp(t, "^[0-9a-f]{32}$", traceID)
+			assert.NotEqual(t, strings.Repeat("0", 32), traceID, "a trace of its own")
+			assert.Equal(t, traceID, active, "the handler's API sees the call's span")
+
+			const caller, parent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+			hdr, active = call(map[string]string{"Traceparent": "00-" + caller + "-" + parent + "-01"})
+			traceID, spanID := w3c(t, hdr)
+			assert.Equal(t, caller, traceID, "the caller's trace goes on")
+			assert.NotEqual(t, parent, spanID, "from a span of the call's")
+			assert.Equal(t, caller, active)
+
+			const b3Trace = "80f198ee56343ba864fe8b2a57d3eff7"
+			hdr, _ = call(map[string]string{"X-B3-Traceid": b3Trace, "X-B3-Spanid": "e457b5a2e4d86bd1", "X-B3-Sampled": "1"})
+			traceID, _ = w3c(t, hdr)
+			assert.Equal(t, b3Trace, traceID, "a B3 caller's trace goes on")
+			assert.NotContains(t, h.out.String(), "exporting spans", "no endpoint: nothing is exported")
+		})
+	}
+}
+
+// TestStandbyNodeHostTracesTheFunctionItIsGiven: a standby host, which
+// loads the SDK before it is given a Function (found here through
+// NODE_PATH, in an image next to the host), traces the Function it is
+// given as a host started for it does: the handler's requests carry the
+// caller's trace.
+func TestStandbyNodeHostTracesTheFunctionItIsGiven(t *testing.T) {
+	t.Parallel()
+	depsDir := nodeTracingSDK(t)
+	rt := lookup(t, "nodejs22")
+	target, sent := headerSink(t)
+	const token = "a-standby-token-only-the-pool-knows"
+	h := startHost(t, rt, t.TempDir(), hostOptions{noWait: true, env: map[string]string{
+		runtimes.EnvStandbyTokenSHA256: runtimes.StandbyTokenHash(token),
+		"NODE_PATH":                    filepath.Join(depsDir, "node_modules"),
+	}})
+	h.waitServing(15 * time.Second)
+	source, err := os.ReadFile(filepath.Join(fixture(t, rt, "kyma-tracing"), "handler.js"))
+	require.NoError(t, err)
+	spec, err := json.Marshal(runtimes.Specialization{
+		Env:   map[string]string{runtimes.EnvFunctionName: "traced", runtimes.EnvNamespace: "shop", "TARGET_URL": target},
+		Files: map[string]string{"handler.js": string(source)},
+	})
+	require.NoError(t, err)
+	r := h.mustDo("POST", runtimes.SpecializePath, map[string]string{"Authorization": "Bearer " + token}, string(spec))
+	require.Equal(t, http.StatusOK, r.status, "%s\n%s", r.body, h.out)
+
+	const caller = "4bf92f3577b34da6a3ce929d0e0e4736"
+	r = h.mustDo("GET", "/", map[string]string{"Traceparent": "00-" + caller + "-00f067aa0ba902b7-01"}, "")
+	require.Equal(t, 200, r.status, "%s\n%s", r.body, h.out)
+	assert.JSONEq(t, `{"active":"`+caller+`"}`, r.body, "the handler's API sees the call's span")
+	hdr := sent()
+	assert.Contains(t, hdr.Get("Traceparent"), "00-"+caller+"-")
+	assert.Equal(t, caller, hdr.Get("X-B3-Traceid"))
+}
+
+// headerSink is a server where a traced handler sends its own request:
+// sent returns the headers of the next request it got.
+func headerSink(t *testing.T) (url string, sent func() http.Header) {
+	got := make(chan http.Header, 10)
+	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { got <- r.Header.Clone() }))
+	t.Cleanup(srv.Close)
+	return srv.URL, func() http.Header {
+		t.Helper()
+		select {
+		case hdr := <-got:
+			return hdr
+		case <-time.After(10 * time.Second):
+			t.Fatal("the handler's request did not arrive")
+			return nil
+		}
+	}
+}
+
 var (
 	nodeSDKOnce sync.Once
 	nodeSDKDir  string
@@ -117,9 +231,14 @@ var (
 
 // nodeTracingSDK installs, once per test binary, exactly the OpenTelemetry
 // SDK set the runtime images ship (nodejs/otel/package.json) from the npm
-// registry and returns the installed dependency directory.
+// registry and returns the installed dependency directory; it skips the
+// test with -short, and without npm (fails under CI=true).
 func nodeTracingSDK(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("needs the npm registry")
+	}
+	testenv.LookPath(t, "npm")
 	nodeSDKOnce.Do(func() {
 		var inst *deps.Installer
 		if inst, nodeSDKErr = deps.New(filepath.Join(os.TempDir(), "kfn-runtimes-test-otel")); nodeSDKErr != nil {

@@ -331,7 +331,6 @@ function serve(cfg, handler, loadError, standby) {
   // spent says why a specialize request failed after the host took its
   // Function's files: the host then serves no Function at all.
   let spent = '';
-  let tracingStarted = false;
   // preparing settles when a prepare request's fetch ended; prepared is
   // the dependency set it left in the dependency directory ({runtime,
   // hash, dir}), null when none.
@@ -511,6 +510,9 @@ function serve(cfg, handler, loadError, standby) {
     sdk.configure(cfg);
     functionID = `${cfg.namespace}/${cfg.functionName}`;
     const loadStart = performance.now();
+    // Before the handler loads, so that its requests carry the trace (the
+    // SDK was loaded on standby: this is its set-up only).
+    startTracing(cfg);
     loadHandler(cfg).then((h) => {
       handler = h;
       loadError = '';
@@ -521,7 +523,6 @@ function serve(cfg, handler, loadError, standby) {
     }).then(() => {
       standby = false;
       loading = false;
-      startTracing();
       if (handler === null) {
         sendError(res, 500, `${NOT_LOADED}: ${loadError}`);
         return;
@@ -530,16 +531,6 @@ function serve(cfg, handler, loadError, standby) {
       console.log(`kfn: function ${functionID} loaded on standby host in ${ms(now - arrived)} ms (its handler in ${ms(now - loadStart)} ms)`);
       res.setHeader(FUNCTION_HEADER, functionID);
       res.end(`loaded ${functionID}`);
-    });
-  }
-
-  function startTracing() {
-    if (!cfg.traceCollectorEndpoint || tracingStarted) return;
-    tracingStarted = true;
-    setImmediate(() => {
-      const problem = tracing.start(cfg);
-      if (problem) console.error(`kfn: ${problem}`);
-      else console.log(`kfn: tracing: exporting spans to ${cfg.traceCollectorEndpoint}`);
     });
   }
 
@@ -645,7 +636,6 @@ function serve(cfg, handler, loadError, standby) {
     } else {
       console.log(`kfn: function ${cfg.functionName || '(unnamed)'} ready on port ${server.address().port}`);
     }
-    startTracing();
   };
   if (cfg.listenFd !== undefined) server.listen({ fd: cfg.listenFd }, onListening);
   else server.listen(cfg.port, onListening);
@@ -714,16 +704,31 @@ function main() {
     // handler's first fetch took 60-120 ms on the test node without it);
     // the dependency cache's client is run once (depcache.warm) for a
     // Function with dependencies.
+    // The tracing SDK is loaded too (set up once a Function is given).
+    tracing.preload(undefined, true);
     Promise.all([warmFetch(), require('./depcache.cjs').warm()]).then(() => serve(cfg, null, '', true));
     return;
   }
   // A handler that cannot be loaded (syntax error, missing module, no such
   // function) does not stop the host: it serves without it, as Kyma's
   // does, and its readiness says so (runtimes/README.md).
-  fetchDependencies(cfg).then(() => loadHandler(cfg)).then((handler) => serve(cfg, handler, ''), (err) => {
+  fetchDependencies(cfg).then(() => {
+    startTracing(cfg);
+    return loadHandler(cfg);
+  }).then((handler) => serve(cfg, handler, ''), (err) => {
     console.error(`kfn: ${NOT_LOADED}: ${err && err.stack ? err.stack : err}`);
     serve(cfg, null, oneLine(err));
   });
+}
+
+// startTracing sets up tracing (tracing.start) before a handler loads, so
+// that the requests it makes carry the trace from its first call: the SDK's
+// load is part of a new pod's start (Kyma's runtimes load it at start too),
+// a standby host loaded it before it was given a Function.
+function startTracing(cfg) {
+  const problem = tracing.start(cfg);
+  if (problem) console.error(`kfn: ${problem}`);
+  else if (tracing.exporting()) console.log(`kfn: tracing: exporting spans to ${cfg.traceCollectorEndpoint}`);
 }
 
 // fetchDependencies fetches the Function's dependency set from the cache

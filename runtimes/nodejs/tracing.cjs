@@ -1,10 +1,12 @@
 'use strict';
-// event.tracer and span export. Without TRACE_COLLECTOR_ENDPOINT (or without
-// the OpenTelemetry SDK installed) event.tracer is a no-op tracer and the
-// incoming trace headers are passed on unchanged by emitCloudEvent. With it,
-// the SDK is loaded after the host started listening, so it never delays a
-// cold start, and each call runs in a server span that is a child of the
-// incoming traceparent.
+// Tracing, as Kyma's Node.js runtimes have it: with the OpenTelemetry SDK
+// (the runtime images ship it next to the host; kfn dev ships none), every
+// call runs in a server span, child of the incoming W3C or B3 context,
+// event.tracer's spans join it, and the handler's own HTTP requests and
+// emitted events carry it on (W3C and B3 headers), whether or not spans
+// are exported (to TRACE_COLLECTOR_ENDPOINT, when set). Without the SDK,
+// event.tracer is a no-op tracer and emitCloudEvent passes the incoming
+// trace headers on unchanged.
 
 const path = require('node:path');
 
@@ -35,62 +37,147 @@ const noopTracer = Object.freeze({
 });
 
 let otel;
+// sdk is the loaded SDK modules (preload), undefined until they are.
+let sdk;
 
 function requireOptional(name, depsDir) {
+  return require(resolveOptional(name, depsDir));
+}
+
+// resolveOptional finds module name next to the host, else in the
+// function's dependencies; it throws MODULE_NOT_FOUND when neither has it.
+function resolveOptional(name, depsDir) {
   try {
-    return require(name);
+    return require.resolve(name);
   } catch (err) {
     if (!depsDir || err.code !== 'MODULE_NOT_FOUND') throw err;
-    return require(require.resolve(name, { paths: [path.join(depsDir, 'node_modules')] }));
+    return require.resolve(name, { paths: [path.join(depsDir, 'node_modules')] });
   }
 }
 
-// start loads and configures the OpenTelemetry SDK. It returns an error
-// message when tracing stays off although an endpoint was configured.
-function start(cfg) {
-  if (!cfg.traceCollectorEndpoint) return undefined;
+// SDK_MODULES are the modules tracing needs; preload loads none unless it
+// finds them all (a handler's libraries have @opentelemetry/api alone,
+// which is then left for the handler to load).
+const SDK_MODULES = ['@opentelemetry/api', '@opentelemetry/sdk-trace-base', '@opentelemetry/core', '@opentelemetry/propagator-b3',
+  '@opentelemetry/instrumentation', '@opentelemetry/instrumentation-http'];
+
+// preload loads the OpenTelemetry SDK's modules (tens of milliseconds of
+// compiling, most of what tracing costs a host to start), from the host's
+// own node_modules (the runtime images') or the function's dependencies,
+// and prepares what does not depend on the Function. A standby host calls
+// it before it listens, so that start costs a woken Function a millisecond
+// or so. It returns the reason when the SDK
+// cannot be loaded (kfn dev, which ships none: the incoming trace headers
+// are then passed on unchanged by emitCloudEvent, and nothing else).
+function preload(depsDir, withExporter) {
+  if (sdk) return undefined;
   try {
-    const load = (name) => requireOptional(name, cfg.depsDir);
-    const api = load('@opentelemetry/api');
-    const base = load('@opentelemetry/sdk-trace-base');
-    const { OTLPTraceExporter } = load('@opentelemetry/exporter-trace-otlp-http');
-    const core = load('@opentelemetry/core');
-    const attributes = { 'service.name': cfg.functionName || 'function' };
-    if (cfg.namespace) attributes['k8s.namespace.name'] = cfg.namespace;
-    let resource;
+    for (const name of SDK_MODULES) resolveOptional(name, depsDir);
+    const load = (name) => requireOptional(name, depsDir);
+    sdk = {
+      api: load('@opentelemetry/api'),
+      base: load('@opentelemetry/sdk-trace-base'),
+      core: load('@opentelemetry/core'),
+      b3: load('@opentelemetry/propagator-b3'),
+      instrumentation: load('@opentelemetry/instrumentation'),
+      http: load('@opentelemetry/instrumentation-http'),
+    };
     try {
-      const resources = load('@opentelemetry/resources');
-      resource = resources.resourceFromAttributes
-        ? resources.resourceFromAttributes(attributes)
-        : new resources.Resource(attributes);
-    } catch {
-      resource = undefined;
-    }
-    const processor = new base.BatchSpanProcessor(
-      new OTLPTraceExporter({ url: cfg.traceCollectorEndpoint }),
-      { scheduledDelayMillis: 1000 },
-    );
-    let provider;
-    if (typeof base.BasicTracerProvider.prototype.addSpanProcessor === 'function') {
-      provider = new base.BasicTracerProvider({ resource });
-      provider.addSpanProcessor(processor);
-    } else {
-      provider = new base.BasicTracerProvider({ resource, spanProcessors: [processor] });
-    }
-    api.trace.setGlobalTracerProvider(provider);
-    api.propagation.setGlobalPropagator(new core.CompositePropagator({
-      propagators: [new core.W3CTraceContextPropagator(), new core.W3CBaggagePropagator()],
-    }));
-    try {
-      const { AsyncLocalStorageContextManager } = load('@opentelemetry/context-async-hooks');
-      api.context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+      sdk.contextManager = load('@opentelemetry/context-async-hooks').AsyncLocalStorageContextManager;
     } catch {
       // Without a context manager, spans still nest through event.tracer.
     }
-    otel = { api, provider, tracer: provider.getTracer('io.kfn.runtime') };
+    // The resource's attributes (optional), and the exporter when asked
+    // for (a standby host, whose Function may have an endpoint), else
+    // loaded by start when an endpoint is set (tens of milliseconds).
+    try {
+      sdk.resources = load('@opentelemetry/resources');
+    } catch {
+      sdk.resources = undefined;
+    }
+    sdk.exporter = () => load('@opentelemetry/exporter-trace-otlp-http');
+    if (withExporter) {
+      try {
+        sdk.exporter = sdk.exporter();
+      } catch {
+        // start says so if an endpoint asks for it.
+      }
+    }
+    prepare();
     return undefined;
   } catch (err) {
-    return `tracing disabled: load OpenTelemetry SDK: ${err.message}`;
+    sdk = undefined;
+    return `load OpenTelemetry SDK: ${err.message}`;
+  }
+}
+
+// prepare sets up what does not depend on the Function (done by preload):
+// the propagators (W3C trace context and baggage, B3 multi-header, as
+// Kyma's), the context manager, and the instrumentation of outgoing HTTP
+// requests (only those: a call's own span is the host's, Scope), whose
+// spans come from the global tracer provider start sets.
+function prepare() {
+  const { api, core, b3, instrumentation, http } = sdk;
+  api.propagation.setGlobalPropagator(new core.CompositePropagator({
+    propagators: [
+      new core.W3CTraceContextPropagator(),
+      new core.W3CBaggagePropagator(),
+      new b3.B3Propagator({ injectEncoding: b3.B3InjectEncoding.MULTI_HEADER }),
+    ],
+  }));
+  if (sdk.contextManager) api.context.setGlobalContextManager(new sdk.contextManager().enable());
+  instrumentation.registerInstrumentations({
+    instrumentations: [new http.HttpInstrumentation({ ignoreIncomingRequestHook: () => true })],
+  });
+  // The core modules the host loaded before are patched on their next
+  // require: now, before a handler holds on to their functions.
+  require('node:http');
+  require('node:https');
+}
+
+// start sets up tracing as Kyma's Node.js runtimes do, whether or not
+// spans are exported: each call runs in a server span, child of the
+// incoming W3C (traceparent) or B3 context; event.tracer's spans are its
+// children; a handler's own HTTP requests (http, https: axios and most
+// clients; not fetch, as in Kyma) carry the call's context as W3C
+// traceparent and B3 x-b3-* headers; a handler's @opentelemetry/api (the
+// images' 1.9) sees the call's span. Spans are exported to
+// TRACE_COLLECTOR_ENDPOINT only when it is set. After preload, what is
+// left is the Function's tracer provider (a millisecond or so). It returns
+// an error message when the SDK cannot be loaded and an endpoint was
+// configured (without one, a host without the SDK passes trace headers
+// through silently).
+function start(cfg) {
+  if (otel) return undefined;
+  const problem = preload(cfg.depsDir, false);
+  if (problem) return cfg.traceCollectorEndpoint ? `tracing disabled: ${problem}` : undefined;
+  try {
+    const { api, base, resources } = sdk;
+    const attributes = { 'service.name': cfg.functionName || 'function' };
+    if (cfg.namespace) attributes['k8s.namespace.name'] = cfg.namespace;
+    let resource;
+    if (resources) {
+      resource = resources.resourceFromAttributes
+        ? resources.resourceFromAttributes(attributes)
+        : new resources.Resource(attributes);
+    }
+    const spanProcessors = [];
+    if (cfg.traceCollectorEndpoint) {
+      const exporter = typeof sdk.exporter === 'function' ? sdk.exporter() : sdk.exporter;
+      spanProcessors.push(new base.BatchSpanProcessor(new exporter.OTLPTraceExporter({ url: cfg.traceCollectorEndpoint }), { scheduledDelayMillis: 1000 }));
+    }
+    let provider;
+    if (typeof base.BasicTracerProvider.prototype.addSpanProcessor === 'function') {
+      provider = new base.BasicTracerProvider({ resource });
+      for (const p of spanProcessors) provider.addSpanProcessor(p);
+    } else {
+      provider = new base.BasicTracerProvider({ resource, spanProcessors });
+    }
+    api.trace.setGlobalTracerProvider(provider);
+    otel = { api, provider, tracer: provider.getTracer('io.kfn.runtime'), exporting: spanProcessors.length > 0 };
+    return undefined;
+  } catch (err) {
+    return `tracing disabled: set up OpenTelemetry SDK: ${err.message}`;
   }
 }
 
@@ -132,12 +219,17 @@ class Scope {
   }
 }
 
-// enabled reports whether spans are being exported.
+// enabled reports whether calls are traced (the SDK is set up).
 function enabled() {
   return otel !== undefined;
 }
 
-// tracer returns the SDK's tracer when spans are exported, else a no-op
+// exporting reports whether spans are exported.
+function exporting() {
+  return otel !== undefined && otel.exporting;
+}
+
+// tracer returns the SDK's tracer when calls are traced, else a no-op
 // tracer.
 function tracer() {
   return otel ? otel.tracer : noopTracer;
@@ -157,4 +249,4 @@ function shutdown(timeoutMs) {
   ]);
 }
 
-module.exports = { noopTracer, start, enabled, tracer, scope, shutdown };
+module.exports = { noopTracer, preload, start, enabled, exporting, tracer, scope, shutdown };
