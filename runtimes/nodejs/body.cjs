@@ -184,7 +184,8 @@ function decodeData(contentType, buf) {
 }
 
 // fillEvent sets event.data, the ce-* attributes and req.body. It throws an
-// HTTPError(400) for malformed JSON.
+// HTTPError: 400 for malformed JSON, 415 for a charset its parser does not
+// take.
 function fillEvent(event, req, buf) {
   const headers = req.headers;
   const type = mediaType(headers['content-type']);
@@ -217,7 +218,8 @@ function fillEvent(event, req, buf) {
 // parsers of Kyma's runtime leave it: JSON (any JSON value) for
 // application/json and application/cloudevents+json, a string for text/*,
 // an object for a urlencoded form, a Buffer for anything else, undefined
-// without a body. It throws an HTTPError(400) for malformed JSON.
+// without a body. It throws an HTTPError: 400 for malformed JSON, 415 for
+// a charset its parser does not take.
 function requestBody(req, buf) {
   if (buf === undefined) return undefined;
   const contentType = req.headers['content-type'];
