@@ -31,6 +31,10 @@ import (
 type attackClass struct {
 	name, text string
 	arm        func(a *attacker)
+	// probe, when set, is a load run on the pipeline's NATS server itself
+	// (natsURL), beside kfn: a measurement of where an attack's cost lies,
+	// run only when -attacks names it, not a tenant's attack.
+	probe func(natsURL string) (stop func(), err error)
 }
 
 // attackClasses are the attack classes, in the order of the report.
@@ -103,6 +107,12 @@ var attackClasses = []attackClass{
 			a.publish(100, "spam.dead.v1", 64)
 			a.publish(20, "spam.redirect.v1", 64)
 		}},
+	{name: "bare: 100 consumers", text: "probe (only with -attacks): 100 bare JetStream consumers of the event stream, one subject each, handed 1,000 events a second together (published to NATS, acknowledged at once)",
+		arm: func(*attacker) {}, probe: func(u string) (func(), error) { return bareConsumers(u, 100, false) }},
+	{name: "bare: 5 consumers", text: "probe (only with -attacks): the same 1,000 events a second to 5 bare consumers",
+		arm: func(*attacker) {}, probe: func(u string) (func(), error) { return bareConsumers(u, 5, false) }},
+	{name: "bare: 1 of 100 subjects", text: "probe (only with -attacks): the same 1,000 events a second on 100 subjects to one bare consumer whose filter is all of them",
+		arm: func(*attacker) {}, probe: func(u string) (func(), error) { return bareConsumers(u, 1, true) }},
 }
 
 // The namespaces of the hostile-tenant benchmark's sender identities.
@@ -237,7 +247,7 @@ func p99(d []time.Duration) time.Duration {
 // (the refused publishes carry their own, or none). o.attacks, when set,
 // names the classes to run.
 func hostileTenant(s *sink, sinkURL string, o options) error {
-	classes := attackClasses
+	classes := slices.DeleteFunc(slices.Clone(attackClasses), func(c attackClass) bool { return c.probe != nil })
 	if o.attacks != "" {
 		classes = nil
 		for name := range strings.SplitSeq(o.attacks, ",") {
@@ -360,6 +370,13 @@ func hostileTurn(s *sink, sinkURL string, o options, c *attackClass, id *identit
 	}
 	defer p.cleanup()
 	p.name, p.token = turnName(c), id.tokens[victimNamespace]
+	if c != nil && c.probe != nil {
+		stopProbe, err := c.probe(ns.ClientURL())
+		if err != nil {
+			return victimTiming{}, attackerReport{}, err
+		}
+		defer stopProbe()
+	}
 	if proc != nil {
 		if err := proc.attack(strings.TrimSuffix(p.url, "/publish"), id.tokens[attackerNamespace]); err != nil {
 			return victimTiming{}, attackerReport{}, fmt.Errorf("start the attack: %w", err)

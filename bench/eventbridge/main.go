@@ -118,7 +118,7 @@ func main() {
 	flag.BoolVar(&o.replicas, "replicas", false, "measure instead the throughput of kfn with 2 dispatcher processes beside 1 (median of the rounds)")
 	flag.BoolVar(&o.r3, "stream-replicas", false, "measure instead kfn with R3 streams on a 3-server NATS cluster (embedded, one process) against R1 streams on one server: publish and delivery throughput and p99")
 	flag.BoolVar(&o.hostile, "hostile", false, "measure instead the victim's publish and delivery p99 at -rate beside a hostile tenant of each attack class (test/hostile) against the same victim alone, each on a pipeline made for its turn")
-	flag.StringVar(&o.attacks, "attacks", "", "with -hostile: the comma-separated attack classes to measure (default all: fan-out, slow sinks, failing sinks, refused publishes, large events, redirects, reply storm, all at once)")
+	flag.StringVar(&o.attacks, "attacks", "", "with -hostile: the comma-separated attack classes to measure (default all: fan-out, slow sinks, failing sinks, refused publishes, large events, redirects, reply storm, all at once; the probes of where a cost lies only when named: bare: 100 consumers, bare: 5 consumers, bare: 1 of 100 subjects)")
 	flag.BoolVar(&o.idle, "idle", false, "measure instead the CPU (over -duration) and memory of a dispatcher process serving -subscriptions idle Subscriptions")
 	flag.DurationVar(&o.slice, "slice", time.Second, "the throughput of the pipelines is measured in turns of this length, -duration in all for each")
 	flag.IntVar(&o.keys, "ordered", 0, "measure instead kfn delivering in order per partition key, with this many keys, against kfn delivering the same events unordered")
