@@ -256,32 +256,44 @@ const (
 
 // publishLargeEvents publishes largeEventsCount events of largeEventBytes,
 // one every largeEventsInterval, with token (a sender of namespace ns).
+// Each publish goes out on its tick whatever the ones before it take, so
+// that a slow answer under load does not lower the rate below the
+// namespace's bound.
 func publishLargeEvents(token, ns string) largeEvents {
 	data := `{"pad":"` + strings.Repeat("x", largeEventBytes-10) + `"}`
 	out := largeEvents{size: len(data)}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
 	tick := time.NewTicker(largeEventsInterval)
 	defer tick.Stop()
 	start := time.Now()
 	for i := range largeEventsCount {
 		<-tick.C
-		code, header, body, err := publishEventAs(token, "spam.large.v1", hostile.AttackerSource, fmt.Sprintf("%s-large-%d", ns, i), data)
-		switch {
-		case err != nil:
-			// A refused body the publisher does not read may end with
-			// the connection before its answer is read: neither taken
-			// nor refused as far as this count goes.
-		case code/100 == 2:
-			out.took++
-			out.tookBytes += len(data)
-		case code == http.StatusTooManyRequests:
-			out.refused++
-			if header.Get("Retry-After") != "" {
-				out.retryAt++
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, header, body, err := publishEventAs(token, "spam.large.v1", hostile.AttackerSource, fmt.Sprintf("%s-large-%d", ns, i), data)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				// A refused body the publisher does not read may end with
+				// the connection before its answer is read: neither taken
+				// nor refused as far as this count goes.
+			case code/100 == 2:
+				out.took++
+				out.tookBytes += len(data)
+			case code == http.StatusTooManyRequests:
+				out.refused++
+				if header.Get("Retry-After") != "" {
+					out.retryAt++
+				}
+			default:
+				out.other = append(out.other, fmt.Sprintf("%d %s", code, body))
 			}
-		default:
-			out.other = append(out.other, fmt.Sprintf("%d %s", code, body))
-		}
+		}()
 	}
+	wg.Wait()
 	out.elapsed = time.Since(start)
 	return out
 }
