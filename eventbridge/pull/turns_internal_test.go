@@ -147,6 +147,21 @@ func oneAtATime(turn time.Duration) Config {
 	return Config{Expiry: time.Hour, MaxStreamingPerGroup: 1, Turn: turn}
 }
 
+// startedPulls adds n pulls of group "g" to p, consumers c0, c1, ... with
+// batches of 10, each handing its events to the channel returned, and
+// starts them in that order.
+func startedPulls(p *Puller, n int) ([]*Pull, chan *Msg) {
+	got := make(chan *Msg, 10)
+	pulls := make([]*Pull, n)
+	for i := range pulls {
+		pulls[i] = p.Add("g", fmt.Sprintf("c%d", i), 10, take(func(m *Msg) { got <- m }))
+	}
+	for _, pl := range pulls {
+		pl.Start()
+	}
+	return pulls, got
+}
+
 // turnOf reads where pl stands in its group's turns.
 func turnOf(pl *Pull) turnState {
 	pl.p.mu.Lock()
@@ -158,11 +173,8 @@ func turnOf(pl *Pull) turnState {
 // pull handed an event: it streams, and asks for its whole batch.
 func TestAFreedTurnGoesToThePullHandedAnEvent(t *testing.T) {
 	p, js := turnsEnv(t, 2, oneAtATime(time.Hour))
-	got := make(chan *Msg, 10)
-	a := p.Add("g", "c0", 10, take(func(m *Msg) { got <- m }))
-	b := p.Add("g", "c1", 10, take(func(m *Msg) { got <- m }))
-	a.Start()
-	b.Start()
+	pulls, got := startedPulls(p, 2)
+	a, b := pulls[0], pulls[1]
 	require.Equal(t, streaming, turnOf(a))
 	require.Equal(t, probing, turnOf(b), "the group's one turn is a's")
 	a.Pause()
@@ -190,11 +202,8 @@ func TestAFreedTurnGoesToThePullHandedAnEvent(t *testing.T) {
 func TestAnIdleTurnPassesAtOnce(t *testing.T) {
 	const turn = 20 * time.Millisecond
 	p, js := turnsEnv(t, 2, oneAtATime(turn))
-	got := make(chan *Msg, 10)
-	a := p.Add("g", "c0", 10, take(func(m *Msg) { got <- m }))
-	b := p.Add("g", "c1", 10, take(func(m *Msg) { got <- m }))
-	a.Start()
-	b.Start()
+	pulls, got := startedPulls(p, 2)
+	a, b := pulls[0], pulls[1]
 	require.Equal(t, streaming, turnOf(a))
 	require.Eventually(t, func() bool {
 		p.mu.Lock()
@@ -235,13 +244,8 @@ func TestRequestsEndWithTheTurn(t *testing.T) {
 // turn its group's holder gives up later goes to none.
 func TestAPausedPullLeavesTheQueue(t *testing.T) {
 	p, js := turnsEnv(t, 3, oneAtATime(time.Hour))
-	got := make(chan *Msg, 10)
-	a := p.Add("g", "c0", 10, take(func(m *Msg) { got <- m }))
-	b := p.Add("g", "c1", 10, take(func(m *Msg) { got <- m }))
-	c := p.Add("g", "c2", 10, take(func(m *Msg) { got <- m }))
-	a.Start()
-	b.Start()
-	c.Start()
+	pulls, got := startedPulls(p, 3)
+	a, b, c := pulls[0], pulls[1], pulls[2]
 	for _, subject := range []string{"ev.1", "ev.2"} {
 		_, err := js.Publish(context.Background(), subject, []byte("x"))
 		require.NoError(t, err)
