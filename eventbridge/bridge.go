@@ -17,6 +17,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/gateway"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
+	"github.com/kfn-dev/kfn/eventbridge/sharedrates"
 	"github.com/kfn-dev/kfn/eventbridge/streamloss"
 	"github.com/kfn-dev/kfn/eventbridge/subscription"
 	"github.com/kfn-dev/kfn/internal/jsstream"
@@ -58,6 +59,10 @@ type Bridge struct {
 	// rates bound each namespace's events a second: its publishes and
 	// its sinks' replies take from the same buckets.
 	rates *admission.Rates
+	// sharer makes rates one bound with the other replicas' (nil when
+	// Config.RatesSubject is empty or neither publisher nor dispatcher
+	// runs).
+	sharer *sharedrates.Sharer
 	// dependenciesOff says why the publisher's listener serves no
 	// dependency cache, when it does not.
 	dependenciesOff string
@@ -120,6 +125,12 @@ func newBridge(cfg Config, nc *nats.Conn, env Environment, opts []Option) (*Brid
 	}
 	if b.rates, err = publisher.SenderRates(cfg.Publisher); err != nil {
 		return nil, err
+	}
+	if cfg.RatesSubject != "" && (cfg.Has(ComponentPublisher) || cfg.Has(ComponentDispatcher)) {
+		if b.sharer, err = sharedrates.New(nc, b.rates, sharedrates.WithSubject(cfg.RatesSubject),
+			sharedrates.WithLogger(b.component("rates")), sharedrates.WithMetrics(b.opts.metrics)); err != nil {
+			return nil, fmt.Errorf("share rates: %w", err)
+		}
 	}
 	return b, nil
 }

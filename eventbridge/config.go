@@ -18,6 +18,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/gateway"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/eventbridge/replay"
+	"github.com/kfn-dev/kfn/eventbridge/sharedrates"
 	"github.com/kfn-dev/kfn/eventbridge/subscription"
 )
 
@@ -72,6 +73,12 @@ type Config struct {
 	// reports its in-flight requests to the scalers, unless the host gives
 	// another reporter (WithInFlight).
 	GatewayInFlightSubject string
+	// RatesSubject is the core NATS subject on which the event bridge
+	// replicas tell each other what each namespace took of its events and
+	// bytes a second (publishes and sinks' replies), so that the bound is
+	// the namespace's across replicas (package sharedrates); "" holds each
+	// replica's bound alone.
+	RatesSubject string
 	// Resolve maps sink Services, as "<service>.<namespace>", to base URLs
 	// to deliver to instead of the cluster DNS name (for running outside a
 	// cluster). Unlisted sinks are delivered to as written.
@@ -155,6 +162,7 @@ func DefaultConfig() Config {
 			SlotTime: dispatcher.DefaultSlotTime},
 		Gateway:                gateway.Config{HoldTimeout: gateway.DefaultHoldTimeout, MaxHeld: gateway.DefaultMaxHeld, MaxHeldPerNamespace: gateway.DefaultMaxHeldPerNamespace},
 		GatewayInFlightSubject: inflight.DefaultSubject,
+		RatesSubject:           sharedrates.DefaultSubject,
 		Resync:                 subscription.DefaultResync,
 		ReplaySweep:            replay.DefaultSweepInterval,
 		WakeProbeInterval:      endpoints.DefaultProbeInterval,

@@ -32,6 +32,7 @@ func (c *Config) registerPartFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Gateway.HoldTimeout, "gateway-hold-timeout", c.Gateway.HoldTimeout, "how long the gateway holds a request for a Function without a ready endpoint before answering 503")
 	fs.IntVar(&c.Gateway.MaxHeld, "gateway-max-held", c.Gateway.MaxHeld, "most requests the gateway holds at once; more are answered 503 at once")
 	fs.IntVar(&c.Gateway.MaxHeldPerNamespace, "gateway-max-held-per-namespace", c.Gateway.MaxHeldPerNamespace, "most requests the gateway holds at once for one namespace's Functions; more are answered 503 at once, and when -gateway-max-held are held, a namespace holding fewer takes the newest slot of the namespace holding the most")
+	fs.StringVar(&c.RatesSubject, "rates-subject", c.RatesSubject, "core NATS subject on which the replicas tell each other what each namespace took of its events and bytes a second, so that they hold it to one bound together (\"\": each replica holds it alone)")
 	fs.StringVar(&c.GatewayInFlightSubject, "gateway-inflight-subject", c.GatewayInFlightSubject, "core NATS subject of the gateway's in-flight reports to the scalers (the scaler's -inflight-subject)")
 	fs.Func("resolve", "deliver to a sink Service elsewhere: <service>.<namespace>=<base URL> (repeatable; for running outside a cluster)", func(v string) error {
 		k, u, ok := strings.Cut(v, "=")

@@ -50,6 +50,9 @@ func (b *Bridge) Run(ctx context.Context) error {
 	// A stream NATS lost is reported, not only made anew (package
 	// streamloss): looked at every resync and before each re-creation.
 	g.Go(func() error { b.lossGuard.Run(ctx, b.cfg.Resync); return nil })
+	if b.sharer != nil {
+		g.Go(func() error { return b.sharer.Run(ctx) })
+	}
 	if b.opts.reconnected != nil {
 		g.Go(func() error { b.followNATS(ctx); return nil })
 	}

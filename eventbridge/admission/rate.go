@@ -31,6 +31,8 @@ type Rates struct {
 	// events (LimitBytes); nil: no bound.
 	bytesPerSender *ratelimit.PerKey
 	anonymousBytes *rate.Limiter
+	// spent records what was taken, for TakeSpent; nil until RecordSpent.
+	spent *spentLog
 }
 
 // NewRates returns buckets of perSender events a second (bursts of
@@ -72,12 +74,20 @@ func (r *Rates) TakeBytes(sender string, n int64) error {
 	}
 	now := time.Now()
 	if sender == "" {
-		if r.anonymousBytes == nil || r.anonymousBytes.AllowN(now, clampInt(n)) {
+		if r.anonymousBytes == nil {
+			return nil
+		}
+		if r.anonymousBytes.AllowN(now, clampInt(n)) {
+			r.spent.add(sender, 0, n)
 			return nil
 		}
 		return tooManyBytes("publishers without a namespace (together)", float64(r.anonymousBytes.Limit()), r.anonymousBytes.Burst())
 	}
-	if r.bytesPerSender == nil || r.bytesPerSender.AllowN(sender, now, clampInt(n)) {
+	if r.bytesPerSender == nil {
+		return nil
+	}
+	if r.bytesPerSender.AllowN(sender, now, clampInt(n)) {
+		r.spent.add(sender, 0, n)
 		return nil
 	}
 	return tooManyBytes("namespace "+sender, r.bytesPerSender.Rate(), r.bytesPerSender.Burst())
@@ -94,12 +104,20 @@ func (r *Rates) Take(sender string, n int) error {
 	}
 	now := time.Now()
 	if sender == "" {
-		if r.anonymous == nil || r.anonymous.AllowN(now, n) {
+		if r.anonymous == nil {
+			return nil
+		}
+		if r.anonymous.AllowN(now, n) {
+			r.spent.add(sender, int64(n), 0)
 			return nil
 		}
 		return tooManyEvents("publishers without a namespace (together)", float64(r.anonymous.Limit()), r.anonymous.Burst())
 	}
-	if r.perSender == nil || r.perSender.AllowN(sender, now, n) {
+	if r.perSender == nil {
+		return nil
+	}
+	if r.perSender.AllowN(sender, now, n) {
+		r.spent.add(sender, int64(n), 0)
 		return nil
 	}
 	return tooManyEvents("namespace "+sender, r.perSender.Rate(), r.perSender.Burst())
@@ -146,14 +164,25 @@ func (r *Rates) Wait(ctx context.Context, sender string, size int64, maxWait tim
 		}
 		wait, cancels = max(wait, w), append(cancels, c)
 	}
-	if wait <= 0 {
+	taken := func() error {
+		var events, bytes int64
+		if r.perSender != nil {
+			events = 1
+		}
+		if r.bytesPerSender != nil {
+			bytes = max(size, 0)
+		}
+		r.spent.add(sender, events, bytes)
 		return nil
+	}
+	if wait <= 0 {
+		return taken()
 	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-t.C:
-		return nil
+		return taken()
 	case <-ctx.Done():
 		cancel()
 		return fmt.Errorf("wait for namespace %s's rate of events: %w", sender, ctx.Err())

@@ -97,3 +97,33 @@ func (p *PerKey) forgetFull(now time.Time) {
 		}
 	}
 }
+
+// Debit takes n tokens of key's bucket at now whatever it holds, down to
+// a debt of one burst at most (the rest is forgiven): the tokens another
+// holder of the same bound took (see admission.Rates.Debit), which the
+// next takes of this bucket wait for.
+func (p *PerKey) Debit(key string, now time.Time, n int) {
+	if n <= 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	DebitLimiter(p.bucket(key, now), now, n)
+}
+
+// DebitLimiter takes n tokens of l at now whatever it holds, down to a
+// debt of one burst at most, as PerKey.Debit does for one key.
+func DebitLimiter(l *rate.Limiter, now time.Time, n int) {
+	burst := l.Burst()
+	if n <= 0 || burst <= 0 {
+		return
+	}
+	// Tokens go down to -burst at most; a reservation takes at most a
+	// burst at a time, and owes what the bucket does not hold.
+	left := min(float64(n), l.TokensAt(now)+float64(burst))
+	for left >= 1 {
+		take := int(min(left, float64(burst)))
+		l.ReserveN(now, take)
+		left -= float64(take)
+	}
+}

@@ -36,3 +36,25 @@ func TestFullBucketsAreForgottenEmptyOnesKept(t *testing.T) {
 	require.LessOrEqual(t, len(p.buckets), 2, "the full buckets are forgotten")
 	require.False(t, p.AllowN("spent", now, 1), "an emptied bucket is kept")
 }
+
+// TestDebitTakesWhatIsNotHeldDownToOneBurstOfDebt: a debit empties the
+// bucket and owes the rest, which the next takes wait for; a debt is one
+// burst at most, so that nothing debited keeps a key refused for longer
+// than a burst's refill more
+// than an empty bucket.
+func TestDebitTakesWhatIsNotHeldDownToOneBurstOfDebt(t *testing.T) {
+	p := NewPerKey(10, 10)
+	now := time.Now()
+	p.Debit("a", now, 15)
+	require.False(t, p.AllowN("a", now, 1), "the debit took the bucket's 10 and owes 5")
+	require.False(t, p.AllowN("a", now.Add(500*time.Millisecond), 1), "half a second refills what was owed only")
+	require.True(t, p.AllowN("a", now.Add(600*time.Millisecond), 1), "then the refill is the bucket's again")
+
+	p.Debit("b", now, 1_000_000)
+	require.False(t, p.AllowN("b", now.Add(1050*time.Millisecond), 1), "a debt of one burst: 11 tokens to refill before the next")
+	require.True(t, p.AllowN("b", now.Add(1150*time.Millisecond), 1), "and no more")
+
+	p.Debit("c", now, 0)
+	p.Debit("c", now, -5)
+	require.True(t, p.AllowN("c", now, 10), "nothing debited for n <= 0")
+}

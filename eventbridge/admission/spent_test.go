@@ -1,0 +1,66 @@
+package admission_test
+
+import (
+	"context"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kfn-dev/kfn/eventbridge/admission"
+)
+
+// TestSpentIsWhatWasTakenSinceTheLastAsk: once recording, every take that
+// a bounded bucket allowed (events, bytes, a reply's wait) is told once,
+// per sender; refused takes and unbounded buckets are not.
+func TestSpentIsWhatWasTakenSinceTheLastAsk(t *testing.T) {
+	r := admission.NewRates(0.001, 5, 0, 0)
+	r.LimitBytes(0.001, 1000, 0.001, 100)
+	require.NoError(t, r.Take("a", 1))
+	spent, _ := r.TakeSpent()
+	assert.Empty(t, spent, "nothing is recorded before RecordSpent")
+
+	r.RecordSpent()
+	require.NoError(t, r.Take("a", 2))
+	require.NoError(t, r.TakeBytes("a", 300))
+	require.ErrorIs(t, r.TakeBytes("a", 800), admission.ErrTooManyEvents)
+	require.NoError(t, r.Wait(context.Background(), "b", 40, time.Second))
+	require.NoError(t, r.Take("", 7), "the sender-less events are not bounded")
+	require.NoError(t, r.TakeBytes("", 60))
+
+	spent, dropped := r.TakeSpent()
+	sort.Slice(spent, func(i, j int) bool { return spent[i].Namespace < spent[j].Namespace })
+	assert.Equal(t, []admission.Spent{
+		{Namespace: "", Bytes: 60},
+		{Namespace: "a", Events: 2, Bytes: 300},
+		{Namespace: "b", Events: 1, Bytes: 40},
+	}, spent)
+	assert.Zero(t, dropped)
+	spent, _ = r.TakeSpent()
+	assert.Empty(t, spent, "told once")
+}
+
+// TestDebitTakesWhatAnotherHolderTook: what another replica took of a
+// namespace's bound is taken from this one's buckets, so that the bound
+// holds for both together; another namespace keeps its own.
+func TestDebitTakesWhatAnotherHolderTook(t *testing.T) {
+	r := admission.NewRates(0.001, 5, 0.001, 5)
+	r.LimitBytes(0.001, 1000, 0.001, 1000)
+	r.Debit(admission.Spent{Namespace: "a", Events: 4})
+	require.NoError(t, r.Take("a", 1))
+	require.ErrorIs(t, r.Take("a", 1), admission.ErrTooManyEvents, "4 of 5 taken elsewhere")
+	r.Debit(admission.Spent{Namespace: "a", Bytes: 5000})
+	require.ErrorIs(t, r.TakeBytes("a", 1), admission.ErrTooManyEvents, "its bytes too")
+	require.NoError(t, r.Take("b", 5), "another namespace's bucket is untouched")
+	r.Debit(admission.Spent{Events: 5, Bytes: 1000})
+	require.ErrorIs(t, r.Take("", 1), admission.ErrTooManyEvents, "the sender-less bucket alike")
+	require.ErrorIs(t, r.TakeBytes("", 1), admission.ErrTooManyEvents)
+	r.Debit(admission.Spent{Namespace: "b", Events: -5, Bytes: -5})
+	var none *admission.Rates
+	none.Debit(admission.Spent{Namespace: "a", Events: 1})
+	none.RecordSpent()
+	spent, _ := none.TakeSpent()
+	assert.Empty(t, spent, "nil Rates record and debit nothing")
+}
