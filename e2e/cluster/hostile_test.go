@@ -311,6 +311,8 @@ func (l largeEvents) check(t *testing.T, replicas int) {
 	t.Helper()
 	rate := float64(publisher.DefaultSenderBytesRate)
 	allowed := rate*(l.elapsed+sharedRatesLag).Seconds() + float64(replicas)*(max(rate, float64(publisher.DefaultMaxRequestBytes))+float64(l.size))
+	t.Logf("large events: %d of %d bytes taken (%d bytes, at most %.0f allowed), %d refused, on %d publishers in %s",
+		l.took, l.size, l.tookBytes, allowed, l.refused, replicas, l.elapsed)
 	assert.LessOrEqual(t, float64(l.tookBytes), allowed,
 		"the attacker's namespace stored at most its bytes a second on its %d publishers together: %d events of %d bytes in %s", replicas, l.took, l.size, l.elapsed)
 	assert.Positive(t, l.refused, "the attacker's events past its namespace's bytes are refused 429")
