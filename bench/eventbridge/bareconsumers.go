@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"sync"
 	"time"
 
@@ -22,14 +25,69 @@ const bareSubjects = 100
 // bareEventsPerSecond is what the bare consumers are handed together.
 const bareEventsPerSecond = 1000
 
+// bareProbe says what a bare-consumers probe makes: consumers pull
+// consumers (each filtering one of the first consumers subjects), or with
+// oneOfAll a single consumer whose filter is all bareSubjects subjects; on
+// the event stream, or with ownStream on a stream of their own.
+type bareProbe struct {
+	Consumers int  `json:"consumers"`
+	OneOfAll  bool `json:"oneOfAll,omitempty"`
+	OwnStream bool `json:"ownStream,omitempty"`
+}
+
+// bareOwnStream is the stream of bareProbe.OwnStream, and the first
+// token of its subjects.
+const bareOwnStream = "bare"
+
+// probe returns the attack class's probe: the bare consumers run in a
+// process of their own (childBare), so that what they cost is NATS's and
+// the machine's, not that of a client in the benchmark's process beside
+// the victim's pipeline.
+func (b bareProbe) probe() func(natsURL string) (func(), error) {
+	return func(natsURL string) (func(), error) {
+		spec, err := json.Marshal(b)
+		if err != nil {
+			return nil, err
+		}
+		cmd, in, out, err := startSelf(nil, "-child-bare", string(spec), "-child-sink", natsURL)
+		if err != nil {
+			return nil, fmt.Errorf("start the bare consumers' process: %w", err)
+		}
+		stop := func() { _ = in.Close(); _ = cmd.Wait() }
+		if !out.Scan() || out.Text() != "started" {
+			_ = cmd.Process.Kill()
+			stop()
+			return nil, fmt.Errorf("the bare consumers' process did not start: %q, %w", out.Text(), out.Err())
+		}
+		return stop, nil
+	}
+}
+
+// childBare is the process of a bareProbe (spec, JSON) on natsURL: it
+// says "started" once its consumers and publisher run, and stops them
+// when its stdin closes.
+func childBare(spec, natsURL string) error {
+	var b bareProbe
+	if err := json.Unmarshal([]byte(spec), &b); err != nil {
+		return fmt.Errorf("bare probe %q: %w", spec, err)
+	}
+	stop, err := bareConsumers(natsURL, b)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	fmt.Println("started")
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return nil
+}
+
 // bareConsumers is a probe of what JetStream consumers cost the others,
-// without kfn's publisher or dispatcher: on natsURL's event stream it makes
-// consumers pull consumers (each filtering one of the first consumers
-// subjects), or with oneOfAll a single consumer whose filter is all
-// bareSubjects subjects, acknowledges every event they are handed, and
-// publishes bareEventsPerSecond events a second to JetStream spread over
-// their subjects, until the function it returns is called.
-func bareConsumers(natsURL string, consumers int, oneOfAll bool) (func(), error) {
+// without kfn's publisher or dispatcher: on natsURL it makes b's
+// consumers, acknowledges every event they are handed, and publishes
+// bareEventsPerSecond events a second to JetStream spread over their
+// subjects, until the function it returns is called.
+func bareConsumers(natsURL string, b bareProbe) (func(), error) {
+	consumers := b.Consumers
 	if consumers < 1 || consumers > bareSubjects {
 		return nil, fmt.Errorf("bare consumers: %d, want 1 to %d", consumers, bareSubjects)
 	}
@@ -43,12 +101,21 @@ func bareConsumers(natsURL string, consumers int, oneOfAll bool) (func(), error)
 		return nil, fmt.Errorf("bare consumers: %w", err)
 	}
 	subjects := make([]string, bareSubjects)
+	streamName, prefix := stream.DefaultEventStream, v1alpha2.SubjectPrefix+".bare"
+	if b.OwnStream {
+		streamName, prefix = bareOwnStream, bareOwnStream
+		if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: streamName, Subjects: []string{prefix + ".>"},
+			Retention: jetstream.InterestPolicy, Storage: jetstream.FileStorage}); err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("bare consumers: create their stream: %w", err)
+		}
+	}
 	for i := range subjects {
-		subjects[i] = fmt.Sprintf("%s.bare.t%d.v1", v1alpha2.SubjectPrefix, i)
+		subjects[i] = fmt.Sprintf("%s.t%d.v1", prefix, i)
 	}
 	used := subjects[:consumers]
 	configs := make([]jetstream.ConsumerConfig, 0, consumers)
-	if oneOfAll {
+	if b.OneOfAll {
 		used = subjects
 		configs = append(configs, jetstream.ConsumerConfig{Durable: "bare-all", FilterSubjects: subjects, AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: bareEventsPerSecond})
 	} else {
@@ -66,7 +133,7 @@ func bareConsumers(natsURL string, consumers int, oneOfAll bool) (func(), error)
 		nc.Close()
 	}
 	for _, cfg := range configs {
-		c, err := js.CreateOrUpdateConsumer(ctx, stream.DefaultEventStream, cfg)
+		c, err := js.CreateOrUpdateConsumer(ctx, streamName, cfg)
 		if err != nil {
 			closeAll()
 			return nil, fmt.Errorf("bare consumers: create %s: %w", cfg.Durable, err)

@@ -107,12 +107,14 @@ var attackClasses = []attackClass{
 			a.publish(100, "spam.dead.v1", 64)
 			a.publish(20, "spam.redirect.v1", 64)
 		}},
-	{name: "bare: 100 consumers", text: "probe (only with -attacks): 100 bare JetStream consumers of the event stream, one subject each, handed 1,000 events a second together (published to NATS, acknowledged at once)",
-		arm: func(*attacker) {}, probe: func(u string) (func(), error) { return bareConsumers(u, 100, false) }},
+	{name: "bare: 100 consumers", text: "probe (only with -attacks): 100 bare JetStream consumers of the event stream, one subject each, handed 1,000 events a second together (published to NATS, acknowledged at once, by a process of their own)",
+		arm: func(*attacker) {}, probe: bareProbe{Consumers: 100}.probe()},
+	{name: "bare: 100 on their stream", text: "probe (only with -attacks): the same 100 consumers on a stream of their own",
+		arm: func(*attacker) {}, probe: bareProbe{Consumers: 100, OwnStream: true}.probe()},
 	{name: "bare: 5 consumers", text: "probe (only with -attacks): the same 1,000 events a second to 5 bare consumers",
-		arm: func(*attacker) {}, probe: func(u string) (func(), error) { return bareConsumers(u, 5, false) }},
+		arm: func(*attacker) {}, probe: bareProbe{Consumers: 5}.probe()},
 	{name: "bare: 1 of 100 subjects", text: "probe (only with -attacks): the same 1,000 events a second on 100 subjects to one bare consumer whose filter is all of them",
-		arm: func(*attacker) {}, probe: func(u string) (func(), error) { return bareConsumers(u, 1, true) }},
+		arm: func(*attacker) {}, probe: bareProbe{Consumers: 1, OneOfAll: true}.probe()},
 }
 
 // The namespaces of the hostile-tenant benchmark's sender identities.
@@ -334,7 +336,7 @@ func turnName(c *attackClass) string {
 // o.duration, and takes the pipeline down. It fails when the victim's
 // publishes fail or a hostile publish is not answered as it must be.
 func hostileTurn(s *sink, sinkURL string, o options, c *attackClass, id *identities) (victimTiming, attackerReport, error) {
-	ns, stopNATS, err := startNATS()
+	natsURL, stopNATS, err := hostileNATS(o)
 	if err != nil {
 		return victimTiming{}, attackerReport{}, err
 	}
@@ -359,7 +361,7 @@ func hostileTurn(s *sink, sinkURL string, o options, c *attackClass, id *identit
 	var p *pipeline
 	as(partKfn, func() {
 		var rb *runningBridge
-		rb, err = startBridge(ns.ClientURL(), []string{eventbridge.ComponentPublisher, eventbridge.ComponentDispatcher}, resolve, append(subscriptions(o), a.subs...), nil, 0,
+		rb, err = startBridge(natsURL, []string{eventbridge.ComponentPublisher, eventbridge.ComponentDispatcher}, resolve, append(subscriptions(o), a.subs...), nil, 0,
 			eventbridge.WithAccess(eventbridge.Access{Senders: id.senders}))
 		if err == nil {
 			p, err = publish(rb, o, rb.stop)
@@ -371,7 +373,7 @@ func hostileTurn(s *sink, sinkURL string, o options, c *attackClass, id *identit
 	defer p.cleanup()
 	p.name, p.token = turnName(c), id.tokens[victimNamespace]
 	if c != nil && c.probe != nil {
-		stopProbe, err := c.probe(ns.ClientURL())
+		stopProbe, err := c.probe(natsURL)
 		if err != nil {
 			return victimTiming{}, attackerReport{}, err
 		}

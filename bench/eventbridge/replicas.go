@@ -263,4 +263,7 @@ type childFlags struct {
 	serve      int
 	// attacker is the attack class of an attacker process (-hostile).
 	attacker string
+	// natsServer makes the process the NATS server of -nats-process.
+	natsServer bool
+	bare       string
 }

@@ -100,7 +100,8 @@ var programs = []program{
 	// victim alone, in turns: the victim's publish and delivery p99, one
 	// pair of rows per attack class (fan-out, slow sinks, failing sinks,
 	// refused publishes, large events, redirects, reply storm, all at
-	// once), each turn on a pipeline of its own.
+	// once), each turn on a pipeline of its own, its NATS server in a
+	// process of its own as in a cluster.
 	{name: "eventbridge", label: "eventbridge-hostile", reps: 1,
 		args:  []string{"-hostile", "-rounds", "4", "-duration", "3s"},
 		quick: []string{"-hostile", "-rounds", "2", "-duration", "2s"}},
