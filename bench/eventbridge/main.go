@@ -129,7 +129,6 @@ func main() {
 	flag.StringVar(&c.nats, "child-dispatcher", "", "internal: run as a dispatcher process of the benchmark, on this NATS server")
 	flag.StringVar(&c.sink, "child-sink", "", "internal: the sink of a dispatcher process")
 	flag.IntVar(&c.serve, "child-serve", 0, "internal: how many of the Subscriptions a dispatcher process serves")
-	flag.StringVar(&c.bare, "child-bare", "", "x")
 	flag.StringVar(&c.bare, "child-bare", "", "internal: run as the process of a bare-consumers probe of -hostile (JSON), on the NATS server -child-sink")
 	flag.BoolVar(&c.natsServer, "child-nats", false, "internal: run as the NATS process of -nats-process")
 	flag.StringVar(&c.attacker, "child-attacker", "", "internal: run as the attacker process of -hostile, of this attack class (its victim's sink is -child-sink)")
@@ -164,8 +163,6 @@ func main() {
 		err = childAttacker(c.attacker, c.sink)
 	case c.natsServer:
 		err = childNATS()
-	case c.bare != "":
-		err = childBare(c.bare, c.sink)
 	case c.bare != "":
 		err = childBare(c.bare, c.sink)
 	case c.nats != "":
