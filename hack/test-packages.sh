@@ -5,6 +5,9 @@
 #   python3-flask   Flask for python314's host (Kyma's python314 runs
 #                   handlers in Flask; PyPI cannot be reached here, Debian's
 #                   package can), used with Debian's /usr/bin/python3
+#   python3-requests  requests, which Kyma's Python images provide and
+#                   whose requests carry the call's trace
+#                   (runtimes/tracing_test.go)
 #   python3-bottle, python3-cheroot  bottle on cheroot, Kyma's python312
 #                   server: runtimes/bottle_test.go compares the request
 #                   python312 handlers get with bottle's own
@@ -21,7 +24,7 @@
 # in, so that the first run on a fresh machine needs nothing by hand.
 set -euo pipefail
 
-PACKAGES=(python3-flask python3-bottle python3-cheroot chromium fonts-dejavu-core)
+PACKAGES=(python3-flask python3-requests python3-bottle python3-cheroot chromium fonts-dejavu-core)
 if (($#)); then
 	PACKAGES=("$@")
 fi

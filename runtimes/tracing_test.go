@@ -3,10 +3,12 @@ package runtimes_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -254,4 +256,111 @@ func nodeTracingSDK(t *testing.T) string {
 	})
 	require.NoError(t, nodeSDKErr)
 	return nodeSDKDir
+}
+
+// TestPythonHandlersRequestsCarryTheTrace is Kyma's tracing test (as
+// TestNodeHandlersRequestsCarryTheTrace) for the Python runtimes, whose
+// images instrument `requests` (opentelemetry-instrumentation-requests,
+// OTEL_PROPAGATORS=tracecontext,baggage,b3multi): without
+// TRACE_COLLECTOR_ENDPOINT, a handler's request made with requests carries
+// the call's trace as W3C traceparent and B3 x-b3-traceid, x-b3-spanid,
+// x-b3-sampled of one span of its own: a new trace when the call has none,
+// the caller's when it has one (W3C, B3 headers or B3's single header),
+// sampled as the caller said; a header the handler sets itself stays.
+func TestPythonHandlersRequestsCarryTheTrace(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"python312", "python314"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			rt := lookup(t, name)
+			target, sent := headerSink(t)
+			h := startHost(t, rt, fixture(t, rt, "kyma-tracing"), hostOptions{
+				cfg:         runtimes.Config{FunctionName: "traced"},
+				env:         map[string]string{"TARGET_URL": target},
+				interpreter: requestsPython(t, rt),
+			})
+			call := func(header map[string]string) http.Header {
+				t.Helper()
+				r := h.mustDo("GET", "/", header, "")
+				require.Equal(t, 200, r.status, "%s\n%s", r.body, h.out)
+				return sent()
+			}
+			w3c := func(t *testing.T, hdr http.Header, sampled bool) (traceID, spanID string) {
+				t.Helper()
+				tp := strings.Split(hdr.Get("Traceparent"), "-")
+				require.Len(t, tp, 4, "traceparent %q", hdr.Get("Traceparent"))
+				flags, b3 := "01", "1"
+				if !sampled {
+					flags, b3 = "00", "0"
+				}
+				assert.Equal(t, "00", tp[0])
+				assert.Regexp(t, "^[0-9a-f]{32}$", tp[1])
+				assert.Regexp(t, "^[0-9a-f]{16}$", tp[2])
+				assert.Equal(t, flags, tp[3], "sampled")
+				assert.Equal(t, tp[1], hdr.Get("X-B3-Traceid"), "B3 names the same trace")
+				assert.Equal(t, tp[2], hdr.Get("X-B3-Spanid"), "and the same span")
+				assert.Equal(t, b3, hdr.Get("X-B3-Sampled"))
+				return tp[1], tp[2]
+			}
+
+			first, firstSpan := w3c(t, call(map[string]string{"X-B3-Sampled": "1"}), true)
+			assert.NotEqual(t, strings.Repeat("0", 32), first, "a trace of its own")
+			second, secondSpan := w3c(t, call(nil), true)
+			assert.NotEqual(t, first, second, "each call without a caller's trace has its own")
+			assert.NotEqual(t, firstSpan, secondSpan)
+
+			const caller, parent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+			traceID, spanID := w3c(t, call(map[string]string{"Traceparent": "00-" + caller + "-" + parent + "-01"}), true)
+			assert.Equal(t, caller, traceID, "the caller's trace goes on")
+			assert.NotEqual(t, parent, spanID, "from a span of the call's")
+			traceID, _ = w3c(t, call(map[string]string{"Traceparent": "00-" + caller + "-" + parent + "-00"}), false)
+			assert.Equal(t, caller, traceID, "unsampled, as the caller said")
+
+			const b3Trace = "80f198ee56343ba864fe8b2a57d3eff7"
+			traceID, _ = w3c(t, call(map[string]string{"X-B3-Traceid": b3Trace, "X-B3-Spanid": "e457b5a2e4d86bd1", "X-B3-Sampled": "1"}), true)
+			assert.Equal(t, b3Trace, traceID, "a B3 caller's trace goes on")
+			traceID, _ = w3c(t, call(map[string]string{"X-B3-Traceid": "64fe8b2a57d3eff7", "X-B3-Spanid": "e457b5a2e4d86bd1", "X-B3-Sampled": "1"}), true)
+			assert.Equal(t, "000000000000000064fe8b2a57d3eff7", traceID, "a 64-bit B3 trace id, widened")
+			traceID, _ = w3c(t, call(map[string]string{"B3": b3Trace + "-e457b5a2e4d86bd1-1"}), true)
+			assert.Equal(t, b3Trace, traceID, "B3's single header too")
+			traceID, _ = w3c(t, call(map[string]string{"X-B3-Traceid": b3Trace, "X-B3-Spanid": "e457b5a2e4d86bd1", "X-B3-Sampled": "0"}), false)
+			assert.Equal(t, b3Trace, traceID, "unsampled, as the B3 caller said")
+
+			traceID, _ = w3c(t, call(map[string]string{"Traceparent": "00-" + strings.Repeat("0", 32) + "-" + parent + "-01"}), true)
+			assert.NotEqual(t, strings.Repeat("0", 32), traceID, "an invalid traceparent is no caller's trace")
+			traceID, _ = w3c(t, call(map[string]string{"Traceparent": "00-" + caller + "-zz" + parent[2:] + "-01"}), true)
+			assert.NotEqual(t, caller, traceID)
+
+			if rt.API != runtimes.RequestAPI {
+				own := "00-" + caller + "-1111111111111111-01"
+				hdr := call(map[string]string{"X-Own-Traceparent": own})
+				assert.Equal(t, own, hdr.Get("Traceparent"), "the handler's own traceparent stays")
+				assert.Empty(t, hdr.Get("X-B3-Traceid"), "and no other trace is added beside it")
+			}
+			assert.NotContains(t, h.out.String(), "exporting spans", "no endpoint: nothing is exported")
+		})
+	}
+}
+
+// requestsPython returns a python3 for rt's host that imports requests
+// (and Flask, for python314): rt's interpreter, else Debian's
+// /usr/bin/python3 (make test installs python3-requests there:
+// hack/test-packages.sh). Without one the test skips, or fails under
+// CI=true.
+func requestsPython(t testing.TB, rt runtimes.Runtime) string {
+	t.Helper()
+	imports := "import requests"
+	if rt.API == runtimes.RequestAPI {
+		imports += ", flask"
+	}
+	var err error
+	for _, p := range []string{interpreter(t, rt), "/usr/bin/python3"} {
+		var out []byte
+		if out, err = exec.Command(p, "-c", imports).CombinedOutput(); err == nil {
+			return p
+		}
+		err = fmt.Errorf("%s: %w: %s", p, err, strings.TrimSpace(string(out)))
+	}
+	testenv.Missing(t, "requests for python3 (Debian: python3-requests)", err)
+	return ""
 }

@@ -1,7 +1,10 @@
 package cluster
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -249,4 +252,87 @@ func waitAnswer(t *testing.T, url, want string) {
 		}
 		return nil
 	})
+}
+
+// tracedPython is Kyma's tracing test function (its tests'
+// BasicTracingNodeFunction) for python312: the handler makes a request of
+// its own with requests, to a server it runs on the pod's loopback that
+// answers with the trace headers it was sent.
+const tracedPython = `
+apiVersion: serverless.kyma-project.io/v1alpha2
+kind: Function
+metadata:
+  name: traced-python
+spec:
+  runtime: python312
+  source:
+    inline:
+      source: |
+        import json
+        import threading
+        from http.server import BaseHTTPRequestHandler, HTTPServer
+
+        import requests
+
+        TRACE = ('traceparent', 'x-b3-traceid', 'x-b3-spanid', 'x-b3-sampled')
+
+        class Echo(BaseHTTPRequestHandler):
+            def do_GET(self):
+                body = json.dumps({k.lower(): v for k, v in self.headers.items() if k.lower() in TRACE}).encode()
+                self.send_response(200)
+                self.send_header('Content-Length', str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        echo = HTTPServer(('127.0.0.1', 0), Echo)
+        threading.Thread(target=echo.serve_forever, daemon=True).start()
+
+        def main(event, context):
+            return requests.get('http://127.0.0.1:%d/' % echo.server_port, timeout=10).json()
+`
+
+// TestPythonHandlersRequestsCarryTheTraceOnTheNode runs Kyma's tracing test
+// (runtimes TestPythonHandlersRequestsCarryTheTrace) in kfn's python312
+// image: the handler's own request, made with requests, carries the
+// caller's trace in W3C and B3 headers of one span of its own, sampled,
+// without a trace collector.
+func TestPythonHandlersRequestsCarryTheTraceOnTheNode(t *testing.T) {
+	t.Parallel() // beside the other scenarios that leave the install as it is (doc.go)
+	ns := namespace(t, "traced")
+	apply(t, ns, tracedPython)
+	waitRunning(t, ns, "traced-python", 3*time.Minute)
+	url := functionURL(t, ns, "traced-python")
+	const caller, parent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	var sent map[string]string
+	eventually(t, 30*time.Second, "the handler answers what its request carried", func() error {
+		req, err := http.NewRequest(http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Traceparent", "00-"+caller+"-"+parent+"-01")
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%d %s", resp.StatusCode, body)
+		}
+		return json.Unmarshal(body, &sent)
+	})
+	tp := strings.Split(sent["traceparent"], "-")
+	require.Len(t, tp, 4, "the handler's request carried a traceparent: %v", sent)
+	assert.Equal(t, caller, tp[1], "the caller's trace goes on")
+	assert.NotEqual(t, parent, tp[2], "from a span of the call's")
+	assert.Equal(t, "01", tp[3], "sampled")
+	assert.Equal(t, caller, sent["x-b3-traceid"], "B3 names the same trace")
+	assert.Equal(t, tp[2], sent["x-b3-spanid"], "and the same span")
+	assert.Equal(t, "1", sent["x-b3-sampled"])
 }

@@ -15,6 +15,7 @@ from .requestlog import Entry
 from .result import encode_result
 from .tracing import NOOP_TRACER, Tracing
 from . import standby
+from . import propagation
 
 MAX_LINE = 65536
 MAX_HEADERS = 100
@@ -573,9 +574,11 @@ class Server:
         self.watchdog.add(call)
         if scope is not None:
             scope.attach()
+        trace = propagation.enter(request, scope)
         try:
             status, headers, body, error, length = run()
         finally:
+            propagation.leave(trace)
             # A line the handler left without a newline is written now,
             # as a line, not held until this thread prints again.
             for stream in (sys.stdout, sys.stderr):
