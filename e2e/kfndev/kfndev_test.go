@@ -322,6 +322,41 @@ func TestKfnDevAsAUserWould(t *testing.T) {
 		assert.Contains(t, dev.out.String(), `function=default/fulfil from=0 to=1`)
 	})
 
+	t.Run("kfn trace prints a published event's path through the chain", func(t *testing.T) {
+		out, err := dev.kfn("publish", "--type", "order.created.v1", "--source", "shop", "--id", "trace-1", "--data", `{"id":"trace-1","item":"pen"}`)
+		require.NoError(t, err, out)
+		// Published, delivered to fulfil, which emitted order.fulfilled.v1,
+		// delivered to notify: each hop once settled.
+		want := []string{
+			"published trace-1 (order.created.v1 from shop, stream sequence ",
+			"<- this event",
+			"-> default/fulfil at default/fulfil: delivered after 1 attempt [#1 200 in ",
+			"emitted ",
+			"(order.fulfilled.v1 from ",
+			"-> default/notify at default/notify: delivered after 1 attempt [#1 200 in ",
+		}
+		require.Eventually(t, func() bool {
+			out, err = dev.kfn("trace", "trace-1")
+			if err != nil {
+				return false
+			}
+			for _, w := range want {
+				if !strings.Contains(out, w) {
+					return false
+				}
+			}
+			return true
+		}, 60*time.Second, 200*time.Millisecond, "kfn trace trace-1:\n%s", out)
+		assert.Regexp(t, `^chain of trace [0-9a-f]{32}\n`, out)
+
+		out, err = dev.kfn("trace", "trace-1", "--source", "elsewhere")
+		require.Error(t, err, "another source's trace-1 is none")
+		assert.Contains(t, out, `no event "trace-1" of source "elsewhere" among the 1000 most recent events kfn dev keeps`)
+		out, err = dev.kfn("trace", "trace-1", "-o", "json")
+		require.NoError(t, err, out)
+		assert.Contains(t, out, `"id": "trace-1"`)
+	})
+
 	t.Run("fulfil returns to zero after the cooldown", func(t *testing.T) {
 		require.Eventually(t, func() bool { return dev.replicas("fulfil") == 0 }, 60*time.Second, 200*time.Millisecond)
 	})

@@ -12,11 +12,14 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/contract/stream"
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
+	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/internal/scrape"
 	"github.com/kfn-dev/kfn/local/devstatus"
+	"github.com/kfn-dev/kfn/local/eventpath"
 )
 
 // AdminPrefix is the path prefix of kfn dev's own API. It is not a valid
@@ -110,6 +113,7 @@ func (p *Platform) handler() http.Handler {
 		_ = json.NewEncoder(w).Encode(p.Status())
 	})
 	admin.HandleFunc("GET /logs/{namespace}/{name}", p.serveLogs)
+	admin.HandleFunc("GET /events/{id}", p.serveEventPath)
 	admin.Handle("GET /metrics", scrape.Handler(p.registry, p.log))
 	h := p.bridge.Handlers()
 	dl := h.DeadLetters
@@ -140,6 +144,35 @@ func (p *Platform) handler() http.Handler {
 
 // serveLogs writes a function's kept output lines, and with ?follow=1
 // keeps streaming new ones until the client leaves.
+// EventPath is the answer of GET AdminPrefix/events/{id}: the chains
+// (eventpath.Chain) that hold the events of that CloudEvents id (and of
+// the source the query's source names, when it does).
+type EventPath struct {
+	Chains []eventpath.Chain `json:"chains"`
+}
+
+// serveEventPath answers the path of the events of one id (kfn trace): 404
+// when kfn dev holds none (never seen, or older than the events it keeps),
+// 400 for an id or source longer than an event's may be.
+func (p *Platform) serveEventPath(w http.ResponseWriter, r *http.Request) {
+	id, source := r.PathValue("id"), r.URL.Query().Get("source")
+	if len(id) > eventstore.MaxIDLength || len(source) > v1alpha2.MaxEventSourceLength {
+		http.Error(w, fmt.Sprintf("an event id is at most %d bytes and a source %d", eventstore.MaxIDLength, v1alpha2.MaxEventSourceLength), http.StatusBadRequest)
+		return
+	}
+	chains := p.events.Find(id, source)
+	if len(chains) == 0 {
+		what := fmt.Sprintf("%q", id)
+		if source != "" {
+			what += fmt.Sprintf(" of source %q", source)
+		}
+		http.Error(w, fmt.Sprintf("no event %s among the %d most recent events kfn dev keeps", what, p.events.Bound()), http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(EventPath{Chains: chains})
+}
+
 func (p *Platform) serveLogs(w http.ResponseWriter, r *http.Request) {
 	key := r.PathValue("namespace") + "/" + r.PathValue("name")
 	if p.runner.Get(r.PathValue("namespace"), r.PathValue("name")) == nil {

@@ -208,6 +208,28 @@ func TestShopChainScalesFromZeroAndBack(t *testing.T) {
 	logs, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	assert.Contains(t, string(logs), "fulfilling order 7 (book)")
+	// kfn trace reads one event's path: its chain, found by id (and
+	// source); an id kfn dev does not hold is 404, one longer than an
+	// event's may be 400, and neither changes anything.
+	for _, c := range []struct {
+		path string
+		code int
+		has  string
+	}{
+		{"/events/order-7", http.StatusOK, `"id":"order-7"`},
+		{"/events/order-7?source=shop", http.StatusOK, `"type":"order.fulfilled.v1"`},
+		{"/events/order-7?source=elsewhere", http.StatusNotFound, `no event "order-7" of source "elsewhere" among the 1000 most recent events kfn dev keeps`},
+		{"/events/never-published", http.StatusNotFound, `no event "never-published"`},
+		{"/events/" + strings.Repeat("x", 1025), http.StatusBadRequest, "an event id is at most 1024 bytes"},
+		{"/events/order-7?source=" + strings.Repeat("s", 1025), http.StatusBadRequest, "and a source 1024"},
+	} {
+		resp, err = http.Get("http://" + addr + dev.AdminPrefix + c.path)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, c.code, resp.StatusCode, "%.80s: %s", c.path, body)
+		assert.Contains(t, string(body), c.has, "%.80s", c.path)
+	}
 
 	var pids []int
 	for _, f := range []string{"orders", "notify"} {

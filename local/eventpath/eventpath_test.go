@@ -358,3 +358,37 @@ func TestEventsEmittedForAnHTTPRequestNameIt(t *testing.T) {
 	assert.Equal(t, outside[:36], tp[:36], "the caller's trace goes on")
 	assert.NotEqual(t, outside, tp, "under a span id of the request's own")
 }
+
+// TestFindReturnsTheChainsOfAnEvent: an event's chain is found by its id
+// (and source), at any depth of the chain, and only its chain; an id kfn
+// dev does not hold finds nothing.
+func TestFindReturnsTheChainsOfAnEvent(t *testing.T) {
+	p := newPipeline(t, 0)
+	p.function("fulfil", p.emits("order.fulfilled.v1"))
+	p.function("notify", nil)
+	p.subscribe("fulfil", "fulfil", "order.created.v1")
+	p.subscribe("notify", "notify", "order.fulfilled.v1")
+	p.publish("order.created.v1", "o1", "")
+	p.publish("order.created.v1", "o2", "")
+	for _, id := range []string{"o1", "o2"} {
+		want := strings.ReplaceAll(`chain (1)
+  published ID
+    -> fulfil at default/fulfil: delivered after 1 [200]
+      emitted order.fulfilled.v1-of-ID
+        -> notify at default/notify: delivered after 1 [200]
+`, "ID", id)
+		var got []eventpath.Chain
+		require.Eventually(t, func() bool {
+			got = p.rec.Find("order.fulfilled.v1-of-"+id, "")
+			return settled(got) && outline(got) == want
+		}, wait, tick, "the chain of %s:\n%s", id, outline(got))
+	}
+	for _, q := range []struct{ id, source string }{{"o1", ""}, {"o1", "shop"}, {"order.fulfilled.v1-of-o1", ""}} {
+		found := p.rec.Find(q.id, q.source)
+		require.Len(t, found, 1, "%+v", q)
+		assert.Equal(t, "o1", found[0].Events[0].ID, "the whole chain, from its first event")
+	}
+	assert.Empty(t, p.rec.Find("o1", "elsewhere"), "another source's o1")
+	assert.Empty(t, p.rec.Find("o3", ""), "never seen")
+	assert.True(t, p.rec.Find("o2", "")[0].Events[0].Is("o2", "shop"))
+}
