@@ -40,7 +40,9 @@ func (p *Publisher) fail(w http.ResponseWriter, r *http.Request, err error) int 
 	if code == http.StatusServiceUnavailable || code == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", "1")
 	}
-	http.Error(w, err.Error(), code)
+	if !writeKymaText(w, code, err) {
+		http.Error(w, err.Error(), code)
+	}
 	return code
 }
 

@@ -2,6 +2,7 @@ package publisher
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -159,6 +160,9 @@ func (p *Publisher) publishBinary(w http.ResponseWriter, r *http.Request, e even
 	eventType, source := e.Attribute("type"), e.Attribute("source")
 	annotateEvent(r, e.Attribute("id"), eventType)
 	stored, route, err := p.route(eventType, source)
+	if err == nil {
+		err = checkSubject(cmp.Or(route, source), stored)
+	}
 	if err != nil {
 		return p.fail(w, r, err)
 	}
@@ -174,7 +178,6 @@ func (p *Publisher) publishBinary(w http.ResponseWriter, r *http.Request, e even
 	if err := p.rates.Take(sender, 1); err != nil {
 		return p.fail(w, r, err)
 	}
-	// The store refuses a type that maps to no subject before storing.
 	if _, err := p.store.Put(p.stores.Context(r.Context()), e); err != nil {
 		return p.fail(w, r, err)
 	}
@@ -209,7 +212,7 @@ func (p *Publisher) parse(ctx context.Context, h http.Header, body []byte) ([]ev
 	}
 	e, err := binding.ToEvent(ctx, msg)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", eventstore.ErrInvalidEvent, err)
+		return nil, withKymaText(fmt.Errorf("%w: %w", eventstore.ErrInvalidEvent, err), err.Error())
 	}
 	if binary && len(body) > 0 {
 		e.DataEncoded = body

@@ -3,6 +3,7 @@ package publisher
 import (
 	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -18,7 +19,7 @@ import (
 // source names an Application is routed by the Application's type.
 func (p *Publisher) prepare(e *event.Event) (string, error) {
 	if err := e.Validate(); err != nil {
-		return "", fmt.Errorf("%w: %w", eventstore.ErrInvalidEvent, err)
+		return "", withKymaText(fmt.Errorf("%w: %w", eventstore.ErrInvalidEvent, err), err.Error())
 	}
 	source := e.Source()
 	eventType, route, err := p.route(e.Type(), source)
@@ -46,7 +47,8 @@ func (p *Publisher) route(eventType, source string) (string, string, error) {
 	if p.legacyType(eventType) {
 		app, name, version, err := v1alpha2.ParseLegacyEventType(p.cfg.LegacyPrefix, eventType)
 		if err != nil {
-			return "", "", fmt.Errorf("%w: %w", eventstore.ErrInvalidEvent, err)
+			return "", "", withKymaText(fmt.Errorf("%w: %w", eventstore.ErrInvalidEvent, err),
+				fmt.Sprintf("failed to parse event-type=%s with prefix=%s: invalid format", eventType, p.cfg.LegacyPrefix))
 		}
 		if t, ok := p.applicationType(app); ok {
 			app = t
@@ -75,8 +77,16 @@ func (p *Publisher) applicationType(name string) (string, bool) {
 // checkSubject checks that an event of eventType routed by routeSource
 // maps to a subject.
 func checkSubject(routeSource, eventType string) error {
-	if _, err := v1alpha2.EventSubject(routeSource, eventType); err != nil {
-		return fmt.Errorf("%w: %w", eventstore.ErrInvalidEvent, err)
+	_, err := v1alpha2.EventSubject(routeSource, eventType)
+	if err == nil {
+		return nil
 	}
-	return nil
+	err = fmt.Errorf("%w: %w", eventstore.ErrInvalidEvent, err)
+	// Kyma's publisher names the type it built: prefix, clean source,
+	// clean type (kfn's subject, but for an empty source).
+	final := v1alpha2.SubjectPrefix + "." + v1alpha2.CleanSource(routeSource) + "." + v1alpha2.CleanEventType(eventType)
+	if slices.Contains(strings.Split(final, "."), "") {
+		return withKymaText(err, "event type cannot have empty segments after cleaning: "+final)
+	}
+	return err
 }
