@@ -268,7 +268,13 @@ func contractCases() map[string]contractCase {
 		"Express response helpers": {
 			method: "GET", path: "/express?name=x", header: map[string]string{"X-Test": "y"}, only: runtimes.NodeJS,
 			status: 202, wantHeader: map[string]string{"X-Express": "yes", "Content-Type": "application/json; charset=utf-8"},
-			wantJSON: map[string]any{"q": "x", "got": "y", "params": []any{"express"}, "is": nil, "hostname": "127.0.0.1"},
+			wantJSON: map[string]any{"q": "x", "got": "y", "params": []any{"", "express"}, "is": nil, "hostname": "127.0.0.1"},
+		},
+		// Kyma's catch-all route (Express 5, app.all("*path")): the path
+		// split at every '/', each segment a decoded URI component.
+		"req.params.path as Express 5's catch-all": {
+			method: "GET", path: "/params/b+c/%C3%A9%2Fx/", only: runtimes.NodeJS, status: 200,
+			wantJSON: map[string]any{"params": []any{"", "params", "b+c", "é/x", ""}},
 		},
 		"req.body and req.is": {
 			method: "POST", path: "/express", header: map[string]string{"Content-Type": "application/json"}, body: `{"k":"v"}`,

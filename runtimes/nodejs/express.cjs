@@ -6,6 +6,18 @@
 
 const http = require('node:http');
 
+// decodeSegment undoes a path segment's escapes (%XY, UTF-8), as
+// path-to-regexp does for Express's params; '+' is itself. A malformed
+// escape leaves the segment as it is.
+function decodeSegment(s) {
+  if (s.indexOf('%') === -1) return s;
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return s;
+  }
+}
+
 // decode undoes a query string's escapes: '+' is a space, and %XY the
 // bytes of UTF-8 or, with latin1, one ISO-8859-1 character each.
 function decode(s, latin1) {
@@ -127,11 +139,13 @@ class Request extends http.IncomingMessage {
   set query(v) { this[kQuery] = v; }
 
   // params mirrors Kyma's catch-all route: Express 5 ("*path") names the
-  // path segments "path"; Express 4 ("*") exposes the whole path as "0".
+  // path's segments "path", split at every '/' (so the first is '' and a
+  // trailing '/' gives a last ''), each decoded as a URI component ('+'
+  // stays '+'); Express 4 ("*") exposes the whole path as "0".
   get params() {
     if (this[kParams] === undefined) {
       const p = this.path;
-      this[kParams] = { 0: p, path: p.split('/').filter(Boolean).map(decode) };
+      this[kParams] = { 0: p, path: p.split('/').map(decodeSegment) };
     }
     return this[kParams];
   }

@@ -18,6 +18,7 @@ module.exports = {
   main: function (event, context) {
     const req = event.extensions.request;
     const res = event.extensions.response;
+    if (req.path.startsWith('/params/')) return { params: req.params.path };
     switch (req.path) {
       case '/hello':
         return 'Hello ' + process.env.PERSON_NAME;
