@@ -7,13 +7,20 @@ from .request import Response
 
 def encode_result(value, response):
     """Turn a handler's return value into (status, headers, body) the way
-    Kyma's bottle-based runtime does: dict (and list) -> JSON, str -> body,
-    None -> empty, bottle-style HTTPResponse objects -> their status and body."""
+    Kyma's bottle-based runtime does: None and every falsy value but a dict
+    -> empty, a list of strings (or bytes) -> joined, dict (and other
+    lists) -> JSON, str -> body, bottle-style HTTPResponse objects -> their
+    status and body."""
     status = response.status
     headers = response.headers
     ctype = None
-    if value is None:
+    if value is None or (not isinstance(value, dict) and _falsy(value)):
+        # bottle's _cast: any falsy value (0, False, [], '') is an empty
+        # body; a dict, even {}, went through its JSON plugin first.
         body = b''
+    elif isinstance(value, (list, tuple)) and _all_text(value):
+        # bottle joins a list of strings (or of bytes) into the body.
+        body = b''.join(v.encode('utf-8') if isinstance(v, str) else bytes(v) for v in value)
     elif isinstance(value, str):
         body = value.encode('utf-8')
     elif isinstance(value, (bytes, bytearray, memoryview)):
@@ -48,3 +55,17 @@ def encode_result(value, response):
     if not any(h[0].lower() == 'content-type' for h in headers):
         headers = headers + [('Content-Type', ctype or 'text/html; charset=UTF-8')]
     return status, headers, body
+
+
+def _falsy(value):
+    """Whether value is falsy; a value whose truth cannot be told is not."""
+    try:
+        return not value
+    except Exception:
+        return False
+
+
+def _all_text(values):
+    """Whether values are all strings, or all bytes: what bottle joins."""
+    return (all(isinstance(v, str) for v in values) or
+            all(isinstance(v, (bytes, bytearray)) for v in values))

@@ -34,6 +34,9 @@ def main(event, context):
         return 'created'
     if path == '/none':
         return None
+    if path == '/returns':
+        # What bottle makes of other return values (Kyma's python312).
+        return {'zero': 0, 'false': False, 'emptylist': [], 'strlist': ['a', 'b']}[req.query.v]
     if path == '/object':
         return {'ok': True}
     if path in ('/throw', '/reject'):
