@@ -89,6 +89,18 @@ func contractCases() map[string]contractCase {
 			body: "a=1&b=hello+world", status: 200,
 			wantJSON: map[string]any{"kind": "json", "data": map[string]any{"a": "1", "b": "hello world"}},
 		},
+		// Kyma's Node.js runtimes read forms with body-parser's urlencoded
+		// parser, extended (qs): nested brackets, indexed arrays, plain
+		// objects (hasOwnProperty works), Object.prototype's names dropped.
+		"urlencoded data as qs reads it": {
+			method: "POST", path: "/own", header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"},
+			body: "a[b][c]=1&x[0]=p&x[1]=q&__proto__[y]=1&hasOwnProperty=2", status: 200, only: runtimes.NodeJS,
+			wantJSON: map[string]any{"own": true, "data": map[string]any{"a": map[string]any{"b": map[string]any{"c": "1"}}, "x": []any{"p", "q"}}},
+		},
+		"a form of more than 1,000 parameters is 413": {
+			method: "POST", path: "/own", header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"},
+			body: strings.Repeat("p=1&", 1001), status: 413, only: runtimes.NodeJS, wantBody: "too many parameters",
+		},
 		"no body": {
 			method: "GET", path: "/echo", status: 200,
 			wantJSON: map[string]any{"kind": "none", "data": nil, "method": "GET", "path": "/echo"},

@@ -3,7 +3,8 @@
 // event.data and ce-* attributes (binary and structured CloudEvents).
 
 const zlib = require('node:zlib');
-const { parseQuery, mediaType } = require('./express.cjs');
+const { mediaType, decode } = require('./express.cjs');
+const { parseExtended, TooManyParameters } = require('./form.cjs');
 
 class HTTPError extends Error {
   constructor(status, message) {
@@ -162,10 +163,17 @@ function parseJSON(buf, charset, what) {
 }
 
 // parseForm parses a urlencoded body in charset: UTF-8 or ISO-8859-1 (its
-// escapes too), as body-parser's urlencoded parser takes; any other 415.
+// escapes too), as body-parser's urlencoded parser (extended, qs) takes
+// it (form.cjs); another charset is 415, more than 1,000 parameters 413.
 function parseForm(buf, charset) {
   if (charset !== '' && charset !== 'utf-8' && charset !== 'iso-8859-1') throw unsupportedCharset(charset);
-  return parseQuery(decodeText(buf, charset), charset === 'iso-8859-1');
+  const latin1 = charset === 'iso-8859-1';
+  try {
+    return parseExtended(decodeText(buf, charset), (s) => decode(s, latin1));
+  } catch (err) {
+    if (err instanceof TooManyParameters) throw new HTTPError(413, err.message);
+    throw err;
+  }
 }
 
 // decodeData turns a body of Content-Type contentType into event.data, as

@@ -306,4 +306,4 @@ class Response extends http.ServerResponse {
   }
 }
 
-module.exports = { Request, Response, parseQuery, mediaType };
+module.exports = { Request, Response, parseQuery, mediaType, decode };

@@ -19,6 +19,7 @@ module.exports = {
     const req = event.extensions.request;
     const res = event.extensions.response;
     if (req.path.startsWith('/params/')) return { params: req.params.path };
+    if (req.path === '/own') return { own: event.data.hasOwnProperty('a'), data: event.data };
     switch (req.path) {
       case '/hello':
         return 'Hello ' + process.env.PERSON_NAME;
