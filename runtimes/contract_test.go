@@ -97,6 +97,19 @@ func contractCases() map[string]contractCase {
 			body: "a[b][c]=1&x[0]=p&x[1]=q&__proto__[y]=1&hasOwnProperty=2", status: 200, only: runtimes.NodeJS,
 			wantJSON: map[string]any{"own": true, "data": map[string]any{"a": map[string]any{"b": map[string]any{"c": "1"}}, "x": []any{"p", "q"}}},
 		},
+		// Express 5's default ("simple") query parser, Node's querystring:
+		// brackets are part of the name, a repeated name is an array.
+		"req.query as Express 5's simple parser": {
+			method: "GET", path: "/query?a%5Bb%5D=1&r=1&r=2&s=x+y", only: runtimes.NodeJS, status: 200,
+			wantJSON: map[string]any{"query": map[string]any{"a[b]": "1", "r": []any{"1", "2"}, "s": "x y"}, "noPrototype": true},
+		},
+		// Express 5 trusts no proxy by default: X-Forwarded-* are a
+		// client's headers like any other.
+		"req.protocol, secure, ips and hostname trust no proxy": {
+			method: "GET", path: "/proxy", only: runtimes.NodeJS, status: 200,
+			header:   map[string]string{"X-Forwarded-Proto": "https", "X-Forwarded-Host": "fn.example.com", "X-Forwarded-For": "1.2.3.4"},
+			wantJSON: map[string]any{"protocol": "http", "secure": false, "ips": []any{}, "hostname": "127.0.0.1"},
+		},
 		"a form of more than 1,000 parameters is 413": {
 			method: "POST", path: "/own", header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"},
 			body: strings.Repeat("p=1&", 1001), status: 413, only: runtimes.NodeJS, wantBody: "too many parameters",

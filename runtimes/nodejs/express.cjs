@@ -5,6 +5,10 @@
 // computed on first use, so a request that does not use them pays nothing.
 
 const http = require('node:http');
+// req.query is Express 5's "simple" query parser's, which is Node's own
+// querystring.parse: "a[b]=1" is the key "a[b]", a repeated key an array,
+// an object without a prototype, at most 1,000 keys.
+const querystring = require('node:querystring');
 
 // decodeSegment undoes a path segment's escapes (%XY, UTF-8), as
 // path-to-regexp does for Express's params; '+' is itself. A malformed
@@ -29,49 +33,6 @@ function decode(s, latin1) {
   } catch {
     return s;
   }
-}
-
-function assign(target, key, value) {
-  const prev = target[key];
-  if (prev === undefined) target[key] = value;
-  else if (Array.isArray(prev)) prev.push(value);
-  else target[key] = [prev, value];
-}
-
-// parseQuery parses a query string or urlencoded body the way Express's
-// "extended" parser does for the common cases: repeated keys give arrays,
-// "a[]=x" gives an array, "a[b]=x" gives a nested object (one level).
-// With latin1, its escapes are ISO-8859-1 (a form sent in that charset).
-function parseQuery(qs, latin1) {
-  const out = Object.create(null);
-  if (!qs) return out;
-  for (const part of qs.split('&')) {
-    if (part === '') continue;
-    const eq = part.indexOf('=');
-    const rawKey = decode(eq === -1 ? part : part.slice(0, eq), latin1);
-    const value = eq === -1 ? '' : decode(part.slice(eq + 1), latin1);
-    const open = rawKey.indexOf('[');
-    if (open > 0 && rawKey.endsWith(']')) {
-      const base = rawKey.slice(0, open);
-      const sub = rawKey.slice(open + 1, -1);
-      if (sub === '') {
-        const prev = out[base];
-        if (prev === undefined) out[base] = [value];
-        else if (Array.isArray(prev)) prev.push(value);
-        else if (typeof prev === 'object') assign(prev, '', value);
-        else out[base] = [prev, value];
-        continue;
-      }
-      let obj = out[base];
-      if (obj === undefined || typeof obj !== 'object' || Array.isArray(obj)) {
-        obj = out[base] = Object.create(null);
-      }
-      assign(obj, sub, value);
-      continue;
-    }
-    assign(out, rawKey, value);
-  }
-  return out;
 }
 
 // splitURL returns the path and the query string of a request target,
@@ -133,7 +94,7 @@ const kParams = Symbol('params');
 
 class Request extends http.IncomingMessage {
   get query() {
-    if (this[kQuery] === undefined) this[kQuery] = parseQuery(splitURL(this.url)[1]);
+    if (this[kQuery] === undefined) this[kQuery] = querystring.parse(splitURL(this.url)[1]);
     return this[kQuery];
   }
   set query(v) { this[kQuery] = v; }
@@ -154,19 +115,16 @@ class Request extends http.IncomingMessage {
   get path() { return splitURL(this.url)[0]; }
   get originalUrl() { return this.url; }
   get baseUrl() { return ''; }
-  get protocol() {
-    const xf = this.headers['x-forwarded-proto'];
-    if (xf) return xf.split(',')[0].trim();
-    return this.socket && this.socket.encrypted ? 'https' : 'http';
-  }
+  // protocol, secure, ip, ips and hostname as Express 5 gives them with
+  // its default "trust proxy" (false), as in Kyma's runtimes: from the
+  // connection and the Host header, never from X-Forwarded-* headers,
+  // which any client can send.
+  get protocol() { return this.socket && this.socket.encrypted ? 'https' : 'http'; }
   get secure() { return this.protocol === 'https'; }
   get ip() { return this.socket ? this.socket.remoteAddress : undefined; }
-  get ips() {
-    const xf = this.headers['x-forwarded-for'];
-    return xf ? xf.split(',').map((s) => s.trim()).filter(Boolean) : [];
-  }
+  get ips() { return []; }
   get hostname() {
-    const host = this.headers['x-forwarded-host'] || this.headers.host || '';
+    const host = this.headers.host || '';
     if (host.startsWith('[')) return host.slice(0, host.indexOf(']') + 1);
     const colon = host.indexOf(':');
     return colon === -1 ? host : host.slice(0, colon);
@@ -306,4 +264,4 @@ class Response extends http.ServerResponse {
   }
 }
 
-module.exports = { Request, Response, parseQuery, mediaType, decode };
+module.exports = { Request, Response, mediaType, decode };

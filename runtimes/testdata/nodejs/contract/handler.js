@@ -19,6 +19,8 @@ module.exports = {
     const req = event.extensions.request;
     const res = event.extensions.response;
     if (req.path.startsWith('/params/')) return { params: req.params.path };
+    if (req.path === '/proxy') return { protocol: req.protocol, secure: req.secure, ips: req.ips, hostname: req.hostname };
+    if (req.path === '/query') return { query: req.query, noPrototype: Object.getPrototypeOf(req.query) === null };
     if (req.path === '/own') return { own: event.data.hasOwnProperty('a'), data: event.data };
     switch (req.path) {
       case '/hello':
