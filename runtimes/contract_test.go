@@ -110,6 +110,21 @@ func contractCases() map[string]contractCase {
 			header:   map[string]string{"X-Forwarded-Proto": "https", "X-Forwarded-Host": "fn.example.com", "X-Forwarded-For": "1.2.3.4"},
 			wantJSON: map[string]any{"protocol": "http", "secure": false, "ips": []any{}, "hostname": "127.0.0.1"},
 		},
+		// Kyma's setResponseHeader and sendResponse headers are Express's
+		// res.set, which gives a text or JSON type its charset, and an
+		// object returned goes to res.json, which gives any type utf-8.
+		"a Content-Type set by the handler gets Express's charset": {
+			method: "GET", path: "/ctype?t=text/plain", only: runtimes.NodeJS, status: 200, wantBody: "hi",
+			wantHeader: map[string]string{"Content-Type": "text/plain; charset=utf-8"},
+		},
+		"an object returned under a type the handler set is utf-8": {
+			method: "GET", path: "/ctype?t=application/vnd.api%2Bjson&obj=1", only: runtimes.NodeJS, status: 200, wantBody: `{"a":1}`,
+			wantHeader: map[string]string{"Content-Type": "application/vnd.api+json; charset=utf-8"},
+		},
+		"sendResponse's Content-Type gets Express's charset": {
+			method: "GET", path: "/ctype?t=text/plain&send=1", only: runtimes.NodeJS, status: 200, wantBody: "hello",
+			wantHeader: map[string]string{"Content-Type": "text/plain; charset=utf-8"},
+		},
 		"a form of more than 1,000 parameters is 413": {
 			method: "POST", path: "/own", header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"},
 			body: strings.Repeat("p=1&", 1001), status: 413, only: runtimes.NodeJS, wantBody: "too many parameters",

@@ -65,7 +65,8 @@ Object.defineProperties(Event.prototype, {
   setResponseHeader: {
     get() {
       const res = this.extensions.response;
-      return (key, value) => { res.setHeader(key, value); };
+      // Kyma's res.set: a Content-Type gets its charset as Express gives it.
+      return (key, value) => { res.set(key, value); };
     },
   },
   setResponseContentType: {

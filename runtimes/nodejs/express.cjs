@@ -167,6 +167,7 @@ class Response extends http.ServerResponse {
       for (const k of Object.keys(field)) this.set(k, field[k]);
       return this;
     }
+    if (String(field).toLowerCase() === 'content-type' && !Array.isArray(value)) value = contentType(String(value));
     this.setHeader(field, Array.isArray(value) ? value.map(String) : String(value));
     return this;
   }
@@ -182,12 +183,7 @@ class Response extends http.ServerResponse {
   }
 
   type(t) {
-    t = String(t);
-    let full = t.indexOf('/') === -1 ? SHORT_TYPES[t.replace(/^\./, '').toLowerCase()] || 'application/octet-stream' : t;
-    if (full.indexOf('charset') === -1 && (full.startsWith('text/') || full === 'application/json' || full === 'application/javascript')) {
-      full += '; charset=utf-8';
-    }
-    this.setHeader('Content-Type', full);
+    this.setHeader('Content-Type', contentType(String(t)));
     return this;
   }
   contentType(t) { return this.type(t); }
@@ -236,7 +232,7 @@ class Response extends http.ServerResponse {
 
   json(obj) {
     const body = JSON.stringify(obj);
-    if (!this.hasHeader('Content-Type')) this.setHeader('Content-Type', 'application/json; charset=utf-8');
+    this.setHeader('Content-Type', this.hasHeader('Content-Type') ? withCharset(this.getHeader('Content-Type')) : 'application/json; charset=utf-8');
     this.end(body === undefined ? '' : body);
     return this;
   }
@@ -245,7 +241,7 @@ class Response extends http.ServerResponse {
     if (body === undefined || body === null) {
       this.end();
     } else if (typeof body === 'string') {
-      if (!this.hasHeader('Content-Type')) this.setHeader('Content-Type', 'text/html; charset=utf-8');
+      this.setHeader('Content-Type', this.hasHeader('Content-Type') ? withCharset(this.getHeader('Content-Type')) : 'text/html; charset=utf-8');
       this.end(this.req && this.req.method === 'HEAD' ? undefined : body);
     } else if (Buffer.isBuffer(body) || body instanceof Uint8Array) {
       if (!this.hasHeader('Content-Type')) this.setHeader('Content-Type', 'application/octet-stream');
@@ -264,4 +260,25 @@ class Response extends http.ServerResponse {
   }
 }
 
-module.exports = { Request, Response, mediaType, decode };
+// contentType is Express's res.set('Content-Type', t) (mime-types'
+// contentType): a short name ("json", ".html") is looked up, and a type
+// without a charset that has one (text/*, JSON, JavaScript) gets utf-8.
+function contentType(t) {
+  let full = t.indexOf('/') === -1 ? SHORT_TYPES[t.replace(/^\./, '').toLowerCase()] || 'application/octet-stream' : t;
+  const type = full.split(';')[0].trim().toLowerCase();
+  if (!/;\s*charset=/i.test(full) && (type.startsWith('text/') || type === 'application/json' || type === 'application/javascript')) {
+    full += '; charset=utf-8';
+  }
+  return full;
+}
+
+// withCharset is Express's setCharset(type, 'utf-8'), which res.send of a
+// string (and so res.json) applies to the Content-Type already set: its
+// charset utf-8, whatever it was.
+function withCharset(value) {
+  const parts = String(value).split(';').map((p) => p.trim()).filter((p) => p !== '' && !/^charset=/i.test(p));
+  if (parts.length === 0) return value;
+  return [parts[0].toLowerCase(), ...parts.slice(1), 'charset=utf-8'].join('; ');
+}
+
+module.exports = { Request, Response, mediaType, decode, contentType, withCharset };

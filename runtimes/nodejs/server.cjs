@@ -6,7 +6,7 @@
 
 const http = require('node:http');
 const config = require('./config.cjs');
-const { Request, Response } = require('./express.cjs');
+const { Request, Response, withCharset } = require('./express.cjs');
 const { hasBody, readBody, fillEvent, requestBody } = require('./body.cjs');
 const { Event, configure: configureEvents } = require('./event.cjs');
 const metrics = require('./metrics.cjs');
@@ -67,7 +67,8 @@ function writeResult(res, value) {
       return;
     }
     const body = JSON.stringify(value);
-    if (!res.hasHeader('content-type')) res.setHeader('Content-Type', 'application/json; charset=utf-8');
+    // Kyma's res.json: a Content-Type the handler set gets charset utf-8.
+    res.setHeader('Content-Type', res.hasHeader('content-type') ? withCharset(res.getHeader('content-type')) : 'application/json; charset=utf-8');
     res.end(body);
     return;
   }
@@ -165,7 +166,7 @@ function serve(cfg, handler, loadError, standby) {
       // send is Kyma's third handler argument: sendResponse(body, status, headers).
       // As there, a status without a body sends the status text.
       this.send = (body, status, headers) => {
-        if (headers) for (const k of Object.keys(headers)) res.setHeader(k, headers[k]);
+        if (headers) for (const k of Object.keys(headers)) res.set(k, headers[k]);
         if (status) res.statusCode = status;
         if (!body && status) {
           // Express's sendStatus: the status text, as plain text.

@@ -15,10 +15,15 @@ function sleep(ms) {
 }
 
 module.exports = {
-  main: function (event, context) {
+  main: function (event, context, sendResponse) {
     const req = event.extensions.request;
     const res = event.extensions.response;
     if (req.path.startsWith('/params/')) return { params: req.params.path };
+    if (req.path === '/ctype') {
+      if (req.query.send) return sendResponse('hello', 200, { 'Content-Type': req.query.t });
+      event.setResponseHeader('Content-Type', req.query.t);
+      return req.query.obj ? { a: 1 } : 'hi';
+    }
     if (req.path === '/proxy') return { protocol: req.protocol, secure: req.secure, ips: req.ips, hostname: req.hostname };
     if (req.path === '/query') return { query: req.query, noPrototype: Object.getPrototypeOf(req.query) === null };
     if (req.path === '/own') return { own: event.data.hasOwnProperty('a'), data: event.data };
