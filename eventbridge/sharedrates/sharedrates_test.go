@@ -191,3 +191,43 @@ func TestOptionsRefuseWhatCannotWork(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeHoldsReportsToWhatAReplicaSends: a replica's name of 1 to 64
+// bytes, at most MaxSpentPerReport namespaces, names that are a
+// namespace's (or "" for the publishers without one), counts from 0 to
+// 2^30 events and 2^40 bytes.
+func TestDecodeHoldsReportsToWhatAReplicaSends(t *testing.T) {
+	ok := func(spent ...admission.Spent) string {
+		raw, err := json.Marshal(sharedrates.Report{Replica: "r", Spent: spent})
+		require.NoError(t, err)
+		return string(raw)
+	}
+	for data, valid := range map[string]bool{
+		ok(admission.Spent{Namespace: "team-a", Events: 1 << 30, Bytes: 1 << 40}): true,
+		ok(admission.Spent{Namespace: "", Events: 0, Bytes: 0}):                   true,
+		ok(admission.Spent{Namespace: "team-a", Events: 1<<30 + 1}):               false,
+		ok(admission.Spent{Namespace: "team-a", Bytes: 1<<40 + 1}):                false,
+		ok(admission.Spent{Namespace: "team-a", Bytes: -1}):                       false,
+		ok(admission.Spent{Namespace: strings.Repeat("a", 64)}):                   false,
+		`{"replica":"` + strings.Repeat("r", 64) + `","spent":[]}`:                true,
+		`{"replica":"` + strings.Repeat("r", 65) + `","spent":[]}`:                false,
+		`{"replica":"","spent":[]}`:                                               false,
+		`{"spent":[]}`:                                                            false,
+		`[]`:                                                                      false,
+	} {
+		_, err := sharedrates.Decode([]byte(data))
+		if valid {
+			assert.NoError(t, err, "%.100s", data)
+		} else {
+			assert.Error(t, err, "%.100s", data)
+		}
+	}
+	many := make([]admission.Spent, sharedrates.MaxSpentPerReport)
+	for i := range many {
+		many[i] = admission.Spent{Namespace: fmt.Sprintf("ns-%d", i)}
+	}
+	_, err := sharedrates.Decode([]byte(ok(many...)))
+	require.NoError(t, err, "MaxSpentPerReport namespaces")
+	_, err = sharedrates.Decode([]byte(ok(append(many, admission.Spent{Namespace: "one-more"})...)))
+	require.Error(t, err, "one more")
+}
