@@ -2,6 +2,7 @@ package admission_test
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"testing"
 	"time"
@@ -29,6 +30,7 @@ func TestSpentIsWhatWasTakenSinceTheLastAsk(t *testing.T) {
 	require.NoError(t, r.Wait(context.Background(), "b", 40, time.Second))
 	require.NoError(t, r.Take("", 7), "the sender-less events are not bounded")
 	require.NoError(t, r.TakeBytes("", 60))
+	require.NoError(t, r.Take("c", 0), "nothing taken, nothing told")
 
 	spent, dropped := r.TakeSpent()
 	sort.Slice(spent, func(i, j int) bool { return spent[i].Namespace < spent[j].Namespace })
@@ -63,4 +65,23 @@ func TestDebitTakesWhatAnotherHolderTook(t *testing.T) {
 	none.RecordSpent()
 	spent, _ := none.TakeSpent()
 	assert.Empty(t, spent, "nil Rates record and debit nothing")
+}
+
+// TestSpentKeepsABoundedNumberOfSenders: past 16,384 senders in one
+// interval, what new senders take is counted as dropped, not kept.
+func TestSpentKeepsABoundedNumberOfSenders(t *testing.T) {
+	r := admission.NewRates(1e9, 1<<20, 0, 0)
+	r.RecordSpent()
+	for i := range 16384 + 2 {
+		require.NoError(t, r.Take(fmt.Sprintf("ns-%d", i), 1))
+	}
+	require.NoError(t, r.Take("ns-0", 1), "a sender kept goes on being told")
+	spent, dropped := r.TakeSpent()
+	assert.Len(t, spent, 16384)
+	assert.Equal(t, int64(2), dropped)
+	for _, s := range spent {
+		if s.Namespace == "ns-0" {
+			assert.Equal(t, int64(2), s.Events)
+		}
+	}
 }

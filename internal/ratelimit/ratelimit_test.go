@@ -54,6 +54,10 @@ func TestDebitTakesWhatIsNotHeldDownToOneBurstOfDebt(t *testing.T) {
 	require.False(t, p.AllowN("b", now.Add(1050*time.Millisecond), 1), "a debt of one burst: 11 tokens to refill before the next")
 	require.True(t, p.AllowN("b", now.Add(1150*time.Millisecond), 1), "and no more")
 
+	p.Debit("d", now, 11)
+	require.False(t, p.AllowN("d", now.Add(150*time.Millisecond), 1), "11 debited: 10 held and 1 owed")
+	require.True(t, p.AllowN("d", now.Add(250*time.Millisecond), 1))
+
 	p.Debit("c", now, 0)
 	p.Debit("c", now, -5)
 	require.True(t, p.AllowN("c", now, 10), "nothing debited for n <= 0")
