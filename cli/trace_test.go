@@ -27,7 +27,9 @@ func TestEventPathPrintsEachHopAndMarksTheEvent(t *testing.T) {
 		Sequence: 5, ID: "order-1", Source: "shop", Type: "order.created.v1", Stored: stored, Origin: eventpath.Published,
 		Deliveries: []*eventpath.Delivery{{Namespace: "default", Subscription: "fulfil", Function: "default/fulfil", Outcome: dispatcher.Delivered,
 			Attempts: 1, Steps: []eventpath.Attempt{{Number: 1, Outcome: dispatcher.Delivered, Status: 200, Duration: 12 * time.Millisecond}},
-			Emitted: []*eventpath.Event{emitted}}},
+			Emitted: []*eventpath.Event{emitted}},
+			{Namespace: "default", Subscription: "audit", Function: "default/audit", Steps: []eventpath.Attempt{}}},
+		Replays: []*eventpath.Event{{Sequence: 9, ID: "order-1", Source: "shop", Type: "order.created.v1", Origin: eventpath.Replay}},
 	}}}}
 	var out strings.Builder
 	require.NoError(t, printEventPath(&out, chains, "e-2", ""))
@@ -37,6 +39,9 @@ func TestEventPathPrintsEachHopAndMarksTheEvent(t *testing.T) {
       emitted e-2 (order.fulfilled.v1 from shop, stream sequence 6)  <- this event
         -> default/notify at default/notify: dead-lettered after 2 attempts [#1 500 in 3ms, #2 network error in 1ms]
           reason: the sink answered 500
+    -> default/audit at default/audit: first attempt under way
+    replay order-1 (order.created.v1 from shop, stream sequence 9)
+      -> no Subscription took it
 `, out.String())
 }
 
@@ -53,5 +58,6 @@ func TestEventPathQuotesWhatAPublisherChose(t *testing.T) {
 	assert.NotContains(t, out.String(), "\r")
 	assert.Contains(t, out.String(), `published "x\x1b[2J" (`+strings.Repeat("é", 200)+`... from "shop\r\n")  <- this event`)
 	assert.Contains(t, out.String(), "chain (no trace context)")
-	assert.Contains(t, out.String(), "-> no Subscription took it")
+	assert.Contains(t, out.String(), "\n    -> no Subscription took it\n")
+	assert.Equal(t, strings.Repeat("é", 200), printable(strings.Repeat("é", 200)), "200 characters are not cut")
 }
