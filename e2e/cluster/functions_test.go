@@ -291,6 +291,8 @@ spec:
         threading.Thread(target=echo.serve_forever, daemon=True).start()
 
         def main(event, context):
+            if event['extensions']['request'].query.get('zero'):
+                return 0  # bottle's _cast: an empty 200
             return requests.get('http://127.0.0.1:%d/' % echo.server_port, timeout=10).json()
 `
 
@@ -335,4 +337,62 @@ func TestPythonHandlersRequestsCarryTheTraceOnTheNode(t *testing.T) {
 	assert.Equal(t, caller, sent["x-b3-traceid"], "B3 names the same trace")
 	assert.Equal(t, tp[2], sent["x-b3-spanid"], "and the same span")
 	assert.Equal(t, "1", sent["x-b3-sampled"])
+
+	code, body, err := get(url + "/?zero=1")
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusOK, code)
+	assert.Empty(t, body, "0 returned is an empty 200, as bottle makes it")
+}
+
+// expressNode answers as Kyma's nodejs24 (Express 5, body-parser
+// extended) would: a form as qs reads it, a Content-Type set with
+// setResponseHeader with its charset, req.params.path as the catch-all
+// route's.
+const expressNode = `
+apiVersion: serverless.kyma-project.io/v1alpha2
+kind: Function
+metadata:
+  name: express-node
+spec:
+  runtime: nodejs24
+  source:
+    inline:
+      source: |
+        module.exports = {
+          main: function (event, context) {
+            const req = event.extensions.request;
+            if (req.method === 'POST') return { data: event.data, own: event.data.hasOwnProperty('a') };
+            if (req.path === '/ctype') {
+              event.setResponseHeader('Content-Type', 'text/plain');
+              return 'hi';
+            }
+            return { params: req.params.path, query: req.query };
+          }
+        }
+`
+
+// TestNodeImageAnswersAsExpressOnTheNode runs kfn's nodejs24 image on the
+// real node and checks what runtimes TestContract checks of the host for
+// Kyma's Express: the image carries the host that answers so.
+func TestNodeImageAnswersAsExpressOnTheNode(t *testing.T) {
+	t.Parallel() // beside the other scenarios that leave the install as it is (doc.go)
+	ns := namespace(t, "express")
+	apply(t, ns, expressNode)
+	waitRunning(t, ns, "express-node", 3*time.Minute)
+	url := functionURL(t, ns, "express-node")
+	waitAnswer(t, url+"/params/b+c/?a%5Bb%5D=1", `{"params":["","params","b+c",""],"query":{"a[b]":"1"}}`)
+
+	resp, err := httpClient.Post(url, "application/x-www-form-urlencoded", strings.NewReader("a[b][c]=1&x[0]=p&x[1]=q&__proto__[y]=1"))
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	assert.JSONEq(t, `{"data":{"a":{"b":{"c":"1"}},"x":["p","q"]},"own":true}`, string(body))
+
+	resp, err = httpClient.Get(url + "/ctype")
+	require.NoError(t, err)
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, "hi", string(body))
+	assert.Equal(t, "text/plain; charset=utf-8", resp.Header.Get("Content-Type"))
 }
