@@ -163,6 +163,7 @@ func (p *Platform) newBridge() (*eventbridge.Bridge, error) {
 	cfg.Streams = p.streams
 	cfg.Dispatcher.Egress = devEgress
 	cfg.Gateway.Source = "kfn-dev"
+	cfg.RatesSubject = "" // one event bridge: no other replica to share its rates with
 	p.subscriptions = &eventbridge.Static{Endpoints: p.endpoints, Resolver: p.endpoints, Backends: p.endpoints, Targets: []feed.Targets{p.scaler.Core}}
 	return eventbridge.New(cfg, p.nc, p.subscriptions,
 		eventbridge.WithLogger(p.log),
