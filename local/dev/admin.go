@@ -142,8 +142,6 @@ func (p *Platform) handler() http.Handler {
 	})
 }
 
-// serveLogs writes a function's kept output lines, and with ?follow=1
-// keeps streaming new ones until the client leaves.
 // EventPath is the answer of GET AdminPrefix/events/{id}: the chains
 // (eventpath.Chain) that hold the events of that CloudEvents id (and of
 // the source the query's source names, when it does).
@@ -173,6 +171,8 @@ func (p *Platform) serveEventPath(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(EventPath{Chains: chains})
 }
 
+// serveLogs writes a function's kept output lines, and with ?follow=1
+// keeps streaming new ones until the client leaves.
 func (p *Platform) serveLogs(w http.ResponseWriter, r *http.Request) {
 	key := r.PathValue("namespace") + "/" + r.PathValue("name")
 	if p.runner.Get(r.PathValue("namespace"), r.PathValue("name")) == nil {
