@@ -22,7 +22,7 @@ function decodeSegment(s) {
   }
 }
 
-// decode undoes a query string's escapes: '+' is a space, and %XY the
+// decode undoes a urlencoded form's escapes: '+' is a space, and %XY the
 // bytes of UTF-8 or, with latin1, one ISO-8859-1 character each.
 function decode(s, latin1) {
   if (s.indexOf('+') !== -1) s = s.replace(/\+/g, ' ');
