@@ -35,6 +35,9 @@ type attackClass struct {
 	// (natsURL), beside kfn: a measurement of where an attack's cost lies,
 	// run only when -attacks names it, not a tenant's attack.
 	probe func(natsURL string) (stop func(), err error)
+	// probeOnly marks a class that measures where a cost lies, run only
+	// when -attacks names it (as every class with a probe is).
+	probeOnly bool
 }
 
 // attackClasses are the attack classes, in the order of the report.
@@ -47,6 +50,14 @@ var attackClasses = []attackClass{
 			}
 			for t := range 5 {
 				a.publish(15, fmt.Sprintf("spam.fan%d.v1", t), 64)
+			}
+		}},
+	{name: "many Subscriptions", text: "100 Subscriptions (a namespace's limit), each of a type of its own, 9 publishes/s of each type (900 deliveries/s, within the namespace's rate) to a sink that answers at once",
+		arm: func(a *attacker) {
+			a.sink("fast", func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) })
+			for i := range 100 {
+				a.subscribe(fmt.Sprint("many-", i), "fast", fmt.Sprintf("spam.many%d.v1", i), nil)
+				a.publish(9, fmt.Sprintf("spam.many%d.v1", i), 64)
 			}
 		}},
 	{name: "slow sinks", text: "300 publishes/s of 10 KiB to a sink that never answers, 1,000 in flight",
@@ -107,6 +118,19 @@ var attackClasses = []attackClass{
 			a.publish(100, "spam.dead.v1", 64)
 			a.publish(20, "spam.redirect.v1", 64)
 		}},
+	{name: "one busy Subscription", text: "probe (only with -attacks): what \"many Subscriptions\" sends, 900 publishes/s, to one Subscription",
+		arm: func(a *attacker) {
+			a.sink("fast", func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) })
+			a.subscribe("busy", "fast", "spam.busy.v1", nil)
+			a.publish(900, "spam.busy.v1", 64)
+		}, probeOnly: true},
+	{name: "idle Subscriptions", text: "probe (only with -attacks): 100 Subscriptions, each of a type of its own, nothing published",
+		arm: func(a *attacker) {
+			a.sink("fast", func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) })
+			for i := range 100 {
+				a.subscribe(fmt.Sprint("idle-", i), "fast", fmt.Sprintf("spam.idle%d.v1", i), nil)
+			}
+		}, probeOnly: true},
 	{name: "bare: 100 consumers", text: "probe (only with -attacks): 100 bare JetStream consumers of the event stream, one subject each, handed 1,000 events a second together (published to NATS, acknowledged at once, by a process of their own)",
 		arm: func(*attacker) {}, probe: bareProbe{Consumers: 100}.probe()},
 	{name: "bare: 100 on their stream", text: "probe (only with -attacks): the same 100 consumers on a stream of their own",
@@ -249,7 +273,7 @@ func p99(d []time.Duration) time.Duration {
 // (the refused publishes carry their own, or none). o.attacks, when set,
 // names the classes to run.
 func hostileTenant(s *sink, sinkURL string, o options) error {
-	classes := slices.DeleteFunc(slices.Clone(attackClasses), func(c attackClass) bool { return c.probe != nil })
+	classes := slices.DeleteFunc(slices.Clone(attackClasses), func(c attackClass) bool { return c.probe != nil || c.probeOnly })
 	if o.attacks != "" {
 		classes = nil
 		for name := range strings.SplitSeq(o.attacks, ",") {

@@ -119,7 +119,7 @@ func main() {
 	flag.BoolVar(&o.replicas, "replicas", false, "measure instead the throughput of kfn with 2 dispatcher processes beside 1 (median of the rounds)")
 	flag.BoolVar(&o.r3, "stream-replicas", false, "measure instead kfn with R3 streams on a 3-server NATS cluster (embedded, one process) against R1 streams on one server: publish and delivery throughput and p99")
 	flag.BoolVar(&o.hostile, "hostile", false, "measure instead the victim's publish and delivery p99 at -rate beside a hostile tenant of each attack class (test/hostile) against the same victim alone, each on a pipeline made for its turn")
-	flag.StringVar(&o.attacks, "attacks", "", "with -hostile: the comma-separated attack classes to measure (default all: fan-out, slow sinks, failing sinks, refused publishes, large events, redirects, reply storm, all at once; the probes of where a cost lies only when named: bare: 100 consumers, bare: 100 on their stream, bare: 5 consumers, bare: 1 of 100 subjects)")
+	flag.StringVar(&o.attacks, "attacks", "", "with -hostile: the comma-separated attack classes to measure (default all: fan-out, many Subscriptions, slow sinks, failing sinks, refused publishes, large events, redirects, reply storm, all at once; the probes of where a cost lies only when named: one busy Subscription, idle Subscriptions, bare: 100 consumers, bare: 100 on their stream, bare: 5 consumers, bare: 1 of 100 subjects)")
 	flag.BoolVar(&o.natsProcess, "nats-process", true, "with -hostile: run each turn's NATS server in a process of its own, as in a cluster (NATS a pod of its own, sharing the machine's cores); false: in the benchmark's process, beside the event bridge and the victim's load (the rows before 2026-11-28)")
 	flag.BoolVar(&o.idle, "idle", false, "measure instead the CPU (over -duration) and memory of a dispatcher process serving -subscriptions idle Subscriptions")
 	flag.DurationVar(&o.slice, "slice", time.Second, "the throughput of the pipelines is measured in turns of this length, -duration in all for each")
@@ -133,13 +133,17 @@ func main() {
 	flag.BoolVar(&c.natsServer, "child-nats", false, "internal: run as the NATS process of -nats-process")
 	flag.StringVar(&c.attacker, "child-attacker", "", "internal: run as the attacker process of -hostile, of this attack class (its victim's sink is -child-sink)")
 	flag.Parse()
-	// Dispatcher processes write their profiles beside the benchmark's,
-	// with the suffix ".dispatcher<pid>".
+	// Dispatcher and NATS processes write their profiles beside the
+	// benchmark's, with the suffix ".dispatcher<pid>" or ".nats<pid>".
 	profiles.cpu, profiles.mem, profiles.mutex = *cpuprofile, *memprofile, *mutexprofile
-	if c.nats != "" {
+	if c.nats != "" || c.natsServer {
+		suffix := ".dispatcher"
+		if c.natsServer {
+			suffix = ".nats"
+		}
 		for _, p := range []*string{cpuprofile, memprofile, mutexprofile} {
 			if *p != "" {
-				*p += fmt.Sprintf(".dispatcher%d", os.Getpid())
+				*p += fmt.Sprintf("%s%d", suffix, os.Getpid())
 			}
 		}
 	}

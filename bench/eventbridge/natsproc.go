@@ -10,7 +10,10 @@ import (
 
 // childNATS is the NATS process of -nats-process: it starts a NATS server
 // as startNATS does, says "url <client URL>" on stdout, and shuts it down
-// when its stdin closes (the benchmark's turn ended).
+// when its stdin closes (the benchmark's turn ended). It writes the
+// benchmark's -cpuprofile and -mutexprofile beside the benchmark's, with
+// the suffix ".nats<pid>": where the server spends, and which of its locks
+// a tenant's work holds (the interest checks of acknowledgements, for one).
 func childNATS() error {
 	ns, stop, err := startNATS()
 	if err != nil {
@@ -25,7 +28,8 @@ func childNATS() error {
 // startNATSProcess starts a NATS process (childNATS) and returns its
 // client URL, and the stop that ends it and waits for it.
 func startNATSProcess() (url string, stop func(), err error) {
-	cmd, in, out, err := startSelf(nil, "-child-nats")
+	cmd, in, out, err := startSelf(nil, "-child-nats",
+		"-cpuprofile", profiles.cpu, "-mutexprofile", profiles.mutex)
 	if err != nil {
 		return "", nil, fmt.Errorf("start the NATS process: %w", err)
 	}
