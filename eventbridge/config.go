@@ -154,7 +154,7 @@ func DefaultConfig() Config {
 		Streams:    stream.DefaultConfig(),
 		AckWait:    stream.DefaultAckWait,
 		Publisher: publisher.Config{MaxRequestBytes: publisher.DefaultMaxRequestBytes, StoreTimeout: publisher.DefaultStoreTimeout, LegacyPrefix: v1alpha2.DefaultLegacyPrefix, LegacySource: publisher.DefaultLegacySource, SenderRate: publisher.DefaultSenderRate, SenderBytesRate: publisher.DefaultSenderBytesRate,
-			MaxPublishing: publisher.DefaultMaxPublishing},
+			MaxPublishing: publisher.DefaultMaxPublishing, PublishingPerNamespace: publisher.DefaultPublishingPerNamespace},
 		KymaApplications:         true,
 		ApplicationCheckInterval: applications.DefaultCheckInterval,
 		Dispatcher: dispatcher.Config{RequestTimeout: dispatcher.DefaultRequestTimeout, MaxHops: dispatcher.DefaultMaxHops, Jitter: dispatcher.DefaultJitter, Delivery: v1alpha2.DefaultDelivery(),

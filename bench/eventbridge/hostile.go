@@ -131,6 +131,18 @@ var attackClasses = []attackClass{
 				a.subscribe(fmt.Sprint("idle-", i), "fast", fmt.Sprintf("spam.idle%d.v1", i), nil)
 			}
 		}, probeOnly: true},
+	{name: "100 types to one Subscription", text: "probe (only with -attacks): what \"many Subscriptions\" sends, 9 publishes/s of each of 100 types, to one Subscription of the 100",
+		arm: func(a *attacker) {
+			a.sink("fast", func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) })
+			a.subs = append(a.subs, &v1alpha2.Subscription{
+				ObjectMeta: metav1.ObjectMeta{Namespace: attackerNamespace, Name: "one"},
+				Spec: v1alpha2.SubscriptionSpec{Sink: "http://fast.mallory.svc.cluster.local/", Source: hostile.AttackerSource},
+			})
+			for i := range 100 {
+				a.subs[0].Spec.Types = append(a.subs[0].Spec.Types, fmt.Sprintf("spam.many%d.v1", i))
+				a.publish(9, fmt.Sprintf("spam.many%d.v1", i), 64)
+			}
+		}, probeOnly: true},
 	{name: "bare: 100 consumers", text: "probe (only with -attacks): 100 bare JetStream consumers of the event stream, one subject each, handed 1,000 events a second together (published to NATS, acknowledged at once, by a process of their own)",
 		arm: func(*attacker) {}, probe: bareProbe{Consumers: 100}.probe()},
 	{name: "bare: 100 on their stream", text: "probe (only with -attacks): the same 100 consumers on a stream of their own",

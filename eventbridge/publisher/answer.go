@@ -26,7 +26,7 @@ func StatusCode(err error) int {
 		return http.StatusForbidden
 	case errors.Is(err, eventstore.ErrStorageFull):
 		return http.StatusInsufficientStorage
-	case errors.Is(err, eventstore.ErrUnavailable):
+	case errors.Is(err, eventstore.ErrUnavailable), errors.Is(err, ErrBusy):
 		return http.StatusServiceUnavailable
 	default:
 		return http.StatusInternalServerError

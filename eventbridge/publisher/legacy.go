@@ -198,6 +198,11 @@ func (p *Publisher) serveLegacy(w http.ResponseWriter, r *http.Request) int {
 	if err != nil {
 		return p.legacyFail(w, r, legacyBadPayload(err.Error()))
 	}
+	leave, err := p.takeTurn(r, sender)
+	if err != nil {
+		return p.legacyFail(w, r, &LegacyError{Status: StatusCode(err), Message: err.Error()})
+	}
+	defer leave()
 	if len(bytes.TrimSpace(body)) == 0 {
 		return p.legacyFail(w, r, legacyBadPayload(legacyMessageBadPayload))
 	}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kfn-dev/kfn/internal/seats"
 )
 
 // metrics are the publisher's Prometheus metrics. A nil *metrics records
@@ -28,7 +30,7 @@ var PublishDurationBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05,
 // The endpoint is publish, v2, v1 or subscribed. Publishing happens before
 // an event is matched with Subscriptions, so these have no Subscription
 // label; the dispatcher's metrics do.
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, turns *seats.Gate) (*metrics, error) {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kfn_eventbridge_publish_requests_total",
@@ -40,7 +42,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: PublishDurationBuckets,
 		}, []string{"endpoint"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration} {
+	inProgress := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "kfn_eventbridge_publish_namespaced_in_progress",
+		Help: "Publish requests of senders with a namespace being decoded, checked and stored now (each namespace's at most -publishing-per-namespace).",
+	}, func() float64 { h, _ := turns.Totals(); return float64(h) })
+	waiting := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "kfn_eventbridge_publish_namespaced_waiting",
+		Help: "Read publish requests of senders with a namespace waiting now for their turn among their namespace's (-publishing-per-namespace).",
+	}, func() float64 { _, w := turns.Totals(); return float64(w) })
+	for _, c := range []prometheus.Collector{m.requests, m.duration, inProgress, waiting} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

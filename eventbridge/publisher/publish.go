@@ -79,6 +79,11 @@ func (p *Publisher) servePublish(w http.ResponseWriter, r *http.Request) int {
 	if err != nil {
 		return p.fail(w, r, err)
 	}
+	leave, err := p.takeTurn(r, sender)
+	if err != nil {
+		return p.fail(w, r, err)
+	}
+	defer leave()
 	tp, ts := p.traceContext(r)
 	if !cehttp.IsHTTPBatch(r.Header) {
 		if e, ok := eventstore.EncodeBinary(r.Header, body, tp, ts); ok {

@@ -3,6 +3,7 @@ package publisher
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 )
 
@@ -78,4 +79,21 @@ func (p *publishing) leave(sender string) {
 	} else {
 		delete(p.bySender, sender)
 	}
+}
+
+// takeTurn waits for a turn among the requests of sender's namespace
+// (Config.PublishingPerNamespace) for a request whose body was read, at
+// most StoreTimeout: the error wraps ErrBusy. Requests without a
+// namespace take none. Call leave once the request is answered.
+func (p *Publisher) takeTurn(r *http.Request, sender string) (leave func(), err error) {
+	if sender == "" {
+		return func() {}, nil
+	}
+	leave, err = p.turns.Enter(p.stores.Context(r.Context()), sender)
+	if err != nil {
+		held, waiting := p.turns.Held(sender)
+		return nil, fmt.Errorf("%w: namespace %s works on %d publishes at once, its most, and %d more wait; this one waited %s; try again later",
+			ErrBusy, sender, held, waiting, p.cfg.StoreTimeout)
+	}
+	return leave, nil
 }

@@ -1,0 +1,204 @@
+package seats_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kfn-dev/kfn/internal/seats"
+)
+
+// enterNow takes a seat that must be free.
+func enterNow(t *testing.T, g *seats.Gate, key string) func() {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // a seat that is free is taken without a wait
+	leave, err := g.Enter(ctx, key)
+	require.NoError(t, err, "a free seat for %s", key)
+	return leave
+}
+
+// entering is an Enter that waits, on a goroutine of its own.
+type entering struct {
+	done  chan struct{}
+	leave func()
+	err   error
+}
+
+func enter(ctx context.Context, g *seats.Gate, key string) *entering {
+	e := &entering{done: make(chan struct{})}
+	go func() {
+		defer close(e.done)
+		e.leave, e.err = g.Enter(ctx, key)
+	}()
+	return e
+}
+
+// wait waits for the Enter to return, 5 seconds at most.
+func (e *entering) wait(t *testing.T) {
+	t.Helper()
+	select {
+	case <-e.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Enter did not return")
+	}
+}
+
+func (e *entering) entered() bool {
+	select {
+	case <-e.done:
+		return e.err == nil
+	default:
+		return false
+	}
+}
+
+// waitQueued waits until key has n works waiting.
+func waitQueued(t *testing.T, g *seats.Gate, key string, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool { _, w := g.Held(key); return w == n }, 5*time.Second, time.Millisecond, "%s waiting", key)
+}
+
+// TestAFlowHoldsItsSeatsAndWaitsInOrder: a flow takes its seats at once,
+// its next works wait, and each seat that frees goes to the oldest.
+func TestAFlowHoldsItsSeatsAndWaitsInOrder(t *testing.T) {
+	g := seats.New(2)
+	first, second := enterNow(t, g, "mallory"), enterNow(t, g, "mallory")
+	var queued []*entering
+	for i := range 5 {
+		queued = append(queued, enter(context.Background(), g, "mallory"))
+		waitQueued(t, g, "mallory", i+1) // in this order
+	}
+	held, waiting := g.Totals()
+	assert.Equal(t, 2, held)
+	assert.Equal(t, 5, waiting)
+	first()
+	queued[0].wait(t)
+	require.NoError(t, queued[0].err, "the oldest first")
+	for _, q := range queued[1:] {
+		assert.False(t, q.entered())
+	}
+	second()
+	queued[1].wait(t)
+	require.NoError(t, queued[1].err)
+	for _, q := range queued[2:] {
+		assert.False(t, q.entered())
+	}
+	queued[0].leave()
+	queued[1].leave()
+	for _, q := range queued[2:4] {
+		q.wait(t)
+		require.NoError(t, q.err)
+	}
+	queued[2].leave()
+	queued[3].leave()
+	queued[4].wait(t)
+	queued[4].leave()
+	held, waiting = g.Totals()
+	assert.Zero(t, held+waiting)
+	held, waiting = g.Held("mallory")
+	assert.Zero(t, held+waiting, "a flow that holds and waits for nothing is forgotten")
+}
+
+// TestAFullFlowHoldsNoOtherBack: while one flow holds its seats and has
+// works waiting, another flow's work takes a seat of its own at once.
+func TestAFullFlowHoldsNoOtherBack(t *testing.T) {
+	g := seats.New(3)
+	for range 3 {
+		enterNow(t, g, "mallory")
+	}
+	for i := range 10 {
+		enter(context.Background(), g, "mallory")
+		waitQueued(t, g, "mallory", i+1)
+	}
+	leave := enterNow(t, g, "bank") // enterNow fails on a wait
+	held, waiting := g.Held("bank")
+	assert.Equal(t, 1, held)
+	assert.Zero(t, waiting)
+	leave()
+}
+
+func TestAWaitEndsWithItsContext(t *testing.T) {
+	g := seats.New(1)
+	leave := enterNow(t, g, "a")
+	ctx, cancel := context.WithCancel(context.Background())
+	gaveUp := enter(ctx, g, "a")
+	waitQueued(t, g, "a", 1)
+	next := enter(context.Background(), g, "a")
+	waitQueued(t, g, "a", 2)
+	cancel()
+	gaveUp.wait(t)
+	require.ErrorIs(t, gaveUp.err, context.Canceled)
+	_, waiting := g.Held("a")
+	assert.Equal(t, 1, waiting, "a wait given up leaves the queue")
+	leave()
+	next.wait(t)
+	require.NoError(t, next.err, "the seat goes past the wait given up")
+	next.leave()
+	next.leave() // a second leave gives nothing back twice
+	again := enterNow(t, g, "a")
+	blocked := enter(context.Background(), g, "a")
+	waitQueued(t, g, "a", 1)
+	assert.False(t, blocked.entered(), "one seat, held once")
+	again()
+	blocked.wait(t)
+	blocked.leave()
+	held, waiting := g.Totals()
+	assert.Zero(t, held+waiting)
+}
+
+// TestSeatsAddUpUnderContention: flows entering, leaving and giving up at
+// once never hold more seats than each has, and leave none held.
+func TestSeatsAddUpUnderContention(t *testing.T) {
+	const n, flows = 3, 4
+	g := seats.New(n)
+	var mu sync.Mutex
+	inside, most := map[string]int{}, 0
+	var wg sync.WaitGroup
+	for i := range 300 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx := context.Background()
+			if i%3 == 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, time.Duration(i%7)*100*time.Microsecond)
+				defer cancel()
+			}
+			key := string(rune('a' + i%flows))
+			leave, err := g.Enter(ctx, key)
+			if err != nil {
+				assert.ErrorIs(t, err, context.DeadlineExceeded)
+				return
+			}
+			mu.Lock()
+			inside[key]++
+			most = max(most, inside[key])
+			mu.Unlock()
+			time.Sleep(50 * time.Microsecond)
+			mu.Lock()
+			inside[key]--
+			mu.Unlock()
+			leave()
+		}()
+	}
+	wg.Wait()
+	assert.LessOrEqual(t, most, n, "each flow held its seats, no more")
+	held, waiting := g.Totals()
+	assert.Zero(t, held+waiting)
+	for range n {
+		enterNow(t, g, "z") // every seat is free again
+	}
+}
+
+func TestNoBoundNeverWaits(t *testing.T) {
+	g := seats.New(0)
+	for range 1000 {
+		enterNow(t, g, "a")
+	}
+	assert.Zero(t, g.PerFlow())
+}
