@@ -136,7 +136,7 @@ var attackClasses = []attackClass{
 			a.sink("fast", func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) })
 			a.subs = append(a.subs, &v1alpha2.Subscription{
 				ObjectMeta: metav1.ObjectMeta{Namespace: attackerNamespace, Name: "one"},
-				Spec: v1alpha2.SubscriptionSpec{Sink: "http://fast.mallory.svc.cluster.local/", Source: hostile.AttackerSource},
+				Spec:       v1alpha2.SubscriptionSpec{Sink: "http://fast.mallory.svc.cluster.local/", Source: hostile.AttackerSource},
 			})
 			for i := range 100 {
 				a.subs[0].Spec.Types = append(a.subs[0].Spec.Types, fmt.Sprintf("spam.many%d.v1", i))

@@ -98,7 +98,7 @@ var programs = []program{
 		quick: []string{"-stream-replicas", "-rounds", "1", "-duration", "2s"}},
 	// A hostile tenant beside a victim (test/hostile), against the
 	// victim alone, in turns: the victim's publish and delivery p99, one
-	// pair of rows per attack class (fan-out, slow sinks, failing sinks,
+	// pair of rows per attack class (fan-out, many Subscriptions, slow sinks, failing sinks,
 	// refused publishes, large events, redirects, reply storm, all at
 	// once), each turn on a pipeline of its own, its NATS server in a
 	// process of its own as in a cluster.
