@@ -33,6 +33,13 @@ type bareProbe struct {
 	Consumers int  `json:"consumers"`
 	OneOfAll  bool `json:"oneOfAll,omitempty"`
 	OwnStream bool `json:"ownStream,omitempty"`
+	// OneSubject, when set, has every consumer filter the same subject,
+	// so that each event is handed to all of them (a fan-out), and the
+	// events come in bursts of Burst every Burst/Rate seconds, Rate a
+	// second on average, each burst published at once.
+	OneSubject bool `json:"oneSubject,omitempty"`
+	Burst      int  `json:"burst,omitempty"`
+	Rate       int  `json:"rate,omitempty"`
 }
 
 // bareOwnStream is the stream of bareProbe.OwnStream, and the first
@@ -118,6 +125,11 @@ func bareConsumers(natsURL string, b bareProbe) (func(), error) {
 	if b.OneOfAll {
 		used = subjects
 		configs = append(configs, jetstream.ConsumerConfig{Durable: "bare-all", FilterSubjects: subjects, AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: bareEventsPerSecond})
+	} else if b.OneSubject {
+		used = subjects[:1]
+		for i := range consumers {
+			configs = append(configs, jetstream.ConsumerConfig{Durable: fmt.Sprintf("bare-%d", i), FilterSubject: used[0], AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: bareEventsPerSecond})
+		}
 	} else {
 		for i, s := range used {
 			configs = append(configs, jetstream.ConsumerConfig{Durable: fmt.Sprintf("bare-%d", i), FilterSubject: s, AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: bareEventsPerSecond})
@@ -147,6 +159,13 @@ func bareConsumers(natsURL string, b bareProbe) (func(), error) {
 	}
 	var wg sync.WaitGroup
 	wg.Add(1)
+	if b.Burst > 0 && b.Rate > 0 {
+		go func() {
+			defer wg.Done()
+			bursts(ctx, js, used[0], b.Burst, b.Rate)
+		}()
+		return func() { closeAll(); wg.Wait() }, nil
+	}
 	go func() {
 		defer wg.Done()
 		tick := time.NewTicker(time.Second / bareEventsPerSecond)
@@ -163,4 +182,27 @@ func bareConsumers(natsURL string, b bareProbe) (func(), error) {
 		}
 	}()
 	return func() { closeAll(); wg.Wait() }, nil
+}
+
+// bursts publishes burst events on subject at once (asynchronously, then
+// waiting for their acknowledgements), rate a second on average, until ctx
+// ends.
+func bursts(ctx context.Context, js jetstream.JetStream, subject string, burst, rate int) {
+	tick := time.NewTicker(time.Duration(burst) * time.Second / time.Duration(rate))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for range burst {
+			_, _ = js.PublishAsync(subject, []byte(`{}`))
+		}
+		select {
+		case <-js.PublishAsyncComplete():
+		case <-ctx.Done():
+			return
+		}
+	}
 }

@@ -143,6 +143,10 @@ var attackClasses = []attackClass{
 				a.publish(9, fmt.Sprintf("spam.many%d.v1", i), 64)
 			}
 		}, probeOnly: true},
+	{name: "bare: 20 on one subject in bursts", text: "probe (only with -attacks): 20 bare consumers of one subject, handed 75 events a second in bursts of 5 at once (the fan-out's load without kfn: 1,500 deliveries a second)",
+		arm: func(*attacker) {}, probe: bareProbe{Consumers: 20, OneSubject: true, Burst: 5, Rate: 75}.probe()},
+	{name: "bare: 1 on one subject in bursts", text: "probe (only with -attacks): the same bursts to one bare consumer (75 deliveries a second)",
+		arm: func(*attacker) {}, probe: bareProbe{Consumers: 1, OneSubject: true, Burst: 5, Rate: 75}.probe()},
 	{name: "bare: 100 consumers", text: "probe (only with -attacks): 100 bare JetStream consumers of the event stream, one subject each, handed 1,000 events a second together (published to NATS, acknowledged at once, by a process of their own)",
 		arm: func(*attacker) {}, probe: bareProbe{Consumers: 100}.probe()},
 	{name: "bare: 100 on their stream", text: "probe (only with -attacks): the same 100 consumers on a stream of their own",
