@@ -108,6 +108,14 @@ func (g *Gate) Totals() (held, waiting int) {
 	return g.held, g.queued
 }
 
+// Flows returns how many flows hold or wait for a seat: the Gate keeps
+// nothing of the others.
+func (g *Gate) Flows() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.flows)
+}
+
 // forget drops f once it holds and waits for nothing. The mu is held.
 func (g *Gate) forget(f *flow) {
 	if f.held == 0 && len(f.queue) == 0 {

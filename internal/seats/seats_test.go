@@ -101,7 +101,8 @@ func TestAFlowHoldsItsSeatsAndWaitsInOrder(t *testing.T) {
 	held, waiting = g.Totals()
 	assert.Zero(t, held+waiting)
 	held, waiting = g.Held("mallory")
-	assert.Zero(t, held+waiting, "a flow that holds and waits for nothing is forgotten")
+	assert.Zero(t, held+waiting)
+	assert.Zero(t, g.Flows(), "a flow that holds and waits for nothing is forgotten")
 }
 
 // TestAFullFlowHoldsNoOtherBack: while one flow holds its seats and has
@@ -122,6 +123,35 @@ func TestAFullFlowHoldsNoOtherBack(t *testing.T) {
 	leave()
 }
 
+// TestAFlowIsKeptWhileItHoldsASeat: a flow that gave one of its seats
+// back and holds the other is still held to its bound (it is forgotten
+// only when it holds and waits for nothing), and so is one whose waiter
+// gave up while it holds its seats.
+func TestAFlowIsKeptWhileItHoldsASeat(t *testing.T) {
+	g := seats.New(2)
+	first := enterNow(t, g, "a")
+	enterNow(t, g, "a")
+	first()
+	enterNow(t, g, "a")
+	blocked := enter(context.Background(), g, "a")
+	waitQueued(t, g, "a", 1)
+	assert.False(t, blocked.entered(), "two seats held, the third waits")
+	held, waiting := g.Held("a")
+	assert.Equal(t, 2, held)
+	assert.Equal(t, 1, waiting)
+
+	h := seats.New(1)
+	enterNow(t, h, "b")
+	ctx, cancel := context.WithCancel(context.Background())
+	gaveUp := enter(ctx, h, "b")
+	waitQueued(t, h, "b", 1)
+	cancel()
+	gaveUp.wait(t)
+	again := enter(context.Background(), h, "b")
+	waitQueued(t, h, "b", 1)
+	assert.False(t, again.entered(), "the seat is still held")
+}
+
 func TestAWaitEndsWithItsContext(t *testing.T) {
 	g := seats.New(1)
 	leave := enterNow(t, g, "a")
@@ -133,6 +163,7 @@ func TestAWaitEndsWithItsContext(t *testing.T) {
 	cancel()
 	gaveUp.wait(t)
 	require.ErrorIs(t, gaveUp.err, context.Canceled)
+	assert.Equal(t, 1, g.Flows())
 	_, waiting := g.Held("a")
 	assert.Equal(t, 1, waiting, "a wait given up leaves the queue")
 	leave()
