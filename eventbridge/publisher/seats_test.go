@@ -18,6 +18,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/internal/jsstream"
+	"github.com/kfn-dev/kfn/test/metrictest"
 	"github.com/kfn-dev/kfn/test/natstest"
 )
 
@@ -116,19 +117,6 @@ func publishAs(t *testing.T, url, token, id string) <-chan int {
 	return code
 }
 
-func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	families, err := reg.Gather()
-	require.NoError(t, err)
-	for _, f := range families {
-		if f.GetName() == name {
-			return f.GetMetric()[0].GetGauge().GetValue()
-		}
-	}
-	t.Fatalf("no metric %s", name)
-	return 0
-}
-
 // TestANamespacesBurstWaitsBehindItself: one namespace's publish holds its
 // one turn (its store does not answer) and three more of its wait, in
 // order; another namespace's publish, and one without a namespace, are
@@ -142,10 +130,12 @@ func TestANamespacesBurstWaitsBehindItself(t *testing.T) {
 	require.Eventually(t, func() bool { return len(store.stored()) == 1 }, 5*time.Second, time.Millisecond, "the turn held")
 	for i, id := range []string{"a-2", "a-3", "a-4"} {
 		answers = append(answers, publishAs(t, url, "a", id))
-		require.Eventually(t, func() bool { return gauge(t, reg, "kfn_eventbridge_publish_namespaced_waiting") == float64(i+1) },
+		require.Eventually(t, func() bool {
+			return metrictest.Gauge(t, reg, "kfn_eventbridge_publish_namespaced_waiting") == float64(i+1)
+		},
 			5*time.Second, time.Millisecond, "%s waits for its turn (in this order)", id)
 	}
-	assert.Equal(t, 1.0, gauge(t, reg, "kfn_eventbridge_publish_namespaced_in_progress"))
+	assert.Equal(t, 1.0, metrictest.Gauge(t, reg, "kfn_eventbridge_publish_namespaced_in_progress"))
 
 	assert.Equal(t, http.StatusNoContent, <-publishAs(t, url, "b", "b-1"), "team-b waits for none of team-a's")
 	assert.Equal(t, http.StatusNoContent, <-publishAs(t, url, "", "anonymous"), "nor does a publish without a namespace")
@@ -158,8 +148,8 @@ func TestANamespacesBurstWaitsBehindItself(t *testing.T) {
 	order := store.stored()
 	require.Len(t, order, 6)
 	assert.Equal(t, []string{"a-2", "a-3", "a-4"}, order[3:], "team-a's waited in the order they came")
-	assert.Zero(t, gauge(t, reg, "kfn_eventbridge_publish_namespaced_in_progress"))
-	assert.Zero(t, gauge(t, reg, "kfn_eventbridge_publish_namespaced_waiting"))
+	assert.Zero(t, metrictest.Gauge(t, reg, "kfn_eventbridge_publish_namespaced_in_progress"))
+	assert.Zero(t, metrictest.Gauge(t, reg, "kfn_eventbridge_publish_namespaced_waiting"))
 }
 
 // TestNoTurnWithinTheStoreTimeoutIsBusy: a publish that waits a store
@@ -195,7 +185,7 @@ func TestNoTurnWithinTheStoreTimeoutIsBusy(t *testing.T) {
 
 	assert.Equal(t, http.StatusNoContent, <-publishAs(t, url, "b", "other"))
 	assert.Equal(t, []string{"hold-1", "other"}, store.stored(), "nothing of team-a's stored past its turn")
-	assert.Zero(t, gauge(t, reg, "kfn_eventbridge_publish_namespaced_waiting"), "the waits given up left nothing behind")
+	assert.Zero(t, metrictest.Gauge(t, reg, "kfn_eventbridge_publish_namespaced_waiting"), "the waits given up left nothing behind")
 	store.open()
 	assert.Equal(t, http.StatusNoContent, <-held)
 }

@@ -18,6 +18,7 @@ import (
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/scaler/activity"
 	"github.com/kfn-dev/kfn/test/logtest"
+	"github.com/kfn-dev/kfn/test/metrictest"
 	"github.com/kfn-dev/kfn/test/scalertest"
 )
 
@@ -268,7 +269,7 @@ func TestAFailedRefreshLeavesActiveFunctionsActive(t *testing.T) {
 
 	reader.fail.Store(true)
 	require.ErrorIs(t, core.Refresh(context.Background()), activity.ErrBacklogUnavailable)
-	assert.Equal(t, 1.0, gauge(t, reg, "kfn_scaler_functions_active"), "active through the failed refresh")
+	assert.Equal(t, 1.0, metrictest.Gauge(t, reg, "kfn_scaler_functions_active"), "active through the failed refresh")
 	reader.fail.Store(false)
 	require.NoError(t, core.Refresh(context.Background()))
 	st, err := core.State(fn)

@@ -12,23 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kfn-dev/kfn/scaler/activity"
+	"github.com/kfn-dev/kfn/test/metrictest"
 	"github.com/kfn-dev/kfn/test/scalertest"
 )
-
-// gauge reads the value of the unlabelled gauge name from reg.
-func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	families, err := reg.Gather()
-	require.NoError(t, err)
-	for _, f := range families {
-		if f.GetName() == name {
-			require.Len(t, f.GetMetric(), 1, name)
-			return f.GetMetric()[0].GetGauge().GetValue()
-		}
-	}
-	t.Fatalf("no metric %s", name)
-	return 0
-}
 
 // awaitActivation waits, without refreshing, for the announcement of an
 // inactive->active transition on ch.
@@ -86,30 +72,30 @@ func TestMetricsCountFunctionsAndWatchers(t *testing.T) {
 	require.NoError(t, core.Upsert(sub))
 
 	_, _, cancel := core.Watch(watched)
-	assert.Equal(t, 1.0, gauge(t, reg, "kfn_scaler_watchers"), "one watcher")
+	assert.Equal(t, 1.0, metrictest.Gauge(t, reg, "kfn_scaler_watchers"), "one watcher")
 	core.ReportInFlight("gw-0", map[types.NamespacedName]int{busy: 3}, time.Minute)
 	require.NoError(t, core.Refresh(context.Background()))
-	assert.Equal(t, 3.0, gauge(t, reg, "kfn_scaler_functions"), "watched, busy and idle are tracked")
-	assert.Equal(t, 1.0, gauge(t, reg, "kfn_scaler_functions_active"), "busy is active")
+	assert.Equal(t, 3.0, metrictest.Gauge(t, reg, "kfn_scaler_functions"), "watched, busy and idle are tracked")
+	assert.Equal(t, 1.0, metrictest.Gauge(t, reg, "kfn_scaler_functions_active"), "busy is active")
 
 	// Still one active after more refreshes: the gauge is set, not added to.
 	require.NoError(t, core.Refresh(context.Background()))
-	assert.Equal(t, 1.0, gauge(t, reg, "kfn_scaler_functions_active"))
+	assert.Equal(t, 1.0, metrictest.Gauge(t, reg, "kfn_scaler_functions_active"))
 
 	cancel()
 	cancel() // a second cancel changes nothing
-	assert.Equal(t, 0.0, gauge(t, reg, "kfn_scaler_watchers"), "the watcher is gone")
+	assert.Equal(t, 0.0, metrictest.Gauge(t, reg, "kfn_scaler_watchers"), "the watcher is gone")
 	core.ReportInFlight("gw-0", nil, time.Minute)
 	require.NoError(t, core.Refresh(context.Background()))
-	assert.Equal(t, 1.0, gauge(t, reg, "kfn_scaler_functions"), "only idle, which has a Subscription, is left")
-	assert.Equal(t, 0.0, gauge(t, reg, "kfn_scaler_functions_active"))
+	assert.Equal(t, 1.0, metrictest.Gauge(t, reg, "kfn_scaler_functions"), "only idle, which has a Subscription, is left")
+	assert.Equal(t, 0.0, metrictest.Gauge(t, reg, "kfn_scaler_functions_active"))
 	st, err := core.State(idle)
 	require.NoError(t, err)
 	assert.Equal(t, activity.State{}, st, "no backlog is not active")
 
 	core.Remove(sub.Namespace, sub.Name)
 	require.NoError(t, core.Refresh(context.Background()))
-	assert.Equal(t, 0.0, gauge(t, reg, "kfn_scaler_functions"), "nothing left to track")
+	assert.Equal(t, 0.0, metrictest.Gauge(t, reg, "kfn_scaler_functions"), "nothing left to track")
 }
 
 // An active Function stays tracked while it is active, even when nothing
@@ -125,8 +111,8 @@ func TestAnActiveFunctionIsNotForgotten(t *testing.T) {
 	core.ReportInFlight("gw-0", map[types.NamespacedName]int{fn: 1}, time.Minute)
 	core.ReportInFlight("gw-0", nil, time.Minute)
 	require.NoError(t, core.Refresh(context.Background()))
-	assert.Equal(t, 1.0, gauge(t, reg, "kfn_scaler_functions"))
-	assert.Equal(t, 1.0, gauge(t, reg, "kfn_scaler_functions_active"))
+	assert.Equal(t, 1.0, metrictest.Gauge(t, reg, "kfn_scaler_functions"))
+	assert.Equal(t, 1.0, metrictest.Gauge(t, reg, "kfn_scaler_functions_active"))
 }
 
 // countingListener counts the listeners started on a real one.
