@@ -39,6 +39,9 @@ const (
 	// process may use (GOMAXPROCS).
 	DefaultSlotsPerCPU = 16
 	DefaultSlotTime    = 2 * time.Millisecond
+	// DefaultDeliverySlotsPerNamespace is
+	// Config.DeliverySlotsPerNamespace by default.
+	DefaultDeliverySlotsPerNamespace = 4
 
 	// DefaultRetryRatePerNamespace and DefaultRetryBurstPerNamespace are
 	// Config.RetryRatePerNamespace and RetryBurstPerNamespace by default:
@@ -145,6 +148,16 @@ type Config struct {
 	// negative DeliverySlots means no bound.
 	DeliverySlots int
 	SlotTime      time.Duration
+	// DeliverySlotsPerNamespace holds each namespace to this many turns
+	// at once while another namespace is active (has turns waiting or
+	// had a slot in the last slots.ActiveSlotTimes SlotTimes); a
+	// namespace alone takes what DeliverySlots allows. A fan-out's or a
+	// reply storm's deliveries so run a few at a time beside another
+	// namespace's, not all at once (slots.WithPerNamespace). Turns whose
+	// sink works past their SlotTimes give their slot back, so it bounds
+	// deliveries to fast sinks only. Default
+	// DefaultDeliverySlotsPerNamespace; negative: no bound.
+	DeliverySlotsPerNamespace int
 	// RetryRatePerNamespace bounds the retries all of one namespace's
 	// Subscriptions make a second (bursts of RetryBurstPerNamespace): past
 	// it, a failed delivery's next attempt waits for its namespace's turn
@@ -290,6 +303,9 @@ func (c *Config) sharesDefaults() error {
 	}
 	if c.SlotTime == 0 {
 		c.SlotTime = DefaultSlotTime
+	}
+	if c.DeliverySlotsPerNamespace == 0 {
+		c.DeliverySlotsPerNamespace = DefaultDeliverySlotsPerNamespace
 	}
 	if c.RetryRatePerNamespace == 0 {
 		c.RetryRatePerNamespace = DefaultRetryRatePerNamespace

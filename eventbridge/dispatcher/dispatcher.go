@@ -193,7 +193,7 @@ func New(js jetstream.JetStream, cfg Config, opts ...Option) (*Dispatcher, error
 		Streams: cfg.Streams, Defaults: cfg.Delivery,
 		PullExpiry: cfg.PullExpiry, BudgetInterval: cfg.BudgetInterval, ShutdownGrace: cfg.ShutdownGrace,
 		MaxHeldBytes: cfg.MaxHeldBytes, MaxHeldBytesPerSubscription: cfg.MaxHeldBytesPerSubscription,
-		DeliverySlots: cfg.DeliverySlots, SlotTime: cfg.SlotTime,
+		DeliverySlots: cfg.DeliverySlots, DeliverySlotsPerNamespace: cfg.DeliverySlotsPerNamespace, SlotTime: cfg.SlotTime,
 		RetryRate: cfg.RetryRatePerNamespace, RetryBurst: cfg.RetryBurstPerNamespace,
 		StreamingPerNamespace: cfg.StreamingConsumersPerNamespace, ConsumerTurn: cfg.ConsumerTurn,
 		Budget: budget.Config{

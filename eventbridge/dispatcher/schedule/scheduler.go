@@ -27,7 +27,7 @@ type Config struct {
 	Defaults                                  v1alpha2.Delivery
 	PullExpiry, BudgetInterval, ShutdownGrace time.Duration
 	MaxHeldBytes, MaxHeldBytesPerSubscription int64
-	DeliverySlots                             int
+	DeliverySlots, DeliverySlotsPerNamespace  int
 	SlotTime                                  time.Duration
 	// RetryRate and RetryBurst bound each namespace's retries a second
 	// (retryTurns); a rate of 0 or less bounds nothing.
@@ -81,7 +81,7 @@ type key struct{ namespace, name string }
 // New returns a Scheduler that pulls through js.
 func New(js jetstream.JetStream, cfg Config, parts Parts) *Scheduler {
 	s := &Scheduler{cfg: cfg, js: js, parts: parts, workers: map[key]*worker{}, goroutines: pull.NewGoroutines(pull.DefaultIdle)}
-	s.slots = slots.New(cfg.DeliverySlots, cfg.SlotTime, s.goroutines.Go)
+	s.slots = slots.New(cfg.DeliverySlots, cfg.SlotTime, s.goroutines.Go, slots.WithPerNamespace(cfg.DeliverySlotsPerNamespace))
 	s.retryTurns = newRetryTurns(cfg.RetryRate, cfg.RetryBurst)
 	return s
 }

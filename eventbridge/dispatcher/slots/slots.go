@@ -1,6 +1,7 @@
 package slots
 
 import (
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -52,6 +53,9 @@ type Shares struct {
 	// reserve is how many slots only a namespace running fewer turns
 	// may take.
 	reserve int
+	// perNamespace, when positive, is how many turns one namespace runs
+	// at most while another is active (WithPerNamespace).
+	perNamespace int
 
 	mu sync.Mutex
 	// epoch is the current SlotTime's number; cur and prev count the
@@ -66,7 +70,11 @@ type Shares struct {
 	next    int
 	// armed is set while a wake is due.
 	armed bool
-	turns sync.Pool
+	// last is the space granted a slot last, in epoch lastEpoch;
+	// otherEpoch is the last epoch in which another space than last was.
+	last                  *Space
+	lastEpoch, otherEpoch int64
+	turns                 sync.Pool
 }
 
 // Space is one namespace's part of the shares: its running turns (as
@@ -142,13 +150,39 @@ func (t *Turn) Renew() {
 // New returns Shares of slots slots (<= 0: no bound) held for one to two
 // quantum each, whose granted turns run calls (it must not block:
 // Goroutines.Go).
-func New(slots int, quantum time.Duration, run func(pull.Task)) *Shares {
-	return &Shares{
+func New(slots int, quantum time.Duration, run func(pull.Task), opts ...Option) *Shares {
+	s := &Shares{
 		slots: slots, quantum: quantum, reserve: slots / 4, now: time.Now, run: run,
-		wake:   func(d time.Duration, f func()) { time.AfterFunc(d, f) },
-		spaces: map[string]*Space{},
+		wake:      func(d time.Duration, f func()) { time.AfterFunc(d, f) },
+		spaces:    map[string]*Space{},
+		lastEpoch: math.MinInt64 / 2, otherEpoch: math.MinInt64 / 2,
 	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
+
+// Option configures New.
+type Option func(*Shares)
+
+// WithPerNamespace holds each namespace to n turns at once (n > 0) while
+// another namespace is active: has turns waiting, or was given a slot in
+// the last ActiveSlotTimes SlotTimes. A namespace alone takes what the
+// slots allow. The turns of a burst (a fan-out's deliveries, a reply
+// storm's) so run a few at a time beside another namespace's, not all at
+// once: what one namespace's deliveries cost the others is how many run
+// at once (its requests, its sink's answers, the acknowledgements they
+// set off), not only the slots they hold. Turns whose sink works past
+// their SlotTimes give their slot back, so n bounds the deliveries to
+// fast sinks (n over a delivery's time a second), not the slow ones.
+func WithPerNamespace(n int) Option {
+	return func(s *Shares) { s.perNamespace = n }
+}
+
+// ActiveSlotTimes is how many SlotTimes after its last slot a namespace
+// counts as active for WithPerNamespace.
+const ActiveSlotTimes = 4
 
 // Join returns namespace's space, for a worker of it until Leave.
 func (s *Shares) Join(namespace string) *Space {
@@ -243,7 +277,24 @@ func (s *Shares) free(sp *Space) bool {
 // or a kept one when it runs fewer than are kept. The mu is held.
 func (s *Shares) mayTake(sp *Space) bool {
 	free := s.slots - s.cur - s.prev
-	return free > s.reserve || free > 0 && sp.sync(s.epoch) < s.reserve
+	running := sp.sync(s.epoch)
+	if s.perNamespace > 0 && running >= s.perNamespace && s.othersActive(sp) {
+		return false
+	}
+	return free > s.reserve || free > 0 && running < s.reserve
+}
+
+// othersActive reports whether another namespace than sp's has turns
+// waiting or was given a slot in the last ActiveSlotTimes. The mu is held.
+func (s *Shares) othersActive(sp *Space) bool {
+	if n := len(s.waiting); n > 1 || n == 1 && !sp.waiting {
+		return true
+	}
+	since := s.epoch - ActiveSlotTimes
+	if s.last != sp {
+		return s.last != nil && s.lastEpoch >= since
+	}
+	return s.otherEpoch >= since
 }
 
 // expired reports whether t's slot was taken back (it held it for its
@@ -363,6 +414,10 @@ func (sp *Space) sync(epoch int64) int {
 func (s *Shares) grant(t *Turn) {
 	t.sp.sync(s.epoch)
 	t.epoch, t.slot = s.epoch, true
+	if t.sp != s.last {
+		s.otherEpoch, s.last = s.lastEpoch, t.sp
+	}
+	s.lastEpoch = s.epoch
 	s.cur++
 	t.sp.cur++
 }

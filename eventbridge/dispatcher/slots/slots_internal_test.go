@@ -26,12 +26,12 @@ type ran struct {
 	slot      bool
 }
 
-func newTestShares(slots int) *testShares {
+func newTestShares(slots int, opts ...Option) *testShares {
 	ts := &testShares{now: time.Unix(1000, 0)}
 	ts.Shares = New(slots, 10*time.Millisecond, func(t pull.Task) {
 		tn := t.(*Turn)
 		ts.ran = append(ts.ran, ran{t: tn, namespace: tn.sp.name, w: tn.h, slot: tn.slot})
-	})
+	}, opts...)
 	ts.Shares.now = func() time.Time { return ts.now }
 	ts.wake = nil
 	return ts
@@ -251,4 +251,79 @@ func TestSharesCountATurnOffInTheSlotTimeItEnds(t *testing.T) {
 	defer ts.mu.Unlock()
 	assert.Equal(t, 1, w.space.sync(ts.epoch), "one of the two still runs")
 	assert.Equal(t, 1, ts.cur+ts.prev)
+}
+
+// TestSharesHoldANamespaceToItsTurnsWhileAnotherIsActive: with
+// WithPerNamespace(2), a namespace's burst runs two turns at a time while
+// another namespace has turns waiting or had a slot in the last
+// ActiveSlotTimes, though slots are free; alone, it takes what the slots
+// allow, at once, and again once the other has been idle that long.
+func TestSharesHoldANamespaceToItsTurnsWhileAnotherIsActive(t *testing.T) {
+	alone := newTestShares(8, WithPerNamespace(2))
+	alone.submit(alone.worker("mallory"), 3)
+	require.Len(t, alone.ran, 3, "a namespace alone, none of its turns waiting, is held to nothing")
+
+	ts := newTestShares(8, WithPerNamespace(2))
+	attacker, victim := ts.worker("mallory"), ts.worker("bank")
+	ts.submit(attacker, 20)
+	require.Len(t, ts.ran, 6, "alone: every slot but the kept two")
+	running := 0
+	for range 6 {
+		ts.finishOldest(&running)
+	}
+	require.Len(t, ts.ran, 12, "alone, each slot that frees goes on to the next")
+
+	ts.submit(victim, 1)
+	require.Equal(t, "bank", ts.ran[12].namespace, "the victim's turn runs at once")
+	for range 4 {
+		assert.Equal(t, "", ts.finishOldest(&running), "the attacker runs 6, past its 2: no more while bank is active")
+	}
+	for range 2 {
+		assert.Equal(t, "mallory", ts.finishOldest(&running), "down to 1, it runs its second")
+	}
+	require.Len(t, ts.ran, 15)
+	ts.now = ts.now.Add(10 * time.Millisecond)
+	ts.tick()
+	assert.Len(t, ts.ran, 15, "bank had a slot a SlotTime ago: still active, the attacker runs its 2")
+
+	ts.done(ts.ran[12].t) // bank's turn ends
+	ts.now = ts.now.Add(time.Duration(ActiveSlotTimes-1) * 10 * time.Millisecond)
+	ts.tick()
+	assert.Len(t, ts.ran, 17, "ActiveSlotTimes after bank's slot: still active; the attacker's 2 took their slots back, 2 more run")
+	ts.now = ts.now.Add(10 * time.Millisecond)
+	ts.tick()
+	assert.Len(t, ts.ran, 21, "bank idle for longer: the attacker's other 4 take the free slots")
+	for _, r := range ts.ran[15:] {
+		assert.Equal(t, "mallory", r.namespace)
+	}
+}
+
+// TestSharesHoldEachOfTwoBusyNamespacesToItsTurns: two namespaces with
+// bursts waiting each run at most their turns at once, and share the
+// slots that free.
+func TestSharesHoldEachOfTwoBusyNamespacesToItsTurns(t *testing.T) {
+	ts := newTestShares(8, WithPerNamespace(2))
+	a, b := ts.worker("a"), ts.worker("b")
+	ts.submit(a, 1)
+	ts.submit(b, 10)
+	ts.submit(a, 10)
+	count := func() (na, nb int) {
+		for _, r := range ts.ran {
+			if r.namespace == "a" {
+				na++
+			} else {
+				nb++
+			}
+		}
+		return na, nb
+	}
+	na, nb := count()
+	assert.Equal(t, 2, na)
+	assert.Equal(t, 2, nb, "b is held to 2 while a is active")
+	running := 0
+	for running < 21 && running < len(ts.ran) {
+		ts.finishOldest(&running)
+		assert.LessOrEqual(t, len(ts.ran)-running, 4, "two each at most")
+	}
+	assert.Len(t, ts.ran, 21, "every turn ran")
 }
