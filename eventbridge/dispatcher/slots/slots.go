@@ -31,6 +31,12 @@ import (
 // that quarter: a namespace that takes the other slots, its sink slow,
 // does not make the next namespace wait for one of them to free.
 //
+// With WithPerNamespace, a namespace also runs at most that many turns
+// while another namespace is active (turns waiting, or a slot in the last
+// ActiveSlotTimes), though slots are free: a burst of one namespace's
+// deliveries costs another by how many run at once, whatever the slots
+// they hold.
+//
 // A sink that never answers must not keep its slot, nor a sink that has
 // no ready endpoint: a turn gives its slot back while it waits for its
 // sink to be ready (pause), and holds it for one to two SlotTimes at most
