@@ -198,11 +198,10 @@ func (p *Publisher) serveLegacy(w http.ResponseWriter, r *http.Request) int {
 	if err != nil {
 		return p.legacyFail(w, r, legacyBadPayload(err.Error()))
 	}
-	leave, err := p.takeTurn(r, sender)
-	if err != nil {
+	if err := p.takeTurn(r, sender); err != nil {
 		return p.legacyFail(w, r, &LegacyError{Status: StatusCode(err), Message: err.Error()})
 	}
-	defer leave()
+	defer p.giveTurn(sender)
 	if len(bytes.TrimSpace(body)) == 0 {
 		return p.legacyFail(w, r, legacyBadPayload(legacyMessageBadPayload))
 	}

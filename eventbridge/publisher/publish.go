@@ -79,11 +79,10 @@ func (p *Publisher) servePublish(w http.ResponseWriter, r *http.Request) int {
 	if err != nil {
 		return p.fail(w, r, err)
 	}
-	leave, err := p.takeTurn(r, sender)
-	if err != nil {
+	if err := p.takeTurn(r, sender); err != nil {
 		return p.fail(w, r, err)
 	}
-	defer leave()
+	defer p.giveTurn(sender)
 	tp, ts := p.traceContext(r)
 	if !cehttp.IsHTTPBatch(r.Header) {
 		if e, ok := eventstore.EncodeBinary(r.Header, body, tp, ts); ok {

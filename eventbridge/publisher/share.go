@@ -84,16 +84,22 @@ func (p *publishing) leave(sender string) {
 // takeTurn waits for a turn among the requests of sender's namespace
 // (Config.PublishingPerNamespace) for a request whose body was read, at
 // most StoreTimeout: the error wraps ErrBusy. Requests without a
-// namespace take none. Call leave once the request is answered.
-func (p *Publisher) takeTurn(r *http.Request, sender string) (leave func(), err error) {
+// namespace take none. Call giveTurn once the request is answered.
+func (p *Publisher) takeTurn(r *http.Request, sender string) error {
 	if sender == "" {
-		return func() {}, nil
+		return nil
 	}
-	leave, err = p.turns.Enter(p.stores.Context(r.Context()), sender)
-	if err != nil {
+	if err := p.turns.Enter(p.stores.Context(r.Context()), sender); err != nil {
 		held, waiting := p.turns.Held(sender)
-		return nil, fmt.Errorf("%w: namespace %s works on %d publishes at once, its most, and %d more wait; this one waited %s; try again later",
+		return fmt.Errorf("%w: namespace %s works on %d publishes at once, its most, and %d more wait; this one waited %s; try again later",
 			ErrBusy, sender, held, waiting, p.cfg.StoreTimeout)
 	}
-	return leave, nil
+	return nil
+}
+
+// giveTurn gives back the turn takeTurn took for sender.
+func (p *Publisher) giveTurn(sender string) {
+	if sender != "" {
+		p.turns.Leave(sender)
+	}
 }

@@ -17,9 +17,8 @@ func enterNow(t *testing.T, g *seats.Gate, key string) func() {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // a seat that is free is taken without a wait
-	leave, err := g.Enter(ctx, key)
-	require.NoError(t, err, "a free seat for %s", key)
-	return leave
+	require.NoError(t, g.Enter(ctx, key), "a free seat for %s", key)
+	return func() { g.Leave(key) }
 }
 
 // entering is an Enter that waits, on a goroutine of its own.
@@ -33,7 +32,8 @@ func enter(ctx context.Context, g *seats.Gate, key string) *entering {
 	e := &entering{done: make(chan struct{})}
 	go func() {
 		defer close(e.done)
-		e.leave, e.err = g.Enter(ctx, key)
+		e.err = g.Enter(ctx, key)
+		e.leave = func() { g.Leave(key) }
 	}()
 	return e
 }
@@ -163,6 +163,7 @@ func TestAWaitEndsWithItsContext(t *testing.T) {
 	cancel()
 	gaveUp.wait(t)
 	require.ErrorIs(t, gaveUp.err, context.Canceled)
+	require.ErrorIs(t, gaveUp.err, seats.ErrFlowFull)
 	assert.Equal(t, 1, g.Flows())
 	_, waiting := g.Held("a")
 	assert.Equal(t, 1, waiting, "a wait given up leaves the queue")
@@ -170,7 +171,6 @@ func TestAWaitEndsWithItsContext(t *testing.T) {
 	next.wait(t)
 	require.NoError(t, next.err, "the seat goes past the wait given up")
 	next.leave()
-	next.leave() // a second leave gives nothing back twice
 	again := enterNow(t, g, "a")
 	blocked := enter(context.Background(), g, "a")
 	waitQueued(t, g, "a", 1)
@@ -201,9 +201,9 @@ func TestSeatsAddUpUnderContention(t *testing.T) {
 				defer cancel()
 			}
 			key := string(rune('a' + i%flows))
-			leave, err := g.Enter(ctx, key)
-			if err != nil {
+			if err := g.Enter(ctx, key); err != nil {
 				assert.ErrorIs(t, err, context.DeadlineExceeded)
+				assert.ErrorIs(t, err, seats.ErrFlowFull)
 				return
 			}
 			mu.Lock()
@@ -214,7 +214,7 @@ func TestSeatsAddUpUnderContention(t *testing.T) {
 			mu.Lock()
 			inside[key]--
 			mu.Unlock()
-			leave()
+			g.Leave(key)
 		}()
 	}
 	wg.Wait()
@@ -232,4 +232,167 @@ func TestNoBoundNeverWaits(t *testing.T) {
 		enterNow(t, g, "a")
 	}
 	assert.Zero(t, g.PerFlow())
+}
+
+// TestATotalHandsTheFreedSeatToTheFlowWithFewest: with 4 seats in all and
+// 2 per flow, a flow past its own bound waits while another takes what is
+// left; once every seat is held, a seat that frees goes to the waiting
+// flow that holds the fewest, not to the one that asked first; a wait
+// that ends with its context takes nothing and says which bound held it.
+func TestATotalHandsTheFreedSeatToTheFlowWithFewest(t *testing.T) {
+	g := seats.New(2, seats.WithTotal(4))
+	enterNow(t, g, "a")
+	enterNow(t, g, "a")
+	short, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	err := g.Enter(short, "a")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, err, seats.ErrFlowFull)
+
+	leaveB := enterNow(t, g, "b")
+	enterNow(t, g, "b")
+	short2, cancel2 := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel2()
+	err = g.Enter(short2, "c")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, err, seats.ErrAllFull)
+	assert.NotErrorIs(t, err, seats.ErrFlowFull)
+
+	// a waits first, then c: what b gives back goes to c, which holds
+	// none; a (at its bound anyway) goes on waiting.
+	a := enter(context.Background(), g, "a")
+	waitQueued(t, g, "a", 1)
+	c := enter(context.Background(), g, "c")
+	waitQueued(t, g, "c", 1)
+	g.Leave("c") // c holds none: nothing is given back
+	held, waiting := g.Totals()
+	assert.Equal(t, 4, held)
+	assert.Equal(t, 2, waiting)
+	leaveB()
+	c.wait(t)
+	require.NoError(t, c.err, "the flow that holds the fewest")
+	assert.False(t, a.entered())
+	g.Leave("a")
+	a.wait(t)
+	require.NoError(t, a.err, "a, under its bound again")
+
+	held, waiting = g.Totals()
+	assert.Equal(t, 4, held)
+	assert.Zero(t, waiting)
+	for key, want := range map[string]int{"a": 2, "b": 1, "c": 1} {
+		h, _ := g.Held(key)
+		assert.Equal(t, want, h, key)
+	}
+}
+
+// TestATotalIsNeverPassed: a flow at its own bound waits though the total
+// has room; with the total full, one seat given back lets one work go,
+// that of the flow holding the fewest (d, holding one, waits behind c,
+// holding none); a flow whose last seat is given back is forgotten; a
+// bound per flow of 0, or above the total, is the total.
+func TestATotalIsNeverPassed(t *testing.T) {
+	g := seats.New(2, seats.WithTotal(4))
+	enterNow(t, g, "a")
+	enterNow(t, g, "a")
+	leaveB := enterNow(t, g, "b")
+	a3 := enter(context.Background(), g, "a")
+	waitQueued(t, g, "a", 1)
+	leaveB() // the total has room (2 of 4), a is at its bound
+	held, waiting := g.Held("a")
+	assert.Equal(t, 2, held, "a, at its bound, still waits")
+	assert.Equal(t, 1, waiting)
+	assert.Equal(t, 1, g.Flows(), "b's last seat given back: forgotten")
+
+	enterNow(t, g, "d")
+	leaveE := enterNow(t, g, "e") // 4 of 4
+	d2 := enter(context.Background(), g, "d")
+	waitQueued(t, g, "d", 1)
+	c1 := enter(context.Background(), g, "c")
+	waitQueued(t, g, "c", 1)
+	leaveE() // grants under the lock, before it returns
+	held, _ = g.Held("c")
+	assert.Equal(t, 1, held, "c, holding none, first")
+	_, waiting = g.Held("d")
+	assert.Equal(t, 1, waiting, "d, holding one, waits: one seat freed, one work goes")
+	all, _ := g.Totals()
+	assert.Equal(t, 4, all)
+	c1.wait(t)
+	assert.False(t, a3.entered())
+	assert.False(t, d2.entered())
+
+	assert.Equal(t, 4, seats.New(0, seats.WithTotal(4)).PerFlow())
+	assert.Equal(t, 4, seats.New(10, seats.WithTotal(4)).PerFlow())
+	assert.Equal(t, 3, seats.New(3, seats.WithTotal(4)).PerFlow())
+	assert.Equal(t, 4, seats.New(3, seats.WithTotal(4)).Total())
+	assert.Zero(t, seats.New(3, seats.WithTotal(-1)).Total())
+}
+
+// TestSeatsAndTheTotalAddUpUnderContention: flows entering, leaving and
+// giving up at once, beside a total below their bounds together, never
+// hold more than the total nor a flow more than its seats, and leave
+// none held.
+func TestSeatsAndTheTotalAddUpUnderContention(t *testing.T) {
+	const perFlow, total, flows = 3, 5, 4
+	g := seats.New(perFlow, seats.WithTotal(total))
+	var mu sync.Mutex
+	inside, most, mostAll, all := map[string]int{}, 0, 0, 0
+	var wg sync.WaitGroup
+	for i := range 400 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx := context.Background()
+			if i%3 == 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, time.Duration(i%7)*100*time.Microsecond)
+				defer cancel()
+			}
+			key := string(rune('a' + i%flows))
+			if err := g.Enter(ctx, key); err != nil {
+				assert.ErrorIs(t, err, context.DeadlineExceeded)
+				return
+			}
+			mu.Lock()
+			inside[key]++
+			all++
+			most, mostAll = max(most, inside[key]), max(mostAll, all)
+			mu.Unlock()
+			time.Sleep(50 * time.Microsecond)
+			mu.Lock()
+			inside[key]--
+			all--
+			mu.Unlock()
+			g.Leave(key)
+		}()
+	}
+	wg.Wait()
+	assert.LessOrEqual(t, most, perFlow, "each flow held its seats, no more")
+	assert.LessOrEqual(t, mostAll, total, "all held the total, no more")
+	held, waiting := g.Totals()
+	assert.Zero(t, held+waiting)
+	assert.Zero(t, g.Flows())
+}
+
+// TestOfFlowsHoldingAsManyTheOneWaitingLongestGoesFirst: with the total
+// full, a seat freed while two flows that hold as many seats wait goes to
+// the one whose work came first, whatever their keys (tried 20 times: a
+// map's order is not the waiting order).
+func TestOfFlowsHoldingAsManyTheOneWaitingLongestGoesFirst(t *testing.T) {
+	for range 20 {
+		g := seats.New(2, seats.WithTotal(3))
+		enterNow(t, g, "a")
+		enterNow(t, g, "z")
+		leaveC := enterNow(t, g, "c")
+		z := enter(context.Background(), g, "z")
+		waitQueued(t, g, "z", 1)
+		a := enter(context.Background(), g, "a")
+		waitQueued(t, g, "a", 1)
+		leaveC()
+		z.wait(t)
+		require.NoError(t, z.err, "z waited longer than a, both holding one")
+		assert.False(t, a.entered())
+		g.Leave("z")
+		a.wait(t)
+		require.NoError(t, a.err)
+	}
 }

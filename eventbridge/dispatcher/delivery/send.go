@@ -20,6 +20,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/reply"
 	"github.com/kfn-dev/kfn/internal/egress"
 	"github.com/kfn-dev/kfn/internal/logging"
+	"github.com/kfn-dev/kfn/internal/seats"
 )
 
 // Config is what a Sender sends and settles with. Every field is needed.
@@ -57,12 +58,31 @@ type Config struct {
 type Sender struct {
 	cfg      Config
 	lines    *logging.Budget
-	inFlight *inFlight
+	inFlight *seats.Gate
 }
 
 // NewSender returns a Sender of cfg.
 func NewSender(cfg Config) *Sender {
-	return &Sender{cfg: cfg, lines: logging.NewBudget(cfg.LogLinesPerNamespace), inFlight: newInFlight(cfg.MaxInFlight, cfg.MaxInFlightPerNamespace)}
+	inFlight := seats.New(0) // no bound
+	if cfg.MaxInFlight > 0 {
+		inFlight = seats.New(cfg.MaxInFlightPerNamespace, seats.WithTotal(cfg.MaxInFlight))
+	}
+	return &Sender{cfg: cfg, lines: logging.NewBudget(cfg.LogLinesPerNamespace), inFlight: inFlight}
+}
+
+// enter takes one of the requests in flight for d's namespace (Config's
+// MaxInFlight), waiting for one until ctx ends: then it takes none and
+// returns an error that says which bound held it.
+func (d *Deliverer) enter(ctx context.Context) error {
+	err := d.s.inFlight.Enter(ctx, d.namespace)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, seats.ErrFlowFull):
+		return fmt.Errorf("namespace %s has %d deliveries in flight, its bound, and none ended in time: %w", d.namespace, d.s.inFlight.PerFlow(), err)
+	default:
+		return fmt.Errorf("the dispatcher has %d deliveries in flight, its bound, and none was free for namespace %s in time: %w", d.s.inFlight.Total(), d.namespace, err)
+	}
 }
 
 // EndRequests ends the requests in flight now (their attempts fail): at
@@ -137,10 +157,10 @@ func (d *Deliverer) Send(ctx context.Context, log EventLog, msg jetstream.Msg, u
 	}
 	eventstore.CopyToWire(req.Header, msg.Headers())
 	d.rec.Inject(ctx, req.Header)
-	if err := d.s.inFlight.acquire(req.Context(), d.namespace); err != nil {
+	if err := d.enter(req.Context()); err != nil {
 		return Result{Verdict: Retry, Err: fmt.Errorf("post to %s: %w", url, err)}
 	}
-	defer d.s.inFlight.release(d.namespace) // after the answer's body is read and closed (deferred below)
+	defer d.s.inFlight.Leave(d.namespace) // after the answer's body is read and closed (deferred below)
 	resp, err := d.s.do(req)
 	if err != nil {
 		verdict := Retry
