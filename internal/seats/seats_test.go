@@ -2,6 +2,7 @@ package seats_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -182,50 +183,6 @@ func TestAWaitEndsWithItsContext(t *testing.T) {
 	assert.Zero(t, held+waiting)
 }
 
-// TestSeatsAddUpUnderContention: flows entering, leaving and giving up at
-// once never hold more seats than each has, and leave none held.
-func TestSeatsAddUpUnderContention(t *testing.T) {
-	const n, flows = 3, 4
-	g := seats.New(n)
-	var mu sync.Mutex
-	inside, most := map[string]int{}, 0
-	var wg sync.WaitGroup
-	for i := range 300 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx := context.Background()
-			if i%3 == 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, time.Duration(i%7)*100*time.Microsecond)
-				defer cancel()
-			}
-			key := string(rune('a' + i%flows))
-			if err := g.Enter(ctx, key); err != nil {
-				assert.ErrorIs(t, err, context.DeadlineExceeded)
-				assert.ErrorIs(t, err, seats.ErrFlowFull)
-				return
-			}
-			mu.Lock()
-			inside[key]++
-			most = max(most, inside[key])
-			mu.Unlock()
-			time.Sleep(50 * time.Microsecond)
-			mu.Lock()
-			inside[key]--
-			mu.Unlock()
-			g.Leave(key)
-		}()
-	}
-	wg.Wait()
-	assert.LessOrEqual(t, most, n, "each flow held its seats, no more")
-	held, waiting := g.Totals()
-	assert.Zero(t, held+waiting)
-	for range n {
-		enterNow(t, g, "z") // every seat is free again
-	}
-}
-
 func TestNoBoundNeverWaits(t *testing.T) {
 	g := seats.New(0)
 	for range 1000 {
@@ -327,52 +284,6 @@ func TestATotalIsNeverPassed(t *testing.T) {
 	assert.Zero(t, seats.New(3, seats.WithTotal(-1)).Total())
 }
 
-// TestSeatsAndTheTotalAddUpUnderContention: flows entering, leaving and
-// giving up at once, beside a total below their bounds together, never
-// hold more than the total nor a flow more than its seats, and leave
-// none held.
-func TestSeatsAndTheTotalAddUpUnderContention(t *testing.T) {
-	const perFlow, total, flows = 3, 5, 4
-	g := seats.New(perFlow, seats.WithTotal(total))
-	var mu sync.Mutex
-	inside, most, mostAll, all := map[string]int{}, 0, 0, 0
-	var wg sync.WaitGroup
-	for i := range 400 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx := context.Background()
-			if i%3 == 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, time.Duration(i%7)*100*time.Microsecond)
-				defer cancel()
-			}
-			key := string(rune('a' + i%flows))
-			if err := g.Enter(ctx, key); err != nil {
-				assert.ErrorIs(t, err, context.DeadlineExceeded)
-				return
-			}
-			mu.Lock()
-			inside[key]++
-			all++
-			most, mostAll = max(most, inside[key]), max(mostAll, all)
-			mu.Unlock()
-			time.Sleep(50 * time.Microsecond)
-			mu.Lock()
-			inside[key]--
-			all--
-			mu.Unlock()
-			g.Leave(key)
-		}()
-	}
-	wg.Wait()
-	assert.LessOrEqual(t, most, perFlow, "each flow held its seats, no more")
-	assert.LessOrEqual(t, mostAll, total, "all held the total, no more")
-	held, waiting := g.Totals()
-	assert.Zero(t, held+waiting)
-	assert.Zero(t, g.Flows())
-}
-
 // TestOfFlowsHoldingAsManyTheOneWaitingLongestGoesFirst: with the total
 // full, a seat freed while two flows that hold as many seats wait goes to
 // the one whose work came first, whatever their keys (tried 20 times: a
@@ -394,5 +305,58 @@ func TestOfFlowsHoldingAsManyTheOneWaitingLongestGoesFirst(t *testing.T) {
 		g.Leave("z")
 		a.wait(t)
 		require.NoError(t, a.err)
+	}
+}
+
+// TestSeatsAddUpUnderContention: flows entering, leaving and giving up at
+// once, alone and beside a total below their bounds together, never hold
+// more than the total nor a flow more than its seats, and leave none
+// held.
+func TestSeatsAddUpUnderContention(t *testing.T) {
+	for _, c := range []struct{ perFlow, total int }{{3, 0}, {3, 5}} {
+		t.Run(fmt.Sprintf("%d per flow, %d in all", c.perFlow, c.total), func(t *testing.T) {
+			const flows = 4
+			g := seats.New(c.perFlow, seats.WithTotal(c.total))
+			var mu sync.Mutex
+			inside, most, mostAll, all := map[string]int{}, 0, 0, 0
+			var wg sync.WaitGroup
+			for i := range 400 {
+				wg.Go(func() {
+					ctx := context.Background()
+					if i%3 == 0 {
+						var cancel context.CancelFunc
+						ctx, cancel = context.WithTimeout(ctx, time.Duration(i%7)*100*time.Microsecond)
+						defer cancel()
+					}
+					key := string(rune('a' + i%flows))
+					if err := g.Enter(ctx, key); err != nil {
+						assert.ErrorIs(t, err, context.DeadlineExceeded)
+						return
+					}
+					mu.Lock()
+					inside[key]++
+					all++
+					most, mostAll = max(most, inside[key]), max(mostAll, all)
+					mu.Unlock()
+					time.Sleep(50 * time.Microsecond)
+					mu.Lock()
+					inside[key]--
+					all--
+					mu.Unlock()
+					g.Leave(key)
+				})
+			}
+			wg.Wait()
+			assert.LessOrEqual(t, most, c.perFlow, "each flow held its seats, no more")
+			if c.total > 0 {
+				assert.LessOrEqual(t, mostAll, c.total, "all held the total, no more")
+			}
+			held, waiting := g.Totals()
+			assert.Zero(t, held+waiting)
+			assert.Zero(t, g.Flows())
+			for range c.perFlow {
+				enterNow(t, g, "z") // every seat is free again
+			}
+		})
 	}
 }
