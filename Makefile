@@ -205,6 +205,7 @@ envtest: ## Build kube-apiserver and etcd for tests into ~/.cache/kfn (only when
 generate: ## Regenerate deepcopy code and the CRDs (api/crds, copied into charts/kfn/files/crds, which the chart renders) from the API markers.
 	$(GO) tool controller-gen object:headerFile=hack/boilerplate.go.txt paths=./api/...
 	$(GO) tool controller-gen crd paths=./api/... output:crd:artifacts:config=api/crds
+	$(GO) run ./hack/crdversions -crd api/crds/gateway.kyma-project.io_apirules.yaml -from v2 -as v2alpha1
 	rm -f charts/kfn/files/crds/*.yaml && cp api/crds/*.yaml charts/kfn/files/crds/
 
 .PHONY: verify

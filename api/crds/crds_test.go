@@ -20,7 +20,7 @@ import (
 func TestCRDsPassAPIServerValidation(t *testing.T) {
 	crds, err := crds.All()
 	require.NoError(t, err)
-	require.Len(t, crds, 2)
+	require.Len(t, crds, 3)
 	for _, crd := range crds {
 		t.Run(crd.Name, func(t *testing.T) {
 			apiextensionsv1.SetObjectDefaults_CustomResourceDefinition(crd)

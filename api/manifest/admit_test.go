@@ -20,7 +20,7 @@ import (
 // narrowed pattern fails instead of quietly testing less. A new case
 // raises them.
 const (
-	invalidCases  = 69
+	invalidCases  = 77
 	notReadyCases = 17
 )
 
@@ -62,13 +62,17 @@ func TestAdmitAcceptsValidManifests(t *testing.T) {
 			require.Len(t, docs, 1)
 			set := a.Load(context.Background(), docs)
 			require.Empty(t, set.Invalid)
-			require.Equal(t, 1, len(set.Functions)+len(set.Subscriptions))
+			require.Equal(t, 1, len(set.Functions)+len(set.Subscriptions)+len(set.APIRules))
 			for _, fn := range set.Functions {
 				assert.NotNil(t, fn.Spec.Replicas, "spec.replicas is defaulted")
 				assert.NotEmpty(t, fn.Namespace, "a namespace is set as kubectl would")
 			}
 			for _, sub := range set.Subscriptions {
 				assert.NotEmpty(t, sub.Spec.TypeMatching, "spec.typeMatching is defaulted")
+			}
+			for _, rule := range set.APIRules {
+				assert.Equal(t, "gateway.kyma-project.io/v2", rule.APIVersion, "v2alpha1 is read as v2")
+				assert.NotEmpty(t, rule.Spec.Rules)
 			}
 		})
 	}
@@ -88,6 +92,7 @@ func TestAdmitRefusesInvalidManifests(t *testing.T) {
 			set := a.Load(context.Background(), docs)
 			require.Empty(t, set.Functions, "nothing of a refused manifest may be admitted")
 			require.Empty(t, set.Subscriptions)
+			require.Empty(t, set.APIRules)
 			require.Len(t, set.Invalid, 1)
 			msg := set.Invalid[0].Error()
 			assert.Contains(t, msg, name+" (document 1)")

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	gatewayv2 "github.com/kfn-dev/kfn/api/gateway/v2"
 	serverlessv1alpha2 "github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 )
 
@@ -113,7 +114,11 @@ type Set struct {
 	Functions []*serverlessv1alpha2.Function
 	// Subscriptions are the admitted Subscriptions, defaulted.
 	Subscriptions []*eventingv1alpha2.Subscription
-	// Ignored are documents of kinds kfn does not run (Services, APIRules...).
+	// APIRules are the admitted APIRules (v2, or v2alpha1 read as v2:
+	// the same schema), defaulted.
+	APIRules []*gatewayv2.APIRule
+	// Ignored are documents of kinds kfn does not run (Services,
+	// ConfigMaps...).
 	Ignored []Document
 	// Invalid are the documents that would be refused, one error each
 	// (*InvalidError or a conversion error naming the document).
@@ -166,6 +171,14 @@ func (a *Admitter) Load(ctx context.Context, docs []Document) Set {
 				continue
 			}
 			set.Subscriptions = append(set.Subscriptions, sub)
+		case "APIRule":
+			rule := &gatewayv2.APIRule{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, rule); err != nil {
+				set.Invalid = append(set.Invalid, fmt.Errorf("%s: %w", doc.Where(), err))
+				continue
+			}
+			rule.APIVersion = gatewayv2.GroupVersion.String() // v2alpha1 is v2's schema
+			set.APIRules = append(set.APIRules, rule)
 		}
 	}
 	return set
@@ -175,5 +188,6 @@ func (a *Admitter) Load(ctx context.Context, docs []Document) Set {
 // wrong version or kind of a kfn object is reported instead of ignored.
 func isKfnGroup(apiVersion string) bool {
 	return strings.HasPrefix(apiVersion, serverlessv1alpha2.GroupVersion.Group+"/") ||
-		strings.HasPrefix(apiVersion, eventingv1alpha2.GroupVersion.Group+"/")
+		strings.HasPrefix(apiVersion, eventingv1alpha2.GroupVersion.Group+"/") ||
+		strings.HasPrefix(apiVersion, gatewayv2.GroupVersion.Group+"/")
 }

@@ -93,12 +93,34 @@ apiVersion: serverless.kyma-project.io/v1alpha1
 kind: Function
 metadata: {name: old}
 spec: {source: "x"}
+---
+apiVersion: gateway.kyma-project.io/v1beta1
+kind: APIRule
+metadata: {name: removed}
+spec: {host: removed, service: {name: removed, port: 80}}
+---
+apiVersion: gateway.kyma-project.io/v2
+kind: APIRule
+metadata: {name: twice}
+spec: {hosts: [twice], service: {name: twice, port: 80}, rules: [{path: /*, methods: [GET], noAuth: true}]}
+---
+apiVersion: gateway.kyma-project.io/v2alpha1
+kind: APIRule
+metadata: {name: twice}
+spec: {hosts: [twice], service: {name: twice, port: 80}, rules: [{path: /*, methods: [GET], noAuth: true}]}
 `
 	docs, err := manifest.Decode("fns.yaml", []byte(in))
 	require.NoError(t, err)
 	set := a.Load(context.Background(), docs)
 	require.Len(t, set.Functions, 1, "the first definition runs")
-	require.Len(t, set.Invalid, 2)
+	require.Len(t, set.APIRules, 1, "the first definition runs, whatever its version")
+	require.Len(t, set.Invalid, 4)
+	// Kyma's v1beta1 APIRule is gone upstream: refused with the versions
+	// served, not ignored.
+	assert.Contains(t, set.Invalid[2].Error(), `fns.yaml (document 4)`)
+	assert.Contains(t, set.Invalid[2].Error(), `Unsupported value: "gateway.kyma-project.io/v1beta1"`)
+	assert.Contains(t, set.Invalid[2].Error(), `"APIRule.gateway.kyma-project.io/v2"`)
+	assert.Contains(t, set.Invalid[3].Error(), `fns.yaml (document 6): APIRule "twice" is invalid: metadata.name: Duplicate value`)
 	assert.Contains(t, set.Invalid[0].Error(), `fns.yaml (document 2): Function "twice" is invalid: metadata.name: Duplicate value`)
 	assert.Contains(t, set.Invalid[0].Error(), "already defined in fns.yaml (document 1)")
 	assert.Contains(t, set.Invalid[1].Error(), `fns.yaml (document 3)`)

@@ -372,7 +372,7 @@ func crdClient(t *testing.T) client.Client {
 }
 
 // kfnCRDs names kfn's CRDs.
-var kfnCRDs = []string{"functions.serverless.kyma-project.io", "subscriptions.eventing.kyma-project.io"}
+var kfnCRDs = []string{"functions.serverless.kyma-project.io", "subscriptions.eventing.kyma-project.io", "apirules.gateway.kyma-project.io"}
 
 // crdsAreHead requires that the served CRDs are this checkout's (the
 // chart's files/crds) and the release's.

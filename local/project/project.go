@@ -17,8 +17,9 @@ import (
 type Project struct {
 	// Dir is the directory that was read.
 	Dir string
-	// Set holds the admitted Functions and Subscriptions, the documents of
-	// other kinds, and one error per refused document or unreadable file.
+	// Set holds the admitted Functions, Subscriptions and APIRules, the
+	// documents of other kinds, and one error per refused document or
+	// unreadable file.
 	manifest.Set
 	// Files are the files that were read, sorted; a change to any of them
 	// (or a new file) means the project should be read again.
