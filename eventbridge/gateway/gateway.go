@@ -12,11 +12,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kfn-dev/kfn/eventbridge/apiroute"
 	"github.com/kfn-dev/kfn/internal/auth"
 	"github.com/kfn-dev/kfn/internal/egress"
 )
@@ -101,6 +103,9 @@ type Config struct {
 	// HostSuffixes route by Host header: <function>.<namespace><suffix>.
 	// Default: .svc.cluster.local and .svc.
 	HostSuffixes []string
+	// APIRuleDomain is the domain of an APIRule's short hosts: "my-app"
+	// is my-app.<APIRuleDomain>. Empty: short hosts are refused.
+	APIRuleDomain string
 	// Source names this gateway instance in its in-flight reports; default "gateway".
 	Source string
 	// Egress says which addresses the gateway may dial to reach a
@@ -153,6 +158,8 @@ type Gateway struct {
 	log      *slog.Logger
 	proxy    *httputil.ReverseProxy
 	metrics  *metrics
+	// apiRules are the APIRules Exposed serves (SetAPIRules).
+	apiRules atomic.Pointer[apiroute.Table[exposure]]
 
 	mu       sync.Mutex
 	inFlight map[types.NamespacedName]int
@@ -251,6 +258,11 @@ func New(backends Backends, cfg Config, opts ...Option) (*Gateway, error) {
 		},
 		Transport: newTransport(cfg.Egress),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if errors.Is(err, context.DeadlineExceeded) && r.Context().Err() != nil {
+				// The request's own timeout (an APIRule's): Kyma's 504.
+				http.Error(w, "the function did not answer within the request's timeout", http.StatusGatewayTimeout)
+				return
+			}
 			g.log.Warn("backend failed", "path", r.URL.Path, "error", err)
 			http.Error(w, "the function's backend failed: "+err.Error(), http.StatusBadGateway)
 		},
@@ -329,6 +341,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	g.forward(w, r, fn, path)
+}
+
+// forward proxies r to path of function fn, holding it while fn has no
+// ready backend; the caller decided r may call fn.
+func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, fn types.NamespacedName, path string) {
 	if !g.backends.Known(fn.Namespace, fn.Name) {
 		http.Error(w, fmt.Sprintf("no function %s", fn), http.StatusNotFound)
 		return

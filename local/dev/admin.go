@@ -126,9 +126,12 @@ func (p *Platform) handler() http.Handler {
 	for _, pattern := range publisher.Routes() {
 		mux.Handle(pattern, h.Publisher)
 	}
-	mux.Handle("/", p.events.Calls(h.Gateway, p.route))
+	// The hosts of the project's APIRules are served by their rules, whose
+	// access strategy decides who may call; every other request by the
+	// gateway's own routing and access.
+	mux.Handle("/", p.bridge.Gateway.Exposed(p.events.Calls(h.Gateway, p.route)))
 	adminHandler := guardAdmin(http.StripPrefix(AdminPrefix, admin))
-	events := guardEvents(mux)
+	events := guardEvents(mux, p.bridge.Gateway.ServesHost)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, AdminPrefix+"/") {
 			adminHandler.ServeHTTP(w, r)

@@ -312,11 +312,7 @@ func (p *Platform) reload(ctx context.Context) {
 	for _, e := range proj.Invalid {
 		problems = append(problems, e.Error())
 	}
-	for _, r := range proj.APIRules {
-		// Admitted as a cluster admits them; served once kfn dev's
-		// gateway routes by APIRule (eventbridge/apiroute).
-		problems = append(problems, fmt.Sprintf("APIRule %s/%s: valid, but kfn dev does not serve APIRules yet: reach its Functions at /{namespace}/{function} on the gateway", r.Namespace, r.Name))
-	}
+	problems = append(problems, p.serveAPIRules(proj.APIRules)...)
 	runnable, notReady := configured(proj.Functions)
 	for _, f := range notReady {
 		key := runner.Key(f.Namespace, f.Name)

@@ -45,11 +45,6 @@ spec:
         def main(event, context):
             return "hi"
 `
-	// Kyma's tutorial APIRule is admitted as a cluster admits it, and
-	// said not to be served by kfn dev yet.
-	rule, err := os.ReadFile(filepath.Join("..", "..", "api", "testdata", "valid", "apirule-noauth.yaml"))
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "apirule.yaml"), rule, 0o644))
 	hello := filepath.Join(dir, "hello.yaml")
 	require.NoError(t, os.WriteFile(hello, []byte(strings.ReplaceAll(good, "%CPU%", "50m")), 0o644))
 
@@ -87,7 +82,6 @@ spec:
 	assert.Zero(t, f.Replicas, "not started")
 	assert.Contains(t, st.Errors, "default/fn-memory-request-too-small: "+small)
 	assert.Contains(t, out.String(), "kfn: error: default/fn-memory-request-too-small: "+small)
-	assert.Contains(t, st.Errors, "APIRule default/my-function: valid, but kfn dev does not serve APIRules yet: reach its Functions at /{namespace}/{function} on the gateway")
 	awaitStatus(t, p, out, "hello ready", func(st dev.Status) bool { return function(st, "hello").Ready == 1 })
 	assert.Empty(t, function(status(t, p.Addr()), "hello").Error)
 

@@ -163,6 +163,9 @@ func (p *Platform) newBridge() (*eventbridge.Bridge, error) {
 	cfg.Streams = p.streams
 	cfg.Dispatcher.Egress = devEgress
 	cfg.Gateway.Source = "kfn-dev"
+	// An APIRule's short host my-function is my-function.localhost, which
+	// browsers and curl resolve to this machine.
+	cfg.Gateway.APIRuleDomain = "localhost"
 	cfg.RatesSubject = "" // one event bridge: no other replica to share its rates with
 	p.subscriptions = &eventbridge.Static{Endpoints: p.endpoints, Resolver: p.endpoints, Backends: p.endpoints, Targets: []feed.Targets{p.scaler.Core}}
 	return eventbridge.New(cfg, p.nc, p.subscriptions,

@@ -1,0 +1,248 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+	"k8s.io/apimachinery/pkg/types"
+
+	gatewayv2 "github.com/kfn-dev/kfn/api/gateway/v2"
+	"github.com/kfn-dev/kfn/eventbridge/apiroute"
+)
+
+// DefaultAPIRuleTimeout is how long a request of an APIRule's rule may
+// take when neither the rule nor the APIRule sets a timeout (Kyma's).
+const DefaultAPIRuleTimeout = 180 * time.Second
+
+// exposure is what a rule of an APIRule does with the requests it serves.
+type exposure struct {
+	fn      types.NamespacedName
+	timeout time.Duration
+	headers map[string]string
+	cookies []*http.Cookie
+	// refused says why kfn does not serve the rule as written: its
+	// requests are answered 403 with it (failing closed).
+	refused string
+}
+
+// APIRuleStatus is what the gateway makes of an APIRule: Ready (served as
+// written), Warning (served, some rules refusing every request, which
+// Description names) or Error (not served: Description says why).
+type APIRuleStatus struct {
+	State       gatewayv2.State
+	Description string
+}
+
+// SetAPIRules makes the gateway serve rules (Exposed), instead of the
+// APIRules it served, and returns the status of each, by namespace/name.
+// A host belongs to the oldest APIRule that has it; a namespace's rules
+// and hosts are bounded (package apiroute); a rule exposes Functions of
+// its APIRule's namespace only, on port 80; hosts that name a cluster
+// Service (Config.HostSuffixes) or cover every short host of
+// Config.APIRuleDomain are refused.
+func (g *Gateway) SetAPIRules(rules []*gatewayv2.APIRule) map[types.NamespacedName]APIRuleStatus {
+	out := make(map[types.NamespacedName]APIRuleStatus, len(rules))
+	in := make([]apiroute.APIRule[exposure], 0, len(rules))
+	warnings := map[apiroute.Key][]string{}
+	for _, r := range rules {
+		key := apiroute.Key{Namespace: r.Namespace, Name: r.Name}
+		if err := g.checkHosts(r); err != nil {
+			out[types.NamespacedName(key)] = APIRuleStatus{State: gatewayv2.StateError, Description: err.Error()}
+			continue
+		}
+		a, notes := compile(r)
+		in = append(in, a)
+		warnings[key] = notes
+	}
+	table, refused := apiroute.Build(in, apiroute.Options{DefaultDomain: g.cfg.APIRuleDomain})
+	for key, err := range refused {
+		switch {
+		case err != nil:
+			out[types.NamespacedName(key)] = APIRuleStatus{State: gatewayv2.StateError, Description: err.Error()}
+		case len(warnings[key]) > 0:
+			out[types.NamespacedName(key)] = APIRuleStatus{State: gatewayv2.StateWarning, Description: strings.Join(warnings[key], "; ")}
+		default:
+			out[types.NamespacedName(key)] = APIRuleStatus{State: gatewayv2.StateReady}
+		}
+	}
+	g.apiRules.Store(table)
+	return out
+}
+
+// checkHosts refuses the hosts of r that would take requests meant for
+// others: a cluster Service's name, which the gateway routes to that
+// Service's Function, or a wildcard over every short host.
+func (g *Gateway) checkHosts(r *gatewayv2.APIRule) error {
+	for _, h := range r.Spec.Hosts {
+		if h == nil {
+			continue
+		}
+		host := strings.ToLower(strings.TrimSuffix(string(*h), "."))
+		domain, wildcard := strings.CutPrefix(host, "*.")
+		for _, suffix := range g.cfg.HostSuffixes {
+			s := strings.TrimPrefix(suffix, ".")
+			if host == s || strings.HasSuffix(host, "."+s) || wildcard && (s == domain || strings.HasSuffix(s, "."+domain)) {
+				return fmt.Errorf("host %s names cluster Services (*.%s), which the gateway routes to their Functions: expose a host of your own", host, s)
+			}
+		}
+		if wildcard && g.cfg.APIRuleDomain != "" && domain == strings.ToLower(strings.Trim(g.cfg.APIRuleDomain, ".")) {
+			return fmt.Errorf("host %s would take every short host of every namespace: name the hosts you expose", host)
+		}
+	}
+	return nil
+}
+
+// compile turns r into apiroute's form, each rule with what it does, and
+// the warnings of the rules it serves otherwise than written.
+func compile(r *gatewayv2.APIRule) (apiroute.APIRule[exposure], []string) {
+	a := apiroute.APIRule[exposure]{Key: apiroute.Key{Namespace: r.Namespace, Name: r.Name}, Created: r.CreationTimestamp.Time}
+	for _, h := range r.Spec.Hosts {
+		if h != nil {
+			a.Hosts = append(a.Hosts, string(*h))
+		}
+	}
+	var warnings []string
+	if r.Spec.CorsPolicy != nil {
+		warnings = append(warnings, "corsPolicy is not applied yet: responses carry the Function's own CORS headers")
+	}
+	for i, rule := range r.Spec.Rules {
+		e := exposureOf(r, rule)
+		if e.refused != "" {
+			warnings = append(warnings, fmt.Sprintf("rule %d (%s) refuses every request: %s", i, rule.Path, e.refused))
+		}
+		methods := make([]string, len(rule.Methods))
+		for j, m := range rule.Methods {
+			methods[j] = string(m)
+		}
+		a.Rules = append(a.Rules, apiroute.Rule[exposure]{Path: rule.Path, Methods: methods, Target: e})
+	}
+	return a, warnings
+}
+
+// exposureOf is what rule of r does with a request.
+func exposureOf(r *gatewayv2.APIRule, rule gatewayv2.Rule) exposure {
+	svc := rule.Service
+	if svc == nil {
+		svc = r.Spec.Service
+	}
+	var e exposure
+	switch {
+	case svc == nil || svc.Name == nil:
+		e.refused = "no service"
+	case svc.IsExternal != nil && *svc.IsExternal:
+		e.refused = "kfn exposes Services of the cluster only (service.external)"
+	case svc.Namespace != nil && *svc.Namespace != "" && *svc.Namespace != r.Namespace:
+		e.refused = fmt.Sprintf("kfn exposes Services of the APIRule's namespace only, not of %s", *svc.Namespace)
+	case svc.Port != nil && *svc.Port != 80:
+		e.refused = fmt.Sprintf("port %d: a Function's Service serves port 80", *svc.Port)
+	case rule.Jwt != nil:
+		e.refused = "jwt is not verified by kfn yet"
+	case rule.ExtAuth != nil:
+		e.refused = "extAuth is not supported by kfn yet"
+	}
+	if svc != nil && svc.Name != nil {
+		e.fn = types.NamespacedName{Namespace: r.Namespace, Name: *svc.Name}
+	}
+	e.timeout = DefaultAPIRuleTimeout
+	if t := r.Spec.Timeout; t != nil {
+		e.timeout = time.Duration(*t) * time.Second
+	}
+	if t := rule.Timeout; t != nil {
+		e.timeout = time.Duration(*t) * time.Second
+	}
+	if rule.Request != nil && e.refused == "" {
+		e.headers, e.cookies, e.refused = requestChanges(rule.Request)
+	}
+	return e
+}
+
+// reservedHeaders are the headers an APIRule may not set: the ones HTTP
+// itself and the gateway's proxying own.
+var reservedHeaders = map[string]bool{"Host": true, "Content-Length": true, "Transfer-Encoding": true, "Connection": true,
+	"Upgrade": true, "Te": true, "Trailer": true, "Keep-Alive": true, "Proxy-Connection": true, "Cookie": true,
+	"X-Forwarded-For": true, "X-Forwarded-Host": true, "X-Forwarded-Proto": true, "Forwarded": true}
+
+// requestChanges checks a rule's request changes: the headers, the
+// cookies, or why they cannot be made.
+func requestChanges(req *gatewayv2.Request) (map[string]string, []*http.Cookie, string) {
+	headers := make(map[string]string, len(req.Headers))
+	for name, value := range req.Headers {
+		canonical := http.CanonicalHeaderKey(name)
+		if !validHeader(name, value) || reservedHeaders[canonical] || strings.HasPrefix(canonical, "X-Kfn-") {
+			return nil, nil, fmt.Sprintf("request.headers: %.64q cannot be set", name)
+		}
+		headers[canonical] = value
+	}
+	names := make([]string, 0, len(req.Cookies))
+	for name := range req.Cookies {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	cookies := make([]*http.Cookie, 0, len(names))
+	for _, name := range names {
+		c := &http.Cookie{Name: name, Value: req.Cookies[name]}
+		if err := c.Valid(); err != nil {
+			return nil, nil, fmt.Sprintf("request.cookies: %.64q: %v", name, err)
+		}
+		cookies = append(cookies, c)
+	}
+	return headers, cookies, ""
+}
+
+// validHeader reports whether name and value make a well-formed header
+// of a bounded size.
+func validHeader(name, value string) bool {
+	return len(name) <= 256 && len(value) <= 4096 && httpguts.ValidHeaderFieldName(name) && httpguts.ValidHeaderFieldValue(value)
+}
+
+// ServesHost reports whether an APIRule of SetAPIRules has host (with or
+// without a port).
+func (g *Gateway) ServesHost(host string) bool {
+	table := g.apiRules.Load()
+	return table != nil && table.Match(host, "/", http.MethodGet).Outcome != apiroute.NoHost
+}
+
+// Exposed returns a handler that serves the requests whose Host an APIRule
+// of SetAPIRules has, by its rules (404 when none serves the path and
+// method, 403 when the rule refuses, else the rule's Function, with its
+// timeout and request changes, whoever calls: the rule's access strategy
+// decides, not Kubernetes RBAC), and hands every other request to next.
+func (g *Gateway) Exposed(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		table := g.apiRules.Load()
+		if table == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		res := table.Match(r.Host, r.URL.EscapedPath(), r.Method)
+		switch res.Outcome {
+		case apiroute.NoHost:
+			next.ServeHTTP(w, r)
+			return
+		case apiroute.Matched:
+		default:
+			http.Error(w, fmt.Sprintf("no rule of APIRule %s serves %s %.256s (%s)", res.APIRule, r.Method, r.URL.EscapedPath(), res.Outcome), http.StatusNotFound)
+			return
+		}
+		e := res.Route.Target
+		if e.refused != "" {
+			http.Error(w, fmt.Sprintf("rule %d of APIRule %s refuses every request: %s", res.Route.Index, res.APIRule, e.refused), http.StatusForbidden)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), e.timeout)
+		defer cancel()
+		out := r.Clone(ctx)
+		for name, value := range e.headers {
+			out.Header.Set(name, value)
+		}
+		for _, c := range e.cookies {
+			out.AddCookie(c)
+		}
+		g.forward(w, out, e.fn, r.URL.Path)
+	})
+}

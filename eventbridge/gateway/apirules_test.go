@@ -1,0 +1,263 @@
+package gateway_test
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	gatewayv2 "github.com/kfn-dev/kfn/api/gateway/v2"
+	"github.com/kfn-dev/kfn/eventbridge/gateway"
+	"github.com/kfn-dev/kfn/internal/auth"
+)
+
+// apiRule builds an APIRule of namespace/name exposing service on host,
+// with rules.
+func apiRule(namespace, name, host, service string, created time.Time, rules ...gatewayv2.Rule) *gatewayv2.APIRule {
+	h := gatewayv2.Host(host)
+	port := uint32(80)
+	return &gatewayv2.APIRule{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, CreationTimestamp: metav1.NewTime(created)},
+		Spec:       gatewayv2.APIRuleSpec{Hosts: []*gatewayv2.Host{&h}, Service: &gatewayv2.Service{Name: &service, Port: &port}, Rules: rules},
+	}
+}
+
+func open(path string, methods ...gatewayv2.HttpMethod) gatewayv2.Rule {
+	yes := true
+	return gatewayv2.Rule{Path: path, Methods: methods, NoAuth: &yes}
+}
+
+// seen is a backend that records the last request's path, headers and
+// cookies.
+type seen struct {
+	*httptest.Server
+	last atomic.Pointer[http.Request]
+}
+
+func newSeen(t *testing.T) *seen {
+	s := &seen{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.last.Store(r)
+		_, _ = io.WriteString(w, "hello from "+r.URL.Path)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func call(t *testing.T, srv *httptest.Server, method, host, path string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, srv.URL+path, nil)
+	require.NoError(t, err)
+	req.Host = host
+	resp, err := srv.Client().Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// TestAPIRulesServeTheirHostsByRule: Kyma's tutorial APIRule (a short
+// host, noAuth) and one with ordered rules reach their Functions with
+// the path as asked, whoever calls (no Kubernetes identity: the rule's
+// access strategy decides); a method or path no rule has is 404, a host
+// no APIRule has goes to the gateway's own routing, a jwt rule refuses
+// (failing closed) and the APIRule is a Warning that says so.
+func TestAPIRulesServeTheirHostsByRule(t *testing.T) {
+	bs := newBackends()
+	orders, admin := newSeen(t), newSeen(t)
+	bs.set("shop/orders", strings.TrimPrefix(orders.URL, "http://"))
+	bs.set("shop/admin", strings.TrimPrefix(admin.URL, "http://"))
+	g, err := gateway.New(bs, gateway.Config{Egress: loopback, APIRuleDomain: "localhost"}, gateway.WithAccess(denyAll{}))
+	require.NoError(t, err)
+	srv := httptest.NewServer(g.Exposed(g))
+	t.Cleanup(srv.Close)
+
+	jwt := gatewayv2.Rule{Path: "/secret", Methods: []gatewayv2.HttpMethod{"GET"}, Jwt: &gatewayv2.JwtConfig{}}
+	adminRule := open("/admin/{**}", "GET")
+	adminName := "admin"
+	adminRule.Service = &gatewayv2.Service{Name: &adminName}
+	adminRule.Request = &gatewayv2.Request{Headers: map[string]string{"X-Tenant": "shop"}, Cookies: map[string]string{"tenant": "shop"}}
+	status := g.SetAPIRules([]*gatewayv2.APIRule{
+		apiRule("shop", "orders", "orders", "orders", time.Unix(1, 0), jwt, adminRule, open("/orders/{*}", "GET", "POST"), open("/*", "GET")),
+	})
+	assert.Equal(t, gateway.APIRuleStatus{State: gatewayv2.StateWarning, Description: "rule 0 (/secret) refuses every request: jwt is not verified by kfn yet"},
+		status[types.NamespacedName{Namespace: "shop", Name: "orders"}])
+
+	code, body := call(t, srv, http.MethodPost, "orders.localhost:8080", "/orders/42")
+	assert.Equal(t, http.StatusOK, code, body)
+	assert.Equal(t, "hello from /orders/42", body)
+	code, body = call(t, srv, http.MethodGet, "ORDERS.localhost", "/anything/else")
+	assert.Equal(t, http.StatusOK, code, body)
+	assert.Equal(t, "hello from /anything/else", body, "/* after the others")
+
+	code, body = call(t, srv, http.MethodGet, "orders.localhost", "/admin/users/1")
+	assert.Equal(t, http.StatusOK, code, body)
+	assert.Equal(t, "hello from /admin/users/1", body, "the rule's own service")
+	got := admin.last.Load()
+	require.NotNil(t, got)
+	assert.Equal(t, "shop", got.Header.Get("X-Tenant"))
+	c, err := got.Cookie("tenant")
+	require.NoError(t, err)
+	assert.Equal(t, "shop", c.Value)
+
+	code, body = call(t, srv, http.MethodDelete, "orders.localhost", "/orders/42")
+	assert.Equal(t, http.StatusNotFound, code, "a method no rule of the path has")
+	assert.Contains(t, body, "no rule of APIRule shop/orders serves DELETE /orders/42")
+	code, body = call(t, srv, http.MethodGet, "orders.localhost", "/secret")
+	assert.Equal(t, http.StatusForbidden, code)
+	assert.Contains(t, body, "rule 0 of APIRule shop/orders refuses every request: jwt is not verified by kfn yet")
+	code, _ = call(t, srv, http.MethodGet, "orders.localhost", "/orders/../secret")
+	assert.Equal(t, http.StatusNotFound, code, "a path not in canonical form matches no rule")
+
+	code, body = call(t, srv, http.MethodGet, "localhost", "/shop/orders/x")
+	assert.Equal(t, http.StatusForbidden, code, "another host: the gateway's routing, with its access")
+	assert.Contains(t, body, "denied")
+}
+
+// TestAPIRulesStayInTheirTenant: a host belongs to the oldest APIRule
+// that has it (the other is an Error that names it, and serves nothing);
+// an APIRule may not expose another namespace's Service, a Service name
+// of the cluster's, nor every short host; headers HTTP or kfn own cannot
+// be set.
+func TestAPIRulesStayInTheirTenant(t *testing.T) {
+	bs := newBackends()
+	victim, thief := newSeen(t), newSeen(t)
+	bs.set("bank/pay", strings.TrimPrefix(victim.URL, "http://"))
+	bs.set("mallory/pay", strings.TrimPrefix(thief.URL, "http://"))
+	g, err := gateway.New(bs, gateway.Config{Egress: loopback, APIRuleDomain: "localhost"})
+	require.NoError(t, err)
+	srv := httptest.NewServer(g.Exposed(http.NotFoundHandler()))
+	t.Cleanup(srv.Close)
+
+	other := open("/*", "GET")
+	bank := "bank"
+	otherName := "pay"
+	other.Service = &gatewayv2.Service{Name: &otherName, Namespace: &bank}
+	hostile := open("/*", "GET")
+	hostile.Request = &gatewayv2.Request{Headers: map[string]string{"x-kfn-sender": "bank"}}
+	status := g.SetAPIRules([]*gatewayv2.APIRule{
+		apiRule("mallory", "late", "pay.example.com", "pay", time.Unix(2, 0), open("/*", "GET")),
+		apiRule("bank", "pay", "pay.example.com", "pay", time.Unix(1, 0), open("/*", "GET")),
+		apiRule("mallory", "cross", "cross.example.com", "pay", time.Unix(3, 0), other),
+		apiRule("mallory", "svc", "pay.bank.svc.cluster.local", "pay", time.Unix(3, 0), open("/*", "GET")),
+		apiRule("mallory", "wild", "*.cluster.local", "pay", time.Unix(3, 0), open("/*", "GET")),
+		apiRule("mallory", "all", "*.localhost", "pay", time.Unix(3, 0), open("/*", "GET")),
+		apiRule("mallory", "spoof", "spoof.example.com", "pay", time.Unix(3, 0), hostile),
+	})
+	key := func(ns, name string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: name} }
+	assert.Equal(t, gatewayv2.StateReady, status[key("bank", "pay")].State)
+	assert.Equal(t, gatewayv2.StateError, status[key("mallory", "late")].State)
+	assert.Contains(t, status[key("mallory", "late")].Description, "pay.example.com is held by APIRule bank/pay")
+	assert.Contains(t, status[key("mallory", "cross")].Description, "kfn exposes Services of the APIRule's namespace only, not of bank")
+	assert.Contains(t, status[key("mallory", "svc")].Description, "names cluster Services")
+	assert.Contains(t, status[key("mallory", "wild")].Description, "names cluster Services")
+	assert.Contains(t, status[key("mallory", "all")].Description, "would take every short host")
+	assert.Contains(t, status[key("mallory", "spoof")].Description, `request.headers: "x-kfn-sender" cannot be set`)
+
+	code, body := call(t, srv, http.MethodGet, "pay.example.com", "/")
+	assert.Equal(t, http.StatusOK, code, body)
+	assert.Nil(t, thief.last.Load(), "the thief's Function got nothing")
+	code, _ = call(t, srv, http.MethodGet, "cross.example.com", "/")
+	assert.Equal(t, http.StatusForbidden, code)
+	code, _ = call(t, srv, http.MethodGet, "spoof.example.com", "/")
+	assert.Equal(t, http.StatusForbidden, code)
+	for _, host := range []string{"pay.bank.svc.cluster.local", "x.cluster.local", "pay.localhost"} {
+		code, _ = call(t, srv, http.MethodGet, host, "/")
+		assert.Equal(t, http.StatusNotFound, code, host+": not an APIRule's")
+	}
+	assert.Nil(t, thief.last.Load(), "nothing reached mallory's Function")
+
+	// The APIRules go: their hosts are the gateway's routing again.
+	assert.Empty(t, g.SetAPIRules(nil))
+	code, _ = call(t, srv, http.MethodGet, "pay.example.com", "/")
+	assert.Equal(t, http.StatusNotFound, code)
+}
+
+// denyAll refuses every caller, as the gateway's Kubernetes access would
+// refuse an anonymous one.
+type denyAll struct{}
+
+func (denyAll) Allow(*http.Request, auth.Attributes) error { return errors.New("denied") }
+
+// TestAPIRuleRulesKfnCannotServeRefuseEveryRequest: a rule kfn cannot
+// serve as written answers 403, failing closed, and its APIRule is a
+// Warning that says why.
+func TestAPIRuleRulesKfnCannotServeRefuseEveryRequest(t *testing.T) {
+	yes, port, shop, fn := true, uint32(8080), "shop", "orders"
+	tests := map[string]struct {
+		change func(*gatewayv2.Rule)
+		why    string
+	}{
+		"external service": {func(r *gatewayv2.Rule) { r.Service = &gatewayv2.Service{Name: &fn, IsExternal: &yes} }, "kfn exposes Services of the cluster only"},
+		"another port":     {func(r *gatewayv2.Rule) { r.Service = &gatewayv2.Service{Name: &fn, Port: &port} }, "port 8080: a Function's Service serves port 80"},
+		"no service name":  {func(r *gatewayv2.Rule) { r.Service = &gatewayv2.Service{Namespace: &shop} }, "no service"},
+		"extAuth": {func(r *gatewayv2.Rule) {
+			r.NoAuth = nil
+			r.ExtAuth = &gatewayv2.ExtAuth{ExternalAuthorizers: []string{"oauth2-proxy"}}
+		}, "extAuth is not supported by kfn yet"},
+		"a Host header": {func(r *gatewayv2.Rule) { r.Request = &gatewayv2.Request{Headers: map[string]string{"host": "bank"}} }, `request.headers: "host" cannot be set`},
+		"a header with a line": {func(r *gatewayv2.Rule) {
+			r.Request = &gatewayv2.Request{Headers: map[string]string{"X-A": "b\r\nX-Kfn-Sender: bank"}}
+		}, `request.headers: "X-A" cannot be set`},
+		"a cookie with a ;": {func(r *gatewayv2.Rule) { r.Request = &gatewayv2.Request{Cookies: map[string]string{"a": "b; admin=1"}} }, `request.cookies: "a"`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			bs := newBackends()
+			b := newSeen(t)
+			bs.set("shop/orders", strings.TrimPrefix(b.URL, "http://"))
+			g, err := gateway.New(bs, gateway.Config{Egress: loopback})
+			require.NoError(t, err)
+			srv := httptest.NewServer(g.Exposed(http.NotFoundHandler()))
+			t.Cleanup(srv.Close)
+			rule := open("/*", "GET")
+			tc.change(&rule)
+			st := g.SetAPIRules([]*gatewayv2.APIRule{apiRule("shop", "orders", "orders.example.com", "orders", time.Unix(1, 0), rule)})
+			got := st[types.NamespacedName{Namespace: "shop", Name: "orders"}]
+			assert.Equal(t, gatewayv2.StateWarning, got.State)
+			assert.Contains(t, got.Description, "rule 0 (/*) refuses every request: "+tc.why)
+			code, body := call(t, srv, http.MethodGet, "orders.example.com", "/")
+			assert.Equal(t, http.StatusForbidden, code)
+			assert.Contains(t, body, tc.why)
+			assert.Nil(t, b.last.Load(), "nothing reached the Function")
+		})
+	}
+}
+
+// TestAPIRuleTimeouts: a rule's timeout overrides the APIRule's, which
+// overrides Kyma's default of 180 s; a Function that does not answer
+// within it is answered 504.
+func TestAPIRuleTimeouts(t *testing.T) {
+	bs := newBackends()
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+		}
+	}))
+	t.Cleanup(slow.Close)
+	bs.set("shop/orders", strings.TrimPrefix(slow.URL, "http://"))
+	g, err := gateway.New(bs, gateway.Config{Egress: loopback})
+	require.NoError(t, err)
+	srv := httptest.NewServer(g.Exposed(http.NotFoundHandler()))
+	t.Cleanup(srv.Close)
+	one, hour := gatewayv2.Timeout(1), gatewayv2.Timeout(3600)
+	fast := open("/fast", "GET")
+	fast.Timeout = &one
+	r := apiRule("shop", "orders", "orders.example.com", "orders", time.Unix(1, 0), fast)
+	r.Spec.Timeout = &hour
+	assert.Equal(t, gatewayv2.StateReady, g.SetAPIRules([]*gatewayv2.APIRule{r})[types.NamespacedName{Namespace: "shop", Name: "orders"}].State)
+	start := time.Now()
+	code, body := call(t, srv, http.MethodGet, "orders.example.com", "/fast")
+	assert.Equal(t, http.StatusGatewayTimeout, code, body)
+	assert.Less(t, time.Since(start), 9*time.Second, "the rule's 1 s, not the APIRule's hour")
+}

@@ -1,0 +1,102 @@
+package dev_test
+
+import (
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kfn-dev/kfn/local/dev"
+	"github.com/kfn-dev/kfn/test/testenv"
+)
+
+// A Kyma application folder (a Function and the tutorial's APIRule,
+// Kyma's apirule-noauth manifest) runs in kfn dev as on a cluster: the
+// Function answers on the APIRule's host, my-function.localhost, on kfn
+// dev's port, with the path as asked; a method the rule lacks is 404; a
+// second APIRule in another namespace that claims the host is reported
+// and reaches nothing; a jwt rule refuses every request and is reported.
+func TestAPIRuleExposesAFunctionInKfnDev(t *testing.T) {
+	testenv.LookPath(t, "python3")
+	dir := t.TempDir()
+	rule, err := os.ReadFile(filepath.Join("..", "..", "api", "testdata", "valid", "apirule-noauth.yaml"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "apirule.yaml"), rule, 0o644))
+	const fn = `apiVersion: serverless.kyma-project.io/v1alpha2
+kind: Function
+metadata:
+  name: my-function
+spec:
+  runtime: python312
+  source:
+    inline:
+      source: |
+        def main(event, context):
+            return "hi from " + event["extensions"]["request"].path
+`
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "fn.yaml"), []byte(fn), 0o644))
+	const thief = `apiVersion: gateway.kyma-project.io/v2
+kind: APIRule
+metadata:
+  name: thief
+  namespace: mallory
+  creationTimestamp: "2030-01-01T00:00:00Z"
+spec:
+  hosts: [my-function]
+  service: {name: my-function, port: 80}
+  rules: [{path: /*, methods: [GET], noAuth: true}]
+---
+apiVersion: gateway.kyma-project.io/v2
+kind: APIRule
+metadata:
+  name: secret
+spec:
+  hosts: [secret]
+  service: {name: my-function, port: 80}
+  rules:
+    - path: /*
+      methods: [GET]
+      jwt:
+        authentications: [{issuer: "https://issuer.example.com", jwksUri: "https://issuer.example.com/jwks"}]
+`
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "others.yaml"), []byte(thief), 0o644))
+
+	out := &syncBuffer{}
+	p := runDev(t, dir, out)
+	awaitStatus(t, p, out, "my-function ready", func(st dev.Status) bool { return function(st, "my-function").Ready == 1 })
+	st := status(t, p.Addr())
+	assert.Contains(t, st.Errors, "APIRule mallory/thief: Error: host taken: my-function.localhost is held by APIRule default/my-function")
+	assert.Contains(t, st.Errors, "APIRule default/secret: Warning: rule 0 (/*) refuses every request: jwt is not verified by kfn yet")
+
+	get := func(method, host, path string) (int, string) {
+		req, err := http.NewRequest(method, "http://"+p.Addr()+path, nil)
+		require.NoError(t, err)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	_, port, _ := strings.Cut(p.Addr(), ":")
+	var code int
+	var body string
+	require.Eventually(t, func() bool {
+		code, body = get(http.MethodGet, "my-function.localhost:"+port, "/orders/1")
+		return code == http.StatusOK
+	}, 30*time.Second, 50*time.Millisecond, "the APIRule's host: %d %s", code, body)
+	assert.Equal(t, "hi from /orders/1", body)
+	code, body = get(http.MethodPost, "my-function.localhost:"+port, "/orders/1")
+	assert.Equal(t, http.StatusOK, code, "POST is the tutorial's too: %s", body)
+	code, body = get(http.MethodDelete, "my-function.localhost:"+port, "/orders/1")
+	assert.Equal(t, http.StatusNotFound, code, body)
+	assert.Contains(t, body, "no rule of APIRule default/my-function serves DELETE /orders/1")
+	code, body = get(http.MethodGet, "secret.localhost", "/")
+	assert.Equal(t, http.StatusForbidden, code, body)
+}
