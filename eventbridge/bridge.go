@@ -339,6 +339,11 @@ func (b *Bridge) newGateway() error {
 		return fmt.Errorf("gateway: %w", err)
 	}
 	b.Gateway = gw
+	if s, ok := b.env.(APIRuleServer); ok && b.cfg.ServeAPIRules {
+		if err := s.ServeAPIRules(gw); err != nil {
+			return fmt.Errorf("gateway: %w", err)
+		}
+	}
 	return nil
 }
 

@@ -17,6 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/kfn-dev/kfn/eventbridge/apirules"
 	"github.com/kfn-dev/kfn/eventbridge/applications"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/eventbridge/endpoints"
@@ -136,6 +137,17 @@ func (c *Cluster) apiServer() func(netip.AddrPort) (string, bool) {
 // The EndpointSlice watcher tells the dispatcher of claims under way, so
 // that a Function's events are pulled while its standby pod is claimed.
 var _ dispatcher.Waking = (*endpoints.Watcher)(nil)
+
+// ServeAPIRules implements APIRuleServer: every replica watches the
+// cluster's APIRules, serves them with set and writes their status
+// (package apirules).
+func (c *Cluster) ServeAPIRules(set apirules.Setter) error {
+	w := apirules.New(c.mgr.GetCache(), c.mgr.GetClient(), set, logging.Component(c.root, "apirules"))
+	if err := c.mgr.Add(w); err != nil {
+		return fmt.Errorf("add the APIRule watcher: %w", err)
+	}
+	return nil
+}
 
 // Sinks implements Environment: the EndpointSlice watcher, and
 // ClusterResolver.

@@ -69,6 +69,11 @@ type Config struct {
 	// Gateway tunes the gateway (HoldTimeout, MaxHeld, MaxHeldPerNamespace; Source names the
 	// reporter of its in-flight counts). Its Egress is Dispatcher's.
 	Gateway gateway.Config
+	// ServeAPIRules has the gateway serve the Environment's APIRules and
+	// write their status, when it has them (a cluster's: see
+	// APIRuleServer); Process.ExposeListen is where their hosts are
+	// served.
+	ServeAPIRules bool
 	// GatewayInFlightSubject is the core NATS subject on which the gateway
 	// reports its in-flight requests to the scalers, unless the host gives
 	// another reporter (WithInFlight).

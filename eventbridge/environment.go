@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kfn-dev/kfn/eventbridge/apirules"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/eventbridge/gateway"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
@@ -70,8 +71,17 @@ type Waker interface {
 	WakeThen(namespace, name string, ended func(claimed bool))
 }
 
+// APIRuleServer is implemented by an Environment whose APIRules the
+// gateway serves from where they are stored (a cluster's): New hands it
+// the gateway when Config.ServeAPIRules is set. kfn dev sets its
+// project's APIRules itself (gateway.Gateway.SetAPIRules).
+type APIRuleServer interface {
+	ServeAPIRules(set apirules.Setter) error
+}
+
 var (
-	_ Waker       = (*Cluster)(nil)
-	_ Environment = (*Cluster)(nil)
-	_ Environment = (*Static)(nil)
+	_ APIRuleServer = (*Cluster)(nil)
+	_ Waker         = (*Cluster)(nil)
+	_ Environment   = (*Cluster)(nil)
+	_ Environment   = (*Static)(nil)
 )

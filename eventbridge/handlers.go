@@ -1,6 +1,7 @@
 package eventbridge
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -21,6 +22,10 @@ type Handlers struct {
 	// Gateway serves requests to Functions; until it knows the Functions
 	// (the cluster's EndpointSlices synced), it holds them.
 	Gateway http.Handler
+	// Exposed serves the hosts of the APIRules (Config.ServeAPIRules), by
+	// their rules, whose access strategy decides who may call; 404 for
+	// any other host. Nil when the APIRules are not served.
+	Exposed http.Handler
 	// DeadLetters serves the dead-letter admin API (also under
 	// deadletter.PathPrefix); with Access.Admin, to the callers Kubernetes
 	// authenticates, each as far as RBAC lets them.
@@ -38,6 +43,9 @@ func (b *Bridge) Handlers() Handlers {
 		}
 		h.Publisher = withDependencies(dependencies, auth.RequireToken(b.opts.token, b.Publisher, "/healthz", "/readyz"))
 	}
+	if b.Gateway != nil && b.cfg.ServeAPIRules {
+		h.Exposed = waitFor(b.gatewayReady, b.Gateway.Exposed(http.HandlerFunc(noAPIRule)))
+	}
 	if b.Gateway != nil {
 		h.Gateway = waitFor(b.gatewayReady, b.Gateway)
 		if b.opts.access.Gateway != nil {
@@ -53,6 +61,12 @@ func (b *Bridge) Handlers() Handlers {
 		}
 	}
 	return h
+}
+
+// noAPIRule answers a request whose host no APIRule has: 404, as Kyma's
+// gateway does.
+func noAPIRule(w http.ResponseWriter, r *http.Request) {
+	http.Error(w, fmt.Sprintf("no APIRule has host %.256q", r.Host), http.StatusNotFound)
 }
 
 // withDependencies serves the paths under depcache.PathPrefix with

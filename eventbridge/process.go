@@ -47,6 +47,12 @@ type Process struct {
 	// kind of certificate), over which a caller may authenticate with a
 	// client certificate.
 	GatewayListen string
+	// ExposeListen serves the hosts of the cluster's APIRules (Kyma's
+	// gateway.kyma-project.io/v2), by their rules: whoever reaches it, as
+	// far as a rule's access strategy lets them (component gateway; plain
+	// HTTP). Empty (the default; the chart sets :8083): APIRules are not
+	// served, nor their status written.
+	ExposeListen string
 	// GatewayAuth is who may call Functions through the gateway:
 	// GatewayAuthKubernetes (the default) the callers the cluster
 	// authenticates (a bearer token, a client certificate over TLS), each
@@ -122,6 +128,8 @@ func (c *Process) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.PublisherSenders, "publisher-senders", c.PublisherSenders, "how the publisher learns who sends an event: kubernetes (the bearer token a publish carries, which a Function's host sends, is reviewed, and its ServiceAccount's namespace recorded in the extension kfnsendernamespace; an unknown token is refused 401) or none")
 	fs.Float64Var(&c.NewTokensPerSecond, "new-tokens-per-second", c.NewTokensPerSecond, "TokenReviews of bearer tokens not seen before, a second, on each of the admin API, the gateway, the publisher and the metrics (bursts of five times as many), a quarter of it for the tokens of one namespace while others send new tokens too (those the cluster signed for kfn: their signature is checked against its ServiceAccount issuer's keys before a review) and a tenth for one caller address (the others, which together have at most half); more are answered 429, so that made-up tokens cannot flood the API server nor one namespace or caller spend the others' reviews (a token the cluster refused is answered 401 without another review)")
 	fs.StringVar(&c.GatewayListen, "gateway-listen", c.GatewayListen, "address of the gateway to Functions (component gateway): /{namespace}/{function}/path, or Host <function>.<namespace>.svc[.cluster.local]")
+	fs.StringVar(&c.ExposeListen, "expose-listen", c.ExposeListen, "address of the hosts of the cluster's APIRules (gateway.kyma-project.io/v2), served by their rules to whoever reaches it as far as a rule's access strategy lets them, plain HTTP; empty: APIRules are not served nor their status written")
+	fs.StringVar(&c.Gateway.APIRuleDomain, "apirule-domain", c.Gateway.APIRuleDomain, "domain of an APIRule's short hosts: my-function is my-function.<domain>; empty: short hosts are refused (status Error)")
 	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "file with a bearer token (at least 16 characters) the publisher and the gateway require, as the bearer token or in the Kfn-Publisher-Token header beside a ServiceAccount token (both are then checked); functions send it from PUBLISHER_TOKEN beside their identity. Empty: no token")
 	fs.Func("subscriptions", "manifest file of Subscriptions to serve without Kubernetes (repeatable); the reconciler then does not run", func(v string) error {
 		c.Subscriptions = append(c.Subscriptions, v)

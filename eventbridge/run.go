@@ -24,6 +24,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	gatewayv2 "github.com/kfn-dev/kfn/api/gateway/v2"
 	"github.com/kfn-dev/kfn/eventbridge/depcache"
 	"github.com/kfn-dev/kfn/eventbridge/tracing/otlp"
 	"github.com/kfn-dev/kfn/internal/auth"
@@ -83,6 +84,7 @@ func Run(ctx context.Context, p Process, root *slog.Logger) error {
 	}
 	cfg := p.Config
 	cfg.Admin = cfg.Admin && p.AdminListen != ""
+	cfg.ServeAPIRules = p.ExposeListen != "" && cfg.Has(ComponentGateway) && len(p.Subscriptions) == 0
 	w, err := newWorld(p, cfg, log)
 	if err != nil {
 		return err
@@ -212,6 +214,7 @@ func serve(ctx context.Context, p Process, b *Bridge, reg *prometheus.Registry, 
 	}
 	l.listen(ctx, "publisher", p.Listen, h.Publisher, nil, false)
 	l.listen(ctx, "gateway", p.GatewayListen, h.Gateway, selfSigned, true)
+	l.listen(ctx, "expose", p.ExposeListen, h.Exposed, nil, false)
 	l.listen(ctx, "admin", p.AdminListen, h.DeadLetters, adminTLS, false)
 	if p.MetricsListen != "" {
 		metrics := scrape.Handler(reg, log)
@@ -282,6 +285,9 @@ func newManager(p Process, log *slog.Logger) (ctrl.Manager, error) {
 		return nil, err
 	}
 	if err := v1alpha2.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := gatewayv2.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -446,7 +447,8 @@ func TestEventBridgeRBAC(t *testing.T) {
 
 	args := container(t, typed(t, in.objs).deployments["kfn-eventbridge"]).Args
 	adminAddr, metricsAddr := testport.Addr(t), testport.Addr(t)
-	args = append(append([]string(nil), args...), "-nats-url="+ns.ClientURL(), "-nats-password-file="+n.passwordFile(t, "eventbridge"), "-listen=127.0.0.1:0", "-gateway-listen=127.0.0.1:0", "-admin-listen="+adminAddr, "-metrics-listen="+metricsAddr,
+	exposeAddr := testport.Addr(t)
+	args = append(append([]string(nil), args...), "-nats-url="+ns.ClientURL(), "-nats-password-file="+n.passwordFile(t, "eventbridge"), "-listen=127.0.0.1:0", "-gateway-listen=127.0.0.1:0", "-admin-listen="+adminAddr, "-metrics-listen="+metricsAddr, "-expose-listen="+exposeAddr,
 		"-stream-replicas=1") // one embedded server; the default profile renders 3
 	p := start(t, filepath.Join(in.bin, "eventbridge"), kubeconfig, args...)
 
@@ -477,6 +479,7 @@ func TestEventBridgeRBAC(t *testing.T) {
 		return leaderEvent(ctx, a, "kfn-eventbridge-reconciler") && rec.has("update", "leases", releaseNamespace)
 	})
 	eventually(t, p, "Kyma Applications are watched", func(context.Context) bool { return rec.has("watch", "applications", "") })
+	exposesAPIRules(t, ctx, p, a, exposeAddr)
 	// The admin API (-admin-auth=kubernetes): a user's token is reviewed,
 	// a client certificate checked against the cluster's client CA, and
 	// each caller's access asked of RBAC, through the view role's rule.
@@ -606,4 +609,59 @@ func tokenConfig(t *testing.T, ctx context.Context, in *installation, name strin
 		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	return &rest.Config{Host: in.cluster.Config.Host, BearerToken: tr.Status.Token}
+}
+
+// exposesAPIRules: the event bridge watches APIRules and writes their
+// status with the chart's RBAC (Ready; Error for a later APIRule that
+// claims a taken host, saying which holds it), and serves their hosts on
+// -expose-listen (billing is a Service, not a Function: the gateway says
+// so; a host no APIRule has is 404 too).
+func exposesAPIRules(t *testing.T, ctx context.Context, p *process, a client.Client, exposeAddr string) {
+	t.Helper()
+	apiRule := func(name string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("gateway.kyma-project.io/v2")
+		u.SetKind("APIRule")
+		u.SetNamespace(appsNamespace)
+		u.SetName(name)
+		require.NoError(t, unstructured.SetNestedField(u.Object, map[string]any{
+			"hosts":   []any{"orders.example.com"},
+			"service": map[string]any{"name": "billing", "port": int64(80)},
+			"rules":   []any{map[string]any{"path": "/*", "methods": []any{"GET"}, "noAuth": true}},
+		}, "spec"))
+		return u
+	}
+	require.NoError(t, a.Create(ctx, apiRule("orders")))
+	state := func(ctx context.Context, name string) (string, string) {
+		u := apiRule(name)
+		if err := a.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil {
+			return "", err.Error()
+		}
+		st, _, _ := unstructured.NestedString(u.Object, "status", "state")
+		desc, _, _ := unstructured.NestedString(u.Object, "status", "description")
+		return st, desc
+	}
+	eventually(t, p, "the APIRule is Ready", func(ctx context.Context) bool { st, _ := state(ctx, "orders"); return st == "Ready" })
+	require.NoError(t, a.Create(ctx, apiRule("later")))
+	eventually(t, p, "the later APIRule of the same host is an Error that names the holder", func(ctx context.Context) bool {
+		st, desc := state(ctx, "later")
+		return st == "Error" && strings.Contains(desc, "orders.example.com is held by APIRule "+appsNamespace+"/orders")
+	})
+	get := func(host string) (int, string) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+exposeAddr+"/x", nil)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	code, body := get("orders.example.com")
+	assert.Equal(t, http.StatusNotFound, code)
+	assert.Contains(t, body, "no function "+appsNamespace+"/billing", "the APIRule's rule, to a Service that is not a Function")
+	code, body = get("nobody.example.com")
+	assert.Equal(t, http.StatusNotFound, code)
+	assert.Contains(t, body, `no APIRule has host "nobody.example.com"`)
 }

@@ -57,7 +57,9 @@ func normalize(opts Options) Options {
 	return opts
 }
 
-// creationOrder returns the indexes of apirules, oldest first.
+// creationOrder returns the indexes of apirules, oldest first; of those
+// created in the same second (the API server's resolution), the ones that
+// were served first.
 func creationOrder[T any](apirules []APIRule[T]) []int {
 	order := make([]int, len(apirules))
 	for i := range order {
@@ -65,10 +67,21 @@ func creationOrder[T any](apirules []APIRule[T]) []int {
 	}
 	slices.SortStableFunc(order, func(i, j int) int {
 		a, b := &apirules[i], &apirules[j]
-		return cmp.Or(a.Created.Compare(b.Created),
+		return cmp.Or(a.Created.Compare(b.Created), servedFirst(a.Served, b.Served),
 			cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
 	return order
+}
+
+// servedFirst orders a served APIRule before one that was not.
+func servedFirst(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return -1
+	}
+	return 1
 }
 
 // add keeps the APIRule, or returns why not.

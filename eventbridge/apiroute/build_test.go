@@ -79,6 +79,14 @@ func TestBuildGivesAHostToTheOldest(t *testing.T) {
 			apirule("ns", "b", 1, []string{"x.example.com"}, good),
 			apirule("ns", "a", 1, []string{"x.example.com"}, good),
 		}, Key{"ns", "a"}, Key{"ns", "b"}, "x.example.com", "x.example.com"},
+		"tie, the served one keeps it": {[]APIRule[string]{
+			apirule("ns", "a", 1, []string{"x.example.com"}, good),
+			served(apirule("ns", "b", 1, []string{"x.example.com"}, good)),
+		}, Key{"ns", "b"}, Key{"ns", "a"}, "x.example.com", "x.example.com"},
+		"older, though not served": {[]APIRule[string]{
+			apirule("ns", "a", 1, []string{"x.example.com"}, good),
+			served(apirule("ns", "b", 2, []string{"x.example.com"}, good)),
+		}, Key{"ns", "a"}, Key{"ns", "b"}, "x.example.com", "x.example.com"},
 		"short and full": {[]APIRule[string]{
 			apirule("ns1", "short", 1, []string{"my-host"}, good),
 			apirule("ns2", "full", 2, []string{"other.example.com", "MY-HOST.local.kfn.dev"}, good),

@@ -18,6 +18,12 @@ func apirule(namespace, name string, age int, hosts []string, rules ...Rule[stri
 	}
 }
 
+// served marks a as served when last built.
+func served(a APIRule[string]) APIRule[string] {
+	a.Served = true
+	return a
+}
+
 // rule returns a rule whose target is target.
 func rule(path, target string, methods ...string) Rule[string] {
 	return Rule[string]{Path: path, Methods: methods, Target: target}

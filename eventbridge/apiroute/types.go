@@ -50,6 +50,11 @@ func (k Key) String() string { return k.Namespace + "/" + k.Name }
 type APIRule[T any] struct {
 	Key
 	Created time.Time
+	// Served says the APIRule was served when last built (its status
+	// says so): of APIRules created in the same second, the served ones
+	// keep their hosts, so that a host does not move to a newer APIRule
+	// that sorts first.
+	Served bool
 	// Hosts are fully qualified ("my-app.example.com"), short ("my-app",
 	// in Options.DefaultDomain) or wildcards ("*.example.com"), in any case
 	// and with or without a trailing dot.

@@ -100,7 +100,8 @@ func (g *Gateway) checkHosts(r *gatewayv2.APIRule) error {
 // compile turns r into apiroute's form, each rule with what it does, and
 // the warnings of the rules it serves otherwise than written.
 func compile(r *gatewayv2.APIRule) (apiroute.APIRule[exposure], []string) {
-	a := apiroute.APIRule[exposure]{Key: apiroute.Key{Namespace: r.Namespace, Name: r.Name}, Created: r.CreationTimestamp.Time}
+	a := apiroute.APIRule[exposure]{Key: apiroute.Key{Namespace: r.Namespace, Name: r.Name}, Created: r.CreationTimestamp.Time,
+		Served: r.Status.State == gatewayv2.StateReady || r.Status.State == gatewayv2.StateWarning}
 	for _, h := range r.Spec.Hosts {
 		if h != nil {
 			a.Hosts = append(a.Hosts, string(*h))
