@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -12,7 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // scalingFunction is a Node.js Function with kfn's scaleConfig that reports
@@ -147,6 +151,74 @@ func TestScaleToZeroAndBack(t *testing.T) {
 		t.Logf("cold start by HTTP through the gateway: %s", elapsed.Round(time.Millisecond))
 		coldStarts.add("http", 0, elapsed)
 	})
+
+	t.Run("an APIRule exposes it on the external Service, to whoever calls", func(t *testing.T) {
+		exposeByAPIRule(t, ns, "zero")
+	})
+}
+
+// exposeByAPIRule applies Kyma's tutorial APIRule for Function name of ns
+// (noAuth, GET and POST) on host <name>-<ns>.example.com, awaits its
+// status Ready, and calls the Function through the event bridge's
+// external Service with that Host and no credentials: answered; a method
+// the rule lacks is 404.
+func exposeByAPIRule(t *testing.T, ns, name string) {
+	t.Helper()
+	host := name + "-" + ns + ".example.com"
+	apply(t, ns, fmt.Sprintf(`apiVersion: gateway.kyma-project.io/v2
+kind: APIRule
+metadata:
+  name: %[1]s
+spec:
+  hosts: [%[2]s]
+  service: {name: %[1]s, port: 80}
+  rules:
+    - path: /*
+      methods: [GET, POST]
+      noAuth: true
+`, name, host))
+	eventually(t, time.Minute, "the APIRule Ready", func() error {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("gateway.kyma-project.io/v2")
+		u.SetKind("APIRule")
+		if err := platform.client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, u); err != nil {
+			return err
+		}
+		if st, _, _ := unstructured.NestedString(u.Object, "status", "state"); st != "Ready" {
+			desc, _, _ := unstructured.NestedString(u.Object, "status", "description")
+			return fmt.Errorf("state %q: %s", st, desc)
+		}
+		return nil
+	})
+	base, err := serviceURL(t.Context(), platform.cluster, "kfn-gateway-external")
+	require.NoError(t, err)
+	call := func(method string) (int, string, error) {
+		req, err := http.NewRequestWithContext(t.Context(), method, base+"/?id="+ns+"-exposed", nil)
+		if err != nil {
+			return 0, "", err
+		}
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body), err
+	}
+	eventually(t, time.Minute, "the Function answers on the APIRule's host", func() error {
+		code, body, err := call(http.MethodGet)
+		if err == nil && code != http.StatusOK {
+			err = fmt.Errorf("%d %s", code, body)
+		}
+		if err == nil && body != "handled "+ns+"-exposed" {
+			err = fmt.Errorf("answered %q", body)
+		}
+		return err
+	})
+	code, body, err := call(http.MethodDelete)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusNotFound, code, "a method the rule lacks: %s", body)
 }
 
 // TestBacklogScalesOutAndBack publishes a burst of events to a slow
