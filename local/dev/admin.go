@@ -126,13 +126,20 @@ func (p *Platform) handler() http.Handler {
 	for _, pattern := range publisher.Routes() {
 		mux.Handle(pattern, h.Publisher)
 	}
-	// The hosts of the project's APIRules are served by their rules, whose
-	// access strategy decides who may call; every other request by the
-	// gateway's own routing and access.
-	mux.Handle("/", p.bridge.Gateway.Exposed(p.events.Calls(h.Gateway, p.route)))
+	mux.Handle("/", p.events.Calls(h.Gateway, p.route))
 	adminHandler := guardAdmin(http.StripPrefix(AdminPrefix, admin))
-	events := guardEvents(mux, p.bridge.Gateway.ServesHost)
+	events := guardEvents(mux, nil)
+	// The hosts of the project's APIRules are served by their rules only,
+	// whose access strategy decides who may call, as on a cluster's
+	// listener of their own: never by the publisher, the admin API or the
+	// gateway's own routing.
+	gw := p.bridge.Gateway
+	exposed := guardEvents(gw.Exposed(http.NotFoundHandler()), gw.ServesHost)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if gw.ServesHost(r.Host) {
+			exposed.ServeHTTP(w, r)
+			return
+		}
 		if strings.HasPrefix(r.URL.Path, AdminPrefix+"/") {
 			adminHandler.ServeHTTP(w, r)
 			return

@@ -99,4 +99,20 @@ spec:
 	assert.Contains(t, body, "no rule of APIRule default/my-function serves DELETE /orders/1")
 	code, body = get(http.MethodGet, "secret.localhost", "/")
 	assert.Equal(t, http.StatusForbidden, code, body)
+
+	// An APIRule's host is served by its rules only: not the publisher,
+	// the admin API nor the gateway's own routing.
+	req, err := http.NewRequest(http.MethodPost, "http://"+p.Addr()+"/publish", strings.NewReader(`{}`))
+	require.NoError(t, err)
+	req.Host = "secret.localhost"
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusNotFound, resp.StatusCode, "no rule of the APIRule serves POST /publish")
+	code, body = get(http.MethodGet, "my-function.localhost:"+port, "/_kfn/status")
+	assert.Equal(t, http.StatusOK, code, body)
+	assert.Equal(t, "hi from /_kfn/status", body, "the rule's /*, to the Function, not kfn dev's admin API")
+	code, body = get(http.MethodGet, "localhost:"+port, "/_kfn/status")
+	assert.Equal(t, http.StatusOK, code, body)
+	assert.Contains(t, body, `"functions"`, "localhost: kfn dev's own")
 }
