@@ -114,18 +114,26 @@ func (rs *Retries) Len() int {
 	return len(rs.byID)
 }
 
-// Close stops taking events and returns those waiting, each with the time
-// left until it was due; their timers will not fire.
+// Close stops taking events and returns every one waiting, each with the
+// time left until it was due (0 for one that came due meanwhile); their
+// due is never called.
 func (rs *Retries) Close() map[*pull.Msg]time.Duration {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
+	return rs.closeLocked()
+}
+
+// closeLocked is Close with the mu held. A timer that fired and waits
+// for the mu finds its retry gone (take) and calls nothing: the retry is
+// returned here, whatever its timer's Stop says, or nobody would hand it
+// back (its worker's heartbeat would keep it in progress for ever).
+func (rs *Retries) closeLocked() map[*pull.Msg]time.Duration {
 	rs.closed = true
 	out := make(map[*pull.Msg]time.Duration, len(rs.byID))
 	now := time.Now()
 	for e, r := range rs.byID {
-		if r.timer.Stop() {
-			out[e] = max(r.due.Sub(now), 0)
-		}
+		r.timer.Stop()
+		out[e] = max(r.due.Sub(now), 0)
 	}
 	rs.byID = nil
 	return out

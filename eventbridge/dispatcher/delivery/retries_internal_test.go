@@ -50,3 +50,33 @@ func TestTakeOlderHandsOverTheOldestWaitingEventEarlierThanSeq(t *testing.T) {
 	}
 	assert.Empty(t, attempts)
 }
+
+// Close hands over an event whose timer fired while Close waited for the
+// lock (its due not called yet): due is never called for it, so Close
+// must return it, or the worker that stops would neither attempt it nor
+// hand it back, and its heartbeat would keep it in progress for ever (an
+// ordered Subscription then waited for it, stuck, under load in CI).
+func TestCloseHandsOverAnEventWhoseTimerFiredAsItClosed(t *testing.T) {
+	var rs Retries
+	attempts := make(chan struct{}, 1)
+	e := pull.NewMsg(&nats.Msg{Subject: "kfn.events"}, &jetstream.MsgMetadata{Sequence: jetstream.SequencePair{Stream: 1}})
+	require.True(t, rs.Add(e, time.Hour, func(*pull.Msg) { attempts <- struct{}{} }))
+	r := rs.byID[e]
+
+	// Fire the timer while the lock is held: its function waits for it.
+	rs.mu.Lock()
+	r.timer.Reset(0)
+	require.Eventually(t, func() bool {
+		if r.timer.Stop() {
+			r.timer.Reset(0) // not fired yet: stopped, so set again
+			return false
+		}
+		return true
+	}, 10*time.Second, time.Millisecond, "the timer never fired")
+	out := rs.closeLocked()
+	rs.mu.Unlock()
+
+	assert.Contains(t, out, e, "an event whose timer fired during Close was lost")
+	assert.Never(t, func() bool { return len(attempts) > 0 }, 100*time.Millisecond, 5*time.Millisecond,
+		"an event Close handed over was attempted too")
+}
