@@ -142,7 +142,8 @@ func TestPullerAsksAgainAfterAnUntoldReconnect(t *testing.T) {
 // hold 250 KiB and a puller that may hold 350 KiB for all its pulls: the
 // worker is given two events, not the ten its batch asks for, and one
 // more only once it releases one; a second Subscription gets the room
-// left of the total, one event; and an event larger than the room is
+// left of the total, one event (and, paused, none of what the first
+// releases); and an event larger than the room is
 // still given, alone, to a pull that holds nothing.
 func TestPullerKeepsToItsByteBounds(t *testing.T) {
 	srv := natstest.Start(t)
@@ -178,11 +179,15 @@ func TestPullerKeepsToItsByteBounds(t *testing.T) {
 	require.Eventually(t, func() bool { return count("b") == 1 }, 5*time.Second, time.Millisecond)
 	require.Never(t, func() bool { return count("b") > 1 }, 200*time.Millisecond, 5*time.Millisecond, "the total's 350 KiB leave room for one more")
 
+	// b wants room too: paused, it does not take what a releases (which
+	// one of two pulls wanting room gets it is the order of their asking).
+	pb.Pause()
 	for _, e := range drain(got["a"]) {
 		require.NoError(t, e.Ack())
 		e.Release()
 	}
 	require.Eventually(t, func() bool { return count("a") == 2 }, 5*time.Second, time.Millisecond, "released, more given")
+	require.Never(t, func() bool { return count("a") > 2 || count("b") > 1 }, 200*time.Millisecond, 5*time.Millisecond)
 
 	// Room for less than one event: a pull that holds nothing still gets one.
 	p.mu.Lock()
@@ -191,6 +196,7 @@ func TestPullerKeepsToItsByteBounds(t *testing.T) {
 	for _, e := range drain(got["b"]) {
 		e.Release()
 	}
+	pb.Start()
 	require.Eventually(t, func() bool { return count("b") == 1 }, 5*time.Second, time.Millisecond, "an event larger than the room, alone")
 	require.Never(t, func() bool { return count("b") > 1 }, 200*time.Millisecond, 5*time.Millisecond)
 }
