@@ -54,6 +54,21 @@ func (h *Heartbeat) Release(msg jetstream.Msg) {
 	}
 }
 
+// Forget stops beating for every message held and returns how many there
+// were: a holder that stopped and still held some (which it should not)
+// lets JetStream redeliver them after their ack wait, rather than keep
+// them in progress for ever. Hold starts the beat again.
+func (h *Heartbeat) Forget() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := len(h.events)
+	clear(h.events)
+	if h.timer != nil {
+		h.timer.Stop()
+	}
+	return n
+}
+
 // beat tells JetStream that every held message is in progress. One
 // released meanwhile may get one beat more, which JetStream ignores once
 // the message is settled; a failed beat means the message is redelivered

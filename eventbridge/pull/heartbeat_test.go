@@ -50,3 +50,23 @@ func TestHeartbeatBeatsHeldMessagesOnly(t *testing.T) {
 	assert.LessOrEqual(t, b.beats.Load(), nb+1, "a released message gets one beat more at most")
 	h.Release(c)
 }
+
+// Forget stops the beat of every message held, and says how many were.
+func TestHeartbeatForgetsEveryMessage(t *testing.T) {
+	const interval = 10 * time.Millisecond
+	var h Heartbeat
+	a, b := &progressMsg{}, &progressMsg{}
+	h.Hold(a, interval)
+	h.Hold(b, interval)
+	require.Eventually(t, func() bool { return a.beats.Load() >= 1 && b.beats.Load() >= 1 }, 5*time.Second, time.Millisecond)
+
+	assert.Equal(t, 2, h.Forget())
+	na, nb := a.beats.Load(), b.beats.Load()
+	c := &progressMsg{}
+	h.Hold(c, interval)
+	require.Eventually(t, func() bool { return c.beats.Load() >= 3 }, 5*time.Second, time.Millisecond, "the beat starts again")
+	assert.LessOrEqual(t, a.beats.Load(), na+1, "a forgotten message gets one beat more at most")
+	assert.LessOrEqual(t, b.beats.Load(), nb+1, "a forgotten message gets one beat more at most")
+	assert.Equal(t, 1, h.Forget())
+	assert.Zero(t, h.Forget())
+}

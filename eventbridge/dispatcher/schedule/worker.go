@@ -283,6 +283,12 @@ func (w *worker) close() {
 	w.s.slots.Drop(w, w.space) // its waiting turns end now, without a slot
 	w.busy.Wait()
 	w.s.slots.Leave(w.space)
+	// Every event it held is settled or handed back by now. One that is
+	// not (a bug) must not be kept in progress by a worker that is gone:
+	// it comes again after its ack wait.
+	if n := w.heartbeat.Forget(); n > 0 {
+		w.log.Error("a stopped worker still held events; they come again after their ack wait", "events", n)
+	}
 }
 
 // pullWhileReady has the consumer pulled until ctx is done or the sink stops being
