@@ -25,6 +25,8 @@ type exposure struct {
 	timeout time.Duration
 	headers map[string]string
 	cookies []*http.Cookie
+	// cors is the APIRule's corsPolicy, nil for none.
+	cors *corsPolicy
 	// refused says why kfn does not serve the rule as written: its
 	// requests are answered 403 with it (failing closed).
 	refused string
@@ -55,7 +57,11 @@ func (g *Gateway) SetAPIRules(rules []*gatewayv2.APIRule) map[types.NamespacedNa
 			out[types.NamespacedName(key)] = APIRuleStatus{State: gatewayv2.StateError, Description: err.Error()}
 			continue
 		}
-		a, notes := compile(r)
+		a, notes, err := compile(r)
+		if err != nil {
+			out[types.NamespacedName(key)] = APIRuleStatus{State: gatewayv2.StateError, Description: err.Error()}
+			continue
+		}
 		in = append(in, a)
 		warnings[key] = notes
 	}
@@ -98,8 +104,9 @@ func (g *Gateway) checkHosts(r *gatewayv2.APIRule) error {
 }
 
 // compile turns r into apiroute's form, each rule with what it does, and
-// the warnings of the rules it serves otherwise than written.
-func compile(r *gatewayv2.APIRule) (apiroute.APIRule[exposure], []string) {
+// the warnings of the rules it serves otherwise than written; an error
+// when r cannot be served at all (its corsPolicy).
+func compile(r *gatewayv2.APIRule) (apiroute.APIRule[exposure], []string, error) {
 	a := apiroute.APIRule[exposure]{Key: apiroute.Key{Namespace: r.Namespace, Name: r.Name}, Created: r.CreationTimestamp.Time,
 		Served: r.Status.State == gatewayv2.StateReady || r.Status.State == gatewayv2.StateWarning}
 	for _, h := range r.Spec.Hosts {
@@ -107,12 +114,14 @@ func compile(r *gatewayv2.APIRule) (apiroute.APIRule[exposure], []string) {
 			a.Hosts = append(a.Hosts, string(*h))
 		}
 	}
-	var warnings []string
-	if r.Spec.CorsPolicy != nil {
-		warnings = append(warnings, "corsPolicy is not applied yet: responses carry the Function's own CORS headers")
+	cors, err := compileCORS(r.Spec.CorsPolicy)
+	if err != nil {
+		return a, nil, err
 	}
+	var warnings []string
 	for i, rule := range r.Spec.Rules {
 		e := exposureOf(r, rule)
+		e.cors = cors
 		if e.refused != "" {
 			warnings = append(warnings, fmt.Sprintf("rule %d (%s) refuses every request: %s", i, rule.Path, e.refused))
 		}
@@ -122,7 +131,7 @@ func compile(r *gatewayv2.APIRule) (apiroute.APIRule[exposure], []string) {
 		}
 		a.Rules = append(a.Rules, apiroute.Rule[exposure]{Path: rule.Path, Methods: methods, Target: e})
 	}
-	return a, warnings
+	return a, warnings, nil
 }
 
 // exposureOf is what rule of r does with a request.
@@ -213,6 +222,8 @@ func (g *Gateway) ServesHost(host string) bool {
 // method, 403 when the rule refuses, else the rule's Function, with its
 // timeout and request changes, whoever calls: the rule's access strategy
 // decides, not Kubernetes RBAC), and hands every other request to next.
+// The APIRule's corsPolicy answers preflights and sets the answers' CORS
+// headers (cors.go).
 func (g *Gateway) Exposed(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		table := g.apiRules.Load()
@@ -221,10 +232,21 @@ func (g *Gateway) Exposed(next http.Handler) http.Handler {
 			return
 		}
 		res := table.Match(r.Host, r.URL.EscapedPath(), r.Method)
-		switch res.Outcome {
-		case apiroute.NoHost:
+		if res.Outcome == apiroute.NoHost {
 			next.ServeHTTP(w, r)
 			return
+		}
+		origin := r.Header.Get("Origin")
+		if isPreflight(r) {
+			// The preflight of a path and method a rule serves, for an
+			// APIRule with a corsPolicy, is the gateway's to answer.
+			pre := table.Match(r.Host, r.URL.EscapedPath(), r.Header.Get("Access-Control-Request-Method"))
+			if pre.Outcome == apiroute.Matched && pre.Route.Target.cors != nil {
+				pre.Route.Target.cors.preflight(w, origin)
+				return
+			}
+		}
+		switch res.Outcome {
 		case apiroute.Matched:
 		default:
 			http.Error(w, fmt.Sprintf("no rule of APIRule %s serves %s %.256s (%s)", res.APIRule, r.Method, r.URL.EscapedPath(), res.Outcome), http.StatusNotFound)
@@ -237,6 +259,7 @@ func (g *Gateway) Exposed(next http.Handler) http.Handler {
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), e.timeout)
 		defer cancel()
+		ctx = context.WithValue(ctx, corsKey{}, &corsAnswer{policy: e.cors, origin: origin})
 		out := r.Clone(ctx)
 		for name, value := range e.headers {
 			out.Header.Set(name, value)

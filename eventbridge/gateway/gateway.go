@@ -257,6 +257,12 @@ func New(backends Backends, cfg Config, opts ...Option) (*Gateway, error) {
 			r.SetXForwarded()
 		},
 		Transport: newTransport(cfg.Egress),
+		ModifyResponse: func(resp *http.Response) error {
+			if a, ok := resp.Request.Context().Value(corsKey{}).(*corsAnswer); ok {
+				answerCORS(a.policy, resp.Header, a.origin)
+			}
+			return nil
+		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if errors.Is(err, context.DeadlineExceeded) && r.Context().Err() != nil {
 				// The request's own timeout (an APIRule's): Kyma's 504.
