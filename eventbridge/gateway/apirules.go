@@ -13,6 +13,7 @@ import (
 
 	gatewayv2 "github.com/kfn-dev/kfn/api/gateway/v2"
 	"github.com/kfn-dev/kfn/eventbridge/apiroute"
+	"github.com/kfn-dev/kfn/eventbridge/jwtrule"
 )
 
 // DefaultAPIRuleTimeout is how long a request of an APIRule's rule may
@@ -27,6 +28,8 @@ type exposure struct {
 	cookies []*http.Cookie
 	// cors is the APIRule's corsPolicy, nil for none.
 	cors *corsPolicy
+	// jwt is the rule's jwt access strategy, nil for noAuth.
+	jwt *jwtrule.Rule
 	// refused says why kfn does not serve the rule as written: its
 	// requests are answered 403 with it (failing closed).
 	refused string
@@ -65,6 +68,7 @@ func (g *Gateway) SetAPIRules(rules []*gatewayv2.APIRule) map[types.NamespacedNa
 		in = append(in, a)
 		warnings[key] = notes
 	}
+	boundJWKS(in, warnings)
 	table, refused := apiroute.Build(in, apiroute.Options{DefaultDomain: g.cfg.APIRuleDomain})
 	for key, err := range refused {
 		switch {
@@ -78,6 +82,44 @@ func (g *Gateway) SetAPIRules(rules []*gatewayv2.APIRule) map[types.NamespacedNa
 	}
 	g.apiRules.Store(table)
 	return out
+}
+
+// MaxJWKSPerNamespace bounds the JWKS URIs the jwt rules of one
+// namespace's APIRules name: each is a key set the gateway fetches and
+// keeps for them.
+const MaxJWKSPerNamespace = 8
+
+// boundJWKS refuses the jwt rules that would take their namespace past
+// MaxJWKSPerNamespace key sets, in the order of in, and adds the warning.
+func boundJWKS(in []apiroute.APIRule[exposure], warnings map[apiroute.Key][]string) {
+	seen := map[string]map[string]bool{}
+	for _, a := range in {
+		uris := seen[a.Namespace]
+		if uris == nil {
+			uris = map[string]bool{}
+			seen[a.Namespace] = uris
+		}
+		for i := range a.Rules {
+			e := &a.Rules[i].Target
+			if e.jwt == nil || e.refused != "" {
+				continue
+			}
+			var added []string
+			for _, u := range e.jwt.JWKSURIs() {
+				if !uris[u] {
+					added = append(added, u)
+				}
+			}
+			if len(uris)+len(added) > MaxJWKSPerNamespace {
+				e.refused = fmt.Sprintf("the namespace's jwt rules name more than %d jwksUris", MaxJWKSPerNamespace)
+				warnings[a.Key] = append(warnings[a.Key], fmt.Sprintf("rule %d (%s) refuses every request: %s", i, a.Rules[i].Path, e.refused))
+				continue
+			}
+			for _, u := range added {
+				uris[u] = true
+			}
+		}
+	}
 }
 
 // checkHosts refuses the hosts of r that would take requests meant for
@@ -151,7 +193,11 @@ func exposureOf(r *gatewayv2.APIRule, rule gatewayv2.Rule) exposure {
 	case svc.Port != nil && *svc.Port != 80:
 		e.refused = fmt.Sprintf("port %d: a Function's Service serves port 80", *svc.Port)
 	case rule.Jwt != nil:
-		e.refused = "jwt is not verified by kfn yet"
+		jwt, err := jwtrule.Compile(rule.Jwt)
+		if err != nil {
+			e.refused = err.Error()
+		}
+		e.jwt = jwt
 	case rule.ExtAuth != nil:
 		e.refused = "extAuth is not supported by kfn yet"
 	}
@@ -259,8 +305,17 @@ func (g *Gateway) Exposed(next http.Handler) http.Handler {
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), e.timeout)
 		defer cancel()
-		ctx = context.WithValue(ctx, corsKey{}, &corsAnswer{policy: e.cors, origin: origin})
 		out := r.Clone(ctx)
+		if e.jwt != nil {
+			if d := e.jwt.Check(ctx, g.jwks, out); d != nil {
+				if d.Status == http.StatusUnauthorized {
+					w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+				}
+				http.Error(w, d.Reason, d.Status)
+				return
+			}
+		}
+		out = out.WithContext(context.WithValue(ctx, corsKey{}, &corsAnswer{policy: e.cors, origin: origin}))
 		for name, value := range e.headers {
 			out.Header.Set(name, value)
 		}

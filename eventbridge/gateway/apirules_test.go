@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +19,7 @@ import (
 	gatewayv2 "github.com/kfn-dev/kfn/api/gateway/v2"
 	"github.com/kfn-dev/kfn/eventbridge/gateway"
 	"github.com/kfn-dev/kfn/internal/auth"
+	"github.com/kfn-dev/kfn/test/jwttest"
 )
 
 // apiRule builds an APIRule of namespace/name exposing service on host,
@@ -69,8 +71,8 @@ func call(t *testing.T, srv *httptest.Server, method, host, path string) (int, s
 // host, noAuth) and one with ordered rules reach their Functions with
 // the path as asked, whoever calls (no Kubernetes identity: the rule's
 // access strategy decides); a method or path no rule has is 404, a host
-// no APIRule has goes to the gateway's own routing, a jwt rule refuses
-// (failing closed) and the APIRule is a Warning that says so.
+// no APIRule has goes to the gateway's own routing, a jwt rule kfn cannot
+// apply refuses (failing closed) and the APIRule is a Warning that says so.
 func TestAPIRulesServeTheirHostsByRule(t *testing.T) {
 	bs := newBackends()
 	orders, admin := newSeen(t), newSeen(t)
@@ -89,7 +91,7 @@ func TestAPIRulesServeTheirHostsByRule(t *testing.T) {
 	status := g.SetAPIRules([]*gatewayv2.APIRule{
 		apiRule("shop", "orders", "orders", "orders", time.Unix(1, 0), jwt, adminRule, open("/orders/{*}", "GET", "POST"), open("/*", "GET")),
 	})
-	assert.Equal(t, gateway.APIRuleStatus{State: gatewayv2.StateWarning, Description: "rule 0 (/secret) refuses every request: jwt is not verified by kfn yet"},
+	assert.Equal(t, gateway.APIRuleStatus{State: gatewayv2.StateWarning, Description: "rule 0 (/secret) refuses every request: jwt: no authentications"},
 		status[types.NamespacedName{Namespace: "shop", Name: "orders"}])
 
 	code, body := call(t, srv, http.MethodPost, "orders.localhost:8080", "/orders/42")
@@ -114,7 +116,7 @@ func TestAPIRulesServeTheirHostsByRule(t *testing.T) {
 	assert.Contains(t, body, "no rule of APIRule shop/orders serves DELETE /orders/42")
 	code, body = call(t, srv, http.MethodGet, "orders.localhost", "/secret")
 	assert.Equal(t, http.StatusForbidden, code)
-	assert.Contains(t, body, "rule 0 of APIRule shop/orders refuses every request: jwt is not verified by kfn yet")
+	assert.Contains(t, body, "rule 0 of APIRule shop/orders refuses every request: jwt: no authentications")
 	code, _ = call(t, srv, http.MethodGet, "orders.localhost", "/orders/../secret")
 	assert.Equal(t, http.StatusNotFound, code, "a path not in canonical form matches no rule")
 
@@ -260,4 +262,59 @@ func TestAPIRuleTimeouts(t *testing.T) {
 	code, body := call(t, srv, http.MethodGet, "orders.example.com", "/fast")
 	assert.Equal(t, http.StatusGatewayTimeout, code, body)
 	assert.Less(t, time.Since(start), 9*time.Second, "the rule's 1 s, not the APIRule's hour")
+}
+
+// TestAPIRuleJWTAsKymasTests: a jwt rule (Kyma's tutorial: an issuer and
+// its jwksUri, a required scope) answers 403 without a token, 401 with a
+// token that does not verify (and says how to authenticate), 403 with one
+// that lacks the scope, and lets a valid one through, without the token;
+// the namespace's jwt rules may name only so many key sets.
+func TestAPIRuleJWTAsKymasTests(t *testing.T) {
+	is := jwttest.NewIssuer(t)
+	bs := newBackends()
+	b := newSeen(t)
+	bs.set("shop/orders", strings.TrimPrefix(b.URL, "http://"))
+	g, err := gateway.New(bs, gateway.Config{Egress: loopback})
+	require.NoError(t, err)
+	srv := httptest.NewServer(g.Exposed(http.NotFoundHandler()))
+	t.Cleanup(srv.Close)
+	jwtRule := func(path string, scopes ...string) gatewayv2.Rule {
+		return gatewayv2.Rule{Path: path, Methods: []gatewayv2.HttpMethod{"GET"}, Jwt: &gatewayv2.JwtConfig{
+			Authentications: []*gatewayv2.JwtAuthentication{{Issuer: is.URL(), JwksUri: is.JWKS()}},
+			Authorizations:  []*gatewayv2.JwtAuthorization{{RequiredScopes: scopes}},
+		}}
+	}
+	r := apiRule("shop", "orders", "orders.example.com", "orders", time.Unix(1, 0), jwtRule("/read", "read"), jwtRule("/admin", "admin"))
+	assert.Equal(t, gatewayv2.StateReady, g.SetAPIRules([]*gatewayv2.APIRule{r})[types.NamespacedName{Namespace: "shop", Name: "orders"}].State)
+
+	get := func(path, token string) *http.Response {
+		h := map[string]string{}
+		if token != "" {
+			h["Authorization"] = "Bearer " + token
+		}
+		return request(t, srv, http.MethodGet, "orders.example.com", path, h)
+	}
+	assert.Equal(t, http.StatusForbidden, get("/read", "").StatusCode, "no token")
+	resp := get("/read", jwttest.NewIssuer(t).Token(map[string]any{"scope": "read"}))
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "another issuer's token")
+	assert.Contains(t, resp.Header.Get("WWW-Authenticate"), "Bearer")
+	token := is.Token(map[string]any{"scope": "read"})
+	assert.Equal(t, http.StatusForbidden, get("/admin", token).StatusCode, "a scope it lacks")
+	assert.Nil(t, b.last.Load(), "nothing reached the Function")
+	resp = get("/read", token)
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	require.NotNil(t, b.last.Load())
+	assert.Empty(t, b.last.Load().Header.Get("Authorization"), "the token is not forwarded")
+
+	// Past the namespace's key sets, a rule refuses every request.
+	rules := make([]gatewayv2.Rule, 0, gateway.MaxJWKSPerNamespace+1)
+	for i := range gateway.MaxJWKSPerNamespace + 1 {
+		rule := jwtRule(fmt.Sprintf("/r%d", i))
+		rule.Jwt.Authentications[0].JwksUri = fmt.Sprintf("%s/jwks/%d", is.URL(), i)
+		rules = append(rules, rule)
+	}
+	st := g.SetAPIRules([]*gatewayv2.APIRule{apiRule("shop", "many", "many.example.com", "orders", time.Unix(1, 0), rules...)})
+	got := st[types.NamespacedName{Namespace: "shop", Name: "many"}]
+	assert.Equal(t, gatewayv2.StateWarning, got.State)
+	assert.Equal(t, fmt.Sprintf("rule %d (/r%d) refuses every request: the namespace's jwt rules name more than 8 jwksUris", gateway.MaxJWKSPerNamespace, gateway.MaxJWKSPerNamespace), got.Description)
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kfn-dev/kfn/eventbridge/apiroute"
+	"github.com/kfn-dev/kfn/eventbridge/jwtrule"
 	"github.com/kfn-dev/kfn/internal/auth"
 	"github.com/kfn-dev/kfn/internal/egress"
 )
@@ -157,7 +158,9 @@ type Gateway struct {
 	access   Access
 	log      *slog.Logger
 	proxy    *httputil.ReverseProxy
-	metrics  *metrics
+	// jwks are the key sets of the APIRules' jwt rules.
+	jwks    *jwtrule.KeySets
+	metrics *metrics
 	// apiRules are the APIRules Exposed serves (SetAPIRules).
 	apiRules atomic.Pointer[apiroute.Table[exposure]]
 
@@ -248,6 +251,7 @@ func New(backends Backends, cfg Config, opts ...Option) (*Gateway, error) {
 			return nil, err
 		}
 	}
+	g.jwks = jwtrule.NewKeySets(jwtrule.KeySetConfig{Egress: cfg.Egress})
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			target := r.In.Context().Value(targetKey{}).(*url.URL)
