@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kfn-dev/kfn/local/dev"
+	"github.com/kfn-dev/kfn/test/jwttest"
 	"github.com/kfn-dev/kfn/test/testenv"
 )
 
@@ -21,7 +22,9 @@ import (
 // Function answers on the APIRule's host, my-function.localhost, on kfn
 // dev's port, with the path as asked; a method the rule lacks is 404; a
 // second APIRule in another namespace that claims the host is reported
-// and reaches nothing; a jwt rule refuses every request and is reported.
+// and reaches nothing; a jwt rule lets through the tokens of its issuer
+// only (a test issuer on this machine); an extAuth rule refuses every
+// request and is reported.
 func TestAPIRuleExposesAFunctionInKfnDev(t *testing.T) {
 	testenv.LookPath(t, "python3")
 	dir := t.TempDir()
@@ -41,7 +44,8 @@ spec:
             return "hi from " + event["extensions"]["request"].path
 `
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "fn.yaml"), []byte(fn), 0o644))
-	const thief = `apiVersion: gateway.kyma-project.io/v2
+	issuer := jwttest.NewIssuer(t)
+	thief := `apiVersion: gateway.kyma-project.io/v2
 kind: APIRule
 metadata:
   name: thief
@@ -63,7 +67,16 @@ spec:
     - path: /*
       methods: [GET]
       jwt:
-        authentications: [{issuer: "https://issuer.example.com", jwksUri: "https://issuer.example.com/jwks"}]
+        authentications: [{issuer: "` + issuer.URL() + `", jwksUri: "` + issuer.JWKS() + `"}]
+---
+apiVersion: gateway.kyma-project.io/v2
+kind: APIRule
+metadata:
+  name: ext
+spec:
+  hosts: [ext]
+  service: {name: my-function, port: 80}
+  rules: [{path: /*, methods: [GET], extAuth: {authorizers: [oauth2-proxy]}}]
 `
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "others.yaml"), []byte(thief), 0o644))
 
@@ -72,12 +85,18 @@ spec:
 	awaitStatus(t, p, out, "my-function ready", func(st dev.Status) bool { return function(st, "my-function").Ready == 1 })
 	st := status(t, p.Addr())
 	assert.Contains(t, st.Errors, "APIRule mallory/thief: Error: host taken: my-function.localhost is held by APIRule default/my-function")
-	assert.Contains(t, st.Errors, "APIRule default/secret: Warning: rule 0 (/*) refuses every request: jwt is not verified by kfn yet")
+	assert.Contains(t, st.Errors, "APIRule default/ext: Warning: rule 0 (/*) refuses every request: extAuth is not supported by kfn yet")
+	for _, e := range st.Errors {
+		assert.NotContains(t, e, "default/secret", "the jwt rule is served")
+	}
 
-	get := func(method, host, path string) (int, string) {
+	get := func(method, host, path string, token ...string) (int, string) {
 		req, err := http.NewRequest(method, "http://"+p.Addr()+path, nil)
 		require.NoError(t, err)
 		req.Host = host
+		if len(token) > 0 {
+			req.Header.Set("Authorization", "Bearer "+token[0])
+		}
 		resp, err := http.DefaultClient.Do(req)
 		require.NoError(t, err)
 		defer resp.Body.Close()
@@ -98,6 +117,13 @@ spec:
 	assert.Equal(t, http.StatusNotFound, code, body)
 	assert.Contains(t, body, "no rule of APIRule default/my-function serves DELETE /orders/1")
 	code, body = get(http.MethodGet, "secret.localhost", "/")
+	assert.Equal(t, http.StatusForbidden, code, "no token: %s", body)
+	code, body = get(http.MethodGet, "secret.localhost", "/", jwttest.NewIssuer(t).Token(nil))
+	assert.Equal(t, http.StatusUnauthorized, code, "another issuer's token: %s", body)
+	code, body = get(http.MethodGet, "secret.localhost", "/x", issuer.Token(nil))
+	assert.Equal(t, http.StatusOK, code, body)
+	assert.Equal(t, "hi from /x", body)
+	code, body = get(http.MethodGet, "ext.localhost", "/")
 	assert.Equal(t, http.StatusForbidden, code, body)
 
 	// An APIRule's host is served by its rules only: not the publisher,
