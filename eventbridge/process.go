@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 
+	"github.com/kfn-dev/kfn/eventbridge/extauth"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/internal/logging"
 	"github.com/kfn-dev/kfn/internal/natsconn"
@@ -130,6 +131,14 @@ func (c *Process) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.GatewayListen, "gateway-listen", c.GatewayListen, "address of the gateway to Functions (component gateway): /{namespace}/{function}/path, or Host <function>.<namespace>.svc[.cluster.local]")
 	fs.StringVar(&c.ExposeListen, "expose-listen", c.ExposeListen, "address of the hosts of the cluster's APIRules (gateway.kyma-project.io/v2), served by their rules to whoever reaches it as far as a rule's access strategy lets them, plain HTTP; empty: APIRules are not served nor their status written")
 	fs.StringVar(&c.Gateway.APIRuleDomain, "apirule-domain", c.Gateway.APIRuleDomain, "domain of an APIRule's short hosts: my-function is my-function.<domain>; empty: short hosts are refused (status Error)")
+	fs.Func("apirule-authorizers", `the external authorizers an APIRule's extAuth may name: a JSON list of {"name", "url" (http(s); its path comes before the request's), "timeout" ("5s"), "includeRequestHeaders" (default authorization, cookie), "headersToUpstream", "headersToDownstreamOnDeny" (default location, set-cookie, www-authenticate, content-type)}; each is asked about a request of such a rule (200 allows)`, func(v string) error {
+		as, err := extauth.ParseAuthorizers(v)
+		if err != nil {
+			return err
+		}
+		c.Gateway.Authorizers = as
+		return nil
+	})
 	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "file with a bearer token (at least 16 characters) the publisher and the gateway require, as the bearer token or in the Kfn-Publisher-Token header beside a ServiceAccount token (both are then checked); functions send it from PUBLISHER_TOKEN beside their identity. Empty: no token")
 	fs.Func("subscriptions", "manifest file of Subscriptions to serve without Kubernetes (repeatable); the reconciler then does not run", func(v string) error {
 		c.Subscriptions = append(c.Subscriptions, v)

@@ -29,6 +29,7 @@ import (
 	v1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge"
 	"github.com/kfn-dev/kfn/eventbridge/admission"
+	"github.com/kfn-dev/kfn/eventbridge/extauth"
 )
 
 // rendered is one value set's objects, typed where the tests look inside.
@@ -352,8 +353,13 @@ func TestEventBridgeArgs(t *testing.T) {
 					{Source: "shop", TypePrefix: "order.refund", Namespaces: []string{"team-b"}},
 				}, cfg.Publisher.Reserved, "eventbridge.publisher.reservedSources")
 				assert.Zero(t, cfg.WakeProbeInterval, "eventbridge.wakeProbeInterval")
+				assert.Equal(t, []extauth.Authorizer{{
+					Name: "oauth2-proxy", URL: "http://oauth2-proxy.auth.svc.cluster.local:4180/oauth2/auth", Timeout: extauth.Duration(2 * time.Second),
+					IncludeRequestHeaders: []string{"authorization", "cookie"}, HeadersToUpstream: []string{"x-auth-request-user"},
+				}}, cfg.Gateway.Authorizers, "eventbridge.gateway.authorizers")
 			} else {
 				assert.Empty(t, cfg.Publisher.Reserved)
+				assert.Empty(t, cfg.Gateway.Authorizers)
 				assert.Equal(t, 10*time.Millisecond, cfg.WakeProbeInterval, "eventbridge.wakeProbeInterval")
 			}
 			assert.Equal(t, eventbridge.PublisherSendersKubernetes, cfg.PublisherSenders)

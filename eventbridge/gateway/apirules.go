@@ -13,6 +13,7 @@ import (
 
 	gatewayv2 "github.com/kfn-dev/kfn/api/gateway/v2"
 	"github.com/kfn-dev/kfn/eventbridge/apiroute"
+	"github.com/kfn-dev/kfn/eventbridge/extauth"
 	"github.com/kfn-dev/kfn/eventbridge/jwtrule"
 )
 
@@ -28,8 +29,10 @@ type exposure struct {
 	cookies []*http.Cookie
 	// cors is the APIRule's corsPolicy, nil for none.
 	cors *corsPolicy
-	// jwt is the rule's jwt access strategy, nil for noAuth.
+	// jwt is the rule's jwt access strategy (or its extAuth's
+	// restrictions), nil for none; ext are its extAuth's authorizers.
 	jwt *jwtrule.Rule
+	ext []string
 	// refused says why kfn does not serve the rule as written: its
 	// requests are answered 403 with it (failing closed).
 	refused string
@@ -60,7 +63,7 @@ func (g *Gateway) SetAPIRules(rules []*gatewayv2.APIRule) map[types.NamespacedNa
 			out[types.NamespacedName(key)] = APIRuleStatus{State: gatewayv2.StateError, Description: err.Error()}
 			continue
 		}
-		a, notes, err := compile(r)
+		a, notes, err := compile(r, g.extAuth)
 		if err != nil {
 			out[types.NamespacedName(key)] = APIRuleStatus{State: gatewayv2.StateError, Description: err.Error()}
 			continue
@@ -148,7 +151,7 @@ func (g *Gateway) checkHosts(r *gatewayv2.APIRule) error {
 // compile turns r into apiroute's form, each rule with what it does, and
 // the warnings of the rules it serves otherwise than written; an error
 // when r cannot be served at all (its corsPolicy).
-func compile(r *gatewayv2.APIRule) (apiroute.APIRule[exposure], []string, error) {
+func compile(r *gatewayv2.APIRule, authorizers *extauth.Checker) (apiroute.APIRule[exposure], []string, error) {
 	a := apiroute.APIRule[exposure]{Key: apiroute.Key{Namespace: r.Namespace, Name: r.Name}, Created: r.CreationTimestamp.Time,
 		Served: r.Status.State == gatewayv2.StateReady || r.Status.State == gatewayv2.StateWarning}
 	for _, h := range r.Spec.Hosts {
@@ -162,7 +165,7 @@ func compile(r *gatewayv2.APIRule) (apiroute.APIRule[exposure], []string, error)
 	}
 	var warnings []string
 	for i, rule := range r.Spec.Rules {
-		e := exposureOf(r, rule)
+		e := exposureOf(r, rule, authorizers)
 		e.cors = cors
 		if e.refused != "" {
 			warnings = append(warnings, fmt.Sprintf("rule %d (%s) refuses every request: %s", i, rule.Path, e.refused))
@@ -176,8 +179,9 @@ func compile(r *gatewayv2.APIRule) (apiroute.APIRule[exposure], []string, error)
 	return a, warnings, nil
 }
 
-// exposureOf is what rule of r does with a request.
-func exposureOf(r *gatewayv2.APIRule, rule gatewayv2.Rule) exposure {
+// exposureOf is what rule of r does with a request; authorizers are
+// those extAuth may name.
+func exposureOf(r *gatewayv2.APIRule, rule gatewayv2.Rule, authorizers *extauth.Checker) exposure {
 	svc := rule.Service
 	if svc == nil {
 		svc = r.Spec.Service
@@ -199,7 +203,18 @@ func exposureOf(r *gatewayv2.APIRule, rule gatewayv2.Rule) exposure {
 		}
 		e.jwt = jwt
 	case rule.ExtAuth != nil:
-		e.refused = "extAuth is not supported by kfn yet"
+		if n := authorizers.Unknown(rule.ExtAuth.ExternalAuthorizers); n != "" {
+			e.refused = fmt.Sprintf("extAuth: authorizer %.64q is not defined (the chart's eventbridge.gateway.authorizers)", n)
+			break
+		}
+		e.ext = rule.ExtAuth.ExternalAuthorizers
+		if rule.ExtAuth.Restrictions != nil {
+			jwt, err := jwtrule.Compile(rule.ExtAuth.Restrictions)
+			if err != nil {
+				e.refused = "extAuth.restrictions: " + err.Error()
+			}
+			e.jwt = jwt
+		}
 	}
 	if svc != nil && svc.Name != nil {
 		e.fn = types.NamespacedName{Namespace: r.Namespace, Name: *svc.Name}
@@ -306,6 +321,13 @@ func (g *Gateway) Exposed(next http.Handler) http.Handler {
 		ctx, cancel := context.WithTimeout(r.Context(), e.timeout)
 		defer cancel()
 		out := r.Clone(ctx)
+		if len(e.ext) > 0 {
+			// Before the jwt restrictions, which take the token off.
+			if d := g.extAuth.Check(ctx, res.APIRule.Namespace, e.ext, out); d != nil {
+				d.Write(w)
+				return
+			}
+		}
 		if e.jwt != nil {
 			if d := e.jwt.Check(ctx, g.jwks, out); d != nil {
 				if d.Status == http.StatusUnauthorized {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	gatewayv2 "github.com/kfn-dev/kfn/api/gateway/v2"
+	"github.com/kfn-dev/kfn/eventbridge/extauth"
 	"github.com/kfn-dev/kfn/eventbridge/gateway"
 	"github.com/kfn-dev/kfn/internal/auth"
 	"github.com/kfn-dev/kfn/test/jwttest"
@@ -205,7 +206,7 @@ func TestAPIRuleRulesKfnCannotServeRefuseEveryRequest(t *testing.T) {
 		"extAuth": {func(r *gatewayv2.Rule) {
 			r.NoAuth = nil
 			r.ExtAuth = &gatewayv2.ExtAuth{ExternalAuthorizers: []string{"oauth2-proxy"}}
-		}, "extAuth is not supported by kfn yet"},
+		}, `extAuth: authorizer "oauth2-proxy" is not defined`},
 		"a Host header": {func(r *gatewayv2.Rule) { r.Request = &gatewayv2.Request{Headers: map[string]string{"host": "bank"}} }, `request.headers: "host" cannot be set`},
 		"a header with a line": {func(r *gatewayv2.Rule) {
 			r.Request = &gatewayv2.Request{Headers: map[string]string{"X-A": "b\r\nX-Kfn-Sender: bank"}}
@@ -317,4 +318,78 @@ func TestAPIRuleJWTAsKymasTests(t *testing.T) {
 	got := st[types.NamespacedName{Namespace: "shop", Name: "many"}]
 	assert.Equal(t, gatewayv2.StateWarning, got.State)
 	assert.Equal(t, fmt.Sprintf("rule %d (/r%d) refuses every request: the namespace's jwt rules name more than 8 jwksUris", gateway.MaxJWKSPerNamespace, gateway.MaxJWKSPerNamespace), got.Description)
+}
+
+// TestAPIRuleExtAuthAsIstiosProviders: an extAuth rule asks its
+// authorizer (the operator's, by name) about each request, with its
+// method, path and query after the authorizer's path, its Host and the
+// headers it names, no body: 200 lets the request through with the
+// headers the authorizer adds; a refusal is the client's answer (status,
+// the headers it may pass, the body); an authorizer that does not answer
+// in time refuses; restrictions also need a valid token.
+func TestAPIRuleExtAuthAsIstiosProviders(t *testing.T) {
+	var asked atomic.Pointer[http.Request]
+	authz := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Store(r)
+		switch r.Header.Get("Cookie") {
+		case "session=good":
+			w.Header().Set("X-User", "alice")
+			w.Header().Set("X-Not-Passed", "no")
+		case "session=slow":
+			<-r.Context().Done()
+		default:
+			w.Header().Set("Location", "https://login.example.com/")
+			w.Header().Set("X-Internal", "no")
+			w.WriteHeader(http.StatusFound)
+			_, _ = io.WriteString(w, "log in first")
+		}
+	}))
+	t.Cleanup(authz.Close)
+	is := jwttest.NewIssuer(t)
+	bs := newBackends()
+	b := newSeen(t)
+	bs.set("shop/orders", strings.TrimPrefix(b.URL, "http://"))
+	g, err := gateway.New(bs, gateway.Config{Egress: loopback, Authorizers: []extauth.Authorizer{{
+		Name: "oauth2-proxy", URL: authz.URL + "/oauth2/auth", Timeout: extauth.Duration(300 * time.Millisecond),
+		IncludeRequestHeaders: []string{"cookie"}, HeadersToUpstream: []string{"x-user"},
+	}}})
+	require.NoError(t, err)
+	srv := httptest.NewServer(g.Exposed(http.NotFoundHandler()))
+	t.Cleanup(srv.Close)
+	ext := gatewayv2.Rule{Path: "/{**}", Methods: []gatewayv2.HttpMethod{"GET", "POST"}, ExtAuth: &gatewayv2.ExtAuth{ExternalAuthorizers: []string{"oauth2-proxy"}}}
+	restricted := gatewayv2.Rule{Path: "/strict", Methods: []gatewayv2.HttpMethod{"GET"}, ExtAuth: &gatewayv2.ExtAuth{
+		ExternalAuthorizers: []string{"oauth2-proxy"},
+		Restrictions:        &gatewayv2.JwtConfig{Authentications: []*gatewayv2.JwtAuthentication{{Issuer: is.URL(), JwksUri: is.JWKS()}}},
+	}}
+	r := apiRule("shop", "orders", "orders.example.com", "orders", time.Unix(1, 0), restricted, ext)
+	assert.Equal(t, gatewayv2.StateReady, g.SetAPIRules([]*gatewayv2.APIRule{r})[types.NamespacedName{Namespace: "shop", Name: "orders"}].State)
+
+	resp := request(t, srv, http.MethodPost, "orders.example.com", "/orders/1?x=1", map[string]string{"Cookie": "session=good", "X-Secret": "s"})
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	got := asked.Load()
+	require.NotNil(t, got)
+	assert.Equal(t, http.MethodPost, got.Method)
+	assert.Equal(t, "/oauth2/auth/orders/1?x=1", got.URL.RequestURI())
+	assert.Equal(t, "orders.example.com", got.Host)
+	assert.Empty(t, got.Header.Get("X-Secret"), "only the headers it names")
+	fn := b.last.Load()
+	require.NotNil(t, fn)
+	assert.Equal(t, "alice", fn.Header.Get("X-User"), "the header the authorizer adds")
+	assert.Empty(t, fn.Header.Get("X-Not-Passed"))
+
+	b.last.Store(nil)
+	resp = request(t, srv, http.MethodGet, "orders.example.com", "/orders/1", nil)
+	assert.Equal(t, http.StatusFound, resp.StatusCode, "the authorizer's refusal")
+	assert.Equal(t, "https://login.example.com/", resp.Header.Get("Location"))
+	assert.Empty(t, resp.Header.Get("X-Internal"))
+	body, _ := io.ReadAll(resp.Body)
+	assert.Equal(t, "log in first", string(body))
+	resp = request(t, srv, http.MethodGet, "orders.example.com", "/orders/1", map[string]string{"Cookie": "session=slow"})
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode, "an authorizer that does not answer in time refuses")
+	assert.Nil(t, b.last.Load(), "nothing reached the Function")
+
+	resp = request(t, srv, http.MethodGet, "orders.example.com", "/strict", map[string]string{"Cookie": "session=good"})
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode, "restrictions: no token")
+	resp = request(t, srv, http.MethodGet, "orders.example.com", "/strict", map[string]string{"Cookie": "session=good", "Authorization": "Bearer " + is.Token(nil)})
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "an allowed request with a valid token")
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kfn-dev/kfn/eventbridge/apiroute"
+	"github.com/kfn-dev/kfn/eventbridge/extauth"
 	"github.com/kfn-dev/kfn/eventbridge/jwtrule"
 	"github.com/kfn-dev/kfn/internal/auth"
 	"github.com/kfn-dev/kfn/internal/egress"
@@ -107,6 +108,9 @@ type Config struct {
 	// APIRuleDomain is the domain of an APIRule's short hosts: "my-app"
 	// is my-app.<APIRuleDomain>. Empty: short hosts are refused.
 	APIRuleDomain string
+	// Authorizers are the external authorizers an APIRule's extAuth may
+	// name (the operator's: the chart's eventbridge.gateway.authorizers).
+	Authorizers []extauth.Authorizer
 	// Source names this gateway instance in its in-flight reports; default "gateway".
 	Source string
 	// Egress says which addresses the gateway may dial to reach a
@@ -158,8 +162,10 @@ type Gateway struct {
 	access   Access
 	log      *slog.Logger
 	proxy    *httputil.ReverseProxy
-	// jwks are the key sets of the APIRules' jwt rules.
+	// jwks are the key sets of the APIRules' jwt rules; extAuth asks
+	// their extAuth rules' authorizers.
 	jwks    *jwtrule.KeySets
+	extAuth *extauth.Checker
 	metrics *metrics
 	// apiRules are the APIRules Exposed serves (SetAPIRules).
 	apiRules atomic.Pointer[apiroute.Table[exposure]]
@@ -252,6 +258,7 @@ func New(backends Backends, cfg Config, opts ...Option) (*Gateway, error) {
 		}
 	}
 	g.jwks = jwtrule.NewKeySets(jwtrule.KeySetConfig{Egress: cfg.Egress})
+	g.extAuth = extauth.New(cfg.Authorizers, extauth.Config{})
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			target := r.In.Context().Value(targetKey{}).(*url.URL)

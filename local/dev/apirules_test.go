@@ -85,7 +85,7 @@ spec:
 	awaitStatus(t, p, out, "my-function ready", func(st dev.Status) bool { return function(st, "my-function").Ready == 1 })
 	st := status(t, p.Addr())
 	assert.Contains(t, st.Errors, "APIRule mallory/thief: Error: host taken: my-function.localhost is held by APIRule default/my-function")
-	assert.Contains(t, st.Errors, "APIRule default/ext: Warning: rule 0 (/*) refuses every request: extAuth is not supported by kfn yet")
+	assert.Contains(t, st.Errors, "APIRule default/ext: Warning: rule 0 (/*) refuses every request: extAuth: authorizer \"oauth2-proxy\" is not defined (the chart's eventbridge.gateway.authorizers)")
 	for _, e := range st.Errors {
 		assert.NotContains(t, e, "default/secret", "the jwt rule is served")
 	}

@@ -1,0 +1,78 @@
+package extauth_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kfn-dev/kfn/eventbridge/extauth"
+)
+
+// The chart's authorizers: a JSON list with unique names and http(s)
+// URLs; anything else is refused with what to fix.
+func TestParseAuthorizers(t *testing.T) {
+	as, err := extauth.ParseAuthorizers(`[{"name":"oauth2-proxy","url":"http://oauth2-proxy.auth.svc:4180/oauth2/auth","timeout":"2s","includeRequestHeaders":["cookie"]}]`)
+	require.NoError(t, err)
+	require.Len(t, as, 1)
+	assert.Equal(t, extauth.Duration(2*time.Second), as[0].Timeout)
+	none, err := extauth.ParseAuthorizers("")
+	require.NoError(t, err)
+	assert.Empty(t, none)
+	for name, s := range map[string]string{
+		"twice":         `[{"name":"a","url":"http://a"},{"name":"a","url":"http://b"}]`,
+		"no name":       `[{"url":"http://a"}]`,
+		"not http":      `[{"name":"a","url":"file:///etc/passwd"}]`,
+		"unknown field": `[{"name":"a","url":"http://a","failOpen":true}]`,
+		"bad timeout":   `[{"name":"a","url":"http://a","timeout":"soon"}]`,
+		"not a list":    `{"name":"a"}`,
+	} {
+		_, err := extauth.ParseAuthorizers(s)
+		assert.Error(t, err, name)
+	}
+}
+
+// One namespace's checks at its bound wait (and are refused 429 when
+// their timeout ends) without stopping another namespace's; an authorizer
+// that does not answer in time refuses.
+func TestChecksInFlightAreBoundedPerNamespace(t *testing.T) {
+	release := make(chan struct{})
+	authz := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		switch r.Host {
+		case "slow.example.com":
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		case "hang.example.com":
+			<-r.Context().Done()
+		}
+	}))
+	t.Cleanup(authz.Close)
+	c := extauth.New([]extauth.Authorizer{
+		{Name: "patient", URL: authz.URL, Timeout: extauth.Duration(time.Minute)},
+		{Name: "quick", URL: authz.URL, Timeout: extauth.Duration(200 * time.Millisecond)},
+	}, extauth.Config{InFlightPerNamespace: 1})
+	req := func(host string) *http.Request { return httptest.NewRequest(http.MethodGet, "http://"+host+"/", nil) }
+
+	held := make(chan *extauth.Denial, 1)
+	go func() { held <- c.Check(context.Background(), "mallory", []string{"patient"}, req("slow.example.com")) }()
+	require.Eventually(t, func() bool {
+		d := c.Check(context.Background(), "mallory", []string{"quick"}, req("fast.example.com"))
+		return d != nil && d.Status == http.StatusTooManyRequests
+	}, 5*time.Second, 10*time.Millisecond, "mallory's second check waits for its seat, and is refused")
+	assert.Nil(t, c.Check(context.Background(), "bank", []string{"quick"}, req("fast.example.com")), "another namespace's check goes on")
+	close(release)
+	assert.Nil(t, <-held)
+
+	d := c.Check(context.Background(), "bank", []string{"quick"}, req("hang.example.com"))
+	require.NotNil(t, d)
+	assert.Equal(t, http.StatusForbidden, d.Status, "an authorizer that does not answer in time refuses")
+	assert.Contains(t, string(d.Body), "did not answer within 200ms")
+	assert.Empty(t, c.Unknown([]string{"quick", "patient"}))
+	assert.Equal(t, "b", c.Unknown([]string{"quick", "b"}))
+}
