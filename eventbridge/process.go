@@ -51,9 +51,14 @@ type Process struct {
 	// ExposeListen serves the hosts of the cluster's APIRules (Kyma's
 	// gateway.kyma-project.io/v2), by their rules: whoever reaches it, as
 	// far as a rule's access strategy lets them (component gateway; plain
-	// HTTP). Empty (the default; the chart sets :8083): APIRules are not
-	// served, nor their status written.
+	// HTTP, or TLS with ExposeTLSCertFile and ExposeTLSKeyFile). Empty
+	// (the default; the chart sets :8083): APIRules are not served, nor
+	// their status written.
 	ExposeListen string
+	// ExposeTLSCertFile and ExposeTLSKeyFile, both or neither, make
+	// ExposeListen serve TLS only, with that certificate (the APIRules'
+	// hosts'), read again when the files change (package certfiles).
+	ExposeTLSCertFile, ExposeTLSKeyFile string
 	// GatewayAuth is who may call Functions through the gateway:
 	// GatewayAuthKubernetes (the default) the callers the cluster
 	// authenticates (a bearer token, a client certificate over TLS), each
@@ -130,6 +135,8 @@ func (c *Process) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.NewTokensPerSecond, "new-tokens-per-second", c.NewTokensPerSecond, "TokenReviews of bearer tokens not seen before, a second, on each of the admin API, the gateway, the publisher and the metrics (bursts of five times as many), a quarter of it for the tokens of one namespace while others send new tokens too (those the cluster signed for kfn: their signature is checked against its ServiceAccount issuer's keys before a review) and a tenth for one caller address (the others, which together have at most half); more are answered 429, so that made-up tokens cannot flood the API server nor one namespace or caller spend the others' reviews (a token the cluster refused is answered 401 without another review)")
 	fs.StringVar(&c.GatewayListen, "gateway-listen", c.GatewayListen, "address of the gateway to Functions (component gateway): /{namespace}/{function}/path, or Host <function>.<namespace>.svc[.cluster.local]")
 	fs.StringVar(&c.ExposeListen, "expose-listen", c.ExposeListen, "address of the hosts of the cluster's APIRules (gateway.kyma-project.io/v2), served by their rules to whoever reaches it as far as a rule's access strategy lets them, plain HTTP; empty: APIRules are not served nor their status written")
+	fs.StringVar(&c.ExposeTLSCertFile, "expose-tls-cert-file", c.ExposeTLSCertFile, "certificate (PEM) of -expose-listen, which then serves TLS only; read again when it changes")
+	fs.StringVar(&c.ExposeTLSKeyFile, "expose-tls-key-file", c.ExposeTLSKeyFile, "key (PEM) of -expose-tls-cert-file")
 	fs.StringVar(&c.Gateway.APIRuleDomain, "apirule-domain", c.Gateway.APIRuleDomain, "domain of an APIRule's short hosts: my-function is my-function.<domain>; empty: short hosts are refused (status Error)")
 	fs.Func("apirule-authorizers", `the external authorizers an APIRule's extAuth may name: a JSON list of {"name", "url" (http(s); its path comes before the request's), "timeout" ("5s"), "includeRequestHeaders" (default authorization, cookie), "headersToUpstream", "headersToDownstreamOnDeny" (default location, set-cookie, www-authenticate, content-type)}; each is asked about a request of such a rule (200 allows)`, func(v string) error {
 		as, err := extauth.ParseAuthorizers(v)
@@ -176,6 +183,9 @@ func (c *Process) Validate() error {
 		case c.GatewayAuth != GatewayAuthKubernetes && c.GatewayAuth != GatewayAuthNone:
 			return fmt.Errorf("%w: -gateway-auth must be kubernetes or none, not %q", ErrInvalidConfig, c.GatewayAuth)
 		}
+	}
+	if (c.ExposeTLSCertFile == "") != (c.ExposeTLSKeyFile == "") {
+		return fmt.Errorf("%w: -expose-tls-cert-file and -expose-tls-key-file go together", ErrInvalidConfig)
 	}
 	switch {
 	case c.NewTokensPerSecond <= 0:

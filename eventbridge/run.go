@@ -28,6 +28,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/depcache"
 	"github.com/kfn-dev/kfn/eventbridge/tracing/otlp"
 	"github.com/kfn-dev/kfn/internal/auth"
+	"github.com/kfn-dev/kfn/internal/certfiles"
 	"github.com/kfn-dev/kfn/internal/logging"
 	"github.com/kfn-dev/kfn/internal/natsconn"
 	"github.com/kfn-dev/kfn/internal/scrape"
@@ -214,7 +215,14 @@ func serve(ctx context.Context, p Process, b *Bridge, reg *prometheus.Registry, 
 	}
 	l.listen(ctx, "publisher", p.Listen, h.Publisher, nil, false)
 	l.listen(ctx, "gateway", p.GatewayListen, h.Gateway, selfSigned, true)
-	l.listen(ctx, "expose", p.ExposeListen, h.Exposed, nil, false)
+	var exposeTLS *tls.Config
+	if p.ExposeTLSCertFile != "" && h.Exposed != nil {
+		var err error
+		if exposeTLS, err = certfiles.ServerTLS(p.ExposeTLSCertFile, p.ExposeTLSKeyFile, "", "h2", "http/1.1"); err != nil {
+			return fmt.Errorf("expose: %w", err)
+		}
+	}
+	l.listen(ctx, "expose", p.ExposeListen, h.Exposed, exposeTLS, false)
 	l.listen(ctx, "admin", p.AdminListen, h.DeadLetters, adminTLS, false)
 	if p.MetricsListen != "" {
 		metrics := scrape.Handler(reg, log)

@@ -3,9 +3,17 @@ package chart_test
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -448,7 +456,9 @@ func TestEventBridgeRBAC(t *testing.T) {
 	args := container(t, typed(t, in.objs).deployments["kfn-eventbridge"]).Args
 	adminAddr, metricsAddr := testport.Addr(t), testport.Addr(t)
 	exposeAddr := testport.Addr(t)
+	exposeCert, exposeKey, exposeCA := exposeTLSFiles(t, "orders.example.com")
 	args = append(append([]string(nil), args...), "-nats-url="+ns.ClientURL(), "-nats-password-file="+n.passwordFile(t, "eventbridge"), "-listen=127.0.0.1:0", "-gateway-listen=127.0.0.1:0", "-admin-listen="+adminAddr, "-metrics-listen="+metricsAddr, "-expose-listen="+exposeAddr,
+		"-expose-tls-cert-file="+exposeCert, "-expose-tls-key-file="+exposeKey, // eventbridge.gateway.external.tls's flags
 		"-stream-replicas=1") // one embedded server; the default profile renders 3
 	p := start(t, filepath.Join(in.bin, "eventbridge"), kubeconfig, args...)
 
@@ -479,7 +489,7 @@ func TestEventBridgeRBAC(t *testing.T) {
 		return leaderEvent(ctx, a, "kfn-eventbridge-reconciler") && rec.has("update", "leases", releaseNamespace)
 	})
 	eventually(t, p, "Kyma Applications are watched", func(context.Context) bool { return rec.has("watch", "applications", "") })
-	exposesAPIRules(t, ctx, p, a, exposeAddr)
+	exposesAPIRules(t, ctx, p, a, exposeAddr, exposeCA)
 	// The admin API (-admin-auth=kubernetes): a user's token is reviewed,
 	// a client certificate checked against the cluster's client CA, and
 	// each caller's access asked of RBAC, through the view role's rule.
@@ -614,9 +624,10 @@ func tokenConfig(t *testing.T, ctx context.Context, in *installation, name strin
 // exposesAPIRules: the event bridge watches APIRules and writes their
 // status with the chart's RBAC (Ready; Error for a later APIRule that
 // claims a taken host, saying which holds it), and serves their hosts on
-// -expose-listen (billing is a Service, not a Function: the gateway says
-// so; a host no APIRule has is 404 too).
-func exposesAPIRules(t *testing.T, ctx context.Context, p *process, a client.Client, exposeAddr string) {
+// -expose-listen, over TLS with the certificate of its files (billing is
+// a Service, not a Function: the gateway says so; a host no APIRule has
+// is 404 too).
+func exposesAPIRules(t *testing.T, ctx context.Context, p *process, a client.Client, exposeAddr string, ca *x509.CertPool) {
 	t.Helper()
 	apiRule := func(name string) *unstructured.Unstructured {
 		u := &unstructured.Unstructured{}
@@ -647,10 +658,11 @@ func exposesAPIRules(t *testing.T, ctx context.Context, p *process, a client.Cli
 		st, desc := state(ctx, "later")
 		return st == "Error" && strings.Contains(desc, "orders.example.com is held by APIRule "+appsNamespace+"/orders")
 	})
+	https := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca, ServerName: "orders.example.com"}}}
 	get := func(host string) (int, string) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+exposeAddr+"/x", nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+exposeAddr+"/x", nil)
 		req.Host = host
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := https.Do(req)
 		if err != nil {
 			return 0, err.Error()
 		}
@@ -664,4 +676,29 @@ func exposesAPIRules(t *testing.T, ctx context.Context, p *process, a client.Cli
 	code, body = get("nobody.example.com")
 	assert.Equal(t, http.StatusNotFound, code)
 	assert.Contains(t, body, `no APIRule has host "nobody.example.com"`)
+}
+
+// exposeTLSFiles writes a self-signed certificate for host and its key,
+// as a kubernetes.io/tls Secret mounted for eventbridge.gateway.external.tls
+// would hold them, and returns their paths and the certificate's pool.
+func exposeTLSFiles(t *testing.T, host string) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: host}, DNSNames: []string{host},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IsCA: true, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
+	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600))
+	cert, err := x509.ParseCertificate(der)
+	require.NoError(t, err)
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	return certFile, keyFile, pool
 }

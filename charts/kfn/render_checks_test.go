@@ -357,9 +357,13 @@ func TestEventBridgeArgs(t *testing.T) {
 					Name: "oauth2-proxy", URL: "http://oauth2-proxy.auth.svc.cluster.local:4180/oauth2/auth", Timeout: extauth.Duration(2 * time.Second),
 					IncludeRequestHeaders: []string{"authorization", "cookie"}, HeadersToUpstream: []string{"x-auth-request-user"},
 				}}, cfg.Gateway.Authorizers, "eventbridge.gateway.authorizers")
+				assert.Equal(t, "/etc/kfn/expose-tls/tls.crt", cfg.ExposeTLSCertFile, "eventbridge.gateway.external.tls")
+				assert.Equal(t, "/etc/kfn/expose-tls/tls.key", cfg.ExposeTLSKeyFile)
+				assert.True(t, slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "expose-tls" && m.MountPath == "/etc/kfn/expose-tls" }))
 			} else {
 				assert.Empty(t, cfg.Publisher.Reserved)
 				assert.Empty(t, cfg.Gateway.Authorizers)
+				assert.Empty(t, cfg.ExposeTLSCertFile, "plain HTTP by default")
 				assert.Equal(t, 10*time.Millisecond, cfg.WakeProbeInterval, "eventbridge.wakeProbeInterval")
 			}
 			assert.Equal(t, eventbridge.PublisherSendersKubernetes, cfg.PublisherSenders)
