@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kfn-dev/kfn/test/jwttest"
 )
 
 // scalingFunction is a Node.js Function with kfn's scaleConfig that reports
@@ -165,6 +167,11 @@ func TestScaleToZeroAndBack(t *testing.T) {
 func exposeByAPIRule(t *testing.T, ns, name string) {
 	t.Helper()
 	host := name + "-" + ns + ".example.com"
+	// A jwt rule's issuer: its key set served by a Function of the
+	// namespace, which the event bridge fetches as it reaches sinks.
+	issuer := jwttest.NewIssuer(t)
+	apply(t, ns, inlineFunction("jwks", "python312", nil, "def main(event, context):\n    return r+string(issuer.JWKSBody())+\n"))
+	waitRunning(t, ns, "jwks", 3*time.Minute)
 	apply(t, ns, fmt.Sprintf(`apiVersion: gateway.kyma-project.io/v2
 kind: APIRule
 metadata:
@@ -173,10 +180,16 @@ spec:
   hosts: [%[2]s]
   service: {name: %[1]s, port: 80}
   rules:
+    - path: /secret
+      methods: [GET]
+      jwt:
+        authentications:
+          - issuer: %[3]s
+            jwksUri: http://jwks.%[4]s.svc.cluster.local/
     - path: /*
       methods: [GET, POST]
       noAuth: true
-`, name, host))
+`, name, host, issuer.URL(), ns))
 	eventually(t, time.Minute, "the APIRule Ready", func() error {
 		u := &unstructured.Unstructured{}
 		u.SetAPIVersion("gateway.kyma-project.io/v2")
@@ -192,12 +205,15 @@ spec:
 	})
 	base, err := serviceURL(t.Context(), platform.cluster, "kfn-gateway-external")
 	require.NoError(t, err)
-	call := func(method string) (int, string, error) {
-		req, err := http.NewRequestWithContext(t.Context(), method, base+"/?id="+ns+"-exposed", nil)
+	callAs := func(method, path, token string) (int, string, error) {
+		req, err := http.NewRequestWithContext(t.Context(), method, base+path, nil)
 		if err != nil {
 			return 0, "", err
 		}
 		req.Host = host
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return 0, "", err
@@ -206,6 +222,7 @@ spec:
 		body, err := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(body), err
 	}
+	call := func(method string) (int, string, error) { return callAs(method, "/?id="+ns+"-exposed", "") }
 	eventually(t, time.Minute, "the Function answers on the APIRule's host", func() error {
 		code, body, err := call(http.MethodGet)
 		if err == nil && code != http.StatusOK {
@@ -219,6 +236,17 @@ spec:
 	code, body, err := call(http.MethodDelete)
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusNotFound, code, "a method the rule lacks: %s", body)
+
+	code, body, err = callAs(http.MethodGet, "/secret?id="+ns+"-secret", "")
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusForbidden, code, "the jwt rule, no token: %s", body)
+	code, body, err = callAs(http.MethodGet, "/secret?id="+ns+"-secret", jwttest.NewIssuer(t).Token(nil))
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusUnauthorized, code, "another issuer's token: %s", body)
+	code, body, err = callAs(http.MethodGet, "/secret?id="+ns+"-secret", issuer.Token(nil))
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusOK, code, "the issuer's token, its keys fetched from the jwks Function: %s", body)
+	assert.Equal(t, "handled "+ns+"-secret", body)
 }
 
 // TestBacklogScalesOutAndBack publishes a burst of events to a slow

@@ -49,13 +49,7 @@ func NewIssuer(t *testing.T) *Issuer {
 			_, _ = w.Write(*b)
 			return
 		}
-		is.mu.Lock()
-		var set jose.JSONWebKeySet
-		for _, kid := range is.served {
-			set.Keys = append(set.Keys, jose.JSONWebKey{Key: is.keys[kid].Public(), KeyID: kid, Algorithm: string(is.algs[kid]), Use: "sig"})
-		}
-		is.mu.Unlock()
-		_ = json.NewEncoder(w).Encode(set)
+		_, _ = w.Write(is.JWKSBody())
 	}))
 	t.Cleanup(is.srv.Close)
 	is.AddRSA("rsa-1")
@@ -65,6 +59,20 @@ func NewIssuer(t *testing.T) *Issuer {
 // URL is the issuer's URL (its iss); JWKS is its key set's.
 func (is *Issuer) URL() string  { return is.srv.URL }
 func (is *Issuer) JWKS() string { return is.srv.URL + "/jwks" }
+
+// JWKSBody is the issuer's key set as its JWKS serves it: the public
+// keys, to serve from elsewhere (a Function, on a cluster).
+func (is *Issuer) JWKSBody() []byte {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	var set jose.JSONWebKeySet
+	for _, kid := range is.served {
+		set.Keys = append(set.Keys, jose.JSONWebKey{Key: is.keys[kid].Public(), KeyID: kid, Algorithm: string(is.algs[kid]), Use: "sig"})
+	}
+	b, err := json.Marshal(set)
+	require.NoError(is.t, err)
+	return b
+}
 
 // AddRSA makes an RSA key kid and publishes it.
 func (is *Issuer) AddRSA(kid string) {
