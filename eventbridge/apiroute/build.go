@@ -54,6 +54,13 @@ func normalize(opts Options) Options {
 		opts.MaxHostsPerNamespace = DefaultMaxHostsPerNamespace
 	}
 	opts.DefaultDomain = strings.ToLower(strings.Trim(opts.DefaultDomain, "."))
+	reserved := make([]string, 0, len(opts.Reserved))
+	for _, r := range opts.Reserved {
+		if r = strings.ToLower(strings.Trim(r, ".")); r != "" {
+			reserved = append(reserved, r)
+		}
+	}
+	opts.Reserved = reserved
 	return opts
 }
 
@@ -125,6 +132,11 @@ func (b *builder[T]) compileHosts(names []string) ([]host, error) {
 	}
 	hosts := make([]host, 0, len(names))
 	for _, n := range names {
+		// Reserved first: "*.localhost" is refused as taking every short
+		// host, before as a wildcard over one label.
+		if err := b.checkReserved(roughHost(n, b.opts.DefaultDomain)); err != nil {
+			return nil, err
+		}
 		h, err := parseHost(n, b.opts.DefaultDomain)
 		if err != nil {
 			return nil, err
@@ -135,6 +147,32 @@ func (b *builder[T]) compileHosts(names []string) ([]host, error) {
 		hosts = append(hosts, h)
 	}
 	return hosts, nil
+}
+
+// roughHost is h as parseHost would name it, unchecked.
+func roughHost(h, defaultDomain string) host {
+	name := strings.ToLower(strings.TrimSuffix(h, "."))
+	if suffix, ok := strings.CutPrefix(name, "*."); ok {
+		return host{name: name, key: suffix, wildcard: true}
+	}
+	if !strings.Contains(name, ".") && defaultDomain != "" {
+		name += "." + defaultDomain
+	}
+	return host{name: name, key: name}
+}
+
+// checkReserved refuses a host in or over a reserved domain, and a
+// wildcard over every short host.
+func (b *builder[T]) checkReserved(h host) error {
+	for _, r := range b.opts.Reserved {
+		if h.name == r || strings.HasSuffix(h.name, "."+r) || h.wildcard && (h.key == r || strings.HasSuffix(r, "."+h.key)) {
+			return fmt.Errorf("%w: host %s names cluster Services (*.%s), which the gateway routes to their Functions: expose a host of your own", ErrReservedHost, h.name, r)
+		}
+	}
+	if dd := b.opts.DefaultDomain; h.wildcard && dd != "" && (h.key == dd || strings.HasSuffix(dd, "."+h.key)) {
+		return fmt.Errorf("%w: host %s would take every short host of every namespace: name the hosts you expose", ErrReservedHost, h.name)
+	}
+	return nil
 }
 
 // compileRules compiles an APIRule's rules, refusing none.

@@ -8,6 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// reserved are testOptions with the gateway's reserved domains.
+var reserved = Options{DefaultDomain: "local.kfn.dev", Reserved: []string{".svc.cluster.local", "svc."}}
+
 // An invalid APIRule is refused whole, with a reason; the others are kept.
 func TestBuildRefusesInvalidAPIRules(t *testing.T) {
 	good := rule("/*", "t", "GET")
@@ -17,17 +20,22 @@ func TestBuildRefusesInvalidAPIRules(t *testing.T) {
 		sentinel error
 		reason   string
 	}{
-		"no hosts":         {apirule("ns", "x", 0, nil, good), testOptions, ErrInvalidAPIRule, "no hosts"},
-		"no rules":         {apirule("ns", "x", 0, []string{"x.example.com"}), testOptions, ErrInvalidAPIRule, "no rules"},
-		"bad host":         {apirule("ns", "x", 0, []string{"x.example.com", "a..b"}, good), testOptions, ErrInvalidHost, `"a..b"`},
-		"host twice":       {apirule("ns", "x", 0, []string{"x", "X.local.kfn.dev."}, good), testOptions, ErrInvalidHost, "listed twice (as x.local.kfn.dev)"},
-		"short, no domain": {apirule("ns", "x", 0, []string{"x"}, good), Options{}, ErrInvalidHost, "no default domain"},
-		"bad domain":       {apirule("ns", "x", 0, []string{"x"}, good), Options{DefaultDomain: "a_b.dev"}, ErrInvalidHost, `has '_'`},
-		"bad path":         {apirule("ns", "x", 0, []string{"x.example.com"}, good, rule("/a{*}", "t", "GET")), testOptions, ErrInvalidPath, `rule 1: invalid rule path "/a{*}"`},
-		"no methods":       {apirule("ns", "x", 0, []string{"x.example.com"}, rule("/", "t")), testOptions, ErrInvalidMethod, "rule 0: invalid method: the rule lists no method"},
-		"lower-case verb":  {apirule("ns", "x", 0, []string{"x.example.com"}, rule("/", "t", "GET", "get")), testOptions, ErrInvalidMethod, `rule 0: invalid method "get"`},
-		"too many rules":   {apirule("ns", "x", 0, []string{"x.example.com"}, rules(101)...), testOptions, ErrTooMany, `namespace "ns" would have 101 rules, more than 100`},
-		"too many hosts":   {apirule("ns", "x", 0, hosts("h", 21), good), testOptions, ErrTooMany, `namespace "ns" would have 21 hosts, more than 20`},
+		"no hosts":           {apirule("ns", "x", 0, nil, good), testOptions, ErrInvalidAPIRule, "no hosts"},
+		"no rules":           {apirule("ns", "x", 0, []string{"x.example.com"}), testOptions, ErrInvalidAPIRule, "no rules"},
+		"bad host":           {apirule("ns", "x", 0, []string{"x.example.com", "a..b"}, good), testOptions, ErrInvalidHost, `"a..b"`},
+		"host twice":         {apirule("ns", "x", 0, []string{"x", "X.local.kfn.dev."}, good), testOptions, ErrInvalidHost, "listed twice (as x.local.kfn.dev)"},
+		"short, no domain":   {apirule("ns", "x", 0, []string{"x"}, good), Options{}, ErrInvalidHost, "no default domain"},
+		"bad domain":         {apirule("ns", "x", 0, []string{"x"}, good), Options{DefaultDomain: "a_b.dev"}, ErrInvalidHost, `has '_'`},
+		"bad path":           {apirule("ns", "x", 0, []string{"x.example.com"}, good, rule("/a{*}", "t", "GET")), testOptions, ErrInvalidPath, `rule 1: invalid rule path "/a{*}"`},
+		"no methods":         {apirule("ns", "x", 0, []string{"x.example.com"}, rule("/", "t")), testOptions, ErrInvalidMethod, "rule 0: invalid method: the rule lists no method"},
+		"lower-case verb":    {apirule("ns", "x", 0, []string{"x.example.com"}, rule("/", "t", "GET", "get")), testOptions, ErrInvalidMethod, `rule 0: invalid method "get"`},
+		"too many rules":     {apirule("ns", "x", 0, []string{"x.example.com"}, rules(101)...), testOptions, ErrTooMany, `namespace "ns" would have 101 rules, more than 100`},
+		"too many hosts":     {apirule("ns", "x", 0, hosts("h", 21), good), testOptions, ErrTooMany, `namespace "ns" would have 21 hosts, more than 20`},
+		"a Service's host":   {apirule("ns", "x", 0, []string{"Pay.Bank.svc.cluster.local."}, good), reserved, ErrReservedHost, "host pay.bank.svc.cluster.local names cluster Services (*.svc.cluster.local)"},
+		"a reserved domain":  {apirule("ns", "x", 0, []string{"x.svc"}, good), reserved, ErrReservedHost, "names cluster Services (*.svc)"},
+		"a wildcard over it": {apirule("ns", "x", 0, []string{"*.cluster.local"}, good), reserved, ErrReservedHost, "names cluster Services (*.svc.cluster.local)"},
+		"every short host":   {apirule("ns", "x", 0, []string{"*.local.kfn.dev"}, good), testOptions, ErrReservedHost, "would take every short host"},
+		"over short hosts":   {apirule("ns", "x", 0, []string{"*.kfn.dev"}, good), testOptions, ErrReservedHost, "host *.kfn.dev would take every short host"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

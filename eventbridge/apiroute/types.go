@@ -27,6 +27,10 @@ var (
 	// ErrTooMany refuses an APIRule that would pass its namespace's bound
 	// on rules or hosts.
 	ErrTooMany = errors.New("too many rules or hosts in namespace")
+	// ErrReservedHost refuses an APIRule host that would take requests
+	// meant for others: one of Options.Reserved's domains, or a wildcard
+	// over every short host.
+	ErrReservedHost = errors.New("reserved host")
 )
 
 // Default bounds per namespace, used when Options leaves them zero.
@@ -78,8 +82,13 @@ type Rule[T any] struct {
 // Options bound and complete the APIRules Build takes.
 type Options struct {
 	// DefaultDomain is the domain of short hosts: "my-app" is
-	// "my-app.<DefaultDomain>". Without it, short hosts are refused.
+	// "my-app.<DefaultDomain>". Without it, short hosts are refused; a
+	// wildcard over it ("*.<DefaultDomain>", every short host of every
+	// namespace) always is.
 	DefaultDomain string
+	// Reserved are domains no APIRule host may be in or cover by a
+	// wildcard (a gateway's own routing by host: "svc.cluster.local").
+	Reserved []string
 	// MaxRulesPerNamespace bounds the rules of the APIRules kept in one
 	// namespace; zero or less means DefaultMaxRulesPerNamespace.
 	MaxRulesPerNamespace int

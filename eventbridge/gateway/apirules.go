@@ -59,10 +59,6 @@ func (g *Gateway) SetAPIRules(rules []*gatewayv2.APIRule) map[types.NamespacedNa
 	warnings := map[apiroute.Key][]string{}
 	for _, r := range rules {
 		key := apiroute.Key{Namespace: r.Namespace, Name: r.Name}
-		if err := g.checkHosts(r); err != nil {
-			out[types.NamespacedName(key)] = APIRuleStatus{State: gatewayv2.StateError, Description: err.Error()}
-			continue
-		}
 		a, notes, err := compile(r, g.extAuth)
 		if err != nil {
 			out[types.NamespacedName(key)] = APIRuleStatus{State: gatewayv2.StateError, Description: err.Error()}
@@ -72,7 +68,7 @@ func (g *Gateway) SetAPIRules(rules []*gatewayv2.APIRule) map[types.NamespacedNa
 		warnings[key] = notes
 	}
 	boundJWKS(in, warnings)
-	table, refused := apiroute.Build(in, apiroute.Options{DefaultDomain: g.cfg.APIRuleDomain})
+	table, refused := apiroute.Build(in, apiroute.Options{DefaultDomain: g.cfg.APIRuleDomain, Reserved: g.cfg.HostSuffixes})
 	for key, err := range refused {
 		switch {
 		case err != nil:
@@ -123,29 +119,6 @@ func boundJWKS(in []apiroute.APIRule[exposure], warnings map[apiroute.Key][]stri
 			}
 		}
 	}
-}
-
-// checkHosts refuses the hosts of r that would take requests meant for
-// others: a cluster Service's name, which the gateway routes to that
-// Service's Function, or a wildcard over every short host.
-func (g *Gateway) checkHosts(r *gatewayv2.APIRule) error {
-	for _, h := range r.Spec.Hosts {
-		if h == nil {
-			continue
-		}
-		host := strings.ToLower(strings.TrimSuffix(string(*h), "."))
-		domain, wildcard := strings.CutPrefix(host, "*.")
-		for _, suffix := range g.cfg.HostSuffixes {
-			s := strings.TrimPrefix(suffix, ".")
-			if host == s || strings.HasSuffix(host, "."+s) || wildcard && (s == domain || strings.HasSuffix(s, "."+domain)) {
-				return fmt.Errorf("host %s names cluster Services (*.%s), which the gateway routes to their Functions: expose a host of your own", host, s)
-			}
-		}
-		if wildcard && g.cfg.APIRuleDomain != "" && domain == strings.ToLower(strings.Trim(g.cfg.APIRuleDomain, ".")) {
-			return fmt.Errorf("host %s would take every short host of every namespace: name the hosts you expose", host)
-		}
-	}
-	return nil
 }
 
 // compile turns r into apiroute's form, each rule with what it does, and
