@@ -244,13 +244,6 @@ func validHeader(name, value string) bool {
 	return len(name) <= 256 && len(value) <= 4096 && httpguts.ValidHeaderFieldName(name) && httpguts.ValidHeaderFieldValue(value)
 }
 
-// ServesHost reports whether an APIRule of SetAPIRules has host (with or
-// without a port).
-func (g *Gateway) ServesHost(host string) bool {
-	table := g.apiRules.Load()
-	return table != nil && table.Match(host, "/", http.MethodGet).Outcome != apiroute.NoHost
-}
-
 // Exposed returns a handler that serves the requests whose Host an APIRule
 // of SetAPIRules has, by its rules (404 when none serves the path and
 // method, 403 when the rule refuses, else the rule's Function, with its

@@ -128,18 +128,8 @@ func (p *Platform) handler() http.Handler {
 	}
 	mux.Handle("/", p.events.Calls(h.Gateway, p.route))
 	adminHandler := guardAdmin(http.StripPrefix(AdminPrefix, admin))
-	events := guardEvents(mux, nil)
-	// The hosts of the project's APIRules are served by their rules only,
-	// whose access strategy decides who may call, as on a cluster's
-	// listener of their own: never by the publisher, the admin API or the
-	// gateway's own routing.
-	gw := p.bridge.Gateway
-	exposed := guardEvents(gw.Exposed(http.NotFoundHandler()), gw.ServesHost)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if gw.ServesHost(r.Host) {
-			exposed.ServeHTTP(w, r)
-			return
-		}
+	events := guardEvents(mux)
+	rest := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, AdminPrefix+"/") {
 			adminHandler.ServeHTTP(w, r)
 			return
@@ -150,6 +140,13 @@ func (p *Platform) handler() http.Handler {
 		}
 		events.ServeHTTP(w, r)
 	})
+	// The hosts of the project's APIRules are served by their rules only
+	// (one match of the request's host), whose access strategy decides who
+	// may call, as on a cluster's listener of their own: never by the
+	// publisher, the admin API or the gateway's own routing; the other
+	// hosts go on to those, behind their guards. No page of another site
+	// writes through either.
+	return guardWrites(p.bridge.Gateway.Exposed(rest))
 }
 
 // EventPath is the answer of GET AdminPrefix/events/{id}: the chains

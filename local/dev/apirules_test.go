@@ -126,12 +126,22 @@ spec:
 	code, body = get(http.MethodGet, "ext.localhost", "/")
 	assert.Equal(t, http.StatusForbidden, code, body)
 
+	// A page of another site writes to no APIRule's host of kfn dev.
+	req, err := http.NewRequest(http.MethodPost, "http://"+p.Addr()+"/orders/1", nil)
+	require.NoError(t, err)
+	req.Host = "my-function.localhost:" + port
+	req.Header.Set("Origin", "https://evil.example")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode, "a cross-site write")
+
 	// An APIRule's host is served by its rules only: not the publisher,
 	// the admin API nor the gateway's own routing.
-	req, err := http.NewRequest(http.MethodPost, "http://"+p.Addr()+"/publish", strings.NewReader(`{}`))
+	req, err = http.NewRequest(http.MethodPost, "http://"+p.Addr()+"/publish", strings.NewReader(`{}`))
 	require.NoError(t, err)
 	req.Host = "secret.localhost"
-	resp, err := http.DefaultClient.Do(req)
+	resp, err = http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusNotFound, resp.StatusCode, "no rule of the APIRule serves POST /publish")

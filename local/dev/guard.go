@@ -52,20 +52,28 @@ func localHost(hostport string) bool {
 // guardEvents protects the routes that publish events and call functions
 // (the publisher's and the gateway's) from the other web pages a developer
 // has open: a request whose Host is a name other than localhost is refused
-// (DNS rebinding) unless exposed (nil: nothing) says an APIRule of the
-// project has it (a page can rebind only a name its author controls: the
-// developer's own domain), and so is one that can change something (any method
+// (DNS rebinding: the hosts of the project's APIRules, which a page can
+// rebind only if its author controls the name, are served before, by
+// their rules), and so are the writes guardWrites refuses.
+func guardEvents(h http.Handler) http.Handler {
+	h = guardWrites(h)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !localHost(r.Host) {
+			http.Error(w, "host "+r.Host+" refused: kfn dev answers requests to localhost, an IP address or a host of the project's APIRules", http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// guardWrites refuses a request that can change something (any method
 // but GET, HEAD and OPTIONS) sent by a page of another site, unless that
 // page is itself served from this machine (an Origin on localhost or a
 // loopback address: the developer's own front end on another port). Tools
 // that send no Origin (curl, the kfn command, the functions) are never
 // refused.
-func guardEvents(h http.Handler, exposed func(host string) bool) http.Handler {
+func guardWrites(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !localHost(r.Host) && (exposed == nil || !exposed(r.Host)) {
-			http.Error(w, "host "+r.Host+" refused: kfn dev answers requests to localhost, an IP address or a host of the project's APIRules", http.StatusForbidden)
-			return
-		}
 		switch r.Method {
 		case http.MethodGet, http.MethodHead, http.MethodOptions:
 		default:
