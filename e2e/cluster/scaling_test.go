@@ -170,7 +170,7 @@ func exposeByAPIRule(t *testing.T, ns, name string) {
 	// A jwt rule's issuer: its key set served by a Function of the
 	// namespace, which the event bridge fetches as it reaches sinks.
 	issuer := jwttest.NewIssuer(t)
-	apply(t, ns, inlineFunction("jwks", "python312", nil, "def main(event, context):\n    return r+string(issuer.JWKSBody())+\n"))
+	apply(t, ns, inlineFunction("jwks", "python312", nil, "def main(event, context):\n    return r'''"+string(issuer.JWKSBody())+"'''\n"))
 	waitRunning(t, ns, "jwks", 3*time.Minute)
 	apply(t, ns, fmt.Sprintf(`apiVersion: gateway.kyma-project.io/v2
 kind: APIRule
