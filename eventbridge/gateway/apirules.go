@@ -310,6 +310,6 @@ func (g *Gateway) Exposed(next http.Handler) http.Handler {
 		for _, c := range e.cookies {
 			out.AddCookie(c)
 		}
-		g.forward(w, out, e.fn, r.URL.Path)
+		g.forward(w, out, e.fn, forwardPath{path: r.URL.Path, escaped: r.URL.EscapedPath()})
 	})
 }

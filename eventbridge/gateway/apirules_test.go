@@ -393,3 +393,36 @@ func TestAPIRuleExtAuthAsIstiosProviders(t *testing.T) {
 	resp = request(t, srv, http.MethodGet, "orders.example.com", "/strict", map[string]string{"Cookie": "session=good", "Authorization": "Bearer " + is.Token(nil)})
 	assert.Equal(t, http.StatusOK, resp.StatusCode, "an allowed request with a valid token")
 }
+
+// TestAnEscapedSlashStaysEscaped: a path a rule matched with an escaped
+// "/" (one segment of /public/{*}) reaches the Function escaped as it
+// came, not decoded into segments a rule never allowed
+// (/public/a/../admin); so does one through the gateway's own routing.
+func TestAnEscapedSlashStaysEscaped(t *testing.T) {
+	bs := newBackends()
+	b := newSeen(t)
+	bs.set("shop/orders", strings.TrimPrefix(b.URL, "http://"))
+	g, err := gateway.New(bs, gateway.Config{Egress: loopback})
+	require.NoError(t, err)
+	srv := httptest.NewServer(g.Exposed(g))
+	t.Cleanup(srv.Close)
+	g.SetAPIRules([]*gatewayv2.APIRule{apiRule("shop", "orders", "orders.example.com", "orders", time.Unix(1, 0), open("/public/{*}", "GET"))})
+
+	code, body := call(t, srv, http.MethodGet, "orders.example.com", "/public/a%2F..%2Fadmin")
+	require.Equal(t, http.StatusOK, code, body)
+	got := b.last.Load()
+	require.NotNil(t, got)
+	assert.Equal(t, "/public/a%2F..%2Fadmin", got.RequestURI, "escaped as it came")
+	code, body = call(t, srv, http.MethodGet, "orders.example.com", "/public/a/../admin")
+	assert.Equal(t, http.StatusNotFound, code, "the decoded form is no path of the rule: %s", body)
+
+	code, body = call(t, srv, http.MethodGet, "orders.shop.svc.cluster.local", "/files/a%2Fb?x=1")
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Equal(t, "/files/a%2Fb?x=1", b.last.Load().RequestURI, "by host")
+	code, body = call(t, srv, http.MethodGet, "localhost", "/shop/orders/files/a%2Fb")
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Equal(t, "/files/a%2Fb", b.last.Load().RequestURI, "by path")
+	code, body = call(t, srv, http.MethodGet, "localhost", "/shop/orders")
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Equal(t, "/", b.last.Load().RequestURI)
+}

@@ -263,8 +263,8 @@ func New(backends Backends, cfg Config, opts ...Option) (*Gateway, error) {
 		Rewrite: func(r *httputil.ProxyRequest) {
 			target := r.In.Context().Value(targetKey{}).(*url.URL)
 			r.SetURL(target)
-			r.Out.URL.Path = r.In.Context().Value(pathKey{}).(string)
-			r.Out.URL.RawPath = ""
+			p := r.In.Context().Value(pathKey{}).(forwardPath)
+			r.Out.URL.Path, r.Out.URL.RawPath = p.path, p.escapedOrEmpty()
 			r.SetXForwarded()
 		},
 		Transport: newTransport(cfg.Egress),
@@ -303,6 +303,48 @@ func newTransport(policy egress.Policy) *http.Transport {
 
 type targetKey struct{}
 type pathKey struct{}
+
+// forwardPath is the path a request goes on with: decoded, and as the
+// caller escaped it ("" when it is not known), which is what the Function
+// is sent, so that an escaped "/" (%2F) stays one: decoded, a path a rule
+// matched as one segment would reach the Function as others
+// ("/public/a%2F..%2Fadmin" as "/public/a/../admin").
+type forwardPath struct{ path, escaped string }
+
+// escapedOrEmpty is the escaped path when it is an escaping of the path
+// (Go's URL then sends it as is), else "".
+func (p forwardPath) escapedOrEmpty() string {
+	if p.escaped == "" {
+		return ""
+	}
+	if decoded, err := url.PathUnescape(p.escaped); err != nil || decoded != p.path {
+		return ""
+	}
+	return p.escaped
+}
+
+// escapedTail is the end of r's escaped path that escapes path, the end
+// of r's path ("" when r's escaped path does not end so: the client
+// escaped a character of what comes before).
+func escapedTail(r *http.Request, path string) string {
+	esc := r.URL.EscapedPath()
+	for i := len(esc); i >= 0; i-- {
+		if i < len(esc) && esc[i] != '/' {
+			continue
+		}
+		tail := esc[i:]
+		if tail == "" {
+			tail = "/"
+		}
+		if decoded, err := url.PathUnescape(tail); err == nil && decoded == path {
+			return tail
+		}
+		if len(tail) > 3*len(path)+1 {
+			break
+		}
+	}
+	return ""
+}
 
 // Route returns the function a request is for and the path within it,
 // or ok false when the request names no function.
@@ -358,12 +400,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	g.forward(w, r, fn, path)
+	g.forward(w, r, fn, forwardPath{path: path, escaped: escapedTail(r, path)})
 }
 
 // forward proxies r to path of function fn, holding it while fn has no
 // ready backend; the caller decided r may call fn.
-func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, fn types.NamespacedName, path string) {
+func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, fn types.NamespacedName, path forwardPath) {
 	if !g.backends.Known(fn.Namespace, fn.Name) {
 		http.Error(w, fmt.Sprintf("no function %s", fn), http.StatusNotFound)
 		return
