@@ -16,6 +16,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/gateway"
+	"github.com/kfn-dev/kfn/eventbridge/httproute"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/eventbridge/sharedrates"
 	"github.com/kfn-dev/kfn/eventbridge/streamloss"
@@ -340,7 +341,16 @@ func (b *Bridge) newGateway() error {
 	}
 	b.Gateway = gw
 	if s, ok := b.env.(APIRuleServer); ok && b.cfg.ServeAPIRules {
-		if err := s.ServeAPIRules(gw); err != nil {
+		if p := b.cfg.APIRoutes; p != nil {
+			reserved := cfg.HostSuffixes
+			if reserved == nil {
+				reserved = gateway.DefaultHostSuffixes
+			}
+			err = s.RouteAPIRules(httproute.Config{Parent: *p, Domain: cfg.APIRuleDomain, Reserved: reserved})
+		} else {
+			err = s.ServeAPIRules(gw)
+		}
+		if err != nil {
 			return fmt.Errorf("gateway: %w", err)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/kfn-dev/kfn/eventbridge/apirules"
+	"github.com/kfn-dev/kfn/eventbridge/httproute"
 	"github.com/kfn-dev/kfn/eventbridge/applications"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/eventbridge/endpoints"
@@ -143,6 +144,18 @@ var _ dispatcher.Waking = (*endpoints.Watcher)(nil)
 // (package apirules).
 func (c *Cluster) ServeAPIRules(set apirules.Setter) error {
 	w := apirules.New(c.mgr.GetCache(), c.mgr.GetClient(), set, logging.Component(c.root, "apirules"))
+	if err := c.mgr.Add(w); err != nil {
+		return fmt.Errorf("add the APIRule watcher: %w", err)
+	}
+	return nil
+}
+
+// RouteAPIRules implements APIRuleServer: every replica watches the
+// cluster's APIRules, applies an HTTPRoute of cfg.Parent for each
+// (package httproute; the same routes from each) and writes their status.
+func (c *Cluster) RouteAPIRules(cfg httproute.Config) error {
+	log := logging.Component(c.root, "apirules")
+	w := apirules.New(c.mgr.GetCache(), c.mgr.GetClient(), httproute.NewWriter(c.mgr.GetClient(), cfg, log), log)
 	if err := c.mgr.Add(w); err != nil {
 		return fmt.Errorf("add the APIRule watcher: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/eventbridge/endpoints"
 	"github.com/kfn-dev/kfn/eventbridge/gateway"
+	"github.com/kfn-dev/kfn/eventbridge/httproute"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/eventbridge/replay"
 	"github.com/kfn-dev/kfn/eventbridge/sharedrates"
@@ -74,6 +75,10 @@ type Config struct {
 	// APIRuleServer); Process.ExposeListen is where their hosts are
 	// served.
 	ServeAPIRules bool
+	// APIRoutes, when set, has the Environment's APIRules written as
+	// HTTPRoutes of this Gateway (Gateway API) instead of served by the
+	// gateway (package httproute); with ServeAPIRules.
+	APIRoutes *httproute.Parent
 	// GatewayInFlightSubject is the core NATS subject on which the gateway
 	// reports its in-flight requests to the scalers, unless the host gives
 	// another reporter (WithInFlight).

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kfn-dev/kfn/eventbridge/apirules"
+	"github.com/kfn-dev/kfn/eventbridge/httproute"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/eventbridge/gateway"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
@@ -73,10 +74,12 @@ type Waker interface {
 
 // APIRuleServer is implemented by an Environment whose APIRules the
 // gateway serves from where they are stored (a cluster's): New hands it
-// the gateway when Config.ServeAPIRules is set. kfn dev sets its
-// project's APIRules itself (gateway.Gateway.SetAPIRules).
+// the gateway when Config.ServeAPIRules is set, or has it write their
+// HTTPRoutes for Config.APIRoutes' Gateway. kfn dev sets its project's
+// APIRules itself (gateway.Gateway.SetAPIRules).
 type APIRuleServer interface {
 	ServeAPIRules(set apirules.Setter) error
+	RouteAPIRules(cfg httproute.Config) error
 }
 
 var (

@@ -4,8 +4,10 @@ import (
 	"flag"
 	"fmt"
 	"net/url"
+	"strings"
 
 	"github.com/kfn-dev/kfn/eventbridge/extauth"
+	"github.com/kfn-dev/kfn/eventbridge/httproute"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/internal/logging"
 	"github.com/kfn-dev/kfn/internal/natsconn"
@@ -135,6 +137,18 @@ func (c *Process) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.NewTokensPerSecond, "new-tokens-per-second", c.NewTokensPerSecond, "TokenReviews of bearer tokens not seen before, a second, on each of the admin API, the gateway, the publisher and the metrics (bursts of five times as many), a quarter of it for the tokens of one namespace while others send new tokens too (those the cluster signed for kfn: their signature is checked against its ServiceAccount issuer's keys before a review) and a tenth for one caller address (the others, which together have at most half); more are answered 429, so that made-up tokens cannot flood the API server nor one namespace or caller spend the others' reviews (a token the cluster refused is answered 401 without another review)")
 	fs.StringVar(&c.GatewayListen, "gateway-listen", c.GatewayListen, "address of the gateway to Functions (component gateway): /{namespace}/{function}/path, or Host <function>.<namespace>.svc[.cluster.local]")
 	fs.StringVar(&c.ExposeListen, "expose-listen", c.ExposeListen, "address of the hosts of the cluster's APIRules (gateway.kyma-project.io/v2), served by their rules to whoever reaches it as far as a rule's access strategy lets them, plain HTTP; empty: APIRules are not served nor their status written")
+	fs.Func("apirule-gateway", "namespace/name[/listener] of a Gateway (Gateway API) to write an HTTPRoute per APIRule for, instead of serving APIRules on -expose-listen (rules an HTTPRoute cannot enforce, jwt and extAuth among them, are left out and named in the APIRule's status)", func(v string) error {
+		parts := strings.Split(v, "/")
+		if len(parts) < 2 || len(parts) > 3 || parts[0] == "" || parts[1] == "" {
+			return fmt.Errorf("want namespace/name[/listener], not %q", v)
+		}
+		p := &httproute.Parent{Namespace: parts[0], Name: parts[1]}
+		if len(parts) == 3 {
+			p.SectionName = parts[2]
+		}
+		c.APIRoutes = p
+		return nil
+	})
 	fs.StringVar(&c.ExposeTLSCertFile, "expose-tls-cert-file", c.ExposeTLSCertFile, "certificate (PEM) of -expose-listen, which then serves TLS only; read again when it changes")
 	fs.StringVar(&c.ExposeTLSKeyFile, "expose-tls-key-file", c.ExposeTLSKeyFile, "key (PEM) of -expose-tls-cert-file")
 	fs.StringVar(&c.Gateway.APIRuleDomain, "apirule-domain", c.Gateway.APIRuleDomain, "domain of an APIRule's short hosts: my-function is my-function.<domain>; empty: short hosts are refused (status Error)")
@@ -183,6 +197,9 @@ func (c *Process) Validate() error {
 		case c.GatewayAuth != GatewayAuthKubernetes && c.GatewayAuth != GatewayAuthNone:
 			return fmt.Errorf("%w: -gateway-auth must be kubernetes or none, not %q", ErrInvalidConfig, c.GatewayAuth)
 		}
+	}
+	if c.APIRoutes != nil && c.ExposeListen != "" {
+		return fmt.Errorf("%w: -apirule-gateway writes the APIRules' routes for a Gateway: -expose-listen, which would serve them too, must be empty", ErrInvalidConfig)
 	}
 	if (c.ExposeTLSCertFile == "") != (c.ExposeTLSKeyFile == "") {
 		return fmt.Errorf("%w: -expose-tls-cert-file and -expose-tls-key-file go together", ErrInvalidConfig)

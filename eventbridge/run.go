@@ -85,7 +85,7 @@ func Run(ctx context.Context, p Process, root *slog.Logger) error {
 	}
 	cfg := p.Config
 	cfg.Admin = cfg.Admin && p.AdminListen != ""
-	cfg.ServeAPIRules = p.ExposeListen != "" && cfg.Has(ComponentGateway) && len(p.Subscriptions) == 0
+	cfg.ServeAPIRules = (p.ExposeListen != "" || cfg.APIRoutes != nil) && cfg.Has(ComponentGateway) && len(p.Subscriptions) == 0
 	w, err := newWorld(p, cfg, log)
 	if err != nil {
 		return err

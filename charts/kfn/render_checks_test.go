@@ -30,6 +30,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge"
 	"github.com/kfn-dev/kfn/eventbridge/admission"
 	"github.com/kfn-dev/kfn/eventbridge/extauth"
+	"github.com/kfn-dev/kfn/eventbridge/httproute"
 )
 
 // rendered is one value set's objects, typed where the tests look inside.
@@ -366,6 +367,16 @@ func TestEventBridgeArgs(t *testing.T) {
 				assert.Empty(t, cfg.ExposeTLSCertFile, "plain HTTP by default")
 				assert.Equal(t, 10*time.Millisecond, cfg.WakeProbeInterval, "eventbridge.wakeProbeInterval")
 			}
+			if vs.name == "APIRules as HTTPRoutes" {
+				assert.Equal(t, &httproute.Parent{Namespace: "gateways", Name: "public", SectionName: "https"}, cfg.APIRoutes, "eventbridge.gateway.external.gatewayRef")
+				assert.Empty(t, cfg.ExposeListen, "the Gateway serves them")
+				assert.Empty(t, cfg.ExposeTLSCertFile)
+				assert.NotContains(t, r.services, "kfn-gateway-external")
+			} else {
+				assert.Nil(t, cfg.APIRoutes)
+			}
+			routes := slices.ContainsFunc(r.clusterRoles["kfn-eventbridge"].Rules, func(p rbacv1.PolicyRule) bool { return slices.Contains(p.Resources, "httproutes") })
+			assert.Equal(t, vs.name == "APIRules as HTTPRoutes", routes, "HTTPRoutes granted only to write them")
 			assert.Equal(t, eventbridge.PublisherSendersKubernetes, cfg.PublisherSenders)
 			assert.Equal(t, 100.0, cfg.NewTokensPerSecond, "eventbridge.newTokensPerSecond")
 		})

@@ -27,6 +27,9 @@ var valueSets = []valueSet{
 	{name: "no KEDA", values: map[string]any{
 		"keda": map[string]any{"enabled": false},
 	}},
+	{name: "APIRules as HTTPRoutes", values: map[string]any{
+		"eventbridge": map[string]any{"gateway": map[string]any{"external": map[string]any{"gatewayRef": "gateways/public/https", "tls": map[string]any{"secretName": "unused"}}}},
+	}},
 	{name: "HA", values: map[string]any{
 		"nats":        map[string]any{"replicas": 3},
 		"controller":  map[string]any{"replicas": 2},

@@ -200,7 +200,7 @@ func exposureOf(r *gatewayv2.APIRule, rule gatewayv2.Rule, authorizers *extauth.
 		e.timeout = time.Duration(*t) * time.Second
 	}
 	if rule.Request != nil && e.refused == "" {
-		e.headers, e.cookies, e.refused = requestChanges(rule.Request)
+		e.headers, e.cookies, e.refused = RequestChanges(rule.Request)
 	}
 	return e
 }
@@ -211,9 +211,9 @@ var reservedHeaders = map[string]bool{"Host": true, "Content-Length": true, "Tra
 	"Upgrade": true, "Te": true, "Trailer": true, "Keep-Alive": true, "Proxy-Connection": true, "Cookie": true,
 	"X-Forwarded-For": true, "X-Forwarded-Host": true, "X-Forwarded-Proto": true, "Forwarded": true}
 
-// requestChanges checks a rule's request changes: the headers, the
+// RequestChanges checks a rule's request changes: the headers, the
 // cookies, or why they cannot be made.
-func requestChanges(req *gatewayv2.Request) (map[string]string, []*http.Cookie, string) {
+func RequestChanges(req *gatewayv2.Request) (map[string]string, []*http.Cookie, string) {
 	headers := make(map[string]string, len(req.Headers))
 	for name, value := range req.Headers {
 		canonical := http.CanonicalHeaderKey(name)

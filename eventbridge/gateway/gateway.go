@@ -120,6 +120,10 @@ type Config struct {
 	Egress egress.Policy
 }
 
+// DefaultHostSuffixes are Config.HostSuffixes' default: a cluster
+// Service's names.
+var DefaultHostSuffixes = []string{".svc.cluster.local", ".svc"}
+
 func (c *Config) defaults() {
 	if c.HoldTimeout == 0 {
 		c.HoldTimeout = DefaultHoldTimeout
@@ -137,7 +141,7 @@ func (c *Config) defaults() {
 		c.ReportInterval = 200 * time.Millisecond
 	}
 	if c.HostSuffixes == nil {
-		c.HostSuffixes = []string{".svc.cluster.local", ".svc"}
+		c.HostSuffixes = DefaultHostSuffixes
 	}
 	if c.Source == "" {
 		c.Source = "gateway"
