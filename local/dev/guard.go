@@ -20,13 +20,17 @@ func guardAdmin(h http.Handler) http.Handler {
 	csrf.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "cross-origin request refused: kfn dev's admin API answers only its own web view and the kfn command", http.StatusForbidden)
 	}))
-	protected := csrf.Handler(h)
+	return localOnly(csrf.Handler(h), "kfn dev's admin API answers requests to localhost or an IP address")
+}
+
+// localOnly refuses, saying why, a request whose Host is not localHost.
+func localOnly(h http.Handler, why string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !localHost(r.Host) {
-			http.Error(w, "host "+r.Host+" refused: kfn dev's admin API answers requests to localhost or an IP address", http.StatusForbidden)
+			http.Error(w, "host "+r.Host+" refused: "+why, http.StatusForbidden)
 			return
 		}
-		protected.ServeHTTP(w, r)
+		h.ServeHTTP(w, r)
 	})
 }
 
@@ -56,14 +60,7 @@ func localHost(hostport string) bool {
 // rebind only if its author controls the name, are served before, by
 // their rules), and so are the writes guardWrites refuses.
 func guardEvents(h http.Handler) http.Handler {
-	h = guardWrites(h)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !localHost(r.Host) {
-			http.Error(w, "host "+r.Host+" refused: kfn dev answers requests to localhost, an IP address or a host of the project's APIRules", http.StatusForbidden)
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
+	return localOnly(guardWrites(h), "kfn dev answers requests to localhost, an IP address or a host of the project's APIRules")
 }
 
 // guardWrites refuses a request that can change something (any method
