@@ -2,6 +2,8 @@ package httproute
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -9,7 +11,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gatewayapiv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -21,6 +22,11 @@ import (
 
 // FieldOwner is the field manager of the routes kfn applies.
 const FieldOwner = "kfn-eventbridge"
+
+// HashAnnotation holds the hash of the route kfn applied: a route whose
+// hash is the one wanted is not applied again (every replica syncs every
+// APIRule once a minute).
+const HashAnnotation = "kfn.dev/route-hash"
 
 // writeTimeout bounds one SetAPIRules' writes.
 const writeTimeout = 30 * time.Second
@@ -76,6 +82,7 @@ func (w *Writer) SetAPIRules(rules []*gatewayv2.APIRule) map[types.NamespacedNam
 		in = append(in, a)
 	}
 	_, refused := apiroute.Build(in, apiroute.Options{DefaultDomain: w.cfg.Domain, Reserved: w.cfg.Reserved})
+	written, listed := w.written(ctx)
 	out := make(map[types.NamespacedName]gateway.APIRuleStatus, len(rules))
 	keep := map[types.NamespacedName]bool{}
 	for _, r := range rules {
@@ -89,7 +96,7 @@ func (w *Writer) SetAPIRules(rules []*gatewayv2.APIRule) map[types.NamespacedNam
 			out[key] = gateway.APIRuleStatus{State: gatewayv2.StateError, Description: "no rule can be written as an HTTPRoute: " + strings.Join(notes, "; ")}
 			continue
 		}
-		if err := w.apply(ctx, route); err != nil {
+		if err := w.apply(ctx, route, written); err != nil {
 			out[key] = gateway.APIRuleStatus{State: gatewayv2.StateError, Description: err.Error()}
 			continue
 		}
@@ -100,12 +107,44 @@ func (w *Writer) SetAPIRules(rules []*gatewayv2.APIRule) map[types.NamespacedNam
 			out[key] = gateway.APIRuleStatus{State: gatewayv2.StateReady}
 		}
 	}
-	w.deleteOthers(ctx, keep)
+	if listed {
+		w.deleteOthers(ctx, written, keep)
+	}
 	return out
 }
 
-// apply applies route with server-side apply.
-func (w *Writer) apply(ctx context.Context, route *gatewayapiv1.HTTPRoute) error {
+// written returns the hash of each route kfn wrote, and whether they
+// could be listed.
+func (w *Writer) written(ctx context.Context) (map[types.NamespacedName]string, bool) {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(gatewayapiv1.SchemeGroupVersion.WithKind("HTTPRouteList"))
+	if err := w.client.List(ctx, list, client.MatchingLabels{ManagedBy: ManagedByValue}, client.HasLabels{APIRuleLabel}); err != nil {
+		w.log.Warn("listing the HTTPRoutes of APIRules failed; each is applied, and stale ones deleted at the next sync", "error", err)
+		return map[types.NamespacedName]string{}, false
+	}
+	out := make(map[types.NamespacedName]string, len(list.Items))
+	for _, u := range list.Items {
+		out[types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}] = u.GetAnnotations()[HashAnnotation]
+	}
+	return out, true
+}
+
+// apply applies route with server-side apply, unless written says kfn
+// applied it as it is.
+func (w *Writer) apply(ctx context.Context, route *gatewayapiv1.HTTPRoute, written map[types.NamespacedName]string) error {
+	sum, err := json.Marshal(struct {
+		Meta  any
+		Owner any
+		Spec  any
+	}{route.Labels, route.OwnerReferences, route.Spec})
+	if err != nil {
+		return fmt.Errorf("write HTTPRoute %s/%s: %w", route.Namespace, route.Name, err)
+	}
+	hash := fmt.Sprintf("%x", sha256.Sum256(sum))
+	if h, ok := written[types.NamespacedName{Namespace: route.Namespace, Name: route.Name}]; ok && h == hash {
+		return nil
+	}
+	route.Annotations = map[string]string{HashAnnotation: hash}
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(route)
 	if err != nil {
 		return fmt.Errorf("write HTTPRoute %s/%s: %w", route.Namespace, route.Name, err)
@@ -121,20 +160,17 @@ func (w *Writer) apply(ctx context.Context, route *gatewayapiv1.HTTPRoute) error
 
 // deleteOthers deletes the routes kfn wrote that keep does not name. A
 // failure is logged: the next sync deletes them.
-func (w *Writer) deleteOthers(ctx context.Context, keep map[types.NamespacedName]bool) {
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(schema.GroupVersionKind{Group: gatewayapiv1.GroupVersion.Group, Version: gatewayapiv1.GroupVersion.Version, Kind: "HTTPRouteList"})
-	if err := w.client.List(ctx, list, client.MatchingLabels{ManagedBy: ManagedByValue}); err != nil {
-		w.log.Warn("listing the HTTPRoutes of APIRules failed; stale ones are deleted at the next sync", "error", err)
-		return
-	}
-	for i := range list.Items {
-		u := &list.Items[i]
-		if keep[types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}] || u.GetLabels()[APIRuleLabel] == "" {
+func (w *Writer) deleteOthers(ctx context.Context, written map[types.NamespacedName]string, keep map[types.NamespacedName]bool) {
+	for key := range written {
+		if keep[key] {
 			continue
 		}
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gatewayapiv1.SchemeGroupVersion.WithKind("HTTPRoute"))
+		u.SetNamespace(key.Namespace)
+		u.SetName(key.Name)
 		if err := client.IgnoreNotFound(w.client.Delete(ctx, u)); err != nil {
-			w.log.Warn("deleting the HTTPRoute of an APIRule gone or refused failed", "namespace", u.GetNamespace(), "name", u.GetName(), "error", err)
+			w.log.Warn("deleting the HTTPRoute of an APIRule gone or refused failed", "namespace", key.Namespace, "name", key.Name, "error", err)
 		}
 	}
 }
