@@ -56,6 +56,26 @@ func newSeen(t *testing.T) *seen {
 	return s
 }
 
+// exposedOrders is a gateway with cfg (and loopback egress) serving
+// APIRules on a test server, in front of the gateway's own routing when
+// own (else 404), and the backend of Function shop/orders.
+func exposedOrders(t *testing.T, cfg gateway.Config, own bool) (*gateway.Gateway, *httptest.Server, *seen) {
+	t.Helper()
+	bs := newBackends()
+	b := newSeen(t)
+	bs.set("shop/orders", strings.TrimPrefix(b.URL, "http://"))
+	cfg.Egress = loopback
+	g, err := gateway.New(bs, cfg)
+	require.NoError(t, err)
+	var next http.Handler = http.NotFoundHandler()
+	if own {
+		next = g
+	}
+	srv := httptest.NewServer(g.Exposed(next))
+	t.Cleanup(srv.Close)
+	return g, srv, b
+}
+
 func call(t *testing.T, srv *httptest.Server, method, host, path string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(method, srv.URL+path, nil)
@@ -215,13 +235,7 @@ func TestAPIRuleRulesKfnCannotServeRefuseEveryRequest(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			bs := newBackends()
-			b := newSeen(t)
-			bs.set("shop/orders", strings.TrimPrefix(b.URL, "http://"))
-			g, err := gateway.New(bs, gateway.Config{Egress: loopback})
-			require.NoError(t, err)
-			srv := httptest.NewServer(g.Exposed(http.NotFoundHandler()))
-			t.Cleanup(srv.Close)
+			g, srv, b := exposedOrders(t, gateway.Config{}, false)
 			rule := open("/*", "GET")
 			tc.change(&rule)
 			st := g.SetAPIRules([]*gatewayv2.APIRule{apiRule("shop", "orders", "orders.example.com", "orders", time.Unix(1, 0), rule)})
@@ -272,13 +286,7 @@ func TestAPIRuleTimeouts(t *testing.T) {
 // the namespace's jwt rules may name only so many key sets.
 func TestAPIRuleJWTAsKymasTests(t *testing.T) {
 	is := jwttest.NewIssuer(t)
-	bs := newBackends()
-	b := newSeen(t)
-	bs.set("shop/orders", strings.TrimPrefix(b.URL, "http://"))
-	g, err := gateway.New(bs, gateway.Config{Egress: loopback})
-	require.NoError(t, err)
-	srv := httptest.NewServer(g.Exposed(http.NotFoundHandler()))
-	t.Cleanup(srv.Close)
+	g, srv, b := exposedOrders(t, gateway.Config{}, false)
 	jwtRule := func(path string, scopes ...string) gatewayv2.Rule {
 		return gatewayv2.Rule{Path: path, Methods: []gatewayv2.HttpMethod{"GET"}, Jwt: &gatewayv2.JwtConfig{
 			Authentications: []*gatewayv2.JwtAuthentication{{Issuer: is.URL(), JwksUri: is.JWKS()}},
@@ -346,16 +354,10 @@ func TestAPIRuleExtAuthAsIstiosProviders(t *testing.T) {
 	}))
 	t.Cleanup(authz.Close)
 	is := jwttest.NewIssuer(t)
-	bs := newBackends()
-	b := newSeen(t)
-	bs.set("shop/orders", strings.TrimPrefix(b.URL, "http://"))
-	g, err := gateway.New(bs, gateway.Config{Egress: loopback, Authorizers: []extauth.Authorizer{{
+	g, srv, b := exposedOrders(t, gateway.Config{Authorizers: []extauth.Authorizer{{
 		Name: "oauth2-proxy", URL: authz.URL + "/oauth2/auth", Timeout: extauth.Duration(300 * time.Millisecond),
 		IncludeRequestHeaders: []string{"cookie"}, HeadersToUpstream: []string{"x-user"},
-	}}})
-	require.NoError(t, err)
-	srv := httptest.NewServer(g.Exposed(http.NotFoundHandler()))
-	t.Cleanup(srv.Close)
+	}}}, false)
 	ext := gatewayv2.Rule{Path: "/{**}", Methods: []gatewayv2.HttpMethod{"GET", "POST"}, ExtAuth: &gatewayv2.ExtAuth{ExternalAuthorizers: []string{"oauth2-proxy"}}}
 	restricted := gatewayv2.Rule{Path: "/strict", Methods: []gatewayv2.HttpMethod{"GET"}, ExtAuth: &gatewayv2.ExtAuth{
 		ExternalAuthorizers: []string{"oauth2-proxy"},
@@ -399,13 +401,7 @@ func TestAPIRuleExtAuthAsIstiosProviders(t *testing.T) {
 // came, not decoded into segments a rule never allowed
 // (/public/a/../admin); so does one through the gateway's own routing.
 func TestAnEscapedSlashStaysEscaped(t *testing.T) {
-	bs := newBackends()
-	b := newSeen(t)
-	bs.set("shop/orders", strings.TrimPrefix(b.URL, "http://"))
-	g, err := gateway.New(bs, gateway.Config{Egress: loopback})
-	require.NoError(t, err)
-	srv := httptest.NewServer(g.Exposed(g))
-	t.Cleanup(srv.Close)
+	g, srv, b := exposedOrders(t, gateway.Config{}, true)
 	g.SetAPIRules([]*gatewayv2.APIRule{apiRule("shop", "orders", "orders.example.com", "orders", time.Unix(1, 0), open("/public/{*}", "GET"))})
 
 	code, body := call(t, srv, http.MethodGet, "orders.example.com", "/public/a%2F..%2Fadmin")

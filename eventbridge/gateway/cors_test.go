@@ -154,13 +154,7 @@ func TestAPIRuleCORSPoliciesKfnCannotApplyAreErrors(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			bs := newBackends()
-			b := newSeen(t)
-			bs.set("shop/orders", strings.TrimPrefix(b.URL, "http://"))
-			g, err := gateway.New(bs, gateway.Config{Egress: loopback})
-			require.NoError(t, err)
-			srv := httptest.NewServer(g.Exposed(http.NotFoundHandler()))
-			t.Cleanup(srv.Close)
+			g, srv, b := exposedOrders(t, gateway.Config{}, false)
 			r := apiRule("shop", "orders", "orders.example.com", "orders", time.Unix(1, 0), open("/*", "GET"))
 			r.Spec.CorsPolicy = &tc.policy
 			got := g.SetAPIRules([]*gatewayv2.APIRule{r})[types.NamespacedName{Namespace: "shop", Name: "orders"}]
