@@ -171,11 +171,15 @@ func origins(docs []manifest.Document, set manifest.Set) map[string]string {
 		key := ObjectKey("Subscription", s.Namespace, s.Name)
 		out[key] = files[key]
 	}
+	for _, r := range set.APIRules {
+		key := ObjectKey("APIRule", r.Namespace, r.Name)
+		out[key] = files[key]
+	}
 	return out
 }
 
 // KeepFrom carries over from prev, the project as read before, every
-// Function, Subscription and other document (the ConfigMaps and Secrets
+// Function, Subscription, APIRule and other document (the ConfigMaps and Secrets
 // functions read) that came from a file p could not use, or from under a
 // directory p could not list, and that p lacks: a file saved half-written,
 // or with a mistake, reports its error and leaves what it defined running
@@ -199,6 +203,13 @@ func (p *Project) KeepFrom(prev *Project) {
 		key := ObjectKey("Subscription", s.Namespace, s.Name)
 		if p.keeps(prev, key) {
 			p.Subscriptions = append(p.Subscriptions, s)
+			p.Origins[key] = prev.Origins[key]
+		}
+	}
+	for _, r := range prev.APIRules {
+		key := ObjectKey("APIRule", r.Namespace, r.Name)
+		if p.keeps(prev, key) {
+			p.APIRules = append(p.APIRules, r)
 			p.Origins[key] = prev.Origins[key]
 		}
 	}

@@ -198,6 +198,11 @@ apiVersion: serverless.kyma-project.io/v1alpha2
 kind: Function
 metadata: {name: b}
 spec: {runtime: nodejs22, source: {inline: {source: "module.exports = { main: () => 'b' }"}}}
+---
+apiVersion: gateway.kyma-project.io/v2
+kind: APIRule
+metadata: {name: b}
+spec: {hosts: [b], service: {name: b, port: 80}, rules: [{path: /*, methods: [GET], noAuth: true}]}
 `,
 		"gone/config.yaml": "name: gone\nruntime: python312\n",
 		"gone/handler.py":  "def main(event, context):\n    return 'x'\n",
@@ -210,6 +215,9 @@ spec: {runtime: nodejs22, source: {inline: {source: "module.exports = { main: ()
 		for _, s := range p.Subscriptions {
 			out = append(out, "sub:"+s.Name)
 		}
+		for _, r := range p.APIRules {
+			out = append(out, "apirule:"+r.Name)
+		}
 		return out
 	}
 	before := load(t, dir)
@@ -221,7 +229,7 @@ spec: {runtime: nodejs22, source: {inline: {source: "module.exports = { main: ()
 		b      = "b=module.exports = { main: () => 'b' }"
 		gone   = "gone=def main(event, context):\n    return 'x'\n"
 	)
-	require.ElementsMatch(t, []string{orders, a, b, gone, "sub:orders"}, names(before))
+	require.ElementsMatch(t, []string{orders, a, b, gone, "sub:orders", "apirule:b"}, names(before))
 
 	t.Run("a handler saved half-written", func(t *testing.T) {
 		write(t, dir, map[string]string{"orders/handler.js": ""})
@@ -230,7 +238,7 @@ spec: {runtime: nodejs22, source: {inline: {source: "module.exports = { main: ()
 		p.KeepFrom(before)
 		// Exactly these: orders' last version and its Subscription, which
 		// keeps delivering, once each beside the rest.
-		assert.ElementsMatch(t, []string{orders, a, b, gone, "sub:orders"}, names(p))
+		assert.ElementsMatch(t, []string{orders, a, b, gone, "sub:orders", "apirule:b"}, names(p))
 		assert.Equal(t, filepath.Join(dir, "orders"), p.Sources["default/orders"])
 		write(t, dir, map[string]string{"orders/handler.js": "module.exports = { main: () => 'v1' }\n"})
 	})
@@ -239,7 +247,7 @@ spec: {runtime: nodejs22, source: {inline: {source: "module.exports = { main: ()
 		p := load(t, dir)
 		require.NotEmpty(t, p.Invalid)
 		p.KeepFrom(before)
-		assert.ElementsMatch(t, []string{orders, a, b, gone, "sub:orders"}, names(p))
+		assert.ElementsMatch(t, []string{orders, a, b, gone, "sub:orders", "apirule:b"}, names(p))
 		write(t, dir, map[string]string{"orders/config.yaml": "name: orders\nruntime: nodejs22\nsubscriptions: [{source: shop, types: [order.created.v1]}]\n"})
 	})
 	t.Run("one bad document of a manifest", func(t *testing.T) {
@@ -258,13 +266,23 @@ spec: {runtime: nodejs18, source: {inline: {source: "module.exports = { main: ()
 		p.KeepFrom(before)
 		// One Function per name: the good document's new version (not
 		// beside its old one), the bad one's last version.
-		assert.ElementsMatch(t, []string{orders, "a=module.exports = { main: () => 'a2' }", b, gone, "sub:orders"}, names(p))
+		assert.ElementsMatch(t, []string{orders, "a=module.exports = { main: () => 'a2' }", b, gone, "sub:orders", "apirule:b"}, names(p))
+	})
+	t.Run("a manifest saved half-written", func(t *testing.T) {
+		app, err := os.ReadFile(filepath.Join(dir, "app.yaml"))
+		require.NoError(t, err)
+		write(t, dir, map[string]string{"app.yaml": "apiVersion: gateway.kyma-project.io/v2\nkind: [\n"})
+		p := load(t, dir)
+		require.NotEmpty(t, p.Invalid)
+		p.KeepFrom(before)
+		assert.ElementsMatch(t, []string{orders, a, b, gone, "sub:orders", "apirule:b"}, names(p), "the APIRule keeps serving its host too")
+		write(t, dir, map[string]string{"app.yaml": string(app)})
 	})
 	t.Run("a removed folder is gone", func(t *testing.T) {
 		require.NoError(t, os.RemoveAll(filepath.Join(dir, "gone")))
 		p := load(t, dir)
 		p.KeepFrom(before)
-		assert.ElementsMatch(t, []string{orders, "a=module.exports = { main: () => 'a2' }", b, "sub:orders"}, names(p),
+		assert.ElementsMatch(t, []string{orders, "a=module.exports = { main: () => 'a2' }", b, "sub:orders", "apirule:b"}, names(p),
 			"gone is gone; b, still broken in app.yaml, keeps its last version")
 	})
 }
