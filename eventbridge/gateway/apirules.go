@@ -89,10 +89,23 @@ func (g *Gateway) SetAPIRules(rules []*gatewayv2.APIRule) map[types.NamespacedNa
 const MaxJWKSPerNamespace = 8
 
 // boundJWKS refuses the jwt rules that would take their namespace past
-// MaxJWKSPerNamespace key sets, in the order of in, and adds the warning.
+// MaxJWKSPerNamespace key sets, and adds the warning: the rules of the
+// oldest APIRules keep theirs, whatever order in has.
 func boundJWKS(in []apiroute.APIRule[exposure], warnings map[apiroute.Key][]string) {
+	order := make([]int, len(in))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(i, j int) bool {
+		a, b := in[order[i]], in[order[j]]
+		if !a.Created.Equal(b.Created) {
+			return a.Created.Before(b.Created)
+		}
+		return a.Key.String() < b.Key.String()
+	})
 	seen := map[string]map[string]bool{}
-	for _, a := range in {
+	for _, k := range order {
+		a := in[k]
 		uris := seen[a.Namespace]
 		if uris == nil {
 			uris = map[string]bool{}

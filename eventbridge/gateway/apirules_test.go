@@ -326,6 +326,16 @@ func TestAPIRuleJWTAsKymasTests(t *testing.T) {
 	got := st[types.NamespacedName{Namespace: "shop", Name: "many"}]
 	assert.Equal(t, gatewayv2.StateWarning, got.State)
 	assert.Equal(t, fmt.Sprintf("rule %d (/r%d) refuses every request: the namespace's jwt rules name more than 8 jwksUris", gateway.MaxJWKSPerNamespace, gateway.MaxJWKSPerNamespace), got.Description)
+
+	// The oldest APIRules keep their key sets, whatever order they come in.
+	late := jwtRule("/late")
+	late.Jwt.Authentications[0].JwksUri = is.URL() + "/jwks/late"
+	st = g.SetAPIRules([]*gatewayv2.APIRule{
+		apiRule("shop", "newer", "newer.example.com", "orders", time.Unix(2, 0), late),
+		apiRule("shop", "many", "many.example.com", "orders", time.Unix(1, 0), rules[:gateway.MaxJWKSPerNamespace]...),
+	})
+	assert.Equal(t, gatewayv2.StateReady, st[types.NamespacedName{Namespace: "shop", Name: "many"}].State)
+	assert.Contains(t, st[types.NamespacedName{Namespace: "shop", Name: "newer"}].Description, "more than 8 jwksUris")
 }
 
 // TestAPIRuleExtAuthAsIstiosProviders: an extAuth rule asks its
