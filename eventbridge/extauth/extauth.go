@@ -220,9 +220,11 @@ func (c *Checker) ask(ctx context.Context, namespace string, a *authorizer, req 
 		return refuse(http.StatusTooManyRequests, "too many external authorization checks in flight: %v", err)
 	}
 	defer c.seats.Leave(namespace)
+	// The path as the Function gets it, escaped as it came (an escaped
+	// "/" stays one), after the authorizer's.
 	u := *a.base
-	u.Path = strings.TrimSuffix(u.Path, "/") + req.URL.Path
-	u.RawPath = ""
+	u.Path = strings.TrimSuffix(a.base.Path, "/") + req.URL.Path
+	u.RawPath = strings.TrimSuffix(a.base.EscapedPath(), "/") + req.URL.EscapedPath()
 	u.RawQuery = req.URL.RawQuery
 	check, err := http.NewRequestWithContext(ctx, req.Method, u.String(), http.NoBody)
 	if err != nil {

@@ -384,6 +384,8 @@ func TestAPIRuleExtAuthAsIstiosProviders(t *testing.T) {
 	assert.Equal(t, "/oauth2/auth/orders/1?x=1", got.URL.RequestURI())
 	assert.Equal(t, "orders.example.com", got.Host)
 	assert.Empty(t, got.Header.Get("X-Secret"), "only the headers it names")
+	request(t, srv, http.MethodGet, "orders.example.com", "/files/a%2F..%2Fadmin", map[string]string{"Cookie": "session=good"})
+	assert.Equal(t, "/oauth2/auth/files/a%2F..%2Fadmin", asked.Load().RequestURI, "the path escaped as the Function gets it")
 	fn := b.last.Load()
 	require.NotNil(t, fn)
 	assert.Equal(t, "alice", fn.Header.Get("X-User"), "the header the authorizer adds")
