@@ -76,3 +76,57 @@ func TestChecksInFlightAreBoundedPerNamespace(t *testing.T) {
 	assert.Empty(t, c.Unknown([]string{"quick", "patient"}))
 	assert.Equal(t, "b", c.Unknown([]string{"quick", "b"}))
 }
+
+// An authorizer is asked with the request's method, path and query after
+// its own path, Host and the headers it names; 200 allows and adds
+// headersToUpstream; another answer is refused with its status, the
+// headers it may pass on and its body (a 2xx other than 200 neither
+// allows nor says why: 403); an authorizer not defined refuses.
+func TestCheckAsksAndPassesOnTheAnswer(t *testing.T) {
+	authz := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Seen", r.Method+" "+r.Host+" "+r.URL.RequestURI()+" "+r.Header.Get("Authorization")+"|"+r.Header.Get("X-Other"))
+		switch r.Header.Get("Authorization") {
+		case "ok":
+			w.Header().Set("X-User", "alice")
+		case "empty":
+			w.WriteHeader(http.StatusNoContent)
+		default:
+			w.Header().Set("Www-Authenticate", "Basic")
+			w.Header().Set("X-Internal", "secret")
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = w.Write([]byte("who are you"))
+		}
+	}))
+	t.Cleanup(authz.Close)
+	c := extauth.New([]extauth.Authorizer{{Name: "a", URL: authz.URL + "/check/", HeadersToUpstream: []string{"x-user", "x-seen"}}}, extauth.Config{})
+	ask := func(auth string) (*http.Request, *extauth.Denial) {
+		req := httptest.NewRequest(http.MethodPut, "http://orders.example.com/orders/1?x=2", nil)
+		req.Header.Set("Authorization", auth)
+		req.Header.Set("X-Other", "not sent")
+		return req, c.Check(context.Background(), "shop", []string{"a"}, req)
+	}
+	req, d := ask("ok")
+	require.Nil(t, d)
+	assert.Equal(t, "alice", req.Header.Get("X-User"))
+	assert.Equal(t, "PUT orders.example.com /check/orders/1?x=2 ok|", req.Header.Get("X-Seen"))
+
+	_, d = ask("nobody")
+	require.NotNil(t, d)
+	assert.Equal(t, http.StatusUnauthorized, d.Status)
+	assert.Equal(t, "Basic", d.Header.Get("Www-Authenticate"))
+	assert.Empty(t, d.Header.Get("X-Internal"), "only the headers it may pass on")
+	assert.Equal(t, "who are you", string(d.Body))
+	w := httptest.NewRecorder()
+	d.Write(w)
+	assert.Equal(t, http.StatusUnauthorized, w.Code)
+	assert.Equal(t, "who are you", w.Body.String())
+
+	_, d = ask("empty")
+	require.NotNil(t, d)
+	assert.Equal(t, http.StatusForbidden, d.Status)
+
+	d = c.Check(context.Background(), "shop", []string{"nobody"}, httptest.NewRequest(http.MethodGet, "http://x/", nil))
+	require.NotNil(t, d)
+	assert.Equal(t, http.StatusForbidden, d.Status)
+	assert.Contains(t, string(d.Body), `external authorizer "nobody" is not defined`)
+}

@@ -93,6 +93,7 @@ func TestJWTAsKymasTests(t *testing.T) {
 		"HS256":           {mac, "algorithm is not allowed"},
 		"alg none":        {none, "algorithm is not allowed"},
 		"too long":        {strings.Repeat("a", jwtrule.MaxToken+1), "longer than"},
+		"at the bound":    {strings.Repeat("a", jwtrule.MaxToken), "Jwt is not in the form"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -161,6 +162,14 @@ func TestJWTFromHeadersAndParamsAsKymasTests(t *testing.T) {
 	req.Header.Set("X-Jwt-Token", "JwtToken "+token)
 	assert.Nil(t, fromHeader.Check(ctx, keys, req))
 	assert.Empty(t, req.Header.Get("X-Jwt-Token"), "not forwarded")
+
+	// The Authorization header named, without a prefix: Bearer, as the
+	// default.
+	authHeader, err := jwtrule.Compile(&gatewayv2.JwtConfig{Authentications: []*gatewayv2.JwtAuthentication{{
+		Issuer: is.URL(), JwksUri: is.JWKS(), FromHeaders: []*gatewayv2.JwtHeader{{Name: "authorization"}},
+	}}})
+	require.NoError(t, err)
+	assert.Nil(t, authHeader.Check(ctx, keys, bearer(token)))
 
 	fromParam, err := jwtrule.Compile(&gatewayv2.JwtConfig{Authentications: []*gatewayv2.JwtAuthentication{{
 		Issuer: is.URL(), JwksUri: is.JWKS(), FromParams: []string{"jwt_token"},
