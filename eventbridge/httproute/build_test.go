@@ -87,20 +87,27 @@ func TestBuildLeavesOutWhatAnHTTPRouteCannotEnforce(t *testing.T) {
 	cookie.Request = &gatewayv2.Request{Cookies: map[string]string{"a": "b"}}
 	other := noAuth("/o", "GET")
 	other.Service = &gatewayv2.Service{Name: ptr.To("pay"), Namespace: ptr.To("bank")}
-	a := apiRule(jwt, ext, cookie, other, noAuth("/ok", "GET"))
-	a.Spec.CorsPolicy = &gatewayv2.CorsPolicy{AllowOrigins: gatewayv2.StringMatch{{"exact": "https://shop.example.com"}, {"regex": ".*"}}, AllowMethods: []string{"GET"}}
+	host := noAuth("/h", "GET")
+	host.Request = &gatewayv2.Request{Headers: map[string]string{"Host": "bank.example.com"}}
+	a := apiRule(jwt, ext, cookie, other, host, noAuth("/ok", "GET"))
+	a.Spec.Timeout = ptr.To(gatewayv2.Timeout(60))
+	a.Spec.CorsPolicy = &gatewayv2.CorsPolicy{AllowOrigins: gatewayv2.StringMatch{{"exact": "https://shop.example.com"}, {"regex": ".*"}}, AllowMethods: []string{"GET"},
+		MaxAge: ptr.To(uint64(1) << 40)}
 	route, notes := httproute.Build(a, parent, "local.kyma.dev")
 	require.Len(t, route.Spec.Rules, 1)
 	assert.Equal(t, "Exact /ok", path(route.Spec.Rules[0].Matches[0].Path))
 	cors := route.Spec.Rules[0].Filters[0].CORS
 	require.NotNil(t, cors)
 	assert.Equal(t, []gatewayapiv1.CORSOrigin{"https://shop.example.com"}, cors.AllowOrigins)
+	assert.EqualValues(t, 1<<31-1, cors.MaxAge, "bounded by its int32")
+	assert.EqualValues(t, "60s", *route.Spec.Rules[0].Timeouts.Request, "the APIRule's timeout")
 	assert.Equal(t, []string{
 		"corsPolicy.allowOrigins map[regex:.*] left out: an HTTPRoute allows exact origins only",
 		"rule 0 (/secret) left out: jwt is not enforced by an HTTPRoute (the Gateway answers its requests as unrouted)",
 		"rule 1 (/ext) left out: extAuth is not enforced by an HTTPRoute (the Gateway answers its requests as unrouted)",
 		"rule 2 (/c) left out: request.cookies cannot be set by an HTTPRoute",
 		"rule 3 (/o) left out: kfn routes to Services of the APIRule's namespace only, not of bank",
+		`rule 4 (/h) left out: request.headers: "Host" cannot be set`,
 	}, notes)
 
 	many := make([]gatewayv2.Rule, 17)
