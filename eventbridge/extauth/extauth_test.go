@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
@@ -90,6 +91,9 @@ func TestCheckAsksAndPassesOnTheAnswer(t *testing.T) {
 			w.Header().Set("X-User", "alice")
 		case "empty":
 			w.WriteHeader(http.StatusNoContent)
+		case "300", "399", "400":
+			code, _ := strconv.Atoi(r.Header.Get("Authorization"))
+			w.WriteHeader(code)
 		default:
 			w.Header().Set("Www-Authenticate", "Basic")
 			w.Header().Set("X-Internal", "secret")
@@ -124,6 +128,11 @@ func TestCheckAsksAndPassesOnTheAnswer(t *testing.T) {
 	_, d = ask("empty")
 	require.NotNil(t, d)
 	assert.Equal(t, http.StatusForbidden, d.Status)
+	for _, code := range []int{300, 399, 400} { // a redirect (to a login page) and a refusal pass on
+		_, d = ask(strconv.Itoa(code))
+		require.NotNil(t, d)
+		assert.Equal(t, code, d.Status)
+	}
 
 	d = c.Check(context.Background(), "shop", []string{"nobody"}, httptest.NewRequest(http.MethodGet, "http://x/", nil))
 	require.NotNil(t, d)
