@@ -199,20 +199,8 @@ func (p *Project) KeepFrom(prev *Project) {
 			p.Sources[fn.Namespace+"/"+fn.Name] = prev.Sources[fn.Namespace+"/"+fn.Name]
 		}
 	}
-	for _, s := range prev.Subscriptions {
-		key := ObjectKey("Subscription", s.Namespace, s.Name)
-		if p.keeps(prev, key) {
-			p.Subscriptions = append(p.Subscriptions, s)
-			p.Origins[key] = prev.Origins[key]
-		}
-	}
-	for _, r := range prev.APIRules {
-		key := ObjectKey("APIRule", r.Namespace, r.Name)
-		if p.keeps(prev, key) {
-			p.APIRules = append(p.APIRules, r)
-			p.Origins[key] = prev.Origins[key]
-		}
-	}
+	p.Subscriptions = keepObjects(p, prev, "Subscription", p.Subscriptions, prev.Subscriptions)
+	p.APIRules = keepObjects(p, prev, "APIRule", p.APIRules, prev.APIRules)
 	present := make(map[string]bool, len(p.Ignored))
 	for _, d := range p.Ignored {
 		present[ObjectKey(d.Object.GetKind(), namespaceOf(d), d.Object.GetName())] = true
@@ -222,6 +210,22 @@ func (p *Project) KeepFrom(prev *Project) {
 			p.Ignored = append(p.Ignored, d)
 		}
 	}
+}
+
+// keepObjects returns objs with the objects of kind of prev's (before)
+// that p keeps (keeps), their origins recorded in p.
+func keepObjects[T interface {
+	GetNamespace() string
+	GetName() string
+}](p, prev *Project, kind string, objs, before []T) []T {
+	for _, o := range before {
+		key := ObjectKey(kind, o.GetNamespace(), o.GetName())
+		if p.keeps(prev, key) {
+			objs = append(objs, o)
+			p.Origins[key] = prev.Origins[key]
+		}
+	}
+	return objs
 }
 
 // keeps reports whether the object key of prev came from a file broken in
