@@ -171,7 +171,7 @@ func (c *Checker) Unknown(names []string) string {
 	return ""
 }
 
-// Denial is a refusal: what the client is answered.
+// Denial is a refusal: what the client is answered. Header is never nil.
 type Denial struct {
 	Status int
 	Header http.Header
@@ -193,7 +193,7 @@ func (d *Denial) Write(w http.ResponseWriter) {
 }
 
 func refuse(status int, format string, args ...any) *Denial {
-	return &Denial{Status: status, Body: []byte(fmt.Sprintf(format, args...) + "\n")}
+	return &Denial{Status: status, Header: http.Header{}, Body: []byte(fmt.Sprintf(format, args...) + "\n")}
 }
 
 // Check asks each of names about req, a request of namespace's APIRule,

@@ -293,7 +293,11 @@ func (g *Gateway) Exposed(next http.Handler) http.Handler {
 			return
 		}
 		e := res.Route.Target
+		// A refusal carries the APIRule's CORS headers, so that a page of
+		// an allowed origin reads why (a forwarded answer gets them from
+		// the proxy, in place of the Function's).
 		if e.refused != "" {
+			answerCORS(e.cors, w.Header(), origin)
 			http.Error(w, fmt.Sprintf("rule %d of APIRule %s refuses every request: %s", res.Route.Index, res.APIRule, e.refused), http.StatusForbidden)
 			return
 		}
@@ -303,12 +307,14 @@ func (g *Gateway) Exposed(next http.Handler) http.Handler {
 		if len(e.ext) > 0 {
 			// Before the jwt restrictions, which take the token off.
 			if d := g.extAuth.Check(ctx, res.APIRule.Namespace, e.ext, out); d != nil {
+				answerCORS(e.cors, d.Header, origin)
 				d.Write(w)
 				return
 			}
 		}
 		if e.jwt != nil {
 			if d := e.jwt.Check(ctx, g.jwks, out); d != nil {
+				answerCORS(e.cors, w.Header(), origin)
 				if d.Status == http.StatusUnauthorized {
 					w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
 				}

@@ -73,7 +73,11 @@ func TestAPIRuleCORSAsKymasTests(t *testing.T) {
 	t.Cleanup(srv.Close)
 
 	plain := apiRule("shop", "plain", "plain.example.com", "httpbin", time.Unix(1, 0), open("/ip", "GET", "OPTIONS"))
-	custom := apiRule("shop", "custom", "custom.example.com", "httpbin", time.Unix(1, 0), open("/ip", "GET", "POST"))
+	secret := gatewayv2.Rule{Path: "/secret", Methods: []gatewayv2.HttpMethod{"GET"}, Jwt: &gatewayv2.JwtConfig{
+		Authentications: []*gatewayv2.JwtAuthentication{{Issuer: "https://issuer.example.com", JwksUri: "https://issuer.example.com/jwks"}}}}
+	refused := open("/refused", "GET")
+	refused.Service = &gatewayv2.Service{Name: ptr("httpbin"), Port: ptr(uint32(8080))}
+	custom := apiRule("shop", "custom", "custom.example.com", "httpbin", time.Unix(1, 0), open("/ip", "GET", "POST"), secret, refused)
 	no, age := false, uint64(300)
 	custom.Spec.CorsPolicy = &gatewayv2.CorsPolicy{
 		AllowOrigins:     gatewayv2.StringMatch{{"regex": ".*local.kyma.dev"}, {"exact": "https://shop.example.com"}, {"prefix": "https://admin."}},
@@ -84,7 +88,7 @@ func TestAPIRuleCORSAsKymasTests(t *testing.T) {
 		MaxAge:           &age,
 	}
 	status := g.SetAPIRules([]*gatewayv2.APIRule{plain, custom})
-	assert.Equal(t, gatewayv2.StateReady, status[types.NamespacedName{Namespace: "shop", Name: "custom"}].State, status)
+	assert.Equal(t, gatewayv2.StateWarning, status[types.NamespacedName{Namespace: "shop", Name: "custom"}].State, status)
 	assert.Equal(t, gatewayv2.StateReady, status[types.NamespacedName{Namespace: "shop", Name: "plain"}].State, status)
 
 	preflight := func(host, origin, method string) *http.Response {
@@ -134,6 +138,14 @@ func TestAPIRuleCORSAsKymasTests(t *testing.T) {
 	resp = request(t, srv, http.MethodGet, "custom.example.com", "/ip", nil)
 	assert.Empty(t, corsHeaders(resp.Header), "no origin")
 	assert.Equal(t, "yes", resp.Header.Get("X-Custom-Expose-Headers"), "the Function's other headers stay")
+
+	// A refusal carries the policy's headers: the page reads why.
+	resp = request(t, srv, http.MethodGet, "custom.example.com", "/secret", map[string]string{"Origin": "a.local.kyma.dev"})
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode, "no token")
+	assert.Equal(t, "a.local.kyma.dev", resp.Header.Get("Access-Control-Allow-Origin"))
+	resp = request(t, srv, http.MethodGet, "custom.example.com", "/refused", map[string]string{"Origin": "a.local.kyma.dev"})
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode, "a rule kfn refuses")
+	assert.Equal(t, "a.local.kyma.dev", resp.Header.Get("Access-Control-Allow-Origin"))
 }
 
 // TestAPIRuleCORSPoliciesKfnCannotApplyAreErrors: an allowOrigins entry
@@ -166,3 +178,5 @@ func TestAPIRuleCORSPoliciesKfnCannotApplyAreErrors(t *testing.T) {
 		})
 	}
 }
+
+func ptr[T any](v T) *T { return &v }
