@@ -3,17 +3,11 @@ package chart_test
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -55,6 +49,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/subscription"
 	"github.com/kfn-dev/kfn/internal/auth"
 	"github.com/kfn-dev/kfn/internal/claims"
+	"github.com/kfn-dev/kfn/test/certtest"
 	"github.com/kfn-dev/kfn/test/testcluster"
 	"github.com/kfn-dev/kfn/test/testport"
 )
@@ -456,7 +451,9 @@ func TestEventBridgeRBAC(t *testing.T) {
 	args := container(t, typed(t, in.objs).deployments["kfn-eventbridge"]).Args
 	adminAddr, metricsAddr := testport.Addr(t), testport.Addr(t)
 	exposeAddr := testport.Addr(t)
-	exposeCert, exposeKey, exposeCA := exposeTLSFiles(t, "orders.example.com")
+	exposeDir := t.TempDir() // as eventbridge.gateway.external.tls's Secret, mounted
+	exposeCA := certtest.WriteSelfSigned(t, exposeDir, "orders.example.com")
+	exposeCert, exposeKey := filepath.Join(exposeDir, "tls.crt"), filepath.Join(exposeDir, "tls.key")
 	args = append(append([]string(nil), args...), "-nats-url="+ns.ClientURL(), "-nats-password-file="+n.passwordFile(t, "eventbridge"), "-listen=127.0.0.1:0", "-gateway-listen=127.0.0.1:0", "-admin-listen="+adminAddr, "-metrics-listen="+metricsAddr, "-expose-listen="+exposeAddr,
 		"-expose-tls-cert-file="+exposeCert, "-expose-tls-key-file="+exposeKey, // eventbridge.gateway.external.tls's flags
 		"-stream-replicas=1") // one embedded server; the default profile renders 3
@@ -676,29 +673,4 @@ func exposesAPIRules(t *testing.T, ctx context.Context, p *process, a client.Cli
 	code, body = get("nobody.example.com")
 	assert.Equal(t, http.StatusNotFound, code)
 	assert.Contains(t, body, `no APIRule has host "nobody.example.com"`)
-}
-
-// exposeTLSFiles writes a self-signed certificate for host and its key,
-// as a kubernetes.io/tls Secret mounted for eventbridge.gateway.external.tls
-// would hold them, and returns their paths and the certificate's pool.
-func exposeTLSFiles(t *testing.T, host string) (certFile, keyFile string, pool *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: host}, DNSNames: []string{host},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IsCA: true, BasicConstraintsValid: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	require.NoError(t, err)
-	dir := t.TempDir()
-	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
-	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600))
-	cert, err := x509.ParseCertificate(der)
-	require.NoError(t, err)
-	pool = x509.NewCertPool()
-	pool.AddCert(cert)
-	return certFile, keyFile, pool
 }

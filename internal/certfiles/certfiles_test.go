@@ -1,14 +1,8 @@
 package certfiles_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -20,40 +14,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kfn-dev/kfn/internal/certfiles"
+	"github.com/kfn-dev/kfn/test/certtest"
 )
-
-// writeSelfSigned writes a self-signed certificate for host and its key
-// to dir's tls.crt and tls.key, and returns the certificate's pool.
-func writeSelfSigned(t *testing.T, dir, host string) *x509.CertPool {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: host}, DNSNames: []string{host},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IsCA: true, BasicConstraintsValid: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	require.NoError(t, err)
-	// The key first, then the certificate: a reader between the two
-	// writes sees a pair that does not match, and keeps the last good one.
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "tls.key"), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "tls.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
-	later := time.Now().Add(time.Duration(len(host)) * time.Second) // a later mtime than the set before, however fast the writes
-	require.NoError(t, os.Chtimes(filepath.Join(dir, "tls.crt"), later, later))
-	cert, err := x509.ParseCertificate(der)
-	require.NoError(t, err)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return pool
-}
 
 // An HTTPS server on the files answers HTTP/1.1 and HTTP/2 clients, and
 // uses a rotated certificate without a restart; files that go missing
 // keep the last good one.
 func TestServerTLSFollowsItsFiles(t *testing.T) {
 	dir := t.TempDir()
-	first := writeSelfSigned(t, dir, "a.example.com")
+	first := certtest.WriteSelfSigned(t, dir, "a.example.com")
 	cfg, err := certfiles.ServerTLS(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), "", "h2", "http/1.1")
 	require.NoError(t, err)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte(r.Proto)) }))
@@ -81,7 +50,7 @@ func TestServerTLSFollowsItsFiles(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "HTTP/2.0", proto)
 
-	second := writeSelfSigned(t, dir, "bb.example.com")
+	second := certtest.WriteSelfSigned(t, dir, "bb.example.com")
 	_, err = get(second, "bb.example.com", false)
 	require.NoError(t, err, "the rotated certificate, without a restart")
 	_, err = get(first, "a.example.com", false)
