@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -51,9 +50,7 @@ import (
 // module builds with, as a KEDA installation applies them.
 func kedaCRDs(t *testing.T) string {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/kedacore/keda/v2").Output()
-	require.NoError(t, err, "find the keda module")
-	return filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "bases")
+	return filepath.Join(testcluster.ModuleDir(t, "github.com/kedacore/keda/v2"), "config", "crd", "bases")
 }
 
 // platform is everything the scenario runs in-process: the API server,

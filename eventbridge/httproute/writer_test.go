@@ -3,9 +3,7 @@ package httproute_test
 import (
 	"context"
 	"log/slog"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,12 +26,9 @@ import (
 )
 
 // gatewayAPICRD is the HTTPRoute CRD of the Gateway API module kfn builds
-// with (its standard channel), read from the module cache.
+// with (its standard channel).
 func gatewayAPICRD(t *testing.T) string {
-	t.Helper()
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api").Output()
-	require.NoError(t, err, "find the Gateway API module")
-	return filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "standard", "gateway.networking.k8s.io_httproutes.yaml")
+	return filepath.Join(testcluster.ModuleDir(t, "sigs.k8s.io/gateway-api"), "config", "crd", "standard", "gateway.networking.k8s.io_httproutes.yaml")
 }
 
 // The Writer, against a real API server with the Gateway API's HTTPRoute

@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"testing"
 
+	"github.com/stretchr/testify/require"
 	"golang.org/x/mod/modfile"
 )
 
@@ -97,4 +99,15 @@ func moduleRoot() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// ModuleDir returns the directory of module (as the module cache holds
+// it) in the version the calling test's module builds with: where a
+// dependency's CRDs are (KEDA's, the Gateway API's), installed with
+// WithCRDPaths as its own installation would.
+func ModuleDir(t testing.TB, module string) string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module).Output()
+	require.NoError(t, err, "find the module %s", module)
+	return strings.TrimSpace(string(out))
 }
