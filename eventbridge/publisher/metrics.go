@@ -26,11 +26,12 @@ var PublishDurationBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05,
 //
 //	kfn_eventbridge_publish_requests_total{endpoint,code}      every publish request
 //	kfn_eventbridge_publish_duration_seconds{endpoint}         histogram: requests whose events were stored (2xx), received to answered
+//	kfn_eventbridge_publish_in_progress                        gauge: requests worked on now (Config.MaxPublishing)
 //
 // The endpoint is publish, v2, v1 or subscribed. Publishing happens before
 // an event is matched with Subscriptions, so these have no Subscription
 // label; the dispatcher's metrics do.
-func newMetrics(reg prometheus.Registerer, turns *seats.Gate) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, publishing *publishing, turns *seats.Gate) (*metrics, error) {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kfn_eventbridge_publish_requests_total",
@@ -42,6 +43,10 @@ func newMetrics(reg prometheus.Registerer, turns *seats.Gate) (*metrics, error) 
 			Buckets: PublishDurationBuckets,
 		}, []string{"endpoint"}),
 	}
+	all := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "kfn_eventbridge_publish_in_progress",
+		Help: "Publish requests the publisher works on now, from knowing their sender to answering them (past -max-publishing, shared among sender namespaces).",
+	}, func() float64 { return float64(publishing.inProgress()) })
 	inProgress := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "kfn_eventbridge_publish_namespaced_in_progress",
 		Help: "Publish requests of senders with a namespace being decoded, checked and stored now (each namespace's at most -publishing-per-namespace).",
@@ -50,7 +55,7 @@ func newMetrics(reg prometheus.Registerer, turns *seats.Gate) (*metrics, error) 
 		Name: "kfn_eventbridge_publish_namespaced_waiting",
 		Help: "Read publish requests of senders with a namespace waiting now for their turn among their namespace's (-publishing-per-namespace).",
 	}, func() float64 { _, w := turns.Totals(); return float64(w) })
-	for _, c := range []prometheus.Collector{m.requests, m.duration, inProgress, waiting} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, all, inProgress, waiting} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

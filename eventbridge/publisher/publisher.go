@@ -247,6 +247,7 @@ func WithLogger(l *slog.Logger) Option {
 // WithMetrics registers the publisher's metrics
 // (kfn_eventbridge_publish_requests_total,
 // kfn_eventbridge_publish_duration_seconds, and the gauges
+// kfn_eventbridge_publish_in_progress of Config.MaxPublishing and
 // kfn_eventbridge_publish_namespaced_in_progress and _waiting of
 // Config.PublishingPerNamespace) with reg and records into them; without
 // it the publisher records none.
@@ -255,7 +256,7 @@ func WithMetrics(reg prometheus.Registerer) Option {
 		if reg == nil {
 			return fmt.Errorf("%w: nil metrics registerer", ErrInvalidOption)
 		}
-		m, err := newMetrics(reg, p.turns)
+		m, err := newMetrics(reg, p.publishing, p.turns)
 		if err != nil {
 			return fmt.Errorf("%w: register metrics: %w", ErrInvalidOption, err)
 		}

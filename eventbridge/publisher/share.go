@@ -66,6 +66,14 @@ func (p *publishing) enter(sender string) error {
 	return nil
 }
 
+// inProgress is how many requests enter took that are not yet answered
+// (0 without a bound: they are not counted).
+func (p *publishing) inProgress() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.total
+}
+
 // leave says a request of sender that enter took was answered.
 func (p *publishing) leave(sender string) {
 	if p.max <= 0 {
