@@ -12,9 +12,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/kfn-dev/kfn/eventbridge/apirules"
@@ -177,7 +180,7 @@ func (c *Cluster) Functions() (gateway.Backends, <-chan struct{}, error) {
 	if c.endpoints == nil {
 		return nil, nil, errors.New("gateway: no EndpointSlice watcher")
 	}
-	return ClusterBackends{Endpoints: c.endpoints, Resolve: c.cfg.Resolve}, c.endpoints.Synced(), nil
+	return ClusterBackends{Endpoints: c.endpoints, Services: c.mgr.GetCache(), Resolve: c.cfg.Resolve}, c.endpoints.Synced(), nil
 }
 
 // Serve implements Environment: the dispatcher is fed by a feed.Feeder
@@ -293,6 +296,10 @@ const functionServicePort = 80
 type ClusterBackends struct {
 	// Endpoints is the EndpointSlice watcher.
 	Endpoints *endpoints.Watcher
+	// Services reads the Services that are not Functions' an APIRule
+	// exposes (the manager's cache); nil: an APIRule reaches Functions
+	// only.
+	Services client.Reader
 	// Resolve maps "<service>.<namespace>" to a base URL to use instead of
 	// the DNS name (the -resolve flag; for running outside a cluster).
 	Resolve map[string]string
@@ -301,7 +308,38 @@ type ClusterBackends struct {
 var (
 	_ gateway.Backends = ClusterBackends{}
 	_ gateway.Waker    = ClusterBackends{}
+	_ gateway.Services = ClusterBackends{}
 )
+
+// ServiceAddr implements gateway.Services: a ready endpoint of the
+// Service's port, from its EndpointSlices (endpoints.Watcher.PickPort,
+// which the Service's port name picks), never its DNS name; an
+// ExternalName Service, which names no endpoint of its own, is not one.
+func (b ClusterBackends) ServiceAddr(ctx context.Context, namespace, name string, port int32) (string, error) {
+	if b.Services == nil {
+		return "", fmt.Errorf("%w: the gateway reaches Functions only", gateway.ErrNoService)
+	}
+	var svc corev1.Service
+	if err := b.Services.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &svc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", gateway.ErrNoService
+		}
+		return "", fmt.Errorf("read the Service: %w", err)
+	}
+	if svc.Spec.Type == corev1.ServiceTypeExternalName {
+		return "", fmt.Errorf("%w: an ExternalName Service has no endpoints of its own", gateway.ErrNoService)
+	}
+	for _, p := range svc.Spec.Ports {
+		if p.Port != port {
+			continue
+		}
+		if addr, ok := b.Endpoints.PickPort(namespace, name, p.Name); ok {
+			return addr, nil
+		}
+		return "", errors.New("no ready endpoint")
+	}
+	return "", fmt.Errorf("%w: the Service has no port %d", gateway.ErrNoService, port)
+}
 
 // Known implements gateway.Backends.
 func (b ClusterBackends) Known(namespace, name string) bool {

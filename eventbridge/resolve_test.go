@@ -1,18 +1,24 @@
 package eventbridge_test
 
 import (
+	"context"
+	"errors"
 	"net/url"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge"
 	"github.com/kfn-dev/kfn/eventbridge/endpoints"
+	"github.com/kfn-dev/kfn/eventbridge/gateway"
+	"github.com/kfn-dev/kfn/test/testcluster"
 )
 
 // readyPods is a watcher that knows Service default/fn with ready pods.
@@ -83,4 +89,53 @@ func TestClusterBackendsPickAReadyPod(t *testing.T) {
 	got, err = b.Pick("default", "fn")
 	require.NoError(t, err)
 	assert.Equal(t, "fn.default.svc.cluster.local:80", got, "through the Service when no pod can be named")
+}
+
+// TestClusterBackendsReachAServiceByItsEndpointSlices: an APIRule's
+// Service that is not a Function's is read from a real API server, its
+// port found by number and reached at the ready endpoints of the port of
+// that name in its own namespace's EndpointSlices (fed by hand: envtest
+// runs no EndpointSlice controller); a Service, or a port of it, that
+// does not exist, and an ExternalName Service, wrap
+// gateway.ErrNoService; a Service of another namespace with the same
+// name has its own endpoints (here none), never these.
+func TestClusterBackendsReachAServiceByItsEndpointSlices(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an API server")
+	}
+	cluster := testcluster.New(t)
+	c, bg := cluster.Client, context.Background()
+	require.NoError(t, c.Create(bg, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-b"}}))
+	for _, s := range []*corev1.Service{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "fn"},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "fn"},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "elsewhere"},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "bank.team-c.svc.cluster.local"}},
+	} {
+		require.NoError(t, c.Create(bg, s))
+	}
+	b := eventbridge.ClusterBackends{Endpoints: readyPods("10.0.0.1"), Services: c}
+
+	addr, err := b.ServiceAddr(bg, "default", "fn", 80)
+	require.NoError(t, err)
+	assert.Equal(t, "10.0.0.1:8080", addr, "port 80 is named http, which the slice serves at 8080")
+	for name, tc := range map[string]struct {
+		namespace, service string
+		port               int32
+		want               string
+	}{
+		"no such port":        {"default", "fn", 8080, "no such Service: the Service has no port 8080"},
+		"no such Service":     {"default", "gone", 80, "no such Service"},
+		"an ExternalName":     {"default", "elsewhere", 80, "no such Service: an ExternalName Service has no endpoints of its own"},
+		"another namespace's": {"team-b", "fn", 80, "no ready endpoint"},
+	} {
+		_, err := b.ServiceAddr(bg, tc.namespace, tc.service, tc.port)
+		require.Error(t, err, name)
+		assert.Equal(t, tc.want, err.Error(), name)
+		assert.Equal(t, tc.want != "no ready endpoint", errors.Is(err, gateway.ErrNoService), name)
+	}
+	_, err = eventbridge.ClusterBackends{Endpoints: readyPods("10.0.0.1")}.ServiceAddr(bg, "default", "fn", 80)
+	assert.ErrorIs(t, err, gateway.ErrNoService, "without a Service reader, Functions only")
 }

@@ -622,8 +622,8 @@ func tokenConfig(t *testing.T, ctx context.Context, in *installation, name strin
 // status with the chart's RBAC (Ready; Error for a later APIRule that
 // claims a taken host, saying which holds it), and serves their hosts on
 // -expose-listen, over TLS with the certificate of its files (billing is
-// a Service, not a Function: the gateway says so; a host no APIRule has
-// is 404 too).
+// a Service, not a Function, without endpoints: the gateway says so; a
+// host no APIRule has is 404).
 func exposesAPIRules(t *testing.T, ctx context.Context, p *process, a client.Client, exposeAddr string, ca *x509.CertPool) {
 	t.Helper()
 	apiRule := func(name string) *unstructured.Unstructured {
@@ -668,8 +668,9 @@ func exposesAPIRules(t *testing.T, ctx context.Context, p *process, a client.Cli
 		return resp.StatusCode, string(body)
 	}
 	code, body := get("orders.example.com")
-	assert.Equal(t, http.StatusNotFound, code)
-	assert.Contains(t, body, "no function "+appsNamespace+"/billing", "the APIRule's rule, to a Service that is not a Function")
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Contains(t, body, "service "+appsNamespace+"/billing port 80: no ready endpoint",
+		"the APIRule's rule, to a Service that is not a Function, read with the chart's RBAC (envtest runs no EndpointSlice controller)")
 	code, body = get("nobody.example.com")
 	assert.Equal(t, http.StatusNotFound, code)
 	assert.Contains(t, body, `no APIRule has host "nobody.example.com"`)

@@ -163,7 +163,8 @@ func TestScaleToZeroAndBack(t *testing.T) {
 // (noAuth, GET and POST) on host <name>-<ns>.example.com, awaits its
 // status Ready, and calls the Function through the event bridge's
 // external Service with that Host and no credentials: answered; a method
-// the rule lacks is 404.
+// the rule lacks is 404; a jwt rule wants its issuer's token; a rule
+// whose Service is not a Function's reaches that Service's port.
 func exposeByAPIRule(t *testing.T, ns, name string) {
 	t.Helper()
 	host := name + "-" + ns + ".example.com"
@@ -172,6 +173,16 @@ func exposeByAPIRule(t *testing.T, ns, name string) {
 	issuer := jwttest.NewIssuer(t)
 	apply(t, ns, inlineFunction("jwks", "python312", nil, "def main(event, context):\n    return r'''"+string(issuer.JWKSBody())+"'''\n"))
 	waitRunning(t, ns, "jwks", 3*time.Minute)
+	// A Service that is not a Function's, on its own port: the jwks
+	// Function's pods, which the APIRule's /keys reaches through it.
+	apply(t, ns, `apiVersion: v1
+kind: Service
+metadata:
+  name: keys
+spec:
+  selector: {serverless.kyma-project.io/function-name: jwks}
+  ports: [{name: web, port: 8081, targetPort: 8080}]
+`)
 	apply(t, ns, fmt.Sprintf(`apiVersion: gateway.kyma-project.io/v2
 kind: APIRule
 metadata:
@@ -186,6 +197,10 @@ spec:
         authentications:
           - issuer: %[3]s
             jwksUri: http://jwks.%[4]s.svc.cluster.local/
+    - path: /keys
+      methods: [GET]
+      noAuth: true
+      service: {name: keys, port: 8081}
     - path: /*
       methods: [GET, POST]
       noAuth: true
@@ -247,6 +262,11 @@ spec:
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusOK, code, "the issuer's token, its keys fetched from the jwks Function: %s", body)
 	assert.Equal(t, "handled "+ns+"-secret", body)
+
+	code, body, err = callAs(http.MethodGet, "/keys", "")
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusOK, code, "port 8081 of Service keys, not a Function's: %s", body)
+	assert.Contains(t, body, `"keys"`, "the key set its pods serve")
 }
 
 // TestBacklogScalesOutAndBack publishes a burst of events to a slow

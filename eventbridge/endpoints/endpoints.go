@@ -34,6 +34,7 @@ type Watcher struct {
 	syncCh   chan struct{}                           // closed once the initial list is in
 	slices   map[service]map[string]int              // ready endpoints per slice
 	addrs    map[service]map[string][]string         // ready host:port per slice (single-port slices)
+	named    map[service]map[string]namedPorts       // ready host:port per slice by port name (ports.go)
 	flat     map[service][]string                    // addrs of all slices, sorted
 	fnSlices map[service]map[string]struct{}         // slices labelled as a Function's
 	all      map[service]map[string][]netip.AddrPort // every endpoint address and port per slice, ready or not
@@ -108,6 +109,7 @@ func New(opts ...Option) (*Watcher, error) {
 		syncCh:   make(chan struct{}),
 		slices:   map[service]map[string]int{},
 		addrs:    map[service]map[string][]string{},
+		named:    map[service]map[string]namedPorts{},
 		flat:     map[service][]string{},
 		fnSlices: map[service]map[string]struct{}{},
 		all:      map[service]map[string][]netip.AddrPort{},
@@ -272,10 +274,12 @@ func (w *Watcher) set(obj any, deleted bool) {
 	n := 0
 	var addrs []string
 	var all []netip.AddrPort
+	var ports namedPorts
 	if !deleted {
 		n = readyEndpoints(s)
 		addrs = readyAddresses(s)
 		all = allAddresses(s)
+		ports = readyNamedPorts(s)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -288,6 +292,7 @@ func (w *Watcher) set(obj any, deleted bool) {
 		w.slices[k][s.Name] = n
 	}
 	w.setAddrs(k, s.Name, addrs)
+	w.setNamedPorts(k, s.Name, ports)
 	if len(all) > 0 {
 		if w.all[k] == nil {
 			w.all[k] = map[string][]netip.AddrPort{}

@@ -2,9 +2,11 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,7 +25,11 @@ const DefaultAPIRuleTimeout = 180 * time.Second
 
 // exposure is what a rule of an APIRule does with the requests it serves.
 type exposure struct {
-	fn      types.NamespacedName
+	fn types.NamespacedName
+	// port is the rule's Service port: a Function's Service serves 80
+	// (FunctionPort); another Service of the namespace, any of its own
+	// (Services).
+	port    int32
 	timeout time.Duration
 	headers map[string]string
 	cookies []*http.Cookie
@@ -49,8 +55,9 @@ type APIRuleStatus struct {
 // SetAPIRules makes the gateway serve rules (Exposed), instead of the
 // APIRules it served, and returns the status of each, by namespace/name.
 // A host belongs to the oldest APIRule that has it; a namespace's rules
-// and hosts are bounded (package apiroute); a rule exposes Functions of
-// its APIRule's namespace only, on port 80; hosts that name a cluster
+// and hosts are bounded (package apiroute); a rule exposes a Service of
+// its APIRule's namespace only: a Function's on port 80 (FunctionPort),
+// any other port or Service through Services; hosts that name a cluster
 // Service (Config.HostSuffixes) or cover every short host of
 // Config.APIRuleDomain are refused.
 func (g *Gateway) SetAPIRules(rules []*gatewayv2.APIRule) map[types.NamespacedName]APIRuleStatus {
@@ -180,8 +187,6 @@ func exposureOf(r *gatewayv2.APIRule, rule gatewayv2.Rule, authorizers *extauth.
 		e.refused = "kfn exposes Services of the cluster only (service.external)"
 	case svc.Namespace != nil && *svc.Namespace != "" && *svc.Namespace != r.Namespace:
 		e.refused = fmt.Sprintf("kfn exposes Services of the APIRule's namespace only, not of %s", *svc.Namespace)
-	case svc.Port != nil && *svc.Port != 80:
-		e.refused = fmt.Sprintf("port %d: a Function's Service serves port 80", *svc.Port)
 	case rule.Jwt != nil:
 		jwt, err := jwtrule.Compile(rule.Jwt)
 		if err != nil {
@@ -204,6 +209,10 @@ func exposureOf(r *gatewayv2.APIRule, rule gatewayv2.Rule, authorizers *extauth.
 	}
 	if svc != nil && svc.Name != nil {
 		e.fn = types.NamespacedName{Namespace: r.Namespace, Name: *svc.Name}
+	}
+	e.port = FunctionPort
+	if svc != nil && svc.Port != nil {
+		e.port = int32(*svc.Port)
 	}
 	e.timeout = DefaultAPIRuleTimeout
 	if t := r.Spec.Timeout; t != nil {
@@ -259,9 +268,10 @@ func validHeader(name, value string) bool {
 
 // Exposed returns a handler that serves the requests whose Host an APIRule
 // of SetAPIRules has, by its rules (404 when none serves the path and
-// method, 403 when the rule refuses, else the rule's Function, with its
-// timeout and request changes, whoever calls: the rule's access strategy
-// decides, not Kubernetes RBAC), and hands every other request to next.
+// method, 403 when the rule refuses, else the rule's Function, or the
+// port of another Service, with its timeout and request changes, whoever
+// calls: the rule's access strategy decides, not Kubernetes RBAC), and
+// hands every other request to next.
 // The APIRule's corsPolicy answers preflights and sets the answers' CORS
 // headers (cors.go).
 func (g *Gateway) Exposed(next http.Handler) http.Handler {
@@ -329,6 +339,39 @@ func (g *Gateway) Exposed(next http.Handler) http.Handler {
 		for _, c := range e.cookies {
 			out.AddCookie(c)
 		}
-		g.forward(w, out, e.fn, forwardPath{path: r.URL.Path, escaped: r.URL.EscapedPath()})
+		path := forwardPath{path: r.URL.Path, escaped: r.URL.EscapedPath()}
+		if e.port == FunctionPort && g.backends.Known(e.fn.Namespace, e.fn.Name) {
+			g.forward(w, out, e.fn, path)
+			return
+		}
+		g.forwardService(w, out, e.fn, e.port, path)
 	})
+}
+
+// FunctionPort is the port of a Function's Service, the one an APIRule
+// names to reach the Function through the gateway (its holds and wakes).
+const FunctionPort = 80
+
+// forwardService proxies r to path of port of Service svc, which is not
+// a Function's (or not its port 80): at one of its ready endpoints, at
+// once (no hold: kfn does not wake it), when the backends reach Services;
+// else 404 as a Function unknown.
+func (g *Gateway) forwardService(w http.ResponseWriter, r *http.Request, svc types.NamespacedName, port int32, path forwardPath) {
+	services, ok := g.backends.(Services)
+	if !ok {
+		failed(w, r, fmt.Sprintf("no function %s", svc), http.StatusNotFound)
+		return
+	}
+	addr, err := services.ServiceAddr(r.Context(), svc.Namespace, svc.Name, port)
+	if err != nil {
+		code := http.StatusServiceUnavailable
+		if errors.Is(err, ErrNoService) {
+			code = http.StatusNotFound
+		} else {
+			w.Header().Set("Retry-After", strconv.Itoa(int(g.cfg.RetryAfter.Seconds())))
+		}
+		failed(w, r, fmt.Sprintf("service %s port %d: %v", svc, port, err), code)
+		return
+	}
+	g.proxyTo(w, r, addr, path)
 }

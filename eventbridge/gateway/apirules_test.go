@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -215,13 +216,12 @@ func (denyAll) Allow(*http.Request, auth.Attributes) error { return errors.New("
 // serve as written answers 403, failing closed, and its APIRule is a
 // Warning that says why.
 func TestAPIRuleRulesKfnCannotServeRefuseEveryRequest(t *testing.T) {
-	yes, port, shop, fn := true, uint32(8080), "shop", "orders"
+	yes, shop, fn := true, "shop", "orders"
 	tests := map[string]struct {
 		change func(*gatewayv2.Rule)
 		why    string
 	}{
 		"external service": {func(r *gatewayv2.Rule) { r.Service = &gatewayv2.Service{Name: &fn, IsExternal: &yes} }, "kfn exposes Services of the cluster only"},
-		"another port":     {func(r *gatewayv2.Rule) { r.Service = &gatewayv2.Service{Name: &fn, Port: &port} }, "port 8080: a Function's Service serves port 80"},
 		"no service name":  {func(r *gatewayv2.Rule) { r.Service = &gatewayv2.Service{Namespace: &shop} }, "no service"},
 		"extAuth": {func(r *gatewayv2.Rule) {
 			r.NoAuth = nil
@@ -433,4 +433,93 @@ func TestAnEscapedSlashStaysEscaped(t *testing.T) {
 	code, body = call(t, srv, http.MethodGet, "localhost", "/shop/orders")
 	require.Equal(t, http.StatusOK, code, body)
 	assert.Equal(t, "/", b.last.Load().RequestURI)
+}
+
+// services are backends that also reach Services that are not Functions'
+// (gateway.Services), by namespace/name:port; the cluster's
+// (eventbridge.ClusterBackends) are tested against a real API server in
+// package eventbridge.
+type services struct {
+	*backends
+	addrs map[string]string // namespace/name:port -> host:port; "" for no ready endpoint
+}
+
+func (s services) ServiceAddr(_ context.Context, namespace, name string, port int32) (string, error) {
+	addr, ok := s.addrs[fmt.Sprintf("%s/%s:%d", namespace, name, port)]
+	switch {
+	case !ok:
+		return "", fmt.Errorf("%w: the Service has no port %d", gateway.ErrNoService, port)
+	case addr == "":
+		return "", errors.New("no ready endpoint")
+	}
+	return addr, nil
+}
+
+// TestAPIRuleExposesAServiceThatIsNotAFunction: a rule whose Service is
+// not a Function's, or names another port than a Function's 80, reaches
+// that port of the Service at once (its path as asked), through
+// gateway.Services; a Service or port that does not exist is 404, one
+// without a ready endpoint 503 with Retry-After (not held: kfn does not
+// wake it), and a gateway whose backends reach Functions only answers
+// 404.
+func TestAPIRuleExposesAServiceThatIsNotAFunction(t *testing.T) {
+	bs := newBackends()
+	fn, legacy := newSeen(t), newSeen(t)
+	bs.set("shop/orders", strings.TrimPrefix(fn.URL, "http://"))
+	svc := services{backends: bs, addrs: map[string]string{
+		"shop/legacy:8080": strings.TrimPrefix(legacy.URL, "http://"),
+		"shop/orders:9090": strings.TrimPrefix(legacy.URL, "http://"), // the Function's Service, another port
+		"shop/idle:8080":   "",
+	}}
+	g, err := gateway.New(svc, gateway.Config{Egress: loopback})
+	require.NoError(t, err)
+	srv := httptest.NewServer(g.Exposed(http.NotFoundHandler()))
+	t.Cleanup(srv.Close)
+
+	to := func(rule gatewayv2.Rule, name string, port uint32) gatewayv2.Rule {
+		rule.Service = &gatewayv2.Service{Name: &name, Port: &port}
+		return rule
+	}
+	a := apiRule("shop", "app", "app.example.com", "orders", time.Unix(1, 0),
+		to(open("/legacy/{**}", "GET"), "legacy", 8080),
+		to(open("/metrics", "GET"), "orders", 9090),
+		to(open("/idle", "GET"), "idle", 8080),
+		to(open("/gone", "GET"), "gone", 8080),
+		to(open("/wrong-port", "GET"), "legacy", 80),
+		open("/{**}", "GET"))
+	st := g.SetAPIRules([]*gatewayv2.APIRule{a})
+	assert.Equal(t, gatewayv2.StateReady, st[types.NamespacedName{Namespace: "shop", Name: "app"}].State)
+
+	code, body := call(t, srv, http.MethodGet, "app.example.com", "/legacy/a/b")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "hello from /legacy/a/b", body)
+	code, body = call(t, srv, http.MethodGet, "app.example.com", "/metrics")
+	assert.Equal(t, http.StatusOK, code, "the Function's Service's port 9090 is the Service's: %s", body)
+	assert.Nil(t, fn.last.Load(), "not the Function's port 80")
+	code, body = call(t, srv, http.MethodGet, "app.example.com", "/orders")
+	assert.Equal(t, http.StatusOK, code, "port 80 of a Function: the Function: %s", body)
+	assert.NotNil(t, fn.last.Load())
+
+	req, err := http.NewRequest(http.MethodGet, srv.URL+"/idle", nil)
+	require.NoError(t, err)
+	req.Host = "app.example.com"
+	resp, err := srv.Client().Do(req)
+	require.NoError(t, err)
+	idle, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.Contains(t, string(idle), "service shop/idle port 8080: no ready endpoint")
+	assert.Equal(t, "5", resp.Header.Get("Retry-After"))
+	for path, why := range map[string]string{"/gone": "service shop/gone port 8080: no such Service", "/wrong-port": "service shop/legacy port 80: no such Service: the Service has no port 80"} {
+		code, body = call(t, srv, http.MethodGet, "app.example.com", path)
+		assert.Equal(t, http.StatusNotFound, code, path)
+		assert.Contains(t, body, why, path)
+	}
+
+	g, srv, b := exposedOrders(t, gateway.Config{}, false)
+	g.SetAPIRules([]*gatewayv2.APIRule{apiRule("shop", "app", "app.example.com", "orders", time.Unix(1, 0), to(open("/{**}", "GET"), "orders", 8080))})
+	code, body = call(t, srv, http.MethodGet, "app.example.com", "/")
+	assert.Equal(t, http.StatusNotFound, code)
+	assert.Contains(t, body, "no function shop/orders", "backends of Functions only")
+	assert.Nil(t, b.last.Load())
 }

@@ -178,3 +178,14 @@ type corsAnswer struct {
 	policy *corsPolicy
 	origin string
 }
+
+// failed answers r with the gateway's own error: with its APIRule's CORS
+// headers when r came through one (Exposed), so that a page of an allowed
+// origin reads a 404, 502, 503 or 504 of the gateway's as it reads the
+// Function's answers.
+func failed(w http.ResponseWriter, r *http.Request, msg string, code int) {
+	if a, ok := r.Context().Value(corsKey{}).(*corsAnswer); ok {
+		answerCORS(a.policy, w.Header(), a.origin)
+	}
+	http.Error(w, msg, code)
+}

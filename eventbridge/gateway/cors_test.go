@@ -62,7 +62,8 @@ func corsHeaders(h http.Header) http.Header {
 // of a path and method a rule serves is the gateway's 200, with the
 // policy's headers for an allowed origin (a regex, an exact, a prefix)
 // and none for another, and the Function's answers carry the policy's
-// origin, credentials and exposed headers instead of their own.
+// origin, credentials and exposed headers instead of their own; so do
+// the answers of a rule kfn refuses and the gateway's own errors.
 func TestAPIRuleCORSAsKymasTests(t *testing.T) {
 	bs := newBackends()
 	b := corsBackend(t)
@@ -76,8 +77,10 @@ func TestAPIRuleCORSAsKymasTests(t *testing.T) {
 	secret := gatewayv2.Rule{Path: "/secret", Methods: []gatewayv2.HttpMethod{"GET"}, Jwt: &gatewayv2.JwtConfig{
 		Authentications: []*gatewayv2.JwtAuthentication{{Issuer: "https://issuer.example.com", JwksUri: "https://issuer.example.com/jwks"}}}}
 	refused := open("/refused", "GET")
-	refused.Service = &gatewayv2.Service{Name: ptr("httpbin"), Port: ptr(uint32(8080))}
-	custom := apiRule("shop", "custom", "custom.example.com", "httpbin", time.Unix(1, 0), open("/ip", "GET", "POST"), secret, refused)
+	refused.Service = &gatewayv2.Service{Name: ptr("httpbin"), IsExternal: ptr(true)}
+	gone := open("/gone", "GET")
+	gone.Service = &gatewayv2.Service{Name: ptr("gone")}
+	custom := apiRule("shop", "custom", "custom.example.com", "httpbin", time.Unix(1, 0), open("/ip", "GET", "POST"), secret, refused, gone)
 	no, age := false, uint64(300)
 	custom.Spec.CorsPolicy = &gatewayv2.CorsPolicy{
 		AllowOrigins:     gatewayv2.StringMatch{{"regex": ".*local.kyma.dev"}, {"exact": "https://shop.example.com"}, {"prefix": "https://admin."}},
@@ -145,6 +148,10 @@ func TestAPIRuleCORSAsKymasTests(t *testing.T) {
 	assert.Equal(t, "a.local.kyma.dev", resp.Header.Get("Access-Control-Allow-Origin"))
 	resp = request(t, srv, http.MethodGet, "custom.example.com", "/refused", map[string]string{"Origin": "a.local.kyma.dev"})
 	assert.Equal(t, http.StatusForbidden, resp.StatusCode, "a rule kfn refuses")
+	assert.Equal(t, "a.local.kyma.dev", resp.Header.Get("Access-Control-Allow-Origin"))
+	// So does the gateway's own error (here 404: no such Function).
+	resp = request(t, srv, http.MethodGet, "custom.example.com", "/gone", map[string]string{"Origin": "a.local.kyma.dev"})
+	assert.Equal(t, http.StatusNotFound, resp.StatusCode, "no Function gone")
 	assert.Equal(t, "a.local.kyma.dev", resp.Header.Get("Access-Control-Allow-Origin"))
 }
 

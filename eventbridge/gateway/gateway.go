@@ -50,6 +50,22 @@ type Waker interface {
 	Wake(namespace, name string)
 }
 
+// Services is implemented by Backends that also reach the Services of a
+// namespace that are not Functions' (the cluster's), which an APIRule may
+// expose: ServiceAddr returns host:port of a ready endpoint of the
+// Service's port numbered port, never found through the Service's DNS name
+// (an ExternalName Service names whatever its namespace wrote). Its error
+// wraps ErrNoService when the Service or its port does not exist (404),
+// and is answered 503 otherwise (no ready endpoint). Without it, an
+// APIRule reaches Functions only.
+type Services interface {
+	ServiceAddr(ctx context.Context, namespace, name string, port int32) (string, error)
+}
+
+// ErrNoService is wrapped by a Services' error for a Service, or a port
+// of it, that does not exist.
+var ErrNoService = errors.New("no such Service")
+
 // Access decides whether the caller of a request may call a Function
 // (auth.Kubernetes, behind its Authenticate): a nil error allows; an error
 // wrapping auth.ErrUnauthenticated is answered 401, any other 403 with its
@@ -281,11 +297,11 @@ func New(backends Backends, cfg Config, opts ...Option) (*Gateway, error) {
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if errors.Is(err, context.DeadlineExceeded) && r.Context().Err() != nil {
 				// The request's own timeout (an APIRule's): Kyma's 504.
-				http.Error(w, "the function did not answer within the request's timeout", http.StatusGatewayTimeout)
+				failed(w, r, "the function did not answer within the request's timeout", http.StatusGatewayTimeout)
 				return
 			}
 			g.log.Warn("backend failed", "path", r.URL.Path, "error", err)
-			http.Error(w, "the function's backend failed: "+err.Error(), http.StatusBadGateway)
+			failed(w, r, "the function's backend failed: "+err.Error(), http.StatusBadGateway)
 		},
 	}
 	return g, nil
@@ -411,7 +427,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // ready backend; the caller decided r may call fn.
 func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, fn types.NamespacedName, path forwardPath) {
 	if !g.backends.Known(fn.Namespace, fn.Name) {
-		http.Error(w, fmt.Sprintf("no function %s", fn), http.StatusNotFound)
+		failed(w, r, fmt.Sprintf("no function %s", fn), http.StatusNotFound)
 		return
 	}
 	start := time.Now()
@@ -429,14 +445,14 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, fn types.Names
 		if err := g.hold(r, fn, changed); err != nil {
 			m.timeouts.Inc()
 			w.Header().Set("Retry-After", strconv.Itoa(int(g.cfg.RetryAfter.Seconds())))
-			http.Error(w, fmt.Sprintf("function %s has no ready backend yet (%v); try again", fn, err), http.StatusServiceUnavailable)
+			failed(w, r, fmt.Sprintf("function %s has no ready backend yet (%v); try again", fn, err), http.StatusServiceUnavailable)
 			return
 		}
 	}
 	addr, err := g.backends.Pick(fn.Namespace, fn.Name)
 	if err != nil {
 		w.Header().Set("Retry-After", strconv.Itoa(int(g.cfg.RetryAfter.Seconds())))
-		http.Error(w, fmt.Sprintf("function %s: %v", fn, err), http.StatusServiceUnavailable)
+		failed(w, r, fmt.Sprintf("function %s: %v", fn, err), http.StatusServiceUnavailable)
 		return
 	}
 	if cold {
@@ -444,8 +460,13 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, fn types.Names
 	}
 	w.Header().Set(ColdStartHeader, strconv.FormatBool(cold))
 	m.requests.Inc()
+	g.proxyTo(w, r, addr, path)
+	m.duration.Observe(time.Since(start).Seconds())
+}
+
+// proxyTo proxies r to path at addr (host:port).
+func (g *Gateway) proxyTo(w http.ResponseWriter, r *http.Request, addr string, path forwardPath) {
 	ctx := context.WithValue(r.Context(), targetKey{}, &url.URL{Scheme: "http", Host: addr})
 	ctx = context.WithValue(ctx, pathKey{}, path)
 	g.proxy.ServeHTTP(w, r.WithContext(ctx))
-	m.duration.Observe(time.Since(start).Seconds())
 }
