@@ -1,12 +1,14 @@
 package publisher_test
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -101,6 +103,12 @@ func TestAbuseLeavesNothingBehind(t *testing.T) {
 			defer func() { <-sem }()
 			name := names[i%len(names)]
 			code, _, err := send(name)
+			if err != nil && cases[name].want == http.StatusRequestEntityTooLarge && (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)) {
+				// Refused before its body was read, the connection closed
+				// on a client still sending it (HTTP's own race, which a
+				// loaded machine shows): refused all the same.
+				return
+			}
 			if err != nil || code != cases[name].want {
 				mu.Lock()
 				unexpected[name+" "+strconv.Itoa(code)]++
