@@ -78,8 +78,9 @@ func until(t *testing.T, ctx context.Context, what, js string) {
 
 // TestWebView opens kfn dev's web view in a real Chromium while the shop
 // runs with a payments function that declines a flaky card and an
-// invoices function that is not ready, and follows an order through the
-// page: the tables fill and update live, a declined payment is
+// invoices function that is not ready, and orders exposed by an
+// APIRule, and follows an order through the page: orders shows its
+// routes, the tables fill and update live, a declined payment is
 // dead-lettered, its Replay button delivers it, and a screenshot shows it.
 func TestWebView(t *testing.T) {
 	if testing.Short() {
@@ -92,7 +93,7 @@ func TestWebView(t *testing.T) {
 	phase := func(name string) { t.Logf("%6.2fs %s", time.Since(begin).Seconds(), name) }
 
 	dir := copyExample(t)
-	for _, f := range []string{"payments.yaml", "invoices.yaml"} {
+	for _, f := range []string{"payments.yaml", "invoices.yaml", "apirule.yaml"} {
 		data, err := os.ReadFile(filepath.Join("testdata", "webview", f))
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(dir, f), data, 0o644))
@@ -122,6 +123,17 @@ func TestWebView(t *testing.T) {
 		}, states)
 		reason := page(t, ctx, "read why invoices is not ready", chromedp.Text(chromedp.CSS(`#functions tr[data-key="default/invoices"] .reason`)))
 		assert.Equal(t, "ConfigurationReady: InvalidFunctionSpec: Function request memory(8Mi) should be higher than minimal value (16Mi)", reason)
+	})
+
+	t.Run("functions show their APIRules' routes", func(t *testing.T) {
+		routes := page(t, ctx, "read orders' routes", chromedp.Evaluate[[]map[string]string](
+			`[...document.querySelectorAll('#functions tr[data-key="default/orders"] .route')].map((r) => ({
+				apiRule: r.dataset.apirule, text: r.textContent, href: r.querySelector('a') ? r.querySelector('a').href : ''}))`))
+		_, port, _ := strings.Cut(dev.addr, ":")
+		assert.Equal(t, []map[string]string{
+			{"apiRule": "default/orders", "text": "GET orders.localhost/admin jwt", "href": "http://orders.localhost:" + port + "/admin"},
+			{"apiRule": "default/orders", "text": "GET POST orders.localhost/api/{**} noAuth", "href": "http://orders.localhost:" + port + "/api/"},
+		}, routes)
 	})
 
 	t.Run("an order travels the chain, live", func(t *testing.T) {

@@ -5,6 +5,20 @@ import "fmt"
 // methodSet holds one bit per method a rule may list.
 type methodSet uint16
 
+// methodNames are the methods a rule may list, in the order of their bits.
+var methodNames = [...]string{"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"}
+
+// names returns the methods of the set, in methodNames' order.
+func (s methodSet) names() []string {
+	var out []string
+	for i, m := range methodNames {
+		if s&(1<<i) != 0 {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 // methodBit returns the bit of method, zero for a method no rule may list.
 func methodBit(method string) methodSet {
 	switch method {

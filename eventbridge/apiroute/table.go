@@ -1,5 +1,10 @@
 package apiroute
 
+import (
+	"slices"
+	"strings"
+)
+
 // Table is a compiled set of APIRules, made by Build. It is immutable and
 // safe for concurrent use. A nil Table has no hosts.
 type Table[T any] struct {
@@ -82,4 +87,37 @@ func (t *Table[T]) Hosts() int {
 		return 0
 	}
 	return len(t.exact) + len(t.wildcard)
+}
+
+// Kept is an APIRule the Table serves: its hosts, as Result.Host names
+// them (a wildcard host "*.example.com"), sorted, and its rules, in order.
+type Kept[T any] struct {
+	Key    Key
+	Hosts  []string
+	Routes []Route[T]
+}
+
+// Kept returns the APIRules the Table serves, by namespace and name.
+func (t *Table[T]) Kept() []Kept[T] {
+	if t == nil {
+		return nil
+	}
+	byOwner := map[*owner[T]]*Kept[T]{}
+	for _, hosts := range []map[string]entry[T]{t.exact, t.wildcard} {
+		for _, e := range hosts {
+			k, ok := byOwner[e.owner]
+			if !ok {
+				k = &Kept[T]{Key: e.owner.key, Routes: e.owner.routes}
+				byOwner[e.owner] = k
+			}
+			k.Hosts = append(k.Hosts, e.name)
+		}
+	}
+	out := make([]Kept[T], 0, len(byOwner))
+	for _, k := range byOwner {
+		slices.Sort(k.Hosts)
+		out = append(out, *k)
+	}
+	slices.SortFunc(out, func(a, b Kept[T]) int { return strings.Compare(a.Key.String(), b.Key.String()) })
+	return out
 }

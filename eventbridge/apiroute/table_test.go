@@ -127,7 +127,33 @@ func TestMatchEmptyTables(t *testing.T) {
 	for name, table := range map[string]*Table[string]{"nil": nilTable, "empty": empty} {
 		assert.Equal(t, Result[string]{}, table.Match("a.example.com", "/", "GET"), name)
 		assert.Zero(t, table.Hosts(), name)
+		assert.Empty(t, table.Kept(), name)
 	}
+}
+
+// TestKeptListsTheServedAPIRules: Kept lists each APIRule the table
+// serves once, by namespace and name, with its hosts as Match names them
+// (a short host in its domain, a wildcard as written), sorted, and its
+// rules in order with their methods in a fixed order; an APIRule refused
+// (a host taken) is not among them.
+func TestKeptListsTheServedAPIRules(t *testing.T) {
+	table, errs := Build([]APIRule[string]{
+		apirule("ns2", "b", 0, []string{"short", "*.example.com", "a.example.org"}, rule("/api/{**}", "api", "POST", "GET"), rule("/", "home", "GET")),
+		apirule("ns1", "a", 1, []string{"one.example.net"}, rule("/*", "one", "PATCH", "DELETE")),
+		apirule("ns1", "late", 2, []string{"one.example.net"}, rule("/*", "late", "GET")),
+	}, testOptions)
+	require.Error(t, errs[Key{Namespace: "ns1", Name: "late"}])
+	kept := table.Kept()
+	require.Len(t, kept, 2)
+	assert.Equal(t, Key{Namespace: "ns1", Name: "a"}, kept[0].Key)
+	assert.Equal(t, []string{"one.example.net"}, kept[0].Hosts)
+	assert.Equal(t, []string{"DELETE", "PATCH"}, kept[0].Routes[0].Methods())
+	assert.Equal(t, Key{Namespace: "ns2", Name: "b"}, kept[1].Key)
+	assert.Equal(t, []string{"*.example.com", "a.example.org", "short.local.kfn.dev"}, kept[1].Hosts)
+	require.Len(t, kept[1].Routes, 2)
+	assert.Equal(t, "/api/{**}", kept[1].Routes[0].Path.String())
+	assert.Equal(t, []string{"GET", "POST"}, kept[1].Routes[0].Methods())
+	assert.Equal(t, "home", kept[1].Routes[1].Target)
 }
 
 // Match allocates nothing, whatever the request.

@@ -115,6 +115,10 @@ type Route[T any] struct {
 // as HTTP methods are).
 func (r *Route[T]) Allows(method string) bool { return r.methods&methodBit(method) != 0 }
 
+// Methods returns the methods the route's rule lists, in a fixed order
+// (GET, HEAD, POST, PUT, DELETE, CONNECT, OPTIONS, TRACE, PATCH).
+func (r *Route[T]) Methods() []string { return r.methods.names() }
+
 // Outcome says how a request fared in Table.Match.
 type Outcome uint8
 

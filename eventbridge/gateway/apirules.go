@@ -39,6 +39,8 @@ type exposure struct {
 	// restrictions), nil for none; ext are its extAuth's authorizers.
 	jwt *jwtrule.Rule
 	ext []string
+	// access names the rule's access strategy: noAuth, jwt or extAuth.
+	access string
 	// refused says why kfn does not serve the rule as written: its
 	// requests are answered 403 with it (failing closed).
 	refused string
@@ -179,7 +181,13 @@ func exposureOf(r *gatewayv2.APIRule, rule gatewayv2.Rule, authorizers *extauth.
 	if svc == nil {
 		svc = r.Spec.Service
 	}
-	var e exposure
+	e := exposure{access: "noAuth"}
+	switch {
+	case rule.Jwt != nil:
+		e.access = "jwt"
+	case rule.ExtAuth != nil:
+		e.access = "extAuth"
+	}
 	switch {
 	case svc == nil || svc.Name == nil:
 		e.refused = "no service"
@@ -225,6 +233,41 @@ func exposureOf(r *gatewayv2.APIRule, rule gatewayv2.Rule, authorizers *extauth.
 		e.headers, e.cookies, e.refused = RequestChanges(rule.Request)
 	}
 	return e
+}
+
+// ExposedRoute is one rule of an APIRule the gateway serves.
+type ExposedRoute struct {
+	// APIRule names the APIRule; Index is the rule's index in its rules.
+	APIRule types.NamespacedName
+	Index   int
+	// Hosts are the APIRule's hosts, a short one in its domain.
+	Hosts []string
+	// Path is the rule's path pattern, Methods the methods it serves.
+	Path    string
+	Methods []string
+	// Service is the Service the rule reaches, Port the port of it (a
+	// Function's: 80).
+	Service types.NamespacedName
+	Port    int32
+	// Access is the rule's access strategy: noAuth, jwt or extAuth.
+	Access string
+	// Refused says why the rule refuses every request, "" when it serves.
+	Refused string
+}
+
+// Routes returns the rules of the APIRules the gateway serves (the
+// last SetAPIRules'), by APIRule namespace and name, each APIRule's in
+// order.
+func (g *Gateway) Routes() []ExposedRoute {
+	var out []ExposedRoute
+	for _, k := range g.apiRules.Load().Kept() {
+		for _, r := range k.Routes {
+			e := r.Target
+			out = append(out, ExposedRoute{APIRule: types.NamespacedName(k.Key), Index: r.Index, Hosts: k.Hosts,
+				Path: r.Path.String(), Methods: r.Methods(), Service: e.fn, Port: e.port, Access: e.access, Refused: e.refused})
+		}
+	}
+	return out
 }
 
 // reservedHeaders are the headers an APIRule may not set: the ones HTTP

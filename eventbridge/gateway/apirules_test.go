@@ -523,3 +523,32 @@ func TestAPIRuleExposesAServiceThatIsNotAFunction(t *testing.T) {
 	assert.Contains(t, body, "no function shop/orders", "backends of Functions only")
 	assert.Nil(t, b.last.Load())
 }
+
+// TestRoutesListTheServedRules: Routes lists every rule of the APIRules
+// served, in order, with their hosts (a short one in its domain), the
+// Service and port they reach, their access strategy, and why a rule
+// refuses when it does; an APIRule not served (its host taken) has none.
+func TestRoutesListTheServedRules(t *testing.T) {
+	g, _, _ := exposedOrders(t, gateway.Config{APIRuleDomain: "local.kyma.dev"}, false)
+	legacy, port := "legacy", uint32(8080)
+	secret := gatewayv2.Rule{Path: "/secret", Methods: []gatewayv2.HttpMethod{"GET"}, Jwt: &gatewayv2.JwtConfig{
+		Authentications: []*gatewayv2.JwtAuthentication{{Issuer: "https://issuer.example.com", JwksUri: "https://issuer.example.com/jwks"}}}}
+	ext := gatewayv2.Rule{Path: "/admin", Methods: []gatewayv2.HttpMethod{"POST"}, ExtAuth: &gatewayv2.ExtAuth{ExternalAuthorizers: []string{"nobody"}}}
+	old := open("/old/{**}", "GET", "POST")
+	old.Service = &gatewayv2.Service{Name: &legacy, Port: &port}
+	g.SetAPIRules([]*gatewayv2.APIRule{
+		apiRule("shop", "orders", "orders", "orders", time.Unix(1, 0), secret, ext, old, open("/{**}", "GET")),
+		apiRule("other", "late", "orders", "orders", time.Unix(2, 0), open("/{**}", "GET")),
+	})
+	hosts := []string{"orders.local.kyma.dev"}
+	key := types.NamespacedName{Namespace: "shop", Name: "orders"}
+	fn := types.NamespacedName{Namespace: "shop", Name: "orders"}
+	assert.Equal(t, []gateway.ExposedRoute{
+		{APIRule: key, Index: 0, Hosts: hosts, Path: "/secret", Methods: []string{"GET"}, Service: fn, Port: 80, Access: "jwt"},
+		{APIRule: key, Index: 1, Hosts: hosts, Path: "/admin", Methods: []string{"POST"}, Service: fn, Port: 80, Access: "extAuth",
+			Refused: `extAuth: authorizer "nobody" is not defined (the chart's eventbridge.gateway.authorizers)`},
+		{APIRule: key, Index: 2, Hosts: hosts, Path: "/old/{**}", Methods: []string{"GET", "POST"},
+			Service: types.NamespacedName{Namespace: "shop", Name: "legacy"}, Port: 8080, Access: "noAuth"},
+		{APIRule: key, Index: 3, Hosts: hosts, Path: "/{**}", Methods: []string{"GET"}, Service: fn, Port: 80, Access: "noAuth"},
+	}, g.Routes())
+}

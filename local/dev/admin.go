@@ -51,6 +51,7 @@ func (p *Platform) Status() Status {
 		subs = append(subs, SubscriptionStatus{Namespace: s.Namespace, Name: s.Name, Sink: s.Spec.Sink, Source: s.Spec.Source, Types: s.Spec.Types, CleanTypes: s.CleanTypes()})
 	}
 
+	routes := routesByFunction(p.bridge.Gateway.Routes())
 	for _, f := range p.runner.Functions() {
 		fs := FunctionStatus{
 			Namespace: f.Plan.Namespace, Name: f.Plan.Name, Runtime: f.Plan.Runtime.Name,
@@ -58,6 +59,7 @@ func (p *Platform) Status() Status {
 			Autoscaled: f.Plan.Scaling.Autoscaled, Min: int(f.Plan.Scaling.MinReplicas), Max: int(f.Plan.Scaling.MaxReplicas),
 			Warnings: f.Warnings,
 		}
+		fs.Routes = routes[types.NamespacedName{Namespace: fs.Namespace, Name: fs.Name}]
 		if err := f.Error(); err != nil {
 			fs.Error = err.Error()
 		}

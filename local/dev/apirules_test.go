@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kfn-dev/kfn/local/dev"
+	"github.com/kfn-dev/kfn/local/devstatus"
 	"github.com/kfn-dev/kfn/test/jwttest"
 	"github.com/kfn-dev/kfn/test/testenv"
 )
@@ -24,7 +25,7 @@ import (
 // second APIRule in another namespace that claims the host is reported
 // and reaches nothing; a jwt rule lets through the tokens of its issuer
 // only (a test issuer on this machine); an extAuth rule refuses every
-// request and is reported.
+// request and is reported; the function's status lists its routes.
 func TestAPIRuleExposesAFunctionInKfnDev(t *testing.T) {
 	testenv.LookPath(t, "python3")
 	dir := t.TempDir()
@@ -89,6 +90,14 @@ spec:
 	for _, e := range st.Errors {
 		assert.NotContains(t, e, "default/secret", "the jwt rule is served")
 	}
+	// The function's routes, for kfn get and the web view: the served
+	// APIRules' rules that reach it, not the thief's.
+	assert.Equal(t, []devstatus.Route{
+		{APIRule: "default/ext", Hosts: []string{"ext.localhost"}, Path: "/*", Methods: []string{"GET"}, Access: "extAuth",
+			Refused: `extAuth: authorizer "oauth2-proxy" is not defined (the chart's eventbridge.gateway.authorizers)`},
+		{APIRule: "default/my-function", Hosts: []string{"my-function.localhost"}, Path: "/*", Methods: []string{"GET", "POST"}, Access: "noAuth"},
+		{APIRule: "default/secret", Hosts: []string{"secret.localhost"}, Path: "/*", Methods: []string{"GET"}, Access: "jwt"},
+	}, function(st, "my-function").Routes)
 
 	get := func(method, host, path string, token ...string) (int, string) {
 		req, err := http.NewRequest(method, "http://"+p.Addr()+path, nil)

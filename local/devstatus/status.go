@@ -39,6 +39,24 @@ type Function struct {
 	// Error is the last failure to start the function, if any.
 	Error    string   `json:"error,omitempty"`
 	Warnings []string `json:"warnings,omitempty"`
+	// Routes are the rules of the APIRules served that reach the
+	// function, in the order of their APIRules and rules.
+	Routes []Route `json:"routes,omitempty"`
+}
+
+// Route is one rule of an APIRule that reaches a function from outside:
+// on its hosts, the methods and path it serves, as its access strategy
+// lets callers.
+type Route struct {
+	// APIRule is "namespace/name".
+	APIRule string   `json:"apiRule"`
+	Hosts   []string `json:"hosts"`
+	Path    string   `json:"path"`
+	Methods []string `json:"methods"`
+	// Access is the rule's access strategy: noAuth, jwt or extAuth.
+	Access string `json:"access"`
+	// Refused says why the rule refuses every request, when it does.
+	Refused string `json:"refused,omitempty"`
 }
 
 // Subscription is one Subscription's state and delivery counts.

@@ -1,6 +1,6 @@
 // Package webview is kfn dev's live web view: one page, served by kfn dev
-// itself, that shows the functions (replicas and state, and why one is not
-// ready), the Subscriptions (backlog, delivered, failed and dead-lettered
+// itself, that shows the functions (replicas and state, why one is not
+// ready, and the APIRule rules that reach it), the Subscriptions (backlog, delivered, failed and dead-lettered
 // counts), the recent events with their path through the chain (from
 // package eventpath) and the dead letters, each with a button that replays
 // it. The page is plain HTML, CSS and JavaScript embedded in the binary, with
