@@ -55,7 +55,36 @@ function fill(tableId, rows, countId) {
   if (countId) document.getElementById(countId).textContent = rows.length ? String(rows.length) : '';
 }
 
-function renderFunctions(fns) {
+// routeLink is the page a route's GET serves on host, through kfn dev's
+// port: its path up to its first pattern ("/api/{**}" is /api/); none for
+// a wildcard host, a route without GET or one that refuses.
+function routeLink(r, host, port) {
+  if (host.startsWith('*.') || !(r.methods || []).includes('GET') || r.refused) return null;
+  const cut = r.path.search(/[{*]/);
+  const path = cut < 0 ? r.path : r.path.slice(0, cut);
+  return 'http://' + host + (port ? ':' + port : '') + path;
+}
+
+// renderRoutes shows the APIRule rules that reach a function: methods,
+// hosts and path (a link where a browser can follow it), access strategy,
+// and why a rule refuses when it does.
+function renderRoutes(f, port) {
+  return (f.routes || []).map((r) => {
+    const hosts = [];
+    for (const host of r.hosts || []) {
+      if (hosts.length) hosts.push(', ');
+      const href = routeLink(r, host, port);
+      hosts.push(href ? h('a', { href, target: '_blank', rel: 'noopener' }, host + r.path) : h('span', {}, host + r.path));
+    }
+    return h('div', { class: 'route', 'data-apirule': r.apiRule, 'data-path': r.path },
+      h('span', { class: 'methods' }, (r.methods || []).join(' ')), ' ',
+      h('span', { class: 'mono' }, hosts), ' ',
+      h('span', { class: 'access' }, r.access),
+      r.refused ? h('div', { class: 'warning' }, 'refuses every request: ' + r.refused) : null);
+  });
+}
+
+function renderFunctions(fns, port) {
   fill('functions', fns.map((f) => {
     const key = f.namespace + '/' + f.name;
     const scaling = f.autoscaled ? f.min + '–' + f.max + ' on backlog' : 'fixed';
@@ -63,7 +92,7 @@ function renderFunctions(fns) {
     if (f.error) notes.push(h('div', { class: 'reason' }, f.error));
     for (const w of f.warnings || []) notes.push(h('div', { class: 'warning' }, w));
     return h('tr', { 'data-key': key, 'data-state': f.state },
-      h('td', { class: 'name' }, name(f.namespace, f.name), notes),
+      h('td', { class: 'name' }, name(f.namespace, f.name), notes, renderRoutes(f, port)),
       h('td', { class: 'mono' }, f.runtime),
       h('td', { class: 'state' }, h('span', { class: 'badge ' + cssName(f.state) }, f.state)),
       h('td', { class: 'num', 'data-field': 'ready' }, f.ready + '/' + f.replicas),
@@ -177,7 +206,7 @@ function render(st) {
   const problems = st.problems || [];
   document.getElementById('problems').hidden = problems.length === 0;
   document.getElementById('problem-list').replaceChildren(...problems.map((p) => h('li', {}, p)));
-  renderFunctions(st.functions || []);
+  renderFunctions(st.functions || [], (st.addr || '').split(':').pop());
   renderSubscriptions(st.subscriptions || []);
   renderDeadLetters(st.deadLetters || [], st.moreDeadLetters);
   renderChains(st.chains || []);
