@@ -193,6 +193,8 @@ func exposureOf(r *gatewayv2.APIRule, rule gatewayv2.Rule, authorizers *extauth.
 		e.refused = "no service"
 	case svc.IsExternal != nil && *svc.IsExternal:
 		e.refused = "kfn exposes Services of the cluster only (service.external)"
+	case svc.Port != nil && (*svc.Port == 0 || *svc.Port > 65535):
+		e.refused = fmt.Sprintf("port %d is no port", *svc.Port)
 	case svc.Namespace != nil && *svc.Namespace != "" && *svc.Namespace != r.Namespace:
 		e.refused = fmt.Sprintf("kfn exposes Services of the APIRule's namespace only, not of %s", *svc.Namespace)
 	case rule.Jwt != nil:

@@ -216,13 +216,14 @@ func (denyAll) Allow(*http.Request, auth.Attributes) error { return errors.New("
 // serve as written answers 403, failing closed, and its APIRule is a
 // Warning that says why.
 func TestAPIRuleRulesKfnCannotServeRefuseEveryRequest(t *testing.T) {
-	yes, shop, fn := true, "shop", "orders"
+	yes, shop, fn, huge := true, "shop", "orders", uint32(1<<32-1)
 	tests := map[string]struct {
 		change func(*gatewayv2.Rule)
 		why    string
 	}{
 		"external service": {func(r *gatewayv2.Rule) { r.Service = &gatewayv2.Service{Name: &fn, IsExternal: &yes} }, "kfn exposes Services of the cluster only"},
 		"no service name":  {func(r *gatewayv2.Rule) { r.Service = &gatewayv2.Service{Namespace: &shop} }, "no service"},
+		"no port":          {func(r *gatewayv2.Rule) { r.Service = &gatewayv2.Service{Name: &fn, Port: &huge} }, "port 4294967295 is no port"},
 		"extAuth": {func(r *gatewayv2.Rule) {
 			r.NoAuth = nil
 			r.ExtAuth = &gatewayv2.ExtAuth{ExternalAuthorizers: []string{"oauth2-proxy"}}
