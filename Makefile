@@ -189,6 +189,10 @@ bench: envtest ## Run every benchmark and write BENCHMARKS.md with scaling curve
 test-race: envtest testsummary ## Run the tests of RACE_PACKAGES with the race detector (part of make test).
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" CGO_ENABLED=1 $(GOTEST) -race $(TESTFLAGS) $(RACE_PACKAGES) | $(TESTSUMMARY) $(TESTSUMMARY_FLAGS)
 
+.PHONY: stress
+stress: envtest testsummary ## Run the tests of RACE_PACKAGES (or PKGS) under the race detector beside busy loops, as a loaded CI machine does (STRESS_LOAD loops, default 2; STRESS_COUNT runs, default 2; STRESS_RUN: -run). Not part of make test.
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" GO=$(GO) hack/stress.sh $(or $(PKGS),$(RACE_PACKAGES)) | $(TESTSUMMARY) $(TESTSUMMARY_FLAGS)
+
 .PHONY: testsummary
 testsummary: ## Build hack/testsummary, which prints go test -json's output for make test.
 	$(GO) build -o $(TESTSUMMARY) ./hack/testsummary
