@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -409,13 +408,12 @@ func (g *Gateway) forwardService(w http.ResponseWriter, r *http.Request, svc typ
 	}
 	addr, err := services.ServiceAddr(r.Context(), svc.Namespace, svc.Name, port)
 	if err != nil {
-		code := http.StatusServiceUnavailable
+		msg := fmt.Sprintf("service %s port %d: %v", svc, port, err)
 		if errors.Is(err, ErrNoService) {
-			code = http.StatusNotFound
+			failed(w, r, msg, http.StatusNotFound)
 		} else {
-			w.Header().Set("Retry-After", strconv.Itoa(int(g.cfg.RetryAfter.Seconds())))
+			g.unavailable(w, r, msg)
 		}
-		failed(w, r, fmt.Sprintf("service %s port %d: %v", svc, port, err), code)
 		return
 	}
 	g.proxyTo(w, r, addr, path)

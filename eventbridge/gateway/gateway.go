@@ -444,15 +444,13 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, fn types.Names
 		}
 		if err := g.hold(r, fn, changed); err != nil {
 			m.timeouts.Inc()
-			w.Header().Set("Retry-After", strconv.Itoa(int(g.cfg.RetryAfter.Seconds())))
-			failed(w, r, fmt.Sprintf("function %s has no ready backend yet (%v); try again", fn, err), http.StatusServiceUnavailable)
+			g.unavailable(w, r, fmt.Sprintf("function %s has no ready backend yet (%v); try again", fn, err))
 			return
 		}
 	}
 	addr, err := g.backends.Pick(fn.Namespace, fn.Name)
 	if err != nil {
-		w.Header().Set("Retry-After", strconv.Itoa(int(g.cfg.RetryAfter.Seconds())))
-		failed(w, r, fmt.Sprintf("function %s: %v", fn, err), http.StatusServiceUnavailable)
+		g.unavailable(w, r, fmt.Sprintf("function %s: %v", fn, err))
 		return
 	}
 	if cold {
@@ -462,6 +460,12 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, fn types.Names
 	m.requests.Inc()
 	g.proxyTo(w, r, addr, path)
 	m.duration.Observe(time.Since(start).Seconds())
+}
+
+// unavailable answers r 503 with msg and Config.RetryAfter.
+func (g *Gateway) unavailable(w http.ResponseWriter, r *http.Request, msg string) {
+	w.Header().Set("Retry-After", strconv.Itoa(int(g.cfg.RetryAfter.Seconds())))
+	failed(w, r, msg, http.StatusServiceUnavailable)
 }
 
 // proxyTo proxies r to path at addr (host:port).
