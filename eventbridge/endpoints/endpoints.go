@@ -29,19 +29,20 @@ type service struct{ namespace, name string }
 // Watcher tracks the ready endpoints of every Service. It is safe for
 // concurrent use.
 type Watcher struct {
-	mu       sync.Mutex
-	synced   bool
-	syncCh   chan struct{}                           // closed once the initial list is in
-	slices   map[service]map[string]int              // ready endpoints per slice
-	addrs    map[service]map[string][]string         // ready host:port per slice (single-port slices)
-	named    map[service]map[string]namedPorts       // ready host:port per slice by port name (ports.go)
-	flat     map[service][]string                    // addrs of all slices, sorted
-	fnSlices map[service]map[string]struct{}         // slices labelled as a Function's
-	all      map[service]map[string][]netip.AddrPort // every endpoint address and port per slice, ready or not
-	changed  map[service]chan struct{}               // closed when the Service's readiness flips
-	ready    map[service]bool
-	next     atomic.Uint64 // round robin of Pick
-	cache    cache.Cache   // fed from by Run; nil: fed by hand
+	mu        sync.Mutex
+	synced    bool
+	syncCh    chan struct{}                           // closed once the initial list is in
+	slices    map[service]map[string]int              // ready endpoints per slice
+	addrs     map[service]map[string][]string         // ready host:port per slice (single-port slices)
+	named     map[service]map[string]namedPorts       // ready host:port per slice by port name (ports.go)
+	namedFlat map[service]namedPorts                  // named of all slices, sorted
+	flat      map[service][]string                    // addrs of all slices, sorted
+	fnSlices  map[service]map[string]struct{}         // slices labelled as a Function's
+	all       map[service]map[string][]netip.AddrPort // every endpoint address and port per slice, ready or not
+	changed   map[service]chan struct{}               // closed when the Service's readiness flips
+	ready     map[service]bool
+	next      atomic.Uint64 // round robin of Pick
+	cache     cache.Cache   // fed from by Run; nil: fed by hand
 
 	// Starting pods of Functions: endpoints not ready yet, probed at the
 	// host's ready path until they answer (probe.go).
@@ -106,15 +107,16 @@ func WithLogger(l *slog.Logger) Option {
 // until then no Service is ready.
 func New(opts ...Option) (*Watcher, error) {
 	w := &Watcher{
-		syncCh:   make(chan struct{}),
-		slices:   map[service]map[string]int{},
-		addrs:    map[service]map[string][]string{},
-		named:    map[service]map[string]namedPorts{},
-		flat:     map[service][]string{},
-		fnSlices: map[service]map[string]struct{}{},
-		all:      map[service]map[string][]netip.AddrPort{},
-		changed:  map[service]chan struct{}{},
-		ready:    map[service]bool{},
+		syncCh:    make(chan struct{}),
+		slices:    map[service]map[string]int{},
+		addrs:     map[service]map[string][]string{},
+		named:     map[service]map[string]namedPorts{},
+		namedFlat: map[service]namedPorts{},
+		flat:      map[service][]string{},
+		fnSlices:  map[service]map[string]struct{}{},
+		all:       map[service]map[string][]netip.AddrPort{},
+		changed:   map[service]chan struct{}{},
+		ready:     map[service]bool{},
 
 		probeEvery: DefaultProbeInterval,
 		probeFor:   host.MaxStartup,

@@ -43,21 +43,31 @@ func readyNamedPorts(s *discoveryv1.EndpointSlice) namedPorts {
 }
 
 // setNamedPorts records the ready endpoints of one slice of k by port
-// name. w.mu is held.
+// name, and flattens those of k's slices for PickPort. w.mu is held.
 func (w *Watcher) setNamedPorts(k service, slice string, ports namedPorts) {
 	if len(ports) == 0 {
-		if w.named[k] != nil {
-			delete(w.named[k], slice)
-			if len(w.named[k]) == 0 {
-				delete(w.named, k)
-			}
+		delete(w.named[k], slice)
+	} else {
+		if w.named[k] == nil {
+			w.named[k] = map[string]namedPorts{}
 		}
+		w.named[k][slice] = ports
+	}
+	if len(w.named[k]) == 0 {
+		delete(w.named, k)
+		delete(w.namedFlat, k)
 		return
 	}
-	if w.named[k] == nil {
-		w.named[k] = map[string]namedPorts{}
+	flat := namedPorts{}
+	for _, p := range w.named[k] {
+		for name, addrs := range p {
+			flat[name] = append(flat[name], addrs...)
+		}
 	}
-	w.named[k][slice] = ports
+	for _, addrs := range flat {
+		sort.Strings(addrs) // slices come in map order
+	}
+	w.namedFlat[k] = flat
 }
 
 // PickPort returns host:port of a ready endpoint of namespace/name for
@@ -68,14 +78,10 @@ func (w *Watcher) setNamedPorts(k service, slice string, ports namedPorts) {
 // It reports false when none is ready.
 func (w *Watcher) PickPort(namespace, name, port string) (string, bool) {
 	w.mu.Lock()
-	var addrs []string
-	for _, ports := range w.named[service{namespace, name}] {
-		addrs = append(addrs, ports[port]...)
-	}
+	addrs := w.namedFlat[service{namespace, name}][port]
 	w.mu.Unlock()
 	if len(addrs) == 0 {
 		return "", false
 	}
-	sort.Strings(addrs) // slices come in map order
 	return addrs[int(w.next.Add(1)%uint64(len(addrs)))], true
 }
