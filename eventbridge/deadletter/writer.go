@@ -50,13 +50,18 @@ type Writer struct {
 	stream     jetstream.Stream // looked up once, again after an error
 }
 
-// usage is what the Writer knows of one namespace's dead letters; mu
-// serializes the namespace's writes.
+// usage is what the Writer knows of one namespace's dead letters: bytes
+// of them stored or on their way to the stream, of which inFlight on
+// their way (settled is told when one arrives or fails); mu guards them
+// and serializes the counting and dropping of the namespace's letters,
+// not their storing.
 type usage struct {
-	mu      sync.Mutex
-	bytes   int64
-	counted time.Time // zero: count from the stream
-	used    time.Time
+	mu       sync.Mutex
+	settled  *sync.Cond
+	bytes    int64
+	inFlight int64
+	counted  time.Time // zero: count from the stream
+	used     time.Time
 }
 
 // NewWriter returns a Writer to the dead-letter stream of streams.
@@ -85,43 +90,85 @@ func (w *Writer) Write(ctx context.Context, h nats.Header, data []byte, f Failur
 		return fail(fmt.Errorf("%w: %w: %d bytes, and namespace %s may keep %d", ErrNoRoom, eventstore.ErrStorageFull, size, f.Namespace, limit))
 	}
 	u := w.usage(f.Namespace)
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if err := w.count(ctx, f.Namespace, u); err != nil {
+	dropped, err := w.reserve(ctx, f.Namespace, u, size)
+	if err != nil {
 		return fail(err)
 	}
-	dropped := 0
-	for u.bytes+size > limit {
-		n, err := w.dropOldest(ctx, f.Namespace, u)
-		if err != nil {
-			return fail(err)
-		}
-		if n == 0 {
-			break // the count was off: none left
-		}
-		dropped++
-	}
 	for {
+		// Stored without the namespace's lock, so that its letters are
+		// stored side by side (a budget giving up many events at once):
+		// their bytes are reserved until then.
 		res, err := w.store.Put(ctx, eventstore.Restore(msg, MsgID(f)))
 		if err == nil {
-			if !res.Duplicate {
-				u.bytes += size
-			}
+			w.settle(u, size, !res.Duplicate)
 			return dropped, nil
 		}
 		if !errors.Is(err, eventstore.ErrStorageFull) {
+			w.settle(u, size, false)
 			return fail(err)
 		}
 		// The stream is full: make room with the namespace's own oldest.
-		n, derr := w.dropOldest(ctx, f.Namespace, u)
+		n, derr := w.dropOldestLocked(ctx, f.Namespace, u)
 		if derr != nil {
+			w.settle(u, size, false)
 			return fail(derr)
 		}
 		if n == 0 {
+			w.settle(u, size, false)
 			return fail(fmt.Errorf("%w: namespace %s has no older dead letter to give up for it: %w", ErrNoRoom, f.Namespace, err))
 		}
 		dropped++
 	}
+}
+
+// reserve makes room within the namespace's bound for a new letter of
+// size bytes, dropping its oldest stored letters, and reserves the bytes
+// until settle; it returns how many it dropped. When the room is held by
+// letters on their way to the stream, it waits for them (each is stored
+// or fails within WriteTimeout).
+func (w *Writer) reserve(ctx context.Context, ns string, u *usage, size int64) (int, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if err := w.count(ctx, ns, u); err != nil {
+		return 0, err
+	}
+	dropped := 0
+	for u.bytes+size > w.streams.DeadLetterNamespaceBytes() {
+		n, err := w.dropOldest(ctx, ns, u)
+		if err != nil {
+			return dropped, err
+		}
+		if n > 0 {
+			dropped++
+			continue
+		}
+		if u.inFlight == 0 {
+			break // the count was off: none left
+		}
+		u.settled.Wait()
+	}
+	u.bytes += size
+	u.inFlight += size
+	return dropped, nil
+}
+
+// settle ends the reservation of size bytes that reserve made, counting
+// them as stored when the letter was.
+func (w *Writer) settle(u *usage, size int64, stored bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.inFlight -= size
+	if !stored {
+		u.bytes = max(u.bytes-size, 0)
+	}
+	u.settled.Broadcast()
+}
+
+// dropOldestLocked is dropOldest under the namespace's lock.
+func (w *Writer) dropOldestLocked(ctx context.Context, ns string, u *usage) (int, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return w.dropOldest(ctx, ns, u)
 }
 
 // usage returns the namespace's usage, forgetting those of namespaces
@@ -142,6 +189,7 @@ func (w *Writer) usage(ns string) *usage {
 	u, ok := w.namespaces[ns]
 	if !ok {
 		u = &usage{}
+		u.settled = sync.NewCond(&u.mu)
 		w.namespaces[ns] = u
 	}
 	u.used = now
@@ -184,7 +232,9 @@ func (w *Writer) count(ctx context.Context, ns string, u *usage) error {
 			total += letterSize(m.Subject(), m.Headers(), n)
 		}
 	}
-	u.bytes, u.counted = total, time.Now()
+	// Letters on their way may be among those counted: counted twice
+	// until the next count, never left out.
+	u.bytes, u.counted = total+u.inFlight, time.Now()
 	return nil
 }
 
@@ -198,7 +248,7 @@ func (w *Writer) dropOldest(ctx context.Context, ns string, u *usage) (int, erro
 	for {
 		m, err := s.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(stream.DeadLetterSubject(ns)))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			u.bytes = 0
+			u.bytes = u.inFlight // none stored
 			return 0, nil
 		}
 		if err != nil {

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/kfn-dev/kfn/contract/stream"
 
@@ -107,4 +109,46 @@ func TestFullDeadLetterStreamTakesOnlyTheNamespacesOwn(t *testing.T) {
 	assert.Empty(t, e.sequences(t, "c"))
 	assert.Equal(t, []uint64{1, 2, 3}, e.sequences(t, "a"))
 	assert.Equal(t, []uint64{11, 12}, e.sequences(t, "b"))
+}
+
+// TestLettersStoredSideBySideKeepTheNamespacesBound: a budget gives up
+// many events of one namespace at once, and their letters are stored side
+// by side (one at a time, a Subscription whose events arrive faster than
+// two JetStream round trips each filled the event stream). However many
+// are on their way, the namespace keeps no more than its bound: a letter
+// that finds the room taken by others on their way waits for them, then
+// drops the oldest.
+func TestLettersStoredSideBySideKeepTheNamespacesBound(t *testing.T) {
+	e, w := writerEnv(t, 1<<20, 64<<10)
+	data := bytes.Repeat([]byte("x"), 16<<10)
+	var dropped atomic.Int64
+	burst := func(writers, each int, first uint64) {
+		t.Helper()
+		var g errgroup.Group
+		start := make(chan struct{})
+		for i := range writers {
+			g.Go(func() error {
+				<-start
+				for j := range each {
+					n, err := write(w, "attacker", first+uint64(i*each+j), data)
+					if err != nil {
+						return err
+					}
+					dropped.Add(int64(n))
+				}
+				return nil
+			})
+		}
+		close(start)
+		require.NoError(t, g.Wait())
+	}
+	burst(32, 1, 100) // at once, none stored yet
+	assert.Len(t, e.sequences(t, "attacker"), 3, "its bound holds three, however many arrive at once")
+	burst(8, 5, 200)
+	kept := e.sequences(t, "attacker")
+	assert.Len(t, kept, 3)
+	assert.Equal(t, int64(72-len(kept)), dropped.Load(), "every other letter was dropped for a newer one")
+	n, err := write(w, "victim", 1, data)
+	require.NoError(t, err)
+	assert.Zero(t, n, "another namespace's room is its own")
 }

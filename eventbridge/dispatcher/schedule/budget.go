@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -14,6 +15,13 @@ import (
 
 // maxShedBatch bounds the events one budget check pulls to give up.
 const maxShedBatch = 256
+
+// shedAtOnce bounds the events a budget check gives up at once: each
+// give-up waits for JetStream twice (the dead letter stored, the event
+// terminated), and one at a time a Subscription whose events are
+// published faster than that, to a sink that takes none, would fill the
+// event stream for every namespace however soon its budget acted.
+const shedAtOnce = 8
 
 // holdBudgets keeps each Subscription's backlog (pending plus
 // unacknowledged events of its consumer) within its maxBacklog, and each
@@ -119,13 +127,17 @@ func (w *worker) giveUpRetry(ctx context.Context, e *pull.Msg) {
 }
 
 // shed pulls up to n of the oldest waiting events and gives up each the
-// excess still allows; one it no longer allows (held events took it
-// meanwhile) goes the way of any event the worker holds.
+// excess still allows, shedAtOnce side by side, and returns once they are
+// given up; one it no longer allows (held events took it meanwhile) goes
+// the way of any event the worker holds.
 func (w *worker) shed(ctx context.Context, n int) error {
 	batch, err := w.backlog.Fetch(n)
 	if err != nil {
 		return err
 	}
+	var giving sync.WaitGroup
+	defer giving.Wait()
+	slots := make(chan struct{}, shedAtOnce)
 	for msg := range batch.Messages() {
 		meta, err := msg.Metadata()
 		if err != nil {
@@ -138,8 +150,13 @@ func (w *worker) shed(ctx context.Context, n int) error {
 				w.giveUpRetry(ctx, older)
 				w.backlog.GaveUp()
 			} else {
-				w.dl.GiveUp(ctx, w.dl.EventLog(msg.Headers(), meta), msg, meta, 0, w.backlog.Reason(w.overReason()))
-				w.backlog.GaveUp()
+				reason := w.backlog.Reason(w.overReason())
+				slots <- struct{}{}
+				giving.Go(func() {
+					defer func() { <-slots }()
+					w.dl.GiveUp(ctx, w.dl.EventLog(msg.Headers(), meta), msg, meta, 0, reason)
+					w.backlog.GaveUp()
+				})
 				continue
 			}
 		}
