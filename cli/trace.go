@@ -14,8 +14,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kfn-dev/kfn/eventbridge/eventpath"
 	"github.com/kfn-dev/kfn/local/dev"
-	"github.com/kfn-dev/kfn/local/eventpath"
 )
 
 // maxEventPathBytes bounds the answer kfn trace reads: a chain of the

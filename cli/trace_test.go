@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
-	"github.com/kfn-dev/kfn/local/eventpath"
+	"github.com/kfn-dev/kfn/eventbridge/eventpath"
 )
 
 // TestEventPathPrintsEachHopAndMarksTheEvent prints a chain as kfn trace

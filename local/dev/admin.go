@@ -15,11 +15,11 @@ import (
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/contract/stream"
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
+	"github.com/kfn-dev/kfn/eventbridge/eventpath"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/internal/scrape"
 	"github.com/kfn-dev/kfn/local/devstatus"
-	"github.com/kfn-dev/kfn/local/eventpath"
 )
 
 // AdminPrefix is the path prefix of kfn dev's own API. It is not a valid

@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kfn-dev/kfn/eventbridge/eventpath"
 	"github.com/kfn-dev/kfn/local/dev"
-	"github.com/kfn-dev/kfn/local/eventpath"
 	"github.com/kfn-dev/kfn/local/webview"
 	"github.com/kfn-dev/kfn/test/testenv"
 )

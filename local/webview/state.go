@@ -5,8 +5,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
+	"github.com/kfn-dev/kfn/eventbridge/eventpath"
 	"github.com/kfn-dev/kfn/local/devstatus"
-	"github.com/kfn-dev/kfn/local/eventpath"
 )
 
 // State is everything the page shows, as the view sends it.

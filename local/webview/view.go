@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
+	"github.com/kfn-dev/kfn/eventbridge/eventpath"
 	"github.com/kfn-dev/kfn/local/devstatus"
-	"github.com/kfn-dev/kfn/local/eventpath"
 )
 
 //go:embed static

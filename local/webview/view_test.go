@@ -21,10 +21,10 @@ import (
 	"github.com/kfn-dev/kfn/contract/stream"
 
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
+	"github.com/kfn-dev/kfn/eventbridge/eventpath"
 	"github.com/kfn-dev/kfn/internal/jsstream"
 	"github.com/kfn-dev/kfn/local/broker"
 	"github.com/kfn-dev/kfn/local/devstatus"
-	"github.com/kfn-dev/kfn/local/eventpath"
 	"github.com/kfn-dev/kfn/local/webview"
 )
 

@@ -16,7 +16,7 @@ import (
 
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
-	"github.com/kfn-dev/kfn/local/eventpath"
+	"github.com/kfn-dev/kfn/eventbridge/eventpath"
 )
 
 // outline draws chains, in the order of their first events, as indented

@@ -20,12 +20,12 @@ import (
 	"github.com/kfn-dev/kfn/contract/stream"
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
+	"github.com/kfn-dev/kfn/eventbridge/eventpath"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/internal/egress"
 	"github.com/kfn-dev/kfn/internal/jsstream"
 	"github.com/kfn-dev/kfn/local/broker"
-	"github.com/kfn-dev/kfn/local/eventpath"
 )
 
 // pipeline is kfn's event path on a real embedded NATS: the publisher

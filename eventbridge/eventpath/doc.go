@@ -1,5 +1,6 @@
-// Package eventpath records the path of each event through kfn dev, for
-// its web view: stored in the event stream, delivered to which
+// Package eventpath records the path of each event, for kfn dev's web view
+// and kfn trace (Recorder), and per namespace for the event bridge of a
+// cluster (Namespaces): stored in the event stream, delivered to which
 // Subscriptions with which attempts and outcome, which events the function
 // that received it emitted or replied with, where those went in turn, and
 // replays from the dead-letter stream. Recent events only: a bounded

@@ -111,6 +111,23 @@ func (r *Recorder) changed() {
 // js from now on, reading headers only, until stop is called or ctx ends.
 // The error is the failure to start reading.
 func (r *Recorder) Follow(ctx context.Context, js jetstream.JetStream, streamName string) (stop func(), err error) {
+	return follow(ctx, js, streamName, func(s storedEvent) { r.stored(s.seq, s.at, s.subject, s.event, s.traceParent) })
+}
+
+// storedEvent is what follow reads of one stored event: its headers'
+// attributes, not its data.
+type storedEvent struct {
+	seq             uint64
+	at              time.Time
+	subject         string
+	event           dispatcher.EventRef
+	traceParent     string
+	senderNamespace string
+}
+
+// follow calls seen with every event stored in the stream named
+// streamName from now on, until stop is called or ctx ends.
+func follow(ctx context.Context, js jetstream.JetStream, streamName string, seen func(storedEvent)) (stop func(), err error) {
 	c, err := js.OrderedConsumer(ctx, streamName, jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverNewPolicy, HeadersOnly: true,
 	})
@@ -127,8 +144,9 @@ func (r *Recorder) Follow(ctx context.Context, js jetstream.JetStream, streamNam
 		if v := h[eventstore.HeaderTraceParent]; len(v) > 0 {
 			tp = v[0]
 		}
-		r.stored(meta.Sequence.Stream, meta.Timestamp, m.Subject(),
-			dispatcher.EventRef{ID: eventstore.Attribute(h, "id"), Source: eventstore.Attribute(h, "source"), Type: eventstore.Attribute(h, "type")}, tp)
+		seen(storedEvent{seq: meta.Sequence.Stream, at: meta.Timestamp, subject: m.Subject(),
+			event:       dispatcher.EventRef{ID: eventstore.Attribute(h, "id"), Source: eventstore.Attribute(h, "source"), Type: eventstore.Attribute(h, "type")},
+			traceParent: tp, senderNamespace: eventstore.Attribute(h, eventstore.SenderExtension)})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("follow stream %s: %w", streamName, err)
