@@ -2,7 +2,6 @@ package cli
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -15,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kfn-dev/kfn/eventbridge/eventpath"
-	"github.com/kfn-dev/kfn/local/dev"
 )
 
 // maxEventPathBytes bounds the answer kfn trace reads: a chain of the
@@ -24,8 +22,8 @@ const maxEventPathBytes = 64 << 20
 
 func newTraceCommand() *cobra.Command {
 	var (
-		target         targetFlags
-		source, output string
+		target                    targetFlags
+		source, output, namespace string
 	)
 	cmd := &cobra.Command{
 		Use:   "trace EVENT-ID",
@@ -37,9 +35,13 @@ status of each attempt), the events the function emitted or replied with and
 where those went in turn, and replays from the dead-letter stream. The event
 asked for is marked. kfn dev keeps the 1,000 most recent events.
 
-On a cluster the event bridge keeps no record of events' paths yet: there,
-kfn dlq shows what was dead-lettered, and an OTLP backend the chart exports
-to shows each publish and delivery attempt as spans of the event's trace.`,
+On a cluster, trace asks the event bridge (through a port-forward, with your
+kubeconfig's credentials) for the path of the event in namespace -n (the
+context's by default), which RBAC must let you read (subscriptions/events,
+in the view role): the events that namespace's senders published and the
+deliveries to its own Subscriptions, never another namespace's. The event
+bridge keeps the 500 most recent events of each namespace (-event-paths);
+each replica records the deliveries it made, and trace asks one of them.`,
 		Example: `  kfn publish --type order.created.v1 --source shop --id order-1 --data '{"id": "1"}'
   kfn trace order-1`,
 		Args: exactArgs(1, "the EVENT-ID"),
@@ -47,8 +49,14 @@ to shows each publish and delivery attempt as spans of the event's trace.`,
 			if err := checkOutput(output); err != nil {
 				return err
 			}
+			q := url.Values{}
+			if source != "" {
+				q.Set("source", source)
+			}
+			ns := ""
 			if target.inCluster(cmd) {
-				return errors.New("kfn trace reads the paths kfn dev records; on a cluster the event bridge keeps no record of events' paths yet (kfn dlq lists dead letters; an OTLP backend shows each publish and delivery attempt as spans)")
+				ns = target.namespace(cmd, namespace)
+				q.Set("namespace", ns)
 			}
 			ep, err := target.endpoints(cmd)
 			if err != nil {
@@ -56,34 +64,36 @@ to shows each publish and delivery attempt as spans of the event's trace.`,
 			}
 			defer ep.close()
 			path := "/events/" + url.PathEscape(args[0])
-			if source != "" {
-				path += "?source=" + url.QueryEscape(source)
+			if len(q) > 0 {
+				path += "?" + q.Encode()
 			}
 			resp, err := adminDo(cmd, ep, "GET", path)
 			if err != nil {
 				return err
 			}
 			defer resp.Body.Close()
-			var found dev.EventPath
+			var found eventpath.Found
 			if err := json.NewDecoder(io.LimitReader(resp.Body, maxEventPathBytes)).Decode(&found); err != nil {
 				return fmt.Errorf("read the event's path: %w", err)
 			}
 			if output != outputTable {
 				return printObject(cmd.OutOrStdout(), output, found)
 			}
-			return printEventPath(cmd.OutOrStdout(), found.Chains, args[0], source)
+			return printEventPath(cmd.OutOrStdout(), found.Chains, args[0], source, ns)
 		},
 	}
 	target.add(cmd)
 	cmd.Flags().StringVar(&source, "source", "", "the event's source, when events of several sources have the id")
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "in a cluster, the namespace whose record to read (the context's by default); kfn dev shows every namespace's")
 	outputFlag(cmd, &output)
 	return cmd
 }
 
 // printEventPath writes the chains as indented trees, the events of id
-// (and source) marked.
-func printEventPath(w io.Writer, chains []eventpath.Chain, id, source string) error {
-	p := pathPrinter{w: w, id: id, source: source}
+// (and source) marked; namespace, when set, is the one namespace whose
+// deliveries the chains show (a cluster's record).
+func printEventPath(w io.Writer, chains []eventpath.Chain, id, source, namespace string) error {
+	p := pathPrinter{w: w, id: id, source: source, namespace: namespace}
 	for i, c := range chains {
 		if i > 0 {
 			p.line(0, "")
@@ -102,9 +112,9 @@ func printEventPath(w io.Writer, chains []eventpath.Chain, id, source string) er
 
 // pathPrinter writes one chain's lines, keeping the first write error.
 type pathPrinter struct {
-	w          io.Writer
-	id, source string
-	err        error
+	w                     io.Writer
+	id, source, namespace string
+	err                   error
 }
 
 func (p *pathPrinter) line(depth int, format string, args ...any) {
@@ -133,7 +143,11 @@ func (p *pathPrinter) event(depth int, e *eventpath.Event) {
 	}
 	p.line(depth, "%s", what)
 	if len(e.Deliveries) == 0 {
-		p.line(depth+1, "-> no Subscription took it")
+		if p.namespace != "" {
+			p.line(depth+1, "-> no Subscription of namespace %s took it (other namespaces' are not shown)", printable(p.namespace))
+		} else {
+			p.line(depth+1, "-> no Subscription took it")
+		}
 	}
 	for _, d := range e.Deliveries {
 		p.delivery(depth+1, d)

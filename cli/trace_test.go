@@ -32,7 +32,7 @@ func TestEventPathPrintsEachHopAndMarksTheEvent(t *testing.T) {
 		Replays: []*eventpath.Event{{Sequence: 9, ID: "order-1", Source: "shop", Type: "order.created.v1", Origin: eventpath.Replay}},
 	}}}}
 	var out strings.Builder
-	require.NoError(t, printEventPath(&out, chains, "e-2", ""))
+	require.NoError(t, printEventPath(&out, chains, "e-2", "", ""))
 	assert.Equal(t, `chain of trace 4bf92f3577b34da6a3ce929d0e0e4736
   published order-1 (order.created.v1 from shop, stream sequence 5, stored 12:00:01.000)
     -> default/fulfil at default/fulfil: delivered after 1 attempt [#1 200 in 12ms]
@@ -53,7 +53,7 @@ func TestEventPathQuotesWhatAPublisherChose(t *testing.T) {
 		ID: "x\x1b[2J", Source: "shop\r\n", Type: strings.Repeat("é", 300), Origin: eventpath.Published,
 	}}}}
 	var out strings.Builder
-	require.NoError(t, printEventPath(&out, chains, "x\x1b[2J", ""))
+	require.NoError(t, printEventPath(&out, chains, "x\x1b[2J", "", ""))
 	assert.NotContains(t, out.String(), "\x1b")
 	assert.NotContains(t, out.String(), "\r")
 	assert.Contains(t, out.String(), `published "x\x1b[2J" (`+strings.Repeat("é", 200)+`... from "shop\r\n")  <- this event`)

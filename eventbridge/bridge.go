@@ -14,6 +14,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/depcache"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
+	"github.com/kfn-dev/kfn/eventbridge/eventpath"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/eventbridge/gateway"
 	"github.com/kfn-dev/kfn/eventbridge/httproute"
@@ -40,6 +41,14 @@ type Bridge struct {
 	Gateway *gateway.Gateway
 	// DeadLetters is the dead-letter admin API (Config.Admin).
 	DeadLetters *deadletter.Admin
+	// EventPaths records each namespace's recent events' paths, served
+	// on the admin API (Config.EventPaths; nil without the admin API or
+	// the dispatcher). With Config.EventPathsSubject, the replicas tell
+	// each other their deliveries (pathReplicas), else each records those
+	// it made.
+	EventPaths *eventpath.Namespaces
+	// pathReplicas shares EventPaths' steps with the other replicas.
+	pathReplicas *eventpath.Replicas
 	// DependencyCache is the dependency cache, served beside the
 	// publisher (Config.DependencyCache, with Access.Senders).
 	DependencyCache *depcache.Cache
@@ -177,6 +186,17 @@ func (b *Bridge) newDispatcher() error {
 	if !b.cfg.Has(ComponentDispatcher) {
 		return nil
 	}
+	if b.cfg.Admin && b.cfg.EventPaths > 0 {
+		var err error
+		if b.EventPaths, err = eventpath.NewNamespaces(b.cfg.EventPaths, 0); err != nil {
+			return err
+		}
+		if b.cfg.EventPathsSubject != "" {
+			if b.pathReplicas, err = eventpath.NewReplicas(b.EventPaths, b.nc, b.cfg.EventPathsSubject, b.component("eventpaths")); err != nil {
+				return err
+			}
+		}
+	}
 	cfg := b.cfg.Dispatcher
 	cfg.Egress = b.env.Egress()
 	cfg.Streams = b.cfg.Streams
@@ -215,6 +235,12 @@ func (b *Bridge) dispatcherOptions(cfg dispatcher.Config) []dispatcher.Option {
 	}
 	if b.opts.observer != nil {
 		opts = append(opts, dispatcher.WithObserver(b.opts.observer))
+	}
+	switch {
+	case b.pathReplicas != nil:
+		opts = append(opts, dispatcher.WithObserver(b.pathReplicas))
+	case b.EventPaths != nil:
+		opts = append(opts, dispatcher.WithObserver(b.EventPaths))
 	}
 	endpoints, resolver := b.env.Sinks()
 	if endpoints != nil {
@@ -260,6 +286,12 @@ func (b *Bridge) newPublisher() error {
 		opts = append(opts, publisher.WithApplications(apps))
 	}
 	var store publisher.EventStore = eventstore.New(b.js, b.cfg.Streams.EventStream)
+	if b.EventPaths != nil {
+		// An event published without trace context starts a trace, which
+		// the runtime hosts pass on to the events its handlers emit: the
+		// paths group them in one chain.
+		store = eventpath.TraceRoots(store)
+	}
 	if b.opts.store != nil {
 		store = b.opts.store(store)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/depcache"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/eventbridge/endpoints"
+	"github.com/kfn-dev/kfn/eventbridge/eventpath"
 	"github.com/kfn-dev/kfn/eventbridge/gateway"
 	"github.com/kfn-dev/kfn/eventbridge/httproute"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
@@ -114,6 +115,14 @@ type Config struct {
 	// Admin makes the dead-letter admin API (Bridge.DeadLetters), whose
 	// replays the bridge then sweeps.
 	Admin bool
+	// EventPaths is how many recent events of each namespace the admin
+	// API keeps the paths of (Bridge.EventPaths, for kfn trace), when the
+	// admin API and the dispatcher run; 0 keeps none.
+	EventPaths int
+	// EventPathsSubject is the core NATS subject on which the replicas
+	// tell each other the delivery steps they took, so that each has every
+	// path; empty: each replica has its own steps only.
+	EventPathsSubject string
 	// DependencyCache makes the dependency cache (Bridge.DependencyCache,
 	// package depcache), served on the publisher's listener, when the
 	// publisher runs and the bridge can tell a caller's namespace
@@ -178,10 +187,16 @@ func DefaultConfig() Config {
 		WakeProbeInterval:      endpoints.DefaultProbeInterval,
 		Claims:                 ClaimsConfig{Port: claim.DefaultPort, ActivationSubject: activation.DefaultSubject, ClaimedSubject: activation.ClaimedSubject, Hold: endpoints.DefaultClaimHold},
 		Admin:                  true,
+		EventPaths:             eventpath.DefaultEventsPerNamespace,
+		EventPathsSubject:      eventpath.DefaultStepsSubject,
 		DependencyCache:        true,
 		DependencyCacheBounds:  depcache.DefaultConfig(),
 	}
 }
+
+// maxEventPaths bounds Config.EventPaths: each namespace's record is held
+// in memory, as many as eventpath.DefaultNamespaces of them.
+const maxEventPaths = 10_000
 
 // Has reports whether the component is to run.
 func (c *Config) Has(component string) bool { return slices.Contains(c.Components, component) }
@@ -204,6 +219,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Has(ComponentGateway) && (c.Gateway.HoldTimeout <= 0 || c.Gateway.MaxHeld < 1 || c.Gateway.MaxHeldPerNamespace < 1) {
 		return fmt.Errorf("%w: -gateway-hold-timeout must be positive, -gateway-max-held and -gateway-max-held-per-namespace at least 1", ErrInvalidConfig)
+	}
+	if c.EventPaths < 0 || c.EventPaths > maxEventPaths {
+		return fmt.Errorf("%w: -event-paths must be within 0..%d, not %d", ErrInvalidConfig, maxEventPaths, c.EventPaths)
 	}
 	if c.AckWait < time.Second {
 		return fmt.Errorf("%w: -ack-wait must be at least 1s, not %s", ErrInvalidConfig, c.AckWait)

@@ -5,7 +5,9 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/depcache"
+	"github.com/kfn-dev/kfn/eventbridge/eventpath"
 	"github.com/kfn-dev/kfn/internal/auth"
 )
 
@@ -56,6 +58,13 @@ func (b *Bridge) Handlers() Handlers {
 	}
 	if b.DeadLetters != nil {
 		h.DeadLetters = b.DeadLetters.Handler()
+		if b.EventPaths != nil {
+			var access eventpath.Access // none asked without the admin's (a nil *auth.Kubernetes is not nil here)
+			if b.opts.access.Admin != nil {
+				access = b.opts.access.Admin
+			}
+			h.DeadLetters = withEventPaths(b.EventPaths, access, h.DeadLetters)
+		}
 		if b.opts.access.Admin != nil {
 			h.DeadLetters = b.opts.access.Admin.Authenticate(h.DeadLetters)
 		}
@@ -96,4 +105,17 @@ func waitFor(ready <-chan struct{}, h http.Handler) http.Handler {
 		case <-r.Context().Done():
 		}
 	})
+}
+
+// withEventPaths serves GET /events/{id} (also under deadletter.PathPrefix,
+// as kfn trace asks kfn dev) from paths, to the callers access lets read
+// the namespace's (nil: everyone), and the rest of the admin API with
+// admin.
+func withEventPaths(paths *eventpath.Namespaces, access eventpath.Access, admin http.Handler) http.Handler {
+	h := paths.Handler(access)
+	mux := http.NewServeMux()
+	mux.Handle("GET /events/{id}", h)
+	mux.Handle("GET "+deadletter.PathPrefix+"/events/{id}", h)
+	mux.Handle("/", admin)
+	return mux
 }

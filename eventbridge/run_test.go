@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -33,6 +34,8 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge"
 	"github.com/kfn-dev/kfn/eventbridge/admission"
 	"github.com/kfn-dev/kfn/eventbridge/depcache"
+	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
+	"github.com/kfn-dev/kfn/eventbridge/eventpath"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/internal/auth"
 	"github.com/kfn-dev/kfn/runtimes"
@@ -149,6 +152,32 @@ func TestRunInACluster(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, http.StatusBadRequest, resp.StatusCode, "no plain HTTP")
 
+	// The event's path (kfn trace), to whom RBAC lets read the namespace's:
+	// the Subscription's attempt and outcome.
+	get := func(user *rest.Config, path string) (int, string) {
+		resp, err := adminClient(t, user).Get("https://" + cfg.AdminListen + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	var found eventpath.Found
+	require.Eventually(t, func() bool {
+		code, body := get(cluster.Config, "/events/1?namespace=default")
+		found = eventpath.Found{}
+		return code == http.StatusOK && json.Unmarshal([]byte(body), &found) == nil && len(found.Chains) == 1 &&
+			len(found.Chains[0].Events) == 1 && len(found.Chains[0].Events[0].Deliveries) == 1 &&
+			found.Chains[0].Events[0].Deliveries[0].Outcome == dispatcher.Delivered
+	}, 10*time.Second, 20*time.Millisecond, "the event's path: %+v", found)
+	assert.Equal(t, "orders", found.Chains[0].Events[0].Deliveries[0].Subscription)
+	code, text := get(nobody, "/_kfn/events/1?namespace=default")
+	assert.Equal(t, http.StatusForbidden, code, "a user RBAC grants nothing")
+	assert.Contains(t, text, "nobody may not get subscriptions/events.eventing.kyma-project.io in namespace default")
+	code, text = get(cluster.Config, "/events/1")
+	assert.Equal(t, http.StatusBadRequest, code, text)
+	code, text = get(cluster.Config, "/events/1?namespace=other")
+	assert.Equal(t, http.StatusNotFound, code, "another namespace never saw it: %s", text)
+
 	// Senders: a Function's host sends its pod's ServiceAccount token of
 	// kfn's audience; the event names the ServiceAccount's namespace.
 	admin, err := kubernetes.NewForConfig(cluster.Config)
@@ -198,7 +227,7 @@ func TestRunInACluster(t *testing.T) {
 		return resp.StatusCode, b
 	}
 	var page string
-	code, _ := dependencies(http.MethodPut, "", cached)
+	code, _ = dependencies(http.MethodPut, "", cached)
 	assert.Equal(t, http.StatusUnauthorized, code, "no token")
 	code, _ = dependencies(http.MethodPut, tr.Status.Token, cached)
 	assert.Equal(t, http.StatusForbidden, code, "the identity alone stores nothing")

@@ -509,6 +509,17 @@ func TestEventBridgeRBAC(t *testing.T) {
 			resp.Body.Close()
 			return resp.StatusCode == http.StatusOK
 		})
+		// The recent events' paths (kfn trace): the view role reads them
+		// too; an event the namespace never saw is 404, not 403.
+		eventually(t, p, "the admin API reads "+appsNamespace+"'s event paths for a user the view role lets", func(ctx context.Context) bool {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+adminAddr+"/events/never-published?namespace="+appsNamespace, nil)
+			resp, err := (&http.Client{Transport: rt}).Do(req)
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusNotFound
+		})
 	}
 	// The metrics (-metrics-auth=kubernetes): to a ServiceAccount bound
 	// to the chart's metrics-reader role, as serviceMonitor binds

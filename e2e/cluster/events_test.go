@@ -87,7 +87,8 @@ func waitSubscriptionReady(t *testing.T, ns, name string) {
 
 // TestEventsReachPodsChainAndDeadLetter publishes CloudEvents to kfn's
 // publisher Service: a Subscription brings each to a function pod, whose
-// emitCloudEvent reaches a second function; a failing function's events end
+// emitCloudEvent reaches a second function (kfn trace shows the chain); a
+// failing function's events end
 // in the dead-letter stream, where `kfn dlq` lists them and replays them
 // once the function is fixed.
 func TestEventsReachPodsChainAndDeadLetter(t *testing.T) {
@@ -118,6 +119,30 @@ func TestEventsReachPodsChainAndDeadLetter(t *testing.T) {
 			next[i] = id + "-next"
 		}
 		require.NoError(t, platform.recorder.waitAll(t.Context(), "second", next, 2*time.Minute))
+	})
+	t.Run("kfn trace follows an event through the chain", func(t *testing.T) {
+		// The event bridge's record of the namespace's paths, through a
+		// port-forward with the administrator's credentials: the event's
+		// delivery to the first function and, in the same chain (one
+		// trace), the event it emitted and that one's delivery.
+		id := created[0]
+		eventually(t, time.Minute, "the path of "+id, func() error {
+			out, err := kfn(t, "trace", id, "-n", ns)
+			if err != nil {
+				return fmt.Errorf("%w: %s", err, out)
+			}
+			for _, want := range []string{
+				id + " (order.created.v1 from shop",
+				"-> " + ns + "/first at " + ns + "/first: delivered after 1 attempt",
+				id + "-next (order.checked.v1 from shop",
+				"-> " + ns + "/second at " + ns + "/second: delivered",
+			} {
+				if !strings.Contains(out, want) {
+					return fmt.Errorf("no %q in:\n%s", want, out)
+				}
+			}
+			return nil
+		})
 	})
 
 	broken := ids(ns+"-broken", 3)

@@ -52,9 +52,15 @@ func namespacesEnv(t *testing.T, perNamespace, namespaces int) (*eventpath.Names
 // delivered tells n that the event of seq and id reached Subscription
 // namespace/name.
 func delivered(n *eventpath.Namespaces, namespace, name string, seq uint64, id string) {
-	n.Observe(dispatcher.Step{Namespace: namespace, Subscription: name, SinkNamespace: namespace, SinkService: name,
+	n.Observe(step(namespace, name, seq, id))
+}
+
+// step is the delivery of the event of seq and id to Subscription
+// namespace/name at the first attempt.
+func step(namespace, name string, seq uint64, id string) dispatcher.Step {
+	return dispatcher.Step{Namespace: namespace, Subscription: name, SinkNamespace: namespace, SinkService: name,
 		Event: dispatcher.EventRef{ID: id, Source: "shop", Type: "order.created.v1"}, Sequence: seq,
-		Attempt: 1, Outcome: dispatcher.Delivered, Status: 200, At: time.Now()})
+		Attempt: 1, Outcome: dispatcher.Delivered, Status: 200, At: time.Now()}
 }
 
 // deliveriesOf returns the namespace/name of the deliveries of the one

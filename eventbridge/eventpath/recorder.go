@@ -125,11 +125,19 @@ type storedEvent struct {
 	senderNamespace string
 }
 
+// followInactive is how long the event stream keeps follow's consumer
+// once its process stopped taking events.
+const followInactive = 10 * time.Second
+
 // follow calls seen with every event stored in the stream named
 // streamName from now on, until stop is called or ctx ends.
 func follow(ctx context.Context, js jetstream.JetStream, streamName string, seen func(storedEvent)) (stop func(), err error) {
 	c, err := js.OrderedConsumer(ctx, streamName, jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverNewPolicy, HeadersOnly: true,
+		// The event stream keeps an event while a consumer has yet to take
+		// it: the consumer of a process that died goes soon, not after
+		// the library's 5 minutes of events nobody else wants.
+		InactiveThreshold: followInactive,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("follow stream %s: %w", streamName, err)

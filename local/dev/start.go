@@ -167,6 +167,7 @@ func (p *Platform) newBridge() (*eventbridge.Bridge, error) {
 	// browsers and curl resolve to this machine.
 	cfg.Gateway.APIRuleDomain = "localhost"
 	cfg.RatesSubject = "" // one event bridge: no other replica to share its rates with
+	cfg.EventPaths = 0    // kfn dev records every namespace's paths itself (p.events)
 	p.subscriptions = &eventbridge.Static{Endpoints: p.endpoints, Resolver: p.endpoints, Backends: p.endpoints, Targets: []feed.Targets{p.scaler.Core}}
 	return eventbridge.New(cfg, p.nc, p.subscriptions,
 		eventbridge.WithLogger(p.log),
