@@ -43,11 +43,11 @@ type Bridge struct {
 	DeadLetters *deadletter.Admin
 	// EventPaths records each namespace's recent events' paths, served
 	// on the admin API (Config.EventPaths; nil without the admin API or
-	// the dispatcher). With Config.EventPathsSubject, the replicas tell
-	// each other their deliveries (pathReplicas), else each records those
-	// it made.
+	// the dispatcher): each replica records the events its publisher
+	// stored and the deliveries its dispatcher made.
 	EventPaths *eventpath.Namespaces
-	// pathReplicas shares EventPaths' steps with the other replicas.
+	// pathReplicas answers a path from every replica's EventPaths
+	// (Config.EventPathsSubject).
 	pathReplicas *eventpath.Replicas
 	// DependencyCache is the dependency cache, served beside the
 	// publisher (Config.DependencyCache, with Access.Senders).
@@ -236,10 +236,7 @@ func (b *Bridge) dispatcherOptions(cfg dispatcher.Config) []dispatcher.Option {
 	if b.opts.observer != nil {
 		opts = append(opts, dispatcher.WithObserver(b.opts.observer))
 	}
-	switch {
-	case b.pathReplicas != nil:
-		opts = append(opts, dispatcher.WithObserver(b.pathReplicas))
-	case b.EventPaths != nil:
+	if b.EventPaths != nil {
 		opts = append(opts, dispatcher.WithObserver(b.EventPaths))
 	}
 	endpoints, resolver := b.env.Sinks()
@@ -287,10 +284,11 @@ func (b *Bridge) newPublisher() error {
 	}
 	var store publisher.EventStore = eventstore.New(b.js, b.cfg.Streams.EventStream)
 	if b.EventPaths != nil {
-		// An event published without trace context starts a trace, which
-		// the runtime hosts pass on to the events its handlers emit: the
-		// paths group them in one chain.
-		store = eventpath.TraceRoots(store)
+		// Each event stored is recorded in its sender's namespace (no
+		// consumer of the stream for it); one published without trace
+		// context starts a trace, which the runtime hosts pass on to the
+		// events its handlers emit: the paths group them in one chain.
+		store = eventpath.TraceRoots(b.EventPaths.Store(store))
 	}
 	if b.opts.store != nil {
 		store = b.opts.store(store)

@@ -119,9 +119,9 @@ type Config struct {
 	// API keeps the paths of (Bridge.EventPaths, for kfn trace), when the
 	// admin API and the dispatcher run; 0 keeps none.
 	EventPaths int
-	// EventPathsSubject is the core NATS subject on which the replicas
-	// tell each other the delivery steps they took, so that each has every
-	// path; empty: each replica has its own steps only.
+	// EventPathsSubject is the core NATS subject on which a replica asks
+	// the others for their record of a namespace, so that each answers
+	// every path; empty: each answers from its own record only.
 	EventPathsSubject string
 	// DependencyCache makes the dependency cache (Bridge.DependencyCache,
 	// package depcache), served on the publisher's listener, when the
@@ -188,7 +188,7 @@ func DefaultConfig() Config {
 		Claims:                 ClaimsConfig{Port: claim.DefaultPort, ActivationSubject: activation.DefaultSubject, ClaimedSubject: activation.ClaimedSubject, Hold: endpoints.DefaultClaimHold},
 		Admin:                  true,
 		EventPaths:             eventpath.DefaultEventsPerNamespace,
-		EventPathsSubject:      eventpath.DefaultStepsSubject,
+		EventPathsSubject:      eventpath.DefaultAskSubject,
 		DependencyCache:        true,
 		DependencyCacheBounds:  depcache.DefaultConfig(),
 	}

@@ -63,7 +63,11 @@ func (b *Bridge) Handlers() Handlers {
 			if b.opts.access.Admin != nil {
 				access = b.opts.access.Admin
 			}
-			h.DeadLetters = withEventPaths(b.EventPaths, access, h.DeadLetters)
+			var find eventpath.Finder
+			if b.pathReplicas != nil {
+				find = b.pathReplicas.Find
+			}
+			h.DeadLetters = withEventPaths(b.EventPaths.Handler(find, access), h.DeadLetters)
 		}
 		if b.opts.access.Admin != nil {
 			h.DeadLetters = b.opts.access.Admin.Authenticate(h.DeadLetters)
@@ -108,11 +112,9 @@ func waitFor(ready <-chan struct{}, h http.Handler) http.Handler {
 }
 
 // withEventPaths serves GET /events/{id} (also under deadletter.PathPrefix,
-// as kfn trace asks kfn dev) from paths, to the callers access lets read
-// the namespace's (nil: everyone), and the rest of the admin API with
+// as kfn trace asks kfn dev) with h, and the rest of the admin API with
 // admin.
-func withEventPaths(paths *eventpath.Namespaces, access eventpath.Access, admin http.Handler) http.Handler {
-	h := paths.Handler(access)
+func withEventPaths(h, admin http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /events/{id}", h)
 	mux.Handle("GET "+deadletter.PathPrefix+"/events/{id}", h)

@@ -47,9 +47,6 @@ func (b *Bridge) Run(ctx context.Context) error {
 	if b.DependencyCache != nil {
 		g.Go(func() error { b.DependencyCache.Run(ctx, 2*time.Second); return nil })
 	}
-	if b.EventPaths != nil {
-		g.Go(func() error { b.followEventPaths(ctx); return nil })
-	}
 	if b.pathReplicas != nil {
 		g.Go(func() error { return b.pathReplicas.Run(ctx) })
 	}
@@ -169,27 +166,6 @@ func ensureStreams(ctx context.Context, js jetstream.JetStream, c stream.Config,
 		case <-ctx.Done():
 			return fmt.Errorf("create streams: %w", err)
 		case <-time.After(wait):
-		}
-	}
-}
-
-// followEventPaths records the events stored in the event stream in
-// EventPaths until ctx ends, starting again every resync until the stream
-// can be read (it may not exist yet).
-func (b *Bridge) followEventPaths(ctx context.Context) {
-	log := b.component("eventpaths")
-	for {
-		stop, err := b.EventPaths.Follow(ctx, b.js, b.cfg.Streams.EventStream)
-		if err == nil {
-			<-ctx.Done()
-			stop()
-			return
-		}
-		log.Warn("recording events' paths failed; trying again", "error", err, "in", b.cfg.Resync)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(b.cfg.Resync):
 		}
 	}
 }

@@ -114,7 +114,7 @@ func main() {
 	mutexprofile := flag.String("mutexprofile", "", "write a profile of the lock contention of the whole run to this file (every contention event recorded: the run is slower)")
 	flag.IntVar(&o.subs, "subscriptions", 1, "Subscriptions of the kfn pipeline, one event type each; events are spread over them")
 	flag.StringVar(&o.figures, "figures", "", "also append the results as JSON lines (package bench/figures) to this file")
-	flag.StringVar(&o.observe, "observability", "", "measure kfn with metrics and traces (both), or only metrics or traces, against kfn without them, instead of kfn against the bare pipeline")
+	flag.StringVar(&o.observe, "observability", "", "measure kfn with metrics and traces (both), or only metrics or traces, or recording the events' paths (paths, as kfn trace reads them in a cluster), against kfn without them, instead of kfn against the bare pipeline")
 	flag.Float64Var(&o.sample, "sample", 1, "with -observability: the fraction of traces sampled (OTEL_TRACES_SAMPLER=parentbased_traceidratio below 1)")
 	flag.BoolVar(&o.replicas, "replicas", false, "measure instead the throughput of kfn with 2 dispatcher processes beside 1 (median of the rounds)")
 	flag.BoolVar(&o.r3, "stream-replicas", false, "measure instead kfn with R3 streams on a 3-server NATS cluster (embedded, one process) against R1 streams on one server: publish and delivery throughput and p99")

@@ -26,6 +26,9 @@ type telemetry struct {
 	reg      *prometheus.Registry
 	traces   otlp.Provider
 	exported *discard
+	// paths: the event bridge records each namespace's events' paths, as
+	// with the admin API in a cluster (eventbridge.Config.EventPaths).
+	paths bool
 }
 
 // discard is a span exporter that drops every span (counting them).
@@ -41,9 +44,9 @@ func (d *discard) count() int64 { return d.spans.Load() }
 
 func (*discard) Shutdown(context.Context) error { return nil }
 
-// newTelemetry records what: "both", "metrics" or "traces".
+// newTelemetry records what: "both", "metrics", "traces" or "paths".
 func newTelemetry(what string) (*telemetry, error) {
-	t := &telemetry{exported: &discard{}}
+	t := &telemetry{exported: &discard{}, paths: what == "paths"}
 	var err error
 	if what == "both" || what == "metrics" {
 		t.reg = prometheus.NewRegistry() // the event bridge's parts register theirs (eventbridge.New)
@@ -91,9 +94,9 @@ func (t *telemetry) close() {
 // machine a lead of up to a tenth.
 func observability(natsURL string, s *sink, sinkURL string, o options) error {
 	switch o.observe {
-	case "both", "metrics", "traces":
+	case "both", "metrics", "traces", "paths":
 	default:
-		return fmt.Errorf("-observability %q: want both, metrics or traces", o.observe)
+		return fmt.Errorf("-observability %q: want both, metrics, traces or paths", o.observe)
 	}
 	if o.sample <= 0 || o.sample > 1 {
 		return fmt.Errorf("-sample %g: want a fraction in (0, 1]", o.sample)
@@ -141,8 +144,8 @@ func observability(natsURL string, s *sink, sinkURL string, o options) error {
 	}
 	without, with := loads[plain.name], loads[observed.name]
 	p99Without, p99With := ms(timings[plain.name].percentile(99)), ms(timings[observed.name].percentile(99))
-	what := map[string]string{"both": "metrics and traces", "metrics": "metrics", "traces": "traces"}[o.observe]
-	if o.observe != "metrics" {
+	what := map[string]string{"both": "metrics and traces", "metrics": "metrics", "traces": "traces", "paths": "events' paths recorded"}[o.observe]
+	if o.observe == "both" || o.observe == "traces" {
 		what += " (" + sampled + ")"
 	}
 	fmt.Printf("\nall turns   without: %8.0f events/s  %5.1f µs/event  %5.1f KiB/event   with: %8.0f events/s  %5.1f µs/event  %5.1f KiB/event  (spans exported %d)\n",

@@ -9,6 +9,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
+	"github.com/kfn-dev/kfn/eventbridge/eventstore"
+	"github.com/kfn-dev/kfn/eventbridge/publisher"
 )
 
 // Defaults of NewNamespaces.
@@ -74,13 +76,51 @@ func (n *Namespaces) Observe(s dispatcher.Step) {
 // Follow records every event stored in the stream named streamName from
 // now on (headers only) in the record of its sender's namespace; an event
 // without one (published without sender identity) is recorded only where
-// it is delivered. It stops when stop is called or ctx ends.
+// it is delivered. It stops when stop is called or ctx ends. Store records
+// the publisher's events without a consumer of the stream.
 func (n *Namespaces) Follow(ctx context.Context, js jetstream.JetStream, streamName string) (stop func(), err error) {
-	return follow(ctx, js, streamName, func(s storedEvent) {
-		if r := n.recorder(s.senderNamespace, true); r != nil {
-			r.stored(s.seq, s.at, s.subject, s.event, s.traceParent)
-		}
-	})
+	return follow(ctx, js, streamName, n.stored)
+}
+
+// Store wraps the publisher's event store: each event it stores (not a
+// duplicate) is recorded in the record of its sender's namespace, as
+// Follow would, but without reading the stream again (a consumer of the
+// event stream costs every event's acknowledgement). Events stored by
+// others (the dispatcher's replies, replays) are recorded where they are
+// delivered.
+func (n *Namespaces) Store(next publisher.EventStore) publisher.EventStore {
+	return storeRecorder{next: next, record: n.stored}
+}
+
+// stored records s in the record of its sender's namespace.
+func (n *Namespaces) stored(s storedEvent) {
+	if r := n.recorder(s.senderNamespace, true); r != nil {
+		r.stored(s.seq, s.at, s.subject, s.event, s.traceParent)
+	}
+}
+
+// storeRecorder is the event store of Namespaces.Store and Replicas.Store.
+type storeRecorder struct {
+	next   publisher.EventStore
+	record func(storedEvent)
+}
+
+var _ publisher.EventStore = storeRecorder{}
+
+// Put implements publisher.EventStore.
+func (s storeRecorder) Put(ctx context.Context, e eventstore.Event) (eventstore.Result, error) {
+	res, err := s.next.Put(ctx, e)
+	if err != nil || res.Duplicate {
+		return res, err
+	}
+	sender := e.Attribute(eventstore.SenderExtension)
+	if sender == "" {
+		return res, nil // recorded where it is delivered
+	}
+	tp, _ := e.TraceContext()
+	s.record(storedEvent{seq: res.Sequence, at: time.Now(), traceParent: tp, senderNamespace: sender,
+		event: dispatcher.EventRef{ID: e.Attribute("id"), Source: e.Attribute("source"), Type: e.Attribute("type")}})
+	return res, nil
 }
 
 // Find returns the chains of namespace's record that hold an event of id

@@ -2,30 +2,32 @@ package eventpath_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/eventbridge/eventpath"
 	"github.com/kfn-dev/kfn/test/natstest"
 )
 
-// TestEveryReplicaHasEveryDelivery: two event bridge replicas, each
-// delivering some of a namespace's events; a caller reaches one of them.
-// Each tells the other its steps, so either answers the whole path; a
-// report that is not a replica's (another client of the subject) changes
-// nothing.
-func TestEveryReplicaHasEveryDelivery(t *testing.T) {
+// TestEveryReplicaAnswersEveryDelivery: two event bridge replicas, each
+// delivering some of an event's deliveries (and its retries) of one
+// namespace; a caller reaches one of them. It asks the other for its
+// record of the namespace and merges it with its own, so either answers
+// the whole path, the attempt the other made included. An answer that is
+// not a replica's (deliveries of another namespace) is dropped.
+func TestEveryReplicaAnswersEveryDelivery(t *testing.T) {
 	srv := natstest.Start(t)
-	nc := srv.Connect()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	replica := func() (*eventpath.Namespaces, *eventpath.Replicas) {
 		n, err := eventpath.NewNamespaces(10, 0)
 		require.NoError(t, err)
+		nc := srv.Connect()
 		r, err := eventpath.NewReplicas(n, nc, "", nil)
 		require.NoError(t, err)
 		running := make(chan error, 1)
@@ -35,28 +37,43 @@ func TestEveryReplicaHasEveryDelivery(t *testing.T) {
 	}
 	na, ra := replica()
 	nb, rb := replica()
-	// Each replica delivers one event and tells the other.
-	require.Eventually(t, func() bool {
-		ra.Observe(step("team-a", "audit", 1, "order-1"))
-		rb.Observe(step("team-a", "billing", 2, "order-2"))
-		return len(nb.Find("team-a", "order-1", "")) == 1 && len(na.Find("team-a", "order-2", "")) == 1
-	}, 5*time.Second, 50*time.Millisecond, "each replica has the other's delivery")
-	assert.Equal(t, []string{"team-a/audit"}, deliveriesOf(t, nb.Find("team-a", "order-1", ""), "order-1"))
-	assert.Equal(t, []string{"team-a/billing"}, deliveriesOf(t, na.Find("team-a", "order-2", ""), "order-2"))
 
-	for _, bad := range []string{
-		`not json`,
-		`{"replica": "", "steps": []}`,
-		`{"replica": "x", "steps": [{"namespace": "Not_A_Namespace", "subscription": "s", "event": {"id": "forged"}}]}`,
-		`{"replica": "x", "steps": [{"namespace": "team-a", "subscription": "s", "event": {"id": "` + strings.Repeat("x", 9<<10) + `"}}]}`,
-		`{"replica": "x", "steps": [{"namespace": "team-a", "subscription": "s", "error": "` + strings.Repeat("e", 2<<10) + `", "event": {"id": "forged"}}]}`,
-	} {
-		require.NoError(t, nc.Publish(eventpath.DefaultStepsSubject, []byte(bad)))
+	// Replica a: the first attempt to audit failed, billing delivered;
+	// replica b (audit's event redelivered to it): the second attempt.
+	first := step("team-a", "audit", 1, "order-1")
+	first.Outcome, first.Status = dispatcher.Failed, 503
+	na.Observe(first)
+	na.Observe(step("team-a", "billing", 1, "order-1"))
+	second := step("team-a", "audit", 1, "order-1")
+	second.Attempt, second.At = 2, first.At.Add(time.Second)
+	nb.Observe(second)
+	nb.Observe(step("team-a", "audit", 2, "order-2"))
+
+	for name, r := range map[string]*eventpath.Replicas{"a": ra, "b": rb} {
+		var chains []eventpath.Chain
+		require.Eventually(t, func() bool {
+			chains = r.Find(ctx, "team-a", "order-1", "")
+			return len(chains) == 1 && len(chains[0].Events[0].Deliveries) == 2 && chains[0].Events[0].Deliveries[0].Attempts == 2
+		}, 5*time.Second, 10*time.Millisecond, "replica %s answers both deliveries, each attempt", name)
+		audit := chains[0].Events[0].Deliveries[0]
+		assert.Equal(t, "audit", audit.Subscription)
+		assert.Equal(t, dispatcher.Delivered, audit.Outcome, "replica %s: the attempt made last, by whichever replica", name)
+		if assert.Len(t, audit.Steps, 2, "replica %s: both attempts", name) {
+			assert.Equal(t, 503, audit.Steps[0].Status)
+			assert.Equal(t, 200, audit.Steps[1].Status)
+		}
+		assert.Len(t, r.Find(ctx, "team-a", "order-2", ""), 1, "replica %s: what only b recorded", name)
+		assert.Empty(t, r.Find(ctx, "team-b", "order-1", ""), "another namespace's record has none of it")
 	}
-	require.NoError(t, nc.Publish(eventpath.DefaultStepsSubject,
-		[]byte(`{"replica": "x", "steps": [{"namespace": "team-c", "subscription": "s", "sequence": 9, "event": {"id": "told", "source": "shop"}, "outcome": "delivered", "attempt": 1}]}`)))
-	require.Eventually(t, func() bool { return len(na.Find("team-c", "told", "")) == 1 }, 5*time.Second, 10*time.Millisecond,
-		"a valid report after the invalid ones is recorded")
-	assert.Empty(t, na.Find("team-a", "forged", ""), "invalid reports are dropped whole")
-	assert.Empty(t, nb.Find("team-a", "forged", ""))
+
+	// Another client of the subject answering with another namespace's
+	// deliveries is dropped.
+	liar := srv.Connect()
+	_, err := liar.Subscribe(eventpath.DefaultAskSubject, func(m *nats.Msg) {
+		_ = m.Respond([]byte(`[{"seq": 7, "id": "forged", "source": "shop", "deliveries": [{"namespace": "team-b", "subscription": "x", "updated": "2026-01-01T00:00:00Z"}]}]`))
+	})
+	require.NoError(t, err)
+	require.NoError(t, liar.Flush())
+	assert.Empty(t, ra.Find(ctx, "team-a", "forged", ""))
+	assert.Len(t, ra.Find(ctx, "team-a", "order-2", ""), 1, "the true replica's answer still counts")
 }

@@ -1,6 +1,7 @@
 package eventpath
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,12 +34,21 @@ type Access interface {
 // (kfn's chart aggregates it into the view role, beside the dead letters).
 var Resource = auth.Attributes{Group: "eventing.kyma-project.io", Resource: "subscriptions", Subresource: "events", Verb: "get"}
 
+// Finder returns the chains of namespace's record that hold an event of
+// id (and source, unless empty): Namespaces.Find of one replica's record,
+// Replicas.Find of every replica's.
+type Finder func(ctx context.Context, namespace, id, source string) []Chain
+
 // Handler serves GET /events/{id}?namespace=&source= from the namespace's
-// record (Found, JSON), to the callers access allows (none asked when
-// access is nil); 400 without a namespace or with an id or source longer
-// than an event's may be, 404 when the namespace's record holds no such
-// event. Errors are JSON {"error": "..."}, as the rest of the admin API's.
-func (n *Namespaces) Handler(access Access) http.Handler {
+// record (Found, JSON) as find finds it (nil: n's own), to the callers
+// access allows (none asked when access is nil); 400 without a namespace
+// or with an id or source longer than an event's may be, 404 when the
+// record holds no such event. Errors are JSON {"error": "..."}, as the
+// rest of the admin API's.
+func (n *Namespaces) Handler(find Finder, access Access) http.Handler {
+	if find == nil {
+		find = func(_ context.Context, namespace, id, source string) []Chain { return n.Find(namespace, id, source) }
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, q := r.PathValue("id"), r.URL.Query()
 		namespace, source := q.Get("namespace"), q.Get("source")
@@ -62,7 +72,7 @@ func (n *Namespaces) Handler(access Access) http.Handler {
 				return
 			}
 		}
-		chains := n.Find(namespace, id, source)
+		chains := find(r.Context(), namespace, id, source)
 		if len(chains) == 0 {
 			what := fmt.Sprintf("%q", id)
 			if source != "" {
