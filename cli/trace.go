@@ -40,8 +40,8 @@ kubeconfig's credentials) for the path of the event in namespace -n (the
 context's by default), which RBAC must let you read (subscriptions/events,
 in the view role): the events that namespace's senders published and the
 deliveries to its own Subscriptions, never another namespace's. The event
-bridge keeps the 500 most recent events of each namespace (-event-paths);
-each replica records the deliveries it made, and trace asks one of them.`,
+bridge keeps the 250 most recent events of each namespace (-event-paths);
+the replica trace reaches asks the others for theirs.`,
 		Example: `  kfn publish --type order.created.v1 --source shop --id order-1 --data '{"id": "1"}'
   kfn trace order-1`,
 		Args: exactArgs(1, "the EVENT-ID"),

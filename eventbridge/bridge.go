@@ -188,7 +188,7 @@ func (b *Bridge) newDispatcher() error {
 	}
 	if b.cfg.Admin && b.cfg.EventPaths > 0 {
 		var err error
-		if b.EventPaths, err = eventpath.NewNamespaces(b.cfg.EventPaths, 0); err != nil {
+		if b.EventPaths, err = eventpath.NewNamespaces(b.cfg.EventPaths, b.cfg.EventPathsNamespaces); err != nil {
 			return err
 		}
 		if b.cfg.EventPathsSubject != "" {

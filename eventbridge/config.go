@@ -119,6 +119,9 @@ type Config struct {
 	// API keeps the paths of (Bridge.EventPaths, for kfn trace), when the
 	// admin API and the dispatcher run; 0 keeps none.
 	EventPaths int
+	// EventPathsNamespaces is how many namespaces' paths are kept at
+	// once, the least recently active forgotten first.
+	EventPathsNamespaces int
 	// EventPathsSubject is the core NATS subject on which a replica asks
 	// the others for their record of a namespace, so that each answers
 	// every path; empty: each answers from its own record only.
@@ -188,15 +191,17 @@ func DefaultConfig() Config {
 		Claims:                 ClaimsConfig{Port: claim.DefaultPort, ActivationSubject: activation.DefaultSubject, ClaimedSubject: activation.ClaimedSubject, Hold: endpoints.DefaultClaimHold},
 		Admin:                  true,
 		EventPaths:             eventpath.DefaultEventsPerNamespace,
+		EventPathsNamespaces:   eventpath.DefaultNamespaces,
 		EventPathsSubject:      eventpath.DefaultAskSubject,
 		DependencyCache:        true,
 		DependencyCacheBounds:  depcache.DefaultConfig(),
 	}
 }
 
-// maxEventPaths bounds Config.EventPaths: each namespace's record is held
-// in memory, as many as eventpath.DefaultNamespaces of them.
-const maxEventPaths = 10_000
+// maxEventPaths and maxEventPathsNamespaces bound Config.EventPaths and
+// EventPathsNamespaces: every record is held in memory (about 750 bytes
+// an event).
+const maxEventPaths, maxEventPathsNamespaces = 10_000, 100_000
 
 // Has reports whether the component is to run.
 func (c *Config) Has(component string) bool { return slices.Contains(c.Components, component) }
@@ -220,8 +225,9 @@ func (c *Config) Validate() error {
 	if c.Has(ComponentGateway) && (c.Gateway.HoldTimeout <= 0 || c.Gateway.MaxHeld < 1 || c.Gateway.MaxHeldPerNamespace < 1) {
 		return fmt.Errorf("%w: -gateway-hold-timeout must be positive, -gateway-max-held and -gateway-max-held-per-namespace at least 1", ErrInvalidConfig)
 	}
-	if c.EventPaths < 0 || c.EventPaths > maxEventPaths {
-		return fmt.Errorf("%w: -event-paths must be within 0..%d, not %d", ErrInvalidConfig, maxEventPaths, c.EventPaths)
+	if c.EventPaths < 0 || c.EventPaths > maxEventPaths || c.EventPathsNamespaces < 1 || c.EventPathsNamespaces > maxEventPathsNamespaces {
+		return fmt.Errorf("%w: -event-paths must be within 0..%d, not %d, and -event-paths-namespaces within 1..%d, not %d",
+			ErrInvalidConfig, maxEventPaths, c.EventPaths, maxEventPathsNamespaces, c.EventPathsNamespaces)
 	}
 	if c.AckWait < time.Second {
 		return fmt.Errorf("%w: -ack-wait must be at least 1s, not %s", ErrInvalidConfig, c.AckWait)

@@ -379,6 +379,8 @@ func TestEventBridgeArgs(t *testing.T) {
 			assert.Equal(t, vs.name == "APIRules as HTTPRoutes", routes, "HTTPRoutes granted only to write them")
 			assert.Equal(t, eventbridge.PublisherSendersKubernetes, cfg.PublisherSenders)
 			assert.Equal(t, 100.0, cfg.NewTokensPerSecond, "eventbridge.newTokensPerSecond")
+			assert.Equal(t, 250, cfg.EventPaths, "eventbridge.admin.eventPaths.perNamespace")
+			assert.Equal(t, 128, cfg.EventPathsNamespaces, "eventbridge.admin.eventPaths.namespaces")
 		})
 	}
 }

@@ -2,6 +2,7 @@ package eventpath
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -65,4 +66,38 @@ func BenchmarkChains(b *testing.B) {
 	for range b.N {
 		r.Chains(DefaultMaxEvents)
 	}
+}
+
+// BenchmarkNamespaceRecordMemory is the memory one namespace's full record
+// holds in an event bridge (DefaultEventsPerNamespace events, each stored
+// and delivered to two Subscriptions at the first attempt): reported as
+// bytes/namespace (the heap in use after a collection, less before).
+// DefaultNamespaces of them bound the whole.
+func BenchmarkNamespaceRecordMemory(b *testing.B) {
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"
+	now := time.Now()
+	var held []*Namespaces
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range b.N {
+		n, err := NewNamespaces(0, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := range DefaultEventsPerNamespace {
+			seq := uint64(i + 1)
+			e := dispatcher.EventRef{ID: fmt.Sprintf("order-%08d", i), Source: "shop", Type: "order.created.v1"}
+			n.stored(storedEvent{seq: seq, at: now, event: e, traceParent: tp, senderNamespace: "team-a"})
+			for _, s := range []string{"fulfil", "audit"} {
+				n.Observe(dispatcher.Step{Namespace: "team-a", Subscription: s, SinkNamespace: "team-a", SinkService: s,
+					Event: e, Sequence: seq, TraceParent: tp, Attempt: 1, Outcome: dispatcher.Delivered, Status: 200, At: now})
+			}
+		}
+		held = append(held, n)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(b.N), "bytes/namespace")
+	runtime.KeepAlive(held)
 }

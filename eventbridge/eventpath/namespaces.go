@@ -17,10 +17,13 @@ import (
 const (
 	// DefaultEventsPerNamespace is how many events each namespace's
 	// record keeps.
-	DefaultEventsPerNamespace = 500
+	DefaultEventsPerNamespace = 250
 	// DefaultNamespaces is how many namespaces are recorded at once: the
-	// ones least recently recorded give way to new ones.
-	DefaultNamespaces = 1000
+	// ones least recently recorded give way to new ones. A full record
+	// of DefaultEventsPerNamespace events, each delivered to two
+	// Subscriptions, holds about 190 KB (BenchmarkNamespaceRecordMemory):
+	// all of them together about 24 MB, of the event bridge's 512 MiB.
+	DefaultNamespaces = 128
 )
 
 // Namespaces records the recent events' paths of each namespace apart, as
