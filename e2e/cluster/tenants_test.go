@@ -170,11 +170,20 @@ func TestAnotherNamespaceGetsNothingOfA(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusOK, code, answer)
 	assert.Contains(t, answer, "ledger of A")
-	out, err := kfnAs(t, kubeconfigOf(t, a, "edit"), "dlq", "list", "-n", a)
+	userA, userB := kubeconfigOf(t, a, "edit"), kubeconfigOf(t, b, "edit")
+	out, err := kfnAs(t, userA, "dlq", "list", "-n", a)
 	require.NoError(t, err, "A's user lists A's dead letters: %s", out)
-	out, err = kfnAs(t, kubeconfigOf(t, b, "edit"), "dlq", "list", "-n", a)
+	out, err = kfnAs(t, userB, "dlq", "list", "-n", a)
 	require.Error(t, err, "B's user lists A's dead letters: %s", out)
 	assert.Contains(t, out, "may not list subscriptions/deadletters")
+	// Events' paths likewise: A's user may read A's (none of this id: not
+	// found), B's user is refused.
+	out, err = kfnAs(t, userA, "trace", "never-published", "-n", a)
+	require.Error(t, err, out)
+	assert.Contains(t, out, "404", "A's user reads A's paths: %s", out)
+	out, err = kfnAs(t, userB, "trace", "never-published", "-n", a)
+	require.Error(t, err, "B's user reads A's paths: %s", out)
+	assert.Contains(t, out, "may not get subscriptions/events")
 	t.Logf("tenant boundary checked in %s", time.Since(start).Round(time.Second))
 }
 
