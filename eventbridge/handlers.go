@@ -63,11 +63,11 @@ func (b *Bridge) Handlers() Handlers {
 			if b.opts.access.Admin != nil {
 				access = b.opts.access.Admin
 			}
-			var find eventpath.Finder
+			var read eventpath.Reader = b.EventPaths
 			if b.pathReplicas != nil {
-				find = b.pathReplicas.Find
+				read = b.pathReplicas
 			}
-			h.DeadLetters = withEventPaths(b.EventPaths.Handler(find, access), h.DeadLetters)
+			h.DeadLetters = withEventPaths(eventpath.Handler(read, b.cfg.EventPaths, access), h.DeadLetters)
 		}
 		if b.opts.access.Admin != nil {
 			h.DeadLetters = b.opts.access.Admin.Authenticate(h.DeadLetters)
@@ -111,13 +111,15 @@ func waitFor(ready <-chan struct{}, h http.Handler) http.Handler {
 	})
 }
 
-// withEventPaths serves GET /events/{id} (also under deadletter.PathPrefix,
-// as kfn trace asks kfn dev) with h, and the rest of the admin API with
-// admin.
+// withEventPaths serves GET /events and /events/{id} (also under
+// deadletter.PathPrefix, as kfn trace asks kfn dev) with h, and the rest
+// of the admin API with admin.
 func withEventPaths(h, admin http.Handler) http.Handler {
 	mux := http.NewServeMux()
+	mux.Handle("GET /events", h)
 	mux.Handle("GET /events/{id}", h)
-	mux.Handle("GET "+deadletter.PathPrefix+"/events/{id}", h)
+	mux.Handle("GET "+deadletter.PathPrefix+"/events", http.StripPrefix(deadletter.PathPrefix, h))
+	mux.Handle("GET "+deadletter.PathPrefix+"/events/{id}", http.StripPrefix(deadletter.PathPrefix, h))
 	mux.Handle("/", admin)
 	return mux
 }

@@ -128,13 +128,24 @@ func (s storeRecorder) Put(ctx context.Context, e eventstore.Event) (eventstore.
 
 // Find returns the chains of namespace's record that hold an event of id
 // (and source, unless empty), as Recorder.Find; none when the namespace
-// has no record.
-func (n *Namespaces) Find(namespace, id, source string) []Chain {
+// has no record. It implements Reader.
+func (n *Namespaces) Find(_ context.Context, namespace, id, source string) []Chain {
 	r := n.recorder(namespace, false)
 	if r == nil {
 		return nil
 	}
 	return r.Find(id, source)
+}
+
+// Recent returns the namespace's most recently active chains, at most
+// limit, as Recorder.Chains; none when the namespace has no record. It
+// implements Reader.
+func (n *Namespaces) Recent(_ context.Context, namespace string, limit int) []Chain {
+	r := n.recorder(namespace, false)
+	if r == nil {
+		return nil
+	}
+	return r.Chains(limit)
 }
 
 // recorder returns namespace's Recorder, making it when make is set (and

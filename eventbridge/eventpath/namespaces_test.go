@@ -86,29 +86,29 @@ func deliveriesOf(t *testing.T, chains []eventpath.Chain, id string) []string {
 func TestEachNamespaceSeesItsOwnPart(t *testing.T) {
 	n, store := namespacesEnv(t, 10, 0)
 	seq := store("team-a", "order-1")
-	require.Eventually(t, func() bool { return len(n.Find("team-a", "order-1", "")) == 1 }, 5*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return len(n.Find(context.Background(), "team-a", "order-1", "")) == 1 }, 5*time.Second, 10*time.Millisecond,
 		"stored: in its sender's record")
 	delivered(n, "team-a", "audit", seq, "order-1")
 	delivered(n, "team-b", "billing", seq, "order-1")
-	assert.Equal(t, []string{"team-a/audit"}, deliveriesOf(t, n.Find("team-a", "order-1", ""), "order-1"))
-	assert.Equal(t, []string{"team-b/billing"}, deliveriesOf(t, n.Find("team-b", "order-1", "shop"), "order-1"))
-	assert.Empty(t, n.Find("team-c", "order-1", ""), "never reached team-c")
+	assert.Equal(t, []string{"team-a/audit"}, deliveriesOf(t, n.Find(context.Background(), "team-a", "order-1", ""), "order-1"))
+	assert.Equal(t, []string{"team-b/billing"}, deliveriesOf(t, n.Find(context.Background(), "team-b", "order-1", "shop"), "order-1"))
+	assert.Empty(t, n.Find(context.Background(), "team-c", "order-1", ""), "never reached team-c")
 
 	anonymous := store("", "no-sender")
 	delivered(n, "team-b", "billing", anonymous, "no-sender")
-	assert.Equal(t, []string{"team-b/billing"}, deliveriesOf(t, n.Find("team-b", "no-sender", ""), "no-sender"),
+	assert.Equal(t, []string{"team-b/billing"}, deliveriesOf(t, n.Find(context.Background(), "team-b", "no-sender", ""), "no-sender"),
 		"without sender identity: recorded where it is delivered")
-	assert.Empty(t, n.Find("team-a", "no-sender", ""))
+	assert.Empty(t, n.Find(context.Background(), "team-a", "no-sender", ""))
 
 	var last uint64
 	for i := range 30 {
 		last = store("noisy", "flood-"+strconv.Itoa(i))
 	}
-	require.Eventually(t, func() bool { return len(n.Find("noisy", "flood-29", "")) == 1 }, 5*time.Second, 10*time.Millisecond)
-	assert.Empty(t, n.Find("noisy", "flood-0", ""), "the noisy namespace keeps its 10 most recent")
+	require.Eventually(t, func() bool { return len(n.Find(context.Background(), "noisy", "flood-29", "")) == 1 }, 5*time.Second, 10*time.Millisecond)
+	assert.Empty(t, n.Find(context.Background(), "noisy", "flood-0", ""), "the noisy namespace keeps its 10 most recent")
 	assert.Positive(t, last)
-	assert.Len(t, n.Find("team-a", "order-1", ""), 1, "another namespace's record is its own")
-	assert.Len(t, n.Find("team-b", "order-1", ""), 1)
+	assert.Len(t, n.Find(context.Background(), "team-a", "order-1", ""), 1, "another namespace's record is its own")
+	assert.Len(t, n.Find(context.Background(), "team-b", "order-1", ""), 1)
 }
 
 // TestNamespacesAreBounded: past the namespaces it keeps, the one least
@@ -116,13 +116,13 @@ func TestEachNamespaceSeesItsOwnPart(t *testing.T) {
 func TestNamespacesAreBounded(t *testing.T) {
 	n, store := namespacesEnv(t, 10, 2)
 	store("one", "e1")
-	require.Eventually(t, func() bool { return len(n.Find("one", "e1", "")) == 1 }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return len(n.Find(context.Background(), "one", "e1", "")) == 1 }, 5*time.Second, 10*time.Millisecond)
 	store("two", "e2")
-	require.Eventually(t, func() bool { return len(n.Find("two", "e2", "")) == 1 }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return len(n.Find(context.Background(), "two", "e2", "")) == 1 }, 5*time.Second, 10*time.Millisecond)
 	store("three", "e3")
-	require.Eventually(t, func() bool { return len(n.Find("three", "e3", "")) == 1 }, 5*time.Second, 10*time.Millisecond)
-	assert.Empty(t, n.Find("one", "e1", ""), "the least recently recorded namespace gave way")
-	assert.Len(t, n.Find("two", "e2", ""), 1)
+	require.Eventually(t, func() bool { return len(n.Find(context.Background(), "three", "e3", "")) == 1 }, 5*time.Second, 10*time.Millisecond)
+	assert.Empty(t, n.Find(context.Background(), "one", "e1", ""), "the least recently recorded namespace gave way")
+	assert.Len(t, n.Find(context.Background(), "two", "e2", ""), 1)
 	assert.Equal(t, 10, n.Bound())
 
 	_, err := eventpath.NewNamespaces(-1, 0)

@@ -109,19 +109,28 @@ func (r *Replicas) answer(m *nats.Msg) {
 // Find returns the chains that hold the event of id (and source) in
 // namespace's records of every replica that answers within askWait: this
 // one's and the others', merged. The others' failure to answer leaves
-// their part out.
+// their part out. It implements Reader.
 func (r *Replicas) Find(ctx context.Context, namespace, id, source string) []Chain {
-	merged, err := New(r.n.perNamespace * (maxAnswers + 1))
-	if err != nil {
-		return nil
-	}
+	return r.merged(ctx, namespace).Find(id, source)
+}
+
+// Recent returns the namespace's most recently active chains, at most
+// limit, from every replica's records as Find does. It implements Reader.
+func (r *Replicas) Recent(ctx context.Context, namespace string, limit int) []Chain {
+	return r.merged(ctx, namespace).Chains(limit)
+}
+
+// merged is namespace's record of this replica and of every other that
+// answers within askWait.
+func (r *Replicas) merged(ctx context.Context, namespace string) *Recorder {
+	merged, _ := New(r.n.perNamespace * (maxAnswers + 1)) // never negative
 	if rec := r.n.recorder(namespace, false); rec != nil {
 		merged.merge(rec.export())
 	}
 	for _, recs := range r.ask(ctx, namespace) {
 		merged.merge(recs)
 	}
-	return merged.Find(id, source)
+	return merged
 }
 
 // ask asks the other replicas for their records of namespace and returns

@@ -1,0 +1,82 @@
+package eventpath_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kfn-dev/kfn/eventbridge/eventpath"
+	"github.com/kfn-dev/kfn/internal/auth"
+)
+
+// onlyNamespace stands in for the cluster's SubjectAccessReview (tested
+// with a real API server in package eventbridge's TestRunInACluster): it
+// lets read the paths of one namespace.
+type onlyNamespace string
+
+func (o onlyNamespace) Allow(_ *http.Request, a auth.Attributes) error {
+	if a.Namespace != string(o) || a.Verb != "get" || a.Subresource != "events" {
+		return fmt.Errorf("%w: may not %s subscriptions/%s in namespace %s", auth.ErrForbidden, a.Verb, a.Subresource, a.Namespace)
+	}
+	return nil
+}
+
+// TestTheHandlerListsAndFindsWithinItsBounds: the recent chains of a
+// namespace (at most the limit asked, within MaxRecent), one event's
+// chains, each only to a caller allowed the namespace; a request without
+// a namespace, or with a limit out of bounds, changes nothing and says
+// why.
+func TestTheHandlerListsAndFindsWithinItsBounds(t *testing.T) {
+	n, err := eventpath.NewNamespaces(10, 0)
+	require.NoError(t, err)
+	for i := range 3 {
+		n.Observe(step("team-a", "audit", uint64(i+1), fmt.Sprintf("order-%d", i+1)))
+	}
+	srv := httptest.NewServer(eventpath.Handler(n, n.Bound(), onlyNamespace("team-a")))
+	t.Cleanup(srv.Close)
+	get := func(path string) (int, eventpath.Found, string) {
+		t.Helper()
+		resp, err := http.Get(srv.URL + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var raw json.RawMessage
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&raw))
+		var f eventpath.Found
+		_ = json.Unmarshal(raw, &f)
+		return resp.StatusCode, f, string(raw)
+	}
+	code, f, _ := get("/events?namespace=team-a")
+	require.Equal(t, http.StatusOK, code)
+	assert.Len(t, f.Chains, 3, "each event without trace context is a chain of its own")
+	assert.Equal(t, "team-a", f.Namespace)
+	code, f, _ = get("/events?namespace=team-a&limit=1")
+	require.Equal(t, http.StatusOK, code)
+	require.Len(t, f.Chains, 1)
+	code, f, _ = get("/events/order-2?namespace=team-a")
+	require.Equal(t, http.StatusOK, code)
+	require.Len(t, f.Chains, 1)
+	assert.Equal(t, "order-2", f.Chains[0].Events[0].ID)
+
+	for path, want := range map[string]int{
+		"/events":                               http.StatusBadRequest,
+		"/events?namespace=team-a&limit=0":      http.StatusBadRequest,
+		"/events?namespace=team-a&limit=101":    http.StatusBadRequest,
+		"/events?namespace=team-a&limit=x":      http.StatusBadRequest,
+		"/events?namespace=team-b":              http.StatusForbidden,
+		"/events/order-1?namespace=team-b":      http.StatusForbidden,
+		"/events/never?namespace=team-a":        http.StatusNotFound,
+		"/events/order-1?namespace=" + long(64): http.StatusBadRequest,
+	} {
+		code, _, body := get(path)
+		assert.Equal(t, want, code, "%s: %s", path, body)
+		assert.Contains(t, body, `"error"`, path)
+	}
+}
+
+func long(n int) string { return strings.Repeat("a", n) }
