@@ -144,7 +144,7 @@ func (p *Platform) newComponents() (err error) {
 	if p.bridge, err = p.newBridge(); err != nil {
 		return err
 	}
-	p.view, err = webview.New(p, p.bridge.DeadLetters, p.events, webview.Config{})
+	p.view, err = webview.New(p, p.bridge.DeadLetters, webview.Recorded(p.events), webview.Config{})
 	return err
 }
 

@@ -31,6 +31,27 @@ type DeadLetters interface {
 	List(ctx context.Context, f deadletter.Filter) ([]deadletter.Letter, error)
 }
 
+// Events are the recent events' chains the page shows: kfn dev's Recorder
+// (Recorded), or a cluster's event bridge, read through its admin API.
+type Events interface {
+	// Recent returns the most recently active chains, at most limit.
+	Recent(ctx context.Context, limit int) ([]eventpath.Chain, error)
+	// Changes receives a value after Recent's answer may have changed;
+	// nil when nothing tells (the view then reads them every Interval).
+	Changes() <-chan struct{}
+}
+
+// Recorded is the Events of a Recorder in this process.
+func Recorded(rec *eventpath.Recorder) Events { return recorded{rec} }
+
+type recorded struct{ rec *eventpath.Recorder }
+
+func (r recorded) Recent(_ context.Context, limit int) ([]eventpath.Chain, error) {
+	return r.rec.Chains(limit), nil
+}
+
+func (r recorded) Changes() <-chan struct{} { return r.rec.Changes() }
+
 // Defaults of Config.
 const (
 	DefaultInterval       = time.Second
@@ -87,7 +108,7 @@ func (o *Config) defaults() error {
 type View struct {
 	src     Source
 	letters DeadLetters
-	rec     *eventpath.Recorder
+	events  Events
 	o       Config
 
 	join  chan chan []byte
@@ -95,16 +116,16 @@ type View struct {
 	done  chan struct{} // closed when Run returns
 }
 
-// New returns a View of src, letters and the events rec records.
-func New(src Source, letters DeadLetters, rec *eventpath.Recorder, o Config) (*View, error) {
-	if src == nil || letters == nil || rec == nil {
-		return nil, fmt.Errorf("%w: a source, dead letters and a recorder are required", ErrInvalidConfig)
+// New returns a View of src, letters and events.
+func New(src Source, letters DeadLetters, events Events, o Config) (*View, error) {
+	if src == nil || letters == nil || events == nil {
+		return nil, fmt.Errorf("%w: a source, dead letters and events are required", ErrInvalidConfig)
 	}
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
 	return &View{
-		src: src, letters: letters, rec: rec, o: o,
+		src: src, letters: letters, events: events, o: o,
 		join: make(chan chan []byte), leave: make(chan chan []byte), done: make(chan struct{}),
 	}, nil
 }
@@ -114,8 +135,13 @@ func (v *View) State(ctx context.Context) State {
 	p := v.src.Status()
 	st := State{
 		Addr: p.Addr, Functions: make([]Function, 0, len(p.Functions)), Subscriptions: p.Subscriptions, Problems: p.Errors,
-		Chains: v.rec.Chains(v.o.MaxChains), DeadLetters: []DeadLetter{},
+		DeadLetters: []DeadLetter{},
 	}
+	chains, err := v.events.Recent(ctx, v.o.MaxChains)
+	if err != nil {
+		st.Problems = append(st.Problems, fmt.Sprintf("events: %v", err))
+	}
+	st.Chains = chains
 	for _, f := range p.Functions {
 		st.Functions = append(st.Functions, Function{Function: f, State: Classify(f)})
 	}
@@ -245,7 +271,7 @@ func (v *View) Run(ctx context.Context) error {
 			dirty = true
 		case p := <-v.leave:
 			delete(pages, p)
-		case <-v.rec.Changes():
+		case <-v.events.Changes(): // a nil channel never receives
 			dirty = true
 		case <-tick.C:
 			dirty = true

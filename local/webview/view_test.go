@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -86,7 +87,7 @@ func newFixture(t *testing.T, o webview.Config) *fixture {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		return f.status
-	}), admin, rec, o)
+	}), admin, webview.Recorded(rec), o)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -239,14 +240,15 @@ func TestPageAndBadRequests(t *testing.T) {
 }
 
 func TestNewRefusesBadConfig(t *testing.T) {
-	rec, err := eventpath.New(0)
+	r, err := eventpath.New(0)
 	require.NoError(t, err)
+	rec := webview.Recorded(r)
 	src := sourceFunc(func() devstatus.Status { return devstatus.Status{} })
 	var letters webview.DeadLetters = &deadletter.Admin{}
 	tests := map[string]struct {
 		src     webview.Source
 		letters webview.DeadLetters
-		rec     *eventpath.Recorder
+		rec     webview.Events
 		o       webview.Config
 	}{
 		"no source":             {nil, letters, rec, webview.Config{}},
@@ -269,3 +271,39 @@ func TestNewRefusesBadConfig(t *testing.T) {
 type sourceFunc func() devstatus.Status
 
 func (f sourceFunc) Status() devstatus.Status { return f() }
+
+// unreachableEvents are the events of an event bridge that cannot be
+// reached (a cluster's, through a port-forward that broke).
+type unreachableEvents struct{}
+
+func (unreachableEvents) Recent(context.Context, int) ([]eventpath.Chain, error) {
+	return nil, errors.New("the event bridge's admin API did not answer")
+}
+
+func (unreachableEvents) Changes() <-chan struct{} { return nil }
+
+// TestEventsThatCannotBeReadAreAProblemNotAnEmptyPage: events read from
+// elsewhere (a cluster's event bridge) that fail to come show as a
+// problem on the page, never as "no events", and the rest of the state is
+// shown.
+func TestEventsThatCannotBeReadAreAProblemNotAnEmptyPage(t *testing.T) {
+	admin := &fakeLetters{}
+	v, err := webview.New(sourceFunc(func() devstatus.Status {
+		return devstatus.Status{Functions: []devstatus.Function{{Namespace: "default", Name: "orders", Replicas: 1, Ready: 1}}}
+	}), admin, unreachableEvents{}, webview.Config{})
+	require.NoError(t, err)
+	st := v.State(context.Background())
+	assert.Contains(t, st.Problems, "events: the event bridge's admin API did not answer")
+	assert.NotNil(t, st.Chains)
+	assert.Empty(t, st.Chains)
+	require.Len(t, st.Functions, 1)
+	assert.Equal(t, webview.Running, st.Functions[0].State)
+}
+
+// fakeLetters lists no dead letter: the dead letters are not what this
+// test is about (TestWebView reads a real stream's).
+type fakeLetters struct{}
+
+func (*fakeLetters) List(context.Context, deadletter.Filter) ([]deadletter.Letter, error) {
+	return nil, nil
+}
