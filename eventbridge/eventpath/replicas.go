@@ -1,6 +1,7 @@
 package eventpath
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -96,12 +97,7 @@ func (r *Replicas) answer(m *nats.Msg) {
 	if rec := r.n.recorder(q.Namespace, false); rec != nil {
 		recs = rec.export()
 	}
-	data, _ := json.Marshal(recs) // records hold nothing json cannot encode
-	for len(data) > maxAnswerBytes && len(recs) > 0 {
-		recs = recs[len(recs)/4+1:] // the oldest go first
-		data, _ = json.Marshal(recs)
-	}
-	if err := r.nc.Publish(m.Reply, data); err != nil {
+	if err := r.nc.Publish(m.Reply, encodeNewest(recs, maxAnswerBytes)); err != nil {
 		r.log.Warn("answering another replica's question for events' paths failed", "error", err)
 	}
 }
@@ -295,4 +291,21 @@ func (d *delivery) mergeFrom(wd wireDelivery) {
 	if wd.ReplyID != "" {
 		d.reply = &ref{source: wd.ReplySource, id: wd.ReplyID}
 	}
+}
+
+// encodeNewest encodes recs (oldest first) as a JSON array of at most
+// limit bytes: the newest records that fit, each encoded once.
+func encodeNewest(recs []wireRecord, limit int) []byte {
+	var kept [][]byte
+	size := len("[]")
+	for i := len(recs) - 1; i >= 0; i-- {
+		b, err := json.Marshal(recs[i])
+		if err != nil || size+len(b)+1 > limit {
+			break
+		}
+		kept = append(kept, b)
+		size += len(b) + 1
+	}
+	slices.Reverse(kept)
+	return append(append([]byte("["), bytes.Join(kept, []byte(","))...), ']')
 }

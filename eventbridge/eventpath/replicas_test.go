@@ -2,6 +2,8 @@ package eventpath_test
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,4 +78,60 @@ func TestEveryReplicaAnswersEveryDelivery(t *testing.T) {
 	require.NoError(t, liar.Flush())
 	assert.Empty(t, ra.Find(ctx, "team-a", "forged", ""))
 	assert.Len(t, ra.Find(ctx, "team-a", "order-2", ""), 1, "the true replica's answer still counts")
+}
+
+// TestReplicasJoinOneTraceAndBoundTheirAnswers: replica a stored an event
+// (its publisher took it) and replica b delivered the event a function
+// emitted for it (the same trace): either answers them as one chain. A
+// replica's record larger than an answer may be is cut to its newest
+// events, and an answer with more attempts to a delivery than a record
+// keeps is dropped.
+func TestReplicasJoinOneTraceAndBoundTheirAnswers(t *testing.T) {
+	srv := natstest.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	replica := func(perNamespace int) (*eventpath.Namespaces, *eventpath.Replicas) {
+		n, err := eventpath.NewNamespaces(perNamespace, 0)
+		require.NoError(t, err)
+		r, err := eventpath.NewReplicas(n, srv.Connect(), "", nil)
+		require.NoError(t, err)
+		running := make(chan error, 1)
+		go func() { running <- r.Run(ctx) }()
+		t.Cleanup(func() { cancel(); require.NoError(t, <-running) })
+		return n, r
+	}
+	na, ra := replica(10)
+	nb, _ := replica(2000)
+
+	const trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+	parent := step("team-a", "fulfil", 1, "order-1")
+	parent.TraceParent = "00-" + trace + "-00f067aa0ba902b7-01"
+	na.Observe(parent)
+	emitted := step("team-a", "notify", 2, "order-1-next")
+	emitted.TraceParent = "00-" + trace + "-b7ad6b7169203331-01"
+	nb.Observe(emitted)
+	var chains []eventpath.Chain
+	require.Eventually(t, func() bool {
+		chains = ra.Find(ctx, "team-a", "order-1-next", "")
+		return len(chains) == 1 && len(chains[0].Events) == 2
+	}, 5*time.Second, 10*time.Millisecond, "one chain of the trace, from both replicas")
+	assert.Equal(t, trace, chains[0].TraceID)
+
+	// b's record of team-b: 2,000 events of 1 KiB ids, more than an answer.
+	id := func(i int) string { return strings.Repeat("x", 1000) + strconv.Itoa(i) }
+	for i := range 2000 {
+		nb.Observe(step("team-b", "audit", uint64(100+i), id(i)))
+	}
+	assert.Len(t, ra.Find(ctx, "team-b", id(1999), ""), 1, "the newest are answered")
+	assert.Empty(t, ra.Find(ctx, "team-b", id(0), ""), "the oldest are cut from an answer past its bound")
+
+	liar := srv.Connect()
+	steps := strings.Repeat(`{"number": 1, "outcome": "failed", "duration": 0, "at": "2026-01-01T00:00:00Z"},`, 11)
+	_, err := liar.Subscribe(eventpath.DefaultAskSubject, func(m *nats.Msg) {
+		_ = m.Respond([]byte(`[{"seq": 7, "id": "forged", "source": "shop", "deliveries": [{"namespace": "team-c", "subscription": "x", "steps": [` +
+			strings.TrimSuffix(steps, ",") + `], "updated": "2026-01-01T00:00:00Z"}]}]`))
+	})
+	require.NoError(t, err)
+	require.NoError(t, liar.Flush())
+	assert.Empty(t, ra.Find(ctx, "team-c", "forged", ""), "more attempts than a record keeps")
 }
