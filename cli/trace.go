@@ -43,7 +43,8 @@ deliveries to its own Subscriptions, never another namespace's. The event
 bridge keeps the 250 most recent events of each namespace (-event-paths);
 the replica trace reaches asks the others for theirs.`,
 		Example: `  kfn publish --type order.created.v1 --source shop --id order-1 --data '{"id": "1"}'
-  kfn trace order-1`,
+  kfn trace order-1
+  kfn trace order-1 -n shop --kubeconfig ~/.kube/config   # on a cluster`,
 		Args: exactArgs(1, "the EVENT-ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(output); err != nil {
