@@ -500,26 +500,23 @@ func TestEventBridgeRBAC(t *testing.T) {
 	for _, u := range []*rest.Config{tokenUser, certUser} {
 		rt, err := auth.ClientTransport(u)
 		require.NoError(t, err)
-		eventually(t, p, "the admin API lists "+appsNamespace+"'s dead letters for a user the view role lets", func(ctx context.Context) bool {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+adminAddr+"/deadletters?namespace="+appsNamespace, nil)
-			resp, err := (&http.Client{Transport: rt}).Do(req)
-			if err != nil {
-				return false
+		answers := func(path string, code int) func(context.Context) bool {
+			return func(ctx context.Context) bool {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+adminAddr+path, nil)
+				resp, err := (&http.Client{Transport: rt}).Do(req)
+				if err != nil {
+					return false
+				}
+				resp.Body.Close()
+				return resp.StatusCode == code
 			}
-			resp.Body.Close()
-			return resp.StatusCode == http.StatusOK
-		})
+		}
+		eventually(t, p, "the admin API lists "+appsNamespace+"'s dead letters for a user the view role lets",
+			answers("/deadletters?namespace="+appsNamespace, http.StatusOK))
 		// The recent events' paths (kfn trace): the view role reads them
 		// too; an event the namespace never saw is 404, not 403.
-		eventually(t, p, "the admin API reads "+appsNamespace+"'s event paths for a user the view role lets", func(ctx context.Context) bool {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+adminAddr+"/events/never-published?namespace="+appsNamespace, nil)
-			resp, err := (&http.Client{Transport: rt}).Do(req)
-			if err != nil {
-				return false
-			}
-			resp.Body.Close()
-			return resp.StatusCode == http.StatusNotFound
-		})
+		eventually(t, p, "the admin API reads "+appsNamespace+"'s event paths for a user the view role lets",
+			answers("/events/never-published?namespace="+appsNamespace, http.StatusNotFound))
 	}
 	// The metrics (-metrics-auth=kubernetes): to a ServiceAccount bound
 	// to the chart's metrics-reader role, as serviceMonitor binds

@@ -16,6 +16,22 @@ import (
 	"github.com/kfn-dev/kfn/test/natstest"
 )
 
+// startReplica is one event bridge replica's record (perNamespace events
+// a namespace) and its Replicas on a connection of its own to srv,
+// answering the others until the test ends.
+func startReplica(t *testing.T, srv *natstest.Server, perNamespace int) (*eventpath.Namespaces, *eventpath.Replicas) {
+	t.Helper()
+	n, err := eventpath.NewNamespaces(perNamespace, 0)
+	require.NoError(t, err)
+	r, err := eventpath.NewReplicas(n, srv.Connect(), "", nil)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	running := make(chan error, 1)
+	go func() { running <- r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-running) })
+	return n, r
+}
+
 // TestEveryReplicaAnswersEveryDelivery: two event bridge replicas, each
 // delivering some of an event's deliveries (and its retries) of one
 // namespace; a caller reaches one of them. It asks the other for its
@@ -24,21 +40,9 @@ import (
 // not a replica's (deliveries of another namespace) is dropped.
 func TestEveryReplicaAnswersEveryDelivery(t *testing.T) {
 	srv := natstest.Start(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	replica := func() (*eventpath.Namespaces, *eventpath.Replicas) {
-		n, err := eventpath.NewNamespaces(10, 0)
-		require.NoError(t, err)
-		nc := srv.Connect()
-		r, err := eventpath.NewReplicas(n, nc, "", nil)
-		require.NoError(t, err)
-		running := make(chan error, 1)
-		go func() { running <- r.Run(ctx) }()
-		t.Cleanup(func() { cancel(); require.NoError(t, <-running) })
-		return n, r
-	}
-	na, ra := replica()
-	nb, rb := replica()
+	ctx := context.Background()
+	na, ra := startReplica(t, srv, 10)
+	nb, rb := startReplica(t, srv, 10)
 
 	// Replica a: the first attempt to audit failed, billing delivered;
 	// replica b (audit's event redelivered to it): the second attempt.
@@ -88,20 +92,9 @@ func TestEveryReplicaAnswersEveryDelivery(t *testing.T) {
 // keeps is dropped.
 func TestReplicasJoinOneTraceAndBoundTheirAnswers(t *testing.T) {
 	srv := natstest.Start(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	replica := func(perNamespace int) (*eventpath.Namespaces, *eventpath.Replicas) {
-		n, err := eventpath.NewNamespaces(perNamespace, 0)
-		require.NoError(t, err)
-		r, err := eventpath.NewReplicas(n, srv.Connect(), "", nil)
-		require.NoError(t, err)
-		running := make(chan error, 1)
-		go func() { running <- r.Run(ctx) }()
-		t.Cleanup(func() { cancel(); require.NoError(t, <-running) })
-		return n, r
-	}
-	na, ra := replica(10)
-	nb, _ := replica(2000)
+	ctx := context.Background()
+	na, ra := startReplica(t, srv, 10)
+	nb, _ := startReplica(t, srv, 2000)
 
 	const trace = "4bf92f3577b34da6a3ce929d0e0e4736"
 	parent := step("team-a", "fulfil", 1, "order-1")
