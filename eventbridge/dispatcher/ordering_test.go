@@ -314,6 +314,40 @@ func TestOrderingRestartDoesNotWaitForARetrysBackoff(t *testing.T) {
 	log.check(t, []string{"slow", "other"}, 1)
 }
 
+// The same when the attempt fails only once the worker stops: its
+// retries are closed by then, and the event still goes back at once, not
+// with its backoff (a minute). Seen failing with the backoff kept (the
+// new worker waited for it; the CI's failure of the test above).
+func TestOrderingRestartDuringAFailingAttemptDoesNotWaitForItsBackoff(t *testing.T) {
+	b := newBridge(t)
+	log := newKeyLog()
+	release := make(chan struct{})
+	b.newSink("fn", func(n int, r *http.Request, w http.ResponseWriter) {
+		if n == 1 { // slow's first attempt answers once the worker restarted
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+		log.serve(w, r, 0, func(key string, _, attempt int) bool { return key == "slow" && attempt == 1 })
+	})
+	k := b.sinks["fn"]
+	s := sub("ordered", "fn", config(v1alpha2.ConfigOrdering, v1alpha2.OrderingPartitionKey,
+		v1alpha2.ConfigBackoffInitial, "1m", v1alpha2.ConfigBackoffMax, "1h"))
+	b.subscribe(s)
+	b.publishKeyed("slow", 0)
+	require.Eventually(t, func() bool { return k.count() == 1 }, wait, tick)
+	s = s.DeepCopy()
+	s.Spec.Config[v1alpha2.ConfigMaxDeliver] = "5"
+	require.NoError(t, b.d.Upsert(s))
+	b.publishKeyed("other", 0)
+	// The new worker holds "other": the old one was stopped before it.
+	require.Eventually(t, func() bool { return b.consumerInfo(s).Delivered.Stream == 2 }, wait, tick)
+	close(release)
+	require.Eventually(t, func() bool { return log.answeredAll([]string{"slow", "other"}, 1) }, wait, tick)
+	log.check(t, []string{"slow", "other"}, 1)
+}
+
 // A tenant's ordered Subscription whose one key is stuck (its sink never
 // answers) holds its own events only: it is handed at most 8 times its
 // maxInFlightMessages, delivers one at a time, and another namespace's

@@ -163,6 +163,13 @@ func (w *worker) settle(ctx context.Context, log delivery.EventLog, msg jetstrea
 		if w.retryLater(msg, delay) {
 			return true
 		}
+		if w.order != nil {
+			// The worker stops (its retries are closed): whoever holds
+			// the ordered consumer's events next starts none before this
+			// one is back, so it comes back at once, as the retries the
+			// worker kept do (close), not after its backoff.
+			delay = 0
+		}
 		delivery.Settle(log, msg.NakWithDelay(delay))
 	case delivery.GiveUp:
 		w.rec.Count.Failed.Inc()
