@@ -67,7 +67,7 @@ func (b *Bridge) Handlers() Handlers {
 			if b.pathReplicas != nil {
 				read = b.pathReplicas
 			}
-			h.DeadLetters = withEventPaths(eventpath.Handler(read, b.cfg.EventPaths, access), h.DeadLetters)
+			h.DeadLetters = withEventPaths(eventpath.Handler(read, b.cfg.EventPaths, access, eventpath.Limits{}), h.DeadLetters)
 		}
 		if b.opts.access.Admin != nil {
 			h.DeadLetters = b.opts.access.Admin.Authenticate(h.DeadLetters)

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/internal/auth"
+	"github.com/kfn-dev/kfn/internal/seats"
 )
 
 // Found is the answer of GET /events/{id}: the chains that hold the events
@@ -53,18 +55,69 @@ const (
 	MaxRecent = 100
 )
 
+// Limits bound the reads a Handler serves at once. A read of Replicas asks
+// every other replica for its record of the namespace, which each encodes
+// on the one goroutine that answers all questions: without a bound, one
+// namespace's callers could keep every replica encoding and slow every
+// other namespace's kfn trace. Zero values mean the defaults.
+type Limits struct {
+	// PerNamespace bounds one namespace's reads at once. Default 2.
+	PerNamespace int
+	// Total bounds all namespaces' reads at once; a read that frees goes
+	// to the waiting namespace that holds the fewest. Default 8.
+	Total int
+	// Wait is how long a read past the bounds waits for its turn before
+	// it is answered 429 with Retry-After. Default 2s.
+	Wait time.Duration
+}
+
+// Defaults of Limits.
+const (
+	DefaultReadsPerNamespace = 2
+	DefaultReadsAtOnce       = 8
+	DefaultReadWait          = 2 * time.Second
+)
+
+func (l Limits) withDefaults() Limits {
+	if l.PerNamespace <= 0 {
+		l.PerNamespace = DefaultReadsPerNamespace
+	}
+	if l.Total <= 0 {
+		l.Total = DefaultReadsAtOnce
+	}
+	if l.Wait <= 0 {
+		l.Wait = DefaultReadWait
+	}
+	return l
+}
+
 // Handler serves, from the records read reads, to the callers access
 // allows (none asked when access is nil; else get on subscriptions/events
-// in the namespace):
+// in the namespace), at most limits' reads at once:
 //
 //	GET /events?namespace=&limit=             the namespace's most recently active chains (Found, JSON; DefaultRecent, at most MaxRecent)
 //	GET /events/{id}?namespace=&source=       the chains that hold the event (Found, JSON); 404 when the record holds none
 //
 // A namespace is required; 400 for an id, source or limit beyond what an
-// event or the listing may have. bound, the events each namespace's record
+// event or the listing may have, 429 (Retry-After) for a read that waited
+// Limits.Wait for its turn. bound, the events each namespace's record
 // keeps, is named in the 404. Errors are JSON {"error": "..."}, as the
 // rest of the admin API's.
-func Handler(read Reader, bound int, access Access) http.Handler {
+func Handler(read Reader, bound int, access Access, limits Limits) http.Handler {
+	limits = limits.withDefaults()
+	gate := seats.New(limits.PerNamespace, seats.WithTotal(limits.Total))
+	// turn waits for a seat of the namespace's, answering 429 when none
+	// came; done gives it back.
+	turn := func(w http.ResponseWriter, r *http.Request, namespace string) (done func(), ok bool) {
+		ctx, cancel := context.WithTimeout(r.Context(), limits.Wait)
+		defer cancel()
+		if err := gate.Enter(ctx, namespace); err != nil {
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusTooManyRequests, fmt.Errorf("too many reads of events' paths at once (%d a namespace, %d in all): %w", limits.PerNamespace, limits.Total, err))
+			return nil, false
+		}
+		return func() { gate.Leave(namespace) }, true
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /events", func(w http.ResponseWriter, r *http.Request) {
 		namespace, ok := allowed(w, r, access, "")
@@ -80,6 +133,11 @@ func Handler(read Reader, bound int, access Access) http.Handler {
 			}
 			limit = n
 		}
+		done, ok := turn(w, r, namespace)
+		if !ok {
+			return
+		}
+		defer done()
 		writeFound(w, namespace, read.Recent(r.Context(), namespace, limit))
 	})
 	mux.HandleFunc("GET /events/{id}", func(w http.ResponseWriter, r *http.Request) {
@@ -88,6 +146,11 @@ func Handler(read Reader, bound int, access Access) http.Handler {
 		if !ok {
 			return
 		}
+		done, ok := turn(w, r, namespace)
+		if !ok {
+			return
+		}
+		defer done()
 		chains := read.Find(r.Context(), namespace, id, source)
 		if len(chains) == 0 {
 			what := fmt.Sprintf("%q", id)

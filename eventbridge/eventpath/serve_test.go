@@ -1,12 +1,15 @@
 package eventpath_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -38,7 +41,7 @@ func TestTheHandlerListsAndFindsWithinItsBounds(t *testing.T) {
 	for i := range 3 {
 		n.Observe(step("team-a", "audit", uint64(i+1), fmt.Sprintf("order-%d", i+1)))
 	}
-	srv := httptest.NewServer(eventpath.Handler(n, n.Bound(), onlyNamespace("team-a")))
+	srv := httptest.NewServer(eventpath.Handler(n, n.Bound(), onlyNamespace("team-a"), eventpath.Limits{}))
 	t.Cleanup(srv.Close)
 	get := func(path string) (int, eventpath.Found, string) {
 		t.Helper()
@@ -86,3 +89,69 @@ func TestTheHandlerListsAndFindsWithinItsBounds(t *testing.T) {
 }
 
 func long(n int) string { return strings.Repeat("a", n) }
+
+// heldReader holds the reads of the namespaces in hold until release is
+// closed, telling each on entered; it answers the others at once.
+type heldReader struct {
+	hold    map[string]bool
+	entered chan string
+	release chan struct{}
+}
+
+func (h heldReader) wait(namespace string) {
+	if h.hold[namespace] {
+		h.entered <- namespace
+		<-h.release
+	}
+}
+
+func (h heldReader) Find(_ context.Context, namespace, id, _ string) []eventpath.Chain {
+	h.wait(namespace)
+	return []eventpath.Chain{{Events: []*eventpath.Event{{ID: id}}}}
+}
+
+func (h heldReader) Recent(_ context.Context, namespace string, _ int) []eventpath.Chain {
+	h.wait(namespace)
+	return nil
+}
+
+// TestOneNamespacesReadsWaitForThemselves: a namespace whose reads are at
+// their bound (each asks every replica) gets 429 with Retry-After past
+// it, and another namespace's read is answered meanwhile; the bound in
+// all holds too.
+func TestOneNamespacesReadsWaitForThemselves(t *testing.T) {
+	h := heldReader{hold: map[string]bool{"flood": true, "c1": true}, entered: make(chan string, 8), release: make(chan struct{})}
+	srv := httptest.NewServer(eventpath.Handler(h, 10, nil, eventpath.Limits{PerNamespace: 2, Total: 3, Wait: 100 * time.Millisecond}))
+	t.Cleanup(srv.Close)
+	hc := &http.Client{Timeout: 10 * time.Second} // a read that is never let through fails, not hangs
+	get := func(path string) *http.Response {
+		resp, err := hc.Get(srv.URL + path)
+		if err != nil {
+			t.Errorf("GET %s: %v", path, err) // on the holding goroutines too
+			return &http.Response{Header: http.Header{}}
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	held := make(chan int, 3)
+	hold := func(path string) {
+		go func() { held <- get(path).StatusCode }()
+		<-h.entered
+	}
+	hold("/events?namespace=flood")
+	hold("/events/x?namespace=flood")
+	resp := get("/events?namespace=flood")
+	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "past its namespace's bound")
+	assert.Equal(t, "1", resp.Header.Get("Retry-After"))
+	assert.Equal(t, http.StatusOK, get("/events?namespace=team-a").StatusCode, "another namespace's read, meanwhile")
+	hold("/events?namespace=c1")
+	assert.Equal(t, http.StatusTooManyRequests, get("/events/x?namespace=team-a").StatusCode, "past the bound in all")
+	close(h.release)
+	for range 3 {
+		assert.Equal(t, http.StatusOK, <-held)
+	}
+	h.hold["flood"] = false // read by the handler's goroutines only, all ended above
+	assert.Equal(t, http.StatusOK, get("/events?namespace=flood").StatusCode, "its turn again")
+	assert.Equal(t, http.StatusOK, get("/events/x?namespace=team-a").StatusCode)
+}
