@@ -48,6 +48,9 @@ type cluster struct {
 	kfnNamespace string
 	// where names the cluster in messages.
 	where string
+	// kept keeps the port-forwards to the event bridges' metrics open
+	// between reads (kfn view's); nil: each read opens its own.
+	kept *keptForwards
 }
 
 // connectCluster reads the kubeconfig (path, or KUBECONFIG, or

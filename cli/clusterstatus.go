@@ -111,16 +111,17 @@ func (c *cluster) deliveryCounts(ctx context.Context) (map[types.NamespacedName]
 		return out, err
 	}
 	kube := &http.Client{Transport: rt}
+	c.kept.prune(pods)
 	for _, p := range pods {
-		local, stop, err := c.forward(ctx, p.Name, bridgeMetricsPort)
+		local, stop, err := c.kept.forward(ctx, c, p.Name, bridgeMetricsPort)
 		if err != nil {
 			return out, err
 		}
-		err = addDeliveries(ctx, kube, fmt.Sprintf("https://127.0.0.1:%d/metrics", local[0]), out)
+		err = addDeliveries(ctx, kube, fmt.Sprintf("https://127.0.0.1:%d/metrics", local), out)
 		if err != nil && strings.Contains(err.Error(), "server gave HTTP response to HTTPS client") {
-			err = addDeliveries(ctx, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/metrics", local[0]), out)
+			err = addDeliveries(ctx, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/metrics", local), out)
 		}
-		stop()
+		stop(err != nil)
 		if err != nil {
 			return out, fmt.Errorf("metrics of %s: %w", p.Name, err)
 		}

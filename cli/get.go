@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -129,29 +130,39 @@ func adminGet(cmd *cobra.Command, ep *endpoints, path string, into any) error {
 // bridge's; both answer under dev.AdminPrefix) and returns a 2xx answer;
 // other answers become errors with the server's message.
 func adminDo(cmd *cobra.Command, ep *endpoints, method, path string) (*http.Response, error) {
-	send := func(base string, c *http.Client) (*http.Response, error) {
-		req, err := http.NewRequestWithContext(cmd.Context(), method, base+dev.AdminPrefix+path, nil)
-		if err != nil {
-			return nil, fmt.Errorf("%s %s: %w", method, path, err)
-		}
-		return c.Do(req)
-	}
-	c := ep.adminClient
-	if c == nil {
-		c = http.DefaultClient
-	}
-	resp, err := send(ep.admin, c)
-	if err != nil && ep.adminPlain != "" && strings.Contains(err.Error(), "server gave HTTP response to HTTPS client") {
-		// An event bridge whose admin API asks no one (eventbridge.admin.auth=none).
-		resp, err = send(ep.adminPlain, http.DefaultClient)
-	}
+	resp, err := ep.send(cmd.Context(), method, path)
 	if err != nil {
-		return nil, ep.unreachable("reach", err)
+		return nil, err
 	}
 	if resp.StatusCode/100 != 2 {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64*1024))
 		resp.Body.Close()
 		return nil, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return resp, nil
+}
+
+// send sends a request to kfn's admin API and returns its answer,
+// whatever its status; an error is the failure to reach it.
+func (e *endpoints) send(ctx context.Context, method, path string) (*http.Response, error) {
+	send := func(base string, c *http.Client) (*http.Response, error) {
+		req, err := http.NewRequestWithContext(ctx, method, base+dev.AdminPrefix+path, nil)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", method, path, err)
+		}
+		return c.Do(req)
+	}
+	c := e.adminClient
+	if c == nil {
+		c = http.DefaultClient
+	}
+	resp, err := send(e.admin, c)
+	if err != nil && e.adminPlain != "" && strings.Contains(err.Error(), "server gave HTTP response to HTTPS client") {
+		// An event bridge whose admin API asks no one (eventbridge.admin.auth=none).
+		resp, err = send(e.adminPlain, http.DefaultClient)
+	}
+	if err != nil {
+		return nil, e.unreachable("reach", err)
 	}
 	return resp, nil
 }

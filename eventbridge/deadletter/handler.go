@@ -14,7 +14,7 @@ import (
 
 // Handler serves the admin API:
 //
-//	GET    /deadletters?namespace=&subscription=&after=&limit=   list (JSON array of Letter)
+//	GET    /deadletters?namespace=&subscription=&after=&limit=&preview=   list (JSON array of Letter; preview=true: only the start of each one's data, Filter.Preview)
 //	GET    /deadletters/{sequence}                               one Letter
 //	POST   /deadletters/{sequence}/replay                        replay one (200 with the Letter)
 //	POST   /deadletters/replay?namespace=&subscription=          replay a Subscription's (up to MaxLimit; {"replayed": n})
@@ -187,6 +187,11 @@ func parseFilter(r *http.Request) (Filter, error) {
 	if v := q.Get("limit"); v != "" {
 		if f.Limit, err = strconv.Atoi(v); err != nil || f.Limit < 1 {
 			return Filter{}, fmt.Errorf("%w: limit must be between 1 and %d, not %q", ErrInvalidFilter, MaxLimit, v)
+		}
+	}
+	if v := q.Get("preview"); v != "" {
+		if f.Preview, err = strconv.ParseBool(v); err != nil {
+			return Filter{}, fmt.Errorf("%w: preview must be true or false, not %.20q", ErrInvalidFilter, v)
 		}
 	}
 	return f, nil

@@ -2,6 +2,8 @@ package deadletter_test
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -46,4 +48,16 @@ func TestListPreview(t *testing.T) {
 	assert.Equal(t, big, string(whole[0].Data))
 	assert.Equal(t, len(big), whole[0].DataSize)
 	assert.Equal(t, "stored by an earlier release", string(whole[2].Data))
+
+	// The admin API lists previews when asked (the cluster's web view).
+	code, body := e.do(t, http.MethodGet, "/deadletters?namespace=shop&preview=true")
+	require.Equal(t, http.StatusOK, code, body)
+	var listed []deadletter.Letter
+	require.NoError(t, json.Unmarshal([]byte(body), &listed))
+	require.Len(t, listed, 3)
+	assert.Equal(t, big[:deadletter.MaxPreview], string(listed[0].Data))
+	assert.Equal(t, len(big), listed[0].DataSize)
+	code, body = e.do(t, http.MethodGet, "/deadletters?namespace=shop&preview=yes")
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Contains(t, body, "preview must be true or false")
 }

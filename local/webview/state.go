@@ -11,7 +11,10 @@ import (
 
 // State is everything the page shows, as the view sends it.
 type State struct {
-	// Addr is where kfn dev serves the publisher, the gateway and the view.
+	// Title is what the page is of (Config.Title).
+	Title string `json:"title"`
+	// Addr is where kfn dev serves the publisher, the gateway and the view;
+	// in a cluster's view, which namespace of which cluster it shows.
 	Addr          string                   `json:"addr"`
 	Functions     []Function               `json:"functions"`
 	Subscriptions []devstatus.Subscription `json:"subscriptions"`

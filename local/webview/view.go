@@ -79,6 +79,9 @@ type Config struct {
 	// MaxDeadLetters bounds the dead letters shown (the oldest first, as
 	// `kfn dlq list` lists them). Default 100.
 	MaxDeadLetters int
+	// Title is what the page is of, after "kfn" in its header and title.
+	// Default "dev".
+	Title string
 }
 
 func (o *Config) defaults() error {
@@ -99,6 +102,9 @@ func (o *Config) defaults() error {
 	}
 	if o.MaxDeadLetters == 0 {
 		o.MaxDeadLetters = DefaultMaxDeadLetters
+	}
+	if o.Title == "" {
+		o.Title = "dev"
 	}
 	return nil
 }
@@ -134,7 +140,7 @@ func New(src Source, letters DeadLetters, events Events, o Config) (*View, error
 func (v *View) State(ctx context.Context) State {
 	p := v.src.Status()
 	st := State{
-		Addr: p.Addr, Functions: make([]Function, 0, len(p.Functions)), Subscriptions: p.Subscriptions, Problems: p.Errors,
+		Title: v.o.Title, Addr: p.Addr, Functions: make([]Function, 0, len(p.Functions)), Subscriptions: p.Subscriptions, Problems: p.Errors,
 		DeadLetters: []DeadLetter{},
 	}
 	chains, err := v.events.Recent(ctx, v.o.MaxChains)

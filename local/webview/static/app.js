@@ -203,6 +203,8 @@ function renderChains(chains) {
 function render(st) {
   if (!st) return;
   document.getElementById('addr').textContent = st.addr;
+  document.getElementById('title').textContent = st.title || 'dev';
+  document.title = 'kfn ' + (st.title || 'dev');
   const problems = st.problems || [];
   document.getElementById('problems').hidden = problems.length === 0;
   document.getElementById('problem-list').replaceChildren(...problems.map((p) => h('li', {}, p)));
