@@ -88,9 +88,9 @@ func waitSubscriptionReady(t *testing.T, ns, name string) {
 // TestEventsReachPodsChainAndDeadLetter publishes CloudEvents to kfn's
 // publisher Service: a Subscription brings each to a function pod, whose
 // emitCloudEvent reaches a second function (kfn trace shows the chain); a
-// failing function's events end
-// in the dead-letter stream, where `kfn dlq` lists them and replays them
-// once the function is fixed.
+// failing function's events end in the dead-letter stream, where `kfn dlq`
+// lists them; once the function is fixed, kfn view's page (in a real
+// Chromium) shows the chain and replays one, and `kfn dlq` the rest.
 func TestEventsReachPodsChainAndDeadLetter(t *testing.T) {
 	t.Parallel() // beside the other scenarios that leave the install as it is (doc.go)
 	ns := namespace(t, "events")
@@ -167,7 +167,7 @@ func TestEventsReachPodsChainAndDeadLetter(t *testing.T) {
 			assert.Equal(t, 2, counts[id], "event %s was attempted maxDeliver times", id)
 		}
 	})
-	t.Run("kfn dlq replays them to the fixed function", func(t *testing.T) {
+	t.Run("the function is fixed", func(t *testing.T) {
 		apply(t, ns, recordingFunction("broken", "fixed", 200, ""))
 		waitRunning(t, ns, "broken", 3*time.Minute)
 		eventually(t, 2*time.Minute, "the fixed version serves", func() error {
@@ -177,6 +177,11 @@ func TestEventsReachPodsChainAndDeadLetter(t *testing.T) {
 			}
 			return err
 		})
+	})
+	t.Run("kfn view shows the chain and replays a dead letter", func(t *testing.T) {
+		checkClusterView(t, ns, created[0], broken[0])
+	})
+	t.Run("kfn dlq replays them to the fixed function", func(t *testing.T) {
 		out, err := kfn(t, "dlq", "replay", "--all", "--subscription", "broken", "-n", ns)
 		require.NoError(t, err, out)
 		require.NoError(t, platform.recorder.waitAll(t.Context(), "fixed", broken, 2*time.Minute))

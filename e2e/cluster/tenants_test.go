@@ -184,6 +184,19 @@ func TestAnotherNamespaceGetsNothingOfA(t *testing.T) {
 	out, err = kfnAs(t, userB, "trace", "never-published", "-n", a)
 	require.Error(t, err, "B's user reads A's paths: %s", out)
 	assert.Contains(t, out, "may not get subscriptions/events")
+	// And kfn view: A's user sees A's Function; B's user, viewing A, sees
+	// nothing of it, and the page says what was refused.
+	st := viewState(t, startView(t, userA, a))
+	require.NotEmpty(t, st.Functions, "A's user sees A's Functions: %v", st.Problems)
+	assert.Equal(t, a, st.Functions[0].Namespace)
+	st = viewState(t, startView(t, userB, a))
+	assert.Empty(t, st.Functions, "B's user sees none of A's Functions")
+	assert.Empty(t, st.Subscriptions, "nor Subscriptions")
+	assert.Empty(t, st.DeadLetters, "nor dead letters")
+	assert.Empty(t, st.Chains, "nor events")
+	problems := strings.Join(st.Problems, "\n")
+	assert.Contains(t, problems, "forbidden", "the page says what was refused")
+	assert.Contains(t, problems, "may not get subscriptions/events")
 	t.Logf("tenant boundary checked in %s", time.Since(start).Round(time.Second))
 }
 

@@ -2,7 +2,6 @@ package kfndev_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"image"
 	"image/color"
@@ -19,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kfn-dev/kfn/test/browsertest"
 	"github.com/kfn-dev/kfn/test/testenv"
 )
 
@@ -28,53 +28,6 @@ import (
 const ScreenshotEnv = "KFN_WEBVIEW_SCREENSHOT"
 
 var viewLine = regexp.MustCompile(`Web view: (http://\S+/_kfn/ui/) `)
-
-// browser starts Debian's chromium, headless, with a new empty profile,
-// and returns a chromedp context of one tab. The flags keep it from any
-// network but the page's: background networking, component updates and
-// sync would be refused on this closed network anyway.
-func browser(t *testing.T, chromium string) context.Context {
-	t.Helper()
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(chromium),
-		chromedp.Headless,
-		chromedp.NoSandbox, // root, in a container
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 900),
-	)
-	ctx, cancel := chromedp.NewContext(alloc)
-	t.Cleanup(func() { cancel(); cancelAlloc() })
-	// The first action starts the browser, which lives as long as the
-	// context of that action: ctx, not one with a timeout.
-	_, err := chromedp.Run(ctx, chromedp.Navigate("about:blank"))
-	require.NoError(t, err, "start %s", chromium)
-	return ctx
-}
-
-// page runs an action on the page, bounded by a minute.
-func page[T any](t *testing.T, ctx context.Context, what string, a chromedp.Action[T]) T {
-	t.Helper()
-	actx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	v, err := chromedp.Run(actx, a)
-	require.NoError(t, err, what)
-	return v
-}
-
-// until waits for a JavaScript condition on the page, re-checked on every
-// change of the page (no reload: the page changes only through its event
-// stream).
-func until(t *testing.T, ctx context.Context, what, js string) {
-	t.Helper()
-	page(t, ctx, what, chromedp.Poll[bool](js, chromedp.WithPollingMutation(), chromedp.WithPollingTimeout(50*time.Second)))
-}
 
 // TestWebView opens kfn dev's web view in a real Chromium while the shop
 // runs with a payments function that declines a flaky card and an
@@ -106,27 +59,27 @@ func TestWebView(t *testing.T) {
 	assert.Equal(t, "http://"+dev.addr+"/_kfn/ui/", url)
 	phase("kfn dev up")
 
-	ctx := browser(t, chromium)
-	page(t, ctx, "open the view", chromedp.Navigate(url))
-	page(t, ctx, "the page's script ran", chromedp.WaitVisible(chromedp.CSS(`#live[data-state="live"]`)))
-	until(t, ctx, "the first state", `document.body.dataset.updates >= 1 && document.getElementById('live').dataset.state === 'live'`)
+	ctx := browsertest.Start(t, chromium)
+	browsertest.Do(t, ctx, "open the view", chromedp.Navigate(url))
+	browsertest.Do(t, ctx, "the page's script ran", chromedp.WaitVisible(chromedp.CSS(`#live[data-state="live"]`)))
+	browsertest.Until(t, ctx, "the first state", `document.body.dataset.updates >= 1 && document.getElementById('live').dataset.state === 'live'`)
 	phase("page loaded")
 	// A mark on the window: it is gone if the page is ever reloaded.
-	page(t, ctx, "mark the page", chromedp.Evaluate[chromedp.Void](`window.kfnTestMark = 1`))
+	browsertest.Do(t, ctx, "mark the page", chromedp.Evaluate[chromedp.Void](`window.kfnTestMark = 1`))
 
 	t.Run("functions show their state", func(t *testing.T) {
-		states := page(t, ctx, "read the functions", chromedp.Evaluate[map[string]string](
+		states := browsertest.Do(t, ctx, "read the functions", chromedp.Evaluate[map[string]string](
 			`Object.fromEntries([...document.querySelectorAll('#functions tbody tr')].map((tr) => [tr.dataset.key, tr.querySelector('td.state').textContent]))`))
 		assert.Equal(t, map[string]string{
 			"default/fulfil": "scaled to zero", "default/invoices": "not ready", "default/notify": "running",
 			"default/orders": "running", "default/payments": "running",
 		}, states)
-		reason := page(t, ctx, "read why invoices is not ready", chromedp.Text(chromedp.CSS(`#functions tr[data-key="default/invoices"] .reason`)))
+		reason := browsertest.Do(t, ctx, "read why invoices is not ready", chromedp.Text(chromedp.CSS(`#functions tr[data-key="default/invoices"] .reason`)))
 		assert.Equal(t, "ConfigurationReady: InvalidFunctionSpec: Function request memory(8Mi) should be higher than minimal value (16Mi)", reason)
 	})
 
 	t.Run("functions show their APIRules' routes", func(t *testing.T) {
-		routes := page(t, ctx, "read orders' routes", chromedp.Evaluate[[]map[string]string](
+		routes := browsertest.Do(t, ctx, "read orders' routes", chromedp.Evaluate[[]map[string]string](
 			`[...document.querySelectorAll('#functions tr[data-key="default/orders"] .route')].map((r) => ({
 				apiRule: r.dataset.apirule, text: r.textContent, href: r.querySelector('a') ? r.querySelector('a').href : ''}))`))
 		_, port, _ := strings.Cut(dev.addr, ":")
@@ -137,39 +90,39 @@ func TestWebView(t *testing.T) {
 	})
 
 	t.Run("an order travels the chain, live", func(t *testing.T) {
-		assert.Equal(t, "0", page(t, ctx, "notify's count", chromedp.Text(chromedp.CSS(`#subscriptions tr[data-key="default/notify"] [data-field="delivered"]`))))
+		assert.Equal(t, "0", browsertest.Do(t, ctx, "notify's count", chromedp.Text(chromedp.CSS(`#subscriptions tr[data-key="default/notify"] [data-field="delivered"]`))))
 		code, err := postOrder(http.DefaultClient, dev.addr, "web-1")
 		require.NoError(t, err)
 		require.Equal(t, http.StatusAccepted, code)
-		until(t, ctx, "the chain orders -> fulfil -> notify", `!!document.querySelector(
+		browsertest.Until(t, ctx, "the chain orders -> fulfil -> notify", `!!document.querySelector(
 			'.event[data-id="order-web-1"][data-origin="emitted"] .delivery[data-subscription="default/fulfil"][data-outcome="delivered"]'
 			+ ' .event[data-id="fulfilled-web-1"][data-origin="emitted"] .delivery[data-subscription="default/notify"][data-outcome="delivered"]')`)
-		until(t, ctx, "notify's count", `document.querySelector('#subscriptions tr[data-key="default/notify"] [data-field="delivered"]').textContent === '1'`)
+		browsertest.Until(t, ctx, "notify's count", `document.querySelector('#subscriptions tr[data-key="default/notify"] [data-field="delivered"]').textContent === '1'`)
 		phase("chain shown")
 	})
 
 	var seq string
 	t.Run("a declined payment is dead-lettered", func(t *testing.T) {
 		publishOrder(t, dev.addr, "web-2", `{"id":"web-2","item":"lamp","card":"flaky"}`)
-		until(t, ctx, "the dead letter", `!!document.querySelector('#deadletters tr[data-seq] button.replay')
+		browsertest.Until(t, ctx, "the dead letter", `!!document.querySelector('#deadletters tr[data-seq] button.replay')
 			&& document.querySelector('#deadletters tbody').textContent.includes('web-2')`)
-		until(t, ctx, "the event's path", `!!document.querySelector(
+		browsertest.Until(t, ctx, "the event's path", `!!document.querySelector(
 			'.event[data-id="web-2"] .delivery[data-subscription="default/payments"][data-outcome="dead-lettered"]')`)
-		until(t, ctx, "the counts", `document.querySelector('#subscriptions tr[data-key="default/payments"] [data-field="dead-lettered"]').textContent === '1'
+		browsertest.Until(t, ctx, "the counts", `document.querySelector('#subscriptions tr[data-key="default/payments"] [data-field="dead-lettered"]').textContent === '1'
 			&& document.querySelector('#subscriptions tr[data-key="default/payments"] [data-field="failed"]').textContent === '2'`)
-		seq = page(t, ctx, "the dead letter's sequence", chromedp.Evaluate[string](`document.querySelector('#deadletters tr[data-seq]').dataset.seq`))
-		why := page(t, ctx, "why", chromedp.Text(chromedp.CSS(`#deadletters tr[data-seq] .reason`)))
+		seq = browsertest.Do(t, ctx, "the dead letter's sequence", chromedp.Evaluate[string](`document.querySelector('#deadletters tr[data-seq]').dataset.seq`))
+		why := browsertest.Do(t, ctx, "why", chromedp.Text(chromedp.CSS(`#deadletters tr[data-seq] .reason`)))
 		assert.Equal(t, "sink answered 500 Internal Server Error", why)
 		phase("dead letter shown")
 	})
 
 	t.Run("the screenshot shows the view", func(t *testing.T) {
-		shot := page(t, ctx, "screenshot", chromedp.FullScreenshot(100))
+		shot := browsertest.Do(t, ctx, "screenshot", chromedp.FullScreenshot(100))
 		require.NoError(t, os.WriteFile(filepath.Join(t.TempDir(), "webview.png"), shot, 0o644))
 		if out := os.Getenv(ScreenshotEnv); out != "" {
 			require.NoError(t, os.WriteFile(out, shot, 0o644))
 		}
-		cards := page(t, ctx, "where the cards are", chromedp.Evaluate[map[string]rect](`Object.fromEntries(
+		cards := browsertest.Do(t, ctx, "where the cards are", chromedp.Evaluate[map[string]rect](`Object.fromEntries(
 			['functions-card', 'subscriptions-card', 'deadletters-card', 'events-card'].map((id) => {
 				const r = document.getElementById(id).getBoundingClientRect();
 				return [id, {x: r.x + window.scrollX, y: r.y + window.scrollY, w: r.width, h: r.height}];
@@ -183,22 +136,22 @@ func TestWebView(t *testing.T) {
 		// update of the page's event stream, and a node found by one call
 		// and clicked by the next can be gone between them (chromedp's
 		// Click: "Could not find node with given id").
-		clicked := page(t, ctx, "click Replay", chromedp.Evaluate[bool](`(() => {
+		clicked := browsertest.Do(t, ctx, "click Replay", chromedp.Evaluate[bool](`(() => {
 			const b = document.querySelector('#deadletters tr[data-seq="`+seq+`"] button.replay');
 			if (!b) return false;
 			b.click();
 			return true;
 		})()`))
 		require.True(t, clicked, "the Replay button of dead letter %s is there", seq)
-		until(t, ctx, "the dead letter gone", `!document.querySelector('#deadletters tr[data-seq]')`)
-		until(t, ctx, "the replay delivered", `!!document.querySelector(
+		browsertest.Until(t, ctx, "the dead letter gone", `!document.querySelector('#deadletters tr[data-seq]')`)
+		browsertest.Until(t, ctx, "the replay delivered", `!!document.querySelector(
 			'.event[data-id="web-2"] .event[data-origin="replay"][data-id="web-2"] .delivery[data-subscription="default/payments"][data-outcome="delivered"]')`)
-		until(t, ctx, "payments' count", `document.querySelector('#subscriptions tr[data-key="default/payments"] [data-field="delivered"]').textContent === '2'`)
+		browsertest.Until(t, ctx, "payments' count", `document.querySelector('#subscriptions tr[data-key="default/payments"] [data-field="delivered"]').textContent === '2'`)
 		assert.Contains(t, dev.out.String(), "charged order web-2")
 		phase("replayed")
 	})
 
-	assert.Equal(t, 1, page(t, ctx, "the mark", chromedp.Evaluate[int](`window.kfnTestMark`)), "the page was never reloaded: it changed through its event stream")
+	assert.Equal(t, 1, browsertest.Do(t, ctx, "the mark", chromedp.Evaluate[int](`window.kfnTestMark`)), "the page was never reloaded: it changed through its event stream")
 	phase("done")
 }
 
