@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/eventpath"
+	"github.com/kfn-dev/kfn/internal/httpserve"
 	"github.com/kfn-dev/kfn/local/dev"
 	"github.com/kfn-dev/kfn/local/devstatus"
 	"github.com/kfn-dev/kfn/local/webview"
@@ -286,18 +286,7 @@ func (v *clusterView) serve(ctx context.Context, ln net.Listener, out io.Writer)
 	fmt.Fprintf(out, "Web view of namespace %s of %s: %s (Ctrl-C stops it)\n", v.namespace, v.c.where, page)
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return view.Run(ctx) })
-	g.Go(func() error {
-		<-ctx.Done()
-		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		return srv.Shutdown(shut)
-	})
-	g.Go(func() error {
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("serve the view: %w", err)
-		}
-		return nil
-	})
+	g.Go(func() error { return httpserve.Until(ctx, srv, ln, "serve the view", 0) })
 	return g.Wait()
 }
 

@@ -2,7 +2,6 @@ package scaler
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -24,6 +23,7 @@ import (
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/contract/activation"
 	"github.com/kfn-dev/kfn/internal/feed"
+	"github.com/kfn-dev/kfn/internal/httpserve"
 	"github.com/kfn-dev/kfn/internal/logging"
 	"github.com/kfn-dev/kfn/internal/natsconn"
 	"github.com/kfn-dev/kfn/internal/natsinflight"
@@ -203,18 +203,6 @@ func serveMetrics(ctx context.Context, g *errgroup.Group, addr string, reg *prom
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout}
 	log.Info("serving", "server", "metrics", "address", lis.Addr().String())
-	g.Go(func() error {
-		if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("metrics: %w", err)
-		}
-		return nil
-	})
-	g.Go(func() error {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-		return nil
-	})
+	g.Go(func() error { return httpserve.Until(ctx, srv, lis, "metrics", shutdownTimeout) })
 	return nil
 }

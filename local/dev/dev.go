@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"sync"
 	"time"
 
@@ -26,6 +25,7 @@ import (
 	"github.com/kfn-dev/kfn/contract/trigger"
 	"github.com/kfn-dev/kfn/eventbridge"
 	"github.com/kfn-dev/kfn/eventbridge/eventpath"
+	"github.com/kfn-dev/kfn/internal/httpserve"
 	"github.com/kfn-dev/kfn/internal/natsconn"
 	"github.com/kfn-dev/kfn/local/autoscaler"
 	"github.com/kfn-dev/kfn/local/broker"
@@ -266,18 +266,7 @@ func (p *Platform) serve(ctx context.Context, servers *errgroup.Group, lis net.L
 	}
 	servers.Go(func() error { return p.view.Run(ctx) })
 	srv, lis := newServer(p.handler(), lis, serverLimits{header: readHeaderTimeout, body: bodyTimeout, idle: idleTimeout, conns: p.cfg.MaxConnections})
-	servers.Go(func() error {
-		if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("serve %s: %w", p.addr, err)
-		}
-		return nil
-	})
-	servers.Go(func() error {
-		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		return srv.Shutdown(shutdown)
-	})
+	servers.Go(func() error { return httpserve.Until(ctx, srv, lis, "serve "+p.addr, 0) })
 	return scalerLis.Addr().String(), stopFollowing, nil
 }
 
