@@ -39,11 +39,12 @@ type Backlog struct {
 	// backlog was over maxBacklog at the last check, less what was given
 	// up since.
 	excess atomic.Int64
-	// settling counts the events being given up, from the moment a path
-	// decides to (TakeExcess, GivingUp) until JetStream has confirmed
-	// their term (GaveUp): JetStream counts them in the backlog until
-	// then, Check does not.
-	settling atomic.Int64
+	// began and ended count the give-ups ever begun (a path decided to
+	// give an event up: TakeExcess, GivingUp) and ended (JetStream
+	// confirmed its term: GaveUp, or it was not used: Unused): JetStream
+	// counts an event in the backlog until its give-up ended, Check does
+	// not (see there).
+	began, ended atomic.Int64
 	// overBudget is set while the backlog was over maxBacklog at the last
 	// check: the worker then asks for no events to deliver, so that the
 	// oldest waiting can be reached and given up; changed is told when
@@ -130,17 +131,23 @@ func (b *Backlog) Check(ctx context.Context) bool {
 		}
 		b.cons = c
 	}
+	// The events being given up that the consumer's answer may count
+	// are those whose give-up began before the answer was read and had
+	// not ended when it was asked for: at most the give-ups begun by the
+	// time of the answer less those ended before the question. That many
+	// are subtracted: one that ended meanwhile may not be counted there,
+	// and this check then gives up one event less (the next gives it up),
+	// never one more. (Read as one count, once, the number could miss a
+	// give-up confirmed between the answer and the read, and give up one
+	// more than the excess: seen under load.)
+	ended := b.ended.Load()
 	info, err := b.cons.Info(ctx)
 	if err != nil {
 		b.cons = nil // look it up again: it may have been recreated
 		return false
 	}
-	// Read after the consumer: an event whose give-up started before the
-	// read and was not confirmed is counted there and subtracted here; one
-	// confirmed between the read and this is subtracted though not
-	// counted, and this check gives up one event less (the next check
-	// gives it up), never one more.
-	backlog := max(int(info.NumPending)+info.NumAckPending-int(b.settling.Load()), 0)
+	settling := b.began.Load() - ended
+	backlog := max(int(info.NumPending)+info.NumAckPending-int(settling), 0)
 	over := backlog - b.MaxBacklog()
 	byBytes, byNamespace := false, false
 	n, size := b.bytesOver(ctx, info, backlog)
@@ -187,11 +194,11 @@ func (b *Backlog) setOverBudget(over bool) {
 // reports whether there was one: the caller then gives its event up and
 // calls GaveUp (or Unused, giving it back).
 func (b *Backlog) TakeExcess() bool {
-	b.settling.Add(1) // before the excess is taken: a check in between subtracts it
+	b.began.Add(1) // before the excess is taken: a check in between subtracts it
 	for {
 		n := b.excess.Load()
 		if n <= 0 {
-			b.settling.Add(-1)
+			b.ended.Add(1)
 			return false
 		}
 		if b.excess.CompareAndSwap(n, n-1) {
@@ -203,16 +210,16 @@ func (b *Backlog) TakeExcess() bool {
 // Unused gives back one event TakeExcess took and did not give up.
 func (b *Backlog) Unused() {
 	b.excess.Add(1)
-	b.settling.Add(-1)
+	b.ended.Add(1)
 }
 
 // GivingUp says an event is being given up for another reason than the
 // excess (its attempts used up, a verdict): GaveUp follows.
-func (b *Backlog) GivingUp() { b.settling.Add(1) }
+func (b *Backlog) GivingUp() { b.began.Add(1) }
 
 // GaveUp says a give-up that TakeExcess or GivingUp began has ended: its
 // event is terminated (or handed back).
-func (b *Backlog) GaveUp() { b.settling.Add(-1) }
+func (b *Backlog) GaveUp() { b.ended.Add(1) }
 
 // Excess is how many events the budget still gives up.
 func (b *Backlog) Excess() int { return int(b.excess.Load()) }
