@@ -191,3 +191,56 @@ func checkLeastPrivilege(t *testing.T, calls []apiCall, grants []grant, unexerci
 		t.Logf("grants:\n%s", strings.Join(gs, "\n"))
 	}
 }
+
+// TestUsersRolesTakeInTheCRDs: with aggregateToDefaultRoles (the default),
+// Kubernetes' view role reads Functions, Subscriptions and APIRules, and
+// edit and admin also change them (the aggregation labels, which the
+// controller manager follows: e2e/cluster TestAnotherNamespaceGetsNothingOfA
+// lists A's Functions as A's edit user); without it, no such role.
+func TestUsersRolesTakeInTheCRDs(t *testing.T) {
+	roles := func(vals map[string]any) map[string]*unstructured.Unstructured {
+		out := map[string]*unstructured.Unstructured{}
+		for _, o := range render(t, vals) {
+			if o.GetKind() == "ClusterRole" && (strings.HasSuffix(o.GetName(), "kfn-view") || strings.HasSuffix(o.GetName(), "kfn-edit")) {
+				out[o.GetName()] = o
+			}
+		}
+		return out
+	}
+	got := roles(nil)
+	if !assert.Len(t, got, 2) {
+		return
+	}
+	rules := func(o *unstructured.Unstructured) []rbacv1.PolicyRule {
+		var r rbacv1.ClusterRole
+		assert.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &r))
+		return r.Rules
+	}
+	aggregated := func(o *unstructured.Unstructured) []string {
+		var to []string
+		for _, role := range []string{"view", "edit", "admin"} {
+			if o.GetLabels()["rbac.authorization.k8s.io/aggregate-to-"+role] == "true" {
+				to = append(to, role)
+			}
+		}
+		return to
+	}
+	for name, o := range got {
+		want, verbs := []string{"edit", "admin"}, []string{"create", "update", "patch", "delete", "deletecollection"}
+		if strings.HasSuffix(name, "-view") {
+			want, verbs = []string{"view", "edit", "admin"}, []string{"get", "list", "watch"}
+		}
+		assert.Equal(t, want, aggregated(o), name)
+		resources := map[string]bool{}
+		for _, r := range rules(o) {
+			assert.Equal(t, verbs, r.Verbs, "%s: %v", name, r.Resources)
+			for _, res := range r.Resources {
+				resources[r.APIGroups[0]+"/"+res] = true
+			}
+		}
+		for _, res := range []string{"serverless.kyma-project.io/functions", "eventing.kyma-project.io/subscriptions", "gateway.kyma-project.io/apirules"} {
+			assert.True(t, resources[res], "%s: %s", name, res)
+		}
+	}
+	assert.Empty(t, roles(map[string]any{"aggregateToDefaultRoles": false}))
+}
