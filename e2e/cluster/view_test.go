@@ -88,7 +88,7 @@ func checkClusterView(t *testing.T, ns, id, deadID string) {
 	browsertest.Until(t, ctx, "the dead letter", `[...document.querySelectorAll('#deadletters tr[data-seq]')].some((tr) => tr.textContent.includes('`+deadID+`') && !!tr.querySelector('button.replay'))`)
 	assert.Equal(t, "kfn view", browsertest.Do(t, ctx, "the title", chromedp.Evaluate[string](`document.title`)))
 
-	shot := browsertest.Do(t, ctx, "screenshot", chromedp.FullScreenshot(100))
+	shot := browsertest.Do(t, ctx, "screenshot", chromedp.CaptureScreenshot()) // the window: the tables and the newest chains
 	require.NoError(t, os.WriteFile(filepath.Join(t.TempDir(), "cluster-view.png"), shot, 0o644))
 	if out := os.Getenv(ViewScreenshotEnv); out != "" {
 		require.NoError(t, os.WriteFile(out, shot, 0o644))
