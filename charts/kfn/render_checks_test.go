@@ -223,7 +223,7 @@ func TestRenderValueSets(t *testing.T) {
 	t.Run("default", func(t *testing.T) {
 		r := get(t, "default")
 		assert.Equal(t, map[string]int{
-			"CustomResourceDefinition": 3, "ServiceAccount": 3, "ClusterRole": 7, "ClusterRoleBinding": 3, "Role": 5, "RoleBinding": 4, // the admin API's two aggregated roles, the gateway's one and the metrics reader, the event bridge's and the controller's client CA Roles and bindings, the CLI's Role (bound with cli.subjects)
+			"CustomResourceDefinition": 3, "ServiceAccount": 3, "ClusterRole": 9, "ClusterRoleBinding": 3, "Role": 5, "RoleBinding": 4, // the users' view and edit roles (aggregateToDefaultRoles), the admin API's two aggregated roles, the gateway's one and the metrics reader, the event bridge's and the controller's client CA Roles and bindings, the CLI's Role (bound with cli.subjects)
 			"ConfigMap": 2, "Deployment": 3, "StatefulSet": 1, "Service": 8, "PodDisruptionBudget": 4, // profile ha; the controller's claims Service, the gateway's external one
 			"Secret":        2, // the scaler's certificates (KEDA's half only where KEDA's API is), NATS's passwords
 			"NetworkPolicy": 4, // on by default
