@@ -68,7 +68,7 @@ type Config struct {
 	// Its Egress is also where the gateway and the wake probes may reach
 	// Functions (in a cluster, never the API server).
 	Dispatcher dispatcher.Config
-	// Gateway tunes the gateway (HoldTimeout, MaxHeld, MaxHeldPerNamespace; Source names the
+	// Gateway tunes the gateway (HoldTimeout, MaxHeld, MaxHeldPerNamespace, MaxInFlightPerNamespace; Source names the
 	// reporter of its in-flight counts). Its Egress is Dispatcher's.
 	Gateway gateway.Config
 	// ServeAPIRules has the gateway serve the Environment's APIRules and
@@ -182,7 +182,7 @@ func DefaultConfig() Config {
 		Dispatcher: dispatcher.Config{RequestTimeout: dispatcher.DefaultRequestTimeout, MaxHops: dispatcher.DefaultMaxHops, Jitter: dispatcher.DefaultJitter, Delivery: v1alpha2.DefaultDelivery(),
 			MaxHeldBytes: dispatcher.DefaultMaxHeldBytes, MaxHeldBytesPerSubscription: dispatcher.DefaultMaxHeldBytesPerSubscription, BudgetInterval: dispatcher.DefaultBudgetInterval,
 			SlotTime: dispatcher.DefaultSlotTime},
-		Gateway:                gateway.Config{HoldTimeout: gateway.DefaultHoldTimeout, MaxHeld: gateway.DefaultMaxHeld, MaxHeldPerNamespace: gateway.DefaultMaxHeldPerNamespace},
+		Gateway:                gateway.Config{HoldTimeout: gateway.DefaultHoldTimeout, MaxHeld: gateway.DefaultMaxHeld, MaxHeldPerNamespace: gateway.DefaultMaxHeldPerNamespace, MaxInFlightPerNamespace: gateway.DefaultMaxInFlightPerNamespace},
 		GatewayInFlightSubject: inflight.DefaultSubject,
 		RatesSubject:           sharedrates.DefaultSubject,
 		Resync:                 subscription.DefaultResync,
@@ -222,8 +222,8 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("%w: unknown component %q (want publisher, dispatcher, reconciler, gateway)", ErrInvalidConfig, x)
 		}
 	}
-	if c.Has(ComponentGateway) && (c.Gateway.HoldTimeout <= 0 || c.Gateway.MaxHeld < 1 || c.Gateway.MaxHeldPerNamespace < 1) {
-		return fmt.Errorf("%w: -gateway-hold-timeout must be positive, -gateway-max-held and -gateway-max-held-per-namespace at least 1", ErrInvalidConfig)
+	if c.Has(ComponentGateway) && (c.Gateway.HoldTimeout <= 0 || c.Gateway.MaxHeld < 1 || c.Gateway.MaxHeldPerNamespace < 1 || c.Gateway.MaxInFlightPerNamespace < 1) {
+		return fmt.Errorf("%w: -gateway-hold-timeout must be positive, -gateway-max-held, -gateway-max-held-per-namespace and -gateway-max-in-flight-per-namespace at least 1", ErrInvalidConfig)
 	}
 	if c.EventPaths < 0 || c.EventPaths > maxEventPaths || c.EventPathsNamespaces < 1 || c.EventPathsNamespaces > maxEventPathsNamespaces {
 		return fmt.Errorf("%w: -event-paths must be within 0..%d, not %d, and -event-paths-namespaces within 1..%d, not %d",

@@ -416,5 +416,5 @@ func (g *Gateway) forwardService(w http.ResponseWriter, r *http.Request, svc typ
 		}
 		return
 	}
-	g.proxyTo(w, r, addr, path)
+	g.proxyTo(w, r, svc.Namespace, addr, path)
 }

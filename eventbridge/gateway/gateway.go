@@ -23,6 +23,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/jwtrule"
 	"github.com/kfn-dev/kfn/internal/auth"
 	"github.com/kfn-dev/kfn/internal/egress"
+	"github.com/kfn-dev/kfn/internal/seats"
 )
 
 // ColdStartHeader is set to "true" on a response whose request waited for
@@ -96,6 +97,9 @@ const (
 	DefaultMaxHeld = 1000
 	// DefaultMaxHeldPerNamespace is Config.MaxHeldPerNamespace when unset.
 	DefaultMaxHeldPerNamespace = 100
+	// DefaultMaxInFlightPerNamespace is Config.MaxInFlightPerNamespace
+	// when unset.
+	DefaultMaxInFlightPerNamespace = 250
 )
 
 // Config tunes the gateway. Zero values mean the defaults.
@@ -113,6 +117,13 @@ type Config struct {
 	// the slot of that one's newest held request, which is answered 503:
 	// no number of tenants at their cap leaves another none. Default 100.
 	MaxHeldPerNamespace int
+	// MaxInFlightPerNamespace bounds one namespace's requests being
+	// passed on at once to its Functions and Services (through the
+	// gateway's routes and its APIRules), each a goroutine, a connection
+	// to the backend and its buffers here: past it that namespace's
+	// requests are answered 429 with Retry-After at once, and the
+	// others' go on. Default 250.
+	MaxInFlightPerNamespace int
 	// RetryAfter is the Retry-After of a 503; default 5s.
 	RetryAfter time.Duration
 	// ReportInterval is how often in-flight counts are reported while
@@ -149,6 +160,9 @@ func (c *Config) defaults() {
 	}
 	if c.MaxHeldPerNamespace == 0 {
 		c.MaxHeldPerNamespace = DefaultMaxHeldPerNamespace
+	}
+	if c.MaxInFlightPerNamespace == 0 {
+		c.MaxInFlightPerNamespace = DefaultMaxInFlightPerNamespace
 	}
 	if c.RetryAfter == 0 {
 		c.RetryAfter = 5 * time.Second
@@ -189,6 +203,9 @@ type Gateway struct {
 	metrics *metrics
 	// apiRules are the APIRules Exposed serves (SetAPIRules).
 	apiRules atomic.Pointer[apiroute.Table[exposure]]
+	// passing bounds each namespace's requests passed on at once
+	// (Config.MaxInFlightPerNamespace).
+	passing *seats.Gate
 
 	mu       sync.Mutex
 	inFlight map[types.NamespacedName]int
@@ -262,12 +279,12 @@ func New(backends Backends, cfg Config, opts ...Option) (*Gateway, error) {
 	if backends == nil {
 		return nil, fmt.Errorf("%w: backends are required", ErrInvalidConfig)
 	}
-	if cfg.HoldTimeout < 0 || cfg.MaxHeld < 0 || cfg.MaxHeldPerNamespace < 0 || cfg.RetryAfter < 0 || cfg.ReportInterval < 0 {
+	if cfg.HoldTimeout < 0 || cfg.MaxHeld < 0 || cfg.MaxHeldPerNamespace < 0 || cfg.MaxInFlightPerNamespace < 0 || cfg.RetryAfter < 0 || cfg.ReportInterval < 0 {
 		return nil, fmt.Errorf("%w: durations and limits must not be negative", ErrInvalidConfig)
 	}
 	cfg.defaults()
 	unregistered, _ := newMetrics(nil) // never fails without a registerer
-	g := &Gateway{cfg: cfg, backends: backends, log: slog.New(slog.DiscardHandler), metrics: unregistered,
+	g := &Gateway{cfg: cfg, backends: backends, log: slog.New(slog.DiscardHandler), metrics: unregistered, passing: seats.New(cfg.MaxInFlightPerNamespace),
 		inFlight: map[types.NamespacedName]int{}, heldBy: map[string][]*heldSlot{}, kick: make(chan struct{}, 1)}
 	for _, opt := range opts {
 		if opt == nil {
@@ -458,7 +475,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, fn types.Names
 	}
 	w.Header().Set(ColdStartHeader, strconv.FormatBool(cold))
 	m.requests.Inc()
-	g.proxyTo(w, r, addr, path)
+	g.proxyTo(w, r, fn.Namespace, addr, path)
 	m.duration.Observe(time.Since(start).Seconds())
 }
 
@@ -468,8 +485,15 @@ func (g *Gateway) unavailable(w http.ResponseWriter, r *http.Request, msg string
 	failed(w, r, msg, http.StatusServiceUnavailable)
 }
 
-// proxyTo proxies r to path at addr (host:port).
-func (g *Gateway) proxyTo(w http.ResponseWriter, r *http.Request, addr string, path forwardPath) {
+// proxyTo proxies r to path at addr (host:port), a backend of namespace,
+// unless the namespace has all its requests in flight (429).
+func (g *Gateway) proxyTo(w http.ResponseWriter, r *http.Request, namespace, addr string, path forwardPath) {
+	if !g.passing.TryEnter(namespace) {
+		w.Header().Set("Retry-After", "1")
+		failed(w, r, fmt.Sprintf("namespace %s has %d requests in flight through the gateway, its most at once; try again", namespace, g.cfg.MaxInFlightPerNamespace), http.StatusTooManyRequests)
+		return
+	}
+	defer g.passing.Leave(namespace)
 	ctx := context.WithValue(r.Context(), targetKey{}, &url.URL{Scheme: "http", Host: addr})
 	ctx = context.WithValue(ctx, pathKey{}, path)
 	g.proxy.ServeHTTP(w, r.WithContext(ctx))

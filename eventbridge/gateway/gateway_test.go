@@ -584,3 +584,64 @@ func TestHeldRequestsAreSharedAmongNamespaces(t *testing.T) {
 	assert.Equal(t, int32(1), be.hits.Load())
 	assert.Empty(t, codes, "the other held requests wait on")
 }
+
+// TestOneNamespacesRequestsInFlightHoldBackNoOther: a namespace whose
+// Function holds every request it gets (a slow or hostile backend) has at
+// most MaxInFlightPerNamespace passed on at once; the next is answered
+// 429 with Retry-After at once, and another namespace's request is passed
+// on meanwhile; once the held ones end, the namespace is served again.
+func TestOneNamespacesRequestsInFlightHoldBackNoOther(t *testing.T) {
+	release := make(chan struct{})
+	arrived := make(chan struct{}, 8)
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(slow.Close)
+	t.Cleanup(func() { close(release) }) // before the server's Close, which waits for them
+	fast := newBackend(t)
+	bs := newBackends()
+	bs.set("tenant-a/slow", addr(&backend{Server: slow}))
+	bs.set("tenant-b/orders", addr(fast))
+	_, srv := newGatewayWith(t, bs, nil, gateway.Config{MaxInFlightPerNamespace: 2})
+	hc := &http.Client{Timeout: 10 * time.Second}
+	held := make(chan int, 2)
+	for range 2 {
+		go func() {
+			resp, err := hc.Get(srv.URL + "/tenant-a/slow/")
+			if err != nil {
+				held <- 0
+				return
+			}
+			resp.Body.Close()
+			held <- resp.StatusCode
+		}()
+		<-arrived
+	}
+	resp, err := hc.Get(srv.URL + "/tenant-a/slow/")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "past its namespace's bound: %s", body)
+	assert.Equal(t, "1", resp.Header.Get("Retry-After"))
+	assert.Contains(t, string(body), "namespace tenant-a has 2 requests in flight")
+
+	resp, err = hc.Get(srv.URL + "/tenant-b/orders/")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "another namespace's request, meanwhile")
+
+	release <- struct{}{}
+	release <- struct{}{}
+	for range 2 {
+		assert.Equal(t, http.StatusOK, <-held)
+	}
+	go func() { release <- struct{}{} }()
+	resp, err = hc.Get(srv.URL + "/tenant-a/slow/")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "served again")
+}

@@ -138,6 +138,29 @@ func (g *Gate) Enter(ctx context.Context, key string) error {
 	return g.why(f, ctx.Err())
 }
 
+// TryEnter takes one of flow key's seats if one is free now and none of
+// the flow's works waits for one, without waiting; it reports whether it
+// took one (then call Leave(key) once the work is done). A Gate without a
+// bound always lets it in.
+func (g *Gate) TryEnter(key string) bool {
+	if !g.bounded() {
+		return true
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	f, ok := g.flows[key]
+	if !ok {
+		f = &flow{key: key}
+		g.flows[key] = f
+	}
+	if len(f.queue) == 0 && g.room(f) {
+		g.take(f)
+		return true
+	}
+	g.forget(f)
+	return false
+}
+
 // why wraps err, a wait's context's, with the bound that held it. The mu
 // is held.
 func (g *Gate) why(f *flow, err error) error {

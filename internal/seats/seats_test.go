@@ -360,3 +360,27 @@ func TestSeatsAddUpUnderContention(t *testing.T) {
 		})
 	}
 }
+
+// TestTryEnterNeverWaits: TryEnter takes a free seat at once, and refuses
+// at once when the flow holds its seats or the total is held; a refused
+// flow is not kept; a seat that frees goes to a work waiting in Enter.
+func TestTryEnterNeverWaits(t *testing.T) {
+	g := seats.New(2, seats.WithTotal(3))
+	require.True(t, g.TryEnter("a"))
+	require.True(t, g.TryEnter("a"))
+	assert.False(t, g.TryEnter("a"), "a holds its two seats")
+	require.True(t, g.TryEnter("b"))
+	assert.False(t, g.TryEnter("c"), "the total is held")
+	assert.Equal(t, 2, g.Flows(), "c, refused, is not kept")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	waiting := enter(ctx, g, "b")
+	waitQueued(t, g, "b", 1)
+	g.Leave("a") // the freed seat goes to b's waiting work
+	waiting.wait(t)
+	require.NoError(t, waiting.err)
+	g.Leave("a")
+	g.Leave("b")
+	require.True(t, g.TryEnter("b"), "b holds one: room again")
+	assert.True(t, seats.New(0).TryEnter("x"), "no bound")
+}
