@@ -279,7 +279,7 @@ func New(backends Backends, cfg Config, opts ...Option) (*Gateway, error) {
 	if backends == nil {
 		return nil, fmt.Errorf("%w: backends are required", ErrInvalidConfig)
 	}
-	if cfg.HoldTimeout < 0 || cfg.MaxHeld < 0 || cfg.MaxHeldPerNamespace < 0 || cfg.MaxInFlightPerNamespace < 0 || cfg.RetryAfter < 0 || cfg.ReportInterval < 0 {
+	if min(cfg.HoldTimeout, cfg.RetryAfter, cfg.ReportInterval) < 0 || min(cfg.MaxHeld, cfg.MaxHeldPerNamespace, cfg.MaxInFlightPerNamespace) < 0 {
 		return nil, fmt.Errorf("%w: durations and limits must not be negative", ErrInvalidConfig)
 	}
 	cfg.defaults()
