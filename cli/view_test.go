@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,25 +17,8 @@ import (
 
 	"github.com/kfn-dev/kfn/cli"
 	"github.com/kfn-dev/kfn/local/webview"
+	"github.com/kfn-dev/kfn/test/logtest"
 )
-
-// syncBuffer is a bytes.Buffer safe to read while kfn view writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 var viewURL = regexp.MustCompile(`: (http://127\.0\.0\.1:\d+/([^/]+)/ui/) `)
 
@@ -57,7 +39,7 @@ func TestViewServesOneNamespaceOfACluster(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errs syncBuffer
+	var out, errs logtest.Buffer // safe to read while kfn view writes
 	done := make(chan int, 1)
 	go func() {
 		done <- cli.Main(ctx, []string{"view", "--kubeconfig", kc, "-n", ns}, cli.Streams{In: bytes.NewReader(nil), Out: &out, Err: &errs})

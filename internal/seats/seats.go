@@ -96,13 +96,8 @@ func (g *Gate) Enter(ctx context.Context, key string) error {
 		return nil
 	}
 	g.mu.Lock()
-	f, ok := g.flows[key]
-	if !ok {
-		f = &flow{key: key}
-		g.flows[key] = f
-	}
-	if len(f.queue) == 0 && g.room(f) {
-		g.take(f)
+	f, took := g.takeFree(key)
+	if took {
 		g.mu.Unlock()
 		return nil
 	}
@@ -148,6 +143,16 @@ func (g *Gate) TryEnter(key string) bool {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	f, took := g.takeFree(key)
+	if !took {
+		g.forget(f)
+	}
+	return took
+}
+
+// takeFree takes a seat of flow key (kept from now on) if one is free and
+// none of its works waits, and reports whether it did. The mu is held.
+func (g *Gate) takeFree(key string) (*flow, bool) {
 	f, ok := g.flows[key]
 	if !ok {
 		f = &flow{key: key}
@@ -155,10 +160,9 @@ func (g *Gate) TryEnter(key string) bool {
 	}
 	if len(f.queue) == 0 && g.room(f) {
 		g.take(f)
-		return true
+		return f, true
 	}
-	g.forget(f)
-	return false
+	return f, false
 }
 
 // why wraps err, a wait's context's, with the bound that held it. The mu
