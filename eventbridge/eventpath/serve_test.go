@@ -155,3 +155,32 @@ func TestOneNamespacesReadsWaitForThemselves(t *testing.T) {
 	assert.Equal(t, http.StatusOK, get("/events?namespace=flood").StatusCode, "its turn again")
 	assert.Equal(t, http.StatusOK, get("/events/x?namespace=team-a").StatusCode)
 }
+
+// TestTheDefaultLimits: zero Limits are 2 reads a namespace and 8 in all.
+func TestTheDefaultLimits(t *testing.T) {
+	hold := map[string]bool{}
+	for i := range 4 {
+		hold[fmt.Sprintf("ns-%d", i)] = true
+	}
+	h := heldReader{hold: hold, entered: make(chan string, 8), release: make(chan struct{})}
+	srv := httptest.NewServer(eventpath.Handler(h, 10, nil, eventpath.Limits{}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(h.release) }) // before the server's Close, which waits for the reads
+	code := func(path string) int {
+		resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(srv.URL + path)
+		if err != nil {
+			t.Errorf("GET %s: %v", path, err)
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for i := range 4 {
+		for range 2 {
+			go code(fmt.Sprintf("/events?namespace=ns-%d", i))
+			<-h.entered
+		}
+	}
+	assert.Equal(t, http.StatusTooManyRequests, code("/events?namespace=ns-0"), "a third read of a namespace")
+	assert.Equal(t, http.StatusTooManyRequests, code("/events?namespace=ns-9"), "a ninth read in all")
+}
