@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -43,8 +44,11 @@ func kubeconfig(t *testing.T) (string, client.Client) {
 	return path, c.Client
 }
 
-func namespaceFor(t *testing.T, c client.Client, name string) string {
+// namespaceFor creates a namespace named prefix and a suffix of its own:
+// the package's API server lives across a test's runs (-count).
+func namespaceFor(t *testing.T, c client.Client, prefix string) string {
 	t.Helper()
+	name := prefix + "-" + strings.ToLower(rand.Text()[:6])
 	require.NoError(t, c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}))
 	return name
 }

@@ -57,7 +57,7 @@ func TestViewServesOneNamespaceOfACluster(t *testing.T) {
 	require.Eventually(t, func() bool { m = viewURL.FindStringSubmatch(out.String()); return m != nil },
 		20*time.Second, 10*time.Millisecond, "kfn view prints its page's address: %s %s", out.String(), errs.String())
 	page, secret := m[1], m[2]
-	assert.Contains(t, out.String(), "Web view of namespace view of the cluster of context")
+	assert.Contains(t, out.String(), "Web view of namespace "+ns+" of the cluster of context")
 
 	do := func(method, url string, header map[string]string) (int, string) {
 		t.Helper()
