@@ -11,8 +11,8 @@
 #   python3-bottle, python3-cheroot  bottle on cheroot, Kyma's python312
 #                   server: runtimes/bottle_test.go compares the request
 #                   python312 handlers get with bottle's own
-#   chromium        the headless browser of kfn dev's web view test
-#                   (e2e/kfndev TestWebView), driven with chromedp
+#   chromium        the headless browser of the web view tests (kfn dev's, e2e/kfndev TestWebView; kfn view's, e2e/cluster
+#                   TestEventsReachPodsChainAndDeadLetter), driven with chromedp (test/browsertest)
 #   fonts-dejavu-core  a font for the text of its screenshot
 #
 # As root with apt-get it installs what is missing (once); otherwise it
