@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -152,4 +153,43 @@ func attack(t *testing.T, addr, requestLine string) (finish func()) {
 		require.Eventually(t, func() bool { return runtime.NumGoroutine() <= baseline+5 }, 15*time.Second, 50*time.Millisecond,
 			"goroutines back to the baseline (%d) after the attack", baseline)
 	}
+}
+
+// TestListenersHoldAtMostMaxConnections: a client that opens 16
+// connections to the publisher, each one request and then idle, at
+// -max-connections 4, has the oldest of its idle connections closed for
+// its newer ones (at least 12 of them), and another client is served.
+// Seen failing with the listener unbounded (none closed).
+func TestListenersHoldAtMostMaxConnections(t *testing.T) {
+	cfg := startPublisher(t, func(p *eventbridge.Process) { p.MaxConnections = 4 })
+	http.DefaultClient.CloseIdleConnections() // the readiness check's
+	var held []net.Conn
+	t.Cleanup(func() {
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	for range 16 {
+		c, err := net.DialTimeout("tcp", cfg.Listen, 5*time.Second)
+		require.NoError(t, err)
+		held = append(held, c)
+		require.NoError(t, c.SetDeadline(time.Now().Add(10*time.Second)))
+		_, err = io.WriteString(c, "GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		require.NoError(t, err, "each connection is served in turn")
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + cfg.Listen + "/readyz")
+	require.NoError(t, err, "another client is served")
+	resp.Body.Close()
+	closed := 0
+	for _, c := range held {
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(2*time.Second)))
+		if _, err := c.Read(make([]byte, 1)); errors.Is(err, io.EOF) {
+			closed++
+		}
+	}
+	assert.GreaterOrEqual(t, closed, 12, "the idle connections past the bound were closed by the server")
 }

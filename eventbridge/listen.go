@@ -11,14 +11,18 @@ import (
 
 	"github.com/soheilhy/cmux"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/kfn-dev/kfn/internal/connlimit"
 )
 
 // listeners serve Run's handlers, each on an address of its own, in g,
 // and shut them down together.
 type listeners struct {
-	g       *errgroup.Group
-	log     *slog.Logger
-	servers []*http.Server
+	g   *errgroup.Group
+	log *slog.Logger
+	// maxConns bounds each listener's connections (Process.MaxConnections).
+	maxConns int
+	servers  []*http.Server
 }
 
 // listen serves h on addr until ctx ends: plain HTTP without tlsConfig,
@@ -37,6 +41,7 @@ func (l *listeners) listen(ctx context.Context, name, addr string, h http.Handle
 		if err != nil {
 			return fmt.Errorf("%s: listen on %s: %w", name, addr, err)
 		}
+		ln = connlimit.Bound(srv, ln, l.maxConns) // before TLS and the mux: every connection counts
 		l.log.Info("serving", "server", name, "address", ln.Addr().String(), "tls", tlsConfig != nil, "plain", tlsConfig == nil || plainToo)
 		switch {
 		case tlsConfig == nil:

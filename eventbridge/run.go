@@ -199,7 +199,7 @@ func kubernetesAccess(p Process, cfg Config, restCfg *rest.Config, log *slog.Log
 func serve(ctx context.Context, p Process, b *Bridge, reg *prometheus.Registry, readers *auth.Kubernetes, log *slog.Logger) error {
 	h := b.Handlers()
 	g, ctx := errgroup.WithContext(ctx)
-	l := &listeners{g: g, log: log}
+	l := &listeners{g: g, log: log, maxConns: p.MaxConnections}
 	// One certificate for every listener that needs one: each is an RSA
 	// key pair made at start.
 	var selfSigned *tls.Config

@@ -354,6 +354,8 @@ func TestEventBridgeArgs(t *testing.T) {
 					{Source: "shop", TypePrefix: "order.refund", Namespaces: []string{"team-b"}},
 				}, cfg.Publisher.Reserved, "eventbridge.publisher.reservedSources")
 				assert.Zero(t, cfg.WakeProbeInterval, "eventbridge.wakeProbeInterval")
+				assert.Equal(t, 2048, cfg.MaxConnections, "eventbridge.maxConnections")
+				assert.Equal(t, 50, cfg.Gateway.MaxInFlightPerNamespace, "eventbridge.gateway.maxInFlightPerNamespace")
 				assert.Equal(t, []extauth.Authorizer{{
 					Name: "oauth2-proxy", URL: "http://oauth2-proxy.auth.svc.cluster.local:4180/oauth2/auth", Timeout: extauth.Duration(2 * time.Second),
 					IncludeRequestHeaders: []string{"authorization", "cookie"}, HeadersToUpstream: []string{"x-auth-request-user"},
@@ -366,6 +368,8 @@ func TestEventBridgeArgs(t *testing.T) {
 				assert.Empty(t, cfg.Gateway.Authorizers)
 				assert.Empty(t, cfg.ExposeTLSCertFile, "plain HTTP by default")
 				assert.Equal(t, 10*time.Millisecond, cfg.WakeProbeInterval, "eventbridge.wakeProbeInterval")
+				assert.Equal(t, eventbridge.DefaultProcess().MaxConnections, cfg.MaxConnections, "eventbridge.maxConnections 0: the event bridge's default")
+				assert.Equal(t, 250, cfg.Gateway.MaxInFlightPerNamespace, "eventbridge.gateway.maxInFlightPerNamespace")
 			}
 			if vs.name == "APIRules as HTTPRoutes" {
 				assert.Equal(t, &httproute.Parent{Namespace: "gateways", Name: "public", SectionName: "https"}, cfg.APIRoutes, "eventbridge.gateway.external.gatewayRef")

@@ -7,9 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/net/netutil"
-
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
+	"github.com/kfn-dev/kfn/internal/connlimit"
 )
 
 // Bounds of what one client can hold of kfn dev's port, as the event
@@ -25,9 +24,6 @@ const (
 	bodyTimeout = 30 * time.Second
 	// idleTimeout closes a keep-alive connection no request uses.
 	idleTimeout = 2 * time.Minute
-	// maxConnectionsCap is the most connections DefaultMaxConnections
-	// gives, however high the file limit.
-	maxConnectionsCap = 4096
 )
 
 // DefaultMaxConnections is Config.MaxConnections's default: a quarter of
@@ -35,9 +31,7 @@ const (
 // the hard one at start), at most 4,096, so that the connections of
 // clients can never take the descriptors the broker's store, the function
 // processes, the deliveries and the project watcher need.
-func DefaultMaxConnections() int {
-	return min(maxConnectionsCap, max(16, fileLimit()/4))
-}
+func DefaultMaxConnections() int { return connlimit.DefaultMost() }
 
 // serverLimits are the bounds of kfn dev's HTTP server.
 type serverLimits struct {
@@ -53,89 +47,13 @@ type serverLimits struct {
 // kernel's queue to be accepted until one closes: a connection that
 // sends nothing ends at lim.header, a body that never ends at lim.body.
 func newServer(h http.Handler, lis net.Listener, lim serverLimits) (*http.Server, net.Listener) {
-	conns := &connLimit{max: lim.conns, idle: map[net.Conn]time.Time{}}
 	srv := &http.Server{
 		Handler:           bodyDeadline(h, lim.body),
 		ReadHeaderTimeout: lim.header,
 		IdleTimeout:       lim.idle,
 		MaxHeaderBytes:    publisher.MaxHeaderBytes,
-		ConnState:         conns.track,
 	}
-	return srv, &countedListener{Listener: netutil.LimitListener(lis, lim.conns), limit: conns}
-}
-
-// connLimit counts the connections of a listener that takes at most max,
-// and closes idle ones when all max are open.
-type connLimit struct {
-	max  int
-	mu   sync.Mutex
-	open int                    // accepted and not closed, hijacked ones too
-	idle map[net.Conn]time.Time // since when
-}
-
-// track is the server's ConnState hook.
-func (l *connLimit) track(c net.Conn, state http.ConnState) {
-	l.mu.Lock()
-	switch state {
-	case http.StateIdle:
-		l.idle[c] = time.Now()
-	default:
-		delete(l.idle, c)
-	}
-	l.mu.Unlock()
-	l.reclaim()
-}
-
-// opened and closed count a connection of the listener.
-func (l *connLimit) opened() {
-	l.mu.Lock()
-	l.open++
-	l.mu.Unlock()
-	l.reclaim()
-}
-
-func (l *connLimit) closed(c net.Conn) {
-	l.mu.Lock()
-	l.open--
-	delete(l.idle, c)
-	l.mu.Unlock()
-}
-
-// reclaim closes the connection idle the longest when all max are open.
-func (l *connLimit) reclaim() {
-	l.mu.Lock()
-	var oldest net.Conn
-	if l.open >= l.max {
-		var since time.Time
-		for c, t := range l.idle {
-			if oldest == nil || t.Before(since) {
-				oldest, since = c, t
-			}
-		}
-		delete(l.idle, oldest)
-	}
-	l.mu.Unlock()
-	if oldest != nil {
-		_ = oldest.Close()
-	}
-}
-
-// countedListener tells limit of the connections it accepts and of their
-// closing.
-type countedListener struct {
-	net.Listener
-	limit *connLimit
-}
-
-func (l *countedListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	counted := &releasingConn{Conn: c}
-	counted.release = func() { l.limit.closed(counted) }
-	l.limit.opened()
-	return counted, nil
+	return srv, connlimit.Bound(srv, lis, lim.conns)
 }
 
 // bodyDeadline gives the reading of every request body d: past it the

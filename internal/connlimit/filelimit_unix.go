@@ -1,6 +1,6 @@
 //go:build unix
 
-package dev
+package connlimit
 
 import (
 	"math"

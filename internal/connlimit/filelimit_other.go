@@ -1,6 +1,6 @@
 //go:build !unix
 
-package dev
+package connlimit
 
 // fileLimit is the process's file limit where there is no RLIMIT_NOFILE:
 // the C runtime's usual default.
