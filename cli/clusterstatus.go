@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	appsv1 "k8s.io/api/apps/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -41,21 +40,29 @@ func (c *cluster) status(ctx context.Context, ns string) (dev.Status, error) {
 	if err != nil {
 		st.Errors = append(st.Errors, "delivery counts and backlog unknown: "+err.Error())
 	}
+	// One list of the Deployments kfn made, not a read per Function: kfn
+	// view reads this every few seconds.
+	var deps appsv1.DeploymentList
+	if err := c.client.List(ctx, &deps, client.InNamespace(ns), client.MatchingLabels{serverlessv1alpha2.LabelManagedBy: serverlessv1alpha2.LabelManagedByValue}); err != nil {
+		return st, fmt.Errorf("list the Functions' Deployments in %s: %w", c.where, err)
+	}
+	deployments := make(map[types.NamespacedName]*appsv1.Deployment, len(deps.Items))
+	for i := range deps.Items {
+		d := &deps.Items[i]
+		deployments[types.NamespacedName{Namespace: d.Namespace, Name: d.Name}] = d
+	}
 	backlog := functionBacklogs(subs.Items, counts)
 	for i := range fns.Items {
 		f := &fns.Items[i]
+		key := types.NamespacedName{Namespace: f.Namespace, Name: f.Name}
 		fs := dev.FunctionStatus{Namespace: f.Namespace, Name: f.Name, Runtime: string(f.Spec.Runtime),
 			Autoscaled: f.Autoscaled(), Min: int(f.MinReplicas()), Max: int(f.MaxReplicas()),
-			Backlog: backlog[types.NamespacedName{Namespace: f.Namespace, Name: f.Name}]}
-		var d appsv1.Deployment
-		switch err := c.client.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: f.Name}, &d); {
-		case err == nil:
+			Backlog: backlog[key]}
+		if d, ok := deployments[key]; ok {
 			if d.Spec.Replicas != nil {
 				fs.Replicas = int(*d.Spec.Replicas)
 			}
 			fs.Ready = int(d.Status.ReadyReplicas)
-		case !apierrors.IsNotFound(err):
-			return st, fmt.Errorf("read the Deployment of %s/%s: %w", f.Namespace, f.Name, err)
 		}
 		for _, cond := range f.Status.Conditions {
 			if cond.Status == metav1.ConditionFalse {
