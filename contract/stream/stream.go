@@ -3,6 +3,7 @@ package stream
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -79,8 +80,14 @@ const ClosedSubjectPrefix = "kfn.closed"
 // DefaultConfig.
 type Config struct {
 	// EventStream is the name of the stream holding events until every
-	// interested consumer acknowledged them.
+	// interested consumer acknowledged them: partition 0's, and the start
+	// of the other partitions' names (see PartitionStream).
 	EventStream string
+	// Partitions is the number of streams events are spread over (see
+	// PartitionOf), 1 to MaxPartitions; 0 means 1. MaxBytes and
+	// MaxConsumers bound each partition's stream; a Subscription has a
+	// consumer in each.
+	Partitions int
 	// DeadLetterStream is the name of the stream holding dead letters.
 	DeadLetterStream string
 	// Storage is StorageFile or StorageMemory, for both streams.
@@ -169,10 +176,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: event stream name %q must be non-empty without whitespace, '.', '*', '>', '/' or '\\'", ErrInvalidConfig, c.EventStream)
 	case !validBucket(c.LockBucket()):
 		return fmt.Errorf("%w: event stream name %q must be made of letters, digits, '-' and '_' only: it also names the lock bucket %q", ErrInvalidConfig, c.EventStream, c.LockBucket())
+	case c.Partitions < 0 || c.Partitions > MaxPartitions:
+		return fmt.Errorf("%w: partitions must be between 1 and %d, not %d", ErrInvalidConfig, MaxPartitions, c.Partitions)
 	case !validName(c.DeadLetterStream):
 		return fmt.Errorf("%w: dead-letter stream name %q must be non-empty without whitespace, '.', '*', '>', '/' or '\\'", ErrInvalidConfig, c.DeadLetterStream)
-	case c.EventStream == c.DeadLetterStream:
-		return fmt.Errorf("%w: the event and dead-letter streams must have different names", ErrInvalidConfig)
+	case slices.Contains(c.PartitionStreams(), c.DeadLetterStream):
+		return fmt.Errorf("%w: the dead-letter stream %q must not have the name of an event stream's partition (%s)", ErrInvalidConfig, c.DeadLetterStream, strings.Join(c.PartitionStreams(), ", "))
 	case c.Storage != StorageFile && c.Storage != StorageMemory:
 		return fmt.Errorf("%w: storage must be %q or %q, not %q", ErrInvalidConfig, StorageFile, StorageMemory, c.Storage)
 	case c.Replicas < 1 || c.Replicas > 5:
@@ -286,5 +295,6 @@ func EventSubjects() []string {
 	return []string{v1alpha2.SubjectPrefix + ".>", ReplaySubjectPrefix + ".>"}
 }
 
-// ClosedSubject is the one subject of the closed event stream of c.
-func (c Config) ClosedSubject() string { return ClosedSubjectPrefix + "." + c.EventStream }
+// ClosedSubject is the one subject of partition p's stream while it is
+// closed: ClosedSubjectPrefix.<its stream's name>.
+func (c Config) ClosedSubject(p int) string { return ClosedSubjectPrefix + "." + c.PartitionStream(p) }

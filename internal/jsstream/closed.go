@@ -4,49 +4,70 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/contract/stream"
 )
 
 // ClosedEventStreamConfig is EventStreamConfig closed: the same stream
 // without the event and replay subjects.
 func ClosedEventStreamConfig(c stream.Config) jetstream.StreamConfig {
-	sc := EventStreamConfig(c)
-	sc.Subjects = []string{c.ClosedSubject()}
+	return ClosedPartitionConfig(c, 0)
+}
+
+// ClosedPartitionConfig is PartitionStreamConfig closed: the same stream
+// with one subject nothing publishes on, c.ClosedSubject(p), instead of
+// the subjects events are published on.
+func ClosedPartitionConfig(c stream.Config, p int) jetstream.StreamConfig {
+	sc := PartitionStreamConfig(c, p)
+	sc.Subjects = []string{c.ClosedSubject(p)}
+	sc.SubjectTransform = nil
 	sc.Description = "kfn events (closed until the Subscriptions' consumers exist in it)"
 	return sc
 }
 
 // IsOpen reports whether an event stream's configuration takes events:
-// it has the event subjects.
+// its subjects are not the one subject of a closed stream.
 func IsOpen(sc jetstream.StreamConfig) bool {
-	return slices.Contains(sc.Subjects, v1alpha2.SubjectPrefix+".>")
+	return len(sc.Subjects) > 0 && !strings.HasPrefix(sc.Subjects[0], stream.ClosedSubjectPrefix+".")
 }
 
-// EnsureClosed is Ensure, but a missing event stream is made closed
-// (ClosedEventStreamConfig), for the caller to make the consumers in it
-// and then Open it. It reports whether the event stream is open: false
-// when it was made now or found closed.
+// EnsureClosed is Ensure, but a missing partition's stream is made closed
+// (ClosedPartitionConfig), for the caller to make the consumers in it and
+// then Open it. It reports whether every partition's stream is open:
+// false when one was made now or found closed.
 func EnsureClosed(ctx context.Context, js jetstream.JetStream, c stream.Config) (open bool, err error) {
 	return ensure(ctx, js, c, true)
 }
 
-// ensureEventStream makes the event stream exist: a missing one is made
+// ensurePartitions makes every partition's stream exist (ensurePartition)
+// and reports whether they are all open.
+func ensurePartitions(ctx context.Context, js jetstream.JetStream, c stream.Config, closeNew bool) (bool, error) {
+	all := true
+	for p := range c.PartitionCount() {
+		open, err := ensurePartition(ctx, js, c, p, closeNew)
+		if err != nil {
+			return false, err
+		}
+		all = all && open
+	}
+	return all, nil
+}
+
+// ensurePartition makes partition p's stream exist: a missing one is made
 // closed with closeNew, else open; an existing one is updated to the
 // configuration and stays as closed or open as it is. It reports whether
 // the stream is open.
-func ensureEventStream(ctx context.Context, js jetstream.JetStream, c stream.Config, closeNew bool) (bool, error) {
-	want := EventStreamConfig(c)
+func ensurePartition(ctx context.Context, js jetstream.JetStream, c stream.Config, p int, closeNew bool) (bool, error) {
+	want := PartitionStreamConfig(c, p)
 	for {
 		s, err := js.Stream(ctx, want.Name)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			made := want
 			if closeNew {
-				made = ClosedEventStreamConfig(c)
+				made = ClosedPartitionConfig(c, p)
 			}
 			_, err := js.CreateStream(ctx, made)
 			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
@@ -61,7 +82,7 @@ func ensureEventStream(ctx context.Context, js jetstream.JetStream, c stream.Con
 			return false, fmt.Errorf("look up stream %s: %w", want.Name, err)
 		}
 		if !IsOpen(s.CachedInfo().Config) {
-			want = ClosedEventStreamConfig(c)
+			want = ClosedPartitionConfig(c, p)
 		}
 		if _, err := js.UpdateStream(ctx, want); err != nil {
 			return false, fmt.Errorf("update stream %s: %w", want.Name, err)
@@ -70,27 +91,35 @@ func ensureEventStream(ctx context.Context, js jetstream.JetStream, c stream.Con
 	}
 }
 
-// Open opens the event stream: from now on it takes events. Open it only
-// once every Subscription's consumer exists in it, or the events published
-// before a consumer exists are acknowledged and never delivered. Opening
-// an open stream changes nothing; a missing one is an error wrapping
-// jetstream.ErrStreamNotFound.
+// Open opens every partition's stream: from now on they take events. Open
+// them only once every Subscription's consumer exists in each, or the
+// events published before a consumer exists are acknowledged and never
+// delivered. Opening an open stream changes nothing; a missing one is an
+// error wrapping jetstream.ErrStreamNotFound.
 func Open(ctx context.Context, js jetstream.JetStream, c stream.Config) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	if _, err := js.UpdateStream(ctx, EventStreamConfig(c)); err != nil {
-		return fmt.Errorf("open stream %s: %w", c.EventStream, err)
+	for p := range c.PartitionCount() {
+		sc := PartitionStreamConfig(c, p)
+		if _, err := js.UpdateStream(ctx, sc); err != nil {
+			return fmt.Errorf("open stream %s: %w", sc.Name, err)
+		}
 	}
 	return nil
 }
 
-// EventStreamOpen reports whether the event stream takes events; a
-// missing one is an error wrapping jetstream.ErrStreamNotFound.
+// EventStreamOpen reports whether every partition's stream takes events;
+// a missing one is an error wrapping jetstream.ErrStreamNotFound.
 func EventStreamOpen(ctx context.Context, js jetstream.JetStream, c stream.Config) (bool, error) {
-	s, err := js.Stream(ctx, c.EventStream)
-	if err != nil {
-		return false, fmt.Errorf("look up stream %s: %w", c.EventStream, err)
+	for _, name := range c.PartitionStreams() {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			return false, fmt.Errorf("look up stream %s: %w", name, err)
+		}
+		if !IsOpen(s.CachedInfo().Config) {
+			return false, nil
+		}
 	}
-	return IsOpen(s.CachedInfo().Config), nil
+	return true, nil
 }

@@ -1,6 +1,8 @@
 package jsstream
 
 import (
+	"fmt"
+
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kfn-dev/kfn/contract/stream"
@@ -13,16 +15,24 @@ func storage(c stream.Config) jetstream.StorageType {
 	return jetstream.FileStorage
 }
 
-// EventStreamConfig returns the JetStream configuration of the event stream:
-// subjects kyma.> and the replay subjects, interest retention (an event is
-// kept until every consumer whose filter matches it acknowledged it), and
-// "discard new" when full, so that a full stream refuses new events rather
-// than losing stored ones.
+// EventStreamConfig returns the JetStream configuration of the event
+// stream, partition 0 (PartitionStreamConfig).
 func EventStreamConfig(c stream.Config) jetstream.StreamConfig {
-	return jetstream.StreamConfig{
-		Name:         c.EventStream,
+	return PartitionStreamConfig(c, 0)
+}
+
+// PartitionStreamConfig returns the JetStream configuration of partition
+// p's stream: subjects stream.PartitionSubjects(p) (kyma.> and the replay
+// subjects for partition 0; for another, its prefix, taken off as the
+// event is stored), interest retention (an event is kept until every
+// consumer whose filter matches it acknowledged it), and "discard new"
+// when full, so that a full stream refuses new events rather than losing
+// stored ones. MaxBytes and MaxConsumers are each partition's.
+func PartitionStreamConfig(c stream.Config, p int) jetstream.StreamConfig {
+	sc := jetstream.StreamConfig{
+		Name:         c.PartitionStream(p),
 		Description:  "kfn events, kept until every interested Subscription acknowledged them",
-		Subjects:     stream.EventSubjects(),
+		Subjects:     stream.PartitionSubjects(p),
 		Retention:    jetstream.InterestPolicy,
 		Discard:      jetstream.DiscardNew,
 		MaxBytes:     c.MaxBytes,
@@ -33,6 +43,12 @@ func EventStreamConfig(c stream.Config) jetstream.StreamConfig {
 		Replicas:     c.Replicas,
 		Duplicates:   c.Duplicates,
 	}
+	if p > 0 {
+		sc.Description = fmt.Sprintf("kfn events of partition %d, kept until every interested Subscription acknowledged them", p)
+		// kfn.p.<p>.<event subject> is stored as <event subject>.
+		sc.SubjectTransform = &jetstream.SubjectTransformConfig{Source: sc.Subjects[0], Destination: ">"}
+	}
+	return sc
 }
 
 // DeadLetterStreamConfig returns the JetStream configuration of the

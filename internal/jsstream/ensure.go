@@ -10,12 +10,13 @@ import (
 	"github.com/kfn-dev/kfn/contract/stream"
 )
 
-// Ensure creates both streams and the lock bucket, or updates them to the
-// configuration. It is idempotent and safe to call from several replicas at
-// once. It fails if the configuration is invalid or JetStream refuses the
+// Ensure creates the event stream's partitions, the dead-letter stream and
+// the lock bucket, or updates them to the configuration. It is idempotent
+// and safe to call from several replicas at once. It fails if the configuration is invalid or JetStream refuses the
 // change (for example a change of storage type, which JetStream cannot make
-// in place). A missing event stream is made open (taking events at once);
-// a closed one (see EnsureClosed) is left closed: only Open opens it.
+// in place). A missing partition's stream is made open (taking events at
+// once); a closed one (see EnsureClosed) is left closed: only Open opens
+// it.
 func Ensure(ctx context.Context, js jetstream.JetStream, c stream.Config) error {
 	_, err := ensure(ctx, js, c, false)
 	return err
@@ -27,7 +28,7 @@ func ensure(ctx context.Context, js jetstream.JetStream, c stream.Config, closeN
 	if err := c.Validate(); err != nil {
 		return false, err
 	}
-	open, err := ensureEventStream(ctx, js, c, closeNew)
+	open, err := ensurePartitions(ctx, js, c, closeNew)
 	if err != nil {
 		return false, err
 	}
@@ -47,15 +48,15 @@ func EnsureLockBucket(ctx context.Context, js jetstream.JetStream, c stream.Conf
 	return nil
 }
 
-// FewerReplicas reports whether the event stream, the dead-letter stream
-// or the lock bucket has fewer replicas than c asks for, or is missing: one made by an
+// FewerReplicas reports whether a partition of the event stream, the
+// dead-letter stream or the lock bucket has fewer replicas than c asks for, or is missing: one made by an
 // event bridge of a smaller configuration (a replica of profile small still
 // leading while the chart moves to ha makes a stream NATS lost anew with
 // one replica). Ensure then raises them; FewerReplicas never asks for
 // fewer, so replicas of two configurations during a rolling update do not
 // take turns undoing each other.
 func FewerReplicas(ctx context.Context, js jetstream.JetStream, c stream.Config) (bool, error) {
-	for _, name := range []string{c.EventStream, c.DeadLetterStream, "KV_" + c.LockBucket()} {
+	for _, name := range append(c.PartitionStreams(), c.DeadLetterStream, "KV_"+c.LockBucket()) {
 		s, err := js.Stream(ctx, name)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			return true, nil // none at all: Ensure makes it
