@@ -23,7 +23,9 @@ const DefaultSweepInterval = 30 * time.Second
 // exist: its Subscription was deleted, or its spec cannot be served.
 var ErrNoConsumer = errors.New("the Subscription has no consumer")
 
-// Filters changes the filters of the event stream's consumers. The zero
+// Filters changes the filters of the event stream's consumers. Replayed
+// events are stored in partition 0 (stream.Config.EventStream): a
+// consumer's replay subject is in the filter of its partition 0 only. The zero
 // value is not usable; set both fields. It is safe for concurrent use.
 type Filters struct {
 	// JetStream is where the streams and the lock bucket live.
@@ -61,10 +63,14 @@ func (f Filters) Hold(ctx context.Context, consumer string) (release func(), err
 	return unlock, nil
 }
 
-// Apply creates the consumer cfg.Durable or updates it to cfg, keeping its
-// replay subject in the filter if it has it: replayed events may still
-// wait. It reports whether it created the consumer (it did not exist).
-// The error wraps jetstream.ErrStreamNotFound when the event stream does
+// Apply creates the consumer cfg.Durable or updates it to cfg in every
+// partition of the event stream, keeping its replay subject in the filter
+// of partition 0's, where replayed events are stored, if it has it:
+// replayed events may still wait. It reports whether it created the
+// consumer in partition 0, or in another partition that takes events (in
+// a closed one, a partition added, no event was taken for it to lose; a
+// partition lost whole is told by package streamloss). The
+// error wraps jetstream.ErrStreamNotFound when a partition's stream does
 // not exist.
 func (f Filters) Apply(ctx context.Context, cfg jetstream.ConsumerConfig) (created bool, err error) {
 	unlock, err := f.lock(ctx, cfg.Durable)
@@ -78,10 +84,42 @@ func (f Filters) Apply(ctx context.Context, cfg jetstream.ConsumerConfig) (creat
 		created = true
 	case err != nil:
 		return false, err
-	case slices.Contains(current.FilterSubjects, stream.ReplaySubject(cfg.Durable)):
-		cfg.FilterSubjects, _ = withReplay(slices.Clone(cfg.FilterSubjects), cfg.Durable)
 	}
-	return created, f.update(ctx, cfg)
+	partition0 := cfg
+	if slices.Contains(current.FilterSubjects, stream.ReplaySubject(cfg.Durable)) {
+		partition0.FilterSubjects, _ = withReplay(slices.Clone(cfg.FilterSubjects), cfg.Durable)
+	}
+	if err := f.update(ctx, partition0); err != nil {
+		return false, err
+	}
+	for p := 1; p < f.Streams.PartitionCount(); p++ {
+		name := f.Streams.PartitionStream(p)
+		_, err := f.JetStream.Consumer(ctx, name, cfg.Durable)
+		switch {
+		case errors.Is(err, jetstream.ErrConsumerNotFound):
+			open, err := f.takesEvents(ctx, p)
+			if err != nil {
+				return false, err
+			}
+			created = created || open
+		case err != nil:
+			return false, fmt.Errorf("read consumer %s in stream %s: %w", cfg.Durable, name, err)
+		}
+		if _, err := jsstream.EnsureConsumer(ctx, f.JetStream, name, cfg); err != nil {
+			return false, err
+		}
+	}
+	return created, nil
+}
+
+// takesEvents reports whether partition p's stream is open.
+func (f Filters) takesEvents(ctx context.Context, p int) (bool, error) {
+	name := f.Streams.PartitionStream(p)
+	s, err := f.JetStream.Stream(ctx, name)
+	if err != nil {
+		return false, fmt.Errorf("look up stream %s: %w", name, err)
+	}
+	return jsstream.IsOpen(s.CachedInfo().Config), nil
 }
 
 // Sweep takes the replay subject out of the filter of every consumer of the

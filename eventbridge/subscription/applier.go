@@ -125,9 +125,13 @@ func (a Applier) filters() replay.Filters {
 	return replay.Filters{JetStream: a.JetStream, Streams: a.Streams}
 }
 
-// Delete deletes the consumer of the Subscription namespace/name, and the
-// events waiting in it, as deleting the Subscription does in a cluster. A
-// consumer that does not exist is no error.
+// Delete deletes the consumer of the Subscription namespace/name in every
+// partition, and the events waiting in them, as deleting the Subscription
+// does in a cluster. A consumer that does not exist is no error.
 func (a Applier) Delete(ctx context.Context, namespace, name string) error {
-	return jsstream.DeleteConsumer(ctx, a.JetStream, a.Streams.EventStream, stream.ConsumerName(namespace, name))
+	var errs []error
+	for _, s := range a.Streams.PartitionStreams() {
+		errs = append(errs, jsstream.DeleteConsumer(ctx, a.JetStream, s, stream.ConsumerName(namespace, name)))
+	}
+	return errors.Join(errs...)
 }

@@ -54,6 +54,9 @@ type Opener struct {
 
 	wake    chan struct{}
 	failing int
+	// looks counts the looks that found the stream open, for the leaders'
+	// spread every spreadLeadersEvery of them.
+	looks int
 	// closed and openedAnyway are nil until WithMetrics.
 	closed       prometheus.Gauge
 	openedAnyway prometheus.Counter
@@ -163,7 +166,7 @@ func (o *Opener) Open(ctx context.Context) (bool, error) {
 	if err == nil && open {
 		o.failing = 0
 		o.setClosed(false)
-		return false, o.raiseReplicas(ctx)
+		return false, errors.Join(o.raiseReplicas(ctx), o.spreadLeaders(ctx))
 	}
 	if err != nil {
 		o.failing = 0
@@ -210,6 +213,26 @@ func (o *Opener) raiseReplicas(ctx context.Context) error {
 	}
 	o.log().Info("the streams had fewer replicas than configured: raised", "replicas", streams.Replicas)
 	return nil
+}
+
+// spreadLeadersEvery is how many looks at an open stream go between two
+// spreads of the partitions' leaders (jsstream.SpreadLeaders): a leader
+// moves when a NATS server restarts, and the next spread, within this many
+// Intervals, moves it back.
+const spreadLeadersEvery = 10
+
+// spreadLeaders moves the partitions' leaders onto different servers, at
+// the first look at an open stream and every spreadLeadersEvery after.
+func (o *Opener) spreadLeaders(ctx context.Context) error {
+	o.looks++
+	if (o.looks-1)%spreadLeadersEvery != 0 {
+		return nil
+	}
+	moved, err := jsstream.SpreadLeaders(ctx, o.Applier.JetStream, o.Applier.Streams)
+	if moved > 0 {
+		o.log().Info("asked the partitions' leaders to move onto servers of their own", "moved", moved, "partitions", o.Applier.Streams.PartitionCount())
+	}
+	return err
 }
 
 func (o *Opener) log() *slog.Logger {

@@ -220,3 +220,50 @@ func TestOpenerMakesAMissingDeadLetterStreamAgain(t *testing.T) {
 	_, err = js.Stream(ctx, streams.DeadLetterStream)
 	assert.NoError(t, err, "made again")
 }
+
+// TestOpenerOpensEachPartitionAndSpreadsTheirLeaders: on a 3-server
+// cluster with three R3 partitions, a partition lost alone is made anew
+// closed and opened once the consumers are made again, the others taking
+// events throughout; and the leader's looks put each partition's leader on
+// a server of its own.
+func TestOpenerOpensEachPartitionAndSpreadsTheirLeaders(t *testing.T) {
+	js := natstest.StartCluster(t, 3).JetStream(t)
+	ctx := context.Background()
+	streams := stream.DefaultConfig()
+	streams.Storage, streams.Replicas, streams.Partitions = stream.StorageMemory, 3, 3
+	require.Eventually(t, func() bool { return jsstream.Ensure(ctx, js, streams) == nil }, 30*time.Second, 50*time.Millisecond)
+	made := 0
+	o := subscription.NewOpener(subscription.Applier{JetStream: js, Streams: streams}, func(context.Context) []error { made++; return nil }, nil)
+
+	require.NoError(t, js.DeleteStream(ctx, streams.PartitionStream(1)))
+	opened, err := o.Open(ctx)
+	require.NoError(t, err)
+	assert.True(t, opened)
+	assert.Equal(t, 1, made, "the consumers made before the partition made anew takes events")
+	open, err := jsstream.EventStreamOpen(ctx, js, streams)
+	require.NoError(t, err)
+	assert.True(t, open)
+
+	leaders := func() map[string]bool {
+		seen := map[string]bool{}
+		for _, name := range streams.PartitionStreams() {
+			s, err := js.Stream(ctx, name)
+			if err != nil {
+				return nil // an election under way
+			}
+			if ci := s.CachedInfo().Cluster; ci != nil && ci.Leader != "" {
+				seen[ci.Leader] = true
+			}
+		}
+		return seen
+	}
+	// Looks every 100 ms, the leaders spread every tenth, as every second
+	// and every 10 s in an event bridge.
+	require.Eventually(t, func() bool {
+		if _, err := o.Open(ctx); err != nil {
+			t.Logf("look: %v", err)
+		}
+		return len(leaders()) == 3
+	}, 60*time.Second, 100*time.Millisecond, "three partitions led by three servers")
+	assert.Equal(t, 1, made, "an open stream is left alone")
+}

@@ -221,3 +221,32 @@ func TestSetHoldsANamespaceToItsLimits(t *testing.T) {
 	assert.True(t, e.hasConsumer(t, "shop", "a"))
 	assert.False(t, e.hasConsumer(t, "shop", "c"), "Reapply makes none for it")
 }
+
+// TestDeleteTakesTheConsumerOutOfEveryPartition: a Subscription taken out
+// of the set leaves no consumer in any partition (one left would keep its
+// events in that stream for ever, interest retention).
+func TestDeleteTakesTheConsumerOutOfEveryPartition(t *testing.T) {
+	ctx := context.Background()
+	js := natstest.Start(t).JetStream()
+	streams := stream.DefaultConfig()
+	streams.Storage, streams.Partitions = stream.StorageMemory, 3
+	require.NoError(t, jsstream.Ensure(ctx, js, streams))
+	a := subscription.Applier{JetStream: js, Streams: streams}
+	consumers := func() (n int) {
+		for _, name := range streams.PartitionStreams() {
+			_, err := js.Consumer(ctx, name, stream.ConsumerName("shop", "orders"))
+			if err == nil {
+				n++
+				continue
+			}
+			require.ErrorIs(t, err, jetstream.ErrConsumerNotFound)
+		}
+		return n
+	}
+	obs := a.Apply(ctx, sub("shop", "orders", "http://orders.shop.svc.cluster.local"))
+	require.NoError(t, obs.ConsumerError)
+	assert.Equal(t, 3, consumers())
+	require.NoError(t, a.Delete(ctx, "shop", "orders"))
+	assert.Zero(t, consumers())
+	require.NoError(t, a.Delete(ctx, "shop", "orders"), "deleting what is gone is no error")
+}
