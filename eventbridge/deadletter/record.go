@@ -21,7 +21,10 @@ const (
 	HeaderAttempts     = "Kfn-Attempts"
 	HeaderSubject      = "Kfn-Subject"
 	HeaderSequence     = "Kfn-Sequence"
-	HeaderFailedAt     = "Kfn-Failed-At"
+	// HeaderStream names the partition's stream the event was in, when
+	// not partition 0's (stream.Config.PartitionStream).
+	HeaderStream   = "Kfn-Stream"
+	HeaderFailedAt = "Kfn-Failed-At"
 	// HeaderDataPreview holds the start of the event's data, at most
 	// MaxPreview bytes, in base64 (standard encoding): what a listing with
 	// Filter.Preview gives without reading the data.
@@ -49,6 +52,9 @@ type Failure struct {
 	Subject string
 	// Sequence is the event's sequence in the event stream.
 	Sequence uint64
+	// Stream is the event stream's partition the event was in (its
+	// stream's name); empty for partition 0 (stream.Config.EventStream).
+	Stream string
 	// At is when the event was given up.
 	At time.Time
 }
@@ -73,15 +79,24 @@ func NewMsg(h nats.Header, data []byte, f Failure) *nats.Msg {
 	out.Set(HeaderAttempts, strconv.Itoa(f.Attempts))
 	out.Set(HeaderSubject, f.Subject)
 	out.Set(HeaderSequence, strconv.FormatUint(f.Sequence, 10))
+	if f.Stream != "" {
+		out.Set(HeaderStream, f.Stream)
+	}
 	out.Set(HeaderFailedAt, f.At.UTC().Format(time.RFC3339Nano))
 	out.Set(HeaderDataPreview, base64.StdEncoding.EncodeToString(data[:min(len(data), MaxPreview)]))
 	return &nats.Msg{Subject: stream.DeadLetterSubject(f.Namespace), Header: out, Data: data}
 }
 
 // MsgID is the message id of a dead letter: a dispatcher that dies after
-// storing one and before settling the event stores it only once.
+// storing one and before settling the event stores it only once. The
+// consumer and the event's sequence in its partition name it (sequences
+// of two partitions are not the same events).
 func MsgID(f Failure) string {
-	return "dlq:" + stream.ConsumerName(f.Namespace, f.Subscription) + ":" + strconv.FormatUint(f.Sequence, 10)
+	id := "dlq:" + stream.ConsumerName(f.Namespace, f.Subscription) + ":"
+	if f.Stream != "" {
+		id += f.Stream + ":"
+	}
+	return id + strconv.FormatUint(f.Sequence, 10)
 }
 
 // clean makes text fit in a header: control characters become spaces and

@@ -80,6 +80,9 @@ func NewWriter(js jetstream.JetStream, streams stream.Config) *Writer {
 func (w *Writer) Write(ctx context.Context, h nats.Header, data []byte, f Failure) (int, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), WriteTimeout)
 	defer cancel()
+	if f.Stream == w.streams.EventStream {
+		f.Stream = "" // partition 0's letters are named as before partitions
+	}
 	msg := NewMsg(h, data, f)
 	size := letterSize(msg.Subject, msg.Header, len(data))
 	limit := w.streams.DeadLetterNamespaceBytes()

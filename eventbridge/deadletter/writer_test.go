@@ -152,3 +152,24 @@ func TestLettersStoredSideBySideKeepTheNamespacesBound(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, n, "another namespace's room is its own")
 }
+
+// TestLettersOfTwoPartitionsAreTwoLetters: events of two partitions may
+// have the same sequence; each is a letter of its own (one id per
+// partition), while the same event given up twice is stored once, and
+// partition 0's letters keep the id they had before partitions.
+func TestLettersOfTwoPartitionsAreTwoLetters(t *testing.T) {
+	e, w := writerEnv(t, 1<<20, 256<<10)
+	h := nats.Header{"ce-specversion": {"1.0"}, "ce-id": {"a"}, "ce-source": {"shop"}, "ce-type": {"order.created.v1"}}
+	failure := func(partition string) deadletter.Failure {
+		return deadletter.Failure{Namespace: "shop", Subscription: "s", Status: 500, Error: "500", Attempts: 1,
+			Subject: "kyma.shop.order.created.v1", Sequence: 7, Stream: partition, At: time.Now()}
+	}
+	assert.Equal(t, "dlq:"+stream.ConsumerName("shop", "s")+":7", deadletter.MsgID(failure("")))
+	for _, partition := range []string{e.streams.EventStream, e.streams.EventStream + "-1", e.streams.EventStream + "-1", e.streams.EventStream} {
+		_, err := w.Write(context.Background(), h, []byte("x"), failure(partition))
+		require.NoError(t, err)
+	}
+	letters, err := e.admin.List(context.Background(), deadletter.Filter{Namespace: "shop"})
+	require.NoError(t, err)
+	assert.Len(t, letters, 2, "one letter per partition's event")
+}

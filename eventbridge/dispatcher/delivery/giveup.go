@@ -39,7 +39,7 @@ func (d *Deliverer) GiveUp(ctx context.Context, log EventLog, msg jetstream.Msg,
 	f := deadletter.Failure{
 		Namespace: d.namespace, Subscription: d.name,
 		Status: status, Error: reason, Attempts: int(meta.NumDelivered),
-		Subject: msg.Subject(), Sequence: meta.Sequence.Stream, At: time.Now(),
+		Subject: msg.Subject(), Sequence: meta.Sequence.Stream, Stream: meta.Stream, At: time.Now(),
 	}
 	dropped, err := d.s.cfg.DeadLetters.Write(ctx, msg.Headers(), msg.Data(), f)
 	if err != nil {
