@@ -79,10 +79,10 @@ func WithClaimHold(d time.Duration) PartsOption {
 	return func(o *partsOptions) { o.claimHold = d }
 }
 
-// NewParts makes the core, reading the backlogs of the consumers of
-// eventStream and listening for activity on nc, and its gRPC server.
-// Nothing runs until Run.
-func NewParts(nc *nats.Conn, eventStream string, opts ...PartsOption) (*Parts, error) {
+// NewParts makes the core, reading the backlogs of the consumers of the
+// event stream's partitions (eventStreams, their names) and listening for
+// activity on nc, and its gRPC server. Nothing runs until Run.
+func NewParts(nc *nats.Conn, eventStreams []string, opts ...PartsOption) (*Parts, error) {
 	o := partsOptions{log: slog.New(slog.DiscardHandler), refresh: activity.DefaultRefreshInterval}
 	for _, opt := range opts {
 		opt(&o)
@@ -106,7 +106,7 @@ func NewParts(nc *nats.Conn, eventStream string, opts ...PartsOption) (*Parts, e
 	if o.claimHold > 0 {
 		coreOpts = append(coreOpts, activity.WithClaimHold(o.claimHold))
 	}
-	core, err := activity.New(activity.NewJetStreamReader(js, eventStream), activity.NewNATSListener(nc), coreOpts...)
+	core, err := activity.New(activity.NewJetStreamReader(js, eventStreams...), activity.NewNATSListener(nc), coreOpts...)
 	if err != nil {
 		return nil, err
 	}

@@ -26,8 +26,13 @@ type Process struct {
 	// (flags -nats-user, -nats-password-file, -nats-creds-file,
 	// -nats-ca-file); the zero value connects anonymously.
 	NATS natsconn.Credentials
-	// EventStream is the stream whose consumers hold the backlog.
+	// EventStream is the stream whose consumers hold the backlog: the
+	// event stream's partition 0, and the start of its other partitions'
+	// names.
 	EventStream string
+	// Partitions is the event stream's partitions (the event bridge's
+	// -partitions): a Function's backlog is its consumers' in every one.
+	Partitions int
 	// Listen is the gRPC server's address (KEDA's external scaler protocol
 	// and gRPC health).
 	Listen string
@@ -69,6 +74,7 @@ func DefaultProcess() Process {
 	return Process{
 		NATSURL:           "nats://127.0.0.1:4222",
 		EventStream:       stream.DefaultConfig().EventStream,
+		Partitions:        1,
 		Listen:            ":9090",
 		MetricsListen:     ":8080",
 		RefreshInterval:   activity.DefaultRefreshInterval,
@@ -85,6 +91,7 @@ func (c *Process) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.NATSURL, "nats-url", c.NATSURL, "NATS server URL(s), comma-separated")
 	c.NATS.RegisterFlags(fs)
 	fs.StringVar(&c.EventStream, "event-stream", c.EventStream, "name of the event stream whose consumers hold the backlog")
+	fs.IntVar(&c.Partitions, "partitions", c.Partitions, fmt.Sprintf("the event stream's partitions, 1 to %d (the event bridge's -partitions)", stream.MaxPartitions))
 	fs.StringVar(&c.Listen, "listen", c.Listen, "address of the gRPC server (KEDA's external scaler protocol and gRPC health)")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "address of /metrics, /healthz and /readyz; empty disables it")
 	fs.StringVar(&c.TLSCertFile, "tls-cert-file", c.TLSCertFile, "serve gRPC with TLS with this certificate (PEM; reloaded when it changes); needs -tls-key-file")
@@ -105,6 +112,8 @@ func (c *Process) Validate() error {
 		return fmt.Errorf("%w: -nats-url is required", ErrInvalidConfig)
 	case c.EventStream == "":
 		return fmt.Errorf("%w: -event-stream is required", ErrInvalidConfig)
+	case c.Partitions < 1 || c.Partitions > stream.MaxPartitions:
+		return fmt.Errorf("%w: -partitions must be between 1 and %d, not %d", ErrInvalidConfig, stream.MaxPartitions, c.Partitions)
 	case c.Listen == "":
 		return fmt.Errorf("%w: -listen is required", ErrInvalidConfig)
 	case (c.TLSCertFile == "") != (c.TLSKeyFile == ""):
@@ -127,4 +136,9 @@ func (c *Process) Validate() error {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return nil
+}
+
+// PartitionStreams are the names of the event stream's partitions.
+func (c *Process) PartitionStreams() []string {
+	return stream.Config{EventStream: c.EventStream, Partitions: c.Partitions}.PartitionStreams()
 }

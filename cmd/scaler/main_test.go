@@ -49,6 +49,8 @@ func TestRunRefusesBadFlagsBeforeDoingAnything(t *testing.T) {
 		"unknown flag":           {args: []string{"-nope"}, wantErr: "flag provided but not defined"},
 		"no NATS":                {args: []string{"-nats-url="}, wantErr: "-nats-url is required"},
 		"no stream":              {args: []string{"-event-stream="}, wantErr: "-event-stream is required"},
+		"no partitions":          {args: []string{"-partitions=0"}, wantErr: "-partitions must be between 1 and 16, not 0"},
+		"too many partitions":    {args: []string{"-partitions=17"}, wantErr: "-partitions must be between 1 and 16, not 17"},
 		"cert without key":       {args: []string{"-tls-cert-file=c.pem"}, wantErr: "go together"},
 		"client CA without cert": {args: []string{"-tls-client-ca-file=ca.pem"}, wantErr: "needs -tls-cert-file"},
 		"missing cert files":     {args: []string{"-tls-cert-file=/nonexistent/c.pem", "-tls-key-file=/nonexistent/k.pem"}, wantErr: "TLS file"},

@@ -25,8 +25,9 @@ type Binding struct {
 
 // BindingFor returns the Binding of sub: its sink's Service (in the
 // Subscription's namespace) is the Function, its consumer is named by
-// stream.ConsumerName, and its subjects are its filter subjects plus the
-// consumer's replay subject, so that a replay wakes its Function from zero
+// stream.ConsumerName, and its subjects are its filter subjects, as
+// published to partition 0 and to any other (stream.PublishSubject), plus
+// the consumer's replay subject, so that a replay wakes its Function from zero
 // (the consumer filters on that subject only while replays wait; see
 // package eventbridge/replay). The error wraps the api package's
 // ErrInvalidSink or ErrInvalidEventType; such a Subscription has no
@@ -41,6 +42,9 @@ func BindingFor(sub *eventingv1alpha2.Subscription) (Binding, error) {
 		return Binding{}, fmt.Errorf("subscription %s/%s: %w", sub.Namespace, sub.Name, err)
 	}
 	consumer := stream.ConsumerName(sub.Namespace, sub.Name)
+	for _, s := range subjects {
+		subjects = append(subjects, stream.PartitionSubjectPrefix+".*."+s) // published to another partition
+	}
 	return Binding{
 		Subscription: types.NamespacedName{Namespace: sub.Namespace, Name: sub.Name},
 		Function:     types.NamespacedName{Namespace: sink.Namespace, Name: sink.Service},

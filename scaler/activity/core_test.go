@@ -205,7 +205,7 @@ func TestListenersEndWhenNotNeeded(t *testing.T) {
 	_, activated, cancel := core.Watch(fn)
 	defer cancel()
 	require.NoError(t, core.Refresh(context.Background()))
-	require.Equal(t, 2, conn.NumSubscriptions(), "the Subscription's subject and its replay subject")
+	require.Equal(t, 3, conn.NumSubscriptions(), "the Subscription's subject, in partition 0 and in the others, and its replay subject")
 	n.Publish(t, "shop", "order.created.v1", "1")
 	awaitActivation(t, activated, "the event")
 	require.Eventually(t, func() bool { return conn.NumSubscriptions() == 0 }, 10*time.Second, 10*time.Millisecond,
@@ -219,7 +219,7 @@ func TestListenersEndWhenNotNeeded(t *testing.T) {
 	t.Cleanup(stop)
 	done := make(chan error, 1)
 	go func() { done <- core.Run(ctx) }()
-	require.Eventually(t, func() bool { return conn.NumSubscriptions() == 2 }, 10*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return conn.NumSubscriptions() == 3 }, 10*time.Second, 10*time.Millisecond,
 		"Run listens while the Function is inactive")
 	stop()
 	select {

@@ -12,44 +12,49 @@ import (
 )
 
 // JetStreamReader reads backlogs from JetStream's consumer API: one paged
-// consumer list of the event stream per read, which in a cluster carries
-// each consumer leader's view.
+// consumer list of each partition of the event stream per read, which in
+// a cluster carries each consumer leader's view; a Subscription's backlog
+// is the sum of its consumers' in every partition.
 type JetStreamReader struct {
-	js     jetstream.JetStream
-	stream string
+	js      jetstream.JetStream
+	streams []string
 
-	mu     sync.Mutex
-	handle jetstream.Stream // cached; nil after an error
+	mu      sync.Mutex
+	handles map[string]jetstream.Stream // cached; a stream's is dropped after an error
 }
 
 var _ BacklogReader = (*JetStreamReader)(nil)
 
-// NewJetStreamReader returns a reader of the consumers of the stream named
-// stream.
-func NewJetStreamReader(js jetstream.JetStream, stream string) *JetStreamReader {
-	return &JetStreamReader{js: js, stream: stream}
+// NewJetStreamReader returns a reader of the consumers of the named
+// streams: the event stream's partitions (stream.Config.PartitionStreams).
+func NewJetStreamReader(js jetstream.JetStream, streams ...string) *JetStreamReader {
+	return &JetStreamReader{js: js, streams: streams, handles: map[string]jetstream.Stream{}}
 }
 
-// Backlogs implements [BacklogReader]. The error says which stream could not
-// be listed.
+// Backlogs implements [BacklogReader]: each consumer name's pending and
+// unacknowledged events, summed over the streams. The error says which
+// stream could not be listed.
 func (r *JetStreamReader) Backlogs(ctx context.Context) (map[string]uint64, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.handle == nil {
-		h, err := r.js.Stream(ctx, r.stream)
-		if err != nil {
-			return nil, fmt.Errorf("look up stream %s: %w", r.stream, err)
-		}
-		r.handle = h
-	}
-	lister := r.handle.ListConsumers(ctx)
 	out := map[string]uint64{}
-	for info := range lister.Info() {
-		out[info.Name] = info.NumPending + uint64(max(info.NumAckPending, 0))
-	}
-	if err := lister.Err(); err != nil {
-		r.handle = nil
-		return nil, fmt.Errorf("list consumers of stream %s: %w", r.stream, err)
+	for _, name := range r.streams {
+		h := r.handles[name]
+		if h == nil {
+			var err error
+			if h, err = r.js.Stream(ctx, name); err != nil {
+				return nil, fmt.Errorf("look up stream %s: %w", name, err)
+			}
+			r.handles[name] = h
+		}
+		lister := h.ListConsumers(ctx)
+		for info := range lister.Info() {
+			out[info.Name] += info.NumPending + uint64(max(info.NumAckPending, 0))
+		}
+		if err := lister.Err(); err != nil {
+			delete(r.handles, name)
+			return nil, fmt.Errorf("list consumers of stream %s: %w", name, err)
+		}
 	}
 	return out, nil
 }
