@@ -2,13 +2,12 @@ package dispatcher
 
 import (
 	"context"
-	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher/schedule"
+	"github.com/kfn-dev/kfn/internal/jsstream"
 )
 
 // backlogReadTimeout bounds the consumer listing of one scrape.
@@ -22,13 +21,14 @@ const backlogReadTimeout = 5 * time.Second
 //	kfn_eventbridge_dispatcher_ready                        1 while the dispatcher runs and is connected to NATS, else 0
 //	kfn_eventbridge_backlog_read_errors_total               scrapes that could not list the consumers
 //
-// One scrape costs one listing of the event stream's consumers (one
-// JetStream API request per 256 consumers), however many Subscriptions
+// One scrape costs one listing of the consumers of each of the event
+// stream's partitions (one JetStream API request per 256 consumers),
+// however many Subscriptions
 // there are; nothing is read per event. Every dispatcher replica reports
 // the same backlog: aggregate with max by (namespace, subscription).
 func (d *Dispatcher) Collector() prometheus.Collector {
 	return &backlogCollector{
-		d: d,
+		d: d, backlogs: jsstream.NewBacklogs(d.js, d.cfg.Streams.PartitionStreams()...),
 		backlog: prometheus.NewDesc("kfn_eventbridge_backlog",
 			"Events waiting for the Subscription: its consumer's pending plus unacknowledged events, read at scrape time.",
 			[]string{"namespace", "subscription"}, nil),
@@ -48,9 +48,7 @@ type backlogCollector struct {
 	d                      *Dispatcher
 	backlog, budget, ready *prometheus.Desc
 	errors                 prometheus.Counter
-
-	mu     sync.Mutex
-	stream jetstream.Stream // the event stream, looked up once
+	backlogs               *jsstream.Backlogs
 }
 
 var _ prometheus.Collector = (*backlogCollector)(nil)
@@ -89,36 +87,20 @@ func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
 	c.errors.Collect(ch)
 }
 
-// collectBacklog lists the event stream's consumers once and reports the
-// backlog of those of served Subscriptions.
+// collectBacklog lists the consumers of the event stream's partitions once
+// and reports the backlog of those of served Subscriptions, summed over
+// the partitions.
 func (c *backlogCollector) collectBacklog(ch chan<- prometheus.Metric, served map[string]schedule.Served) error {
 	ctx, cancel := context.WithTimeout(context.Background(), backlogReadTimeout)
 	defer cancel()
-	c.mu.Lock()
-	s := c.stream
-	c.mu.Unlock()
-	if s == nil {
-		var err error
-		if s, err = c.d.js.Stream(ctx, c.d.cfg.Streams.EventStream); err != nil {
-			return err
-		}
-		c.mu.Lock()
-		c.stream = s
-		c.mu.Unlock()
-	}
-	list := s.ListConsumers(ctx)
-	for info := range list.Info() {
-		t, ok := served[info.Name]
-		if !ok {
-			continue
-		}
-		ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, float64(info.NumPending)+float64(info.NumAckPending), t.Namespace, t.Name)
-	}
-	if err := list.Err(); err != nil {
-		c.mu.Lock()
-		c.stream = nil // it may have been recreated
-		c.mu.Unlock()
+	backlogs, err := c.backlogs.Read(ctx)
+	if err != nil {
 		return err
+	}
+	for name, n := range backlogs {
+		if t, ok := served[name]; ok {
+			ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, float64(n), t.Namespace, t.Name)
+		}
 	}
 	return nil
 }

@@ -9,54 +9,27 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/kfn-dev/kfn/internal/jsstream"
 )
 
-// JetStreamReader reads backlogs from JetStream's consumer API: one paged
-// consumer list of each partition of the event stream per read, which in
-// a cluster carries each consumer leader's view; a Subscription's backlog
-// is the sum of its consumers' in every partition.
-type JetStreamReader struct {
-	js      jetstream.JetStream
-	streams []string
-
-	mu      sync.Mutex
-	handles map[string]jetstream.Stream // cached; a stream's is dropped after an error
-}
+// JetStreamReader reads backlogs from JetStream's consumer API
+// (jsstream.Backlogs): a Subscription's backlog is the sum of its
+// consumers' in every partition of the event stream.
+type JetStreamReader struct{ backlogs *jsstream.Backlogs }
 
 var _ BacklogReader = (*JetStreamReader)(nil)
 
 // NewJetStreamReader returns a reader of the consumers of the named
 // streams: the event stream's partitions (stream.Config.PartitionStreams).
 func NewJetStreamReader(js jetstream.JetStream, streams ...string) *JetStreamReader {
-	return &JetStreamReader{js: js, streams: streams, handles: map[string]jetstream.Stream{}}
+	return &JetStreamReader{backlogs: jsstream.NewBacklogs(js, streams...)}
 }
 
-// Backlogs implements [BacklogReader]: each consumer name's pending and
-// unacknowledged events, summed over the streams. The error says which
-// stream could not be listed.
+// Backlogs implements [BacklogReader]. The error says which stream could not
+// be listed.
 func (r *JetStreamReader) Backlogs(ctx context.Context) (map[string]uint64, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := map[string]uint64{}
-	for _, name := range r.streams {
-		h := r.handles[name]
-		if h == nil {
-			var err error
-			if h, err = r.js.Stream(ctx, name); err != nil {
-				return nil, fmt.Errorf("look up stream %s: %w", name, err)
-			}
-			r.handles[name] = h
-		}
-		lister := h.ListConsumers(ctx)
-		for info := range lister.Info() {
-			out[info.Name] += info.NumPending + uint64(max(info.NumAckPending, 0))
-		}
-		if err := lister.Err(); err != nil {
-			delete(r.handles, name)
-			return nil, fmt.Errorf("list consumers of stream %s: %w", name, err)
-		}
-	}
-	return out, nil
+	return r.backlogs.Read(ctx)
 }
 
 // NATSListener listens with core NATS subscriptions, each of which the
