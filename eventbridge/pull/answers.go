@@ -43,7 +43,7 @@ func (p *Puller) receive(m *nats.Msg) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	pl := p.byName[meta.Consumer]
+	pl := p.byName[consumerOf{meta.Stream, meta.Consumer}]
 	if pl == nil {
 		return // no worker any more: it comes again after the ack wait
 	}
@@ -54,7 +54,7 @@ func (p *Puller) receive(m *nats.Msg) {
 		// was pinned, comes again later, in another session.
 		pin := m.Header.Get(pinHeader)
 		if pin != "" {
-			p.pins[pl.consumer] = pin
+			p.pins[pl.of] = pin
 		}
 		e.session = Session{Pin: pin, Reconnects: p.nc.Stats().Reconnects}
 	}
@@ -117,7 +117,7 @@ func (p *Puller) status(m *nats.Msg, status string) {
 		// again without it, which the server holds until the pin is free.
 		// The refusal of a request as it came says nothing of its size:
 		// ask for a whole batch again.
-		delete(p.pins, pl.consumer)
+		delete(p.pins, pl.of)
 		pl.pending = 0
 		pl.topUp()
 	case statusNoResponders:

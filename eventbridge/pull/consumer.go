@@ -24,13 +24,14 @@ type pullReq struct {
 // messages it asks for, and where they go. Its methods are safe for
 // concurrent use. Fields after lost are guarded by the puller's mu.
 type Pull struct {
-	p        *Puller
-	id       uint64
-	group    string
-	consumer string
-	subject  string
-	reply    string
-	batch    int
+	p     *Puller
+	id    uint64
+	group string
+	// of is the pull's consumer and its stream.
+	of      consumerOf
+	subject string
+	reply   string
+	batch   int
 	// h is handed each message (Handler).
 	h Handler
 	// priority is the consumer's priority group when the pull asks as a
@@ -85,6 +86,10 @@ func (p *Puller) Add(group, consumer string, batch int, h Handler) *Pull {
 	return p.AddPinned(group, consumer, "", batch, h)
 }
 
+// consumerOf is a consumer and its stream: a Subscription's consumer has
+// one name in every partition of the event stream.
+type consumerOf struct{ stream, consumer string }
+
 // AddPinned is Add of a pull that asks as a client of the consumer's
 // priority group priority (a consumer of JetStream's pinned client
 // policy; none when empty): JetStream hands the consumer's events to one
@@ -95,24 +100,37 @@ func (p *Puller) Add(group, consumer string, batch int, h Handler) *Pull {
 // came in (Msg.Session), and h is told when the connection is lost if it
 // is a Disconnected.
 func (p *Puller) AddPinned(group, consumer, priority string, batch int, h Handler) *Pull {
+	return p.AddIn(p.stream, group, consumer, priority, batch, h)
+}
+
+// AddIn is AddPinned of a consumer of the named stream instead of
+// Config.Stream's: the Puller pulls the consumers of any stream, each
+// pull's messages named by their stream and consumer.
+func (p *Puller) AddIn(stream, group, consumer, priority string, batch int, h Handler) *Pull {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.ids++
+	of := consumerOf{stream, consumer}
 	pl := &Pull{
-		p: p, id: p.ids, group: group, consumer: consumer, batch: batch, h: h, priority: priority,
-		subject: p.next + consumer, reply: p.inbox + strconv.FormatUint(p.ids, 10),
+		p: p, id: p.ids, group: group, of: of, batch: batch, h: h, priority: priority,
+		subject: nextSubject + stream + "." + consumer, reply: p.inbox + strconv.FormatUint(p.ids, 10),
 		lost: make(chan error, 1),
 	}
 	p.byID[pl.id] = pl
-	p.byName[consumer] = pl
+	p.byName[of] = pl
 	return pl
 }
 
-// PullOf returns the pull consumer's messages go to, nil if none.
+// nextSubject starts the subject of a pull request:
+// nextSubject<stream>.<consumer>.
+const nextSubject = "$JS.API.CONSUMER.MSG.NEXT."
+
+// PullOf returns the pull Config.Stream's consumer's messages go to, nil
+// if none.
 func (p *Puller) PullOf(consumer string) *Pull {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.byName[consumer]
+	return p.byName[consumerOf{p.stream, consumer}]
 }
 
 // Start makes the pull ask for messages, and forgets a loss told before.
@@ -153,9 +171,9 @@ func (pl *Pull) Remove() {
 	pl.leave(time.Now())
 	delete(p.byID, pl.id)
 	delete(p.starved, pl)
-	if p.byName[pl.consumer] == pl {
-		delete(p.byName, pl.consumer)
-		delete(p.pins, pl.consumer)
+	if p.byName[pl.of] == pl {
+		delete(p.byName, pl.of)
+		delete(p.pins, pl.of)
 	}
 }
 
@@ -184,7 +202,7 @@ func (pl *Pull) topUp() {
 	expiry := pl.requestExpiry(pl.p.expiry-time.Duration(rand.Int64N(int64(pl.p.expiry/4)+1)), now)
 	req := pullReq{Batch: n, Expires: expiry, MaxBytes: room}
 	if pl.priority != "" {
-		req.Group, req.ID = pl.priority, pl.p.pins[pl.consumer]
+		req.Group, req.ID = pl.priority, pl.p.pins[pl.of]
 	}
 	body, _ := json.Marshal(req) // cannot fail
 	if err := pl.p.nc.PublishRequest(pl.subject, pl.reply, body); err != nil {

@@ -47,7 +47,7 @@ func streamWithConsumer(t *testing.T, cfg jetstream.ConsumerConfig) (*natstest.S
 func pinOf(p *Puller, consumer string) string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.pins[consumer]
+	return p.pins[consumerOf{p.stream, consumer}]
 }
 
 // next waits for a message of h.

@@ -36,7 +36,8 @@ import (
 
 // Config configures a Puller. A zero Expiry means DefaultExpiry.
 type Config struct {
-	// Stream is the stream whose consumers are pulled.
+	// Stream is the stream of the consumers Add and AddPinned pull (AddIn
+	// pulls those of any stream).
 	Stream string
 	// Expiry is how long one pull request waits on the server; each is
 	// drawn from its last quarter. A request whose end the server never
@@ -77,7 +78,7 @@ var ErrConsumerGone = errors.New("the consumer is gone")
 // Closed tells when it ended.
 type Puller struct {
 	nc     *nats.Conn
-	next   string // the pull request subject, without the consumer
+	stream string // Config.Stream
 	inbox  string // pull requests reply to inbox + id
 	expiry time.Duration
 	bounds heldBytes
@@ -89,12 +90,12 @@ type Puller struct {
 	// a change means the requests asked before are gone.
 	reconnects uint64
 	ids        uint64
-	byID       map[uint64]*Pull // status messages name the request's inbox
-	byName     map[string]*Pull // events name their consumer
+	byID       map[uint64]*Pull     // status messages name the request's inbox
+	byName     map[consumerOf]*Pull // events name their stream and consumer
 	// pins are the pins the server gave this puller, by consumer (of
 	// pinned pulls: Puller.AddPinned), from the last message that carried one; a
 	// pin the server refused is forgotten.
-	pins map[string]string
+	pins map[consumerOf]string
 	// held is the bytes of the events the workers hold; starved are the
 	// pulls that asked for nothing for want of room under the bounds.
 	held    int64
@@ -155,13 +156,13 @@ func newPuller(nc *nats.Conn, stream string, expiry time.Duration, bounds heldBy
 	return &Puller{
 		closed:  make(chan struct{}),
 		nc:      nc,
-		next:    "$JS.API.CONSUMER.MSG.NEXT." + stream + ".",
+		stream:  stream,
 		inbox:   nc.NewInbox() + ".",
 		expiry:  expiry,
 		bounds:  bounds,
 		byID:    map[uint64]*Pull{},
-		byName:  map[string]*Pull{},
-		pins:    map[string]string{},
+		byName:  map[consumerOf]*Pull{},
+		pins:    map[consumerOf]string{},
 		starved: map[*Pull]struct{}{},
 		heldBy:  map[string]int64{},
 		turns:   turns{holders: map[string]map[*Pull]struct{}{}, queue: map[string][]*Pull{}},

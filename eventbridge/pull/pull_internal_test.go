@@ -339,3 +339,32 @@ func TestGrowCountsWithinTheByteBounds(t *testing.T) {
 	inPull, _ = held()
 	assert.Zero(t, inPull)
 }
+
+// TestOneConsumerNameInTwoStreams: a Subscription's consumer has one name
+// in every partition of the event stream; one Puller pulls each, and each
+// event goes to the pull of its own stream.
+func TestOneConsumerNameInTwoStreams(t *testing.T) {
+	nc, err := nats.Connect(natstest.Start(t).URL())
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js := eventsStream(t, nc, 1)
+	ctx := context.Background()
+	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "events-1", Subjects: []string{"p1.>"}})
+	require.NoError(t, err)
+	_, err = js.CreateConsumer(ctx, "events-1", jetstream.ConsumerConfig{Durable: "c0", FilterSubject: "p1.ev.0", AckPolicy: jetstream.AckExplicitPolicy})
+	require.NoError(t, err)
+	p, err := Start(nc, Config{Stream: "events"})
+	require.NoError(t, err)
+	t.Cleanup(func() { p.Stop(); <-p.Closed() })
+	got := []chan jetstream.Msg{make(chan jetstream.Msg, 10), make(chan jetstream.Msg, 10)}
+	p.Add("", "c0", 2, take(func(m *Msg) { got[0] <- m })).Start()
+	p.AddIn("events-1", "", "c0", "", 2, take(func(m *Msg) { got[1] <- m })).Start()
+	require.NoError(t, nc.Flush())
+
+	for _, subject := range []string{"ev.0", "p1.ev.0"} {
+		_, err := js.Publish(ctx, subject, []byte(subject))
+		require.NoError(t, err)
+	}
+	receives(t, got, func(i int) string { return []string{"ev.0", "p1.ev.0"}[i] }, "not pulled from its stream")
+	require.Never(t, func() bool { return len(got[0])+len(got[1]) > 0 }, 200*time.Millisecond, 10*time.Millisecond, "each event once, to its own stream's pull")
+}
