@@ -212,6 +212,12 @@ func (c *Config) Validate() error {
 	if err := c.Streams.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
+	if c.Streams.PartitionCount() > 1 {
+		// The publisher, the consumers, the scaler and the dead letters
+		// follow partitions; the dispatcher pulls partition 0 only so far
+		// (issue 49), and would leave the others' events undelivered.
+		return fmt.Errorf("%w: %d partitions: the dispatcher delivers the events of one partition only so far", ErrInvalidConfig, c.Streams.Partitions)
+	}
 	if len(c.Components) == 0 {
 		return fmt.Errorf("%w: no component to run", ErrInvalidConfig)
 	}

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/baggage"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/contract/stream"
 )
 
 // Errors of Store, one per answer the publisher gives. Every error Store
@@ -34,21 +35,40 @@ type Result struct {
 	Duplicate bool
 }
 
-// Store writes events into one stream (the event stream; the dead-letter
-// stream for dead letters) and answers only once JetStream has stored
-// them. It is safe for concurrent use.
+// Store writes events into one stream (the dead-letter stream for dead
+// letters), or over the event stream's partitions (NewPartitioned), and
+// answers only once JetStream has stored them. It is safe for concurrent
+// use.
 type Store struct {
 	js     jetstream.JetStream
 	stream string
+	// partitions, when it has more than one, spread new events over the
+	// event stream's partitions; stream is partition 0's.
+	partitions stream.Config
+	// longest is the longest name of the streams the Store writes into:
+	// the bound of an event's headers counts it, so that an event is
+	// refused or stored whichever partition it goes to.
+	longest string
 }
 
 // New returns a Store writing into the named stream through js.
 func New(js jetstream.JetStream, stream string) *Store {
-	return &Store{js: js, stream: stream}
+	return &Store{js: js, stream: stream, longest: stream}
+}
+
+// NewPartitioned returns a Store writing each new event into its
+// partition of the event stream of streams (stream.Config.PartitionOf: by
+// its partitionkey extension, or without one its event subject), on the
+// subject that partition takes (stream.PublishSubject), and a Restored
+// message (a replay) into partition 0, on its own subject.
+func NewPartitioned(js jetstream.JetStream, streams stream.Config) *Store {
+	names := streams.PartitionStreams()
+	return &Store{js: js, stream: streams.EventStream, partitions: streams, longest: names[len(names)-1]}
 }
 
 // Put stores an event and answers once JetStream has stored it. Every
-// path that stores an event comes here.
+// path that stores an event comes here. A Store of the event stream's
+// partitions (NewPartitioned) stores a new event in its partition.
 //
 // A new event (Encode's or EncodeBinary's) is checked against the bounds
 // of its attributes (CheckAttributes), gets the W3C baggage in ctx
@@ -64,7 +84,7 @@ func New(js jetstream.JetStream, stream string) *Store {
 // is sent, so that no message can make NATS close the connection.
 func (s *Store) Put(ctx context.Context, e Event) (Result, error) {
 	var msg *nats.Msg
-	msgID := e.msgID
+	msgID, into := e.msgID, s.stream
 	if e.subject != "" {
 		msg = &nats.Msg{Subject: e.subject, Header: e.h, Data: e.data}
 	} else {
@@ -73,10 +93,14 @@ func (s *Store) Put(ctx context.Context, e Event) (Result, error) {
 			return Result{}, err
 		}
 	}
-	if err := checkMsg(msg, msgID, s.stream); err != nil {
+	if err := checkMsg(msg, msgID, s.longest); err != nil {
 		return Result{}, err
 	}
-	ack, err := s.publish(ctx, msg, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(s.stream))
+	if e.subject == "" && s.partitions.PartitionCount() > 1 {
+		p := s.partitions.PartitionOf(msg.Subject, e.Attribute(PartitionKeyExtension))
+		msg.Subject, into = stream.PublishSubject(p, msg.Subject), s.partitions.PartitionStream(p)
+	}
+	ack, err := s.publish(ctx, msg, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(into))
 	if err != nil {
 		return Result{}, fmt.Errorf("store event on %s: %w", msg.Subject, Classify(err))
 	}
@@ -155,5 +179,11 @@ func Classify(err error) error {
 	return fmt.Errorf("%w: %w", ErrUnavailable, err)
 }
 
-// Stream is the name of the event stream the Store writes into.
+// Stream is the name of the stream the Store writes into: partition 0's
+// when it spreads events over partitions.
 func (s *Store) Stream() string { return s.stream }
+
+// PartitionKeyExtension is the CloudEvents extension whose value decides
+// an event's partition (and, for a Subscription with ordering
+// partitionkey, its order).
+const PartitionKeyExtension = "partitionkey"

@@ -163,7 +163,7 @@ func storeCases(t *testing.T, ctx context.Context, r *recorder) []wireMsg {
 	require.NoError(t, err)
 	got = append(got, r.take(t, "store: binary, routed by its own source", 1)...)
 
-	replies := reply.NewStore(r.js, "events", admission.Policy{}, nil)
+	replies := reply.NewStore(r.js, stream.Config{EventStream: "events"}, admission.Policy{}, nil)
 	res, err := replies.Publish(ctx, &reply.Reply{Event: wireEvent(), Hops: 3}, "team-a", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "")
 	require.NoError(t, err)
 	require.Equal(t, reply.Published, res)

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/kfn-dev/kfn/contract/stream"
 	"github.com/kfn-dev/kfn/eventbridge/admission"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 )
@@ -112,10 +113,11 @@ type Store struct {
 	rates  *admission.Rates
 }
 
-// NewStore returns a Store of replies in eventStream that admits them by
-// policy and takes them from rates (nil: no bound).
-func NewStore(js jetstream.JetStream, eventStream string, policy admission.Policy, rates *admission.Rates) *Store {
-	return &Store{store: eventstore.New(js, eventStream), policy: policy, rates: rates}
+// NewStore returns a Store of replies in the event stream of streams, each
+// in its partition, that admits them by policy and takes them from rates
+// (nil: no bound).
+func NewStore(js jetstream.JetStream, streams stream.Config, policy admission.Policy, rates *admission.Rates) *Store {
+	return &Store{store: eventstore.NewPartitioned(js, streams), policy: policy, rates: rates}
 }
 
 // MaxHops returns the hop limit.

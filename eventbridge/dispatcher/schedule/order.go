@@ -36,7 +36,7 @@ import (
 // its CloudEvents extension partitionkey ("" when it has none: not
 // ordered).
 func partitionKey(msg jetstream.Msg) string {
-	return eventstore.Attribute(msg.Headers(), "partitionkey")
+	return eventstore.Attribute(msg.Headers(), eventstore.PartitionKeyExtension)
 }
 
 // takeInOrder holds m, which the puller hands over, in the worker's
