@@ -84,7 +84,7 @@ func newBridge(t *testing.T, opts ...bridgeOpt) *bridge {
 	}
 	b.streams = cfg.Streams // options may change the streams too
 	require.NoError(t, jsstream.Ensure(context.Background(), b.js, b.streams))
-	b.store = eventstore.New(b.js, b.streams.EventStream)
+	b.store = eventstore.NewPartitioned(b.js, b.streams)
 	var err error
 	b.d, err = dispatcher.New(b.js, cfg, dopts...)
 	require.NoError(t, err)
@@ -134,8 +134,10 @@ func (b *bridge) subscribeAckWait(s *v1alpha2.Subscription, ackWait time.Duratio
 	b.t.Helper()
 	cfg, err := jsstream.ConsumerConfig(s, stream.ConsumerSettings{AckWait: ackWait})
 	require.NoError(b.t, err)
-	_, err = jsstream.EnsureConsumer(context.Background(), b.js, b.streams.EventStream, cfg)
-	require.NoError(b.t, err)
+	for _, name := range b.streams.PartitionStreams() {
+		_, err = jsstream.EnsureConsumer(context.Background(), b.js, name, cfg)
+		require.NoError(b.t, err)
+	}
 	require.NoError(b.t, b.d.Upsert(s))
 }
 
@@ -171,6 +173,29 @@ func (b *bridge) errorf(format string, args ...any) {
 		b.t.Helper()
 		b.t.Errorf(format, args...)
 	}
+}
+
+// waiting is the events of the Subscription's consumers, in every
+// partition, pending or unacknowledged. An error fails the test without
+// stopping it (errorf) and reads as none.
+func (b *bridge) waiting(s *v1alpha2.Subscription) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	n := 0
+	for _, name := range b.streams.PartitionStreams() {
+		c, err := b.js.Consumer(ctx, name, stream.ConsumerName(s.Namespace, s.Name))
+		if err != nil {
+			b.errorf("consumer of %s/%s in %s: %v", s.Namespace, s.Name, name, err)
+			return 0
+		}
+		info, err := c.Info(ctx)
+		if err != nil {
+			b.errorf("consumer of %s/%s in %s: %v", s.Namespace, s.Name, name, err)
+			return 0
+		}
+		n += info.NumAckPending + int(info.NumPending)
+	}
+	return n
 }
 
 // consumerInfo returns the consumer's info. An error fails the test

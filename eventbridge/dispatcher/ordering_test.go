@@ -17,6 +17,7 @@ import (
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/contract/stream"
+	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/internal/jsstream"
 )
 
@@ -141,7 +142,20 @@ func ordered(kv ...string) func(*v1alpha2.Subscription) {
 }
 
 func TestOrderingKeepsEachKeysOrderAcrossRetries(t *testing.T) {
-	b := newBridge(t)
+	orderAcrossRetries(t, newBridge(t))
+}
+
+// TestOrderingKeepsEachKeysOrderInEveryPartition: the events of 20 keys
+// spread over three partitions, each partition's consumer with a worker
+// of its own, keep each key's order as with one.
+func TestOrderingKeepsEachKeysOrderInEveryPartition(t *testing.T) {
+	orderAcrossRetries(t, newBridge(t, withConfig(func(c *dispatcher.Config) { c.Streams.Partitions = 3 })))
+}
+
+// orderAcrossRetries has 20 keys of 15 events each delivered by an
+// ordered Subscription whose sink fails every fifth event twice: each
+// key's events are answered in order, none of one key at once.
+func orderAcrossRetries(t *testing.T, b *bridge) {
 	log := newKeyLog()
 	// Every fifth event fails twice: it holds back its key, and only its
 	// key, through two retries.
@@ -160,10 +174,7 @@ func TestOrderingKeepsEachKeysOrderAcrossRetries(t *testing.T) {
 	require.Eventually(t, func() bool { return log.answeredAll(keys, events) }, 30*time.Second, 10*time.Millisecond)
 	log.check(t, keys, events)
 	// The last answers' acknowledgements may still be on their way.
-	assert.Eventually(t, func() bool {
-		info := b.consumerInfo(s)
-		return info.NumAckPending+int(info.NumPending) == 0
-	}, wait, tick, "all acknowledged")
+	assert.Eventually(t, func() bool { return b.waiting(s) == 0 }, wait, tick, "all acknowledged")
 }
 
 func TestOrderingDeliversDifferentKeysInParallel(t *testing.T) {

@@ -32,8 +32,11 @@ type Backlog struct {
 	cfg       *Config
 	js        jetstream.JetStream
 	namespace string
-	consumer  string
-	delivery  v1alpha2.Delivery
+	// stream and consumer are the consumer's: the Subscription's in one
+	// partition of the event stream.
+	stream   string
+	consumer string
+	delivery v1alpha2.Delivery
 
 	// excess is how many events the budget still gives up: how far the
 	// backlog was over maxBacklog at the last check, less what was given
@@ -74,10 +77,13 @@ type Backlog struct {
 }
 
 // NewBacklog returns the budget of the Subscription of namespace whose
-// events wait in consumer, held to delivery's maxBacklog and
-// maxBacklogBytes and to cfg's totals; it reads the backlog through js.
-func NewBacklog(js jetstream.JetStream, cfg *Config, namespace, consumer string, delivery v1alpha2.Delivery) *Backlog {
-	return &Backlog{cfg: cfg, js: js, namespace: namespace, consumer: consumer, delivery: delivery, changed: make(chan struct{}, 1)}
+// events wait in consumer of stream (one partition of the event stream),
+// held to delivery's maxBacklog and maxBacklogBytes and to cfg's totals;
+// it reads the backlog through js. A Subscription has a Backlog in each
+// partition, each held to its maxBacklog: the events of one type, or of
+// one key, are in one partition.
+func NewBacklog(js jetstream.JetStream, cfg *Config, namespace, stream, consumer string, delivery v1alpha2.Delivery) *Backlog {
+	return &Backlog{cfg: cfg, js: js, namespace: namespace, stream: stream, consumer: consumer, delivery: delivery, changed: make(chan struct{}, 1)}
 }
 
 // Due reports whether the Subscription's backlog is to be read now: an
@@ -125,7 +131,7 @@ func (b *Backlog) Changed() <-chan struct{} { return b.changed }
 // Subscription's events.
 func (b *Backlog) Check(ctx context.Context) bool {
 	if b.cons == nil {
-		c, err := b.js.Consumer(ctx, b.cfg.Streams.EventStream, b.consumer)
+		c, err := b.js.Consumer(ctx, b.stream, b.consumer)
 		if err != nil {
 			return false
 		}

@@ -54,7 +54,7 @@ func TestCheckNeverCountsAGiveUpThatEndedAfterTheAnswer(t *testing.T) {
 
 	cfg := &Config{NamespaceMaxBacklog: 1000, NamespaceMaxBacklogBytes: 1 << 30}
 	cfg.Streams.EventStream = "EVENTS"
-	b := NewBacklog(js, cfg, "shop", "sub", v1alpha2.Delivery{MaxBacklog: 20, MaxBacklogBytes: 1 << 30})
+	b := NewBacklog(js, cfg, "shop", cfg.Streams.EventStream, "sub", v1alpha2.Delivery{MaxBacklog: 20, MaxBacklogBytes: 1 << 30})
 	b.GivingUp() // the event held is being given up
 	b.cons = answeredThen{Consumer: cons, then: func() {
 		require.NoError(t, msg.DoubleAck(ctx)) // settled, JetStream confirms

@@ -51,7 +51,7 @@ func (b *Backlog) bytesOver(ctx context.Context, info *jetstream.ConsumerInfo, b
 // its acknowledgement floor to the end of the stream; 0 when it could read
 // none.
 func (b *Backlog) sampleEventSize(ctx context.Context, info *jetstream.ConsumerInfo) int64 {
-	s, err := b.js.Stream(ctx, b.cfg.Streams.EventStream)
+	s, err := b.js.Stream(ctx, b.stream)
 	if err != nil {
 		return 0
 	}

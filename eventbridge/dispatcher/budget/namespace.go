@@ -13,22 +13,25 @@ import (
 
 // namespaceState is what the namespace's totals know of one
 // Subscription: seenEvents and seenBytes are what its last check found
-// waiting, less what it gave up (bytes estimated), and oldest the stream
-// sequence from which its events wait; zero while its deliveries keep up
+// waiting, less what it gave up (bytes estimated), and oldest when the
+// first of its events waiting was stored (Unix nanoseconds: the
+// Subscriptions of a namespace wait in several partitions, whose
+// sequences do not compare); zero while its deliveries keep up
 // (seenSized: the bytes estimated from a sample, else counted at the
 // largest event size); oldest is valid while oldestKnown, and was found
 // from acknowledgement floor oldestFrom, with the size of that event
-// oldestSize, in stream (only the running check uses these three). While
+// oldestSize and when it was stored oldestAt, in stream (only the running
+// check uses these four). While
 // limited, keep is how many events the namespace's total lets the
 // Subscription keep (level, when not 0, is the stream's level that cut
 // it); pressed says the namespace is near its totals; over says the last
 // check gave up for the namespace's total.
 type namespaceState struct {
 	seenEvents, seenBytes  atomic.Int64
-	oldest                 atomic.Uint64
+	oldest                 atomic.Int64
 	oldestKnown, seenSized atomic.Bool
 	oldestFrom             uint64
-	oldestSize             int64
+	oldestSize, oldestAt   int64
 	stream                 jetstream.Stream
 	keep, level            atomic.Int64
 	limited, pressed, over atomic.Bool
@@ -40,8 +43,8 @@ type namespaceState struct {
 // waiting (one whose deliveries keep up counts nothing), and all
 // namespaces together to a part of the event stream (streamLevel): it
 // asks nothing of the broker. For a namespace over a total or the level,
-// the Subscriptions whose events have waited longest (the lowest stream
-// sequence) are told how many they keep, so that their next checks give
+// the Subscriptions whose events have waited longest (stored first) are
+// told how many they keep, so that their next checks give
 // up the namespace's oldest events, the excess and no more; every other
 // namespace is left as it is. It runs on the budget loop, before the
 // checks it asks for.
@@ -187,8 +190,8 @@ func (b *Backlog) namespaceKeep() (int, bool) {
 func (b *Backlog) saw(ctx context.Context, info *jetstream.ConsumerInfo, backlog, gone int, size int64) {
 	left := int64(max(backlog-gone, 0))
 	if backlog > 0 && b.ns.pressed.Load() {
-		if seq, first, ok := b.firstWaiting(ctx, info); ok {
-			b.ns.oldest.Store(seq)
+		if stored, first, ok := b.firstWaiting(ctx, info); ok {
+			b.ns.oldest.Store(stored)
 			b.ns.oldestKnown.Store(true)
 			if size <= 0 {
 				size = first // one event's size, better than the largest
@@ -209,17 +212,18 @@ func (b *Backlog) saw(ctx context.Context, info *jetstream.ConsumerInfo, backlog
 // Subscription of more types is placed by the first of them.
 const maxOldestSubjects = 8
 
-// firstWaiting returns the stream sequence and the size (data and
-// headers) of the first event waiting for the Subscription's consumer: the
+// firstWaiting returns when the first event waiting for the
+// Subscription's consumer was stored (Unix nanoseconds) and its size
+// (data and headers): the
 // first of its subjects after its acknowledgement floor (one direct read
 // per subject, none while the floor is where the last look found it).
-func (b *Backlog) firstWaiting(ctx context.Context, info *jetstream.ConsumerInfo) (uint64, int64, bool) {
+func (b *Backlog) firstWaiting(ctx context.Context, info *jetstream.ConsumerInfo) (int64, int64, bool) {
 	lo := info.AckFloor.Stream + 1
 	if b.ns.oldestKnown.Load() && b.ns.oldestFrom == lo {
-		return b.ns.oldest.Load(), b.ns.oldestSize, true
+		return b.ns.oldestAt, b.ns.oldestSize, true
 	}
 	if b.ns.stream == nil {
-		s, err := b.js.Stream(ctx, b.cfg.Streams.EventStream)
+		s, err := b.js.Stream(ctx, b.stream)
 		if err != nil {
 			return 0, 0, false
 		}
@@ -243,7 +247,8 @@ func (b *Backlog) firstWaiting(ctx context.Context, info *jetstream.ConsumerInfo
 		return 0, 0, false
 	}
 	b.ns.oldestFrom, b.ns.oldestSize = lo, rawSize(first)
-	return first.Sequence, b.ns.oldestSize, true
+	b.ns.oldestAt = first.Time.UnixNano()
+	return b.ns.oldestAt, b.ns.oldestSize, true
 }
 
 // keepingUp records that the Subscription's deliveries keep up: nothing

@@ -203,7 +203,7 @@ func (w *worker) openWhenAllHeld(ctx context.Context) {
 func (w *worker) ackPending(ctx context.Context) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	cons, err := w.s.js.Consumer(ctx, w.s.cfg.Streams.EventStream, w.target.consumer)
+	cons, err := w.s.js.Consumer(ctx, w.target.stream, w.target.consumer)
 	if err != nil {
 		return 0, err
 	}

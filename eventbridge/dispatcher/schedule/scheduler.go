@@ -48,7 +48,10 @@ type Parts struct {
 	Log       *slog.Logger
 }
 
-// Scheduler serves a changing set of Subscriptions, a worker each. Tell
+// Scheduler serves a changing set of Subscriptions, a worker each in each
+// partition of the event stream (each pulling the Subscription's consumer
+// in that partition, with its own budget and, for an ordered
+// Subscription, its own order: a key's events are all in one). Tell
 // it the Subscriptions with Upsert and Remove (any time, from any
 // goroutine); Run runs the deliveries.
 //
@@ -76,7 +79,12 @@ type Scheduler struct {
 	wg      sync.WaitGroup
 }
 
-type key struct{ namespace, name string }
+// key names a worker: a Subscription's in one partition of the event
+// stream.
+type key struct {
+	namespace, name string
+	partition       int
+}
 
 // New returns a Scheduler that pulls through js.
 func New(js jetstream.JetStream, cfg Config, parts Parts) *Scheduler {
@@ -93,26 +101,31 @@ func New(js jetstream.JetStream, cfg Config, parts Parts) *Scheduler {
 // budget: its own maxBacklog when its spec.config can be read, the last
 // one served otherwise, else the default.
 func (s *Scheduler) Upsert(sub *v1alpha2.Subscription) error {
-	t, err := newTarget(sub, s.cfg.Defaults)
-	k := key{sub.Namespace, sub.Name}
+	served, err := newTarget(sub, s.cfg.Defaults)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	old, ok := s.workers[k]
-	if err != nil {
-		t = holdTarget(sub, err, s.cfg.Defaults, old)
-	}
-	if ok && sameTarget(old.target, t) {
-		return err
-	}
-	w := &worker{s: s, target: t, done: make(chan struct{})}
-	s.workers[k] = w
-	if s.start != nil {
-		// The new worker's pull takes over the consumer's events before
-		// the old one stops: none arrives with no worker to take it.
-		s.start(w)
-	}
-	if ok {
-		old.stop()
+	for p := range s.cfg.Streams.PartitionCount() {
+		k := key{sub.Namespace, sub.Name, p}
+		old, ok := s.workers[k]
+		t := served
+		if err != nil {
+			t = holdTarget(sub, err, s.cfg.Defaults, old)
+		}
+		t = t.in(s.cfg.Streams, p)
+		if ok && sameTarget(old.target, t) {
+			continue
+		}
+		w := &worker{s: s, target: t, done: make(chan struct{})}
+		s.workers[k] = w
+		if s.start != nil {
+			// The new worker's pull takes over the consumer's events
+			// before the old one stops: none arrives with no worker to
+			// take it.
+			s.start(w)
+		}
+		if ok {
+			old.stop()
+		}
 	}
 	return err
 }
@@ -120,13 +133,20 @@ func (s *Scheduler) Upsert(sub *v1alpha2.Subscription) error {
 // Remove stops serving the Subscription and forgets its counts and
 // metrics. Deliveries in progress finish.
 func (s *Scheduler) Remove(namespace, name string) {
-	k := key{namespace, name}
 	s.mu.Lock()
-	w, ok := s.workers[k]
-	delete(s.workers, k)
+	var stop []*worker
+	for p := range s.cfg.Streams.PartitionCount() {
+		k := key{namespace, name, p}
+		if w, ok := s.workers[k]; ok {
+			stop = append(stop, w)
+			delete(s.workers, k)
+		}
+	}
 	s.mu.Unlock()
-	if ok {
+	for _, w := range stop {
 		w.stop()
+	}
+	if len(stop) > 0 {
 		s.parts.Recorder.Forget(namespace, name)
 	}
 }
@@ -136,7 +156,7 @@ func (s *Scheduler) Remove(namespace, name string) {
 func (s *Scheduler) Serving(namespace, name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	w, ok := s.workers[key{namespace, name}]
+	w, ok := s.workers[key{namespace, name, 0}]
 	return ok && w.target.invalid == nil
 }
 
@@ -145,7 +165,7 @@ func (s *Scheduler) Serving(namespace, name string) bool {
 func (s *Scheduler) Holding(namespace, name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	w, ok := s.workers[key{namespace, name}]
+	w, ok := s.workers[key{namespace, name, 0}]
 	return ok && w.target.invalid != nil
 }
 
@@ -233,7 +253,7 @@ func (s *Scheduler) startLocked(ctx context.Context, w *worker) {
 	if w.order != nil {
 		priority = stream.PriorityGroup // one replica at a time (order.go)
 	}
-	w.pl = s.puller.AddPinned(w.target.sub.Namespace, w.target.consumer, priority, w.target.delivery.AckPending(), w)
+	w.pl = s.puller.AddIn(w.target.stream, w.target.sub.Namespace, w.target.consumer, priority, w.target.delivery.AckPending(), w)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -253,7 +273,7 @@ func (s *Scheduler) Unpulled(sub *v1alpha2.Subscription) (*Unpulled, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &worker{s: s, target: t, done: make(chan struct{})}
+	w := &worker{s: s, target: t.in(s.cfg.Streams, 0), done: make(chan struct{})}
 	w.init(context.Background())
 	return &Unpulled{w: w}, nil
 }

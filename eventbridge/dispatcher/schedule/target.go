@@ -14,6 +14,11 @@ type target struct {
 	sink     v1alpha2.Sink
 	delivery v1alpha2.Delivery
 	consumer string
+	// partition is the event stream's partition the worker serves, stream
+	// its stream's name: a Subscription has a consumer, and a worker, in
+	// each.
+	partition int
+	stream    string
 	// invalid, when not nil, is why the Subscription cannot be served: its
 	// worker delivers nothing and only holds its consumer's backlog within
 	// the budget (see Upsert).
@@ -47,7 +52,13 @@ func newTarget(sub *v1alpha2.Subscription, defaults v1alpha2.Delivery) (target, 
 	return target{sub: sub.DeepCopy(), sink: sink, delivery: delivery, consumer: stream.ConsumerName(sub.Namespace, sub.Name)}, nil
 }
 
+// in returns t of partition p of streams.
+func (t target) in(streams stream.Config, p int) target {
+	t.partition, t.stream = p, streams.PartitionStream(p)
+	return t
+}
+
 func sameTarget(a, b target) bool {
-	return a.delivery == b.delivery && a.consumer == b.consumer && (a.invalid == nil) == (b.invalid == nil) &&
+	return a.delivery == b.delivery && a.consumer == b.consumer && a.stream == b.stream && (a.invalid == nil) == (b.invalid == nil) &&
 		reflect.DeepEqual(a.sub.Spec, b.sub.Spec)
 }

@@ -51,7 +51,7 @@ func TestReplacedWorkerPullsBeforeTheOldStops(t *testing.T) {
 	pullOf := func() (*pull.Pull, *pull.Pull) {
 		d.mu.Lock()
 		defer d.mu.Unlock()
-		w := d.workers[key{"default", "s"}]
+		w := d.workers[key{"default", "s", 0}]
 		return w.pl, d.puller.PullOf(stream.ConsumerName("default", "s"))
 	}
 	for _, inFlight := range []string{"1", "5"} {

@@ -85,9 +85,12 @@ func (w *worker) init(ctx context.Context) {
 	t := w.target
 	p := w.s.parts
 	w.log = p.Log.With("namespace", t.sub.Namespace, "subscription", t.sub.Name, "function", t.sink.Service, "consumer", t.consumer)
+	if t.partition > 0 {
+		w.log = w.log.With("stream", t.stream)
+	}
 	w.rec = p.Recorder.For(t.sub.Namespace, t.sub.Name, t.sink.Namespace, t.sink.Service)
 	w.dl = p.Sender.For(t.sub.Namespace, t.sub.Name, t.sink, t.delivery, w.rec, w.log)
-	w.backlog = budget.NewBacklog(w.s.js, &w.s.cfg.Budget, t.sub.Namespace, t.consumer, t.delivery)
+	w.backlog = budget.NewBacklog(w.s.js, &w.s.cfg.Budget, t.sub.Namespace, t.stream, t.consumer, t.delivery)
 	w.ackWait.Store(int64(stream.DefaultAckWait))
 	w.deliver = func(msg jetstream.Msg, turn *slots.Turn) { w.handleIn(ctx, msg, turn) }
 	w.check = func() { w.checkBudget(ctx) }
@@ -248,7 +251,7 @@ func (w *worker) run(ctx context.Context) {
 
 // bind looks the worker's consumer up, and takes its ack wait.
 func (w *worker) bind(ctx context.Context) error {
-	cons, err := w.s.js.Consumer(ctx, w.s.cfg.Streams.EventStream, w.target.consumer)
+	cons, err := w.s.js.Consumer(ctx, w.target.stream, w.target.consumer)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,76 @@
+package dispatcher_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kfn-dev/kfn/eventbridge/deadletter"
+	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
+	"github.com/kfn-dev/kfn/eventbridge/eventstore"
+)
+
+// TestEveryPartitionIsDelivered: with the events of a Subscription spread
+// over three partitions (by their partition keys), every one is delivered
+// once, an event given up in a partition above 0 is a dead letter that
+// names its partition, and a Subscription removed leaves no worker in any
+// partition.
+func TestEveryPartitionIsDelivered(t *testing.T) {
+	b := newBridge(t, withConfig(func(c *dispatcher.Config) { c.Streams.Partitions = 3 }))
+	k := b.newSink("fn", func(_ int, r *http.Request, w http.ResponseWriter) {
+		if r.Header.Get("Ce-Id") == "poison" {
+			w.WriteHeader(http.StatusBadRequest) // given up at once
+		}
+	})
+	s := sub("spread", "fn")
+	b.subscribe(s)
+	const events = 60
+	partitions := map[int]bool{}
+	for i := range events {
+		key := fmt.Sprintf("order-%d", i)
+		e := event.New()
+		e.SetID(key)
+		e.SetSource("shop")
+		e.SetType("order.created.v1")
+		e.SetExtension(eventstore.PartitionKeyExtension, key)
+		require.NoError(t, e.SetData("text/plain", key))
+		_, err := put(context.Background(), b.store, &e, "", "")
+		require.NoError(t, err)
+		partitions[b.streams.PartitionOf("kyma.shop.order.created.v1", key)] = true
+	}
+	require.Len(t, partitions, 3, "the keys are in every partition")
+	require.Eventually(t, func() bool { return k.count() == events }, wait, tick)
+	require.Eventually(t, func() bool { return b.waiting(s) == 0 }, wait, tick, "all acknowledged")
+	ids := map[string]int{}
+	for _, d := range k.deliveries() {
+		ids[d.header.Get("Ce-Id")]++
+	}
+	assert.Len(t, ids, events, "each event once")
+
+	// A poison event in a partition above 0.
+	key := ""
+	for i := 0; key == ""; i++ {
+		if b.streams.PartitionOf("kyma.shop.order.created.v1", fmt.Sprintf("k%d", i)) == 2 {
+			key = fmt.Sprintf("k%d", i)
+		}
+	}
+	e := event.New()
+	e.SetID("poison")
+	e.SetSource("shop")
+	e.SetType("order.created.v1")
+	e.SetExtension(eventstore.PartitionKeyExtension, key)
+	_, err := put(context.Background(), b.store, &e, "", "")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return len(b.deadLetters()) == 1 }, wait, tick)
+	assert.Equal(t, b.streams.PartitionStream(2), b.deadLetters()[0].Headers().Get(deadletter.HeaderStream))
+
+	b.d.Remove(s.Namespace, s.Name)
+	assert.False(t, b.d.Serving(s.Namespace, s.Name))
+	b.publish("shop", "order.created.v1", "after", "after")
+	assert.Never(t, func() bool { return k.count() > events+1 }, 300*tick, tick, "no worker left in any partition")
+}
