@@ -129,7 +129,7 @@ func newBridge(cfg Config, nc *nats.Conn, env Environment, opts []Option) (*Brid
 	if b.js, err = jetstream.New(nc); err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	if b.lossGuard, err = streamloss.New(b.js, []string{cfg.Streams.EventStream, cfg.Streams.DeadLetterStream},
+	if b.lossGuard, err = streamloss.New(b.js, append(cfg.Streams.PartitionStreams(), cfg.Streams.DeadLetterStream),
 		streamloss.WithMetrics(b.opts.metrics), streamloss.WithLogger(b.component("streamloss"))); err != nil {
 		return nil, err
 	}
