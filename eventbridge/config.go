@@ -215,11 +215,9 @@ func (c *Config) Validate() error {
 	if c.Streams.PartitionCount() > 1 {
 		// The publisher, the consumers, the dispatcher, the scaler and
 		// the dead letters follow partitions; what is missing before an
-		// installation may have more than one (issue 49): a
-		// Subscription's maxInFlightMessages holds per partition, not
-		// across them, and a partition left behind when their number
-		// goes down is not drained.
-		return fmt.Errorf("%w: %d partitions: more than one is not enabled yet (maxInFlightMessages would hold per partition, and partitions taken away would not be drained)", ErrInvalidConfig, c.Streams.Partitions)
+		// installation may have more than one (issue 49): a partition
+		// left behind when their number goes down is not drained.
+		return fmt.Errorf("%w: %d partitions: more than one is not enabled yet (partitions taken away would not be drained)", ErrInvalidConfig, c.Streams.Partitions)
 	}
 	if len(c.Components) == 0 {
 		return fmt.Errorf("%w: no component to run", ErrInvalidConfig)

@@ -10,8 +10,7 @@ import (
 )
 
 // TestPartitionsAreNotEnabledYet: an event bridge of more than one
-// partition is refused until maxInFlightMessages holds across partitions
-// and partitions taken away are drained.
+// partition is refused until partitions taken away are drained.
 func TestPartitionsAreNotEnabledYet(t *testing.T) {
 	cfg := eventbridge.DefaultConfig()
 	require.NoError(t, cfg.Validate())

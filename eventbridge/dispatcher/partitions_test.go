@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
@@ -73,4 +76,36 @@ func TestEveryPartitionIsDelivered(t *testing.T) {
 	assert.False(t, b.d.Serving(s.Namespace, s.Name))
 	b.publish("shop", "order.created.v1", "after", "after")
 	assert.Never(t, func() bool { return k.count() > events+1 }, 300*tick, tick, "no worker left in any partition")
+}
+
+// TestMaxInFlightHoldsAcrossPartitions: a Subscription's events spread
+// over three partitions, each with a consumer handing out up to
+// maxInFlightMessages, reach its sink at most maxInFlightMessages at once.
+func TestMaxInFlightHoldsAcrossPartitions(t *testing.T) {
+	b := newBridge(t, withConfig(func(c *dispatcher.Config) { c.Streams.Partitions = 3 }))
+	release := make(chan struct{})
+	k := b.newSink("fn", func(int, *http.Request, http.ResponseWriter) { <-release })
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free) // before the sink's server closes, should the test fail
+	s := sub("spread", "fn", config(v1alpha2.ConfigMaxInFlightMessages, "2"))
+	b.subscribe(s)
+	partitions := map[int]bool{}
+	for i := range 12 {
+		key := fmt.Sprintf("order-%d", i)
+		e := event.New()
+		e.SetID(key)
+		e.SetSource("shop")
+		e.SetType("order.created.v1")
+		e.SetExtension(eventstore.PartitionKeyExtension, key)
+		_, err := put(context.Background(), b.store, &e, "", "")
+		require.NoError(t, err)
+		partitions[b.streams.PartitionOf("kyma.shop.order.created.v1", key)] = true
+	}
+	require.Len(t, partitions, 3)
+	require.Eventually(t, func() bool { return k.count() == 2 }, wait, tick)
+	require.Never(t, func() bool { return k.maxInFlight() > 2 }, 300*time.Millisecond, tick, "never more than maxInFlightMessages over the partitions")
+	free()
+	require.Eventually(t, func() bool { return k.count() == 12 }, wait, tick)
+	assert.Equal(t, 2, k.maxInFlight())
 }

@@ -41,10 +41,32 @@ func (w *worker) handleIn(ctx context.Context, msg jetstream.Msg, t *slots.Turn)
 	// Keep the event ours while we wait for the sink and while it works,
 	// and while it waits for its next attempt (retryLater).
 	w.heartbeat.Hold(msg, w.beatEvery())
+	if !w.awaitSeat(ctx, t) {
+		return
+	}
+	defer w.gate.leave()
 	if !w.awaitSink(ctx, log, msg, meta, t) {
 		return
 	}
 	kept = w.attempt(ctx, log, msg, meta, t)
+}
+
+// awaitSeat waits, its slot given back, for a seat of the Subscription's
+// gate (maxInFlightMessages across its partitions), and reports whether
+// it got one: not when the worker stops (JetStream redelivers the event
+// after the ack wait).
+func (w *worker) awaitSeat(ctx context.Context, t *slots.Turn) bool {
+	if w.gate == nil {
+		return true
+	}
+	select {
+	case w.gate <- struct{}{}:
+		return true
+	default:
+	}
+	t.Pause() // a turn waiting for a seat holds no slot
+	defer t.Resume()
+	return w.gate.enter(ctx)
 }
 
 // admit reads the event's metadata and settles at once an event not to

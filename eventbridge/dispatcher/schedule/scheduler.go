@@ -104,6 +104,7 @@ func (s *Scheduler) Upsert(sub *v1alpha2.Subscription) error {
 	served, err := newTarget(sub, s.cfg.Defaults)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var gate inFlightGate
 	for p := range s.cfg.Streams.PartitionCount() {
 		k := key{sub.Namespace, sub.Name, p}
 		old, ok := s.workers[k]
@@ -115,7 +116,10 @@ func (s *Scheduler) Upsert(sub *v1alpha2.Subscription) error {
 		if ok && sameTarget(old.target, t) {
 			continue
 		}
-		w := &worker{s: s, target: t, done: make(chan struct{})}
+		if gate == nil && s.cfg.Streams.PartitionCount() > 1 {
+			gate = s.gateFor(k, t)
+		}
+		w := &worker{s: s, target: t, gate: gate, done: make(chan struct{})}
 		s.workers[k] = w
 		if s.start != nil {
 			// The new worker's pull takes over the consumer's events
@@ -128,6 +132,46 @@ func (s *Scheduler) Upsert(sub *v1alpha2.Subscription) error {
 		}
 	}
 	return err
+}
+
+// inFlightGate holds a Subscription's deliveries in progress to its
+// maxInFlightMessages across its workers of every partition (each
+// partition's consumer holds its own to it in JetStream, MaxAckPending):
+// a seat is taken while the sink has the event. Nil with one partition,
+// where the consumer's bound is the Subscription's.
+type inFlightGate chan struct{}
+
+// enter takes a seat, waiting while every one is taken; it reports false,
+// having taken none, when ctx ends first.
+func (g inFlightGate) enter(ctx context.Context) bool {
+	if g == nil {
+		return true
+	}
+	select {
+	case g <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// leave gives back the seat enter took.
+func (g inFlightGate) leave() {
+	if g != nil {
+		<-g
+	}
+}
+
+// gateFor is the gate of the workers of target t (k, partition 0's key,
+// names its Subscription): the one its workers have when they keep its
+// maxInFlightMessages, so that the deliveries of the workers being
+// replaced count with the new ones', else a new one. The mu is held.
+func (s *Scheduler) gateFor(k key, t target) inFlightGate {
+	k.partition = 0
+	if old, ok := s.workers[k]; ok && old.gate != nil && cap(old.gate) == max(t.delivery.MaxInFlight, 1) {
+		return old.gate
+	}
+	return make(inFlightGate, max(t.delivery.MaxInFlight, 1))
 }
 
 // Remove stops serving the Subscription and forgets its counts and

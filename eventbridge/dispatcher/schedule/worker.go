@@ -58,6 +58,9 @@ type worker struct {
 	// inFlight counts the events in handleIn: waiting for the sink, or in
 	// delivery.
 	inFlight atomic.Int64
+	// gate holds the deliveries of the Subscription's workers of every
+	// partition to its maxInFlightMessages; nil with one partition.
+	gate inFlightGate
 	// order holds the events of an ordered Subscription by key (see
 	// order.go); nil for one that is not ordered. session is the session
 	// of the last event it was given, opening says a wait to open it
