@@ -282,7 +282,7 @@ func (b *Bridge) newPublisher() error {
 	if apps != nil {
 		opts = append(opts, publisher.WithApplications(apps))
 	}
-	var store publisher.EventStore = eventstore.NewPartitioned(b.js, b.cfg.Streams)
+	var store publisher.EventStore = eventstore.ForEventStream(b.js, b.cfg.Streams)
 	if b.EventPaths != nil {
 		// Each event stored is recorded in its sender's namespace (no
 		// consumer of the stream for it); one published without trace

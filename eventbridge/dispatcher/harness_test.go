@@ -84,7 +84,7 @@ func newBridge(t *testing.T, opts ...bridgeOpt) *bridge {
 	}
 	b.streams = cfg.Streams // options may change the streams too
 	require.NoError(t, jsstream.Ensure(context.Background(), b.js, b.streams))
-	b.store = eventstore.NewPartitioned(b.js, b.streams)
+	b.store = eventstore.ForEventStream(b.js, b.streams)
 	var err error
 	b.d, err = dispatcher.New(b.js, cfg, dopts...)
 	require.NoError(t, err)

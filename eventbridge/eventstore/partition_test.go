@@ -32,7 +32,7 @@ func TestEventsGoToTheirPartition(t *testing.T) {
 		_, err := js.CreateConsumer(ctx, name, jsstreamConsumer("all"))
 		require.NoError(t, err)
 	}
-	store := eventstore.NewPartitioned(js, sc)
+	store := eventstore.ForEventStream(js, sc)
 	put := func(id, eventType, key string) eventstore.Result {
 		e := event.New()
 		e.SetID(id)

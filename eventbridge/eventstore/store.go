@@ -36,7 +36,7 @@ type Result struct {
 }
 
 // Store writes events into one stream (the dead-letter stream for dead
-// letters), or over the event stream's partitions (NewPartitioned), and
+// letters), or over the event stream's partitions (ForEventStream), and
 // answers only once JetStream has stored them. It is safe for concurrent
 // use.
 type Store struct {
@@ -56,19 +56,19 @@ func New(js jetstream.JetStream, stream string) *Store {
 	return &Store{js: js, stream: stream, longest: stream}
 }
 
-// NewPartitioned returns a Store writing each new event into its
+// ForEventStream returns a Store writing each new event into its
 // partition of the event stream of streams (stream.Config.PartitionOf: by
 // its partitionkey extension, or without one its event subject), on the
 // subject that partition takes (stream.PublishSubject), and a Restored
 // message (a replay) into partition 0, on its own subject.
-func NewPartitioned(js jetstream.JetStream, streams stream.Config) *Store {
+func ForEventStream(js jetstream.JetStream, streams stream.Config) *Store {
 	names := streams.PartitionStreams()
 	return &Store{js: js, stream: streams.EventStream, partitions: streams, longest: names[len(names)-1]}
 }
 
 // Put stores an event and answers once JetStream has stored it. Every
 // path that stores an event comes here. A Store of the event stream's
-// partitions (NewPartitioned) stores a new event in its partition.
+// partitions (ForEventStream) stores a new event in its partition.
 //
 // A new event (Encode's or EncodeBinary's) is checked against the bounds
 // of its attributes (CheckAttributes), gets the W3C baggage in ctx

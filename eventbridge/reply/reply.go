@@ -117,7 +117,7 @@ type Store struct {
 // in its partition, that admits them by policy and takes them from rates
 // (nil: no bound).
 func NewStore(js jetstream.JetStream, streams stream.Config, policy admission.Policy, rates *admission.Rates) *Store {
-	return &Store{store: eventstore.NewPartitioned(js, streams), policy: policy, rates: rates}
+	return &Store{store: eventstore.ForEventStream(js, streams), policy: policy, rates: rates}
 }
 
 // MaxHops returns the hop limit.
