@@ -18,6 +18,7 @@ import (
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/contract/stream"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
+	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/internal/jsstream"
 )
 
@@ -29,7 +30,7 @@ func (b *bridge) publishKeyed(key string, n int) {
 	e.SetID(fmt.Sprintf("%s-%d", key, n))
 	e.SetSource("shop")
 	e.SetType("order.created.v1")
-	e.SetExtension("partitionkey", key)
+	e.SetExtension(eventstore.PartitionKeyExtension, key)
 	require.NoError(b.t, e.SetData("text/plain", fmt.Sprintf("%s:%d", key, n)))
 	_, err := put(context.Background(), b.store, &e, "", "")
 	require.NoError(b.t, err)

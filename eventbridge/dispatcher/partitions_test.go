@@ -1,21 +1,19 @@
 package dispatcher_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
-	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 )
 
 // TestEveryPartitionIsDelivered: with the events of a Subscription spread
@@ -26,7 +24,7 @@ import (
 func TestEveryPartitionIsDelivered(t *testing.T) {
 	b := newBridge(t, withConfig(func(c *dispatcher.Config) { c.Streams.Partitions = 3 }))
 	k := b.newSink("fn", func(_ int, r *http.Request, w http.ResponseWriter) {
-		if r.Header.Get("Ce-Id") == "poison" {
+		if strings.HasPrefix(r.Header.Get("Ce-Id"), "poison-") {
 			w.WriteHeader(http.StatusBadRequest) // given up at once
 		}
 	})
@@ -36,14 +34,7 @@ func TestEveryPartitionIsDelivered(t *testing.T) {
 	partitions := map[int]bool{}
 	for i := range events {
 		key := fmt.Sprintf("order-%d", i)
-		e := event.New()
-		e.SetID(key)
-		e.SetSource("shop")
-		e.SetType("order.created.v1")
-		e.SetExtension(eventstore.PartitionKeyExtension, key)
-		require.NoError(t, e.SetData("text/plain", key))
-		_, err := put(context.Background(), b.store, &e, "", "")
-		require.NoError(t, err)
+		b.publishKeyed(key, 0)
 		partitions[b.streams.PartitionOf("kyma.shop.order.created.v1", key)] = true
 	}
 	require.Len(t, partitions, 3, "the keys are in every partition")
@@ -58,17 +49,11 @@ func TestEveryPartitionIsDelivered(t *testing.T) {
 	// A poison event in a partition above 0.
 	key := ""
 	for i := 0; key == ""; i++ {
-		if b.streams.PartitionOf("kyma.shop.order.created.v1", fmt.Sprintf("k%d", i)) == 2 {
-			key = fmt.Sprintf("k%d", i)
+		if b.streams.PartitionOf("kyma.shop.order.created.v1", fmt.Sprintf("poison-%d", i)) == 2 {
+			key = fmt.Sprintf("poison-%d", i)
 		}
 	}
-	e := event.New()
-	e.SetID("poison")
-	e.SetSource("shop")
-	e.SetType("order.created.v1")
-	e.SetExtension(eventstore.PartitionKeyExtension, key)
-	_, err := put(context.Background(), b.store, &e, "", "")
-	require.NoError(t, err)
+	b.publishKeyed(key, 0)
 	require.Eventually(t, func() bool { return len(b.deadLetters()) == 1 }, wait, tick)
 	assert.Equal(t, b.streams.PartitionStream(2), b.deadLetters()[0].Headers().Get(deadletter.HeaderStream))
 
@@ -93,13 +78,7 @@ func TestMaxInFlightHoldsAcrossPartitions(t *testing.T) {
 	partitions := map[int]bool{}
 	for i := range 12 {
 		key := fmt.Sprintf("order-%d", i)
-		e := event.New()
-		e.SetID(key)
-		e.SetSource("shop")
-		e.SetType("order.created.v1")
-		e.SetExtension(eventstore.PartitionKeyExtension, key)
-		_, err := put(context.Background(), b.store, &e, "", "")
-		require.NoError(t, err)
+		b.publishKeyed(key, 0)
 		partitions[b.streams.PartitionOf("kyma.shop.order.created.v1", key)] = true
 	}
 	require.Len(t, partitions, 3)
