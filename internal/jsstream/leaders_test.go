@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -14,19 +15,26 @@ import (
 )
 
 // TestSpreadLeadersPutsEachPartitionOnItsServer: on a 3-server cluster,
-// three R3 partitions end up led by three servers, whichever NATS elected
-// first, and a spread installation is left as it is.
+// three R3 partitions all led by one server (as an operator's step-downs,
+// or NATS's elections, may leave them) end up led by three servers, and a
+// spread installation is left as it is.
 func TestSpreadLeadersPutsEachPartitionOnItsServer(t *testing.T) {
 	js := natstest.StartCluster(t, 3).JetStream(t)
 	ctx := context.Background()
 	cfg := stream.DefaultConfig()
 	cfg.Partitions, cfg.Replicas = 3, 3
 	require.Eventually(t, func() bool { return jsstream.Ensure(ctx, js, cfg) == nil }, 30*time.Second, 50*time.Millisecond, "R3 partitions made")
+	// leaders are the partitions' leaders known now: a stream whose
+	// election is under way answers nothing for a while, and is left out.
 	leaders := func() map[string]string {
 		got := map[string]string{}
 		for _, name := range cfg.PartitionStreams() {
-			s, err := js.Stream(ctx, name)
-			require.NoError(t, err)
+			rctx, cancel := context.WithTimeout(ctx, time.Second)
+			s, err := js.Stream(rctx, name)
+			cancel()
+			if err != nil {
+				continue
+			}
 			if ci := s.CachedInfo().Cluster; ci != nil && ci.Leader != "" {
 				got[name] = ci.Leader
 			}
@@ -40,13 +48,33 @@ func TestSpreadLeadersPutsEachPartitionOnItsServer(t *testing.T) {
 		}
 		return len(seen)
 	}
+	// Every leader on one server first, whatever NATS elected (it may
+	// spread them by chance).
+	first := ""
+	require.Eventually(t, func() bool {
+		l := leaders()
+		if len(l) < 3 {
+			return false
+		}
+		if first == "" {
+			first = l[cfg.EventStream]
+		}
+		for name, leader := range l {
+			if leader != first {
+				gather(js, name, first)
+			}
+		}
+		l = leaders()
+		return len(l) == 3 && distinct(l) == 1
+	}, 60*time.Second, 200*time.Millisecond, "every partition led by %s", first)
+
 	require.Eventually(t, func() bool {
 		if _, err := jsstream.SpreadLeaders(ctx, js, cfg); err != nil {
 			t.Logf("spread: %v", err)
 		}
 		l := leaders()
 		return len(l) == 3 && distinct(l) == 3
-	}, 30*time.Second, 200*time.Millisecond, "each partition led by a server of its own")
+	}, 60*time.Second, 200*time.Millisecond, "each partition led by a server of its own")
 	t.Logf("leaders: %v", leaders())
 	moved, err := jsstream.SpreadLeaders(ctx, js, cfg)
 	require.NoError(t, err)
@@ -57,4 +85,12 @@ func TestSpreadLeadersPutsEachPartitionOnItsServer(t *testing.T) {
 	moved, err = jsstream.SpreadLeaders(ctx, js, one)
 	require.NoError(t, err)
 	assert.Zero(t, moved, "a stream of one replica is led where it is")
+}
+
+// gather asks the leader of the named stream to hand its leadership to
+// server, as an operator would (nats stream cluster step-down
+// --preferred). A request that fails (an election under way) is asked
+// again by the caller's next look.
+func gather(js jetstream.JetStream, name, server string) {
+	_, _ = js.Conn().Request("$JS.API.STREAM.LEADER.STEPDOWN."+name, []byte(`{"placement":{"preferred":"`+server+`"}}`), 5*time.Second)
 }
