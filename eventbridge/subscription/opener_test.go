@@ -257,6 +257,15 @@ func TestOpenerOpensEachPartitionAndSpreadsTheirLeaders(t *testing.T) {
 		}
 		return seen
 	}
+	// Every leader on one server first (NATS may spread them by chance),
+	// as an operator's step-downs may leave them.
+	require.Eventually(t, func() bool {
+		for _, name := range streams.PartitionStreams() {
+			_, _ = js.Conn().Request("$JS.API.STREAM.LEADER.STEPDOWN."+name, []byte(`{"placement":{"preferred":"n0"}}`), 5*time.Second)
+		}
+		l := leaders()
+		return len(l) == 1 && l["n0"]
+	}, 60*time.Second, 200*time.Millisecond, "every partition led by n0")
 	// Looks every 100 ms, the leaders spread every tenth, as every second
 	// and every 10 s in an event bridge.
 	require.Eventually(t, func() bool {
