@@ -261,7 +261,7 @@ func TestOpenerOpensEachPartitionAndSpreadsTheirLeaders(t *testing.T) {
 	// as an operator's step-downs may leave them.
 	require.Eventually(t, func() bool {
 		for _, name := range streams.PartitionStreams() {
-			_, _ = js.Conn().Request("$JS.API.STREAM.LEADER.STEPDOWN."+name, []byte(`{"placement":{"preferred":"n0"}}`), 5*time.Second)
+			_ = jsstream.MoveLeader(ctx, js, name, "n0") // failed: the next look asks again
 		}
 		l := leaders()
 		return len(l) == 1 && l["n0"]

@@ -61,7 +61,7 @@ func SpreadLeaders(ctx context.Context, js jetstream.JetStream, c stream.Config)
 		}) {
 			continue
 		}
-		if err := stepDown(ctx, js, c.PartitionStream(p), want); err != nil {
+		if err := MoveLeader(ctx, js, c.PartitionStream(p), want); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -70,10 +70,12 @@ func SpreadLeaders(ctx context.Context, js jetstream.JetStream, c stream.Config)
 	return moved, errors.Join(errs...)
 }
 
-// stepDown asks the leader of the named stream to hand its leadership to
-// the server named preferred (JetStream's stream leader step-down, with a
-// preferred placement, NATS 2.11 and later).
-func stepDown(ctx context.Context, js jetstream.JetStream, name, preferred string) error {
+// MoveLeader asks the leader of the named stream to hand its leadership
+// to the server named preferred (JetStream's stream leader step-down, with
+// a preferred placement, NATS 2.11 and later); the stream's group elects
+// it a moment later. An election under way, or preferred already leading,
+// is an error.
+func MoveLeader(ctx context.Context, js jetstream.JetStream, name, preferred string) error {
 	req, err := json.Marshal(map[string]any{"placement": map[string]string{"preferred": preferred}})
 	if err != nil {
 		return err

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -61,7 +60,7 @@ func TestSpreadLeadersPutsEachPartitionOnItsServer(t *testing.T) {
 		}
 		for name, leader := range l {
 			if leader != first {
-				gather(js, name, first)
+				_ = jsstream.MoveLeader(ctx, js, name, first) // failed: the next look asks again
 			}
 		}
 		l = leaders()
@@ -85,12 +84,4 @@ func TestSpreadLeadersPutsEachPartitionOnItsServer(t *testing.T) {
 	moved, err = jsstream.SpreadLeaders(ctx, js, one)
 	require.NoError(t, err)
 	assert.Zero(t, moved, "a stream of one replica is led where it is")
-}
-
-// gather asks the leader of the named stream to hand its leadership to
-// server, as an operator would (nats stream cluster step-down
-// --preferred). A request that fails (an election under way) is asked
-// again by the caller's next look.
-func gather(js jetstream.JetStream, name, server string) {
-	_, _ = js.Conn().Request("$JS.API.STREAM.LEADER.STEPDOWN."+name, []byte(`{"placement":{"preferred":"`+server+`"}}`), 5*time.Second)
 }

@@ -56,13 +56,8 @@ func (w *worker) handleIn(ctx context.Context, msg jetstream.Msg, t *slots.Turn)
 // it got one: not when the worker stops (JetStream redelivers the event
 // after the ack wait).
 func (w *worker) awaitSeat(ctx context.Context, t *slots.Turn) bool {
-	if w.gate == nil {
+	if w.gate.tryEnter() {
 		return true
-	}
-	select {
-	case w.gate <- struct{}{}:
-		return true
-	default:
 	}
 	t.Pause() // a turn waiting for a seat holds no slot
 	defer t.Resume()

@@ -141,12 +141,23 @@ func (s *Scheduler) Upsert(sub *v1alpha2.Subscription) error {
 // where the consumer's bound is the Subscription's.
 type inFlightGate chan struct{}
 
-// enter takes a seat, waiting while every one is taken; it reports false,
-// having taken none, when ctx ends first.
-func (g inFlightGate) enter(ctx context.Context) bool {
+// tryEnter takes a seat if one is free, and reports whether it did; a
+// nil gate always has one.
+func (g inFlightGate) tryEnter() bool {
 	if g == nil {
 		return true
 	}
+	select {
+	case g <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// enter takes a seat, waiting while every one is taken; it reports false,
+// having taken none, when ctx ends first.
+func (g inFlightGate) enter(ctx context.Context) bool {
 	select {
 	case g <- struct{}{}:
 		return true
