@@ -130,7 +130,10 @@ func newBridge(cfg Config, nc *nats.Conn, env Environment, opts []Option) (*Brid
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	if b.lossGuard, err = streamloss.New(b.js, append(cfg.Streams.PartitionStreams(), cfg.Streams.DeadLetterStream),
-		streamloss.WithMetrics(b.opts.metrics), streamloss.WithLogger(b.component("streamloss"))); err != nil {
+		streamloss.WithMetrics(b.opts.metrics), streamloss.WithLogger(b.component("streamloss")),
+		streamloss.WithTakenAway(func(ctx context.Context, name string) (bool, error) {
+			return jsstream.TakenAway(ctx, b.js, cfg.Streams, name)
+		})); err != nil {
 		return nil, err
 	}
 	if b.rates, err = publisher.SenderRates(cfg.Publisher); err != nil {

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kfn-dev/kfn/contract/stream"
 	"github.com/kfn-dev/kfn/internal/logging"
 	"github.com/kfn-dev/kfn/scaler/activity"
 	"github.com/kfn-dev/kfn/scaler/server"
@@ -80,9 +81,10 @@ func WithClaimHold(d time.Duration) PartsOption {
 }
 
 // NewParts makes the core, reading the backlogs of the consumers of the
-// event stream's partitions (eventStreams, their names) and listening for
-// activity on nc, and its gRPC server. Nothing runs until Run.
-func NewParts(nc *nats.Conn, eventStreams []string, opts ...PartsOption) (*Parts, error) {
+// event stream's partitions (streams: its name and count of partitions)
+// and listening for activity on nc, and its gRPC server. Nothing runs
+// until Run.
+func NewParts(nc *nats.Conn, streams stream.Config, opts ...PartsOption) (*Parts, error) {
 	o := partsOptions{log: slog.New(slog.DiscardHandler), refresh: activity.DefaultRefreshInterval}
 	for _, opt := range opts {
 		opt(&o)
@@ -106,7 +108,7 @@ func NewParts(nc *nats.Conn, eventStreams []string, opts ...PartsOption) (*Parts
 	if o.claimHold > 0 {
 		coreOpts = append(coreOpts, activity.WithClaimHold(o.claimHold))
 	}
-	core, err := activity.New(activity.NewJetStreamReader(js, eventStreams...), activity.NewNATSListener(nc), coreOpts...)
+	core, err := activity.New(activity.NewJetStreamReader(js, streams), activity.NewNATSListener(nc), coreOpts...)
 	if err != nil {
 		return nil, err
 	}

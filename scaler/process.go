@@ -138,7 +138,7 @@ func (c *Process) Validate() error {
 	return nil
 }
 
-// PartitionStreams are the names of the event stream's partitions.
-func (c *Process) PartitionStreams() []string {
-	return stream.Config{EventStream: c.EventStream, Partitions: c.Partitions}.PartitionStreams()
+// Streams names the event stream and counts its partitions.
+func (c *Process) Streams() stream.Config {
+	return stream.Config{EventStream: c.EventStream, Partitions: c.Partitions}
 }

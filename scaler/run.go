@@ -79,7 +79,7 @@ func Run(ctx context.Context, cfg Process, root *slog.Logger) error {
 	if cfg.ClaimHold > 0 {
 		opts = append(opts, WithClaimHold(cfg.ClaimHold))
 	}
-	parts, err := NewParts(nc, cfg.PartitionStreams(), opts...)
+	parts, err := NewParts(nc, cfg.Streams(), opts...)
 	if err != nil {
 		return err
 	}

@@ -48,7 +48,7 @@ func newEnv(t *testing.T) *env {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "scaler-"}}
 	require.NoError(t, cluster.Client.Create(context.Background(), ns))
 	n := scalertest.StartNATS(t)
-	core, err := activity.New(activity.NewJetStreamReader(n.JS, n.Streams.EventStream), nil, activity.WithActivationHold(0))
+	core, err := activity.New(activity.NewJetStreamReader(n.JS, n.Streams), nil, activity.WithActivationHold(0))
 	require.NoError(t, err)
 	return &env{nats: n, core: core, ns: ns.Name}
 }

@@ -460,7 +460,7 @@ func scalerMetrics(t *testing.T) []string {
 	nc, js := embeddedNATS(t)
 	reg := &nameRecorder{Registerer: prometheus.NewRegistry()}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	core, err := activity.New(activity.NewJetStreamReader(js, stream.DefaultEventStream), activity.NewNATSListener(nc), activity.WithMetrics(reg))
+	core, err := activity.New(activity.NewJetStreamReader(js, stream.DefaultConfig()), activity.NewNATSListener(nc), activity.WithMetrics(reg))
 	require.NoError(t, err)
 	_, err = scalerserver.New(core, scalerserver.WithMetrics(reg))
 	require.NoError(t, err)

@@ -431,7 +431,7 @@ spec:
 	// calls.
 	js, err := jetstream.New(scalerNC)
 	require.NoError(t, err)
-	backlogs, err := activity.NewJetStreamReader(js, p.Streams.EventStream).Backlogs(ctx)
+	backlogs, err := activity.NewJetStreamReader(js, p.Streams).Backlogs(ctx)
 	require.NoError(t, err, "the scaler's user lists the event stream's consumers")
 	assert.Len(t, backlogs, 1, "the Subscription's consumer")
 

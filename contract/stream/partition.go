@@ -3,6 +3,7 @@ package stream
 import (
 	"hash/fnv"
 	"strconv"
+	"strings"
 )
 
 // Partitions of the event stream.
@@ -52,6 +53,30 @@ func (c Config) PartitionStreams() []string {
 		names[p] = c.PartitionStream(p)
 	}
 	return names
+}
+
+// PartitionNumber is the partition whose stream is named name, and false
+// when no partition's stream has that name (of MaxPartitions, whatever
+// c.Partitions: a partition taken away keeps its name while it is
+// drained).
+func (c Config) PartitionNumber(name string) (int, bool) {
+	if name == c.EventStream {
+		return 0, true
+	}
+	rest, ok := strings.CutPrefix(name, c.EventStream+"-")
+	if !ok {
+		return 0, false
+	}
+	p, err := strconv.Atoi(rest)
+	if err != nil || p < 1 || p >= MaxPartitions || strconv.Itoa(p) != rest {
+		return 0, false
+	}
+	return p, true
+}
+
+func (c Config) partitionNamed(name string) bool {
+	_, ok := c.PartitionNumber(name)
+	return ok
 }
 
 // PartitionSubjects are the subjects partition p's open stream takes:

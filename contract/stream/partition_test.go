@@ -51,3 +51,16 @@ func TestPartitionOf(t *testing.T) {
 			"partition %d takes what is published to it", p)
 	}
 }
+
+func TestPartitionNumber(t *testing.T) {
+	c := stream.DefaultConfig()
+	for name, want := range map[string]int{"kfn-events": 0, "kfn-events-1": 1, "kfn-events-15": 15} {
+		p, ok := c.PartitionNumber(name)
+		assert.True(t, ok, name)
+		assert.Equal(t, want, p, name)
+	}
+	for _, name := range []string{"kfn-events-0", "kfn-events-16", "kfn-events-01", "kfn-events-x", "kfn-events-", "kfn-eventsx1", "kfn-deadletters", "kfn-events-1-1", "kfn-events-+1"} {
+		_, ok := c.PartitionNumber(name)
+		assert.False(t, ok, name)
+	}
+}

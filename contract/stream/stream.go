@@ -3,7 +3,6 @@ package stream
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -180,8 +179,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: partitions must be between 1 and %d, not %d", ErrInvalidConfig, MaxPartitions, c.Partitions)
 	case !validName(c.DeadLetterStream):
 		return fmt.Errorf("%w: dead-letter stream name %q must be non-empty without whitespace, '.', '*', '>', '/' or '\\'", ErrInvalidConfig, c.DeadLetterStream)
-	case slices.Contains(c.PartitionStreams(), c.DeadLetterStream):
-		return fmt.Errorf("%w: the dead-letter stream %q must not have the name of an event stream's partition (%s)", ErrInvalidConfig, c.DeadLetterStream, strings.Join(c.PartitionStreams(), ", "))
+	case c.DeadLetterStream == c.EventStream || c.partitionNamed(c.DeadLetterStream):
+		return fmt.Errorf("%w: the dead-letter stream %q must not have the name of an event stream's partition (%s-1 to -%d included: a partition taken away is drained under its name)", ErrInvalidConfig, c.DeadLetterStream, c.EventStream, MaxPartitions-1)
 	case c.Storage != StorageFile && c.Storage != StorageMemory:
 		return fmt.Errorf("%w: storage must be %q or %q, not %q", ErrInvalidConfig, StorageFile, StorageMemory, c.Storage)
 	case c.Replicas < 1 || c.Replicas > 5:

@@ -134,7 +134,7 @@ func start(t *testing.T) *platform {
 
 	// kfn's scaler: core, gRPC server, Subscriptions from the API server.
 	var err error
-	p.core, err = activity.New(activity.NewJetStreamReader(p.nats.JS, p.nats.Streams.EventStream),
+	p.core, err = activity.New(activity.NewJetStreamReader(p.nats.JS, p.nats.Streams),
 		activity.NewNATSListener(scalertest.Connect(t, p.nats.Server.ClientURL())),
 		activity.WithRefreshInterval(200*time.Millisecond))
 	require.NoError(t, err)

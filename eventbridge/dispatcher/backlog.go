@@ -28,7 +28,7 @@ const backlogReadTimeout = 5 * time.Second
 // the same backlog: aggregate with max by (namespace, subscription).
 func (d *Dispatcher) Collector() prometheus.Collector {
 	return &backlogCollector{
-		d: d, backlogs: jsstream.NewBacklogs(d.js, d.cfg.Streams.PartitionStreams()...),
+		d: d, backlogs: jsstream.NewBacklogs(d.js, d.cfg.Streams),
 		backlog: prometheus.NewDesc("kfn_eventbridge_backlog",
 			"Events waiting for the Subscription: its consumer's pending plus unacknowledged events, read at scrape time.",
 			[]string{"namespace", "subscription"}, nil),

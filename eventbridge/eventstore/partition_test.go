@@ -89,6 +89,43 @@ func TestEventsGoToTheirPartition(t *testing.T) {
 	assert.Equal(t, uint64(1), info.State.Subjects[stream.ReplaySubject("all")], "a replay in partition 0")
 }
 
+// TestAnEventOfAClosedPartitionGoesToPartitionZero: while the stream of
+// an event's partition takes no event (closed while it is added, or taken
+// away and drained), the event is stored in partition 0 and acknowledged.
+func TestAnEventOfAClosedPartitionGoesToPartitionZero(t *testing.T) {
+	js := natstest.Start(t).JetStream()
+	ctx := context.Background()
+	sc := stream.DefaultConfig()
+	sc.Storage, sc.Partitions = stream.StorageMemory, 2
+	require.NoError(t, jsstream.Ensure(ctx, js, sc))
+	for _, name := range sc.PartitionStreams() {
+		_, err := js.CreateConsumer(ctx, name, jsstreamConsumer("all"))
+		require.NoError(t, err)
+	}
+	_, err := js.UpdateStream(ctx, jsstream.ClosedPartitionConfig(sc, 1))
+	require.NoError(t, err)
+	key := ""
+	for i := 0; key == ""; i++ {
+		if sc.PartitionOf("kyma.shop.order.created.v1", fmt.Sprint(i)) == 1 {
+			key = fmt.Sprint(i)
+		}
+	}
+	e := event.New()
+	e.SetID("closed-1")
+	e.SetSource("shop")
+	e.SetType("order.created.v1")
+	e.SetExtension(eventstore.PartitionKeyExtension, key)
+	enc, err := eventstore.Encode(&e, "", "")
+	require.NoError(t, err)
+	_, err = eventstore.ForEventStream(js, sc).Put(ctx, enc)
+	require.NoError(t, err)
+	for p, want := range []uint64{1, 0} {
+		s, err := js.Stream(ctx, sc.PartitionStream(p))
+		require.NoError(t, err)
+		assert.Equal(t, want, s.CachedInfo().State.Msgs, "partition %d", p)
+	}
+}
+
 // jsstreamConsumer is a consumer of every event and replay subject, so
 // that interest retention keeps what the test stores.
 func jsstreamConsumer(name string) jetstream.ConsumerConfig {

@@ -68,7 +68,11 @@ func ForEventStream(js jetstream.JetStream, streams stream.Config) *Store {
 
 // Put stores an event and answers once JetStream has stored it. Every
 // path that stores an event comes here. A Store of the event stream's
-// partitions (ForEventStream) stores a new event in its partition.
+// partitions (ForEventStream) stores a new event in its partition, or in
+// partition 0 when no stream takes its partition's subject (closed while
+// it is added or taken away, or without a leader a moment): an event of a
+// key stored there while partitions change is not ordered with those of
+// its partition, and is not de-duplicated with them.
 //
 // A new event (Encode's or EncodeBinary's) is checked against the bounds
 // of its attributes (CheckAttributes), gets the W3C baggage in ctx
@@ -96,11 +100,28 @@ func (s *Store) Put(ctx context.Context, e Event) (Result, error) {
 	if err := checkMsg(msg, msgID, s.longest); err != nil {
 		return Result{}, err
 	}
+	p := 0
 	if e.subject == "" && s.partitions.PartitionCount() > 1 {
-		p := s.partitions.PartitionOf(msg.Subject, e.Attribute(PartitionKeyExtension))
-		msg.Subject, into = stream.PublishSubject(p, msg.Subject), s.partitions.PartitionStream(p)
+		p = s.partitions.PartitionOf(msg.Subject, e.Attribute(PartitionKeyExtension))
 	}
-	ack, err := s.publish(ctx, msg, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(into))
+	var ack *jetstream.PubAck
+	var err error
+	if p > 0 {
+		subject := msg.Subject
+		msg.Subject, into = stream.PublishSubject(p, subject), s.partitions.PartitionStream(p)
+		ack, err = s.publish(ctx, msg, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(into), jetstream.WithRetryAttempts(0))
+		if errors.Is(err, jetstream.ErrNoStreamResponse) {
+			// No stream takes partition p's subject: it is closed (being
+			// added, or taken away and drained) or has no leader this
+			// moment. Partition 0 stores the event; the Subscriptions'
+			// consumers are in every partition.
+			msg.Subject, into = subject, s.stream
+			p = 0
+		}
+	}
+	if p == 0 {
+		ack, err = s.publish(ctx, msg, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(into))
+	}
 	if err != nil {
 		return Result{}, fmt.Errorf("store event on %s: %w", msg.Subject, Classify(err))
 	}

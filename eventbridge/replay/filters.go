@@ -69,8 +69,9 @@ func (f Filters) Hold(ctx context.Context, consumer string) (release func(), err
 // replayed events may still wait. It reports whether it created the
 // consumer in partition 0, or in another partition that takes events (in
 // a closed one, a partition added, no event was taken for it to lose; a
-// partition lost whole is told by package streamloss). The
-// error wraps jetstream.ErrStreamNotFound when a partition's stream does
+// partition lost whole is told by package streamloss). A partition taken
+// away (jsstream.DrainTakenAway) keeps its consumers as they are while it
+// is drained. The error wraps jetstream.ErrStreamNotFound when a partition's stream does
 // not exist.
 func (f Filters) Apply(ctx context.Context, cfg jetstream.ConsumerConfig) (created bool, err error) {
 	unlock, err := f.lock(ctx, cfg.Durable)

@@ -44,6 +44,8 @@ type Guard struct {
 	streams []string
 	log     *slog.Logger
 	lost    *prometheus.CounterVec
+	// takenAway, when set, tells a stream deleted on purpose (WithTakenAway).
+	takenAway func(ctx context.Context, stream string) (bool, error)
 
 	mu    sync.Mutex
 	known map[string]seen
@@ -66,6 +68,18 @@ func WithMetrics(reg prometheus.Registerer) Option {
 		if err := reg.Register(g.lost); err != nil {
 			return fmt.Errorf("register stream loss metric: %w", err)
 		}
+		return nil
+	}
+}
+
+// WithTakenAway has the Guard ask takenAway of a stream it finds
+// missing, and count no loss when it says true: the stream was deleted on
+// purpose (a partition of the event stream taken away once drained,
+// jsstream.TakenAway). An error of takenAway leaves the stream known, for
+// the next check to ask again.
+func WithTakenAway(takenAway func(ctx context.Context, stream string) (bool, error)) Option {
+	return func(g *Guard) error {
+		g.takenAway = takenAway
 		return nil
 	}
 }
@@ -131,10 +145,21 @@ func (g *Guard) check(ctx context.Context, name string) (*Loss, error) {
 	s, err := g.js.Stream(ctx, name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		before, known := g.known[name]
-		delete(g.known, name)
 		if !known {
 			return nil, nil
 		}
+		if g.takenAway != nil {
+			away, err := g.takenAway(ctx, name)
+			if err != nil {
+				return nil, fmt.Errorf("ask whether stream %s was taken away: %w", name, err)
+			}
+			if away {
+				delete(g.known, name)
+				g.log.Info("a stream was deleted on purpose, once every event it held was delivered", "stream", name)
+				return nil, nil
+			}
+		}
+		delete(g.known, name)
 		return &Loss{Stream: name, Reason: ReasonMissing, LastSeq: before.lastSeq}, nil
 	}
 	if err != nil {

@@ -2,6 +2,7 @@ package streamloss_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"testing"
 	"time"
@@ -72,7 +73,13 @@ func (f *fixture) counted(t *testing.T, streamName, reason string) float64 {
 	n, err := testutil.GatherAndCount(f.reg, "kfn_eventbridge_streams_lost_total")
 	require.NoError(t, err)
 	require.Equal(t, 4, n, "a series per stream and reason from the start")
-	mfs, err := f.reg.Gather()
+	return lostCount(t, f.reg, streamName, reason)
+}
+
+// lostCount is the count of a stream's losses of a reason in reg.
+func lostCount(t *testing.T, reg *prometheus.Registry, streamName, reason string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
 	require.NoError(t, err)
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {
@@ -148,4 +155,50 @@ func TestRestartAndDeliveredEventsAreNoLoss(t *testing.T) {
 	assert.Empty(t, f.check(t))
 	assert.Zero(t, f.counted(t, f.streams.EventStream, streamloss.ReasonMissing))
 	assert.Zero(t, f.counted(t, f.streams.EventStream, streamloss.ReasonRecreated))
+}
+
+// TestPartitionTakenAwayIsNoLoss: a partition deleted on purpose (taken
+// away, drained) is no loss; one missing that partition 0 still counts
+// is, and so is one the Guard could not ask about, at a later look.
+func TestPartitionTakenAwayIsNoLoss(t *testing.T) {
+	ns := natstest.Start(t)
+	js := ns.JetStream()
+	ctx := context.Background()
+	three := stream.DefaultConfig()
+	three.Storage = stream.StorageMemory
+	three.Partitions = 3
+	one := three
+	one.Partitions = 1
+	require.NoError(t, jsstream.Ensure(ctx, js, three))
+	reg := prometheus.NewRegistry()
+	var askErr error
+	guard, err := streamloss.New(js, three.PartitionStreams(), streamloss.WithMetrics(reg),
+		streamloss.WithTakenAway(func(ctx context.Context, name string) (bool, error) {
+			if askErr != nil {
+				return false, askErr
+			}
+			return jsstream.TakenAway(ctx, js, one, name)
+		}))
+	require.NoError(t, err)
+	losses, err := guard.Check(ctx)
+	require.NoError(t, err)
+	require.Empty(t, losses)
+
+	require.NoError(t, js.DeleteStream(ctx, three.PartitionStream(1)))
+	losses, err = guard.Check(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []streamloss.Loss{{Stream: "kfn-events-1", Reason: streamloss.ReasonMissing}}, losses,
+		"partition 0 counts three partitions: 1 was lost")
+
+	require.NoError(t, jsstream.Ensure(ctx, js, one)) // the count lowered to one
+	askErr = errors.New("NATS unreachable")
+	require.NoError(t, js.DeleteStream(ctx, three.PartitionStream(2)))
+	_, err = guard.Check(ctx)
+	require.ErrorIs(t, err, askErr)
+	askErr = nil
+	losses, err = guard.Check(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, losses, "partition 2 was taken away, then deleted once drained")
+	assert.Zero(t, lostCount(t, reg, "kfn-events-2", streamloss.ReasonMissing))
+	assert.Equal(t, 1.0, lostCount(t, reg, "kfn-events-1", streamloss.ReasonMissing))
 }

@@ -126,11 +126,17 @@ func (a Applier) filters() replay.Filters {
 }
 
 // Delete deletes the consumer of the Subscription namespace/name in every
-// partition, and the events waiting in them, as deleting the Subscription
-// does in a cluster. A consumer that does not exist is no error.
+// partition, those taken away and still drained included (whose events
+// it would otherwise keep), and the events waiting in them, as deleting
+// the Subscription does in a cluster. A consumer, or a partition taken
+// away, that does not exist is no error (jsstream.DeleteConsumer).
 func (a Applier) Delete(ctx context.Context, namespace, name string) error {
+	served, err := jsstream.ServedPartitions(ctx, a.JetStream, a.Streams)
+	if err != nil {
+		return fmt.Errorf("delete the consumers of %s/%s: %w", namespace, name, err)
+	}
 	var errs []error
-	for _, s := range a.Streams.PartitionStreams() {
+	for _, s := range jsstream.PartitionStreamsOf(a.Streams, served) {
 		errs = append(errs, jsstream.DeleteConsumer(ctx, a.JetStream, s, stream.ConsumerName(namespace, name)))
 	}
 	return errors.Join(errs...)

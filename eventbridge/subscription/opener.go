@@ -166,7 +166,7 @@ func (o *Opener) Open(ctx context.Context) (bool, error) {
 	if err == nil && open {
 		o.failing = 0
 		o.setClosed(false)
-		return false, errors.Join(o.raiseReplicas(ctx), o.spreadLeaders(ctx))
+		return false, errors.Join(o.raiseReplicas(ctx), o.spreadLeaders(ctx), o.drainTakenAway(ctx))
 	}
 	if err != nil {
 		o.failing = 0
@@ -231,6 +231,20 @@ func (o *Opener) spreadLeaders(ctx context.Context) error {
 	moved, err := jsstream.SpreadLeaders(ctx, o.Applier.JetStream, o.Applier.Streams)
 	if moved > 0 {
 		o.log().Info("asked the partitions' leaders to move onto servers of their own", "moved", moved, "partitions", o.Applier.Streams.PartitionCount())
+	}
+	return err
+}
+
+// drainTakenAway closes the partitions taken away (a count of partitions
+// lowered, jsstream.DrainTakenAway) and deletes those drained, at each
+// look at an open stream.
+func (o *Opener) drainTakenAway(ctx context.Context) error {
+	d, err := jsstream.DrainTakenAway(ctx, o.Applier.JetStream, o.Applier.Streams)
+	if len(d.Closed) > 0 {
+		o.log().Info("closed partitions taken away: their events are delivered, then they are deleted", "partitions", d.Closed)
+	}
+	if len(d.Deleted) > 0 {
+		o.log().Info("deleted partitions taken away: every event they held was delivered", "partitions", d.Deleted)
 	}
 	return err
 }

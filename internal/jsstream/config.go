@@ -2,6 +2,7 @@ package jsstream
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -43,7 +44,9 @@ func PartitionStreamConfig(c stream.Config, p int) jetstream.StreamConfig {
 		Replicas:     c.Replicas,
 		Duplicates:   c.Duplicates,
 	}
-	if p > 0 {
+	if p == 0 {
+		sc.Metadata = map[string]string{PartitionsMetadata: strconv.Itoa(c.PartitionCount())}
+	} else {
 		sc.Description = fmt.Sprintf("kfn events of partition %d, kept until every interested Subscription acknowledged them", p)
 		// kfn.p.<p>.<event subject> is stored as <event subject>.
 		sc.SubjectTransform = &jetstream.SubjectTransformConfig{Source: sc.Subjects[0], Destination: ">"}

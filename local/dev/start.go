@@ -110,7 +110,7 @@ func (p *Platform) startBroker() (err error) {
 		return fmt.Errorf("JetStream: %w", err)
 	}
 	p.streams = stream.DefaultConfig()
-	p.backlogReader = activity.NewJetStreamReader(p.js, p.streams.PartitionStreams()...)
+	p.backlogReader = activity.NewJetStreamReader(p.js, p.streams)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return jsstream.Ensure(ctx, p.js, p.streams)
@@ -136,7 +136,7 @@ func (p *Platform) newComponents() (err error) {
 	if p.events, err = eventpath.New(0); err != nil {
 		return err
 	}
-	if p.scaler, err = scaler.NewParts(p.nc, p.streams.PartitionStreams(), scaler.WithRefreshInterval(500*time.Millisecond), scaler.WithLogger(p.log)); err != nil {
+	if p.scaler, err = scaler.NewParts(p.nc, p.streams, scaler.WithRefreshInterval(500*time.Millisecond), scaler.WithLogger(p.log)); err != nil {
 		return err
 	}
 	total := DefaultMaxConnections()

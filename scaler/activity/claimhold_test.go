@@ -24,7 +24,7 @@ import (
 // hold not applied), or never after it (the hold not released).
 func TestActivationIsHeldWhileAStandbyPodIsClaimed(t *testing.T) {
 	n := scalertest.StartNATS(t)
-	reader := activity.NewJetStreamReader(n.JS, n.Streams.EventStream)
+	reader := activity.NewJetStreamReader(n.JS, n.Streams)
 	fn := types.NamespacedName{Namespace: "shop", Name: "orders"}
 	busy := map[types.NamespacedName]int{fn: 1}
 	// quiet fails when the watcher was told something within a while

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	eventingv1alpha2 "github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/contract/stream"
 	"github.com/kfn-dev/kfn/scaler/activity"
 	"github.com/kfn-dev/kfn/test/logtest"
 	"github.com/kfn-dev/kfn/test/metrictest"
@@ -39,7 +40,7 @@ func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 
 func TestNewRefusesOptionsThatCannotWork(t *testing.T) {
 	n := scalertest.StartNATS(t)
-	reader := activity.NewJetStreamReader(n.JS, n.Streams.EventStream)
+	reader := activity.NewJetStreamReader(n.JS, n.Streams)
 	for name, opt := range map[string]activity.Option{
 		"nil option":                  nil,
 		"refresh interval under 10ms": activity.WithRefreshInterval(5 * time.Millisecond),
@@ -71,7 +72,7 @@ func TestNewRefusesOptionsThatCannotWork(t *testing.T) {
 // as those waiting.
 func TestBacklogCountsUnacknowledgedEvents(t *testing.T) {
 	n := scalertest.StartNATS(t)
-	core, err := activity.New(activity.NewJetStreamReader(n.JS, n.Streams.EventStream), nil, activity.WithActivationHold(0))
+	core, err := activity.New(activity.NewJetStreamReader(n.JS, n.Streams), nil, activity.WithActivationHold(0))
 	require.NoError(t, err)
 	fn := types.NamespacedName{Namespace: "shop", Name: "orders"}
 	sub := scalertest.Subscription(fn.Namespace, "orders", fn.Name, "shop", "order.created.v1")
@@ -112,7 +113,7 @@ func TestRefreshThatCannotReadTheBacklog(t *testing.T) {
 		{stream: n.Streams.EventStream},
 	} {
 		reg := prometheus.NewRegistry()
-		core, err := activity.New(activity.NewJetStreamReader(n.JS, tc.stream), nil,
+		core, err := activity.New(activity.NewJetStreamReader(n.JS, stream.Config{EventStream: tc.stream}), nil,
 			activity.WithActivationHold(0), activity.WithMetrics(reg))
 		require.NoError(t, err)
 		sub := scalertest.Subscription(fed.Namespace, "orders", fed.Name, "shop", "order.created.v1")
@@ -162,7 +163,7 @@ func TestRunRefreshesUntilItsContextEnds(t *testing.T) {
 		}
 	}
 
-	core, stop := run(t, activity.NewJetStreamReader(n.JS, n.Streams.EventStream), slog.New(slog.DiscardHandler))
+	core, stop := run(t, activity.NewJetStreamReader(n.JS, n.Streams), slog.New(slog.DiscardHandler))
 	n.Publish(t, "shop", "order.created.v1", "1")
 	require.Eventually(t, func() bool {
 		st, err := core.State(fn)
@@ -176,7 +177,7 @@ func TestRunRefreshesUntilItsContextEnds(t *testing.T) {
 	stop()
 
 	var out logtest.Buffer
-	core, stop = run(t, activity.NewJetStreamReader(n.JS, "NO-SUCH-STREAM"), slog.New(slog.NewJSONHandler(&out, nil)))
+	core, stop = run(t, activity.NewJetStreamReader(n.JS, stream.Config{EventStream: "NO-SUCH-STREAM"}), slog.New(slog.NewJSONHandler(&out, nil)))
 	require.Eventually(t, func() bool { return strings.Count(out.String(), `"msg":"refresh failed"`) >= 2 }, 10*time.Second, 10*time.Millisecond,
 		"each failed refresh is logged, and Run goes on")
 	_, err := core.State(fn)
@@ -194,7 +195,7 @@ func TestListenersEndWhenNotNeeded(t *testing.T) {
 	sub := scalertest.Subscription(fn.Namespace, "orders", fn.Name, "shop", "order.created.v1")
 	n.CreateConsumer(t, sub)
 	newCore := func(sub *eventingv1alpha2.Subscription) *activity.Scaler {
-		core, err := activity.New(activity.NewJetStreamReader(n.JS, n.Streams.EventStream), activity.NewNATSListener(conn),
+		core, err := activity.New(activity.NewJetStreamReader(n.JS, n.Streams), activity.NewNATSListener(conn),
 			activity.WithActivationHold(0), activity.WithRefreshInterval(10*time.Millisecond))
 		require.NoError(t, err)
 		require.NoError(t, core.Upsert(sub))
@@ -252,7 +253,7 @@ func (r *failingReader) Backlogs(ctx context.Context) (map[string]uint64, error)
 // reads finds it active still, with no second announcement.
 func TestAFailedRefreshLeavesActiveFunctionsActive(t *testing.T) {
 	n := scalertest.StartNATS(t)
-	reader := &failingReader{BacklogReader: activity.NewJetStreamReader(n.JS, n.Streams.EventStream)}
+	reader := &failingReader{BacklogReader: activity.NewJetStreamReader(n.JS, n.Streams)}
 	reg := prometheus.NewRegistry()
 	core, err := activity.New(reader, nil, activity.WithActivationHold(0), activity.WithMetrics(reg))
 	require.NoError(t, err)
@@ -308,7 +309,7 @@ func TestReadTimeout(t *testing.T) {
 		{opts: []activity.Option{activity.WithRefreshInterval(20 * time.Second)}, min: 19 * time.Second, max: 20 * time.Second},
 		{opts: []activity.Option{activity.WithReadTimeout(200 * time.Millisecond)}, max: 200 * time.Millisecond},
 	} {
-		reader := &deadlineReader{BacklogReader: activity.NewJetStreamReader(n.JS, n.Streams.EventStream)}
+		reader := &deadlineReader{BacklogReader: activity.NewJetStreamReader(n.JS, n.Streams)}
 		core, err := activity.New(reader, nil, tc.opts...)
 		require.NoError(t, err)
 		require.NoError(t, core.Refresh(context.Background()))

@@ -27,7 +27,7 @@ func TestInFlightReportsReachEveryReplica(t *testing.T) {
 	var cores []*activity.Scaler
 	var watches []<-chan struct{}
 	for range 2 {
-		core, err := activity.New(activity.NewJetStreamReader(n.JS, n.Streams.EventStream), nil, activity.WithActivationHold(0))
+		core, err := activity.New(activity.NewJetStreamReader(n.JS, n.Streams), nil, activity.WithActivationHold(0))
 		require.NoError(t, err)
 		require.NoError(t, core.Refresh(context.Background()))
 		stop, err := natsinflight.Subscribe(scalertest.Connect(t, n.Server.ClientURL()), core, natsinflight.WithSubject(subject))

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/kfn-dev/kfn/contract/stream"
 	"github.com/kfn-dev/kfn/internal/jsstream"
 )
 
@@ -20,10 +21,10 @@ type JetStreamReader struct{ backlogs *jsstream.Backlogs }
 
 var _ BacklogReader = (*JetStreamReader)(nil)
 
-// NewJetStreamReader returns a reader of the consumers of the named
-// streams: the event stream's partitions (stream.Config.PartitionStreams).
-func NewJetStreamReader(js jetstream.JetStream, streams ...string) *JetStreamReader {
-	return &JetStreamReader{backlogs: jsstream.NewBacklogs(js, streams...)}
+// NewJetStreamReader returns a reader of the consumers of the event
+// stream's partitions (c's, and those taken away still drained).
+func NewJetStreamReader(js jetstream.JetStream, c stream.Config) *JetStreamReader {
+	return &JetStreamReader{backlogs: jsstream.NewBacklogs(js, c)}
 }
 
 // Backlogs implements [BacklogReader]. The error says which stream could not

@@ -33,7 +33,7 @@ func TestBacklogAndActivationOfEveryPartition(t *testing.T) {
 		_, err := jsstream.EnsureConsumer(ctx, n.JS, name, cfg)
 		require.NoError(t, err)
 	}
-	core, err := activity.New(activity.NewJetStreamReader(n.JS, streams.PartitionStreams()...),
+	core, err := activity.New(activity.NewJetStreamReader(n.JS, streams),
 		activity.NewNATSListener(scalertest.Connect(t, n.Server.ClientURL())), activity.WithActivationHold(0))
 	require.NoError(t, err)
 	require.NoError(t, core.Upsert(sub))

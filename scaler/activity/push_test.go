@@ -83,7 +83,7 @@ func (a *activations) count() int {
 func TestOneActivationWhileTheGatewayKeepsReporting(t *testing.T) {
 	n := scalertest.StartNATS(t)
 	fn := types.NamespacedName{Namespace: "shop", Name: "orders"}
-	core, err := activity.New(activity.NewJetStreamReader(n.JS, n.Streams.EventStream), nil, activity.WithActivationHold(0))
+	core, err := activity.New(activity.NewJetStreamReader(n.JS, n.Streams), nil, activity.WithActivationHold(0))
 	require.NoError(t, err)
 	require.NoError(t, core.Refresh(context.Background()))
 	reports := &busyReports{Scaler: core}
@@ -186,7 +186,7 @@ func TestOneActivationWhileTheGatewayKeepsReporting(t *testing.T) {
 func TestZeroInFlightIsNone(t *testing.T) {
 	n := scalertest.StartNATS(t)
 	fn := types.NamespacedName{Namespace: "shop", Name: "orders"}
-	core, err := activity.New(activity.NewJetStreamReader(n.JS, n.Streams.EventStream), nil, activity.WithActivationHold(0))
+	core, err := activity.New(activity.NewJetStreamReader(n.JS, n.Streams), nil, activity.WithActivationHold(0))
 	require.NoError(t, err)
 	require.NoError(t, core.Refresh(context.Background()))
 	_, activated, cancel := core.Watch(fn)

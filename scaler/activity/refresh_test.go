@@ -41,7 +41,7 @@ func TestActivationHoldOutlastsTheSignal(t *testing.T) {
 		{hold: time.Hour, active: true},
 		{hold: 0, active: false},
 	} {
-		core, err := activity.New(activity.NewJetStreamReader(n.JS, n.Streams.EventStream), nil, activity.WithActivationHold(tc.hold))
+		core, err := activity.New(activity.NewJetStreamReader(n.JS, n.Streams), nil, activity.WithActivationHold(tc.hold))
 		require.NoError(t, err)
 		require.NoError(t, core.Refresh(context.Background()))
 		core.ReportInFlight("gw-0", map[types.NamespacedName]int{fn: 1}, time.Minute)
@@ -61,7 +61,7 @@ func TestActivationHoldOutlastsTheSignal(t *testing.T) {
 func TestMetricsCountFunctionsAndWatchers(t *testing.T) {
 	n := scalertest.StartNATS(t)
 	reg := prometheus.NewRegistry()
-	core, err := activity.New(activity.NewJetStreamReader(n.JS, n.Streams.EventStream), nil,
+	core, err := activity.New(activity.NewJetStreamReader(n.JS, n.Streams), nil,
 		activity.WithActivationHold(0), activity.WithMetrics(reg))
 	require.NoError(t, err)
 	watched := types.NamespacedName{Namespace: "shop", Name: "watched"}
@@ -104,7 +104,7 @@ func TestMetricsCountFunctionsAndWatchers(t *testing.T) {
 func TestAnActiveFunctionIsNotForgotten(t *testing.T) {
 	n := scalertest.StartNATS(t)
 	reg := prometheus.NewRegistry()
-	core, err := activity.New(activity.NewJetStreamReader(n.JS, n.Streams.EventStream), nil,
+	core, err := activity.New(activity.NewJetStreamReader(n.JS, n.Streams), nil,
 		activity.WithActivationHold(time.Hour), activity.WithMetrics(reg))
 	require.NoError(t, err)
 	fn := types.NamespacedName{Namespace: "shop", Name: "orders"}
@@ -134,7 +134,7 @@ func (l *countingListener) Listen(subjects []string, fire func()) (func(), error
 func TestListensOnTheSubjectsOfAnInactiveFunction(t *testing.T) {
 	n := scalertest.StartNATS(t)
 	listener := &countingListener{Listener: activity.NewNATSListener(scalertest.Connect(t, n.Server.ClientURL()))}
-	core, err := activity.New(activity.NewJetStreamReader(n.JS, n.Streams.EventStream), listener, activity.WithActivationHold(0))
+	core, err := activity.New(activity.NewJetStreamReader(n.JS, n.Streams), listener, activity.WithActivationHold(0))
 	require.NoError(t, err)
 	fn := types.NamespacedName{Namespace: "shop", Name: "orders"}
 	const created, paid = "order.created.v1", "order.paid.v1"
@@ -172,7 +172,7 @@ func TestListensOnTheSubjectsOfAnInactiveFunction(t *testing.T) {
 func TestActivationsGoToTheHook(t *testing.T) {
 	n := scalertest.StartNATS(t)
 	activated := make(chan types.NamespacedName, 10)
-	core, err := activity.New(activity.NewJetStreamReader(n.JS, n.Streams.EventStream),
+	core, err := activity.New(activity.NewJetStreamReader(n.JS, n.Streams),
 		activity.NewNATSListener(scalertest.Connect(t, n.Server.ClientURL())), activity.WithActivationHold(time.Minute),
 		activity.WithActivations(func(fn types.NamespacedName) { activated <- fn }))
 	require.NoError(t, err)
@@ -191,6 +191,6 @@ func TestActivationsGoToTheHook(t *testing.T) {
 	n.Publish(t, "shop", "order.created.v1", "2")
 	require.NoError(t, core.Refresh(context.Background()))
 	require.Never(t, func() bool { return len(activated) > 0 }, 300*time.Millisecond, 10*time.Millisecond, "active already: no second call")
-	_, err = activity.New(activity.NewJetStreamReader(n.JS, n.Streams.EventStream), nil, activity.WithActivations(nil))
+	_, err = activity.New(activity.NewJetStreamReader(n.JS, n.Streams), nil, activity.WithActivations(nil))
 	assert.ErrorIs(t, err, activity.ErrInvalidOption)
 }

@@ -57,7 +57,7 @@ func (r *countingReader) Backlogs(ctx context.Context) (map[string]uint64, error
 func newEnv(t *testing.T, opts ...activity.Option) *env {
 	t.Helper()
 	n := scalertest.StartNATS(t)
-	reads := &countingReader{BacklogReader: activity.NewJetStreamReader(n.JS, n.Streams.EventStream)}
+	reads := &countingReader{BacklogReader: activity.NewJetStreamReader(n.JS, n.Streams)}
 	core, err := activity.New(reads, activity.NewNATSListener(scalertest.Connect(t, n.Server.ClientURL())),
 		append([]activity.Option{activity.WithActivationHold(0)}, opts...)...)
 	require.NoError(t, err)

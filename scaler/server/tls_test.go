@@ -43,7 +43,7 @@ func TestMutualTLS(t *testing.T) {
 	require.NoError(t, err)
 
 	n := scalertest.StartNATS(t)
-	core, err := activity.New(activity.NewJetStreamReader(n.JS, n.Streams.EventStream), activity.NewNATSListener(scalertest.Connect(t, n.Server.ClientURL())))
+	core, err := activity.New(activity.NewJetStreamReader(n.JS, n.Streams), activity.NewNATSListener(scalertest.Connect(t, n.Server.ClientURL())))
 	require.NoError(t, err)
 	srv, err := server.New(core, server.WithTLS(cfg))
 	require.NoError(t, err)

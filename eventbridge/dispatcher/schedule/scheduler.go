@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher/observe"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher/slots"
 	"github.com/kfn-dev/kfn/eventbridge/pull"
+	"github.com/kfn-dev/kfn/internal/jsstream"
 )
 
 // Config is what the scheduling needs of the dispatcher's Config (the
@@ -38,6 +40,9 @@ type Config struct {
 	StreamingPerNamespace int
 	ConsumerTurn          time.Duration
 	Budget                budget.Config
+	// PartitionLook is how often the partitions to serve are looked for
+	// (followPartitions); jsstream.DefaultPartitionLook when zero.
+	PartitionLook time.Duration
 }
 
 // Parts are what the workers deliver, record, log and ask readiness with.
@@ -72,6 +77,9 @@ type Scheduler struct {
 	retryTurns *retryTurns
 
 	mu sync.Mutex
+	// partitions are the partitions of the event stream served, in order
+	// (SetPartitions).
+	partitions []int
 	// start starts a worker within Run's context; nil until Run.
 	start   func(*worker)
 	puller  *pull.Puller // set by Run
@@ -89,6 +97,9 @@ type key struct {
 // New returns a Scheduler that pulls through js.
 func New(js jetstream.JetStream, cfg Config, parts Parts) *Scheduler {
 	s := &Scheduler{cfg: cfg, js: js, parts: parts, workers: map[key]*worker{}, goroutines: pull.NewGoroutines(pull.DefaultIdle)}
+	for p := range cfg.Streams.PartitionCount() {
+		s.partitions = append(s.partitions, p)
+	}
 	s.slots = slots.New(cfg.DeliverySlots, cfg.SlotTime, s.goroutines.Go, slots.WithPerNamespace(cfg.DeliverySlotsPerNamespace))
 	s.retryTurns = newRetryTurns(cfg.RetryRate, cfg.RetryBurst)
 	return s
@@ -101,11 +112,17 @@ func New(js jetstream.JetStream, cfg Config, parts Parts) *Scheduler {
 // budget: its own maxBacklog when its spec.config can be read, the last
 // one served otherwise, else the default.
 func (s *Scheduler) Upsert(sub *v1alpha2.Subscription) error {
-	served, err := newTarget(sub, s.cfg.Defaults)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.upsertLocked(sub)
+}
+
+// upsertLocked is Upsert in every served partition. The mu is held.
+func (s *Scheduler) upsertLocked(sub *v1alpha2.Subscription) error {
+	served, err := newTarget(sub, s.cfg.Defaults)
+	shared := len(s.partitions) > 1
 	var gate inFlightGate
-	for p := range s.cfg.Streams.PartitionCount() {
+	for _, p := range s.partitions {
 		k := key{sub.Namespace, sub.Name, p}
 		old, ok := s.workers[k]
 		t := served
@@ -113,10 +130,10 @@ func (s *Scheduler) Upsert(sub *v1alpha2.Subscription) error {
 			t = holdTarget(sub, err, s.cfg.Defaults, old)
 		}
 		t = t.in(s.cfg.Streams, p)
-		if ok && sameTarget(old.target, t) {
+		if ok && sameTarget(old.target, t) && (old.gate != nil) == shared {
 			continue
 		}
-		if gate == nil && s.cfg.Streams.PartitionCount() > 1 {
+		if gate == nil && shared {
 			gate = s.gateFor(k, t)
 		}
 		w := &worker{s: s, target: t, gate: gate, done: make(chan struct{})}
@@ -132,6 +149,63 @@ func (s *Scheduler) Upsert(sub *v1alpha2.Subscription) error {
 		}
 	}
 	return err
+}
+
+// SetPartitions serves the partitions ps of the event stream (in order,
+// 0 first; jsstream.ServedPartitions): every Subscription gets a worker
+// in a partition added, and its worker in a partition no longer served
+// (one taken away, drained and deleted) stops. Its deliveries in
+// progress finish.
+func (s *Scheduler) SetPartitions(ps []int) {
+	s.mu.Lock()
+	if slices.Equal(ps, s.partitions) {
+		s.mu.Unlock()
+		return
+	}
+	s.partitions = slices.Clone(ps)
+	var stop []*worker
+	var subs []*v1alpha2.Subscription
+	for k, w := range s.workers {
+		switch {
+		case !slices.Contains(ps, k.partition):
+			stop = append(stop, w)
+			delete(s.workers, k)
+		case k.partition == 0:
+			subs = append(subs, w.target.sub)
+		}
+	}
+	for _, sub := range subs {
+		_ = s.upsertLocked(sub) // its error was the Upsert's, and is the same
+	}
+	s.mu.Unlock()
+	for _, w := range stop {
+		w.stop()
+	}
+}
+
+// followPartitions looks for the partitions to serve (partitions taken
+// away and not yet drained, see jsstream.DrainTakenAway) every
+// PartitionLook until ctx is done.
+func (s *Scheduler) followPartitions(ctx context.Context) {
+	every := s.cfg.PartitionLook
+	if every <= 0 {
+		every = jsstream.DefaultPartitionLook
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		ps, err := jsstream.ServedPartitions(ctx, s.js, s.cfg.Streams)
+		if err == nil {
+			s.SetPartitions(ps)
+		} else if ctx.Err() == nil {
+			s.parts.Log.Debug("looking for the partitions to serve failed; the next look retries", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // inFlightGate holds a Subscription's deliveries in progress to its
@@ -190,9 +264,8 @@ func (s *Scheduler) gateFor(k key, t target) inFlightGate {
 func (s *Scheduler) Remove(namespace, name string) {
 	s.mu.Lock()
 	var stop []*worker
-	for p := range s.cfg.Streams.PartitionCount() {
-		k := key{namespace, name, p}
-		if w, ok := s.workers[k]; ok {
+	for k, w := range s.workers {
+		if k.namespace == namespace && k.name == name {
 			stop = append(stop, w)
 			delete(s.workers, k)
 		}
@@ -255,8 +328,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go func() { defer s.wg.Done(); s.holdBudgets(ctx) }()
+	go func() { defer s.wg.Done(); s.followPartitions(ctx) }()
 	<-ctx.Done()
 	p.Stop() // events on their way come again after the ack wait
 	stopped := make(chan struct{})

@@ -240,8 +240,10 @@ func (w *worker) run(ctx context.Context) {
 			return
 		}
 		level := slog.LevelWarn
-		if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, pull.ErrConsumerGone) {
-			level = slog.LevelDebug // the reconciler has not created it (again) yet
+		if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, pull.ErrConsumerGone) || errors.Is(err, jetstream.ErrStreamNotFound) {
+			// The reconciler has not created it (again) yet, or its
+			// partition is not made yet or was drained and deleted.
+			level = slog.LevelDebug
 		}
 		w.log.Log(ctx, level, "consumer unavailable, retrying", "error", err, "retryIn", wait)
 		select {
