@@ -276,3 +276,54 @@ func TestOpenerOpensEachPartitionAndSpreadsTheirLeaders(t *testing.T) {
 	}, 60*time.Second, 100*time.Millisecond, "three partitions led by three servers")
 	assert.Equal(t, 1, made, "an open stream is left alone")
 }
+
+// TestOpenerDrainsPartitionsTakenAway: an Opener of one partition, where
+// an event bridge of three left partitions 1 and 2, closes them at its
+// look, deletes the empty one at the next, and the other once its event
+// was delivered; the stream stays open and no consumer is made.
+func TestOpenerDrainsPartitionsTakenAway(t *testing.T) {
+	js := natstest.Start(t).JetStream()
+	ctx := context.Background()
+	three := stream.DefaultConfig()
+	three.Storage, three.Partitions = stream.StorageMemory, 3
+	one := three
+	one.Partitions = 1
+	const subject = "kyma.shop.order.created.v1"
+	require.NoError(t, jsstream.Ensure(ctx, js, three))
+	for p := range 3 {
+		_, err := js.CreateConsumer(ctx, three.PartitionStream(p), jetstream.ConsumerConfig{
+			Durable: "orders", FilterSubject: subject, AckPolicy: jetstream.AckExplicitPolicy,
+		})
+		require.NoError(t, err)
+	}
+	_, err := js.Publish(ctx, stream.PublishSubject(2, subject), []byte(`{}`))
+	require.NoError(t, err)
+	made := 0
+	o := subscription.NewOpener(subscription.Applier{JetStream: js, Streams: one}, func(context.Context) []error { made++; return nil }, nil)
+	served := func() []int {
+		ps, err := jsstream.ServedPartitions(ctx, js, one)
+		require.NoError(t, err)
+		return ps
+	}
+
+	for range 3 {
+		opened, err := o.Open(ctx)
+		require.NoError(t, err)
+		assert.False(t, opened, "open all along")
+	}
+	assert.Equal(t, []int{0, 2}, served(), "the empty partition deleted, the other draining")
+	_, err = js.Publish(ctx, stream.PublishSubject(2, subject), []byte(`{}`))
+	require.ErrorIs(t, err, jetstream.ErrNoStreamResponse, "closed")
+
+	cons, err := js.Consumer(ctx, one.PartitionStream(2), "orders")
+	require.NoError(t, err)
+	msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+	require.NoError(t, err)
+	require.NoError(t, msg.DoubleAck(ctx))
+	require.Eventually(t, func() bool {
+		_, err := o.Open(ctx)
+		require.NoError(t, err)
+		return len(served()) == 1
+	}, 10*time.Second, 20*time.Millisecond, "deleted once its event was delivered")
+	assert.Zero(t, made, "no consumer made: the stream was open")
+}

@@ -249,4 +249,13 @@ func TestDeleteTakesTheConsumerOutOfEveryPartition(t *testing.T) {
 	require.NoError(t, a.Delete(ctx, "shop", "orders"))
 	assert.Zero(t, consumers())
 	require.NoError(t, a.Delete(ctx, "shop", "orders"), "deleting what is gone is no error")
+
+	// The count lowered to one: partitions 1 and 2, taken away, are still
+	// drained, and a consumer left there would keep its events.
+	obs = a.Apply(ctx, sub("shop", "orders", "http://orders.shop.svc.cluster.local"))
+	require.NoError(t, obs.ConsumerError)
+	one := streams
+	one.Partitions = 1
+	require.NoError(t, subscription.Applier{JetStream: js, Streams: one}.Delete(ctx, "shop", "orders"))
+	assert.Zero(t, consumers(), "deleted in the partitions taken away too")
 }
