@@ -212,13 +212,6 @@ func (c *Config) Validate() error {
 	if err := c.Streams.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	if c.Streams.PartitionCount() > 1 {
-		// The publisher, the consumers, the dispatcher, the scaler and
-		// the dead letters follow partitions; what is missing before an
-		// installation may have more than one (issue 49): a partition
-		// left behind when their number goes down is not drained.
-		return fmt.Errorf("%w: %d partitions: more than one is not enabled yet (partitions taken away would not be drained)", ErrInvalidConfig, c.Streams.Partitions)
-	}
 	if len(c.Components) == 0 {
 		return fmt.Errorf("%w: no component to run", ErrInvalidConfig)
 	}

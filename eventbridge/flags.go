@@ -66,6 +66,7 @@ func (c *Config) registerStreamFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Streams.EventStream, "event-stream", c.Streams.EventStream, "name of the event stream")
 	fs.StringVar(&c.Streams.DeadLetterStream, "dead-letter-stream", c.Streams.DeadLetterStream, "name of the dead-letter stream")
 	fs.StringVar(&c.Streams.Storage, "storage", c.Streams.Storage, "stream storage: file or memory")
+	fs.IntVar(&c.Streams.Partitions, "partitions", c.Streams.PartitionCount(), fmt.Sprintf("streams the events are spread over (1..%d), each led by a NATS server of its own: an event's partition is the hash of its partitionkey extension, else of its source and type; lowered, the partitions taken away are drained, then deleted", stream.MaxPartitions))
 	fs.IntVar(&c.Streams.Replicas, "stream-replicas", c.Streams.Replicas, "JetStream replicas of the streams (1..5)")
 	fs.Int64Var(&c.Streams.MaxBytes, "stream-max-bytes", c.Streams.MaxBytes, "size limit of the event stream; when full, publishing answers 507 (-1 unlimited)")
 	fs.Func("stream-max-msg-size", fmt.Sprintf("size limit of one stored event, headers included (-1 unlimited) (default %d)", c.Streams.MaxMsgSize), func(v string) error {

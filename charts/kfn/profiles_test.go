@@ -26,6 +26,8 @@ func TestProfileHA(t *testing.T) {
 		assert.Contains(t, env[fmt.Sprintf("KFN_NATS_ROUTE_%d", i)], fmt.Sprintf("@kfn-nats-%d.kfn-nats-headless.kfn-system.svc.cluster.local:6222", i), "routes to every server, with the routes' password")
 	}
 	assert.Contains(t, container(t, r.deployments["kfn-eventbridge"]).Args, "-stream-replicas=3", "streams R3")
+	assert.Contains(t, container(t, r.deployments["kfn-eventbridge"]).Args, "-partitions=3", "a partition led by each NATS server")
+	assert.Contains(t, container(t, r.deployments["kfn-scaler"]).Args, "-partitions=3", "the scaler reads what the event bridge writes")
 	assert.Contains(t, container(t, r.deployments["kfn-eventbridge"]).Args, "-leader-election=true")
 	assert.Contains(t, r.configMaps["kfn-controller"].Data["controller.yaml"], "leaderElect: true")
 	for _, name := range []string{"kfn-controller", "kfn-eventbridge", "kfn-scaler"} {
@@ -59,6 +61,8 @@ func TestProfileSmall(t *testing.T) {
 	assert.Equal(t, int32(1), *r.statefulSets["kfn-nats"].Spec.Replicas)
 	assert.NotContains(t, r.configMaps["kfn-nats"].Data["nats.conf"], "cluster {", "one server has no routes")
 	assert.Contains(t, container(t, r.deployments["kfn-eventbridge"]).Args, "-stream-replicas=1")
+	assert.Contains(t, container(t, r.deployments["kfn-eventbridge"]).Args, "-partitions=1")
+	assert.Contains(t, container(t, r.deployments["kfn-scaler"]).Args, "-partitions=1")
 	for name, d := range r.deployments {
 		assert.Equal(t, int32(1), *d.Spec.Replicas, name)
 	}
@@ -78,8 +82,11 @@ func TestProfileSmall(t *testing.T) {
 	t.Run("external NATS", func(t *testing.T) {
 		r := typed(t, render(t, map[string]any{"nats": map[string]any{"enabled": false}, "externalNATS": map[string]any{"url": "nats://n:4222"}}))
 		assert.Contains(t, container(t, r.deployments["kfn-eventbridge"]).Args, "-stream-replicas=1", "the chart does not know an external NATS's servers")
+		assert.Contains(t, container(t, r.deployments["kfn-eventbridge"]).Args, "-partitions=1")
 		r = typed(t, render(t, map[string]any{"nats": map[string]any{"enabled": false}, "externalNATS": map[string]any{"url": "nats://n:4222"},
-			"eventbridge": map[string]any{"streams": map[string]any{"replicas": 3}}}))
+			"eventbridge": map[string]any{"streams": map[string]any{"replicas": 3, "partitions": 5}}}))
 		assert.Contains(t, container(t, r.deployments["kfn-eventbridge"]).Args, "-stream-replicas=3")
+		assert.Contains(t, container(t, r.deployments["kfn-eventbridge"]).Args, "-partitions=5", "a value set wins")
+		assert.Contains(t, container(t, r.deployments["kfn-scaler"]).Args, "-partitions=5")
 	})
 }

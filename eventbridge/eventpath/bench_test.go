@@ -23,7 +23,7 @@ func BenchmarkRecordEvent(b *testing.B) {
 	for i := range b.N {
 		seq := uint64(i + 1)
 		e := dispatcher.EventRef{ID: fmt.Sprint(i), Source: "shop", Type: "order.created.v1"}
-		r.stored(seq, now, "kyma.shop.order.created.v1", e, tp)
+		r.stored(eventKey{seq: seq}, now, "kyma.shop.order.created.v1", e, tp)
 		r.attempted(newSpanID(), attemptSpan{event: ref{source: e.Source, id: e.ID}, function: "default/fulfil"})
 		r.Observe(dispatcher.Step{Namespace: "default", Subscription: "fulfil", SinkNamespace: "default", SinkService: "fulfil",
 			Event: e, Sequence: seq, TraceParent: tp, Attempt: 1, Outcome: dispatcher.Delivered, Status: 200, At: now})
@@ -52,7 +52,7 @@ func BenchmarkChains(b *testing.B) {
 		if i%10 != 0 {
 			tp = "00-" + trace + "-" + span + "-00"
 		}
-		r.stored(seq, now, "kyma.shop.order.created.v1", e, tp)
+		r.stored(eventKey{seq: seq}, now, "kyma.shop.order.created.v1", e, tp)
 		id := newSpanID()
 		span = id.String()
 		r.attempted(id, attemptSpan{event: ref{source: e.Source, id: e.ID}, function: "default/fn"})
@@ -88,7 +88,7 @@ func BenchmarkNamespaceRecordMemory(b *testing.B) {
 		for i := range DefaultEventsPerNamespace {
 			seq := uint64(i + 1)
 			e := dispatcher.EventRef{ID: fmt.Sprintf("order-%08d", i), Source: "shop", Type: "order.created.v1"}
-			n.stored(storedEvent{seq: seq, at: now, event: e, traceParent: tp, senderNamespace: "team-a"})
+			n.stored(storedEvent{key: eventKey{seq: seq}, at: now, event: e, traceParent: tp, senderNamespace: "team-a"})
 			for _, s := range []string{"fulfil", "audit"} {
 				n.Observe(dispatcher.Step{Namespace: "team-a", Subscription: s, SinkNamespace: "team-a", SinkService: s,
 					Event: e, Sequence: seq, TraceParent: tp, Attempt: 1, Outcome: dispatcher.Delivered, Status: 200, At: now})

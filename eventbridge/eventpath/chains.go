@@ -42,8 +42,10 @@ type Chain struct {
 
 // Event is one stored event and what became of it.
 type Event struct {
-	// Sequence is the event's sequence in the event stream.
+	// Sequence is the event's sequence in its partition's stream.
 	Sequence uint64 `json:"sequence"`
+	// Stream is the stream of the event's partition.
+	Stream string `json:"stream,omitempty"`
 	ID       string `json:"id"`
 	Source   string `json:"source"`
 	Type     string `json:"type"`
@@ -113,29 +115,30 @@ func (r *Recorder) Chains(limit int) []Chain {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 
-	l := linker{spans: r.spans, out: make(map[uint64]*Event, len(r.seqs)), byRef: map[ref][]uint64{}, replyTo: map[ref]replyOrigin{}}
-	for _, seq := range r.seqs {
-		rec := r.events[seq]
+	l := linker{spans: r.spans, out: make(map[*record]*Event, len(r.order)), byRef: map[ref][]*record{}, replyTo: map[ref]replyOrigin{}}
+	for _, k := range r.order {
+		rec := r.events[k]
 		e := rec.event()
-		l.out[seq] = e
-		l.byRef[rec.ref] = append(l.byRef[rec.ref], seq)
+		l.out[rec] = e
+		l.byRef[rec.ref] = append(l.byRef[rec.ref], rec)
 		for i, d := range rec.deliveries {
 			if d.reply != nil {
-				l.replyTo[*d.reply] = replyOrigin{seq: seq, d: e.Deliveries[i]}
+				l.replyTo[*d.reply] = replyOrigin{rec: rec, d: e.Deliveries[i]}
 			}
 		}
 	}
 
 	chains := map[string]*Chain{}
 	var order []*Chain
-	for _, seq := range r.seqs {
-		rec, e := r.events[seq], l.out[seq]
+	for _, k := range r.order {
+		rec := r.events[k]
+		e := l.out[rec]
 		if l.link(rec, e) {
 			continue
 		}
 		key := rec.traceID.String()
 		if !rec.traceID.IsValid() {
-			key = fmt.Sprintf("seq:%d", seq) // no trace: a chain of its own
+			key = fmt.Sprintf("seq:%s:%d", k.stream, k.seq) // no trace: a chain of its own
 		}
 		c, ok := chains[key]
 		if !ok {
@@ -171,26 +174,39 @@ func (r *Recorder) Chains(limit int) []Chain {
 
 // replyOrigin is the delivery whose sink replied with an event.
 type replyOrigin struct {
-	seq uint64
+	rec *record
 	d   *Delivery
 }
 
 // linker finds where each event came from, among the copies Chains makes.
 type linker struct {
 	spans   map[trace.SpanID]attemptSpan
-	out     map[uint64]*Event
-	byRef   map[ref][]uint64 // sequences, ascending
+	out     map[*record]*Event
+	byRef   map[ref][]*record
 	replyTo map[ref]replyOrigin
 }
 
-// before returns the latest event with the ref stored before seq.
-func (l *linker) before(x ref, seq uint64) (*Event, bool) {
-	seqs := l.byRef[x]
-	i, _ := slices.BinarySearch(seqs, seq)
-	if i == 0 {
+// earlier reports whether a was stored before b: by their sequences in
+// one stream, else (two partitions) as the Recorder first saw them.
+func earlier(a, b *record) bool {
+	if a.stream == b.stream {
+		return a.seq < b.seq
+	}
+	return a.pos < b.pos
+}
+
+// before returns the latest event with the ref stored before rec.
+func (l *linker) before(x ref, rec *record) (*Event, bool) {
+	var latest *record
+	for _, c := range l.byRef[x] {
+		if earlier(c, rec) && (latest == nil || earlier(latest, c)) {
+			latest = c
+		}
+	}
+	if latest == nil {
 		return nil, false
 	}
-	return l.out[seqs[i-1]], true
+	return l.out[latest], true
 }
 
 // link attaches e under the event or delivery it came from, and reports
@@ -198,14 +214,14 @@ func (l *linker) before(x ref, seq uint64) (*Event, bool) {
 // result is a forest.
 func (l *linker) link(rec *record, e *Event) bool {
 	if rec.replay {
-		orig, ok := l.before(rec.ref, rec.seq)
+		orig, ok := l.before(rec.ref, rec)
 		if ok {
 			e.Origin = Replay
 			orig.Replays = append(orig.Replays, e)
 		}
 		return ok
 	}
-	if rt, ok := l.replyTo[rec.ref]; ok && rt.seq < rec.seq {
+	if rt, ok := l.replyTo[rec.ref]; ok && earlier(rt.rec, rec) {
 		e.Origin = Reply
 		rt.d.Emitted = append(rt.d.Emitted, e)
 		return true
@@ -222,7 +238,7 @@ func (l *linker) link(rec *record, e *Event) bool {
 		e.Origin, e.Call = Emitted, &Call{Function: span.function, Request: span.request}
 		return false
 	}
-	parent, ok := l.before(span.event, rec.seq)
+	parent, ok := l.before(span.event, rec)
 	if !ok {
 		return false
 	}
@@ -249,7 +265,7 @@ func (e *Event) deliveryTo(function string) *Delivery {
 // event copies what is known of the record; Origin starts as Published.
 func (rec *record) event() *Event {
 	e := &Event{
-		Sequence: rec.seq, ID: rec.ref.id, Source: rec.ref.source, Type: rec.typ, Subject: rec.subject,
+		Sequence: rec.seq, Stream: rec.stream, ID: rec.ref.id, Source: rec.ref.source, Type: rec.typ, Subject: rec.subject,
 		Stored: rec.stored, Origin: Published, Deliveries: make([]*Delivery, len(rec.deliveries)),
 	}
 	for i, d := range rec.deliveries {

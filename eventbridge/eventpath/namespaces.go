@@ -98,7 +98,7 @@ func (n *Namespaces) Store(next publisher.EventStore) publisher.EventStore {
 // stored records s in the record of its sender's namespace.
 func (n *Namespaces) stored(s storedEvent) {
 	if r := n.recorder(s.senderNamespace, true); r != nil {
-		r.stored(s.seq, s.at, s.subject, s.event, s.traceParent)
+		r.stored(s.key, s.at, s.subject, s.event, s.traceParent)
 	}
 }
 
@@ -121,7 +121,7 @@ func (s storeRecorder) Put(ctx context.Context, e eventstore.Event) (eventstore.
 		return res, nil // recorded where it is delivered
 	}
 	tp, _ := e.TraceContext()
-	s.record(storedEvent{seq: res.Sequence, at: time.Now(), traceParent: tp, senderNamespace: sender,
+	s.record(storedEvent{key: eventKey{res.Stream, res.Sequence}, at: time.Now(), traceParent: tp, senderNamespace: sender,
 		event: dispatcher.EventRef{ID: e.Attribute("id"), Source: e.Attribute("source"), Type: e.Attribute("type")}})
 	return res, nil
 }

@@ -59,7 +59,7 @@ func delivered(n *eventpath.Namespaces, namespace, name string, seq uint64, id s
 // namespace/name at the first attempt.
 func step(namespace, name string, seq uint64, id string) dispatcher.Step {
 	return dispatcher.Step{Namespace: namespace, Subscription: name, SinkNamespace: namespace, SinkService: name,
-		Event: dispatcher.EventRef{ID: id, Source: "shop", Type: "order.created.v1"}, Sequence: seq,
+		Event: dispatcher.EventRef{ID: id, Source: "shop", Type: "order.created.v1"}, Sequence: seq, Stream: stream.DefaultEventStream,
 		Attempt: 1, Outcome: dispatcher.Delivered, Status: 200, At: time.Now()}
 }
 

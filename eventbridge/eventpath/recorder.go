@@ -26,9 +26,19 @@ const maxSteps = 10
 // ref names an event by its CloudEvent source and id.
 type ref struct{ source, id string }
 
+// eventKey names a stored event: its stream (its partition's) and its
+// sequence there.
+type eventKey struct {
+	stream string
+	seq    uint64
+}
+
 // record is what is known of one stored event.
 type record struct {
-	seq        uint64
+	eventKey
+	// pos orders the records as the Recorder first saw them: events of
+	// two partitions' streams are ordered by it, not by their sequences.
+	pos        uint64
 	ref        ref
 	typ        string
 	subject    string
@@ -67,8 +77,9 @@ type Recorder struct {
 	changes chan struct{}
 
 	mu        sync.Mutex
-	events    map[uint64]*record
-	seqs      []uint64 // of events, ascending
+	events    map[eventKey]*record
+	order     []eventKey // of events, as first seen (pos), oldest first
+	next      uint64     // the pos of the next record
 	spans     map[trace.SpanID]attemptSpan
 	spanOrder []trace.SpanID // a ring of the spans' ids, spanNext the oldest
 	spanNext  int
@@ -76,8 +87,8 @@ type Recorder struct {
 
 var _ dispatcher.Observer = (*Recorder)(nil)
 
-// New returns a Recorder that keeps the last maxEvents events (by stream
-// sequence); DefaultMaxEvents when maxEvents is 0. The error is for a
+// New returns a Recorder that keeps the last maxEvents events it saw;
+// DefaultMaxEvents when maxEvents is 0. The error is for a
 // negative maxEvents.
 func New(maxEvents int) (*Recorder, error) {
 	if maxEvents < 0 {
@@ -88,7 +99,7 @@ func New(maxEvents int) (*Recorder, error) {
 	}
 	return &Recorder{
 		max: maxEvents, changes: make(chan struct{}, 1),
-		events: map[uint64]*record{}, spans: map[trace.SpanID]attemptSpan{},
+		events: map[eventKey]*record{}, spans: map[trace.SpanID]attemptSpan{},
 		// Emitted events arrive within a delivery; a few spans per event
 		// are plenty.
 		spanOrder: make([]trace.SpanID, 4*maxEvents),
@@ -111,13 +122,13 @@ func (r *Recorder) changed() {
 // js from now on, reading headers only, until stop is called or ctx ends.
 // The error is the failure to start reading.
 func (r *Recorder) Follow(ctx context.Context, js jetstream.JetStream, streamName string) (stop func(), err error) {
-	return follow(ctx, js, streamName, func(s storedEvent) { r.stored(s.seq, s.at, s.subject, s.event, s.traceParent) })
+	return follow(ctx, js, streamName, func(s storedEvent) { r.stored(s.key, s.at, s.subject, s.event, s.traceParent) })
 }
 
 // storedEvent is what follow reads of one stored event: its headers'
 // attributes, not its data.
 type storedEvent struct {
-	seq             uint64
+	key             eventKey
 	at              time.Time
 	subject         string
 	event           dispatcher.EventRef
@@ -152,7 +163,7 @@ func follow(ctx context.Context, js jetstream.JetStream, streamName string, seen
 		if v := h[eventstore.HeaderTraceParent]; len(v) > 0 {
 			tp = v[0]
 		}
-		seen(storedEvent{seq: meta.Sequence.Stream, at: meta.Timestamp, subject: m.Subject(),
+		seen(storedEvent{key: eventKey{meta.Stream, meta.Sequence.Stream}, at: meta.Timestamp, subject: m.Subject(),
 			event:       dispatcher.EventRef{ID: eventstore.Attribute(h, "id"), Source: eventstore.Attribute(h, "source"), Type: eventstore.Attribute(h, "type")},
 			traceParent: tp, senderNamespace: eventstore.Attribute(h, eventstore.SenderExtension)})
 	})
@@ -173,10 +184,10 @@ func follow(ctx context.Context, js jetstream.JetStream, streamName string, seen
 }
 
 // stored records an event the stream holds.
-func (r *Recorder) stored(seq uint64, at time.Time, subject string, e dispatcher.EventRef, traceParent string) {
+func (r *Recorder) stored(k eventKey, at time.Time, subject string, e dispatcher.EventRef, traceParent string) {
 	sc := spanContext(traceParent, "") // outside the lock: it allocates
 	r.mu.Lock()
-	rec := r.recordLocked(seq, e, sc)
+	rec := r.recordLocked(k, e, sc)
 	rec.stored, rec.subject = at, subject
 	rec.replay = strings.HasPrefix(subject, stream.ReplaySubjectPrefix+".")
 	r.mu.Unlock()
@@ -187,7 +198,7 @@ func (r *Recorder) stored(seq uint64, at time.Time, subject string, e dispatcher
 func (r *Recorder) Observe(s dispatcher.Step) {
 	sc := spanContext(s.TraceParent, "")
 	r.mu.Lock()
-	rec := r.recordLocked(s.Sequence, s.Event, sc)
+	rec := r.recordLocked(eventKey{s.Stream, s.Sequence}, s.Event, sc)
 	d := rec.deliveryLocked(s.Namespace, s.Subscription)
 	d.function = s.SinkNamespace + "/" + s.SinkService
 	d.outcome, d.updated = s.Outcome, s.At
@@ -221,19 +232,19 @@ func (r *Recorder) attempted(span trace.SpanID, a attemptSpan) {
 	r.spanNext = (r.spanNext + 1) % len(r.spanOrder)
 }
 
-// recordLocked returns the record of seq, making it (and evicting the
+// recordLocked returns the record of k, making it (and evicting the
 // oldest beyond max) when it is new; sc is the event's trace context.
-func (r *Recorder) recordLocked(seq uint64, e dispatcher.EventRef, sc trace.SpanContext) *record {
-	if rec, ok := r.events[seq]; ok {
+func (r *Recorder) recordLocked(k eventKey, e dispatcher.EventRef, sc trace.SpanContext) *record {
+	if rec, ok := r.events[k]; ok {
 		return rec
 	}
-	rec := &record{seq: seq, ref: ref{source: e.Source, id: e.ID}, typ: e.Type, traceID: sc.TraceID(), parent: sc.SpanID()}
-	r.events[seq] = rec
-	i, _ := slices.BinarySearch(r.seqs, seq)
-	r.seqs = slices.Insert(r.seqs, i, seq)
-	for len(r.seqs) > r.max {
-		delete(r.events, r.seqs[0])
-		r.seqs = r.seqs[1:]
+	rec := &record{eventKey: k, pos: r.next, ref: ref{source: e.Source, id: e.ID}, typ: e.Type, traceID: sc.TraceID(), parent: sc.SpanID()}
+	r.next++
+	r.events[k] = rec
+	r.order = append(r.order, k)
+	for len(r.order) > r.max {
+		delete(r.events, r.order[0])
+		r.order = r.order[1:]
 	}
 	return rec
 }

@@ -187,6 +187,7 @@ const maxWireDeliveries = 1024
 // wireRecord is a record as the replicas tell each other.
 type wireRecord struct {
 	Seq        uint64         `json:"seq"`
+	Stream     string         `json:"stream,omitempty"`
 	ID         string         `json:"id"`
 	Source     string         `json:"source"`
 	Type       string         `json:"type"`
@@ -216,10 +217,10 @@ type wireDelivery struct {
 func (r *Recorder) export() []wireRecord {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]wireRecord, 0, len(r.seqs))
-	for _, seq := range r.seqs {
-		rec := r.events[seq]
-		w := wireRecord{Seq: rec.seq, ID: rec.ref.id, Source: rec.ref.source, Type: rec.typ, Subject: rec.subject,
+	out := make([]wireRecord, 0, len(r.order))
+	for _, k := range r.order {
+		rec := r.events[k]
+		w := wireRecord{Seq: rec.seq, Stream: rec.stream, ID: rec.ref.id, Source: rec.ref.source, Type: rec.typ, Subject: rec.subject,
 			Stored: rec.stored, Replay: rec.replay}
 		if rec.traceID.IsValid() {
 			w.TraceID = rec.traceID.String()
@@ -256,7 +257,7 @@ func (r *Recorder) merge(recs []wireRecord) {
 			copy(parent[:], b)
 		}
 		sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: traceID, SpanID: parent})
-		rec := r.recordLocked(w.Seq, dispatcher.EventRef{ID: w.ID, Source: w.Source, Type: w.Type}, sc)
+		rec := r.recordLocked(eventKey{w.Stream, w.Seq}, dispatcher.EventRef{ID: w.ID, Source: w.Source, Type: w.Type}, sc)
 		if rec.stored.IsZero() && !w.Stored.IsZero() {
 			rec.stored, rec.subject, rec.replay = w.Stored, w.Subject, w.Replay
 		}

@@ -30,6 +30,9 @@ var (
 type Result struct {
 	// Sequence is the event's sequence number in the stream.
 	Sequence uint64
+	// Stream is the stream that stored it: with partitions, two events
+	// may have one Sequence in two streams.
+	Stream string
 	// Duplicate is true when an event with the same message id was already
 	// stored within the de-duplication window; it was not stored again.
 	Duplicate bool
@@ -125,7 +128,7 @@ func (s *Store) Put(ctx context.Context, e Event) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("store event on %s: %w", msg.Subject, Classify(err))
 	}
-	return Result{Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil
+	return Result{Sequence: ack.Sequence, Stream: ack.Stream, Duplicate: ack.Duplicate}, nil
 }
 
 // message completes a new event (its bounds checked, the baggage of ctx

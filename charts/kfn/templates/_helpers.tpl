@@ -278,6 +278,24 @@ know). Profile small: one of each, streams R1.
 {{- end -}}
 {{- end }}
 
+{{/*
+The count of the event stream's partitions: eventbridge.streams.partitions
+when set, else the profile's: one per NATS server of the chart's (3 in
+profile ha, so that each server leads one partition's stream), 1 in
+profile small or with an external NATS.
+*/}}
+{{- define "kfn.partitions" -}}
+{{- $v := .Values -}}
+{{- $set := $v.eventbridge.streams.partitions -}}
+{{- if not (kindIs "invalid" $set) -}}
+{{- int $set -}}
+{{- else if or (eq (toString $v.profile) "small") (not $v.nats.enabled) -}}
+1
+{{- else -}}
+{{- min 16 (int (include "kfn.replicas" (dict "ctx" . "component" "nats"))) -}}
+{{- end -}}
+{{- end }}
+
 {{- define "kfn.imagePullSecrets" -}}
 {{- with .Values.imagePullSecrets }}
 imagePullSecrets:
@@ -311,13 +329,14 @@ Checks of values that span several keys (the schema checks each key alone).
 {{- end }}
 {{- $st := .Values.eventbridge.streams }}
 {{- if and .Values.nats.enabled (eq $st.storage "file") }}
-{{- $reserved := add (max 0 (int64 $st.maxBytes)) (max 0 (int64 $st.deadLetterMaxBytes)) }}
+{{- $partitions := int64 (include "kfn.partitions" .) }}
+{{- $reserved := add (mul $partitions (max 0 (int64 $st.maxBytes))) (max 0 (int64 $st.deadLetterMaxBytes)) }}
 {{- if .Values.eventbridge.dependencyCache.enabled }}
 {{- $reserved = add $reserved (max 0 (int64 .Values.eventbridge.dependencyCache.maxBytes)) }}
 {{- end }}
 {{- $store := int64 (include "kfn.natsFileStore" .) }}
 {{- if gt (int64 $reserved) $store }}
-{{- fail (printf "JetStream's file store, 80%% of nats.jetstream.fileStorage.size (%d bytes), is less than what NATS reserves on each server for eventbridge.streams.maxBytes + deadLetterMaxBytes + eventbridge.dependencyCache.maxBytes (%d bytes): NATS would refuse to make the streams; raise the size or lower those" $store (int64 $reserved)) }}
+{{- fail (printf "JetStream's file store, 80%% of nats.jetstream.fileStorage.size (%d bytes), is less than what NATS reserves on each server for eventbridge.streams.maxBytes (once per partition) + deadLetterMaxBytes + eventbridge.dependencyCache.maxBytes (%d bytes): NATS would refuse to make the streams; raise the size or lower those" $store (int64 $reserved)) }}
 {{- end }}
 {{- end }}
 {{- if and .Values.scaler.tls.existingSecret (not .Values.scaler.tls.enabled) }}

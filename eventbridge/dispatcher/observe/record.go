@@ -140,7 +140,7 @@ func (rec *Record) step(msg jetstream.Msg, meta *jetstream.MsgMetadata) Step {
 	s := Step{
 		Namespace: rec.namespace, Subscription: rec.name,
 		SinkNamespace: rec.sinkNamespace, SinkService: rec.sinkService,
-		Attempt: int(meta.NumDelivered), Sequence: meta.Sequence.Stream, At: time.Now(),
+		Attempt: int(meta.NumDelivered), Sequence: meta.Sequence.Stream, Stream: meta.Stream, At: time.Now(),
 	}
 	if len(rec.r.cfg.Observers) == 0 {
 		return s

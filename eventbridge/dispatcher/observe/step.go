@@ -46,9 +46,13 @@ type Step struct {
 	SinkService   string `json:"sinkService"`
 	// Event is the event delivered.
 	Event EventRef `json:"event"`
-	// Sequence is the event's sequence in the event stream; an event
-	// replayed from the dead-letter stream has a sequence of its own.
+	// Sequence is the event's sequence in its partition's stream
+	// (Stream); an event replayed from the dead-letter stream has a
+	// sequence of its own.
 	Sequence uint64 `json:"sequence"`
+	// Stream is the stream of the event's partition: two partitions'
+	// events may have one Sequence.
+	Stream string `json:"stream,omitempty"`
 	// TraceParent is the W3C trace context stored with the event, if any.
 	TraceParent string `json:"traceParent,omitempty"`
 	// Attempt counts the delivery attempts of the event, this one
