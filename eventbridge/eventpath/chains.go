@@ -46,9 +46,9 @@ type Event struct {
 	Sequence uint64 `json:"sequence"`
 	// Stream is the stream of the event's partition.
 	Stream string `json:"stream,omitempty"`
-	ID       string `json:"id"`
-	Source   string `json:"source"`
-	Type     string `json:"type"`
+	ID     string `json:"id"`
+	Source string `json:"source"`
+	Type   string `json:"type"`
 	// Subject is the event's subject in the event stream.
 	Subject string `json:"subject,omitempty"`
 	// Stored is when the stream stored it; zero when only its deliveries
