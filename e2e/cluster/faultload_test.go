@@ -106,7 +106,9 @@ func startLoad(t *testing.T, ns string) *load {
 			id := fmt.Sprintf("%s-%05d", ns, i)
 			for ctx.Err() == nil {
 				began := time.Now()
-				code, _, err := publishEvent("order.created.v1", "shop", id, `{}`)
+				// Each event its own partition key: the events spread over
+				// the event stream's partitions (3 in profile ha).
+				code, _, _, err := publishEventWith("", "order.created.v1", "shop", id, `{}`, http.Header{"Ce-Partitionkey": {id}})
 				now := time.Now()
 				l.mu.Lock()
 				if err == nil && code/100 == 2 {

@@ -193,9 +193,18 @@ func publishEvent(typ, source, id, data string) (int, string, error) {
 // token when not empty (a sender's identity), and returns the answer's
 // headers too.
 func publishEventAs(token, typ, source, id, data string) (int, http.Header, string, error) {
+	return publishEventWith(token, typ, source, id, data, nil)
+}
+
+// publishEventWith is publishEventAs with the extra headers (CloudEvents
+// extensions, ce-<name>).
+func publishEventWith(token, typ, source, id, data string, extra http.Header) (int, http.Header, string, error) {
 	req, err := http.NewRequest(http.MethodPost, platform.publisher+"/publish", bytes.NewBufferString(data))
 	if err != nil {
 		return 0, nil, "", err
+	}
+	for k, v := range extra {
+		req.Header[k] = v
 	}
 	req.Header.Set("ce-specversion", "1.0")
 	req.Header.Set("ce-type", typ)

@@ -84,6 +84,13 @@ const upgradeRestarts = 2
 // event bridge refuses publishes until the consumers exist in it). It logs each step's publish p99, longest
 // publish outage and the Function's longest time without an answer.
 //
+// Then the count of the event stream's partitions changed under load
+// (eventbridge.streams.partitions, 3 in profile ha, to 1 and back to 3,
+// the load's events each with a partition key of its own, so in every
+// partition): every acknowledged event delivered, those of the partitions
+// taken away included, and NATS left with exactly the partitions of the
+// new count (those taken away deleted once drained).
+//
 // The shared install is this checkout's, and the CRDs and the controller
 // are cluster-wide, so the scenario cannot run beside it: it uninstalls
 // it (deleting every Subscription and Function first, and NATS's
@@ -230,11 +237,61 @@ def main(event, context):
 		}
 	}
 	t.Logf("the sink Subscription's condition %q after small to ha: %s", eventingv1alpha2.ConditionEventsKept, kept)
+	haLoad.finish(t, fn, upgradeRestarts*faultInFlight, "publishing after small to ha (duplicates counted since the first upgrade)", start)
+	require.Equal(t, partitionStreams(3), eventStreams(t), "profile ha: a partition per NATS server")
+
+	// The count of partitions changed under load, 3 to 1 and back: every
+	// acknowledged event delivered (those of the partitions taken away
+	// too), the partitions taken away deleted once drained.
+	dups := upgradeRestarts * faultInFlight
+	for _, partitions := range []int{1, 3} {
+		v := headValues(install.DefaultProfile)
+		v["eventbridge"].(map[string]any)["streams"] = map[string]any{"partitions": partitions}
+		l := startLoad(t, fmt.Sprintf("%s-p%d", ns, partitions))
+		l.waitAcked(t, 100)
+		from := time.Now()
+		require.NoError(t, install.Upgrade(ctx, kubeconfig, chartDir, v, 10*time.Minute), "helm upgrade to %d partitions", partitions)
+		what := fmt.Sprintf("%d partitions to %d, under load", 4-partitions, partitions)
+		settled(what, from, l)
+		dups += 2 * faultInFlight // the two event bridges restarted
+		l.finish(t, fn, dups, what, start)
+		eventually(t, 3*time.Minute, fmt.Sprintf("the event stream in %d partitions", partitions), func() error {
+			if got, want := eventStreams(t), partitionStreams(partitions); !slices.Equal(got, want) {
+				return fmt.Errorf("streams %v, want %v", got, want)
+			}
+			return nil
+		})
+		t.Logf("%s: the partitions taken away drained and deleted, or the new ones made, %s after the upgrade began", what, time.Since(from).Round(time.Second))
+	}
 	probe.stop()
 	code, body, err := get(functionURL(t, ns, "greeter"))
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, code, "the Function answers after the upgrades: %s", body)
-	haLoad.finish(t, fn, upgradeRestarts*faultInFlight, "publishing after small to ha (duplicates counted since the first upgrade)", start)
+}
+
+// partitionStreams names the streams of n partitions of the default
+// event stream.
+func partitionStreams(n int) []string {
+	return stream.Config{EventStream: stream.DefaultEventStream, Partitions: n}.PartitionStreams()
+}
+
+// eventStreams are the streams of the event stream's partitions NATS
+// reports, in partition order.
+func eventStreams(t *testing.T) []string {
+	t.Helper()
+	c := stream.DefaultConfig()
+	var names []string
+	for _, s := range jszStreams(t) {
+		if _, ok := c.PartitionNumber(s.Name); ok {
+			names = append(names, s.Name)
+		}
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		pa, _ := c.PartitionNumber(a)
+		pb, _ := c.PartitionNumber(b)
+		return pa - pb
+	})
+	return names
 }
 
 // upgradeToHA upgrades release kfn to the chart in chartDir with vals
@@ -440,6 +497,26 @@ func streamDetail(t *testing.T, name string) streamInfo {
 	t.Helper()
 	var found streamInfo
 	eventually(t, 2*time.Minute, "NATS reports stream "+name, func() error {
+		for _, s := range jszStreams(t) {
+			if s.Name == name {
+				found = s
+				return nil
+			}
+		}
+		return errors.New("no server reports it")
+	})
+	return found
+}
+
+// jszStreams returns the streams the NATS servers that answer on their
+// monitoring port report, each once (the first server's report of it),
+// waiting until one answers.
+func jszStreams(t *testing.T) []streamInfo {
+	t.Helper()
+	var found []streamInfo
+	eventually(t, 2*time.Minute, "a NATS server reports its streams", func() error {
+		found = nil
+		answered := false
 		for _, p := range podsOf(t, "app.kubernetes.io/component=nats") {
 			if p.Status.PodIP == "" {
 				continue
@@ -458,16 +535,19 @@ func streamDetail(t *testing.T, name string) streamInfo {
 			if err != nil {
 				continue
 			}
+			answered = true
 			for _, a := range jsz.AccountDetails {
 				for _, s := range a.StreamDetail {
-					if s.Name == name {
-						found = s
-						return nil
+					if !slices.ContainsFunc(found, func(f streamInfo) bool { return f.Name == s.Name }) {
+						found = append(found, s)
 					}
 				}
 			}
 		}
-		return errors.New("no server reports it")
+		if !answered {
+			return errors.New("no server answers")
+		}
+		return nil
 	})
 	return found
 }

@@ -99,10 +99,10 @@ func LocalValues(img LocalImages, profile string) map[string]any {
 			"image": map[string]any{"repository": img.NATSRepository, "tag": img.NATSTag, "pullPolicy": "Never"},
 			"jetstream": map[string]any{
 				// JetStream's store (80% of it) holds what the streams
-				// and the dependency cache reserve by default (3.25 GiB;
-				// the chart refuses less); the node's volumes take only
-				// what is written.
-				"fileStorage": map[string]any{"size": "5Gi"},
+				// and the dependency cache reserve by default (5.25 GiB
+				// with profile ha's 3 partitions; the chart refuses
+				// less); the node's volumes take only what is written.
+				"fileStorage": map[string]any{"size": "7Gi"},
 			},
 			"resources": map[string]any{"requests": map[string]any{"cpu": platformCPU["nats"]}},
 		},
