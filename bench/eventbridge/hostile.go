@@ -401,7 +401,7 @@ func hostileTurn(s *sink, sinkURL string, o options, c *attackClass, id *identit
 	var p *pipeline
 	as(partKfn, func() {
 		var rb *runningBridge
-		rb, err = startBridge(natsURL, []string{eventbridge.ComponentPublisher, eventbridge.ComponentDispatcher}, resolve, append(subscriptions(o), a.subs...), nil, 0,
+		rb, err = startBridge(natsURL, []string{eventbridge.ComponentPublisher, eventbridge.ComponentDispatcher}, resolve, append(subscriptions(o), a.subs...), nil, streamShape{},
 			eventbridge.WithAccess(eventbridge.Access{Senders: id.senders}))
 		if err == nil {
 			p, err = publish(rb, o, rb.stop)

@@ -58,10 +58,10 @@ type runningBridge struct {
 // bridge's components (delivering each event to resolve's URL), serves subs
 // (their consumers made, as the Subscription reconciler makes them, and
 // the dispatcher told, when it runs) and runs it until stop. With obs, it
-// records its metrics and traces there. Its streams have replicas
-// replicas (the default, 1, when 0). extra are more options of the
-// bridge's.
-func startBridge(natsURL string, components []string, resolve dispatcher.Resolver, subs []*v1alpha2.Subscription, obs *telemetry, replicas int, extra ...eventbridge.Option) (*runningBridge, error) {
+// records its metrics and traces there. Its streams are of shape (the
+// defaults, one replica and one partition, for the zero shape). extra are
+// more options of the bridge's.
+func startBridge(natsURL string, components []string, resolve dispatcher.Resolver, subs []*v1alpha2.Subscription, obs *telemetry, shape streamShape, extra ...eventbridge.Option) (*runningBridge, error) {
 	nc, err := nats.Connect(natsURL)
 	if err != nil {
 		return nil, err
@@ -74,8 +74,12 @@ func startBridge(natsURL string, components []string, resolve dispatcher.Resolve
 	// The benchmark's Subscriptions (up to 2,000) are one namespace's: it
 	// measures the bridge at scale, not a namespace's limits.
 	cfg.SubscriptionLimits.MaxConsumersPerNamespace = cfg.Streams.MaxConsumers
-	if replicas > 0 {
-		cfg.Streams.Replicas = replicas
+	if shape.replicas > 0 {
+		cfg.Streams.Replicas = shape.replicas
+	}
+	cfg.Streams.Partitions = shape.partitions
+	if shape.stream != "" {
+		cfg.Streams.EventStream, cfg.Streams.DeadLetterStream = shape.stream, shape.stream+"-deadletter"
 	}
 	opts := []eventbridge.Option{eventbridge.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))}
 	if obs != nil && obs.reg != nil {
@@ -132,13 +136,21 @@ func to(url string) dispatcher.Resolver {
 // kfn is the event bridge: publisher, streams, consumers, dispatcher; with
 // obs, also its metrics and traces.
 func kfn(natsURL, sinkURL string, o options, obs *telemetry) (*pipeline, error) {
-	return kfnReplicated(natsURL, sinkURL, o, obs, 0)
+	return kfnShaped(natsURL, sinkURL, o, obs, streamShape{})
 }
 
-// kfnReplicated is kfn with streams of replicas replicas (the default
-// when 0).
-func kfnReplicated(natsURL, sinkURL string, o options, obs *telemetry, replicas int) (*pipeline, error) {
-	rb, err := startBridge(natsURL, []string{eventbridge.ComponentPublisher, eventbridge.ComponentDispatcher}, to(sinkURL), subscriptions(o), obs, replicas)
+// streamShape is how many replicas and partitions the streams of a
+// pipeline have; zero is the default (1).
+type streamShape struct {
+	replicas, partitions int
+	// stream, when set, names the event stream (and, with "-deadletter",
+	// the dead-letter stream): two pipelines on one NATS server.
+	stream string
+}
+
+// kfnShaped is kfn with streams of shape.
+func kfnShaped(natsURL, sinkURL string, o options, obs *telemetry, shape streamShape) (*pipeline, error) {
+	rb, err := startBridge(natsURL, []string{eventbridge.ComponentPublisher, eventbridge.ComponentDispatcher}, to(sinkURL), subscriptions(o), obs, shape)
 	if err != nil {
 		return nil, err
 	}

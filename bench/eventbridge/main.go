@@ -99,6 +99,9 @@ type options struct {
 	// kfn pipeline's Subscriptions ordered by them (ordered.go).
 	keys     int
 	ordering bool
+	// partitions is -partitions: -stream-replicas also measures R3 streams
+	// of this many partitions.
+	partitions int
 }
 
 func main() {
@@ -118,6 +121,7 @@ func main() {
 	flag.Float64Var(&o.sample, "sample", 1, "with -observability: the fraction of traces sampled (OTEL_TRACES_SAMPLER=parentbased_traceidratio below 1)")
 	flag.BoolVar(&o.replicas, "replicas", false, "measure instead the throughput of kfn with 2 dispatcher processes beside 1 (median of the rounds)")
 	flag.BoolVar(&o.r3, "stream-replicas", false, "measure instead kfn with R3 streams on a 3-server NATS cluster (embedded, one process) against R1 streams on one server: publish and delivery throughput and p99")
+	flag.IntVar(&o.partitions, "partitions", 3, "with -stream-replicas: also measure R3 streams of this many partitions (each led by another server) against R3 streams of one, and each server's share of the messages (1: not)")
 	flag.BoolVar(&o.hostile, "hostile", false, "measure instead the victim's publish and delivery p99 at -rate beside a hostile tenant of each attack class (test/hostile) against the same victim alone, each on a pipeline made for its turn")
 	flag.StringVar(&o.attacks, "attacks", "", "with -hostile: the comma-separated attack classes to measure (default all: fan-out, many Subscriptions, slow sinks, failing sinks, refused publishes, large events, redirects, reply storm, all at once; the probes of where a cost lies only when named: one busy Subscription, idle Subscriptions, 100 types to one Subscription, bare: 20 on one subject in bursts, bare: 1 on one subject in bursts, bare: 100 consumers, bare: 100 on their stream, bare: 5 consumers, bare: 1 of 100 subjects)")
 	flag.BoolVar(&o.natsProcess, "nats-process", true, "with -hostile: run each turn's NATS server in a process of its own, as in a cluster (NATS a pod of its own, sharing the machine's cores); false: in the benchmark's process, beside the event bridge and the victim's load (the rows before 2026-11-28)")

@@ -29,7 +29,7 @@ import (
 // its input with "stats <CPU ns> <RSS KiB>": the CPU time it used so far
 // and its resident memory.
 func childDispatcher(c childFlags, o options) error {
-	rb, err := startBridge(c.nats, []string{eventbridge.ComponentDispatcher}, to(c.sink), subscriptions(o)[:c.serve], nil, 0)
+	rb, err := startBridge(c.nats, []string{eventbridge.ComponentDispatcher}, to(c.sink), subscriptions(o)[:c.serve], nil, streamShape{})
 	if err != nil {
 		return err
 	}
@@ -142,7 +142,7 @@ func replicas(natsURL string, s *sink, sinkURL string, o options) error {
 	var err error
 	as(partKfn, func() {
 		var rb *runningBridge
-		if rb, err = startBridge(natsURL, []string{eventbridge.ComponentPublisher}, nil, subscriptions(o), nil, 0); err == nil {
+		if rb, err = startBridge(natsURL, []string{eventbridge.ComponentPublisher}, nil, subscriptions(o), nil, streamShape{}); err == nil {
 			p, err = publish(rb, o, rb.stop)
 		}
 	})
@@ -203,7 +203,7 @@ func idle(natsURL, sinkURL string, o options) error {
 		return errors.New("-idle needs -subscriptions of at least 1")
 	}
 	// The consumers, made as the reconciler makes them, by a publisher.
-	rb, err := startBridge(natsURL, []string{eventbridge.ComponentPublisher}, nil, subscriptions(o), nil, 0)
+	rb, err := startBridge(natsURL, []string{eventbridge.ComponentPublisher}, nil, subscriptions(o), nil, streamShape{})
 	if err != nil {
 		return err
 	}

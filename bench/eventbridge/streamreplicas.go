@@ -1,11 +1,18 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kfn-dev/kfn/bench/figures"
+	"github.com/kfn-dev/kfn/contract/stream"
 	"github.com/kfn-dev/kfn/test/natstest"
 )
 
@@ -37,20 +44,47 @@ func streamReplicas(natsURL string, s *sink, sinkURL string, o options) error {
 		return fmt.Errorf("3-server NATS cluster: %w", err)
 	}
 	defer stopCluster()
-	var r1, r3 *pipeline
-	as(partKfn, func() { r1, err = kfnReplicated(natsURL, sinkURL, o, nil, 1) })
+	var r1, r3, r3p *pipeline
+	as(partKfn, func() { r1, err = kfnShaped(natsURL, sinkURL, o, nil, streamShape{replicas: 1}) })
 	if err != nil {
 		return err
 	}
 	defer r1.cleanup()
 	r1.name = "kfn-r1"
-	as(partKfn, func() { r3, err = kfnReplicated(cluster.URL(), sinkURL, o, nil, 3) })
+	as(partKfn, func() { r3, err = kfnShaped(cluster.URL(), sinkURL, o, nil, streamShape{replicas: 3}) })
 	if err != nil {
 		return err
 	}
 	defer r3.cleanup()
 	r3.name = "kfn-r3"
 	pipelines := []*pipeline{r1, r3}
+	var parted *natstest.Cluster
+	if o.partitions > 1 {
+		// On a cluster of its own: two event streams cannot take kyma.>
+		// on one.
+		var stop func()
+		partedDir := filepath.Join(dir, "partitioned")
+		if err := os.Mkdir(partedDir, 0o700); err != nil {
+			return err
+		}
+		as(partNATS, func() { parted, stop, err = natstest.LaunchCluster(3, partedDir) })
+		if err != nil {
+			return fmt.Errorf("second 3-server NATS cluster: %w", err)
+		}
+		defer stop()
+		as(partKfn, func() {
+			r3p, err = kfnShaped(parted.URL(), sinkURL, o, nil, streamShape{replicas: 3, partitions: o.partitions})
+		})
+		if err != nil {
+			return err
+		}
+		defer r3p.cleanup()
+		r3p.name = fmt.Sprintf("kfn-r3-p%d", o.partitions)
+		pipelines = append(pipelines, r3p)
+	}
+	for _, p := range pipelines {
+		p.keys = partitionKeys // the events spread over the partitions
+	}
 	for _, p := range pipelines {
 		if _, err := throughput(p, s, o, o.slice); err != nil { // warm up
 			return err
@@ -77,6 +111,11 @@ func streamReplicas(natsURL string, s *sink, sinkURL string, o options) error {
 		l3.publishRate()/l1.publishRate(), l3.rate()/l1.rate(), ms(t3.publishPercentile(99))/ms(t1.publishPercentile(99)), ms(t3.percentile(99))/ms(t1.percentile(99)))
 	const group = "event bridge, R3 streams on 3 NATS servers (profile ha)"
 	anchor := "R1 streams on one NATS server (profile small), same run"
+	if r3p != nil {
+		if err := partitionFigures(map[string]*natstest.Cluster{r3.name: cluster, r3p.name: parted}, r3, r3p, s, o, loads, timings); err != nil {
+			return err
+		}
+	}
 	return figures.Append(o.figures,
 		figures.Figure{Group: group, Name: fmt.Sprintf("publish throughput, %d B events", o.size), Unit: "events/s",
 			Value: l3.publishRate(), Anchor: anchor, AnchorValue: l1.publishRate()},
@@ -87,4 +126,106 @@ func streamReplicas(natsURL string, s *sink, sinkURL string, o options) error {
 		figures.Figure{Group: group, Name: fmt.Sprintf("delivery p99 at %d events/s", o.rate), Unit: "ms",
 			Value: ms(t3.percentile(99)), Anchor: anchor, AnchorValue: ms(t1.percentile(99))},
 	)
+}
+
+// partitionKeys is how many partition keys the events of -stream-replicas
+// take in turn: enough to spread them over the partitions evenly.
+const partitionKeys = 1000
+
+// partitionFigures prints and records what partitions change on R3
+// streams (r3p against r3, one partition, each on its cluster of 3
+// servers in clusters): the throughputs and p99s of the rounds, and each
+// server's share of the events stored while each pipeline ran a full load
+// for o.duration by the streams it leads (a stream's leader takes its
+// publishes, replicates them, and serves its consumers' pulls and
+// acknowledgements): the busiest server's share is the leaders' spread,
+// 1/3 at best.
+func partitionFigures(clusters map[string]*natstest.Cluster, r3, r3p *pipeline, s *sink, o options, loads map[string]load, timings map[string]timing) error {
+	shares := map[string][]float64{}
+	for _, p := range []*pipeline{r3, r3p} {
+		partitions := 1
+		if p == r3p {
+			partitions = o.partitions
+		}
+		streams := stream.Config{EventStream: stream.DefaultEventStream, Partitions: partitions}
+		before, err := storedByLeader(clusters[p.name], streams)
+		if err != nil {
+			return err
+		}
+		if _, err := throughput(p, s, o, o.duration); err != nil {
+			return err
+		}
+		after, err := storedByLeader(clusters[p.name], streams)
+		if err != nil {
+			return err
+		}
+		var total float64
+		for _, srv := range clusters[p.name].Servers {
+			total += float64(after[srv.Name()] - before[srv.Name()])
+		}
+		for _, srv := range clusters[p.name].Servers {
+			shares[p.name] = append(shares[p.name], float64(after[srv.Name()]-before[srv.Name()])/total)
+		}
+		fmt.Printf("%s: each server's share of the events stored by the streams it leads: %s\n", p.name, percents(shares[p.name]))
+	}
+	l1, lp := loads[r3.name], loads[r3p.name]
+	t1, tp := timings[r3.name], timings[r3p.name]
+	fmt.Printf("\n%d partitions/1 partition, R3 on 3 servers: publish throughput %.2f, delivery throughput %.2f, publish p99 %.2f, delivery p99 %.2f; busiest leader %.0f%% against %.0f%%\n",
+		o.partitions, lp.publishRate()/l1.publishRate(), lp.rate()/l1.rate(),
+		ms(tp.publishPercentile(99))/ms(t1.publishPercentile(99)), ms(tp.percentile(99))/ms(t1.percentile(99)),
+		100*slices.Max(shares[r3p.name]), 100*slices.Max(shares[r3.name]))
+	group := fmt.Sprintf("event bridge, %d partitions of R3 streams on 3 NATS servers", o.partitions)
+	const anchor = "one partition of R3 streams on 3 servers, same run"
+	return figures.Append(o.figures,
+		figures.Figure{Group: group, Name: fmt.Sprintf("publish throughput, %d B events, %d keys", o.size, partitionKeys), Unit: "events/s",
+			Value: lp.publishRate(), Anchor: anchor, AnchorValue: l1.publishRate()},
+		figures.Figure{Group: group, Name: fmt.Sprintf("delivery throughput, %d B events, %d keys", o.size, partitionKeys), Unit: "events/s",
+			Value: lp.rate(), Anchor: anchor, AnchorValue: l1.rate()},
+		figures.Figure{Group: group, Name: fmt.Sprintf("publish p99 at %d events/s", o.rate), Unit: "ms",
+			Value: ms(tp.publishPercentile(99)), Anchor: anchor, AnchorValue: ms(t1.publishPercentile(99))},
+		figures.Figure{Group: group, Name: fmt.Sprintf("delivery p99 at %d events/s", o.rate), Unit: "ms",
+			Value: ms(tp.percentile(99)), Anchor: anchor, AnchorValue: ms(t1.percentile(99))},
+		figures.Figure{Group: group, Name: "busiest server's share of the events stored, by the streams it leads", Unit: "%",
+			Value: 100 * slices.Max(shares[r3p.name]), Anchor: anchor, AnchorValue: 100 * slices.Max(shares[r3.name])},
+	)
+}
+
+// storedByLeader is, by server name, the last sequences of the partitions'
+// streams each server leads: the events they stored so far.
+func storedByLeader(c *natstest.Cluster, streams stream.Config) (map[string]uint64, error) {
+	nc, err := nats.Connect(c.URL())
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	led := map[string]uint64{}
+	for _, name := range streams.PartitionStreams() {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("stream %s: %w", name, err)
+		}
+		info := s.CachedInfo()
+		if info.Cluster == nil || info.Cluster.Leader == "" {
+			return nil, fmt.Errorf("stream %s has no leader", name)
+		}
+		led[info.Cluster.Leader] += info.State.LastSeq
+	}
+	return led, nil
+}
+
+func percents(shares []float64) string {
+	out := ""
+	for i, s := range shares {
+		if i > 0 {
+			out += " "
+		}
+		out += fmt.Sprintf("%.0f%%", 100*s)
+	}
+	return out
 }

@@ -206,6 +206,20 @@ func (l *load) finish(t *testing.T, fn string, maxDups int, what string, start t
 
 // requireHA skips t unless the install runs the chart's profile ha (3
 // NATS servers, R3 streams).
+// natsFaultHeld is how many of a fault scenario's events can be delivered
+// and unacknowledged at once across the install, the duplicates a NATS
+// server's loss may cause (the acknowledgements it held): each partition's
+// consumer holds faultInFlight (JetStream's MaxAckPending), and each event
+// bridge replica holds the Subscription's deliveries to faultInFlight
+// across partitions, so faultInFlight times the fewer of the partitions
+// and the event bridge replicas (profile ha: 3 partitions, 2 replicas).
+func natsFaultHeld(t *testing.T) int {
+	t.Helper()
+	d, err := platform.cluster.Clientset.AppsV1().Deployments(install.Namespace).Get(t.Context(), "kfn-eventbridge", metav1.GetOptions{})
+	require.NoError(t, err)
+	return faultInFlight * max(min(len(eventStreams(t)), int(*d.Spec.Replicas)), 1)
+}
+
 func requireHA(t *testing.T) {
 	t.Helper()
 	sts, err := platform.cluster.Clientset.AppsV1().StatefulSets(install.Namespace).Get(t.Context(), "kfn-nats", metav1.GetOptions{})

@@ -23,5 +23,5 @@ func TestKilledDispatcherAndNATSLoseNoEvent(t *testing.T) {
 	load.waitAcked(t, load.count()+50)
 	// Two faults, each may take the acknowledgements of the events in
 	// flight with it.
-	load.finish(t, fn, 2*faultInFlight, "killed every event bridge, then every NATS server", start)
+	load.finish(t, fn, 2*natsFaultHeld(t), "killed every event bridge, then every NATS server", start)
 }

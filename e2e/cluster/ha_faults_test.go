@@ -22,7 +22,8 @@ import (
 // The faults of the chart's profile ha (issue 33): each under the steady
 // publish load of faultload_test.go, each requiring that every
 // acknowledged event is delivered with at most faultInFlight duplicates
-// per killed pod, each logging the publish p99 and the longest publish
+// per killed pod (natsFaultHeld per NATS server: one per partition, up to
+// the event bridge replicas), each logging the publish p99 and the longest publish
 // outage. Every kill is SIGKILL to the pod's processes on the node (crash);
 // where the fault must last, the node is cordoned first and the killed pod
 // removed, so that its replacement waits.
@@ -57,7 +58,7 @@ func TestKilledNATSFollowerLosesNoEvent(t *testing.T) {
 	require.NotEmpty(t, follower)
 	killPod(t, follower)
 	load.waitAcked(t, load.count()+100)
-	load.finish(t, fn, faultInFlight, fmt.Sprintf("killed NATS follower %s (stream leader %s, after: %s)", follower, leader, streamLeader(t, "kfn-events")), start)
+	load.finish(t, fn, natsFaultHeld(t), fmt.Sprintf("killed NATS follower %s (stream leader %s, after: %s)", follower, leader, streamLeader(t, "kfn-events")), start)
 }
 
 // TestNATSQuorumLossAnswers503AndRecovers kills two of the three NATS
@@ -116,7 +117,7 @@ func TestNATSQuorumLossAnswers503AndRecovers(t *testing.T) {
 	}
 	load.waitAcked(t, load.count()+100)
 
-	r := load.finish(t, fn, 2*faultInFlight, fmt.Sprintf("killed NATS servers %s then %s (leader after both came back: %s)",
+	r := load.finish(t, fn, 2*natsFaultHeld(t), fmt.Sprintf("killed NATS servers %s then %s (leader after both came back: %s)",
 		first, second, streamLeader(t, "kfn-events")), start)
 	// Every attempt from the second kill until the servers came back was
 	// answered 503 in bounded time: none hung, none got another status.

@@ -14,7 +14,7 @@ import (
 // the killed one restarted in its pod), every event the publisher
 // acknowledged reaches the function, and the test reports the longest
 // time without an acknowledged publish, the publish p99 and the
-// duplicates (at most faultInFlight: the events whose acknowledgement the
+// duplicates (at most natsFaultHeld: the events whose acknowledgement the
 // killed server took with it). It needs the HA profile (3 NATS servers,
 // R3 streams) and is skipped on the small one. A publish that fails is
 // retried with the same id, as a producer does; JetStream's
@@ -32,5 +32,5 @@ func TestKilledStreamLeaderLosesNoEvent(t *testing.T) {
 	// The killed server is restarted in its pod within seconds, and may
 	// lead the stream again: what counts is that events are stored again.
 	load.waitAcked(t, load.count()+100)
-	load.finish(t, fn, faultInFlight, fmt.Sprintf("killed stream leader %s (leader after: %s)", leader, streamLeader(t, "kfn-events")), start)
+	load.finish(t, fn, natsFaultHeld(t), fmt.Sprintf("killed stream leader %s (leader after: %s)", leader, streamLeader(t, "kfn-events")), start)
 }

@@ -55,8 +55,8 @@ var outOfServiceTaint = corev1.Taint{Key: "node.kubernetes.io/out-of-service", V
 // an operator or a node-health automation does for a node known to be
 // gone) every one of kfn's pods and the sink run again on the first node,
 // and that every acknowledged event reaches the sink, with at most three
-// times faultInFlight duplicates (the dispatcher, the NATS server and the
-// sink that died with the node each hold at most faultInFlight events
+// times natsFaultHeld duplicates (the dispatcher, the NATS server and the
+// sink that died with the node each hold at most that many events
 // unacknowledged). It logs how long each step took.
 func TestNodeLossLosesNoEvent(t *testing.T) { nodeLoss(t, false) }
 
@@ -245,7 +245,7 @@ func nodeLoss(t *testing.T, silent bool) {
 	sinkBack := time.Since(taintedAt)
 
 	load.waitAcked(t, load.count()+100)
-	r := load.finish(t, fn, 3*faultInFlight, fmt.Sprintf("%s node %s (sink %s, then %s; stream leader after: %s)", how, node.Name, lostSink, newSink, streamLeader(t, "kfn-events")), start)
+	r := load.finish(t, fn, 3*natsFaultHeld(t), fmt.Sprintf("%s node %s (sink %s, then %s; stream leader after: %s)", how, node.Name, lostSink, newSink, streamLeader(t, "kfn-events")), start)
 	t.Logf("longest publish outage from the loss on: %s (%d publish attempts failed from then on)", longestGap(r.ackedAt, killedAt).Round(time.Millisecond), failedSince(r.failed, killedAt))
 	t.Logf("node loss timings: second node added and Ready %s, replicas moved to it %s after the start; NotReady %s after the kill; after the out-of-service taint kfn's pods ready on %s in %s and the sink serving there in %s",
 		added.Round(time.Second), moved.Round(time.Second), notReady.Round(time.Second), first, rescheduled.Round(time.Second), sinkBack.Round(time.Second))

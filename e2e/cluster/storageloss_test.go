@@ -56,7 +56,7 @@ const lossGuardInterval = 30 * time.Second
 // bucket) has its three replicas current again, lag 0, within healBound;
 // each stream is the one it was (same creation time, last sequence not
 // lower); every acknowledged event is delivered with at most
-// faultInFlight duplicates; and no event bridge reports a lost stream
+// natsFaultHeld duplicates; and no event bridge reports a lost stream
 // (kfn_eventbridge_streams_lost_total stays 0, read from each replica's
 // metrics over TLS with a token RBAC lets read them).
 func TestLostNATSStorageHealsFromReplicas(t *testing.T) {
@@ -110,7 +110,7 @@ func TestLostNATSStorageHealsFromReplicas(t *testing.T) {
 		return nil
 	})
 	lost := reader.streamsLost(t)
-	load.finish(t, fn, faultInFlight, fmt.Sprintf("lost the store of NATS server %s (event stream leader %s, after: %s; the server held back %s): a current replica of every stream again, lag 0, %s after its replacement was let in on a new volume",
+	load.finish(t, fn, natsFaultHeld(t), fmt.Sprintf("lost the store of NATS server %s (event stream leader %s, after: %s; the server held back %s): a current replica of every stream again, lag 0, %s after its replacement was let in on a new volume",
 		victim, leader, after["kfn-events"].leader, releasedAt.Sub(lostAt).Round(time.Second), healedIn.Round(100*time.Millisecond)), start)
 	for pod, n := range lost {
 		assert.Zero(t, n, "event bridge %s reports lost streams: the stream was not lost", pod)

@@ -121,3 +121,10 @@ func (s *Server) JetStream() jetstream.JetStream {
 	}
 	return js
 }
+
+// Varz is the server's general statistics (its monitoring endpoint's
+// /varz): messages and bytes in and out among them.
+func (s *Server) Varz() (*server.Varz, error) { return s.srv.Varz(nil) }
+
+// Name is the server's name in its cluster.
+func (s *Server) Name() string { return s.srv.Name() }
