@@ -2,8 +2,6 @@ package schedule
 
 import (
 	"context"
-	"log/slog"
-	"net/http"
 	"testing"
 	"time"
 
@@ -13,9 +11,6 @@ import (
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 	"github.com/kfn-dev/kfn/contract/stream"
-	"github.com/kfn-dev/kfn/eventbridge/deadline"
-	"github.com/kfn-dev/kfn/eventbridge/dispatcher/delivery"
-	"github.com/kfn-dev/kfn/eventbridge/dispatcher/observe"
 	"github.com/kfn-dev/kfn/eventbridge/pull"
 	"github.com/kfn-dev/kfn/test/natstest"
 )
@@ -29,15 +24,7 @@ func TestReplacedWorkerPullsBeforeTheOldStops(t *testing.T) {
 	js, err := jetstream.New(srv.Connect())
 	require.NoError(t, err)
 	streams := stream.DefaultConfig()
-	d := New(js, Config{
-		Streams: streams, Defaults: v1alpha2.DefaultDelivery(), PullExpiry: time.Second,
-		BudgetInterval: time.Second, ShutdownGrace: time.Second, MaxHeldBytes: 1 << 20, MaxHeldBytesPerSubscription: 1 << 20,
-	}, Parts{
-		Sender: delivery.NewSender(delivery.Config{
-			JetStream: js, Transport: http.DefaultTransport, Resolver: delivery.DirectResolver, Deadlines: deadline.New(time.Second),
-		}),
-		Recorder: observe.NewRecorder(observe.Config{}), Endpoints: AlwaysReady{}, Log: slog.New(slog.DiscardHandler),
-	})
+	d := testScheduler(t, js, streams)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = d.Run(ctx); close(done) }()
