@@ -235,10 +235,18 @@ func (o *Opener) spreadLeaders(ctx context.Context) error {
 	return err
 }
 
-// drainTakenAway closes the partitions taken away (a count of partitions
-// lowered, jsstream.DrainTakenAway) and deletes those drained, at each
-// look at an open stream.
+// drainTakenAway records this event bridge's count of partitions in the
+// event stream (jsstream.RecordPartitions), closes the partitions taken
+// away (a count of partitions lowered, jsstream.DrainTakenAway) and
+// deletes those drained, at each look at an open stream.
 func (o *Opener) drainTakenAway(ctx context.Context) error {
+	changed, err := jsstream.RecordPartitions(ctx, o.Applier.JetStream, o.Applier.Streams)
+	if err != nil {
+		return err
+	}
+	if changed {
+		o.log().Info("recorded the count of partitions in the event stream", "partitions", o.Applier.Streams.PartitionCount())
+	}
 	d, err := jsstream.DrainTakenAway(ctx, o.Applier.JetStream, o.Applier.Streams)
 	if len(d.Closed) > 0 {
 		o.log().Info("closed partitions taken away: their events are delivered, then they are deleted", "partitions", d.Closed)

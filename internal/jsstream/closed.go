@@ -84,6 +84,12 @@ func ensurePartition(ctx context.Context, js jetstream.JetStream, c stream.Confi
 		if !IsOpen(s.CachedInfo().Config) {
 			want = ClosedPartitionConfig(c, p)
 		}
+		if recorded, ok := s.CachedInfo().Config.Metadata[PartitionsMetadata]; ok && p == 0 {
+			// The consumers' leader's count (RecordPartitions), which
+			// a replica of another count, while a change of the count
+			// rolls out, leaves as it is.
+			want.Metadata = map[string]string{PartitionsMetadata: recorded}
+		}
 		if _, err := js.UpdateStream(ctx, want); err != nil {
 			return false, fmt.Errorf("update stream %s: %w", want.Name, err)
 		}

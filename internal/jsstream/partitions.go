@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -24,14 +25,41 @@ import (
 // leader of the consumers (the Opener) closes it, so that it takes no new
 // event (one published there is stored in partition 0 instead, see
 // eventstore), and deletes it once it holds no event. Partition 0's stream
-// records the count of partitions (PartitionsMetadata), so that a replica
-// of a larger count, still running during the change, reads a partition
-// deleted so as taken away and not lost.
+// records the count of partitions of that leader (PartitionsMetadata,
+// RecordPartitions), so that every replica, of the old count or the new
+// while a change rolls out, reads a partition deleted so as taken away and
+// not lost; and a leader drains only what it recorded as taken away.
 
 // PartitionsMetadata is the key of partition 0's stream metadata that
-// records the count of partitions of the event bridge that last made or
-// updated it. A stream without it was made by one of a single partition.
+// records the count of partitions of the consumers' leader (or, until a
+// leader recorded one, of the event bridge that made the stream). A
+// stream without it was made by one of a single partition.
 const PartitionsMetadata = "kfn.dev/partitions"
+
+// RecordPartitions records c's count of partitions in partition 0's
+// stream (PartitionsMetadata) when it records another, and reports
+// whether it changed it. Call it from the consumers' leader only, before
+// DrainTakenAway.
+func RecordPartitions(ctx context.Context, js jetstream.JetStream, c stream.Config) (bool, error) {
+	s, err := js.Stream(ctx, c.EventStream)
+	if err != nil {
+		return false, fmt.Errorf("look up stream %s: %w", c.EventStream, err)
+	}
+	sc := s.CachedInfo().Config
+	want := strconv.Itoa(c.PartitionCount())
+	if sc.Metadata[PartitionsMetadata] == want {
+		return false, nil
+	}
+	sc.Metadata = maps.Clone(sc.Metadata)
+	if sc.Metadata == nil {
+		sc.Metadata = map[string]string{}
+	}
+	sc.Metadata[PartitionsMetadata] = want
+	if _, err := js.UpdateStream(ctx, sc); err != nil {
+		return false, fmt.Errorf("record %s partitions in stream %s: %w", want, c.EventStream, err)
+	}
+	return true, nil
+}
 
 // ServedPartitions returns the partitions to serve, in order: 0 to
 // c.PartitionCount()-1, and every partition taken away (p >= the count)
@@ -107,13 +135,22 @@ type Drained struct {
 }
 
 // DrainTakenAway looks once at every partition taken away (p >= the
-// count of c): an open one is closed, and one that is closed and holds no
+// count of c) whose stream exists, if partition 0 records c's count
+// (RecordPartitions: a leader of another count, while a change rolls out,
+// drains nothing it does not count as taken away): an open one is closed, and one that is closed and holds no
 // event (every consumer acknowledged every event, interest retention) is
 // deleted, with its consumers. A partition closed by this call is
 // deleted by a later one at the earliest, so that an event stored while
 // it was closing is read first. Call it from the consumers' leader only.
 func DrainTakenAway(ctx context.Context, js jetstream.JetStream, c stream.Config) (Drained, error) {
 	var d Drained
+	s, err := js.Stream(ctx, c.EventStream)
+	if err != nil {
+		return d, fmt.Errorf("look up stream %s: %w", c.EventStream, err)
+	}
+	if RecordedPartitions(s.CachedInfo().Config) != c.PartitionCount() {
+		return d, nil
+	}
 	served, err := ServedPartitions(ctx, js, c)
 	if err != nil {
 		return d, err

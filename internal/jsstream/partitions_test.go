@@ -16,9 +16,11 @@ import (
 
 // TestPartitionsTakenAwayAreDrainedThenDeleted: the count of partitions
 // lowered from 3 to 1, partitions 1 and 2 are still served (their events
-// counted) and closed; the empty one is deleted at the next look, the
-// other once its event is acknowledged; partition 0 records the count, by
-// which a partition deleted so reads as taken away, not lost.
+// counted); once the leader recorded the new count in partition 0 (by
+// which a partition deleted so reads as taken away, not lost; a replica
+// of the new count starting leaves the record as it is, and nothing is
+// drained before), they are closed; the empty one is deleted at the next
+// look, the other once its event is acknowledged.
 func TestPartitionsTakenAwayAreDrainedThenDeleted(t *testing.T) {
 	js := natstest.Start(t).JetStream()
 	ctx := context.Background()
@@ -42,6 +44,18 @@ func TestPartitionsTakenAwayAreDrainedThenDeleted(t *testing.T) {
 	assert.False(t, away, "partition 0 counts three partitions")
 
 	require.NoError(t, jsstream.Ensure(ctx, js, one)) // an event bridge of one partition starts
+	away, err = jsstream.TakenAway(ctx, js, one, one.PartitionStream(2))
+	require.NoError(t, err)
+	assert.False(t, away, "the leader's count is recorded, not a starting replica's")
+	d, err := jsstream.DrainTakenAway(ctx, js, one)
+	require.NoError(t, err)
+	assert.Zero(t, d, "a leader drains only what partition 0 records as taken away")
+	recorded, err := jsstream.RecordPartitions(ctx, js, one) // the leader is of one partition
+	require.NoError(t, err)
+	assert.True(t, recorded)
+	recorded, err = jsstream.RecordPartitions(ctx, js, one)
+	require.NoError(t, err)
+	assert.False(t, recorded, "recorded already")
 	served, err := jsstream.ServedPartitions(ctx, js, one)
 	require.NoError(t, err)
 	assert.Equal(t, []int{0, 1, 2}, served, "the partitions taken away are served until they are drained")
@@ -58,7 +72,7 @@ func TestPartitionsTakenAwayAreDrainedThenDeleted(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, away, "partition 0 never is")
 
-	d, err := jsstream.DrainTakenAway(ctx, js, one)
+	d, err = jsstream.DrainTakenAway(ctx, js, one)
 	require.NoError(t, err)
 	assert.Equal(t, jsstream.Drained{Closed: []int{1, 2}}, d, "closed first, none deleted in the same look")
 	_, err = js.Publish(ctx, stream.PublishSubject(2, subject), []byte(`{}`))
