@@ -116,3 +116,47 @@ func TestRecordedPartitions(t *testing.T) {
 		assert.Equal(t, 1, jsstream.RecordedPartitions(jetstream.StreamConfig{Metadata: map[string]string{jsstream.PartitionsMetadata: bad}}), bad)
 	}
 }
+
+// TestPartitionWatchKeepsWhatItFoundForItsInterval: a partition made after
+// a look is served once what the watch found is older than its interval
+// (DefaultPartitionLook when none is given), not before.
+func TestPartitionWatchKeepsWhatItFoundForItsInterval(t *testing.T) {
+	js := natstest.Start(t).JetStream()
+	ctx := context.Background()
+	one := stream.DefaultConfig()
+	one.Storage = stream.StorageMemory
+	two := one
+	two.Partitions = 2
+	require.NoError(t, jsstream.Ensure(ctx, js, one))
+
+	byDefault := jsstream.NewPartitionWatch(js, one, 0)
+	first := time.Now()
+	served, err := byDefault.Served(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int{0}, served)
+	long := jsstream.NewPartitionWatch(js, one, time.Hour)
+	served, err = long.Served(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int{0}, served)
+	short := jsstream.NewPartitionWatch(js, one, 10*time.Millisecond)
+	served, err = short.Served(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int{0}, served)
+
+	require.NoError(t, jsstream.Ensure(ctx, js, two)) // partition 1 made by an event bridge of two
+	served, err = byDefault.Served(ctx)
+	require.NoError(t, err)
+	if time.Since(first) < jsstream.DefaultPartitionLook {
+		assert.Equal(t, []int{0}, served, "kept for DefaultPartitionLook")
+	}
+	served, err = long.Served(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []int{0}, served, "kept for the hour")
+	require.Eventually(t, func() bool {
+		served, err := short.Served(ctx)
+		return err == nil && len(served) == 2
+	}, 5*time.Second, 5*time.Millisecond, "looked for again after 10 ms")
+	streams, err := short.Streams(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"kfn-events", "kfn-events-1"}, streams)
+}
