@@ -135,6 +135,7 @@ func main() {
 	flag.IntVar(&c.serve, "child-serve", 0, "internal: how many of the Subscriptions a dispatcher process serves")
 	flag.StringVar(&c.bare, "child-bare", "", "internal: run as the process of a bare-consumers probe of -hostile (JSON), on the NATS server -child-sink")
 	flag.BoolVar(&c.natsServer, "child-nats", false, "internal: run as the NATS process of -nats-process")
+	flag.StringVar(&c.natsMember, "child-nats-member", "", "internal: run as a NATS process of a cluster of processes (<i>,<store dir>,<route port>...)")
 	flag.StringVar(&c.attacker, "child-attacker", "", "internal: run as the attacker process of -hostile, of this attack class (its victim's sink is -child-sink)")
 	flag.Parse()
 	// Dispatcher and NATS processes write their profiles beside the
@@ -171,6 +172,8 @@ func main() {
 		err = childAttacker(c.attacker, c.sink)
 	case c.natsServer:
 		err = childNATS()
+	case c.natsMember != "":
+		err = childNATSMember(c.natsMember)
 	case c.bare != "":
 		err = childBare(c.bare, c.sink)
 	case c.nats != "":

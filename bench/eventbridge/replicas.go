@@ -265,5 +265,8 @@ type childFlags struct {
 	attacker string
 	// natsServer makes the process the NATS server of -nats-process.
 	natsServer bool
+	// natsMember makes the process a server of a cluster of processes
+	// (childNATSMember).
+	natsMember string
 	bare       string
 }

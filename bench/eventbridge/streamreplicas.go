@@ -112,7 +112,7 @@ func streamReplicas(natsURL string, s *sink, sinkURL string, o options) error {
 	const group = "event bridge, R3 streams on 3 NATS servers (profile ha)"
 	anchor := "R1 streams on one NATS server (profile small), same run"
 	if r3p != nil {
-		if err := partitionFigures(map[string]*natstest.Cluster{r3.name: cluster, r3p.name: parted}, r3, r3p, s, o, loads, timings); err != nil {
+		if err := partitionFigures(map[string]*natstest.Cluster{r3.name: cluster, r3p.name: parted}, r3, r3p, s, sinkURL, o, loads, timings); err != nil {
 			return err
 		}
 	}
@@ -140,7 +140,7 @@ const partitionKeys = 1000
 // publishes, replicates them, and serves its consumers' pulls and
 // acknowledgements): the busiest server's share is the leaders' spread,
 // 1/3 at best.
-func partitionFigures(clusters map[string]*natstest.Cluster, r3, r3p *pipeline, s *sink, o options, loads map[string]load, timings map[string]timing) error {
+func partitionFigures(clusters map[string]*natstest.Cluster, r3, r3p *pipeline, s *sink, sinkURL string, o options, loads map[string]load, timings map[string]timing) error {
 	shares := map[string][]float64{}
 	for _, p := range []*pipeline{r3, r3p} {
 		partitions := 1
@@ -174,9 +174,18 @@ func partitionFigures(clusters map[string]*natstest.Cluster, r3, r3p *pipeline, 
 		o.partitions, lp.publishRate()/l1.publishRate(), lp.rate()/l1.rate(),
 		ms(tp.publishPercentile(99))/ms(t1.publishPercentile(99)), ms(tp.percentile(99))/ms(t1.percentile(99)),
 		100*slices.Max(shares[r3p.name]), 100*slices.Max(shares[r3.name]))
+	cpus, err := measureServerCPU(s, sinkURL, o, []int{1, o.partitions})
+	if err != nil {
+		return err
+	}
+	one, parted := cpus[0], cpus[1]
+	fmt.Printf("busiest NATS server's CPU per event: %.1f µs with %d partitions, %.1f µs with one: on servers of their own, NATS carries %.2f times the events (a server of c cores: at most c x %.0f events/s against c x %.0f)\n",
+		parted.busiest(), o.partitions, one.busiest(), one.busiest()/parted.busiest(), 1e6/parted.busiest(), 1e6/one.busiest())
 	group := fmt.Sprintf("event bridge, %d partitions of R3 streams on 3 NATS servers", o.partitions)
 	const anchor = "one partition of R3 streams on 3 servers, same run"
 	return figures.Append(o.figures,
+		figures.Figure{Group: group, Name: "busiest NATS server's CPU per event (3 NATS processes)", Unit: "µs",
+			Value: parted.busiest(), Anchor: anchor, AnchorValue: one.busiest()},
 		figures.Figure{Group: group, Name: fmt.Sprintf("publish throughput, %d B events, %d keys", o.size, partitionKeys), Unit: "events/s",
 			Value: lp.publishRate(), Anchor: anchor, AnchorValue: l1.publishRate()},
 		figures.Figure{Group: group, Name: fmt.Sprintf("delivery throughput, %d B events, %d keys", o.size, partitionKeys), Unit: "events/s",

@@ -40,23 +40,9 @@ func startCluster(t harness, n int) *Cluster {
 		ports[i] = ln.Addr().(*net.TCPAddr).Port
 		ln.Close()
 	}
-	var routes []*url.URL
-	for _, p := range ports {
-		routes = append(routes, &url.URL{Scheme: "nats", Host: fmt.Sprintf("127.0.0.1:%d", p)})
-	}
 	c := &Cluster{}
 	for i := range n {
-		s := &Server{t: t, opts: server.Options{
-			ServerName: fmt.Sprintf("n%d", i),
-			Host:       "127.0.0.1",
-			Port:       server.RANDOM_PORT,
-			JetStream:  true,
-			StoreDir:   t.TempDir(),
-			NoLog:      true,
-			NoSigs:     true,
-			Cluster:    server.ClusterOpts{Name: "kfn", Host: "127.0.0.1", Port: ports[i]},
-			Routes:     routes,
-		}}
+		s := &Server{t: t, opts: MemberOptions(i, ports, t.TempDir())}
 		s.start()
 		s.opts.Port = s.srv.Addr().(*net.TCPAddr).Port
 		t.Cleanup(s.Shutdown)
@@ -70,6 +56,28 @@ func startCluster(t harness, n int) *Cluster {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return c
+}
+
+// MemberOptions are the options of server i of a cluster on loopback
+// whose servers' route ports are routePorts, its store in storeDir: named
+// n<i>, on a random client port. A program that runs each server in a
+// process of its own starts them with these.
+func MemberOptions(i int, routePorts []int, storeDir string) server.Options {
+	var routes []*url.URL
+	for _, p := range routePorts {
+		routes = append(routes, &url.URL{Scheme: "nats", Host: fmt.Sprintf("127.0.0.1:%d", p)})
+	}
+	return server.Options{
+		ServerName: fmt.Sprintf("n%d", i),
+		Host:       "127.0.0.1",
+		Port:       server.RANDOM_PORT,
+		JetStream:  true,
+		StoreDir:   storeDir,
+		NoLog:      true,
+		NoSigs:     true,
+		Cluster:    server.ClusterOpts{Name: "kfn", Host: "127.0.0.1", Port: routePorts[i]},
+		Routes:     routes,
+	}
 }
 
 // formed says whether one of the servers leads JetStream's meta group and
