@@ -26,8 +26,8 @@ func TestProfileHA(t *testing.T) {
 		assert.Contains(t, env[fmt.Sprintf("KFN_NATS_ROUTE_%d", i)], fmt.Sprintf("@kfn-nats-%d.kfn-nats-headless.kfn-system.svc.cluster.local:6222", i), "routes to every server, with the routes' password")
 	}
 	assert.Contains(t, container(t, r.deployments["kfn-eventbridge"]).Args, "-stream-replicas=3", "streams R3")
-	assert.Contains(t, container(t, r.deployments["kfn-eventbridge"]).Args, "-partitions=3", "a partition led by each NATS server")
-	assert.Contains(t, container(t, r.deployments["kfn-scaler"]).Args, "-partitions=3", "the scaler reads what the event bridge writes")
+	assert.Contains(t, container(t, r.deployments["kfn-eventbridge"]).Args, "-partitions=1", "3 servers and R3: every server would hold every partition")
+	assert.Contains(t, container(t, r.deployments["kfn-scaler"]).Args, "-partitions=1", "the scaler reads what the event bridge writes")
 	assert.Contains(t, container(t, r.deployments["kfn-eventbridge"]).Args, "-leader-election=true")
 	assert.Contains(t, r.configMaps["kfn-controller"].Data["controller.yaml"], "leaderElect: true")
 	for _, name := range []string{"kfn-controller", "kfn-eventbridge", "kfn-scaler"} {

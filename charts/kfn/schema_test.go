@@ -130,12 +130,12 @@ func TestValuesRefused(t *testing.T) {
 		},
 		"a NATS volume smaller than the streams and the dependency cache reserve": {
 			values: map[string]any{"nats": map[string]any{"jetstream": map[string]any{"fileStorage": map[string]any{"size": "4Gi"}}}},
-			want:   []string{"80% of nats.jetstream.fileStorage.size (3435973836 bytes), is less than what NATS reserves on each server", "(5637144576 bytes)"},
+			want:   []string{"80% of nats.jetstream.fileStorage.size (3435973836 bytes), is less than what NATS reserves on each server", "(3489660928 bytes)"},
 		},
-		"a NATS volume smaller than what one partition, the dead letters and the dependency cache reserve": {
-			values: map[string]any{"nats": map[string]any{"jetstream": map[string]any{"fileStorage": map[string]any{"size": "4Gi"}}},
-				"eventbridge": map[string]any{"streams": map[string]any{"partitions": 1}}},
-			want: []string{"(3489660928 bytes)"},
+		"a NATS volume smaller than what 3 partitions, the dead letters and the dependency cache reserve": {
+			values: map[string]any{"nats": map[string]any{"jetstream": map[string]any{"fileStorage": map[string]any{"size": "6Gi"}}},
+				"eventbridge": map[string]any{"streams": map[string]any{"partitions": 3}}},
+			want: []string{"maxBytes (once per partition)", "(5637144576 bytes)"},
 		},
 		"partitions above 16": {
 			values: map[string]any{"eventbridge": map[string]any{"streams": map[string]any{"partitions": 17}}},

@@ -107,7 +107,7 @@ func startLoad(t *testing.T, ns string) *load {
 			for ctx.Err() == nil {
 				began := time.Now()
 				// Each event its own partition key: the events spread over
-				// the event stream's partitions (3 in profile ha).
+				// the event stream's partitions, when it has more than one.
 				code, _, _, err := publishEventWith("", "order.created.v1", "shop", id, `{}`, http.Header{"Ce-Partitionkey": {id}})
 				now := time.Now()
 				l.mu.Lock()
@@ -212,7 +212,7 @@ func (l *load) finish(t *testing.T, fn string, maxDups int, what string, start t
 // consumer holds faultInFlight (JetStream's MaxAckPending), and each event
 // bridge replica holds the Subscription's deliveries to faultInFlight
 // across partitions, so faultInFlight times the fewer of the partitions
-// and the event bridge replicas (profile ha: 3 partitions, 2 replicas).
+// and the event bridge replicas (profile ha: 1 partition, 2 replicas).
 func natsFaultHeld(t *testing.T) int {
 	t.Helper()
 	d, err := platform.cluster.Clientset.AppsV1().Deployments(install.Namespace).Get(t.Context(), "kfn-eventbridge", metav1.GetOptions{})

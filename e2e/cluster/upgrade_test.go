@@ -85,7 +85,7 @@ const upgradeRestarts = 2
 // publish outage and the Function's longest time without an answer.
 //
 // Then the count of the event stream's partitions changed under load
-// (eventbridge.streams.partitions, 3 in profile ha, to 1 and back to 3,
+// (eventbridge.streams.partitions, 1 in profile ha, to 3 and back to 1,
 // the load's events each with a partition key of its own, so in every
 // partition): every acknowledged event delivered, those of the partitions
 // taken away included, and NATS left with exactly the partitions of the
@@ -238,13 +238,13 @@ def main(event, context):
 	}
 	t.Logf("the sink Subscription's condition %q after small to ha: %s", eventingv1alpha2.ConditionEventsKept, kept)
 	haLoad.finish(t, fn, upgradeRestarts*faultInFlight, "publishing after small to ha (duplicates counted since the first upgrade)", start)
-	require.Equal(t, partitionStreams(3), eventStreams(t), "profile ha: a partition per NATS server")
+	require.Equal(t, partitionStreams(1), eventStreams(t), "profile ha: one partition")
 
-	// The count of partitions changed under load, 3 to 1 and back: every
+	// The count of partitions changed under load, 1 to 3 and back: every
 	// acknowledged event delivered (those of the partitions taken away
 	// too), the partitions taken away deleted once drained.
 	dups := upgradeRestarts * faultInFlight
-	for _, partitions := range []int{1, 3} {
+	for _, partitions := range []int{3, 1} {
 		v := headValues(install.DefaultProfile)
 		v["eventbridge"].(map[string]any)["streams"] = map[string]any{"partitions": partitions}
 		l := startLoad(t, fmt.Sprintf("%s-p%d", ns, partitions))

@@ -279,21 +279,10 @@ know). Profile small: one of each, streams R1.
 {{- end }}
 
 {{/*
-The count of the event stream's partitions: eventbridge.streams.partitions
-when set, else the profile's: one per NATS server of the chart's (3 in
-profile ha, so that each server leads one partition's stream), 1 in
-profile small or with an external NATS.
+The count of the event stream's partitions, eventbridge.streams.partitions.
 */}}
 {{- define "kfn.partitions" -}}
-{{- $v := .Values -}}
-{{- $set := $v.eventbridge.streams.partitions -}}
-{{- if not (kindIs "invalid" $set) -}}
-{{- int $set -}}
-{{- else if or (eq (toString $v.profile) "small") (not $v.nats.enabled) -}}
-1
-{{- else -}}
-{{- min 16 (int (include "kfn.replicas" (dict "ctx" . "component" "nats"))) -}}
-{{- end -}}
+{{- int .Values.eventbridge.streams.partitions -}}
 {{- end }}
 
 {{- define "kfn.imagePullSecrets" -}}

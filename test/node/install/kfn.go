@@ -99,8 +99,8 @@ func LocalValues(img LocalImages, profile string) map[string]any {
 			"image": map[string]any{"repository": img.NATSRepository, "tag": img.NATSTag, "pullPolicy": "Never"},
 			"jetstream": map[string]any{
 				// JetStream's store (80% of it) holds what the streams
-				// and the dependency cache reserve by default (5.25 GiB
-				// with profile ha's 3 partitions; the chart refuses
+				// and the dependency cache reserve with 3 partitions
+				// (5.25 GiB, the upgrade scenario's; the chart refuses
 				// less); the node's volumes take only what is written.
 				"fileStorage": map[string]any{"size": "7Gi"},
 			},
