@@ -92,7 +92,10 @@ var programs = []program{
 		quick: []string{"-replicas", "-rounds", "2", "-duration", "2s"}},
 	// R3 streams on a 3-server NATS cluster (profile ha) beside R1 streams
 	// on one server (profile small): publish and delivery throughput and
-	// p99, in turns.
+	// p99, in turns; and 3 partitions of R3 streams on a cluster of their
+	// own beside one partition: the same figures, each server's share of
+	// the events stored by the streams it leads, and each server's CPU per
+	// event on a cluster of 3 processes.
 	{name: "eventbridge", label: "eventbridge-r3", reps: 1,
 		args:  []string{"-stream-replicas", "-rounds", "3", "-duration", "3s"},
 		quick: []string{"-stream-replicas", "-rounds", "1", "-duration", "2s"}},
