@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/kfn-dev/kfn/eventbridge/subscription"
 	"github.com/kfn-dev/kfn/internal/jsstream"
+	"github.com/kfn-dev/kfn/test/logtest"
 	"github.com/kfn-dev/kfn/test/natstest"
 )
 
@@ -299,7 +301,9 @@ func TestOpenerDrainsPartitionsTakenAway(t *testing.T) {
 	_, err := js.Publish(ctx, stream.PublishSubject(2, subject), []byte(`{}`))
 	require.NoError(t, err)
 	made := 0
-	o := subscription.NewOpener(subscription.Applier{JetStream: js, Streams: one}, func(context.Context) []error { made++; return nil }, nil)
+	var logs logtest.Buffer
+	o := subscription.NewOpener(subscription.Applier{JetStream: js, Streams: one}, func(context.Context) []error { made++; return nil },
+		slog.New(slog.NewJSONHandler(&logs, nil)))
 	served := func() []int {
 		ps, err := jsstream.ServedPartitions(ctx, js, one)
 		require.NoError(t, err)
@@ -312,6 +316,13 @@ func TestOpenerDrainsPartitionsTakenAway(t *testing.T) {
 		assert.False(t, opened, "open all along")
 	}
 	assert.Equal(t, []int{0, 2}, served(), "the empty partition deleted, the other draining")
+	for _, msg := range []string{
+		`"msg":"recorded the count of partitions in the event stream","partitions":1`,
+		`"msg":"closed partitions taken away: their events are delivered, then they are deleted","partitions":[1,2]`,
+		`"msg":"deleted partitions taken away: every event they held was delivered","partitions":[1]`,
+	} {
+		assert.Equal(t, 1, strings.Count(logs.String(), msg), "logged once: %s", msg)
+	}
 	_, err = js.Publish(ctx, stream.PublishSubject(2, subject), []byte(`{}`))
 	require.ErrorIs(t, err, jetstream.ErrNoStreamResponse, "closed")
 
