@@ -48,7 +48,7 @@ func (b *Backlogs) Read(ctx context.Context) (map[string]uint64, error) {
 		if h == nil {
 			var err error
 			h, err = b.js.Stream(ctx, name)
-			if errors.Is(err, jetstream.ErrStreamNotFound) && p >= b.partitions.c.PartitionCount() {
+			if b.drained(p, err) {
 				continue
 			}
 			if err != nil {
@@ -62,11 +62,17 @@ func (b *Backlogs) Read(ctx context.Context) (map[string]uint64, error) {
 		}
 		if err := lister.Err(); err != nil {
 			delete(b.handles, name) // it may have been made anew
-			if errors.Is(err, jetstream.ErrStreamNotFound) && p >= b.partitions.c.PartitionCount() {
+			if b.drained(p, err) {
 				continue
 			}
 			return nil, fmt.Errorf("list consumers of stream %s: %w", name, err)
 		}
 	}
 	return out, nil
+}
+
+// drained reports whether err says that partition p, one taken away, was
+// deleted since the streams' names were listed.
+func (b *Backlogs) drained(p int, err error) bool {
+	return errors.Is(err, jetstream.ErrStreamNotFound) && p >= b.partitions.c.PartitionCount()
 }

@@ -21,10 +21,15 @@ func ClosedEventStreamConfig(c stream.Config) jetstream.StreamConfig {
 // with one subject nothing publishes on, c.ClosedSubject(p), instead of
 // the subjects events are published on.
 func ClosedPartitionConfig(c stream.Config, p int) jetstream.StreamConfig {
-	sc := PartitionStreamConfig(c, p)
+	return closedConfig(PartitionStreamConfig(c, p), c, p, "kfn events (closed until the Subscriptions' consumers exist in it)")
+}
+
+// closedConfig is sc, partition p's, closed: its one subject
+// c.ClosedSubject(p), no subject transform, and description.
+func closedConfig(sc jetstream.StreamConfig, c stream.Config, p int, description string) jetstream.StreamConfig {
 	sc.Subjects = []string{c.ClosedSubject(p)}
 	sc.SubjectTransform = nil
-	sc.Description = "kfn events (closed until the Subscriptions' consumers exist in it)"
+	sc.Description = description
 	return sc
 }
 

@@ -176,10 +176,7 @@ func drainPartition(ctx context.Context, js jetstream.JetStream, c stream.Config
 	info := s.CachedInfo()
 	switch {
 	case IsOpen(info.Config):
-		closed := info.Config
-		closed.Subjects = []string{c.ClosedSubject(p)}
-		closed.SubjectTransform = nil
-		closed.Description = fmt.Sprintf("kfn events of partition %d, taken away: closed, deleted once its events are delivered", p)
+		closed := closedConfig(info.Config, c, p, fmt.Sprintf("kfn events of partition %d, taken away: closed, deleted once its events are delivered", p))
 		if _, err := js.UpdateStream(ctx, closed); err != nil {
 			return fmt.Errorf("close stream %s: %w", name, err)
 		}
