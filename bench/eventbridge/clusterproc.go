@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -51,8 +50,7 @@ func childNATSMember(spec string) error {
 	if !srv.ReadyForConnections(time.Minute) {
 		return errors.New("nats server not ready within a minute")
 	}
-	fmt.Printf("url %s\n", srv.ClientURL())
-	_, _ = io.Copy(io.Discard, os.Stdin)
+	serveUntilStdinCloses(srv.ClientURL())
 	return nil
 }
 
@@ -91,22 +89,13 @@ func launchClusterProcesses(n int, dir string) (*clusterProcesses, error) {
 			c.stop()
 			return nil, err
 		}
-		cmd, in, out, err := startSelf(nil, "-child-nats-member", strings.Join(append([]string{strconv.Itoa(i), store}, ports...), ","))
+		url, pid, stop, err := startServerProcess("-child-nats-member", strings.Join(append([]string{strconv.Itoa(i), store}, ports...), ","))
 		if err != nil {
 			c.stop()
-			return nil, fmt.Errorf("start NATS process %d: %w", i, err)
+			return nil, fmt.Errorf("NATS process %d: %w", i, err)
 		}
-		stops = append(stops, func() { _ = in.Close(); _ = cmd.Wait() })
-		if !out.Scan() {
-			c.stop()
-			return nil, fmt.Errorf("NATS process %d did not start: %w", i, out.Err())
-		}
-		url, ok := strings.CutPrefix(out.Text(), "url ")
-		if !ok {
-			c.stop()
-			return nil, fmt.Errorf("NATS process %d said %q, not its URL", i, out.Text())
-		}
-		c.urls, c.pids = append(c.urls, url), append(c.pids, cmd.Process.Pid)
+		stops = append(stops, stop)
+		c.urls, c.pids = append(c.urls, url), append(c.pids, pid)
 	}
 	if err := waitPlacesR3(c.url()); err != nil {
 		c.stop()
@@ -233,16 +222,17 @@ func measureServerCPU(s *sink, sinkURL string, o options, counts []int) ([]serve
 		if err != nil {
 			return nil, fmt.Errorf("%d partitions on 3 NATS processes: %w", n, err)
 		}
-		fmt.Printf("%d partition(s), R3 on 3 NATS processes: %.0f events/s; each server's CPU per event: %s µs\n", n, m.rate, micros(m.perEvent))
+		fmt.Printf("%d partition(s), R3 on 3 NATS processes: %.0f events/s; each server's CPU per event: %s µs\n", n, m.rate, each(m.perEvent, "%.1f"))
 		out = append(out, m)
 	}
 	return out, nil
 }
 
-func micros(v []float64) string {
+// each formats every value of v with format, separated by spaces.
+func each(v []float64, format string) string {
 	parts := make([]string, len(v))
 	for i, x := range v {
-		parts[i] = strconv.FormatFloat(x, 'f', 1, 64)
+		parts[i] = fmt.Sprintf(format, x)
 	}
 	return strings.Join(parts, " ")
 }

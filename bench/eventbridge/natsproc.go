@@ -20,31 +20,44 @@ func childNATS() error {
 		return err
 	}
 	defer stop()
-	fmt.Printf("url %s\n", ns.ClientURL())
-	_, _ = io.Copy(io.Discard, os.Stdin)
+	serveUntilStdinCloses(ns.ClientURL())
 	return nil
+}
+
+// serveUntilStdinCloses says "url <url>" on stdout, for startServerProcess,
+// and returns when stdin closes (the benchmark is done with the server).
+func serveUntilStdinCloses(url string) {
+	fmt.Printf("url %s\n", url)
+	_, _ = io.Copy(io.Discard, os.Stdin)
 }
 
 // startNATSProcess starts a NATS process (childNATS) and returns its
 // client URL, and the stop that ends it and waits for it.
 func startNATSProcess() (url string, stop func(), err error) {
-	cmd, in, out, err := startSelf(nil, "-child-nats",
-		"-cpuprofile", profiles.cpu, "-mutexprofile", profiles.mutex)
+	url, _, stop, err = startServerProcess("-child-nats", "-cpuprofile", profiles.cpu, "-mutexprofile", profiles.mutex)
+	return url, stop, err
+}
+
+// startServerProcess starts this program with args as a server process
+// that says its URL (serveUntilStdinCloses), and returns the URL, its pid,
+// and the stop that ends it and waits for it.
+func startServerProcess(args ...string) (url string, pid int, stop func(), err error) {
+	cmd, in, out, err := startSelf(nil, args...)
 	if err != nil {
-		return "", nil, fmt.Errorf("start the NATS process: %w", err)
+		return "", 0, nil, fmt.Errorf("start the process %s: %w", args[0], err)
 	}
 	stop = func() { _ = in.Close(); _ = cmd.Wait() }
 	if !out.Scan() {
 		_ = cmd.Process.Kill()
-		return "", nil, fmt.Errorf("the NATS process did not start: %w", errors.Join(cmd.Wait(), out.Err()))
+		return "", 0, nil, fmt.Errorf("the process %s did not start: %w", args[0], errors.Join(cmd.Wait(), out.Err()))
 	}
 	url, ok := strings.CutPrefix(out.Text(), "url ")
 	if !ok {
 		_ = cmd.Process.Kill()
 		stop()
-		return "", nil, fmt.Errorf("the NATS process said %q, not its URL", out.Text())
+		return "", 0, nil, fmt.Errorf("the process %s said %q, not its URL", args[0], out.Text())
 	}
-	return url, stop, nil
+	return url, cmd.Process.Pid, stop, nil
 }
 
 // hostileNATS starts the NATS server of a -hostile turn: in its own

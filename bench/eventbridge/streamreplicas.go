@@ -141,7 +141,7 @@ const partitionKeys = 1000
 // acknowledgements): the busiest server's share is the leaders' spread,
 // 1/3 at best.
 func partitionFigures(clusters map[string]*natstest.Cluster, r3, r3p *pipeline, s *sink, sinkURL string, o options, loads map[string]load, timings map[string]timing) error {
-	shares := map[string][]float64{}
+	shares := map[string][]float64{} // %, by server
 	for _, p := range []*pipeline{r3, r3p} {
 		partitions := 1
 		if p == r3p {
@@ -164,16 +164,16 @@ func partitionFigures(clusters map[string]*natstest.Cluster, r3, r3p *pipeline, 
 			total += float64(after[srv.Name()] - before[srv.Name()])
 		}
 		for _, srv := range clusters[p.name].Servers {
-			shares[p.name] = append(shares[p.name], float64(after[srv.Name()]-before[srv.Name()])/total)
+			shares[p.name] = append(shares[p.name], 100*float64(after[srv.Name()]-before[srv.Name()])/total)
 		}
-		fmt.Printf("%s: each server's share of the events stored by the streams it leads: %s\n", p.name, percents(shares[p.name]))
+		fmt.Printf("%s: each server's share of the events stored by the streams it leads: %s\n", p.name, each(shares[p.name], "%.0f%%"))
 	}
 	l1, lp := loads[r3.name], loads[r3p.name]
 	t1, tp := timings[r3.name], timings[r3p.name]
 	fmt.Printf("\n%d partitions/1 partition, R3 on 3 servers: publish throughput %.2f, delivery throughput %.2f, publish p99 %.2f, delivery p99 %.2f; busiest leader %.0f%% against %.0f%%\n",
 		o.partitions, lp.publishRate()/l1.publishRate(), lp.rate()/l1.rate(),
 		ms(tp.publishPercentile(99))/ms(t1.publishPercentile(99)), ms(tp.percentile(99))/ms(t1.percentile(99)),
-		100*slices.Max(shares[r3p.name]), 100*slices.Max(shares[r3.name]))
+		slices.Max(shares[r3p.name]), slices.Max(shares[r3.name]))
 	cpus, err := measureServerCPU(s, sinkURL, o, []int{1, o.partitions})
 	if err != nil {
 		return err
@@ -195,7 +195,7 @@ func partitionFigures(clusters map[string]*natstest.Cluster, r3, r3p *pipeline, 
 		figures.Figure{Group: group, Name: fmt.Sprintf("delivery p99 at %d events/s", o.rate), Unit: "ms",
 			Value: ms(tp.percentile(99)), Anchor: anchor, AnchorValue: ms(t1.percentile(99))},
 		figures.Figure{Group: group, Name: "busiest server's share of the events stored, by the streams it leads", Unit: "%",
-			Value: 100 * slices.Max(shares[r3p.name]), Anchor: anchor, AnchorValue: 100 * slices.Max(shares[r3.name])},
+			Value: slices.Max(shares[r3p.name]), Anchor: anchor, AnchorValue: slices.Max(shares[r3.name])},
 	)
 }
 
@@ -226,15 +226,4 @@ func storedByLeader(c *natstest.Cluster, streams stream.Config) (map[string]uint
 		led[info.Cluster.Leader] += info.State.LastSeq
 	}
 	return led, nil
-}
-
-func percents(shares []float64) string {
-	out := ""
-	for i, s := range shares {
-		if i > 0 {
-			out += " "
-		}
-		out += fmt.Sprintf("%.0f%%", 100*s)
-	}
-	return out
 }
