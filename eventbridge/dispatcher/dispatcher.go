@@ -19,6 +19,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher/observe"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher/schedule"
 	"github.com/kfn-dev/kfn/eventbridge/reply"
+	"github.com/kfn-dev/kfn/eventbridge/tracing"
 )
 
 // Dispatcher delivers events for a changing set of Subscriptions. Tell it
@@ -44,8 +45,11 @@ type Dispatcher struct {
 	log       *slog.Logger
 	metrics   *observe.Metrics
 	observers []Observer
-	tracer    trace.Tracer     // nil: no spans
-	rates     *admission.Rates // nil: replies unbounded in rate
+	tracer    trace.Tracer // nil: no spans
+	// skipUnsampled: the tracer's provider records no child of an
+	// unsampled parent (observe.Config.SkipUnsampled).
+	skipUnsampled bool
+	rates         *admission.Rates // nil: replies unbounded in rate
 	// Made by New.
 	rec   *observe.Recorder
 	sched *schedule.Scheduler
@@ -149,11 +153,15 @@ func WithObserver(o Observer) Option {
 // package observe): a client span per delivery attempt, whose context goes
 // to the sink as traceparent, the time an event waited before its first
 // attempt, a sink's reply published, and an event given up. Without it no
-// span is made and the stored trace context goes to the sink unchanged.
+// span is made and the stored trace context goes to the sink unchanged;
+// so too for an event whose trace is not sampled when tp records no child
+// of an unsampled parent (tracing.SkipsUnsampled: otlp.Provider with a
+// parent-based sampler, the default).
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(d *Dispatcher) error {
 		if tp != nil {
 			d.tracer = tp.Tracer("github.com/kfn-dev/kfn/eventbridge/dispatcher")
+			d.skipUnsampled = tracing.SkipsUnsampled(tp)
 		}
 		return nil
 	}
@@ -179,7 +187,7 @@ func New(js jetstream.JetStream, cfg Config, opts ...Option) (*Dispatcher, error
 		}
 	}
 	d.rec = observe.NewRecorder(observe.Config{
-		Observers: d.observers, Tracer: d.tracer, Metrics: d.metrics, DeadLetterStream: cfg.Streams.DeadLetterStream,
+		Observers: d.observers, Tracer: d.tracer, SkipUnsampled: d.skipUnsampled, Metrics: d.metrics, DeadLetterStream: cfg.Streams.DeadLetterStream,
 	})
 	sender := delivery.NewSender(delivery.Config{
 		JetStream: js, Transport: d.transport, Resolver: d.resolver,

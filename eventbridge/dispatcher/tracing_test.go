@@ -2,9 +2,11 @@ package dispatcher_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -295,4 +297,100 @@ func TestUnsampledTracesPropagate(t *testing.T) {
 	assert.True(t, sc.IsValid())
 	assert.False(t, sc.IsSampled(), "not sampled")
 	assert.Empty(t, exp.GetSpans())
+}
+
+// countingSampler is the SDK's default sampler (parent-based, always on),
+// counting the spans it is asked about: every span started is.
+type countingSampler struct{ asked atomic.Int64 }
+
+func (s *countingSampler) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
+	s.asked.Add(1)
+	return sdktrace.ParentBased(sdktrace.AlwaysSample()).ShouldSample(p)
+}
+
+func (*countingSampler) Description() string { return "counting" }
+
+// sayingProvider is an SDK provider that says whether it skips the spans
+// of unsampled parents (as otlp.Provider does, tracing.SkipsUnsampled).
+type sayingProvider struct {
+	*sdktrace.TracerProvider
+	skips bool
+}
+
+func (p sayingProvider) SkipsUnsampled() bool { return p.skips }
+
+// TestUnsampledTracesStartNoSpan: with a provider that records no child of
+// an unsampled parent, an event published with an unsampled traceparent
+// (and baggage) goes through the publisher, a delivery, the sink's reply,
+// the reply's delivery and a dead letter without a span started (the sampler is never
+// asked), and each sink gets the traceparent and baggage as published. A
+// provider that does not say so has every span started, the sink a
+// traceparent of the attempt's span; and a sampled trace gets its spans
+// either way.
+func TestUnsampledTracesStartNoSpan(t *testing.T) {
+	const (
+		unsampled = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"
+		sampled   = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	)
+	for _, skips := range []bool{true, false} {
+		t.Run(fmt.Sprintf("skips=%v", skips), func(t *testing.T) {
+			sampler := &countingSampler{}
+			exp := tracetest.NewInMemoryExporter()
+			sdk := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithSampler(sampler))
+			defer func() { _ = sdk.Shutdown(context.Background()) }()
+			tp := sayingProvider{sdk, skips}
+			b := newBridge(t, withOption(dispatcher.WithTracerProvider(tp)))
+			p, err := publisher.New(b.store, publisher.Config{}, publisher.WithTracerProvider(tp))
+			require.NoError(t, err)
+			pub := httptest.NewServer(p)
+			defer pub.Close()
+			a := b.newSink("fn-a", func(_ int, r *http.Request, w http.ResponseWriter) {
+				for k, v := range map[string]string{"Ce-Specversion": "1.0", "Ce-Id": "r-" + r.Header.Get("Ce-Id"), "Ce-Source": "fn-a", "Ce-Type": "order.processed.v1"} {
+					w.Header().Set(k, v)
+				}
+				w.WriteHeader(http.StatusOK)
+			})
+			c := b.newSink("fn-b", nil)
+			b.newSink("fn-d", func(_ int, _ *http.Request, w http.ResponseWriter) { w.WriteHeader(http.StatusBadRequest) })
+			b.subscribe(sub("a", "fn-a"))
+			b.subscribe(sub("d", "fn-d")) // each event becomes a dead letter
+			b.subscribe(sub("b", "fn-b", func(s *v1alpha2.Subscription) {
+				s.Spec.Source = "fn-a"
+				s.Spec.Types = []string{"order.processed.v1"}
+			}))
+
+			code, err := publishHTTP(pub.URL, "e-1", "shop", "order.created.v1", http.Header{"Traceparent": {unsampled}, "Baggage": {"tenant=acme"}})
+			require.NoError(t, err)
+			require.Equal(t, http.StatusNoContent, code)
+			require.Eventually(t, func() bool { return c.count() == 1 && len(b.deadLetters()) == 1 }, wait, tick)
+			for _, got := range []http.Header{a.deliveries()[0].header, c.deliveries()[0].header} {
+				assert.Equal(t, "tenant=acme", got.Get("Baggage"), "the baggage goes on")
+				sc := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), propagation.HeaderCarrier(got)))
+				assert.Equal(t, "4bf92f3577b34da6a3ce929d0e0e4736", sc.TraceID().String(), "the trace goes on")
+				assert.False(t, sc.IsSampled())
+				if skips {
+					assert.Equal(t, unsampled, got.Get("Traceparent"), "as published")
+				} else {
+					assert.NotEqual(t, unsampled, got.Get("Traceparent"), "an attempt's span")
+				}
+			}
+			if skips {
+				assert.Zero(t, sampler.asked.Load(), "no span started")
+			} else {
+				assert.Positive(t, sampler.asked.Load())
+			}
+			assert.Empty(t, exp.GetSpans(), "nothing recorded")
+
+			code, err = publishHTTP(pub.URL, "e-2", "shop", "order.created.v1", http.Header{"Traceparent": {sampled}})
+			require.NoError(t, err)
+			require.Equal(t, http.StatusNoContent, code)
+			require.Eventually(t, func() bool { return c.count() == 2 && len(b.deadLetters()) == 2 }, wait, tick)
+			s := spanTree{t, exp.GetSpans()}
+			childOf(t, s.one("dead-letter default/d"), s.one("deliver default/d"))
+			assert.Len(t, s.named("POST /publish"), 1, "a sampled trace gets its spans: %v", s.names())
+			childOf(t, s.one("deliver default/a"), s.named("POST /publish")[0])
+			childOf(t, s.one("reply default/a"), s.one("deliver default/a"))
+			childOf(t, s.one("deliver default/b"), s.one("reply default/a"))
+		})
+	}
 }

@@ -187,8 +187,11 @@ type Publisher struct {
 	failLines *logging.Budget
 	metrics   *metrics
 	tracer    trace.Tracer // nil: no spans
-	mux       *http.ServeMux
-	newID     func() string
+	// skipUnsampled: the tracer's provider records no child of an
+	// unsampled parent (WithTracerProvider).
+	skipUnsampled bool
+	mux           *http.ServeMux
+	newID         func() string
 	// stores give each request's wait for JetStream its StoreTimeout.
 	stores  *deadline.Windows
 	senders Senders

@@ -20,11 +20,14 @@ import (
 // event's id and type (or the batch size) and the status code. The
 // span's context, not the request's, is stored with the events, so their
 // deliveries are its children. Without it no span is made and the request's
-// trace context is stored as it came.
+// trace context is stored as it came; so too for a request whose
+// traceparent is not sampled when tp records no child of an unsampled
+// parent (tracing.SkipsUnsampled), its baggage stored as with a span.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(p *Publisher) error {
 		if tp != nil {
 			p.tracer = tp.Tracer("github.com/kfn-dev/kfn/eventbridge/publisher")
+			p.skipUnsampled = tracing.SkipsUnsampled(tp)
 		}
 		return nil
 	}
@@ -38,7 +41,15 @@ func (p *Publisher) instrument(endpoint, route string, serve func(http.ResponseW
 	return func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		var span trace.Span
-		if p.tracer != nil {
+		switch {
+		case p.tracer == nil:
+		case p.skipUnsampled && tracing.NotSampled(r.Header.Get("Traceparent")):
+			// No span would be recorded: the request's trace context is
+			// stored as it came (traceContext), with its baggage.
+			if ctx := (propagation.Baggage{}).Extract(r.Context(), tracing.HeaderCarrier(r.Header)); ctx != r.Context() {
+				r = r.WithContext(ctx)
+			}
+		default:
 			ctx := tracing.Propagator.Extract(r.Context(), tracing.HeaderCarrier(r.Header))
 			ctx, span = p.tracer.Start(ctx, route, serverSpan...)
 			r = r.WithContext(ctx)
@@ -63,9 +74,9 @@ func (p *Publisher) instrument(endpoint, route string, serve func(http.ResponseW
 var serverSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
 
 // traceContext is the trace context to store with the events of r: its
-// span's when tracing is on, else the request's own headers.
+// span's when it has one (instrument), else the request's own headers.
 func (p *Publisher) traceContext(r *http.Request) (traceParent, traceState string) {
-	if p.tracer == nil {
+	if p.tracer == nil || !trace.SpanContextFromContext(r.Context()).IsValid() {
 		return r.Header.Get("Traceparent"), r.Header.Get("Tracestate")
 	}
 	var c tracing.TraceContext

@@ -18,6 +18,11 @@ type Config struct {
 	Observers []Observer
 	// Tracer makes the spans (spans.go); nil: no spans.
 	Tracer trace.Tracer
+	// SkipUnsampled: Tracer's provider records no span whose parent was
+	// not sampled (tracing.SkipsUnsampled), so an event whose stored
+	// trace context is not sampled gets none started: its context goes
+	// to the sink, a reply and a dead letter as stored.
+	SkipUnsampled bool
 	// Metrics are the Prometheus metrics; nil: none.
 	Metrics *Metrics
 	// DeadLetterStream names the dead-letter stream on the spans of

@@ -29,7 +29,9 @@ import (
 // published (its stored trace context); and "dead-letter
 // <namespace>/<subscription>" for an event given up, with the reason.
 // Without a tracer no span is made and the stored trace context goes to
-// the sink unchanged.
+// the sink unchanged; so with a tracer that records no child of an
+// unsampled parent (Config.SkipUnsampled) for an event whose stored
+// trace context is not sampled: what would be started is never recorded.
 
 // headerCarrier reads and writes the trace context of a stored event,
 // whose header names are lower case as written (nats.Header does not
@@ -60,6 +62,24 @@ func (rec *Record) eventContext(ctx context.Context, h nats.Header) context.Cont
 		return ctx
 	}
 	return tracing.Propagator.Extract(ctx, headerCarrier(h))
+}
+
+// unsampled reports whether the event of stored headers h gets no span:
+// tracing is off, or its stored trace context is not sampled and the
+// provider records no child of it (Config.SkipUnsampled).
+func (rec *Record) unsampled(h nats.Header) bool {
+	return rec.r.cfg.Tracer == nil ||
+		rec.r.cfg.SkipUnsampled && tracing.NotSampled(headerCarrier(h).Get(eventstore.HeaderTraceParent))
+}
+
+// withBaggage returns ctx carrying the baggage stored with an event,
+// which a reply stored under ctx keeps (eventstore.Store.Put), when
+// tracing is on and no span is made for it.
+func (rec *Record) withBaggage(ctx context.Context, h nats.Header) context.Context {
+	if rec.r.cfg.Tracer == nil {
+		return ctx
+	}
+	return propagation.Baggage{}.Extract(ctx, headerCarrier(h))
 }
 
 // spanNames are the names of a Subscription's spans: what they do and the
@@ -95,11 +115,11 @@ var clientSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient
 // span.
 func (rec *Record) StartAttempt(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata, attempts int) (context.Context, Attempt) {
 	a := Attempt{rec: rec, start: time.Now()}
-	tracer := rec.r.cfg.Tracer
-	if tracer == nil {
-		return ctx, a
-	}
 	h := msg.Headers()
+	if rec.unsampled(h) {
+		return rec.withBaggage(ctx, h), a
+	}
+	tracer := rec.r.cfg.Tracer
 	parent := rec.eventContext(ctx, h)
 	if attempts == 1 && !meta.Timestamp.IsZero() && meta.Timestamp.Before(a.start) {
 		_, wait := tracer.Start(parent, rec.names.wait, trace.WithTimestamp(meta.Timestamp))
@@ -116,10 +136,11 @@ func (rec *Record) StartAttempt(ctx context.Context, msg jetstream.Msg, meta *je
 	return ctx, a
 }
 
-// Inject writes the attempt's trace context into the request to the sink
-// (over the stored one CopyToHTTP copied), when tracing is on.
+// Inject writes the attempt's trace context (ctx's, from StartAttempt)
+// into the request to the sink, over the stored one CopyToHTTP copied,
+// when the attempt has a span.
 func (rec *Record) Inject(ctx context.Context, h http.Header) {
-	if rec.r.cfg.Tracer != nil {
+	if rec.r.cfg.Tracer != nil && trace.SpanContextFromContext(ctx).IsValid() {
 		tracing.Propagator.Inject(ctx, tracing.HeaderCarrier(h))
 	}
 }
@@ -195,7 +216,7 @@ func GiveUpOutcome(deadLetter bool) string {
 // attempt in ctx, or of the event's stored trace context when no attempt
 // was made (the backlog budget). It returns nil when tracing is off.
 func (rec *Record) DeadLetterSpan(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata, status int, reason string) trace.Span {
-	if rec.r.cfg.Tracer == nil {
+	if rec.unsampled(msg.Headers()) {
 		return nil
 	}
 	if !trace.SpanContextFromContext(ctx).IsValid() {
@@ -216,10 +237,11 @@ func (rec *Record) DeadLetterSpan(ctx context.Context, msg jetstream.Msg, meta *
 
 // ReplyContext starts the span of publishing a sink's reply, child of the
 // attempt in ctx, and returns the trace context to store with the reply:
-// the span's when tracing is on, else the answered event's. end records
-// the reply's result and ends the span.
+// the span's when it has one, else the answered event's (tracing off, or
+// its trace not sampled). end records the reply's result and ends the
+// span.
 func (rec *Record) ReplyContext(ctx context.Context, h nats.Header, id, typ string, hops int) (tctx context.Context, traceParent, traceState string, end func(result string, err error)) {
-	if rec.r.cfg.Tracer == nil {
+	if rec.unsampled(h) {
 		return ctx, headerCarrier(h).Get(eventstore.HeaderTraceParent), headerCarrier(h).Get(eventstore.HeaderTraceState), func(string, error) {}
 	}
 	ctx, span := rec.r.cfg.Tracer.Start(ctx, rec.names.reply, trace.WithSpanKind(trace.SpanKindProducer),

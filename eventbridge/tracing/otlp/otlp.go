@@ -46,8 +46,31 @@ type Provider struct {
 	trace.TracerProvider
 	// Enabled is true when spans are exported (Config.Enabled).
 	Enabled bool
+	// skipsUnsampled: the sampler records no span whose parent was not
+	// sampled (SkipsUnsampled).
+	skipsUnsampled bool
 	// shutdown flushes and stops the exporter.
 	shutdown func(context.Context) error
+}
+
+// SkipsUnsampled reports whether the provider's sampler records no span
+// whose parent was not sampled: OTEL_TRACES_SAMPLER unset (the SDK's
+// default, parent-based always on), parentbased_always_on,
+// parentbased_always_off, parentbased_traceidratio or always_off, or a
+// value the SDK does not know (it keeps its default). always_on and
+// traceidratio (even with an argument it cannot read) decide for each
+// span alone. The publisher and the dispatcher skip the spans of an
+// unsampled trace when it is true (package tracing, SkipsUnsampled).
+func (p Provider) SkipsUnsampled() bool { return p.skipsUnsampled }
+
+// skipsUnsampled is SkipsUnsampled of the sampler the SDK makes of
+// OTEL_TRACES_SAMPLER (sdk/trace, samplerFromEnv).
+func skipsUnsampled() bool {
+	switch strings.ToLower(strings.TrimSpace(os.Getenv("OTEL_TRACES_SAMPLER"))) {
+	case "always_on", "traceidratio":
+		return false
+	}
+	return true
 }
 
 // Shutdown exports the spans not yet exported and stops, within ctx.
@@ -101,5 +124,5 @@ func NewProvider(ctx context.Context, serviceName string, processor sdktrace.Spa
 		return Provider{}, fmt.Errorf("trace resource: %w", err)
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithSpanProcessor(processor))
-	return Provider{TracerProvider: tp, Enabled: true, shutdown: tp.Shutdown}, nil
+	return Provider{TracerProvider: tp, Enabled: true, skipsUnsampled: skipsUnsampled(), shutdown: tp.Shutdown}, nil
 }

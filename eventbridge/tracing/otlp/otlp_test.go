@@ -2,17 +2,23 @@ package otlp_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kfn-dev/kfn/eventbridge/tracing"
 	"github.com/kfn-dev/kfn/eventbridge/tracing/otlp"
 )
 
@@ -138,4 +144,55 @@ func TestRefusesAnEndpointThatIsNoURL(t *testing.T) {
 	clearEnv(t)
 	_, err := otlp.Start(context.Background(), otlp.Config{Endpoint: "collector:4318"})
 	require.ErrorIs(t, err, otlp.ErrInvalidConfig)
+}
+
+// TestSkipsUnsampledIsWhatTheSamplerDoes: for each OTEL_TRACES_SAMPLER the
+// SDK knows (and some it does not), SkipsUnsampled says whether the
+// provider's sampler records a child of a remote parent that was not
+// sampled, as the SDK of go.mod does: the publisher and the dispatcher make
+// no span of an unsampled trace only when none would be recorded.
+func TestSkipsUnsampledIsWhatTheSamplerDoes(t *testing.T) {
+	samplers := []map[string]string{
+		{},
+		{"OTEL_TRACES_SAMPLER": ""},
+		{"OTEL_TRACES_SAMPLER": "parentbased_always_on"},
+		{"OTEL_TRACES_SAMPLER": "parentbased_always_off"},
+		{"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "1"},
+		{"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "a tenth"},
+		{"OTEL_TRACES_SAMPLER": " ParentBased_TraceIDRatio ", "OTEL_TRACES_SAMPLER_ARG": "0.5"},
+		{"OTEL_TRACES_SAMPLER": "always_off"},
+		{"OTEL_TRACES_SAMPLER": "always_on"},
+		{"OTEL_TRACES_SAMPLER": " ALWAYS_ON"},
+		{"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.5"},
+		{"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "not a number"},
+		{"OTEL_TRACES_SAMPLER": "traceidratio"},
+		{"OTEL_TRACES_SAMPLER": "jaeger_remote"},
+		{"OTEL_TRACES_SAMPLER": "no such sampler"},
+	}
+	for _, env := range samplers {
+		t.Run(fmt.Sprint(env), func(t *testing.T) {
+			clearEnv(t)
+			for _, k := range []string{"OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG"} {
+				t.Setenv(k, "") // restored after the test
+				require.NoError(t, os.Unsetenv(k))
+			}
+			for k, v := range env {
+				t.Setenv(k, v)
+			}
+			p, err := otlp.NewProvider(context.Background(), "test", sdktrace.NewSimpleSpanProcessor(tracetest.NewInMemoryExporter()))
+			require.NoError(t, err)
+			defer func() { require.NoError(t, p.Shutdown(context.Background())) }()
+			recorded := false
+			for _, id := range []string{"00000000000000000000000000000001", "7fffffffffffffff0000000000000000", "fffffffffffffffffffffffffffffffe"} {
+				tid, err := trace.TraceIDFromHex(id)
+				require.NoError(t, err)
+				parent := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: trace.SpanID{1}, Remote: true})
+				_, span := p.Tracer("test").Start(trace.ContextWithRemoteSpanContext(context.Background(), parent), "child")
+				recorded = recorded || span.IsRecording()
+				span.End()
+			}
+			assert.Equal(t, !recorded, p.SkipsUnsampled(), "a child of an unsampled parent recorded: %v", recorded)
+			assert.True(t, tracing.SkipsUnsampled(p) == p.SkipsUnsampled(), "package tracing reads what the provider says")
+		})
+	}
 }
