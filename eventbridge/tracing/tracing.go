@@ -23,6 +23,10 @@ const (
 	Outcome = attribute.Key("kfn.delivery.outcome")
 	// RetryDelay is the wait before the next attempt, in milliseconds.
 	RetryDelay = attribute.Key("kfn.retry.delay_ms")
+	// EventAge is how long the event had been stored when an attempt
+	// started, in milliseconds: the wait before its first attempt, and
+	// backoff and earlier attempts before a later one.
+	EventAge = attribute.Key("kfn.event.age_ms")
 	// Reason is why an event was given up.
 	Reason = attribute.Key("kfn.dead_letter.reason")
 	// Hops is the hop count of a reply event.

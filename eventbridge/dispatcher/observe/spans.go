@@ -22,10 +22,10 @@ import (
 // client span "deliver <namespace>/<subscription>", child of the trace
 // context stored with the event (the publisher's span), whose context goes
 // to the sink as traceparent (so the function's own span is its child),
-// with the event's id, the attempt, the status code and the outcome (and,
-// after a failure, the retry delay); on an event's first attempt a span
-// "wait <namespace>/<subscription>" from the moment it was stored to the
-// attempt; "reply <namespace>/<subscription>" for a sink's reply event
+// with the event's id, the attempt, the event's age (how long since it was
+// stored: the wait before the first attempt, backoff and retries before a
+// later one), the status code and the outcome (and, after a failure, the
+// retry delay); "reply <namespace>/<subscription>" for a sink's reply event
 // published (its stored trace context); and "dead-letter
 // <namespace>/<subscription>" for an event given up, with the reason.
 // Without a tracer no span is made and the stored trace context goes to
@@ -86,19 +86,26 @@ func (rec *Record) withBaggage(ctx context.Context, h nats.Header) context.Conte
 // Subscription, "deliver default/orders". The Subscription is in the name,
 // not in attributes: the SDK's cost grows with every attribute, and span
 // names are what trace search starts from.
-type spanNames struct{ wait, deliver, reply, deadLetter string }
+type spanNames struct{ deliver, reply, deadLetter string }
 
 func newSpanNames(namespace, name string) spanNames {
 	sub := " " + namespace + "/" + name
-	return spanNames{wait: "wait" + sub, deliver: "deliver" + sub, reply: "reply" + sub, deadLetter: "dead-letter" + sub}
+	return spanNames{deliver: "deliver" + sub, reply: "reply" + sub, deadLetter: "dead-letter" + sub}
 }
 
 // Attempt is one delivery attempt being recorded; the zero span (tracing
-// off) records only the histograms.
+// off, or the trace not sampled) records only the histograms.
 type Attempt struct {
 	rec   *Record
-	span  trace.Span // nil when tracing is off
+	span  trace.Span // nil without a span
 	start time.Time
+	// What the sink answered and the retry's delay, set on the span when
+	// it ends: one call for all (each call allocates).
+	status   int
+	errType  string
+	reason   string
+	retryIn  time.Duration
+	retrying bool
 }
 
 // Start is when the attempt began.
@@ -109,29 +116,23 @@ func (a *Attempt) Start() time.Time { return a.start }
 var clientSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
 
 // StartAttempt begins recording an attempt: the delivery-latency clock,
-// and, when tracing is on, the attempt's span, child of the event's stored
-// trace context, preceded on the first attempt by the span of the time the
-// event waited since it was stored. The returned ctx carries the attempt's
-// span.
+// and, when tracing is on and the event's trace sampled, the attempt's
+// span, child of the event's stored trace context, with the event's id,
+// the attempt and the event's age (since it was stored). The returned ctx
+// carries the attempt's span.
 func (rec *Record) StartAttempt(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata, attempts int) (context.Context, Attempt) {
 	a := Attempt{rec: rec, start: time.Now()}
 	h := msg.Headers()
 	if rec.unsampled(h) {
 		return rec.withBaggage(ctx, h), a
 	}
-	tracer := rec.r.cfg.Tracer
-	parent := rec.eventContext(ctx, h)
-	if attempts == 1 && !meta.Timestamp.IsZero() && meta.Timestamp.Before(a.start) {
-		_, wait := tracer.Start(parent, rec.names.wait, trace.WithTimestamp(meta.Timestamp))
-		if wait.IsRecording() {
-			wait.End(trace.WithTimestamp(a.start))
-		} else {
-			wait.End() // a span not recorded has no end time to give
-		}
-	}
-	ctx, a.span = tracer.Start(parent, rec.names.deliver, clientSpan...)
+	ctx, a.span = rec.r.cfg.Tracer.Start(rec.eventContext(ctx, h), rec.names.deliver, clientSpan...)
 	if a.span.IsRecording() { // a trace not sampled costs no attributes
-		a.span.SetAttributes(semconv.CloudEventsEventID(eventstore.Attribute(h, "id")), tracing.Attempt.Int(attempts))
+		age := int64(0)
+		if !meta.Timestamp.IsZero() {
+			age = max(a.start.Sub(meta.Timestamp), 0).Milliseconds()
+		}
+		a.span.SetAttributes(semconv.CloudEventsEventID(eventstore.Attribute(h, "id")), tracing.Attempt.Int(attempts), tracing.EventAge.Int64(age))
 	}
 	return ctx, a
 }
@@ -145,23 +146,20 @@ func (rec *Record) Inject(ctx context.Context, h http.Header) {
 	}
 }
 
-// Answered records what the sink answered: the delivery latency, and the
-// status on the span.
+// Answered records what the sink answered: the delivery latency, and, on
+// the span when it ends, the status.
 func (a *Attempt) Answered(res Answer) {
 	a.rec.Count.DeliveryDuration.Observe(time.Since(a.start).Seconds())
-	if a.span == nil || !a.span.IsRecording() {
+	if a.span == nil {
 		return
 	}
-	if res.Status != 0 {
-		a.span.SetAttributes(semconv.HTTPResponseStatusCode(res.Status))
-	}
+	a.status = res.Status
 	if !res.Delivered {
-		errType := "network"
+		a.errType = "network"
 		if res.Status != 0 {
-			errType = http.StatusText(res.Status)
+			a.errType = http.StatusText(res.Status)
 		}
-		a.span.SetAttributes(semconv.ErrorTypeKey.String(errType))
-		a.span.SetStatus(codes.Error, res.Reason)
+		a.reason = res.Reason
 	}
 }
 
@@ -175,9 +173,7 @@ func (a *Attempt) Delivered(stored time.Time) {
 
 // Retry records a failed attempt to be retried after delay.
 func (a *Attempt) Retry(delay time.Duration) {
-	if a.span != nil && a.span.IsRecording() {
-		a.span.SetAttributes(tracing.RetryDelay.Int64(delay.Milliseconds()))
-	}
+	a.retryIn, a.retrying = delay, true
 	a.End(tracing.OutcomeRetry)
 }
 
@@ -190,13 +186,26 @@ func (a *Attempt) Failed(err error) {
 	}
 }
 
-// End ends the span with the attempt's outcome; the first call counts.
+// End ends the span with what the attempt recorded and its outcome; the
+// first call counts.
 func (a *Attempt) End(outcome string) {
 	if a.span == nil {
 		return
 	}
 	if a.span.IsRecording() {
-		a.span.SetAttributes(tracing.Outcome.String(outcome))
+		attrs := make([]attribute.KeyValue, 0, 4)
+		attrs = append(attrs, tracing.Outcome.String(outcome))
+		if a.status != 0 {
+			attrs = append(attrs, semconv.HTTPResponseStatusCode(a.status))
+		}
+		if a.errType != "" {
+			attrs = append(attrs, semconv.ErrorTypeKey.String(a.errType))
+			a.span.SetStatus(codes.Error, a.reason)
+		}
+		if a.retrying {
+			attrs = append(attrs, tracing.RetryDelay.Int64(a.retryIn.Milliseconds()))
+		}
+		a.span.SetAttributes(attrs...)
 	}
 	a.span.End()
 	a.span = nil
