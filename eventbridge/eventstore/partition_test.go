@@ -135,3 +135,45 @@ func jsstreamConsumer(name string) jetstream.ConsumerConfig {
 
 // jsstreamSubjects asks a stream's info for its subjects' counts.
 func jsstreamSubjects() jetstream.StreamInfoOpt { return jetstream.WithSubjectFilter(">") }
+
+// TestStoredInItsStreamAlone: an event is stored in its stream with its
+// own headers and JetStream's message id, and nothing naming the stream
+// (it would be read at every delivery); one that a stream not kfn's took
+// (made while kfn's was missing: JetStream lets no two streams take one
+// subject) is an error that names both streams.
+func TestStoredInItsStreamAlone(t *testing.T) {
+	js := natstest.Start(t).JetStream()
+	ctx := context.Background()
+	sc := stream.DefaultConfig()
+	sc.Storage = stream.StorageMemory
+	encode := func(id string) eventstore.Event {
+		e := event.New()
+		e.SetID(id)
+		e.SetSource("shop")
+		e.SetType("order.created.v1")
+		enc, err := eventstore.Encode(&e, "", "")
+		require.NoError(t, err)
+		return enc
+	}
+
+	other, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "other", Subjects: []string{"kyma.>"}, Storage: jetstream.MemoryStorage})
+	require.NoError(t, err)
+	_, err = eventstore.ForEventStream(js, sc).Put(ctx, encode("e-1"))
+	require.ErrorIs(t, err, eventstore.ErrUnavailable)
+	assert.ErrorContains(t, err, "stored in stream other, not "+sc.EventStream)
+	require.NoError(t, js.DeleteStream(ctx, other.CachedInfo().Config.Name))
+
+	require.NoError(t, jsstream.Ensure(ctx, js, sc))
+	c, err := js.CreateConsumer(ctx, sc.EventStream, jsstreamConsumer("all")) // interest retention: kept for it
+	require.NoError(t, err)
+	res, err := eventstore.ForEventStream(js, sc).Put(ctx, encode("e-2"))
+	require.NoError(t, err)
+	assert.Equal(t, sc.EventStream, res.Stream)
+	m, err := c.Next()
+	require.NoError(t, err)
+	var names []string
+	for k := range m.Headers() {
+		names = append(names, k)
+	}
+	assert.ElementsMatch(t, []string{"ce-specversion", "ce-id", "ce-source", "ce-type", "Nats-Msg-Id"}, names)
+}

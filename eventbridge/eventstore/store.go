@@ -88,7 +88,9 @@ func ForEventStream(js jetstream.JetStream, streams stream.Config) *Store {
 //
 // Whatever it stores, a subject over MaxSubjectLength (ErrInvalidEvent) or
 // headers over JetStream's bound (ErrTooLarge) are refused before anything
-// is sent, so that no message can make NATS close the connection.
+// is sent, so that no message can make NATS close the connection. An event
+// another stream than the Store's took (a stream not kfn's, made while
+// kfn's was missing) is an error (ErrUnavailable) after it was stored there.
 func (s *Store) Put(ctx context.Context, e Event) (Result, error) {
 	var msg *nats.Msg
 	msgID, into := e.msgID, s.stream
@@ -112,7 +114,7 @@ func (s *Store) Put(ctx context.Context, e Event) (Result, error) {
 	if p > 0 {
 		subject := msg.Subject
 		msg.Subject, into = stream.PublishSubject(p, subject), s.partitions.PartitionStream(p)
-		ack, err = s.publish(ctx, msg, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(into), jetstream.WithRetryAttempts(0))
+		ack, err = s.publish(ctx, msg, jetstream.WithMsgID(msgID), jetstream.WithRetryAttempts(0))
 		if errors.Is(err, jetstream.ErrNoStreamResponse) {
 			// No stream takes partition p's subject: it is closed (being
 			// added, or taken away and drained) or has no leader this
@@ -123,7 +125,15 @@ func (s *Store) Put(ctx context.Context, e Event) (Result, error) {
 		}
 	}
 	if p == 0 {
-		ack, err = s.publish(ctx, msg, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(into))
+		ack, err = s.publish(ctx, msg, jetstream.WithMsgID(msgID))
+	}
+	if err == nil && ack.Stream != into {
+		// JetStream lets no two streams of an account take one subject, so
+		// only a stream not kfn's, made while kfn's was missing, can take
+		// an event's subject. The stream is not named in the message
+		// (Nats-Expected-Stream): JetStream stores that header with the
+		// event, the ninth of a traced event, and every delivery reads it.
+		return Result{}, fmt.Errorf("store event on %s: %w: stored in stream %s, not %s, which should take the subject", msg.Subject, ErrUnavailable, ack.Stream, into)
 	}
 	if err != nil {
 		return Result{}, fmt.Errorf("store event on %s: %w", msg.Subject, Classify(err))

@@ -58,7 +58,13 @@ func newRecorder(t *testing.T) *recorder {
 		r.mu.Lock()
 		r.msgs = append(r.msgs, wireMsg{Subject: m.Subject, Header: m.Header, Data: string(m.Data)})
 		r.mu.Unlock()
-		_ = m.Respond([]byte(`{"stream":"events","seq":1}`))
+		// As the streams of the cases would: dead letters in theirs,
+		// every other event in the event stream.
+		into := "events"
+		if strings.HasPrefix(m.Subject, "kfn.deadletter.") {
+			into = "dead-letters"
+		}
+		_ = m.Respond([]byte(`{"stream":"` + into + `","seq":1}`))
 	})
 	require.NoError(t, err)
 	require.NoError(t, nc.Flush())

@@ -33,7 +33,7 @@ func (s *keepStore) PublishMsg(_ context.Context, m *nats.Msg, _ ...jetstream.Pu
 	s.mu.Lock()
 	s.events = append(s.events, *e)
 	s.mu.Unlock()
-	return &jetstream.PubAck{}, nil
+	return &jetstream.PubAck{Stream: "events"}, nil // the stream FuzzLegacyPublish stores into
 }
 
 // FuzzLegacyPublish sends Kyma's legacy event format (POST /{app}/v1/events)

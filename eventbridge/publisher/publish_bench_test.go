@@ -115,8 +115,8 @@ func BenchmarkPublish(b *testing.B) {
 }
 
 // answeringJetStream takes every message as stored at once, applying the
-// publish options as nats.go's JetStream does (they set the message id and
-// expected stream headers).
+// publish options as nats.go's JetStream does (they set the message id
+// header).
 type answeringJetStream struct {
 	jetstream.JetStream
 	seq uint64
