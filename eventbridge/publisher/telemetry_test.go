@@ -2,7 +2,10 @@ package publisher_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -138,4 +141,108 @@ func attrString(sp tracetest.SpanStub, key string) string {
 		}
 	}
 	return ""
+}
+
+// askedSampler is the SDK's default sampler (parent-based, always on),
+// counting the spans it is asked about: every span started is.
+type askedSampler struct{ asked atomic.Int64 }
+
+func (s *askedSampler) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
+	s.asked.Add(1)
+	return sdktrace.ParentBased(sdktrace.AlwaysSample()).ShouldSample(p)
+}
+
+func (*askedSampler) Description() string { return "asked" }
+
+// skipping is an SDK provider that says whether it records no child of an
+// unsampled parent (as otlp.Provider does, tracing.SkipsUnsampled).
+type skipping struct {
+	*sdktrace.TracerProvider
+	skips bool
+}
+
+func (p skipping) SkipsUnsampled() bool { return p.skips }
+
+// TestUnsampledRequestsStartNoSpan: on every route, a request whose
+// traceparent is not sampled starts no span with a provider that records
+// none (the sampler is not asked), and its events are stored with the
+// request's traceparent, tracestate and baggage as they came; a provider
+// that does not say so starts one, whose context is stored.
+func TestUnsampledRequestsStartNoSpan(t *testing.T) {
+	const incoming = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"
+	routes := map[string]struct {
+		path   string
+		header func() map[string]string
+		body   string
+		stored int
+	}{
+		"binary": {path: "/publish", header: func() map[string]string { return binary("e1", "order.created.v1") }, body: `{}`, stored: 1},
+		"v2":     {path: "/app/v2/events", header: func() map[string]string { return binary("e2", "order.created.v1") }, body: `{}`, stored: 1},
+		"legacy": {path: "/app/v1/events", header: func() map[string]string { return map[string]string{"Content-Type": "application/json"} }, stored: 2,
+			body: `{"event-type":"order.created","event-type-version":"v1","event-id":"3f2504e0-4f89-11d3-9a0c-0305e82c3301","event-time":"2026-01-02T03:04:05Z","data":{}}`},
+	}
+	for _, skips := range []bool{true, false} {
+		for name, r := range routes {
+			t.Run(fmt.Sprintf("%s/skips=%v", name, skips), func(t *testing.T) {
+				sampler := &askedSampler{}
+				sdk := sdktrace.NewTracerProvider(sdktrace.WithSampler(sampler))
+				defer func() { _ = sdk.Shutdown(context.Background()) }()
+				e := newEnv(t, publisher.Config{}, nil, publisher.WithTracerProvider(skipping{sdk, skips}))
+				h := r.header()
+				h["Traceparent"], h["Tracestate"], h["Baggage"] = incoming, "k=v", "tenant=acme"
+				code, body, _ := e.post(t, r.path, h, r.body)
+				require.Less(t, code, 300, body)
+				for _, s := range e.stored(t, r.stored) {
+					assert.Equal(t, []string{"tenant=acme"}, s.Header["baggage"], "the baggage is stored")
+					assert.Equal(t, []string{"k=v"}, s.Header["tracestate"])
+					if skips {
+						assert.Equal(t, []string{incoming}, s.Header["traceparent"], "as it came")
+					} else {
+						require.Len(t, s.Header["traceparent"], 1)
+						assert.NotEqual(t, incoming, s.Header["traceparent"][0], "the span's")
+						assert.True(t, strings.HasPrefix(s.Header["traceparent"][0], "00-0af7651916cd43dd8448eb211c80319c-"), "in the request's trace")
+					}
+				}
+				if skips {
+					assert.Zero(t, sampler.asked.Load(), "no span started")
+				} else {
+					assert.Positive(t, sampler.asked.Load())
+				}
+			})
+		}
+	}
+}
+
+// TestPublishSpanNamesItsEvents: a structured request's span has its
+// event's id and type; a batch's, the number of its events (one event in a
+// batch is a batch of one).
+func TestPublishSpanNamesItsEvents(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	e := newEnv(t, publisher.Config{}, nil, publisher.WithTracerProvider(tp))
+	one := `{"specversion":"1.0","id":"s1","source":"shop","type":"order.paid.v1","data":"one"}`
+	tests := map[string]struct {
+		contentType, body string
+		stored            int
+		id, eventType     string
+		count             int64
+	}{
+		"structured":   {contentType: "application/cloudevents+json", body: one, stored: 1, id: "s1", eventType: "order.paid.v1", count: -1},
+		"batch of two": {contentType: "application/cloudevents-batch+json", body: "[" + strings.Replace(one, `"s1"`, `"s4"`, 1) + "," + strings.Replace(one, `"s1"`, `"s5"`, 1) + "]", stored: 2, count: 2},
+		"batch of one": {contentType: "application/cloudevents-batch+json", body: "[" + strings.Replace(one, `"s1"`, `"s3"`, 1) + "]", stored: 1, id: "s3", eventType: "order.paid.v1", count: -1},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			exp.Reset()
+			code, body, _ := e.post(t, "/publish", map[string]string{"Content-Type": tt.contentType}, tt.body)
+			require.Equal(t, http.StatusNoContent, code, body)
+			e.stored(t, tt.stored)
+			spans := exp.GetSpans()
+			require.Len(t, spans, 1)
+			assert.Equal(t, tt.id, attrString(spans[0], "cloudevents.event_id"))
+			assert.Equal(t, tt.eventType, attrString(spans[0], "cloudevents.event_type"))
+			assert.Equal(t, tt.count, attrInt(spans[0], "messaging.batch.message_count"))
+		})
+	}
 }
