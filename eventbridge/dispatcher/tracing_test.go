@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -22,6 +21,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
 	"github.com/kfn-dev/kfn/eventbridge/tracing"
+	"github.com/kfn-dev/kfn/test/spantest"
 )
 
 // tracer is an SDK tracer provider whose spans are kept in memory as they
@@ -296,26 +296,6 @@ func TestUnsampledTracesPropagate(t *testing.T) {
 	assert.Empty(t, exp.GetSpans())
 }
 
-// countingSampler is the SDK's default sampler (parent-based, always on),
-// counting the spans it is asked about: every span started is.
-type countingSampler struct{ asked atomic.Int64 }
-
-func (s *countingSampler) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
-	s.asked.Add(1)
-	return sdktrace.ParentBased(sdktrace.AlwaysSample()).ShouldSample(p)
-}
-
-func (*countingSampler) Description() string { return "counting" }
-
-// sayingProvider is an SDK provider that says whether it skips the spans
-// of unsampled parents (as otlp.Provider does, tracing.SkipsUnsampled).
-type sayingProvider struct {
-	*sdktrace.TracerProvider
-	skips bool
-}
-
-func (p sayingProvider) SkipsUnsampled() bool { return p.skips }
-
 // TestUnsampledTracesStartNoSpan: with a provider that records no child of
 // an unsampled parent, an event published with an unsampled traceparent
 // (and baggage) goes through the publisher, a delivery, the sink's reply,
@@ -331,11 +311,8 @@ func TestUnsampledTracesStartNoSpan(t *testing.T) {
 	)
 	for _, skips := range []bool{true, false} {
 		t.Run(fmt.Sprintf("skips=%v", skips), func(t *testing.T) {
-			sampler := &countingSampler{}
-			exp := tracetest.NewInMemoryExporter()
-			sdk := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithSampler(sampler))
-			defer func() { _ = sdk.Shutdown(context.Background()) }()
-			tp := sayingProvider{sdk, skips}
+			tp := spantest.New(t, skips)
+			exp := tp.Spans
 			b := newBridge(t, withOption(dispatcher.WithTracerProvider(tp)))
 			p, err := publisher.New(b.store, publisher.Config{}, publisher.WithTracerProvider(tp))
 			require.NoError(t, err)
@@ -372,9 +349,9 @@ func TestUnsampledTracesStartNoSpan(t *testing.T) {
 				}
 			}
 			if skips {
-				assert.Zero(t, sampler.asked.Load(), "no span started")
+				assert.Zero(t, tp.Started(), "no span started")
 			} else {
-				assert.Positive(t, sampler.asked.Load())
+				assert.Positive(t, tp.Started())
 			}
 			assert.Empty(t, exp.GetSpans(), "nothing recorded")
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
+	"github.com/kfn-dev/kfn/test/spantest"
 )
 
 // publishDurations returns the observation count of
@@ -143,26 +143,6 @@ func attrString(sp tracetest.SpanStub, key string) string {
 	return ""
 }
 
-// askedSampler is the SDK's default sampler (parent-based, always on),
-// counting the spans it is asked about: every span started is.
-type askedSampler struct{ asked atomic.Int64 }
-
-func (s *askedSampler) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
-	s.asked.Add(1)
-	return sdktrace.ParentBased(sdktrace.AlwaysSample()).ShouldSample(p)
-}
-
-func (*askedSampler) Description() string { return "asked" }
-
-// skipping is an SDK provider that says whether it records no child of an
-// unsampled parent (as otlp.Provider does, tracing.SkipsUnsampled).
-type skipping struct {
-	*sdktrace.TracerProvider
-	skips bool
-}
-
-func (p skipping) SkipsUnsampled() bool { return p.skips }
-
 // TestUnsampledRequestsStartNoSpan: on every route, a request whose
 // traceparent is not sampled starts no span with a provider that records
 // none (the sampler is not asked), and its events are stored with the
@@ -184,10 +164,8 @@ func TestUnsampledRequestsStartNoSpan(t *testing.T) {
 	for _, skips := range []bool{true, false} {
 		for name, r := range routes {
 			t.Run(fmt.Sprintf("%s/skips=%v", name, skips), func(t *testing.T) {
-				sampler := &askedSampler{}
-				sdk := sdktrace.NewTracerProvider(sdktrace.WithSampler(sampler))
-				defer func() { _ = sdk.Shutdown(context.Background()) }()
-				e := newEnv(t, publisher.Config{}, nil, publisher.WithTracerProvider(skipping{sdk, skips}))
+				tp := spantest.New(t, skips)
+				e := newEnv(t, publisher.Config{}, nil, publisher.WithTracerProvider(tp))
 				h := r.header()
 				h["Traceparent"], h["Tracestate"], h["Baggage"] = incoming, "k=v", "tenant=acme"
 				code, body, _ := e.post(t, r.path, h, r.body)
@@ -204,9 +182,9 @@ func TestUnsampledRequestsStartNoSpan(t *testing.T) {
 					}
 				}
 				if skips {
-					assert.Zero(t, sampler.asked.Load(), "no span started")
+					assert.Zero(t, tp.Started(), "no span started")
 				} else {
-					assert.Positive(t, sampler.asked.Load())
+					assert.Positive(t, tp.Started())
 				}
 			})
 		}
