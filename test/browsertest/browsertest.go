@@ -2,9 +2,12 @@ package browsertest
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 )
@@ -52,8 +55,29 @@ func Do[T any](t *testing.T, ctx context.Context, what string, a chromedp.Action
 
 // Until waits, at most 50s, for a JavaScript condition on the page,
 // checked again on every change of the page (no reload: the page changes
-// only through its event stream).
+// only through its event stream). A poll whose JavaScript context went
+// away under it (Chromium replaces a page's context as it finishes
+// loading; on a loaded machine a poll begun at once can name the old one)
+// is begun again in the new one.
 func Until(t *testing.T, ctx context.Context, what, js string) {
 	t.Helper()
-	Do(t, ctx, what, chromedp.Poll[bool](js, chromedp.WithPollingMutation(), chromedp.WithPollingTimeout(50*time.Second)))
+	deadline := time.Now().Add(50 * time.Second)
+	for {
+		actx, cancel := context.WithTimeout(ctx, time.Minute)
+		_, err := chromedp.Run(actx, chromedp.Poll[bool](js, chromedp.WithPollingMutation(), chromedp.WithPollingTimeout(time.Until(deadline))))
+		cancel()
+		if err != nil && contextGone(err) && time.Now().Before(deadline) {
+			continue
+		}
+		require.NoError(t, err, what)
+		return
+	}
+}
+
+// contextGone reports whether err is Chromium's answer about a JavaScript
+// context that no longer exists.
+func contextGone(err error) bool {
+	var cdp *cdproto.Error
+	return errors.As(err, &cdp) && cdp.Code == -32000 &&
+		(strings.Contains(cdp.Message, "Cannot find context with specified id") || strings.Contains(cdp.Message, "Execution context was destroyed"))
 }
