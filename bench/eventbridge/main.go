@@ -70,6 +70,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kfn-dev/kfn/bench/figures"
+	"github.com/kfn-dev/kfn/bench/procstat"
 	"github.com/kfn-dev/kfn/contract/stream"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
@@ -179,7 +180,12 @@ func main() {
 	case c.nats != "":
 		err = childDispatcher(c, o)
 	default:
+		cpu, _ := procstat.ReadCPUTimes()
 		err = run(o)
+		// On a virtual machine the host takes CPU time from it while its
+		// other machines are busy: the figures of a run that lost much are
+		// not a quiet machine's, whatever the load average said.
+		fmt.Printf("\nCPU time taken by the host (steal) during the run: %s\n", procstat.Stolen(cpu))
 	}
 	pprof.StopCPUProfile()
 	if err == nil && *memprofile != "" {

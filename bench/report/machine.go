@@ -20,12 +20,16 @@ type machine struct {
 	Versions   [][2]string // name, version, in order
 	LoadBefore string
 	LoadAfter  string
-	Quick      bool
-	Reps       int
+	// Stolen is the share of the CPU time the host of this virtual
+	// machine took during the whole run ("12%", or "-").
+	Stolen string
+	cpu    procstat.CPUTimes
+	Quick  bool
+	Reps   int
 }
 
 func describeMachine(ctx context.Context) machine {
-	m := machine{Date: time.Now().UTC(), CPUs: runtime.NumCPU(), CPUModel: cpuModel(), LoadBefore: procstat.LoadAvg()}
+	m := machine{Date: time.Now().UTC(), CPUs: runtime.NumCPU(), CPUModel: cpuModel(), LoadBefore: procstat.LoadAvg(), cpu: readCPU()}
 	m.Versions = append(m.Versions,
 		[2]string{"Go", runtime.Version()},
 		[2]string{"Node.js", output(ctx, "node", "--version")},

@@ -197,9 +197,9 @@ func run(ctx context.Context, args []string) error {
 				flags = p.quick
 			}
 			fmt.Fprintf(os.Stderr, "bench/report: %s, repetition %d of %d: go run ./bench/%s %s\n", label, i, n, p.name, strings.Join(flags, " "))
-			begin := time.Now()
+			begin, cpu := time.Now(), readCPU()
 			figs, err := runProgram(ctx, p.name, append(append([]string(nil), flags...), "-figures", file), file)
-			r := repetition{program: label, rep: i, took: time.Since(begin), figures: figs, at: begin.UTC(), quick: quick,
+			r := repetition{program: label, rep: i, took: time.Since(begin), figures: figs, at: begin.UTC(), quick: quick, stolen: procstat.Stolen(cpu),
 				command: strings.TrimSpace("go run ./bench/" + p.name + " " + strings.Join(flags, " "))}
 			if err != nil {
 				r.err = err.Error()
@@ -210,7 +210,7 @@ func run(ctx context.Context, args []string) error {
 			}
 		}
 	}
-	m.LoadAfter = procstat.LoadAvg()
+	m.LoadAfter, m.Stolen = procstat.LoadAvg(), procstat.Stolen(m.cpu)
 	saved := filepath.Join("bench", "results", "runs.json")
 	if *only != "" {
 		earlier, err := loadRuns(saved)
@@ -267,6 +267,17 @@ type repetition struct {
 	// short settings of BENCH_QUICK.
 	at    time.Time
 	quick bool
+	// stolen is the share of the machine's CPU time the host of this
+	// virtual machine took while the repetition ran ("12%"; "-" when
+	// the kernel does not say; "" in runs saved before it was kept).
+	stolen string
+}
+
+// readCPU reads the machine's CPU times, zero when they cannot be read
+// (procstat.Stolen then says "-").
+func readCPU() procstat.CPUTimes {
+	c, _ := procstat.ReadCPUTimes()
+	return c
 }
 
 // runProgram runs `go run ./bench/<name> args` with its output on stderr

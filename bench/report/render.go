@@ -68,7 +68,8 @@ func render(m machine, runs []repetition) string {
 	b.WriteString("Written by `make bench` (`go run ./bench/report`); do not edit by hand except the section\n")
 	b.WriteString("\"Peers measured by hand\" at the end, which the harness keeps.\n\n")
 	fmt.Fprintf(&b, "- date: %s (of this run; rows of programs it did not run are from the run the Runs table dates)\n", m.Date.Format("2006-01-02 15:04 MST"))
-	fmt.Fprintf(&b, "- machine: %d CPUs, %s; load average %s before, %s after\n", m.CPUs, m.CPUModel, m.LoadBefore, m.LoadAfter)
+	fmt.Fprintf(&b, "- machine: %d CPUs, %s; load average %s before, %s after; CPU time taken by the host (steal) during the run: %s\n",
+		m.CPUs, m.CPUModel, m.LoadBefore, m.LoadAfter, orDash(m.Stolen))
 	var vs []string
 	for _, v := range m.Versions {
 		vs = append(vs, v[0]+" "+v[1])
@@ -134,7 +135,7 @@ func render(m machine, runs []repetition) string {
 		b.WriteString("\n")
 	}
 
-	b.WriteString("## Runs\n\n| program | repetition | started | took | outcome | command |\n|---|---|---|---|---|---|\n")
+	b.WriteString("## Runs\n\n| program | repetition | started | took | CPU stolen | outcome | command |\n|---|---|---|---|---|---|---|\n")
 	for _, r := range runs {
 		outcome := fmt.Sprintf("%d figures", len(r.figures))
 		switch {
@@ -155,17 +156,29 @@ func render(m machine, runs []repetition) string {
 		if !r.at.IsZero() {
 			started = r.at.UTC().Format("2006-01-02 15:04")
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", r.program, rep, started, r.took.Round(time.Second), outcome, command)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", r.program, rep, started, r.took.Round(time.Second), orDash(r.stolen), outcome, command)
 	}
 	b.WriteString("\n")
 	return b.String()
+}
+
+// orDash is s, or "-" when it is empty.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // conditions says under what load the figures were taken.
 const conditions = "Conditions: a machine of 2 cores shared with other developers, whose tests run while the\n" +
 	"benchmarks do (see the load average above); every load generator runs on the same 2 cores as what\n" +
 	"it measures. Absolute figures are therefore low and noisy, and targets of DESIGN.md stated in\n" +
-	"absolute numbers (events/s, ms) are for a quiet machine; the ratios are the figures to compare.\n\n"
+	"absolute numbers (events/s, ms) are for a quiet machine; the ratios are the figures to compare.\n" +
+	"The machine is a virtual one: its host runs other machines on the same cores and takes CPU time\n" +
+	"from it when they are busy (steal; the Runs table gives the share each repetition lost). A\n" +
+	"repetition that lost more than a few percent ran on a machine that was not quiet, whatever the\n" +
+	"load average says: its pipelines had less CPU than they asked for, in bursts no turn evens out.\n\n"
 
 // num prints a figure with the digits that mean something.
 func num(x float64) string {

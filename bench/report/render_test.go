@@ -35,13 +35,15 @@ func TestRenderMediansRatiosAndVerdicts(t *testing.T) {
 		{program: "eventbridge", rep: 3, took: time.Minute, figures: []figures.Figure{fig(10500, 13000), p99(9)}},
 		{program: "scaler", err: "not available: bench/scaler does not exist in this checkout"},
 	}
-	runs[0].command = "go run ./bench/eventbridge -rounds 2"
-	doc := render(machine{CPUs: 2, CPUModel: "test CPU", Reps: 3, Versions: [][2]string{{"Go", "go1.26"}}}, runs)
+	runs[0].command, runs[0].stolen = "go run ./bench/eventbridge -rounds 2", "29%"
+	doc := render(machine{CPUs: 2, CPUModel: "test CPU", Reps: 3, Versions: [][2]string{{"Go", "go1.26"}}, Stolen: "12%"}, runs)
 	// Ratios are taken per repetition (0.75, 0.786, 0.808), then the median.
 	assert.Contains(t, doc, "| throughput | 10500 events/s [9000–11000] | bare: 13000 events/s [12000–14000] | 0.786 [0.75–0.808] | >= 10,000 events/s and >= 60% of bare | pass |")
 	assert.Contains(t, doc, "| p99 | 4 ms [3–9] |  |  | < 5 ms | pass |", "the median decides, the spread is shown")
-	assert.Contains(t, doc, "| scaler | - | - | 0s | not available: bench/scaler does not exist in this checkout |  |")
-	assert.Contains(t, doc, "| eventbridge | 1 | - | 1m0s | 2 figures | `go run ./bench/eventbridge -rounds 2` |")
+	assert.Contains(t, doc, "| scaler | - | - | 0s | - | not available: bench/scaler does not exist in this checkout |  |")
+	assert.Contains(t, doc, "| eventbridge | 1 | - | 1m0s | 29% | 2 figures | `go run ./bench/eventbridge -rounds 2` |", "the CPU the host took during the repetition")
+	assert.Contains(t, doc, "| eventbridge | 2 | - | 1m0s | - | 2 figures |  |", "a run saved before the steal was kept")
+	assert.Contains(t, doc, "CPU time taken by the host (steal) during the run: 12%")
 	assert.Contains(t, doc, "Conditions: a machine of 2 cores shared")
 	assert.Contains(t, doc, "2 CPUs, test CPU")
 

@@ -24,6 +24,7 @@ type savedRun struct {
 	Command string           `json:"command"`
 	At      time.Time        `json:"at"`
 	Quick   bool             `json:"quick,omitempty"`
+	Stolen  string           `json:"stolen,omitempty"`
 }
 
 // loadRuns reads the repetitions saveRuns wrote to path; none when there
@@ -43,7 +44,7 @@ func loadRuns(path string) ([]repetition, error) {
 	out := make([]repetition, 0, len(saved))
 	for _, s := range saved {
 		out = append(out, repetition{program: s.Program, rep: s.Rep, took: s.Took, figures: s.Figures,
-			err: s.Err, command: s.Command, at: s.At, quick: s.Quick})
+			err: s.Err, command: s.Command, at: s.At, quick: s.Quick, stolen: s.Stolen})
 	}
 	return out, nil
 }
@@ -53,7 +54,7 @@ func saveRuns(path string, runs []repetition) error {
 	saved := make([]savedRun, 0, len(runs))
 	for _, r := range runs {
 		saved = append(saved, savedRun{Program: r.program, Rep: r.rep, Took: r.took, Figures: r.figures,
-			Err: r.err, Command: r.command, At: r.at, Quick: r.quick})
+			Err: r.err, Command: r.command, At: r.at, Quick: r.quick, Stolen: r.stolen})
 	}
 	data, err := json.MarshalIndent(saved, "", "  ")
 	if err != nil {

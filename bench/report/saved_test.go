@@ -22,7 +22,7 @@ func TestMergeKeepsTheRowsOfProgramsThatDidNotRun(t *testing.T) {
 		return []figures.Figure{{Group: "g", Name: "n", Unit: "s", Value: v}}
 	}
 	saved := []repetition{
-		{program: "runtimes", rep: 1, figures: fig(1), at: day1},
+		{program: "runtimes", rep: 1, figures: fig(1), at: day1, stolen: "7%"},
 		{program: "eventbridge", rep: 1, figures: fig(2), at: day1},
 		{program: "eventbridge-r3", rep: 1, figures: fig(3), at: day1, quick: true},
 		{program: "cluster", rep: 1, figures: fig(4), at: day1},
