@@ -1,6 +1,8 @@
 package procstat
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -43,6 +45,10 @@ func TestStolenSince(t *testing.T) {
 	require.True(t, ok)
 	assert.Zero(t, share, "none stolen")
 
+	share, ok = CPUTimes{Total: 2000, Idle: 400, Steal: 1100}.StolenSince(before)
+	require.True(t, ok, "busy all along: no idle tick since")
+	assert.InDelta(t, 1.0, share, 1e-9)
+
 	for name, now := range map[string]CPUTimes{
 		"no time passed":  before,
 		"total went back": {Total: 900, Idle: 400, Steal: 100},
@@ -62,4 +68,12 @@ func TestReadCPUTimes(t *testing.T) {
 	assert.LessOrEqual(t, c.Idle+c.Steal, c.Total)
 	assert.Equal(t, "-", Stolen(CPUTimes{}), "no earlier reading")
 	assert.Regexp(t, `^(\d+%|-)$`, Stolen(c))
+
+	// Since boot (a reading of 1 tick, none stolen): the share the
+	// counters give now, which move little meanwhile.
+	got := Stolen(CPUTimes{Total: 1})
+	require.Regexp(t, `^\d+%$`, got)
+	percent, err := strconv.Atoi(strings.TrimSuffix(got, "%"))
+	require.NoError(t, err)
+	assert.InDelta(t, 100*float64(c.Steal)/float64(c.Total), percent, 2)
 }
