@@ -28,6 +28,12 @@
 // acknowledgement asks each consumer of the stream whether it still needs
 // the event) is in both, and the ratio shows what kfn adds.
 //
+// Three more bare pipelines, named in -pipelines, split what the
+// CloudEvents form costs: bare-ce-http (binary-mode CloudEvents over HTTP,
+// the event's data alone stored), bare-ce-noid (their headers stored too,
+// without a message id) and bare-ce-packed (as bare-ce, the attributes
+// stored as one header).
+//
 // With -ordered N it measures instead what ordering per key costs: kfn
 // delivering the events of N partition keys in order against kfn
 // delivering the same events unordered (ordered.go).
@@ -129,7 +135,7 @@ func main() {
 	flag.BoolVar(&o.idle, "idle", false, "measure instead the CPU (over -duration) and memory of a dispatcher process serving -subscriptions idle Subscriptions")
 	flag.DurationVar(&o.slice, "slice", time.Second, "the throughput of the pipelines is measured in turns of this length, -duration in all for each")
 	flag.IntVar(&o.keys, "ordered", 0, "measure instead kfn delivering in order per partition key, with this many keys, against kfn delivering the same events unordered")
-	flag.StringVar(&o.pipelines, "pipelines", "bare,bare-ce,kfn", "the pipelines to run, for profiling one alone (the ratios need bare, bare-ce and kfn)")
+	flag.StringVar(&o.pipelines, "pipelines", "bare,bare-ce,kfn", "the pipelines to run, for profiling one alone (the ratios need bare, bare-ce and kfn); also bare-ce-http, bare-ce-noid and bare-ce-packed, which split what the CloudEvents form costs")
 	var c childFlags
 	flag.StringVar(&c.nats, "child-dispatcher", "", "internal: run as a dispatcher process of the benchmark, on this NATS server")
 	flag.StringVar(&c.sink, "child-sink", "", "internal: the sink of a dispatcher process")
@@ -269,7 +275,8 @@ func run(o options) error {
 	for _, b := range []struct {
 		part  string
 		build func(string, string, options) (*pipeline, error)
-	}{{partBare, bare}, {partBareCE, bareCloudEvents}, {partKfn, plainKfn}} {
+	}{{partBare, bare}, {partBareCE, bareCloudEvents}, {partKfn, plainKfn},
+		{"bare-ce-http", ceForm("bare-ce-http")}, {"bare-ce-noid", ceForm("bare-ce-noid")}, {"bare-ce-packed", ceForm("bare-ce-packed")}} {
 		if !slices.Contains(strings.Split(o.pipelines, ","), b.part) {
 			continue
 		}
@@ -325,10 +332,19 @@ func run(o options) error {
 		fmt.Printf("all    %-7s throughput %8.0f events/s (CPU %5.1f µs/event, %d events)   latency at %d/s: p50 %6.2f ms  p99 %6.2f ms  CPU %5.1f µs/event  (%d events, undelivered %d)\n",
 			p.name, r.throughput, l.cpuPerEvent(), l.events, o.rate, ms(r.p50), ms(r.p99), r.cpu, t.delivered, r.lost)
 	}
-	if len(pipelines) < 3 {
-		return nil // no ratio without all three
+	if _, ok := results["bare"]; ok {
+		// What each part of the CloudEvents form costs, at full load.
+		for _, name := range []string{"bare-ce-http", "bare-ce-noid", "bare-ce-packed", "bare-ce"} {
+			if _, ok := results[name]; ok {
+				fmt.Printf("%s/bare throughput ratio: %.3f, CPU per event at full load %.3f\n",
+					name, results[name].throughput/results["bare"].throughput, loads[name].cpuPerEvent()/loads["bare"].cpuPerEvent())
+			}
+		}
 	}
 	b, ce, k := results["bare"], results["bare-ce"], results["kfn"]
+	if b.throughput == 0 || ce.throughput == 0 || k.throughput == 0 {
+		return nil // no ratio without all three
+	}
 	fmt.Printf("\nkfn/bare throughput ratio: %.2f (target >= 0.85), p99 ratio %.2f (target <= 1.5 at 1,000 Subscriptions), CPU per event ratio %.2f\n",
 		k.throughput/b.throughput, ms(k.p99)/ms(b.p99), k.cpu/b.cpu)
 	fmt.Printf("kfn/bare-ce throughput ratio: %.2f, p99 ratio %.2f, CPU per event ratio %.2f; bare-ce/bare throughput ratio %.2f (what the CloudEvents stored form costs JetStream and HTTP)\n",
@@ -697,12 +713,46 @@ func recordLatencies(p *pipeline, s *sink, o options, d time.Duration) (timing, 
 
 // bare is the bare pipeline of plain events.
 func bare(natsURL, sinkURL string, o options) (*pipeline, error) {
-	return barePipeline(natsURL, sinkURL, o, false)
+	return barePipeline(natsURL, sinkURL, o, "bare", bareForm{})
 }
 
 // bareCloudEvents is the bare pipeline of binary-mode CloudEvents.
 func bareCloudEvents(natsURL, sinkURL string, o options) (*pipeline, error) {
-	return barePipeline(natsURL, sinkURL, o, true)
+	return barePipeline(natsURL, sinkURL, o, "bare-ce", bareForm{http: true, stored: true, msgID: true})
+}
+
+// ceForm builds the bare pipeline of ceForms[name].
+func ceForm(name string) func(string, string, options) (*pipeline, error) {
+	return func(natsURL, sinkURL string, o options) (*pipeline, error) {
+		return barePipeline(natsURL, sinkURL, o, name, ceForms[name])
+	}
+}
+
+// bareForm is what a bare pipeline carries of the CloudEvents it is sent.
+type bareForm struct {
+	// http: the load generator sends binary-mode CloudEvents (four ce-*
+	// headers) and the sink gets ce-* headers with each event.
+	http bool
+	// stored: the ce-* headers and Content-Type are stored with the
+	// event and delivered from there; without it the event's data alone
+	// is stored and the sink gets the same four ce-* headers, fixed.
+	stored bool
+	// msgID: stored with the CloudEvent's source and id as JetStream
+	// message id, de-duplicated within the stream's window.
+	msgID bool
+	// packed: the stored attributes are one header, "name=value;..."
+	// (the load generator's values have no ';' or '=').
+	packed bool
+}
+
+// ceForms are the bare pipelines between bare and bare-ce that split
+// what the CloudEvents form costs (-pipelines names them): its HTTP
+// headers alone, its stored headers without a message id, and its
+// stored attributes packed into one header.
+var ceForms = map[string]bareForm{
+	"bare-ce-http":   {http: true},
+	"bare-ce-noid":   {http: true, stored: true},
+	"bare-ce-packed": {http: true, stored: true, msgID: true, packed: true},
 }
 
 // barePipeline is HTTP -> js.Publish -> pull consumer -> HTTP POST, nothing else.
@@ -711,15 +761,12 @@ func bareCloudEvents(natsURL, sinkURL string, o options) (*pipeline, error) {
 // the subjects: the cost that JetStream itself adds per consumer is then in
 // the anchor too.
 //
-// With cloudEvents the load generator sends binary-mode CloudEvents, whose
-// ce-* headers and Content-Type are stored with the event, with the
-// CloudEvent's source and id as message id, and delivered with it.
-func barePipeline(natsURL, sinkURL string, o options, cloudEvents bool) (*pipeline, error) {
+// Its form says what it carries of binary-mode CloudEvents: bare-ce's
+// load generator sends them, their ce-* headers and Content-Type are
+// stored with the event, with the CloudEvent's source and id as message
+// id, and delivered with it.
+func barePipeline(natsURL, sinkURL string, o options, name string, form bareForm) (*pipeline, error) {
 	ctx := context.Background()
-	name := "bare"
-	if cloudEvents {
-		name = "bare-ce"
-	}
 	nc, err := nats.Connect(natsURL)
 	if err != nil {
 		return nil, err
@@ -740,14 +787,21 @@ func barePipeline(natsURL, sinkURL string, o options, cloudEvents bool) (*pipeli
 		subject := name + "." + strconv.FormatInt(next.Add(1)%int64(subs), 10)
 		switch {
 		case err != nil:
-		case cloudEvents:
+		case form.stored:
 			m := &nats.Msg{Subject: subject, Data: body, Header: nats.Header{}}
 			for k, v := range r.Header {
 				if strings.HasPrefix(k, "Ce-") || k == "Content-Type" {
 					m.Header[strings.ToLower(k)] = v
 				}
 			}
-			_, err = js.PublishMsg(r.Context(), m, jetstream.WithMsgID(r.Header.Get("Ce-Source")+r.Header.Get("Ce-Id")))
+			if form.packed {
+				m.Header = packHeaders(m.Header)
+			}
+			var opts []jetstream.PublishOpt
+			if form.msgID {
+				opts = append(opts, jetstream.WithMsgID(r.Header.Get("Ce-Source")+r.Header.Get("Ce-Id")))
+			}
+			_, err = js.PublishMsg(r.Context(), m, opts...)
 		default:
 			_, err = js.Publish(r.Context(), subject, body)
 		}
@@ -796,8 +850,17 @@ func barePipeline(natsURL, sinkURL string, o options, cloudEvents bool) (*pipeli
 			for m := range msgs {
 				req, _ := http.NewRequest(http.MethodPost, sinkURL, bytes.NewReader(m.Data()))
 				req.Header["Content-Type"] = []string{"application/octet-stream"}
-				for k, v := range m.Headers() {
-					if strings.HasPrefix(k, "ce-") {
+				switch {
+				case form.packed:
+					unpackHeaders(m.Headers().Get(packedHeader), req.Header)
+				case form.stored:
+					for k, v := range m.Headers() {
+						if strings.HasPrefix(k, "ce-") {
+							req.Header[k] = v
+						}
+					}
+				case form.http:
+					for k, v := range fixedCEHeaders {
 						req.Header[k] = v
 					}
 				}
@@ -812,7 +875,7 @@ func barePipeline(natsURL, sinkURL string, o options, cloudEvents bool) (*pipeli
 			}
 		}()
 	}
-	return &pipeline{name: name, url: url + "/", binary: cloudEvents, types: subs, cleanup: func() {
+	return &pipeline{name: name, url: url + "/", binary: form.http, types: subs, cleanup: func() {
 		for _, it := range its {
 			it.Stop()
 		}
@@ -820,6 +883,38 @@ func barePipeline(natsURL, sinkURL string, o options, cloudEvents bool) (*pipeli
 		srv.Close()
 		nc.Close()
 	}}, nil
+}
+
+// packedHeader is the one header of bare-ce-packed's stored attributes.
+const packedHeader = "ce"
+
+// fixedCEHeaders are what bare-ce-http's sink gets: as many ce-* headers
+// as bare-ce's, of the same lengths, not read from the stored event.
+var fixedCEHeaders = map[string][]string{
+	"ce-specversion": {"1.0"}, "ce-id": {"100000"}, "ce-source": {"bench"}, "ce-type": {"order.created.v1"},
+}
+
+// packHeaders returns h's first values as one header, "name=value;...".
+func packHeaders(h nats.Header) nats.Header {
+	var b strings.Builder
+	for k, v := range h {
+		if len(v) > 0 {
+			b.WriteString(k)
+			b.WriteByte('=')
+			b.WriteString(v[0])
+			b.WriteByte(';')
+		}
+	}
+	return nats.Header{packedHeader: {b.String()}}
+}
+
+// unpackHeaders sets in out the ce-* headers packHeaders packed.
+func unpackHeaders(packed string, out http.Header) {
+	for kv := range strings.SplitSeq(packed, ";") {
+		if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, "ce-") {
+			out[k] = []string{v}
+		}
+	}
 }
 
 // writeProfile writes the runtime's profile name to path: "allocs"
