@@ -199,6 +199,7 @@ func (p *Puller) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			p.mu.Lock()
+			p.turns.stopped = true  // a rotation armed before does nothing
 			_ = p.sub.Unsubscribe() // events on their way come again after the ack wait
 			p.mu.Unlock()
 			return

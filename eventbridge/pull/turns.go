@@ -50,6 +50,9 @@ type turns struct {
 	// waiting pulls, in the order they asked.
 	holders map[string]map[*Pull]struct{}
 	queue   map[string][]*Pull
+	// rotating: the rotation timer is armed (rotateSoon); stopped: the
+	// puller stopped, no timer is armed any more.
+	rotating, stopped bool
 }
 
 // batchNow is how many events the pull asks for at once where it stands.
@@ -94,7 +97,7 @@ func (pl *Pull) stream(now time.Time) {
 		t.holders[pl.group] = h
 	}
 	h[pl] = struct{}{}
-	pl.turn, pl.since = streaming, now
+	pl.turn, pl.since, pl.lastHanded = streaming, now, now
 }
 
 // leave takes the pull out of its group's turns (it pauses, fails, or
@@ -139,16 +142,26 @@ func (pl *Pull) handed(now time.Time) {
 		pl.setQueue(append(t.queue[pl.group], pl))
 		pl.p.yieldIdle(pl.group, now)
 	case streaming:
+		pl.lastHanded = now
 		pl.yieldIfOver(now)
 	}
 }
 
+// idleTurn is how long a streaming pull handed nothing keeps its turn
+// while others of its group wait (at most Config.Turn): its consumer is
+// then most likely empty, or holds its maxInFlightMessages unacknowledged.
+const idleTurn = 10 * time.Millisecond
+
 // yieldIfOver gives a streaming pull's turn up when others of its group
-// wait and its time is over (an event handed, a request ended). The
-// puller's mu is held.
+// wait and its time is over, or it was handed nothing for idleTurn (an
+// event handed, a request ended, the puller's rotation). The puller's mu
+// is held.
 func (pl *Pull) yieldIfOver(now time.Time) {
 	t := &pl.p.turns
-	if pl.turn == streaming && len(t.queue[pl.group]) > 0 && now.Sub(pl.since) >= t.turn {
+	if pl.turn != streaming || len(t.queue[pl.group]) == 0 {
+		return
+	}
+	if now.Sub(pl.since) >= t.turn || now.Sub(pl.lastHanded) >= min(idleTurn, t.turn) {
 		pl.yield(now)
 	}
 }
@@ -190,13 +203,15 @@ func (pl *Pull) yield(now time.Time) {
 	next.topUp()
 }
 
-// setQueue sets the pull's group's queue. The puller's mu is held.
+// setQueue sets the pull's group's queue, and has the puller look at the
+// turns again in idleTurn while a queue waits. The puller's mu is held.
 func (pl *Pull) setQueue(q []*Pull) {
 	if len(q) == 0 {
 		delete(pl.p.turns.queue, pl.group)
 		return
 	}
 	pl.p.turns.queue[pl.group] = q
+	pl.p.rotateSoon()
 }
 
 // yieldIdle takes the turns of group's streaming pulls that streamed for
@@ -212,10 +227,35 @@ func (p *Puller) yieldIdle(group string, now time.Time) {
 	}
 }
 
-// rotate passes on the turns held for their time in every group where
-// pulls wait (the puller's tick). The puller's mu is held.
+// rotate passes on the turns held for their time, or handed nothing for
+// idleTurn, in every group where pulls wait (the puller's tick, and its
+// rotation timer). The puller's mu is held.
 func (p *Puller) rotate(now time.Time) {
 	for group := range p.turns.queue {
 		p.yieldIdle(group, now)
 	}
+}
+
+// rotateSoon has the puller rotate the turns in idleTurn (or Config.Turn
+// if shorter), and again after that while pulls wait: a streaming pull
+// handed nothing more is told of it by no event, no request's end. One
+// timer serves every group; none runs while no pull waits. The puller's mu
+// is held.
+func (p *Puller) rotateSoon() {
+	if p.turns.rotating || p.turns.stopped {
+		return
+	}
+	p.turns.rotating = true
+	time.AfterFunc(min(idleTurn, p.turns.turn), func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.turns.rotating = false
+		if p.turns.stopped || len(p.turns.queue) == 0 {
+			return
+		}
+		p.rotate(time.Now())
+		if len(p.turns.queue) > 0 {
+			p.rotateSoon()
+		}
+	})
 }

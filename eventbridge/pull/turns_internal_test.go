@@ -266,3 +266,91 @@ func TestAPausedPullLeavesTheQueue(t *testing.T) {
 	assert.Empty(t, p.turns.queue)
 	assert.Len(t, p.turns.holders["g"], 1)
 }
+
+// A streaming pull handed nothing for idleTurn, while others of its group
+// wait, gives its turn up before its time is over (its consumer emptied);
+// one handed an event meanwhile keeps it.
+func TestAnEmptiedTurnPasses(t *testing.T) {
+	p := &Puller{turns: turns{max: 1, turn: time.Hour, holders: map[string]map[*Pull]struct{}{}, queue: map[string][]*Pull{}}}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	a := &Pull{p: p, group: "g", active: true}
+	a.stream(now)
+	b := &Pull{p: p, group: "g", turn: waiting}
+	p.turns.queue["g"] = []*Pull{b}
+
+	p.rotate(now.Add(idleTurn - time.Millisecond))
+	require.Equal(t, streaming, a.turn, "not idle for idleTurn yet")
+	a.handed(now.Add(idleTurn - time.Millisecond))
+	p.rotate(now.Add(idleTurn + time.Millisecond))
+	require.Equal(t, streaming, a.turn, "handed an event since")
+	p.rotate(now.Add(2*idleTurn - time.Millisecond))
+	assert.Equal(t, probing, a.turn, "handed nothing for idleTurn: the turn passes, an hour before its time")
+	assert.Equal(t, streaming, b.turn)
+	assert.Empty(t, p.turns.queue)
+
+	// Without others waiting a pull keeps its turn, however idle.
+	b.handed(now.Add(time.Minute))
+	p.rotate(now.Add(time.Hour))
+	assert.Equal(t, streaming, b.turn)
+}
+
+// The turns of a group pass, while its pulls wait, without an event, a
+// request's end or the puller's renewal (about every second): the puller
+// looks at them again idleTurn after a pull began to wait.
+func TestAnEmptiedTurnPassesByItself(t *testing.T) {
+	p, js := turnsEnv(t, 2, oneAtATime(time.Hour))
+	pulls, got := startedPulls(p, 2)
+	a, b := pulls[0], pulls[1]
+	require.Equal(t, streaming, turnOf(a))
+	_, err := js.Publish(context.Background(), "ev.1", []byte("x"))
+	require.NoError(t, err)
+	m := <-got
+	require.NoError(t, m.Ack())
+	m.Release()
+	require.Eventually(t, func() bool { return turnOf(b) == streaming }, 500*time.Millisecond, time.Millisecond,
+		"b, handed an event while a's consumer is empty, streams once a was idle for idleTurn, before the renewal")
+	assert.Equal(t, probing, turnOf(a))
+	p.mu.Lock()
+	assert.Empty(t, p.turns.queue)
+	p.mu.Unlock()
+}
+
+// 60 busy consumers of one group, 2 streaming at once in turns of 250 ms
+// (the dispatcher's defaults but for the bound), each sent an event every
+// 100 ms for half a second: every event is handed within seconds. When a
+// turn lasted its 250 ms whatever it carried, the last consumer of the
+// queue waited 29 turns, 7 seconds, for each turn (with 1,000
+// Subscriptions and 8 at once, 31 s).
+func TestManyBusyConsumersOfAGroupWaitLittle(t *testing.T) {
+	const (
+		consumers = 60
+		events    = 5
+	)
+	p, js := turnsEnv(t, consumers, Config{MaxStreamingPerGroup: 2, Turn: DefaultTurn})
+	var handed atomic.Int64
+	for i := range consumers {
+		p.Add("g", fmt.Sprintf("c%d", i), 10, take(func(m *Msg) {
+			handed.Add(1)
+			go func() { _ = m.Ack(); m.Release() }()
+		})).Start()
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for range events {
+		<-tick.C
+		for i := range consumers {
+			_, err := js.PublishAsync(fmt.Sprintf("ev.%d", i), []byte("x"))
+			require.NoError(t, err)
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the events were not stored")
+	}
+	assert.Eventually(t, func() bool { return handed.Load() == consumers*events }, 4*time.Second, 10*time.Millisecond,
+		"every event handed within seconds, not one turn of 250 ms after another")
+	t.Logf("%d of %d events handed", handed.Load(), consumers*events)
+}
