@@ -50,11 +50,9 @@ type Pull struct {
 	// that much room, or for that event alone once it holds nothing.
 	needs int64
 	// turn is where the pull stands in its group's turns, since when it
-	// streams, and when it was last handed an event while it streams (or
-	// its turn began) (turns.go).
-	turn       turnState
-	since      time.Time
-	lastHanded time.Time
+	// streams (turns.go).
+	turn  turnState
+	since time.Time
 }
 
 // Handler is what a pull hands its messages to.

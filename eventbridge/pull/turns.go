@@ -97,7 +97,7 @@ func (pl *Pull) stream(now time.Time) {
 		t.holders[pl.group] = h
 	}
 	h[pl] = struct{}{}
-	pl.turn, pl.since, pl.lastHanded = streaming, now, now
+	pl.turn, pl.since = streaming, now
 }
 
 // leave takes the pull out of its group's turns (it pauses, fails, or
@@ -142,26 +142,44 @@ func (pl *Pull) handed(now time.Time) {
 		pl.setQueue(append(t.queue[pl.group], pl))
 		pl.p.yieldIdle(pl.group, now)
 	case streaming:
-		pl.lastHanded = now
 		pl.yieldIfOver(now)
 	}
 }
 
-// idleTurn is how long a streaming pull handed nothing keeps its turn
-// while others of its group wait (at most Config.Turn): its consumer is
-// then most likely empty, or holds its maxInFlightMessages unacknowledged.
-const idleTurn = 10 * time.Millisecond
+// roundTurns is how many turns of Config.Turn a round of a group's turns
+// (each of its waiting pulls streaming once) lasts at most, as long as
+// its turns are longer than minTurn: Config.Turn for up to roundTurns x
+// Config.MaxStreamingPerGroup waiting pulls (32 of a namespace by
+// default), shorter past that. A busy pull so waits about a second for
+// its next turn whatever the number of its group's busy pulls (down to
+// turns of minTurn: 1.2 s for 1,000 Subscriptions), while as few of them
+// are handed events at once as before.
+const roundTurns = 4
+
+// minTurn is the shortest turn: about what a pull request takes to be
+// answered with the events its consumer holds.
+const minTurn = 10 * time.Millisecond
+
+// length is how long a streaming pull of group keeps its turn while
+// others of its group wait: Config.Turn, or with more than roundTurns x
+// max waiting, roundTurns x Config.Turn over the rounds they need, not
+// shorter than minTurn (nor than Config.Turn, when that is shorter).
+// The puller's mu is held.
+func (t *turns) length(group string) time.Duration {
+	waiting := int64(len(t.queue[group]))
+	if waiting == 0 || t.max <= 0 {
+		return t.turn
+	}
+	share := time.Duration(roundTurns * int64(t.turn) * int64(t.max) / waiting)
+	return max(min(share, t.turn), min(minTurn, t.turn))
+}
 
 // yieldIfOver gives a streaming pull's turn up when others of its group
-// wait and its time is over, or it was handed nothing for idleTurn (an
-// event handed, a request ended, the puller's rotation). The puller's mu
-// is held.
+// wait and its turn's length is over (an event handed, a request ended,
+// the puller's rotation). The puller's mu is held.
 func (pl *Pull) yieldIfOver(now time.Time) {
 	t := &pl.p.turns
-	if pl.turn != streaming || len(t.queue[pl.group]) == 0 {
-		return
-	}
-	if now.Sub(pl.since) >= t.turn || now.Sub(pl.lastHanded) >= min(idleTurn, t.turn) {
+	if pl.turn == streaming && len(t.queue[pl.group]) > 0 && now.Sub(pl.since) >= t.length(pl.group) {
 		pl.yield(now)
 	}
 }
@@ -175,7 +193,7 @@ func (pl *Pull) requestExpiry(expiry time.Duration, now time.Time) time.Duration
 	if pl.turn != streaming || len(t.queue[pl.group]) == 0 {
 		return expiry
 	}
-	return min(expiry, max(pl.since.Add(t.turn).Sub(now), minTurnExpiry))
+	return min(expiry, max(pl.since.Add(t.length(pl.group)).Sub(now), minTurnExpiry))
 }
 
 // minTurnExpiry is the shortest request of a streaming pull whose turn
@@ -204,7 +222,7 @@ func (pl *Pull) yield(now time.Time) {
 }
 
 // setQueue sets the pull's group's queue, and has the puller look at the
-// turns again in idleTurn while a queue waits. The puller's mu is held.
+// turns again every minTurn while a queue waits. The puller's mu is held.
 func (pl *Pull) setQueue(q []*Pull) {
 	if len(q) == 0 {
 		delete(pl.p.turns.queue, pl.group)
@@ -227,26 +245,27 @@ func (p *Puller) yieldIdle(group string, now time.Time) {
 	}
 }
 
-// rotate passes on the turns held for their time, or handed nothing for
-// idleTurn, in every group where pulls wait (the puller's tick, and its
-// rotation timer). The puller's mu is held.
+// rotate passes on the turns held for their length in every group where
+// pulls wait (the puller's tick, and its rotation timer). The puller's mu
+// is held.
 func (p *Puller) rotate(now time.Time) {
 	for group := range p.turns.queue {
 		p.yieldIdle(group, now)
 	}
 }
 
-// rotateSoon has the puller rotate the turns in idleTurn (or Config.Turn
+// rotateSoon has the puller rotate the turns in minTurn (or Config.Turn
 // if shorter), and again after that while pulls wait: a streaming pull
-// handed nothing more is told of it by no event, no request's end. One
-// timer serves every group; none runs while no pull waits. The puller's mu
-// is held.
+// whose turn is over, handed nothing more and whose request was made
+// before others waited, is told of it by no event, no request's end (turns
+// shorten as the queue grows). One timer serves every group; none runs
+// while no pull waits. The puller's mu is held.
 func (p *Puller) rotateSoon() {
 	if p.turns.rotating || p.turns.stopped {
 		return
 	}
 	p.turns.rotating = true
-	time.AfterFunc(min(idleTurn, p.turns.turn), func() {
+	time.AfterFunc(min(minTurn, p.turns.turn), func() {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		p.turns.rotating = false

@@ -267,40 +267,61 @@ func TestAPausedPullLeavesTheQueue(t *testing.T) {
 	assert.Len(t, p.turns.holders["g"], 1)
 }
 
-// A streaming pull handed nothing for idleTurn, while others of its group
-// wait, gives its turn up before its time is over (its consumer emptied);
-// one handed an event meanwhile keeps it.
-func TestAnEmptiedTurnPasses(t *testing.T) {
-	p := &Puller{turns: turns{max: 1, turn: time.Hour, holders: map[string]map[*Pull]struct{}{}, queue: map[string][]*Pull{}}}
+// A turn lasts Config.Turn while up to roundTurns x max pulls wait, and
+// shortens past that so that a round of the group's turns lasts about
+// roundTurns turns, down to minTurn; a streaming pull gives its turn up
+// once the length that the queue gives it is over.
+func TestTurnsShortenWithTheQueue(t *testing.T) {
+	p := &Puller{turns: turns{max: 2, turn: 100 * time.Millisecond, holders: map[string]map[*Pull]struct{}{}, queue: map[string][]*Pull{}}}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	wait := func(n int) {
+		q := make([]*Pull, n)
+		for i := range q {
+			q[i] = &Pull{p: p, group: "g", turn: waiting}
+		}
+		p.turns.queue["g"] = q
+	}
+	for _, c := range []struct {
+		waiting int
+		want    time.Duration
+	}{
+		{0, 100 * time.Millisecond},
+		{1, 100 * time.Millisecond},
+		{8, 100 * time.Millisecond}, // 4 rounds of 2: 4 turns of 100 ms
+		{16, 50 * time.Millisecond}, // 8 rounds of 2 in 400 ms
+		{40, 20 * time.Millisecond}, // 20 rounds
+		{80, minTurn},               // 40 rounds: 10 ms
+		{1000, minTurn},             // not shorter than minTurn
+	} {
+		wait(c.waiting)
+		assert.Equal(t, c.want, p.turns.length("g"), "%d waiting", c.waiting)
+	}
+	p.turns.turn = 5 * time.Millisecond
+	assert.Equal(t, 5*time.Millisecond, p.turns.length("g"), "a turn shorter than minTurn is not made longer")
+	p.turns.turn, p.turns.max = 100*time.Millisecond, 0
+	assert.Equal(t, 100*time.Millisecond, p.turns.length("g"), "no bound")
+	p.turns.max = 2
+
 	now := time.Now()
 	a := &Pull{p: p, group: "g", active: true}
 	a.stream(now)
-	b := &Pull{p: p, group: "g", turn: waiting}
-	p.turns.queue["g"] = []*Pull{b}
-
-	p.rotate(now.Add(idleTurn - time.Millisecond))
-	require.Equal(t, streaming, a.turn, "not idle for idleTurn yet")
-	a.handed(now.Add(idleTurn - time.Millisecond))
-	p.rotate(now.Add(idleTurn + time.Millisecond))
-	require.Equal(t, streaming, a.turn, "handed an event since")
-	p.rotate(now.Add(2*idleTurn - time.Millisecond))
-	assert.Equal(t, probing, a.turn, "handed nothing for idleTurn: the turn passes, an hour before its time")
-	assert.Equal(t, streaming, b.turn)
-	assert.Empty(t, p.turns.queue)
-
-	// Without others waiting a pull keeps its turn, however idle.
-	b.handed(now.Add(time.Minute))
-	p.rotate(now.Add(time.Hour))
-	assert.Equal(t, streaming, b.turn)
+	wait(40) // turns of 20 ms
+	p.rotate(now.Add(19 * time.Millisecond))
+	require.Equal(t, streaming, a.turn, "its 20 ms are not over")
+	assert.Equal(t, 15*time.Millisecond, a.requestExpiry(time.Hour, now.Add(5*time.Millisecond)), "its requests end with its shortened turn")
+	assert.Equal(t, minTurnExpiry, a.requestExpiry(time.Hour, now.Add(19*time.Millisecond)), "or minTurnExpiry ahead")
+	p.rotate(now.Add(20 * time.Millisecond))
+	assert.Equal(t, probing, a.turn, "20 ms with 40 waiting: a turn of 100 ms passes at a fifth")
+	assert.Len(t, p.turns.queue["g"], 39, "to the first that waited")
 }
 
-// The turns of a group pass, while its pulls wait, without an event, a
+// A turn passes once it is over, while pulls wait, without an event, a
 // request's end or the puller's renewal (about every second): the puller
-// looks at them again idleTurn after a pull began to wait.
-func TestAnEmptiedTurnPassesByItself(t *testing.T) {
-	p, js := turnsEnv(t, 2, oneAtATime(time.Hour))
+// looks at the turns again every minTurn while a pull waits.
+func TestATurnPassesByItself(t *testing.T) {
+	const turn = 30 * time.Millisecond
+	p, js := turnsEnv(t, 2, oneAtATime(turn))
 	pulls, got := startedPulls(p, 2)
 	a, b := pulls[0], pulls[1]
 	require.Equal(t, streaming, turnOf(a))
@@ -310,25 +331,26 @@ func TestAnEmptiedTurnPassesByItself(t *testing.T) {
 	require.NoError(t, m.Ack())
 	m.Release()
 	require.Eventually(t, func() bool { return turnOf(b) == streaming }, 500*time.Millisecond, time.Millisecond,
-		"b, handed an event while a's consumer is empty, streams once a was idle for idleTurn, before the renewal")
+		"b, handed an event and waiting, streams once a's turn is over, before the renewal")
 	assert.Equal(t, probing, turnOf(a))
 	p.mu.Lock()
 	assert.Empty(t, p.turns.queue)
 	p.mu.Unlock()
 }
 
-// 60 busy consumers of one group, 2 streaming at once in turns of 250 ms
-// (the dispatcher's defaults but for the bound), each sent an event every
-// 100 ms for half a second: every event is handed within seconds. When a
-// turn lasted its 250 ms whatever it carried, the last consumer of the
-// queue waited 29 turns, 7 seconds, for each turn (with 1,000
-// Subscriptions and 8 at once, 31 s).
+// 60 busy consumers of one group, 1 streaming at once in turns of 250 ms
+// (the dispatcher's default turn), each sent an event every 100 ms for
+// half a second: every event is handed within seconds (2-3 here), turns
+// of 17 ms passing in rounds of about a second. When a turn lasted its
+// 250 ms whatever the queue, the last consumer of the queue waited 59
+// turns, 15 seconds, for each turn (with 1,000 Subscriptions and 8 at
+// once, 31 s).
 func TestManyBusyConsumersOfAGroupWaitLittle(t *testing.T) {
 	const (
 		consumers = 60
 		events    = 5
 	)
-	p, js := turnsEnv(t, consumers, Config{MaxStreamingPerGroup: 2, Turn: DefaultTurn})
+	p, js := turnsEnv(t, consumers, Config{MaxStreamingPerGroup: 1, Turn: DefaultTurn})
 	var handed atomic.Int64
 	for i := range consumers {
 		p.Add("g", fmt.Sprintf("c%d", i), 10, take(func(m *Msg) {
@@ -350,7 +372,8 @@ func TestManyBusyConsumersOfAGroupWaitLittle(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the events were not stored")
 	}
-	assert.Eventually(t, func() bool { return handed.Load() == consumers*events }, 4*time.Second, 10*time.Millisecond,
+	stored := time.Now()
+	assert.Eventually(t, func() bool { return handed.Load() == consumers*events }, 8*time.Second, 10*time.Millisecond,
 		"every event handed within seconds, not one turn of 250 ms after another")
-	t.Logf("%d of %d events handed", handed.Load(), consumers*events)
+	t.Logf("%d of %d events handed, the last %v after the last was stored", handed.Load(), consumers*events, time.Since(stored).Round(time.Millisecond))
 }
