@@ -175,9 +175,11 @@ type Config struct {
 	// ten times a second), so a namespace with 100 busy Subscriptions
 	// cost the others ten times what one with 5 did for as many events.
 	// Past the bound a consumer is asked for one event, then waits for
-	// its turn, which the consumers of its namespace hand on when they
-	// emptied their consumer or after ConsumerTurn while others wait
-	// (package pull's turns). Defaults
+	// its turn, which the consumers of its namespace hand on after
+	// ConsumerTurn while others wait, shorter when more than 4 x the
+	// bound wait (a round of turns then lasts about 4 ConsumerTurns; no
+	// turn shorter than 10 ms), or when they pause (package pull's
+	// turns). Defaults
 	// DefaultStreamingConsumersPerNamespace and DefaultConsumerTurn; a
 	// negative bound means none.
 	StreamingConsumersPerNamespace int

@@ -166,11 +166,13 @@ const minTurn = 10 * time.Millisecond
 // shorter than minTurn (nor than Config.Turn, when that is shorter).
 // The puller's mu is held.
 func (t *turns) length(group string) time.Duration {
-	waiting := int64(len(t.queue[group]))
-	if waiting == 0 || t.max <= 0 {
+	waiting := len(t.queue[group])
+	if waiting <= roundTurns*t.max || t.max <= 0 {
 		return t.turn
 	}
-	share := time.Duration(roundTurns * int64(t.turn) * int64(t.max) / waiting)
+	// In floating point: an operator's turn of years times the bound
+	// would overflow.
+	share := time.Duration(float64(t.turn) * float64(roundTurns*t.max) / float64(waiting))
 	return max(min(share, t.turn), min(minTurn, t.turn))
 }
 

@@ -297,6 +297,9 @@ func TestTurnsShortenWithTheQueue(t *testing.T) {
 		wait(c.waiting)
 		assert.Equal(t, c.want, p.turns.length("g"), "%d waiting", c.waiting)
 	}
+	p.turns.turn = 100 * 365 * 24 * time.Hour
+	wait(9)
+	assert.Equal(t, time.Duration(float64(p.turns.turn)*8/9), p.turns.length("g"), "a turn of a century does not overflow")
 	p.turns.turn = 5 * time.Millisecond
 	assert.Equal(t, 5*time.Millisecond, p.turns.length("g"), "a turn shorter than minTurn is not made longer")
 	p.turns.turn, p.turns.max = 100*time.Millisecond, 0
