@@ -162,6 +162,17 @@ func startedPulls(p *Puller, n int) ([]*Pull, chan *Msg) {
 	return pulls, got
 }
 
+// handOne publishes an event on subject and takes it from got, acknowledged
+// and released.
+func handOne(t *testing.T, js jetstream.JetStream, subject string, got <-chan *Msg) {
+	t.Helper()
+	_, err := js.Publish(context.Background(), subject, []byte("x"))
+	require.NoError(t, err)
+	m := <-got
+	require.NoError(t, m.Ack())
+	m.Release()
+}
+
 // turnOf reads where pl stands in its group's turns.
 func turnOf(pl *Pull) turnState {
 	pl.p.mu.Lock()
@@ -211,11 +222,7 @@ func TestAnIdleTurnPassesAtOnce(t *testing.T) {
 		return time.Since(a.since) > turn
 	}, time.Second, time.Millisecond, "a's time is over")
 
-	_, err := js.Publish(context.Background(), "ev.1", []byte("x"))
-	require.NoError(t, err)
-	m := <-got
-	require.NoError(t, m.Ack())
-	m.Release()
+	handOne(t, js, "ev.1", got)
 	require.Eventually(t, func() bool { return turnOf(b) == streaming }, 500*time.Millisecond, time.Millisecond,
 		"b streams once a's idle turn passed to it")
 	assert.Equal(t, probing, turnOf(a))
@@ -328,11 +335,7 @@ func TestATurnPassesByItself(t *testing.T) {
 	pulls, got := startedPulls(p, 2)
 	a, b := pulls[0], pulls[1]
 	require.Equal(t, streaming, turnOf(a))
-	_, err := js.Publish(context.Background(), "ev.1", []byte("x"))
-	require.NoError(t, err)
-	m := <-got
-	require.NoError(t, m.Ack())
-	m.Release()
+	handOne(t, js, "ev.1", got)
 	require.Eventually(t, func() bool { return turnOf(b) == streaming }, 500*time.Millisecond, time.Millisecond,
 		"b, handed an event and waiting, streams once a's turn is over, before the renewal")
 	assert.Equal(t, probing, turnOf(a))
