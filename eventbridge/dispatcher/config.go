@@ -176,8 +176,8 @@ type Config struct {
 	// cost the others ten times what one with 5 did for as many events.
 	// Past the bound a consumer is asked for one event, then waits for
 	// its turn, which the consumers of its namespace hand on after
-	// ConsumerTurn while others wait, shorter when more than 4 x the
-	// bound wait (a round of turns then lasts about 4 ConsumerTurns; no
+	// ConsumerTurn while others wait, shorter when more than 16 x the
+	// bound wait (a round of turns then lasts about 16 ConsumerTurns; no
 	// turn shorter than 10 ms), or when they pause (package pull's
 	// turns). Defaults
 	// DefaultStreamingConsumersPerNamespace and DefaultConsumerTurn; a

@@ -149,12 +149,18 @@ func (pl *Pull) handed(now time.Time) {
 // roundTurns is how many turns of Config.Turn a round of a group's turns
 // (each of its waiting pulls streaming once) lasts at most, as long as
 // its turns are longer than minTurn: Config.Turn for up to roundTurns x
-// Config.MaxStreamingPerGroup waiting pulls (32 of a namespace by
-// default), shorter past that. A busy pull so waits about a second for
-// its next turn whatever the number of its group's busy pulls (down to
-// turns of minTurn: 1.2 s for 1,000 Subscriptions), while as few of them
-// are handed events at once as before.
-const roundTurns = 4
+// Config.MaxStreamingPerGroup waiting pulls (128 of a namespace by
+// default, more than the 100 Subscriptions a namespace gets consumers for
+// by default: within the defaults every turn is Config.Turn), shorter
+// past that. A busy pull so waits at most about 4 s (16 turns of 250 ms)
+// for its next turn however many busy pulls its group has (down to turns
+// of minTurn), while as few of them are handed events at once as before.
+// Shorter rounds (4 turns) served 100 busy Subscriptions of a hostile
+// namespace faster and made the machine refuse the victim's publishes
+// (bench/eventbridge -hostile "many Subscriptions": the victim's
+// publishes answered 429 in each of 4 runs, in none of 5 with whole
+// turns).
+const roundTurns = 16
 
 // minTurn is the shortest turn: about what a pull request takes to be
 // answered with the events its consumer holds.

@@ -295,18 +295,18 @@ func TestTurnsShortenWithTheQueue(t *testing.T) {
 	}{
 		{0, 100 * time.Millisecond},
 		{1, 100 * time.Millisecond},
-		{8, 100 * time.Millisecond}, // 4 rounds of 2: 4 turns of 100 ms
-		{16, 50 * time.Millisecond}, // 8 rounds of 2 in 400 ms
-		{40, 20 * time.Millisecond}, // 20 rounds
-		{80, minTurn},               // 40 rounds: 10 ms
-		{1000, minTurn},             // not shorter than minTurn
+		{32, 100 * time.Millisecond}, // 16 rounds of 2: 16 turns of 100 ms
+		{64, 50 * time.Millisecond},  // 32 rounds of 2 in 1.6 s
+		{160, 20 * time.Millisecond}, // 80 rounds
+		{320, minTurn},               // 160 rounds: 10 ms
+		{10000, minTurn},             // not shorter than minTurn
 	} {
 		wait(c.waiting)
 		assert.Equal(t, c.want, p.turns.length("g"), "%d waiting", c.waiting)
 	}
 	p.turns.turn = 100 * 365 * 24 * time.Hour
-	wait(9)
-	assert.Equal(t, time.Duration(float64(p.turns.turn)*8/9), p.turns.length("g"), "a turn of a century does not overflow")
+	wait(33)
+	assert.Equal(t, time.Duration(float64(p.turns.turn)*32/33), p.turns.length("g"), "a turn of a century does not overflow")
 	p.turns.turn = 5 * time.Millisecond
 	assert.Equal(t, 5*time.Millisecond, p.turns.length("g"), "a turn shorter than minTurn is not made longer")
 	p.turns.turn, p.turns.max = 100*time.Millisecond, 0
@@ -316,14 +316,14 @@ func TestTurnsShortenWithTheQueue(t *testing.T) {
 	now := time.Now()
 	a := &Pull{p: p, group: "g", active: true}
 	a.stream(now)
-	wait(40) // turns of 20 ms
+	wait(160) // turns of 20 ms
 	p.rotate(now.Add(19 * time.Millisecond))
 	require.Equal(t, streaming, a.turn, "its 20 ms are not over")
 	assert.Equal(t, 15*time.Millisecond, a.requestExpiry(time.Hour, now.Add(5*time.Millisecond)), "its requests end with its shortened turn")
 	assert.Equal(t, minTurnExpiry, a.requestExpiry(time.Hour, now.Add(19*time.Millisecond)), "or minTurnExpiry ahead")
 	p.rotate(now.Add(20 * time.Millisecond))
-	assert.Equal(t, probing, a.turn, "20 ms with 40 waiting: a turn of 100 ms passes at a fifth")
-	assert.Len(t, p.turns.queue["g"], 39, "to the first that waited")
+	assert.Equal(t, probing, a.turn, "20 ms with 160 waiting: a turn of 100 ms passes at a fifth")
+	assert.Len(t, p.turns.queue["g"], 159, "to the first that waited")
 }
 
 // A turn passes once it is over, while pulls wait, without an event, a
@@ -344,19 +344,18 @@ func TestATurnPassesByItself(t *testing.T) {
 	p.mu.Unlock()
 }
 
-// 60 busy consumers of one group, 1 streaming at once in turns of 250 ms
-// (the dispatcher's default turn), each sent an event every 100 ms for
-// half a second: every event is handed within seconds (2-3 here), turns
-// of 17 ms passing in rounds of about a second. When a turn lasted its
-// 250 ms whatever the queue, the last consumer of the queue waited 59
-// turns, 15 seconds, for each turn (with 1,000 Subscriptions and 8 at
-// once, 31 s).
+// 150 busy consumers of one group, 1 streaming at once in turns of 50 ms,
+// each sent an event every 100 ms for half a second: every event is
+// handed within seconds, turns of 10 ms passing in rounds of about 1.5 s.
+// When a turn lasted its 50 ms whatever the queue, a round took 149
+// turns, 7.5 s (with 1,000 Subscriptions, 8 at once and turns of 250 ms,
+// 31 s).
 func TestManyBusyConsumersOfAGroupWaitLittle(t *testing.T) {
 	const (
-		consumers = 60
+		consumers = 150
 		events    = 5
 	)
-	p, js := turnsEnv(t, consumers, Config{MaxStreamingPerGroup: 1, Turn: DefaultTurn})
+	p, js := turnsEnv(t, consumers, Config{MaxStreamingPerGroup: 1, Turn: 50 * time.Millisecond})
 	var handed atomic.Int64
 	for i := range consumers {
 		p.Add("g", fmt.Sprintf("c%d", i), 10, take(func(m *Msg) {
@@ -379,7 +378,7 @@ func TestManyBusyConsumersOfAGroupWaitLittle(t *testing.T) {
 		t.Fatal("the events were not stored")
 	}
 	stored := time.Now()
-	assert.Eventually(t, func() bool { return handed.Load() == consumers*events }, 8*time.Second, 10*time.Millisecond,
-		"every event handed within seconds, not one turn of 250 ms after another")
+	assert.Eventually(t, func() bool { return handed.Load() == consumers*events }, 6*time.Second, 10*time.Millisecond,
+		"every event handed within seconds, not one turn of 50 ms after another")
 	t.Logf("%d of %d events handed, the last %v after the last was stored", handed.Load(), consumers*events, time.Since(stored).Round(time.Millisecond))
 }
