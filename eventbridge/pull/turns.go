@@ -158,7 +158,7 @@ func (pl *Pull) handed(now time.Time) {
 // Shorter rounds (4 turns) served 100 busy Subscriptions of a hostile
 // namespace faster and made the machine refuse the victim's publishes
 // (bench/eventbridge -hostile "many Subscriptions": the victim's
-// publishes answered 429 in each of 4 runs, in none of 5 with whole
+// publishes answered 429 in each of 5 runs, in none of 4 with whole
 // turns).
 const roundTurns = 16
 
