@@ -50,9 +50,10 @@ type Pull struct {
 	// that much room, or for that event alone once it holds nothing.
 	needs int64
 	// turn is where the pull stands in its group's turns, since when it
-	// streams (turns.go).
-	turn  turnState
-	since time.Time
+	// streams (turns.go); lastHanded when it was last handed an event.
+	turn       turnState
+	since      time.Time
+	lastHanded time.Time
 }
 
 // Handler is what a pull hands its messages to.

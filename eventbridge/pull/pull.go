@@ -121,7 +121,7 @@ func Start(nc *nats.Conn, cfg Config) (*Puller, error) {
 		cfg.Turn = DefaultTurn
 	}
 	p := newPuller(nc, cfg.Stream, cfg.Expiry, heldBytes{total: cfg.MaxHeldBytes, perPull: cfg.MaxHeldBytesPerPull})
-	p.turns.max, p.turns.turn = cfg.MaxStreamingPerGroup, cfg.Turn
+	p.turns = newTurns(cfg.MaxStreamingPerGroup, cfg.Turn)
 	if err := p.listen(); err != nil {
 		return nil, err
 	}
@@ -165,7 +165,7 @@ func newPuller(nc *nats.Conn, stream string, expiry time.Duration, bounds heldBy
 		pins:    map[consumerOf]string{},
 		starved: map[*Pull]struct{}{},
 		heldBy:  map[string]int64{},
-		turns:   turns{holders: map[string]map[*Pull]struct{}{}, queue: map[string][]*Pull{}},
+		turns:   newTurns(0, DefaultTurn),
 	}
 }
 
@@ -256,6 +256,8 @@ func (p *Puller) renew(now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.followLocked(connected, reconnects)
+	p.turns.forget(now)
+	p.recall(now)
 	p.rotate(now)
 	for _, pl := range p.byID {
 		if pl.pending > 0 && now.After(pl.expires.Add(grace)) {

@@ -1,6 +1,9 @@
 package pull
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Turns: how many consumers of one group are pulled at once.
 //
@@ -25,6 +28,18 @@ import "time"
 // group with no more pulls wanting events than its bound sees no
 // difference; one with more pays for it in latency, its own, as the pulls
 // of its many consumers take turns.
+//
+// The bound protects the other groups, so it holds only while another
+// group is active (was handed an event in the last activeTurns turns): a
+// group alone lends a turn to each of its pulls handed an event while
+// probing, however many, and its streaming pulls then ask for no more
+// than a turn's worth of time at once, so that once another group is
+// handed an event the loans end within a turn (the group's streaming
+// pulls past its bound, those whose requests end first, wait for a turn
+// as any other). A streaming pull past the bound that is handed nothing
+// for a turn gives its turn back and probes again: idle consumers ask for
+// one event at a time, with requests of the whole expiry, as they do under
+// the bound.
 
 // turnState is where an active pull stands in its group's turns.
 type turnState uint8
@@ -53,6 +68,54 @@ type turns struct {
 	// rotating: the rotation timer is armed (rotateSoon); stopped: the
 	// puller stopped, no timer is armed any more.
 	rotating, stopped bool
+	// handed is when each group's pulls were last handed an event, for
+	// the groups handed one in the last activeTurns turns (and a few
+	// more, until the puller's renewal forgets them); over are the groups
+	// with more streaming pulls than max (turns lent while alone).
+	handed map[string]time.Time
+	over   map[string]struct{}
+}
+
+// newTurns returns the turns of groups of at most max streaming pulls
+// (no bound when 0 or less), turn long.
+func newTurns(max int, turn time.Duration) turns {
+	return turns{max: max, turn: turn, holders: map[string]map[*Pull]struct{}{}, queue: map[string][]*Pull{},
+		handed: map[string]time.Time{}, over: map[string]struct{}{}}
+}
+
+// activeTurns is how many turns a group stays active after its pulls
+// were last handed an event: while another group is active, a group's
+// pulls are held to its bound. Four turns (a second by default): a group
+// handed an event now and then holds its neighbours to their bounds in
+// between.
+const activeTurns = 4
+
+// active reports whether group was handed an event in the last
+// activeTurns turns. The puller's mu is held.
+func (t *turns) active(group string, now time.Time) bool {
+	at, ok := t.handed[group]
+	return ok && now.Sub(at) < activeTurns*t.turn
+}
+
+// contended reports whether a group other than group is active: group
+// is then held to its bound. The puller's mu is held.
+func (t *turns) contended(group string, now time.Time) bool {
+	for g, at := range t.handed {
+		if g != group && now.Sub(at) < activeTurns*t.turn {
+			return true
+		}
+	}
+	return false
+}
+
+// forget drops the groups no longer active from t.handed (the puller's
+// renewal). The puller's mu is held.
+func (t *turns) forget(now time.Time) {
+	for g := range t.handed {
+		if !t.active(g, now) {
+			delete(t.handed, g)
+		}
+	}
 }
 
 // batchNow is how many events the pull asks for at once where it stands.
@@ -98,6 +161,9 @@ func (pl *Pull) stream(now time.Time) {
 	}
 	h[pl] = struct{}{}
 	pl.turn, pl.since = streaming, now
+	if len(h) > t.max {
+		t.over[pl.group] = struct{}{}
+	}
 }
 
 // leave takes the pull out of its group's turns (it pauses, fails, or
@@ -129,13 +195,21 @@ func (pl *Pull) leave(now time.Time) {
 // its time is over. The puller's mu is held.
 func (pl *Pull) handed(now time.Time) {
 	t := &pl.p.turns
-	if t.max <= 0 || !pl.active {
+	if t.max <= 0 {
+		return
+	}
+	if !t.active(pl.group, now) {
+		defer pl.p.recall(now) // the other groups' loans end
+	}
+	t.handed[pl.group] = now
+	pl.lastHanded = now
+	if !pl.active {
 		return
 	}
 	switch pl.turn {
 	case probing:
-		if len(t.holders[pl.group]) < t.max && len(t.queue[pl.group]) == 0 {
-			pl.stream(now)
+		if len(t.holders[pl.group]) < t.max && len(t.queue[pl.group]) == 0 || !t.contended(pl.group, now) {
+			pl.stream(now) // a turn free, or lent: no other group is active
 			return
 		}
 		pl.turn = waiting
@@ -187,7 +261,18 @@ func (t *turns) length(group string) time.Duration {
 // the puller's rotation). The puller's mu is held.
 func (pl *Pull) yieldIfOver(now time.Time) {
 	t := &pl.p.turns
-	if pl.turn == streaming && len(t.queue[pl.group]) > 0 && now.Sub(pl.since) >= t.length(pl.group) {
+	if pl.turn != streaming {
+		return
+	}
+	over := len(t.queue[pl.group]) > 0 && now.Sub(pl.since) >= t.length(pl.group)
+	// A lent turn (the group past its bound) of a pull handed nothing for
+	// a turn goes back: it probes again.
+	last := pl.since
+	if pl.lastHanded.After(last) {
+		last = pl.lastHanded
+	}
+	idle := len(t.holders[pl.group]) > t.max && now.Sub(last) >= t.turn
+	if over || idle {
 		pl.yield(now)
 	}
 }
@@ -198,10 +283,16 @@ func (pl *Pull) yieldIfOver(now time.Time) {
 // puller's mu is held.
 func (pl *Pull) requestExpiry(expiry time.Duration, now time.Time) time.Duration {
 	t := &pl.p.turns
-	if pl.turn != streaming || len(t.queue[pl.group]) == 0 {
+	switch {
+	case pl.turn != streaming:
+		return expiry
+	case len(t.queue[pl.group]) > 0:
+		return min(expiry, max(pl.since.Add(t.length(pl.group)).Sub(now), minTurnExpiry))
+	case len(t.holders[pl.group]) > t.max:
+		return min(expiry, t.turn) // turns lent: they end within a turn once another group is active
+	default:
 		return expiry
 	}
-	return min(expiry, max(pl.since.Add(t.length(pl.group)).Sub(now), minTurnExpiry))
 }
 
 // minTurnExpiry is the shortest request of a streaming pull whose turn
@@ -218,9 +309,12 @@ func (pl *Pull) yield(now time.Time) {
 	if len(h) == 0 {
 		delete(t.holders, pl.group)
 	}
+	if len(h) <= t.max {
+		delete(t.over, pl.group)
+	}
 	q := t.queue[pl.group]
-	if len(q) == 0 {
-		return
+	if len(q) == 0 || len(h) >= t.max {
+		return // none waits, or the group is still at its bound (a lent turn went back)
 	}
 	next := q[0]
 	q[0] = nil
@@ -254,11 +348,52 @@ func (p *Puller) yieldIdle(group string, now time.Time) {
 }
 
 // rotate passes on the turns held for their length in every group where
-// pulls wait (the puller's tick, and its rotation timer). The puller's mu
-// is held.
+// pulls wait, and lends a turn to each waiting pull of a group no other
+// group contends with any more (the puller's tick, and its rotation
+// timer). The puller's mu is held.
 func (p *Puller) rotate(now time.Time) {
-	for group := range p.turns.queue {
-		p.yieldIdle(group, now)
+	for group, q := range p.turns.queue {
+		if p.turns.contended(group, now) {
+			p.yieldIdle(group, now)
+			continue
+		}
+		delete(p.turns.queue, group) // allowed while ranging over it
+		for _, pl := range q {
+			pl.stream(now)
+			pl.topUp()
+		}
+	}
+}
+
+// recall ends the turns lent to the groups past their bound now that
+// another group is active: of each such group's streaming pulls, those
+// whose requests end first wait for a turn, in that order, until the
+// group is at its bound (what they asked for still comes, within a turn:
+// requestExpiry). The puller's mu is held.
+func (p *Puller) recall(now time.Time) {
+	t := &p.turns
+	for group := range t.over {
+		h := t.holders[group]
+		if len(h) <= t.max {
+			delete(t.over, group)
+			continue
+		}
+		if !t.contended(group, now) {
+			continue
+		}
+		lent := make([]*Pull, 0, len(h))
+		for pl := range h {
+			lent = append(lent, pl)
+		}
+		slices.SortFunc(lent, func(a, b *Pull) int { return a.expires.Compare(b.expires) })
+		q := t.queue[group]
+		for _, pl := range lent[:max(len(lent)-t.max, 0)] {
+			delete(h, pl)
+			pl.turn = waiting
+			q = append(q, pl)
+		}
+		delete(t.over, group)
+		lent[0].setQueue(q)
 	}
 }
 

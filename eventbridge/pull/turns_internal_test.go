@@ -128,8 +128,20 @@ func TestAGroupsConsumersTakeTurns(t *testing.T) {
 }
 
 // turnsEnv is the stream "events" with consumers c0..c<n-1> (eventsStream)
-// and a Puller of them of cfg (its Stream set).
+// and a Puller of them of cfg (its Stream set), beside whose groups
+// another is active throughout (contend): each group is held to its bound.
 func turnsEnv(t *testing.T, n int, cfg Config) (*Puller, jetstream.JetStream) {
+	t.Helper()
+	p, js := aloneEnv(t, n, cfg)
+	p.mu.Lock()
+	contend(p)
+	p.mu.Unlock()
+	return p, js
+}
+
+// aloneEnv is turnsEnv with no other group active than those of the
+// test's pulls.
+func aloneEnv(t *testing.T, n int, cfg Config) (*Puller, jetstream.JetStream) {
 	t.Helper()
 	nc := natstest.Start(t).Connect()
 	js := eventsStream(t, nc, n)
@@ -138,6 +150,23 @@ func turnsEnv(t *testing.T, n int, cfg Config) (*Puller, jetstream.JetStream) {
 	require.NoError(t, err)
 	t.Cleanup(func() { p.Stop(); <-p.Closed() })
 	return p, js
+}
+
+// contend has a group named "neighbour", with no pull of its own, active
+// for a century, as if it were handed events all along: the turns of the
+// tests that look at one group's turns apart hold it to its bound (a
+// group alone is lent turns past it). Not a real group's pulls, so that
+// those tests' timing is their group's alone. The puller's mu is held.
+func contend(p *Puller) {
+	p.turns.handed["neighbour"] = time.Now().Add(100 * 365 * 24 * time.Hour)
+}
+
+// turnsOf is a Puller with no connection, whose turns are of max and turn,
+// beside an active group (contend), for the tests of the turns' arithmetic.
+func turnsOf(max int, turn time.Duration) *Puller {
+	p := &Puller{turns: newTurns(max, turn)}
+	contend(p)
+	return p
 }
 
 // oneAtATime is a Config whose groups stream one pull at a time, in
@@ -233,7 +262,7 @@ func TestAnIdleTurnPassesAtOnce(t *testing.T) {
 // after it; without waiters, or for a pull that probes, they take the
 // whole expiry.
 func TestRequestsEndWithTheTurn(t *testing.T) {
-	p := &Puller{turns: turns{max: 1, turn: 100 * time.Millisecond, holders: map[string]map[*Pull]struct{}{}, queue: map[string][]*Pull{}}}
+	p := turnsOf(1, 100*time.Millisecond)
 	now := time.Now()
 	pl := &Pull{p: p, group: "g"}
 	pl.stream(now.Add(-30 * time.Millisecond))
@@ -279,7 +308,7 @@ func TestAPausedPullLeavesTheQueue(t *testing.T) {
 // roundTurns turns, down to minTurn; a streaming pull gives its turn up
 // once the length that the queue gives it is over.
 func TestTurnsShortenWithTheQueue(t *testing.T) {
-	p := &Puller{turns: turns{max: 2, turn: 100 * time.Millisecond, holders: map[string]map[*Pull]struct{}{}, queue: map[string][]*Pull{}}}
+	p := turnsOf(2, 100*time.Millisecond)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	wait := func(n int) {
@@ -381,4 +410,186 @@ func TestManyBusyConsumersOfAGroupWaitLittle(t *testing.T) {
 	assert.Eventually(t, func() bool { return handed.Load() == consumers*events }, 6*time.Second, 10*time.Millisecond,
 		"every event handed within seconds, not one turn of 50 ms after another")
 	t.Logf("%d of %d events handed, the last %v after the last was stored", handed.Load(), consumers*events, time.Since(stored).Round(time.Millisecond))
+}
+
+// busyWindows publishes to each of the consumers c<from>..c<to-1> an event
+// every 10 ms for d, and returns, per window of w, the consumers of them
+// handed an event in it (count's), with the most of group's pulls seen
+// streaming at once.
+type busyCount struct {
+	mu      sync.Mutex
+	start   time.Time
+	w       time.Duration
+	windows map[int64]map[string]bool
+	most    int
+}
+
+// take counts m, handed to consumer, under the puller's lock (Take).
+func (c *busyCount) take(p *Puller, group, consumer string) Handler {
+	return take(func(m *Msg) {
+		c.mu.Lock()
+		c.most = max(c.most, len(p.turns.holders[group]))
+		k := int64(time.Since(c.start) / c.w)
+		if c.windows[k] == nil {
+			c.windows[k] = map[string]bool{}
+		}
+		c.windows[k][consumer] = true
+		c.mu.Unlock()
+		go func() { _ = m.Ack(); m.Release() }()
+	})
+}
+
+// mean is the consumers handed an event per window, over the windows from
+// from to to (from the start).
+func (c *busyCount) mean(from, to time.Duration) float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var sum, n int
+	for k := int64(from / c.w); k < int64(to/c.w); k++ {
+		sum += len(c.windows[k])
+		n++
+	}
+	return float64(sum) / float64(n)
+}
+
+// publishEvery publishes an event to each of subjects every 10 ms until
+// stop is closed.
+func publishEvery(t *testing.T, js jetstream.JetStream, subjects []string, stop <-chan struct{}) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			for _, s := range subjects {
+				if _, err := js.PublishAsync(s, []byte("x")); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}
+	})
+	return &wg
+}
+
+// A group with no other group active is lent a turn for each of its busy
+// pulls: 12 consumers sent an event every 10 ms, bound 1, are all handed
+// events in each window of a turn, not in turns of one at a time; once
+// another group is handed an event, the group is held to its bound again
+// within a turn or two, and lent turns again once the other group has been
+// quiet for activeTurns turns.
+func TestAGroupAloneIsLentTurns(t *testing.T) {
+	const (
+		busy = 12
+		turn = 50 * time.Millisecond
+	)
+	p, js := aloneEnv(t, busy+1, Config{MaxStreamingPerGroup: 1, Turn: turn})
+	count := &busyCount{start: time.Now(), w: turn, windows: map[int64]map[string]bool{}}
+	subjects := make([]string, busy)
+	for i := range busy {
+		c := fmt.Sprintf("c%d", i)
+		p.Add("g", c, 10, count.take(p, "g", c)).Start()
+		subjects[i] = fmt.Sprintf("ev.%d", i)
+	}
+	other := make(chan *Msg, 10)
+	p.Add("other", fmt.Sprintf("c%d", busy), 10, take(func(m *Msg) { other <- m })).Start()
+	stop := make(chan struct{})
+	publishing := publishEvery(t, js, subjects, stop)
+	defer func() { close(stop); publishing.Wait() }()
+
+	// Alone: every busy pull streams.
+	require.Eventually(t, func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.turns.holders["g"]) == busy
+	}, 5*time.Second, time.Millisecond, "each busy pull of a group alone streams")
+	alone := time.Since(count.start)
+	time.Sleep(10 * turn) // ten windows of the group alone
+	aloneMean := count.mean(alone, time.Since(count.start))
+
+	// Another group is handed an event: the loans end. It is handed one
+	// every turn for ten turns.
+	handOne(t, js, fmt.Sprintf("ev.%d", busy), other)
+	p.mu.Lock()
+	holders := len(p.turns.holders["g"])
+	p.mu.Unlock()
+	assert.Equal(t, 1, holders, "the group is held to its bound at the other group's first event")
+	contended := time.Since(count.start) + 2*turn // the lent requests end within a turn
+	for range 10 {
+		time.Sleep(turn)
+		handOne(t, js, fmt.Sprintf("ev.%d", busy), other)
+	}
+	contendedMean := count.mean(contended, time.Since(count.start))
+	t.Logf("consumers handed events per %v: %.1f alone, %.1f beside an active group", turn, aloneMean, contendedMean)
+	assert.Greater(t, aloneMean, float64(busy)-1.5, "alone, every busy consumer is handed events in each turn")
+	assert.Less(t, contendedMean, float64(busy)/3, "beside another group, the consumers take turns")
+
+	// The other group quiet for activeTurns turns: lent turns again.
+	require.Eventually(t, func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.turns.holders["g"]) == busy
+	}, 20*turn, time.Millisecond, "the group's busy pulls stream again, the other group quiet")
+}
+
+// A lent turn whose pull is handed nothing for a turn goes back: the pull
+// probes again, asking for one event with a request of the whole expiry,
+// until the group is at its bound.
+func TestAnIdleLentTurnGoesBack(t *testing.T) {
+	const turn = 30 * time.Millisecond
+	p, js := aloneEnv(t, 3, Config{MaxStreamingPerGroup: 1, Turn: turn, Expiry: time.Hour})
+	pulls, got := startedPulls(p, 3)
+	for i := range pulls {
+		handOne(t, js, fmt.Sprintf("ev.%d", i), got)
+	}
+	p.mu.Lock()
+	assert.Len(t, p.turns.holders["g"], 3, "each pull handed an event streams, the group alone")
+	// c0 streamed from its start, within the bound: its request is of the
+	// whole expiry. The others asked once the group was past it.
+	for _, pl := range pulls[1:] {
+		assert.LessOrEqual(t, time.Until(pl.expires), turn, "a streaming pull past the bound asks for a turn's time")
+	}
+	p.mu.Unlock()
+	require.Eventually(t, func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.turns.holders["g"]) == 1
+	}, 20*turn, time.Millisecond, "idle, the lent turns go back, down to the bound")
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pl := range pulls {
+		if pl.turn == probing {
+			assert.Equal(t, 1, pl.pending, "a probe asks for one event")
+			assert.Greater(t, time.Until(pl.expires), time.Minute, "with a request of the whole expiry")
+		}
+	}
+	assert.Empty(t, p.turns.over)
+}
+
+// The turns lent to a group end when another group becomes active: of
+// its streaming pulls, those whose requests end first wait for a turn, in
+// that order, and the one whose request ends last keeps streaming.
+func TestRecallKeepsThePullsAskingLongest(t *testing.T) {
+	p := &Puller{turns: newTurns(1, 100*time.Millisecond)}
+	p.turns.stopped = true // no rotation timer: the test looks at the turns alone
+	now := time.Now()
+	pulls := make([]*Pull, 4)
+	for i, ends := range []time.Duration{3, 1, 4, 2} {
+		pulls[i] = &Pull{p: p, group: "g", active: true, expires: now.Add(ends * time.Second)}
+		pulls[i].stream(now)
+	}
+	p.recall(now)
+	assert.Len(t, p.turns.holders["g"], 4, "no other group active: the loans stand")
+	p.turns.handed["other"] = now
+	p.recall(now)
+	assert.Equal(t, map[*Pull]struct{}{pulls[2]: {}}, p.turns.holders["g"], "the request ending last keeps its turn")
+	assert.Equal(t, []*Pull{pulls[1], pulls[3], pulls[0]}, p.turns.queue["g"], "the others wait, the soonest ending first")
+	for _, pl := range p.turns.queue["g"] {
+		assert.Equal(t, waiting, pl.turn)
+	}
+	assert.Empty(t, p.turns.over)
 }
