@@ -3,6 +3,8 @@ package pull
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -577,11 +579,12 @@ func TestRecallKeepsThePullsAskingLongest(t *testing.T) {
 	p := &Puller{turns: newTurns(1, 100*time.Millisecond)}
 	p.turns.stopped = true // no rotation timer: the test looks at the turns alone
 	now := time.Now()
-	pulls := make([]*Pull, 4)
-	for i, ends := range []time.Duration{3, 1, 4, 2} {
+	pulls := make([]*Pull, 5)
+	for i, ends := range []time.Duration{3, 1, 4, 2, 5} {
 		pulls[i] = &Pull{p: p, group: "g", active: true, expires: now.Add(ends * time.Second)}
 		pulls[i].stream(now)
 	}
+	pulls[4].yield(now) // a lent turn gone back: the group is still past its bound
 	p.recall(now)
 	assert.Len(t, p.turns.holders["g"], 4, "no other group active: the loans stand")
 	p.turns.handed["other"] = now
@@ -592,4 +595,18 @@ func TestRecallKeepsThePullsAskingLongest(t *testing.T) {
 		assert.Equal(t, waiting, pl.turn)
 	}
 	assert.Empty(t, p.turns.over)
+}
+
+// A group stays active for activeTurns turns after it was last handed an
+// event: the puller's renewal forgets it after that, not before.
+func TestAGroupIsActiveForActiveTurns(t *testing.T) {
+	p := &Puller{turns: newTurns(1, 100*time.Millisecond)}
+	now := time.Now()
+	p.turns.handed["now"] = now
+	p.turns.handed["just"] = now.Add(-activeTurns*100*time.Millisecond + time.Millisecond)
+	p.turns.handed["past"] = now.Add(-activeTurns * 100 * time.Millisecond)
+	p.turns.forget(now)
+	assert.Equal(t, []string{"just", "now"}, slices.Sorted(maps.Keys(p.turns.handed)))
+	assert.True(t, p.turns.contended("now", now), "another group was handed an event within the window")
+	assert.False(t, p.turns.contended("now", now.Add(activeTurns*100*time.Millisecond)), "nor any after it")
 }
