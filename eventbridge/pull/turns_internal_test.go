@@ -414,23 +414,19 @@ func TestManyBusyConsumersOfAGroupWaitLittle(t *testing.T) {
 	t.Logf("%d of %d events handed, the last %v after the last was stored", handed.Load(), consumers*events, time.Since(stored).Round(time.Millisecond))
 }
 
-// busyWindows publishes to each of the consumers c<from>..c<to-1> an event
-// every 10 ms for d, and returns, per window of w, the consumers of them
-// handed an event in it (count's), with the most of group's pulls seen
-// streaming at once.
+// busyCount counts, per window of w from start, the consumers handed an
+// event in it.
 type busyCount struct {
 	mu      sync.Mutex
 	start   time.Time
 	w       time.Duration
 	windows map[int64]map[string]bool
-	most    int
 }
 
-// take counts m, handed to consumer, under the puller's lock (Take).
-func (c *busyCount) take(p *Puller, group, consumer string) Handler {
+// take counts each message handed to consumer, acknowledges and releases it.
+func (c *busyCount) take(consumer string) Handler {
 	return take(func(m *Msg) {
 		c.mu.Lock()
-		c.most = max(c.most, len(p.turns.holders[group]))
 		k := int64(time.Since(c.start) / c.w)
 		if c.windows[k] == nil {
 			c.windows[k] = map[string]bool{}
@@ -494,7 +490,7 @@ func TestAGroupAloneIsLentTurns(t *testing.T) {
 	subjects := make([]string, busy)
 	for i := range busy {
 		c := fmt.Sprintf("c%d", i)
-		p.Add("g", c, 10, count.take(p, "g", c)).Start()
+		p.Add("g", c, 10, count.take(c)).Start()
 		subjects[i] = fmt.Sprintf("ev.%d", i)
 	}
 	other := make(chan *Msg, 10)
