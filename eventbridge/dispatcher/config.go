@@ -179,11 +179,12 @@ type Config struct {
 	// ConsumerTurn while others wait, shorter when more than 16 x the
 	// bound wait (a round of turns then lasts about 16 ConsumerTurns; no
 	// turn shorter than 10 ms), or when they pause (package pull's
-	// turns). The bound holds while another namespace is active (was
-	// handed an event in the last 4 ConsumerTurns): a namespace alone has
-	// nobody's NATS work to spare, and each of its busy consumers is lent
-	// a turn, asking for no more than a ConsumerTurn's worth at once so
-	// that the loans end within one when another namespace's event comes.
+	// turns). The bound holds while another namespace has Subscriptions
+	// (from their start, whether or not they are sent events): the only
+	// namespace with Subscriptions has nobody's NATS work to spare, and
+	// each of its busy consumers is lent a turn, asking for no more than a
+	// ConsumerTurn's worth at once so that the loans end within one when
+	// another namespace's Subscription starts.
 	// Defaults
 	// DefaultStreamingConsumersPerNamespace and DefaultConsumerTurn; a
 	// negative bound means none.

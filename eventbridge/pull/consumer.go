@@ -142,8 +142,9 @@ func (pl *Pull) Start() {
 	case <-pl.lost: // told before this start
 	default:
 	}
-	pl.active = true
-	pl.enter(time.Now())
+	now := time.Now()
+	pl.activate(true, now)
+	pl.enter(now)
 	pl.topUp()
 }
 
@@ -152,8 +153,9 @@ func (pl *Pull) Start() {
 func (pl *Pull) Pause() {
 	pl.p.mu.Lock()
 	defer pl.p.mu.Unlock()
-	pl.active = false
-	pl.leave(time.Now())
+	now := time.Now()
+	pl.activate(false, now)
+	pl.leave(now)
 }
 
 // Lost is told why the pull stopped asking on its own: ErrConsumerGone
@@ -168,8 +170,9 @@ func (pl *Pull) Remove() {
 	p := pl.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	pl.active = false
-	pl.leave(time.Now())
+	now := time.Now()
+	pl.activate(false, now)
+	pl.leave(now)
 	delete(p.byID, pl.id)
 	delete(p.starved, pl)
 	if p.byName[pl.of] == pl {
@@ -218,8 +221,9 @@ func (pl *Pull) topUp() {
 // fail ends the pull's asking and tells its worker why. The puller's mu is
 // held.
 func (pl *Pull) fail(err error) {
-	pl.active = false
-	pl.leave(time.Now())
+	now := time.Now()
+	pl.activate(false, now)
+	pl.leave(now)
 	pl.pending = 0
 	select {
 	case pl.lost <- err:

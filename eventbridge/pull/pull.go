@@ -256,7 +256,6 @@ func (p *Puller) renew(now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.followLocked(connected, reconnects)
-	p.turns.forget(now)
 	p.recall(now)
 	p.rotate(now)
 	for _, pl := range p.byID {

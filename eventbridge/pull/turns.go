@@ -29,17 +29,20 @@ import (
 // difference; one with more pays for it in latency, its own, as the pulls
 // of its many consumers take turns.
 //
-// The bound protects the other groups, so it holds only while another
-// group is active (was handed an event in the last activeTurns turns): a
-// group alone lends a turn to each of its pulls handed an event while
-// probing, however many, and its streaming pulls then ask for no more
-// than a turn's worth of time at once, so that once another group is
-// handed an event the loans end within a turn (the group's streaming
-// pulls past its bound, those whose requests end first, wait for a turn
-// as any other). A streaming pull past the bound that is handed nothing
-// for a turn gives its turn back and probes again: idle consumers ask for
-// one event at a time, with requests of the whole expiry, as they do under
-// the bound.
+// The bound protects the other groups, so it holds only while there is
+// another: while a group is the only one with pulls asking for events (a
+// single-tenant installation's namespace), it lends a turn to each of its
+// pulls handed an event while probing, however many, and its streaming
+// pulls then ask for no more than a turn's worth of time at once, so that
+// once another group's pull starts the loans end within a turn (the
+// group's streaming pulls past its bound, those whose requests end first,
+// wait for a turn as any other). A streaming pull past the bound that is
+// handed nothing for a turn gives its turn back and probes again: idle
+// consumers ask for one event at a time, with requests of the whole
+// expiry, as they do under the bound. Another group counts from its
+// pull's start, not from its first event: a group sent an event now and
+// then, or whose events another replica is handed (pinned pulls), is
+// protected from its first event on.
 
 // turnState is where an active pull stands in its group's turns.
 type turnState uint8
@@ -68,53 +71,51 @@ type turns struct {
 	// rotating: the rotation timer is armed (rotateSoon); stopped: the
 	// puller stopped, no timer is armed any more.
 	rotating, stopped bool
-	// handed is when each group's pulls were last handed an event, for
-	// the groups handed one in the last activeTurns turns (and a few
-	// more, until the puller's renewal forgets them); over are the groups
-	// with more streaming pulls than max (turns lent while alone).
-	handed map[string]time.Time
-	over   map[string]struct{}
+	// present counts each group's active pulls (those asking for
+	// events), for the groups that have any; over are the groups with
+	// more streaming pulls than max (turns lent while alone).
+	present map[string]int
+	over    map[string]struct{}
 }
 
 // newTurns returns the turns of groups of at most max streaming pulls
 // (no bound when 0 or less), turn long.
 func newTurns(max int, turn time.Duration) turns {
 	return turns{max: max, turn: turn, holders: map[string]map[*Pull]struct{}{}, queue: map[string][]*Pull{},
-		handed: map[string]time.Time{}, over: map[string]struct{}{}}
+		present: map[string]int{}, over: map[string]struct{}{}}
 }
 
-// activeTurns is how many turns a group stays active after its pulls
-// were last handed an event: while another group is active, a group's
-// pulls are held to its bound. Four turns (a second by default): a group
-// handed an event now and then holds its neighbours to their bounds in
-// between.
-const activeTurns = 4
-
-// active reports whether group was handed an event in the last
-// activeTurns turns. The puller's mu is held.
-func (t *turns) active(group string, now time.Time) bool {
-	at, ok := t.handed[group]
-	return ok && now.Sub(at) < activeTurns*t.turn
-}
-
-// contended reports whether a group other than group is active: group
-// is then held to its bound. The puller's mu is held.
-func (t *turns) contended(group string, now time.Time) bool {
-	for g, at := range t.handed {
-		if g != group && now.Sub(at) < activeTurns*t.turn {
-			return true
-		}
+// contended reports whether a group other than group has active pulls:
+// group is then held to its bound. The puller's mu is held.
+func (t *turns) contended(group string) bool {
+	_, in := t.present[group]
+	if in {
+		return len(t.present) > 1
 	}
-	return false
+	return len(t.present) > 0
 }
 
-// forget drops the groups no longer active from t.handed (the puller's
-// renewal). The puller's mu is held.
-func (t *turns) forget(now time.Time) {
-	for g := range t.handed {
-		if !t.active(g, now) {
-			delete(t.handed, g)
+// activate counts the pull's start or end of asking for events in its
+// group's presence; a group's first active pull ends the turns lent to
+// the others (recall). The puller's mu is held.
+func (pl *Pull) activate(active bool, now time.Time) {
+	if pl.active == active {
+		return
+	}
+	pl.active = active
+	t := &pl.p.turns
+	if t.max <= 0 {
+		return
+	}
+	if !active {
+		if t.present[pl.group]--; t.present[pl.group] <= 0 {
+			delete(t.present, pl.group)
 		}
+		return
+	}
+	t.present[pl.group]++
+	if t.present[pl.group] == 1 {
+		pl.p.recall(now)
 	}
 }
 
@@ -195,21 +196,14 @@ func (pl *Pull) leave(now time.Time) {
 // its time is over. The puller's mu is held.
 func (pl *Pull) handed(now time.Time) {
 	t := &pl.p.turns
-	if t.max <= 0 {
+	if t.max <= 0 || !pl.active {
 		return
 	}
-	if !t.active(pl.group, now) {
-		defer pl.p.recall(now) // the other groups' loans end
-	}
-	t.handed[pl.group] = now
 	pl.lastHanded = now
-	if !pl.active {
-		return
-	}
 	switch pl.turn {
 	case probing:
-		if len(t.holders[pl.group]) < t.max && len(t.queue[pl.group]) == 0 || !t.contended(pl.group, now) {
-			pl.stream(now) // a turn free, or lent: no other group is active
+		if len(t.holders[pl.group]) < t.max && len(t.queue[pl.group]) == 0 || !t.contended(pl.group) {
+			pl.stream(now) // a turn free, or lent: no other group asks for events
 			return
 		}
 		pl.turn = waiting
@@ -289,7 +283,7 @@ func (pl *Pull) requestExpiry(expiry time.Duration, now time.Time) time.Duration
 	case len(t.queue[pl.group]) > 0:
 		return min(expiry, max(pl.since.Add(t.length(pl.group)).Sub(now), minTurnExpiry))
 	case len(t.holders[pl.group]) > t.max:
-		return min(expiry, t.turn) // turns lent: they end within a turn once another group is active
+		return min(expiry, t.turn) // turns lent: they end within a turn once another group's pull starts
 	default:
 		return expiry
 	}
@@ -348,12 +342,12 @@ func (p *Puller) yieldIdle(group string, now time.Time) {
 }
 
 // rotate passes on the turns held for their length in every group where
-// pulls wait, and lends a turn to each waiting pull of a group no other
-// group contends with any more (the puller's tick, and its rotation
-// timer). The puller's mu is held.
+// pulls wait, and lends a turn to each waiting pull of a group that is
+// the only one left with active pulls (the puller's tick, and its
+// rotation timer). The puller's mu is held.
 func (p *Puller) rotate(now time.Time) {
 	for group, q := range p.turns.queue {
-		if p.turns.contended(group, now) {
+		if p.turns.contended(group) {
 			p.yieldIdle(group, now)
 			continue
 		}
@@ -366,7 +360,7 @@ func (p *Puller) rotate(now time.Time) {
 }
 
 // recall ends the turns lent to the groups past their bound now that
-// another group is active: of each such group's streaming pulls, those
+// another group has an active pull: of each such group's streaming pulls, those
 // whose requests end first wait for a turn, in that order, until the
 // group is at its bound (what they asked for still comes, within a turn:
 // requestExpiry). The puller's mu is held.
@@ -378,7 +372,7 @@ func (p *Puller) recall(now time.Time) {
 			delete(t.over, group)
 			continue
 		}
-		if !t.contended(group, now) {
+		if !t.contended(group) {
 			continue
 		}
 		lent := make([]*Pull, 0, len(h))

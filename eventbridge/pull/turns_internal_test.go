@@ -3,8 +3,6 @@ package pull
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -131,7 +129,8 @@ func TestAGroupsConsumersTakeTurns(t *testing.T) {
 
 // turnsEnv is the stream "events" with consumers c0..c<n-1> (eventsStream)
 // and a Puller of them of cfg (its Stream set), beside whose groups
-// another is active throughout (contend): each group is held to its bound.
+// another has an active pull throughout (contend): each group is held to
+// its bound.
 func turnsEnv(t *testing.T, n int, cfg Config) (*Puller, jetstream.JetStream) {
 	t.Helper()
 	p, js := aloneEnv(t, n, cfg)
@@ -141,8 +140,8 @@ func turnsEnv(t *testing.T, n int, cfg Config) (*Puller, jetstream.JetStream) {
 	return p, js
 }
 
-// aloneEnv is turnsEnv with no other group active than those of the
-// test's pulls.
+// aloneEnv is turnsEnv with no other group than those of the test's
+// pulls.
 func aloneEnv(t *testing.T, n int, cfg Config) (*Puller, jetstream.JetStream) {
 	t.Helper()
 	nc := natstest.Start(t).Connect()
@@ -154,17 +153,18 @@ func aloneEnv(t *testing.T, n int, cfg Config) (*Puller, jetstream.JetStream) {
 	return p, js
 }
 
-// contend has a group named "neighbour", with no pull of its own, active
-// for a century, as if it were handed events all along: the turns of the
-// tests that look at one group's turns apart hold it to its bound (a
-// group alone is lent turns past it). Not a real group's pulls, so that
-// those tests' timing is their group's alone. The puller's mu is held.
+// contend counts an active pull of a group named "neighbour", as if one
+// had started that is never sent an event: the turns of the tests that
+// look at one group's turns apart hold it to its bound (a group alone is
+// lent turns past it). No real pull, so that those tests need no consumer
+// for it. The puller's mu is held.
 func contend(p *Puller) {
-	p.turns.handed["neighbour"] = time.Now().Add(100 * 365 * 24 * time.Hour)
+	p.turns.present["neighbour"]++
 }
 
 // turnsOf is a Puller with no connection, whose turns are of max and turn,
-// beside an active group (contend), for the tests of the turns' arithmetic.
+// beside another group's active pull (contend), for the tests of the
+// turns' arithmetic.
 func turnsOf(max int, turn time.Duration) *Puller {
 	p := &Puller{turns: newTurns(max, turn)}
 	contend(p)
@@ -474,12 +474,12 @@ func publishEvery(t *testing.T, js jetstream.JetStream, subjects []string, stop 
 	return &wg
 }
 
-// A group with no other group active is lent a turn for each of its busy
-// pulls: 12 consumers sent an event every 10 ms, bound 1, are all handed
-// events in each window of a turn, not in turns of one at a time; once
-// another group is handed an event, the group is held to its bound again
-// within a turn or two, and lent turns again once the other group has been
-// quiet for activeTurns turns.
+// A group that is the only one with active pulls is lent a turn for each
+// of its busy pulls: 12 consumers sent an event every 10 ms, bound 1, are
+// all handed events in each window of a turn, not in turns of one at a
+// time; once another group's pull starts, the group is held to its bound
+// at once (what its lent requests asked for comes within a turn), and is
+// lent turns again once that pull paused.
 func TestAGroupAloneIsLentTurns(t *testing.T) {
 	const (
 		busy = 12
@@ -493,45 +493,37 @@ func TestAGroupAloneIsLentTurns(t *testing.T) {
 		p.Add("g", c, 10, count.take(c)).Start()
 		subjects[i] = fmt.Sprintf("ev.%d", i)
 	}
-	other := make(chan *Msg, 10)
-	p.Add("other", fmt.Sprintf("c%d", busy), 10, take(func(m *Msg) { other <- m })).Start()
 	stop := make(chan struct{})
 	publishing := publishEvery(t, js, subjects, stop)
 	defer func() { close(stop); publishing.Wait() }()
-
-	// Alone: every busy pull streams.
-	require.Eventually(t, func() bool {
+	holders := func() int {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		return len(p.turns.holders["g"]) == busy
-	}, 5*time.Second, time.Millisecond, "each busy pull of a group alone streams")
+		return len(p.turns.holders["g"])
+	}
+
+	// Alone: every busy pull streams.
+	require.Eventually(t, func() bool { return holders() == busy }, 5*time.Second, time.Millisecond,
+		"each busy pull of a group alone streams")
 	alone := time.Since(count.start)
 	time.Sleep(10 * turn) // ten windows of the group alone
 	aloneMean := count.mean(alone, time.Since(count.start))
 
-	// Another group is handed an event: the loans end. It is handed one
-	// every turn for ten turns.
-	handOne(t, js, fmt.Sprintf("ev.%d", busy), other)
-	p.mu.Lock()
-	holders := len(p.turns.holders["g"])
-	p.mu.Unlock()
-	assert.Equal(t, 1, holders, "the group is held to its bound at the other group's first event")
+	// Another group's pull starts, never sent an event: the loans end.
+	other := p.Add("other", fmt.Sprintf("c%d", busy), 10, take(func(*Msg) {}))
+	other.Start()
+	assert.Equal(t, 1, holders(), "the group is held to its bound when another group's pull starts")
 	contended := time.Since(count.start) + 2*turn // the lent requests end within a turn
-	for range 10 {
-		time.Sleep(turn)
-		handOne(t, js, fmt.Sprintf("ev.%d", busy), other)
-	}
+	time.Sleep(12 * turn)
 	contendedMean := count.mean(contended, time.Since(count.start))
-	t.Logf("consumers handed events per %v: %.1f alone, %.1f beside an active group", turn, aloneMean, contendedMean)
+	t.Logf("consumers handed events per %v: %.1f alone, %.1f beside another group's pull", turn, aloneMean, contendedMean)
 	assert.Greater(t, aloneMean, float64(busy)-1.5, "alone, every busy consumer is handed events in each turn")
-	assert.Less(t, contendedMean, float64(busy)/3, "beside another group, the consumers take turns")
+	assert.Less(t, contendedMean, float64(busy)/3, "beside another group's pull, the consumers take turns")
 
-	// The other group quiet for activeTurns turns: lent turns again.
-	require.Eventually(t, func() bool {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return len(p.turns.holders["g"]) == busy
-	}, 20*turn, time.Millisecond, "the group's busy pulls stream again, the other group quiet")
+	// The other group's pull paused: lent turns again.
+	other.Pause()
+	require.Eventually(t, func() bool { return holders() == busy }, 20*turn, time.Millisecond,
+		"the group's busy pulls stream again, the other group's pull paused")
 }
 
 // A lent turn whose pull is handed nothing for a turn goes back: the pull
@@ -568,7 +560,7 @@ func TestAnIdleLentTurnGoesBack(t *testing.T) {
 	assert.Empty(t, p.turns.over)
 }
 
-// The turns lent to a group end when another group becomes active: of
+// The turns lent to a group end when another group's pull starts: of
 // its streaming pulls, those whose requests end first wait for a turn, in
 // that order, and the one whose request ends last keeps streaming.
 func TestRecallKeepsThePullsAskingLongest(t *testing.T) {
@@ -581,9 +573,10 @@ func TestRecallKeepsThePullsAskingLongest(t *testing.T) {
 		pulls[i].stream(now)
 	}
 	pulls[4].yield(now) // a lent turn gone back: the group is still past its bound
+	p.turns.present["g"] = 4
 	p.recall(now)
-	assert.Len(t, p.turns.holders["g"], 4, "no other group active: the loans stand")
-	p.turns.handed["other"] = now
+	assert.Len(t, p.turns.holders["g"], 4, "no other group: the loans stand")
+	p.turns.present["other"] = 1
 	p.recall(now)
 	assert.Equal(t, map[*Pull]struct{}{pulls[2]: {}}, p.turns.holders["g"], "the request ending last keeps its turn")
 	assert.Equal(t, []*Pull{pulls[1], pulls[3], pulls[0]}, p.turns.queue["g"], "the others wait, the soonest ending first")
@@ -593,16 +586,23 @@ func TestRecallKeepsThePullsAskingLongest(t *testing.T) {
 	assert.Empty(t, p.turns.over)
 }
 
-// A group stays active for activeTurns turns after it was last handed an
-// event: the puller's renewal forgets it after that, not before.
-func TestAGroupIsActiveForActiveTurns(t *testing.T) {
+// A group is held to its bound while another has an active pull, from
+// that pull's start to its pause, however often it starts and pauses.
+func TestAnotherGroupsActivePullContends(t *testing.T) {
 	p := &Puller{turns: newTurns(1, 100*time.Millisecond)}
+	p.turns.stopped = true // no rotation timer: the test looks at the turns alone
 	now := time.Now()
-	p.turns.handed["now"] = now
-	p.turns.handed["just"] = now.Add(-activeTurns*100*time.Millisecond + time.Millisecond)
-	p.turns.handed["past"] = now.Add(-activeTurns * 100 * time.Millisecond)
-	p.turns.forget(now)
-	assert.Equal(t, []string{"just", "now"}, slices.Sorted(maps.Keys(p.turns.handed)))
-	assert.True(t, p.turns.contended("now", now), "another group was handed an event within the window")
-	assert.False(t, p.turns.contended("now", now.Add(activeTurns*100*time.Millisecond)), "nor any after it")
+	a, b := &Pull{p: p, group: "g"}, &Pull{p: p, group: "other"}
+	a.activate(true, now)
+	a.activate(true, now)
+	assert.False(t, p.turns.contended("g"), "g alone")
+	b.activate(true, now)
+	assert.True(t, p.turns.contended("g"), "other's pull started")
+	assert.True(t, p.turns.contended("other"))
+	a.activate(false, now)
+	assert.False(t, p.turns.contended("other"), "g's only pull paused, started twice")
+	assert.Equal(t, map[string]int{"other": 1}, p.turns.present)
+	b.activate(false, now)
+	assert.Empty(t, p.turns.present)
+	assert.False(t, p.turns.contended("g"))
 }
