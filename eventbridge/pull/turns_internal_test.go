@@ -567,12 +567,17 @@ func TestRecallKeepsThePullsAskingLongest(t *testing.T) {
 	p := &Puller{turns: newTurns(1, 100*time.Millisecond)}
 	p.turns.stopped = true // no rotation timer: the test looks at the turns alone
 	now := time.Now()
-	pulls := make([]*Pull, 5)
-	for i, ends := range []time.Duration{3, 1, 4, 2, 5} {
+	pulls := make([]*Pull, 6)
+	for i, ends := range []time.Duration{3, 1, 4, 2, 5, 6} {
 		pulls[i] = &Pull{p: p, group: "g", active: true, expires: now.Add(ends * time.Second)}
-		pulls[i].stream(now)
 	}
-	pulls[4].yield(now) // a lent turn gone back: the group is still past its bound
+	pulls[0].stream(now)
+	pulls[4].stream(now)
+	pulls[4].yield(now) // a lent turn gone back: the group at its bound again
+	for _, i := range []int{1, 2, 3, 5} {
+		pulls[i].stream(now) // lent again
+	}
+	pulls[5].yield(now) // a lent turn gone back: the group still past its bound
 	p.turns.present["g"] = 4
 	p.recall(now)
 	assert.Len(t, p.turns.holders["g"], 4, "no other group: the loans stand")
