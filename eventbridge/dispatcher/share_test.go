@@ -173,15 +173,20 @@ const (
 	victimSends
 )
 
+// String says what v does, for the tests' logs.
+func (v victim) String() string {
+	return []string{"no other namespace", "another's Subscription, sent nothing", "another's Subscription, sent events"}[v]
+}
+
 // turnsFanOut is fanOutWindows's Subscriptions.
 const turnsFanOut = 12
 
 // fanOutWindows subscribes turnsFanOut Subscriptions of namespace mallory
 // to one type each and publishes an event of it every 20 ms, 30 times,
-// beside what v says another namespace's Subscription does, on a bridge whose namespaces stream 2 consumers at once in
-// turns of 100 ms; once every event is delivered it returns how many of
-// mallory's Subscriptions were handed events per 100 ms window, on
-// average.
+// beside what v says another namespace does, on a bridge whose
+// namespaces stream 2 consumers at once in turns of 100 ms; once every
+// event is delivered it returns how many of mallory's Subscriptions were
+// handed events per 100 ms window, on average.
 func fanOutWindows(t *testing.T, v victim) float64 {
 	t.Helper()
 	const rounds, window = 30, 100 * time.Millisecond
@@ -228,8 +233,7 @@ func fanOutWindows(t *testing.T, v victim) float64 {
 		sum += len(w)
 	}
 	mean := float64(sum) / float64(len(windows))
-	t.Logf("mallory's Subscriptions handed events per %v: %.1f on average over %d windows (beside them: %v)", window, mean, len(windows),
-		[]string{"no other namespace", "another's Subscription, sent nothing", "another's Subscription, sent events"}[v])
+	t.Logf("mallory's Subscriptions handed events per %v: %.1f on average over %d windows (beside them: %v)", window, mean, len(windows), v)
 	return mean
 }
 

@@ -153,9 +153,7 @@ func (pl *Pull) Start() {
 func (pl *Pull) Pause() {
 	pl.p.mu.Lock()
 	defer pl.p.mu.Unlock()
-	now := time.Now()
-	pl.activate(false, now)
-	pl.leave(now)
+	pl.leave(time.Now())
 }
 
 // Lost is told why the pull stopped asking on its own: ErrConsumerGone
@@ -170,9 +168,7 @@ func (pl *Pull) Remove() {
 	p := pl.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	now := time.Now()
-	pl.activate(false, now)
-	pl.leave(now)
+	pl.leave(time.Now())
 	delete(p.byID, pl.id)
 	delete(p.starved, pl)
 	if p.byName[pl.of] == pl {
@@ -221,9 +217,7 @@ func (pl *Pull) topUp() {
 // fail ends the pull's asking and tells its worker why. The puller's mu is
 // held.
 func (pl *Pull) fail(err error) {
-	now := time.Now()
-	pl.activate(false, now)
-	pl.leave(now)
+	pl.leave(time.Now())
 	pl.pending = 0
 	select {
 	case pl.lost <- err:

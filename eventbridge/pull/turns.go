@@ -167,10 +167,11 @@ func (pl *Pull) stream(now time.Time) {
 	}
 }
 
-// leave takes the pull out of its group's turns (it pauses, fails, or
-// goes away): its turn, if it had one, goes to the next in the queue. The
-// puller's mu is held.
+// leave takes the pull out of its group's turns and presence (it pauses,
+// fails, or goes away: it asks for nothing more): its turn, if it had one,
+// goes to the next in the queue. The puller's mu is held.
 func (pl *Pull) leave(now time.Time) {
+	pl.activate(false, now)
 	t := &pl.p.turns
 	if t.max <= 0 {
 		return
