@@ -96,6 +96,21 @@ spec:
 	}
 	assert.Equal(t, []string{"fn-memory-request-too-small", "hello"}, names, "each Function once, sorted")
 
+	// A file read empty (an editor truncates it before writing it) keeps
+	// what it defined running, and says how to remove it.
+	require.NoError(t, os.WriteFile(hello, nil, 0o644))
+	awaitStatus(t, p, out, "the empty file is reported", func(st dev.Status) bool {
+		for _, e := range st.Errors {
+			if strings.Contains(e, "hello.yaml: the file is empty (still being saved?): Function default/hello kept as defined before") {
+				return true
+			}
+		}
+		return false
+	})
+	f = function(status(t, p.Addr()), "hello")
+	assert.Equal(t, 1, f.Ready, "the version that ran keeps running")
+	assert.Equal(t, "python312", f.Runtime)
+
 	// A file that cannot be used at all (saved half-written, or a runtime
 	// the API refuses) reports its error and leaves what it defined running.
 	require.NoError(t, os.WriteFile(hello, []byte(strings.ReplaceAll(strings.ReplaceAll(good, "%CPU%", "50m"), "python312", "python27")), 0o644))

@@ -17,8 +17,9 @@ import (
 const maxReread = 30 * time.Second
 
 // watch reloads the project whenever a file under it changes (a new,
-// removed or modified file outside hidden and dependency directories). It
-// polls: cheap for a project directory, and the same on every platform.
+// removed or modified file outside hidden and dependency directories),
+// once the change has settled (settle). It polls: cheap for a project
+// directory, and the same on every platform.
 //
 // A project that could not be read whole (a directory or a file that
 // cannot be read: kfn dev out of file descriptors, a permission) was
@@ -41,7 +42,13 @@ func (p *Platform) watch(ctx context.Context) {
 		unread := p.unread
 		p.mu.Unlock()
 		now := fingerprint(p.cfg.Dir)
+		if now != last {
+			now = settle(ctx, now, func() string { return fingerprint(p.cfg.Dir) },
+				min(p.cfg.WatchInterval, 100*time.Millisecond), maxSettle)
+		}
 		switch {
+		case ctx.Err() != nil:
+			return
 		case now != last:
 			fmt.Fprintln(p.out, "kfn: project changed, reloading")
 		case !unread:
@@ -66,6 +73,35 @@ func (p *Platform) watch(ctx context.Context) {
 		reread = min(2*reread, maxReread)
 		rereadAt = time.Now().Add(reread)
 	}
+}
+
+// maxSettle bounds how long a project that keeps changing is waited for
+// before it is read as it is then.
+const maxSettle = 2 * time.Second
+
+// settle waits for a project seen changed (its fingerprint now) to look
+// the same twice in a row, pause apart, and returns its fingerprint then:
+// an editor saving a file truncates it and then writes it (or writes
+// several files), and reading the project in between would apply a file
+// half-saved. A project still changing after limit is read as it is.
+func settle(ctx context.Context, now string, look func() string, pause, limit time.Duration) string {
+	deadline := time.Now().Add(limit)
+	timer := time.NewTimer(pause)
+	defer timer.Stop()
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return now
+		case <-timer.C:
+		}
+		again := look()
+		if again == now {
+			return now
+		}
+		now = again
+		timer.Reset(pause)
+	}
+	return now
 }
 
 // fingerprint hashes the names, sizes and modification times of the

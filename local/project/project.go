@@ -33,8 +33,14 @@ type Project struct {
 	// Broken are the files with a document that could not be used (a
 	// function folder's config.yaml stands for its whole folder), and the
 	// directories that could not be listed (whole or in part), which stand
-	// for every file under them.
+	// for every file under them, and the manifest files found empty.
 	Broken map[string]bool
+	// Empty are the manifest files of no bytes at all: a file an editor
+	// has truncated and not yet written, as often as one meant to be
+	// empty. Each is Broken without an error of its own; KeepFrom keeps
+	// what it defined before and then reports it (remove the file to remove
+	// them), so that an empty file never takes down what it ran.
+	Empty map[string]bool
 	// ReadFailed tells that a directory or a file could not be read (as
 	// opposed to read and found wrong): out of file descriptors, a
 	// permission, an I/O error. What it defined is kept (KeepFrom), never
@@ -74,7 +80,7 @@ func Load(ctx context.Context, dir string, admitter *manifest.Admitter) (*Projec
 	if !info.IsDir() {
 		return nil, fmt.Errorf("read project: %s is not a directory", dir)
 	}
-	p := &Project{Dir: dir, Broken: map[string]bool{}}
+	p := &Project{Dir: dir, Broken: map[string]bool{}, Empty: map[string]bool{}}
 	var docs []manifest.Document
 	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -99,6 +105,11 @@ func Load(ctx context.Context, dir string, admitter *manifest.Admitter) (*Projec
 			return nil
 		}
 		p.Files = append(p.Files, path)
+		if len(data) == 0 {
+			p.Empty[path] = true
+			p.Broken[path] = true
+			return nil
+		}
 		if d.Name() == ConfigFile && IsFolderConfig(data) {
 			folderDocs, err := ReadFolder(path)
 			if err != nil {
@@ -209,6 +220,34 @@ func (p *Project) KeepFrom(prev *Project) {
 		if !present[ObjectKey(d.Object.GetKind(), namespaceOf(d), d.Object.GetName())] && p.brokenAt(d.File) {
 			p.Ignored = append(p.Ignored, d)
 		}
+	}
+	p.reportEmpty()
+}
+
+// reportEmpty reports, for each Empty file that KeepFrom kept objects of,
+// what it kept and how to remove them.
+func (p *Project) reportEmpty() {
+	kept := map[string][]string{}
+	for key, file := range p.Origins {
+		if p.Empty[file] {
+			kept[file] = append(kept[file], key)
+		}
+	}
+	for _, d := range p.Ignored {
+		if p.Empty[d.File] {
+			kept[d.File] = append(kept[d.File], ObjectKey(d.Object.GetKind(), namespaceOf(d), d.Object.GetName()))
+		}
+	}
+	files := make([]string, 0, len(kept))
+	for file := range kept {
+		files = append(files, file)
+	}
+	sort.Strings(files)
+	for _, file := range files {
+		keys := kept[file]
+		sort.Strings(keys)
+		p.Invalid = append(p.Invalid, fmt.Errorf("%s: the file is empty (still being saved?): %s kept as defined before; remove the file to remove them",
+			file, strings.Join(keys, ", ")))
 	}
 }
 

@@ -278,6 +278,30 @@ spec: {runtime: nodejs18, source: {inline: {source: "module.exports = { main: ()
 		assert.ElementsMatch(t, []string{orders, a, b, gone, "sub:orders", "apirule:b"}, names(p), "the APIRule keeps serving its host too")
 		write(t, dir, map[string]string{"app.yaml": string(app)})
 	})
+	t.Run("a manifest saved empty", func(t *testing.T) {
+		// An editor that truncates a file before writing it can be read
+		// between the two: the empty file keeps what it defined, and says
+		// so once it does keep something.
+		app, err := os.ReadFile(filepath.Join(dir, "app.yaml"))
+		require.NoError(t, err)
+		config, err := os.ReadFile(filepath.Join(dir, "orders", "config.yaml"))
+		require.NoError(t, err)
+		write(t, dir, map[string]string{"app.yaml": "", "orders/config.yaml": "", "new.yaml": ""})
+		p := load(t, dir)
+		require.Empty(t, p.Invalid, "an empty file is no mistake of its own")
+		p.KeepFrom(before)
+		assert.ElementsMatch(t, []string{orders, a, b, gone, "sub:orders", "apirule:b"}, names(p))
+		var msgs []string
+		for _, err := range p.Invalid {
+			msgs = append(msgs, err.Error())
+		}
+		assert.Equal(t, []string{
+			filepath.Join(dir, "app.yaml") + ": the file is empty (still being saved?): APIRule default/b, Function default/a, Function default/b kept as defined before; remove the file to remove them",
+			filepath.Join(dir, "orders", "config.yaml") + ": the file is empty (still being saved?): Function default/orders, Subscription default/orders kept as defined before; remove the file to remove them",
+		}, msgs, "new.yaml defined nothing and is not reported")
+		write(t, dir, map[string]string{"app.yaml": string(app), "orders/config.yaml": string(config)})
+		require.NoError(t, os.Remove(filepath.Join(dir, "new.yaml")))
+	})
 	t.Run("a removed folder is gone", func(t *testing.T) {
 		require.NoError(t, os.RemoveAll(filepath.Join(dir, "gone")))
 		p := load(t, dir)
