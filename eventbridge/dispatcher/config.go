@@ -182,7 +182,9 @@ type Config struct {
 	// turns). The bound holds while another namespace has Subscriptions
 	// (from their start, whether or not they are sent events): the only
 	// namespace with Subscriptions has nobody's NATS work to spare, and
-	// each of its busy consumers is lent a turn, asking for no more than a
+	// each of its busy consumers (handed two events within a ConsumerTurn;
+	// one sent an event now and then is asked for one event at a time) is
+	// lent a turn, asking for no more than a
 	// ConsumerTurn's worth at once so that the loans end within one when
 	// another namespace's Subscription starts.
 	// Defaults

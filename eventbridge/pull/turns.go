@@ -32,7 +32,9 @@ import (
 // The bound protects the other groups, so it holds only while there is
 // another: while a group is the only one with pulls asking for events (a
 // single-tenant installation's namespace), it lends a turn to each of its
-// pulls handed an event while probing, however many, and its streaming
+// pulls busy enough to use one (handed two events within a turn while
+// probing), however many; a pull handed an event now and then goes on
+// probing, one request per event. Its streaming
 // pulls then ask for no more than a turn's worth of time at once, so that
 // once another group's pull starts the loans end within a turn (the
 // group's streaming pulls past its bound, those whose requests end first,
@@ -200,11 +202,24 @@ func (pl *Pull) handed(now time.Time) {
 	if t.max <= 0 || !pl.active {
 		return
 	}
+	previous := pl.lastHanded
 	pl.lastHanded = now
 	switch pl.turn {
 	case probing:
-		if len(t.holders[pl.group]) < t.max && len(t.queue[pl.group]) == 0 || !t.contended(pl.group) {
-			pl.stream(now) // a turn free, or lent: no other group asks for events
+		if len(t.holders[pl.group]) < t.max && len(t.queue[pl.group]) == 0 {
+			pl.stream(now) // a turn free
+			return
+		}
+		if !t.contended(pl.group) {
+			// No other group asks for events: a turn is lent to a pull
+			// busy enough to use one (handed its last event within a
+			// turn). One handed an event now and then goes on asking
+			// for one at a time: a streaming request lent for a turn,
+			// ended unused and asked for again as a probe, would cost
+			// the server three requests for its one event.
+			if !previous.IsZero() && now.Sub(previous) < t.turn {
+				pl.stream(now)
+			}
 			return
 		}
 		pl.turn = waiting

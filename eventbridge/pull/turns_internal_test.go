@@ -530,14 +530,25 @@ func TestAGroupAloneIsLentTurns(t *testing.T) {
 // probes again, asking for one event with a request of the whole expiry,
 // until the group is at its bound.
 func TestAnIdleLentTurnGoesBack(t *testing.T) {
-	const turn = 30 * time.Millisecond
+	const turn = 100 * time.Millisecond
 	p, js := aloneEnv(t, 3, Config{MaxStreamingPerGroup: 1, Turn: turn, Expiry: time.Hour})
 	pulls, got := startedPulls(p, 3)
 	for i := range pulls {
-		handOne(t, js, fmt.Sprintf("ev.%d", i), got)
+		// Two events at once: the second is handed within a turn of the
+		// first, and a turn is lent.
+		subject := fmt.Sprintf("ev.%d", i)
+		for range 2 {
+			_, err := js.Publish(context.Background(), subject, []byte("x"))
+			require.NoError(t, err)
+		}
+		for range 2 {
+			m := <-got
+			require.NoError(t, m.Ack())
+			m.Release()
+		}
 	}
 	p.mu.Lock()
-	assert.Len(t, p.turns.holders["g"], 3, "each pull handed an event streams, the group alone")
+	assert.Len(t, p.turns.holders["g"], 3, "each pull handed two events in a turn streams, the group alone")
 	// c0 streamed from its start, within the bound: its request is of the
 	// whole expiry. The others asked once the group was past it.
 	for _, pl := range pulls[1:] {
@@ -558,6 +569,34 @@ func TestAnIdleLentTurnGoesBack(t *testing.T) {
 		}
 	}
 	assert.Empty(t, p.turns.over)
+}
+
+// A group alone past its bound lends a turn to a pull handed its last two
+// events within a turn; one handed an event now and then goes on probing
+// (a request for one event), where a turn lent, ended unused and asked
+// for again would cost three requests for its one event.
+func TestATurnIsLentToAPullBusyEnoughToUseIt(t *testing.T) {
+	const turn = 100 * time.Millisecond
+	p := &Puller{turns: newTurns(1, turn)}
+	p.turns.stopped = true // no rotation timer: the test looks at the turns alone
+	now := time.Now()
+	holder, sparse := &Pull{p: p, group: "g"}, &Pull{p: p, group: "g"}
+	for _, pl := range []*Pull{holder, sparse} {
+		pl.activate(true, now)
+		pl.enter(now)
+	}
+	require.Equal(t, streaming, holder.turn, "within the bound")
+	require.Equal(t, probing, sparse.turn)
+	sparse.handed(now)
+	assert.Equal(t, probing, sparse.turn, "a first event: no turn lent")
+	now = now.Add(turn)
+	sparse.handed(now)
+	assert.Equal(t, probing, sparse.turn, "the next a turn later: still none")
+	assert.Equal(t, 1, sparse.batchNow(), "a probe asks for one event")
+	now = now.Add(turn - time.Millisecond)
+	sparse.handed(now)
+	assert.Equal(t, streaming, sparse.turn, "two events within a turn: a turn lent")
+	assert.Equal(t, map[string]struct{}{"g": {}}, p.turns.over)
 }
 
 // The turns lent to a group end when another group's pull starts: of
@@ -610,4 +649,57 @@ func TestAnotherGroupsActivePullContends(t *testing.T) {
 	b.activate(false, now)
 	assert.Empty(t, p.turns.present)
 	assert.False(t, p.turns.contended("g"))
+}
+
+// A group alone with more pulls than its bound, each sent an event now
+// and then (more than a turn apart, as 1,000 Subscriptions share a
+// namespace's events), costs the server one pull request per event: its
+// pulls past the bound probe, each asking for one event at a time, and
+// are lent no turn they would not use. Counted on the server's side, by
+// a subscriber of the JetStream API's pull requests.
+func TestSparsePullsAskOncePerEvent(t *testing.T) {
+	const (
+		pulls  = 8
+		rounds = 4
+		turn   = 50 * time.Millisecond
+	)
+	srv := natstest.Start(t)
+	nc := srv.Connect()
+	js := eventsStream(t, nc, pulls)
+	wc := srv.Connect()
+	watch, err := wc.SubscribeSync("$JS.API.CONSUMER.MSG.NEXT.events.>")
+	require.NoError(t, err)
+	require.NoError(t, watch.SetPendingLimits(-1, -1))
+	require.NoError(t, wc.Flush())
+	// requests counts the pull requests the server was sent so far: the
+	// puller's connection flushed, then the watcher's (the server has
+	// passed each on to the watcher by then).
+	requests := func() int64 {
+		require.NoError(t, nc.Flush())
+		require.NoError(t, wc.Flush())
+		n, _, err := watch.Pending()
+		require.NoError(t, err)
+		return int64(n)
+	}
+	p, err := Start(nc, Config{Stream: "events", MaxStreamingPerGroup: 1, Turn: turn, Expiry: time.Hour})
+	require.NoError(t, err)
+	t.Cleanup(func() { p.Stop(); <-p.Closed() })
+	all, got := startedPulls(p, pulls)
+	require.Eventually(t, func() bool { return requests() == pulls }, 5*time.Second, time.Millisecond, "each pull asks once")
+
+	before := requests()
+	for range rounds {
+		for i := range all {
+			handOne(t, js, fmt.Sprintf("ev.%d", i), got)
+		}
+		time.Sleep(2 * turn) // each pull's next event more than a turn after its last
+	}
+	events := int64(rounds * pulls)
+	asked := requests() - before
+	t.Logf("%d pull requests for %d events", asked, events)
+	perEvent := float64(asked) / float64(events)
+	assert.LessOrEqual(t, perEvent, 1.25, "about one request per event (the one that took it, asked again)")
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	assert.Len(t, p.turns.holders["g"], 1, "no turn lent: the group at its bound")
 }
