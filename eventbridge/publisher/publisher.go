@@ -15,6 +15,7 @@ import (
 	"github.com/kfn-dev/kfn/eventbridge/admission"
 	"github.com/kfn-dev/kfn/eventbridge/deadline"
 	"github.com/kfn-dev/kfn/eventbridge/eventstore"
+	"github.com/kfn-dev/kfn/eventbridge/tracing"
 	"github.com/kfn-dev/kfn/internal/logging"
 	"github.com/kfn-dev/kfn/internal/seats"
 )
@@ -190,8 +191,11 @@ type Publisher struct {
 	// skipUnsampled: the tracer's provider records no child of an
 	// unsampled parent (WithTracerProvider).
 	skipUnsampled bool
-	mux           *http.ServeMux
-	newID         func() string
+	// roots decide a new trace's sampling before a span is started (the
+	// provider's, tracing.RootsOf); nil: its span is started to decide.
+	roots *tracing.Roots
+	mux   *http.ServeMux
+	newID func() string
 	// stores give each request's wait for JetStream its StoreTimeout.
 	stores  *deadline.Windows
 	senders Senders

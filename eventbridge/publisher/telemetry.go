@@ -23,11 +23,16 @@ import (
 // trace context is stored as it came; so too for a request whose
 // traceparent is not sampled when tp records no child of an unsampled
 // parent (tracing.SkipsUnsampled), its baggage stored as with a span.
+// A request without a traceparent starts a trace: with a provider that
+// decides its sampling first (tracing.RootsOf), one not sampled gets no
+// span either, and the traceparent of a new unsampled trace is stored
+// with its events, as its span's would be.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(p *Publisher) error {
 		if tp != nil {
 			p.tracer = tp.Tracer("github.com/kfn-dev/kfn/eventbridge/publisher")
 			p.skipUnsampled = tracing.SkipsUnsampled(tp)
+			p.roots = tracing.RootsOf(tp)
 		}
 		return nil
 	}
@@ -46,9 +51,18 @@ func (p *Publisher) instrument(endpoint, route string, serve func(http.ResponseW
 		case p.skipUnsampled && tracing.NotSampled(r.Header.Get("Traceparent")):
 			// No span would be recorded: the request's trace context is
 			// stored as it came (traceContext), with its baggage.
-			if ctx := (propagation.Baggage{}).Extract(r.Context(), tracing.HeaderCarrier(r.Header)); ctx != r.Context() {
-				r = r.WithContext(ctx)
+			r = withBaggage(r)
+		case p.roots != nil && len(r.Header["Traceparent"]) == 0:
+			// A new trace: decided before a span is started.
+			ctx, traceParent := p.roots.Start(r.Context(), route, trace.SpanKindServer)
+			if traceParent != "" {
+				// Not sampled: stored as a request's own (traceContext).
+				r.Header["Traceparent"] = []string{traceParent}
+				r = withBaggage(r)
+				break
 			}
+			ctx, span = p.tracer.Start(tracing.Propagator.Extract(ctx, tracing.HeaderCarrier(r.Header)), route, serverSpan...)
+			r = r.WithContext(ctx)
 		default:
 			ctx := tracing.Propagator.Extract(r.Context(), tracing.HeaderCarrier(r.Header))
 			ctx, span = p.tracer.Start(ctx, route, serverSpan...)
@@ -66,6 +80,15 @@ func (p *Publisher) instrument(endpoint, route string, serve func(http.ResponseW
 		}
 		m.published(code, time.Since(start))
 	}
+}
+
+// withBaggage returns r with the W3C baggage of its headers in its
+// context, for the events it stores; r itself when it has none.
+func withBaggage(r *http.Request) *http.Request {
+	if ctx := (propagation.Baggage{}).Extract(r.Context(), tracing.HeaderCarrier(r.Header)); ctx != r.Context() {
+		return r.WithContext(ctx)
+	}
+	return r
 }
 
 // serverSpan are the options of a publish request's span, made once: each

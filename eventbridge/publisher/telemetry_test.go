@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kfn-dev/kfn/eventbridge/publisher"
+	"github.com/kfn-dev/kfn/eventbridge/tracing"
 	"github.com/kfn-dev/kfn/test/spantest"
 )
 
@@ -223,4 +224,44 @@ func TestPublishSpanNamesItsEvents(t *testing.T) {
 			assert.Equal(t, tt.count, attrInt(spans[0], "messaging.batch.message_count"))
 		})
 	}
+}
+
+// TestNewTracesAreDecidedBeforeASpan: with a provider that decides a new
+// trace's sampling first (tracing.RootsOf), a request without a
+// traceparent that is not sampled starts no span, and its event is stored
+// with the traceparent of a new, unsampled trace (so that what follows it
+// is not sampled either); one that is sampled is a span whose trace id
+// is the one decided on, and whose context is stored. With a ratio of
+// 0.5, about half of them are; with a request's baggage kept either way.
+func TestNewTracesAreDecidedBeforeASpan(t *testing.T) {
+	const n = 100
+	tp := spantest.WithRoots(t, sdktrace.ParentBased(sdktrace.TraceIDRatioBased(0.5)), true)
+	e := newEnv(t, publisher.Config{}, nil, publisher.WithTracerProvider(tp))
+	for i := range n {
+		h := binary(fmt.Sprintf("e%d", i), "order.created.v1")
+		h["Baggage"] = "tenant=acme"
+		code, body, _ := e.post(t, "/publish", h, `{}`)
+		require.Equal(t, http.StatusNoContent, code, body)
+	}
+	spans := map[string]sdktrace.ReadOnlySpan{}
+	for _, s := range tp.Spans.GetSpans().Snapshots() {
+		spans[s.SpanContext().TraceID().String()+"-"+s.SpanContext().SpanID().String()] = s
+	}
+	sampled := 0
+	for _, s := range e.stored(t, n) {
+		require.Len(t, s.Header["traceparent"], 1)
+		parent := s.Header["traceparent"][0]
+		assert.Equal(t, []string{"tenant=acme"}, s.Header["baggage"])
+		if tracing.NotSampled(parent) {
+			continue
+		}
+		sampled++
+		require.True(t, strings.HasSuffix(parent, "-01"), "sampled or not: %s", parent)
+		span, ok := spans[parent[3:52]]
+		require.True(t, ok, "the stored context is a span's: %s", parent)
+		assert.Equal(t, trace.SpanKindServer, span.SpanKind())
+	}
+	assert.Equal(t, len(spans), sampled, "a span for each sampled event, none for the others")
+	assert.Equal(t, int64(sampled), tp.Started(), "a span started only for the sampled ones")
+	assert.InDelta(t, n/2, sampled, n/5, "about half sampled")
 }

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel"
 
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -14,6 +17,8 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/kfn-dev/kfn/eventbridge/tracing"
 )
 
 // Config says where spans go.
@@ -49,6 +54,9 @@ type Provider struct {
 	// skipsUnsampled: the sampler records no span whose parent was not
 	// sampled (SkipsUnsampled).
 	skipsUnsampled bool
+	// roots decide a new trace's sampling with the provider's sampler
+	// (Roots); nil for the no-op provider.
+	roots *tracing.Roots
 	// shutdown flushes and stops the exporter.
 	shutdown func(context.Context) error
 }
@@ -62,6 +70,54 @@ type Provider struct {
 // span alone. The publisher and the dispatcher skip the spans of an
 // unsampled trace when it is true (package tracing, SkipsUnsampled).
 func (p Provider) SkipsUnsampled() bool { return p.skipsUnsampled }
+
+// Roots decides a new trace's sampling before its first span is started,
+// with the provider's own sampler and the trace id the provider's span
+// then gets (package tracing, RootsOf); nil when spans are not exported.
+func (p Provider) Roots() *tracing.Roots { return p.roots }
+
+// samplerFromEnv is the sampler OTEL_TRACES_SAMPLER and
+// OTEL_TRACES_SAMPLER_ARG name, as the OpenTelemetry specification and
+// the SDK read them: unset, parent-based always on; always_on,
+// always_off, traceidratio, parentbased_always_on, parentbased_always_off,
+// parentbased_traceidratio; a ratio argument missing is 1, one that is
+// not a number from 0 to 1 is 1 and an error; an unknown sampler is the
+// default and an error. The provider is given it (rather than reading the
+// variables itself) so that its Roots decide with the same sampler.
+func samplerFromEnv() (sdktrace.Sampler, error) {
+	name, set := os.LookupEnv("OTEL_TRACES_SAMPLER")
+	if !set {
+		return sdktrace.ParentBased(sdktrace.AlwaysSample()), nil
+	}
+	ratio := func() (sdktrace.Sampler, error) {
+		arg, ok := os.LookupEnv("OTEL_TRACES_SAMPLER_ARG")
+		if !ok {
+			return sdktrace.TraceIDRatioBased(1), nil
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(arg), 64)
+		if err != nil || v < 0 || v > 1 {
+			return sdktrace.TraceIDRatioBased(1), fmt.Errorf("%w: OTEL_TRACES_SAMPLER_ARG %q is not a ratio from 0 to 1: every trace is sampled", ErrInvalidConfig, arg)
+		}
+		return sdktrace.TraceIDRatioBased(v), nil
+	}
+	switch n := strings.ToLower(strings.TrimSpace(name)); n {
+	case "always_on":
+		return sdktrace.AlwaysSample(), nil
+	case "always_off":
+		return sdktrace.NeverSample(), nil
+	case "traceidratio":
+		return ratio()
+	case "parentbased_always_on":
+		return sdktrace.ParentBased(sdktrace.AlwaysSample()), nil
+	case "parentbased_always_off":
+		return sdktrace.ParentBased(sdktrace.NeverSample()), nil
+	case "parentbased_traceidratio":
+		s, err := ratio()
+		return sdktrace.ParentBased(s), err
+	default:
+		return sdktrace.ParentBased(sdktrace.AlwaysSample()), fmt.Errorf("%w: OTEL_TRACES_SAMPLER %q is not a sampler kfn knows: parent-based, always on", ErrInvalidConfig, n)
+	}
+}
 
 // skipsUnsampled is SkipsUnsampled of the sampler the SDK makes of
 // OTEL_TRACES_SAMPLER (sdk/trace, samplerFromEnv).
@@ -123,6 +179,11 @@ func NewProvider(ctx context.Context, serviceName string, processor sdktrace.Spa
 	if err != nil {
 		return Provider{}, fmt.Errorf("trace resource: %w", err)
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithSpanProcessor(processor))
-	return Provider{TracerProvider: tp, Enabled: true, skipsUnsampled: skipsUnsampled(), shutdown: tp.Shutdown}, nil
+	sampler, err := samplerFromEnv()
+	if err != nil {
+		otel.Handle(err) // as the SDK does: a sampler still, the default's
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithSpanProcessor(processor),
+		sdktrace.WithSampler(sampler), sdktrace.WithIDGenerator(tracing.IDs{}))
+	return Provider{TracerProvider: tp, Enabled: true, skipsUnsampled: skipsUnsampled(), roots: tracing.NewRoots(sampler), shutdown: tp.Shutdown}, nil
 }
