@@ -60,8 +60,21 @@ type usage struct {
 	settled  *sync.Cond
 	bytes    int64
 	inFlight int64
-	counted  time.Time // zero: count from the stream
-	used     time.Time
+	// onTheirWay are the letters on their way, by message id; gone is
+	// the bytes of those of them already dropped from the stream (stored,
+	// then dropped as the oldest before their writer heard of it): their
+	// bytes are in inFlight and no longer in bytes.
+	onTheirWay map[string]*onItsWay
+	gone       int64
+	counted    time.Time // zero: count from the stream
+	used       time.Time
+}
+
+// onItsWay is a letter on its way to the stream.
+type onItsWay struct {
+	id      string
+	size    int64
+	dropped bool
 }
 
 // NewWriter returns a Writer to the dead-letter stream of streams.
@@ -93,7 +106,8 @@ func (w *Writer) Write(ctx context.Context, h nats.Header, data []byte, f Failur
 		return fail(fmt.Errorf("%w: %w: %d bytes, and namespace %s may keep %d", ErrNoRoom, eventstore.ErrStorageFull, size, f.Namespace, limit))
 	}
 	u := w.usage(f.Namespace)
-	dropped, err := w.reserve(ctx, f.Namespace, u, size)
+	letter := &onItsWay{id: MsgID(f), size: size}
+	dropped, err := w.reserve(ctx, f.Namespace, u, letter)
 	if err != nil {
 		return fail(err)
 	}
@@ -101,35 +115,36 @@ func (w *Writer) Write(ctx context.Context, h nats.Header, data []byte, f Failur
 		// Stored without the namespace's lock, so that its letters are
 		// stored side by side (a budget giving up many events at once):
 		// their bytes are reserved until then.
-		res, err := w.store.Put(ctx, eventstore.Restore(msg, MsgID(f)))
+		res, err := w.store.Put(ctx, eventstore.Restore(msg, letter.id))
 		if err == nil {
-			w.settle(u, size, !res.Duplicate)
+			w.settle(u, letter, !res.Duplicate)
 			return dropped, nil
 		}
 		if !errors.Is(err, eventstore.ErrStorageFull) {
-			w.settle(u, size, false)
+			w.settle(u, letter, false)
 			return fail(err)
 		}
 		// The stream is full: make room with the namespace's own oldest.
 		n, derr := w.dropOldestLocked(ctx, f.Namespace, u)
 		if derr != nil {
-			w.settle(u, size, false)
+			w.settle(u, letter, false)
 			return fail(derr)
 		}
 		if n == 0 {
-			w.settle(u, size, false)
+			w.settle(u, letter, false)
 			return fail(fmt.Errorf("%w: namespace %s has no older dead letter to give up for it: %w", ErrNoRoom, f.Namespace, err))
 		}
 		dropped++
 	}
 }
 
-// reserve makes room within the namespace's bound for a new letter of
-// size bytes, dropping its oldest stored letters, and reserves the bytes
-// until settle; it returns how many it dropped. When the room is held by
+// reserve makes room within the namespace's bound for a new letter,
+// dropping its oldest stored letters, and reserves its bytes until
+// settle; it returns how many it dropped. When the room is held by
 // letters on their way to the stream, it waits for them (each is stored
 // or fails within WriteTimeout).
-func (w *Writer) reserve(ctx context.Context, ns string, u *usage, size int64) (int, error) {
+func (w *Writer) reserve(ctx context.Context, ns string, u *usage, letter *onItsWay) (int, error) {
+	size := letter.size
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if err := w.count(ctx, ns, u); err != nil {
@@ -152,17 +167,26 @@ func (w *Writer) reserve(ctx context.Context, ns string, u *usage, size int64) (
 	}
 	u.bytes += size
 	u.inFlight += size
+	if _, twice := u.onTheirWay[letter.id]; !twice { // the same letter written twice at once is stored once
+		u.onTheirWay[letter.id] = letter
+	}
 	return dropped, nil
 }
 
-// settle ends the reservation of size bytes that reserve made, counting
-// them as stored when the letter was.
-func (w *Writer) settle(u *usage, size int64, stored bool) {
+// settle ends the reservation that reserve made of the letter, counting
+// its bytes as stored when it was, unless it was dropped meanwhile.
+func (w *Writer) settle(u *usage, letter *onItsWay, stored bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	u.inFlight -= size
-	if !stored {
-		u.bytes = max(u.bytes-size, 0)
+	u.inFlight -= letter.size
+	if u.onTheirWay[letter.id] == letter {
+		delete(u.onTheirWay, letter.id)
+	}
+	switch {
+	case letter.dropped:
+		u.gone -= letter.size // its bytes left bytes when it was dropped
+	case !stored:
+		u.bytes = max(u.bytes-letter.size, 0)
 	}
 	u.settled.Broadcast()
 }
@@ -191,7 +215,7 @@ func (w *Writer) usage(ns string) *usage {
 	}
 	u, ok := w.namespaces[ns]
 	if !ok {
-		u = &usage{}
+		u = &usage{onTheirWay: map[string]*onItsWay{}}
 		u.settled = sync.NewCond(&u.mu)
 		w.namespaces[ns] = u
 	}
@@ -237,7 +261,7 @@ func (w *Writer) count(ctx context.Context, ns string, u *usage) error {
 	}
 	// Letters on their way may be among those counted: counted twice
 	// until the next count, never left out.
-	u.bytes, u.counted = total+u.inFlight, time.Now()
+	u.bytes, u.counted = total+u.inFlight-u.gone, time.Now()
 	return nil
 }
 
@@ -251,7 +275,7 @@ func (w *Writer) dropOldest(ctx context.Context, ns string, u *usage) (int, erro
 	for {
 		m, err := s.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(stream.DeadLetterSubject(ns)))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			u.bytes = u.inFlight // none stored
+			u.bytes = u.inFlight - u.gone // none stored: those on their way, not those dropped already
 			return 0, nil
 		}
 		if err != nil {
@@ -267,6 +291,10 @@ func (w *Writer) dropOldest(ctx context.Context, ns string, u *usage) (int, erro
 			return 0, fmt.Errorf("%w: drop the oldest dead letter of namespace %s: %w", eventstore.ErrUnavailable, ns, err)
 		}
 		u.bytes = max(u.bytes-letterSize(m.Subject, m.Header, len(m.Data)), 0)
+		if l, ok := u.onTheirWay[m.Header.Get(jetstream.MsgIDHeader)]; ok && !l.dropped {
+			l.dropped = true // stored, its writer not told yet
+			u.gone += l.size
+		}
 		return 1, nil
 	}
 }

@@ -3,12 +3,15 @@ package deadletter_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
@@ -172,4 +175,92 @@ func TestLettersOfTwoPartitionsAreTwoLetters(t *testing.T) {
 	letters, err := e.admin.List(context.Background(), deadletter.Filter{Namespace: "shop"})
 	require.NoError(t, err)
 	assert.Len(t, letters, 2, "one letter per partition's event")
+}
+
+// holdingJetStream is a JetStream whose next publish, once armed, is
+// stored and then held before its writer is told (stored is closed, then
+// the answer waits for release), and whose streams tell when a letter
+// looked for was not found (notFound is closed): a fake of timing only,
+// for the moment between JetStream storing a letter and its writer
+// hearing of it, which no real part can be made to hold.
+type holdingJetStream struct {
+	jetstream.JetStream
+	armed                     atomic.Bool
+	stored, release, notFound chan struct{}
+	once                      sync.Once
+}
+
+func (h *holdingJetStream) Stream(ctx context.Context, name string) (jetstream.Stream, error) {
+	s, err := h.JetStream.Stream(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return telling{Stream: s, h: h}, nil
+}
+
+// telling is a stream of a holdingJetStream.
+type telling struct {
+	jetstream.Stream
+	h *holdingJetStream
+}
+
+func (s telling) GetMsg(ctx context.Context, seq uint64, opts ...jetstream.GetMsgOpt) (*jetstream.RawStreamMsg, error) {
+	m, err := s.Stream.GetMsg(ctx, seq, opts...)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		s.h.once.Do(func() { close(s.h.notFound) })
+	}
+	return m, err
+}
+
+func (h *holdingJetStream) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	ack, err := h.JetStream.PublishMsg(ctx, m, opts...)
+	if h.armed.CompareAndSwap(true, false) {
+		close(h.stored)
+		<-h.release
+	}
+	return ack, err
+}
+
+// A letter dropped as the oldest before its writer heard it was stored
+// is not counted again: its namespace, emptied meanwhile (its letters
+// replayed by another replica), keeps as many letters as its bound holds
+// (three here), not one fewer for a letter that is gone.
+func TestALetterDroppedOnItsWayIsNotCountedAgain(t *testing.T) {
+	js := natstest.Start(t).JetStream()
+	sc := stream.DefaultConfig()
+	sc.Storage = stream.StorageMemory
+	sc.MaxMsgSize = 32 << 10
+	sc.DeadLetterMaxBytes, sc.DeadLetterMaxBytesPerNamespace = 1<<20, 64<<10
+	require.NoError(t, jsstream.Ensure(context.Background(), js, sc))
+	a, err := deadletter.NewAdmin(js, sc)
+	require.NoError(t, err)
+	e := &env{js: js, streams: sc, admin: a}
+	held := &holdingJetStream{JetStream: js, stored: make(chan struct{}), release: make(chan struct{}), notFound: make(chan struct{})}
+	w := deadletter.NewWriter(held, sc)
+	data := bytes.Repeat([]byte("x"), 16<<10)
+
+	held.armed.Store(true)
+	first := make(chan error, 1)
+	go func() { _, err := write(w, "ns", 1, data); first <- err }()
+	<-held.stored // letter 1 stored, its writer not told yet
+	for seq := range uint64(3) {
+		_, err := write(w, "ns", 2+seq, data)
+		require.NoError(t, err)
+	}
+	require.Equal(t, []uint64{2, 3, 4}, e.sequences(t, "ns"), "letter 1, the oldest, dropped for letter 4 while on its way")
+
+	s, err := js.Stream(context.Background(), sc.DeadLetterStream)
+	require.NoError(t, err)
+	require.NoError(t, s.Purge(context.Background(), jetstream.WithPurgeSubject(stream.DeadLetterSubject("ns"))))
+	fifth := make(chan error, 1)
+	go func() { _, err := write(w, "ns", 5, data); fifth <- err }()
+	<-held.notFound // letter 5 found none of the namespace's letters left, letter 1 on its way
+	close(held.release)
+	require.NoError(t, <-first)
+	require.NoError(t, <-fifth)
+	for seq := range uint64(2) {
+		_, err := write(w, "ns", 6+seq, data)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, []uint64{5, 6, 7}, e.sequences(t, "ns"), "three letters fit")
 }

@@ -197,11 +197,22 @@ func startedPulls(p *Puller, n int) ([]*Pull, chan *Msg) {
 // and released.
 func handOne(t *testing.T, js jetstream.JetStream, subject string, got <-chan *Msg) {
 	t.Helper()
-	_, err := js.Publish(context.Background(), subject, []byte("x"))
-	require.NoError(t, err)
-	m := <-got
-	require.NoError(t, m.Ack())
-	m.Release()
+	hand(t, js, got, subject)
+}
+
+// hand publishes an event on each of subjects, then takes as many from
+// got, acknowledged and released.
+func hand(t *testing.T, js jetstream.JetStream, got <-chan *Msg, subjects ...string) {
+	t.Helper()
+	for _, subject := range subjects {
+		_, err := js.Publish(context.Background(), subject, []byte("x"))
+		require.NoError(t, err)
+	}
+	for range subjects {
+		m := <-got
+		require.NoError(t, m.Ack())
+		m.Release()
+	}
 }
 
 // turnOf reads where pl stands in its group's turns.
@@ -284,15 +295,7 @@ func TestAPausedPullLeavesTheQueue(t *testing.T) {
 	p, js := turnsEnv(t, 3, oneAtATime(time.Hour))
 	pulls, got := startedPulls(p, 3)
 	a, b, c := pulls[0], pulls[1], pulls[2]
-	for _, subject := range []string{"ev.1", "ev.2"} {
-		_, err := js.Publish(context.Background(), subject, []byte("x"))
-		require.NoError(t, err)
-	}
-	for range 2 {
-		m := <-got
-		require.NoError(t, m.Ack())
-		m.Release()
-	}
+	hand(t, js, got, "ev.1", "ev.2")
 	require.Eventually(t, func() bool { return turnOf(b) == waiting && turnOf(c) == waiting }, 5*time.Second, time.Millisecond)
 	b.Pause()
 	assert.Equal(t, probing, turnOf(b))
@@ -537,15 +540,7 @@ func TestAnIdleLentTurnGoesBack(t *testing.T) {
 		// Two events at once: the second is handed within a turn of the
 		// first, and a turn is lent.
 		subject := fmt.Sprintf("ev.%d", i)
-		for range 2 {
-			_, err := js.Publish(context.Background(), subject, []byte("x"))
-			require.NoError(t, err)
-		}
-		for range 2 {
-			m := <-got
-			require.NoError(t, m.Ack())
-			m.Release()
-		}
+		hand(t, js, got, subject, subject)
 	}
 	p.mu.Lock()
 	assert.Len(t, p.turns.holders["g"], 3, "each pull handed two events in a turn streams, the group alone")
