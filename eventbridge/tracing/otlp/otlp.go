@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"go.opentelemetry.io/otel"
-
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -80,42 +78,38 @@ func (p Provider) Roots() *tracing.Roots { return p.roots }
 // OTEL_TRACES_SAMPLER_ARG name, as the OpenTelemetry specification and
 // the SDK read them: unset, parent-based always on; always_on,
 // always_off, traceidratio, parentbased_always_on, parentbased_always_off,
-// parentbased_traceidratio; a ratio argument missing is 1, one that is
-// not a number from 0 to 1 is 1 and an error; an unknown sampler is the
-// default and an error. The provider is given it (rather than reading the
-// variables itself) so that its Roots decide with the same sampler.
-func samplerFromEnv() (sdktrace.Sampler, error) {
+// parentbased_traceidratio; a ratio argument missing, or not a number
+// from 0 to 1, is 1; an unknown sampler is the default. The provider is
+// given it (rather than reading the variables itself) so that its Roots
+// decide with the same sampler; the SDK still reads them, and reports a
+// value it cannot use to OpenTelemetry's error handler.
+func samplerFromEnv() sdktrace.Sampler {
 	name, set := os.LookupEnv("OTEL_TRACES_SAMPLER")
 	if !set {
-		return sdktrace.ParentBased(sdktrace.AlwaysSample()), nil
+		return sdktrace.ParentBased(sdktrace.AlwaysSample())
 	}
-	ratio := func() (sdktrace.Sampler, error) {
-		arg, ok := os.LookupEnv("OTEL_TRACES_SAMPLER_ARG")
-		if !ok {
-			return sdktrace.TraceIDRatioBased(1), nil
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(arg), 64)
+	ratio := func() sdktrace.Sampler {
+		v, err := strconv.ParseFloat(strings.TrimSpace(os.Getenv("OTEL_TRACES_SAMPLER_ARG")), 64)
 		if err != nil || v < 0 || v > 1 {
-			return sdktrace.TraceIDRatioBased(1), fmt.Errorf("%w: OTEL_TRACES_SAMPLER_ARG %q is not a ratio from 0 to 1: every trace is sampled", ErrInvalidConfig, arg)
+			return sdktrace.TraceIDRatioBased(1)
 		}
-		return sdktrace.TraceIDRatioBased(v), nil
+		return sdktrace.TraceIDRatioBased(v)
 	}
-	switch n := strings.ToLower(strings.TrimSpace(name)); n {
+	switch strings.ToLower(strings.TrimSpace(name)) {
 	case "always_on":
-		return sdktrace.AlwaysSample(), nil
+		return sdktrace.AlwaysSample()
 	case "always_off":
-		return sdktrace.NeverSample(), nil
+		return sdktrace.NeverSample()
 	case "traceidratio":
 		return ratio()
 	case "parentbased_always_on":
-		return sdktrace.ParentBased(sdktrace.AlwaysSample()), nil
+		return sdktrace.ParentBased(sdktrace.AlwaysSample())
 	case "parentbased_always_off":
-		return sdktrace.ParentBased(sdktrace.NeverSample()), nil
+		return sdktrace.ParentBased(sdktrace.NeverSample())
 	case "parentbased_traceidratio":
-		s, err := ratio()
-		return sdktrace.ParentBased(s), err
+		return sdktrace.ParentBased(ratio())
 	default:
-		return sdktrace.ParentBased(sdktrace.AlwaysSample()), fmt.Errorf("%w: OTEL_TRACES_SAMPLER %q is not a sampler kfn knows: parent-based, always on", ErrInvalidConfig, n)
+		return sdktrace.ParentBased(sdktrace.AlwaysSample())
 	}
 }
 
@@ -179,10 +173,7 @@ func NewProvider(ctx context.Context, serviceName string, processor sdktrace.Spa
 	if err != nil {
 		return Provider{}, fmt.Errorf("trace resource: %w", err)
 	}
-	sampler, err := samplerFromEnv()
-	if err != nil {
-		otel.Handle(err) // as the SDK does: a sampler still, the default's
-	}
+	sampler := samplerFromEnv()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithSpanProcessor(processor),
 		sdktrace.WithSampler(sampler), sdktrace.WithIDGenerator(tracing.IDs{}))
 	return Provider{TracerProvider: tp, Enabled: true, skipsUnsampled: skipsUnsampled(), roots: tracing.NewRoots(sampler), shutdown: tp.Shutdown}, nil

@@ -89,7 +89,7 @@ func TestSamplerFromEnvIsTheSDKs(t *testing.T) {
 				t.Setenv(k, v)
 			}
 			sdk := sdktrace.NewTracerProvider(sdktrace.WithIDGenerator(&sequence{})) // reads the variables
-			sampler, _ := samplerFromEnv()
+			sampler := samplerFromEnv()
 			ours := sdktrace.NewTracerProvider(sdktrace.WithIDGenerator(&sequence{}), sdktrace.WithSampler(sampler))
 			want, got := decisions(sdk), decisions(ours)
 			assert.Equal(t, want, got)
