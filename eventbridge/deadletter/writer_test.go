@@ -263,4 +263,16 @@ func TestALetterDroppedOnItsWayIsNotCountedAgain(t *testing.T) {
 		require.NoError(t, err)
 	}
 	assert.Equal(t, []uint64{5, 6, 7}, e.sequences(t, "ns"), "three letters fit")
+
+	// What was on its way is forgotten once it arrived: dropped later, a
+	// letter is no letter on its way, and the namespace emptied again
+	// keeps three, not more.
+	_, err = write(w, "ns", 8, data)
+	require.NoError(t, err)
+	require.NoError(t, s.Purge(context.Background(), jetstream.WithPurgeSubject(stream.DeadLetterSubject("ns"))))
+	for seq := range uint64(4) {
+		_, err := write(w, "ns", 9+seq, data)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, []uint64{10, 11, 12}, e.sequences(t, "ns"), "the bound holds three")
 }
