@@ -240,6 +240,13 @@ func run(o options) error {
 		return err
 	}
 	defer stop()
+	natsMessages = func() int64 {
+		v, err := ns.Varz(nil)
+		if err != nil {
+			return 0
+		}
+		return v.InMsgs + v.OutMsgs
+	}
 	sink := newSink()
 	var sinkSrv *http.Server
 	var sinkURL string
@@ -329,8 +336,8 @@ func run(o options) error {
 		l, t := loads[p.name], timings[p.name]
 		r := result{throughput: l.rate(), p50: t.percentile(50), p99: t.percentile(99), lost: t.lost, cpu: t.cpuPerEvent()}
 		results[p.name] = r
-		fmt.Printf("all    %-7s throughput %8.0f events/s (CPU %5.1f µs/event, %d events)   latency at %d/s: p50 %6.2f ms  p99 %6.2f ms  CPU %5.1f µs/event  (%d events, undelivered %d)\n",
-			p.name, r.throughput, l.cpuPerEvent(), l.events, o.rate, ms(r.p50), ms(r.p99), r.cpu, t.delivered, r.lost)
+		fmt.Printf("all    %-7s throughput %8.0f events/s (CPU %5.1f µs/event, NATS %4.1f messages/event, %d events)   latency at %d/s: p50 %6.2f ms  p99 %6.2f ms  CPU %5.1f µs/event, NATS %4.1f messages/event  (%d events, undelivered %d)\n",
+			p.name, r.throughput, l.cpuPerEvent(), l.natsPerEvent(), l.events, o.rate, ms(r.p50), ms(r.p99), r.cpu, t.natsPerEvent(), t.delivered, r.lost)
 	}
 	if _, ok := results["bare"]; ok {
 		// What each part of the CloudEvents form costs, at full load.
@@ -521,7 +528,19 @@ type load struct {
 	publishing time.Duration
 	cpu        time.Duration
 	alloc      uint64
+	// natsMsgs are the messages the pipelines' NATS server took in and
+	// sent out meanwhile (natsMessages): publishes, pull requests and
+	// their answers, acknowledgements.
+	natsMsgs int64
 }
+
+// natsMessages counts the messages the benchmark's NATS server took in
+// and sent out so far (its varz); 0 when not set (the benchmarks with a
+// NATS of their own).
+var natsMessages = func() int64 { return 0 }
+
+// natsPerEvent is the NATS messages per event.
+func (l load) natsPerEvent() float64 { return float64(l.natsMsgs) / float64(max(l.events, 1)) }
 
 // rate is the events delivered per second.
 func (l load) rate() float64 { return float64(l.events) / max(l.elapsed.Seconds(), 1e-9) }
@@ -539,7 +558,8 @@ func (l load) cpuPerEvent() float64 {
 func (l load) allocPerEvent() float64 { return float64(l.alloc) / float64(max(l.events, 1)) }
 
 func (l load) add(m load) load {
-	return load{events: l.events + m.events, elapsed: l.elapsed + m.elapsed, publishing: l.publishing + m.publishing, cpu: l.cpu + m.cpu, alloc: l.alloc + m.alloc}
+	return load{events: l.events + m.events, elapsed: l.elapsed + m.elapsed, publishing: l.publishing + m.publishing, cpu: l.cpu + m.cpu, alloc: l.alloc + m.alloc,
+		natsMsgs: l.natsMsgs + m.natsMsgs}
 }
 
 // measureInTurns measures the throughput of each pipeline, then its
@@ -585,7 +605,7 @@ func inTurns(pipelines []*pipeline, o options, measure func(*pipeline) error) er
 }
 
 func loadThroughput(p *pipeline, s *sink, o options, d time.Duration) (load, error) {
-	cpu0, alloc0 := cpuTime(), allocated()
+	cpu0, alloc0, msgs0 := cpuTime(), allocated(), natsMessages()
 	start := s.delivered.Load()
 	var published atomic.Int64
 	var firstErr error
@@ -617,7 +637,8 @@ func loadThroughput(p *pipeline, s *sink, o options, d time.Duration) (load, err
 			return load{}, fmt.Errorf("%s: %d of %d events delivered after 30s", p.name, s.delivered.Load()-start, published.Load())
 		}
 	}
-	return load{events: published.Load(), elapsed: time.Since(t0), publishing: publishing, cpu: cpuTime() - cpu0, alloc: allocated() - alloc0}, nil
+	return load{events: published.Load(), elapsed: time.Since(t0), publishing: publishing, cpu: cpuTime() - cpu0, alloc: allocated() - alloc0,
+		natsMsgs: natsMessages() - msgs0}, nil
 }
 
 // latency publishes at o.rate for o.duration and returns p50 and p99 of
@@ -638,12 +659,16 @@ type timing struct {
 	lost      int
 	delivered int64
 	cpu       time.Duration
+	natsMsgs  int64 // as load's
 }
 
 func (t timing) add(u timing) timing {
 	return timing{latencies: append(t.latencies, u.latencies...), publishes: append(t.publishes, u.publishes...),
-		lost: t.lost + u.lost, delivered: t.delivered + u.delivered, cpu: t.cpu + u.cpu}
+		lost: t.lost + u.lost, delivered: t.delivered + u.delivered, cpu: t.cpu + u.cpu, natsMsgs: t.natsMsgs + u.natsMsgs}
 }
+
+// natsPerEvent is the NATS messages per delivered event.
+func (t timing) natsPerEvent() float64 { return float64(t.natsMsgs) / float64(max(t.delivered, 1)) }
 
 // percentile returns the q-th percentile of the delivery latencies, 0 if
 // none.
@@ -673,7 +698,7 @@ func recordLatencies(p *pipeline, s *sink, o options, d time.Duration) (timing, 
 	s.mu.Lock()
 	s.record, s.latencies = true, nil
 	s.mu.Unlock()
-	cpu0, start := cpuTime(), s.delivered.Load()
+	cpu0, start, msgs0 := cpuTime(), s.delivered.Load(), natsMessages()
 	n := int(d.Seconds() * float64(o.rate))
 	interval := time.Second / time.Duration(o.rate)
 	var wg sync.WaitGroup
@@ -701,7 +726,8 @@ func recordLatencies(p *pipeline, s *sink, o options, d time.Duration) (timing, 
 	for limit := time.Now().Add(10 * time.Second); s.delivered.Load()-start < int64(n)-failed.Load() && time.Now().Before(limit); time.Sleep(time.Millisecond) {
 	}
 	s.mu.Lock()
-	t := timing{latencies: slices.Clone(s.latencies), publishes: publishes, delivered: s.delivered.Load() - start, cpu: cpuTime() - cpu0}
+	t := timing{latencies: slices.Clone(s.latencies), publishes: publishes, delivered: s.delivered.Load() - start, cpu: cpuTime() - cpu0,
+		natsMsgs: natsMessages() - msgs0}
 	s.record = false
 	s.mu.Unlock()
 	t.lost = n - len(t.latencies)
