@@ -34,8 +34,8 @@ import (
 // single-tenant installation's namespace), it lends a turn to each of its
 // pulls busy enough to use one (handed two events within a turn while
 // probing), however many; a pull handed an event now and then goes on
-// probing, one request per event. Its streaming
-// pulls then ask for no more than a turn's worth of time at once, so that
+// probing, one request per event. Its streaming pulls then ask for no
+// more than a turn's worth of time at once, so that
 // once another group's pull starts the loans end within a turn (the
 // group's streaming pulls past its bound, those whose requests end first,
 // wait for a turn as any other). A streaming pull past the bound that is
@@ -212,8 +212,8 @@ func (pl *Pull) handed(now time.Time) {
 		}
 		if !t.contended(pl.group) {
 			// No other group asks for events: a turn is lent to a pull
-			// busy enough to use one (handed its last event within a
-			// turn). One handed an event now and then goes on asking
+			// busy enough to use one (handed this event within a turn
+			// of its last). One handed an event now and then goes on asking
 			// for one at a time: a streaming request lent for a turn,
 			// ended unused and asked for again as a probe, would cost
 			// the server three requests for its one event.
