@@ -56,8 +56,11 @@ func (p *Publisher) instrument(endpoint, route string, serve func(http.ResponseW
 			// A new trace: decided before a span is started.
 			ctx, traceParent := p.roots.Start(r.Context(), route, trace.SpanKindServer)
 			if traceParent != "" {
-				// Not sampled: stored as a request's own (traceContext).
+				// Not sampled: stored as a request's own (traceContext);
+				// a tracestate that came without a traceparent is no
+				// trace context (W3C) and goes, as the propagator drops it.
 				r.Header["Traceparent"] = []string{traceParent}
+				delete(r.Header, "Tracestate")
 				r = withBaggage(r)
 				break
 			}

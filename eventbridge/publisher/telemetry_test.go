@@ -240,6 +240,7 @@ func TestNewTracesAreDecidedBeforeASpan(t *testing.T) {
 	for i := range n {
 		h := binary(fmt.Sprintf("e%d", i), "order.created.v1")
 		h["Baggage"] = "tenant=acme"
+		h["Tracestate"] = "k=v" // with no traceparent: not a trace context (W3C), never stored
 		code, body, _ := e.post(t, "/publish", h, `{}`)
 		require.Equal(t, http.StatusNoContent, code, body)
 	}
@@ -252,6 +253,7 @@ func TestNewTracesAreDecidedBeforeASpan(t *testing.T) {
 		require.Len(t, s.Header["traceparent"], 1)
 		parent := s.Header["traceparent"][0]
 		assert.Equal(t, []string{"tenant=acme"}, s.Header["baggage"])
+		assert.Empty(t, strings.Join(s.Header["tracestate"], ""), "a tracestate without its traceparent is dropped")
 		if tracing.NotSampled(parent) {
 			continue
 		}
