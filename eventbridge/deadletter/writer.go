@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -44,6 +45,8 @@ type Writer struct {
 	streams stream.Config
 	store   *eventstore.Store
 
+	countAgain atomic.Int64 // nanoseconds: CountAgain, but in tests
+
 	mu         sync.Mutex
 	namespaces map[string]*usage
 	swept      time.Time
@@ -70,16 +73,21 @@ type usage struct {
 	used       time.Time
 }
 
-// onItsWay is a letter on its way to the stream.
+// onItsWay is a letter on its way to the stream; seen when a count
+// found it stored (so its bytes stay counted whatever its writer hears),
+// dropped when it was then dropped as the oldest.
 type onItsWay struct {
 	id      string
 	size    int64
+	seen    bool
 	dropped bool
 }
 
 // NewWriter returns a Writer to the dead-letter stream of streams.
 func NewWriter(js jetstream.JetStream, streams stream.Config) *Writer {
-	return &Writer{js: js, streams: streams, store: eventstore.New(js, streams.DeadLetterStream), namespaces: map[string]*usage{}}
+	w := &Writer{js: js, streams: streams, store: eventstore.New(js, streams.DeadLetterStream), namespaces: map[string]*usage{}}
+	w.countAgain.Store(int64(CountAgain))
+	return w
 }
 
 // Write stores the dead letter of the event with headers h and data
@@ -185,7 +193,7 @@ func (w *Writer) settle(u *usage, letter *onItsWay, stored bool) {
 	switch {
 	case letter.dropped:
 		u.gone -= letter.size // its bytes left bytes when it was dropped
-	case !stored:
+	case !stored && !letter.seen: // a duplicate or a failure, unless a count found it stored
 		u.bytes = max(u.bytes-letter.size, 0)
 	}
 	u.settled.Broadcast()
@@ -198,16 +206,21 @@ func (w *Writer) dropOldestLocked(ctx context.Context, ns string, u *usage) (int
 	return w.dropOldest(ctx, ns, u)
 }
 
+// forgetAfter is how long the Writer keeps what it knows of a namespace
+// that writes no letter: past its count's time, and past the time its
+// last letter may still be on its way.
+const forgetAfter = CountAgain + WriteTimeout
+
 // usage returns the namespace's usage, forgetting those of namespaces
-// that wrote nothing for CountAgain (they are counted again when they
+// that wrote nothing for forgetAfter (they are counted again when they
 // write), so that the Writer holds only namespaces that dead-letter now.
 func (w *Writer) usage(ns string) *usage {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := time.Now()
-	if now.Sub(w.swept) > CountAgain {
+	if now.Sub(w.swept) > forgetAfter {
 		for k, u := range w.namespaces {
-			if now.Sub(u.used) > CountAgain {
+			if now.Sub(u.used) > forgetAfter {
 				delete(w.namespaces, k)
 			}
 		}
@@ -224,9 +237,11 @@ func (w *Writer) usage(ns string) *usage {
 }
 
 // count counts the namespace's dead-letter bytes from the stream (their
-// headers only) unless it did within CountAgain. u.mu is held.
+// headers only) unless it did within CountAgain. A letter stored whose
+// writer has not heard of it yet is counted once, as on its way (its
+// bytes are in inFlight), not as stored too. u.mu is held.
 func (w *Writer) count(ctx context.Context, ns string, u *usage) error {
-	if !u.counted.IsZero() && time.Since(u.counted) < CountAgain {
+	if !u.counted.IsZero() && time.Since(u.counted) < time.Duration(w.countAgain.Load()) {
 		return nil
 	}
 	c, err := w.js.OrderedConsumer(ctx, w.streams.DeadLetterStream, jetstream.OrderedConsumerConfig{
@@ -252,6 +267,10 @@ func (w *Writer) count(ctx context.Context, ns string, u *usage) error {
 			if err != nil {
 				return fmt.Errorf("%w: count the dead letters of namespace %s: %w", eventstore.ErrUnavailable, ns, err)
 			}
+			if l, ok := u.onTheirWay[m.Headers().Get(jetstream.MsgIDHeader)]; ok {
+				l.seen = true // its bytes are in inFlight; one dropped would not be here
+				continue
+			}
 			n, err := strconv.Atoi(m.Headers().Get(nats.MsgSize)) // the data left out
 			if err != nil {
 				n = len(m.Data())
@@ -259,8 +278,6 @@ func (w *Writer) count(ctx context.Context, ns string, u *usage) error {
 			total += letterSize(m.Subject(), m.Headers(), n)
 		}
 	}
-	// Letters on their way may be among those counted: counted twice
-	// until the next count, never left out.
 	u.bytes, u.counted = total+u.inFlight-u.gone, time.Now()
 	return nil
 }

@@ -212,6 +212,16 @@ func (s telling) GetMsg(ctx context.Context, seq uint64, opts ...jetstream.GetMs
 	return m, err
 }
 
+// holdingEnv is writerEnv's stream, 64 KiB of it for each namespace
+// (three letters of 16 KiB), and a Writer to it through a
+// holdingJetStream.
+func holdingEnv(t *testing.T) (*env, *holdingJetStream, *deadletter.Writer) {
+	t.Helper()
+	e, _ := writerEnv(t, 1<<20, 64<<10)
+	held := &holdingJetStream{JetStream: e.js, stored: make(chan struct{}), release: make(chan struct{}), notFound: make(chan struct{})}
+	return e, held, deadletter.NewWriter(held, e.streams)
+}
+
 func (h *holdingJetStream) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
 	ack, err := h.JetStream.PublishMsg(ctx, m, opts...)
 	if h.armed.CompareAndSwap(true, false) {
@@ -226,17 +236,8 @@ func (h *holdingJetStream) PublishMsg(ctx context.Context, m *nats.Msg, opts ...
 // replayed by another replica), keeps as many letters as its bound holds
 // (three here), not one fewer for a letter that is gone.
 func TestALetterDroppedOnItsWayIsNotCountedAgain(t *testing.T) {
-	js := natstest.Start(t).JetStream()
-	sc := stream.DefaultConfig()
-	sc.Storage = stream.StorageMemory
-	sc.MaxMsgSize = 32 << 10
-	sc.DeadLetterMaxBytes, sc.DeadLetterMaxBytesPerNamespace = 1<<20, 64<<10
-	require.NoError(t, jsstream.Ensure(context.Background(), js, sc))
-	a, err := deadletter.NewAdmin(js, sc)
-	require.NoError(t, err)
-	e := &env{js: js, streams: sc, admin: a}
-	held := &holdingJetStream{JetStream: js, stored: make(chan struct{}), release: make(chan struct{}), notFound: make(chan struct{})}
-	w := deadletter.NewWriter(held, sc)
+	e, held, w := holdingEnv(t)
+	js, sc := e.js, e.streams
 	data := bytes.Repeat([]byte("x"), 16<<10)
 
 	held.armed.Store(true)
@@ -275,4 +276,72 @@ func TestALetterDroppedOnItsWayIsNotCountedAgain(t *testing.T) {
 		require.NoError(t, err)
 	}
 	assert.Equal(t, []uint64{10, 11, 12}, e.sequences(t, "ns"), "the bound holds three")
+}
+
+// The letters another replica stored meanwhile are counted at the
+// Writer's next count: a (one letter) and b (three, the last dropping
+// a's) are two replicas' Writers of one namespace; a's next letter,
+// counted again, drops b's oldest, so the namespace keeps its three.
+// Trusting its count of one letter, a would store a fourth.
+func TestAnotherReplicasLettersAreCountedAtTheNextCount(t *testing.T) {
+	e, a := writerEnv(t, 1<<20, 64<<10)
+	b := deadletter.NewWriter(e.js, e.streams)
+	a.SetCountAgain(0)
+	data := bytes.Repeat([]byte("x"), 16<<10)
+	_, err := write(a, "ns", 1, data)
+	require.NoError(t, err)
+	for seq := range uint64(3) {
+		_, err := write(b, "ns", 2+seq, data)
+		require.NoError(t, err)
+	}
+	require.Equal(t, []uint64{2, 3, 4}, e.sequences(t, "ns"))
+	n, err := write(a, "ns", 5, data)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "one letter dropped")
+	assert.Equal(t, []uint64{3, 4, 5}, e.sequences(t, "ns"), "three letters fit")
+}
+
+// A letter stored whose writer has not heard of it yet is counted once by
+// a count meanwhile, not as stored and on its way: the namespace keeps
+// the three letters its bound holds (before, the letter counted twice
+// was dropped for the third). And when its writer then hears it was a
+// duplicate (the same event and Subscription given up again), its bytes
+// stay counted, since the count found it stored: the next letter drops
+// the oldest rather than make four.
+func TestALetterOnItsWayIsCountedOnce(t *testing.T) {
+	e, held, w := holdingEnv(t)
+	w.SetCountAgain(0)
+	data := bytes.Repeat([]byte("x"), 16<<10)
+	onItsWay := func(seq uint64) <-chan error {
+		held.stored, held.release = make(chan struct{}), make(chan struct{})
+		held.armed.Store(true)
+		done := make(chan error, 1)
+		go func() { _, err := write(w, "ns", seq, data); done <- err }()
+		<-held.stored
+		return done
+	}
+
+	first := onItsWay(1) // a new letter, stored, its writer not told yet
+	for seq := range uint64(2) {
+		_, err := write(w, "ns", 2+seq, data)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, []uint64{1, 2, 3}, e.sequences(t, "ns"), "three letters fit")
+	close(held.release)
+	require.NoError(t, <-first)
+	letters, err := e.admin.List(context.Background(), deadletter.Filter{Namespace: "ns"})
+	require.NoError(t, err)
+	require.NoError(t, e.admin.Delete(context.Background(), letters[2].Sequence), "letter 3 replayed: room for one")
+
+	again := onItsWay(2) // letter 2 given up again: a duplicate, held
+	_, err = write(w, "ns", 4, data)
+	require.NoError(t, err)
+	assert.Equal(t, []uint64{1, 2, 4}, e.sequences(t, "ns"), "three letters fit")
+	w.SetCountAgain(time.Hour) // from here on the Writer trusts its count
+	close(held.release)
+	require.NoError(t, <-again)
+	n, err := write(w, "ns", 5, data)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "one letter dropped")
+	assert.Equal(t, []uint64{2, 4, 5}, e.sequences(t, "ns"), "the bound holds three")
 }
