@@ -92,7 +92,8 @@ type KubernetesConfig struct {
 	// budget; default 100 a second, bursts of five times as many: a
 	// scale-out of hundreds of pods, each with its own token, passes); a
 	// quarter of it for the tokens of one namespace while the total holds
-	// less than half, when the cluster signed them for kfn (their
+	// less than half (an equal part of half of it each while more than two
+	// namespaces send new tokens), when the cluster signed them for kfn (their
 	// signature checked against the API server's ServiceAccount issuer
 	// keys, /openid/v1/jwks, before a review), and a
 	// tenth of it for one caller address for any other token, which

@@ -46,10 +46,17 @@ const (
 // caller address may spend.
 const sourceShare = 10
 
-// namespaceShare is the part of a listener's budget of new tokens that the
-// tokens of one namespace may spend (a scale-out of 125 pods at once, by
-// default, before the others wait).
+// namespaceShare is the largest part of a listener's budget of new tokens
+// that the tokens of one namespace may spend (a scale-out of 125 pods at
+// once, by default, before the others wait); with more than two
+// namespaces sending new tokens (activeFor), each has an equal part of
+// half the budget, so that together they leave the made-up tokens their
+// half and each other their parts.
 const namespaceShare = 4
+
+// activeFor is how long a namespace that asked for a review counts among
+// those sharing the budget.
+const activeFor = 10 * time.Second
 
 // maxSources bounds the callers a budget follows.
 const maxSources = 10000
@@ -121,8 +128,12 @@ func (v *verdicts) put(m map[tokenKey]time.Time, k tokenKey, now time.Time) {
 // budget meters the TokenReviews of one listener's tokens not seen before:
 // at most perSecond in all (bursts of burst). A token the cluster's
 // ServiceAccount issuer signed for kfn (issuerKeys) spends its namespace's
-// share, a namespaceShare-th of the total, wherever it comes from, and past
-// it only what the total holds over half its burst; any other token (made
+// share, wherever it comes from: a namespaceShare-th of the total, or a
+// 2n-th while n > 2 namespaces asked within activeFor, so that however
+// many namespaces send new tokens, their shares leave each one's and the
+// made-up tokens' half; past its
+// share it spends only what the total holds over half its burst; any
+// other token (made
 // up, whatever it claims, for another audience, or a user's) spends its
 // caller address's share, a sourceShare-th, and, while the issuer's keys
 // are known, together with every other such token at most half the total.
@@ -136,46 +147,100 @@ type budget struct {
 	namespaces, sources shares
 }
 
-// shares are a token bucket per key, of the same rate and burst; kept
-// under budget.mu.
+// shares are a token bucket per key, each a part-th of the budget's rate
+// and burst, or, with spread, a (spread x active)-th when that is less;
+// kept under budget.mu.
 type shares struct {
-	rate  rate.Limit
-	burst int
-	m     map[string]*rate.Limiter
+	rate   float64
+	burst  int
+	part   int
+	spread int // 0: a fixed part
+	m      map[string]*share
+	// active counts the keys that asked within activeFor: each key that
+	// asks after activeFor is counted in at once, those that stopped
+	// asking are counted out at the next count (every second).
+	active  int
+	counted time.Time
 }
 
-// of returns key's bucket, made full when new; when maxSources are kept,
-// the full ones (as a new one would be) are dropped first, then any one.
+// share is one key's bucket, of rate and burst for divisor part, and when
+// it last asked.
+type share struct {
+	l     *rate.Limiter
+	part  int
+	asked time.Time
+}
+
+// of returns key's bucket, made full when new, of the share it has now;
+// when maxSources are kept, the full ones (as a new one would be) are
+// dropped first, then any one.
 func (s *shares) of(key string, now time.Time) *rate.Limiter {
-	if l, ok := s.m[key]; ok {
-		return l
-	}
-	if len(s.m) >= maxSources {
-		for k, l := range s.m {
-			if l.TokensAt(now) >= float64(s.burst) {
-				delete(s.m, k)
-			}
+	sh, ok := s.m[key]
+	if !ok {
+		if len(s.m) >= maxSources {
+			s.evict(now)
 		}
-		for k := range s.m {
-			if len(s.m) < maxSources {
-				break
-			}
+		sh = &share{}
+		s.m[key] = sh
+	}
+	if s.spread > 0 {
+		if !ok || now.Sub(sh.asked) > activeFor {
+			s.active++
+		}
+		sh.asked = now
+		if now.Sub(s.counted) > time.Second {
+			s.count(now)
+		}
+	}
+	part := max(s.part, s.spread*s.active)
+	switch {
+	case sh.l == nil:
+		sh.l, sh.part = rate.NewLimiter(rate.Limit(s.rate/float64(part)), max(1, s.burst/part)), part
+	case sh.part != part:
+		sh.l.SetLimitAt(now, rate.Limit(s.rate/float64(part)))
+		sh.l.SetBurstAt(now, max(1, s.burst/part))
+		sh.part = part
+	}
+	return sh.l
+}
+
+// count counts again the keys that asked within activeFor.
+func (s *shares) count(now time.Time) {
+	s.active, s.counted = 0, now
+	for _, sh := range s.m {
+		if now.Sub(sh.asked) <= activeFor {
+			s.active++
+		}
+	}
+}
+
+// evict drops the full buckets (as a new one would be), then any one,
+// until fewer than maxSources are kept.
+func (s *shares) evict(now time.Time) {
+	for k, sh := range s.m {
+		if sh.l.TokensAt(now) >= float64(sh.l.Burst()) {
 			delete(s.m, k)
 		}
 	}
-	l := rate.NewLimiter(s.rate, s.burst)
-	s.m[key] = l
-	return l
+	for k := range s.m {
+		if len(s.m) < maxSources {
+			break
+		}
+		delete(s.m, k)
+	}
+	if s.spread > 0 {
+		s.count(now)
+	}
 }
 
 func newBudget(perSecond float64, burst int) *budget {
-	share := func(part int) shares {
-		return shares{rate: rate.Limit(perSecond / float64(part)), burst: max(1, burst/part), m: map[string]*rate.Limiter{}}
+	share := func(part, spread int) shares {
+		return shares{rate: perSecond, burst: burst, part: part, spread: spread, m: map[string]*share{}}
 	}
 	return &budget{
 		total:        rate.NewLimiter(rate.Limit(perSecond), burst),
 		unattributed: rate.NewLimiter(rate.Limit(perSecond/2), max(1, burst/2)),
-		namespaces:   share(namespaceShare), sources: share(sourceShare),
+		namespaces:   share(namespaceShare, 2), sources: share(sourceShare, 0),
 	}
 }
 

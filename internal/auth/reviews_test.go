@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
 )
@@ -114,4 +115,50 @@ func TestANamespaceAloneScalesOutPastItsShare(t *testing.T) {
 	assert.Equal(t, 125, count(caller{address: "10.0.0.2", namespace: "b"}), "another namespace's share is whole")
 	assert.False(t, b.allow(caller{address: "10.0.0.3", namespace: "a"}, true, now))
 	assert.Equal(t, 50, count(caller{address: "10.0.0.4"}), "an address's unattributed tokens have their own share (a tenth)")
+}
+
+// TestManyNamespacesEachKeepAShare: four namespaces flooding the listener
+// with new tokens (1,000 a second each, of a budget of 100), and made-up
+// tokens from 1,000 addresses at as many, do not spend the whole budget
+// once a fifth namespace sends its own: the five have half the budget in
+// equal parts (10 a second each), the made-up tokens the other half, and
+// the fifth namespace's new tokens (10 a second) are reviewed, for as
+// long as it sends them. With fixed quarters the four spent it all: each
+// review the total refilled went to whichever of them asked first. Once
+// the fifth stops for activeFor, the four have an eighth each again.
+func TestManyNamespacesEachKeepAShare(t *testing.T) {
+	b := newBudget(100, 500)
+	start := time.Now()
+	heavy := []string{"a", "b", "c", "d"}
+	var fifthAsked, fifthReviewed, heavyLate, madeUp int
+	shareOfA := func() rate.Limit { return b.namespaces.m["a"].l.Limit() }
+	for ms := range 100_000 {
+		now := start.Add(time.Duration(ms) * time.Millisecond)
+		for _, ns := range heavy {
+			if b.allow(caller{address: "10.0.0." + ns, namespace: ns}, true, now) && ms >= 90_000 {
+				heavyLate++
+			}
+		}
+		if b.allow(caller{address: "10.1.0." + strconv.Itoa(ms%1000)}, true, now) && ms >= 40_000 && ms < 60_000 {
+			madeUp++
+		}
+		if ms >= 5_000 && ms < 60_000 && ms%100 == 0 {
+			ok := b.allow(caller{address: "10.0.1.1", namespace: "e"}, true, now)
+			if ms >= 40_000 {
+				fifthAsked++
+				if ok {
+					fifthReviewed++
+				}
+			}
+		}
+		if ms == 50_000 {
+			assert.Equal(t, rate.Limit(10), shareOfA(), "five namespaces: a tenth each")
+			assert.Equal(t, 50, b.namespaces.m["a"].l.Burst(), "and a tenth of the burst")
+		}
+	}
+	assert.Equal(t, 200, fifthAsked)
+	assert.GreaterOrEqual(t, fifthReviewed, 195, "the fifth namespace's new tokens are reviewed beside four busy ones and a flood of made-up tokens")
+	assert.InDelta(t, 50*20, madeUp, 20, "the made-up tokens have their half")
+	assert.Equal(t, rate.Limit(12.5), shareOfA(), "once the fifth stopped, the four have an eighth each")
+	assert.InDelta(t, 50*10, heavyLate, 10, "and half the total between them")
 }
