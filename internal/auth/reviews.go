@@ -131,10 +131,9 @@ func (v *verdicts) put(m map[tokenKey]time.Time, k tokenKey, now time.Time) {
 // share, wherever it comes from: a namespaceShare-th of the total, or a
 // 2n-th while n > 2 namespaces asked within activeFor, so that however
 // many namespaces send new tokens, their shares leave each one's and the
-// made-up tokens' half; past its
-// share it spends only what the total holds over half its burst; any
-// other token (made
-// up, whatever it claims, for another audience, or a user's) spends its
+// made-up tokens' half; past its share it spends only what the total
+// holds over half its burst; any other token (made up, whatever it
+// claims, for another audience, or a user's) spends its
 // caller address's share, a sourceShare-th, and, while the issuer's keys
 // are known, together with every other such token at most half the total.
 // So neither one namespace's pods, however many addresses they have, nor
@@ -156,9 +155,9 @@ type shares struct {
 	part   int
 	spread int // 0: a fixed part
 	m      map[string]*share
-	// active counts the keys that asked within activeFor: each key that
-	// asks after activeFor is counted in at once, those that stopped
-	// asking are counted out at the next count (every second).
+	// active counts the keys that asked within activeFor: a key the last
+	// count left out (or new) is counted in when it asks, those that
+	// stopped asking are counted out at the next count (every second).
 	active  int
 	counted time.Time
 }
@@ -184,8 +183,8 @@ func (s *shares) of(key string, now time.Time) *rate.Limiter {
 		s.m[key] = sh
 	}
 	if s.spread > 0 {
-		if !ok || now.Sub(sh.asked) > activeFor {
-			s.active++
+		if !ok || s.counted.Sub(sh.asked) > activeFor {
+			s.active++ // the last count left it out
 		}
 		sh.asked = now
 		if now.Sub(s.counted) > time.Second {

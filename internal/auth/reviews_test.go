@@ -162,3 +162,24 @@ func TestManyNamespacesEachKeepAShare(t *testing.T) {
 	assert.Equal(t, rate.Limit(12.5), shareOfA(), "once the fifth stopped, the four have an eighth each")
 	assert.InDelta(t, 50*10, heavyLate, 10, "and half the total between them")
 }
+
+// TestANamespaceIsCountedOnce: a namespace the last count took in is not
+// counted again when it asks past activeFor before the next count (its
+// share and the others' would shrink for nothing), and one the last count
+// left out is counted in when it asks again.
+func TestANamespaceIsCountedOnce(t *testing.T) {
+	b := newBudget(100, 500)
+	start := time.Now()
+	at := func(d time.Duration, ns string) {
+		b.allow(caller{address: "10.0.0.1", namespace: ns}, true, start.Add(d))
+	}
+	at(0, "a")
+	at(9900*time.Millisecond, "b") // a count: a (9.9 s ago) and b
+	require.Equal(t, 2, b.namespaces.active)
+	at(10200*time.Millisecond, "a") // 10.2 s after its last ask, but counted 0.3 s ago
+	assert.Equal(t, 2, b.namespaces.active, "a is counted once")
+	at(21*time.Second, "b") // a count: a (10.8 s ago) left out
+	require.Equal(t, 1, b.namespaces.active)
+	at(21500*time.Millisecond, "a")
+	assert.Equal(t, 2, b.namespaces.active, "a asking again is counted in")
+}
