@@ -174,6 +174,8 @@ func TestANamespaceIsCountedOnce(t *testing.T) {
 		b.allow(caller{address: "10.0.0.1", namespace: ns}, true, start.Add(d))
 	}
 	at(0, "a")
+	assert.Equal(t, rate.Limit(25), b.namespaces.m["a"].l.Limit(), "alone: a quarter")
+	assert.Equal(t, 125, b.namespaces.m["a"].l.Burst())
 	at(9900*time.Millisecond, "b") // a count: a (9.9 s ago) and b
 	require.Equal(t, 2, b.namespaces.active)
 	at(10200*time.Millisecond, "a") // 10.2 s after its last ask, but counted 0.3 s ago
