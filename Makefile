@@ -124,10 +124,11 @@ CLUSTER_BUDGET ?= 20m
 CLUSTER_NODES ?= 1
 
 .PHONY: test-cluster
-test-cluster: testsummary ## Run the end-to-end tests on a real node (root; KFN_SKIP_CLUSTER=1 skips them).
+test-cluster: testsummary ## Run the end-to-end tests on a real node (root; KFN_SKIP_CLUSTER=1 skips them; installs the browser its web view scenario drives when missing).
 	@if [ "$${KFN_SKIP_CLUSTER:-}" = 1 ]; then \
 		echo "test-cluster: SKIPPED (KFN_SKIP_CLUSTER=1): no kfn pod was run on a real node"; \
 	else \
+		hack/test-packages.sh chromium fonts-dejavu-core && \
 		{ dirs=$$(hack/phase.sh await cluster-build) || \
 			{ [ $$? = 3 ] && dirs=$$(hack/phase.sh run cluster-build test/node/prepare.sh); }; } && \
 		bin=$$(echo "$$dirs" | sed -n 1p) && images=$$(echo "$$dirs" | sed -n 2p) && \
