@@ -345,3 +345,44 @@ func TestALetterOnItsWayIsCountedOnce(t *testing.T) {
 	assert.Equal(t, 1, n, "one letter dropped")
 	assert.Equal(t, []uint64{2, 4, 5}, e.sequences(t, "ns"), "the bound holds three")
 }
+
+// A count while a letter on its way was dropped already (the oldest, for a
+// newer one) leaves it out: its bytes are in inFlight, and no longer in the
+// stream. The next letter drops one letter, not three.
+func TestALetterDroppedOnItsWayIsLeftOutOfACount(t *testing.T) {
+	e, held, w := holdingEnv(t)
+	w.SetCountAgain(0)
+	data := bytes.Repeat([]byte("x"), 16<<10)
+	held.armed.Store(true)
+	first := make(chan error, 1)
+	go func() { _, err := write(w, "ns", 1, data); first <- err }()
+	<-held.stored // letter 1 stored, its writer not told yet
+	for seq := range uint64(3) {
+		_, err := write(w, "ns", 2+seq, data)
+		require.NoError(t, err)
+	}
+	require.Equal(t, []uint64{2, 3, 4}, e.sequences(t, "ns"), "letter 1 dropped for letter 4 while on its way")
+	n, err := write(w, "ns", 5, data)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "one letter dropped")
+	assert.Equal(t, []uint64{3, 4, 5}, e.sequences(t, "ns"), "three letters fit")
+	close(held.release)
+	require.NoError(t, <-first)
+}
+
+// A letter written again (the same event and Subscription given up twice:
+// a duplicate JetStream does not store) takes no room: the namespace's
+// next letter drops nothing.
+func TestALetterWrittenAgainTakesNoRoom(t *testing.T) {
+	e, w := writerEnv(t, 1<<20, 64<<10)
+	w.SetCountAgain(time.Hour) // the Writer trusts its count
+	data := bytes.Repeat([]byte("x"), 16<<10)
+	for _, seq := range []uint64{1, 2, 2} {
+		_, err := write(w, "ns", seq, data)
+		require.NoError(t, err)
+	}
+	n, err := write(w, "ns", 3, data)
+	require.NoError(t, err)
+	assert.Zero(t, n, "no letter dropped")
+	assert.Equal(t, []uint64{1, 2, 3}, e.sequences(t, "ns"))
+}
