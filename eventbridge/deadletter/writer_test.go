@@ -222,6 +222,27 @@ func holdingEnv(t *testing.T) (*env, *holdingJetStream, *deadletter.Writer) {
 	return e, held, deadletter.NewWriter(held, e.streams)
 }
 
+// onItsWay writes the letter of event seq of namespace ns through w in
+// the background, held on its way: stored, its writer not told until
+// h.release is closed. The channel gives the write's error.
+func (h *holdingJetStream) onItsWay(w *deadletter.Writer, ns string, seq uint64, data []byte) <-chan error {
+	h.stored, h.release = make(chan struct{}), make(chan struct{})
+	h.armed.Store(true)
+	done := make(chan error, 1)
+	go func() { _, err := write(w, ns, seq, data); done <- err }()
+	<-h.stored
+	return done
+}
+
+// writeAll writes the letters of events seqs of namespace ns through w.
+func writeAll(t *testing.T, w *deadletter.Writer, ns string, data []byte, seqs ...uint64) {
+	t.Helper()
+	for _, seq := range seqs {
+		_, err := write(w, ns, seq, data)
+		require.NoError(t, err)
+	}
+}
+
 func (h *holdingJetStream) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
 	ack, err := h.JetStream.PublishMsg(ctx, m, opts...)
 	if h.armed.CompareAndSwap(true, false) {
@@ -288,12 +309,8 @@ func TestAnotherReplicasLettersAreCountedAtTheNextCount(t *testing.T) {
 	b := deadletter.NewWriter(e.js, e.streams)
 	a.SetCountAgain(0)
 	data := bytes.Repeat([]byte("x"), 16<<10)
-	_, err := write(a, "ns", 1, data)
-	require.NoError(t, err)
-	for seq := range uint64(3) {
-		_, err := write(b, "ns", 2+seq, data)
-		require.NoError(t, err)
-	}
+	writeAll(t, a, "ns", data, 1)
+	writeAll(t, b, "ns", data, 2, 3, 4)
 	require.Equal(t, []uint64{2, 3, 4}, e.sequences(t, "ns"))
 	n, err := write(a, "ns", 5, data)
 	require.NoError(t, err)
@@ -312,20 +329,8 @@ func TestALetterOnItsWayIsCountedOnce(t *testing.T) {
 	e, held, w := holdingEnv(t)
 	w.SetCountAgain(0)
 	data := bytes.Repeat([]byte("x"), 16<<10)
-	onItsWay := func(seq uint64) <-chan error {
-		held.stored, held.release = make(chan struct{}), make(chan struct{})
-		held.armed.Store(true)
-		done := make(chan error, 1)
-		go func() { _, err := write(w, "ns", seq, data); done <- err }()
-		<-held.stored
-		return done
-	}
-
-	first := onItsWay(1) // a new letter, stored, its writer not told yet
-	for seq := range uint64(2) {
-		_, err := write(w, "ns", 2+seq, data)
-		require.NoError(t, err)
-	}
+	first := held.onItsWay(w, "ns", 1, data) // a new letter
+	writeAll(t, w, "ns", data, 2, 3)
 	assert.Equal(t, []uint64{1, 2, 3}, e.sequences(t, "ns"), "three letters fit")
 	close(held.release)
 	require.NoError(t, <-first)
@@ -333,7 +338,7 @@ func TestALetterOnItsWayIsCountedOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, e.admin.Delete(context.Background(), letters[2].Sequence), "letter 3 replayed: room for one")
 
-	again := onItsWay(2) // letter 2 given up again: a duplicate, held
+	again := held.onItsWay(w, "ns", 2, data) // letter 2 given up again: a duplicate
 	_, err = write(w, "ns", 4, data)
 	require.NoError(t, err)
 	assert.Equal(t, []uint64{1, 2, 4}, e.sequences(t, "ns"), "three letters fit")
@@ -353,14 +358,8 @@ func TestALetterDroppedOnItsWayIsLeftOutOfACount(t *testing.T) {
 	e, held, w := holdingEnv(t)
 	w.SetCountAgain(0)
 	data := bytes.Repeat([]byte("x"), 16<<10)
-	held.armed.Store(true)
-	first := make(chan error, 1)
-	go func() { _, err := write(w, "ns", 1, data); first <- err }()
-	<-held.stored // letter 1 stored, its writer not told yet
-	for seq := range uint64(3) {
-		_, err := write(w, "ns", 2+seq, data)
-		require.NoError(t, err)
-	}
+	first := held.onItsWay(w, "ns", 1, data)
+	writeAll(t, w, "ns", data, 2, 3, 4)
 	require.Equal(t, []uint64{2, 3, 4}, e.sequences(t, "ns"), "letter 1 dropped for letter 4 while on its way")
 	n, err := write(w, "ns", 5, data)
 	require.NoError(t, err)
@@ -377,10 +376,7 @@ func TestALetterWrittenAgainTakesNoRoom(t *testing.T) {
 	e, w := writerEnv(t, 1<<20, 64<<10)
 	w.SetCountAgain(time.Hour) // the Writer trusts its count
 	data := bytes.Repeat([]byte("x"), 16<<10)
-	for _, seq := range []uint64{1, 2, 2} {
-		_, err := write(w, "ns", seq, data)
-		require.NoError(t, err)
-	}
+	writeAll(t, w, "ns", data, 1, 2, 2)
 	n, err := write(w, "ns", 3, data)
 	require.NoError(t, err)
 	assert.Zero(t, n, "no letter dropped")
