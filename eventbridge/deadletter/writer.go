@@ -73,12 +73,13 @@ type usage struct {
 	used       time.Time
 }
 
-// onItsWay is a letter on its way to the stream; seen when a count
-// found it stored (so its bytes stay counted whatever its writer hears),
-// dropped when it was then dropped as the oldest.
+// onItsWay is a letter on its way to the stream since then; seen when a
+// count found it stored (so its bytes stay counted whatever its writer
+// hears), dropped when it was then dropped as the oldest.
 type onItsWay struct {
 	id      string
 	size    int64
+	since   time.Time
 	seen    bool
 	dropped bool
 }
@@ -114,7 +115,7 @@ func (w *Writer) Write(ctx context.Context, h nats.Header, data []byte, f Failur
 		return fail(fmt.Errorf("%w: %w: %d bytes, and namespace %s may keep %d", ErrNoRoom, eventstore.ErrStorageFull, size, f.Namespace, limit))
 	}
 	u := w.usage(f.Namespace)
-	letter := &onItsWay{id: MsgID(f), size: size}
+	letter := &onItsWay{id: MsgID(f), size: size, since: time.Now()}
 	dropped, err := w.reserve(ctx, f.Namespace, u, letter)
 	if err != nil {
 		return fail(err)
@@ -267,7 +268,7 @@ func (w *Writer) count(ctx context.Context, ns string, u *usage) error {
 			if err != nil {
 				return fmt.Errorf("%w: count the dead letters of namespace %s: %w", eventstore.ErrUnavailable, ns, err)
 			}
-			if l, ok := u.onTheirWay[m.Headers().Get(jetstream.MsgIDHeader)]; ok {
+			if l, ok := u.onTheirWay[m.Headers().Get(jetstream.MsgIDHeader)]; ok && w.storedSince(m, l) {
 				l.seen = true // its bytes are in inFlight; one dropped would not be here
 				continue
 			}
@@ -280,6 +281,18 @@ func (w *Writer) count(ctx context.Context, ns string, u *usage) error {
 	}
 	u.bytes, u.counted = total+u.inFlight-u.gone, time.Now()
 	return nil
+}
+
+// storedSince says whether m, a letter of the same id as l, is l's own
+// copy rather than an older one: one stored after l went on its way, give
+// or take half the de-duplication window for the clocks (an older copy of
+// the id is older than the window, or l would be its duplicate).
+func (w *Writer) storedSince(m jetstream.Msg, l *onItsWay) bool {
+	meta, err := m.Metadata()
+	if err != nil {
+		return true
+	}
+	return meta.Timestamp.After(l.since.Add(-w.streams.Duplicates / 2))
 }
 
 // dropOldest deletes the namespace's oldest dead letter and returns how

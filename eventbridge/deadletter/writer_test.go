@@ -382,3 +382,35 @@ func TestALetterWrittenAgainTakesNoRoom(t *testing.T) {
 	assert.Zero(t, n, "no letter dropped")
 	assert.Equal(t, []uint64{1, 2, 3}, e.sequences(t, "ns"))
 }
+
+// A letter given up again once the de-duplication window has passed is
+// stored again: a count while the new copy is on its way counts the older
+// copy as stored, and skips only the new one (on its way), so the
+// namespace keeps to its bound: the next letter drops the oldest.
+// Skipping both by their id, the namespace kept four letters.
+func TestAnOlderCopyOfALetterOnItsWayIsCounted(t *testing.T) {
+	js := natstest.Start(t).JetStream()
+	sc := stream.DefaultConfig()
+	sc.Storage = stream.StorageMemory
+	sc.MaxMsgSize = 32 << 10
+	sc.Duplicates = 100 * time.Millisecond
+	sc.DeadLetterMaxBytes, sc.DeadLetterMaxBytesPerNamespace = 1<<20, 64<<10
+	require.NoError(t, jsstream.Ensure(context.Background(), js, sc))
+	a, err := deadletter.NewAdmin(js, sc)
+	require.NoError(t, err)
+	e := &env{js: js, streams: sc, admin: a}
+	held := &holdingJetStream{JetStream: js, notFound: make(chan struct{})}
+	w := deadletter.NewWriter(held, sc)
+	w.SetCountAgain(0)
+	data := bytes.Repeat([]byte("x"), 16<<10)
+
+	writeAll(t, w, "ns", data, 1, 2)
+	// JetStream forgets a message id on a timer of the window's length:
+	// nothing to await but the time (ten windows).
+	time.Sleep(10 * sc.Duplicates)
+	again := held.onItsWay(w, "ns", 2, data) // stored anew, held
+	writeAll(t, w, "ns", data, 3)
+	close(held.release)
+	require.NoError(t, <-again)
+	assert.Equal(t, []uint64{2, 2, 3}, e.sequences(t, "ns"), "letter 1 dropped for letter 3: three letters")
+}
