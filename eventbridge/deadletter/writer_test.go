@@ -25,14 +25,17 @@ import (
 )
 
 // writerEnv is a dead-letter stream of maxBytes, perNamespace bytes of
-// it for each namespace, and a Writer to it.
-func writerEnv(t *testing.T, maxBytes, perNamespace int64) (*env, *deadletter.Writer) {
+// it for each namespace (and what tweaks set), and a Writer to it.
+func writerEnv(t *testing.T, maxBytes, perNamespace int64, tweaks ...func(*stream.Config)) (*env, *deadletter.Writer) {
 	t.Helper()
 	js := natstest.Start(t).JetStream()
 	sc := stream.DefaultConfig()
 	sc.Storage = stream.StorageMemory
 	sc.MaxMsgSize = 32 << 10
 	sc.DeadLetterMaxBytes, sc.DeadLetterMaxBytesPerNamespace = maxBytes, perNamespace
+	for _, tweak := range tweaks {
+		tweak(&sc)
+	}
 	require.NoError(t, jsstream.Ensure(context.Background(), js, sc))
 	a, err := deadletter.NewAdmin(js, sc)
 	require.NoError(t, err)
@@ -215,9 +218,9 @@ func (s telling) GetMsg(ctx context.Context, seq uint64, opts ...jetstream.GetMs
 // holdingEnv is writerEnv's stream, 64 KiB of it for each namespace
 // (three letters of 16 KiB), and a Writer to it through a
 // holdingJetStream.
-func holdingEnv(t *testing.T) (*env, *holdingJetStream, *deadletter.Writer) {
+func holdingEnv(t *testing.T, tweaks ...func(*stream.Config)) (*env, *holdingJetStream, *deadletter.Writer) {
 	t.Helper()
-	e, _ := writerEnv(t, 1<<20, 64<<10)
+	e, _ := writerEnv(t, 1<<20, 64<<10, tweaks...)
 	held := &holdingJetStream{JetStream: e.js, stored: make(chan struct{}), release: make(chan struct{}), notFound: make(chan struct{})}
 	return e, held, deadletter.NewWriter(held, e.streams)
 }
@@ -389,25 +392,14 @@ func TestALetterWrittenAgainTakesNoRoom(t *testing.T) {
 // namespace keeps to its bound: the next letter drops the oldest.
 // Skipping both by their id, the namespace kept four letters.
 func TestAnOlderCopyOfALetterOnItsWayIsCounted(t *testing.T) {
-	js := natstest.Start(t).JetStream()
-	sc := stream.DefaultConfig()
-	sc.Storage = stream.StorageMemory
-	sc.MaxMsgSize = 32 << 10
-	sc.Duplicates = 100 * time.Millisecond
-	sc.DeadLetterMaxBytes, sc.DeadLetterMaxBytesPerNamespace = 1<<20, 64<<10
-	require.NoError(t, jsstream.Ensure(context.Background(), js, sc))
-	a, err := deadletter.NewAdmin(js, sc)
-	require.NoError(t, err)
-	e := &env{js: js, streams: sc, admin: a}
-	held := &holdingJetStream{JetStream: js, notFound: make(chan struct{})}
-	w := deadletter.NewWriter(held, sc)
+	e, held, w := holdingEnv(t, func(sc *stream.Config) { sc.Duplicates = 100 * time.Millisecond })
 	w.SetCountAgain(0)
 	data := bytes.Repeat([]byte("x"), 16<<10)
 
 	writeAll(t, w, "ns", data, 1, 2)
 	// JetStream forgets a message id on a timer of the window's length:
 	// nothing to await but the time (ten windows).
-	time.Sleep(10 * sc.Duplicates)
+	time.Sleep(10 * e.streams.Duplicates)
 	again := held.onItsWay(w, "ns", 2, data) // stored anew, held
 	writeAll(t, w, "ns", data, 3)
 	close(held.release)
