@@ -125,6 +125,31 @@ func (a Applier) filters() replay.Filters {
 	return replay.Filters{JetStream: a.JetStream, Streams: a.Streams}
 }
 
+// reserve is Limits.Reserve for sub at place, which needs room (see
+// Limits.NeedsRoom), asking NATS whether sub has its consumer (in the
+// event stream's partition 0, as every Subscription with a consumer has)
+// and how many consumers the stream holds; err is why NATS could not
+// tell.
+func (a Applier) reserve(ctx context.Context, sub *v1alpha2.Subscription, place int) (over, err error) {
+	_, err = a.JetStream.Consumer(ctx, a.Streams.EventStream, stream.ConsumerName(sub.Namespace, sub.Name))
+	switch {
+	case err == nil:
+		return nil, nil // it keeps its consumer
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return nil, nil // Apply makes the stream anew, and its first consumers
+	case !errors.Is(err, jetstream.ErrConsumerNotFound):
+		return nil, fmt.Errorf("look up the consumer of %s/%s: %w", sub.Namespace, sub.Name, err)
+	}
+	s, err := a.JetStream.Stream(ctx, a.Streams.EventStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("count the consumers of stream %s: %w", a.Streams.EventStream, err)
+	}
+	return a.Limits.Reserve(sub, place, s.CachedInfo().State.Consumers, a.Streams), nil
+}
+
 // Delete deletes the consumer of the Subscription namespace/name in every
 // partition, those taken away and still drained included (whose events
 // it would otherwise keep), and the events waiting in them, as deleting

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -53,17 +54,18 @@ func (e *env) namespace(t *testing.T, ns string) {
 	}))
 }
 
-// TestOneNamespaceCannotTakeEveryConsumer: the event stream takes 4
-// consumers, and a namespace may have 3. The attacker's first three
-// Subscriptions get theirs; its fourth and fifth are not active, with the
-// reason, and get none; the victim's Subscription, in another namespace,
-// gets the stream's last consumer. Without the namespace's cap the
-// attacker took all 4 and the victim's consumer was refused. When one of
-// the attacker's Subscriptions is deleted, the next in line gets its
-// consumer.
+// TestOneNamespaceCannotTakeEveryConsumer: the event stream takes 8
+// consumers (the last 2 kept for namespaces' first Subscriptions, see
+// TestTheStreamsLastConsumersAreKeptForEveryNamespacesFirst), and a
+// namespace may have 3. The attacker's first three Subscriptions get
+// theirs; its fourth and fifth are not active, with the reason, and get
+// none; the victim's Subscription, in another namespace, gets its
+// consumer. Without the namespace's cap the attacker's fourth and fifth
+// got consumers. When one of the attacker's Subscriptions is deleted, the
+// next in line gets its consumer.
 func TestOneNamespaceCannotTakeEveryConsumer(t *testing.T) {
 	e := newEnvWith(t, func(c *stream.Config, r *subscription.Reconciler) {
-		c.MaxConsumers = 4
+		c.MaxConsumers = 8
 		r.Applier.Limits.MaxConsumersPerNamespace = 3
 	})
 	e.service(t, "fn")
@@ -122,4 +124,106 @@ func TestSubscriptionsPerEventType(t *testing.T) {
 	_, msg := e.limited(e.ns, "c")
 	assert.Contains(t, msg, "2 Subscriptions of namespace "+e.ns+" made before this one receive kyma.shop.order.created.v1")
 	assert.False(t, e.hasConsumer(e.ns, "c"))
+}
+
+// TestTheStreamsLastConsumersAreKeptForEveryNamespacesFirst: the event
+// stream takes 8 consumers, a namespace may have 4, so the last 2 go only
+// to a namespace's first Subscription. Two namespaces at their limit take
+// 6 (the first four of one, the first two of the other), and the
+// Subscriptions past them wait, with the reason; a third namespace's first
+// Subscription still gets its consumer (without the reserve the two took
+// all 8 and NATS refused it). A Subscription that has its consumer keeps
+// it, and one that waits gets its consumer once the stream has room again.
+func TestTheStreamsLastConsumersAreKeptForEveryNamespacesFirst(t *testing.T) {
+	e := newEnvWith(t, func(c *stream.Config, r *subscription.Reconciler) {
+		c.MaxConsumers = 8
+		r.Applier.Limits.MaxConsumersPerNamespace = 4
+	})
+	e.service(t, "fn")
+	in := func(ns string) func(*v1alpha2.Subscription) {
+		return func(s *v1alpha2.Subscription) {
+			s.Namespace = ns
+			s.Spec.Sink = fmt.Sprintf("http://fn.%s.svc.cluster.local", ns)
+		}
+	}
+	settled := func(ns, name string) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			limited, _ := e.limited(ns, name)
+			return limited || e.readyIn(ns, name)
+		}, wait, tick, "%s/%s", ns, name)
+	}
+	for i := range 4 {
+		e.subscription(t, fmt.Sprintf("s%d", i), "fn")
+		settled(e.ns, fmt.Sprintf("s%d", i))
+	}
+	second, victim := e.ns+"-b", e.ns+"-victim"
+	e.namespace(t, second)
+	for i := range 4 {
+		e.subscription(t, fmt.Sprintf("b%d", i), "fn", in(second))
+		settled(second, fmt.Sprintf("b%d", i))
+	}
+	e.namespace(t, victim)
+	e.subscription(t, "orders", "fn", in(victim))
+	require.Eventually(t, func() bool { return e.readyIn(victim, "orders") }, wait, tick, "the third namespace's first Subscription gets its consumer")
+
+	for i := range 4 {
+		assert.True(t, e.readyIn(e.ns, fmt.Sprintf("s%d", i)), "s%d", i)
+	}
+	assert.True(t, e.readyIn(second, "b0"))
+	assert.True(t, e.readyIn(second, "b1"), "the 6th consumer is within the part anyone may take")
+	for _, name := range []string{"b2", "b3"} {
+		limited, msg := e.limited(second, name)
+		assert.True(t, limited, name)
+		assert.Contains(t, msg, "the event stream holds 6 consumers of its 8: the last 2 are kept for the first 1 Subscriptions of every namespace", name)
+		assert.False(t, e.hasConsumer(second, name), name)
+	}
+	e.subscription(t, "payments", "fn", in(victim))
+	require.Eventually(t, func() bool { limited, _ := e.limited(victim, "payments"); return limited }, wait, tick, "the reserve is for a namespace's first Subscriptions only")
+
+	// Resyncs (every 300 ms here) pass: b1 keeps the consumer it has.
+	require.Never(t, func() bool { return !e.readyIn(second, "b1") || !e.hasConsumer(second, "b1") }, time.Second, tick, "a Subscription keeps its consumer")
+
+	// Two consumers freed: the stream holds 5, and one of those waiting
+	// gets the 6th at its next resync; the others wait on.
+	require.NoError(t, e.c.Delete(context.Background(), e.get(t, "s0")))
+	require.NoError(t, e.c.Delete(context.Background(), e.get(t, "s1")))
+	waiting := func() int {
+		n := 0
+		for _, s := range [][2]string{{second, "b2"}, {second, "b3"}, {victim, "payments"}} {
+			if e.readyIn(s[0], s[1]) {
+				n++
+			}
+		}
+		return n
+	}
+	require.Eventually(t, func() bool { return waiting() == 1 }, wait, tick, "the stream has room again: one that waited gets its consumer")
+	require.Never(t, func() bool { return waiting() > 1 }, time.Second, tick, "and only one")
+}
+
+// TestTheReserveByDefault: of the default 10,000 consumers, the last
+// 2,500 go to a namespace's first 25 Subscriptions only (a quarter of its
+// 100): the 26th waits from 7,500 on, the 25th never does.
+func TestTheReserveByDefault(t *testing.T) {
+	streams, l := stream.DefaultConfig(), subscription.Limits{}
+	sub := &v1alpha2.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders"}}
+	for _, c := range []struct {
+		place, held int
+		waits       bool
+	}{
+		{place: 0, held: 9_999},
+		{place: 24, held: 9_999},
+		{place: 25, held: 7_499},
+		{place: 25, held: 7_500, waits: true},
+		{place: 99, held: 9_000, waits: true},
+	} {
+		assert.Equal(t, c.place >= 25, l.NeedsRoom(c.place, streams), "place %d", c.place)
+		err := l.Reserve(sub, c.place, c.held, streams)
+		if !c.waits {
+			assert.NoError(t, err, "place %d, %d held", c.place, c.held)
+			continue
+		}
+		require.ErrorIs(t, err, subscription.ErrNamespaceLimit, "place %d, %d held", c.place, c.held)
+		assert.Contains(t, err.Error(), fmt.Sprintf("%d Subscriptions of namespace shop were made before this one, and the event stream holds %d consumers of its 10000: the last 2500 are kept for the first 25 Subscriptions of every namespace", c.place, c.held))
+	}
 }

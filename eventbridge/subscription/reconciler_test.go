@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -117,6 +118,10 @@ func newEnvWith(t *testing.T, modify func(*stream.Config, *subscription.Reconcil
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		// The test's namespaces only: the API server keeps the earlier
+		// tests' Subscriptions, which would take consumers of this test's
+		// stream.
+		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{e.ns: {}, e.ns + "-b": {}, e.ns + "-victim": {}}},
 	})
 	require.NoError(t, err)
 	e.reg = prometheus.NewRegistry()

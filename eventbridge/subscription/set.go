@@ -59,33 +59,59 @@ func NewSet(a Applier, targets ...feed.Targets) *Set {
 // in a cluster: one over them has no consumer (one it had is deleted),
 // and its error wraps ErrNamespaceLimit. It returns the errors, one per
 // Subscription, "Subscription namespace/name: why" (ErrConsumerLost among
-// them).
+// them). Those no longer in subs are removed first, so that the consumers
+// they free count as room for the others.
 func (s *Set) Apply(ctx context.Context, subs []*v1alpha2.Subscription) []error {
-	var errs []error
 	want := make(map[types.NamespacedName]*v1alpha2.Subscription, len(subs))
-	before := map[string][]*v1alpha2.Subscription{}
 	for _, sub := range subs {
-		key := types.NamespacedName{Namespace: sub.Namespace, Name: sub.Name}
-		want[key] = sub
-		over := s.applier.Limits.Over(sub, before[sub.Namespace], s.applier.Streams)
-		before[sub.Namespace] = append(before[sub.Namespace], sub)
-		if err := s.serve(ctx, sub, over); err != nil {
-			errs = append(errs, fmt.Errorf("Subscription %s: %w", key, err))
+		want[types.NamespacedName{Namespace: sub.Namespace, Name: sub.Name}] = sub
+	}
+	// Those no longer served go first: the consumers they free are room
+	// in the event stream for those that wait for it (Limits.Reserve).
+	s.mu.Lock()
+	var gone []types.NamespacedName
+	for key := range s.subs {
+		if _, ok := want[key]; !ok {
+			gone = append(gone, key)
+			delete(s.subs, key)
 		}
 	}
-	s.mu.Lock()
-	old := s.subs
-	s.subs = want
 	s.mu.Unlock()
-	for key := range old {
-		if _, ok := want[key]; ok {
-			continue
-		}
+	var errs []error
+	for _, key := range gone {
 		if err := s.stop(ctx, key); err != nil {
 			errs = append(errs, fmt.Errorf("Subscription %s: %w", key, err))
 		}
 	}
+	before := map[string][]*v1alpha2.Subscription{}
+	for _, sub := range subs {
+		over := s.overLimits(ctx, sub, before[sub.Namespace])
+		before[sub.Namespace] = append(before[sub.Namespace], sub)
+		if err := s.serve(ctx, sub, over); err != nil {
+			errs = append(errs, fmt.Errorf("Subscription %s/%s: %w", sub.Namespace, sub.Name, err))
+		}
+	}
+	s.mu.Lock()
+	s.subs = want
+	s.mu.Unlock()
 	return errs
+}
+
+// overLimits is Limits.Over, then Limits.Reserve, for sub after the
+// Subscriptions before it in its namespace. When NATS cannot tell how
+// many consumers the event stream holds, the reserve is not kept for this
+// Apply (NATS's own bound, the stream's MaxConsumers, still is): Apply
+// fails then as well, or NATS answers again.
+func (s *Set) overLimits(ctx context.Context, sub *v1alpha2.Subscription, before []*v1alpha2.Subscription) error {
+	l, streams := s.applier.Limits, s.applier.Streams
+	if over := l.Over(sub, before, streams); over != nil || !l.NeedsRoom(len(before), streams) {
+		return over
+	}
+	over, err := s.applier.reserve(ctx, sub, len(before))
+	if err != nil {
+		return nil
+	}
+	return over
 }
 
 // serve applies sub (over its namespace's limits, over says why: it has

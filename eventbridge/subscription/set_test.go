@@ -3,6 +3,7 @@ package subscription_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -258,4 +259,51 @@ func TestDeleteTakesTheConsumerOutOfEveryPartition(t *testing.T) {
 	one.Partitions = 1
 	require.NoError(t, subscription.Applier{JetStream: js, Streams: one}.Delete(ctx, "shop", "orders"))
 	assert.Zero(t, consumers(), "deleted in the partitions taken away too")
+}
+
+// TestSetKeepsTheStreamsLastConsumersForEveryNamespacesFirst: kfn dev and
+// -subscriptions keep the event stream's reserve as a cluster does. The
+// stream takes 8 consumers, a namespace may have 4: two namespaces at
+// their limit get 6, the rest of the second waits with the reason, and a
+// third namespace's first Subscription still gets its consumer (without
+// the reserve NATS refused it). A Subscription with its consumer keeps it
+// when the set is applied again; when the set leaves two out, the
+// consumers they free go to the next that waited, in the same Apply.
+func TestSetKeepsTheStreamsLastConsumersForEveryNamespacesFirst(t *testing.T) {
+	e := newSetEnv(t)
+	ctx := context.Background()
+	e.streams.MaxConsumers = 8
+	require.NoError(t, jsstream.Ensure(ctx, e.js, e.streams))
+	e.set = subscription.NewSet(subscription.Applier{JetStream: e.js, Streams: e.streams,
+		Limits: subscription.Limits{MaxConsumersPerNamespace: 4}}, e.targets[0], e.targets[1])
+	var subs []*v1alpha2.Subscription
+	for _, ns := range []string{"a", "b"} {
+		for i := range 4 {
+			name := fmt.Sprintf("%s%d", ns, i)
+			subs = append(subs, sub(ns, name, fmt.Sprintf("http://%s.%s.svc.cluster.local", name, ns)))
+		}
+	}
+	victim := sub("victim", "orders", "http://orders.victim.svc.cluster.local")
+	subs = append(subs, victim)
+
+	errs := e.set.Apply(ctx, subs)
+	require.Len(t, errs, 2, "%v", errs)
+	for i, name := range []string{"b2", "b3"} {
+		require.ErrorIs(t, errs[i], subscription.ErrNamespaceLimit)
+		assert.Contains(t, errs[i].Error(), "Subscription b/"+name+": namespace's limit of Subscriptions reached: ")
+		assert.Contains(t, errs[i].Error(), "the event stream holds 6 consumers of its 8: the last 2 are kept for the first 1 Subscriptions of every namespace")
+		assert.False(t, e.hasConsumer(t, "b", name), name)
+	}
+	assert.True(t, e.hasConsumer(t, "victim", "orders"), "the third namespace's first Subscription gets its consumer")
+	assert.True(t, e.hasConsumer(t, "b", "b1"))
+
+	errs = e.set.Apply(ctx, subs)
+	require.Len(t, errs, 2, "%v", errs)
+	assert.True(t, e.hasConsumer(t, "b", "b1"), "it keeps its consumer")
+
+	errs = e.set.Apply(ctx, subs[2:])
+	require.Len(t, errs, 1, "%v", errs)
+	assert.Contains(t, errs[0].Error(), "Subscription b/b3: ")
+	assert.True(t, e.hasConsumer(t, "b", "b2"), "a0 and a1 left room for b2")
+	assert.False(t, e.hasConsumer(t, "a", "a0"))
 }
