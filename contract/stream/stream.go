@@ -110,12 +110,13 @@ type Config struct {
 	// DeadLetterMaxAge is how long dead letters are kept. 0 keeps them
 	// until they are replayed or deleted.
 	DeadLetterMaxAge time.Duration
-	// DeadLetterMaxBytes bounds the dead-letter stream; when full, new
-	// dead letters are refused (and their events retried later), so that
-	// no namespace's letters evict another's. -1 is unlimited.
+	// DeadLetterMaxBytes bounds the dead-letter stream; when full,
+	// JetStream refuses new dead letters, and the dead-letter writer makes
+	// room with the oldest of the namespace holding the most, so that each
+	// keeps an equal share however many fill it. -1 is unlimited.
 	DeadLetterMaxBytes int64
 	// DeadLetterMaxPerNamespace bounds the dead letters of one namespace:
-	// past it, that namespace's oldest are discarded, and no other's.
+	// past it, that namespace's oldest are discarded.
 	DeadLetterMaxPerNamespace int64
 	// DeadLetterMaxBytesPerNamespace bounds the bytes of one namespace's
 	// dead letters (JetStream bounds bytes per stream only: the

@@ -52,7 +52,8 @@ func newBoundedEnv(t *testing.T, perNamespace, maxBytes int64) *env {
 // TestOneNamespaceCannotEvictAnothersDeadLetters: a namespace that fails a
 // lot keeps its newest dead letters up to the per-namespace bound, and the
 // other namespace's stay; a stream full in bytes refuses new letters
-// (their events are retried later) instead of dropping anyone's.
+// instead of dropping anyone's (the Writer then chooses whose oldest
+// makes room: TestAFullDeadLetterStreamMakesRoomWithTheLargestHoldersOldest).
 func TestOneNamespaceCannotEvictAnothersDeadLetters(t *testing.T) {
 	e := newBoundedEnv(t, 5, 64<<10)
 	ctx := context.Background()

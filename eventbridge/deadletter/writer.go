@@ -1,9 +1,12 @@
 package deadletter
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,8 +32,8 @@ const CountAgain = 10 * time.Second
 
 // ErrNoRoom is wrapped, with eventstore.ErrStorageFull, when a dead letter
 // cannot be stored: it is larger than its namespace's bytes, or the
-// dead-letter stream is full and the namespace has no letter of its own
-// left to give up for it.
+// dead-letter stream is full, the namespace has no letter of its own left
+// to give up for it, and no namespace holds more than it does.
 var ErrNoRoom = errors.New("no room for the dead letter")
 
 // Writer stores dead letters in the dead-letter stream, through one
@@ -38,14 +41,17 @@ var ErrNoRoom = errors.New("no room for the dead letter")
 // set up for it. It keeps each namespace's letters within
 // stream.Config.DeadLetterNamespaceBytes (JetStream bounds bytes per
 // stream only) by dropping the namespace's oldest for its newest, and
-// makes room in a full stream the same way, with the namespace's own
-// letters only. Its methods are safe for concurrent use.
+// makes room in a full stream with the oldest of the namespace holding
+// the most (the writing namespace's own unless another holds more than
+// it), so that however many namespaces fill the stream, each keeps an
+// equal share of it. Its methods are safe for concurrent use.
 type Writer struct {
 	js      jetstream.JetStream
 	streams stream.Config
 	store   *eventstore.Store
 
 	countAgain atomic.Int64 // nanoseconds: CountAgain, but in tests
+	log        *slog.Logger
 
 	mu         sync.Mutex
 	namespaces map[string]*usage
@@ -86,14 +92,24 @@ type onItsWay struct {
 
 // NewWriter returns a Writer to the dead-letter stream of streams.
 func NewWriter(js jetstream.JetStream, streams stream.Config) *Writer {
-	w := &Writer{js: js, streams: streams, store: eventstore.New(js, streams.DeadLetterStream), namespaces: map[string]*usage{}}
+	w := &Writer{js: js, streams: streams, store: eventstore.New(js, streams.DeadLetterStream), namespaces: map[string]*usage{},
+		log: slog.New(slog.DiscardHandler)}
 	w.countAgain.Store(int64(CountAgain))
+	return w
+}
+
+// WithLog has the Writer log to log the dead letters it drops for
+// another namespace's, and returns it. Call it before the first Write.
+func (w *Writer) WithLog(log *slog.Logger) *Writer {
+	w.log = log
 	return w
 }
 
 // Write stores the dead letter of the event with headers h and data
 // (NewMsg), once per event and Subscription (MsgID), and returns how many
-// older letters of the same namespace it dropped to make room for it. It
+// older letters of the same namespace it dropped to make room for it
+// (those of another namespace holding more of a full stream are logged).
+// It
 // waits at most WriteTimeout, also when ctx is done (a give-up is
 // finished when the worker stops). The error wraps eventstore's sentinels:
 // eventstore.ErrStorageFull with ErrNoRoom when the letter cannot be
@@ -133,18 +149,126 @@ func (w *Writer) Write(ctx context.Context, h nats.Header, data []byte, f Failur
 			w.settle(u, letter, false)
 			return fail(err)
 		}
-		// The stream is full: make room with the namespace's own oldest.
-		n, derr := w.dropOldestLocked(ctx, f.Namespace, u)
+		// The stream is full: make room with the oldest letter of the
+		// namespace that holds the most.
+		from, derr := w.makeRoom(ctx, f.Namespace, u)
 		if derr != nil {
 			w.settle(u, letter, false)
 			return fail(derr)
 		}
-		if n == 0 {
+		switch from {
+		case "":
 			w.settle(u, letter, false)
-			return fail(fmt.Errorf("%w: namespace %s has no older dead letter to give up for it: %w", ErrNoRoom, f.Namespace, err))
+			return fail(fmt.Errorf("%w: namespace %s has no older dead letter to give up for it, and none holds more: %w", ErrNoRoom, f.Namespace, err))
+		case f.Namespace:
+			dropped++
+		default:
+			w.log.Warn("the dead-letter stream is full: the oldest dead letter of the namespace holding the most dropped for another namespace's", "namespace", from, "for", f.Namespace)
 		}
-		dropped++
 	}
+}
+
+// candidates is how many of the namespaces with the most dead letters in
+// the stream makeRoom weighs in bytes, besides those the Writer knows.
+const candidates = 4
+
+// makeRoom drops one dead letter for a letter of namespace ns (whose
+// usage u counts it) that the full stream refused: the oldest of the
+// namespace holding the most bytes of dead letters, if one holds more
+// than ns with its new letter, else ns's own oldest. So that a namespace
+// keeps its letters however many others fill the stream, down to an
+// equal share of it. It returns the namespace whose letter it dropped, ""
+// for none (ns has none, and none holds more).
+func (w *Writer) makeRoom(ctx context.Context, ns string, u *usage) (string, error) {
+	other, ou, err := w.largest(ctx, ns, u)
+	if err != nil {
+		return "", err
+	}
+	if other != "" {
+		n, err := w.dropOldestLocked(ctx, other, ou)
+		if err != nil {
+			return "", err
+		}
+		if n > 0 {
+			return other, nil
+		}
+		// None left (replayed or aged out meanwhile): ns's own then.
+	}
+	n, err := w.dropOldestLocked(ctx, ns, u)
+	if err != nil || n == 0 {
+		return "", err
+	}
+	return ns, nil
+}
+
+// largest returns the namespace other than ns that holds the most bytes
+// of dead letters, with its usage, if it holds more than ns (u) does; ""
+// when none does. It weighs the namespaces with the most letters in the
+// stream (candidates of them) and those the Writer knows, their bytes
+// counted as count does.
+func (w *Writer) largest(ctx context.Context, ns string, u *usage) (string, *usage, error) {
+	names, err := w.holders(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	w.mu.Lock()
+	for k := range w.namespaces {
+		if !slices.Contains(names, k) {
+			names = append(names, k)
+		}
+	}
+	w.mu.Unlock()
+	u.mu.Lock()
+	most := u.bytes
+	u.mu.Unlock()
+	var best string
+	var bestU *usage
+	for _, name := range names {
+		if name == ns {
+			continue
+		}
+		ou := w.usage(name)
+		ou.mu.Lock()
+		err := w.count(ctx, name, ou)
+		held := ou.bytes
+		ou.mu.Unlock()
+		if err != nil {
+			return "", nil, err
+		}
+		if held > most {
+			best, bestU, most = name, ou, held
+		}
+	}
+	return best, bestU, nil
+}
+
+// holders returns the namespaces with the most dead letters in the
+// stream, at most candidates of them, most first.
+func (w *Writer) holders(ctx context.Context) ([]string, error) {
+	s, err := w.deadLetterStream(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: find the namespaces holding the dead-letter stream: %w", eventstore.ErrUnavailable, err)
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(stream.DeadLetterSubject("*")))
+	if err != nil {
+		w.forgetStream()
+		return nil, fmt.Errorf("%w: find the namespaces holding the dead-letter stream: %w", eventstore.ErrUnavailable, err)
+	}
+	type held struct {
+		ns      string
+		letters uint64
+	}
+	all := make([]held, 0, len(info.State.Subjects))
+	prefix := stream.DeadLetterSubject("")
+	for subject, n := range info.State.Subjects {
+		all = append(all, held{strings.TrimPrefix(subject, prefix), n})
+	}
+	slices.SortFunc(all, func(a, b held) int { return cmp.Or(cmp.Compare(b.letters, a.letters), cmp.Compare(a.ns, b.ns)) })
+	names := make([]string, 0, candidates)
+	for _, h := range all[:min(len(all), candidates)] {
+		names = append(names, h.ns)
+	}
+	return names, nil
 }
 
 // reserve makes room within the namespace's bound for a new letter,

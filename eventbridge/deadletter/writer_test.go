@@ -19,7 +19,6 @@ import (
 	"github.com/kfn-dev/kfn/contract/stream"
 
 	"github.com/kfn-dev/kfn/eventbridge/deadletter"
-	"github.com/kfn-dev/kfn/eventbridge/eventstore"
 	"github.com/kfn-dev/kfn/internal/jsstream"
 	"github.com/kfn-dev/kfn/test/natstest"
 )
@@ -89,32 +88,62 @@ func TestNamespaceDeadLettersAreBoundedInBytes(t *testing.T) {
 	assert.Equal(t, []uint64{1, 2, 3}, e.sequences(t, "victim"), "another namespace's letters stay")
 }
 
-// TestFullDeadLetterStreamTakesOnlyTheNamespacesOwn: the dead-letter
-// stream is full (two namespaces hold it all, within their bounds). A
-// namespace with letters makes room for its newest with its own oldest,
-// never another's; a namespace with none gets eventstore.ErrStorageFull
-// (the dispatcher then drops the event, counted and logged, rather than
-// keep it in the shared event stream).
-func TestFullDeadLetterStreamTakesOnlyTheNamespacesOwn(t *testing.T) {
-	e, w := writerEnv(t, 90<<10, 64<<10)
-	data := bytes.Repeat([]byte("x"), 16<<10)
-	for seq := range uint64(3) {
-		_, err := write(w, "a", seq+1, data)
-		require.NoError(t, err)
-	}
-	for seq := range uint64(3) {
-		_, err := write(w, "b", 10+seq, data)
-		require.NoError(t, err, "the stream is full: b's own oldest make room")
-	}
-	assert.Equal(t, []uint64{1, 2, 3}, e.sequences(t, "a"), "a's letters stay")
-	assert.Equal(t, []uint64{11, 12}, e.sequences(t, "b"), "b's oldest made room for its newest")
+// TestAFullDeadLetterStreamMakesRoomWithTheLargestHoldersOldest: the
+// dead-letter stream (100 KiB) is full of two namespaces' letters (16 and
+// 17 KiB each), within their bounds (64 KiB). A namespace makes room for
+// its newest with its own oldest while no other holds more than it does
+// with it; a namespace with none, written by another replica (a Writer
+// that knows nothing of the others), makes room with the oldest of the
+// one holding the most, then with its own once none holds more. Before,
+// the third namespace's letter was refused (eventstore.ErrStorageFull:
+// the dispatcher drops the event) however many the first two held. The
+// sizes differ by a KiB, so that the letters' headers (their times) never
+// tip a comparison.
+func TestAFullDeadLetterStreamMakesRoomWithTheLargestHoldersOldest(t *testing.T) {
+	e, w := writerEnv(t, 100<<10, 64<<10)
+	writeAll(t, w, "a", bytes.Repeat([]byte("a"), 16<<10), 11, 12, 13)
+	writeAll(t, w, "b", bytes.Repeat([]byte("b"), 17<<10), 21, 22, 23)
+	assert.Equal(t, []uint64{11, 12, 13}, e.sequences(t, "a"), "a's letters stay: it holds no more than b with its newest")
+	assert.Equal(t, []uint64{22, 23}, e.sequences(t, "b"), "b's oldest made room for its newest")
 
-	_, err := write(w, "c", 20, data)
-	require.ErrorIs(t, err, eventstore.ErrStorageFull, "c has no letter of its own to give up")
-	require.ErrorIs(t, err, deadletter.ErrNoRoom)
-	assert.Empty(t, e.sequences(t, "c"))
-	assert.Equal(t, []uint64{1, 2, 3}, e.sequences(t, "a"))
-	assert.Equal(t, []uint64{11, 12}, e.sequences(t, "b"))
+	replica := deadletter.NewWriter(e.js, e.streams)
+	data := bytes.Repeat([]byte("c"), 20<<10)
+	n, err := write(replica, "c", 31, data)
+	require.NoError(t, err, "c's letter is stored")
+	assert.Zero(t, n, "none of c's own dropped")
+	assert.Equal(t, []uint64{12, 13}, e.sequences(t, "a"), "a held the most: its oldest made room")
+	assert.Equal(t, []uint64{22, 23}, e.sequences(t, "b"))
+	assert.Equal(t, []uint64{31}, e.sequences(t, "c"))
+
+	n, err = write(replica, "c", 32, data)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "a and b hold no more than c with its newest: its own oldest made room")
+	assert.Equal(t, []uint64{12, 13}, e.sequences(t, "a"))
+	assert.Equal(t, []uint64{22, 23}, e.sequences(t, "b"))
+	assert.Equal(t, []uint64{32}, e.sequences(t, "c"))
+}
+
+// TestTheLargestHolderIsFoundAmongManyNamespaces: more namespaces hold
+// letters than the Writer weighs from the stream's counts (the 4 with the
+// most letters), and the one holding the most bytes has the fewest
+// letters; the Writer that stored them knows it, and its letters make
+// room for a newcomer's, not the small letters of the others.
+func TestTheLargestHolderIsFoundAmongManyNamespaces(t *testing.T) {
+	e, w := writerEnv(t, 96<<10, 64<<10)
+	small := bytes.Repeat([]byte("s"), 2<<10)
+	for i, ns := range []string{"n1", "n2", "n3", "n4", "n5"} {
+		base := uint64(10 * (i + 1))
+		writeAll(t, w, ns, small, base+1, base+2, base+3)
+	}
+	writeAll(t, w, "big", bytes.Repeat([]byte("b"), 20<<10), 91, 92)
+	n, err := write(w, "newcomer", 99, bytes.Repeat([]byte("x"), 20<<10))
+	require.NoError(t, err)
+	assert.Zero(t, n)
+	assert.Equal(t, []uint64{92}, e.sequences(t, "big"), "the largest holder gave up its oldest")
+	for i, ns := range []string{"n1", "n2", "n3", "n4", "n5"} {
+		assert.Len(t, e.sequences(t, ns), 3, "%s (%d) keeps its letters", ns, i)
+	}
+	assert.Equal(t, []uint64{99}, e.sequences(t, "newcomer"))
 }
 
 // TestLettersStoredSideBySideKeepTheNamespacesBound: a budget gives up

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -136,38 +137,73 @@ func TestSubscriptionBudgetIsHeldToTheStream(t *testing.T) {
 	}
 }
 
-// TestFullDeadLetterStreamDropsTheEvent: another namespace's letters fill
-// the dead-letter stream, and an event of this namespace runs out of
-// attempts. It has no dead letter of its own to give up for the new one:
-// the event is dropped, counted and logged, not kept in the shared event
-// stream to be given up again for ever (which filled the event stream for
-// everyone while the dead-letter stream was full).
-func TestFullDeadLetterStreamDropsTheEvent(t *testing.T) {
-	b := newBridge(t, withConfig(fastBudget), withConfig(func(c *dispatcher.Config) {
-		c.Streams.MaxMsgSize = 16 << 10
-		c.Streams.DeadLetterMaxBytes = 64 << 10
-	}))
+// fillDeadLetters fills the dead-letter stream with letters of 8 KiB on
+// subject (of a namespace, or a legacy one no namespace holds) and returns
+// their data.
+func fillDeadLetters(t *testing.T, b *bridge, subject string) []byte {
+	t.Helper()
 	filler := eventstore.New(b.js, b.streams.DeadLetterStream)
 	data := []byte(strings.Repeat("x", 8<<10))
 	for seq := uint64(1); ; seq++ {
 		f := deadletter.Failure{Namespace: "other", Subscription: "s", Status: 500, Error: "failed", Attempts: 1,
 			Subject: "kyma.shop.order.created.v1", Sequence: seq, At: time.Now()}
-		_, err := filler.Put(context.Background(), eventstore.Restore(deadletter.NewMsg(nats.Header{"ce-id": {"o"}}, data, f), deadletter.MsgID(f)))
+		msg := deadletter.NewMsg(nats.Header{"ce-id": {strconv.FormatUint(seq, 10)}}, data, f)
+		msg.Subject = subject
+		_, err := filler.Put(context.Background(), eventstore.Restore(msg, deadletter.MsgID(f)))
 		if err != nil {
 			require.ErrorIs(t, err, eventstore.ErrStorageFull)
-			break
+			return data
 		}
 	}
+}
+
+// fullDeadLetterBridge is a bridge whose dead-letter stream takes 64 KiB.
+func fullDeadLetterBridge(t *testing.T) *bridge {
+	return newBridge(t, withConfig(fastBudget), withConfig(func(c *dispatcher.Config) {
+		c.Streams.MaxMsgSize = 16 << 10
+		c.Streams.DeadLetterMaxBytes = 64 << 10
+	}))
+}
+
+// TestFullDeadLetterStreamMakesRoomWithTheLargestHolder: another
+// namespace's letters fill the dead-letter stream, and an event of this
+// namespace runs out of attempts. It has no dead letter of its own to
+// give up for the new one, and the other namespace holds more: the other's
+// oldest makes room, and the event is dead-lettered. Before, it was
+// dropped, however many letters the other namespace held.
+func TestFullDeadLetterStreamMakesRoomWithTheLargestHolder(t *testing.T) {
+	b := fullDeadLetterBridge(t)
+	data := fillDeadLetters(t, b, stream.DeadLetterSubject("other"))
+	before := lettersOf(b, "other")
 	b.newSink("dead", func(n int, r *http.Request, w http.ResponseWriter) { w.WriteHeader(http.StatusInternalServerError) })
-	s := sub("dead", "dead", config("maxDeliver", "1"), in("tenant", "dead", "order.created.v1"))
-	b.subscribe(s)
+	b.subscribe(sub("dead", "dead", config("maxDeliver", "1"), in("tenant", "dead", "order.created.v1")))
+	b.publish("shop", "order.created.v1", "kept", string(data))
+	require.Eventually(t, func() bool { return slices.Equal(lettersOf(b, "tenant"), []string{"kept"}) }, wait, tick, "the event is dead-lettered")
+	after := lettersOf(b, "other")
+	assert.Equal(t, before[len(before)-len(after):], after, "the other namespace gave up its oldest, and only them")
+	assert.Less(t, len(after), len(before))
+	assert.Zero(t, b.gauge("kfn_eventbridge_dead_letters_refused_total", map[string]string{"namespace": "tenant", "subscription": "dead"}))
+}
+
+// TestFullDeadLetterStreamDropsTheEvent: letters no namespace holds (on
+// the per-consumer subjects of before the per-namespace bounds) fill the
+// dead-letter stream, and an event runs out of attempts. No namespace
+// has a letter to give up for the new one: the event is dropped, counted
+// and logged, not kept in the shared event stream to be given up again
+// for ever (which filled the event stream for everyone while the
+// dead-letter stream was full).
+func TestFullDeadLetterStreamDropsTheEvent(t *testing.T) {
+	b := fullDeadLetterBridge(t)
+	data := fillDeadLetters(t, b, stream.LegacyDeadLetterSubject("kfn-legacy"))
+	b.newSink("dead", func(n int, r *http.Request, w http.ResponseWriter) { w.WriteHeader(http.StatusInternalServerError) })
+	b.subscribe(sub("dead", "dead", config("maxDeliver", "1"), in("tenant", "dead", "order.created.v1")))
 	b.publish("shop", "order.created.v1", "lost", string(data))
 	labels := map[string]string{"namespace": "tenant", "subscription": "dead"}
 	require.Eventually(t, func() bool {
 		return waitingIn(b, "tenant", "dead") == 0 && b.gauge("kfn_eventbridge_dead_letters_refused_total", labels) == 1
 	}, wait, tick, "the event is dropped and counted, not kept")
 	assert.Empty(t, lettersOf(b, "tenant"))
-	assert.NotEmpty(t, lettersOf(b, "other"), "another namespace's letters stay")
+	assert.NotEmpty(t, b.deadLetters(), "the letters stay")
 }
 
 // TestBudgetHoldsASlowSinkOfLargeEvents: a slow sink whose events are

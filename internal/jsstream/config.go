@@ -59,7 +59,7 @@ func PartitionStreamConfig(c stream.Config, p int) jetstream.StreamConfig {
 // subject of its own, of which it keeps at most DeadLetterMaxPerNamespace
 // (its oldest discarded past it, JetStream's per-subject limit); and when
 // the stream as a whole is full, new letters refused rather than anyone's
-// discarded.
+// discarded (the dead-letter writer chooses whose oldest makes room).
 func DeadLetterStreamConfig(c stream.Config) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:              c.DeadLetterStream,

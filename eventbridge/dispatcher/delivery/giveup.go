@@ -17,7 +17,8 @@ import (
 
 // GiveUp dead-letters the event (or drops it when dead-lettering is off)
 // and terminates it. A dead letter that cannot be stored for want of room
-// (its namespace's older letters already made what room they could) or
+// (the older letters of its namespace, and of those holding more, already
+// made what room they could) or
 // size is dropped with its event, counted and logged; one that failed
 // otherwise (NATS unavailable) leaves the event to be redelivered and
 // given up again.
