@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -51,7 +50,6 @@ type Writer struct {
 	store   *eventstore.Store
 
 	countAgain atomic.Int64 // nanoseconds: CountAgain, but in tests
-	log        *slog.Logger
 
 	mu         sync.Mutex
 	namespaces map[string]*usage
@@ -92,30 +90,27 @@ type onItsWay struct {
 
 // NewWriter returns a Writer to the dead-letter stream of streams.
 func NewWriter(js jetstream.JetStream, streams stream.Config) *Writer {
-	w := &Writer{js: js, streams: streams, store: eventstore.New(js, streams.DeadLetterStream), namespaces: map[string]*usage{},
-		log: slog.New(slog.DiscardHandler)}
+	w := &Writer{js: js, streams: streams, store: eventstore.New(js, streams.DeadLetterStream), namespaces: map[string]*usage{}}
 	w.countAgain.Store(int64(CountAgain))
 	return w
 }
 
-// WithLog has the Writer log to log the dead letters it drops for
-// another namespace's, and returns it. Call it before the first Write.
-func (w *Writer) WithLog(log *slog.Logger) *Writer {
-	w.log = log
-	return w
+// Dropped counts the older dead letters a Write dropped to make room for
+// its letter.
+type Dropped struct {
+	// Own are the writing namespace's, Others those of namespaces that
+	// held more of a full stream.
+	Own, Others int
 }
 
 // Write stores the dead letter of the event with headers h and data
-// (NewMsg), once per event and Subscription (MsgID), and returns how many
-// older letters of the same namespace it dropped to make room for it
-// (those of another namespace holding more of a full stream are logged).
-// It
-// waits at most WriteTimeout, also when ctx is done (a give-up is
+// (NewMsg), once per event and Subscription (MsgID), and returns the older
+// letters it dropped to make room for it. It waits at most WriteTimeout, also when ctx is done (a give-up is
 // finished when the worker stops). The error wraps eventstore's sentinels:
 // eventstore.ErrStorageFull with ErrNoRoom when the letter cannot be
 // stored for want of room (it never will: the caller should not keep the
 // event for it), eventstore.ErrUnavailable for a failure that may pass.
-func (w *Writer) Write(ctx context.Context, h nats.Header, data []byte, f Failure) (int, error) {
+func (w *Writer) Write(ctx context.Context, h nats.Header, data []byte, f Failure) (Dropped, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), WriteTimeout)
 	defer cancel()
 	if f.Stream == w.streams.EventStream {
@@ -124,18 +119,19 @@ func (w *Writer) Write(ctx context.Context, h nats.Header, data []byte, f Failur
 	msg := NewMsg(h, data, f)
 	size := letterSize(msg.Subject, msg.Header, len(data))
 	limit := w.streams.DeadLetterNamespaceBytes()
-	fail := func(err error) (int, error) {
-		return 0, fmt.Errorf("store dead letter of %s/%s event %d: %w", f.Namespace, f.Subscription, f.Sequence, err)
+	fail := func(err error) (Dropped, error) {
+		return Dropped{}, fmt.Errorf("store dead letter of %s/%s event %d: %w", f.Namespace, f.Subscription, f.Sequence, err)
 	}
 	if size > limit {
 		return fail(fmt.Errorf("%w: %w: %d bytes, and namespace %s may keep %d", ErrNoRoom, eventstore.ErrStorageFull, size, f.Namespace, limit))
 	}
 	u := w.usage(f.Namespace)
 	letter := &onItsWay{id: MsgID(f), size: size, since: time.Now()}
-	dropped, err := w.reserve(ctx, f.Namespace, u, letter)
+	own, err := w.reserve(ctx, f.Namespace, u, letter)
 	if err != nil {
 		return fail(err)
 	}
+	dropped := Dropped{Own: own}
 	for {
 		// Stored without the namespace's lock, so that its letters are
 		// stored side by side (a budget giving up many events at once):
@@ -161,9 +157,9 @@ func (w *Writer) Write(ctx context.Context, h nats.Header, data []byte, f Failur
 			w.settle(u, letter, false)
 			return fail(fmt.Errorf("%w: namespace %s has no older dead letter to give up for it, and none holds more: %w", ErrNoRoom, f.Namespace, err))
 		case f.Namespace:
-			dropped++
+			dropped.Own++
 		default:
-			w.log.Warn("the dead-letter stream is full: the oldest dead letter of the namespace holding the most dropped for another namespace's", "namespace", from, "for", f.Namespace)
+			dropped.Others++
 		}
 	}
 }

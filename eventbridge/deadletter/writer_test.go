@@ -42,8 +42,14 @@ func writerEnv(t *testing.T, maxBytes, perNamespace int64, tweaks ...func(*strea
 }
 
 // write stores a dead letter of ns/s with data through w, as the
-// dispatcher does.
+// dispatcher does, and returns how many of ns's older letters it dropped.
 func write(w *deadletter.Writer, ns string, seq uint64, data []byte) (int, error) {
+	d, err := writeDropping(w, ns, seq, data)
+	return d.Own, err
+}
+
+// writeDropping is write, returning all the letters it dropped.
+func writeDropping(w *deadletter.Writer, ns string, seq uint64, data []byte) (deadletter.Dropped, error) {
 	h := nats.Header{"ce-specversion": {"1.0"}, "ce-id": {strconv.FormatUint(seq, 10)}, "ce-source": {"shop"}, "ce-type": {"order.created.v1"}}
 	f := deadletter.Failure{Namespace: ns, Subscription: "s", Status: 500, Error: "sink answered 500", Attempts: 1,
 		Subject: "kyma.shop.order.created.v1", Sequence: seq, At: time.Now()}
@@ -108,16 +114,16 @@ func TestAFullDeadLetterStreamMakesRoomWithTheLargestHoldersOldest(t *testing.T)
 
 	replica := deadletter.NewWriter(e.js, e.streams)
 	data := bytes.Repeat([]byte("c"), 20<<10)
-	n, err := write(replica, "c", 31, data)
+	d, err := writeDropping(replica, "c", 31, data)
 	require.NoError(t, err, "c's letter is stored")
-	assert.Zero(t, n, "none of c's own dropped")
+	assert.Equal(t, deadletter.Dropped{Others: 1}, d, "one of another namespace's dropped")
 	assert.Equal(t, []uint64{12, 13}, e.sequences(t, "a"), "a held the most: its oldest made room")
 	assert.Equal(t, []uint64{22, 23}, e.sequences(t, "b"))
 	assert.Equal(t, []uint64{31}, e.sequences(t, "c"))
 
-	n, err = write(replica, "c", 32, data)
+	d, err = writeDropping(replica, "c", 32, data)
 	require.NoError(t, err)
-	assert.Equal(t, 1, n, "a and b hold no more than c with its newest: its own oldest made room")
+	assert.Equal(t, deadletter.Dropped{Own: 1}, d, "a and b hold no more than c with its newest: its own oldest made room")
 	assert.Equal(t, []uint64{12, 13}, e.sequences(t, "a"))
 	assert.Equal(t, []uint64{22, 23}, e.sequences(t, "b"))
 	assert.Equal(t, []uint64{32}, e.sequences(t, "c"))
@@ -136,9 +142,9 @@ func TestTheLargestHolderIsFoundAmongManyNamespaces(t *testing.T) {
 		writeAll(t, w, ns, small, base+1, base+2, base+3)
 	}
 	writeAll(t, w, "big", bytes.Repeat([]byte("b"), 20<<10), 91, 92)
-	n, err := write(w, "newcomer", 99, bytes.Repeat([]byte("x"), 20<<10))
+	d, err := writeDropping(w, "newcomer", 99, bytes.Repeat([]byte("x"), 20<<10))
 	require.NoError(t, err)
-	assert.Zero(t, n)
+	assert.Equal(t, deadletter.Dropped{Others: 1}, d)
 	assert.Equal(t, []uint64{92}, e.sequences(t, "big"), "the largest holder gave up its oldest")
 	for i, ns := range []string{"n1", "n2", "n3", "n4", "n5"} {
 		assert.Len(t, e.sequences(t, ns), 3, "%s (%d) keeps its letters", ns, i)

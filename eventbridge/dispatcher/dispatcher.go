@@ -193,7 +193,7 @@ func New(js jetstream.JetStream, cfg Config, opts ...Option) (*Dispatcher, error
 		JetStream: js, Transport: d.transport, Resolver: d.resolver,
 		Deadlines:   deadline.New(cfg.RequestTimeout),
 		Replies:     reply.NewStore(js, cfg.Streams, cfg.admission(), d.rates),
-		DeadLetters: deadletter.NewWriter(js, cfg.Streams).WithLog(d.log),
+		DeadLetters: deadletter.NewWriter(js, cfg.Streams),
 		Jitter:      cfg.Jitter, MaxReplyBytes: cfg.MaxReplyBytes, LogLinesPerNamespace: cfg.LogLinesPerNamespace,
 		MaxInFlight: cfg.MaxInFlight, MaxInFlightPerNamespace: cfg.MaxInFlightPerNamespace,
 	})

@@ -70,9 +70,12 @@ func (d *Deliverer) GiveUp(ctx context.Context, log EventLog, msg jetstream.Msg,
 	if span != nil {
 		span.SetAttributes(tracing.Outcome.String(tracing.OutcomeDeadLetter))
 	}
-	if dropped > 0 {
-		log.Info("event dead-lettered; older dead letters of the namespace dropped to make room for it", "status", status, "error", reason, "droppedLetters", dropped)
-	} else {
+	switch {
+	case dropped.Others > 0:
+		log.Warn("event dead-lettered; the dead-letter stream is full: older dead letters of the namespaces holding the most dropped to make room for it", "status", status, "error", reason, "droppedLetters", dropped.Own, "droppedOthers", dropped.Others)
+	case dropped.Own > 0:
+		log.Info("event dead-lettered; older dead letters of the namespace dropped to make room for it", "status", status, "error", reason, "droppedLetters", dropped.Own)
+	default:
 		log.Info("event dead-lettered", "status", status, "error", reason)
 	}
 	Settle(log, d.term(ctx, msg, "dead-lettered: "+reason))
