@@ -132,6 +132,7 @@ func (w *Writer) Write(ctx context.Context, h nats.Header, data []byte, f Failur
 		return fail(err)
 	}
 	dropped := Dropped{Own: own}
+	empty := map[string]bool{} // namespaces found without letters, while making room
 	for {
 		// Stored without the namespace's lock, so that its letters are
 		// stored side by side (a budget giving up many events at once):
@@ -147,7 +148,7 @@ func (w *Writer) Write(ctx context.Context, h nats.Header, data []byte, f Failur
 		}
 		// The stream is full: make room with the oldest letter of the
 		// namespace that holds the most.
-		from, derr := w.makeRoom(ctx, f.Namespace, u)
+		from, n, derr := w.makeRoom(ctx, f.Namespace, u, empty)
 		if derr != nil {
 			w.settle(u, letter, false)
 			return fail(derr)
@@ -157,9 +158,9 @@ func (w *Writer) Write(ctx context.Context, h nats.Header, data []byte, f Failur
 			w.settle(u, letter, false)
 			return fail(fmt.Errorf("%w: namespace %s has no older dead letter to give up for it, and none holds more: %w", ErrNoRoom, f.Namespace, err))
 		case f.Namespace:
-			dropped.Own++
+			dropped.Own += n
 		default:
-			dropped.Others++
+			dropped.Others += n
 		}
 	}
 }
@@ -173,36 +174,39 @@ const candidates = 4
 // namespace holding the most bytes of dead letters, if one holds more
 // than ns with its new letter, else ns's own oldest. So that a namespace
 // keeps its letters however many others fill the stream, down to an
-// equal share of it. It returns the namespace whose letter it dropped, ""
-// for none (ns has none, and none holds more).
-func (w *Writer) makeRoom(ctx context.Context, ns string, u *usage) (string, error) {
-	other, ou, err := w.largest(ctx, ns, u)
+// equal share of it. It returns the namespace it chose, "" for none (ns
+// has no letter, and none holds more), and how many letters it dropped:
+// 0 when the chosen namespace's letters were all gone (replayed, deleted
+// or aged out since the look), whose room the letter may take now (the
+// next look leaves it out: it is in found empty, which makeRoom fills).
+func (w *Writer) makeRoom(ctx context.Context, ns string, u *usage, empty map[string]bool) (string, int, error) {
+	other, ou, err := w.largest(ctx, ns, u, empty)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	if other != "" {
 		n, err := w.dropOldestLocked(ctx, other, ou)
 		if err != nil {
-			return "", err
+			return "", 0, err
 		}
-		if n > 0 {
-			return other, nil
+		if n == 0 {
+			empty[other] = true
 		}
-		// None left (replayed or aged out meanwhile): ns's own then.
+		return other, n, nil
 	}
 	n, err := w.dropOldestLocked(ctx, ns, u)
 	if err != nil || n == 0 {
-		return "", err
+		return "", 0, err
 	}
-	return ns, nil
+	return ns, n, nil
 }
 
 // largest returns the namespace other than ns that holds the most bytes
 // of dead letters, with its usage, if it holds more than ns (u) does; ""
 // when none does. It weighs the namespaces with the most letters in the
-// stream (candidates of them) and those the Writer knows, their bytes
-// counted as count does.
-func (w *Writer) largest(ctx context.Context, ns string, u *usage) (string, *usage, error) {
+// stream (candidates of them) and those the Writer knows, but those in
+// empty, their bytes counted as count does.
+func (w *Writer) largest(ctx context.Context, ns string, u *usage, empty map[string]bool) (string, *usage, error) {
 	names, err := w.holders(ctx)
 	if err != nil {
 		return "", nil, err
@@ -220,7 +224,7 @@ func (w *Writer) largest(ctx context.Context, ns string, u *usage) (string, *usa
 	var best string
 	var bestU *usage
 	for _, name := range names {
-		if name == ns {
+		if name == ns || empty[name] {
 			continue
 		}
 		ou := w.usage(name)

@@ -441,3 +441,56 @@ func TestAnOlderCopyOfALetterOnItsWayIsCounted(t *testing.T) {
 	require.NoError(t, <-again)
 	assert.Equal(t, []uint64{2, 2, 3}, e.sequences(t, "ns"), "letter 1 dropped for letter 3: three letters")
 }
+
+// vanishingJetStream is a JetStream whose dead-letter stream, once armed,
+// has a namespace's letters deleted right after it is asked who holds it:
+// a fake of timing only, for another replica replaying or deleting them
+// between the Writer's look and its drop, which no real part can be made
+// to do at that moment.
+type vanishingJetStream struct {
+	jetstream.JetStream
+	armed atomic.Bool
+	ns    string
+}
+
+func (v *vanishingJetStream) Stream(ctx context.Context, name string) (jetstream.Stream, error) {
+	s, err := v.JetStream.Stream(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return vanishing{Stream: s, v: v}, nil
+}
+
+// vanishing is a stream of a vanishingJetStream.
+type vanishing struct {
+	jetstream.Stream
+	v *vanishingJetStream
+}
+
+func (s vanishing) Info(ctx context.Context, opts ...jetstream.StreamInfoOpt) (*jetstream.StreamInfo, error) {
+	info, err := s.Stream.Info(ctx, opts...)
+	if err == nil && s.v.armed.CompareAndSwap(true, false) {
+		err = s.Purge(ctx, jetstream.WithPurgeSubject(stream.DeadLetterSubject(s.v.ns)))
+	}
+	return info, err
+}
+
+// TestRoomMadeMeanwhileIsTaken: the stream is full, and the namespace
+// holding the most is chosen to make room; its letters are all replayed
+// (by another replica) before its oldest is dropped. The room they left
+// is the new letter's: it is stored. Before, the Writer found nothing to
+// drop and refused it (the dispatcher drops the event).
+func TestRoomMadeMeanwhileIsTaken(t *testing.T) {
+	e, _ := writerEnv(t, 100<<10, 64<<10)
+	v := &vanishingJetStream{JetStream: e.js, ns: "big"}
+	w := deadletter.NewWriter(v, e.streams)
+	writeAll(t, w, "big", bytes.Repeat([]byte("b"), 20<<10), 1, 2, 3)
+	writeAll(t, deadletter.NewWriter(e.js, e.streams), "other", bytes.Repeat([]byte("o"), 17<<10), 11, 12)
+	v.armed.Store(true)
+	d, err := writeDropping(w, "newcomer", 21, bytes.Repeat([]byte("n"), 20<<10))
+	require.NoError(t, err, "the room the replayed letters left is taken")
+	assert.Equal(t, deadletter.Dropped{}, d, "nothing dropped: they were gone")
+	assert.False(t, v.armed.Load(), "the letters vanished between the look and the drop")
+	assert.Equal(t, []uint64{21}, e.sequences(t, "newcomer"))
+	assert.Equal(t, []uint64{11, 12}, e.sequences(t, "other"))
+}
