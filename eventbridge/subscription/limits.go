@@ -37,6 +37,10 @@ const (
 // consumer for its namespace's limits.
 var ErrNamespaceLimit = errors.New("namespace's limit of Subscriptions reached")
 
+// ErrStreamReserve is wrapped, with ErrNamespaceLimit, by the reason a
+// Subscription waits for room in the event stream (Limits.Reserve).
+var ErrStreamReserve = errors.New("the event stream's last consumers are kept for namespaces' first Subscriptions")
+
 // Limits bound one namespace's Subscriptions that get a consumer: all of
 // them, and those of one event type (subject). A namespace's Subscriptions
 // take their places in the order they were made: one gets a consumer when
@@ -99,14 +103,14 @@ func spare(streams stream.Config) int {
 // in all: past its namespace's first ReserveShare-th, a Subscription gets
 // a new consumer only while the stream holds fewer than all but its last
 // ReserveShare-th, which is kept for every namespace's first ones. One
-// that has its consumer keeps it. The error wraps ErrNamespaceLimit. Nil:
-// it may.
+// that has its consumer keeps it. The error wraps ErrNamespaceLimit and
+// ErrStreamReserve. Nil: it may.
 func (l Limits) Reserve(sub *v1alpha2.Subscription, place, held int, streams stream.Config) error {
 	if !l.NeedsRoom(place, streams) || held < spare(streams) {
 		return nil
 	}
-	return fmt.Errorf("%w: %d Subscriptions of namespace %s were made before this one, and the event stream holds %d consumers of its %d: the last %d are kept for the first %d Subscriptions of every namespace (a %dth of the event bridge's -max-consumers-per-namespace): no consumer until the stream holds fewer than %d, events published meanwhile are not kept for it",
-		ErrNamespaceLimit, place, sub.Namespace, held, streams.MaxConsumers, streams.MaxConsumers-spare(streams), l.reserveFrom(streams), ReserveShare, spare(streams))
+	return fmt.Errorf("%w: %w: %d Subscriptions of namespace %s were made before this one, and the event stream holds %d consumers of its %d: the last %d are kept for the first %d Subscriptions of every namespace (a %dth of the event bridge's -max-consumers-per-namespace): no consumer until the stream holds fewer than %d, events published meanwhile are not kept for it",
+		ErrNamespaceLimit, ErrStreamReserve, place, sub.Namespace, held, streams.MaxConsumers, streams.MaxConsumers-spare(streams), l.reserveFrom(streams), ReserveShare, spare(streams))
 }
 
 // Over says why sub may not have a consumer, given the Subscriptions of

@@ -3,6 +3,7 @@ package subscription_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -226,4 +227,36 @@ func TestTheReserveByDefault(t *testing.T) {
 		require.ErrorIs(t, err, subscription.ErrNamespaceLimit, "place %d, %d held", c.place, c.held)
 		assert.Contains(t, err.Error(), fmt.Sprintf("%d Subscriptions of namespace shop were made before this one, and the event stream holds %d consumers of its 10000: the last 2500 are kept for the first 25 Subscriptions of every namespace", c.place, c.held))
 	}
+}
+
+// TestAWaitingSubscriptionGetsTheRoomAtOnce: a Subscription waiting for
+// room in the event stream gets its consumer as soon as another
+// namespace's Subscription is deleted, not at its next resync (an hour
+// here).
+func TestAWaitingSubscriptionGetsTheRoomAtOnce(t *testing.T) {
+	e := newEnvWith(t, func(c *stream.Config, r *subscription.Reconciler) {
+		c.MaxConsumers = 8
+		r.Applier.Limits.MaxConsumersPerNamespace = 4
+		r.Resync = time.Hour
+	})
+	e.service(t, "fn")
+	for i := range 4 {
+		e.subscription(t, fmt.Sprintf("s%d", i), "fn")
+		require.Eventually(t, func() bool { return e.status(fmt.Sprintf("s%d", i)).Ready }, wait, tick)
+	}
+	second := e.ns + "-b"
+	e.namespace(t, second)
+	for i := range 3 {
+		e.subscription(t, fmt.Sprintf("b%d", i), "fn", func(s *v1alpha2.Subscription) {
+			s.Namespace = second
+			s.Spec.Sink = fmt.Sprintf("http://fn.%s.svc.cluster.local", second)
+		})
+	}
+	require.Eventually(t, func() bool {
+		limited, msg := e.limited(second, "b2")
+		return e.readyIn(second, "b0") && e.readyIn(second, "b1") && limited && strings.Contains(msg, "the event stream holds 6 consumers of its 8")
+	}, wait, tick, "b2 waits for room")
+
+	require.NoError(t, e.c.Delete(context.Background(), e.get(t, "s0")))
+	require.Eventually(t, func() bool { return e.readyIn(second, "b2") }, 10*time.Second, tick, "the room s0 left goes to b2 at once")
 }

@@ -65,6 +65,10 @@ type Reconciler struct {
 	// consumer made anew), so it is kept until a status write says it.
 	mu   sync.Mutex
 	lost map[types.NamespacedName]bool
+	// waiting are the Subscriptions that wait for room in the event
+	// stream (ErrStreamReserve): a consumer deleted in any namespace
+	// requeues them.
+	waiting map[types.NamespacedName]bool
 }
 
 // SetupWithManager registers the reconciler with mgr: it watches
@@ -166,6 +170,9 @@ func (r *Reconciler) subscriptionsOfService(ctx context.Context, o client.Object
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	var sub v1alpha2.Subscription
 	if err := r.Client.Get(ctx, req.NamespacedName, &sub); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.wait(&v1alpha2.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: req.Name}}, false)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if !sub.DeletionTimestamp.IsZero() {
@@ -232,6 +239,7 @@ func (r *Reconciler) observe(ctx context.Context, sub *v1alpha2.Subscription) Ob
 // reconcile retried.
 func (r *Reconciler) limit(ctx context.Context, sub *v1alpha2.Subscription) (bool, Observation) {
 	over, err := r.overLimits(ctx, sub)
+	r.wait(sub, errors.Is(over, ErrStreamReserve))
 	switch {
 	case err != nil:
 		return true, Observation{ConsumerError: err}
@@ -241,8 +249,44 @@ func (r *Reconciler) limit(ctx context.Context, sub *v1alpha2.Subscription) (boo
 	obs := Observation{SpecError: r.Applier.Check(ctx, sub, r.serviceExists), Limited: over}
 	if hadConsumer(sub) {
 		obs.ConsumerError = r.Applier.Delete(ctx, sub.Namespace, sub.Name)
+		if obs.ConsumerError == nil {
+			r.requeueWaiting()
+		}
 	}
 	return true, obs
+}
+
+// wait notes whether sub waits for room in the event stream.
+func (r *Reconciler) wait(sub *v1alpha2.Subscription, waits bool) {
+	key := types.NamespacedName{Namespace: sub.Namespace, Name: sub.Name}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case waits && r.waiting == nil:
+		r.waiting = map[types.NamespacedName]bool{key: true}
+	case waits:
+		r.waiting[key] = true
+	default:
+		delete(r.waiting, key)
+	}
+}
+
+// requeueWaiting reconciles soon the Subscriptions that wait for room in
+// the event stream: a consumer was deleted. It never blocks; requests
+// over the buffer wait for their resync.
+func (r *Reconciler) requeueWaiting() {
+	if r.requeue == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for key := range r.waiting {
+		select {
+		case r.requeue <- event.GenericEvent{Object: &v1alpha2.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}:
+		default:
+			return
+		}
+	}
 }
 
 // errConsumerLost is what the log says when NATS lost a consumer.
@@ -300,11 +344,13 @@ func (r *Reconciler) finalize(ctx context.Context, sub *v1alpha2.Subscription) e
 	if err := r.Applier.Delete(ctx, sub.Namespace, sub.Name); err != nil {
 		return err
 	}
+	r.wait(sub, false)
 	controllerutil.RemoveFinalizer(sub, Finalizer)
 	if err := r.Client.Update(ctx, sub); err != nil {
 		return fmt.Errorf("remove finalizer: %w", client.IgnoreNotFound(err))
 	}
 	r.requeueNamespace(ctx, sub.Namespace)
+	r.requeueWaiting()
 	return nil
 }
 
