@@ -271,16 +271,27 @@ func (r *Reconciler) wait(sub *v1alpha2.Subscription, waits bool) {
 	}
 }
 
-// requeueWaiting reconciles soon the Subscriptions that wait for room in
-// the event stream: a consumer was deleted. It never blocks; requests
-// over the buffer wait for their resync.
+// wakeWaiting is how many of the Subscriptions waiting for room one
+// deleted consumer requeues: one of them can take its place, and a tenant
+// deleting Subscriptions in a loop must not have every waiting one
+// reconciled each time.
+const wakeWaiting = 16
+
+// requeueWaiting reconciles soon some of the Subscriptions that wait for
+// room in the event stream (wakeWaiting of them, any): a consumer was
+// deleted. It never blocks; requests over the buffer, and the others,
+// wait for their resync.
 func (r *Reconciler) requeueWaiting() {
 	if r.requeue == nil {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	n := 0
 	for key := range r.waiting {
+		if n++; n > wakeWaiting {
+			return
+		}
 		select {
 		case r.requeue <- event.GenericEvent{Object: &v1alpha2.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}:
 		default:
