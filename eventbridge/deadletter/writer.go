@@ -205,7 +205,10 @@ func (w *Writer) makeRoom(ctx context.Context, ns string, u *usage, empty map[st
 // of dead letters, with its usage, if it holds more than ns (u) does; ""
 // when none does. It weighs the namespaces with the most letters in the
 // stream (candidates of them) and those the Writer knows, but those in
-// empty, their bytes counted as count does.
+// empty, by their bytes as count counts them: a namespace never counted
+// is counted now, and only the one found heaviest is counted again when
+// its count is older than CountAgain, so that a full stream costs a count
+// of the namespace chosen, not of every namespace weighed.
 func (w *Writer) largest(ctx context.Context, ns string, u *usage, empty map[string]bool) (string, *usage, error) {
 	names, err := w.holders(ctx)
 	if err != nil {
@@ -219,27 +222,45 @@ func (w *Writer) largest(ctx context.Context, ns string, u *usage, empty map[str
 	}
 	w.mu.Unlock()
 	u.mu.Lock()
-	most := u.bytes
+	mine := u.bytes
 	u.mu.Unlock()
-	var best string
-	var bestU *usage
-	for _, name := range names {
-		if name == ns || empty[name] {
-			continue
+	weighed := map[string]bool{ns: true}
+	for {
+		best, bestU, most := "", (*usage)(nil), mine
+		for _, name := range names {
+			if weighed[name] || empty[name] {
+				continue
+			}
+			ou := w.usage(name)
+			ou.mu.Lock()
+			var err error
+			if ou.counted.IsZero() {
+				err = w.count(ctx, name, ou)
+			}
+			held := ou.bytes
+			ou.mu.Unlock()
+			if err != nil {
+				return "", nil, err
+			}
+			if held > most {
+				best, bestU, most = name, ou, held
+			}
 		}
-		ou := w.usage(name)
-		ou.mu.Lock()
-		err := w.count(ctx, name, ou)
-		held := ou.bytes
-		ou.mu.Unlock()
+		if best == "" {
+			return "", nil, nil
+		}
+		bestU.mu.Lock()
+		err := w.count(ctx, best, bestU) // again, when its count is old
+		held := bestU.bytes
+		bestU.mu.Unlock()
 		if err != nil {
 			return "", nil, err
 		}
-		if held > most {
-			best, bestU, most = name, ou, held
+		if held > mine {
+			return best, bestU, nil
 		}
+		weighed[best] = true // counted now, and no heavier than ns
 	}
-	return best, bestU, nil
 }
 
 // holders returns the namespaces with the most dead letters in the

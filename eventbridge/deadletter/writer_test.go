@@ -494,3 +494,63 @@ func TestRoomMadeMeanwhileIsTaken(t *testing.T) {
 	assert.Equal(t, []uint64{21}, e.sequences(t, "newcomer"))
 	assert.Equal(t, []uint64{11, 12}, e.sequences(t, "other"))
 }
+
+// countingJetStream counts the ordered consumers made on it: one per
+// count of a namespace's letters.
+type countingJetStream struct {
+	jetstream.JetStream
+	counts atomic.Int32
+}
+
+func (c *countingJetStream) OrderedConsumer(ctx context.Context, name string, cfg jetstream.OrderedConsumerConfig) (jetstream.Consumer, error) {
+	c.counts.Add(1)
+	return c.JetStream.OrderedConsumer(ctx, name, cfg)
+}
+
+// TestAFullStreamCountsOnlyTheNamespaceChosen: every count is old (the
+// Writer counts again at once), six namespaces are known, and a letter
+// finds the stream full: the Writer counts its own namespace and the one
+// it chose, not every namespace it weighed (each count reads the headers
+// of all that namespace's letters: with many namespaces, a scan of the
+// stream for every letter while it is full).
+func TestAFullStreamCountsOnlyTheNamespaceChosen(t *testing.T) {
+	e, _ := writerEnv(t, 100<<10, 64<<10)
+	c := &countingJetStream{JetStream: e.js}
+	w := deadletter.NewWriter(c, e.streams)
+	for i, ns := range []string{"n1", "n2", "n3", "n4", "n5"} {
+		writeAll(t, w, ns, bytes.Repeat([]byte("s"), 2<<10), uint64(i+1))
+	}
+	writeAll(t, w, "big", bytes.Repeat([]byte("b"), 20<<10), 11, 12, 13)
+	writeAll(t, w, "newcomer", bytes.Repeat([]byte("n"), 20<<10), 21)
+	w.SetCountAgain(0)
+	before := c.counts.Load()
+	d, err := writeDropping(w, "newcomer", 22, bytes.Repeat([]byte("n"), 20<<10))
+	require.NoError(t, err)
+	assert.Equal(t, deadletter.Dropped{Others: 1}, d, "the stream was full: big's oldest made room")
+	assert.Equal(t, []uint64{12, 13}, e.sequences(t, "big"))
+	assert.Equal(t, int32(2), c.counts.Load()-before, "newcomer's count and big's")
+}
+
+// TestAnOldCountIsCheckedBeforeItsLettersGo: the Writer counted x's three
+// large letters, then two of them were deleted (through the admin API, as
+// another replica would): its count still says x holds the most, but the
+// count is checked before x's letter goes, and y, which holds more than
+// the newcomer, makes room instead; x keeps its last letter.
+func TestAnOldCountIsCheckedBeforeItsLettersGo(t *testing.T) {
+	e, w := writerEnv(t, 100<<10, 64<<10)
+	writeAll(t, w, "x", bytes.Repeat([]byte("x"), 20<<10), 1, 2, 3)
+	letters, err := e.admin.List(context.Background(), deadletter.Filter{Namespace: "x"})
+	require.NoError(t, err)
+	for _, l := range letters[:2] {
+		require.NoError(t, e.admin.Delete(context.Background(), l.Sequence))
+	}
+	replica := deadletter.NewWriter(e.js, e.streams)
+	writeAll(t, replica, "y", bytes.Repeat([]byte("y"), 17<<10), 11, 12)
+	writeAll(t, replica, "z", bytes.Repeat([]byte("z"), 25<<10), 21)
+	w.SetCountAgain(0) // x's count is old
+	d, err := writeDropping(w, "newcomer", 31, bytes.Repeat([]byte("n"), 22<<10))
+	require.NoError(t, err)
+	assert.Equal(t, deadletter.Dropped{Others: 1}, d)
+	assert.Equal(t, []uint64{3}, e.sequences(t, "x"), "x holds less than the newcomer now: its letter stays")
+	assert.Equal(t, []uint64{12}, e.sequences(t, "y"), "y held the most")
+}
