@@ -125,12 +125,12 @@ func (a Applier) filters() replay.Filters {
 	return replay.Filters{JetStream: a.JetStream, Streams: a.Streams}
 }
 
-// reserve is Limits.Reserve for sub at place, which needs room (see
-// Limits.NeedsRoom), asking NATS whether sub has its consumer (in the
+// reserve is Limits.Reserve for sub, whose namespace holds held consumers
+// (see Limits.NeedsRoom), asking NATS whether sub has its consumer (in the
 // event stream's partition 0, as every Subscription with a consumer has)
 // and how many consumers the stream holds; err is why NATS could not
 // tell.
-func (a Applier) reserve(ctx context.Context, sub *v1alpha2.Subscription, place int) (over, err error) {
+func (a Applier) reserve(ctx context.Context, sub *v1alpha2.Subscription, held int) (over, err error) {
 	_, err = a.JetStream.Consumer(ctx, a.Streams.EventStream, stream.ConsumerName(sub.Namespace, sub.Name))
 	switch {
 	case err == nil:
@@ -147,7 +147,7 @@ func (a Applier) reserve(ctx context.Context, sub *v1alpha2.Subscription, place 
 	if err != nil {
 		return nil, fmt.Errorf("count the consumers of stream %s: %w", a.Streams.EventStream, err)
 	}
-	return a.Limits.Reserve(sub, place, s.CachedInfo().State.Consumers, a.Streams), nil
+	return a.Limits.Reserve(sub, held, s.CachedInfo().State.Consumers, a.Streams), nil
 }
 
 // Delete deletes the consumer of the Subscription namespace/name in every

@@ -25,8 +25,8 @@ const (
 	DefaultMaxSubscriptionsPerType = 20
 	// ReserveShare divides both the event stream's consumers and a
 	// namespace's limit: the stream's last ReserveShare-th of consumers
-	// (2,500 of the default 10,000) goes only to a namespace's first
-	// ReserveShare-th of its Subscriptions (25 of the default 100), so
+	// (2,500 of the default 10,000) goes only to namespaces holding fewer
+	// than a ReserveShare-th of their limit (25 of the default 100), so
 	// that the namespaces at their limits leave every other namespace's
 	// first Subscriptions their consumers: it takes 75 namespaces at their
 	// limit and 100 more at a quarter of it to fill the stream, not 100.
@@ -50,9 +50,9 @@ var ErrStreamReserve = errors.New("the event stream's last consumers are kept fo
 // namespace's, a Subscription never loses its place to a newer one, one
 // tenant cannot take every consumer of the shared event stream, and one
 // publish becomes at most MaxSubscriptionsPerType deliveries for a
-// namespace. Past the first ReserveShare-th of its limit, a Subscription
-// also needs the stream to have room to spare for its first consumer (see
-// Reserve); one with a consumer keeps it whatever others do.
+// namespace. A namespace holding a ReserveShare-th of its limit in
+// consumers also needs the stream to have room to spare for another (see
+// Reserve); a Subscription with a consumer keeps it whatever others do.
 type Limits struct {
 	// MaxConsumersPerNamespace is 0 for a ConsumerShareOfStream-th of the
 	// event stream's MaxConsumers.
@@ -77,16 +77,19 @@ func (l Limits) perType() int {
 	return DefaultMaxSubscriptionsPerType
 }
 
-// NeedsRoom reports whether a Subscription at place (the number of its
-// namespace's Subscriptions made before it) gets a consumer it does not
-// have yet only while the event stream has room to spare: past the
-// first ReserveShare-th of its namespace's limit. Ask Reserve then.
-func (l Limits) NeedsRoom(place int, streams stream.Config) bool {
-	return place >= l.reserveFrom(streams)
+// NeedsRoom reports whether a Subscription of a namespace that holds held
+// consumers (its other Subscriptions') gets one it does not have yet only
+// while the event stream has room to spare: when held is a
+// ReserveShare-th of the namespace's limit or more. Ask Reserve then.
+// What counts is consumers held, not places: a namespace whose first
+// Subscriptions had none (an invalid spec) while its later ones took the
+// room to spare does not have the reserve for them afterwards.
+func (l Limits) NeedsRoom(held int, streams stream.Config) bool {
+	return held >= l.reserveFrom(streams)
 }
 
-// reserveFrom is the first place of a namespace's Subscriptions that does
-// not draw on the stream's reserve: a ReserveShare-th of its limit.
+// reserveFrom is how many consumers a namespace holds from which it no
+// longer draws on the stream's reserve: a ReserveShare-th of its limit.
 func (l Limits) reserveFrom(streams stream.Config) int {
 	return max(l.consumers(streams)/ReserveShare, 1)
 }
@@ -98,19 +101,19 @@ func spare(streams stream.Config) int {
 	return streams.MaxConsumers - streams.MaxConsumers/ReserveShare
 }
 
-// Reserve says why sub, at place (see NeedsRoom) and without a consumer
-// yet, may not have one now that the event stream holds held consumers
-// in all: past its namespace's first ReserveShare-th, a Subscription gets
-// a new consumer only while the stream holds fewer than all but its last
-// ReserveShare-th, which is kept for every namespace's first ones. One
-// that has its consumer keeps it. The error wraps ErrNamespaceLimit and
+// Reserve says why sub, without a consumer yet, may not have one now that
+// its namespace holds held consumers and the event stream total: a
+// namespace holding a ReserveShare-th of its limit or more gets a new
+// consumer only while the stream holds fewer than all but its last
+// ReserveShare-th, which is kept for namespaces holding fewer. One that
+// has its consumer keeps it. The error wraps ErrNamespaceLimit and
 // ErrStreamReserve. Nil: it may.
-func (l Limits) Reserve(sub *v1alpha2.Subscription, place, held int, streams stream.Config) error {
-	if !l.NeedsRoom(place, streams) || held < spare(streams) {
+func (l Limits) Reserve(sub *v1alpha2.Subscription, held, total int, streams stream.Config) error {
+	if !l.NeedsRoom(held, streams) || total < spare(streams) {
 		return nil
 	}
-	return fmt.Errorf("%w: %w: %d Subscriptions of namespace %s were made before this one, and the event stream holds %d consumers of its %d: the last %d are kept for the first %d Subscriptions of every namespace (a %dth of the event bridge's -max-consumers-per-namespace): no consumer until the stream holds fewer than %d, events published meanwhile are not kept for it",
-		ErrNamespaceLimit, ErrStreamReserve, place, sub.Namespace, held, streams.MaxConsumers, streams.MaxConsumers-spare(streams), l.reserveFrom(streams), ReserveShare, spare(streams))
+	return fmt.Errorf("%w: %w: namespace %s holds %d consumers, and the event stream holds %d consumers of its %d: the last %d are kept for namespaces holding fewer than %d (a %dth of the event bridge's -max-consumers-per-namespace): no consumer until the stream holds fewer than %d, events published meanwhile are not kept for it",
+		ErrNamespaceLimit, ErrStreamReserve, sub.Namespace, held, total, streams.MaxConsumers, streams.MaxConsumers-spare(streams), l.reserveFrom(streams), ReserveShare, spare(streams))
 }
 
 // Over says why sub may not have a consumer, given the Subscriptions of
@@ -162,19 +165,23 @@ func (r *Reconciler) overLimits(ctx context.Context, sub *v1alpha2.Subscription)
 		return nil, fmt.Errorf("list the Subscriptions of namespace %s: %w", sub.Namespace, err)
 	}
 	var before []*v1alpha2.Subscription
+	held := 0 // the consumers its namespace's others hold, as their statuses say
 	for i := range list.Items {
 		other := &list.Items[i]
 		if other.DeletionTimestamp.IsZero() && madeBefore(other, sub) {
 			before = append(before, other)
 		}
+		if other.Name != sub.Name && hadConsumer(other) {
+			held++
+		}
 	}
 	if over := r.Applier.Limits.Over(sub, before, r.Applier.Streams); over != nil {
 		return over, nil
 	}
-	if !r.Applier.Limits.NeedsRoom(len(before), r.Applier.Streams) || hadConsumer(sub) {
+	if !r.Applier.Limits.NeedsRoom(held, r.Applier.Streams) || hadConsumer(sub) {
 		return nil, nil
 	}
-	return r.Applier.reserve(ctx, sub, len(before))
+	return r.Applier.reserve(ctx, sub, held)
 }
 
 // madeBefore reports whether a was made before b: earlier, or in the

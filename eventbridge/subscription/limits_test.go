@@ -129,7 +129,7 @@ func TestSubscriptionsPerEventType(t *testing.T) {
 
 // TestTheStreamsLastConsumersAreKeptForEveryNamespacesFirst: the event
 // stream takes 8 consumers, a namespace may have 4, so the last 2 go only
-// to a namespace's first Subscription. Two namespaces at their limit take
+// to namespaces holding none. Two namespaces at their limit take
 // 6 (the first four of one, the first two of the other), and the
 // Subscriptions past them wait, with the reason; a third namespace's first
 // Subscription still gets its consumer (without the reserve the two took
@@ -176,7 +176,7 @@ func TestTheStreamsLastConsumersAreKeptForEveryNamespacesFirst(t *testing.T) {
 	for _, name := range []string{"b2", "b3"} {
 		limited, msg := e.limited(second, name)
 		assert.True(t, limited, name)
-		assert.Contains(t, msg, "the event stream holds 6 consumers of its 8: the last 2 are kept for the first 1 Subscriptions of every namespace", name)
+		assert.Contains(t, msg, "the event stream holds 6 consumers of its 8: the last 2 are kept for namespaces holding fewer than 1", name)
 		assert.False(t, e.hasConsumer(second, name), name)
 	}
 	e.subscription(t, "payments", "fn", in(victim))
@@ -203,29 +203,30 @@ func TestTheStreamsLastConsumersAreKeptForEveryNamespacesFirst(t *testing.T) {
 }
 
 // TestTheReserveByDefault: of the default 10,000 consumers, the last
-// 2,500 go to a namespace's first 25 Subscriptions only (a quarter of its
-// 100): the 26th waits from 7,500 on, the 25th never does.
+// 2,500 go to namespaces holding fewer than 25 (a quarter of their 100):
+// a namespace holding 25 waits from 7,500 on, one holding 24 never does.
 func TestTheReserveByDefault(t *testing.T) {
 	streams, l := stream.DefaultConfig(), subscription.Limits{}
 	sub := &v1alpha2.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders"}}
 	for _, c := range []struct {
-		place, held int
+		held, total int
 		waits       bool
 	}{
-		{place: 0, held: 9_999},
-		{place: 24, held: 9_999},
-		{place: 25, held: 7_499},
-		{place: 25, held: 7_500, waits: true},
-		{place: 99, held: 9_000, waits: true},
+		{held: 0, total: 9_999},
+		{held: 24, total: 9_999},
+		{held: 25, total: 7_499},
+		{held: 25, total: 7_500, waits: true},
+		{held: 99, total: 9_000, waits: true},
 	} {
-		assert.Equal(t, c.place >= 25, l.NeedsRoom(c.place, streams), "place %d", c.place)
-		err := l.Reserve(sub, c.place, c.held, streams)
+		assert.Equal(t, c.held >= 25, l.NeedsRoom(c.held, streams), "%d held", c.held)
+		err := l.Reserve(sub, c.held, c.total, streams)
 		if !c.waits {
-			assert.NoError(t, err, "place %d, %d held", c.place, c.held)
+			assert.NoError(t, err, "%d held, %d in all", c.held, c.total)
 			continue
 		}
-		require.ErrorIs(t, err, subscription.ErrNamespaceLimit, "place %d, %d held", c.place, c.held)
-		assert.Contains(t, err.Error(), fmt.Sprintf("%d Subscriptions of namespace shop were made before this one, and the event stream holds %d consumers of its 10000: the last 2500 are kept for the first 25 Subscriptions of every namespace", c.place, c.held))
+		require.ErrorIs(t, err, subscription.ErrNamespaceLimit, "%d held, %d in all", c.held, c.total)
+		require.ErrorIs(t, err, subscription.ErrStreamReserve)
+		assert.Contains(t, err.Error(), fmt.Sprintf("namespace shop holds %d consumers, and the event stream holds %d consumers of its 10000: the last 2500 are kept for namespaces holding fewer than 25", c.held, c.total))
 	}
 }
 
@@ -259,4 +260,50 @@ func TestAWaitingSubscriptionGetsTheRoomAtOnce(t *testing.T) {
 
 	require.NoError(t, e.c.Delete(context.Background(), e.get(t, "s0")))
 	require.Eventually(t, func() bool { return e.readyIn(second, "b2") }, 10*time.Second, tick, "the room s0 left goes to b2 at once")
+}
+
+// TestTheReserveCountsConsumersHeldNotPlaces: the event stream takes 8
+// consumers, a namespace may have 4, the last 2 are kept for namespaces
+// holding none. A namespace whose first Subscription has no consumer (its
+// spec invalid) while its next two take the room to spare does not get
+// the reserve for the first once its spec is fixed: it holds two
+// consumers. Counted by places, the first was a namespace's first and got
+// one, and a hundred namespaces doing so took the whole reserve.
+func TestTheReserveCountsConsumersHeldNotPlaces(t *testing.T) {
+	e := newEnvWith(t, func(c *stream.Config, r *subscription.Reconciler) {
+		c.MaxConsumers = 8
+		r.Applier.Limits.MaxConsumersPerNamespace = 4
+	})
+	e.service(t, "fn")
+	for i := range 4 {
+		e.subscription(t, fmt.Sprintf("s%d", i), "fn")
+		require.Eventually(t, func() bool { return e.status(fmt.Sprintf("s%d", i)).Ready }, wait, tick)
+	}
+	second := e.ns + "-b"
+	e.namespace(t, second)
+	in := func(s *v1alpha2.Subscription) {
+		s.Namespace = second
+		s.Spec.Sink = fmt.Sprintf("http://fn.%s.svc.cluster.local", second)
+	}
+	e.subscription(t, "b0", "fn", in, func(s *v1alpha2.Subscription) {
+		s.Spec.Config = map[string]v1alpha2.ConfigValue{"maxInFlightMessages": "100", "maxBacklog": "10"}
+	})
+	require.Eventually(t, func() bool {
+		var s v1alpha2.Subscription
+		return e.c.Get(context.Background(), client.ObjectKey{Namespace: second, Name: "b0"}, &s) == nil && len(s.Status.Conditions) > 0
+	}, wait, tick, "b0 is looked at")
+	assert.False(t, e.hasConsumer(second, "b0"), "an invalid spec gets no consumer")
+	for _, name := range []string{"b1", "b2"} {
+		e.subscription(t, name, "fn", in)
+		require.Eventually(t, func() bool { return e.readyIn(second, name) }, wait, tick, name)
+	}
+
+	var b0 v1alpha2.Subscription
+	require.NoError(t, e.c.Get(context.Background(), client.ObjectKey{Namespace: second, Name: "b0"}, &b0))
+	b0.Spec.Config = nil
+	require.NoError(t, e.c.Update(context.Background(), &b0))
+	require.Eventually(t, func() bool { limited, _ := e.limited(second, "b0"); return limited }, wait, tick, "b0 waits: its namespace holds two")
+	_, msg := e.limited(second, "b0")
+	assert.Contains(t, msg, "namespace "+second+" holds 2 consumers, and the event stream holds 6 consumers of its 8")
+	assert.False(t, e.hasConsumer(second, "b0"))
 }

@@ -84,12 +84,28 @@ func (s *Set) Apply(ctx context.Context, subs []*v1alpha2.Subscription) []error 
 		}
 	}
 	before := map[string][]*v1alpha2.Subscription{}
+	holds, held := s.holding(want)
 	for _, sub := range subs {
-		over := s.overLimits(ctx, sub, before[sub.Namespace])
+		key := types.NamespacedName{Namespace: sub.Namespace, Name: sub.Name}
+		others := held[sub.Namespace]
+		if holds[key] {
+			others--
+		}
+		over := s.overLimits(ctx, sub, before[sub.Namespace], others)
 		before[sub.Namespace] = append(before[sub.Namespace], sub)
 		if err := s.serve(ctx, sub, over); err != nil {
 			errs = append(errs, fmt.Errorf("Subscription %s/%s: %w", sub.Namespace, sub.Name, err))
 		}
+		s.mu.Lock()
+		now := s.made[key] && !s.limited[key]
+		s.mu.Unlock()
+		switch {
+		case now && !holds[key]:
+			held[sub.Namespace]++
+		case !now && holds[key]:
+			held[sub.Namespace]--
+		}
+		holds[key] = now
 	}
 	s.mu.Lock()
 	s.subs = want
@@ -97,17 +113,33 @@ func (s *Set) Apply(ctx context.Context, subs []*v1alpha2.Subscription) []error 
 	return errs
 }
 
+// holding returns which of the Subscriptions in want the Set saw with a
+// consumer, and how many of them each namespace has.
+func (s *Set) holding(want map[types.NamespacedName]*v1alpha2.Subscription) (map[types.NamespacedName]bool, map[string]int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	holds, held := make(map[types.NamespacedName]bool, len(want)), map[string]int{}
+	for key := range want {
+		if s.made[key] && !s.limited[key] {
+			holds[key] = true
+			held[key.Namespace]++
+		}
+	}
+	return holds, held
+}
+
 // overLimits is Limits.Over, then Limits.Reserve, for sub after the
-// Subscriptions before it in its namespace. When NATS cannot tell how
-// many consumers the event stream holds, the reserve is not kept for this
-// Apply (NATS's own bound, the stream's MaxConsumers, still is): Apply
-// fails then as well, or NATS answers again.
-func (s *Set) overLimits(ctx context.Context, sub *v1alpha2.Subscription, before []*v1alpha2.Subscription) error {
+// Subscriptions before it in its namespace, whose others hold held
+// consumers. When NATS cannot tell how many consumers the event stream
+// holds, the reserve is not kept for this Apply (NATS's own bound, the
+// stream's MaxConsumers, still is): Apply fails then as well, or NATS
+// answers again.
+func (s *Set) overLimits(ctx context.Context, sub *v1alpha2.Subscription, before []*v1alpha2.Subscription, held int) error {
 	l, streams := s.applier.Limits, s.applier.Streams
-	if over := l.Over(sub, before, streams); over != nil || !l.NeedsRoom(len(before), streams) {
+	if over := l.Over(sub, before, streams); over != nil || !l.NeedsRoom(held, streams) {
 		return over
 	}
-	over, err := s.applier.reserve(ctx, sub, len(before))
+	over, err := s.applier.reserve(ctx, sub, held)
 	if err != nil {
 		return nil
 	}

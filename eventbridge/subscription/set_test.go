@@ -291,7 +291,7 @@ func TestSetKeepsTheStreamsLastConsumersForEveryNamespacesFirst(t *testing.T) {
 	for i, name := range []string{"b2", "b3"} {
 		require.ErrorIs(t, errs[i], subscription.ErrNamespaceLimit)
 		assert.Contains(t, errs[i].Error(), "Subscription b/"+name+": namespace's limit of Subscriptions reached: ")
-		assert.Contains(t, errs[i].Error(), "the event stream holds 6 consumers of its 8: the last 2 are kept for the first 1 Subscriptions of every namespace")
+		assert.Contains(t, errs[i].Error(), "the event stream holds 6 consumers of its 8: the last 2 are kept for namespaces holding fewer than 1")
 		assert.False(t, e.hasConsumer(t, "b", name), name)
 	}
 	assert.True(t, e.hasConsumer(t, "victim", "orders"), "the third namespace's first Subscription gets its consumer")
