@@ -127,6 +127,35 @@ func TestSubscriptionsPerEventType(t *testing.T) {
 	assert.False(t, e.hasConsumer(e.ns, "c"))
 }
 
+// reserveEnv is a stream of 8 consumers, 4 for each namespace (the last 2
+// kept for namespaces holding none), whose first namespace (e.ns) holds 4
+// with Subscriptions s0 to s3, and a second namespace with a Service fn;
+// tweak changes the reconciler.
+func reserveEnv(t *testing.T, tweak func(*subscription.Reconciler)) (e *env, second string) {
+	t.Helper()
+	e = newEnvWith(t, func(c *stream.Config, r *subscription.Reconciler) {
+		c.MaxConsumers = 8
+		r.Applier.Limits.MaxConsumersPerNamespace = 4
+		tweak(r)
+	})
+	e.service(t, "fn")
+	for i := range 4 {
+		e.subscription(t, fmt.Sprintf("s%d", i), "fn")
+		require.Eventually(t, func() bool { return e.status(fmt.Sprintf("s%d", i)).Ready }, wait, tick)
+	}
+	second = e.ns + "-b"
+	e.namespace(t, second)
+	return e, second
+}
+
+// in puts a Subscription in namespace ns, its sink the Service fn there.
+func in(ns string) func(*v1alpha2.Subscription) {
+	return func(s *v1alpha2.Subscription) {
+		s.Namespace = ns
+		s.Spec.Sink = fmt.Sprintf("http://fn.%s.svc.cluster.local", ns)
+	}
+}
+
 // TestTheStreamsLastConsumersAreKeptForEveryNamespacesFirst: the event
 // stream takes 8 consumers, a namespace may have 4, so the last 2 go only
 // to namespaces holding none. Two namespaces at their limit take
@@ -136,17 +165,8 @@ func TestSubscriptionsPerEventType(t *testing.T) {
 // all 8 and NATS refused it). A Subscription that has its consumer keeps
 // it, and one that waits gets its consumer once the stream has room again.
 func TestTheStreamsLastConsumersAreKeptForEveryNamespacesFirst(t *testing.T) {
-	e := newEnvWith(t, func(c *stream.Config, r *subscription.Reconciler) {
-		c.MaxConsumers = 8
-		r.Applier.Limits.MaxConsumersPerNamespace = 4
-	})
-	e.service(t, "fn")
-	in := func(ns string) func(*v1alpha2.Subscription) {
-		return func(s *v1alpha2.Subscription) {
-			s.Namespace = ns
-			s.Spec.Sink = fmt.Sprintf("http://fn.%s.svc.cluster.local", ns)
-		}
-	}
+	e, second := reserveEnv(t, func(*subscription.Reconciler) {})
+	victim := e.ns + "-victim"
 	settled := func(ns, name string) {
 		t.Helper()
 		require.Eventually(t, func() bool {
@@ -154,12 +174,6 @@ func TestTheStreamsLastConsumersAreKeptForEveryNamespacesFirst(t *testing.T) {
 			return limited || e.readyIn(ns, name)
 		}, wait, tick, "%s/%s", ns, name)
 	}
-	for i := range 4 {
-		e.subscription(t, fmt.Sprintf("s%d", i), "fn")
-		settled(e.ns, fmt.Sprintf("s%d", i))
-	}
-	second, victim := e.ns+"-b", e.ns+"-victim"
-	e.namespace(t, second)
 	for i := range 4 {
 		e.subscription(t, fmt.Sprintf("b%d", i), "fn", in(second))
 		settled(second, fmt.Sprintf("b%d", i))
@@ -235,23 +249,9 @@ func TestTheReserveByDefault(t *testing.T) {
 // namespace's Subscription is deleted, not at its next resync (an hour
 // here).
 func TestAWaitingSubscriptionGetsTheRoomAtOnce(t *testing.T) {
-	e := newEnvWith(t, func(c *stream.Config, r *subscription.Reconciler) {
-		c.MaxConsumers = 8
-		r.Applier.Limits.MaxConsumersPerNamespace = 4
-		r.Resync = time.Hour
-	})
-	e.service(t, "fn")
-	for i := range 4 {
-		e.subscription(t, fmt.Sprintf("s%d", i), "fn")
-		require.Eventually(t, func() bool { return e.status(fmt.Sprintf("s%d", i)).Ready }, wait, tick)
-	}
-	second := e.ns + "-b"
-	e.namespace(t, second)
+	e, second := reserveEnv(t, func(r *subscription.Reconciler) { r.Resync = time.Hour })
 	for i := range 3 {
-		e.subscription(t, fmt.Sprintf("b%d", i), "fn", func(s *v1alpha2.Subscription) {
-			s.Namespace = second
-			s.Spec.Sink = fmt.Sprintf("http://fn.%s.svc.cluster.local", second)
-		})
+		e.subscription(t, fmt.Sprintf("b%d", i), "fn", in(second))
 	}
 	require.Eventually(t, func() bool {
 		limited, msg := e.limited(second, "b2")
@@ -270,22 +270,8 @@ func TestAWaitingSubscriptionGetsTheRoomAtOnce(t *testing.T) {
 // consumers. Counted by places, the first was a namespace's first and got
 // one, and a hundred namespaces doing so took the whole reserve.
 func TestTheReserveCountsConsumersHeldNotPlaces(t *testing.T) {
-	e := newEnvWith(t, func(c *stream.Config, r *subscription.Reconciler) {
-		c.MaxConsumers = 8
-		r.Applier.Limits.MaxConsumersPerNamespace = 4
-	})
-	e.service(t, "fn")
-	for i := range 4 {
-		e.subscription(t, fmt.Sprintf("s%d", i), "fn")
-		require.Eventually(t, func() bool { return e.status(fmt.Sprintf("s%d", i)).Ready }, wait, tick)
-	}
-	second := e.ns + "-b"
-	e.namespace(t, second)
-	in := func(s *v1alpha2.Subscription) {
-		s.Namespace = second
-		s.Spec.Sink = fmt.Sprintf("http://fn.%s.svc.cluster.local", second)
-	}
-	e.subscription(t, "b0", "fn", in, func(s *v1alpha2.Subscription) {
+	e, second := reserveEnv(t, func(*subscription.Reconciler) {})
+	e.subscription(t, "b0", "fn", in(second), func(s *v1alpha2.Subscription) {
 		s.Spec.Config = map[string]v1alpha2.ConfigValue{"maxInFlightMessages": "100", "maxBacklog": "10"}
 	})
 	require.Eventually(t, func() bool {
@@ -294,7 +280,7 @@ func TestTheReserveCountsConsumersHeldNotPlaces(t *testing.T) {
 	}, wait, tick, "b0 is looked at")
 	assert.False(t, e.hasConsumer(second, "b0"), "an invalid spec gets no consumer")
 	for _, name := range []string{"b1", "b2"} {
-		e.subscription(t, name, "fn", in)
+		e.subscription(t, name, "fn", in(second))
 		require.Eventually(t, func() bool { return e.readyIn(second, name) }, wait, tick, name)
 	}
 
