@@ -65,9 +65,10 @@ func (w *Writer) largest(ctx context.Context, ns string, u *usage, empty map[str
 	if err != nil {
 		return "", nil, err
 	}
+	holders := len(names)
 	w.mu.Lock()
-	for k := range w.namespaces {
-		if !slices.Contains(names, k) {
+	for k := range w.namespaces { // each once: a look through the few holders only
+		if !slices.Contains(names[:holders], k) {
 			names = append(names, k)
 		}
 	}
