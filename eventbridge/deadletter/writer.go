@@ -52,6 +52,7 @@ type Writer struct {
 	mu         sync.Mutex
 	namespaces map[string]*usage
 	swept      time.Time
+	turn       string           // the last namespace a full stream weighed in turn
 	stream     jetstream.Stream // looked up once, again after an error
 }
 

@@ -509,10 +509,10 @@ func (c *countingJetStream) OrderedConsumer(ctx context.Context, name string, cf
 
 // TestAFullStreamCountsOnlyTheNamespaceChosen: every count is old (the
 // Writer counts again at once), six namespaces are known, and a letter
-// finds the stream full: the Writer counts its own namespace and the one
-// it chose, not every namespace it weighed (each count reads the headers
-// of all that namespace's letters: with many namespaces, a scan of the
-// stream for every letter while it is full).
+// finds the stream full: the Writer counts its own namespace, the one it
+// chose and the one in turn, not every namespace it weighed (each count
+// reads the headers of all that namespace's letters: with many
+// namespaces, a scan of the stream for every letter while it is full).
 func TestAFullStreamCountsOnlyTheNamespaceChosen(t *testing.T) {
 	e, _ := writerEnv(t, 100<<10, 64<<10)
 	c := &countingJetStream{JetStream: e.js}
@@ -528,7 +528,7 @@ func TestAFullStreamCountsOnlyTheNamespaceChosen(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, deadletter.Dropped{Others: 1}, d, "the stream was full: big's oldest made room")
 	assert.Equal(t, []uint64{12, 13}, e.sequences(t, "big"))
-	assert.Equal(t, int32(2), c.counts.Load()-before, "newcomer's count and big's")
+	assert.Equal(t, int32(3), c.counts.Load()-before, "newcomer's count, big's and n4's (in turn)")
 }
 
 // TestAnOldCountIsCheckedBeforeItsLettersGo: the Writer counted x's three
@@ -553,4 +553,60 @@ func TestAnOldCountIsCheckedBeforeItsLettersGo(t *testing.T) {
 	assert.Equal(t, deadletter.Dropped{Others: 1}, d)
 	assert.Equal(t, []uint64{3}, e.sequences(t, "x"), "x holds less than the newcomer now: its letter stays")
 	assert.Equal(t, []uint64{12}, e.sequences(t, "y"), "y held the most")
+}
+
+// fillWithoutBig nearly fills a dead-letter stream of 104 KiB: namespaces n1..n6
+// hold three small letters each, written by w, and zbig two large ones,
+// written by another replica (w knows nothing of it). The Writer weighs
+// the 4 namespaces with the most letters (n1..n4) and those it wrote for:
+// zbig, holding the most bytes with the fewest letters, is in neither.
+func fillWithoutBig(t *testing.T, e *env, w *deadletter.Writer) {
+	t.Helper()
+	small := bytes.Repeat([]byte("s"), 2<<10)
+	for i, ns := range []string{"n1", "n2", "n3", "n4", "n5", "n6"} {
+		base := uint64(10 * (i + 1))
+		writeAll(t, w, ns, small, base+1, base+2, base+3)
+	}
+	writeAll(t, deadletter.NewWriter(e.js, e.streams), "zbig", bytes.Repeat([]byte("b"), 20<<10), 91, 92)
+	require.Equal(t, []uint64{91, 92}, e.sequences(t, "zbig"), "the stream had room for zbig's letters")
+}
+
+// TestEveryHolderIsWeighedInTurn: zbig, which holds the most bytes in
+// few letters written by another replica, is weighed in its turn (the
+// namespaces outside the 4 with the most letters, one a letter, by name:
+// n5, n6, then zbig), and its oldest makes room for the newcomer's third
+// letter. Before, the newcomer gave up its own letters for as long as the
+// stream stayed full, while zbig held more than it.
+func TestEveryHolderIsWeighedInTurn(t *testing.T) {
+	e, w := writerEnv(t, 104<<10, 64<<10)
+	writeAll(t, w, "newcomer", bytes.Repeat([]byte("x"), 9<<10), 1)
+	fillWithoutBig(t, e, w)
+	var drops []deadletter.Dropped
+	for seq := uint64(2); seq <= 4; seq++ {
+		d, err := writeDropping(w, "newcomer", seq, bytes.Repeat([]byte("x"), 9<<10))
+		require.NoError(t, err)
+		drops = append(drops, d)
+	}
+	assert.Equal(t, []deadletter.Dropped{{Own: 1}, {Own: 1}, {Others: 1}}, drops,
+		"the newcomer gave up its own while n5 and n6 were weighed in turn, then zbig's turn came")
+	assert.Equal(t, []uint64{92}, e.sequences(t, "zbig"), "zbig held the most: its oldest made room")
+	for _, ns := range []string{"n1", "n2", "n3", "n4", "n5", "n6"} {
+		assert.Len(t, e.sequences(t, ns), 3, "%s keeps its letters", ns)
+	}
+}
+
+// TestALetterIsNotRefusedWhileANamespaceHoldsMore: the newcomer holds no
+// letter of its own to give up, and none of the namespaces weighed for
+// its letter (the 4 with the most letters, n5 in turn, those the Writer
+// wrote for) holds more than it does with it: every holder is weighed
+// before the letter is refused, and zbig's oldest makes room. Before, the
+// letter was refused (ErrNoRoom: the dispatcher drops its event).
+func TestALetterIsNotRefusedWhileANamespaceHoldsMore(t *testing.T) {
+	e, w := writerEnv(t, 104<<10, 64<<10)
+	fillWithoutBig(t, e, w)
+	d, err := writeDropping(w, "newcomer", 1, bytes.Repeat([]byte("x"), 16<<10))
+	require.NoError(t, err, "the letter is stored")
+	assert.Equal(t, deadletter.Dropped{Others: 1}, d)
+	assert.Equal(t, []uint64{92}, e.sequences(t, "zbig"), "zbig held the most: its oldest made room")
+	assert.Equal(t, []uint64{1}, e.sequences(t, "newcomer"))
 }
