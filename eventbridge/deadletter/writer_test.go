@@ -610,3 +610,19 @@ func TestALetterIsNotRefusedWhileANamespaceHoldsMore(t *testing.T) {
 	assert.Equal(t, []uint64{92}, e.sequences(t, "zbig"), "zbig held the most: its oldest made room")
 	assert.Equal(t, []uint64{1}, e.sequences(t, "newcomer"))
 }
+
+// TestALetterNoNamespaceMakesRoomForIsRefused: the stream is full, the
+// newcomer holds no letter, and no namespace holds more than its letter:
+// it is refused at once (ErrNoRoom), and nobody's letters are dropped for
+// it.
+func TestALetterNoNamespaceMakesRoomForIsRefused(t *testing.T) {
+	e, w := writerEnv(t, 40<<10, 32<<10)
+	writeAll(t, w, "a", bytes.Repeat([]byte("a"), 6<<10), 1, 2)
+	writeAll(t, deadletter.NewWriter(e.js, e.streams), "b", bytes.Repeat([]byte("b"), 6<<10), 11, 12)
+	d, err := writeDropping(w, "newcomer", 21, bytes.Repeat([]byte("n"), 20<<10))
+	require.ErrorIs(t, err, deadletter.ErrNoRoom)
+	assert.Equal(t, deadletter.Dropped{}, d)
+	assert.Equal(t, []uint64{1, 2}, e.sequences(t, "a"))
+	assert.Equal(t, []uint64{11, 12}, e.sequences(t, "b"))
+	assert.Empty(t, e.sequences(t, "newcomer"))
+}
