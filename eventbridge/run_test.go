@@ -83,6 +83,15 @@ func TestRunInACluster(t *testing.T) {
 		var s v1alpha2.Subscription
 		return c.Get(bg, client.ObjectKey{Namespace: "default", Name: "orders"}, &s) == nil && s.Status.Ready
 	}, 30*time.Second, 20*time.Millisecond, "the Subscription becomes ready")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		resp, err := http.Get("http://" + cfg.Listen + "/shop/v1/events/subscribed")
+		if !assert.NoError(c, err) {
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		assert.JSONEq(c, `{"eventsInfo":[{"name":"order.created","version":"v1"}]}`, string(b), "Kyma's subscribed events of application shop")
+	}, 10*time.Second, 50*time.Millisecond)
 
 	publishAs := func(id, token string) int {
 		req, _ := http.NewRequest(http.MethodPost, "http://"+cfg.Listen+"/publish", strings.NewReader(`{}`))

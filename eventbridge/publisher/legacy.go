@@ -296,18 +296,3 @@ func EventsSubscribedBy(prefix, app string, subs []v1alpha2.Subscription) []Subs
 	})
 	return out
 }
-
-func (p *Publisher) subscribed(w http.ResponseWriter, r *http.Request) {
-	var subs []v1alpha2.Subscription
-	if p.subs != nil {
-		var err error
-		if subs, err = p.subs.ListSubscriptions(r.Context()); err != nil {
-			p.log.Warn("list subscriptions failed", "error", err)
-			writeJSON(w, http.StatusInternalServerError, map[string]any{"code": http.StatusInternalServerError, "error": err.Error()})
-			p.metrics.request("subscribed", http.StatusInternalServerError)
-			return
-		}
-	}
-	writeJSON(w, http.StatusOK, SubscribedEvents{EventsInfo: EventsSubscribedBy(p.cfg.LegacyPrefix, r.PathValue("app"), subs)})
-	p.metrics.request("subscribed", http.StatusOK)
-}

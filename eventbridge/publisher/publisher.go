@@ -80,7 +80,8 @@ type Applications interface {
 }
 
 // SubscriptionLister lists the Subscriptions of every namespace, for
-// GET /{app}/v1/events/subscribed.
+// GET /{app}/v1/events/subscribed, which only reads them: they may be a
+// cache's own objects.
 type SubscriptionLister interface {
 	ListSubscriptions(ctx context.Context) ([]v1alpha2.Subscription, error)
 }
@@ -180,10 +181,11 @@ type Publisher struct {
 	cfg   Config
 	store EventStore
 	apps  Applications
-	subs  SubscriptionLister
-	ready ReadyFunc
-	live  ReadyFunc
-	log   *slog.Logger
+	// subscribed answers /{app}/v1/events/subscribed; nil: no events.
+	subscribed *subscribedView
+	ready      ReadyFunc
+	live       ReadyFunc
+	log        *slog.Logger
 	// failLines bounds the lines logged about failed requests.
 	failLines *logging.Budget
 	metrics   *metrics
@@ -214,9 +216,10 @@ type Publisher struct {
 type Option func(*Publisher) error
 
 // WithSubscriptions sets where /{app}/v1/events/subscribed lists
-// Subscriptions from. Without it, that endpoint lists no events.
+// Subscriptions from, at most once per SubscribedFresh. Without it, that
+// endpoint lists no events.
 func WithSubscriptions(l SubscriptionLister) Option {
-	return func(p *Publisher) error { p.subs = l; return nil }
+	return func(p *Publisher) error { p.subscribed = newSubscribedView(l, p.cfg.LegacyPrefix); return nil }
 }
 
 // WithApplications routes the events of Kyma Applications as Kyma's
@@ -377,7 +380,7 @@ func New(store EventStore, cfg Config, opts ...Option) (*Publisher, error) {
 		routePublish:    p.instrument("publish", routePublish, p.servePublish),
 		routeV2:         p.instrument("v2", routeV2, p.servePublish),
 		routeV1:         p.instrument("v1", routeV1, p.serveLegacy),
-		routeSubscribed: p.subscribed,
+		routeSubscribed: p.serveSubscribed,
 		routeHealthz:    func(w http.ResponseWriter, r *http.Request) { check(w, r, p.live) },
 		routeReadyz:     func(w http.ResponseWriter, r *http.Request) { check(w, r, p.ready) },
 	}

@@ -124,10 +124,13 @@ type Lister struct {
 	Client client.Reader
 }
 
-// ListSubscriptions returns the Subscriptions of every namespace.
+// ListSubscriptions returns the Subscriptions of every namespace, the
+// cache's own (not copies: a copy of every Subscription per list cost the
+// event bridge their whole size each time): the caller must not change
+// them.
 func (l Lister) ListSubscriptions(ctx context.Context) ([]v1alpha2.Subscription, error) {
 	var list v1alpha2.SubscriptionList
-	if err := l.Client.List(ctx, &list); err != nil {
+	if err := l.Client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("list subscriptions: %w", err)
 	}
 	return list.Items, nil

@@ -1,0 +1,71 @@
+package publisher
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+)
+
+// SubscribedFresh is how long GET /{app}/v1/events/subscribed answers from
+// one list of the Subscriptions: a Subscription made, changed or deleted
+// is in the answers within it.
+const SubscribedFresh = time.Second
+
+// subscribedView answers GET /{app}/v1/events/subscribed from one list of
+// the Subscriptions, taken at most once per SubscribedFresh however many
+// requests come, one request at a time: a flood of requests costs a list
+// a second and a look through it per request (what each Subscription
+// asks for), on one core at most, not a list of every Subscription per
+// request.
+type subscribedView struct {
+	lister SubscriptionLister
+	prefix string
+	turn   chan struct{} // one request at a time
+
+	taken time.Time
+	subs  []v1alpha2.Subscription
+}
+
+func newSubscribedView(l SubscriptionLister, prefix string) *subscribedView {
+	return &subscribedView{lister: l, prefix: prefix, turn: make(chan struct{}, 1)}
+}
+
+// events returns the legacy events of app that some Subscription asks for
+// (EventsSubscribedBy), as of a list at most SubscribedFresh old. It
+// returns ctx's error if ctx ends while it waits for its turn, or why the
+// Subscriptions could not be listed.
+func (v *subscribedView) events(ctx context.Context, app string) ([]SubscribedEvent, error) {
+	select {
+	case v.turn <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wait to list subscribed events: %w", ctx.Err())
+	}
+	defer func() { <-v.turn }()
+	if v.subs == nil || time.Since(v.taken) >= SubscribedFresh {
+		subs, err := v.lister.ListSubscriptions(ctx)
+		if err != nil {
+			return nil, err
+		}
+		v.subs, v.taken = subs, time.Now()
+	}
+	return EventsSubscribedBy(v.prefix, app, v.subs), nil
+}
+
+// serveSubscribed answers GET /{app}/v1/events/subscribed.
+func (p *Publisher) serveSubscribed(w http.ResponseWriter, r *http.Request) {
+	events := []SubscribedEvent{}
+	if p.subscribed != nil {
+		var err error
+		if events, err = p.subscribed.events(r.Context(), r.PathValue("app")); err != nil {
+			p.log.Warn("list subscriptions failed", "error", err)
+			writeJSON(w, http.StatusInternalServerError, map[string]any{"code": http.StatusInternalServerError, "error": err.Error()})
+			p.metrics.request("subscribed", http.StatusInternalServerError)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, SubscribedEvents{EventsInfo: events})
+	p.metrics.request("subscribed", http.StatusOK)
+}
