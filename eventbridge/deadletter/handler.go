@@ -210,6 +210,9 @@ func writeError(w http.ResponseWriter, err error) {
 		code = http.StatusUnauthorized
 	case errors.Is(err, auth.ErrForbidden):
 		code = http.StatusForbidden
+	case errors.Is(err, auth.ErrTooManyChecks):
+		w.Header().Set("Retry-After", "1")
+		code = http.StatusTooManyRequests
 	}
 	writeJSON(w, code, map[string]string{"error": err.Error()})
 }

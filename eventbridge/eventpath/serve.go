@@ -183,9 +183,9 @@ func allowed(w http.ResponseWriter, r *http.Request, access Access, id string) (
 		attrs := Resource
 		attrs.Namespace = namespace
 		if err := access.Allow(r, attrs); err != nil {
-			code := http.StatusForbidden
-			if errors.Is(err, auth.ErrUnauthenticated) {
-				code = http.StatusUnauthorized
+			code := auth.Status(err)
+			if code == http.StatusTooManyRequests {
+				w.Header().Set("Retry-After", "1")
 			}
 			writeError(w, code, err)
 			return "", false

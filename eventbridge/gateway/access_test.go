@@ -2,9 +2,11 @@ package gateway_test
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -78,4 +80,33 @@ func TestAccessIsAskedForTheNamespaceFirst(t *testing.T) {
 	assert.Equal(t, http.StatusForbidden, call("/team/payroll/"))
 	assert.Equal(t, []string{"team/", "team/payroll"}, access.take())
 	assert.Equal(t, 2, int(be.hits.Load()), "the refused call reached nothing")
+}
+
+// spent is an Access whose caller spent its share of access checks (a
+// fake: what the budget is, against a real API server, is package auth's
+// TestOneNamespaceCannotSpendAnothersAccessChecks).
+type spent struct{ asked atomic.Int32 }
+
+func (s *spent) Allow(*http.Request, auth.Attributes) error {
+	s.asked.Add(1)
+	return fmt.Errorf("%w: mallory asked for too many decisions not kept", auth.ErrTooManyChecks)
+}
+
+// TestACallerPastItsChecksIsAnswered429: a caller past its share of
+// access checks is answered 429 with Retry-After, the Function's own
+// permission not asked for (it would be another check), and nothing is
+// reached.
+func TestACallerPastItsChecksIsAnswered429(t *testing.T) {
+	bs := newBackends()
+	be := newBackend(t)
+	bs.set("team/orders", addr(be))
+	access := &spent{}
+	_, srv := newGatewayWith(t, bs, nil, gateway.Config{}, gateway.WithAccess(access))
+	resp, err := http.Post(srv.URL+"/team/orders/", "text/plain", strings.NewReader("x"))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	assert.Equal(t, "1", resp.Header.Get("Retry-After"))
+	assert.Equal(t, int32(1), access.asked.Load(), "the namespace's permission only")
+	assert.Zero(t, be.hits.Load())
 }

@@ -424,14 +424,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a := Invoke
 		a.Namespace = fn.Namespace
 		err := g.access.Allow(r, a)
-		if err != nil && !errors.Is(err, auth.ErrUnauthenticated) {
+		if err != nil && !errors.Is(err, auth.ErrUnauthenticated) && !errors.Is(err, auth.ErrTooManyChecks) {
 			a.Name = fn.Name
 			err = g.access.Allow(r, a)
 		}
 		if err != nil {
-			code := http.StatusForbidden
-			if errors.Is(err, auth.ErrUnauthenticated) {
-				code = http.StatusUnauthorized
+			code := auth.Status(err)
+			if code == http.StatusTooManyRequests {
+				w.Header().Set("Retry-After", "1")
 			}
 			http.Error(w, err.Error(), code)
 			return

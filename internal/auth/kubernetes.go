@@ -101,7 +101,10 @@ type KubernetesConfig struct {
 	// (ErrTooManyReviews), so that made-up tokens cannot flood the API
 	// server, nor one namespace or caller spend the others' budget. Tokens accepted
 	// before are not limited; a token refused before is answered 401
-	// without a review.
+	// without a review. The SubjectAccessReviews of decisions not kept
+	// (Allow) have a budget of the same size of their own, shared the same
+	// way (a ServiceAccount's namespace, a user by name in place of an
+	// address): past it ErrTooManyChecks, answered 429.
 	NewTokensPerSecond float64
 	// Logger is where Kubernetes says what it cannot do (read the
 	// issuer's keys); default none.
@@ -123,9 +126,10 @@ type KubernetesConfig struct {
 // metered per caller address only).
 type Kubernetes struct {
 	reviews  *reviews
-	budget   *budget // this listener's
+	budget   *budget // this listener's, of new tokens
+	checks   *budget // this listener's, of decisions not kept
 	cfg      KubernetesConfig
-	authz    authorizer.Authorizer
+	authz    renewedDecisions
 	ca       *dynamiccertificates.ConfigMapCAController
 	caLoaded chan struct{} // closed once Run read the client CA
 	loaded   *sync.Once
@@ -174,12 +178,13 @@ func NewKubernetes(client kubernetes.Interface, cfg KubernetesConfig) (*Kubernet
 }
 
 // Listener returns a Kubernetes for another listener: it shares k's
-// reviews, decisions and client CA (Run of either serves both), and has a
-// budget of new tokens of its own, so that one listener's callers cannot
-// spend another's.
+// reviews, decisions and client CA (Run of either serves both), and has
+// budgets of new tokens and of decisions not kept of its own, so that one
+// listener's callers cannot spend another's.
 func (k *Kubernetes) Listener() *Kubernetes {
 	l := *k
 	l.budget = newBudget(k.cfg.NewTokensPerSecond, max(1, int(5*k.cfg.NewTokensPerSecond)))
+	l.checks = newBudget(k.cfg.NewTokensPerSecond, max(1, int(5*k.cfg.NewTokensPerSecond)))
 	return &l
 }
 
@@ -314,6 +319,16 @@ func (k *Kubernetes) SenderNamespace(r *http.Request) (string, error) {
 	return namespace, nil
 }
 
+// checker is who asks for a decision, as budget meters them: a
+// ServiceAccount by its namespace, a user by its name (in place of an
+// address: a user's requests may come from anywhere).
+func checker(u user.Info) caller {
+	if namespace, _, err := serviceaccount.SplitUsername(u.GetName()); err == nil {
+		return caller{namespace: namespace}
+	}
+	return caller{address: "user " + u.GetName()}
+}
+
 // bearer is r's bearer token, if it has one.
 func bearer(r *http.Request) (string, bool) {
 	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
@@ -325,8 +340,11 @@ func bearer(r *http.Request) (string, bool) {
 
 // Allow returns nil when the caller of r (as Authenticate found them) may
 // do what a asks, an error wrapping ErrForbidden that names the missing
-// permission when not, and one wrapping ErrUnauthenticated for a request
-// Authenticate did not see.
+// permission when not, one wrapping ErrUnauthenticated for a request
+// Authenticate did not see, and one wrapping ErrTooManyChecks when the
+// decision is not kept and the caller spent its share of the listener's
+// SubjectAccessReviews (a ServiceAccount its namespace's, as new tokens
+// are metered; a user its own, with the other users at most half).
 func (k *Kubernetes) Allow(r *http.Request, a Attributes) error {
 	u, ok := r.Context().Value(callerKey{}).(user.Info)
 	if !ok {
@@ -339,7 +357,15 @@ func (k *Kubernetes) Allow(r *http.Request, a Attributes) error {
 	if a.Path != "" {
 		attrs = authorizer.AttributesRecord{User: u, Verb: a.Verb, Path: a.Path}
 	}
-	verdict, reason, err := k.authz.Authorize(r.Context(), attrs)
+	verdict, reason, err := k.authz.decide(r.Context(), attrs, func() error {
+		if k.checks != nil && !k.checks.allow(checker(u), true, time.Now()) {
+			return fmt.Errorf("%w: %s asked for too many decisions not kept", ErrTooManyChecks, u.GetName())
+		}
+		return nil
+	})
+	if errors.Is(err, ErrTooManyChecks) {
+		return err
+	}
 	if err != nil && verdict != authorizer.DecisionAllow {
 		return fmt.Errorf("%w: cannot check whether %s may %s: %w", ErrForbidden, u.GetName(), a, err)
 	}
@@ -354,11 +380,16 @@ func (k *Kubernetes) Allow(r *http.Request, a Attributes) error {
 
 // Require serves h the requests of callers the cluster knows and RBAC lets
 // do a; it answers 401 to unknown callers, 429 past the rate of new tokens
-// and 403, naming the missing permission, to the others.
+// or of decisions not kept, and 403, naming the missing permission, to the
+// others.
 func (k *Kubernetes) Require(a Attributes, h http.Handler) http.Handler {
 	return k.Authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := k.Allow(r, a); err != nil {
-			http.Error(w, err.Error(), http.StatusForbidden)
+			code := Status(err)
+			if code == http.StatusTooManyRequests {
+				w.Header().Set("Retry-After", "1")
+			}
+			http.Error(w, err.Error(), code)
 			return
 		}
 		h.ServeHTTP(w, r)
@@ -399,4 +430,17 @@ func ClientTransport(cfg *rest.Config) (http.RoundTripper, error) {
 		return nil, fmt.Errorf("transport with the kubeconfig's credentials: %w", err)
 	}
 	return rt, nil
+}
+
+// Status is the HTTP status code that answers an error of Allow: 401 for
+// ErrUnauthenticated, 429 for ErrTooManyChecks (answer Retry-After too),
+// 403 for any other.
+func Status(err error) int {
+	switch {
+	case errors.Is(err, ErrUnauthenticated):
+		return http.StatusUnauthorized
+	case errors.Is(err, ErrTooManyChecks):
+		return http.StatusTooManyRequests
+	}
+	return http.StatusForbidden
 }

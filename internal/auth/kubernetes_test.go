@@ -178,13 +178,17 @@ func TestKubernetesAuthenticatesAndAuthorizesAsTheAPIServer(t *testing.T) {
 
 // reviewCounter counts the TokenReviews a client makes.
 type reviewCounter struct {
-	next  http.RoundTripper
-	count atomic.Int64
+	next   http.RoundTripper
+	count  atomic.Int64 // TokenReviews
+	checks atomic.Int64 // SubjectAccessReviews
 }
 
 func (c *reviewCounter) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/tokenreviews") {
 		c.count.Add(1)
+	}
+	if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/subjectaccessreviews") {
+		c.checks.Add(1)
 	}
 	return c.next.RoundTrip(r)
 }
@@ -350,4 +354,64 @@ func bearerCall(t *testing.T, c *http.Client, url, token string) int {
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, resp.Body)
 	return resp.StatusCode
+}
+
+// TestOneNamespaceCannotSpendAnothersAccessChecks: against a real API
+// server, a caller of namespace attacker asks for ever new Function names
+// it may not call (the gateway asks for each name a caller may not call
+// namespace-wide): each is a decision not kept, a SubjectAccessReview;
+// past its namespace's share it is answered 429 without one, and a caller
+// of namespace victim still has its decision asked for (403 here: no
+// RBAC grants it). Before, every name cost a review, without bound.
+func TestOneNamespaceCannotSpendAnothersAccessChecks(t *testing.T) {
+	c := testcluster.New(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	admin, err := kubernetes.NewForConfig(c.Config)
+	require.NoError(t, err)
+	token := func(namespace string) string {
+		tr, err := admin.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, "app", &authenticationv1.TokenRequest{
+			Spec: authenticationv1.TokenRequestSpec{Audiences: []string{auth.Audience}, ExpirationSeconds: ptr.To[int64](600)},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		return tr.Status.Token
+	}
+	for _, ns := range []string{"attacker", "victim"} {
+		_, err = admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		_, err = admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	client, reviews := countingClient(t, c.Config)
+	// 1 a second, bursts of 5: a namespace's share is 1, and past it a
+	// namespace takes from the total while it holds over half.
+	k, err := auth.NewKubernetes(client, auth.KubernetesConfig{NewTokensPerSecond: 1})
+	require.NoError(t, err)
+	go func() { _ = k.Run(ctx) }()
+	srv := httptest.NewServer(k.Authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a := auth.Attributes{Verb: "get", Group: "serverless.kyma-project.io", Resource: "functions",
+			Namespace: r.URL.Query().Get("ns"), Name: r.URL.Query().Get("name")}
+		if err := k.Allow(r, a); err != nil {
+			http.Error(w, err.Error(), auth.Status(err))
+		}
+	})))
+	t.Cleanup(srv.Close)
+	call := func(tok, ns, name string) int {
+		t.Helper()
+		return bearerCall(t, http.DefaultClient, srv.URL+"?ns="+ns+"&name="+name, tok)
+	}
+
+	attacker := token("attacker")
+	before := reviews.checks.Load()
+	codes := map[int]int{}
+	for i := range 50 {
+		codes[call(attacker, "victim", fmt.Sprint("fn-", i))]++
+	}
+	assert.Positive(t, codes[http.StatusTooManyRequests], "past its namespace's share: %v", codes)
+	assert.LessOrEqual(t, reviews.checks.Load()-before, int64(4), "and not asked for")
+	assert.Equal(t, 50, codes[http.StatusTooManyRequests]+codes[http.StatusForbidden], "each denied or refused: %v", codes)
+
+	before = reviews.checks.Load()
+	assert.Equal(t, http.StatusForbidden, call(token("victim"), "victim", "orders"), "another namespace's decision is asked for")
+	assert.Equal(t, int64(1), reviews.checks.Load()-before)
 }

@@ -66,8 +66,10 @@ type fetched[V any] struct {
 // error (the same to the gets of key that joined the ask). ask's context is
 // detached from ctx (a renewal outlives the request that started it, and
 // an ask is shared by the gets that joined it) but keeps its values (the
-// audiences a review is for), bounded by the timeout.
-func (c *renewal[V]) get(ctx context.Context, key string, ask fetch[V]) (V, error) {
+// audiences a review is for), bounded by the timeout. admit, when set, is
+// asked first when no answer is kept (a renewal does not ask it): its
+// error is returned instead of asking.
+func (c *renewal[V]) get(ctx context.Context, key string, ask fetch[V], admit func() error) (V, error) {
 	now := c.now()
 	c.mu.Lock()
 	if a, ok := c.answers[key]; ok && now.Before(a.until) {
@@ -80,6 +82,12 @@ func (c *renewal[V]) get(ctx context.Context, key string, ask fetch[V]) (V, erro
 		return v, nil
 	}
 	c.mu.Unlock()
+	if admit != nil {
+		if err := admit(); err != nil {
+			var none V
+			return none, err
+		}
+	}
 	f, _, _ := c.asks.Do(key, func() (any, error) {
 		// Detached from the first caller's context, bounded by the
 		// timeout: a caller that goes away must not fail the others
@@ -125,23 +133,33 @@ func (c *renewal[V]) put(key string, f fetched[V]) {
 		return
 	}
 	if _, ok := c.answers[key]; !ok && len(c.answers) >= c.max {
-		for k, a := range c.answers {
-			if !now.Before(a.until) {
-				delete(c.answers, k)
-			}
-		}
-		for k := range c.answers {
-			if len(c.answers) < c.max {
-				break
-			}
-			delete(c.answers, k)
-		}
+		c.evict(now)
 	}
 	a := &answer[V]{value: f.value, until: now.Add(f.keep)}
 	if f.renew {
 		a.renewAt = now.Add(f.keep / 2)
 	}
 	c.answers[key] = a
+}
+
+// evict drops answers until fewer than max are kept: the expired ones,
+// then those not renewed (denials: a flood of them must not push out the
+// answers callers keep using), then any. c.mu is held.
+func (c *renewal[V]) evict(now time.Time) {
+	for _, drop := range []func(a *answer[V]) bool{
+		func(a *answer[V]) bool { return !now.Before(a.until) },
+		func(a *answer[V]) bool { return a.renewAt.IsZero() && !a.renewing },
+		func(*answer[V]) bool { return true },
+	} {
+		for k, a := range c.answers {
+			if len(c.answers) < c.max {
+				return
+			}
+			if drop(a) {
+				delete(c.answers, k)
+			}
+		}
+	}
 }
 
 // decision is a kept answer of a SubjectAccessReview.
@@ -165,6 +183,12 @@ type renewedDecisions struct {
 
 // Authorize implements authorizer.Authorizer.
 func (d renewedDecisions) Authorize(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+	return d.decide(ctx, a, nil)
+}
+
+// decide is Authorize, asking admit (when set) before it asks next for a
+// decision not kept: admit's error is returned instead.
+func (d renewedDecisions) decide(ctx context.Context, a authorizer.Attributes, admit func() error) (authorizer.Decision, string, error) {
 	key, err := decisionKey(a)
 	if err != nil {
 		return authorizer.DecisionNoOpinion, "", err
@@ -181,7 +205,7 @@ func (d renewedDecisions) Authorize(ctx context.Context, a authorizer.Attributes
 			f.keep, f.refused = d.denied, true
 		}
 		return f
-	})
+	}, admit)
 	return got.verdict, got.reason, err
 }
 

@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -307,4 +308,23 @@ func TestRenewalKeepsAtMostMax(t *testing.T) {
 	r.put("c", fetched[int]{value: 4, keep: time.Minute})
 	assert.Len(t, r.answers, 2)
 	assert.Contains(t, r.answers, "c")
+}
+
+// TestDenialsGoBeforeKeptAllowances: past max answers, the denials (not
+// renewed) go before the allowances callers keep using, so that a caller
+// asking for ever new names it may not call (each a denial kept a while)
+// cannot push out the others' decisions. Before, any answer went.
+func TestDenialsGoBeforeKeptAllowances(t *testing.T) {
+	clk := &clock{at: time.Unix(1_000_000, 0)}
+	r := newRenewal[int](4, time.Second)
+	r.now = clk.now
+	r.put("allowed-a", fetched[int]{value: 1, keep: time.Minute, renew: true})
+	r.put("allowed-b", fetched[int]{value: 2, keep: time.Minute, renew: true})
+	for i := range 100 {
+		r.put(fmt.Sprint("denied-", i), fetched[int]{value: 0, keep: 6 * time.Second})
+	}
+	assert.Len(t, r.answers, 4)
+	assert.Contains(t, r.answers, "allowed-a")
+	assert.Contains(t, r.answers, "allowed-b")
+	assert.Contains(t, r.answers, "denied-99", "the newest is kept")
 }

@@ -27,6 +27,13 @@ import (
 // which made-up tokens would otherwise flood.
 var ErrTooManyReviews = errors.New("too many new bearer tokens to review; retry later")
 
+// ErrTooManyChecks is returned by Kubernetes.Allow, and answered 429,
+// when a caller asks for more decisions not kept than its share of
+// KubernetesConfig.NewTokensPerSecond: each needs a SubjectAccessReview of
+// the API server, which a caller asking for ever new names (a Function's,
+// a dead letter's) would otherwise flood.
+var ErrTooManyChecks = errors.New("too many access checks to ask the API server; retry later")
+
 // errRefused is the reason given for a bearer token whose refusal a
 // review answered before.
 var errRefused = errors.New("the cluster refused this bearer token")
@@ -421,7 +428,7 @@ func (t renewedTokens) AuthenticateToken(ctx context.Context, token string) (*au
 		// acceptance; an error of the API server leaves it.
 		var r refusal
 		return fetched[*authenticator.Response]{err: err, refused: err == nil || errors.As(err, &r)}
-	})
+	}, nil)
 	if resp == nil {
 		return nil, false, err
 	}
