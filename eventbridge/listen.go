@@ -20,16 +20,19 @@ import (
 type listeners struct {
 	g   *errgroup.Group
 	log *slog.Logger
-	// maxConns bounds each listener's connections (Process.MaxConnections).
-	maxConns int
-	servers  []*http.Server
+	// maxConns bounds each listener's connections (Process.MaxConnections),
+	// perSource those of one source address (MaxConnectionsPerSource).
+	maxConns, perSource int
+	servers             []*http.Server
 }
 
 // listen serves h on addr until ctx ends: plain HTTP without tlsConfig,
 // TLS with it, and both on the one port with plainToo (told apart by the
 // first bytes a client sends: a TLS handshake's or not). An empty addr or
-// a nil h serves nothing.
-func (l *listeners) listen(ctx context.Context, name, addr string, h http.Handler, tlsConfig *tls.Config, plainToo bool) {
+// a nil h serves nothing. One source address holds at most l.perSource
+// connections, or l.maxConns with proxied (whose callers come through a
+// proxy: its address is theirs).
+func (l *listeners) listen(ctx context.Context, name, addr string, h http.Handler, tlsConfig *tls.Config, plainToo, proxied bool) {
 	if addr == "" || h == nil {
 		return
 	}
@@ -41,7 +44,11 @@ func (l *listeners) listen(ctx context.Context, name, addr string, h http.Handle
 		if err != nil {
 			return fmt.Errorf("%s: listen on %s: %w", name, addr, err)
 		}
-		ln = connlimit.Bound(srv, ln, l.maxConns) // before TLS and the mux: every connection counts
+		perSource := l.perSource
+		if proxied {
+			perSource = l.maxConns
+		}
+		ln = connlimit.Bound(srv, ln, l.maxConns, connlimit.PerSource(perSource)) // before TLS and the mux: every connection counts
 		l.log.Info("serving", "server", name, "address", ln.Addr().String(), "tls", tlsConfig != nil, "plain", tlsConfig == nil || plainToo)
 		switch {
 		case tlsConfig == nil:

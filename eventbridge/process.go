@@ -84,6 +84,14 @@ type Process struct {
 	// Default connlimit.DefaultMost(): a quarter of the file limit, at
 	// most 4,096.
 	MaxConnections int
+	// MaxConnectionsPerSource bounds the connections one source address
+	// holds at once on each listener but the APIRules' hosts (which the
+	// cluster's ingress reaches from few addresses: theirs is
+	// MaxConnections): a connection past it is closed at once, and when a
+	// listener is full, connections still sending their first headers
+	// are closed oldest first for new ones (connlimit.PerSource). 0: an
+	// eighth of MaxConnections.
+	MaxConnectionsPerSource int
 	// NewTokensPerSecond bounds the TokenReviews of bearer tokens not seen
 	// before, on each listener (admin API, gateway, publisher, metrics;
 	// bursts of five times as many), a quarter of it for the tokens of one
@@ -145,6 +153,7 @@ func (c *Process) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.PublisherSenders, "publisher-senders", c.PublisherSenders, "how the publisher learns who sends an event: kubernetes (the bearer token a publish carries, which a Function's host sends, is reviewed, and its ServiceAccount's namespace recorded in the extension kfnsendernamespace; an unknown token is refused 401) or none")
 	fs.Float64Var(&c.NewTokensPerSecond, "new-tokens-per-second", c.NewTokensPerSecond, "TokenReviews of bearer tokens not seen before, a second, on each of the admin API, the gateway, the publisher and the metrics (bursts of five times as many), a quarter of it for the tokens of one namespace while others send new tokens too (those the cluster signed for kfn: their signature is checked against its ServiceAccount issuer's keys before a review) and a tenth for one caller address (the others, which together have at most half); more are answered 429, so that made-up tokens cannot flood the API server nor one namespace or caller spend the others' reviews (a token the cluster refused is answered 401 without another review)")
 	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, "most connections each listener (publisher, gateway, APIRules' hosts, admin API, metrics) holds at once; past it the connection idle the longest is closed for a new one, and new ones wait to be accepted until one closes (default: a quarter of the file limit, at most 4,096)")
+	fs.IntVar(&c.MaxConnectionsPerSource, "max-connections-per-source", c.MaxConnectionsPerSource, "most connections one source address holds at once on each listener but the APIRules' hosts (whose callers come through the cluster's ingress: theirs is -max-connections); past it a connection is closed at once (0: an eighth of -max-connections)")
 	fs.StringVar(&c.GatewayListen, "gateway-listen", c.GatewayListen, "address of the gateway to Functions (component gateway): /{namespace}/{function}/path, or Host <function>.<namespace>.svc[.cluster.local]")
 	fs.StringVar(&c.ExposeListen, "expose-listen", c.ExposeListen, "address of the hosts of the cluster's APIRules (gateway.kyma-project.io/v2), served by their rules to whoever reaches it as far as a rule's access strategy lets them, plain HTTP; empty: APIRules are not served nor their status written")
 	fs.Func("apirule-gateway", "namespace/name[/listener] of a Gateway (Gateway API) to write an HTTPRoute per APIRule for, instead of serving APIRules on -expose-listen (rules an HTTPRoute cannot enforce, jwt and extAuth among them, are left out and named in the APIRule's status)", func(v string) error {
@@ -217,6 +226,8 @@ func (c *Process) Validate() error {
 	switch {
 	case c.MaxConnections < 1:
 		return fmt.Errorf("%w: -max-connections must be at least 1", ErrInvalidConfig)
+	case c.MaxConnectionsPerSource < 0:
+		return fmt.Errorf("%w: -max-connections-per-source must be at least 0", ErrInvalidConfig)
 	case c.NewTokensPerSecond <= 0:
 		return fmt.Errorf("%w: -new-tokens-per-second must be positive", ErrInvalidConfig)
 	case c.PublisherSenders != PublisherSendersKubernetes && c.PublisherSenders != PublisherSendersNone:

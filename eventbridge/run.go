@@ -200,7 +200,7 @@ func kubernetesAccess(p Process, cfg Config, restCfg *rest.Config, log *slog.Log
 func serve(ctx context.Context, p Process, b *Bridge, reg *prometheus.Registry, readers *auth.Kubernetes, log *slog.Logger) error {
 	h := b.Handlers()
 	g, ctx := errgroup.WithContext(ctx)
-	l := &listeners{g: g, log: log, maxConns: p.MaxConnections}
+	l := &listeners{g: g, log: log, maxConns: p.MaxConnections, perSource: p.MaxConnectionsPerSource}
 	// One certificate for every listener that needs one: each is an RSA
 	// key pair made at start.
 	var selfSigned *tls.Config
@@ -214,8 +214,8 @@ func serve(ctx context.Context, p Process, b *Bridge, reg *prometheus.Registry, 
 	if b.opts.access.Admin != nil {
 		adminTLS = selfSigned
 	}
-	l.listen(ctx, "publisher", p.Listen, h.Publisher, nil, false)
-	l.listen(ctx, "gateway", p.GatewayListen, h.Gateway, selfSigned, true)
+	l.listen(ctx, "publisher", p.Listen, h.Publisher, nil, false, false)
+	l.listen(ctx, "gateway", p.GatewayListen, h.Gateway, selfSigned, true, false)
 	var exposeTLS *tls.Config
 	if p.ExposeTLSCertFile != "" && h.Exposed != nil {
 		var err error
@@ -223,8 +223,8 @@ func serve(ctx context.Context, p Process, b *Bridge, reg *prometheus.Registry, 
 			return fmt.Errorf("expose: %w", err)
 		}
 	}
-	l.listen(ctx, "expose", p.ExposeListen, h.Exposed, exposeTLS, false)
-	l.listen(ctx, "admin", p.AdminListen, h.DeadLetters, adminTLS, false)
+	l.listen(ctx, "expose", p.ExposeListen, h.Exposed, exposeTLS, false, true)
+	l.listen(ctx, "admin", p.AdminListen, h.DeadLetters, adminTLS, false, false)
 	if p.MetricsListen != "" {
 		metrics := scrape.Handler(reg, log)
 		var metricsTLS *tls.Config
@@ -233,7 +233,7 @@ func serve(ctx context.Context, p Process, b *Bridge, reg *prometheus.Registry, 
 		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", metrics)
-		l.listen(ctx, "metrics", p.MetricsListen, mux, metricsTLS, false)
+		l.listen(ctx, "metrics", p.MetricsListen, mux, metricsTLS, false, false)
 	}
 	g.Go(func() error { return b.Run(ctx) })
 	if readers != nil {

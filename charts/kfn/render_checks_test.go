@@ -355,6 +355,7 @@ func TestEventBridgeArgs(t *testing.T) {
 				}, cfg.Publisher.Reserved, "eventbridge.publisher.reservedSources")
 				assert.Zero(t, cfg.WakeProbeInterval, "eventbridge.wakeProbeInterval")
 				assert.Equal(t, 2048, cfg.MaxConnections, "eventbridge.maxConnections")
+				assert.Equal(t, 300, cfg.MaxConnectionsPerSource, "eventbridge.maxConnectionsPerSource")
 				assert.Equal(t, 50, cfg.Gateway.MaxInFlightPerNamespace, "eventbridge.gateway.maxInFlightPerNamespace")
 				assert.Equal(t, []extauth.Authorizer{{
 					Name: "oauth2-proxy", URL: "http://oauth2-proxy.auth.svc.cluster.local:4180/oauth2/auth", Timeout: extauth.Duration(2 * time.Second),
@@ -369,6 +370,7 @@ func TestEventBridgeArgs(t *testing.T) {
 				assert.Empty(t, cfg.ExposeTLSCertFile, "plain HTTP by default")
 				assert.Equal(t, 10*time.Millisecond, cfg.WakeProbeInterval, "eventbridge.wakeProbeInterval")
 				assert.Equal(t, eventbridge.DefaultProcess().MaxConnections, cfg.MaxConnections, "eventbridge.maxConnections 0: the event bridge's default")
+				assert.Zero(t, cfg.MaxConnectionsPerSource, "eventbridge.maxConnectionsPerSource 0: an eighth of the listener's")
 				assert.Equal(t, 250, cfg.Gateway.MaxInFlightPerNamespace, "eventbridge.gateway.maxInFlightPerNamespace")
 			}
 			if vs.name == "APIRules as HTTPRoutes" {

@@ -52,7 +52,7 @@ var valueSets = []valueSet{
 		"networkPolicy":  map[string]any{"enabled": true},
 		"serviceMonitor": map[string]any{"enabled": true},
 		"scaler":         map[string]any{"tls": map[string]any{"enabled": true, "existingSecret": "kfn-scaler-tls", "requireClientCert": true}},
-		"eventbridge": map[string]any{"admin": map[string]any{"enabled": false}, "service": map[string]any{"port": 8080}, "token": map[string]any{"existingSecret": "kfn-token"}, "wakeProbeInterval": "0s", "maxConnections": 2048,
+		"eventbridge": map[string]any{"admin": map[string]any{"enabled": false}, "service": map[string]any{"port": 8080}, "token": map[string]any{"existingSecret": "kfn-token"}, "wakeProbeInterval": "0s", "maxConnections": 2048, "maxConnectionsPerSource": 300,
 			"gateway": map[string]any{"maxInFlightPerNamespace": 50, "external": map[string]any{"tls": map[string]any{"secretName": "apirules-tls"}}, "authorizers": []any{map[string]any{
 				"name": "oauth2-proxy", "url": "http://oauth2-proxy.auth.svc.cluster.local:4180/oauth2/auth", "timeout": "2s",
 				"includeRequestHeaders": []any{"authorization", "cookie"}, "headersToUpstream": []any{"x-auth-request-user"},

@@ -43,8 +43,9 @@ func (o *openConns) mostOpen() int {
 // TestIdleConnectionsMakeRoomForNewOnes: over plain HTTP and over TLS (the
 // listener Bound returns, wrapped), six clients that each make a request
 // and keep their connection idle do not keep a seventh out at a bound of
-// two: idle ones are closed for it, and never more than two are open. The
-// server's own ConnState hook still sees every change.
+// two (one address may hold both): idle ones are closed for it, and never
+// more than two are open. The server's own ConnState hook still sees every
+// change.
 func TestIdleConnectionsMakeRoomForNewOnes(t *testing.T) {
 	for _, tls := range []bool{false, true} {
 		name := "plain"
@@ -57,7 +58,7 @@ func TestIdleConnectionsMakeRoomForNewOnes(t *testing.T) {
 			}))
 			counts := &openConns{}
 			srv.Config.ConnState = counts.hook
-			srv.Listener = connlimit.Bound(srv.Config, srv.Listener, 2)
+			srv.Listener = connlimit.Bound(srv.Config, srv.Listener, 2, connlimit.PerSource(2))
 			if tls {
 				srv.StartTLS()
 			} else {

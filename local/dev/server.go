@@ -53,7 +53,9 @@ func newServer(h http.Handler, lis net.Listener, lim serverLimits) (*http.Server
 		IdleTimeout:       lim.idle,
 		MaxHeaderBytes:    publisher.MaxHeaderBytes,
 	}
-	return srv, connlimit.Bound(srv, lis, lim.conns)
+	// Every client of kfn dev is on this machine (one address): the
+	// listener's bound is theirs.
+	return srv, connlimit.Bound(srv, lis, lim.conns, connlimit.PerSource(lim.conns))
 }
 
 // bodyDeadline gives the reading of every request body d: past it the

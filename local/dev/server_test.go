@@ -134,9 +134,9 @@ func TestServerClosesIdleConnections(t *testing.T) {
 	require.Eventually(t, func() bool { return counter.open.Load() == 0 }, 5*time.Second, 10*time.Millisecond)
 }
 
-// At the bound, connections are no more than the bound, and a client
-// that holds idle connections cannot keep another out: the idle ones are
-// closed for it.
+// At the bound, connections are no more than the bound (and the one
+// accepted that waits for a slot), and a client that holds idle
+// connections cannot keep another out: the idle ones are closed for it.
 func TestServerBoundsConnectionsAndClosesIdleOnesForNewOnes(t *testing.T) {
 	lim := testLimits
 	lim.conns = 4
@@ -161,5 +161,5 @@ func TestServerBoundsConnectionsAndClosesIdleOnesForNewOnes(t *testing.T) {
 	require.NoError(t, err, "the victim is served while the attacker holds idle connections")
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
-	assert.LessOrEqual(t, counter.most.Load(), int64(lim.conns), "never more connections open than the bound")
+	assert.LessOrEqual(t, counter.most.Load(), int64(lim.conns)+1, "never more connections open than the bound and the one accepted that waits for a slot (connlimit.Bound)")
 }
