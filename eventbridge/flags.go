@@ -100,6 +100,10 @@ func (c *Config) registerDependencyCacheFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.DependencyCacheBounds.MaxIdle, "dependency-cache-max-idle", c.DependencyCacheBounds.MaxIdle, "how long a cached dependency object no pod read is kept; then every replica removes it (within the bucket's -dependency-max-age)")
 	fs.IntVar(&c.DependencyCacheBounds.MaxUploads, "dependency-cache-max-uploads", c.DependencyCacheBounds.MaxUploads, "dependency uploads one event bridge takes at once; more answer 429")
 	fs.DurationVar(&c.DependencyCacheBounds.UploadTimeout, "dependency-cache-upload-timeout", c.DependencyCacheBounds.UploadTimeout, "longest dependency upload, its body included; a slower one is cut (408)")
+	fs.IntVar(&c.DependencyCacheBounds.MaxDownloads, "dependency-cache-max-downloads", c.DependencyCacheBounds.MaxDownloads, "dependency downloads one event bridge serves at once (each may hold up to an object of chunks NATS sent ahead of a slow client); more answer 429")
+	fs.IntVar(&c.DependencyCacheBounds.MaxNamespaceDownloads, "dependency-cache-max-namespace-downloads", c.DependencyCacheBounds.MaxNamespaceDownloads, "of -dependency-cache-max-downloads, those one namespace may have under way at once; more answer 429 (a pod asks again after Retry-After)")
+	fs.DurationVar(&c.DependencyCacheBounds.DownloadWriteTimeout, "dependency-cache-download-write-timeout", c.DependencyCacheBounds.DownloadWriteTimeout, "a dependency download whose client takes nothing for this long is ended, its slot freed")
+	fs.DurationVar(&c.DependencyCacheBounds.DownloadTimeout, "dependency-cache-download-timeout", c.DependencyCacheBounds.DownloadTimeout, "longest dependency download; a slower one is ended")
 }
 
 // registerPublisherFlags binds the publisher's bounds and Kyma's legacy

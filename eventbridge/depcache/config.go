@@ -30,6 +30,21 @@ const (
 	// DefaultMaxIdle is how long an object no pod read is kept: 3 days,
 	// a long weekend of a Function at zero.
 	DefaultMaxIdle = 72 * time.Hour
+	// DefaultMaxDownloads is how many downloads one server serves at
+	// once: each may hold up to an object (DefaultMaxObjectBytes) of
+	// chunks NATS sent ahead of a slow client, 512 MiB at worst.
+	DefaultMaxDownloads = 8
+	// DefaultMaxNamespaceDownloads is how many downloads one namespace
+	// has at once on one server: 2 of DefaultMaxDownloads (a quarter, as
+	// for uploads); the pods of a scale-out that are refused ask again
+	// after Retry-After.
+	DefaultMaxNamespaceDownloads = 2
+	// DefaultDownloadWriteTimeout bounds each write of a download to its
+	// client: 10 s in which it read nothing ends the download.
+	DefaultDownloadWriteTimeout = 10 * time.Second
+	// DefaultDownloadTimeout bounds one download: 64 MiB at about
+	// 1 MiB/s, as an upload, and as long as a pod waits for one.
+	DefaultDownloadTimeout = time.Minute
 )
 
 // ErrInvalidConfig is wrapped by the errors of Config.Validate and of
@@ -76,13 +91,32 @@ type Config struct {
 	// keeps an object (recorded at most every MaxIdle/4); the bucket's
 	// max age (stream.Config.DependencyMaxAge) still bounds its life.
 	MaxIdle time.Duration
+	// MaxDownloads is how many downloads (GET) one server serves at once;
+	// more are answered 429 at once (HEAD is not counted). Each holds a
+	// JetStream consumer whose chunks NATS sends ahead of a slow client,
+	// up to about the object (MaxObjectBytes) in the server's memory, so
+	// that MaxDownloads × MaxObjectBytes bounds what downloads hold.
+	MaxDownloads int
+	// MaxNamespaceDownloads is how many of MaxDownloads one namespace
+	// takes at once on one server; more are answered 429 at once, so that
+	// a namespace's slow or stalled downloads leave the others' slots free.
+	MaxNamespaceDownloads int
+	// DownloadWriteTimeout bounds each write of a download to its client:
+	// a client that takes nothing for that long has its download ended
+	// (the connection closed), its consumer and its slot released.
+	DownloadWriteTimeout time.Duration
+	// DownloadTimeout bounds one download, from its object opened to its
+	// last byte sent: a client slower than that has it ended likewise.
+	DownloadTimeout time.Duration
 }
 
 // DefaultConfig returns the default bounds.
 func DefaultConfig() Config {
 	return Config{MaxObjectBytes: DefaultMaxObjectBytes, NamespaceShares: DefaultNamespaceShares,
 		MaxUploads: DefaultMaxUploads, MaxNamespaceUploads: DefaultMaxNamespaceUploads, UploadTimeout: DefaultUploadTimeout,
-		MaxNamespaceObjects: DefaultMaxNamespaceObjects, MaxIdle: DefaultMaxIdle}
+		MaxNamespaceObjects: DefaultMaxNamespaceObjects, MaxIdle: DefaultMaxIdle,
+		MaxDownloads: DefaultMaxDownloads, MaxNamespaceDownloads: DefaultMaxNamespaceDownloads,
+		DownloadWriteTimeout: DefaultDownloadWriteTimeout, DownloadTimeout: DefaultDownloadTimeout}
 }
 
 // Validate returns an error wrapping ErrInvalidConfig that names the
@@ -105,6 +139,14 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: a namespace's objects must be at least 1, not %d", ErrInvalidConfig, c.MaxNamespaceObjects)
 	case c.MaxIdle <= 0:
 		return fmt.Errorf("%w: the idle time must be positive, not %s", ErrInvalidConfig, c.MaxIdle)
+	case c.MaxDownloads < 1:
+		return fmt.Errorf("%w: downloads at once must be at least 1, not %d", ErrInvalidConfig, c.MaxDownloads)
+	case c.MaxNamespaceDownloads < 1:
+		return fmt.Errorf("%w: a namespace's downloads at once must be at least 1, not %d", ErrInvalidConfig, c.MaxNamespaceDownloads)
+	case c.DownloadWriteTimeout <= 0:
+		return fmt.Errorf("%w: the download write timeout must be positive, not %s", ErrInvalidConfig, c.DownloadWriteTimeout)
+	case c.DownloadTimeout <= 0:
+		return fmt.Errorf("%w: the download timeout must be positive, not %s", ErrInvalidConfig, c.DownloadTimeout)
 	}
 	return nil
 }

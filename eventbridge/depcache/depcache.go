@@ -69,6 +69,9 @@ type Cache struct {
 	metrics *metrics
 	// slots holds a token per upload under way (MaxUploads).
 	slots chan struct{}
+	// downloads are the downloads under way (MaxDownloads, and
+	// MaxNamespaceDownloads a namespace).
+	downloads *downloads
 	// reviews bounds each namespace's writer token reviews.
 	reviews *ratelimit.PerKey
 	// index is what the bucket holds, by namespace (Run keeps it).
@@ -104,7 +107,8 @@ func New(js jetstream.JetStream, bucket jetstream.ObjectStoreConfig, senders Sen
 	}
 	c := &Cache{js: js, bucket: bucket, senders: senders, writers: writers, cfg: cfg, log: slog.New(slog.DiscardHandler),
 		slots: make(chan struct{}, cfg.MaxUploads), uploading: map[string]bool{}, inflight: map[string]*namespaceUploads{},
-		reviews: ratelimit.NewPerKey(namespaceUploadsPerSecond, namespaceUploadsBurst), index: newIndex()}
+		downloads: newDownloads(cfg.MaxDownloads, cfg.MaxNamespaceDownloads),
+		reviews:   ratelimit.NewPerKey(namespaceUploadsPerSecond, namespaceUploadsBurst), index: newIndex()}
 	for _, o := range opts {
 		if err := o(c); err != nil {
 			return nil, err

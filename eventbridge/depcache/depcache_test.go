@@ -192,8 +192,10 @@ func (w *world) bucket(bucketBytes int64, mods ...func(*stream.Config)) stream.C
 }
 
 // serveOn serves a cache of sc's bucket through js (an event bridge
-// replica), running as the event bridge runs it until the test ends.
-func (w *world) serveOn(t *testing.T, js jetstream.JetStream, sc stream.Config, cfg depcache.Config, senders depcache.Senders) *server {
+// replica), running as the event bridge runs it until the test ends,
+// behind wraps (as a host's middleware).
+func (w *world) serveOn(t *testing.T, js jetstream.JetStream, sc stream.Config, cfg depcache.Config, senders depcache.Senders,
+	wraps ...func(http.Handler) http.Handler) *server {
 	if senders == nil {
 		senders = withUser{w.senders}
 	}
@@ -204,7 +206,11 @@ func (w *world) serveOn(t *testing.T, js jetstream.JetStream, sc stream.Config, 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { c.Run(ctx, 10*time.Millisecond); close(done) }()
-	srv := httptest.NewServer(c)
+	var h http.Handler = c
+	for _, wrap := range wraps {
+		h = wrap(h)
+	}
+	srv := httptest.NewServer(h)
 	t.Cleanup(func() { srv.Close(); cancel(); <-done })
 	return &server{t: t, w: w, url: srv.URL, bucket: jsstream.DependencyBucketConfig(sc), js: js, metrics: reg}
 }
@@ -840,14 +846,18 @@ func TestDependencyCache(t *testing.T) {
 func TestConfigValidate(t *testing.T) {
 	require.NoError(t, depcache.DefaultConfig().Validate())
 	for name, mod := range map[string]func(*depcache.Config){
-		"object":    func(c *depcache.Config) { c.MaxObjectBytes = 0 },
-		"namespace": func(c *depcache.Config) { c.MaxNamespaceBytes = -1 },
-		"shares":    func(c *depcache.Config) { c.NamespaceShares = 0 },
-		"share":     func(c *depcache.Config) { c.MaxNamespaceUploads = 0 },
-		"uploads":   func(c *depcache.Config) { c.MaxUploads = 0 },
-		"timeout":   func(c *depcache.Config) { c.UploadTimeout = 0 },
-		"objects":   func(c *depcache.Config) { c.MaxNamespaceObjects = 0 },
-		"idle":      func(c *depcache.Config) { c.MaxIdle = 0 },
+		"object":         func(c *depcache.Config) { c.MaxObjectBytes = 0 },
+		"namespace":      func(c *depcache.Config) { c.MaxNamespaceBytes = -1 },
+		"shares":         func(c *depcache.Config) { c.NamespaceShares = 0 },
+		"share":          func(c *depcache.Config) { c.MaxNamespaceUploads = 0 },
+		"uploads":        func(c *depcache.Config) { c.MaxUploads = 0 },
+		"timeout":        func(c *depcache.Config) { c.UploadTimeout = 0 },
+		"objects":        func(c *depcache.Config) { c.MaxNamespaceObjects = 0 },
+		"idle":           func(c *depcache.Config) { c.MaxIdle = 0 },
+		"downloads":      func(c *depcache.Config) { c.MaxDownloads = 0 },
+		"download share": func(c *depcache.Config) { c.MaxNamespaceDownloads = 0 },
+		"write timeout":  func(c *depcache.Config) { c.DownloadWriteTimeout = 0 },
+		"download time":  func(c *depcache.Config) { c.DownloadTimeout = 0 },
 	} {
 		c := depcache.DefaultConfig()
 		mod(&c)

@@ -39,7 +39,12 @@
 // upload first removes the least read objects of the namespaces that store
 // more than a fair share of it, else 507), uploads at once per server and
 // per namespace (429), and an upload's duration (408: a slow body is cut). A
-// refused or failed upload stores nothing. A namespace's usage comes from
+// refused or failed upload stores nothing. Downloads (GET) are bounded
+// likewise, as each holds a JetStream consumer whose chunks NATS sends
+// ahead of a slow client: at once per server and per namespace (429), each
+// write to the client (a client that takes nothing for
+// Config.DownloadWriteTimeout has its download ended, its consumer and
+// slot released), and a download's duration. A namespace's usage comes from
 // each server's index of the bucket, kept by a watch of its objects'
 // descriptions (Cache.Run), never from a listing of the bucket. An object
 // no pod read for Config.MaxIdle is removed, and every object expires

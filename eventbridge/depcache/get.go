@@ -6,15 +6,39 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"os"
 	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// get answers GET and HEAD of k.
+// get answers GET and HEAD of k. A GET takes one of the downloads' slots
+// (429 past its namespace's or the server's bound) and is bounded by
+// DownloadTimeout, each of its writes by DownloadWriteTimeout (send).
 func (c *Cache) get(w http.ResponseWriter, r *http.Request, k key) {
 	ctx := r.Context()
+	var end time.Time
+	if r.Method == http.MethodGet {
+		if busy := c.downloads.claim(k.namespace); busy != "" {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, busy, http.StatusTooManyRequests)
+			return
+		}
+		defer c.downloads.release(k.namespace)
+		c.metrics.download(1)
+		defer c.metrics.download(-1)
+		// The object store ends its reads at the context's deadline
+		// (JetStream's default timeout, 5 s, without one), and not when
+		// it is cancelled: a read blocks until the deadline once the
+		// consumer stopped at the cancel. So the download's context does
+		// not end when the client leaves; its next write fails then (or
+		// at the write timeout), which ends the download.
+		end = time.Now().Add(c.cfg.DownloadTimeout)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), end)
+		defer cancel()
+	}
 	obs, err := c.store(ctx)
 	if err != nil {
 		c.unavailable(w, k, "open the bucket", err)
@@ -29,7 +53,7 @@ func (c *Cache) get(w http.ResponseWriter, r *http.Request, k key) {
 		if res, err = obs.Get(ctx, k.name()); err == nil {
 			body = res
 			info, err = res.Info()
-			defer res.Close()
+			defer res.Close() // ends its consumer, and drops what NATS sent ahead
 		}
 	}
 	if err == nil && c.expired(info, time.Now()) {
@@ -49,11 +73,20 @@ func (c *Cache) get(w http.ResponseWriter, r *http.Request, k key) {
 	if body == nil {
 		return
 	}
-	if n, err := io.Copy(w, body); err != nil {
-		c.log.Warn("sending cached dependencies failed", "namespace", k.namespace, "runtime", k.runtime, "hash", k.hash, "sent", n, "size", info.Size, "error", err)
+	if n, err := c.send(w, body, end); err != nil {
+		log := c.log.With("namespace", k.namespace, "runtime", k.runtime, "hash", k.hash, "sent", n, "size", info.Size, "error", err)
+		switch {
+		case errors.Is(err, errStalled), errors.Is(err, errWrite) && errors.Is(err, os.ErrDeadlineExceeded):
+			log.Info("download ended: its client took nothing for the write timeout, or was not done within the download timeout",
+				"writeTimeout", c.cfg.DownloadWriteTimeout, "timeout", c.cfg.DownloadTimeout)
+		case errors.Is(err, errWrite):
+			log.Info("download ended by its client")
+		default:
+			log.Warn("sending cached dependencies failed")
+		}
 		return
 	}
-	c.touch(ctx, obs, info)
+	c.touch(r.Context(), obs, info)
 }
 
 // touch records that a pod read info's object: in this server's index at

@@ -15,6 +15,7 @@ type metrics struct {
 	storedBytes prometheus.Counter
 	stored      prometheus.Counter
 	uploads     prometheus.Gauge
+	downloads   prometheus.Gauge
 }
 
 // statusTimeout bounds the look at the bucket a scrape makes.
@@ -26,6 +27,7 @@ const statusTimeout = 2 * time.Second
 //	kfn_eventbridge_dependency_cache_stored_bytes_total          bytes of the objects this server stored
 //	kfn_eventbridge_dependency_cache_stored_objects_total        objects this server stored
 //	kfn_eventbridge_dependency_cache_uploads                     uploads under way on this server
+//	kfn_eventbridge_dependency_cache_downloads                   downloads (GET) under way on this server
 //	kfn_eventbridge_dependency_cache_bucket_bytes                bytes the bucket holds (every server's objects), read at each scrape
 //
 // No metric names a namespace: the cache's logs do.
@@ -47,6 +49,10 @@ func newMetrics(reg prometheus.Registerer, c *Cache) (*metrics, error) {
 			Name: "kfn_eventbridge_dependency_cache_uploads",
 			Help: "Dependency uploads under way on this event bridge.",
 		}),
+		downloads: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kfn_eventbridge_dependency_cache_downloads",
+			Help: "Dependency downloads (GET) under way on this event bridge.",
+		}),
 	}
 	bucket := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "kfn_eventbridge_dependency_cache_bucket_bytes",
@@ -56,7 +62,7 @@ func newMetrics(reg prometheus.Registerer, c *Cache) (*metrics, error) {
 		defer cancel()
 		return float64(c.bucketBytes(ctx))
 	})
-	for _, col := range []prometheus.Collector{m.requests, m.storedBytes, m.stored, m.uploads, bucket} {
+	for _, col := range []prometheus.Collector{m.requests, m.storedBytes, m.stored, m.uploads, m.downloads, bucket} {
 		if err := reg.Register(col); err != nil {
 			return nil, err
 		}
@@ -83,5 +89,12 @@ func (m *metrics) storedObject(size uint64) {
 func (m *metrics) upload(d float64) {
 	if m != nil {
 		m.uploads.Add(d)
+	}
+}
+
+// download adds d to the downloads under way.
+func (m *metrics) download(d float64) {
+	if m != nil {
+		m.downloads.Add(d)
 	}
 }

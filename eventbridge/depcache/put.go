@@ -261,6 +261,7 @@ func (c *Cache) quotaFull(w http.ResponseWriter, k key, used int64) {
 		http.StatusInsufficientStorage)
 }
 
+// syncWait bounds how long an upload waits for the index to hold what the
 // bucket holds (after the event bridge started, or NATS came back).
 const syncWait = 10 * time.Second
 

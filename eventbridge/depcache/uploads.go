@@ -55,8 +55,6 @@ func (c *Cache) release(k key) {
 	}
 }
 
-// syncWait bounds how long an upload waits for the index to hold what the
-
 // inflightBytes is what every upload under way here has read so far.
 func (c *Cache) inflightBytes() int64 {
 	c.mu.Lock()
