@@ -262,21 +262,7 @@ func TestOneNamespaceCannotSpendAnothersReviews(t *testing.T) {
 	c := testcluster.New(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	admin, err := kubernetes.NewForConfig(c.Config)
-	require.NoError(t, err)
-	token := func(namespace string) string {
-		tr, err := admin.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, "app", &authenticationv1.TokenRequest{
-			Spec: authenticationv1.TokenRequestSpec{Audiences: []string{auth.Audience}, ExpirationSeconds: ptr.To[int64](600)},
-		}, metav1.CreateOptions{})
-		require.NoError(t, err)
-		return tr.Status.Token
-	}
-	for _, ns := range []string{"attacker", "victim"} {
-		_, err = admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-		require.NoError(t, err)
-		_, err = admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{})
-		require.NoError(t, err)
-	}
+	token := appTokens(t, c, "attacker", "victim")
 	const pods = 30
 	genuine := make([]string, pods)
 	for i := range genuine {
@@ -367,21 +353,7 @@ func TestOneNamespaceCannotSpendAnothersAccessChecks(t *testing.T) {
 	c := testcluster.New(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	admin, err := kubernetes.NewForConfig(c.Config)
-	require.NoError(t, err)
-	token := func(namespace string) string {
-		tr, err := admin.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, "app", &authenticationv1.TokenRequest{
-			Spec: authenticationv1.TokenRequestSpec{Audiences: []string{auth.Audience}, ExpirationSeconds: ptr.To[int64](600)},
-		}, metav1.CreateOptions{})
-		require.NoError(t, err)
-		return tr.Status.Token
-	}
-	for _, ns := range []string{"attacker", "victim"} {
-		_, err = admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-		require.NoError(t, err)
-		_, err = admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{})
-		require.NoError(t, err)
-	}
+	token := appTokens(t, c, "attacker", "victim")
 	client, reviews := countingClient(t, c.Config)
 	// 1 a second, bursts of 5: a namespace's share is 1, and past it a
 	// namespace takes from the total while it holds over half.
@@ -414,4 +386,27 @@ func TestOneNamespaceCannotSpendAnothersAccessChecks(t *testing.T) {
 	before = reviews.checks.Load()
 	assert.Equal(t, http.StatusForbidden, call(token("victim"), "victim", "orders"), "another namespace's decision is asked for")
 	assert.Equal(t, int64(1), reviews.checks.Load()-before)
+}
+
+// appTokens makes namespaces in c's API server, each with a ServiceAccount
+// "app", and returns what makes a new token of kfn's audience for the app
+// of a namespace.
+func appTokens(t *testing.T, c *testcluster.Cluster, namespaces ...string) func(namespace string) string {
+	t.Helper()
+	ctx := context.Background()
+	admin, err := kubernetes.NewForConfig(c.Config)
+	require.NoError(t, err)
+	for _, ns := range namespaces {
+		_, err = admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		_, err = admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	return func(namespace string) string {
+		tr, err := admin.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, "app", &authenticationv1.TokenRequest{
+			Spec: authenticationv1.TokenRequestSpec{Audiences: []string{auth.Audience}, ExpirationSeconds: ptr.To[int64](600)},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		return tr.Status.Token
+	}
 }
