@@ -44,7 +44,7 @@ func (v *subscribedView) events(ctx context.Context, app string) ([]SubscribedEv
 		return nil, fmt.Errorf("wait to list subscribed events: %w", ctx.Err())
 	}
 	defer func() { <-v.turn }()
-	if v.subs == nil || time.Since(v.taken) >= SubscribedFresh {
+	if v.taken.IsZero() || time.Since(v.taken) >= SubscribedFresh {
 		subs, err := v.lister.ListSubscriptions(ctx)
 		if err != nil {
 			return nil, err

@@ -97,3 +97,17 @@ func TestSubscribedListsOnceASecondHoweverManyAsk(t *testing.T) {
 		assert.Contains(c, e.subscribed(t, "commerce"), publisher.SubscribedEvent{Name: "order.deleted", Version: "v1"})
 	}, 5*publisher.SubscribedFresh, 50*time.Millisecond, "a changed Subscription is listed again")
 }
+
+// TestSubscribedListsOnceASecondWithNoSubscriptions: a cluster without a
+// Subscription is listed once a second too, however many ask (an empty
+// list is a list).
+func TestSubscribedListsOnceASecondWithNoSubscriptions(t *testing.T) {
+	subs := &countingSubs{}
+	e := newEnv(t, publisher.Config{}, nil, publisher.WithSubscriptions(subs))
+	start := time.Now()
+	for range 16 {
+		assert.Empty(t, e.subscribed(t, "commerce"))
+	}
+	most := 1 + int32(time.Since(start)/publisher.SubscribedFresh)
+	assert.LessOrEqual(t, subs.lists.Load(), most)
+}
