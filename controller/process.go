@@ -78,7 +78,7 @@ func (c *Process) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&f.Workers, "workers", f.Workers, "Functions reconciled concurrently")
 	fs.BoolVar(&f.WarmPool, "warm-pool", f.WarmPool, "run the warm pool: standby pods, in the namespaces of Functions that scale to zero, given to such a Function when it is woken (the controller then creates, labels and deletes pods)")
 	fs.IntVar(&f.WarmPoolSize, "warm-pool-size", f.WarmPoolSize, "the most standby pods per namespace and shape of Function that scales to zero (each pool keeps as many as the most wakes it saw in one minute of the last 10, at least one), unless the namespace's annotation kfn.dev/warm-pool-size fixes it")
-	fs.IntVar(&f.WarmPoolMaxStandby, "warm-pool-max-standby", f.WarmPoolMaxStandby, "the most standby pods of all namespaces together; past it every pool gets its first pod before any gets a second, the pools that woke last first")
+	fs.IntVar(&f.WarmPoolMaxStandby, "warm-pool-max-standby", f.WarmPoolMaxStandby, "the most standby pods of all namespaces together; past it every namespace gets its first pod before any gets a second (and within one, every pool of it), those that woke last first")
 	fs.DurationVar(&f.WarmPoolIdle, "warm-pool-idle", f.WarmPoolIdle, "how long a namespace's pool keeps a standby pod after its Functions last woke or joined it")
 	fs.Var(&imagesFlag{images: &f.Plan.Images}, "runtime-image", "`runtime=image`; repeat for each runtime to change")
 	fs.StringVar(&f.Plan.DefaultProfile, "default-profile", f.Plan.DefaultProfile, "resource preset of Functions that name none (XS, S, M, L, XL; default L)")

@@ -78,11 +78,14 @@ func later(a, b time.Time) time.Time {
 }
 
 // allocate bounds the standby pods wanted per pool to most in all (most
-// <= 0: no bound): in rounds, each pool that wants one more gets one, the
-// pools whose Functions woke or joined last first, until most are given.
-// A namespace that wakes many Functions cannot take the cluster's pods
-// from one that wakes a few: every pool gets its first pod before any
-// gets a second.
+// <= 0: no bound): in rounds, each namespace that wants one more gets one,
+// for the pool of its own that got the fewest so far, the namespaces (and,
+// within one, the pools) whose Functions woke or joined last first, until
+// most are given. A namespace cannot take the cluster's pods from others
+// by waking many Functions, nor by spreading them over many shapes (a
+// pool each): every namespace gets its first pod before any gets a
+// second, and within a namespace every pool its first before any its
+// second.
 func allocate(want map[poolKey]int, last map[poolKey]time.Time, most int) map[poolKey]int {
 	total := 0
 	for _, n := range want {
@@ -101,12 +104,34 @@ func allocate(want map[poolKey]int, last map[poolKey]time.Time, most int) map[po
 		}
 		return cmp.Or(cmp.Compare(a.namespace, b.namespace), cmp.Compare(a.shape, b.shape))
 	})
+	// A namespace's pools, in the order of keys; the namespaces in the
+	// order of their freshest pool.
+	var namespaces [][]poolKey
+	at := map[string]int{}
+	for _, k := range keys {
+		i, ok := at[k.namespace]
+		if !ok {
+			i = len(namespaces)
+			at[k.namespace] = i
+			namespaces = append(namespaces, nil)
+		}
+		namespaces[i] = append(namespaces[i], k)
+	}
 	got := make(map[poolKey]int, len(want))
 	for left := most; left > 0; {
 		gave := false
-		for _, k := range keys {
-			if left > 0 && got[k] < want[k] {
-				got[k]++
+		for _, pools := range namespaces {
+			if left == 0 {
+				break
+			}
+			pick, ok := poolKey{}, false
+			for _, k := range pools {
+				if got[k] < want[k] && (!ok || got[k] < got[pick]) {
+					pick, ok = k, true
+				}
+			}
+			if ok {
+				got[pick]++
 				left--
 				gave = true
 			}

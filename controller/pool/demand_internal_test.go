@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -61,6 +62,51 @@ func TestTheClusterCapGivesEveryPoolOneFirst(t *testing.T) {
 	assert.Equal(t, map[poolKey]int{busy: 2, quiet: 1, old: 1}, allocate(want, last, 4))
 	assert.Equal(t, map[poolKey]int{busy: 1, quiet: 1}, allocate(want, last, 2), "the pool that woke longest ago goes without")
 	assert.Equal(t, map[poolKey]int{busy: 1}, allocate(want, last, 1))
+}
+
+// TestTheClusterCapGivesEveryNamespaceOneFirst: past MaxStandby, a
+// namespace whose Functions spread over eight shapes (a pool each) and
+// woke last gets one pod in each round, as every other namespace does,
+// not one for each of its pools: with a cap of 8 and eight other
+// namespaces of one pool each, every namespace gets one (before, the
+// eight pools of the one namespace took all eight). Within the
+// namespace, its pools are served in turn, the freshest first.
+func TestTheClusterCapGivesEveryNamespaceOneFirst(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	want, last := map[poolKey]int{}, map[poolKey]time.Time{}
+	for i := range 8 {
+		k := poolKey{"spread", fmt.Sprint("shape-", i)}
+		want[k], last[k] = 1, t0.Add(time.Hour+time.Duration(i)*time.Minute)
+	}
+	var others []poolKey
+	for i := range 8 {
+		k := poolKey{fmt.Sprint("team-", i), "a"}
+		want[k], last[k] = 1, t0.Add(time.Duration(i)*time.Minute)
+		others = append(others, k)
+	}
+	got := allocate(want, last, 8)
+	spread := 0
+	for k, n := range got {
+		if k.namespace == "spread" {
+			spread += n
+		}
+	}
+	assert.Equal(t, 1, spread, "the namespace of many shapes gets one pod: %v", got)
+	assert.Equal(t, 1, got[poolKey{"spread", "shape-7"}], "its freshest pool")
+	for _, k := range others[1:] {
+		assert.Equal(t, 1, got[k], "%s gets its first pod", k.namespace)
+	}
+	assert.Zero(t, got[others[0]], "the namespace that woke longest ago goes without")
+
+	got = allocate(want, last, 16+4)
+	assert.Equal(t, want, got, "within the cap every pool gets what it wants")
+	got = allocate(want, last, 12)
+	for _, k := range others {
+		assert.Equal(t, 1, got[k], "%s gets its pod", k.namespace)
+	}
+	for i := 4; i < 8; i++ {
+		assert.Equal(t, 1, got[poolKey{"spread", fmt.Sprint("shape-", i)}], "the rest to the spread namespace's freshest pools, one each")
+	}
 }
 
 // TestTargetsFollowTheNamespacesSize: a namespace's AnnotationSize is

@@ -33,8 +33,9 @@
 // none once its Functions have neither woken nor joined it for
 // Config.Idle. A namespace's AnnotationSize fixes its pools' size
 // instead. All pools together keep at most Config.MaxStandby pods: past
-// it, every pool gets its first pod before any gets a second, the pools
-// that woke last first.
+// it, every namespace gets its first pod before any gets a second (and
+// within one, every pool of it), those that woke last first, so that a
+// namespace spreading its Functions over many shapes takes no more.
 //
 // Two Functions share a shape when their standby pods would be the same
 // pod (same image, command, probes, resources, security contexts and

@@ -81,9 +81,9 @@ type Config struct {
 	// its next wake is on a new pod.
 	Idle time.Duration
 	// MaxStandby bounds the standby pods of all pools together (0:
-	// DefaultMaxStandby; at most MaxMaxStandby): past it, every pool
-	// gets its first pod before any gets a second, the pools that woke
-	// last first.
+	// DefaultMaxStandby; at most MaxMaxStandby): past it, every namespace
+	// gets its first pod before any gets a second (and within one, every
+	// pool), those that woke last first.
 	MaxStandby int
 }
 
