@@ -93,3 +93,11 @@ func TestTheDefaultIsAShareOfTheFileLimit(t *testing.T) {
 	assert.GreaterOrEqual(t, n, 16)
 	assert.LessOrEqual(t, n, 4096)
 }
+
+// TestTheDefaultShareIsAnEighth: one address holds an eighth of a
+// listener's connections by default, at least one.
+func TestTheDefaultShareIsAnEighth(t *testing.T) {
+	assert.Equal(t, 512, connlimit.DefaultPerSource(4096))
+	assert.Equal(t, 2, connlimit.DefaultPerSource(16))
+	assert.Equal(t, 1, connlimit.DefaultPerSource(4), "at least one")
+}
