@@ -49,6 +49,8 @@ func TestNewRefusesOptionsThatCannotWork(t *testing.T) {
 		"negative claim hold":         activity.WithClaimHold(-time.Millisecond),
 		"claim hold over a minute":    activity.WithClaimHold(time.Minute + 1),
 		"nil logger":                  activity.WithLogger(nil),
+		"no subject a namespace":      activity.WithListenBounds(0, 10),
+		"total under per namespace":   activity.WithListenBounds(10, 9),
 		"nil metrics registerer":      activity.WithMetrics(nil),
 	} {
 		_, err := activity.New(reader, nil, opt)
@@ -66,6 +68,8 @@ func TestNewRefusesOptionsThatCannotWork(t *testing.T) {
 	assert.NoError(t, err, "the smallest refresh interval")
 	_, err = activity.New(reader, nil, activity.WithClaimHold(0), activity.WithClaimHold(time.Minute))
 	assert.NoError(t, err, "claim holds of 0 (none) and of a minute")
+	_, err = activity.New(reader, nil, activity.WithListenBounds(1, 1))
+	assert.NoError(t, err, "the smallest listen bounds")
 }
 
 // The backlog counts the events delivered and not yet acknowledged as well

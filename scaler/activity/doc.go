@@ -47,4 +47,12 @@
 // the scaler nothing per event. An event published in the instant between a
 // refresh finding a Function inactive and its listener being in place is
 // found by the next refresh instead.
+//
+// Listening is bounded, as each subject is a NATS subscription of the
+// scaler's and a tenant writes the subjects: a Function one of whose
+// consumers is missing (a Subscription past its namespace's consumer
+// limit) can be delivered nothing and is not listened for, until a refresh
+// finds the consumer; and the subjects listened on are bounded per
+// namespace and in total ([WithListenBounds]). A Function past a bound is
+// woken by the refresh only, a refresh interval later.
 package activity

@@ -17,12 +17,15 @@ type metrics struct {
 	functions      prometheus.Gauge
 	active         prometheus.Gauge
 	watcherCount   prometheus.Gauge
+	listenSubjects prometheus.Gauge
+	pastBounds     prometheus.Gauge
 }
 
 // WithMetrics registers the scaler's metrics with reg: kfn_scaler_refresh_seconds,
 // kfn_scaler_refresh_errors_total, kfn_scaler_activations_total{cause},
 // kfn_scaler_activation_holds_total{ended_by},
-// kfn_scaler_functions, kfn_scaler_functions_active and kfn_scaler_watchers.
+// kfn_scaler_functions, kfn_scaler_functions_active, kfn_scaler_watchers,
+// kfn_scaler_listen_subjects and kfn_scaler_functions_past_listen_bounds.
 func WithMetrics(reg prometheus.Registerer) Option {
 	return func(o *options) error {
 		if reg == nil {
@@ -58,8 +61,16 @@ func WithMetrics(reg prometheus.Registerer) Option {
 				Name: "kfn_scaler_watchers",
 				Help: "Open activation watchers (StreamIsActive streams).",
 			}),
+			listenSubjects: prometheus.NewGauge(prometheus.GaugeOpts{
+				Name: "kfn_scaler_listen_subjects",
+				Help: "Subjects of the Functions within the bounds of listened subjects, as of the last refresh (listened on while they are inactive).",
+			}),
+			pastBounds: prometheus.NewGauge(prometheus.GaugeOpts{
+				Name: "kfn_scaler_functions_past_listen_bounds",
+				Help: "Functions not listened for because their namespace's or the scaler's bound of listened subjects is reached, as of the last refresh: the refresh wakes them.",
+			}),
 		}
-		for _, c := range []prometheus.Collector{m.refreshSeconds, m.refreshErrors, m.activations, m.holds, m.functions, m.active, m.watcherCount} {
+		for _, c := range []prometheus.Collector{m.refreshSeconds, m.refreshErrors, m.activations, m.holds, m.functions, m.active, m.watcherCount, m.listenSubjects, m.pastBounds} {
 			if err := reg.Register(c); err != nil {
 				return fmt.Errorf("%w: register metrics: %w", ErrInvalidOption, err)
 			}
@@ -104,5 +115,12 @@ func (m *metrics) setFunctions(total, active int) {
 func (m *metrics) watchers(delta int) {
 	if m.watcherCount != nil {
 		m.watcherCount.Add(float64(delta))
+	}
+}
+
+func (m *metrics) setListened(subjects, past int) {
+	if m.listenSubjects != nil {
+		m.listenSubjects.Set(float64(subjects))
+		m.pastBounds.Set(float64(past))
 	}
 }

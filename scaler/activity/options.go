@@ -19,6 +19,9 @@ type options struct {
 	metrics     *metrics
 	activated   func(types.NamespacedName)
 	claimHold   time.Duration
+
+	maxListenPerNamespace int
+	maxListen             int
 }
 
 // Defaults of the options.
@@ -28,6 +31,19 @@ const (
 	// DefaultActivationHold is how long a signal keeps a Function active
 	// against a refresh that started before the signal was counted.
 	DefaultActivationHold = 500 * time.Millisecond
+	// DefaultMaxListenSubjectsPerNamespace bounds the subjects listened on
+	// for the Functions of one namespace (WithListenBounds): about 85
+	// Subscriptions of one type each (3 subjects: partition 0, the other
+	// partitions, replays). A listened subject of 2 KiB costs about 2.5
+	// KiB of the scaler's memory and as much of the NATS server's, so a
+	// namespace at the consumer limit (100 Subscriptions of up to 64
+	// types: 12,900 subjects) would cost some 32 MiB a namespace, more
+	// than the scaler (256 MiB) can afford for every tenant.
+	DefaultMaxListenSubjectsPerNamespace = 256
+	// DefaultMaxListenSubjects bounds the subjects listened on in all
+	// (WithListenBounds): 16 namespaces at their bound, at most about
+	// 10 MiB of the scaler's memory and as much of the NATS server's.
+	DefaultMaxListenSubjects = 4096
 )
 
 func newOptions(opts []Option) (options, error) {
@@ -36,6 +52,9 @@ func newOptions(opts []Option) (options, error) {
 		hold:     DefaultActivationHold,
 		log:      slog.New(slog.DiscardHandler),
 		metrics:  &metrics{},
+
+		maxListenPerNamespace: DefaultMaxListenSubjectsPerNamespace,
+		maxListen:             DefaultMaxListenSubjects,
 	}
 	for _, opt := range opts {
 		if opt == nil {
@@ -114,6 +133,28 @@ func WithClaimHold(d time.Duration) Option {
 			return fmt.Errorf("%w: claim hold must be between 0 and 1m, not %s", ErrInvalidOption, d)
 		}
 		o.claimHold = d
+		return nil
+	}
+}
+
+// WithListenBounds bounds the subjects the scaler listens on for inactive
+// Functions (see the package doc): perNamespace for the Functions of one
+// namespace (default DefaultMaxListenSubjectsPerNamespace) and total for
+// all (default DefaultMaxListenSubjects); 1 <= perNamespace <= total.
+// Each subject is a NATS subscription of the scaler's, so the bounds are
+// what a tenant's Subscriptions can cost it. A Function is listened for
+// on all of its subjects or on none; within a namespace Functions are
+// taken in name order, and for the total the namespaces that ask for
+// fewest subjects go first, so a large namespace never crowds a small one
+// out. A Function past a bound loses push activation only: the refresh
+// (every refresh interval, default 1s) still finds its first event in its
+// backlog and wakes it, a refresh interval later than push would have.
+func WithListenBounds(perNamespace, total int) Option {
+	return func(o *options) error {
+		if perNamespace < 1 || total < perNamespace {
+			return fmt.Errorf("%w: listen bounds must be 1 <= per namespace <= total, not %d and %d", ErrInvalidOption, perNamespace, total)
+		}
+		o.maxListenPerNamespace, o.maxListen = perNamespace, total
 		return nil
 	}
 }

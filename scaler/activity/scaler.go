@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -71,6 +70,10 @@ type Scaler struct {
 	subs      map[types.NamespacedName]Binding // by Subscription
 	sources   map[string]*source               // gateway in-flight reports, by source
 	refreshed bool                             // a refresh has completed
+	// The namespaces past their bound of listened subjects, and whether
+	// the total bound was reached, at the last refresh (to log changes).
+	overNamespaces map[string]bool
+	overTotal      bool
 }
 
 type function struct {
@@ -84,6 +87,13 @@ type function struct {
 
 	stopListen    func() // non-nil while listening
 	listenSubject string // the subjects listened to, joined
+	// consumerMissing says that the last refresh that read the backlog
+	// found a consumer of fn's missing: fn can be delivered nothing, and
+	// is not listened for.
+	consumerMissing bool
+	// listenable says that the last refresh found fn within the bounds
+	// of listened subjects (WithListenBounds).
+	listenable bool
 
 	// held says that the watchers are not yet told of the last
 	// activation: a standby pod is being claimed for the Function
@@ -161,18 +171,18 @@ func (s *Scaler) Refresh(ctx context.Context) error {
 		}
 	}
 	inflight := s.inFlightLocked()
-	var toListen []*function
 	var toStop []func()
 	activeCount := 0
 	for key, fn := range s.functions {
 		fn.err = nil
 		switch {
 		case len(fn.subs) == 0:
-			fn.backlog = 0
+			fn.backlog, fn.consumerMissing = 0, false
 		case readErr != nil:
-			fn.err = readErr
+			fn.err = readErr // whether its consumers exist stays as last read
 		default:
 			fn.backlog, fn.err = sumBacklog(fn, backlogs)
+			fn.consumerMissing = errors.Is(fn.err, ErrConsumerNotFound)
 		}
 		busy := inflight[key] > 0 || (fn.err == nil && fn.backlog > 0) ||
 			fn.signalAt.After(start.Add(-s.o.hold))
@@ -184,14 +194,14 @@ func (s *Scaler) Refresh(ctx context.Context) error {
 		}
 		if fn.active {
 			activeCount++
-		} else if want := fn.subjects(); want != "" && (fn.stopListen == nil || fn.listenSubject != want) {
-			toListen = append(toListen, fn)
 		}
 		if len(fn.subs) == 0 && len(fn.watchers) == 0 && !fn.active && inflight[key] == 0 {
 			toStop = append(toStop, fn.detachListener())
 			delete(s.functions, key)
 		}
 	}
+	toListen, stops := s.planListenersLocked()
+	toStop = append(toStop, stops...)
 	s.refreshed = true
 	s.o.metrics.setFunctions(len(s.functions), activeCount)
 	s.mu.Unlock()
@@ -203,54 +213,6 @@ func (s *Scaler) Refresh(ctx context.Context) error {
 	}
 	s.listen(toListen)
 	return readErr
-}
-
-// listen starts a listener for each Function that was inactive at the
-// refresh, unless it became active or changed meanwhile.
-func (s *Scaler) listen(fns []*function) {
-	if s.listener == nil {
-		return
-	}
-	for _, fn := range fns {
-		s.mu.Lock()
-		subjects := fn.subjectList()
-		want := strings.Join(subjects, " ")
-		s.mu.Unlock()
-		key := fn.key
-		stop, err := s.listener.Listen(subjects, func() { s.signal(key, "event") })
-		if err != nil {
-			s.o.log.Warn("listen for events failed; the next refresh finds them",
-				"namespace", key.Namespace, "function", key.Name, "error", err)
-			continue
-		}
-		s.mu.Lock()
-		current := s.functions[key]
-		if current != fn || fn.active || fn.subjects() != want {
-			s.mu.Unlock()
-			stop()
-			continue
-		}
-		old := fn.detachListener()
-		fn.stopListen, fn.listenSubject = stop, want
-		s.mu.Unlock()
-		if old != nil {
-			old()
-		}
-	}
-}
-
-func (s *Scaler) stopListeners() {
-	s.mu.Lock()
-	var stops []func()
-	for _, fn := range s.functions {
-		if stop := fn.detachListener(); stop != nil {
-			stops = append(stops, stop)
-		}
-	}
-	s.mu.Unlock()
-	for _, stop := range stops {
-		stop()
-	}
 }
 
 // signal records work for a Function seen outside a refresh.
@@ -461,23 +423,4 @@ func sumBacklog(fn *function, backlogs map[string]uint64) (uint64, error) {
 		return 0, fmt.Errorf("function %s: %w: %s", fn.key, ErrConsumerNotFound, strings.Join(missing, ", "))
 	}
 	return sum, nil
-}
-
-// subjectList returns the sorted, de-duplicated subjects of fn's
-// Subscriptions.
-func (fn *function) subjectList() []string {
-	var out []string
-	for _, b := range fn.subs {
-		out = append(out, b.Subjects...)
-	}
-	sort.Strings(out)
-	return slices.Compact(out)
-}
-
-func (fn *function) subjects() string { return strings.Join(fn.subjectList(), " ") }
-
-func (fn *function) detachListener() func() {
-	stop := fn.stopListen
-	fn.stopListen, fn.listenSubject = nil, ""
-	return stop
 }
