@@ -135,7 +135,7 @@ func (r *Reconciler) configure(ctx context.Context, fn *v1alpha2.Function, st *v
 	planned := fn
 	if fn.Spec.Source.GitRepository != nil {
 		if planned = r.resolveSource(ctx, fn, st, d); planned == nil {
-			return nil, ctrl.Result{RequeueAfter: min(r.cfg.GitPollInterval, time.Minute)}, nil
+			return nil, ctrl.Result{RequeueAfter: d.requeue}, nil
 		}
 	}
 	p, err := plan.For(planned, r.cfg.Plan)
@@ -167,12 +167,14 @@ func (r *Reconciler) configure(ctx context.Context, fn *v1alpha2.Function, st *v
 // resolveSource resolves a Git Function's reference to a commit, records
 // it in st and d, and returns the Function to plan, whose status names
 // that commit; nil when the reference cannot be resolved
-// (ConfigurationReady False, SourceUpdateFailed).
+// (ConfigurationReady False, SourceUpdateFailed; d.requeue is when to try
+// again).
 func (r *Reconciler) resolveSource(ctx context.Context, fn *v1alpha2.Function, st *v1alpha2.FunctionStatus, d *desired) *v1alpha2.Function {
 	g := fn.Spec.Source.GitRepository
 	commit, next, err := r.git.resolve(ctx, fn)
 	if err != nil {
 		notConfigured(st, v1alpha2.ReasonSourceUpdateFailed, err.Error())
+		d.requeue = next
 		return nil
 	}
 	st.GitRepository = &v1alpha2.GitRepositoryStatus{URL: g.URL, Repository: g.Repository, Commit: commit}

@@ -8,5 +8,8 @@
 // MaxRedirects), must be one the caller's egress policy allows (package
 // internal/egress, as for the event bridge's deliveries): a tenant's URL
 // cannot make the controller connect to loopback, the cloud metadata
-// address or the API server.
+// address or the API server. A resolve ends when its context does,
+// whatever step it is at, and reads at most MaxReferenceListBytes from the
+// server, so that a tenant's server can neither hold nor fill the
+// controller.
 package gitsource

@@ -37,10 +37,11 @@ func policyOf(ctx context.Context) egress.Policy {
 
 var installHTTP sync.Once
 
-// useEgress prepares a Resolve or Fetch of repoURL under policy (a path on
-// this machine, go-git's file transport, only where it allows loopback): it returns
-// the context the connections are made in, the URL to use and the
-// credentials to send. HTTP(S) connections are checked as they are dialled
+// useEgress prepares a Fetch, or a Resolve over HTTP(S) or file, of
+// repoURL under policy (a path on this machine, go-git's file transport,
+// only where it allows loopback; a Resolve over SSH or git:// dials its
+// connection itself, listOverConn): it returns the context the
+// connections are made in, the URL to use and the credentials to send. HTTP(S) connections are checked as they are dialled
 // (go-git's protocol table gets an HTTP transport that asks the policy the
 // request's context carries; redirects are bounded by MaxRedirects); an SSH
 // or git:// server's name is resolved and checked first, an SSH
@@ -71,11 +72,7 @@ func useEgress(ctx context.Context, policy egress.Policy, repoURL string, auth t
 	default:
 		return nil, "", nil, fmt.Errorf("%w: repository URL %s: scheme %q is not fetched", egress.ErrRefused, repoURL, ep.Protocol)
 	}
-	port := ep.Port
-	if port == 0 {
-		port = map[string]int{"ssh": 22, "git": 9418}[ep.Protocol]
-	}
-	addr, err := resolve(ctx, policy, ep.Host, port)
+	addr, err := serverAddress(ctx, policy, ep)
 	if err != nil {
 		return nil, "", nil, err
 	}
@@ -94,6 +91,17 @@ func useEgress(ctx context.Context, policy egress.Policy, repoURL string, auth t
 		auth = &checked
 	}
 	return ctx, repoURL, auth, nil
+}
+
+// serverAddress is the address of an SSH or git:// endpoint's server (its
+// port, or the protocol's default), when policy allows every address its
+// host resolves to.
+func serverAddress(ctx context.Context, policy egress.Policy, ep *transport.Endpoint) (netip.AddrPort, error) {
+	port := ep.Port
+	if port == 0 {
+		port = map[string]int{"ssh": 22, "git": 9418}[ep.Protocol]
+	}
+	return resolve(ctx, policy, ep.Host, port)
 }
 
 // resolve returns the first address host resolves to, with port, when
@@ -126,8 +134,11 @@ func checkAddr(policy egress.Policy, remote net.Addr) error {
 // egressTransport is net/http's default transport (proxies from the
 // environment, HTTP/2, timeouts) whose dialer refuses what the egress
 // policy of the request's context refuses. It keeps no idle connection, so
-// that every request is dialled, and checked, under its own policy.
-func egressTransport() *http.Transport {
+// that every request is dialled, and checked, under its own policy. A
+// response's headers are bounded (maxResponseHeaderBytes), and its body
+// spends the read budget of the request's context, when it has one (a
+// Resolve's).
+func egressTransport() http.RoundTripper {
 	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second,
 		ControlContext: func(ctx context.Context, network, address string, c syscall.RawConn) error {
 			return policyOf(ctx).Control(network, address, c)
@@ -135,7 +146,25 @@ func egressTransport() *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.DialContext = d.DialContext
 	t.DisableKeepAlives = true
-	return t
+	t.MaxResponseHeaderBytes = maxResponseHeaderBytes
+	return budgetTransport{t}
+}
+
+// budgetTransport makes the bodies of its responses spend the read budget
+// of their request's context.
+type budgetTransport struct{ next http.RoundTripper }
+
+// RoundTrip sends req with the next transport, and wraps the body of the
+// response.
+func (t budgetTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	res, err := t.next.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	if b := budgetOf(req.Context()); b != nil {
+		res.Body = budgetBody{ReadCloser: res.Body, b: b}
+	}
+	return res, nil
 }
 
 // errTooManyRedirects is boundRedirects' refusal.

@@ -7,11 +7,9 @@ import (
 	"regexp"
 	"strings"
 
-	git "github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/config"
-	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
 	"github.com/go-git/go-git/v5/plumbing/transport"
-	"github.com/go-git/go-git/v5/storage/memory"
+	"github.com/go-git/go-git/v5/plumbing/transport/client"
 
 	"github.com/kfn-dev/kfn/internal/egress"
 )
@@ -30,45 +28,74 @@ var commitHash = regexp.MustCompile(`^[0-9a-fA-F]{40}$`)
 // commit hash in either case, which is returned as it is, lower-case,
 // without asking the server (an abbreviated hash is looked up as a name).
 // auth may be nil. The server, and every address a redirect leads to, must
-// be one policy allows (errors wrap egress.ErrRefused otherwise). Errors
-// wrap ErrReferenceNotFound when the server answered but has no such
-// reference.
+// be one policy allows (errors wrap egress.ErrRefused otherwise). Resolve
+// returns when ctx ends, whatever step it is at (over SSH and git:// it
+// closes the connection; over HTTP the request ends). It reads at most
+// MaxReferenceListBytes from the server (errors wrap
+// ErrReferencesTooLarge past it). Errors wrap ErrReferenceNotFound when
+// the server answered but has no such reference.
 func Resolve(ctx context.Context, url, reference string, auth transport.AuthMethod, policy egress.Policy) (string, error) {
 	reference = strings.TrimSpace(reference)
 	if commitHash.MatchString(reference) {
 		return strings.ToLower(reference), nil
 	}
-	name := url
-	ctx, url, auth, err := useEgress(ctx, policy, url, auth)
+	budget := newReadBudget(MaxReferenceListBytes)
+	ar, err := listReferences(ctx, url, auth, policy, budget)
 	if err != nil {
-		return "", fmt.Errorf("list references of %s: %w", name, err)
+		// go-git's decoder may keep only the text of the budget's error.
+		if berr := budget.err(); berr != nil {
+			err = berr
+		}
+		return "", fmt.Errorf("list references of %s: %w", url, err)
 	}
-	remote := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{url}})
-	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: auth, PeelingOption: git.AppendPeeled})
-	if err != nil {
-		return "", fmt.Errorf("list references of %s: %w", name, err)
-	}
-	byName := make(map[plumbing.ReferenceName]*plumbing.Reference, len(refs))
-	for _, r := range refs {
-		byName[r.Name()] = r
-	}
-	candidates := []string{reference, "refs/heads/" + reference, "refs/tags/" + reference}
-	for _, name := range candidates {
+	for _, name := range []string{reference, "refs/heads/" + reference, "refs/tags/" + reference} {
 		// An annotated tag's peeled entry (name^{}) names the commit.
-		if r, ok := byName[plumbing.ReferenceName(name+"^{}")]; ok {
-			return r.Hash().String(), nil
+		if h, ok := ar.Peeled[name]; ok {
+			return h.String(), nil
 		}
-		r, ok := byName[plumbing.ReferenceName(name)]
-		if !ok {
-			continue
+		if name == "HEAD" && ar.Head != nil {
+			return ar.Head.String(), nil
 		}
-		if r.Type() == plumbing.SymbolicReference {
-			if t, ok := byName[r.Target()]; ok {
-				return t.Hash().String(), nil
-			}
-			continue
+		if h, ok := ar.References[name]; ok {
+			return h.String(), nil
 		}
-		return r.Hash().String(), nil
 	}
-	return "", fmt.Errorf("%w: %s has no branch or tag %q", ErrReferenceNotFound, name, reference)
+	return "", fmt.Errorf("%w: %s has no branch or tag %q", ErrReferenceNotFound, url, reference)
+}
+
+// listReferences returns the reference list the server at url advertises
+// (git ls-remote's), reading at most what budget allows. The list is
+// looked up as go-git decoded it, not copied into more maps: what it costs
+// in memory is the decoder's.
+func listReferences(ctx context.Context, url string, auth transport.AuthMethod, policy egress.Policy,
+	budget *readBudget) (*packp.AdvRefs, error) {
+	ep, err := transport.NewEndpoint(url)
+	if err != nil {
+		return nil, fmt.Errorf("repository URL %s: %w", url, err)
+	}
+	if ep.Protocol == "ssh" || ep.Protocol == "git" {
+		addr, err := serverAddress(ctx, policy, ep)
+		if err != nil {
+			return nil, err
+		}
+		return listOverConn(ctx, ep, addr, auth, policy, budget)
+	}
+	ctx, url, auth, err = useEgress(ctx, policy, url, auth)
+	if err != nil {
+		return nil, err
+	}
+	if ep, err = transport.NewEndpoint(url); err != nil {
+		return nil, fmt.Errorf("repository URL %s: %w", url, err)
+	}
+	ctx = context.WithValue(ctx, budgetKey{}, budget)
+	c, err := client.NewClient(ep)
+	if err != nil {
+		return nil, fmt.Errorf("repository URL %s: %w", url, err)
+	}
+	session, err := c.NewUploadPackSession(ep, auth)
+	if err != nil {
+		return nil, err
+	}
+	defer session.Close()
+	return session.AdvertisedReferencesContext(ctx)
 }
