@@ -106,10 +106,7 @@ func (m *metrics) activation(cause string) {
 }
 
 func (m *metrics) setFunctions(total, active int) {
-	if m.functions != nil {
-		m.functions.Set(float64(total))
-		m.active.Set(float64(active))
-	}
+	setBoth(m.functions, m.active, total, active)
 }
 
 func (m *metrics) watchers(delta int) {
@@ -119,8 +116,14 @@ func (m *metrics) watchers(delta int) {
 }
 
 func (m *metrics) setListened(subjects, past int) {
-	if m.listenSubjects != nil {
-		m.listenSubjects.Set(float64(subjects))
-		m.pastBounds.Set(float64(past))
+	setBoth(m.listenSubjects, m.pastBounds, subjects, past)
+}
+
+// setBoth sets two gauges registered together (nil when the metrics are
+// not registered) to a and b.
+func setBoth(ga, gb prometheus.Gauge, a, b int) {
+	if ga != nil {
+		ga.Set(float64(a))
+		gb.Set(float64(b))
 	}
 }
