@@ -1,6 +1,7 @@
 package connlimit_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -381,4 +383,68 @@ func TestClosingTheListenerEndsAWaitForASlot(t *testing.T) {
 		require.FailNow(t, "Serve did not end")
 	}
 	closedAtOnce(t, waiting, "the connection that waited is closed")
+}
+
+// TestOneConnectionIsClosedForEachNewOne: at a bound of four, held by four
+// idle keep-alive connections, a new connection has one of them closed for
+// it, not more: while the one closed is on its way out (its server has not
+// let go of it yet: here the server's own ConnState hook holds the news
+// of its closing), the new one waits for that slot rather than closing
+// another; it is served once the server lets go.
+func TestOneConnectionIsClosedForEachNewOne(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok"))
+	}))
+	letGo := make(chan struct{})
+	var idleConns atomic.Int32
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateIdle:
+			idleConns.Add(1)
+		case http.StateClosed:
+			select { // the server lets go once the test says so
+			case <-letGo:
+			case <-time.After(waitFor):
+			}
+		}
+	}
+	srv.Listener = connlimit.Bound(srv.Config, srv.Listener, 4, connlimit.PerSource(4))
+	srv.Start()
+	t.Cleanup(srv.Close)
+	var idle []net.Conn
+	for range 4 {
+		c, err := dialFrom(context.Background(), attackerIP, srv.Listener)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		_, err = io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		idle = append(idle, c)
+	}
+	require.Eventually(t, func() bool { return idleConns.Load() == 4 }, waitFor, 10*time.Millisecond)
+
+	served := make(chan error, 1)
+	go func() {
+		victim, _ := clientFrom(t, victimIP, 2*waitFor)
+		_, _, err := get(victim, srv.URL)
+		served <- err
+	}()
+	closed := func() int {
+		n := 0
+		for _, c := range idle {
+			_ = c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+			if _, err := c.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+				n++
+			}
+		}
+		return n
+	}
+	require.Eventually(t, func() bool { return closed() >= 1 }, waitFor, 10*time.Millisecond, "one idle connection closed for the new one")
+	assert.Never(t, func() bool { return closed() > 1 }, 300*time.Millisecond, 10*time.Millisecond,
+		"no other closed while the first is on its way out")
+	close(letGo)
+	require.NoError(t, <-served, "the new one is served once the server let go")
 }
