@@ -281,3 +281,22 @@ func TestWakeThenTellsWhenTheClaimEnded(t *testing.T) {
 	bare.WakeThen("default", "orders", then("no claimer"))
 	awaitEnded("no claimer")
 }
+
+// TestAGoneFunctionKeepsNoClaimBackoff: a failed claim's backoff is kept
+// while its Function is, not after: a tenant creating, waking and deleting
+// Functions of ever new names (each claim refused) left one entry each,
+// for good.
+func TestAGoneFunctionKeepsNoClaimBackoff(t *testing.T) {
+	c := &claims{answer: make(chan answer)}
+	w, err := endpoints.New(endpoints.WithClaimer(c, time.Second))
+	require.NoError(t, err)
+	w.MarkSynced()
+	s := atZero("orders")
+	w.OnAdd(s, false)
+	w.Wake("default", "orders")
+	require.Eventually(t, func() bool { return c.count() == 1 }, 5*time.Second, time.Millisecond)
+	c.answer <- answer{err: claim.ErrNoStandby}
+	require.Eventually(t, func() bool { return w.ClaimBackoffs() == 1 }, 5*time.Second, time.Millisecond, "the failed claim's backoff")
+	w.OnDelete(s)
+	assert.Zero(t, w.ClaimBackoffs(), "gone with its Function")
+}

@@ -320,6 +320,7 @@ func (w *Watcher) set(obj any, deleted bool) {
 		delete(w.fnSlices[k], s.Name)
 		if len(w.fnSlices[k]) == 0 {
 			delete(w.fnSlices, k)
+			delete(w.claimAfter, k) // a Function gone keeps no backoff: names come and go
 		}
 	}
 	var starting []string

@@ -41,6 +41,13 @@ func (g *Gateway) end(fn types.NamespacedName, m function) {
 	m.inFlight.Dec()
 }
 
+// busy says whether fn has requests in flight.
+func (g *Gateway) busy(fn types.NamespacedName) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.inFlight[fn] > 0
+}
+
 func (g *Gateway) snapshotLocked() map[types.NamespacedName]int {
 	out := make(map[types.NamespacedName]int, len(g.inFlight))
 	for k, v := range g.inFlight {

@@ -2,10 +2,16 @@ package gateway
 
 import (
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 )
+
+// metricsSweep is how often, at most, the gateway forgets the series of
+// the functions that are gone (sweep).
+const metricsSweep = time.Minute
 
 // RequestDurationBuckets are the buckets of
 // kfn_gateway_request_duration_seconds: a warm function answers in
@@ -17,6 +23,14 @@ type metrics struct {
 	requests, coldStarts, timeouts *prometheus.CounterVec
 	inFlight                       *prometheus.GaugeVec
 	duration                       *prometheus.HistogramVec
+
+	mu sync.Mutex
+	// series are the functions that have series; swept is when the gone
+	// ones were last forgotten, every how often (metricsSweep but in
+	// tests).
+	series map[types.NamespacedName]struct{}
+	swept  time.Time
+	every  time.Duration
 }
 
 // newMetrics registers the gateway's metrics with reg (none when nil),
@@ -29,7 +43,9 @@ type metrics struct {
 //	kfn_gateway_request_duration_seconds  histogram: proxied requests, arrival to the function's answer (holding included)
 //
 // Only functions that exist get a series: a request for an unknown one is
-// refused before it is counted.
+// refused before it is counted, and the series of a function gone are
+// forgotten (sweep), so that a tenant calling ever new Functions, each
+// deleted after its call, does not grow them without bound.
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	labels := []string{"namespace", "function"}
 	m := &metrics{
@@ -39,6 +55,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		inFlight:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kfn_gateway_in_flight", Help: "Requests in the gateway now, held ones included."}, labels),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kfn_gateway_request_duration_seconds",
 			Help: "Requests proxied to a function, from arrival to the function's answer, time held for a cold start included.", Buckets: RequestDurationBuckets}, labels),
+		series: map[types.NamespacedName]struct{}{}, every: metricsSweep,
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.requests, m.coldStarts, m.timeouts, m.inFlight, m.duration} {
@@ -57,7 +74,11 @@ type function struct {
 	duration                       prometheus.Observer
 }
 
+// of returns fn's series, made when it has none.
 func (m *metrics) of(fn types.NamespacedName) function {
+	m.mu.Lock()
+	m.series[fn] = struct{}{}
+	m.mu.Unlock()
 	return function{
 		requests:   m.requests.WithLabelValues(fn.Namespace, fn.Name),
 		coldStarts: m.coldStarts.WithLabelValues(fn.Namespace, fn.Name),
@@ -65,4 +86,33 @@ func (m *metrics) of(fn types.NamespacedName) function {
 		inFlight:   m.inFlight.WithLabelValues(fn.Namespace, fn.Name),
 		duration:   m.duration.WithLabelValues(fn.Namespace, fn.Name),
 	}
+}
+
+// sweep forgets the series of the functions gone (known says which are
+// not) that have no request in flight (busy says which have), at most once
+// per metricsSweep (a look at every function with series): a request in flight keeps its function's series, and
+// one that comes again makes them anew. It returns how many functions'
+// series it forgot.
+func (m *metrics) sweep(now time.Time, known, busy func(types.NamespacedName) bool) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if now.Sub(m.swept) < m.every {
+		return 0
+	}
+	m.swept = now
+	gone := 0
+	for fn := range m.series {
+		if known(fn) || busy(fn) {
+			continue
+		}
+		labels := prometheus.Labels{"namespace": fn.Namespace, "function": fn.Name}
+		m.requests.DeletePartialMatch(labels)
+		m.coldStarts.DeletePartialMatch(labels)
+		m.timeouts.DeletePartialMatch(labels)
+		m.inFlight.DeletePartialMatch(labels)
+		m.duration.DeletePartialMatch(labels)
+		delete(m.series, fn)
+		gone++
+	}
+	return gone
 }
