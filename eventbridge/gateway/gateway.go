@@ -448,8 +448,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, fn types.Names
 		return
 	}
 	start := time.Now()
-	g.metrics.sweep(start, func(f types.NamespacedName) bool { return g.backends.Known(f.Namespace, f.Name) }, g.busy)
-	m := g.metrics.of(fn)
+	m := g.seriesOf(fn, start)
 	g.begin(fn, m)
 	defer g.end(fn, m)
 

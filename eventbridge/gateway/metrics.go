@@ -116,3 +116,10 @@ func (m *metrics) sweep(now time.Time, known, busy func(types.NamespacedName) bo
 	}
 	return gone
 }
+
+// seriesOf returns fn's series, forgetting first, at most once per
+// metricsSweep, those of the functions gone and not in flight.
+func (g *Gateway) seriesOf(fn types.NamespacedName, now time.Time) function {
+	g.metrics.sweep(now, func(f types.NamespacedName) bool { return g.backends.Known(f.Namespace, f.Name) }, g.busy)
+	return g.metrics.of(fn)
+}
