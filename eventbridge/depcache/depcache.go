@@ -14,6 +14,7 @@ import (
 	"github.com/kfn-dev/kfn/contract/stream"
 	"github.com/kfn-dev/kfn/internal/auth"
 	"github.com/kfn-dev/kfn/internal/ratelimit"
+	"github.com/kfn-dev/kfn/internal/seats"
 )
 
 // ContentType is the type of every object: a gzip-compressed tar.
@@ -69,9 +70,9 @@ type Cache struct {
 	metrics *metrics
 	// slots holds a token per upload under way (MaxUploads).
 	slots chan struct{}
-	// downloads are the downloads under way (MaxDownloads, and
-	// MaxNamespaceDownloads a namespace).
-	downloads *downloads
+	// downloads are the downloads under way, a seat each (MaxDownloads,
+	// and MaxNamespaceDownloads a namespace).
+	downloads *seats.Gate
 	// reviews bounds each namespace's writer token reviews.
 	reviews *ratelimit.PerKey
 	// index is what the bucket holds, by namespace (Run keeps it).
@@ -107,7 +108,7 @@ func New(js jetstream.JetStream, bucket jetstream.ObjectStoreConfig, senders Sen
 	}
 	c := &Cache{js: js, bucket: bucket, senders: senders, writers: writers, cfg: cfg, log: slog.New(slog.DiscardHandler),
 		slots: make(chan struct{}, cfg.MaxUploads), uploading: map[string]bool{}, inflight: map[string]*namespaceUploads{},
-		downloads: newDownloads(cfg.MaxDownloads, cfg.MaxNamespaceDownloads),
+		downloads: seats.New(cfg.MaxNamespaceDownloads, seats.WithTotal(cfg.MaxDownloads)),
 		reviews:   ratelimit.NewPerKey(namespaceUploadsPerSecond, namespaceUploadsBurst), index: newIndex()}
 	for _, o := range opts {
 		if err := o(c); err != nil {

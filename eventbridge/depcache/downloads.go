@@ -5,52 +5,21 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sync"
 	"time"
 )
 
-// downloads are the downloads under way on one server, bounded in all
-// (MaxDownloads) and by namespace (MaxNamespaceDownloads): each holds a
-// JetStream consumer whose chunks NATS sends ahead of its client, so the
-// bounds bound the memory that slow or stalled clients make the server
-// hold. It is safe for concurrent use.
-type downloads struct {
-	max, perNamespace int
-
-	mu          sync.Mutex
-	total       int
-	byNamespace map[string]int
-}
-
-func newDownloads(total, perNamespace int) *downloads {
-	return &downloads{max: total, perNamespace: perNamespace, byNamespace: map[string]int{}}
-}
-
-// claim takes a slot for a download of namespace, to be given back with
-// release; or returns why it cannot, naming the bound reached: the
-// namespace's, or the server's.
-func (d *downloads) claim(namespace string) string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if n := d.byNamespace[namespace]; n >= d.perNamespace {
-		return fmt.Sprintf("namespace %s has %d downloads under way, as many as it may at once", namespace, n)
+// claimDownload takes a slot for a download of namespace (give it back
+// with c.downloads.Leave), or returns why it cannot, naming the bound
+// reached: the namespace's (MaxNamespaceDownloads), or the server's
+// (MaxDownloads).
+func (c *Cache) claimDownload(namespace string) string {
+	if c.downloads.TryEnter(namespace) {
+		return ""
 	}
-	if d.total >= d.max {
-		return fmt.Sprintf("too many downloads at once (%d)", d.max)
+	if held, _ := c.downloads.Held(namespace); held >= c.downloads.PerFlow() {
+		return fmt.Sprintf("namespace %s has %d downloads under way, as many as it may at once", namespace, held)
 	}
-	d.total++
-	d.byNamespace[namespace]++
-	return ""
-}
-
-// release gives back a slot of namespace that claim took.
-func (d *downloads) release(namespace string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.total--
-	if d.byNamespace[namespace]--; d.byNamespace[namespace] <= 0 {
-		delete(d.byNamespace, namespace)
-	}
+	return fmt.Sprintf("too many downloads at once (%d)", c.downloads.Total())
 }
 
 // Errors of send.

@@ -20,12 +20,12 @@ func (c *Cache) get(w http.ResponseWriter, r *http.Request, k key) {
 	ctx := r.Context()
 	var end time.Time
 	if r.Method == http.MethodGet {
-		if busy := c.downloads.claim(k.namespace); busy != "" {
+		if busy := c.claimDownload(k.namespace); busy != "" {
 			w.Header().Set("Retry-After", "1")
 			http.Error(w, busy, http.StatusTooManyRequests)
 			return
 		}
-		defer c.downloads.release(k.namespace)
+		defer c.downloads.Leave(k.namespace)
 		c.metrics.download(1)
 		defer c.metrics.download(-1)
 		// The object store ends its reads at the context's deadline
