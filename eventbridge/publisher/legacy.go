@@ -260,39 +260,56 @@ type SubscribedEvents struct {
 	EventsInfo []SubscribedEvent `json:"eventsInfo"`
 }
 
-// EventsSubscribedBy lists, as Kyma does, the legacy events of application
-// app that some Subscription asks for: standard Subscriptions whose source
-// is app, and exact ones whose types start with <prefix>.<app>. The result
-// is sorted and de-duplicated.
-func EventsSubscribedBy(prefix, app string, subs []v1alpha2.Subscription) []SubscribedEvent {
-	seen := map[SubscribedEvent]bool{}
-	exactPrefix := prefix + "." + app + "."
+// subscribedByApp indexes, as Kyma answers them, the legacy events of
+// each application that some Subscription asks for: standard
+// Subscriptions' types under their source, and exact ones' types
+// <prefix>.<app>.<name>.<version> under every app they can be read as
+// (app may hold dots). Each application's list is sorted and
+// de-duplicated. Its size is bounded by the Subscriptions' types (an
+// entry per dot of each), so that an answer costs a look-up, not a look
+// through every Subscription of the cluster.
+func subscribedByApp(prefix string, subs []v1alpha2.Subscription) map[string][]SubscribedEvent {
+	seen := map[string]map[SubscribedEvent]bool{}
+	add := func(app, t string) {
+		i := strings.LastIndex(t, ".")
+		if i <= 0 {
+			return
+		}
+		if seen[app] == nil {
+			seen[app] = map[SubscribedEvent]bool{}
+		}
+		seen[app][SubscribedEvent{Name: t[:i], Version: t[i+1:]}] = true
+	}
+	exact := prefix + "."
 	for i := range subs {
 		s := &subs[i]
 		for _, t := range s.Spec.Types {
-			switch {
-			case s.Matching() == v1alpha2.TypeMatchingExact && strings.HasPrefix(t, exactPrefix):
-				t = strings.TrimPrefix(t, exactPrefix)
-			case s.Matching() == v1alpha2.TypeMatchingStandard && s.Spec.Source == app:
-			default:
-				continue
+			switch s.Matching() {
+			case v1alpha2.TypeMatchingStandard:
+				add(s.Spec.Source, t)
+			case v1alpha2.TypeMatchingExact:
+				rest, ok := strings.CutPrefix(t, exact)
+				for k := 0; ok && k < len(rest); k++ {
+					if rest[k] == '.' {
+						add(rest[:k], rest[k+1:])
+					}
+				}
 			}
-			i := strings.LastIndex(t, ".")
-			if i <= 0 {
-				continue
-			}
-			seen[SubscribedEvent{Name: t[:i], Version: t[i+1:]}] = true
 		}
 	}
-	out := make([]SubscribedEvent, 0, len(seen))
-	for e := range seen {
-		out = append(out, e)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Name != out[j].Name {
-			return out[i].Name < out[j].Name
+	index := make(map[string][]SubscribedEvent, len(seen))
+	for app, events := range seen {
+		out := make([]SubscribedEvent, 0, len(events))
+		for e := range events {
+			out = append(out, e)
 		}
-		return out[i].Version < out[j].Version
-	})
-	return out
+		sort.Slice(out, func(i, j int) bool {
+			if out[i].Name != out[j].Name {
+				return out[i].Name < out[j].Name
+			}
+			return out[i].Version < out[j].Version
+		})
+		index[app] = out
+	}
+	return index
 }

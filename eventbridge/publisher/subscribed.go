@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"time"
-
-	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
 )
 
 // SubscribedFresh is how long GET /{app}/v1/events/subscribed answers from
@@ -17,16 +15,16 @@ const SubscribedFresh = time.Second
 // subscribedView answers GET /{app}/v1/events/subscribed from one list of
 // the Subscriptions, taken at most once per SubscribedFresh however many
 // requests come, one request at a time: a flood of requests costs a list
-// a second and a look through it per request (what each Subscription
-// asks for), on one core at most, not a list of every Subscription per
-// request.
+// and an index of it a second (what each application's Subscriptions ask
+// for, subscribedByApp) and a look-up per request, not a list of every
+// Subscription, nor a look through them, per request.
 type subscribedView struct {
 	lister SubscriptionLister
 	prefix string
 	turn   chan struct{} // one request at a time
 
 	taken time.Time
-	subs  []v1alpha2.Subscription
+	index map[string][]SubscribedEvent
 }
 
 func newSubscribedView(l SubscriptionLister, prefix string) *subscribedView {
@@ -34,7 +32,7 @@ func newSubscribedView(l SubscriptionLister, prefix string) *subscribedView {
 }
 
 // events returns the legacy events of app that some Subscription asks for
-// (EventsSubscribedBy), as of a list at most SubscribedFresh old. It
+// (subscribedByApp), as of a list at most SubscribedFresh old. It
 // returns ctx's error if ctx ends while it waits for its turn, or why the
 // Subscriptions could not be listed.
 func (v *subscribedView) events(ctx context.Context, app string) ([]SubscribedEvent, error) {
@@ -49,14 +47,14 @@ func (v *subscribedView) events(ctx context.Context, app string) ([]SubscribedEv
 		if err != nil {
 			return nil, err
 		}
-		v.subs, v.taken = subs, time.Now()
+		v.index, v.taken = subscribedByApp(v.prefix, subs), time.Now()
 	}
-	return EventsSubscribedBy(v.prefix, app, v.subs), nil
+	return v.index[app], nil
 }
 
 // serveSubscribed answers GET /{app}/v1/events/subscribed.
 func (p *Publisher) serveSubscribed(w http.ResponseWriter, r *http.Request) {
-	events := []SubscribedEvent{}
+	var events []SubscribedEvent
 	if p.subscribed != nil {
 		var err error
 		if events, err = p.subscribed.events(r.Context(), r.PathValue("app")); err != nil {
@@ -65,6 +63,9 @@ func (p *Publisher) serveSubscribed(w http.ResponseWriter, r *http.Request) {
 			p.metrics.request("subscribed", http.StatusInternalServerError)
 			return
 		}
+	}
+	if events == nil {
+		events = []SubscribedEvent{} // [], as Kyma answers, not null
 	}
 	writeJSON(w, http.StatusOK, SubscribedEvents{EventsInfo: events})
 	p.metrics.request("subscribed", http.StatusOK)
