@@ -7,7 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -260,56 +260,68 @@ type SubscribedEvents struct {
 	EventsInfo []SubscribedEvent `json:"eventsInfo"`
 }
 
-// subscribedByApp indexes, as Kyma answers them, the legacy events of
-// each application that some Subscription asks for: standard
-// Subscriptions' types under their source, and exact ones' types
-// <prefix>.<app>.<name>.<version> under every app they can be read as
-// (app may hold dots). Each application's list is sorted and
-// de-duplicated. Its size is bounded by the Subscriptions' types (an
-// entry per dot of each), so that an answer costs a look-up, not a look
-// through every Subscription of the cluster.
-func subscribedByApp(prefix string, subs []v1alpha2.Subscription) map[string][]SubscribedEvent {
-	seen := map[string]map[SubscribedEvent]bool{}
-	add := func(app, t string) {
-		i := strings.LastIndex(t, ".")
-		if i <= 0 {
-			return
-		}
-		if seen[app] == nil {
-			seen[app] = map[SubscribedEvent]bool{}
-		}
-		seen[app][SubscribedEvent{Name: t[:i], Version: t[i+1:]}] = true
-	}
-	exact := prefix + "."
+// subscribedIndex is what GET /{app}/v1/events/subscribed answers from,
+// made once per list of the Subscriptions: their types by application, so
+// that an answer costs a look at the types that can be the application's,
+// not at every Subscription's. It holds one entry per type, as the list
+// does: an exact type <prefix>.<app>.<name>.<version> is kept under the
+// first part after the prefix, since app may hold dots (a.b.order.created.v1
+// is both application a's b.order.created and application a.b's
+// order.created), and indexing it under every reading would make a
+// Subscription's 64 types of 512 characters 16,000 entries.
+type subscribedIndex struct {
+	// standard holds the types of standard Subscriptions by source.
+	standard map[string][]string
+	// exact holds, by the first part after <prefix>., what follows it
+	// in exact Subscriptions' types.
+	exact map[string][]string
+}
+
+// subscribedByApp indexes subs' types for subscribedIndex.events.
+func subscribedByApp(prefix string, subs []v1alpha2.Subscription) subscribedIndex {
+	x := subscribedIndex{standard: map[string][]string{}, exact: map[string][]string{}}
 	for i := range subs {
 		s := &subs[i]
 		for _, t := range s.Spec.Types {
 			switch s.Matching() {
 			case v1alpha2.TypeMatchingStandard:
-				add(s.Spec.Source, t)
+				x.standard[s.Spec.Source] = append(x.standard[s.Spec.Source], t)
 			case v1alpha2.TypeMatchingExact:
-				rest, ok := strings.CutPrefix(t, exact)
-				for k := 0; ok && k < len(rest); k++ {
-					if rest[k] == '.' {
-						add(rest[:k], rest[k+1:])
+				if rest, ok := strings.CutPrefix(t, prefix+"."); ok {
+					if first, after, ok := strings.Cut(rest, "."); ok {
+						x.exact[first] = append(x.exact[first], after)
 					}
 				}
 			}
 		}
 	}
-	index := make(map[string][]SubscribedEvent, len(seen))
-	for app, events := range seen {
-		out := make([]SubscribedEvent, 0, len(events))
-		for e := range events {
-			out = append(out, e)
+	return x
+}
+
+// events lists, as Kyma does, the legacy events of application app that
+// some Subscription asks for: standard Subscriptions whose source is app,
+// and exact ones whose types start with <prefix>.<app>. The result is
+// sorted and de-duplicated; nil when there is none.
+func (x subscribedIndex) events(app string) []SubscribedEvent {
+	var out []SubscribedEvent
+	add := func(t string) {
+		if i := strings.LastIndex(t, "."); i > 0 {
+			out = append(out, SubscribedEvent{Name: t[:i], Version: t[i+1:]})
 		}
-		sort.Slice(out, func(i, j int) bool {
-			if out[i].Name != out[j].Name {
-				return out[i].Name < out[j].Name
-			}
-			return out[i].Version < out[j].Version
-		})
-		index[app] = out
 	}
-	return index
+	for _, t := range x.standard[app] {
+		add(t)
+	}
+	first, more, dotted := strings.Cut(app, ".")
+	for _, t := range x.exact[first] {
+		if !dotted {
+			add(t)
+		} else if t, ok := strings.CutPrefix(t, more+"."); ok {
+			add(t)
+		}
+	}
+	slices.SortFunc(out, func(a, b SubscribedEvent) int {
+		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.Version, b.Version))
+	})
+	return slices.Compact(out)
 }

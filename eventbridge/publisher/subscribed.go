@@ -15,8 +15,8 @@ const SubscribedFresh = time.Second
 // subscribedView answers GET /{app}/v1/events/subscribed from one list of
 // the Subscriptions, taken at most once per SubscribedFresh however many
 // requests come, one request at a time: a flood of requests costs a list
-// and an index of it a second (what each application's Subscriptions ask
-// for, subscribedByApp) and a look-up per request, not a list of every
+// and an index of it a second (subscribedIndex) and a look at the types
+// that can be the application's per request, not a list of every
 // Subscription, nor a look through them, per request.
 type subscribedView struct {
 	lister SubscriptionLister
@@ -24,7 +24,7 @@ type subscribedView struct {
 	turn   chan struct{} // one request at a time
 
 	taken time.Time
-	index map[string][]SubscribedEvent
+	index subscribedIndex
 }
 
 func newSubscribedView(l SubscriptionLister, prefix string) *subscribedView {
@@ -32,7 +32,7 @@ func newSubscribedView(l SubscriptionLister, prefix string) *subscribedView {
 }
 
 // events returns the legacy events of app that some Subscription asks for
-// (subscribedByApp), as of a list at most SubscribedFresh old. It
+// (subscribedIndex.events), as of a list at most SubscribedFresh old. It
 // returns ctx's error if ctx ends while it waits for its turn, or why the
 // Subscriptions could not be listed.
 func (v *subscribedView) events(ctx context.Context, app string) ([]SubscribedEvent, error) {
@@ -49,7 +49,7 @@ func (v *subscribedView) events(ctx context.Context, app string) ([]SubscribedEv
 		}
 		v.index, v.taken = subscribedByApp(v.prefix, subs), time.Now()
 	}
-	return v.index[app], nil
+	return v.index.events(app), nil
 }
 
 // serveSubscribed answers GET /{app}/v1/events/subscribed.
