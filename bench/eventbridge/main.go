@@ -99,6 +99,7 @@ type options struct {
 	idle        bool
 	hostile     bool
 	natsProcess bool
+	apart       bool
 	attacks     string
 	pipelines   string
 	slice       time.Duration
@@ -131,6 +132,7 @@ func main() {
 	flag.IntVar(&o.partitions, "partitions", 3, "with -stream-replicas: also measure R3 streams of this many partitions (each led by another server) against R3 streams of one, and each server's share of the messages (1: not)")
 	flag.BoolVar(&o.hostile, "hostile", false, "measure instead the victim's publish and delivery p99 at -rate beside a hostile tenant of each attack class (test/hostile) against the same victim alone, each on a pipeline made for its turn")
 	flag.StringVar(&o.attacks, "attacks", "", "with -hostile: the comma-separated attack classes to measure (default all: fan-out, many Subscriptions, slow sinks, failing sinks, refused publishes, large events, redirects, reply storm, all at once; the probes of where a cost lies only when named: one busy Subscription, idle Subscriptions, 100 types to one Subscription, bare: 20 on one subject in bursts, bare: 1 on one subject in bursts, bare: 100 consumers, bare: 100 on their stream, bare: 5 consumers, bare: 1 of 100 subjects)")
+	flag.BoolVar(&o.apart, "apart", false, "with -hostile: each attacker on a pipeline of its own (a NATS process and an event bridge process), sharing nothing with the victim's but the machine: what the machine's cores cost the victim, which no share in kfn can take away (apart.go)")
 	flag.BoolVar(&o.natsProcess, "nats-process", true, "with -hostile: run each turn's NATS server in a process of its own, as in a cluster (NATS a pod of its own, sharing the machine's cores); false: in the benchmark's process, beside the event bridge and the victim's load (the rows before 2026-11-28)")
 	flag.BoolVar(&o.idle, "idle", false, "measure instead the CPU (over -duration) and memory of a dispatcher process serving -subscriptions idle Subscriptions")
 	flag.DurationVar(&o.slice, "slice", time.Second, "the throughput of the pipelines is measured in turns of this length, -duration in all for each")
@@ -143,6 +145,7 @@ func main() {
 	flag.StringVar(&c.bare, "child-bare", "", "internal: run as the process of a bare-consumers probe of -hostile (JSON), on the NATS server -child-sink")
 	flag.BoolVar(&c.natsServer, "child-nats", false, "internal: run as the NATS process of -nats-process")
 	flag.StringVar(&c.natsMember, "child-nats-member", "", "internal: run as a NATS process of a cluster of processes (<i>,<store dir>,<route port>...)")
+	flag.StringVar(&c.apart, "child-apart", "", "internal: run as the attacker's event bridge process of -hostile -apart (JSON)")
 	flag.StringVar(&c.attacker, "child-attacker", "", "internal: run as the attacker process of -hostile, of this attack class (its victim's sink is -child-sink)")
 	flag.Parse()
 	// Dispatcher and NATS processes write their profiles beside the
@@ -177,6 +180,8 @@ func main() {
 	switch {
 	case c.attacker != "":
 		err = childAttacker(c.attacker, c.sink)
+	case c.apart != "":
+		err = childApart(c.apart)
 	case c.natsServer:
 		err = childNATS()
 	case c.natsMember != "":

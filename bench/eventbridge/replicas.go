@@ -269,4 +269,7 @@ type childFlags struct {
 	// (childNATSMember).
 	natsMember string
 	bare       string
+	// apart makes the process an attacker's event bridge of -apart
+	// (childApart).
+	apart string
 }
