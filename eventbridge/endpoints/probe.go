@@ -38,7 +38,9 @@ const DefaultProbeInterval = 10 * time.Millisecond
 // scale-out), at most 64 at a time per namespace; only while they are
 // neither ready nor terminating in their slice, only if this Watcher
 // never saw them ready (a pod whose readiness later fails is left to the
-// kubelet), and for at most host.MaxStartup.
+// kubelet), for at most host.MaxStartup, every interval for the first
+// 100 intervals and slower then, up to one every 100 intervals, and not
+// again once the host answered that its handler could not be loaded.
 func WithProbeInterval(d time.Duration) Option {
 	return func(w *Watcher) error {
 		if d < 0 {
@@ -265,14 +267,35 @@ func (w *Watcher) stopProbes() {
 	}
 }
 
+// Pace of a probe, in probe intervals (WithProbeInterval): it asks every
+// interval for its first fastProbes intervals (a second by default: a
+// host loads its handler in a few hundred milliseconds), then waits twice
+// as long after each answer, up to slowestProbe intervals (a second by
+// default; the kubelet's readiness probes mark the pod by then), so that
+// a pod that never gets ready (a tenant's handler that fails to load, or
+// a host made to answer 503 forever) costs the event bridge a probe a
+// second, not a hundred, for the probe's host.MaxStartup.
+const (
+	fastProbes   = 100
+	slowestProbe = 100
+)
+
 // probe asks the host at addr for its ready path until it answers 200,
-// then takes addr as a ready endpoint of k (unless p was stopped).
+// then takes addr as a ready endpoint of k (unless p was stopped). It
+// stops at an answer of 500 naming k's Function: the host says that its
+// handler could not be loaded, which no later probe changes (the
+// kubelet's readiness probe still watches the pod).
 func (w *Watcher) probe(ctx context.Context, k service, addr string, p *probe) {
 	url := "http://" + addr + host.ReadyPath
-	t := time.NewTicker(w.probeEvery)
+	fast := time.Now().Add(fastProbes * w.probeEvery)
+	wait := w.probeEvery
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	for {
-		if w.answers(ctx, url, k.namespace+"/"+k.name) {
+		switch w.answers(ctx, url, k.namespace+"/"+k.name) {
+		case notLoaded:
+			return
+		case ready:
 			w.mu.Lock()
 			if w.probing[k][addr] == p && ctx.Err() == nil {
 				if w.early[k] == nil {
@@ -284,6 +307,10 @@ func (w *Watcher) probe(ctx context.Context, k service, addr string, p *probe) {
 			w.mu.Unlock()
 			return
 		}
+		if time.Now().After(fast) {
+			wait = min(2*wait, slowestProbe*w.probeEvery)
+		}
+		t.Reset(wait)
 		select {
 		case <-ctx.Done():
 			return
@@ -292,22 +319,44 @@ func (w *Watcher) probe(ctx context.Context, k service, addr string, p *probe) {
 	}
 }
 
+// An answer to a probe.
+type answer uint8
+
+const (
+	// notYet: no answer, or not one of the Function's host saying ready.
+	notYet answer = iota
+	// ready: 200 from the Function's host.
+	ready
+	// notLoaded: 500 from the Function's host, whose handler could not
+	// be loaded (host.ReadyPath).
+	notLoaded
+)
+
 // FunctionHeader is the header in which a Function's host names its
 // Function (namespace/name) on health answers.
 const FunctionHeader = "X-Kfn-Function"
 
-// answers reports whether a GET of url is answered 200 by the host of
-// Function fn (its FunctionHeader): an address another pod took over, in
-// another namespace maybe, answers for another Function and is not taken.
-func (w *Watcher) answers(ctx context.Context, url, fn string) bool {
+// answers asks the host at url (GET) whether Function fn's handler is
+// loaded: only the answers of fn's host (its FunctionHeader) count, since
+// an address another pod took over, in another namespace maybe, answers
+// for another Function.
+func (w *Watcher) answers(ctx context.Context, url, fn string) answer {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return false
+		return notYet
 	}
 	resp, err := w.client.Do(req)
 	if err != nil {
-		return false
+		return notYet
 	}
 	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK && resp.Header.Get(FunctionHeader) == fn
+	switch {
+	case resp.Header.Get(FunctionHeader) != fn:
+		return notYet
+	case resp.StatusCode == http.StatusOK:
+		return ready
+	case resp.StatusCode == http.StatusInternalServerError:
+		return notLoaded
+	}
+	return notYet
 }
