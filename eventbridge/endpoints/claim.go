@@ -131,10 +131,23 @@ type claimed struct {
 	until time.Time
 }
 
+// Bounds of each namespace's claims: NamespaceClaimBurst at once, then
+// NamespaceClaimsPerSecond. A claim is a request to the controller's
+// leader, which every namespace's wakes go through; a namespace of many
+// Functions at zero, each sent an event or a request, had one claim each
+// every 2 s (the backoff of a failed one), unbounded together. The
+// Functions past the bound wake as they would without the pool, on
+// KEDA's scale-up.
+const (
+	NamespaceClaimBurst      = 16
+	NamespaceClaimsPerSecond = 4
+)
+
 // Wake says that an event or a request waits for namespace/name: when it
 // is a Function's Service without a ready endpoint and a Claimer is set,
 // a standby pod is claimed for it now (one claim at a time per Service,
-// none in the 2 s after one failed),
+// none in the 2 s after one failed, and within its namespace's bounds,
+// NamespaceClaimBurst and NamespaceClaimsPerSecond),
 // and its address becomes a ready endpoint as soon as the pod's host
 // serves the Function, before any EndpointSlice lists it; Ready's
 // channel closes then. A claim that fails (the pool does not serve the
@@ -155,6 +168,9 @@ func (w *Watcher) Wake(namespace, name string) {
 			return
 		}
 		delete(w.claimAfter, k)
+	}
+	if !w.claimRates.Allow(namespace) {
+		return
 	}
 	w.claiming[k] = true
 	w.notify(k)

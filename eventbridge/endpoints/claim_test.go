@@ -3,6 +3,7 @@ package endpoints_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -299,4 +300,39 @@ func TestAGoneFunctionKeepsNoClaimBackoff(t *testing.T) {
 	require.Eventually(t, func() bool { return w.ClaimBackoffs() == 1 }, 5*time.Second, time.Millisecond, "the failed claim's backoff")
 	w.OnDelete(s)
 	assert.Zero(t, w.ClaimBackoffs(), "gone with its Function")
+}
+
+// TestANamespaceClaimsWithinItsBounds: a namespace of 40 Functions at
+// zero, each woken at once, claims NamespaceClaimBurst pods, not 40 (a
+// claim is a request to the controller's leader every namespace's wakes
+// go through); another namespace's Function woken then is claimed for.
+// Before, every Function of the namespace had a claim under way, and one
+// more every 2 s each.
+func TestANamespaceClaimsWithinItsBounds(t *testing.T) {
+	c := &claims{answer: make(chan answer)}
+	w, err := endpoints.New(endpoints.WithClaimer(c, time.Second))
+	require.NoError(t, err)
+	w.MarkSynced()
+	for i := range 40 {
+		s := atZero(fmt.Sprint("fn", i))
+		s.Namespace = "team-a"
+		w.OnAdd(s, false)
+		w.Wake("team-a", fmt.Sprint("fn", i))
+	}
+	other := atZero("orders")
+	other.Namespace = "team-b"
+	w.OnAdd(other, false)
+	w.Wake("team-b", "orders")
+	waking := 0
+	for i := range 40 {
+		if w.Waking("team-a", fmt.Sprint("fn", i)) {
+			waking++
+		}
+	}
+	assert.Equal(t, endpoints.NamespaceClaimBurst, waking, "the namespace's claims under way")
+	assert.True(t, w.Waking("team-b", "orders"), "another namespace's Function is claimed for")
+	require.Eventually(t, func() bool { return c.count() == waking+1 }, 5*time.Second, time.Millisecond)
+	for range waking + 1 {
+		c.answer <- answer{err: claim.ErrNoStandby}
+	}
 }

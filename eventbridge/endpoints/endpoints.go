@@ -22,6 +22,7 @@ import (
 	"github.com/kfn-dev/kfn/contract/host"
 	"github.com/kfn-dev/kfn/eventbridge/dispatcher"
 	"github.com/kfn-dev/kfn/internal/egress"
+	"github.com/kfn-dev/kfn/internal/ratelimit"
 )
 
 type service struct{ namespace, name string }
@@ -64,6 +65,7 @@ type Watcher struct {
 	// way to end.
 	claimEnded map[service][]func(claimed bool)
 	claimAfter map[service]time.Time // no claim before, after a failed one
+	claimRates *ratelimit.PerKey     // each namespace's claims
 	claimed    map[service]claimed
 	metrics    *claimMetrics
 	log        *slog.Logger
@@ -127,6 +129,7 @@ func New(opts ...Option) (*Watcher, error) {
 		claiming:   map[service]bool{},
 		claimEnded: map[service][]func(claimed bool){},
 		claimAfter: map[service]time.Time{},
+		claimRates: ratelimit.NewPerKey(NamespaceClaimsPerSecond, NamespaceClaimBurst),
 		claimed:    map[service]claimed{},
 		log:        slog.New(slog.DiscardHandler),
 	}
