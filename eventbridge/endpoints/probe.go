@@ -287,7 +287,7 @@ const (
 // kubelet's readiness probe still watches the pod).
 func (w *Watcher) probe(ctx context.Context, k service, addr string, p *probe) {
 	url := "http://" + addr + host.ReadyPath
-	fast := time.Now().Add(fastProbes * w.probeEvery)
+	start := time.Now()
 	wait := w.probeEvery
 	t := time.NewTimer(wait)
 	defer t.Stop()
@@ -307,9 +307,7 @@ func (w *Watcher) probe(ctx context.Context, k service, addr string, p *probe) {
 			w.mu.Unlock()
 			return
 		}
-		if time.Now().After(fast) {
-			wait = min(2*wait, slowestProbe*w.probeEvery)
-		}
+		wait = nextProbeWait(w.probeEvery, wait, time.Since(start))
 		t.Reset(wait)
 		select {
 		case <-ctx.Done():
@@ -317,6 +315,17 @@ func (w *Watcher) probe(ctx context.Context, k service, addr string, p *probe) {
 		case <-t.C:
 		}
 	}
+}
+
+// nextProbeWait is how long a probe waits before its next question, the
+// last wait having been last, probes every interval, since it started:
+// every for the first fastProbes intervals, then twice the last wait, up
+// to slowestProbe intervals.
+func nextProbeWait(every, last, since time.Duration) time.Duration {
+	if since < fastProbes*every {
+		return every
+	}
+	return min(2*last, slowestProbe*every)
 }
 
 // An answer to a probe.
