@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"bytes"
-	"io"
 	"sync"
 )
 
@@ -45,34 +44,19 @@ func (l *Lines) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// flush hands on what was written after the last newline, as a line:
+// the end of a process's output that has no newline.
+func (l *Lines) flush() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.buf) == 0 {
+		return nil
+	}
+	line := l.buf
+	l.buf = nil
+	return l.Line(line)
+}
+
 // maxLine is the longest line without a newline a process's output keeps
 // before it is written as it is.
 const maxLine = 64 * 1024
-
-// prefixedLines writes each complete line written to it to out in one
-// Write, after prefix, so that the lines of several processes interleave
-// whole.
-func prefixedLines(out io.Writer, prefix string) *Lines {
-	return &Lines{Max: maxLine, Line: func(line []byte) error {
-		b := make([]byte, 0, len(prefix)+len(line)+1)
-		b = append(append(append(b, prefix...), line...), '\n')
-		_, err := out.Write(b)
-		return err
-	}}
-}
-
-// SyncWriter serializes writes to an io.Writer shared by many processes.
-type SyncWriter struct {
-	mu  sync.Mutex
-	out io.Writer
-}
-
-// NewSyncWriter wraps out.
-func NewSyncWriter(out io.Writer) *SyncWriter { return &SyncWriter{out: out} }
-
-// Write writes p to the wrapped writer while holding a lock.
-func (s *SyncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.out.Write(p)
-}

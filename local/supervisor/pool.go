@@ -26,6 +26,12 @@ type PoolConfig struct {
 	// OnChange is called, without locks held, whenever the set of ready
 	// endpoints changes. It must not block for long.
 	OnChange func()
+	// OnStopped, when set, is called once, with the pool's name, when Stop
+	// has stopped every process and written their output (or given up
+	// waiting for the output after a few seconds): what the pool's name
+	// keeps (kfn dev's lines of the function) can be forgotten. A pool of
+	// the same name made since may already run.
+	OnStopped func(name string)
 }
 
 func (o *PoolConfig) defaults() {
@@ -50,9 +56,10 @@ var ErrStopped = errors.New("pool stopped")
 // Spec. Its methods are safe for concurrent use; changes are applied one at
 // a time.
 type Pool struct {
-	name string
-	out  io.Writer
-	opts PoolConfig
+	name  string
+	out   *share  // where its processes' lines wait for the shared output
+	notes *source // kfn's lines about the function
+	opts  PoolConfig
 
 	op     sync.Mutex     // serializes Update, Scale, Stop and restarts
 	drains sync.WaitGroup // background drains, awaited by Stop
@@ -75,10 +82,15 @@ type instance struct {
 }
 
 // NewPool makes an empty pool for the function called name (used as the log
-// prefix). Process output goes to out, one prefixed line at a time.
+// prefix). Process output goes to out, one prefixed line at a time, without
+// its processes ever waiting for out: the function's lines wait in a queue
+// of at most 1 MiB, past which they are dropped (and a line of the process
+// says how many). Pools given the same SyncWriter take turns of about equal
+// bytes at it, so one function's backlog does not delay another's lines.
 func NewPool(name string, out io.Writer, opts PoolConfig) *Pool {
 	opts.defaults()
-	return &Pool{name: name, out: out, opts: opts}
+	sh := syncWriterFor(out).newShare()
+	return &Pool{name: name, out: sh, notes: sh.newSource(name + " | "), opts: opts}
 }
 
 // Endpoints returns host:port of every ready process of the current version.
@@ -233,7 +245,8 @@ func (p *Pool) reconcile(ctx context.Context, have, n int, spec *Spec) error {
 }
 
 // Stop drains every process and refuses later calls. It returns when all
-// processes have exited.
+// processes have exited and their output has been written, or a few
+// seconds after they exited if the output takes nothing.
 func (p *Pool) Stop() {
 	if p.lockRunning() != nil {
 		return // stopped before
@@ -246,6 +259,10 @@ func (p *Pool) Stop() {
 	p.changed()
 	p.drainWait(all)
 	p.drains.Wait()
+	p.out.flush(flushWait)
+	if p.opts.OnStopped != nil {
+		p.opts.OnStopped(p.name)
+	}
 }
 
 // startReady starts n processes of spec and waits until all are ready; on
@@ -257,7 +274,7 @@ func (p *Pool) startReady(ctx context.Context, spec Spec, n int) ([]*instance, e
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
-		proc, err := Start(spec, p.logWriter())
+		proc, err := start(spec, p.logSource())
 		if err != nil {
 			errs[i] = err
 			continue
@@ -294,7 +311,7 @@ func (p *Pool) watch(in *instance) {
 		p.lastErr = fmt.Errorf("%s exited: %v", p.name, in.proc.ExitError())
 		p.mu.Unlock()
 		p.changed()
-		fmt.Fprintf(p.out, "%s | kfn: process exited (%v); restarting in %s\n", p.name, in.proc.ExitError(), delay)
+		p.note("kfn: process exited (%v); restarting in %s", in.proc.ExitError(), delay)
 		time.Sleep(delay) // a crash-loop backoff, not a wait for a condition
 		p.op.Lock()
 		defer p.op.Unlock()
@@ -307,7 +324,7 @@ func (p *Pool) watch(in *instance) {
 		have, want, spec := len(p.instances), p.want, p.spec
 		p.mu.Unlock()
 		if err := p.reconcile(context.Background(), have, want, spec); err != nil {
-			fmt.Fprintf(p.out, "%s | kfn: restart failed: %v\n", p.name, err)
+			p.note("kfn: restart failed: %v", err)
 		}
 	}()
 }
@@ -352,7 +369,7 @@ func (p *Pool) drainWait(old []*instance) {
 		go func() {
 			defer wg.Done()
 			if in.proc.Stop(p.opts.DrainGrace) {
-				fmt.Fprintf(p.out, "%s | kfn: pid %d did not finish within %s of SIGTERM; killed\n", p.name, in.proc.PID(), p.opts.DrainGrace)
+				p.note("kfn: pid %d did not finish within %s of SIGTERM; killed", in.proc.PID(), p.opts.DrainGrace)
 			}
 		}()
 	}
@@ -375,10 +392,18 @@ func (p *Pool) changed() {
 	}
 }
 
-func (p *Pool) logWriter() io.Writer {
+// logSource returns where the lines of the pool's next process go, each
+// after the process's name.
+func (p *Pool) logSource() *source {
 	p.mu.Lock()
 	p.next++
 	prefix := fmt.Sprintf("%s-%d | ", p.name, p.next)
 	p.mu.Unlock()
-	return prefixedLines(p.out, prefix)
+	return p.out.newSource(prefix)
+}
+
+// note writes one of kfn's lines about the function, after its name,
+// without waiting for the output.
+func (p *Pool) note(format string, args ...any) {
+	p.notes.note(fmt.Sprintf(format, args...))
 }

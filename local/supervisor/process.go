@@ -63,10 +63,21 @@ type Process struct {
 // Start opens a listening socket on a free loopback port, starts the
 // process with that socket inherited (so it never races for a port), and
 // returns at once; use WaitReady before sending it traffic. Output lines go
-// to out. The process is in its own process group, which is killed when
-// the process exits (what the host started goes with it, as in a
-// container), and the process is killed if the supervisor dies.
+// to out, whole, and the process never waits for out: its lines wait for
+// it in a queue bounded in bytes, past which they are dropped and counted
+// (see SyncWriter; several processes writing to one out share it fairly
+// when out is a SyncWriter). The process is in its own process group,
+// which is killed when the process exits (what the host started goes with
+// it, as in a container), and the process is killed if the supervisor
+// dies. It is done at most a few seconds after it exited even when a
+// child that left its group still holds its output; its last lines may
+// reach out after that.
 func Start(spec Spec, out io.Writer) (*Process, error) {
+	return start(spec, syncWriterFor(out).newShare().newSource(""))
+}
+
+// start is Start with the process's lines going to out.
+func start(spec Spec, out *source) (*Process, error) {
 	if len(spec.Argv) == 0 {
 		return nil, errors.New("start process: empty command")
 	}
@@ -97,8 +108,13 @@ func Start(spec Spec, out io.Writer) (*Process, error) {
 	}
 	cmd.Env = append(cmd.Env, listenFDEnv)
 	cmd.ExtraFiles = []*os.File{file}
-	cmd.Stdout = out
-	cmd.Stderr = io.MultiWriter(out, stderr)
+	// Separate splitters, so that stdout's and stderr's lines do not mix
+	// in pieces; neither waits for the output's writer.
+	stdoutLines := &Lines{Max: maxLine, Line: out.push}
+	stderrLines := &Lines{Max: maxLine, Line: out.push}
+	cmd.Stdout = stdoutLines
+	cmd.Stderr = io.MultiWriter(stderrLines, stderr)
+	cmd.WaitDelay = waitDelay
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
 		if runDir != "" {
@@ -113,6 +129,11 @@ func Start(spec Spec, out io.Writer) (*Process, error) {
 	p := &Process{cmd: cmd, addr: addr, health: health, runDir: runDir, done: make(chan struct{}), stderr: stderr}
 	go func() {
 		p.exitErr = reap(cmd) // and whatever the host started in its group
+		// The pipes are read to their end (or closed after waitDelay): what
+		// is left is a last line without a newline.
+		_ = stdoutLines.flush()
+		_ = stderrLines.flush()
+		out.close()
 		if runDir != "" {
 			_ = os.RemoveAll(runDir)
 		}

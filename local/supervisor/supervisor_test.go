@@ -72,6 +72,46 @@ func serve(mode string) {
 			os.Exit(2)
 		}
 	}
+	if mode == "escape" {
+		// A child out of the host's process group and session, holding
+		// the host's stdout, as a handler's daemonized subprocess would:
+		// killing the group does not end it, so the host's output pipe
+		// never reaches its end. Its pid goes to CHILD_PID_FILE.
+		child := exec.Command(os.Args[0], "-test.run=^$")
+		child.Env = append(os.Environ(), "KFN_TEST_HOST=linger")
+		child.Stdout = os.Stdout
+		child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := child.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		if err := os.WriteFile(os.Getenv("CHILD_PID_FILE"), []byte(strconv.Itoa(child.Process.Pid)), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+	}
+	if mode == "noisy" {
+		// A function printing a 64 KiB line every 2 ms, without end.
+		go func() {
+			pad := strings.Repeat("x", 64<<10-16)
+			for i := 0; ; i++ {
+				fmt.Printf("noisy %8d %s\n", i, pad)
+				time.Sleep(2 * time.Millisecond) // a rate of output, not a wait
+			}
+		}()
+	}
+	// /print?n=N&size=S prints N lines of S bytes ("line <i> xxx") to
+	// stdout, then answers; a handler's console.log or print blocks while
+	// the host's stdout pipe is full.
+	mux.HandleFunc("/print", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+		size, _ := strconv.Atoi(r.URL.Query().Get("size"))
+		for i := range n {
+			head := fmt.Sprintf("line %d ", i)
+			fmt.Println(head + strings.Repeat("x", max(size-len(head), 0)))
+		}
+		fmt.Fprint(w, "printed")
+	})
 	mux.HandleFunc("/exit", func(http.ResponseWriter, *http.Request) { os.Exit(0) })
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		if mode == "not-loaded" && r.URL.Query().Has("ready") {
