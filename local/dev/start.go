@@ -125,9 +125,16 @@ func (p *Platform) newComponents() (err error) {
 		StateDir:         p.cfg.StateDir,
 		DepsCacheDir:     p.cfg.DepsCacheDir,
 		PublisherAddress: "http://" + p.addr + "/publish",
-		Pool:             supervisor.PoolConfig{DrainGrace: p.cfg.DrainGrace},
+		Pool:             supervisor.PoolConfig{DrainGrace: p.cfg.DrainGrace, OnStopped: p.logs.Forget},
 		OnChange:         p.endpoints.notify,
 		Log:              p.cfg.Output,
+		// Each function is installed and started on its own: kfn dev comes
+		// up once they run or after runner.DefaultStartWait, and an edit
+		// is applied in the background; the watcher applies the project
+		// again when one is done (watch). Without the watcher, nothing
+		// would: the only load waits for every function (each bounded by
+		// its install timeout, deps.DefaultTimeout, and ready wait).
+		StartWait: startWait(p.cfg.WatchInterval),
 	})
 	if err != nil {
 		return err
@@ -146,6 +153,15 @@ func (p *Platform) newComponents() (err error) {
 	}
 	p.view, err = webview.New(p, p.bridge.DeadLetters, webview.Recorded(p.events), webview.Config{})
 	return err
+}
+
+// startWait is the runner's StartWait for a watch interval: with the
+// watcher off (negative), the first load waits for every function.
+func startWait(watchInterval time.Duration) time.Duration {
+	if watchInterval < 0 {
+		return -1
+	}
+	return 0 // runner.DefaultStartWait
 }
 
 // devEgress lets deliveries reach the functions, processes of this

@@ -26,8 +26,15 @@ const maxReread = 30 * time.Second
 // applied with what that part defined kept as it was (reload); it is read
 // again, every WatchInterval at first, then less often up to maxReread,
 // until it reads whole.
+//
+// A function is installed and started in the background, its reload not
+// waiting for it (runner.Runner.Apply), so that one function that is slow
+// holds up no other's edits, Subscriptions, APIRules or deletions. When
+// one is done (runner.Runner.Changes), the project is applied again: its
+// errors are reported, and its scaling applied.
 func (p *Platform) watch(ctx context.Context) {
 	last := fingerprint(p.cfg.Dir)
+	var applied uint64 // the runner's Changes last applied (any is after the first load)
 	reread := p.cfg.WatchInterval
 	var rereadAt time.Time
 	ticker := time.NewTicker(p.cfg.WatchInterval)
@@ -46,11 +53,14 @@ func (p *Platform) watch(ctx context.Context) {
 			now = settle(ctx, now, func() string { return fingerprint(p.cfg.Dir) },
 				min(p.cfg.WatchInterval, 100*time.Millisecond), maxSettle)
 		}
+		changes := p.runner.Changes()
 		switch {
 		case ctx.Err() != nil:
 			return
 		case now != last:
 			fmt.Fprintln(p.out, "kfn: project changed, reloading")
+		case changes != applied:
+			// A function's install or start was done in the background.
 		case !unread:
 			continue
 		case rereadAt.IsZero():
@@ -61,7 +71,7 @@ func (p *Platform) watch(ctx context.Context) {
 		default:
 			fmt.Fprintln(p.out, "kfn: reading the project again: part of it could not be read")
 		}
-		last = now
+		last, applied = now, changes
 		p.reload(ctx)
 		p.mu.Lock()
 		unread = p.unread

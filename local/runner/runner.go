@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -50,7 +51,33 @@ type Config struct {
 	OnChange func()
 	// Log receives every function's output (prefixed) and the runner's notes.
 	Log io.Writer
+	// InstallTimeout bounds one installation of a function's dependencies
+	// (npm or pip, the wait for another installation of the same set
+	// included); default deps.DefaultTimeout, 5 minutes. A function whose
+	// installation takes longer does not start: its error says so.
+	InstallTimeout time.Duration
+	// StartWait bounds how long the first Apply waits for its functions to
+	// be installed and started (kfn dev comes up then): one still being
+	// installed or started goes on in the background. Zero means
+	// DefaultStartWait; negative, until every one is done (each is bounded
+	// by InstallTimeout and the pool's ReadyTimeout).
+	StartWait time.Duration
+	// ApplyWait bounds how long each later Apply waits likewise. Zero, the
+	// default, is not at all: an edit is installed and started in the
+	// background, and Changes counts the ones done since; negative waits
+	// until every one is done.
+	ApplyWait time.Duration
 }
+
+// DefaultStartWait is Config.StartWait's default.
+const DefaultStartWait = 30 * time.Second
+
+// parallelPerNamespace bounds how many functions of one namespace are
+// installed or started at once. Namespaces do not wait for one another.
+const parallelPerNamespace = 4
+
+// ErrStopped is returned by Apply after Stop.
+var ErrStopped = errors.New("runner stopped")
 
 // Objects are ConfigMaps and Secrets a project defines, for valueFrom.
 type Objects struct {
@@ -77,7 +104,14 @@ type Function struct {
 	// refused is set while the last edit's version failed to start and
 	// the earlier one runs.
 	refused bool
-	runDir  string
+	// failedHash is the spec hash of the version that last failed to
+	// start, failedErr its error: that version is not started again.
+	failedHash string
+	failedErr  error
+	// idle is set while the function has no version running: its first
+	// failed to start, so the next one that does is scaled up.
+	idle   bool
+	runDir string
 }
 
 // Error is the function's last failure to start (see supervisor.Pool's
@@ -125,6 +159,9 @@ func userPaths(msg, runDir, source string) string {
 
 // Runner runs Functions as local processes, each from its Plan: the same
 // plan a cluster's Deployment is built from.
+//
+// Each function is installed and started on its own (see Apply): one
+// whose installation or start is slow, hangs or fails delays no other.
 type Runner struct {
 	cfg       Config
 	installer *deps.Installer
@@ -132,9 +169,39 @@ type Runner struct {
 	runDir    string // the processes' own directories: <StateDir>/run/<pid>
 	sources   map[string]string
 
-	mu    sync.Mutex
-	fns   map[string]*Function
-	warns map[string]bool // runtime version warnings given once
+	// base is the context of the operations (installs and starts), ended
+	// by Stop; work counts the operations and removals under way.
+	base     context.Context
+	stopBase context.CancelFunc
+	work     sync.WaitGroup
+
+	mu      sync.Mutex
+	fns     map[string]*Function
+	warns   map[string]bool // runtime version warnings given once
+	slots   map[string]*slot
+	sems    map[string]chan struct{} // per namespace: parallelPerNamespace
+	applies int                      // Apply calls so far
+	changes uint64                   // see Changes
+	stopped bool
+}
+
+// slot is the application of one wanted function: at most one operation
+// (install, then start) runs for it at a time, on the latest version Apply
+// gave it; a newer version cancels the one under way.
+type slot struct {
+	key, namespace string
+
+	// Guarded by Runner.mu.
+	want    *serverlessv1alpha2.Function
+	wantFP  string // fingerprint of want
+	pending bool   // want is not applied yet
+	running bool   // an operation goroutine runs
+	idle    chan struct{}
+	cancel  context.CancelFunc // the operation under way
+	doneFP  string             // fingerprint of the version last applied
+	err     error              // and its outcome
+	late    bool               // no Apply waits for the operation under way
+	removed bool
 }
 
 // New prepares the state directory and writes the runtime hosts into it.
@@ -161,14 +228,22 @@ func New(cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("write the runtime hosts: %w", err)
 	}
-	installer, err := deps.New(cfg.DepsCacheDir, deps.WithProgress(cfg.Log))
+	if cfg.InstallTimeout == 0 {
+		cfg.InstallTimeout = deps.DefaultTimeout
+	}
+	if cfg.StartWait == 0 {
+		cfg.StartWait = DefaultStartWait
+	}
+	installer, err := deps.New(cfg.DepsCacheDir, deps.WithProgress(cfg.Log), deps.WithTimeout(cfg.InstallTimeout))
 	if err != nil {
 		return nil, fmt.Errorf("dependency cache: %w", err)
 	}
 	runRoot := filepath.Join(cfg.StateDir, "run")
 	removeStaleRunDirs(runRoot)
 	runDir := filepath.Join(runRoot, strconv.Itoa(os.Getpid()))
-	return &Runner{cfg: cfg, installer: installer, hostDir: hostDir, runDir: runDir, fns: map[string]*Function{}, warns: map[string]bool{}}, nil
+	base, stop := context.WithCancel(context.Background())
+	return &Runner{cfg: cfg, installer: installer, hostDir: hostDir, runDir: runDir, base: base, stopBase: stop,
+		fns: map[string]*Function{}, warns: map[string]bool{}, slots: map[string]*slot{}, sems: map[string]chan struct{}{}}, nil
 }
 
 // removeStaleRunDirs removes the function directories that earlier kfn dev
@@ -237,33 +312,227 @@ func (r *Runner) SetObjects(o Objects) {
 // without dropping requests, and removed ones are drained. A function that
 // cannot be prepared or whose new version does not start keeps its old
 // version; its error is returned, the others still apply.
+//
+// Each function is installed and started by an operation of its own, in
+// the background (at most parallelPerNamespace of a namespace at once; a
+// newer version cancels the one under way), so one that is slow delays no
+// other, nor Apply: the first Apply waits for them at most StartWait,
+// later ones ApplyWait (by default not at all), or until ctx ends.
+// Removed functions drain in the background too, within the same wait.
+// The errors returned are those of the functions whose wanted version is
+// done: one still being installed or started reports when done, to the
+// next Apply (Changes tells when). A version that failed is not tried
+// again until it changes (an edit of the Function, its source or the
+// objects its env names).
 func (r *Runner) Apply(ctx context.Context, fns []*serverlessv1alpha2.Function) []error {
-	var errs []error
-	want := map[string]bool{}
+	r.mu.Lock()
+	if r.stopped {
+		r.mu.Unlock()
+		return []error{ErrStopped}
+	}
+	wait := r.cfg.ApplyWait
+	if r.applies == 0 {
+		wait = r.cfg.StartWait
+	}
+	r.applies++
+	var order []*slot
+	var started []chan struct{}
+	want := map[string]*slot{}
 	for _, fn := range fns {
 		key := Key(fn.Namespace, fn.Name)
-		want[key] = true
-		if err := r.apply(ctx, fn); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", key, err))
+		fp := r.fingerprintLocked(key, fn)
+		s := r.slots[key]
+		if s == nil {
+			s = &slot{key: key, namespace: fn.Namespace}
+			r.slots[key] = s
+		}
+		if _, again := want[key]; !again {
+			order = append(order, s)
+		}
+		want[key] = s
+		if fp != "" && fp == s.wantFP {
+			continue // applied, or being applied: nothing new
+		}
+		s.want, s.wantFP, s.pending, s.late = fn, fp, true, false
+		if s.cancel != nil {
+			s.cancel() // a newer version: the one under way is not wanted
+		}
+		if !s.running {
+			s.running, s.idle = true, make(chan struct{})
+			r.work.Add(1)
+			go r.operate(s)
+		}
+		started = append(started, s.idle)
+	}
+	for key, s := range r.slots {
+		if want[key] == nil {
+			s.removed = true
+			if s.cancel != nil {
+				s.cancel()
+			}
+			delete(r.slots, key)
 		}
 	}
-	r.mu.Lock()
 	var gone []*Function
 	for key, f := range r.fns {
-		if !want[key] {
+		if want[key] == nil {
 			gone = append(gone, f)
 			delete(r.fns, key)
 		}
 	}
-	r.mu.Unlock()
-	for _, f := range gone {
-		f.Pool.Stop()
+	if len(gone) > 0 {
+		removed := make(chan struct{})
+		started = append(started, removed)
+		r.work.Add(1)
+		go func() {
+			defer r.work.Done()
+			defer close(removed)
+			var wg sync.WaitGroup
+			for _, f := range gone {
+				wg.Go(f.Pool.Stop)
+			}
+			wg.Wait()
+		}()
 	}
+	r.mu.Unlock()
+
+	if wait != 0 {
+		var deadline <-chan time.Time
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			defer t.Stop()
+			deadline = t.C
+		}
+	waiting:
+		for _, done := range started {
+			select {
+			case <-done:
+			case <-deadline:
+				break waiting
+			case <-ctx.Done():
+				break waiting
+			}
+		}
+	}
+
+	var errs []error
+	r.mu.Lock()
+	for _, s := range order {
+		switch {
+		case s.doneFP == s.wantFP:
+			if s.err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", s.key, s.err))
+			}
+		case s.pending || s.running:
+			if !s.late && wait != 0 {
+				fmt.Fprintf(r.cfg.Log, "%s | kfn: still being installed or started; the other functions do not wait for it\n", s.key)
+			}
+			s.late = true
+		}
+	}
+	r.mu.Unlock()
 	return errs
 }
 
-func (r *Runner) apply(ctx context.Context, fn *serverlessv1alpha2.Function) error {
-	key := Key(fn.Namespace, fn.Name)
+// Changes counts the operations (installs and starts) that were done
+// after the Apply that began them had returned: a caller that applies
+// more than the functions, or reports Apply's errors, applies again when
+// it changes.
+func (r *Runner) Changes() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.changes
+}
+
+// operate applies s's wanted version until none is pending, each
+// operation in turn on its own context; it ends when s is removed or the
+// runner stopped.
+func (r *Runner) operate(s *slot) {
+	defer r.work.Done()
+	r.mu.Lock()
+	sem := r.sems[s.namespace]
+	if sem == nil {
+		sem = make(chan struct{}, parallelPerNamespace)
+		r.sems[s.namespace] = sem
+	}
+	r.mu.Unlock()
+	for {
+		r.mu.Lock()
+		if !s.pending || s.removed || r.stopped {
+			s.running = false
+			close(s.idle)
+			if s.late {
+				r.changes++
+				s.late = false
+			}
+			r.mu.Unlock()
+			return
+		}
+		fn, fp := s.want, s.wantFP
+		s.pending = false
+		ctx, cancel := context.WithCancel(r.base)
+		s.cancel = cancel
+		r.mu.Unlock()
+
+		var err error
+		select {
+		case sem <- struct{}{}:
+			err = r.apply(ctx, s, fn)
+			<-sem
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		cancel()
+
+		r.mu.Lock()
+		s.cancel = nil
+		if ctx.Err() == nil || s.wantFP == fp {
+			// Cancelled for a newer version, the outcome is not this
+			// version's to report.
+			s.doneFP, s.err = fp, err
+		}
+		r.mu.Unlock()
+	}
+}
+
+// fingerprintLocked is what identifies the version of fn that Apply
+// wants: the Function, where it was written, and the ConfigMaps and
+// Secrets its env names. Holding r.mu.
+func (r *Runner) fingerprintLocked(key string, fn *serverlessv1alpha2.Function) string {
+	h := sha256.New()
+	b, err := json.Marshal(fn)
+	if err != nil {
+		return "" // no fingerprint: applied every time
+	}
+	h.Write(b)
+	fmt.Fprintf(h, "\x00%s\x00", r.sources[key])
+	for _, e := range fn.Spec.Env {
+		if e.ValueFrom == nil {
+			continue
+		}
+		var obj any
+		switch {
+		case e.ValueFrom.ConfigMapKeyRef != nil:
+			obj = r.cfg.Objects.ConfigMaps[Key(fn.Namespace, e.ValueFrom.ConfigMapKeyRef.Name)]
+		case e.ValueFrom.SecretKeyRef != nil:
+			obj = r.cfg.Objects.Secrets[Key(fn.Namespace, e.ValueFrom.SecretKeyRef.Name)]
+		default:
+			continue
+		}
+		b, err := json.Marshal(obj)
+		if err != nil {
+			return ""
+		}
+		h.Write(b)
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// apply installs and starts one version of a function: the operation of
+// its slot s.
+func (r *Runner) apply(ctx context.Context, s *slot, fn *serverlessv1alpha2.Function) error {
+	key := s.key
 	p, err := plan.For(fn, r.planConfig())
 	if err != nil {
 		return err
@@ -289,36 +558,63 @@ func (r *Runner) apply(ctx context.Context, fn *serverlessv1alpha2.Function) err
 		f = Function{Pool: supervisor.NewPool(key, r.cfg.Log, opts), runDir: spec.RunDir}
 	}
 	f.Source = source
-	if exists && f.specHash == hash {
+	if exists && f.specHash == hash && !f.idle {
 		f.Function, f.Plan, f.Warnings = fn, p, warnings
 		if f.refused {
 			// An edit that failed was undone: what runs is what is
 			// wanted, and the failure no longer applies.
-			f.refused = false
+			f.refused, f.failedHash, f.failedErr = false, "", nil
 			f.Pool.ClearError()
 		}
-		r.publish(key, &f)
-		return nil
+		return r.publish(s, &f, exists)
+	}
+	if exists && f.failedHash == hash {
+		// This version failed to start before: not again (each try may
+		// take the ready timeout) until it changes.
+		f.Function, f.Plan, f.Warnings = fn, p, warnings
+		if err := r.publish(s, &f, exists); err != nil {
+			return err
+		}
+		return f.failedErr
 	}
 	if err := f.Pool.Update(ctx, spec); err != nil {
 		err = errors.New(userPaths(err.Error(), spec.RunDir, source))
 		if exists {
-			f.refused = true
+			f.refused = !f.idle
 		} else {
 			// Keep it, not running, so its error shows and an edit can fix it.
 			f.Function, f.Plan, f.Warnings = fn, p, warnings
 		}
-		r.publish(key, &f)
+		if ctx.Err() == nil {
+			f.failedHash, f.failedErr = hash, err
+		}
+		if perr := r.publish(s, &f, exists); perr != nil {
+			return perr
+		}
 		return err
 	}
 	f.Function, f.Plan, f.Warnings, f.specHash, f.refused = fn, p, warnings, hash, false
-	r.publish(key, &f)
-	if !exists {
+	f.failedHash, f.failedErr = "", nil
+	scale := !exists || f.idle
+	f.idle = scale
+	if err := r.publish(s, &f, exists); err != nil {
+		return err
+	}
+	if scale {
 		initial := p.Scaling.Replicas
 		if p.Scaling.Autoscaled {
 			initial = p.Scaling.MinReplicas
 		}
 		if err := f.Pool.Scale(ctx, int(initial)); err != nil {
+			err = errors.New(userPaths(err.Error(), spec.RunDir, source))
+			if ctx.Err() == nil {
+				f.failedHash, f.failedErr = hash, err
+				_ = r.publish(s, &f, true)
+			}
+			return err
+		}
+		f.idle = false
+		if err := r.publish(s, &f, true); err != nil {
 			return err
 		}
 	}
@@ -328,11 +624,22 @@ func (r *Runner) apply(ctx context.Context, fn *serverlessv1alpha2.Function) err
 	return nil
 }
 
-// publish makes f the function's state that Functions and Get return.
-func (r *Runner) publish(key string, f *Function) {
+// publish makes f the function's state that Functions and Get return,
+// unless its slot s was removed or the runner stopped since: then a pool
+// that f made (it did not exist) is stopped, and the error says why.
+func (r *Runner) publish(s *slot, f *Function, existed bool) error {
 	r.mu.Lock()
-	r.fns[key] = f
+	if s.removed || r.stopped {
+		r.mu.Unlock()
+		if !existed {
+			f.Pool.Stop()
+		}
+		return fmt.Errorf("%s: removed while it was being applied", s.key)
+	}
+	copied := *f
+	r.fns[s.key] = &copied
 	r.mu.Unlock()
+	return nil
 }
 
 func (r *Runner) planConfig() plan.Config {
@@ -418,11 +725,12 @@ func (r *Runner) spec(ctx context.Context, p plan.Plan) (supervisor.Spec, []stri
 // interpreter's version differs from the runtime's.
 func (r *Runner) versionWarning(rt runtimes.Runtime) string {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.warns[rt.Name] {
+	warned := r.warns[rt.Name]
+	r.warns[rt.Name] = true
+	r.mu.Unlock() // not held while the interpreter runs: Get and Functions go on
+	if warned {
 		return ""
 	}
-	r.warns[rt.Name] = true
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, rt.Interpreter, "--version").CombinedOutput()
@@ -436,8 +744,14 @@ func (r *Runner) versionWarning(rt runtimes.Runtime) string {
 	return ""
 }
 
-// Stop drains every function's processes and returns when all have exited.
+// Stop ends the installs and starts under way, drains every function's
+// processes and returns when all have exited. Apply does nothing after.
 func (r *Runner) Stop() {
+	r.mu.Lock()
+	r.stopped = true
+	r.mu.Unlock()
+	r.stopBase()
+	r.work.Wait()
 	r.mu.Lock()
 	all := r.fns
 	r.fns = map[string]*Function{}

@@ -60,6 +60,9 @@ func newRunner(t *testing.T, log io.Writer) *runner.Runner {
 		},
 		Pool: supervisor.PoolConfig{DrainDelay: 50 * time.Millisecond, DrainGrace: 5 * time.Second},
 		Log:  supervisor.NewSyncWriter(log),
+		// Every Apply waits for its functions, so that a test reads what
+		// it applied right after.
+		StartWait: -1, ApplyWait: -1,
 	})
 	require.NoError(t, err)
 	t.Cleanup(r.Stop)

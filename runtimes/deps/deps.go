@@ -22,11 +22,31 @@ import (
 // installer (npm or pip) failed; the error text includes its output.
 var ErrInstall = errors.New("install dependencies")
 
+// errTimeout is the cause of an installation's context that ended at the
+// Installer's timeout (not the caller's).
+var errTimeout = errors.New("install timeout")
+
 // ErrInvalidOption is wrapped by New for an option it cannot use.
 var ErrInvalidOption = errors.New("invalid deps option")
 
 // maxOutput bounds how much installer output an error carries (its tail).
 const maxOutput = 16 << 10
+
+// keptOutput bounds the installer output kept in memory while it runs: the
+// last 64 KiB, of which an error carries the last maxOutput bytes. An
+// installer that writes gigabytes costs no more.
+const keptOutput = 64 << 10
+
+// maxLine bounds one line of installer output passed on to the progress
+// writer: the rest of a longer line is left out, never buffered.
+const maxLine = 4 << 10
+
+// DefaultTimeout bounds one installation (the wait for another caller's
+// installation of the same set included) unless WithTimeout says
+// otherwise: an installer that never ends (a postinstall script that
+// loops, a registry that never answers) is stopped then, and Ensure
+// returns an error that wraps ErrInstall and context.DeadlineExceeded.
+const DefaultTimeout = 5 * time.Minute
 
 // Registry configures the package registries an installation uses: the
 // content of an .npmrc file for npm and of a pip.conf file for pip (registry
@@ -44,6 +64,7 @@ type Installer struct {
 	python   string
 	env      []string
 	progress io.Writer
+	timeout  time.Duration
 }
 
 // Option configures an Installer.
@@ -70,6 +91,19 @@ func WithProgress(w io.Writer) Option {
 			return fmt.Errorf("%w: nil progress writer", ErrInvalidOption)
 		}
 		i.progress = w
+		return nil
+	}
+}
+
+// WithTimeout bounds each call of Ensure that installs (the wait for
+// another caller's installation of the same set included) to d; default
+// DefaultTimeout. d must be positive.
+func WithTimeout(d time.Duration) Option {
+	return func(i *Installer) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: install timeout %s: want more than 0", ErrInvalidOption, d)
+		}
+		i.timeout = d
 		return nil
 	}
 }
@@ -110,7 +144,7 @@ func New(cacheDir string, opts ...Option) (*Installer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: cache directory %q: %v", ErrInvalidOption, cacheDir, err)
 	}
-	i := &Installer{cacheDir: abs, npm: "npm", python: "python3"}
+	i := &Installer{cacheDir: abs, npm: "npm", python: "python3", timeout: DefaultTimeout}
 	for _, o := range opts {
 		if err := o(i); err != nil {
 			return nil, err
@@ -177,7 +211,9 @@ func Needed(rt runtimes.Runtime, dependencies string) (bool, error) {
 // credentials. Callers with the same key wait for one installation. When
 // the installer fails, the error wraps ErrInstall, carries the tail of the
 // installer's output, and nothing is left in the cache. Cancelling ctx stops
-// the installer and the wait for the lock.
+// the installer and the wait for the lock, and so does the Installer's
+// timeout (WithTimeout, default DefaultTimeout): then the error wraps
+// context.DeadlineExceeded too.
 func (i *Installer) Ensure(ctx context.Context, rt runtimes.Runtime, dependencies string, reg Registry) (string, error) {
 	need, err := Needed(rt, dependencies)
 	if err != nil {
@@ -191,9 +227,11 @@ func (i *Installer) Ensure(ctx context.Context, rt runtimes.Runtime, dependencie
 	if exists(dir) {
 		return dir, nil
 	}
+	ctx, cancel := context.WithTimeoutCause(ctx, i.timeout, errTimeout)
+	defer cancel()
 	unlock, err := lock(ctx, filepath.Join(i.cacheDir, ".locks", key+".lock"))
 	if err != nil {
-		return "", fmt.Errorf("lock dependency set %s: %w", key[:12], err)
+		return "", fmt.Errorf("%w for %s: wait for the installation of dependency set %s under way: %w", ErrInstall, rt.Name, key[:12], err)
 	}
 	defer unlock()
 	if exists(dir) {
@@ -279,13 +317,14 @@ func (i *Installer) command(rt runtimes.Runtime, reg Registry, tmp, confDir stri
 
 // run runs the installer argv in dir with env, its output written to the
 // progress writer, if any, line by line; the error wraps ErrInstall and
-// carries the tail of the output.
+// carries the tail of the output. Only a bounded tail of the output is
+// kept (keptOutput), and lines are passed on cut at maxLine.
 func (i *Installer) run(ctx context.Context, rt runtimes.Runtime, key, dir string, argv, env []string) error {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = dir
 	cmd.Env = env
-	var out bytes.Buffer
-	var sink io.Writer = &out
+	out := &tailBuffer{max: keptOutput}
+	var sink io.Writer = out
 	what := "npm install"
 	if rt.Language == runtimes.Python {
 		what = "pip install"
@@ -294,7 +333,7 @@ func (i *Installer) run(ctx context.Context, rt runtimes.Runtime, key, dir strin
 	if i.progress != nil {
 		fmt.Fprintf(i.progress, "kfn: installing the %s dependencies %s with %s\n", rt.Name, key[:12], what)
 		lines = &lineWriter{w: i.progress, prefix: "kfn: " + what + " | "}
-		sink = io.MultiWriter(&out, lines)
+		sink = io.MultiWriter(out, lines)
 	}
 	cmd.Stdout = sink
 	cmd.Stderr = sink
@@ -304,11 +343,14 @@ func (i *Installer) run(ctx context.Context, rt runtimes.Runtime, key, dir strin
 	err := cmd.Run()
 	lines.flush()
 	if err != nil {
+		failed := "failed after " + time.Since(start).Round(time.Millisecond).String()
 		if ctx.Err() != nil {
 			err = ctx.Err()
+			if context.Cause(ctx) == errTimeout {
+				failed = fmt.Sprintf("did not finish within %s (stopped)", i.timeout)
+			}
 		}
-		return fmt.Errorf("%w for %s: %s failed after %s: %w\n%s", ErrInstall, rt.Name,
-			what, time.Since(start).Round(time.Millisecond), err, tail(out.Bytes()))
+		return fmt.Errorf("%w for %s: %s %s: %w\n%s", ErrInstall, rt.Name, what, failed, err, tail(out.Bytes()))
 	}
 	if i.progress != nil {
 		fmt.Fprintf(i.progress, "kfn: installed the %s dependencies %s in %s\n", rt.Name, key[:12], time.Since(start).Round(100*time.Millisecond))
@@ -316,34 +358,90 @@ func (i *Installer) run(ctx context.Context, rt runtimes.Runtime, key, dir strin
 	return nil
 }
 
-// lineWriter writes whole lines, each with a prefix, to w.
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	max int
+	buf []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	n := len(p)
+	if len(p) >= t.max {
+		t.buf = append(t.buf[:0], p[len(p)-t.max:]...)
+		return n, nil
+	}
+	if len(t.buf)+len(p) > 2*t.max {
+		// Slide the last max bytes to the front: each byte is copied at
+		// most once per max bytes written.
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
+	}
+	t.buf = append(t.buf, p...)
+	return n, nil
+}
+
+// Bytes returns the last max bytes written (fewer before that many were).
+func (t *tailBuffer) Bytes() []byte {
+	if len(t.buf) > t.max {
+		return t.buf[len(t.buf)-t.max:]
+	}
+	return t.buf
+}
+
+// lineWriter writes whole lines, each with a prefix, to w. A line longer
+// than maxLine is written cut at maxLine, once it gets there; the rest of
+// it is dropped as it comes. Each byte is looked at once.
 type lineWriter struct {
 	w      io.Writer
 	prefix string
 	buf    []byte
+	cut    bool // the current line was written cut: drop it up to its newline
 }
 
 func (l *lineWriter) Write(p []byte) (int, error) {
-	l.buf = append(l.buf, p...)
-	for {
-		i := bytes.IndexByte(l.buf, '\n')
-		if i < 0 {
+	n := len(p)
+	for len(p) > 0 {
+		end := bytes.IndexByte(p, '\n')
+		part := p
+		if end >= 0 {
+			part = p[:end]
+		}
+		if !l.cut {
+			room := maxLine - len(l.buf)
+			if len(part) > room {
+				l.buf = append(l.buf, part[:room]...)
+				l.emit(fmt.Sprintf(" [line cut at %d bytes]", maxLine))
+				l.cut = true
+			} else {
+				l.buf = append(l.buf, part...)
+			}
+		}
+		if end < 0 {
 			break
 		}
-		if line := strings.TrimRight(string(l.buf[:i]), "\r"); strings.TrimSpace(line) != "" {
-			fmt.Fprintf(l.w, "%s%s\n", l.prefix, line)
+		if !l.cut {
+			l.emit("")
 		}
-		l.buf = l.buf[i+1:]
+		l.buf, l.cut = l.buf[:0], false
+		p = p[end+1:]
 	}
-	return len(p), nil
+	return n, nil
+}
+
+// emit writes the line in buf, if it is not blank, with suffix.
+func (l *lineWriter) emit(suffix string) {
+	line := strings.TrimRight(string(l.buf), "\r")
+	if strings.TrimSpace(line) != "" {
+		fmt.Fprintf(l.w, "%s%s%s\n", l.prefix, line, suffix)
+	}
+	l.buf = l.buf[:0]
 }
 
 // flush writes a last line without a newline.
 func (l *lineWriter) flush() {
-	if strings.TrimSpace(string(l.buf)) != "" {
-		fmt.Fprintf(l.w, "%s%s\n", l.prefix, l.buf)
+	if !l.cut {
+		l.emit("")
 	}
-	l.buf = nil
+	l.buf, l.cut = nil, false
 }
 
 // without returns env without the named variables.

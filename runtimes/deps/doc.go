@@ -6,5 +6,7 @@
 // An installed directory is complete or absent: the installer writes into a
 // temporary directory that is renamed into place when it succeeded, and a
 // file lock per key makes concurrent callers (several kfn dev processes, or
-// goroutines) install once and share the result.
+// goroutines) install once and share the result. An installation is
+// bounded in time (DefaultTimeout, WithTimeout) and in the memory its
+// output takes (a bounded tail, lines cut at a cap).
 package deps
