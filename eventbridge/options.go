@@ -67,13 +67,15 @@ type Access struct {
 	// gateway.
 	Gateway *auth.Kubernetes
 	// Senders tells the publisher which namespace sends each event from
-	// the ServiceAccount token it carries (a Function's host sends its
-	// pod's), which it records as the extension
-	// publisher.SenderExtension; a token the cluster does not know is
-	// refused (401). It may be Admin itself. The dependency cache
+	// the token it carries (a Function's host sends its pod's), which it
+	// records as the extension publisher.SenderExtension, and holds each
+	// namespace to its bounds; a token it does not know is refused (401).
+	// In a cluster it is an *auth.Kubernetes (ServiceAccount tokens,
+	// which may be Admin itself); kfn dev gives each Function's process a
+	// token of its namespace. The dependency cache
 	// (Config.DependencyCache) learns its callers' namespaces from it,
 	// and is off without it.
-	Senders *auth.Kubernetes
+	Senders publisher.Senders
 	// DependencyWriters tells the dependency cache which upload is the
 	// install step of a pod of the object's own dependency set (its
 	// writer token); the cache is off without it, as without Senders.

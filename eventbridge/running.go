@@ -109,7 +109,8 @@ const claimSettle = 50 * time.Millisecond
 // another itself).
 func (a Access) distinct() []*auth.Kubernetes {
 	var out []*auth.Kubernetes
-	for _, k := range []*auth.Kubernetes{a.Admin, a.Gateway, a.Senders} {
+	senders, _ := a.Senders.(*auth.Kubernetes)
+	for _, k := range []*auth.Kubernetes{a.Admin, a.Gateway, senders} {
 		if k != nil && !slices.Contains(out, k) {
 			out = append(out, k)
 		}

@@ -31,6 +31,7 @@ import (
 	"github.com/kfn-dev/kfn/local/broker"
 	"github.com/kfn-dev/kfn/local/project"
 	"github.com/kfn-dev/kfn/local/runner"
+	"github.com/kfn-dev/kfn/local/senders"
 	"github.com/kfn-dev/kfn/local/webview"
 	"github.com/kfn-dev/kfn/scaler"
 	"github.com/kfn-dev/kfn/scaler/activity"
@@ -108,6 +109,7 @@ type Platform struct {
 	autoscaler    *autoscaler.Autoscaler
 	registry      *prometheus.Registry
 	logs          *logBook
+	senders       *senders.Tokens // each namespace's token, which its functions' events carry
 	// events records the path of recent events for view, the web view.
 	events *eventpath.Recorder
 	view   *webview.View

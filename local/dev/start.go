@@ -24,6 +24,7 @@ import (
 	"github.com/kfn-dev/kfn/internal/logging"
 	"github.com/kfn-dev/kfn/local/broker"
 	"github.com/kfn-dev/kfn/local/runner"
+	"github.com/kfn-dev/kfn/local/senders"
 	"github.com/kfn-dev/kfn/local/supervisor"
 	"github.com/kfn-dev/kfn/local/webview"
 	"github.com/kfn-dev/kfn/scaler"
@@ -121,13 +122,20 @@ func (p *Platform) startBroker() (err error) {
 func (p *Platform) newComponents() (err error) {
 	p.registry = prometheus.NewRegistry()
 	p.endpoints = newLocalEndpoints()
+	p.senders = senders.New()
 	p.runner, err = runner.New(runner.Config{
 		StateDir:         p.cfg.StateDir,
 		DepsCacheDir:     p.cfg.DepsCacheDir,
 		PublisherAddress: "http://" + p.addr + "/publish",
 		Pool:             supervisor.PoolConfig{DrainGrace: p.cfg.DrainGrace, OnStopped: p.logs.Forget},
 		OnChange:         p.endpoints.notify,
-		Log:              p.cfg.Output,
+		// Each namespace's functions send a token of its own with their
+		// events, which the publisher knows (newBridge): their events are
+		// held to their namespace's bounds, as in a cluster.
+		IdentityTokenFile: func(namespace string) (string, error) {
+			return p.senders.File(namespace, filepath.Join(p.cfg.StateDir, "identity"))
+		},
+		Log: p.cfg.Output,
 		// Each function is installed and started on its own: kfn dev comes
 		// up once they run or after runner.DefaultStartWait, and an edit
 		// is applied in the background; the watcher applies the project
@@ -187,6 +195,7 @@ func (p *Platform) newBridge() (*eventbridge.Bridge, error) {
 	p.subscriptions = &eventbridge.Static{Endpoints: p.endpoints, Resolver: p.endpoints, Backends: p.endpoints, Targets: []feed.Targets{p.scaler.Core}}
 	return eventbridge.New(cfg, p.nc, p.subscriptions,
 		eventbridge.WithLogger(p.log),
+		eventbridge.WithAccess(eventbridge.Access{Senders: p.senders}),
 		eventbridge.WithMetrics(p.registry),
 		eventbridge.WithInFlight(p.scaler.Core),
 		eventbridge.WithObserver(p.events),

@@ -51,6 +51,13 @@ type Config struct {
 	OnChange func()
 	// Log receives every function's output (prefixed) and the runner's notes.
 	Log io.Writer
+	// IdentityTokenFile, when set, gives the file of the token a
+	// namespace's processes send with every event they emit
+	// (runtimes.EnvIdentityTokenFile): the publisher holds each
+	// namespace's events to its own bounds, as a pod's ServiceAccount
+	// token does in a cluster (package local/senders). Nil: none; the
+	// events are anonymous.
+	IdentityTokenFile func(namespace string) (string, error)
 	// InstallTimeout bounds one installation of a function's dependencies
 	// (npm or pip, the wait for another installation of the same set
 	// included); default deps.DefaultTimeout, 5 minutes. A function whose
@@ -694,7 +701,14 @@ func (r *Runner) spec(ctx context.Context, p plan.Plan) (supervisor.Spec, []stri
 	h.DepsDir = depsDir
 	h.Port = 0
 	h.ListenFD = 3
-	h.IdentityTokenFile = "" // no ServiceAccount here: kfn dev's publisher is the user's own
+	h.IdentityTokenFile = ""
+	if r.cfg.IdentityTokenFile != nil {
+		path, err := r.cfg.IdentityTokenFile(p.Namespace)
+		if err != nil {
+			return supervisor.Spec{}, nil, fmt.Errorf("the identity of namespace %s: %w", p.Namespace, err)
+		}
+		h.IdentityTokenFile = path
+	}
 	env, err := p.EnvFor(h)
 	if err != nil {
 		return supervisor.Spec{}, nil, err
