@@ -320,8 +320,14 @@ func (x subscribedIndex) events(app string) []SubscribedEvent {
 			add(t)
 		}
 	}
-	slices.SortFunc(out, func(a, b SubscribedEvent) int {
-		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.Version, b.Version))
-	})
+	slices.SortFunc(out, SubscribedEvent.compare)
 	return slices.Compact(out)
+}
+
+// compare orders events by name, then version.
+func (e SubscribedEvent) compare(o SubscribedEvent) int {
+	if c := strings.Compare(e.Name, o.Name); c != 0 {
+		return c
+	}
+	return strings.Compare(e.Version, o.Version)
 }
