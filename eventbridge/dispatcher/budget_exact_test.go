@@ -95,7 +95,11 @@ func TestBudgetHoldsASlowSink(t *testing.T) {
 	require.Eventually(t, func() bool {
 		delivered = slow.count()
 		n := waiting(b, "slow")
-		return n >= 0 && n <= 6
+		// Some given up: the consumer counted the events (JetStream
+		// tells its consumers of stored events on a goroutine of its
+		// own, so that its count may lag the stores' acknowledgements,
+		// and read 0 under load) and the budget acted.
+		return n >= 0 && n <= 6 && len(b.deadLetters()) > 0
 	}, wait, tick, "held to its budget")
 	// Held by giving up the oldest, not by waiting for the sink: a
 	// worker that kept asking for events would have JetStream hand each
