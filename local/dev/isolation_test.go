@@ -1,7 +1,6 @@
 package dev_test
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"os"
@@ -57,29 +56,7 @@ func TestSlowInstallHoldsUpNoOtherNamespace(t *testing.T) {
 	write("c.yaml", nodeFunction("c", "doomed", "here"))
 
 	out := &syncBuffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	started := make(chan *dev.Platform, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- dev.Run(ctx, dev.Config{Dir: dir, Addr: "127.0.0.1:0", Output: out, WatchInterval: 50 * time.Millisecond, DrainGrace: 5 * time.Second},
-			func(p *dev.Platform) { started <- p })
-	}()
-	var p *dev.Platform
-	select {
-	case p = <-started:
-	case err := <-done:
-		t.Fatalf("kfn dev stopped: %v\n%s", err, out.String())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("kfn dev did not start\n%s", out.String())
-	}
-	defer func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(60 * time.Second):
-			t.Error("kfn dev did not stop")
-		}
-	}()
+	p := runDevConfig(t, dev.Config{Dir: dir, WatchInterval: 50 * time.Millisecond, DrainGrace: 5 * time.Second}, out)
 	awaitStatus(t, p, out, "fast and doomed ready", func(st dev.Status) bool {
 		return function(st, "fast").Ready == 1 && function(st, "doomed").Ready == 1
 	})

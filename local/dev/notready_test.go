@@ -1,7 +1,6 @@
 package dev_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,30 +48,7 @@ spec:
 	require.NoError(t, os.WriteFile(hello, []byte(strings.ReplaceAll(good, "%CPU%", "50m")), 0o644))
 
 	out := &syncBuffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	started := make(chan *dev.Platform, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- dev.Run(ctx, dev.Config{Dir: dir, Addr: "127.0.0.1:0", Output: out, WatchInterval: 50 * time.Millisecond},
-			func(p *dev.Platform) { started <- p })
-	}()
-	var p *dev.Platform
-	select {
-	case p = <-started:
-	case err := <-done:
-		t.Fatalf("kfn dev stopped: %v\n%s", err, out.String())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("kfn dev did not start\n%s", out.String())
-	}
-	defer func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(60 * time.Second):
-			t.Error("kfn dev did not stop")
-		}
-	}()
+	p := runDevConfig(t, dev.Config{Dir: dir, WatchInterval: 50 * time.Millisecond}, out)
 
 	const small = "ConfigurationReady: InvalidFunctionSpec: Function request memory(8Mi) should be higher than minimal value (16Mi)"
 	st := status(t, p.Addr())

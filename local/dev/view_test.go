@@ -23,12 +23,19 @@ import (
 // runDev runs kfn dev on dir until the test ends.
 func runDev(t *testing.T, dir string, out *syncBuffer) *dev.Platform {
 	t.Helper()
+	return runDevConfig(t, dev.Config{Dir: dir, DrainGrace: 5 * time.Second}, out)
+}
+
+// runDevConfig runs kfn dev with cfg, on a port of its own and its
+// output to out, until the test ends.
+func runDevConfig(t *testing.T, cfg dev.Config, out *syncBuffer) *dev.Platform {
+	t.Helper()
+	cfg.Addr, cfg.Output = "127.0.0.1:0", out
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan *dev.Platform, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- dev.Run(ctx, dev.Config{Dir: dir, Addr: "127.0.0.1:0", Output: out, DrainGrace: 5 * time.Second},
-			func(p *dev.Platform) { started <- p })
+		done <- dev.Run(ctx, cfg, func(p *dev.Platform) { started <- p })
 	}()
 	t.Cleanup(func() {
 		cancel()
