@@ -1,7 +1,6 @@
 package kfndev_test
 
 import (
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,15 +52,7 @@ func TestEmitLoopEndsAtTheHopLimit(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "echo", "config.yaml"), []byte(loopConfig), 0o644))
 	dev := startDev(t, dir)
 
-	req, err := http.NewRequest(http.MethodPost, "http://"+dev.addr+"/publish", strings.NewReader(`{}`))
-	require.NoError(t, err)
-	for k, v := range map[string]string{"Content-Type": "application/json", "Ce-Specversion": "1.0", "Ce-Type": "loop.ping.v1", "Ce-Source": "loop", "Ce-Id": "seed"} {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusNoContent, resp.StatusCode)
+	publishEvent(t, dev.addr, "loop.ping.v1", "loop", "seed", `{}`)
 
 	pings := func() int { return strings.Count(dev.out.String(), "ping ") }
 	require.Eventually(t, func() bool { return strings.Contains(dev.out.String(), "emit refused") }, 60*time.Second, 50*time.Millisecond,

@@ -1,7 +1,6 @@
 package kfndev_test
 
 import (
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,15 +70,7 @@ func TestEmittedEventsCarryTheirNamespace(t *testing.T) {
 	}
 	dev := startDev(t, dir)
 
-	req, err := http.NewRequest(http.MethodPost, "http://"+dev.addr+"/publish", strings.NewReader(`{}`))
-	require.NoError(t, err)
-	for k, v := range map[string]string{"Content-Type": "application/json", "Ce-Specversion": "1.0", "Ce-Type": "seed.v1", "Ce-Source": "outside", "Ce-Id": "seed"} {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusNoContent, resp.StatusCode, "the user's own publish, anonymous")
+	publishEvent(t, dev.addr, "seed.v1", "outside", "seed", `{}`)
 
 	require.Eventually(t, func() bool { return strings.Contains(dev.out.String(), "sent by [") }, 60*time.Second, 50*time.Millisecond,
 		"the emitted event is delivered: %s", lastLines(dev.out.String(), 20))

@@ -234,13 +234,19 @@ func count(img image.Image, r rect, c color.RGBA) int {
 // publishOrder publishes an order.created.v1 event from source shop.
 func publishOrder(t *testing.T, addr, id, data string) {
 	t.Helper()
+	publishEvent(t, addr, "order.created.v1", "shop", id, data)
+}
+
+// publishEvent publishes, anonymously as the user does, an event of type
+// and source with id and data (JSON) to kfn dev at addr, and requires
+// that it is stored (204).
+func publishEvent(t *testing.T, addr, eventType, source, id, data string) {
+	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/publish", strings.NewReader(data))
 	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Ce-Specversion", "1.0")
-	req.Header.Set("Ce-Type", "order.created.v1")
-	req.Header.Set("Ce-Source", "shop")
-	req.Header.Set("Ce-Id", id)
+	for k, v := range map[string]string{"Content-Type": "application/json", "Ce-Specversion": "1.0", "Ce-Type": eventType, "Ce-Source": source, "Ce-Id": id} {
+		req.Header.Set(k, v)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	resp.Body.Close()
