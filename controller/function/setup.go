@@ -32,6 +32,7 @@ import (
 	"github.com/kfn-dev/kfn/api/serverless/v1alpha2"
 	"github.com/kfn-dev/kfn/controller/pool"
 	"github.com/kfn-dev/kfn/internal/egress"
+	"github.com/kfn-dev/kfn/internal/fairqueue"
 )
 
 // ControllerName names the controller in logs, metrics and events.
@@ -165,7 +166,9 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToFunction)).
 		Watches(&eventingv1alpha2.Subscription{}, handler.EnqueueRequestsFromMapFunc(subscriptionToFunction)).
 		WatchesRawSource(source.Channel(r.keda.events, &handler.EnqueueRequestForObject{})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.cfg.Workers})
+		// Namespaces in turn: one tenant's thousands of Functions do not hold
+		// another's new one back until they are done.
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.cfg.Workers, NewQueue: fairqueue.Workqueue})
 	if r.keda.installed() {
 		b = b.Owns(&kedav1alpha1.ScaledObject{}).
 			Watches(&kedav1alpha1.ScaledObject{}, handler.EnqueueRequestsFromMapFunc(scaleTargetToFunction))

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/internal/fairqueue"
 )
 
 // Finalizer is set on every Subscription so that its consumer is deleted
@@ -89,7 +90,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&v1alpha2.Subscription{}, builder.WithPredicates()).
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.subscriptionsOfService)).
 		WatchesRawSource(source.Channel(r.requeue, &handler.EnqueueRequestForObject{})).
-		WithOptions(controller.Options{RateLimiter: retryLimiter()}).
+		WithOptions(controller.Options{RateLimiter: retryLimiter(), NewQueue: fairqueue.Workqueue}). // namespaces in turn
 		Complete(r)
 }
 

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kfn-dev/kfn/api/eventing/v1alpha2"
+	"github.com/kfn-dev/kfn/internal/fairqueue"
 )
 
 // Targets serve Subscriptions in this process: *dispatcher.Dispatcher
@@ -59,7 +60,7 @@ func (f *Feeder) SetupWithManager(mgr ctrl.Manager) error {
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(name).
 		For(&v1alpha2.Subscription{}).
-		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false)}).
+		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false), NewQueue: fairqueue.Workqueue}). // namespaces in turn
 		Complete(f)
 	if err != nil {
 		return fmt.Errorf("set up the subscription feeder %s: %w", name, err)
