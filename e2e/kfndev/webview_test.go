@@ -132,6 +132,11 @@ func TestWebView(t *testing.T) {
 	})
 
 	t.Run("Replay delivers the dead letter", func(t *testing.T) {
+		defer func() {
+			if t.Failed() { // seen once under go test ./...'s load (2026-11-30): what kfn dev said
+				t.Logf("kfn dev's last lines:\n%s", lastLines(dev.out.String(), 40))
+			}
+		}()
 		// Found and clicked in one step: the table is drawn anew on every
 		// update of the page's event stream, and a node found by one call
 		// and clicked by the next can be gone between them (chromedp's
