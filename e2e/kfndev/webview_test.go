@@ -133,8 +133,9 @@ func TestWebView(t *testing.T) {
 
 	t.Run("Replay delivers the dead letter", func(t *testing.T) {
 		defer func() {
-			if t.Failed() { // seen once under go test ./...'s load (2026-11-30): what kfn dev said
-				t.Logf("kfn dev's last lines:\n%s", lastLines(dev.out.String(), 40))
+			if t.Failed() { // seen once under go test ./...'s load (2026-11-30): what the page and kfn dev said
+				shown, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`Array.from(document.querySelectorAll('#deadletters .replay-error, #deadletters button.replay')).map((e) => e.textContent).join(' | ')`))
+				t.Logf("the page's dead letters: %s\nkfn dev's last lines:\n%s", shown, lastLines(dev.out.String(), 40))
 			}
 		}()
 		// Found and clicked in one step: the table is drawn anew on every
