@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kfn-dev/kfn/local/supervisor"
+	"github.com/kfn-dev/kfn/test/logtest"
 )
 
 // stalledTerminal is a terminal whose writes do not return until release
@@ -234,31 +235,13 @@ func TestProcessEndsWhileAnEscapedChildHoldsItsOutput(t *testing.T) {
 	assert.True(t, running(child), "the escaped child still runs: the process was done without its end")
 }
 
-// lockedBuffer is a bytes.Buffer safe for concurrent use.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestPoolStopTellsItsNameOnceItsOutputIsWritten: OnStopped is called
 // once, with the pool's name, after the last lines of its processes (the
 // host's "draining", printed at SIGTERM) were written, so that what is
 // kept of them can be forgotten for good.
 func TestPoolStopTellsItsNameOnceItsOutputIsWritten(t *testing.T) {
 	ctx := context.Background()
-	var out lockedBuffer
+	var out logtest.Buffer
 	var stopped []string
 	var outAtStop string
 	pool := supervisor.NewPool("default/fn", supervisor.NewSyncWriter(&out), supervisor.PoolConfig{
