@@ -276,7 +276,7 @@ func replayError(w http.ResponseWriter, code int, msg string) {
 // serve serves the view on ln until ctx ends, under a path made of a
 // secret of this run, and prints the page's address to out.
 func (v *clusterView) serve(ctx context.Context, ln net.Listener, out io.Writer) error {
-	view, err := webview.New(v, v, v, webview.Config{Interval: viewInterval, Title: "view"})
+	view, err := webview.New(v, v, v, webview.Config{Interval: viewInterval, ReadTimeout: viewReadTimeout, Title: "view"})
 	if err != nil {
 		return err
 	}

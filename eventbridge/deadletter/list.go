@@ -80,34 +80,15 @@ func (a *Admin) Each(ctx context.Context, f Filter, fn func(Letter) error) (next
 	// The server would keep the consumer for minutes after the last read:
 	// remove it, so that listing often (kfn dev's web view) leaves none.
 	defer a.deleteConsumer(c)
-	info, err := c.Info(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("read dead letters: %w", err)
-	}
-	if info.NumPending == 0 {
-		return 0, nil
-	}
 	// Headers only (Preview) are small: a batch of messages, where a bound
 	// in bytes would make the client buffer a million of them.
 	readAhead := jetstream.PullMessagesOpt(jetstream.PullMaxBytes(listBufferBytes))
 	if f.Preview {
 		readAhead = jetstream.PullMaxMessages(previewReadAhead)
 	}
-	it, err := c.Messages(readAhead)
-	if err != nil {
-		return 0, fmt.Errorf("read dead letters: %w", err)
-	}
-	defer it.Stop()
-	given := 0
-	for left := info.NumPending; left > 0; left-- {
-		m, err := it.Next(jetstream.NextContext(ctx))
-		if err != nil {
-			return 0, fmt.Errorf("read dead letters: %w", err)
-		}
-		meta, err := m.Metadata()
-		if err != nil {
-			continue
-		}
+	given, full := 0, false
+	var fnErr error
+	err = readOrdered(ctx, c, readAhead, func(m jetstream.Msg, meta *jetstream.MsgMetadata) (bool, error) {
 		var l Letter
 		if f.Preview {
 			l = preview(meta.Sequence.Stream, m.Headers())
@@ -115,18 +96,28 @@ func (a *Admin) Each(ctx context.Context, f Filter, fn func(Letter) error) (next
 			l = letter(meta.Sequence.Stream, m.Headers(), m.Data())
 		}
 		if !f.selects(l) {
-			continue
+			return true, nil
 		}
 		if given == f.Limit {
-			return next, nil // more are left: the next page starts after the last given
+			full = true // more are left: the next page starts after the last given
+			return false, nil
 		}
-		if err := fn(l); err != nil {
-			return 0, err
+		if fnErr = fn(l); fnErr != nil {
+			return false, nil
 		}
 		given++
 		next = l.Sequence
+		return true, nil
+	})
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("read dead letters: %w", err)
+	case fnErr != nil:
+		return 0, fnErr
+	case !full:
+		return 0, nil
 	}
-	return 0, nil
+	return next, nil
 }
 
 // subjects returns the subjects the filter's dead letters are on: their

@@ -254,6 +254,10 @@ func (w *Writer) usage(ns string) *usage {
 	return u
 }
 
+// countReadAhead is how many letters' headers a count reads ahead (the
+// client library's default batch).
+const countReadAhead = 500
+
 // count counts the namespace's dead-letter bytes from the stream (their
 // headers only) unless it did within CountAgain. A letter stored whose
 // writer has not heard of it yet is counted once, as on its way (its
@@ -269,32 +273,21 @@ func (w *Writer) count(ctx context.Context, ns string, u *usage) error {
 		return fmt.Errorf("%w: count the dead letters of namespace %s: %w", eventstore.ErrUnavailable, ns, err)
 	}
 	defer deleteOrdered(w.js, w.streams.DeadLetterStream, c)
-	info, err := c.Info(ctx)
+	var total int64
+	err = readOrdered(ctx, c, jetstream.PullMaxMessages(countReadAhead), func(m jetstream.Msg, _ *jetstream.MsgMetadata) (bool, error) {
+		if l, ok := u.onTheirWay[m.Headers().Get(jetstream.MsgIDHeader)]; ok && w.storedSince(m, l) {
+			l.seen = true // its bytes are in inFlight; one dropped would not be here
+			return true, nil
+		}
+		n, err := strconv.Atoi(m.Headers().Get(nats.MsgSize)) // the data left out
+		if err != nil {
+			n = len(m.Data())
+		}
+		total += letterSize(m.Subject(), m.Headers(), n)
+		return true, nil
+	})
 	if err != nil {
 		return fmt.Errorf("%w: count the dead letters of namespace %s: %w", eventstore.ErrUnavailable, ns, err)
-	}
-	var total int64
-	if info.NumPending > 0 {
-		it, err := c.Messages()
-		if err != nil {
-			return fmt.Errorf("%w: count the dead letters of namespace %s: %w", eventstore.ErrUnavailable, ns, err)
-		}
-		defer it.Stop()
-		for left := info.NumPending; left > 0; left-- {
-			m, err := it.Next(jetstream.NextContext(ctx))
-			if err != nil {
-				return fmt.Errorf("%w: count the dead letters of namespace %s: %w", eventstore.ErrUnavailable, ns, err)
-			}
-			if l, ok := u.onTheirWay[m.Headers().Get(jetstream.MsgIDHeader)]; ok && w.storedSince(m, l) {
-				l.seen = true // its bytes are in inFlight; one dropped would not be here
-				continue
-			}
-			n, err := strconv.Atoi(m.Headers().Get(nats.MsgSize)) // the data left out
-			if err != nil {
-				n = len(m.Data())
-			}
-			total += letterSize(m.Subject(), m.Headers(), n)
-		}
 	}
 	u.bytes, u.counted = total+u.inFlight-u.gone, time.Now()
 	return nil

@@ -50,10 +50,15 @@ func write(w *deadletter.Writer, ns string, seq uint64, data []byte) (int, error
 
 // writeDropping is write, returning all the letters it dropped.
 func writeDropping(w *deadletter.Writer, ns string, seq uint64, data []byte) (deadletter.Dropped, error) {
+	return writeWithin(context.Background(), w, ns, seq, data)
+}
+
+// writeWithin is writeDropping within ctx.
+func writeWithin(ctx context.Context, w *deadletter.Writer, ns string, seq uint64, data []byte) (deadletter.Dropped, error) {
 	h := nats.Header{"ce-specversion": {"1.0"}, "ce-id": {strconv.FormatUint(seq, 10)}, "ce-source": {"shop"}, "ce-type": {"order.created.v1"}}
 	f := deadletter.Failure{Namespace: ns, Subscription: "s", Status: 500, Error: "sink answered 500", Attempts: 1,
 		Subject: "kyma.shop.order.created.v1", Sequence: seq, At: time.Now()}
-	return w.Write(context.Background(), h, data, f)
+	return w.Write(ctx, h, data, f)
 }
 
 // sequences returns the event sequences of namespace ns's dead letters

@@ -58,6 +58,7 @@ const (
 	DefaultMinInterval    = 250 * time.Millisecond
 	DefaultMaxChains      = 50
 	DefaultMaxDeadLetters = 100
+	DefaultReadTimeout    = 5 * time.Second
 	// keepAlive is how often an idle event stream gets a comment, so that
 	// proxies keep it open.
 	keepAlive = 15 * time.Second
@@ -79,13 +80,18 @@ type Config struct {
 	// MaxDeadLetters bounds the dead letters shown (the oldest first, as
 	// `kfn dlq list` lists them). Default 100.
 	MaxDeadLetters int
+	// ReadTimeout bounds each reading of the state Run sends: what does
+	// not answer within it (the dead letters, the events of a cluster's
+	// event bridge) is a problem on the page, and the pages still get the
+	// rest. Default 5s.
+	ReadTimeout time.Duration
 	// Title is what the page is of, after "kfn" in its header and title.
 	// Default "dev".
 	Title string
 }
 
 func (o *Config) defaults() error {
-	if o.Interval < 0 || o.MinInterval < 0 || o.MaxChains < 0 || o.MaxDeadLetters < 0 {
+	if o.Interval < 0 || o.MinInterval < 0 || o.MaxChains < 0 || o.MaxDeadLetters < 0 || o.ReadTimeout < 0 {
 		return fmt.Errorf("%w: intervals and bounds must not be negative", ErrInvalidConfig)
 	}
 	if o.MaxDeadLetters > deadletter.MaxLimit {
@@ -102,6 +108,9 @@ func (o *Config) defaults() error {
 	}
 	if o.MaxDeadLetters == 0 {
 		o.MaxDeadLetters = DefaultMaxDeadLetters
+	}
+	if o.ReadTimeout == 0 {
+		o.ReadTimeout = DefaultReadTimeout
 	}
 	if o.Title == "" {
 		o.Title = "dev"
@@ -170,6 +179,14 @@ func (v *View) State(ctx context.Context) State {
 		st.Chains = []eventpath.Chain{}
 	}
 	return st
+}
+
+// stateWithin is State, read within ReadTimeout: a read that never ends
+// would leave every page with its last state for ever.
+func (v *View) stateWithin(ctx context.Context) State {
+	ctx, cancel := context.WithTimeout(ctx, v.o.ReadTimeout)
+	defer cancel()
+	return v.State(ctx)
 }
 
 // Handler serves, relative to where it is mounted (the path must end in
@@ -293,7 +310,7 @@ func (v *View) Run(ctx context.Context) error {
 			continue
 		}
 		dirty, lastRead = false, time.Now()
-		state, err := json.Marshal(v.State(ctx))
+		state, err := json.Marshal(v.stateWithin(ctx))
 		if err != nil || bytes.Equal(state, last) {
 			continue // State has nothing json cannot encode; unchanged: nothing to send
 		}

@@ -258,6 +258,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		"negative min interval": {src, letters, rec, webview.Config{MinInterval: -1}},
 		"negative chains":       {src, letters, rec, webview.Config{MaxChains: -1}},
 		"too many dead letters": {src, letters, rec, webview.Config{MaxDeadLetters: deadletter.MaxLimit + 1}},
+		"negative read timeout": {src, letters, rec, webview.Config{ReadTimeout: -1}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -306,4 +307,46 @@ type fakeLetters struct{}
 
 func (*fakeLetters) List(context.Context, deadletter.Filter) ([]deadletter.Letter, error) {
 	return nil, nil
+}
+
+// stuckLetters never answers a listing before its context ends: a fake of
+// something that hangs (a cluster's admin API behind a port-forward that
+// stopped; before, kfn dev's own listing when a letter went while it was
+// read), which no real part does on demand.
+type stuckLetters struct{}
+
+func (stuckLetters) List(ctx context.Context, _ deadletter.Filter) ([]deadletter.Letter, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestAStateReadThatHangsIsAProblemNotAFrozenPage: the dead letters do
+// not answer; the pages get the rest of the state, with the dead letters
+// as a problem, and every change after it.
+func TestAStateReadThatHangsIsAProblemNotAFrozenPage(t *testing.T) {
+	var replicas atomic.Int32
+	v, err := webview.New(sourceFunc(func() devstatus.Status {
+		return devstatus.Status{Functions: []devstatus.Function{{Namespace: "default", Name: "orders", Replicas: int(replicas.Load())}}}
+	}), stuckLetters{}, unreachableEvents{}, webview.Config{Interval: 10 * time.Millisecond, MinInterval: time.Millisecond, ReadTimeout: 20 * time.Millisecond})
+	require.NoError(t, err)
+	f := &fixture{view: v}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- v.Run(ctx) }()
+	f.srv = httptest.NewServer(http.StripPrefix("/ui", v.Handler()))
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+		f.srv.Close()
+	})
+	states := f.events(t)
+	st := next(t, states)
+	assert.Contains(t, st.Problems, "dead letters: context deadline exceeded")
+	require.Len(t, st.Functions, 1)
+	for want := int32(1); want <= 3; want++ {
+		replicas.Store(want)
+		for st.Functions[0].Replicas != int(want) {
+			st = next(t, states)
+		}
+	}
 }
