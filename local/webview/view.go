@@ -91,7 +91,7 @@ type Config struct {
 }
 
 func (o *Config) defaults() error {
-	if o.Interval < 0 || o.MinInterval < 0 || o.MaxChains < 0 || o.MaxDeadLetters < 0 || o.ReadTimeout < 0 {
+	if min(o.Interval, o.MinInterval, o.ReadTimeout) < 0 || min(o.MaxChains, o.MaxDeadLetters) < 0 {
 		return fmt.Errorf("%w: intervals and bounds must not be negative", ErrInvalidConfig)
 	}
 	if o.MaxDeadLetters > deadletter.MaxLimit {
