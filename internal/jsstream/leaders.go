@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -74,11 +75,19 @@ func SpreadLeaders(ctx context.Context, js jetstream.JetStream, c stream.Config)
 // to the server named preferred (JetStream's stream leader step-down, with
 // a preferred placement, NATS 2.11 and later); the stream's group elects
 // it a moment later. An election under way, or preferred already leading,
-// is an error.
+// is an error. Only the stream's leader answers: a server that lost its
+// leadership meanwhile, or one too busy to take the request, answers
+// nothing, and a ctx without a deadline is given js's default timeout, as
+// the client library gives its own API requests.
 func MoveLeader(ctx context.Context, js jetstream.JetStream, name, preferred string) error {
 	req, err := json.Marshal(map[string]any{"placement": map[string]string{"preferred": preferred}})
 	if err != nil {
 		return err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, js.Options().DefaultTimeout)
+		defer cancel()
 	}
 	msg, err := js.Conn().RequestWithContext(ctx, apiPrefix(js)+"STREAM.LEADER.STEPDOWN."+name, req)
 	if err != nil {
@@ -110,7 +119,7 @@ func apiPrefix(js jetstream.JetStream) string {
 	case o.Domain != "":
 		return "$JS." + o.Domain + ".API."
 	case o.APIPrefix != "":
-		return o.APIPrefix
+		return strings.TrimSuffix(o.APIPrefix, ".") + "." // kept as given; the library adds the dot
 	}
 	return jetstream.DefaultAPIPrefix
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -84,4 +85,30 @@ func TestSpreadLeadersPutsEachPartitionOnItsServer(t *testing.T) {
 	moved, err = jsstream.SpreadLeaders(ctx, js, one)
 	require.NoError(t, err)
 	assert.Zero(t, moved, "a stream of one replica is led where it is")
+}
+
+// TestAStepDownNobodyAnswersEnds: only a stream's leader answers a
+// step-down, and one that lost its leadership before the request came
+// answers nothing; MoveLeader, asked with a context of no deadline (the
+// leader's lifetime, as the Opener asks), ends with the client's default
+// timeout rather than holding the Opener for as long as it leads. The
+// silent leader is a subscriber on an API prefix of the test's own: no
+// real server can be made to lose its leadership at that moment.
+func TestAStepDownNobodyAnswersEnds(t *testing.T) {
+	nc := natstest.Start(t).Connect()
+	sub, err := nc.SubscribeSync("silent.api.STREAM.LEADER.STEPDOWN.>")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	js, err := jetstream.NewWithAPIPrefix(nc, "silent.api", jetstream.WithDefaultTimeout(100*time.Millisecond))
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- jsstream.MoveLeader(context.Background(), js, "events-1", "n2") }()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+	case <-time.After(10 * time.Second):
+		t.Fatal("MoveLeader still waits for an answer after 10s")
+	}
+	_, err = sub.NextMsg(time.Second)
+	require.NoError(t, err, "the step-down was asked")
 }
