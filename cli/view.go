@@ -128,13 +128,16 @@ type clusterView struct {
 	namespace string
 	token     string
 
-	mu sync.Mutex
-	ep *endpoints // nil until opened, and after it failed
+	mu      sync.Mutex
+	ep      *endpoints    // nil until opened, and after it failed
+	opening chan struct{} // closed when the port-forward being opened is (or failed); nil when none is
+	// openWait bounds an opening of the port-forward: viewReadTimeout.
+	openWait time.Duration
 }
 
 func newClusterView(c *cluster, namespace, token string) *clusterView {
 	c.kept = &keptForwards{open: map[string]keptForward{}}
-	return &clusterView{c: c, namespace: namespace, token: token}
+	return &clusterView{c: c, namespace: namespace, token: token, openWait: viewReadTimeout}
 }
 
 var (
@@ -198,17 +201,10 @@ func (v *clusterView) get(ctx context.Context, path string, into any) error {
 // port-forward first when there is none; one that fails is closed, and
 // the next request opens another (the pod may have gone).
 func (v *clusterView) send(ctx context.Context, method, path string) (*http.Response, error) {
-	v.mu.Lock()
-	ep := v.ep
-	if ep == nil {
-		var err error
-		if ep, err = v.c.bridgeEndpoints(ctx, v.token); err != nil {
-			v.mu.Unlock()
-			return nil, err
-		}
-		v.ep = ep
+	ep, err := v.endpoints(ctx)
+	if err != nil {
+		return nil, err
 	}
-	v.mu.Unlock()
 	resp, err := ep.send(ctx, method, path)
 	if err != nil {
 		v.mu.Lock()
@@ -219,6 +215,46 @@ func (v *clusterView) send(ctx context.Context, method, path string) (*http.Resp
 		v.mu.Unlock()
 	}
 	return resp, err
+}
+
+// endpoints returns the open port-forward, or opens one: one request
+// opens it, within openWait whatever its own context, and the
+// others wait for it as long as their contexts let them. (The lock is
+// not held while it opens: a replay whose page never gives up, through
+// an API server that does not answer, held it, and every read of the
+// page's state with it.)
+func (v *clusterView) endpoints(ctx context.Context) (*endpoints, error) {
+	for {
+		v.mu.Lock()
+		if v.ep != nil {
+			ep := v.ep
+			v.mu.Unlock()
+			return ep, nil
+		}
+		if opening := v.opening; opening != nil {
+			v.mu.Unlock()
+			select {
+			case <-opening:
+				continue
+			case <-ctx.Done():
+				return nil, fmt.Errorf("open a port-forward to kfn's event bridge: %w", ctx.Err())
+			}
+		}
+		opened := make(chan struct{})
+		v.opening = opened
+		v.mu.Unlock()
+		octx, cancel := context.WithTimeout(ctx, v.openWait)
+		ep, err := v.c.bridgeEndpoints(octx, v.token)
+		cancel()
+		v.mu.Lock()
+		v.opening = nil
+		if err == nil {
+			v.ep = ep
+		}
+		v.mu.Unlock()
+		close(opened)
+		return ep, err
+	}
 }
 
 // close closes the port-forwards.
