@@ -67,6 +67,16 @@ func (c *Cache) watch(ctx context.Context, sweep <-chan time.Time) error {
 		return fmt.Errorf("watch the bucket: %w", err)
 	}
 	defer func() { _ = watcher.Stop() }()
+	// The watch says it delivered the bucket's history (a nil update) when
+	// its first look found no description, or with the description it
+	// delivered last: a look that failed on an empty bucket (its election
+	// under way), or descriptions that expired between the look and the
+	// watch, leave it unsaid, and every upload waiting for it for as long
+	// as the watch lasts. Until it is said, the bucket is looked at every
+	// syncCheck: with no description left, there is nothing to wait for.
+	check := time.NewTicker(syncCheck)
+	defer check.Stop()
+	checks := check.C
 	for {
 		select {
 		case <-ctx.Done():
@@ -77,13 +87,34 @@ func (c *Cache) watch(ctx context.Context, sweep <-chan time.Time) error {
 				return errors.New("the watch of the bucket ended")
 			case info == nil:
 				c.index.markSynced()
+				checks = nil
 			default:
 				c.index.put(info)
+			}
+		case <-checks:
+			if c.noDescriptions(ctx) {
+				c.index.markSynced()
+				checks = nil
 			}
 		case <-sweep:
 			c.sweep(ctx, obs)
 		}
 	}
+}
+
+// syncCheck is how often an index not yet synced looks at the bucket.
+const syncCheck = time.Second
+
+// noDescriptions says whether the bucket holds no object's description
+// (the stream and subjects of JetStream's object stores, ADR-20); a
+// failure to look says no.
+func (c *Cache) noDescriptions(ctx context.Context) bool {
+	s, err := c.js.Stream(ctx, "OBJ_"+c.bucket.Bucket)
+	if err != nil {
+		return false
+	}
+	_, err = s.GetLastMsgForSubject(ctx, "$O."+c.bucket.Bucket+".M.>")
+	return errors.Is(err, jetstream.ErrMsgNotFound)
 }
 
 // sweep removes the objects unread for MaxIdle or past the bucket's max

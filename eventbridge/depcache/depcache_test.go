@@ -840,6 +840,8 @@ func TestDependencyCache(t *testing.T) {
 		assert.Equal(t, http.StatusNotFound, code, "a token reviewed before passes")
 		assert.Empty(t, s.objects())
 	})
+
+	t.Run("a watch that never says it read the bucket", func(t *testing.T) { testUnsaidHistory(t, w) })
 }
 
 // TestConfigValidate checks that every bound must be set.
