@@ -72,18 +72,23 @@ func (h *Heartbeat) Forget() int {
 // beat tells JetStream that every held message is in progress. One
 // released meanwhile may get one beat more, which JetStream ignores once
 // the message is settled; a failed beat means the message is redelivered
-// after its ack wait, and at least once still holds.
+// after its ack wait, and at least once still holds. The next beat is
+// timed from the end of this one: a beat slower than the interval (its
+// goroutine not run for a while, a slow connection) delays the next
+// rather than running beside it.
 func (h *Heartbeat) beat() {
 	h.mu.Lock()
 	beating := make([]jetstream.Msg, 0, len(h.events))
 	for msg := range h.events {
 		beating = append(beating, msg)
 	}
-	if len(beating) > 0 {
-		h.timer.Reset(h.every)
-	}
 	h.mu.Unlock()
 	for _, msg := range beating {
 		_ = msg.InProgress()
 	}
+	h.mu.Lock()
+	if len(h.events) > 0 {
+		h.timer.Reset(h.every)
+	}
+	h.mu.Unlock()
 }

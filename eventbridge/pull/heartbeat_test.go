@@ -70,3 +70,33 @@ func TestHeartbeatForgetsEveryMessage(t *testing.T) {
 	assert.Equal(t, 1, h.Forget())
 	assert.Zero(t, h.Forget())
 }
+
+// stalledMsg is a message whose first beat takes until stall is closed.
+type stalledMsg struct {
+	jetstream.Msg
+	beats atomic.Int32
+	stall chan struct{}
+}
+
+func (m *stalledMsg) InProgress() error {
+	if m.beats.Add(1) == 1 {
+		<-m.stall
+	}
+	return nil
+}
+
+// A beat slower than the interval delays the next one rather than running
+// beside it: two beats under way at once would each reach a message
+// released meanwhile (under load, TestHeartbeatBeatsHeldMessagesOnly saw
+// one beat more than one).
+func TestABeatUnderWayHasNoSecond(t *testing.T) {
+	const interval = 5 * time.Millisecond
+	var h Heartbeat
+	a := &stalledMsg{stall: make(chan struct{})}
+	h.Hold(a, interval)
+	require.Eventually(t, func() bool { return a.beats.Load() == 1 }, 5*time.Second, time.Millisecond, "the first beat")
+	assert.Never(t, func() bool { return a.beats.Load() > 1 }, 20*interval, time.Millisecond, "no beat beside the one under way")
+	close(a.stall)
+	require.Eventually(t, func() bool { return a.beats.Load() >= 3 }, 5*time.Second, time.Millisecond, "the beats go on after it")
+	h.Release(a)
+}
