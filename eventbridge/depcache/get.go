@@ -25,9 +25,9 @@ func (c *Cache) get(w http.ResponseWriter, r *http.Request, k key) {
 			http.Error(w, busy, http.StatusTooManyRequests)
 			return
 		}
-		defer c.downloads.Leave(k.namespace)
 		c.metrics.download(1)
 		defer c.metrics.download(-1)
+		defer c.downloads.Leave(k.namespace) // before the gauge drops: at 0, every slot is free
 		// The object store ends its reads at the context's deadline
 		// (JetStream's default timeout, 5 s, without one), and not when
 		// it is cancelled: a read blocks until the deadline once the
