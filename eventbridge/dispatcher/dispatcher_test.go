@@ -570,7 +570,10 @@ func TestReplyLoopIsBounded(t *testing.T) {
 	require.Eventually(t, func() bool { return k.count() == 4 }, wait, tick, "hops 0, 1, 2, 3")
 	require.Never(t, func() bool { return k.count() > 4 }, 300*time.Millisecond, tick)
 	assert.Equal(t, "3", k.deliveries()[3].header.Get("Ce-Kfnhops"))
-	require.NoError(t, testutil.GatherAndCompare(b.reg, strings.NewReader(`
+	// Replies are counted after their sink answered, which is what the
+	// test awaited: the count follows.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.NoError(c, testutil.GatherAndCompare(b.reg, strings.NewReader(`
 # HELP kfn_eventbridge_replies_total CloudEvent replies of sinks by result: published, invalid, hop_limit, rate_limited.
 # TYPE kfn_eventbridge_replies_total counter
 kfn_eventbridge_replies_total{namespace="default",result="hop_limit",subscription="echo"} 1
@@ -578,6 +581,7 @@ kfn_eventbridge_replies_total{namespace="default",result="invalid",subscription=
 kfn_eventbridge_replies_total{namespace="default",result="published",subscription="echo"} 3
 kfn_eventbridge_replies_total{namespace="default",result="rate_limited",subscription="echo"} 0
 `), "kfn_eventbridge_replies_total"))
+	}, wait, tick)
 }
 
 func TestInvalidReplyIsDroppedButDeliverySucceeds(t *testing.T) {

@@ -76,7 +76,10 @@ func TestRepliesArePublishedByTheSubscriptionsNamespace(t *testing.T) {
 		senders = append(senders, d.header.Get("Ce-Kfnsendernamespace"))
 	}
 	assert.ElementsMatch(t, []string{"tenant", "bank"}, senders)
-	require.NoError(t, testutil.GatherAndCompare(b.reg, strings.NewReader(`
+	// Replies are counted after their sink answered, which is what the
+	// test awaited: the count follows.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.NoError(c, testutil.GatherAndCompare(b.reg, strings.NewReader(`
 # HELP kfn_eventbridge_replies_total CloudEvent replies of sinks by result: published, invalid, hop_limit, rate_limited.
 # TYPE kfn_eventbridge_replies_total counter
 kfn_eventbridge_replies_total{namespace="default",result="hop_limit",subscription="from-bank"} 0
@@ -96,6 +99,7 @@ kfn_eventbridge_replies_total{namespace="tenant",result="invalid",subscription="
 kfn_eventbridge_replies_total{namespace="tenant",result="published",subscription="s"} 2
 kfn_eventbridge_replies_total{namespace="tenant",result="rate_limited",subscription="s"} 0
 `), "kfn_eventbridge_replies_total"))
+	}, wait, tick)
 }
 
 // TestRepliesTakeTheirNamespacesRate has the sink of namespace tenant's
