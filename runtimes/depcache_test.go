@@ -474,7 +474,7 @@ func TestStandbyHostLoadsDependenciesFromTheCache(t *testing.T) {
 			require.Equal(t, http.StatusOK, r.status, "%s\n%s", r.body, h.out)
 			assert.Equal(t, "shop/orders", r.header.Get(runtimes.FunctionHeader))
 			assert.Equal(t, "Hi orders from kfn-greet", h.mustDo("GET", "/", nil, "").body, "the handler requires its dependency")
-			assert.Contains(t, h.out.String(), "from the cache")
+			h.logged(t, "from the cache")
 
 			const missing = "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
 			cache.Put(rt.Name, "1111111111111111111111111111111111111111111111111111111111111111", tarball(t, tarFile("../escaped")))
@@ -563,7 +563,7 @@ func TestStandbyHostPreparesDependencies(t *testing.T) {
 			require.Equal(t, http.StatusOK, r.status, "%s\n%s", r.body, h.out)
 			assert.Equal(t, asked, cache.Requests(), "the specialize request asked the cache for nothing")
 			assert.Equal(t, "Hi orders from kfn-greet", h.mustDo("GET", "/", nil, "").body, "the handler requires the prepared dependency")
-			assert.Contains(t, h.out.String(), "prepared before")
+			h.logged(t, "prepared before")
 
 			// Another set prepared: cleared, and the Function's own fetched.
 			depsDir = t.TempDir()
@@ -656,7 +656,7 @@ func TestHostFetchesItsDependenciesAtStart(t *testing.T) {
 			h, depsDir := start(depsHash, runtimes.Config{})
 			h.waitReady(15 * time.Second)
 			assert.Equal(t, "Hi orders from kfn-greet", h.mustDo("GET", "/", nil, "").body, "the handler requires its dependency")
-			assert.Contains(t, h.out.String(), "from the cache")
+			h.logged(t, "from the cache")
 			assert.NoFileExists(t, filepath.Join(depsDir, "left-over"))
 
 			const missing = "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
@@ -674,7 +674,7 @@ func TestHostFetchesItsDependenciesAtStart(t *testing.T) {
 			} {
 				h, _ := start(c.hash, c.cfg)
 				assert.Equal(t, 1, h.waitExit(15*time.Second), "%s: %s", what, h.out)
-				assert.Contains(t, h.out.String(), "KFN_DEPENDENCY_HASH", what)
+				h.logged(t, "KFN_DEPENDENCY_HASH", what)
 			}
 		})
 	}

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kfn-dev/kfn/runtimes"
@@ -252,6 +253,16 @@ func startHost(t testing.TB, rt runtimes.Runtime, fnDir string, opts hostOptions
 		h.waitReady(15 * time.Second)
 	}
 	return h
+}
+
+// logged asserts that the host's output comes to hold want: the output
+// is copied from the host's pipe on a goroutine of os/exec's, in no order
+// with the answers the test reads.
+func (h *host) logged(t *testing.T, want string, msgAndArgs ...any) {
+	t.Helper()
+	if !assert.Eventually(t, func() bool { return strings.Contains(h.out.String(), want) }, 5*time.Second, 5*time.Millisecond, msgAndArgs...) {
+		t.Logf("the host's output does not hold %q:\n%s", want, h.out.String())
+	}
 }
 
 // processEnv is the test process's environment without any platform
