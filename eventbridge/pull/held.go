@@ -90,6 +90,15 @@ func (e *Msg) Release() {
 // handling needs. A message no Puller holds (NewMsg, or released) grows
 // without bounds, and counts nothing.
 func (e *Msg) Grow(n int64) error {
+	return e.GrowOrGiveBack(n, 0)
+}
+
+// GrowOrGiveBack is Grow, but when the n bytes do not fit it also counts
+// off grown bytes that Grow counted before (what it read of the same
+// reply), in the same step: a holder that gives up what it was growing
+// for leaves its room to the others at once, and none of them finds its
+// bytes still counted between its failure and its Shrink.
+func (e *Msg) GrowOrGiveBack(n, grown int64) error {
 	pl := e.pl
 	if pl == nil || n <= 0 {
 		return nil
@@ -101,8 +110,14 @@ func (e *Msg) Grow(n int64) error {
 		return nil
 	}
 	if room, bounded := pl.room(); bounded && n > room && pl.held != e.size {
-		return fmt.Errorf("%w: %d more bytes asked for, %d left (%d held by this consumer, %d in all; bounds %d and %d)",
+		err := fmt.Errorf("%w: %d more bytes asked for, %d left (%d held by this consumer, %d in all; bounds %d and %d)",
 			ErrNoRoom, n, max(room, 0), pl.held, p.held, p.bounds.perPull, p.bounds.total)
+		if grown > 0 {
+			e.size -= grown
+			pl.count(-grown)
+			p.topUpStarved(pl)
+		}
+		return err
 	}
 	e.size += n
 	pl.count(n)

@@ -328,6 +328,15 @@ func TestGrowCountsWithinTheByteBounds(t *testing.T) {
 	inPull, _ = held()
 	assert.Equal(t, events, inPull)
 
+	// What a message gives up growing for it gives back with the refusal.
+	require.NoError(t, first.Grow(30<<10))
+	require.ErrorIs(t, first.GrowOrGiveBack(30<<10, 30<<10), ErrNoRoom)
+	inPull, inAll = held()
+	assert.Equal(t, events, inPull, "refused, its 30 KiB are given back in the same step")
+	assert.Equal(t, events, inAll)
+	require.NoError(t, second.GrowOrGiveBack(40<<10, 0), "the room is the other message's")
+	second.Shrink(40 << 10)
+
 	second.Release()
 	require.NoError(t, first.Grow(1<<20), "a message alone may keep more than the room")
 	first.Release()

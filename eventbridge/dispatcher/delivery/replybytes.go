@@ -27,13 +27,17 @@ func newReplyBytes(msg jetstream.Msg) *ReplyBytes {
 	return &ReplyBytes{msg: m}
 }
 
-// grow counts n more bytes; the error wraps pull.ErrNoRoom.
+// grow counts n more bytes; the error wraps pull.ErrNoRoom, and then
+// what was counted is counted off in the same step (the reply is
+// dropped; another reply read meanwhile has its room).
 func (r *ReplyBytes) grow(n int64) error {
 	if r.msg == nil {
 		return nil
 	}
-	if err := r.msg.Grow(n); err != nil {
-		return fmt.Errorf("the sink's reply does not fit the held bytes of its Subscription after %d bytes: %w", r.n, err)
+	if err := r.msg.GrowOrGiveBack(n, r.n); err != nil {
+		read := r.n
+		r.n = 0
+		return fmt.Errorf("the sink's reply does not fit the held bytes of its Subscription after %d bytes: %w", read, err)
 	}
 	r.n += n
 	return nil
