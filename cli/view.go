@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -133,7 +134,11 @@ type clusterView struct {
 	opening chan struct{} // closed when the port-forward being opened is (or failed); nil when none is
 	// openWait bounds an opening of the port-forward: viewReadTimeout.
 	openWait time.Duration
+	closed   bool // close was called: a port-forward opened since is closed at once
 }
+
+// errViewClosed: the view was closed while a port-forward opened.
+var errViewClosed = errors.New("kfn view is closing")
 
 func newClusterView(c *cluster, namespace, token string) *clusterView {
 	c.kept = &keptForwards{open: map[string]keptForward{}}
@@ -218,7 +223,7 @@ func (v *clusterView) send(ctx context.Context, method, path string) (*http.Resp
 }
 
 // endpoints returns the open port-forward, or opens one: one request
-// opens it, within openWait whatever its own context, and the
+// opens it, within its own context and at most openWait, and the
 // others wait for it as long as their contexts let them. (The lock is
 // not held while it opens: a replay whose page never gives up, through
 // an API server that does not answer, held it, and every read of the
@@ -248,7 +253,11 @@ func (v *clusterView) endpoints(ctx context.Context) (*endpoints, error) {
 		cancel()
 		v.mu.Lock()
 		v.opening = nil
-		if err == nil {
+		switch {
+		case err == nil && v.closed: // closed while it opened: nobody will close it after this
+			ep.close()
+			ep, err = nil, errViewClosed
+		case err == nil:
 			v.ep = ep
 		}
 		v.mu.Unlock()
@@ -261,6 +270,7 @@ func (v *clusterView) endpoints(ctx context.Context) (*endpoints, error) {
 func (v *clusterView) close() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	v.closed = true
 	if v.ep != nil {
 		v.ep.close()
 		v.ep = nil

@@ -19,7 +19,7 @@ const settleWait = 100 * time.Millisecond
 // as many as c had when it began (letters stored meanwhile may be among
 // them; a flood of new ones cannot keep it reading), and ends when a
 // message says none is pending after it, or when the server says none is
-// pending and every message it sent was read. opts bound the read-ahead.
+// pending and every message it sent was read. opt bounds the read-ahead.
 func readOrdered(ctx context.Context, c jetstream.Consumer, opt jetstream.PullMessagesOpt, fn func(jetstream.Msg, *jetstream.MsgMetadata) (more bool, err error)) error {
 	info, err := c.Info(ctx)
 	if err != nil {
@@ -33,15 +33,18 @@ func readOrdered(ctx context.Context, c jetstream.Consumer, opt jetstream.PullMe
 		return err
 	}
 	defer it.Stop()
-	var read uint64 // the consumer sequence of the last message read
+	var last read
+	failedLooks := 0
 	for left := info.NumPending; left > 0; {
 		m, err := nextWithin(ctx, it, settleWait)
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			info, err := c.Info(ctx)
-			if err != nil {
+			switch {
+			case err != nil && failedLooks < maxFailedLooks:
+				failedLooks++ // one look that fails under load does not fail the read
+			case err != nil:
 				return err
-			}
-			if info.NumPending == 0 && info.Delivered.Consumer <= read {
+			case info.NumPending == 0 && last.allOf(info):
 				return nil // the rest went before they were read
 			}
 			continue
@@ -54,7 +57,7 @@ func readOrdered(ctx context.Context, c jetstream.Consumer, opt jetstream.PullMe
 		if err != nil {
 			continue // not a stream's message: nothing to read
 		}
-		read = meta.Sequence.Consumer
+		last = read{consumer: meta.Consumer, sequence: meta.Sequence.Consumer}
 		more, err := fn(m, meta)
 		if err != nil || !more {
 			return err
@@ -66,7 +69,28 @@ func readOrdered(ctx context.Context, c jetstream.Consumer, opt jetstream.PullMe
 	return nil
 }
 
-// nextWithin is it's next message, waiting at most wait for it; the error
+// maxFailedLooks is how many looks at the consumer may fail, one after
+// the other, before a read gives up.
+const maxFailedLooks = 3
+
+// read is the last message read of an ordered consumer: the name of the
+// server's consumer that sent it (an ordered consumer makes a new one
+// when it resets, numbered from 1 again) and its sequence there.
+type read struct {
+	consumer string
+	sequence uint64
+}
+
+// allOf says whether every message the consumer info describes has sent
+// was read: one made since the last message read has sent none of them.
+func (r read) allOf(info *jetstream.ConsumerInfo) bool {
+	if info.Name != r.consumer {
+		return info.Delivered.Consumer == 0
+	}
+	return info.Delivered.Consumer <= r.sequence
+}
+
+// nextWithin is its next message, waiting at most wait for it; the error
 // is context.DeadlineExceeded when none came in time.
 func nextWithin(ctx context.Context, it jetstream.MessagesContext, wait time.Duration) (jetstream.Msg, error) {
 	ctx, cancel := context.WithTimeout(ctx, wait)

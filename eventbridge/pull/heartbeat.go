@@ -14,13 +14,15 @@ import (
 // runs while any message is held, instead of one timer per message: a
 // timer, its function and its lock for every message were a tenth of a
 // delivery's cost (issue 20's profiles). A message gets its first beat at
-// most an interval after it was held. The zero value is ready to use; its
-// methods are safe for concurrent use.
+// most an interval after it was held, or after the end of a beat under way
+// when it was held; one beat runs at a time. The zero value is ready to
+// use; its methods are safe for concurrent use.
 type Heartbeat struct {
-	mu     sync.Mutex
-	events map[jetstream.Msg]struct{}
-	timer  *time.Timer // nil until the first message is held
-	every  time.Duration
+	mu      sync.Mutex
+	events  map[jetstream.Msg]struct{}
+	timer   *time.Timer // nil until the first message is held
+	every   time.Duration
+	beating bool // a beat is under way: its end arms the timer
 }
 
 // Hold adds msg to the messages beaten for every interval, and starts the
@@ -36,11 +38,12 @@ func (h *Heartbeat) Hold(msg jetstream.Msg, interval time.Duration) {
 		return
 	}
 	h.every = interval
-	if h.timer == nil {
+	switch {
+	case h.timer == nil:
 		h.timer = time.AfterFunc(interval, h.beat)
-		return
+	case !h.beating:
+		h.timer.Reset(interval)
 	}
-	h.timer.Reset(interval)
 }
 
 // Release stops beating for msg, and stops the beat when no message is
@@ -78,6 +81,7 @@ func (h *Heartbeat) Forget() int {
 // rather than running beside it.
 func (h *Heartbeat) beat() {
 	h.mu.Lock()
+	h.beating = true
 	beating := make([]jetstream.Msg, 0, len(h.events))
 	for msg := range h.events {
 		beating = append(beating, msg)
@@ -87,6 +91,7 @@ func (h *Heartbeat) beat() {
 		_ = msg.InProgress()
 	}
 	h.mu.Lock()
+	h.beating = false
 	if len(h.events) > 0 {
 		h.timer.Reset(h.every)
 	}

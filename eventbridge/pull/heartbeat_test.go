@@ -96,7 +96,12 @@ func TestABeatUnderWayHasNoSecond(t *testing.T) {
 	h.Hold(a, interval)
 	require.Eventually(t, func() bool { return a.beats.Load() == 1 }, 5*time.Second, time.Millisecond, "the first beat")
 	assert.Never(t, func() bool { return a.beats.Load() > 1 }, 20*interval, time.Millisecond, "no beat beside the one under way")
-	close(a.stall)
-	require.Eventually(t, func() bool { return a.beats.Load() >= 3 }, 5*time.Second, time.Millisecond, "the beats go on after it")
 	h.Release(a)
+	b := &progressMsg{}
+	h.Hold(b, interval) // held again while the beat is under way: no second beat either
+	assert.Never(t, func() bool { return b.beats.Load() > 0 }, 20*interval, time.Millisecond, "no beat beside the one under way, for one held meanwhile")
+	close(a.stall)
+	require.Eventually(t, func() bool { return b.beats.Load() >= 2 }, 5*time.Second, time.Millisecond, "the beats go on after it")
+	assert.Equal(t, int32(1), a.beats.Load(), "released during its beat, it has no other")
+	h.Release(b)
 }

@@ -80,10 +80,10 @@ type Config struct {
 	// MaxDeadLetters bounds the dead letters shown (the oldest first, as
 	// `kfn dlq list` lists them). Default 100.
 	MaxDeadLetters int
-	// ReadTimeout bounds each reading of the state Run sends: what does
-	// not answer within it (the dead letters, the events of a cluster's
-	// event bridge) is a problem on the page, and the pages still get the
-	// rest. Default 5s.
+	// ReadTimeout bounds each read of a part of the state, the events
+	// and the dead letters: a part that does not answer within it (a
+	// cluster's event bridge behind a port-forward that hangs) is a
+	// problem on the page, and the pages still get the rest. Default 5s.
 	ReadTimeout time.Duration
 	// Title is what the page is of, after "kfn" in its header and title.
 	// Default "dev".
@@ -145,14 +145,17 @@ func New(src Source, letters DeadLetters, events Events, o Config) (*View, error
 	}, nil
 }
 
-// State reads the state the page shows now.
+// State reads the state the page shows now, each of its parts within
+// ReadTimeout.
 func (v *View) State(ctx context.Context) State {
 	p := v.src.Status()
 	st := State{
 		Title: v.o.Title, Addr: p.Addr, Functions: make([]Function, 0, len(p.Functions)), Subscriptions: p.Subscriptions, Problems: p.Errors,
 		DeadLetters: []DeadLetter{},
 	}
-	chains, err := v.events.Recent(ctx, v.o.MaxChains)
+	rctx, cancel := context.WithTimeout(ctx, v.o.ReadTimeout)
+	chains, err := v.events.Recent(rctx, v.o.MaxChains)
+	cancel()
 	if err != nil {
 		st.Problems = append(st.Problems, fmt.Sprintf("events: %v", err))
 	}
@@ -162,7 +165,9 @@ func (v *View) State(ctx context.Context) State {
 	}
 	// Previews only: the page shows the start of each letter's data, and
 	// reading the whole of every one was 1 MB a letter each time.
-	letters, err := v.letters.List(ctx, deadletter.Filter{Limit: v.o.MaxDeadLetters + 1, Preview: true})
+	lctx, cancel := context.WithTimeout(ctx, v.o.ReadTimeout)
+	letters, err := v.letters.List(lctx, deadletter.Filter{Limit: v.o.MaxDeadLetters + 1, Preview: true})
+	cancel()
 	if err != nil {
 		st.Problems = append(st.Problems, fmt.Sprintf("dead letters: %v", err))
 	}
@@ -179,14 +184,6 @@ func (v *View) State(ctx context.Context) State {
 		st.Chains = []eventpath.Chain{}
 	}
 	return st
-}
-
-// stateWithin is State, read within ReadTimeout: a read that never ends
-// would leave every page with its last state for ever.
-func (v *View) stateWithin(ctx context.Context) State {
-	ctx, cancel := context.WithTimeout(ctx, v.o.ReadTimeout)
-	defer cancel()
-	return v.State(ctx)
 }
 
 // Handler serves, relative to where it is mounted (the path must end in
@@ -310,7 +307,7 @@ func (v *View) Run(ctx context.Context) error {
 			continue
 		}
 		dirty, lastRead = false, time.Now()
-		state, err := json.Marshal(v.stateWithin(ctx))
+		state, err := json.Marshal(v.State(ctx))
 		if err != nil || bytes.Equal(state, last) {
 			continue // State has nothing json cannot encode; unchanged: nothing to send
 		}

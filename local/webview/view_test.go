@@ -350,3 +350,36 @@ func TestAStateReadThatHangsIsAProblemNotAFrozenPage(t *testing.T) {
 		}
 	}
 }
+
+// stuckEvents never answers before its context ends (as stuckLetters).
+type stuckEvents struct{}
+
+func (stuckEvents) Recent(ctx context.Context, _ int) ([]eventpath.Chain, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func (stuckEvents) Changes() <-chan struct{} { return nil }
+
+// oneLetter lists one dead letter, unless its context has ended.
+type oneLetter struct{}
+
+func (oneLetter) List(ctx context.Context, _ deadletter.Filter) ([]deadletter.Letter, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return []deadletter.Letter{{Sequence: 7, Namespace: "default", Subscription: "orders"}}, nil
+}
+
+// TestEachPartOfTheStateHasItsOwnTime: the events do not answer; the dead
+// letters, read after them, still get their own ReadTimeout, and are
+// shown.
+func TestEachPartOfTheStateHasItsOwnTime(t *testing.T) {
+	v, err := webview.New(sourceFunc(func() devstatus.Status { return devstatus.Status{} }), oneLetter{}, stuckEvents{},
+		webview.Config{ReadTimeout: 20 * time.Millisecond})
+	require.NoError(t, err)
+	st := v.State(context.Background())
+	assert.Equal(t, []string{"events: context deadline exceeded"}, st.Problems)
+	require.Len(t, st.DeadLetters, 1)
+	assert.Equal(t, uint64(7), st.DeadLetters[0].Sequence)
+}
