@@ -3,6 +3,7 @@ package deadletter_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,6 +27,9 @@ type purgingJetStream struct {
 	jetstream.JetStream
 	streams stream.Config
 	armed   atomic.Bool
+	// failLooks is how many of the looks after the purge fail (as one
+	// that times out under load does).
+	failLooks int32
 }
 
 func (p *purgingJetStream) OrderedConsumer(ctx context.Context, name string, cfg jetstream.OrderedConsumerConfig) (jetstream.Consumer, error) {
@@ -35,7 +39,9 @@ func (p *purgingJetStream) OrderedConsumer(ctx context.Context, name string, cfg
 	}
 	purge := &atomic.Bool{}
 	purge.Store(true)
-	return purgedAfterInfo{Consumer: c, p: p, purge: purge}, nil
+	fails := &atomic.Int32{}
+	fails.Store(p.failLooks)
+	return purgedAfterInfo{Consumer: c, p: p, purge: purge, fails: fails}, nil
 }
 
 // purgedAfterInfo is an ordered consumer of a purgingJetStream whose first
@@ -44,9 +50,16 @@ type purgedAfterInfo struct {
 	jetstream.Consumer
 	p     *purgingJetStream
 	purge *atomic.Bool
+	fails *atomic.Int32
 }
 
+// errLook is a look at the consumer that failed.
+var errLook = errors.New("consumer info: timeout")
+
 func (c purgedAfterInfo) Info(ctx context.Context) (*jetstream.ConsumerInfo, error) {
+	if !c.purge.Load() && c.fails.Add(-1) >= 0 {
+		return nil, errLook
+	}
 	info, err := c.Consumer.Info(ctx)
 	if err != nil || !c.purge.CompareAndSwap(true, false) {
 		return info, err
@@ -120,4 +133,31 @@ func TestAListingEndsWhileLettersKeepComing(t *testing.T) {
 	})
 	require.NoError(t, err)
 	assert.Equal(t, 12, seen)
+}
+
+// TestALookThatFailsIsBorneAFewTimes: the letters went meanwhile, and the
+// reader's looks at what is left fail: a few failures are borne (the
+// listing ends with none of the letters), more fail the listing, which
+// never waits for ever.
+func TestALookThatFailsIsBorneAFewTimes(t *testing.T) {
+	for _, tc := range []struct {
+		fails int32
+		ok    bool
+	}{{fails: 3, ok: true}, {fails: 4, ok: false}} {
+		e := newEnv(t)
+		e.bury(t, "default", "a", "1", 10)
+		p := &purgingJetStream{JetStream: e.js, streams: e.streams, failLooks: tc.fails}
+		a, err := deadletter.NewAdmin(p, e.streams)
+		require.NoError(t, err)
+		p.armed.Store(true)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		letters, err := a.List(ctx, deadletter.Filter{})
+		cancel()
+		if tc.ok {
+			require.NoError(t, err, "%d failed looks are borne", tc.fails)
+			assert.Empty(t, letters)
+		} else {
+			require.ErrorIs(t, err, errLook, "%d failed looks fail the listing", tc.fails)
+		}
+	}
 }
