@@ -1,23 +1,22 @@
 package supervisor
 
 import (
-	"bytes"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kfn-dev/kfn/test/logtest"
 )
 
 // gatedWriter holds its writes until open is closed, and keeps them.
 type gatedWriter struct {
 	open    chan struct{}
 	entered chan struct{} // gets a value when a write starts waiting
-	mu      sync.Mutex
-	buf     bytes.Buffer
+	logtest.Buffer
 }
 
 func newGatedWriter() *gatedWriter {
@@ -30,15 +29,7 @@ func (g *gatedWriter) Write(p []byte) (int, error) {
 	default:
 	}
 	<-g.open
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.buf.Write(p)
-}
-
-func (g *gatedWriter) String() string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.buf.String()
+	return g.Buffer.Write(p)
 }
 
 // TestBacklogOfOneFunctionDoesNotDelayAnother: with 1 MiB of 64 KiB lines

@@ -28,8 +28,7 @@ import (
 type stalledTerminal struct {
 	released chan struct{}
 	once     sync.Once
-	mu       sync.Mutex
-	buf      bytes.Buffer
+	logtest.Buffer
 }
 
 func newStalledTerminal() *stalledTerminal {
@@ -40,15 +39,7 @@ func (s *stalledTerminal) release() { s.once.Do(func() { close(s.released) }) }
 
 func (s *stalledTerminal) Write(p []byte) (int, error) {
 	<-s.released
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(p)
-}
-
-func (s *stalledTerminal) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
+	return s.Buffer.Write(p)
 }
 
 // slowTerminal takes rate bytes a second, and counts the lines it was

@@ -39,6 +39,22 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// startLingering starts a child of the host that never ends (mode
+// "linger"), as set sets it up, and writes its pid to CHILD_PID_FILE.
+func startLingering(set func(*exec.Cmd)) {
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), "KFN_TEST_HOST=linger")
+	set(child)
+	if err := child.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	if err := os.WriteFile(os.Getenv("CHILD_PID_FILE"), []byte(strconv.Itoa(child.Process.Pid)), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+}
+
 func serve(mode string) {
 	if mode == "linger" { // a process the host started, which never ends by itself
 		select {}
@@ -60,35 +76,18 @@ func serve(mode string) {
 	mux := http.NewServeMux()
 	if mode == "spawn" {
 		// A child in the host's process group, as a handler's subprocess
-		// would be; its pid goes to CHILD_PID_FILE.
-		child := exec.Command(os.Args[0], "-test.run=^$")
-		child.Env = append(os.Environ(), "KFN_TEST_HOST=linger")
-		if err := child.Start(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
-		}
-		if err := os.WriteFile(os.Getenv("CHILD_PID_FILE"), []byte(strconv.Itoa(child.Process.Pid)), 0o644); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
-		}
+		// would be.
+		startLingering(func(*exec.Cmd) {})
 	}
 	if mode == "escape" {
 		// A child out of the host's process group and session, holding
 		// the host's stdout, as a handler's daemonized subprocess would:
 		// killing the group does not end it, so the host's output pipe
-		// never reaches its end. Its pid goes to CHILD_PID_FILE.
-		child := exec.Command(os.Args[0], "-test.run=^$")
-		child.Env = append(os.Environ(), "KFN_TEST_HOST=linger")
-		child.Stdout = os.Stdout
-		child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-		if err := child.Start(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
-		}
-		if err := os.WriteFile(os.Getenv("CHILD_PID_FILE"), []byte(strconv.Itoa(child.Process.Pid)), 0o644); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
-		}
+		// never reaches its end.
+		startLingering(func(child *exec.Cmd) {
+			child.Stdout = os.Stdout
+			child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		})
 	}
 	if mode == "noisy" {
 		// A function printing a 64 KiB line every 2 ms, without end.
